@@ -1,0 +1,184 @@
+// The backward engine (single-threaded). Phases: find the graph reachable from the roots (for
+// grad(), only nodes that lead to a requested input), count each node's pending gradients, then
+// run nodes from a ready queue ordered by creation (latest first), accumulating gradients per
+// node input slot.
+#include "autograd/engine.h"
+
+#include <map>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "core/factory.h"
+
+namespace mg::autograd {
+namespace {
+
+struct Capture {
+  Node* node;
+  uint32_t slot;
+};
+
+struct LaterFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+class GraphTask {
+ public:
+  GraphTask(bool retain_graph, bool accumulate) : retain_graph_(retain_graph), accumulate_(accumulate) {}
+
+  void add_root(const Edge& edge, const Tensor& grad) {
+    roots_.push_back(edge.node.get());
+    add_grad(edge.node.get(), edge.input_nr, grad);
+  }
+
+  // grad(): remember which (node, slot) feeds each requested input.
+  void add_capture(const Edge& edge) { captures_.push_back({edge.node.get(), edge.input_nr}); }
+
+  Tensors run() {
+    select_nodes();
+    std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
+    std::unordered_set<Node*> queued;
+    for (Node* r : roots_) {
+      if (dependencies_[r] == 0 && queued.insert(r).second) ready.push(r);
+    }
+    Tensors captured(captures_.size());
+    while (!ready.empty()) {
+      Node* node = ready.top();
+      ready.pop();
+      Tensors grads = std::move(buffers_[node]);
+      buffers_.erase(node);
+      grads.resize(node->num_outputs());
+      for (uint32_t slot = 0; slot < grads.size(); ++slot) {
+        grads[slot] = node->run_pre_hooks(slot, std::move(grads[slot]));
+      }
+      for (std::size_t c = 0; c < captures_.size(); ++c) {
+        if (captures_[c].node == node) captured[c] = grads[captures_[c].slot];
+      }
+      const bool is_sink = dynamic_cast<AccumulateGrad*>(node) != nullptr;
+      if (is_sink && !accumulate_) continue;
+      Tensors input_grads = node->apply(std::move(grads));
+      if (!retain_graph_) node->release_saved();
+      for (std::size_t j = 0; j < node->next_edges.size(); ++j) {
+        const Edge& e = node->next_edges[j];
+        Node* next = e.node.get();
+        if (!next || !needed_.count(next)) continue;
+        if (j < input_grads.size() && input_grads[j].defined()) add_grad(next, e.input_nr, input_grads[j]);
+        if (--dependencies_[next] == 0 && queued.insert(next).second) ready.push(next);
+      }
+    }
+    return captured;
+  }
+
+ private:
+  void add_grad(Node* node, uint32_t slot, const Tensor& g) {
+    Tensors& buf = buffers_[node];
+    if (buf.size() < node->num_outputs()) buf.resize(node->num_outputs());
+    buf[slot] = buf[slot].defined() ? grad_math().add(buf[slot], g) : g;
+  }
+
+  // Marks the nodes to run and counts, for each, the edges that will deliver to it.
+  void select_nodes() {
+    // Post-order DFS (iterative) from the roots.
+    std::vector<Node*> order;
+    std::unordered_set<Node*> seen;
+    for (Node* root : roots_) {
+      if (!seen.insert(root).second) continue;
+      std::vector<std::pair<Node*, std::size_t>> stack{{root, 0}};
+      while (!stack.empty()) {
+        auto& [n, i] = stack.back();
+        if (i < n->next_edges.size()) {
+          Node* child = n->next_edges[i++].node.get();
+          if (child && seen.insert(child).second) stack.push_back({child, 0});
+        } else {
+          order.push_back(n);
+          stack.pop_back();
+        }
+      }
+    }
+    // A node is needed when it reaches a capture (grad()) or always (backward()).
+    std::unordered_set<Node*> capture_nodes;
+    for (const Capture& c : captures_) capture_nodes.insert(c.node);
+    for (Node* n : order) {  // children before parents
+      bool need = accumulate_ || capture_nodes.count(n);
+      for (const Edge& e : n->next_edges) need = need || (e.node && needed_.count(e.node.get()));
+      if (need) needed_.insert(n);
+    }
+    for (Node* n : order) {
+      if (!needed_.count(n)) continue;
+      for (const Edge& e : n->next_edges) {
+        if (e.node && needed_.count(e.node.get())) ++dependencies_[e.node.get()];
+      }
+    }
+  }
+
+  bool retain_graph_;
+  bool accumulate_;
+  std::vector<Node*> roots_;
+  std::vector<Capture> captures_;
+  std::unordered_set<Node*> needed_;
+  std::unordered_map<Node*, int> dependencies_;
+  std::unordered_map<Node*, Tensors> buffers_;
+};
+
+// Validates outputs and their gradients and adds them as roots.
+void add_roots(GraphTask& task, const Tensors& outputs, const Tensors& grad_outputs, const char* api) {
+  MG_CHECK(!outputs.empty(), AutogradError, api, ": expected at least one output");
+  MG_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), AutogradError, api,
+           ": got ", grad_outputs.size(), " gradients for ", outputs.size(), " outputs");
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    MG_CHECK(out.defined(), AutogradError, api, ": output ", i, " is undefined");
+    const Edge edge = gradient_edge(out);
+    MG_CHECK(edge.valid(), AutogradError, api, ": output ", i, " (", describe(out),
+             ") does not require grad and has no grad_fn",
+             "\n  hint: call requires_grad_() on the inputs before computing it, and check that no "
+             "NoGradGuard is active");
+    Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[i];
+    if (!g.defined()) {
+      MG_CHECK(out.numel() == 1, AutogradError, api,
+               ": a gradient can be created implicitly only for one-element outputs; output ", i,
+               " is ", describe(out), "\n  hint: pass a gradient of the same shape");
+      g = ones_like(out);
+    } else {
+      MG_CHECK(g.shape() == out.shape() && g.dtype() == out.dtype() && g.device() == out.device(),
+               AutogradError, api, ": gradient ", describe(g), " does not match output ", i, " ",
+               describe(out));
+    }
+    task.add_root(edge, g);
+  }
+}
+
+}  // namespace
+
+void backward(const Tensors& outputs, const Tensors& grad_outputs, bool retain_graph, bool create_graph) {
+  GraphTask task(retain_graph || create_graph, /*accumulate=*/true);
+  add_roots(task, outputs, grad_outputs, "backward");
+  EnableGradGuard mode(create_graph);
+  task.run();
+}
+
+Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs,
+             std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
+  GraphTask task(retain_graph.value_or(create_graph), /*accumulate=*/false);
+  add_roots(task, outputs, grad_outputs, "grad");
+  MG_CHECK(!inputs.empty(), AutogradError, "grad: expected at least one input");
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Edge edge = gradient_edge(inputs[i]);
+    MG_CHECK(edge.valid(), AutogradError, "grad: input ", i, " (", describe(inputs[i]),
+             ") does not require grad");
+    task.add_capture(edge);
+  }
+  EnableGradGuard mode(create_graph);
+  Tensors result = task.run();
+  for (std::size_t i = 0; i < result.size(); ++i) {
+    MG_CHECK(result[i].defined() || allow_unused, AutogradError, "grad: input ", i, " (",
+             describe(inputs[i]), ") was not used to compute the outputs",
+             "\n  hint: pass allow_unused=true if this is expected");
+  }
+  return result;
+}
+
+}  // namespace mg::autograd

@@ -1,0 +1,80 @@
+#include "autograd/node.h"
+
+#include "autograd/grad_mode.h"
+
+namespace mg::autograd {
+namespace {
+std::atomic<uint64_t> g_next_sequence_nr{0};
+}
+
+Node::Node(uint32_t num_outputs)
+    : num_outputs_(num_outputs), sequence_nr_(g_next_sequence_nr.fetch_add(1)) {}
+
+Tensor Node::run_pre_hooks(uint32_t output_nr, Tensor grad) const {
+  for (const auto& [nr, hook] : pre_hooks_) {
+    if (nr != output_nr || !grad.defined()) continue;
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) {
+      MG_CHECK(replaced.shape() == grad.shape(), AutogradError, "hook: a gradient hook on ", name(),
+               " returned ", describe(replaced), " but the gradient is ", describe(grad));
+      grad = replaced;
+    }
+  }
+  return grad;
+}
+
+void Node::add_pre_hook(uint32_t output_nr, TensorHook hook) {
+  pre_hooks_.emplace_back(output_nr, std::move(hook));
+}
+
+AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : Node(1), leaf_(std::move(leaf)) {}
+
+namespace {
+// True when `g` owns a dense block nobody else references, so it can become .grad as is.
+bool is_stealable(const Tensor& g) {
+  return g.is_contiguous() && g.offset() == 0 && g.impl_ptr().use_count() == 1 &&
+         g.impl()->storage.use_count() == 1 &&
+         g.storage().nbytes() == std::size_t(g.numel()) * g.element_size();
+}
+}  // namespace
+
+Tensors AccumulateGrad::apply(Tensors&& grads) {
+  Tensor g = std::move(grads[0]);
+  if (!g.defined()) return {};
+  Tensor leaf(leaf_);
+  MG_ASSERT(g.shape() == leaf.shape(), "AccumulateGrad: gradient ", describe(g), " for leaf ",
+            describe(leaf));
+  Tensor current = leaf.grad();
+  GradMath& math = grad_math();
+  if (!current.defined()) {
+    // With create_graph the gradient keeps its history (double backward); otherwise .grad is a
+    // dense tensor the optimizer may update in place.
+    leaf.impl()->autograd.grad =
+        (GradMode::is_enabled() || is_stealable(g)) ? g.impl_ptr() : math.dense_copy(g).impl_ptr();
+  } else if (GradMode::is_enabled()) {
+    leaf.impl()->autograd.grad = math.add(current, g).impl_ptr();
+  } else {
+    math.add_inplace(current, g);
+  }
+  return {};
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined()) return {};
+  TensorImpl* impl = t.impl();
+  if (impl->autograd.grad_fn) return {impl->autograd.grad_fn, impl->autograd.output_nr};
+  if (!impl->autograd.requires_grad) return {};
+  std::shared_ptr<Node> acc = impl->autograd.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    impl->autograd.grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+GradMath& grad_math() {
+  static GradMath math;
+  return math;
+}
+
+}  // namespace mg::autograd

@@ -1,0 +1,81 @@
+// The autograd graph. Every differentiable op records a Node whose next_edges point at the nodes
+// of its inputs; leaves that require grad end in an AccumulateGrad node. The engine calls
+// apply() with the gradients of a node's outputs and routes the returned input gradients along
+// next_edges.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace mg::autograd {
+
+class Node;
+
+// Where a gradient goes: input slot `input_nr` of `node` (= the output_nr of the tensor).
+struct Edge {
+  std::shared_ptr<Node> node;
+  uint32_t input_nr = 0;
+  bool valid() const { return node != nullptr; }
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  explicit Node(uint32_t num_outputs);
+  virtual ~Node() = default;
+
+  // Gradients of this node's forward outputs in, gradients for next_edges out (same order and
+  // length as next_edges; an undefined Tensor means "no gradient").
+  virtual Tensors apply(Tensors&& grad_outputs) = 0;
+  // "mul_backward", "AccumulateGrad", ...
+  virtual std::string name() const = 0;
+  // Frees saved tensors after a backward without retain_graph.
+  virtual void release_saved() {}
+
+  // Runs the pre-hooks of output `output_nr` on its gradient (tensor hooks live here).
+  Tensor run_pre_hooks(uint32_t output_nr, Tensor grad) const;
+  void add_pre_hook(uint32_t output_nr, TensorHook hook);
+
+  std::vector<Edge> next_edges;
+  uint32_t num_outputs() const { return num_outputs_; }
+  // Creation order; the engine runs later nodes first.
+  uint64_t sequence_nr() const { return sequence_nr_; }
+  bool released() const { return released_; }
+  void mark_released() { released_ = true; }
+
+ private:
+  uint32_t num_outputs_;
+  uint64_t sequence_nr_;
+  bool released_ = false;
+  std::vector<std::pair<uint32_t, TensorHook>> pre_hooks_;
+};
+
+// Sink of a leaf tensor: adds the incoming gradient into the leaf's .grad.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
+  Tensors apply(Tensors&& grads) override;
+  std::string name() const override { return "AccumulateGrad"; }
+  const std::shared_ptr<TensorImpl>& leaf() const { return leaf_; }
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+// The edge a gradient for tensor `t` must follow: its grad_fn, or its AccumulateGrad (created on
+// first use) when it is a leaf that requires grad; invalid when it needs no gradient.
+Edge gradient_edge(const Tensor& t);
+
+// Tensor math the engine needs, installed by the ops layer (which sits above autograd) when the
+// library initialises: adding gradients and materialising a dense copy.
+struct GradMath {
+  Tensor (*add)(const Tensor& a, const Tensor& b) = nullptr;
+  Tensor (*dense_copy)(const Tensor& a) = nullptr;  // contiguous copy without history
+  void (*add_inplace)(const Tensor& dst, const Tensor& src) = nullptr;
+};
+GradMath& grad_math();
+
+}  // namespace mg::autograd

@@ -1,0 +1,48 @@
+#include "autograd/saved_tensor.h"
+
+namespace mg::autograd {
+
+SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
+  if (!t.defined()) return;
+  saved_version_ = t.version();
+  requires_grad_ = t.requires_grad();
+  if (is_output) {
+    // Alias without autograd fields; grad_fn is re-attached on unpack.
+    TensorImpl* src = t.impl();
+    data_ = make_tensor(src->storage, src->shape, src->strides, src->offset, src->dtype);
+    grad_fn_ = src->autograd.grad_fn;
+    output_nr_ = src->autograd.output_nr;
+  } else {
+    data_ = t;
+  }
+}
+
+Tensor SavedTensor::unpack(const std::string& node_name) const {
+  MG_CHECK(!released_, AutogradError, node_name,
+           ": tried to backward through the graph a second time, but the tensors saved for "
+           "backward were already freed",
+           "\n  hint: pass retain_graph=true to the first backward() or grad() call");
+  if (!data_.defined()) return data_;
+  MG_CHECK(data_.version() == saved_version_, AutogradError, node_name,
+           ": a tensor saved for backward (", describe(data_),
+           ") was modified by an in-place operation (version ", saved_version_, " -> ",
+           data_.version(), ")",
+           "\n  hint: use the out-of-place op (e.g. add instead of add_) or clone() before modifying");
+  if (!is_output_) return data_;
+  TensorImpl* src = data_.impl();
+  Tensor out = make_tensor(src->storage, src->shape, src->strides, src->offset, src->dtype);
+  out.impl()->autograd.requires_grad = requires_grad_;
+  if (auto fn = grad_fn_.lock()) {
+    out.impl()->autograd.grad_fn = std::move(fn);
+    out.impl()->autograd.output_nr = output_nr_;
+  }
+  return out;
+}
+
+void SavedTensor::release() {
+  data_ = Tensor();
+  grad_fn_.reset();
+  released_ = true;
+}
+
+}  // namespace mg::autograd

@@ -1,0 +1,33 @@
+// A tensor saved for backward. It remembers the storage version at save time; unpacking after an
+// in-place modification is an error naming the op, never a wrong gradient. A saved *output* does
+// not own its grad_fn (that would be a reference cycle: output -> node -> output); it keeps a weak
+// reference and re-attaches it on unpack so double backward still sees the history.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "autograd/node.h"
+
+namespace mg::autograd {
+
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  SavedTensor(const Tensor& t, bool is_output);
+  // `node_name` is used in the error message.
+  Tensor unpack(const std::string& node_name) const;
+  bool defined() const { return data_.defined(); }
+  // Frees the data (after a backward without retain_graph); a later unpack is an error.
+  void release();
+
+ private:
+  Tensor data_;  // the tensor (inputs) or a history-free alias of it (outputs)
+  uint64_t saved_version_ = 0;
+  bool is_output_ = false;
+  bool requires_grad_ = false;
+  bool released_ = false;
+  std::weak_ptr<Node> grad_fn_;
+  uint32_t output_nr_ = 0;
+};
+
+}  // namespace mg::autograd

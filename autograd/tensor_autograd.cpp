@@ -1,0 +1,36 @@
+// The Tensor members that belong to autograd: backward, hooks, retain_grad.
+#include "autograd/engine.h"
+#include "autograd/node.h"
+
+namespace mg {
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph, create_graph);
+}
+
+void Tensor::register_hook(TensorHook hook) const {
+  MG_CHECK(requires_grad(), AutogradError,
+           "register_hook: cannot register a hook on a tensor that does not require grad (",
+           describe(*this), ")");
+  const autograd::Edge edge = autograd::gradient_edge(*this);
+  edge.node->add_pre_hook(edge.input_nr, std::move(hook));
+}
+
+void Tensor::retain_grad() const {
+  MG_CHECK(requires_grad(), AutogradError,
+           "retain_grad: cannot retain the gradient of a tensor that does not require grad");
+  if (is_leaf()) return;  // leaves keep .grad anyway
+  std::weak_ptr<TensorImpl> weak = impl_ptr();
+  register_hook([weak](const Tensor& g) {
+    if (auto impl = weak.lock()) {
+      Tensor self(impl);
+      Tensor current = self.grad();
+      impl->autograd.grad =
+          current.defined() ? autograd::grad_math().add(current, g).impl_ptr()
+                            : autograd::grad_math().dense_copy(g).impl_ptr();
+    }
+    return Tensor();
+  });
+}
+
+}  // namespace mg

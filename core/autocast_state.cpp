@@ -1,0 +1,10 @@
+#include "core/autocast_state.h"
+
+namespace mg {
+
+AutocastState& autocast_state() {
+  thread_local AutocastState state;
+  return state;
+}
+
+}  // namespace mg

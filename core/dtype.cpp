@@ -1,0 +1,67 @@
+#include "core/dtype.h"
+
+#include "core/error.h"
+
+namespace mg {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+#define MG_NAME_CASE(E, n, T) \
+  case DType::E:              \
+    return #n;
+    MG_FORALL_DTYPES(MG_NAME_CASE)
+#undef MG_NAME_CASE
+  }
+  return "?";
+}
+
+DType dtype_from_name(const std::string& name) {
+#define MG_PARSE_CASE(E, n, T) \
+  if (name == #n) return DType::E;
+  MG_FORALL_DTYPES(MG_PARSE_CASE)
+#undef MG_PARSE_CASE
+  MG_THROW(DTypeError, "dtype: unknown dtype \"", name,
+           "\"; expected one of f64, f32, f16, bf16, i64, i32, u8, bool");
+}
+
+std::size_t dtype_size(DType t) {
+  switch (t) {
+#define MG_SIZE_CASE(E, n, T) \
+  case DType::E:              \
+    return sizeof(T);
+    MG_FORALL_DTYPES(MG_SIZE_CASE)
+#undef MG_SIZE_CASE
+  }
+  return 0;
+}
+
+bool is_floating(DType t) {
+  return t == DType::F64 || t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+bool is_low_precision(DType t) { return t == DType::F16 || t == DType::BF16; }
+bool is_integral(DType t) { return t == DType::I64 || t == DType::I32 || t == DType::U8; }
+
+namespace {
+// Rank in the promotion lattice; f16 and bf16 share a rank and meet at f32.
+int rank(DType t) {
+  switch (t) {
+    case DType::Bool: return 0;
+    case DType::U8: return 1;
+    case DType::I32: return 2;
+    case DType::I64: return 3;
+    case DType::F16:
+    case DType::BF16: return 4;
+    case DType::F32: return 5;
+    case DType::F64: return 6;
+  }
+  return 0;
+}
+}  // namespace
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  if (is_low_precision(a) && is_low_precision(b)) return DType::F32;
+  return rank(a) >= rank(b) ? a : b;
+}
+
+}  // namespace mg

@@ -1,0 +1,52 @@
+// Tensor factories. Values are produced on the CPU and copied when another device is asked for.
+// Random factories use the counter-based Philox stream of a Generator (default: the global one),
+// so values depend only on (seed, offset, element index).
+//
+//   mg::Tensor w = mg::randn({784, 10}, {.dtype = mg::DType::F32, .requires_grad = true});
+//   mg::Tensor i = mg::arange(0, 10);                       // i64 [0, 1, ..., 9]
+//   mg::Tensor v = mg::from_vector<float>({1, 2, 3, 4}, {2, 2});
+#pragma once
+#include <vector>
+
+#include "core/generator.h"
+#include "core/tensor.h"
+
+namespace mg {
+
+Tensor zeros(const Shape& shape, TensorOptions options = {});
+Tensor ones(const Shape& shape, TensorOptions options = {});
+Tensor full(const Shape& shape, double value, TensorOptions options = {});
+// [start, end) with `step` (i64 by default; any dtype may be asked for).
+Tensor arange(int64_t start, int64_t end, int64_t step = 1, TensorOptions options = {.dtype = DType::I64});
+// `steps` evenly spaced values from start to end inclusive.
+Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
+Tensor eye(int64_t n, int64_t m = -1, TensorOptions options = {});
+// Uniform in [0, 1).
+Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
+// Standard normal (Box-Muller on Philox words).
+Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
+// Uniform integers in [low, high).
+Tensor randint(int64_t low, int64_t high, const Shape& shape,
+               TensorOptions options = {.dtype = DType::I64}, Generator* gen = nullptr);
+
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+
+// Copies `count` elements of dtype options.dtype from `data` (host memory) into a new tensor.
+Tensor from_buffer(const void* data, const Shape& shape, TensorOptions options = {});
+
+// Copies a std::vector into a tensor of the matching dtype (shape defaults to 1-D).
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, Shape shape = {}, TensorOptions options = {}) {
+  if (shape.empty()) shape = {int64_t(values.size())};
+  MG_CHECK(shape_numel(shape) == int64_t(values.size()), ShapeError, "from_vector: ",
+           values.size(), " values do not fill shape ", shape);
+  options.dtype = dtype_v<T>;
+  return from_buffer(values.data(), shape, options);
+}
+// Scalar (0-d) tensor.
+Tensor scalar_tensor(double value, TensorOptions options = {});
+
+}  // namespace mg

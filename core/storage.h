@@ -1,0 +1,62 @@
+// Storage: a reference-counted block of device memory. Tensors are views into a Storage.
+// Memory comes from the Allocator registered for the device type: the CPU allocator returns
+// 64-byte-aligned blocks (one cache line, full AVX-512 vectors); the CUDA backend registers its
+// caching allocator from register_cuda_kernels(). A storage also owns the version counter that
+// all views of it share, so an in-place write through any view invalidates saved tensors.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "core/device.h"
+
+namespace mg {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  // Returns at least `nbytes` bytes (a valid pointer even for 0 bytes); throws mg::Error on failure.
+  virtual void* allocate(std::size_t nbytes) = 0;
+  virtual void deallocate(void* ptr) = 0;
+};
+
+// The allocator for a device type; throws DeviceError when none is registered (e.g. a CUDA
+// tensor in a build without CUDA).
+Allocator& allocator_for(DeviceType type);
+void set_allocator(DeviceType type, Allocator* allocator);
+
+// Copies `nbytes` between two blocks on any devices (host memcpy on the CPU; the CUDA backend
+// registers its copy function).
+using CopyBytesFn = void (*)(void* dst, Device dst_device, const void* src, Device src_device,
+                             std::size_t nbytes);
+void set_copy_bytes_fn(DeviceType type, CopyBytesFn fn);
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes);
+
+class Storage {
+ public:
+  // Allocates `nbytes` on `device`.
+  Storage(std::size_t nbytes, Device device);
+  // Wraps memory owned elsewhere; `deleter` (may be empty) runs when the storage dies.
+  Storage(void* data, std::size_t nbytes, Device device, std::function<void(void*)> deleter);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  std::size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  // Version counter shared by all tensors viewing this storage; bumped by in-place ops.
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t nbytes_ = 0;
+  Device device_;
+  std::function<void(void*)> deleter_;
+  bool owned_ = false;
+  uint64_t version_ = 0;
+};
+
+}  // namespace mg

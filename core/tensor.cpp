@@ -1,0 +1,89 @@
+#include "core/tensor.h"
+
+#include "core/visit_dtype.h"
+
+namespace mg {
+
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+
+bool Tensor::is_contiguous() const {
+  const Shape& sh = shape();
+  const Strides& st = strides();
+  int64_t expected = 1;
+  for (std::size_t i = sh.size(); i-- > 0;) {
+    if (sh[i] == 1) continue;
+    if (st[i] != expected) return false;
+    expected *= sh[i];
+  }
+  return true;
+}
+
+void* Tensor::data_ptr() const {
+  return static_cast<char*>(storage().data()) + offset() * int64_t(element_size());
+}
+
+Tensor& Tensor::requires_grad_(bool on) {
+  MG_CHECK(!on || is_floating(dtype()), DTypeError,
+           "requires_grad_: only floating tensors can require grad; got ", describe(*this));
+  MG_CHECK(on || is_leaf(), AutogradError,
+           "requires_grad_: cannot set requires_grad=false on a non-leaf tensor",
+           "\n  hint: use detach() to get a tensor without history");
+  impl_->autograd.requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::grad() const {
+  const auto& g = checked()->autograd.grad;
+  return g ? Tensor(g) : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& g) const {
+  if (g.defined()) {
+    MG_CHECK(g.shape() == shape() && g.dtype() == dtype() && g.device() == device(), Error,
+             "set_grad: gradient ", describe(g), " does not match tensor ", describe(*this));
+  }
+  checked()->autograd.grad = g.impl_ptr();
+}
+
+double Tensor::item_double() const {
+  MG_CHECK(numel() == 1, ShapeError, "item: expected a tensor with one element, got ",
+           describe(*this));
+  alignas(8) unsigned char buf[8];
+  copy_bytes(buf, Device::cpu(), data_ptr(), device(), element_size());
+  return visit_dtype(dtype(), [&]<typename T>() {
+    T v;
+    std::memcpy(&v, buf, sizeof(T));
+    return static_cast<double>(static_cast<opmath_t<T>>(v));
+  });
+}
+
+Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset,
+                   DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor empty(const Shape& shape, TensorOptions options) {
+  for (int64_t s : shape) {
+    MG_CHECK(s >= 0, ShapeError, "empty: negative size in shape ", shape);
+  }
+  const int64_t n = shape_numel(shape);
+  auto storage =
+      std::make_shared<Storage>(std::size_t(n) * dtype_size(options.dtype), options.device);
+  Tensor t = make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, options.dtype);
+  if (options.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "(undefined tensor)";
+  return str_cat(t.shape(), " ", dtype_name(t.dtype()), " ", t.device().str());
+}
+
+}  // namespace mg

@@ -1,0 +1,177 @@
+// Tensor: a reference-counted handle to a TensorImpl, which is a strided view (shape, strides,
+// offset, dtype) into a Storage plus the autograd fields. Copying a Tensor copies the handle, not
+// the data. Math lives in ops/ (free functions such as mg::exp, mg::matmul and the operators);
+// the member functions below that compute are defined there too, so calls read like LibTorch:
+//
+//   mg::Tensor x = mg::randn({2, 3}).requires_grad_();
+//   mg::Tensor y = (x * x).sum();
+//   y.backward();                      // x.grad() == 2 * x
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "core/storage.h"
+
+namespace mg {
+
+namespace autograd {
+class Node;
+}
+
+class Tensor;
+struct TensorImpl;
+using Tensors = std::vector<Tensor>;
+// A gradient hook: receives the gradient flowing into a tensor and returns a replacement, or an
+// undefined Tensor to keep it.
+using TensorHook = std::function<Tensor(const Tensor&)>;
+
+// Autograd fields of a tensor. A leaf has no grad_fn; its gradient lands in `grad`.
+struct AutogradMeta {
+  bool requires_grad = false;
+  std::shared_ptr<autograd::Node> grad_fn;        // node that produced this tensor
+  uint32_t output_nr = 0;                         // which output of grad_fn this is
+  std::shared_ptr<TensorImpl> grad;               // accumulated gradient (leaves, retain_grad)
+  std::weak_ptr<autograd::Node> grad_accumulator; // leaves: the AccumulateGrad node, created lazily
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Strides strides;  // in elements
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::F32;
+  bool is_view = false;       // shares storage with the tensor it was derived from
+  uint64_t view_version = 0;  // storage version when this view was made
+  AutogradMeta autograd;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  // ---- metadata (all throw mg::Error on an undefined tensor) ----
+  const Shape& shape() const { return checked()->shape; }
+  const Strides& strides() const { return checked()->strides; }
+  int64_t offset() const { return checked()->offset; }
+  int64_t dim() const { return int64_t(shape().size()); }
+  int64_t size(int64_t d) const;    // negative d counts from the end
+  int64_t stride(int64_t d) const;
+  int64_t numel() const { return shape_numel(shape()); }
+  DType dtype() const { return checked()->dtype; }
+  Device device() const { return checked()->storage->device(); }
+  std::size_t element_size() const { return dtype_size(dtype()); }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  Storage& storage() const { return *checked()->storage; }
+  // Pointer to the first element (storage data + offset).
+  void* data_ptr() const;
+  // Typed pointer to the first element; throws DTypeError when T is not the tensor's dtype.
+  template <typename T>
+  T* data() const {
+    MG_CHECK(dtype() == dtype_v<T>, DTypeError, "Tensor::data: tensor is ", dtype_name(dtype()),
+             " but data<", dtype_name(dtype_v<T>), ">() was requested");
+    return static_cast<T*>(data_ptr());
+  }
+  // Version of the underlying storage; in-place ops bump it (shared by all views).
+  uint64_t version() const { return storage().version(); }
+  void bump_version() const { storage().bump_version(); }
+
+  // ---- autograd ----
+  bool requires_grad() const { return defined() && impl_->autograd.requires_grad; }
+  // Marks a leaf as requiring grad; floating dtypes only.
+  Tensor& requires_grad_(bool on = true);
+  bool is_leaf() const { return !impl_->autograd.grad_fn; }
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return checked()->autograd.grad_fn; }
+  uint32_t output_nr() const { return checked()->autograd.output_nr; }
+  // Accumulated gradient (undefined until a backward reaches this tensor).
+  Tensor grad() const;
+  void set_grad(const Tensor& g) const;
+  // Runs `hook` on the gradient flowing into this tensor during backward (defined in autograd/).
+  void register_hook(TensorHook hook) const;
+  // Keeps .grad for a non-leaf tensor (defined in autograd/).
+  void retain_grad() const;
+  // Backward from this tensor (defined in autograd/). A non-scalar needs `gradient`.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false,
+                bool create_graph = false) const;
+
+  // ---- element access (defined in core/tensor.cpp) ----
+  // The value of a one-element tensor converted to T; throws for more than one element.
+  template <typename T>
+  T item() const {
+    return static_cast<T>(item_double());
+  }
+  double item_double() const;
+
+  // ---- LibTorch-style methods, defined in ops/tensor_methods.cpp ----
+  Tensor detach() const;
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor permute(const Shape& dims) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;  // 2-D transpose
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(DType dtype) const;
+  Tensor to(Device device) const;
+  Tensor& copy_(const Tensor& src);
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  Tensor& add_(double value);
+  Tensor& sub_(const Tensor& other, double alpha = 1.0);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(double value);
+  Tensor& div_(const Tensor& other);
+  Tensor& zero_();
+  Tensor& fill_(double value);
+  Tensor sum() const;
+  Tensor mean() const;
+  // Human-readable form (values abbreviated like PyTorch, then shape, dtype, device); defined in
+  // ops/print.cpp.
+  std::string str() const;
+
+ private:
+  TensorImpl* checked() const {
+    MG_CHECK(impl_ != nullptr, Error, "Tensor: operation on an undefined tensor");
+    return impl_.get();
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Options for factories, used with designated initializers:
+//   mg::zeros({2, 3}, {.dtype = mg::DType::F16, .requires_grad = true})
+struct TensorOptions {
+  DType dtype = DType::F32;
+  Device device = Device::cpu();
+  bool requires_grad = false;
+};
+
+// Builds a tensor that views `storage` (no copy).
+Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset,
+                   DType dtype);
+// Allocates an uninitialised contiguous tensor.
+Tensor empty(const Shape& shape, TensorOptions options = {});
+// "[2, 3] f32 cpu": the form errors use to describe an operand.
+std::string describe(const Tensor& t);
+
+}  // namespace mg

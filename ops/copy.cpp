@@ -1,0 +1,57 @@
+// Copies and casts: clone, to(dtype), to(device), copy_ (via the `copy` op) and fill_. Casts are
+// differentiable, so an f32 weight used in an f16 op receives an f32 gradient (DESIGN §4): the
+// backward of to_dtype is the cast back, which the dispatcher applies to every gradient anyway.
+#include "ops/backward_ctx.h"
+#include "ops/dispatcher.h"
+#include "ops/infer.h"
+#include "ops/ops.h"
+#include "ops/register.h"
+
+namespace mg {
+namespace {
+
+InferResult infer_clone(const Tensors& in, const OpAttrs&) {
+  return {{{in[0].shape(), in[0].dtype()}}, in[0].dtype()};
+}
+InferResult infer_to_dtype(const Tensors& in, const OpAttrs& a) {
+  return {{{in[0].shape(), a.dtype}}, in[0].dtype()};
+}
+InferResult infer_to_device(const Tensors& in, const OpAttrs&) {
+  return {{{in[0].shape(), in[0].dtype()}}, in[0].dtype()};
+}
+InferResult infer_copy(const Tensors& in, const OpAttrs&) {
+  const Shape b = broadcast_shapes(in[0].shape(), in[1].shape(), "copy_");
+  MG_CHECK(b == in[0].shape(), ShapeError, "copy_: source ", describe(in[1]),
+           " cannot be broadcast to destination ", describe(in[0]));
+  return {{{in[0].shape(), in[0].dtype()}}, in[1].dtype()};
+}
+
+// d clone = identity; d to_dtype = cast back (by the dispatcher)
+Tensors identity_bw(const BackwardCtx&, const Tensors& g) { return {g[0]}; }
+// d to_device = move back
+Tensors to_device_bw(const BackwardCtx& c, const Tensors& g) {
+  (void)c;
+  return {g[0]};
+}
+// d copy(dst, src) = (0, 1) — the old destination values are overwritten
+Tensors copy_bw(const BackwardCtx&, const Tensors& g) { return {Tensor(), g[0]}; }
+
+}  // namespace
+
+void register_copy_rules() {
+  set_op_rule(OpId::clone, {.infer = infer_clone, .backward = identity_bw});
+  set_op_rule(OpId::to_dtype, {.infer = infer_to_dtype, .backward = identity_bw});
+  set_op_rule(OpId::to_device, {.infer = infer_to_device, .backward = to_device_bw});
+  set_op_rule(OpId::copy, {.infer = infer_copy, .backward = copy_bw});
+}
+
+Tensor clone(const Tensor& x) { return dispatch1(OpId::clone, {x}); }
+Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
+Tensor to(const Tensor& x, DType dtype) {
+  return x.dtype() == dtype ? x : dispatch1(OpId::to_dtype, {x}, {.dtype = dtype});
+}
+Tensor to(const Tensor& x, Device device) {
+  return x.device() == device ? x : dispatch1(OpId::to_device, {x}, {.device = device});
+}
+
+}  // namespace mg

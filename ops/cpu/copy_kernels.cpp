@@ -1,0 +1,73 @@
+// CPU kernels for clone / to_dtype / to_device / copy: a strided converting copy. Dense
+// f32 <-> f16/bf16 conversions use the bulk converters (F16C/AVX-512 when available).
+#include "core/convert.h"
+#include "core/visit_dtype.h"
+#include "ops/cpu/loops.h"
+#include "ops/kernel_registry.h"
+#include "ops/register.h"
+
+namespace mg::cpu {
+namespace {
+
+
+// Dense f32 <-> 16-bit conversions through the bulk converters; false when not applicable.
+bool bulk_convert(const Tensor& src, const Tensor& dst) {
+  if (!src.is_contiguous() || !dst.is_contiguous() || src.shape() != dst.shape()) return false;
+  const DType s = src.dtype(), d = dst.dtype();
+  const int64_t n = src.numel();
+  const void* in = src.data_ptr();
+  void* out = dst.data_ptr();
+  auto run = [&](auto convert, auto* typed_in, auto* typed_out) {
+    parallel_for(0, n, 1 << 16, [&](int64_t b, int64_t e) { convert(typed_in + b, typed_out + b, e - b); });
+  };
+  if (s == DType::F32 && d == DType::F16) {
+    run(convert_f32_to_f16, static_cast<const float*>(in), static_cast<Half*>(out));
+  } else if (s == DType::F16 && d == DType::F32) {
+    run(convert_f16_to_f32, static_cast<const Half*>(in), static_cast<float*>(out));
+  } else if (s == DType::F32 && d == DType::BF16) {
+    run(convert_f32_to_bf16, static_cast<const float*>(in), static_cast<BFloat16*>(out));
+  } else if (s == DType::BF16 && d == DType::F32) {
+    run(convert_bf16_to_f32, static_cast<const BFloat16*>(in), static_cast<float*>(out));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// dst (any layout, the output shape) <- src broadcast and converted.
+template <typename S>
+void convert_into(const Tensor& src, const Tensor& dst) {
+  if (bulk_convert(src, dst)) return;
+  visit_dtype(dst.dtype(), [&]<typename D>() {
+    if constexpr (std::is_same_v<D, bool>) {
+      unary_loop<bool, S>(src, dst, [](auto x) { return x != decltype(x)(0); });
+    } else {
+      unary_loop<D, S>(src, dst, [](auto x) { return static_cast<opmath_t<D>>(x); });
+    }
+  });
+}
+
+template <typename S>
+void clone_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+  convert_into<S>(in[0], out[0]);
+}
+
+// copy(dst, src) -> out: out may be dst itself (copy_).
+template <typename S>
+void copy_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+  convert_into<S>(in[1], out[0]);
+}
+
+}  // namespace
+
+void register_copy_kernels() {
+#define MG_REG_COPY(E, n, T)                                                         \
+  register_kernel(OpId::clone, DeviceType::CPU, DType::E, clone_kernel<T>);          \
+  register_kernel(OpId::to_dtype, DeviceType::CPU, DType::E, clone_kernel<T>);       \
+  register_kernel(OpId::to_device, DeviceType::CPU, DType::E, clone_kernel<T>);      \
+  register_kernel(OpId::copy, DeviceType::CPU, DType::E, copy_kernel<T>);
+  MG_FORALL_DTYPES(MG_REG_COPY)
+#undef MG_REG_COPY
+}
+
+}  // namespace mg::cpu

@@ -1,0 +1,188 @@
+// CPU kernels of the elementwise ops: the shared functors (ops/functors.h) run by the strided
+// loops (ops/cpu/loops.h). f16/bf16 load into f32, compute, and round once on store.
+#include "ops/cpu/loops.h"
+#include "ops/functors.h"
+#include "ops/kernel_registry.h"
+#include "ops/register.h"
+
+namespace mg::cpu {
+namespace {
+
+// Functors with parameters are built from the op's attributes.
+template <typename F>
+F make_functor(const OpAttrs&) {
+  return F{};
+}
+template <>
+fn::Softplus make_functor<fn::Softplus>(const OpAttrs& a) {
+  return {a.alpha, a.beta};
+}
+template <>
+fn::PowScalar make_functor<fn::PowScalar>(const OpAttrs& a) {
+  return {a.alpha};
+}
+template <>
+fn::Clamp make_functor<fn::Clamp>(const OpAttrs& a) {
+  return {a.alpha, a.beta};
+}
+template <>
+fn::Add make_functor<fn::Add>(const OpAttrs& a) {
+  return {a.alpha};
+}
+template <>
+fn::Sub make_functor<fn::Sub>(const OpAttrs& a) {
+  return {a.alpha};
+}
+
+template <typename T, typename F>
+void unary_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  unary_loop<T, T>(in[0], out[0], make_functor<F>(attrs));
+}
+
+template <typename T>
+void gelu_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  if (attrs.mode == 0) {
+    unary_loop<T, T>(in[0], out[0], fn::GeluErf{});
+  } else {
+    unary_loop<T, T>(in[0], out[0], fn::GeluTanh{});
+  }
+}
+
+template <typename T, typename F>
+void binary_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  binary_loop<T, T>(in[0], in[1], out[0], make_functor<F>(attrs));
+}
+
+template <typename T, typename F>
+void compare_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+  binary_loop<bool, T>(in[0], in[1], out[0], F{});
+}
+
+template <typename T>
+void where_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+  const Tensor& o = out[0];
+  const auto plan = make_plan<4>(o.shape(),
+                                 {o.strides(), broadcast_strides(in[0], o.shape()),
+                                  broadcast_strides(in[1], o.shape()), broadcast_strides(in[2], o.shape())},
+                                 {int64_t(sizeof(T)), 1, int64_t(sizeof(T)), int64_t(sizeof(T))});
+  run_plan<4>(plan,
+              {static_cast<char*>(o.data_ptr()), static_cast<char*>(in[0].data_ptr()),
+               static_cast<char*>(in[1].data_ptr()), static_cast<char*>(in[2].data_ptr())},
+              [](const std::array<char*, 4>& p, int64_t n, const std::array<int64_t, 4>& s) {
+                for (int64_t i = 0; i < n; ++i) {
+                  const bool c = *reinterpret_cast<const bool*>(p[1] + i * s[1]);
+                  *reinterpret_cast<T*>(p[0] + i * s[0]) =
+                      *reinterpret_cast<const T*>(p[c ? 2 : 3] + i * s[c ? 2 : 3]);
+                }
+              });
+}
+
+
+template <typename F>
+void reg_unary_floating(OpId op) {
+  register_kernel(op, DeviceType::CPU, DType::F64, unary_kernel<double, F>);
+  register_kernel(op, DeviceType::CPU, DType::F32, unary_kernel<float, F>);
+  register_kernel(op, DeviceType::CPU, DType::F16, unary_kernel<Half, F>);
+  register_kernel(op, DeviceType::CPU, DType::BF16, unary_kernel<BFloat16, F>);
+}
+
+// Floating and signed-integer dtypes (neg, abs, sign, relu, clamp, ...).
+template <typename F>
+void reg_unary_numeric(OpId op) {
+  reg_unary_floating<F>(op);
+  register_kernel(op, DeviceType::CPU, DType::I64, unary_kernel<int64_t, F>);
+  register_kernel(op, DeviceType::CPU, DType::I32, unary_kernel<int32_t, F>);
+}
+
+template <typename F>
+void reg_binary_floating(OpId op) {
+  register_kernel(op, DeviceType::CPU, DType::F64, binary_kernel<double, F>);
+  register_kernel(op, DeviceType::CPU, DType::F32, binary_kernel<float, F>);
+  register_kernel(op, DeviceType::CPU, DType::F16, binary_kernel<Half, F>);
+  register_kernel(op, DeviceType::CPU, DType::BF16, binary_kernel<BFloat16, F>);
+}
+
+template <typename F>
+void reg_binary_numeric(OpId op) {
+  reg_binary_floating<F>(op);
+  register_kernel(op, DeviceType::CPU, DType::I64, binary_kernel<int64_t, F>);
+  register_kernel(op, DeviceType::CPU, DType::I32, binary_kernel<int32_t, F>);
+  register_kernel(op, DeviceType::CPU, DType::U8, binary_kernel<uint8_t, F>);
+}
+
+template <typename F>
+void reg_compare(OpId op) {
+  register_kernel(op, DeviceType::CPU, DType::F64, compare_kernel<double, F>);
+  register_kernel(op, DeviceType::CPU, DType::F32, compare_kernel<float, F>);
+  register_kernel(op, DeviceType::CPU, DType::F16, compare_kernel<Half, F>);
+  register_kernel(op, DeviceType::CPU, DType::BF16, compare_kernel<BFloat16, F>);
+  register_kernel(op, DeviceType::CPU, DType::I64, compare_kernel<int64_t, F>);
+  register_kernel(op, DeviceType::CPU, DType::I32, compare_kernel<int32_t, F>);
+  register_kernel(op, DeviceType::CPU, DType::U8, compare_kernel<uint8_t, F>);
+  register_kernel(op, DeviceType::CPU, DType::Bool, compare_kernel<bool, F>);
+}
+
+template <typename T>
+void fill_kernel(const Tensors&, Tensors& out, const OpAttrs& attrs) {
+  // Writes the output only (possibly strided, when run in place by fill_).
+  const T v = static_cast<T>(static_cast<opmath_t<T>>(attrs.alpha));
+  const Tensor& o = out[0];
+  const auto plan = make_plan<1>(o.shape(), {o.strides()}, {int64_t(sizeof(T))});
+  run_plan<1>(plan, {static_cast<char*>(o.data_ptr())},
+              [&](const std::array<char*, 1>& p, int64_t n, const std::array<int64_t, 1>& s) {
+                for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * s[0]) = v;
+              });
+}
+
+}  // namespace
+
+void register_elementwise_kernels() {
+  reg_unary_numeric<fn::Neg>(OpId::neg);
+  reg_unary_numeric<fn::Abs>(OpId::abs);
+  reg_unary_numeric<fn::Sign>(OpId::sign);
+  reg_unary_floating<fn::Exp>(OpId::exp);
+  reg_unary_floating<fn::Log>(OpId::log);
+  reg_unary_floating<fn::Log1p>(OpId::log1p);
+  reg_unary_floating<fn::Expm1>(OpId::expm1);
+  reg_unary_floating<fn::Sqrt>(OpId::sqrt);
+  reg_unary_floating<fn::Rsqrt>(OpId::rsqrt);
+  reg_unary_floating<fn::Reciprocal>(OpId::reciprocal);
+  reg_unary_floating<fn::Sin>(OpId::sin);
+  reg_unary_floating<fn::Cos>(OpId::cos);
+  reg_unary_floating<fn::Tanh>(OpId::tanh);
+  reg_unary_floating<fn::Sigmoid>(OpId::sigmoid);
+  reg_unary_numeric<fn::Relu>(OpId::relu);
+  register_kernel(OpId::gelu, DeviceType::CPU, DType::F64, gelu_kernel<double>);
+  register_kernel(OpId::gelu, DeviceType::CPU, DType::F32, gelu_kernel<float>);
+  register_kernel(OpId::gelu, DeviceType::CPU, DType::F16, gelu_kernel<Half>);
+  register_kernel(OpId::gelu, DeviceType::CPU, DType::BF16, gelu_kernel<BFloat16>);
+  reg_unary_floating<fn::Silu>(OpId::silu);
+  reg_unary_floating<fn::Softplus>(OpId::softplus);
+  reg_unary_floating<fn::Erf>(OpId::erf);
+  reg_unary_floating<fn::PowScalar>(OpId::pow_scalar);
+  reg_unary_numeric<fn::Clamp>(OpId::clamp);
+
+  reg_binary_numeric<fn::Add>(OpId::add);
+  reg_binary_numeric<fn::Sub>(OpId::sub);
+  reg_binary_numeric<fn::Mul>(OpId::mul);
+  register_kernel(OpId::mul, DeviceType::CPU, DType::Bool, binary_kernel<bool, fn::Mul>);
+  // Integer division never reaches a kernel: div() promotes integers to f32.
+  reg_binary_floating<fn::Div>(OpId::div);
+  reg_binary_numeric<fn::Pow>(OpId::pow);
+  reg_binary_numeric<fn::Maximum>(OpId::maximum);
+  reg_binary_numeric<fn::Minimum>(OpId::minimum);
+  reg_compare<fn::Eq>(OpId::eq);
+  reg_compare<fn::Ne>(OpId::ne);
+  reg_compare<fn::Lt>(OpId::lt);
+  reg_compare<fn::Le>(OpId::le);
+  reg_compare<fn::Gt>(OpId::gt);
+  reg_compare<fn::Ge>(OpId::ge);
+
+#define MG_REG_WHERE_FILL(E, n, T)                                        \
+  register_kernel(OpId::where, DeviceType::CPU, DType::E, where_kernel<T>); \
+  register_kernel(OpId::fill, DeviceType::CPU, DType::E, fill_kernel<T>);
+  MG_FORALL_DTYPES(MG_REG_WHERE_FILL)
+#undef MG_REG_WHERE_FILL
+}
+
+}  // namespace mg::cpu

@@ -1,0 +1,193 @@
+// The dispatcher: autocast hook -> device check -> infer/allocate -> kernel -> autograd record.
+#include "ops/dispatcher.h"
+
+#include <memory>
+
+#include "autograd/grad_mode.h"
+#include "ops/kernel_registry.h"
+#include "ops/op_node.h"
+#include "ops/op_rule.h"
+#include "ops/ops.h"
+
+namespace mg {
+namespace {
+
+AutocastHook g_autocast_hook = nullptr;
+
+void check_inputs(OpId op, const Tensors& inputs) {
+  const OpDesc& desc = op_desc(op);
+  MG_ASSERT(desc.arity < 0 || int(inputs.size()) == desc.arity, desc.name, " called with ",
+            inputs.size(), " inputs");
+  const Tensor* first = nullptr;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    MG_CHECK(inputs[i].defined(), Error, desc.name, ": input ", i, " is an undefined tensor");
+    if (op == OpId::to_device) continue;
+    if (!first) {
+      first = &inputs[i];
+    } else {
+      MG_CHECK(inputs[i].device() == first->device(), DeviceError, desc.name,
+               ": expected all tensors on the same device, got ", describe(*first), " and ",
+               describe(inputs[i]), "\n  hint: move them with .to(device) first");
+    }
+  }
+}
+
+// Bit mask of the inputs that need a gradient (when recording applies at all).
+uint32_t needs_grad_mask(OpId op, const Tensors& inputs) {
+  if (!op_desc(op).differentiable || !GradMode::is_enabled()) return 0;
+  uint32_t mask = 0;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (!t.requires_grad()) continue;
+    // A view whose storage was modified in place after the view was taken no longer matches
+    // the history recorded for it; refuse rather than compute a wrong gradient.
+    MG_CHECK(!t.impl()->is_view || t.version() == t.impl()->view_version || t.is_leaf(),
+             AutogradError, op_name(op), ": input ", i, " (", describe(t),
+             ") is a view whose base was modified in place after the view was taken",
+             "\n  hint: take the view again after the in-place operation");
+    MG_CHECK(i < 16, NotImplementedError, op_name(op), ": autograd supports at most 16 inputs");
+    mask |= 1u << i;
+  }
+  return mask;
+}
+
+void record(OpId op, const OpAttrs& attrs, const Tensors& inputs, Tensors& outputs, uint32_t needs) {
+  const OpRule& rule = op_rule(op);
+  MG_ASSERT(rule.backward != nullptr, op_name(op), " is differentiable but has no backward rule");
+  const uint32_t save = rule.saves ? rule.saves(needs) : rule.save;
+  auto node = std::make_shared<OpNode>(op, attrs, inputs, outputs, needs, save);
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    if (!is_floating(outputs[j].dtype())) continue;
+    AutogradMeta& meta = outputs[j].impl()->autograd;
+    meta.grad_fn = node;
+    meta.output_nr = uint32_t(j);
+    meta.requires_grad = true;
+  }
+  node->save_outputs(outputs, save);
+}
+
+Tensors run(OpId op, const Tensors& inputs, const OpAttrs& attrs) {
+  const OpRule& rule = op_rule(op);
+  MG_ASSERT(rule.infer || rule.view, op_name(op), " has no rule registered");
+  if (rule.view) {
+    const Tensor& base = inputs[0];
+    Tensor out = rule.view(base, attrs);
+    out.impl()->is_view = true;
+    out.impl()->view_version = base.version();
+    return {out};
+  }
+  const InferResult r = rule.infer(inputs, attrs);
+  // Outputs live on the inputs' device, except for to_device; a copy that touches a CUDA device
+  // is the CUDA backend's kernel.
+  const bool cross = op == OpId::to_device;
+  const Device device = cross ? attrs.device : inputs.at(0).device();
+  const DeviceType kernel_device =
+      cross && (device.is_cuda() || inputs[0].device().is_cuda()) ? DeviceType::CUDA : device.type;
+  KernelFn kernel = find_kernel(op, kernel_device, r.kernel_dtype);
+  MG_CHECK(kernel != nullptr, NotImplementedError, op_name(op), ": no ", device.str(),
+           " kernel for ", dtype_name(r.kernel_dtype));
+  Tensors outputs;
+  outputs.reserve(r.outputs.size());
+  for (const TensorMeta& m : r.outputs) outputs.push_back(empty(m.shape, {.dtype = m.dtype, .device = device}));
+  kernel(inputs, outputs, attrs);
+  return outputs;
+}
+
+}  // namespace
+
+void set_autocast_hook(AutocastHook hook) { g_autocast_hook = hook; }
+
+Tensors dispatch(OpId op, Tensors inputs, const OpAttrs& attrs) {
+  init();
+  check_inputs(op, inputs);
+  if (g_autocast_hook) g_autocast_hook(op, inputs);
+  const uint32_t needs = needs_grad_mask(op, inputs);
+  Tensors outputs = run(op, inputs, attrs);
+  if (needs) record(op, attrs, inputs, outputs, needs);
+  return outputs;
+}
+
+Tensor dispatch1(OpId op, Tensors inputs, const OpAttrs& attrs) {
+  return dispatch(op, std::move(inputs), attrs)[0];
+}
+
+void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const OpAttrs& attrs) {
+  init();
+  Tensors inputs{self};
+  inputs.insert(inputs.end(), others.begin(), others.end());
+  check_inputs(op, inputs);
+  const char* name = op_name(op);
+  if (op_desc(op).default_policy == CastPolicy::Promote) {
+    // Mixed dtypes compute in the promoted dtype; the result is cast back into self below.
+    DType common = inputs[0].dtype();
+    for (const Tensor& t : inputs) common = promote_types(common, t.dtype());
+    if (op == OpId::div && !is_floating(common)) common = DType::F32;
+    for (Tensor& t : inputs) {
+      if (t.dtype() != common) t = to(t, common);
+    }
+  }
+  bool any_requires_grad = false;
+  for (const Tensor& t : inputs) any_requires_grad = any_requires_grad || t.requires_grad();
+  const bool recording = GradMode::is_enabled() && any_requires_grad;
+  if (recording) {
+    MG_CHECK(!(self.is_leaf() && self.requires_grad()), AutogradError, name,
+             "_: a leaf tensor that requires grad (", describe(self),
+             ") cannot be modified in place while grad mode is on",
+             "\n  hint: update parameters inside a NoGradGuard, or use the out-of-place op");
+    MG_CHECK(!self.impl()->is_view, NotImplementedError, name,
+             "_: in-place modification of a view is not supported while recording autograd",
+             "\n  hint: clone() the view first, or use the out-of-place op");
+  }
+
+  if (!recording) {
+    const OpRule& rule = op_rule(op);
+    MG_ASSERT(rule.infer != nullptr, name, " cannot run in place");
+    const InferResult r = rule.infer(inputs, attrs);
+    MG_CHECK(r.outputs.size() == 1 && r.outputs[0].shape == self.shape(), ShapeError, name,
+             "_: the result has shape ", r.outputs[0].shape, " but the tensor written in place is ",
+             describe(self));
+    if (r.outputs[0].dtype == self.dtype() && r.kernel_dtype == self.dtype()) {
+      KernelFn kernel = find_kernel(op, self.device().type, r.kernel_dtype);
+      MG_CHECK(kernel != nullptr, NotImplementedError, name, ": no ", self.device().str(),
+               " kernel for ", dtype_name(r.kernel_dtype));
+      Tensors outs{self};
+      kernel(inputs, outs, attrs);
+    } else {
+      // Mixed dtypes: compute in the promoted dtype, then cast into self.
+      NoGradGuard no_grad;
+      Tensor result = run(op, inputs, attrs)[0];
+      dispatch_inplace(OpId::copy, self, {result});
+      return;
+    }
+    self.bump_version();
+    if (self.requires_grad() && !self.is_leaf() && GradMode::is_enabled()) {
+      // A non-differentiable in-place op (fill_) cuts the history.
+      self.impl()->autograd.grad_fn.reset();
+      self.impl()->autograd.requires_grad = false;
+    }
+    return;
+  }
+
+  // Recording: run out of place on an alias of self that carries self's current history, write
+  // the result into self, and rebase self's history onto the new node. The alias shares the
+  // storage, so a backward that needs the old value of self fails the version check.
+  TensorImpl* s = self.impl();
+  Tensor old = make_tensor(s->storage, s->shape, s->strides, s->offset, s->dtype);
+  old.impl()->autograd.grad_fn = s->autograd.grad_fn;
+  old.impl()->autograd.output_nr = s->autograd.output_nr;
+  old.impl()->autograd.requires_grad = s->autograd.requires_grad;
+  inputs[0] = inputs[0].is_same(self) ? old : to(old, inputs[0].dtype());
+  Tensor result = dispatch(op, inputs, attrs)[0];
+  MG_CHECK(result.shape() == self.shape(), ShapeError, name, "_: the result has shape ",
+           result.shape(), " but the tensor written in place is ", describe(self));
+  if (result.dtype() != self.dtype()) result = to(result, self.dtype());
+  {
+    NoGradGuard no_grad;
+    dispatch_inplace(OpId::copy, self, {result});
+  }
+  s->autograd.grad_fn = result.impl()->autograd.grad_fn;
+  s->autograd.output_nr = result.impl()->autograd.output_nr;
+  s->autograd.requires_grad = result.requires_grad();
+}
+
+}  // namespace mg

@@ -1,0 +1,35 @@
+// The one dispatcher (DESIGN §2). Every op's public function is a one-liner into dispatch(),
+// which in order:
+//   1. applies the autocast policy to the floating inputs (through the hook amp/ installs; only
+//      while autocast is enabled),
+//   2. checks devices and infers output shapes/dtypes (the same errors on every device),
+//   3. allocates outputs and calls the kernel registered for (op, device, dtype) — or builds the
+//      view for view ops,
+//   4. records an autograd node when grad mode is on and an input requires grad.
+//
+//   mg::Tensor y = mg::dispatch(mg::OpId::exp, {x})[0];
+#pragma once
+#include "core/tensor.h"
+#include "ops/op.h"
+
+namespace mg {
+
+// Runs `op` out of place and returns its outputs.
+Tensors dispatch(OpId op, Tensors inputs, const OpAttrs& attrs = {});
+// Convenience for single-output ops.
+Tensor dispatch1(OpId op, Tensors inputs, const OpAttrs& attrs = {});
+// Runs `op` with inputs {self, others...} and writes the result into `self` (add_, mul_, fill_,
+// copy_, ...). The result must have self's shape; it is cast to self's dtype. Under autograd the
+// tensor's history is rebased onto the new node; a leaf that requires grad or a view is refused.
+void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const OpAttrs& attrs = {});
+
+// The autocast hook: rewrites `inputs` according to op_policy(op) and the thread's autocast
+// state. Installed by amp/; none by default.
+using AutocastHook = void (*)(OpId op, Tensors& inputs);
+void set_autocast_hook(AutocastHook hook);
+
+// Registers every op rule and CPU kernel (and the CUDA kernels when built with CUDA) exactly
+// once. dispatch() calls it; calling it again is free.
+void init();
+
+}  // namespace mg

@@ -1,0 +1,352 @@
+// Elementwise ops: public functions, inference and backward rules. Every backward rule states its
+// derivative and is written with public ops, so it runs on every device and can itself be
+// differentiated (double backward).
+#include <cmath>
+
+#include "ops/backward_ctx.h"
+#include "ops/dispatcher.h"
+#include "ops/infer.h"
+#include "ops/ops.h"
+#include "ops/register.h"
+
+namespace mg {
+namespace {
+
+Tensor unary(OpId op, const Tensor& x, const OpAttrs& attrs = {}) { return dispatch1(op, {x}, attrs); }
+
+// Casts a and b to their promoted dtype (DESIGN §3) before a binary op.
+Tensors promoted(const Tensor& a, const Tensor& b, bool floating_result = false) {
+  MG_CHECK(a.defined() && b.defined(), Error, "binary op: undefined tensor operand");
+  DType t = promote_types(a.dtype(), b.dtype());
+  if (floating_result && !is_floating(t)) t = DType::F32;
+  return {a.dtype() == t ? a : to(a, t), b.dtype() == t ? b : to(b, t)};
+}
+
+Tensor binary(OpId op, const Tensor& a, const Tensor& b, const OpAttrs& attrs = {},
+              bool floating_result = false) {
+  return dispatch1(op, promoted(a, b, floating_result), attrs);
+}
+
+Tensor zero_like_scalar(const Tensor& g) { return scalar_like(0.0, g); }
+
+// ---- backward rules ----
+// d(-x) = -1
+Tensors neg_bw(const BackwardCtx&, const Tensors& g) { return {neg(g[0])}; }
+// d|x| = sign(x)
+Tensors abs_bw(const BackwardCtx& c, const Tensors& g) { return {g[0] * sign(c.input(0))}; }
+// d e^x = e^x = y
+Tensors exp_bw(const BackwardCtx& c, const Tensors& g) { return {g[0] * c.output(0)}; }
+// d log x = 1 / x
+Tensors log_bw(const BackwardCtx& c, const Tensors& g) { return {g[0] / c.input(0)}; }
+// d log(1 + x) = 1 / (1 + x)
+Tensors log1p_bw(const BackwardCtx& c, const Tensors& g) { return {g[0] / (c.input(0) + 1.0)}; }
+// d (e^x - 1) = e^x = y + 1
+Tensors expm1_bw(const BackwardCtx& c, const Tensors& g) { return {g[0] * (c.output(0) + 1.0)}; }
+// d sqrt x = 1 / (2 y)
+Tensors sqrt_bw(const BackwardCtx& c, const Tensors& g) { return {g[0] / (2.0 * c.output(0))}; }
+// d x^-1/2 = -1/2 x^-3/2 = -y^3 / 2
+Tensors rsqrt_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor y = c.output(0);
+  return {g[0] * (-0.5 * y * y * y)};
+}
+// d 1/x = -1/x^2 = -y^2
+Tensors reciprocal_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor y = c.output(0);
+  return {-(g[0] * y * y)};
+}
+// d sin x = cos x
+Tensors sin_bw(const BackwardCtx& c, const Tensors& g) { return {g[0] * cos(c.input(0))}; }
+// d cos x = -sin x
+Tensors cos_bw(const BackwardCtx& c, const Tensors& g) { return {-(g[0] * sin(c.input(0)))}; }
+// d tanh x = 1 - y^2
+Tensors tanh_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor y = c.output(0);
+  return {g[0] * (1.0 - y * y)};
+}
+// d sigmoid x = y (1 - y)
+Tensors sigmoid_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor y = c.output(0);
+  return {g[0] * (y * (1.0 - y))};
+}
+// d relu x = [y > 0]
+Tensors relu_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor y = c.output(0);
+  return {where(gt(y, zero_like_scalar(y)), g[0], zero_like_scalar(g[0]))};
+}
+// erf form:  d = Phi(x) + x phi(x) = 0.5 (1 + erf(x / sqrt2)) + x exp(-x^2 / 2) / sqrt(2 pi)
+// tanh form: d = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2),
+//            t = tanh(sqrt(2/pi) (x + 0.044715 x^3))
+Tensors gelu_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor x = c.input(0);
+  if (c.attrs().mode == 0) {
+    const Tensor cdf = 0.5 * (erf(x * 0.70710678118654752440) + 1.0);
+    const Tensor pdf = exp(-0.5 * x * x) * 0.39894228040143267794;
+    return {g[0] * (cdf + x * pdf)};
+  }
+  const double k = 0.79788456080286535588;
+  const Tensor x2 = x * x;
+  const Tensor t = tanh(k * (x + 0.044715 * x2 * x));
+  const Tensor d = 0.5 * (t + 1.0) + 0.5 * x * (1.0 - t * t) * (k * (1.0 + 0.134145 * x2));
+  return {g[0] * d};
+}
+// d x sigmoid(x) = s (1 + x (1 - s)), s = sigmoid(x)
+Tensors silu_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor x = c.input(0);
+  const Tensor s = sigmoid(x);
+  return {g[0] * (s * (1.0 + x * (1.0 - s)))};
+}
+// d softplus = sigmoid(beta x), or 1 where beta x > threshold
+Tensors softplus_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor bx = c.input(0) * c.attrs().alpha;
+  const Tensor d = where(gt(bx, scalar_like(c.attrs().beta, bx)), scalar_like(1.0, bx), sigmoid(bx));
+  return {g[0] * d};
+}
+// d erf x = 2 / sqrt(pi) e^(-x^2)
+Tensors erf_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor x = c.input(0);
+  return {g[0] * (exp(-(x * x)) * 1.12837916709551257390)};
+}
+// d x^p = p x^(p-1)
+Tensors pow_scalar_bw(const BackwardCtx& c, const Tensors& g) {
+  const double p = c.attrs().alpha;
+  if (p == 0.0) return {g[0] * 0.0};
+  const Tensor x = c.input(0);
+  return {g[0] * (p * (p == 2.0 ? x : pow(x, p - 1.0)))};
+}
+// d clamp = 1 where min <= x <= max, else 0
+Tensors clamp_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor x = c.input(0);
+  const Tensor inside = mul(ge(x, scalar_like(c.attrs().alpha, x)), le(x, scalar_like(c.attrs().beta, x)));
+  return {where(inside, g[0], zero_like_scalar(g[0]))};
+}
+// d(a + alpha b) = (1, alpha); sub: (1, -alpha)
+Tensors add_bw(const BackwardCtx& c, const Tensors& g) {
+  const double alpha = c.attrs().alpha;
+  return {g[0], alpha == 1.0 ? g[0] : g[0] * alpha};
+}
+Tensors sub_bw(const BackwardCtx& c, const Tensors& g) {
+  const double alpha = c.attrs().alpha;
+  return {g[0], alpha == 1.0 ? neg(g[0]) : g[0] * -alpha};
+}
+// d(ab) = (b, a)
+Tensors mul_bw(const BackwardCtx& c, const Tensors& g) {
+  return {c.needs_grad(0) ? g[0] * c.input(1) : Tensor(), c.needs_grad(1) ? g[0] * c.input(0) : Tensor()};
+}
+uint32_t mul_saves(uint32_t needs) {
+  return ((needs & 1u) ? kSaveInput(1) : 0u) | ((needs & 2u) ? kSaveInput(0) : 0u);
+}
+// d(a/b) = (1/b, -a/b^2)
+Tensors div_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor b = c.input(1);
+  Tensor ga, gb;
+  if (c.needs_grad(0)) ga = g[0] / b;
+  if (c.needs_grad(1)) gb = -(g[0] * c.input(0) / (b * b));
+  return {ga, gb};
+}
+uint32_t div_saves(uint32_t needs) { return kSaveInput(1) | ((needs & 2u) ? kSaveInput(0) : 0u); }
+// d a^b = (b a^(b-1), a^b log a), the latter 0 where a == 0
+Tensors pow_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor a = c.input(0), b = c.input(1);
+  Tensor ga, gb;
+  if (c.needs_grad(0)) ga = g[0] * b * pow(a, b - 1.0);
+  if (c.needs_grad(1)) {
+    const Tensor y = c.output(0);
+    gb = where(eq(a, zero_like_scalar(a)), zero_like_scalar(g[0]), g[0] * y * log(a));
+  }
+  return {ga, gb};
+}
+// d max(a, b) = [a > b] + [a == b] / 2 for a (and symmetrically for b), as PyTorch.
+Tensors maximum_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor a = c.input(0), b = c.input(1);
+  const Tensor z = zero_like_scalar(g[0]);
+  const Tensor half = where(eq(a, b), g[0] * 0.5, z);
+  return {where(gt(a, b), g[0], half), where(lt(a, b), g[0], half)};
+}
+Tensors minimum_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor a = c.input(0), b = c.input(1);
+  const Tensor z = zero_like_scalar(g[0]);
+  const Tensor half = where(eq(a, b), g[0] * 0.5, z);
+  return {where(lt(a, b), g[0], half), where(gt(a, b), g[0], half)};
+}
+// d where(c, a, b) = (-, [c], [!c])
+Tensors where_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor cond = c.input(0);
+  const Tensor z = zero_like_scalar(g[0]);
+  return {Tensor(), where(cond, g[0], z), where(cond, z, g[0])};
+}
+
+
+#define MG_UNARY_INFER(name)                                              \
+  InferResult infer_##name(const Tensors& in, const OpAttrs&) {           \
+    return infer_unary_floating(#name, in);                               \
+  }
+MG_UNARY_INFER(exp)
+MG_UNARY_INFER(log)
+MG_UNARY_INFER(log1p)
+MG_UNARY_INFER(expm1)
+MG_UNARY_INFER(sqrt)
+MG_UNARY_INFER(rsqrt)
+MG_UNARY_INFER(reciprocal)
+MG_UNARY_INFER(sin)
+MG_UNARY_INFER(cos)
+MG_UNARY_INFER(tanh)
+MG_UNARY_INFER(sigmoid)
+MG_UNARY_INFER(gelu)
+MG_UNARY_INFER(silu)
+MG_UNARY_INFER(softplus)
+MG_UNARY_INFER(erf)
+MG_UNARY_INFER(pow_scalar)
+#undef MG_UNARY_INFER
+
+InferResult infer_any(const Tensors& in, const OpAttrs&) { return infer_unary_any("", in); }
+InferResult infer_signed(const Tensors& in, const OpAttrs&) {
+  MG_CHECK(in[0].dtype() != DType::Bool, DTypeError, "neg: not supported for bool tensors, got ",
+           describe(in[0]));
+  return infer_unary_any("", in);
+}
+
+#define MG_BINARY_INFER(name, out)                                         \
+  InferResult infer_##name(const Tensors& in, const OpAttrs&) {            \
+    return infer_broadcast(#name, in, out);                                \
+  }
+MG_BINARY_INFER(add, std::nullopt)
+MG_BINARY_INFER(sub, std::nullopt)
+MG_BINARY_INFER(mul, std::nullopt)
+MG_BINARY_INFER(div, std::nullopt)
+MG_BINARY_INFER(pow, std::nullopt)
+MG_BINARY_INFER(maximum, std::nullopt)
+MG_BINARY_INFER(minimum, std::nullopt)
+MG_BINARY_INFER(eq, DType::Bool)
+MG_BINARY_INFER(ne, DType::Bool)
+MG_BINARY_INFER(lt, DType::Bool)
+MG_BINARY_INFER(le, DType::Bool)
+MG_BINARY_INFER(gt, DType::Bool)
+MG_BINARY_INFER(ge, DType::Bool)
+#undef MG_BINARY_INFER
+
+InferResult infer_where(const Tensors& in, const OpAttrs&) {
+  MG_CHECK(in[0].dtype() == DType::Bool, DTypeError, "where: expected a bool condition, got ",
+           describe(in[0]));
+  check_same_dtype("where", in[1], in[2]);
+  Shape shape = broadcast_shapes(in[0].shape(), in[1].shape(), "where");
+  shape = broadcast_shapes(shape, in[2].shape(), "where");
+  return {{{shape, in[1].dtype()}}, in[1].dtype()};
+}
+
+}  // namespace
+
+void register_elementwise_rules() {
+  const uint32_t in0 = kSaveInput(0), out0 = kSaveOutput(0);
+  set_op_rule(OpId::neg, {.infer = infer_signed, .backward = neg_bw});
+  set_op_rule(OpId::abs, {.infer = infer_any, .backward = abs_bw, .save = in0});
+  set_op_rule(OpId::sign, {.infer = infer_any});
+  set_op_rule(OpId::exp, {.infer = infer_exp, .backward = exp_bw, .save = out0});
+  set_op_rule(OpId::log, {.infer = infer_log, .backward = log_bw, .save = in0});
+  set_op_rule(OpId::log1p, {.infer = infer_log1p, .backward = log1p_bw, .save = in0});
+  set_op_rule(OpId::expm1, {.infer = infer_expm1, .backward = expm1_bw, .save = out0});
+  set_op_rule(OpId::sqrt, {.infer = infer_sqrt, .backward = sqrt_bw, .save = out0});
+  set_op_rule(OpId::rsqrt, {.infer = infer_rsqrt, .backward = rsqrt_bw, .save = out0});
+  set_op_rule(OpId::reciprocal, {.infer = infer_reciprocal, .backward = reciprocal_bw, .save = out0});
+  set_op_rule(OpId::sin, {.infer = infer_sin, .backward = sin_bw, .save = in0});
+  set_op_rule(OpId::cos, {.infer = infer_cos, .backward = cos_bw, .save = in0});
+  set_op_rule(OpId::tanh, {.infer = infer_tanh, .backward = tanh_bw, .save = out0});
+  set_op_rule(OpId::sigmoid, {.infer = infer_sigmoid, .backward = sigmoid_bw, .save = out0});
+  set_op_rule(OpId::relu, {.infer = infer_any, .backward = relu_bw, .save = out0});
+  set_op_rule(OpId::gelu, {.infer = infer_gelu, .backward = gelu_bw, .save = in0});
+  set_op_rule(OpId::silu, {.infer = infer_silu, .backward = silu_bw, .save = in0});
+  set_op_rule(OpId::softplus, {.infer = infer_softplus, .backward = softplus_bw, .save = in0});
+  set_op_rule(OpId::erf, {.infer = infer_erf, .backward = erf_bw, .save = in0});
+  set_op_rule(OpId::pow_scalar, {.infer = infer_pow_scalar, .backward = pow_scalar_bw, .save = in0});
+  set_op_rule(OpId::clamp, {.infer = infer_any, .backward = clamp_bw, .save = in0});
+  set_op_rule(OpId::fill, {.infer = infer_any});
+  set_op_rule(OpId::add, {.infer = infer_add, .backward = add_bw});
+  set_op_rule(OpId::sub, {.infer = infer_sub, .backward = sub_bw});
+  set_op_rule(OpId::mul, {.infer = infer_mul, .backward = mul_bw, .saves = mul_saves});
+  set_op_rule(OpId::div, {.infer = infer_div, .backward = div_bw, .saves = div_saves});
+  set_op_rule(OpId::pow, {.infer = infer_pow, .backward = pow_bw,
+                          .save = kSaveInput(0) | kSaveInput(1) | kSaveOutput(0)});
+  set_op_rule(OpId::maximum, {.infer = infer_maximum, .backward = maximum_bw, .save = in0 | kSaveInput(1)});
+  set_op_rule(OpId::minimum, {.infer = infer_minimum, .backward = minimum_bw, .save = in0 | kSaveInput(1)});
+  set_op_rule(OpId::eq, {.infer = infer_eq});
+  set_op_rule(OpId::ne, {.infer = infer_ne});
+  set_op_rule(OpId::lt, {.infer = infer_lt});
+  set_op_rule(OpId::le, {.infer = infer_le});
+  set_op_rule(OpId::gt, {.infer = infer_gt});
+  set_op_rule(OpId::ge, {.infer = infer_ge});
+  set_op_rule(OpId::where, {.infer = infer_where, .backward = where_bw, .save = in0});
+}
+
+// ---- public API ----
+Tensor neg(const Tensor& x) { return unary(OpId::neg, x); }
+Tensor abs(const Tensor& x) { return unary(OpId::abs, x); }
+Tensor sign(const Tensor& x) { return unary(OpId::sign, x); }
+Tensor exp(const Tensor& x) { return unary(OpId::exp, x); }
+Tensor log(const Tensor& x) { return unary(OpId::log, x); }
+Tensor log1p(const Tensor& x) { return unary(OpId::log1p, x); }
+Tensor expm1(const Tensor& x) { return unary(OpId::expm1, x); }
+Tensor sqrt(const Tensor& x) { return unary(OpId::sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary(OpId::rsqrt, x); }
+Tensor reciprocal(const Tensor& x) { return unary(OpId::reciprocal, x); }
+Tensor sin(const Tensor& x) { return unary(OpId::sin, x); }
+Tensor cos(const Tensor& x) { return unary(OpId::cos, x); }
+Tensor tanh(const Tensor& x) { return unary(OpId::tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary(OpId::sigmoid, x); }
+Tensor relu(const Tensor& x) { return unary(OpId::relu, x); }
+Tensor gelu(const Tensor& x, GeluApprox approximate) {
+  return unary(OpId::gelu, x, {.mode = approximate == GeluApprox::Tanh ? 1 : 0});
+}
+Tensor silu(const Tensor& x) { return unary(OpId::silu, x); }
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  MG_CHECK(beta > 0, Error, "softplus: beta must be > 0, got ", beta);
+  return unary(OpId::softplus, x, {.alpha = beta, .beta = threshold});
+}
+Tensor erf(const Tensor& x) { return unary(OpId::erf, x); }
+Tensor pow(const Tensor& x, double exponent) { return unary(OpId::pow_scalar, x, {.alpha = exponent}); }
+Tensor clamp(const Tensor& x, double min, double max) {
+  MG_CHECK(!(min > max), Error, "clamp: min (", min, ") is greater than max (", max, ")");
+  return unary(OpId::clamp, x, {.alpha = min, .beta = max});
+}
+Tensor clamp_min(const Tensor& x, double min) { return clamp(x, min, INFINITY); }
+Tensor clamp_max(const Tensor& x, double max) { return clamp(x, -INFINITY, max); }
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) { return binary(OpId::add, a, b, {.alpha = alpha}); }
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return binary(OpId::sub, a, b, {.alpha = alpha}); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(OpId::mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(OpId::div, a, b, {}, /*floating_result=*/true); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(OpId::pow, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(OpId::maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(OpId::minimum, a, b); }
+Tensor eq(const Tensor& a, const Tensor& b) { return binary(OpId::eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary(OpId::ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary(OpId::lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary(OpId::le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary(OpId::gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary(OpId::ge, a, b); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const Tensors ab = promoted(a, b);
+  return dispatch1(OpId::where, {cond, ab[0], ab[1]});
+}
+
+Tensor scalar_like(double value, const Tensor& like) {
+  DType t = like.dtype();
+  if (!is_floating(t) && value != std::floor(value)) t = DType::F32;
+  if (t == DType::Bool && value != 0.0 && value != 1.0) t = DType::I64;
+  return scalar_tensor(value, {.dtype = t, .device = like.device()});
+}
+
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
+Tensor operator/(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
+Tensor operator+(double a, const Tensor& b) { return add(scalar_like(a, b), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(a, b), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(a, b), b); }
+Tensor operator/(double a, const Tensor& b) { return div(scalar_like(a, b), b); }
+
+}  // namespace mg

@@ -1,0 +1,60 @@
+// init(): the one place where rules and kernels are registered (explicitly, never by static
+// initialisers) and where the autograd engine receives the tensor math it needs.
+#include <mutex>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "ops/dispatcher.h"
+#include "ops/ops.h"
+#include "ops/register.h"
+
+#if defined(MG_WITH_CUDA)
+namespace mg::cuda {
+void register_cuda_kernels();
+}
+#endif
+
+namespace mg {
+namespace {
+
+Tensor grad_add(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor grad_dense_copy(const Tensor& a) {
+  NoGradGuard no_grad;
+  return clone(a);
+}
+void grad_add_inplace(const Tensor& dst, const Tensor& src) {
+  NoGradGuard no_grad;
+  dispatch_inplace(OpId::add, dst, {src});
+}
+
+}  // namespace
+
+void register_cpu_kernels() {
+  cpu::register_elementwise_kernels();
+  cpu::register_reduce_kernels();
+  cpu::register_linalg_kernels();
+  cpu::register_copy_kernels();
+  cpu::register_indexing_kernels();
+}
+
+void init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_elementwise_rules();
+    register_reduce_rules();
+    register_linalg_rules();
+    register_view_rules();
+    register_copy_rules();
+    register_indexing_rules();
+    register_cpu_kernels();
+#if defined(MG_WITH_CUDA)
+    cuda::register_cuda_kernels();
+#endif
+    autograd::GradMath& math = autograd::grad_math();
+    math.add = grad_add;
+    math.dense_copy = grad_dense_copy;
+    math.add_inplace = grad_add_inplace;
+  });
+}
+
+}  // namespace mg

@@ -1,0 +1,72 @@
+#include "ops/op.h"
+
+#include <array>
+#include <atomic>
+
+#include "core/error.h"
+
+namespace mg {
+namespace {
+
+constexpr OpDesc kOpDescs[] = {
+#define MG_OP(name, arity, policy, diff) {#name, arity, CastPolicy::policy, diff},
+#include "ops/op_list.def"
+#undef MG_OP
+};
+static_assert(sizeof(kOpDescs) / sizeof(kOpDescs[0]) == std::size_t(kNumOps),
+              "op table and OpId enum must have one entry per op");
+
+std::array<std::atomic<CastPolicy>, kNumOps>& policies() {
+  static std::array<std::atomic<CastPolicy>, kNumOps> table;
+  static const bool initialised = [] {
+    for (int i = 0; i < kNumOps; ++i) table[i].store(kOpDescs[i].default_policy);
+    return true;
+  }();
+  (void)initialised;
+  return table;
+}
+
+}  // namespace
+
+const char* policy_name(CastPolicy p) {
+  switch (p) {
+    case CastPolicy::Lower: return "lower";
+    case CastPolicy::Fp32: return "fp32";
+    case CastPolicy::Promote: return "promote";
+    case CastPolicy::Keep: return "keep";
+    case CastPolicy::Banned: return "banned";
+  }
+  return "?";
+}
+
+CastPolicy policy_from_name(const std::string& name) {
+  for (CastPolicy p : {CastPolicy::Lower, CastPolicy::Fp32, CastPolicy::Promote, CastPolicy::Keep,
+                       CastPolicy::Banned}) {
+    if (name == policy_name(p)) return p;
+  }
+  MG_THROW(Error, "set_policy: unknown cast policy \"", name,
+           "\"; expected lower, fp32, promote, keep or banned");
+}
+
+const OpDesc& op_desc(OpId op) {
+  MG_ASSERT(int(op) < kNumOps, "bad OpId ", int(op));
+  return kOpDescs[int(op)];
+}
+
+OpId op_from_name(const std::string& name) {
+  for (int i = 0; i < kNumOps; ++i) {
+    if (name == kOpDescs[i].name) return OpId(i);
+  }
+  MG_THROW(Error, "op: unknown op \"", name, "\"\n  hint: docs/ops.md lists every op");
+}
+
+CastPolicy op_policy(OpId op) { return policies()[int(op)].load(std::memory_order_relaxed); }
+
+void set_policy(OpId op, CastPolicy policy) { policies()[int(op)].store(policy); }
+void set_policy(const std::string& op, CastPolicy policy) { set_policy(op_from_name(op), policy); }
+
+void reset_policies() {
+  for (int i = 0; i < kNumOps; ++i) policies()[i].store(kOpDescs[i].default_policy);
+}
+
+}  // namespace mg

@@ -1,0 +1,79 @@
+#include "ops/op_node.h"
+
+#include "ops/backward_ctx.h"
+#include "ops/ops.h"
+
+namespace mg {
+
+Tensor BackwardCtx::input(int i) const {
+  MG_ASSERT(i < int(inputs_.size()) && (inputs_[i].defined()),
+            op_name(op_), "_backward reads input ", i, " which its rule did not save");
+  return inputs_[i].unpack(std::string(op_name(op_)) + "_backward");
+}
+
+Tensor BackwardCtx::output(int j) const {
+  MG_ASSERT(j < int(outputs_.size()) && outputs_[j].defined(),
+            op_name(op_), "_backward reads output ", j, " which its rule did not save");
+  return outputs_[j].unpack(std::string(op_name(op_)) + "_backward");
+}
+
+OpNode::OpNode(OpId op, const OpAttrs& attrs, const Tensors& inputs, const Tensors& outputs,
+               uint32_t needs_grad, uint32_t save_mask)
+    : Node(uint32_t(outputs.size())), op_(op), attrs_(attrs), needs_grad_(needs_grad) {
+  saved_inputs_.resize(inputs.size());
+  saved_outputs_.resize(outputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    input_meta_.push_back({inputs[i].defined() ? inputs[i].shape() : Shape{},
+                           inputs[i].defined() ? inputs[i].dtype() : DType::F32});
+    if (save_mask & kSaveInput(int(i))) saved_inputs_[i] = autograd::SavedTensor(inputs[i], false);
+    next_edges.push_back((needs_grad >> i) & 1u ? autograd::gradient_edge(inputs[i]) : autograd::Edge{});
+  }
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    output_meta_.push_back({outputs[j].shape(), outputs[j].dtype()});
+  }
+  if (!outputs.empty()) saved_device_ = outputs[0].device();
+  // Outputs are saved by the dispatcher after their grad_fn is set (see save_outputs()).
+}
+
+std::string OpNode::name() const { return std::string(op_name(op_)) + "_backward"; }
+
+void OpNode::release_saved() {
+  for (auto& s : saved_inputs_) s.release();
+  for (auto& s : saved_outputs_) s.release();
+  mark_released();
+}
+
+void OpNode::save_outputs(const Tensors& outputs, uint32_t save_mask) {
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    if (save_mask & kSaveOutput(int(j))) saved_outputs_[j] = autograd::SavedTensor(outputs[j], true);
+  }
+}
+
+Tensors OpNode::apply(Tensors&& grad_outputs) {
+  bool any = false;
+  for (const Tensor& g : grad_outputs) any = any || g.defined();
+  if (!any) return Tensors(next_edges.size());
+  // Floating outputs that received no gradient contribute zeros.
+  for (std::size_t j = 0; j < grad_outputs.size(); ++j) {
+    if (!grad_outputs[j].defined() && is_floating(output_meta_[j].dtype)) {
+      grad_outputs[j] = zeros(output_meta_[j].shape, {.dtype = output_meta_[j].dtype,
+                                                      .device = saved_device_});
+    }
+  }
+  const BackwardCtx ctx(op_, attrs_, saved_inputs_, saved_outputs_, input_meta_, output_meta_, needs_grad_);
+  Tensors grads = op_rule(op_).backward(ctx, grad_outputs);
+  grads.resize(next_edges.size());
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    if (!((needs_grad_ >> i) & 1u)) {
+      grads[i] = Tensor();
+      continue;
+    }
+    Tensor& g = grads[i];
+    if (!g.defined()) continue;
+    if (g.shape() != input_meta_[i].shape) g = sum_to(g, input_meta_[i].shape);
+    if (g.dtype() != input_meta_[i].dtype) g = to(g, input_meta_[i].dtype);
+  }
+  return grads;
+}
+
+}  // namespace mg

@@ -1,0 +1,37 @@
+// The autograd node the dispatcher records for an op: it keeps the op's attributes, what the op's
+// rule asked to save, and the inputs' metadata, and calls the op's backward rule. Gradients that
+// come back broadcast or in another dtype are summed to the input's shape and cast to its dtype
+// here, once, for every op.
+#pragma once
+#include <vector>
+
+#include "autograd/node.h"
+#include "autograd/saved_tensor.h"
+#include "ops/op.h"
+#include "ops/op_rule.h"
+
+namespace mg {
+
+class OpNode final : public autograd::Node {
+ public:
+  OpNode(OpId op, const OpAttrs& attrs, const Tensors& inputs, const Tensors& outputs,
+         uint32_t needs_grad, uint32_t save_mask);
+  Tensors apply(Tensors&& grad_outputs) override;
+  std::string name() const override;
+  void release_saved() override;
+  OpId op() const { return op_; }
+  // Saves the outputs the rule asked for; called once the outputs carry this node as grad_fn.
+  void save_outputs(const Tensors& outputs, uint32_t save_mask);
+
+ private:
+  OpId op_;
+  OpAttrs attrs_;
+  uint32_t needs_grad_;
+  std::vector<autograd::SavedTensor> saved_inputs_;
+  std::vector<autograd::SavedTensor> saved_outputs_;
+  std::vector<TensorMeta> input_meta_;
+  std::vector<TensorMeta> output_meta_;
+  Device saved_device_;
+};
+
+}  // namespace mg

@@ -1,0 +1,147 @@
+// The public op API: free functions, each a one-liner into the dispatcher. Dims may be negative
+// (counted from the end). Binary ops broadcast (numpy rules) and promote dtypes (DESIGN §3); a
+// plain C++ scalar takes the tensor's dtype and never widens it.
+//
+//   mg::Tensor h = mg::gelu(mg::linear(x, w, b));            // x [B, 784], w [H, 784], b [H]
+//   mg::Tensor loss = mg::mean(mg::pow(h - y, 2.0));
+#pragma once
+#include <utility>
+#include <vector>
+
+#include "core/factory.h"
+#include "core/tensor.h"
+
+namespace mg {
+
+// ---- unary elementwise (floating inputs; neg/abs/sign/relu/clamp also take integers) ----
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+enum class GeluApprox { None, Tanh };
+Tensor gelu(const Tensor& x, GeluApprox approximate = GeluApprox::None);
+Tensor silu(const Tensor& x);
+// log(1 + exp(beta x)) / beta, linear above `threshold` (beta x > threshold), as PyTorch.
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+Tensor erf(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor clamp(const Tensor& x, double min, double max);
+Tensor clamp_min(const Tensor& x, double min);
+Tensor clamp_max(const Tensor& x, double max);
+
+// ---- binary elementwise with broadcasting ----
+Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a + alpha * b
+Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a - alpha * b
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+// Comparisons return bool tensors and are not differentiable.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+// cond ? a : b elementwise (cond bool, all three broadcast).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// A 0-d tensor holding `value` in `like`'s dtype (f32 when `like` is integral and value is not
+// a whole number) on `like`'s device.
+Tensor scalar_like(double value, const Tensor& like);
+
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+
+// ---- reductions: `dims` empty means all dims; accumulate in f32 for f16/bf16 ----
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Maximum over all elements (0-d).
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
+// (values, i64 indices) along `dim`; the first index wins ties.
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+// correction = 1 gives the unbiased estimator (Bessel), 0 the population variance.
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, double correction = 1.0,
+           bool keepdim = false);
+Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, double correction = 1.0,
+           bool keepdim = false);
+// p-norm over dims (p may be INFINITY).
+Tensor norm(const Tensor& x, double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor cumsum(const Tensor& x, int64_t dim);
+// Sums a broadcast tensor back to `shape` (the reverse of expand).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- linear algebra ----
+// numpy matmul: 1-D·1-D dot, 2-D mm, batched with broadcast batch dims.
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor mm(const Tensor& a, const Tensor& b);                  // [n, k] @ [k, m]
+Tensor bmm(const Tensor& a, const Tensor& b);                 // [B, n, k] @ [B, k, m]
+Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, double beta = 1.0, double alpha = 1.0);
+Tensor baddbmm(const Tensor& c, const Tensor& a, const Tensor& b, double beta = 1.0, double alpha = 1.0);
+// x [..., in] @ weight[out, in]^T + bias[out].
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- views (share storage with the input) ----
+Tensor view(const Tensor& x, const Shape& shape);  // one size may be -1
+Tensor reshape(const Tensor& x, const Shape& shape);  // a view when possible, else a copy
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+Tensor expand(const Tensor& x, const Shape& shape);  // -1 keeps a size
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor squeeze(const Tensor& x);
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+
+// ---- copies and casts ----
+Tensor clone(const Tensor& x);
+Tensor contiguous(const Tensor& x);  // x itself when already contiguous
+Tensor to(const Tensor& x, DType dtype);
+Tensor to(const Tensor& x, Device device);
+
+// ---- shape and indexing ----
+Tensor cat(const Tensors& xs, int64_t dim = 0);
+Tensor stack(const Tensors& xs, int64_t dim = 0);
+Tensors split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+Tensors split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+Tensors chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// self with src added at index along dim: out[index[i][j]][j] += src[i][j] (dim 0).
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+Tensor one_hot(const Tensor& index, int64_t num_classes);
+
+}  // namespace mg

@@ -1,0 +1,24 @@
+// The explicit registration functions that init() calls once (DESIGN §1: never static
+// initialisers). One per op group for rules, one per group for CPU kernels.
+#pragma once
+
+namespace mg {
+
+void register_elementwise_rules();
+void register_reduce_rules();
+void register_linalg_rules();
+void register_view_rules();
+void register_copy_rules();
+void register_indexing_rules();
+
+void register_cpu_kernels();  // calls the per-group functions below
+namespace cpu {
+void register_elementwise_kernels();
+void register_reduce_kernels();
+void register_reduce_kernels_extra();
+void register_linalg_kernels();
+void register_copy_kernels();
+void register_indexing_kernels();
+}  // namespace cpu
+
+}  // namespace mg
