@@ -27,7 +27,7 @@ void Node::add_pre_hook(uint32_t output_nr, TensorHook hook) {
   pre_hooks_.emplace_back(output_nr, std::move(hook));
 }
 
-AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : Node(1), leaf_(std::move(leaf)) {}
+AccumulateGrad::AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : Node(1), leaf_(leaf) {}
 
 namespace {
 // True when `g` owns a dense block nobody else references, so it can become .grad as is.
@@ -40,8 +40,9 @@ bool is_stealable(const Tensor& g) {
 
 Tensors AccumulateGrad::apply(Tensors&& grads) {
   Tensor g = std::move(grads[0]);
-  if (!g.defined()) return {};
-  Tensor leaf(leaf_);
+  std::shared_ptr<TensorImpl> impl = leaf_.lock();
+  if (!g.defined() || !impl) return {};
+  Tensor leaf(impl);
   MG_ASSERT(g.shape() == leaf.shape(), "AccumulateGrad: gradient ", describe(g), " for leaf ",
             describe(leaf));
   Tensor current = leaf.grad();
@@ -64,12 +65,10 @@ Edge gradient_edge(const Tensor& t) {
   TensorImpl* impl = t.impl();
   if (impl->autograd.grad_fn) return {impl->autograd.grad_fn, impl->autograd.output_nr};
   if (!impl->autograd.requires_grad) return {};
-  std::shared_ptr<Node> acc = impl->autograd.grad_accumulator.lock();
-  if (!acc) {
-    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
-    impl->autograd.grad_accumulator = acc;
+  if (!impl->autograd.grad_accumulator) {
+    impl->autograd.grad_accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
   }
-  return {acc, 0};
+  return {impl->autograd.grad_accumulator, 0};
 }
 
 GradMath& grad_math() {

@@ -56,13 +56,12 @@ class Node : public std::enable_shared_from_this<Node> {
 // Sink of a leaf tensor: adds the incoming gradient into the leaf's .grad.
 class AccumulateGrad final : public Node {
  public:
-  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
+  explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf);
   Tensors apply(Tensors&& grads) override;
   std::string name() const override { return "AccumulateGrad"; }
-  const std::shared_ptr<TensorImpl>& leaf() const { return leaf_; }
 
  private:
-  std::shared_ptr<TensorImpl> leaf_;
+  std::weak_ptr<TensorImpl> leaf_;  // the leaf owns this node; a dead leaf drops its gradient
 };
 
 // The edge a gradient for tensor `t` must follow: its grad_fn, or its AccumulateGrad (created on

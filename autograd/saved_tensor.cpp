@@ -4,6 +4,7 @@ namespace mg::autograd {
 
 SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
   if (!t.defined()) return;
+  saved_ = true;
   saved_version_ = t.version();
   requires_grad_ = t.requires_grad();
   if (is_output) {

@@ -17,6 +17,8 @@ class SavedTensor {
   // `node_name` is used in the error message.
   Tensor unpack(const std::string& node_name) const;
   bool defined() const { return data_.defined(); }
+  // True when something was saved here (also after release()).
+  bool is_saved() const { return saved_; }
   // Frees the data (after a backward without retain_graph); a later unpack is an error.
   void release();
 
@@ -26,6 +28,7 @@ class SavedTensor {
   bool is_output_ = false;
   bool requires_grad_ = false;
   bool released_ = false;
+  bool saved_ = false;
   std::weak_ptr<Node> grad_fn_;
   uint32_t output_nr_ = 0;
 };

@@ -72,7 +72,7 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
       const double d = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
       // Fill from both ends so the last value is exactly `end`.
       for (int64_t i = 0; i < steps; ++i) {
-        const double v = i < steps / 2 ? start + d * double(i) : end - d * double(steps - 1 - i);
+        const double v = i < (steps + 1) / 2 ? start + d * double(i) : end - d * double(steps - 1 - i);
         p[i] = static_cast<T>(static_cast<opmath_t<T>>(v));
       }
     });
@@ -103,7 +103,14 @@ Tensor rand(const Shape& shape, TensorOptions options, Generator* gen) {
       parallel_for(0, n, kDefaultGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           const Philox4 r = philox_block(seed, offset, uint64_t(i / 4));
-          p[i] = static_cast<T>(static_cast<opmath_t<T>>(philox_uniform(r.v[i % 4])));
+          T v = static_cast<T>(static_cast<opmath_t<T>>(philox_uniform(r.v[i % 4])));
+          // f16/bf16 round values within half an ulp of 1 up to 1.0; keep the range [0, 1).
+          if constexpr (std::is_same_v<T, Half>) {
+            if (float(v) >= 1.0f) v = Half::from_bits(0x3bff);  // 1 - 2^-11
+          } else if constexpr (std::is_same_v<T, BFloat16>) {
+            if (float(v) >= 1.0f) v = BFloat16::from_bits(0x3f7f);  // 1 - 2^-8
+          }
+          p[i] = v;
         }
       });
     });

@@ -39,6 +39,8 @@ Allocator& allocator_for(DeviceType type) {
   return *a;
 }
 
+Allocator* find_allocator(DeviceType type) { return g_allocators[int(type)]; }
+
 void set_allocator(DeviceType type, Allocator* allocator) { g_allocators[int(type)] = allocator; }
 
 void set_copy_bytes_fn(DeviceType type, CopyBytesFn fn) { g_copy_fns[int(type)] = fn; }
@@ -54,17 +56,16 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 }
 
 Storage::Storage(std::size_t nbytes, Device device)
-    : data_(allocator_for(device.type).allocate(nbytes)),
-      nbytes_(nbytes),
-      device_(device),
-      owned_(true) {}
+    : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device.type)) {
+  data_ = allocator_->allocate(nbytes);
+}
 
 Storage::Storage(void* data, std::size_t nbytes, Device device, std::function<void(void*)> deleter)
     : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
 
 Storage::~Storage() {
-  if (owned_) {
-    allocator_for(device_.type).deallocate(data_);
+  if (allocator_) {
+    allocator_->deallocate(data_);
   } else if (deleter_) {
     deleter_(data_);
   }

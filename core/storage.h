@@ -24,6 +24,8 @@ class Allocator {
 // The allocator for a device type; throws DeviceError when none is registered (e.g. a CUDA
 // tensor in a build without CUDA).
 Allocator& allocator_for(DeviceType type);
+// The registered allocator or nullptr.
+Allocator* find_allocator(DeviceType type);
 void set_allocator(DeviceType type, Allocator* allocator);
 
 // Copies `nbytes` between two blocks on any devices (host memcpy on the CPU; the CUDA backend
@@ -55,7 +57,7 @@ class Storage {
   std::size_t nbytes_ = 0;
   Device device_;
   std::function<void(void*)> deleter_;
-  bool owned_ = false;
+  Allocator* allocator_ = nullptr;  // the allocator that made data_ (null when wrapped)
   uint64_t version_ = 0;
 };
 

@@ -37,7 +37,9 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;        // node that produced this tensor
   uint32_t output_nr = 0;                         // which output of grad_fn this is
   std::shared_ptr<TensorImpl> grad;               // accumulated gradient (leaves, retain_grad)
-  std::weak_ptr<autograd::Node> grad_accumulator; // leaves: the AccumulateGrad node, created lazily
+  // Leaves: the AccumulateGrad node (created lazily). Owned by the leaf, which it references only
+  // weakly, so there is no cycle; leaf hooks live on it.
+  std::shared_ptr<autograd::Node> grad_accumulator;
 };
 
 struct TensorImpl {

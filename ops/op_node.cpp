@@ -6,13 +6,13 @@
 namespace mg {
 
 Tensor BackwardCtx::input(int i) const {
-  MG_ASSERT(i < int(inputs_.size()) && (inputs_[i].defined()),
+  MG_ASSERT(i < int(inputs_.size()) && inputs_[i].is_saved(),
             op_name(op_), "_backward reads input ", i, " which its rule did not save");
   return inputs_[i].unpack(std::string(op_name(op_)) + "_backward");
 }
 
 Tensor BackwardCtx::output(int j) const {
-  MG_ASSERT(j < int(outputs_.size()) && outputs_[j].defined(),
+  MG_ASSERT(j < int(outputs_.size()) && outputs_[j].is_saved(),
             op_name(op_), "_backward reads output ", j, " which its rule did not save");
   return outputs_[j].unpack(std::string(op_name(op_)) + "_backward");
 }

@@ -1,0 +1,44 @@
+#include "ops/op_reference.h"
+
+#include <sstream>
+
+#include "ops/op.h"
+
+namespace mg {
+namespace {
+
+// What autocast makes of an f32 input under a policy, for the table.
+std::string autocast_input(CastPolicy p, const char* low) {
+  switch (p) {
+    case CastPolicy::Lower: return low;
+    case CastPolicy::Fp32: return "f32";
+    case CastPolicy::Promote: return "widest input";
+    case CastPolicy::Keep: return "unchanged";
+    case CastPolicy::Banned: return "error";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string op_reference_markdown() {
+  std::ostringstream os;
+  os << "# Op reference\n\n"
+     << "Generated from `ops/op_list.def` by `build/tools/mg_op_reference > docs/ops.md`; a test\n"
+     << "keeps this file in sync with the op list. Policies are the defaults (`set_policy` overrides\n"
+     << "them, see DESIGN §4): **lower** casts floating inputs to the autocast dtype, **fp32** to f32,\n"
+     << "**promote** to the widest floating input dtype, **keep** leaves them unchanged.\n\n"
+     << "| op | inputs | differentiable | policy | f16 autocast | bf16 autocast |\n"
+     << "|---|---|---|---|---|---|\n";
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpDesc& d = op_desc(OpId(i));
+    os << "| `" << d.name << "` | " << (d.arity < 0 ? std::string("variadic") : std::to_string(d.arity))
+       << " | " << (d.differentiable ? "yes" : "no") << " | " << policy_name(d.default_policy) << " | "
+       << autocast_input(d.default_policy, "f16") << " | " << autocast_input(d.default_policy, "bf16")
+       << " |\n";
+  }
+  os << "\n" << kNumOps << " ops.\n";
+  return os.str();
+}
+
+}  // namespace mg

@@ -1,0 +1,241 @@
+// The autograd engine: accumulation, shared subgraphs, retain_graph, grad(), double backward,
+// in-place version checks, hooks, grad mode.
+#include <catch2/catch.hpp>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+using namespace mg;
+using mg::test::values;
+using Catch::Matchers::Approx;
+
+namespace {
+Tensor leaf(std::vector<double> v, Shape shape = {}) {
+  return from_vector<double>(v, shape).requires_grad_();
+}
+}  // namespace
+
+TEST_CASE("gradient of a scalar function of a leaf", "[autograd]") {
+  Tensor x = leaf({1, 2, 3});
+  // y = sum(x^2 + 3x) -> dy/dx = 2x + 3 = [5, 7, 9]
+  Tensor y = sum(x * x + 3.0 * x);
+  y.backward();
+  REQUIRE(values(x.grad()) == std::vector<double>{5, 7, 9});
+  REQUIRE(y.grad_fn() != nullptr);
+  REQUIRE(x.is_leaf());
+}
+
+TEST_CASE("shared subgraph: both paths contribute", "[autograd]") {
+  Tensor x = leaf({2.0});
+  Tensor a = x * x;        // a = x^2, used twice
+  Tensor y = a * a + a;    // y = x^4 + x^2 -> dy/dx = 4x^3 + 2x = 32 + 4 = 36
+  y.sum().backward();
+  REQUIRE(values(x.grad())[0] == 36.0);
+}
+
+TEST_CASE("gradients accumulate across two backward calls", "[autograd]") {
+  Tensor x = leaf({1.0, -1.0});
+  (x * 3.0).sum().backward();
+  (x * x).sum().backward();
+  // 3 + 2x = [5, 1]
+  REQUIRE(values(x.grad()) == std::vector<double>{5, 1});
+  // .grad is a dense tensor of the leaf's shape that can be updated in place
+  REQUIRE(x.grad().is_contiguous());
+  REQUIRE(x.grad().shape() == Shape{2});
+}
+
+TEST_CASE("a second backward through freed buffers is an error naming the node", "[autograd]") {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = (exp(x)).sum();
+  y.backward();
+  MG_REQUIRE_ERROR(y.backward(), "exp_backward: tried to backward through the graph a second time");
+  MG_REQUIRE_ERROR(y.backward(), "hint: pass retain_graph=true");
+}
+
+TEST_CASE("retain_graph allows a second backward", "[autograd]") {
+  Tensor x = leaf({0.0, 1.0});
+  Tensor y = exp(x).sum();
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();
+  REQUIRE_THAT(values(x.grad()), Approx(std::vector<double>{2.0, 2.0 * std::exp(1.0)}));
+}
+
+TEST_CASE("grad() returns gradients without touching .grad", "[autograd]") {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor w = leaf({3.0, 4.0});
+  Tensor y = sum(x * w);
+  Tensors g = autograd::grad({y}, {x});
+  REQUIRE(values(g[0]) == std::vector<double>{3, 4});
+  REQUIRE(!x.grad().defined());
+  REQUIRE(!w.grad().defined());
+}
+
+TEST_CASE("grad() reports unused inputs unless allow_unused", "[autograd]") {
+  Tensor x = leaf({1.0});
+  Tensor z = leaf({1.0});
+  Tensor y = sum(x * 2.0);
+  MG_REQUIRE_ERROR(autograd::grad({y}, {z}, {}, true), "grad: input 0 ([1] f64 cpu) was not used");
+  Tensors g = autograd::grad({y}, {x, z}, {}, true, false, /*allow_unused=*/true);
+  REQUIRE(values(g[0]) == std::vector<double>{2});
+  REQUIRE(!g[1].defined());
+}
+
+TEST_CASE("double backward: gradient of a gradient norm", "[autograd]") {
+  // f(x) = sum(x^3); g = df/dx = 3x^2; penalty = sum(g^2) = 9 sum(x^4); d penalty/dx = 36 x^3
+  Tensor x = leaf({1.0, -2.0, 0.5});
+  Tensor f = sum(x * x * x);
+  Tensor g = autograd::grad({f}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+  REQUIRE(g.requires_grad());
+  REQUIRE_THAT(values(g), Approx(std::vector<double>{3, 12, 0.75}));
+  Tensor penalty = sum(g * g);
+  penalty.backward();
+  REQUIRE_THAT(values(x.grad()), Approx(std::vector<double>{36, -288, 4.5}));
+}
+
+TEST_CASE("double backward through exp and tanh (saved outputs keep their history)", "[autograd]") {
+  // d/dx exp(x) = exp(x); d2/dx2 = exp(x).  d/dx tanh = 1 - t^2; d2 = -2 t (1 - t^2)
+  Tensor x = leaf({0.3});
+  Tensor g1 = autograd::grad({exp(x).sum()}, {x}, {}, std::nullopt, true)[0];
+  Tensor g2 = autograd::grad({g1.sum()}, {x})[0];
+  REQUIRE(values(g2)[0] == Catch::Detail::Approx(std::exp(0.3)));
+  Tensor h1 = autograd::grad({tanh(x).sum()}, {x}, {}, std::nullopt, true)[0];
+  Tensor h2 = autograd::grad({h1.sum()}, {x})[0];
+  const double t = std::tanh(0.3);
+  REQUIRE(values(h2)[0] == Catch::Detail::Approx(-2 * t * (1 - t * t)));
+}
+
+TEST_CASE("non-scalar backward needs an explicit gradient", "[autograd]") {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = x * 2.0;
+  MG_REQUIRE_ERROR(y.backward(), "backward: a gradient can be created implicitly only for one-element outputs");
+  y.backward(from_vector<double>({1.0, 10.0}));
+  REQUIRE(values(x.grad()) == std::vector<double>{2, 20});
+  MG_REQUIRE_ERROR((x * 2.0).backward(from_vector<double>({1.0, 2.0, 3.0})),
+                   "backward: gradient [3] f64 cpu does not match output 0 [2] f64 cpu");
+}
+
+TEST_CASE("backward of a tensor that does not require grad is an error", "[autograd]") {
+  Tensor x = from_vector<double>({1.0});
+  MG_REQUIRE_ERROR((x * 2.0).sum().backward(), "does not require grad and has no grad_fn");
+}
+
+TEST_CASE("in-place modification of a saved tensor is detected", "[autograd]") {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor a = x * 1.0;
+  Tensor y = a * a;  // saves a
+  {
+    NoGradGuard no_grad;
+    a.add_(1.0);
+  }
+  MG_REQUIRE_ERROR(y.sum().backward(), "mul_backward: a tensor saved for backward ([2] f64 cpu) was modified by an in-place operation (version 0 -> 1)");
+}
+
+TEST_CASE("in-place ops on a non-leaf rebase its history", "[autograd]") {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = x * 2.0;
+  y.add_(1.0);   // y = 2x + 1
+  y.mul_(3.0);   // y = 6x + 3 -> dy/dx = 6
+  REQUIRE(values(y) == std::vector<double>{9, 15});
+  y.sum().backward();
+  REQUIRE(values(x.grad()) == std::vector<double>{6, 6});
+}
+
+TEST_CASE("in-place on a leaf that requires grad is refused", "[autograd]") {
+  Tensor x = leaf({1.0});
+  MG_REQUIRE_ERROR(x.add_(1.0), "add_: a leaf tensor that requires grad ([1] f64 cpu) cannot be modified in place");
+  {
+    NoGradGuard no_grad;  // optimizer-style update
+    x.add_(1.0);
+  }
+  REQUIRE(values(x)[0] == 2.0);
+}
+
+TEST_CASE("a view of a base modified in place is refused for autograd", "[autograd]") {
+  Tensor x = leaf({1.0, 2.0, 3.0});
+  Tensor b = x * 1.0;
+  Tensor v = b.slice(0, 0, 2);
+  {
+    NoGradGuard no_grad;
+    b.mul_(2.0);
+  }
+  MG_REQUIRE_ERROR(v * 2.0, "is a view whose base was modified in place");
+}
+
+TEST_CASE("tensor hooks see and can replace the gradient", "[autograd]") {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = x * 3.0;
+  std::vector<double> seen;
+  y.register_hook([&](const Tensor& g) {
+    seen = values(g);
+    return g * 10.0;  // replace
+  });
+  y.sum().backward();
+  REQUIRE(seen == std::vector<double>{1, 1});
+  REQUIRE(values(x.grad()) == std::vector<double>{30, 30});
+}
+
+TEST_CASE("hooks on leaves and retain_grad on non-leaves", "[autograd]") {
+  Tensor x = leaf({1.0, 2.0});
+  int calls = 0;
+  x.register_hook([&](const Tensor& g) {
+    ++calls;
+    return Tensor();
+  });
+  Tensor h = x * x;
+  h.retain_grad();
+  (h * 2.0).sum().backward();
+  REQUIRE(calls == 1);
+  REQUIRE(values(h.grad()) == std::vector<double>{2, 2});
+  REQUIRE(values(x.grad()) == std::vector<double>{4, 8});
+}
+
+TEST_CASE("NoGradGuard stops recording; detach cuts history", "[autograd]") {
+  Tensor x = leaf({1.0});
+  {
+    NoGradGuard no_grad;
+    Tensor y = x * 2.0;
+    REQUIRE(!y.requires_grad());
+    REQUIRE(y.grad_fn() == nullptr);
+  }
+  REQUIRE(GradMode::is_enabled());
+  Tensor d = (x * 2.0).detach();
+  REQUIRE(!d.requires_grad());
+  REQUIRE(d.is_leaf());
+}
+
+TEST_CASE("requires_grad_ is for floating tensors and leaves", "[autograd]") {
+  Tensor i = arange(0, 3);
+  MG_REQUIRE_ERROR(i.requires_grad_(), "requires_grad_: only floating tensors can require grad; got [3] i64 cpu");
+  Tensor x = leaf({1.0});
+  Tensor y = x * 2.0;
+  MG_REQUIRE_ERROR(y.requires_grad_(false), "cannot set requires_grad=false on a non-leaf tensor");
+}
+
+TEST_CASE("broadcasting gradients are summed back to input shapes", "[autograd]") {
+  Tensor a = from_vector<double>({1, 2, 3}, {3, 1}).requires_grad_();
+  Tensor b = from_vector<double>({10, 20, 30, 40}, {1, 4}).requires_grad_();
+  // c[i][j] = a[i] * b[j]; dL/da[i] = sum_j b[j] = 100; dL/db[j] = sum_i a[i] = 6
+  sum(a * b).backward();
+  REQUIRE(values(a.grad()) == std::vector<double>{100, 100, 100});
+  REQUIRE(values(b.grad()) == std::vector<double>{6, 6, 6, 6});
+  REQUIRE(a.grad().shape() == Shape{3, 1});
+}
+
+TEST_CASE("casts are differentiable: an f32 leaf used in f16 math gets an f32 gradient", "[autograd]") {
+  Tensor w = from_vector<float>({0.5f, 2.0f}).requires_grad_();
+  Tensor y = sum(to(w, DType::F16) * 4.0);
+  REQUIRE(y.dtype() == DType::F16);
+  y.backward();
+  REQUIRE(w.grad().dtype() == DType::F32);
+  REQUIRE(values(w.grad()) == std::vector<double>{4, 4});
+}
+
+TEST_CASE("a long chain does not overflow the stack", "[autograd]") {
+  Tensor x = leaf({1.0});
+  Tensor y = x;
+  for (int i = 0; i < 20000; ++i) y = y * 1.0;
+  y.sum().backward();
+  REQUIRE(values(x.grad())[0] == 1.0);
+}

@@ -1,0 +1,227 @@
+// Tests of the core tensor plumbing: Tensor metadata and its error texts, Device parsing, shape
+// helpers (wrap_dim, broadcast_shapes, contiguous strides), 64-byte aligned storage and
+// parallel_for (each index once, exceptions from workers reach the caller).
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/factory.h"
+#include "core/parallel.h"
+#include "core/tensor.h"
+
+using Catch::Matchers::Message;
+using mg::DType;
+
+TEST_CASE("tensor: metadata of a dense tensor", "[core]") {
+  const mg::Tensor t = mg::zeros({2, 3, 4});
+  CHECK(t.defined());
+  CHECK(t.shape() == mg::Shape{2, 3, 4});
+  CHECK(t.strides() == mg::Strides{12, 4, 1});
+  CHECK(t.dim() == 3);
+  CHECK(t.numel() == 24);
+  CHECK(t.size(0) == 2);
+  CHECK(t.size(-1) == 4);
+  CHECK(t.stride(-3) == 12);
+  CHECK(t.offset() == 0);
+  CHECK(t.element_size() == 4);
+  CHECK(t.is_contiguous());
+  CHECK(t.is_floating_point());
+  CHECK_FALSE(mg::zeros({2}, {.dtype = DType::I32}).is_floating_point());
+  CHECK(mg::describe(t) == "[2, 3, 4] f32 cpu");
+  CHECK(mg::describe(mg::zeros({2, 3})) == "[2, 3] f32 cpu");
+  CHECK(mg::describe(mg::zeros({}, {.dtype = DType::BF16})) == "[] bf16 cpu");
+  CHECK(mg::describe(mg::Tensor()) == "(undefined tensor)");
+  CHECK_THROWS_MATCHES(t.size(3), mg::IndexError,
+                       Message("size: dim 3 is out of range for a 3-d tensor (expected a dim in "
+                               "[-3, 2])"));
+}
+
+TEST_CASE("tensor: strided views into a storage", "[core]") {
+  auto storage = std::make_shared<mg::Storage>(6 * sizeof(float), mg::Device::cpu());
+  float* base = static_cast<float*>(storage->data());
+  for (int i = 0; i < 6; ++i) base[i] = float(i);
+  // A transposed [3, 2] view of a [2, 3] buffer is not contiguous.
+  const mg::Tensor tr = mg::make_tensor(storage, {3, 2}, {1, 3}, 0, DType::F32);
+  CHECK_FALSE(tr.is_contiguous());
+  // Size-1 dims do not care about their stride.
+  CHECK(mg::make_tensor(storage, {1, 3}, {99, 1}, 0, DType::F32).is_contiguous());
+  // An offset view starts at storage + offset elements.
+  const mg::Tensor off = mg::make_tensor(storage, {2}, {1}, 4, DType::F32);
+  CHECK(off.data_ptr() == static_cast<void*>(base + 4));
+  CHECK(off.data<float>()[1] == 5.0f);
+  const mg::Tensor one = mg::make_tensor(storage, {}, {}, 5, DType::F32);
+  CHECK(one.item<float>() == 5.0f);
+  CHECK(one.item<int64_t>() == 5);
+  // Views share the storage's version counter.
+  const uint64_t v0 = tr.version();
+  off.bump_version();
+  CHECK(tr.version() == v0 + 1);
+}
+
+TEST_CASE("tensor: item and data errors", "[core]") {
+  const mg::Tensor h = mg::full({1, 1}, 0.1, {.dtype = DType::F16});
+  CHECK(h.item<float>() == float(mg::Half(0.1f)));  // 0.0999755859375
+  CHECK(h.item<double>() == 0.0999755859375);
+  CHECK(mg::full({1}, 7, {.dtype = DType::I64}).item<int>() == 7);
+  CHECK_THROWS_MATCHES(mg::zeros({2}).item<float>(), mg::ShapeError,
+                       Message("item: expected a tensor with one element, got [2] f32 cpu"));
+  const mg::Tensor t = mg::zeros({2, 3});
+  CHECK_THROWS_MATCHES(t.data<double>(), mg::DTypeError,
+                       Message("Tensor::data: tensor is f32 but data<f64>() was requested"));
+  CHECK_THROWS_MATCHES(h.data<mg::BFloat16>(), mg::DTypeError,
+                       Message("Tensor::data: tensor is f16 but data<bf16>() was requested"));
+  CHECK_NOTHROW(h.data<mg::Half>());
+  const mg::Tensor undefined;
+  CHECK_FALSE(undefined.defined());
+  CHECK_THROWS_MATCHES(undefined.shape(), mg::Error,
+                       Message("Tensor: operation on an undefined tensor"));
+  CHECK_FALSE(undefined.requires_grad());
+}
+
+TEST_CASE("tensor: empty validates the shape", "[core]") {
+  CHECK_THROWS_MATCHES(mg::empty({2, -1}), mg::ShapeError,
+                       Message("empty: negative size in shape [2, -1]"));
+  CHECK(mg::empty({3, 0}).numel() == 0);
+}
+
+TEST_CASE("device: parse and print", "[core]") {
+  CHECK(mg::Device::parse("cpu") == mg::Device::cpu());
+  CHECK(mg::Device::parse("cuda") == mg::Device::cuda(0));
+  const mg::Device d = mg::Device::parse("cuda:3");
+  CHECK(d.is_cuda());
+  CHECK(d.index == 3);
+  CHECK(d.str() == "cuda:3");
+  CHECK(mg::Device::cpu().str() == "cpu");
+  CHECK(mg::Device::parse("cuda:12").index == 12);
+  CHECK(mg::Device::cuda(1) != mg::Device::cuda(2));
+  for (const char* bad : {"gpu", "CPU", "cuda:", "cuda:x", "cuda:-1", "cuda:1a", " cpu", ""}) {
+    INFO(bad);
+    CHECK_THROWS_MATCHES(mg::Device::parse(bad), mg::DeviceError,
+                         Message(std::string("Device: cannot parse \"") + bad +
+                                 "\"; expected \"cpu\", \"cuda\" or \"cuda:N\""));
+  }
+}
+
+TEST_CASE("shape: helpers and their error texts", "[core]") {
+  CHECK(mg::shape_numel({}) == 1);
+  CHECK(mg::shape_numel({2, 0, 3}) == 0);
+  CHECK(mg::shape_str({2, 3}) == "[2, 3]");
+  CHECK(mg::shape_str({}) == "[]");
+  CHECK(mg::contiguous_strides({2, 3, 4}) == mg::Strides{12, 4, 1});
+  CHECK(mg::contiguous_strides({}).empty());
+
+  CHECK(mg::wrap_dim(1, 2, "sum") == 1);
+  CHECK(mg::wrap_dim(-1, 2, "sum") == 1);
+  CHECK(mg::wrap_dim(-2, 2, "sum") == 0);
+  CHECK(mg::wrap_dim(0, 0, "sum") == 0);  // a 0-d tensor accepts dim 0 and -1
+  CHECK(mg::wrap_dim(-1, 0, "sum") == 0);
+  CHECK_THROWS_MATCHES(mg::wrap_dim(3, 2, "sum"), mg::IndexError,
+                       Message("sum: dim 3 is out of range for a 2-d tensor (expected a dim in "
+                               "[-2, 1])"));
+  CHECK_THROWS_MATCHES(mg::wrap_dim(-3, 2, "softmax"), mg::IndexError,
+                       Message("softmax: dim -3 is out of range for a 2-d tensor (expected a dim "
+                               "in [-2, 1])"));
+  CHECK_THROWS_AS(mg::wrap_dim(1, 0, "sum"), mg::IndexError);
+
+  CHECK(mg::broadcast_shapes({2, 3}, {3}, "add") == mg::Shape{2, 3});
+  CHECK(mg::broadcast_shapes({2, 1}, {1, 4}, "add") == mg::Shape{2, 4});
+  CHECK(mg::broadcast_shapes({}, {5}, "add") == mg::Shape{5});
+  CHECK(mg::broadcast_shapes({0, 3}, {1, 3}, "add") == mg::Shape{0, 3});
+  CHECK(mg::broadcast_shapes({4, 1, 2}, {3, 1}, "mul") == mg::Shape{4, 3, 2});
+  CHECK_THROWS_MATCHES(mg::broadcast_shapes({2, 3}, {4, 3}, "add"), mg::ShapeError,
+                       Message("add: shapes [2, 3] and [4, 3] cannot be broadcast together (dim "
+                               "0: 2 vs 4)"));
+  CHECK_THROWS_MATCHES(mg::broadcast_shapes({5, 2}, {3}, "mul"), mg::ShapeError,
+                       Message("mul: shapes [5, 2] and [3] cannot be broadcast together (dim 1: "
+                               "2 vs 3)"));
+}
+
+TEST_CASE("storage: CPU allocations are 64-byte aligned", "[core]") {
+  for (int64_t n : {0, 1, 3, 17, 100, 1000, 1 << 20}) {
+    for (DType dt : {DType::F32, DType::F16, DType::U8, DType::F64}) {
+      const mg::Tensor t = mg::empty({n}, {.dtype = dt});
+      INFO(n << " " << mg::dtype_name(dt));
+      CHECK(t.data_ptr() != nullptr);
+      CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 64 == 0);
+      CHECK(t.storage().nbytes() == std::size_t(n) * mg::dtype_size(dt));
+    }
+  }
+  mg::Storage s(0, mg::Device::cpu());
+  CHECK(s.data() != nullptr);
+  CHECK(s.version() == 0);
+  s.bump_version();
+  CHECK(s.version() == 1);
+}
+
+namespace {
+struct ThreadsGuard {
+  int saved = mg::num_threads();
+  ~ThreadsGuard() { mg::set_num_threads(saved); }
+};
+}  // namespace
+
+TEST_CASE("parallel_for: every index exactly once", "[core]") {
+  ThreadsGuard guard;
+  mg::set_num_threads(4);
+  for (auto [begin, end, grain] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {0, 1000003, 1000}, {5, 100005, 32768}, {-50, 50, 1}, {0, 7, 100}}) {
+    INFO(begin << " " << end << " " << grain);
+    std::vector<std::atomic<int>> hits(size_t(end - begin));
+    std::atomic<int> calls{0};
+    bool split_in_region = true;
+    std::mutex mu;
+    mg::parallel_for(begin, end, grain, [&](int64_t b, int64_t e) {
+      ++calls;
+      if (calls > 1 && !mg::in_parallel_region()) {
+        std::lock_guard<std::mutex> lock(mu);
+        split_in_region = false;  // several chunks must run inside a parallel region
+      }
+      for (int64_t i = b; i < e; ++i) hits[size_t(i - begin)]++;
+    });
+    bool once = true;
+    for (auto& h : hits) once = once && h.load() == 1;
+    CHECK(once);
+    CHECK(split_in_region);
+    // Chunks: min(threads, ceil(n / grain)), and a range within one grain runs inline in one call.
+    const int64_t n = end - begin;
+    const int64_t expected = n <= grain ? 1 : std::min<int64_t>(4, (n + grain - 1) / grain);
+    CHECK(calls.load() == expected);
+  }
+  int calls = 0;
+  mg::parallel_for(10, 10, 1, [&](int64_t, int64_t) { ++calls; });
+  mg::parallel_for(10, 3, 1, [&](int64_t, int64_t) { ++calls; });
+  CHECK(calls == 0);
+}
+
+TEST_CASE("parallel_for: an exception in a worker reaches the caller", "[core]") {
+  ThreadsGuard guard;
+  mg::set_num_threads(4);
+  // The chunk that does not start at 0 runs on a worker thread when the loop is parallel.
+  CHECK_THROWS_MATCHES(
+      mg::parallel_for(0, 1 << 20, 1024,
+                       [](int64_t b, int64_t) {
+                         if (b != 0) throw mg::ShapeError("worker: bad chunk");
+                       }),
+      mg::ShapeError, Message("worker: bad chunk"));
+  // Every chunk throwing: exactly one exception comes out, and the pool still works afterwards.
+  CHECK_THROWS_AS(mg::parallel_for(0, 1 << 20, 1024,
+                                   [](int64_t, int64_t) { throw std::runtime_error("all"); }),
+                  std::runtime_error);
+  std::atomic<int64_t> sum{0};
+  mg::parallel_for(0, 1 << 16, 1024, [&](int64_t b, int64_t e) { sum += e - b; });
+  CHECK(sum.load() == (1 << 16));
+  // Nested calls run inline.
+  std::atomic<int> inner_calls{0};
+  mg::parallel_for(0, 1 << 16, 1024, [&](int64_t, int64_t) {
+    mg::parallel_for(0, 1 << 16, 1024, [&](int64_t, int64_t) { ++inner_calls; });
+  });
+  CHECK(inner_calls.load() == 4);
+  CHECK_THROWS_MATCHES(mg::set_num_threads(0), mg::Error,
+                       Message("set_num_threads: expected n >= 1, got 0"));
+}

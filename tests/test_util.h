@@ -1,0 +1,42 @@
+// Small helpers shared by the test folders: reading tensors into std::vector<double> and
+// asserting that a callable throws an mg::Error whose message contains a given text.
+#pragma once
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "ops/ops.h"
+
+namespace mg::test {
+
+// All elements of t (any dtype, any layout) as doubles, in row-major order.
+inline std::vector<double> values(const Tensor& t) {
+  NoGradGuard no_grad;
+  const Tensor c = contiguous(to(to(t, Device::cpu()), DType::F64));
+  const double* p = c.data<double>();
+  return std::vector<double>(p, p + c.numel());
+}
+
+// Runs f and returns the mg::Error message it throws ("" when it does not throw).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const mg::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace mg::test
+
+// REQUIRE that `expr` throws an mg::Error whose message contains `text`.
+#define MG_REQUIRE_ERROR(expr, text)                                        \
+  do {                                                                      \
+    const std::string mg_msg_ = ::mg::test::error_of([&] { (void)(expr); }); \
+    INFO("message: " << mg_msg_);                                           \
+    REQUIRE(!mg_msg_.empty());                                              \
+    REQUIRE_THAT(mg_msg_, Catch::Matchers::Contains(text));                 \
+  } while (0)
