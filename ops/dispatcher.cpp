@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "autograd/grad_mode.h"
+#include "core/autocast_state.h"
 #include "ops/kernel_registry.h"
 #include "ops/op_node.h"
 #include "ops/op_rule.h"
@@ -97,10 +98,14 @@ Tensors run(OpId op, const Tensors& inputs, const OpAttrs& attrs) {
 
 void set_autocast_hook(AutocastHook hook) { g_autocast_hook = hook; }
 
+void apply_autocast(CastPolicy policy, const char* op, Tensors& inputs) {
+  if (g_autocast_hook && autocast_state().enabled) g_autocast_hook(policy, op, inputs);
+}
+
 Tensors dispatch(OpId op, Tensors inputs, const OpAttrs& attrs) {
   init();
   check_inputs(op, inputs);
-  if (g_autocast_hook) g_autocast_hook(op, inputs);
+  apply_autocast(op_policy(op), op_name(op), inputs);
   const uint32_t needs = needs_grad_mask(op, inputs);
   Tensors outputs = run(op, inputs, attrs);
   if (needs) record(op, attrs, inputs, outputs, needs);

@@ -23,10 +23,14 @@ Tensor dispatch1(OpId op, Tensors inputs, const OpAttrs& attrs = {});
 // tensor's history is rebased onto the new node; a leaf that requires grad or a view is refused.
 void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const OpAttrs& attrs = {});
 
-// The autocast hook: rewrites `inputs` according to op_policy(op) and the thread's autocast
-// state. Installed by amp/; none by default.
-using AutocastHook = void (*)(OpId op, Tensors& inputs);
+// The autocast hook: the one function that applies autocast. It rewrites the floating `inputs`
+// according to `policy` and the thread's autocast state; `op` names the op in errors (banned
+// ops). The dispatcher calls it with op_policy(op) for every op, and user-defined functions
+// (ops/custom_function.h) with their declared policy. Installed by amp/; none by default.
+using AutocastHook = void (*)(CastPolicy policy, const char* op, Tensors& inputs);
 void set_autocast_hook(AutocastHook hook);
+// Runs the hook (when one is installed and autocast is enabled on this thread).
+void apply_autocast(CastPolicy policy, const char* op, Tensors& inputs);
 
 // Registers every op rule and CPU kernel (and the CUDA kernels when built with CUDA) exactly
 // once. dispatch() calls it; calling it again is free.

@@ -1,0 +1,121 @@
+#include "ops/custom_function.h"
+
+#include "autograd/grad_mode.h"
+#include "core/autocast_state.h"
+#include "ops/dispatcher.h"
+#include "ops/op_rule.h"
+#include "ops/ops.h"
+
+namespace mg {
+namespace {
+
+class FunctionNode final : public autograd::Node {
+ public:
+  FunctionNode(uint32_t num_outputs, std::shared_ptr<FunctionCtx> ctx, FunctionRunner::BackwardFn backward,
+               std::vector<TensorMeta> input_meta, std::vector<TensorMeta> output_meta)
+      : Node(num_outputs), ctx_(std::move(ctx)), backward_(backward), input_meta_(std::move(input_meta)),
+        output_meta_(std::move(output_meta)) {}
+
+  // Gradients of the outputs in; the user's gradients, checked against the input shapes, out.
+  Tensors apply(Tensors&& grads) override {
+    Device device;
+    for (const Tensor& g : grads) {
+      if (g.defined()) device = g.device();
+    }
+    for (std::size_t j = 0; j < grads.size(); ++j) {
+      if (!grads[j].defined() && is_floating(output_meta_[j].dtype)) {
+        grads[j] = zeros(output_meta_[j].shape, {.dtype = output_meta_[j].dtype, .device = device});
+      }
+    }
+    Tensors result = backward_(*ctx_, grads);
+    MG_CHECK(result.size() == input_meta_.size(), AutogradError, ctx_->name(), ": backward returned ",
+             result.size(), " gradients for ", input_meta_.size(), " inputs");
+    for (std::size_t i = 0; i < result.size(); ++i) {
+      Tensor& g = result[i];
+      if (!g.defined() || !ctx_->needs_input_grad(int(i))) {
+        g = Tensor();
+        continue;
+      }
+      if (g.shape() != input_meta_[i].shape) g = sum_to(g, input_meta_[i].shape);
+      if (g.dtype() != input_meta_[i].dtype) g = to(g, input_meta_[i].dtype);
+    }
+    return result;
+  }
+  std::string name() const override { return ctx_->name() + "_backward"; }
+  void release_saved() override {
+    ctx_->release_saved();
+    mark_released();
+  }
+
+ private:
+  std::shared_ptr<FunctionCtx> ctx_;
+  FunctionRunner::BackwardFn backward_;
+  std::vector<TensorMeta> input_meta_;
+  std::vector<TensorMeta> output_meta_;
+};
+
+}  // namespace
+
+void FunctionCtx::save_for_backward(const Tensors& tensors) {
+  saved_.clear();
+  for (const Tensor& t : tensors) saved_.emplace_back(t, /*is_output=*/false);
+}
+
+Tensors FunctionCtx::saved() const {
+  Tensors out;
+  for (const auto& s : saved_) out.push_back(s.unpack(name_ + "_backward"));
+  return out;
+}
+
+Tensors FunctionRunner::run(const char* name, CastPolicy policy, ForwardFn forward, BackwardFn backward,
+                            Tensors inputs) {
+  init();
+  apply_autocast(policy, name, inputs);
+  auto ctx = std::make_shared<FunctionCtx>();
+  ctx->name_ = name;
+  bool any = false;
+  for (const Tensor& t : inputs) {
+    const bool needs = GradMode::is_enabled() && t.defined() && t.requires_grad();
+    ctx->needs_.push_back(needs);
+    any = any || needs;
+  }
+  Tensors outputs;
+  {
+    // The declared policy already cast the inputs: the body runs without recording and with
+    // autocast off (as PyTorch's custom_fwd(cast_inputs=...)), restored even on exceptions.
+    NoGradGuard no_grad;
+    struct AutocastOff {
+      bool prev = autocast_state().enabled;
+      AutocastOff() { autocast_state().enabled = false; }
+      ~AutocastOff() { autocast_state().enabled = prev; }
+    } autocast_off;
+    outputs = forward(*ctx, inputs);
+  }
+  if (!any) return outputs;
+  std::vector<TensorMeta> in_meta, out_meta;
+  for (const Tensor& t : inputs) {
+    in_meta.push_back({t.defined() ? t.shape() : Shape{}, t.defined() ? t.dtype() : DType::F32});
+  }
+  for (Tensor& o : outputs) {
+    MG_CHECK(o.defined(), AutogradError, name, ": forward returned an undefined tensor");
+    // An input returned as is becomes a new alias so that its own history is untouched.
+    for (const Tensor& t : inputs) {
+      if (o.is_same(t)) o = make_tensor(t.impl()->storage, t.shape(), t.strides(), t.offset(), t.dtype());
+    }
+    out_meta.push_back({o.shape(), o.dtype()});
+  }
+  auto node = std::make_shared<FunctionNode>(uint32_t(outputs.size()), ctx, backward, in_meta, out_meta);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    node->next_edges.push_back(ctx->needs_[i] ? autograd::gradient_edge(inputs[i]) : autograd::Edge{});
+  }
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    if (!is_floating(outputs[j].dtype())) continue;
+    AutogradMeta& meta = outputs[j].impl()->autograd;
+    meta.grad_fn = node;
+    meta.output_nr = uint32_t(j);
+    meta.requires_grad = true;
+  }
+  return outputs;
+}
+
+}  // namespace mg
