@@ -1,5 +1,18 @@
-// Shape and indexing ops: gather / scatter_add (and, from the indexing work, cat, stack, split,
-// chunk, index_select, masked_fill, one_hot).
+// Shape and indexing ops: cat, stack, split, chunk, index_select, gather, scatter_add,
+// masked_fill, one_hot — public functions, inference and backward rules.
+//
+// Decisions a reader must know:
+// - stack, split and chunk are composites (unsqueeze + cat; narrow views), so they need no
+//   kernel or rule of their own and their gradients come from cat and slice.
+// - Index values may be negative and then count from the end (-size <= i < size), for
+//   index_select, gather and scatter_add alike; one_hot takes class values 0 <= v < num_classes.
+//   Out-of-range values throw IndexError naming the value and the valid range (the kernels check).
+// - Every backward rule is written with public ops, so double backward works.
+#include <algorithm>
+#include <limits>
+
+#include "autograd/grad_mode.h"
+#include "core/visit_dtype.h"
 #include "ops/backward_ctx.h"
 #include "ops/dispatcher.h"
 #include "ops/infer.h"
@@ -9,13 +22,89 @@
 namespace mg {
 namespace {
 
+// The autograd node records at most 16 differentiable inputs (ops/dispatcher.cpp); a longer
+// cat is done as a cat of cats of at most this many tensors.
+constexpr std::size_t kMaxCatGradInputs = 16;
+
+void check_index(const char* op, const Tensor& index) {
+  MG_CHECK(index.dtype() == DType::I64 || index.dtype() == DType::I32, DTypeError, op,
+           ": expected an i64 or i32 index tensor, got ", describe(index),
+           "\n  hint: convert the index with .to(mg::DType::I64)");
+}
+
+// ---- cat ----
+InferResult infer_cat(const Tensors& in, const OpAttrs& a) {
+  MG_CHECK(!in.empty(), Error, "cat: expected a non-empty list of tensors");
+  const Tensor& first = in[0];
+  const int64_t nd = first.dim();
+  const int64_t dim = a.dim;
+  Shape shape = first.shape();
+  shape.at(dim) = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const Tensor& x = in[i];
+    MG_CHECK(x.dtype() == first.dtype(), DTypeError, "cat: expected tensors of one dtype, got ",
+             describe(first), " at position 0 and ", describe(x), " at position ", i);
+    MG_CHECK(x.dim() > 0, ShapeError, "cat: a 0-d tensor cannot be concatenated; got ", describe(x),
+             " at position ", i, "\n  hint: use mg::stack to join 0-d tensors into a 1-D tensor");
+    MG_CHECK(x.dim() == nd, ShapeError, "cat: expected tensors with the same number of dims; got ",
+             describe(first), " at position 0 and ", describe(x), " at position ", i);
+    for (int64_t d = 0; d < nd; ++d) {
+      MG_CHECK(d == dim || x.shape()[d] == first.shape()[d], ShapeError,
+               "cat: sizes must match except in dim ", dim, "; got ", describe(first), " at position 0 and ",
+               describe(x), " at position ", i, " (dim ", d, ": ", first.shape()[d], " vs ", x.shape()[d], ")");
+    }
+    shape[dim] += x.shape()[dim];
+  }
+  return {{{shape, first.dtype()}}, first.dtype()};
+}
+
+// d cat(x0, x1, ...) / d xi = the gradient narrowed to xi's slab along dim
+Tensors cat_bw(const BackwardCtx& c, const Tensors& g) {
+  const int64_t dim = c.attrs().dim;
+  Tensors grads(std::size_t(c.num_inputs()));
+  int64_t offset = 0;
+  for (int i = 0; i < c.num_inputs(); ++i) {
+    const int64_t len = c.input_shape(i)[dim];
+    if (c.needs_grad(i)) grads[i] = narrow(g[0], dim, offset, len);
+    offset += len;
+  }
+  return grads;
+}
+
+// ---- index_select ----
+InferResult infer_index_select(const Tensors& in, const OpAttrs& a) {
+  const Tensor &x = in[0], &index = in[1];
+  check_index("index_select", index);
+  MG_CHECK(x.dim() > 0, ShapeError, "index_select: expected an input with at least 1 dim, got ", describe(x));
+  MG_CHECK(index.dim() <= 1, ShapeError, "index_select: expected a 1-D index, got ", describe(index),
+           "\n  hint: flatten the index, select, then reshape the result");
+  Shape shape = x.shape();
+  shape.at(a.dim) = index.numel();
+  return {{{shape, x.dtype()}}, x.dtype()};
+}
+
+// d index_select: gx[.., index[j], ..] += g[.., j, ..] — the gradient scatter-added into zeros at
+// the selected positions along dim, so repeated indices accumulate
+Tensors index_select_bw(const BackwardCtx& c, const Tensors& g) {
+  const int64_t dim = c.attrs().dim;
+  const Shape& in_shape = c.input_shape(0);
+  const Tensor index = c.input(1);
+  Shape idx_shape(in_shape.size(), 1);
+  idx_shape[dim] = index.numel();
+  const Tensor idx = expand(reshape(index, idx_shape), g[0].shape());
+  const Tensor base = zeros(in_shape, {.dtype = g[0].dtype(), .device = g[0].device()});
+  return {scatter_add(base, dim, idx, g[0]), Tensor()};
+}
+
+// ---- gather / scatter_add ----
 // gather/scatter shape rule: index has the input's rank, and index.size(d) <= input.size(d) for
 // every d != dim (PyTorch's rule); for scatter also index.size(d) <= src.size(d) for all d.
 void check_gather_shapes(const char* op, const Tensor& x, int64_t dim, const Tensor& index,
                          const Tensor* src) {
-  check_index_dtype(op, index);
-  MG_CHECK(index.dim() == x.dim(), ShapeError, op, ": index must have the same number of dims as the input; got index ",
-           describe(index), " and input ", describe(x));
+  check_index(op, index);
+  MG_CHECK(index.dim() == x.dim(), ShapeError, op,
+           ": index must have the same number of dims as the input; got index ", describe(index),
+           " and input ", describe(x));
   for (int64_t d = 0; d < x.dim(); ++d) {
     MG_CHECK(d == dim || index.shape()[d] <= x.shape()[d], ShapeError, op, ": index ", describe(index),
              " is larger than input ", describe(x), " in dim ", d);
@@ -33,35 +122,201 @@ InferResult infer_gather(const Tensors& in, const OpAttrs& a) {
 
 InferResult infer_scatter_add(const Tensors& in, const OpAttrs& a) {
   check_same_dtype("scatter_add", in[0], in[2]);
+  MG_CHECK(in[2].dim() == in[0].dim(), ShapeError,
+           "scatter_add: src must have the same number of dims as self; got self ", describe(in[0]),
+           " and src ", describe(in[2]));
   check_gather_shapes("scatter_add", in[0], a.dim, in[1], &in[2]);
   return {{{in[0].shape(), in[0].dtype()}}, in[0].dtype()};
 }
 
-// d gather = scatter_add of the gradient into zeros at the gathered positions
+// d gather: gx[index[i][j]][j] += g[i][j] (dim 0) — scatter_add of the gradient into zeros
 Tensors gather_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor index = c.input(1);
   const Tensor base = zeros(c.input_shape(0), {.dtype = g[0].dtype(), .device = g[0].device()});
   return {scatter_add(base, c.attrs().dim, index, g[0]), Tensor()};
 }
 
-// d scatter_add = (identity for self, gather at the scattered positions for src)
+// d scatter_add: d self = identity; d src[i][j] = g[index[i][j]][j] (dim 0) — the gradient gathered
+// at the scattered positions. src may be larger than index in any dim: its elements outside
+// index's extent were not used and get zero (the gathered block padded with zeros by cat).
 Tensors scatter_add_bw(const BackwardCtx& c, const Tensors& g) {
   Tensor gsrc;
   if (c.needs_grad(2)) {
     gsrc = gather(g[0], c.attrs().dim, c.input(1));
-    // src may be larger than index: its positions outside index get no gradient.
-    MG_CHECK(gsrc.shape() == c.input_shape(2), NotImplementedError,
-             "scatter_add: the gradient for a src larger than index is not supported; got src ",
-             c.input_shape(2), " and index ", gsrc.shape());
+    const Shape& src_shape = c.input_shape(2);
+    for (std::size_t d = 0; d < src_shape.size(); ++d) {
+      const int64_t pad = src_shape[d] - gsrc.shape()[d];
+      if (pad <= 0) continue;
+      Shape zshape = gsrc.shape();
+      zshape[d] = pad;
+      gsrc = cat({gsrc, zeros(zshape, {.dtype = gsrc.dtype(), .device = gsrc.device()})}, int64_t(d));
+    }
   }
-  return {g[0], Tensor(), gsrc};
+  return {c.needs_grad(0) ? g[0] : Tensor(), Tensor(), gsrc};
+}
+
+// ---- masked_fill ----
+InferResult infer_masked_fill(const Tensors& in, const OpAttrs& a) {
+  const Tensor &x = in[0], &mask = in[1];
+  MG_CHECK(mask.dtype() == DType::Bool, DTypeError, "masked_fill: expected a bool mask, got ", describe(mask),
+           "\n  hint: build the mask with a comparison (mg::ne(m, mg::scalar_like(0, m))) or .to(mg::DType::Bool)");
+  bool ok = mask.dim() <= x.dim();
+  for (int64_t i = 1; ok && i <= mask.dim(); ++i) {
+    const int64_t m = mask.shape()[mask.dim() - i], s = x.shape()[x.dim() - i];
+    ok = m == s || m == 1;
+  }
+  MG_CHECK(ok, ShapeError, "masked_fill: mask ", describe(mask), " cannot be broadcast to the input's shape ",
+           x.shape(), "; got input ", describe(x));
+  if (is_integral(x.dtype())) {
+    visit_dtype(x.dtype(), [&]<typename T>() {
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        // Representable range of T as doubles (the upper bound of i64 rounds up to 2^63: exclusive).
+        const double lo = double(std::numeric_limits<T>::min());
+        const double hi = double(std::numeric_limits<T>::max());
+        MG_CHECK(a.alpha >= lo && (std::is_same_v<T, int64_t> ? a.alpha < hi : a.alpha <= hi), Error,
+                 "masked_fill: value ", a.alpha, " cannot be converted to ", dtype_name(x.dtype()),
+                 " without overflow; got input ", describe(x));
+      }
+    });
+  }
+  return {{{x.shape(), x.dtype()}}, x.dtype()};
+}
+
+// d masked_fill(x, mask, v) / dx = 0 where mask (the value replaced x), 1 elsewhere:
+// where(mask, 0, g)
+Tensors masked_fill_bw(const BackwardCtx& c, const Tensors& g) {
+  return {where(c.input(1), scalar_like(0.0, g[0]), g[0]), Tensor()};
+}
+
+// ---- one_hot ----
+InferResult infer_one_hot(const Tensors& in, const OpAttrs& a) {
+  const Tensor& index = in[0];
+  check_index("one_hot", index);
+  const int64_t classes = a.ints.at(0);
+  MG_CHECK(classes > 0, Error, "one_hot: num_classes must be positive (or -1 to infer it), got ", classes);
+  Shape shape = index.shape();
+  shape.push_back(classes);
+  return {{{shape, DType::I64}}, index.dtype()};
+}
+
+// Largest value of an integer tensor (on the CPU; a device tensor is copied first).
+int64_t max_index_value(const Tensor& index) {
+  const Tensor host = contiguous(index.device().is_cpu() ? index : to(index, Device::cpu()));
+  int64_t best = std::numeric_limits<int64_t>::min();
+  visit_dtype(host.dtype(), [&]<typename T>() {
+    if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, int32_t>) {
+      const T* p = static_cast<const T*>(host.data_ptr());
+      for (int64_t i = 0; i < host.numel(); ++i) best = std::max<int64_t>(best, int64_t(p[i]));
+    }
+  });
+  return best;
+}
+
+Tensor cat_impl(const Tensors& xs, int64_t dim) {
+  bool any_grad = false;
+  for (const Tensor& x : xs) any_grad = any_grad || x.requires_grad();
+  if (xs.size() <= kMaxCatGradInputs || !any_grad || !GradMode::is_enabled()) {
+    return dispatch1(OpId::cat, xs, {.dim = dim});
+  }
+  Tensors groups;
+  for (std::size_t b = 0; b < xs.size(); b += kMaxCatGradInputs) {
+    const std::size_t e = std::min(xs.size(), b + kMaxCatGradInputs);
+    groups.push_back(dispatch1(OpId::cat, Tensors(xs.begin() + std::ptrdiff_t(b), xs.begin() + std::ptrdiff_t(e)),
+                               {.dim = dim}));
+  }
+  return cat_impl(groups, dim);
 }
 
 }  // namespace
 
 void register_indexing_rules() {
+  set_op_rule(OpId::cat, {.infer = infer_cat, .backward = cat_bw});
+  set_op_rule(OpId::index_select, {.infer = infer_index_select, .backward = index_select_bw, .save = kSaveInput(1)});
   set_op_rule(OpId::gather, {.infer = infer_gather, .backward = gather_bw, .save = kSaveInput(1)});
   set_op_rule(OpId::scatter_add, {.infer = infer_scatter_add, .backward = scatter_add_bw, .save = kSaveInput(1)});
+  set_op_rule(OpId::masked_fill, {.infer = infer_masked_fill, .backward = masked_fill_bw, .save = kSaveInput(1)});
+  set_op_rule(OpId::one_hot, {.infer = infer_one_hot});
+}
+
+Tensor cat(const Tensors& xs, int64_t dim) {
+  MG_CHECK(!xs.empty(), Error, "cat: expected a non-empty list of tensors");
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    MG_CHECK(xs[i].defined(), Error, "cat: tensor at position ", i, " is undefined");
+  }
+  MG_CHECK(xs[0].dim() > 0, ShapeError, "cat: a 0-d tensor cannot be concatenated; got ", describe(xs[0]),
+           " at position 0\n  hint: use mg::stack to join 0-d tensors into a 1-D tensor");
+  DType t = xs[0].dtype();
+  for (const Tensor& x : xs) t = promote_types(t, x.dtype());
+  Tensors in;
+  in.reserve(xs.size());
+  for (const Tensor& x : xs) in.push_back(x.dtype() == t ? x : to(x, t));
+  return cat_impl(in, wrap_dim(dim, xs[0].dim(), "cat"));
+}
+
+Tensor stack(const Tensors& xs, int64_t dim) {
+  MG_CHECK(!xs.empty(), Error, "stack: expected a non-empty list of tensors");
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    MG_CHECK(xs[i].defined(), Error, "stack: tensor at position ", i, " is undefined");
+    MG_CHECK(xs[i].shape() == xs[0].shape(), ShapeError, "stack: expected tensors of one shape; got ",
+             describe(xs[0]), " at position 0 and ", describe(xs[i]), " at position ", i);
+  }
+  const int64_t d = wrap_dim(dim, xs[0].dim() + 1, "stack");
+  Tensors parts;
+  parts.reserve(xs.size());
+  for (const Tensor& x : xs) parts.push_back(unsqueeze(x, d));
+  return cat(parts, d);
+}
+
+Tensors split(const Tensor& x, int64_t split_size, int64_t dim) {
+  MG_CHECK(x.defined(), Error, "split: undefined tensor argument");
+  MG_CHECK(x.dim() > 0, ShapeError, "split: cannot split a 0-d tensor, got ", describe(x));
+  const int64_t d = wrap_dim(dim, x.dim(), "split");
+  const int64_t size = x.shape()[d];
+  MG_CHECK(split_size > 0 || (split_size == 0 && size == 0), Error,
+           "split: split_size must be positive, got ", split_size, " for ", describe(x));
+  if (size == 0) return {narrow(x, d, 0, 0)};
+  Tensors parts;
+  for (int64_t start = 0; start < size; start += split_size) {
+    parts.push_back(narrow(x, d, start, std::min(split_size, size - start)));
+  }
+  return parts;
+}
+
+Tensors split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  MG_CHECK(x.defined(), Error, "split: undefined tensor argument");
+  MG_CHECK(x.dim() > 0, ShapeError, "split: cannot split a 0-d tensor, got ", describe(x));
+  const int64_t d = wrap_dim(dim, x.dim(), "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    MG_CHECK(s >= 0, Error, "split: split sizes must be non-negative, got ", sizes);
+    total += s;
+  }
+  MG_CHECK(total == x.shape()[d], ShapeError, "split: split sizes ", sizes, " sum to ", total,
+           " but dim ", d, " has size ", x.shape()[d], " in ", describe(x));
+  Tensors parts;
+  parts.reserve(sizes.size());
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    parts.push_back(narrow(x, d, start, s));
+    start += s;
+  }
+  return parts;
+}
+
+Tensors chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  MG_CHECK(x.defined(), Error, "chunk: undefined tensor argument");
+  MG_CHECK(chunks > 0, Error, "chunk: number of chunks must be positive, got ", chunks);
+  MG_CHECK(x.dim() > 0, ShapeError, "chunk: cannot chunk a 0-d tensor, got ", describe(x));
+  const int64_t d = wrap_dim(dim, x.dim(), "chunk");
+  // PyTorch's rule: pieces of ceil(size / chunks), so fewer than `chunks` pieces may come back.
+  const int64_t size = x.shape()[d];
+  return split(x, (size + chunks - 1) / chunks, d);
+}
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  MG_CHECK(x.defined() && index.defined(), Error, "index_select: undefined tensor argument");
+  MG_CHECK(x.dim() > 0, ShapeError, "index_select: expected an input with at least 1 dim, got ", describe(x));
+  return dispatch1(OpId::index_select, {x, index}, {.dim = wrap_dim(dim, x.dim(), "index_select")});
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
@@ -72,8 +327,27 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   MG_CHECK(self.defined() && index.defined() && src.defined(), Error, "scatter_add: undefined tensor argument");
   const DType t = promote_types(self.dtype(), src.dtype());
-  return dispatch1(OpId::scatter_add, {to(self, t), index, to(src, t)},
+  return dispatch1(OpId::scatter_add, {self.dtype() == t ? self : to(self, t), index, src.dtype() == t ? src : to(src, t)},
                    {.dim = wrap_dim(dim, std::max<int64_t>(self.dim(), 1), "scatter_add")});
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  MG_CHECK(x.defined() && mask.defined(), Error, "masked_fill: undefined tensor argument");
+  return dispatch1(OpId::masked_fill, {x, mask}, {.alpha = value});
+}
+
+Tensor one_hot(const Tensor& index, int64_t num_classes) {
+  MG_CHECK(index.defined(), Error, "one_hot: undefined tensor argument");
+  check_index("one_hot", index);
+  if (num_classes == -1) {
+    MG_CHECK(index.numel() > 0, Error, "one_hot: cannot infer num_classes from an empty index ",
+             describe(index), "\n  hint: pass num_classes explicitly");
+    const int64_t max_value = max_index_value(index);
+    MG_CHECK(max_value >= 0, IndexError, "one_hot: class values must be non-negative, got a largest value of ",
+             max_value, " in ", describe(index));
+    num_classes = max_value + 1;
+  }
+  return dispatch1(OpId::one_hot, {index}, {.ints = {num_classes}});
 }
 
 }  // namespace mg

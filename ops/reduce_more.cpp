@@ -1,5 +1,272 @@
-// (being written) The remaining reductions.
+// The remaining reductions — prod, amax/amin (and max(x)/min(x) over all elements), max/min along
+// a dim with indices, argmax/argmin, var/std, norm, logsumexp — and cumsum: public functions,
+// inference and backward rules. Kernels: ops/cpu/reduce_more_kernels.cpp. Every backward rule is
+// written with public ops (so double backward works) and states its derivative. Denominators that
+// can be 0 are replaced by 1 before dividing and the result masked with where(), so neither the
+// gradient nor its own gradient picks up a NaN from the masked branch.
+#include <cmath>
+
+#include "ops/backward_ctx.h"
+#include "ops/dispatcher.h"
+#include "ops/infer.h"
+#include "ops/ops.h"
 #include "ops/reduce_common.h"
+#include "ops/register.h"
+
 namespace mg {
-void register_reduce_rules_extra() {}
+namespace {
+
+// Output dtype of prod and cumsum: floats keep theirs, integers and bool widen to i64 (as sum).
+DType widened_dtype(DType t) { return is_floating(t) ? t : DType::I64; }
+
+// The dims reduced by an op along attrs.dim: {dim}, or none for a 0-d input.
+std::vector<int64_t> dim_as_dims(int64_t ndim, int64_t dim) {
+  return ndim == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{dim};
+}
+
+// Rejects a reduction over a dim of size 0 (max, min, argmax, norm with p = ±inf have no identity).
+void check_nonempty_dims(const char* op, const Tensor& x, const std::vector<int64_t>& dims) {
+  for (int64_t d : dims) {
+    MG_CHECK(x.shape()[d] != 0, IndexError, op, ": cannot reduce over an empty dim (dim ", d,
+             " has size 0); got ", describe(x), " reduced over dims ", dims,
+             "\n  hint: this reduction has no identity; check the slice is non-empty first");
+  }
+}
+
+InferResult infer_prod(const Tensors& in, const OpAttrs& a) {
+  return {{{reduced_shape(in[0].shape(), a.dims, a.keepdim), widened_dtype(in[0].dtype())}}, in[0].dtype()};
+}
+
+InferResult infer_extremum(const char* op, const Tensors& in, const OpAttrs& a) {
+  check_nonempty_dims(op, in[0], a.dims);
+  return {{{reduced_shape(in[0].shape(), a.dims, a.keepdim), in[0].dtype()}}, in[0].dtype()};
+}
+InferResult infer_amax(const Tensors& in, const OpAttrs& a) { return infer_extremum("amax", in, a); }
+InferResult infer_amin(const Tensors& in, const OpAttrs& a) { return infer_extremum("amin", in, a); }
+
+// (values, i64 indices) or just indices, along attrs.dim.
+InferResult infer_along_dim(const char* op, const Tensors& in, const OpAttrs& a, bool with_values) {
+  const std::vector<int64_t> dims = dim_as_dims(in[0].dim(), a.dim);
+  check_nonempty_dims(op, in[0], dims);
+  const Shape shape = reduced_shape(in[0].shape(), dims, a.keepdim);
+  if (!with_values) return {{{shape, DType::I64}}, in[0].dtype()};
+  return {{{shape, in[0].dtype()}, {shape, DType::I64}}, in[0].dtype()};
+}
+InferResult infer_max_dim(const Tensors& in, const OpAttrs& a) { return infer_along_dim("max", in, a, true); }
+InferResult infer_min_dim(const Tensors& in, const OpAttrs& a) { return infer_along_dim("min", in, a, true); }
+InferResult infer_argmax(const Tensors& in, const OpAttrs& a) { return infer_along_dim("argmax", in, a, false); }
+InferResult infer_argmin(const Tensors& in, const OpAttrs& a) { return infer_along_dim("argmin", in, a, false); }
+
+InferResult infer_floating_reduce(const char* op, const Tensors& in, const OpAttrs& a) {
+  check_floating(op, in[0]);
+  return {{{reduced_shape(in[0].shape(), a.dims, a.keepdim), in[0].dtype()}}, in[0].dtype()};
+}
+InferResult infer_var(const Tensors& in, const OpAttrs& a) { return infer_floating_reduce("var", in, a); }
+InferResult infer_std(const Tensors& in, const OpAttrs& a) { return infer_floating_reduce("std", in, a); }
+InferResult infer_logsumexp(const Tensors& in, const OpAttrs& a) {
+  return infer_floating_reduce("logsumexp", in, a);
+}
+InferResult infer_norm(const Tensors& in, const OpAttrs& a) {
+  if (std::isinf(a.alpha)) check_nonempty_dims("norm", in[0], a.dims);
+  return infer_floating_reduce("norm", in, a);
+}
+
+InferResult infer_cumsum(const Tensors& in, const OpAttrs&) {
+  return {{{in[0].shape(), widened_dtype(in[0].dtype())}}, in[0].dtype()};
+}
+
+// ---- backward helpers ----
+Tensor zero_like_scalar(const Tensor& t) { return scalar_like(0.0, t); }
+Tensor one_like_scalar(const Tensor& t) { return scalar_like(1.0, t); }
+// A reduced tensor (gradient or output) broadcast back over the input shape.
+Tensor expanded(const BackwardCtx& c, const Tensor& reduced) {
+  return expand_reduced(reduced, c.input_shape(0), c.attrs().dims, c.attrs().keepdim);
+}
+// t with 0 replaced by 1, for use as a denominator whose 0 entries are masked afterwards.
+Tensor nonzero_or_one(const Tensor& t) { return where(eq(t, zero_like_scalar(t)), one_like_scalar(t), t); }
+// max(0, N - correction): the divisor of var / std.
+double var_divisor(const BackwardCtx& c) {
+  const double n = double(reduced_count(c.input_shape(0), c.attrs().dims));
+  return std::max(0.0, n - c.attrs().alpha);
+}
+
+// ---- backward rules ----
+// d prod / d x_i = prod_{j != i} x_j. With P the product of the slice's nonzero elements and Z
+// its number of zeros: Z == 0 gives P / x_i; Z == 1 gives P at the zero and 0 elsewhere; Z >= 2
+// gives 0 everywhere.
+Tensors prod_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor x = c.input(0);
+  const std::vector<int64_t>& dims = c.attrs().dims;
+  const Tensor is_zero = eq(x, zero_like_scalar(x));
+  const Tensor x_safe = where(is_zero, one_like_scalar(x), x);
+  const Tensor p = prod(x_safe, dims, /*keepdim=*/true);    // [kept] product of the nonzeros
+  const Tensor zeros_n = sum(is_zero, dims, /*keepdim=*/true);  // [kept] i64 count of zeros
+  const Tensor at_zero = where(eq(zeros_n, scalar_like(1.0, zeros_n)), p, zero_like_scalar(p));
+  const Tensor at_nonzero = where(eq(zeros_n, scalar_like(0.0, zeros_n)), p / x_safe, zero_like_scalar(p));
+  return {expanded(c, g[0]) * where(is_zero, at_zero, at_nonzero)};
+}
+
+// d amax / d x_i = [x_i == amax] / (number of ties in the slice): the gradient is split evenly
+// among tied maxima (amin alike).
+Tensors extremum_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor x = c.input(0);
+  const Tensor is_extremum = eq(x, expanded(c, c.output(0)));
+  const Tensor ties = to(sum(is_extremum, c.attrs().dims, /*keepdim=*/true), g[0].dtype());  // [kept]
+  const Tensor ge = expanded(c, g[0]);
+  return {where(is_extremum, ge / ties, zero_like_scalar(ge))};
+}
+
+// d max(x, dim)[0] / d x_i = [i == index]: the gradient is scattered to the index position.
+Tensors max_dim_bw(const BackwardCtx& c, const Tensors& g) {
+  const Shape& shape = c.input_shape(0);
+  if (shape.empty()) return {g[0]};  // 0-d: the value is x itself
+  const int64_t dim = c.attrs().dim;
+  const Shape kept = reduced_shape(shape, {dim}, /*keepdim=*/true);
+  const Tensor index = reshape(c.output(1), kept);
+  const Tensor base = zeros(shape, {.dtype = g[0].dtype(), .device = g[0].device()});
+  return {scatter_add(base, dim, index, reshape(g[0], kept))};
+}
+
+// d var / d x_i = 2 (x_i - mean) / (N - correction)
+Tensors var_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor x = c.input(0);
+  const Tensor centered = x - mean(x, c.attrs().dims, /*keepdim=*/true);
+  return {expanded(c, g[0]) * centered * (2.0 / var_divisor(c))};
+}
+
+// d std / d x_i = (x_i - mean) / ((N - correction) std), taken as 0 where std == 0
+Tensors std_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor x = c.input(0);
+  const Tensor s = expanded(c, c.output(0));
+  const Tensor centered = x - mean(x, c.attrs().dims, /*keepdim=*/true);
+  const Tensor d = centered / (nonzero_or_one(s) * var_divisor(c));
+  const Tensor ge = expanded(c, g[0]);
+  return {where(eq(s, zero_like_scalar(s)), zero_like_scalar(ge), ge * d)};
+}
+
+// p = 2:    d ||x|| / d x_i = x_i / ||x||                      (0 where ||x|| == 0)
+// p = 1:    sign(x_i)
+// p = ±inf: sign(x_i) [|x_i| == ||x||] / (number of ties)       (as amax of |x|)
+// p = 0:    0 (a count of nonzeros)
+// other p:  sign(x_i) |x_i|^(p-1) / ||x||^(p-1)                (0 where ||x|| == 0; for p < 1 also
+//           0 where x_i == 0)
+Tensors norm_bw(const BackwardCtx& c, const Tensors& g) {
+  const double p = c.attrs().alpha;
+  const Tensor x = c.input(0);
+  const Tensor ge = expanded(c, g[0]);
+  const Tensor zero = zero_like_scalar(ge);
+  if (p == 0.0) return {ge * 0.0};
+  if (p == 1.0) return {ge * sign(x)};
+  const Tensor n = expanded(c, c.output(0));
+  if (std::isinf(p)) {
+    const Tensor is_extremum = eq(abs(x), n);
+    const Tensor ties = to(sum(is_extremum, c.attrs().dims, /*keepdim=*/true), ge.dtype());
+    return {where(is_extremum, ge * sign(x) / ties, zero)};
+  }
+  const Tensor n_is_zero = eq(n, zero_like_scalar(n));
+  if (p == 2.0) return {where(n_is_zero, zero, ge * x / nonzero_or_one(n))};
+  // For p < 1, |0|^(p-1) is inf; sign(0) = 0 makes those entries 0 once |x| is replaced by 1 there.
+  const Tensor base = p < 1.0 ? nonzero_or_one(abs(x)) : abs(x);
+  const Tensor d = sign(x) * pow(base, p - 1.0) / pow(nonzero_or_one(n), p - 1.0);
+  return {where(n_is_zero, zero, ge * d)};
+}
+
+// d logsumexp / d x_i = exp(x_i - logsumexp) (the softmax over the reduced dims)
+Tensors logsumexp_bw(const BackwardCtx& c, const Tensors& g) {
+  return {expanded(c, g[0]) * exp(c.input(0) - expanded(c, c.output(0)))};
+}
+
+// d cumsum_j / d x_i = [i <= j], so dx_i = sum_{j >= i} g_j: the reverse cumulative sum
+// sum(g) - cumsum(g) + g along dim
+Tensors cumsum_bw(const BackwardCtx& c, const Tensors& g) {
+  if (c.input_shape(0).empty()) return {g[0]};
+  const int64_t dim = c.attrs().dim;
+  return {sum(g[0], {dim}, /*keepdim=*/true) - cumsum(g[0], dim) + g[0]};
+}
+
+OpAttrs dim_attrs(const char* op, const Tensor& x, int64_t dim, bool keepdim) {
+  MG_CHECK(x.defined(), Error, op, ": undefined input tensor");
+  return {.dim = wrap_dim(dim, x.dim(), op), .keepdim = keepdim};
+}
+
+}  // namespace
+
+void register_reduce_rules_extra() {
+  const uint32_t in0 = kSaveInput(0), in0_out0 = kSaveInput(0) | kSaveOutput(0);
+  set_op_rule(OpId::prod, {.infer = infer_prod, .backward = prod_bw, .save = in0});
+  set_op_rule(OpId::amax, {.infer = infer_amax, .backward = extremum_bw, .save = in0_out0});
+  set_op_rule(OpId::amin, {.infer = infer_amin, .backward = extremum_bw, .save = in0_out0});
+  set_op_rule(OpId::max_dim, {.infer = infer_max_dim, .backward = max_dim_bw, .save = kSaveOutput(1)});
+  set_op_rule(OpId::min_dim, {.infer = infer_min_dim, .backward = max_dim_bw, .save = kSaveOutput(1)});
+  set_op_rule(OpId::argmax, {.infer = infer_argmax});
+  set_op_rule(OpId::argmin, {.infer = infer_argmin});
+  set_op_rule(OpId::var, {.infer = infer_var, .backward = var_bw, .save = in0});
+  set_op_rule(OpId::std, {.infer = infer_std, .backward = std_bw, .save = in0_out0});
+  set_op_rule(OpId::norm, {.infer = infer_norm, .backward = norm_bw, .save = in0_out0});
+  set_op_rule(OpId::logsumexp, {.infer = infer_logsumexp, .backward = logsumexp_bw, .save = in0_out0});
+  set_op_rule(OpId::cumsum, {.infer = infer_cumsum, .backward = cumsum_bw});
+}
+
+Tensor prod(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return dispatch1(OpId::prod, {x}, reduce_attrs("prod", x, dims, keepdim));
+}
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return dispatch1(OpId::amax, {x}, reduce_attrs("amax", x, dims, keepdim));
+}
+Tensor amin(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return dispatch1(OpId::amin, {x}, reduce_attrs("amin", x, dims, keepdim));
+}
+
+Tensor max(const Tensor& x) {
+  MG_CHECK(x.defined(), Error, "max: undefined input tensor");
+  MG_CHECK(x.numel() > 0, IndexError, "max: cannot reduce an empty tensor; got ", describe(x));
+  return amax(x);
+}
+Tensor min(const Tensor& x) {
+  MG_CHECK(x.defined(), Error, "min: undefined input tensor");
+  MG_CHECK(x.numel() > 0, IndexError, "min: cannot reduce an empty tensor; got ", describe(x));
+  return amin(x);
+}
+
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  Tensors out = dispatch(OpId::max_dim, {x}, dim_attrs("max", x, dim, keepdim));
+  return {out[0], out[1]};
+}
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
+  Tensors out = dispatch(OpId::min_dim, {x}, dim_attrs("min", x, dim, keepdim));
+  return {out[0], out[1]};
+}
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  return dispatch1(OpId::argmax, {x}, dim_attrs("argmax", x, dim, keepdim));
+}
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+  return dispatch1(OpId::argmin, {x}, dim_attrs("argmin", x, dim, keepdim));
+}
+
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims, double correction, bool keepdim) {
+  OpAttrs a = reduce_attrs("var", x, dims, keepdim);
+  a.alpha = correction;
+  return dispatch1(OpId::var, {x}, a);
+}
+Tensor std(const Tensor& x, const std::vector<int64_t>& dims, double correction, bool keepdim) {
+  OpAttrs a = reduce_attrs("std", x, dims, keepdim);
+  a.alpha = correction;
+  return dispatch1(OpId::std, {x}, a);
+}
+
+Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims, bool keepdim) {
+  MG_CHECK(!std::isnan(p), Error, "norm: p must be a number (0, 1, 2, any real, or ±INFINITY), got NaN");
+  OpAttrs a = reduce_attrs("norm", x, dims, keepdim);
+  a.alpha = p;
+  return dispatch1(OpId::norm, {x}, a);
+}
+
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return dispatch1(OpId::logsumexp, {x}, reduce_attrs("logsumexp", x, dims, keepdim));
+}
+
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  return dispatch1(OpId::cumsum, {x}, dim_attrs("cumsum", x, dim, false));
+}
+
 }  // namespace mg

@@ -34,6 +34,7 @@ ReduceGeometry reduce_geometry(const Tensor& x, const std::vector<int64_t>& dims
 // along the innermost reduced dim.
 template <typename F>
 void for_each_reduced_run(const ReduceGeometry& g, int64_t base, int64_t begin, int64_t end, F&& f) {
+  if (begin >= end) return;  // also covers reductions over an empty dim
   const int64_t nd = int64_t(g.red_shape.size());
   if (nd == 0) {
     if (begin < end) f(base, 1, 1, 0);
