@@ -1,28 +1,113 @@
 // CPU allocator (64-byte aligned), the allocator registry and byte copies between devices.
 #include "core/storage.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
 
 #include "core/error.h"
 
 namespace mg {
 namespace {
 
+// Blocks below kCacheMin bytes go straight to aligned_alloc/free (glibc recycles them well);
+// larger freed blocks are kept, keyed by their rounded size, and reused by a request of a size
+// between that size and twice it, up to a total of `limit_` cached bytes.
 class CpuAllocator final : public Allocator {
  public:
+  static constexpr std::size_t kCacheMin = std::size_t(1) << 20;
+  static constexpr std::size_t kPage = 4096;
+
   void* allocate(std::size_t nbytes) override {
-    // aligned_alloc needs a size that is a multiple of the alignment.
-    const std::size_t rounded = ((nbytes + 63) / 64) * 64;
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    MG_CHECK(p != nullptr, Error, "cpu allocator: out of memory allocating ", nbytes, " bytes");
+    const std::size_t rounded = round_up(nbytes);
+    void* p = nullptr;
+    std::size_t got = rounded;
+    if (rounded >= kCacheMin) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.lower_bound(rounded);
+      if (it != free_.end() && it->first <= 2 * rounded) {
+        got = it->first;
+        p = it->second;
+        cached_ -= got;
+        free_.erase(it);
+      }
+    }
+    if (!p) {
+      p = std::aligned_alloc(64, rounded);
+      if (!p && rounded >= kCacheMin) {  // give the cache back to the OS and retry once
+        empty_cache();
+        p = std::aligned_alloc(64, rounded);
+      }
+      MG_CHECK(p != nullptr, Error, "cpu allocator: out of memory allocating ", nbytes, " bytes");
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    sizes_[p] = got;
+    allocated_ += got;
+    peak_ = std::max(peak_, allocated_);
     return p;
   }
-  void deallocate(void* ptr) override { std::free(ptr); }
+
+  void deallocate(void* ptr) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = sizes_.find(ptr);
+    MG_ASSERT(it != sizes_.end(), "cpu allocator: freeing an unknown pointer");
+    const std::size_t size = it->second;
+    sizes_.erase(it);
+    allocated_ -= size;
+    if (size >= kCacheMin && cached_ + size <= limit_) {
+      free_.emplace(size, ptr);
+      cached_ += size;
+    } else {
+      std::free(ptr);
+    }
+  }
+
+  MemoryStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {allocated_, peak_, cached_};
+  }
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peak_ = allocated_;
+  }
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, p] : free_) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+  void set_limit(std::size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      limit_ = bytes;
+    }
+    empty_cache();
+  }
+
+ private:
+  // Multiple of 64 (aligned_alloc's rule); large blocks to whole pages so sizes repeat.
+  static std::size_t round_up(std::size_t n) {
+    if (n == 0) return 64;
+    const std::size_t unit = n >= kCacheMin ? kPage : 64;
+    return (n + unit - 1) / unit * unit;
+  }
+
+  std::mutex mutex_;
+  std::multimap<std::size_t, void*> free_;
+  std::unordered_map<void*, std::size_t> sizes_;
+  std::size_t allocated_ = 0, peak_ = 0, cached_ = 0;
+  std::size_t limit_ = std::size_t(1) << 30;
 };
 
-CpuAllocator g_cpu_allocator;
-Allocator* g_allocators[2] = {&g_cpu_allocator, nullptr};
+// Never destroyed: tensors in static storage may be freed after main returns.
+CpuAllocator& cpu_allocator() {
+  static CpuAllocator* allocator = new CpuAllocator();
+  return *allocator;
+}
+Allocator* g_allocators[2] = {nullptr, nullptr};  // CPU: cpu_allocator() unless replaced
 
 void cpu_copy_bytes(void* dst, Device, const void* src, Device, std::size_t nbytes) {
   if (nbytes) std::memcpy(dst, src, nbytes);
@@ -32,14 +117,22 @@ CopyBytesFn g_copy_fns[2] = {&cpu_copy_bytes, nullptr};
 }  // namespace
 
 Allocator& allocator_for(DeviceType type) {
-  Allocator* a = g_allocators[int(type)];
+  Allocator* a = find_allocator(type);
   MG_CHECK(a != nullptr, DeviceError, "allocator: no allocator for device ",
            Device{type, 0}.str(), "; this build of mixgrad has no CUDA support",
            "\n  hint: configure with -DMG_WITH_CUDA=ON on a machine with nvcc");
   return *a;
 }
 
-Allocator* find_allocator(DeviceType type) { return g_allocators[int(type)]; }
+MemoryStats cpu_memory_stats() { return cpu_allocator().stats(); }
+void reset_cpu_peak_memory() { cpu_allocator().reset_peak(); }
+void empty_cpu_cache() { cpu_allocator().empty_cache(); }
+void set_cpu_cache_limit(std::size_t bytes) { cpu_allocator().set_limit(bytes); }
+
+Allocator* find_allocator(DeviceType type) {
+  Allocator* a = g_allocators[int(type)];
+  return a == nullptr && type == DeviceType::CPU ? &cpu_allocator() : a;
+}
 
 void set_allocator(DeviceType type, Allocator* allocator) { g_allocators[int(type)] = allocator; }
 

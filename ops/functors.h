@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 
+#include "core/fast_math.h"
 #include "core/macros.h"
 
 namespace mg::fn {
@@ -21,8 +22,9 @@ struct Sign {
     return x > T(0) ? T(1) : (x < T(0) ? T(-1) : (x == T(0) ? T(0) : x));  // NaN stays NaN
   }
 };
+// exp, tanh and erf use mg::fast (vectorisable) for f32 and libm for f64.
 struct Exp {
-  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return std::exp(x); }
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return fast::exp(x); }
 };
 struct Log {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const { return std::log(x); }
@@ -49,14 +51,15 @@ struct Cos {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const { return std::cos(x); }
 };
 struct Tanh {
-  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return std::tanh(x); }
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return fast::tanh(x); }
 };
-// 1 / (1 + e^-x), written so neither branch overflows.
+// 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below, so nothing overflows and small values keep
+// their relative accuracy; both sides are computed and selected (vectorisable).
 struct Sigmoid {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const {
-    if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
-    const T e = std::exp(x);
-    return e / (T(1) + e);
+    const T e = fast::exp(x < T(0) ? x : -x);  // e^{-|x|}
+    const T r = T(1) / (T(1) + e);
+    return x >= T(0) ? r : (x == x ? e * r : x);
   }
 };
 struct Relu {
@@ -65,14 +68,14 @@ struct Relu {
 // 0.5 x (1 + erf(x / sqrt 2))
 struct GeluErf {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const {
-    return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    return T(0.5) * x * (T(1) + fast::erf(x * T(0.70710678118654752440)));
   }
 };
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 struct GeluTanh {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const {
     const T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
-    return T(0.5) * x * (T(1) + std::tanh(inner));
+    return T(0.5) * x * (T(1) + fast::tanh(inner));
   }
 };
 // x * sigmoid(x)
@@ -88,7 +91,7 @@ struct Softplus {
   }
 };
 struct Erf {
-  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return std::erf(x); }
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return fast::erf(x); }
 };
 struct PowScalar {
   double exponent;

@@ -6,10 +6,22 @@
 #include <array>
 #include <cstdint>
 
+#include "core/convert.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 
 namespace mg::cpu {
+
+// Dense f16/bf16 runs are converted to f32 in blocks of kLowpBlock with the bulk (SIMD)
+// converters, computed in f32 (vectorised), and rounded back once — instead of converting one
+// element at a time with scalar bit manipulation.
+inline constexpr int64_t kLowpBlock = 256;
+template <typename T>
+inline constexpr bool kIsLowp = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+inline void load_f32(const Half* s, float* d, int64_t n) { convert_f16_to_f32(s, d, n); }
+inline void load_f32(const BFloat16* s, float* d, int64_t n) { convert_bf16_to_f32(s, d, n); }
+inline void store_f32(const float* s, Half* d, int64_t n) { convert_f32_to_f16(s, d, n); }
+inline void store_f32(const float* s, BFloat16* d, int64_t n) { convert_f32_to_bf16(s, d, n); }
 
 // Strides (in elements) of `t` broadcast to `out_shape` (0 along broadcast dims).
 Strides broadcast_strides(const Tensor& t, const Shape& out_shape);
@@ -95,6 +107,18 @@ void unary_loop(const Tensor& a, const Tensor& out, F f) {
               [&](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
                 O* o = reinterpret_cast<O*>(p[0]);
                 const A* x = reinterpret_cast<const A*>(p[1]);
+                if constexpr (kIsLowp<A> && std::is_same_v<O, A>) {
+                  if (s[0] == sizeof(O) && s[1] == sizeof(A)) {
+                    float buf[kLowpBlock];
+                    for (int64_t b = 0; b < n; b += kLowpBlock) {
+                      const int64_t m = std::min(kLowpBlock, n - b);
+                      load_f32(x + b, buf, m);
+                      for (int64_t i = 0; i < m; ++i) buf[i] = f(buf[i]);
+                      store_f32(buf, o + b, m);
+                    }
+                    return;
+                  }
+                }
                 if (s[0] == sizeof(O) && s[1] == sizeof(A)) {
                   for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(f(static_cast<C>(x[i])));
                 } else {
@@ -119,6 +143,24 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
                 const T* x = reinterpret_cast<const T*>(p[1]);
                 const T* y = reinterpret_cast<const T*>(p[2]);
                 const int64_t t = sizeof(T);
+                if constexpr (kIsLowp<T> && std::is_same_v<O, T>) {
+                  if (s[0] == t && s[1] == t && (s[2] == t || s[2] == 0)) {
+                    float bx[kLowpBlock], by[kLowpBlock];
+                    const float y0 = float(y[0]);
+                    for (int64_t b = 0; b < n; b += kLowpBlock) {
+                      const int64_t m = std::min(kLowpBlock, n - b);
+                      load_f32(x + b, bx, m);
+                      if (s[2] == 0) {
+                        for (int64_t i = 0; i < m; ++i) bx[i] = f(bx[i], y0);
+                      } else {
+                        load_f32(y + b, by, m);
+                        for (int64_t i = 0; i < m; ++i) bx[i] = f(bx[i], by[i]);
+                      }
+                      store_f32(bx, o + b, m);
+                    }
+                    return;
+                  }
+                }
                 if (s[0] == int64_t(sizeof(O)) && s[1] == t && s[2] == t) {
                   for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(f(static_cast<C>(x[i]), static_cast<C>(y[i])));
                 } else if (s[0] == int64_t(sizeof(O)) && s[1] == t && s[2] == 0) {

@@ -225,3 +225,29 @@ TEST_CASE("parallel_for: an exception in a worker reaches the caller", "[core]")
   CHECK_THROWS_MATCHES(mg::set_num_threads(0), mg::Error,
                        Message("set_num_threads: expected n >= 1, got 0"));
 }
+
+TEST_CASE("the CPU allocator caches large blocks and tracks peak memory", "[core][memory]") {
+  mg::empty_cpu_cache();
+  mg::reset_cpu_peak_memory();
+  const mg::MemoryStats before = mg::cpu_memory_stats();
+  const void* first = nullptr;
+  {
+    mg::Tensor big = mg::empty({1 << 20});  // 4 MiB
+    first = big.data_ptr();
+    REQUIRE(mg::cpu_memory_stats().allocated >= before.allocated + (std::size_t(4) << 20));
+  }
+  const mg::MemoryStats after_free = mg::cpu_memory_stats();
+  REQUIRE(after_free.cached >= (std::size_t(4) << 20));
+  REQUIRE(after_free.allocated == before.allocated);
+  REQUIRE(after_free.peak_allocated >= before.allocated + (std::size_t(4) << 20));
+  {
+    mg::Tensor again = mg::empty({1 << 20});  // same size: the cached block comes back
+    REQUIRE(again.data_ptr() == first);
+  }
+  mg::empty_cpu_cache();
+  REQUIRE(mg::cpu_memory_stats().cached == 0);
+  mg::set_cpu_cache_limit(0);  // disabled: nothing is kept
+  { mg::Tensor t = mg::empty({1 << 20}); }
+  REQUIRE(mg::cpu_memory_stats().cached == 0);
+  mg::set_cpu_cache_limit(std::size_t(1) << 30);
+}
