@@ -144,19 +144,24 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
                 const T* y = reinterpret_cast<const T*>(p[2]);
                 const int64_t t = sizeof(T);
                 if constexpr (kIsLowp<T> && std::is_same_v<O, T>) {
-                  if (s[0] == t && s[1] == t && (s[2] == t || s[2] == 0)) {
-                    float bx[kLowpBlock], by[kLowpBlock];
-                    const float y0 = float(y[0]);
+                  // Dense output; each input dense or broadcast (stride 0, e.g. a scalar).
+                  if (s[0] == t && (s[1] == t || s[1] == 0) && (s[2] == t || s[2] == 0)) {
+                    float bx[kLowpBlock], by[kLowpBlock], bo[kLowpBlock];
+                    const float x0 = float(x[0]), y0 = float(y[0]);
                     for (int64_t b = 0; b < n; b += kLowpBlock) {
                       const int64_t m = std::min(kLowpBlock, n - b);
-                      load_f32(x + b, bx, m);
+                      if (s[1] == 0) {
+                        for (int64_t i = 0; i < m; ++i) bx[i] = x0;
+                      } else {
+                        load_f32(x + b, bx, m);
+                      }
                       if (s[2] == 0) {
-                        for (int64_t i = 0; i < m; ++i) bx[i] = f(bx[i], y0);
+                        for (int64_t i = 0; i < m; ++i) by[i] = y0;
                       } else {
                         load_f32(y + b, by, m);
-                        for (int64_t i = 0; i < m; ++i) bx[i] = f(bx[i], by[i]);
                       }
-                      store_f32(bx, o + b, m);
+                      for (int64_t i = 0; i < m; ++i) bo[i] = f(bx[i], by[i]);
+                      store_f32(bo, o + b, m);
                     }
                     return;
                   }
