@@ -71,6 +71,16 @@ Edge gradient_edge(const Tensor& t) {
   return {impl->autograd.grad_accumulator, 0};
 }
 
+void set_history(const Tensors& outputs, const std::shared_ptr<Node>& node) {
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    if (!is_floating(outputs[j].dtype())) continue;  // integer/bool outputs carry no gradient
+    AutogradMeta& meta = outputs[j].impl()->autograd;
+    meta.grad_fn = node;
+    meta.output_nr = uint32_t(j);
+    meta.requires_grad = true;
+  }
+}
+
 GradMath& grad_math() {
   static GradMath math;
   return math;

@@ -68,6 +68,9 @@ class AccumulateGrad final : public Node {
 // first use) when it is a leaf that requires grad; invalid when it needs no gradient.
 Edge gradient_edge(const Tensor& t);
 
+// Makes `node` the grad_fn of the floating outputs (output j -> input slot j of the node).
+void set_history(const Tensors& outputs, const std::shared_ptr<Node>& node);
+
 // Tensor math the engine needs, installed by the ops layer (which sits above autograd) when the
 // library initialises: adding gradients and materialising a dense copy.
 struct GradMath {

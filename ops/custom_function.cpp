@@ -3,6 +3,7 @@
 #include "autograd/grad_mode.h"
 #include "core/autocast_state.h"
 #include "ops/dispatcher.h"
+#include "ops/op_node.h"
 #include "ops/op_rule.h"
 #include "ops/ops.h"
 
@@ -18,15 +19,7 @@ class FunctionNode final : public autograd::Node {
 
   // Gradients of the outputs in; the user's gradients, checked against the input shapes, out.
   Tensors apply(Tensors&& grads) override {
-    Device device;
-    for (const Tensor& g : grads) {
-      if (g.defined()) device = g.device();
-    }
-    for (std::size_t j = 0; j < grads.size(); ++j) {
-      if (!grads[j].defined() && is_floating(output_meta_[j].dtype)) {
-        grads[j] = zeros(output_meta_[j].shape, {.dtype = output_meta_[j].dtype, .device = device});
-      }
-    }
+    fill_missing_grads(grads, output_meta_);
     Tensors result = backward_(*ctx_, grads);
     MG_CHECK(result.size() == input_meta_.size(), AutogradError, ctx_->name(), ": backward returned ",
              result.size(), " gradients for ", input_meta_.size(), " inputs");
@@ -36,8 +29,7 @@ class FunctionNode final : public autograd::Node {
         g = Tensor();
         continue;
       }
-      if (g.shape() != input_meta_[i].shape) g = sum_to(g, input_meta_[i].shape);
-      if (g.dtype() != input_meta_[i].dtype) g = to(g, input_meta_[i].dtype);
+      g = grad_for_input(g, input_meta_[i]);
     }
     return result;
   }
@@ -108,13 +100,7 @@ Tensors FunctionRunner::run(const char* name, CastPolicy policy, ForwardFn forwa
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     node->next_edges.push_back(ctx->needs_[i] ? autograd::gradient_edge(inputs[i]) : autograd::Edge{});
   }
-  for (std::size_t j = 0; j < outputs.size(); ++j) {
-    if (!is_floating(outputs[j].dtype())) continue;
-    AutogradMeta& meta = outputs[j].impl()->autograd;
-    meta.grad_fn = node;
-    meta.output_nr = uint32_t(j);
-    meta.requires_grad = true;
-  }
+  autograd::set_history(outputs, node);
   return outputs;
 }
 

@@ -57,13 +57,7 @@ void record(OpId op, const OpAttrs& attrs, const Tensors& inputs, Tensors& outpu
   MG_ASSERT(rule.backward != nullptr, op_name(op), " is differentiable but has no backward rule");
   const uint32_t save = rule.saves ? rule.saves(needs) : rule.save;
   auto node = std::make_shared<OpNode>(op, attrs, inputs, outputs, needs, save);
-  for (std::size_t j = 0; j < outputs.size(); ++j) {
-    if (!is_floating(outputs[j].dtype())) continue;
-    AutogradMeta& meta = outputs[j].impl()->autograd;
-    meta.grad_fn = node;
-    meta.output_nr = uint32_t(j);
-    meta.requires_grad = true;
-  }
+  autograd::set_history(outputs, node);
   node->save_outputs(outputs, save);
 }
 

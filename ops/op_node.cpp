@@ -31,7 +31,6 @@ OpNode::OpNode(OpId op, const OpAttrs& attrs, const Tensors& inputs, const Tenso
   for (std::size_t j = 0; j < outputs.size(); ++j) {
     output_meta_.push_back({outputs[j].shape(), outputs[j].dtype()});
   }
-  if (!outputs.empty()) saved_device_ = outputs[0].device();
   // Outputs are saved by the dispatcher after their grad_fn is set (see save_outputs()).
 }
 
@@ -49,17 +48,30 @@ void OpNode::save_outputs(const Tensors& outputs, uint32_t save_mask) {
   }
 }
 
+void fill_missing_grads(Tensors& grads, const std::vector<TensorMeta>& output_meta) {
+  Device device;
+  for (const Tensor& g : grads) {
+    if (g.defined()) device = g.device();
+  }
+  for (std::size_t j = 0; j < grads.size(); ++j) {
+    if (!grads[j].defined() && is_floating(output_meta[j].dtype)) {
+      grads[j] = zeros(output_meta[j].shape, {.dtype = output_meta[j].dtype, .device = device});
+    }
+  }
+}
+
+Tensor grad_for_input(const Tensor& g, const TensorMeta& input) {
+  Tensor out = g;
+  if (out.shape() != input.shape) out = sum_to(out, input.shape);
+  if (out.dtype() != input.dtype) out = to(out, input.dtype);
+  return out;
+}
+
 Tensors OpNode::apply(Tensors&& grad_outputs) {
   bool any = false;
   for (const Tensor& g : grad_outputs) any = any || g.defined();
   if (!any) return Tensors(next_edges.size());
-  // Floating outputs that received no gradient contribute zeros.
-  for (std::size_t j = 0; j < grad_outputs.size(); ++j) {
-    if (!grad_outputs[j].defined() && is_floating(output_meta_[j].dtype)) {
-      grad_outputs[j] = zeros(output_meta_[j].shape, {.dtype = output_meta_[j].dtype,
-                                                      .device = saved_device_});
-    }
-  }
+  fill_missing_grads(grad_outputs, output_meta_);
   const BackwardCtx ctx(op_, attrs_, saved_inputs_, saved_outputs_, input_meta_, output_meta_, needs_grad_);
   Tensors grads = op_rule(op_).backward(ctx, grad_outputs);
   grads.resize(next_edges.size());
@@ -68,10 +80,7 @@ Tensors OpNode::apply(Tensors&& grad_outputs) {
       grads[i] = Tensor();
       continue;
     }
-    Tensor& g = grads[i];
-    if (!g.defined()) continue;
-    if (g.shape() != input_meta_[i].shape) g = sum_to(g, input_meta_[i].shape);
-    if (g.dtype() != input_meta_[i].dtype) g = to(g, input_meta_[i].dtype);
+    if (grads[i].defined()) grads[i] = grad_for_input(grads[i], input_meta_[i]);
   }
   return grads;
 }

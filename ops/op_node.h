@@ -12,6 +12,12 @@
 
 namespace mg {
 
+// Gives every floating output that received no gradient a zero gradient (on the device of the
+// gradients that did arrive), so backward rules never see undefined gradients.
+void fill_missing_grads(Tensors& grads, const std::vector<TensorMeta>& output_meta);
+// Brings a gradient to its input's shape (summing broadcast dims) and dtype (cast back).
+Tensor grad_for_input(const Tensor& g, const TensorMeta& input);
+
 class OpNode final : public autograd::Node {
  public:
   OpNode(OpId op, const OpAttrs& attrs, const Tensors& inputs, const Tensors& outputs,
@@ -31,7 +37,6 @@ class OpNode final : public autograd::Node {
   std::vector<autograd::SavedTensor> saved_outputs_;
   std::vector<TensorMeta> input_meta_;
   std::vector<TensorMeta> output_meta_;
-  Device saved_device_;
 };
 
 }  // namespace mg
