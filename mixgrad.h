@@ -1,4 +1,4 @@
-// The umbrella header: everything a program needs to write tensor math with autograd.
+// The umbrella header: every public op, tensors, factories and autograd.
 //
 //   #include "mixgrad.h"
 //   mg::Tensor y = mg::gelu(mg::linear(x, w, b));
@@ -11,4 +11,7 @@
 #include "core/storage.h"         // cpu_memory_stats
 #include "core/tensor.h"          // Tensor, DType, Device
 #include "ops/custom_function.h"  // Function<Derived>: user-defined forward/backward
-#include "ops/ops.h"              // every op
+#include "ops/conv.h"             // conv2d, conv_transpose2d, pooling
+#include "ops/loss.h"             // softmax, log_softmax, cross_entropy and the other losses
+#include "ops/norm.h"             // layer/rms/batch/group norm, embedding, dropout
+#include "ops/ops.h"              // elementwise, reductions, linear algebra, views, indexing

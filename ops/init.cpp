@@ -35,6 +35,9 @@ void register_cpu_kernels() {
   cpu::register_linalg_kernels();
   cpu::register_copy_kernels();
   cpu::register_indexing_kernels();
+  cpu::register_loss_kernels();
+  cpu::register_conv_kernels();
+  cpu::register_norm_kernels();
 }
 
 void init() {
@@ -46,6 +49,9 @@ void init() {
     register_view_rules();
     register_copy_rules();
     register_indexing_rules();
+    register_loss_rules();
+    register_conv_rules();
+    register_norm_rules();
     register_cpu_kernels();
 #if defined(MG_WITH_CUDA)
     cuda::register_cuda_kernels();

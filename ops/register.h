@@ -10,6 +10,9 @@ void register_linalg_rules();
 void register_view_rules();
 void register_copy_rules();
 void register_indexing_rules();
+void register_loss_rules();
+void register_conv_rules();
+void register_norm_rules();
 
 void register_cpu_kernels();  // calls the per-group functions below
 namespace cpu {
@@ -19,6 +22,9 @@ void register_reduce_kernels_extra();
 void register_linalg_kernels();
 void register_copy_kernels();
 void register_indexing_kernels();
+void register_loss_kernels();
+void register_conv_kernels();
+void register_norm_kernels();
 }  // namespace cpu
 
 }  // namespace mg

@@ -736,6 +736,9 @@ const std::vector<OpCase>& all_op_cases() {
     view_copy_cases(t);
     indexing_cases(t);
     golden_cases(t);
+    add_loss_cases(t.cases);
+    add_conv_cases(t.cases);
+    add_norm_cases(t.cases);
     return std::move(t.cases);
   }();
   return cases;

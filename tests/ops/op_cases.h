@@ -54,6 +54,10 @@ struct OpCase {
 
 // Every case, built once. Cases are ordered as op_list.def.
 const std::vector<OpCase>& all_op_cases();
+// The neural-network op groups append their cases (tests/ops/op_cases_<group>.cpp).
+void add_loss_cases(std::vector<OpCase>& cases);
+void add_conv_cases(std::vector<OpCase>& cases);
+void add_norm_cases(std::vector<OpCase>& cases);
 
 // ---- helpers shared by the test files ----
 // All elements of t (any dtype, any layout, cpu) as doubles, row-major.

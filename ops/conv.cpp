@@ -1,0 +1,267 @@
+// Convolution ops (conv2d, its two gradient ops and conv_transpose2d): public functions, shape/dtype inference
+// and backward rules. Decision: the three ops are each other's gradients — the input gradient of
+// conv2d is conv2d_backward_input (a transposed conv), the weight gradient conv2d_backward_weight,
+// and the gradients of those two are again conv2d / conv2d_backward_* — so every rule is written
+// with these public ops and double backward works to any order.
+#include "ops/conv.h"
+
+#include <string>
+
+#include "ops/backward_ctx.h"
+#include "ops/dispatcher.h"
+#include "ops/infer.h"
+#include "ops/ops.h"
+#include "ops/register.h"
+
+namespace mg {
+namespace {
+
+// attrs.ints = {sh, sw, ph, pw, dh, dw, groups} followed by `extra`.
+OpAttrs conv_attrs(const Conv2dOptions& o, std::array<int64_t, 2> extra) {
+  OpAttrs a;
+  a.ints = {o.stride[0], o.stride[1], o.padding[0], o.padding[1], o.dilation[0], o.dilation[1],
+            o.groups, extra[0], extra[1]};
+  return a;
+}
+OpAttrs conv_attrs(const Conv2dOptions& o) {
+  OpAttrs a = conv_attrs(o, {0, 0});
+  a.ints.resize(7);
+  return a;
+}
+Conv2dOptions conv_options(const OpAttrs& a) {
+  const std::vector<int64_t>& i = a.ints;
+  return {.stride = {i[0], i[1]}, .padding = {i[2], i[3]}, .dilation = {i[4], i[5]}, .groups = i[6]};
+}
+
+void check_geometry(const char* op, const OpAttrs& a, std::size_t n_ints) {
+  MG_CHECK(a.ints.size() == n_ints, Error, op, ": expected ", n_ints, " geometry ints, got ",
+           a.ints.size());
+  const std::vector<int64_t>& i = a.ints;
+  MG_CHECK(i[0] >= 1 && i[1] >= 1, Error, op, ": stride must be >= 1, got [", i[0], ", ", i[1], "]");
+  MG_CHECK(i[2] >= 0 && i[3] >= 0, Error, op, ": padding must be >= 0, got [", i[2], ", ", i[3], "]");
+  MG_CHECK(i[4] >= 1 && i[5] >= 1, Error, op, ": dilation must be >= 1, got [", i[4], ", ", i[5], "]");
+  MG_CHECK(i[6] >= 1, Error, op, ": groups must be >= 1, got ", i[6]);
+}
+
+void check_4d(const char* op, const char* what, const char* layout, const Tensor& t) {
+  MG_CHECK(t.dim() == 4, ShapeError, op, ": expected a 4-D ", what, " ", layout, ", got ", what, " ",
+           describe(t), t.dim() == 3 ? "\n  hint: add a batch dim with unsqueeze(x, 0)" : "");
+}
+
+// Output size along one spatial dim; throws when the dilated kernel exceeds the padded input.
+// xd, wd: the operands as describe() prints them.
+int64_t out_size(const char* op, int64_t in, int64_t k, int64_t s, int64_t p, int64_t d,
+                 const std::string& xd, const std::string& wd) {
+  const int64_t keff = d * (k - 1) + 1;
+  MG_CHECK(keff <= in + 2 * p, ShapeError, op, ": the kernel (size ", k, ", dilation ", d,
+           ", effective ", keff, ") is larger than the padded input (", in, " + 2 * ", p,
+           "); got input ", xd, ", weight ", wd,
+           "\n  hint: use a smaller kernel or dilation, or more padding");
+  return (in + 2 * p - keff) / s + 1;
+}
+
+void check_operands(const char* op, const Tensors& in) {
+  for (const Tensor& t : in) check_floating(op, t);
+  for (std::size_t i = 1; i < in.size(); ++i) check_same_dtype(op, in[0], in[i]);
+}
+
+// Checks x [N, C, H, W] against w [O, C/groups, kH, kW] (4-D shapes; xd, wd: the operands as
+// describe() prints them); returns {Ho, Wo}.
+std::array<int64_t, 2> check_conv(const char* op, const Shape& x, const Shape& w, const std::string& xd,
+                                  const std::string& wd, const OpAttrs& a) {
+  const int64_t groups = a.ints[6];
+  MG_CHECK(x[1] == w[1] * groups, ShapeError, op, ": input has ", x[1], " channels but weight expects ",
+           w[1] * groups, " (groups=", groups, "); got input ", xd, ", weight ", wd);
+  MG_CHECK(w[0] % groups == 0, ShapeError, op, ": groups=", groups, " does not divide the weight's ",
+           w[0], " output channels; got weight ", wd);
+  return {out_size(op, x[2], w[2], a.ints[0], a.ints[2], a.ints[4], xd, wd),
+          out_size(op, x[3], w[3], a.ints[1], a.ints[3], a.ints[5], xd, wd)};
+}
+
+InferResult infer_conv2d(const Tensors& in, const OpAttrs& a) {
+  MG_CHECK(in.size() == 2 || in.size() == 3, Error,
+           "conv2d: expected (input, weight) or (input, weight, bias), got ", in.size(), " tensors");
+  check_operands("conv2d", in);
+  check_geometry("conv2d", a, 7);
+  const Tensor& x = in[0];
+  const Tensor& w = in[1];
+  check_4d("conv2d", "input", "[N, C, H, W]", x);
+  check_4d("conv2d", "weight", "[O, C/groups, kH, kW]", w);
+  const auto [ho, wo] = check_conv("conv2d", x.shape(), w.shape(), describe(x), describe(w), a);
+  if (in.size() == 3) {
+    MG_CHECK(in[2].dim() == 1 && in[2].size(0) == w.size(0), ShapeError,
+             "conv2d: expected a bias of shape ", Shape{w.size(0)}, ", got bias ", describe(in[2]));
+  }
+  return {{{{x.size(0), w.size(0), ho, wo}, x.dtype()}}, x.dtype()};
+}
+
+// Checks that g [N, O, Ho, Wo] is the output gradient of a conv of x_shape with w.
+void check_grad_out(const char* op, const Tensor& g, const Shape& y_shape) {
+  MG_CHECK(g.shape() == y_shape, ShapeError, op, ": expected an output gradient of shape ", y_shape,
+           ", got grad ", describe(g));
+}
+
+InferResult infer_conv2d_backward_input(const Tensors& in, const OpAttrs& a) {
+  const char* op = "conv2d_backward_input";
+  check_operands(op, in);
+  check_geometry(op, a, 9);
+  const Tensor& g = in[0];
+  const Tensor& w = in[1];
+  check_4d(op, "grad", "[N, O, Ho, Wo]", g);
+  check_4d(op, "weight", "[O, C/groups, kH, kW]", w);
+  MG_CHECK(a.ints[7] >= 1 && a.ints[8] >= 1, ShapeError, op, ": input size must be positive, got [",
+           a.ints[7], ", ", a.ints[8], "]");
+  const Shape x_shape{g.size(0), w.size(1) * a.ints[6], a.ints[7], a.ints[8]};
+  const auto [ho, wo] = check_conv(op, x_shape, w.shape(), "(the conv's) " + shape_str(x_shape),
+                                   describe(w), a);
+  check_grad_out(op, g, {g.size(0), w.size(0), ho, wo});
+  return {{{x_shape, g.dtype()}}, g.dtype()};
+}
+
+InferResult infer_conv2d_backward_weight(const Tensors& in, const OpAttrs& a) {
+  const char* op = "conv2d_backward_weight";
+  check_operands(op, in);
+  check_geometry(op, a, 9);
+  const Tensor& x = in[0];
+  const Tensor& g = in[1];
+  check_4d(op, "input", "[N, C, H, W]", x);
+  check_4d(op, "grad", "[N, O, Ho, Wo]", g);
+  const int64_t groups = a.ints[6];
+  MG_CHECK(a.ints[7] >= 1 && a.ints[8] >= 1, ShapeError, op, ": kernel size must be positive, got [",
+           a.ints[7], ", ", a.ints[8], "]");
+  MG_CHECK(x.size(1) % groups == 0, ShapeError, op, ": groups=", groups, " does not divide the input's ",
+           x.size(1), " channels; got input ", describe(x));
+  const Shape w_shape{g.size(1), x.size(1) / groups, a.ints[7], a.ints[8]};
+  const auto [ho, wo] = check_conv(op, x.shape(), w_shape, describe(x),
+                                   "(the conv's) " + shape_str(w_shape), a);
+  check_grad_out(op, g, {x.size(0), g.size(1), ho, wo});
+  return {{{w_shape, x.dtype()}}, x.dtype()};
+}
+
+InferResult infer_conv_transpose2d(const Tensors& in, const OpAttrs& a) {
+  const char* op = "conv_transpose2d";
+  MG_CHECK(in.size() == 2 || in.size() == 3, Error, op,
+           ": expected (input, weight) or (input, weight, bias), got ", in.size(), " tensors");
+  check_operands(op, in);
+  check_geometry(op, a, 9);
+  const Tensor& x = in[0];
+  const Tensor& w = in[1];
+  check_4d(op, "input", "[N, Cin, H, W]", x);
+  check_4d(op, "weight", "[Cin, Cout/groups, kH, kW]", w);
+  const int64_t groups = a.ints[6];
+  MG_CHECK(x.size(1) == w.size(0), ShapeError, op, ": input has ", x.size(1), " channels but weight expects ",
+           w.size(0), "; got input ", describe(x), ", weight ", describe(w));
+  MG_CHECK(w.size(0) % groups == 0, ShapeError, op, ": groups=", groups, " does not divide the weight's ",
+           w.size(0), " input channels; got weight ", describe(w));
+  int64_t hw_out[2];
+  for (int d = 0; d < 2; ++d) {
+    const int64_t s = a.ints[d], p = a.ints[2 + d], dil = a.ints[4 + d], opad = a.ints[7 + d];
+    MG_CHECK(opad >= 0 && (opad < s || opad < dil), Error, op, ": output_padding must be smaller than the stride ",
+             "or the dilation, got output_padding ", opad, ", stride ", s, ", dilation ", dil);
+    hw_out[d] = (x.size(2 + d) - 1) * s - 2 * p + dil * (w.size(2 + d) - 1) + opad + 1;
+    MG_CHECK(hw_out[d] >= 1, ShapeError, op, ": the output would be empty (size ", hw_out[d],
+             ") along ", d == 0 ? "H" : "W", "; got input ", describe(x), ", weight ", describe(w),
+             "\n  hint: use less padding");
+  }
+  const int64_t cout = w.size(1) * groups;
+  if (in.size() == 3) {
+    MG_CHECK(in[2].dim() == 1 && in[2].size(0) == cout, ShapeError, op, ": expected a bias of shape ",
+             Shape{cout}, ", got bias ", describe(in[2]));
+  }
+  return {{{{x.size(0), cout, hw_out[0], hw_out[1]}, x.dtype()}}, x.dtype()};
+}
+
+// ---- backward rules ----
+
+// Inputs (0, 1) of all three ops: the gradient for one needs the other.
+uint32_t pair_saves(uint32_t needs) {
+  return ((needs & 1u) ? kSaveInput(1) : 0u) | ((needs & 2u) ? kSaveInput(0) : 0u);
+}
+
+std::array<int64_t, 2> hw(const Shape& s) { return {s[2], s[3]}; }
+
+// y = conv(x, w) + b: dx = conv^T(g, w) = conv2d_backward_input(g, w),
+// dw = sum_n g[n] (x) im2col(x[n]) = conv2d_backward_weight(x, g), db = sum of g over N, Ho, Wo.
+Tensors conv2d_bw(const BackwardCtx& c, const Tensors& grads) {
+  const Tensor& g = grads[0];
+  const Conv2dOptions o = conv_options(c.attrs());
+  Tensor gx, gw, gb;
+  if (c.needs_grad(0)) gx = conv2d_backward_input(g, c.input(1), hw(c.input_shape(0)), o);
+  if (c.needs_grad(1)) gw = conv2d_backward_weight(c.input(0), g, hw(c.input_shape(1)), o);
+  if (c.num_inputs() > 2 && c.needs_grad(2)) gb = sum(g, {0, 2, 3});
+  return {gx, gw, gb};
+}
+
+// dx = B(g, w) is bilinear with <u, B(g, w)> = <conv(u, w), g> = <W(u, g), w>, so for the
+// cotangent u [N, C, H, W]: d g = conv2d(u, w), d w = conv2d_backward_weight(u, g).
+Tensors conv2d_backward_input_bw(const BackwardCtx& c, const Tensors& grads) {
+  const Tensor& u = grads[0];
+  const Conv2dOptions o = conv_options(c.attrs());
+  Tensor gg, gw;
+  if (c.needs_grad(0)) gg = conv2d(u, c.input(1), {}, o);
+  if (c.needs_grad(1)) gw = conv2d_backward_weight(u, c.input(0), hw(c.input_shape(1)), o);
+  return {gg, gw};
+}
+
+// dw = W(x, g) is bilinear with <v, W(x, g)> = <conv(x, v), g> = <x, B(g, v)>, so for the
+// cotangent v [O, C/groups, kH, kW]: d x = conv2d_backward_input(g, v), d g = conv2d(x, v).
+Tensors conv2d_backward_weight_bw(const BackwardCtx& c, const Tensors& grads) {
+  const Tensor& v = grads[0];
+  const Conv2dOptions o = conv_options(c.attrs());
+  Tensor gx, gg;
+  if (c.needs_grad(0)) gx = conv2d_backward_input(c.input(1), v, hw(c.input_shape(0)), o);
+  if (c.needs_grad(1)) gg = conv2d(c.input(0), v, {}, o);
+  return {gx, gg};
+}
+
+// y = B(x, w) + b with B = conv2d_backward_input (x in the role of the conv's output gradient):
+// dx = conv2d(g, w), dw = conv2d_backward_weight(g, x), db = sum of g over N, H, W.
+Tensors conv_transpose2d_bw(const BackwardCtx& c, const Tensors& grads) {
+  const Tensor& g = grads[0];
+  const Conv2dOptions o = conv_options(c.attrs());
+  Tensor gx, gw, gb;
+  if (c.needs_grad(0)) gx = conv2d(g, c.input(1), {}, o);
+  if (c.needs_grad(1)) gw = conv2d_backward_weight(g, c.input(0), hw(c.input_shape(1)), o);
+  if (c.num_inputs() > 2 && c.needs_grad(2)) gb = sum(g, {0, 2, 3});
+  return {gx, gw, gb};
+}
+
+}  // namespace
+
+void register_pool_rules();  // ops/pool.cpp
+
+void register_conv_rules() {
+  register_pool_rules();
+  set_op_rule(OpId::conv_transpose2d,
+              {.infer = infer_conv_transpose2d, .backward = conv_transpose2d_bw, .saves = pair_saves});
+  set_op_rule(OpId::conv2d, {.infer = infer_conv2d, .backward = conv2d_bw, .saves = pair_saves});
+  set_op_rule(OpId::conv2d_backward_input,
+              {.infer = infer_conv2d_backward_input, .backward = conv2d_backward_input_bw, .saves = pair_saves});
+  set_op_rule(OpId::conv2d_backward_weight,
+              {.infer = infer_conv2d_backward_weight, .backward = conv2d_backward_weight_bw, .saves = pair_saves});
+}
+
+// ---- public API ----
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opt) {
+  if (bias.defined()) return dispatch1(OpId::conv2d, {x, w, bias}, conv_attrs(opt));
+  return dispatch1(OpId::conv2d, {x, w}, conv_attrs(opt));
+}
+Tensor conv2d_backward_input(const Tensor& g, const Tensor& w, std::array<int64_t, 2> input_hw,
+                             const Conv2dOptions& opt) {
+  return dispatch1(OpId::conv2d_backward_input, {g, w}, conv_attrs(opt, input_hw));
+}
+Tensor conv2d_backward_weight(const Tensor& x, const Tensor& g, std::array<int64_t, 2> kernel_hw,
+                              const Conv2dOptions& opt) {
+  return dispatch1(OpId::conv2d_backward_weight, {x, g}, conv_attrs(opt, kernel_hw));
+}
+
+}  // namespace mg
+
+namespace mg {
+Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opt,
+                        std::array<int64_t, 2> output_padding) {
+  const OpAttrs a = conv_attrs(opt, output_padding);
+  if (bias.defined()) return dispatch1(OpId::conv_transpose2d, {x, w, bias}, a);
+  return dispatch1(OpId::conv_transpose2d, {x, w}, a);
+}
+}  // namespace mg

@@ -1,0 +1,207 @@
+// CPU kernels of the conv group: conv2d, its two gradient ops and conv_transpose2d as im2col + the shared GEMM
+// (ops/cpu/gemm.h). Decision: everything between load and store runs in the compute type
+// Cm = opmath_t<T> (f32 for f16/bf16, f64 for f64): the columns are built in Cm, the GEMM
+// accumulates in Cm, and the output is rounded to T once. Inputs of any layout are made dense
+// first; shapes were validated by the ops' infer rules (ops/conv.cpp).
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "core/parallel.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/im2col.h"
+#include "ops/kernel_registry.h"
+#include "ops/ops.h"
+#include "ops/register.h"
+
+namespace mg::cpu {
+namespace {
+
+Tensor dense(const Tensor& t) {
+  NoGradGuard no_grad;
+  return contiguous(t);
+}
+
+// The dense tensor `t` (of storage type T) as a vector of compute-type values.
+template <typename T, typename C>
+std::vector<C> load(const Tensor& t) {
+  const T* p = static_cast<const T*>(t.data_ptr());
+  std::vector<C> v(std::size_t(t.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = C(p[i]);
+  return v;
+}
+
+GemmOperand matrix(const void* ptr, int64_t rs, int64_t cs) {
+  GemmOperand op;
+  op.ptr = ptr;
+  op.rs = rs;
+  op.cs = cs;
+  return op;
+}
+
+// out [n, m] (dense, compute type) = a @ b (+ c broadcast along rows when c is given).
+template <typename C>
+void gemm_c(int64_t n, int64_t k, int64_t m, GemmOperand a, GemmOperand b, C* out,
+            const C* row_bias = nullptr) {
+  GemmProblem p;
+  p.n = n;
+  p.k = k;
+  p.m = m;
+  p.a = a;
+  p.b = b;
+  p.out = out;
+  if (row_bias) {
+    p.c = matrix(row_bias, 1, 0);
+    p.beta = 1.0;
+  }
+  gemm<C>(p);
+}
+
+// y[n, g] [og, Ho*Wo] = w[g] [og, cg*kk] @ im2col(x[n, g]) [cg*kk, Ho*Wo] + bias[g] — one
+// sample per parallel task, one GEMM per group.
+template <typename T>
+void conv2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  using Cm = opmath_t<T>;
+  const Tensor x = dense(in[0]);  // [N, C, H, W]
+  const Tensor w = dense(in[1]);  // [O, C/groups, kH, kW]
+  const ConvGeom g = conv_geom(attrs, x.size(0), x.size(1), x.size(2), x.size(3), w.size(0),
+                               w.size(2), w.size(3));
+  const std::vector<Cm> wc = load<T, Cm>(w);
+  std::vector<Cm> bias;
+  if (in.size() > 2) bias = load<T, Cm>(dense(in[2]));  // [O]
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  T* yp = static_cast<T*>(out[0].data_ptr());
+  const int64_t K = g.cg() * g.kk(), hw = g.hw_out();
+  parallel_for(0, g.N, 1, [&](int64_t b, int64_t e) {
+    std::vector<Cm> col(std::size_t(K * hw));
+    std::vector<Cm> acc(std::is_same_v<T, Cm> ? 0 : std::size_t(g.og() * hw));
+    for (int64_t n = b; n < e; ++n) {
+      for (int64_t gr = 0; gr < g.groups; ++gr) {
+        im2col(xp + (n * g.C + gr * g.cg()) * g.H * g.W, col.data(), hw, g);
+        T* y = yp + (n * g.O + gr * g.og()) * hw;
+        Cm* dst = nullptr;
+        if constexpr (std::is_same_v<T, Cm>) dst = y; else dst = acc.data();
+        // f32 accumulation for f16/bf16 (f64 for f64) inside the GEMM; bias added in Cm
+        gemm_c<Cm>(g.og(), K, hw, matrix(wc.data() + gr * g.og() * K, K, 1), matrix(col.data(), hw, 1),
+                   dst, bias.empty() ? nullptr : bias.data() + gr * g.og());
+        if constexpr (!std::is_same_v<T, Cm>) {
+          for (int64_t i = 0; i < g.og() * hw; ++i) y[i] = T(acc[std::size_t(i)]);  // one rounding
+        }
+      }
+    }
+  });
+}
+
+// dx[n, g] [cg, H, W] = col2im(w[g]^T [cg*kk, og] @ g[n, g] [og, Ho*Wo]) (+ bias[c], added in the
+// compute type before the one rounding). gy [N, O, Ho, Wo], w [O, C/groups, kH, kW], {H, W} the
+// input size; attrs.ints[0..6] the conv geometry.
+template <typename T>
+void transposed_conv(const Tensor& gy_in, const Tensor& w_in, const Tensor& bias_in, int64_t H, int64_t W,
+                     Tensor& dx_out, const OpAttrs& attrs) {
+  using Cm = opmath_t<T>;
+  const Tensor gy = dense(gy_in);
+  const Tensor w = dense(w_in);
+  const ConvGeom g = conv_geom(attrs, gy.size(0), w.size(1) * attrs.ints[6], H, W, w.size(0), w.size(2),
+                               w.size(3));
+  const std::vector<Cm> wc = load<T, Cm>(w);
+  std::vector<Cm> bias;
+  if (bias_in.defined()) bias = load<T, Cm>(dense(bias_in));  // [C]
+  const T* gp = static_cast<const T*>(gy.data_ptr());
+  T* dxp = static_cast<T*>(dx_out.data_ptr());
+  const int64_t K = g.cg() * g.kk(), hw = g.hw_out(), plane = g.H * g.W, chw = g.cg() * plane;
+  parallel_for(0, g.N, 1, [&](int64_t b, int64_t e) {
+    std::vector<Cm> col(std::size_t(K * hw));
+    std::vector<Cm> gc(std::size_t(g.og() * hw));
+    std::vector<Cm> dx(static_cast<std::size_t>(chw));  // accumulates in Cm (f32 for f16/bf16)
+    for (int64_t n = b; n < e; ++n) {
+      for (int64_t gr = 0; gr < g.groups; ++gr) {
+        const T* gsrc = gp + (n * g.O + gr * g.og()) * hw;
+        for (int64_t i = 0; i < g.og() * hw; ++i) gc[std::size_t(i)] = Cm(gsrc[i]);
+        gemm_c<Cm>(K, g.og(), hw, matrix(wc.data() + gr * g.og() * K, 1, K), matrix(gc.data(), hw, 1),
+                   col.data());
+        for (int64_t c = 0; c < g.cg(); ++c) {
+          const Cm b0 = bias.empty() ? Cm(0) : bias[std::size_t(gr * g.cg() + c)];
+          std::fill(dx.begin() + c * plane, dx.begin() + (c + 1) * plane, b0);
+        }
+        col2im(col.data(), dx.data(), g);
+        T* dst = dxp + (n * g.C + gr * g.cg()) * plane;
+        for (int64_t i = 0; i < chw; ++i) dst[i] = T(dx[std::size_t(i)]);  // one rounding
+      }
+    }
+  });
+}
+
+// in = (g [N, O, Ho, Wo], w [O, C/groups, kH, kW]); attrs.ints[7..8] = {H, W}.
+template <typename T>
+void conv2d_backward_input_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  transposed_conv<T>(in[0], in[1], Tensor(), attrs.ints[7], attrs.ints[8], out[0], attrs);
+}
+
+// conv_transpose2d: in = (x [N, Cin, H, W], w [Cin, Cout/groups, kH, kW][, bias [Cout]]) is the
+// input gradient of a conv from [N, Cout, Hout, Wout] with weight w, plus bias.
+template <typename T>
+void conv_transpose2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  transposed_conv<T>(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), out[0].size(2), out[0].size(3), out[0],
+                     attrs);
+}
+
+// dw[g] [og, cg*kk] = sum_n g[n, g] [og, Ho*Wo] @ im2col(x[n, g])^T — one GEMM per group over
+// all samples: [og, N*Ho*Wo] @ [N*Ho*Wo, cg*kk].
+// in = (x [N, C, H, W], g [N, O, Ho, Wo]); attrs.ints[7..8] = {kH, kW}.
+template <typename T>
+void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  using Cm = opmath_t<T>;
+  const Tensor x = dense(in[0]);
+  const Tensor gy = dense(in[1]);
+  const ConvGeom g = conv_geom(attrs, x.size(0), x.size(1), x.size(2), x.size(3), gy.size(1),
+                               attrs.ints[7], attrs.ints[8]);
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  const T* gp = static_cast<const T*>(gy.data_ptr());
+  T* dwp = static_cast<T*>(out[0].data_ptr());
+  const int64_t K = g.cg() * g.kk(), hw = g.hw_out(), L = g.N * hw;
+  std::vector<Cm> col(std::size_t(K * L));       // [cg*kk, N*Ho*Wo]
+  std::vector<Cm> gc(std::size_t(g.og() * L));   // [og, N*Ho*Wo]
+  std::vector<Cm> dw(std::size_t(g.og() * K));   // [og, cg*kk], f32 accumulation for f16/bf16
+  for (int64_t gr = 0; gr < g.groups; ++gr) {
+    parallel_for(0, g.N, 1, [&](int64_t b, int64_t e) {
+      for (int64_t n = b; n < e; ++n) {
+        im2col(xp + (n * g.C + gr * g.cg()) * g.H * g.W, col.data() + n * hw, L, g);
+        for (int64_t o = 0; o < g.og(); ++o) {
+          const T* src = gp + (n * g.O + gr * g.og() + o) * hw;
+          Cm* dst = gc.data() + o * L + n * hw;
+          for (int64_t i = 0; i < hw; ++i) dst[i] = Cm(src[i]);
+        }
+      }
+    });
+    gemm_c<Cm>(g.og(), L, K, matrix(gc.data(), L, 1), matrix(col.data(), 1, L), dw.data());
+    T* dst = dwp + gr * g.og() * K;
+    for (int64_t i = 0; i < g.og() * K; ++i) dst[i] = T(dw[std::size_t(i)]);  // one rounding
+  }
+}
+
+template <template <typename> class K>
+void reg_all(OpId op) {
+  register_kernel(op, DeviceType::CPU, DType::F64, K<double>::fn);
+  register_kernel(op, DeviceType::CPU, DType::F32, K<float>::fn);
+  register_kernel(op, DeviceType::CPU, DType::F16, K<Half>::fn);
+  register_kernel(op, DeviceType::CPU, DType::BF16, K<BFloat16>::fn);
+}
+template <typename T> struct Conv2dK { static constexpr KernelFn fn = conv2d_kernel<T>; };
+template <typename T> struct Conv2dBwInK { static constexpr KernelFn fn = conv2d_backward_input_kernel<T>; };
+template <typename T> struct ConvTK { static constexpr KernelFn fn = conv_transpose2d_kernel<T>; };
+template <typename T> struct Conv2dBwWK { static constexpr KernelFn fn = conv2d_backward_weight_kernel<T>; };
+
+}  // namespace
+
+void register_pool_kernels();  // ops/cpu/pool_kernels.cpp
+
+void register_conv_kernels() {
+  register_pool_kernels();
+  reg_all<Conv2dK>(OpId::conv2d);
+  reg_all<Conv2dBwInK>(OpId::conv2d_backward_input);
+  reg_all<Conv2dBwWK>(OpId::conv2d_backward_weight);
+  reg_all<ConvTK>(OpId::conv_transpose2d);
+}
+
+}  // namespace mg::cpu

@@ -1,0 +1,187 @@
+// CPU kernels of the pooling ops, parallel over the N * C planes. Decision: max pooling compares
+// in the compute type and copies the winning element (no rounding); average pooling sums in
+// opmath (f32 for f16/bf16, f64 for f64), divides and rounds once on store; the backward kernels
+// accumulate a whole input plane in opmath before one rounding. Inputs are made dense first.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "core/parallel.h"
+#include "ops/cpu/pool_window.h"
+#include "ops/kernel_registry.h"
+#include "ops/ops.h"
+
+namespace mg::cpu {
+namespace {
+
+Tensor dense(const Tensor& t) {
+  NoGradGuard no_grad;
+  return contiguous(t);
+}
+
+Window1d max_dim(const OpAttrs& a, int axis, int64_t n) {
+  return {a.ints[0 + axis], a.ints[2 + axis], a.ints[4 + axis], a.ints[6 + axis], n};
+}
+Window1d avg_dim(const OpAttrs& a, int axis, int64_t n) {
+  return {a.ints[0 + axis], a.ints[2 + axis], a.ints[4 + axis], 1, n};
+}
+
+// Index (ih * W + iw) of the first maximum of the window at (oh, ow) of the plane x [H, W];
+// taps in the padding are skipped (-inf); a NaN wins and stays.
+template <typename T>
+int64_t window_argmax(const T* x, const Window1d& h, const Window1d& w, int64_t oh, int64_t ow) {
+  using Cm = opmath_t<T>;
+  int64_t best_i = -1;
+  Cm best = -std::numeric_limits<Cm>::infinity();
+  for (int64_t ki = 0; ki < h.k; ++ki) {
+    const int64_t ih = h.start(oh) + ki * h.d;
+    if (ih < 0 || ih >= h.n) continue;
+    for (int64_t kj = 0; kj < w.k; ++kj) {
+      const int64_t iw = w.start(ow) + kj * w.d;
+      if (iw < 0 || iw >= w.n) continue;
+      const Cm v = Cm(x[ih * w.n + iw]);
+      if (best_i < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+        best = v;
+        best_i = ih * w.n + iw;
+      }
+    }
+  }
+  return best_i;  // >= 0: padding <= half the window, so every window holds a real element
+}
+
+// out [N, C, Ho, Wo]: the max (values) or its index (I64) over each window.
+template <typename T, bool kIndices>
+void max_pool2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  const Tensor x = dense(in[0]);
+  const Window1d h = max_dim(a, 0, x.size(2)), w = max_dim(a, 1, x.size(3));
+  const int64_t ho = h.out(), wo = w.out(), planes = x.size(0) * x.size(1);
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  parallel_for(0, planes, 1, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const T* xpl = xp + p * h.n * w.n;
+      for (int64_t oh = 0; oh < ho; ++oh) {
+        for (int64_t ow = 0; ow < wo; ++ow) {
+          const int64_t i = window_argmax(xpl, h, w, oh, ow);
+          const int64_t o = (p * ho + oh) * wo + ow;
+          if constexpr (kIndices) {
+            static_cast<int64_t*>(out[0].data_ptr())[o] = i;
+          } else {
+            static_cast<T*>(out[0].data_ptr())[o] = xpl[i];
+          }
+        }
+      }
+    }
+  });
+}
+
+// The rows/columns an output position averages over and its divisor.
+struct AvgWindows {
+  bool adaptive;
+  Window1d h, w;          // strided pooling
+  int64_t H, W, Ho, Wo;   // both
+  bool include_pad;
+  AvgRange rh(int64_t i) const { return adaptive ? adaptive_range(H, Ho, i) : avg_range(h, i); }
+  AvgRange rw(int64_t j) const { return adaptive ? adaptive_range(W, Wo, j) : avg_range(w, j); }
+  int64_t divisor(const AvgRange& a, const AvgRange& b) const {
+    return include_pad ? a.padded * b.padded : (a.hi - a.lo) * (b.hi - b.lo);
+  }
+};
+
+AvgWindows avg_windows(OpId op, const OpAttrs& a, int64_t H, int64_t W, int64_t Ho, int64_t Wo) {
+  AvgWindows aw{};
+  aw.adaptive = op == OpId::adaptive_avg_pool2d || op == OpId::adaptive_avg_pool2d_backward;
+  aw.H = H, aw.W = W, aw.Ho = Ho, aw.Wo = Wo;
+  if (!aw.adaptive) {
+    aw.h = avg_dim(a, 0, H);
+    aw.w = avg_dim(a, 1, W);
+    aw.include_pad = a.mode != 0;
+  }
+  return aw;
+}
+
+// y [N, C, Ho, Wo] = mean of x over each window.
+template <typename T, OpId kOp>
+void avg_pool2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  using Cm = opmath_t<T>;
+  const Tensor x = dense(in[0]);
+  const int64_t H = x.size(2), W = x.size(3), Ho = out[0].size(2), Wo = out[0].size(3);
+  const AvgWindows aw = avg_windows(kOp, a, H, W, Ho, Wo);
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  T* yp = static_cast<T*>(out[0].data_ptr());
+  parallel_for(0, x.size(0) * x.size(1), 1, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const T* xpl = xp + p * H * W;
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const AvgRange rh = aw.rh(oh);
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const AvgRange rw = aw.rw(ow);
+          Cm s = 0;  // accumulates in f32 for f16/bf16, f64 for f64
+          for (int64_t ih = rh.lo; ih < rh.hi; ++ih)
+            for (int64_t iw = rw.lo; iw < rw.hi; ++iw) s += Cm(xpl[ih * W + iw]);
+          yp[(p * Ho + oh) * Wo + ow] = T(s / Cm(aw.divisor(rh, rw)));  // one rounding
+        }
+      }
+    }
+  });
+}
+
+// dx [N, C, H, W] = each g [N, C, Ho, Wo] divided by its window's divisor, added over the window.
+template <typename T, OpId kOp>
+void avg_pool2d_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  using Cm = opmath_t<T>;
+  const Tensor g = dense(in[0]);
+  const int64_t H = out[0].size(2), W = out[0].size(3), Ho = g.size(2), Wo = g.size(3);
+  const AvgWindows aw = avg_windows(kOp, a, H, W, Ho, Wo);
+  const T* gp = static_cast<const T*>(g.data_ptr());
+  T* dxp = static_cast<T*>(out[0].data_ptr());
+  parallel_for(0, g.size(0) * g.size(1), 1, [&](int64_t b, int64_t e) {
+    std::vector<Cm> acc(static_cast<std::size_t>(H * W));  // f32 for f16/bf16, f64 for f64
+    for (int64_t p = b; p < e; ++p) {
+      std::fill(acc.begin(), acc.end(), Cm(0));
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const AvgRange rh = aw.rh(oh);
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const AvgRange rw = aw.rw(ow);
+          const Cm v = Cm(gp[(p * Ho + oh) * Wo + ow]) / Cm(aw.divisor(rh, rw));
+          for (int64_t ih = rh.lo; ih < rh.hi; ++ih)
+            for (int64_t iw = rw.lo; iw < rw.hi; ++iw) acc[std::size_t(ih * W + iw)] += v;
+        }
+      }
+      T* dst = dxp + p * H * W;
+      for (int64_t i = 0; i < H * W; ++i) dst[i] = T(acc[std::size_t(i)]);  // one rounding
+    }
+  });
+}
+
+template <template <typename> class K>
+void reg_all(OpId op) {
+  register_kernel(op, DeviceType::CPU, DType::F64, K<double>::fn);
+  register_kernel(op, DeviceType::CPU, DType::F32, K<float>::fn);
+  register_kernel(op, DeviceType::CPU, DType::F16, K<Half>::fn);
+  register_kernel(op, DeviceType::CPU, DType::BF16, K<BFloat16>::fn);
+}
+template <typename T> struct MaxK { static constexpr KernelFn fn = max_pool2d_kernel<T, false>; };
+template <typename T> struct MaxIdxK { static constexpr KernelFn fn = max_pool2d_kernel<T, true>; };
+template <typename T> struct AvgK { static constexpr KernelFn fn = avg_pool2d_kernel<T, OpId::avg_pool2d>; };
+template <typename T> struct AvgBwK {
+  static constexpr KernelFn fn = avg_pool2d_backward_kernel<T, OpId::avg_pool2d_backward>;
+};
+template <typename T> struct AdaK { static constexpr KernelFn fn = avg_pool2d_kernel<T, OpId::adaptive_avg_pool2d>; };
+template <typename T> struct AdaBwK {
+  static constexpr KernelFn fn = avg_pool2d_backward_kernel<T, OpId::adaptive_avg_pool2d_backward>;
+};
+
+}  // namespace
+
+void register_pool_kernels() {
+  reg_all<MaxK>(OpId::max_pool2d);
+  reg_all<MaxIdxK>(OpId::max_pool2d_indices);
+  reg_all<AvgK>(OpId::avg_pool2d);
+  reg_all<AvgBwK>(OpId::avg_pool2d_backward);
+  reg_all<AdaK>(OpId::adaptive_avg_pool2d);
+  reg_all<AdaBwK>(OpId::adaptive_avg_pool2d_backward);
+}
+
+}  // namespace mg::cpu

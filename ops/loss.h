@@ -1,0 +1,73 @@
+// The softmax family and the losses: numerically stable fused softmax / log_softmax /
+// cross_entropy kernels (max-shifted, f32 accumulation for f16/bf16) with fused *_backward ops of
+// their own, and the elementwise losses (mse, l1, smooth_l1, binary cross entropy with logits,
+// kl_div, binary cross entropy on probabilities). Every loss runs under the fp32 autocast policy
+// (binary_cross_entropy is banned under f16 autocast, DESIGN §4).
+//
+//   mg::Tensor logits = model(x);                                  // [N, C]
+//   mg::Tensor loss = mg::cross_entropy(logits, labels);           // labels i64 [N] -> loss []
+//   mg::Tensor p = mg::softmax(logits, -1);                        // [N, C], rows sum to 1
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace mg {
+
+// How a loss reduces its per-element values. BatchMean (sum / batch size, size(0)) is accepted
+// by kl_div only, the one loss for which it is the mathematically right mean.
+enum class Reduction : int64_t { None = 0, Mean = 1, Sum = 2, BatchMean = 3 };
+const char* reduction_name(Reduction r);
+
+// ---- softmax family (f32 accumulation for f16/bf16; the output keeps the input dtype) ----
+// exp(x - max) / sum(exp(x - max)) along `dim`.
+Tensor softmax(const Tensor& x, int64_t dim);
+// x - max - log(sum(exp(x - max))) along `dim`.
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// The gradient of softmax: y * (grad - sum(grad * y, dim)), y = softmax(x, dim) [same shape].
+Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim);
+// The gradient of log_softmax: grad - exp(y) * sum(grad, dim), y = log_softmax(x, dim).
+Tensor log_softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim);
+
+// ---- classification losses: logits/log-probs [N, C] or [N, C, d1, ...] (or [C]), i64 target
+// [N] or [N, d1, ...] (or []) of class indices in [0, C) or ignore_index ----
+// Fused log_softmax + negative log likelihood with PyTorch's label smoothing:
+// loss_n = (1 - eps) * (-log p[n, t_n]) + eps * mean_c(-log p[n, c]); targets equal to
+// ignore_index contribute 0 and are not counted by Mean (all ignored with Mean gives NaN).
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::Mean,
+                     int64_t ignore_index = -100, double label_smoothing = 0.0);
+// d cross_entropy / d logits for the upstream gradient `grad` ([] for Mean/Sum, the target's
+// shape for None): w * (softmax(logits) - (1 - eps) onehot(t) - eps / C), w = grad (/ count).
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target,
+                              Reduction reduction = Reduction::Mean, int64_t ignore_index = -100,
+                              double label_smoothing = 0.0);
+// -log_probs[n, t_n], reduced like cross_entropy (log_probs from log_softmax).
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::Mean,
+                int64_t ignore_index = -100);
+
+// ---- regression losses: input and target of the same shape ----
+// (x - y)^2
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// |x - y|
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = x - y); beta = 0 is l1_loss.
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                      double beta = 1.0);
+
+// ---- binary and distribution losses ----
+// Sigmoid + binary cross entropy in the stable form max(x, 0) - x t + log1p(exp(-|x|)); with
+// pos_weight (broadcast over the last dim, [C]) PyTorch's
+// (1 - t) x + (1 + (pw - 1) t) (log1p(exp(-|x|)) + max(-x, 0)).
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const Tensor& pos_weight = Tensor(),
+                                        Reduction reduction = Reduction::Mean);
+// -(t log p + (1 - t) log(1 - p)) on probabilities p, each log clamped to >= -100 (as PyTorch).
+// Banned under f16 autocast: use binary_cross_entropy_with_logits.
+Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction reduction = Reduction::Mean);
+// Kullback-Leibler divergence with log-probability input: target (log target - input), 0 where
+// target == 0; log_target = true takes log-probability targets: exp(t) (t - input).
+// Reduction::BatchMean divides the sum by size(0).
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+              bool log_target = false);
+
+}  // namespace mg

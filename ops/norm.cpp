@@ -1,0 +1,373 @@
+// The norm op group — layer_norm, rms_norm, batch_norm, group_norm, embedding, dropout: public
+// functions, shape/dtype inference and backward rules. Kernels: ops/cpu/norm_kernels.cpp.
+// The one decision a reader must know: the kernels compute statistics in f32 (f64 for f64) and also
+// return them (mean, rstd), but the backward rules do not use those saved statistics: they
+// recompute them with public ops in f32 (f64 for f64), so the gradient is itself differentiable
+// (double backward, gradient penalties) and runs on every device. Optional tensor inputs are
+// omitted from the input list and flagged in attrs.mode (bit0 weight, bit1 bias, bit2 running stats).
+#include <numeric>
+
+#include "ops/backward_ctx.h"
+#include "ops/dispatcher.h"
+#include "ops/infer.h"
+#include "ops/norm.h"
+#include "ops/ops.h"
+#include "ops/register.h"
+
+namespace mg {
+namespace {
+
+constexpr int64_t kHasWeight = 1, kHasBias = 2, kHasRunning = 4;
+
+// Statistics dtype: f64 for f64 inputs, f32 otherwise (the accumulation dtype).
+DType stat_dtype(DType x) { return x == DType::F64 ? DType::F64 : DType::F32; }
+// The dtype the backward rules compute in: f32 for f16/bf16, else the input's.
+Tensor to_compute(const Tensor& t) { return is_floating(t.dtype()) && t.dtype() != DType::F64 && t.dtype() != DType::F32 ? to(t, DType::F32) : t; }
+
+// Index of the optional input with flag `bit` (inputs after x are in flag order), -1 if absent.
+int opt_index(int64_t mode, int64_t bit) {
+  if (!(mode & bit)) return -1;
+  int i = 1;
+  for (int64_t b = 1; b < bit; b <<= 1) i += (mode & b) ? 1 : 0;
+  return i;
+}
+
+Shape trailing(const Shape& s, int64_t k) { return Shape(s.end() - k, s.end()); }
+std::vector<int64_t> trailing_dims(int64_t ndim, int64_t k) {
+  std::vector<int64_t> d;
+  for (int64_t i = ndim - k; i < ndim; ++i) d.push_back(i);
+  return d;
+}
+// All dims but 1 of an [N, C, ...] tensor: the batch_norm reduction dims.
+std::vector<int64_t> all_but_channel(int64_t ndim) {
+  std::vector<int64_t> d{0};
+  for (int64_t i = 2; i < ndim; ++i) d.push_back(i);
+  return d;
+}
+// A [C] tensor viewed as [1, C, 1, ...] to broadcast over [N, C, ...].
+Tensor channel_view(const Tensor& p, int64_t ndim) {
+  Shape s(ndim, 1);
+  s[1] = p.numel();
+  return reshape(p, s);
+}
+
+// ---- inference ----
+void check_param(const char* op, const char* what, const Tensor& x, const Tensor& p, const Shape& want,
+                 const char* hint) {
+  check_floating(op, p);
+  MG_CHECK(p.shape() == want, ShapeError, op, ": expected ", what, " of shape ", want, " for input ",
+           describe(x), ", got ", describe(p), hint);
+}
+
+// Shape with the last k sizes set to 1 (the keepdim shape of the per-row statistics).
+Shape stat_shape(const Shape& s, int64_t k) {
+  Shape r = s;
+  for (int64_t i = int64_t(s.size()) - k; i < int64_t(s.size()); ++i) r[i] = 1;
+  return r;
+}
+
+InferResult infer_trailing_norm(const char* op, const Tensors& in, const OpAttrs& a, bool with_mean) {
+  const Tensor& x = in[0];
+  check_floating(op, x);
+  const int64_t k = a.dim;
+  MG_CHECK(k >= 1 && k <= x.dim(), ShapeError, op, ": normalized_shape has ", k, " dims but the input is ",
+           describe(x), "\n  hint: normalized_shape lists the trailing sizes of the input");
+  const Shape want = trailing(x.shape(), k);
+  const char* hint = "\n  hint: weight and bias have the normalized_shape (the trailing sizes of the input)";
+  for (int64_t bit : {kHasWeight, kHasBias}) {
+    const int i = opt_index(a.mode, bit);
+    if (i >= 0) check_param(op, bit == kHasWeight ? "weight" : "bias", x, in.at(i), want, hint);
+  }
+  const TensorMeta stat{stat_shape(x.shape(), k), stat_dtype(x.dtype())};
+  if (with_mean) return {{{x.shape(), x.dtype()}, stat, stat}, x.dtype()};
+  return {{{x.shape(), x.dtype()}, stat}, x.dtype()};
+}
+InferResult infer_layer_norm(const Tensors& in, const OpAttrs& a) {
+  return infer_trailing_norm("layer_norm", in, a, true);
+}
+InferResult infer_rms_norm(const Tensors& in, const OpAttrs& a) {
+  return infer_trailing_norm("rms_norm", in, a, false);
+}
+
+InferResult infer_channel_norm(const char* op, const Tensors& in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  check_floating(op, x);
+  MG_CHECK(x.dim() >= 2, ShapeError, op, ": expected an input [N, C, ...] with at least 2 dims, got ",
+           describe(x));
+  const int64_t c = x.shape()[1];
+  const Shape want{c};
+  const char* hint = "\n  hint: the parameters have one entry per channel (dim 1 of the input)";
+  for (int64_t bit : {kHasWeight, kHasBias}) {
+    const int i = opt_index(a.mode, bit);
+    if (i >= 0) check_param(op, bit == kHasWeight ? "weight" : "bias", x, in.at(i), want, hint);
+  }
+  const int ir = opt_index(a.mode, kHasRunning);
+  if (ir >= 0) {
+    for (int j = 0; j < 2; ++j) {
+      const Tensor& r = in.at(ir + j);
+      check_param(op, j == 0 ? "running_mean" : "running_var", x, r, want, hint);
+      MG_CHECK(r.is_contiguous(), Error, op, ": running statistics must be contiguous, got ", describe(r),
+               "\n  hint: pass a dense buffer (it is updated in place)");
+    }
+  }
+  return {{{x.shape(), x.dtype()}}, x.dtype()};
+}
+
+InferResult infer_batch_norm(const Tensors& in, const OpAttrs& a) {
+  InferResult r = infer_channel_norm("batch_norm", in, a);
+  const Tensor& x = in[0];
+  if (a.keepdim) {
+    MG_CHECK(x.numel() / std::max<int64_t>(1, x.shape()[1]) > 1, ShapeError,
+             "batch_norm: expected more than 1 value per channel when training, got ", describe(x),
+             "\n  hint: use a batch of at least 2 or call the layer in eval mode");
+  } else {
+    MG_CHECK(opt_index(a.mode, kHasRunning) >= 0, Error,
+             "batch_norm: eval mode needs running_mean and running_var; got input ", describe(x),
+             "\n  hint: pass the running statistics or use training=true");
+  }
+  const TensorMeta stat{{x.shape()[1]}, stat_dtype(x.dtype())};
+  r.outputs.push_back(stat);
+  r.outputs.push_back(stat);
+  return r;
+}
+
+InferResult infer_group_norm(const Tensors& in, const OpAttrs& a) {
+  InferResult r = infer_channel_norm("group_norm", in, a);
+  const Tensor& x = in[0];
+  const int64_t g = a.dim, c = x.shape()[1];
+  MG_CHECK(g >= 1 && c % g == 0, ShapeError, "group_norm: ", c, " channels cannot be split into ", g,
+           " groups; got input ", describe(x), "\n  hint: num_groups must divide the channel count");
+  const TensorMeta stat{{x.shape()[0], g}, stat_dtype(x.dtype())};
+  r.outputs.push_back(stat);
+  r.outputs.push_back(stat);
+  return r;
+}
+
+InferResult infer_embedding(const Tensors& in, const OpAttrs& a) {
+  const Tensor& w = in[0];
+  const Tensor& idx = in[1];
+  check_floating("embedding", w);
+  check_index_dtype("embedding", idx);
+  MG_CHECK(w.dim() == 2, ShapeError, "embedding: expected a weight [num_embeddings, dim], got ", describe(w),
+           " with indices ", describe(idx));
+  MG_CHECK(a.dim == -1 || (a.dim >= 0 && a.dim < w.shape()[0]), IndexError, "embedding: padding_idx ", a.dim,
+           " is out of range for a table of ", w.shape()[0], " rows; weight ", describe(w));
+  Shape s = idx.shape();
+  s.push_back(w.shape()[1]);
+  return {{{s, w.dtype()}}, w.dtype()};
+}
+
+InferResult infer_dropout(const Tensors& in, const OpAttrs& a) {
+  check_floating("dropout", in[0]);
+  MG_CHECK(a.ints.size() == 2, Error, "dropout: attrs.ints must be {seed, offset}");
+  return {{{in[0].shape(), in[0].dtype()}, {in[0].shape(), DType::Bool}}, in[0].dtype()};
+}
+
+// ---- backward rules ----
+// Normalised x over `dims` recomputed with public ops: xhat = (x - mean) * rstd with
+// rstd = 1 / sqrt(var + eps) (biased var).
+struct Normalized {
+  Tensor xhat, rstd;
+};
+Normalized normalize(const Tensor& x, const std::vector<int64_t>& dims, double eps) {
+  const Tensor xc = x - mean(x, dims, true);
+  const Tensor rstd = rsqrt(mean(xc * xc, dims, true) + eps);
+  return {xc * rstd, rstd};
+}
+// With y_i = xhat_i * w_i + b and gxhat = g * w, over the N normalised elements:
+//   dx = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat))
+Tensor normalized_dx(const Normalized& n, const Tensor& gxhat, const std::vector<int64_t>& dims) {
+  return n.rstd * (gxhat - mean(gxhat, dims, true) - n.xhat * mean(gxhat * n.xhat, dims, true));
+}
+
+// layer_norm: dx as above; dweight = g * xhat and dbias = g (summed by the dispatcher to the
+// weight's shape over the leading dims).
+Tensors layer_norm_bw(const BackwardCtx& c, const Tensors& g) {
+  const OpAttrs& a = c.attrs();
+  const Tensor x = to_compute(c.input(0));
+  const Tensor gy = to_compute(g[0]);
+  const std::vector<int64_t> dims = trailing_dims(x.dim(), a.dim);
+  const Normalized n = normalize(x, dims, a.alpha);
+  const int iw = opt_index(a.mode, kHasWeight), ib = opt_index(a.mode, kHasBias);
+  Tensors grads(c.num_inputs());
+  const Tensor gxhat = iw >= 0 ? gy * to_compute(c.input(iw)) : gy;
+  if (c.needs_grad(0)) grads[0] = normalized_dx(n, gxhat, dims);
+  if (iw >= 0 && c.needs_grad(iw)) grads[iw] = gy * n.xhat;
+  if (ib >= 0 && c.needs_grad(ib)) grads[ib] = gy;
+  return grads;
+}
+
+// rms_norm: y = x * r * w with r = 1 / sqrt(mean(x^2) + eps), xhat = x * r, gxhat = g * w:
+//   dx = r * (gxhat - xhat * mean(gxhat * xhat)),   dweight = g * xhat
+Tensors rms_norm_bw(const BackwardCtx& c, const Tensors& g) {
+  const OpAttrs& a = c.attrs();
+  const Tensor x = to_compute(c.input(0));
+  const Tensor gy = to_compute(g[0]);
+  const std::vector<int64_t> dims = trailing_dims(x.dim(), a.dim);
+  const Tensor r = rsqrt(mean(x * x, dims, true) + a.alpha);
+  const Tensor xhat = x * r;
+  const int iw = opt_index(a.mode, kHasWeight);
+  Tensors grads(c.num_inputs());
+  const Tensor gxhat = iw >= 0 ? gy * to_compute(c.input(iw)) : gy;
+  if (c.needs_grad(0)) grads[0] = r * (gxhat - xhat * mean(gxhat * xhat, dims, true));
+  if (iw >= 0 && c.needs_grad(iw)) grads[iw] = gy * xhat;
+  return grads;
+}
+
+// Per-channel parameter gradients of an [N, C, ...] norm: dweight = sum(g * xhat), dbias = sum(g)
+// over every dim but 1.
+void channel_param_grads(const BackwardCtx& c, const Tensor& gy, const Tensor& xhat, Tensors& grads) {
+  const std::vector<int64_t> red = all_but_channel(gy.dim());
+  const int iw = opt_index(c.attrs().mode, kHasWeight), ib = opt_index(c.attrs().mode, kHasBias);
+  if (iw >= 0 && c.needs_grad(iw)) grads[iw] = sum(gy * xhat, red);
+  if (ib >= 0 && c.needs_grad(ib)) grads[ib] = sum(gy, red);
+}
+
+// batch_norm, training: the layer_norm formula over dims {0, 2, ...} per channel (the batch
+// statistics depend on x). Eval: the statistics are constants, so dx = g * w * rsqrt(running_var + eps).
+Tensors batch_norm_bw(const BackwardCtx& c, const Tensors& g) {
+  const OpAttrs& a = c.attrs();
+  const Tensor x = to_compute(c.input(0));
+  const Tensor gy = to_compute(g[0]);
+  const int64_t nd = x.dim();
+  const std::vector<int64_t> red = all_but_channel(nd);
+  const int iw = opt_index(a.mode, kHasWeight);
+  const Tensor gxhat = iw >= 0 ? gy * channel_view(to(c.input(iw), x.dtype()), nd) : gy;
+  Tensors grads(c.num_inputs());
+  if (a.keepdim) {
+    const Normalized n = normalize(x, red, a.alpha);
+    if (c.needs_grad(0)) grads[0] = normalized_dx(n, gxhat, red);
+    channel_param_grads(c, gy, n.xhat, grads);
+  } else {
+    const int ir = opt_index(a.mode, kHasRunning);
+    const Tensor rm = channel_view(to(c.input(ir), x.dtype()), nd);
+    const Tensor rstd = rsqrt(channel_view(to(c.input(ir + 1), x.dtype()), nd) + a.alpha);
+    if (c.needs_grad(0)) grads[0] = gxhat * rstd;
+    channel_param_grads(c, gy, (x - rm) * rstd, grads);
+  }
+  return grads;
+}
+
+// group_norm: x [N, C, ...] viewed as [N, G, M] is normalised over dim 2; dx is the layer_norm
+// formula there, with gxhat = g * w (w per channel).
+Tensors group_norm_bw(const BackwardCtx& c, const Tensors& g) {
+  const OpAttrs& a = c.attrs();
+  const Tensor x = to_compute(c.input(0));
+  const Tensor gy = to_compute(g[0]);
+  const int64_t nd = x.dim(), n = x.shape()[0];
+  const Shape grouped{n, a.dim, n == 0 ? 0 : x.numel() / (n * a.dim)};
+  const int iw = opt_index(a.mode, kHasWeight);
+  const Tensor gxhat = iw >= 0 ? gy * channel_view(to_compute(c.input(iw)), nd) : gy;
+  const Normalized nz = normalize(reshape(x, grouped), {2}, a.alpha);
+  Tensors grads(c.num_inputs());
+  if (c.needs_grad(0)) grads[0] = reshape(normalized_dx(nz, reshape(gxhat, grouped), {2}), x.shape());
+  channel_param_grads(c, gy, reshape(nz.xhat, x.shape()), grads);
+  return grads;
+}
+
+// embedding: dweight[v] = sum of g[k] over the positions k with index v (repeated indices
+// accumulate), except v == padding_idx, which gets none: a scatter_add into zeros [V, D].
+Tensors embedding_bw(const BackwardCtx& c, const Tensors& g) {
+  const Shape& ws = c.input_shape(0);
+  const int64_t d = ws[1];
+  const Tensor idx = reshape(to(c.input(1), DType::I64), {-1});  // [n]
+  const int64_t n = idx.numel();
+  Tensor g2 = reshape(g[0], {n, d});                               // [n, D]
+  if (c.attrs().dim >= 0) {
+    const Tensor pad = reshape(eq(idx, scalar_like(double(c.attrs().dim), idx)), {n, 1});
+    g2 = where(pad, scalar_like(0.0, g2), g2);
+  }
+  const Tensor base = zeros(ws, {.dtype = g2.dtype(), .device = g2.device()});
+  const Tensor index = contiguous(expand(reshape(idx, {n, 1}), {n, d}));
+  return {scatter_add(base, 0, index, g2), Tensor()};
+}
+
+// dropout: y = x * mask / (1 - p), so dx = g * mask / (1 - p) (the saved bool mask).
+Tensors dropout_bw(const BackwardCtx& c, const Tensors& g) {
+  return {g[0] * to(c.output(1), g[0].dtype()) * (1.0 / (1.0 - c.attrs().alpha))};
+}
+
+uint32_t save_all_inputs(uint32_t) { return 0xFFFFu; }
+
+void check_defined(const char* op, const Tensor& x) {
+  MG_CHECK(x.defined(), Error, op, ": undefined input tensor");
+}
+
+}  // namespace
+
+void register_norm_rules() {
+  set_op_rule(OpId::layer_norm, {.infer = infer_layer_norm, .backward = layer_norm_bw, .saves = save_all_inputs});
+  set_op_rule(OpId::rms_norm, {.infer = infer_rms_norm, .backward = rms_norm_bw, .saves = save_all_inputs});
+  set_op_rule(OpId::batch_norm, {.infer = infer_batch_norm, .backward = batch_norm_bw, .saves = save_all_inputs});
+  set_op_rule(OpId::group_norm, {.infer = infer_group_norm, .backward = group_norm_bw, .saves = save_all_inputs});
+  set_op_rule(OpId::embedding, {.infer = infer_embedding, .backward = embedding_bw, .save = kSaveInput(1)});
+  set_op_rule(OpId::dropout, {.infer = infer_dropout, .backward = dropout_bw, .save = kSaveOutput(1)});
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  check_defined("layer_norm", x);
+  const int64_t k = int64_t(normalized_shape.size());
+  MG_CHECK(k >= 1 && k <= x.dim() && trailing(x.shape(), k) == normalized_shape, ShapeError,
+           "layer_norm: normalized_shape ", normalized_shape, " does not match the trailing sizes of input ",
+           describe(x), "\n  hint: normalized_shape lists the last sizes of the input, e.g. [", 
+           x.dim() > 0 ? x.shape().back() : 0, "]");
+  OpAttrs a{.dim = k, .alpha = eps};
+  Tensors in{x};
+  if (weight.defined()) a.mode |= kHasWeight, in.push_back(weight);
+  if (bias.defined()) a.mode |= kHasBias, in.push_back(bias);
+  return dispatch(OpId::layer_norm, in, a)[0];
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, double eps) {
+  check_defined("rms_norm", x);
+  const int64_t k = int64_t(normalized_shape.size());
+  MG_CHECK(k >= 1 && k <= x.dim() && trailing(x.shape(), k) == normalized_shape, ShapeError,
+           "rms_norm: normalized_shape ", normalized_shape, " does not match the trailing sizes of input ",
+           describe(x), "\n  hint: normalized_shape lists the last sizes of the input");
+  OpAttrs a{.dim = k, .alpha = eps};
+  Tensors in{x};
+  if (weight.defined()) a.mode |= kHasWeight, in.push_back(weight);
+  return dispatch(OpId::rms_norm, in, a)[0];
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum, double eps) {
+  check_defined("batch_norm", x);
+  MG_CHECK(running_mean.defined() == running_var.defined(), Error,
+           "batch_norm: pass both running_mean and running_var or neither");
+  OpAttrs a{.keepdim = training, .alpha = eps, .beta = momentum};
+  Tensors in{x};
+  if (weight.defined()) a.mode |= kHasWeight, in.push_back(weight);
+  if (bias.defined()) a.mode |= kHasBias, in.push_back(bias);
+  if (running_mean.defined()) a.mode |= kHasRunning, in.push_back(running_mean), in.push_back(running_var);
+  return dispatch(OpId::batch_norm, in, a)[0];
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  check_defined("group_norm", x);
+  OpAttrs a{.dim = num_groups, .alpha = eps};
+  Tensors in{x};
+  if (weight.defined()) a.mode |= kHasWeight, in.push_back(weight);
+  if (bias.defined()) a.mode |= kHasBias, in.push_back(bias);
+  return dispatch(OpId::group_norm, in, a)[0];
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
+  check_defined("embedding", weight);
+  check_defined("embedding", indices);
+  return dispatch1(OpId::embedding, {weight, indices}, {.dim = padding_idx});
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  check_defined("dropout", x);
+  MG_CHECK(p >= 0.0 && p <= 1.0, Error, "dropout: probability must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return x * 0.0;
+  Generator& g = gen ? *gen : default_generator();
+  const uint64_t offset = g.reserve(uint64_t(x.numel() + 3) / 4);
+  OpAttrs a{.ints = {int64_t(g.seed()), int64_t(offset)}, .alpha = p};
+  return dispatch(OpId::dropout, {x}, a)[0];
+}
+
+}  // namespace mg

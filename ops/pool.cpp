@@ -1,0 +1,202 @@
+// Pooling ops (max_pool2d, avg_pool2d, adaptive_avg_pool2d, NCHW): public functions, inference and
+// backward rules. Decision: max pooling's gradient is a scatter_add of g to the first maximum of
+// each window (max_pool2d_indices recomputes them from the saved input), written with public ops
+// so double backward works; average pooling is linear, so its backward op and its forward are
+// each other's adjoints.
+#include <string>
+
+#include "ops/backward_ctx.h"
+#include "ops/conv.h"
+#include "ops/cpu/pool_window.h"
+#include "ops/dispatcher.h"
+#include "ops/infer.h"
+#include "ops/ops.h"
+#include "core/factory.h"
+
+namespace mg {
+namespace {
+
+using A2 = std::array<int64_t, 2>;
+
+void check_input(const char* op, const Tensor& x) {
+  check_floating(op, x);
+  MG_CHECK(x.dim() == 4, ShapeError, op, ": expected a 4-D input [N, C, H, W], got input ", describe(x),
+           x.dim() == 3 ? "\n  hint: add a batch dim with unsqueeze(x, 0)" : "");
+}
+
+// Validates one dim of a window and returns its output size.
+int64_t window_out(const char* op, const char* dim, const cpu::Window1d& w, const Tensor& x) {
+  MG_CHECK(w.k >= 1 && w.s >= 1 && w.d >= 1 && w.p >= 0, Error, op, ": kernel, stride and dilation must be >= 1 ",
+           "and padding >= 0, got kernel ", w.k, ", stride ", w.s, ", padding ", w.p, ", dilation ", w.d,
+           " along ", dim);
+  const int64_t keff = w.d * (w.k - 1) + 1;
+  MG_CHECK(2 * w.p <= keff, Error, op, ": padding (", w.p, ") must be at most half the kernel (", keff,
+           ") along ", dim, "; got input ", describe(x));
+  MG_CHECK(keff <= w.n + 2 * w.p, ShapeError, op, ": the window (", keff, ") is larger than the padded input (",
+           w.n, " + 2 * ", w.p, ") along ", dim, "; got input ", describe(x));
+  return w.out();
+}
+
+cpu::Window1d max_dim(const OpAttrs& a, int axis, int64_t n) {
+  return {a.ints[0 + axis], a.ints[2 + axis], a.ints[4 + axis], a.ints[6 + axis], n};
+}
+cpu::Window1d avg_dim(const OpAttrs& a, int axis, int64_t n) {
+  return {a.ints[0 + axis], a.ints[2 + axis], a.ints[4 + axis], 1, n};
+}
+
+Shape pooled_shape(const char* op, const Tensor& x, const cpu::Window1d& h, const cpu::Window1d& w) {
+  return {x.size(0), x.size(1), window_out(op, "H", h, x), window_out(op, "W", w, x)};
+}
+
+InferResult infer_max_pool2d(const Tensors& in, const OpAttrs& a) {
+  check_input("max_pool2d", in[0]);
+  const Shape s = pooled_shape("max_pool2d", in[0], max_dim(a, 0, in[0].size(2)), max_dim(a, 1, in[0].size(3)));
+  return {{{s, in[0].dtype()}}, in[0].dtype()};
+}
+
+InferResult infer_max_pool2d_indices(const Tensors& in, const OpAttrs& a) {
+  check_input("max_pool2d_indices", in[0]);
+  const Shape s =
+      pooled_shape("max_pool2d_indices", in[0], max_dim(a, 0, in[0].size(2)), max_dim(a, 1, in[0].size(3)));
+  return {{{s, DType::I64}}, in[0].dtype()};
+}
+
+InferResult infer_avg_pool2d(const Tensors& in, const OpAttrs& a) {
+  check_input("avg_pool2d", in[0]);
+  const Shape s = pooled_shape("avg_pool2d", in[0], avg_dim(a, 0, in[0].size(2)), avg_dim(a, 1, in[0].size(3)));
+  return {{{s, in[0].dtype()}}, in[0].dtype()};
+}
+
+// g must have the pooled shape `want`.
+void check_grad(const char* op, const Tensor& g, const Shape& want) {
+  MG_CHECK(g.shape() == want, ShapeError, op, ": expected an output gradient of shape ", want, ", got grad ",
+           describe(g));
+}
+
+InferResult infer_avg_pool2d_backward(const Tensors& in, const OpAttrs& a) {
+  const char* op = "avg_pool2d_backward";
+  const Tensor& g = in[0];
+  check_floating(op, g);
+  MG_CHECK(g.dim() == 4, ShapeError, op, ": expected a 4-D grad [N, C, Ho, Wo], got grad ", describe(g));
+  MG_CHECK(a.ints[6] >= 1 && a.ints[7] >= 1, ShapeError, op, ": input size must be positive, got [", a.ints[6],
+           ", ", a.ints[7], "]");
+  const Shape xs{g.size(0), g.size(1), a.ints[6], a.ints[7]};
+  const cpu::Window1d h = avg_dim(a, 0, xs[2]), w = avg_dim(a, 1, xs[3]);
+  window_out(op, "H", h, g);  // (the error names the grad as the input)
+  window_out(op, "W", w, g);
+  check_grad(op, g, {xs[0], xs[1], h.out(), w.out()});
+  return {{{xs, g.dtype()}}, g.dtype()};
+}
+
+InferResult infer_adaptive(const Tensors& in, const OpAttrs& a) {
+  check_input("adaptive_avg_pool2d", in[0]);
+  MG_CHECK(a.ints[0] >= 1 && a.ints[1] >= 1, ShapeError, "adaptive_avg_pool2d: output size must be positive, got [",
+           a.ints[0], ", ", a.ints[1], "]");
+  return {{{{in[0].size(0), in[0].size(1), a.ints[0], a.ints[1]}, in[0].dtype()}}, in[0].dtype()};
+}
+
+InferResult infer_adaptive_backward(const Tensors& in, const OpAttrs& a) {
+  const char* op = "adaptive_avg_pool2d_backward";
+  const Tensor& g = in[0];
+  check_floating(op, g);
+  MG_CHECK(g.dim() == 4, ShapeError, op, ": expected a 4-D grad [N, C, Ho, Wo], got grad ", describe(g));
+  MG_CHECK(a.ints[0] >= 1 && a.ints[1] >= 1, ShapeError, op, ": input size must be positive, got [", a.ints[0],
+           ", ", a.ints[1], "]");
+  return {{{{g.size(0), g.size(1), a.ints[0], a.ints[1]}, g.dtype()}}, g.dtype()};
+}
+
+// ---- backward rules ----
+
+// y = max over each window: dy/dx is 1 at the window's first maximum, so
+// dx[n, c] = scatter_add(0, idx[n, c], g[n, c]) over the flattened H * W plane.
+Tensors max_pool2d_bw(const BackwardCtx& c, const Tensors& grads) {
+  const Tensor& g = grads[0];
+  const Shape& xs = c.input_shape(0);
+  const Tensor idx = dispatch1(OpId::max_pool2d_indices, {c.input(0)}, c.attrs());
+  const int64_t n = xs[0], ch = xs[1];
+  const Tensor plane = zeros({n, ch, xs[2] * xs[3]}, {.dtype = g.dtype()});
+  const Tensor dx = scatter_add(plane, 2, reshape(idx, {n, ch, -1}), reshape(g, {n, ch, -1}));
+  return {reshape(dx, xs)};
+}
+
+OpAttrs with_hw(const OpAttrs& a, std::size_t keep, const Shape& s) {
+  OpAttrs b = a;
+  b.ints.resize(keep);
+  b.ints.push_back(s[2]);
+  b.ints.push_back(s[3]);
+  return b;
+}
+
+// y = A x (A averages each window): dx = A^T g = avg_pool2d_backward(g).
+Tensors avg_pool2d_bw(const BackwardCtx& c, const Tensors& grads) {
+  return {dispatch1(OpId::avg_pool2d_backward, {grads[0]}, with_hw(c.attrs(), 6, c.input_shape(0)))};
+}
+// dx = A^T g is linear in g: d g = A u = avg_pool2d(u).
+Tensors avg_pool2d_backward_bw(const BackwardCtx& c, const Tensors& grads) {
+  OpAttrs a = c.attrs();
+  a.ints.resize(6);
+  return {dispatch1(OpId::avg_pool2d, {grads[0]}, a)};
+}
+Tensors adaptive_bw(const BackwardCtx& c, const Tensors& grads) {
+  return {dispatch1(OpId::adaptive_avg_pool2d_backward, {grads[0]}, with_hw(c.attrs(), 0, c.input_shape(0)))};
+}
+Tensors adaptive_backward_bw(const BackwardCtx& c, const Tensors& grads) {
+  const Shape& gs = c.input_shape(0);
+  OpAttrs a;
+  a.ints = {gs[2], gs[3]};
+  return {dispatch1(OpId::adaptive_avg_pool2d, {grads[0]}, a)};
+}
+
+OpAttrs max_attrs(A2 k, A2 s, A2 p, A2 d) {
+  if (s[0] == 0 && s[1] == 0) s = k;
+  OpAttrs a;
+  a.ints = {k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1]};
+  return a;
+}
+OpAttrs avg_attrs(A2 k, A2 s, A2 p, bool include_pad) {
+  if (s[0] == 0 && s[1] == 0) s = k;
+  OpAttrs a;
+  a.ints = {k[0], k[1], s[0], s[1], p[0], p[1]};
+  a.mode = include_pad ? 1 : 0;
+  return a;
+}
+
+}  // namespace
+
+void register_pool_rules() {
+  set_op_rule(OpId::max_pool2d, {.infer = infer_max_pool2d, .backward = max_pool2d_bw, .save = kSaveInput(0)});
+  set_op_rule(OpId::max_pool2d_indices, {.infer = infer_max_pool2d_indices});
+  set_op_rule(OpId::avg_pool2d, {.infer = infer_avg_pool2d, .backward = avg_pool2d_bw});
+  set_op_rule(OpId::avg_pool2d_backward, {.infer = infer_avg_pool2d_backward, .backward = avg_pool2d_backward_bw});
+  set_op_rule(OpId::adaptive_avg_pool2d, {.infer = infer_adaptive, .backward = adaptive_bw});
+  set_op_rule(OpId::adaptive_avg_pool2d_backward, {.infer = infer_adaptive_backward, .backward = adaptive_backward_bw});
+}
+
+// ---- public API ----
+Tensor max_pool2d(const Tensor& x, A2 kernel, A2 stride, A2 padding, A2 dilation) {
+  return dispatch1(OpId::max_pool2d, {x}, max_attrs(kernel, stride, padding, dilation));
+}
+Tensor max_pool2d_indices(const Tensor& x, A2 kernel, A2 stride, A2 padding, A2 dilation) {
+  return dispatch1(OpId::max_pool2d_indices, {x}, max_attrs(kernel, stride, padding, dilation));
+}
+Tensor avg_pool2d(const Tensor& x, A2 kernel, A2 stride, A2 padding, bool count_include_pad) {
+  return dispatch1(OpId::avg_pool2d, {x}, avg_attrs(kernel, stride, padding, count_include_pad));
+}
+Tensor avg_pool2d_backward(const Tensor& g, A2 input_hw, A2 kernel, A2 stride, A2 padding, bool count_include_pad) {
+  OpAttrs a = avg_attrs(kernel, stride, padding, count_include_pad);
+  a.ints.push_back(input_hw[0]);
+  a.ints.push_back(input_hw[1]);
+  return dispatch1(OpId::avg_pool2d_backward, {g}, a);
+}
+Tensor adaptive_avg_pool2d(const Tensor& x, A2 output_hw) {
+  OpAttrs a;
+  a.ints = {output_hw[0], output_hw[1]};
+  return dispatch1(OpId::adaptive_avg_pool2d, {x}, a);
+}
+Tensor adaptive_avg_pool2d_backward(const Tensor& g, A2 input_hw) {
+  OpAttrs a;
+  a.ints = {input_hw[0], input_hw[1]};
+  return dispatch1(OpId::adaptive_avg_pool2d_backward, {g}, a);
+}
+
+}  // namespace mg

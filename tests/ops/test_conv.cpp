@@ -1,0 +1,390 @@
+// Tests of the conv group: conv2d against a naive 7-loop f64 reference over many geometries
+// (stride, padding, dilation, groups, non-square), the gradient ops against the adjoint
+// identities <conv(x, w), g> = <x, B(g, w)> = <W(x, g), w>, f16/bf16 f32 accumulation with one
+// rounding, double backward by central differences, error texts, and (hidden, [.perf]) the f32
+// GFLOP/s of the ResNet-20 3x3 conv shape. The op table adds golden values and gradient checks.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "ops/conv.h"
+#include "ops/ops.h"
+
+using namespace mg;
+
+namespace {
+
+Generator& gen() {
+  static Generator g(4321);
+  return g;
+}
+
+Tensor rnd(const Shape& shape, DType dtype = DType::F64) { return randn(shape, {.dtype = dtype}, &gen()); }
+
+std::vector<double> vals(const Tensor& t) {
+  NoGradGuard no_grad;
+  const Tensor c = contiguous(to(t, DType::F64));
+  const double* p = c.data<double>();
+  return std::vector<double>(p, p + c.numel());
+}
+
+double dot(const Tensor& a, const Tensor& b) {
+  const std::vector<double> va = vals(a), vb = vals(b);
+  REQUIRE(va.size() == vb.size());
+  double s = 0;
+  for (std::size_t i = 0; i < va.size(); ++i) s += va[i] * vb[i];
+  return s;
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+// Naive direct convolution in f64: y[n][o][oh][ow] = b[o] + sum over c in o's group, ki, kj of
+// x[n][c][oh*sh - ph + ki*dh][ow*sw - pw + kj*dw] * w[o][c - group start][ki][kj] (0 in the padding).
+std::vector<double> ref_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o) {
+  const std::vector<double> xv = vals(x), wv = vals(w), bv = b.defined() ? vals(b) : std::vector<double>{};
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t O = w.size(0), Cg = w.size(1), kH = w.size(2), kW = w.size(3), Og = O / o.groups;
+  const int64_t Ho = (H + 2 * o.padding[0] - o.dilation[0] * (kH - 1) - 1) / o.stride[0] + 1;
+  const int64_t Wo = (W + 2 * o.padding[1] - o.dilation[1] * (kW - 1) - 1) / o.stride[1] + 1;
+  std::vector<double> y;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t oc = 0; oc < O; ++oc)
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          double s = bv.empty() ? 0.0 : bv[std::size_t(oc)];
+          const int64_t c0 = (oc / Og) * Cg;
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t ki = 0; ki < kH; ++ki)
+              for (int64_t kj = 0; kj < kW; ++kj) {
+                const int64_t ih = oh * o.stride[0] - o.padding[0] + ki * o.dilation[0];
+                const int64_t iw = ow * o.stride[1] - o.padding[1] + kj * o.dilation[1];
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                s += xv[std::size_t(((n * C + c0 + c) * H + ih) * W + iw)] *
+                     wv[std::size_t(((oc * Cg + c) * kH + ki) * kW + kj)];
+              }
+          y.push_back(s);
+        }
+  return y;
+}
+
+struct Config {
+  Shape x, w;
+  Conv2dOptions o;
+  bool bias;
+};
+
+std::vector<Config> configs() {
+  return {
+      {{1, 1, 3, 3}, {1, 1, 3, 3}, {}, false},
+      {{2, 3, 7, 5}, {4, 3, 3, 3}, {}, true},
+      {{2, 3, 7, 5}, {4, 3, 3, 2}, {.stride = {2, 3}}, true},
+      {{1, 2, 6, 9}, {3, 2, 2, 4}, {.padding = {2, 1}}, false},
+      {{1, 2, 9, 8}, {3, 2, 3, 3}, {.dilation = {2, 3}}, true},
+      {{3, 4, 8, 8}, {6, 2, 3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .groups = 2}, true},
+      {{2, 6, 5, 7}, {6, 1, 3, 3}, {.padding = {1, 1}, .groups = 6}, true},  // depthwise
+      {{2, 4, 10, 6}, {8, 1, 3, 2}, {.stride = {3, 1}, .padding = {2, 1}, .dilation = {2, 2}, .groups = 4}, false},
+      {{1, 3, 4, 4}, {2, 3, 4, 4}, {}, true},                               // kernel == input: 1x1 output
+      {{2, 5, 1, 6}, {2, 5, 1, 3}, {.stride = {1, 2}}, false},              // H = 1
+      {{1, 2, 3, 3}, {2, 2, 5, 5}, {.padding = {1, 1}}, true},             // kernel larger than input, fits the padding
+  };
+}
+
+}  // namespace
+
+TEST_CASE("conv2d matches a naive direct convolution in f64 and f32", "[conv]") {
+  for (const Config& cf : configs()) {
+    const Tensor x = rnd(cf.x), w = rnd(cf.w), b = cf.bias ? rnd({cf.w[0]}) : Tensor();
+    const std::vector<double> want = ref_conv(x, w, b, cf.o);
+    INFO("x " << shape_str(cf.x) << " w " << shape_str(cf.w) << " groups " << cf.o.groups);
+    const Tensor y = conv2d(x, w, b, cf.o);
+    CHECK(max_abs_diff(vals(y), want) < 1e-12);
+    const Tensor y32 = conv2d(to(x, DType::F32), to(w, DType::F32), b.defined() ? to(b, DType::F32) : b, cf.o);
+    CHECK(y32.dtype() == DType::F32);
+    CHECK(max_abs_diff(vals(y32), want) < 1e-4);
+  }
+}
+
+TEST_CASE("conv2d gradient ops satisfy the adjoint identities", "[conv]") {
+  // <conv(x, w), g> = <x, conv2d_backward_input(g, w)> = <conv2d_backward_weight(x, g), w>
+  for (const Config& cf : configs()) {
+    const Tensor x = rnd(cf.x), w = rnd(cf.w);
+    const Tensor y = conv2d(x, w, {}, cf.o);
+    const Tensor g = rnd(y.shape());
+    const Tensor dx = conv2d_backward_input(g, w, {cf.x[2], cf.x[3]}, cf.o);
+    const Tensor dw = conv2d_backward_weight(x, g, {cf.w[2], cf.w[3]}, cf.o);
+    INFO("x " << shape_str(cf.x) << " w " << shape_str(cf.w) << " groups " << cf.o.groups);
+    REQUIRE(dx.shape() == cf.x);
+    REQUIRE(dw.shape() == cf.w);
+    const double lhs = dot(y, g);
+    CHECK(std::abs(dot(x, dx) - lhs) < 1e-10 * (1 + std::abs(lhs)));
+    CHECK(std::abs(dot(dw, w) - lhs) < 1e-10 * (1 + std::abs(lhs)));
+  }
+}
+
+TEST_CASE("conv2d autograd gives the gradient ops and the bias sum", "[conv][grad]") {
+  const Conv2dOptions o{.stride = {2, 1}, .padding = {1, 1}, .groups = 2};
+  const Tensor x = rnd({2, 4, 5, 6}).requires_grad_(), w = rnd({4, 2, 3, 3}).requires_grad_(),
+               b = rnd({4}).requires_grad_();
+  const Tensor y = conv2d(x, w, b, o);
+  const Tensor g = rnd(y.shape());
+  const Tensors gr = autograd::grad({y}, {x, w, b}, {g});
+  CHECK(max_abs_diff(vals(gr[0]), vals(conv2d_backward_input(g, w.detach(), {5, 6}, o))) < 1e-12);
+  CHECK(max_abs_diff(vals(gr[1]), vals(conv2d_backward_weight(x.detach(), g, {3, 3}, o))) < 1e-12);
+  CHECK(max_abs_diff(vals(gr[2]), vals(sum(g, {0, 2, 3}))) < 1e-12);
+}
+
+TEST_CASE("conv2d f16/bf16 accumulate in f32 and round once", "[conv][lowp]") {
+  // 288 products per output: an f16 accumulator would drift far beyond one rounding
+  const Conv2dOptions o{.padding = {1, 1}};
+  for (DType dt : {DType::F16, DType::BF16}) {
+    const Tensor x = to(rnd({2, 32, 6, 6}), dt), w = to(rnd({4, 32, 3, 3}), dt);
+    const Tensor y = conv2d(x, w, {}, o);
+    REQUIRE(y.dtype() == dt);
+    // the f32 result of the same rounded inputs, rounded once to dt, is the exact answer up to
+    // f32 summation order (a 1-ulp difference of dt where the f32 sum sits on a rounding tie)
+    const Tensor ref = to(conv2d(to(x, DType::F32), to(w, DType::F32), {}, o), dt);
+    const std::vector<double> a = vals(y), b = vals(ref);
+    const double ulp = dt == DType::F16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+    int exact = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      CHECK(std::abs(a[i] - b[i]) <= ulp * std::abs(b[i]) + 1e-30);
+      exact += a[i] == b[i];
+    }
+    CHECK(exact > int(a.size()) * 9 / 10);
+    // the gradient ops too
+    const Tensor g = to(rnd(y.shape()), dt);
+    const Tensor dx = conv2d_backward_input(g, w, {6, 6}, o);
+    const Tensor dx32 = to(conv2d_backward_input(to(g, DType::F32), to(w, DType::F32), {6, 6}, o), dt);
+    const Tensor dw = conv2d_backward_weight(x, g, {3, 3}, o);
+    const Tensor dw32 = to(conv2d_backward_weight(to(x, DType::F32), to(g, DType::F32), {3, 3}, o), dt);
+    CHECK(dx.dtype() == dt);
+    CHECK(dw.dtype() == dt);
+    const std::vector<double> p = vals(dx), q = vals(dx32), r = vals(dw), s = vals(dw32);
+    for (std::size_t i = 0; i < p.size(); ++i) CHECK(std::abs(p[i] - q[i]) <= ulp * std::abs(q[i]) + 1e-30);
+    for (std::size_t i = 0; i < r.size(); ++i) CHECK(std::abs(r[i] - s[i]) <= ulp * std::abs(s[i]) + 1e-30);
+  }
+}
+
+TEST_CASE("conv2d double backward matches central differences of the gradient", "[conv][grad]") {
+  // S(x, w) = <dL/dx, vx> + <dL/dw, vw> with L = <conv2d(x, w, b), cot>; dS/dx, dS/dw by autograd
+  // (create_graph through conv2d_backward_input / _weight) vs central differences of S.
+  const Conv2dOptions o{.stride = {2, 1}, .padding = {1, 0}, .dilation = {1, 2}, .groups = 2};
+  Tensor x = rnd({1, 4, 4, 5}).requires_grad_(), w = rnd({2, 2, 2, 2}).requires_grad_(),
+         b = rnd({2}).requires_grad_();
+  const Tensor cot = rnd(conv2d(x.detach(), w.detach(), {}, o).shape());
+  const Tensor vx = rnd(x.shape()), vw = rnd(w.shape());
+  auto S = [&](bool create_graph) {
+    const Tensor y = conv2d(x, w, b, o);
+    const Tensors g = autograd::grad({y}, {x, w}, {cot}, std::nullopt, create_graph);
+    return add(sum(mul(g[0], vx)), sum(mul(g[1], vw)));
+  };
+  const Tensors gg = autograd::grad({S(true)}, {x, w});
+  const double h = 1e-6;
+  for (int which = 0; which < 2; ++which) {
+    Tensor& t = which == 0 ? x : w;
+    std::vector<double> num;
+    double* p = t.data<double>();
+    for (int64_t k = 0; k < t.numel(); ++k) {
+      const double v = p[k];
+      p[k] = v + h;
+      const double fp = vals(S(false))[0];
+      p[k] = v - h;
+      const double fm = vals(S(false))[0];
+      p[k] = v;
+      num.push_back((fp - fm) / (2 * h));
+    }
+    INFO("input " << which);
+    CHECK(max_abs_diff(vals(gg[std::size_t(which)]), num) < 1e-6);
+  }
+}
+
+TEST_CASE("conv2d errors name the op and both operands", "[conv][errors]") {
+  const Tensor x = rnd({8, 3, 28, 28}, DType::F32);
+  CHECK_THROWS_WITH(conv2d(x, rnd({16, 1, 3, 3}, DType::F32)),
+                    "conv2d: input has 3 channels but weight expects 1 (groups=1); got input "
+                    "[8, 3, 28, 28] f32 cpu, weight [16, 1, 3, 3] f32 cpu");
+  CHECK_THROWS_AS(conv2d(x, rnd({16, 1, 3, 3}, DType::F32)), ShapeError);
+  CHECK_THROWS_WITH(conv2d(rnd({3, 28, 28}, DType::F32), rnd({16, 3, 3, 3}, DType::F32)),
+                    Catch::Contains("conv2d: expected a 4-D input [N, C, H, W], got input [3, 28, 28] f32 cpu") &&
+                        Catch::Contains("hint: add a batch dim with unsqueeze(x, 0)"));
+  CHECK_THROWS_WITH(conv2d(rnd({1, 2, 3, 3}), rnd({4, 2, 5, 3})),
+                    Catch::StartsWith("conv2d: the kernel (size 5, dilation 1, effective 5) is larger than the "
+                                      "padded input (3 + 2 * 0); got input [1, 2, 3, 3] f64 cpu, weight [4, 2, 5, 3] f64 cpu") &&
+                        Catch::Contains("hint:"));
+  CHECK_THROWS_WITH(conv2d(rnd({1, 4, 5, 5}), rnd({3, 2, 3, 3}), {}, {.groups = 2}),
+                    "conv2d: groups=2 does not divide the weight's 3 output channels; got weight [3, 2, 3, 3] f64 cpu");
+  CHECK_THROWS_WITH(conv2d(rnd({1, 3, 5, 5}), rnd({4, 1, 3, 3}), {}, {.groups = 2}),
+                    Catch::StartsWith("conv2d: input has 3 channels but weight expects 2 (groups=2)"));
+  CHECK_THROWS_WITH(conv2d(rnd({1, 2, 5, 5}), rnd({4, 2, 3, 3}), rnd({3})),
+                    "conv2d: expected a bias of shape [4], got bias [3] f64 cpu");
+  CHECK_THROWS_AS(conv2d(rnd({1, 2, 5, 5}), rnd({4, 2, 3, 3}, DType::F32)), DTypeError);
+  CHECK_THROWS_WITH(conv2d(rnd({1, 2, 5, 5}), rnd({4, 2, 3, 3}), {}, {.stride = {0, 1}}),
+                    "conv2d: stride must be >= 1, got [0, 1]");
+  CHECK_THROWS_WITH(conv2d_backward_input(rnd({1, 4, 2, 2}), rnd({4, 2, 3, 3}), {5, 5}),
+                    "conv2d_backward_input: expected an output gradient of shape [1, 4, 3, 3], got grad [1, 4, 2, 2] f64 cpu");
+}
+
+TEST_CASE("conv2d f32 throughput on the ResNet-20 3x3 shape", "[conv][.perf]") {
+  // x [128, 16, 28, 28], w [16, 16, 3, 3], padding 1: 2 * N * O * H * W * C * 9 flops
+  const Tensor x = rnd({128, 16, 28, 28}, DType::F32), w = rnd({16, 16, 3, 3}, DType::F32);
+  const Conv2dOptions o{.padding = {1, 1}};
+  const double flops = 2.0 * 128 * 16 * 28 * 28 * 16 * 9;
+  auto time_it = [](auto&& f) {
+    f();
+    double best = 1e30;
+    for (int r = 0; r < 5; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
+  Tensor y;
+  const double t_conv = time_it([&] { y = conv2d(x, w, {}, o); });
+  // peer: one GEMM with the same flop count, [16, 144] @ [144, 128 * 784]
+  const Tensor a = rnd({16, 144}, DType::F32), bm = rnd({144, 128 * 784}, DType::F32);
+  const double t_mm = time_it([&] { (void)mm(a, bm); });
+  std::printf("conv2d f32 [128, 16, 28, 28] x [16, 16, 3, 3]: %.1f GFLOP/s (%.2f ms); same-size mm %.1f GFLOP/s; "
+              "ratio %.2f\n", flops / t_conv * 1e-9, t_conv * 1e3, flops / t_mm * 1e-9, t_mm / t_conv);
+  CHECK(y.shape() == Shape{128, 16, 28, 28});
+}
+
+TEST_CASE("conv_transpose2d is the input gradient of conv2d plus bias", "[conv]") {
+  // conv_transpose2d(x, w, b) = conv2d_backward_input(x, w) + b for a conv of the output's size
+  const Conv2dOptions o{.stride = {2, 3}, .padding = {1, 1}, .dilation = {2, 1}, .groups = 2};
+  const Tensor x = rnd({2, 4, 3, 4}), w = rnd({4, 3, 3, 2}), b = rnd({6});
+  const Tensor y = conv_transpose2d(x, w, b, o, {1, 2});
+  // H: (3 - 1) * 2 - 2 + 2 * 2 + 1 + 1 = 8; W: (4 - 1) * 3 - 2 + 1 + 2 + 1 = 11
+  REQUIRE(y.shape() == Shape{2, 6, 8, 11});
+  const Tensor want = add(conv2d_backward_input(x, w, {8, 11}, o), reshape(b, {1, 6, 1, 1}));
+  CHECK(max_abs_diff(vals(y), vals(want)) < 1e-12);
+  CHECK_THROWS_WITH(conv_transpose2d(x, w, {}, {.stride = {2, 2}}, {2, 0}),
+                    "conv_transpose2d: output_padding must be smaller than the stride or the dilation, got "
+                    "output_padding 2, stride 2, dilation 1");
+  CHECK_THROWS_WITH(conv_transpose2d(rnd({2, 3, 3, 4}), w),
+                    "conv_transpose2d: input has 3 channels but weight expects 4; got input [2, 3, 3, 4] f64 cpu, "
+                    "weight [4, 3, 3, 2] f64 cpu");
+}
+
+namespace {
+
+// Naive pooling in f64 over x [N, C, H, W]: max (first maximum, -inf padding) or mean
+// (count_include_pad: divisor = window clipped to the padded input).
+std::vector<double> ref_pool(const Tensor& x, bool is_max, std::array<int64_t, 2> k, std::array<int64_t, 2> s,
+                             std::array<int64_t, 2> p, std::array<int64_t, 2> d, bool include_pad) {
+  const std::vector<double> xv = vals(x);
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t Ho = (H + 2 * p[0] - d[0] * (k[0] - 1) - 1) / s[0] + 1;
+  const int64_t Wo = (W + 2 * p[1] - d[1] * (k[1] - 1) - 1) / s[1] + 1;
+  std::vector<double> y;
+  for (int64_t pl = 0; pl < N * C; ++pl)
+    for (int64_t oh = 0; oh < Ho; ++oh)
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        double best = -INFINITY, total = 0;
+        int64_t count = 0, padded = 0;
+        for (int64_t i = 0; i < k[0]; ++i)
+          for (int64_t j = 0; j < k[1]; ++j) {
+            const int64_t ih = oh * s[0] - p[0] + i * d[0], iw = ow * s[1] - p[1] + j * d[1];
+            if (ih < H + p[0] && iw < W + p[1]) ++padded;
+            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+            const double v = xv[std::size_t((pl * H + ih) * W + iw)];
+            best = std::max(best, v);
+            total += v;
+            ++count;
+          }
+        y.push_back(is_max ? best : total / double(include_pad ? padded : count));
+      }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("max_pool2d and avg_pool2d match a naive reference", "[conv][pool]") {
+  struct P {
+    Shape x;
+    std::array<int64_t, 2> k, s, p, d;
+  };
+  const std::vector<P> ps = {
+      {{2, 3, 6, 6}, {2, 2}, {2, 2}, {0, 0}, {1, 1}},  {{1, 2, 7, 5}, {3, 3}, {2, 2}, {1, 1}, {1, 1}},
+      {{1, 2, 7, 9}, {3, 2}, {1, 3}, {1, 1}, {1, 1}},  {{2, 1, 9, 8}, {3, 3}, {2, 1}, {2, 1}, {2, 1}},
+      {{1, 1, 1, 5}, {1, 3}, {1, 2}, {0, 1}, {1, 1}},
+  };
+  for (const P& q : ps) {
+    const Tensor x = rnd(q.x);
+    INFO("x " << shape_str(q.x) << " k " << q.k[0] << "x" << q.k[1] << " s " << q.s[0] << "," << q.s[1]);
+    CHECK(max_abs_diff(vals(max_pool2d(x, q.k, q.s, q.p, q.d)), ref_pool(x, true, q.k, q.s, q.p, q.d, true)) == 0);
+    const Tensor idx = max_pool2d_indices(x, q.k, q.s, q.p, q.d);
+    CHECK(idx.dtype() == DType::I64);
+    // the indices point at the maxima
+    const Tensor picked = gather(reshape(x, {q.x[0], q.x[1], -1}), 2, reshape(idx, {q.x[0], q.x[1], -1}));
+    CHECK(max_abs_diff(vals(picked), vals(max_pool2d(x, q.k, q.s, q.p, q.d))) == 0);
+    if (q.d[0] == 1 && q.d[1] == 1) {
+      for (bool inc : {true, false}) {
+        CHECK(max_abs_diff(vals(avg_pool2d(x, q.k, q.s, q.p, inc)), ref_pool(x, false, q.k, q.s, q.p, q.d, inc)) <
+              1e-14);
+      }
+    }
+  }
+}
+
+TEST_CASE("max_pool2d sends the gradient to the first maximum; NaN propagates", "[conv][pool][grad]") {
+  // one 2x2 window of equal values: all the gradient goes to element 0
+  const Tensor x = full({1, 1, 2, 2}, 3.0, {.dtype = DType::F64}).requires_grad_();
+  const Tensor g = autograd::grad({max_pool2d(x, {2, 2})}, {x}, {full({1, 1, 1, 1}, 5.0, {.dtype = DType::F64})})[0];
+  CHECK(vals(g) == std::vector<double>{5, 0, 0, 0});
+  const Tensor xn = from_vector<double>({1, NAN, 7, 2}, {1, 1, 2, 2});
+  CHECK(std::isnan(vals(max_pool2d(xn, {2, 2}))[0]));
+  CHECK(vals(max_pool2d_indices(xn, {2, 2}))[0] == 1);
+  // f16 keeps the winning value exactly
+  const Tensor xh = to(rnd({1, 2, 4, 4}), DType::F16);
+  CHECK(max_abs_diff(vals(max_pool2d(xh, {2, 2})), vals(max_pool2d(to(xh, DType::F64), {2, 2}))) == 0);
+}
+
+TEST_CASE("pooling double backward matches central differences", "[conv][pool][grad]") {
+  // S(x) = <d<pool(x), cot>/dx, v> is (piecewise) linear in x, so its gradient is 0 for max (the
+  // argmax does not move under a small step) and for avg; autograd must agree and not throw.
+  for (int which = 0; which < 3; ++which) {
+    Tensor x = rnd({1, 2, 5, 5}).requires_grad_();
+    auto pool = [&](const Tensor& t) {
+      return which == 0 ? max_pool2d(t, {3, 3}, {2, 2}, {1, 1})
+                        : which == 1 ? avg_pool2d(t, {3, 3}, {2, 2}, {1, 1}) : adaptive_avg_pool2d(t, {2, 3});
+    };
+    const Tensor y = pool(x);
+    const Tensor cot = rnd(y.shape()).requires_grad_(), v = rnd(x.shape());
+    const Tensor gx = autograd::grad({y}, {x}, {cot}, std::nullopt, true)[0];
+    const Tensor s = sum(mul(gx, v));
+    // dS/dcot = pool(v) for the linear (avg) pools and v gathered at the maxima for max pooling
+    const Tensors gg = autograd::grad({s}, {cot, x}, {}, std::nullopt, false, /*allow_unused=*/true);
+    INFO("pool " << which);
+    std::vector<double> want;
+    if (which == 0) {
+      want = vals(gather(reshape(v, {1, 2, -1}), 2, reshape(max_pool2d_indices(x.detach(), {3, 3}, {2, 2}, {1, 1}), {1, 2, -1})));
+    } else {
+      want = vals(pool(v));
+    }
+    CHECK(max_abs_diff(vals(gg[0]), want) < 1e-12);
+    if (gg[1].defined()) CHECK(max_abs_diff(vals(gg[1]), std::vector<double>(25 * 2, 0.0)) == 0);
+  }
+}
+
+TEST_CASE("pooling errors name the op and the input", "[conv][pool][errors]") {
+  const Tensor x = rnd({2, 3, 4, 4});
+  CHECK_THROWS_WITH(max_pool2d(x, {5, 5}),
+                    "max_pool2d: the window (5) is larger than the padded input (4 + 2 * 0) along H; got input "
+                    "[2, 3, 4, 4] f64 cpu");
+  CHECK_THROWS_WITH(avg_pool2d(x, {2, 2}, {2, 2}, {2, 2}),
+                    "avg_pool2d: padding (2) must be at most half the kernel (2) along H; got input [2, 3, 4, 4] f64 cpu");
+  CHECK_THROWS_WITH(max_pool2d(rnd({3, 4, 4}), {2, 2}),
+                    Catch::StartsWith("max_pool2d: expected a 4-D input [N, C, H, W], got input [3, 4, 4] f64 cpu"));
+  CHECK_THROWS_WITH(adaptive_avg_pool2d(x, {0, 2}), "adaptive_avg_pool2d: output size must be positive, got [0, 2]");
+  CHECK_THROWS_AS(max_pool2d(to(x, DType::I64), {2, 2}), DTypeError);
+}

@@ -1,0 +1,257 @@
+// The norm group beyond the op table: batch_norm running statistics after one step (exact
+// numbers), f32 statistics for f16 inputs (a sum of squares that would overflow f16), mixed
+// f16 input / f32 parameter dtypes, embedding gradients with repeated and padding indices,
+// dropout reproducibility / keep fraction / scaling / eval identity, double backward of
+// layer_norm and batch_norm, and error texts.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "core/factory.h"
+#include "core/generator.h"
+#include "ops/norm.h"
+#include "ops/ops.h"
+
+using namespace mg;
+
+namespace {
+
+Tensor f64(const std::vector<double>& v, Shape shape = {}) { return from_vector<double>(v, shape); }
+
+std::vector<double> vals(const Tensor& t) {
+  NoGradGuard no_grad;
+  const Tensor c = contiguous(to(t.detach(), DType::F64));
+  const double* p = c.data<double>();
+  return std::vector<double>(p, p + c.numel());
+}
+
+void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": got " << got[i] << ", want " << want[i]);
+    CHECK(std::fabs(got[i] - want[i]) <= tol * (1.0 + std::fabs(want[i])));
+  }
+}
+
+// Double backward of f at x: d/dx sum(grad_x(sum(f(x) * cot)) * v) against central differences
+// of the first-order gradient.
+void check_double_backward(const std::function<Tensor(const Tensor&)>& f, Tensor x, uint64_t seed) {
+  x.requires_grad_();
+  Generator gen(seed);
+  Tensor cot, v;
+  {
+    NoGradGuard no_grad;
+    cot = randn(f(x).shape(), {.dtype = DType::F64}, &gen);
+    v = randn(x.shape(), {.dtype = DType::F64}, &gen);
+  }
+  const auto first = [&](bool create) {
+    return autograd::grad({sum(f(x) * cot)}, {x}, {}, std::nullopt, create)[0];
+  };
+  const Tensor s = sum(first(true) * v);
+  const std::vector<double> got = vals(autograd::grad({s}, {x})[0]);
+  const std::vector<double> vv = vals(v);
+  double* p = x.data<double>();
+  const double h = 1e-6;
+  for (int64_t k = 0; k < x.numel(); ++k) {
+    const double x0 = p[k];
+    double sp = 0, sm = 0;
+    p[k] = x0 + h;
+    std::vector<double> gp = vals(first(false));
+    p[k] = x0 - h;
+    std::vector<double> gm = vals(first(false));
+    p[k] = x0;
+    for (std::size_t i = 0; i < vv.size(); ++i) sp += gp[i] * vv[i], sm += gm[i] * vv[i];
+    const double want = (sp - sm) / (2 * h);
+    INFO("element " << k << ": got " << got[k] << ", want " << want);
+    CHECK(std::fabs(got[k] - want) <= 1e-5 * (1.0 + std::fabs(want)));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("batch_norm: running statistics after one training step", "[norm]") {
+  // x [2, 2, 2]: channel 0 {1, 2, 3, 4}: mean 2.5, unbiased var 5/3; channel 1 {0, 0, 2, 6}:
+  // mean 2, unbiased var 8. From running_mean 0, running_var 1 with momentum 0.1:
+  //   running_mean = 0.9 * 0 + 0.1 * mean = [0.25, 0.2]
+  //   running_var  = 0.9 * 1 + 0.1 * unbiased var = [0.9 + 1/6, 1.7]
+  const Tensor x = f64({1, 2, 0, 0, 3, 4, 2, 6}, {2, 2, 2});
+  SECTION("f64 statistics") {
+    Tensor rm = zeros({2}, {.dtype = DType::F64}), rv = ones({2}, {.dtype = DType::F64});
+    batch_norm(x, Tensor(), Tensor(), rm, rv, true, 0.1, 1e-5);
+    check_close(vals(rm), {0.25, 0.2}, 1e-15);
+    check_close(vals(rv), {0.9 + 1.0 / 6.0, 1.7}, 1e-15);
+  }
+  SECTION("f32 statistics next to an f16 input, then eval uses them") {
+    Tensor rm = zeros({2}), rv = ones({2});
+    const Tensor xh = to(x, DType::F16);
+    batch_norm(xh, ones({2}), zeros({2}), rm, rv, true, 0.1, 1e-5);
+    CHECK(rm.dtype() == DType::F32);
+    check_close(vals(rm), {0.25, 0.2}, 1e-7);
+    check_close(vals(rv), {0.9 + 1.0 / 6.0, 1.7}, 1e-7);
+    // eval: y = (x - rm) / sqrt(rv + eps), x[0, 0, 0] = 1 -> 0.75 / sqrt(1.0666766...)
+    const Tensor y = batch_norm(xh, Tensor(), Tensor(), rm, rv, false);
+    CHECK(y.dtype() == DType::F16);
+    CHECK(vals(rm)[0] == Approx(0.25));  // eval leaves the running stats alone
+    CHECK(vals(y)[0] == Approx(0.75 / std::sqrt(0.9 + 1.0 / 6.0 + 1e-5)).epsilon(1e-3));
+  }
+}
+
+TEST_CASE("batch_norm: an f16 input keeps f16 and its statistics are computed in f32", "[norm]") {
+  // 65 values per channel. Channel 0: all 1000 (sum 65000 fits in f16, the sum of squares 6.5e7
+  // overflows it: an f16 accumulator would give inf/NaN); mean 1000, var 0 -> y = bias = 0.
+  // Channel 1: 999 and 1001 alternating (33 x 999, 32 x 1001).
+  std::vector<double> v;
+  for (int n = 0; n < 65; ++n) v.push_back(1000.0), v.push_back(n % 2 == 0 ? 999.0 : 1001.0);
+  const Tensor x64 = f64(v, {65, 2});
+  const Tensor xh = to(x64, DType::F16);
+  const Tensor w = ones({2}), b = zeros({2});  // f32 parameters
+  Tensor rm = zeros({2}), rv = ones({2});
+  const Tensor y = batch_norm(xh, w, b, rm, rv, true);
+  REQUIRE(y.dtype() == DType::F16);
+  const Tensor want = batch_norm(x64, to(w, DType::F64), to(b, DType::F64), Tensor(), Tensor(), true);
+  const std::vector<double> got = vals(y), ref = vals(want);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    REQUIRE(std::isfinite(got[i]));
+    CHECK(std::fabs(got[i] - ref[i]) <= 1e-3 + 1e-2 * std::fabs(ref[i]));
+  }
+  CHECK(got[0] == 0.0);
+  // running_mean = 0.1 * mean: 100 and 0.1 * 64999 / 65
+  check_close(vals(rm), {100.0, 0.1 * 64999.0 / 65.0}, 1e-6);
+}
+
+TEST_CASE("norm layers: f16 inputs with f32 parameters, gradients in each input's dtype", "[norm]") {
+  Generator gen(7);
+  const Tensor x = to(randn({4, 3, 2}, {}, &gen), DType::F16).requires_grad_();
+  const Tensor w = (randn({3}, {}, &gen) + 1.0).requires_grad_();
+  const Tensor b = randn({3}, {}, &gen).requires_grad_();
+  const Tensor y = batch_norm(x, w, b, Tensor(), Tensor(), true);
+  CHECK(y.dtype() == DType::F16);
+  sum(y * y).backward();
+  CHECK(x.grad().dtype() == DType::F16);
+  CHECK(w.grad().dtype() == DType::F32);
+  CHECK(b.grad().dtype() == DType::F32);
+
+  const Tensor wl = ones({2}).requires_grad_();
+  const Tensor yl = layer_norm(reshape(x.detach(), {12, 2}), {2}, wl);
+  CHECK(yl.dtype() == DType::F16);
+  // Rows of two distinct values normalise to -1 and 1 (up to eps): |y| = 1 - 1e-5-ish.
+  for (double t : vals(yl)) CHECK(std::fabs(std::fabs(t) - 1.0) < 2e-3);
+}
+
+TEST_CASE("norm layers: double backward of layer_norm, batch_norm and group_norm", "[norm][grad]") {
+  Generator gen(11);
+  const Tensor w = f64({0.5, 1.5, -1.0, 2.0}, {4});
+  check_double_backward([&](const Tensor& x) { return layer_norm(x, {4}, w, w); },
+                        randn({3, 4}, {.dtype = DType::F64}, &gen), 1);
+  const Tensor wc = f64({0.5, 1.5}, {2});
+  check_double_backward([&](const Tensor& x) { return batch_norm(x, wc, wc, Tensor(), Tensor(), true); },
+                        randn({3, 2, 2}, {.dtype = DType::F64}, &gen), 2);
+  check_double_backward([&](const Tensor& x) { return group_norm(x, 2, f64({1, 2, 3, 4}, {4})); },
+                        randn({2, 4, 2}, {.dtype = DType::F64}, &gen), 3);
+  check_double_backward([&](const Tensor& x) { return rms_norm(x, {4}, w); },
+                        randn({2, 4}, {.dtype = DType::F64}, &gen), 4);
+}
+
+TEST_CASE("embedding: repeated indices accumulate, padding rows get no gradient", "[norm]") {
+  const Tensor idx = from_vector<int64_t>({0, 0, 2, 1, 0}, {5});
+  SECTION("no padding") {
+    const Tensor w = f64({1, 2, 3, 4, 5, 6}, {3, 2}).requires_grad_();
+    const Tensor y = embedding(w, idx);
+    check_close(vals(y), {1, 2, 1, 2, 5, 6, 3, 4, 1, 2}, 0);
+    sum(y).backward();
+    // row 0 picked 3 times, rows 1 and 2 once each
+    check_close(vals(w.grad()), {3, 3, 1, 1, 1, 1}, 0);
+  }
+  SECTION("padding_idx 0") {
+    const Tensor w = f64({1, 2, 3, 4, 5, 6}, {3, 2}).requires_grad_();
+    sum(embedding(w, idx, 0)).backward();
+    check_close(vals(w.grad()), {0, 0, 1, 1, 1, 1}, 0);
+  }
+  SECTION("i32 indices and a bf16 table") {
+    const Tensor w = to(f64({1, 2, 3, 4, 5, 6}, {3, 2}), DType::BF16);
+    const Tensor y = embedding(w, to(idx, DType::I32));
+    CHECK(y.dtype() == DType::BF16);
+    CHECK(y.shape() == Shape{5, 2});
+    check_close(vals(y), {1, 2, 1, 2, 5, 6, 3, 4, 1, 2}, 0);
+  }
+}
+
+TEST_CASE("dropout: reproducible from the seed, keep fraction, scaling, eval identity", "[norm]") {
+  const int64_t n = 100000;
+  const Tensor x = ones({n});
+  Generator g1(42), g2(42), g3(43);
+  const Tensor a = dropout(x, 0.3, true, &g1);
+  const Tensor b = dropout(x, 0.3, true, &g2);
+  const Tensor c = dropout(x, 0.3, true, &g3);
+  const Tensor a2 = dropout(x, 0.3, true, &g1);  // the generator advanced: a new mask
+  CHECK(vals(a) == vals(b));
+  CHECK(vals(a) != vals(c));
+  CHECK(vals(a) != vals(a2));
+  CHECK(g1.offset() == 2 * uint64_t(n / 4));
+  int64_t kept = 0;
+  const float scale = float(1.0 / 0.7);
+  for (double v : vals(a)) {
+    if (v != 0.0) {
+      ++kept;
+      CHECK(v == double(scale));  // 1 / (1 - p), rounded once to f32
+    }
+  }
+  // binomial: sd = sqrt(n * 0.7 * 0.3) ~ 145, so 0.7 n +- 1% is > 6 sd
+  CHECK(std::fabs(double(kept) / double(n) - 0.7) < 0.01);
+
+  CHECK(dropout(x, 0.3, false).is_same(x));  // eval: identity
+  CHECK(dropout(x, 0.0, true).is_same(x));
+  for (double v : vals(dropout(x, 1.0, true))) REQUIRE(v == 0.0);
+
+  // f16 draws the same mask as f32 for the same seed
+  Generator g4(42);
+  const Tensor ah = dropout(to(x, DType::F16), 0.3, true, &g4);
+  CHECK(ah.dtype() == DType::F16);
+  const std::vector<double> va = vals(a), vh = vals(ah);
+  for (int64_t i = 0; i < n; i += 997) CHECK((va[i] == 0.0) == (vh[i] == 0.0));
+
+  // backward: dx = mask / (1 - p), i.e. y itself for x = 1
+  const Tensor xs = ones({64}).requires_grad_();
+  Generator g5(5);
+  const Tensor y = dropout(xs, 0.5, true, &g5);
+  sum(y).backward();
+  check_close(vals(xs.grad()), vals(y), 0);
+
+  REQUIRE_THROWS_WITH(dropout(x, 1.5), Catch::Contains("dropout: probability must be in [0, 1], got 1.5"));
+}
+
+TEST_CASE("norm layers: error messages name the op and both shapes", "[norm]") {
+  const Tensor x = zeros({2, 3, 4});
+  REQUIRE_THROWS_AS(batch_norm(x, ones({4}), zeros({4}), Tensor(), Tensor(), true), ShapeError);
+  REQUIRE_THROWS_WITH(batch_norm(x, ones({4}), zeros({4}), Tensor(), Tensor(), true),
+                      Catch::Contains("batch_norm: expected weight of shape [3] for input [2, 3, 4] f32 cpu, "
+                                      "got [4] f32 cpu") &&
+                          Catch::Contains("hint:"));
+  REQUIRE_THROWS_WITH(batch_norm(x, Tensor(), Tensor(), zeros({5}), ones({5}), true),
+                      Catch::Contains("batch_norm: expected running_mean of shape [3]"));
+  REQUIRE_THROWS_WITH(batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false),
+                      Catch::Contains("batch_norm: eval mode needs running_mean and running_var"));
+  REQUIRE_THROWS_WITH(batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true),
+                      Catch::Contains("batch_norm: expected more than 1 value per channel when training"));
+  REQUIRE_THROWS_WITH(layer_norm(x, {3}), Catch::Contains("layer_norm: normalized_shape [3] does not match "
+                                                          "the trailing sizes of input [2, 3, 4] f32 cpu"));
+  REQUIRE_THROWS_WITH(layer_norm(x, {4}, ones({3})),
+                      Catch::Contains("layer_norm: expected weight of shape [4] for input [2, 3, 4] f32 cpu, "
+                                      "got [3] f32 cpu"));
+  REQUIRE_THROWS_WITH(group_norm(x, 2), Catch::Contains("group_norm: 3 channels cannot be split into 2 groups"));
+  REQUIRE_THROWS_WITH(group_norm(x, 3, ones({2})),
+                      Catch::Contains("group_norm: expected weight of shape [3] for input [2, 3, 4] f32 cpu"));
+  REQUIRE_THROWS_AS(layer_norm(from_vector<int64_t>({1, 2}), {2}), DTypeError);
+
+  const Tensor table = zeros({8192, 4});
+  REQUIRE_THROWS_AS(embedding(table, from_vector<int64_t>({1, 8192})), IndexError);
+  REQUIRE_THROWS_WITH(embedding(table, from_vector<int64_t>({1, 8192})),
+                      Catch::Contains("embedding: index 8192 is out of range for a table of 8192 rows"));
+  REQUIRE_THROWS_WITH(embedding(table, from_vector<int64_t>({-1})),
+                      Catch::Contains("embedding: index -1 is out of range for a table of 8192 rows"));
+  REQUIRE_THROWS_AS(embedding(table, from_vector<double>({1.0})), DTypeError);
+}
