@@ -38,8 +38,6 @@ std::vector<double> randn_values(int64_t n, uint64_t seed) {
 
 namespace {
 
-using Gen = std::function<Tensor(DType)>;
-using Run = std::function<Tensor(const Tensors&)>;
 using Ref = std::function<double(const std::vector<double>&)>;
 
 int64_t numel_of(const Shape& s) {
@@ -94,39 +92,30 @@ std::vector<double> distinct(std::vector<double> v, double gap) {
   return v;
 }
 
-// f64 values rounded once into `dt`.
-Tensor make(const std::vector<double>& v, const Shape& shape, DType dt) {
-  NoGradGuard no_grad;
-  Tensor x = from_vector<double>(v, shape);
-  return dt == DType::F64 ? x : to(x, dt);
-}
 
 // ---- input generators ----
 Gen normal(Shape s, double scale = 1.0, double shift = 0.0) {
   std::vector<double> v = randn_values(numel_of(s), next_seed());
   for (double& x : v) x = scale * x + shift;
-  return [v, s](DType dt) { return make(v, s, dt); };
+  return [v, s](DType dt) { return make_input(v, s, dt); };
 }
 Gen uniform(Shape s, double lo, double hi) {
   const std::vector<double> v = uniform_values(numel_of(s), next_seed(), lo, hi);
-  return [v, s](DType dt) { return make(v, s, dt); };
+  return [v, s](DType dt) { return make_input(v, s, dt); };
 }
 // Normal values kept `gap` away from `points`.
 Gen normal_away(Shape s, std::vector<double> points, double gap, double scale = 1.0) {
   std::vector<double> v = randn_values(numel_of(s), next_seed());
   for (double& x : v) x *= scale;
   v = away(std::move(v), points, gap);
-  return [v, s](DType dt) { return make(v, s, dt); };
+  return [v, s](DType dt) { return make_input(v, s, dt); };
 }
 // Normal values, pairwise at least `gap` apart.
 Gen normal_distinct(Shape s, double gap = 0.05, double scale = 1.0) {
   std::vector<double> v = randn_values(numel_of(s), next_seed());
   for (double& x : v) x *= scale;
   v = distinct(std::move(v), gap);
-  return [v, s](DType dt) { return make(v, s, dt); };
-}
-Gen fixed(std::vector<double> v, Shape s) {
-  return [v, s](DType dt) { return make(v, s, dt); };
+  return [v, s](DType dt) { return make_input(v, s, dt); };
 }
 Gen index(std::vector<int64_t> v, Shape s) {
   return [v, s](DType) { return from_vector<int64_t>(v, s); };
@@ -136,10 +125,6 @@ Gen mask(std::vector<uint8_t> v, Shape s) {
     NoGradGuard no_grad;
     return to(from_vector<uint8_t>(v, s), DType::Bool);
   };
-}
-// The transpose of the last two dims of g's tensor (a non-contiguous view).
-Gen transposed(Gen g) {
-  return [g](DType dt) { return transpose(g(dt), -1, -2); };
 }
 // Every `step`-th element along `dim` (a non-contiguous view).
 Gen strided(Gen g, int64_t dim, int64_t step) {
@@ -153,18 +138,7 @@ struct Table {
   std::vector<OpCase> cases;
 
   OpCase& add(OpId op, std::string name, std::vector<Gen> gens, Run run, std::vector<int> grad_inputs) {
-    OpCase c;
-    c.op = op;
-    c.name = std::move(name);
-    c.make_inputs = [gens](DType dt) {
-      Tensors in;
-      for (const Gen& g : gens) in.push_back(g(dt));
-      return in;
-    };
-    c.run = std::move(run);
-    c.grad_inputs = std::move(grad_inputs);
-    c.not_differentiable = c.grad_inputs.empty();
-    cases.push_back(std::move(c));
+    cases.push_back(make_case(op, std::move(name), std::move(gens), std::move(run), std::move(grad_inputs)));
     return cases.back();
   }
   // A case for a non-differentiable op.
@@ -725,6 +699,36 @@ void golden_cases(Table& t) {
 }
 
 }  // namespace
+
+Tensor make_input(const std::vector<double>& v, const Shape& shape, DType dt) {
+  NoGradGuard no_grad;
+  Tensor x = from_vector<double>(v, shape.empty() ? Shape{int64_t(v.size())} : shape);
+  if (shape.empty()) x = reshape(x, {});
+  return dt == DType::F64 ? x : to(x, dt);
+}
+
+Gen fixed(std::vector<double> v, Shape s) {
+  return [v = std::move(v), s = std::move(s)](DType dt) { return make_input(v, s, dt); };
+}
+
+Gen transposed(Gen g) {
+  return [g = std::move(g)](DType dt) { return transpose(g(dt), -1, -2); };
+}
+
+OpCase make_case(OpId op, std::string name, std::vector<Gen> gens, Run run, std::vector<int> grad_inputs) {
+  OpCase c;
+  c.op = op;
+  c.name = std::move(name);
+  c.make_inputs = [gens = std::move(gens)](DType dt) {
+    Tensors in;
+    for (const Gen& g : gens) in.push_back(g(dt));
+    return in;
+  };
+  c.run = std::move(run);
+  c.grad_inputs = std::move(grad_inputs);
+  c.not_differentiable = c.grad_inputs.empty();
+  return c;
+}
 
 const std::vector<OpCase>& all_op_cases() {
   static const std::vector<OpCase> cases = [] {

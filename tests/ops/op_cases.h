@@ -59,6 +59,18 @@ void add_loss_cases(std::vector<OpCase>& cases);
 void add_conv_cases(std::vector<OpCase>& cases);
 void add_norm_cases(std::vector<OpCase>& cases);
 
+// ---- builders shared by the op_cases*.cpp files ----
+using Gen = std::function<Tensor(DType)>;    // makes one input in the requested dtype
+using Run = std::function<Tensor(const Tensors&)>;
+// f64 values rounded once into `dt` (an empty shape makes a 0-d tensor).
+Tensor make_input(const std::vector<double>& v, const Shape& shape, DType dt);
+// Fixed values, rounded into the requested dtype.
+Gen fixed(std::vector<double> v, Shape s);
+// The transpose of the last two dims of g's tensor (a non-contiguous view).
+Gen transposed(Gen g);
+// A case from input generators and a run function; not differentiable when grad_inputs is empty.
+OpCase make_case(OpId op, std::string name, std::vector<Gen> gens, Run run, std::vector<int> grad_inputs);
+
 // ---- helpers shared by the test files ----
 // All elements of t (any dtype, any layout, cpu) as doubles, row-major.
 std::vector<double> values(const Tensor& t);

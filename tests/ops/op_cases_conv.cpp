@@ -8,48 +8,15 @@
 namespace mg::optable {
 namespace {
 
-using Gen = std::function<Tensor(DType)>;
 
-int64_t numel_of(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
 
-// f64 values rounded once into `dt`.
-Tensor make(const std::vector<double>& v, const Shape& shape, DType dt) {
-  NoGradGuard no_grad;
-  Tensor x = from_vector<double>(v, shape);
-  return dt == DType::F64 ? x : to(x, dt);
-}
 
 Gen normal(Shape s) {
   static uint64_t seed = 7000;
-  const std::vector<double> v = randn_values(numel_of(s), ++seed);
-  return [v, s](DType dt) { return make(v, s, dt); };
-}
-Gen fixed(std::vector<double> v, Shape s) {
-  return [v, s](DType dt) { return make(v, s, dt); };
-}
-// The transpose of the last two dims of g's tensor (a non-contiguous view).
-Gen transposed(Gen g) {
-  return [g](DType dt) { return transpose(g(dt), -1, -2); };
+  const std::vector<double> v = randn_values(shape_numel(s), ++seed);
+  return [v, s](DType dt) { return make_input(v, s, dt); };
 }
 
-OpCase make_case(OpId op, std::string name, std::vector<Gen> gens, std::function<Tensor(const Tensors&)> run,
-                 std::vector<int> grad_inputs) {
-  OpCase c;
-  c.op = op;
-  c.name = std::move(name);
-  c.make_inputs = [gens](DType dt) {
-    Tensors in;
-    for (const Gen& g : gens) in.push_back(g(dt));
-    return in;
-  };
-  c.run = std::move(run);
-  c.grad_inputs = std::move(grad_inputs);
-  return c;
-}
 
 // Output size of one spatial dim.
 int64_t osz(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }

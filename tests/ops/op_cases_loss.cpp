@@ -11,42 +11,26 @@
 namespace mg::optable {
 namespace {
 
-using Gen = std::function<Tensor(DType)>;
-using Run = std::function<Tensor(const Tensors&)>;
 
-int64_t numel_of(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
 uint64_t next_seed() {
   static uint64_t seed = 5000;
   return ++seed;
 }
-Tensor make(const std::vector<double>& v, const Shape& shape, DType dt) {
-  NoGradGuard no_grad;
-  Tensor x = from_vector<double>(v, shape);
-  if (shape.empty()) x = reshape(x, {});  // from_vector reads an empty shape as [n]
-  return dt == DType::F64 ? x : to(x, dt);
-}
-Gen fixed(std::vector<double> v, Shape s) {
-  return [v, s](DType dt) { return make(v, s, dt); };
-}
 Gen normal(Shape s, double scale = 1.0, double shift = 0.0) {
-  std::vector<double> v = randn_values(numel_of(s), next_seed());
+  std::vector<double> v = randn_values(shape_numel(s), next_seed());
   for (double& x : v) x = scale * x + shift;
   return fixed(v, s);
 }
 // Uniform in [lo, hi] (from the normal CDF of seeded normal values).
 Gen uniform(Shape s, double lo, double hi) {
-  std::vector<double> v = randn_values(numel_of(s), next_seed());
+  std::vector<double> v = randn_values(shape_numel(s), next_seed());
   for (double& x : v) x = lo + (hi - lo) * 0.5 * std::erfc(-x / std::sqrt(2.0));
   return fixed(v, s);
 }
 // y + d with |d| in [0.2, 1.5] (away from the kink of l1 at x == y and from |d| == 1).
 Gen shifted(const Gen& y, Shape s) {
   const std::vector<double> base = values(y(DType::F64));
-  std::vector<double> d = randn_values(numel_of(s), next_seed());
+  std::vector<double> d = randn_values(shape_numel(s), next_seed());
   std::vector<double> v(base.size());
   for (std::size_t i = 0; i < v.size(); ++i) {
     const double mag = 0.2 + 0.3 * std::fabs(d[i]);
@@ -61,24 +45,10 @@ Gen index(std::vector<int64_t> v, Shape s) {
     return s.empty() ? reshape(t, {}) : t;
   };
 }
-Gen transposed(Gen g) {
-  return [g](DType dt) { return transpose(g(dt), -1, -2); };
-}
 
 OpCase& add(std::vector<OpCase>& cases, OpId op, std::string name, std::vector<Gen> gens, Run run,
             std::vector<int> grad_inputs) {
-  OpCase c;
-  c.op = op;
-  c.name = std::move(name);
-  c.make_inputs = [gens](DType dt) {
-    Tensors in;
-    for (const Gen& g : gens) in.push_back(g(dt));
-    return in;
-  };
-  c.run = std::move(run);
-  c.grad_inputs = std::move(grad_inputs);
-  c.not_differentiable = c.grad_inputs.empty();
-  cases.push_back(std::move(c));
+  cases.push_back(make_case(op, std::move(name), std::move(gens), std::move(run), std::move(grad_inputs)));
   return cases.back();
 }
 OpCase& gold(std::vector<OpCase>& cases, OpId op, std::string name, std::vector<Gen> gens, Run run,

@@ -12,43 +12,14 @@
 namespace mg::optable {
 namespace {
 
-using Gen = std::function<Tensor(DType)>;
 
-int64_t count(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
 
-// f64 values rounded once into dt (integer dtypes untouched).
-Tensor make(const std::vector<double>& v, const Shape& s, DType dt) {
-  NoGradGuard no_grad;
-  const Tensor x = from_vector<double>(v, s);
-  return dt == DType::F64 ? x : to(x, dt);
-}
 Gen normal(const Shape& s, uint64_t seed, double scale = 1.0, double shift = 0.0) {
-  std::vector<double> v = randn_values(count(s), seed);
+  std::vector<double> v = randn_values(shape_numel(s), seed);
   for (double& x : v) x = scale * x + shift;
-  return [v, s](DType dt) { return make(v, s, dt); };
-}
-Gen fixed(std::vector<double> v, Shape s) {
-  return [v = std::move(v), s = std::move(s)](DType dt) { return make(v, s, dt); };
+  return [v, s](DType dt) { return make_input(v, s, dt); };
 }
 
-OpCase make_case(OpId op, std::string name, std::vector<Gen> gens, std::function<Tensor(const Tensors&)> run,
-                 std::vector<int> grad_inputs) {
-  OpCase c;
-  c.op = op;
-  c.name = std::move(name);
-  c.make_inputs = [gens = std::move(gens)](DType dt) {
-    Tensors in;
-    for (const Gen& g : gens) in.push_back(g(dt));
-    return in;
-  };
-  c.run = std::move(run);
-  c.grad_inputs = std::move(grad_inputs);
-  return c;
-}
 
 OpCase golden(OpCase c, std::vector<double> want, Shape shape) {
   c.golden = std::move(want);
