@@ -1,0 +1,52 @@
+#include "ops/attention.h"
+
+#include <cmath>
+
+#include "core/factory.h"
+#include "ops/loss.h"
+#include "ops/norm.h"
+#include "ops/ops.h"
+
+namespace mg {
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                    double dropout_p, bool is_causal, std::optional<double> scale,
+                                    Generator* gen) {
+  const char* op = "scaled_dot_product_attention";
+  MG_CHECK(q.defined() && k.defined() && v.defined(), Error, op, ": query, key and value must be defined");
+  MG_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, ShapeError, op,
+           ": expected query, key and value with at least 2 dims ([..., L, E]); got query ", describe(q),
+           ", key ", describe(k), ", value ", describe(v));
+  const int64_t e = q.size(-1), lq = q.size(-2), lk = k.size(-2);
+  MG_CHECK(k.size(-1) == e, ShapeError, op, ": query has ", e, " features but key has ", k.size(-1),
+           "; got query ", describe(q), ", key ", describe(k));
+  MG_CHECK(v.size(-2) == lk, ShapeError, op, ": key has ", lk, " positions but value has ", v.size(-2),
+           "; got key ", describe(k), ", value ", describe(v));
+  MG_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, Error, op, ": dropout_p must be in [0, 1], got ", dropout_p);
+  const double s = scale.value_or(1.0 / std::sqrt(double(e)));
+
+  Tensor scores = matmul(q, transpose(k, -1, -2)) * s;  // [..., Lq, Lk], lower precision under autocast
+  if (mask.defined()) {
+    const Shape want = scores.shape();
+    const Shape b = broadcast_shapes(mask.shape(), want, op);
+    MG_CHECK(b == want, ShapeError, op, ": mask ", describe(mask), " cannot be broadcast to the scores [..., ",
+             lq, ", ", lk, "] = ", want);
+    if (mask.dtype() == DType::Bool) {
+      scores = masked_fill(scores, eq(mask, scalar_like(0.0, mask)), -INFINITY);
+    } else {
+      MG_CHECK(is_floating(mask.dtype()), DTypeError, op,
+               ": expected a bool or floating mask, got ", describe(mask));
+      scores = scores + mask;
+    }
+  }
+  if (is_causal) {
+    const TensorOptions i64{.dtype = DType::I64, .device = q.device()};
+    const Tensor above = gt(arange(0, lk, 1, i64).unsqueeze(0), arange(0, lq, 1, i64).unsqueeze(1));  // [Lq, Lk]
+    scores = masked_fill(scores, above, -INFINITY);
+  }
+  Tensor weights = softmax(scores, -1);  // [..., Lq, Lk], f32 under autocast
+  if (dropout_p > 0.0) weights = dropout(weights, dropout_p, /*training=*/true, gen);
+  return matmul(weights, v);  // [..., Lq, Ev]
+}
+
+}  // namespace mg

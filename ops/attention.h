@@ -1,0 +1,25 @@
+// Scaled dot-product attention, composed from public ops so autocast treats it as DESIGN §4 asks:
+// the score and value products are `matmul` (lower precision) and the softmax is `softmax` (f32);
+// backward and double backward come from those ops' rules.
+//
+//   mg::Tensor out = mg::scaled_dot_product_attention(q, k, v, mask);   // q [B, H, L, E]
+#pragma once
+#include <optional>
+
+#include "core/generator.h"
+#include "core/tensor.h"
+
+namespace mg {
+
+// softmax(q k^T * scale + mask) v.
+//   q [..., Lq, E], k [..., Lk, E], v [..., Lk, Ev] (leading dims broadcast) -> [..., Lq, Ev].
+//   mask (optional) broadcastable to [..., Lq, Lk]: bool (true = attend) or floating (added to
+//   the scores, e.g. -inf). is_causal masks key j > query i (top-left aligned, as PyTorch).
+//   scale defaults to 1 / sqrt(E); dropout_p drops attention weights (Philox, `gen`) when > 0.
+// A query row whose keys are all masked gives NaN, as in PyTorch.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt,
+                                    Generator* gen = nullptr);
+
+}  // namespace mg

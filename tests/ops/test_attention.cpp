@@ -1,0 +1,133 @@
+// Scaled dot-product attention: values against a hand-written composition, masks (bool, float,
+// causal), gradients in f64, low precision, and shape errors.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "autograd/engine.h"
+#include "ops/attention.h"
+#include "ops/loss.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+using namespace mg;
+using mg::test::values;
+
+namespace {
+
+Tensor rnd(Shape s, uint64_t seed) {
+  Generator g(seed);
+  return randn(s, {.dtype = DType::F64}, &g);
+}
+
+void require_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": got " << got[i] << ", want " << want[i]);
+    REQUIRE(std::fabs(got[i] - want[i]) <= tol * (1.0 + std::fabs(want[i])));
+  }
+}
+
+// Central differences of sum(f(x) * c) with respect to every element of x.
+std::vector<double> numeric_grad(const std::function<Tensor()>& f, Tensor& x, const Tensor& c) {
+  std::vector<double> out;
+  double* p = x.data<double>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double keep = p[i];
+    p[i] = keep + 1e-6;
+    const double up = sum(f() * c).item<double>();
+    p[i] = keep - 1e-6;
+    const double down = sum(f() * c).item<double>();
+    p[i] = keep;
+    out.push_back((up - down) / 2e-6);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("attention equals softmax(q k^T / sqrt(E)) v", "[ops][attention]") {
+  // One query [1, 0] against keys [1, 0] and [0, 1], E = 2: scores = [1, 0] / sqrt(2);
+  // weights = softmax = [1, e^{-1/sqrt2}] / (1 + e^{-1/sqrt2}); out = weights @ [[10], [20]].
+  const Tensor q = from_vector<double>({1, 0}, {1, 2});
+  const Tensor k = from_vector<double>({1, 0, 0, 1}, {2, 2});
+  const Tensor v = from_vector<double>({10, 20}, {2, 1});
+  const double a = std::exp(-1.0 / std::sqrt(2.0));
+  require_close(values(scaled_dot_product_attention(q, k, v)), {(10.0 + 20.0 * a) / (1.0 + a)}, 1e-12);
+
+  const Tensor qb = rnd({2, 3, 4, 8}, 1), kb = rnd({2, 3, 5, 8}, 2), vb = rnd({2, 3, 5, 6}, 3);
+  const Tensor want = matmul(softmax(matmul(qb, transpose(kb, -1, -2)) / std::sqrt(8.0), -1), vb);
+  const Tensor got = scaled_dot_product_attention(qb, kb, vb);
+  REQUIRE(got.shape() == Shape{2, 3, 4, 6});
+  require_close(values(got), values(want), 1e-12);
+}
+
+TEST_CASE("attention masks: bool, additive and causal agree", "[ops][attention]") {
+  const Tensor q = rnd({2, 4, 8}, 4), k = rnd({2, 4, 8}, 5), v = rnd({2, 4, 3}, 6);
+  // causal keeps key j <= query i
+  std::vector<uint8_t> keep;
+  std::vector<double> add;
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      keep.push_back(j <= i);
+      add.push_back(j <= i ? 0.0 : -INFINITY);
+    }
+  }
+  const Tensor bool_mask = from_vector<uint8_t>(keep, {4, 4}).to(DType::Bool);
+  const Tensor float_mask = from_vector<double>(add, {4, 4});
+  const std::vector<double> causal = values(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true));
+  require_close(values(scaled_dot_product_attention(q, k, v, bool_mask)), causal, 1e-12);
+  require_close(values(scaled_dot_product_attention(q, k, v, float_mask)), causal, 1e-12);
+  // the first query attends only to the first key: its output is v[:, 0]
+  const std::vector<double> first = values(select(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true), 1, 0));
+  require_close(first, values(select(v, 1, 0)), 1e-12);
+}
+
+TEST_CASE("attention gradients match central differences in f64", "[ops][attention][grad]") {
+  Tensor q = rnd({2, 3, 4}, 7), k = rnd({2, 5, 4}, 8), v = rnd({2, 5, 2}, 9);
+  const Tensor mask = from_vector<uint8_t>({1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 0, 1, 1, 1}, {3, 5}).to(DType::Bool);
+  const Tensor c = rnd({2, 3, 2}, 10);
+  auto f = [&] { return scaled_dot_product_attention(q, k, v, mask); };
+  q.requires_grad_();
+  k.requires_grad_();
+  v.requires_grad_();
+  const Tensors g = autograd::grad({sum(f() * c)}, {q, k, v});
+  q.requires_grad_(false);
+  k.requires_grad_(false);
+  v.requires_grad_(false);
+  require_close(values(g[0]), numeric_grad(f, q, c), 1e-6);
+  require_close(values(g[1]), numeric_grad(f, k, c), 1e-6);
+  require_close(values(g[2]), numeric_grad(f, v, c), 1e-6);
+}
+
+TEST_CASE("attention in f16 and bf16 stays close to f64", "[ops][attention]") {
+  const Tensor q = rnd({2, 4, 16}, 11), k = rnd({2, 6, 16}, 12), v = rnd({2, 6, 8}, 13);
+  const std::vector<double> ref = values(scaled_dot_product_attention(q, k, v));
+  for (DType t : {DType::F16, DType::BF16}) {
+    const Tensor out = scaled_dot_product_attention(q.to(t), k.to(t), v.to(t));
+    REQUIRE(out.dtype() == t);
+    require_close(values(out), ref, t == DType::F16 ? 1e-2 : 5e-2);
+  }
+}
+
+TEST_CASE("attention dropout is reproducible and p = 0 is exact", "[ops][attention]") {
+  const Tensor q = rnd({4, 8}, 14), k = rnd({4, 8}, 15), v = rnd({4, 8}, 16);
+  require_close(values(scaled_dot_product_attention(q, k, v, Tensor(), 0.0)),
+                values(scaled_dot_product_attention(q, k, v)), 0.0);
+  Generator g1(3), g2(3);
+  const std::vector<double> a = values(scaled_dot_product_attention(q, k, v, Tensor(), 0.5, false, std::nullopt, &g1));
+  const std::vector<double> b = values(scaled_dot_product_attention(q, k, v, Tensor(), 0.5, false, std::nullopt, &g2));
+  REQUIRE(a == b);
+  REQUIRE(a != values(scaled_dot_product_attention(q, k, v)));
+}
+
+TEST_CASE("attention shape errors name both operands", "[ops][attention][errors]") {
+  const Tensor q = zeros({2, 4, 8}), k = zeros({2, 5, 4}), v = zeros({2, 6, 3});
+  MG_REQUIRE_ERROR(scaled_dot_product_attention(q, k, v),
+                   "scaled_dot_product_attention: query has 8 features but key has 4; got query [2, 4, 8] f32 cpu, key [2, 5, 4] f32 cpu");
+  MG_REQUIRE_ERROR(scaled_dot_product_attention(q, zeros({2, 5, 8}), v),
+                   "scaled_dot_product_attention: key has 5 positions but value has 6");
+  MG_REQUIRE_ERROR(scaled_dot_product_attention(q, zeros({2, 5, 8}), zeros({2, 5, 3}), zeros({3, 5}).to(DType::Bool)),
+                   "cannot be broadcast");
+  MG_REQUIRE_ERROR(scaled_dot_product_attention(zeros({8}), k, v), "expected query, key and value with at least 2 dims");
+}
