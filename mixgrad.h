@@ -10,6 +10,7 @@
 #include "core/parallel.h"        // set_num_threads
 #include "core/storage.h"         // cpu_memory_stats
 #include "core/tensor.h"          // Tensor, DType, Device
+#include "nn/module.h"            // nn::Module: parameters, buffers, state dicts
 #include "ops/attention.h"        // scaled_dot_product_attention
 #include "ops/custom_function.h"  // Function<Derived>: user-defined forward/backward
 #include "ops/conv.h"             // conv2d, conv_transpose2d, pooling

@@ -33,6 +33,23 @@ Tensor& Tensor::requires_grad_(bool on) {
   return *this;
 }
 
+void Tensor::set_data(const Tensor& src) const {
+  MG_CHECK(is_leaf(), AutogradError, "set_data: only a leaf tensor's data can be replaced; got ",
+           describe(*this), " with history");
+  MG_CHECK(src.defined(), Error, "set_data: source tensor is undefined");
+  MG_CHECK(!requires_grad() || is_floating(src.dtype()), DTypeError,
+           "set_data: a tensor that requires grad needs floating data, got ", describe(src));
+  TensorImpl* d = checked();
+  const TensorImpl* s = src.impl();
+  d->storage = s->storage;
+  d->shape = s->shape;
+  d->strides = s->strides;
+  d->offset = s->offset;
+  d->dtype = s->dtype;
+  d->is_view = false;
+  d->autograd.grad.reset();
+}
+
 Tensor Tensor::grad() const {
   const auto& g = checked()->autograd.grad;
   return g ? Tensor(g) : Tensor();

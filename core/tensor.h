@@ -95,6 +95,10 @@ class Tensor {
   // Marks a leaf as requiring grad; floating dtypes only.
   Tensor& requires_grad_(bool on = true);
   bool is_leaf() const { return !impl_->autograd.grad_fn; }
+  // Makes this tensor (every handle to it) view `src`'s data: storage, shape, strides, offset and
+  // dtype are replaced, requires_grad is kept, .grad is cleared. For leaves only (module.to(),
+  // loading a state dict); throws for a tensor with history.
+  void set_data(const Tensor& src) const;
   const std::shared_ptr<autograd::Node>& grad_fn() const { return checked()->autograd.grad_fn; }
   uint32_t output_nr() const { return checked()->autograd.output_nr; }
   // Accumulated gradient (undefined until a backward reaches this tensor).

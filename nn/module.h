@@ -1,0 +1,92 @@
+// nn::Module: the base of every layer and model. A module owns named parameters (trainable leaf
+// tensors), buffers (state that is saved but not trained, e.g. batch-norm running statistics) and
+// child modules; names compose with dots ("layer1.0.conv1.weight") as in PyTorch, in registration
+// order. Parameters keep their identity for life: to(dtype)/to(device) and load_state_dict replace
+// their data in place (Tensor::set_data), so handles held by layers and optimizers stay valid.
+//
+//   struct Mlp : mg::nn::Module {
+//     Mlp() : Module("Mlp") { w = register_parameter("w", mg::randn({10, 784}) * 0.01); }
+//     mg::Tensor w;
+//   };
+//   auto m = std::make_shared<Mlp>();  m->to(mg::DType::BF16);  auto sd = m->state_dict();
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace mg::nn {
+
+// Named tensors in registration order (a state dict, named_parameters(), ...).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  explicit Module(std::string type_name);
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // ---- registration (names: non-empty, no dots, unique within the module) ----
+  // Registers `t` as a parameter (a leaf; requires_grad as given) and returns a handle to it.
+  Tensor register_parameter(const std::string& name, const Tensor& t, bool requires_grad = true);
+  // Registers state that is saved and moved with the module but not trained.
+  Tensor register_buffer(const std::string& name, const Tensor& t);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+
+  // ---- traversal (recursive, registration order) ----
+  Tensors parameters() const;
+  NamedTensors named_parameters() const;
+  Tensors buffers() const;
+  NamedTensors named_buffers() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  // This module ("") and every descendant with its dotted path.
+  std::vector<std::pair<std::string, const Module*>> named_modules() const;
+  int64_t num_parameters(bool trainable_only = false) const;
+
+  // ---- modes, dtypes, devices ----
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // Casts floating parameters and buffers to `dtype`, except inside modules for which `keep`
+  // returns true (e.g. keep batch norm in f32 for O2 training).
+  void to(DType dtype, const std::function<bool(const Module&)>& keep = nullptr);
+  void to(Device device);
+  // Clears the gradients of all parameters (set_to_none: drop them; else zero them in place).
+  void zero_grad(bool set_to_none = true);
+
+  // ---- state ----
+  // Parameters then buffers, with dotted names.
+  NamedTensors state_dict() const;
+  // Copies values in (casting to each tensor's dtype). strict: the key sets must match. Every
+  // problem (missing, unexpected, shape mismatch) is listed in one error and nothing is changed.
+  void load_state_dict(const NamedTensors& state, bool strict = true);
+
+  const std::string& type_name() const { return type_name_; }
+  // A printable tree like PyTorch's repr: "Mlp(\n  (fc1): Linear(in=784, out=10, bias=true)\n)".
+  std::string str() const;
+
+ protected:
+  // One line of configuration shown after the type name, e.g. "in=784, out=10, bias=true".
+  virtual std::string extra_repr() const { return ""; }
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Module> m);
+  void check_new_name(const std::string& name, const char* what) const;
+  void collect(const std::string& prefix, bool params, NamedTensors& out) const;
+
+  std::string type_name_;
+  bool training_ = true;
+  NamedTensors params_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+}  // namespace mg::nn

@@ -1,0 +1,172 @@
+// nn::Module: registration, dotted names, traversal, train/eval, to(dtype) with kept module
+// types, zero_grad, state dict round trip and strict-load errors, the printed tree.
+#include <catch2/catch.hpp>
+
+#include "autograd/grad_mode.h"
+#include "nn/module.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+using namespace mg;
+using mg::test::values;
+
+namespace {
+
+// Stand-ins for real layers (the layer library comes with the nn issue).
+struct Affine : nn::Module {
+  Affine(int64_t in, int64_t out, bool bias = true) : Module("Affine"), in_(in), out_(out) {
+    weight = register_parameter("weight", full({out, in}, 0.5));
+    if (bias) this->bias = register_parameter("bias", zeros({out}));
+  }
+  Tensor forward(const Tensor& x) const { return linear(x, weight, bias); }
+  std::string extra_repr() const override {
+    return str_cat("in=", in_, ", out=", out_, ", bias=", bias.defined() ? "true" : "false");
+  }
+  Tensor weight, bias;
+  int64_t in_, out_;
+};
+
+struct Norm : nn::Module {
+  explicit Norm(int64_t c) : Module("Norm") {
+    weight = register_parameter("weight", ones({c}));
+    running_mean = register_buffer("running_mean", zeros({c}));
+  }
+  Tensor weight, running_mean;
+};
+
+struct Block : nn::Module {
+  Block() : Module("Block") {
+    fc = register_module("fc", std::make_shared<Affine>(3, 2));
+    norm = register_module("norm", std::make_shared<Norm>(2));
+  }
+  std::shared_ptr<Affine> fc;
+  std::shared_ptr<Norm> norm;
+};
+
+struct Net : nn::Module {
+  Net() : Module("Net") {
+    layer1 = register_module("layer1", std::make_shared<Block>());
+    head = register_module("head", std::make_shared<Affine>(2, 1, false));
+  }
+  std::shared_ptr<Block> layer1;
+  std::shared_ptr<Affine> head;
+};
+
+std::vector<std::string> names(const nn::NamedTensors& list) {
+  std::vector<std::string> out;
+  for (const auto& [n, t] : list) out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("named parameters, buffers and modules use dotted paths in registration order", "[nn][module]") {
+  Net net;
+  REQUIRE(names(net.named_parameters()) ==
+          std::vector<std::string>{"layer1.fc.weight", "layer1.fc.bias", "layer1.norm.weight", "head.weight"});
+  REQUIRE(names(net.named_buffers()) == std::vector<std::string>{"layer1.norm.running_mean"});
+  std::vector<std::string> mods;
+  for (auto& [n, m] : net.named_modules()) mods.push_back(n + ":" + m->type_name());
+  REQUIRE(mods == std::vector<std::string>{":Net", "layer1:Block", "layer1.fc:Affine", "layer1.norm:Norm", "head:Affine"});
+  REQUIRE(net.num_parameters() == 6 + 2 + 2 + 2);
+  REQUIRE(net.parameters()[0].is_same(net.layer1->fc->weight));
+  REQUIRE(net.parameters()[0].requires_grad());
+  REQUIRE(!net.buffers()[0].requires_grad());
+}
+
+TEST_CASE("registration errors", "[nn][module][errors]") {
+  Affine a(2, 2);
+  MG_REQUIRE_ERROR(a.register_parameter("weight", zeros({1})), "Affine: parameter name \"weight\" is already registered");
+  MG_REQUIRE_ERROR(a.register_buffer("a.b", zeros({1})), "Affine: buffer name \"a.b\" must be non-empty and contain no '.'");
+  MG_REQUIRE_ERROR(a.register_parameter("idx", arange(0, 3)), "Affine: parameter \"idx\" must be floating, got [3] i64 cpu");
+}
+
+TEST_CASE("train and eval propagate to children", "[nn][module]") {
+  Net net;
+  REQUIRE(net.layer1->norm->is_training());
+  net.eval();
+  REQUIRE(!net.is_training());
+  REQUIRE(!net.layer1->norm->is_training());
+  net.train();
+  REQUIRE(net.head->is_training());
+}
+
+TEST_CASE("to(dtype) converts in place and can keep chosen module types in f32", "[nn][module]") {
+  Net net;
+  const Tensor w = net.layer1->fc->weight;  // a handle taken before the cast
+  net.to(DType::F16, [](const nn::Module& m) { return m.type_name() == "Norm"; });
+  REQUIRE(w.dtype() == DType::F16);  // the same parameter, converted in place
+  REQUIRE(net.layer1->fc->bias.dtype() == DType::F16);
+  REQUIRE(net.head->weight.dtype() == DType::F16);
+  REQUIRE(net.layer1->norm->weight.dtype() == DType::F32);
+  REQUIRE(net.layer1->norm->running_mean.dtype() == DType::F32);
+  REQUIRE(w.requires_grad());
+  // the converted layer still trains: an f16 forward gives f16 gradients to f16 parameters
+  const Tensor y = net.layer1->fc->forward(ones({4, 3}, {.dtype = DType::F16}));
+  y.sum().backward();
+  REQUIRE(w.grad().dtype() == DType::F16);
+  REQUIRE(values(w.grad()) == std::vector<double>(6, 4.0));
+}
+
+TEST_CASE("zero_grad clears or zeroes gradients", "[nn][module]") {
+  Affine a(3, 2);
+  a.forward(ones({1, 3})).sum().backward();
+  REQUIRE(a.weight.grad().defined());
+  a.zero_grad(/*set_to_none=*/false);
+  REQUIRE(values(a.weight.grad()) == std::vector<double>(6, 0.0));
+  a.zero_grad();
+  REQUIRE(!a.weight.grad().defined());
+}
+
+TEST_CASE("state dict round trip", "[nn][module]") {
+  Net src, dst;
+  {
+    NoGradGuard no_grad;
+    src.layer1->fc->weight.copy_(arange(0, 6, 1, {.dtype = DType::F32}).view({2, 3}));
+    src.layer1->norm->running_mean.fill_(7.0);
+  }
+  const nn::NamedTensors sd = src.state_dict();
+  REQUIRE(names(sd).size() == 5);
+  const Tensor handle = dst.layer1->fc->weight;
+  dst.load_state_dict(sd);
+  REQUIRE(values(handle) == std::vector<double>{0, 1, 2, 3, 4, 5});  // loaded into the same parameter
+  REQUIRE(values(dst.layer1->norm->running_mean) == std::vector<double>{7, 7});
+  REQUIRE(handle.storage().data() != src.layer1->fc->weight.storage().data());  // a copy, not an alias
+  // values are cast to the destination's dtype
+  Net half;
+  half.to(DType::BF16);
+  half.load_state_dict(sd);
+  REQUIRE(half.layer1->fc->weight.dtype() == DType::BF16);
+  REQUIRE(values(half.layer1->fc->weight) == std::vector<double>{0, 1, 2, 3, 4, 5});
+}
+
+TEST_CASE("strict loading lists every problem and changes nothing", "[nn][module][errors]") {
+  Net net;
+  nn::NamedTensors sd = net.state_dict();
+  sd.erase(sd.begin());                                        // missing layer1.fc.weight
+  sd.emplace_back("layer1.extra", zeros({1}));                 // unexpected
+  sd[0].second = zeros({5});                                    // layer1.fc.bias: wrong shape
+  const std::vector<double> before = values(net.layer1->norm->weight);
+  const std::string msg = mg::test::error_of([&] { net.load_state_dict(sd); });
+  REQUIRE_THAT(msg, Catch::Matchers::Contains("Net.load_state_dict: the state does not match the module; nothing was loaded"));
+  REQUIRE_THAT(msg, Catch::Matchers::Contains("missing keys (1):\n    layer1.fc.weight"));
+  REQUIRE_THAT(msg, Catch::Matchers::Contains("unexpected keys (1):\n    layer1.extra"));
+  REQUIRE_THAT(msg, Catch::Matchers::Contains("shape mismatches (1):\n    layer1.fc.bias: checkpoint [5] f32 cpu, model [2] f32 cpu"));
+  REQUIRE(values(net.layer1->norm->weight) == before);
+  // non-strict: missing/unexpected keys are allowed, shape mismatches are not
+  sd[0].second = zeros({2});
+  net.load_state_dict(sd, /*strict=*/false);
+  REQUIRE(values(net.layer1->fc->bias) == std::vector<double>{0, 0});
+}
+
+TEST_CASE("the module tree prints like PyTorch's repr", "[nn][module]") {
+  Net net;
+  REQUIRE(net.str() ==
+          "Net(\n"
+          "  (layer1): Block(\n"
+          "    (fc): Affine(in=3, out=2, bias=true)\n"
+          "    (norm): Norm()\n"
+          "  )\n"
+          "  (head): Affine(in=2, out=1, bias=false)\n"
+          ")");
+}
