@@ -15,4 +15,14 @@ void register_kernel(OpId op, DeviceType device, DType dtype, KernelFn fn);
 KernelFn find_kernel(OpId op, DeviceType device, DType dtype);
 bool has_kernel(OpId op, DeviceType device, DType dtype);
 
+// Registers K<T>::fn as the CPU kernel of `op` for f64, f32, f16 and bf16, where K is a template
+// exposing a KernelFn: template <typename T> struct MyK { static constexpr KernelFn fn = my_kernel<T>; };
+template <template <typename> class K>
+void register_cpu_floating(OpId op) {
+  register_kernel(op, DeviceType::CPU, DType::F64, K<double>::fn);
+  register_kernel(op, DeviceType::CPU, DType::F32, K<float>::fn);
+  register_kernel(op, DeviceType::CPU, DType::F16, K<Half>::fn);
+  register_kernel(op, DeviceType::CPU, DType::BF16, K<BFloat16>::fn);
+}
+
 }  // namespace mg

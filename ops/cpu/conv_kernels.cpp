@@ -180,13 +180,6 @@ void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttr
   }
 }
 
-template <template <typename> class K>
-void reg_all(OpId op) {
-  register_kernel(op, DeviceType::CPU, DType::F64, K<double>::fn);
-  register_kernel(op, DeviceType::CPU, DType::F32, K<float>::fn);
-  register_kernel(op, DeviceType::CPU, DType::F16, K<Half>::fn);
-  register_kernel(op, DeviceType::CPU, DType::BF16, K<BFloat16>::fn);
-}
 template <typename T> struct Conv2dK { static constexpr KernelFn fn = conv2d_kernel<T>; };
 template <typename T> struct Conv2dBwInK { static constexpr KernelFn fn = conv2d_backward_input_kernel<T>; };
 template <typename T> struct ConvTK { static constexpr KernelFn fn = conv_transpose2d_kernel<T>; };
@@ -198,10 +191,10 @@ void register_pool_kernels();  // ops/cpu/pool_kernels.cpp
 
 void register_conv_kernels() {
   register_pool_kernels();
-  reg_all<Conv2dK>(OpId::conv2d);
-  reg_all<Conv2dBwInK>(OpId::conv2d_backward_input);
-  reg_all<Conv2dBwWK>(OpId::conv2d_backward_weight);
-  reg_all<ConvTK>(OpId::conv_transpose2d);
+  register_cpu_floating<Conv2dK>(OpId::conv2d);
+  register_cpu_floating<Conv2dBwInK>(OpId::conv2d_backward_input);
+  register_cpu_floating<Conv2dBwWK>(OpId::conv2d_backward_weight);
+  register_cpu_floating<ConvTK>(OpId::conv_transpose2d);
 }
 
 }  // namespace mg::cpu

@@ -155,13 +155,6 @@ void avg_pool2d_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   });
 }
 
-template <template <typename> class K>
-void reg_all(OpId op) {
-  register_kernel(op, DeviceType::CPU, DType::F64, K<double>::fn);
-  register_kernel(op, DeviceType::CPU, DType::F32, K<float>::fn);
-  register_kernel(op, DeviceType::CPU, DType::F16, K<Half>::fn);
-  register_kernel(op, DeviceType::CPU, DType::BF16, K<BFloat16>::fn);
-}
 template <typename T> struct MaxK { static constexpr KernelFn fn = max_pool2d_kernel<T, false>; };
 template <typename T> struct MaxIdxK { static constexpr KernelFn fn = max_pool2d_kernel<T, true>; };
 template <typename T> struct AvgK { static constexpr KernelFn fn = avg_pool2d_kernel<T, OpId::avg_pool2d>; };
@@ -176,12 +169,12 @@ template <typename T> struct AdaBwK {
 }  // namespace
 
 void register_pool_kernels() {
-  reg_all<MaxK>(OpId::max_pool2d);
-  reg_all<MaxIdxK>(OpId::max_pool2d_indices);
-  reg_all<AvgK>(OpId::avg_pool2d);
-  reg_all<AvgBwK>(OpId::avg_pool2d_backward);
-  reg_all<AdaK>(OpId::adaptive_avg_pool2d);
-  reg_all<AdaBwK>(OpId::adaptive_avg_pool2d_backward);
+  register_cpu_floating<MaxK>(OpId::max_pool2d);
+  register_cpu_floating<MaxIdxK>(OpId::max_pool2d_indices);
+  register_cpu_floating<AvgK>(OpId::avg_pool2d);
+  register_cpu_floating<AvgBwK>(OpId::avg_pool2d_backward);
+  register_cpu_floating<AdaK>(OpId::adaptive_avg_pool2d);
+  register_cpu_floating<AdaBwK>(OpId::adaptive_avg_pool2d_backward);
 }
 
 }  // namespace mg::cpu
