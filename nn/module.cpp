@@ -72,6 +72,20 @@ Tensors Module::buffers() const {
   return out;
 }
 
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& [name, child] : children_) out.push_back(child);
+  return out;
+}
+
+std::vector<const Module*> Module::modules() const {
+  std::vector<const Module*> out;
+  for (const auto& [name, m] : named_modules()) out.push_back(m);
+  return out;
+}
+
+std::string Module::layer_name() const { return type_name_ + "(" + extra_repr() + ")"; }
+
 std::vector<std::pair<std::string, const Module*>> Module::named_modules() const {
   std::vector<std::pair<std::string, const Module*>> out{{"", this}};
   for (const auto& [name, child] : children_) {

@@ -40,6 +40,11 @@ class Module {
     add_child(name, m);
     return m;
   }
+  // Constructs and registers a layer from its options: register_module<Linear>("fc", {.in = 4, .out = 2}).
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, typename M::Options options) {
+    return register_module(name, std::make_shared<M>(std::move(options)));
+  }
 
   // ---- traversal (recursive, registration order) ----
   Tensors parameters() const;
@@ -47,8 +52,10 @@ class Module {
   Tensors buffers() const;
   NamedTensors named_buffers() const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  std::vector<std::shared_ptr<Module>> children() const;
   // This module ("") and every descendant with its dotted path.
   std::vector<std::pair<std::string, const Module*>> named_modules() const;
+  std::vector<const Module*> modules() const;
   int64_t num_parameters(bool trainable_only = false) const;
 
   // ---- modes, dtypes, devices ----
@@ -70,6 +77,9 @@ class Module {
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
   const std::string& type_name() const { return type_name_; }
+  // The type with its configuration, "Linear(in=784, out=10, bias=true)": how layers name
+  // themselves in error messages.
+  std::string layer_name() const;
   // A printable tree like PyTorch's repr: "Mlp(\n  (fc1): Linear(in=784, out=10, bias=true)\n)".
   std::string str() const;
 
@@ -88,5 +98,23 @@ class Module {
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
+
+// A module mapping one tensor to one tensor: every layer that can sit in a Sequential.
+class UnaryModule : public Module {
+ public:
+  using Module::Module;
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+};
+
+// make<Linear>({.in = 4, .out = 2}) / make<ReLU>(): a shared layer from its options.
+template <typename M>
+std::shared_ptr<M> make(typename M::Options options) {
+  return std::make_shared<M>(std::move(options));
+}
+template <typename M>
+std::shared_ptr<M> make() {
+  return std::make_shared<M>();
+}
 
 }  // namespace mg::nn

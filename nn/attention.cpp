@@ -1,0 +1,89 @@
+#include "nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/factory.h"
+#include "nn/init.h"
+#include "ops/attention.h"
+#include "ops/ops.h"
+
+namespace mg::nn {
+
+MultiheadAttention::MultiheadAttention(Options o) : Module("MultiheadAttention"), options_(o) {
+  MG_CHECK(o.embed_dim > 0 && o.num_heads > 0 && o.embed_dim % o.num_heads == 0, Error,
+           "MultiheadAttention: num_heads (", o.num_heads, ") must be positive and divide embed_dim (", o.embed_dim,
+           ")");
+  MG_CHECK(o.dropout >= 0 && o.dropout < 1, Error, "MultiheadAttention: dropout must be in [0, 1), got ", o.dropout);
+  const int64_t e = o.embed_dim;
+  in_proj_weight = register_parameter("in_proj_weight", empty({3 * e, e}));
+  if (o.bias) in_proj_bias = register_parameter("in_proj_bias", empty({3 * e}));
+  out_proj = register_module<Linear>("out_proj", {.in = e, .out = e, .bias = o.bias});
+  reset_parameters();
+}
+
+void MultiheadAttention::reset_parameters() {
+  init::xavier_uniform_(in_proj_weight);
+  if (in_proj_bias.defined()) init::zeros_(in_proj_bias);
+  if (out_proj->bias.defined()) init::zeros_(out_proj->bias);
+}
+
+Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                   const Tensor& key_padding_mask, const Tensor& attn_mask) {
+  const int64_t e = options_.embed_dim, h = options_.num_heads, d = e / h;
+  const std::string name = layer_name();
+  auto shape_of = [](const Tensor& t) { return t.defined() ? str_cat(t.shape()) : std::string("undefined"); };
+  MG_CHECK(query.defined() && query.dim() == 3 && query.size(2) == e, ShapeError, name,
+           ": expected query [B, L, ", e, "], got query ", shape_of(query));
+  const int64_t b = query.size(0), l = query.size(1);
+  MG_CHECK(key.defined() && value.defined() && key.dim() == 3 && value.dim() == 3 && key.size(0) == b &&
+               value.size(0) == b && key.size(2) == e && value.size(2) == e && key.size(1) == value.size(1),
+           ShapeError, name, ": expected key and value [", b, ", S, ", e, "] (batch of the query), got query ",
+           query.shape(), ", key ", shape_of(key), ", value ", shape_of(value));
+  const int64_t s = key.size(1);
+
+  // Projections with slices of the packed in_proj weight: q/k/v [B, *, E] -> [B, H, *, d].
+  auto project = [&](const Tensor& x, int64_t which) {
+    const Tensor w = in_proj_weight.narrow(0, which * e, e);
+    const Tensor bias = in_proj_bias.defined() ? in_proj_bias.narrow(0, which * e, e) : Tensor();
+    const Tensor y = linear(x, w, bias);
+    return y.reshape({x.size(0), x.size(1), h, d}).transpose(1, 2);
+  };
+  const Tensor q = project(query, 0), k = project(key, 1), v = project(value, 2);
+
+  // One additive mask [B or 1, H or 1, L, S] from both masks (true = excluded -> -inf).
+  Tensor mask;
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  if (attn_mask.defined()) {
+    const bool ok = (attn_mask.dim() == 2 && attn_mask.size(0) == l && attn_mask.size(1) == s) ||
+                    (attn_mask.dim() == 3 && attn_mask.size(0) == b * h && attn_mask.size(1) == l &&
+                     attn_mask.size(2) == s);
+    MG_CHECK(ok, ShapeError, name, ": expected attn_mask [", l, ", ", s, "] or [", b * h, ", ", l, ", ", s,
+             "] (B*H, L, S), got attn_mask ", attn_mask.shape(), " for query ", query.shape(), ", key ", key.shape());
+    Tensor m = attn_mask.dtype() == DType::Bool
+                   ? masked_fill(zeros(attn_mask.shape(), {.device = attn_mask.device()}), attn_mask, neg_inf)
+                   : attn_mask;
+    mask = attn_mask.dim() == 3 ? m.reshape({b, h, l, s}) : m;
+  }
+  if (key_padding_mask.defined()) {
+    MG_CHECK(key_padding_mask.dim() == 2 && key_padding_mask.size(0) == b && key_padding_mask.size(1) == s,
+             ShapeError, name, ": expected key_padding_mask [", b, ", ", s, "] (B, S), got key_padding_mask ",
+             key_padding_mask.shape(), " for key ", key.shape());
+    MG_CHECK(key_padding_mask.dtype() == DType::Bool, DTypeError, name,
+             ": key_padding_mask must be bool (true = padding), got ", describe(key_padding_mask));
+    Tensor pad = masked_fill(zeros({b, 1, 1, s}, {.device = key_padding_mask.device()}),
+                             key_padding_mask.reshape({b, 1, 1, s}), neg_inf);
+    mask = mask.defined() ? add(mask, pad) : pad;
+  }
+
+  const double p = is_training() ? options_.dropout : 0.0;
+  const Tensor att = scaled_dot_product_attention(q, k, v, mask, p, false, std::nullopt, options_.generator);
+  // [B, H, L, d] -> [B, L, E]
+  return out_proj->forward(att.transpose(1, 2).reshape({b, l, e}));
+}
+
+std::string MultiheadAttention::extra_repr() const {
+  return str_cat("embed_dim=", options_.embed_dim, ", num_heads=", options_.num_heads, ", dropout=", options_.dropout);
+}
+
+}  // namespace mg::nn

@@ -1,0 +1,50 @@
+// MultiheadAttention with PyTorch's parameter names and mask conventions (batch-first only).
+//
+//   auto mha = nn::make<nn::MultiheadAttention>({.embed_dim = 256, .num_heads = 4});
+//   mg::Tensor y = mha->forward(x, x, x, /*key_padding_mask=*/pad);   // x [B, L, 256] -> [B, L, 256]
+#pragma once
+#include <memory>
+
+#include "core/generator.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace mg::nn {
+
+struct MultiheadAttentionOptions {
+  int64_t embed_dim = 0;          // E, split over the heads
+  int64_t num_heads = 1;          // H, must divide E
+  double dropout = 0.0;           // on the attention weights, in training
+  bool bias = true;               // in_proj_bias and out_proj.bias
+  Generator* generator = nullptr; // dropout stream; the default generator when null
+};
+
+// out = out_proj(concat_h softmax(q_h k_h^T / sqrt(E/H) + mask) v_h) with [q; k; v] = in_proj(x).
+// The score and value products are lower-precision ops, the softmax an fp32 op (DESIGN §4).
+// Parameters: in_proj_weight [3E, E] (xavier_uniform), in_proj_bias [3E] (zeros), out_proj
+// (Linear E -> E, bias zeros) — the names and inits of torch.nn.MultiheadAttention.
+class MultiheadAttention : public Module {
+ public:
+  using Options = MultiheadAttentionOptions;
+  explicit MultiheadAttention(Options options);
+  void reset_parameters();
+
+  // query [B, L, E], key/value [B, S, E] -> [B, L, E].
+  // key_padding_mask: bool [B, S], true = this key is padding (ignored), as PyTorch.
+  // attn_mask: bool [L, S] or [B*H, L, S] with true = NOT allowed to attend (PyTorch's
+  //   convention), or floating, added to the scores (e.g. -inf above the diagonal for causal).
+  Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                 const Tensor& key_padding_mask = Tensor(), const Tensor& attn_mask = Tensor());
+
+  Tensor in_proj_weight;  // [3E, E]
+  Tensor in_proj_bias;    // [3E] or undefined
+  std::shared_ptr<Linear> out_proj;
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+}  // namespace mg::nn

@@ -1,0 +1,75 @@
+// Containers: Sequential (a chain of unary layers), ModuleList (an indexed list of modules whose
+// forward the owner writes) and Functional (a function as a layer, e.g. a reshape in a Sequential).
+//
+//   auto mlp = nn::Sequential({nn::make<nn::Linear>({.in = 784, .out = 256}), nn::make<nn::ReLU>(),
+//                              nn::make<nn::Linear>({.in = 256, .out = 10})});
+//   mg::Tensor logits = mlp(x);                     // parameters named "0.weight", "2.bias", ...
+#pragma once
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace mg::nn {
+
+class Sequential : public UnaryModule {
+ public:
+  Sequential() : UnaryModule("Sequential") {}
+  // Children named "0", "1", ... in order.
+  explicit Sequential(std::vector<std::shared_ptr<UnaryModule>> layers);
+  // Appends a layer named by its position (or by `name`).
+  void push_back(std::shared_ptr<UnaryModule> layer);
+  void push_back(const std::string& name, std::shared_ptr<UnaryModule> layer);
+  // Runs the layers in order.
+  Tensor forward(const Tensor& x) override;
+
+  std::size_t size() const { return layers_.size(); }
+  const std::shared_ptr<UnaryModule>& operator[](std::size_t i) const;
+  // The i-th layer as its concrete type; an error when it is another type.
+  template <typename M>
+  std::shared_ptr<M> at(std::size_t i) const {
+    auto m = std::dynamic_pointer_cast<M>((*this)[i]);
+    MG_CHECK(m != nullptr, Error, "Sequential: layer ", i, " is a ", (*this)[i]->type_name(),
+             ", not the requested type");
+    return m;
+  }
+
+ private:
+  std::vector<std::shared_ptr<UnaryModule>> layers_;
+};
+
+class ModuleList : public Module {
+ public:
+  ModuleList() : Module("ModuleList") {}
+  explicit ModuleList(std::vector<std::shared_ptr<Module>> modules);
+  // Appends a module named by its position.
+  void push_back(std::shared_ptr<Module> m);
+  std::size_t size() const { return modules_.size(); }
+  const std::shared_ptr<Module>& operator[](std::size_t i) const;
+  template <typename M>
+  std::shared_ptr<M> at(std::size_t i) const {
+    auto m = std::dynamic_pointer_cast<M>((*this)[i]);
+    MG_CHECK(m != nullptr, Error, "ModuleList: module ", i, " is a ", (*this)[i]->type_name(),
+             ", not the requested type");
+    return m;
+  }
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// A parameter-free layer from a function: Functional([](const Tensor& x) { return x.flatten(1); }).
+class Functional : public UnaryModule {
+ public:
+  explicit Functional(std::function<Tensor(const Tensor&)> f, std::string name = "Functional")
+      : UnaryModule(std::move(name)), f_(std::move(f)) {}
+  Tensor forward(const Tensor& x) override { return f_(x); }
+
+ private:
+  std::function<Tensor(const Tensor&)> f_;
+};
+
+}  // namespace mg::nn

@@ -1,0 +1,113 @@
+#include "nn/conv.h"
+
+#include <cmath>
+
+#include "core/factory.h"
+#include "nn/init.h"
+#include "ops/conv.h"
+
+namespace mg::nn {
+namespace {
+
+// Shared checks of both convolution layers' options.
+void check_geometry(const char* layer, int64_t in, int64_t out, const Size2& kernel, const Size2& stride,
+                    const Size2& padding, const Size2& dilation, int64_t groups) {
+  MG_CHECK(in > 0 && out > 0, Error, layer, ": in and out channels must be positive, got in=", in, ", out=", out);
+  MG_CHECK(kernel.h > 0 && kernel.w > 0, Error, layer, ": kernel must be positive, got ", kernel.str(),
+           "\n  hint: set .kernel, e.g. .kernel = 3");
+  MG_CHECK(stride.h > 0 && stride.w > 0 && dilation.h > 0 && dilation.w > 0, Error, layer,
+           ": stride and dilation must be positive, got stride=", stride.str(), ", dilation=", dilation.str());
+  MG_CHECK(padding.h >= 0 && padding.w >= 0, Error, layer, ": padding must be non-negative, got ", padding.str());
+  MG_CHECK(groups > 0 && in % groups == 0 && out % groups == 0, Error, layer, ": groups (", groups,
+           ") must divide in (", in, ") and out (", out, ")");
+}
+
+// Default init of a conv weight and bias (PyTorch's reset_parameters): kaiming_uniform(a = sqrt 5)
+// for the weight, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for the bias.
+void reset_conv(Tensor& weight, Tensor& bias) {
+  init::kaiming_uniform_(weight, {.a = std::sqrt(5.0)});
+  if (bias.defined()) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(init::fan_in_and_fan_out(weight).first));
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+mg::Conv2dOptions op_options(const Size2& stride, const Size2& padding, const Size2& dilation, int64_t groups) {
+  return {.stride = stride.array(), .padding = padding.array(), .dilation = dilation.array(), .groups = groups};
+}
+
+// The input must be [N, in, H, W] and the padded input at least as large as the dilated kernel.
+void check_input(const std::string& layer, const Tensor& x, int64_t in, const Tensor& weight, const Size2& kernel,
+                 const Size2& padding, const Size2& dilation, bool transposed) {
+  MG_CHECK(x.defined(), ShapeError, layer, ": input is undefined");
+  MG_CHECK(x.dim() == 4 && x.size(1) == in, ShapeError, layer, ": expected input [N, ", in,
+           ", H, W] (4-D with ", in, " channels), got input ", x.shape(), ", weight ", weight.shape());
+  if (transposed) return;
+  const int64_t eff_h = dilation.h * (kernel.h - 1) + 1, eff_w = dilation.w * (kernel.w - 1) + 1;
+  MG_CHECK(x.size(2) + 2 * padding.h >= eff_h && x.size(3) + 2 * padding.w >= eff_w, ShapeError, layer,
+           ": kernel ", kernel.str(), " (dilated ", eff_h, "x", eff_w, ") is larger than the padded input ",
+           x.size(2) + 2 * padding.h, "x", x.size(3) + 2 * padding.w, "; got input ", x.shape(), ", weight ",
+           weight.shape());
+}
+
+std::string geometry_repr(int64_t in, int64_t out, const Size2& kernel, const Size2& stride, const Size2& padding,
+                          const Size2& dilation, int64_t groups, bool bias) {
+  std::string s = str_cat(in, ", ", out, ", kernel=", kernel.str(), ", stride=", stride.str());
+  if (padding != Size2(0)) s += ", padding=" + padding.str();
+  if (dilation != Size2(1)) s += ", dilation=" + dilation.str();
+  if (groups != 1) s += str_cat(", groups=", groups);
+  if (!bias) s += ", bias=false";
+  return s;
+}
+
+}  // namespace
+
+Conv2d::Conv2d(Options o) : UnaryModule("Conv2d"), options_(o) {
+  check_geometry("Conv2d", o.in, o.out, o.kernel, o.stride, o.padding, o.dilation, o.groups);
+  weight = register_parameter("weight", empty({o.out, o.in / o.groups, o.kernel.h, o.kernel.w}));
+  if (o.bias) bias = register_parameter("bias", empty({o.out}));
+  reset_parameters();
+}
+
+void Conv2d::reset_parameters() { reset_conv(weight, bias); }
+
+Tensor Conv2d::forward(const Tensor& x) {
+  const Options& o = options_;
+  check_input(layer_name(), x, o.in, weight, o.kernel, o.padding, o.dilation, false);
+  return conv2d(x, weight, bias, op_options(o.stride, o.padding, o.dilation, o.groups));
+}
+
+std::string Conv2d::extra_repr() const {
+  const Options& o = options_;
+  return geometry_repr(o.in, o.out, o.kernel, o.stride, o.padding, o.dilation, o.groups, o.bias);
+}
+
+ConvTranspose2d::ConvTranspose2d(Options o) : UnaryModule("ConvTranspose2d"), options_(o) {
+  check_geometry("ConvTranspose2d", o.in, o.out, o.kernel, o.stride, o.padding, o.dilation, o.groups);
+  MG_CHECK(o.output_padding.h >= 0 && o.output_padding.w >= 0 &&
+               (o.output_padding.h < o.stride.h || o.output_padding.h < o.dilation.h) &&
+               (o.output_padding.w < o.stride.w || o.output_padding.w < o.dilation.w),
+           Error, "ConvTranspose2d: output_padding ", o.output_padding.str(),
+           " must be smaller than the stride or the dilation");
+  weight = register_parameter("weight", empty({o.in, o.out / o.groups, o.kernel.h, o.kernel.w}));
+  if (o.bias) bias = register_parameter("bias", empty({o.out}));
+  reset_parameters();
+}
+
+void ConvTranspose2d::reset_parameters() { reset_conv(weight, bias); }
+
+Tensor ConvTranspose2d::forward(const Tensor& x) {
+  const Options& o = options_;
+  check_input(layer_name(), x, o.in, weight, o.kernel, o.padding, o.dilation, true);
+  return conv_transpose2d(x, weight, bias, op_options(o.stride, o.padding, o.dilation, o.groups),
+                          o.output_padding.array());
+}
+
+std::string ConvTranspose2d::extra_repr() const {
+  const Options& o = options_;
+  std::string s = geometry_repr(o.in, o.out, o.kernel, o.stride, o.padding, o.dilation, o.groups, o.bias);
+  if (o.output_padding != Size2(0)) s += ", output_padding=" + o.output_padding.str();
+  return s;
+}
+
+}  // namespace mg::nn

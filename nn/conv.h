@@ -1,0 +1,75 @@
+// Convolution layers over NCHW images.
+//
+//   auto conv = nn::make<nn::Conv2d>({.in = 3, .out = 16, .kernel = 3, .padding = 1, .bias = false});
+//   mg::Tensor y = (*conv)(x);                                  // x [N, 3, H, W] -> [N, 16, H, W]
+#pragma once
+#include "nn/module.h"
+#include "nn/size2.h"
+
+namespace mg::nn {
+
+struct Conv2dOptions {
+  int64_t in = 0;       // input channels
+  int64_t out = 0;      // output channels
+  Size2 kernel;         // required
+  Size2 stride = 1;
+  Size2 padding = 0;    // zeros on both sides
+  Size2 dilation = 1;
+  int64_t groups = 1;   // must divide in and out
+  bool bias = true;
+};
+
+// y [N, out, Ho, Wo] = conv2d(x [N, in, H, W], weight [out, in/groups, kH, kW]) + bias [out];
+// weight and bias from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in/groups * kH * kW (PyTorch).
+class Conv2d : public UnaryModule {
+ public:
+  using Options = Conv2dOptions;
+  explicit Conv2d(Options options);
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+  const Options& options() const { return options_; }
+
+  Tensor weight;  // [out, in/groups, kH, kW]
+  Tensor bias;    // [out] or undefined
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+struct ConvTranspose2dOptions {
+  int64_t in = 0;
+  int64_t out = 0;
+  Size2 kernel;
+  Size2 stride = 1;
+  Size2 padding = 0;
+  Size2 output_padding = 0;  // extra rows/cols on one side; smaller than stride or dilation
+  Size2 dilation = 1;
+  int64_t groups = 1;
+  bool bias = true;
+};
+
+// The transposed convolution (gradient of Conv2d w.r.t. its input, plus bias):
+// x [N, in, H, W] -> [N, out, (H-1) stride - 2 pad + dil (k-1) + output_padding + 1, ...];
+// weight [in, out/groups, kH, kW] initialised as PyTorch does (fan_in = out/groups * kH * kW).
+class ConvTranspose2d : public UnaryModule {
+ public:
+  using Options = ConvTranspose2dOptions;
+  explicit ConvTranspose2d(Options options);
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+  const Options& options() const { return options_; }
+
+  Tensor weight;  // [in, out/groups, kH, kW]
+  Tensor bias;    // [out] or undefined
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+}  // namespace mg::nn

@@ -1,0 +1,57 @@
+// Dropout and Embedding layers.
+//
+//   auto drop = nn::make<nn::Dropout>({.p = 0.1});
+//   auto emb  = nn::make<nn::Embedding>({.num = 8192, .dim = 256, .padding_idx = 0});
+#pragma once
+#include <optional>
+
+#include "core/generator.h"
+#include "nn/module.h"
+
+namespace mg::nn {
+
+struct DropoutOptions {
+  double p = 0.5;                 // probability of zeroing an element
+  Generator* generator = nullptr; // Philox stream; the default generator when null
+};
+
+// Zeroes elements with probability p and scales the rest by 1/(1-p) in training; identity in eval.
+class Dropout : public UnaryModule {
+ public:
+  using Options = DropoutOptions;
+  explicit Dropout(Options options = {});
+  Tensor forward(const Tensor& x) override;
+
+ protected:
+  std::string extra_repr() const override { return str_cat("p=", options_.p); }
+
+ private:
+  Options options_;
+};
+
+struct EmbeddingOptions {
+  int64_t num = 0;                      // vocabulary size V
+  int64_t dim = 0;                      // embedding size D
+  std::optional<int64_t> padding_idx;   // row that stays zero and gets no gradient (negative: from the end)
+};
+
+// Rows of weight [V, D] (initialised N(0, 1), the padding row zeroed) picked by integer indices:
+// [...] -> [..., D].
+class Embedding : public UnaryModule {
+ public:
+  using Options = EmbeddingOptions;
+  explicit Embedding(Options options);
+  Tensor forward(const Tensor& indices) override;
+  void reset_parameters();
+
+  Tensor weight;  // [V, D]
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+  int64_t padding_idx_ = -1;  // normalised to [0, V) or -1
+};
+
+}  // namespace mg::nn

@@ -1,0 +1,50 @@
+// nn::functional: the stateless form of every layer, i.e. the ops themselves, gathered under one
+// name as in LibTorch (`namespace F = mg::nn::functional;`). Each is the same dispatcher op as
+// mg::<name>, with the same autocast policy, so there is exactly one implementation.
+//
+//   namespace F = mg::nn::functional;
+//   mg::Tensor y = F::relu(F::conv2d(x, w, b, {.padding = {1, 1}}));
+#pragma once
+#include "ops/attention.h"
+#include "ops/conv.h"
+#include "ops/loss.h"
+#include "ops/norm.h"
+#include "ops/ops.h"
+
+namespace mg::nn::functional {
+
+// linear algebra and activations
+using mg::gelu;
+using mg::linear;
+using mg::relu;
+using mg::sigmoid;
+using mg::silu;
+using mg::softplus;
+using mg::tanh;
+// convolution and pooling
+using mg::adaptive_avg_pool2d;
+using mg::avg_pool2d;
+using mg::conv2d;
+using mg::conv_transpose2d;
+using mg::max_pool2d;
+// normalisation, embedding, dropout, attention
+using mg::batch_norm;
+using mg::dropout;
+using mg::embedding;
+using mg::group_norm;
+using mg::layer_norm;
+using mg::rms_norm;
+using mg::scaled_dot_product_attention;
+// softmax and losses
+using mg::binary_cross_entropy;
+using mg::binary_cross_entropy_with_logits;
+using mg::cross_entropy;
+using mg::kl_div;
+using mg::l1_loss;
+using mg::log_softmax;
+using mg::mse_loss;
+using mg::nll_loss;
+using mg::smooth_l1_loss;
+using mg::softmax;
+
+}  // namespace mg::nn::functional

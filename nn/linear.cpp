@@ -1,0 +1,45 @@
+#include "nn/linear.h"
+
+#include <cmath>
+
+#include "core/factory.h"
+#include "nn/init.h"
+#include "ops/ops.h"
+
+namespace mg::nn {
+
+Linear::Linear(Options options) : UnaryModule("Linear"), options_(options) {
+  MG_CHECK(options_.in > 0 && options_.out > 0, Error, "Linear: in and out must be positive, got in=", options_.in,
+           ", out=", options_.out);
+  weight = register_parameter("weight", empty({options_.out, options_.in}));
+  if (options_.bias) bias = register_parameter("bias", empty({options_.out}));
+  reset_parameters();
+}
+
+void Linear::reset_parameters() {
+  // PyTorch: kaiming_uniform_(a = sqrt(5)) == U(-1/sqrt(in), 1/sqrt(in)); the bias uses the same bound.
+  init::kaiming_uniform_(weight, {.a = std::sqrt(5.0)});
+  if (bias.defined()) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(options_.in));
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  MG_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == options_.in, ShapeError, layer_name(), ": input has ",
+           x.defined() && x.dim() >= 1 ? x.size(-1) : 0, " features but the layer expects ", options_.in,
+           "; got input ", x.defined() ? str_cat(x.shape()) : "undefined", ", weight ", weight.shape());
+  return linear(x, weight, bias);
+}
+
+std::string Linear::extra_repr() const {
+  return str_cat("in=", options_.in, ", out=", options_.out, ", bias=", options_.bias ? "true" : "false");
+}
+
+Tensor Flatten::forward(const Tensor& x) { return flatten(x, options_.start_dim, options_.end_dim); }
+
+std::string Flatten::extra_repr() const {
+  return str_cat("start_dim=", options_.start_dim, ", end_dim=", options_.end_dim);
+}
+
+}  // namespace mg::nn

@@ -1,0 +1,49 @@
+#include "nn/loss.h"
+
+namespace mg::nn {
+
+CrossEntropyLoss::CrossEntropyLoss(Options o) : Loss("CrossEntropyLoss"), options_(o) {
+  MG_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, Error,
+           "CrossEntropyLoss: label_smoothing must be in [0, 1], got ", o.label_smoothing);
+}
+
+Tensor CrossEntropyLoss::forward(const Tensor& input, const Tensor& target) {
+  return cross_entropy(input, target, options_.reduction, options_.ignore_index, options_.label_smoothing);
+}
+
+std::string CrossEntropyLoss::extra_repr() const {
+  return str_cat("reduction=", reduction_name(options_.reduction), ", ignore_index=", options_.ignore_index,
+                 ", label_smoothing=", options_.label_smoothing);
+}
+
+Tensor NLLLoss::forward(const Tensor& input, const Tensor& target) {
+  return nll_loss(input, target, options_.reduction, options_.ignore_index);
+}
+
+Tensor MSELoss::forward(const Tensor& input, const Tensor& target) {
+  return mse_loss(input, target, options_.reduction);
+}
+
+Tensor L1Loss::forward(const Tensor& input, const Tensor& target) { return l1_loss(input, target, options_.reduction); }
+
+SmoothL1Loss::SmoothL1Loss(Options o) : Loss("SmoothL1Loss"), options_(o) {
+  MG_CHECK(o.beta >= 0, Error, "SmoothL1Loss: beta must be non-negative, got ", o.beta);
+}
+
+Tensor SmoothL1Loss::forward(const Tensor& input, const Tensor& target) {
+  return smooth_l1_loss(input, target, options_.reduction, options_.beta);
+}
+
+Tensor BCEWithLogitsLoss::forward(const Tensor& input, const Tensor& target) {
+  return binary_cross_entropy_with_logits(input, target, options_.pos_weight, options_.reduction);
+}
+
+Tensor BCELoss::forward(const Tensor& input, const Tensor& target) {
+  return binary_cross_entropy(input, target, options_.reduction);
+}
+
+Tensor KLDivLoss::forward(const Tensor& input, const Tensor& target) {
+  return kl_div(input, target, options_.reduction, options_.log_target);
+}
+
+}  // namespace mg::nn

@@ -1,0 +1,129 @@
+// Normalisation layers: BatchNorm1d/2d, LayerNorm, GroupNorm, RMSNorm. Statistics are computed in
+// f32 (f64 for f64) whatever the input dtype; batch norm accepts an f16/bf16 input next to f32
+// parameters and statistics (keep it f32 with `m.to(DType::F16, nn::is_batch_norm)`).
+//
+//   auto bn = nn::make<nn::BatchNorm2d>({.features = 16});
+//   auto ln = nn::make<nn::LayerNorm>({.shape = {256}, .eps = 1e-12});
+#pragma once
+#include <optional>
+
+#include "nn/module.h"
+
+namespace mg::nn {
+
+struct BatchNormOptions {
+  int64_t features = 0;                // channels C
+  double eps = 1e-5;
+  std::optional<double> momentum = 0.1;  // nullopt: cumulative average over all batches seen
+  bool affine = true;                  // learnable weight (ones) and bias (zeros)
+  bool track_running_stats = true;     // false: batch statistics in eval mode too
+};
+
+// Shared body of BatchNorm1d and BatchNorm2d: parameters weight/bias [C], buffers running_mean
+// (zeros), running_var (ones) and num_batches_tracked (i64 scalar), as PyTorch's state dict.
+// Training normalises with the batch statistics and updates the running ones
+// (running = (1 - momentum) running + momentum batch, unbiased variance); eval uses the running ones.
+class BatchNorm : public UnaryModule {
+ public:
+  using Options = BatchNormOptions;
+  Tensor forward(const Tensor& x) override;
+  void reset_running_stats();
+  const Options& options() const { return options_; }
+
+  Tensor weight, bias;                                      // [C] or undefined
+  Tensor running_mean, running_var, num_batches_tracked;    // [C], [C], [] (or undefined)
+
+ protected:
+  // `ranks`: the input ranks the layer accepts, e.g. {2, 3} for BatchNorm1d.
+  BatchNorm(const char* type_name, Options options, std::vector<int64_t> ranks);
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+  std::vector<int64_t> ranks_;
+};
+
+// Over [N, C] or [N, C, L].
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(Options options) : BatchNorm("BatchNorm1d", options, {2, 3}) {}
+};
+
+// Over [N, C, H, W].
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(Options options) : BatchNorm("BatchNorm2d", options, {4}) {}
+};
+
+// `keep` predicate for Module::to: true for batch-norm layers (Apex's keep_batchnorm_fp32).
+bool is_batch_norm(const Module& m);
+
+struct LayerNormOptions {
+  Shape shape;                    // the trailing dims normalised over, e.g. {768}
+  double eps = 1e-5;
+  bool elementwise_affine = true; // weight (ones) and bias (zeros) of `shape`
+  bool bias = true;
+};
+
+class LayerNorm : public UnaryModule {
+ public:
+  using Options = LayerNormOptions;
+  explicit LayerNorm(Options options);
+  Tensor forward(const Tensor& x) override;
+  const Options& options() const { return options_; }
+
+  Tensor weight, bias;  // `shape` or undefined
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+struct GroupNormOptions {
+  int64_t groups = 0;    // must divide channels
+  int64_t channels = 0;
+  double eps = 1e-5;
+  bool affine = true;    // per-channel weight (ones) and bias (zeros)
+};
+
+// Over [N, C, ...]: C split into `groups` groups, each normalised over its channels and positions.
+class GroupNorm : public UnaryModule {
+ public:
+  using Options = GroupNormOptions;
+  explicit GroupNorm(Options options);
+  Tensor forward(const Tensor& x) override;
+
+  Tensor weight, bias;  // [C] or undefined
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+struct RMSNormOptions {
+  Shape shape;
+  double eps = 1e-6;
+  bool elementwise_affine = true;  // weight (ones)
+};
+
+// y = x / sqrt(mean(x^2 over `shape`) + eps) * weight.
+class RMSNorm : public UnaryModule {
+ public:
+  using Options = RMSNormOptions;
+  explicit RMSNorm(Options options);
+  Tensor forward(const Tensor& x) override;
+
+  Tensor weight;  // `shape` or undefined
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+}  // namespace mg::nn

@@ -1,0 +1,68 @@
+// Pooling layers over NCHW images.
+//
+//   auto pool = nn::make<nn::MaxPool2d>({.kernel = 3, .stride = 2, .padding = 1});
+//   auto gap  = nn::make<nn::AdaptiveAvgPool2d>({.output = 1});   // [N, C, H, W] -> [N, C, 1, 1]
+#pragma once
+#include "nn/module.h"
+#include "nn/size2.h"
+
+namespace mg::nn {
+
+struct MaxPool2dOptions {
+  Size2 kernel;       // required
+  Size2 stride = 0;   // 0: the kernel size (PyTorch's default)
+  Size2 padding = 0;  // -inf padding, at most half the kernel
+  Size2 dilation = 1;
+};
+
+class MaxPool2d : public UnaryModule {
+ public:
+  using Options = MaxPool2dOptions;
+  explicit MaxPool2d(Options options);
+  Tensor forward(const Tensor& x) override;
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+struct AvgPool2dOptions {
+  Size2 kernel;
+  Size2 stride = 0;   // 0: the kernel size
+  Size2 padding = 0;  // zero padding, at most half the kernel
+  bool count_include_pad = true;
+};
+
+class AvgPool2d : public UnaryModule {
+ public:
+  using Options = AvgPool2dOptions;
+  explicit AvgPool2d(Options options);
+  Tensor forward(const Tensor& x) override;
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+struct AdaptiveAvgPool2dOptions {
+  Size2 output;  // output {H, W}
+};
+
+class AdaptiveAvgPool2d : public UnaryModule {
+ public:
+  using Options = AdaptiveAvgPool2dOptions;
+  explicit AdaptiveAvgPool2d(Options options);
+  Tensor forward(const Tensor& x) override;
+
+ protected:
+  std::string extra_repr() const override { return "output=" + options_.output.str(); }
+
+ private:
+  Options options_;
+};
+
+}  // namespace mg::nn

@@ -1,0 +1,53 @@
+// TransformerEncoderLayer (batch-first), post-norm (original Transformer, BERT) or pre-norm, with
+// PyTorch's submodule names so its state dict loads into torch.nn.TransformerEncoderLayer and back.
+//
+//   auto layer = nn::make<nn::TransformerEncoderLayer>({.d_model = 256, .nhead = 4, .dim_feedforward = 1024});
+//   mg::Tensor y = layer->forward(x, {}, pad);      // x [B, L, 256], pad bool [B, L] (true = padding)
+#pragma once
+#include <memory>
+
+#include "core/generator.h"
+#include "nn/attention.h"
+#include "nn/dropout.h"
+#include "nn/linear.h"
+#include "nn/normalization.h"
+
+namespace mg::nn {
+
+enum class Activation { ReLU, GELU };
+
+struct TransformerEncoderLayerOptions {
+  int64_t d_model = 0;
+  int64_t nhead = 1;
+  int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  Activation activation = Activation::ReLU;
+  double layer_norm_eps = 1e-5;
+  bool norm_first = false;         // false: x = norm(x + f(x)); true: x = x + f(norm(x))
+  bool bias = true;
+  Generator* generator = nullptr;  // dropout stream; the default generator when null
+};
+
+// Post-norm: x = norm1(x + dropout1(self_attn(x))); x = norm2(x + dropout2(linear2(dropout(act(linear1(x)))))).
+// Pre-norm:  x = x + dropout1(self_attn(norm1(x))); x = x + dropout2(linear2(dropout(act(linear1(norm2(x)))))).
+class TransformerEncoderLayer : public UnaryModule {
+ public:
+  using Options = TransformerEncoderLayerOptions;
+  explicit TransformerEncoderLayer(Options options);
+  // src [B, L, d_model]; src_mask and src_key_padding_mask as MultiheadAttention's attn_mask and
+  // key_padding_mask.
+  Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask);
+  Tensor forward(const Tensor& src) override { return forward(src, Tensor(), Tensor()); }
+  const Options& options() const { return options_; }
+
+  std::shared_ptr<MultiheadAttention> self_attn;
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<Dropout> dropout, dropout1, dropout2;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+
+ private:
+  Tensor feed_forward(const Tensor& x);
+  Options options_;
+};
+
+}  // namespace mg::nn
