@@ -127,15 +127,17 @@ Tensor randn(const Shape& shape, TensorOptions options, Generator* gen) {
   return make_filled(shape, options, [&](Tensor& t) {
     visit_floating(t.dtype(), "randn", [&]<typename T>() {
       T* p = t.data<T>();
-      parallel_for(0, n, kDefaultGrain, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          const Philox4 r = philox_block(seed, offset, uint64_t(i / 2));
+      // Work on pairs (2k, 2k+1) so each block's Box-Muller transform is computed once.
+      const int64_t pairs = (n + 1) / 2;
+      parallel_for(0, pairs, kDefaultGrain / 2, [&](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k) {
+          const Philox4 r = philox_block(seed, offset, uint64_t(k));
           const double u1 = 1.0 - philox_uniform_double(r.v[0], r.v[1]);  // (0, 1]
           const double u2 = philox_uniform_double(r.v[2], r.v[3]);
           const double rad = std::sqrt(-2.0 * std::log(u1));
-          const double v = i % 2 == 0 ? rad * std::cos(6.283185307179586 * u2)
-                                      : rad * std::sin(6.283185307179586 * u2);
-          p[i] = static_cast<T>(static_cast<opmath_t<T>>(v));
+          const double angle = 6.283185307179586 * u2;
+          p[2 * k] = static_cast<T>(static_cast<opmath_t<T>>(rad * std::cos(angle)));
+          if (2 * k + 1 < n) p[2 * k + 1] = static_cast<T>(static_cast<opmath_t<T>>(rad * std::sin(angle)));
         }
       });
     });

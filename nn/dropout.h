@@ -43,6 +43,8 @@ class Embedding : public UnaryModule {
   explicit Embedding(Options options);
   Tensor forward(const Tensor& indices) override;
   void reset_parameters();
+  // The padding row in [0, V), or -1 when there is none.
+  int64_t padding_idx() const { return padding_idx_; }
 
   Tensor weight;  // [V, D]
 

@@ -36,7 +36,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     } else {
       MG_CHECK(is_floating(mask.dtype()), DTypeError, op,
                ": expected a bool or floating mask, got ", describe(mask));
-      scores = scores + mask;
+      // In the scores' dtype (as PyTorch requires of its float masks), so the weights keep the
+      // dtype of the value product: an f32 mask must not turn a bf16 model's attention into f32.
+      scores = scores + (mask.dtype() == scores.dtype() ? mask : mask.to(scores.dtype()));
     }
   }
   if (is_causal) {
