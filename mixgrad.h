@@ -1,4 +1,4 @@
-// The umbrella header: every public op, tensors, factories and autograd.
+// The umbrella header: every public op, tensors, factories, autograd, the nn library and the model zoo.
 //
 //   #include "mixgrad.h"
 //   mg::Tensor y = mg::gelu(mg::linear(x, w, b));
@@ -10,7 +10,9 @@
 #include "core/parallel.h"        // set_num_threads
 #include "core/storage.h"         // cpu_memory_stats
 #include "core/tensor.h"          // Tensor, DType, Device
-#include "nn/module.h"            // nn::Module: parameters, buffers, state dicts
+#include "nn/models/bert.h"       // nn::models::BertModel, BertForMaskedLM, BertForSequenceClassification
+#include "nn/models/resnet.h"     // nn::models::ResNet (CIFAR and ImageNet style)
+#include "nn/nn.h"                // nn::Module, layers, containers, losses, functional, init
 #include "ops/attention.h"        // scaled_dot_product_attention
 #include "ops/custom_function.h"  // Function<Derived>: user-defined forward/backward
 #include "ops/conv.h"             // conv2d, conv_transpose2d, pooling

@@ -2,6 +2,8 @@
 //
 //   mg::Device d = mg::Device::parse("cuda:1");  // d.type == DeviceType::CUDA, d.index == 1
 #pragma once
+#include <cstdint>
+#include <ostream>
 #include <string>
 
 namespace mg {
@@ -23,5 +25,7 @@ struct Device {
   // "cpu" or "cuda:0".
   std::string str() const;
 };
+
+inline std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
 
 }  // namespace mg

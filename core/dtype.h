@@ -5,6 +5,7 @@
 //   mg::DType t = mg::promote_types(mg::DType::F16, mg::DType::BF16);  // F32
 #pragma once
 #include <cstdint>
+#include <ostream>
 #include <string>
 
 #include "core/half.h"
@@ -35,6 +36,8 @@ static_assert(kNumDTypes == 8, "update promote_types() when adding a dtype");
 
 // Short name as printed in errors: "f16", "i64".
 const char* dtype_name(DType t);
+// Prints the short name ("bf16").
+inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 // Parses a short name ("f16", "bf16", ...); throws mg::Error for an unknown name.
 DType dtype_from_name(const std::string& name);
 // Bytes per element.
