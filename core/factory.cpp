@@ -96,12 +96,19 @@ Tensor rand(const Shape& shape, TensorOptions options, Generator* gen) {
            dtype_name(options.dtype));
   const int64_t n = shape_numel(shape);
   Generator& g = gen_or_default(gen);
-  const uint64_t seed = g.seed(), offset = g.reserve(uint64_t((n + 3) / 4));
+  // f64 takes two words per value (53 random bits, as PyTorch), the others one (24 bits).
+  const bool wide = options.dtype == DType::F64;
+  const uint64_t seed = g.seed(), offset = g.reserve(uint64_t(wide ? (n + 1) / 2 : (n + 3) / 4));
   return make_filled(shape, options, [&](Tensor& t) {
     visit_floating(t.dtype(), "rand", [&]<typename T>() {
       T* p = t.data<T>();
       parallel_for(0, n, kDefaultGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
+          if constexpr (std::is_same_v<T, double>) {
+            const Philox4 r = philox_block(seed, offset, uint64_t(i / 2));
+            p[i] = i % 2 == 0 ? philox_uniform_double(r.v[0], r.v[1]) : philox_uniform_double(r.v[2], r.v[3]);
+            continue;
+          }
           const Philox4 r = philox_block(seed, offset, uint64_t(i / 4));
           T v = static_cast<T>(static_cast<opmath_t<T>>(philox_uniform(r.v[i % 4])));
           // f16/bf16 round values within half an ulp of 1 up to 1.0; keep the range [0, 1).

@@ -58,6 +58,9 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
     const bool ok = (attn_mask.dim() == 2 && attn_mask.size(0) == l && attn_mask.size(1) == s) ||
                     (attn_mask.dim() == 3 && attn_mask.size(0) == b * h && attn_mask.size(1) == l &&
                      attn_mask.size(2) == s);
+    MG_CHECK(attn_mask.dtype() == DType::Bool || is_floating(attn_mask.dtype()), DTypeError, name,
+             ": attn_mask must be bool (true = not allowed) or floating (added to the scores), got ",
+             describe(attn_mask));
     MG_CHECK(ok, ShapeError, name, ": expected attn_mask [", l, ", ", s, "] or [", b * h, ", ", l, ", ", s,
              "] (B*H, L, S), got attn_mask ", attn_mask.shape(), " for query ", query.shape(), ", key ", key.shape());
     Tensor m = attn_mask.dtype() == DType::Bool

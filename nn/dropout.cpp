@@ -39,9 +39,8 @@ Tensor Embedding::forward(const Tensor& indices) {
   try {
     return embedding(weight, indices, padding_idx_);
   } catch (const IndexError& e) {
-    // The op knows the bad index; the layer adds which embedding table it was.
-    throw IndexError(str_cat(layer_name(), ": ", e.what(), "; indices ", indices.shape(), ", weight ",
-                             weight.shape()));
+    // The op knows the bad index and names both operands; the layer adds which table it was.
+    throw IndexError(str_cat(layer_name(), ": ", e.what()));
   }
 }
 

@@ -1,6 +1,23 @@
 #include "nn/loss.h"
 
 namespace mg::nn {
+namespace {
+
+// A target out of range is reported by the op (IndexError, with the input); the layer puts its
+// name in front and the target next to the input, before the hint line.
+template <typename F>
+Tensor with_layer_context(const std::string& layer, const Tensor& target, F&& op) {
+  try {
+    return op();
+  } catch (const IndexError& e) {
+    std::string msg = e.what();
+    const std::size_t hint = msg.find("\n  hint:");
+    msg.insert(hint == std::string::npos ? msg.size() : hint, str_cat(", target ", describe(target)));
+    throw IndexError(str_cat(layer, ": ", msg));
+  }
+}
+
+}  // namespace
 
 CrossEntropyLoss::CrossEntropyLoss(Options o) : Loss("CrossEntropyLoss"), options_(o) {
   MG_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, Error,
@@ -8,7 +25,9 @@ CrossEntropyLoss::CrossEntropyLoss(Options o) : Loss("CrossEntropyLoss"), option
 }
 
 Tensor CrossEntropyLoss::forward(const Tensor& input, const Tensor& target) {
-  return cross_entropy(input, target, options_.reduction, options_.ignore_index, options_.label_smoothing);
+  return with_layer_context(layer_name(), target, [&] {
+    return cross_entropy(input, target, options_.reduction, options_.ignore_index, options_.label_smoothing);
+  });
 }
 
 std::string CrossEntropyLoss::extra_repr() const {
@@ -17,7 +36,8 @@ std::string CrossEntropyLoss::extra_repr() const {
 }
 
 Tensor NLLLoss::forward(const Tensor& input, const Tensor& target) {
-  return nll_loss(input, target, options_.reduction, options_.ignore_index);
+  return with_layer_context(layer_name(), target,
+                            [&] { return nll_loss(input, target, options_.reduction, options_.ignore_index); });
 }
 
 Tensor MSELoss::forward(const Tensor& input, const Tensor& target) {

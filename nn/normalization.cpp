@@ -58,17 +58,20 @@ Tensor BatchNorm::forward(const Tensor& x) {
            ShapeError, layer_name(), ": expected a ", ranks_text(ranks_), " input [N, ", o.features,
            ", ...] with ", o.features, " channels, got input ", x.defined() ? str_cat(x.shape()) : "undefined");
   const bool use_batch_stats = is_training() || !o.track_running_stats;
+  const bool count = is_training() && o.track_running_stats;
   double momentum = o.momentum.value_or(0.0);
-  if (is_training() && o.track_running_stats) {
-    NoGradGuard no_grad;
-    num_batches_tracked.add_(1.0);
-    // Cumulative moving average: the k-th batch gets weight 1/k.
-    if (!o.momentum) momentum = 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
-  }
+  // Cumulative moving average: the k-th batch gets weight 1/k.
+  if (count && !o.momentum) momentum = 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>() + 1);
   // Running statistics are only passed when they are to be updated (training) or used (eval).
   const Tensor rm = o.track_running_stats ? running_mean : Tensor();
   const Tensor rv = o.track_running_stats ? running_var : Tensor();
-  return batch_norm(x, weight, bias, rm, rv, use_batch_stats, momentum, o.eps);
+  Tensor y = batch_norm(x, weight, bias, rm, rv, use_batch_stats, momentum, o.eps);
+  if (count) {
+    // Counted only once the op accepted the batch, so a refused batch leaves the state unchanged.
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(1.0);
+  }
+  return y;
 }
 
 std::string BatchNorm::extra_repr() const {
