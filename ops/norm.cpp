@@ -1,12 +1,15 @@
 // The norm op group — layer_norm, rms_norm, batch_norm, group_norm, embedding, dropout: public
 // functions, shape/dtype inference and backward rules. Kernels: ops/cpu/norm_kernels.cpp.
 // The one decision a reader must know: the kernels compute statistics in f32 (f64 for f64) and also
-// return them (mean, rstd), but the backward rules do not use those saved statistics: they
-// recompute them with public ops in f32 (f64 for f64), so the gradient is itself differentiable
-// (double backward, gradient penalties) and runs on every device. Optional tensor inputs are
+// return them (mean, rstd). layer_norm, batch_norm (training) and group_norm have two backward
+// paths: the ordinary first-order backward calls a fused *_backward op that reads those saved
+// statistics (one pass over x and the gradient); a backward that is itself recorded
+// (create_graph = true) recomputes the statistics with public ops in f32 (f64 for f64), so the
+// gradient is differentiable (double backward, gradient penalties). Optional tensor inputs are
 // omitted from the input list and flagged in attrs.mode (bit0 weight, bit1 bias, bit2 running stats).
 #include <numeric>
 
+#include "autograd/grad_mode.h"
 #include "ops/backward_ctx.h"
 #include "ops/dispatcher.h"
 #include "ops/infer.h"
@@ -143,6 +146,58 @@ InferResult infer_group_norm(const Tensors& in, const OpAttrs& a) {
   return r;
 }
 
+// The fused *_norm_backward ops: (grad, x, mean, rstd, [weight]) -> (dx, [dweight], [dbias]).
+// grad has x's shape and dtype; the statistics have `stat` shape in the statistics dtype; weight
+// (mode bit0) has the parameter shape `param`. dweight (when weight is given) and dbias (mode bit1)
+// come out in the statistics dtype; the dispatcher casts them to each parameter's dtype.
+InferResult infer_norm_backward(const char* op, const Tensors& in, const OpAttrs& a, const Shape& stat,
+                                const Shape& param) {
+  MG_CHECK(int(in.size()) == ((a.mode & kHasWeight) ? 5 : 4), Error, op, ": expected ",
+           (a.mode & kHasWeight) ? 5 : 4, " inputs (grad, x, mean, rstd", (a.mode & kHasWeight) ? ", weight" : "",
+           "), got ", in.size());
+  const Tensor& g = in[0];
+  const Tensor& x = in[1];
+  check_floating(op, x);
+  MG_CHECK(g.shape() == x.shape(), ShapeError, op, ": expected grad of the input's shape, got grad ", describe(g),
+           " for input ", describe(x));
+  check_same_dtype(op, g, x);
+  const DType sd = stat_dtype(x.dtype());
+  for (int i : {2, 3}) {
+    const Tensor& st = in[i];
+    MG_CHECK(st.shape() == stat && st.dtype() == sd, ShapeError, op, ": expected ", i == 2 ? "mean" : "rstd",
+             " of shape ", stat, " in ", dtype_name(sd), " for input ", describe(x), ", got ", describe(st),
+             "\n  hint: pass the statistics outputs 1 and 2 of the forward op");
+  }
+  if (a.mode & kHasWeight) {
+    check_param(op, "weight", x, in[4], param, "\n  hint: pass the weight given to the forward op");
+  }
+  InferResult r{{{x.shape(), x.dtype()}}, x.dtype()};
+  if (a.mode & kHasWeight) r.outputs.push_back({param, sd});
+  if (a.mode & kHasBias) r.outputs.push_back({param, sd});
+  return r;
+}
+InferResult infer_layer_norm_backward(const Tensors& in, const OpAttrs& a) {
+  const Tensor& x = in.at(1);
+  MG_CHECK(a.dim >= 1 && a.dim <= x.dim(), ShapeError, "layer_norm_backward: normalized_shape has ", a.dim,
+           " dims but the input is ", describe(x));
+  return infer_norm_backward("layer_norm_backward", in, a, stat_shape(x.shape(), a.dim), trailing(x.shape(), a.dim));
+}
+InferResult infer_batch_norm_backward(const Tensors& in, const OpAttrs& a) {
+  const Tensor& x = in.at(1);
+  MG_CHECK(x.dim() >= 2, ShapeError, "batch_norm_backward: expected an input [N, C, ...] with at least 2 dims, got ",
+           describe(x));
+  return infer_norm_backward("batch_norm_backward", in, a, {x.shape()[1]}, {x.shape()[1]});
+}
+InferResult infer_group_norm_backward(const Tensors& in, const OpAttrs& a) {
+  const Tensor& x = in.at(1);
+  MG_CHECK(x.dim() >= 2, ShapeError, "group_norm_backward: expected an input [N, C, ...] with at least 2 dims, got ",
+           describe(x));
+  const int64_t g = a.dim, c = x.shape()[1];
+  MG_CHECK(g >= 1 && c % g == 0, ShapeError, "group_norm_backward: ", c, " channels cannot be split into ", g,
+           " groups; got input ", describe(x));
+  return infer_norm_backward("group_norm_backward", in, a, {x.shape()[0], g}, {c});
+}
+
 InferResult infer_embedding(const Tensors& in, const OpAttrs& a) {
   const Tensor& w = in[0];
   const Tensor& idx = in[1];
@@ -164,6 +219,31 @@ InferResult infer_dropout(const Tensors& in, const OpAttrs& a) {
 }
 
 // ---- backward rules ----
+// layer_norm, batch_norm (training) and group_norm have two paths. The fused *_backward op reads the
+// statistics the forward kernel returned and makes one pass over x and the gradient instead of
+// ~15 public ops that recompute them; it is what an ordinary backward runs. It is not
+// differentiable, so when the backward is itself recorded (grad mode on during backward, i.e.
+// create_graph = true) the rule builds the same gradient from public ops, whose graph gives
+// double backward and runs on every device.
+bool backward_is_recorded() { return GradMode::is_enabled(); }
+
+// Puts the fused op's results into the rule's gradient list (only where a gradient is needed).
+void take_fused(const BackwardCtx& c, const NormGrads& r, Tensors& grads) {
+  const int iw = opt_index(c.attrs().mode, kHasWeight), ib = opt_index(c.attrs().mode, kHasBias);
+  if (c.needs_grad(0)) grads[0] = r.dx;
+  if (iw >= 0 && c.needs_grad(iw)) grads[iw] = r.dweight;
+  if (ib >= 0 && c.needs_grad(ib)) grads[ib] = r.dbias;
+}
+// The forward's weight (undefined when absent) and whether a bias gradient is needed.
+Tensor saved_weight(const BackwardCtx& c) {
+  const int iw = opt_index(c.attrs().mode, kHasWeight);
+  return iw >= 0 ? c.input(iw) : Tensor();
+}
+bool wants_dbias(const BackwardCtx& c) {
+  const int ib = opt_index(c.attrs().mode, kHasBias);
+  return ib >= 0 && c.needs_grad(ib);
+}
+
 // Normalised x over `dims` recomputed with public ops: xhat = (x - mean) * rstd with
 // rstd = 1 / sqrt(var + eps) (biased var).
 struct Normalized {
@@ -184,6 +264,14 @@ Tensor normalized_dx(const Normalized& n, const Tensor& gxhat, const std::vector
 // weight's shape over the leading dims).
 Tensors layer_norm_bw(const BackwardCtx& c, const Tensors& g) {
   const OpAttrs& a = c.attrs();
+  if (!backward_is_recorded()) {
+    Tensors grads(c.num_inputs());
+    const Tensor x = c.input(0);
+    take_fused(c, layer_norm_backward(g[0], x, c.output(1), c.output(2), trailing(x.shape(), a.dim), saved_weight(c),
+                                      wants_dbias(c)),
+               grads);
+    return grads;
+  }
   const Tensor x = to_compute(c.input(0));
   const Tensor gy = to_compute(g[0]);
   const std::vector<int64_t> dims = trailing_dims(x.dim(), a.dim);
@@ -227,13 +315,18 @@ void channel_param_grads(const BackwardCtx& c, const Tensor& gy, const Tensor& x
 // statistics depend on x). Eval: the statistics are constants, so dx = g * w * rsqrt(running_var + eps).
 Tensors batch_norm_bw(const BackwardCtx& c, const Tensors& g) {
   const OpAttrs& a = c.attrs();
+  Tensors grads(c.num_inputs());
+  if (a.keepdim && !backward_is_recorded()) {
+    take_fused(c, batch_norm_backward(g[0], c.input(0), c.output(1), c.output(2), saved_weight(c), wants_dbias(c)),
+               grads);
+    return grads;
+  }
   const Tensor x = to_compute(c.input(0));
   const Tensor gy = to_compute(g[0]);
   const int64_t nd = x.dim();
   const std::vector<int64_t> red = all_but_channel(nd);
   const int iw = opt_index(a.mode, kHasWeight);
   const Tensor gxhat = iw >= 0 ? gy * channel_view(to(c.input(iw), x.dtype()), nd) : gy;
-  Tensors grads(c.num_inputs());
   if (a.keepdim) {
     const Normalized n = normalize(x, red, a.alpha);
     if (c.needs_grad(0)) grads[0] = normalized_dx(n, gxhat, red);
@@ -252,6 +345,13 @@ Tensors batch_norm_bw(const BackwardCtx& c, const Tensors& g) {
 // formula there, with gxhat = g * w (w per channel).
 Tensors group_norm_bw(const BackwardCtx& c, const Tensors& g) {
   const OpAttrs& a = c.attrs();
+  if (!backward_is_recorded()) {
+    Tensors grads(c.num_inputs());
+    take_fused(c, group_norm_backward(g[0], c.input(0), c.output(1), c.output(2), a.dim, saved_weight(c),
+                                      wants_dbias(c)),
+               grads);
+    return grads;
+  }
   const Tensor x = to_compute(c.input(0));
   const Tensor gy = to_compute(g[0]);
   const int64_t nd = x.dim(), n = x.shape()[0];
@@ -288,6 +388,8 @@ Tensors dropout_bw(const BackwardCtx& c, const Tensors& g) {
 }
 
 uint32_t save_all_inputs(uint32_t) { return 0xFFFFu; }
+// Also the statistics outputs (mean, rstd / invstd) that the fused backward reads.
+uint32_t save_inputs_and_stats(uint32_t) { return 0xFFFFu | kSaveOutput(1) | kSaveOutput(2); }
 
 void check_defined(const char* op, const Tensor& x) {
   MG_CHECK(x.defined(), Error, op, ": undefined input tensor");
@@ -296,10 +398,16 @@ void check_defined(const char* op, const Tensor& x) {
 }  // namespace
 
 void register_norm_rules() {
-  set_op_rule(OpId::layer_norm, {.infer = infer_layer_norm, .backward = layer_norm_bw, .saves = save_all_inputs});
+  set_op_rule(OpId::layer_norm,
+              {.infer = infer_layer_norm, .backward = layer_norm_bw, .saves = save_inputs_and_stats});
+  set_op_rule(OpId::layer_norm_backward, {.infer = infer_layer_norm_backward});
   set_op_rule(OpId::rms_norm, {.infer = infer_rms_norm, .backward = rms_norm_bw, .saves = save_all_inputs});
-  set_op_rule(OpId::batch_norm, {.infer = infer_batch_norm, .backward = batch_norm_bw, .saves = save_all_inputs});
-  set_op_rule(OpId::group_norm, {.infer = infer_group_norm, .backward = group_norm_bw, .saves = save_all_inputs});
+  set_op_rule(OpId::batch_norm,
+              {.infer = infer_batch_norm, .backward = batch_norm_bw, .saves = save_inputs_and_stats});
+  set_op_rule(OpId::batch_norm_backward, {.infer = infer_batch_norm_backward});
+  set_op_rule(OpId::group_norm,
+              {.infer = infer_group_norm, .backward = group_norm_bw, .saves = save_inputs_and_stats});
+  set_op_rule(OpId::group_norm_backward, {.infer = infer_group_norm_backward});
   set_op_rule(OpId::embedding, {.infer = infer_embedding, .backward = embedding_bw, .save = kSaveInput(1)});
   set_op_rule(OpId::dropout, {.infer = infer_dropout, .backward = dropout_bw, .save = kSaveOutput(1)});
 }
@@ -351,6 +459,47 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
   if (weight.defined()) a.mode |= kHasWeight, in.push_back(weight);
   if (bias.defined()) a.mode |= kHasBias, in.push_back(bias);
   return dispatch(OpId::group_norm, in, a)[0];
+}
+
+namespace {
+
+// Runs a fused norm backward op: grad is cast to x's dtype, the weight and dbias flags go into
+// attrs.mode, and the outputs are unpacked into NormGrads.
+NormGrads norm_backward(OpId op, const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                        const Tensor& weight, bool with_dbias, OpAttrs a) {
+  const char* name = op_name(op);
+  for (const Tensor* t : {&grad, &x, &mean, &rstd}) check_defined(name, *t);
+  Tensors in{grad.dtype() == x.dtype() || !is_floating(x.dtype()) ? grad : to(grad, x.dtype()), x, mean, rstd};
+  if (weight.defined()) a.mode |= kHasWeight, in.push_back(weight);
+  if (with_dbias) a.mode |= kHasBias;
+  const Tensors out = dispatch(op, in, a);
+  NormGrads r{.dx = out[0]};
+  int k = 1;
+  if (weight.defined()) r.dweight = out[k++];
+  if (with_dbias) r.dbias = out[k++];
+  return r;
+}
+
+}  // namespace
+
+NormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                              const Shape& normalized_shape, const Tensor& weight, bool with_dbias) {
+  check_defined("layer_norm_backward", x);
+  const int64_t k = int64_t(normalized_shape.size());
+  MG_CHECK(k >= 1 && k <= x.dim() && trailing(x.shape(), k) == normalized_shape, ShapeError,
+           "layer_norm_backward: normalized_shape ", normalized_shape,
+           " does not match the trailing sizes of input ", describe(x));
+  return norm_backward(OpId::layer_norm_backward, grad, x, mean, rstd, weight, with_dbias, {.dim = k});
+}
+
+NormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                              const Tensor& weight, bool with_dbias) {
+  return norm_backward(OpId::batch_norm_backward, grad, x, mean, invstd, weight, with_dbias, {});
+}
+
+NormGrads group_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                              int64_t num_groups, const Tensor& weight, bool with_dbias) {
+  return norm_backward(OpId::group_norm_backward, grad, x, mean, rstd, weight, with_dbias, {.dim = num_groups});
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {

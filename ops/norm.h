@@ -5,8 +5,9 @@
 //
 // The one decision a reader must know: statistics are always computed in f32 (f64 for f64 inputs)
 // inside the kernel, whatever the storage dtype; batch_norm keeps its input's dtype (Keep policy)
-// and accepts f32 weights and running statistics next to an f16/bf16 input. Backward rules are
-// composites of public ops (so double backward works).
+// and accepts f32 weights and running statistics next to an f16/bf16 input. A first-order backward
+// runs the fused *_backward ops below, which reuse the statistics the forward kernel returned; a
+// backward with create_graph uses composites of public ops instead, so double backward works.
 #pragma once
 #include <cstdint>
 
@@ -37,6 +38,39 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 // channels and spatial positions; then per-channel weight/bias [C] (or undefined).
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+
+// ---- fused first-order backward (one pass over grad and x, f32 accumulation) ----
+// The backward rules call these when the backward is not itself recorded (create_graph = false);
+// they are not differentiable (their outputs never require grad). mean and rstd are the statistics
+// outputs 1 and 2 of the forward op, in f32 (f64 for f64 x). With xhat = (x - mean) * rstd,
+// gxhat = grad * weight (grad when weight is undefined) and means over the N elements normalised
+// together:
+//   dx      = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat))
+//   dweight = sum(grad * xhat),   dbias = sum(grad)   over every dim but the parameter's
+//
+//   mg::NormGrads g = mg::layer_norm_backward(gy, x, mean, rstd, {768}, w, /*with_dbias=*/true);
+struct NormGrads {
+  Tensor dx;       // x's shape and dtype (rounded once from the f32/f64 result)
+  Tensor dweight;  // the parameter shape in the statistics dtype (f32, f64 for f64 x); defined iff weight is
+  Tensor dbias;    // likewise; defined iff with_dbias
+};
+
+// grad, x: [..., *normalized_shape]; mean, rstd: [..., 1, ..., 1] (x's shape with the normalised
+// sizes set to 1); weight: normalized_shape or undefined. Means over the normalised elements.
+NormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                              const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                              bool with_dbias = false);
+
+// Training mode only (eval statistics are constants: dx = grad * weight * invstd). grad, x: [N, C, ...];
+// mean, invstd: [C] (the batch statistics); weight: [C] or undefined. Means per channel over N and
+// the trailing dims.
+NormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                              const Tensor& weight = Tensor(), bool with_dbias = false);
+
+// grad, x: [N, C, ...]; mean, rstd: [N, num_groups]; weight: [C] or undefined (gxhat = grad * weight
+// per channel). Means per (sample, group) over its C / num_groups channels and the trailing dims.
+NormGrads group_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                              int64_t num_groups, const Tensor& weight = Tensor(), bool with_dbias = false);
 
 // Rows of weight [V, D] picked by i64/i32 indices [...]: returns [..., D] in weight's dtype.
 // Rows at padding_idx (-1: none) receive no gradient. Out-of-range indices throw IndexError.

@@ -1,10 +1,13 @@
 // CPU kernels of the norm op group: layer_norm, rms_norm, batch_norm, group_norm (fused forward
 // with per-row / per-channel / per-group statistics), embedding (row gather) and dropout (Philox
-// mask). The one decision a reader must know: inputs of any layout and floating dtype are first
-// loaded into a dense buffer of the accumulation type A = acc_t<T> (f32 for f16/bf16/f32, f64 for
-// f64); statistics are two-pass (mean, then centred sum of squares) in A, and each output element
-// is rounded once on store. Parameters (weight, bias, running stats) may have a dtype other than
-// x's (batch_norm: f32 parameters next to an f16 input).
+// mask), and the fused first-order backward of layer_norm, batch_norm (training) and group_norm
+// from the saved statistics. The one decision a reader must know: inputs of any layout and floating
+// dtype are read as the accumulation type A = acc_t<T> (f32 for f16/bf16/f32, f64 for f64) — the
+// forward kernels load them into a dense A buffer first, the backward kernels convert a row at a
+// time (no copy for contiguous f32/f64); statistics are two-pass (mean, then centred sum of
+// squares) in A, and each output element is rounded once on store. Parameters (weight, bias,
+// running stats) may have a dtype other than x's (batch_norm: f32 parameters next to an f16 input).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -279,6 +282,230 @@ void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   });
 }
 
+// ---- fused backward: (grad, x, mean, rstd, [weight]) -> (dx, [dweight], [dbias]) ----
+// With xhat = (x - mean) * rstd and gxhat = g * w over the L elements normalised together:
+//   dx = rstd * (gxhat - sum(gxhat) / L - xhat * sum(gxhat * xhat) / L)
+// and per parameter entry dweight = sum(g * xhat), dbias = sum(g). Everything accumulates in A.
+
+// Elements of a tensor read as A, a run of consecutive row-major elements at a time, inside the
+// parallel loops. A contiguous tensor is read in place (converted per run into the caller's
+// buffer unless it already holds A); any other layout is first gathered into a dense A copy, and
+// so is a tensor that needs converting when `short_runs` (runs too short to convert one by one).
+template <typename A>
+class RunReader {
+ public:
+  RunReader(const Tensor& t, bool short_runs) {
+    if (t.is_contiguous() && !(short_runs && t.dtype() != dtype_v<A>)) {
+      base_ = t.data_ptr();
+      dtype_ = t.dtype();
+    } else {
+      copy_ = load_values<A>(t);
+      base_ = copy_.data();
+      dtype_ = dtype_v<A>;
+    }
+  }
+  // Elements [off, off + n) as A: a pointer into the data, or `buf` (n elements) filled with them.
+  const A* get(int64_t off, int64_t n, A* buf) const {
+    if (dtype_ == dtype_v<A>) return static_cast<const A*>(base_) + off;
+    visit_dtype(dtype_, [&]<typename S>() {
+      const S* p = static_cast<const S*>(base_) + off;
+      for (int64_t i = 0; i < n; ++i) buf[i] = convert<A>(p[i]);
+    });
+    return buf;
+  }
+
+ private:
+  const void* base_ = nullptr;
+  DType dtype_ = dtype_v<A>;
+  std::vector<A> copy_;
+};
+
+// The weight of a fused backward (input 4, mode bit0) as a dense A vector; empty when absent.
+template <typename A>
+std::vector<A> backward_weight(const Tensors& in, int64_t mode) {
+  return (mode & kHasWeight) ? load_values<A>(in[4]) : std::vector<A>{};
+}
+
+// Where the optional outputs of a fused backward are: dweight (mode bit0, with the weight input 4)
+// and dbias (mode bit1), both A, one entry per parameter element; null when not asked for.
+template <typename A>
+struct ParamGradOutputs {
+  A* dweight = nullptr;
+  A* dbias = nullptr;
+  ParamGradOutputs(Tensors& out, int64_t mode) {
+    int k = 1;
+    if (mode & kHasWeight) dweight = out[k++].data<A>();
+    if (mode & kHasBias) dbias = out[k++].data<A>();
+  }
+  bool any() const { return dweight || dbias; }
+};
+
+// layer_norm_backward: g, x [M, D] (D = product of the last attrs.dim sizes), mean, rstd [M],
+// weight [D] -> dx [M, D], dweight, dbias [D]. Parallel over blocks of rows; each block sums its
+// rows' g * xhat and g into its own partial [D] rows, which are added in block order afterwards
+// (the result does not depend on the thread count).
+template <typename T>
+void layer_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  using A = acc_t<T>;
+  const Tensor& xt = in[1];
+  int64_t d = 1;
+  for (int64_t i = xt.dim() - a.dim; i < xt.dim(); ++i) d *= xt.shape()[i];
+  const int64_t m = in[2].numel();
+  const RunReader<A> g(in[0], false), x(xt, false);
+  const std::vector<A> mean = load_values<A>(in[2]), rstd = load_values<A>(in[3]);  // any layout
+  const std::vector<A> w = backward_weight<A>(in, a.mode);
+  T* dx = out[0].data<T>();
+  const ParamGradOutputs<A> pg(out, a.mode);
+  // Row blocks: at most 64, at least ~4096 elements each, partial sums at most ~2^22 elements.
+  const int64_t max_blocks = pg.any() ? std::max<int64_t>(1, (int64_t(1) << 21) / std::max<int64_t>(d, 1)) : m;
+  const int64_t rows_per_block = std::max({int64_t(1), (m + 63) / 64, 4096 / std::max<int64_t>(d, 1),
+                                           (m + max_blocks - 1) / std::max<int64_t>(max_blocks, 1)});
+  const int64_t blocks = m == 0 ? 0 : (m + rows_per_block - 1) / rows_per_block;
+  // Partial sums of g * xhat and g per block, in A.
+  std::vector<A> part_w(pg.dweight ? std::size_t(blocks * d) : 0, A(0));
+  std::vector<A> part_b(pg.dbias ? std::size_t(blocks * d) : 0, A(0));
+  parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<A> gbuf(static_cast<std::size_t>(d)), xbuf(static_cast<std::size_t>(d));
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      A* pw = pg.dweight ? part_w.data() + blk * d : nullptr;
+      A* pb = pg.dbias ? part_b.data() + blk * d : nullptr;
+      for (int64_t r = blk * rows_per_block; r < std::min(m, (blk + 1) * rows_per_block); ++r) {
+        const A* gr = g.get(r * d, d, gbuf.data());
+        const A* xr = x.get(r * d, d, xbuf.data());
+        const A mu = mean[r], rs = rstd[r];
+        A s1 = 0, s2 = 0;  // sum(gxhat), sum(gxhat * xhat) over the row, accumulated in A
+        for (int64_t i = 0; i < d; ++i) {
+          const A xh = (xr[i] - mu) * rs;
+          const A gh = w.empty() ? gr[i] : gr[i] * w[i];
+          s1 += gh;
+          s2 += gh * xh;
+          if (pw) pw[i] += gr[i] * xh;
+          if (pb) pb[i] += gr[i];
+        }
+        const A m1 = s1 / A(d), m2 = s2 / A(d);
+        for (int64_t i = 0; i < d; ++i) {
+          const A xh = (xr[i] - mu) * rs;
+          const A gh = w.empty() ? gr[i] : gr[i] * w[i];
+          dx[r * d + i] = store<T>(rs * (gh - m1 - xh * m2));
+        }
+      }
+    }
+  });
+  if (!pg.any()) return;
+  // dweight / dbias: the block partials added in block order, in A.
+  parallel_for(0, d, 1024, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      A sw = 0, sb = 0;
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        if (pg.dweight) sw += part_w[blk * d + i];
+        if (pg.dbias) sb += part_b[blk * d + i];
+      }
+      if (pg.dweight) pg.dweight[i] = sw;
+      if (pg.dbias) pg.dbias[i] = sb;
+    }
+  });
+}
+
+// batch_norm_backward (training): g, x [N, C, S] (S = product of the trailing sizes), mean,
+// invstd [C], weight [C] -> dx [N, C, S], dweight, dbias [C]. Parallel over channels; each
+// channel's sums run over N and S.
+template <typename T>
+void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  using A = acc_t<T>;
+  const Tensor& xt = in[1];
+  const int64_t n = xt.shape()[0], c = xt.shape()[1];
+  const int64_t s = n * c == 0 ? 0 : xt.numel() / (n * c);
+  const RunReader<A> g(in[0], /*short_runs=*/s < 64), x(xt, /*short_runs=*/s < 64);
+  const std::vector<A> mean = load_values<A>(in[2]), invstd = load_values<A>(in[3]);  // any layout
+  const std::vector<A> w = backward_weight<A>(in, a.mode);
+  T* dx = out[0].data<T>();
+  const ParamGradOutputs<A> pg(out, a.mode);
+  parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
+    std::vector<A> gbuf(static_cast<std::size_t>(s)), xbuf(static_cast<std::size_t>(s));
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      const A mu = mean[ch], rs = invstd[ch];
+      A sg = 0, sgx = 0;  // sum(g), sum(g * xhat) over N and S, accumulated in A
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t off = (i * c + ch) * s;
+        const A* gr = g.get(off, s, gbuf.data());
+        const A* xr = x.get(off, s, xbuf.data());
+        for (int64_t k = 0; k < s; ++k) {
+          sg += gr[k];
+          sgx += gr[k] * ((xr[k] - mu) * rs);
+        }
+      }
+      if (pg.dweight) pg.dweight[ch] = sgx;
+      if (pg.dbias) pg.dbias[ch] = sg;
+      const A wc = w.empty() ? A(1) : w[ch];
+      const A cnt = A(n * s);
+      const A m1 = wc * sg / cnt, m2 = wc * sgx / cnt;  // mean(gxhat), mean(gxhat * xhat)
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t off = (i * c + ch) * s;
+        const A* gr = g.get(off, s, gbuf.data());
+        const A* xr = x.get(off, s, xbuf.data());
+        for (int64_t k = 0; k < s; ++k) {
+          const A xh = (xr[k] - mu) * rs;
+          dx[off + k] = store<T>(rs * (gr[k] * wc - m1 - xh * m2));
+        }
+      }
+    }
+  });
+}
+
+// group_norm_backward: g, x [N, C, S] in G groups of C/G channels, mean, rstd [N, G], weight [C]
+// -> dx [N, C, S], dweight, dbias [C]. Parallel over (sample, group); the per-(sample, channel)
+// sums of g and g * xhat are kept and added over the samples afterwards.
+template <typename T>
+void group_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  using A = acc_t<T>;
+  const Tensor& xt = in[1];
+  const int64_t n = xt.shape()[0], c = xt.shape()[1], grp = a.dim, cg = c / grp;
+  const int64_t s = n * c == 0 ? 0 : xt.numel() / (n * c);
+  const int64_t len = cg * s;  // elements per (sample, group), contiguous in row-major order
+  const RunReader<A> g(in[0], false), x(xt, false);
+  const std::vector<A> mean = load_values<A>(in[2]), rstd = load_values<A>(in[3]);  // any layout
+  const std::vector<A> w = backward_weight<A>(in, a.mode);
+  T* dx = out[0].data<T>();
+  const ParamGradOutputs<A> pg(out, a.mode);
+  // sum(g) and sum(g * xhat) per (sample, channel) over S, in A.
+  std::vector<A> sum_g(std::size_t(n * c)), sum_gx(std::size_t(n * c));
+  parallel_for(0, n * grp, 1, [&](int64_t r0, int64_t r1) {
+    std::vector<A> gbuf(static_cast<std::size_t>(len)), xbuf(static_cast<std::size_t>(len));
+    for (int64_t r = r0; r < r1; ++r) {
+      const A* gr = g.get(r * len, len, gbuf.data());
+      const A* xr = x.get(r * len, len, xbuf.data());
+      const A mu = mean[r], rs = rstd[r];
+      const int64_t nc_first = r * cg;  // (sample, first channel of the group) as n * C + c
+      A s1 = 0, s2 = 0;  // sum(gxhat), sum(gxhat * xhat) over the group, in A
+      for (int64_t j = 0; j < cg; ++j) {
+        A sg = 0, sgx = 0;  // over S, in A
+        for (int64_t k = 0; k < s; ++k) {
+          sg += gr[j * s + k];
+          sgx += gr[j * s + k] * ((xr[j * s + k] - mu) * rs);
+        }
+        sum_g[nc_first + j] = sg;
+        sum_gx[nc_first + j] = sgx;
+        const A wc = w.empty() ? A(1) : w[(r % grp) * cg + j];
+        s1 += wc * sg;
+        s2 += wc * sgx;
+      }
+      const A m1 = len > 0 ? s1 / A(len) : A(0), m2 = len > 0 ? s2 / A(len) : A(0);
+      for (int64_t j = 0; j < cg; ++j) {
+        const A wc = w.empty() ? A(1) : w[(r % grp) * cg + j];
+        for (int64_t k = 0; k < s; ++k) {
+          const A xh = (xr[j * s + k] - mu) * rs;
+          dx[r * len + j * s + k] = store<T>(rs * (gr[j * s + k] * wc - m1 - xh * m2));
+        }
+      }
+    }
+  });
+  for (int64_t ch = 0; ch < c; ++ch) {  // over the samples, in sample order, in A
+    A sw = 0, sb = 0;
+    for (int64_t i = 0; i < n; ++i) sw += sum_gx[i * c + ch], sb += sum_g[i * c + ch];
+    if (pg.dweight) pg.dweight[ch] = sw;
+    if (pg.dbias) pg.dbias[ch] = sb;
+  }
+}
 
 #define MG_REGISTER_FLOATS(op, kernel)                                          \
   register_kernel(OpId::op, DeviceType::CPU, DType::F64, kernel<double>);      \
@@ -290,9 +517,12 @@ void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
 
 void register_norm_kernels() {
   MG_REGISTER_FLOATS(layer_norm, layer_norm_kernel);
+  MG_REGISTER_FLOATS(layer_norm_backward, layer_norm_backward_kernel);
   MG_REGISTER_FLOATS(rms_norm, rms_norm_kernel);
   MG_REGISTER_FLOATS(batch_norm, batch_norm_kernel);
+  MG_REGISTER_FLOATS(batch_norm_backward, batch_norm_backward_kernel);
   MG_REGISTER_FLOATS(group_norm, group_norm_kernel);
+  MG_REGISTER_FLOATS(group_norm_backward, group_norm_backward_kernel);
   MG_REGISTER_FLOATS(embedding, embedding_kernel);
   MG_REGISTER_FLOATS(dropout, dropout_kernel);
 }

@@ -2,7 +2,8 @@
 // numbers), f32 statistics for f16 inputs (a sum of squares that would overflow f16), mixed
 // f16 input / f32 parameter dtypes, embedding gradients with repeated and padding indices,
 // dropout reproducibility / keep fraction / scaling / eval identity, double backward of
-// layer_norm and batch_norm, and error texts.
+// layer_norm and batch_norm, the fused first-order backward against the composite one (f64 and
+// f16/bf16), and error texts.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
 #include "core/generator.h"
+#include "ops/dispatcher.h"
 #include "ops/norm.h"
 #include "ops/ops.h"
 
@@ -69,6 +71,50 @@ void check_double_backward(const std::function<Tensor(const Tensor&)>& f, Tensor
     INFO("element " << k << ": got " << got[k] << ", want " << want);
     CHECK(std::fabs(got[k] - want) <= 1e-5 * (1.0 + std::fabs(want)));
   }
+}
+
+// Gradients of f() with respect to `wrt` for the cotangent `cot`, through the fused *_backward ops
+// (an ordinary backward) or through the composite of public ops (create_graph = true).
+Tensors grads_of(const std::function<Tensor()>& f, const Tensors& wrt, const Tensor& cot, bool composite) {
+  const Tensor y = f();
+  return autograd::grad({y}, wrt, {to(cot, y.dtype())}, std::nullopt, /*create_graph=*/composite);
+}
+
+// The fused and the composite backward give the same gradients, in the same dtypes, within
+// |fused - composite| <= atol + rtol * |composite|.
+void check_fused_matches_composite(const std::function<Tensor()>& f, const Tensors& wrt, double rtol, double atol,
+                                   uint64_t seed) {
+  Generator gen(seed);
+  Tensor cot;
+  {
+    NoGradGuard no_grad;
+    cot = randn(f().shape(), {.dtype = DType::F64}, &gen);
+  }
+  const Tensors fused = grads_of(f, wrt, cot, false);
+  const Tensors composite = grads_of(f, wrt, cot, true);
+  REQUIRE(fused.size() == wrt.size());
+  for (std::size_t i = 0; i < wrt.size(); ++i) {
+    INFO("gradient " << i << " of " << describe(wrt[i]));
+    REQUIRE(fused[i].defined());
+    CHECK_FALSE(fused[i].requires_grad());  // the fused ops are not recorded
+    if (i == 0) CHECK(composite[i].requires_grad());  // the composite is recorded (dbias = sum(g) is constant)
+    CHECK(fused[i].dtype() == wrt[i].dtype());
+    CHECK(composite[i].dtype() == wrt[i].dtype());
+    CHECK(fused[i].shape() == wrt[i].shape());
+    const std::vector<double> a = vals(fused[i]), b = vals(composite[i]);
+    REQUIRE(a.size() == b.size());
+    double worst = 0;
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      worst = std::max(worst, std::fabs(a[k] - b[k]) / (atol + rtol * std::fabs(b[k])));
+    }
+    INFO("worst |fused - composite| / (atol + rtol |composite|) = " << worst);
+    CHECK(worst <= 1.0);
+  }
+}
+
+Tensor rand_tensor(Generator& gen, const Shape& s, DType dt, double scale = 1.0, double shift = 0.0) {
+  NoGradGuard no_grad;
+  return to(randn(s, {.dtype = DType::F64}, &gen) * scale + shift, dt).requires_grad_();
 }
 
 }  // namespace
@@ -154,6 +200,111 @@ TEST_CASE("norm layers: double backward of layer_norm, batch_norm and group_norm
                         randn({2, 4, 2}, {.dtype = DType::F64}, &gen), 3);
   check_double_backward([&](const Tensor& x) { return rms_norm(x, {4}, w); },
                         randn({2, 4}, {.dtype = DType::F64}, &gen), 4);
+}
+
+TEST_CASE("norm layers: the fused backward matches the composite one in f64", "[norm][grad]") {
+  Generator gen(21);
+  const DType f = DType::F64;
+  SECTION("layer_norm, one normalised dim") {
+    const Tensor x = rand_tensor(gen, {6, 5, 8}, f, 2.0, 0.5), w = rand_tensor(gen, {8}, f, 0.5, 1.0);
+    const Tensor b = rand_tensor(gen, {8}, f);
+    check_fused_matches_composite([&] { return layer_norm(x, {8}, w, b); }, {x, w, b}, 1e-12, 1e-12, 1);
+    check_fused_matches_composite([&] { return layer_norm(x, {8}); }, {x}, 1e-12, 1e-12, 2);
+    check_fused_matches_composite([&] { return layer_norm(x, {8}, w); }, {x, w}, 1e-12, 1e-12, 3);
+    check_fused_matches_composite([&] { return layer_norm(x, {8}, Tensor(), b); }, {x, b}, 1e-12, 1e-12, 4);
+    // A frozen weight: only x and b get gradients.
+    const Tensor wf = w.detach();
+    check_fused_matches_composite([&] { return layer_norm(x, {8}, wf, b); }, {x, b}, 1e-12, 1e-12, 5);
+    // A non-contiguous input.
+    const Tensor w6 = rand_tensor(gen, {6}, f, 0.5, 1.0);
+    check_fused_matches_composite([&] { return layer_norm(transpose(x, 0, 2), {6}, w6); }, {x, w6}, 1e-12, 1e-12, 6);
+  }
+  SECTION("layer_norm, two normalised dims") {
+    const Tensor x = rand_tensor(gen, {4, 3, 7}, f, 1.5, -1.0), w = rand_tensor(gen, {3, 7}, f, 0.5, 1.0);
+    const Tensor b = rand_tensor(gen, {3, 7}, f);
+    check_fused_matches_composite([&] { return layer_norm(x, {3, 7}, w, b); }, {x, w, b}, 1e-12, 1e-12, 7);
+    check_fused_matches_composite([&] { return layer_norm(x, {3, 7}); }, {x}, 1e-12, 1e-12, 8);
+  }
+  SECTION("group_norm") {
+    const Tensor x = rand_tensor(gen, {3, 6, 4, 5}, f, 2.0, 1.0), w = rand_tensor(gen, {6}, f, 0.5, 1.0);
+    const Tensor b = rand_tensor(gen, {6}, f);
+    check_fused_matches_composite([&] { return group_norm(x, 3, w, b); }, {x, w, b}, 1e-12, 1e-12, 9);
+    check_fused_matches_composite([&] { return group_norm(x, 2); }, {x}, 1e-12, 1e-12, 10);
+    check_fused_matches_composite([&] { return group_norm(x, 6, w); }, {x, w}, 1e-12, 1e-12, 11);
+    const Tensor x3 = rand_tensor(gen, {2, 4, 9}, f), w4 = rand_tensor(gen, {4}, f, 0.5, 1.0);
+    check_fused_matches_composite([&] { return group_norm(x3, 1, w4); }, {x3, w4}, 1e-12, 1e-12, 12);
+  }
+  SECTION("batch_norm training, 2-D and 4-D") {
+    const Tensor w = rand_tensor(gen, {5}, f, 0.5, 1.0), b = rand_tensor(gen, {5}, f);
+    const Tensor x2 = rand_tensor(gen, {16, 5}, f, 2.0, 0.5), x4 = rand_tensor(gen, {4, 5, 3, 6}, f, 1.5, -0.5);
+    Tensor rm = zeros({5}, {.dtype = f}), rv = ones({5}, {.dtype = f});
+    check_fused_matches_composite([&] { return batch_norm(x2, w, b, rm, rv, true); }, {x2, w, b}, 1e-12, 1e-12, 13);
+    check_fused_matches_composite([&] { return batch_norm(x4, w, b, rm, rv, true); }, {x4, w, b}, 1e-12, 1e-12, 14);
+    check_fused_matches_composite([&] { return batch_norm(x4, Tensor(), Tensor(), Tensor(), Tensor(), true); },
+                                  {x4}, 1e-12, 1e-12, 15);
+    check_fused_matches_composite([&] { return batch_norm(x2, Tensor(), b, Tensor(), Tensor(), true); }, {x2, b},
+                                  1e-12, 1e-12, 16);
+    // Eval keeps its own (single) formula; both paths still agree.
+    check_fused_matches_composite([&] { return batch_norm(x4, w, b, rm, rv, false); }, {x4, w, b}, 1e-12, 1e-12, 17);
+  }
+}
+
+TEST_CASE("norm layers: the fused backward matches the composite one in f16 and bf16", "[norm][grad]") {
+  Generator gen(22);
+  for (DType dt : {DType::F16, DType::BF16}) {
+    INFO("dtype " << dtype_name(dt));
+    // The composite computes in f32 and rounds once, like the fused kernel: they differ by at most
+    // about one rounding of the result.
+    const double rtol = dt == DType::F16 ? 2e-3 : 1.6e-2, atol = dt == DType::F16 ? 1e-3 : 1e-2;
+    const Tensor x = rand_tensor(gen, {32, 48}, dt, 2.0, 0.5);
+    const Tensor w = rand_tensor(gen, {48}, dt, 0.5, 1.0), b = rand_tensor(gen, {48}, dt);
+    check_fused_matches_composite([&] { return layer_norm(x, {48}, w, b); }, {x, w, b}, rtol, atol, 31);
+    const Tensor x4 = rand_tensor(gen, {4, 8, 5, 5}, dt, 1.5, -0.5);
+    const Tensor wg = rand_tensor(gen, {8}, dt, 0.5, 1.0), bg = rand_tensor(gen, {8}, dt);
+    check_fused_matches_composite([&] { return group_norm(x4, 4, wg, bg); }, {x4, wg, bg}, rtol, atol, 32);
+    // batch_norm: a low-precision input with f32 parameters (the AMP layout); 4-D and 2-D.
+    const Tensor wb = rand_tensor(gen, {8}, DType::F32, 0.5, 1.0), bb = rand_tensor(gen, {8}, DType::F32);
+    check_fused_matches_composite([&] { return batch_norm(x4, wb, bb, Tensor(), Tensor(), true); }, {x4, wb, bb},
+                                  rtol, atol, 33);
+    const Tensor x2 = rand_tensor(gen, {64, 8}, dt, 2.0, 1.0);
+    check_fused_matches_composite([&] { return batch_norm(x2, wb, bb, Tensor(), Tensor(), true); }, {x2, wb, bb},
+                                  rtol, atol, 34);
+  }
+}
+
+TEST_CASE("norm layers: an ordinary backward reads the saved statistics, create_graph does not", "[norm][grad]") {
+  // The fused path unpacks the forward's mean/rstd outputs (version-checked); the composite path
+  // recomputes them from x. Modifying the saved mean in place therefore breaks only the former.
+  Generator gen(23);
+  const Tensor x = rand_tensor(gen, {3, 4}, DType::F64);
+  const Tensor w = rand_tensor(gen, {4}, DType::F64, 0.5, 1.0);
+  const auto forward = [&] { return dispatch(OpId::layer_norm, {x, w}, {.dim = 1, .alpha = 1e-5, .mode = 1}); };
+  {
+    Tensors out = forward();
+    {
+      NoGradGuard no_grad;
+      out[1].add_(0.0);  // bumps the version of the saved mean
+    }
+    REQUIRE_THROWS_WITH(autograd::grad({sum(out[0])}, {x}), Catch::Contains("modified by an in-place operation"));
+  }
+  {
+    Tensors out = forward();
+    {
+      NoGradGuard no_grad;
+      out[1].add_(0.0);
+    }
+    const Tensor g = autograd::grad({sum(out[0] * out[0])}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+    CHECK(g.shape() == x.shape());
+  }
+  // The statistics outputs 1 and 2 are what the fused op takes.
+  const Tensors out = forward();
+  const Tensor cot = f64({1, -2, 0.5, 3, 0.25, -1, 2, -0.5, 1, 1, -1, 0}, {3, 4});
+  const NormGrads r = layer_norm_backward(cot, x.detach(), out[1], out[2], {4}, w.detach(), true);
+  const Tensors want = autograd::grad({out[0]}, {x, w}, {cot});
+  check_close(vals(r.dx), vals(want[0]), 1e-12);
+  check_close(vals(r.dweight), vals(want[1]), 1e-12);
+  check_close(vals(r.dbias), vals(sum(cot, {0})), 1e-15);
+  CHECK(r.dweight.dtype() == DType::F64);
 }
 
 TEST_CASE("embedding: repeated indices accumulate, padding rows get no gradient", "[norm]") {
@@ -246,6 +397,16 @@ TEST_CASE("norm layers: error messages name the op and both shapes", "[norm]") {
   REQUIRE_THROWS_WITH(group_norm(x, 3, ones({2})),
                       Catch::Contains("group_norm: expected weight of shape [3] for input [2, 3, 4] f32 cpu"));
   REQUIRE_THROWS_AS(layer_norm(from_vector<int64_t>({1, 2}), {2}), DTypeError);
+  REQUIRE_THROWS_WITH(layer_norm_backward(x, x, zeros({2, 3}), ones({2, 3, 1}), {4}),
+                      Catch::Contains("layer_norm_backward: expected mean of shape [2, 3, 1] in f32 for input "
+                                      "[2, 3, 4] f32 cpu, got [2, 3] f32 cpu") &&
+                          Catch::Contains("hint:"));
+  REQUIRE_THROWS_WITH(batch_norm_backward(x, x, zeros({3}, {.dtype = DType::F64}), ones({3})),
+                      Catch::Contains("batch_norm_backward: expected mean of shape [3] in f32"));
+  REQUIRE_THROWS_WITH(group_norm_backward(x, x, zeros({2, 3}), ones({2, 3}), 3, ones({4})),
+                      Catch::Contains("group_norm_backward: expected weight of shape [3]"));
+  REQUIRE_THROWS_WITH(group_norm_backward(zeros({2, 3, 5}), x, zeros({2, 3}), ones({2, 3}), 3),
+                      Catch::Contains("group_norm_backward: expected grad of the input's shape"));
 
   const Tensor table = zeros({8192, 4});
   REQUIRE_THROWS_AS(embedding(table, from_vector<int64_t>({1, 8192})), IndexError);
