@@ -2,10 +2,11 @@
 //   out[b] = beta * c[b] + alpha * a[b] @ b[b]     for every index b of a (broadcast) batch,
 // with arbitrary element strides on a, b and c (0 for broadcast dims) and a dense row-major out.
 //
-// Decision: f32/f64 run Eigen's GEMM on Maps over the raw pointers (row-major or col-major with an
-// outer stride, so transposed views are not copied); f16/bf16 are converted to f32 scratch, run
-// the f32 GEMM and round the output once (f32 accumulation, like cuBLAS COMPUTE_32F). Eigen's own
-// half/bfloat16 GEMM is never used (10-400x slower than its f32 GEMM).
+// Decision: f32 and bf16 run oneDNN's GEMM (bf16 on AMX), f64 and small products Eigen's, both on
+// the raw pointers (row-major or col-major with a leading dimension, so transposed views are not
+// copied); bf16 accumulates in f32 and f16 is converted to f32 scratch for the f32 GEMM, and the
+// output is rounded once (like cuBLAS COMPUTE_32F). Eigen's own half/bfloat16 GEMM is never used
+// (10-400x slower than its f32 GEMM). Measurements: ops/cpu/gemm.cpp.
 //
 //   mg::cpu::GemmProblem p{.batch = {4}, .n = 3, .k = 5, .m = 2, ...};
 //   mg::cpu::gemm<float>(p);

@@ -1,7 +1,8 @@
 // Tests of the linear-algebra ops (matmul, mm, bmm, addmm, baddbmm, linear): golden values, every
 // matmul shape case against a naive f64 triple loop, strided/transposed operands, f16/bf16 f32
-// accumulation with one rounding, f64 central-difference gradient checks (also of the gradients
-// themselves: double backward) and error texts.
+// accumulation with one rounding, exact f32/bf16 products on the oneDNN path, f64
+// central-difference gradient checks (also of the gradients themselves: double backward) and
+// error texts.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -247,6 +248,45 @@ TEST_CASE("f16/bf16 GEMM equals the f32 GEMM of the same values rounded once", "
     const Tensor w = rnd({21, 70}, dt);
     REQUIRE(bit_equal(linear(x, w, c),
                       to(linear(to(x, DType::F32), to(w, DType::F32), to(c, DType::F32)), dt)));
+  }
+}
+
+TEST_CASE("f32/bf16 oneDNN GEMMs: layouts, broadcast batches, alpha/beta, one rounding", "[ops][linalg]") {
+  // Products of at least 32^3 multiply-adds (the oneDNN path). Integer operands in [-8, 8] and
+  // alpha/beta with few mantissa bits keep every f32 partial sum exact, so f32 must equal the f64
+  // reference and bf16 the f64 reference rounded to bf16 once, bit for bit: a wrong transpose or
+  // batch offset, or a second rounding (say of alpha * a @ b before beta * c is added), fails.
+  const int64_t n = 40, k = 64, m = 36;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    INFO(dtype_name(dt));
+    auto ints = [&](const Shape& shape) { return randint(-8, 9, shape, {.dtype = dt}, &gen()); };
+    auto f64 = [](const Tensor& t) { return to(t, DType::F64); };
+    auto check = [&](const Tensor& got, const Tensor& want_f64) {
+      REQUIRE(got.dtype() == dt);
+      REQUIRE(bit_equal(got, to(want_f64, dt)));
+    };
+    // both operands transposed views (passed to oneDNN as 'T', no copies); a step slice (copied)
+    const Tensor at = ints({k, n}), bt = ints({m, k});
+    const Tensor ab = ref_matmul(at.t(), bt.t());  // [n, m]
+    check(mm(at.t(), bt.t()), ab);
+    const Tensor s = ints({n, 2 * k}).slice(1, 0, 2 * k, 2);  // [n, k], column stride 2
+    check(mm(s, bt.t()), ref_matmul(s, bt.t()));
+    // addmm with a bias row broadcast over the rows; beta = 0 ignores NaN in c
+    const Tensor bias = ints({m});
+    check(addmm(bias, at.t(), bt.t(), 0.375, 1.5), 0.375 * f64(bias) + 1.5 * ab);
+    check(addmm(full({n, m}, NAN, {.dtype = dt}), at.t(), bt.t(), 0.0, 0.5), 0.5 * ab);
+    // baddbmm: per-matrix transposed a, b broadcast over the batch (batch stride 0), c [n, m]
+    // broadcast too; 4 matrices on 2 threads run batch-parallel
+    const Tensor xa = ints({4, k, n}).transpose(1, 2);  // [4, n, k]
+    const Tensor wb = ints({1, k, m}).expand({4, k, m});
+    const Tensor c = ints({n, m});
+    check(baddbmm(c, xa, wb, -0.25, 1.5), -0.25 * f64(c) + 1.5 * ref_matmul(xa, wb));
+    // matmul with broadcast batch dims: [2, 1, n, k] @ [3, k, m] -> [2, 3, n, m]
+    const Tensor ba = ints({2, 1, n, k}), bb = ints({3, k, m});
+    check(matmul(ba, bb), ref_matmul(ba, bb));
+    // linear on [2, 20, k]: batch folded into the rows, weight transposed, bias added in f32
+    const Tensor x = ints({2, n / 2, k}), w = ints({m, k});
+    check(linear(x, w, bias), ref_matmul(x, w.t()) + f64(bias));
   }
 }
 
