@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
+#include "core/autocast_state.h"
 #include "autograd/node.h"
 #include "core/factory.h"
 
@@ -157,6 +158,7 @@ void backward(const Tensors& outputs, const Tensors& grad_outputs, bool retain_g
   GraphTask task(retain_graph || create_graph, /*accumulate=*/true);
   add_roots(task, outputs, grad_outputs, "backward");
   EnableGradGuard mode(create_graph);
+  AutocastOffGuard no_autocast;  // backward ops run in the dtypes the forward chose
   task.run();
 }
 
@@ -172,6 +174,7 @@ Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_
     task.add_capture(edge);
   }
   EnableGradGuard mode(create_graph);
+  AutocastOffGuard no_autocast;  // backward ops run in the dtypes the forward chose
   Tensors result = task.run();
   for (std::size_t i = 0; i < result.size(); ++i) {
     MG_CHECK(result[i].defined() || allow_unused, AutogradError, "grad: input ", i, " (",

@@ -15,4 +15,18 @@ struct AutocastState {
 // The calling thread's state (mutable).
 AutocastState& autocast_state();
 
+// Turns autocast off on this thread for a scope and restores it, also when an exception unwinds.
+// The backward engine runs under it (backward ops run in the dtypes the forward chose, never
+// re-cast), and so does a user-defined function's forward (its inputs were cast once on entry).
+class AutocastOffGuard {
+ public:
+  AutocastOffGuard() : prev_(autocast_state().enabled) { autocast_state().enabled = false; }
+  ~AutocastOffGuard() { autocast_state().enabled = prev_; }
+  AutocastOffGuard(const AutocastOffGuard&) = delete;
+  AutocastOffGuard& operator=(const AutocastOffGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
 }  // namespace mg

@@ -76,11 +76,7 @@ Tensors FunctionRunner::run(const char* name, CastPolicy policy, ForwardFn forwa
     // The declared policy already cast the inputs: the body runs without recording and with
     // autocast off (as PyTorch's custom_fwd(cast_inputs=...)), restored even on exceptions.
     NoGradGuard no_grad;
-    struct AutocastOff {
-      bool prev = autocast_state().enabled;
-      AutocastOff() { autocast_state().enabled = false; }
-      ~AutocastOff() { autocast_state().enabled = prev; }
-    } autocast_off;
+    AutocastOffGuard autocast_off;
     outputs = forward(*ctx, inputs);
   }
   if (!any) return outputs;

@@ -62,11 +62,34 @@ OpId op_from_name(const std::string& name) {
 
 CastPolicy op_policy(OpId op) { return policies()[int(op)].load(std::memory_order_relaxed); }
 
-void set_policy(OpId op, CastPolicy policy) { policies()[int(op)].store(policy); }
+namespace {
+// Which ops carry a user override (so a second, different override is caught as a conflict).
+std::array<std::atomic<bool>, kNumOps>& overridden() {
+  static std::array<std::atomic<bool>, kNumOps> table{};
+  return table;
+}
+}  // namespace
+
+void set_policy(OpId op, CastPolicy policy) {
+  const CastPolicy current = op_policy(op);
+  // Two registrations that disagree (Apex: register_half_function and register_float_function
+  // on one function) would silently depend on call order; refuse the second.
+  MG_CHECK(!overridden()[int(op)].load() || current == policy, Error, "set_policy: conflicting registration for ",
+           op_name(op), ": it is already overridden to ", policy_name(current), ", now asked for ",
+           policy_name(policy), "\n  hint: call reset_policy(\"", op_name(op), "\") first to change it on purpose");
+  policies()[int(op)].store(policy);
+  overridden()[int(op)].store(true);
+}
 void set_policy(const std::string& op, CastPolicy policy) { set_policy(op_from_name(op), policy); }
 
+void reset_policy(OpId op) {
+  policies()[int(op)].store(kOpDescs[int(op)].default_policy);
+  overridden()[int(op)].store(false);
+}
+void reset_policy(const std::string& op) { reset_policy(op_from_name(op)); }
+
 void reset_policies() {
-  for (int i = 0; i < kNumOps; ++i) policies()[i].store(kOpDescs[i].default_policy);
+  for (int i = 0; i < kNumOps; ++i) reset_policy(OpId(i));
 }
 
 }  // namespace mg

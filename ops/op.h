@@ -47,9 +47,13 @@ inline const char* op_name(OpId op) { return op_desc(op).name; }
 OpId op_from_name(const std::string& name);
 // The op's current autocast policy (the default unless overridden).
 CastPolicy op_policy(OpId op);
-// Overrides the policy of a built-in op (process-wide). reset_policies() restores the defaults.
+// Overrides the policy of a built-in op (process-wide). Overriding an op that already carries a
+// different override is an error (a conflicting registration); reset_policy(op) or
+// reset_policies() restore the defaults.
 void set_policy(OpId op, CastPolicy policy);
 void set_policy(const std::string& op, CastPolicy policy);
+void reset_policy(OpId op);
+void reset_policy(const std::string& op);
 void reset_policies();
 
 // Non-tensor arguments of an op call. Each op documents in op_list.def which fields it reads;

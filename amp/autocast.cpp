@@ -1,0 +1,120 @@
+#include "amp/autocast.h"
+
+#include <map>
+#include <tuple>
+#include <mutex>
+#include <utility>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "core/tensor.h"
+#include "ops/dispatcher.h"
+#include "ops/ops.h"
+
+namespace mg::amp {
+namespace {
+
+// One cached cast of a weight: valid while the source keeps its storage and version and the
+// grad mode matches (a cast made under NoGradGuard has no history and must not feed a backward).
+struct CacheEntry {
+  Tensor source;  // held so the key's address cannot be reused by another tensor in the region
+  const void* data = nullptr;
+  uint64_t version = 0;
+  Tensor cast;
+};
+using CacheKey = std::tuple<const void*, DType, bool>;  // (tensor identity, target dtype, grad mode)
+
+std::map<CacheKey, CacheEntry>& weight_cache() {
+  thread_local std::map<CacheKey, CacheEntry> cache;
+  return cache;
+}
+
+bool cacheable(const Tensor& t) {
+  return autocast_state().cache_enabled && t.dtype() == DType::F32 && t.is_leaf() && t.requires_grad() &&
+         !t.impl()->is_view;
+}
+
+Tensor cast_to(const Tensor& t, DType dtype) {
+  if (!cacheable(t)) return to(t, dtype);
+  const CacheKey key{t.impl(), dtype, GradMode::is_enabled()};
+  auto& cache = weight_cache();
+  auto it = cache.find(key);
+  if (it != cache.end() && it->second.data == t.data_ptr() && it->second.version == t.version()) {
+    return it->second.cast;
+  }
+  Tensor c = to(t, dtype);
+  cache[key] = CacheEntry{t, t.data_ptr(), t.version(), c};
+  return c;
+}
+
+bool is_float(const Tensor& t) { return t.defined() && is_floating(t.dtype()); }
+
+// The autocast hook: the one place where autocast happens (the dispatcher calls it with each op's
+// policy, user-defined functions with theirs).
+void autocast_hook(CastPolicy policy, const char* op, Tensors& inputs) {
+  const AutocastState& st = autocast_state();
+  switch (policy) {
+    case CastPolicy::Keep:
+      return;
+    case CastPolicy::Lower:
+      // f64 is left alone, as in PyTorch: an explicit f64 computation is a deliberate choice.
+      for (Tensor& t : inputs) {
+        if (is_float(t) && t.dtype() != DType::F64 && t.dtype() != st.dtype) t = cast_to(t, st.dtype);
+      }
+      return;
+    case CastPolicy::Banned:
+      MG_CHECK(st.dtype != DType::F16, DTypeError, op, ": banned under f16 autocast: its inputs or result leave f16's range",
+               "\n  hint: use binary_cross_entropy_with_logits (it fuses the sigmoid and is safe under autocast), "
+               "or compute this op in an Autocast({.enabled = false}) region on f32 inputs");
+      [[fallthrough]];  // under bf16 (f32's range) it runs in f32
+    case CastPolicy::Fp32:
+      for (Tensor& t : inputs) {
+        if (is_float(t) && (t.dtype() == DType::F16 || t.dtype() == DType::BF16)) t = to(t, DType::F32);
+      }
+      return;
+    case CastPolicy::Promote: {
+      bool any = false;
+      DType widest = DType::F16;
+      for (const Tensor& t : inputs) {
+        if (!is_float(t)) continue;
+        widest = any ? promote_types(widest, t.dtype()) : t.dtype();
+        any = true;
+      }
+      for (Tensor& t : inputs) {
+        if (is_float(t) && t.dtype() != widest) t = to(t, widest);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void install_autocast() {
+  static std::once_flag once;
+  std::call_once(once, [] { set_autocast_hook(autocast_hook); });
+}
+
+Autocast::Autocast(AutocastOptions o) : saved_(autocast_state()) {
+  MG_CHECK(o.dtype == DType::F16 || o.dtype == DType::BF16, DTypeError,
+           "Autocast: dtype must be f16 or bf16, got ", dtype_name(o.dtype),
+           "\n  hint: f32 everywhere is simply no Autocast region (or {.enabled = false})");
+  install_autocast();
+  AutocastState& st = autocast_state();
+  st.enabled = o.enabled;
+  st.dtype = o.dtype;
+  st.cache_enabled = o.cache_enabled;
+  st.depth = saved_.depth + 1;
+}
+
+Autocast::~Autocast() {
+  autocast_state() = saved_;
+  // Leaving the outermost region: drop every cached cast so nothing outlives the region.
+  if (saved_.depth == 0) weight_cache().clear();
+}
+
+bool is_autocast_enabled() { return autocast_state().enabled; }
+DType autocast_dtype() { return autocast_state().dtype; }
+std::size_t weight_cache_size() { return weight_cache().size(); }
+
+}  // namespace mg::amp

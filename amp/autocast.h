@@ -1,0 +1,53 @@
+// amp::Autocast: the PyTorch-style autocast region. Inside it the dispatcher casts each op's
+// floating inputs by the op's cast policy (DESIGN §4): lower -> the region's dtype (f16 or bf16),
+// fp32 -> f32, promote -> the widest floating input, keep -> unchanged, banned -> an error with
+// advice under f16. Regions are thread-local, nest (an inner {.enabled = false} turns autocast
+// off), and restore the previous state on exit, also when an exception unwinds.
+//
+// Weight cast cache: inside the outermost region an f32 leaf that requires grad (a weight) is
+// cast once per dtype and reused, keyed by the tensor's identity, storage and version, so an
+// in-place update of the weight is never served a stale cast; the cache empties when the
+// outermost region ends.
+//
+//   {
+//     mg::amp::Autocast autocast({.dtype = mg::DType::BF16});
+//     mg::Tensor logits = model(x);          // matmuls/convs in bf16, softmax/losses in f32
+//     loss = mg::cross_entropy(logits, y);
+//   }
+//   loss.backward();                        // gradients in the dtypes the forward chose
+#pragma once
+#include <cstddef>
+
+#include "core/autocast_state.h"
+#include "core/dtype.h"
+
+namespace mg::amp {
+
+struct AutocastOptions {
+  DType dtype = DType::F16;   // the lower-precision dtype: f16 or bf16
+  bool enabled = true;        // false: a region with autocast off (e.g. around a numerically sensitive part)
+  bool cache_enabled = true;  // reuse the cast of each weight within the outermost region
+};
+
+class Autocast {
+ public:
+  explicit Autocast(AutocastOptions options = {});
+  ~Autocast();
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  AutocastState saved_;
+};
+
+// The calling thread's autocast state.
+bool is_autocast_enabled();
+DType autocast_dtype();
+
+// Entries in the calling thread's weight cast cache (for tests and diagnostics).
+std::size_t weight_cache_size();
+
+// Installs amp's autocast hook into the dispatcher (idempotent; Autocast does it on first use).
+void install_autocast();
+
+}  // namespace mg::amp
