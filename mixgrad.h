@@ -10,6 +10,8 @@
 #include "core/parallel.h"        // set_num_threads
 #include "core/storage.h"         // cpu_memory_stats
 #include "core/tensor.h"          // Tensor, DType, Device
+#include "io/checkpoint.h"        // save_checkpoint, load_checkpoint (versioned, atomic)
+#include "io/safetensors.h"       // save_safetensors, load_safetensors
 #include "nn/models/bert.h"       // nn::models::BertModel, BertForMaskedLM, BertForSequenceClassification
 #include "nn/models/resnet.h"     // nn::models::ResNet (CIFAR and ImageNet style)
 #include "nn/nn.h"                // nn::Module, layers, containers, losses, functional, init

@@ -10,6 +10,7 @@ int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "s
 bool Tensor::is_contiguous() const {
   const Shape& sh = shape();
   const Strides& st = strides();
+  if (numel() == 0) return true;  // no elements: any strides describe the same (empty) layout
   int64_t expected = 1;
   for (std::size_t i = sh.size(); i-- > 0;) {
     if (sh[i] == 1) continue;
@@ -72,6 +73,22 @@ double Tensor::item_double() const {
     T v;
     std::memcpy(&v, buf, sizeof(T));
     return static_cast<double>(static_cast<opmath_t<T>>(v));
+  });
+}
+
+int64_t Tensor::item_int64() const {
+  MG_CHECK(numel() == 1, ShapeError, "item: expected a tensor with one element, got ", describe(*this));
+  MG_CHECK(!is_floating(dtype()), DTypeError, "item_int64: expected an integer or bool tensor, got ", describe(*this));
+  alignas(8) unsigned char buf[8];
+  copy_bytes(buf, Device::cpu(), data_ptr(), device(), element_size());
+  return visit_dtype(dtype(), [&]<typename T>() -> int64_t {
+    if constexpr (std::is_integral_v<T> || std::is_same_v<T, bool>) {
+      T v;
+      std::memcpy(&v, buf, sizeof(T));
+      return static_cast<int64_t>(v);
+    } else {
+      return 0;  // unreachable: floating dtypes are refused above
+    }
   });
 }
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype.h"
@@ -114,11 +115,16 @@ class Tensor {
 
   // ---- element access (defined in core/tensor.cpp) ----
   // The value of a one-element tensor converted to T; throws for more than one element.
+  // Integer results from integer tensors are exact over the whole int64 range.
   template <typename T>
   T item() const {
+    if constexpr (std::is_integral_v<T>) {
+      if (!is_floating(dtype())) return static_cast<T>(item_int64());
+    }
     return static_cast<T>(item_double());
   }
   double item_double() const;
+  int64_t item_int64() const;  // integer and bool tensors only
 
   // ---- LibTorch-style methods, defined in ops/tensor_methods.cpp ----
   Tensor detach() const;

@@ -1,0 +1,332 @@
+// Checkpoints on top of safetensors. The non-tensor part is one JSON document stored as the
+// metadata string "mixgrad.checkpoint" (safetensors metadata values must be strings):
+//   {"model": [names...], "states": [{"name": "optimizer", "tensors": [keys...],
+//     "ints": {"step": 10}, "floats": {"lr": "0.1"}, "strings": {"kind": "adam"}}, ...]}
+// Integers are JSON integers (exact in 64 bits); floats are strings: the shortest text that reads
+// back to the same double for finite values, "inf"/"-inf", and "nan:0x<16 hex digits>" (the full
+// bit pattern) for NaNs, so every double round-trips bit for bit.
+#include "io/checkpoint.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace mg::io {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr const char* kKindKey = "mixgrad.kind";
+constexpr const char* kKind = "checkpoint";
+constexpr const char* kVersionKey = "mixgrad.checkpoint_version";
+constexpr const char* kContentsKey = "mixgrad.checkpoint";
+constexpr const char* kModelPrefix = "model.";
+
+std::string quoted(const std::string& s) {
+  try {
+    return json(s).dump();
+  } catch (const json::exception&) {
+    return "\"<invalid UTF-8>\"";
+  }
+}
+
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)json(s).dump();
+    return true;
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+std::string encode_float(double v) {
+  if (std::isnan(v)) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, 8);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "nan:0x%016llx", static_cast<unsigned long long>(bits));
+    return buf;
+  }
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
+  return std::string(buf, r.ptr);
+}
+
+std::optional<double> decode_float(const std::string& s) {
+  if (s.rfind("nan:0x", 0) == 0 && s.size() == 22) {
+    uint64_t bits = 0;
+    const auto r = std::from_chars(s.data() + 6, s.data() + s.size(), bits, 16);
+    if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
+    double v;
+    std::memcpy(&v, &bits, 8);
+    if (!std::isnan(v)) return std::nullopt;
+    return v;
+  }
+  if (s == "inf") return HUGE_VAL;
+  if (s == "-inf") return -HUGE_VAL;
+  double v = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const nn::Module& model, const NamedStates& states) {
+  const char* who = "save_checkpoint";
+  nn::NamedTensors tensors;
+  json contents = json::object();
+  json model_names = json::array();
+  for (const auto& [name, t] : model.state_dict()) {
+    tensors.emplace_back(kModelPrefix + name, t);
+    model_names.push_back(name);
+  }
+  contents["model"] = std::move(model_names);
+
+  json state_list = json::array();
+  std::set<std::string> state_names;
+  for (const auto& [sname, sd] : states) {
+    auto bad = [&](const auto&... what) {
+      MG_THROW(Error, who, ": ", quoted(path), ": state ", quoted(sname), ": ", what...);
+    };
+    if (sname.empty()) MG_THROW(Error, who, ": ", quoted(path), ": a state has an empty name");
+    if (!valid_utf8(sname)) bad("the name is not valid UTF-8");
+    if (sname.find('.') != std::string::npos) bad("state names cannot contain '.'");
+    if (sname == "model") bad("\"model\" is reserved for the model's state dict");
+    if (!state_names.insert(sname).second) bad("the name appears twice");
+    json s = json::object();
+    s["name"] = sname;
+    json keys = json::array();
+    std::set<std::string> seen;
+    for (const auto& [key, t] : sd.tensors) {
+      if (key.empty()) bad("a tensor has an empty key");
+      if (!valid_utf8(key)) bad("tensor key ", quoted(key), " is not valid UTF-8");
+      if (!seen.insert(key).second) bad("tensor key ", quoted(key), " appears twice");
+      if (!t.defined()) bad("tensor ", quoted(key), " is undefined");
+      tensors.emplace_back(sname + "." + key, t);
+      keys.push_back(key);
+    }
+    s["tensors"] = std::move(keys);
+    json ints = json::object();
+    for (const auto& [k, v] : sd.ints) {
+      if (!valid_utf8(k)) bad("integer key ", quoted(k), " is not valid UTF-8");
+      ints[k] = v;
+    }
+    s["ints"] = std::move(ints);
+    json floats = json::object();
+    for (const auto& [k, v] : sd.floats) {
+      if (!valid_utf8(k)) bad("float key ", quoted(k), " is not valid UTF-8");
+      floats[k] = encode_float(v);
+    }
+    s["floats"] = std::move(floats);
+    json strings = json::object();
+    for (const auto& [k, v] : sd.strings) {
+      if (!valid_utf8(k) || !valid_utf8(v)) bad("string ", quoted(k), " is not valid UTF-8 (checkpoint strings are text)");
+      strings[k] = v;
+    }
+    s["strings"] = std::move(strings);
+    state_list.push_back(std::move(s));
+  }
+  contents["states"] = std::move(state_list);
+
+  const std::map<std::string, std::string> metadata = {
+      {kKindKey, kKind},
+      {kVersionKey, std::to_string(kCheckpointVersion)},
+      {kContentsKey, contents.dump()},
+  };
+  detail::save_safetensors_as(who, path, tensors, metadata);
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  const char* who = "load_checkpoint";
+  SafetensorsFile file = detail::load_safetensors_as(who, path);
+  auto fail = [&](const auto&... what) { MG_THROW(Error, who, ": ", quoted(path), ": ", what...); };
+
+  // Kind and version come first: a newer format must be refused before anything else is parsed.
+  auto kind = file.metadata.find(kKindKey);
+  if (kind == file.metadata.end() || kind->second != kKind) {
+    fail("not a mixgrad checkpoint (its metadata has no \"", kKindKey, "\": \"", kKind, "\")",
+         "\n  hint: a plain safetensors file is read with io::load_safetensors");
+  }
+  auto ver = file.metadata.find(kVersionKey);
+  if (ver == file.metadata.end()) fail("the metadata has no \"", kVersionKey, "\"");
+  int64_t version = 0;
+  {
+    const std::string& v = ver->second;
+    const auto r = std::from_chars(v.data(), v.data() + v.size(), version);
+    if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size() || version < 1) {
+      fail("invalid checkpoint format version ", quoted(v), " (expected a positive integer)");
+    }
+  }
+  if (version > kCheckpointVersion) {
+    fail("written by a newer mixgrad (checkpoint format version ", version, "; this build reads version ",
+         kCheckpointVersion, ")\n  hint: load it with a newer mixgrad");
+  }
+  MG_ASSERT(version == kCheckpointVersion, "no reader for older checkpoint versions yet");
+
+  auto cit = file.metadata.find(kContentsKey);
+  if (cit == file.metadata.end()) fail("the metadata has no \"", kContentsKey, "\"");
+  json contents;
+  try {
+    contents = json::parse(cit->second);
+  } catch (const json::parse_error& e) {
+    fail("the \"", kContentsKey, "\" metadata is not valid JSON: ", e.what());
+  }
+  if (!contents.is_object() || !contents.contains("model") || !contents["model"].is_array() ||
+      !contents.contains("states") || !contents["states"].is_array()) {
+    fail("the \"", kContentsKey, "\" metadata must be an object with arrays \"model\" and \"states\"");
+  }
+
+  // Every tensor of the file is claimed exactly once, by the model or by one state.
+  std::unordered_map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < file.tensors.size(); ++i) index.emplace(file.tensors[i].first, i);
+  std::vector<bool> claimed(file.tensors.size(), false);
+  auto take = [&](const std::string& full, const std::string& owner) -> Tensor {
+    auto it = index.find(full);
+    if (it == index.end()) fail(owner, " lists tensor ", quoted(full), " but the file has no such tensor");
+    if (claimed[it->second]) fail("tensor ", quoted(full), " is listed twice");
+    claimed[it->second] = true;
+    return file.tensors[it->second].second;
+  };
+
+  Checkpoint ck;
+  ck.path_ = path;
+  ck.version_ = version;
+  for (const json& name : contents["model"]) {
+    if (!name.is_string()) fail("the model's tensor list has a non-string entry ", name.dump());
+    const std::string n = name.get<std::string>();
+    ck.model_.emplace_back(n, take(kModelPrefix + n, "the model"));
+  }
+  std::set<std::string> seen_states;
+  for (const json& s : contents["states"]) {
+    if (!s.is_object() || !s.contains("name") || !s["name"].is_string()) {
+      fail("a state entry has no string \"name\": ", s.dump());
+    }
+    const std::string sname = s["name"].get<std::string>();
+    if (sname.empty() || sname.find('.') != std::string::npos || sname == "model" ||
+        !seen_states.insert(sname).second) {
+      fail("invalid or repeated state name ", quoted(sname));
+    }
+    // The object s[key] (empty when absent), every value checked by is_ok.
+    auto section = [&](const char* key, auto is_ok, const char* what) -> const json& {
+      static const json kEmpty = json::object();
+      if (!s.contains(key)) return kEmpty;
+      const json& sec = s[key];
+      if (!sec.is_object()) fail("state ", quoted(sname), ": \"", key, "\" is a JSON ", sec.type_name(), ", expected an object");
+      for (const auto& [k, v] : sec.items()) {
+        if (!is_ok(v)) fail("state ", quoted(sname), ": ", what, " ", quoted(k), " is ", v.dump());
+      }
+      return sec;
+    };
+    StateDict sd;
+    if (s.contains("tensors")) {
+      if (!s["tensors"].is_array()) fail("state ", quoted(sname), ": \"tensors\" must be an array of keys");
+      for (const json& key : s["tensors"]) {
+        if (!key.is_string()) fail("state ", quoted(sname), ": a tensor key is ", key.dump());
+        const std::string k = key.get<std::string>();
+        sd.tensors.emplace_back(k, take(sname + "." + k, str_cat("state ", quoted(sname))));
+      }
+    }
+    const json& ints = section(
+        "ints",
+        [](const json& v) {
+          return v.is_number_integer() && (!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t(INT64_MAX));
+        },
+        "integer");
+    for (const auto& [k, v] : ints.items()) sd.ints[k] = v.get<int64_t>();
+    const json& floats = section(
+        "floats", [](const json& v) { return v.is_string() && decode_float(v.get<std::string>()).has_value(); },
+        "float");
+    for (const auto& [k, v] : floats.items()) sd.floats[k] = *decode_float(v.get<std::string>());
+    const json& strings = section("strings", [](const json& v) { return v.is_string(); }, "string");
+    for (const auto& [k, v] : strings.items()) sd.strings[k] = v.get<std::string>();
+    ck.states_.emplace_back(sname, std::move(sd));
+  }
+  for (std::size_t i = 0; i < claimed.size(); ++i) {
+    if (!claimed[i]) fail("tensor ", quoted(file.tensors[i].first), " belongs to neither the model nor a state");
+  }
+  return ck;
+}
+
+void Checkpoint::restore_model(nn::Module& model, bool strict) const {
+  const nn::NamedTensors own = model.state_dict();
+  std::vector<std::string> missing, unexpected, dtypes, shapes;
+  auto find = [](const nn::NamedTensors& v, const std::string& name) {
+    return std::find_if(v.begin(), v.end(), [&](const auto& p) { return p.first == name; });
+  };
+  for (const auto& [name, dst] : own) {
+    auto it = find(model_, name);
+    if (it == model_.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    const Tensor& src = it->second;
+    const std::string both = str_cat(name, ": checkpoint ", describe(src), ", model ", describe(dst));
+    if (src.dtype() != dst.dtype()) dtypes.push_back(both);
+    if (src.shape() != dst.shape()) shapes.push_back(both);
+  }
+  for (const auto& [name, t] : model_) {
+    if (find(own, name) == own.end()) unexpected.push_back(name);
+  }
+  const bool key_problem = strict && (!missing.empty() || !unexpected.empty());
+  if (key_problem || !dtypes.empty() || !shapes.empty()) {
+    std::ostringstream os;
+    os << "Checkpoint.restore_model: " << quoted(path_) << " does not match the " << model.type_name()
+       << " model; nothing was changed";
+    auto list = [&](const char* what, const std::vector<std::string>& names) {
+      if (names.empty()) return;
+      os << "\n  " << what << " (" << names.size() << "):";
+      for (const auto& n : names) os << "\n    " << n;
+    };
+    if (strict) {
+      list("missing keys", missing);
+      list("unexpected keys", unexpected);
+    }
+    list("dtype mismatches", dtypes);
+    list("shape mismatches", shapes);
+    if (!dtypes.empty()) {
+      os << "\n  hint: cast the model to the dtypes it had when it was saved (model.to(...)) before restoring";
+    } else if (key_problem && shapes.empty()) {
+      os << "\n  hint: pass strict=false to restore the matching keys only";
+    } else {
+      os << "\n  hint: the checkpoint was saved from a different architecture or configuration";
+    }
+    throw Error(os.str());
+  }
+  model.load_state_dict(model_, strict);
+}
+
+bool Checkpoint::has_state(const std::string& name) const {
+  return std::any_of(states_.begin(), states_.end(), [&](const auto& p) { return p.first == name; });
+}
+
+const StateDict& Checkpoint::state(const std::string& name) const {
+  for (const auto& [n, s] : states_) {
+    if (n == name) return s;
+  }
+  std::string names;
+  for (const auto& [n, s] : states_) names += (names.empty() ? "" : ", ") + quoted(n);
+  MG_THROW(Error, "Checkpoint: ", quoted(path_), " has no state ", quoted(name), "; it has ",
+           names.empty() ? std::string("no states") : names);
+}
+
+std::vector<std::string> Checkpoint::state_names() const {
+  std::vector<std::string> out;
+  for (const auto& [n, s] : states_) out.push_back(n);
+  return out;
+}
+
+}  // namespace mg::io
