@@ -1,5 +1,7 @@
-// CPU kernels of the conv group: conv2d, its two gradient ops and conv_transpose2d as im2col + the shared GEMM
-// (ops/cpu/gemm.h). Decision: everything between load and store runs in the compute type
+// CPU kernels of the conv group: conv2d, its two gradient ops and conv_transpose2d. f32 and bf16
+// go to oneDNN's convolutions where they measure faster (ops/cpu/conv_onednn.cpp decides per
+// direction, dtype and shape); everything else runs here as im2col + the shared GEMM
+// (ops/cpu/gemm.h). Decision: between load and store the im2col path runs in the compute type
 // Cm = opmath_t<T> (f32 for f16/bf16, f64 for f64): the columns are built in Cm, the GEMM
 // accumulates in Cm, and the output is rounded to T once. Inputs of any layout are made dense
 // first; shapes were validated by the ops' infer rules (ops/conv.cpp).
@@ -9,6 +11,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/parallel.h"
+#include "ops/cpu/conv_onednn.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/im2col.h"
 #include "ops/kernel_registry.h"
@@ -31,6 +34,10 @@ std::vector<C> load(const Tensor& t) {
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = C(p[i]);
   return v;
 }
+
+// The dtypes oneDNN convolves (ops/cpu/conv_onednn.cpp decides which directions it runs).
+template <typename T>
+constexpr bool kOnednnConv = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
 
 GemmOperand matrix(const void* ptr, int64_t rs, int64_t cs) {
   GemmOperand op;
@@ -67,6 +74,9 @@ void conv2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
   const Tensor w = dense(in[1]);  // [O, C/groups, kH, kW]
   const ConvGeom g = conv_geom(attrs, x.size(0), x.size(1), x.size(2), x.size(3), w.size(0),
                                w.size(2), w.size(3));
+  if constexpr (kOnednnConv<T>) {
+    if (onednn_conv2d_forward(x, w, in.size() > 2 ? dense(in[2]) : Tensor(), out[0], g)) return;
+  }
   const std::vector<Cm> wc = load<T, Cm>(w);
   std::vector<Cm> bias;
   if (in.size() > 2) bias = load<T, Cm>(dense(in[2]));  // [O]
@@ -102,8 +112,14 @@ void transposed_conv(const Tensor& gy_in, const Tensor& w_in, const Tensor& bias
   using Cm = opmath_t<T>;
   const Tensor gy = dense(gy_in);
   const Tensor w = dense(w_in);
-  const ConvGeom g = conv_geom(attrs, gy.size(0), w.size(1) * attrs.ints[6], H, W, w.size(0), w.size(2),
-                               w.size(3));
+  ConvGeom g = conv_geom(attrs, gy.size(0), w.size(1) * attrs.ints[6], H, W, w.size(0), w.size(2), w.size(3));
+  // gy's own size: with an output_padding not below the stride (conv_transpose2d allows it below
+  // the dilation) the formula from {H, W} gives one more row or column than gy has.
+  g.Ho = gy.size(2);
+  g.Wo = gy.size(3);
+  if constexpr (kOnednnConv<T>) {
+    if (onednn_conv2d_backward_data(gy, w, bias_in.defined() ? dense(bias_in) : Tensor(), dx_out, g)) return;
+  }
   const std::vector<Cm> wc = load<T, Cm>(w);
   std::vector<Cm> bias;
   if (bias_in.defined()) bias = load<T, Cm>(dense(bias_in));  // [C]
@@ -156,6 +172,9 @@ void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttr
   const Tensor gy = dense(in[1]);
   const ConvGeom g = conv_geom(attrs, x.size(0), x.size(1), x.size(2), x.size(3), gy.size(1),
                                attrs.ints[7], attrs.ints[8]);
+  if constexpr (kOnednnConv<T>) {
+    if (onednn_conv2d_backward_weights(x, gy, out[0], g)) return;
+  }
   const T* xp = static_cast<const T*>(x.data_ptr());
   const T* gp = static_cast<const T*>(gy.data_ptr());
   T* dwp = static_cast<T*>(out[0].data_ptr());

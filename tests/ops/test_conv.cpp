@@ -1,8 +1,10 @@
 // Tests of the conv group: conv2d against a naive 7-loop f64 reference over many geometries
 // (stride, padding, dilation, groups, non-square), the gradient ops against the adjoint
 // identities <conv(x, w), g> = <x, B(g, w)> = <W(x, g), w>, f16/bf16 f32 accumulation with one
-// rounding, double backward by central differences, error texts, and (hidden, [.perf]) the f32
-// GFLOP/s of the ResNet-20 3x3 conv shape. The op table adds golden values and gradient checks.
+// rounding, double backward by central differences, error texts, the oneDNN path (plain and
+// blocked layouts) and the im2col path against f64 for f32/bf16 on non-contiguous inputs, and
+// (hidden, [.perf]) the f32 GFLOP/s of the ResNet-20 3x3 conv shape. The op table adds golden
+// values and gradient checks.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "ops/conv.h"
+#include "ops/cpu/conv_onednn.h"
 #include "ops/ops.h"
 
 using namespace mg;
@@ -273,6 +276,131 @@ TEST_CASE("conv_transpose2d is the input gradient of conv2d plus bias", "[conv]"
   CHECK_THROWS_WITH(conv_transpose2d(rnd({2, 3, 3, 4}), w),
                     "conv_transpose2d: input has 3 channels but weight expects 4; got input [2, 3, 3, 4] f64 cpu, "
                     "weight [4, 3, 3, 2] f64 cpu");
+}
+
+TEST_CASE("conv_transpose2d with output_padding at or above the stride (below the dilation)", "[conv]") {
+  // y[n][co][oh][ow] = b[co] + sum over ci in co's group, i, j of x[n][ci][h][w] * w[ci][co'][i][j]
+  // where oh = h * s - p + i * d (likewise ow): a naive scatter in f64. Output padding 1 with
+  // stride 1 and dilation 2 adds a row and a column that only the bias reaches.
+  const Conv2dOptions o{.padding = {1, 0}, .dilation = {2, 2}, .groups = 2};
+  const Tensor x = rnd({2, 4, 3, 4}), w = rnd({4, 3, 2, 3}), b = rnd({6});
+  const Tensor y = conv_transpose2d(x, w, b, o, {1, 1});
+  // H: (3 - 1) - 2 + 2 * 1 + 1 + 1 = 4; W: (4 - 1) - 0 + 2 * 2 + 1 + 1 = 9
+  REQUIRE(y.shape() == Shape{2, 6, 4, 9});
+  const std::vector<double> xv = vals(x), wv = vals(w), bv = vals(b);
+  std::vector<double> want(std::size_t(y.numel()));
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t co = 0; co < 6; ++co)
+      for (int64_t i = 0; i < 4 * 9; ++i) want[std::size_t((n * 6 + co) * 36 + i)] = bv[std::size_t(co)];
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t ci = 0; ci < 4; ++ci)
+      for (int64_t c = 0; c < 3; ++c)
+        for (int64_t h = 0; h < 3; ++h)
+          for (int64_t ww = 0; ww < 4; ++ww)
+            for (int64_t i = 0; i < 2; ++i)
+              for (int64_t j = 0; j < 3; ++j) {
+                const int64_t oh = h - 1 + 2 * i, ow = ww + 2 * j, co = (ci / 2) * 3 + c;
+                if (oh < 0 || oh >= 4 || ow < 0 || ow >= 9) continue;
+                want[std::size_t(((n * 6 + co) * 4 + oh) * 9 + ow)] +=
+                    xv[std::size_t(((n * 4 + ci) * 3 + h) * 4 + ww)] * wv[std::size_t(((ci * 3 + c) * 2 + i) * 3 + j)];
+              }
+  CHECK(max_abs_diff(vals(y), want) < 1e-12);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const Tensor yl = conv_transpose2d(to(x, dt), to(w, dt), to(b, dt), o, {1, 1});
+    CHECK(max_abs_diff(vals(yl), vals(conv_transpose2d(to(to(x, dt), DType::F64), to(to(w, dt), DType::F64),
+                                                       to(to(b, dt), DType::F64), o, {1, 1}))) < 0.05);
+  }
+}
+
+namespace {
+
+// The same values as t in a non-contiguous layout at a storage offset: the second half of rows
+// twice as long (4-D), or every other element of a buffer twice as long (1-D).
+Tensor scrambled(const Tensor& t) {
+  NoGradGuard no_grad;
+  if (t.dim() == 1) return select(stack({t, t}, 1), 1, 1);
+  return narrow(cat({t, t}, 3), 3, t.size(3), t.size(3));
+}
+
+// got (f32 or bf16) against the f64 result of the same rounded inputs: f32 within 1e-4 (sums of
+// at most a few hundred unit-size products); bf16 within one bf16 ulp of the f64 result and equal
+// to it rounded once to bf16 for >= 95% of the elements (f32 accumulation misses that only where
+// the exact value sits next to a rounding boundary; a second rounding, say of a bias added after
+// the bf16 store, misses it for a quarter of them; a wrong layout misses everywhere).
+void check_close(const Tensor& got, const Tensor& want64, const char* what) {
+  INFO(what << " " << dtype_name(got.dtype()));
+  REQUIRE(got.shape() == want64.shape());
+  const std::vector<double> a = vals(got), exact = vals(want64);
+  if (got.dtype() == DType::F32) {
+    CHECK(max_abs_diff(a, exact) < 1e-4);
+    return;
+  }
+  const std::vector<double> once = vals(to(want64, got.dtype()));
+  const double ulp = std::ldexp(1.0, -7);
+  int equal = 0, far = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    equal += a[i] == once[i];
+    far += std::abs(a[i] - exact[i]) > ulp * std::abs(exact[i]) + 1e-5;
+  }
+  CHECK(far == 0);
+  CHECK(equal >= int(a.size()) * 95 / 100);
+}
+
+}  // namespace
+
+TEST_CASE("conv oneDNN and im2col paths match f64 for f32 and bf16", "[conv][onednn]") {
+  std::vector<Config> cases = configs();
+  // shapes on which oneDNN's blocked kernels (AVX-512, AMX for bf16) run, with bias, stride,
+  // padding, dilation and groups; a batch of 3 splits unevenly over two threads in the weight
+  // gradient
+  cases.push_back({{3, 16, 9, 9}, {16, 16, 3, 3}, {.padding = {1, 1}}, true});
+  cases.push_back({{2, 16, 12, 12}, {32, 16, 3, 3}, {.stride = {2, 2}, .padding = {1, 1}}, true});
+  cases.push_back({{2, 32, 7, 7}, {64, 32, 1, 1}, {}, false});
+  cases.push_back({{2, 32, 10, 11}, {32, 8, 3, 3},
+                   {.stride = {1, 2}, .padding = {2, 1}, .dilation = {2, 1}, .groups = 4}, true});
+  cases.push_back({{2, 16, 8, 8}, {16, 1, 3, 3}, {.padding = {1, 1}, .groups = 16}, true});  // depthwise
+  cases.push_back({{2, 16, 16, 16}, {16, 16, 3, 3}, {.padding = {1, 1}}, true});
+  for (cpu::ConvPath path : {cpu::ConvPath::Im2col, cpu::ConvPath::OnednnPlain, cpu::ConvPath::OnednnBlocked,
+                             cpu::ConvPath::Auto}) {
+    const cpu::ConvPathGuard guard(path);
+    for (const Config& cf : cases) {
+      for (DType dt : {DType::F32, DType::BF16}) {
+        INFO("path " << int(path) << " x " << shape_str(cf.x) << " w " << shape_str(cf.w) << " groups " << cf.o.groups);
+        // inputs rounded to dt once; the f64 reference computes on exactly those values
+        const Tensor x = to(rnd(cf.x), dt), w = to(rnd(cf.w), dt);
+        const Tensor b = cf.bias ? to(rnd({cf.w[0]}), dt) : Tensor();
+        auto f64 = [](const Tensor& t) { return t.defined() ? to(t, DType::F64) : t; };
+        const Tensor y64 = conv2d(f64(x), f64(w), f64(b), cf.o);
+        const Tensor gy = to(rnd(y64.shape()), dt);
+        const Tensor cb = to(rnd({cf.x[1]}), dt);  // conv_transpose2d bias, over the conv's input channels
+        const Tensor xs = scrambled(x), w_ = scrambled(w), gy_ = scrambled(gy), b_ = cf.bias ? scrambled(b) : b;
+        REQUIRE_FALSE(xs.is_contiguous());
+        const int64_t calls = cpu::onednn_conv_calls();
+        check_close(conv2d(xs, w_, b_, cf.o), y64, "conv2d");
+        check_close(conv2d_backward_input(gy_, w_, {cf.x[2], cf.x[3]}, cf.o),
+                    conv2d_backward_input(f64(gy), f64(w), {cf.x[2], cf.x[3]}, cf.o), "conv2d_backward_input");
+        check_close(conv2d_backward_weight(xs, gy_, {cf.w[2], cf.w[3]}, cf.o),
+                    conv2d_backward_weight(f64(x), f64(gy), {cf.w[2], cf.w[3]}, cf.o), "conv2d_backward_weight");
+        // conv_transpose2d from gy back to x's size (output_padding = what the stride dropped)
+        std::array<int64_t, 2> opad{};
+        bool fits = true;
+        for (int d = 0; d < 2; ++d) {
+          const int64_t s = cf.o.stride[d], p = cf.o.padding[d], dil = cf.o.dilation[d];
+          opad[d] = cf.x[2 + d] - ((y64.size(2 + d) - 1) * s - 2 * p + dil * (cf.w[2 + d] - 1) + 1);
+          fits = fits && opad[d] < std::max(s, dil);
+        }
+        if (fits) {
+          check_close(conv_transpose2d(gy_, w_, scrambled(cb), cf.o, opad),
+                      conv_transpose2d(f64(gy), f64(w), f64(cb), cf.o, opad), "conv_transpose2d");
+        }
+        // the forced paths ran where they say (f64 never goes to oneDNN)
+        if (path == cpu::ConvPath::Im2col) CHECK(cpu::onednn_conv_calls() == calls);
+        if (path == cpu::ConvPath::OnednnPlain || path == cpu::ConvPath::OnednnBlocked) {
+          CHECK(cpu::onednn_conv_calls() == calls + (fits ? 4 : 3));
+        }
+      }
+    }
+  }
 }
 
 namespace {

@@ -1,0 +1,28 @@
+// The multi-tensor unscale: one pass over all gradients that multiplies each value by 1/scale in
+// place, detects inf/NaN, and counts zeros, underflowed and non-finite values — the statistics a
+// GradScaler exposes. The per-element math is a host/device functor so the CUDA issue's fused
+// multi-tensor kernel computes exactly the same thing.
+//
+//   mg::amp::UnscaleStats s = mg::amp::unscale_grads(opt.grads(), 1.0 / 65536);
+//   if (s.nonfinite) { /* skip the step */ }
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace mg::amp {
+
+struct UnscaleStats {
+  int64_t values = 0;       // gradient values visited
+  int64_t zeros = 0;        // exactly zero (before unscaling): lost to underflow or truly zero
+  int64_t underflowed = 0;  // nonzero but below the smallest normal of the gradient's dtype (before
+                            // unscaling): subnormal, already losing precision
+  int64_t nonfinite = 0;    // inf or NaN
+  bool found_inf() const { return nonfinite > 0; }
+};
+
+// grads: any floating dtypes (f16/bf16 math in f32), contiguous CPU tensors; undefined entries are
+// skipped. Multiplies every value by inv_scale in place unless `check_only`.
+UnscaleStats unscale_grads(const Tensors& grads, double inv_scale, bool check_only = false);
+
+}  // namespace mg::amp

@@ -1,0 +1,272 @@
+// DataLoader (loader.h). The background thread owns nothing but a job description — generation,
+// seed, epoch, permutation, next batch to make — all under one mutex; repositioning bumps the
+// generation, empties the queue and lets the thread drop a batch it was making for the old job.
+#include "data/loader.h"
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+namespace mg::data {
+
+std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) {
+  MG_CHECK(n >= 0, Error, "epoch_permutation: n must be >= 0, got ", n);
+  std::vector<int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t(0));
+  for (int64_t i = n - 1; i > 0; --i) {
+    const Philox4 r = random_words(seed, epoch, i, kShuffleStream);
+    const uint64_t r64 = (uint64_t(r.v[0]) << 32) | r.v[1];
+    const int64_t j = int64_t(r64 % uint64_t(i + 1));  // bias < (i + 1) / 2^64
+    std::swap(order[std::size_t(i)], order[std::size_t(j)]);
+  }
+  return order;
+}
+
+namespace {
+
+// Batch `b` of an epoch whose order is `order`; a get_batch failure becomes an mg::Error that
+// names the dataset, the batch, the epoch and the first indices.
+Batch compute_batch(const Dataset& dataset, const std::vector<int64_t>& order, int64_t batch_size,
+                    uint64_t seed, int64_t epoch, int64_t b) {
+  const int64_t begin = b * batch_size;
+  const int64_t end = std::min<int64_t>(begin + batch_size, int64_t(order.size()));
+  std::vector<int64_t> indices(order.begin() + begin, order.begin() + end);
+  const auto context = [&] {
+    std::string first;
+    for (std::size_t k = 0; k < indices.size() && k < 4; ++k) first += (k ? ", " : "") + std::to_string(indices[k]);
+    if (indices.size() > 4) first += ", ...";
+    return str_cat("DataLoader: ", dataset.name(), "::get_batch failed on batch ", b, " of epoch ",
+                   epoch, " (examples [", first, "]): ");
+  };
+  Batch batch;
+  try {
+    batch = dataset.get_batch(indices, BatchContext{.seed = seed, .epoch = epoch});
+  } catch (const std::exception& e) {
+    throw Error(context() + e.what());
+  } catch (...) {
+    throw Error(context() + "unknown exception");
+  }
+  batch.indices = std::move(indices);
+  batch.epoch = epoch;
+  batch.index = b;
+  return batch;
+}
+
+}  // namespace
+
+struct DataLoader::Prefetcher {
+  struct Item {
+    int64_t b = 0;
+    Batch batch;
+    std::exception_ptr error;
+  };
+
+  std::mutex mu;
+  std::condition_variable cv_work;   // the thread waits here for a job with room in the queue
+  std::condition_variable cv_ready;  // the caller waits here for the next batch
+  // ---- guarded by mu ----
+  std::deque<Item> queue;  // batches produce-ahead of the caller, in batch order
+  uint64_t generation = 0;
+  const Dataset* dataset = nullptr;
+  int64_t batch_size = 1;
+  int64_t depth = 1;
+  uint64_t seed = 0;
+  int64_t epoch = 0;
+  std::shared_ptr<const std::vector<int64_t>> order;
+  int64_t produce = 0;  // next batch to make
+  int64_t end = 0;      // one past the last batch to make (0 when idle)
+  bool failed = false;  // a batch of this job failed: make no more until re-armed
+  bool stop = false;
+  // ----
+  std::thread thread;
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv_work.wait(lock, [&] {
+        return stop || (!failed && produce < end && int64_t(queue.size()) < depth);
+      });
+      if (stop) return;
+      const uint64_t gen = generation;
+      const int64_t b = produce++;
+      const uint64_t job_seed = seed;
+      const int64_t job_epoch = epoch;
+      const std::shared_ptr<const std::vector<int64_t>> job_order = order;
+      lock.unlock();
+      Item item{.b = b};
+      try {
+        item.batch = compute_batch(*dataset, *job_order, batch_size, job_seed, job_epoch, b);
+      } catch (...) {
+        item.error = std::current_exception();
+      }
+      lock.lock();
+      if (gen != generation) continue;  // repositioned meanwhile: the batch is stale
+      if (item.error) failed = true;
+      queue.push_back(std::move(item));
+      cv_ready.notify_one();
+    }
+  }
+};
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
+    : dataset_(std::move(dataset)), options_(options) {
+  MG_CHECK(dataset_ != nullptr, Error, "DataLoader: the dataset is null");
+  MG_CHECK(options_.batch_size >= 1, Error, "DataLoader: batch_size must be >= 1, got ",
+           options_.batch_size);
+  MG_CHECK(options_.prefetch >= 0, Error, "DataLoader: prefetch must be >= 0, got ",
+           options_.prefetch);
+  size_ = dataset_->size();
+  MG_CHECK(size_ >= 0, Error, "DataLoader: ", dataset_->name(), "::size() returned ", size_);
+  num_batches_ = options_.drop_last ? size_ / options_.batch_size
+                                    : (size_ + options_.batch_size - 1) / options_.batch_size;
+  reposition(0, 0);
+}
+
+DataLoader::~DataLoader() {
+  if (!prefetcher_) return;
+  {
+    std::lock_guard<std::mutex> lock(prefetcher_->mu);
+    prefetcher_->stop = true;
+  }
+  prefetcher_->cv_work.notify_all();
+  prefetcher_->thread.join();
+}
+
+void DataLoader::reposition(int64_t epoch, int64_t next_batch) {
+  if (!order_ || epoch != epoch_ || order_seed_ != options_.seed) {
+    std::vector<int64_t> order;
+    if (options_.shuffle) {
+      order = epoch_permutation(size_, options_.seed, epoch);
+    } else {
+      order.resize(std::size_t(size_));
+      std::iota(order.begin(), order.end(), int64_t(0));
+    }
+    order_ = std::make_shared<const std::vector<int64_t>>(std::move(order));
+    order_seed_ = options_.seed;
+  }
+  epoch_ = epoch;
+  next_batch_ = next_batch;
+  resumed_ = false;
+  armed_ = false;
+  if (prefetcher_) {
+    std::lock_guard<std::mutex> lock(prefetcher_->mu);
+    ++prefetcher_->generation;
+    prefetcher_->queue.clear();
+    prefetcher_->produce = prefetcher_->end = 0;
+  }
+}
+
+void DataLoader::start_epoch(int64_t epoch) {
+  MG_CHECK(epoch >= 0 && epoch < (int64_t(1) << 32), Error,
+           "DataLoader::start_epoch: epoch must be in [0, 2^32), got ", epoch);
+  if (resumed_ && epoch == epoch_) {  // keep the position load_state() restored
+    resumed_ = false;
+    return;
+  }
+  reposition(epoch, 0);
+}
+
+std::optional<Batch> DataLoader::next() {
+  resumed_ = false;
+  if (next_batch_ >= num_batches_) return std::nullopt;
+  if (options_.prefetch == 0) {
+    Batch batch = compute_batch(*dataset_, *order_, options_.batch_size, options_.seed, epoch_,
+                                next_batch_);
+    ++next_batch_;
+    return batch;
+  }
+  if (!prefetcher_) {
+    auto p = std::make_unique<Prefetcher>();
+    p->dataset = dataset_.get();
+    p->batch_size = options_.batch_size;
+    p->depth = options_.prefetch;
+    p->thread = std::thread([q = p.get()] { q->run(); });  // kept only once the thread runs
+    prefetcher_ = std::move(p);
+  }
+  Prefetcher& p = *prefetcher_;
+  std::unique_lock<std::mutex> lock(p.mu);
+  if (!armed_) {  // give the thread the job: this epoch from next_batch_ on
+    ++p.generation;
+    p.queue.clear();
+    p.seed = options_.seed;
+    p.epoch = epoch_;
+    p.order = order_;
+    p.produce = next_batch_;
+    p.end = num_batches_;
+    p.failed = false;
+    armed_ = true;
+    p.cv_work.notify_one();
+  }
+  p.cv_ready.wait(lock, [&] { return !p.queue.empty(); });
+  Prefetcher::Item item = std::move(p.queue.front());
+  p.queue.pop_front();
+  MG_ASSERT(item.b == next_batch_, "prefetched batch ", item.b, " but expected ", next_batch_);
+  if (item.error) {  // stay at this batch; the next call re-arms and retries it
+    ++p.generation;
+    p.queue.clear();
+    p.produce = p.end = 0;
+    armed_ = false;
+    lock.unlock();
+    std::rethrow_exception(item.error);
+  }
+  p.cv_work.notify_one();  // room in the queue
+  lock.unlock();
+  ++next_batch_;
+  return std::move(item.batch);
+}
+
+std::vector<int64_t> DataLoader::batch_indices(int64_t epoch, int64_t b) const {
+  MG_CHECK(b >= 0 && b < num_batches_, IndexError, "DataLoader::batch_indices: batch ", b,
+           " out of range for ", num_batches_, " batches");
+  std::vector<int64_t> order;
+  if (epoch == epoch_ && order_seed_ == options_.seed) {
+    order = *order_;
+  } else if (options_.shuffle) {
+    order = epoch_permutation(size_, options_.seed, epoch);
+  } else {
+    order.resize(std::size_t(size_));
+    std::iota(order.begin(), order.end(), int64_t(0));
+  }
+  const int64_t begin = b * options_.batch_size;
+  const int64_t end = std::min(begin + options_.batch_size, size_);
+  return std::vector<int64_t>(order.begin() + begin, order.begin() + end);
+}
+
+StateDict DataLoader::state() const {
+  StateDict s;
+  s.ints["seed"] = static_cast<int64_t>(options_.seed);  // bit-for-bit
+  s.ints["epoch"] = epoch_;
+  s.ints["next_batch"] = next_batch_;
+  s.ints["dataset_size"] = size_;
+  s.ints["batch_size"] = options_.batch_size;
+  s.ints["shuffle"] = options_.shuffle;
+  s.ints["drop_last"] = options_.drop_last;
+  return s;
+}
+
+void DataLoader::load_state(const StateDict& s) {
+  const char* owner = "DataLoader::load_state";
+  const auto expect = [&](const char* key, int64_t have) {
+    const int64_t saved = s.int_at(owner, key);
+    MG_CHECK(saved == have, Error, owner, ": the state was saved with ", key, " ", saved,
+             " but this loader has ", have, "; resuming would produce different batches");
+  };
+  expect("dataset_size", size_);
+  expect("batch_size", options_.batch_size);
+  expect("shuffle", options_.shuffle);
+  expect("drop_last", options_.drop_last);
+  const int64_t epoch = s.int_at(owner, "epoch");
+  const int64_t next_batch = s.int_at(owner, "next_batch");
+  MG_CHECK(epoch >= 0 && epoch < (int64_t(1) << 32), Error, owner, ": epoch ", epoch,
+           " out of range [0, 2^32)");
+  MG_CHECK(next_batch >= 0 && next_batch <= num_batches_, Error, owner, ": next_batch ",
+           next_batch, " out of range [0, ", num_batches_, "]");
+  options_.seed = static_cast<uint64_t>(s.int_at(owner, "seed"));
+  reposition(epoch, next_batch);
+  resumed_ = true;
+}
+
+}  // namespace mg::data

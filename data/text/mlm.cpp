@@ -1,0 +1,101 @@
+// Sequence building and the MLM collator. One Philox block per (example, position): word 0 is the
+// selection priority, words 1 and 3 the mask/random/keep draw, word 2 the random token.
+#include "data/text/mlm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/factory.h"
+#include "data/text/wordpiece.h"
+
+namespace mg::data {
+
+std::vector<int32_t> make_bert_sequence(const std::vector<int32_t>& tokens, int64_t seq_len) {
+  MG_CHECK(seq_len >= 2, Error, "make_bert_sequence: seq_len must be >= 2 ([CLS] and [SEP]), got ", seq_len);
+  std::vector<int32_t> seq(std::size_t(seq_len), WordPiece::kPad);
+  const std::size_t n = std::min(tokens.size(), std::size_t(seq_len - 2));
+  seq[0] = WordPiece::kCls;
+  std::copy(tokens.begin(), tokens.begin() + std::ptrdiff_t(n), seq.begin() + 1);
+  seq[n + 1] = WordPiece::kSep;
+  return seq;
+}
+
+Batch make_sequence_batch(const std::vector<std::vector<int32_t>>& sequences) {
+  MG_CHECK(!sequences.empty(), Error, "make_sequence_batch: no sequences");
+  const std::size_t B = sequences.size(), L = sequences[0].size();
+  std::vector<int64_t> ids(B * L), mask(B * L);
+  for (std::size_t b = 0; b < B; ++b) {
+    MG_CHECK(sequences[b].size() == L, ShapeError, "make_sequence_batch: sequence ", b, " has length ",
+             sequences[b].size(), " but sequence 0 has ", L);
+    for (std::size_t l = 0; l < L; ++l) {
+      ids[b * L + l] = sequences[b][l];
+      mask[b * L + l] = sequences[b][l] != WordPiece::kPad;
+    }
+  }
+  Batch batch;
+  batch.add("input_ids", from_vector(ids, {int64_t(B), int64_t(L)}));        // [B, L]
+  batch.add("attention_mask", from_vector(mask, {int64_t(B), int64_t(L)}));  // [B, L]
+  return batch;
+}
+
+MlmCollator::MlmCollator(int64_t vocab_size, Options options) : vocab_size_(vocab_size), options_(options) {
+  MG_CHECK(vocab_size > WordPiece::kNumSpecial, Error, "MlmCollator: vocab_size must exceed the ",
+           WordPiece::kNumSpecial, " special tokens, got ", vocab_size);
+  MG_CHECK(options.select_prob > 0 && options.select_prob <= 1, Error,
+           "MlmCollator: select_prob must be in (0, 1], got ", options.select_prob);
+  MG_CHECK(options.mask_prob >= 0 && options.random_prob >= 0 && options.mask_prob + options.random_prob <= 1,
+           Error, "MlmCollator: mask_prob and random_prob must be >= 0 with a sum <= 1, got ", options.mask_prob,
+           " and ", options.random_prob);
+}
+
+void MlmCollator::mask_row(int32_t* ids, int64_t* target, int64_t length, int64_t example_id,
+                           const BatchContext& ctx) const {
+  // Candidates with their priority; the lowest priorities are selected, ties by position.
+  thread_local std::vector<std::pair<uint32_t, int64_t>> cand;
+  cand.clear();
+  for (int64_t p = 0; p < length; ++p) {
+    target[p] = kIgnoreIndex;
+    MG_CHECK(ids[p] >= 0 && ids[p] < vocab_size_, IndexError, "MlmCollator: token id ", ids[p], " at position ", p,
+             " of example ", example_id, " is outside the vocabulary of ", vocab_size_);
+    if (ids[p] >= WordPiece::kNumSpecial) {
+      cand.emplace_back(random_words(ctx.seed, ctx.epoch, example_id, kMaskStream, uint32_t(p)).v[0], p);
+    }
+  }
+  if (cand.empty()) return;
+  const std::size_t n_select = std::min(
+      cand.size(), std::max<std::size_t>(1, std::size_t(std::llround(options_.select_prob * double(cand.size())))));
+  std::partial_sort(cand.begin(), cand.begin() + std::ptrdiff_t(n_select), cand.end());
+  const uint32_t n_regular = uint32_t(vocab_size_ - WordPiece::kNumSpecial);
+  for (std::size_t k = 0; k < n_select; ++k) {
+    const int64_t p = cand[k].second;
+    const Philox4 r = random_words(ctx.seed, ctx.epoch, example_id, kMaskStream, uint32_t(p));
+    target[p] = ids[p];
+    const double u = philox_uniform_double(r.v[1], r.v[3]);
+    if (u < options_.mask_prob) {
+      ids[p] = WordPiece::kMask;
+    } else if (u < options_.mask_prob + options_.random_prob) {
+      ids[p] = WordPiece::kNumSpecial + int32_t(random_below(r.v[2], n_regular));
+    }
+  }
+}
+
+Batch MlmCollator::collate(const std::vector<std::vector<int32_t>>& sequences,
+                           const std::vector<int64_t>& example_ids, const BatchContext& ctx) const {
+  MG_CHECK(sequences.size() == example_ids.size(), Error, "MlmCollator: ", sequences.size(), " sequences but ",
+           example_ids.size(), " example ids");
+  Batch batch = make_sequence_batch(sequences);
+  const int64_t B = int64_t(sequences.size()), L = int64_t(sequences[0].size());
+  std::vector<int64_t> target(std::size_t(B * L));
+  std::vector<int32_t> row(static_cast<std::size_t>(L));
+  int64_t* ids = batch.at("input_ids").data<int64_t>();  // [B, L]
+  for (int64_t b = 0; b < B; ++b) {
+    std::copy(sequences[std::size_t(b)].begin(), sequences[std::size_t(b)].end(), row.begin());
+    mask_row(row.data(), target.data() + b * L, L, example_ids[std::size_t(b)], ctx);
+    std::copy(row.begin(), row.end(), ids + b * L);
+  }
+  batch.add("target", from_vector(target, {B, L}));  // [B, L]
+  return batch;
+}
+
+}  // namespace mg::data

@@ -1,0 +1,507 @@
+// The oneDNN convolution path (see ops/cpu/conv_onednn.h): primitives for conv2d forward (+ bias),
+// backward-data and backward-weights on f32 and bf16, cached per shape, dtype and thread count in
+// a small LRU, run on our NCHW tensors through cached reorders and per-thread scratch buffers.
+//
+// Decision: oneDNN runs every direction of f32 and bf16 on the layouts it prefers (format_tag::any:
+// nChw16c for f32, AMX-friendly blocks for bf16), with reorders from and to NCHW around it; only
+// dense first layers stay on im2col (forward below 3 input channels, backward-data below 8). bf16
+// reads bf16 and accumulates in f32; forward and backward-data round on store (oneDNN, to nearest
+// even), conv_transpose2d's bias is added to an f32 result that we round once, and the weight
+// gradient is written in f32 and rounded once by us. The weight gradient runs one single-threaded
+// primitive per thread on a slice of the batch and sums the f32 partials: oneDNN's own threading
+// of that kernel joins its threads with spin barriers, many per call, and on this shared 2-core
+// host a call then took 3-2700 ms instead of 2-10 ms (with 1 thread: 68-77 vs 3 GFLOP/s at
+// 16->32 s2, batch 16). f16 stays on im2col (oneDNN 2.6 has no f16 convolution on this CPU: the
+// primitive descriptor is unimplemented), f64 too.
+//
+// Measured on 2 threads, batch 128, the ResNet-20 shapes (Cin>Cout HxW stride), alternating the
+// paths call by call in one process on the busy host (load 8-10; the FMA peak read 85-90 of ~320
+// GFLOP/s); median GFLOP/s of 7 calls, two runs: im2col -> chosen path (oneDNN on nchw/oihw
+// without reorders, "plain", for reference: its gemm-based kernels lose to the reorders):
+//                      f32                                bf16
+//   16>16 28^2 fwd     23 -> 47-50 (plain 16-17)         10-17 -> 56-107 (plain 9-16)
+//              bwd_d   18-19 -> 46-48 (11)               11-20 -> 60-99 (6-12)
+//              bwd_w   4 -> 33-37 (11)                   3 -> 61-75 (7)
+//   16>32 28^2 s2 fwd  10 -> 27-28 (10)                  12-14 -> 46-63 (12-26)
+//              bwd_d   10 -> 27 (10)                     11-18 -> 31-49 (10-19)
+//              bwd_w   6 -> 21-26 (10)                   8-11 -> 30-48 (13-19)
+//   32>32 14^2 fwd     15-20 -> 47-48 (20-21)            15 -> 118-120 (27-28)
+//              bwd_d   13-22 -> 36-54 (12-16)            20 -> 171-309 (19-20)
+//              bwd_w   11 -> 52-57 (22-23)               7-9 -> 74-116 (15-26)
+//   32>64 14^2 s2 fwd  16-17 -> 29-45 (15-25)            22-25 -> 160-186 (33-42)
+//              bwd_d   16-23 -> 39-42 (19-22)            24-26 -> 57-141 (23-29)
+//              bwd_w   13-14 -> 38-41 (24-25)            17-18 -> 30-42 (29-30)
+//   64>64 7^2  fwd     24-28 -> 58-64 (29)               19-22 -> 90-203 (32-48)
+//              bwd_d   25-27 -> 58 (24-28)               22-28 -> 97-333 (27-30)
+//              bwd_w   14-16 -> 59-63 (29-30)            13-15 -> 116-181 (29-30)
+//   1>16 28^2  fwd, bwd_d: im2col 23-31 vs oneDNN blocked 5-22 (f32), 17-25 vs 10-21 (bf16);
+//              bwd_w   4 -> 7-20 (f32), 4 -> 6-14 (bf16)
+// At batch 16-64 the ranking is the same (bwd_w: 1>16 10 -> 24, 16>32 s2 24 -> 59 GFLOP/s). The
+// conv itself runs near 60% of the FMA peak in f32 and at 760-1500 GFLOP/s in bf16 on AMX (quiet
+// moments); reorders to and from nChw16c cost ~0.5 ms per 6.4 MB tensor on top.
+// ResNet-20 training step (bench_nn, f32, batch 128), old vs new alternately: 1966, 2175 ms ->
+// 834, 813 ms; batch 16 (--quick): 271, 198 -> 107, 98 ms.
+#include "ops/cpu/conv_onednn.h"
+
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <dnnl.hpp>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+#include "core/convert.h"
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace mg::cpu {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using Dt = memory::data_type;
+
+std::atomic<ConvPath> g_path{ConvPath::Auto};
+std::atomic<int64_t> g_calls{0};
+
+// How the primitive sees its tensors: our plain NCHW / OIHW memory, or the layouts oneDNN prefers
+// (format_tag::any), reordered from and to ours around the primitive.
+enum class Layout { Plain, Blocked };
+
+// The measured choice (table at the top of this file): whether oneDNN runs this direction and
+// geometry (the same for f32 and bf16), and on which layouts.
+bool auto_choice(ConvDir dir, const ConvGeom& g, Layout& layout) {
+  layout = Layout::Blocked;
+  if (g.groups > 1) return true;
+  // Dense convs over a few input channels (a network's first layer) are memory-bound; im2col's
+  // columns cost less there than oneDNN's reorders, below these input channel counts.
+  switch (dir) {
+    case ConvDir::Forward: return g.C >= 3;
+    case ConvDir::BackwardData: return g.C >= 8;
+    case ConvDir::BackwardWeights: return true;
+  }
+  return true;
+}
+
+// Whether oneDNN runs this conv under the current path, and on which layouts.
+bool pick(ConvDir dir, DType dt, const ConvGeom& g, Layout& layout) {
+  if (dt != DType::F32 && dt != DType::BF16) return false;
+  // Inside a parallel region oneDNN runs its primitives on one thread; im2col is made for that.
+  if (in_parallel_region()) return false;
+  // Empty tensors stay on im2col, which writes the zeros a weight gradient over N = 0 needs.
+  if (g.N == 0 || g.C == 0 || g.O == 0 || g.Ho <= 0 || g.Wo <= 0) return false;
+  // oneDNN checks (H + pad_l + pad_r - keff) / s + 1 == Ho with the symmetric padding we pass;
+  // a conv_transpose2d whose output_padding is not below its stride has a different Ho.
+  const int64_t keff_h = g.dh * (g.kH - 1) + 1, keff_w = g.dw * (g.kW - 1) + 1;
+  if ((g.H + 2 * g.ph - keff_h) / g.sh + 1 != g.Ho || (g.W + 2 * g.pw - keff_w) / g.sw + 1 != g.Wo) return false;
+  switch (g_path.load(std::memory_order_relaxed)) {
+    case ConvPath::Im2col: return false;
+    case ConvPath::OnednnPlain: layout = Layout::Plain; return true;
+    case ConvPath::OnednnBlocked: layout = Layout::Blocked; return true;
+    case ConvPath::Auto: break;
+  }
+  return auto_choice(dir, g, layout);
+}
+
+// ---- engine, streams, errors ----
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// A stream per calling thread (a stream is not meant to be shared between threads).
+dnnl::stream& cpu_stream() {
+  thread_local dnnl::stream s(cpu_engine());
+  return s;
+}
+
+[[noreturn]] void rethrow(const dnnl::error& e, const char* what) {
+  MG_THROW(InternalError, "oneDNN ", what, " failed: ", e.what(), " (", dnnl_status2str(e.status), ")");
+}
+
+// ---- per-thread scratch buffers (64-byte aligned), reused across calls ----
+
+struct Buffer {
+  struct Free {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<std::byte[], Free> p;
+  std::size_t size = 0;
+  void* get(std::size_t n) {
+    if (n > size) {
+      p.reset(static_cast<std::byte*>(::operator new[](n, std::align_val_t{64})));
+      size = n;
+    }
+    return p.get();
+  }
+};
+
+// Buffers beyond this size are given back after the call rather than kept.
+constexpr std::size_t kKeepBytes = std::size_t(64) << 20;
+
+// Slots: 0..2 reordered arguments, 3 the f32 result of conv_transpose2d before its bias, 4 the
+// primitive's scratchpad. Threads of our parallel_for keep theirs too.
+struct Workspace {
+  std::array<Buffer, 5> slot;
+  void trim() {
+    for (Buffer& b : slot) {
+      if (b.size > kKeepBytes) b = Buffer();
+    }
+  }
+};
+Workspace& workspace() {
+  thread_local Workspace w;
+  return w;
+}
+
+// ---- primitives, cached by shape and dtype ----
+
+// One argument of a primitive: the memory we hold (`user`, plain) and the one the primitive reads
+// or writes (`inner`); when they differ, a cached reorder between them.
+struct Arg {
+  int id = 0;
+  bool output = false;
+  memory::desc user, inner;
+  dnnl::reorder to_inner, to_user;
+  bool reordered() const { return user != inner; }
+};
+
+struct Plan {
+  bool ok = false;  // false: oneDNN has no implementation for this conv
+  dnnl::primitive prim;
+  memory::desc scratchpad;
+  std::vector<Arg> args;
+};
+
+using Key = std::array<int64_t, 21>;
+struct KeyHash {
+  std::size_t operator()(const Key& k) const {
+    std::size_t h = 1469598103934665603ull;
+    for (int64_t v : k) h = (h ^ std::size_t(v)) * 1099511628211ull;
+    return h;
+  }
+};
+
+// A small LRU of plans; plans are shared so an evicted one stays valid while a call uses it.
+class PlanCache {
+ public:
+  template <typename Make>
+  std::shared_ptr<const Plan> get(const Key& key, const Make& make) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = map_.find(key);
+      if (it != map_.end()) {
+        order_.splice(order_.begin(), order_, it->second.second);
+        return it->second.first;
+      }
+    }
+    std::shared_ptr<const Plan> plan = make();  // outside the lock: creation takes a while
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it != map_.end()) return it->second.first;
+    order_.push_front(key);
+    map_.emplace(key, std::make_pair(plan, order_.begin()));
+    if (map_.size() > kCapacity) {
+      map_.erase(order_.back());
+      order_.pop_back();
+    }
+    return plan;
+  }
+
+ private:
+  static constexpr std::size_t kCapacity = 128;
+  std::mutex mu_;
+  std::list<Key> order_;
+  std::unordered_map<Key, std::pair<std::shared_ptr<const Plan>, std::list<Key>::iterator>, KeyHash> map_;
+};
+
+PlanCache& plan_cache() {
+  cpu_engine();  // constructed first, so destroyed after the cached primitives
+  static PlanCache c;
+  return c;
+}
+
+Dt dnnl_dtype(DType dt) { return dt == DType::BF16 ? Dt::bf16 : Dt::f32; }
+
+// oneDNN sizes its kernels for the thread count at creation, so that is part of the key.
+Key make_key(ConvDir dir, DType dt, Layout layout, bool bias, int threads, const ConvGeom& g) {
+  return {int64_t(dir), int64_t(dt), int64_t(layout), bias ? 1 : 0, threads, g.N, g.C, g.H, g.W, g.O, g.kH,
+          g.kW, g.Ho, g.Wo, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups};
+}
+
+// Descriptors of one conv: activations [N, C, H, W] / [N, O, Ho, Wo] and weights [O, C/g, kH, kW]
+// (as [g, O/g, C/g, kH, kW] when grouped), plain or `any`.
+struct Descs {
+  memory::dims src, wei, dst, strides, dilates, pad_l, pad_r;
+  memory::desc md(const memory::dims& d, Dt t, Layout layout) const {
+    if (layout == Layout::Blocked) return memory::desc(d, t, Tag::any);
+    if (d.size() == 5) return memory::desc(d, t, Tag::goihw);
+    return memory::desc(d, t, d == wei ? Tag::oihw : Tag::nchw);
+  }
+  memory::desc plain(const memory::dims& d, Dt t) const { return md(d, t, Layout::Plain); }
+};
+
+Descs descs(const ConvGeom& g) {
+  Descs d;
+  d.src = {g.N, g.C, g.H, g.W};
+  d.dst = {g.N, g.O, g.Ho, g.Wo};
+  if (g.groups > 1) {
+    d.wei = {g.groups, g.og(), g.cg(), g.kH, g.kW};
+  } else {
+    d.wei = {g.O, g.C, g.kH, g.kW};
+  }
+  d.strides = {g.sh, g.sw};
+  d.dilates = {g.dh - 1, g.dw - 1};  // oneDNN counts the gaps: dilation 1 is 0
+  d.pad_l = {g.ph, g.pw};
+  d.pad_r = {g.ph, g.pw};
+  return d;
+}
+
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // ours, per thread: safe for concurrent calls
+  return a;
+}
+
+// The forward primitive descriptor (also the hint of the backward ones); empty when unimplemented.
+dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, Dt t, Layout layout, bool bias) {
+  const memory::desc bias_md = bias ? memory::desc({d.dst[1]}, t, Tag::x) : memory::desc();
+  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                             d.md(d.src, t, layout), d.md(d.wei, t, layout), bias_md,
+                                             d.md(d.dst, t, layout), d.strides, d.dilates, d.pad_l, d.pad_r);
+  return dnnl::convolution_forward::primitive_desc(desc, user_scratchpad(), cpu_engine(), true);
+}
+
+void add_arg(Plan& p, int id, bool output, const memory::desc& user, const memory::desc& inner) {
+  Arg a;
+  a.id = id;
+  a.output = output;
+  a.user = user;
+  a.inner = inner;
+  if (a.reordered()) {
+    const dnnl::engine& e = cpu_engine();
+    if (output) {
+      a.to_user = dnnl::reorder(dnnl::reorder::primitive_desc(e, inner, e, user));
+    } else {
+      a.to_inner = dnnl::reorder(dnnl::reorder::primitive_desc(e, user, e, inner));
+    }
+  }
+  p.args.push_back(a);
+}
+
+std::shared_ptr<const Plan> make_plan(ConvDir dir, DType dt, Layout layout, bool bias, const ConvGeom& g) {
+  auto p = std::make_shared<Plan>();
+  const Descs d = descs(g);
+  const Dt t = dnnl_dtype(dt);
+  try {
+    const auto fwd = forward_pd(d, t, layout, dir == ConvDir::Forward && bias);
+    if (!fwd) return p;
+    if (dir == ConvDir::Forward) {
+      p->prim = dnnl::convolution_forward(fwd);
+      p->scratchpad = fwd.scratchpad_desc();
+      add_arg(*p, DNNL_ARG_SRC, false, d.plain(d.src, t), fwd.src_desc());
+      add_arg(*p, DNNL_ARG_WEIGHTS, false, d.plain(d.wei, t), fwd.weights_desc());
+      if (bias) add_arg(*p, DNNL_ARG_BIAS, false, fwd.bias_desc(), fwd.bias_desc());
+      add_arg(*p, DNNL_ARG_DST, true, d.plain(d.dst, t), fwd.dst_desc());
+    } else if (dir == ConvDir::BackwardData) {
+      // With a bias (conv_transpose2d) bf16 writes f32, to add the bias in f32 and round once.
+      const Dt out = bias ? Dt::f32 : t;
+      const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.md(d.src, out, layout),
+                                                       d.md(d.wei, t, layout), d.md(d.dst, t, layout), d.strides,
+                                                       d.dilates, d.pad_l, d.pad_r);
+      const dnnl::convolution_backward_data::primitive_desc bwd(desc, user_scratchpad(), cpu_engine(), fwd, true);
+      if (!bwd) return p;
+      p->prim = dnnl::convolution_backward_data(bwd);
+      p->scratchpad = bwd.scratchpad_desc();
+      add_arg(*p, DNNL_ARG_DIFF_DST, false, d.plain(d.dst, t), bwd.diff_dst_desc());
+      add_arg(*p, DNNL_ARG_WEIGHTS, false, d.plain(d.wei, t), bwd.weights_desc());
+      add_arg(*p, DNNL_ARG_DIFF_SRC, true, d.plain(d.src, out), bwd.diff_src_desc());
+    } else {
+      // The weight gradient accumulates in f32 and is written in f32; bf16 is rounded once by us.
+      const dnnl::convolution_backward_weights::desc desc(
+          dnnl::algorithm::convolution_direct, d.md(d.src, t, layout), d.md(d.wei, Dt::f32, layout),
+          d.md(d.dst, t, layout), d.strides, d.dilates, d.pad_l, d.pad_r);
+      const dnnl::convolution_backward_weights::primitive_desc bwd(desc, user_scratchpad(), cpu_engine(), fwd,
+                                                                   true);
+      if (!bwd) return p;
+      p->prim = dnnl::convolution_backward_weights(bwd);
+      p->scratchpad = bwd.scratchpad_desc();
+      add_arg(*p, DNNL_ARG_SRC, false, d.plain(d.src, t), bwd.src_desc());
+      add_arg(*p, DNNL_ARG_DIFF_DST, false, d.plain(d.dst, t), bwd.diff_dst_desc());
+      add_arg(*p, DNNL_ARG_DIFF_WEIGHTS, true, d.plain(d.wei, Dt::f32), bwd.diff_weights_desc());
+    }
+  } catch (const dnnl::error& e) {
+    rethrow(e, "convolution primitive creation");
+  }
+  p->ok = true;
+  return p;
+}
+
+// Runs the plan on our memory: ptrs[i] is the plain buffer of plan.args[i].
+void execute(const Plan& plan, const std::vector<void*>& ptrs) {
+  Workspace& ws = workspace();
+  const dnnl::engine& eng = cpu_engine();
+  dnnl::stream& s = cpu_stream();
+  try {
+    std::unordered_map<int, memory> args;
+    std::vector<std::pair<const Arg*, std::pair<memory, memory>>> outputs;
+    int slot = 0;
+    for (std::size_t i = 0; i < plan.args.size(); ++i) {
+      const Arg& a = plan.args[i];
+      memory user(a.user, eng, ptrs[i]);
+      if (!a.reordered()) {
+        args.emplace(a.id, user);
+        continue;
+      }
+      memory inner(a.inner, eng, ws.slot[std::size_t(slot++)].get(a.inner.get_size()));
+      if (a.output) {
+        outputs.push_back({&a, {inner, user}});
+      } else {
+        a.to_inner.execute(s, user, inner);
+      }
+      args.emplace(a.id, inner);
+    }
+    if (plan.scratchpad.get_size() > 0) {
+      args.emplace(DNNL_ARG_SCRATCHPAD, memory(plan.scratchpad, eng, ws.slot[4].get(plan.scratchpad.get_size())));
+    }
+    plan.prim.execute(s, args);
+    for (auto& [a, mem] : outputs) a->to_user.execute(s, mem.first, mem.second);
+    s.wait();
+  } catch (const dnnl::error& e) {
+    rethrow(e, "convolution");
+  }
+}
+
+// Sets the OpenMP thread count for a scope (oneDNN reads it when it creates a primitive).
+class ThreadsGuard {
+ public:
+  explicit ThreadsGuard(int n) : prev_(num_threads()) { set_num_threads(n); }
+  ~ThreadsGuard() { set_num_threads(prev_); }
+  ThreadsGuard(const ThreadsGuard&) = delete;
+  ThreadsGuard& operator=(const ThreadsGuard&) = delete;
+
+ private:
+  int prev_;
+};
+
+// The cached plan for this conv, or nullptr when the current path does not run oneDNN here.
+// `single_thread`: a primitive for one thread, to run inside our own parallel_for.
+std::shared_ptr<const Plan> plan_for(ConvDir dir, DType dt, bool bias, const ConvGeom& g, bool single_thread = false) {
+  Layout layout = Layout::Plain;
+  if (!pick(dir, dt, g, layout)) return nullptr;
+  const int threads = single_thread ? 1 : num_threads();
+  std::shared_ptr<const Plan> plan = plan_cache().get(make_key(dir, dt, layout, bias, threads, g), [&] {
+    const ThreadsGuard guard(threads);
+    return make_plan(dir, dt, layout, bias, g);
+  });
+  return plan->ok ? plan : nullptr;
+}
+
+}  // namespace
+
+void set_conv_path(ConvPath path) { g_path.store(path, std::memory_order_relaxed); }
+ConvPath conv_path() { return g_path.load(std::memory_order_relaxed); }
+int64_t onednn_conv_calls() { return g_calls.load(std::memory_order_relaxed); }
+
+bool onednn_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, const ConvGeom& g) {
+  const auto plan = plan_for(ConvDir::Forward, x.dtype(), bias.defined(), g);
+  if (!plan) return false;
+  std::vector<void*> ptrs{x.data_ptr(), w.data_ptr()};
+  if (bias.defined()) ptrs.push_back(bias.data_ptr());
+  ptrs.push_back(y.data_ptr());
+  // f32 accumulation for bf16, the bias added in f32, one rounding on store (oneDNN rounds to
+  // nearest even)
+  execute(*plan, ptrs);
+  workspace().trim();
+  g_calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool onednn_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& bias, Tensor& dx,
+                                 const ConvGeom& g) {
+  const auto plan = plan_for(ConvDir::BackwardData, gy.dtype(), bias.defined(), g);
+  if (!plan) return false;
+  if (!bias.defined()) {
+    // f32 accumulation for bf16, one rounding on store
+    execute(*plan, {gy.data_ptr(), w.data_ptr(), dx.data_ptr()});
+    workspace().trim();
+    g_calls.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  // dx [N, C, H, W] in f32 (staged for bf16), + bias [C] in f32, then one rounding to bf16.
+  const bool f32 = dx.dtype() == DType::F32;
+  const int64_t plane = g.H * g.W, total = g.N * g.C * plane;
+  float* acc = f32 ? static_cast<float*>(dx.data_ptr())
+                   : static_cast<float*>(workspace().slot[3].get(std::size_t(total) * sizeof(float)));
+  execute(*plan, {gy.data_ptr(), w.data_ptr(), acc});
+  std::vector<float> b(std::size_t(g.C));
+  if (f32) {
+    std::copy_n(static_cast<const float*>(bias.data_ptr()), g.C, b.data());
+  } else {
+    convert_bf16_to_f32(static_cast<const BFloat16*>(bias.data_ptr()), b.data(), g.C);
+  }
+  parallel_for(0, g.N * g.C, std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(plane, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t nc = lo; nc < hi; ++nc) {
+                   float* row = acc + nc * plane;
+                   const float bc = b[std::size_t(nc % g.C)];
+                   for (int64_t i = 0; i < plane; ++i) row[i] += bc;
+                   if (!f32) convert_f32_to_bf16(row, static_cast<BFloat16*>(dx.data_ptr()) + nc * plane, plane);
+                 }
+               });
+  workspace().trim();
+  g_calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool onednn_conv2d_backward_weights(const Tensor& x, const Tensor& gy, Tensor& dw, const ConvGeom& g) {
+  // One single-threaded primitive per thread over its slice of the batch, each writing its own
+  // f32 partial sum; the partials are then added in a fixed order (f32) and rounded once. oneDNN's
+  // own threading of this kernel splits the batch the same way but joins the threads with spin
+  // barriers, many per call, which cost a scheduler slice each on a busy host (measurements above).
+  const int64_t parts = std::min<int64_t>(num_threads(), g.N);
+  std::vector<int64_t> start(static_cast<std::size_t>(parts) + 1);
+  std::vector<std::shared_ptr<const Plan>> plans(static_cast<std::size_t>(parts));
+  for (int64_t p = 0; p <= parts; ++p) start[std::size_t(p)] = g.N * p / parts;
+  for (int64_t p = 0; p < parts; ++p) {
+    ConvGeom slice = g;
+    slice.N = start[std::size_t(p) + 1] - start[std::size_t(p)];
+    plans[std::size_t(p)] = plan_for(ConvDir::BackwardWeights, x.dtype(), false, slice, true);
+    if (!plans[std::size_t(p)]) return false;
+  }
+  const int64_t n = dw.numel();
+  const std::size_t elem = x.dtype() == DType::F32 ? sizeof(float) : sizeof(BFloat16);
+  char* xp = static_cast<char*>(x.data_ptr());
+  char* gp = static_cast<char*>(gy.data_ptr());
+  std::vector<float> partial(static_cast<std::size_t>(parts * n));  // [parts, O, C/groups, kH, kW]
+  parallel_for(0, parts, 1, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const int64_t n0 = start[std::size_t(p)];
+      execute(*plans[std::size_t(p)], {xp + std::size_t(n0 * g.C * g.H * g.W) * elem,
+                                       gp + std::size_t(n0 * g.O * g.Ho * g.Wo) * elem, partial.data() + p * n});
+    }
+  });
+  float* acc = partial.data();
+  for (int64_t p = 1; p < parts; ++p) {
+    const float* part = partial.data() + p * n;
+    for (int64_t i = 0; i < n; ++i) acc[i] += part[i];  // f32 sum of the f32 partials
+  }
+  if (dw.dtype() == DType::F32) {
+    std::copy_n(acc, n, static_cast<float*>(dw.data_ptr()));
+  } else {
+    convert_f32_to_bf16(acc, static_cast<BFloat16*>(dw.data_ptr()), n);  // the one rounding
+  }
+  workspace().trim();
+  g_calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace mg::cpu

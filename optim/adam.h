@@ -1,0 +1,86 @@
+// Adam (Kingma & Ba 2015) and AdamW (Loshchilov & Hutter 2019, decoupled weight decay), both with
+// amsgrad, as torch.optim.Adam / AdamW (PyTorch 1.13):
+//   Adam:  g = grad + weight_decay * p                 AdamW: p *= 1 - lr * weight_decay
+//   m = beta1 * m + (1 - beta1) * g                    ("exp_avg")
+//   v = beta2 * v + (1 - beta2) * g^2                  ("exp_avg_sq")
+//   vmax = max(vmax, v)                                ("max_exp_avg_sq", amsgrad only)
+//   p -= lr / (1 - beta1^t) * m / (sqrt(amsgrad ? vmax : v) / sqrt(1 - beta2^t) + eps)
+// t counts the updates of each parameter (ParamState::step). Moments are kept in f32 (f64 for
+// f64 parameters); f16/bf16 parameters are updated in f32 and rounded once.
+//
+//   mg::optim::AdamW opt(net.parameters(), {.lr = 1e-3, .betas = {0.9, 0.98}, .weight_decay = 0.01});
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+namespace mg::optim {
+
+struct AdamOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas = {0.9, 0.999};  // each in [0, 1); group options "beta1", "beta2"
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // L2, added to the gradient
+  bool amsgrad = false;
+  bool multi_tensor = true;   // update a group in one pass over all its tensors (bit-identical)
+
+  template <typename F>
+  void for_each(F&& f) {
+    f("lr", lr);
+    f("beta1", betas.first);
+    f("beta2", betas.second);
+    f("eps", eps);
+    f("weight_decay", weight_decay);
+    f("amsgrad", amsgrad);
+    f("multi_tensor", multi_tensor);
+  }
+};
+
+// As AdamOptions; weight decay is decoupled (p *= 1 - lr * weight_decay) and defaults to 1e-2.
+struct AdamWOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  bool amsgrad = false;
+  bool multi_tensor = true;
+
+  template <typename F>
+  void for_each(F&& f) {
+    f("lr", lr);
+    f("beta1", betas.first);
+    f("beta2", betas.second);
+    f("eps", eps);
+    f("weight_decay", weight_decay);
+    f("amsgrad", amsgrad);
+    f("multi_tensor", multi_tensor);
+  }
+};
+
+class Adam final : public Optimizer {
+ public:
+  using Options = AdamOptions;
+  explicit Adam(const Tensors& params, AdamOptions options = {});
+  explicit Adam(const std::vector<ParamGroupSpec>& groups, AdamOptions defaults = {});
+
+ protected:
+  void check_options(const OptionMap& options) const override;
+  void step_group(ParamGroup& group) override;
+  std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
+};
+
+class AdamW final : public Optimizer {
+ public:
+  using Options = AdamWOptions;
+  explicit AdamW(const Tensors& params, AdamWOptions options = {});
+  explicit AdamW(const std::vector<ParamGroupSpec>& groups, AdamWOptions defaults = {});
+
+ protected:
+  void check_options(const OptionMap& options) const override;
+  void step_group(ParamGroup& group) override;
+  std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
+};
+
+}  // namespace mg::optim

@@ -1,0 +1,147 @@
+// The per-element math of the optimizers and of gradient clipping, written once (DESIGN §6):
+// named functors templated on the compute type T ("opmath": float for f16/bf16/f32 parameters,
+// double for f64), compiled by g++ for the CPU chunk loops in optim/*.cpp and, later, by nvcc for
+// the multi-tensor-apply kernels. The per-parameter path and the multi-tensor path call the same
+// functor on the same elements, so their results are bit-identical.
+//
+// The decision a reader must know: the operation order follows PyTorch 1.13's single-tensor
+// implementations (torch/optim/{sgd,adam,adamw}.py) and, for LAMB, NVIDIA Apex's FusedLAMB, so an
+// f64 run agrees with them to rounding (tests/optim/test_optim_reference.cpp measures it).
+// Scalars that depend only on the step (bias corrections, step sizes) are computed on the host in
+// double and handed to the functor already converted to T.
+//
+//   fn::AdamStep<float> f{...};  f(p, g, m, v, vmax);   // one element, state updated in place
+#pragma once
+#include <cmath>
+
+#include "core/macros.h"
+
+namespace mg::fn {
+
+// SGD with momentum, dampening, Nesterov and L2 weight decay (torch.optim.SGD):
+//   g += weight_decay * p
+//   buf = first ? g : momentum * buf + (1 - dampening) * g          (when momentum != 0)
+//   g = nesterov ? g + momentum * buf : buf
+//   p -= lr * g
+template <typename T>
+struct SgdStep {
+  T lr;
+  T momentum;
+  T one_minus_dampening;
+  T weight_decay;
+  bool nesterov;
+  bool first;  // the momentum buffer is new: it starts as the (decayed) gradient
+  MG_HOST_DEVICE void operator()(T& p, T g, T& buf) const {
+    if (weight_decay != T(0)) g = g + weight_decay * p;
+    if (momentum != T(0)) {
+      buf = first ? g : buf * momentum + one_minus_dampening * g;
+      g = nesterov ? g + momentum * buf : buf;
+    }
+    p = p + (-lr) * g;
+  }
+};
+
+// Adam and AdamW (torch.optim.Adam / AdamW), with amsgrad:
+//   Adam:  g += weight_decay * p            AdamW: p *= 1 - lr * weight_decay (decoupled)
+//   m = beta1 * m + (1 - beta1) * g
+//   v = beta2 * v + (1 - beta2) * g^2
+//   vmax = max(vmax, v)                     (amsgrad; NaN propagates as torch.maximum)
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v or vmax) / sqrt(1 - beta2^t) + eps)
+template <typename T>
+struct AdamStep {
+  T beta1;
+  T beta2;
+  T one_minus_beta1;
+  T one_minus_beta2;
+  T eps;
+  T weight_decay;   // L2 term added to the gradient (Adam); 0 for AdamW
+  T decay_factor;   // 1 - lr * weight_decay (AdamW); 1 for Adam
+  T neg_step_size;  // -lr / (1 - beta1^t)
+  T bias_correction2_sqrt;  // sqrt(1 - beta2^t)
+  bool decoupled;
+  bool amsgrad;
+  MG_HOST_DEVICE void operator()(T& p, T g, T& m, T& v, T& vmax) const {
+    if (decoupled) {
+      p = p * decay_factor;
+    } else if (weight_decay != T(0)) {
+      g = g + weight_decay * p;
+    }
+    m = m * beta1 + one_minus_beta1 * g;
+    v = v * beta2 + one_minus_beta2 * g * g;
+    T denom;
+    if (amsgrad) {
+      vmax = (vmax != vmax || vmax > v) ? vmax : v;
+      denom = std::sqrt(vmax) / bias_correction2_sqrt + eps;
+    } else {
+      denom = std::sqrt(v) / bias_correction2_sqrt + eps;
+    }
+    p = p + neg_step_size * m / denom;
+  }
+};
+
+// LAMB (You et al. 2019; Apex FusedLAMB), stage 1: the moments and the Adam direction with bias
+// correction plus decoupled weight decay,
+//   m = beta1 * m + (1 - beta1) * g,   v = beta2 * v + (1 - beta2) * g^2
+//   u = (m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * p      (bc = 1 - beta^t, or 1)
+// Stage 2 (LambApply) moves p by the update scaled with the per-tensor trust ratio; it recomputes
+// u with update() from the stored moments instead of keeping u in a scratch buffer.
+template <typename T>
+struct LambStage1 {
+  T beta1;
+  T beta2;
+  T one_minus_beta1;
+  T one_minus_beta2;
+  T bias_correction1;
+  T bias_correction2;
+  T eps;
+  T weight_decay;
+  MG_HOST_DEVICE T update(T p, T m, T v) const {
+    return (m / bias_correction1) / (std::sqrt(v / bias_correction2) + eps) + weight_decay * p;
+  }
+  // Updates the moments in place and returns u.
+  MG_HOST_DEVICE T operator()(T p, T g, T& m, T& v) const {
+    m = m * beta1 + one_minus_beta1 * g;
+    v = v * beta2 + one_minus_beta2 * g * g;
+    return update(p, m, v);
+  }
+};
+
+// LAMB stage 2: p -= lr * ratio * u, with ratio = ||p|| / ||u|| for the tensor (1 when either
+// norm is 0); neg_step = -(lr * ratio) is computed per tensor on the host.
+template <typename T>
+struct LambApply {
+  T neg_step;
+  MG_HOST_DEVICE T operator()(T p, T u) const { return p + neg_step * u; }
+};
+
+// Sum of |x|^p for a p-norm (p = 2 and p = 1 without pow); the caller accumulates in f32 (f64
+// for f64 tensors).
+template <typename T>
+struct NormPow {
+  T p;
+  MG_HOST_DEVICE T operator()(T x) const {
+    const T a = x < T(0) ? -x : x;
+    if (p == T(2)) return a * a;
+    if (p == T(1)) return a;
+    return std::pow(a, p);
+  }
+};
+
+// max(acc, |x|) that keeps a NaN once seen (the infinity norm of a tensor holding NaN is NaN).
+template <typename T>
+struct AbsMax {
+  MG_HOST_DEVICE T operator()(T acc, T x) const {
+    const T a = x < T(0) ? -x : x;
+    if (acc != acc) return acc;
+    return (a != a || a > acc) ? a : acc;
+  }
+};
+
+// Gradient clipping by value: clamp to [-clip, clip]; NaN stays NaN.
+template <typename T>
+struct ClampAbs {
+  T clip;
+  MG_HOST_DEVICE T operator()(T x) const { return x < -clip ? -clip : (x > clip ? clip : x); }
+};
+
+}  // namespace mg::fn

@@ -1,0 +1,132 @@
+#include "optim/lamb.h"
+
+#include <cmath>
+
+#include "core/visit_dtype.h"
+#include "optim/functors.h"
+
+namespace mg::optim {
+
+namespace {
+
+template <typename T>
+fn::LambStage1<T> stage1(const LAMBOptions& o, double bias_correction1, double bias_correction2) {
+  const auto [beta1, beta2] = o.betas;
+  return {T(beta1), T(beta2), T(1.0 - beta1), T(1.0 - beta2), T(bias_correction1), T(bias_correction2),
+          T(o.eps), T(o.weight_decay)};
+}
+
+// Stage 1 on one chunk: updates the moments and returns sum p^2 and sum u^2 over the chunk,
+// accumulated in opmath (f32, or f64 for f64 parameters).
+template <typename P>
+void lamb_stage1_chunk(const TensorSlot& t, const fn::LambStage1<opmath_t<P>>& f, int64_t b, int64_t e,
+                       double* p_sq, double* u_sq) {
+  using T = opmath_t<P>;
+  const P* p = static_cast<const P*>(t.param);
+  const P* g = static_cast<const P*>(t.grad);
+  T* m = static_cast<T*>(t.state[0]);
+  T* v = static_cast<T*>(t.state[1]);
+  T sp = T(0), su = T(0);
+  for (int64_t i = b; i < e; ++i) {
+    const T pi = T(p[i]);
+    const T u = f(pi, T(g[i]), m[i], v[i]);
+    sp += pi * pi;
+    su += u * u;
+  }
+  *p_sq = double(sp);  // exact: a float widens to double and narrows back unchanged
+  *u_sq = double(su);
+}
+
+// Stage 2 on one chunk: recomputes u from the stored moments and moves p by -(lr * ratio) * u.
+template <typename P>
+void lamb_stage2_chunk(const TensorSlot& t, const fn::LambStage1<opmath_t<P>>& f, double neg_step, int64_t b,
+                       int64_t e) {
+  using T = opmath_t<P>;
+  const fn::LambApply<T> apply{T(neg_step)};
+  P* p = static_cast<P*>(t.param);
+  const T* m = static_cast<const T*>(t.state[0]);
+  const T* v = static_cast<const T*>(t.state[1]);
+  for (int64_t i = b; i < e; ++i) {
+    const T pi = T(p[i]);
+    p[i] = P(apply(pi, f.update(pi, m[i], v[i])));
+  }
+}
+
+}  // namespace
+
+LAMB::LAMB(const Tensors& params, LAMBOptions options) : LAMB(std::vector<ParamGroupSpec>{{params}}, options) {}
+
+LAMB::LAMB(const std::vector<ParamGroupSpec>& groups, LAMBOptions defaults)
+    : Optimizer("LAMB", options_to_map(defaults)) {
+  init_groups(groups);
+}
+
+void LAMB::check_options(const OptionMap& m) const {
+  check_bool_options<LAMBOptions>(m, "LAMB");
+  const LAMBOptions o = options_from_map<LAMBOptions>(m, "LAMB");
+  MG_CHECK(o.lr >= 0.0, Error, "LAMB: lr must be >= 0, got ", o.lr);
+  MG_CHECK(o.eps >= 0.0, Error, "LAMB: eps must be >= 0, got ", o.eps);
+  MG_CHECK(o.betas.first >= 0.0 && o.betas.first < 1.0, Error, "LAMB: beta1 must be in [0, 1), got ",
+           o.betas.first);
+  MG_CHECK(o.betas.second >= 0.0 && o.betas.second < 1.0, Error, "LAMB: beta2 must be in [0, 1), got ",
+           o.betas.second);
+  MG_CHECK(o.weight_decay >= 0.0, Error, "LAMB: weight_decay must be >= 0, got ", o.weight_decay);
+}
+
+void LAMB::step_group(ParamGroup& group) {
+  const LAMBOptions o = options_from_map<LAMBOptions>(group.options, name());
+  const std::vector<Work> work = collect(group);
+  std::vector<TensorSlot> slots;
+  for (const Work& w : work) {
+    TensorSlot s = slot_of(w);
+    s.state[0] = buffer(w, "exp_avg", /*zero=*/true).data_ptr();
+    s.state[1] = buffer(w, "exp_avg_sq", /*zero=*/true).data_ptr();
+    slots.push_back(s);
+  }
+  // Bias corrections of each tensor (its own step count).
+  std::vector<std::pair<double, double>> corrections;
+  for (const Work& w : work) {
+    const double t = double(++w.state->step);
+    corrections.emplace_back(o.bias_correction ? 1.0 - std::pow(o.betas.first, t) : 1.0,
+                             o.bias_correction ? 1.0 - std::pow(o.betas.second, t) : 1.0);
+  }
+
+  // Stage 1: moments, and per-chunk sums of p^2 and u^2.
+  const std::vector<TensorChunk> chunks = make_chunks(slots);
+  std::vector<double> p_sq(chunks.size()), u_sq(chunks.size());
+  for_each_chunk(slots, o.multi_tensor, [&](int64_t ci, const TensorChunk& c) {
+    const TensorSlot& t = slots[c.tensor];
+    const double bc1 = corrections[c.tensor].first, bc2 = corrections[c.tensor].second;
+    visit_floating(t.dtype, "LAMB", [&]<typename P>() {
+      lamb_stage1_chunk<P>(t, stage1<opmath_t<P>>(o, bc1, bc2), c.begin, c.end, &p_sq[ci], &u_sq[ci]);
+    });
+  });
+
+  // Per tensor: the chunk sums added in chunk order (in opmath), the norms, the trust ratio.
+  std::vector<double> neg_step(slots.size());
+  for (std::size_t k = 0, ci = 0; k < slots.size(); ++k) {
+    visit_floating(slots[k].dtype, "LAMB", [&]<typename P>() {
+      using T = opmath_t<P>;
+      T sp = T(0), su = T(0);
+      for (; ci < chunks.size() && chunks[ci].tensor == int64_t(k); ++ci) {
+        sp += T(p_sq[ci]);
+        su += T(u_sq[ci]);
+      }
+      const T p_norm = std::sqrt(sp), u_norm = std::sqrt(su);
+      const T ratio = (p_norm != T(0) && u_norm != T(0)) ? p_norm / u_norm : T(1);
+      neg_step[k] = double(-(T(o.lr) * ratio));
+    });
+  }
+
+  // Stage 2: the update with the trust ratio.
+  for_each_chunk(slots, o.multi_tensor, [&](int64_t, const TensorChunk& c) {
+    const TensorSlot& t = slots[c.tensor];
+    const double bc1 = corrections[c.tensor].first, bc2 = corrections[c.tensor].second;
+    visit_floating(t.dtype, "LAMB", [&]<typename P>() {
+      lamb_stage2_chunk<P>(t, stage1<opmath_t<P>>(o, bc1, bc2), neg_step[c.tensor], c.begin, c.end);
+    });
+  });
+  for (const Work& w : work) w.param.bump_version();
+}
+
+}  // namespace mg::optim

@@ -1,0 +1,236 @@
+#include "optim/lr_scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <utility>
+
+namespace mg::optim {
+
+// ---- base ----
+
+LRScheduler::LRScheduler(Optimizer& optimizer, std::string name) : optimizer_(optimizer), name_(std::move(name)) {
+  for (ParamGroup& g : optimizer_.param_groups()) {
+    if (!g.has_option("initial_lr")) g.set_option("initial_lr", g.lr());
+    base_lrs_.push_back(g.option("initial_lr"));
+  }
+}
+
+void LRScheduler::step() {
+  std::vector<ParamGroup>& groups = optimizer_.param_groups();
+  MG_CHECK(groups.size() == base_lrs_.size(), Error, name_, ": the optimizer has ", groups.size(),
+           " param groups but the scheduler was created for ", base_lrs_.size(),
+           "\n  hint: create the scheduler after the last add_param_group");
+  ++last_epoch_;
+  std::vector<double> lrs;
+  try {
+    lrs = compute_lrs();
+  } catch (...) {
+    --last_epoch_;
+    throw;
+  }
+  MG_ASSERT(lrs.size() == groups.size(), name_, ": compute_lrs returned ", lrs.size(), " values");
+  last_lr_.clear();
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    groups[g].set_lr(lrs[g]);
+    last_lr_.push_back(lrs[g]);
+  }
+}
+
+StateDict LRScheduler::state_dict() const {
+  StateDict s;
+  s.strings["scheduler"] = name_;
+  s.ints["last_epoch"] = last_epoch_;
+  s.ints["num_groups"] = int64_t(base_lrs_.size());
+  for (std::size_t g = 0; g < base_lrs_.size(); ++g) s.floats["base_lr." + std::to_string(g)] = base_lrs_[g];
+  for (std::size_t g = 0; g < last_lr_.size(); ++g) s.floats["last_lr." + std::to_string(g)] = last_lr_[g];
+  return s;
+}
+
+void LRScheduler::load_state_dict(const StateDict& s) {
+  const std::string owner = name_ + ": load_state_dict";
+  const std::string& saved = s.string_at(owner, "scheduler");
+  MG_CHECK(saved == name_, Error, owner, ": the state belongs to a ", saved, " scheduler, not ", name_);
+  const int64_t n = s.int_at(owner, "num_groups");
+  MG_CHECK(n == int64_t(base_lrs_.size()), Error, owner, ": the state has ", n,
+           " param groups but the scheduler has ", base_lrs_.size());
+  const int64_t last_epoch = s.int_at(owner, "last_epoch");
+  MG_CHECK(last_epoch >= -1, Error, owner, ": last_epoch must be >= -1, got ", last_epoch);
+  std::vector<double> base(static_cast<std::size_t>(n)), last(static_cast<std::size_t>(n));
+  for (int64_t g = 0; g < n; ++g) {
+    base[g] = s.float_at(owner, "base_lr." + std::to_string(g));
+    last[g] = s.float_at(owner, "last_lr." + std::to_string(g));
+  }
+  base_lrs_ = std::move(base);
+  last_lr_ = std::move(last);
+  last_epoch_ = last_epoch;
+}
+
+// ---- StepLR / MultiStepLR (chainable: they scale the group's current lr, as PyTorch) ----
+
+StepLR::StepLR(Optimizer& optimizer, StepLROptions options) : LRScheduler(optimizer, "StepLR"), options_(options) {
+  MG_CHECK(options_.step_size > 0, Error, "StepLR: step_size must be > 0, got ", options_.step_size);
+  MG_CHECK(options_.gamma >= 0.0, Error, "StepLR: gamma must be >= 0, got ", options_.gamma);
+  initial_step();
+}
+
+std::vector<double> StepLR::compute_lrs() {
+  const bool decay = last_epoch() != 0 && last_epoch() % options_.step_size == 0;
+  std::vector<double> lrs;
+  for (const ParamGroup& g : optimizer_.param_groups()) lrs.push_back(decay ? g.lr() * options_.gamma : g.lr());
+  return lrs;
+}
+
+MultiStepLR::MultiStepLR(Optimizer& optimizer, MultiStepLROptions options)
+    : LRScheduler(optimizer, "MultiStepLR"), options_(std::move(options)) {
+  MG_CHECK(std::is_sorted(options_.milestones.begin(), options_.milestones.end()), Error,
+           "MultiStepLR: milestones must be non-decreasing, got ", options_.milestones);
+  MG_CHECK(options_.milestones.empty() || options_.milestones.front() >= 0, Error,
+           "MultiStepLR: milestones must be >= 0, got ", options_.milestones);
+  MG_CHECK(options_.gamma >= 0.0, Error, "MultiStepLR: gamma must be >= 0, got ", options_.gamma);
+  initial_step();
+}
+
+std::vector<double> MultiStepLR::compute_lrs() {
+  const auto hits = std::count(options_.milestones.begin(), options_.milestones.end(), last_epoch());
+  std::vector<double> lrs;
+  for (const ParamGroup& g : optimizer_.param_groups()) {
+    lrs.push_back(hits == 0 ? g.lr() : g.lr() * std::pow(options_.gamma, double(hits)));
+  }
+  return lrs;
+}
+
+// ---- warmup schedules (closed form on the base lrs) ----
+
+namespace {
+void check_warmup(const char* name, int64_t warmup, int64_t total) {
+  MG_CHECK(warmup >= 0, Error, name, ": warmup_steps must be >= 0, got ", warmup);
+  MG_CHECK(total > 0 && total >= warmup, Error, name, ": total_steps must be > 0 and >= warmup_steps (",
+           warmup, "), got ", total);
+}
+}  // namespace
+
+WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, WarmupCosineLROptions options)
+    : LRScheduler(optimizer, "WarmupCosineLR"), options_(options) {
+  check_warmup("WarmupCosineLR", options_.warmup_steps, options_.total_steps);
+  MG_CHECK(options_.min_lr >= 0.0, Error, "WarmupCosineLR: min_lr must be >= 0, got ", options_.min_lr);
+  initial_step();
+}
+
+std::vector<double> WarmupCosineLR::compute_lrs() {
+  const int64_t t = last_epoch(), w = options_.warmup_steps, total = options_.total_steps;
+  std::vector<double> lrs;
+  for (double base : base_lrs_) {
+    if (t < w) {
+      lrs.push_back(base * double(t) / double(w));
+    } else if (t >= total) {
+      lrs.push_back(options_.min_lr);
+    } else {
+      const double progress = double(t - w) / double(total - w);
+      lrs.push_back(options_.min_lr + (base - options_.min_lr) * (1.0 + std::cos(std::numbers::pi * progress)) / 2.0);
+    }
+  }
+  return lrs;
+}
+
+WarmupLinearLR::WarmupLinearLR(Optimizer& optimizer, WarmupLinearLROptions options)
+    : LRScheduler(optimizer, "WarmupLinearLR"), options_(options) {
+  check_warmup("WarmupLinearLR", options_.warmup_steps, options_.total_steps);
+  initial_step();
+}
+
+std::vector<double> WarmupLinearLR::compute_lrs() {
+  const int64_t t = last_epoch(), w = options_.warmup_steps, total = options_.total_steps;
+  std::vector<double> lrs;
+  for (double base : base_lrs_) {
+    if (t < w) {
+      lrs.push_back(base * double(t) / double(w));
+    } else {
+      lrs.push_back(base * std::max(0.0, double(total - t) / double(total - w)));
+    }
+  }
+  return lrs;
+}
+
+// ---- OneCycleLR ----
+
+OneCycleLR::OneCycleLR(Optimizer& optimizer, OneCycleLROptions options)
+    : LRScheduler(optimizer, "OneCycleLR"), options_(std::move(options)) {
+  const OneCycleLROptions& o = options_;
+  std::vector<ParamGroup>& groups = optimizer_.param_groups();
+  MG_CHECK(o.total_steps > 0, Error, "OneCycleLR: total_steps must be > 0, got ", o.total_steps);
+  MG_CHECK(o.pct_start >= 0.0 && o.pct_start <= 1.0, Error, "OneCycleLR: pct_start must be in [0, 1], got ",
+           o.pct_start);
+  MG_CHECK(o.max_lr.size() == 1 || o.max_lr.size() == groups.size(), Error, "OneCycleLR: max_lr has ",
+           o.max_lr.size(), " values; expected 1 or one per param group (", groups.size(), ")");
+  for (double v : o.max_lr) MG_CHECK(v >= 0.0, Error, "OneCycleLR: max_lr must be >= 0, got ", v);
+  MG_CHECK(o.div_factor > 0.0, Error, "OneCycleLR: div_factor must be > 0, got ", o.div_factor);
+  MG_CHECK(o.final_div_factor > 0.0, Error, "OneCycleLR: final_div_factor must be > 0, got ", o.final_div_factor);
+  if (o.cycle_momentum) {
+    const OptionMap& d = optimizer_.defaults();
+    momentum_key_ = d.count("momentum") ? "momentum" : (d.count("beta1") ? "beta1" : "");
+    MG_CHECK(!momentum_key_.empty(), Error, "OneCycleLR: cycle_momentum needs an optimizer with a 'momentum' or "
+             "'beta1' option; ", optimizer_.name(), " has neither\n  hint: set .cycle_momentum = false");
+    MG_CHECK(o.base_momentum >= 0.0 && o.base_momentum < 1.0 && o.max_momentum >= 0.0 && o.max_momentum < 1.0,
+             Error, "OneCycleLR: base_momentum and max_momentum must be in [0, 1), got ", o.base_momentum, " and ",
+             o.max_momentum);
+  }
+  const double total = double(o.total_steps);
+  if (o.three_phase) {
+    phases_ = {{o.pct_start * total - 1.0, "initial_lr", "max_lr", "max_momentum", "base_momentum"},
+               {2.0 * o.pct_start * total - 2.0, "max_lr", "initial_lr", "base_momentum", "max_momentum"},
+               {total - 1.0, "initial_lr", "min_lr", "max_momentum", "max_momentum"}};
+  } else {
+    phases_ = {{o.pct_start * total - 1.0, "initial_lr", "max_lr", "max_momentum", "base_momentum"},
+               {total - 1.0, "max_lr", "min_lr", "base_momentum", "max_momentum"}};
+  }
+  // The schedule lives in the group options (restored with the optimizer's state dict).
+  base_lrs_.clear();
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const double max_lr = o.max_lr.size() == 1 ? o.max_lr[0] : o.max_lr[g];
+    const double initial = max_lr / o.div_factor;
+    groups[g].set_option("initial_lr", initial);
+    groups[g].set_option("max_lr", max_lr);
+    groups[g].set_option("min_lr", initial / o.final_div_factor);
+    if (o.cycle_momentum) {
+      groups[g].set_option(momentum_key_, o.max_momentum);
+      groups[g].set_option("max_momentum", o.max_momentum);
+      groups[g].set_option("base_momentum", o.base_momentum);
+    }
+    base_lrs_.push_back(initial);
+  }
+  initial_step();
+}
+
+double OneCycleLR::anneal(double start, double end, double pct) const {
+  if (options_.anneal_strategy == AnnealStrategy::Linear) return (end - start) * pct + start;
+  const double cos_out = std::cos(std::numbers::pi * pct) + 1.0;
+  return end + (start - end) / 2.0 * cos_out;
+}
+
+std::vector<double> OneCycleLR::compute_lrs() {
+  const int64_t step_num = last_epoch();
+  MG_CHECK(step_num <= options_.total_steps, Error, "OneCycleLR: tried to step ", step_num + 1,
+           " times; total_steps is ", options_.total_steps);
+  std::vector<double> lrs;
+  for (ParamGroup& g : optimizer_.param_groups()) {
+    double start_step = 0.0, lr = 0.0, momentum = 0.0;
+    for (std::size_t i = 0; i < phases_.size(); ++i) {
+      const Phase& ph = phases_[i];
+      if (double(step_num) <= ph.end_step || i + 1 == phases_.size()) {
+        // A phase of length 0 (pct_start * total_steps = 1) is complete at once.
+        const double len = ph.end_step - start_step;
+        const double pct = len == 0.0 ? 1.0 : (double(step_num) - start_step) / len;
+        lr = anneal(g.option(ph.start_lr), g.option(ph.end_lr), pct);
+        if (!momentum_key_.empty()) momentum = anneal(g.option(ph.start_momentum), g.option(ph.end_momentum), pct);
+        break;
+      }
+      start_step = ph.end_step;
+    }
+    lrs.push_back(lr);
+    if (!momentum_key_.empty()) g.set_option(momentum_key_, momentum);
+  }
+  return lrs;
+}
+
+}  // namespace mg::optim

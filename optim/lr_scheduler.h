@@ -1,0 +1,179 @@
+// Learning-rate schedulers, as torch.optim.lr_scheduler: each owns a reference to an optimizer and
+// writes the "lr" option of every param group on step(). Call scheduler.step() after
+// optimizer.step(), once per iteration (or epoch). Construction performs step 0 (sets the initial
+// lrs), as PyTorch does; last_epoch() counts the steps since.
+//
+// The one decision a reader must know: the schedulers keep nothing in themselves that the
+// optimizer's groups can hold. Like PyTorch they record "initial_lr" (and OneCycle its
+// "max_lr"/"min_lr"/"max_momentum"/"base_momentum") in the group options, so these travel with
+// the optimizer's state dict; the scheduler's own state dict holds last_epoch and the lrs.
+//
+//   optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9});
+//   optim::WarmupCosineLR sched(opt, {.warmup_steps = 100, .total_steps = 10000, .min_lr = 1e-5});
+//   for (...) { ...; opt.step(); sched.step(); }
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/state_dict.h"
+#include "optim/optimizer.h"
+
+namespace mg::optim {
+
+class LRScheduler {
+ public:
+  virtual ~LRScheduler() = default;
+  LRScheduler(const LRScheduler&) = delete;
+  LRScheduler& operator=(const LRScheduler&) = delete;
+
+  // Advances last_epoch by one and writes the new lr into every group.
+  void step();
+  // The lr of every group as set by the last step().
+  const std::vector<double>& get_last_lr() const { return last_lr_; }
+  int64_t last_epoch() const { return last_epoch_; }
+  // The initial lr of every group ("initial_lr" when the scheduler was created).
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
+  const std::string& name() const { return name_; }
+  Optimizer& optimizer() const { return optimizer_; }
+
+  // strings "scheduler" (the name); ints "last_epoch", "num_groups"; floats "base_lr.<g>",
+  // "last_lr.<g>". The schedule's configuration is not stored: construct the scheduler with the
+  // same options, then load. Loading checks the name and the number of groups (nothing is changed
+  // on a mismatch) and does not write the groups' lr (the optimizer's state dict restores it).
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
+
+ protected:
+  // Records "initial_lr" = "lr" in every group that has none, and the base lrs.
+  LRScheduler(Optimizer& optimizer, std::string name);
+  // Step 0: called at the end of the most-derived constructor.
+  void initial_step() { step(); }
+  // The lr of every group for last_epoch().
+  virtual std::vector<double> compute_lrs() = 0;
+
+  Optimizer& optimizer_;
+  std::vector<double> base_lrs_;
+
+ private:
+  std::string name_;
+  int64_t last_epoch_ = -1;
+  std::vector<double> last_lr_;
+};
+
+// lr *= gamma every step_size steps (PyTorch's StepLR, chainable form).
+struct StepLROptions {
+  int64_t step_size = 1;  // > 0
+  double gamma = 0.1;
+};
+class StepLR final : public LRScheduler {
+ public:
+  StepLR(Optimizer& optimizer, StepLROptions options);
+
+ protected:
+  std::vector<double> compute_lrs() override;
+
+ private:
+  StepLROptions options_;
+};
+
+// lr *= gamma at each milestone (a milestone listed k times multiplies by gamma^k), as
+// PyTorch's MultiStepLR.
+struct MultiStepLROptions {
+  std::vector<int64_t> milestones;  // non-decreasing, >= 0
+  double gamma = 0.1;
+};
+class MultiStepLR final : public LRScheduler {
+ public:
+  MultiStepLR(Optimizer& optimizer, MultiStepLROptions options);
+
+ protected:
+  std::vector<double> compute_lrs() override;
+
+ private:
+  MultiStepLROptions options_;
+};
+
+// Linear warmup from 0 to the group's initial lr over warmup_steps, then half a cosine down to
+// min_lr at total_steps, min_lr after (t = last_epoch, base = initial lr):
+//   t < W:       base * t / W
+//   W <= t < T:  min_lr + (base - min_lr) * (1 + cos(pi * (t - W) / (T - W))) / 2
+//   t >= T:      min_lr
+struct WarmupCosineLROptions {
+  int64_t warmup_steps = 0;  // >= 0
+  int64_t total_steps = 0;   // >= warmup_steps, > 0
+  double min_lr = 0.0;       // >= 0, the same for every group
+};
+class WarmupCosineLR final : public LRScheduler {
+ public:
+  WarmupCosineLR(Optimizer& optimizer, WarmupCosineLROptions options);
+
+ protected:
+  std::vector<double> compute_lrs() override;
+
+ private:
+  WarmupCosineLROptions options_;
+};
+
+// BERT's schedule (Hugging Face's get_linear_schedule_with_warmup): linear warmup from 0, then a
+// linear decay to 0 at total_steps:
+//   t < W:  base * t / W          t >= W:  base * max(0, (T - t) / (T - W))
+struct WarmupLinearLROptions {
+  int64_t warmup_steps = 0;  // >= 0
+  int64_t total_steps = 0;   // >= warmup_steps, > 0
+};
+class WarmupLinearLR final : public LRScheduler {
+ public:
+  WarmupLinearLR(Optimizer& optimizer, WarmupLinearLROptions options);
+
+ protected:
+  std::vector<double> compute_lrs() override;
+
+ private:
+  WarmupLinearLROptions options_;
+};
+
+enum class AnnealStrategy { Cos, Linear };
+
+// The 1cycle policy (Smith & Topin 2018) as PyTorch's OneCycleLR: the lr rises from
+// max_lr / div_factor to max_lr over the first pct_start of total_steps, then anneals to
+// initial_lr / final_div_factor (three_phase: back to the initial lr first, then down to the
+// minimum). With cycle_momentum the group's "momentum" (SGD) or "beta1" (Adam, AdamW, LAMB)
+// moves the opposite way between max_momentum and base_momentum; without it they are left alone.
+// Stepping past total_steps is an error. Per phase, with pct the fraction of the phase done:
+//   cos:    end + (start - end) / 2 * (1 + cos(pi * pct))     linear: start + (end - start) * pct
+struct OneCycleLROptions {
+  std::vector<double> max_lr;  // one value for all groups, or one per group
+  int64_t total_steps = 0;     // > 0 (epochs * steps_per_epoch)
+  double pct_start = 0.3;      // in [0, 1]
+  AnnealStrategy anneal_strategy = AnnealStrategy::Cos;
+  bool cycle_momentum = true;
+  double base_momentum = 0.85;
+  double max_momentum = 0.95;
+  double div_factor = 25.0;         // initial lr = max_lr / div_factor
+  double final_div_factor = 1e4;    // min lr = initial lr / final_div_factor
+  bool three_phase = false;
+};
+class OneCycleLR final : public LRScheduler {
+ public:
+  OneCycleLR(Optimizer& optimizer, OneCycleLROptions options);
+
+ protected:
+  std::vector<double> compute_lrs() override;
+
+ private:
+  struct Phase {
+    double end_step;
+    const char* start_lr;
+    const char* end_lr;
+    const char* start_momentum;
+    const char* end_momentum;
+  };
+  double anneal(double start, double end, double pct) const;
+
+  OneCycleLROptions options_;
+  std::vector<Phase> phases_;
+  std::string momentum_key_;  // "momentum", "beta1", or empty without cycle_momentum
+};
+
+}  // namespace mg::optim

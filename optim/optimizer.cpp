@@ -1,0 +1,328 @@
+#include "optim/optimizer.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <utility>
+
+#include "ops/ops.h"
+
+namespace mg::optim {
+
+double ParamGroup::option(const std::string& name) const {
+  const auto it = options.find(name);
+  MG_CHECK(it != options.end(), Error, "ParamGroup: no option '", name, "'");
+  return it->second;
+}
+
+Optimizer::Optimizer(std::string name, OptionMap defaults)
+    : name_(std::move(name)), defaults_(std::move(defaults)) {}
+
+void Optimizer::init_groups(const std::vector<ParamGroupSpec>& groups) {
+  check_options(defaults_);
+  int64_t total = 0;
+  for (const ParamGroupSpec& g : groups) {
+    add_param_group(g.params, g.options);
+    total += int64_t(g.params.size());
+  }
+  MG_CHECK(total > 0, Error, name_, ": got an empty parameter list");
+}
+
+void Optimizer::check_new_params(const Tensors& params) const {
+  std::set<const TensorImpl*> seen;
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    const Tensor& p = params[k];
+    MG_CHECK(p.defined(), Error, name_, ": parameter ", k, " of the new group is undefined");
+    MG_CHECK(p.is_floating_point(), DTypeError, name_, ": can only optimize floating tensors; parameter ",
+             k, " of the new group is ", describe(p));
+    MG_CHECK(p.is_leaf(), Error, name_, ": can't optimize a non-leaf tensor (parameter ", k,
+             " of the new group, ", describe(p), ")\n  hint: optimize the leaf it was computed from, or detach() it");
+    MG_CHECK(seen.insert(p.impl()).second, Error, name_, ": parameter ", k,
+             " appears more than once in the new group");
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      for (const Tensor& q : groups_[g].params) {
+        MG_CHECK(!q.is_same(p), Error, name_, ": parameter ", k, " of the new group (", describe(p),
+                 ") is already in group ", g, "; a parameter may belong to one group only");
+      }
+    }
+  }
+}
+
+void Optimizer::add_param_group(const Tensors& params, const OptionMap& options) {
+  check_new_params(params);
+  OptionMap m = defaults_;
+  for (const auto& [key, value] : options) {
+    if (!defaults_.count(key)) {
+      std::string known;
+      for (const auto& [k, v] : defaults_) {
+        if (!known.empty()) known += ", ";
+        known += k;
+      }
+      MG_THROW(Error, name_, ": unknown option '", key, "' for a parameter group; the options are ", known);
+    }
+    m[key] = value;
+  }
+  check_options(m);
+  groups_.push_back({params, std::move(m)});
+}
+
+namespace {
+// Rethrows an error of an options check ("SGD: lr must be ...") as "<owner>: param group g: lr must be ...".
+template <typename F>
+void with_group_context(const std::string& owner, const std::string& name, std::size_t g, F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    const std::string prefix = name + ": ";
+    if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
+    MG_THROW(Error, owner, ": param group ", g, ": ", msg);
+  }
+}
+}  // namespace
+
+void Optimizer::step() {
+  // Everything that can be wrong is checked before the first parameter changes.
+  int64_t index = 0;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    with_group_context(name_, name_, g, [&] { check_options(groups_[g].options); });
+    for (const Tensor& p : groups_[g].params) check_param(p, index++);
+  }
+  ++step_count_;
+  for (ParamGroup& group : groups_) step_group(group);
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (const ParamGroup& group : groups_) {
+    for (const Tensor& p : group.params) {
+      const Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if (set_to_none) {
+        p.set_grad(Tensor());
+      } else if (g.grad_fn()) {
+        p.set_grad(zeros_like(g));  // a gradient with history (create_graph): replace, don't mutate
+      } else {
+        Tensor(g).zero_();
+      }
+    }
+  }
+}
+
+Tensors Optimizer::parameters() const {
+  Tensors out;
+  for (const ParamGroup& group : groups_) out.insert(out.end(), group.params.begin(), group.params.end());
+  return out;
+}
+
+Tensors Optimizer::grads() const {
+  Tensors out;
+  for (const ParamGroup& group : groups_) {
+    for (const Tensor& p : group.params) out.push_back(p.grad());
+  }
+  return out;
+}
+
+const ParamState* Optimizer::state(const Tensor& p) const {
+  if (!p.defined()) return nullptr;
+  const auto it = state_.find(p.impl());
+  return it == state_.end() ? nullptr : &it->second;
+}
+
+int64_t Optimizer::position_of_group(std::size_t g) const {
+  int64_t pos = 0;
+  for (std::size_t k = 0; k < g; ++k) pos += int64_t(groups_[k].params.size());
+  return pos;
+}
+
+void Optimizer::check_param(const Tensor& p, int64_t i) const {
+  const Tensor grad = p.grad();
+  if (!grad.defined()) return;
+  MG_CHECK(p.device().is_cpu(), NotImplementedError, name_, ": parameter ", i, " is ", describe(p),
+           "; the optimizers run on the CPU for now (the CUDA multi-tensor kernels come later)");
+  MG_CHECK(p.is_contiguous(), Error, name_, ": parameter ", i, " (", describe(p),
+           ") is not contiguous; the update writes dense parameters");
+  MG_CHECK(grad.dtype() == p.dtype() && grad.shape() == p.shape() && grad.device() == p.device(), Error,
+           name_, ": the gradient of parameter ", i, " is ", describe(grad), " but the parameter is ",
+           describe(p));
+  const auto it = state_.find(p.impl());
+  if (it == state_.end()) return;
+  const DType dt = p.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  for (const auto& [name, b] : it->second.buffers) {
+    MG_CHECK(b.dtype() == dt && b.shape() == p.shape() && b.device() == p.device() && b.is_contiguous(), Error,
+             name_, ": state '", name, "' of parameter ", i, " is ", describe(b), " but parameter ", i, " (",
+             describe(p), ") needs ", shape_str(p.shape()), " ", dtype_name(dt),
+             "\n  hint: the parameter changed dtype or shape after the optimizer was created; "
+             "create the optimizer after converting the model");
+  }
+}
+
+std::vector<Optimizer::Work> Optimizer::collect(const ParamGroup& group) {
+  const std::size_t g = std::size_t(&group - groups_.data());
+  MG_ASSERT(g < groups_.size(), "collect: group is not one of this optimizer's");
+  int64_t index = position_of_group(g);
+  std::vector<Work> out;
+  for (const Tensor& p : group.params) {
+    const int64_t i = index++;
+    Tensor grad = p.grad();
+    if (!grad.defined()) continue;
+    check_param(p, i);  // checked by step() already; kept for derived classes calling collect directly
+    out.push_back({p, contiguous(grad), &state_[p.impl()], i});
+  }
+  return out;
+}
+
+Tensor Optimizer::buffer(const Work& w, const std::string& name, bool zero, bool* created) {
+  const DType dt = w.param.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  auto it = w.state->buffers.find(name);
+  if (it == w.state->buffers.end()) {
+    Tensor b = zero ? zeros(w.param.shape(), {.dtype = dt}) : empty(w.param.shape(), {.dtype = dt});
+    w.state->buffers.emplace(name, b);
+    if (created) *created = true;
+    return b;
+  }
+  const Tensor& b = it->second;
+  MG_ASSERT(b.dtype() == dt && b.shape() == w.param.shape(), "buffer: state '", name, "' was not checked");
+  if (created) *created = false;
+  return b;
+}
+
+// ---- state dict ----
+
+namespace {
+std::string join_positions(int64_t first, int64_t count) {
+  std::string s;
+  for (int64_t i = 0; i < count; ++i) {
+    if (i) s += ',';
+    s += std::to_string(first + i);
+  }
+  return s;
+}
+
+// Parses "state.<i>.<rest>" into (i, rest); false when the key does not have that form.
+bool parse_state_key(const std::string& key, int64_t* index, std::string* rest) {
+  if (key.rfind("state.", 0) != 0) return false;
+  const std::size_t dot = key.find('.', 6);
+  if (dot == std::string::npos || dot == 6) return false;
+  const std::string num = key.substr(6, dot - 6);
+  if (!std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  *index = std::strtoll(num.c_str(), nullptr, 10);
+  *rest = key.substr(dot + 1);
+  return true;
+}
+}  // namespace
+
+StateDict Optimizer::state_dict() const {
+  StateDict s;
+  s.strings["optimizer"] = name_;
+  s.ints["step_count"] = step_count_;
+  s.ints["num_groups"] = int64_t(groups_.size());
+  int64_t index = 0;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const std::string prefix = "group." + std::to_string(g) + ".";
+    s.strings[prefix + "params"] = join_positions(index, int64_t(groups_[g].params.size()));
+    for (const auto& [key, value] : groups_[g].options) s.floats[prefix + key] = value;
+    for (const Tensor& p : groups_[g].params) {
+      const ParamState* st = state(p);
+      if (st) {
+        const std::string sp = "state." + std::to_string(index) + ".";
+        s.ints[sp + "step"] = st->step;
+        for (const auto& [name, b] : st->buffers) s.tensors.emplace_back(sp + name, clone(b));
+      }
+      ++index;
+    }
+  }
+  s.ints["num_params"] = index;
+  return s;
+}
+
+void Optimizer::load_state_dict(const StateDict& s) {
+  const std::string owner = name_ + ": load_state_dict";
+  const std::string& saved_name = s.string_at(owner, "optimizer");
+  MG_CHECK(saved_name == name_, Error, owner, ": the state belongs to a ", saved_name, " optimizer, not ", name_);
+  const int64_t num_groups = s.int_at(owner, "num_groups");
+  MG_CHECK(num_groups == int64_t(groups_.size()), Error, owner, ": the state has ", num_groups,
+           " parameter groups but the optimizer has ", groups_.size());
+  const Tensors params = parameters();
+  const int64_t num_params = s.int_at(owner, "num_params");
+  MG_CHECK(num_params == int64_t(params.size()), Error, owner, ": the state has ", num_params,
+           " parameters but the optimizer has ", params.size());
+
+  // Group options, checked as the constructor does.
+  std::vector<OptionMap> new_options(groups_.size());
+  int64_t first = 0;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const std::string prefix = "group." + std::to_string(g) + ".";
+    const int64_t n = int64_t(groups_[g].params.size());
+    const std::string& saved = s.string_at(owner, prefix + "params");
+    const int64_t saved_n = saved.empty() ? 0 : int64_t(std::count(saved.begin(), saved.end(), ',')) + 1;
+    MG_CHECK(saved_n == n, Error, owner, ": param group ", g, " has ", n, " parameters but the saved group has ",
+             saved_n, " (positions ", saved, ")");
+    MG_CHECK(saved == join_positions(first, n), Error, owner, ": param group ", g, " holds parameters ",
+             join_positions(first, n), " but the saved group lists ", saved);
+    first += n;
+    for (const auto& [key, value] : s.floats) {
+      if (key.rfind(prefix, 0) == 0) new_options[g][key.substr(prefix.size())] = value;
+    }
+    for (const auto& [key, value] : defaults_) {
+      MG_CHECK(new_options[g].count(key), Error, owner, ": saved param group ", g, " has no option '", key, "'");
+    }
+    with_group_context(owner, name_, g, [&] { check_options(new_options[g]); });
+  }
+  for (const auto& [key, value] : s.floats) {
+    if (key.rfind("group.", 0) != 0) continue;
+    const std::size_t dot = key.find('.', 6);
+    const int64_t g = dot == std::string::npos ? -1 : std::strtoll(key.substr(6, dot - 6).c_str(), nullptr, 10);
+    MG_CHECK(g >= 0 && g < num_groups, Error, owner, ": unexpected float '", key, "' (the state has ", num_groups,
+             " groups)");
+  }
+
+  // Per-parameter state: buffers copied into the state dtype, shapes checked.
+  const std::vector<std::string> names = buffer_names();
+  std::unordered_map<const TensorImpl*, ParamState> new_state;
+  std::set<int64_t> with_step;
+  for (const auto& [key, value] : s.ints) {
+    int64_t i = -1;
+    std::string rest;
+    if (!parse_state_key(key, &i, &rest)) continue;
+    MG_CHECK(rest == "step", Error, owner, ": unexpected integer '", key, "'");
+    MG_CHECK(i < num_params, Error, owner, ": state for parameter ", i, " but the optimizer has ", num_params,
+             " parameters");
+    MG_CHECK(value >= 0, Error, owner, ": '", key, "' must be >= 0, got ", value);
+    new_state[params[i].impl()].step = value;
+    with_step.insert(i);
+  }
+  for (const auto& [key, t] : s.tensors) {
+    int64_t i = -1;
+    std::string name;
+    MG_CHECK(parse_state_key(key, &i, &name), Error, owner, ": unexpected tensor '", key, "'");
+    MG_CHECK(i < num_params, Error, owner, ": state for parameter ", i, " but the optimizer has ", num_params,
+             " parameters");
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      std::string known;
+      for (const std::string& n : names) {
+        if (!known.empty()) known += ", ";
+        known += n;
+      }
+      MG_THROW(Error, owner, ": unknown state tensor '", key, "'; ", name_, " keeps ", known);
+    }
+    MG_CHECK(with_step.count(i), Error, owner, ": '", key, "' has no 'state.", i, ".step'");
+    const Tensor& p = params[i];
+    MG_CHECK(t.defined() && t.shape() == p.shape(), ShapeError, owner, ": '", key, "' is ", describe(t),
+             " but parameter ", i, " is ", describe(p));
+    MG_CHECK(t.is_floating_point(), DTypeError, owner, ": '", key, "' is ", describe(t), "; expected a floating tensor");
+    const DType dt = p.dtype() == DType::F64 ? DType::F64 : DType::F32;
+    Tensor c = to(to(t, p.device()), dt);
+    c = c.is_same(t) ? clone(t) : contiguous(c);
+    new_state[p.impl()].buffers[name] = c;
+  }
+
+  const int64_t step_count = s.int_at(owner, "step_count");
+  MG_CHECK(step_count >= 0, Error, owner, ": 'step_count' must be >= 0, got ", step_count);
+
+  // Nothing above changed the optimizer; commit.
+  for (std::size_t g = 0; g < groups_.size(); ++g) groups_[g].options = std::move(new_options[g]);
+  state_ = std::move(new_state);
+  step_count_ = step_count;
+}
+
+}  // namespace mg::optim

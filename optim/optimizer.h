@@ -1,0 +1,183 @@
+// Optimizer: the base of SGD, Adam, AdamW and LAMB. It owns parameter groups (parameters plus
+// per-group options), per-parameter state (an update count and named buffers), a step counter,
+// and a state dict keyed by parameter position as PyTorch's.
+//
+// The one decision a reader must know: a group's options live in a name -> number map
+// (ParamGroup::options: "lr", "momentum", "beta1", booleans as 0/1), like PyTorch's param_group
+// dicts, so learning-rate schedulers and the state dict read and write them generically. Each
+// optimizer has a typed options struct for its constructor, converted to and from that map, and
+// checks the map of every group when it is created and at the start of every step().
+//
+//   optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9});
+//   opt.zero_grad();  loss.backward();  opt.step();
+//   opt.param_groups()[0].set_lr(0.01);                  // what a scheduler does
+//   mg::StateDict s = opt.state_dict();                 // "state.3.exp_avg", "group.0.lr", ...
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.h"
+#include "core/state_dict.h"
+#include "core/tensor.h"
+#include "optim/multi_tensor.h"
+
+namespace mg::optim {
+
+// Group options by name; booleans are 0 or 1.
+using OptionMap = std::map<std::string, double>;
+
+struct ParamGroup {
+  Tensors params;      // floating leaf tensors (any shape), updated in place
+  OptionMap options;   // the optimizer's options; schedulers add "initial_lr", "max_lr", ...
+
+  double lr() const { return option("lr"); }
+  void set_lr(double lr) { options["lr"] = lr; }
+  bool has_option(const std::string& name) const { return options.count(name) != 0; }
+  // The value of an option; throws mg::Error naming it when the group has none.
+  double option(const std::string& name) const;
+  void set_option(const std::string& name, double value) { options[name] = value; }
+};
+
+// A group handed to a constructor: its parameters and the options that differ from the
+// optimizer's defaults, e.g. {.params = head->parameters(), .options = {{"lr", 1e-2}}}.
+struct ParamGroupSpec {
+  Tensors params;
+  OptionMap options = {};
+};
+
+// The state of one parameter: how many updates it received and the optimizer's buffers
+// ("exp_avg", "momentum_buffer", ...), each with the parameter's shape in opmath dtype (f32 for
+// f16/bf16/f32 parameters, f64 for f64).
+struct ParamState {
+  int64_t step = 0;
+  std::map<std::string, Tensor> buffers;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // Checks every group's options, counts the step, and updates every parameter that has a
+  // gradient (parameters without one are skipped and keep their state).
+  void step();
+  // Clears the gradients (set_to_none: drops them; else zeros them in place).
+  void zero_grad(bool set_to_none = true);
+  // Adds a group; options not given take the optimizer's defaults. Unknown option names, options
+  // out of range and parameters already in a group are errors.
+  void add_param_group(const Tensors& params, const OptionMap& options = {});
+
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  // The options a new group starts from (the constructor's options struct).
+  const OptionMap& defaults() const { return defaults_; }
+  // All parameters of all groups, group by group: position i here is "state.i" in the state dict.
+  Tensors parameters() const;
+  // The gradient of each parameter of parameters() (undefined where there is none); a GradScaler
+  // unscales and checks these in place.
+  Tensors grads() const;
+  // The number of step() calls that ran (a GradScaler that skips a step does not call step()).
+  int64_t step_count() const { return step_count_; }
+  // "SGD", "Adam", "AdamW", "LAMB".
+  const std::string& name() const { return name_; }
+  // The state of parameter p, or nullptr before its first update.
+  const ParamState* state(const Tensor& p) const;
+
+  // Layout (position i counts parameters over all groups, as parameters()):
+  //   strings "optimizer"            the optimizer's name
+  //   ints    "step_count", "num_groups", "num_params"
+  //   strings "group.<g>.params"     the positions of group g's parameters, "0,1,2"
+  //   floats  "group.<g>.<option>"   every option of group g (lr, initial_lr, momentum, ...)
+  //   ints    "state.<i>.step"       updates applied to parameter i (absent: no state yet)
+  //   tensors "state.<i>.<buffer>"   copies of its buffers (exp_avg, exp_avg_sq, ...)
+  StateDict state_dict() const;
+  // Restores group options, per-parameter state and the step count. Checks the optimizer name,
+  // the number of groups and of parameters per group, every option (by the same rules as the
+  // constructor), buffer names and shapes; buffers are copied and converted to the state dtype.
+  // A mismatch throws an mg::Error naming it, and nothing is changed.
+  void load_state_dict(const StateDict& state);
+
+ protected:
+  Optimizer(std::string name, OptionMap defaults);
+  // Checks the defaults and adds the constructor's groups (at least one parameter in all);
+  // called from the most-derived constructor, where check_options is the final one.
+  void init_groups(const std::vector<ParamGroupSpec>& groups);
+
+  // Throws an mg::Error naming the optimizer and the option when an option is out of range.
+  virtual void check_options(const OptionMap& options) const = 0;
+  // Updates the parameters of one group (its options already checked).
+  virtual void step_group(ParamGroup& group) = 0;
+  // The buffer names this optimizer keeps in ParamState::buffers.
+  virtual std::vector<std::string> buffer_names() const = 0;
+
+  // A parameter of a group that has a gradient, ready for an update.
+  struct Work {
+    Tensor param;      // contiguous CPU tensor
+    Tensor grad;       // contiguous, same shape and dtype as param
+    ParamState* state; // created on first use
+    int64_t index;     // position in parameters()
+  };
+  // The parameters of `group` with a gradient, with their state (created on first use).
+  std::vector<Work> collect(const ParamGroup& group);
+  // The buffer `name` of w's state: created (zero-filled when `zero`, else uninitialised; then
+  // `created` is set) or the existing one (checked by step() against the parameter).
+  Tensor buffer(const Work& w, const std::string& name, bool zero, bool* created = nullptr);
+  // The multi-tensor slot of w (param and grad pointers; state pointers left null).
+  static TensorSlot slot_of(const Work& w) {
+    return {w.param.dtype(), w.param.numel(), w.param.data_ptr(), w.grad.data_ptr(), {}};
+  }
+
+ private:
+  void check_new_params(const Tensors& params) const;
+  // Throws when parameter p (position i) has a gradient but cannot be updated: not on the CPU,
+  // not contiguous, a gradient of another dtype/shape, or state buffers of another dtype/shape.
+  void check_param(const Tensor& p, int64_t i) const;
+  int64_t position_of_group(std::size_t g) const;
+
+  std::string name_;
+  OptionMap defaults_;
+  std::vector<ParamGroup> groups_;
+  std::unordered_map<const TensorImpl*, ParamState> state_;
+  int64_t step_count_ = 0;
+};
+
+// ---- typed options <-> OptionMap ----
+// An options struct lists its fields once with a member template
+//   template <typename F> void for_each(F&& f) { f("lr", lr); f("nesterov", nesterov); ... }
+// over double and bool fields; these helpers convert with it.
+template <typename Options>
+OptionMap options_to_map(Options o) {
+  OptionMap m;
+  o.for_each([&](const char* name, auto& v) { m[name] = double(v); });
+  return m;
+}
+// The typed options of a group; a missing option throws naming `owner`.
+template <typename Options>
+Options options_from_map(const OptionMap& m, const std::string& owner) {
+  Options o;
+  o.for_each([&](const char* name, auto& v) {
+    const auto it = m.find(name);
+    MG_CHECK(it != m.end(), Error, owner, ": the group has no option '", name, "'");
+    v = static_cast<std::remove_reference_t<decltype(v)>>(it->second);
+  });
+  return o;
+}
+// Checks that every boolean option of the map is 0 or 1.
+template <typename Options>
+void check_bool_options(const OptionMap& m, const std::string& owner) {
+  Options o;
+  o.for_each([&](const char* name, auto& v) {
+    if constexpr (std::is_same_v<std::remove_reference_t<decltype(v)>, bool>) {
+      const auto it = m.find(name);
+      MG_CHECK(it == m.end() || it->second == 0.0 || it->second == 1.0, Error, owner, ": option '",
+               name, "' is a boolean (0 or 1), got ", it->second);
+    }
+  });
+}
+
+}  // namespace mg::optim

@@ -1,0 +1,77 @@
+#include "optim/sgd.h"
+
+#include "core/visit_dtype.h"
+#include "optim/functors.h"
+
+namespace mg::optim {
+
+namespace {
+
+// One chunk of one tensor: p, g in the parameter's dtype P, the momentum buffer in opmath.
+template <typename P>
+void sgd_chunk(const TensorSlot& t, const SGDOptions& o, bool first, int64_t b, int64_t e) {
+  using T = opmath_t<P>;
+  const fn::SgdStep<T> f{T(o.lr), T(o.momentum), T(1.0 - o.dampening), T(o.weight_decay), o.nesterov, first};
+  P* p = static_cast<P*>(t.param);
+  const P* g = static_cast<const P*>(t.grad);
+  T* buf = static_cast<T*>(t.state[0]);
+  if (buf) {
+    for (int64_t i = b; i < e; ++i) {
+      T pi = T(p[i]);
+      f(pi, T(g[i]), buf[i]);
+      p[i] = P(pi);
+    }
+  } else {
+    T unused = T(0);
+    for (int64_t i = b; i < e; ++i) {
+      T pi = T(p[i]);
+      f(pi, T(g[i]), unused);
+      p[i] = P(pi);
+    }
+  }
+}
+
+}  // namespace
+
+SGD::SGD(const Tensors& params, SGDOptions options) : SGD(std::vector<ParamGroupSpec>{{params}}, options) {}
+
+SGD::SGD(const std::vector<ParamGroupSpec>& groups, SGDOptions defaults)
+    : Optimizer("SGD", options_to_map(defaults)) {
+  init_groups(groups);
+}
+
+void SGD::check_options(const OptionMap& m) const {
+  check_bool_options<SGDOptions>(m, "SGD");
+  const SGDOptions o = options_from_map<SGDOptions>(m, "SGD");
+  MG_CHECK(o.lr >= 0.0, Error, "SGD: lr must be >= 0, got ", o.lr);
+  MG_CHECK(o.momentum >= 0.0, Error, "SGD: momentum must be >= 0, got ", o.momentum);
+  MG_CHECK(o.weight_decay >= 0.0, Error, "SGD: weight_decay must be >= 0, got ", o.weight_decay);
+  MG_CHECK(o.dampening == o.dampening, Error, "SGD: dampening must be a number, got ", o.dampening);
+  MG_CHECK(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0), Error,
+           "SGD: nesterov momentum needs momentum > 0 and dampening = 0; got momentum ", o.momentum,
+           ", dampening ", o.dampening, "\n  hint: set .momentum (e.g. 0.9) or .nesterov = false");
+}
+
+void SGD::step_group(ParamGroup& group) {
+  const SGDOptions o = options_from_map<SGDOptions>(group.options, name());
+  const std::vector<Work> work = collect(group);
+  std::vector<TensorSlot> slots;
+  std::vector<char> first;
+  for (const Work& w : work) {
+    TensorSlot s = slot_of(w);
+    bool created = false;
+    if (o.momentum != 0.0) s.state[0] = buffer(w, "momentum_buffer", /*zero=*/false, &created).data_ptr();
+    first.push_back(created);
+    slots.push_back(s);
+  }
+  for_each_chunk(slots, o.multi_tensor, [&](int64_t, const TensorChunk& c) {
+    const TensorSlot& t = slots[c.tensor];
+    visit_floating(t.dtype, "SGD", [&]<typename P>() { sgd_chunk<P>(t, o, first[c.tensor], c.begin, c.end); });
+  });
+  for (const Work& w : work) {
+    w.state->step += 1;
+    w.param.bump_version();
+  }
+}
+
+}  // namespace mg::optim

@@ -1,0 +1,203 @@
+// GradScaler as a state machine, transition by transition (DESIGN §8): scale, unscale_ once,
+// skip on inf/NaN leaving weights and optimizer state untouched, backoff, growth exactly after
+// the interval, hysteresis, min/max clamps, the error after too many skips or at the floor,
+// statistics, several optimizers, state-dict round trip, disabled scaler.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "amp/grad_scaler.h"
+#include "autograd/grad_mode.h"
+#include "core/factory.h"
+#include "optim/sgd.h"
+#include "test_util.h"
+
+using namespace mg;
+using mg::test::values;
+
+namespace {
+
+// A parameter whose gradient we set directly (the scaled gradient a backward would produce).
+struct Toy {
+  Tensor w = ones({4}, {.requires_grad = true});
+  optim::SGD opt{Tensors{w}, {.lr = 0.1, .momentum = 0.9}};
+  void set_grad(std::vector<float> g) { w.set_grad(from_vector<float>(g, {4})); }
+};
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+}  // namespace
+
+TEST_CASE("GradScaler scales the loss and unscales gradients once per iteration", "[amp][scaler]") {
+  amp::GradScaler scaler;
+  CHECK(scaler.get_scale() == 65536.0);
+  const Tensor loss = full({}, 0.5);
+  CHECK(scaler.scale(loss).item<float>() == 32768.0f);
+  CHECK(scaler.scale(loss).dtype() == DType::F32);
+
+  Toy t;
+  t.set_grad({65536, 0, 131072, 1});
+  scaler.unscale_(t.opt);
+  CHECK(values(t.w.grad()) == std::vector<double>{1, 0, 2, 1.0 / 65536});
+  MG_REQUIRE_ERROR(scaler.unscale_(t.opt), "GradScaler::unscale_: already called for this SGD optimizer since the last update()");
+  CHECK(scaler.step(t.opt));   // does not unscale again
+  CHECK(values(t.w)[0] == Approx(1 - 0.1 * 1));
+  MG_REQUIRE_ERROR(scaler.step(t.opt), "GradScaler::step: already called");
+  scaler.update();
+  CHECK(scaler.iterations() == 1);
+  CHECK(scaler.skipped_iterations() == 0);
+  MG_REQUIRE_ERROR(scaler.update(), "no optimizer was unscaled or stepped since the last update()");
+}
+
+TEST_CASE("an inf/NaN gradient skips the step, leaves weights and state untouched, and backs off", "[amp][scaler]") {
+  amp::GradScaler scaler({.init_scale = 1024});
+  Toy t;
+  t.set_grad({1024, 1024, 1024, 1024});
+  scaler.step(t.opt);  // one real step: momentum buffers exist
+  scaler.update();
+  const auto w_before = values(t.w);
+  const auto m_before = values(t.opt.state(t.w)->buffers.at("momentum_buffer"));
+  const int64_t steps = t.opt.step_count();
+
+  int64_t callback_iteration = -1;
+  double callback_scale = 0;
+  scaler.on_skip([&](int64_t it, double s) { callback_iteration = it; callback_scale = s; });
+  for (float bad : {kInf, std::nanf("")}) {
+    t.set_grad({1, bad, 1, 1});
+    CHECK(!scaler.step(t.opt));
+    CHECK(scaler.last_stats(t.opt).nonfinite == 1);
+    scaler.update();
+  }
+  CHECK(values(t.w) == w_before);
+  CHECK(values(t.opt.state(t.w)->buffers.at("momentum_buffer")) == m_before);
+  CHECK(t.opt.step_count() == steps);
+  CHECK(scaler.get_scale() == 256.0);  // 1024 -> 512 -> 256
+  CHECK(scaler.skipped_iterations() == 2);
+  CHECK(scaler.consecutive_skips() == 2);
+  CHECK(scaler.last_skip_iteration() == 3);
+  CHECK(callback_iteration == 3);
+  CHECK(callback_scale == 256.0);
+  t.set_grad({1, 1, 1, 1});
+  CHECK(scaler.step(t.opt));
+  scaler.update();
+  CHECK(scaler.consecutive_skips() == 0);
+}
+
+TEST_CASE("growth happens exactly after growth_interval clean iterations, clamped to max_scale", "[amp][scaler]") {
+  amp::GradScaler scaler({.init_scale = 8, .growth_interval = 3, .max_scale = 32});
+  Toy t;
+  const std::vector<double> expect = {8, 8, 16, 16, 16, 32, 32, 32, 32};
+  for (double want : expect) {
+    t.set_grad({1, 1, 1, 1});
+    scaler.step(t.opt);
+    scaler.update();
+    CHECK(scaler.get_scale() == want);
+  }
+  // An overflow resets the growth count.
+  amp::GradScaler s2({.init_scale = 8, .growth_interval = 2});
+  for (float g : {1.0f, kInf, 1.0f, 1.0f}) {
+    t.set_grad({g, 1, 1, 1});
+    s2.step(t.opt);
+    s2.update();
+  }
+  CHECK(s2.get_scale() == 8.0);  // 8, inf -> 4, 4, 4 -> 8
+  s2.update(3.0);  // an explicit scale
+  CHECK(s2.get_scale() == 3.0);
+}
+
+TEST_CASE("hysteresis tolerates overflows before backing off; min_scale is a floor that errors", "[amp][scaler]") {
+  amp::GradScaler scaler({.init_scale = 64, .min_scale = 16, .hysteresis = 2});
+  Toy t;
+  std::vector<double> scales;
+  for (int i = 0; i < 4; ++i) {
+    t.set_grad({kInf, 1, 1, 1});
+    CHECK(!scaler.step(t.opt));
+    scaler.update();
+    scales.push_back(scaler.get_scale());
+  }
+  CHECK(scales == std::vector<double>{64, 32, 32, 16});
+  t.set_grad({kInf, 1, 1, 1});
+  scaler.step(t.opt);
+  scaler.update();  // tolerated by hysteresis at the floor
+  t.set_grad({kInf, 1, 1, 1});
+  scaler.step(t.opt);
+  MG_REQUIRE_ERROR(scaler.update(), "gradients are inf/NaN with the scale already at its floor min_scale = 16");
+}
+
+TEST_CASE("too many consecutive skips raise an error instead of silently never training", "[amp][scaler]") {
+  amp::GradScaler scaler({.max_consecutive_skips = 5});
+  Toy t;
+  for (int i = 0; i < 4; ++i) {
+    t.set_grad({kInf, 1, 1, 1});
+    scaler.step(t.opt);
+    scaler.update();
+  }
+  t.set_grad({kInf, 1, 1, 1});
+  scaler.step(t.opt);
+  MG_REQUIRE_ERROR(scaler.update(), "GradScaler: gradients were inf/NaN for 5 consecutive steps; scale fell to 2048");
+  MG_REQUIRE_ERROR(amp::GradScaler({.backoff_factor = 2}), "backoff_factor must be in (0, 1)");
+}
+
+TEST_CASE("statistics count zeros, underflowed and non-finite values in one pass", "[amp][scaler]") {
+  Tensor h = from_vector<float>({0.f, 1e-6f, 1e-3f, 65504.f, kInf, -0.f}, {6}).to(DType::F16);
+  Tensor f = from_vector<float>({1e-40f, 0.f, 2.f}, {3});
+  const amp::UnscaleStats s = amp::unscale_grads({h, Tensor(), f}, 0.5);
+  CHECK(s.values == 9);
+  CHECK(s.zeros == 3);        // 0, -0 (f16) and 0 (f32)
+  CHECK(s.underflowed == 2);  // 1e-6 is subnormal in f16; 1e-40 in f32
+  CHECK(s.nonfinite == 1);
+  CHECK(values(f)[2] == 1.0);
+  CHECK(values(h)[3] == 32752.0);
+}
+
+TEST_CASE("several optimizers: each checks its own gradients, one update per iteration", "[amp][scaler]") {
+  amp::GradScaler scaler({.init_scale = 4});
+  Toy a, b;
+  a.set_grad({4, 4, 4, 4});
+  b.set_grad({kInf, 4, 4, 4});
+  CHECK(scaler.step(a.opt));
+  CHECK(!scaler.step(b.opt));
+  scaler.update();
+  CHECK(scaler.get_scale() == 2.0);  // any overflow backs off
+  CHECK(a.opt.step_count() == 1);
+  CHECK(b.opt.step_count() == 0);
+}
+
+TEST_CASE("GradScaler state dict round trip continues identically", "[amp][scaler]") {
+  amp::GradScalerOptions o{.init_scale = 16, .growth_interval = 3, .min_scale = 1, .max_scale = 1024, .hysteresis = 2};
+  amp::GradScaler a(o);
+  Toy t;
+  const std::vector<float> pattern = {1, kInf, 1, 1, kInf, kInf, 1, 1, 1, 1};
+  for (int i = 0; i < 5; ++i) {
+    t.set_grad({pattern[std::size_t(i)], 1, 1, 1});
+    a.step(t.opt);
+    a.update();
+  }
+  amp::GradScaler b;
+  b.load_state_dict(a.state_dict());
+  for (int i = 5; i < 10; ++i) {
+    for (amp::GradScaler* s : {&a, &b}) {
+      t.set_grad({pattern[std::size_t(i)], 1, 1, 1});
+      s->unscale_(t.opt);
+      s->update();
+    }
+    CHECK(a.get_scale() == b.get_scale());
+  }
+  CHECK(a.state_dict().ints == b.state_dict().ints);
+  CHECK(a.state_dict().floats == b.state_dict().floats);
+  StateDict bad = a.state_dict();
+  bad.floats.erase("scale");
+  MG_REQUIRE_ERROR(b.load_state_dict(bad), "state has no float 'scale'");
+}
+
+TEST_CASE("a disabled scaler passes the loss through and always steps", "[amp][scaler]") {
+  amp::GradScaler scaler({.enabled = false});
+  const Tensor loss = full({}, 3.0);
+  CHECK(scaler.scale(loss).is_same(loss));
+  Toy t;
+  t.set_grad({kInf, 1, 1, 1});
+  CHECK(scaler.step(t.opt));
+  scaler.update();
+  CHECK(t.opt.step_count() == 1);
+}

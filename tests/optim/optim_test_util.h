@@ -1,0 +1,82 @@
+// Helpers shared by the optim tests: an optimizer built from its kind code (as stored in
+// tests/data/reference/optim.txt), bitwise tensor equality, the error of a tensor against stored
+// values relative to their magnitude, and a report of the measured errors (MG_REFERENCE_REPORT=1).
+#pragma once
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "ops/ops.h"
+#include "optim/optim.h"
+#include "reference/reference_file.h"
+#include "test_util.h"
+
+namespace mg::test {
+
+enum OptimizerKind : int64_t { kSGD = 0, kAdam = 1, kAdamW = 2, kLAMB = 3 };
+
+inline std::unique_ptr<optim::Optimizer> make_optimizer(int64_t kind, const std::vector<optim::ParamGroupSpec>& groups) {
+  switch (kind) {
+    case kSGD: return std::make_unique<optim::SGD>(groups);
+    case kAdam: return std::make_unique<optim::Adam>(groups);
+    case kAdamW: return std::make_unique<optim::AdamW>(groups);
+    case kLAMB: return std::make_unique<optim::LAMB>(groups);
+  }
+  FAIL("unknown optimizer kind " << kind);
+  return nullptr;
+}
+
+// The stored f64 scalars named "<prefix><option>" as an option map.
+inline optim::OptionMap options_with_prefix(const ReferenceFile& f, const std::string& prefix) {
+  optim::OptionMap m;
+  for (const std::string& n : f.names()) {
+    if (n.rfind(prefix, 0) == 0) m[n.substr(prefix.size())] = f.f64_value(n);
+  }
+  return m;
+}
+
+// Same dtype, shape and bytes.
+inline bool bits_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor ca = contiguous(a), cb = contiguous(b);
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), std::size_t(ca.numel()) * ca.element_size()) == 0;
+}
+
+// max |got - want| / max |want| (want's magnitude; 1e-300 at least).
+inline double rel_error(const Tensor& got, const std::vector<double>& want) {
+  const std::vector<double> g = values(got);
+  REQUIRE(g.size() == want.size());
+  double scale = 1e-300, err = 0.0;
+  for (double w : want) scale = std::max(scale, std::fabs(w));
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const double d = std::fabs(g[i] - want[i]);
+    err = std::max(err, std::isnan(d) ? INFINITY : d);
+  }
+  return err / scale;
+}
+
+// Row `row` of a stored tensor [n, ...] as doubles.
+inline std::vector<double> stored_row(const ReferenceFile& f, const std::string& name, int64_t row) {
+  return values(f.tensor(name).select(0, row));
+}
+
+// Prints "<what>: rel <e>" when MG_REFERENCE_REPORT is set.
+inline void report(const std::string& what, double rel) {
+  if (std::getenv("MG_REFERENCE_REPORT")) std::printf("reference optim.txt %-60s rel %.3g\n", what.c_str(), rel);
+}
+
+// a * (w - c): the gradient of sum(a (w - c)^2) / 2, as the generator computes it.
+inline Tensor quadratic_grad(const Tensor& w, const Tensor& a, const Tensor& c) {
+  NoGradGuard no_grad;
+  return mul(a, sub(w.detach(), c));
+}
+
+}  // namespace mg::test

@@ -1,0 +1,232 @@
+// Learning-rate schedulers: StepLR, MultiStepLR and OneCycleLR lr (and momentum) sequences against
+// PyTorch 1.13 (tests/data/reference/optim.txt, to 1e-12 relative); the warmup schedules against
+// their formulas; initial_lr in the group options; state dicts; errors.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <memory>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "core/factory.h"
+#include "optim_test_util.h"
+
+using namespace mg;
+
+namespace {
+
+constexpr double kRtol = 1e-12;
+
+// |got - want| <= kRtol * |want| for every element (exact for 0); returns the largest relative error.
+double check_close(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO(what << " element " << i << ": got " << got[i] << ", want " << want[i]);
+    REQUIRE(std::fabs(got[i] - want[i]) <= kRtol * std::fabs(want[i]));
+    if (want[i] != 0) worst = std::max(worst, std::fabs(got[i] - want[i]) / std::fabs(want[i]));
+  }
+  return worst;
+}
+
+// One parameter group per lr, each with a parameter [2]; SGD with `momentum` or Adam with beta1.
+std::unique_ptr<optim::Optimizer> make_opt(int64_t kind, const std::vector<double>& lrs, double momentum) {
+  std::vector<optim::ParamGroupSpec> groups;
+  for (double lr : lrs) groups.push_back({{zeros({2}).requires_grad_()}, {{"lr", lr}}});
+  if (kind == test::kSGD) return std::make_unique<optim::SGD>(groups, optim::SGDOptions{.momentum = momentum});
+  return std::make_unique<optim::Adam>(groups, optim::AdamOptions{.betas = {momentum, 0.999}});
+}
+
+std::vector<double> momentums(const optim::Optimizer& o) {
+  std::vector<double> out;
+  for (const optim::ParamGroup& g : o.param_groups()) out.push_back(g.option(g.has_option("momentum") ? "momentum" : "beta1"));
+  return out;
+}
+
+std::unique_ptr<optim::LRScheduler> make_scheduler(const test::ReferenceFile& f, const std::string& c, optim::Optimizer& o) {
+  switch (f.int_value(c + ".scheduler")) {
+    case 0:
+      return std::make_unique<optim::StepLR>(o, optim::StepLROptions{.step_size = f.int_value(c + ".step_size"),
+                                                                     .gamma = f.f64_value(c + ".gamma")});
+    case 1:
+      return std::make_unique<optim::MultiStepLR>(o, optim::MultiStepLROptions{.milestones = f.ints(c + ".milestones"),
+                                                                               .gamma = f.f64_value(c + ".gamma")});
+    default:
+      return std::make_unique<optim::OneCycleLR>(
+          o, optim::OneCycleLROptions{
+                 .max_lr = test::values(f.tensor(c + ".max_lr")),
+                 .total_steps = f.int_value(c + ".total_steps"),
+                 .pct_start = f.f64_value(c + ".pct_start"),
+                 .anneal_strategy = f.int_value(c + ".anneal") == 0 ? optim::AnnealStrategy::Cos : optim::AnnealStrategy::Linear,
+                 .cycle_momentum = f.int_value(c + ".cycle_momentum") != 0,
+                 .base_momentum = f.f64_value(c + ".base_momentum"),
+                 .max_momentum = f.f64_value(c + ".max_momentum"),
+                 .div_factor = f.f64_value(c + ".div_factor"),
+                 .final_div_factor = f.f64_value(c + ".final_div_factor"),
+                 .three_phase = f.int_value(c + ".three_phase") != 0});
+  }
+}
+
+}  // namespace
+
+TEST_CASE("schedulers: StepLR, MultiStepLR and OneCycleLR follow PyTorch's lr and momentum", "[optim]") {
+  const test::ReferenceFile f = test::load_reference("optim.txt");
+  int cases = 0;
+  for (const std::string& c : f.cases()) {
+    if (!f.has(c + ".scheduler")) continue;
+    ++cases;
+    DYNAMIC_SECTION("case " << c) {
+      const std::vector<double> lrs0 = test::values(f.tensor(c + ".lrs0"));
+      auto o = make_opt(f.int_value(c + ".optimizer"), lrs0, f.f64_value(c + ".momentum0"));
+      auto s = make_scheduler(f, c, *o);
+      const Tensor want_lr = f.tensor(c + ".lrs");
+      const Tensor want_m = f.tensor(c + ".momentums");
+      const int64_t n = want_lr.size(0) - 1;
+      double worst = 0;
+      for (int64_t t = 0; t <= n; ++t) {
+        if (t > 0) {
+          o->step();
+          s->step();
+        }
+        CHECK(s->last_epoch() == t);
+        worst = std::max(worst, check_close(s->get_last_lr(), test::values(want_lr.select(0, t)),
+                                            c + " lr at step " + std::to_string(t)));
+        std::vector<double> group_lrs;
+        for (const optim::ParamGroup& g : o->param_groups()) group_lrs.push_back(g.lr());
+        CHECK(group_lrs == s->get_last_lr());
+        worst = std::max(worst, check_close(momentums(*o), test::values(want_m.select(0, t)),
+                                            c + " momentum at step " + std::to_string(t)));
+      }
+      test::report(c + " (lr, momentum)", worst);
+      if (f.int_value(c + ".scheduler") == 2) {
+        MG_REQUIRE_ERROR(s->step(), "OneCycleLR: tried to step " + std::to_string(n + 2) + " times; total_steps is " + std::to_string(n));
+        CHECK(s->last_epoch() == n);
+      }
+    }
+  }
+  CHECK(cases == 5);
+}
+
+TEST_CASE("schedulers: warmup + cosine and warmup + linear follow their formulas", "[optim]") {
+  SECTION("cosine with linear warmup to min_lr") {
+    auto o = make_opt(test::kSGD, {0.1, 0.2}, 0.0);
+    optim::WarmupCosineLR s(*o, {.warmup_steps = 4, .total_steps = 12, .min_lr = 0.001});
+    const auto lr = [&](double base, int64_t t) {
+      if (t < 4) return base * double(t) / 4.0;                                   // 0, base/4, base/2, 3 base/4
+      if (t >= 12) return 0.001;
+      return 0.001 + (base - 0.001) * (1.0 + std::cos(std::numbers::pi * double(t - 4) / 8.0)) / 2.0;
+    };
+    for (int64_t t = 0; t <= 14; ++t) {
+      if (t > 0) s.step();
+      check_close(s.get_last_lr(), {lr(0.1, t), lr(0.2, t)}, "cosine step " + std::to_string(t));
+    }
+    // Golden points: t = 2 is half the warmup, t = 8 half the cosine (the mean of base and min_lr).
+    auto o2 = make_opt(test::kSGD, {0.1}, 0.0);
+    optim::WarmupCosineLR s2(*o2, {.warmup_steps = 4, .total_steps = 12, .min_lr = 0.001});
+    CHECK(s2.get_last_lr()[0] == 0.0);
+    s2.step();
+    s2.step();
+    CHECK(s2.get_last_lr()[0] == Approx(0.05));
+    s2.step();
+    s2.step();
+    CHECK(s2.get_last_lr()[0] == Approx(0.1));
+    for (int i = 0; i < 4; ++i) s2.step();
+    CHECK(s2.get_last_lr()[0] == Approx(0.0505));
+    for (int i = 0; i < 4; ++i) s2.step();
+    CHECK(s2.get_last_lr()[0] == Approx(0.001));
+  }
+  SECTION("linear warmup + linear decay (BERT)") {
+    auto o = make_opt(test::kAdam, {0.1}, 0.9);
+    optim::WarmupLinearLR s(*o, {.warmup_steps = 2, .total_steps = 6});
+    // t:      0    1     2    3      4     5      6   7
+    const std::vector<double> want = {0.0, 0.05, 0.1, 0.075, 0.05, 0.025, 0.0, 0.0};
+    for (std::size_t t = 0; t < want.size(); ++t) {
+      if (t > 0) s.step();
+      INFO("step " << t);
+      CHECK(s.get_last_lr()[0] == Approx(want[t]).margin(1e-15));
+    }
+  }
+  SECTION("no warmup") {
+    auto o = make_opt(test::kSGD, {0.1}, 0.0);
+    optim::WarmupLinearLR s(*o, {.warmup_steps = 0, .total_steps = 4});
+    CHECK(s.get_last_lr()[0] == 0.1);
+    s.step();
+    CHECK(s.get_last_lr()[0] == Approx(0.075));
+  }
+}
+
+TEST_CASE("schedulers: initial_lr lives in the group options; chained schedulers keep it", "[optim]") {
+  auto o = make_opt(test::kSGD, {0.1}, 0.9);
+  optim::StepLR a(*o, {.step_size = 2, .gamma = 0.5});
+  CHECK(o->param_groups()[0].option("initial_lr") == 0.1);
+  a.step();
+  a.step();
+  CHECK(o->param_groups()[0].lr() == 0.05);
+  optim::MultiStepLR b(*o, {.milestones = {1}, .gamma = 0.1});  // base = initial_lr, not the current lr
+  CHECK(b.base_lrs()[0] == 0.1);
+  b.step();
+  CHECK(o->param_groups()[0].lr() == Approx(0.005));
+  // OneCycle writes its own schedule into the groups.
+  optim::OneCycleLR c(*o, {.max_lr = {1.0}, .total_steps = 10});
+  CHECK(o->param_groups()[0].option("initial_lr") == 0.04);
+  CHECK(o->param_groups()[0].option("max_lr") == 1.0);
+  CHECK(o->param_groups()[0].option("min_lr") == Approx(4e-6));
+  CHECK(o->param_groups()[0].option("momentum") == Approx(0.95));
+}
+
+TEST_CASE("schedulers: state dict round trip with the optimizer's", "[optim]") {
+  auto o = make_opt(test::kSGD, {0.1, 0.05}, 0.9);
+  optim::OneCycleLR s(*o, {.max_lr = {0.1, 0.05}, .total_steps = 12});
+  for (int i = 0; i < 5; ++i) {
+    o->step();
+    s.step();
+  }
+  const StateDict so = o->state_dict();
+  const StateDict ss = s.state_dict();
+  CHECK(ss.strings.at("scheduler") == "OneCycleLR");
+  CHECK(ss.ints.at("last_epoch") == 5);
+  CHECK(ss.floats.at("last_lr.1") == s.get_last_lr()[1]);
+  CHECK(so.floats.at("group.0.max_lr") == 0.1);
+
+  auto o2 = make_opt(test::kSGD, {0.3, 0.3}, 0.5);
+  optim::OneCycleLR s2(*o2, {.max_lr = {0.1, 0.05}, .total_steps = 12});
+  o2->load_state_dict(so);
+  s2.load_state_dict(ss);
+  CHECK(s2.last_epoch() == 5);
+  CHECK(s2.get_last_lr() == s.get_last_lr());
+  for (int i = 0; i < 7; ++i) {
+    o->step();
+    s.step();
+    o2->step();
+    s2.step();
+    CHECK(s2.get_last_lr() == s.get_last_lr());
+    CHECK(momentums(*o2) == momentums(*o));
+  }
+
+  optim::StepLR other(*o2, {.step_size = 1});
+  MG_REQUIRE_ERROR(other.load_state_dict(ss), "StepLR: load_state_dict: the state belongs to a OneCycleLR scheduler, not StepLR");
+  auto o3 = make_opt(test::kSGD, {0.1}, 0.9);
+  optim::OneCycleLR s3(*o3, {.max_lr = {0.1}, .total_steps = 12});
+  MG_REQUIRE_ERROR(s3.load_state_dict(ss), "OneCycleLR: load_state_dict: the state has 2 param groups but the scheduler has 1");
+  CHECK(s3.last_epoch() == 0);
+}
+
+TEST_CASE("schedulers: bad options give clear errors", "[optim]") {
+  auto o = make_opt(test::kSGD, {0.1, 0.1}, 0.9);
+  MG_REQUIRE_ERROR(optim::StepLR(*o, {.step_size = 0}), "StepLR: step_size must be > 0, got 0");
+  MG_REQUIRE_ERROR(optim::MultiStepLR(*o, {.milestones = {5, 2}}), "MultiStepLR: milestones must be non-decreasing, got [5, 2]");
+  MG_REQUIRE_ERROR(optim::WarmupCosineLR(*o, {.warmup_steps = 10, .total_steps = 5}),
+                   "WarmupCosineLR: total_steps must be > 0 and >= warmup_steps (10), got 5");
+  MG_REQUIRE_ERROR(optim::WarmupLinearLR(*o, {.warmup_steps = -1, .total_steps = 5}), "WarmupLinearLR: warmup_steps must be >= 0, got -1");
+  MG_REQUIRE_ERROR(optim::WarmupCosineLR(*o, {.total_steps = 5, .min_lr = -1}), "WarmupCosineLR: min_lr must be >= 0, got -1");
+  MG_REQUIRE_ERROR(optim::OneCycleLR(*o, {.max_lr = {0.1, 0.2, 0.3}, .total_steps = 10}),
+                   "OneCycleLR: max_lr has 3 values; expected 1 or one per param group (2)");
+  MG_REQUIRE_ERROR(optim::OneCycleLR(*o, {.max_lr = {0.1}, .total_steps = 0}), "OneCycleLR: total_steps must be > 0, got 0");
+  MG_REQUIRE_ERROR(optim::OneCycleLR(*o, {.max_lr = {0.1}, .total_steps = 10, .pct_start = 1.5}),
+                   "OneCycleLR: pct_start must be in [0, 1], got 1.5");
+  // A group added after the scheduler was created.
+  optim::StepLR s(*o, {.step_size = 1});
+  o->add_param_group({zeros({1}).requires_grad_()});
+  MG_REQUIRE_ERROR(s.step(), "StepLR: the optimizer has 3 param groups but the scheduler was created for 2");
+}

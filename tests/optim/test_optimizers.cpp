@@ -1,0 +1,369 @@
+// SGD, Adam, AdamW and LAMB: the first five steps against PyTorch 1.13 (LAMB against its formula
+// in torch tensor math), all written by tools/reference/gen_optim_reference.py into
+// tests/data/reference/optim.txt (f64 to 1e-12, f32 to 2e-6 relative to each tensor's magnitude);
+// the multi-tensor path bit-identical to the per-parameter path; f16/bf16 parameters updated in
+// f32 and rounded once; skipped parameters; step counting; zero_grad; param groups; option errors.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/factory.h"
+#include "optim_test_util.h"
+
+using namespace mg;
+using test::bits_equal;
+
+namespace {
+
+constexpr double kRtolF64 = 1e-12;
+constexpr double kRtolF32 = 2e-6;
+
+struct MaxErr {
+  double f64 = 0, f32 = 0;
+};
+
+// Runs one reference case in `dtype` and checks every step and the final state.
+void run_reference_case(const test::ReferenceFile& f, const std::string& c, DType dtype, MaxErr& worst) {
+  const double rtol = dtype == DType::F64 ? kRtolF64 : kRtolF32;
+  const int64_t kind = f.int_value(c + ".kind");
+  const optim::OptionMap opt = test::options_with_prefix(f, c + ".opt.");
+  const optim::OptionMap over = test::options_with_prefix(f, c + ".group1.");
+  Tensor w[2], a[2], cc[2];
+  for (int k = 0; k < 2; ++k) {
+    const std::string n = c + ".w" + std::to_string(k + 1);
+    w[k] = to(f.tensor(n + ".init"), dtype).requires_grad_();
+    a[k] = to(f.tensor(c + ".a" + std::to_string(k + 1)), dtype);
+    cc[k] = to(f.tensor(c + ".c" + std::to_string(k + 1)), dtype);
+  }
+  std::vector<optim::ParamGroupSpec> groups;
+  if (over.empty()) {
+    groups = {{{w[0], w[1]}, opt}};
+  } else {
+    optim::OptionMap g1 = opt;
+    for (const auto& [k, v] : over) g1[k] = v;
+    groups = {{{w[0]}, opt}, {{w[1]}, g1}};
+  }
+  auto o = test::make_optimizer(kind, groups);
+  for (int64_t step = 0; step < 5; ++step) {
+    for (int k = 0; k < 2; ++k) w[k].set_grad(test::quadratic_grad(w[k], a[k], cc[k]));
+    o->step();
+    for (int k = 0; k < 2; ++k) {
+      const std::string n = c + ".w" + std::to_string(k + 1) + ".steps";
+      const double e = test::rel_error(w[k], test::stored_row(f, n, step));
+      INFO(dtype_name(dtype) << " " << n << " step " << step + 1 << ": relative error " << e);
+      REQUIRE(e <= rtol);
+      (dtype == DType::F64 ? worst.f64 : worst.f32) = std::max(dtype == DType::F64 ? worst.f64 : worst.f32, e);
+    }
+  }
+  CHECK(o->step_count() == 5);
+  for (int k = 0; k < 2; ++k) {
+    const std::string prefix = c + ".w" + std::to_string(k + 1) + ".state.";
+    const optim::ParamState* st = o->state(w[k]);
+    REQUIRE(st != nullptr);
+    // torch's SGD counts no steps; mixgrad counts the updates of every parameter.
+    CHECK(st->step == (f.has(prefix + "step") ? f.int_value(prefix + "step") : 5));
+    int stored = 0;
+    for (const std::string& n : f.names()) {
+      if (n.rfind(prefix, 0) != 0 || n == prefix + "step") continue;
+      ++stored;
+      const std::string buf = n.substr(prefix.size());
+      INFO(dtype_name(dtype) << " state " << n);
+      REQUIRE(st->buffers.count(buf) == 1);
+      const Tensor& b = st->buffers.at(buf);
+      CHECK(b.dtype() == dtype);  // f32 state for f32, f64 for f64
+      const double e = test::rel_error(b, test::values(f.tensor(n)));
+      REQUIRE(e <= rtol);
+      (dtype == DType::F64 ? worst.f64 : worst.f32) = std::max(dtype == DType::F64 ? worst.f64 : worst.f32, e);
+    }
+    CHECK(int(st->buffers.size()) == stored);  // no buffer PyTorch does not keep
+  }
+}
+
+// Parameters spanning several chunks, a tiny one, an empty one, and one without a gradient.
+std::vector<Shape> test_shapes() { return {{70001}, {3, 5}, {optim::kChunkSize}, {1}, {0}, {4, 4}}; }
+
+Tensors make_params(const std::vector<DType>& dtypes, uint64_t seed) {
+  Generator gen(seed);
+  Tensors ps;
+  const std::vector<Shape> shapes = test_shapes();
+  for (std::size_t k = 0; k < shapes.size(); ++k) {
+    const DType dt = dtypes[k % dtypes.size()];
+    ps.push_back(to(randn(shapes[k], {}, &gen), dt).requires_grad_());
+  }
+  return ps;
+}
+
+Tensors clones(const Tensors& ps) {
+  Tensors out;
+  NoGradGuard no_grad;
+  for (const Tensor& p : ps) out.push_back(clone(p.detach()).requires_grad_());
+  return out;
+}
+
+// Deterministic gradients for step `step` (none for the last parameter).
+void set_grads(const Tensors& ps, int step) {
+  Generator gen(1000 + uint64_t(step));
+  for (std::size_t k = 0; k + 1 < ps.size(); ++k) {
+    ps[k].set_grad(to(randn(ps[k].shape(), {}, &gen), ps[k].dtype()));
+  }
+}
+
+// One optimizer of each kind with options that exercise every branch, on the given parameters.
+std::unique_ptr<optim::Optimizer> make_full(int64_t kind, const Tensors& ps, bool multi_tensor) {
+  switch (kind) {
+    case test::kSGD:
+      return std::make_unique<optim::SGD>(
+          ps, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true, .weight_decay = 1e-2, .multi_tensor = multi_tensor});
+    case test::kAdam:
+      return std::make_unique<optim::Adam>(
+          ps, optim::AdamOptions{.lr = 0.01, .betas = {0.9, 0.5}, .weight_decay = 0.1, .amsgrad = true, .multi_tensor = multi_tensor});
+    case test::kAdamW:
+      return std::make_unique<optim::AdamW>(
+          ps, optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true, .multi_tensor = multi_tensor});
+    default:
+      return std::make_unique<optim::LAMB>(ps, optim::LAMBOptions{.lr = 0.01, .multi_tensor = multi_tensor});
+  }
+}
+
+const char* kind_name(int64_t kind) {
+  static const char* names[] = {"SGD", "Adam", "AdamW", "LAMB"};
+  return names[kind];
+}
+
+}  // namespace
+
+TEST_CASE("optimizers: the first five steps match PyTorch (LAMB: its formula) in f64 and f32", "[optim]") {
+  const test::ReferenceFile f = test::load_reference("optim.txt");
+  MaxErr worst;
+  int cases = 0;
+  for (const std::string& c : f.cases()) {
+    if (!f.has(c + ".kind")) continue;
+    ++cases;
+    DYNAMIC_SECTION("case " << c) {
+      MaxErr e;
+      run_reference_case(f, c, DType::F64, e);
+      run_reference_case(f, c, DType::F32, e);
+      test::report(c + " (f64)", e.f64);
+      test::report(c + " (f32)", e.f32);
+      worst.f64 = std::max(worst.f64, e.f64);
+      worst.f32 = std::max(worst.f32, e.f32);
+    }
+  }
+  CHECK(cases == 17);
+}
+
+TEST_CASE("optimizers: the multi-tensor path is bit-identical to the per-parameter path", "[optim]") {
+  const std::vector<std::vector<DType>> dtype_sets = {
+      {DType::F32}, {DType::F16}, {DType::BF16}, {DType::F64}, {DType::F32, DType::F16, DType::BF16}};
+  for (int64_t kind = 0; kind < 4; ++kind) {
+    for (const auto& dts : dtype_sets) {
+      DYNAMIC_SECTION(kind_name(kind) << " " << dtype_name(dts[0]) << (dts.size() > 1 ? " mixed" : "")) {
+        const Tensors a = make_params(dts, 7);
+        const Tensors b = clones(a);
+        auto fused = make_full(kind, a, true);
+        auto single = make_full(kind, b, false);
+        for (int step = 0; step < 3; ++step) {
+          set_grads(a, step);
+          set_grads(b, step);
+          fused->step();
+          single->step();
+        }
+        for (std::size_t k = 0; k < a.size(); ++k) {
+          INFO("parameter " << k << " " << describe(a[k]));
+          CHECK(bits_equal(a[k], b[k]));
+          const optim::ParamState* sa = fused->state(a[k]);
+          const optim::ParamState* sb = single->state(b[k]);
+          REQUIRE((sa == nullptr) == (sb == nullptr));
+          if (!sa) continue;
+          CHECK(sa->step == 3);
+          for (const auto& [name, t] : sa->buffers) CHECK(bits_equal(t, sb->buffers.at(name)));
+        }
+        // The parameters moved, and the one without a gradient did not.
+        const Tensors start = make_params(dts, 7);
+        CHECK(!bits_equal(a[0], start[0]));
+        CHECK(bits_equal(a.back(), start.back()));
+      }
+    }
+  }
+}
+
+TEST_CASE("optimizers: f16/bf16 parameters are updated in f32 with f32 state and rounded once", "[optim]") {
+  for (DType low : {DType::F16, DType::BF16}) {
+    for (int64_t kind = 0; kind < 4; ++kind) {
+      DYNAMIC_SECTION(kind_name(kind) << " " << dtype_name(low)) {
+        const Tensors p16 = make_params({low}, 3);
+        Tensors p32;
+        {
+          NoGradGuard no_grad;
+          for (const Tensor& p : p16) p32.push_back(to(p.detach(), DType::F32).requires_grad_());
+        }
+        auto o16 = make_full(kind, p16, true);
+        auto o32 = make_full(kind, p32, true);
+        for (int step = 0; step < 3; ++step) {
+          set_grads(p16, step);
+          for (std::size_t k = 0; k + 1 < p16.size(); ++k) p32[k].set_grad(to(p16[k].grad(), DType::F32));
+          {
+            // The f32 shadow starts every step from the rounded low-precision values.
+            NoGradGuard no_grad;
+            for (std::size_t k = 0; k < p16.size(); ++k) p32[k].copy_(to(p16[k].detach(), DType::F32));
+          }
+          o16->step();
+          o32->step();
+          for (std::size_t k = 0; k < p16.size(); ++k) {
+            INFO("step " << step << " parameter " << k);
+            CHECK(bits_equal(p16[k], to(p32[k].detach(), low)));
+          }
+        }
+        const optim::ParamState* st = o16->state(p16[0]);
+        REQUIRE(st != nullptr);
+        for (const auto& [name, t] : st->buffers) {
+          INFO("state " << name);
+          CHECK(t.dtype() == DType::F32);
+          CHECK(bits_equal(t, o32->state(p32[0])->buffers.at(name)));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("optimizers: parameters without a gradient are skipped; steps are counted per parameter", "[optim]") {
+  Tensor a = ones({3}).requires_grad_();
+  Tensor b = ones({2}).requires_grad_();
+  optim::Adam opt({a, b}, {.lr = 0.1});
+  CHECK(opt.step_count() == 0);
+  opt.step();  // no gradients at all: a counted step that changes nothing
+  CHECK(opt.step_count() == 1);
+  CHECK(test::values(a) == std::vector<double>{1, 1, 1});
+  CHECK(opt.state(a) == nullptr);
+
+  a.set_grad(full({3}, 2.0));
+  opt.step();
+  CHECK(opt.state(a)->step == 1);
+  CHECK(opt.state(b) == nullptr);
+  CHECK(test::values(b) == std::vector<double>{1, 1});
+  // Adam's first step moves each element by lr (m / sqrt(v) = sign(g) after bias correction).
+  CHECK(test::values(a)[0] == Approx(0.9).epsilon(1e-6));
+
+  b.set_grad(full({2}, -1.0));
+  opt.step();
+  CHECK(opt.state(a)->step == 2);
+  CHECK(opt.state(b)->step == 1);  // its own bias correction: first step moves it by lr
+  CHECK(test::values(b)[0] == Approx(1.1).epsilon(1e-6));
+  CHECK(opt.step_count() == 3);
+}
+
+TEST_CASE("optimizers: an update bumps the parameter's version", "[optim]") {
+  Tensor a = ones({3}).requires_grad_();
+  optim::SGD opt({a}, {.lr = 0.1});
+  a.set_grad(ones({3}));
+  const uint64_t v = a.version();
+  opt.step();
+  CHECK(a.version() > v);
+  CHECK(test::values(a) == std::vector<double>{0.9f, 0.9f, 0.9f});
+}
+
+TEST_CASE("optimizers: zero_grad, parameters(), grads() and param groups", "[optim]") {
+  Tensor a = ones({2}).requires_grad_(), b = ones({3}).requires_grad_(), c = ones({1}).requires_grad_();
+  optim::SGD opt(std::vector<optim::ParamGroupSpec>{{{a, b}}, {{c}, {{"lr", 0.5}, {"momentum", 0.9}}}},
+                 {.lr = 0.1, .weight_decay = 0.01});
+  REQUIRE(opt.param_groups().size() == 2);
+  CHECK(opt.param_groups()[0].lr() == 0.1);
+  CHECK(opt.param_groups()[1].lr() == 0.5);
+  CHECK(opt.param_groups()[1].option("momentum") == 0.9);
+  CHECK(opt.param_groups()[1].option("weight_decay") == 0.01);  // from the defaults
+  const Tensors ps = opt.parameters();
+  REQUIRE(ps.size() == 3);
+  CHECK((ps[0].is_same(a) && ps[1].is_same(b) && ps[2].is_same(c)));
+
+  a.set_grad(ones({2}));
+  c.set_grad(ones({1}));
+  Tensors gs = opt.grads();
+  REQUIRE(gs.size() == 3);
+  CHECK((gs[0].defined() && !gs[1].defined() && gs[2].defined()));
+
+  const Tensor ga = a.grad();
+  opt.zero_grad(/*set_to_none=*/false);
+  CHECK(a.grad().is_same(ga));
+  CHECK(test::values(a.grad()) == std::vector<double>{0, 0});
+  opt.zero_grad();
+  CHECK(!a.grad().defined());
+  CHECK(!c.grad().defined());
+
+  Tensor d = ones({4}).requires_grad_();
+  opt.add_param_group({d}, {{"lr", 0.25}});
+  CHECK(opt.param_groups().size() == 3);
+  CHECK(opt.parameters().size() == 4);
+  CHECK(opt.param_groups()[2].option("momentum") == 0.0);
+  d.set_grad(ones({4}));
+  opt.step();
+  CHECK(test::values(d)[0] == Approx(1.0 - 0.25 * (1.0 + 0.01)));
+
+  // The group option map is what schedulers write.
+  opt.param_groups()[2].set_lr(0.0);
+  opt.step();
+  CHECK(test::values(d)[0] == Approx(1.0 - 0.25 * (1.0 + 0.01)));
+}
+
+TEST_CASE("optimizers: bad options and bad parameters give clear errors", "[optim]") {
+  Tensor a = ones({2}).requires_grad_();
+  MG_REQUIRE_ERROR(optim::SGD({a}, {.lr = -0.1}), "SGD: lr must be >= 0, got -0.1");
+  MG_REQUIRE_ERROR(optim::SGD({a}, {.lr = NAN}), "SGD: lr must be >= 0, got nan");
+  MG_REQUIRE_ERROR(optim::SGD({a}, {.momentum = -0.5}), "SGD: momentum must be >= 0, got -0.5");
+  MG_REQUIRE_ERROR(optim::SGD({a}, {.lr = 0.1, .nesterov = true}), "SGD: nesterov momentum needs momentum > 0 and dampening = 0");
+  MG_REQUIRE_ERROR(optim::SGD({a}, {.momentum = 0.9, .dampening = 0.1, .nesterov = true}), "got momentum 0.9, dampening 0.1");
+  MG_REQUIRE_ERROR(optim::SGD({a}, {.weight_decay = -1}), "SGD: weight_decay must be >= 0, got -1");
+  MG_REQUIRE_ERROR(optim::Adam({a}, {.betas = {1.0, 0.999}}), "Adam: beta1 must be in [0, 1), got 1");
+  MG_REQUIRE_ERROR(optim::Adam({a}, {.betas = {0.9, -0.1}}), "Adam: beta2 must be in [0, 1), got -0.1");
+  MG_REQUIRE_ERROR(optim::Adam({a}, {.eps = -1e-8}), "Adam: eps must be >= 0");
+  MG_REQUIRE_ERROR(optim::AdamW({a}, {.lr = -1}), "AdamW: lr must be >= 0, got -1");
+  MG_REQUIRE_ERROR(optim::AdamW({a}, {.weight_decay = -0.01}), "AdamW: weight_decay must be >= 0, got -0.01");
+  MG_REQUIRE_ERROR(optim::LAMB({a}, {.betas = {0.9, 1.5}}), "LAMB: beta2 must be in [0, 1), got 1.5");
+  MG_REQUIRE_ERROR(optim::LAMB({a}, {.weight_decay = -1}), "LAMB: weight_decay must be >= 0, got -1");
+
+  MG_REQUIRE_ERROR(optim::SGD(Tensors{}), "SGD: got an empty parameter list");
+  MG_REQUIRE_ERROR(optim::SGD({a, a}), "SGD: parameter 1 appears more than once in the new group");
+  MG_REQUIRE_ERROR(optim::Adam({ones({2}, {.dtype = DType::I64})}), "Adam: can only optimize floating tensors; parameter 0 of the new group is [2] i64 cpu");
+  MG_REQUIRE_ERROR(optim::Adam({a * 2.0}), "Adam: can't optimize a non-leaf tensor");
+  MG_REQUIRE_ERROR(optim::SGD(std::vector<optim::ParamGroupSpec>{{{a}, {{"betas", 0.9}}}}),
+                   "SGD: unknown option 'betas' for a parameter group; the options are dampening, lr, momentum, multi_tensor, nesterov, weight_decay");
+  MG_REQUIRE_ERROR(optim::SGD(std::vector<optim::ParamGroupSpec>{{{a}, {{"nesterov", 2}}}}),
+                   "SGD: option 'nesterov' is a boolean (0 or 1), got 2");
+
+  optim::SGD opt({a}, {.lr = 0.1});
+  MG_REQUIRE_ERROR(opt.add_param_group({a}), "SGD: parameter 0 of the new group ([2] f32 cpu) is already in group 0");
+  MG_REQUIRE_ERROR(opt.add_param_group({ones({1}).requires_grad_()}, {{"lr", -1}}), "SGD: lr must be >= 0, got -1");
+  CHECK(opt.param_groups().size() == 1);
+
+  // An option broken after construction (e.g. by hand) is caught at step(), before any update.
+  Tensor b = ones({2}).requires_grad_();
+  opt.add_param_group({b});
+  a.set_grad(ones({2}));
+  b.set_grad(ones({2}));
+  opt.param_groups()[1].set_lr(-1.0);
+  MG_REQUIRE_ERROR(opt.step(), "SGD: param group 1: lr must be >= 0, got -1");
+  CHECK(test::values(a) == std::vector<double>{1, 1});
+  CHECK(opt.step_count() == 0);
+}
+
+TEST_CASE("optimizers: a parameter whose dtype changed after the first step is an error; nothing is updated", "[optim]") {
+  Tensor c = ones({3}).requires_grad_();
+  Tensor a = ones({2}).requires_grad_();
+  optim::Adam opt({c, a});
+  a.set_grad(ones({2}));
+  c.set_grad(ones({3}));
+  opt.step();
+  a.set_data(ones({2}, {.dtype = DType::F64}));
+  a.set_grad(ones({2}, {.dtype = DType::F64}));
+  const Tensor c_before = clone(c.detach());
+  MG_REQUIRE_ERROR(opt.step(), "Adam: state 'exp_avg' of parameter 1 is [2] f32 cpu but parameter 1 ([2] f64 cpu) needs [2] f64");
+  CHECK(bits_equal(c, c_before));  // parameter 0 comes first but was not updated either
+  CHECK(opt.state(c)->step == 1);
+  CHECK(opt.step_count() == 1);
+  // A non-contiguous parameter.
+  Tensor t = ones({2, 3}).transpose(0, 1).detach().requires_grad_();
+  optim::SGD sgd({t});
+  t.set_grad(ones({3, 2}));
+  MG_REQUIRE_ERROR(sgd.step(), "SGD: parameter 0 ([3, 2] f32 cpu) is not contiguous; the update writes dense parameters");
+}
