@@ -15,6 +15,7 @@
 #include "core/tensor.h"          // Tensor, DType, Device
 #include "data/fashion_mnist.h"   // data::FashionMnist
 #include "data/loader.h"          // data::DataLoader
+#include "data/text/verse_datasets.h"  // data::read_kjv, WordPiece, MlmCollator, verse datasets
 #include "io/checkpoint.h"        // save_checkpoint, load_checkpoint (versioned, atomic)
 #include "io/safetensors.h"       // save_safetensors, load_safetensors
 #include "nn/models/bert.h"       // nn::models::BertModel, BertForMaskedLM, BertForSequenceClassification
