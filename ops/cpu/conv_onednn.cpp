@@ -467,7 +467,7 @@ bool onednn_conv2d_backward_weights(const Tensor& x, const Tensor& gy, Tensor& d
   // f32 partial sum; the partials are then added in a fixed order (f32) and rounded once. oneDNN's
   // own threading of this kernel splits the batch the same way but joins the threads with spin
   // barriers, many per call, which cost a scheduler slice each on a busy host (measurements above).
-  const int64_t parts = std::min<int64_t>(num_threads(), g.N);
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.N));
   std::vector<int64_t> start(static_cast<std::size_t>(parts) + 1);
   std::vector<std::shared_ptr<const Plan>> plans(static_cast<std::size_t>(parts));
   for (int64_t p = 0; p <= parts; ++p) start[std::size_t(p)] = g.N * p / parts;
@@ -488,6 +488,7 @@ bool onednn_conv2d_backward_weights(const Tensor& x, const Tensor& gy, Tensor& d
       execute(*plans[std::size_t(p)], {xp + std::size_t(n0 * g.C * g.H * g.W) * elem,
                                        gp + std::size_t(n0 * g.O * g.Ho * g.Wo) * elem, partial.data() + p * n});
     }
+    workspace().trim();  // this thread's
   });
   float* acc = partial.data();
   for (int64_t p = 1; p < parts; ++p) {

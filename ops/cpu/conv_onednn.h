@@ -1,6 +1,6 @@
 // The oneDNN path of the CPU conv kernels (ops/cpu/conv_kernels.cpp): conv2d forward (with bias),
 // backward-data (conv2d_backward_input and conv_transpose2d) and backward-weights for f32 and
-// bf16, on NCHW tensors, with primitives cached by shape and dtype. Which direction and dtype runs
+// bf16, on NCHW tensors, with primitives cached by shape and dtype. Which directions and shapes run
 // here rather than through im2col + GEMM is decided by measurement: see conv_onednn.cpp.
 //
 //   mg::cpu::ConvPathGuard path(mg::cpu::ConvPath::Im2col);  // tests: force the peer path
@@ -10,7 +10,7 @@
 
 namespace mg::cpu {
 
-// Which implementation the conv kernels use. Auto: the measured choice per direction and dtype.
+// Which implementation the conv kernels use. Auto: the measured choice per direction and shape.
 // OnednnPlain / OnednnBlocked force oneDNN (where it supports the dtype and geometry) on plain
 // nchw/oihw memory, or on the layouts oneDNN prefers (format_tag::any) with reorders from and to
 // NCHW around the primitive. Process-wide; meant for tests and benchmarks.
