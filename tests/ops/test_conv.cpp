@@ -393,12 +393,19 @@ TEST_CASE("conv oneDNN and im2col paths match f64 for f32 and bf16", "[conv][one
           check_close(conv_transpose2d(gy_, w_, scrambled(cb), cf.o, opad),
                       conv_transpose2d(f64(gy), f64(w), f64(cb), cf.o, opad), "conv_transpose2d");
         }
-        // the forced paths ran where they say (f64 never goes to oneDNN)
+        // the forced paths ran where they say
         if (path == cpu::ConvPath::Im2col) CHECK(cpu::onednn_conv_calls() == calls);
         if (path == cpu::ConvPath::OnednnPlain || path == cpu::ConvPath::OnednnBlocked) {
           CHECK(cpu::onednn_conv_calls() == calls + (fits ? 4 : 3));
         }
       }
+    }
+    // an empty batch: no contributions, a zero weight gradient
+    for (DType dt : {DType::F32, DType::BF16}) {
+      const Tensor dw = conv2d_backward_weight(to(rnd({0, 4, 5, 5}), dt), to(rnd({0, 8, 5, 5}), dt), {3, 3},
+                                               {.padding = {1, 1}});
+      REQUIRE(dw.shape() == Shape{8, 4, 3, 3});
+      CHECK(max_abs_diff(vals(dw), std::vector<double>(8 * 4 * 9, 0.0)) == 0.0);
     }
   }
 }
