@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "io/json_text.h"
 #include "io/safetensors.h"
 
 namespace mg::io {
@@ -34,22 +35,8 @@ constexpr const char* kVersionKey = "mixgrad.checkpoint_version";
 constexpr const char* kContentsKey = "mixgrad.checkpoint";
 constexpr const char* kModelPrefix = "model.";
 
-std::string quoted(const std::string& s) {
-  try {
-    return json(s).dump();
-  } catch (const json::exception&) {
-    return "\"<invalid UTF-8>\"";
-  }
-}
-
-bool valid_utf8(const std::string& s) {
-  try {
-    (void)json(s).dump();
-    return true;
-  } catch (const json::exception&) {
-    return false;
-  }
-}
+using detail::quoted;
+using detail::valid_utf8;
 
 std::string encode_float(double v) {
   if (std::isnan(v)) {

@@ -22,6 +22,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "io/json_text.h"
 
 namespace mg::io {
 
@@ -53,23 +54,8 @@ std::optional<DType> dtype_from_safetensors(const std::string& s) {
 
 std::string errno_text() { return std::strerror(errno); }
 
-// A string as JSON would quote it, for error messages ('a\nb' stays on one line).
-std::string quoted(const std::string& s) {
-  try {
-    return json(s).dump();
-  } catch (const json::exception&) {
-    return "\"<invalid UTF-8>\"";
-  }
-}
-
-bool valid_utf8(const std::string& s) {
-  try {
-    (void)json(s).dump();
-    return true;
-  } catch (const json::exception&) {
-    return false;
-  }
-}
+using detail::quoted;
+using detail::valid_utf8;
 
 // ---- atomic writing ----
 
