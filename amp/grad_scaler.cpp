@@ -43,7 +43,7 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
            " optimizer since the last update()",
            "\n  hint: call unscale_ at most once per optimizer per iteration, before step(); update() starts the next");
   // Reciprocal in f64, used in f32 as the kernels do (PyTorch: scale.double().reciprocal().float()).
-  e.stats = unscale_grads(opt.grads(), 1.0 / scale_);
+  e.stats = unscale_optimizer_grads(opt, 1.0 / scale_);
   e.stage = Stage::Unscaled;
   last_stats_[&opt] = e.stats;
 }
@@ -65,12 +65,23 @@ bool GradScaler::step(optim::Optimizer& opt) {
 
 void GradScaler::update(std::optional<double> new_scale) {
   if (!options_.enabled) return;
-  const GradScalerOptions& o = options_;
   bool found_inf = false;
   for (const auto& [opt, e] : per_optimizer_) found_inf |= e.stats.found_inf();
   MG_CHECK(!per_optimizer_.empty() || new_scale, Error,
            "GradScaler::update: no optimizer was unscaled or stepped since the last update()",
            "\n  hint: call scaler.step(optimizer) before scaler.update()");
+  advance(found_inf, new_scale);
+}
+
+void GradScaler::update_from(bool found_inf, std::optional<double> new_scale) {
+  if (!options_.enabled) return;
+  MG_CHECK(per_optimizer_.empty(), Error,
+           "GradScaler::update_from: optimizers were unscaled or stepped through this scaler; call update() instead");
+  advance(found_inf, new_scale);
+}
+
+void GradScaler::advance(bool found_inf, std::optional<double> new_scale) {
+  const GradScalerOptions& o = options_;
   ++iterations_;
   if (new_scale) {
     MG_CHECK(std::isfinite(*new_scale) && *new_scale > 0, Error, "GradScaler::update: new_scale must be positive and finite, got ",

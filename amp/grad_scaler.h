@@ -57,6 +57,9 @@ class GradScaler {
   // Adjusts the scale from this iteration's outcome (or sets `new_scale`) and resets the
   // per-iteration state. Call once per iteration, after every step().
   void update(std::optional<double> new_scale = std::nullopt);
+  // The same transition from an outcome found elsewhere (amp::scale_loss checks the gradients
+  // itself); not to be mixed with unscale_/step in one iteration.
+  void update_from(bool found_inf, std::optional<double> new_scale = std::nullopt);
 
   double get_scale() const { return scale_; }
   bool is_enabled() const { return options_.enabled; }
@@ -85,6 +88,7 @@ class GradScaler {
   };
   PerOptimizer& entry(const optim::Optimizer& opt);
   void check_options() const;
+  void advance(bool found_inf, std::optional<double> new_scale);
 
   GradScalerOptions options_;
   double scale_;

@@ -10,6 +10,10 @@
 
 #include "core/tensor.h"
 
+namespace mg::optim {
+class Optimizer;
+}
+
 namespace mg::amp {
 
 struct UnscaleStats {
@@ -24,5 +28,18 @@ struct UnscaleStats {
 // grads: any floating dtypes (f16/bf16 math in f32), contiguous CPU tensors; undefined entries are
 // skipped. Multiplies every value by inv_scale in place unless `check_only`.
 UnscaleStats unscale_grads(const Tensors& grads, double inv_scale, bool check_only = false);
+
+// The master-weights form: reads src[i] (f16/bf16/f32 model gradients, left unchanged) and writes
+// dst[i] = src[i] * inv_scale (+ dst[i] when `accumulate`) into f32 tensors of the same sizes
+// (master gradients) in the same single pass, with the same statistics (of src). Entries whose
+// src is undefined are skipped.
+UnscaleStats unscale_grads_to(const Tensors& src, const Tensors& dst, double inv_scale, bool accumulate = false);
+
+UnscaleStats& operator+=(UnscaleStats& a, const UnscaleStats& b);
+
+// Unscales every gradient of `opt`: in place, or — with master weights — from the model's
+// f16/bf16 gradients into the f32 master gradients (accumulating into them when `accumulate`),
+// then marks the master gradients as synced for the next step().
+UnscaleStats unscale_optimizer_grads(optim::Optimizer& opt, double inv_scale, bool accumulate = false);
 
 }  // namespace mg::amp

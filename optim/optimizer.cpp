@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "autograd/grad_mode.h"
 #include "ops/ops.h"
 
 namespace mg::optim {
@@ -82,6 +83,9 @@ void with_group_context(const std::string& owner, const std::string& name, std::
 }  // namespace
 
 void Optimizer::step() {
+  last_step_skipped_ = gate_ && !gate_(*this);
+  if (last_step_skipped_) return;
+  if (has_master_weights()) sync_master_grads();
   // Everything that can be wrong is checked before the first parameter changes.
   int64_t index = 0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
@@ -90,6 +94,10 @@ void Optimizer::step() {
   }
   ++step_count_;
   for (ParamGroup& group : groups_) step_group(group);
+  if (has_master_weights()) {
+    copy_masters_to_model(masters_);
+    master_grads_synced_ = false;
+  }
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -106,6 +114,60 @@ void Optimizer::zero_grad(bool set_to_none) {
       }
     }
   }
+  for (const MasterPair& m : masters_) {
+    const Tensor g = m.model.grad();
+    if (!g.defined()) continue;
+    if (set_to_none) m.model.set_grad(Tensor());
+    else if (g.grad_fn()) m.model.set_grad(zeros_like(g));
+    else Tensor(g).zero_();
+  }
+  master_grads_synced_ = false;
+}
+
+void Optimizer::use_master_weights() {
+  MG_CHECK(masters_.empty(), Error, name_, ": use_master_weights was already called");
+  MG_CHECK(step_count_ == 0 && state_.empty(), Error, name_,
+           ": master weights must be set up before the first step (the optimizer already has state)",
+           "\n  hint: create the optimizer, then amp::initialize / use_master_weights, then train");
+  NoGradGuard no_grad;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    for (Tensor& p : groups_[g].params) {
+      if (p.dtype() != DType::F16 && p.dtype() != DType::BF16) continue;
+      MG_CHECK(p.device().is_cpu(), NotImplementedError, name_, ": master weights for ", describe(p),
+               ": the CUDA multi-tensor copy comes with the CUDA backend");
+      Tensor master = contiguous(to(p, DType::F32));
+      if (master.is_same(p)) master = clone(master);
+      master.requires_grad_(true);
+      masters_.push_back({p, master});
+      p = master;
+    }
+  }
+  MG_CHECK(!masters_.empty(), Error, name_, ": use_master_weights found no f16/bf16 parameter to keep an f32 master of",
+           "\n  hint: cast the model to f16/bf16 first (amp::initialize at O2 does)");
+}
+
+Tensors Optimizer::model_parameters() const {
+  Tensors out = parameters();
+  if (masters_.empty()) return out;
+  std::unordered_map<const TensorImpl*, Tensor> model_of;
+  for (const MasterPair& m : masters_) model_of.emplace(m.master.impl(), m.model);
+  for (Tensor& p : out) {
+    const auto it = model_of.find(p.impl());
+    if (it != model_of.end()) p = it->second;
+  }
+  return out;
+}
+
+Tensors Optimizer::model_grads() const {
+  Tensors out;
+  for (const Tensor& p : model_parameters()) out.push_back(p.grad());
+  return out;
+}
+
+void Optimizer::sync_master_grads() {
+  if (master_grads_synced_) return;
+  copy_model_grads_to_masters(masters_);
+  master_grads_synced_ = true;
 }
 
 Tensors Optimizer::parameters() const {
@@ -232,6 +294,14 @@ StateDict Optimizer::state_dict() const {
     }
   }
   s.ints["num_params"] = index;
+  if (!masters_.empty()) {
+    const Tensors params = parameters();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      for (const MasterPair& m : masters_) {
+        if (m.master.is_same(params[i])) s.tensors.emplace_back("master." + std::to_string(i), clone(m.master));
+      }
+    }
+  }
   return s;
 }
 
@@ -291,7 +361,23 @@ void Optimizer::load_state_dict(const StateDict& s) {
     new_state[params[i].impl()].step = value;
     with_step.insert(i);
   }
+  std::unordered_map<const TensorImpl*, Tensor> new_masters;  // master -> saved value
   for (const auto& [key, t] : s.tensors) {
+    if (key.rfind("master.", 0) == 0) {
+      const std::string num = key.substr(7);
+      const bool numeric = !num.empty() && std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; });
+      const int64_t i = numeric ? std::strtoll(num.c_str(), nullptr, 10) : -1;
+      MG_CHECK(numeric && i < num_params, Error, owner, ": unexpected tensor '", key, "'");
+      const Tensor& p = params[std::size_t(i)];
+      const bool is_master = std::any_of(masters_.begin(), masters_.end(), [&](const MasterPair& m) { return m.master.is_same(p); });
+      MG_CHECK(is_master, Error, owner, ": the state holds an f32 master weight for parameter ", i,
+               " but this optimizer keeps none for it (", describe(p), ")",
+               "\n  hint: set up the same precision as when saving (amp::initialize with the same opt_level) before loading");
+      MG_CHECK(t.defined() && t.shape() == p.shape() && t.dtype() == DType::F32, Error, owner, ": '", key, "' is ",
+               t.defined() ? describe(t) : "undefined", " but master ", i, " is ", describe(p));
+      new_masters[p.impl()] = t;
+      continue;
+    }
     int64_t i = -1;
     std::string name;
     MG_CHECK(parse_state_key(key, &i, &name), Error, owner, ": unexpected tensor '", key, "'");
@@ -323,6 +409,13 @@ void Optimizer::load_state_dict(const StateDict& s) {
   for (std::size_t g = 0; g < groups_.size(); ++g) groups_[g].options = std::move(new_options[g]);
   state_ = std::move(new_state);
   step_count_ = step_count;
+  NoGradGuard no_grad;
+  for (const MasterPair& m : masters_) {
+    const auto it = new_masters.find(m.master.impl());
+    // Saved without masters (e.g. at O1): start them from the (already loaded) model.
+    Tensor(m.master).copy_(it != new_masters.end() ? it->second : m.model);
+  }
+  master_grads_synced_ = false;
 }
 
 }  // namespace mg::optim

@@ -14,6 +14,7 @@
 //   mg::StateDict s = opt.state_dict();                 // "state.3.exp_avg", "group.0.lr", ...
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <type_traits>
@@ -23,6 +24,7 @@
 #include "core/error.h"
 #include "core/state_dict.h"
 #include "core/tensor.h"
+#include "optim/master_weights.h"
 #include "optim/multi_tensor.h"
 
 namespace mg::optim {
@@ -64,9 +66,12 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // Checks every group's options, counts the step, and updates every parameter that has a
-  // gradient (parameters without one are skipped and keep their state).
+  // gradient (parameters without one are skipped and keep their state). With master weights the
+  // master gradients are synced first and the masters copied back into the model afterwards.
+  // A step gate that says no (amp: an overflow) skips it: nothing changes, nothing is counted.
   void step();
-  // Clears the gradients (set_to_none: drops them; else zeros them in place).
+  // Clears the gradients (set_to_none: drops them; else zeros them in place); with master
+  // weights both the masters' and the model's.
   void zero_grad(bool set_to_none = true);
   // Adds a group; options not given take the optimizer's defaults. Unknown option names, options
   // out of range and parameters already in a group are errors.
@@ -88,6 +93,33 @@ class Optimizer {
   // The state of parameter p, or nullptr before its first update.
   const ParamState* state(const Tensor& p) const;
 
+  // ---- fp32 master weights (optim/master_weights.h; amp's O2 turns them on) ----
+  // Replaces every f16/bf16 parameter in the groups by an f32 master copy (same position) and
+  // links it to the model's tensor. Only before the first step, at most once, CPU parameters.
+  void use_master_weights();
+  bool has_master_weights() const { return !masters_.empty(); }
+  const std::vector<MasterPair>& master_pairs() const { return masters_; }
+  // parameters() as the model sees them: each master replaced by the model tensor it feeds.
+  Tensors model_parameters() const;
+  // The gradients of model_parameters() (what backward wrote); equals grads() without masters.
+  Tensors model_grads() const;
+  // Copies the model gradients into the master gradients (×1) unless an unscale already wrote
+  // them since the last step; step() calls it. Call it to clip master gradients yourself.
+  void sync_master_grads();
+  // Tells the optimizer that the master gradients were written (by a fused unscale) for this step.
+  void mark_master_grads_synced() { master_grads_synced_ = true; }
+  // Whether the master gradients hold this step's gradients (set by a sync or an unscale, cleared
+  // by step() and zero_grad()); amp accumulates several losses into them when set.
+  bool master_grads_synced() const { return master_grads_synced_; }
+
+  // ---- step gate (amp's Apex front door skips a step on overflow through it) ----
+  // Called at the start of step(): false skips the step. One gate; an empty function removes it.
+  using StepGate = std::function<bool(Optimizer&)>;
+  void set_step_gate(StepGate gate) { gate_ = std::move(gate); }
+  bool has_step_gate() const { return static_cast<bool>(gate_); }
+  // Whether the last step() call was skipped by the gate.
+  bool last_step_skipped() const { return last_step_skipped_; }
+
   // Layout (position i counts parameters over all groups, as parameters()):
   //   strings "optimizer"            the optimizer's name
   //   ints    "step_count", "num_groups", "num_params"
@@ -95,11 +127,14 @@ class Optimizer {
   //   floats  "group.<g>.<option>"   every option of group g (lr, initial_lr, momentum, ...)
   //   ints    "state.<i>.step"       updates applied to parameter i (absent: no state yet)
   //   tensors "state.<i>.<buffer>"   copies of its buffers (exp_avg, exp_avg_sq, ...)
+  //   tensors "master.<i>"           the f32 master of parameter i (master weights only)
   StateDict state_dict() const;
   // Restores group options, per-parameter state and the step count. Checks the optimizer name,
   // the number of groups and of parameters per group, every option (by the same rules as the
   // constructor), buffer names and shapes; buffers are copied and converted to the state dtype.
-  // A mismatch throws an mg::Error naming it, and nothing is changed.
+  // A mismatch throws an mg::Error naming it, and nothing is changed. With master weights the
+  // masters are restored exactly (or, from a state saved without them, re-made from the model:
+  // load the model first); a state with masters needs an optimizer with master weights.
   void load_state_dict(const StateDict& state);
 
  protected:
@@ -144,6 +179,10 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   std::unordered_map<const TensorImpl*, ParamState> state_;
   int64_t step_count_ = 0;
+  std::vector<MasterPair> masters_;
+  bool master_grads_synced_ = false;
+  StepGate gate_;
+  bool last_step_skipped_ = false;
 };
 
 // ---- typed options <-> OptionMap ----

@@ -1,0 +1,344 @@
+#include "amp/initialize.h"
+
+#include <iostream>
+#include <limits>
+#include <mutex>
+#include <sstream>
+#include <unordered_set>
+
+#include "amp/autocast.h"
+#include "amp/unscale.h"
+#include "autograd/grad_mode.h"
+#include "core/autocast_state.h"
+#include "nn/normalization.h"
+#include "ops/ops.h"
+
+namespace mg::amp {
+namespace {
+
+// What amp knows about one optimizer passed to initialize.
+struct OptimizerEntry {
+  optim::Optimizer* opt = nullptr;
+  bool skip_next = false;        // an overflow: the next step() is skipped
+  int pending_loss_id = -1;      // >= 0: gradients hold delay_unscale'd values scaled for that loss
+  Tensors stash;                 // gradients of earlier losses of this step (by parameter position)
+};
+
+struct AmpState {
+  Properties props;
+  std::vector<std::shared_ptr<nn::Module>> models;
+  std::vector<OptimizerEntry> optimizers;
+  std::vector<GradScaler> scalers;  // one per loss_id
+  DType input_dtype = DType::F32, output_dtype = DType::F32;
+  bool cast_inputs = false, cast_outputs = false;
+};
+
+std::unique_ptr<AmpState>& state_ptr() {
+  static std::unique_ptr<AmpState> state;
+  return state;
+}
+
+std::function<void(const std::string&)>& log_sink() {
+  static std::function<void(const std::string&)> sink = [](const std::string& line) { std::cerr << line << std::flush; };
+  return sink;
+}
+
+AmpState& state(const char* who) {
+  MG_CHECK(state_ptr() != nullptr, Error, who, ": amp::initialize has not been called",
+           "\n  hint: call mg::amp::initialize(model, optimizer, {.opt_level = ...}) before training");
+  return *state_ptr();
+}
+
+OptimizerEntry& entry_of(AmpState& st, const optim::Optimizer* opt, const char* who) {
+  for (OptimizerEntry& e : st.optimizers) {
+    if (e.opt == opt) return e;
+  }
+  MG_THROW(Error, who, ": this ", opt->name(), " optimizer was not passed to amp::initialize",
+           "\n  hint: pass every optimizer to amp::initialize (a list is accepted), or create it before initialize");
+}
+
+GradScaler make_scaler(const Properties& p) {
+  GradScalerOptions o;
+  if (p.loss_scale.dynamic) {
+    o.min_scale = p.min_loss_scale;
+    o.max_scale = p.max_loss_scale;
+  } else {
+    o.init_scale = p.loss_scale.value;  // static: update_from keeps it (see scale_loss)
+    o.growth_interval = std::numeric_limits<int64_t>::max();
+  }
+  return GradScaler(o);
+}
+
+void check_models(const std::vector<std::shared_ptr<nn::Module>>& models) {
+  for (std::size_t m = 0; m < models.size(); ++m) {
+    MG_CHECK(models[m] != nullptr, Error, "amp::initialize: model ", m, " is null");
+    const std::string& type = models[m]->type_name();
+    MG_CHECK(type != "DataParallel" && type != "DistributedDataParallel", Error, "amp::initialize: model ", m,
+             " is already wrapped in ", type, "\n  hint: call amp::initialize on the bare model, then wrap it for data parallel");
+    for (const auto& [name, p] : models[m]->named_parameters()) {
+      MG_CHECK(p.dtype() == DType::F32, DTypeError, "amp::initialize: parameter '", name, "' of model ", m, " is ",
+               describe(p), "; amp expects an f32 model",
+               "\n  hint: do not cast the model yourself (no .to(f16)); initialize casts it as the opt level says");
+    }
+  }
+}
+
+void check_optimizers(const std::vector<std::shared_ptr<nn::Module>>& models,
+                      const std::vector<optim::Optimizer*>& optimizers, const AmpState* previous) {
+  std::unordered_set<const TensorImpl*> model_params;
+  for (const auto& m : models) {
+    for (const Tensor& p : m->parameters()) model_params.insert(p.impl());
+  }
+  for (std::size_t k = 0; k < optimizers.size(); ++k) {
+    optim::Optimizer* opt = optimizers[k];
+    MG_CHECK(opt != nullptr, Error, "amp::initialize: optimizer ", k, " is null");
+    const bool known = previous && std::any_of(previous->optimizers.begin(), previous->optimizers.end(),
+                                               [&](const OptimizerEntry& e) { return e.opt == opt; });
+    MG_CHECK(!opt->has_step_gate() || known, Error, "amp::initialize: optimizer ", k, " (", opt->name(),
+             ") already has a step gate (it was given to amp::initialize before)",
+             "\n  hint: call amp::reset() before initializing again");
+    MG_CHECK(!opt->has_master_weights(), Error, "amp::initialize: optimizer ", k, " (", opt->name(),
+             ") already keeps master weights");
+    const Tensors params = opt->parameters();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      MG_CHECK(model_params.count(params[i].impl()), Error, "amp::initialize: parameter ", i, " of optimizer ", k, " (",
+               opt->name(), ", ", describe(params[i]), ") is not a parameter of the models passed",
+               "\n  hint: create the optimizer from model->parameters() of a model you pass to initialize, "
+               "and pass all the models it trains");
+    }
+  }
+}
+
+}  // namespace
+
+void set_log_sink(std::function<void(const std::string&)> sink) {
+  log_sink() = sink ? std::move(sink) : [](const std::string& line) { std::cerr << line << std::flush; };
+}
+
+void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
+                       const std::vector<optim::Optimizer*>& optimizers, const InitializeOptions& options) {
+  MG_CHECK(!models.empty(), Error, "amp::initialize: no model given");
+  const Properties props = resolve_properties(options);  // every override checked before anything changes
+  check_models(models);
+  check_optimizers(models, optimizers, state_ptr().get());
+  if (state_ptr()) {
+    if (state_ptr()->props.verbosity >= 1) log_sink()("amp: initialize called again; the previous amp state is replaced\n");
+    reset();
+  }
+
+  auto st = std::make_unique<AmpState>();
+  st->props = props;
+  st->models = models;
+  if (props.enabled) {
+    if (props.verbosity >= 1) log_sink()(props.str());
+    if (props.cast_model_type && *props.cast_model_type != DType::F32) {
+      const bool keep_bn = props.keep_batchnorm_fp32.value_or(false);
+      for (const auto& m : models) {
+        m->to(*props.cast_model_type, keep_bn ? [](const nn::Module& x) { return nn::is_batch_norm(x); }
+                                              : std::function<bool(const nn::Module&)>{});
+      }
+      st->cast_inputs = true;
+      st->input_dtype = *props.cast_model_type;
+    }
+    if (props.cast_model_outputs) {
+      st->cast_outputs = true;
+      st->output_dtype = *props.cast_model_outputs;
+    }
+    if (props.master_weights) {
+      for (optim::Optimizer* opt : optimizers) opt->use_master_weights();
+    }
+    if (props.patch_functions) {
+      install_autocast();
+      AutocastState& a = autocast_state();
+      a.enabled = true;
+      a.dtype = props.dtype;
+    }
+    for (int i = 0; i < props.num_losses; ++i) st->scalers.push_back(make_scaler(props));
+  }
+  for (optim::Optimizer* opt : optimizers) {
+    st->optimizers.push_back({opt});
+    if (!props.enabled) continue;
+    opt->set_step_gate([](optim::Optimizer& o) {
+      OptimizerEntry& e = entry_of(state("optimizer step"), &o, "optimizer step");
+      MG_CHECK(e.pending_loss_id < 0, Error, o.name(),
+               ".step(): the gradients are still scaled (the last amp::scale_loss used delay_unscale = true)",
+               "\n  hint: the last micro-batch's scale_loss must not delay the unscale");
+      const bool skip = e.skip_next;
+      e.skip_next = false;
+      return !skip;
+    });
+  }
+  state_ptr() = std::move(st);
+}
+
+bool is_initialized() { return state_ptr() != nullptr; }
+
+const Properties& properties() { return state("amp::properties").props; }
+
+void reset() {
+  if (!state_ptr()) return;
+  for (OptimizerEntry& e : state_ptr()->optimizers) e.opt->set_step_gate({});
+  if (state_ptr()->props.patch_functions && state_ptr()->props.enabled) {
+    AutocastState& a = autocast_state();
+    if (a.depth == 0) a = AutocastState{};
+  }
+  state_ptr().reset();
+}
+
+const DType* forward_input_dtype() {
+  const AmpState* st = state_ptr().get();
+  return st && st->props.enabled && st->cast_inputs ? &st->input_dtype : nullptr;
+}
+
+const DType* forward_output_dtype() {
+  const AmpState* st = state_ptr().get();
+  return st && st->props.enabled && st->cast_outputs ? &st->output_dtype : nullptr;
+}
+
+// ---- scale_loss ----
+
+ScaledLoss scale_loss(const Tensor& loss, const std::vector<optim::Optimizer*>& optimizers, ScaleLossOptions options) {
+  const char* who = "amp::scale_loss";
+  AmpState& st = state(who);
+  MG_CHECK(loss.defined() && is_floating(loss.dtype()), DTypeError, who, ": expected a floating loss, got ",
+           loss.defined() ? describe(loss) : "undefined");
+  MG_CHECK(!optimizers.empty(), Error, who, ": no optimizer given");
+  ScaledLoss s;
+  s.optimizers_ = optimizers;
+  s.options_ = options;
+  if (!st.props.enabled) {
+    s.scaled_ = loss;
+    return s;
+  }
+  MG_CHECK(options.loss_id >= 0 && options.loss_id < st.props.num_losses, Error, who, ": loss_id ", options.loss_id,
+           " is out of range; amp::initialize was given num_losses = ", st.props.num_losses,
+           "\n  hint: pass num_losses = <number of losses> to amp::initialize");
+  for (optim::Optimizer* opt : optimizers) {
+    OptimizerEntry& e = entry_of(st, opt, who);
+    MG_CHECK(e.pending_loss_id < 0 || e.pending_loss_id == options.loss_id, Error, who, ": loss ", options.loss_id,
+             " while the gradients still hold loss ", e.pending_loss_id, "'s delay_unscale'd values",
+             "\n  hint: finish an accumulation (a scale_loss without delay_unscale) before switching loss_id");
+    // Gradients of earlier losses in this step are already unscaled: set them aside, so this loss's
+    // scaled gradients arrive alone, and add them back after unscaling (Apex's stash). Masters
+    // need none: the unscale accumulates into the master gradients.
+    if (e.pending_loss_id < 0) {
+      std::unordered_set<const TensorImpl*> masters;
+      for (const optim::MasterPair& m : opt->master_pairs()) masters.insert(m.master.impl());
+      e.stash.clear();
+      for (const Tensor& p : opt->parameters()) {
+        e.stash.push_back(masters.count(p.impl()) ? Tensor() : p.grad());
+        if (!masters.count(p.impl())) p.set_grad(Tensor());
+      }
+    }
+  }
+  s.scale_ = st.scalers[std::size_t(options.loss_id)].get_scale();
+  s.scaled_ = s.scale_ == 1.0 ? loss : loss * s.scale_;
+  return s;
+}
+
+void ScaledLoss::backward(bool retain_graph) {
+  scaled_.backward(Tensor(), retain_graph);
+  finish();
+}
+
+void ScaledLoss::finish() {
+  const char* who = "amp::ScaledLoss::finish";
+  MG_CHECK(!finished_, Error, who, ": already finished (backward() finishes)");
+  finished_ = true;
+  AmpState& st = state(who);
+  if (!st.props.enabled) return;
+  if (options_.delay_unscale) {
+    for (optim::Optimizer* opt : optimizers_) entry_of(st, opt, who).pending_loss_id = options_.loss_id;
+    return;
+  }
+  const double inv = 1.0 / scale_;
+  UnscaleStats total;
+  for (optim::Optimizer* o : optimizers_) {
+    optim::Optimizer& opt = *o;
+    const bool accumulate = opt.has_master_weights() && opt.master_grads_synced();
+    total += unscale_optimizer_grads(opt, inv, accumulate);
+    NoGradGuard no_grad;
+    OptimizerEntry& e = entry_of(st, &opt, who);
+    const Tensors params = opt.parameters();
+    for (std::size_t i = 0; i < params.size() && i < e.stash.size(); ++i) {
+      const Tensor& old = e.stash[i];
+      if (!old.defined()) continue;
+      const Tensor g = params[i].grad();
+      params[i].set_grad(g.defined() ? add(g, old) : old);
+    }
+    // The masters hold this loss's unscaled gradients now; the model's low-precision gradients
+    // start empty for the next loss.
+    for (const optim::MasterPair& m : opt.master_pairs()) m.model.set_grad(Tensor());
+    e.stash.clear();
+    e.pending_loss_id = -1;
+  }
+  overflow_ = total.found_inf();
+  GradScaler& scaler = st.scalers[std::size_t(options_.loss_id)];
+  const Properties& p = st.props;
+  scaler.update_from(overflow_, p.loss_scale.dynamic ? std::nullopt : std::optional<double>(p.loss_scale.value));
+  if (overflow_) {
+    for (optim::Optimizer* opt : optimizers_) entry_of(st, opt, who).skip_next = true;
+    if (p.verbosity >= 1) {
+      std::ostringstream line;
+      line << "amp: gradient overflow (" << total.nonfinite << " inf/NaN values); skipping the step, loss scaler "
+           << options_.loss_id << (p.loss_scale.dynamic ? " reducing the loss scale to " : " keeping its static scale ")
+           << scaler.get_scale() << "\n";
+      log_sink()(line.str());
+    }
+  }
+}
+
+Tensors master_params(const optim::Optimizer& optimizer) {
+  entry_of(state("amp::master_params"), &optimizer, "amp::master_params");
+  return optimizer.parameters();  // with master weights these are the f32 masters
+}
+
+double loss_scale(int loss_id) { return loss_scaler(loss_id).get_scale(); }
+
+const GradScaler& loss_scaler(int loss_id) {
+  AmpState& st = state("amp::loss_scaler");
+  MG_CHECK(loss_id >= 0 && loss_id < int(st.scalers.size()), Error, "amp::loss_scaler: loss_id ", loss_id,
+           " is out of range (", st.scalers.size(), " loss scalers)");
+  return st.scalers[std::size_t(loss_id)];
+}
+
+StateDict state_dict() {
+  const AmpState& st = state("amp::state_dict");
+  StateDict s;
+  s.strings["opt_level"] = opt_level_name(st.props.opt_level);
+  s.ints["num_losses"] = int64_t(st.scalers.size());
+  for (std::size_t i = 0; i < st.scalers.size(); ++i) {
+    const std::string prefix = "loss_scaler." + std::to_string(i) + ".";
+    const StateDict one = st.scalers[i].state_dict();
+    for (const auto& [k, v] : one.ints) s.ints[prefix + k] = v;
+    for (const auto& [k, v] : one.floats) s.floats[prefix + k] = v;
+  }
+  return s;
+}
+
+void load_state_dict(const StateDict& s) {
+  const char* who = "amp::load_state_dict";
+  AmpState& st = state(who);
+  const std::string& level = s.string_at(who, "opt_level");
+  MG_CHECK(level == opt_level_name(st.props.opt_level), Error, who, ": the state was saved at opt_level ", level,
+           " but amp was initialized at ", opt_level_name(st.props.opt_level),
+           "\n  hint: resume with the same --opt-level (the model and optimizer state depend on it)");
+  const int64_t n = s.int_at(who, "num_losses");
+  MG_CHECK(n == int64_t(st.scalers.size()), Error, who, ": the state has ", n, " loss scalers but amp has ",
+           st.scalers.size(), " (num_losses)");
+  std::vector<GradScaler> loaded = st.scalers;  // all parsed before any is replaced
+  for (std::size_t i = 0; i < loaded.size(); ++i) {
+    const std::string prefix = "loss_scaler." + std::to_string(i) + ".";
+    StateDict one;
+    for (const auto& [k, v] : s.ints) {
+      if (k.rfind(prefix, 0) == 0) one.ints[k.substr(prefix.size())] = v;
+    }
+    for (const auto& [k, v] : s.floats) {
+      if (k.rfind(prefix, 0) == 0) one.floats[k.substr(prefix.size())] = v;
+    }
+    loaded[i].load_state_dict(one);
+  }
+  st.scalers = std::move(loaded);
+}
+
+}  // namespace mg::amp

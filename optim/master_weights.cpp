@@ -1,0 +1,58 @@
+#include "optim/master_weights.h"
+
+#include "core/half.h"
+#include "core/visit_dtype.h"
+#include "ops/ops.h"
+#include "optim/multi_tensor.h"
+
+namespace mg::optim {
+namespace {
+
+// Casts between the pairs' two sides chunk by chunk; `to_model` picks the direction.
+void fused_cast(const std::vector<TensorSlot>& slots, bool to_model) {
+  for_each_chunk(slots, /*fused=*/true, [&](int64_t, const TensorChunk& ch) {
+    const TensorSlot& s = slots[std::size_t(ch.tensor)];
+    visit_floating(s.dtype, "master weights", [&]<typename T>() {
+      if constexpr (!std::is_same_v<T, double>) {
+        T* model = static_cast<T*>(s.param);
+        float* master = static_cast<float*>(const_cast<void*>(s.grad));
+        if (to_model) {
+          for (int64_t k = ch.begin; k < ch.end; ++k) model[k] = static_cast<T>(master[k]);
+        } else {
+          for (int64_t k = ch.begin; k < ch.end; ++k) master[k] = static_cast<float>(model[k]);
+        }
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void copy_masters_to_model(const std::vector<MasterPair>& pairs) {
+  std::vector<TensorSlot> slots;
+  for (const MasterPair& p : pairs) {
+    MG_ASSERT(p.model.is_contiguous() && p.master.is_contiguous(), "master weights must be contiguous");
+    slots.push_back({p.model.dtype(), p.model.numel(), p.model.data_ptr(), p.master.data_ptr(), {}});
+  }
+  fused_cast(slots, /*to_model=*/true);
+  for (const MasterPair& p : pairs) p.model.bump_version();  // cached autocast casts of it are stale
+}
+
+void copy_model_grads_to_masters(const std::vector<MasterPair>& pairs) {
+  std::vector<TensorSlot> slots;
+  Tensors sources;  // keeps contiguous copies alive until the pass ran
+  for (const MasterPair& p : pairs) {
+    const Tensor g = p.model.grad();
+    if (!g.defined()) continue;
+    Tensor mg = p.master.grad();
+    if (!mg.defined()) {
+      mg = empty(p.master.shape(), {.dtype = DType::F32, .device = p.master.device()});
+      p.master.set_grad(mg);
+    }
+    const Tensor src = sources.emplace_back(contiguous(g));
+    slots.push_back({src.dtype(), src.numel(), src.data_ptr(), mg.data_ptr(), {}});
+  }
+  fused_cast(slots, /*to_model=*/false);
+}
+
+}  // namespace mg::optim
