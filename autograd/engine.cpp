@@ -1,7 +1,10 @@
 // The backward engine (single-threaded). Phases: find the graph reachable from the roots (for
 // grad(), only nodes that lead to a requested input), count each node's pending gradients, then
 // run nodes from a ready queue ordered by creation (latest first), accumulating gradients per
-// node input slot.
+// node input slot. While an op observer is installed (core/op_observer.h) each node is reported
+// once after it ran (backward = true, under the module path of its forward), the ops inside it
+// are muted, and so is the summing of two gradient contributions, which is reported as
+// "grad_sum".
 #include "autograd/engine.h"
 
 #include <map>
@@ -13,6 +16,7 @@
 #include "core/autocast_state.h"
 #include "autograd/node.h"
 #include "core/factory.h"
+#include "core/op_observer.h"
 
 namespace mg::autograd {
 namespace {
@@ -21,6 +25,28 @@ struct Capture {
   Node* node;
   uint32_t slot;
 };
+
+// node->apply() reported to the observer: incoming gradients in, produced gradients out. Ops the
+// node records (create_graph) inherit its module path.
+Tensors apply_observed(Node& node, Tensors&& grads) {
+  const Tensors incoming = grads;  // handles: the node consumes `grads`
+  Tensors produced;
+  {
+    ModulePathScope scope(node.module_path);
+    produced = node.apply(std::move(grads));
+  }
+  if (const OpObserver obs = op_observer()) {
+    const std::string name = node.name();
+    OpEvent event;
+    event.op = name.c_str();
+    event.backward = true;
+    event.inputs = &incoming;
+    event.outputs = &produced;
+    event.module_path = node.module_path;
+    obs(event);
+  }
+  return produced;
+}
 
 struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
@@ -60,7 +86,10 @@ class GraphTask {
       }
       const bool is_sink = dynamic_cast<AccumulateGrad*>(node) != nullptr;
       if (is_sink && !accumulate_) continue;
-      Tensors input_grads = node->apply(std::move(grads));
+      // AccumulateGrad (a leaf's sink) is not reported: its input is a gradient already reported
+      // as the output of the node that produced it.
+      Tensors input_grads = op_observer() && !is_sink ? apply_observed(*node, std::move(grads))
+                                                      : node->apply(std::move(grads));
       if (!retain_graph_) node->release_saved();
       for (std::size_t j = 0; j < node->next_edges.size(); ++j) {
         const Edge& e = node->next_edges[j];
@@ -77,7 +106,22 @@ class GraphTask {
   void add_grad(Node* node, uint32_t slot, const Tensor& g) {
     Tensors& buf = buffers_[node];
     if (buf.size() < node->num_outputs()) buf.resize(node->num_outputs());
-    buf[slot] = buf[slot].defined() ? grad_math().add(buf[slot], g) : g;
+    if (!buf[slot].defined()) {
+      buf[slot] = g;
+      return;
+    }
+    Tensor sum = grad_math().add(buf[slot], g);
+    if (const OpObserver obs = op_observer()) [[unlikely]] {
+      const Tensors parts{buf[slot], g}, result{sum};
+      OpEvent event;
+      event.op = "grad_sum";  // two gradient contributions to one tensor (used twice forward)
+      event.backward = true;
+      event.inputs = &parts;
+      event.outputs = &result;
+      event.module_path = node->module_path;
+      obs(event);
+    }
+    buf[slot] = std::move(sum);
   }
 
   // Marks the nodes to run and counts, for each, the edges that will deliver to it.
@@ -155,6 +199,7 @@ void add_roots(GraphTask& task, const Tensors& outputs, const Tensors& grad_outp
 }  // namespace
 
 void backward(const Tensors& outputs, const Tensors& grad_outputs, bool retain_graph, bool create_graph) {
+  OpObserverMute mute;  // the observer sees nodes, not the ops inside them
   GraphTask task(retain_graph || create_graph, /*accumulate=*/true);
   add_roots(task, outputs, grad_outputs, "backward");
   EnableGradGuard mode(create_graph);
@@ -164,6 +209,7 @@ void backward(const Tensors& outputs, const Tensors& grad_outputs, bool retain_g
 
 Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs,
              std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
+  OpObserverMute mute;  // the observer sees nodes, not the ops inside them
   GraphTask task(retain_graph.value_or(create_graph), /*accumulate=*/false);
   add_roots(task, outputs, grad_outputs, "grad");
   MG_CHECK(!inputs.empty(), AutogradError, "grad: expected at least one input");

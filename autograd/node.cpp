@@ -1,6 +1,7 @@
 #include "autograd/node.h"
 
 #include "autograd/grad_mode.h"
+#include "core/op_observer.h"
 
 namespace mg::autograd {
 namespace {
@@ -72,6 +73,7 @@ Edge gradient_edge(const Tensor& t) {
 }
 
 void set_history(const Tensors& outputs, const std::shared_ptr<Node>& node) {
+  if (op_observer()) [[unlikely]] node->module_path = current_module_path();
   for (std::size_t j = 0; j < outputs.size(); ++j) {
     if (!is_floating(outputs[j].dtype())) continue;  // integer/bool outputs carry no gradient
     AutogradMeta& meta = outputs[j].impl()->autograd;

@@ -46,6 +46,10 @@ class Node : public std::enable_shared_from_this<Node> {
   bool released() const { return released_; }
   void mark_released() { released_ = true; }
 
+  // The module path current when the node was recorded ("layer1.0.conv2"), kept only while an op
+  // observer is installed (core/op_observer.h); the engine reports the node under it.
+  std::shared_ptr<const std::string> module_path;
+
  private:
   uint32_t num_outputs_;
   uint64_t sequence_nr_;
@@ -68,7 +72,8 @@ class AccumulateGrad final : public Node {
 // first use) when it is a leaf that requires grad; invalid when it needs no gradient.
 Edge gradient_edge(const Tensor& t);
 
-// Makes `node` the grad_fn of the floating outputs (output j -> input slot j of the node).
+// Makes `node` the grad_fn of the floating outputs (output j -> input slot j of the node), and,
+// while an op observer is installed, records the current module path in the node.
 void set_history(const Tensors& outputs, const std::shared_ptr<Node>& node);
 
 // Tensor math the engine needs, installed by the ops layer (which sits above autograd) when the

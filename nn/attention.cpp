@@ -30,6 +30,7 @@ void MultiheadAttention::reset_parameters() {
 
 Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                    const Tensor& key_padding_mask, const Tensor& attn_mask) {
+  auto scope = module_scope(*this);
   const int64_t e = options_.embed_dim, h = options_.num_heads, d = e / h;
   const std::string name = layer_name();
   auto shape_of = [](const Tensor& t) { return t.defined() ? str_cat(t.shape()) : std::string("undefined"); };
@@ -82,7 +83,7 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   const double p = is_training() ? options_.dropout : 0.0;
   const Tensor att = scaled_dot_product_attention(q, k, v, mask, p, false, std::nullopt, options_.generator);
   // [B, H, L, d] -> [B, L, E]
-  return out_proj->forward(att.transpose(1, 2).reshape({b, l, e}));
+  return (*out_proj)(att.transpose(1, 2).reshape({b, l, e}));
 }
 
 std::string MultiheadAttention::extra_repr() const {

@@ -17,7 +17,7 @@ void Sequential::push_back(const std::string& name, std::shared_ptr<UnaryModule>
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& l : layers_) h = l->forward(h);
+  for (auto& l : layers_) h = (*l)(h);
   return h;
 }
 

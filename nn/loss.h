@@ -8,12 +8,16 @@
 
 namespace mg::nn {
 
-// Shared shape of the loss modules: forward(input, target) and operator().
+// Shared shape of the loss modules: forward(input, target) and operator(), the call entry that
+// opens the module's path scope (as UnaryModule::operator()).
 class Loss : public Module {
  public:
   using Module::Module;
   virtual Tensor forward(const Tensor& input, const Tensor& target) = 0;
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    auto scope = module_scope(*this);
+    return forward(input, target);
+  }
 };
 
 struct CrossEntropyLossOptions {

@@ -43,6 +43,7 @@ Tensor Module::register_buffer(const std::string& name, const Tensor& t) {
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   check_new_name(name, "module");
   MG_CHECK(m != nullptr, Error, type_name_, ": module \"", name, "\" is null");
+  if (m->name_.empty()) m->name_ = name;  // a module registered under several parents keeps its first name
   children_.emplace_back(name, std::move(m));
 }
 

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/op_observer.h"
 #include "core/tensor.h"
 
 namespace mg::nn {
@@ -77,6 +78,10 @@ class Module {
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
   const std::string& type_name() const { return type_name_; }
+  // The name this module was registered under ("conv2"): the name in its first parent when it is
+  // registered under several, "" for a root. Module paths in diagnostics ("layer1.0.conv2") join
+  // the names of the modules being called (core/op_observer.h).
+  const std::string& name() const { return name_; }
   // The type with its configuration, "Linear(in=784, out=10, bias=true)": how layers name
   // themselves in error messages.
   std::string layer_name() const;
@@ -93,18 +98,31 @@ class Module {
   void collect(const std::string& prefix, bool params, NamedTensors& out) const;
 
   std::string type_name_;
+  std::string name_;  // set by the first parent's add_child
   bool training_ = true;
   NamedTensors params_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
+// Opens `m`'s module-path scope for the rest of the enclosing block, in a forward that takes
+// several inputs (the counterpart of UnaryModule::operator()); free while no op observer is
+// installed:  auto scope = module_scope(*this);
+inline ModulePathScope module_scope(const Module& m) { return ModulePathScope(&m, m.name()); }
+
 // A module mapping one tensor to one tensor: every layer that can sit in a Sequential.
 class UnaryModule : public Module {
  public:
   using Module::Module;
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // The call entry, like PyTorch's __call__: call children as (*child)(x). While an op observer
+  // is installed it runs forward(x) inside the module's path scope, so the ops inside report
+  // "<parent path>.<name>"; otherwise it just calls forward(x).
+  Tensor operator()(const Tensor& x) {
+    if (!op_observer()) [[likely]] return forward(x);
+    auto scope = module_scope(*this);
+    return forward(x);
+  }
 };
 
 // make<Linear>({.in = 4, .out = 2}) / make<ReLU>(): a shared layer from its options.

@@ -22,25 +22,26 @@ TransformerEncoderLayer::TransformerEncoderLayer(Options o) : UnaryModule("Trans
 }
 
 Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
-  Tensor h = linear1->forward(x);
+  Tensor h = (*linear1)(x);
   h = options_.activation == Activation::GELU ? gelu(h) : relu(h);
-  return dropout2->forward(linear2->forward(dropout->forward(h)));
+  return (*dropout2)((*linear2)((*dropout)(h)));
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask,
                                         const Tensor& src_key_padding_mask) {
+  auto scope = module_scope(*this);  // a no-op when entered through operator()
   MG_CHECK(src.defined() && src.dim() == 3 && src.size(2) == options_.d_model, ShapeError,
            "TransformerEncoderLayer(d_model=", options_.d_model, ", nhead=", options_.nhead, "): expected src [B, L, ",
            options_.d_model, "], got src ", src.defined() ? str_cat(src.shape()) : "undefined");
   auto attend = [&](const Tensor& x) {
-    return dropout1->forward(self_attn->forward(x, x, x, src_key_padding_mask, src_mask));
+    return (*dropout1)(self_attn->forward(x, x, x, src_key_padding_mask, src_mask));
   };
   if (options_.norm_first) {
-    Tensor x = add(src, attend(norm1->forward(src)));
-    return add(x, feed_forward(norm2->forward(x)));
+    Tensor x = add(src, attend((*norm1)(src)));
+    return add(x, feed_forward((*norm2)(x)));
   }
-  Tensor x = norm1->forward(add(src, attend(src)));
-  return norm2->forward(add(x, feed_forward(x)));
+  Tensor x = (*norm1)(add(src, attend(src)));
+  return (*norm2)(add(x, feed_forward(x)));
 }
 
 }  // namespace mg::nn

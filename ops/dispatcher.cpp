@@ -1,10 +1,12 @@
-// The dispatcher: autocast hook -> device check -> infer/allocate -> kernel -> autograd record.
+// The dispatcher: autocast hook -> device check -> infer/allocate -> kernel -> autograd record
+// -> op observer (only when one is installed: core/op_observer.h).
 #include "ops/dispatcher.h"
 
 #include <memory>
 
 #include "autograd/grad_mode.h"
 #include "core/autocast_state.h"
+#include "core/op_observer.h"
 #include "ops/kernel_registry.h"
 #include "ops/op_node.h"
 #include "ops/op_rule.h"
@@ -88,6 +90,73 @@ Tensors run(OpId op, const Tensors& inputs, const OpAttrs& attrs) {
   return outputs;
 }
 
+// Reports an op that ran to the observer (unless muted on this thread).
+void notify_observer(OpId op, const Tensors& inputs, const Tensors& outputs, bool inplace) {
+  const OpObserver obs = active_op_observer();
+  if (!obs) return;
+  OpEvent event;
+  event.op = op_name(op);
+  event.inplace = inplace;
+  event.view = op_rule(op).view != nullptr;
+  event.inputs = &inputs;
+  event.outputs = &outputs;
+  event.module_path = current_module_path();
+  obs(event);
+}
+
+// The non-recording in-place path: runs `op` on inputs {self (possibly promoted), others...}
+// and writes the result into self.
+void run_inplace(OpId op, const Tensor& self, const Tensors& inputs, const OpAttrs& attrs) {
+  const char* name = op_name(op);
+  const OpRule& rule = op_rule(op);
+  MG_ASSERT(rule.infer != nullptr, name, " cannot run in place");
+  const InferResult r = rule.infer(inputs, attrs);
+  MG_CHECK(r.outputs.size() == 1 && r.outputs[0].shape == self.shape(), ShapeError, name,
+           "_: the result has shape ", r.outputs[0].shape, " but the tensor written in place is ",
+           describe(self));
+  if (r.outputs[0].dtype == self.dtype() && r.kernel_dtype == self.dtype()) {
+    KernelFn kernel = find_kernel(op, self.device().type, r.kernel_dtype);
+    MG_CHECK(kernel != nullptr, NotImplementedError, name, ": no ", self.device().str(),
+             " kernel for ", dtype_name(r.kernel_dtype));
+    Tensors outs{self};
+    kernel(inputs, outs, attrs);
+  } else {
+    // Mixed dtypes: compute in the promoted dtype, then cast into self.
+    NoGradGuard no_grad;
+    Tensor result = run(op, inputs, attrs)[0];
+    dispatch_inplace(OpId::copy, self, {result});
+    return;
+  }
+  self.bump_version();
+  if (self.requires_grad() && !self.is_leaf() && GradMode::is_enabled()) {
+    // A non-differentiable in-place op (fill_) cuts the history.
+    self.impl()->autograd.grad_fn.reset();
+    self.impl()->autograd.requires_grad = false;
+  }
+}
+
+// run_inplace() reported to the observer as one event: the operands as they were before the
+// write (a clone of any operand that shares self's storage, when the op reads it: copy_ and
+// fill_ only write) and self as the output. Only runs while an observer is installed.
+void run_inplace_observed(OpId op, const Tensor& self, const Tensors& inputs, const OpAttrs& attrs) {
+  Tensors before;
+  {
+    OpObserverMute mute;
+    {
+      NoGradGuard no_grad;
+      const bool reads_self = op != OpId::copy && op != OpId::fill;
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        const Tensor& t = inputs[i];
+        if (i == 0 && !reads_self) continue;
+        const bool aliases = t.defined() && t.impl()->storage == self.impl()->storage;
+        before.push_back(aliases ? clone(t) : t);
+      }
+    }
+    run_inplace(op, self, inputs, attrs);  // under the caller's grad mode (it decides history cuts)
+  }
+  notify_observer(op, before, Tensors{self}, /*inplace=*/true);
+}
+
 }  // namespace
 
 void set_autocast_hook(AutocastHook hook) { g_autocast_hook = hook; }
@@ -103,6 +172,7 @@ Tensors dispatch(OpId op, Tensors inputs, const OpAttrs& attrs) {
   const uint32_t needs = needs_grad_mask(op, inputs);
   Tensors outputs = run(op, inputs, attrs);
   if (needs) record(op, attrs, inputs, outputs, needs);
+  if (op_observer()) [[unlikely]] notify_observer(op, inputs, outputs, /*inplace=*/false);
   return outputs;
 }
 
@@ -139,30 +209,10 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
   }
 
   if (!recording) {
-    const OpRule& rule = op_rule(op);
-    MG_ASSERT(rule.infer != nullptr, name, " cannot run in place");
-    const InferResult r = rule.infer(inputs, attrs);
-    MG_CHECK(r.outputs.size() == 1 && r.outputs[0].shape == self.shape(), ShapeError, name,
-             "_: the result has shape ", r.outputs[0].shape, " but the tensor written in place is ",
-             describe(self));
-    if (r.outputs[0].dtype == self.dtype() && r.kernel_dtype == self.dtype()) {
-      KernelFn kernel = find_kernel(op, self.device().type, r.kernel_dtype);
-      MG_CHECK(kernel != nullptr, NotImplementedError, name, ": no ", self.device().str(),
-               " kernel for ", dtype_name(r.kernel_dtype));
-      Tensors outs{self};
-      kernel(inputs, outs, attrs);
+    if (op_observer()) [[unlikely]] {
+      run_inplace_observed(op, self, inputs, attrs);
     } else {
-      // Mixed dtypes: compute in the promoted dtype, then cast into self.
-      NoGradGuard no_grad;
-      Tensor result = run(op, inputs, attrs)[0];
-      dispatch_inplace(OpId::copy, self, {result});
-      return;
-    }
-    self.bump_version();
-    if (self.requires_grad() && !self.is_leaf() && GradMode::is_enabled()) {
-      // A non-differentiable in-place op (fill_) cuts the history.
-      self.impl()->autograd.grad_fn.reset();
-      self.impl()->autograd.requires_grad = false;
+      run_inplace(op, self, inputs, attrs);
     }
     return;
   }
@@ -182,6 +232,7 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
   if (result.dtype() != self.dtype()) result = to(result, self.dtype());
   {
     NoGradGuard no_grad;
+    OpObserverMute mute;  // the op was reported by dispatch() above; the copy is bookkeeping
     dispatch_inplace(OpId::copy, self, {result});
   }
   s->autograd.grad_fn = result.impl()->autograd.grad_fn;

@@ -25,6 +25,7 @@ BertEmbeddings::BertEmbeddings(const BertConfig& c) : Module("BertEmbeddings"), 
 }
 
 Tensor BertEmbeddings::forward(const Tensor& input_ids, const Tensor& token_type_ids) {
+  auto scope = module_scope(*this);
   MG_CHECK(input_ids.defined() && input_ids.dim() == 2, ShapeError, "BertEmbeddings: expected input_ids [B, L], got ",
            input_ids.defined() ? str_cat(input_ids.shape()) : "undefined");
   const int64_t b = input_ids.size(0), l = input_ids.size(1);
@@ -35,9 +36,9 @@ Tensor BertEmbeddings::forward(const Tensor& input_ids, const Tensor& token_type
   const Tensor positions = arange(0, l, 1, {.dtype = DType::I64, .device = input_ids.device()}).reshape({1, l});
   const Tensor types =
       token_type_ids.defined() ? token_type_ids : zeros({b, l}, {.dtype = DType::I64, .device = input_ids.device()});
-  Tensor h = add(add(word_embeddings->forward(input_ids), position_embeddings->forward(positions)),
-                 token_type_embeddings->forward(types));  // [B, L, H]
-  return dropout->forward(norm->forward(h));
+  Tensor h = add(add((*word_embeddings)(input_ids), (*position_embeddings)(positions)),
+                 (*token_type_embeddings)(types));  // [B, L, H]
+  return (*dropout)((*norm)(h));
 }
 
 BertModel::BertModel(BertConfig c, bool add_pooler) : Module("BertModel"), config_(c) {
@@ -61,6 +62,7 @@ BertModel::BertModel(BertConfig c, bool add_pooler) : Module("BertModel"), confi
 }
 
 BertOutput BertModel::forward(const Tensor& input_ids, const Tensor& token_type_ids, const Tensor& attention_mask) {
+  auto scope = module_scope(*this);
   Tensor padding;  // bool [B, L], true = padding (the key_padding_mask convention)
   if (attention_mask.defined()) {
     MG_CHECK(attention_mask.shape() == input_ids.shape(), ShapeError, "BertModel: attention_mask ",
@@ -68,12 +70,15 @@ BertOutput BertModel::forward(const Tensor& input_ids, const Tensor& token_type_
     padding = eq(attention_mask, scalar_like(0, attention_mask));
   }
   Tensor h = embeddings->forward(input_ids, token_type_ids);  // [B, L, H]
-  for (const auto& layer : *encoder) {
-    h = static_cast<TransformerEncoderLayer&>(*layer).forward(h, Tensor(), padding);
+  {
+    auto encoder_scope = module_scope(*encoder);  // a ModuleList is not called: open its scope here
+    for (const auto& layer : *encoder) {
+      h = static_cast<TransformerEncoderLayer&>(*layer).forward(h, Tensor(), padding);
+    }
   }
   if (!pooler) return {h, Tensor()};
   const Tensor first = h.select(1, 0);  // [B, H] the [CLS] position
-  return {h, tanh(pooler->forward(first))};
+  return {h, tanh((*pooler)(first))};
 }
 
 std::string BertModel::extra_repr() const {
@@ -90,8 +95,9 @@ BertForMaskedLM::BertForMaskedLM(BertConfig c) : Module("BertForMaskedLM") {
 }
 
 Tensor BertForMaskedLM::forward(const Tensor& input_ids, const Tensor& token_type_ids, const Tensor& attention_mask) {
+  auto scope = module_scope(*this);
   const Tensor h = bert->forward(input_ids, token_type_ids, attention_mask).sequence;   // [B, L, H]
-  const Tensor t = transform_norm->forward(gelu(transform->forward(h)));                // [B, L, H]
+  const Tensor t = (*transform_norm)(gelu((*transform)(h)));                           // [B, L, H]
   // The decoder reuses the word-embedding matrix [V, H]: logits = t E^T + b.
   return linear(t, bert->embeddings->word_embeddings->weight, decoder_bias);           // [B, L, V]
 }
@@ -107,8 +113,9 @@ BertForSequenceClassification::BertForSequenceClassification(BertConfig c, int64
 
 Tensor BertForSequenceClassification::forward(const Tensor& input_ids, const Tensor& token_type_ids,
                                               const Tensor& attention_mask) {
+  auto scope = module_scope(*this);
   const Tensor pooled = bert->forward(input_ids, token_type_ids, attention_mask).pooled;  // [B, H]
-  return classifier->forward(dropout->forward(pooled));                                  // [B, num_labels]
+  return (*classifier)((*dropout)(pooled));                                              // [B, num_labels]
 }
 
 void bert_init(Module& root, double range) {

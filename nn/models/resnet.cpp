@@ -39,9 +39,9 @@ BasicBlock::BasicBlock(int64_t in, int64_t out, int64_t stride, bool projection)
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor h = relu(bn1->forward(conv1->forward(x)));   // [N, out, H/s, W/s]
-  h = bn2->forward(conv2->forward(h));
-  const Tensor shortcut = downsample ? downsample->forward(x) : pad_shortcut(x, out_, stride_);
+  Tensor h = relu((*bn1)((*conv1)(x)));   // [N, out, H/s, W/s]
+  h = (*bn2)((*conv2)(h));
+  const Tensor shortcut = downsample ? (*downsample)(x) : pad_shortcut(x, out_, stride_);
   return relu(add(h, shortcut));
 }
 
@@ -60,10 +60,10 @@ Bottleneck::Bottleneck(int64_t in, int64_t width, int64_t stride) : UnaryModule(
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor h = relu(bn1->forward(conv1->forward(x)));
-  h = relu(bn2->forward(conv2->forward(h)));
-  h = bn3->forward(conv3->forward(h));
-  return relu(add(h, downsample ? downsample->forward(x) : x));
+  Tensor h = relu((*bn1)((*conv1)(x)));
+  h = relu((*bn2)((*conv2)(h)));
+  h = (*bn3)((*conv3)(h));
+  return relu(add(h, downsample ? (*downsample)(x) : x));
 }
 
 ResNet::ResNet(ResNetConfig c) : UnaryModule("ResNet"), config_(c) {
@@ -133,11 +133,11 @@ Tensor ResNet::forward(const Tensor& x) {
   MG_CHECK(x.defined() && x.dim() == 4 && x.size(1) == config_.in_channels, ShapeError, layer_name(),
            ": expected images [N, ", config_.in_channels, ", H, W], got input ",
            x.defined() ? str_cat(x.shape()) : "undefined");
-  Tensor h = relu(bn1->forward(conv1->forward(x)));
-  if (maxpool) h = maxpool->forward(h);
-  for (auto& stage : stages) h = stage->forward(h);
-  h = avgpool->forward(h).flatten(1);  // [N, C]
-  return fc->forward(h);
+  Tensor h = relu((*bn1)((*conv1)(x)));
+  if (maxpool) h = (*maxpool)(h);
+  for (auto& stage : stages) h = (*stage)(h);
+  h = (*avgpool)(h).flatten(1);  // [N, C]
+  return (*fc)(h);
 }
 
 std::string ResNet::extra_repr() const {

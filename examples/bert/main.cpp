@@ -1,0 +1,661 @@
+// train_bert: BERT on the King James Bible, at any Apex opt level, on the CPU. Two jobs:
+//   --task mlm        pretraining by masked-language modelling on the training verses (BERT-mini
+//                     by default), reporting masked-token accuracy and perplexity on held-out verses;
+//   --task testament  fine-tuning a classifier, verse -> Old/New Testament (2 classes), and
+//   --task book       verse -> book (66 classes), from the encoder of an mlm checkpoint
+//                     (--pretrained FILE) or from scratch, beside the majority-class baseline.
+// Real data from Debian's bible-kjv-text package; a WordPiece tokenizer trained on the training
+// verses at start-up and stored in every checkpoint, so resumed and fine-tuning runs use exactly
+// the pretraining vocabulary; AdamW with linear warmup and decay, gradient clipping on the f32
+// master gradients, gradient accumulation. Held out: corpus verse i with i % 10 == 9.
+//
+//   build/examples/train_bert --task mlm --checkpoint mlm.ckpt          # BERT-mini, O1 bf16
+//   build/examples/train_bert --task testament --pretrained mlm.ckpt
+//   build/examples/train_bert --task book --plot book.svg               # from scratch
+//   build/examples/train_bert --help
+//
+// The file reads top to bottom: flags, data (corpus, tokenizer, datasets), model (and the
+// pretrained encoder), amp, checkpoint/resume, the training loop (the step itself is train_step
+// below), evaluation, summary.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "amp/initialize.h"
+#include "amp/overflow_tracer.h"
+#include "amp/precision_plan.h"
+#include "autograd/grad_mode.h"
+#include "core/factory.h"
+#include "core/parallel.h"
+#include "core/state_dict.h"
+#include "data/loader.h"
+#include "data/text/verse_datasets.h"
+#include "examples/common/flags.h"
+#include "examples/common/format.h"
+#include "examples/common/interrupt.h"
+#include "examples/common/memory_fit.h"
+#include "examples/common/metrics.h"
+#include "examples/common/process_memory.h"
+#include "examples/common/progress.h"
+#include "examples/common/run_history.h"
+#include "examples/common/table.h"
+#include "examples/common/timer.h"
+#include "io/checkpoint.h"
+#include "nn/models/bert.h"
+#include "ops/loss.h"
+#include "ops/ops.h"
+#include "optim/optim.h"
+
+using namespace mg;
+using namespace mg::example;
+using nn::models::BertConfig;
+using nn::models::BertForMaskedLM;
+using nn::models::BertForSequenceClassification;
+
+namespace {
+
+Flags make_flags() {
+  Flags f("train_bert", "Pretrains BERT on the King James Bible by masked-language modelling, or fine-tunes it to "
+                        "classify verses by testament or book, with mixed precision (Apex opt levels).");
+  f.add_choice("task", "mlm", {"mlm", "testament", "book"}, "mlm pretraining, or verse classification: testament (2 classes) or book (66)");
+  f.add_choice("model", "mini", {"tiny", "mini", "small", "base"}, "BERT size (Turc et al. 2019): tiny 2x128, mini 4x256, small 4x512, base 12x768 (layers x hidden)");
+  f.add_string("pretrained", "", "testament/book: start from the encoder of this mlm checkpoint (empty: from scratch)", {.metavar = "FILE"});
+  f.add_choice("opt-level", "O1", {"O0", "O1", "O2", "O3"}, "O0 f32, O1 autocast, O2 low-precision model + f32 master weights, O3 pure low precision");
+  f.add_choice("dtype", "bf16", {"f16", "bf16"}, "the low-precision dtype");
+  f.add_string("loss-scale", "", "\"dynamic\" or a number (default: the opt level's: dynamic for f16, 1 for bf16)", {.metavar = "S"});
+  f.add_choice("device", "cpu", {"cpu", "cuda"}, "where to train");
+  f.add_int("epochs", 0, "passes over the training verses (0: 10 for mlm, 3 for testament/book)", {.min = 0});
+  f.add_int("batch-size", 32, "verses per micro-batch", {.min = 1});
+  f.add_int("accumulate", 1, "micro-batches per optimizer step (gradient accumulation; effective batch = batch-size x accumulate)", {.min = 1});
+  f.add_int("seq-len", 64, "tokens per sequence with [CLS] and [SEP] (64 holds 98.3% of the verses whole)", {.min = 3, .max = 512});
+  f.add_int("vocab-size", 8192, "WordPiece vocabulary trained on the training verses (with --pretrained/--resume: the checkpoint's)", {.min = 64});
+  f.add_double("lr", 0, "peak learning rate (0: 5e-4 for mlm, 1e-4 for testament/book)", {.min = 0});
+  f.add_double("weight-decay", 0.01, "AdamW decoupled weight decay (not applied to biases and LayerNorm weights)", {.min = 0});
+  f.add_double("warmup", 0.1, "linear warmup: a fraction of all steps when < 1, else a number of steps", {.min = 0});
+  f.add_double("clip", 1.0, "max global gradient norm (0: no clipping; the norm is still reported)", {.min = 0});
+  f.add_int("seed", 42, "seed of the weights, the data order, the masking and dropout", {.min = 0});
+  f.add_int("threads", 0, "CPU threads (0: all cores)", {.min = 0});
+  f.add_int("train-examples", 0, "train on the first N verses' worth of batches of each (shuffled) epoch (0: all 27,992)", {.min = 0});
+  f.add_int("eval-examples", 0, "evaluate on N held-out verses spread evenly over the Bible (0: all 3,110)", {.min = 0});
+  f.add_int("eval-every", 0, "steps between evaluations besides the one after every epoch (0: after every epoch only)", {.min = 0});
+  f.add_int("log-every", 20, "steps between metrics records", {.min = 1});
+  f.add_int("checkpoint-every", 0, "steps between checkpoints (0: at the end of every epoch only)", {.min = 0});
+  f.add_string("checkpoint", "", "write checkpoints to FILE", {.metavar = "FILE"});
+  f.add_string("resume", "", "continue the run saved in FILE (bit-identical on the CPU)", {.metavar = "FILE"});
+  f.add_int("stop-after", 0, "stop after N steps of this invocation, saving the checkpoint (continue with --resume)", {.min = 0});
+  f.add_string("metrics", "", "append JSON lines (per logged step, per evaluation, per epoch) to FILE", {.metavar = "FILE"});
+  f.add_string("plot", "", "write an SVG plot of loss, held-out accuracy and loss scale to FILE", {.metavar = "FILE.svg"});
+  f.add_bool("precision-plan", false, "print which dtype each layer stores and runs in, and the memory it takes");
+  f.add_bool("trace-overflow", false, "report the op (and module) that produced inf/NaN on every skipped step");
+  return f;
+}
+
+// ---- the tokenizer travels in every checkpoint ----
+// Training it takes ~0.2-0.4 s and is deterministic, but a resumed or fine-tuning run must use
+// exactly the ids the saved embeddings were trained with, whatever the flags or a later version of
+// the trainer say. So the vocabulary itself is stored (one token per line, as vocab.txt) with its
+// FNV-1a fingerprint, and read back from the checkpoint instead of being trained again.
+uint64_t vocab_fingerprint(const std::vector<std::string>& vocab) {
+  uint64_t h = 14695981039346656037ull;
+  for (const std::string& t : vocab) {
+    for (const char c : t + "\n") h = (h ^ uint8_t(c)) * 1099511628211ull;
+  }
+  return h;
+}
+std::string hex(uint64_t v) {
+  char s[17];
+  std::snprintf(s, sizeof s, "%016llx", (unsigned long long)v);
+  return s;
+}
+StateDict tokenizer_state(const data::WordPiece& tok) {
+  StateDict s;
+  std::string vocab;
+  for (const std::string& t : tok.vocab()) vocab += t + "\n";
+  s.strings["vocab"] = vocab;
+  s.strings["fingerprint"] = hex(vocab_fingerprint(tok.vocab()));
+  s.ints["lowercase"] = tok.options().lowercase;
+  return s;
+}
+data::WordPiece tokenizer_from(const io::Checkpoint& ck) {
+  MG_CHECK(ck.has_state("tokenizer"), Error, "", ck.path(), " holds no tokenizer; it was not written by train_bert");
+  const StateDict& s = ck.state("tokenizer");
+  std::vector<std::string> vocab;
+  const std::string& text = s.string_at("tokenizer", "vocab");
+  for (std::size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) vocab.push_back(text.substr(at, end - at));
+  MG_CHECK(hex(vocab_fingerprint(vocab)) == s.string_at("tokenizer", "fingerprint"), Error, "", ck.path(),
+           ": the stored vocabulary does not match its fingerprint (a damaged checkpoint)");
+  return data::WordPiece(std::move(vocab), {.lowercase = s.int_at("tokenizer", "lowercase") != 0});
+}
+
+// ---- the two models behind one call ----
+// What a forward pass predicts: logits at the N positions that have a target, and the targets.
+// MLM: the masked tokens of the batch (N ~ 15% of its text tokens, C = vocab size);
+// classification: one prediction per verse (N = B, C = 2 or 66). to(dtype) lets amp::forward cast
+// the logits back to f32 at O2/O3.
+struct Predictions {
+  Tensor logits;  // [N, C]
+  Tensor target;  // i64 [N]
+  Predictions to(DType d) const { return {logits.to(d), target}; }
+};
+using Net = std::function<Predictions(const data::Batch&)>;
+
+// BertForMaskedLM::forward scores every position [B, L, V]; only ~7% of them are masked at
+// seq-len 64, so, as Google's BERT (gather_indexes), the head runs on the masked positions only:
+// the same math as BertForMaskedLM's head on fewer rows, ~30% less work per step.
+Net mlm_net(std::shared_ptr<BertForMaskedLM> m) {
+  return [m](const data::Batch& b) -> Predictions {
+    auto scope = nn::module_scope(*m);
+    const Tensor target = b.at("target").reshape({-1});  // [B*L], -100 = not predicted
+    std::vector<int64_t> where;
+    const int64_t* t = target.data<int64_t>();
+    for (int64_t i = 0; i < target.numel(); ++i) if (t[i] != data::kIgnoreIndex) where.push_back(i);
+    const Tensor at = from_vector(where, {int64_t(where.size())});                                      // [N]
+    const Tensor h = m->bert->forward(b.at("input_ids"), Tensor(), b.at("attention_mask")).sequence;   // [B, L, H]
+    const Tensor hm = index_select(h.reshape({-1, h.size(2)}), 0, at);                                // [N, H]
+    const Tensor x = (*m->transform_norm)(gelu((*m->transform)(hm)));                               // [N, H]
+    return {linear(x, m->bert->embeddings->word_embeddings->weight, m->decoder_bias), index_select(target, 0, at)};  // [N, V], [N]
+  };
+}
+Net classifier_net(std::shared_ptr<BertForSequenceClassification> c) {
+  return [c](const data::Batch& b) -> Predictions {
+    return {c->forward(b.at("input_ids"), Tensor(), b.at("attention_mask")), b.at("target")};  // [B, C], [B]
+  };
+}
+
+// ---- fine-tuning starts from the pretrained encoder ----
+// BertForMaskedLM and BertForSequenceClassification hold the same BertModel under the same name,
+// "bert", so an encoder tensor keeps its name ("bert.embeddings.word_embeddings.weight",
+// "bert.encoder.3.linear1.weight", ...). The MLM head ("transform.*", "transform_norm.*",
+// "decoder_bias"; its decoder weight is the tied word embedding) has no counterpart and is left
+// behind; the classifier's own "bert.pooler.*" (an MLM model has no pooler) and "classifier.*"
+// keep their fresh initialisation. Returns the classifier's name for an MLM name, "" for the head.
+std::string classifier_name_of(const std::string& mlm_name) {
+  return mlm_name.starts_with("bert.") ? mlm_name : "";
+}
+bool fresh_in_classifier(const std::string& name) {
+  return name.starts_with("bert.pooler.") || name.starts_with("classifier.");
+}
+
+// Copies the encoder of the mlm checkpoint `ck` into `clf` and checks the transfer: the
+// checkpoint must load strictly into a BertForMaskedLM of clf's configuration, every classifier
+// tensor must be either transferred or one of the fresh ones above, and the two encoders must then
+// compute identical hidden states on `probe`. Returns a one-line account.
+std::string load_pretrained_encoder(BertForSequenceClassification& clf, const io::Checkpoint& ck, const data::Batch& probe) {
+  BertForMaskedLM mlm(clf.bert->config());
+  mlm.load_state_dict(ck.model_state());  // strict: lists every missing, unexpected or misshapen tensor
+  nn::NamedTensors state = clf.state_dict();
+  std::map<std::string, std::size_t> slot;
+  for (std::size_t i = 0; i < state.size(); ++i) slot[state[i].first] = i;
+  std::vector<bool> filled(state.size(), false);
+  int64_t copied = 0, left = 0;
+  for (const auto& [name, t] : ck.model_state()) {
+    const std::string to = classifier_name_of(name);
+    if (to.empty()) {
+      left += t.numel();
+      continue;
+    }
+    MG_CHECK(slot.count(to), Error, "--pretrained ", ck.path(), ": the encoder tensor '", name,
+             "' has no counterpart '", to, "' in BertForSequenceClassification");
+    state[slot[to]].second = t;
+    filled[slot[to]] = true;
+    copied += t.numel();
+  }
+  int64_t fresh = 0;
+  for (std::size_t i = 0; i < state.size(); ++i) {
+    if (filled[i]) continue;
+    MG_CHECK(fresh_in_classifier(state[i].first), Error, "--pretrained ", ck.path(), ": the classifier's '",
+             state[i].first, "' is not in the checkpoint");
+    fresh += state[i].second.numel();
+  }
+  clf.load_state_dict(state);  // casts to the classifier's dtype (an O2 checkpoint holds bf16 weights)
+
+  // The mapping's test: same encoder weights, same hidden states (eval mode: no dropout).
+  NoGradGuard no_grad;
+  mlm.eval();
+  clf.eval();
+  const Tensor a = mlm.bert->forward(probe.at("input_ids"), Tensor(), probe.at("attention_mask")).sequence;  // [B, L, H]
+  const Tensor b = clf.bert->forward(probe.at("input_ids"), Tensor(), probe.at("attention_mask")).sequence;  // [B, L, H]
+  clf.train();
+  const double diff = amax(abs(a - b), {0, 1, 2}).item<double>();
+  MG_CHECK(diff == 0.0, Error, "--pretrained ", ck.path(), ": the transferred encoder differs from the pretrained one by ",
+           diff, " on ", a.size(0), " verses (the name mapping puts a tensor in the wrong place)");
+  return "encoder " + format_count(copied) + " parameters from " + ck.path() + " (identical hidden states checked on " +
+         std::to_string(a.size(0)) + " held-out verses); MLM head " + format_count(left) + " left behind; pooler + classifier " +
+         format_count(fresh) + " fresh";
+}
+
+// ---- the training step ----
+struct StepResult {
+  double loss = 0;        // mean of the micro-batch losses
+  int64_t correct = 0;    // right predictions (masked tokens or verses) over all micro-batches
+  int64_t predicted = 0;  // predictions made
+  int64_t examples = 0;   // verses seen
+  double grad_norm = 0;   // before clipping; inf/NaN when the step overflowed
+  bool skipped = false;
+};
+
+int64_t count_correct(const Predictions& p) {
+  return eq(argmax(p.logits, 1), p.target).to(DType::I64).sum().item<int64_t>();
+}
+
+// One optimizer step at the opt level amp::initialize set up, over `accumulate` micro-batches:
+// forward (inputs cast by the level), backward of the scaled loss / accumulate (all but the last
+// micro-batch leave the gradients scaled; the last one unscales them into the f32 master gradients
+// and checks them for inf/NaN), clip the master gradients, step (skipped after an overflow), schedule.
+StepResult train_step(const Net& net, optim::AdamW& opt, optim::LRScheduler& sched, data::DataLoader& loader,
+                      int64_t accumulate, double clip) {
+  StepResult r;
+  opt.zero_grad();
+  for (int64_t k = 0; k < accumulate; ++k) {
+    const std::optional<data::Batch> b = loader.next();
+    MG_CHECK(b.has_value(), InternalError, "the loader ran out of batches in micro-batch ", k);
+    const Predictions p = amp::forward(net, *b);                  // logits [N, C], target [N]
+    const Tensor loss = cross_entropy(p.logits, p.target);        // mean over the N predictions
+    amp::scale_loss(loss / double(accumulate), opt, {.delay_unscale = k < accumulate - 1}).backward();
+    r.loss += loss.item<double>() / double(accumulate);
+    r.correct += count_correct(p);
+    r.predicted += p.target.numel();
+    r.examples += b->size();
+  }
+  r.grad_norm = optim::clip_grad_norm_(amp::master_params(opt), clip > 0 ? clip : INFINITY).item<double>();
+  opt.step();
+  sched.step();
+  r.skipped = opt.last_step_skipped();
+  return r;
+}
+
+// ---- evaluation on the held-out verses ----
+struct EvalResult {
+  double loss = 0, accuracy = 0, perplexity = 0;
+  int64_t predicted = 0;
+};
+
+// MLM masks of held-out verses are drawn with this fixed seed (and epoch 0), so every evaluation,
+// and every run whatever its --seed, scores the same masked positions.
+constexpr uint64_t kEvalMaskSeed = 20240601;
+
+EvalResult evaluate(nn::Module& model, const Net& net, const data::Dataset& set, const std::vector<int64_t>& examples) {
+  NoGradGuard no_grad;
+  model.eval();
+  double loss_sum = 0;
+  int64_t right = 0, predicted = 0;
+  for (std::size_t at = 0; at < examples.size(); at += 256) {
+    const std::vector<int64_t> chunk(examples.begin() + at, examples.begin() + std::min(at + 256, examples.size()));
+    const Predictions p = amp::forward(net, set.get_batch(chunk, {.seed = kEvalMaskSeed, .epoch = 0}));
+    loss_sum += cross_entropy(p.logits.to(DType::F32), p.target, Reduction::Sum).item<double>();  // f32 sum per chunk, f64 across
+    right += count_correct(p);
+    predicted += p.target.numel();
+  }
+  model.train();
+  const double loss = loss_sum / double(predicted);
+  return {loss, double(right) / double(predicted), std::exp(loss), predicted};
+}
+
+// Restores the model's parameters and buffers, its gradients and the random state after the
+// memory probe, so probing changes nothing about the run.
+template <typename F>
+void without_side_effects(nn::Module& model, F&& f) {
+  nn::NamedTensors saved = model.state_dict();
+  for (auto& [name, t] : saved) t = clone(t);
+  const StateDict rng = generator_state(default_generator());
+  f();
+  model.load_state_dict(saved);
+  model.zero_grad();
+  load_generator_state(default_generator(), rng);
+}
+
+int run(int argc, char** argv) {
+  // ---- flags ----
+  Flags flags = make_flags();
+  flags.parse(argc, argv);
+  if (flags.help_requested()) {
+    std::cout << flags.usage();
+    return 0;
+  }
+  MG_CHECK(flags.value("device") == "cpu", Error, "--device cuda: this build of mixgrad has no CUDA ",
+           "backend yet\n  hint: use --device cpu");
+  if (flags.get_int("threads") > 0) set_num_threads(int(flags.get_int("threads")));
+  const std::string task = flags.value("task"), level = flags.value("opt-level"), dtype = flags.value("dtype");
+  const bool mlm = task == "mlm";
+  MG_CHECK(!mlm || flags.value("pretrained").empty(), Error, "--pretrained is for fine-tuning (--task testament or book)",
+           "\n  hint: to continue an mlm run, use --resume");
+  const int64_t batch_size = flags.get_int("batch-size"), accumulate = flags.get_int("accumulate"),
+                seq_len = flags.get_int("seq-len");
+  const int64_t epochs = flags.get_int("epochs") > 0 ? flags.get_int("epochs") : (mlm ? 10 : 3);
+  const double lr = flags.get_double("lr") > 0 ? flags.get_double("lr") : (mlm ? 5e-4 : 1e-4);
+  const uint64_t seed = uint64_t(flags.get_int("seed"));
+  // Checkpoints read before the model exists: they carry the tokenizer (and the pretrained model).
+  std::optional<io::Checkpoint> resume, pretrained;
+  if (!flags.value("resume").empty()) {
+    resume = io::load_checkpoint(flags.value("resume"));
+    MG_CHECK(resume->has_state("train") && resume->state("train").strings.count("program") &&
+                 resume->state("train").strings.at("program") == "train_bert",
+             Error, "", flags.value("resume"), " is not a train_bert checkpoint");
+  } else if (!flags.value("pretrained").empty()) {
+    pretrained = io::load_checkpoint(flags.value("pretrained"));
+    MG_CHECK(pretrained->has_state("train") && pretrained->state("train").strings.count("task") &&
+                 pretrained->state("train").strings.at("task") == "mlm",
+             Error, "--pretrained ", flags.value("pretrained"), " is not a checkpoint of a train_bert --task mlm run");
+  }
+  // The run whose model size and vocabulary this one must use.
+  const io::Checkpoint* source = resume ? &*resume : pretrained ? &*pretrained : nullptr;
+  std::string model_name = flags.value("model");
+  if (source) {
+    const std::string saved = source->state("train").string_at("train_bert", "model");
+    MG_CHECK(!flags.given("model") || model_name == saved, Error, "--model ", model_name, " but ", source->path(),
+             " holds BERT-", saved, "\n  hint: leave --model out, or pass --model ", saved);
+    model_name = saved;
+  }
+
+  // ---- data: corpus, tokenizer, datasets ----
+  Stopwatch clock;
+  const std::vector<data::Verse> bible = data::read_kjv();  // names the package when it is missing
+  std::vector<data::Verse> train_verses;
+  for (std::size_t i = 0; i < bible.size(); ++i) {
+    if (data::in_split(int64_t(i), data::Split::Train)) train_verses.push_back(bible[i]);
+  }
+  const data::WordPiece tok = source ? tokenizer_from(*source)
+                                     : data::WordPiece::train(data::verse_texts(train_verses), {.vocab_size = flags.get_int("vocab-size")});
+  MG_CHECK(!source || !flags.given("vocab-size") || flags.get_int("vocab-size") == tok.vocab_size(), Error,
+           "--vocab-size ", flags.get_int("vocab-size"), " but ", source->path(), " holds a vocabulary of ",
+           tok.vocab_size(), " tokens\n  hint: leave --vocab-size out; the checkpoint's vocabulary is used");
+  std::printf("tokenizer: %s WordPiece tokens %s (fingerprint %s; corpus and tokenizer %.2f s)\n", format_count(tok.vocab_size()).c_str(),
+              source ? ("from " + source->path()).c_str() : "trained on the training verses",
+              hex(vocab_fingerprint(tok.vocab())).c_str(), clock.seconds());
+  std::shared_ptr<const data::Dataset> train_set, eval_set;
+  std::shared_ptr<const data::VerseClassificationDataset> train_cls, eval_cls;
+  int64_t probe_example = 0;  // the longest training verse (the memory probe's worst case)
+  if (mlm) {
+    auto tr = std::make_shared<data::MlmVerseDataset>(bible, tok, data::MlmVerseOptions{.seq_len = seq_len, .split = data::Split::Train});
+    eval_set = std::make_shared<data::MlmVerseDataset>(bible, tok, data::MlmVerseOptions{.seq_len = seq_len, .split = data::Split::HeldOut});
+    for (int64_t i = 0; i < tr->size(); ++i) {
+      if (tr->tokens(i).size() > tr->tokens(probe_example).size()) probe_example = i;
+    }
+    std::printf("data: %s training verses (%s longer than seq-len %lld, cut), %s held out\n", format_count(tr->size()).c_str(),
+                format_count(tr->num_truncated()).c_str(), (long long)seq_len, format_count(eval_set->size()).c_str());
+    train_set = tr;
+  } else {
+    const data::VerseTarget target = task == "book" ? data::VerseTarget::Book : data::VerseTarget::Testament;
+    train_cls = std::make_shared<data::VerseClassificationDataset>(bible, tok, data::VerseClassificationOptions{.target = target, .seq_len = seq_len, .split = data::Split::Train});
+    eval_cls = std::make_shared<data::VerseClassificationDataset>(bible, tok, data::VerseClassificationOptions{.target = target, .seq_len = seq_len, .split = data::Split::HeldOut});
+    std::printf("data: %s\n      %s\n", train_cls->summary().c_str(), eval_cls->summary().c_str());
+    train_set = train_cls;
+    eval_set = eval_cls;
+  }
+  const int64_t eval_n = flags.get_int("eval-examples") > 0 ? std::min(flags.get_int("eval-examples"), eval_set->size()) : eval_set->size();
+  std::vector<int64_t> eval_examples;  // spread evenly over the Bible, not the first books only
+  for (int64_t k = 0; k < eval_n; ++k) eval_examples.push_back(k * eval_set->size() / eval_n);
+  // The baseline a classifier must beat: always answer the training verses' majority class.
+  double baseline = 0;
+  if (!mlm) {
+    const int64_t majority = train_cls->majority_class();
+    for (const int64_t i : eval_examples) baseline += eval_cls->label(i) == majority ? 1.0 : 0.0;
+    baseline /= double(eval_n);
+    std::printf("majority-class baseline: always \"%s\" (the training verses' majority) scores %.4f on the %s evaluated held-out verses\n",
+                train_cls->class_name(majority).c_str(), baseline, format_count(eval_n).c_str());
+  }
+  data::DataLoader loader(train_set, {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = seed});
+  MG_CHECK(loader.num_batches() >= accumulate, Error, "--batch-size ", batch_size, " x --accumulate ", accumulate,
+           " exceeds the ", train_set->size(), " training verses");
+  const int64_t limit = flags.get_int("train-examples");
+  const int64_t micro_batches = limit > 0 ? std::clamp<int64_t>(limit / batch_size, accumulate, loader.num_batches()) : loader.num_batches();
+  const int64_t steps_per_epoch = micro_batches / accumulate;
+  const int64_t total_steps = steps_per_epoch * epochs;
+
+  // ---- model (and the pretrained encoder), optimizer, amp, schedule ----
+  manual_seed(seed);
+  const BertConfig cfg = BertConfig::preset(model_name, tok.vocab_size());
+  std::shared_ptr<nn::Module> model;
+  Net net;
+  if (mlm) {
+    auto m = std::make_shared<BertForMaskedLM>(cfg);
+    model = m;
+    net = mlm_net(m);
+  } else {
+    auto c = std::make_shared<BertForSequenceClassification>(cfg, train_cls->num_classes());
+    if (pretrained) {
+      const data::Batch probe = eval_cls->get_batch({0, eval_cls->size() / 2, eval_cls->size() - 1});
+      std::printf("pretrained: %s\n", load_pretrained_encoder(*c, *pretrained, probe).c_str());
+    }
+    model = c;
+    net = classifier_net(c);
+  }
+  // BERT's grouping: weight decay on matrices (linear and embedding weights), none on biases and
+  // LayerNorm weights (every 1-D parameter).
+  Tensors decay, no_decay;
+  for (const Tensor& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  optim::AdamW opt({{.params = decay}, {.params = no_decay, .options = {{"weight_decay", 0.0}}}},
+                   {.lr = lr, .weight_decay = flags.get_double("weight-decay")});
+  amp::initialize(model, opt, {.opt_level = level, .dtype = dtype,
+                               .loss_scale = flags.value("loss-scale").empty() ? amp::Setting() : flags.value("loss-scale"),
+                               .verbosity = 0});
+  const double w = flags.get_double("warmup");
+  const int64_t warmup = std::min<int64_t>(total_steps, w < 1 ? int64_t(std::llround(w * double(total_steps))) : int64_t(std::llround(w)));
+  optim::WarmupLinearLR sched(opt, {.warmup_steps = warmup, .total_steps = total_steps});
+  // Part of the run's configuration: a resumed fine-tuning run names its --pretrained file again
+  // (the weights come from the resume checkpoint; the file is not read).
+  const std::string init = mlm ? "" : flags.value("pretrained").empty() ? "scratch" : "pretrained";
+  std::printf("train_bert: %s, BERT-%s (%s parameters)%s, vocab %s, seq-len %lld, %s %s, batch %lld x %lld accumulated, "
+              "%lld epochs x %lld steps, lr %s (warmup %lld steps, linear decay), %d threads\n",
+              task.c_str(), model_name.c_str(), format_count(model->num_parameters()).c_str(),
+              init.empty() ? "" : (init == "scratch" ? " from scratch" : " from the pretrained encoder"),
+              format_count(tok.vocab_size()).c_str(), (long long)seq_len, level.c_str(), dtype.c_str(),
+              (long long)batch_size, (long long)accumulate, (long long)epochs, (long long)steps_per_epoch,
+              format_number(lr).c_str(), (long long)warmup, num_threads());
+  std::printf("%s", amp::properties().str().c_str());
+  if (flags.get_bool("precision-plan")) std::printf("%s", amp::precision_plan(*model, &opt).c_str());
+
+  // ---- resume ----
+  RunHistory history;
+  int64_t step = 0;
+  // The running sums of the current epoch (saved too, so a resumed epoch reports the same averages).
+  double loss_sum = 0;
+  int64_t right = 0, predicted = 0, seen = 0, skipped_at_epoch_start = 0;
+  const std::string config = task + (init.empty() ? "" : " (" + init + ")") + " BERT-" + model_name + " vocab " +
+                             std::to_string(tok.vocab_size()) + " seq-len " + std::to_string(seq_len) + " " + level + " " +
+                             dtype + " batch " + std::to_string(batch_size) + "x" + std::to_string(accumulate) + " " +
+                             std::to_string(epochs) + " epochs of " + std::to_string(steps_per_epoch) + " steps";
+  if (resume) {
+    const io::Checkpoint& ck = *resume;
+    const std::string saved = ck.state("train").string_at("train_bert", "config");
+    MG_CHECK(saved == config, Error, "", ck.path(), " was saved by a run with ", saved, ", not ", config,
+             "\n  hint: resume with the flags of the saved run");
+    ck.restore_model(*model);
+    opt.load_state_dict(ck.state("optimizer"));
+    sched.load_state_dict(ck.state("scheduler"));
+    loader.load_state(ck.state("loader"));
+    load_generator_state(default_generator(), ck.state("rng"));
+    amp::load_state_dict(ck.state("amp"));
+    history.load(ck.state("history"));
+    const StateDict& t = ck.state("train");
+    step = t.int_at("train_bert", "step");
+    loss_sum = t.float_at("train_bert", "epoch_loss_sum");
+    right = t.int_at("train_bert", "epoch_correct");
+    predicted = t.int_at("train_bert", "epoch_predicted");
+    seen = t.int_at("train_bert", "epoch_seen");
+    skipped_at_epoch_start = t.int_at("train_bert", "epoch_skipped_start");
+    std::printf("resumed from %s at step %lld (epoch %lld)\n", ck.path().c_str(), (long long)step,
+                (long long)(step / steps_per_epoch + 1));
+  } else {
+    // Fail now, with advice, if a micro-batch of this size cannot fit in memory.
+    without_side_effects(*model, [&] {
+      const MemoryEstimate e = check_batch_fits([&](int64_t b) {
+        const data::Batch probe = train_set->get_batch(std::vector<int64_t>(std::size_t(b), probe_example), {.seed = seed});
+        const Predictions p = amp::forward(net, probe);
+        cross_entropy(p.logits, p.target).backward();
+      }, batch_size);
+      std::printf("memory: one micro-batch of %lld needs about %s MiB (%s KiB per verse); %s MiB available\n",
+                  (long long)batch_size, format_count(int64_t(e.predicted_bytes) >> 20).c_str(),
+                  format_count(int64_t(e.bytes_per_sample) >> 10).c_str(), format_count(e.available_bytes >> 20).c_str());
+    });
+  }
+  source = nullptr;  // free the checkpoints' tensors (BERT-base with AdamW state: ~1.3 GB)
+  resume.reset();
+  pretrained.reset();
+  auto save = [&](const std::string& path) {
+    StateDict train;
+    train.ints["step"] = step;
+    train.strings["program"] = "train_bert";
+    train.strings["task"] = task;
+    train.strings["model"] = model_name;
+    train.strings["init"] = init.empty() ? "-" : init;
+    train.strings["config"] = config;
+    train.floats["epoch_loss_sum"] = loss_sum;
+    train.ints["epoch_correct"] = right;
+    train.ints["epoch_predicted"] = predicted;
+    train.ints["epoch_seen"] = seen;
+    train.ints["epoch_skipped_start"] = skipped_at_epoch_start;
+    io::save_checkpoint(path, *model, {{"optimizer", opt.state_dict()}, {"scheduler", sched.state_dict()},
+                                       {"loader", loader.state()}, {"rng", generator_state(default_generator())},
+                                       {"amp", amp::state_dict()}, {"history", history.state()},
+                                       {"tokenizer", tokenizer_state(tok)}, {"train", train}});
+  };
+
+  std::optional<MetricsWriter> metrics;
+  if (!flags.value("metrics").empty()) metrics.emplace(flags.value("metrics"), MetricsOptions{.append = step > 0});
+  std::optional<amp::OverflowTracer> tracer;
+  if (flags.get_bool("trace-overflow")) tracer.emplace();
+  InterruptGuard interrupt;
+  const std::string eval_name = mlm ? "held-out masked-token accuracy" : "held-out accuracy";
+  Table summary({{"epoch", Align::Right}, {"train loss", Align::Right}, {"train acc", Align::Right},
+                 {"held-out loss", Align::Right}, {"held-out acc", Align::Right},
+                 {mlm ? "perplexity" : "baseline", Align::Right}, {"loss scale", Align::Right},
+                 {"skipped", Align::Right}, {"time", Align::Right}, {"verses/s", Align::Right}});
+  const bool tty = is_terminal(stdout);
+  Stopwatch run_clock;
+  int64_t steps_this_run = 0;
+  EvalResult last_eval;
+  auto evaluate_and_log = [&](int64_t epoch) {
+    last_eval = evaluate(*model, net, *eval_set, eval_examples);
+    history.add_eval(step, last_eval.accuracy);
+    if (metrics) {
+      metrics->write({{"kind", "eval"}, {"task", task}, {"epoch", epoch + 1}, {"step", step}, {"eval_loss", last_eval.loss},
+                      {"eval_accuracy", last_eval.accuracy},
+                      {mlm ? "eval_perplexity" : "majority_baseline", mlm ? last_eval.perplexity : baseline},
+                      {"eval_predictions", last_eval.predicted}});
+    }
+  };
+
+  // ---- training ----
+  for (int64_t epoch = step / steps_per_epoch; epoch < epochs; ++epoch) {
+    loader.start_epoch(epoch);
+    Progress bar(steps_per_epoch, "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs), std::cout, tty);
+    amp::set_log_sink([&](const std::string& s) { bar.log(s.substr(0, s.find_last_not_of('\n') + 1)); });
+    RateMeter rate;
+    Stopwatch epoch_clock;
+    const int64_t first = step % steps_per_epoch;
+    if (first == 0) {
+      loss_sum = 0;
+      right = predicted = seen = 0;
+      skipped_at_epoch_start = amp::loss_scaler().skipped_iterations();
+    }
+    bool stop = false;
+    for (int64_t i = first; i < steps_per_epoch && !stop; ++i) {
+      Stopwatch step_clock;
+      if (tracer) tracer->reset();
+      const StepResult r = train_step(net, opt, sched, loader, accumulate, flags.get_double("clip"));
+      const double step_time = step_clock.seconds();
+      ++step;
+      rate.add(r.examples);
+      loss_sum += r.loss * double(r.examples);
+      right += r.correct;
+      predicted += r.predicted;
+      seen += r.examples;
+      history.add_step(step, r.loss, amp::loss_scale(), r.skipped);
+      if (r.skipped && tracer && tracer->found()) bar.log(tracer->report());
+      bar.update(i + 1, {{"loss", loss_sum / double(seen)}, {"acc", double(right) / double(predicted)}, {"scale", amp::loss_scale()}},
+                 rate.per_second());
+      if (metrics && (step % flags.get_int("log-every") == 0 || r.skipped)) {
+        metrics->write({{"kind", "step"}, {"epoch", epoch + 1}, {"step", step}, {"loss", r.loss},
+                        {"accuracy", double(r.correct) / double(r.predicted)}, {"loss_scale", amp::loss_scale()},
+                        {"skipped", r.skipped}, {"skipped_steps", amp::loss_scaler().skipped_iterations()},
+                        {"grad_norm", r.grad_norm}, {"lr", sched.get_last_lr()[0]}, {"step_time", step_time},
+                        {"samples_per_s", rate.per_second()}, {"peak_rss", peak_rss_bytes()}});
+      }
+      if (flags.get_int("eval-every") > 0 && step % flags.get_int("eval-every") == 0 && i + 1 < steps_per_epoch) {
+        evaluate_and_log(epoch);
+        bar.log("step " + std::to_string(step) + ": " + eval_name + " " + format_fixed(last_eval.accuracy, 4) +
+                (mlm ? ", perplexity " + format_number(last_eval.perplexity) : ""));
+      }
+      const bool periodic = flags.get_int("checkpoint-every") > 0 && step % flags.get_int("checkpoint-every") == 0;
+      stop = interrupt.requested() || ++steps_this_run == flags.get_int("stop-after");
+      // A stop on the epoch's last step saves after the epoch's evaluation below, so that a resumed
+      // run starts the next epoch with this one fully reported.
+      if (!flags.value("checkpoint").empty() && (periodic || stop) && (!stop || i + 1 < steps_per_epoch)) save(flags.value("checkpoint"));
+    }
+    bar.finish();
+    amp::set_log_sink(nullptr);
+    if (step % steps_per_epoch == 0) {
+      const double epoch_time = epoch_clock.seconds();
+      evaluate_and_log(epoch);
+      const int64_t skipped = amp::loss_scaler().skipped_iterations() - skipped_at_epoch_start;
+      const double verses_per_s = double(seen) / epoch_time;
+      const double third = mlm ? last_eval.perplexity : baseline;
+      std::printf("epoch %lld: train loss %.4f acc %.4f | held-out loss %.4f acc %.4f %s %s | scale %s | %lld skipped | %s, %s verses/s\n",
+                  (long long)(epoch + 1), loss_sum / double(seen), double(right) / double(predicted), last_eval.loss,
+                  last_eval.accuracy, mlm ? "perplexity" : "baseline", mlm ? format_number(third).c_str() : format_fixed(third, 4).c_str(),
+                  format_number(amp::loss_scale()).c_str(),
+                  (long long)skipped, format_duration(epoch_time).c_str(), format_rate(verses_per_s).c_str());
+      summary.add_row({std::to_string(epoch + 1), format_fixed(loss_sum / double(seen), 4), format_fixed(double(right) / double(predicted), 4),
+                       format_fixed(last_eval.loss, 4), format_fixed(last_eval.accuracy, 4), mlm ? format_number(third) : format_fixed(third, 4),
+                       format_number(amp::loss_scale()), std::to_string(skipped), format_duration(epoch_time), format_rate(verses_per_s)});
+      if (metrics) {
+        metrics->write({{"kind", "epoch"}, {"task", task}, {"epoch", epoch + 1}, {"step", step},
+                        {"train_loss", loss_sum / double(seen)}, {"train_accuracy", double(right) / double(predicted)},
+                        {"eval_loss", last_eval.loss}, {"eval_accuracy", last_eval.accuracy},
+                        {mlm ? "eval_perplexity" : "majority_baseline", third}, {"loss_scale", amp::loss_scale()},
+                        {"skipped_steps", skipped}, {"epoch_time", epoch_time}, {"samples_per_s", verses_per_s},
+                        {"peak_rss", peak_rss_bytes()}});
+      }
+      if (!flags.value("checkpoint").empty()) save(flags.value("checkpoint"));
+    }
+    if (stop) {
+      const std::string why = interrupt.requested() ? std::string("interrupted by ") + interrupt.signal_name() : "stopped (--stop-after)";
+      std::printf("\n%s at step %lld%s\n", why.c_str(), (long long)step,
+                  flags.value("checkpoint").empty() ? " (no --checkpoint given: nothing saved)"
+                                                    : ("; checkpoint saved to " + flags.value("checkpoint")).c_str());
+      return interrupt.requested() ? 130 : 0;
+    }
+  }
+
+  // ---- summary ----
+  std::printf("\n%s", summary.to_string().c_str());
+  const double final_acc = history.eval_metric.empty() ? 0.0 : history.eval_metric.back();
+  if (mlm) {
+    std::printf("final %s %.4f, perplexity %s after %lld steps\n", eval_name.c_str(), final_acc,
+                format_number(last_eval.perplexity).c_str(), (long long)step);
+  } else {
+    std::printf("final %s %.4f (%s) vs majority-class baseline %.4f after %lld steps\n", eval_name.c_str(), final_acc,
+                init == "scratch" ? "from scratch" : "from the pretrained encoder", baseline, (long long)step);
+  }
+  std::printf("(%s; wall time %s; peak memory %s MiB)\n", config.c_str(), format_duration(run_clock.seconds()).c_str(),
+              format_count(peak_rss_bytes() >> 20).c_str());
+  if (!flags.value("plot").empty()) {
+    write_svg(flags.value("plot"), history.figure("train_bert: " + task + (init.empty() ? "" : " (" + init + ")") +
+                                                  ", BERT-" + model_name + " " + level + " " + dtype, eval_name));
+    std::printf("plot written to %s\n", flags.value("plot").c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const FlagError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_bert: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,37 @@
+// "Does this batch size fit in memory?", answered before training starts rather than by the
+// kernel's OOM killer an hour in. Two probe steps at small batch sizes (8 and 32) measure the
+// process's peak resident memory and give bytes per sample; the step at the requested batch size
+// is predicted linearly and, with a safety margin, compared with the memory the system has
+// available (MemAvailable). Resident memory rather than mixgrad's allocator counts, because oneDNN
+// keeps its blocked-layout copies and scratchpads outside it. The margin (1.6x) is measured:
+// ResNet-20 at batch 2048 peaked at about 1.5x the linear prediction (convolution algorithms and
+// workspaces change with the batch size).
+//
+//   check_batch_fits([&](int64_t b) { forward_backward(b); }, flags.get_int("batch-size"));
+//   // throws: "batch size 100000 needs about 96.1 GiB for one training step but 21.3 GiB are
+//   //          available\n  hint: use --batch-size 20000 or less"
+#pragma once
+#include <cstdint>
+#include <functional>
+
+namespace mg::example {
+
+struct MemoryEstimate {
+  double bytes_per_sample = 0;  // slope between the two probes
+  double base_bytes = 0;        // intercept: weights, gradients, optimizer state, workspaces
+  double predicted_bytes = 0;   // base + slope * batch_size (before the safety margin)
+  int64_t available_bytes = -1; // MemAvailable, -1 when unknown (then nothing is checked)
+};
+
+// probe(b) runs one forward and backward pass on b samples (the caller restores whatever it
+// changes: gradients, batch-norm statistics, random state). Throws an mg::Error with a smaller
+// batch size in its hint when kSafetyMargin times the predicted peak exceeds 90% of the available
+// memory.
+inline constexpr double kSafetyMargin = 1.6;
+MemoryEstimate check_batch_fits(const std::function<void(int64_t)>& probe, int64_t batch_size);
+
+// MemAvailable from /proc/meminfo in bytes, -1 when unavailable; the environment variable
+// MG_AVAILABLE_MEMORY (bytes) replaces it, to cap a run's memory (and to test the check).
+int64_t available_memory_bytes();
+
+}  // namespace mg::example

@@ -1,0 +1,347 @@
+// train_resnet: a CIFAR-style ResNet (depth 20 by default) on Fashion-MNIST, at any Apex opt level,
+// on the CPU. Real data from Debian's dataset-fashion-mnist package, light augmentation (4-pixel
+// padded random crops and horizontal flips), SGD with nesterov momentum and weight decay, a
+// warmup-cosine learning rate, evaluation on the 10,000 test images after every epoch.
+//
+//   build/examples/train_resnet                                  # O1 bf16, 10 epochs
+//   build/examples/train_resnet --opt-level O2 --dtype f16 --epochs 3 --plot run.svg
+//   build/examples/train_resnet --help
+//
+// The file reads top to bottom: flags, data, model, amp, checkpoint/resume, the training loop (the
+// step itself is train_step below), evaluation, summary.
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "amp/initialize.h"
+#include "amp/overflow_tracer.h"
+#include "amp/precision_plan.h"
+#include "autograd/grad_mode.h"
+#include "core/parallel.h"
+#include "core/state_dict.h"
+#include "data/fashion_mnist.h"
+#include "data/loader.h"
+#include "examples/common/flags.h"
+#include "examples/common/format.h"
+#include "examples/common/interrupt.h"
+#include "examples/common/memory_fit.h"
+#include "examples/common/metrics.h"
+#include "examples/common/process_memory.h"
+#include "examples/common/progress.h"
+#include "examples/common/run_history.h"
+#include "examples/common/table.h"
+#include "examples/common/timer.h"
+#include "io/checkpoint.h"
+#include "nn/models/resnet.h"
+#include "ops/loss.h"
+#include "ops/ops.h"
+#include "optim/optim.h"
+
+using namespace mg;
+using namespace mg::example;
+
+namespace {
+
+Flags make_flags() {
+  Flags f("train_resnet", "Trains a CIFAR-style ResNet on Fashion-MNIST with mixed precision (Apex opt levels).");
+  f.add_choice("opt-level", "O1", {"O0", "O1", "O2", "O3"}, "O0 f32, O1 autocast, O2 low-precision model + f32 master weights, O3 pure low precision");
+  f.add_choice("dtype", "bf16", {"f16", "bf16"}, "the low-precision dtype");
+  f.add_string("loss-scale", "", "\"dynamic\" or a number (default: the opt level's: dynamic for f16, 1 for bf16)", {.metavar = "S"});
+  f.add_string("keep-batchnorm-fp32", "", "O2/O3: keep batch norm in f32 (true|false; default: the opt level's)", {.metavar = "B"});
+  f.add_choice("device", "cpu", {"cpu", "cuda"}, "where to train");
+  f.add_int("depth", 20, "ResNet depth: 6n+2 (20, 32, 44, 56, 110)", {.min = 8});
+  f.add_int("epochs", 10, "passes over the training set", {.min = 1});
+  f.add_int("batch-size", 128, "examples per step", {.min = 1});
+  f.add_double("lr", 0.1, "peak learning rate", {.min = 0, .min_exclusive = true});
+  f.add_double("weight-decay", 5e-4, "SGD weight decay", {.min = 0});
+  f.add_double("warmup-epochs", 1, "linear warmup length in epochs", {.min = 0});
+  f.add_int("seed", 42, "seed of the weights, the data order and the augmentation", {.min = 0});
+  f.add_int("threads", 0, "CPU threads (0: all cores)", {.min = 0});
+  f.add_int("train-examples", 0, "train on the first N batches' worth of each epoch (0: all 60,000)", {.min = 0});
+  f.add_int("eval-examples", 0, "evaluate on the first N test images (0: all 10,000)", {.min = 0});
+  f.add_int("log-every", 50, "steps between metrics records", {.min = 1});
+  f.add_int("checkpoint-every", 0, "steps between checkpoints (0: at the end of every epoch only)", {.min = 0});
+  f.add_string("checkpoint", "", "write checkpoints to FILE", {.metavar = "FILE"});
+  f.add_string("resume", "", "continue the run saved in FILE (bit-identical on the CPU)", {.metavar = "FILE"});
+  f.add_int("stop-after", 0, "stop after N steps of this invocation, saving the checkpoint (continue with --resume)", {.min = 0});
+  f.add_string("metrics", "", "append JSON lines (per logged step and per epoch) to FILE", {.metavar = "FILE"});
+  f.add_string("plot", "", "write an SVG plot of loss, accuracy and loss scale to FILE", {.metavar = "FILE.svg"});
+  f.add_bool("precision-plan", false, "print which dtype each layer stores and runs in, and the memory it takes");
+  f.add_bool("trace-overflow", false, "report the op (and module) that produced inf/NaN on every skipped step");
+  return f;
+}
+
+// Accuracy of logits [B, 10] against targets [B], as a count.
+int64_t correct(const Tensor& logits, const Tensor& target) {
+  return eq(argmax(logits, 1), target).to(DType::I64).sum().item<int64_t>();
+}
+
+struct StepResult {
+  float loss;
+  int64_t correct;
+  bool skipped;
+};
+
+// One training step at the opt level amp::initialize set up: forward (inputs cast by the level),
+// scaled backward, unscale + inf/NaN check, step (skipped on overflow), schedule.
+StepResult train_step(nn::models::ResNet& model, optim::SGD& opt, optim::LRScheduler& sched, const data::Batch& b) {
+  opt.zero_grad();
+  const Tensor logits = amp::forward(model, b.at("input"));
+  const Tensor loss = cross_entropy(logits, b.at("target"));
+  amp::scale_loss(loss, opt).backward();
+  opt.step();
+  sched.step();
+  return {loss.item<float>(), correct(logits, b.at("target")), opt.last_step_skipped()};
+}
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+};
+
+EvalResult evaluate(nn::models::ResNet& model, const data::Dataset& test, int64_t limit) {
+  NoGradGuard no_grad;
+  model.eval();
+  data::DataLoader loader(std::shared_ptr<const data::Dataset>(&test, [](const data::Dataset*) {}), {.batch_size = 500});
+  loader.start_epoch(0);
+  double loss_sum = 0;
+  int64_t seen = 0, right = 0;
+  while (auto b = loader.next()) {
+    if (seen >= limit) break;
+    const Tensor logits = amp::forward(model, b->at("input")).to(DType::F32);
+    loss_sum += cross_entropy(logits, b->at("target"), Reduction::Sum).item<double>();
+    right += correct(logits, b->at("target"));
+    seen += b->size();
+  }
+  model.train();
+  return {loss_sum / double(seen), double(right) / double(seen)};
+}
+
+// Restores the model's parameters and buffers, its gradients and the random state after the
+// memory probe, so probing changes nothing about the run.
+template <typename F>
+void without_side_effects(nn::Module& model, F&& f) {
+  nn::NamedTensors saved = model.state_dict();
+  for (auto& [name, t] : saved) t = clone(t);
+  const StateDict rng = generator_state(default_generator());
+  f();
+  model.load_state_dict(saved);
+  model.zero_grad();
+  load_generator_state(default_generator(), rng);
+}
+
+int run(int argc, char** argv) {
+  // ---- flags ----
+  Flags flags = make_flags();
+  flags.parse(argc, argv);
+  if (flags.help_requested()) {
+    std::cout << flags.usage();
+    return 0;
+  }
+  MG_CHECK(flags.value("device") == "cpu", Error, "--device cuda: this build of mixgrad has no CUDA ",
+           "backend yet\n  hint: use --device cpu");
+  if (flags.get_int("threads") > 0) set_num_threads(int(flags.get_int("threads")));
+  const int64_t depth = flags.get_int("depth"), batch_size = flags.get_int("batch-size"), epochs = flags.get_int("epochs");
+  MG_CHECK((depth - 2) % 6 == 0, Error, "--depth ", depth, " is not 6n+2\n  hint: use 20, 32, 44, 56 or 110");
+  const uint64_t seed = uint64_t(flags.get_int("seed"));
+  const std::string level = flags.value("opt-level"), dtype = flags.value("dtype");
+
+  // ---- data ----
+  auto train_set = std::make_shared<data::FashionMnist>(data::FashionMnistOptions{.train = true, .augment = true});
+  const data::FashionMnist test_set(data::FashionMnistOptions{.train = false});
+  data::DataLoader loader(train_set, {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = seed});
+  MG_CHECK(loader.num_batches() > 0, Error, "--batch-size ", batch_size, " exceeds the ",
+           train_set->size(), " training images");
+  const int64_t limit = flags.get_int("train-examples");
+  const int64_t steps_per_epoch = limit > 0 ? std::clamp<int64_t>(limit / batch_size, 1, loader.num_batches()) : loader.num_batches();
+  const int64_t eval_limit = flags.get_int("eval-examples") > 0 ? flags.get_int("eval-examples") : test_set.size();
+  const int64_t total_steps = steps_per_epoch * epochs;
+
+  // ---- model, optimizer, amp, schedule ----
+  manual_seed(seed);
+  auto model = std::make_shared<nn::models::ResNet>(nn::models::ResNetConfig::cifar(depth, 1, 10));
+  optim::SGD opt(model->parameters(), {.lr = flags.get_double("lr"), .momentum = 0.9, .nesterov = true,
+                                       .weight_decay = flags.get_double("weight-decay")});
+  amp::initialize(model, opt, {.opt_level = level, .dtype = dtype,
+                               .keep_batchnorm_fp32 = flags.value("keep-batchnorm-fp32").empty() ? amp::Setting() : flags.value("keep-batchnorm-fp32"),
+                               .loss_scale = flags.value("loss-scale").empty() ? amp::Setting() : flags.value("loss-scale"),
+                               .verbosity = 0});
+  const int64_t warmup = std::min<int64_t>(total_steps, int64_t(std::llround(flags.get_double("warmup-epochs") * double(steps_per_epoch))));
+  optim::WarmupCosineLR sched(opt, {.warmup_steps = warmup, .total_steps = total_steps});
+  std::printf("train_resnet: ResNet-%lld (%s parameters) on Fashion-MNIST, %s %s, batch %lld, %lld epochs x %lld steps, %d threads\n",
+              (long long)depth, format_count(model->num_parameters()).c_str(), level.c_str(), dtype.c_str(),
+              (long long)batch_size, (long long)epochs, (long long)steps_per_epoch, num_threads());
+  std::printf("%s", amp::properties().str().c_str());
+  if (flags.get_bool("precision-plan")) std::printf("%s", amp::precision_plan(*model, &opt).c_str());
+
+  // ---- resume ----
+  RunHistory history;
+  int64_t step = 0;
+  // The running sums of the current epoch (saved too, so a resumed epoch reports the same averages).
+  double loss_sum = 0;
+  int64_t right = 0, seen = 0, skipped_at_epoch_start = 0;
+  const std::string config = "ResNet-" + std::to_string(depth) + " " + level + " " + dtype + " batch " +
+                             std::to_string(batch_size) + " " + std::to_string(epochs) + " epochs of " +
+                             std::to_string(steps_per_epoch) + " steps";
+  if (!flags.value("resume").empty()) {
+    const io::Checkpoint ck = io::load_checkpoint(flags.value("resume"));
+    MG_CHECK(ck.has_state("train"), Error, "", flags.value("resume"), " is not a train_resnet checkpoint");
+    const std::string saved = ck.state("train").string_at("train_resnet", "config");
+    MG_CHECK(saved == config, Error, "", flags.value("resume"), " was saved by a run with ", saved,
+             ", not ", config, "\n  hint: resume with the flags of the saved run");
+    ck.restore_model(*model);
+    opt.load_state_dict(ck.state("optimizer"));
+    sched.load_state_dict(ck.state("scheduler"));
+    loader.load_state(ck.state("loader"));
+    load_generator_state(default_generator(), ck.state("rng"));
+    amp::load_state_dict(ck.state("amp"));
+    history.load(ck.state("history"));
+    const StateDict& t = ck.state("train");
+    step = t.int_at("train_resnet", "step");
+    loss_sum = t.float_at("train_resnet", "epoch_loss_sum");
+    right = t.int_at("train_resnet", "epoch_correct");
+    seen = t.int_at("train_resnet", "epoch_seen");
+    skipped_at_epoch_start = t.int_at("train_resnet", "epoch_skipped_start");
+    std::printf("resumed from %s at step %lld (epoch %lld)\n", flags.value("resume").c_str(), (long long)step,
+                (long long)(step / steps_per_epoch + 1));
+  } else {
+    // Fail now, with advice, if a step at this batch size cannot fit in memory.
+    without_side_effects(*model, [&] {
+      const MemoryEstimate e = check_batch_fits([&](int64_t b) {
+        const data::Batch probe = train_set->get_batch(std::vector<int64_t>(std::size_t(b), 0), {.seed = seed});
+        const Tensor loss = cross_entropy(amp::forward(*model, probe.at("input")), probe.at("target"));
+        loss.backward();
+      }, batch_size);
+      std::printf("memory: one step at batch %lld needs about %s MiB (%s KiB per example); %s MiB available\n",
+                  (long long)batch_size, format_count(int64_t(e.predicted_bytes) >> 20).c_str(),
+                  format_count(int64_t(e.bytes_per_sample) >> 10).c_str(), format_count(e.available_bytes >> 20).c_str());
+    });
+  }
+  auto save = [&](const std::string& path) {
+    StateDict train;
+    train.ints["step"] = step;
+    train.strings["config"] = config;
+    train.floats["epoch_loss_sum"] = loss_sum;
+    train.ints["epoch_correct"] = right;
+    train.ints["epoch_seen"] = seen;
+    train.ints["epoch_skipped_start"] = skipped_at_epoch_start;
+    io::save_checkpoint(path, *model, {{"optimizer", opt.state_dict()}, {"scheduler", sched.state_dict()},
+                                       {"loader", loader.state()}, {"rng", generator_state(default_generator())},
+                                       {"amp", amp::state_dict()}, {"history", history.state()}, {"train", train}});
+  };
+
+  std::optional<MetricsWriter> metrics;
+  if (!flags.value("metrics").empty()) metrics.emplace(flags.value("metrics"), MetricsOptions{.append = step > 0});
+  std::optional<amp::OverflowTracer> tracer;
+  if (flags.get_bool("trace-overflow")) tracer.emplace();
+  InterruptGuard interrupt;
+  Table summary({{"epoch", Align::Right}, {"train loss", Align::Right}, {"train acc", Align::Right},
+                 {"test loss", Align::Right}, {"test acc", Align::Right}, {"loss scale", Align::Right},
+                 {"skipped", Align::Right}, {"time", Align::Right}, {"samples/s", Align::Right}});
+  const bool tty = is_terminal(stdout);
+  Stopwatch run_clock;
+  int64_t steps_this_run = 0;
+
+  // ---- training ----
+  for (int64_t epoch = step / steps_per_epoch; epoch < epochs; ++epoch) {
+    loader.start_epoch(epoch);
+    Progress bar(steps_per_epoch, "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs), std::cout, tty);
+    amp::set_log_sink([&](const std::string& s) { bar.log(s.substr(0, s.find_last_not_of('\n') + 1)); });
+    RateMeter rate;
+    Stopwatch epoch_clock;
+    const int64_t first = step % steps_per_epoch;
+    if (first == 0) {
+      loss_sum = 0;
+      right = seen = 0;
+      skipped_at_epoch_start = amp::loss_scaler().skipped_iterations();
+    }
+    for (int64_t i = first; i < steps_per_epoch; ++i) {
+      const std::optional<data::Batch> batch = loader.next();
+      MG_CHECK(batch.has_value(), InternalError, "the loader ran out of batches at step ", i);
+      Stopwatch step_clock;
+      if (tracer) tracer->reset();
+      const StepResult r = train_step(*model, opt, sched, *batch);
+      const double step_time = step_clock.seconds();
+      ++step;
+      rate.add(batch->size());
+      loss_sum += r.loss * double(batch->size());
+      right += r.correct;
+      seen += batch->size();
+      history.add_step(step, r.loss, amp::loss_scale(), r.skipped);
+      if (r.skipped && tracer && tracer->found()) bar.log(tracer->report());
+      bar.update(i + 1, {{"loss", loss_sum / double(seen)}, {"acc", double(right) / double(seen)}, {"scale", amp::loss_scale()}},
+                 rate.per_second());
+      if (metrics && (step % flags.get_int("log-every") == 0 || r.skipped)) {
+        metrics->write({{"kind", "step"}, {"epoch", epoch + 1}, {"step", step}, {"loss", r.loss},
+                        {"accuracy", double(r.correct) / double(batch->size())}, {"loss_scale", amp::loss_scale()},
+                        {"skipped", r.skipped}, {"skipped_steps", amp::loss_scaler().skipped_iterations()},
+                        {"lr", sched.get_last_lr()[0]}, {"step_time", step_time}, {"samples_per_s", rate.per_second()},
+                        {"peak_rss", peak_rss_bytes()}});
+      }
+      const bool periodic = flags.get_int("checkpoint-every") > 0 && step % flags.get_int("checkpoint-every") == 0;
+      const bool stop = interrupt.requested() || ++steps_this_run == flags.get_int("stop-after");
+      if (!flags.value("checkpoint").empty() && (periodic || stop)) save(flags.value("checkpoint"));
+      if (stop) {
+        bar.finish();
+        amp::set_log_sink(nullptr);
+        const std::string why = interrupt.requested() ? std::string("interrupted by ") + interrupt.signal_name() : "stopped (--stop-after)";
+        std::printf("\n%s at step %lld%s\n", why.c_str(), (long long)step,
+                    flags.value("checkpoint").empty() ? " (no --checkpoint given: nothing saved)"
+                                                      : ("; checkpoint saved to " + flags.value("checkpoint")).c_str());
+        return interrupt.requested() ? 130 : 0;
+      }
+    }
+    bar.finish();
+    amp::set_log_sink(nullptr);
+    const double epoch_time = epoch_clock.seconds();
+    const EvalResult test = evaluate(*model, test_set, eval_limit);
+    history.add_eval(step, test.accuracy);
+    const int64_t skipped = amp::loss_scaler().skipped_iterations() - skipped_at_epoch_start;
+    const double samples_per_s = double(seen) / epoch_time;
+    std::printf("epoch %lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f | scale %s | %lld skipped | %s, %s samples/s\n",
+                (long long)(epoch + 1), loss_sum / double(seen), double(right) / double(seen), test.loss, test.accuracy,
+                format_number(amp::loss_scale()).c_str(), (long long)skipped, format_duration(epoch_time).c_str(),
+                format_rate(samples_per_s).c_str());
+    summary.add_row({std::to_string(epoch + 1), format_fixed(loss_sum / double(seen), 4), format_fixed(double(right) / double(seen), 4),
+                     format_fixed(test.loss, 4), format_fixed(test.accuracy, 4), format_number(amp::loss_scale()),
+                     std::to_string(skipped), format_duration(epoch_time), format_rate(samples_per_s)});
+    if (metrics) {
+      metrics->write({{"kind", "epoch"}, {"epoch", epoch + 1}, {"step", step}, {"train_loss", loss_sum / double(seen)},
+                      {"train_accuracy", double(right) / double(seen)}, {"test_loss", test.loss},
+                      {"test_accuracy", test.accuracy}, {"loss_scale", amp::loss_scale()}, {"skipped_steps", skipped},
+                      {"epoch_time", epoch_time}, {"samples_per_s", samples_per_s}, {"peak_rss", peak_rss_bytes()}});
+    }
+    if (!flags.value("checkpoint").empty()) save(flags.value("checkpoint"));
+  }
+
+  // ---- summary ----
+  std::printf("\n%s", summary.to_string().c_str());
+  std::printf("final test accuracy %.4f after %lld steps (%s, %s %s; wall time %s; peak memory %s MiB)\n",
+              history.eval_metric.empty() ? 0.0 : history.eval_metric.back(), (long long)step, config.c_str(),
+              level.c_str(), dtype.c_str(), format_duration(run_clock.seconds()).c_str(),
+              format_count(peak_rss_bytes() >> 20).c_str());
+  if (!flags.value("plot").empty()) {
+    write_svg(flags.value("plot"), history.figure("train_resnet: ResNet-" + std::to_string(depth) + " " + level + " " + dtype,
+                                                  "test accuracy"));
+    std::printf("plot written to %s\n", flags.value("plot").c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const FlagError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_resnet: %s\n", e.what());
+    return 1;
+  }
+}

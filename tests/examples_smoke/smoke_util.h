@@ -1,0 +1,75 @@
+// Running an example program from a test: its exit code and combined output, and its metrics
+// file as parsed JSON records (steps and evaluations apart), with wall-clock fields removable so
+// two runs can be compared exactly.
+#pragma once
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace mg::test {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+// Runs `program args` through the shell with `env` ("NAME=value ...") prepended.
+inline RunResult run_program(const std::string& program, const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + (env.empty() ? "" : " ") + "OMP_WAIT_POLICY=PASSIVE " + program + " " + args + " 2>&1";
+  RunResult r;
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+struct Metrics {
+  std::vector<nlohmann::json> all, steps, evals;  // evals: records whose kind is not "step"
+};
+
+inline Metrics read_metrics(const std::string& path) {
+  std::ifstream f(path);
+  REQUIRE(f.good());
+  Metrics m;
+  std::string line;
+  while (std::getline(f, line)) {
+    INFO(line);
+    const nlohmann::json j = nlohmann::json::parse(line);  // throws (fails the test) on bad JSON
+    REQUIRE(j.is_object());
+    m.all.push_back(j);
+    (j.value("kind", "") == "step" ? m.steps : m.evals).push_back(j);
+  }
+  return m;
+}
+
+// The records with the fields that measure wall-clock time or memory removed.
+inline std::vector<nlohmann::json> without_timing(std::vector<nlohmann::json> records) {
+  for (nlohmann::json& r : records) {
+    for (const char* k : {"step_time", "samples_per_s", "epoch_time", "peak_rss", "eval_time", "wall_time"}) r.erase(k);
+  }
+  return records;
+}
+
+inline double mean_of(const std::vector<nlohmann::json>& records, const char* key, std::size_t begin, std::size_t end) {
+  double s = 0;
+  for (std::size_t i = begin; i < end; ++i) s += records.at(i).at(key).get<double>();
+  return s / double(end - begin);
+}
+
+}  // namespace mg::test
