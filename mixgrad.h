@@ -8,6 +8,7 @@
 #include "amp/autocast.h"         // amp::Autocast
 #include "amp/grad_scaler.h"      // amp::GradScaler
 #include "amp/initialize.h"       // amp::initialize, scale_loss, forward (Apex-style O0–O3)
+#include "amp/overflow_tracer.h"  // amp::OverflowTracer
 #include "amp/precision_plan.h"   // amp::precision_plan
 #include "autograd/engine.h"      // backward, grad
 #include "autograd/grad_mode.h"   // NoGradGuard, EnableGradGuard

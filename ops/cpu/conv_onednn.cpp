@@ -411,6 +411,11 @@ void set_conv_path(ConvPath path) { g_path.store(path, std::memory_order_relaxed
 ConvPath conv_path() { return g_path.load(std::memory_order_relaxed); }
 int64_t onednn_conv_calls() { return g_calls.load(std::memory_order_relaxed); }
 
+bool onednn_conv_picks(ConvDir dir, DType dt, const ConvGeom& g) {
+  Layout layout = Layout::Plain;
+  return pick(dir, dt, g, layout);
+}
+
 bool onednn_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, const ConvGeom& g) {
   const auto plan = plan_for(ConvDir::Forward, x.dtype(), bias.defined(), g);
   if (!plan) return false;

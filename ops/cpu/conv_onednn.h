@@ -35,6 +35,10 @@ int64_t onednn_conv_calls();
 
 enum class ConvDir { Forward, BackwardData, BackwardWeights };
 
+// Whether the current path runs this direction, dtype and geometry on oneDNN (f16 asks with f32:
+// its convolutions run on the f32 primitives, see conv_kernels.cpp).
+bool onednn_conv_picks(ConvDir dir, DType dt, const ConvGeom& g);
+
 // Each returns false, having written nothing, when the current path does not pick oneDNN for
 // this direction, dtype and geometry (or oneDNN has no implementation of it); the caller then
 // runs im2col. All tensors are dense NCHW / OIHW of one dtype (f32 or bf16); g is the geometry

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <vector>
 
+#include "core/convert.h"
+#include "core/half.h"
 #include "core/parallel.h"
 #include "core/philox.h"
 #include "core/visit_dtype.h"
@@ -44,7 +46,13 @@ std::vector<A> load_values(const Tensor& t) {
     const S* base = static_cast<const S*>(t.data_ptr());
     const int64_t nd = t.dim();
     if (t.is_contiguous()) {
-      for (std::size_t k = 0; k < out.size(); ++k) out[k] = convert<A>(base[k]);
+      if constexpr (std::is_same_v<A, float> && std::is_same_v<S, Half>) {
+        convert_f16_to_f32(base, out.data(), int64_t(out.size()));  // SIMD (F16C/AVX-512), exact
+      } else if constexpr (std::is_same_v<A, float> && std::is_same_v<S, BFloat16>) {
+        convert_bf16_to_f32(base, out.data(), int64_t(out.size()));
+      } else {
+        for (std::size_t k = 0; k < out.size(); ++k) out[k] = convert<A>(base[k]);
+      }
       return;
     }
     std::vector<int64_t> idx(std::size_t(nd), 0);
@@ -165,6 +173,7 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   A* invstd_out = out[2].data<A>();
   std::vector<A> var_b(std::size_t(c), A(0));
   parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
+    std::vector<A> row;
     for (int64_t ch = c0; ch < c1; ++ch) {
       A mu, var;
       if (training) {
@@ -190,11 +199,19 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
       invstd_out[ch] = rs;
       const A scale = (w.empty() ? A(1) : w[ch]) * rs;
       const A shift = b.empty() ? A(0) : b[ch];
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t k = 0; k < s; ++k) {
-          const int64_t e = (i * c + ch) * s + k;
-          y[e] = store<T>((x[e] - mu) * scale + shift);  // centre first: x * scale - mu * scale cancels
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t e0 = (i * c + ch) * s;
+        if constexpr (std::is_same_v<T, Half>) {
+          // f16: the row in f32, then one SIMD rounding pass (the scalar f16 store dominated f16 training)
+          row.resize(std::size_t(s));
+          for (int64_t k = 0; k < s; ++k) row[std::size_t(k)] = (x[e0 + k] - mu) * scale + shift;
+          convert_f32_to_f16(row.data(), y + e0, s);
+        } else {
+          for (int64_t k = 0; k < s; ++k) {
+            y[e0 + k] = store<T>((x[e0 + k] - mu) * scale + shift);  // centre first: x * scale - mu * scale cancels
+          }
         }
+      }
     }
   });
   if (training && ir >= 0) {  // running = (1 - momentum) * running + momentum * batch statistic
@@ -309,7 +326,9 @@ class RunReader {
     if (dtype_ == dtype_v<A>) return static_cast<const A*>(base_) + off;
     visit_dtype(dtype_, [&]<typename S>() {
       const S* p = static_cast<const S*>(base_) + off;
-      for (int64_t i = 0; i < n; ++i) buf[i] = convert<A>(p[i]);
+      if constexpr (std::is_same_v<A, float> && std::is_same_v<S, Half>) convert_f16_to_f32(p, buf, n);
+      else if constexpr (std::is_same_v<A, float> && std::is_same_v<S, BFloat16>) convert_bf16_to_f32(p, buf, n);
+      else for (int64_t i = 0; i < n; ++i) buf[i] = convert<A>(p[i]);
     });
     return buf;
   }

@@ -2,10 +2,10 @@
 // file reads, and a minimal XML well-formedness checker that also returns the elements (name,
 // attributes, text, parent) so the SVG tests can look inside the plot.
 #pragma once
+#include <catch2/catch.hpp>
 #include <stdlib.h>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cctype>
 #include <cstddef>
 #include <filesystem>

@@ -3,6 +3,7 @@
 // bad value naming the flag, the value and what is accepted, a missing value — plus the exact
 // --help text and declaration mistakes.
 #include <catch2/catch.hpp>
+
 #include <string>
 #include <vector>
 

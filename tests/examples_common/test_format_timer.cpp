@@ -1,6 +1,7 @@
 // format.h and timer.h: durations, counts, rates, compact and fixed numbers, display widths; the
 // Stopwatch and the RateMeter's sliding window on a fake clock.
 #include <catch2/catch.hpp>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>

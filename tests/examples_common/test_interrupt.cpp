@@ -2,6 +2,7 @@
 // disposition is back to the default (so a second Ctrl-C kills the process); the destructor
 // restores the previous handlers; two guards at once are an error.
 #include <catch2/catch.hpp>
+
 #include <csignal>
 
 #include "examples/common/interrupt.h"

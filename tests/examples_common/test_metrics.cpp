@@ -3,6 +3,7 @@
 // strings, bools — each line is flushed at once; append mode drops a cut-off last line; key and
 // file errors; the reader names a bad line; peak RSS from /proc/self/status.
 #include <catch2/catch.hpp>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>

@@ -3,6 +3,7 @@
 // redraw interval, blanking leftovers of a longer line, a final newline, log() lines that do not
 // break the bar, and cutting to the terminal width.
 #include <catch2/catch.hpp>
+
 #include <sstream>
 #include <string>
 

@@ -3,6 +3,7 @@
 // log2 axes tick at powers of two, markers and legends appear, text is escaped; empty, single-point
 // and constant series, and the tick algorithms on their own.
 #include <catch2/catch.hpp>
+
 #include <cmath>
 #include <cstdlib>
 #include <limits>
