@@ -348,7 +348,8 @@ void check_close(const Tensor& got, const Tensor& want64, const char* what) {
 
 }  // namespace
 
-TEST_CASE("conv oneDNN and im2col paths match f64 for f32 and bf16", "[conv][onednn]") {
+TEST_CASE("conv oneDNN and im2col paths match f64 for f32, bf16 and f16", "[conv][onednn]") {
+  // (f16 runs on the f32 primitives: inputs widened exactly, one rounding of the result)
   std::vector<Config> cases = configs();
   // shapes on which oneDNN's blocked kernels (AVX-512, AMX for bf16) run, with bias, stride,
   // padding, dilation and groups; a batch of 3 splits unevenly over two threads in the weight
@@ -364,7 +365,7 @@ TEST_CASE("conv oneDNN and im2col paths match f64 for f32 and bf16", "[conv][one
                              cpu::ConvPath::Auto}) {
     const cpu::ConvPathGuard guard(path);
     for (const Config& cf : cases) {
-      for (DType dt : {DType::F32, DType::BF16}) {
+      for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
         INFO("path " << int(path) << " x " << shape_str(cf.x) << " w " << shape_str(cf.w) << " groups " << cf.o.groups);
         // inputs rounded to dt once; the f64 reference computes on exactly those values
         const Tensor x = to(rnd(cf.x), dt), w = to(rnd(cf.w), dt);
@@ -401,7 +402,7 @@ TEST_CASE("conv oneDNN and im2col paths match f64 for f32 and bf16", "[conv][one
       }
     }
     // an empty batch: no contributions, a zero weight gradient
-    for (DType dt : {DType::F32, DType::BF16}) {
+    for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
       const Tensor dw = conv2d_backward_weight(to(rnd({0, 4, 5, 5}), dt), to(rnd({0, 8, 5, 5}), dt), {3, 3},
                                                {.padding = {1, 1}});
       REQUIRE(dw.shape() == Shape{8, 4, 3, 3});
