@@ -36,6 +36,11 @@ class LRScheduler {
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   const std::string& name() const { return name_; }
   Optimizer& optimizer() const { return optimizer_; }
+  // Whether the optimizer applied an update since this scheduler's last step() (a GradScaler or
+  // amp overflow skip leaves Optimizer::step_count() unchanged). Schedules count iterations
+  // either way, as PyTorch's do; to count only applied updates, step the scheduler when this is true:
+  //   if (sched.optimizer_stepped()) sched.step();
+  bool optimizer_stepped() const { return optimizer_.step_count() != optimizer_steps_at_last_step_; }
 
   // strings "scheduler" (the name); ints "last_epoch", "num_groups"; floats "base_lr.<g>",
   // "last_lr.<g>". The schedule's configuration is not stored: construct the scheduler with the
@@ -58,6 +63,7 @@ class LRScheduler {
  private:
   std::string name_;
   int64_t last_epoch_ = -1;
+  int64_t optimizer_steps_at_last_step_ = 0;
   std::vector<double> last_lr_;
 };
 

@@ -335,6 +335,7 @@ TEST_CASE("amp: an overflow skips the step, backs off the scale and says so", "[
   auto mlp = make_mlp(41);
   optim::SGD sgd(mlp->parameters(), {.lr = 0.1, .momentum = 0.9});
   amp::initialize(mlp, sgd, {.opt_level = "O1"});
+  optim::StepLR sched(sgd, {.step_size = 1, .gamma = 0.5});
   CHECK_THAT(fx.log, Catch::Matchers::Contains("opt_level O1"));
   const Tensor x = randn({4, 8});
   // A huge loss factor: the f16 gradients of the autocast linears overflow.
@@ -343,6 +344,7 @@ TEST_CASE("amp: an overflow skips the step, backs off the scale and says so", "[
   sgd.step();
   CHECK(sgd.last_step_skipped());
   CHECK(sgd.step_count() == 0);
+  CHECK_FALSE(sched.optimizer_stepped());  // a scheduler can tell the update did not happen
   CHECK(flat(sgd.parameters()) == before);
   CHECK(amp::loss_scale() == 32768.0);
   CHECK(amp::loss_scaler().skipped_iterations() == 1);
@@ -354,6 +356,9 @@ TEST_CASE("amp: an overflow skips the step, backs off the scale and says so", "[
   sgd.step();
   CHECK(!sgd.last_step_skipped());
   CHECK(sgd.step_count() == 1);
+  CHECK(sched.optimizer_stepped());
+  sched.step();
+  CHECK_FALSE(sched.optimizer_stepped());
 }
 
 namespace {
