@@ -99,7 +99,7 @@ Flags make_flags() {
 }
 
 // ---- the tokenizer travels in every checkpoint ----
-// Training it takes ~0.2-0.4 s and is deterministic, but a resumed or fine-tuning run must use
+// Training it takes 0.3-0.5 s here and is deterministic, but a resumed or fine-tuning run must use
 // exactly the ids the saved embeddings were trained with, whatever the flags or a later version of
 // the trainer say. So the vocabulary itself is stored (one token per line, as vocab.txt) with its
 // FNV-1a fingerprint, and read back from the checkpoint instead of being trained again.

@@ -245,6 +245,14 @@ int run(int argc, char** argv) {
   const bool tty = is_terminal(stdout);
   Stopwatch run_clock;
   int64_t steps_this_run = 0;
+  bool stop = false;  // Ctrl-C or --stop-after: save and leave
+  auto report_stop = [&] {
+    const std::string why = interrupt.requested() ? std::string("interrupted by ") + interrupt.signal_name() : "stopped (--stop-after)";
+    std::printf("\n%s at step %lld%s\n", why.c_str(), (long long)step,
+                flags.value("checkpoint").empty() ? " (no --checkpoint given: nothing saved)"
+                                                  : ("; checkpoint saved to " + flags.value("checkpoint")).c_str());
+    return interrupt.requested() ? 130 : 0;
+  };
 
   // ---- training ----
   for (int64_t epoch = step / steps_per_epoch; epoch < epochs; ++epoch) {
@@ -283,16 +291,14 @@ int run(int argc, char** argv) {
                         {"peak_rss", peak_rss_bytes()}});
       }
       const bool periodic = flags.get_int("checkpoint-every") > 0 && step % flags.get_int("checkpoint-every") == 0;
-      const bool stop = interrupt.requested() || ++steps_this_run == flags.get_int("stop-after");
-      if (!flags.value("checkpoint").empty() && (periodic || stop)) save(flags.value("checkpoint"));
-      if (stop) {
+      stop = interrupt.requested() || ++steps_this_run == flags.get_int("stop-after");
+      // A stop on the epoch's last step first finishes the epoch (evaluation, records, checkpoint).
+      const bool last_step = i + 1 == steps_per_epoch;
+      if (!flags.value("checkpoint").empty() && (periodic || stop) && !last_step) save(flags.value("checkpoint"));
+      if (stop && !last_step) {
         bar.finish();
         amp::set_log_sink(nullptr);
-        const std::string why = interrupt.requested() ? std::string("interrupted by ") + interrupt.signal_name() : "stopped (--stop-after)";
-        std::printf("\n%s at step %lld%s\n", why.c_str(), (long long)step,
-                    flags.value("checkpoint").empty() ? " (no --checkpoint given: nothing saved)"
-                                                      : ("; checkpoint saved to " + flags.value("checkpoint")).c_str());
-        return interrupt.requested() ? 130 : 0;
+        return report_stop();
       }
     }
     bar.finish();
@@ -316,6 +322,7 @@ int run(int argc, char** argv) {
                       {"epoch_time", epoch_time}, {"samples_per_s", samples_per_s}, {"peak_rss", peak_rss_bytes()}});
     }
     if (!flags.value("checkpoint").empty()) save(flags.value("checkpoint"));
+    if (stop) return report_stop();
   }
 
   // ---- summary ----

@@ -46,17 +46,22 @@ TEST_CASE("train_resnet: --stop-after then --resume continues bit-identically (O
   const std::string flags = kTiny + " --opt-level O2 --dtype f16";
   const RunResult straight = run_program(MG_TRAIN_RESNET, flags + " --metrics " + dir.file("a.jsonl"));
   REQUIRE(straight.exit_code == 0);
-  const std::string ck = " --checkpoint " + dir.file("c.ck") + " --metrics " + dir.file("b.jsonl");
-  const RunResult first = run_program(MG_TRAIN_RESNET, flags + ck + " --stop-after 13");
-  INFO(first.output);
-  REQUIRE(first.exit_code == 0);
-  CHECK_THAT(first.output, Catch::Matchers::Contains("stopped (--stop-after) at step 13"));
-  const RunResult second = run_program(MG_TRAIN_RESNET, flags + ck + " --resume " + dir.file("c.ck"));
-  INFO(second.output);
-  REQUIRE(second.exit_code == 0);
-  CHECK_THAT(second.output, Catch::Matchers::Contains("resumed from"));
-  // Every record except wall-clock fields must match exactly, loss scale and skip counts included.
-  CHECK(without_timing(read_metrics(dir.file("b.jsonl")).all) == without_timing(read_metrics(dir.file("a.jsonl")).all));
+  // Mid-epoch, and on an epoch's last step (the epoch's evaluation is done before stopping).
+  for (int stop_at : {13, 10}) {
+    INFO("stop after " << stop_at);
+    const std::string b = dir.file("b" + std::to_string(stop_at) + ".jsonl");
+    const std::string ck = " --checkpoint " + dir.file("c.ck") + " --metrics " + b;
+    const RunResult first = run_program(MG_TRAIN_RESNET, flags + ck + " --stop-after " + std::to_string(stop_at));
+    INFO(first.output);
+    REQUIRE(first.exit_code == 0);
+    CHECK_THAT(first.output, Catch::Matchers::Contains("stopped (--stop-after) at step " + std::to_string(stop_at)));
+    const RunResult second = run_program(MG_TRAIN_RESNET, flags + ck + " --resume " + dir.file("c.ck"));
+    INFO(second.output);
+    REQUIRE(second.exit_code == 0);
+    CHECK_THAT(second.output, Catch::Matchers::Contains("resumed from"));
+    // Every record except wall-clock fields must match exactly, loss scale and skip counts included.
+    CHECK(without_timing(read_metrics(b).all) == without_timing(read_metrics(dir.file("a.jsonl")).all));
+  }
   // No temporary checkpoint files are left behind.
   for (const std::string& e : dir.entries()) CHECK(e.find(".tmp") == std::string::npos);
 }
