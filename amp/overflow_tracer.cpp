@@ -11,7 +11,10 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <memory>
 #include <sstream>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
@@ -185,7 +188,21 @@ struct State {
   std::optional<OverflowReport> first;
   std::vector<NearLimit> near;                       // in first-seen order
   std::unordered_map<std::string, std::size_t> near_index;  // key -> position in `near`
+  // Deliberately infinite tensors: an attention mask's -inf written by masked_fill, and what is
+  // computed from it alone (views, scores + mask). Held weakly, checked by identity.
+  std::unordered_map<const TensorImpl*, std::weak_ptr<TensorImpl>> deliberate;
 };
+
+bool is_deliberate(const State& st, const Tensor& t) {
+  const auto it = st.deliberate.find(t.impl());
+  return it != st.deliberate.end() && it->second.lock().get() == t.impl();
+}
+
+void mark_deliberate(State& st, const Tensors& outputs) {
+  for (const Tensor& t : outputs) {
+    if (t.defined()) st.deliberate[t.impl()] = t.impl_ptr();
+  }
+}
 
 std::mutex g_mutex;          // guards g_state and every tracer's access to it
 State* g_state = nullptr;    // non-null while a tracer lives
@@ -258,10 +275,13 @@ std::string format_report(const State& st) {
 
 // The observer: one event at a time (events from several threads are serialised).
 void on_event(const OpEvent& e) {
-  if (e.view) return;  // views only reinterpret their input's memory
   std::unique_lock lock(g_mutex);
   State* st = g_state;
   if (!st) return;
+  if (e.view) {  // views only reinterpret their input's memory; a view of a mask is a mask
+    if (!e.inputs->empty() && is_deliberate(*st, (*e.inputs)[0])) mark_deliberate(*st, *e.outputs);
+    return;
+  }
   OpObserverMute mute;  // copies made to read device tensors are not events
   const int64_t index = st->ops++;
   bool nonfinite = false;
@@ -274,6 +294,21 @@ void on_event(const OpEvent& e) {
     if (t.dtype() == DType::F16) max_f16 = std::max(max_f16, m);
     if (t.dtype() == DType::BF16) max_bf16 = std::max(max_bf16, m);
   }
+  bool inputs_finite = true, nonfinite_inputs_deliberate = true;
+  if (nonfinite) {
+    for (const Tensor& t : *e.inputs) {
+      if (!floating_defined(t) || !scan(t).nonfinite()) continue;
+      inputs_finite = false;
+      nonfinite_inputs_deliberate = nonfinite_inputs_deliberate && is_deliberate(*st, t);
+    }
+    // Deliberate infinities are not overflow: masked_fill writing ±inf into finite data (an
+    // attention mask), and ops whose only non-finite inputs are such masks (scores + mask).
+    const bool fills_mask = std::string_view(e.op) == "masked_fill" && inputs_finite;
+    if (fills_mask || (!inputs_finite && nonfinite_inputs_deliberate)) {
+      mark_deliberate(*st, *e.outputs);
+      return;
+    }
+  }
   if (max_f16 >= 0) note_near_limit(*st, e, DType::F16, max_f16);
   if (max_bf16 >= 0) note_near_limit(*st, e, DType::BF16, max_bf16);
   if (!nonfinite) return;
@@ -281,8 +316,6 @@ void on_event(const OpEvent& e) {
   // Settled: a producer was found (or, without the input check, any first op).
   const bool had_first = st->first.has_value();
   if (had_first && (st->first->inputs_finite || !st->options.check_inputs_of_first)) return;
-  bool inputs_finite = true;
-  for (const Tensor& t : *e.inputs) inputs_finite = inputs_finite && !(floating_defined(t) && scan(t).nonfinite());
   // The first op that saw inf/NaN, replaced by the first that produced it from finite inputs.
   if (!had_first || inputs_finite) st->first = make_report(e, index, inputs_finite);
   if (st->options.stop_at_first && !had_first) {

@@ -397,6 +397,34 @@ TEST_CASE("module paths: Sequential, ResNet blocks, BERT encoder layers and loss
   CHECK(resnet.stages[1]->name() == "layer2");
 }
 
+TEST_CASE("OverflowTracer: an attention mask's -inf is deliberate, not an overflow", "[amp][tracer]") {
+  manual_seed(3);
+  nn::models::BertForMaskedLM mlm(nn::models::BertConfig::tiny(64));
+  mlm.to(DType::F16);
+  const Tensor ids = from_vector<int64_t>({1, 5, 7, 9, 2, 0, 0, 0}, {1, 8});
+  const Tensor mask = from_vector<int64_t>({1, 1, 1, 1, 1, 0, 0, 0}, {1, 8});  // three padded positions
+  {
+    amp::OverflowTracer tracer;
+    const Tensor logits = mlm.forward(ids, Tensor(), mask);
+    REQUIRE(std::isfinite(values(logits.to(DType::F32).sum())[0]));
+    INFO(tracer.report());
+    CHECK_FALSE(tracer.found());  // the mask's -inf (masked_fill, then scores + mask) is not blamed
+    for (const amp::NearLimit& n : tracer.near_limits()) CHECK(std::isfinite(n.max_abs));
+  }
+  {
+    // A real overflow in the same model is still found, at the op that produced it.
+    NoGradGuard no_grad;
+    Tensor((*mlm.bert->encoder)[0]->parameters()[0]).mul_(3000.0);
+    amp::OverflowTracer tracer;
+    (void)mlm.forward(ids, Tensor(), mask);
+    INFO(tracer.report());
+    REQUIRE(tracer.found());
+    CHECK(tracer.first()->inputs_finite);
+    CHECK(tracer.first()->op != "masked_fill");
+    CHECK(tracer.first()->module_path.rfind("bert.encoder.0", 0) == 0);
+  }
+}
+
 // Cost of the tracer on a ResNet-20 training step (f32, batch 32, 3x32x32): alternating
 // off/on repetitions in one run, median of each. Run: test_amp "[tracer-cost]".
 TEST_CASE("OverflowTracer cost on a ResNet-20 forward+backward", "[.][tracer-cost]") {
