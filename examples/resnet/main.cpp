@@ -342,6 +342,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines as they happen, also into a log file or pipe
   try {
     return run(argc, argv);
   } catch (const FlagError& e) {
