@@ -48,6 +48,7 @@
 #include "examples/common/run_history.h"
 #include "examples/common/table.h"
 #include "examples/common/timer.h"
+#include "examples/common/training_run.h"
 #include "io/checkpoint.h"
 #include "nn/models/bert.h"
 #include "ops/loss.h"
@@ -299,30 +300,10 @@ EvalResult evaluate(nn::Module& model, const Net& net, const data::Dataset& set,
   return {loss, double(right) / double(predicted), std::exp(loss), predicted};
 }
 
-// Restores the model's parameters and buffers, its gradients and the random state after the
-// memory probe, so probing changes nothing about the run.
-template <typename F>
-void without_side_effects(nn::Module& model, F&& f) {
-  nn::NamedTensors saved = model.state_dict();
-  for (auto& [name, t] : saved) t = clone(t);
-  const StateDict rng = generator_state(default_generator());
-  f();
-  model.load_state_dict(saved);
-  model.zero_grad();
-  load_generator_state(default_generator(), rng);
-}
-
 int run(int argc, char** argv) {
   // ---- flags ----
   Flags flags = make_flags();
-  flags.parse(argc, argv);
-  if (flags.help_requested()) {
-    std::cout << flags.usage();
-    return 0;
-  }
-  MG_CHECK(flags.value("device") == "cpu", Error, "--device cuda: this build of mixgrad has no CUDA ",
-           "backend yet\n  hint: use --device cpu");
-  if (flags.get_int("threads") > 0) set_num_threads(int(flags.get_int("threads")));
+  if (!parse_flags(flags, argc, argv)) return 0;  // --help printed
   const std::string task = flags.value("task"), level = flags.value("opt-level"), dtype = flags.value("dtype");
   const bool mlm = task == "mlm";
   MG_CHECK(!mlm || flags.value("pretrained").empty(), Error, "--pretrained is for fine-tuning (--task testament or book)",
@@ -468,13 +449,7 @@ int run(int argc, char** argv) {
     const std::string saved = ck.state("train").string_at("train_bert", "config");
     MG_CHECK(saved == config, Error, "", ck.path(), " was saved by a run with ", saved, ", not ", config,
              "\n  hint: resume with the flags of the saved run");
-    ck.restore_model(*model);
-    opt.load_state_dict(ck.state("optimizer"));
-    sched.load_state_dict(ck.state("scheduler"));
-    loader.load_state(ck.state("loader"));
-    load_generator_state(default_generator(), ck.state("rng"));
-    amp::load_state_dict(ck.state("amp"));
-    history.load(ck.state("history"));
+    TrainingState{*model, opt, sched, loader, history}.restore(ck);
     const StateDict& t = ck.state("train");
     step = t.int_at("train_bert", "step");
     loss_sum = t.float_at("train_bert", "epoch_loss_sum");
@@ -513,10 +488,7 @@ int run(int argc, char** argv) {
     train.ints["epoch_predicted"] = predicted;
     train.ints["epoch_seen"] = seen;
     train.ints["epoch_skipped_start"] = skipped_at_epoch_start;
-    io::save_checkpoint(path, *model, {{"optimizer", opt.state_dict()}, {"scheduler", sched.state_dict()},
-                                       {"loader", loader.state()}, {"rng", generator_state(default_generator())},
-                                       {"amp", amp::state_dict()}, {"history", history.state()},
-                                       {"tokenizer", tokenizer_state(tok)}, {"train", train}});
+    TrainingState{*model, opt, sched, loader, history}.save(path, {{"tokenizer", tokenizer_state(tok)}, {"train", train}});
   };
 
   std::optional<MetricsWriter> metrics;
@@ -648,15 +620,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines as they happen, also into a log file or pipe
-  try {
-    return run(argc, argv);
-  } catch (const FlagError& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_bert: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return run_main("train_bert", run, argc, argv); }

@@ -1,0 +1,66 @@
+// What the training examples share around their training loop, so each main.cpp keeps only its
+// own story: the program frame (line-buffered output, exit codes), the common flag handling, the
+// checkpoint contents every example saves and restores the same way, and the side-effect-free
+// memory probe.
+//
+//   int main(int argc, char** argv) { return run_main("train_resnet", run, argc, argv); }
+//   int run(int argc, char** argv) {
+//     Flags flags = make_flags();
+//     if (!parse_flags(flags, argc, argv)) return 0;             // --help printed
+//     ...
+//     TrainingState state{*model, opt, sched, loader, history};
+//     state.save(path, {{"train", train}});                    // and state.restore(checkpoint)
+//   }
+#pragma once
+#include <string>
+
+#include "core/state_dict.h"
+#include "data/loader.h"
+#include "examples/common/flags.h"
+#include "examples/common/run_history.h"
+#include "io/checkpoint.h"
+#include "nn/module.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+
+namespace mg::example {
+
+// main(): stdout line-buffered (progress lines reach log files and pipes as they happen), then
+// run(argc, argv). A FlagError prints its message and returns 2; any other exception prints
+// "<program>: <message>" and returns 1. Never a crash for bad input.
+int run_main(const char* program, int (*run)(int, char**), int argc, char** argv);
+
+// Parses the flags; on --help prints the usage and returns false (the caller returns 0). Refuses
+// --device cuda until the CUDA backend exists and applies --threads (0: all cores).
+bool parse_flags(Flags& flags, int argc, char** argv);
+
+// The states of a run besides the model and the example's own: "optimizer" (with the f32 masters
+// at O2), "scheduler", "loader" (position in the epoch), "rng" (the default generator), "amp"
+// (every loss scaler) and "history" (the curves of the plot).
+struct TrainingState {
+  nn::Module& model;
+  optim::Optimizer& optimizer;
+  optim::LRScheduler& scheduler;
+  data::DataLoader& loader;
+  RunHistory& history;
+
+  // Writes a checkpoint (atomically) with these states plus `extra` (the example's "train" state...).
+  void save(const std::string& path, const io::NamedStates& extra) const;
+  // Restores the model and every state above from a checkpoint written by save().
+  void restore(const io::Checkpoint& checkpoint) const;
+};
+
+// Runs f (a memory probe), then restores the model's parameters and buffers, drops its gradients
+// and restores the default generator, so probing changes nothing about the run.
+template <typename F>
+void without_side_effects(nn::Module& model, F&& f) {
+  nn::NamedTensors saved = model.state_dict();
+  for (auto& [name, t] : saved) t = t.clone();
+  const StateDict rng = generator_state(default_generator());
+  f();
+  model.load_state_dict(saved);
+  model.zero_grad();
+  load_generator_state(default_generator(), rng);
+}
+
+}  // namespace mg::example
