@@ -69,10 +69,7 @@ Flags make_flags() {
   f.add_choice("task", "mlm", {"mlm", "testament", "book"}, "mlm pretraining, or verse classification: testament (2 classes) or book (66)");
   f.add_choice("model", "mini", {"tiny", "mini", "small", "base"}, "BERT size (Turc et al. 2019): tiny 2x128, mini 4x256, small 4x512, base 12x768 (layers x hidden)");
   f.add_string("pretrained", "", "testament/book: start from the encoder of this mlm checkpoint (empty: from scratch)", {.metavar = "FILE"});
-  f.add_choice("opt-level", "O1", {"O0", "O1", "O2", "O3"}, "O0 f32, O1 autocast, O2 low-precision model + f32 master weights, O3 pure low precision");
-  f.add_choice("dtype", "bf16", {"f16", "bf16"}, "the low-precision dtype");
-  f.add_string("loss-scale", "", "\"dynamic\" or a number (default: the opt level's: dynamic for f16, 1 for bf16)", {.metavar = "S"});
-  f.add_choice("device", "cpu", {"cpu", "cuda"}, "where to train");
+  add_amp_flags(f);
   f.add_int("epochs", 0, "passes over the training verses (0: 10 for mlm, 3 for testament/book)", {.min = 0});
   f.add_int("batch-size", 32, "verses per micro-batch", {.min = 1});
   f.add_int("accumulate", 1, "micro-batches per optimizer step (gradient accumulation; effective batch = batch-size x accumulate)", {.min = 1});
@@ -83,19 +80,10 @@ Flags make_flags() {
   f.add_double("warmup", 0.1, "linear warmup: a fraction of all steps when < 1, else a number of steps", {.min = 0});
   f.add_double("clip", 1.0, "max global gradient norm (0: no clipping; the norm is still reported)", {.min = 0});
   f.add_int("seed", 42, "seed of the weights, the data order, the masking and dropout", {.min = 0});
-  f.add_int("threads", 0, "CPU threads (0: all cores)", {.min = 0});
   f.add_int("train-examples", 0, "train on the first N verses' worth of batches of each (shuffled) epoch (0: all 27,992)", {.min = 0});
   f.add_int("eval-examples", 0, "evaluate on N held-out verses spread evenly over the Bible (0: all 3,110)", {.min = 0});
   f.add_int("eval-every", 0, "steps between evaluations besides the one after every epoch (0: after every epoch only)", {.min = 0});
-  f.add_int("log-every", 20, "steps between metrics records", {.min = 1});
-  f.add_int("checkpoint-every", 0, "steps between checkpoints (0: at the end of every epoch only)", {.min = 0});
-  f.add_string("checkpoint", "", "write checkpoints to FILE", {.metavar = "FILE"});
-  f.add_string("resume", "", "continue the run saved in FILE (bit-identical on the CPU)", {.metavar = "FILE"});
-  f.add_int("stop-after", 0, "stop after N steps of this invocation, saving the checkpoint (continue with --resume)", {.min = 0});
-  f.add_string("metrics", "", "append JSON lines (per logged step, per evaluation, per epoch) to FILE", {.metavar = "FILE"});
-  f.add_string("plot", "", "write an SVG plot of loss, held-out accuracy and loss scale to FILE", {.metavar = "FILE.svg"});
-  f.add_bool("precision-plan", false, "print which dtype each layer stores and runs in, and the memory it takes");
-  f.add_bool("trace-overflow", false, "report the op (and module) that produced inf/NaN on every skipped step");
+  add_run_flags(f, 20, "per logged step, per evaluation, per epoch", "loss, held-out accuracy and loss scale");
   return f;
 }
 

@@ -25,6 +25,29 @@ int run_main(const char* program, int (*run)(int, char**), int argc, char** argv
   }
 }
 
+void add_amp_flags(Flags& f) {
+  f.add_choice("opt-level", "O1", {"O0", "O1", "O2", "O3"},
+               "O0 f32, O1 autocast, O2 low-precision model + f32 master weights, O3 pure low precision");
+  f.add_choice("dtype", "bf16", {"f16", "bf16"}, "the low-precision dtype");
+  f.add_string("loss-scale", "", "\"dynamic\" or a number (default: the opt level's: dynamic for f16, 1 for bf16)",
+               {.metavar = "S"});
+  f.add_choice("device", "cpu", {"cpu", "cuda"}, "where to train");
+}
+
+void add_run_flags(Flags& f, int64_t log_every, const std::string& records, const std::string& curves) {
+  f.add_int("threads", 0, "CPU threads (0: all cores)", {.min = 0});
+  f.add_int("log-every", log_every, "steps between metrics records", {.min = 1});
+  f.add_int("checkpoint-every", 0, "steps between checkpoints (0: at the end of every epoch only)", {.min = 0});
+  f.add_string("checkpoint", "", "write checkpoints to FILE", {.metavar = "FILE"});
+  f.add_string("resume", "", "continue the run saved in FILE (bit-identical on the CPU)", {.metavar = "FILE"});
+  f.add_int("stop-after", 0, "stop after N steps of this invocation, saving the checkpoint (continue with --resume)",
+            {.min = 0});
+  f.add_string("metrics", "", "append JSON lines (" + records + ") to FILE", {.metavar = "FILE"});
+  f.add_string("plot", "", "write an SVG plot of " + curves + " to FILE", {.metavar = "FILE.svg"});
+  f.add_bool("precision-plan", false, "print which dtype each layer stores and runs in, and the memory it takes");
+  f.add_bool("trace-overflow", false, "report the op (and module) that produced inf/NaN on every skipped step");
+}
+
 bool parse_flags(Flags& flags, int argc, char** argv) {
   flags.parse(argc, argv);
   if (flags.help_requested()) {

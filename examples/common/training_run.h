@@ -30,6 +30,13 @@ namespace mg::example {
 // "<program>: <message>" and returns 1. Never a crash for bad input.
 int run_main(const char* program, int (*run)(int, char**), int argc, char** argv);
 
+// The flags every example takes, declared once: --opt-level, --dtype, --loss-scale, --device.
+void add_amp_flags(Flags& flags);
+// --threads, --log-every (default `log_every`), --checkpoint, --checkpoint-every, --resume,
+// --stop-after, --metrics, --plot, --precision-plan, --trace-overflow. `records` and `curves` say
+// what the metrics file and the plot hold, for the usage text.
+void add_run_flags(Flags& flags, int64_t log_every, const std::string& records, const std::string& curves);
+
 // Parses the flags; on --help prints the usage and returns false (the caller returns 0). Refuses
 // --device cuda until the CUDA backend exists and applies --threads (0: all cores).
 bool parse_flags(Flags& flags, int argc, char** argv);

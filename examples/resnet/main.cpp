@@ -50,11 +50,8 @@ namespace {
 
 Flags make_flags() {
   Flags f("train_resnet", "Trains a CIFAR-style ResNet on Fashion-MNIST with mixed precision (Apex opt levels).");
-  f.add_choice("opt-level", "O1", {"O0", "O1", "O2", "O3"}, "O0 f32, O1 autocast, O2 low-precision model + f32 master weights, O3 pure low precision");
-  f.add_choice("dtype", "bf16", {"f16", "bf16"}, "the low-precision dtype");
-  f.add_string("loss-scale", "", "\"dynamic\" or a number (default: the opt level's: dynamic for f16, 1 for bf16)", {.metavar = "S"});
+  add_amp_flags(f);
   f.add_string("keep-batchnorm-fp32", "", "O2/O3: keep batch norm in f32 (true|false; default: the opt level's)", {.metavar = "B"});
-  f.add_choice("device", "cpu", {"cpu", "cuda"}, "where to train");
   f.add_int("depth", 20, "ResNet depth: 6n+2 (20, 32, 44, 56, 110)", {.min = 8});
   f.add_int("epochs", 10, "passes over the training set", {.min = 1});
   f.add_int("batch-size", 128, "examples per step", {.min = 1});
@@ -62,18 +59,9 @@ Flags make_flags() {
   f.add_double("weight-decay", 5e-4, "SGD weight decay", {.min = 0});
   f.add_double("warmup-epochs", 1, "linear warmup length in epochs", {.min = 0});
   f.add_int("seed", 42, "seed of the weights, the data order and the augmentation", {.min = 0});
-  f.add_int("threads", 0, "CPU threads (0: all cores)", {.min = 0});
   f.add_int("train-examples", 0, "train on the first N batches' worth of each epoch (0: all 60,000)", {.min = 0});
   f.add_int("eval-examples", 0, "evaluate on the first N test images (0: all 10,000)", {.min = 0});
-  f.add_int("log-every", 50, "steps between metrics records", {.min = 1});
-  f.add_int("checkpoint-every", 0, "steps between checkpoints (0: at the end of every epoch only)", {.min = 0});
-  f.add_string("checkpoint", "", "write checkpoints to FILE", {.metavar = "FILE"});
-  f.add_string("resume", "", "continue the run saved in FILE (bit-identical on the CPU)", {.metavar = "FILE"});
-  f.add_int("stop-after", 0, "stop after N steps of this invocation, saving the checkpoint (continue with --resume)", {.min = 0});
-  f.add_string("metrics", "", "append JSON lines (per logged step and per epoch) to FILE", {.metavar = "FILE"});
-  f.add_string("plot", "", "write an SVG plot of loss, accuracy and loss scale to FILE", {.metavar = "FILE.svg"});
-  f.add_bool("precision-plan", false, "print which dtype each layer stores and runs in, and the memory it takes");
-  f.add_bool("trace-overflow", false, "report the op (and module) that produced inf/NaN on every skipped step");
+  add_run_flags(f, 50, "per logged step and per epoch", "loss, accuracy and loss scale");
   return f;
 }
 
