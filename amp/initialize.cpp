@@ -31,6 +31,10 @@ struct AmpState {
   std::vector<GradScaler> scalers;  // one per loss_id
   DType input_dtype = DType::F32, output_dtype = DType::F32;
   bool cast_inputs = false, cast_outputs = false;
+  // The optimizers' step gates hold a weak reference to this: once the state is gone (reset,
+  // a new initialize) they let every step through, and amp never touches an optimizer that may
+  // have been destroyed before it.
+  std::shared_ptr<int> alive = std::make_shared<int>(0);
 };
 
 std::unique_ptr<AmpState>& state_ptr() {
@@ -84,7 +88,7 @@ void check_models(const std::vector<std::shared_ptr<nn::Module>>& models) {
 }
 
 void check_optimizers(const std::vector<std::shared_ptr<nn::Module>>& models,
-                      const std::vector<optim::Optimizer*>& optimizers, const AmpState* previous) {
+                      const std::vector<optim::Optimizer*>& optimizers) {
   std::unordered_set<const TensorImpl*> model_params;
   for (const auto& m : models) {
     for (const Tensor& p : m->parameters()) model_params.insert(p.impl());
@@ -92,11 +96,6 @@ void check_optimizers(const std::vector<std::shared_ptr<nn::Module>>& models,
   for (std::size_t k = 0; k < optimizers.size(); ++k) {
     optim::Optimizer* opt = optimizers[k];
     MG_CHECK(opt != nullptr, Error, "amp::initialize: optimizer ", k, " is null");
-    const bool known = previous && std::any_of(previous->optimizers.begin(), previous->optimizers.end(),
-                                               [&](const OptimizerEntry& e) { return e.opt == opt; });
-    MG_CHECK(!opt->has_step_gate() || known, Error, "amp::initialize: optimizer ", k, " (", opt->name(),
-             ") already has a step gate (it was given to amp::initialize before)",
-             "\n  hint: call amp::reset() before initializing again");
     MG_CHECK(!opt->has_master_weights(), Error, "amp::initialize: optimizer ", k, " (", opt->name(),
              ") already keeps master weights");
     const Tensors params = opt->parameters();
@@ -120,7 +119,7 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
   MG_CHECK(!models.empty(), Error, "amp::initialize: no model given");
   const Properties props = resolve_properties(options);  // every override checked before anything changes
   check_models(models);
-  check_optimizers(models, optimizers, state_ptr().get());
+  check_optimizers(models, optimizers);
   if (state_ptr()) {
     if (state_ptr()->props.verbosity >= 1) log_sink()("amp: initialize called again; the previous amp state is replaced\n");
     reset();
@@ -158,7 +157,8 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
   for (optim::Optimizer* opt : optimizers) {
     st->optimizers.push_back({opt});
     if (!props.enabled) continue;
-    opt->set_step_gate([](optim::Optimizer& o) {
+    opt->set_step_gate([alive = std::weak_ptr<int>(st->alive)](optim::Optimizer& o) {
+      if (alive.expired()) return true;  // amp was reset: a plain optimizer again
       OptimizerEntry& e = entry_of(state("optimizer step"), &o, "optimizer step");
       MG_CHECK(e.pending_loss_id < 0, Error, o.name(),
                ".step(): the gradients are still scaled (the last amp::scale_loss used delay_unscale = true)",
@@ -177,7 +177,6 @@ const Properties& properties() { return state("amp::properties").props; }
 
 void reset() {
   if (!state_ptr()) return;
-  for (OptimizerEntry& e : state_ptr()->optimizers) e.opt->set_step_gate({});
   if (state_ptr()->props.patch_functions && state_ptr()->props.enabled) {
     AutocastState& a = autocast_state();
     if (a.depth == 0) a = AutocastState{};

@@ -20,7 +20,7 @@
 //
 // The amp state is process-wide, as Apex's: one initialize per training setup; amp::reset()
 // forgets it (and turns the ambient autocast off). The models and optimizers passed must outlive
-// their use through amp, or call reset() first.
+// their use through amp (scale_loss, master_params).
 #pragma once
 #include <functional>
 #include <memory>
@@ -72,8 +72,9 @@ std::shared_ptr<M> initialize(std::shared_ptr<M> model, const InitializeOptions&
 bool is_initialized();
 // The resolved properties; throws when not initialized.
 const Properties& properties();
-// Forgets the amp state: removes the step gates, turns the ambient (O1) autocast off. The models
-// stay cast and the optimizers keep their master weights.
+// Forgets the amp state: the optimizers' step gates stop gating (they never touch amp again, so
+// an optimizer may be destroyed before or after reset) and the ambient (O1) autocast is turned
+// off. The models stay cast and the optimizers keep their master weights.
 void reset();
 
 // ---- forward with the level's input/output casts ----

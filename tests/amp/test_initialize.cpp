@@ -172,6 +172,26 @@ TEST_CASE("amp: initialize rejects what Apex rejects, with the fix in the messag
   MG_REQUIRE_ERROR(sgd.step(), "the gradients are still scaled");
 }
 
+TEST_CASE("amp: after reset an optimizer steps as a plain optimizer; it may die before reset", "[amp][initialize]") {
+  AmpFixture fx;
+  auto mlp = make_mlp(7);
+  optim::SGD sgd(mlp->parameters(), {.lr = 0.1});
+  amp::initialize(mlp, sgd, {.opt_level = "O1", .verbosity = 0});
+  amp::reset();
+  mlp->forward(randn({2, 8})).sum().backward();
+  const std::vector<double> before = flat(sgd.parameters());
+  sgd.step();  // no amp state: not gated, no error
+  CHECK_FALSE(sgd.last_step_skipped());
+  CHECK(flat(sgd.parameters()) != before);
+  amp::initialize(mlp, sgd, {.opt_level = "O1", .verbosity = 0});  // the same optimizer again
+  {
+    auto other = make_mlp(8);
+    optim::SGD short_lived(other->parameters(), {.lr = 0.1});
+    amp::initialize(other, short_lived, {.opt_level = "O1", .verbosity = 0});
+  }
+  amp::reset();  // the optimizer it knew is gone: reset must not touch it (ASan checks)
+}
+
 TEST_CASE("amp: O0-O3 give the expected dtypes of parameters, activations and gradients", "[amp][initialize]") {
   AmpFixture fx;
   struct Expect {
