@@ -66,6 +66,10 @@ int64_t available_memory_bytes() {
 MemoryEstimate check_batch_fits(const std::function<void(int64_t)>& probe, int64_t batch_size) {
   constexpr int64_t kSmall = 8, kLarge = 32;
   MemoryEstimate e;
+  // A first probe pays one-time costs (oneDNN's JIT kernels and primitive caches, autocast's
+  // weight casts, lazily loaded libraries) that would otherwise make the small probe look larger
+  // than the large one.
+  peak_of(probe, kSmall);
   const double small = peak_of(probe, kSmall);
   const double large = peak_of(probe, kLarge);
   e.bytes_per_sample = std::max(0.0, (large - small) / double(kLarge - kSmall));
