@@ -162,7 +162,11 @@ void render_markers(std::string& out, const Markers& m, const Box& box, const Ax
   }
 }
 
-void render_legend(std::string& out, const Panel& p, const std::vector<std::string>& colors, const Box& box) {
+// The legend goes in the plot corner that covers the fewest data points (top right, top left,
+// bottom right, bottom left in that order of preference), so it does not hide the end of a
+// rising accuracy curve.
+void render_legend(std::string& out, const Panel& p, const std::vector<std::string>& colors, const Box& box,
+                   const Axis& x_axis, const Axis& y_axis) {
   struct Entry {
     std::string name, color;
     int kind;  // 0 line, 1 dashed line, 2 cross
@@ -178,7 +182,33 @@ void render_legend(std::string& out, const Panel& p, const std::vector<std::stri
   std::size_t longest = 0;
   for (const Entry& e : entries) longest = std::max(longest, e.name.size());
   const double w = 34 + kCharWidth * double(std::min<std::size_t>(longest, 60)), h = 8 + 16 * double(entries.size());
-  const double x0 = box.x1 - w - 6, y0 = box.y0 + 6;
+  // Points and line segments (sampled) of the series inside the legend's corner, its margin included.
+  auto covered = [&](double x0, double y0) {
+    auto inside = [&](double px_, double py_) {
+      return px_ >= x0 - 8 && px_ <= x0 + w + 8 && py_ >= y0 - 8 && py_ <= y0 + h + 8;
+    };
+    int64_t n = 0;
+    for (const Series& s : p.series) {
+      bool have_prev = false;
+      double qx = 0, qy = 0;
+      for (std::size_t i = 0; i < s.x.size(); ++i) {
+        if (!std::isfinite(s.x[i]) || !drawable(s.y[i], p.y_scale)) continue;
+        const double px_ = box.x(x_axis, s.x[i]), py_ = box.y(y_axis, s.y[i]);
+        n += inside(px_, py_);
+        for (int k = 1; have_prev && k < 8; ++k) n += inside(qx + (px_ - qx) * k / 8, qy + (py_ - qy) * k / 8);
+        qx = px_, qy = py_, have_prev = true;
+      }
+    }
+    return n;
+  };
+  const double corners[4][2] = {{box.x1 - w - 6, box.y0 + 6}, {box.x0 + 6, box.y0 + 6},
+                                {box.x1 - w - 6, box.y1 - h - 6}, {box.x0 + 6, box.y1 - h - 6}};
+  double x0 = corners[0][0], y0 = corners[0][1];
+  int64_t best = covered(x0, y0);
+  for (int c = 1; c < 4 && best > 0; ++c) {
+    const int64_t n = covered(corners[c][0], corners[c][1]);
+    if (n < best) best = n, x0 = corners[c][0], y0 = corners[c][1];
+  }
   out += "<g class=\"legend\" font-size=\"11\">\n";
   out += "<rect x=\"" + px(x0) + "\" y=\"" + px(y0) + "\" width=\"" + px(w) + "\" height=\"" + px(h) +
          "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#cccccc\"/>\n";
@@ -369,7 +399,7 @@ std::string render_svg(const Figure& fig) {
     }
     out += "<rect class=\"frame\" x=\"" + px(box.x0) + "\" y=\"" + px(box.y0) + "\" width=\"" + px(box.x1 - box.x0) +
            "\" height=\"" + px(box.y1 - box.y0) + "\" fill=\"none\" stroke=\"#888888\"/>\n";
-    render_legend(out, panel, colors, box);
+    render_legend(out, panel, colors, box, x_axis, y_axis);
     out += "</g>\n";
     y = box.y1 + kGap;
   }

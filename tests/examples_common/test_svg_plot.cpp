@@ -373,3 +373,26 @@ TEST_CASE("svg: mistakes are errors, write_svg writes the file", "[examples][svg
   CHECK(mg::test::read_file(dir.file("run.svg")) == render_svg(good));
   MG_REQUIRE_ERROR(write_svg(dir.file("missing/run.svg"), good), "write_svg: cannot open");
 }
+
+TEST_CASE("svg: the legend moves to the corner that hides the fewest points", "[examples][svg]") {
+  // A legend box's position: the x of the first swatch line in it.
+  auto legend_x = [](const Panel& panel) {
+    Figure fig{.title = "legend"};
+    fig.panels.push_back(panel);
+    const XmlDoc doc = parse_xml(render_svg(fig));
+    REQUIRE(doc.error.empty());
+    const auto swatches = with_class(doc, "line", "swatch");
+    REQUIRE(!swatches.empty());
+    return std::stod(swatches[0]->attrs.at("x1"));
+  };
+  std::vector<double> x, rising, falling;
+  for (int i = 0; i <= 100; ++i) {
+    x.push_back(i);
+    rising.push_back(i);          // ends in the top right corner (an accuracy curve)
+    falling.push_back(100 - i);   // starts in the top left, leaves the top right empty (a loss curve)
+  }
+  const double left = legend_x({.series = {{.name = "accuracy", .x = x, .y = rising}}});
+  const double right = legend_x({.series = {{.name = "loss", .x = x, .y = falling}}});
+  CHECK(left < 450);   // 900 px wide figure: the top-right corner was taken by the curve
+  CHECK(right > 450);  // the preferred top-right corner is free
+}
