@@ -483,6 +483,7 @@ int run(int argc, char** argv) {
   if (!flags.value("metrics").empty()) metrics.emplace(flags.value("metrics"), MetricsOptions{.append = step > 0});
   std::optional<amp::OverflowTracer> tracer;
   if (flags.get_bool("trace-overflow")) tracer.emplace();
+  bool traced_before = false;  // the first skipped step gets the full report
   InterruptGuard interrupt;
   const std::string eval_name = mlm ? "held-out masked-token accuracy" : "held-out accuracy";
   Table summary({{"epoch", Align::Right}, {"train loss", Align::Right}, {"train acc", Align::Right},
@@ -530,7 +531,10 @@ int run(int argc, char** argv) {
       predicted += r.predicted;
       seen += r.examples;
       history.add_step(step, r.loss, amp::loss_scale(), r.skipped);
-      if (r.skipped && tracer && tracer->found()) bar.log(tracer->report());
+      if (r.skipped && tracer && tracer->found()) {
+        bar.log(skipped_step_trace(*tracer, step, !traced_before));
+        traced_before = true;
+      }
       bar.update(i + 1, {{"loss", loss_sum / double(seen)}, {"acc", double(right) / double(predicted)}, {"scale", amp::loss_scale()}},
                  rate.per_second());
       if (metrics && (step % flags.get_int("log-every") == 0 || r.skipped)) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <optional>
 
 #include "amp/initialize.h"
 #include "core/error.h"
@@ -58,6 +59,18 @@ bool parse_flags(Flags& flags, int argc, char** argv) {
            "\n  hint: use --device cpu");
   if (flags.get_int("threads") > 0) set_num_threads(int(flags.get_int("threads")));
   return true;
+}
+
+std::string skipped_step_trace(const amp::OverflowTracer& tracer, int64_t step, bool first) {
+  const std::optional<amp::OverflowReport> report = tracer.first();  // a copy: first() returns by value
+  if (first || !report) return tracer.report();
+  const amp::OverflowReport& r = *report;
+  std::string line = "step " + std::to_string(step) + " skipped: inf/NaN " +
+                     (r.inputs_finite ? "first produced by " : "first seen in ") + r.op +
+                     (r.backward ? " (backward)" : " (forward)") + " in " +
+                     (r.module_path.empty() ? std::string("<top level>") : r.module_path);
+  if (!r.inputs.empty()) line += ", input 0 " + r.inputs[0].str();
+  return line;
 }
 
 void TrainingState::save(const std::string& path, const io::NamedStates& extra) const {

@@ -14,6 +14,7 @@
 #pragma once
 #include <string>
 
+#include "amp/overflow_tracer.h"
 #include "core/state_dict.h"
 #include "data/loader.h"
 #include "examples/common/flags.h"
@@ -40,6 +41,11 @@ void add_run_flags(Flags& flags, int64_t log_every, const std::string& records, 
 // Parses the flags; on --help prints the usage and returns false (the caller returns 0). Refuses
 // --device cuda until the CUDA backend exists and applies --threads (0: all cores).
 bool parse_flags(Flags& flags, int argc, char** argv);
+
+// --trace-overflow's text for a skipped step: the tracer's full report for the first skipped step
+// of the run (`first`), then one line per skipped step (the op, its direction and module path and
+// the range of its inputs), so a long f16 run with many skips stays readable.
+std::string skipped_step_trace(const amp::OverflowTracer& tracer, int64_t step, bool first);
 
 // The states of a run besides the model and the example's own: "optimizer" (with the f32 masters
 // at O2), "scheduler", "loader" (position in the epoch), "rng" (the default generator), "amp"

@@ -103,3 +103,19 @@ TEST_CASE("train_resnet: bad input gives a clear message and a non-zero exit", "
   CHECK_THAT(r.output, Catch::Matchers::Contains("--batch-size"));
   CHECK_THAT(r.output, Catch::Matchers::Contains("or less"));
 }
+
+TEST_CASE("train_resnet: --trace-overflow names the op of every skipped step", "[examples][smoke]") {
+  TempDir dir;
+  // A static loss scale of 1e9 overflows f16 gradients on every step: every step is skipped.
+  const RunResult r = run_program(MG_TRAIN_RESNET, "--depth 8 --epochs 1 --batch-size 32 --train-examples 128 "
+                                                   "--eval-examples 100 --threads 2 --opt-level O1 --dtype f16 "
+                                                   "--loss-scale 1e9 --trace-overflow --metrics " + dir.file("m.jsonl"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("first inf/NaN produced by"));  // the full report, once
+  CHECK_THAT(r.output, Catch::Matchers::Contains("step 4 skipped: inf/NaN first produced by"));
+  const Metrics m = read_metrics(dir.file("m.jsonl"));
+  REQUIRE(m.steps.size() == 4);
+  for (const auto& s : m.steps) CHECK(s.at("skipped").get<bool>());
+  CHECK(m.evals.back().at("skipped_steps").get<int64_t>() == 4);
+}
