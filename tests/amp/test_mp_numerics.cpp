@@ -26,9 +26,11 @@
 #include "ops/loss.h"
 #include "ops/ops.h"
 #include "optim/sgd.h"
+#include "amp/tanh_mlp.h"
 #include "test_util.h"
 
 using namespace mg;
+using mg::test::Mlp;
 using mg::test::values;
 
 namespace {
@@ -61,15 +63,6 @@ Counts count(const std::vector<double>& g, const std::vector<double>& ref) {
   }
   return c;
 }
-
-struct Mlp : nn::Module {
-  Mlp(int64_t in, int64_t hidden, int64_t out) : Module("Mlp") {
-    fc1 = register_module<nn::Linear>("fc1", {.in = in, .out = hidden});
-    fc2 = register_module<nn::Linear>("fc2", {.in = hidden, .out = out});
-  }
-  Tensor forward(const Tensor& x) { return (*fc2)(tanh((*fc1)(x))); }
-  std::shared_ptr<nn::Linear> fc1, fc2;
-};
 
 }  // namespace
 

@@ -29,25 +29,16 @@
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
 #include "optim/sgd.h"
+#include "amp/tanh_mlp.h"
 #include "test_util.h"
 
 using namespace mg;
+using mg::test::Mlp;
 using mg::test::values;
 
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-// fc2(tanh(fc1(x))): x [B, in] -> [B, out]. tanh (not relu) so that the gradient penalty's double
-// backward has non-zero second derivatives.
-struct Mlp : nn::Module {
-  Mlp(int64_t in, int64_t hidden, int64_t out) : Module("Mlp") {
-    fc1 = register_module<nn::Linear>("fc1", {.in = in, .out = hidden});
-    fc2 = register_module<nn::Linear>("fc2", {.in = hidden, .out = out});
-  }
-  Tensor forward(const Tensor& x) { return (*fc2)(tanh((*fc1)(x))); }
-  std::shared_ptr<nn::Linear> fc1, fc2;
-};
 
 // The gradients of `params` (each as doubles, exact for f32).
 std::vector<std::vector<double>> grads_of(const Tensors& params) {
