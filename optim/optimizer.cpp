@@ -146,24 +146,6 @@ void Optimizer::use_master_weights() {
            "\n  hint: cast the model to f16/bf16 first (amp::initialize at O2 does)");
 }
 
-Tensors Optimizer::model_parameters() const {
-  Tensors out = parameters();
-  if (masters_.empty()) return out;
-  std::unordered_map<const TensorImpl*, Tensor> model_of;
-  for (const MasterPair& m : masters_) model_of.emplace(m.master.impl(), m.model);
-  for (Tensor& p : out) {
-    const auto it = model_of.find(p.impl());
-    if (it != model_of.end()) p = it->second;
-  }
-  return out;
-}
-
-Tensors Optimizer::model_grads() const {
-  Tensors out;
-  for (const Tensor& p : model_parameters()) out.push_back(p.grad());
-  return out;
-}
-
 void Optimizer::sync_master_grads() {
   if (master_grads_synced_) return;
   copy_model_grads_to_masters(masters_);

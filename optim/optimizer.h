@@ -99,10 +99,6 @@ class Optimizer {
   void use_master_weights();
   bool has_master_weights() const { return !masters_.empty(); }
   const std::vector<MasterPair>& master_pairs() const { return masters_; }
-  // parameters() as the model sees them: each master replaced by the model tensor it feeds.
-  Tensors model_parameters() const;
-  // The gradients of model_parameters() (what backward wrote); equals grads() without masters.
-  Tensors model_grads() const;
   // Copies the model gradients into the master gradients (×1) unless an unscale already wrote
   // them since the last step; step() calls it. Call it to clip master gradients yourself.
   void sync_master_grads();
