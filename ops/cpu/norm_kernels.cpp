@@ -8,6 +8,7 @@
 // squares) in A, and each output element is rounded once on store. Parameters (weight, bias,
 // running stats) may have a dtype other than x's (batch_norm: f32 parameters next to an f16 input).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "core/half.h"
 #include "core/parallel.h"
 #include "core/philox.h"
+#include "core/philox_batch.h"
 #include "core/visit_dtype.h"
 #include "ops/kernel_registry.h"
 #include "ops/register.h"
@@ -87,6 +89,14 @@ template <typename T, typename A>
 T store(A v) {
   if constexpr (std::is_same_v<T, double>) return v;
   else return static_cast<T>(static_cast<float>(v));
+}
+
+// Stores n opmath values into T, rounding each once (f16/bf16 through the SIMD converters).
+template <typename A, typename T>
+void store_values(const A* v, T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, Half>) convert_f32_to_f16(v, y, n);
+  else if constexpr (std::is_same_v<T, BFloat16>) convert_f32_to_bf16(v, y, n);
+  else for (int64_t i = 0; i < n; ++i) y[i] = store<T>(v[i]);
 }
 
 // mean and 1/sqrt(var + eps) of n values (biased var), accumulated in A.
@@ -281,20 +291,33 @@ void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using A = acc_t<T>;
   const std::vector<A> x = load_values<A>(in[0]);
   const uint64_t seed = uint64_t(a.ints[0]), offset = uint64_t(a.ints[1]);
-  const float p = float(a.alpha);
+  const float drop_p = float(a.alpha);
   const A scale = A(1.0 / (1.0 - a.alpha));
   T* y = out[0].data<T>();
   bool* mask = out[1].data<bool>();
   const int64_t numel = int64_t(x.size()), blocks = (numel + 3) / 4;
-  parallel_for(0, blocks, 4096, [&](int64_t b0, int64_t b1) {
-    for (int64_t blk = b0; blk < b1; ++blk) {
-      const Philox4 r = philox_block(seed, offset, uint64_t(blk));
-      for (int64_t j = 0; j < 4 && blk * 4 + j < numel; ++j) {
-        const int64_t i = blk * 4 + j;
-        const bool keep = philox_uniform(r.v[j]) >= p;
-        mask[i] = keep;
-        y[i] = store<T>(keep ? x[i] * scale : A(0));
+  constexpr int64_t kChunk = 64;  // Philox blocks generated together (256 elements)
+  parallel_for(0, (blocks + kChunk - 1) / kChunk, 16, [&](int64_t c0, int64_t c1) {
+    uint32_t words[4 * kChunk];
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t first = c * kChunk * 4, n = std::min(numel - first, kChunk * 4);
+      philox_blocks(seed, offset, uint64_t(c * kChunk), (n + 3) / 4, words);
+      // Branch-free selects (a kept/dropped branch mispredicts p of the time) on local copies
+      // (the bool mask may alias anything), then one bulk store.
+      // The select is a bit mask: GCC will not if-convert a multiply it thinks may trap.
+      using Bits = std::conditional_t<sizeof(A) == 8, uint64_t, uint32_t>;
+      A kept[4 * kChunk];
+      bool keep[4 * kChunk];
+      const A* xs = x.data() + first;
+      const float dp = drop_p;
+      const A sc = scale;
+      for (int64_t j = 0; j < n; ++j) {
+        const bool k = philox_uniform(words[j]) >= dp;
+        keep[j] = k;
+        kept[j] = std::bit_cast<A>(std::bit_cast<Bits>(xs[j] * sc) & (Bits(0) - Bits(k)));
       }
+      std::copy(keep, keep + n, mask + first);
+      store_values(kept, y + first, n);
     }
   });
 }

@@ -72,6 +72,45 @@ inline int64_t kept_offset(const ReduceGeometry& g, int64_t o) {
   return off;
 }
 
+// Reductions over the outer dims of a tensor whose innermost kept dim is contiguous (a bias
+// gradient: the column sums of [N, C]) walk the input row by row for a tile of neighbouring
+// outputs, so every load is contiguous and the tile vectorizes; the strided walk one output at a
+// time re-read each cache line C times. Each output still folds its elements in order, so the
+// result equals the strided walk bit for bit: only reducers whose strided run is such an in-order
+// fold (they declare kInOrderStrided) take this path.
+template <typename T, typename O, typename R>
+bool reduce_outer_tiles(const T* data, const ReduceGeometry& g, O* out, const R& r) {
+  using Acc = typename R::Acc;
+  if constexpr (!requires { R::kInOrderStrided; }) {
+    return false;
+  } else {
+    if (g.kept_shape.empty() || g.red_shape.empty() || g.kept_strides.back() != 1 || g.red_strides.back() == 1 ||
+        g.kept_shape.back() < 16 || g.red_numel == 0) {
+      return false;
+    }
+    constexpr int64_t kTile = 64;
+    const int64_t inner = g.kept_shape.back(), tiles_per_row = (inner + kTile - 1) / kTile;
+    const int64_t tiles = g.out_numel / inner * tiles_per_row;
+    const int64_t grain = std::max<int64_t>(1, kDefaultGrain / (g.red_numel * kTile));
+    parallel_for(0, tiles, grain, [&](int64_t t0, int64_t t1) {
+      Acc acc[kTile];
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t col = (t % tiles_per_row) * kTile, o0 = (t / tiles_per_row) * inner + col;
+        const int64_t w = std::min(kTile, inner - col);
+        for (int64_t k = 0; k < w; ++k) acc[k] = r.init();
+        for_each_reduced_run(g, kept_offset(g, o0), 0, g.red_numel, [&](int64_t off, int64_t n, int64_t stride, int64_t first) {
+          for (int64_t i = 0; i < n; ++i) {
+            const T* p = data + off + i * stride;
+            for (int64_t k = 0; k < w; ++k) acc[k] = r.run(acc[k], p + k, 1, stride, first + i);
+          }
+        });
+        for (int64_t k = 0; k < w; ++k) out[o0 + k] = r.finish(acc[k], g.red_numel);
+      }
+    });
+    return true;
+  }
+}
+
 template <typename T, typename O, typename R>
 void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, O* out, const R& r) {
   using Acc = typename R::Acc;
@@ -85,6 +124,7 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, O* out, cons
     return acc;
   };
   const int threads = num_threads();
+  if (g.out_numel >= threads && reduce_outer_tiles<T>(data, g, out, r)) return;
   if (g.out_numel >= threads || g.red_numel < 4 * kDefaultGrain || in_parallel_region()) {
     const int64_t grain = std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(1, g.red_numel));
     parallel_for(0, g.out_numel, grain, [&](int64_t b, int64_t e) {

@@ -10,6 +10,7 @@
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "core/philox.h"
+#include "core/philox_batch.h"
 
 namespace {
 
@@ -32,6 +33,23 @@ struct ThreadsGuard {
 };
 
 }  // namespace
+
+TEST_CASE("philox_blocks: the batched words equal philox_block's, across counter carries and partial batches",
+          "[core][rng]") {
+  // Offsets near 2^32 make the counter's low word wrap inside a batch; counts not a multiple of
+  // 16 exercise the partial last batch.
+  for (const uint64_t offset : {uint64_t(0), uint64_t(0xFFFFFFF0u), uint64_t(0x123456789ull)}) {
+    for (const int64_t count : {int64_t(1), int64_t(15), int64_t(16), int64_t(37)}) {
+      const uint64_t seed = 0xDEADBEEFCAFEF00Dull, first = 5;
+      std::vector<uint32_t> words(size_t(4 * count), 0u);
+      mg::philox_blocks(seed, offset, first, count, words.data());
+      for (int64_t b = 0; b < count; ++b) {
+        const mg::Philox4 r = mg::philox_block(seed, offset, first + uint64_t(b));
+        for (int j = 0; j < 4; ++j) REQUIRE(words[size_t(4 * b + j)] == r.v[j]);
+      }
+    }
+  }
+}
 
 TEST_CASE("philox: Random123 known-answer vectors", "[core][rng]") {
   // The philox4x32 10-round vectors of Random123's kat_vectors file (counter words, key words,

@@ -14,6 +14,7 @@
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
 #include "core/generator.h"
+#include "core/philox.h"
 #include "ops/dispatcher.h"
 #include "ops/norm.h"
 #include "ops/ops.h"
@@ -357,6 +358,18 @@ TEST_CASE("dropout: reproducible from the seed, keep fraction, scaling, eval ide
   CHECK(dropout(x, 0.3, false).is_same(x));  // eval: identity
   CHECK(dropout(x, 0.0, true).is_same(x));
   for (double v : vals(dropout(x, 1.0, true))) REQUIRE(v == 0.0);
+
+  // element i is kept exactly when the i-th uniform of the Philox stream (seed 42, offset 0) is
+  // >= p: the kernel's batched generator draws the documented stream (n is not a multiple of 4)
+  {
+    const int64_t m = 1003;
+    Generator gs(42);
+    const std::vector<double> vs = vals(dropout(ones({m}), 0.3, true, &gs));
+    for (int64_t i = 0; i < m; ++i) {
+      const bool keep = mg::philox_uniform(mg::philox_block(42, 0, uint64_t(i / 4)).v[i % 4]) >= 0.3f;
+      REQUIRE((vs[size_t(i)] != 0.0) == keep);
+    }
+  }
 
   // f16 draws the same mask as f32 for the same seed
   Generator g4(42);

@@ -487,3 +487,28 @@ TEST_CASE("reductions: parallel paths match a serial f64 reference", "[ops][redu
   }
   set_num_threads(saved_threads);
 }
+
+TEST_CASE("sum over outer dims (the tiled column walk) folds every column in row order, bit for bit",
+          "[ops][reduce]") {
+  // [3, 70, 5, 100] summed over dims {0, 2}: kept dims 70 x 100 with the innermost contiguous, more
+  // than one tile of 64 outputs per row, a partial tile, and two coalesced-apart reduced dims.
+  // The f32 reference adds each column's elements one after another in row-major order.
+  for (const DType dt : {DType::BF16, DType::F16, DType::F32}) {
+    INFO("dtype " << dtype_name(dt));
+    const Tensor x = to(randn64({3, 70, 5, 100}, 77), dt);
+    const std::vector<double> xv = vals(x);
+    const std::vector<double> got = vals(to(sum(x, {0, 2}), DType::F64));
+    std::vector<double> want;
+    for (int64_t j = 0; j < 70; ++j) {
+      for (int64_t l = 0; l < 100; ++l) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < 3; ++i) {
+          for (int64_t k = 0; k < 5; ++k) acc += float(xv[size_t(((i * 70 + j) * 5 + k) * 100 + l)]);
+        }
+        // the sum is stored in x's dtype: round the f32 accumulator like the kernel does
+        want.push_back(vals(to(from_vector<float>({acc}, {1}), dt))[0]);
+      }
+    }
+    REQUIRE(got == want);
+  }
+}
