@@ -70,7 +70,7 @@ Flags make_flags() {
   f.add_choice("model", "mini", {"tiny", "mini", "small", "base"}, "BERT size (Turc et al. 2019): tiny 2x128, mini 4x256, small 4x512, base 12x768 (layers x hidden)");
   f.add_string("pretrained", "", "testament/book: start from the encoder of this mlm checkpoint (empty: from scratch)", {.metavar = "FILE"});
   add_amp_flags(f);
-  f.add_int("epochs", 0, "passes over the training verses (0: 10 for mlm, 3 for testament/book)", {.min = 0});
+  f.add_int("epochs", 0, "passes over the training verses (0: 5 for mlm, 3 for testament/book)", {.min = 0});
   f.add_int("batch-size", 32, "verses per micro-batch", {.min = 1});
   f.add_int("accumulate", 1, "micro-batches per optimizer step (gradient accumulation; effective batch = batch-size x accumulate)", {.min = 1});
   f.add_int("seq-len", 64, "tokens per sequence with [CLS] and [SEP] (64 holds 98.3% of the verses whole)", {.min = 3, .max = 512});
@@ -298,7 +298,7 @@ int run(int argc, char** argv) {
            "\n  hint: to continue an mlm run, use --resume");
   const int64_t batch_size = flags.get_int("batch-size"), accumulate = flags.get_int("accumulate"),
                 seq_len = flags.get_int("seq-len");
-  const int64_t epochs = flags.get_int("epochs") > 0 ? flags.get_int("epochs") : (mlm ? 10 : 3);
+  const int64_t epochs = flags.get_int("epochs") > 0 ? flags.get_int("epochs") : (mlm ? 5 : 3);
   const double lr = flags.get_double("lr") > 0 ? flags.get_double("lr") : (mlm ? 5e-4 : 1e-4);
   const uint64_t seed = uint64_t(flags.get_int("seed"));
   // Checkpoints read before the model exists: they carry the tokenizer (and the pretrained model).
@@ -412,11 +412,12 @@ int run(int argc, char** argv) {
   // Part of the run's configuration: a resumed fine-tuning run names its --pretrained file again
   // (the weights come from the resume checkpoint; the file is not read).
   const std::string init = mlm ? "" : flags.value("pretrained").empty() ? "scratch" : "pretrained";
-  std::printf("train_bert: %s, BERT-%s (%s parameters)%s, vocab %s, seq-len %lld, %s %s, batch %lld x %lld accumulated, "
+  const std::string precision = precision_label(level, dtype);
+  std::printf("train_bert: %s, BERT-%s (%s parameters)%s, vocab %s, seq-len %lld, %s, batch %lld x %lld accumulated, "
               "%lld epochs x %lld steps, lr %s (warmup %lld steps, linear decay), %d threads\n",
               task.c_str(), model_name.c_str(), format_count(model->num_parameters()).c_str(),
               init.empty() ? "" : (init == "scratch" ? " from scratch" : " from the pretrained encoder"),
-              format_count(tok.vocab_size()).c_str(), (long long)seq_len, level.c_str(), dtype.c_str(),
+              format_count(tok.vocab_size()).c_str(), (long long)seq_len, precision.c_str(),
               (long long)batch_size, (long long)accumulate, (long long)epochs, (long long)steps_per_epoch,
               format_number(lr).c_str(), (long long)warmup, num_threads());
   std::printf("%s", amp::properties().str().c_str());
@@ -429,8 +430,8 @@ int run(int argc, char** argv) {
   double loss_sum = 0;
   int64_t right = 0, predicted = 0, seen = 0, skipped_at_epoch_start = 0;
   const std::string config = task + (init.empty() ? "" : " (" + init + ")") + " BERT-" + model_name + " vocab " +
-                             std::to_string(tok.vocab_size()) + " seq-len " + std::to_string(seq_len) + " " + level + " " +
-                             dtype + " batch " + std::to_string(batch_size) + "x" + std::to_string(accumulate) + " " +
+                             std::to_string(tok.vocab_size()) + " seq-len " + std::to_string(seq_len) + " " + precision +
+                             " batch " + std::to_string(batch_size) + "x" + std::to_string(accumulate) + " " +
                              std::to_string(epochs) + " epochs of " + std::to_string(steps_per_epoch) + " steps";
   if (resume) {
     const io::Checkpoint& ck = *resume;
@@ -604,7 +605,7 @@ int run(int argc, char** argv) {
               format_count(peak_rss_bytes() >> 20).c_str());
   if (!flags.value("plot").empty()) {
     write_svg(flags.value("plot"), history.figure("train_bert: " + task + (init.empty() ? "" : " (" + init + ")") +
-                                                  ", BERT-" + model_name + " " + level + " " + dtype, eval_name));
+                                                  ", BERT-" + model_name + " " + precision, eval_name));
     std::printf("plot written to %s\n", flags.value("plot").c_str());
   }
   return 0;

@@ -61,6 +61,10 @@ bool parse_flags(Flags& flags, int argc, char** argv) {
   return true;
 }
 
+std::string precision_label(const std::string& opt_level, const std::string& dtype) {
+  return opt_level + " " + (opt_level == "O0" ? std::string("f32") : dtype);
+}
+
 std::string skipped_step_trace(const amp::OverflowTracer& tracer, int64_t step, bool first) {
   const std::optional<amp::OverflowReport> report = tracer.first();  // a copy: first() returns by value
   if (first || !report) return tracer.report();

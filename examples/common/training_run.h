@@ -42,6 +42,10 @@ void add_run_flags(Flags& flags, int64_t log_every, const std::string& records, 
 // --device cuda until the CUDA backend exists and applies --threads (0: all cores).
 bool parse_flags(Flags& flags, int argc, char** argv);
 
+// The run's precision for labels and configurations: "O1 bf16", "O2 f16"; "O0 f32" whatever
+// --dtype says, since O0 never uses the low-precision dtype.
+std::string precision_label(const std::string& opt_level, const std::string& dtype);
+
 // --trace-overflow's text for a skipped step: the tracer's full report for the first skipped step
 // of the run (`first`), then one line per skipped step (the op, its direction and module path and
 // the range of its inputs), so a long f16 run with many skips stays readable.

@@ -141,8 +141,9 @@ int run(int argc, char** argv) {
                                .verbosity = 0});
   const int64_t warmup = std::min<int64_t>(total_steps, int64_t(std::llround(flags.get_double("warmup-epochs") * double(steps_per_epoch))));
   optim::WarmupCosineLR sched(opt, {.warmup_steps = warmup, .total_steps = total_steps});
-  std::printf("train_resnet: ResNet-%lld (%s parameters) on Fashion-MNIST, %s %s, batch %lld, %lld epochs x %lld steps, %d threads\n",
-              (long long)depth, format_count(model->num_parameters()).c_str(), level.c_str(), dtype.c_str(),
+  const std::string precision = precision_label(level, dtype);
+  std::printf("train_resnet: ResNet-%lld (%s parameters) on Fashion-MNIST, %s, batch %lld, %lld epochs x %lld steps, %d threads\n",
+              (long long)depth, format_count(model->num_parameters()).c_str(), precision.c_str(),
               (long long)batch_size, (long long)epochs, (long long)steps_per_epoch, num_threads());
   std::printf("%s", amp::properties().str().c_str());
   if (flags.get_bool("precision-plan")) std::printf("%s", amp::precision_plan(*model, &opt).c_str());
@@ -153,7 +154,7 @@ int run(int argc, char** argv) {
   // The running sums of the current epoch (saved too, so a resumed epoch reports the same averages).
   double loss_sum = 0;
   int64_t right = 0, seen = 0, skipped_at_epoch_start = 0;
-  const std::string config = "ResNet-" + std::to_string(depth) + " " + level + " " + dtype + " batch " +
+  const std::string config = "ResNet-" + std::to_string(depth) + " " + precision + " batch " +
                              std::to_string(batch_size) + " " + std::to_string(epochs) + " epochs of " +
                              std::to_string(steps_per_epoch) + " steps";
   if (!flags.value("resume").empty()) {
@@ -292,12 +293,12 @@ int run(int argc, char** argv) {
 
   // ---- summary ----
   std::printf("\n%s", summary.to_string().c_str());
-  std::printf("final test accuracy %.4f after %lld steps (%s, %s %s; wall time %s; peak memory %s MiB)\n",
+  std::printf("final test accuracy %.4f after %lld steps (%s; wall time %s; peak memory %s MiB)\n",
               history.eval_metric.empty() ? 0.0 : history.eval_metric.back(), (long long)step, config.c_str(),
-              level.c_str(), dtype.c_str(), format_duration(run_clock.seconds()).c_str(),
+              format_duration(run_clock.seconds()).c_str(),
               format_count(peak_rss_bytes() >> 20).c_str());
   if (!flags.value("plot").empty()) {
-    write_svg(flags.value("plot"), history.figure("train_resnet: ResNet-" + std::to_string(depth) + " " + level + " " + dtype,
+    write_svg(flags.value("plot"), history.figure("train_resnet: ResNet-" + std::to_string(depth) + " " + precision,
                                                   "test accuracy"));
     std::printf("plot written to %s\n", flags.value("plot").c_str());
   }

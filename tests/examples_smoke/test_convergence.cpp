@@ -69,7 +69,7 @@ TEST_CASE("train_bert: MLM improves steadily, testament reaches 95%, pretraining
           "[examples][slow]") {
   TempDir dir;
   const std::string ck = dir.file("mlm.ck");
-  // Pretraining with the defaults (BERT-mini, 10 epochs): masked-token accuracy rises epoch over
+  // Pretraining with the defaults (BERT-mini, 5 epochs): masked-token accuracy rises epoch over
   // epoch (a dip of at most 0.005 between consecutive evaluations is noise, not a regression).
   const std::vector<double> mlm = bert_eval_accuracy(dir, "mlm", "--task mlm --checkpoint " + ck);
   CHECK(mlm.back() > mlm.front() + 0.05);
