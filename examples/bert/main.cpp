@@ -75,7 +75,7 @@ Flags make_flags() {
   f.add_int("accumulate", 1, "micro-batches per optimizer step (gradient accumulation; effective batch = batch-size x accumulate)", {.min = 1});
   f.add_int("seq-len", 64, "tokens per sequence with [CLS] and [SEP] (64 holds 98.3% of the verses whole)", {.min = 3, .max = 512});
   f.add_int("vocab-size", 8192, "WordPiece vocabulary trained on the training verses (with --pretrained/--resume: the checkpoint's)", {.min = 64});
-  f.add_double("lr", 0, "peak learning rate (0: 5e-4 for mlm, 1e-4 for testament/book)", {.min = 0});
+  f.add_double("lr", 0, "peak learning rate (0: 5e-4 for mlm, 3e-4 for testament/book)", {.min = 0});
   f.add_double("weight-decay", 0.01, "AdamW decoupled weight decay (not applied to biases and LayerNorm weights)", {.min = 0});
   f.add_double("warmup", 0.1, "linear warmup: a fraction of all steps when < 1, else a number of steps", {.min = 0});
   f.add_double("clip", 1.0, "max global gradient norm (0: no clipping; the norm is still reported)", {.min = 0});
@@ -299,7 +299,7 @@ int run(int argc, char** argv) {
   const int64_t batch_size = flags.get_int("batch-size"), accumulate = flags.get_int("accumulate"),
                 seq_len = flags.get_int("seq-len");
   const int64_t epochs = flags.get_int("epochs") > 0 ? flags.get_int("epochs") : (mlm ? 5 : 3);
-  const double lr = flags.get_double("lr") > 0 ? flags.get_double("lr") : (mlm ? 5e-4 : 1e-4);
+  const double lr = flags.get_double("lr") > 0 ? flags.get_double("lr") : (mlm ? 5e-4 : 3e-4);
   const uint64_t seed = uint64_t(flags.get_int("seed"));
   // Checkpoints read before the model exists: they carry the tokenizer (and the pretrained model).
   std::optional<io::Checkpoint> resume, pretrained;
