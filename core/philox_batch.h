@@ -1,5 +1,6 @@
 // Philox blocks in batches on the CPU: the same words as philox_block (core/philox.h), computed
-// for 8 consecutive blocks at once in vector lanes (GCC/Clang vector extensions) for the ten rounds (one scalar block at a time made dropout the costliest op of a BERT step).
+// for 8 consecutive blocks at once in vector lanes (GCC/Clang vector extensions). One scalar
+// block at a time made dropout the costliest op of a BERT step.
 #pragma once
 #include <algorithm>
 #include <cstdint>

@@ -215,7 +215,7 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
           // f16: the row in f32, then one SIMD rounding pass (the scalar f16 store dominated f16 training)
           row.resize(std::size_t(s));
           for (int64_t k = 0; k < s; ++k) row[std::size_t(k)] = (x[e0 + k] - mu) * scale + shift;
-          convert_f32_to_f16(row.data(), y + e0, s);
+          store_values(row.data(), y + e0, s);
         } else {
           for (int64_t k = 0; k < s; ++k) {
             y[e0 + k] = store<T>((x[e0 + k] - mu) * scale + shift);  // centre first: x * scale - mu * scale cancels
@@ -302,9 +302,9 @@ void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t first = c * kChunk * 4, n = std::min(numel - first, kChunk * 4);
       philox_blocks(seed, offset, uint64_t(c * kChunk), (n + 3) / 4, words);
-      // Branch-free selects (a kept/dropped branch mispredicts p of the time) on local copies
-      // (the bool mask may alias anything), then one bulk store.
-      // The select is a bit mask: GCC will not if-convert a multiply it thinks may trap.
+      // Branch-free: a kept/dropped branch mispredicts p of the time, and the select is a bit
+      // mask because GCC will not if-convert a multiply it thinks may trap. Local copies of the
+      // constants (the bool mask may alias anything), then one bulk store.
       using Bits = std::conditional_t<sizeof(A) == 8, uint64_t, uint32_t>;
       A kept[4 * kChunk];
       bool keep[4 * kChunk];
