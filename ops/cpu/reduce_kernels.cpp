@@ -1,6 +1,6 @@
 // CPU kernels of sum and mean. Accumulators: f32 for f16/bf16/f32, f64 for f64, i64 for integers
-// and bool; dense runs are summed in blocks of 8 lanes (a two-level sum, far tighter than one
-// running total).
+// and bool; the summation rule of core/cascade_sum.h (leaves of 128, 8 lanes when contiguous,
+// pairwise above), applied by reduce_loop.
 #include "ops/cpu/reduce_loop.h"
 #include "ops/kernel_registry.h"
 #include "ops/register.h"
@@ -18,19 +18,8 @@ struct SumReducer {
       for (int64_t i = 0; i < n; ++i) acc += static_cast<Acc>(p[i * stride]);
       return acc;
     }
-    constexpr int64_t kBlock = 1024;
-    for (int64_t b = 0; b < n; b += kBlock) {
-      const int64_t e = std::min(n, b + kBlock);
-      Acc lanes[8] = {};
-      int64_t i = b;
-      for (; i + 8 <= e; i += 8) {
-        for (int k = 0; k < 8; ++k) lanes[k] += static_cast<Acc>(p[i + k]);
-      }
-      Acc block = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-      for (; i < e; ++i) block += static_cast<Acc>(p[i]);
-      acc += block;
-    }
-    return acc;
+    // A contiguous leaf: 8 lanes (core/cascade_sum.h's lane_fold), then added to the leaf's total.
+    return acc + lane_fold<Acc>(n, [p](int64_t i) { return static_cast<Acc>(p[i]); });
   }
   Acc combine(Acc a, Acc b) const { return a + b; }
 };

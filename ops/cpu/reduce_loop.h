@@ -2,17 +2,21 @@
 //   using Acc = ...;                                   // accumulator (f32 for f16/bf16/f32, f64 for f64)
 //   Acc init() const;
 //   Acc run(Acc acc, const T* p, int64_t n, int64_t stride, int64_t first_index) const;
-//                                                      // n elements at p with stride (elements);
-//                                                      // first_index = position in the reduced range
+//                                                      // folds n elements at p with stride (elements)
+//                                                      // into acc; first_index = position in the
+//                                                      // reduced range; n <= kSumLeaf
 //   Acc combine(Acc a, Acc b) const;                   // partial results, a's range before b's
 //   O finish(Acc acc, int64_t count) const;            // count = number of reduced elements
-// reduce_loop() visits, for every output element, all input elements along the reduced dims in
-// order. Many outputs run in parallel over outputs; few outputs split each reduction into chunks
-// whose partial accumulators are combined (so a full sum of 2^24 elements uses both cores).
+// reduce_loop() reduces every output by the summation rule of core/cascade_sum.h: the reduced
+// positions, in order, form leaves of kSumLeaf that the reducer folds, and the leaves combine
+// pairwise in a tree fixed by the reduced size alone. Many outputs run in parallel over outputs;
+// few long ones split each reduction into chunks that are nodes of that tree, so the result is
+// the same bit for bit at any thread count, with an error of O(log n) ulps instead of O(n).
 #pragma once
 #include <algorithm>
 #include <vector>
 
+#include "core/cascade_sum.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 
@@ -37,10 +41,14 @@ void for_each_reduced_run(const ReduceGeometry& g, int64_t base, int64_t begin, 
   if (begin >= end) return;  // also covers reductions over an empty dim
   const int64_t nd = int64_t(g.red_shape.size());
   if (nd == 0) {
-    if (begin < end) f(base, 1, 1, 0);
+    f(base, 1, 1, 0);
     return;
   }
   const int64_t inner = g.red_shape[nd - 1];
+  if (nd == 1) {  // the common case, and the one called once per leaf: no index vector
+    f(base + begin * g.red_strides[0], end - begin, g.red_strides[0], begin);
+    return;
+  }
   std::vector<int64_t> idx(nd);
   int64_t rem = begin;
   for (int64_t d = nd - 1; d >= 0; --d) {
@@ -75,9 +83,9 @@ inline int64_t kept_offset(const ReduceGeometry& g, int64_t o) {
 // Reductions over the outer dims of a tensor whose innermost kept dim is contiguous (a bias
 // gradient: the column sums of [N, C]) walk the input row by row for a tile of neighbouring
 // outputs, so every load is contiguous and the tile vectorizes; the strided walk one output at a
-// time re-read each cache line C times. Each output still folds its elements in order, so the
-// result equals the strided walk bit for bit: only reducers whose strided run is such an in-order
-// fold (they declare kInOrderStrided) take this path.
+// time re-read each cache line C times. Each output still folds each leaf in order and combines
+// the leaves by the same tree, so the result equals the strided walk bit for bit: only reducers
+// whose strided run is such an in-order fold (they declare kInOrderStrided) take this path.
 template <typename T, typename O, typename R>
 bool reduce_outer_tiles(const T* data, const ReduceGeometry& g, O* out, const R& r) {
   using Acc = typename R::Acc;
@@ -92,19 +100,26 @@ bool reduce_outer_tiles(const T* data, const ReduceGeometry& g, O* out, const R&
     const int64_t inner = g.kept_shape.back(), tiles_per_row = (inner + kTile - 1) / kTile;
     const int64_t tiles = g.out_numel / inner * tiles_per_row;
     const int64_t grain = std::max<int64_t>(1, kDefaultGrain / (g.red_numel * kTile));
+    auto combine = [&r](Acc a, Acc b) { return r.combine(a, b); };
     parallel_for(0, tiles, grain, [&](int64_t t0, int64_t t1) {
       Acc acc[kTile];
+      std::vector<Cascade<Acc, decltype(combine)>> sums(kTile, Cascade<Acc, decltype(combine)>(combine));
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t col = (t % tiles_per_row) * kTile, o0 = (t / tiles_per_row) * inner + col;
-        const int64_t w = std::min(kTile, inner - col);
-        for (int64_t k = 0; k < w; ++k) acc[k] = r.init();
-        for_each_reduced_run(g, kept_offset(g, o0), 0, g.red_numel, [&](int64_t off, int64_t n, int64_t stride, int64_t first) {
-          for (int64_t i = 0; i < n; ++i) {
-            const T* p = data + off + i * stride;
-            for (int64_t k = 0; k < w; ++k) acc[k] = r.run(acc[k], p + k, 1, stride, first + i);
-          }
-        });
-        for (int64_t k = 0; k < w; ++k) out[o0 + k] = r.finish(acc[k], g.red_numel);
+        const int64_t w = std::min(kTile, inner - col), base = kept_offset(g, o0);
+        for (int64_t k = 0; k < w; ++k) sums[k] = Cascade<Acc, decltype(combine)>(combine);
+        for (int64_t leaf = 0; leaf < g.red_numel; leaf += kSumLeaf) {
+          for (int64_t k = 0; k < w; ++k) acc[k] = r.init();
+          const int64_t leaf_end = std::min(g.red_numel, leaf + kSumLeaf);
+          for_each_reduced_run(g, base, leaf, leaf_end, [&](int64_t off, int64_t n, int64_t stride, int64_t first) {
+            for (int64_t i = 0; i < n; ++i) {
+              const T* p = data + off + i * stride;
+              for (int64_t k = 0; k < w; ++k) acc[k] = r.run(acc[k], p + k, 1, stride, first + i);
+            }
+          });
+          for (int64_t k = 0; k < w; ++k) sums[k].push(acc[k]);
+        }
+        for (int64_t k = 0; k < w; ++k) out[o0 + k] = r.finish(sums[k].result(r.init()), g.red_numel);
       }
     });
     return true;
@@ -116,35 +131,29 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, O* out, cons
   using Acc = typename R::Acc;
   const ReduceGeometry g = reduce_geometry(x, dims);
   const T* data = static_cast<const T*>(x.data_ptr());
-  auto reduce_range = [&](int64_t base, int64_t b, int64_t e) {
-    Acc acc = r.init();
-    for_each_reduced_run(g, base, b, e, [&](int64_t off, int64_t n, int64_t stride, int64_t first) {
-      acc = r.run(acc, data + off, n, stride, first);
-    });
-    return acc;
+  auto combine = [&r](Acc a, Acc b) { return r.combine(a, b); };
+  // One output by the summation rule; `parallel` splits it into chunks (same result).
+  auto reduce_one = [&](int64_t base, bool parallel) {
+    auto fold = [&](int64_t b, int64_t e) {
+      Acc acc = r.init();
+      for_each_reduced_run(g, base, b, e, [&](int64_t off, int64_t n, int64_t stride, int64_t first) {
+        acc = r.run(acc, data + off, n, stride, first);
+      });
+      return acc;
+    };
+    return cascade_reduce<Acc>(g.red_numel, r.init(), fold, combine, parallel);
   };
   const int threads = num_threads();
   if (g.out_numel >= threads && reduce_outer_tiles<T>(data, g, out, r)) return;
   if (g.out_numel >= threads || g.red_numel < 4 * kDefaultGrain || in_parallel_region()) {
     const int64_t grain = std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(1, g.red_numel));
     parallel_for(0, g.out_numel, grain, [&](int64_t b, int64_t e) {
-      for (int64_t o = b; o < e; ++o) out[o] = r.finish(reduce_range(kept_offset(g, o), 0, g.red_numel), g.red_numel);
+      for (int64_t o = b; o < e; ++o) out[o] = r.finish(reduce_one(kept_offset(g, o), false), g.red_numel);
     });
     return;
   }
-  // Few outputs, long reductions: chunk each reduction, then combine the partials in order.
-  for (int64_t o = 0; o < g.out_numel; ++o) {
-    const int64_t base = kept_offset(g, o);
-    std::vector<Acc> partial(threads, r.init());
-    parallel_for(0, threads, 1, [&](int64_t b, int64_t e) {
-      for (int64_t c = b; c < e; ++c) {
-        partial[c] = reduce_range(base, g.red_numel * c / threads, g.red_numel * (c + 1) / threads);
-      }
-    });
-    Acc acc = partial[0];
-    for (int c = 1; c < threads; ++c) acc = r.combine(acc, partial[c]);
-    out[o] = r.finish(acc, g.red_numel);
-  }
+  // Few outputs, long reductions: each one in chunks on all threads.
+  for (int64_t o = 0; o < g.out_numel; ++o) out[o] = r.finish(reduce_one(kept_offset(g, o), true), g.red_numel);
 }
 
 }  // namespace mg::cpu

@@ -1,7 +1,8 @@
 // Reducers of the remaining reductions (prod, amax/amin, max_dim/argmax, var/std, norm,
 // logsumexp) for the CPU launcher reduce_loop (ops/cpu/reduce_loop.h: Acc, init, run, combine,
-// finish). Sums accumulate in f32 for f16/bf16/f32 and f64 for f64 (acc_t), in blocks of
-// kSumBlock elements; max/min keep the value in opmath, which is exact. NaN wins every max/min
+// finish). Sums accumulate in f32 for f16/bf16/f32 and f64 for f64 (acc_t); reduce_loop hands each
+// reducer one leaf (<= kSumLeaf elements) at a time and combines leaves pairwise (core/cascade_sum.h),
+// so run() is a plain fold; max/min keep the value in opmath, which is exact. NaN wins every max/min
 // comparison (as PyTorch), and the first index wins ties, also across parallel chunks.
 #pragma once
 #include <algorithm>
@@ -13,9 +14,6 @@
 #include "core/dtype.h"
 
 namespace mg::cpu {
-
-// Two-level sums: a block of this many elements is summed on its own, then added to the total.
-inline constexpr int64_t kSumBlock = 1024;
 
 template <typename V>
 inline bool is_nan(V v) {
@@ -122,9 +120,8 @@ struct ArgIndexReducer : ArgReducer<T, kMax> {
   int64_t finish(ValueIndex<T> acc, int64_t) const { return acc.index; }
 };
 
-// var / std by Chan's parallel Welford update: every block of kSumBlock elements is reduced by
-// two passes (mean, then the sum of squared deviations), and blocks and parallel chunks are
-// merged with  m2 = m2a + m2b + d^2 na nb / n,  d = mean_b - mean_a.
+// var / std by Chan's parallel update: every leaf is reduced by two passes (mean, then the sum of
+// squared deviations), and leaves are merged pairwise with  m2 = m2a + m2b + d^2 na nb / n,  d = mean_b - mean_a.
 template <typename T, bool kStd>
 struct VarReducer {
   using A = acc_t<T>;  // f32 for f16/bf16/f32, f64 for f64
@@ -144,20 +141,17 @@ struct VarReducer {
     const A fb = A(b.n) / A(n);
     return {n, a.mean + d * fb, a.m2 + b.m2 + d * d * A(a.n) * fb};
   }
+  // One leaf: two passes (mean, then the sum of squared deviations), merged into acc.
   Acc run(Acc acc, const T* p, int64_t n, int64_t stride, int64_t) const {
-    for (int64_t b = 0; b < n; b += kSumBlock) {
-      const int64_t e = std::min(n, b + kSumBlock);
-      A s = 0;
-      for (int64_t i = b; i < e; ++i) s += static_cast<A>(p[i * stride]);
-      const A mean = s / A(e - b);
-      A m2 = 0;
-      for (int64_t i = b; i < e; ++i) {
-        const A d = static_cast<A>(p[i * stride]) - mean;
-        m2 += d * d;
-      }
-      acc = merge(acc, {e - b, mean, m2});
+    A s = 0;
+    for (int64_t i = 0; i < n; ++i) s += static_cast<A>(p[i * stride]);
+    const A mean = s / A(n);
+    A m2 = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const A d = static_cast<A>(p[i * stride]) - mean;
+      m2 += d * d;
     }
-    return acc;
+    return merge(acc, {n, mean, m2});
   }
   Acc combine(Acc a, Acc b) const { return merge(a, b); }
   // m2 / max(0, N - correction): 0/0 (one element, correction 1) gives NaN, as PyTorch.
@@ -191,12 +185,9 @@ struct NormReducer {
       }
       return acc;
     } else {
-      for (int64_t b = 0; b < n; b += kSumBlock) {
-        const int64_t e = std::min(n, b + kSumBlock);
-        Acc block = 0;
-        for (int64_t i = b; i < e; ++i) block += term(std::abs(static_cast<Acc>(ptr[i * stride])));
-        acc += block;
-      }
+      Acc leaf = 0;
+      for (int64_t i = 0; i < n; ++i) leaf += term(std::abs(static_cast<Acc>(ptr[i * stride])));
+      acc += leaf;
       return acc;
     }
   }
