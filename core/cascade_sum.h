@@ -63,6 +63,8 @@ class Cascade {
   }
 
   uint64_t count() const { return count_; }
+  // Starts a new sum (a cascade with a capturing-lambda combine cannot be reassigned).
+  void reset() { count_ = 0; }
 
  private:
   Acc levels_[64] = {};

@@ -107,7 +107,7 @@ bool reduce_outer_tiles(const T* data, const ReduceGeometry& g, O* out, const R&
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t col = (t % tiles_per_row) * kTile, o0 = (t / tiles_per_row) * inner + col;
         const int64_t w = std::min(kTile, inner - col), base = kept_offset(g, o0);
-        for (int64_t k = 0; k < w; ++k) sums[k] = Cascade<Acc, decltype(combine)>(combine);
+        for (int64_t k = 0; k < w; ++k) sums[k].reset();
         for (int64_t leaf = 0; leaf < g.red_numel; leaf += kSumLeaf) {
           for (int64_t k = 0; k < w; ++k) acc[k] = r.init();
           const int64_t leaf_end = std::min(g.red_numel, leaf + kSumLeaf);
