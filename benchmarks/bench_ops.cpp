@@ -4,7 +4,10 @@
 //   2. f32 GEMM 2048^3 through mg::matmul: GFLOP/s and % of that peak;
 //   3. f16 and bf16 GEMM of the same size: GFLOP/s and ratio to f32 (f32 accumulation);
 //   4. mg::add and mg::gelu on 2^24 f32 elements: GB/s vs memcpy of the same traffic;
-//   5. mg::to f32 -> f16 and f16 -> f32 on 2^24 elements: GB/s vs memcpy.
+//   5. mg::to f32 -> f16 and f16 -> f32 on 2^24 elements: GB/s vs memcpy;
+//   6. reductions by the summation rule (core/cascade_sum.h) on 2^24 elements: a full sum and
+//      variance, row sums [2^10, 2^14] over dim 1, column sums [2^14, 2^10] over dim 0 (the
+//      bias-gradient shape) in f32 and bf16: GB/s of input read vs memcpy (read + write).
 // Timing: one warm-up call, then the best of N (std::chrono::steady_clock).
 //
 //   bench_ops [--quick] [--threads N] [--json FILE]
@@ -128,6 +131,22 @@ int main(int argc, char** argv) {
     rows.push_back({"to f32->f16", "f32", eshape, to16, "GB/s", "memcpy", mc, to16 / mc});
     const double to32 = op_gbps(6 * n, mem_reps, [&] { return mg::to(xh, mg::DType::F32); });
     rows.push_back({"to f16->f32", "f16", eshape, to32, "GB/s", "memcpy", mc, to32 / mc});
+
+    // 6. reductions: bytes = input read (the output is tiny)
+    const int64_t long_side = int64_t(1) << (cfg.quick ? 10 : 14);
+    const mg::Tensor wide = mg::reshape(x, {elems / long_side, long_side});  // [2^10, 2^14]
+    const mg::Tensor tall = mg::reshape(x, {long_side, elems / long_side});  // [2^14, 2^10]
+    const mg::Tensor tall_bf16 = mg::to(tall, mg::DType::BF16);
+    auto reduction = [&](const char* name, const char* dtype, const std::string& shape, double bytes,
+                         const std::function<mg::Tensor()>& op) {
+      const double v = op_gbps(bytes, mem_reps, op);
+      rows.push_back({name, dtype, shape, v, "GB/s", "memcpy", mc, v / mc});
+    };
+    reduction("sum (all)", "f32", eshape, 4 * n, [&] { return mg::sum(x); });
+    reduction("var (all)", "f32", eshape, 4 * n, [&] { return mg::var(x); });
+    reduction("sum dim 1 (rows)", "f32", mg::shape_str(wide.shape()), 4 * n, [&] { return mg::sum(wide, {1}); });
+    reduction("sum dim 0 (columns)", "f32", mg::shape_str(tall.shape()), 4 * n, [&] { return mg::sum(tall, {0}); });
+    reduction("sum dim 0 (columns)", "bf16", mg::shape_str(tall.shape()), 2 * n, [&] { return mg::sum(tall_bf16, {0}); });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_ops: %s\n", e.what());
     return 1;

@@ -120,8 +120,9 @@ struct ArgIndexReducer : ArgReducer<T, kMax> {
   int64_t finish(ValueIndex<T> acc, int64_t) const { return acc.index; }
 };
 
-// var / std by Chan's parallel update: every leaf is reduced by two passes (mean, then the sum of
-// squared deviations), and leaves are merged pairwise with  m2 = m2a + m2b + d^2 na nb / n,  d = mean_b - mean_a.
+// var / std by Chan's parallel update: every leaf is reduced by passes over its <= 128 values
+// (the corrected mean, then the sum of squared deviations), and leaves are merged pairwise with
+//   m2 = m2a + m2b + d^2 na nb / n,  d = mean_b - mean_a.
 template <typename T, bool kStd>
 struct VarReducer {
   using A = acc_t<T>;  // f32 for f16/bf16/f32, f64 for f64
@@ -141,11 +142,15 @@ struct VarReducer {
     const A fb = A(b.n) / A(n);
     return {n, a.mean + d * fb, a.m2 + b.m2 + d * d * A(a.n) * fb};
   }
-  // One leaf: two passes (mean, then the sum of squared deviations), merged into acc.
+  // One leaf: the mean, corrected by the mean deviation from it (so a constant leaf gets its
+  // value exactly: x - mean is exact near the mean), then the sum of squared deviations.
   Acc run(Acc acc, const T* p, int64_t n, int64_t stride, int64_t) const {
     A s = 0;
     for (int64_t i = 0; i < n; ++i) s += static_cast<A>(p[i * stride]);
-    const A mean = s / A(n);
+    A mean = s / A(n);
+    A ds = 0;
+    for (int64_t i = 0; i < n; ++i) ds += static_cast<A>(p[i * stride]) - mean;
+    mean += ds / A(n);
     A m2 = 0;
     for (int64_t i = 0; i < n; ++i) {
       const A d = static_cast<A>(p[i * stride]) - mean;
