@@ -346,10 +346,27 @@ TEST_CASE("tensor methods: in-place forms on integer tensors", "[ops][methods]")
   Tensor c = clone(x);
   c.relu_();
   CHECK(values(c) == std::vector<double>{0, 0, 4, 0});
-  // exp of an integer tensor is refused (it would not fit back), never truncated silently
+  // A whole-number scalar keeps the integer dtype.
+  Tensor e = clone(x);
+  e.add_(2.0).mul_(3.0).sub_(1.0);
+  CHECK(values(e) == std::vector<double>{-4, 5, 17, 2});
+  CHECK(e.dtype() == DType::I64);
+  // A floating result is refused (as PyTorch), never truncated into the integer tensor: exp,
+  // a fractional scalar, true division.
   Tensor d = clone(x);
   MG_REQUIRE_ERROR(d.exp_(), "exp");
+  MG_REQUIRE_ERROR(d.add_(0.5), "add_: the result is f32 but the tensor written in place is [4] i64 cpu");
+  MG_REQUIRE_ERROR(d.sub_(ones({4})), "sub_: the result is f32");
+  MG_REQUIRE_ERROR(d.div_(2.0), "div_: the result is f32");
+  MG_REQUIRE_ERROR(d.div_(from_vector<int64_t>({2, 2, 2, 2}, {4})), "div_: the result is f32");
   CHECK(values(d) == values(x));
+  Tensor flags = gt(x, scalar_like(0.0, x));  // bool
+  MG_REQUIRE_ERROR(flags.add_(from_vector<int64_t>({1, 1, 1, 1}, {4})), "add_: the result is i64");
+  // a floating tensor takes a wider floating operand, rounded into its dtype
+  Tensor h = to(x, DType::F16);
+  h.add_(from_vector<double>({0.5, 0.5, 0.5, 0.5}, {4}));
+  CHECK(h.dtype() == DType::F16);
+  CHECK(values(h) == std::vector<double>{-2.5, 0.5, 4.5, -0.5});
 }
 
 TEST_CASE("tensor methods: gradients through methods equal the free functions'", "[ops][methods][grad]") {
@@ -479,7 +496,8 @@ TEST_CASE("tensor methods: docs/tensor_methods.md lists every method core/tensor
   for (auto it = std::sregex_iterator(block.begin(), block.end(), decl); it != std::sregex_iterator(); ++it) {
     const std::string name = (*it)[1];
     INFO("method " << name);
-    CHECK(doc.find("x." + name + "(") != std::string::npos || doc.find("c." + name + "(") != std::string::npos);
+    const bool listed = doc.find("x." + name + "(") != std::string::npos || doc.find("c." + name + "(") != std::string::npos;
+    CHECK(listed);
     ++count;
   }
   CHECK(count > 100);  // the block was found and parsed
