@@ -113,6 +113,26 @@ Tensors two(const std::pair<Tensor, Tensor>& p) { return {p.first, p.second}; }
 // integer dtypes by the caller.
 std::vector<Case> floating_cases() {
   return {
+      // views, copies and casts
+      {"view", [](const Inputs& i) { return one(i.x.view({4, 3})); }, [](const Inputs& i) { return one(view(i.x, {4, 3})); }},
+      {"reshape", [](const Inputs& i) { return one(i.x.t().reshape({2, -1})); },
+       [](const Inputs& i) { return one(reshape(transpose(i.x, 0, 1), {2, -1})); }},
+      {"permute", [](const Inputs& i) { return one(i.a3.permute({2, 0, 1})); }, [](const Inputs& i) { return one(permute(i.a3, {2, 0, 1})); }},
+      {"transpose", [](const Inputs& i) { return one(i.a3.transpose(0, -1)); }, [](const Inputs& i) { return one(transpose(i.a3, 0, -1)); }},
+      {"t", [](const Inputs& i) { return one(i.x.t()); }, [](const Inputs& i) { return one(transpose(i.x, 0, 1)); }},
+      {"narrow", [](const Inputs& i) { return one(i.x.narrow(1, 1, 2)); }, [](const Inputs& i) { return one(narrow(i.x, 1, 1, 2)); }},
+      {"slice", [](const Inputs& i) { return one(i.x.slice(1, 0, 4, 2)); }, [](const Inputs& i) { return one(slice(i.x, 1, 0, 4, 2)); }},
+      {"select", [](const Inputs& i) { return one(i.x.select(0, -1)); }, [](const Inputs& i) { return one(select(i.x, 0, -1)); }},
+      {"expand", [](const Inputs& i) { return one(i.row.expand({3, 4})); }, [](const Inputs& i) { return one(expand(i.row, {3, 4})); }},
+      {"squeeze", [](const Inputs& i) { return one(i.x.unsqueeze(0).squeeze()); },
+       [](const Inputs& i) { return one(squeeze(unsqueeze(i.x, 0))); }},
+      {"squeeze dim", [](const Inputs& i) { return one(i.x.unsqueeze(1).squeeze(1)); },
+       [](const Inputs& i) { return one(squeeze(unsqueeze(i.x, 1), 1)); }},
+      {"flatten", [](const Inputs& i) { return one(i.a3.flatten(1)); }, [](const Inputs& i) { return one(flatten(i.a3, 1)); }},
+      {"contiguous", [](const Inputs& i) { return one(i.x.t().contiguous()); },
+       [](const Inputs& i) { return one(contiguous(transpose(i.x, 0, 1))); }},
+      {"clone", [](const Inputs& i) { return one(i.x.clone()); }, [](const Inputs& i) { return one(clone(i.x)); }},
+      {"to dtype", [](const Inputs& i) { return one(i.x.to(DType::I32)); }, [](const Inputs& i) { return one(to(i.x, DType::I32)); }},
       // arithmetic
       {"add", [](const Inputs& i) { return one(i.x.add(i.y)); }, [](const Inputs& i) { return one(add(i.x, i.y)); }},
       {"add alpha", [](const Inputs& i) { return one(i.x.add(i.row, 0.5)); }, [](const Inputs& i) { return one(add(i.x, i.row, 0.5)); }},
@@ -293,6 +313,15 @@ std::vector<InplaceCase> inplace_cases() {
        [](const Tensor& t, const Inputs&) { return clamp_max(t, 0.1); }},
       {"masked_fill_", "masked_fill", [](Tensor& t, const Inputs& i) { t.masked_fill_(i.mask, 3.0); },
        [](const Tensor& t, const Inputs& i) { return masked_fill(t, i.mask, 3.0); }},
+      {"add_", "add", [](Tensor& t, const Inputs& i) { t.add_(i.y, 0.5); }, [](const Tensor& t, const Inputs& i) { return add(t, i.y, 0.5); }},
+      {"add_ scalar", "add", [](Tensor& t, const Inputs&) { t.add_(1.5); }, [](const Tensor& t, const Inputs&) { return t + 1.5; }},
+      {"sub_", "sub", [](Tensor& t, const Inputs& i) { t.sub_(i.row, 2.0); }, [](const Tensor& t, const Inputs& i) { return sub(t, i.row, 2.0); }},
+      {"mul_", "mul", [](Tensor& t, const Inputs& i) { t.mul_(i.y); }, [](const Tensor& t, const Inputs& i) { return mul(t, i.y); }},
+      {"mul_ scalar", "mul", [](Tensor& t, const Inputs&) { t.mul_(3.0); }, [](const Tensor& t, const Inputs&) { return t * 3.0; }},
+      {"div_", "div", [](Tensor& t, const Inputs& i) { t.div_(i.pos); }, [](const Tensor& t, const Inputs& i) { return div(t, i.pos); }},
+      {"fill_", "fill", [](Tensor& t, const Inputs&) { t.fill_(2.5); }, [](const Tensor& t, const Inputs&) { return full_like(t, 2.5); }},
+      {"zero_", "fill", [](Tensor& t, const Inputs&) { t.zero_(); }, [](const Tensor& t, const Inputs&) { return zeros_like(t); }},
+      {"copy_", "copy", [](Tensor& t, const Inputs& i) { t.copy_(i.y); }, [](const Tensor&, const Inputs& i) { return clone(i.y); }},
       {"sub_ scalar", "sub", [](Tensor& t, const Inputs&) { t.sub_(0.75); }, [](const Tensor& t, const Inputs&) { return t - 0.75; }},
       {"div_ scalar", "div", [](Tensor& t, const Inputs&) { t.div_(3.0); }, [](const Tensor& t, const Inputs&) { return t / 3.0; }},
   };
@@ -306,6 +335,15 @@ TEST_CASE("tensor methods: every method dispatches the free function's ops and m
     INFO("dtype " << dtype_name(dtype));
     check_cases(floating_cases(), make_inputs(dtype));
   }
+}
+
+TEST_CASE("tensor methods: detach and to(device) without a copy", "[ops][methods]") {
+  const Tensor x = randn({3, 4}).requires_grad_();
+  const Tensor d = x.detach();
+  CHECK(d.data_ptr() == x.data_ptr());
+  CHECK(!d.requires_grad());
+  require_identical(d, x);
+  require_identical(x.to(Device::cpu()), to(x, Device::cpu()));
 }
 
 TEST_CASE("tensor methods: integer operands", "[ops][methods]") {
