@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -27,6 +28,7 @@ class Node;
 
 class Tensor;
 struct TensorImpl;
+enum class GeluApprox;  // defined in ops/ops.h: None (erf form) or Tanh
 using Tensors = std::vector<Tensor>;
 // A gradient hook: receives the gradient flowing into a tensor and returns a replacement, or an
 // undefined Tensor to keep it.
@@ -127,6 +129,16 @@ class Tensor {
   int64_t item_int64() const;  // integer and bool tensors only
 
   // ---- LibTorch-style methods, defined in ops/tensor_methods.cpp ----
+  // Each is a one-line forward to the free function of the same name in ops/ops.h or ops/loss.h
+  // (the same dispatcher entry point, the same arguments and defaults, `*this` first), so
+  // x.exp() is mg::exp(x) and x.sum({1}, true) is mg::sum(x, {1}, true). The in-place forms
+  // (trailing underscore) run the same op through dispatch_inplace. The full list with each
+  // method's free function is in docs/tensor_methods.md.
+  //
+  //   mg::Tensor p = logits.softmax(-1);                   // logits [N, C] -> p [N, C]
+  //   mg::Tensor y = x.matmul(w).relu().sum({1}, true);    // [N, K] @ [K, M] -> [N, 1]
+
+  // views, copies and casts
   Tensor detach() const;
   Tensor view(const Shape& shape) const;
   Tensor reshape(const Shape& shape) const;
@@ -145,17 +157,134 @@ class Tensor {
   Tensor clone() const;
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;
+
+  // arithmetic (broadcasting, dtype promotion as the operators; a double takes this dtype)
+  Tensor add(const Tensor& other, double alpha = 1.0) const;  // this + alpha * other
+  Tensor add(double other) const;
+  Tensor sub(const Tensor& other, double alpha = 1.0) const;  // this - alpha * other
+  Tensor sub(double other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(double other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(double other) const;
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor sign() const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+
+  // unary math
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor log1p() const;
+  Tensor expm1() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor reciprocal() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor gelu() const;                         // erf form
+  Tensor gelu(GeluApprox approximate) const;   // GeluApprox::Tanh: the tanh approximation
+  Tensor silu() const;
+  Tensor softplus(double beta = 1.0, double threshold = 20.0) const;
+  Tensor erf() const;
+  Tensor pow(double exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor clamp(double min, double max) const;
+  Tensor clamp_min(double min) const;
+  Tensor clamp_max(double max) const;
+
+  // comparisons (bool results, not differentiable)
+  Tensor eq(const Tensor& other) const;
+  Tensor eq(double other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor ne(double other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor lt(double other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor le(double other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor gt(double other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor ge(double other) const;
+  // condition ? this : other (LibTorch's self.where(condition, other)).
+  Tensor where(const Tensor& condition, const Tensor& other) const;
+
+  // reductions (`dims` empty: all dims; f32 accumulation for f16/bf16)
+  Tensor sum(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor mean(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor prod(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor amax(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor amin(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor max() const;  // over all elements (0-d)
+  Tensor min() const;
+  std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;  // (values, i64 indices)
+  std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor var(const std::vector<int64_t>& dims = {}, double correction = 1.0, bool keepdim = false) const;
+  Tensor std(const std::vector<int64_t>& dims = {}, double correction = 1.0, bool keepdim = false) const;
+  Tensor norm(double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor logsumexp(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor cumsum(int64_t dim) const;
+
+  // linear algebra (this is the left operand; for addmm/baddbmm the added c)
+  Tensor matmul(const Tensor& other) const;
+  Tensor mm(const Tensor& other) const;
+  Tensor bmm(const Tensor& other) const;
+  Tensor addmm(const Tensor& a, const Tensor& b, double beta = 1.0, double alpha = 1.0) const;
+  Tensor baddbmm(const Tensor& a, const Tensor& b, double beta = 1.0, double alpha = 1.0) const;
+
+  // softmax family (ops/loss.h)
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  // indexing and splitting
+  Tensor masked_fill(const Tensor& mask, double value) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+
+  // in place: the op's result written into this tensor (its shape; cast to its dtype)
   Tensor& copy_(const Tensor& src);
   Tensor& add_(const Tensor& other, double alpha = 1.0);
   Tensor& add_(double value);
   Tensor& sub_(const Tensor& other, double alpha = 1.0);
+  Tensor& sub_(double value);
   Tensor& mul_(const Tensor& other);
   Tensor& mul_(double value);
   Tensor& div_(const Tensor& other);
+  Tensor& div_(double value);
   Tensor& zero_();
   Tensor& fill_(double value);
-  Tensor sum() const;
-  Tensor mean() const;
+  Tensor& neg_();
+  Tensor& abs_();
+  Tensor& sign_();
+  Tensor& exp_();
+  Tensor& log_();
+  Tensor& log1p_();
+  Tensor& expm1_();
+  Tensor& sqrt_();
+  Tensor& rsqrt_();
+  Tensor& reciprocal_();
+  Tensor& sin_();
+  Tensor& cos_();
+  Tensor& tanh_();
+  Tensor& sigmoid_();
+  Tensor& relu_();
+  Tensor& erf_();
+  Tensor& pow_(double exponent);
+  Tensor& clamp_(double min, double max);
+  Tensor& clamp_min_(double min);
+  Tensor& clamp_max_(double max);
+  Tensor& masked_fill_(const Tensor& mask, double value);
+
   // Human-readable form (values abbreviated like PyTorch, then shape, dtype, device); defined in
   // ops/print.cpp.
   std::string str() const;

@@ -1,7 +1,20 @@
+// nn::Module's registration, traversal, conversion and state. The one decision to know: a module
+// without an explicit type name gets its class name from typeid(*this) at each type_name() call,
+// never cached per object, because inside the base constructor the dynamic type is still Module.
 #include "nn/module.h"
 
 #include <algorithm>
+#include <mutex>
 #include <sstream>
+#include <typeindex>
+#include <typeinfo>
+#include <unordered_map>
+
+#if defined(__GNUC__) || defined(__clang__)
+#include <cxxabi.h>
+
+#include <cstdlib>
+#endif
 
 #include "autograd/grad_mode.h"
 #include "ops/ops.h"
@@ -10,20 +23,68 @@ namespace mg::nn {
 
 Module::Module(std::string type_name) : type_name_(std::move(type_name)) {}
 
+namespace {
+
+// "my::detail::Block" -> "Block", "(anonymous namespace)::Block" -> "Block", "f()::Local" ->
+// "Local", "my::Wrap<my::Block>" -> "Wrap<my::Block>": everything up to the last "::" outside
+// brackets goes.
+std::string unqualified(const std::string& name) {
+  int depth = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '<' || c == '(' || c == '[' || c == '{') ++depth;
+    if (c == '>' || c == ')' || c == ']' || c == '}') --depth;
+    if (depth == 0 && c == ':' && i + 1 < name.size() && name[i + 1] == ':') start = i + 2;
+  }
+  return name.substr(start);
+}
+
+std::string demangled(const std::type_info& type) {
+  std::string name = type.name();
+#if defined(__GNUC__) || defined(__clang__)
+  int status = 0;
+  char* readable = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
+  if (status == 0 && readable != nullptr) name = readable;
+  std::free(readable);
+#else
+  for (const char* prefix : {"struct ", "class "}) {  // MSVC's type_info::name()
+    if (name.rfind(prefix, 0) == 0) name = name.substr(std::char_traits<char>::length(prefix));
+  }
+#endif
+  return unqualified(name);
+}
+
+// One entry per class; std::unordered_map keeps references to its values valid.
+const std::string& class_name(const std::type_info& type) {
+  static std::mutex mutex;
+  static std::unordered_map<std::type_index, std::string> names;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = names.find(type);
+  if (it == names.end()) it = names.emplace(type, demangled(type)).first;
+  return it->second;
+}
+
+}  // namespace
+
+const std::string& Module::type_name() const {
+  return type_name_.empty() ? class_name(typeid(*this)) : type_name_;
+}
+
 void Module::check_new_name(const std::string& name, const char* what) const {
-  MG_CHECK(!name.empty() && name.find('.') == std::string::npos, Error, type_name_, ": ", what,
+  MG_CHECK(!name.empty() && name.find('.') == std::string::npos, Error, type_name(), ": ", what,
            " name \"", name, "\" must be non-empty and contain no '.'");
   auto taken = [&](const auto& list) {
     return std::any_of(list.begin(), list.end(), [&](const auto& p) { return p.first == name; });
   };
-  MG_CHECK(!taken(params_) && !taken(buffers_) && !taken(children_), Error, type_name_, ": ", what,
+  MG_CHECK(!taken(params_) && !taken(buffers_) && !taken(children_), Error, type_name(), ": ", what,
            " name \"", name, "\" is already registered");
 }
 
 Tensor Module::register_parameter(const std::string& name, const Tensor& t, bool requires_grad) {
   check_new_name(name, "parameter");
-  MG_CHECK(t.defined(), Error, type_name_, ": parameter \"", name, "\" is undefined");
-  MG_CHECK(is_floating(t.dtype()), DTypeError, type_name_, ": parameter \"", name,
+  MG_CHECK(t.defined(), Error, type_name(), ": parameter \"", name, "\" is undefined");
+  MG_CHECK(is_floating(t.dtype()), DTypeError, type_name(), ": parameter \"", name,
            "\" must be floating, got ", describe(t));
   // A parameter is a leaf: take the data without history.
   Tensor p = t.is_leaf() && !t.impl()->is_view ? t : t.detach().clone();
@@ -35,14 +96,14 @@ Tensor Module::register_parameter(const std::string& name, const Tensor& t, bool
 
 Tensor Module::register_buffer(const std::string& name, const Tensor& t) {
   check_new_name(name, "buffer");
-  MG_CHECK(t.defined(), Error, type_name_, ": buffer \"", name, "\" is undefined");
+  MG_CHECK(t.defined(), Error, type_name(), ": buffer \"", name, "\" is undefined");
   buffers_.emplace_back(name, t.detach());
   return buffers_.back().second;
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   check_new_name(name, "module");
-  MG_CHECK(m != nullptr, Error, type_name_, ": module \"", name, "\" is null");
+  MG_CHECK(m != nullptr, Error, type_name(), ": module \"", name, "\" is null");
   if (m->name_.empty()) m->name_ = name;  // a module registered under several parents keeps its first name
   children_.emplace_back(name, std::move(m));
 }
@@ -85,7 +146,7 @@ std::vector<const Module*> Module::modules() const {
   return out;
 }
 
-std::string Module::layer_name() const { return type_name_ + "(" + extra_repr() + ")"; }
+std::string Module::layer_name() const { return type_name() + "(" + extra_repr() + ")"; }
 
 std::vector<std::pair<std::string, const Module*>> Module::named_modules() const {
   std::vector<std::pair<std::string, const Module*>> out{{"", this}};
@@ -109,7 +170,7 @@ void Module::train(bool on) {
 }
 
 void Module::to(DType dtype, const std::function<bool(const Module&)>& keep) {
-  MG_CHECK(is_floating(dtype), DTypeError, type_name_, ".to: modules convert to a floating dtype, got ",
+  MG_CHECK(is_floating(dtype), DTypeError, type_name(), ".to: modules convert to a floating dtype, got ",
            dtype_name(dtype));
   if (keep && keep(*this)) return;
   NoGradGuard no_grad;
@@ -170,7 +231,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   const bool bad = !mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()));
   if (bad) {
     std::ostringstream os;
-    os << type_name_ << ".load_state_dict: the state does not match the module; nothing was loaded";
+    os << type_name() << ".load_state_dict: the state does not match the module; nothing was loaded";
     auto list = [&](const char* what, const std::vector<std::string>& names) {
       if (names.empty()) return;
       os << "\n  " << what << " (" << names.size() << "):";
@@ -192,7 +253,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
 
 std::string Module::str() const {
   std::ostringstream os;
-  os << type_name_ << '(' << extra_repr();
+  os << type_name() << '(' << extra_repr();
   if (!children_.empty()) {
     os << '\n';
     for (const auto& [name, child] : children_) {

@@ -4,8 +4,13 @@
 // order. Parameters keep their identity for life: to(dtype)/to(device) and load_state_dict replace
 // their data in place (Tensor::set_data), so handles held by layers and optimizers stay valid.
 //
+// A module's type name ("Linear", "Mlp") is what printing and errors show. A user's module need
+// not pass one: it is the class name, derived from the dynamic type (typeid, demangled) without
+// namespaces or enclosing scopes, as PyTorch's repr prints type(self).__name__; built-in layers
+// pass theirs explicitly (Module("Linear")).
+//
 //   struct Mlp : mg::nn::Module {
-//     Mlp() : Module("Mlp") { w = register_parameter("w", mg::randn({10, 784}) * 0.01); }
+//     Mlp() { w = register_parameter("w", mg::randn({10, 784}) * 0.01); }   // type name "Mlp"
 //     mg::Tensor w;
 //   };
 //   auto m = std::make_shared<Mlp>();  m->to(mg::DType::BF16);  auto sd = m->state_dict();
@@ -26,6 +31,9 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 class Module {
  public:
+  // The type name is the derived class's name (see type_name()).
+  Module() = default;
+  // An explicit type name ("Linear"); empty means derived, as Module().
   explicit Module(std::string type_name);
   virtual ~Module() = default;
   Module(const Module&) = delete;
@@ -77,7 +85,10 @@ class Module {
   // problem (missing, unexpected, shape mismatch) is listed in one error and nothing is changed.
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
-  const std::string& type_name() const { return type_name_; }
+  // The explicit name given to the constructor, else the class name of the dynamic type with
+  // namespaces and enclosing scopes removed ("my::Block" -> "Block", template arguments kept),
+  // looked up at each call: inside a constructor it names the class being constructed.
+  const std::string& type_name() const;
   // The name this module was registered under ("conv2"): the name in its first parent when it is
   // registered under several, "" for a root. Module paths in diagnostics ("layer1.0.conv2") join
   // the names of the modules being called (core/op_observer.h).
@@ -97,7 +108,7 @@ class Module {
   void check_new_name(const std::string& name, const char* what) const;
   void collect(const std::string& prefix, bool params, NamedTensors& out) const;
 
-  std::string type_name_;
+  std::string type_name_;  // explicit; empty: derived from the dynamic type
   std::string name_;  // set by the first parent's add_child
   bool training_ = true;
   NamedTensors params_;

@@ -191,6 +191,12 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
     DType common = inputs[0].dtype();
     for (const Tensor& t : inputs) common = promote_types(common, t.dtype());
     if (op == OpId::div && !is_floating(common)) common = DType::F32;
+    // As PyTorch: a result the tensor's dtype cannot hold is refused, never truncated.
+    const DType own = inputs[0].dtype();
+    MG_CHECK(!(is_floating(common) && !is_floating(own)) && !(own == DType::Bool && common != DType::Bool),
+             DTypeError, name, "_: the result is ", dtype_name(common), " but the tensor written in place is ",
+             describe(self), "\n  hint: use the out-of-place op, or convert the tensor to ", dtype_name(common),
+             " first");
     for (Tensor& t : inputs) {
       if (t.dtype() != common) t = to(t, common);
     }
