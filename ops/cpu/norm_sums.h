@@ -47,9 +47,12 @@ class RuleSums {
         for (int k = 0; k < K; ++k) l[k][pos & 7] += t.v[k];
         ++pos;
         ++i;
-      } else {  // whole groups of 8 up to the end of the leaf: vectorizes
+      } else {  // whole groups of 8 up to the end of the leaf
         const int64_t m = std::min<int64_t>(kSumLeaf - pos, (n - i) & ~int64_t(7));
         for (int64_t q = i; q < i + m; q += 8) {
+          // kept as a loop of 8 for the loop vectorizer (one vector add per sum); the build
+          // disables the SLP vectorizer that would otherwise rejoin the unrolled lanes
+#pragma GCC unroll 1
           for (int j = 0; j < 8; ++j) {
             const SumVec<A, K> t = term(q + j);
             for (int k = 0; k < K; ++k) l[k][j] += t.v[k];
