@@ -10,14 +10,22 @@
 // loss must agree to 1e-5 relative too. PyTorch's f32 ResNet-20 gradients are within ~1e-6 of f64
 // on such a batch; before the norm kernels followed the summation rule, mixgrad's f32 batch-norm
 // sums (one running float over N·H·W terms) made ResNet-20's gradients 3e-3 off.
+//
+// ReLU makes the comparison discontinuous: a pre-activation within the f32 forward's error (a few
+// 1e-6) of 0 can be cut by one run and passed by the other, and that one element then changes the
+// gradients below it by ~1e-3. So the ResNet test watches every relu input of both forwards (an op
+// observer) and uses the first batch of a fixed seed sequence on which no relu decides
+// differently; it says how many batches it skipped. BERT-mini (GELU) needs no such care.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/factory.h"
+#include "core/op_observer.h"
 #include "nn/models/bert.h"
 #include "nn/models/resnet.h"
 #include "ops/loss.h"
@@ -67,6 +75,32 @@ double check_gradients(const nn::Module& f32, const nn::Module& f64, double tol)
   return worst;
 }
 
+// Inputs of every forward relu while installed, in call order.
+std::vector<Tensor> g_relu_inputs;
+void record_relu(const OpEvent& e) {
+  if (!e.backward && std::string_view(e.op) == "relu") g_relu_inputs.push_back((*e.inputs)[0]);
+}
+// Runs forward(x) and returns its relu inputs.
+template <typename F>
+std::vector<Tensor> relu_inputs(const F& forward) {
+  g_relu_inputs.clear();
+  set_op_observer(record_relu);
+  forward();
+  set_op_observer(nullptr);
+  return std::move(g_relu_inputs);
+}
+// Elements whose relu decision (> 0) differs between two runs' relu inputs.
+int64_t relu_flips(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  int64_t flips = 0;
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    const auto va = values(a[k]), vb = values(b[k]);
+    REQUIRE(va.size() == vb.size());
+    for (std::size_t i = 0; i < va.size(); ++i) flips += (va[i] > 0) != (vb[i] > 0);
+  }
+  return flips;
+}
+
 }  // namespace
 
 TEST_CASE("ResNet-20 f32 gradients match the f64 run of the same weights and batch", "[nn][models][numerics]") {
@@ -79,12 +113,24 @@ TEST_CASE("ResNet-20 f32 gradients match the f64 run of the same weights and bat
   net64.to(DType::F64);
   net64.load_state_dict(net32.state_dict());  // the f32 weights, converted exactly
   REQUIRE(net64.conv1->weight.dtype() == DType::F64);
-  const Tensor x32 = rand({16, 1, 28, 28});
-  const Tensor x64 = x32.to(DType::F64);
   const Tensor target = randint(0, 10, {16});
-
-  const Tensor loss32 = cross_entropy(net32(x32), target);
-  const Tensor loss64 = cross_entropy(net64(x64), target);
+  Tensor x32, loss32, loss64;
+  int64_t flips = 0;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    manual_seed(1200 + uint64_t(attempt));
+    x32 = rand({16, 1, 28, 28});
+    const Tensor x64 = x32.to(DType::F64);
+    const std::vector<Tensor> r32 = relu_inputs([&] { loss32 = cross_entropy(net32(x32), target); });
+    const std::vector<Tensor> r64 = relu_inputs([&] { loss64 = cross_entropy(net64(x64), target); });
+    REQUIRE(r32.size() == 19);  // the stem and two per block
+    flips = relu_flips(r32, r64);
+    if (flips == 0) break;
+    WARN("batch " << attempt << ": " << flips << " relu input(s) on opposite sides of 0 in f32 and f64; next batch");
+  }
+  // Measured: with the summation rule 1 of the first 3 batches had no flip (varies with the
+  // build's roundings); with the old batch-norm sums all 10 flipped (2-9 elements each), and their
+  // gradients were 3.8e-3 (median) to 1.2e-2 off. Compared anyway, so the errors show either way.
+  CHECK(flips == 0);
   REQUIRE(loss64.dtype() == DType::F64);
   const double l32 = values(loss32)[0], l64 = values(loss64)[0];
   CHECK(std::abs(l32 - l64) <= 1e-5 * std::abs(l64));

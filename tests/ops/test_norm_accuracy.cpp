@@ -349,3 +349,46 @@ TEST_CASE("norm kernels give the same bits at 1, 2 and 3 threads", "[ops][norm][
   }
   set_num_threads(saved);
 }
+
+TEST_CASE("batch_norm at ResNet-20's first-stage shape matches f64 through autograd", "[ops][norm][numerics]") {
+  // [16, 16, 28, 28]: 16 channels in parallel, 12,544 values each in 16 runs of 784. y, dx and
+  // dbias of sum(batch_norm(x) * c) with a random cotangent c in [0.5, 1.5) normwise relative to
+  // the f64 run of the same values; dweight = Σ c·xhat cancels (xhat has mean 0), so it is checked
+  // per channel against c log2(n) u (Σ|c·xhat| + |mean|·rstd·Σ|c|) — the second term is the f32
+  // rounding of the mean itself, which shifts every xhat.
+  const Shape shape{16, 16, 28, 28};
+  const int64_t numel = 16 * 16 * 28 * 28, s = 28 * 28, n = 16 * s;
+  const Tensor x32 = f32(uniform(numel, 0.0, 12), shape), c32 = f32(uniform(numel, 0.5, 13), shape);
+  manual_seed(14);
+  const Tensor w0 = randn({16}), b0 = randn({16});
+  auto run = [&](DType dt) {
+    Tensor x = to(x32, dt).detach().requires_grad_(), w = to(w0, dt).detach().requires_grad_(),
+           b = to(b0, dt).detach().requires_grad_();
+    const Tensor y = batch_norm(x, w, b, Tensor(), Tensor(), true);
+    sum(y * to(c32, dt)).backward();
+    return std::vector<std::vector<double>>{vals(y), vals(x.grad()), vals(b.grad()), vals(w.grad())};
+  };
+  const auto a = run(DType::F32), e = run(DType::F64);
+  const double lg = 2.0 * std::log2(double(n)) + 4;
+  const char* names[3] = {"y", "dx", "dbias"};
+  for (int k = 0; k < 3; ++k) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < e[k].size(); ++i) num += (a[k][i] - e[k][i]) * (a[k][i] - e[k][i]), den += e[k][i] * e[k][i];
+    INFO(names[k] << ": normwise relative error " << std::sqrt(num / den));
+    CHECK(std::sqrt(num / den) <= lg * kU);
+  }
+  const std::vector<double> xv = vals(x32), cv = vals(c32);
+  std::vector<double> mean(16, 0), var(16, 0), sum_c(16, 0), sum_cx(16, 0), tol(16);
+  for (int64_t i = 0; i < numel; ++i) mean[std::size_t((i / s) % 16)] += xv[std::size_t(i)] / double(n);
+  for (int64_t i = 0; i < numel; ++i) {
+    const std::size_t c = std::size_t((i / s) % 16);
+    var[c] += (xv[std::size_t(i)] - mean[c]) * (xv[std::size_t(i)] - mean[c]) / double(n);
+  }
+  for (int64_t i = 0; i < numel; ++i) {
+    const std::size_t c = std::size_t((i / s) % 16);
+    sum_c[c] += std::fabs(cv[std::size_t(i)]);
+    sum_cx[c] += std::fabs(cv[std::size_t(i)] * (xv[std::size_t(i)] - mean[c]) / std::sqrt(var[c] + 1e-5));
+  }
+  for (std::size_t c = 0; c < 16; ++c) tol[c] = lg * kU * (sum_cx[c] + std::fabs(mean[c]) / std::sqrt(var[c] + 1e-5) * sum_c[c]);
+  worst_ratio(a[3], e[3], tol);
+}
