@@ -8,8 +8,8 @@
 // the centred sums with the correction term) and the backward Σg, Σg·xhat, dweight, dbias —
 // accumulates in A by the summation rule (core/cascade_sum.h, through norm_sums.h: a fixed pairwise
 // tree over leaves of 128, O(log n) ulps, the same bits at any thread count), and each output
-// element is rounded once on store. Parameters (weight, bias,
-// running stats) may have a dtype other than x's (batch_norm: f32 parameters next to an f16 input).
+// element is rounded once on store. Parameters (weight, bias, running stats) may have a dtype other
+// than x's (batch_norm: f32 parameters next to an f16 input).
 #include <algorithm>
 #include <bit>
 #include <cmath>
