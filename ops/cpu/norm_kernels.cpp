@@ -4,9 +4,12 @@
 // from the saved statistics. The one decision a reader must know: inputs of any layout and floating
 // dtype are read as the accumulation type A = acc_t<T> (f32 for f16/bf16/f32, f64 for f64) — the
 // forward kernels load them into a dense A buffer first, the backward kernels convert a row at a
-// time (no copy for contiguous f32/f64); statistics are two-pass (mean, then centred sum of
-// squares) in A, and each output element is rounded once on store. Parameters (weight, bias,
-// running stats) may have a dtype other than x's (batch_norm: f32 parameters next to an f16 input).
+// time (no copy for contiguous f32/f64); every sum — the forward statistics (two-pass: mean, then
+// the centred sums with the correction term) and the backward Σg, Σg·xhat, dweight, dbias —
+// accumulates in A by the summation rule (core/cascade_sum.h, through norm_sums.h: a fixed pairwise
+// tree over leaves of 128, O(log n) ulps, the same bits at any thread count), and each output
+// element is rounded once on store. Parameters (weight, bias, running stats) may have a dtype other
+// than x's (batch_norm: f32 parameters next to an f16 input).
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -18,6 +21,7 @@
 #include "core/philox.h"
 #include "core/philox_batch.h"
 #include "core/visit_dtype.h"
+#include "ops/cpu/norm_sums.h"
 #include "ops/kernel_registry.h"
 #include "ops/register.h"
 
@@ -99,15 +103,38 @@ void store_values(const A* v, T* y, int64_t n) {
   else for (int64_t i = 0; i < n; ++i) y[i] = store<T>(v[i]);
 }
 
-// mean and 1/sqrt(var + eps) of n values (biased var), accumulated in A.
+// Mean and centred sum of squares of cnt values given as runs of consecutive A values:
+// for_runs(f) calls f(p, len) for each run in order. Both passes sum by the rule (norm_sums.h), in
+// A: m0 = Σx / cnt; then, with d = x - m0, Σd and Σd² in one pass, and the corrected two-pass form
+//   mean = m0 + Σd / cnt,   ss = Σ(x - mean)² = Σd² - (Σd)² / cnt   (clamped at 0).
+// The correction removes the rounding of m0 (a constant input gives mean = x and ss = 0 exactly).
+template <typename A>
+struct Moments {
+  A mean = 0, ss = 0;
+};
+template <typename A, typename ForRuns>
+Moments<A> moments(int64_t cnt, const ForRuns& for_runs) {
+  if (cnt <= 0) return {};
+  RuleSums<A, 1> s;  // Σx, in A
+  for_runs([&](const A* p, int64_t len) { s.add(len, [&](int64_t k) { return SumVec<A, 1>{{p[k]}}; }); });
+  const A m0 = s.result().v[0] / A(cnt);
+  RuleSums<A, 2> c;  // Σd and Σd², in A
+  for_runs([&](const A* p, int64_t len) {
+    c.add(len, [&](int64_t k) {
+      const A d = p[k] - m0;
+      return SumVec<A, 2>{{d, d * d}};
+    });
+  });
+  const SumVec<A, 2> r = c.result();
+  return {m0 + r.v[0] / A(cnt), std::max(A(0), r.v[1] - r.v[0] * r.v[0] / A(cnt))};
+}
+
+// mean and 1/sqrt(var + eps) of n contiguous values (biased var), by moments().
 template <typename A>
 void row_stats(const A* x, int64_t n, double eps, A& mean, A& rstd) {
-  A s = 0;  // accumulates in A (f32 for f16/bf16/f32, f64 for f64)
-  for (int64_t i = 0; i < n; ++i) s += x[i];
-  mean = n > 0 ? s / A(n) : A(0);
-  A ss = 0;  // centred sum of squares, in A
-  for (int64_t i = 0; i < n; ++i) ss += (x[i] - mean) * (x[i] - mean);
-  const A var = n > 0 ? ss / A(n) : A(0);
+  const Moments<A> m = moments<A>(n, [&](const auto& f) { f(x, n); });
+  mean = m.mean;
+  const A var = n > 0 ? m.ss / A(n) : A(0);
   rstd = A(1) / std::sqrt(var + A(eps));
 }
 
@@ -154,8 +181,7 @@ void rms_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   parallel_for(0, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const A* xr = x.data() + r * d;
-      A ss = 0;  // sum of squares, accumulated in A
-      for (int64_t i = 0; i < d; ++i) ss += xr[i] * xr[i];
+      const A ss = rule_sum<A>(d, [&](int64_t i) { return xr[i] * xr[i]; });  // Σx², by the rule, in A
       const A rs = A(1) / std::sqrt((d > 0 ? ss / A(d) : A(0)) + A(a.alpha));
       rstd_out[r] = rs;
       for (int64_t i = 0; i < d; ++i) y[r * d + i] = store<T>(xr[i] * rs * (w.empty() ? A(1) : w[i]));
@@ -187,19 +213,14 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
     for (int64_t ch = c0; ch < c1; ++ch) {
       A mu, var;
       if (training) {
-        A sum = 0;  // per-channel sum over N and S, accumulated in A (f32 for f16/bf16)
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t k = 0; k < s; ++k) sum += x[(i * c + ch) * s + k];
-        const A cnt = A(n * s);
-        mu = cnt > 0 ? sum / cnt : A(0);
-        A ss = 0;  // centred sum of squares, in A
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t k = 0; k < s; ++k) {
-            const A dv = x[(i * c + ch) * s + k] - mu;
-            ss += dv * dv;
-          }
-        var = cnt > 0 ? ss / cnt : A(0);
-        var_b[ch] = cnt > 1 ? ss / (cnt - 1) : var;
+        // Σ over the N runs of S values of this channel, by the rule, in A (f32 for f16/bf16)
+        const int64_t cnt = n * s;
+        const Moments<A> m = moments<A>(cnt, [&](const auto& f) {
+          for (int64_t i = 0; i < n; ++i) f(x.data() + (i * c + ch) * s, s);
+        });
+        mu = m.mean;
+        var = cnt > 0 ? m.ss / A(cnt) : A(0);
+        var_b[ch] = cnt > 1 ? m.ss / A(cnt - 1) : var;
       } else {
         mu = rm[ch];
         var = rv[ch];
@@ -325,7 +346,8 @@ void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
 // ---- fused backward: (grad, x, mean, rstd, [weight]) -> (dx, [dweight], [dbias]) ----
 // With xhat = (x - mean) * rstd and gxhat = g * w over the L elements normalised together:
 //   dx = rstd * (gxhat - sum(gxhat) / L - xhat * sum(gxhat * xhat) / L)
-// and per parameter entry dweight = sum(g * xhat), dbias = sum(g). Everything accumulates in A.
+// and per parameter entry dweight = sum(g * xhat), dbias = sum(g). Everything accumulates in A,
+// by the summation rule.
 
 // Elements of a tensor read as A, a run of consecutive row-major elements at a time, inside the
 // parallel loops. A contiguous tensor is read in place (converted per run into the caller's
@@ -383,9 +405,11 @@ struct ParamGradOutputs {
 };
 
 // layer_norm_backward: g, x [M, D] (D = product of the last attrs.dim sizes), mean, rstd [M],
-// weight [D] -> dx [M, D], dweight, dbias [D]. Parallel over blocks of rows; each block sums its
-// rows' g * xhat and g into its own partial [D] rows, which are added in block order afterwards
-// (the result does not depend on the thread count).
+// weight [D] -> dx [M, D], dweight, dbias [D]. Each row's Σgxhat and Σgxhat·xhat follow the rule.
+// dweight and dbias are column sums over the M rows, also by the rule with in-order leaves: fixed
+// blocks of kSumLeaf rows (parallel over blocks) each add their rows in order into a partial [D]
+// row, and the block partials of each column combine pairwise in block order (a Cascade per
+// column) — the grouping depends on M alone, never on the thread count.
 template <typename T>
 void layer_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using A = acc_t<T>;
@@ -398,15 +422,13 @@ void layer_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   const std::vector<A> w = backward_weight<A>(in, a.mode);
   T* dx = out[0].data<T>();
   const ParamGradOutputs<A> pg(out, a.mode);
-  // Row blocks: at most 64, at least ~4096 elements each, partial sums at most ~2^22 elements.
-  const int64_t max_blocks = pg.any() ? std::max<int64_t>(1, (int64_t(1) << 21) / std::max<int64_t>(d, 1)) : m;
-  const int64_t rows_per_block = std::max({int64_t(1), (m + 63) / 64, 4096 / std::max<int64_t>(d, 1),
-                                           (m + max_blocks - 1) / std::max<int64_t>(max_blocks, 1)});
+  const int64_t rows_per_block = kSumLeaf;
   const int64_t blocks = m == 0 ? 0 : (m + rows_per_block - 1) / rows_per_block;
-  // Partial sums of g * xhat and g per block, in A.
+  // Partial sums of g * xhat and g per block of rows, in A.
   std::vector<A> part_w(pg.dweight ? std::size_t(blocks * d) : 0, A(0));
   std::vector<A> part_b(pg.dbias ? std::size_t(blocks * d) : 0, A(0));
-  parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(rows_per_block * d, 1));
+  parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
     std::vector<A> gbuf(static_cast<std::size_t>(d)), xbuf(static_cast<std::size_t>(d));
     for (int64_t blk = b0; blk < b1; ++blk) {
       A* pw = pg.dweight ? part_w.data() + blk * d : nullptr;
@@ -415,42 +437,49 @@ void layer_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
         const A* gr = g.get(r * d, d, gbuf.data());
         const A* xr = x.get(r * d, d, xbuf.data());
         const A mu = mean[r], rs = rstd[r];
-        A s1 = 0, s2 = 0;  // sum(gxhat), sum(gxhat * xhat) over the row, accumulated in A
-        for (int64_t i = 0; i < d; ++i) {
-          const A xh = (xr[i] - mu) * rs;
-          const A gh = w.empty() ? gr[i] : gr[i] * w[i];
-          s1 += gh;
-          s2 += gh * xh;
-          if (pw) pw[i] += gr[i] * xh;
-          if (pb) pb[i] += gr[i];
+        RuleSums<A, 2> rows;  // Σgxhat, Σgxhat·xhat over the row, by the rule, in A
+        if (w.empty()) {
+          rows.add(d, [&](int64_t i) {
+            const A xh = (xr[i] - mu) * rs;
+            return SumVec<A, 2>{{gr[i], gr[i] * xh}};
+          });
+        } else {
+          rows.add(d, [&](int64_t i) {
+            const A xh = (xr[i] - mu) * rs, gh = gr[i] * w[i];
+            return SumVec<A, 2>{{gh, gh * xh}};
+          });
         }
-        const A m1 = s1 / A(d), m2 = s2 / A(d);
+        const SumVec<A, 2> sums = rows.result();
+        const A m1 = sums.v[0] / A(d), m2 = sums.v[1] / A(d);
         for (int64_t i = 0; i < d; ++i) {
           const A xh = (xr[i] - mu) * rs;
           const A gh = w.empty() ? gr[i] : gr[i] * w[i];
           dx[r * d + i] = store<T>(rs * (gh - m1 - xh * m2));
         }
+        // this block's leaf of the column sums: rows in order, in A
+        if (pw) for (int64_t i = 0; i < d; ++i) pw[i] += gr[i] * ((xr[i] - mu) * rs);
+        if (pb) for (int64_t i = 0; i < d; ++i) pb[i] += gr[i];
       }
     }
   });
   if (!pg.any()) return;
-  // dweight / dbias: the block partials added in block order, in A.
-  parallel_for(0, d, 1024, [&](int64_t i0, int64_t i1) {
+  // dweight / dbias: each column's block partials combined pairwise in block order, in A.
+  parallel_for(0, d, 256, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      A sw = 0, sb = 0;
+      Cascade<A> sw, sb;
       for (int64_t blk = 0; blk < blocks; ++blk) {
-        if (pg.dweight) sw += part_w[blk * d + i];
-        if (pg.dbias) sb += part_b[blk * d + i];
+        if (pg.dweight) sw.push(part_w[blk * d + i]);
+        if (pg.dbias) sb.push(part_b[blk * d + i]);
       }
-      if (pg.dweight) pg.dweight[i] = sw;
-      if (pg.dbias) pg.dbias[i] = sb;
+      if (pg.dweight) pg.dweight[i] = sw.result(A(0));
+      if (pg.dbias) pg.dbias[i] = sb.result(A(0));
     }
   });
 }
 
 // batch_norm_backward (training): g, x [N, C, S] (S = product of the trailing sizes), mean,
 // invstd [C], weight [C] -> dx [N, C, S], dweight, dbias [C]. Parallel over channels; each
-// channel's sums run over N and S.
+// channel's Σg and Σg·xhat run over its N·S values as one sum by the rule.
 template <typename T>
 void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using A = acc_t<T>;
@@ -466,16 +495,15 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
     std::vector<A> gbuf(static_cast<std::size_t>(s)), xbuf(static_cast<std::size_t>(s));
     for (int64_t ch = c0; ch < c1; ++ch) {
       const A mu = mean[ch], rs = invstd[ch];
-      A sg = 0, sgx = 0;  // sum(g), sum(g * xhat) over N and S, accumulated in A
+      RuleSums<A, 2> sums;  // Σg and Σg·xhat over the N runs of S values, by the rule, in A
       for (int64_t i = 0; i < n; ++i) {
         const int64_t off = (i * c + ch) * s;
         const A* gr = g.get(off, s, gbuf.data());
         const A* xr = x.get(off, s, xbuf.data());
-        for (int64_t k = 0; k < s; ++k) {
-          sg += gr[k];
-          sgx += gr[k] * ((xr[k] - mu) * rs);
-        }
+        sums.add(s, [&](int64_t k) { return SumVec<A, 2>{{gr[k], gr[k] * ((xr[k] - mu) * rs)}}; });
       }
+      const SumVec<A, 2> r = sums.result();
+      const A sg = r.v[0], sgx = r.v[1];
       if (pg.dweight) pg.dweight[ch] = sgx;
       if (pg.dbias) pg.dbias[ch] = sg;
       const A wc = w.empty() ? A(1) : w[ch];
@@ -495,8 +523,10 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
 }
 
 // group_norm_backward: g, x [N, C, S] in G groups of C/G channels, mean, rstd [N, G], weight [C]
-// -> dx [N, C, S], dweight, dbias [C]. Parallel over (sample, group); the per-(sample, channel)
-// sums of g and g * xhat are kept and added over the samples afterwards.
+// -> dx [N, C, S], dweight, dbias [C]. Parallel over (sample, group). The per-(sample, channel)
+// Σg and Σg·xhat over S follow the rule; a group's Σgxhat, Σgxhat·xhat combine its C/G channel
+// sums pairwise, and dweight / dbias combine the N per-sample sums of a channel pairwise in sample
+// order (fixed trees: nothing depends on the thread count).
 template <typename T>
 void group_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using A = acc_t<T>;
@@ -518,20 +548,20 @@ void group_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
       const A* xr = x.get(r * len, len, xbuf.data());
       const A mu = mean[r], rs = rstd[r];
       const int64_t nc_first = r * cg;  // (sample, first channel of the group) as n * C + c
-      A s1 = 0, s2 = 0;  // sum(gxhat), sum(gxhat * xhat) over the group, in A
+      Cascade<SumVec<A, 2>> group;  // Σgxhat, Σgxhat·xhat over the group: channel sums pairwise, in A
       for (int64_t j = 0; j < cg; ++j) {
-        A sg = 0, sgx = 0;  // over S, in A
-        for (int64_t k = 0; k < s; ++k) {
-          sg += gr[j * s + k];
-          sgx += gr[j * s + k] * ((xr[j * s + k] - mu) * rs);
-        }
-        sum_g[nc_first + j] = sg;
-        sum_gx[nc_first + j] = sgx;
+        const A* gj = gr + j * s;
+        const A* xj = xr + j * s;
+        RuleSums<A, 2> ch;  // over S, by the rule, in A
+        ch.add(s, [&](int64_t k) { return SumVec<A, 2>{{gj[k], gj[k] * ((xj[k] - mu) * rs)}}; });
+        const SumVec<A, 2> sums = ch.result();
+        sum_g[nc_first + j] = sums.v[0];
+        sum_gx[nc_first + j] = sums.v[1];
         const A wc = w.empty() ? A(1) : w[(r % grp) * cg + j];
-        s1 += wc * sg;
-        s2 += wc * sgx;
+        group.push(SumVec<A, 2>{{wc * sums.v[0], wc * sums.v[1]}});
       }
-      const A m1 = len > 0 ? s1 / A(len) : A(0), m2 = len > 0 ? s2 / A(len) : A(0);
+      const SumVec<A, 2> gs = group.result(SumVec<A, 2>{});
+      const A m1 = len > 0 ? gs.v[0] / A(len) : A(0), m2 = len > 0 ? gs.v[1] / A(len) : A(0);
       for (int64_t j = 0; j < cg; ++j) {
         const A wc = w.empty() ? A(1) : w[(r % grp) * cg + j];
         for (int64_t k = 0; k < s; ++k) {
@@ -541,11 +571,12 @@ void group_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
       }
     }
   });
-  for (int64_t ch = 0; ch < c; ++ch) {  // over the samples, in sample order, in A
-    A sw = 0, sb = 0;
-    for (int64_t i = 0; i < n; ++i) sw += sum_gx[i * c + ch], sb += sum_g[i * c + ch];
-    if (pg.dweight) pg.dweight[ch] = sw;
-    if (pg.dbias) pg.dbias[ch] = sb;
+  if (!pg.any()) return;
+  for (int64_t ch = 0; ch < c; ++ch) {  // over the samples, pairwise in sample order, in A
+    Cascade<A> sw, sb;
+    for (int64_t i = 0; i < n; ++i) sw.push(sum_gx[i * c + ch]), sb.push(sum_g[i * c + ch]);
+    if (pg.dweight) pg.dweight[ch] = sw.result(A(0));
+    if (pg.dbias) pg.dbias[ch] = sb.result(A(0));
   }
 }
 
