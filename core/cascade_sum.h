@@ -109,6 +109,9 @@ inline Acc lane_fold(int64_t n, const Term& term) {
   Acc lanes[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
+    // A loop, not unrolled: the build turns off the SLP vectorizer (CMakeLists.txt), and the loop
+    // vectorizer makes this one vector add (measured 0.26 vs 0.45 ns per f32 element unrolled).
+#pragma GCC unroll 1
     for (int k = 0; k < 8; ++k) lanes[k] += term(i + k);
   }
   Acc s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
