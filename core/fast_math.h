@@ -93,11 +93,8 @@ MG_HOST_DEVICE float erf_f32(float x) {
 struct NormalTail {
   float cdf, pdf, h;
 };
-MG_HOST_DEVICE NormalTail normal_tail_f32(float x) {
-  const float xx = x * x;
-  const float h = 0.5f * xx;
-  const float eh = 0.5f * std::fma(x, x, -xx);  // x^2/2 = h + eh exactly
-  const float t = 1.0f / (1.0f + 0.35355339059327376f * std::fabs(x));  // z / 2 = |x| / (2 sqrt 2)
+// c(t) of erfcc: erfc(z) = t e^{-z^2 + c(t)}, t = 1 / (1 + z / 2).
+MG_HOST_DEVICE float erfcc_poly_f32(float t) {
   float c = 0.17087277f;
   c = c * t - 0.82215223f;
   c = c * t + 1.48851587f;
@@ -108,7 +105,31 @@ MG_HOST_DEVICE NormalTail normal_tail_f32(float x) {
   c = c * t + 0.37409196f;
   c = c * t + 1.00002368f;
   c = c * t - 1.26551223f;
-  return {0.5f * t * exp_f32(c - eh), 0.39894228040143267794f * (1.0f - eh), h};
+  return c;
+}
+MG_HOST_DEVICE NormalTail normal_tail_f32(float x) {
+  const float xx = x * x;
+  const float h = 0.5f * xx;
+  const float eh = 0.5f * std::fma(x, x, -xx);  // x^2/2 = h + eh exactly
+  const float t = 1.0f / (1.0f + 0.35355339059327376f * std::fabs(x));  // z / 2 = |x| / (2 sqrt 2)
+  return {0.5f * t * exp_f32(erfcc_poly_f32(t) - eh), 0.39894228040143267794f * (1.0f - eh), h};
+}
+
+// Phi(-|x|) alone with one exp instead of two: Phi(-|x|) = m e^s, s = c(t) - h rounded, the
+// rounding error of that sum (2Sum, exact) and of x*x (fma) folded into m as (1 + err).
+struct NormalCdfTail {
+  float m, s;
+};
+MG_HOST_DEVICE NormalCdfTail normal_cdf_tail_f32(float x) {
+  const float xx = x * x;
+  const float h = 0.5f * xx;
+  const float eh = 0.5f * std::fma(x, x, -xx);  // x^2/2 = h + eh exactly
+  const float t = 1.0f / (1.0f + 0.35355339059327376f * std::fabs(x));
+  const float c = erfcc_poly_f32(t);
+  const float s = c - h;  // 2Sum: c - h = s + err exactly
+  const float bb = s - c;
+  const float err = (c - (s - bb)) + (-h - bb);
+  return {0.5f * t * (1.0f + (err - eh)), s};
 }
 
 // Dispatch on the compute type: the fast forms for f32, libm for f64 (and anything else).
