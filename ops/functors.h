@@ -68,9 +68,9 @@ struct Relu {
 };
 
 // GELU, erf form: x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)). Written through the normal tail
-// (fast::normal_cdf_tail_f32) instead: 1 + erf(..) cancels for x < -3.8 (f16 results 2-4 ulp off, bf16
-// results wrong by up to ~2% at x = -4.8, zero below). For x >= 0, Phi(x) = 1 - Phi(-x) (>= 1/2,
-// no cancellation). |x| is clamped to 30 inside (Phi is 0 or 1 in f32 beyond), so x^2 never
+// (fast::normal_cdf_tail_f32) instead: 1 + erf(..) cancels for x < -3.8 (f16 results were up to
+// 2 ulp off, bf16 results 0 instead of -7.4e-8 at x = -5.56). For x >= 0, Phi(x) = 1 - Phi(-x)
+// (>= 1/2, no cancellation). |x| is clamped to 30 inside (Phi is 0 or 1 in f32 beyond), so x^2 never
 // overflows. f64: 0.5 x erfc(-x / sqrt 2) by libm.
 //   d/dx = Phi(x) + x phi(x), phi(x) = e^{-x^2/2} / sqrt(2 pi)    (GeluErfBackward)
 struct GeluErf {
@@ -104,9 +104,10 @@ struct GeluErfBackward {
   }
 };
 
-// e^{-|v|} for v of either sign, returned as e (possibly subnormal) and big = e 2^64 (a normal
-// float down to v = -131), so a product p e that is subnormal rounds once: (p big) 2^-64.
-// One exp (fast::exp_times scales inside). f64: plain exp, the 2^64 factors cancel exactly.
+// e = e^{-|v|} for v of either sign, as big = e 2^64 (a normal float for |v| <= 120; 0 beyond,
+// where every product with it underflows anyway): a product p e that is subnormal is then
+// computed as unscale(p big) = (p big) 2^-64 and rounds once. One exp (fast::exp_times scales
+// inside). f64: a plain exp, the 2^64 factors cancel exactly.
 struct ExpNegAbs {
   template <typename T> MG_HOST_DEVICE static T big(T v) {
     return fast::exp_times(T(18446744073709551616.0), v < T(0) ? v : -v);
@@ -116,7 +117,7 @@ struct ExpNegAbs {
 
 // GELU, tanh form: 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3). Computed as
 // x sigmoid(2u) (the same number: 0.5 (1 + tanh u) = 1 / (1 + e^{-2u})), which has no
-// cancellation for u < 0: x e r with e = e^{2u}, r = 1 / (1 + e), one exp as before.
+// cancellation for u < 0: x e r with e = e^{2u}, r = 1 / (1 + e) (ExpNegAbs), one exp as before.
 //   d/dx = s + x s (1 - s) 2 du/dx, s = sigmoid(2u), du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
 //        = s + 2 sqrt(2/pi) x e r^2 (1 + 0.134145 x^2),  e = e^{-2|u|}, r = 1 / (1 + e)
 struct GeluTanh {
