@@ -9,6 +9,14 @@ namespace mg::amp {
 
 GradScaler::GradScaler(GradScalerOptions o) : options_(o), scale_(o.init_scale), hysteresis_left_(o.hysteresis) {
   check_options();
+  scale_ = clamped(scale_);  // Apex: min(max_loss_scale, init_scale); and never below min_scale
+}
+
+// The scale limited to [min_scale, max_scale] (each bound only when set).
+double GradScaler::clamped(double scale) const {
+  if (options_.max_scale) scale = std::min(scale, *options_.max_scale);
+  if (options_.min_scale) scale = std::max(scale, *options_.min_scale);
+  return scale;
 }
 
 void GradScaler::check_options() const {
@@ -42,6 +50,7 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   MG_CHECK(e.stage == Stage::Ready, Error, "GradScaler::unscale_: already called for this ", opt.name(),
            " optimizer since the last update()",
            "\n  hint: call unscale_ at most once per optimizer per iteration, before step(); update() starts the next");
+  check_no_f16_in_place(opt, "GradScaler::unscale_");
   // Reciprocal in f64, used in f32 as the kernels do (PyTorch: scale.double().reciprocal().float()).
   e.stats = unscale_optimizer_grads(opt, 1.0 / scale_);
   e.stage = Stage::Unscaled;
@@ -86,7 +95,7 @@ void GradScaler::advance(bool found_inf, std::optional<double> new_scale) {
   if (new_scale) {
     MG_CHECK(std::isfinite(*new_scale) && *new_scale > 0, Error, "GradScaler::update: new_scale must be positive and finite, got ",
              *new_scale);
-    scale_ = *new_scale;
+    scale_ = clamped(*new_scale);
     growth_tracker_ = 0;
   } else if (found_inf) {
     growth_tracker_ = 0;
@@ -97,13 +106,11 @@ void GradScaler::advance(bool found_inf, std::optional<double> new_scale) {
       MG_CHECK(!at_floor, Error, "GradScaler: gradients are inf/NaN with the scale already at its floor min_scale = ",
                *o.min_scale, " (iteration ", iterations_, ")",
                "\n  hint: lower the learning rate, clip gradients, or train in bf16");
-      scale_ *= o.backoff_factor;
-      if (o.min_scale) scale_ = std::max(scale_, *o.min_scale);
+      scale_ = clamped(scale_ * o.backoff_factor);
       hysteresis_left_ = o.hysteresis;
     }
   } else if (++growth_tracker_ >= o.growth_interval) {
-    scale_ *= o.growth_factor;
-    if (o.max_scale) scale_ = std::min(scale_, *o.max_scale);
+    scale_ = clamped(scale_ * o.growth_factor);
     growth_tracker_ = 0;
     hysteresis_left_ = o.hysteresis;
   }
@@ -160,7 +167,7 @@ void GradScaler::load_state_dict(const StateDict& s) {
   if (s.floats.count("min_scale")) o.min_scale = s.floats.at("min_scale");
   if (s.floats.count("max_scale")) o.max_scale = s.floats.at("max_scale");
   const int64_t last = s.int_at(who, "last_skip");
-  GradScaler loaded(o);  // validates the options before anything changes
+  GradScaler loaded(o);  // validates the options before anything changes; clamps the scale
   loaded.growth_tracker_ = s.int_at(who, "growth_tracker");
   loaded.hysteresis_left_ = s.int_at(who, "hysteresis_left");
   loaded.iterations_ = s.int_at(who, "iterations");

@@ -11,8 +11,13 @@
 // State machine per iteration: for each optimizer, unscale_ at most once, then step at most
 // once; update() once after all optimizers stepped. update() backs off when any optimizer saw
 // inf/NaN (after `hysteresis` such iterations), grows after `growth_interval` clean iterations in
-// a row, and clamps to [min_scale, max_scale]. Disabled (enabled = false): scale() returns the loss,
-// step() just steps — the same training loop runs with and without scaling (bf16 needs none).
+// a row, and clamps to [min_scale, max_scale]. The scale is in [min_scale, max_scale] at every
+// moment: init_scale is clamped at construction (Apex starts at min(max_loss_scale, init)), the
+// loaded scale in load_state_dict, and every update() (an explicit new_scale too).
+// unscale_ refuses f16 gradients of parameters without f32 master weights (PyTorch does too):
+// dividing them in place in f16 drops the small values the scale had lifted (amp/unscale.h).
+// Disabled (enabled = false): scale() returns the loss, step() just steps — the same training loop
+// runs with and without scaling (bf16 needs none).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -28,7 +33,7 @@
 namespace mg::amp {
 
 struct GradScalerOptions {
-  double init_scale = 65536.0;        // 2^16
+  double init_scale = 65536.0;        // 2^16; clamped to [min_scale, max_scale]
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;     // clean iterations in a row before growing
@@ -88,6 +93,7 @@ class GradScaler {
   };
   PerOptimizer& entry(const optim::Optimizer& opt);
   void check_options() const;
+  double clamped(double scale) const;
   void advance(bool found_inf, std::optional<double> new_scale);
 
   GradScalerOptions options_;

@@ -17,6 +17,9 @@
 // dispatcher's autocast on ambiently). O2/O3 cast the models to f16/bf16 (batch norm kept f32 when
 // keep_batchnorm_fp32), and O2 gives every optimizer f32 master weights (optim/master_weights.h).
 // Every optimizer gets a step gate through which scale_loss skips a step after an overflow.
+// Refused: dynamic loss scaling on f16 parameters without f32 masters (O3 + loss_scale "dynamic",
+// O2 + master_weights false) — their gradients would be unscaled in place in f16 (amp/unscale.h).
+// The dynamic scale starts at min(max_loss_scale, 2^16), raised to min_loss_scale (GradScaler).
 //
 // The amp state is process-wide, as Apex's: one initialize per training setup; amp::reset()
 // forgets it (and turns the ambient autocast off). The models and optimizers passed must outlive

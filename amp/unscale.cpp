@@ -168,4 +168,18 @@ UnscaleStats unscale_optimizer_grads(optim::Optimizer& opt, double inv_scale, bo
   return stats;
 }
 
+void check_no_f16_in_place(const optim::Optimizer& opt, const char* who) {
+  // With master weights parameters() are the f32 masters plus the parameters stepped directly.
+  const Tensors params = opt.parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Tensor g = params[i].grad();
+    if (!g.defined() || g.dtype() != DType::F16) continue;
+    MG_THROW(Error, who, ": attempting to unscale f16 gradients in place: parameter ", i, " of this ", opt.name(),
+             " optimizer is ", describe(params[i]), " without an f32 master weight; dividing its f16 gradient by the "
+             "scale rounds the small values the scale had saved back to zero",
+             "\n  hint: keep f32 master weights (amp opt_level O2, or optimizer.use_master_weights()), train in bf16, "
+             "or use a static loss scale (amp loss_scale = 128) or none (GradScaler{.enabled = false})");
+  }
+}
+
 }  // namespace mg::amp

@@ -42,4 +42,11 @@ UnscaleStats& operator+=(UnscaleStats& a, const UnscaleStats& b);
 // then marks the master gradients as synced for the next step().
 UnscaleStats unscale_optimizer_grads(optim::Optimizer& opt, double inv_scale, bool accumulate = false);
 
+// Throws (message starting with `who`) when unscaling `opt` would divide f16 gradients in place:
+// an f16 parameter the optimizer steps directly, without an f32 master. Dynamic scaling exists to
+// lift small gradients out of f16's underflow range; dividing them by the scale in f16 rounds them
+// back into it (tests/amp/test_mp_numerics.cpp measures this), so GradScaler refuses, as PyTorch's
+// "Attempting to unscale FP16 gradients". bf16 gradients pass: bf16 has f32's exponent range.
+void check_no_f16_in_place(const optim::Optimizer& opt, const char* who);
+
 }  // namespace mg::amp

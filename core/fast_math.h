@@ -1,10 +1,12 @@
-// Vectorisable f32 exp, tanh and erf, shared by the CPU loops and the CUDA kernels (DESIGN §6).
+// Vectorisable f32 exp, tanh, erf and the normal tail, shared by the CPU loops and the CUDA
+// kernels (DESIGN §6).
 // libm's scalar expf/tanhf/erff stop gcc from vectorising elementwise loops (GELU ran at 4% of
 // memory bandwidth); these are branch-free (selects only), so a dense loop becomes SIMD code.
 // Accuracy against f64 libm, checked by tests/core/test_fast_math.cpp on every 97th f32 bit
 // pattern: exp <= 2 ulp, tanh <= 2 ulp, erf <= 6 ulp (measured about 1, 1.3 and 5.4 ulp; erf's
-// worst case is near |x| = 0.5); inf, NaN,
-// overflow and subnormal results behave like libm. f64 always uses libm (the gradient-check
+// worst case is near |x| = 0.5); exp_times (a e^x rounded once) <= 3 ulp, 1 subnormal step for
+// subnormal results (measured 2 and 1); the normal tail on [-30, 0]: Phi <= 6 ulp, phi <= 3
+// (measured 6 and 3). inf, NaN, overflow and subnormal results behave like libm. f64 always uses libm (the gradient-check
 // reference).
 #pragma once
 #include <cmath>
@@ -15,10 +17,13 @@
 
 namespace mg::fast {
 
-// e^x = 2^n e^r with n = round(x / ln 2), |r| <= ln2 / 2; e^r by the Cephes expf polynomial.
-// 2^n is applied as two factors so overflow (inf) and subnormal results come out right.
-MG_HOST_DEVICE float exp_f32(float x) {
-  const float xc = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : x);  // NaN passes through
+// a e^x = a 2^n e^r with n = round(x / ln 2), |r| <= ln2 / 2; e^r by the Cephes expf polynomial.
+// a is multiplied in before 2^n is applied (as two factors, so overflow (inf) and subnormal results
+// come out right), so a * e^x is rounded once even where e^x alone would be subnormal or zero: the
+// tails of sigmoid, silu and gelu need that. Accurate for |a| in [2^-30, 2^30] and x <= 88; x below
+// -120 gives a signed zero (|a e^x| < 2^-150 there for |a| < 1e6).
+MG_HOST_DEVICE float exp_times_f32(float a, float x) {
+  const float xc = x > 89.0f ? 89.0f : (x < -120.0f ? -120.0f : x);  // NaN passes through
   float n = std::nearbyint(xc * 1.44269504088896341f);
   n = n == n ? n : 0.0f;
   const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
@@ -30,11 +35,14 @@ MG_HOST_DEVICE float exp_f32(float x) {
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
   const int32_t k = int32_t(n);
-  const int32_t k1 = k / 2, k2 = k - k1;  // each in [-75, 64]
+  const int32_t k1 = k / 2, k2 = k - k1;  // each in [-87, 64]: 2^k1 and 2^k2 are normal floats
   const float s1 = f32_from_bits(uint32_t(k1 + 127) << 23);
   const float s2 = f32_from_bits(uint32_t(k2 + 127) << 23);
-  return p * s1 * s2;
+  const float y = (a * p) * s1 * s2;
+  return x < -120.0f ? a * 0.0f : y;
 }
+
+MG_HOST_DEVICE float exp_f32(float x) { return exp_times_f32(1.0f, x); }
 
 // tanh: Cephes' odd polynomial for |x| < 0.625, else 1 - 2 / (e^{2|x|} + 1) with the sign restored.
 MG_HOST_DEVICE float tanh_f32(float x) {
@@ -76,6 +84,55 @@ MG_HOST_DEVICE float erf_f32(float x) {
   return ax < 0.5f ? small : (x == x ? signed_big : x);
 }
 
+// The lower tail of the standard normal for x <= 0, split as Phi(x) = cdf e^-h and
+// phi(x) = pdf e^-h with h = x*x/2 rounded: callers fold their factors into cdf/pdf and apply
+// e^-h last with exp_times_f32, so results in the far tail round once. The rounding error of x*x
+// is recovered exactly with an fma and folded into cdf and pdf, so e^{-x^2/2} has no error from
+// its large argument. Phi(x) = erfc(|x| / sqrt 2) / 2 by Numerical Recipes' erfcc (Chebyshev
+// fit, relative error < 1.2e-7 for all arguments): erfc(z) = t e^{-z^2 + c(t)}, t = 1 / (1 + z/2).
+// No cancellation anywhere (1 + erf(x / sqrt 2) loses all its digits for x < -4).
+struct NormalTail {
+  float cdf, pdf, h;
+};
+// c(t) of erfcc: erfc(z) = t e^{-z^2 + c(t)}, t = 1 / (1 + z / 2).
+MG_HOST_DEVICE float erfcc_poly_f32(float t) {
+  float c = 0.17087277f;
+  c = c * t - 0.82215223f;
+  c = c * t + 1.48851587f;
+  c = c * t - 1.13520398f;
+  c = c * t + 0.27886807f;
+  c = c * t - 0.18628806f;
+  c = c * t + 0.09678418f;
+  c = c * t + 0.37409196f;
+  c = c * t + 1.00002368f;
+  c = c * t - 1.26551223f;
+  return c;
+}
+MG_HOST_DEVICE NormalTail normal_tail_f32(float x) {
+  const float xx = x * x;
+  const float h = 0.5f * xx;
+  const float eh = 0.5f * std::fma(x, x, -xx);  // x^2/2 = h + eh exactly
+  const float t = 1.0f / (1.0f + 0.35355339059327376f * std::fabs(x));  // z / 2 = |x| / (2 sqrt 2)
+  return {0.5f * t * exp_f32(erfcc_poly_f32(t) - eh), 0.39894228040143267794f * (1.0f - eh), h};
+}
+
+// Phi(-|x|) alone with one exp instead of two: Phi(-|x|) = m e^s, s = c(t) - h rounded, the
+// rounding error of that sum (2Sum, exact) and of x*x (fma) folded into m as (1 + err).
+struct NormalCdfTail {
+  float m, s;
+};
+MG_HOST_DEVICE NormalCdfTail normal_cdf_tail_f32(float x) {
+  const float xx = x * x;
+  const float h = 0.5f * xx;
+  const float eh = 0.5f * std::fma(x, x, -xx);  // x^2/2 = h + eh exactly
+  const float t = 1.0f / (1.0f + 0.35355339059327376f * std::fabs(x));
+  const float c = erfcc_poly_f32(t);
+  const float s = c - h;  // 2Sum: c - h = s + err exactly
+  const float bb = s - c;
+  const float err = (c - (s - bb)) + (-h - bb);
+  return {0.5f * t * (1.0f + (err - eh)), s};
+}
+
 // Dispatch on the compute type: the fast forms for f32, libm for f64 (and anything else).
 template <typename T>
 MG_HOST_DEVICE T exp(T x) {
@@ -83,6 +140,15 @@ MG_HOST_DEVICE T exp(T x) {
     return exp_f32(x);
   } else {
     return std::exp(x);
+  }
+}
+// a * e^x rounded once (see exp_times_f32).
+template <typename T>
+MG_HOST_DEVICE T exp_times(T a, T x) {
+  if constexpr (sizeof(T) == 4) {
+    return exp_times_f32(a, x);
+  } else {
+    return a * std::exp(x);
   }
 }
 template <typename T>

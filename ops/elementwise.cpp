@@ -3,6 +3,7 @@
 // differentiated (double backward).
 #include <cmath>
 
+#include "autograd/grad_mode.h"
 #include "ops/backward_ctx.h"
 #include "ops/dispatcher.h"
 #include "ops/infer.h"
@@ -76,8 +77,15 @@ Tensors relu_bw(const BackwardCtx& c, const Tensors& g) {
 // erf form:  d = Phi(x) + x phi(x) = 0.5 (1 + erf(x / sqrt2)) + x exp(-x^2 / 2) / sqrt(2 pi)
 // tanh form: d = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2),
 //            t = tanh(sqrt(2/pi) (x + 0.044715 x^3))
+// An ordinary backward runs the fused gelu_backward op: one pass, rounded once, and free of the
+// cancellation of 1 + erf / 1 + tanh in the negative tail (fn::GeluErfBackward). It is not
+// differentiable, so a recorded backward (create_graph = true, grad mode on) builds the same
+// derivative from public ops, whose graph gives double backward.
 Tensors gelu_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0);
+  if (!GradMode::is_enabled()) {
+    return {gelu_backward(g[0], x, c.attrs().mode == 1 ? GeluApprox::Tanh : GeluApprox::None)};
+  }
   if (c.attrs().mode == 0) {
     const Tensor cdf = 0.5 * (erf(x * 0.70710678118654752440) + 1.0);
     const Tensor pdf = exp(-0.5 * x * x) * 0.39894228040143267794;
@@ -192,6 +200,14 @@ MG_UNARY_INFER(cos)
 MG_UNARY_INFER(tanh)
 MG_UNARY_INFER(sigmoid)
 MG_UNARY_INFER(gelu)
+// (grad, x): the same shape and floating dtype.
+InferResult infer_gelu_backward(const Tensors& in, const OpAttrs&) {
+  check_floating("gelu_backward", in[1]);
+  MG_CHECK(in[0].shape() == in[1].shape(), ShapeError, "gelu_backward: expected grad and input of the same shape, got grad ",
+           describe(in[0]), " and input ", describe(in[1]));
+  check_same_dtype("gelu_backward", in[0], in[1]);
+  return {{{in[1].shape(), in[1].dtype()}}, in[1].dtype()};
+}
 MG_UNARY_INFER(silu)
 MG_UNARY_INFER(softplus)
 MG_UNARY_INFER(erf)
@@ -253,6 +269,7 @@ void register_elementwise_rules() {
   set_op_rule(OpId::sigmoid, {.infer = infer_sigmoid, .backward = sigmoid_bw, .save = out0});
   set_op_rule(OpId::relu, {.infer = infer_any, .backward = relu_bw, .save = out0});
   set_op_rule(OpId::gelu, {.infer = infer_gelu, .backward = gelu_bw, .save = in0});
+  set_op_rule(OpId::gelu_backward, {.infer = infer_gelu_backward});
   set_op_rule(OpId::silu, {.infer = infer_silu, .backward = silu_bw, .save = in0});
   set_op_rule(OpId::softplus, {.infer = infer_softplus, .backward = softplus_bw, .save = in0});
   set_op_rule(OpId::erf, {.infer = infer_erf, .backward = erf_bw, .save = in0});
@@ -294,6 +311,10 @@ Tensor sigmoid(const Tensor& x) { return unary(OpId::sigmoid, x); }
 Tensor relu(const Tensor& x) { return unary(OpId::relu, x); }
 Tensor gelu(const Tensor& x, GeluApprox approximate) {
   return unary(OpId::gelu, x, {.mode = approximate == GeluApprox::Tanh ? 1 : 0});
+}
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApprox approximate) {
+  MG_CHECK(grad.defined() && x.defined(), Error, "gelu_backward: undefined tensor operand");
+  return dispatch1(OpId::gelu_backward, {grad, x}, {.mode = approximate == GeluApprox::Tanh ? 1 : 0});
 }
 Tensor silu(const Tensor& x) { return unary(OpId::silu, x); }
 Tensor softplus(const Tensor& x, double beta, double threshold) {

@@ -14,8 +14,9 @@ namespace mg::fn {
 struct Neg {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const { return -x; }
 };
+// |-0| = +0, as fabs; NaN stays NaN.
 struct Abs {
-  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return x < T(0) ? -x : x; }
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return x < T(0) ? -x : (x == T(0) ? T(0) : x); }
 };
 struct Sign {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const {
@@ -65,22 +66,88 @@ struct Sigmoid {
 struct Relu {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const { return x > T(0) ? x : (x == x ? T(0) : x); }
 };
-// 0.5 x (1 + erf(x / sqrt 2))
+
+// GELU, erf form: x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)). Written through the normal tail
+// (fast::normal_cdf_tail_f32) instead: 1 + erf(..) cancels for x < -3.8 (f16 results were up to
+// 2 ulp off, bf16 results 0 instead of -7.4e-8 at x = -5.56). For x >= 0, Phi(x) = 1 - Phi(-x)
+// (>= 1/2, no cancellation). |x| is clamped to 30 inside (Phi is 0 or 1 in f32 beyond), so x^2 never
+// overflows. f64: 0.5 x erfc(-x / sqrt 2) by libm.
+//   d/dx = Phi(x) + x phi(x), phi(x) = e^{-x^2/2} / sqrt(2 pi)    (GeluErfBackward)
 struct GeluErf {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const {
-    return T(0.5) * x * (T(1) + fast::erf(x * T(0.70710678118654752440)));
+    if constexpr (sizeof(T) == 4) {
+      const float xc = x > 30.0f ? 30.0f : (x < -30.0f ? -30.0f : x);
+      const fast::NormalCdfTail n = fast::normal_cdf_tail_f32(xc);  // Phi(-|x|) = n.m e^n.s
+      const float y = fast::exp_times_f32(x < 0.0f ? x * n.m : n.m, n.s);  // x Phi(x) or Phi(-x)
+      return x < 0.0f ? y : x * (1.0f - y);
+    } else {
+      return T(0.5) * x * std::erfc(-x * T(0.70710678118654752440));
+    }
   }
 };
-// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+// g * (Phi(x) + x phi(x)). Both terms share e^{-x^2/2}, applied once at the end: for x < 0,
+// d = (cdf + x pdf) e^-h; for x >= 0, d = 1 - Phi(-x) + x phi(x) = 1 - (cdf - x pdf) e^-h (d is
+// near 1 there, so the difference cannot hurt). ±inf give NaN (inf * 0, as the formula).
+struct GeluErfBackward {
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const {
+    if constexpr (sizeof(T) == 4) {
+      const float xc = x > 30.0f ? 30.0f : (x < -30.0f ? -30.0f : x);
+      const fast::NormalTail n = fast::normal_tail_f32(xc);
+      const float y = fast::exp_times_f32(x < 0.0f ? n.cdf + xc * n.pdf : n.cdf - xc * n.pdf, -n.h);
+      const float d = x < 0.0f ? y : 1.0f - y;
+      return g * (x - x == 0.0f ? d : x - x);
+    } else {
+      const T d = T(0.5) * std::erfc(-x * T(0.70710678118654752440)) +
+                  x * std::exp(T(-0.5) * x * x) * T(0.39894228040143267794);
+      return g * d;
+    }
+  }
+};
+
+// e = e^{-|v|} for v of either sign, as big = e 2^64 (a normal float for |v| <= 120; 0 beyond,
+// where every product with it underflows anyway): a product p e that is subnormal is then
+// computed as unscale(p big) = (p big) 2^-64 and rounds once. One exp (fast::exp_times scales
+// inside). f64: a plain exp, the 2^64 factors cancel exactly.
+struct ExpNegAbs {
+  template <typename T> MG_HOST_DEVICE static T big(T v) {
+    return fast::exp_times(T(18446744073709551616.0), v < T(0) ? v : -v);
+  }
+  template <typename T> MG_HOST_DEVICE static T unscale(T p) { return p * T(5.42101086242752217e-20); }  // 2^-64
+};
+
+// GELU, tanh form: 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3). Computed as
+// x sigmoid(2u) (the same number: 0.5 (1 + tanh u) = 1 / (1 + e^{-2u})), which has no
+// cancellation for u < 0: x e r with e = e^{2u}, r = 1 / (1 + e) (ExpNegAbs), one exp as before.
+//   d/dx = s + x s (1 - s) 2 du/dx, s = sigmoid(2u), du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+//        = s + 2 sqrt(2/pi) x e r^2 (1 + 0.134145 x^2),  e = e^{-2|u|}, r = 1 / (1 + e)
 struct GeluTanh {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const {
-    const T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
-    return T(0.5) * x * (T(1) + fast::tanh(inner));
+    const T u = T(0.79788456080286535588) * x * (T(1) + T(0.044715) * x * x);
+    const T big = ExpNegAbs::big(T(2) * u);  // e^{-2|u|} 2^64
+    const T r = T(1) / (T(1) + ExpNegAbs::unscale(big));
+    return u >= T(0) ? x * r : ExpNegAbs::unscale(x * r * big);
   }
 };
-// x * sigmoid(x)
+// g * d/dx above. x is clamped to ±20 inside (e = 0 beyond, and x^3 would overflow); ±inf give NaN.
+struct GeluTanhBackward {
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const {
+    const T xc = x > T(20) ? T(20) : (x < T(-20) ? T(-20) : x);
+    const T u = T(0.79788456080286535588) * xc * (T(1) + T(0.044715) * xc * xc);
+    const T big = ExpNegAbs::big(T(2) * u);
+    const T r = T(1) / (T(1) + ExpNegAbs::unscale(big));
+    const T slope = T(2 * 0.79788456080286535588) * xc * r * r * (T(1) + T(0.134145) * xc * xc);
+    const T d = u >= T(0) ? r + ExpNegAbs::unscale(slope * big) : ExpNegAbs::unscale((r + slope) * big);
+    return g * (x - x == T(0) ? d : x - x);
+  }
+};
+
+// x * sigmoid(x); for x < 0, x e^x / (1 + e^x), the subnormal tail rounded once (ExpNegAbs).
 struct Silu {
-  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return x * Sigmoid{}(x); }
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const {
+    const T big = ExpNegAbs::big(x);  // e^{-|x|} 2^64
+    const T r = T(1) / (T(1) + ExpNegAbs::unscale(big));
+    return x >= T(0) ? x * r : (x == x ? ExpNegAbs::unscale(x * r * big) : x);
+  }
 };
 // log(1 + e^(beta x)) / beta, and x itself once beta x > threshold (as PyTorch).
 struct Softplus {

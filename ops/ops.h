@@ -31,6 +31,9 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 enum class GeluApprox { None, Tanh };
 Tensor gelu(const Tensor& x, GeluApprox approximate = GeluApprox::None);
+// grad * d gelu(x) / dx in one pass (what gelu's backward runs; not differentiable itself).
+// grad and x: the same shape and floating dtype.
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApprox approximate = GeluApprox::None);
 Tensor silu(const Tensor& x);
 // log(1 + exp(beta x)) / beta, linear above `threshold` (beta x > threshold), as PyTorch.
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);

@@ -48,6 +48,16 @@ void gelu_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
   }
 }
 
+// (grad, x) -> grad * gelu'(x), computed in opmath and rounded once.
+template <typename T>
+void gelu_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  if (attrs.mode == 0) {
+    binary_loop<T, T>(in[0], in[1], out[0], fn::GeluErfBackward{});
+  } else {
+    binary_loop<T, T>(in[0], in[1], out[0], fn::GeluTanhBackward{});
+  }
+}
+
 template <typename T, typename F>
 void binary_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
   binary_loop<T, T>(in[0], in[1], out[0], make_functor<F>(attrs));
@@ -156,6 +166,10 @@ void register_elementwise_kernels() {
   register_kernel(OpId::gelu, DeviceType::CPU, DType::F32, gelu_kernel<float>);
   register_kernel(OpId::gelu, DeviceType::CPU, DType::F16, gelu_kernel<Half>);
   register_kernel(OpId::gelu, DeviceType::CPU, DType::BF16, gelu_kernel<BFloat16>);
+  register_kernel(OpId::gelu_backward, DeviceType::CPU, DType::F64, gelu_backward_kernel<double>);
+  register_kernel(OpId::gelu_backward, DeviceType::CPU, DType::F32, gelu_backward_kernel<float>);
+  register_kernel(OpId::gelu_backward, DeviceType::CPU, DType::F16, gelu_backward_kernel<Half>);
+  register_kernel(OpId::gelu_backward, DeviceType::CPU, DType::BF16, gelu_backward_kernel<BFloat16>);
   reg_unary_floating<fn::Silu>(OpId::silu);
   reg_unary_floating<fn::Softplus>(OpId::softplus);
   reg_unary_floating<fn::Erf>(OpId::erf);

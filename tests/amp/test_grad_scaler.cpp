@@ -1,7 +1,8 @@
 // GradScaler as a state machine, transition by transition (DESIGN §8): scale, unscale_ once,
 // skip on inf/NaN leaving weights and optimizer state untouched, backoff, growth exactly after
 // the interval, hysteresis, min/max clamps, the error after too many skips or at the floor,
-// statistics, several optimizers, state-dict round trip, disabled scaler.
+// statistics, several optimizers, state-dict round trip, disabled scaler, the scale clamped to its
+// bounds at every moment, and the refusal to unscale f16 gradients in place.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -200,4 +201,64 @@ TEST_CASE("a disabled scaler passes the loss through and always steps", "[amp][s
   CHECK(scaler.step(t.opt));
   scaler.update();
   CHECK(t.opt.step_count() == 1);
+}
+
+TEST_CASE("the scale is clamped to [min_scale, max_scale] at construction, on load and on every update",
+          "[amp][scaler]") {
+  Toy t;
+  amp::GradScaler big({.init_scale = 1e9, .growth_interval = 1, .max_scale = 1e6});
+  CHECK(big.get_scale() == 1e6);
+  t.set_grad({1, 1, 1, 1});
+  big.step(t.opt);
+  big.update();  // a clean iteration with growth_interval 1 would double it: stays at the ceiling
+  CHECK(big.get_scale() == 1e6);
+  big.update(5e6);  // an explicit scale is clamped too
+  CHECK(big.get_scale() == 1e6);
+
+  amp::GradScaler small({.init_scale = 1, .min_scale = 100});
+  CHECK(small.get_scale() == 100.0);
+  small.update(3.0);
+  CHECK(small.get_scale() == 100.0);
+  small.update(400.0);  // inside the range: kept exactly
+  CHECK(small.get_scale() == 400.0);
+
+  // A state whose scale lies outside its own bounds (written by an older build) is clamped on load.
+  StateDict s = amp::GradScaler({.init_scale = 4096, .min_scale = 1, .max_scale = 1e6}).state_dict();
+  s.floats["scale"] = 1e9;
+  amp::GradScaler loaded;
+  loaded.load_state_dict(s);
+  CHECK(loaded.get_scale() == 1e6);
+  s.floats["scale"] = 0.25;
+  loaded.load_state_dict(s);
+  CHECK(loaded.get_scale() == 1.0);
+  // Without bounds any positive scale is kept.
+  CHECK(amp::GradScaler({.init_scale = 1e9}).get_scale() == 1e9);
+}
+
+TEST_CASE("unscale_ refuses f16 gradients without f32 masters; bf16 and master weights pass", "[amp][scaler]") {
+  Tensor w = ones({4}, {.dtype = DType::F16, .requires_grad = true});
+  optim::SGD opt(Tensors{w}, {.lr = 0.1});
+  amp::GradScaler scaler({.init_scale = 1024});
+  w.set_grad(full({4}, 2048.0, {.dtype = DType::F16}));
+  MG_REQUIRE_ERROR(scaler.unscale_(opt), "GradScaler::unscale_: attempting to unscale f16 gradients in place");
+  MG_REQUIRE_ERROR(scaler.step(opt), "hint: keep f32 master weights");
+  CHECK(values(w.grad()) == std::vector<double>{2048, 2048, 2048, 2048});  // untouched
+  CHECK(values(w) == std::vector<double>{1, 1, 1, 1});
+
+  Tensor b = ones({4}, {.dtype = DType::BF16, .requires_grad = true});
+  optim::SGD opt_b(Tensors{b}, {.lr = 0.5});
+  amp::GradScaler scaler_b({.init_scale = 1024});
+  b.set_grad(full({4}, 2048.0, {.dtype = DType::BF16}));
+  CHECK(scaler_b.step(opt_b));
+  CHECK(values(b) == std::vector<double>{0, 0, 0, 0});  // 1 - 0.5 * 2048 / 1024
+
+  Tensor m = ones({4}, {.dtype = DType::F16, .requires_grad = true});
+  optim::SGD opt_m(Tensors{m}, {.lr = 0.5});
+  opt_m.use_master_weights();
+  amp::GradScaler scaler_m({.init_scale = 65536});
+  // A true gradient of 2^-26 is below f16's smallest subnormal 2^-24; scaled by 2^16 it is the f16
+  // value 2^-10. Unscaled into the f32 master it is 2^-26 exactly (an in-place f16 unscale: 0).
+  m.set_grad(full({4}, std::ldexp(1.0, -10), {.dtype = DType::F16}));
+  scaler_m.unscale_(opt_m);
+  CHECK(values(opt_m.parameters()[0].grad()) == std::vector<double>(4, std::ldexp(1.0, -26)));
 }

@@ -525,3 +525,48 @@ TEST_CASE("amp: the precision plan lists dtypes, masters and memory", "[amp][ini
   CHECK_THAT(plan1, Catch::Matchers::Contains("autocast        : on (f16)"));
   CHECK_THAT(plan1, Catch::Matchers::Contains("master weights  : none"));
 }
+
+TEST_CASE("amp: the dynamic loss scale starts at min(max_loss_scale, 2^16), raised to min_loss_scale",
+          "[amp][initialize]") {
+  AmpFixture fx;
+  auto mlp = make_mlp(31);
+  optim::SGD sgd(mlp->parameters(), {.lr = 0.1});
+  amp::initialize(mlp, sgd, {.opt_level = "O1", .max_loss_scale = "1024", .verbosity = 0});
+  CHECK(amp::loss_scale() == 1024.0);  // Apex: min(max_loss_scale, init_scale)
+  amp::initialize(mlp, sgd, {.opt_level = "O1", .min_loss_scale = 1e6, .verbosity = 0});
+  CHECK(amp::loss_scale() == 1e6);
+  amp::initialize(mlp, sgd, {.opt_level = "O2", .verbosity = 0});
+  CHECK(amp::loss_scale() == 65536.0);  // the default, inside the default bounds [none, 2^24]
+}
+
+TEST_CASE("amp: O3 with dynamic scaling on f16 parameters is refused; static scales and bf16 train",
+          "[amp][initialize]") {
+  AmpFixture fx;
+  auto mlp = make_mlp(32);
+  optim::SGD sgd(mlp->parameters(), {.lr = 0.1});
+  MG_REQUIRE_ERROR(amp::initialize(mlp, sgd, {.opt_level = "O3", .loss_scale = "dynamic", .verbosity = 0}),
+                   "amp::initialize: O3 with dynamic loss scaling on f16 parameters without f32 master weights");
+  MG_REQUIRE_ERROR(amp::initialize(mlp, sgd, {.opt_level = "O3", .loss_scale = "dynamic", .verbosity = 0}),
+                   "hint: use opt_level O2 (f32 master weights), dtype bf16, or a static loss_scale");
+  // O2 without its masters is the same case.
+  MG_REQUIRE_ERROR(amp::initialize(mlp, sgd, {.opt_level = "O2", .master_weights = false, .verbosity = 0}),
+                   "O2 with dynamic loss scaling on f16 parameters");
+  CHECK(!amp::is_initialized());
+  CHECK(mlp->parameters()[0].dtype() == DType::F32);  // refused before anything changed
+
+  const Tensor x = randn({4, 8});
+  for (const auto& [dtype, scale] : {std::pair<const char*, const char*>{"f16", "128"}, {"bf16", "dynamic"}, {"bf16", "1"}}) {
+    auto m = make_mlp(33);
+    optim::SGD opt(m->parameters(), {.lr = 0.1});
+    amp::initialize(m, opt, {.opt_level = "O3", .dtype = dtype, .loss_scale = scale, .verbosity = 0});
+    const std::vector<double> before = flat(opt.parameters());
+    opt.zero_grad();
+    const Tensor y = amp::forward(*m, x).to(DType::F32);
+    amp::scale_loss((y * y).mean(), opt).backward();
+    opt.step();
+    INFO("O3 " << dtype << " loss_scale " << scale);
+    CHECK(!opt.last_step_skipped());
+    CHECK(flat(opt.parameters()) != before);
+    amp::reset();
+  }
+}

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
 
 #include "core/fast_math.h"
 
@@ -54,4 +55,56 @@ TEST_CASE("fast math special values", "[core][fast_math]") {
   REQUIRE(erf_f32(INFINITY) == 1.0f);
   REQUIRE(erf_f32(-INFINITY) == -1.0f);
   REQUIRE(erf_f32(1e-30f) == Approx(1.1283791671e-30).epsilon(1e-6));  // 2x/sqrt(pi)
+}
+
+namespace {
+
+// ulp distance on the ordered f32 bit patterns (subnormal results count in subnormal steps).
+int64_t ordered_ulps(float got, float want) {
+  auto ord = [](float f) {
+    const uint32_t b = mg::f32_bits(f);
+    return (b & 0x80000000u) ? -int64_t(b & 0x7fffffffu) : int64_t(b);
+  };
+  const int64_t d = ord(got) - ord(want);
+  return d < 0 ? -d : d;
+}
+
+}  // namespace
+
+TEST_CASE("fast exp_times rounds a * e^x once, into the subnormal range too", "[core][fast_math]") {
+  using mg::fast::exp_times_f32;
+  int64_t worst_normal = 0, worst_tail = 0;
+  for (float a : {1.0f, 3.5f, -20.0f, 0.37f, 104.0f}) {
+    for (float x = -125.0f; x <= 0.0f; x += 0.0137f) {
+      const float want = float(double(a) * std::exp(double(x)));
+      const int64_t d = ordered_ulps(exp_times_f32(a, x), want);
+      (std::fabs(want) < 1.17549435e-38f ? worst_tail : worst_normal) = std::max(
+          std::fabs(want) < 1.17549435e-38f ? worst_tail : worst_normal, d);
+    }
+  }
+  std::printf("fast exp_times: max ulp %lld (normal results), %lld (subnormal results)\n", (long long)worst_normal,
+              (long long)worst_tail);
+  CHECK(worst_normal <= 3);
+  CHECK(worst_tail <= 1);
+  CHECK(exp_times_f32(-2.0f, -INFINITY) == 0.0f);
+  CHECK(std::signbit(exp_times_f32(-2.0f, -200.0f)));
+  CHECK(std::isnan(exp_times_f32(1.0f, NAN)));
+  CHECK(exp_times_f32(1.0f, INFINITY) == INFINITY);
+}
+
+TEST_CASE("fast normal tail: Phi and phi with relative accuracy down to x = -30", "[core][fast_math]") {
+  using namespace mg::fast;
+  int64_t worst_cdf = 0, worst_pdf = 0;
+  for (float x = -30.0f; x <= 0.0f; x += 0.00731f) {
+    const NormalTail n = normal_tail_f32(x);
+    const float cdf_want = float(0.5 * std::erfc(-double(x) / std::sqrt(2.0)));
+    const float pdf_want = float(std::exp(-0.5 * double(x) * double(x)) / std::sqrt(2.0 * M_PI));
+    worst_cdf = std::max(worst_cdf, ordered_ulps(exp_times_f32(n.cdf, -n.h), cdf_want));
+    worst_pdf = std::max(worst_pdf, ordered_ulps(exp_times_f32(n.pdf, -n.h), pdf_want));
+  }
+  // (1 + erf(x / sqrt 2) in f32 is exactly 0 below x = -5.9 and loses all digits well before.)
+  std::printf("fast normal tail on [-30, 0]: Phi max ulp %lld, phi max ulp %lld\n", (long long)worst_cdf,
+              (long long)worst_pdf);
+  CHECK(worst_cdf <= 6);
+  CHECK(worst_pdf <= 3);
 }

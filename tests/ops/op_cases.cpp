@@ -215,6 +215,20 @@ void unary_cases(Table& t) {
   t.add(O::gelu, "gelu/tanh", {normal(s, 2.0)},
         [](const Tensors& in) { return gelu(in[0], GeluApprox::Tanh); }, {0})
       .ref = unary_ref(gelu_tanh_ref);
+  // gelu_backward (not differentiable): grad * gelu'(x); normal(s, 3.0) reaches the negative tail
+  t.add_nd(O::gelu_backward, "gelu_backward/erf", {normal(s), normal(s, 3.0)},
+           [](const Tensors& in) { return gelu_backward(in[0], in[1]); })
+      .ref = [](const std::vector<double>& v) {
+        const double x = v[1];
+        return v[0] * (0.5 * std::erfc(-x / std::sqrt(2.0)) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi));
+      };
+  t.add_nd(O::gelu_backward, "gelu_backward/tanh", {normal(s), normal(s, 3.0)},
+           [](const Tensors& in) { return gelu_backward(in[0], in[1], GeluApprox::Tanh); })
+      .ref = [](const std::vector<double>& v) {
+        const double x = v[1], k = std::sqrt(2.0 / std::numbers::pi);
+        const double t = std::tanh(k * (x + 0.044715 * x * x * x));
+        return v[0] * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 0.134145 * x * x));
+      };
   t.add(O::silu, "silu", {normal(s, 2.0)}, [](const Tensors& in) { return silu(in[0]); }, {0})
       .ref = [](const std::vector<double>& v) { return v[0] * sigmoid_ref(v[0]); };
   t.add(O::softplus, "softplus", {normal(s, 2.0)}, [](const Tensors& in) { return softplus(in[0]); }, {0})
