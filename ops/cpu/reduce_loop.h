@@ -100,7 +100,11 @@ bool reduce_outer_tiles(const T* data, const ReduceGeometry& g, O* out, const R&
     const int64_t inner = g.kept_shape.back(), tiles_per_row = (inner + kTile - 1) / kTile;
     const int64_t tiles = g.out_numel / inner * tiles_per_row;
     const int64_t grain = std::max<int64_t>(1, kDefaultGrain / (g.red_numel * kTile));
-    auto combine = [&r](Acc a, Acc b) { return r.combine(a, b); };
+    // A named functor, not a lambda: Cascade is reassigned per tile, and closures are not assignable.
+    struct Combine {
+      const R* r;
+      Acc operator()(Acc a, Acc b) const { return r->combine(a, b); }
+    } combine{&r};
     parallel_for(0, tiles, grain, [&](int64_t t0, int64_t t1) {
       Acc acc[kTile];
       std::vector<Cascade<Acc, decltype(combine)>> sums(kTile, Cascade<Acc, decltype(combine)>(combine));
