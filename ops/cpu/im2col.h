@@ -19,6 +19,11 @@ struct ConvGeom {
   int64_t hw_out() const { return Ho * Wo; }
 };
 
+// The weight gradient sums over the batch in slices of this many images: one GEMM (im2col) or
+// oneDNN primitive per slice, the slices' f32/f64 partials combined by the summation rule's
+// pairwise tree (ops/cpu/leaf_sum.h). A fixed size, so the result does not depend on the thread count.
+inline constexpr int64_t kWeightGradSlice = 16;
+
 // attrs.ints = {sh, sw, ph, pw, dh, dw, groups, ...}; the shapes complete the geometry.
 inline ConvGeom conv_geom(const OpAttrs& a, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O,
                           int64_t kH, int64_t kW) {

@@ -1,6 +1,9 @@
 // CPU kernels of the shape and indexing ops: cat, index_select, gather, scatter_add, masked_fill,
-// one_hot. They move bits (no arithmetic) except scatter_add, which adds in opmath and, for
-// f16/bf16, rounds each output element once after all its additions.
+// one_hot. They move bits (no arithmetic) except scatter_add, which adds in opmath and rounds
+// each output element once after all its additions. A floating scatter_add sums the terms that
+// reach one output element by the summation rule (core/cascade_sum.h): in index order, in leaves
+// of kSumLeaf terms per target combined pairwise, and adds that sum to self once — so embedding
+// backward (10^6 lookups of one row) is accurate to O(log n) ulps, whatever the thread count.
 //
 // Index values are validated while they are read: an index out of range throws IndexError with
 // the value and the valid range, and nothing is ever read or written out of bounds. Negative
@@ -11,7 +14,9 @@
 // along `dim` per outer position, so no per-element offset recomputation is needed. scatter_add
 // parallelises over outer positions only: two outer positions never write the same output line.
 #include <cstring>
+#include <vector>
 
+#include "core/cascade_sum.h"
 #include "core/visit_dtype.h"
 #include "ops/cpu/loops.h"
 #include "ops/kernel_registry.h"
@@ -223,8 +228,47 @@ void gather_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   });
 }
 
-// out = self; out[index[i][j]][j] += src[i][j] (dim 0 shown), accumulated in opmath. For f16/bf16
-// each output line is accumulated in an f32 buffer and rounded once on store.
+// Per-thread scratch of a floating scatter_add line: for each target v of the line, the open
+// leaf's partial sum, how many terms it holds, and (once a target has had a full leaf) its
+// Cascade of leaves. Sized once per thread to the line length; only touched entries are reset.
+template <typename C>
+struct ScatterSums {
+  std::vector<C> leaf;
+  std::vector<int32_t> in_leaf;  // -1: the target's output is already written
+  std::vector<int32_t> tree;     // index into trees, -1 while the target has less than a leaf
+  std::vector<Cascade<C>> trees;
+  std::vector<int64_t> ids;      // the line's validated targets, in index order
+
+  ScatterSums(int64_t size, int64_t k)
+      : leaf(std::size_t(size), C(0)), in_leaf(std::size_t(size), 0), tree(std::size_t(size), -1),
+        ids(std::size_t(k)) {}
+
+  void add(int64_t v, C term) {
+    leaf[std::size_t(v)] += term;
+    if (++in_leaf[std::size_t(v)] == kSumLeaf) {
+      int32_t& t = tree[std::size_t(v)];
+      if (t < 0) {
+        t = int32_t(trees.size());
+        trees.emplace_back();
+      }
+      trees[std::size_t(t)].push(leaf[std::size_t(v)]);
+      leaf[std::size_t(v)] = C(0);
+      in_leaf[std::size_t(v)] = 0;
+    }
+  }
+  // The rule's sum of the terms of target v.
+  C sum(int64_t v) const {
+    const int32_t t = tree[std::size_t(v)];
+    if (t < 0) return leaf[std::size_t(v)];
+    Cascade<C> c = trees[std::size_t(t)];
+    if (in_leaf[std::size_t(v)] > 0) c.push(leaf[std::size_t(v)]);
+    return c.result(C(0));
+  }
+};
+
+// out = self; out[index[i][j]][j] += src[i][j] (dim 0 shown). Floating types: each target's terms
+// are summed by the rule (ScatterSums, in opmath: f32 for f16/bf16) and added to self once, with
+// one rounding on store; integers add in order (exact up to wrap-around), bool ORs.
 template <typename T>
 void scatter_add_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const Tensor &self = in[0], &index = in[1], &src = in[2];
@@ -235,7 +279,7 @@ void scatter_add_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const Strides os = strides_1d(o), ss = strides_1d(src), is = strides_1d(index);
   const int64_t os_d = os[g.dim], ss_d = ss[g.dim], is_d = is[g.dim];
   using C = opmath_t<T>;
-  constexpr bool kLow = !std::is_same_v<C, T>;
+  constexpr bool kFloating = std::is_floating_point_v<C>;
   visit_index(index.dtype(), [&]<typename I>() {
     // The output operand's strides along the non-dim dims; its dim stride is applied per index.
     const auto plan = make_plan<3>(g.outer, {os, is, ss}, {int64_t(sizeof(T)), int64_t(sizeof(I)), int64_t(sizeof(T))});
@@ -243,26 +287,42 @@ void scatter_add_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
         plan,
         {static_cast<char*>(o.data_ptr()), static_cast<char*>(index.data_ptr()), static_cast<char*>(src.data_ptr())},
         [&](const std::array<char*, 3>& p, int64_t n, const std::array<int64_t, 3>& s) {
-          std::vector<C> line(kLow ? std::size_t(g.size) : 0);
-          for (int64_t t = 0; t < n; ++t) {
-            T* op = reinterpret_cast<T*>(p[0] + t * s[0]);
-            const I* ip = reinterpret_cast<const I*>(p[1] + t * s[1]);
-            const T* sp = reinterpret_cast<const T*>(p[2] + t * s[2]);
-            if constexpr (kLow) {
-              for (int64_t v = 0; v < g.size; ++v) line[v] = static_cast<C>(op[v * os_d]);
+          if constexpr (kFloating) {
+            ScatterSums<C> sums(g.size, g.k);
+            for (int64_t t = 0; t < n; ++t) {
+              T* op = reinterpret_cast<T*>(p[0] + t * s[0]);
+              const I* ip = reinterpret_cast<const I*>(p[1] + t * s[1]);
+              const T* sp = reinterpret_cast<const T*>(p[2] + t * s[2]);
               for (int64_t j = 0; j < g.k; ++j) {
-                line[checked_index("scatter_add", ip[j * is_d], g.size, g.dim)] += static_cast<C>(sp[j * ss_d]);
+                const int64_t v = checked_index("scatter_add", ip[j * is_d], g.size, g.dim);
+                sums.ids[std::size_t(j)] = v;
+                sums.add(v, static_cast<C>(sp[j * ss_d]));
               }
-              for (int64_t v = 0; v < g.size; ++v) op[v * os_d] = static_cast<T>(line[v]);
-            } else if constexpr (std::is_same_v<T, bool>) {
-              for (int64_t j = 0; j < g.k; ++j) {
-                bool& dst = op[checked_index("scatter_add", ip[j * is_d], g.size, g.dim) * os_d];
-                dst = dst || sp[j * ss_d];
+              for (int64_t v : sums.ids) {  // each touched target once: self + its sum, one rounding
+                if (sums.in_leaf[std::size_t(v)] < 0) continue;
+                T& dst = op[v * os_d];
+                dst = static_cast<T>(static_cast<C>(dst) + sums.sum(v));
+                sums.in_leaf[std::size_t(v)] = -1;
               }
-            } else {
+              for (int64_t v : sums.ids) {
+                sums.leaf[std::size_t(v)] = C(0);
+                sums.in_leaf[std::size_t(v)] = 0;
+                sums.tree[std::size_t(v)] = -1;
+              }
+              sums.trees.clear();
+            }
+          } else {
+            for (int64_t t = 0; t < n; ++t) {
+              T* op = reinterpret_cast<T*>(p[0] + t * s[0]);
+              const I* ip = reinterpret_cast<const I*>(p[1] + t * s[1]);
+              const T* sp = reinterpret_cast<const T*>(p[2] + t * s[2]);
               for (int64_t j = 0; j < g.k; ++j) {
                 T& dst = op[checked_index("scatter_add", ip[j * is_d], g.size, g.dim) * os_d];
-                dst = static_cast<T>(dst + sp[j * ss_d]);
+                if constexpr (std::is_same_v<T, bool>) {
+                  dst = dst || sp[j * ss_d];
+                } else {
+                  dst = static_cast<T>(dst + sp[j * ss_d]);
+                }
               }
             }
           }

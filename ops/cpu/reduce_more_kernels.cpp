@@ -1,6 +1,10 @@
 // CPU kernels of the remaining reductions (prod, amax, amin, max_dim, min_dim, argmax, argmin,
 // var, std, norm, logsumexp) and of cumsum. The reductions are reducers (ops/cpu/reducers.h) run
-// by reduce_loop; cumsum is a prefix sum per line along attrs.dim, in parallel over lines.
+// by reduce_loop; cumsum is a prefix sum per line along attrs.dim, in parallel over lines. A
+// floating cumsum follows the summation rule (core/cascade_sum.h): in order within each leaf of
+// kSumLeaf terms, and each leaf's offset is the rule's pairwise sum of the leaves before it (the
+// Cascade's partials at that point), so every prefix is accurate to O(log n) ulps and no line is
+// split across threads (the result does not depend on their number). Integers add in order (exact).
 // Accumulation: f32 for f16/bf16/f32, f64 for f64, i64 for integers; one rounding on store.
 #include <algorithm>
 #include <vector>
@@ -123,7 +127,23 @@ void cumsum_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
     for (int64_t line = b; line < e; ++line) {
       const T* src = xp + kept_offset(g, line);
       O* dst = op + (line / inner) * size * inner + line % inner;
-      Acc acc = Acc(0);
+      if constexpr (std::is_floating_point_v<Acc>) {
+        if (size > kSumLeaf) {
+          Cascade<Acc> before;  // the leaves so far, combined by the rule
+          for (int64_t l0 = 0; l0 < size; l0 += kSumLeaf) {
+            const Acc offset = before.result(Acc(0));
+            const int64_t l1 = std::min(size, l0 + kSumLeaf);
+            Acc leaf = Acc(0);  // in-order prefix within the leaf
+            for (int64_t i = l0; i < l1; ++i) {
+              leaf += static_cast<Acc>(src[i * x_stride]);
+              dst[i * inner] = static_cast<O>(offset + leaf);
+            }
+            before.push(leaf);
+          }
+          continue;
+        }
+      }
+      Acc acc = Acc(0);  // one leaf (or an integer line): in order
       for (int64_t i = 0; i < size; ++i) {
         acc = wrapping_add(acc, static_cast<Acc>(src[i * x_stride]));
         dst[i * inner] = static_cast<O>(acc);
