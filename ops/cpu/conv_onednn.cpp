@@ -477,6 +477,7 @@ bool onednn_conv2d_backward_weights(const Tensor& x, const Tensor& gy, Tensor& d
   // threading of this kernel joins its threads with spin barriers, many per call, which cost a
   // scheduler slice each on a busy host (measurements above).
   const int64_t parts = (g.N + kWeightGradSlice - 1) / kWeightGradSlice;
+  if (parts == 0) return false;  // an empty batch: im2col writes the zero gradient
   std::vector<std::shared_ptr<const Plan>> plans(static_cast<std::size_t>(parts));
   for (int64_t p = 0; p < parts; ++p) {
     ConvGeom slice = g;
