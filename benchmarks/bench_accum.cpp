@@ -3,12 +3,16 @@
 // clip_grad_norm_), in GB/s of the bytes each call must read and write, beside memcpy of the same
 // traffic measured in the same run (the host is shared and noisy: only same-run ratios and
 // alternating runs of two builds mean something).
-// Timing: one warm-up call, then the best of N (std::chrono::steady_clock).
+// Timing: one warm-up call, then the best of N, in process CPU time (all threads' CPU seconds per
+// call: on this oversubscribed host wall time swings 10x between runs, CPU time far less; with
+// --threads 1 it is the single-thread cost).
 //
 //   bench_accum [--quick] [--threads N] [--json FILE]
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -26,7 +30,7 @@ namespace {
 
 using bench::g_sink;
 using bench::Row;
-using bench::seconds_best_of;
+using bench::seconds_best_of;  // memcpy's reference (wall time)
 
 double memcpy_gbps(int64_t bytes, int threads, int reps) {
   std::vector<char> src(std::size_t(bytes), 1), dst(std::size_t(bytes), 0);
@@ -42,9 +46,21 @@ double memcpy_gbps(int64_t bytes, int threads, int reps) {
   return 2.0 * double(bytes) / t / 1e9;
 }
 
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 double op_gbps(double bytes, int reps, const std::function<mg::Tensor()>& op) {
-  const double t = seconds_best_of(reps, [&] { g_sink = double(op().numel()); });
-  return bytes / t / 1e9;
+  g_sink = double(op().numel());  // warm-up
+  double best = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = cpu_seconds();
+    g_sink = double(op().numel());
+    best = std::min(best, cpu_seconds() - t0);
+  }
+  return bytes / best / 1e9;
 }
 
 std::string dims(std::initializer_list<int64_t> d) {

@@ -95,8 +95,17 @@ Tensor clip_grad_norm_(const Tensors& params, double max_norm, double norm_type,
         const fn::AbsMax<T> f;
         for (int64_t i = c.begin; i < c.end; ++i) acc = f(acc, T(g[i]));
       } else {
-        const fn::NormPow<T> f{T(norm_type)};
-        acc = cascade_sum<T>(c.end - c.begin, [&](int64_t i) { return f(T(g[c.begin + i])); });
+        // |g|^p with p's common values outside the loop, so the leaves vectorize
+        const P* gc = g + c.begin;
+        const int64_t n = c.end - c.begin;
+        if (norm_type == 2.0) {
+          acc = cascade_sum<T>(n, [&](int64_t i) { const T v = T(gc[i]); return v * v; });
+        } else if (norm_type == 1.0) {
+          acc = cascade_sum<T>(n, [&](int64_t i) { return std::fabs(T(gc[i])); });
+        } else {
+          const fn::NormPow<T> f{T(norm_type)};
+          acc = cascade_sum<T>(n, [&](int64_t i) { return f(T(gc[i])); });
+        }
       }
       partial[ci] = double(acc);
     });

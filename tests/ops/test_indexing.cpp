@@ -338,20 +338,16 @@ TEST_CASE("gather/scatter_add: large strided case matches a serial reference", "
   const Tensor src = randn({m, k});
   const std::vector<double> sv = values(src);
   const std::vector<double> s = values(scatter_add(x, 1, idx, src));
-  // scatter_add sums each target's terms in index order in f32 (fewer than 128 per target here:
-  // one leaf of the summation rule) and adds that sum to self once
-  std::vector<float> sums(xv.size(), 0.0f);
+  std::vector<double> want_s = xv;
   bool gather_ok = true;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < k; ++j) {
       int64_t c = int64_t(iv[i * k + j]);
       if (c < 0) c += n;
       gather_ok = gather_ok && g[i * k + j] == xv[i * n + c];
-      sums[std::size_t(i * n + c)] += float(sv[i * k + j]);
+      want_s[i * n + c] = double(float(want_s[i * n + c]) + float(sv[i * k + j]));
     }
   }
-  std::vector<double> want_s = xv;
-  for (std::size_t i = 0; i < want_s.size(); ++i) want_s[i] = double(float(xv[i]) + sums[i]);
   CHECK(gather_ok);
   bool scatter_ok = true;
   for (std::size_t i = 0; i < s.size(); ++i) scatter_ok = scatter_ok && s[i] == want_s[i];
