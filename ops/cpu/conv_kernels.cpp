@@ -195,7 +195,7 @@ void conv_transpose2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& att
 }
 
 // dw[g] [og, cg*kk] = sum_n g[n, g] [og, Ho*Wo] @ im2col(x[n, g])^T, summed over the batch in
-// slices of kWeightGradSlice images: one GEMM per slice and group, [og, S*Ho*Wo] @ [S*Ho*Wo, cg*kk],
+// slices of S = weight_grad_slice(N) images: one GEMM per slice and group, [og, S*Ho*Wo] @ [S*Ho*Wo, cg*kk],
 // into its own partial (Cm), the partials combined by the summation rule's pairwise tree. The
 // slices run in parallel, each GEMM on one thread, so the result does not depend on the number of
 // threads. in = (x [N, C, H, W], g [N, O, Ho, Wo]); attrs.ints[7..8] = {kH, kW}.
@@ -220,7 +220,7 @@ void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttr
   const T* gp = static_cast<const T*>(gy.data_ptr());
   T* dwp = static_cast<T*>(out[0].data_ptr());
   const int64_t K = g.cg() * g.kk(), hw = g.hw_out(), wn = g.og() * K;
-  const int64_t parts = (g.N + kWeightGradSlice - 1) / kWeightGradSlice;
+  const int64_t S = weight_grad_slice(g.N), parts = g.N == 0 ? 0 : (g.N + S - 1) / S;
   std::vector<Cm> partial(std::size_t(parts * wn));  // [parts, og, cg*kk], f32 accumulation for f16/bf16
   if (parts == 0) {  // an empty batch: a zero gradient
     for (int64_t i = 0; i < out[0].numel(); ++i) dwp[i] = T(0.0f);
@@ -230,11 +230,11 @@ void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttr
     // At least two tasks, so that with several threads every GEMM runs inside the parallel region
     // (on its own thread, never split along k by the GEMM's threading).
     parallel_for(0, std::max<int64_t>(parts, 2), 1, [&](int64_t b, int64_t e) {
-      const int64_t Ls = std::min(g.N, kWeightGradSlice) * hw;
+      const int64_t Ls = std::min(g.N, S) * hw;
       std::vector<Cm> col(std::size_t(K * Ls));      // [cg*kk, S*Ho*Wo]
       std::vector<Cm> gc(std::size_t(g.og() * Ls));  // [og, S*Ho*Wo]
       for (int64_t p = b; p < std::min(e, parts); ++p) {
-        const int64_t n0 = p * kWeightGradSlice, ns = std::min(g.N, n0 + kWeightGradSlice) - n0, L = ns * hw;
+        const int64_t n0 = p * S, ns = std::min(g.N, n0 + S) - n0, L = ns * hw;
         for (int64_t n = n0; n < n0 + ns; ++n) {
           im2col(xp + (n * g.C + gr * g.cg()) * g.H * g.W, col.data() + (n - n0) * hw, L, g);
           for (int64_t o = 0; o < g.og(); ++o) {

@@ -8,7 +8,7 @@
 // reads bf16 and accumulates in f32; forward and backward-data round on store (oneDNN, to nearest
 // even), conv_transpose2d's bias is added to an f32 result that we round once, and the weight
 // gradient is written in f32 and rounded once by us. The weight gradient runs one single-threaded
-// primitive per slice of kWeightGradSlice images (in parallel over slices) and combines the f32
+// primitive per slice of weight_grad_slice(N) images (in parallel over slices) and combines the f32
 // partials by the summation rule's pairwise tree, so it does not depend on the thread count
 // (oneDNN's sum within a slice is its own). oneDNN's own threading of that kernel joins its
 // threads with spin barriers, many per call, and on this shared 2-core
@@ -471,18 +471,18 @@ bool onednn_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor
 }
 
 bool onednn_conv2d_backward_weights(const Tensor& x, const Tensor& gy, Tensor& dw, const ConvGeom& g) {
-  // One single-threaded primitive per slice of kWeightGradSlice images (a fixed size, so the
+  // One single-threaded primitive per slice of S = weight_grad_slice(N) images (a size set by N, so the
   // result does not depend on the thread count), each writing its own f32 partial; the partials
   // are combined by the summation rule's pairwise tree (f32) and rounded once. oneDNN's own
   // threading of this kernel joins its threads with spin barriers, many per call, which cost a
   // scheduler slice each on a busy host (measurements above).
-  const int64_t parts = (g.N + kWeightGradSlice - 1) / kWeightGradSlice;
+  const int64_t S = weight_grad_slice(g.N), parts = (g.N + S - 1) / S;
   if (parts == 0) return false;  // an empty batch: im2col writes the zero gradient
   std::vector<std::shared_ptr<const Plan>> plans(static_cast<std::size_t>(parts));
   for (int64_t p = 0; p < parts; ++p) {
     ConvGeom slice = g;
-    slice.N = std::min(g.N, (p + 1) * kWeightGradSlice) - p * kWeightGradSlice;
-    plans[std::size_t(p)] = p > 0 && slice.N == kWeightGradSlice ? plans[0]
+    slice.N = std::min(g.N, (p + 1) * S) - p * S;
+    plans[std::size_t(p)] = p > 0 && slice.N == S ? plans[0]
                                                                   : plan_for(ConvDir::BackwardWeights, x.dtype(), false, slice, true);
     if (!plans[std::size_t(p)]) return false;
   }
@@ -493,7 +493,7 @@ bool onednn_conv2d_backward_weights(const Tensor& x, const Tensor& gy, Tensor& d
   std::vector<float> partial(static_cast<std::size_t>(parts * n));  // [parts, O, C/groups, kH, kW]
   parallel_for(0, parts, 1, [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) {
-      const int64_t n0 = p * kWeightGradSlice;
+      const int64_t n0 = p * S;
       execute(*plans[std::size_t(p)], {xp + std::size_t(n0 * g.C * g.H * g.W) * elem,
                                        gp + std::size_t(n0 * g.O * g.Ho * g.Wo) * elem, partial.data() + p * n});
     }

@@ -2,6 +2,7 @@
 // Decision: the column matrix is built in the compute type C (opmath: f32 for f16/bf16, f64 for
 // f64), so the GEMM accumulates in C and the kernel rounds once on store.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -19,10 +20,12 @@ struct ConvGeom {
   int64_t hw_out() const { return Ho * Wo; }
 };
 
-// The weight gradient sums over the batch in slices of this many images: one GEMM (im2col) or
-// oneDNN primitive per slice, the slices' f32/f64 partials combined by the summation rule's
-// pairwise tree (ops/cpu/leaf_sum.h). A fixed size, so the result does not depend on the thread count.
-inline constexpr int64_t kWeightGradSlice = 16;
+// The weight gradient sums over the batch in slices of weight_grad_slice(N) images: one GEMM
+// (im2col) or oneDNN primitive per slice, the slices' f32/f64 partials combined by the summation
+// rule's pairwise tree (ops/cpu/leaf_sum.h). The size depends on N alone (never on the thread
+// count, so neither does the result): at least 8 slices where N allows (work for the threads), at
+// most 16 images each.
+constexpr int64_t weight_grad_slice(int64_t n) { return std::clamp<int64_t>((n + 7) / 8, 1, 16); }
 
 // attrs.ints = {sh, sw, ph, pw, dh, dw, groups, ...}; the shapes complete the geometry.
 inline ConvGeom conv_geom(const OpAttrs& a, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O,

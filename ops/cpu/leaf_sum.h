@@ -37,6 +37,23 @@ class LeafSum {
       in_leaf_ = 0;
     }
   }
+  // Adds term(0..n-1) in order (a contiguous run: the leaf's inner loop has no branch).
+  template <typename Term>
+  void add_run(int64_t n, const Term& term) {
+    for (int64_t i = 0; i < n;) {
+      const int64_t m = std::min(n - i, kSumLeaf - in_leaf_);
+      Acc leaf = leaf_;
+      for (int64_t k = 0; k < m; ++k) leaf += term(i + k);
+      leaf_ = leaf;
+      in_leaf_ += m;
+      i += m;
+      if (in_leaf_ == kSumLeaf) {
+        tree_.push(leaf_);
+        leaf_ = Acc(0);
+        in_leaf_ = 0;
+      }
+    }
+  }
   Acc result() const {
     if (tree_.count() == 0) return leaf_;
     if (in_leaf_ == 0) return tree_.result(Acc(0));

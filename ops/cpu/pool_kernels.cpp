@@ -128,8 +128,10 @@ void avg_pool2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
               for (int64_t iw = rw.lo; iw < rw.hi; ++iw) s += Cm(xpl[ih * W + iw]);
           } else {
             LeafSum<Cm> ls;
-            for (int64_t ih = rh.lo; ih < rh.hi; ++ih)
-              for (int64_t iw = rw.lo; iw < rw.hi; ++iw) ls.add(Cm(xpl[ih * W + iw]));
+            for (int64_t ih = rh.lo; ih < rh.hi; ++ih) {
+              const T* row = xpl + ih * W + rw.lo;
+              ls.add_run(rw.hi - rw.lo, [&](int64_t i) { return Cm(row[i]); });
+            }
             s = ls.result();
           }
           yp[(p * Ho + oh) * Wo + ow] = T(s / Cm(aw.divisor(rh, rw)));  // one rounding
