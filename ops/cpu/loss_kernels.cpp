@@ -49,6 +49,26 @@ int64_t line_grain(const Lines& g) { return std::max<int64_t>(1, kDefaultGrain /
 template <typename Acc>
 Acc nan_max(Acc m, Acc v) { return (v > m || std::isnan(v)) ? v : m; }
 
+// Σ exp(x[i * stride] - m), i < n, by the summation rule: the same leaves, lanes and tree as
+// line_sum, written out so that x, stride and m stay in registers across the exp calls.
+template <typename Acc, typename T>
+Acc exp_sum(const T* x, int64_t n, int64_t stride, Acc m) {
+  Cascade<Acc> tree;
+  for (int64_t b = 0; b < n; b += kSumLeaf) {
+    const int64_t e = std::min(n, b + kSumLeaf);
+    Acc lanes[8] = {};
+    int64_t i = b;
+    for (; i + 8 <= e; i += 8) {
+      for (int k = 0; k < 8; ++k) lanes[k] += std::exp(static_cast<Acc>(x[(i + k) * stride]) - m);
+    }
+    Acc leaf = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    for (; i < e; ++i) leaf += std::exp(static_cast<Acc>(x[i * stride]) - m);
+    if (n <= kSumLeaf) return leaf;
+    tree.push(leaf);
+  }
+  return tree.result(Acc(0));
+}
+
 // ---- softmax / log_softmax: out [x's shape] ----
 template <typename T, bool kLog>
 void softmax_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
@@ -65,7 +85,7 @@ void softmax_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
       Acc m = -std::numeric_limits<Acc>::infinity();
       for (int64_t i = 0; i < g.size; ++i) m = nan_max(m, static_cast<Acc>(xl[i * g.inner]));
       // sum of exp(x - max), accumulated in Acc by the rule
-      const Acc s = line_sum<Acc>(g.size, [&](int64_t i) { return std::exp(static_cast<Acc>(xl[i * g.inner]) - m); });
+      const Acc s = exp_sum<Acc>(xl, g.size, g.inner, m);
       if constexpr (kLog) {
         const Acc shift = m + std::log(s);
         for (int64_t i = 0; i < g.size; ++i) yl[i * g.inner] = static_cast<T>(static_cast<Acc>(xl[i * g.inner]) - shift);
@@ -166,8 +186,7 @@ void cross_entropy_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
                    Acc m = -std::numeric_limits<Acc>::infinity();
                    for (int64_t c = 0; c < g.classes; ++c) m = nan_max(m, static_cast<Acc>(xs[c * g.inner]));
                    // sum of exp(x - max) and of x, accumulated in Acc by the rule
-                   const Acc se = line_sum<Acc>(
-                       g.classes, [&](int64_t c) { return std::exp(static_cast<Acc>(xs[c * g.inner]) - m); });
+                   const Acc se = exp_sum<Acc>(xs, g.classes, g.inner, m);
                    const Acc sx = eps == Acc(0) ? Acc(0)
                                                 : line_sum<Acc>(g.classes, [&](int64_t c) {
                                                     return static_cast<Acc>(xs[c * g.inner]);
@@ -212,8 +231,7 @@ void cross_entropy_backward_kernel(const Tensors& in, Tensors& out, const OpAttr
                    Acc m = -std::numeric_limits<Acc>::infinity();
                    for (int64_t c = 0; c < g.classes; ++c) m = nan_max(m, static_cast<Acc>(xs[c * g.inner]));
                    // sum of exp(x - max), accumulated in Acc by the rule
-                   const Acc se = line_sum<Acc>(
-                       g.classes, [&](int64_t c) { return std::exp(static_cast<Acc>(xs[c * g.inner]) - m); });
+                   const Acc se = exp_sum<Acc>(xs, g.classes, g.inner, m);
                    const Acc inv = Acc(1) / se;
                    for (int64_t c = 0; c < g.classes; ++c) {
                      Acc d = std::exp(static_cast<Acc>(xs[c * g.inner]) - m) * inv - off;
