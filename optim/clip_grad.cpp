@@ -1,7 +1,12 @@
+// clip_grad_norm_ and clip_grad_value_. The total norm follows the summation rule
+// (core/cascade_sum.h): each chunk of a gradient (multi_tensor.h's fixed chunks of kChunkSize, a
+// power of two of leaves) sums |g|^p by the rule, and the chunks of all gradients, in order, are
+// combined pairwise — so the norm is accurate to O(log n) ulps and the same at any thread count.
 #include "optim/clip_grad.h"
 
 #include <vector>
 
+#include "core/cascade_sum.h"
 #include "core/factory.h"
 #include "core/visit_dtype.h"
 #include "ops/ops.h"
@@ -46,12 +51,17 @@ struct DenseGrads {
   }
 };
 
-// total (f32, or f64 when `wide`) from the per-chunk partials, added in chunk order.
+// total (f32, or f64 when `wide`) from the per-chunk partials: their max, or their pairwise sum
+// by the rule (chunk order).
 template <typename A>
 A combine(const std::vector<double>& partial, bool inf_norm) {
-  A acc = A(0);
-  for (double v : partial) acc = inf_norm ? fn::AbsMax<A>{}(acc, A(v)) : acc + A(v);
-  return acc;
+  if (inf_norm) {
+    A acc = A(0);
+    for (double v : partial) acc = fn::AbsMax<A>{}(acc, A(v));
+    return acc;
+  }
+  std::vector<A> p(partial.begin(), partial.end());  // exact: each partial was an A
+  return pairwise_combine(p.data(), int64_t(p.size()), A(0));
 }
 
 template <typename A>
@@ -71,7 +81,8 @@ Tensor clip_grad_norm_(const Tensors& params, double max_norm, double norm_type,
   bool wide = false;  // an f64 gradient: the total is f64
   for (const TensorSlot& s : grads.slots) wide = wide || s.dtype == DType::F64;
 
-  // Pass 1: per-chunk sums of |g|^p (or max |g|), accumulated in f32 (f64 for f64 gradients).
+  // Pass 1: per-chunk sums of |g|^p by the rule (or max |g|), accumulated in f32 (f64 for f64
+  // gradients).
   const std::vector<TensorChunk> chunks = make_chunks(grads.slots);
   std::vector<double> partial(chunks.size());
   for_each_chunk(grads.slots, /*fused=*/true, [&](int64_t ci, const TensorChunk& c) {
@@ -84,8 +95,17 @@ Tensor clip_grad_norm_(const Tensors& params, double max_norm, double norm_type,
         const fn::AbsMax<T> f;
         for (int64_t i = c.begin; i < c.end; ++i) acc = f(acc, T(g[i]));
       } else {
-        const fn::NormPow<T> f{T(norm_type)};
-        for (int64_t i = c.begin; i < c.end; ++i) acc += f(T(g[i]));
+        // |g|^p with p's common values outside the loop, so the leaves vectorize
+        const P* gc = g + c.begin;
+        const int64_t n = c.end - c.begin;
+        if (norm_type == 2.0) {
+          acc = cascade_sum<T>(n, [&](int64_t i) { const T v = T(gc[i]); return v * v; });
+        } else if (norm_type == 1.0) {
+          acc = cascade_sum<T>(n, [&](int64_t i) { return std::fabs(T(gc[i])); });
+        } else {
+          const fn::NormPow<T> f{T(norm_type)};
+          acc = cascade_sum<T>(n, [&](int64_t i) { return f(T(gc[i])); });
+        }
       }
       partial[ci] = double(acc);
     });

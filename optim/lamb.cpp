@@ -1,7 +1,14 @@
+// LAMB. The weight and update norms of each tensor follow the summation rule
+// (core/cascade_sum.h): each fixed chunk (multi_tensor.h, a power of two of leaves) sums p^2 and
+// u^2 in leaves of kSumLeaf elements (8 lanes) combined pairwise, and a tensor's chunk sums are
+// combined pairwise — accurate to O(log n) ulps and the same on both paths at any thread count.
 #include "optim/lamb.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
+#include "core/cascade_sum.h"
 #include "core/visit_dtype.h"
 #include "optim/functors.h"
 
@@ -17,7 +24,8 @@ fn::LambStage1<T> stage1(const LAMBOptions& o, double bias_correction1, double b
 }
 
 // Stage 1 on one chunk: updates the moments and returns sum p^2 and sum u^2 over the chunk,
-// accumulated in opmath (f32, or f64 for f64 parameters).
+// accumulated in opmath (f32, or f64 for f64 parameters) by the rule: 8-lane leaves of kSumLeaf
+// elements (as lane_fold) pushed into a Cascade.
 template <typename P>
 void lamb_stage1_chunk(const TensorSlot& t, const fn::LambStage1<opmath_t<P>>& f, int64_t b, int64_t e,
                        double* p_sq, double* u_sq) {
@@ -26,15 +34,32 @@ void lamb_stage1_chunk(const TensorSlot& t, const fn::LambStage1<opmath_t<P>>& f
   const P* g = static_cast<const P*>(t.grad);
   T* m = static_cast<T*>(t.state[0]);
   T* v = static_cast<T*>(t.state[1]);
-  T sp = T(0), su = T(0);
-  for (int64_t i = b; i < e; ++i) {
-    const T pi = T(p[i]);
-    const T u = f(pi, T(g[i]), m[i], v[i]);
-    sp += pi * pi;
-    su += u * u;
+  Cascade<T> sp, su;
+  for (int64_t l0 = b; l0 < e; l0 += kSumLeaf) {
+    const int64_t l1 = std::min(e, l0 + kSumLeaf);
+    T lp[8] = {}, lu[8] = {};
+    int64_t i = l0;
+    for (; i + 8 <= l1; i += 8) {
+      for (int k = 0; k < 8; ++k) {
+        const T pi = T(p[i + k]);
+        const T u = f(pi, T(g[i + k]), m[i + k], v[i + k]);
+        lp[k] += pi * pi;
+        lu[k] += u * u;
+      }
+    }
+    T leaf_p = ((lp[0] + lp[1]) + (lp[2] + lp[3])) + ((lp[4] + lp[5]) + (lp[6] + lp[7]));
+    T leaf_u = ((lu[0] + lu[1]) + (lu[2] + lu[3])) + ((lu[4] + lu[5]) + (lu[6] + lu[7]));
+    for (; i < l1; ++i) {
+      const T pi = T(p[i]);
+      const T u = f(pi, T(g[i]), m[i], v[i]);
+      leaf_p += pi * pi;
+      leaf_u += u * u;
+    }
+    sp.push(leaf_p);
+    su.push(leaf_u);
   }
-  *p_sq = double(sp);  // exact: a float widens to double and narrows back unchanged
-  *u_sq = double(su);
+  *p_sq = double(sp.result(T(0)));  // exact: a float widens to double and narrows back unchanged
+  *u_sq = double(su.result(T(0)));
 }
 
 // Stage 2 on one chunk: recomputes u from the stored moments and moves p by -(lr * ratio) * u.
@@ -102,16 +127,17 @@ void LAMB::step_group(ParamGroup& group) {
     });
   });
 
-  // Per tensor: the chunk sums added in chunk order (in opmath), the norms, the trust ratio.
+  // Per tensor: the chunk sums combined pairwise by the rule (in opmath), the norms, the trust ratio.
   std::vector<double> neg_step(slots.size());
   for (std::size_t k = 0, ci = 0; k < slots.size(); ++k) {
     visit_floating(slots[k].dtype, "LAMB", [&]<typename P>() {
       using T = opmath_t<P>;
-      T sp = T(0), su = T(0);
+      Cascade<T> csp, csu;
       for (; ci < chunks.size() && chunks[ci].tensor == int64_t(k); ++ci) {
-        sp += T(p_sq[ci]);
-        su += T(u_sq[ci]);
+        csp.push(T(p_sq[ci]));
+        csu.push(T(u_sq[ci]));
       }
+      const T sp = csp.result(T(0)), su = csu.result(T(0));
       const T p_norm = std::sqrt(sp), u_norm = std::sqrt(su);
       const T ratio = (p_norm != T(0) && u_norm != T(0)) ? p_norm / u_norm : T(1);
       neg_step[k] = double(-(T(o.lr) * ratio));

@@ -8,8 +8,10 @@
 // Differences from Apex, on purpose: no built-in global gradient-norm clipping (Apex's
 // max_grad_norm; call clip_grad_norm_ before step()), and the trust ratio is applied to every
 // tensor (the paper; Apex's use_nvlamb=True) — Apex applies it only when weight_decay != 0.
-// The norms are accumulated in f32 (f64 for f64 parameters) per chunk and added in chunk order;
-// moments are kept in f32 (f64 for f64 parameters).
+// The norms are accumulated in f32 (f64 for f64 parameters) by the summation rule
+// (core/cascade_sum.h: pairwise over leaves of 128, the chunks combined pairwise), so they are
+// accurate to O(log n) ulps and independent of the thread count; moments are kept in f32 (f64 for
+// f64 parameters).
 //
 //   mg::optim::LAMB opt(bert.parameters(), {.lr = 1e-3, .weight_decay = 0.01});
 #pragma once

@@ -16,6 +16,7 @@
 #include "ops/cpu/conv_onednn.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/im2col.h"
+#include "ops/cpu/leaf_sum.h"
 #include "ops/kernel_registry.h"
 #include "ops/ops.h"
 #include "ops/register.h"
@@ -193,9 +194,11 @@ void conv_transpose2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& att
                      attrs);
 }
 
-// dw[g] [og, cg*kk] = sum_n g[n, g] [og, Ho*Wo] @ im2col(x[n, g])^T — one GEMM per group over
-// all samples: [og, N*Ho*Wo] @ [N*Ho*Wo, cg*kk].
-// in = (x [N, C, H, W], g [N, O, Ho, Wo]); attrs.ints[7..8] = {kH, kW}.
+// dw[g] [og, cg*kk] = sum_n g[n, g] [og, Ho*Wo] @ im2col(x[n, g])^T, summed over the batch in
+// slices of S = weight_grad_slice(N) images: one GEMM per slice and group, [og, S*Ho*Wo] @ [S*Ho*Wo, cg*kk],
+// into its own partial (Cm), the partials combined by the summation rule's pairwise tree. The
+// slices run in parallel, each GEMM on one thread, so the result does not depend on the number of
+// threads. in = (x [N, C, H, W], g [N, O, Ho, Wo]); attrs.ints[7..8] = {kH, kW}.
 template <typename T>
 void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
   using Cm = opmath_t<T>;
@@ -216,24 +219,36 @@ void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttr
   const T* xp = static_cast<const T*>(x.data_ptr());
   const T* gp = static_cast<const T*>(gy.data_ptr());
   T* dwp = static_cast<T*>(out[0].data_ptr());
-  const int64_t K = g.cg() * g.kk(), hw = g.hw_out(), L = g.N * hw;
-  std::vector<Cm> col(std::size_t(K * L));       // [cg*kk, N*Ho*Wo]
-  std::vector<Cm> gc(std::size_t(g.og() * L));   // [og, N*Ho*Wo]
-  std::vector<Cm> dw(std::size_t(g.og() * K));   // [og, cg*kk], f32 accumulation for f16/bf16
+  const int64_t K = g.cg() * g.kk(), hw = g.hw_out(), wn = g.og() * K;
+  const int64_t S = weight_grad_slice(g.N), parts = g.N == 0 ? 0 : (g.N + S - 1) / S;
+  std::vector<Cm> partial(std::size_t(parts * wn));  // [parts, og, cg*kk], f32 accumulation for f16/bf16
+  if (parts == 0) {  // an empty batch: a zero gradient
+    for (int64_t i = 0; i < out[0].numel(); ++i) dwp[i] = T(0.0f);
+    return;
+  }
   for (int64_t gr = 0; gr < g.groups; ++gr) {
-    parallel_for(0, g.N, 1, [&](int64_t b, int64_t e) {
-      for (int64_t n = b; n < e; ++n) {
-        im2col(xp + (n * g.C + gr * g.cg()) * g.H * g.W, col.data() + n * hw, L, g);
-        for (int64_t o = 0; o < g.og(); ++o) {
-          const T* src = gp + (n * g.O + gr * g.og() + o) * hw;
-          Cm* dst = gc.data() + o * L + n * hw;
-          for (int64_t i = 0; i < hw; ++i) dst[i] = Cm(src[i]);
+    // At least two tasks, so that with several threads every GEMM runs inside the parallel region
+    // (on its own thread, never split along k by the GEMM's threading).
+    parallel_for(0, std::max<int64_t>(parts, 2), 1, [&](int64_t b, int64_t e) {
+      const int64_t Ls = std::min(g.N, S) * hw;
+      std::vector<Cm> col(std::size_t(K * Ls));      // [cg*kk, S*Ho*Wo]
+      std::vector<Cm> gc(std::size_t(g.og() * Ls));  // [og, S*Ho*Wo]
+      for (int64_t p = b; p < std::min(e, parts); ++p) {
+        const int64_t n0 = p * S, ns = std::min(g.N, n0 + S) - n0, L = ns * hw;
+        for (int64_t n = n0; n < n0 + ns; ++n) {
+          im2col(xp + (n * g.C + gr * g.cg()) * g.H * g.W, col.data() + (n - n0) * hw, L, g);
+          for (int64_t o = 0; o < g.og(); ++o) {
+            const T* src = gp + (n * g.O + gr * g.og() + o) * hw;
+            Cm* dst = gc.data() + o * L + (n - n0) * hw;
+            for (int64_t i = 0; i < hw; ++i) dst[i] = Cm(src[i]);
+          }
         }
+        gemm_c<Cm>(g.og(), L, K, matrix(gc.data(), L, 1), matrix(col.data(), 1, L), partial.data() + p * wn);
       }
     });
-    gemm_c<Cm>(g.og(), L, K, matrix(gc.data(), L, 1), matrix(col.data(), 1, L), dw.data());
-    T* dst = dwp + gr * g.og() * K;
-    for (int64_t i = 0; i < g.og() * K; ++i) dst[i] = T(dw[std::size_t(i)]);  // one rounding
+    pairwise_rows(partial.data(), parts, wn);  // the slices' partials, by the rule (in Cm)
+    T* dst = dwp + gr * wn;
+    for (int64_t i = 0; i < wn; ++i) dst[i] = T(partial[std::size_t(i)]);  // one rounding
   }
 }
 

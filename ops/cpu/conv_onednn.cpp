@@ -8,8 +8,10 @@
 // reads bf16 and accumulates in f32; forward and backward-data round on store (oneDNN, to nearest
 // even), conv_transpose2d's bias is added to an f32 result that we round once, and the weight
 // gradient is written in f32 and rounded once by us. The weight gradient runs one single-threaded
-// primitive per thread on a slice of the batch and sums the f32 partials: oneDNN's own threading
-// of that kernel joins its threads with spin barriers, many per call, and on this shared 2-core
+// primitive per slice of weight_grad_slice(N) images (in parallel over slices) and combines the f32
+// partials by the summation rule's pairwise tree, so it does not depend on the thread count
+// (oneDNN's sum within a slice is its own). oneDNN's own threading of that kernel joins its
+// threads with spin barriers, many per call, and on this shared 2-core
 // host a call then took 3-2700 ms instead of 2-10 ms (with 1 thread: 68-77 vs 3 GFLOP/s at
 // 16->32 s2, batch 16). f16 stays on im2col (oneDNN 2.6 has no f16 convolution on this CPU: the
 // primitive descriptor is unimplemented), f64 too.
@@ -60,6 +62,7 @@
 #include "core/convert.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "ops/cpu/leaf_sum.h"
 
 namespace mg::cpu {
 namespace {
@@ -468,18 +471,19 @@ bool onednn_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor
 }
 
 bool onednn_conv2d_backward_weights(const Tensor& x, const Tensor& gy, Tensor& dw, const ConvGeom& g) {
-  // One single-threaded primitive per thread over its slice of the batch, each writing its own
-  // f32 partial sum; the partials are then added in a fixed order (f32) and rounded once. oneDNN's
-  // own threading of this kernel splits the batch the same way but joins the threads with spin
-  // barriers, many per call, which cost a scheduler slice each on a busy host (measurements above).
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.N));
-  std::vector<int64_t> start(static_cast<std::size_t>(parts) + 1);
+  // One single-threaded primitive per slice of S = weight_grad_slice(N) images (a size set by N, so the
+  // result does not depend on the thread count), each writing its own f32 partial; the partials
+  // are combined by the summation rule's pairwise tree (f32) and rounded once. oneDNN's own
+  // threading of this kernel joins its threads with spin barriers, many per call, which cost a
+  // scheduler slice each on a busy host (measurements above).
+  const int64_t S = weight_grad_slice(g.N), parts = (g.N + S - 1) / S;
+  if (parts == 0) return false;  // an empty batch: im2col writes the zero gradient
   std::vector<std::shared_ptr<const Plan>> plans(static_cast<std::size_t>(parts));
-  for (int64_t p = 0; p <= parts; ++p) start[std::size_t(p)] = g.N * p / parts;
   for (int64_t p = 0; p < parts; ++p) {
     ConvGeom slice = g;
-    slice.N = start[std::size_t(p) + 1] - start[std::size_t(p)];
-    plans[std::size_t(p)] = plan_for(ConvDir::BackwardWeights, x.dtype(), false, slice, true);
+    slice.N = std::min(g.N, (p + 1) * S) - p * S;
+    plans[std::size_t(p)] = p > 0 && slice.N == S ? plans[0]
+                                                                  : plan_for(ConvDir::BackwardWeights, x.dtype(), false, slice, true);
     if (!plans[std::size_t(p)]) return false;
   }
   const int64_t n = dw.numel();
@@ -489,17 +493,14 @@ bool onednn_conv2d_backward_weights(const Tensor& x, const Tensor& gy, Tensor& d
   std::vector<float> partial(static_cast<std::size_t>(parts * n));  // [parts, O, C/groups, kH, kW]
   parallel_for(0, parts, 1, [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) {
-      const int64_t n0 = start[std::size_t(p)];
+      const int64_t n0 = p * S;
       execute(*plans[std::size_t(p)], {xp + std::size_t(n0 * g.C * g.H * g.W) * elem,
                                        gp + std::size_t(n0 * g.O * g.Ho * g.Wo) * elem, partial.data() + p * n});
     }
     workspace().trim();  // this thread's
   });
-  float* acc = partial.data();
-  for (int64_t p = 1; p < parts; ++p) {
-    const float* part = partial.data() + p * n;
-    for (int64_t i = 0; i < n; ++i) acc[i] += part[i];  // f32 sum of the f32 partials
-  }
+  pairwise_rows(partial.data(), parts, n);  // f32 sum of the f32 partials, by the rule
+  const float* acc = partial.data();
   if (dw.dtype() == DType::F32) {
     std::copy_n(acc, n, static_cast<float*>(dw.data_ptr()));
   } else {

@@ -2,6 +2,7 @@
 // Decision: the column matrix is built in the compute type C (opmath: f32 for f16/bf16, f64 for
 // f64), so the GEMM accumulates in C and the kernel rounds once on store.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -18,6 +19,13 @@ struct ConvGeom {
   int64_t kk() const { return kH * kW; }
   int64_t hw_out() const { return Ho * Wo; }
 };
+
+// The weight gradient sums over the batch in slices of weight_grad_slice(N) images: one GEMM
+// (im2col) or oneDNN primitive per slice, the slices' f32/f64 partials combined by the summation
+// rule's pairwise tree (ops/cpu/leaf_sum.h). The size depends on N alone (never on the thread
+// count, so neither does the result): 4 to 16 images each, at least 8 slices where that allows
+// (work for the threads; below 4 images a slice's primitive call costs more than it shares).
+constexpr int64_t weight_grad_slice(int64_t n) { return std::clamp<int64_t>((n + 7) / 8, 4, 16); }
 
 // attrs.ints = {sh, sw, ph, pw, dh, dw, groups, ...}; the shapes complete the geometry.
 inline ConvGeom conv_geom(const OpAttrs& a, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O,

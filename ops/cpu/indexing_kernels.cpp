@@ -1,6 +1,10 @@
 // CPU kernels of the shape and indexing ops: cat, index_select, gather, scatter_add, masked_fill,
-// one_hot. They move bits (no arithmetic) except scatter_add, which adds in opmath and, for
-// f16/bf16, rounds each output element once after all its additions.
+// one_hot. They move bits (no arithmetic) except scatter_add, which adds in opmath and rounds
+// each output element once after all its additions. A floating scatter_add sums what reaches one
+// output element (self, then the terms in index order) by the summation rule (core/cascade_sum.h):
+// in-order leaves of kSumLeaf per target, combined pairwise — so embedding backward (10^6 lookups
+// of one row) is accurate to O(log n) ulps, whatever the thread count; below kSumLeaf terms per
+// target it is the plain in-order sum.
 //
 // Index values are validated while they are read: an index out of range throws IndexError with
 // the value and the valid range, and nothing is ever read or written out of bounds. Negative
@@ -11,7 +15,9 @@
 // along `dim` per outer position, so no per-element offset recomputation is needed. scatter_add
 // parallelises over outer positions only: two outer positions never write the same output line.
 #include <cstring>
+#include <vector>
 
+#include "core/cascade_sum.h"
 #include "core/visit_dtype.h"
 #include "ops/cpu/loops.h"
 #include "ops/kernel_registry.h"
@@ -223,8 +229,113 @@ void gather_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   });
 }
 
-// out = self; out[index[i][j]][j] += src[i][j] (dim 0 shown), accumulated in opmath. For f16/bf16
-// each output line is accumulated in an f32 buffer and rounded once on store.
+// Per-thread bookkeeping of a floating scatter_add line. Each target v's terms form the sequence
+// (self[v], term 1, term 2, ...), summed by the rule with in-order leaves of kSumLeaf: the open
+// leaf accumulates in the output element itself (or the opmath line buffer), and when it is full
+// it moves into the target's Cascade (only targets with more than kSumLeaf - 1 terms have one).
+// Where the leaves close depends on the line's targets alone, so plan() finds those events once
+// and a line with the same targets as the one before (every column of embedding backward) reuses
+// them; the accumulation itself is then the plain scatter loop plus one compare per term.
+template <typename C>
+struct ScatterLeaves {
+  std::vector<int64_t> ids, prev_ids;  // the line's validated targets; the previous line's
+  int64_t prev_k = -1;
+  std::vector<uint32_t> stamp;         // generation in which count was last set (plan())
+  std::vector<int32_t> count, slot_of; // terms in the open leaf; the target's tree slot (-1: none)
+  uint32_t gen = 0;
+  std::vector<int64_t> event_j;        // terms after which a leaf closes, in order
+  std::vector<int32_t> event_slot;     // ... and the tree slot of that target
+  std::vector<int64_t> slot_target;    // per slot: its target
+  std::vector<char> slot_open;         // per slot: the last leaf holds terms (is pushed at the end)
+  std::vector<Cascade<C>> trees;       // per slot
+
+  // The calling thread's bookkeeping, kept between calls and grown to `size` targets and `k` terms.
+  static ScatterLeaves& of_thread(int64_t size, int64_t k) {
+    thread_local ScatterLeaves s;
+    if (int64_t(s.stamp.size()) < size) {
+      s.stamp.resize(std::size_t(size), 0);
+      s.count.resize(std::size_t(size), 0);
+      s.slot_of.resize(std::size_t(size), -1);
+      s.prev_k = -1;
+    }
+    if (int64_t(s.ids.size()) < k) {
+      s.ids.resize(std::size_t(k));
+      s.prev_ids.resize(std::size_t(k));
+      s.prev_k = -1;
+    }
+    return s;
+  }
+  // Finds where leaves close for the targets ids[0..k) (reusing the previous line's events when
+  // the targets are the same), and clears the trees.
+  void plan(int64_t k) {
+    const bool same = prev_k == k && std::equal(ids.begin(), ids.begin() + k, prev_ids.begin());
+    if (!same) {
+      if (++gen == 0) {  // wrapped: no stale stamp may equal a new generation
+        std::fill(stamp.begin(), stamp.end(), 0u);
+        gen = 1;
+      }
+      event_j.clear();
+      event_slot.clear();
+      slot_target.clear();
+      slot_open.clear();
+      for (int64_t j = 0; j < k; ++j) {
+        const std::size_t v = std::size_t(ids[std::size_t(j)]);
+        if (stamp[v] != gen) {
+          stamp[v] = gen;
+          count[v] = 1;  // self opens the first leaf
+          slot_of[v] = -1;
+        }
+        if (++count[v] == kSumLeaf) {
+          if (slot_of[v] < 0) {
+            slot_of[v] = int32_t(slot_target.size());
+            slot_target.push_back(int64_t(v));
+          }
+          event_j.push_back(j);
+          event_slot.push_back(slot_of[v]);
+          count[v] = 0;
+        }
+      }
+      for (int64_t v : slot_target) slot_open.push_back(count[std::size_t(v)] > 0);
+      std::swap(ids, prev_ids);  // keep these targets as the previous line's
+      prev_k = k;
+    }
+    trees.assign(slot_target.size(), Cascade<C>());
+  }
+  const int64_t* targets() const { return prev_ids.data(); }  // after plan()
+
+  // acc(v) (the output element or its opmath buffer) += term(j) for each term, closing the leaves
+  // at the planned events; then each target with a tree gets the rule's sum of its leaves.
+  template <typename Acc, typename Term>
+  void run(int64_t k, const Acc& acc, const Term& term) {
+    const int64_t* id = targets();
+    std::size_t e = 0;
+    int64_t next = e < event_j.size() ? event_j[e] : k;
+    for (int64_t j = 0; j < k; ++j) {
+      C& a = acc(id[j]);
+      a += term(j);
+      if (j == next) [[unlikely]] {
+        trees[std::size_t(event_slot[e])].push(a);
+        a = C(0);
+        ++e;
+        next = e < event_j.size() ? event_j[e] : k;
+      }
+    }
+    for (std::size_t t = 0; t < slot_target.size(); ++t) {
+      C& a = acc(slot_target[t]);
+      if (slot_open[t]) trees[t].push(a);
+      a = trees[t].result(C(0));
+    }
+  }
+  // Gives the memory back when it is large (a huge scatter should not stay resident per thread).
+  void trim() {
+    if (stamp.size() > (std::size_t(1) << 22) || ids.size() > (std::size_t(1) << 22)) *this = ScatterLeaves();
+  }
+};
+
+// out = self; out[index[i][j]][j] += src[i][j] (dim 0 shown). Floating types sum each target's
+// sequence (self, its terms in index order) by the rule (ScatterLeaves; in opmath, f32 for
+// f16/bf16, with one rounding on store); up to kSumLeaf - 1 terms per target that is the plain
+// in-order sum. Integers add in order (exact up to wrap-around), bool ORs.
 template <typename T>
 void scatter_add_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const Tensor &self = in[0], &index = in[1], &src = in[2];
@@ -235,7 +346,8 @@ void scatter_add_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const Strides os = strides_1d(o), ss = strides_1d(src), is = strides_1d(index);
   const int64_t os_d = os[g.dim], ss_d = ss[g.dim], is_d = is[g.dim];
   using C = opmath_t<T>;
-  constexpr bool kLow = !std::is_same_v<C, T>;
+  constexpr bool kFloating = std::is_floating_point_v<C>;
+  constexpr bool kLow = kFloating && !std::is_same_v<C, T>;
   visit_index(index.dtype(), [&]<typename I>() {
     // The output operand's strides along the non-dim dims; its dim stride is applied per index.
     const auto plan = make_plan<3>(g.outer, {os, is, ss}, {int64_t(sizeof(T)), int64_t(sizeof(I)), int64_t(sizeof(T))});
@@ -243,26 +355,41 @@ void scatter_add_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
         plan,
         {static_cast<char*>(o.data_ptr()), static_cast<char*>(index.data_ptr()), static_cast<char*>(src.data_ptr())},
         [&](const std::array<char*, 3>& p, int64_t n, const std::array<int64_t, 3>& s) {
-          std::vector<C> line(kLow ? std::size_t(g.size) : 0);
-          for (int64_t t = 0; t < n; ++t) {
-            T* op = reinterpret_cast<T*>(p[0] + t * s[0]);
-            const I* ip = reinterpret_cast<const I*>(p[1] + t * s[1]);
-            const T* sp = reinterpret_cast<const T*>(p[2] + t * s[2]);
-            if constexpr (kLow) {
-              for (int64_t v = 0; v < g.size; ++v) line[v] = static_cast<C>(op[v * os_d]);
+          if constexpr (kFloating) {
+            ScatterLeaves<C>& leaves = ScatterLeaves<C>::of_thread(g.size, g.k);
+            std::vector<C> line(kLow ? std::size_t(g.size) : 0);  // f16/bf16: the line in opmath
+            for (int64_t t = 0; t < n; ++t) {
+              T* op = reinterpret_cast<T*>(p[0] + t * s[0]);
+              const I* ip = reinterpret_cast<const I*>(p[1] + t * s[1]);
+              const T* sp = reinterpret_cast<const T*>(p[2] + t * s[2]);
+              int64_t* ids = leaves.ids.data();
               for (int64_t j = 0; j < g.k; ++j) {
-                line[checked_index("scatter_add", ip[j * is_d], g.size, g.dim)] += static_cast<C>(sp[j * ss_d]);
+                const int64_t v = int64_t(ip[j * is_d]);  // negative or out of range: the slow path
+                ids[j] = v >= 0 && v < g.size ? v : checked_index("scatter_add", v, g.size, g.dim);
               }
-              for (int64_t v = 0; v < g.size; ++v) op[v * os_d] = static_cast<T>(line[v]);
-            } else if constexpr (std::is_same_v<T, bool>) {
-              for (int64_t j = 0; j < g.k; ++j) {
-                bool& dst = op[checked_index("scatter_add", ip[j * is_d], g.size, g.dim) * os_d];
-                dst = dst || sp[j * ss_d];
+              leaves.plan(g.k);
+              auto term = [&](int64_t j) { return static_cast<C>(sp[j * ss_d]); };
+              if constexpr (kLow) {
+                for (int64_t v = 0; v < g.size; ++v) line[std::size_t(v)] = static_cast<C>(op[v * os_d]);
+                leaves.run(g.k, [&](int64_t v) -> C& { return line[std::size_t(v)]; }, term);
+                for (int64_t v = 0; v < g.size; ++v) op[v * os_d] = static_cast<T>(line[std::size_t(v)]);
+              } else {
+                leaves.run(g.k, [&](int64_t v) -> C& { return op[v * os_d]; }, term);
               }
-            } else {
+            }
+            leaves.trim();
+          } else {
+            for (int64_t t = 0; t < n; ++t) {
+              T* op = reinterpret_cast<T*>(p[0] + t * s[0]);
+              const I* ip = reinterpret_cast<const I*>(p[1] + t * s[1]);
+              const T* sp = reinterpret_cast<const T*>(p[2] + t * s[2]);
               for (int64_t j = 0; j < g.k; ++j) {
                 T& dst = op[checked_index("scatter_add", ip[j * is_d], g.size, g.dim) * os_d];
-                dst = static_cast<T>(dst + sp[j * ss_d]);
+                if constexpr (std::is_same_v<T, bool>) {
+                  dst = dst || sp[j * ss_d];
+                } else {
+                  dst = static_cast<T>(dst + sp[j * ss_d]);
+                }
               }
             }
           }

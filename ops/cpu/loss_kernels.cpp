@@ -1,7 +1,10 @@
 // CPU kernels of the softmax family and the losses. softmax, log_softmax, their backward ops,
 // cross_entropy, cross_entropy_backward and nll_loss are fused line kernels: one line per
 // position along the reduced (class) dim, max-shifted, accumulating in f32 for f16/bf16 (f64 for
-// f64) and rounding once on store, in parallel over lines. The elementwise losses are composite
+// f64) and rounding once on store, in parallel over lines. Every sum — a line's Σ exp, Σ g y, Σ x
+// and the batch total of a Mean/Sum loss — follows the summation rule (core/cascade_sum.h, via
+// ops/cpu/leaf_sum.h), so it is accurate to O(log n) ulps and independent of the thread count
+// (lines never split across threads; the batch total is one cascade). The elementwise losses are composite
 // kernels: the inputs are widened to the compute dtype (f32, or f64 for f64), the loss is computed
 // with public ops (no autograd, no autocast) and rounded once into the output.
 #include <cmath>
@@ -11,6 +14,7 @@
 #include "autograd/grad_mode.h"
 #include "core/autocast_state.h"
 #include "core/parallel.h"
+#include "ops/cpu/leaf_sum.h"
 #include "ops/kernel_registry.h"
 #include "ops/loss.h"
 #include "ops/ops.h"
@@ -45,6 +49,26 @@ int64_t line_grain(const Lines& g) { return std::max<int64_t>(1, kDefaultGrain /
 template <typename Acc>
 Acc nan_max(Acc m, Acc v) { return (v > m || std::isnan(v)) ? v : m; }
 
+// Σ exp(x[i * stride] - m), i < n, by the summation rule: the same leaves, lanes and tree as
+// line_sum, written out so that x, stride and m stay in registers across the exp calls.
+template <typename Acc, typename T>
+Acc exp_sum(const T* x, int64_t n, int64_t stride, Acc m) {
+  Cascade<Acc> tree;
+  for (int64_t b = 0; b < n; b += kSumLeaf) {
+    const int64_t e = std::min(n, b + kSumLeaf);
+    Acc lanes[8] = {};
+    int64_t i = b;
+    for (; i + 8 <= e; i += 8) {
+      for (int k = 0; k < 8; ++k) lanes[k] += std::exp(static_cast<Acc>(x[(i + k) * stride]) - m);
+    }
+    Acc leaf = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    for (; i < e; ++i) leaf += std::exp(static_cast<Acc>(x[i * stride]) - m);
+    if (n <= kSumLeaf) return leaf;
+    tree.push(leaf);
+  }
+  return tree.result(Acc(0));
+}
+
 // ---- softmax / log_softmax: out [x's shape] ----
 template <typename T, bool kLog>
 void softmax_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
@@ -60,8 +84,8 @@ void softmax_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
       T* yl = yp + g.start(l);
       Acc m = -std::numeric_limits<Acc>::infinity();
       for (int64_t i = 0; i < g.size; ++i) m = nan_max(m, static_cast<Acc>(xl[i * g.inner]));
-      Acc s = 0;  // sum of exp(x - max), accumulated in Acc
-      for (int64_t i = 0; i < g.size; ++i) s += std::exp(static_cast<Acc>(xl[i * g.inner]) - m);
+      // sum of exp(x - max), accumulated in Acc by the rule
+      const Acc s = exp_sum<Acc>(xl, g.size, g.inner, m);
       if constexpr (kLog) {
         const Acc shift = m + std::log(s);
         for (int64_t i = 0; i < g.size; ++i) yl[i * g.inner] = static_cast<T>(static_cast<Acc>(xl[i * g.inner]) - shift);
@@ -87,11 +111,11 @@ void softmax_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) 
   parallel_for(0, g.count, line_grain(g), [&](int64_t b, int64_t e) {
     for (int64_t l = b; l < e; ++l) {
       const int64_t o = g.start(l);
-      Acc s = 0;  // sum(g y) (softmax) or sum(g) (log_softmax), accumulated in Acc
-      for (int64_t i = 0; i < g.size; ++i) {
+      // sum(g y) (softmax) or sum(g) (log_softmax), accumulated in Acc by the rule
+      const Acc s = line_sum<Acc>(g.size, [&](int64_t i) {
         const Acc gv = static_cast<Acc>(gp[o + i * g.inner]);
-        s += kLog ? gv : gv * static_cast<Acc>(yp[o + i * g.inner]);
-      }
+        return kLog ? gv : gv * static_cast<Acc>(yp[o + i * g.inner]);
+      });
       for (int64_t i = 0; i < g.size; ++i) {
         const int64_t k = o + i * g.inner;
         const Acc gv = static_cast<Acc>(gp[k]), yv = static_cast<Acc>(yp[k]);
@@ -135,8 +159,9 @@ void store_class_loss(const std::vector<Acc>& loss, int64_t count, const OpAttrs
     for (std::size_t s = 0; s < loss.size(); ++s) op[s] = static_cast<T>(loss[s]);
     return;
   }
-  Acc total = 0;  // accumulated in Acc (f32 for f16/bf16/f32, f64 for f64)
-  for (Acc v : loss) total += v;
+  // accumulated in Acc (f32 for f16/bf16/f32, f64 for f64) by the rule, chunks in parallel
+  const Acc total = cascade_sum<Acc>(int64_t(loss.size()), [&](int64_t s) { return loss[std::size_t(s)]; },
+                                     /*parallel=*/true);
   // Mean over the non-ignored targets: 0 / 0 = NaN when all are ignored, as PyTorch.
   op[0] = static_cast<T>(r == Reduction::Mean ? total / static_cast<Acc>(count) : total);
 }
@@ -160,12 +185,12 @@ void cross_entropy_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
                    const T* xs = xp + g.start(s);
                    Acc m = -std::numeric_limits<Acc>::infinity();
                    for (int64_t c = 0; c < g.classes; ++c) m = nan_max(m, static_cast<Acc>(xs[c * g.inner]));
-                   Acc se = 0, sx = 0;  // sum of exp(x - max) and of x, accumulated in Acc
-                   for (int64_t c = 0; c < g.classes; ++c) {
-                     const Acc v = static_cast<Acc>(xs[c * g.inner]);
-                     se += std::exp(v - m);
-                     sx += v;
-                   }
+                   // sum of exp(x - max) and of x, accumulated in Acc by the rule
+                   const Acc se = exp_sum<Acc>(xs, g.classes, g.inner, m);
+                   const Acc sx = eps == Acc(0) ? Acc(0)
+                                                : line_sum<Acc>(g.classes, [&](int64_t c) {
+                                                    return static_cast<Acc>(xs[c * g.inner]);
+                                                  });
                    const Acc lse = m + std::log(se);
                    const Acc nll = lse - static_cast<Acc>(xs[tp[s] * g.inner]);
                    loss[s] = eps == Acc(0) ? nll
@@ -205,8 +230,8 @@ void cross_entropy_backward_kernel(const Tensors& in, Tensors& out, const OpAttr
                    const T* xs = xp + o;
                    Acc m = -std::numeric_limits<Acc>::infinity();
                    for (int64_t c = 0; c < g.classes; ++c) m = nan_max(m, static_cast<Acc>(xs[c * g.inner]));
-                   Acc se = 0;  // sum of exp(x - max), accumulated in Acc
-                   for (int64_t c = 0; c < g.classes; ++c) se += std::exp(static_cast<Acc>(xs[c * g.inner]) - m);
+                   // sum of exp(x - max), accumulated in Acc by the rule
+                   const Acc se = exp_sum<Acc>(xs, g.classes, g.inner, m);
                    const Acc inv = Acc(1) / se;
                    for (int64_t c = 0; c < g.classes; ++c) {
                      Acc d = std::exp(static_cast<Acc>(xs[c * g.inner]) - m) * inv - off;

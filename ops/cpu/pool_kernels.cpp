@@ -1,6 +1,7 @@
 // CPU kernels of the pooling ops, parallel over the N * C planes. Decision: max pooling compares
 // in the compute type and copies the winning element (no rounding); average pooling sums in
-// opmath (f32 for f16/bf16, f64 for f64), divides and rounds once on store; the backward kernels
+// opmath (f32 for f16/bf16, f64 for f64) by the summation rule (windows longer than kSumLeaf taps,
+// as in global pooling, in leaves combined pairwise), divides and rounds once on store; the backward kernels
 // accumulate a whole input plane in opmath before one rounding. Inputs are made dense first.
 #include <cmath>
 #include <limits>
@@ -9,6 +10,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/parallel.h"
+#include "ops/cpu/leaf_sum.h"
 #include "ops/cpu/pool_window.h"
 #include "ops/kernel_registry.h"
 #include "ops/ops.h"
@@ -117,9 +119,21 @@ void avg_pool2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
         const AvgRange rh = aw.rh(oh);
         for (int64_t ow = 0; ow < Wo; ++ow) {
           const AvgRange rw = aw.rw(ow);
-          Cm s = 0;  // accumulates in f32 for f16/bf16, f64 for f64
-          for (int64_t ih = rh.lo; ih < rh.hi; ++ih)
-            for (int64_t iw = rw.lo; iw < rw.hi; ++iw) s += Cm(xpl[ih * W + iw]);
+          // accumulates in f32 for f16/bf16, f64 for f64, by the summation rule: a window of up
+          // to kSumLeaf taps is one in-order leaf; longer ones (adaptive / global pooling) are
+          // leaves of kSumLeaf taps in row-major order, combined pairwise
+          Cm s = 0;
+          if ((rh.hi - rh.lo) * (rw.hi - rw.lo) <= kSumLeaf) {
+            for (int64_t ih = rh.lo; ih < rh.hi; ++ih)
+              for (int64_t iw = rw.lo; iw < rw.hi; ++iw) s += Cm(xpl[ih * W + iw]);
+          } else {
+            LeafSum<Cm> ls;
+            for (int64_t ih = rh.lo; ih < rh.hi; ++ih) {
+              const T* row = xpl + ih * W + rw.lo;
+              ls.add_run(rw.hi - rw.lo, [&](int64_t i) { return Cm(row[i]); });
+            }
+            s = ls.result();
+          }
           yp[(p * Ho + oh) * Wo + ow] = T(s / Cm(aw.divisor(rh, rw)));  // one rounding
         }
       }

@@ -1,8 +1,13 @@
 // CPU kernels of the remaining reductions (prod, amax, amin, max_dim, min_dim, argmax, argmin,
 // var, std, norm, logsumexp) and of cumsum. The reductions are reducers (ops/cpu/reducers.h) run
-// by reduce_loop; cumsum is a prefix sum per line along attrs.dim, in parallel over lines.
+// by reduce_loop; cumsum is a prefix sum per line along attrs.dim, in parallel over lines. A
+// floating cumsum follows the summation rule (core/cascade_sum.h): in order within each leaf of
+// kSumLeaf terms, and each leaf's offset is the sum of the rule's pairwise nodes that cover the
+// leaves before it (PrefixCascade), so every prefix is accurate to O(log n) ulps; no line is split
+// across threads (the result does not depend on their number). Integers add in order (exact).
 // Accumulation: f32 for f16/bf16/f32, f64 for f64, i64 for integers; one rounding on store.
 #include <algorithm>
+#include <bit>
 #include <vector>
 
 #include "ops/cpu/reduce_loop.h"
@@ -98,6 +103,29 @@ void logsumexp_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   reduce_or_fill<T>(in[0], a.dims, out[0].data<T>(), LogSumExpReducer<T>{});
 }
 
+// The leaf offsets of a floating cumsum: push the leaves' sums in order; offset() is the sum of
+// the leaves pushed so far, as the left-to-right sum of the Cascade's partials (complete pairwise
+// nodes, largest first): at most log2(leaves) nodes, each accurate to O(log n) ulps. The running
+// left-to-right sums are kept per level, so push and offset cost O(1) amortized.
+template <typename Acc>
+class PrefixCascade {
+ public:
+  void push(Acc leaf) {
+    int level = 0;
+    for (uint64_t c = count_; c & 1u; c >>= 1, ++level) leaf = levels_[level] + leaf;  // as Cascade
+    levels_[level] = leaf;
+    ++count_;
+    const uint64_t above = count_ >> (level + 1);
+    running_[level] = above == 0 ? leaf : running_[level + 1 + std::countr_zero(above)] + leaf;
+  }
+  Acc offset() const { return count_ == 0 ? Acc(0) : running_[std::countr_zero(count_)]; }
+
+ private:
+  Acc levels_[64] = {};
+  Acc running_[64] = {};  // running_[l]: the partials of the set bits >= l, added from the largest
+  uint64_t count_ = 0;
+};
+
 // out [same shape as x, contiguous]: out[..., j, ...] = sum_{i <= j} x[..., i, ...] along attrs.dim.
 template <typename T>
 void cumsum_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
@@ -123,7 +151,23 @@ void cumsum_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
     for (int64_t line = b; line < e; ++line) {
       const T* src = xp + kept_offset(g, line);
       O* dst = op + (line / inner) * size * inner + line % inner;
-      Acc acc = Acc(0);
+      if constexpr (std::is_floating_point_v<Acc>) {
+        if (size > kSumLeaf) {
+          PrefixCascade<Acc> before;  // the leaves so far
+          for (int64_t l0 = 0; l0 < size; l0 += kSumLeaf) {
+            const Acc offset = before.offset();
+            const int64_t l1 = std::min(size, l0 + kSumLeaf);
+            Acc leaf = Acc(0);  // in-order prefix within the leaf
+            for (int64_t i = l0; i < l1; ++i) {
+              leaf += static_cast<Acc>(src[i * x_stride]);
+              dst[i * inner] = static_cast<O>(offset + leaf);
+            }
+            before.push(leaf);
+          }
+          continue;
+        }
+      }
+      Acc acc = Acc(0);  // one leaf (or an integer line): in order
       for (int64_t i = 0; i < size; ++i) {
         acc = wrapping_add(acc, static_cast<Acc>(src[i * x_stride]));
         dst[i * inner] = static_cast<O>(acc);
