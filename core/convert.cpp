@@ -24,7 +24,9 @@
 // GCC 12's AVX-512 intrinsics trip a false -Wmaybe-uninitialized (GCC bug 105593, their
 // _mm512_undefined_* self-initialisation); the pragma must cover the header's lines.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // clang has no such warning (and would warn about the pragma)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 #include <cpuid.h>

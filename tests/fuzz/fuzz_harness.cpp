@@ -5,6 +5,7 @@
 
 #include <sys/mman.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -73,8 +74,14 @@ int fuzz_idx(const uint8_t* data, std::size_t size) {
   const std::string& path = memory_file(data, size);
   g_last_error.clear();
   // The reader is told how many dimensions to expect; take the count the magic claims (its 4th
-  // byte, for plain files) so that valid headers of every rank are reachable.
-  const int ndim = size >= 4 && data[3] >= 1 && data[3] <= 8 ? int(data[3]) : 1;
+  // byte, inflated first when the input is gzip'ed) so that valid headers of every rank are
+  // reachable.
+  uint8_t magic[4] = {0, 0, 0, 0};
+  if (gzFile f = gzopen(path.c_str(), "rb")) {
+    if (gzread(f, magic, 4) != 4) magic[3] = 0;
+    gzclose(f);
+  }
+  const int ndim = magic[3] >= 1 && magic[3] <= 8 ? int(magic[3]) : 1;
   try {
     const data::IdxArray a = data::read_idx(path, ndim);
     (void)a.data.size();
