@@ -86,14 +86,19 @@ void reset();
 // Apex's patched forward. Without a cast level (O0, O1, not initialized) it is a plain call.
 const DType* forward_input_dtype();   // null: no input cast (reads the amp state)
 const DType* forward_output_dtype();  // null: no output cast
+namespace detail {
+// model(a...) or model.forward(a...). A function template, not a generic lambda: clang 14
+// instantiates both branches of the lambda's if constexpr.
+template <typename Model, typename... A>
+auto forward_call(Model& model, const A&... a) {
+  if constexpr (std::is_invocable_v<Model&, const A&...>) return model(a...);
+  else return model.forward(a...);
+}
+}  // namespace detail
 template <typename Model, typename... Args>
 auto forward(Model& model, const Args&... args) {
-  auto call = [&](const auto&... a) {
-    if constexpr (std::is_invocable_v<Model&, decltype(a)...>) return model(a...);
-    else return model.forward(a...);
-  };
   const DType* in = forward_input_dtype();
-  auto out = in ? call(cast_floating(args, *in)...) : call(args...);
+  auto out = in ? detail::forward_call(model, cast_floating(args, *in)...) : detail::forward_call(model, args...);
   const DType* out_dtype = forward_output_dtype();
   return out_dtype ? cast_floating(out, *out_dtype) : out;
 }

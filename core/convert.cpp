@@ -2,7 +2,7 @@
 // Decision: the vector paths are compiled per function with __attribute__((target(...))), so this
 // file gives AVX-512 / F16C speed even in a library built without -march=native, and the choice
 // (AVX-512F, else F16C+AVX2, else the scalar code of core/half.h) is made once per process with
-// __builtin_cpu_supports (MG_CONVERT_ISA=f16c|portable in the environment caps it, for testing).
+// __builtin_cpu_supports and CPUID (MG_CONVERT_ISA=f16c|portable in the environment caps it, for testing).
 // Every path gives bit for bit the scalar results:
 //   - f16 uses vcvtps2ph (rounding fixed to nearest-even by the immediate, not MXCSR) and
 //     vcvtph2ps; both keep subnormals whatever MXCSR's DAZ/FTZ say (tests/core/test_half.cpp
@@ -24,9 +24,12 @@
 // GCC 12's AVX-512 intrinsics trip a false -Wmaybe-uninitialized (GCC bug 105593, their
 // _mm512_undefined_* self-initialisation); the pragma must cover the header's lines.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // clang has no such warning (and would warn about the pragma)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #pragma GCC diagnostic pop
+#include <cpuid.h>
 #define MG_CONVERT_X86 1
 #else
 #define MG_CONVERT_X86 0
@@ -171,12 +174,22 @@ __attribute__((target("avx512f"))) void bf16_to_f32_avx512(const BFloat16* src, 
 
 // The best path this processor has, capped by the environment variable MG_CONVERT_ISA
 // ("f16c" or "portable") so the F16C path can be tested on an AVX-512 machine.
+// F16C is read from CPUID leaf 1 (ECX bit 29): clang before 15 has no "f16c" feature string for
+// __builtin_cpu_supports. It is only used together with AVX2, whose __builtin_cpu_supports check
+// (in both gcc and clang) includes the OS's YMM state (XGETBV), so F16C's instructions cannot
+// raise SIGILL.
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  return (ecx & bit_F16C) != 0;
+}
+
 ConvertIsa detect_isa() {
   __builtin_cpu_init();
   ConvertIsa isa = ConvertIsa::Portable;
   if (__builtin_cpu_supports("avx512f")) {
     isa = ConvertIsa::AVX512;
-  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+  } else if (__builtin_cpu_supports("avx2") && cpu_has_f16c()) {
     isa = ConvertIsa::F16C;
   }
   if (const char* cap = std::getenv("MG_CONVERT_ISA")) {

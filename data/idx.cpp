@@ -1,8 +1,10 @@
 // IDX reader and writer (idx.h) on zlib's gz* file API, which reads plain files transparently.
 #include "data/idx.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -11,6 +13,9 @@
 namespace mg::data {
 
 namespace {
+
+// deflate cannot compress better than 1032:1; a little slack for gzip headers and members.
+constexpr uint64_t kMaxInflateRatio = 1040;
 
 // Closes the gzFile on every path out of the reader and the writer.
 struct GzFile {
@@ -105,8 +110,29 @@ IdxArray read_idx(const std::string& path, int ndim) {
     count *= n;
   }
 
-  // Read in chunks (a corrupt header cannot make us allocate more than the file holds), then one
-  // byte more to detect trailing data.
+  // Bound the data by what the file can hold before reading any of it: a plain file holds exactly
+  // its size minus the header; a gzip stream inflates at most kMaxInflateRatio times its size
+  // (deflate's limit is 1032:1), so a lying header is an error here, not gigabytes of inflation.
+  const uint64_t header_bytes = 4 + 4 * uint64_t(ndim);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    const uint64_t size = uint64_t(st.st_size);
+    if (gzdirect(file.f)) {
+      const uint64_t holds = size - std::min(size, header_bytes);
+      MG_CHECK(count <= holds, Error, "read_idx: ", path, ": truncated: dims ", out.dims, " need ", count,
+               " data bytes but the file holds ", holds);
+      MG_CHECK(count == holds, Error, "read_idx: ", path, ": extra data: dims ", out.dims, " need ", count,
+               " data bytes but the file holds more (", holds - count, " bytes more)");
+    } else {
+      const uint64_t most = size * kMaxInflateRatio;
+      MG_CHECK(header_bytes + count <= most, Error, "read_idx: ", path, ": truncated: dims ", out.dims, " need ",
+               count, " data bytes but a gzip file of ", size, " bytes inflates to at most ", most,
+               "\n  hint: the header is corrupt or the file was cut short");
+    }
+  }
+
+  // Read in chunks (memory grows only with data actually inflated, never past the header's
+  // count), then up to 4096 bytes more to detect trailing data.
   constexpr std::size_t kChunk = std::size_t(1) << 24;
   std::size_t have = 0;
   while (have < count) {

@@ -25,7 +25,9 @@ struct IdxArray {
 // ("read_idx: <path>: ...") when the file cannot be opened or decompressed, when the magic is not
 // 0x00000800 | ndim (the message gives the expected and the found magic, decoded), when a
 // dimension is 0 or the sizes overflow, or when the data is shorter or longer than the product
-// of the dimensions.
+// of the dimensions. The data is bounded before it is read: a plain file must hold exactly what
+// the dims imply, a gzip'ed one can hold at most 1040 times its size, and inflation stops at the
+// dims' count (plus 4 KiB to detect trailing data).
 IdxArray read_idx(const std::string& path, int ndim);
 
 // Writes `data` (product(dims) bytes) as a u8 IDX file, gzip'ed when `gzip` is true. Used by the

@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "io/json_parse.h"
 #include "io/json_text.h"
 #include "io/safetensors.h"
 
@@ -27,7 +28,7 @@ namespace mg::io {
 
 namespace {
 
-using json = nlohmann::ordered_json;
+using detail::json;
 
 constexpr const char* kKindKey = "mixgrad.kind";
 constexpr const char* kKind = "checkpoint";
@@ -37,6 +38,8 @@ constexpr const char* kModelPrefix = "model.";
 
 using detail::quoted;
 using detail::valid_utf8;
+using detail::excerpt;
+using detail::quoted_excerpt;
 
 std::string encode_float(double v) {
   if (std::isnan(v)) {
@@ -85,7 +88,10 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const Nam
 
   json state_list = json::array();
   std::set<std::string> state_names;
-  for (const auto& [sname, sd] : states) {
+  for (const auto& named_state : states) {
+    // Named references, not structured bindings: clang before 16 cannot capture those.
+    const std::string& sname = named_state.first;
+    const StateDict& sd = named_state.second;
     auto bad = [&](const auto&... what) {
       MG_THROW(Error, who, ": ", quoted(path), ": state ", quoted(sname), ": ", what...);
     };
@@ -137,7 +143,9 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const Nam
   detail::save_safetensors_as(who, path, tensors, metadata);
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
+// A function-try-block: every exception of the JSON library is an mg::Error too, should one
+// escape the checks in the body.
+Checkpoint load_checkpoint(const std::string& path) try {
   const char* who = "load_checkpoint";
   SafetensorsFile file = detail::load_safetensors_as(who, path);
   auto fail = [&](const auto&... what) { MG_THROW(Error, who, ": ", quoted(path), ": ", what...); };
@@ -155,7 +163,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     const std::string& v = ver->second;
     const auto r = std::from_chars(v.data(), v.data() + v.size(), version);
     if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size() || version < 1) {
-      fail("invalid checkpoint format version ", quoted(v), " (expected a positive integer)");
+      fail("invalid checkpoint format version ", quoted_excerpt(v), " (expected a positive integer)");
     }
   }
   if (version > kCheckpointVersion) {
@@ -166,12 +174,7 @@ Checkpoint load_checkpoint(const std::string& path) {
 
   auto cit = file.metadata.find(kContentsKey);
   if (cit == file.metadata.end()) fail("the metadata has no \"", kContentsKey, "\"");
-  json contents;
-  try {
-    contents = json::parse(cit->second);
-  } catch (const json::parse_error& e) {
-    fail("the \"", kContentsKey, "\" metadata is not valid JSON: ", e.what());
-  }
+  const json contents = detail::parse_json(who, path, str_cat("the \"", kContentsKey, "\" metadata"), cit->second);
   if (!contents.is_object() || !contents.contains("model") || !contents["model"].is_array() ||
       !contents.contains("states") || !contents["states"].is_array()) {
     fail("the \"", kContentsKey, "\" metadata must be an object with arrays \"model\" and \"states\"");
@@ -183,8 +186,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   std::vector<bool> claimed(file.tensors.size(), false);
   auto take = [&](const std::string& full, const std::string& owner) -> Tensor {
     auto it = index.find(full);
-    if (it == index.end()) fail(owner, " lists tensor ", quoted(full), " but the file has no such tensor");
-    if (claimed[it->second]) fail("tensor ", quoted(full), " is listed twice");
+    if (it == index.end()) fail(owner, " lists tensor ", quoted_excerpt(full), " but the file has no such tensor");
+    if (claimed[it->second]) fail("tensor ", quoted_excerpt(full), " is listed twice");
     claimed[it->second] = true;
     return file.tensors[it->second].second;
   };
@@ -193,38 +196,38 @@ Checkpoint load_checkpoint(const std::string& path) {
   ck.path_ = path;
   ck.version_ = version;
   for (const json& name : contents["model"]) {
-    if (!name.is_string()) fail("the model's tensor list has a non-string entry ", name.dump());
+    if (!name.is_string()) fail("the model's tensor list has a non-string entry ", excerpt(name));
     const std::string n = name.get<std::string>();
     ck.model_.emplace_back(n, take(kModelPrefix + n, "the model"));
   }
   std::set<std::string> seen_states;
   for (const json& s : contents["states"]) {
     if (!s.is_object() || !s.contains("name") || !s["name"].is_string()) {
-      fail("a state entry has no string \"name\": ", s.dump());
+      fail("a state entry has no string \"name\": ", excerpt(s));
     }
     const std::string sname = s["name"].get<std::string>();
     if (sname.empty() || sname.find('.') != std::string::npos || sname == "model" ||
         !seen_states.insert(sname).second) {
-      fail("invalid or repeated state name ", quoted(sname));
+      fail("invalid or repeated state name ", quoted_excerpt(sname));
     }
     // The object s[key] (empty when absent), every value checked by is_ok.
     auto section = [&](const char* key, auto is_ok, const char* what) -> const json& {
       static const json kEmpty = json::object();
       if (!s.contains(key)) return kEmpty;
       const json& sec = s[key];
-      if (!sec.is_object()) fail("state ", quoted(sname), ": \"", key, "\" is a JSON ", sec.type_name(), ", expected an object");
+      if (!sec.is_object()) fail("state ", quoted_excerpt(sname), ": \"", key, "\" is a JSON ", sec.type_name(), ", expected an object");
       for (const auto& [k, v] : sec.items()) {
-        if (!is_ok(v)) fail("state ", quoted(sname), ": ", what, " ", quoted(k), " is ", v.dump());
+        if (!is_ok(v)) fail("state ", quoted_excerpt(sname), ": ", what, " ", quoted_excerpt(k), " is ", excerpt(v));
       }
       return sec;
     };
     StateDict sd;
     if (s.contains("tensors")) {
-      if (!s["tensors"].is_array()) fail("state ", quoted(sname), ": \"tensors\" must be an array of keys");
+      if (!s["tensors"].is_array()) fail("state ", quoted_excerpt(sname), ": \"tensors\" must be an array of keys");
       for (const json& key : s["tensors"]) {
-        if (!key.is_string()) fail("state ", quoted(sname), ": a tensor key is ", key.dump());
+        if (!key.is_string()) fail("state ", quoted_excerpt(sname), ": a tensor key is ", excerpt(key));
         const std::string k = key.get<std::string>();
-        sd.tensors.emplace_back(k, take(sname + "." + k, str_cat("state ", quoted(sname))));
+        sd.tensors.emplace_back(k, take(sname + "." + k, str_cat("state ", quoted_excerpt(sname))));
       }
     }
     const json& ints = section(
@@ -243,9 +246,12 @@ Checkpoint load_checkpoint(const std::string& path) {
     ck.states_.emplace_back(sname, std::move(sd));
   }
   for (std::size_t i = 0; i < claimed.size(); ++i) {
-    if (!claimed[i]) fail("tensor ", quoted(file.tensors[i].first), " belongs to neither the model nor a state");
+    if (!claimed[i]) fail("tensor ", quoted_excerpt(file.tensors[i].first), " belongs to neither the model nor a state");
   }
   return ck;
+} catch (const json::exception& e) {
+  MG_THROW(Error, "load_checkpoint: ", quoted(path), ": the checkpoint contents cannot be read: ",
+           detail::bounded(e.what()));
 }
 
 void Checkpoint::restore_model(nn::Module& model, bool strict) const {

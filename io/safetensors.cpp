@@ -22,6 +22,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "io/json_parse.h"
 #include "io/json_text.h"
 
 namespace mg::io {
@@ -31,11 +32,13 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-using json = nlohmann::ordered_json;
+using detail::json;
 
 // The reference implementation refuses headers above 100 MB; so do we (a corrupt length must not
 // make us allocate gigabytes).
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// More dimensions than any real tensor has (the shape is printed in error messages).
+constexpr std::size_t kMaxDims = 64;
 constexpr const char* kMetadataKey = "__metadata__";
 constexpr const char* kSupported = "F64, F32, F16, BF16, I64, I32, U8, BOOL";
 
@@ -56,6 +59,8 @@ std::string errno_text() { return std::strerror(errno); }
 
 using detail::quoted;
 using detail::valid_utf8;
+using detail::excerpt;
+using detail::quoted_excerpt;
 
 // ---- atomic writing ----
 
@@ -149,34 +154,10 @@ struct Entry {
 
 std::string offsets_str(const Entry& e) { return str_cat("[", e.begin, ", ", e.end, "]"); }
 
-// Parses the header, rejecting duplicate keys at any level (the JSON library would silently keep
-// one of them).
+// Parses the header (io/json_parse.h: nesting limit, duplicate keys, every JSON exception an
+// mg::Error) and requires an object.
 json parse_header(const char* who, const std::string& path, const std::string& text) {
-  std::vector<std::set<std::string>> keys;  // keys seen in each open object
-  std::string top_key;                      // the tensor entry being parsed
-  std::string duplicate;
-  auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) {
-      keys.emplace_back();
-    } else if (event == json::parse_event_t::object_end) {
-      keys.pop_back();
-    } else if (event == json::parse_event_t::key) {
-      const std::string k = parsed.get<std::string>();
-      if (depth == 1) top_key = k;
-      if (!keys.back().insert(k).second && duplicate.empty()) {
-        duplicate = depth == 1 ? str_cat("the header names ", quoted(k), " twice")
-                               : str_cat("the entry of ", quoted(top_key), " has the key ", quoted(k), " twice");
-      }
-    }
-    return true;
-  };
-  json header;
-  try {
-    header = json::parse(text, callback);
-  } catch (const json::parse_error& e) {
-    MG_THROW(Error, who, ": ", quoted(path), ": the header is not valid JSON: ", e.what());
-  }
-  MG_CHECK(duplicate.empty(), Error, who, ": ", quoted(path), ": ", duplicate);
+  json header = detail::parse_json(who, path, "the header", text);
   MG_CHECK(header.is_object(), Error, who, ": ", quoted(path), ": the header is a JSON ", header.type_name(),
            ", expected an object");
   return header;
@@ -191,12 +172,12 @@ std::optional<uint64_t> as_size(const json& v) {
 }
 
 Entry parse_entry(const char* who, const std::string& path, const std::string& name, const json& v) {
-  auto fail_prefix = [&] { return str_cat(who, ": ", quoted(path), ": tensor ", quoted(name), ": "); };
+  auto fail_prefix = [&] { return str_cat(who, ": ", quoted(path), ": tensor ", quoted_excerpt(name), ": "); };
   MG_CHECK(v.is_object(), Error, fail_prefix(), "its header entry is a JSON ", v.type_name(),
            ", expected {\"dtype\", \"shape\", \"data_offsets\"}");
   for (const auto& [k, unused] : v.items()) {
     MG_CHECK(k == "dtype" || k == "shape" || k == "data_offsets", Error, fail_prefix(), "unexpected field ",
-             quoted(k), " (a tensor entry has exactly dtype, shape and data_offsets)");
+             quoted_excerpt(k), " (a tensor entry has exactly dtype, shape and data_offsets)");
   }
   Entry e;
   e.name = name;
@@ -206,18 +187,20 @@ Entry parse_entry(const char* who, const std::string& path, const std::string& n
            ", expected a string such as \"F32\"");
   const std::string dt = v["dtype"].get<std::string>();
   const std::optional<DType> d = dtype_from_safetensors(dt);
-  MG_CHECK(d.has_value(), Error, fail_prefix(), "unsupported dtype ", quoted(dt), "; mixgrad reads ", kSupported);
+  MG_CHECK(d.has_value(), Error, fail_prefix(), "unsupported dtype ", quoted_excerpt(dt), "; mixgrad reads ", kSupported);
   e.dtype = *d;
   // shape
   MG_CHECK(v.contains("shape"), Error, fail_prefix(), "missing field \"shape\"");
   MG_CHECK(v["shape"].is_array(), Error, fail_prefix(), "\"shape\" is a JSON ", v["shape"].type_name(),
            ", expected an array of non-negative integers");
+  MG_CHECK(v["shape"].size() <= kMaxDims, Error, fail_prefix(), "shape ", excerpt(v["shape"]), " has ",
+           v["shape"].size(), " dimensions; mixgrad reads at most ", kMaxDims);
   uint64_t numel = 1;
   bool overflow = false, has_zero = false;
   for (const json& dim : v["shape"]) {
     const std::optional<uint64_t> s = as_size(dim);
-    MG_CHECK(s.has_value(), Error, fail_prefix(), "shape ", v["shape"].dump(),
-             " has an entry that is not a non-negative 64-bit integer: ", dim.dump());
+    MG_CHECK(s.has_value(), Error, fail_prefix(), "shape ", excerpt(v["shape"]),
+             " has an entry that is not a non-negative 64-bit integer: ", excerpt(dim));
     e.shape.push_back(int64_t(*s));
     if (*s == 0) has_zero = true;
     if (!overflow && *s != 0 && numel > uint64_t(INT64_MAX) / *s) overflow = true;
@@ -230,7 +213,7 @@ Entry parse_entry(const char* who, const std::string& path, const std::string& n
   MG_CHECK(v.contains("data_offsets"), Error, fail_prefix(), "missing field \"data_offsets\"");
   const json& off = v["data_offsets"];
   MG_CHECK(off.is_array() && off.size() == 2 && as_size(off[0]) && as_size(off[1]), Error, fail_prefix(),
-           "\"data_offsets\" is ", off.dump(), ", expected [begin, end] with non-negative integers");
+           "\"data_offsets\" is ", excerpt(off), ", expected [begin, end] with non-negative integers");
   e.begin = *as_size(off[0]);
   e.end = *as_size(off[1]);
   MG_CHECK(e.begin <= e.end, Error, fail_prefix(), "data_offsets ", offsets_str(e), " end before they begin");
@@ -253,18 +236,18 @@ void check_layout(const char* who, const std::string& path, const std::vector<En
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
   });
   for (const Entry* e : order) {
-    MG_CHECK(e->end <= buffer_bytes, Error, who, ": ", quoted(path), ": tensor ", quoted(e->name),
+    MG_CHECK(e->end <= buffer_bytes, Error, who, ": ", quoted(path), ": tensor ", quoted_excerpt(e->name),
              ": data_offsets ", offsets_str(*e), " reach beyond the data buffer, which has ", buffer_bytes,
              " bytes\n  hint: the file is truncated or its header lies about the offsets");
   }
   uint64_t covered = 0;
   const Entry* prev = nullptr;
   for (const Entry* e : order) {
-    MG_CHECK(e->begin >= covered, Error, who, ": ", quoted(path), ": tensor ", quoted(e->name),
-             ": data_offsets ", offsets_str(*e), " overlap those of tensor ", quoted(prev->name), " ",
+    MG_CHECK(e->begin >= covered, Error, who, ": ", quoted(path), ": tensor ", quoted_excerpt(e->name),
+             ": data_offsets ", offsets_str(*e), " overlap those of tensor ", quoted_excerpt(prev->name), " ",
              offsets_str(*prev));
     MG_CHECK(e->begin == covered, Error, who, ": ", quoted(path), ": bytes [", covered, ", ", e->begin,
-             ") of the data buffer belong to no tensor (a gap before tensor ", quoted(e->name), " ",
+             ") of the data buffer belong to no tensor (a gap before tensor ", quoted_excerpt(e->name), " ",
              offsets_str(*e), ")");
     covered = e->end;
     prev = e;
@@ -299,9 +282,9 @@ const Tensor& SafetensorsFile::at(const std::string& name) const {
     if (n == name) return t;
   }
   std::string names;
-  for (std::size_t i = 0; i < tensors.size() && i < 8; ++i) names += (i ? ", " : "") + quoted(tensors[i].first);
+  for (std::size_t i = 0; i < tensors.size() && i < 8; ++i) names += (i ? ", " : "") + quoted_excerpt(tensors[i].first);
   if (tensors.size() > 8) names += str_cat(" and ", tensors.size() - 8, " more");
-  MG_THROW(Error, "SafetensorsFile: ", quoted(path), " has no tensor ", quoted(name), "; it has ",
+  MG_THROW(Error, "SafetensorsFile: ", quoted(path), " has no tensor ", quoted_excerpt(name), "; it has ",
            tensors.empty() ? std::string("none") : names);
 }
 
@@ -375,7 +358,9 @@ void save_safetensors_as(const char* who, const std::string& path, const nn::Nam
   file.commit();
 }
 
-SafetensorsFile load_safetensors_as(const char* who, const std::string& path) {
+namespace {
+
+SafetensorsFile load_unchecked(const char* who, const std::string& path) {
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
   MG_CHECK(f != nullptr, Error, who, ": cannot open ", quoted(path), ": ", errno_text());
   struct stat st {};
@@ -413,7 +398,7 @@ SafetensorsFile load_safetensors_as(const char* who, const std::string& path) {
       MG_CHECK(value.is_object(), Error, who, ": ", quoted(path), ": \"__metadata__\" is a JSON ",
                value.type_name(), ", expected an object of strings");
       for (const auto& [mk, mv] : value.items()) {
-        MG_CHECK(mv.is_string(), Error, who, ": ", quoted(path), ": metadata entry ", quoted(mk), " is a JSON ",
+        MG_CHECK(mv.is_string(), Error, who, ": ", quoted(path), ": metadata entry ", quoted_excerpt(mk), " is a JSON ",
                  mv.type_name(), "; safetensors metadata values are strings");
         out.metadata[mk] = mv.get<std::string>();
       }
@@ -435,13 +420,13 @@ SafetensorsFile load_safetensors_as(const char* who, const std::string& path) {
   for (std::size_t i : order) {
     const Entry& e = entries[i];
     Tensor t = empty(e.shape, {.dtype = e.dtype});
-    const std::string what = str_cat("the data of tensor ", quoted(e.name));
+    const std::string what = str_cat("the data of tensor ", quoted_excerpt(e.name));
     read_exact(t.data_ptr(), e.end - e.begin, what.c_str());
     if (e.dtype == DType::Bool) {
       // Only 0 and 1 are bools; any other byte would be undefined behaviour once read as bool.
       const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
       for (int64_t k = 0; k < t.numel(); ++k) {
-        MG_CHECK(bytes[k] <= 1, Error, who, ": ", quoted(path), ": tensor ", quoted(e.name), ": BOOL element ", k,
+        MG_CHECK(bytes[k] <= 1, Error, who, ": ", quoted(path), ": tensor ", quoted_excerpt(e.name), ": BOOL element ", k,
                  " has the byte value ", int(bytes[k]), ", expected 0 or 1");
       }
     }
@@ -449,6 +434,17 @@ SafetensorsFile load_safetensors_as(const char* who, const std::string& path) {
   }
   for (std::size_t i = 0; i < entries.size(); ++i) out.tensors.emplace_back(entries[i].name, std::move(data[i]));
   return out;
+}
+
+}  // namespace
+
+// Every exception of the JSON library is an mg::Error too, should one escape the checks above.
+SafetensorsFile load_safetensors_as(const char* who, const std::string& path) {
+  try {
+    return load_unchecked(who, path);
+  } catch (const json::exception& e) {
+    MG_THROW(Error, who, ": ", quoted(path), ": the header cannot be read: ", detail::bounded(e.what()));
+  }
 }
 
 }  // namespace detail

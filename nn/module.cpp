@@ -215,7 +215,9 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   std::vector<std::string> missing, unexpected, mismatched;
   std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source), applied only if all is well
   for (const auto& [name, dst] : own) {
-    auto it = std::find_if(state.begin(), state.end(), [&](const auto& p) { return p.first == name; });
+    // A named copy for the lambda: clang before 16 cannot capture structured bindings.
+    const std::string& key = name;
+    auto it = std::find_if(state.begin(), state.end(), [&](const auto& p) { return p.first == key; });
     if (it == state.end()) {
       missing.push_back(name);
     } else if (!it->second.defined() || it->second.shape() != dst.shape()) {
@@ -225,7 +227,8 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
       copies.emplace_back(dst, it->second);
     }
   }
-  for (const auto& [name, t] : state) {
+  for (const auto& entry : state) {
+    const std::string& name = entry.first;
     if (std::none_of(own.begin(), own.end(), [&](const auto& p) { return p.first == name; })) unexpected.push_back(name);
   }
   const bool bad = !mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()));

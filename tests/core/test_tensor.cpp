@@ -176,13 +176,14 @@ TEST_CASE("parallel_for: every index exactly once", "[core]") {
     std::atomic<int> calls{0};
     bool split_in_region = true;
     std::mutex mu;
+    const int64_t first = begin;  // clang before 16 cannot capture the structured binding
     mg::parallel_for(begin, end, grain, [&](int64_t b, int64_t e) {
       ++calls;
       if (calls > 1 && !mg::in_parallel_region()) {
         std::lock_guard<std::mutex> lock(mu);
         split_in_region = false;  // several chunks must run inside a parallel region
       }
-      for (int64_t i = b; i < e; ++i) hits[size_t(i - begin)]++;
+      for (int64_t i = b; i < e; ++i) hits[size_t(i - first)]++;
     });
     bool once = true;
     for (auto& h : hits) once = once && h.load() == 1;

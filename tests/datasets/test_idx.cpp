@@ -3,6 +3,9 @@
 // absurd dimensions, a truncated or corrupt gzip stream) rejected with an error naming the file.
 #include <catch2/catch.hpp>
 
+#include <zlib.h>
+
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -29,6 +32,14 @@ std::vector<uint8_t> header(uint32_t magic, const std::vector<uint32_t>& dims) {
   be32(magic);
   for (uint32_t d : dims) be32(d);
   return out;
+}
+
+// bytes gzip'ed into `path` (zlib's gz* API, as gzip(1) would write them).
+void write_gzip(const std::string& path, const std::vector<uint8_t>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb9");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, bytes.data(), unsigned(bytes.size())) == int(bytes.size()));
+  REQUIRE(gzclose(f) == Z_OK);
 }
 
 std::vector<uint8_t> pattern(std::size_t n) {
@@ -177,4 +188,55 @@ TEST_CASE("idx: missing files and bad writer arguments", "[data][idx]") {
   MG_REQUIRE_ERROR(write_idx(dir.file("w"), {2, 3}, {1, 2, 3}, false), "dims [2, 3] need 6 bytes but 3 were given");
   MG_REQUIRE_ERROR(write_idx(dir.file("w"), {2, 0}, {}, false), "every dimension must be in [1, 2^32)");
   MG_REQUIRE_ERROR(write_idx((dir.path / "no_such_dir" / "w").string(), {1}, {1}, true), "write_idx: cannot create");
+}
+
+TEST_CASE("idx: the inflated size is bounded by what the header and the file size allow", "[data][idx][errors]") {
+  TempDir dir;
+  const std::string path = dir.file("labels.gz");
+  // A gzip'ed label file whose header claims 2^30 labels and holds 100: refused from the file size
+  // (a gzip stream inflates at most 1032:1) before a byte of data is inflated.
+  std::vector<uint8_t> bytes = header(0x00000801, {1u << 30});
+  bytes.resize(bytes.size() + 100, 7);
+  write_gzip(path, bytes);
+  const auto gz_size = fs::file_size(path);
+  MG_REQUIRE_ERROR(read_idx(path, 1), mg::str_cat("read_idx: ", path, ": truncated: dims [1073741824] need 1073741824 data bytes but a gzip file of ",
+                                                  gz_size, " bytes inflates to at most ", gz_size * 1040));
+
+  // The bomb: 1 MiB of zeros (about 1 KB gzip'ed) under a header claiming 1 GiB. The
+  // ratio bound refuses it without inflating anything; it took a 1 GiB read before.
+  bytes = header(0x00000801, {1u << 30});
+  bytes.resize(bytes.size() + (1u << 20), 0);
+  write_gzip(path, bytes);
+  const auto start = std::chrono::steady_clock::now();
+  MG_REQUIRE_ERROR(read_idx(path, 1), "bytes inflates to at most");
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 1.0);
+
+  // Within the ratio the reader inflates only up to the count the dims give, then one chunk more:
+  // 64 KiB of data with 1 MiB of zeros behind it is extra data, found without reading it all.
+  bytes = header(0x00000801, {1u << 16});
+  bytes.resize(bytes.size() + (1u << 16) + (1u << 20), 0);
+  write_gzip(path, bytes);
+  MG_REQUIRE_ERROR(read_idx(path, 1), "extra data: dims [65536] need 65536 data bytes but the file holds more");
+
+  // Plain files are checked against their size before any data is read.
+  const std::string plain = dir.file("labels");
+  std::vector<uint8_t> p = header(0x00000801, {1u << 30});
+  p.resize(p.size() + 100, 7);
+  write_bytes(plain, p);
+  MG_REQUIRE_ERROR(read_idx(plain, 1), "truncated: dims [1073741824] need 1073741824 data bytes but the file holds 100");
+}
+
+TEST_CASE("idx: every truncation of a valid file is a named error", "[data][idx][errors]") {
+  TempDir dir;
+  for (const bool gz : {false, true}) {
+    const std::string path = dir.file(gz ? "images.gz" : "images");
+    write_idx(path, {3, 4, 5}, pattern(60), gz);
+    const std::vector<uint8_t> good = read_bytes(path);
+    for (std::size_t len = 0; len < good.size(); ++len) {
+      write_bytes(path, std::vector<uint8_t>(good.begin(), good.begin() + std::ptrdiff_t(len)));
+      INFO((gz ? "gzip'ed" : "plain") << " file cut to " << len << " of " << good.size() << " bytes");
+      const std::string msg = mg::test::error_of([&] { read_idx(path, 3); });
+      REQUIRE_THAT(msg, Catch::Matchers::StartsWith("read_idx: " + path + ": "));
+    }
+  }
 }

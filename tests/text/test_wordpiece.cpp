@@ -176,3 +176,27 @@ TEST_CASE("wordpiece: vocab.txt save and load", "[data]") {
   CHECK(kb.vocab() == kt.vocab());
   for (std::size_t i = 0; i < kjv().size(); i += 97) CHECK(kb.encode(kjv()[i].text) == kt.encode(kjv()[i].text));
 }
+
+TEST_CASE("wordpiece: malformed vocab.txt files are named errors (bad-input sweep)", "[data][errors]") {
+  TempDir dir;
+  const std::string specials = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  const std::string path = dir.file("vocab.txt");
+  auto load_error = [&](const std::string& bytes) {
+    write_bytes(path, bytes);
+    const std::string msg = mg::test::error_of([&] { WordPiece::load(path); });
+    INFO("message: " << msg);
+    CHECK_THAT(msg, Catch::Matchers::StartsWith("WordPiece::load: '" + path + "'"));
+    return msg;
+  };
+  CHECK_THAT(load_error(""), Catch::Matchers::Contains("at least the 5 special tokens, got 0"));
+  CHECK_THAT(load_error("\r\n"), Catch::Matchers::Contains("line 1 is empty"));
+  CHECK_THAT(load_error(specials + "a\tb\n"), Catch::Matchers::Contains("token 5 'a\tb'"));
+  CHECK_THAT(load_error(specials + "##\n"), Catch::Matchers::Contains("token 5 is empty"));
+  CHECK_THAT(load_error(specials + "x\n" + "x\r\n"), Catch::Matchers::Contains("token 'x' appears twice (ids 5 and 6)"));
+  CHECK_THAT(load_error("[UNK]\n[PAD]\n[CLS]\n[SEP]\n[MASK]\n"), Catch::Matchers::Contains("token 0 must be [PAD]"));
+  // Bytes that are not UTF-8, a NUL and a 100,000-byte token are tokens like any other.
+  write_bytes(path, specials + "\xff\xfe\n" + std::string("a\0b", 3) + "\n" + std::string(100000, 'z') + "\n");
+  const WordPiece tok = WordPiece::load(path);
+  CHECK(tok.vocab_size() == 8);
+  CHECK(tok.token_to_id(std::string(100000, 'z')) == 7);
+}
