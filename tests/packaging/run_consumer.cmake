@@ -1,10 +1,11 @@
-# The packaging test (cmake -P): installs this build of mixgrad into a fresh prefix under WORK,
-# configures and builds tests/packaging/consumer against it with find_package(mixgrad 0.1), runs
-# the program and checks what it printed; then checks that asking for 0.2 is refused
-# (SameMinorVersion). Only the prefix is on the consumer's search path, so an installed header
-# that still includes "core/..." without the mixgrad/ prefix fails the build.
-# Arguments (-D): BUILD_DIR SOURCE_DIR WORK GENERATOR CXX BUILD_TYPE [MAKE_PROGRAM]
-foreach(var BUILD_DIR SOURCE_DIR WORK GENERATOR CXX BUILD_TYPE)
+# The packaging tests (cmake -P). MODE=package: installs this build of mixgrad into a fresh prefix
+# under WORK, configures and builds tests/packaging/consumer against it with
+# find_package(mixgrad 0.1), runs the program and checks what it printed; then checks that asking
+# for 0.2 is refused (SameMinorVersion). Only the prefix is on the consumer's search path, so an
+# installed header that still includes "core/..." without the mixgrad/ prefix fails the build.
+# MODE=subdirectory or fetchcontent: the consumer builds mixgrad from SOURCE_DIR as a subproject.
+# Arguments (-D): MODE BUILD_DIR SOURCE_DIR WORK GENERATOR CXX BUILD_TYPE [MAKE_PROGRAM]
+foreach(var MODE BUILD_DIR SOURCE_DIR WORK GENERATOR CXX BUILD_TYPE)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run_consumer: -D${var}=... is required")
   endif()
@@ -20,6 +21,36 @@ endfunction()
 
 file(REMOVE_RECURSE ${WORK})
 set(prefix ${WORK}/prefix)
+set(launcher)
+find_program(ccache_program ccache)
+if(ccache_program)
+  set(launcher -DCMAKE_CXX_COMPILER_LAUNCHER=${ccache_program})
+endif()
+set(make_program)
+if(DEFINED MAKE_PROGRAM AND MAKE_PROGRAM)
+  set(make_program -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM})
+endif()
+set(configure ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/packaging/consumer -G ${GENERATOR} ${make_program}
+    -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DMG_CONSUMER_MODE=${MODE}
+    ${launcher})
+
+function(build_and_run)
+  run("configuring the consumer" ${configure} ${ARGN} -B ${WORK}/build)
+  run("building the consumer" ${CMAKE_COMMAND} --build ${WORK}/build)
+  run("running the consumer" ${WORK}/build/app)
+  message(STATUS "${run_output}")
+  if(NOT run_output MATCHES "mixgrad consumer: logits bf16, loss [0-9.]+ -> [0-9.]+")
+    message(FATAL_ERROR "run_consumer: unexpected output from the consumer:\n${run_output}")
+  endif()
+endfunction()
+
+if(NOT MODE STREQUAL "package")
+  # No build type: the consumer checks that mixgrad does not force one on its parent.
+  build_and_run(-DMG_CONSUMER_MIXGRAD_SOURCE=${SOURCE_DIR})
+  message(STATUS "run_consumer: built mixgrad as a subproject (${MODE}) and ran the consumer")
+  return()
+endif()
+
 run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 
 # The installed tree: headers under include/mixgrad/, no sources, the package config and its version.
@@ -36,26 +67,8 @@ if(stray)
   message(FATAL_ERROR "run_consumer: the install put files outside include/mixgrad/ or installed sources: ${stray}")
 endif()
 
-set(launcher)
-find_program(ccache_program ccache)
-if(ccache_program)
-  set(launcher -DCMAKE_CXX_COMPILER_LAUNCHER=${ccache_program})
-endif()
-set(make_program)
-if(DEFINED MAKE_PROGRAM AND MAKE_PROGRAM)
-  set(make_program -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM})
-endif()
-set(configure ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/packaging/consumer -G ${GENERATOR} ${make_program}
-    -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=${BUILD_TYPE} -DCMAKE_PREFIX_PATH=${prefix}
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF ${launcher})
-
-run("configuring the consumer" ${configure} -B ${WORK}/build)
-run("building the consumer" ${CMAKE_COMMAND} --build ${WORK}/build)
-run("running the consumer" ${WORK}/build/app)
-message(STATUS "${run_output}")
-if(NOT run_output MATCHES "mixgrad consumer: logits bf16, loss [0-9.]+ -> [0-9.]+")
-  message(FATAL_ERROR "run_consumer: unexpected output from the consumer:\n${run_output}")
-endif()
+list(APPEND configure -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=${BUILD_TYPE})
+build_and_run()
 
 # SameMinorVersion: a project asking for 0.2 must not get 0.1.
 execute_process(COMMAND ${configure} -B ${WORK}/build-0.2 -DMG_CONSUMER_VERSION=0.2
