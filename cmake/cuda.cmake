@@ -117,6 +117,13 @@ if(NOT MG_CUDA_SOURCES)
 endif()
 
 enable_language(CUDA)
+if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION AND CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.0)
+  # CMake 3.25 does not know nvcc 12's C++20 flag; the library's cxx_std_20 asks for it.
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+endif()
+# The target was created before the architectures were chosen.
+set_target_properties(mixgrad PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
 target_sources(mixgrad PRIVATE ${MG_CUDA_SOURCES})
 target_compile_definitions(mixgrad PUBLIC MG_WITH_CUDA=1)
 target_include_directories(mixgrad PRIVATE ${MG_CUDNN_INCLUDE_DIR})
