@@ -67,6 +67,19 @@ if(stray)
   message(FATAL_ERROR "run_consumer: the install put files outside include/mixgrad/ or installed sources: ${stray}")
 endif()
 
+# Every installed header includes the others with the mixgrad/ prefix (a header beside its target,
+# like mixgrad.h, would otherwise still compile through the includer's own folder).
+file(GLOB_RECURSE headers ${prefix}/include/mixgrad/*)
+foreach(header ${headers})
+  file(STRINGS ${header} unprefixed REGEX
+       "^[ \t]*#[ \t]*include[ \t]+\"((core|autograd|ops|cuda|nn|optim|data|io|amp)/|mixgrad\\.h\")")
+  if(unprefixed)
+    message(FATAL_ERROR "run_consumer: ${header} includes without the mixgrad/ prefix: ${unprefixed}\n"
+                        "  hint: run tools/prefix_includes.sh")
+  endif()
+endforeach()
+list(LENGTH headers header_count)
+
 list(APPEND configure -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=${BUILD_TYPE})
 build_and_run()
 
@@ -76,4 +89,4 @@ execute_process(COMMAND ${configure} -B ${WORK}/build-0.2 -DMG_CONSUMER_VERSION=
 if(rc EQUAL 0 OR NOT out MATCHES "mixgrad-config.cmake, version: 0\\.1\\.")
   message(FATAL_ERROR "run_consumer: find_package(mixgrad 0.2) should refuse 0.1 (rc ${rc}):\n${out}")
 endif()
-message(STATUS "run_consumer: installed, built and ran the consumer; 0.2 refused as expected")
+message(STATUS "run_consumer: installed ${header_count} headers, built and ran the consumer; 0.2 refused as expected")
