@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/parallel.h"
+#include "mixgrad/core/parallel.h"
 
 namespace mg {
 

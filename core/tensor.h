@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/error.h"
-#include "core/shape.h"
-#include "core/storage.h"
+#include "mixgrad/core/dtype.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/shape.h"
+#include "mixgrad/core/storage.h"
 
 namespace mg {
 

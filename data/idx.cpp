@@ -1,5 +1,5 @@
 // IDX reader and writer (idx.h) on zlib's gz* file API, which reads plain files transparently.
-#include "data/idx.h"
+#include "mixgrad/data/idx.h"
 
 #include <sys/stat.h>
 #include <zlib.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/error.h"
+#include "mixgrad/core/error.h"
 
 namespace mg::data {
 

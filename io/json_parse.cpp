@@ -1,13 +1,13 @@
 // parse_json and the bounded excerpts of io/json_parse.h. The depth scan walks the text once,
 // skipping strings (and their escapes); the JSON library then parses text that is known to be
 // shallow, with a callback that rejects duplicate keys (it would silently keep one of them).
-#include "io/json_parse.h"
+#include "mixgrad/io/json_parse.h"
 
 #include <set>
 #include <vector>
 
-#include "core/error.h"
-#include "io/json_text.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/io/json_text.h"
 
 namespace mg::io::detail {
 

@@ -1,7 +1,7 @@
 // nn::Module's registration, traversal, conversion and state. The one decision to know: a module
 // without an explicit type name gets its class name from typeid(*this) at each type_name() call,
 // never cached per object, because inside the base constructor the dynamic type is still Module.
-#include "nn/module.h"
+#include "mixgrad/nn/module.h"
 
 #include <algorithm>
 #include <mutex>
@@ -16,8 +16,8 @@
 #include <cstdlib>
 #endif
 
-#include "autograd/grad_mode.h"
-#include "ops/ops.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::nn {
 

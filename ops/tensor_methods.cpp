@@ -5,9 +5,9 @@
 // checks they agree bit for bit).
 #include <cmath>
 
-#include "ops/dispatcher.h"
-#include "ops/loss.h"
-#include "ops/ops.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/loss.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg {
 

@@ -2,16 +2,16 @@
 // (core/cascade_sum.h): each chunk of a gradient (multi_tensor.h's fixed chunks of kChunkSize, a
 // power of two of leaves) sums |g|^p by the rule, and the chunks of all gradients, in order, are
 // combined pairwise — so the norm is accurate to O(log n) ulps and the same at any thread count.
-#include "optim/clip_grad.h"
+#include "mixgrad/optim/clip_grad.h"
 
 #include <vector>
 
-#include "core/cascade_sum.h"
-#include "core/factory.h"
-#include "core/visit_dtype.h"
-#include "ops/ops.h"
-#include "optim/functors.h"
-#include "optim/multi_tensor.h"
+#include "mixgrad/core/cascade_sum.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/optim/functors.h"
+#include "mixgrad/optim/multi_tensor.h"
 
 namespace mg::optim {
 

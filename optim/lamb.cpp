@@ -2,15 +2,15 @@
 // (core/cascade_sum.h): each fixed chunk (multi_tensor.h, a power of two of leaves) sums p^2 and
 // u^2 in leaves of kSumLeaf elements (8 lanes) combined pairwise, and a tensor's chunk sums are
 // combined pairwise — accurate to O(log n) ulps and the same on both paths at any thread count.
-#include "optim/lamb.h"
+#include "mixgrad/optim/lamb.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "core/cascade_sum.h"
-#include "core/visit_dtype.h"
-#include "optim/functors.h"
+#include "mixgrad/core/cascade_sum.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/optim/functors.h"
 
 namespace mg::optim {
 

@@ -17,11 +17,11 @@
 #include <cstring>
 #include <vector>
 
-#include "core/cascade_sum.h"
-#include "core/visit_dtype.h"
-#include "ops/cpu/loops.h"
-#include "ops/kernel_registry.h"
-#include "ops/register.h"
+#include "mixgrad/core/cascade_sum.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/cpu/loops.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg::cpu {
 namespace {

@@ -13,8 +13,8 @@
 #include <bit>
 #include <cstdint>
 
-#include "core/cascade_sum.h"
-#include "core/parallel.h"
+#include "mixgrad/core/cascade_sum.h"
+#include "mixgrad/core/parallel.h"
 
 namespace mg::cpu {
 

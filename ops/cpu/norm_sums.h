@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/cascade_sum.h"
+#include "mixgrad/core/cascade_sum.h"
 
 namespace mg::cpu {
 

@@ -16,9 +16,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/cascade_sum.h"
-#include "core/parallel.h"
-#include "core/tensor.h"
+#include "mixgrad/core/cascade_sum.h"
+#include "mixgrad/core/parallel.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg::cpu {
 
