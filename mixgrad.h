@@ -5,29 +5,29 @@
 //   mg::Tensor y = mg::gelu(mg::linear(x, w, b));
 #pragma once
 
-#include "amp/autocast.h"         // amp::Autocast
-#include "amp/grad_scaler.h"      // amp::GradScaler
-#include "amp/initialize.h"       // amp::initialize, scale_loss, forward (Apex-style O0–O3)
-#include "amp/overflow_tracer.h"  // amp::OverflowTracer
-#include "amp/precision_plan.h"   // amp::precision_plan
-#include "autograd/engine.h"      // backward, grad
-#include "autograd/grad_mode.h"   // NoGradGuard, EnableGradGuard
-#include "core/factory.h"         // zeros, ones, randn, from_vector, manual_seed, ...
-#include "core/parallel.h"        // set_num_threads
-#include "core/storage.h"         // cpu_memory_stats
-#include "core/tensor.h"          // Tensor, DType, Device
-#include "data/fashion_mnist.h"   // data::FashionMnist
-#include "data/loader.h"          // data::DataLoader
-#include "data/text/verse_datasets.h"  // data::read_kjv, WordPiece, MlmCollator, verse datasets
-#include "io/checkpoint.h"        // save_checkpoint, load_checkpoint (versioned, atomic)
-#include "io/safetensors.h"       // save_safetensors, load_safetensors
-#include "nn/models/bert.h"       // nn::models::BertModel, BertForMaskedLM, BertForSequenceClassification
-#include "nn/models/resnet.h"     // nn::models::ResNet (CIFAR and ImageNet style)
-#include "nn/nn.h"                // nn::Module, layers, containers, losses, functional, init
-#include "optim/optim.h"          // optim::SGD, Adam, AdamW, LAMB, schedulers, clip_grad_norm_
-#include "ops/attention.h"        // scaled_dot_product_attention
-#include "ops/custom_function.h"  // Function<Derived>: user-defined forward/backward
-#include "ops/conv.h"             // conv2d, conv_transpose2d, pooling
-#include "ops/loss.h"             // softmax, log_softmax, cross_entropy and the other losses
-#include "ops/norm.h"             // layer/rms/batch/group norm, embedding, dropout
-#include "ops/ops.h"              // elementwise, reductions, linear algebra, views, indexing
+#include "mixgrad/amp/autocast.h"         // amp::Autocast
+#include "mixgrad/amp/grad_scaler.h"      // amp::GradScaler
+#include "mixgrad/amp/initialize.h"       // amp::initialize, scale_loss, forward (Apex-style O0–O3)
+#include "mixgrad/amp/overflow_tracer.h"  // amp::OverflowTracer
+#include "mixgrad/amp/precision_plan.h"   // amp::precision_plan
+#include "mixgrad/autograd/engine.h"      // backward, grad
+#include "mixgrad/autograd/grad_mode.h"   // NoGradGuard, EnableGradGuard
+#include "mixgrad/core/factory.h"         // zeros, ones, randn, from_vector, manual_seed, ...
+#include "mixgrad/core/parallel.h"        // set_num_threads
+#include "mixgrad/core/storage.h"         // cpu_memory_stats
+#include "mixgrad/core/tensor.h"          // Tensor, DType, Device
+#include "mixgrad/data/fashion_mnist.h"   // data::FashionMnist
+#include "mixgrad/data/loader.h"          // data::DataLoader
+#include "mixgrad/data/text/verse_datasets.h"  // data::read_kjv, WordPiece, MlmCollator, verse datasets
+#include "mixgrad/io/checkpoint.h"        // save_checkpoint, load_checkpoint (versioned, atomic)
+#include "mixgrad/io/safetensors.h"       // save_safetensors, load_safetensors
+#include "mixgrad/nn/models/bert.h"       // nn::models::BertModel, BertForMaskedLM, BertForSequenceClassification
+#include "mixgrad/nn/models/resnet.h"     // nn::models::ResNet (CIFAR and ImageNet style)
+#include "mixgrad/nn/nn.h"                // nn::Module, layers, containers, losses, functional, init
+#include "mixgrad/optim/optim.h"          // optim::SGD, Adam, AdamW, LAMB, schedulers, clip_grad_norm_
+#include "mixgrad/ops/attention.h"        // scaled_dot_product_attention
+#include "mixgrad/ops/custom_function.h"  // Function<Derived>: user-defined forward/backward
+#include "mixgrad/ops/conv.h"             // conv2d, conv_transpose2d, pooling
+#include "mixgrad/ops/loss.h"             // softmax, log_softmax, cross_entropy and the other losses
+#include "mixgrad/ops/norm.h"             // layer/rms/batch/group norm, embedding, dropout
+#include "mixgrad/ops/ops.h"              // elementwise, reductions, linear algebra, views, indexing

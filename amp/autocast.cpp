@@ -1,15 +1,15 @@
-#include "amp/autocast.h"
+#include "mixgrad/amp/autocast.h"
 
 #include <map>
 #include <tuple>
 #include <mutex>
 #include <utility>
 
-#include "autograd/grad_mode.h"
-#include "core/error.h"
-#include "core/tensor.h"
-#include "ops/dispatcher.h"
-#include "ops/ops.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/tensor.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::amp {
 namespace {

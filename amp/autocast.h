@@ -18,8 +18,8 @@
 #pragma once
 #include <cstddef>
 
-#include "core/autocast_state.h"
-#include "core/dtype.h"
+#include "mixgrad/core/autocast_state.h"
+#include "mixgrad/core/dtype.h"
 
 namespace mg::amp {
 

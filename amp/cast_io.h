@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
-#include "ops/ops.h"
+#include "mixgrad/core/tensor.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::amp {
 

@@ -1,9 +1,9 @@
-#include "amp/grad_scaler.h"
+#include "mixgrad/amp/grad_scaler.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "ops/ops.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::amp {
 

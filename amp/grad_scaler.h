@@ -20,10 +20,10 @@
 #include <optional>
 #include <string>
 
-#include "amp/unscale.h"
-#include "core/state_dict.h"
-#include "core/tensor.h"
-#include "optim/optimizer.h"
+#include "mixgrad/amp/unscale.h"
+#include "mixgrad/core/state_dict.h"
+#include "mixgrad/core/tensor.h"
+#include "mixgrad/optim/optimizer.h"
 
 namespace mg::amp {
 

@@ -1,4 +1,4 @@
-#include "amp/initialize.h"
+#include "mixgrad/amp/initialize.h"
 
 #include <iostream>
 #include <limits>
@@ -6,12 +6,12 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "amp/autocast.h"
-#include "amp/unscale.h"
-#include "autograd/grad_mode.h"
-#include "core/autocast_state.h"
-#include "nn/normalization.h"
-#include "ops/ops.h"
+#include "mixgrad/amp/autocast.h"
+#include "mixgrad/amp/unscale.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/autocast_state.h"
+#include "mixgrad/nn/normalization.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::amp {
 namespace {

@@ -29,12 +29,12 @@
 #include <utility>
 #include <vector>
 
-#include "amp/cast_io.h"
-#include "amp/grad_scaler.h"
-#include "amp/properties.h"
-#include "core/state_dict.h"
-#include "nn/module.h"
-#include "optim/optimizer.h"
+#include "mixgrad/amp/cast_io.h"
+#include "mixgrad/amp/grad_scaler.h"
+#include "mixgrad/amp/properties.h"
+#include "mixgrad/core/state_dict.h"
+#include "mixgrad/nn/module.h"
+#include "mixgrad/optim/optimizer.h"
 
 namespace mg::amp {
 

@@ -3,7 +3,7 @@
 // the raw bits (|x| ordering equals the ordering of the magnitude bits for IEEE formats, so one
 // integer max reduction gives both "all finite?" and the largest |x|, with no conversion); inf/NaN
 // counts and full ranges (signed min/max) are computed only when needed.
-#include "amp/overflow_tracer.h"
+#include "mixgrad/amp/overflow_tracer.h"
 
 #include <algorithm>
 #include <atomic>
@@ -17,13 +17,13 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "autograd/grad_mode.h"
-#include "core/half.h"
-#include "core/op_observer.h"
-#include "core/parallel.h"
-#include "core/tensor.h"
-#include "core/visit_dtype.h"
-#include "ops/ops.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/half.h"
+#include "mixgrad/core/op_observer.h"
+#include "mixgrad/core/parallel.h"
+#include "mixgrad/core/tensor.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::amp {
 namespace {

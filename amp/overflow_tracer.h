@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/shape.h"
+#include "mixgrad/core/dtype.h"
+#include "mixgrad/core/shape.h"
 
 namespace mg::amp {
 

@@ -1,4 +1,4 @@
-#include "amp/precision_plan.h"
+#include "mixgrad/amp/precision_plan.h"
 
 #include <iomanip>
 #include <map>
@@ -6,8 +6,8 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "amp/initialize.h"
-#include "ops/op.h"
+#include "mixgrad/amp/initialize.h"
+#include "mixgrad/ops/op.h"
 
 namespace mg::amp {
 namespace {

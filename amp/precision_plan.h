@@ -7,9 +7,9 @@
 #pragma once
 #include <string>
 
-#include "amp/properties.h"
-#include "nn/module.h"
-#include "optim/optimizer.h"
+#include "mixgrad/amp/properties.h"
+#include "mixgrad/nn/module.h"
+#include "mixgrad/optim/optimizer.h"
 
 namespace mg::amp {
 

@@ -1,4 +1,4 @@
-#include "amp/properties.h"
+#include "mixgrad/amp/properties.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "core/error.h"
+#include "mixgrad/core/error.h"
 
 namespace mg::amp {
 namespace {

@@ -19,7 +19,7 @@
 #include <optional>
 #include <string>
 
-#include "core/dtype.h"
+#include "mixgrad/core/dtype.h"
 
 namespace mg::amp {
 

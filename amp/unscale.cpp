@@ -1,16 +1,16 @@
-#include "amp/unscale.h"
+#include "mixgrad/amp/unscale.h"
 
 #include <cmath>
 #include <limits>
 #include <unordered_set>
 #include <vector>
 
-#include "core/half.h"
-#include "core/macros.h"
-#include "core/parallel.h"
-#include "core/visit_dtype.h"
-#include "ops/ops.h"
-#include "optim/optimizer.h"
+#include "mixgrad/core/half.h"
+#include "mixgrad/core/macros.h"
+#include "mixgrad/core/parallel.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/optim/optimizer.h"
 
 namespace mg::amp {
 namespace {

@@ -8,7 +8,7 @@
 #pragma once
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg::optim {
 class Optimizer;

@@ -5,18 +5,18 @@
 // once after it ran (backward = true, under the module path of its forward), the ops inside it
 // are muted, and so is the summing of two gradient contributions, which is reported as
 // "grad_sum".
-#include "autograd/engine.h"
+#include "mixgrad/autograd/engine.h"
 
 #include <map>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
 
-#include "autograd/grad_mode.h"
-#include "core/autocast_state.h"
-#include "autograd/node.h"
-#include "core/factory.h"
-#include "core/op_observer.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/autocast_state.h"
+#include "mixgrad/autograd/node.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/core/op_observer.h"
 
 namespace mg::autograd {
 namespace {

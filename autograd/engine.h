@@ -8,7 +8,7 @@
 #pragma once
 #include <optional>
 
-#include "core/tensor.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg::autograd {
 

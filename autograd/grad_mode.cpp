@@ -1,4 +1,4 @@
-#include "autograd/grad_mode.h"
+#include "mixgrad/autograd/grad_mode.h"
 
 namespace mg {
 namespace {

@@ -1,7 +1,7 @@
-#include "autograd/node.h"
+#include "mixgrad/autograd/node.h"
 
-#include "autograd/grad_mode.h"
-#include "core/op_observer.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/op_observer.h"
 
 namespace mg::autograd {
 namespace {

@@ -1,4 +1,4 @@
-#include "autograd/saved_tensor.h"
+#include "mixgrad/autograd/saved_tensor.h"
 
 namespace mg::autograd {
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "autograd/node.h"
+#include "mixgrad/autograd/node.h"
 
 namespace mg::autograd {
 

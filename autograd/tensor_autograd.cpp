@@ -1,6 +1,6 @@
 // The Tensor members that belong to autograd: backward, hooks, retain_grad.
-#include "autograd/engine.h"
-#include "autograd/node.h"
+#include "mixgrad/autograd/engine.h"
+#include "mixgrad/autograd/node.h"
 
 namespace mg {
 

@@ -1,4 +1,4 @@
-#include "core/autocast_state.h"
+#include "mixgrad/core/autocast_state.h"
 
 namespace mg {
 

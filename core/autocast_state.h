@@ -1,7 +1,7 @@
 // Thread-local autocast *state* (DESIGN §1: core holds the state, amp/ the Autocast guard and the
 // dispatcher applies it). Nothing in core or ops changes this state; amp::Autocast does.
 #pragma once
-#include "core/dtype.h"
+#include "mixgrad/core/dtype.h"
 
 namespace mg {
 

@@ -12,13 +12,13 @@
 //     ((x >> 16) | 0x40), exactly as f32_to_bf16_bits does.
 // Tails shorter than a vector use the scalar functions. Large buffers are split over the worker
 // threads with parallel_for.
-#include "core/convert.h"
+#include "mixgrad/core/convert.h"
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
-#include "core/parallel.h"
+#include "mixgrad/core/parallel.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 // GCC 12's AVX-512 intrinsics trip a false -Wmaybe-uninitialized (GCC bug 105593, their

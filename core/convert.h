@@ -7,7 +7,7 @@
 #pragma once
 #include <cstdint>
 
-#include "core/half.h"
+#include "mixgrad/core/half.h"
 
 namespace mg {
 

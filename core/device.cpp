@@ -1,6 +1,6 @@
-#include "core/device.h"
+#include "mixgrad/core/device.h"
 
-#include "core/error.h"
+#include "mixgrad/core/error.h"
 
 namespace mg {
 

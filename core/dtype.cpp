@@ -1,6 +1,6 @@
-#include "core/dtype.h"
+#include "mixgrad/core/dtype.h"
 
-#include "core/error.h"
+#include "mixgrad/core/error.h"
 
 namespace mg {
 

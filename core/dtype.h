@@ -8,7 +8,7 @@
 #include <ostream>
 #include <string>
 
-#include "core/half.h"
+#include "mixgrad/core/half.h"
 
 namespace mg {
 

@@ -1,12 +1,12 @@
 // Factories: fill on the CPU, then move to the requested device.
-#include "core/factory.h"
+#include "mixgrad/core/factory.h"
 
 #include <cmath>
 #include <cstring>
 
-#include "core/parallel.h"
-#include "core/philox.h"
-#include "core/visit_dtype.h"
+#include "mixgrad/core/parallel.h"
+#include "mixgrad/core/philox.h"
+#include "mixgrad/core/visit_dtype.h"
 
 namespace mg {
 namespace {

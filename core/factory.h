@@ -8,8 +8,8 @@
 #pragma once
 #include <vector>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "mixgrad/core/generator.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg {
 

@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/half.h"
-#include "core/macros.h"
+#include "mixgrad/core/half.h"
+#include "mixgrad/core/macros.h"
 
 namespace mg::fast {
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/macros.h"
+#include "mixgrad/core/macros.h"
 
 namespace mg {
 

@@ -1,4 +1,4 @@
-#include "core/op_observer.h"
+#include "mixgrad/core/op_observer.h"
 
 namespace mg {
 namespace {

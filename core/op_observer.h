@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/tensor.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg {
 

@@ -1,11 +1,11 @@
-#include "core/parallel.h"
+#include "mixgrad/core/parallel.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <exception>
 
-#include "core/error.h"
+#include "mixgrad/core/error.h"
 
 namespace mg {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "core/macros.h"
+#include "mixgrad/core/macros.h"
 
 namespace mg {
 

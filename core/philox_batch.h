@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/philox.h"
+#include "mixgrad/core/philox.h"
 
 namespace mg {
 

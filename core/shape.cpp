@@ -1,6 +1,6 @@
-#include "core/shape.h"
+#include "mixgrad/core/shape.h"
 
-#include "core/error.h"
+#include "mixgrad/core/error.h"
 
 namespace mg {
 

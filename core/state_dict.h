@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/generator.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg {
 

@@ -1,5 +1,5 @@
 // CPU allocator (64-byte aligned), the allocator registry and byte copies between devices.
-#include "core/storage.h"
+#include "mixgrad/core/storage.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -8,7 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "core/error.h"
+#include "mixgrad/core/error.h"
 
 namespace mg {
 namespace {

@@ -11,7 +11,7 @@
 #include <functional>
 #include <memory>
 
-#include "core/device.h"
+#include "mixgrad/core/device.h"
 
 namespace mg {
 

@@ -1,6 +1,6 @@
-#include "core/tensor.h"
+#include "mixgrad/core/tensor.h"
 
-#include "core/visit_dtype.h"
+#include "mixgrad/core/visit_dtype.h"
 
 namespace mg {
 

@@ -14,10 +14,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/error.h"
-#include "core/shape.h"
-#include "core/storage.h"
+#include "mixgrad/core/dtype.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/shape.h"
+#include "mixgrad/core/storage.h"
 
 namespace mg {
 

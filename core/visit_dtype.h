@@ -2,8 +2,8 @@
 //
 //   visit_dtype(t.dtype(), [&]<typename T>() { fill(t.data<T>(), ...); });
 #pragma once
-#include "core/dtype.h"
-#include "core/error.h"
+#include "mixgrad/core/dtype.h"
+#include "mixgrad/core/error.h"
 
 namespace mg {
 

@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"
-#include "core/philox.h"
-#include "core/tensor.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/philox.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg::data {
 

@@ -1,10 +1,10 @@
 // Fashion-MNIST dataset (fashion_mnist.h): locating, validating and batching the IDX files.
-#include "data/fashion_mnist.h"
+#include "mixgrad/data/fashion_mnist.h"
 
 #include <cstdlib>
 #include <filesystem>
 
-#include "data/idx.h"
+#include "mixgrad/data/idx.h"
 
 namespace mg::data {
 

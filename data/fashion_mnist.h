@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
+#include "mixgrad/data/dataset.h"
 
 namespace mg::data {
 

@@ -1,12 +1,12 @@
 // IDX reader and writer (idx.h) on zlib's gz* file API, which reads plain files transparently.
-#include "data/idx.h"
+#include "mixgrad/data/idx.h"
 
 #include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
 
-#include "core/error.h"
+#include "mixgrad/core/error.h"
 
 namespace mg::data {
 

@@ -1,7 +1,7 @@
 // DataLoader (loader.h). The background thread owns nothing but a job description — generation,
 // seed, epoch, permutation, next batch to make — all under one mutex; repositioning bumps the
 // generation, empties the queue and lets the thread drop a batch it was making for the old job.
-#include "data/loader.h"
+#include "mixgrad/data/loader.h"
 
 #include <condition_variable>
 #include <deque>

@@ -27,8 +27,8 @@
 #include <optional>
 #include <vector>
 
-#include "core/state_dict.h"
-#include "data/dataset.h"
+#include "mixgrad/core/state_dict.h"
+#include "mixgrad/data/dataset.h"
 
 namespace mg::data {
 

@@ -1,5 +1,5 @@
 // TensorDataset (tensor_dataset.h): a row gather with memcpy, any dtype.
-#include "data/tensor_dataset.h"
+#include "mixgrad/data/tensor_dataset.h"
 
 #include <cstring>
 

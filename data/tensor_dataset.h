@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/dataset.h"
+#include "mixgrad/data/dataset.h"
 
 namespace mg::data {
 

@@ -5,7 +5,7 @@
 // Integers are JSON integers (exact in 64 bits); floats are strings: the shortest text that reads
 // back to the same double for finite values, "inf"/"-inf", and "nan:0x<16 hex digits>" (the full
 // bit pattern) for NaNs, so every double round-trips bit for bit.
-#include "io/checkpoint.h"
+#include "mixgrad/io/checkpoint.h"
 
 #include <algorithm>
 #include <charconv>
@@ -19,9 +19,9 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "core/error.h"
-#include "io/json_text.h"
-#include "io/safetensors.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/io/json_text.h"
+#include "mixgrad/io/safetensors.h"
 
 namespace mg::io {
 

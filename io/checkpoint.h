@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/state_dict.h"
-#include "nn/module.h"
+#include "mixgrad/core/state_dict.h"
+#include "mixgrad/nn/module.h"
 
 namespace mg::io {
 

@@ -1,4 +1,4 @@
-#include "io/json_text.h"
+#include "mixgrad/io/json_text.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
 // safetensors: the header is built and parsed with nlohmann::ordered_json (private to this file
 // and checkpoint.cpp), the data goes through stdio. Writing streams one tensor at a time into a
 // temporary file that is renamed over the target only after everything was written and fsync'ed.
-#include "io/safetensors.h"
+#include "mixgrad/io/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -20,9 +20,9 @@
 #include <set>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "core/error.h"
-#include "io/json_text.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/io/json_text.h"
 
 namespace mg::io {
 

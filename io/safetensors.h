@@ -17,8 +17,8 @@
 #include <map>
 #include <string>
 
-#include "core/tensor.h"
-#include "nn/module.h"
+#include "mixgrad/core/tensor.h"
+#include "mixgrad/nn/module.h"
 
 namespace mg::io {
 

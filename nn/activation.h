@@ -2,8 +2,8 @@
 //
 //   auto act = nn::make<nn::GELU>({.approximate = mg::GeluApprox::Tanh});
 #pragma once
-#include "nn/module.h"
-#include "ops/ops.h"
+#include "mixgrad/nn/module.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::nn {
 

@@ -1,12 +1,12 @@
-#include "nn/attention.h"
+#include "mixgrad/nn/attention.h"
 
 #include <cmath>
 #include <limits>
 
-#include "core/factory.h"
-#include "nn/init.h"
-#include "ops/attention.h"
-#include "ops/ops.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/nn/init.h"
+#include "mixgrad/ops/attention.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::nn {
 

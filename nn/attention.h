@@ -5,9 +5,9 @@
 #pragma once
 #include <memory>
 
-#include "core/generator.h"
-#include "nn/linear.h"
-#include "nn/module.h"
+#include "mixgrad/core/generator.h"
+#include "mixgrad/nn/linear.h"
+#include "mixgrad/nn/module.h"
 
 namespace mg::nn {
 

@@ -1,4 +1,4 @@
-#include "nn/container.h"
+#include "mixgrad/nn/container.h"
 
 namespace mg::nn {
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "nn/module.h"
+#include "mixgrad/nn/module.h"
 
 namespace mg::nn {
 

@@ -1,10 +1,10 @@
-#include "nn/conv.h"
+#include "mixgrad/nn/conv.h"
 
 #include <cmath>
 
-#include "core/factory.h"
-#include "nn/init.h"
-#include "ops/conv.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/nn/init.h"
+#include "mixgrad/ops/conv.h"
 
 namespace mg::nn {
 namespace {

@@ -3,8 +3,8 @@
 //   auto conv = nn::make<nn::Conv2d>({.in = 3, .out = 16, .kernel = 3, .padding = 1, .bias = false});
 //   mg::Tensor y = (*conv)(x);                                  // x [N, 3, H, W] -> [N, 16, H, W]
 #pragma once
-#include "nn/module.h"
-#include "nn/size2.h"
+#include "mixgrad/nn/module.h"
+#include "mixgrad/nn/size2.h"
 
 namespace mg::nn {
 

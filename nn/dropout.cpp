@@ -1,10 +1,10 @@
-#include "nn/dropout.h"
+#include "mixgrad/nn/dropout.h"
 
-#include "autograd/grad_mode.h"
-#include "core/factory.h"
-#include "nn/init.h"
-#include "ops/norm.h"
-#include "ops/ops.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/nn/init.h"
+#include "mixgrad/ops/norm.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::nn {
 

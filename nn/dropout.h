@@ -5,8 +5,8 @@
 #pragma once
 #include <optional>
 
-#include "core/generator.h"
-#include "nn/module.h"
+#include "mixgrad/core/generator.h"
+#include "mixgrad/nn/module.h"
 
 namespace mg::nn {
 

@@ -5,11 +5,11 @@
 //   namespace F = mg::nn::functional;
 //   mg::Tensor y = F::relu(F::conv2d(x, w, b, {.padding = {1, 1}}));
 #pragma once
-#include "ops/attention.h"
-#include "ops/conv.h"
-#include "ops/loss.h"
-#include "ops/norm.h"
-#include "ops/ops.h"
+#include "mixgrad/ops/attention.h"
+#include "mixgrad/ops/conv.h"
+#include "mixgrad/ops/loss.h"
+#include "mixgrad/ops/norm.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::nn::functional {
 

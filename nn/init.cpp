@@ -1,11 +1,11 @@
-#include "nn/init.h"
+#include "mixgrad/nn/init.h"
 
 #include <cmath>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "core/factory.h"
-#include "ops/ops.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::nn::init {
 namespace {

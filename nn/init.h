@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "mixgrad/core/generator.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg::nn::init {
 

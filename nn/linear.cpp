@@ -1,10 +1,10 @@
-#include "nn/linear.h"
+#include "mixgrad/nn/linear.h"
 
 #include <cmath>
 
-#include "core/factory.h"
-#include "nn/init.h"
-#include "ops/ops.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/nn/init.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::nn {
 

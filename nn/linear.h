@@ -3,7 +3,7 @@
 //   auto fc = nn::make<nn::Linear>({.in = 784, .out = 10});   // y = x W^T + b
 //   mg::Tensor y = (*fc)(x);                                     // x [B, 784] -> [B, 10]
 #pragma once
-#include "nn/module.h"
+#include "mixgrad/nn/module.h"
 
 namespace mg::nn {
 

@@ -1,4 +1,4 @@
-#include "nn/loss.h"
+#include "mixgrad/nn/loss.h"
 
 namespace mg::nn {
 namespace {

@@ -3,8 +3,8 @@
 //   nn::CrossEntropyLoss criterion({.label_smoothing = 0.1});
 //   mg::Tensor loss = criterion(logits, target);       // logits [N, C], target i64 [N]
 #pragma once
-#include "nn/module.h"
-#include "ops/loss.h"
+#include "mixgrad/nn/module.h"
+#include "mixgrad/ops/loss.h"
 
 namespace mg::nn {
 

@@ -1,10 +1,10 @@
-#include "nn/module.h"
+#include "mixgrad/nn/module.h"
 
 #include <algorithm>
 #include <sstream>
 
-#include "autograd/grad_mode.h"
-#include "ops/ops.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::nn {
 

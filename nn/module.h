@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/op_observer.h"
-#include "core/tensor.h"
+#include "mixgrad/core/op_observer.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg::nn {
 

@@ -1,11 +1,11 @@
-#include "nn/normalization.h"
+#include "mixgrad/nn/normalization.h"
 
 #include <algorithm>
 
-#include "autograd/grad_mode.h"
-#include "core/factory.h"
-#include "ops/norm.h"
-#include "ops/ops.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/ops/norm.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::nn {
 namespace {

@@ -7,7 +7,7 @@
 #pragma once
 #include <optional>
 
-#include "nn/module.h"
+#include "mixgrad/nn/module.h"
 
 namespace mg::nn {
 

@@ -1,6 +1,6 @@
-#include "nn/pooling.h"
+#include "mixgrad/nn/pooling.h"
 
-#include "ops/conv.h"
+#include "mixgrad/ops/conv.h"
 
 namespace mg::nn {
 namespace {

@@ -3,8 +3,8 @@
 //   auto pool = nn::make<nn::MaxPool2d>({.kernel = 3, .stride = 2, .padding = 1});
 //   auto gap  = nn::make<nn::AdaptiveAvgPool2d>({.output = 1});   // [N, C, H, W] -> [N, C, 1, 1]
 #pragma once
-#include "nn/module.h"
-#include "nn/size2.h"
+#include "mixgrad/nn/module.h"
+#include "mixgrad/nn/size2.h"
 
 namespace mg::nn {
 

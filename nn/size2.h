@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/error.h"
+#include "mixgrad/core/error.h"
 
 namespace mg::nn {
 

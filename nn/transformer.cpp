@@ -1,6 +1,6 @@
-#include "nn/transformer.h"
+#include "mixgrad/nn/transformer.h"
 
-#include "ops/ops.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::nn {
 

@@ -6,11 +6,11 @@
 #pragma once
 #include <memory>
 
-#include "core/generator.h"
-#include "nn/attention.h"
-#include "nn/dropout.h"
-#include "nn/linear.h"
-#include "nn/normalization.h"
+#include "mixgrad/core/generator.h"
+#include "mixgrad/nn/attention.h"
+#include "mixgrad/nn/dropout.h"
+#include "mixgrad/nn/linear.h"
+#include "mixgrad/nn/normalization.h"
 
 namespace mg::nn {
 

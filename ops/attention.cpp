@@ -1,11 +1,11 @@
-#include "ops/attention.h"
+#include "mixgrad/ops/attention.h"
 
 #include <cmath>
 
-#include "core/factory.h"
-#include "ops/loss.h"
-#include "ops/norm.h"
-#include "ops/ops.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/ops/loss.h"
+#include "mixgrad/ops/norm.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg {
 

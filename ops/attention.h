@@ -6,8 +6,8 @@
 #pragma once
 #include <optional>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "mixgrad/core/generator.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg {
 

@@ -3,9 +3,9 @@
 #pragma once
 #include <vector>
 
-#include "autograd/saved_tensor.h"
-#include "ops/op.h"
-#include "ops/op_rule.h"
+#include "mixgrad/autograd/saved_tensor.h"
+#include "mixgrad/ops/op.h"
+#include "mixgrad/ops/op_rule.h"
 
 namespace mg {
 

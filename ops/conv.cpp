@@ -3,15 +3,15 @@
 // conv2d is conv2d_backward_input (a transposed conv), the weight gradient conv2d_backward_weight,
 // and the gradients of those two are again conv2d / conv2d_backward_* — so every rule is written
 // with these public ops and double backward works to any order.
-#include "ops/conv.h"
+#include "mixgrad/ops/conv.h"
 
 #include <string>
 
-#include "ops/backward_ctx.h"
-#include "ops/dispatcher.h"
-#include "ops/infer.h"
-#include "ops/ops.h"
-#include "ops/register.h"
+#include "mixgrad/ops/backward_ctx.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg {
 namespace {

@@ -9,7 +9,7 @@
 #include <array>
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg {
 

@@ -1,11 +1,11 @@
 // Copies and casts: clone, to(dtype), to(device), copy_ (via the `copy` op) and fill_. Casts are
 // differentiable, so an f32 weight used in an f16 op receives an f32 gradient (DESIGN §4): the
 // backward of to_dtype is the cast back, which the dispatcher applies to every gradient anyway.
-#include "ops/backward_ctx.h"
-#include "ops/dispatcher.h"
-#include "ops/infer.h"
-#include "ops/ops.h"
-#include "ops/register.h"
+#include "mixgrad/ops/backward_ctx.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg {
 namespace {

@@ -1,11 +1,11 @@
-#include "ops/custom_function.h"
+#include "mixgrad/ops/custom_function.h"
 
-#include "autograd/grad_mode.h"
-#include "core/autocast_state.h"
-#include "ops/dispatcher.h"
-#include "ops/op_node.h"
-#include "ops/op_rule.h"
-#include "ops/ops.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/autocast_state.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/op_node.h"
+#include "mixgrad/ops/op_rule.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg {
 namespace {

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/node.h"
-#include "autograd/saved_tensor.h"
-#include "ops/op.h"
+#include "mixgrad/autograd/node.h"
+#include "mixgrad/autograd/saved_tensor.h"
+#include "mixgrad/ops/op.h"
 
 namespace mg {
 

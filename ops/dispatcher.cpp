@@ -1,16 +1,16 @@
 // The dispatcher: autocast hook -> device check -> infer/allocate -> kernel -> autograd record
 // -> op observer (only when one is installed: core/op_observer.h).
-#include "ops/dispatcher.h"
+#include "mixgrad/ops/dispatcher.h"
 
 #include <memory>
 
-#include "autograd/grad_mode.h"
-#include "core/autocast_state.h"
-#include "core/op_observer.h"
-#include "ops/kernel_registry.h"
-#include "ops/op_node.h"
-#include "ops/op_rule.h"
-#include "ops/ops.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/autocast_state.h"
+#include "mixgrad/core/op_observer.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/op_node.h"
+#include "mixgrad/ops/op_rule.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg {
 namespace {

@@ -9,8 +9,8 @@
 //
 //   mg::Tensor y = mg::dispatch(mg::OpId::exp, {x})[0];
 #pragma once
-#include "core/tensor.h"
-#include "ops/op.h"
+#include "mixgrad/core/tensor.h"
+#include "mixgrad/ops/op.h"
 
 namespace mg {
 

@@ -3,11 +3,11 @@
 // differentiated (double backward).
 #include <cmath>
 
-#include "ops/backward_ctx.h"
-#include "ops/dispatcher.h"
-#include "ops/infer.h"
-#include "ops/ops.h"
-#include "ops/register.h"
+#include "mixgrad/ops/backward_ctx.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg {
 namespace {

@@ -5,8 +5,8 @@
 #pragma once
 #include <cmath>
 
-#include "core/fast_math.h"
-#include "core/macros.h"
+#include "mixgrad/core/fast_math.h"
+#include "mixgrad/core/macros.h"
 
 namespace mg::fn {
 

@@ -11,13 +11,13 @@
 #include <algorithm>
 #include <limits>
 
-#include "autograd/grad_mode.h"
-#include "core/visit_dtype.h"
-#include "ops/backward_ctx.h"
-#include "ops/dispatcher.h"
-#include "ops/infer.h"
-#include "ops/ops.h"
-#include "ops/register.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/backward_ctx.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg {
 namespace {

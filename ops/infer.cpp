@@ -1,4 +1,4 @@
-#include "ops/infer.h"
+#include "mixgrad/ops/infer.h"
 
 #include <algorithm>
 

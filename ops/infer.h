@@ -3,7 +3,7 @@
 #pragma once
 #include <optional>
 
-#include "ops/op_rule.h"
+#include "mixgrad/ops/op_rule.h"
 
 namespace mg {
 

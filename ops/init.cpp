@@ -2,11 +2,11 @@
 // initialisers) and where the autograd engine receives the tensor math it needs.
 #include <mutex>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "ops/dispatcher.h"
-#include "ops/ops.h"
-#include "ops/register.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/autograd/node.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/register.h"
 
 #if defined(MG_WITH_CUDA)
 namespace mg::cuda {

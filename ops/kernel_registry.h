@@ -2,8 +2,8 @@
 // register_cpu_kernels() / register_cuda_kernels() (never from static initialisers, which static
 // libraries drop). A missing kernel is a clear error, never a silent fallback.
 #pragma once
-#include "core/tensor.h"
-#include "ops/op.h"
+#include "mixgrad/core/tensor.h"
+#include "mixgrad/ops/op.h"
 
 namespace mg {
 

@@ -3,11 +3,11 @@
 // (autocast lowers them before inference when it is on). Backward rules are written with these
 // same public ops, so double backward works; gradients of broadcast operands come back in the
 // broadcast shape and the dispatcher sums them to the input's shape.
-#include "ops/backward_ctx.h"
-#include "ops/dispatcher.h"
-#include "ops/infer.h"
-#include "ops/ops.h"
-#include "ops/register.h"
+#include "mixgrad/ops/backward_ctx.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg {
 namespace {

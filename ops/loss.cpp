@@ -5,17 +5,17 @@
 //
 // Class losses take logits [N, C, d1, ...] (or [C]) with the class dim at 1 (0 for [C]) and an
 // i64 target with the class dim removed ([N, d1, ...], or []).
-#include "ops/loss.h"
+#include "mixgrad/ops/loss.h"
 
 #include <cmath>
 
-#include "autograd/grad_mode.h"
-#include "core/factory.h"
-#include "ops/backward_ctx.h"
-#include "ops/dispatcher.h"
-#include "ops/infer.h"
-#include "ops/ops.h"
-#include "ops/register.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/ops/backward_ctx.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg {
 

@@ -10,7 +10,7 @@
 #pragma once
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg {
 

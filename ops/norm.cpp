@@ -9,13 +9,13 @@
 // omitted from the input list and flagged in attrs.mode (bit0 weight, bit1 bias, bit2 running stats).
 #include <numeric>
 
-#include "autograd/grad_mode.h"
-#include "ops/backward_ctx.h"
-#include "ops/dispatcher.h"
-#include "ops/infer.h"
-#include "ops/norm.h"
-#include "ops/ops.h"
-#include "ops/register.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/ops/backward_ctx.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/norm.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg {
 namespace {

@@ -11,8 +11,8 @@
 #pragma once
 #include <cstdint>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "mixgrad/core/generator.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg {
 

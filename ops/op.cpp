@@ -1,16 +1,16 @@
-#include "ops/op.h"
+#include "mixgrad/ops/op.h"
 
 #include <array>
 #include <atomic>
 
-#include "core/error.h"
+#include "mixgrad/core/error.h"
 
 namespace mg {
 namespace {
 
 constexpr OpDesc kOpDescs[] = {
 #define MG_OP(name, arity, policy, diff) {#name, arity, CastPolicy::policy, diff},
-#include "ops/op_list.def"
+#include "mixgrad/ops/op_list.def"
 #undef MG_OP
 };
 static_assert(sizeof(kOpDescs) / sizeof(kOpDescs[0]) == std::size_t(kNumOps),

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
-#include "core/dtype.h"
+#include "mixgrad/core/device.h"
+#include "mixgrad/core/dtype.h"
 
 namespace mg {
 
@@ -28,7 +28,7 @@ CastPolicy policy_from_name(const std::string& name);
 
 enum class OpId : uint16_t {
 #define MG_OP(name, arity, policy, diff) name,
-#include "ops/op_list.def"
+#include "mixgrad/ops/op_list.def"
 #undef MG_OP
   kCount
 };

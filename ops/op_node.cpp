@@ -1,7 +1,7 @@
-#include "ops/op_node.h"
+#include "mixgrad/ops/op_node.h"
 
-#include "ops/backward_ctx.h"
-#include "ops/ops.h"
+#include "mixgrad/ops/backward_ctx.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg {
 

@@ -5,10 +5,10 @@
 #pragma once
 #include <vector>
 
-#include "autograd/node.h"
-#include "autograd/saved_tensor.h"
-#include "ops/op.h"
-#include "ops/op_rule.h"
+#include "mixgrad/autograd/node.h"
+#include "mixgrad/autograd/saved_tensor.h"
+#include "mixgrad/ops/op.h"
+#include "mixgrad/ops/op_rule.h"
 
 namespace mg {
 

@@ -1,8 +1,8 @@
-#include "ops/op_reference.h"
+#include "mixgrad/ops/op_reference.h"
 
 #include <sstream>
 
-#include "ops/op.h"
+#include "mixgrad/ops/op.h"
 
 namespace mg {
 namespace {

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/tensor.h"
-#include "ops/op.h"
+#include "mixgrad/core/tensor.h"
+#include "mixgrad/ops/op.h"
 
 namespace mg {
 

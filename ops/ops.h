@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/factory.h"
-#include "core/tensor.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg {
 

@@ -5,13 +5,13 @@
 // each other's adjoints.
 #include <string>
 
-#include "ops/backward_ctx.h"
-#include "ops/conv.h"
-#include "ops/cpu/pool_window.h"
-#include "ops/dispatcher.h"
-#include "ops/infer.h"
-#include "ops/ops.h"
-#include "core/factory.h"
+#include "mixgrad/ops/backward_ctx.h"
+#include "mixgrad/ops/conv.h"
+#include "mixgrad/ops/cpu/pool_window.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/core/factory.h"
 
 namespace mg {
 namespace {

@@ -5,9 +5,9 @@
 #include <iomanip>
 #include <sstream>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "ops/ops.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/autograd/node.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg {
 namespace {

@@ -2,8 +2,8 @@
 #pragma once
 #include <vector>
 
-#include "core/tensor.h"
-#include "ops/op.h"
+#include "mixgrad/core/tensor.h"
+#include "mixgrad/ops/op.h"
 
 namespace mg {
 

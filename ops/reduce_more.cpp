@@ -6,12 +6,12 @@
 // gradient nor its own gradient picks up a NaN from the masked branch.
 #include <cmath>
 
-#include "ops/backward_ctx.h"
-#include "ops/dispatcher.h"
-#include "ops/infer.h"
-#include "ops/ops.h"
-#include "ops/reduce_common.h"
-#include "ops/register.h"
+#include "mixgrad/ops/backward_ctx.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/reduce_common.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg {
 namespace {

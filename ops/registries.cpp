@@ -1,8 +1,8 @@
 // Storage for the rule table and the kernel table (both indexed by OpId).
 #include <array>
 
-#include "ops/kernel_registry.h"
-#include "ops/op_rule.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/op_rule.h"
 
 namespace mg {
 namespace {

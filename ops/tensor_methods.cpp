@@ -1,7 +1,7 @@
 // Tensor's LibTorch-style member functions: thin forwards to the free functions of ops/ops.h and
 // to dispatch_inplace for the in-place ones.
-#include "ops/dispatcher.h"
-#include "ops/ops.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg {
 

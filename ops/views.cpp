@@ -5,10 +5,10 @@
 #include <numeric>
 #include <optional>
 
-#include "ops/backward_ctx.h"
-#include "ops/dispatcher.h"
-#include "ops/ops.h"
-#include "ops/register.h"
+#include "mixgrad/ops/backward_ctx.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg {
 namespace {

@@ -1,9 +1,9 @@
-#include "optim/adam.h"
+#include "mixgrad/optim/adam.h"
 
 #include <cmath>
 
-#include "core/visit_dtype.h"
-#include "optim/functors.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/optim/functors.h"
 
 namespace mg::optim {
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "optim/optimizer.h"
+#include "mixgrad/optim/optimizer.h"
 
 namespace mg::optim {
 

@@ -1,12 +1,12 @@
-#include "optim/clip_grad.h"
+#include "mixgrad/optim/clip_grad.h"
 
 #include <vector>
 
-#include "core/factory.h"
-#include "core/visit_dtype.h"
-#include "ops/ops.h"
-#include "optim/functors.h"
-#include "optim/multi_tensor.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/optim/functors.h"
+#include "mixgrad/optim/multi_tensor.h"
 
 namespace mg::optim {
 

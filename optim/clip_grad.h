@@ -12,7 +12,7 @@
 #pragma once
 #include <cmath>
 
-#include "core/tensor.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg::optim {
 

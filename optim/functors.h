@@ -14,7 +14,7 @@
 #pragma once
 #include <cmath>
 
-#include "core/macros.h"
+#include "mixgrad/core/macros.h"
 
 namespace mg::fn {
 

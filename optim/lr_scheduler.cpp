@@ -1,4 +1,4 @@
-#include "optim/lr_scheduler.h"
+#include "mixgrad/optim/lr_scheduler.h"
 
 #include <algorithm>
 #include <cmath>

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "core/state_dict.h"
-#include "optim/optimizer.h"
+#include "mixgrad/core/state_dict.h"
+#include "mixgrad/optim/optimizer.h"
 
 namespace mg::optim {
 

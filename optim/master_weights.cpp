@@ -1,9 +1,9 @@
-#include "optim/master_weights.h"
+#include "mixgrad/optim/master_weights.h"
 
-#include "core/half.h"
-#include "core/visit_dtype.h"
-#include "ops/ops.h"
-#include "optim/multi_tensor.h"
+#include "mixgrad/core/half.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/optim/multi_tensor.h"
 
 namespace mg::optim {
 namespace {

@@ -13,7 +13,7 @@
 #pragma once
 #include <vector>
 
-#include "core/tensor.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg::optim {
 

@@ -1,8 +1,8 @@
-#include "optim/multi_tensor.h"
+#include "mixgrad/optim/multi_tensor.h"
 
 #include <algorithm>
 
-#include "core/parallel.h"
+#include "mixgrad/core/parallel.h"
 
 namespace mg::optim {
 

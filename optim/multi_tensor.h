@@ -16,7 +16,7 @@
 #include <functional>
 #include <vector>
 
-#include "core/dtype.h"
+#include "mixgrad/core/dtype.h"
 
 namespace mg::optim {
 

@@ -4,9 +4,9 @@
 //   #include "optim/optim.h"
 //   mg::optim::AdamW opt(net.parameters(), {.lr = 1e-3, .weight_decay = 0.01});
 #pragma once
-#include "optim/adam.h"
-#include "optim/clip_grad.h"
-#include "optim/lamb.h"
-#include "optim/lr_scheduler.h"
-#include "optim/optimizer.h"
-#include "optim/sgd.h"
+#include "mixgrad/optim/adam.h"
+#include "mixgrad/optim/clip_grad.h"
+#include "mixgrad/optim/lamb.h"
+#include "mixgrad/optim/lr_scheduler.h"
+#include "mixgrad/optim/optimizer.h"
+#include "mixgrad/optim/sgd.h"

@@ -1,12 +1,12 @@
-#include "optim/optimizer.h"
+#include "mixgrad/optim/optimizer.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <utility>
 
-#include "autograd/grad_mode.h"
-#include "ops/ops.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::optim {
 

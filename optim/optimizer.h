@@ -21,11 +21,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/error.h"
-#include "core/state_dict.h"
-#include "core/tensor.h"
-#include "optim/master_weights.h"
-#include "optim/multi_tensor.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/state_dict.h"
+#include "mixgrad/core/tensor.h"
+#include "mixgrad/optim/master_weights.h"
+#include "mixgrad/optim/multi_tensor.h"
 
 namespace mg::optim {
 

@@ -1,7 +1,7 @@
-#include "optim/sgd.h"
+#include "mixgrad/optim/sgd.h"
 
-#include "core/visit_dtype.h"
-#include "optim/functors.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/optim/functors.h"
 
 namespace mg::optim {
 

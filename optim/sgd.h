@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "optim/optimizer.h"
+#include "mixgrad/optim/optimizer.h"
 
 namespace mg::optim {
 

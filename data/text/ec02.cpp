@@ -3,7 +3,7 @@
 // code width grows or after a CLEAR. Widths grow after exactly 256·2^k codes, a multiple of 8, so
 // in practice only CLEAR leaves padding. Every input is treated as untrusted: each code is checked
 // against the dictionary, each window's output against window_size.
-#include "data/text/ec02.h"
+#include "mixgrad/data/text/ec02.h"
 
 #include <algorithm>
 #include <array>
@@ -12,7 +12,7 @@
 #include <iterator>
 #include <sstream>
 
-#include "core/error.h"
+#include "mixgrad/core/error.h"
 
 namespace mg::data {
 namespace {

@@ -1,12 +1,12 @@
 // KJV verse reader: EC02 decompression (data/text/ec02.cpp) and a strict line parser.
-#include "data/text/kjv.h"
+#include "mixgrad/data/text/kjv.h"
 
 #include <cstdlib>
 #include <filesystem>
 #include <unordered_map>
 
-#include "core/error.h"
-#include "data/text/ec02.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/data/text/ec02.h"
 
 namespace mg::data {
 namespace {

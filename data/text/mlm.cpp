@@ -1,13 +1,13 @@
 // Sequence building and the MLM collator. One Philox block per (example, position): word 0 is the
 // selection priority, words 1 and 3 the mask/random/keep draw, word 2 the random token.
-#include "data/text/mlm.h"
+#include "mixgrad/data/text/mlm.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
-#include "core/factory.h"
-#include "data/text/wordpiece.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/data/text/wordpiece.h"
 
 namespace mg::data {
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/dataset.h"
+#include "mixgrad/data/dataset.h"
 
 namespace mg::data {
 

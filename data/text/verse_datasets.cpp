@@ -1,11 +1,11 @@
 // Verse datasets: tokenise once at construction, build fixed-length rows per batch.
-#include "data/text/verse_datasets.h"
+#include "mixgrad/data/text/verse_datasets.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "core/error.h"
-#include "core/factory.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/factory.h"
 
 namespace mg::data {
 namespace {

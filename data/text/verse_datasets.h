@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
-#include "data/text/kjv.h"
-#include "data/text/mlm.h"
-#include "data/text/wordpiece.h"
+#include "mixgrad/data/dataset.h"
+#include "mixgrad/data/text/kjv.h"
+#include "mixgrad/data/text/mlm.h"
+#include "mixgrad/data/text/wordpiece.h"
 
 namespace mg::data {
 

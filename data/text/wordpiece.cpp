@@ -2,7 +2,7 @@
 // corpus count as a list of symbol ids, the count of every adjacent symbol pair (weighted by word
 // counts), the words each pair occurs in, and a max-heap of (count, pair) that is refreshed
 // lazily: an entry whose count is stale is re-pushed with the current count when popped.
-#include "data/text/wordpiece.h"
+#include "mixgrad/data/text/wordpiece.h"
 
 #include <algorithm>
 #include <fstream>
@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "core/error.h"
+#include "mixgrad/core/error.h"
 
 namespace mg::data {
 

@@ -1,9 +1,9 @@
-#include "nn/models/bert.h"
+#include "mixgrad/nn/models/bert.h"
 
-#include "autograd/grad_mode.h"
-#include "core/factory.h"
-#include "nn/init.h"
-#include "ops/ops.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/nn/init.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::nn::models {
 

@@ -10,11 +10,11 @@
 #pragma once
 #include <memory>
 
-#include "nn/container.h"
-#include "nn/dropout.h"
-#include "nn/linear.h"
-#include "nn/normalization.h"
-#include "nn/transformer.h"
+#include "mixgrad/nn/container.h"
+#include "mixgrad/nn/dropout.h"
+#include "mixgrad/nn/linear.h"
+#include "mixgrad/nn/normalization.h"
+#include "mixgrad/nn/transformer.h"
 
 namespace mg::nn::models {
 

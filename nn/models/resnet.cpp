@@ -1,8 +1,8 @@
-#include "nn/models/resnet.h"
+#include "mixgrad/nn/models/resnet.h"
 
-#include "core/factory.h"
-#include "nn/init.h"
-#include "ops/ops.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/nn/init.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::nn::models {
 namespace {

@@ -13,11 +13,11 @@
 #pragma once
 #include <memory>
 
-#include "nn/container.h"
-#include "nn/conv.h"
-#include "nn/linear.h"
-#include "nn/normalization.h"
-#include "nn/pooling.h"
+#include "mixgrad/nn/container.h"
+#include "mixgrad/nn/conv.h"
+#include "mixgrad/nn/linear.h"
+#include "mixgrad/nn/normalization.h"
+#include "mixgrad/nn/pooling.h"
 
 namespace mg::nn::models {
 

@@ -9,16 +9,16 @@
 #include <type_traits>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "core/parallel.h"
-#include "core/convert.h"
-#include "core/factory.h"
-#include "ops/cpu/conv_onednn.h"
-#include "ops/cpu/gemm.h"
-#include "ops/cpu/im2col.h"
-#include "ops/kernel_registry.h"
-#include "ops/ops.h"
-#include "ops/register.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/parallel.h"
+#include "mixgrad/core/convert.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/ops/cpu/conv_onednn.h"
+#include "mixgrad/ops/cpu/gemm.h"
+#include "mixgrad/ops/cpu/im2col.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg::cpu {
 namespace {

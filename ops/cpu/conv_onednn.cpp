@@ -41,7 +41,7 @@
 // moments); reorders to and from nChw16c cost ~0.5 ms per 6.4 MB tensor on top.
 // ResNet-20 training step (bench_nn, f32, batch 128), old vs new alternately: 1966, 2175 ms ->
 // 834, 813 ms; batch 16 (--quick): 271, 198 -> 107, 98 ms.
-#include "ops/cpu/conv_onednn.h"
+#include "mixgrad/ops/cpu/conv_onednn.h"
 
 #include <oneapi/dnnl/dnnl_debug.h>
 
@@ -57,9 +57,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/convert.h"
-#include "core/error.h"
-#include "core/parallel.h"
+#include "mixgrad/core/convert.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/parallel.h"
 
 namespace mg::cpu {
 namespace {

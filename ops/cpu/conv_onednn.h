@@ -5,8 +5,8 @@
 //
 //   mg::cpu::ConvPathGuard path(mg::cpu::ConvPath::Im2col);  // tests: force the peer path
 #pragma once
-#include "core/tensor.h"
-#include "ops/cpu/im2col.h"
+#include "mixgrad/core/tensor.h"
+#include "mixgrad/ops/cpu/im2col.h"
 
 namespace mg::cpu {
 

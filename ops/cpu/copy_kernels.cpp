@@ -1,10 +1,10 @@
 // CPU kernels for clone / to_dtype / to_device / copy: a strided converting copy. Dense
 // f32 <-> f16/bf16 conversions use the bulk converters (F16C/AVX-512 when available).
-#include "core/convert.h"
-#include "core/visit_dtype.h"
-#include "ops/cpu/loops.h"
-#include "ops/kernel_registry.h"
-#include "ops/register.h"
+#include "mixgrad/core/convert.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/cpu/loops.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg::cpu {
 namespace {

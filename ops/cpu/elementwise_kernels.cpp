@@ -1,9 +1,9 @@
 // CPU kernels of the elementwise ops: the shared functors (ops/functors.h) run by the strided
 // loops (ops/cpu/loops.h). f16/bf16 load into f32, compute, and round once on store.
-#include "ops/cpu/loops.h"
-#include "ops/functors.h"
-#include "ops/kernel_registry.h"
-#include "ops/register.h"
+#include "mixgrad/ops/cpu/loops.h"
+#include "mixgrad/ops/functors.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg::cpu {
 namespace {

@@ -13,7 +13,7 @@
 //   [16,100352] @ [100352,144]^T (conv dW)           54-65  vs  40-43
 //   32^3 about equal, 16^3 15 vs 35, 4^3 0.3 vs 2 (oneDNN costs ~0.4 us a call)
 // Through mg::matmul at 2048^3 (bench_ops): f32 167-185 -> 215-254, bf16 134-162 -> 551-577.
-#include "ops/cpu/gemm.h"
+#include "mixgrad/ops/cpu/gemm.h"
 
 // gcc 12 reports false -Wmaybe-uninitialized warnings inside its AVX-512 intrinsics when inlining
 // Eigen's GEMM kernels; they are not about this file's code.
@@ -27,10 +27,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/convert.h"
-#include "core/error.h"
-#include "core/half.h"
-#include "core/parallel.h"
+#include "mixgrad/core/convert.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/half.h"
+#include "mixgrad/core/parallel.h"
 
 // oneDNN 2.6 exports its bf16 GEMM (row-major, like dnnl_sgemm) but declares it only in its own
 // tests; mg::BFloat16 has the same 16-bit layout as its bfloat16_t.

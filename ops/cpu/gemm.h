@@ -13,7 +13,7 @@
 #pragma once
 #include <cstdint>
 
-#include "core/shape.h"
+#include "mixgrad/core/shape.h"
 
 namespace mg::cpu {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/op.h"
+#include "mixgrad/ops/op.h"
 
 namespace mg::cpu {
 

@@ -12,10 +12,10 @@
 // parallelises over outer positions only: two outer positions never write the same output line.
 #include <cstring>
 
-#include "core/visit_dtype.h"
-#include "ops/cpu/loops.h"
-#include "ops/kernel_registry.h"
-#include "ops/register.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/cpu/loops.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg::cpu {
 namespace {

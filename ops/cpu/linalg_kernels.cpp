@@ -1,9 +1,9 @@
 // CPU kernels of the linear-algebra ops: each describes its operands (shapes, strides, broadcast
 // batch dims) as a GemmProblem and runs the shared GEMM driver (ops/cpu/gemm.h), which accumulates
 // f16/bf16 products in f32 and rounds the output once. Shapes were validated by the op's infer rule.
-#include "ops/cpu/gemm.h"
-#include "ops/kernel_registry.h"
-#include "ops/register.h"
+#include "mixgrad/ops/cpu/gemm.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg::cpu {
 namespace {

@@ -1,4 +1,4 @@
-#include "ops/cpu/loops.h"
+#include "mixgrad/ops/cpu/loops.h"
 
 namespace mg::cpu {
 

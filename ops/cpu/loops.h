@@ -6,9 +6,9 @@
 #include <array>
 #include <cstdint>
 
-#include "core/convert.h"
-#include "core/parallel.h"
-#include "core/tensor.h"
+#include "mixgrad/core/convert.h"
+#include "mixgrad/core/parallel.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg::cpu {
 

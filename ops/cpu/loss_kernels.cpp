@@ -8,13 +8,13 @@
 #include <limits>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "core/autocast_state.h"
-#include "core/parallel.h"
-#include "ops/kernel_registry.h"
-#include "ops/loss.h"
-#include "ops/ops.h"
-#include "ops/register.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/autocast_state.h"
+#include "mixgrad/core/parallel.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/loss.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg::cpu {
 namespace {

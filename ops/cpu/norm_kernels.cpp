@@ -12,14 +12,14 @@
 #include <cmath>
 #include <vector>
 
-#include "core/convert.h"
-#include "core/half.h"
-#include "core/parallel.h"
-#include "core/philox.h"
-#include "core/philox_batch.h"
-#include "core/visit_dtype.h"
-#include "ops/kernel_registry.h"
-#include "ops/register.h"
+#include "mixgrad/core/convert.h"
+#include "mixgrad/core/half.h"
+#include "mixgrad/core/parallel.h"
+#include "mixgrad/core/philox.h"
+#include "mixgrad/core/philox_batch.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg::cpu {
 namespace {

@@ -7,11 +7,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "core/parallel.h"
-#include "ops/cpu/pool_window.h"
-#include "ops/kernel_registry.h"
-#include "ops/ops.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/parallel.h"
+#include "mixgrad/ops/cpu/pool_window.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::cpu {
 namespace {

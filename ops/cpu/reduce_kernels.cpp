@@ -1,9 +1,9 @@
 // CPU kernels of sum and mean. Accumulators: f32 for f16/bf16/f32, f64 for f64, i64 for integers
 // and bool; dense runs are summed in blocks of 8 lanes (a two-level sum, far tighter than one
 // running total).
-#include "ops/cpu/reduce_loop.h"
-#include "ops/kernel_registry.h"
-#include "ops/register.h"
+#include "mixgrad/ops/cpu/reduce_loop.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg::cpu {
 namespace {

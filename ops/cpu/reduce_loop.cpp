@@ -1,4 +1,4 @@
-#include "ops/cpu/reduce_loop.h"
+#include "mixgrad/ops/cpu/reduce_loop.h"
 
 namespace mg::cpu {
 

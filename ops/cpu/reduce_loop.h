@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/parallel.h"
-#include "core/tensor.h"
+#include "mixgrad/core/parallel.h"
+#include "mixgrad/core/tensor.h"
 
 namespace mg::cpu {
 

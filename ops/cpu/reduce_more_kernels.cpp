@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "ops/cpu/reduce_loop.h"
-#include "ops/cpu/reducers.h"
-#include "ops/kernel_registry.h"
-#include "ops/register.h"
+#include "mixgrad/ops/cpu/reduce_loop.h"
+#include "mixgrad/ops/cpu/reducers.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/register.h"
 
 namespace mg::cpu {
 namespace {

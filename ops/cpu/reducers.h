@@ -10,7 +10,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "mixgrad/core/dtype.h"
 
 namespace mg::cpu {
 
