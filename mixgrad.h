@@ -1,7 +1,7 @@
 // The umbrella header: tensors, factories, autograd, every public op, the nn library and model zoo,
 // optimizers, data pipelines, checkpoints and amp (Autocast, GradScaler).
 //
-//   #include "mixgrad.h"
+//   #include <mixgrad/mixgrad.h>
 //   mg::Tensor y = mg::gelu(mg::linear(x, w, b));
 #pragma once
 

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "mixgrad.h"
+#include <mixgrad/mixgrad.h>
 #include "test_util.h"
 
 #define main readme_first_model_main
