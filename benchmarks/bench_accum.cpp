@@ -32,20 +32,6 @@ using bench::g_sink;
 using bench::Row;
 using bench::seconds_best_of;  // memcpy's reference (wall time)
 
-double memcpy_gbps(int64_t bytes, int threads, int reps) {
-  std::vector<char> src(std::size_t(bytes), 1), dst(std::size_t(bytes), 0);
-  const double t = seconds_best_of(reps, [&] {
-#pragma omp parallel num_threads(threads)
-    {
-      const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-      const int64_t b = bytes * id / nt, e = bytes * (id + 1) / nt;
-      std::memcpy(dst.data() + b, src.data() + b, std::size_t(e - b));
-    }
-  });
-  g_sink = double(dst[std::size_t(bytes / 2)]);
-  return 2.0 * double(bytes) / t / 1e9;
-}
-
 double cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -86,7 +72,7 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows_out;
   try {
-    const double mc = memcpy_gbps(int64_t(1) << (cfg.quick ? 22 : 26), cfg.threads, reps);
+    const double mc = bench::memcpy_gbps(int64_t(1) << (cfg.quick ? 22 : 26), cfg.threads, reps);
     rows_out.push_back({"memcpy", "-", "", mc, "GB/s", "", 0, 0});
     auto add = [&](const std::string& name, const std::string& shape, double bytes, const std::function<mg::Tensor()>& op) {
       const double v = op_gbps(bytes, reps, op);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -166,6 +167,22 @@ inline int parse_args(int argc, char** argv, const char* program, Config& cfg) {
     }
   }
   return -1;
+}
+
+// memcpy of `bytes` split over `threads` threads, best of `reps`: the memory-bound reference.
+// GB/s counts bytes read + bytes written, like the ops measured against it.
+inline double memcpy_gbps(int64_t bytes, int threads, int reps) {
+  std::vector<char> src(std::size_t(bytes), 1), dst(std::size_t(bytes), 0);
+  const double t = seconds_best_of(reps, [&] {
+#pragma omp parallel num_threads(threads)
+    {
+      const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+      const int64_t b = bytes * id / nt, e = bytes * (id + 1) / nt;
+      std::memcpy(dst.data() + b, src.data() + b, std::size_t(e - b));
+    }
+  });
+  g_sink = double(dst[std::size_t(bytes / 2)]);
+  return 2.0 * double(bytes) / t / 1e9;
 }
 
 }  // namespace bench

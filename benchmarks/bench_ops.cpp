@@ -39,22 +39,7 @@ double gemm_gflops(int64_t n, mg::DType dtype, int reps) {
   return 2.0 * double(n) * double(n) * double(n) / t / 1e9;
 }
 
-// ---- 4./5. memory-bound ops vs memcpy of the same traffic ----
-// memcpy split over the same threads; GB/s counts bytes read + bytes written, like the ops.
-double memcpy_gbps(int64_t bytes, int threads, int reps) {
-  std::vector<char> src(std::size_t(bytes), 1), dst(std::size_t(bytes), 0);
-  const double t = seconds_best_of(reps, [&] {
-#pragma omp parallel num_threads(threads)
-    {
-      const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-      const int64_t b = bytes * id / nt, e = bytes * (id + 1) / nt;
-      std::memcpy(dst.data() + b, src.data() + b, std::size_t(e - b));
-    }
-  });
-  g_sink = double(dst[std::size_t(bytes / 2)]);
-  return 2.0 * double(bytes) / t / 1e9;
-}
-
+// ---- 4./5. memory-bound ops vs memcpy of the same traffic (bench::memcpy_gbps) ----
 // The same, into a freshly allocated destination each time (what an op's output costs with a
 // non-caching allocator: page faults on first touch).
 double memcpy_fresh_gbps(int64_t bytes, int threads, int reps) {
@@ -117,7 +102,7 @@ int main(int argc, char** argv) {
     const double n = double(elems);
     const mg::Tensor x = mg::randn({elems}), y = mg::randn({elems});
     const mg::Tensor xh = mg::to(x, mg::DType::F16);
-    const double mc = memcpy_gbps(elems * 4, cfg.threads, mem_reps);
+    const double mc = bench::memcpy_gbps(elems * 4, cfg.threads, mem_reps);
     rows.push_back({"memcpy", "-", eshape + " x 4 B", mc, "GB/s", "", 0, 0});
     const double mcf = memcpy_fresh_gbps(elems * 4, cfg.threads, mem_reps);
     rows.push_back({"memcpy_fresh_dst", "-", eshape + " x 4 B", mcf, "GB/s", "memcpy", mc, mcf / mc});

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "core/parallel.h"
 #include "ops/ops.h"
 
 namespace mg::test {
@@ -28,6 +29,28 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "";
+}
+
+// Calls run() (which returns a vector of results) at 1, 2 and 3 worker threads and checks that
+// every result is the same at each count (the summation rule makes results independent of the
+// thread count). The thread count is restored even when a check fails.
+template <typename F>
+void check_same_at_thread_counts(F&& run) {
+  struct Restore {
+    int threads = num_threads();
+    ~Restore() { set_num_threads(threads); }
+  } restore;
+  set_num_threads(1);
+  const auto one = run();
+  for (int t : {2, 3}) {
+    set_num_threads(t);
+    const auto other = run();
+    REQUIRE(other.size() == one.size());
+    for (std::size_t k = 0; k < one.size(); ++k) {
+      INFO("threads " << t << ", result " << k);
+      CHECK(other[k] == one[k]);
+    }
+  }
 }
 
 }  // namespace mg::test

@@ -19,6 +19,7 @@
 #include "ops/loss.h"
 #include "ops/norm.h"
 #include "ops/ops.h"
+#include "test_util.h"
 
 using namespace mg;
 
@@ -315,7 +316,6 @@ TEST_CASE("conv2d weight gradient: the batch's slices add no error of their own"
 }
 
 TEST_CASE("accumulating kernels give bit-identical results at 1, 2 and 3 threads", "[ops][numerics]") {
-  const int before = num_threads();
   const Tensor x = randn({3, 200000});
   const Tensor t = from_vector<int64_t>({7, 1, 199999}, {3});
   const Tensor rows = randn({40000, 10});
@@ -339,16 +339,5 @@ TEST_CASE("accumulating kernels give bit-identical results at 1, 2 and 3 threads
     r.push_back(f32_values(adaptive_avg_pool2d(x.reshape({1, 3, 400, 500}), {1, 1})));
     return r;
   };
-  set_num_threads(1);
-  const auto one = run();
-  set_num_threads(2);
-  const auto two = run();
-  set_num_threads(3);
-  const auto three = run();
-  set_num_threads(before);
-  for (std::size_t k = 0; k < one.size(); ++k) {
-    INFO("result " << k);
-    CHECK(one[k] == two[k]);
-    CHECK(one[k] == three[k]);
-  }
+  test::check_same_at_thread_counts(run);
 }

@@ -19,6 +19,7 @@
 #include "core/parallel.h"
 #include "ops/norm.h"
 #include "ops/ops.h"
+#include "test_util.h"
 
 using namespace mg;
 
@@ -319,7 +320,6 @@ TEST_CASE("rms_norm over rows of 2^20", "[ops][norm][numerics]") {
 }
 
 TEST_CASE("norm kernels give the same bits at 1, 2 and 3 threads", "[ops][norm][numerics]") {
-  const int saved = num_threads();
   const Tensor x = f32(uniform(2 * kLong, 3.0, 10), {4, 2, 512, 512});
   const Tensor g = f32(uniform(2 * kLong, 0.5, 11), {4, 2, 512, 512});
   const Tensor w = f32({1.5f, -0.5f}, {2});
@@ -338,17 +338,7 @@ TEST_CASE("norm kernels give the same bits at 1, 2 and 3 threads", "[ops][norm][
     out.push_back(vals(rms_norm(xr, {512})));
     return out;
   };
-  set_num_threads(1);
-  const auto one = run();
-  for (int t : {2, 3}) {
-    set_num_threads(t);
-    const auto other = run();
-    for (std::size_t k = 0; k < one.size(); ++k) {
-      INFO("threads " << t << ", output " << k);
-      CHECK(other[k] == one[k]);
-    }
-  }
-  set_num_threads(saved);
+  test::check_same_at_thread_counts(run);
 }
 
 TEST_CASE("batch_norm at ResNet-20's first-stage shape matches f64 through autograd", "[ops][norm][numerics]") {

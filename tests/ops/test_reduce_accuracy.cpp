@@ -18,11 +18,6 @@ using namespace mg;
 
 namespace {
 
-struct ThreadsGuard {
-  int saved = num_threads();
-  ~ThreadsGuard() { set_num_threads(saved); }
-};
-
 // The rule's bound for n f32 terms with an 8-lane leaf: (16 + 3 + ceil(log2 L)) u Σ|x|.
 double f32_bound(int64_t n, double abs_sum) {
   const double levels = std::ceil(std::log2(double(sum_leaf_count(n))));
@@ -95,7 +90,6 @@ TEST_CASE("reduce accuracy: column sums (the row-tile path) and many-output row 
 }
 
 TEST_CASE("reduce accuracy: results repeat bit for bit at 1, 2 and 3 threads", "[ops][numerics]") {
-  ThreadsGuard guard;
   const Tensor x = random_f32({300'007}, 9, 0.f, 1.f);
   const Tensor m = random_f32({3000, 130}, 10, 1.f, 3.f);
   auto results = [&] {
@@ -110,15 +104,5 @@ TEST_CASE("reduce accuracy: results repeat bit for bit at 1, 2 and 3 threads", "
     out.push_back(test::values(sum(to(m, DType::BF16), {0})));
     return out;
   };
-  set_num_threads(1);
-  const auto one = results();
-  for (int t : {2, 3}) {
-    set_num_threads(t);
-    INFO("threads: " << t);
-    const auto other = results();
-    for (size_t i = 0; i < one.size(); ++i) {
-      INFO("result " << i);
-      REQUIRE(other[i] == one[i]);
-    }
-  }
+  test::check_same_at_thread_counts(results);
 }
