@@ -49,7 +49,10 @@ void for_each_reduced_run(const ReduceGeometry& g, int64_t base, int64_t begin, 
     f(base + begin * g.red_strides[0], end - begin, g.red_strides[0], begin);
     return;
   }
-  std::vector<int64_t> idx(nd);
+  // The odometer: on the stack (this runs once per leaf of 128 elements), on the heap past 16 dims.
+  int64_t idx_stack[16];
+  std::vector<int64_t> idx_heap(nd > 16 ? nd : 0);
+  int64_t* idx = nd > 16 ? idx_heap.data() : idx_stack;
   int64_t rem = begin;
   for (int64_t d = nd - 1; d >= 0; --d) {
     idx[d] = rem % g.red_shape[d];

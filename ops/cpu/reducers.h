@@ -11,6 +11,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "mixgrad/core/cascade_sum.h"
 #include "mixgrad/core/dtype.h"
 
 namespace mg::cpu {
@@ -120,8 +121,8 @@ struct ArgIndexReducer : ArgReducer<T, kMax> {
   int64_t finish(ValueIndex<T> acc, int64_t) const { return acc.index; }
 };
 
-// var / std by Chan's parallel update: every leaf is reduced by passes over its <= 128 values
-// (the corrected mean, then the sum of squared deviations), and leaves are merged pairwise with
+// var / std by Chan's parallel update: every leaf is reduced by two passes over its <= 128 values
+// (the corrected two-pass form below), and leaves are merged pairwise with
 //   m2 = m2a + m2b + d^2 na nb / n,  d = mean_b - mean_a.
 template <typename T, bool kStd>
 struct VarReducer {
@@ -142,21 +143,34 @@ struct VarReducer {
     const A fb = A(b.n) / A(n);
     return {n, a.mean + d * fb, a.m2 + b.m2 + d * d * A(a.n) * fb};
   }
-  // One leaf: the mean, corrected by the mean deviation from it (so a constant leaf gets its
-  // value exactly: x - mean is exact near the mean), then the sum of squared deviations.
+  // One leaf (n <= 128): m0 = Σx / n, then with d = x - m0 both Σd and Σd² in one pass, in 8
+  // lanes (vectorizes when contiguous): mean = m0 + Σd / n, m2 = Σd² - (Σd)² / n. A constant leaf
+  // gets its value as the mean exactly (x - m0 is exact near m0) and m2 = 0.
   Acc run(Acc acc, const T* p, int64_t n, int64_t stride, int64_t) const {
-    A s = 0;
-    for (int64_t i = 0; i < n; ++i) s += static_cast<A>(p[i * stride]);
-    A mean = s / A(n);
-    A ds = 0;
-    for (int64_t i = 0; i < n; ++i) ds += static_cast<A>(p[i * stride]) - mean;
-    mean += ds / A(n);
-    A m2 = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const A d = static_cast<A>(p[i * stride]) - mean;
-      m2 += d * d;
-    }
-    return merge(acc, {n, mean, m2});
+    auto leaf = [&](auto load) {
+      const A m0 = lane_fold<A>(n, load) / A(n);
+      A ld[8] = {}, lq[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8) {
+#pragma GCC unroll 1
+        for (int k = 0; k < 8; ++k) {
+          const A d = load(i + k) - m0;
+          ld[k] += d;
+          lq[k] += d * d;
+        }
+      }
+      A sd = ((ld[0] + ld[1]) + (ld[2] + ld[3])) + ((ld[4] + ld[5]) + (ld[6] + ld[7]));
+      A sq = ((lq[0] + lq[1]) + (lq[2] + lq[3])) + ((lq[4] + lq[5]) + (lq[6] + lq[7]));
+      for (; i < n; ++i) {
+        const A d = load(i) - m0;
+        sd += d;
+        sq += d * d;
+      }
+      return Acc{n, m0 + sd / A(n), std::max(A(0), sq - sd * sd / A(n))};
+    };
+    const Acc l = stride == 1 ? leaf([p](int64_t i) { return static_cast<A>(p[i]); })
+                              : leaf([p, stride](int64_t i) { return static_cast<A>(p[i * stride]); });
+    return merge(acc, l);
   }
   Acc combine(Acc a, Acc b) const { return merge(a, b); }
   // m2 / max(0, N - correction): 0/0 (one element, correction 1) gives NaN, as PyTorch.
