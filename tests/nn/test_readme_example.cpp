@@ -12,9 +12,16 @@
 #include <mixgrad/mixgrad.h>
 #include "test_util.h"
 
+// In a namespace of its own: test_custom_module.cpp also defines a global `Block` (as a user
+// would), and two different global classes of one name in one program break the ODR (ASan caught
+// the README's Block running the other one's inline constructor).
+namespace readme_example {
 #define main readme_first_model_main
 #include "nn/readme_first_model.inc"
 #undef main
+}  // namespace readme_example
+using readme_example::Net;
+using readme_example::readme_first_model_main;
 
 namespace {
 
