@@ -36,6 +36,15 @@ class AutogradError : public Error {
 class InternalError : public Error {
   using Error::Error;
 };
+// A failed CUDA, cuBLAS(Lt) or cuDNN call: the message names the call, the status and the device.
+class CudaError : public Error {
+  using Error::Error;
+};
+// A device allocation that failed even after the allocator freed its cache; the message names the
+// requested size and the allocator's statistics.
+class OutOfMemoryError : public Error {
+  using Error::Error;
+};
 
 namespace detail {
 inline void stream_all(std::ostringstream&) {}
