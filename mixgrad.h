@@ -16,6 +16,7 @@
 #include "mixgrad/core/parallel.h"        // set_num_threads
 #include "mixgrad/core/storage.h"         // cpu_memory_stats
 #include "mixgrad/core/tensor.h"          // Tensor, DType, Device
+#include "mixgrad/cuda/cuda.h"            // cuda::is_available, streams, events, memory_stats
 #include "mixgrad/data/fashion_mnist.h"   // data::FashionMnist
 #include "mixgrad/data/loader.h"          // data::DataLoader
 #include "mixgrad/data/text/verse_datasets.h"  // data::read_kjv, WordPiece, MlmCollator, verse datasets

@@ -5,7 +5,7 @@
 # Decision: MG_WITH_CUDA=AUTO never fails (a missing piece disables the backend and the message
 # says which); ON fails with a message naming what is missing and how to point CMake at it; OFF
 # looks for nothing. cuDNN is required for the backend, NCCL is optional (multi-GPU data parallel).
-# The CUDA sources live in cuda/ (none yet) and register their kernels from
+# The CUDA sources live in cuda/ and register their kernels from
 # register_cuda_kernels(); nothing outside cuda/ includes a CUDA header.
 # Sets MG_CUDA_BUILT (the library was built with CUDA; the package config reads it).
 include(CheckLanguage)
@@ -109,7 +109,11 @@ endforeach()
 list(JOIN mg_arch_text ", " mg_arch_text)
 set(mg_found_text "CUDA ${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR} (${mg_arch_text}), cuDNN ${mg_cudnn_version}, ${mg_nccl_text}")
 
-file(GLOB MG_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/*.cu ${PROJECT_SOURCE_DIR}/cuda/*.cpp)
+# cuda/*.cpp (runtime, allocator, cuBLASLt; host code that calls the CUDA libraries) and
+# cuda/kernels/*.cu; cuda/host/ is built in every build (CMakeLists.txt) and cuda/absent/ only
+# without the backend.
+file(GLOB MG_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/*.cpp ${PROJECT_SOURCE_DIR}/cuda/*.cu
+     ${PROJECT_SOURCE_DIR}/cuda/kernels/*.cu)
 if(NOT MG_CUDA_SOURCES)
   # The backend's sources are a later issue; until they exist the library stays CPU-only.
   message(STATUS "mixgrad: CUDA backend: not built (no sources in cuda/ yet); found ${mg_found_text}")
@@ -122,6 +126,10 @@ if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION AND CMAKE_CUDA_COMPILER_VERS
   set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
   set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
 endif()
+# The shared functors call std:: math and numeric_limits from host-device code (constexpr
+# host functions in device code need --expt-relaxed-constexpr); warnings as for the C++ code.
+target_compile_options(mixgrad PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr
+                       -Xcompiler=-Wall,-Wno-unused-parameter>)
 # The target was created before the architectures were chosen.
 set_target_properties(mixgrad PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
 target_sources(mixgrad PRIVATE ${MG_CUDA_SOURCES})

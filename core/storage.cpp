@@ -21,7 +21,7 @@ class CpuAllocator final : public Allocator {
   static constexpr std::size_t kCacheMin = std::size_t(1) << 20;
   static constexpr std::size_t kPage = 4096;
 
-  void* allocate(std::size_t nbytes) override {
+  void* allocate(std::size_t nbytes, Device) override {
     const std::size_t rounded = round_up(nbytes);
     void* p = nullptr;
     std::size_t got = rounded;
@@ -50,7 +50,7 @@ class CpuAllocator final : public Allocator {
     return p;
   }
 
-  void deallocate(void* ptr) override {
+  void deallocate(void* ptr, Device) override {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = sizes_.find(ptr);
     MG_ASSERT(it != sizes_.end(), "cpu allocator: freeing an unknown pointer");
@@ -150,7 +150,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 
 Storage::Storage(std::size_t nbytes, Device device)
     : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device.type)) {
-  data_ = allocator_->allocate(nbytes);
+  data_ = allocator_->allocate(nbytes, device);
 }
 
 Storage::Storage(void* data, std::size_t nbytes, Device device, std::function<void(void*)> deleter)
@@ -158,7 +158,7 @@ Storage::Storage(void* data, std::size_t nbytes, Device device, std::function<vo
 
 Storage::~Storage() {
   if (allocator_) {
-    allocator_->deallocate(data_);
+    allocator_->deallocate(data_, device_);
   } else if (deleter_) {
     deleter_(data_);
   }

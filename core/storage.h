@@ -18,9 +18,12 @@ namespace mg {
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  // Returns at least `nbytes` bytes (a valid pointer even for 0 bytes); throws mg::Error on failure.
-  virtual void* allocate(std::size_t nbytes) = 0;
-  virtual void deallocate(void* ptr) = 0;
+  // Returns at least `nbytes` bytes on `device` (a valid pointer even for 0 bytes); throws
+  // mg::Error on failure (the CUDA allocator: DeviceError for an unusable device,
+  // OutOfMemoryError when the device is full).
+  virtual void* allocate(std::size_t nbytes, Device device) = 0;
+  // Frees a block that allocate(.., device) returned.
+  virtual void deallocate(void* ptr, Device device) = 0;
 };
 
 // CPU memory statistics: bytes handed out now and at most since the last reset, and bytes kept

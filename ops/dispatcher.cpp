@@ -82,7 +82,9 @@ Tensors run(OpId op, const Tensors& inputs, const OpAttrs& attrs) {
       cross && (device.is_cuda() || inputs[0].device().is_cuda()) ? DeviceType::CUDA : device.type;
   KernelFn kernel = find_kernel(op, kernel_device, r.kernel_dtype);
   MG_CHECK(kernel != nullptr, NotImplementedError, op_name(op), ": no ", device.str(),
-           " kernel for ", dtype_name(r.kernel_dtype));
+           " kernel for ", dtype_name(r.kernel_dtype),
+           kernel_device == DeviceType::CUDA ? "\n  hint: the CUDA backend has no such kernel yet; compute this op on "
+                                               "the CPU (.to(Device::cpu()))" : "");
   Tensors outputs;
   outputs.reserve(r.outputs.size());
   for (const TensorMeta& m : r.outputs) outputs.push_back(empty(m.shape, {.dtype = m.dtype, .device = device}));

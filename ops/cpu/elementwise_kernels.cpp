@@ -1,42 +1,16 @@
 // CPU kernels of the elementwise ops: the shared functors (ops/functors.h) run by the strided
 // loops (ops/cpu/loops.h). f16/bf16 load into f32, compute, and round once on store.
 #include "mixgrad/ops/cpu/loops.h"
-#include "mixgrad/ops/functors.h"
+#include "mixgrad/ops/functor_from_attrs.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/register.h"
 
 namespace mg::cpu {
 namespace {
 
-// Functors with parameters are built from the op's attributes.
-template <typename F>
-F make_functor(const OpAttrs&) {
-  return F{};
-}
-template <>
-fn::Softplus make_functor<fn::Softplus>(const OpAttrs& a) {
-  return {a.alpha, a.beta};
-}
-template <>
-fn::PowScalar make_functor<fn::PowScalar>(const OpAttrs& a) {
-  return {a.alpha};
-}
-template <>
-fn::Clamp make_functor<fn::Clamp>(const OpAttrs& a) {
-  return {a.alpha, a.beta};
-}
-template <>
-fn::Add make_functor<fn::Add>(const OpAttrs& a) {
-  return {a.alpha};
-}
-template <>
-fn::Sub make_functor<fn::Sub>(const OpAttrs& a) {
-  return {a.alpha};
-}
-
 template <typename T, typename F>
 void unary_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
-  unary_loop<T, T>(in[0], out[0], make_functor<F>(attrs));
+  unary_loop<T, T>(in[0], out[0], functor_from_attrs<F>(attrs));
 }
 
 template <typename T>
@@ -60,7 +34,7 @@ void gelu_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs)
 
 template <typename T, typename F>
 void binary_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
-  binary_loop<T, T>(in[0], in[1], out[0], make_functor<F>(attrs));
+  binary_loop<T, T>(in[0], in[1], out[0], functor_from_attrs<F>(attrs));
 }
 
 template <typename T, typename F>
@@ -89,7 +63,7 @@ void where_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
 
 
 template <typename F>
-void reg_unary_floating(OpId op) {
+void reg_unary_Floating(OpId op) {
   register_kernel(op, DeviceType::CPU, DType::F64, unary_kernel<double, F>);
   register_kernel(op, DeviceType::CPU, DType::F32, unary_kernel<float, F>);
   register_kernel(op, DeviceType::CPU, DType::F16, unary_kernel<Half, F>);
@@ -98,14 +72,14 @@ void reg_unary_floating(OpId op) {
 
 // Floating and signed-integer dtypes (neg, abs, sign, relu, clamp, ...).
 template <typename F>
-void reg_unary_numeric(OpId op) {
-  reg_unary_floating<F>(op);
+void reg_unary_Numeric(OpId op) {
+  reg_unary_Floating<F>(op);
   register_kernel(op, DeviceType::CPU, DType::I64, unary_kernel<int64_t, F>);
   register_kernel(op, DeviceType::CPU, DType::I32, unary_kernel<int32_t, F>);
 }
 
 template <typename F>
-void reg_binary_floating(OpId op) {
+void reg_binary_Floating(OpId op) {
   register_kernel(op, DeviceType::CPU, DType::F64, binary_kernel<double, F>);
   register_kernel(op, DeviceType::CPU, DType::F32, binary_kernel<float, F>);
   register_kernel(op, DeviceType::CPU, DType::F16, binary_kernel<Half, F>);
@@ -113,8 +87,8 @@ void reg_binary_floating(OpId op) {
 }
 
 template <typename F>
-void reg_binary_numeric(OpId op) {
-  reg_binary_floating<F>(op);
+void reg_binary_Numeric(OpId op) {
+  reg_binary_Floating<F>(op);
   register_kernel(op, DeviceType::CPU, DType::I64, binary_kernel<int64_t, F>);
   register_kernel(op, DeviceType::CPU, DType::I32, binary_kernel<int32_t, F>);
   register_kernel(op, DeviceType::CPU, DType::U8, binary_kernel<uint8_t, F>);
@@ -147,21 +121,14 @@ void fill_kernel(const Tensors&, Tensors& out, const OpAttrs& attrs) {
 }  // namespace
 
 void register_elementwise_kernels() {
-  reg_unary_numeric<fn::Neg>(OpId::neg);
-  reg_unary_numeric<fn::Abs>(OpId::abs);
-  reg_unary_numeric<fn::Sign>(OpId::sign);
-  reg_unary_floating<fn::Exp>(OpId::exp);
-  reg_unary_floating<fn::Log>(OpId::log);
-  reg_unary_floating<fn::Log1p>(OpId::log1p);
-  reg_unary_floating<fn::Expm1>(OpId::expm1);
-  reg_unary_floating<fn::Sqrt>(OpId::sqrt);
-  reg_unary_floating<fn::Rsqrt>(OpId::rsqrt);
-  reg_unary_floating<fn::Reciprocal>(OpId::reciprocal);
-  reg_unary_floating<fn::Sin>(OpId::sin);
-  reg_unary_floating<fn::Cos>(OpId::cos);
-  reg_unary_floating<fn::Tanh>(OpId::tanh);
-  reg_unary_floating<fn::Sigmoid>(OpId::sigmoid);
-  reg_unary_numeric<fn::Relu>(OpId::relu);
+#define MG_UNARY(op, F, dtypes) reg_unary_##dtypes<fn::F>(OpId::op);
+#define MG_BINARY(op, F, dtypes) reg_binary_##dtypes<fn::F>(OpId::op);
+#define MG_COMPARE(op, F) reg_compare<fn::F>(OpId::op);
+#include "mixgrad/ops/elementwise_ops.def"
+#undef MG_UNARY
+#undef MG_BINARY
+#undef MG_COMPARE
+  register_kernel(OpId::mul, DeviceType::CPU, DType::Bool, binary_kernel<bool, fn::Mul>);
   register_kernel(OpId::gelu, DeviceType::CPU, DType::F64, gelu_kernel<double>);
   register_kernel(OpId::gelu, DeviceType::CPU, DType::F32, gelu_kernel<float>);
   register_kernel(OpId::gelu, DeviceType::CPU, DType::F16, gelu_kernel<Half>);
@@ -170,27 +137,6 @@ void register_elementwise_kernels() {
   register_kernel(OpId::gelu_backward, DeviceType::CPU, DType::F32, gelu_backward_kernel<float>);
   register_kernel(OpId::gelu_backward, DeviceType::CPU, DType::F16, gelu_backward_kernel<Half>);
   register_kernel(OpId::gelu_backward, DeviceType::CPU, DType::BF16, gelu_backward_kernel<BFloat16>);
-  reg_unary_floating<fn::Silu>(OpId::silu);
-  reg_unary_floating<fn::Softplus>(OpId::softplus);
-  reg_unary_floating<fn::Erf>(OpId::erf);
-  reg_unary_floating<fn::PowScalar>(OpId::pow_scalar);
-  reg_unary_numeric<fn::Clamp>(OpId::clamp);
-
-  reg_binary_numeric<fn::Add>(OpId::add);
-  reg_binary_numeric<fn::Sub>(OpId::sub);
-  reg_binary_numeric<fn::Mul>(OpId::mul);
-  register_kernel(OpId::mul, DeviceType::CPU, DType::Bool, binary_kernel<bool, fn::Mul>);
-  // Integer division never reaches a kernel: div() promotes integers to f32.
-  reg_binary_floating<fn::Div>(OpId::div);
-  reg_binary_numeric<fn::Pow>(OpId::pow);
-  reg_binary_numeric<fn::Maximum>(OpId::maximum);
-  reg_binary_numeric<fn::Minimum>(OpId::minimum);
-  reg_compare<fn::Eq>(OpId::eq);
-  reg_compare<fn::Ne>(OpId::ne);
-  reg_compare<fn::Lt>(OpId::lt);
-  reg_compare<fn::Le>(OpId::le);
-  reg_compare<fn::Gt>(OpId::gt);
-  reg_compare<fn::Ge>(OpId::ge);
 
 #define MG_REG_WHERE_FILL(E, n, T)                                        \
   register_kernel(OpId::where, DeviceType::CPU, DType::E, where_kernel<T>); \

@@ -9,6 +9,7 @@
 #include "mixgrad/core/convert.h"
 #include "mixgrad/core/parallel.h"
 #include "mixgrad/core/tensor.h"
+#include "mixgrad/ops/loop_plan.h"
 
 namespace mg::cpu {
 
@@ -23,40 +24,10 @@ inline void load_f32(const BFloat16* s, float* d, int64_t n) { convert_bf16_to_f
 inline void store_f32(const float* s, Half* d, int64_t n) { convert_f32_to_f16(s, d, n); }
 inline void store_f32(const float* s, BFloat16* d, int64_t n) { convert_f32_to_bf16(s, d, n); }
 
-// Strides (in elements) of `t` broadcast to `out_shape` (0 along broadcast dims).
-Strides broadcast_strides(const Tensor& t, const Shape& out_shape);
-
-template <int N>
-struct LoopPlan {
-  Shape shape;                              // after merging dims
-  std::array<Strides, N> strides;           // in bytes
-};
-
-// Merges adjacent dims that are contiguous for all operands and drops size-1 dims.
-template <int N>
-LoopPlan<N> make_plan(const Shape& shape, const std::array<Strides, N>& elem_strides,
-                      const std::array<int64_t, N>& elem_sizes) {
-  LoopPlan<N> plan;
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !plan.shape.empty();
-    for (int k = 0; k < N && merge; ++k) {
-      merge = plan.strides[k].back() == elem_strides[k][d] * elem_sizes[k] * shape[d];
-    }
-    if (merge) {
-      plan.shape.back() *= shape[d];
-      for (int k = 0; k < N; ++k) plan.strides[k].back() = elem_strides[k][d] * elem_sizes[k];
-    } else {
-      plan.shape.push_back(shape[d]);
-      for (int k = 0; k < N; ++k) plan.strides[k].push_back(elem_strides[k][d] * elem_sizes[k]);
-    }
-  }
-  if (plan.shape.empty()) {
-    plan.shape.push_back(1);
-    for (int k = 0; k < N; ++k) plan.strides[k].push_back(elem_sizes[k]);
-  }
-  return plan;
-}
+// The loop plan (dim merging, broadcast strides) is shared with the CUDA launchers.
+using mg::broadcast_strides;
+using mg::LoopPlan;
+using mg::make_plan;
 
 // Calls inner(ptrs, n, inner_strides) for runs of n elements along the innermost dim, covering
 // all elements of `plan`, in parallel for large shapes.

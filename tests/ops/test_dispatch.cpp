@@ -119,8 +119,8 @@ namespace {
 // Host memory registered as "cuda" so device checks can be exercised on a machine without a GPU.
 class FakeDeviceAllocator final : public Allocator {
  public:
-  void* allocate(std::size_t n) override { return allocator_for(DeviceType::CPU).allocate(n); }
-  void deallocate(void* p) override { allocator_for(DeviceType::CPU).deallocate(p); }
+  void* allocate(std::size_t n, Device) override { return allocator_for(DeviceType::CPU).allocate(n, Device::cpu()); }
+  void deallocate(void* p, Device) override { allocator_for(DeviceType::CPU).deallocate(p, Device::cpu()); }
 };
 }  // namespace
 

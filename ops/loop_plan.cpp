@@ -1,6 +1,6 @@
-#include "mixgrad/ops/cpu/loops.h"
+#include "mixgrad/ops/loop_plan.h"
 
-namespace mg::cpu {
+namespace mg {
 
 Strides broadcast_strides(const Tensor& t, const Shape& out_shape) {
   const std::size_t n = out_shape.size(), m = t.shape().size();
@@ -13,4 +13,4 @@ Strides broadcast_strides(const Tensor& t, const Shape& out_shape) {
   return s;
 }
 
-}  // namespace mg::cpu
+}  // namespace mg

@@ -1,0 +1,121 @@
+// bench_cuda: the CUDA backend's kernels on the GPU, in GB/s of the bytes each call must read and
+// write, beside a device-to-device memcpy of the same traffic measured in the same run (the
+// memory-bound reference; about 4.3 TB/s measured on an H200). The GEMM, reduction and softmax
+// rows of the GPU check (benchmarks/gpu/check.sh) join when those kernels exist.
+// Timing: CUDA events around `reps` back-to-back calls on the current stream after one warm-up
+// call, best of 5 such batches. Without a CUDA device it prints why and exits with 77 (skipped).
+//
+//   bench_cuda [--quick] [--json FILE]
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "core/factory.h"
+#include "core/storage.h"
+#include "cuda/cuda.h"
+#include "ops/ops.h"
+
+namespace {
+
+using bench::Row;
+using namespace mg;
+
+// Milliseconds per call: the best of 5 batches of `reps` calls, timed with CUDA events.
+double ms_per_call(int reps, const std::function<void()>& fn) {
+  fn();
+  cuda::synchronize();
+  double best = 1e300;
+  for (int batch = 0; batch < 5; ++batch) {
+    cuda::Event start, end;
+    start.record();
+    for (int r = 0; r < reps; ++r) fn();
+    end.record();
+    end.synchronize();
+    best = std::min(best, double(start.elapsed_ms(end)) / reps);
+  }
+  return best;
+}
+
+double gbps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
+
+// A device-to-device copy of `bytes` (read + written = 2 * bytes of traffic).
+double memcpy_gbps(int64_t bytes, int reps) {
+  const Device d = Device::cuda(0);
+  const Tensor src = empty({bytes}, {.dtype = DType::U8, .device = d});
+  const Tensor dst = empty({bytes}, {.dtype = DType::U8, .device = d});
+  const double ms = ms_per_call(reps, [&] { copy_bytes(dst.data_ptr(), d, src.data_ptr(), d, std::size_t(bytes)); });
+  return gbps(2.0 * double(bytes), ms);
+}
+
+Row row(const std::string& name, const std::string& dtype, const std::string& shape, double value, double ref) {
+  Row r{name, dtype, shape};
+  r.value = value;
+  r.unit = "GB/s";
+  r.reference = "d2d memcpy, same bytes";
+  r.reference_value = ref;
+  r.ratio = ref > 0 ? value / ref : 0;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Config cfg;
+  if (const int rc = bench::parse_args(argc, argv, "bench_cuda", cfg); rc >= 0) return rc;
+  if (!cuda::is_available()) {
+    std::printf("bench_cuda: skipped: %s\n", cuda::unavailable_reason().c_str());
+    return 77;
+  }
+  const cuda::DeviceProperties p = cuda::device_properties(0);
+  std::printf("bench_cuda: %s (sm_%d%d, %d SMs, %.1f GiB), driver %d, runtime %d\n", p.name.c_str(), p.major,
+              p.minor, p.sm_count, double(p.total_memory) / (1 << 30), p.driver_version, p.runtime_version);
+  const int64_t n = cfg.quick ? (int64_t(1) << 20) : (int64_t(1) << 28);
+  const int reps = cfg.quick ? 3 : 20;
+  const std::string shape = "2^" + std::to_string(cfg.quick ? 20 : 28);
+  const Device d = Device::cuda(0);
+  std::vector<Row> rows;
+
+  const Tensor a = randn({n}, {.device = d}), b = randn({n}, {.device = d});
+  {
+    const double traffic = 3.0 * 4 * double(n);
+    const double ms = ms_per_call(reps, [&] { (void)add(a, b); });
+    rows.push_back(row("add", "f32", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
+  }
+  {
+    const double traffic = 2.0 * 4 * double(n);
+    const double ms = ms_per_call(reps, [&] { (void)gelu(a); });
+    rows.push_back(row("gelu (erf)", "f32", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
+  }
+  {
+    const double traffic = (4.0 + 2.0) * double(n);
+    const double ms = ms_per_call(reps, [&] { (void)to(a, DType::BF16); });
+    rows.push_back(row("cast f32->bf16", "bf16", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
+  }
+  {
+    const Tensor h = to(a, DType::BF16), g = to(b, DType::BF16);
+    const double traffic = 3.0 * 2 * double(n);
+    const double ms = ms_per_call(reps, [&] { (void)mul(h, g); });
+    rows.push_back(row("mul", "bf16", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
+  }
+  {
+    const int64_t cols = 4096, rows_n = n / cols;
+    const Tensor m = a.reshape({rows_n, cols});
+    const double traffic = 2.0 * 4 * double(n);
+    const double ms = ms_per_call(reps, [&] { (void)contiguous(m.t()); });
+    rows.push_back(row("transpose copy", "f32", "[" + std::to_string(cols) + ", " + std::to_string(rows_n) + "]",
+                       gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
+  }
+  bench::print_table(rows);
+  const cuda::DeviceMemoryStats s = cuda::memory_stats(0);
+  std::printf("device memory: peak allocated %.2f GiB, reserved %.2f GiB, %llu cudaMalloc calls\n",
+              double(s.peak_allocated) / (1 << 30), double(s.reserved) / (1 << 30),
+              static_cast<unsigned long long>(s.num_device_mallocs));
+  if (!cfg.json.empty() && !bench::write_json(cfg.json, rows)) {
+    std::fprintf(stderr, "bench_cuda: cannot write %s\n", cfg.json.c_str());
+    return 1;
+  }
+  return 0;
+}

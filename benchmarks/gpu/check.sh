@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The GPU check: on a machine with an NVIDIA GPU and the repository copied over (no network
+# needed), configure for the GPU (sm_90 unless MG_CUDA_ARCH says otherwise), build what the check
+# needs with every core, run the CUDA tests and the GPU benchmarks, measure PyTorch on the same
+# ops when python3 has torch with CUDA, and print a summary table last.
+#
+#   benchmarks/gpu/check.sh [OUT_DIR]      (or MG_GPU_OUT=dir; default ./gpu-check)
+#
+# The GPU machine has nvcc, CMake and ninja but not Debian's development packages: run
+# scripts/fetch-gpu-deps here first and carry .gpu-deps with the tree (the device tool's carry).
+#
+# OUT_DIR gets check.log (everything), tests.xml / ops_tests.xml (JUnit), bench_cuda.json,
+# torch.json and summary.txt. Each step has a time limit so the whole check fits a short GPU
+# slot (target: under 6 minutes from a clean build folder, build included).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT="${1:-${MG_GPU_OUT:-gpu-check}}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+LOG="$OUT/check.log"
+: > "$LOG"
+BUILD="${MG_GPU_BUILD_DIR:-build-gpu}"
+ARCH="${MG_CUDA_ARCH:-90}"
+JOBS="$(nproc)"
+START=$(date +%s)
+declare -a SUMMARY
+
+say() { echo "check: $*" | tee -a "$LOG"; }
+step() {  # step NAME LIMIT_SECONDS command... : runs it, logs it, records ok/FAILED and the time
+  local name="$1" limit="$2"; shift 2
+  local t0=$(date +%s)
+  say "== $name (limit ${limit}s)"
+  timeout "$limit" "$@" >> "$LOG" 2>&1
+  local rc=$?
+  local dt=$(( $(date +%s) - t0 ))
+  local outcome="ok"
+  [ $rc -eq 0 ] || outcome="FAILED (exit $rc$([ $rc -eq 124 ] && echo ', timed out'))"
+  SUMMARY+=("$(printf '%-28s %-28s %5ss' "$name" "$outcome" "$dt")")
+  say "$name: $outcome in ${dt}s"
+  return $rc
+}
+
+say "repository $(git rev-parse --short HEAD 2>/dev/null || echo '(no git)') on $(hostname), $(date -u +%FT%TZ)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$LOG" 2>&1 || say "nvidia-smi failed"
+NAME_LINE="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+
+# The Debian packages scripts/fetch-gpu-deps downloaded (oneDNN, Eigen, Catch2, nlohmann_json,
+# zlib, OpenCL's loader), unpacked into a private root, never into the machine's own folders.
+DEPS_ARGS=()
+if ls .gpu-deps/*.deb > /dev/null 2>&1; then
+  DEPS_ROOT="$PWD/.gpu-deps/root"
+  rm -rf "$DEPS_ROOT" && mkdir -p "$DEPS_ROOT"
+  for deb in .gpu-deps/*.deb; do dpkg-deb -x "$deb" "$DEPS_ROOT" || say "cannot unpack $deb"; done
+  LIBDIR="$DEPS_ROOT/usr/lib/x86_64-linux-gnu"
+  # Debian installs the bare libOpenCL.so link with the -dev package only; make sure it is there.
+  [ -e "$LIBDIR/libOpenCL.so" ] || ln -sf libOpenCL.so.1 "$LIBDIR/libOpenCL.so"
+  export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  DEPS_ARGS=(-DCMAKE_PREFIX_PATH="$DEPS_ROOT/usr;$DEPS_ROOT/usr/lib/x86_64-linux-gnu/cmake;$DEPS_ROOT/usr/share"
+             -DOpenCL_INCLUDE_DIR="$DEPS_ROOT/usr/include" -DOpenCL_LIBRARY="$LIBDIR/libOpenCL.so"
+             -DZLIB_INCLUDE_DIR="$DEPS_ROOT/usr/include" -DZLIB_LIBRARY="$LIBDIR/libz.so")
+  say "using the packages of .gpu-deps (unpacked into $DEPS_ROOT)"
+fi
+
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
+step "configure (sm_$ARCH)" 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMG_WITH_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DMG_BUILD_EXAMPLES=OFF -DMG_INSTALL=OFF "${DEPS_ARGS[@]}" \
+  && grep -a "CUDA backend" "$LOG" | tail -1
+BUILD_OK=0
+if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops bench_cuda; then
+  BUILD_OK=1
+fi
+
+if [ $BUILD_OK -eq 1 ]; then
+  # Every CUDA test case (host-only and [gpu]); the op table's CUDA-vs-CPU comparison.
+  step "tests: test_cuda" 120 "$BUILD/tests/test_cuda" --reporter junit --out "$OUT/tests.xml"
+  step "tests: op table on CUDA" 120 "$BUILD/tests/test_ops" "[gpu]" --reporter junit --out "$OUT/ops_tests.xml"
+  step "bench_cuda" 120 "$BUILD/benchmarks/bench_cuda" --json "$OUT/bench_cuda.json"
+fi
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >> "$LOG" 2>&1; then
+  step "PyTorch peer" 120 python3 benchmarks/gpu/torch_peer.py --json "$OUT/torch.json"
+else
+  say "PyTorch with CUDA not found: no peer figures"
+fi
+
+{
+  echo "GPU check summary: ${NAME_LINE:-unknown GPU}, commit $(git rev-parse --short HEAD 2>/dev/null), $(date -u +%F)"
+  printf '%-28s %-28s %6s\n' "step" "outcome" "time"
+  for line in "${SUMMARY[@]}"; do echo "$line"; done
+  for xml in "$OUT/tests.xml" "$OUT/ops_tests.xml"; do
+    [ -f "$xml" ] && python3 - "$xml" <<'PY' 2>/dev/null || true
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+t = sum(int(s.get("tests", 0)) for s in suites); f = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
+print(f"{sys.argv[1].split('/')[-1]}: {t} test cases, {f} failed")
+for s in suites:
+    for c in s.iter("testcase"):
+        if c.find("failure") is not None or c.find("error") is not None: print("  FAILED:", c.get("name"))
+PY
+  done
+  if [ -f "$OUT/bench_cuda.json" ]; then
+    python3 - "$OUT/bench_cuda.json" "$OUT/torch.json" <<'PY' 2>/dev/null || cat "$OUT/bench_cuda.json"
+import json, os, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+peer = {}
+if os.path.exists(sys.argv[2]):
+    for l in open(sys.argv[2]):
+        if l.strip():
+            r = json.loads(l); peer[(r["name"], r["dtype"])] = r["value"]
+print(f"{'benchmark':<22} {'dtype':<6} {'shape':<18} {'mixgrad':>10} {'memcpy':>10} {'of memcpy':>9} {'PyTorch':>10}")
+for r in rows:
+    p = peer.get((r["name"], r["dtype"]))
+    print(f"{r['name']:<22} {r['dtype']:<6} {r['shape']:<18} {r['value']:>10.1f} {r['reference_value']:>10.1f} "
+          f"{100 * r['ratio']:>8.1f}% {p if p is None else round(p, 1)!s:>10}  {r['unit']}")
+PY
+  fi
+  echo "total: $(( $(date +%s) - START ))s; full log: $LOG"
+} | tee "$OUT/summary.txt"

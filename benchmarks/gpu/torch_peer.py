@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of bench_cuda: the same ops, shapes and dtypes on the same GPU, timed the same
+way (CUDA events around 20 back-to-back calls after a warm-up, best of 5 batches), in GB/s of the
+bytes each call must read and write. Writes one JSON object per row (name, dtype, shape, value,
+unit) so benchmarks/gpu/check.sh can put the figure beside mixgrad's.
+
+    python3 benchmarks/gpu/torch_peer.py [--quick] [--json FILE]
+"""
+import argparse
+import json
+
+import torch
+
+
+def ms_per_call(fn, reps):
+    fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / reps)
+    return best
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", default="")
+    args = parser.parse_args()
+    log2 = 20 if args.quick else 28
+    n, reps = 1 << log2, 3 if args.quick else 20
+    shape = f"2^{log2}"
+    dev = torch.device("cuda:0")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a, b = torch.randn(n, device=dev), torch.randn(n, device=dev)
+    h, g = a.to(torch.bfloat16), b.to(torch.bfloat16)
+    m = a.view(n // 4096, 4096)
+    gelu = torch.nn.functional.gelu
+    rows = [
+        ("add", "f32", shape, 12.0 * n, lambda: torch.add(a, b)),
+        ("gelu (erf)", "f32", shape, 8.0 * n, lambda: gelu(a)),
+        ("cast f32->bf16", "bf16", shape, 6.0 * n, lambda: a.to(torch.bfloat16)),
+        ("mul", "bf16", shape, 6.0 * n, lambda: torch.mul(h, g)),
+        ("transpose copy", "f32", f"[4096, {n // 4096}]", 8.0 * n, lambda: m.t().contiguous()),
+    ]
+    out = []
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
+    for name, dtype, shp, traffic, fn in rows:
+        ms = ms_per_call(fn, reps)
+        value = traffic / (ms * 1e-3) / 1e9
+        out.append({"name": name, "dtype": dtype, "shape": shp, "value": value, "unit": "GB/s"})
+        print(f"{name:<22} {dtype:<6} {shp:<18} {value:10.1f} GB/s")
+    if args.json:
+        with open(args.json, "w") as f:
+            for r in out:
+                f.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()

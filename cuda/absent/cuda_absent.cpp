@@ -1,0 +1,55 @@
+// The CUDA API of cuda/cuda.h in a build without the CUDA backend: nothing is available, the
+// queries answer so, and whatever needs a device throws DeviceError saying how to get one.
+#include "mixgrad/core/error.h"
+#include "mixgrad/cuda/cuda.h"
+
+namespace mg::cuda {
+namespace {
+
+constexpr const char* kReason =
+    "mixgrad was built without the CUDA backend (configure on a machine with the CUDA Toolkit, "
+    "cuDNN and nvcc; cmake says what it found: 'mixgrad: CUDA backend: ...')";
+
+[[noreturn]] void unavailable(const std::string& what) {
+  MG_THROW(DeviceError, what, " is not available: ", kReason,
+           "\n  hint: use the CPU (Device::cpu()), or rebuild with -DMG_WITH_CUDA=ON");
+}
+
+bool g_allow_tf32 = false;
+
+}  // namespace
+
+bool built_with_cuda() { return false; }
+bool is_available() { return false; }
+int device_count() { return 0; }
+std::string unavailable_reason() { return kReason; }
+void check_device(Device device) { unavailable(device.str()); }
+DeviceProperties device_properties(int device) { unavailable(Device::cuda(device < 0 ? 0 : device).str()); }
+int current_device() { return 0; }
+void set_device(int index) { unavailable(Device::cuda(index).str()); }
+DeviceGuard::DeviceGuard(int index) : previous_(0) { set_device(index); }
+DeviceGuard::~DeviceGuard() = default;
+Stream Stream::create(int device) { unavailable(Device::cuda(device < 0 ? 0 : device).str()); }
+Stream Stream::default_stream(int device) { unavailable(Device::cuda(device < 0 ? 0 : device).str()); }
+void Stream::synchronize() const { unavailable(Device::cuda(device_).str()); }
+Stream current_stream(int device) { unavailable(Device::cuda(device < 0 ? 0 : device).str()); }
+StreamGuard::StreamGuard(const Stream& stream) : previous_device_(0) { unavailable(Device::cuda(stream.device()).str()); }
+StreamGuard::~StreamGuard() = default;
+Event::Event(bool) { unavailable("cuda:0"); }
+Event::~Event() = default;
+void Event::record(const Stream&) { unavailable("cuda:0"); }
+void Event::block(const Stream&) const { unavailable("cuda:0"); }
+bool Event::query() const { unavailable("cuda:0"); }
+void Event::synchronize() const { unavailable("cuda:0"); }
+float Event::elapsed_ms(const Event&) const { unavailable("cuda:0"); }
+void synchronize(int device) { unavailable(Device::cuda(device < 0 ? 0 : device).str()); }
+uint64_t sync_count() { return 0; }
+std::string take_pending_error() { return ""; }
+DeviceMemoryStats memory_stats(int device) { unavailable(Device::cuda(device < 0 ? 0 : device).str()); }
+void reset_peak_memory(int device) { unavailable(Device::cuda(device < 0 ? 0 : device).str()); }
+void record_stream(const Tensor&, const Stream& stream) { unavailable(Device::cuda(stream.device()).str()); }
+void empty_cache() {}  // nothing is cached without a device
+void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
+bool allow_tf32() { return g_allow_tf32; }
+
+}  // namespace mg::cuda

@@ -1,0 +1,152 @@
+// The CUDA device allocator that Storage uses for cuda:N tensors: one CachingAllocator
+// (cuda/host/caching_allocator.h, the policy) per device over cudaMalloc/cudaFree and CUDA events
+// (this file, the raw operations). Blocks are tagged with the current stream at allocation.
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "mixgrad/core/tensor.h"
+#include "mixgrad/cuda/check.h"
+#include "mixgrad/cuda/cuda.h"
+#include "mixgrad/cuda/device_allocator.h"
+#include "mixgrad/cuda/host/caching_allocator.h"
+
+namespace mg::cuda {
+namespace {
+
+// The raw operations of one device. cudaMalloc's out-of-memory status is returned as nullptr
+// (the policy frees its cache and retries); every other failure throws.
+class CudaDeviceMemory final : public DeviceMemory {
+ public:
+  explicit CudaDeviceMemory(int device) : device_(device) {}
+
+  void* raw_alloc(std::size_t bytes) override {
+    DeviceGuard guard(device_);
+    void* p = nullptr;
+    const cudaError_t status = cudaMalloc(&p, bytes);
+    if (status == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    MG_CUDA_CHECK(status);
+    return p;
+  }
+  void raw_free(void* p) override {
+    DeviceGuard guard(device_);
+    MG_CUDA_CHECK(cudaFree(p));
+  }
+  EventHandle record_event(StreamId stream) override {
+    DeviceGuard guard(device_);
+    cudaEvent_t e = nullptr;
+    MG_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    MG_CUDA_CHECK(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)));
+    return reinterpret_cast<EventHandle>(e);
+  }
+  bool event_completed(EventHandle event) override {
+    const cudaError_t status = cudaEventQuery(reinterpret_cast<cudaEvent_t>(event));
+    if (status == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    MG_CUDA_CHECK(status);
+    return true;
+  }
+  void destroy_event(EventHandle event) override {
+    MG_CUDA_CHECK(cudaEventDestroy(reinterpret_cast<cudaEvent_t>(event)));
+  }
+  void synchronize() override {
+    DeviceGuard guard(device_);
+    detail::count_sync();
+    MG_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+ private:
+  int device_;
+};
+
+struct PerDevice {
+  std::unique_ptr<CudaDeviceMemory> memory;
+  std::unique_ptr<CachingAllocator> allocator;
+};
+
+// Made on first use of each device; never destroyed (tensors may be freed during static
+// destruction, after a function-local static would be gone).
+class DeviceAllocators {
+ public:
+  CachingAllocator& of(int device) {
+    check_device(Device::cuda(device));
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (devices_.size() < std::size_t(device_count())) devices_.resize(std::size_t(device_count()));
+    PerDevice& d = devices_[std::size_t(device)];
+    if (!d.allocator) {
+      d.memory = std::make_unique<CudaDeviceMemory>(device);
+      d.allocator = std::make_unique<CachingAllocator>(*d.memory, device);
+    }
+    return *d.allocator;
+  }
+  // The allocators made so far.
+  std::vector<CachingAllocator*> all() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<CachingAllocator*> r;
+    for (PerDevice& d : devices_) {
+      if (d.allocator) r.push_back(d.allocator.get());
+    }
+    return r;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<PerDevice> devices_;
+};
+
+DeviceAllocators& allocators() {
+  static DeviceAllocators* a = new DeviceAllocators();
+  return *a;
+}
+
+class CudaAllocator final : public Allocator {
+ public:
+  void* allocate(std::size_t nbytes, Device device) override {
+    return allocators().of(device.index).allocate(nbytes, current_stream(device.index).id());
+  }
+  void deallocate(void* ptr, Device device) override { allocators().of(device.index).deallocate(ptr); }
+};
+
+int resolve(int device) { return device < 0 ? current_device() : device; }
+
+}  // namespace
+
+Allocator& device_allocator() {
+  static CudaAllocator* a = new CudaAllocator();
+  return *a;
+}
+
+void record_stream(const Tensor& t, const Stream& stream) {
+  MG_CHECK(t.device().is_cuda() && t.device().index == stream.device(), DeviceError,
+           "record_stream: the tensor is on ", t.device().str(), " but the stream on cuda:", stream.device());
+  allocators().of(stream.device()).record_stream(t.storage().data(), stream.id());
+}
+
+DeviceMemoryStats memory_stats(int device) {
+  const AllocatorStats s = allocators().of(resolve(device)).stats();
+  DeviceMemoryStats r;
+  r.allocated = s.allocated_bytes;
+  r.reserved = s.reserved_bytes;
+  r.peak_allocated = s.peak_allocated_bytes;
+  r.peak_reserved = s.peak_reserved_bytes;
+  r.num_device_mallocs = s.num_raw_allocs;
+  r.num_device_frees = s.num_raw_frees;
+  r.num_allocs = s.num_allocs;
+  r.num_frees = s.num_frees;
+  r.num_ooms = s.num_ooms;
+  r.fragmentation = s.fragmentation();
+  return r;
+}
+
+void reset_peak_memory(int device) { allocators().of(resolve(device)).reset_peak(); }
+
+void empty_cache() {
+  for (CachingAllocator* a : allocators().all()) a->empty_cache();
+}
+
+}  // namespace mg::cuda

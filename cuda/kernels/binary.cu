@@ -1,0 +1,59 @@
+// CUDA kernels of the binary elementwise ops of ops/elementwise_ops.def (with broadcasting) and
+// gelu_backward: the shared functors through launch_binary.
+#include "mixgrad/cuda/kernels/elementwise.cuh"
+#include "mixgrad/cuda/kernels/register_helpers.h"
+#include "mixgrad/ops/functor_from_attrs.h"
+
+namespace mg::cuda {
+namespace {
+
+template <typename T, typename F>
+void binary_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  launch_binary<T, T>(in[0], in[1], out[0], functor_from_attrs<F>(attrs));
+}
+
+// (grad, x) -> grad * gelu'(x), computed in opmath and rounded once.
+template <typename T>
+void gelu_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  if (attrs.mode == 0) {
+    launch_binary<T, T>(in[0], in[1], out[0], fn::GeluErfBackward{});
+  } else {
+    launch_binary<T, T>(in[0], in[1], out[0], fn::GeluTanhBackward{});
+  }
+}
+
+template <typename F>
+struct BinaryK {
+  template <typename T>
+  static constexpr KernelFn fn = binary_kernel<T, F>;
+};
+struct GeluBackwardK {
+  template <typename T>
+  static constexpr KernelFn fn = gelu_backward_kernel<T>;
+};
+
+// The binary ops' "Numeric" family includes u8, as on the CPU.
+template <typename K>
+void register_binary_Numeric(OpId op) {
+  register_cuda_Numeric<K, true>(op);
+}
+template <typename K>
+void register_binary_Floating(OpId op) {
+  register_cuda_Floating<K>(op);
+}
+
+}  // namespace
+
+void register_binary_kernels() {
+#define MG_UNARY(op, F, dtypes)
+#define MG_BINARY(op, F, dtypes) register_binary_##dtypes<BinaryK<fn::F>>(OpId::op);
+#define MG_COMPARE(op, F)
+#include "mixgrad/ops/elementwise_ops.def"
+#undef MG_UNARY
+#undef MG_BINARY
+#undef MG_COMPARE
+  register_kernel(OpId::mul, DeviceType::CUDA, DType::Bool, binary_kernel<bool, fn::Mul>);
+  register_cuda_Floating<GeluBackwardK>(OpId::gelu_backward);
+}
+
+}  // namespace mg::cuda

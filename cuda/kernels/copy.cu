@@ -1,0 +1,73 @@
+// CUDA kernels of the copies and casts: clone, to(dtype) and copy_ convert between any two dtypes
+// on the device (as the CPU: to the destination's opmath first, then to its storage type; bool is
+// x != 0); to(device) moves bytes between the host and a device or two devices.
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/cuda/kernels/elementwise.cuh"
+#include "mixgrad/cuda/kernels/register_helpers.h"
+#include "mixgrad/ops/ops.h"
+
+namespace mg::cuda {
+namespace {
+
+template <typename D>
+struct CastTo {
+  template <typename C>
+  __device__ opmath_t<D> operator()(C x) const {
+    if constexpr (std::is_same_v<D, bool>) {
+      return x != C(0);
+    } else {
+      return static_cast<opmath_t<D>>(x);
+    }
+  }
+};
+
+// dst (the output's shape, any layout) <- src broadcast and converted.
+template <typename S>
+void convert_into(const Tensor& src, const Tensor& dst) {
+  visit_dtype(dst.dtype(), [&]<typename D>() { launch_unary<D, S>(src, dst, CastTo<D>{}); });
+}
+
+template <typename S>
+void clone_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+  convert_into<S>(in[0], out[0]);
+}
+
+// copy(dst, src) -> out: out may be dst itself (copy_).
+template <typename S>
+void copy_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+  convert_into<S>(in[1], out[0]);
+}
+
+// The dtype stays; the source is made dense on its own device first, then its bytes move.
+void to_device_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+  Tensor src = in[0];
+  if (!src.is_contiguous()) {
+    NoGradGuard no_grad;
+    src = contiguous(src);
+  }
+  copy_bytes(out[0].data_ptr(), out[0].device(), src.data_ptr(), src.device(),
+             std::size_t(src.numel()) * src.element_size());
+}
+
+struct CloneK {
+  template <typename T>
+  static constexpr KernelFn fn = clone_kernel<T>;
+};
+struct CopyK {
+  template <typename T>
+  static constexpr KernelFn fn = copy_kernel<T>;
+};
+
+}  // namespace
+
+void register_copy_kernels() {
+  register_cuda_All<CloneK>(OpId::clone);
+  register_cuda_All<CloneK>(OpId::to_dtype);
+  register_cuda_All<CopyK>(OpId::copy);
+#define MG_REG_TO_DEVICE(E, n, T) register_kernel(OpId::to_device, DeviceType::CUDA, DType::E, to_device_kernel);
+  MG_FORALL_DTYPES(MG_REG_TO_DEVICE)
+#undef MG_REG_TO_DEVICE
+}
+
+}  // namespace mg::cuda

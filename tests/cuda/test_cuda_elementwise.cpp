@@ -1,0 +1,143 @@
+// CUDA elementwise kernels against the CPU's (the reference): every unary and binary functor of
+// ops/elementwise_ops.def on odd sizes (4097: vector body plus a scalar tail), transposed and
+// broadcast inputs, broadcast scalars, empty tensors; comparisons, where, fill_ and every cast.
+// The math is the same shared functor on both devices; results may differ by the last bit where
+// nvcc contracts a*b+c into one FMA or CUDA's libm differs from glibc's, so floating results are
+// compared with a tolerance of a few ulps of the dtype, and exact ones (casts, comparisons,
+// integers, selections) exactly.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+
+#include "core/factory.h"
+#include "cuda_test_util.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+using namespace mg;
+using mg::test::gpu;
+using mg::test::values;
+
+namespace {
+
+double ulp_tolerance(DType dt) {
+  switch (dt) {
+    case DType::F32: return 8 * 0x1p-24;
+    case DType::F16: return 2 * 0x1p-11;
+    case DType::BF16: return 2 * 0x1p-8;
+    default: return 0;
+  }
+}
+
+// Runs f on CPU tensors and on copies of them on the GPU; the results must agree.
+void check_same(const std::string& what, const std::vector<Tensor>& cpu_inputs,
+                const std::function<Tensor(const std::vector<Tensor>&)>& f) {
+  std::vector<Tensor> gpu_inputs;
+  for (const Tensor& t : cpu_inputs) gpu_inputs.push_back(t.to(gpu()));
+  const Tensor want = f(cpu_inputs);
+  const Tensor got = f(gpu_inputs);
+  INFO(what << " " << dtype_name(want.dtype()) << " " << want.shape());
+  REQUIRE(got.device() == gpu());
+  REQUIRE(got.dtype() == want.dtype());
+  REQUIRE(got.shape() == want.shape());
+  const std::vector<double> g = values(got), w = values(want);
+  const double rel = ulp_tolerance(want.dtype());
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const bool same = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
+                      std::abs(g[i] - w[i]) <= rel * std::abs(w[i]) + 1e-30;
+    if (!same) FAIL(what << " element " << i << ": cuda " << g[i] << " cpu " << w[i]);
+  }
+}
+
+Tensor inputs_in(DType dt, const Shape& shape, double scale, uint64_t seed) {
+  Generator gen(seed);
+  return to(mul(randn(shape, {}, &gen), full({1}, scale)), dt);
+}
+
+}  // namespace
+
+TEST_CASE("CUDA unary ops match the CPU on odd sizes and strided inputs", "[cuda][gpu][elementwise]") {
+  using U = Tensor (*)(const Tensor&);
+  const std::vector<std::pair<const char*, U>> ops = {
+      {"neg", neg}, {"abs", abs}, {"exp", exp}, {"expm1", expm1}, {"sin", sin}, {"cos", cos},
+      {"tanh", tanh}, {"sigmoid", sigmoid}, {"relu", relu}, {"silu", silu}, {"erf", erf}, {"sign", sign}};
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    const Tensor x = inputs_in(dt, {4097}, 3.0, 1);
+    const Tensor m = inputs_in(dt, {65, 33}, 3.0, 2);
+    for (const auto& [name, op] : ops) {
+      check_same(name, {x}, [op = op](const auto& in) { return op(in[0]); });
+      check_same(std::string(name) + " transposed", {m}, [op = op](const auto& in) { return op(in[0].t()); });
+    }
+    const Tensor p = abs(x);  // the positive domain of log/sqrt/rsqrt
+    check_same("log", {p}, [](const auto& in) { return log(in[0]); });
+    check_same("sqrt", {p}, [](const auto& in) { return sqrt(in[0]); });
+    check_same("rsqrt", {p}, [](const auto& in) { return rsqrt(in[0]); });
+    check_same("gelu", {x}, [](const auto& in) { return gelu(in[0]); });
+    check_same("gelu tanh", {x}, [](const auto& in) { return gelu(in[0], GeluApprox::Tanh); });
+    check_same("gelu_backward", {x, m.reshape({-1}).slice(0, 0, 4097)},
+               [](const auto& in) { return gelu_backward(in[1], in[0]); });
+    check_same("clamp", {x}, [](const auto& in) { return clamp(in[0], -1.0, 0.5); });
+    check_same("empty", {zeros({0, 4}, {.dtype = dt})}, [](const auto& in) { return exp(in[0]); });
+  }
+  mg::test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA binary ops match the CPU with broadcasting", "[cuda][gpu][elementwise]") {
+  using B = Tensor (*)(const Tensor&, const Tensor&);
+  const std::vector<std::pair<const char*, B>> ops = {
+      {"mul", mul}, {"div", div}, {"maximum", maximum}, {"minimum", minimum}};
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    const Tensor a = inputs_in(dt, {37, 4097}, 2.0, 3);
+    const Tensor row = inputs_in(dt, {4097}, 2.0, 4);
+    const Tensor col = inputs_in(dt, {37, 1}, 2.0, 5);
+    const Tensor scalar = inputs_in(dt, {}, 2.0, 6);
+    const Tensor t = inputs_in(dt, {4097, 37}, 2.0, 7);
+    for (const auto& [name, op] : ops) {
+      check_same(name, {a, a}, [op = op](const auto& in) { return op(in[0], in[1]); });
+      check_same(std::string(name) + " row", {a, row}, [op = op](const auto& in) { return op(in[0], in[1]); });
+      check_same(std::string(name) + " col", {col, a}, [op = op](const auto& in) { return op(in[0], in[1]); });
+      check_same(std::string(name) + " scalar", {a, scalar}, [op = op](const auto& in) { return op(in[0], in[1]); });
+      check_same(std::string(name) + " transposed", {a, t}, [op = op](const auto& in) { return op(in[0], in[1].t()); });
+    }
+    check_same("add alpha", {a, row}, [](const auto& in) { return add(in[0], in[1], 0.25); });
+    check_same("sub", {a, col}, [](const auto& in) { return sub(in[0], in[1]); });
+    check_same("pow", {abs(a), row}, [](const auto& in) { return pow(in[0], in[1]); });
+  }
+  const Tensor i = randint(-1000, 1000, {4097}), j = randint(1, 50, {4097});
+  check_same("i64 add", {i, j}, [](const auto& in) { return add(in[0], in[1]); });
+  check_same("i64 mul", {i, j}, [](const auto& in) { return mul(in[0], in[1]); });
+  check_same("i32 max", {to(i, DType::I32), to(j, DType::I32)}, [](const auto& in) { return maximum(in[0], in[1]); });
+  mg::test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA comparisons, where and fill_ are exact", "[cuda][gpu][elementwise]") {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I64}) {
+    const Tensor a = to(inputs_in(DType::F32, {4097}, 4.0, 8), dt);
+    const Tensor b = to(inputs_in(DType::F32, {4097}, 4.0, 9), dt);
+    check_same("lt", {a, b}, [](const auto& in) { return lt(in[0], in[1]); });
+    check_same("eq", {a, a}, [](const auto& in) { return eq(in[0], in[1]); });
+    check_same("where", {lt(a, b), a, b}, [](const auto& in) { return where(in[0], in[1], in[2]); });
+  }
+  const Tensor t = zeros({64, 33}, {.device = gpu()});
+  t.t().slice(0, 1, 33, 2).fill_(2.5);  // a strided destination
+  const Tensor want = zeros({64, 33});
+  want.t().slice(0, 1, 33, 2).fill_(2.5);
+  REQUIRE(values(t) == values(want));
+  mg::test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA casts between every pair of dtypes match the CPU bit for bit", "[cuda][gpu][elementwise]") {
+  const std::vector<DType> all = {DType::F64, DType::F32, DType::F16, DType::BF16,
+                                  DType::I64, DType::I32, DType::U8, DType::Bool};
+  // Values around the 16-bit formats' rounding boundaries, overflow, subnormals, and integers.
+  const Tensor base = mul(randn({4097}), full({1}, 300.0));
+  for (DType from : all) {
+    const Tensor x = from == DType::U8 ? to(abs(base), from) : to(base, from);
+    for (DType target : all) {
+      check_same(std::string("cast ") + dtype_name(from) + " -> " + dtype_name(target), {x},
+                 [target](const auto& in) { return to(in[0], target); });
+    }
+  }
+  mg::test::require_no_pending_cuda_error();
+}

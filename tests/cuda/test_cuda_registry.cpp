@@ -1,0 +1,60 @@
+// Which (op, dtype) kernels the CUDA backend registers (no GPU needed: registration happens in
+// every CUDA build). The elementwise ops of ops/elementwise_ops.def and the copies must cover
+// exactly the CPU's dtypes on CUDA; the ops still without a CUDA kernel are listed in the test
+// output. A CPU-only build registers no CUDA kernel at all.
+#include <catch2/catch.hpp>
+
+#include "cuda/cuda.h"
+#include "ops/dispatcher.h"
+#include "ops/op_rule.h"
+#include "ops/kernel_registry.h"
+#include "ops/ops.h"
+
+using namespace mg;
+
+namespace {
+
+const std::vector<DType> kAllDTypes = {DType::F64, DType::F32, DType::F16, DType::BF16,
+                                       DType::I64, DType::I32, DType::U8,  DType::Bool};
+
+const std::vector<OpId> kTableOps = {
+#define MG_UNARY(op, F, dtypes) OpId::op,
+#define MG_BINARY(op, F, dtypes) OpId::op,
+#define MG_COMPARE(op, F) OpId::op,
+#include "ops/elementwise_ops.def"
+#undef MG_UNARY
+#undef MG_BINARY
+#undef MG_COMPARE
+    OpId::gelu, OpId::gelu_backward, OpId::where, OpId::fill,
+    OpId::clone, OpId::to_dtype, OpId::copy, OpId::to_device};
+
+}  // namespace
+
+TEST_CASE("CUDA kernels cover the CPU's dtypes for every elementwise and copy op", "[cuda][registry]") {
+  init();
+  if (!cuda::built_with_cuda()) {
+    for (int op = 0; op < kNumOps; ++op) {
+      for (DType dt : kAllDTypes) REQUIRE_FALSE(has_kernel(OpId(op), DeviceType::CUDA, dt));
+    }
+    return;
+  }
+  for (OpId op : kTableOps) {
+    for (DType dt : kAllDTypes) {
+      INFO(op_name(op) << " " << dtype_name(dt));
+      CHECK(has_kernel(op, DeviceType::CUDA, dt) == has_kernel(op, DeviceType::CPU, dt));
+    }
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) CHECK(has_kernel(op, DeviceType::CUDA, dt));
+  }
+  std::string missing;
+  int with_cuda = 0;
+  for (int op = 0; op < kNumOps; ++op) {
+    if (op_rule(OpId(op)).view != nullptr) continue;  // views have no kernel on any device
+    if (has_kernel(OpId(op), DeviceType::CUDA, DType::F32)) {
+      ++with_cuda;
+    } else {
+      missing += std::string(missing.empty() ? "" : ", ") + op_name(OpId(op));
+    }
+  }
+  WARN("ops with CUDA kernels: " << with_cuda << "; still without: " << missing);
+  REQUIRE(with_cuda >= int(kTableOps.size()));
+}

@@ -1,0 +1,145 @@
+// The CUDA runtime layer: graceful degradation without a device (runs everywhere), and on a GPU
+// ([gpu], skipped without one): device errors, copies, streams, events, the sync counter and the
+// device allocator's statistics.
+#include <catch2/catch.hpp>
+
+#include "core/factory.h"
+#include "cuda/cuda.h"
+#include "cuda_test_util.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+using namespace mg;
+using mg::test::gpu;
+
+TEST_CASE("without a usable device, CUDA requests are clear DeviceErrors", "[cuda]") {
+  if (cuda::is_available()) {
+    REQUIRE(cuda::unavailable_reason().empty());
+    REQUIRE(cuda::device_count() >= 1);
+    return;  // the [gpu] tests below cover the device
+  }
+  REQUIRE(cuda::device_count() == 0);
+  const std::string reason = cuda::unavailable_reason();
+  REQUIRE_FALSE(reason.empty());
+  if (!cuda::built_with_cuda()) REQUIRE_THAT(reason, Catch::Matchers::Contains("built without the CUDA backend"));
+  // The process runs CPU-only; only asking for a device fails, with the reason.
+  REQUIRE(add(ones({2}), ones({2})).item<float>() == 2.0f);
+  MG_REQUIRE_ERROR(zeros({2}, {.device = Device::cuda(0)}), "cuda:0 is not available: " + reason);
+  MG_REQUIRE_ERROR(ones({3}).to(Device::parse("cuda:1")), "cuda:1 is not available");
+  MG_REQUIRE_ERROR(cuda::synchronize(), "is not available");
+  MG_REQUIRE_ERROR(cuda::Stream::create(0), "is not available");
+  try {
+    (void)zeros({2}, {.device = Device::cuda(0)});
+    FAIL("no error");
+  } catch (const DeviceError&) {
+    SUCCEED("a DeviceError");
+  }
+  REQUIRE(cuda::sync_count() == 0);
+}
+
+TEST_CASE("device strings parse and print", "[cuda]") {
+  REQUIRE(Device::parse("cuda") == Device::cuda(0));
+  REQUIRE(Device::parse("cuda:1") == Device::cuda(1));
+  REQUIRE(Device::cuda(3).str() == "cuda:3");
+  MG_REQUIRE_ERROR(Device::parse("cuda:x"), "cuda:x");
+}
+
+TEST_CASE("a device index out of range names the devices there are", "[cuda][gpu]") {
+  const int n = cuda::device_count();
+  MG_REQUIRE_ERROR(zeros({2}, {.device = Device::cuda(n)}), "cuda:" + std::to_string(n) + " is out of range: this machine has");
+  MG_REQUIRE_ERROR(cuda::set_device(n + 6), "is out of range");
+  mg::test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("host-device round trips keep every bit, in every dtype", "[cuda][gpu]") {
+  for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8, DType::Bool}) {
+    INFO(dtype_name(dt));
+    const Tensor x = to(mul(randn({4097}), full({1}, 50.0)), dt);  // odd size, values of every magnitude
+    const Tensor d = x.to(gpu());
+    REQUIRE(d.device() == gpu());
+    REQUIRE(d.dtype() == dt);
+    const Tensor back = d.to(Device::cpu());
+    REQUIRE(std::memcmp(back.data_ptr(), x.data_ptr(), x.numel() * x.element_size()) == 0);
+  }
+  // A non-contiguous source is made dense on its own device first.
+  const Tensor m = randn({33, 17});
+  REQUIRE(mg::test::values(m.t().to(gpu())) == mg::test::values(m.t()));
+  REQUIRE(mg::test::values(m.to(gpu()).t().to(Device::cpu())) == mg::test::values(m.t()));
+  // Empty tensors move too.
+  REQUIRE(zeros({0, 3}).to(gpu()).to(Device::cpu()).shape() == Shape{0, 3});
+  mg::test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("streams, guards and events", "[cuda][gpu]") {
+  const cuda::Stream def = cuda::current_stream();
+  REQUIRE(def.handle() == nullptr);
+  const cuda::Stream s = cuda::Stream::create(0);
+  REQUIRE(s.handle() != nullptr);
+  {
+    cuda::StreamGuard guard(s);
+    REQUIRE(cuda::current_stream() == s);
+    cuda::Event start, end;
+    start.record();
+    const Tensor y = add(ones({1 << 20}, {.device = gpu()}), ones({1 << 20}, {.device = gpu()}));
+    end.record();
+    end.synchronize();
+    REQUIRE(end.query());
+    REQUIRE(start.elapsed_ms(end) >= 0.0f);
+    REQUIRE(y.to(Device::cpu()).data<float>()[12345] == 2.0f);
+  }
+  REQUIRE(cuda::current_stream() == def);
+  mg::test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("reading a value synchronises and is counted", "[cuda][gpu]") {
+  const Tensor x = full({8}, 3.0, {.device = gpu()});
+  const uint64_t before = cuda::sync_count();
+  const Tensor y = mul(x, x);  // a launch alone does not wait
+  REQUIRE(cuda::sync_count() == before);
+  REQUIRE(y.to(Device::cpu()).data<float>()[7] == 9.0f);
+  REQUIRE(cuda::sync_count() == before + 1);
+  mg::test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("the device allocator caches, reuses and reports", "[cuda][gpu][allocator]") {
+  cuda::empty_cache();
+  const cuda::DeviceMemoryStats s0 = cuda::memory_stats();
+  {
+    const Tensor a = empty({1 << 20}, {.device = gpu()});  // 4 MiB
+    const cuda::DeviceMemoryStats s1 = cuda::memory_stats();
+    REQUIRE(s1.allocated >= s0.allocated + (std::size_t(4) << 20));
+    REQUIRE(s1.peak_allocated >= s1.allocated);
+    REQUIRE(s1.reserved >= s1.allocated);
+  }
+  const cuda::DeviceMemoryStats s2 = cuda::memory_stats();
+  REQUIRE(s2.allocated == s0.allocated);
+  // The freed block is reused: a thousand allocations of the same size make no new cudaMalloc.
+  for (int i = 0; i < 1000; ++i) (void)empty({1 << 20}, {.device = gpu()});
+  REQUIRE(cuda::memory_stats().num_device_mallocs == s2.num_device_mallocs);
+  cuda::reset_peak_memory();
+  REQUIRE(cuda::memory_stats().peak_allocated == cuda::memory_stats().allocated);
+  cuda::empty_cache();
+  REQUIRE(cuda::memory_stats().reserved <= s2.reserved);
+  mg::test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("an impossible allocation is an OutOfMemoryError, and the device stays usable", "[cuda][gpu][allocator]") {
+  const int64_t huge = int64_t(1) << 40;  // 4 TiB of f32
+  try {
+    (void)empty({huge}, {.device = gpu()});
+    FAIL("no error");
+  } catch (const OutOfMemoryError& e) {
+    REQUIRE_THAT(e.what(), Catch::Matchers::Contains("out of memory on cuda:0"));
+    REQUIRE_THAT(e.what(), Catch::Matchers::Contains("4096.00 GiB"));
+  }
+  REQUIRE(cuda::memory_stats().num_ooms >= 1);
+  REQUIRE(add(ones({4}, {.device = gpu()}), ones({4}, {.device = gpu()})).to(Device::cpu()).data<float>()[0] == 2.0f);
+  mg::test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("mixing devices and missing kernels are clear errors", "[cuda][gpu]") {
+  const Tensor c = ones({2});
+  const Tensor g = ones({2}, {.device = gpu()});
+  MG_REQUIRE_ERROR(add(c, g), "add: expected all tensors on the same device, got [2] f32 cpu and [2] f32 cuda:0");
+  mg::test::require_no_pending_cuda_error();
+}
