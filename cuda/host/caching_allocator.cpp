@@ -1,0 +1,360 @@
+// The caching device allocator's policy (see the header for the rules). Plain C++: no CUDA
+// header; every device operation goes through DeviceMemory.
+// Decision: statistics that describe the pools (cached bytes, block counts, largest free block)
+// are computed by walking the pools in stats(), so the hot paths keep only plain counters.
+#include "mixgrad/cuda/host/caching_allocator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include "mixgrad/core/error.h"
+
+namespace mg::cuda {
+
+namespace {
+// Requests above this cannot be rounded without overflow; they are out of memory at once.
+constexpr std::size_t kMaxRequest = std::numeric_limits<std::size_t>::max() / 4;
+
+std::size_t round_up(std::size_t n, std::size_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+}  // namespace
+
+std::string format_bytes(std::size_t bytes) {
+  constexpr double kKiB = 1024.0;
+  char buf[48];
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1024) {
+    std::snprintf(buf, sizeof buf, "%zu B", bytes);
+  } else if (b < kKiB * kKiB) {
+    std::snprintf(buf, sizeof buf, "%.2f KiB", b / kKiB);
+  } else if (b < kKiB * kKiB * kKiB) {
+    std::snprintf(buf, sizeof buf, "%.2f MiB", b / (kKiB * kKiB));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (kKiB * kKiB * kKiB));
+  }
+  return buf;
+}
+
+bool CachingAllocator::BlockLess::operator()(const Block* a, const Block* b) const {
+  if (a->stream != b->stream) return a->stream < b->stream;
+  if (a->size != b->size) return a->size < b->size;
+  return reinterpret_cast<std::uintptr_t>(a->ptr) < reinterpret_cast<std::uintptr_t>(b->ptr);
+}
+
+CachingAllocator::CachingAllocator(DeviceMemory& memory, int device)
+    : memory_(memory), device_(device) {}
+
+CachingAllocator::~CachingAllocator() {
+  try {
+    if (!pending_.empty()) {
+      memory_.synchronize();
+      process_events();
+    }
+    release_free_segments();
+  } catch (...) {
+    // A destructor must not throw; what could not be returned stays with the device.
+  }
+  for (const PendingEvent& pe : pending_) {
+    try {
+      memory_.destroy_event(pe.event);
+    } catch (...) {
+    }
+  }
+  // Segments that still hold live blocks are left to the device; only the bookkeeping goes.
+  for (auto& [base, seg] : segments_) {
+    for (Block* b = seg.head; b != nullptr;) {
+      Block* next = b->next;
+      delete b;
+      b = next;
+    }
+  }
+}
+
+std::size_t CachingAllocator::round_size(std::size_t bytes) {
+  return bytes < kMinBlockSize ? kMinBlockSize : round_up(bytes, kMinBlockSize);
+}
+
+std::size_t CachingAllocator::segment_size(std::size_t rounded) {
+  if (rounded <= kSmallSize) return kSmallBuffer;
+  if (rounded < kMinLargeAlloc) return kLargeBuffer;
+  return round_up(rounded, kRoundLarge);
+}
+
+CachingAllocator::Block* CachingAllocator::find_free_block(bool small, StreamId stream,
+                                                           std::size_t size) {
+  Pool& pool = small ? small_pool_ : large_pool_;
+  Block key;
+  key.stream = stream;
+  key.size = size;
+  key.ptr = nullptr;
+  auto it = pool.lower_bound(&key);
+  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  Block* b = *it;
+  pool.erase(it);
+  return b;
+}
+
+CachingAllocator::Block* CachingAllocator::new_segment(bool small, StreamId stream,
+                                                       std::size_t size, std::size_t requested) {
+  const std::size_t bytes = segment_size(size);
+  void* p = memory_.raw_alloc(bytes);
+  if (p == nullptr) {
+    ++stats_.num_alloc_retries;
+    if (!pending_.empty()) {
+      // Blocks waiting on other streams: after a device synchronisation they are free, and one
+      // of them may fit.
+      memory_.synchronize();
+      process_events();
+      if (Block* b = find_free_block(small, stream, size)) return b;
+    }
+    release_free_segments();
+    p = memory_.raw_alloc(bytes);
+    if (p == nullptr) {
+      ++stats_.num_ooms;
+      throw_oom(requested, bytes);
+    }
+  }
+  auto* b = new Block;
+  b->ptr = static_cast<char*>(p);
+  b->size = bytes;
+  b->stream = stream;
+  b->small = small;
+  segments_[reinterpret_cast<std::uintptr_t>(p)] = Segment{b, bytes};
+  ++stats_.num_raw_allocs;
+  ++stats_.num_segments;
+  stats_.reserved_bytes += bytes;
+  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+  return b;
+}
+
+// Splits the free block `b` (already out of its pool) to `size` when the policy says so and
+// hands it out.
+void* CachingAllocator::take_block(Block* b, std::size_t size, std::size_t requested) {
+  const std::size_t remainder = b->size - size;
+  const bool split = b->small ? remainder >= kMinBlockSize : remainder > kMaxSplitSurplus;
+  if (split) {
+    auto* rest = new Block;
+    rest->ptr = b->ptr + size;
+    rest->size = remainder;
+    rest->stream = b->stream;
+    rest->small = b->small;
+    rest->prev = b;
+    rest->next = b->next;
+    if (b->next != nullptr) b->next->prev = rest;
+    b->next = rest;
+    b->size = size;
+    pool_of(rest).insert(rest);
+  }
+  b->state = State::Allocated;
+  b->requested = requested;
+  live_[b->ptr] = b;
+  ++stats_.num_allocs;
+  stats_.allocated_bytes += b->size;
+  stats_.requested_bytes += requested;
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  return b->ptr;
+}
+
+void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  process_events();
+  if (bytes > kMaxRequest) {
+    ++stats_.num_ooms;
+    throw_oom(bytes, bytes);
+  }
+  const std::size_t size = round_size(bytes);
+  const bool small = size <= kSmallSize;
+  Block* b = find_free_block(small, stream, size);
+  if (b == nullptr) b = new_segment(small, stream, size, bytes);
+  return take_block(b, size, bytes);
+}
+
+// Marks `b` free, merges it with free neighbours and puts the result in its pool.
+void CachingAllocator::free_block(Block* b) {
+  b->state = State::Free;
+  b->requested = 0;
+  b->stream_uses.clear();
+  Pool& pool = pool_of(b);
+  if (Block* prev = b->prev; prev != nullptr && prev->state == State::Free) {
+    pool.erase(prev);
+    prev->size += b->size;
+    prev->next = b->next;
+    if (b->next != nullptr) b->next->prev = prev;
+    delete b;
+    b = prev;
+  }
+  if (Block* next = b->next; next != nullptr && next->state == State::Free) {
+    pool.erase(next);
+    b->size += next->size;
+    b->next = next->next;
+    if (next->next != nullptr) next->next->prev = b;
+    delete next;
+  }
+  pool.insert(b);
+}
+
+void CachingAllocator::deallocate(void* p) {
+  if (p == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(p);
+  if (it == live_.end()) throw_bad_pointer("deallocate", p);
+  Block* b = it->second;
+  // Record the events first: if recording throws, the block is still live and nothing changed.
+  std::vector<EventHandle> events;
+  events.reserve(b->stream_uses.size());
+  try {
+    for (StreamId s : b->stream_uses) events.push_back(memory_.record_event(s));
+  } catch (...) {
+    for (EventHandle e : events) memory_.destroy_event(e);
+    throw;
+  }
+  live_.erase(it);
+  ++stats_.num_frees;
+  stats_.allocated_bytes -= b->size;
+  stats_.requested_bytes -= b->requested;
+  if (events.empty()) {
+    free_block(b);
+    return;
+  }
+  b->state = State::Pending;
+  b->stream_uses.clear();
+  b->event_count = static_cast<int>(events.size());
+  for (EventHandle e : events) pending_.push_back({e, b});
+}
+
+void CachingAllocator::record_stream(void* p, StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(p);
+  if (it == live_.end()) throw_bad_pointer("record_stream", p);
+  Block* b = it->second;
+  if (stream == b->stream) return;
+  if (std::find(b->stream_uses.begin(), b->stream_uses.end(), stream) == b->stream_uses.end()) {
+    b->stream_uses.push_back(stream);
+  }
+}
+
+// Collects completed events; a block whose events have all completed goes to its pool. If the
+// device throws, the events not yet looked at stay pending.
+void CachingAllocator::process_events() {
+  std::size_t kept = 0;
+  std::size_t i = 0;
+  try {
+    for (; i < pending_.size(); ++i) {
+      const PendingEvent pe = pending_[i];
+      if (!memory_.event_completed(pe.event)) {
+        pending_[kept++] = pe;
+        continue;
+      }
+      memory_.destroy_event(pe.event);
+      if (--pe.block->event_count == 0) free_block(pe.block);
+    }
+  } catch (...) {
+    for (; i < pending_.size(); ++i) pending_[kept++] = pending_[i];
+    pending_.resize(kept);
+    throw;
+  }
+  pending_.resize(kept);
+}
+
+// Returns every segment that is one free block (all its blocks free and merged) to the device.
+void CachingAllocator::release_free_segments() {
+  for (auto it = segments_.begin(); it != segments_.end();) {
+    Block* head = it->second.head;
+    if (head->state != State::Free || head->next != nullptr) {
+      ++it;
+      continue;
+    }
+    memory_.raw_free(head->ptr);
+    pool_of(head).erase(head);
+    ++stats_.num_raw_frees;
+    --stats_.num_segments;
+    stats_.reserved_bytes -= it->second.size;
+    delete head;
+    it = segments_.erase(it);
+  }
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  process_events();
+  release_free_segments();
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  AllocatorStats s = stats_;
+  s.cached_bytes = 0;
+  s.largest_free_block = 0;
+  s.num_cached_blocks = small_pool_.size() + large_pool_.size();
+  for (const Pool* pool : {&small_pool_, &large_pool_}) {
+    for (const Block* b : *pool) {
+      s.cached_bytes += b->size;
+      s.largest_free_block = std::max(s.largest_free_block, b->size);
+    }
+  }
+  s.pending_bytes = 0;
+  s.num_pending_blocks = 0;
+  for (const auto& [base, seg] : segments_) {
+    for (const Block* b = seg.head; b != nullptr; b = b->next) {
+      if (b->state == State::Pending) {
+        s.pending_bytes += b->size;
+        ++s.num_pending_blocks;
+      }
+    }
+  }
+  return s;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  stats_.peak_reserved_bytes = stats_.reserved_bytes;
+}
+
+void CachingAllocator::throw_oom(std::size_t requested, std::size_t segment) {
+  std::size_t largest_free = 0;
+  for (const Pool* pool : {&small_pool_, &large_pool_}) {
+    for (const Block* b : *pool) largest_free = std::max(largest_free, b->size);
+  }
+  const AllocatorStats& s = stats_;
+  const std::size_t cached_free = s.reserved_bytes - s.allocated_bytes;
+  std::string msg = str_cat("CUDA out of memory on cuda:", device_, ": tried to allocate ",
+                            format_bytes(requested));
+  if (segment != requested) msg += str_cat(" (a new segment of ", format_bytes(segment), ")");
+  msg += str_cat("; allocated ", format_bytes(s.allocated_bytes), ", reserved ",
+                 format_bytes(s.reserved_bytes), " (cached free ", format_bytes(cached_free),
+                 ", largest free block ", format_bytes(largest_free), ") in ", s.num_segments,
+                 s.num_segments == 1 ? " segment" : " segments", "; peak allocated ",
+                 format_bytes(s.peak_allocated_bytes), ", peak reserved ",
+                 format_bytes(s.peak_reserved_bytes),
+                 "\n  hint: reduce the batch size, free tensors you no longer need, or use mixed "
+                 "precision (f16/bf16 activations take half the memory); a large cached free "
+                 "figure is fragmentation: call empty_cache() between phases that allocate "
+                 "different sizes");
+  throw OutOfMemoryError(msg);
+}
+
+void CachingAllocator::throw_bad_pointer(const char* fn, void* p) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  auto it = segments_.upper_bound(addr);
+  if (it != segments_.begin()) {
+    --it;
+    if (addr < it->first + it->second.size) {
+      for (const Block* b = it->second.head; b != nullptr; b = b->next) {
+        if (b->ptr == p) {
+          MG_THROW(Error, "CachingAllocator: ", fn, "(", p, ") on cuda:", device_,
+                   ": the block was already freed (a second free of the same pointer)");
+        }
+      }
+      MG_THROW(Error, "CachingAllocator: ", fn, "(", p, ") on cuda:", device_,
+               ": the pointer lies inside a segment of this allocator but is not the start of "
+               "a live block (an offset into an allocation?)");
+    }
+  }
+  MG_THROW(Error, "CachingAllocator: ", fn, "(", p, ") on cuda:", device_,
+           ": the pointer was not allocated by this allocator");
+}
+
+}  // namespace mg::cuda
