@@ -133,7 +133,11 @@ target_compile_options(mixgrad PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed
 # The target was created before the architectures were chosen.
 set_target_properties(mixgrad PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
 target_sources(mixgrad PRIVATE ${MG_CUDA_SOURCES})
-target_compile_definitions(mixgrad PUBLIC MG_WITH_CUDA=1)
+# Only ops/init.cpp asks whether the backend is built (to call register_cuda_kernels()); the
+# define stays off every other object, so a CUDA build and a CPU-only build share their compiled
+# C++ objects through ccache. Programs ask at run time: mg::cuda::built_with_cuda().
+set_property(SOURCE ${PROJECT_SOURCE_DIR}/ops/init.cpp TARGET_DIRECTORY mixgrad APPEND PROPERTY
+             COMPILE_DEFINITIONS MG_WITH_CUDA=1)
 target_include_directories(mixgrad PRIVATE ${MG_CUDNN_INCLUDE_DIR})
 target_link_libraries(mixgrad PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt
                               PRIVATE ${MG_CUDNN_LIBRARY})
