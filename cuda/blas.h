@@ -30,7 +30,8 @@ inline constexpr std::size_t kGemmWorkspaceBytes = std::size_t(32) << 20;  // 32
 // no algorithm for it (the caller then plans without it); any other failure throws CudaError.
 bool run_gemm(const GemmPlan& plan, int device);
 
-// Entries of the heuristic cache (for tests and benchmarks).
+// Entries of the heuristic cache (for tests and benchmarks); 0 in a build without the backend
+// (cuda/absent/cuda_absent.cpp).
 std::size_t gemm_heuristic_cache_size();
 
 }  // namespace mg::cuda

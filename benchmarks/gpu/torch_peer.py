@@ -39,8 +39,11 @@ def main():
     shape = f"2^{log2}"
     dev = torch.device("cuda:0")
     torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
-    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    for flag in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
+        try:
+            setattr(torch.backends.cuda.matmul, flag, False)
+        except AttributeError:  # an older torch without the flag
+            pass
     a, b = torch.randn(n, device=dev), torch.randn(n, device=dev)
     h, g = a.to(torch.bfloat16), b.to(torch.bfloat16)
     m = a.view(n // 4096, 4096)
