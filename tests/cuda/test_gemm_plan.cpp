@@ -4,7 +4,11 @@
 // D [M = m, N = n] = A [M, K] @ B [K, N], with A = b^T, B = a^T, D = out^T.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "core/factory.h"
 #include "cuda/host/gemm_plan.h"
@@ -360,4 +364,223 @@ TEST_CASE("gemm plan: alignment and the heuristic key", "[cuda][gemm]") {
   CHECK(describe(p1) ==
         "matmul f16 compute 32F D[m=16, n=64, k=32] = A[16x32 N ld 16 stride 512 align 256] B[32x64 N ld 32 "
         "stride 2048 align 256] D[16x64 N ld 16 stride 1024 align 256] x batch 4, c none, alpha 1, beta 0");
+}
+
+// ---- the plans, executed ----
+// A CPU model of cuBLASLt running a Matmul plan, straight from its documented semantics
+// (column-major storage, op N/T, leading dimensions, strided batch, the host loop, the bias
+// epilogue, D = alpha op(A) op(B) + beta C with C = D), and of the CUDA kernel's steps around it
+// (cuda/linalg_kernels.cpp: copies, c into out, k = 0). Run on f64 data for every kind of operand,
+// it checks that each plan computes the op, not just that it has the expected fields.
+namespace {
+
+void execute_like_cublaslt(const GemmPlan& p) {
+  const auto* a0 = static_cast<const double*>(p.A.ptr);
+  const auto* b0 = static_cast<const double*>(p.B.ptr);
+  auto* d0 = static_cast<double*>(const_cast<void*>(p.D.ptr));
+  const auto* bias = static_cast<const double*>(p.bias);
+  const int64_t calls = shape_numel(p.loop);
+  std::vector<int64_t> idx(p.loop.size(), 0);
+  for (int64_t call = 0; call < calls; ++call) {
+    int64_t oa = 0, ob = 0, oo = 0;  // our a, b, out (cuBLAS's B, A, D)
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+      oa += idx[i] * p.loop_a[i];
+      ob += idx[i] * p.loop_b[i];
+      oo += idx[i] * p.loop_out[i];
+    }
+    for (int64_t e = 0; e < p.batch_count; ++e) {
+      const double* A = a0 + ob + e * p.A.batch_stride;
+      const double* B = b0 + oa + e * p.B.batch_stride;
+      double* D = d0 + oo + e * p.D.batch_stride;
+      for (int64_t r = 0; r < p.M; ++r) {
+        for (int64_t c = 0; c < p.N; ++c) {
+          double acc = 0;
+          for (int64_t l = 0; l < p.K; ++l) {
+            const double x = p.A.transpose ? A[l + r * p.A.ld] : A[r + l * p.A.ld];  // op(A)[r, l]
+            const double y = p.B.transpose ? B[c + l * p.B.ld] : B[l + c * p.B.ld];  // op(B)[l, c]
+            acc += x * y;
+          }
+          double& d = D[r + c * p.D.ld];
+          double v = p.alpha * acc;
+          if (p.beta != 0.0) v += p.beta * d;
+          if (p.c_mode == GemmCMode::Bias) v += bias[r];
+          d = v;
+        }
+      }
+    }
+    for (std::size_t i = idx.size(); i-- > 0;) {
+      if (++idx[i] < p.loop[i]) break;
+      idx[i] = 0;
+    }
+  }
+}
+
+struct Seen {
+  int copies = 0, loops = 0, batches = 0, bias = 0, copied_c = 0, fills = 0, empty = 0;
+};
+
+// The kernel's steps with the model for cuBLASLt. Planned as f32 on f64 data: the plan's only
+// dtype-dependent choices are the bias epilogue (never f64) and the alignments, which the model
+// does not need, so the epilogue path is exercised too.
+Tensor run_like_cuda_kernel(OpId op, Tensors args, const Shape& out_shape, const OpAttrs& attrs,
+                            GemmPlanOptions options, Seen& seen) {
+  Tensor out = empty(out_shape, {.dtype = DType::F64});
+  GemmProblem pr = gemm_problem(op, args, out, attrs);
+  GemmPlan plan = plan_gemm(pr, DType::F32, options);
+  if (plan.copy_a || plan.copy_b) {
+    ++seen.copies;
+    if (plan.copy_a) args[std::size_t(pr.a.input)] = contiguous(args[std::size_t(pr.a.input)]);
+    if (plan.copy_b) args[std::size_t(pr.b.input)] = contiguous(args[std::size_t(pr.b.input)]);
+    pr = gemm_problem(op, args, out, attrs);
+    plan = plan_gemm(pr, DType::F32, options);
+    REQUIRE_FALSE(plan.copy_a);
+    REQUIRE_FALSE(plan.copy_b);
+  }
+  INFO(describe(plan));
+  switch (plan.kind) {
+    case GemmKind::Empty: ++seen.empty; return out;
+    case GemmKind::Zero: ++seen.fills; out.zero_(); return out;
+    case GemmKind::ScaleC:
+      ++seen.fills;
+      out.copy_(expand(args[std::size_t(pr.c.input)], out.shape()) * plan.beta);
+      return out;
+    case GemmKind::Matmul: break;
+  }
+  if (!plan.loop.empty()) ++seen.loops;
+  if (plan.batch_count > 1) ++seen.batches;
+  if (plan.c_mode == GemmCMode::Bias) ++seen.bias;
+  if (plan.c_mode == GemmCMode::CopyToOut) {
+    ++seen.copied_c;
+    out.copy_(expand(args[std::size_t(pr.c.input)], out.shape()));
+  }
+  execute_like_cublaslt(plan);
+  return out;
+}
+
+Tensor run_op(OpId op, const Tensors& in, const OpAttrs& attrs) {
+  switch (op) {
+    case OpId::matmul: return matmul(in[0], in[1]);
+    case OpId::mm: return mm(in[0], in[1]);
+    case OpId::bmm: return bmm(in[0], in[1]);
+    case OpId::addmm: return addmm(in[0], in[1], in[2], attrs.beta, attrs.alpha);
+    case OpId::baddbmm: return baddbmm(in[0], in[1], in[2], attrs.beta, attrs.alpha);
+    case OpId::linear: return in.size() > 2 ? linear(in[0], in[1], in[2]) : linear(in[0], in[1]);
+    default: FAIL("not a linalg op"); return {};
+  }
+}
+
+struct ExecCase {
+  std::string name;
+  OpId op;
+  std::vector<Shape> shapes;                         // base inputs, normal random f64
+  std::function<Tensors(const Tensors&)> views = {};  // applied to the base inputs
+  double beta = 1.0, alpha = 1.0;
+  bool nan_first = false;
+};
+
+}  // namespace
+
+TEST_CASE("gemm plan: every plan, executed like cuBLASLt, computes the op", "[cuda][gemm]") {
+  using V = std::function<Tensors(const Tensors&)>;
+  const V t01 = [](const Tensors& x) { return Tensors{x[0].t(), x[1].t()}; };
+  const std::vector<ExecCase> cases = {
+      {"mm", OpId::mm, {{7, 5}, {5, 3}}},
+      {"mm a^T b^T", OpId::mm, {{5, 7}, {3, 5}}, t01},
+      {"mm sliced", OpId::mm, {{12, 9}, {8, 11}},
+       [](const Tensors& x) { return Tensors{x[0].slice(0, 2, 9).slice(1, 1, 6), x[1].slice(0, 3, 8).slice(1, 4, 7)}; }},
+      {"mm sliced transposed", OpId::mm, {{9, 12}, {11, 8}},
+       [](const Tensors& x) {
+         return Tensors{x[0].slice(0, 1, 6).slice(1, 2, 9).t(), x[1].slice(0, 4, 7).slice(1, 3, 8).t()};
+       }},
+      {"mm step-sliced", OpId::mm, {{7, 10}, {5, 6}},
+       [](const Tensors& x) { return Tensors{x[0].slice(1, 0, 10, 2), x[1].slice(1, 0, 6, 2)}; }},
+      {"mm broadcast rows", OpId::mm, {{1, 5}, {5, 3}}, [](const Tensors& x) { return Tensors{x[0].expand({7, 5}), x[1]}; }},
+      {"mm 1x1x1", OpId::mm, {{1, 1}, {1, 1}}},
+      {"mm k=0", OpId::mm, {{7, 0}, {0, 3}}},
+      {"mm empty", OpId::mm, {{0, 5}, {5, 3}}},
+      {"bmm", OpId::bmm, {{4, 7, 5}, {4, 5, 3}}},
+      {"bmm transposed entries", OpId::bmm, {{4, 5, 7}, {4, 3, 5}},
+       [](const Tensors& x) { return Tensors{x[0].transpose(1, 2), x[1].transpose(1, 2)}; }},
+      {"bmm a expanded", OpId::bmm, {{1, 7, 5}, {4, 5, 3}}, [](const Tensors& x) { return Tensors{x[0].expand({4, 7, 5}), x[1]}; }},
+      {"bmm b expanded", OpId::bmm, {{4, 7, 5}, {1, 5, 3}}, [](const Tensors& x) { return Tensors{x[0], x[1].expand({4, 5, 3})}; }},
+      {"bmm batch slice", OpId::bmm, {{9, 7, 5}, {4, 5, 3}}, [](const Tensors& x) { return Tensors{x[0].slice(0, 1, 9, 2), x[1]}; }},
+      {"bmm empty batch", OpId::bmm, {{0, 7, 5}, {0, 5, 3}}},
+      {"matmul [2,1,5,7] @ [3,7,4]", OpId::matmul, {{2, 1, 5, 7}, {3, 7, 4}}},
+      {"matmul [3,1,5,7] @ [1,2,7,4]", OpId::matmul, {{3, 1, 5, 7}, {1, 2, 7, 4}}},
+      {"matmul [5,7] @ [4,7,3]", OpId::matmul, {{5, 7}, {4, 7, 3}}},
+      {"matmul [4,5,7] @ [7,3]", OpId::matmul, {{4, 5, 7}, {7, 3}}},
+      {"matmul [2,3,5,7] @ [2,3,7,4]", OpId::matmul, {{2, 3, 5, 7}, {2, 3, 7, 4}}},
+      {"matmul transposed entries @ W", OpId::matmul, {{4, 7, 5}, {7, 3}},
+       [](const Tensors& x) { return Tensors{x[0].transpose(1, 2), x[1]}; }},
+      {"matmul [2,3,5,7] with a transposed batch dim", OpId::matmul, {{3, 2, 5, 7}, {2, 3, 7, 4}},
+       [](const Tensors& x) { return Tensors{x[0].transpose(0, 1), x[1]}; }},
+      {"dot", OpId::matmul, {{6}, {6}}},
+      {"vec @ mat", OpId::matmul, {{6}, {6, 4}}},
+      {"mat @ vec", OpId::matmul, {{5, 6}, {6}}},
+      {"vec @ batch", OpId::matmul, {{6}, {3, 6, 4}}},
+      {"batch @ vec", OpId::matmul, {{3, 5, 6}, {6}}},
+      {"strided vec @ mat^T", OpId::matmul, {{12}, {4, 6}},
+       [](const Tensors& x) { return Tensors{x[0].slice(0, 0, 12, 2), x[1].t()}; }},
+      {"addmm c [7,3]", OpId::addmm, {{7, 3}, {7, 5}, {5, 3}}, {}, 0.5, 2.0},
+      {"addmm c [3]", OpId::addmm, {{3}, {7, 5}, {5, 3}}, {}, -1.5, 0.25},
+      {"addmm c [1,3]", OpId::addmm, {{1, 3}, {7, 5}, {5, 3}}},
+      {"addmm c [7,1]", OpId::addmm, {{7, 1}, {7, 5}, {5, 3}}, {}, 2.0, -1.0},
+      {"addmm c []", OpId::addmm, {{}, {7, 5}, {5, 3}}, {}, 0.5, 1.0},
+      {"addmm c^T a^T b^T", OpId::addmm, {{3, 7}, {5, 7}, {3, 5}},
+       [](const Tensors& x) { return Tensors{x[0].t(), x[1].t(), x[2].t()}; }, 0.5, 2.0},
+      {"addmm beta 0, NaN c", OpId::addmm, {{7, 3}, {7, 5}, {5, 3}}, {}, 0.0, 1.5, true},
+      {"addmm k=0", OpId::addmm, {{7, 3}, {7, 0}, {0, 3}}, {}, 2.0, 3.0},
+      {"baddbmm", OpId::baddbmm, {{4, 7, 3}, {4, 7, 5}, {4, 5, 3}}, {}, 0.5, 2.0},
+      {"baddbmm c [3], b expanded", OpId::baddbmm, {{3}, {4, 7, 5}, {1, 5, 3}},
+       [](const Tensors& x) { return Tensors{x[0], x[1], x[2].expand({4, 5, 3})}; }, -0.5, 1.0},
+      {"linear bias", OpId::linear, {{7, 5}, {3, 5}, {3}}},
+      {"linear no bias", OpId::linear, {{7, 5}, {3, 5}}},
+      {"linear batched bias", OpId::linear, {{2, 7, 5}, {3, 5}, {3}}},
+      {"linear 1-D", OpId::linear, {{5}, {3, 5}, {3}}},
+      {"linear one row", OpId::linear, {{1, 5}, {3, 5}, {3}}},
+      {"linear misaligned bias", OpId::linear, {{7, 5}, {3, 5}, {4}},
+       [](const Tensors& x) { return Tensors{x[0], x[1], x[2].slice(0, 1, 4)}; }},
+      {"linear strided bias", OpId::linear, {{7, 5}, {3, 5}, {6}},
+       [](const Tensors& x) { return Tensors{x[0], x[1], x[2].slice(0, 0, 6, 2)}; }},
+      {"linear transposed weight", OpId::linear, {{7, 5}, {5, 3}, {3}},
+       [](const Tensors& x) { return Tensors{x[0], x[1].t(), x[2]}; }},
+      {"linear transposed batch input", OpId::linear, {{2, 5, 7}, {3, 5}, {3}},
+       [](const Tensors& x) { return Tensors{x[0].transpose(1, 2), x[1], x[2]}; }},
+      {"linear in=0", OpId::linear, {{7, 0}, {3, 0}, {3}}},
+  };
+  Seen seen;
+  Generator gen(3);
+  for (const bool epilogue : {true, false}) {
+    for (const ExecCase& c : cases) {
+      INFO(c.name << (epilogue ? "" : " (no bias epilogue)"));
+      Tensors base;
+      for (std::size_t i = 0; i < c.shapes.size(); ++i) {
+        base.push_back(i == 0 && c.nan_first ? full(c.shapes[i], std::nan(""), {.dtype = DType::F64})
+                                             : randn(c.shapes[i], {.dtype = DType::F64}, &gen));
+      }
+      const Tensors in = c.views ? c.views(base) : base;
+      OpAttrs attrs;
+      attrs.beta = c.beta;
+      attrs.alpha = c.alpha;
+      const Tensor want = run_op(c.op, in, attrs);
+      const Tensor got =
+          run_like_cuda_kernel(c.op, in, want.shape(), attrs, {.allow_bias_epilogue = epilogue}, seen);
+      REQUIRE(got.shape() == want.shape());
+      const Tensor w = contiguous(want), g = contiguous(got);
+      const double* pw = w.data<double>();
+      const double* pg = g.data<double>();
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        INFO("element " << i);
+        REQUIRE(std::abs(pg[i] - pw[i]) <= 1e-12 * (1 + std::abs(pw[i])));
+      }
+    }
+  }
+  // Every path of the plan was taken.
+  CHECK(seen.copies > 0);
+  CHECK(seen.loops > 0);
+  CHECK(seen.batches > 0);
+  CHECK(seen.bias > 0);
+  CHECK(seen.copied_c > 0);
+  CHECK(seen.fills > 0);
+  CHECK(seen.empty > 0);
 }
