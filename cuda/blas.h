@@ -14,7 +14,7 @@
 //   right after: the allocator reuses the block only on that stream, after the GEMM in stream
 //   order, so no per-stream workspace has to be kept or invalidated, and the reuse costs a lookup.
 //
-//   if (!mg::cuda::run_gemm(plan, device)) { ... no algorithm for the bias epilogue ... }
+//   if (!mg::cuda::run_gemm(plan, device)) { ... no algorithm: plan differently and retry ... }
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -26,8 +26,9 @@ namespace mg::cuda {
 inline constexpr std::size_t kGemmWorkspaceBytes = std::size_t(32) << 20;  // 32 MiB
 
 // Runs a Matmul plan (no copies pending; for CopyToOut, c is already in out) on the current
-// stream of `device`. Returns false only when the plan uses the bias epilogue and cuBLASLt offers
-// no algorithm for it (the caller then plans without it); any other failure throws CudaError.
+// stream of `device`. Returns false, having written nothing, when cuBLASLt's heuristic offers no
+// algorithm for the plan (remembered in the cache; the caller retries with another plan); any
+// other failure throws CudaError.
 bool run_gemm(const GemmPlan& plan, int device);
 
 // Entries of the heuristic cache (for tests and benchmarks); 0 in a build without the backend

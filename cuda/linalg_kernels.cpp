@@ -3,6 +3,8 @@
 // plan from plan_gemm() (cuda/host/gemm_plan.h), and this file does what the plan asks before
 // cuBLASLt runs it (cuda/blas.h): inputs that no cuBLASLt layout can read are made contiguous, a
 // general c is copied into out (then beta * out is added by cuBLASLt in place), k = 0 is a fill.
+// Should the heuristic offer no algorithm for a plan, the kernel retries without the bias
+// epilogue, then with dense aligned copies of a and b, before it throws CudaError.
 // Shapes, dtypes and errors were checked by the ops' infer rules (ops/linalg.cpp).
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/half.h"
@@ -47,15 +49,27 @@ void linalg_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
     }
     case GemmKind::Matmul: break;
   }
+  // One attempt: a general c goes into out first (again on a retry: run_gemm returns false before
+  // it writes anything), then cuBLASLt.
+  auto attempt = [&] {
+    if (plan.c_mode == GemmCMode::CopyToOut) out[0].copy_(expand(args[std::size_t(p.c.input)], o.shape()));
+    return run_gemm(plan, device);
+  };
+  if (attempt()) return;
+  // No cuBLASLt algorithm for this plan. First without the bias epilogue (the bias as a general
+  // c), then with dense, freshly allocated (so 256-byte aligned) copies of a and b.
   if (plan.c_mode == GemmCMode::Bias) {
-    if (run_gemm(plan, device)) return;
-    // No cuBLASLt algorithm for the bias epilogue with these layouts: add the bias as a general c.
     options.allow_bias_epilogue = false;
     plan = plan_gemm(p, dtype, options);
+    if (attempt()) return;
   }
-  if (plan.c_mode == GemmCMode::CopyToOut) out[0].copy_(expand(args[std::size_t(p.c.input)], o.shape()));
-  const bool ran = run_gemm(plan, device);  // false only for the bias epilogue, handled above
-  MG_ASSERT(ran, op_name(op), ": no cuBLASLt algorithm: ", describe(plan));
+  args[std::size_t(p.a.input)] = clone(args[std::size_t(p.a.input)]);
+  args[std::size_t(p.b.input)] = clone(args[std::size_t(p.b.input)]);
+  p = gemm_problem(op, args, o, attrs);
+  plan = plan_gemm(p, dtype, options);
+  const bool ran = !plan.copy_a && !plan.copy_b && attempt();
+  MG_CHECK(ran, CudaError, op_name(op), ": cuBLASLt has no algorithm for ", describe(plan), " on ",
+           o.device().str());
 }
 
 template <OpId op>
