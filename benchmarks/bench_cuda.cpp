@@ -1,7 +1,12 @@
-// bench_cuda: the CUDA backend's kernels on the GPU, in GB/s of the bytes each call must read and
-// write, beside a device-to-device memcpy of the same traffic measured in the same run (the
-// memory-bound reference; about 4.3 TB/s measured on an H200). The GEMM, reduction and softmax
-// rows of the GPU check (benchmarks/gpu/check.sh) join when those kernels exist.
+// bench_cuda: the CUDA backend's kernels on the GPU. Memory-bound kernels in GB/s of the bytes each
+// call must read and write, beside a device-to-device memcpy of the same traffic measured in the
+// same run (the memory-bound reference; about 4.3 TB/s measured on an H200). GEMMs (cuBLASLt,
+// mg::mm on square matrices) in TFLOP/s of 2 n^3 flops, with no reference column: the device's
+// nominal Tensor Core peak is not something the CUDA runtime reports (clock x SMs x a per-SM rate
+// that differs by chip and product), so it is not printed; the PyTorch peer measured on the same
+// GPU (benchmarks/gpu/torch_peer.py) is the comparison. Targets on an H200: bf16/f16 8192^3 at
+// >= 650 TFLOP/s (nominal dense peak ~989, cuBLAS reaches ~790). The reduction and softmax rows
+// join when those kernels exist.
 // Timing: CUDA events around `reps` back-to-back calls on the current stream after one warm-up
 // call, best of 5 such batches. Without a CUDA device it prints why and exits with 77 (skipped).
 //
@@ -60,6 +65,21 @@ Row row(const std::string& name, const std::string& dtype, const std::string& sh
   return r;
 }
 
+// C = A @ B on [n, n] matrices of `dtype` (normal random values), in TFLOP/s; `tf32` sets the
+// TF32 switch for the measurement (and restores strict f32 after it).
+Row gemm_row(const std::string& name, DType dtype, int64_t n, int reps, bool tf32) {
+  const Device d = Device::cuda(0);
+  const Tensor a = to(to(randn({n, n}), d), dtype), b = to(to(randn({n, n}), d), dtype);
+  cuda::set_allow_tf32(tf32);
+  const double ms = ms_per_call(reps, [&] { (void)mm(a, b); });
+  cuda::set_allow_tf32(false);
+  const std::string size = std::to_string(n);
+  Row r{name, dtype_name(dtype), size + "^3"};
+  r.value = 2.0 * double(n) * double(n) * double(n) / (ms * 1e-3) / 1e12;
+  r.unit = "TFLOP/s";
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -107,6 +127,14 @@ int main(int argc, char** argv) {
     const double ms = ms_per_call(reps, [&] { (void)contiguous(m.t()); });
     rows.push_back(row("transpose copy", "f32", "[" + std::to_string(cols) + ", " + std::to_string(rows_n) + "]",
                        gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
+  }
+  {
+    // GEMMs: low precision at 8192^3 (1.1 TFLOP a call), f32 at 4096^3; --quick: 1024^3.
+    const int64_t big = cfg.quick ? 1024 : 8192, f32n = cfg.quick ? 1024 : 4096;
+    rows.push_back(gemm_row("gemm", DType::BF16, big, reps, false));
+    rows.push_back(gemm_row("gemm", DType::F16, big, reps, false));
+    rows.push_back(gemm_row("gemm", DType::F32, f32n, reps, false));
+    rows.push_back(gemm_row("gemm (tf32)", DType::F32, f32n, reps, true));
   }
   bench::print_table(rows);
   const cuda::DeviceMemoryStats s = cuda::memory_stats(0);

@@ -107,11 +107,12 @@ if os.path.exists(sys.argv[2]):
     for l in open(sys.argv[2]):
         if l.strip():
             r = json.loads(l); peer[(r["name"], r["dtype"])] = r["value"]
-print(f"{'benchmark':<22} {'dtype':<6} {'shape':<18} {'mixgrad':>10} {'memcpy':>10} {'of memcpy':>9} {'PyTorch':>10}")
+print(f"{'benchmark':<22} {'dtype':<6} {'shape':<18} {'mixgrad':>10} {'reference':>10} {'of ref':>9} {'PyTorch':>10}")
 for r in rows:
     p = peer.get((r["name"], r["dtype"]))
-    print(f"{r['name']:<22} {r['dtype']:<6} {r['shape']:<18} {r['value']:>10.1f} {r['reference_value']:>10.1f} "
-          f"{100 * r['ratio']:>8.1f}% {p if p is None else round(p, 1)!s:>10}  {r['unit']}")
+    ref, pct = ("-", "-") if not r.get("reference_value") else (f"{r['reference_value']:.1f}", f"{100 * r['ratio']:.1f}%")
+    print(f"{r['name']:<22} {r['dtype']:<6} {r['shape']:<18} {r['value']:>10.1f} {ref:>10} "
+          f"{pct:>9} {p if p is None else round(p, 1)!s:>10}  {r['unit']}")
 PY
   fi
   echo "total: $(( $(date +%s) - START ))s; full log: $LOG"

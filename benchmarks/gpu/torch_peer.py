@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The PyTorch peer of bench_cuda: the same ops, shapes and dtypes on the same GPU, timed the same
 way (CUDA events around 20 back-to-back calls after a warm-up, best of 5 batches), in GB/s of the
-bytes each call must read and write. Writes one JSON object per row (name, dtype, shape, value,
-unit) so benchmarks/gpu/check.sh can put the figure beside mixgrad's.
+bytes each call must read and write, and GEMMs (torch.matmul) in TFLOP/s of 2 n^3 flops. Writes
+one JSON object per row (name, dtype, shape, value, unit) so benchmarks/gpu/check.sh can put the
+figure beside mixgrad's. Like mixgrad, f16/bf16 GEMMs keep split-K sums in f32 (the reduced-
+precision reduction flags are off) and f32 is strict except in the "gemm (tf32)" row.
 
     python3 benchmarks/gpu/torch_peer.py [--quick] [--json FILE]
 """
@@ -37,6 +39,11 @@ def main():
     shape = f"2^{log2}"
     dev = torch.device("cuda:0")
     torch.backends.cuda.matmul.allow_tf32 = False
+    for flag in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
+        try:
+            setattr(torch.backends.cuda.matmul, flag, False)
+        except AttributeError:  # an older torch without the flag
+            pass
     a, b = torch.randn(n, device=dev), torch.randn(n, device=dev)
     h, g = a.to(torch.bfloat16), b.to(torch.bfloat16)
     m = a.view(n // 4096, 4096)
@@ -55,6 +62,22 @@ def main():
         value = traffic / (ms * 1e-3) / 1e9
         out.append({"name": name, "dtype": dtype, "shape": shp, "value": value, "unit": "GB/s"})
         print(f"{name:<22} {dtype:<6} {shp:<18} {value:10.1f} GB/s")
+    # GEMMs: bf16/f16 at 8192^3, f32 (strict and TF32) at 4096^3; --quick: 1024^3.
+    big, f32n = (1024, 1024) if args.quick else (8192, 4096)
+    for name, dtype, tdt, size, tf32 in [("gemm", "bf16", torch.bfloat16, big, False),
+                                          ("gemm", "f16", torch.float16, big, False),
+                                          ("gemm", "f32", torch.float32, f32n, False),
+                                          ("gemm (tf32)", "f32", torch.float32, f32n, True)]:
+        x = torch.randn(size, size, device=dev).to(tdt)
+        y = torch.randn(size, size, device=dev).to(tdt)
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        ms = ms_per_call(lambda: torch.matmul(x, y), reps)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        value = 2.0 * size ** 3 / (ms * 1e-3) / 1e12
+        shp = f"{size}^3"
+        out.append({"name": name, "dtype": dtype, "shape": shp, "value": value, "unit": "TFLOP/s"})
+        print(f"{name:<22} {dtype:<6} {shp:<18} {value:10.1f} TFLOP/s")
+        del x, y
     if args.json:
         with open(args.json, "w") as f:
             for r in out:

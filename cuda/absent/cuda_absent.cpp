@@ -1,6 +1,7 @@
 // The CUDA API of cuda/cuda.h in a build without the CUDA backend: nothing is available, the
 // queries answer so, and whatever needs a device throws DeviceError saying how to get one.
 #include "mixgrad/core/error.h"
+#include "mixgrad/cuda/blas.h"
 #include "mixgrad/cuda/cuda.h"
 
 namespace mg::cuda {
@@ -51,5 +52,6 @@ void record_stream(const Tensor&, const Stream& stream) { unavailable(Device::cu
 void empty_cache() {}  // nothing is cached without a device
 void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
 bool allow_tf32() { return g_allow_tf32; }
+std::size_t gemm_heuristic_cache_size() { return 0; }  // cuda/blas.h: no GEMM was planned
 
 }  // namespace mg::cuda

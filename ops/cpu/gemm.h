@@ -8,37 +8,14 @@
 // output is rounded once (like cuBLAS COMPUTE_32F). Eigen's own half/bfloat16 GEMM is never used
 // (10-400x slower than its f32 GEMM). Measurements: ops/cpu/gemm.cpp.
 //
-//   mg::cpu::GemmProblem p{.batch = {4}, .n = 3, .k = 5, .m = 2, ...};
-//   mg::cpu::gemm<float>(p);
+// The problem (GemmProblem, ops/gemm_problem.h) is device-neutral; gemm_problem() builds it for
+// each linear-algebra op.
+//
+//   mg::cpu::gemm<float>(mg::gemm_problem(mg::OpId::mm, {a, b}, out, {}));
 #pragma once
-#include <cstdint>
-
-#include "mixgrad/core/shape.h"
+#include "mixgrad/ops/gemm_problem.h"
 
 namespace mg::cpu {
-
-// One strided matrix operand: element (i, j) of batch entry `b` lives at
-//   ptr + offset(b) + i * rs + j * cs            (in elements of the operand's dtype)
-// where offset(b) = sum over batch dims of index_d * batch_strides[d].
-struct GemmOperand {
-  const void* ptr = nullptr;  // nullptr: absent (only allowed for c)
-  Strides batch_strides;      // one per dim of GemmProblem::batch; 0 where broadcast
-  int64_t rs = 0;             // row stride
-  int64_t cs = 0;             // column stride
-};
-
-struct GemmProblem {
-  Shape batch;         // broadcast batch shape (empty: one matrix)
-  int64_t n = 0;       // rows of a and out
-  int64_t k = 0;       // columns of a, rows of b
-  int64_t m = 0;       // columns of b and out
-  GemmOperand a;       // [batch..., n, k]
-  GemmOperand b;       // [batch..., k, m]
-  GemmOperand c;       // [batch..., n, m] (broadcast strides allowed) or absent
-  void* out = nullptr; // dense row-major [batch..., n, m]
-  double alpha = 1.0;
-  double beta = 0.0;   // c is read only when present and beta != 0 (so NaN in c is ignored at 0)
-};
 
 // T is the dtype of a, b, c and out: double, float, Half or BFloat16.
 template <typename T>

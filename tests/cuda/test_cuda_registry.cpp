@@ -58,3 +58,14 @@ TEST_CASE("CUDA kernels cover the CPU's dtypes for every elementwise and copy op
   WARN("ops with CUDA kernels: " << with_cuda << "; still without: " << missing);
   REQUIRE(with_cuda >= int(kTableOps.size()));
 }
+
+TEST_CASE("CUDA kernels cover every linear-algebra op in f64, f32, f16 and bf16", "[cuda][registry][gemm]") {
+  init();
+  if (!cuda::built_with_cuda()) return;  // checked above: no CUDA kernel at all
+  for (OpId op : {OpId::matmul, OpId::mm, OpId::bmm, OpId::addmm, OpId::baddbmm, OpId::linear}) {
+    for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+      INFO(op_name(op) << " " << dtype_name(dt));
+      CHECK(has_kernel(op, DeviceType::CUDA, dt));
+    }
+  }
+}
