@@ -30,7 +30,7 @@ std::map<CacheKey, CacheEntry>& weight_cache() {
 }
 
 bool cacheable(const Tensor& t) {
-  return autocast_state().cache_enabled && t.dtype() == DType::F32 && t.is_leaf() && t.requires_grad() &&
+  return autocast_state(t.device().type).cache_enabled && t.dtype() == DType::F32 && t.is_leaf() && t.requires_grad() &&
          !t.impl()->is_view;
 }
 
@@ -51,8 +51,8 @@ bool is_float(const Tensor& t) { return t.defined() && is_floating(t.dtype()); }
 
 // The autocast hook: the one place where autocast happens (the dispatcher calls it with each op's
 // policy, user-defined functions with theirs).
-void autocast_hook(CastPolicy policy, const char* op, Tensors& inputs) {
-  const AutocastState& st = autocast_state();
+void autocast_hook(CastPolicy policy, const char* op, Tensors& inputs, DeviceType device) {
+  const AutocastState& st = autocast_state(device);
   switch (policy) {
     case CastPolicy::Keep:
       return;
@@ -95,26 +95,32 @@ void install_autocast() {
   std::call_once(once, [] { set_autocast_hook(autocast_hook); });
 }
 
-Autocast::Autocast(AutocastOptions o) : saved_(autocast_state()) {
-  MG_CHECK(o.dtype == DType::F16 || o.dtype == DType::BF16, DTypeError,
-           "Autocast: dtype must be f16 or bf16, got ", dtype_name(o.dtype),
+DType default_autocast_dtype(DeviceType device) { return device == DeviceType::CUDA ? DType::F16 : DType::BF16; }
+
+Autocast::Autocast(AutocastOptions o) : device_(o.device), saved_(autocast_state(o.device)) {
+  const DType dtype = o.dtype.value_or(default_autocast_dtype(o.device));
+  MG_CHECK(dtype == DType::F16 || dtype == DType::BF16, DTypeError,
+           "Autocast: dtype must be f16 or bf16, got ", dtype_name(dtype),
            "\n  hint: f32 everywhere is simply no Autocast region (or {.enabled = false})");
   install_autocast();
-  AutocastState& st = autocast_state();
+  AutocastState& st = autocast_state(o.device);
   st.enabled = o.enabled;
-  st.dtype = o.dtype;
+  st.dtype = dtype;
   st.cache_enabled = o.cache_enabled;
   st.depth = saved_.depth + 1;
 }
 
 Autocast::~Autocast() {
-  autocast_state() = saved_;
-  // Leaving the outermost region: drop every cached cast so nothing outlives the region.
-  if (saved_.depth == 0) weight_cache().clear();
+  autocast_state(device_) = saved_;
+  // Leaving the outermost region of every device type: drop every cached cast so nothing
+  // outlives the regions.
+  if (autocast_state(DeviceType::CPU).depth == 0 && autocast_state(DeviceType::CUDA).depth == 0) {
+    weight_cache().clear();
+  }
 }
 
-bool is_autocast_enabled() { return autocast_state().enabled; }
-DType autocast_dtype() { return autocast_state().dtype; }
+bool is_autocast_enabled(DeviceType device) { return autocast_state(device).enabled; }
+DType autocast_dtype(DeviceType device) { return autocast_state(device).dtype; }
 std::size_t weight_cache_size() { return weight_cache().size(); }
 
 }  // namespace mg::amp

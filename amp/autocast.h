@@ -9,6 +9,10 @@
 // in-place update of the weight is never served a stale cast; the cache empties when the
 // outermost region ends.
 //
+// Regions belong to a device type, as in PyTorch: Autocast({.device = DeviceType::CUDA}) casts the
+// ops whose inputs are on a CUDA device and leaves CPU ops alone (and the other way round); the
+// default dtype is f16 on CUDA and bf16 on the CPU.
+//
 //   {
 //     mg::amp::Autocast autocast({.dtype = mg::DType::BF16});
 //     mg::Tensor logits = model(x);          // matmuls/convs in bf16, softmax/losses in f32
@@ -17,14 +21,17 @@
 //   loss.backward();                        // gradients in the dtypes the forward chose
 #pragma once
 #include <cstddef>
+#include <optional>
 
 #include "mixgrad/core/autocast_state.h"
+#include "mixgrad/core/device.h"
 #include "mixgrad/core/dtype.h"
 
 namespace mg::amp {
 
 struct AutocastOptions {
-  DType dtype = DType::F16;   // the lower-precision dtype: f16 or bf16
+  DeviceType device = DeviceType::CPU;  // the ops the region casts: those running on this device type
+  std::optional<DType> dtype;  // the lower-precision dtype, f16 or bf16 (default: f16 on CUDA, bf16 on the CPU)
   bool enabled = true;        // false: a region with autocast off (e.g. around a numerically sensitive part)
   bool cache_enabled = true;  // reuse the cast of each weight within the outermost region
 };
@@ -37,12 +44,16 @@ class Autocast {
   Autocast& operator=(const Autocast&) = delete;
 
  private:
+  DeviceType device_;
   AutocastState saved_;
 };
 
-// The calling thread's autocast state.
-bool is_autocast_enabled();
-DType autocast_dtype();
+// The default lower-precision dtype of a device type's regions: f16 on CUDA, bf16 on the CPU.
+DType default_autocast_dtype(DeviceType device);
+
+// The calling thread's autocast state for a device type.
+bool is_autocast_enabled(DeviceType device = DeviceType::CPU);
+DType autocast_dtype(DeviceType device = DeviceType::CPU);
 
 // Entries in the calling thread's weight cast cache (for tests and diagnostics).
 std::size_t weight_cache_size();

@@ -10,6 +10,7 @@
 #include "mixgrad/amp/unscale.h"
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/autocast_state.h"
+#include "mixgrad/cuda/cuda.h"
 #include "mixgrad/nn/normalization.h"
 #include "mixgrad/ops/ops.h"
 
@@ -26,6 +27,7 @@ struct OptimizerEntry {
 
 struct AmpState {
   Properties props;
+  DeviceType device = DeviceType::CPU;  // whose autocast state O1 switched on
   std::vector<std::shared_ptr<nn::Module>> models;
   std::vector<OptimizerEntry> optimizers;
   std::vector<GradScaler> scalers;  // one per loss_id
@@ -128,6 +130,7 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
            "\n  hint: use opt_level O2 (f32 master weights), dtype bf16, or a static loss_scale (O3's default 1, or e.g. 128)");
   check_models(models);
   check_optimizers(models, optimizers);
+  if (options.device.is_cuda()) cuda::check_device(options.device);  // e.g. "cuda:0 is not available: ..."
   if (state_ptr()) {
     if (state_ptr()->props.verbosity >= 1) log_sink()("amp: initialize called again; the previous amp state is replaced\n");
     reset();
@@ -135,6 +138,7 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
 
   auto st = std::make_unique<AmpState>();
   st->props = props;
+  st->device = options.device.type;
   st->models = models;
   if (props.enabled) {
     if (props.verbosity >= 1) log_sink()(props.str());
@@ -156,7 +160,7 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
     }
     if (props.patch_functions) {
       install_autocast();
-      AutocastState& a = autocast_state();
+      AutocastState& a = autocast_state(st->device);
       a.enabled = true;
       a.dtype = props.dtype;
     }
@@ -186,7 +190,7 @@ const Properties& properties() { return state("amp::properties").props; }
 void reset() {
   if (!state_ptr()) return;
   if (state_ptr()->props.patch_functions && state_ptr()->props.enabled) {
-    AutocastState& a = autocast_state();
+    AutocastState& a = autocast_state(state_ptr()->device);
     if (a.depth == 0) a = AutocastState{};
   }
   state_ptr().reset();

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "mixgrad/core/device.h"
 #include "mixgrad/core/dtype.h"
 
 namespace mg::amp {
@@ -93,6 +94,10 @@ struct InitializeOptions {
   Setting min_loss_scale;          // dynamic scaling only
   Setting max_loss_scale;          // dynamic scaling only (default 2^24, as Apex)
   int verbosity = 1;               // 0 silent, 1 the properties and skip messages, 2 more
+  // The device the models train on: O1's ambient autocast casts the ops that run there (the
+  // models are not moved; call model->to(device) yourself). The dtype default stays f16 on every
+  // device, as Apex's; give dtype "bf16" for the CPU's fast path.
+  Device device = Device::cpu();
 };
 
 // The O-level table for a level and dtype (no overrides).

@@ -2,9 +2,9 @@
 
 namespace mg {
 
-AutocastState& autocast_state() {
-  thread_local AutocastState state;
-  return state;
+AutocastState& autocast_state(DeviceType device) {
+  thread_local AutocastState states[2];  // indexed by DeviceType (CPU, CUDA)
+  return states[device == DeviceType::CUDA ? 1 : 0];
 }
 
 }  // namespace mg

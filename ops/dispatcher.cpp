@@ -163,8 +163,17 @@ void run_inplace_observed(OpId op, const Tensor& self, const Tensors& inputs, co
 
 void set_autocast_hook(AutocastHook hook) { g_autocast_hook = hook; }
 
+// The region that applies is that of the device the op runs on: its first defined input's.
 void apply_autocast(CastPolicy policy, const char* op, Tensors& inputs) {
-  if (g_autocast_hook && autocast_state().enabled) g_autocast_hook(policy, op, inputs);
+  if (!g_autocast_hook) return;
+  DeviceType device = DeviceType::CPU;
+  for (const Tensor& t : inputs) {
+    if (t.defined()) {
+      device = t.device().type;
+      break;
+    }
+  }
+  if (autocast_state(device).enabled) g_autocast_hook(policy, op, inputs, device);
 }
 
 Tensors dispatch(OpId op, Tensors inputs, const OpAttrs& attrs) {

@@ -24,12 +24,13 @@ Tensor dispatch1(OpId op, Tensors inputs, const OpAttrs& attrs = {});
 void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const OpAttrs& attrs = {});
 
 // The autocast hook: the one function that applies autocast. It rewrites the floating `inputs`
-// according to `policy` and the thread's autocast state; `op` names the op in errors (banned
-// ops). The dispatcher calls it with op_policy(op) for every op, and user-defined functions
+// according to `policy` and the thread's autocast state for `device` (the device type the op runs
+// on); `op` names the op in errors (banned ops). The dispatcher calls it with op_policy(op) for every op, and user-defined functions
 // (ops/custom_function.h) with their declared policy. Installed by amp/; none by default.
-using AutocastHook = void (*)(CastPolicy policy, const char* op, Tensors& inputs);
+using AutocastHook = void (*)(CastPolicy policy, const char* op, Tensors& inputs, DeviceType device);
 void set_autocast_hook(AutocastHook hook);
-// Runs the hook (when one is installed and autocast is enabled on this thread).
+// Runs the hook (when one is installed and autocast is enabled on this thread for the device type
+// of the first defined input).
 void apply_autocast(CastPolicy policy, const char* op, Tensors& inputs);
 
 // Registers every op rule and CPU kernel (and the CUDA kernels when built with CUDA) exactly

@@ -46,7 +46,7 @@ struct SumProd : Function<SumProd> {
 CastPolicy g_seen_policy = CastPolicy::Keep;
 std::string g_seen_op;
 bool g_in_hook = false;
-void recording_hook(CastPolicy policy, const char* op, Tensors& inputs) {
+void recording_hook(CastPolicy policy, const char* op, Tensors& inputs, DeviceType) {
   if (g_in_hook) return;  // the casts below dispatch to_dtype, which calls the hook again
   g_seen_policy = policy;
   g_seen_op = op;
