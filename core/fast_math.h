@@ -11,6 +11,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "mixgrad/core/half.h"
 #include "mixgrad/core/macros.h"
@@ -43,6 +44,62 @@ MG_HOST_DEVICE float exp_times_f32(float a, float x) {
 }
 
 MG_HOST_DEVICE float exp_f32(float x) { return exp_times_f32(1.0f, x); }
+
+MG_HOST_DEVICE double f64_from_bits(uint64_t u) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(u));
+#else
+  double d;
+  std::memcpy(&d, &u, 8);
+  return d;
+#endif
+}
+
+MG_HOST_DEVICE uint64_t f64_bits(double d) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint64_t>(__double_as_longlong(d));
+#else
+  uint64_t u;
+  std::memcpy(&u, &d, 8);
+  return u;
+#endif
+}
+
+// e^x rounded once to f32 from an f64 evaluation (relative error < 1e-14 before the rounding), so
+// the result is the correctly rounded e^x except within 1e-14 of a halfway case: at least as
+// accurate as libm's expf (<= 0.502 ulp), and a loop over it vectorizes. For the softmax
+// family's e^(x - max), whose accuracy the tests hold against libm.
+// x = n ln2 + r, |r| <= ln2 / 2 (n rounded by the 1.5 * 2^52 shift, whose low bits are n; ln2 in
+// two parts, so r is exact to ~1e-16); e^r by its Taylor series to r^11 (remainder < 7e-15);
+// 2^n built in the f64 exponent (normal for n in [-151, 129]), so p 2^n is exact and the
+// conversion to f32 is the only rounding, subnormal results included. Outside [-104, 89] the
+// evaluation is meaningless and the result is chosen by bit masks: inf above 89, 0 below -104
+// (e^-104 < 2^-150, under half the smallest subnormal); NaN stays NaN. Masks, not selects: with
+// selects g++ 12 sinks the evaluation into a branch and the loop no longer vectorizes.
+MG_HOST_DEVICE float exp_rounded_f32(float x) {
+  const double d = x;
+  const double shifted = d * 1.4426950408889634 + 6755399441055744.0;  // + 1.5 * 2^52: rounds to n
+  const double n = shifted - 6755399441055744.0;
+  const double r = std::fma(-n, 1.9082149292705877e-10, std::fma(-n, 0.693147180369123816490, d));
+  double p = 1.0 / 39916800.0;
+  p = std::fma(p, r, 1.0 / 3628800.0);
+  p = std::fma(p, r, 1.0 / 362880.0);
+  p = std::fma(p, r, 1.0 / 40320.0);
+  p = std::fma(p, r, 1.0 / 5040.0);
+  p = std::fma(p, r, 1.0 / 720.0);
+  p = std::fma(p, r, 1.0 / 120.0);
+  p = std::fma(p, r, 1.0 / 24.0);
+  p = std::fma(p, r, 1.0 / 6.0);
+  p = std::fma(p, r, 0.5);
+  p = std::fma(p, r, 1.0);
+  p = std::fma(p, r, 1.0);
+  const double scale = f64_from_bits((f64_bits(shifted) + 1023u) << 52);  // 2^n
+  const uint32_t y = f32_bits(float(p * scale));
+  const uint32_t u = f32_bits(x);
+  const uint32_t over = 0u - uint32_t(u > 0x42b20000u && u <= 0x7f800000u);   // 89 < x <= inf
+  const uint32_t under = 0u - uint32_t(u > 0xc2d00000u && u <= 0xff800000u);  // -inf <= x < -104
+  return f32_from_bits((y & ~(over | under)) | (over & 0x7f800000u));
+}
 
 // tanh: Cephes' odd polynomial for |x| < 0.625, else 1 - 2 / (e^{2|x|} + 1) with the sign restored.
 MG_HOST_DEVICE float tanh_f32(float x) {
@@ -149,6 +206,15 @@ MG_HOST_DEVICE T exp_times(T a, T x) {
     return exp_times_f32(a, x);
   } else {
     return a * std::exp(x);
+  }
+}
+// e^x rounded once (see exp_rounded_f32); libm for f64.
+template <typename T>
+MG_HOST_DEVICE T exp_rounded(T x) {
+  if constexpr (sizeof(T) == 4) {
+    return exp_rounded_f32(x);
+  } else {
+    return std::exp(x);
   }
 }
 template <typename T>
