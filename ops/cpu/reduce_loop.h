@@ -101,8 +101,9 @@ bool reduce_outer_tiles(const T* data, const ReduceGeometry& g, O* out, const R&
         g.kept_shape.back() < 16 || g.red_numel == 0) {
       return false;
     }
-    // Blocks of up to kMaxBlock columns, at least one per thread; measured on [4096, 1024] f32
-    // (1 thread): whole rows 0.66 ms, blocks of 512 0.80, of 64 0.93.
+    // Blocks of up to kMaxBlock columns, at least one per thread. Measured on [4096, 1024] f32, 1
+    // thread, as a standalone loop: each leaf of whole rows in 64-column tiles 0.66 ms; 512-column
+    // blocks walked over all rows 0.80; 64-column tiles over all rows (the walk before) 0.93.
     constexpr int64_t kTile = 64, kMaxBlock = 2048;
     const int64_t inner = g.kept_shape.back();
     const int64_t per_thread = (inner + num_threads() - 1) / num_threads();
