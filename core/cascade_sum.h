@@ -72,6 +72,55 @@ class Cascade {
   Combine combine_;
 };
 
+// One Cascade per column for a block of `width` columns that all sum the same number of leaves
+// (column sums: every column's tree is the same), pushed a whole row of leaf values at a time so
+// the combines vectorize across columns. Column k's value equals that of a Cascade fed column k's
+// leaves, bit for bit.
+template <typename Acc>
+class ColumnCascade {
+ public:
+  explicit ColumnCascade(int64_t width) : width_(width) {}
+  void reset() { count_ = 0; }
+
+  // Pushes leaf[0..w) (w <= width), one leaf per column; leaf is overwritten (scratch).
+  template <typename Combine>
+  void push(Acc* leaf, int64_t w, const Combine& combine) {
+    int level = 0;
+    for (uint64_t c = count_; c & 1u; c >>= 1, ++level) {
+      const Acc* left = level_row(level);
+      for (int64_t k = 0; k < w; ++k) leaf[k] = combine(left[k], leaf[k]);
+    }
+    if (int64_t(levels_.size()) < (level + 1) * width_) levels_.resize(std::size_t((level + 1) * width_));
+    std::copy(leaf, leaf + w, level_row(level));
+    ++count_;
+  }
+
+  // out[0..w) = each column's combined value (`empty` when nothing was pushed), as Cascade::result.
+  template <typename Combine>
+  void result(Acc* out, int64_t w, Acc empty, const Combine& combine) const {
+    if (count_ == 0) {
+      std::fill(out, out + w, empty);
+      return;
+    }
+    int level = std::countr_zero(count_);
+    std::copy(level_row(level), level_row(level) + w, out);
+    for (uint64_t c = count_ >> (level + 1); c != 0; c >>= 1) {
+      ++level;
+      if (!(c & 1u)) continue;
+      const Acc* left = level_row(level);
+      for (int64_t k = 0; k < w; ++k) out[k] = combine(left[k], out[k]);
+    }
+  }
+
+ private:
+  Acc* level_row(int level) { return levels_.data() + int64_t(level) * width_; }
+  const Acc* level_row(int level) const { return levels_.data() + int64_t(level) * width_; }
+
+  int64_t width_;
+  std::vector<Acc> levels_;  // level l's partials at [l * width_, (l + 1) * width_)
+  uint64_t count_ = 0;
+};
+
 // Pairwise combination of an array of partials (leaves or chunk results) with the tree above.
 template <typename Acc, typename Combine = std::plus<>>
 Acc pairwise_combine(const Acc* values, int64_t count, Acc empty, Combine combine = Combine{}) {

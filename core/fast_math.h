@@ -11,6 +11,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "mixgrad/core/half.h"
 #include "mixgrad/core/macros.h"
@@ -43,6 +44,62 @@ MG_HOST_DEVICE float exp_times_f32(float a, float x) {
 }
 
 MG_HOST_DEVICE float exp_f32(float x) { return exp_times_f32(1.0f, x); }
+
+MG_HOST_DEVICE double f64_from_bits(uint64_t u) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(u));
+#else
+  double d;
+  std::memcpy(&d, &u, 8);
+  return d;
+#endif
+}
+
+MG_HOST_DEVICE uint64_t f64_bits(double d) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint64_t>(__double_as_longlong(d));
+#else
+  uint64_t u;
+  std::memcpy(&u, &d, 8);
+  return u;
+#endif
+}
+
+// e^x rounded once to f32 from an f64 evaluation (relative error < 1e-14 before the rounding), so
+// the result is the correctly rounded e^x except within 1e-14 of a halfway case: at least as
+// accurate as libm's expf (<= 0.502 ulp), and a loop over it vectorizes. For the softmax
+// family's e^(x - max), whose accuracy the tests hold against libm.
+// x = n ln2 + r, |r| <= ln2 / 2 (n rounded by the 1.5 * 2^52 shift, whose low bits are n; ln2 in
+// two parts, so r is exact to ~1e-16); e^r by its Taylor series to r^11 (remainder < 7e-15);
+// 2^n built in the f64 exponent (normal for n in [-151, 129]), so p 2^n is exact and the
+// conversion to f32 is the only rounding, subnormal results included. Outside [-104, 89] the
+// evaluation is meaningless and the result is chosen by bit masks: inf above 89, 0 below -104
+// (e^-104 < 2^-150, under half the smallest subnormal); NaN stays NaN. Masks, not selects: with
+// selects g++ 12 sinks the evaluation into a branch and the loop no longer vectorizes.
+MG_HOST_DEVICE float exp_rounded_f32(float x) {
+  const double d = x;
+  const double shifted = d * 1.4426950408889634 + 6755399441055744.0;  // + 1.5 * 2^52: rounds to n
+  const double n = shifted - 6755399441055744.0;
+  const double r = std::fma(-n, 1.9082149292705877e-10, std::fma(-n, 0.693147180369123816490, d));
+  double p = 1.0 / 39916800.0;
+  p = std::fma(p, r, 1.0 / 3628800.0);
+  p = std::fma(p, r, 1.0 / 362880.0);
+  p = std::fma(p, r, 1.0 / 40320.0);
+  p = std::fma(p, r, 1.0 / 5040.0);
+  p = std::fma(p, r, 1.0 / 720.0);
+  p = std::fma(p, r, 1.0 / 120.0);
+  p = std::fma(p, r, 1.0 / 24.0);
+  p = std::fma(p, r, 1.0 / 6.0);
+  p = std::fma(p, r, 0.5);
+  p = std::fma(p, r, 1.0);
+  p = std::fma(p, r, 1.0);
+  const double scale = f64_from_bits((f64_bits(shifted) + 1023u) << 52);  // 2^n
+  const uint32_t y = f32_bits(float(p * scale));
+  const uint32_t u = f32_bits(x);
+  const uint32_t over = 0u - uint32_t(u > 0x42b20000u && u <= 0x7f800000u);   // 89 < x <= inf
+  const uint32_t under = 0u - uint32_t(u > 0xc2d00000u && u <= 0xff800000u);  // -inf <= x < -104
+  return f32_from_bits((y & ~(over | under)) | (over & 0x7f800000u));
+}
 
 // tanh: Cephes' odd polynomial for |x| < 0.625, else 1 - 2 / (e^{2|x|} + 1) with the sign restored.
 MG_HOST_DEVICE float tanh_f32(float x) {
@@ -116,21 +173,35 @@ MG_HOST_DEVICE NormalTail normal_tail_f32(float x) {
   return {0.5f * t * exp_f32(erfcc_poly_f32(t) - eh), 0.39894228040143267794f * (1.0f - eh), h};
 }
 
-// Phi(-|x|) alone with one exp instead of two: Phi(-|x|) = m e^s, s = c(t) - h rounded, the
-// rounding error of that sum (2Sum, exact) and of x*x (fma) folded into m as (1 + err).
-struct NormalCdfTail {
-  float m, s;
+// Phi(-|x|) for |x| <= 16 (not NaN) as 2^-65 ts e, so that one more factor still rounds once where
+// the product is subnormal: x Phi(x) = ((x ts) e) 2^-65. Phi(-|x|) = t e^{c(t) - x^2/2} / 2 (erfcc
+// as above); the exponent is split as n ln2 + r, r = ((-h - n ln2_hi) + c) - (eh + n ln2_lo), with
+// x^2/2 = h + eh exactly (fma) and -h - n ln2_hi exact for |n| >= 4 (Sterbenz), so e^{-x^2/2} is
+// never rounded on its own and the tail keeps its relative accuracy down to 2^-149. e = e^r by
+// the Cephes expf polynomial; ts = t 2^(n + 64) (exact and normal: n in [-188, 1]). Both
+// polynomials by Estrin's scheme: GELU's loop is bound by this dependency chain more than by its
+// instruction count (measured ~10% faster than Horner; rounding differs in the last bits).
+struct NormalCdfScaled {
+  float ts, e;
 };
-MG_HOST_DEVICE NormalCdfTail normal_cdf_tail_f32(float x) {
-  const float xx = x * x;
-  const float h = 0.5f * xx;
-  const float eh = 0.5f * std::fma(x, x, -xx);  // x^2/2 = h + eh exactly
+MG_HOST_DEVICE NormalCdfScaled normal_cdf_scaled_f32(float x) {
+  const float hx = 0.5f * x;
+  const float h = hx * x;
+  const float eh = std::fma(hx, x, -h);  // x^2/2 = h + eh exactly
   const float t = 1.0f / (1.0f + 0.35355339059327376f * std::fabs(x));
-  const float c = erfcc_poly_f32(t);
-  const float s = c - h;  // 2Sum: c - h = s + err exactly
-  const float bb = s - c;
-  const float err = (c - (s - bb)) + (-h - bb);
-  return {0.5f * t * (1.0f + (err - eh)), s};
+  const float t2 = t * t, t4 = t2 * t2, t8 = t4 * t4;
+  const float c03 = std::fma(std::fma(0.09678418f, t, 0.37409196f), t2, std::fma(1.00002368f, t, -1.26551223f));
+  const float c47 = std::fma(std::fma(1.48851587f, t, -1.13520398f), t2, std::fma(0.27886807f, t, -0.18628806f));
+  const float c = std::fma(std::fma(0.17087277f, t, -0.82215223f), t8, std::fma(c47, t4, c03));  // erfcc_poly_f32(t)
+  const float shifted = std::fma(c - h, 1.44269504088896341f, 12582912.0f);  // 1.5 * 2^23 + n
+  const float n = shifted - 12582912.0f;
+  const float r = (std::fma(-n, 0.693359375f, -h) + c) - std::fma(n, -2.12194440e-4f, eh);
+  const float r2 = r * r, r4 = r2 * r2;
+  const float q = std::fma(std::fma(1.9875691500e-4f, r, 1.3981999507e-3f), r4,
+                           std::fma(std::fma(8.3334519073e-3f, r, 4.1665795894e-2f), r2,
+                                    std::fma(1.6666665459e-1f, r, 5.0000001201e-1f)));
+  const float scale = f32_from_bits((f32_bits(shifted) - 0x4b400000u + 64u + 127u) << 23);  // 2^(n + 64)
+  return {t * scale, std::fma(q, r2, r) + 1.0f};
 }
 
 // Dispatch on the compute type: the fast forms for f32, libm for f64 (and anything else).
@@ -149,6 +220,15 @@ MG_HOST_DEVICE T exp_times(T a, T x) {
     return exp_times_f32(a, x);
   } else {
     return a * std::exp(x);
+  }
+}
+// e^x rounded once (see exp_rounded_f32); libm for f64.
+template <typename T>
+MG_HOST_DEVICE T exp_rounded(T x) {
+  if constexpr (sizeof(T) == 4) {
+    return exp_rounded_f32(x);
+  } else {
+    return std::exp(x);
   }
 }
 template <typename T>

@@ -68,18 +68,20 @@ struct Relu {
 };
 
 // GELU, erf form: x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)). Written through the normal tail
-// (fast::normal_cdf_tail_f32) instead: 1 + erf(..) cancels for x < -3.8 (f16 results were up to
+// (fast::normal_cdf_scaled_f32) instead: 1 + erf(..) cancels for x < -3.8 (f16 results were up to
 // 2 ulp off, bf16 results 0 instead of -7.4e-8 at x = -5.56). For x >= 0, Phi(x) = 1 - Phi(-x)
-// (>= 1/2, no cancellation). |x| is clamped to 30 inside (Phi is 0 or 1 in f32 beyond), so x^2 never
+// (>= 1/2, no cancellation). |x| is clamped to 16 inside (Phi is 0 or 1 in f32 beyond), so x^2 never
 // overflows. f64: 0.5 x erfc(-x / sqrt 2) by libm.
 //   d/dx = Phi(x) + x phi(x), phi(x) = e^{-x^2/2} / sqrt(2 pi)    (GeluErfBackward)
 struct GeluErf {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const {
     if constexpr (sizeof(T) == 4) {
-      const float xc = x > 30.0f ? 30.0f : (x < -30.0f ? -30.0f : x);
-      const fast::NormalCdfTail n = fast::normal_cdf_tail_f32(xc);  // Phi(-|x|) = n.m e^n.s
-      const float y = fast::exp_times_f32(x < 0.0f ? x * n.m : n.m, n.s);  // x Phi(x) or Phi(-x)
-      return x < 0.0f ? y : x * (1.0f - y);
+      // Beyond |x| = 16, x Phi(x) rounds to -0 and Phi(-x) to 0, so x is clamped there; NaN goes in
+      // as -16 and comes out of x (1 - y); x - x makes -inf give NaN (-inf * 0, as the formula).
+      const float xc = x > 16.0f ? 16.0f : (x >= -16.0f ? x : -16.0f);
+      const fast::NormalCdfScaled n = fast::normal_cdf_scaled_f32(xc);  // Phi(-|x|) = 2^-65 n.ts n.e
+      const float y = ((x < 0.0f ? xc * n.ts : n.ts) * n.e) * 2.7105054312137611e-20f;  // x Phi(x) or Phi(-x)
+      return x < 0.0f ? y - (x - x) : x * (1.0f - y);
     } else {
       return T(0.5) * x * std::erfc(-x * T(0.70710678118654752440));
     }

@@ -14,12 +14,15 @@
 // dims merged), copies contiguous rows with memcpy, and for gather/scatter_add runs whole lines
 // along `dim` per outer position, so no per-element offset recomputation is needed. scatter_add
 // parallelises over outer positions only: two outer positions never write the same output line.
+// A scatter_add whose index rows each hold one target (embedding backward) runs row by row
+// instead (ops/cpu/scatter_add_rows.h): the same sums, read and added a contiguous row at a time.
 #include <cstring>
 #include <vector>
 
 #include "mixgrad/core/cascade_sum.h"
 #include "mixgrad/core/visit_dtype.h"
 #include "mixgrad/ops/cpu/loops.h"
+#include "mixgrad/ops/cpu/scatter_add_rows.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/register.h"
 
@@ -332,6 +335,39 @@ struct ScatterLeaves {
   }
 };
 
+// The row path of a floating scatter_add (ops/cpu/scatter_add_rows.h): along dim 0, index and src
+// contiguous with one shape, the output contiguous with the same row shape, and every index row
+// one target (embedding backward). Reads each index row once, validating its target; returns
+// false at the first row that holds two targets (the general kernel then runs, and validates).
+template <typename T>
+bool scatter_add_by_rows(const Tensor& o, const Tensor& index, const Tensor& src, int64_t dim) {
+  if (dim != 0 || index.dim() < 2 || !index.is_contiguous() || !src.is_contiguous() || !o.is_contiguous() ||
+      src.shape() != index.shape() || o.dim() != index.dim()) {
+    return false;
+  }
+  for (int64_t k = 1; k < index.dim(); ++k) {
+    if (o.shape()[k] != index.shape()[k]) return false;
+  }
+  const int64_t n = index.shape()[0], d = index.numel() / n, size = o.shape()[0];
+  if (d < 16) return false;  // narrow rows: the general kernel is as fast
+  std::vector<int64_t> target(static_cast<std::size_t>(n));
+  bool one_target_per_row = true;
+  visit_index(index.dtype(), [&]<typename I>() {
+    const I* ip = static_cast<const I*>(index.data_ptr());
+    for (int64_t i = 0; i < n && one_target_per_row; ++i) {
+      const I* row = ip + i * d;
+      I differ = 0;
+      for (int64_t j = 1; j < d; ++j) differ |= row[j] ^ row[0];
+      one_target_per_row = differ == 0;
+      if (one_target_per_row) target[std::size_t(i)] = checked_index("scatter_add", row[0], size, dim);
+    }
+  });
+  if (!one_target_per_row) return false;
+  scatter_add_rows<opmath_t<T>>(static_cast<T*>(o.data_ptr()), d, static_cast<const T*>(src.data_ptr()), d,
+                                target.data(), n, d, size);
+  return true;
+}
+
 // out = self; out[index[i][j]][j] += src[i][j] (dim 0 shown). Floating types sum each target's
 // sequence (self, its terms in index order) by the rule (ScatterLeaves; in opmath, f32 for
 // f16/bf16, with one rounding on store); up to kSumLeaf - 1 terms per target that is the plain
@@ -342,11 +378,14 @@ void scatter_add_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const Tensor& o = out[0];
   if (o.data_ptr() != self.data_ptr()) copy_strided<T>(self, static_cast<char*>(o.data_ptr()), o.strides());
   if (index.numel() == 0) return;
+  using C = opmath_t<T>;
+  constexpr bool kFloating = std::is_floating_point_v<C>;
+  if constexpr (kFloating) {
+    if (scatter_add_by_rows<T>(o, index, src, self.dim() == 0 ? 0 : a.dim)) return;
+  }
   const LineGeometry g = line_geometry(self, index, a.dim);
   const Strides os = strides_1d(o), ss = strides_1d(src), is = strides_1d(index);
   const int64_t os_d = os[g.dim], ss_d = ss[g.dim], is_d = is[g.dim];
-  using C = opmath_t<T>;
-  constexpr bool kFloating = std::is_floating_point_v<C>;
   constexpr bool kLow = kFloating && !std::is_same_v<C, T>;
   visit_index(index.dtype(), [&]<typename I>() {
     // The output operand's strides along the non-dim dims; its dim stride is applied per index.

@@ -7,12 +7,15 @@
 // (lines never split across threads; the batch total is one cascade). The elementwise losses are composite
 // kernels: the inputs are widened to the compute dtype (f32, or f64 for f64), the loss is computed
 // with public ops (no autograd, no autocast) and rounded once into the output.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/autocast_state.h"
+#include "mixgrad/core/fast_math.h"
 #include "mixgrad/core/parallel.h"
 #include "mixgrad/ops/cpu/leaf_sum.h"
 #include "mixgrad/ops/kernel_registry.h"
@@ -47,22 +50,45 @@ Lines lines_along(const Shape& shape, int64_t dim) {
 int64_t line_grain(const Lines& g) { return std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(1, g.size)); }
 
 template <typename Acc>
-Acc nan_max(Acc m, Acc v) { return (v > m || std::isnan(v)) ? v : m; }
+Acc nan_max(Acc m, Acc v) { return (v > m || v != v) ? v : m; }
 
-// Σ exp(x[i * stride] - m), i < n, by the summation rule: the same leaves, lanes and tree as
-// line_sum, written out so that x, stride and m stay in registers across the exp calls.
+// max of x[i * stride], i < n, in Acc (-inf when empty; NaN when any term is NaN). Contiguous
+// lines in 16 lanes, so the loop vectorizes (max is exact: the lanes change no value, only which
+// NaN comes out when there are several).
 template <typename Acc, typename T>
-Acc exp_sum(const T* x, int64_t n, int64_t stride, Acc m) {
-  Cascade<Acc> tree;
-  for (int64_t b = 0; b < n; b += kSumLeaf) {
-    const int64_t e = std::min(n, b + kSumLeaf);
-    Acc lanes[8] = {};
-    int64_t i = b;
-    for (; i + 8 <= e; i += 8) {
-      for (int k = 0; k < 8; ++k) lanes[k] += std::exp(static_cast<Acc>(x[(i + k) * stride]) - m);
+Acc line_max(const T* x, int64_t n, int64_t stride) {
+  Acc m = -std::numeric_limits<Acc>::infinity();
+  int64_t i = 0;
+  if (stride == 1 && n >= 16) {
+    Acc lanes[16];
+    std::fill(lanes, lanes + 16, m);
+    for (; i + 16 <= n; i += 16) {
+#pragma GCC unroll 1
+      for (int k = 0; k < 16; ++k) lanes[k] = nan_max(lanes[k], static_cast<Acc>(x[i + k]));
     }
-    Acc leaf = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-    for (; i < e; ++i) leaf += std::exp(static_cast<Acc>(x[i * stride]) - m);
+    for (int k = 0; k < 16; ++k) m = nan_max(m, lanes[k]);
+  }
+  for (; i < n; ++i) m = nan_max(m, static_cast<Acc>(x[i * stride]));
+  return m;
+}
+
+// Σ exp(x[i * stride] - m), i < n, by the summation rule: each leaf's exps are computed into a
+// buffer first (fast::exp_rounded: correctly rounded e^x in f32, vectorized; libm for f64), then
+// folded in 8 lanes — the same leaves, lanes and tree as line_sum. With `keep`, the exps are also
+// stored at keep[i] (softmax reuses them instead of evaluating each exp twice).
+template <typename Acc, typename T>
+Acc exp_sum(const T* x, int64_t n, int64_t stride, Acc m, Acc* keep = nullptr) {
+  Cascade<Acc> tree;
+  Acc e[kSumLeaf];
+  for (int64_t b = 0; b < n; b += kSumLeaf) {
+    const int64_t len = std::min(kSumLeaf, n - b);
+    if (stride == 1) {
+      for (int64_t i = 0; i < len; ++i) e[i] = fast::exp_rounded(static_cast<Acc>(x[b + i]) - m);
+    } else {
+      for (int64_t i = 0; i < len; ++i) e[i] = fast::exp_rounded(static_cast<Acc>(x[(b + i) * stride]) - m);
+    }
+    if (keep != nullptr) std::copy(e, e + len, keep + b);
+    const Acc leaf = lane_fold<Acc>(len, [&e](int64_t i) { return e[i]; });
     if (n <= kSumLeaf) return leaf;
     tree.push(leaf);
   }
@@ -82,17 +108,21 @@ void softmax_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
     for (int64_t l = b; l < e; ++l) {
       const T* xl = xp + g.start(l);
       T* yl = yp + g.start(l);
-      Acc m = -std::numeric_limits<Acc>::infinity();
-      for (int64_t i = 0; i < g.size; ++i) m = nan_max(m, static_cast<Acc>(xl[i * g.inner]));
-      // sum of exp(x - max), accumulated in Acc by the rule
-      const Acc s = exp_sum<Acc>(xl, g.size, g.inner, m);
+      const Acc m = line_max<Acc>(xl, g.size, g.inner);
       if constexpr (kLog) {
+        // sum of exp(x - max), accumulated in Acc by the rule
+        const Acc s = exp_sum<Acc>(xl, g.size, g.inner, m);
         const Acc shift = m + std::log(s);
         for (int64_t i = 0; i < g.size; ++i) yl[i * g.inner] = static_cast<T>(static_cast<Acc>(xl[i * g.inner]) - shift);
+      } else if (std::is_same_v<T, Acc> && g.inner == 1) {
+        // the exps land in the output, then scale: one exp per element
+        Acc* ya = reinterpret_cast<Acc*>(yl);
+        const Acc inv = Acc(1) / exp_sum<Acc>(xl, g.size, 1, m, ya);
+        for (int64_t i = 0; i < g.size; ++i) ya[i] *= inv;
       } else {
-        const Acc inv = Acc(1) / s;
+        const Acc inv = Acc(1) / exp_sum<Acc>(xl, g.size, g.inner, m);
         for (int64_t i = 0; i < g.size; ++i)
-          yl[i * g.inner] = static_cast<T>(std::exp(static_cast<Acc>(xl[i * g.inner]) - m) * inv);
+          yl[i * g.inner] = static_cast<T>(fast::exp_rounded(static_cast<Acc>(xl[i * g.inner]) - m) * inv);
       }
     }
   });
@@ -183,8 +213,7 @@ void cross_entropy_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
                  for (int64_t s = b; s < e; ++s) {
                    if (tp[s] == ignore) continue;
                    const T* xs = xp + g.start(s);
-                   Acc m = -std::numeric_limits<Acc>::infinity();
-                   for (int64_t c = 0; c < g.classes; ++c) m = nan_max(m, static_cast<Acc>(xs[c * g.inner]));
+                   const Acc m = line_max<Acc>(xs, g.classes, g.inner);
                    // sum of exp(x - max) and of x, accumulated in Acc by the rule
                    const Acc se = exp_sum<Acc>(xs, g.classes, g.inner, m);
                    const Acc sx = eps == Acc(0) ? Acc(0)
@@ -228,13 +257,12 @@ void cross_entropy_backward_kernel(const Tensors& in, Tensors& out, const OpAttr
                    }
                    const Acc w = r == Reduction::None ? static_cast<Acc>(gp[s]) : g0;
                    const T* xs = xp + o;
-                   Acc m = -std::numeric_limits<Acc>::infinity();
-                   for (int64_t c = 0; c < g.classes; ++c) m = nan_max(m, static_cast<Acc>(xs[c * g.inner]));
+                   const Acc m = line_max<Acc>(xs, g.classes, g.inner);
                    // sum of exp(x - max), accumulated in Acc by the rule
                    const Acc se = exp_sum<Acc>(xs, g.classes, g.inner, m);
                    const Acc inv = Acc(1) / se;
                    for (int64_t c = 0; c < g.classes; ++c) {
-                     Acc d = std::exp(static_cast<Acc>(xs[c * g.inner]) - m) * inv - off;
+                     Acc d = fast::exp_rounded(static_cast<Acc>(xs[c * g.inner]) - m) * inv - off;
                      if (c == tp[s]) d -= Acc(1) - eps;
                      op[o + c * g.inner] = static_cast<T>(w * d);
                    }

@@ -84,11 +84,13 @@ inline int64_t kept_offset(const ReduceGeometry& g, int64_t o) {
 }
 
 // Reductions over the outer dims of a tensor whose innermost kept dim is contiguous (a bias
-// gradient: the column sums of [N, C]) walk the input row by row for a tile of neighbouring
-// outputs, so every load is contiguous and the tile vectorizes; the strided walk one output at a
-// time re-read each cache line C times. Each output still folds each leaf in order and combines
-// the leaves by the same tree, so the result equals the strided walk bit for bit: only reducers
-// whose strided run is such an in-order fold (they declare kInOrderStrided) take this path.
+// gradient: the column sums of [N, C]) take a block of neighbouring outputs (columns) at a time and
+// fold each leaf of kSumLeaf rows in register tiles of kTile columns, so every load is contiguous,
+// the fold vectorizes across columns, and a leaf of the block is read once, row after row; the
+// strided walk one output at a time re-read each cache line C times. Each output still folds each
+// leaf in order and combines the leaves by the same tree (ColumnCascade: one Cascade per column,
+// run for the whole block at once), so the result equals the strided walk bit for bit: only
+// reducers whose strided run is such an in-order fold (they declare kInOrderStrided) take this path.
 template <typename T, typename O, typename R>
 bool reduce_outer_tiles(const T* data, const ReduceGeometry& g, O* out, const R& r) {
   using Acc = typename R::Acc;
@@ -99,30 +101,48 @@ bool reduce_outer_tiles(const T* data, const ReduceGeometry& g, O* out, const R&
         g.kept_shape.back() < 16 || g.red_numel == 0) {
       return false;
     }
-    constexpr int64_t kTile = 64;
-    const int64_t inner = g.kept_shape.back(), tiles_per_row = (inner + kTile - 1) / kTile;
-    const int64_t tiles = g.out_numel / inner * tiles_per_row;
-    const int64_t grain = std::max<int64_t>(1, kDefaultGrain / (g.red_numel * kTile));
+    // Blocks of up to kMaxBlock columns, at least one per thread. Measured on [4096, 1024] f32, 1
+    // thread, as a standalone loop: each leaf of whole rows in 64-column tiles 0.66 ms; 512-column
+    // blocks walked over all rows 0.80; 64-column tiles over all rows (the walk before) 0.93.
+    constexpr int64_t kTile = 64, kMaxBlock = 2048;
+    const int64_t inner = g.kept_shape.back();
+    const int64_t per_thread = (inner + num_threads() - 1) / num_threads();
+    const int64_t width = std::min(kMaxBlock, std::max<int64_t>(kTile, (per_thread + kTile - 1) / kTile * kTile));
+    const int64_t blocks_per_row = (inner + width - 1) / width;
+    const int64_t blocks = g.out_numel / inner * blocks_per_row;
+    const int64_t grain = std::max<int64_t>(1, kDefaultGrain / (g.red_numel * width));
     auto combine = [&r](Acc a, Acc b) { return r.combine(a, b); };
-    parallel_for(0, tiles, grain, [&](int64_t t0, int64_t t1) {
-      Acc acc[kTile];
-      std::vector<Cascade<Acc, decltype(combine)>> sums(kTile, Cascade<Acc, decltype(combine)>(combine));
+    parallel_for(0, blocks, grain, [&](int64_t t0, int64_t t1) {
+      ColumnCascade<Acc> sums(width);
+      std::vector<Acc> leaves(static_cast<std::size_t>(width));
+      Acc* lv = leaves.data();
+      // lv[c0 + k] = column (c0 + k)'s fold of rows [leaf, leaf_end) for k < w (<= kTile); a full
+      // tile has a constant width, so its partials stay in registers.
+      auto fold_tile = [&]<bool kFull>(int64_t base, int64_t c0, int64_t leaf, int64_t leaf_end, int64_t w) {
+        Acc t[kTile];
+        const int64_t n_cols = kFull ? kTile : w;
+        for (int64_t k = 0; k < n_cols; ++k) t[k] = r.init();
+        for_each_reduced_run(g, base + c0, leaf, leaf_end, [&](int64_t off, int64_t n, int64_t stride, int64_t first) {
+          for (int64_t i = 0; i < n; ++i) {
+            const T* p = data + off + i * stride;
+            for (int64_t k = 0; k < n_cols; ++k) t[k] = r.run(t[k], p + k, 1, stride, first + i);
+          }
+        });
+        for (int64_t k = 0; k < n_cols; ++k) lv[c0 + k] = t[k];
+      };
       for (int64_t t = t0; t < t1; ++t) {
-        const int64_t col = (t % tiles_per_row) * kTile, o0 = (t / tiles_per_row) * inner + col;
-        const int64_t w = std::min(kTile, inner - col), base = kept_offset(g, o0);
-        for (int64_t k = 0; k < w; ++k) sums[k].reset();
+        const int64_t col = (t % blocks_per_row) * width, o0 = (t / blocks_per_row) * inner + col;
+        const int64_t w = std::min(width, inner - col), base = kept_offset(g, o0);
+        sums.reset();
         for (int64_t leaf = 0; leaf < g.red_numel; leaf += kSumLeaf) {
-          for (int64_t k = 0; k < w; ++k) acc[k] = r.init();
           const int64_t leaf_end = std::min(g.red_numel, leaf + kSumLeaf);
-          for_each_reduced_run(g, base, leaf, leaf_end, [&](int64_t off, int64_t n, int64_t stride, int64_t first) {
-            for (int64_t i = 0; i < n; ++i) {
-              const T* p = data + off + i * stride;
-              for (int64_t k = 0; k < w; ++k) acc[k] = r.run(acc[k], p + k, 1, stride, first + i);
-            }
-          });
-          for (int64_t k = 0; k < w; ++k) sums[k].push(acc[k]);
+          int64_t c0 = 0;
+          for (; c0 + kTile <= w; c0 += kTile) fold_tile.template operator()<true>(base, c0, leaf, leaf_end, kTile);
+          if (c0 < w) fold_tile.template operator()<false>(base, c0, leaf, leaf_end, w - c0);
+          sums.push(lv, w, combine);
         }
-        for (int64_t k = 0; k < w; ++k) out[o0 + k] = r.finish(sums[k].result(r.init()), g.red_numel);
+        sums.result(lv, w, r.init(), combine);
+        for (int64_t k = 0; k < w; ++k) out[o0 + k] = r.finish(lv[k], g.red_numel);
       }
     });
     return true;

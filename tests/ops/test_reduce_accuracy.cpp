@@ -4,8 +4,10 @@
 // against a long double reference, and bit-identical results at 1, 2 and 3 threads.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/cascade_sum.h"
@@ -105,4 +107,45 @@ TEST_CASE("reduce accuracy: results repeat bit for bit at 1, 2 and 3 threads", "
     return out;
   };
   test::check_same_at_thread_counts(results);
+}
+
+TEST_CASE("reduce accuracy: column sums follow the rule's tree bit for bit (column blocks, tiles and edges)",
+          "[ops][numerics]") {
+  // Each column: in-order f32 leaves of 128 rows, combined pairwise (core/cascade_sum.h) — computed
+  // here directly and compared bit for bit, for widths with partial tiles and at 1, 2 and 3 threads.
+  auto rule_column_sums = [](const std::vector<float>& v, int64_t rows, int64_t cols) {
+    std::vector<float> out(static_cast<std::size_t>(cols));
+    for (int64_t c = 0; c < cols; ++c) {
+      std::vector<float> leaves;
+      for (int64_t r0 = 0; r0 < rows; r0 += kSumLeaf) {
+        float leaf = 0.f;
+        for (int64_t r = r0; r < std::min(rows, r0 + kSumLeaf); ++r) leaf += v[std::size_t(r * cols + c)];
+        leaves.push_back(leaf);
+      }
+      out[std::size_t(c)] = pairwise_combine(leaves.data(), int64_t(leaves.size()), 0.f);
+    }
+    return out;
+  };
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1000, 200}, {4100, 16}, {300, 2500}}) {
+    std::vector<double> dv;
+    const Tensor m = random_f32({rows, cols}, uint32_t(rows + cols), 0.5f, 2.f, &dv);
+    const std::vector<float> v(dv.begin(), dv.end());
+    const std::vector<float> want = rule_column_sums(v, rows, cols);
+    const Tensor mb = to(m, DType::BF16);
+    const std::vector<double> bv = test::values(mb);
+    const std::vector<float> want_bf16 = rule_column_sums(std::vector<float>(bv.begin(), bv.end()), rows, cols);
+    auto results = [&] {
+      std::vector<std::vector<double>> out;
+      out.push_back(test::values(sum(m, {0})));
+      out.push_back(test::values(sum(mb, {0}).to(DType::F32)));
+      return out;
+    };
+    test::check_same_at_thread_counts(results);
+    const std::vector<double> got = test::values(sum(m, {0}));
+    const std::vector<double> got_bf16 = test::values(sum(mb, {0}).to(DType::F32));
+    for (int64_t c = 0; c < cols; ++c) {
+      REQUIRE(float(got[std::size_t(c)]) == want[std::size_t(c)]);
+      REQUIRE(float(got_bf16[std::size_t(c)]) == float(BFloat16(want_bf16[std::size_t(c)])));
+    }
+  }
 }

@@ -1,0 +1,114 @@
+// bench_issue12: the four kernels that the summation rule and the accurate GELU of issue 12 made
+// slower, in process CPU time per call (the median of N calls; all threads' CPU seconds, so with
+// --threads 1 it is the single-thread cost; run with OMP_WAIT_POLICY=PASSIVE at 2 threads, or the
+// idle worker's spinning is counted too):
+//   column sums: sum over dim 0 of [4096, 1024] f32 and bf16 (a bias gradient), ms;
+//   gelu, erf form: 8,192 cache-resident f32 values (compute bound), ns per element;
+//   scatter_add as embedding backward: [16384, 256] rows into [8192, 256], ms;
+//   log_softmax (and softmax) of [8192, 1000] f32, GB/s of read + written bytes.
+// It uses only the public API, so the same file builds against an older tree to compare: e.g.
+//   g++ -O3 -march=native -std=c++20 -fopenmp -I<this tree>/benchmarks -I<old tree>
+//       bench_issue12.cpp <old tree>/build/libmixgrad.a -lgomp -ldnnl -lz
+// and runs alternate with this build's binary (the host is shared and noisy).
+//
+//   bench_issue12 [--quick] [--threads N] [--json FILE]
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "core/parallel.h"
+#include "ops/loss.h"
+#include "ops/ops.h"
+
+namespace {
+
+using bench::g_sink;
+using bench::Row;
+
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Median CPU seconds of one call of op over `reps` calls, after one warm-up call.
+double median_cpu_seconds(int reps, const std::function<mg::Tensor()>& op) {
+  g_sink = double(op().numel());
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = cpu_seconds();
+    g_sink = double(op().numel());
+    t.push_back(cpu_seconds() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Config cfg;
+  if (const int rc = bench::parse_args(argc, argv, "bench_issue12", cfg); rc >= 0) return rc;
+  mg::set_num_threads(cfg.threads);
+  const int reps = cfg.quick ? 3 : 41;
+  std::printf("bench_issue12: %d threads, median of %d calls, process CPU time\n\n", cfg.threads, reps);
+  bench::print_load_average();
+
+  std::vector<Row> rows;
+  try {
+    const int64_t n_rows = cfg.quick ? 512 : 4096, n_cols = 1024;
+    const mg::Tensor m = mg::randn({n_rows, n_cols});
+    const mg::Tensor mb = mg::to(m, mg::DType::BF16);
+    const std::string ms = std::to_string(n_rows) + "x" + std::to_string(n_cols);
+    rows.push_back({"sum dim 0 (columns)", "f32", ms, 1e3 * median_cpu_seconds(reps, [&] { return mg::sum(m, {0}); }), "ms"});
+    rows.push_back({"sum dim 0 (columns)", "bf16", ms, 1e3 * median_cpu_seconds(reps, [&] { return mg::sum(mb, {0}); }), "ms"});
+
+    // gelu: 200 calls on 8,192 values per timed call (the tensor stays in L1/L2)
+    const mg::Tensor g = mg::randn({8192});
+    const int calls = cfg.quick ? 10 : 200;
+    const double gelu = median_cpu_seconds(reps, [&] {
+      mg::Tensor y;
+      for (int k = 0; k < calls; ++k) y = mg::gelu(g);
+      return y;
+    });
+    rows.push_back({"gelu (erf), cache-resident", "f32", "8192", 1e9 * gelu / (calls * 8192.0), "ns/elem"});
+
+    const int64_t tokens = cfg.quick ? 1024 : 16384, vocab = 8192, hidden = 256;
+    std::vector<int64_t> iv(static_cast<std::size_t>(tokens));
+    for (int64_t i = 0; i < tokens; ++i) iv[std::size_t(i)] = (i * 7919) % vocab;
+    const mg::Tensor idx =
+        mg::contiguous(mg::expand(mg::reshape(mg::from_vector<int64_t>(iv, {tokens}), {tokens, 1}), {tokens, hidden}));
+    const mg::Tensor src = mg::randn({tokens, hidden});
+    rows.push_back({"scatter_add (embedding bw)", "f32", std::to_string(tokens) + "x256>8192",
+                    1e3 * median_cpu_seconds(reps, [&] { return mg::scatter_add(mg::zeros({vocab, hidden}), 0, idx, src); }),
+                    "ms"});
+
+    const int64_t lines = cfg.quick ? 512 : 8192, classes = 1000;
+    const mg::Tensor logits = mg::randn({lines, classes});
+    const double bytes = 2.0 * double(lines * classes) * 4;
+    const std::string ls = std::to_string(lines) + "x1000";
+    rows.push_back({"log_softmax", "f32", ls, bytes / median_cpu_seconds(reps, [&] { return mg::log_softmax(logits, 1); }) / 1e9,
+                    "GB/s"});
+    rows.push_back({"softmax", "f32", ls, bytes / median_cpu_seconds(reps, [&] { return mg::softmax(logits, 1); }) / 1e9,
+                    "GB/s"});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_issue12: %s\n", e.what());
+    return 1;
+  }
+  // bench::print_table shows one decimal; these values need three.
+  std::printf("%-28s %-6s %-14s %12s %s\n", "name", "dtype", "shape", "value", "unit");
+  for (const Row& r : rows) {
+    std::printf("%-28s %-6s %-14s %12.3f %s\n", r.name.c_str(), r.dtype.c_str(), r.shape.c_str(), r.value, r.unit.c_str());
+  }
+  if (!cfg.json.empty() && !bench::write_json(cfg.json, rows)) {
+    std::fprintf(stderr, "bench_issue12: cannot write %s\n", cfg.json.c_str());
+    return 1;
+  }
+  return 0;
+}
