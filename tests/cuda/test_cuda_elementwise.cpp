@@ -37,7 +37,7 @@ void check_same(const std::string& what, const std::vector<Tensor>& cpu_inputs,
   for (const Tensor& t : cpu_inputs) gpu_inputs.push_back(t.to(gpu()));
   const Tensor want = f(cpu_inputs);
   const Tensor got = f(gpu_inputs);
-  INFO(what << " " << dtype_name(want.dtype()) << " " << want.shape());
+  INFO(what << " " << dtype_name(want.dtype()) << " " << shape_str(want.shape()));
   REQUIRE(got.device() == gpu());
   REQUIRE(got.dtype() == want.dtype());
   REQUIRE(got.shape() == want.shape());
