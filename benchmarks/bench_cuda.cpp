@@ -1,6 +1,7 @@
 // bench_cuda: the CUDA backend's kernels on the GPU, in GB/s of the bytes each call must read and
 // write, beside a device-to-device memcpy of the same traffic measured in the same run (the
-// memory-bound reference; about 4.3 TB/s measured on an H200). The GEMM, reduction and softmax
+// memory-bound reference; about 4.3 TB/s measured on an H200). Reductions: sum of 2^28 f32, column
+// sums of [2^14, 2^14] f32 and logsumexp over the rows of [4096, 32768] bf16. The GEMM and softmax
 // rows of the GPU check (benchmarks/gpu/check.sh) join when those kernels exist.
 // Timing: CUDA events around `reps` back-to-back calls on the current stream after one warm-up
 // call, best of 5 such batches. Without a CUDA device it prints why and exits with 77 (skipped).
@@ -106,6 +107,28 @@ int main(int argc, char** argv) {
     const double traffic = 2.0 * 4 * double(n);
     const double ms = ms_per_call(reps, [&] { (void)contiguous(m.t()); });
     rows.push_back(row("transpose copy", "f32", "[" + std::to_string(cols) + ", " + std::to_string(rows_n) + "]",
+                       gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
+  }
+  // Reductions: a read-only pass, so the memcpy of the same traffic copies half the bytes read.
+  {
+    const double traffic = 4.0 * double(n);
+    const double ms = ms_per_call(reps, [&] { (void)sum(a); });
+    rows.push_back(row("sum", "f32", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
+  }
+  {
+    const int64_t side = int64_t(1) << (cfg.quick ? 10 : 14);  // side² = n
+    const Tensor m = a.reshape({side, side});
+    const double traffic = 4.0 * double(n);
+    const double ms = ms_per_call(reps, [&] { (void)sum(m, {0}); });
+    rows.push_back(row("sum dim 0", "f32", "[" + std::to_string(side) + ", " + std::to_string(side) + "]",
+                       gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
+  }
+  {
+    const int64_t cols = 32768, rows_n = cfg.quick ? 32 : 4096;
+    const Tensor h = to(a.slice(0, 0, rows_n * cols), DType::BF16).reshape({rows_n, cols});
+    const double traffic = 2.0 * double(rows_n * cols);
+    const double ms = ms_per_call(reps, [&] { (void)logsumexp(h, {1}); });
+    rows.push_back(row("logsumexp rows", "bf16", "[" + std::to_string(rows_n) + ", " + std::to_string(cols) + "]",
                        gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
   }
   bench::print_table(rows);

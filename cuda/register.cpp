@@ -13,6 +13,7 @@ void register_unary_kernels();
 void register_binary_kernels();
 void register_select_kernels();
 void register_copy_kernels();
+void register_reduce_kernels();
 
 void register_cuda_kernels() {
   set_allocator(DeviceType::CUDA, &device_allocator());
@@ -21,6 +22,7 @@ void register_cuda_kernels() {
   register_binary_kernels();
   register_select_kernels();
   register_copy_kernels();
+  register_reduce_kernels();
 }
 
 }  // namespace mg::cuda
