@@ -15,7 +15,7 @@
 // d_leaf + ceil(log2 n) + 6 (ry · ry2 · 128 · leaves per thread / 4 covers n up to a factor 2 per
 // rounding), so with u = 2^-24 (f32 accumulation) or 2^-53 (f64):
 //     |computed - exact| <= (d_leaf + ceil(log2 n) + 6) · u · Σ|x_i|   (+ O(u²))
-// with d_leaf = 128 (scalar loads) or 128 / vec + log2 vec (vector loads: 35 for f32, 19 for f16
+// with d_leaf = 128 (scalar loads) or 128 / vec + log2 vec (vector loads: 34 for f32, 19 for f16
 // and bf16, 65 for f64). No float atomics; the grid depends on the shape only: the same bits on
 // every run and every GPU.
 // Accumulation (acc_t): f32 for f16/bf16/f32, f64 for f64, i64 (wrapping) for integers and bool.
@@ -388,11 +388,20 @@ MG_HOST_DEVICE typename R::Acc reduce_thread(const ReducePlan& p, const R& r, co
     }
   } else {
     int64_t u = g;
-    while (u < p.units) {
+    // Full leaves of kReduceLeaf terms, unrolled so that several loads are in flight.
+    while (u + (kReduceLeaf - 1) * step < p.units) {
       Acc leaf = r.init();
-      for (int64_t k = 0; k < kReduceLeaf && u < p.units; ++k, u += step) {
-        leaf = r.fold(leaf, data[base + p.red.offset(u)], u);
+      MG_REDUCE_UNROLL8
+      for (int64_t k = 0; k < kReduceLeaf; ++k) {
+        const int64_t unit = u + k * step;
+        leaf = r.fold(leaf, data[base + p.red.offset(unit)], unit);
       }
+      u += kReduceLeaf * step;
+      cascade.push(leaf, r);
+    }
+    if (u < p.units) {  // the last, partial leaf
+      Acc leaf = r.init();
+      for (; u < p.units; u += step) leaf = r.fold(leaf, data[base + p.red.offset(u)], u);
       cascade.push(leaf, r);
     }
   }
