@@ -537,3 +537,68 @@ MG_HOST_DEVICE void cumsum_line(const T* src, int64_t src_stride, int64_t n, O* 
 }
 
 }  // namespace mg::cuda
+
+namespace mg::cuda {
+
+// ---- cumsum of lines longer than a leaf, in parallel and with the same bits ----
+// The CPU's rule computed out of order: (1) every leaf's in-order sum, one thread per leaf;
+// (2) the pairwise nodes above them, level by level (node (b, j) = node (b-1, 2j) + node (b-1, 2j+1),
+// exactly the Cascade's partials); (3) one thread per leaf: its offset is the left-to-right sum of
+// the nodes covering the leaves before it, largest first (what PrefixCascade::offset() returns),
+// then the leaf's in-order running sum from that offset. The same additions as the CPU's
+// sequential loop, so the same bits.
+
+// Where each level's nodes sit in a line's workspace: level b holds leaves >> b nodes.
+struct ScanLevels {
+  int count;            // levels: the largest b with leaves >> b >= 1, plus one
+  int64_t leaves;
+  int64_t start[40];    // first node of level b
+  int64_t total;        // nodes of all levels: a line's workspace
+};
+
+inline ScanLevels make_scan_levels(int64_t leaves) {
+  ScanLevels lv{};
+  lv.leaves = leaves;
+  for (int64_t nodes = leaves; nodes >= 1 && lv.count < 40; nodes >>= 1) {
+    lv.start[lv.count++] = lv.total;
+    lv.total += nodes;
+  }
+  return lv;
+}
+
+// The in-order sum of terms [l0, l1) of a line.
+template <typename T>
+MG_HOST_DEVICE acc_t<T> cumsum_leaf_total(const T* src, int64_t src_stride, int64_t l0, int64_t l1) {
+  acc_t<T> leaf = acc_t<T>(0);  // f32 for f16/bf16/f32, f64 for f64
+  for (int64_t i = l0; i < l1; ++i) leaf += static_cast<acc_t<T>>(src[i * src_stride]);
+  return leaf;
+}
+
+// Leaf k's offset from the line's nodes (PrefixCascade::offset() after k pushes).
+template <typename Acc>
+MG_HOST_DEVICE Acc cumsum_leaf_offset(const Acc* nodes, const ScanLevels& lv, int64_t k) {
+  Acc run = Acc(0);
+  bool first = true;
+  int64_t covered = 0;  // leaves before k already in `run`
+  for (int b = lv.count - 1; b >= 0; --b) {
+    if (((k >> b) & 1) == 0) continue;
+    const Acc node = nodes[lv.start[b] + (covered >> b)];
+    run = first ? node : run + node;
+    first = false;
+    covered += int64_t(1) << b;
+  }
+  return run;
+}
+
+// Writes leaf [l0, l1) of a line: dst[i] = offset + the in-order sum of terms l0..i.
+template <typename T, typename O>
+MG_HOST_DEVICE void cumsum_leaf_scan(const T* src, int64_t src_stride, int64_t l0, int64_t l1, acc_t<T> offset,
+                                     O* dst, int64_t dst_stride) {
+  acc_t<T> leaf = acc_t<T>(0);
+  for (int64_t i = l0; i < l1; ++i) {
+    leaf += static_cast<acc_t<T>>(src[i * src_stride]);
+    dst[i * dst_stride] = static_cast<O>(offset + leaf);
+  }
+}
+
+}  // namespace mg::cuda

@@ -451,6 +451,71 @@ TEST_CASE("cumsum line: the CPU's bits for floats and integers", "[cuda][reduce]
   CHECK(test::values(got) == test::values(cumsum(i, 0)));
 }
 
+namespace {
+
+// The three kernels of a long-line cumsum (cuda/kernels/cumsum.cu), thread by thread.
+template <typename T>
+Tensor simulate_parallel_cumsum(const Tensor& x, int64_t dim) {
+  using Acc = acc_t<T>;
+  const T* data = static_cast<const T*>(x.data_ptr());
+  const int64_t size = x.shape()[std::size_t(dim)], x_stride = x.strides()[std::size_t(dim)];
+  int64_t inner = 1;
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.shape()[std::size_t(d)];
+  const ReducePlan p = make_reduce_plan(x.shape(), x.strides(), {dim}, int64_t(sizeof(T)),
+                                        reinterpret_cast<std::uintptr_t>(data));
+  const int64_t lines = p.out_numel;
+  const ScanLevels lv = make_scan_levels((size + kReduceLeaf - 1) / kReduceLeaf);
+  std::vector<Acc> nodes(std::size_t(lines * lv.total), Acc(-12345));  // poison: every node is written
+  for (int64_t t = 0; t < lines * lv.leaves; ++t) {
+    const int64_t line = t % lines, leaf = t / lines, l0 = leaf * kReduceLeaf;
+    nodes[std::size_t(line * lv.total + leaf)] =
+        cumsum_leaf_total(data + p.kept.offset(line), x_stride, l0, std::min(size, l0 + kReduceLeaf));
+  }
+  for (int b = 1; b < lv.count; ++b) {
+    for (int64_t t = 0; t < lines * (lv.leaves >> b); ++t) {
+      const int64_t line = t % lines, j = t / lines;
+      Acc* n = nodes.data() + line * lv.total;
+      n[lv.start[b] + j] = n[lv.start[b - 1] + 2 * j] + n[lv.start[b - 1] + 2 * j + 1];
+    }
+  }
+  Tensor out = empty(x.shape(), {.dtype = x.dtype()});
+  T* o = static_cast<T*>(out.data_ptr());
+  for (int64_t t = 0; t < lines * lv.leaves; ++t) {
+    const int64_t line = t % lines, leaf = t / lines, l0 = leaf * kReduceLeaf;
+    const Acc offset = cumsum_leaf_offset(nodes.data() + line * lv.total, lv, leaf);
+    cumsum_leaf_scan(data + p.kept.offset(line), x_stride, l0, std::min(size, l0 + kReduceLeaf), offset,
+                     o + (line / inner) * size * inner + line % inner, inner);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cumsum in parallel leaves: the CPU's bits on every layout", "[cuda][reduce]") {
+  Generator gen(5);
+  for (int64_t n : {int64_t(129), int64_t(256), int64_t(1000), int64_t(4097), int64_t(128 * 64), int64_t(100001)}) {
+    const Tensor x = randn({n}, {}, &gen);
+    INFO("n " << n);
+    const Tensor want = cumsum(x, 0), got = simulate_parallel_cumsum<float>(x, 0);
+    REQUIRE(std::memcmp(got.data_ptr(), want.data_ptr(), std::size_t(n) * 4) == 0);
+    const Tensor h = to(x, DType::BF16);
+    REQUIRE(std::memcmp(simulate_parallel_cumsum<BFloat16>(h, 0).data_ptr(), cumsum(h, 0).data_ptr(),
+                        std::size_t(n) * 2) == 0);
+    const Tensor d = to(x, DType::F64);
+    REQUIRE(std::memcmp(simulate_parallel_cumsum<double>(d, 0).data_ptr(), cumsum(d, 0).data_ptr(),
+                        std::size_t(n) * 8) == 0);
+  }
+  const Tensor a = randn({33, 4097}, {}, &gen), c = randn({5, 300, 7}, {}, &gen);
+  const std::vector<std::pair<Tensor, int64_t>> cases = {{a, 0}, {a, 1}, {a.t(), 0}, {a.t(), 1}, {c, 1},
+                                                         {c.permute({1, 2, 0}), 0}, {a.slice(1, 0, 4097, 2), 1}};
+  for (const auto& [x, dim] : cases) {
+    INFO("shape " << shape_str(x.shape()) << " dim " << dim);
+    if (x.shape()[std::size_t(dim)] <= kReduceLeaf) continue;
+    const Tensor want = cumsum(x, dim), got = simulate_parallel_cumsum<float>(x, dim);
+    REQUIRE(std::memcmp(got.data_ptr(), want.data_ptr(), std::size_t(x.numel()) * 4) == 0);
+  }
+}
+
 TEST_CASE("CUDA reductions cover the CPU's dtypes", "[cuda][reduce][registry]") {
   init();
   if (!cuda::built_with_cuda()) return;
