@@ -11,9 +11,11 @@
 // 3. the ry threads of a block combine pairwise in shared memory (log2 ry levels);
 // 4. with splits > 1, the splits blocks' partials go to a workspace, and a second kernel combines
 //    them: each thread at most 4 in order, then pairwise over ry2 threads.
-// Depth of any term: d_leaf + ceil(log2 leaves per thread) + log2 ry + 3 + log2 ry2, at most
-// d_leaf + ceil(log2 n) + 6 (ry · ry2 · 128 · leaves per thread / 4 covers n up to a factor 2 per
-// rounding), so with u = 2^-24 (f32 accumulation) or 2^-53 (f64):
+// Depth of any term: d_leaf + ceil(log2 leaves per thread) + log2 ry (+ 3 + log2 ry2 with splits,
+// where ry2 <= splits / 2). A thread's leaves hold at least half its terms' worth of 128 each, and
+// ry · splits <= n / 16 (the plan keeps >= 8 loads per thread before widening ry and >= 16 before
+// splitting), so the levels above the leaf add at most ceil(log2 n) + 6, and with u = 2^-24 (f32
+// accumulation) or 2^-53 (f64):
 //     |computed - exact| <= (d_leaf + ceil(log2 n) + 6) · u · Σ|x_i|   (+ O(u²))
 // with d_leaf = 128 (scalar loads) or 128 / vec + log2 vec (vector loads: 34 for f32, 19 for f16
 // and bf16, 65 for f64). No float atomics; the grid depends on the shape only: the same bits on

@@ -135,6 +135,7 @@ std::vector<Layout> layouts(DType dt) {
           {"transposed rows", a.t(), {1}},
           {"transposed cols", a.t(), {0}},
           {"sliced rows", a.slice(1, 1, 4097, 2), {1}},
+          {"padded rows (vector loads with a tail per row)", randn_in(dt, {33, 4104}, 15).slice(1, 0, 4097), {1}},
           {"3-D {0, 2}", c, {0, 2}},
           {"3-D {1, 2}", c, {1, 2}},
           {"3-D {0, 1} permuted", c.permute({2, 0, 1}), {1, 2}}};

@@ -177,6 +177,14 @@ std::vector<Layout> layouts() {
   out.push_back(view_of({20000, 3}, {1, 0}, 1, 0, {1}));
   out.push_back(view_of({5000, 2}, {0, 1}, 1, 0, {1}));
   out.push_back(view_of({2, 5000}, {0, 1}, 1, 0, {0}));
+  // Rows whose stride is a multiple of 16 bytes but whose length is not a multiple of the vector
+  // (a column slice): vector loads with a tail in every row.
+  out.push_back({{16, 61}, {64, 1}, 0, {1}});
+  out.push_back({{16, 61}, {64, 1}, 0, {0}});
+  out.push_back({{16, 61}, {64, 1}, 0, {0, 1}});
+  out.push_back({{4, 6, 37}, {240, 40, 1}, 0, {2}});
+  out.push_back({{4, 6, 37}, {240, 40, 1}, 0, {1, 2}});
+  out.push_back({{4, 6, 37}, {240, 40, 1}, 0, {0, 2}});
   // Empty reductions and empty outputs.
   out.push_back(view_of({0}, {0}, 1, 0, {0}));
   out.push_back(view_of({4, 0}, {0, 1}, 1, 0, {1}));
@@ -228,6 +236,10 @@ TEST_CASE("reduce plan: layouts, vector widths and grids of typical shapes", "[c
   CHECK(plan({6, 5, 7}, {35, 7, 1}, {0, 2}, 4).layout == ReduceLayout::General);
   CHECK(plan({33, 4097}, {4097, 1}, {1}, 4).vec == 1);
   CHECK(make_reduce_plan({4096}, {1}, {0}, 4, 4100).vec == 1);
+  const ReducePlan padded = plan({33, 4097}, {4104, 1}, {1}, 4);  // rows 16-byte aligned: vectors + a tail
+  CHECK(padded.vec == 4);
+  CHECK(padded.units == 1024);
+  CHECK(padded.tail == 1);
   // Merging: [2, 3, 4] over {1, 2} is one reduced dim of 12; over {0, 2} kept and reduced stay apart.
   const ReducePlan merged = plan({2, 3, 4}, {12, 4, 1}, {1, 2}, 4);
   CHECK(merged.red.ndim == 1);
@@ -344,7 +356,8 @@ TEST_CASE("reduce algorithm: every reducer matches the CPU op on odd shapes and 
   };
   const std::vector<Case> cases = {{base, {1}}, {base, {0}}, {base, {0, 1}}, {base.t(), {1}}, {base.t(), {0}},
                                    {cube, {0, 2}}, {cube, {1, 2}}, {cube.permute({2, 0, 1}), {0, 1}},
-                                   {base.slice(1, 0, 4097, 3), {1}}, {zeros({5, 0}), {1}}};
+                                   {base.slice(1, 0, 4097, 3), {1}}, {zeros({5, 0}), {1}},
+                                   {randn({32, 4104}, {}, &gen).slice(1, 0, 4097), {1}}};  // padded rows
   for (const Case& c : cases) {
     const Shape out_shape = kept_shape(c.x, c.dims);
     INFO("shape " << shape_str(c.x.shape()) << " dims " << shape_str(c.dims));
