@@ -1,12 +1,12 @@
 // bench_cuda: the CUDA backend's kernels on the GPU. Memory-bound kernels in GB/s of the bytes each
 // call must read and write, beside a device-to-device memcpy of the same traffic measured in the
-// same run (the memory-bound reference; about 4.3 TB/s measured on an H200). GEMMs (cuBLASLt,
-// mg::mm on square matrices) in TFLOP/s of 2 n^3 flops, with no reference column: the device's
-// nominal Tensor Core peak is not something the CUDA runtime reports (clock x SMs x a per-SM rate
-// that differs by chip and product), so it is not printed; the PyTorch peer measured on the same
-// GPU (benchmarks/gpu/torch_peer.py) is the comparison. Targets on an H200: bf16/f16 8192^3 at
-// >= 650 TFLOP/s (nominal dense peak ~989, cuBLAS reaches ~790). The reduction and softmax rows
-// join when those kernels exist.
+// same run (the memory-bound reference; about 4.3 TB/s measured on an H200): elementwise ops, casts,
+// and the reductions (sum of 2^28 f32, column sums of [2^14, 2^14] f32, logsumexp over the rows of
+// [4096, 32768] bf16). GEMMs (cuBLASLt, mg::mm on square matrices) in TFLOP/s of 2 n^3 flops, with
+// no reference column: the device's nominal Tensor Core peak is not something the CUDA runtime
+// reports (clock x SMs x a per-SM rate that differs by chip and product), so it is not printed; the
+// PyTorch peer measured on the same GPU (benchmarks/gpu/torch_peer.py) is the comparison. Targets
+// on an H200: bf16/f16 8192^3 at >= 650 TFLOP/s (nominal dense peak ~989, cuBLAS reaches ~790).
 // Timing: CUDA events around `reps` back-to-back calls on the current stream after one warm-up
 // call, best of 5 such batches. Without a CUDA device it prints why and exits with 77 (skipped).
 //
@@ -135,6 +135,28 @@ int main(int argc, char** argv) {
     rows.push_back(gemm_row("gemm", DType::F16, big, reps, false));
     rows.push_back(gemm_row("gemm", DType::F32, f32n, reps, false));
     rows.push_back(gemm_row("gemm (tf32)", DType::F32, f32n, reps, true));
+  }
+  // Reductions: a read-only pass, so the memcpy of the same traffic copies half the bytes read.
+  {
+    const double traffic = 4.0 * double(n);
+    const double ms = ms_per_call(reps, [&] { (void)sum(a); });
+    rows.push_back(row("sum", "f32", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
+  }
+  {
+    const int64_t side = int64_t(1) << (cfg.quick ? 10 : 14);  // side² = n
+    const Tensor m = a.reshape({side, side});
+    const double traffic = 4.0 * double(n);
+    const double ms = ms_per_call(reps, [&] { (void)sum(m, {0}); });
+    rows.push_back(row("sum dim 0", "f32", "[" + std::to_string(side) + ", " + std::to_string(side) + "]",
+                       gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
+  }
+  {
+    const int64_t cols = 32768, rows_n = cfg.quick ? 32 : 4096;
+    const Tensor h = to(a.slice(0, 0, rows_n * cols), DType::BF16).reshape({rows_n, cols});
+    const double traffic = 2.0 * double(rows_n * cols);
+    const double ms = ms_per_call(reps, [&] { (void)logsumexp(h, {1}); });
+    rows.push_back(row("logsumexp rows", "bf16", "[" + std::to_string(rows_n) + ", " + std::to_string(cols) + "]",
+                       gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
   }
   bench::print_table(rows);
   const cuda::DeviceMemoryStats s = cuda::memory_stats(0);

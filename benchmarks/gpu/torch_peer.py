@@ -48,12 +48,19 @@ def main():
     h, g = a.to(torch.bfloat16), b.to(torch.bfloat16)
     m = a.view(n // 4096, 4096)
     gelu = torch.nn.functional.gelu
+    side = 1 << (log2 // 2)
+    sq = a.view(side, side)
+    lse_rows = 32 if args.quick else 4096
+    lse = a[: lse_rows * 32768].to(torch.bfloat16).view(lse_rows, 32768)
     rows = [
         ("add", "f32", shape, 12.0 * n, lambda: torch.add(a, b)),
         ("gelu (erf)", "f32", shape, 8.0 * n, lambda: gelu(a)),
         ("cast f32->bf16", "bf16", shape, 6.0 * n, lambda: a.to(torch.bfloat16)),
         ("mul", "bf16", shape, 6.0 * n, lambda: torch.mul(h, g)),
         ("transpose copy", "f32", f"[4096, {n // 4096}]", 8.0 * n, lambda: m.t().contiguous()),
+        ("sum", "f32", shape, 4.0 * n, lambda: torch.sum(a)),
+        ("sum dim 0", "f32", f"[{side}, {side}]", 4.0 * n, lambda: torch.sum(sq, dim=0)),
+        ("logsumexp rows", "bf16", f"[{lse_rows}, 32768]", 2.0 * lse_rows * 32768, lambda: torch.logsumexp(lse, dim=1)),
     ]
     out = []
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
