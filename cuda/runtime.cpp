@@ -155,15 +155,18 @@ DeviceProperties device_properties(int device) {
 
 int current_device() { return t_current_device; }
 
+// Every launch makes its device current through a DeviceGuard, so the common case (already
+// current) makes no runtime call. The runtime's own current device starts at 0, like ours.
 void set_device(int index) {
   check_device(Device::cuda(index));
+  if (index == t_current_device) return;
   MG_CUDA_CHECK(cudaSetDevice(index));
   t_current_device = index;
 }
 
 DeviceGuard::DeviceGuard(int index) : previous_(t_current_device) { set_device(index); }
 DeviceGuard::~DeviceGuard() {
-  if (cudaSetDevice(previous_) == cudaSuccess) t_current_device = previous_;
+  if (previous_ != t_current_device && cudaSetDevice(previous_) == cudaSuccess) t_current_device = previous_;
 }
 
 Stream Stream::create(int device) {
@@ -207,7 +210,9 @@ StreamGuard::StreamGuard(const Stream& stream)
 }
 StreamGuard::~StreamGuard() {
   current_stream_slot(previous_stream_.device()) = previous_stream_.handle();
-  if (cudaSetDevice(previous_device_) == cudaSuccess) t_current_device = previous_device_;
+  if (previous_device_ != t_current_device && cudaSetDevice(previous_device_) == cudaSuccess) {
+    t_current_device = previous_device_;
+  }
 }
 
 Event::Event(bool timing) {
