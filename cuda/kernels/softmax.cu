@@ -1,5 +1,7 @@
 // CUDA kernels of softmax, log_softmax and their backward ops (softmax_backward,
-// log_softmax_backward) along any dim, f64/f32/f16/bf16, mirroring ops/cpu/loss_kernels.cpp:
+// log_softmax_backward) along any dim, and of the class losses built on the same line kernels
+// (cross_entropy, cross_entropy_backward, nll_loss), f64/f32/f16/bf16, mirroring
+// ops/cpu/loss_kernels.cpp:
 // max-shifted, accumulated in f32 for f16/bf16/f32 and f64 for f64 (acc_t), the output rounded
 // once on store. Inputs are made dense first (as on the CPU); the output is dense.
 //
@@ -17,15 +19,20 @@
 // The max uses the CPU's NaN-propagating max, so a NaN in a line makes the whole line NaN, and a
 // line of -inf gives NaN (exp(-inf - -inf)), as on the CPU. Results differ from the CPU's only by
 // summation order and by CUDA's expf/logf (an ulp or two).
+// Class losses: targets are validated first with the CPU's IndexError text by a blocking check
+// (one counted sync per call, which also brings back the mean's divisor, the number of targets
+// not ignored); per-sample losses are kept in f32 (f64) and a mean/sum is one block's tree.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
 #include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/factory.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/kernels/launch.h"
 #include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/loss.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::cuda {
@@ -205,6 +212,198 @@ __global__ void softmax_strided_kernel(int64_t outer, int64_t size, int64_t inne
   }
 }
 
+// ---- cross_entropy / cross_entropy_backward ----
+// logits [outer, classes, inner] dense ([N, C, d...] or [C]), target i64 [outer * inner] dense
+// (the validated class of each sample, or ignore). Sample s = o * inner + i is line (o, i).
+template <typename T>
+struct CeArgs {
+  using A = acc_t<T>;
+  int64_t outer = 0, classes = 0, inner = 1;
+  const T* x = nullptr;
+  const int64_t* target = nullptr;
+  int64_t ignore = -100;
+  A eps = 0;              // label smoothing
+  A* loss = nullptr;      // forward: [samples] per-sample losses in A (0 for ignored targets)
+  const T* grad = nullptr;  // backward: [samples] (reduction none) or [1]
+  int64_t mode = 0;       // Reduction: 0 none, 1 mean, 2 sum
+  int64_t count = 0;      // non-ignored targets (mean's divisor)
+  T* dx = nullptr;        // backward: [outer, classes, inner]
+};
+
+// The upstream weight of sample s: grad[s] (none), grad / count (mean), grad (sum).
+template <typename T>
+__device__ acc_t<T> ce_weight(const CeArgs<T>& p, int64_t s) {
+  using A = acc_t<T>;
+  if (p.mode == 0) return static_cast<A>(p.grad[s]);
+  const A g0 = static_cast<A>(p.grad[0]);
+  return p.mode == 1 ? g0 / static_cast<A>(p.count) : g0;
+}
+
+// Forward: loss_s = (1 - eps) (lse - x_t) + eps (lse - mean_c x_c), 0 for ignored targets.
+// Backward: dx_c = w (softmax_c - (1 - eps) [c == t] - eps / C), 0 for ignored targets.
+// One block per sample (inner == 1); the target is read by every thread, so the ignore branch is
+// uniform over the block.
+template <typename T, bool kBackward>
+__global__ void ce_rows_kernel(CeArgs<T> p) {
+  using A = acc_t<T>;  // f32 accumulation for f16/bf16/f32, f64 for f64
+  __shared__ A sh[32];
+  const int64_t C = p.classes;
+  for (int64_t r = blockIdx.x; r < p.outer; r += gridDim.x) {
+    const int64_t t = p.target[r];
+    const T* xr = p.x + r * C;
+    if (t == p.ignore) {
+      if constexpr (kBackward) {
+        for (int64_t c = threadIdx.x; c < C; c += blockDim.x) p.dx[r * C + c] = static_cast<T>(0.0f);
+      } else {
+        if (threadIdx.x == 0) p.loss[r] = A(0);
+      }
+      continue;
+    }
+    A m = MaxOp::identity<A>();
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) m = MaxOp{}(m, static_cast<A>(xr[c]));
+    m = block_reduce(m, MaxOp{}, sh);
+    // sum of exp(x - max): per-thread partials, then the block tree, in A
+    A se = 0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) se += acc_exp(static_cast<A>(xr[c]) - m);
+    se = block_reduce(se, SumOp{}, sh);
+    if constexpr (!kBackward) {
+      A sx = 0;  // sum of x (label smoothing only), in A
+      if (p.eps != A(0)) {
+        for (int64_t c = threadIdx.x; c < C; c += blockDim.x) sx += static_cast<A>(xr[c]);
+        sx = block_reduce(sx, SumOp{}, sh);
+      }
+      if (threadIdx.x == 0) {
+        const A lse = m + acc_log(se);
+        const A nll = lse - static_cast<A>(xr[t]);
+        p.loss[r] = p.eps == A(0) ? nll : (A(1) - p.eps) * nll + p.eps * (lse - sx / static_cast<A>(C));
+      }
+    } else {
+      const A w = ce_weight(p, r);
+      const A inv = A(1) / se;
+      const A off = p.eps / static_cast<A>(C > 1 ? C : 1);
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        A d = acc_exp(static_cast<A>(xr[c]) - m) * inv - off;
+        if (c == t) d -= A(1) - p.eps;
+        p.dx[r * C + c] = static_cast<T>(w * d);
+      }
+    }
+  }
+}
+
+// The same for inner > 1: tiles of 32 samples (consecutive inner positions) x ry threads along
+// the classes, as softmax_strided_kernel; lanes past the end or with an ignored target take part
+// in the barriers with neutral values.
+template <typename T, bool kBackward>
+__global__ void ce_strided_kernel(CeArgs<T> p) {
+  using A = acc_t<T>;  // f32 accumulation for f16/bf16/f32, f64 for f64
+  __shared__ A sh[32 * 32];
+  const int64_t C = p.classes, inner = p.inner;
+  const int64_t tiles_inner = (inner + 31) / 32;
+  const int64_t tiles = p.outer * tiles_inner;
+  const int ry = int(blockDim.y);
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t o = tile / tiles_inner;
+    const int64_t ii = (tile % tiles_inner) * 32 + threadIdx.x;
+    const bool in_range = ii < inner;
+    const int64_t s = o * inner + ii;
+    const int64_t t = in_range ? p.target[s] : p.ignore;
+    const bool active = in_range && t != p.ignore;
+    const int64_t base = o * C * inner + ii;
+    if constexpr (kBackward) {
+      if (in_range && !active) {
+        for (int64_t j = threadIdx.y; j < C; j += ry) p.dx[base + j * inner] = static_cast<T>(0.0f);
+      }
+    }
+    A m = MaxOp::identity<A>();
+    if (active) {
+      for (int64_t j = threadIdx.y; j < C; j += ry) m = MaxOp{}(m, static_cast<A>(p.x[base + j * inner]));
+    }
+    m = column_reduce(m, MaxOp{}, sh);
+    // sum of exp(x - max): per-thread partials, then the column tree, in A
+    A se = 0;
+    if (active) {
+      for (int64_t j = threadIdx.y; j < C; j += ry) se += acc_exp(static_cast<A>(p.x[base + j * inner]) - m);
+    }
+    se = column_reduce(se, SumOp{}, sh);
+    if constexpr (!kBackward) {
+      A sx = 0;  // sum of x (label smoothing only), in A
+      if (p.eps != A(0)) {
+        if (active) {
+          for (int64_t j = threadIdx.y; j < C; j += ry) sx += static_cast<A>(p.x[base + j * inner]);
+        }
+        sx = column_reduce(sx, SumOp{}, sh);
+      }
+      if (in_range && threadIdx.y == 0) {
+        A l = 0;
+        if (active) {
+          const A lse = m + acc_log(se);
+          const A nll = lse - static_cast<A>(p.x[base + t * inner]);
+          l = p.eps == A(0) ? nll : (A(1) - p.eps) * nll + p.eps * (lse - sx / static_cast<A>(C));
+        }
+        p.loss[s] = l;
+      }
+    } else {
+      if (active) {
+        const A w = ce_weight(p, s);
+        const A inv = A(1) / se;
+        const A off = p.eps / static_cast<A>(C > 1 ? C : 1);
+        for (int64_t j = threadIdx.y; j < C; j += ry) {
+          const int64_t k = base + j * inner;
+          A d = acc_exp(static_cast<A>(p.x[k]) - m) * inv - off;
+          if (j == t) d -= A(1) - p.eps;
+          p.dx[k] = static_cast<T>(w * d);
+        }
+      }
+    }
+  }
+}
+
+// out (reduction none) [samples] = the per-sample losses, rounded once.
+template <typename T, typename A>
+__global__ void ce_store_kernel(int64_t n, const A* loss, T* out) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = static_cast<T>(loss[i]);
+}
+
+// out[0] = the total of the per-sample losses (/ count for mean; 0 / 0 = NaN when every target
+// is ignored, as on the CPU). One block of 1024 threads: per-thread partials (at most 128 terms
+// each up to 131072 samples), then the block tree, in A.
+template <typename T, typename A>
+__global__ void ce_total_kernel(int64_t n, const A* loss, T* out, bool mean, int64_t count) {
+  __shared__ A sh[32];
+  A s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += loss[i];
+  s = block_reduce(s, SumOp{}, sh);
+  if (threadIdx.x == 0) out[0] = static_cast<T>(mean ? s / static_cast<A>(count) : s);
+}
+
+// nll_loss: loss_s = -logp[s, t_s], 0 for ignored targets; logp [outer, classes, inner] dense.
+template <typename T, typename A>
+__global__ void nll_kernel(int64_t samples, int64_t classes, int64_t inner, const T* logp, const int64_t* target,
+                           int64_t ignore, A* loss) {
+  for (int64_t s = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; s < samples; s += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = target[s];
+    loss[s] = t == ignore ? A(0) : -static_cast<A>(logp[(s / inner) * classes * inner + t * inner + s % inner]);
+  }
+}
+
+// Target validation: flags a target outside [0, classes) that is not `ignore`, and counts the
+// others (integer atomics: exact and order-independent). out i64 [2] = {bad, count}.
+__global__ void ce_check_kernel(int64_t n, const int64_t* target, int64_t classes, int64_t ignore,
+                                unsigned long long* out) {
+  unsigned long long count = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t v = target[i];
+    if (v == ignore) continue;
+    if (v < 0 || v >= classes) {
+      out[0] = 1;  // every writer stores 1: a benign race
+    } else {
+      ++count;
+    }
+  }
+  if (count > 0) atomicAdd(&out[1], count);
+}
+
 // Lines along `dim` of a dense tensor of `shape`: [outer, size, inner].
 struct Lines {
   int64_t outer = 1, size = 0, inner = 1;
@@ -257,6 +456,135 @@ void launch_softmax(const Tensor& a, const Tensor* b, const Tensor& out, int64_t
   MG_CUDA_CHECK_LAUNCH(kBackward ? "softmax backward kernel" : "softmax kernel");
 }
 
+// Validates the targets (dense i64 [n]) as the CPU does and returns the number not ignored.
+// Blocking, as the indexing ops' check (cuda/kernels/indexing.cu): one counted sync per call; the
+// mean's divisor comes back with the flag, so it costs nothing more.
+int64_t check_targets(const char* op, const Tensor& target, int64_t classes, int64_t ignore, const Tensor& logits) {
+  const int64_t n = target.numel();
+  if (n == 0) return 0;
+  const Tensor flags = zeros({2}, {.dtype = DType::I64, .device = target.device()});
+  {
+    const LaunchContext ctx(target.device());
+    ce_check_kernel<<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(
+        n, static_cast<const int64_t*>(target.data_ptr()), classes, ignore,
+        static_cast<unsigned long long*>(flags.data_ptr()));
+    MG_CUDA_CHECK_LAUNCH("cross_entropy target check kernel");
+  }
+  const Tensor host = to(flags, Device::cpu());
+  if (host.data<int64_t>()[0] != 0) {
+    const Tensor th = to(target, Device::cpu());
+    const int64_t* tp = th.data<int64_t>();
+    for (int64_t s = 0; s < n; ++s) {
+      if (tp[s] == ignore) continue;
+      MG_CHECK(tp[s] >= 0 && tp[s] < classes, IndexError, op, ": target ", tp[s], " is out of range for ", classes,
+               " classes (expected 0 <= target < ", classes, " or ignore_index ", ignore, "); got input ",
+               describe(logits), "\n  hint: labels must be class indices; mark padding with ignore_index");
+    }
+  }
+  return host.data<int64_t>()[1];
+}
+
+template <typename T, bool kBackward>
+void launch_ce(const CeArgs<T>& p, Device device) {
+  const LaunchContext ctx(device);
+  constexpr int64_t kMaxGrid = int64_t(1) << 30;
+  if (p.inner == 1) {
+    const int64_t blocks = std::min<int64_t>(p.outer, std::min(kMaxGrid, ctx.max_blocks * 8));
+    ce_rows_kernel<T, kBackward><<<unsigned(blocks), row_threads(p.classes), 0, ctx.stream>>>(p);
+  } else {
+    const int64_t tiles = p.outer * ((p.inner + 31) / 32);
+    const int64_t blocks = std::min<int64_t>(tiles, std::min(kMaxGrid, ctx.max_blocks * 8));
+    ce_strided_kernel<T, kBackward><<<unsigned(blocks), dim3(32, unsigned(column_threads(p.classes))), 0,
+                                      ctx.stream>>>(p);
+  }
+  MG_CUDA_CHECK_LAUNCH(kBackward ? "cross_entropy backward kernel" : "cross_entropy kernel");
+}
+
+// in = (logits, target); out = the loss reduced by attrs.mode (ints[0] = ignore_index,
+// alpha = label smoothing).
+template <typename T>
+void cross_entropy_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  using A = acc_t<T>;
+  NoGradGuard no_grad;  // the dense copies are not part of the graph
+  const Tensor x = contiguous(in[0]), t = contiguous(in[1]);
+  const Lines g = lines_along(x.shape(), x.dim() == 1 ? 0 : 1);
+  CeArgs<T> p;
+  p.outer = g.outer;
+  p.classes = g.size;
+  p.inner = g.inner;
+  p.ignore = a.ints.at(0);
+  p.count = check_targets("cross_entropy", t, p.classes, p.ignore, in[0]);
+  p.x = static_cast<const T*>(x.data_ptr());
+  p.target = static_cast<const int64_t*>(t.data_ptr());
+  p.eps = static_cast<A>(a.alpha);
+  const int64_t samples = g.outer * g.inner;
+  const Tensor loss = empty({samples}, {.dtype = dtype_v<A>, .device = x.device()});  // every sample is written
+  p.loss = static_cast<A*>(loss.data_ptr());
+  if (samples > 0) launch_ce<T, false>(p, x.device());
+  const LaunchContext ctx(x.device());
+  T* po = static_cast<T*>(out[0].data_ptr());
+  if (a.mode == int64_t(Reduction::None)) {
+    if (samples == 0) return;
+    ce_store_kernel<T, A><<<ctx.blocks(samples), kThreads, 0, ctx.stream>>>(samples, p.loss, po);
+  } else {
+    ce_total_kernel<T, A><<<1, 1024, 0, ctx.stream>>>(samples, p.loss, po, a.mode == int64_t(Reduction::Mean),
+                                                      p.count);
+  }
+  MG_CUDA_CHECK_LAUNCH("cross_entropy store kernel");
+}
+
+// in = (log_probs, target); out = the loss reduced by attrs.mode (ints[0] = ignore_index).
+template <typename T>
+void nll_loss_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  using A = acc_t<T>;
+  NoGradGuard no_grad;  // the dense copies are not part of the graph
+  const Tensor x = contiguous(in[0]), t = contiguous(in[1]);
+  const Lines g = lines_along(x.shape(), x.dim() == 1 ? 0 : 1);
+  const int64_t ignore = a.ints.at(0);
+  const int64_t count = check_targets("nll_loss", t, g.size, ignore, in[0]);
+  const int64_t samples = g.outer * g.inner;
+  const Tensor loss = empty({samples}, {.dtype = dtype_v<A>, .device = x.device()});  // every sample is written
+  A* pl = static_cast<A*>(loss.data_ptr());
+  T* po = static_cast<T*>(out[0].data_ptr());
+  const LaunchContext ctx(x.device());
+  if (samples > 0) {
+    nll_kernel<T, A><<<ctx.blocks(samples), kThreads, 0, ctx.stream>>>(
+        samples, g.size, g.inner, static_cast<const T*>(x.data_ptr()), static_cast<const int64_t*>(t.data_ptr()),
+        ignore, pl);
+    MG_CUDA_CHECK_LAUNCH("nll_loss kernel");
+  }
+  if (a.mode == int64_t(Reduction::None)) {
+    if (samples == 0) return;
+    ce_store_kernel<T, A><<<ctx.blocks(samples), kThreads, 0, ctx.stream>>>(samples, pl, po);
+  } else {
+    ce_total_kernel<T, A><<<1, 1024, 0, ctx.stream>>>(samples, pl, po, a.mode == int64_t(Reduction::Mean), count);
+  }
+  MG_CUDA_CHECK_LAUNCH("nll_loss store kernel");
+}
+
+// in = (grad, logits, target); out = d loss / d logits [logits' shape].
+template <typename T>
+void cross_entropy_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  using A = acc_t<T>;
+  NoGradGuard no_grad;  // the dense copies are not part of the graph
+  const Tensor gr = contiguous(in[0]), x = contiguous(in[1]), t = contiguous(in[2]);
+  const Lines g = lines_along(x.shape(), x.dim() == 1 ? 0 : 1);
+  CeArgs<T> p;
+  p.outer = g.outer;
+  p.classes = g.size;
+  p.inner = g.inner;
+  p.ignore = a.ints.at(0);
+  p.count = check_targets("cross_entropy_backward", t, p.classes, p.ignore, in[1]);
+  p.x = static_cast<const T*>(x.data_ptr());
+  p.target = static_cast<const int64_t*>(t.data_ptr());
+  p.eps = static_cast<A>(a.alpha);
+  p.grad = static_cast<const T*>(gr.data_ptr());
+  p.mode = a.mode;
+  p.dx = static_cast<T*>(out[0].data_ptr());
+  if (out[0].numel() == 0) return;
+  launch_ce<T, true>(p, x.device());
+}
+
 // out [x's shape] = softmax(x) or log_softmax(x) along attrs.dim
 template <typename T, bool kLog>
 void softmax_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
@@ -281,6 +609,9 @@ void reg() {
   register_kernel(OpId::log_softmax, cuda, d, softmax_kernel<T, true>);
   register_kernel(OpId::softmax_backward, cuda, d, softmax_backward_kernel<T, false>);
   register_kernel(OpId::log_softmax_backward, cuda, d, softmax_backward_kernel<T, true>);
+  register_kernel(OpId::cross_entropy, cuda, d, cross_entropy_kernel<T>);
+  register_kernel(OpId::cross_entropy_backward, cuda, d, cross_entropy_backward_kernel<T>);
+  register_kernel(OpId::nll_loss, cuda, d, nll_loss_kernel<T>);
 }
 
 }  // namespace

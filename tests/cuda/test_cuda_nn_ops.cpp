@@ -1,4 +1,5 @@
-// CUDA kernels of the indexing ops and the softmax family against the CPU's (the reference), on
+// CUDA kernels of the indexing ops, the softmax family and the class losses (cross_entropy, its
+// backward, nll_loss) against the CPU's (the reference), on
 // odd sizes, every dim, strided and empty inputs, in f32/f16/bf16 (and f64, integers, bool where
 // the op has them). Inputs are made on the CPU (in the tested dtype) and copied, so both devices
 // see the same bits.
@@ -352,5 +353,82 @@ TEST_CASE("CUDA softmax_backward and log_softmax_backward match the CPU along ev
     check_same("softmax_backward of transposes", {gm, softmax(m.t(), 1)},
                [](const auto& in) { return softmax_backward(in[0], in[1].t().contiguous().t(), 1); }, rel, 1.0);
   }
+  mg::test::require_no_pending_cuda_error();
+}
+
+// ---------------------------------------------------------------------------------------------
+// class losses
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// logits [N, C] / [N, C, d...] / [C] with targets (some ignored: -100) of the matching shape.
+struct ClassCase {
+  Shape logits;
+};
+const std::vector<ClassCase> kClassCases = {{{37, 1001}}, {{4, 7, 3, 5}}, {{5, 40, 33}}, {{9}}, {{0, 5}}, {{64, 3}}};
+
+Tensor targets_for(const Shape& logits, uint64_t seed) {
+  Shape ts = logits.size() <= 1 ? Shape{} : logits;
+  if (logits.size() > 1) ts.erase(ts.begin() + 1);
+  const int64_t classes = logits.size() == 1 ? logits[0] : logits[1];
+  Tensor t = randint_in(0, classes, ts, seed).contiguous();
+  if (logits.size() <= 1) return t;
+  int64_t* p = t.data<int64_t>();
+  for (int64_t i = 0; i < t.numel(); i += 5) p[i] = -100;  // every 5th target ignored
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA cross_entropy, its backward and nll_loss match the CPU", "[cuda][gpu][nn][loss]") {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    const double rel = softmax_tolerance(dt);
+    for (const ClassCase& c : kClassCases) {
+      const Tensor x = randn_in(dt, c.logits, 3.0, 1);
+      const Tensor t = targets_for(c.logits, 2);
+      for (Reduction r : {Reduction::None, Reduction::Mean, Reduction::Sum}) {
+        for (double eps : {0.0, 0.1}) {
+          const std::string what = "cross_entropy " + std::string(reduction_name(r)) + " eps " + std::to_string(eps);
+          // loss = lse - x_t (+ smoothing): an absolute error of a few ulps of the log-sum; the
+          // mean/sum adds the summation order of the batch (relative)
+          check_same(what, {x, t}, [r, eps](const auto& in) { return cross_entropy(in[0], in[1], r, -100, eps); },
+                     rel, 1.0);
+          const Shape gs = r == Reduction::None ? t.shape() : Shape{};
+          const Tensor g = randn_in(dt, gs, 1.0, 3);
+          // dx = w (p - onehot...): errors of a few ulps of |w| (p - 1 cancels near the target)
+          check_same(what + " backward", {g, x, t},
+                     [r, eps](const auto& in) { return cross_entropy_backward(in[0], in[1], in[2], r, -100, eps); },
+                     rel, 4.0);
+        }
+        check_same("nll_loss " + std::string(reduction_name(r)), {log_softmax(x, x.dim() == 1 ? 0 : 1), t},
+                   [r](const auto& in) { return nll_loss(in[0], in[1], r, -100); }, rel, 1.0);
+      }
+    }
+    // every target ignored: the mean is 0 / 0 = NaN on both devices, the sum 0
+    const Tensor x = randn_in(dt, {3, 4}, 1.0, 4);
+    const Tensor all_ignored = full({3}, -100.0, {.dtype = DType::I64});
+    check_same("cross_entropy, all ignored", {x, all_ignored},
+               [](const auto& in) { return cross_entropy(in[0], in[1], Reduction::Mean, -100, 0.0); });
+    check_same("cross_entropy, all ignored, sum", {x, all_ignored},
+               [](const auto& in) { return cross_entropy(in[0], in[1], Reduction::Sum, -100, 0.0); });
+    // a strided (transposed) input
+    const Tensor xt = randn_in(dt, {11, 6}, 3.0, 5);
+    check_same("cross_entropy of a transpose", {xt, randint_in(0, 11, {6}, 6)},
+               [](const auto& in) { return cross_entropy(in[0].t(), in[1], Reduction::None, -100, 0.0); }, rel, 1.0);
+  }
+  // a bad target: the CPU's message, up to the input's device
+  const Tensor x = randn_in(DType::F32, {3, 4}, 1.0, 4);
+  const Tensor bad = from_vector<int64_t>({1, 4, -100}, {3});
+  const std::string want = error_of([&] { cross_entropy(x, bad, Reduction::Mean, -100, 0.0); });
+  REQUIRE(want.find("cross_entropy: target 4 is out of range for 4 classes") == 0);
+  std::string got = error_of([&] { cross_entropy(x.to(gpu()), bad.to(gpu()), Reduction::Mean, -100, 0.0); });
+  const std::string prefix = want.substr(0, want.find("; got input"));
+  CHECK(got.substr(0, prefix.size()) == prefix);
+  CHECK(got.find("cuda:0") != std::string::npos);
+  got = error_of([&] {
+    cross_entropy_backward(full({}, 1.0).to(gpu()), x.to(gpu()), bad.to(gpu()), Reduction::Mean, -100, 0.0);
+  });
+  CHECK(got.find("cross_entropy_backward: target 4 is out of range for 4 classes") == 0);
   mg::test::require_no_pending_cuda_error();
 }

@@ -1,6 +1,6 @@
 // Which (op, dtype) kernels the CUDA backend registers (no GPU needed: registration happens in
 // every CUDA build). The elementwise ops of ops/elementwise_ops.def and the copies must cover
-// exactly the CPU's dtypes on CUDA, and so must the indexing and softmax ops; the ops still
+// exactly the CPU's dtypes on CUDA, and so must the indexing, softmax and class-loss ops; the ops still
 // without a CUDA kernel (for any dtype) are listed in the test output. A CPU-only build registers no CUDA kernel at all.
 #include <catch2/catch.hpp>
 
@@ -27,9 +27,10 @@ const std::vector<OpId> kTableOps = {
 #undef MG_COMPARE
     OpId::gelu, OpId::gelu_backward, OpId::where, OpId::fill,
     OpId::clone, OpId::to_dtype, OpId::copy, OpId::to_device,
-    // cuda/kernels/indexing.cu and softmax.cu
+    // cuda/kernels/indexing.cu and softmax.cu (with the class losses)
     OpId::cat, OpId::index_select, OpId::gather, OpId::scatter_add, OpId::masked_fill,
-    OpId::softmax, OpId::log_softmax, OpId::softmax_backward, OpId::log_softmax_backward};
+    OpId::softmax, OpId::log_softmax, OpId::softmax_backward, OpId::log_softmax_backward,
+    OpId::cross_entropy, OpId::cross_entropy_backward, OpId::nll_loss};
 
 }  // namespace
 
