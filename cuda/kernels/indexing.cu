@@ -1,5 +1,6 @@
 // CUDA kernels of the indexing ops: cat, index_select, gather, scatter_add, masked_fill, one_hot,
-// for the dtypes the CPU registers (ops/cpu/indexing_kernels.cpp). Every operand may be strided
+// for the dtypes the CPU registers (ops/cpu/indexing_kernels.cpp), and the embedding lookup
+// (ops/cpu/norm_kernels.cpp: floating weights; its backward is scatter_add). Every operand may be strided
 // (its byte offsets come from an OffsetCalculator over a loop plan, 64-bit index math).
 //
 // Decisions a reader must know:
@@ -30,6 +31,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/cuda/check.h"
@@ -202,6 +204,42 @@ void index_select_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
     index_select_kernel_impl<U, int32_t><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, op, xp, ip, size, xsd);
   }
   MG_CUDA_CHECK_LAUNCH("index_select kernel");
+}
+
+// ---- embedding: out [..., D] = weight [V, D] (any strides) at the rows of indices [...] ----
+// The index_select kernel over out viewed as [n, D], the indices flattened to a dense [n].
+template <typename T>
+void embedding_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+  using U = bits_t<T>;
+  const Tensor& w = in[0];
+  const Tensor& o = out[0];
+  const int64_t v = w.shape()[0], d = w.shape()[1];
+  if (any_out_of_range(in[1], 0, v)) {
+    const int64_t bad = first_out_of_range(in[1], 0, v);
+    MG_CHECK(false, IndexError, "embedding: index ", bad, " is out of range for a table of ", v, " rows; weight ",
+             describe(w), ", indices ", describe(in[1]), "\n  hint: indices must lie in [0, ", v, ")");
+  }
+  const int64_t n = o.numel();
+  if (n == 0) return;
+  NoGradGuard no_grad;  // the flattened copy is not part of the graph
+  const Tensor index = contiguous(reshape(in[1], {-1}));  // [rows]
+  const int64_t rows = index.numel();
+  const bool i64 = index.dtype() == DType::I64;
+  constexpr int64_t es = sizeof(T);
+  const auto plan = make_plan<3>({rows, d}, {Strides{d, 1}, Strides{0, w.strides()[1]}, Strides{1, 0}},
+                                 {es, es, i64 ? 8 : 4});
+  const auto calc = make_offset_calculator<3, int64_t>(plan);
+  const LaunchContext ctx(o.device());
+  auto* op = static_cast<char*>(o.data_ptr());
+  const auto* wp = static_cast<const char*>(w.data_ptr());
+  const auto* ip = static_cast<const char*>(index.data_ptr());
+  const int64_t wsd = w.strides()[0] * es;
+  if (i64) {
+    index_select_kernel_impl<U, int64_t><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, op, wp, ip, v, wsd);
+  } else {
+    index_select_kernel_impl<U, int32_t><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, op, wp, ip, v, wsd);
+  }
+  MG_CUDA_CHECK_LAUNCH("embedding kernel");
 }
 
 // ---- gather: out[i][j] = x[index[i][j]][j] (dim 0 shown) ----
@@ -401,6 +439,13 @@ void register_indexing_kernels() {
   register_kernel(OpId::masked_fill, DeviceType::CUDA, DType::E, masked_fill_kernel<T>);
   MG_FORALL_DTYPES(MG_REG_CUDA_INDEXING)
 #undef MG_REG_CUDA_INDEXING
+  for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {  // the CPU's dtypes: floating weights
+    register_kernel(OpId::embedding, DeviceType::CUDA, dt,
+                    dt == DType::F64 ? embedding_kernel<double>
+                    : dt == DType::F32 ? embedding_kernel<float>
+                    : dt == DType::F16 ? embedding_kernel<Half>
+                                       : embedding_kernel<BFloat16>);
+  }
   register_kernel(OpId::one_hot, DeviceType::CUDA, DType::I64, one_hot_kernel<int64_t>);
   register_kernel(OpId::one_hot, DeviceType::CUDA, DType::I32, one_hot_kernel<int32_t>);
 }

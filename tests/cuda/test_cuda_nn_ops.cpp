@@ -23,6 +23,7 @@
 #include "core/factory.h"
 #include "cuda_test_util.h"
 #include "ops/loss.h"
+#include "ops/norm.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
@@ -251,6 +252,28 @@ TEST_CASE("CUDA masked_fill and one_hot match the CPU bit for bit", "[cuda][gpu]
     check_same("one_hot, 0-d", {full({}, 3.0, {.dtype = it})}, [](const auto& in) { return one_hot(in[0], 4); });
     check_same("one_hot, empty", {zeros({0, 3}, {.dtype = it})}, [](const auto& in) { return one_hot(in[0], 4); });
   }
+  mg::test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA embedding matches the CPU bit for bit", "[cuda][gpu][nn]") {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    const Tensor w = data_in(dt, {1000, 129}, 1);
+    for (DType it : {DType::I64, DType::I32}) {
+      const Tensor ids = randint_in(0, 1000, {7, 13}, 2, it);
+      check_same("embedding", {w, ids}, [](const auto& in) { return embedding(in[0], in[1]); });
+      check_same("embedding, transposed weight and index", {w.t().contiguous(), ids},
+                 [](const auto& in) { return embedding(in[0].t(), in[1].t()); });
+      check_same("embedding, empty", {w, zeros({0, 4}, {.dtype = it})},
+                 [](const auto& in) { return embedding(in[0], in[1]); });
+    }
+  }
+  const Tensor w = data_in(DType::F32, {10, 3}, 1);
+  const Tensor bad = from_vector<int64_t>({1, 10, 2}, {3});
+  const std::string want = error_of([&] { embedding(w, bad); });
+  REQUIRE(want.find("embedding: index 10 is out of range for a table of 10 rows; weight ") == 0);
+  const std::string got = error_of([&] { embedding(w.to(gpu()), bad.to(gpu())); });
+  CHECK(got.substr(0, want.find("; weight")) == want.substr(0, want.find("; weight")));
+  CHECK(got.find("hint: indices must lie in [0, 10)") != std::string::npos);
   mg::test::require_no_pending_cuda_error();
 }
 

@@ -30,7 +30,7 @@ const std::vector<OpId> kTableOps = {
     // cuda/kernels/indexing.cu and softmax.cu (with the class losses)
     OpId::cat, OpId::index_select, OpId::gather, OpId::scatter_add, OpId::masked_fill,
     OpId::softmax, OpId::log_softmax, OpId::softmax_backward, OpId::log_softmax_backward,
-    OpId::cross_entropy, OpId::cross_entropy_backward, OpId::nll_loss};
+    OpId::cross_entropy, OpId::cross_entropy_backward, OpId::nll_loss, OpId::embedding};
 
 }  // namespace
 
