@@ -75,7 +75,7 @@ void check_same(const std::string& what, const std::vector<Tensor>& cpu_inputs, 
 
 Tensor randn_in(DType dt, const Shape& shape, double scale, uint64_t seed) {
   Generator gen(seed);
-  return to(mul(randn(shape, {}, &gen), full({1}, scale)), dt);
+  return to(randn(shape, {}, &gen) * scale, dt);  // keeps the shape (0-d included)
 }
 
 Tensor randint_in(int64_t lo, int64_t hi, const Shape& shape, uint64_t seed, DType dt = DType::I64) {
@@ -86,7 +86,10 @@ Tensor randint_in(int64_t lo, int64_t hi, const Shape& shape, uint64_t seed, DTy
 // A tensor of dtype dt with distinct-ish values (bit movers must move every bit).
 Tensor data_in(DType dt, const Shape& shape, uint64_t seed) {
   switch (dt) {
-    case DType::Bool: return gt(randn_in(DType::F32, shape, 1.0, seed), full({1}, 0.0));
+    case DType::Bool: {
+      const Tensor x = randn_in(DType::F32, shape, 1.0, seed);
+      return gt(x, scalar_like(0.0, x));
+    }
     case DType::U8: return randint_in(0, 256, shape, seed, DType::U8);
     case DType::I32: return randint_in(-100000, 100000, shape, seed, DType::I32);
     case DType::I64: return randint_in(-(int64_t(1) << 40), int64_t(1) << 40, shape, seed);
@@ -166,7 +169,7 @@ TEST_CASE("CUDA gather matches the CPU bit for bit along every dim", "[cuda][gpu
         const Tensor index = randint_in(-size, size, is, 11 + uint64_t(dim), it);
         check_same("gather dim " + std::to_string(dim), {x, index},
                    [dim](const auto& in) { return gather(in[0], dim, in[1]); });
-        check_same("gather of a transposed input, transposed index", {x.transpose(0, 2).contiguous(), index},
+        check_same("gather of a transposed input", {x.transpose(0, 2).contiguous(), index},
                    [dim](const auto& in) { return gather(in[0].transpose(0, 2), dim, in[1]); });
       }
       Shape es = is;
