@@ -298,6 +298,19 @@ TEST_CASE("CUDA indexing ops reject bad indices with the CPU's message", "[cuda]
     REQUIRE(want != "");
     CHECK(error_of([&] { f(gpu_in); }) == want);
   }
+  // the check is blocking: one counted sync per call with a non-empty index, none without
+  {
+    const Tensor xg = x.to(gpu()), ig = from_vector<int64_t>({0, 4}, {2}).to(gpu());
+    const Tensor empty_index = zeros({0}, {.dtype = DType::I64, .device = gpu()});
+    cuda::synchronize();
+    uint64_t before = cuda::sync_count();
+    const Tensor y = index_select(xg, 1, ig);
+    CHECK(cuda::sync_count() == before + 1);
+    before = cuda::sync_count();
+    const Tensor e = index_select(xg, 1, empty_index);
+    CHECK(cuda::sync_count() == before);
+    CHECK(values(y) == values(index_select(x, 1, from_vector<int64_t>({0, 4}, {2}))));
+  }
   // i32 indices and negative out-of-range values too
   const Tensor neg = from_vector<int32_t>({-6}, {1});
   const std::string want = error_of([&] { index_select(x, 1, neg); });
