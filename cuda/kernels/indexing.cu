@@ -22,8 +22,9 @@
 //   wrap-around, bool ORs) and rounded once on store. Cost: every output element reads the whole
 //   index line, O(self.size(dim) * index.size(dim)) index reads per outer position (threads of a
 //   warp read the same index element, a broadcast). Fine for the backward of index_select/gather
-//   on modest vocabularies; an embedding backward with a 30k vocabulary and 8k lookups reads
-//   2.5e8 indices per column — a sorted (CSR) path is the follow-up when that matters. Unlike
+//   on modest vocabularies; BERT-base's word embeddings (V = 30522, D = 768, 4096 lookups) make
+//   9.6e10 index reads per backward (~0.8 TB, mostly L2; estimated ~0.1 s, not measured) — a
+//   sorted (CSR) path is the follow-up when that matters. Unlike
 //   the CPU (cascade_sum leaves of kSumLeaf) the sum along one target is one sequential sum, so
 //   floating results agree with the CPU's within the sequential-sum bound, not bit for bit.
 #include <cuda_runtime.h>
