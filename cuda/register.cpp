@@ -15,6 +15,8 @@ void register_select_kernels();
 void register_copy_kernels();
 void register_linalg_kernels();  // cuda/linalg_kernels.cpp (cuBLASLt)
 void register_reduce_kernels();
+void register_indexing_kernels();  // cuda/kernels/indexing.cu
+void register_softmax_kernels();   // cuda/kernels/softmax.cu
 
 void register_cuda_kernels() {
   set_allocator(DeviceType::CUDA, &device_allocator());
@@ -25,6 +27,8 @@ void register_cuda_kernels() {
   register_copy_kernels();
   register_linalg_kernels();
   register_reduce_kernels();
+  register_indexing_kernels();
+  register_softmax_kernels();
 }
 
 }  // namespace mg::cuda

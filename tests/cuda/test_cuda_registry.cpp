@@ -1,7 +1,7 @@
 // Which (op, dtype) kernels the CUDA backend registers (no GPU needed: registration happens in
 // every CUDA build). The elementwise ops of ops/elementwise_ops.def and the copies must cover
-// exactly the CPU's dtypes on CUDA; the ops still without a CUDA kernel are listed in the test
-// output. A CPU-only build registers no CUDA kernel at all.
+// exactly the CPU's dtypes on CUDA, and so must the indexing, softmax and class-loss ops; the ops still
+// without a CUDA kernel (for any dtype) are listed in the test output. A CPU-only build registers no CUDA kernel at all.
 #include <catch2/catch.hpp>
 
 #include "cuda/cuda.h"
@@ -26,7 +26,11 @@ const std::vector<OpId> kTableOps = {
 #undef MG_BINARY
 #undef MG_COMPARE
     OpId::gelu, OpId::gelu_backward, OpId::where, OpId::fill,
-    OpId::clone, OpId::to_dtype, OpId::copy, OpId::to_device};
+    OpId::clone, OpId::to_dtype, OpId::copy, OpId::to_device,
+    // cuda/kernels/indexing.cu and softmax.cu (with the class losses)
+    OpId::cat, OpId::index_select, OpId::gather, OpId::scatter_add, OpId::masked_fill,
+    OpId::softmax, OpId::log_softmax, OpId::softmax_backward, OpId::log_softmax_backward,
+    OpId::cross_entropy, OpId::cross_entropy_backward, OpId::nll_loss, OpId::embedding};
 
 }  // namespace
 
@@ -45,11 +49,17 @@ TEST_CASE("CUDA kernels cover the CPU's dtypes for every elementwise and copy op
     }
     for (DType dt : {DType::F32, DType::F16, DType::BF16}) CHECK(has_kernel(op, DeviceType::CUDA, dt));
   }
+  // one_hot is keyed by its index dtype (i64, i32)
+  for (DType dt : kAllDTypes) {
+    CHECK(has_kernel(OpId::one_hot, DeviceType::CUDA, dt) == has_kernel(OpId::one_hot, DeviceType::CPU, dt));
+  }
   std::string missing;
   int with_cuda = 0;
   for (int op = 0; op < kNumOps; ++op) {
     if (op_rule(OpId(op)).view != nullptr) continue;  // views have no kernel on any device
-    if (has_kernel(OpId(op), DeviceType::CUDA, DType::F32)) {
+    bool any = false;  // a kernel for some dtype (one_hot has integer kernels only)
+    for (DType dt : kAllDTypes) any = any || has_kernel(OpId(op), DeviceType::CUDA, dt);
+    if (any) {
       ++with_cuda;
     } else {
       missing += std::string(missing.empty() ? "" : ", ") + op_name(OpId(op));

@@ -1,0 +1,626 @@
+// CUDA kernels of softmax, log_softmax and their backward ops (softmax_backward,
+// log_softmax_backward) along any dim, and of the class losses built on the same line kernels
+// (cross_entropy, cross_entropy_backward, nll_loss), f64/f32/f16/bf16, mirroring
+// ops/cpu/loss_kernels.cpp:
+// max-shifted, accumulated in f32 for f16/bf16/f32 and f64 for f64 (acc_t), the output rounded
+// once on store. Inputs are made dense first (as on the CPU); the output is dense.
+//
+// Two shapes of kernel:
+// - last dim (inner == 1): one block per row (grid-stride over rows). The block size grows with
+//   the row (32 .. 1024 threads, at most ~32 elements per thread up to rows of 32768, then at
+//   most size / 1024), each thread sums its strided elements sequentially, and the block combines
+//   the partial sums as a tree: warp shuffles (xor butterfly), then one value per warp through
+//   shared memory, then a shuffle tree in warp 0. A row of 32768 is therefore 32 terms per
+//   thread + a 1024-leaf tree; rows beyond 131072 exceed 128 sequential terms per thread.
+// - other dims (inner > 1): a block is a tile of 32 consecutive inner positions (threadIdx.x,
+//   coalesced) by ry threads along the reduced dim (threadIdx.y, ry a power of two <= 32 chosen
+//   so each thread sums at most ~32 terms for sizes up to 1024, size / 32 beyond); the ry partial
+//   sums of a column are combined by a tree in shared memory.
+// The max uses the CPU's NaN-propagating max, so a NaN in a line makes the whole line NaN, and a
+// line of -inf gives NaN (exp(-inf - -inf)), as on the CPU. Results differ from the CPU's only by
+// summation order and by CUDA's expf/logf (an ulp or two).
+// Class losses: targets are validated first with the CPU's IndexError text by a blocking check
+// (one counted sync per call, which also brings back the mean's divisor, the number of targets
+// not ignored); per-sample losses are kept in f32 (f64) and a mean/sum is one block's tree.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/core/half.h"
+#include "mixgrad/cuda/check.h"
+#include "mixgrad/cuda/kernels/launch.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/loss.h"
+#include "mixgrad/ops/ops.h"
+
+namespace mg::cuda {
+namespace {
+
+__device__ __forceinline__ float acc_exp(float v) { return expf(v); }
+__device__ __forceinline__ double acc_exp(double v) { return ::exp(v); }
+__device__ __forceinline__ float acc_log(float v) { return logf(v); }
+__device__ __forceinline__ double acc_log(double v) { return ::log(v); }
+
+template <typename A>
+__device__ __forceinline__ A neg_inf();
+template <>
+__device__ __forceinline__ float neg_inf<float>() { return __int_as_float(0xff800000); }
+template <>
+__device__ __forceinline__ double neg_inf<double>() { return __longlong_as_double(0xfff0000000000000ULL); }
+
+// The CPU's max (nan_max): NaN wins, so the tree and the sequential order agree.
+struct MaxOp {
+  template <typename A>
+  __device__ A operator()(A m, A v) const { return (v > m || v != v) ? v : m; }
+  template <typename A>
+  __device__ static A identity() { return neg_inf<A>(); }
+};
+struct SumOp {
+  template <typename A>
+  __device__ A operator()(A a, A b) const { return a + b; }
+  template <typename A>
+  __device__ static A identity() { return A(0); }
+};
+
+template <typename A, typename Op>
+__device__ A warp_reduce(A v, Op op) {
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, s));
+  return v;
+}
+
+// The reduction of v over the block (blockDim.x a multiple of 32, blockDim.y == 1), returned to
+// every thread. `sh` holds 32 values; the leading barrier lets a previous call's readers finish.
+template <typename A, typename Op>
+__device__ A block_reduce(A v, Op op, A* sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warp_reduce(v, op);
+  __syncthreads();
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    A w = lane < warps ? sh[lane] : Op::template identity<A>();
+    w = warp_reduce(w, op);
+    if (lane == 0) sh[0] = w;
+  }
+  __syncthreads();
+  return sh[0];
+}
+
+// The reduction of v over threadIdx.y for each threadIdx.x (blockDim = (32, ry), ry a power of
+// two), returned to every thread of the column. `sh` holds 32 * 32 values.
+template <typename A, typename Op>
+__device__ A column_reduce(A v, Op op, A* sh) {
+  const int x = threadIdx.x, y = threadIdx.y;
+  __syncthreads();
+  sh[y * 32 + x] = v;
+  __syncthreads();
+  for (int s = int(blockDim.y) >> 1; s > 0; s >>= 1) {
+    if (y < s) sh[y * 32 + x] = op(sh[y * 32 + x], sh[(y + s) * 32 + x]);
+    __syncthreads();
+  }
+  return sh[x];
+}
+
+// Forward (kBackward false): a = x, out = softmax(x) or log_softmax(x) (`log`).
+// Backward (kBackward true): a = g, b = y, out = y (g - sum(g y)) or g - exp(y) sum(g) (`log`).
+// Rows of `size` contiguous elements, `rows` of them.
+template <typename T, bool kBackward>
+__global__ void softmax_rows_kernel(int64_t rows, int64_t size, const T* __restrict__ a, const T* __restrict__ b,
+                                    T* __restrict__ out, bool log) {
+  using A = acc_t<T>;  // f32 accumulation for f16/bf16/f32, f64 for f64
+  __shared__ A sh[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* ar = a + r * size;
+    const T* br = kBackward ? b + r * size : nullptr;
+    T* orow = out + r * size;
+    if constexpr (!kBackward) {
+      A m = MaxOp::identity<A>();
+      for (int64_t i = threadIdx.x; i < size; i += blockDim.x) m = MaxOp{}(m, static_cast<A>(ar[i]));
+      m = block_reduce(m, MaxOp{}, sh);
+      // sum of exp(x - max): per-thread partials, then the block tree, in A
+      A s = 0;
+      for (int64_t i = threadIdx.x; i < size; i += blockDim.x) s += acc_exp(static_cast<A>(ar[i]) - m);
+      s = block_reduce(s, SumOp{}, sh);
+      if (log) {
+        const A shift = m + acc_log(s);
+        for (int64_t i = threadIdx.x; i < size; i += blockDim.x) orow[i] = static_cast<T>(static_cast<A>(ar[i]) - shift);
+      } else {
+        const A inv = A(1) / s;
+        for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
+          orow[i] = static_cast<T>(acc_exp(static_cast<A>(ar[i]) - m) * inv);
+      }
+    } else {
+      // sum(g y) (softmax) or sum(g) (log_softmax) in A
+      A s = 0;
+      for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
+        const A gv = static_cast<A>(ar[i]);
+        s += log ? gv : gv * static_cast<A>(br[i]);
+      }
+      s = block_reduce(s, SumOp{}, sh);
+      for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
+        const A gv = static_cast<A>(ar[i]), yv = static_cast<A>(br[i]);
+        orow[i] = static_cast<T>(log ? gv - acc_exp(yv) * s : yv * (gv - s));
+      }
+    }
+  }
+}
+
+// The same over lines along a middle dim: tensor [outer, size, inner], line (o, i) starts at
+// o * size * inner + i and steps by inner. Tiles of 32 inner positions per block, grid-stride.
+template <typename T, bool kBackward>
+__global__ void softmax_strided_kernel(int64_t outer, int64_t size, int64_t inner, const T* __restrict__ a,
+                                       const T* __restrict__ b, T* __restrict__ out, bool log) {
+  using A = acc_t<T>;  // f32 accumulation for f16/bf16/f32, f64 for f64
+  __shared__ A sh[32 * 32];
+  const int64_t tiles_inner = (inner + 31) / 32;
+  const int64_t tiles = outer * tiles_inner;
+  const int ry = int(blockDim.y);
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t o = t / tiles_inner;
+    const int64_t ii = (t % tiles_inner) * 32 + threadIdx.x;
+    const bool active = ii < inner;  // inactive threads still take part in the barriers
+    const int64_t base = o * size * inner + ii;
+    if constexpr (!kBackward) {
+      A m = MaxOp::identity<A>();
+      if (active) {
+        for (int64_t j = threadIdx.y; j < size; j += ry) m = MaxOp{}(m, static_cast<A>(a[base + j * inner]));
+      }
+      m = column_reduce(m, MaxOp{}, sh);
+      // sum of exp(x - max): per-thread partials, then the column tree, in A
+      A s = 0;
+      if (active) {
+        for (int64_t j = threadIdx.y; j < size; j += ry) s += acc_exp(static_cast<A>(a[base + j * inner]) - m);
+      }
+      s = column_reduce(s, SumOp{}, sh);
+      if (active) {
+        if (log) {
+          const A shift = m + acc_log(s);
+          for (int64_t j = threadIdx.y; j < size; j += ry) {
+            const int64_t k = base + j * inner;
+            out[k] = static_cast<T>(static_cast<A>(a[k]) - shift);
+          }
+        } else {
+          const A inv = A(1) / s;
+          for (int64_t j = threadIdx.y; j < size; j += ry) {
+            const int64_t k = base + j * inner;
+            out[k] = static_cast<T>(acc_exp(static_cast<A>(a[k]) - m) * inv);
+          }
+        }
+      }
+    } else {
+      // sum(g y) (softmax) or sum(g) (log_softmax) in A
+      A s = 0;
+      if (active) {
+        for (int64_t j = threadIdx.y; j < size; j += ry) {
+          const int64_t k = base + j * inner;
+          const A gv = static_cast<A>(a[k]);
+          s += log ? gv : gv * static_cast<A>(b[k]);
+        }
+      }
+      s = column_reduce(s, SumOp{}, sh);
+      if (active) {
+        for (int64_t j = threadIdx.y; j < size; j += ry) {
+          const int64_t k = base + j * inner;
+          const A gv = static_cast<A>(a[k]), yv = static_cast<A>(b[k]);
+          out[k] = static_cast<T>(log ? gv - acc_exp(yv) * s : yv * (gv - s));
+        }
+      }
+    }
+  }
+}
+
+// ---- cross_entropy / cross_entropy_backward ----
+// logits [outer, classes, inner] dense ([N, C, d...] or [C]), target i64 [outer * inner] dense
+// (the validated class of each sample, or ignore). Sample s = o * inner + i is line (o, i).
+template <typename T>
+struct CeArgs {
+  using A = acc_t<T>;
+  int64_t outer = 0, classes = 0, inner = 1;
+  const T* x = nullptr;
+  const int64_t* target = nullptr;
+  int64_t ignore = -100;
+  A eps = 0;              // label smoothing
+  A* loss = nullptr;      // forward: [samples] per-sample losses in A (0 for ignored targets)
+  const T* grad = nullptr;  // backward: [samples] (reduction none) or [1]
+  int64_t mode = 0;       // Reduction: 0 none, 1 mean, 2 sum
+  int64_t count = 0;      // non-ignored targets (mean's divisor)
+  T* dx = nullptr;        // backward: [outer, classes, inner]
+};
+
+// The upstream weight of sample s: grad[s] (none), grad / count (mean), grad (sum).
+template <typename T>
+__device__ acc_t<T> ce_weight(const CeArgs<T>& p, int64_t s) {
+  using A = acc_t<T>;
+  if (p.mode == 0) return static_cast<A>(p.grad[s]);
+  const A g0 = static_cast<A>(p.grad[0]);
+  return p.mode == 1 ? g0 / static_cast<A>(p.count) : g0;
+}
+
+// Forward: loss_s = (1 - eps) (lse - x_t) + eps (lse - mean_c x_c), 0 for ignored targets.
+// Backward: dx_c = w (softmax_c - (1 - eps) [c == t] - eps / C), 0 for ignored targets.
+// One block per sample (inner == 1); the target is read by every thread, so the ignore branch is
+// uniform over the block.
+template <typename T, bool kBackward>
+__global__ void ce_rows_kernel(CeArgs<T> p) {
+  using A = acc_t<T>;  // f32 accumulation for f16/bf16/f32, f64 for f64
+  __shared__ A sh[32];
+  const int64_t C = p.classes;
+  for (int64_t r = blockIdx.x; r < p.outer; r += gridDim.x) {
+    const int64_t t = p.target[r];
+    const T* xr = p.x + r * C;
+    if (t == p.ignore) {
+      if constexpr (kBackward) {
+        for (int64_t c = threadIdx.x; c < C; c += blockDim.x) p.dx[r * C + c] = static_cast<T>(0.0f);
+      } else {
+        if (threadIdx.x == 0) p.loss[r] = A(0);
+      }
+      continue;
+    }
+    A m = MaxOp::identity<A>();
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) m = MaxOp{}(m, static_cast<A>(xr[c]));
+    m = block_reduce(m, MaxOp{}, sh);
+    // sum of exp(x - max): per-thread partials, then the block tree, in A
+    A se = 0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) se += acc_exp(static_cast<A>(xr[c]) - m);
+    se = block_reduce(se, SumOp{}, sh);
+    if constexpr (!kBackward) {
+      A sx = 0;  // sum of x (label smoothing only), in A
+      if (p.eps != A(0)) {
+        for (int64_t c = threadIdx.x; c < C; c += blockDim.x) sx += static_cast<A>(xr[c]);
+        sx = block_reduce(sx, SumOp{}, sh);
+      }
+      if (threadIdx.x == 0) {
+        const A lse = m + acc_log(se);
+        const A nll = lse - static_cast<A>(xr[t]);
+        p.loss[r] = p.eps == A(0) ? nll : (A(1) - p.eps) * nll + p.eps * (lse - sx / static_cast<A>(C));
+      }
+    } else {
+      const A w = ce_weight(p, r);
+      const A inv = A(1) / se;
+      const A off = p.eps / static_cast<A>(C > 1 ? C : 1);
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        A d = acc_exp(static_cast<A>(xr[c]) - m) * inv - off;
+        if (c == t) d -= A(1) - p.eps;
+        p.dx[r * C + c] = static_cast<T>(w * d);
+      }
+    }
+  }
+}
+
+// The same for inner > 1: tiles of 32 samples (consecutive inner positions) x ry threads along
+// the classes, as softmax_strided_kernel; lanes past the end or with an ignored target take part
+// in the barriers with neutral values.
+template <typename T, bool kBackward>
+__global__ void ce_strided_kernel(CeArgs<T> p) {
+  using A = acc_t<T>;  // f32 accumulation for f16/bf16/f32, f64 for f64
+  __shared__ A sh[32 * 32];
+  const int64_t C = p.classes, inner = p.inner;
+  const int64_t tiles_inner = (inner + 31) / 32;
+  const int64_t tiles = p.outer * tiles_inner;
+  const int ry = int(blockDim.y);
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t o = tile / tiles_inner;
+    const int64_t ii = (tile % tiles_inner) * 32 + threadIdx.x;
+    const bool in_range = ii < inner;
+    const int64_t s = o * inner + ii;
+    const int64_t t = in_range ? p.target[s] : p.ignore;
+    const bool active = in_range && t != p.ignore;
+    const int64_t base = o * C * inner + ii;
+    if constexpr (kBackward) {
+      if (in_range && !active) {
+        for (int64_t j = threadIdx.y; j < C; j += ry) p.dx[base + j * inner] = static_cast<T>(0.0f);
+      }
+    }
+    A m = MaxOp::identity<A>();
+    if (active) {
+      for (int64_t j = threadIdx.y; j < C; j += ry) m = MaxOp{}(m, static_cast<A>(p.x[base + j * inner]));
+    }
+    m = column_reduce(m, MaxOp{}, sh);
+    // sum of exp(x - max): per-thread partials, then the column tree, in A
+    A se = 0;
+    if (active) {
+      for (int64_t j = threadIdx.y; j < C; j += ry) se += acc_exp(static_cast<A>(p.x[base + j * inner]) - m);
+    }
+    se = column_reduce(se, SumOp{}, sh);
+    if constexpr (!kBackward) {
+      A sx = 0;  // sum of x (label smoothing only), in A
+      if (p.eps != A(0)) {
+        if (active) {
+          for (int64_t j = threadIdx.y; j < C; j += ry) sx += static_cast<A>(p.x[base + j * inner]);
+        }
+        sx = column_reduce(sx, SumOp{}, sh);
+      }
+      if (in_range && threadIdx.y == 0) {
+        A l = 0;
+        if (active) {
+          const A lse = m + acc_log(se);
+          const A nll = lse - static_cast<A>(p.x[base + t * inner]);
+          l = p.eps == A(0) ? nll : (A(1) - p.eps) * nll + p.eps * (lse - sx / static_cast<A>(C));
+        }
+        p.loss[s] = l;
+      }
+    } else {
+      if (active) {
+        const A w = ce_weight(p, s);
+        const A inv = A(1) / se;
+        const A off = p.eps / static_cast<A>(C > 1 ? C : 1);
+        for (int64_t j = threadIdx.y; j < C; j += ry) {
+          const int64_t k = base + j * inner;
+          A d = acc_exp(static_cast<A>(p.x[k]) - m) * inv - off;
+          if (j == t) d -= A(1) - p.eps;
+          p.dx[k] = static_cast<T>(w * d);
+        }
+      }
+    }
+  }
+}
+
+// out (reduction none) [samples] = the per-sample losses, rounded once.
+template <typename T, typename A>
+__global__ void ce_store_kernel(int64_t n, const A* loss, T* out) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = static_cast<T>(loss[i]);
+}
+
+// out[0] = the total of the per-sample losses (/ count for mean; 0 / 0 = NaN when every target
+// is ignored, as on the CPU). One block of 1024 threads: per-thread partials (at most 128 terms
+// each up to 131072 samples), then the block tree, in A.
+template <typename T, typename A>
+__global__ void ce_total_kernel(int64_t n, const A* loss, T* out, bool mean, int64_t count) {
+  __shared__ A sh[32];
+  A s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += loss[i];
+  s = block_reduce(s, SumOp{}, sh);
+  if (threadIdx.x == 0) out[0] = static_cast<T>(mean ? s / static_cast<A>(count) : s);
+}
+
+// nll_loss: loss_s = -logp[s, t_s], 0 for ignored targets; logp [outer, classes, inner] dense.
+template <typename T, typename A>
+__global__ void nll_kernel(int64_t samples, int64_t classes, int64_t inner, const T* logp, const int64_t* target,
+                           int64_t ignore, A* loss) {
+  for (int64_t s = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; s < samples; s += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = target[s];
+    loss[s] = t == ignore ? A(0) : -static_cast<A>(logp[(s / inner) * classes * inner + t * inner + s % inner]);
+  }
+}
+
+// Target validation: flags a target outside [0, classes) that is not `ignore`, and counts the
+// others (integer atomics: exact and order-independent). out i64 [2] = {bad, count}.
+__global__ void ce_check_kernel(int64_t n, const int64_t* target, int64_t classes, int64_t ignore,
+                                unsigned long long* out) {
+  unsigned long long count = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t v = target[i];
+    if (v == ignore) continue;
+    if (v < 0 || v >= classes) {
+      out[0] = 1;  // every writer stores 1: a benign race
+    } else {
+      ++count;
+    }
+  }
+  if (count > 0) atomicAdd(&out[1], count);
+}
+
+// Lines along `dim` of a dense tensor of `shape`: [outer, size, inner].
+struct Lines {
+  int64_t outer = 1, size = 0, inner = 1;
+};
+Lines lines_along(const Shape& shape, int64_t dim) {
+  Lines g;
+  if (shape.empty()) {  // a 0-d tensor: one line of one element
+    g.size = 1;
+    return g;
+  }
+  g.size = shape[dim];
+  for (int64_t d = 0; d < dim; ++d) g.outer *= shape[d];
+  for (std::size_t d = dim + 1; d < shape.size(); ++d) g.inner *= shape[d];
+  return g;
+}
+
+// Threads for one row: a power of two in [32, 1024], about one per 32 elements.
+int row_threads(int64_t size) {
+  int t = 32;
+  while (t < 1024 && int64_t(t) * 32 < size) t *= 2;
+  return t;
+}
+// Threads along the reduced dim of the strided kernel: a power of two in [1, 32].
+int column_threads(int64_t size) {
+  int t = 1;
+  while (t < 32 && int64_t(t) * 32 < size) t *= 2;
+  return t;
+}
+
+template <typename T, bool kBackward>
+void launch_softmax(const Tensor& a, const Tensor* b, const Tensor& out, int64_t dim, bool log) {
+  const Lines g = lines_along(out.shape(), dim);
+  if (g.size == 0 || g.outer == 0 || g.inner == 0) return;
+  const LaunchContext ctx(out.device());
+  const T* pa = static_cast<const T*>(a.data_ptr());
+  const T* pb = b != nullptr ? static_cast<const T*>(b->data_ptr()) : nullptr;
+  T* po = static_cast<T*>(out.data_ptr());
+  constexpr int64_t kMaxGrid = int64_t(1) << 30;
+  if (g.inner == 1) {
+    const int64_t blocks = std::min<int64_t>(g.outer, std::min(kMaxGrid, ctx.max_blocks * 8));
+    softmax_rows_kernel<T, kBackward><<<unsigned(blocks), row_threads(g.size), 0, ctx.stream>>>(
+        g.outer, g.size, pa, pb, po, log);
+  } else {
+    const int64_t tiles = g.outer * ((g.inner + 31) / 32);
+    const int64_t blocks = std::min<int64_t>(tiles, std::min(kMaxGrid, ctx.max_blocks * 8));
+    const dim3 threads(32, unsigned(column_threads(g.size)));
+    softmax_strided_kernel<T, kBackward><<<unsigned(blocks), threads, 0, ctx.stream>>>(g.outer, g.size, g.inner, pa,
+                                                                                       pb, po, log);
+  }
+  MG_CUDA_CHECK_LAUNCH(kBackward ? "softmax backward kernel" : "softmax kernel");
+}
+
+// Validates the targets (dense i64 [n]) as the CPU does and returns the number not ignored.
+// Blocking, as the indexing ops' check (cuda/kernels/indexing.cu): one counted sync per call; the
+// mean's divisor comes back with the flag, so it costs nothing more.
+int64_t check_targets(const char* op, const Tensor& target, int64_t classes, int64_t ignore, const Tensor& logits) {
+  const int64_t n = target.numel();
+  if (n == 0) return 0;
+  const Tensor flags = zeros({2}, {.dtype = DType::I64, .device = target.device()});
+  {
+    const LaunchContext ctx(target.device());
+    ce_check_kernel<<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(
+        n, static_cast<const int64_t*>(target.data_ptr()), classes, ignore,
+        static_cast<unsigned long long*>(flags.data_ptr()));
+    MG_CUDA_CHECK_LAUNCH("cross_entropy target check kernel");
+  }
+  const Tensor host = to(flags, Device::cpu());
+  if (host.data<int64_t>()[0] != 0) {
+    const Tensor th = to(target, Device::cpu());
+    const int64_t* tp = th.data<int64_t>();
+    for (int64_t s = 0; s < n; ++s) {
+      if (tp[s] == ignore) continue;
+      MG_CHECK(tp[s] >= 0 && tp[s] < classes, IndexError, op, ": target ", tp[s], " is out of range for ", classes,
+               " classes (expected 0 <= target < ", classes, " or ignore_index ", ignore, "); got input ",
+               describe(logits), "\n  hint: labels must be class indices; mark padding with ignore_index");
+    }
+  }
+  return host.data<int64_t>()[1];
+}
+
+template <typename T, bool kBackward>
+void launch_ce(const CeArgs<T>& p, Device device) {
+  const LaunchContext ctx(device);
+  constexpr int64_t kMaxGrid = int64_t(1) << 30;
+  if (p.inner == 1) {
+    const int64_t blocks = std::min<int64_t>(p.outer, std::min(kMaxGrid, ctx.max_blocks * 8));
+    ce_rows_kernel<T, kBackward><<<unsigned(blocks), row_threads(p.classes), 0, ctx.stream>>>(p);
+  } else {
+    const int64_t tiles = p.outer * ((p.inner + 31) / 32);
+    const int64_t blocks = std::min<int64_t>(tiles, std::min(kMaxGrid, ctx.max_blocks * 8));
+    ce_strided_kernel<T, kBackward><<<unsigned(blocks), dim3(32, unsigned(column_threads(p.classes))), 0,
+                                      ctx.stream>>>(p);
+  }
+  MG_CUDA_CHECK_LAUNCH(kBackward ? "cross_entropy backward kernel" : "cross_entropy kernel");
+}
+
+// in = (logits, target); out = the loss reduced by attrs.mode (ints[0] = ignore_index,
+// alpha = label smoothing).
+template <typename T>
+void cross_entropy_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  using A = acc_t<T>;
+  NoGradGuard no_grad;  // the dense copies are not part of the graph
+  const Tensor x = contiguous(in[0]), t = contiguous(in[1]);
+  const Lines g = lines_along(x.shape(), x.dim() == 1 ? 0 : 1);
+  CeArgs<T> p;
+  p.outer = g.outer;
+  p.classes = g.size;
+  p.inner = g.inner;
+  p.ignore = a.ints.at(0);
+  p.count = check_targets("cross_entropy", t, p.classes, p.ignore, in[0]);
+  p.x = static_cast<const T*>(x.data_ptr());
+  p.target = static_cast<const int64_t*>(t.data_ptr());
+  p.eps = static_cast<A>(a.alpha);
+  const int64_t samples = g.outer * g.inner;
+  const Tensor loss = empty({samples}, {.dtype = dtype_v<A>, .device = x.device()});  // every sample is written
+  p.loss = static_cast<A*>(loss.data_ptr());
+  if (samples > 0) launch_ce<T, false>(p, x.device());
+  const LaunchContext ctx(x.device());
+  T* po = static_cast<T*>(out[0].data_ptr());
+  if (a.mode == int64_t(Reduction::None)) {
+    if (samples == 0) return;
+    ce_store_kernel<T, A><<<ctx.blocks(samples), kThreads, 0, ctx.stream>>>(samples, p.loss, po);
+  } else {
+    ce_total_kernel<T, A><<<1, 1024, 0, ctx.stream>>>(samples, p.loss, po, a.mode == int64_t(Reduction::Mean),
+                                                      p.count);
+  }
+  MG_CUDA_CHECK_LAUNCH("cross_entropy store kernel");
+}
+
+// in = (log_probs, target); out = the loss reduced by attrs.mode (ints[0] = ignore_index).
+template <typename T>
+void nll_loss_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  using A = acc_t<T>;
+  NoGradGuard no_grad;  // the dense copies are not part of the graph
+  const Tensor x = contiguous(in[0]), t = contiguous(in[1]);
+  const Lines g = lines_along(x.shape(), x.dim() == 1 ? 0 : 1);
+  const int64_t ignore = a.ints.at(0);
+  const int64_t count = check_targets("nll_loss", t, g.size, ignore, in[0]);
+  const int64_t samples = g.outer * g.inner;
+  const Tensor loss = empty({samples}, {.dtype = dtype_v<A>, .device = x.device()});  // every sample is written
+  A* pl = static_cast<A*>(loss.data_ptr());
+  T* po = static_cast<T*>(out[0].data_ptr());
+  const LaunchContext ctx(x.device());
+  if (samples > 0) {
+    nll_kernel<T, A><<<ctx.blocks(samples), kThreads, 0, ctx.stream>>>(
+        samples, g.size, g.inner, static_cast<const T*>(x.data_ptr()), static_cast<const int64_t*>(t.data_ptr()),
+        ignore, pl);
+    MG_CUDA_CHECK_LAUNCH("nll_loss kernel");
+  }
+  if (a.mode == int64_t(Reduction::None)) {
+    if (samples == 0) return;
+    ce_store_kernel<T, A><<<ctx.blocks(samples), kThreads, 0, ctx.stream>>>(samples, pl, po);
+  } else {
+    ce_total_kernel<T, A><<<1, 1024, 0, ctx.stream>>>(samples, pl, po, a.mode == int64_t(Reduction::Mean), count);
+  }
+  MG_CUDA_CHECK_LAUNCH("nll_loss store kernel");
+}
+
+// in = (grad, logits, target); out = d loss / d logits [logits' shape].
+template <typename T>
+void cross_entropy_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  using A = acc_t<T>;
+  NoGradGuard no_grad;  // the dense copies are not part of the graph
+  const Tensor gr = contiguous(in[0]), x = contiguous(in[1]), t = contiguous(in[2]);
+  const Lines g = lines_along(x.shape(), x.dim() == 1 ? 0 : 1);
+  CeArgs<T> p;
+  p.outer = g.outer;
+  p.classes = g.size;
+  p.inner = g.inner;
+  p.ignore = a.ints.at(0);
+  p.count = check_targets("cross_entropy_backward", t, p.classes, p.ignore, in[1]);
+  p.x = static_cast<const T*>(x.data_ptr());
+  p.target = static_cast<const int64_t*>(t.data_ptr());
+  p.eps = static_cast<A>(a.alpha);
+  p.grad = static_cast<const T*>(gr.data_ptr());
+  p.mode = a.mode;
+  p.dx = static_cast<T*>(out[0].data_ptr());
+  if (out[0].numel() == 0) return;
+  launch_ce<T, true>(p, x.device());
+}
+
+// out [x's shape] = softmax(x) or log_softmax(x) along attrs.dim
+template <typename T, bool kLog>
+void softmax_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  NoGradGuard no_grad;  // the dense copy is not part of the graph
+  const Tensor x = contiguous(in[0]);
+  launch_softmax<T, false>(x, nullptr, out[0], a.dim, kLog);
+}
+
+// in = (g, y): out = y (g - sum(g y)) (softmax) or g - exp(y) sum(g) (log_softmax) along attrs.dim
+template <typename T, bool kLog>
+void softmax_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  NoGradGuard no_grad;  // the dense copies are not part of the graph
+  const Tensor g = contiguous(in[0]), y = contiguous(in[1]);
+  launch_softmax<T, true>(g, &y, out[0], a.dim, kLog);
+}
+
+template <typename T>
+void reg() {
+  constexpr DType d = dtype_v<T>;
+  constexpr DeviceType cuda = DeviceType::CUDA;
+  register_kernel(OpId::softmax, cuda, d, softmax_kernel<T, false>);
+  register_kernel(OpId::log_softmax, cuda, d, softmax_kernel<T, true>);
+  register_kernel(OpId::softmax_backward, cuda, d, softmax_backward_kernel<T, false>);
+  register_kernel(OpId::log_softmax_backward, cuda, d, softmax_backward_kernel<T, true>);
+  register_kernel(OpId::cross_entropy, cuda, d, cross_entropy_kernel<T>);
+  register_kernel(OpId::cross_entropy_backward, cuda, d, cross_entropy_backward_kernel<T>);
+  register_kernel(OpId::nll_loss, cuda, d, nll_loss_kernel<T>);
+}
+
+}  // namespace
+
+void register_softmax_kernels() {
+  reg<double>();
+  reg<float>();
+  reg<Half>();
+  reg<BFloat16>();
+}
+
+}  // namespace mg::cuda
