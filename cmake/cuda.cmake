@@ -107,18 +107,12 @@ foreach(arch ${CMAKE_CUDA_ARCHITECTURES})
   list(APPEND mg_arch_text "sm_${arch}")
 endforeach()
 list(JOIN mg_arch_text ", " mg_arch_text)
-set(mg_found_text "CUDA ${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR} (${mg_arch_text}), cuDNN ${mg_cudnn_version}, ${mg_nccl_text}")
 
 # cuda/*.cpp (runtime, allocator, cuBLASLt; host code that calls the CUDA libraries) and
 # cuda/kernels/*.cu; cuda/host/ is built in every build (CMakeLists.txt) and cuda/absent/ only
 # without the backend.
 file(GLOB MG_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/*.cpp ${PROJECT_SOURCE_DIR}/cuda/*.cu
      ${PROJECT_SOURCE_DIR}/cuda/kernels/*.cu)
-if(NOT MG_CUDA_SOURCES)
-  # The backend's sources are a later issue; until they exist the library stays CPU-only.
-  message(STATUS "mixgrad: CUDA backend: not built (no sources in cuda/ yet); found ${mg_found_text}")
-  return()
-endif()
 
 enable_language(CUDA)
 if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION AND CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.0)
