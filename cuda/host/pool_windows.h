@@ -42,8 +42,12 @@ struct AvgGeom {
   bool adaptive, include_pad;
   PoolWin h, w;          // strided pooling (dilation 1)
   int64_t H, W, Ho, Wo;  // input and output plane sizes
-  MG_HOST_DEVICE PoolRange rh(int64_t i) const { return adaptive ? pool_adaptive_range(H, Ho, i) : pool_avg_range(h, i); }
-  MG_HOST_DEVICE PoolRange rw(int64_t j) const { return adaptive ? pool_adaptive_range(W, Wo, j) : pool_avg_range(w, j); }
+  MG_HOST_DEVICE PoolRange rh(int64_t i) const {
+    return adaptive ? pool_adaptive_range(H, Ho, i) : pool_avg_range(h, i);
+  }
+  MG_HOST_DEVICE PoolRange rw(int64_t j) const {
+    return adaptive ? pool_adaptive_range(W, Wo, j) : pool_avg_range(w, j);
+  }
   MG_HOST_DEVICE int64_t divisor(const PoolRange& a, const PoolRange& b) const {
     return include_pad ? a.padded * b.padded : (a.hi - a.lo) * (b.hi - b.lo);
   }
