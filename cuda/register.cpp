@@ -17,6 +17,9 @@ void register_linalg_kernels();  // cuda/linalg_kernels.cpp (cuBLASLt)
 void register_reduce_kernels();
 void register_indexing_kernels();  // cuda/kernels/indexing.cu
 void register_softmax_kernels();   // cuda/kernels/softmax.cu
+void register_dropout_kernels();   // cuda/kernels/dropout.cu
+void register_pool_kernels();      // cuda/kernels/pool.cu
+void register_loss_kernels();      // cuda/loss_kernels.cpp (the composite losses)
 
 void register_cuda_kernels() {
   set_allocator(DeviceType::CUDA, &device_allocator());
@@ -29,6 +32,9 @@ void register_cuda_kernels() {
   register_reduce_kernels();
   register_indexing_kernels();
   register_softmax_kernels();
+  register_dropout_kernels();
+  register_pool_kernels();
+  register_loss_kernels();
 }
 
 }  // namespace mg::cuda

@@ -6,7 +6,8 @@
 // ops/cpu/leaf_sum.h), so it is accurate to O(log n) ulps and independent of the thread count
 // (lines never split across threads; the batch total is one cascade). The elementwise losses are composite
 // kernels: the inputs are widened to the compute dtype (f32, or f64 for f64), the loss is computed
-// with public ops (no autograd, no autocast) and rounded once into the output.
+// with public ops (no autograd, no autocast) and rounded once into the output; being device-
+// agnostic, they are also the CUDA backend's kernels of these ops (ops/cpu/composite_losses.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,6 +18,7 @@
 #include "mixgrad/core/autocast_state.h"
 #include "mixgrad/core/fast_math.h"
 #include "mixgrad/core/parallel.h"
+#include "mixgrad/ops/cpu/composite_losses.h"
 #include "mixgrad/ops/cpu/leaf_sum.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/loss.h"
@@ -368,12 +370,19 @@ void reg() {
   register_kernel(OpId::cross_entropy, cpu, d, cross_entropy_kernel<T>);
   register_kernel(OpId::cross_entropy_backward, cpu, d, cross_entropy_backward_kernel<T>);
   register_kernel(OpId::nll_loss, cpu, d, nll_loss_kernel<T>);
-  register_kernel(OpId::mse_loss, cpu, d, composite_kernel<T, mse_fn>);
-  register_kernel(OpId::l1_loss, cpu, d, composite_kernel<T, l1_fn>);
-  register_kernel(OpId::smooth_l1_loss, cpu, d, composite_kernel<T, smooth_l1_fn>);
-  register_kernel(OpId::binary_cross_entropy_with_logits, cpu, d, composite_kernel<T, bce_with_logits_fn>);
-  register_kernel(OpId::kl_div, cpu, d, composite_kernel<T, kl_div_fn>);
-  register_kernel(OpId::binary_cross_entropy, cpu, d, composite_kernel<T, bce_fn>);
+}
+
+// The composite losses of one dtype on `device`: the same body on every device, since it only
+// calls public ops, which dispatch to that device's kernels.
+template <typename T>
+void reg_composite(DeviceType device) {
+  constexpr DType d = dtype_v<T>;
+  register_kernel(OpId::mse_loss, device, d, composite_kernel<T, mse_fn>);
+  register_kernel(OpId::l1_loss, device, d, composite_kernel<T, l1_fn>);
+  register_kernel(OpId::smooth_l1_loss, device, d, composite_kernel<T, smooth_l1_fn>);
+  register_kernel(OpId::binary_cross_entropy_with_logits, device, d, composite_kernel<T, bce_with_logits_fn>);
+  register_kernel(OpId::kl_div, device, d, composite_kernel<T, kl_div_fn>);
+  register_kernel(OpId::binary_cross_entropy, device, d, composite_kernel<T, bce_fn>);
 }
 
 }  // namespace
@@ -383,6 +392,18 @@ void register_loss_kernels() {
   reg<float>();
   reg<Half>();
   reg<BFloat16>();
+  register_composite_loss_kernels(DeviceType::CPU);
 }
 
 }  // namespace mg::cpu
+
+namespace mg {
+
+void register_composite_loss_kernels(DeviceType device) {
+  cpu::reg_composite<double>(device);
+  cpu::reg_composite<float>(device);
+  cpu::reg_composite<Half>(device);
+  cpu::reg_composite<BFloat16>(device);
+}
+
+}  // namespace mg

@@ -1,0 +1,196 @@
+// The per-output (forward) and per-input (backward) work of the CUDA pooling kernels
+// (cuda/kernels/pool.cu) as host-device code, so tests/cuda/test_cuda_misc_ops.cpp runs it element
+// by element on the CPU against the CPU kernels. The windows restate ops/cpu/pool_window.h; the
+// sums follow the CPU's order (an in-order opmath sum up to kSumLeaf taps, else row-major leaves
+// of kSumLeaf combined by core/cascade_sum.h's binary counter); the backward is a gather: input
+// element i walks the outputs whose window holds it, oh then ow ascending — the order in which the
+// CPU's scatter adds to it — so no atomics and the CPU's bits.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "mixgrad/core/dtype.h"
+#include "mixgrad/core/macros.h"
+
+namespace mg::cuda {
+
+inline constexpr int64_t kPoolLeaf = 128;  // kSumLeaf of core/cascade_sum.h (checked in the test)
+
+MG_HOST_DEVICE int64_t pool_min(int64_t a, int64_t b) { return a < b ? a : b; }
+MG_HOST_DEVICE int64_t pool_max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+// One spatial dim of a strided window: k taps, stride s, padding p, dilation d, input size n.
+struct PoolWin {
+  int64_t k, s, p, d, n;
+};
+struct PoolRange {
+  int64_t lo, hi, padded;  // real rows [lo, hi), padded window size
+};
+MG_HOST_DEVICE PoolRange pool_avg_range(const PoolWin& w, int64_t i) {
+  const int64_t a = i * w.s - w.p;
+  const int64_t b = pool_min(a + w.k, w.n + w.p);
+  return {pool_max(a, 0), pool_min(b, w.n), b - a};
+}
+// [floor(i n / out), ceil((i + 1) n / out))
+MG_HOST_DEVICE PoolRange pool_adaptive_range(int64_t n, int64_t out, int64_t i) {
+  const int64_t lo = (i * n) / out, hi = ((i + 1) * n + out - 1) / out;
+  return {lo, hi, hi - lo};
+}
+
+// The average windows (strided or adaptive) of [P, H, W] -> [P, Ho, Wo] and their divisor.
+struct AvgGeom {
+  bool adaptive, include_pad;
+  PoolWin h, w;          // strided pooling (dilation 1)
+  int64_t H, W, Ho, Wo;  // input and output plane sizes
+  MG_HOST_DEVICE PoolRange rh(int64_t i) const {
+    return adaptive ? pool_adaptive_range(H, Ho, i) : pool_avg_range(h, i);
+  }
+  MG_HOST_DEVICE PoolRange rw(int64_t j) const {
+    return adaptive ? pool_adaptive_range(W, Wo, j) : pool_avg_range(w, j);
+  }
+  MG_HOST_DEVICE int64_t divisor(const PoolRange& a, const PoolRange& b) const {
+    return include_pad ? a.padded * b.padded : (a.hi - a.lo) * (b.hi - b.lo);
+  }
+  // The outputs [first, last] along one dim whose window may hold input row i (the caller checks
+  // membership, so a superset would do; these bounds are exact for both kinds of window).
+  MG_HOST_DEVICE void candidates(bool rows, int64_t i, int64_t* first, int64_t* last) const {
+    const int64_t n = rows ? H : W, out = rows ? Ho : Wo;
+    if (adaptive) {
+      *first = (i * out) / n;           // hi(o) > i  <=>  o >= floor(i out / n)
+      *last = ((i + 1) * out - 1) / n;  // lo(o) <= i <=>  o <= ((i + 1) out - 1) / n
+    } else {
+      const PoolWin& win = rows ? h : w;  // o s - p <= i < o s - p + k
+      const int64_t t = i + win.p - win.k + 1;
+      *first = t <= 0 ? 0 : (t + win.s - 1) / win.s;
+      *last = (i + win.p) / win.s;
+    }
+    *first = pool_max(*first, 0);
+    *last = pool_min(*last, out - 1);
+  }
+};
+
+// ops/cpu/leaf_sum.h's LeafSum for one thread: in-order leaves of kPoolLeaf terms combined by the
+// binary counter of core/cascade_sum.h's Cascade.
+template <typename A>
+struct PoolLeafSum {
+  A levels[48];
+  uint64_t count = 0;  // leaves pushed
+  A leaf = A(0);
+  int64_t in_leaf = 0;
+  MG_HOST_DEVICE void push(A v) {
+    int level = 0;
+    for (uint64_t c = count; c & 1u; c >>= 1, ++level) v = levels[level] + v;
+    levels[level] = v;
+    ++count;
+  }
+  MG_HOST_DEVICE void add(A v) {
+    leaf += v;
+    if (++in_leaf == kPoolLeaf) {
+      push(leaf);
+      leaf = A(0);
+      in_leaf = 0;
+    }
+  }
+  MG_HOST_DEVICE A result() {
+    if (count == 0) return leaf;
+    if (in_leaf != 0) push(leaf);
+    int level = 0;
+    while (((count >> level) & 1u) == 0) ++level;
+    A acc = levels[level];
+    for (uint64_t c = count >> (level + 1); c != 0; c >>= 1) {
+      ++level;
+      if (c & 1u) acc = levels[level] + acc;
+    }
+    return acc;
+  }
+};
+
+// Output o of max pooling over x [P, H = h.n, W = w.n] -> [P, Ho, Wo]: the flat index (ih * W +
+// iw) of the window's first maximum in the compute type, padding skipped, a NaN wins and stays.
+template <typename T>
+MG_HOST_DEVICE int64_t max_pool_argmax(int64_t o, int64_t Ho, int64_t Wo, const PoolWin& h, const PoolWin& w,
+                                       const T* x, const T** plane) {
+  using Cm = opmath_t<T>;
+  const int64_t ow = o % Wo, oh = (o / Wo) % Ho, p = o / (Wo * Ho);
+  const T* xpl = x + p * h.n * w.n;
+  *plane = xpl;
+  int64_t best_i = -1;
+  Cm best = Cm(0);
+  for (int64_t ki = 0; ki < h.k; ++ki) {
+    const int64_t ih = oh * h.s - h.p + ki * h.d;
+    if (ih < 0 || ih >= h.n) continue;
+    for (int64_t kj = 0; kj < w.k; ++kj) {
+      const int64_t iw = ow * w.s - w.p + kj * w.d;
+      if (iw < 0 || iw >= w.n) continue;
+      const Cm v = static_cast<Cm>(xpl[ih * w.n + iw]);
+      if (best_i < 0 || v > best || (v != v && !(best != best))) {
+        best = v;
+        best_i = ih * w.n + iw;
+      }
+    }
+  }
+  return best_i;  // >= 0: the op checks padding <= half the window, so each window holds an element
+}
+
+// Output o of average pooling over x [P, H, W] -> [P, Ho, Wo]: sum in opmath, one divide, one rounding.
+template <typename T>
+MG_HOST_DEVICE T avg_pool_at(int64_t o, const AvgGeom& g, const T* x) {
+  using Cm = opmath_t<T>;  // f32 for f16/bf16, f64 for f64
+  const int64_t ow = o % g.Wo, oh = (o / g.Wo) % g.Ho, p = o / (g.Wo * g.Ho);
+  const T* xpl = x + p * g.H * g.W;
+  const PoolRange rh = g.rh(oh), rw = g.rw(ow);
+  Cm s = Cm(0);
+  if ((rh.hi - rh.lo) * (rw.hi - rw.lo) <= kPoolLeaf) {
+    for (int64_t ih = rh.lo; ih < rh.hi; ++ih)
+      for (int64_t iw = rw.lo; iw < rw.hi; ++iw) s += static_cast<Cm>(xpl[ih * g.W + iw]);
+  } else {
+    PoolLeafSum<Cm> ls;
+    for (int64_t ih = rh.lo; ih < rh.hi; ++ih)
+      for (int64_t iw = rw.lo; iw < rw.hi; ++iw) ls.add(static_cast<Cm>(xpl[ih * g.W + iw]));
+    s = ls.result();
+  }
+  return static_cast<T>(s / static_cast<Cm>(g.divisor(rh, rw)));
+}
+
+// Input element i of the average-pooling backward, gr [P, Ho, Wo] -> dx [P, H, W]: Σ g / divisor
+// over the windows holding it, in opmath, rounded once.
+template <typename T>
+MG_HOST_DEVICE T avg_pool_grad_at(int64_t i, const AvgGeom& g, const T* gr) {
+  using Cm = opmath_t<T>;
+  const int64_t iw = i % g.W, ih = (i / g.W) % g.H, p = i / (g.W * g.H);
+  const T* gpl = gr + p * g.Ho * g.Wo;
+  int64_t oh0, oh1, ow0, ow1;
+  g.candidates(true, ih, &oh0, &oh1);
+  g.candidates(false, iw, &ow0, &ow1);
+  Cm acc = Cm(0);
+  for (int64_t oh = oh0; oh <= oh1; ++oh) {
+    const PoolRange rh = g.rh(oh);
+    if (ih < rh.lo || ih >= rh.hi) continue;
+    for (int64_t ow = ow0; ow <= ow1; ++ow) {
+      const PoolRange rw = g.rw(ow);
+      if (iw < rw.lo || iw >= rw.hi) continue;
+      acc += static_cast<Cm>(gpl[oh * g.Wo + ow]) / static_cast<Cm>(g.divisor(rh, rw));
+    }
+  }
+  return static_cast<T>(acc);
+}
+
+// The geometry from the ops' attrs: avg_pool2d(_backward) ints = {kH, kW, sH, sW, pH, pW, ...},
+// mode = count_include_pad; adaptive ops read only the plane sizes.
+inline AvgGeom avg_geom(bool adaptive, const std::vector<int64_t>& ints, int64_t mode, int64_t H, int64_t W,
+                        int64_t Ho, int64_t Wo) {
+  AvgGeom g{};
+  g.adaptive = adaptive;
+  g.H = H, g.W = W, g.Ho = Ho, g.Wo = Wo;
+  if (!adaptive) {
+    g.h = {ints[0], ints[2], ints[4], 1, H};
+    g.w = {ints[1], ints[3], ints[5], 1, W};
+    g.include_pad = mode != 0;
+  }
+  return g;
+}
+inline PoolWin max_pool_win(const std::vector<int64_t>& ints, int axis, int64_t n) {
+  return {ints[0 + axis], ints[2 + axis], ints[4 + axis], ints[6 + axis], n};
+}
+
+}  // namespace mg::cuda

@@ -1,0 +1,66 @@
+// CUDA kernel of dropout (f64/f32/f16/bf16), mirroring ops/cpu/norm_kernels.cpp: x -> (y, bool
+// keep mask). The keep decision is cuda/host/dropout_mask.h, the CPU's Philox rule element by
+// element, so the mask equals the CPU's bit for bit for the same attrs.ints = {seed, offset}.
+// One thread per Philox block (4 consecutive elements), grid-stride. Kept values are x / (1 - p)
+// in opmath (acc_t: f32 for f16/bf16/f32, f64 for f64) rounded once; dropped values are +0 (the
+// CPU masks the bits, so a dropped NaN or inf is +0 too).
+#include <cuda_runtime.h>
+
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/half.h"
+#include "mixgrad/cuda/check.h"
+#include "mixgrad/cuda/host/dropout_mask.h"
+#include "mixgrad/cuda/kernels/launch.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/ops.h"
+
+namespace mg::cuda {
+namespace {
+
+// x, y, keep: [n] dense
+template <typename T>
+__global__ void dropout_forward_kernel(int64_t n, const T* __restrict__ x, T* __restrict__ y,
+                                       bool* __restrict__ keep, uint64_t seed, uint64_t offset, float p,
+                                       acc_t<T> scale) {
+  using A = acc_t<T>;
+  const int64_t blocks = (n + 3) / 4;
+  for (int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks; b += int64_t(gridDim.x) * blockDim.x) {
+    const unsigned bits = dropout_keep4(seed, offset, uint64_t(b), p);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t i = 4 * b + j;
+      if (i >= n) break;
+      const bool k = (bits >> j) & 1u;
+      keep[i] = k;
+      y[i] = k ? static_cast<T>(static_cast<A>(x[i]) * scale) : static_cast<T>(A(0));
+    }
+  }
+}
+
+// in = (x); out = (y [x's shape], keep [x's shape] bool); attrs.alpha = p, attrs.ints = {seed, offset}
+template <typename T>
+void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  using A = acc_t<T>;
+  NoGradGuard no_grad;  // the dense copy is not part of the graph
+  const Tensor x = contiguous(in[0]);
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  const LaunchContext ctx(x.device());
+  const A scale = A(1.0 / (1.0 - a.alpha));  // as the CPU: the divide in double, then rounded to A
+  dropout_forward_kernel<T><<<ctx.blocks((n + 3) / 4), kThreads, 0, ctx.stream>>>(
+      n, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out[0].data_ptr()), static_cast<bool*>(out[1].data_ptr()),
+      uint64_t(a.ints.at(0)), uint64_t(a.ints.at(1)), float(a.alpha), scale);
+  MG_CUDA_CHECK_LAUNCH("dropout kernel");
+}
+
+}  // namespace
+
+void register_dropout_kernels() {
+  constexpr DeviceType cuda = DeviceType::CUDA;
+  register_kernel(OpId::dropout, cuda, DType::F64, dropout_kernel<double>);
+  register_kernel(OpId::dropout, cuda, DType::F32, dropout_kernel<float>);
+  register_kernel(OpId::dropout, cuda, DType::F16, dropout_kernel<Half>);
+  register_kernel(OpId::dropout, cuda, DType::BF16, dropout_kernel<BFloat16>);
+}
+
+}  // namespace mg::cuda

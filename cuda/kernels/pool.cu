@@ -1,0 +1,125 @@
+// CUDA kernels of the pooling ops (NCHW, f64/f32/f16/bf16), mirroring ops/cpu/pool_kernels.cpp
+// and its windows (ops/cpu/pool_window.h); the per-element work is host-device code in
+// cuda/host/pool_windows.h, which the host tests run against the CPU kernels:
+// - max_pool2d / max_pool2d_indices: one thread per output; the window is scanned row-major in
+//   the compute type with the CPU's rule (first maximum wins, a NaN wins and stays, padding
+//   skipped), and the winning element is copied, so values and indices equal the CPU's exactly.
+//   Its backward is the public scatter_add of the indices (ops/pool.cpp), which has a CUDA kernel.
+// - avg_pool2d / adaptive_avg_pool2d: one thread per output, summing its window in opmath (f32
+//   for f16/bf16, f64 for f64) in the CPU's order — in order up to kSumLeaf (128) taps, else
+//   row-major leaves of 128 combined by the CPU's binary counter (core/cascade_sum.h) — then one
+//   divide and one rounding: the same operations as the CPU, so the same bits.
+// - avg_pool2d_backward / adaptive_avg_pool2d_backward: gather, no atomics: one thread per input
+//   element walks the outputs whose window holds it, oh then ow ascending (the CPU's scatter
+//   order), adding g / divisor in opmath, and rounds once: deterministic and equal to the CPU.
+// Inputs are made dense first; outputs are dense.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/half.h"
+#include "mixgrad/cuda/check.h"
+#include "mixgrad/cuda/host/pool_windows.h"
+#include "mixgrad/cuda/kernels/launch.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/ops.h"
+
+namespace mg::cuda {
+namespace {
+
+// x [P, H, W] (P = N * C planes) -> values (T) or indices (i64 into H * W) [P, Ho, Wo]
+template <typename T>
+__global__ void max_pool2d_forward_kernel(int64_t total, int64_t Ho, int64_t Wo, PoolWin h, PoolWin w,
+                                          const T* __restrict__ x, T* __restrict__ y, int64_t* __restrict__ idx) {
+  for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += int64_t(gridDim.x) * blockDim.x) {
+    const T* plane = nullptr;
+    const int64_t best = max_pool_argmax(o, Ho, Wo, h, w, x, &plane);
+    if (idx != nullptr) {
+      idx[o] = best;
+    } else {
+      y[o] = plane[best];
+    }
+  }
+}
+
+// x [P, H, W] -> y [P, Ho, Wo]: the mean over each window
+template <typename T>
+__global__ void avg_pool2d_forward_kernel(int64_t total, AvgGeom g, const T* __restrict__ x, T* __restrict__ y) {
+  for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += int64_t(gridDim.x) * blockDim.x)
+    y[o] = avg_pool_at(o, g, x);
+}
+
+// gr [P, Ho, Wo] -> dx [P, H, W]: each input element sums g / divisor over the windows holding it
+template <typename T>
+__global__ void avg_pool2d_backward_kernel(int64_t total, AvgGeom g, const T* __restrict__ gr, T* __restrict__ dx) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+    dx[i] = avg_pool_grad_at(i, g, gr);
+}
+
+// in = (x [N, C, H, W]); out = max values [N, C, Ho, Wo] (T) or their indices (i64); attrs.ints =
+// {kH, kW, sH, sW, pH, pW, dH, dW}
+template <typename T, bool kIndices>
+void max_pool2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  NoGradGuard no_grad;  // the dense copy is not part of the graph
+  const Tensor x = contiguous(in[0]);
+  const int64_t total = out[0].numel();
+  if (total == 0) return;
+  const LaunchContext ctx(x.device());
+  max_pool2d_forward_kernel<T><<<ctx.blocks(total), kThreads, 0, ctx.stream>>>(
+      total, out[0].size(2), out[0].size(3), max_pool_win(a.ints, 0, x.size(2)), max_pool_win(a.ints, 1, x.size(3)),
+      static_cast<const T*>(x.data_ptr()), kIndices ? nullptr : static_cast<T*>(out[0].data_ptr()),
+      kIndices ? static_cast<int64_t*>(out[0].data_ptr()) : nullptr);
+  MG_CUDA_CHECK_LAUNCH("max_pool2d kernel");
+}
+
+// in = (x [N, C, H, W]); out = y [N, C, Ho, Wo]; attrs as avg_pool2d or adaptive_avg_pool2d
+template <typename T, bool kAdaptive>
+void avg_pool2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  NoGradGuard no_grad;
+  const Tensor x = contiguous(in[0]);
+  const int64_t total = out[0].numel();
+  if (total == 0) return;
+  const AvgGeom g = avg_geom(kAdaptive, a.ints, a.mode, x.size(2), x.size(3), out[0].size(2), out[0].size(3));
+  const LaunchContext ctx(x.device());
+  avg_pool2d_forward_kernel<T><<<ctx.blocks(total), kThreads, 0, ctx.stream>>>(
+      total, g, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out[0].data_ptr()));
+  MG_CUDA_CHECK_LAUNCH("avg_pool2d kernel");
+}
+
+// in = (g [N, C, Ho, Wo]); out = dx [N, C, H, W]; attrs as the *_backward op
+template <typename T, bool kAdaptive>
+void avg_pool2d_backward_kernel_fn(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  NoGradGuard no_grad;
+  const Tensor gr = contiguous(in[0]);
+  const int64_t total = out[0].numel();
+  if (total == 0) return;
+  const AvgGeom g = avg_geom(kAdaptive, a.ints, a.mode, out[0].size(2), out[0].size(3), gr.size(2), gr.size(3));
+  const LaunchContext ctx(gr.device());
+  avg_pool2d_backward_kernel<T><<<ctx.blocks(total), kThreads, 0, ctx.stream>>>(
+      total, g, static_cast<const T*>(gr.data_ptr()), static_cast<T*>(out[0].data_ptr()));
+  MG_CUDA_CHECK_LAUNCH("avg_pool2d backward kernel");
+}
+
+template <typename T>
+void reg() {
+  constexpr DType d = dtype_v<T>;
+  constexpr DeviceType cuda = DeviceType::CUDA;
+  register_kernel(OpId::max_pool2d, cuda, d, max_pool2d_kernel<T, false>);
+  register_kernel(OpId::max_pool2d_indices, cuda, d, max_pool2d_kernel<T, true>);
+  register_kernel(OpId::avg_pool2d, cuda, d, avg_pool2d_kernel<T, false>);
+  register_kernel(OpId::adaptive_avg_pool2d, cuda, d, avg_pool2d_kernel<T, true>);
+  register_kernel(OpId::avg_pool2d_backward, cuda, d, avg_pool2d_backward_kernel_fn<T, false>);
+  register_kernel(OpId::adaptive_avg_pool2d_backward, cuda, d, avg_pool2d_backward_kernel_fn<T, true>);
+}
+
+}  // namespace
+
+void register_pool_kernels() {
+  reg<double>();
+  reg<float>();
+  reg<Half>();
+  reg<BFloat16>();
+}
+
+}  // namespace mg::cuda
