@@ -29,7 +29,17 @@ void copy_bytes_cuda(void* dst, Device dst_device, const void* src, Device src_d
   } else if (dst_device == src_device) {
     MG_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, stream));
   } else {
+    // Between GPUs: the copy is queued on the source's stream, so the destination's current stream
+    // waits for it (through an event) before any later work there reads dst.
     MG_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, nbytes, stream));
+    cudaEvent_t done = nullptr;
+    MG_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    MG_CUDA_CHECK(cudaEventRecord(done, stream));
+    {
+      DeviceGuard dst_guard(dst_device.index);
+      MG_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(current_stream(dst_device.index).handle()), done, 0));
+    }
+    MG_CUDA_CHECK(cudaEventDestroy(done));  // released once the wait is satisfied
   }
 }
 

@@ -35,23 +35,37 @@ class CudaDeviceMemory final : public DeviceMemory {
     DeviceGuard guard(device_);
     MG_CUDA_CHECK(cudaFree(p));
   }
+  // A tensor used on a second stream and freed at process exit, after the runtime has unloaded,
+  // must not throw from Storage's destructor: there is no work left to wait for, so the block's
+  // "event" is kNoEvent, complete at once.
+  static constexpr EventHandle kNoEvent = 0;
+  static bool runtime_gone(cudaError_t status) {
+    return status == cudaErrorCudartUnloading || status == cudaErrorContextIsDestroyed;
+  }
   EventHandle record_event(StreamId stream) override {
     DeviceGuard guard(device_);
     cudaEvent_t e = nullptr;
-    MG_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    const cudaError_t created = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    if (runtime_gone(created)) {
+      (void)cudaGetLastError();
+      return kNoEvent;
+    }
+    MG_CUDA_CHECK(created);
     MG_CUDA_CHECK(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)));
     return reinterpret_cast<EventHandle>(e);
   }
   bool event_completed(EventHandle event) override {
+    if (event == kNoEvent) return true;
     const cudaError_t status = cudaEventQuery(reinterpret_cast<cudaEvent_t>(event));
     if (status == cudaErrorNotReady) {
-      (void)cudaGetLastError();
+      if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
       return false;
     }
     MG_CUDA_CHECK(status);
     return true;
   }
   void destroy_event(EventHandle event) override {
+    if (event == kNoEvent) return;
     MG_CUDA_CHECK(cudaEventDestroy(reinterpret_cast<cudaEvent_t>(event)));
   }
   void synchronize() override {

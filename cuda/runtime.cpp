@@ -57,7 +57,17 @@ std::string device_list(int count) {
                     : std::to_string(count) + " CUDA devices (cuda:0 to cuda:" + std::to_string(count - 1) + ")";
 }
 
-thread_local int t_current_device = 0;
+// The runtime's current device, asked each time (cudaGetDevice is cheap and makes no context
+// switch): a cached copy would go stale when other code (NCCL, a user's own CUDA) calls
+// cudaSetDevice. 0 when CUDA is unusable.
+int runtime_device() {
+  int d = 0;
+  if (cudaGetDevice(&d) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return d;
+}
 // The current stream per device of this thread; nullptr is the default stream.
 thread_local std::vector<void*> t_current_streams;
 
@@ -67,7 +77,7 @@ void*& current_stream_slot(int device) {
 }
 
 int resolve(int device) {
-  const int d = device < 0 ? t_current_device : device;
+  const int d = device < 0 ? runtime_device() : device;
   check_device(Device::cuda(d));
   return d;
 }
@@ -115,6 +125,7 @@ void check_launch(const char* kernel, const char* file, int line) {
   const cudaError_t launch = cudaGetLastError();
   if (launch != cudaSuccess) throw_cuda_error(launch, kernel, file, line);
   if (sync_after_launch()) {
+    count_sync();
     const cudaError_t run = cudaDeviceSynchronize();
     if (run != cudaSuccess) throw_cuda_error(run, kernel, file, line);
   }
@@ -153,20 +164,18 @@ DeviceProperties device_properties(int device) {
   return r;
 }
 
-int current_device() { return t_current_device; }
+int current_device() { return is_available() ? runtime_device() : 0; }
 
-// Every launch makes its device current through a DeviceGuard, so the common case (already
-// current) makes no runtime call. The runtime's own current device starts at 0, like ours.
+// Every launch makes its device current through a DeviceGuard; when it already is (the common
+// case) only cudaGetDevice runs.
 void set_device(int index) {
   check_device(Device::cuda(index));
-  if (index == t_current_device) return;
-  MG_CUDA_CHECK(cudaSetDevice(index));
-  t_current_device = index;
+  if (index != runtime_device()) MG_CUDA_CHECK(cudaSetDevice(index));
 }
 
-DeviceGuard::DeviceGuard(int index) : previous_(t_current_device) { set_device(index); }
+DeviceGuard::DeviceGuard(int index) : previous_(current_device()) { set_device(index); }
 DeviceGuard::~DeviceGuard() {
-  if (previous_ != t_current_device && cudaSetDevice(previous_) == cudaSuccess) t_current_device = previous_;
+  if (previous_ != runtime_device()) (void)cudaSetDevice(previous_);
 }
 
 Stream Stream::create(int device) {
@@ -204,19 +213,17 @@ Stream current_stream(int device) {
 }
 
 StreamGuard::StreamGuard(const Stream& stream)
-    : previous_stream_(current_stream(stream.device())), previous_device_(t_current_device) {
+    : previous_stream_(current_stream(stream.device())), previous_device_(current_device()) {
   set_device(stream.device());
   current_stream_slot(stream.device()) = stream.handle();
 }
 StreamGuard::~StreamGuard() {
   current_stream_slot(previous_stream_.device()) = previous_stream_.handle();
-  if (previous_device_ != t_current_device && cudaSetDevice(previous_device_) == cudaSuccess) {
-    t_current_device = previous_device_;
-  }
+  if (previous_device_ != runtime_device()) (void)cudaSetDevice(previous_device_);
 }
 
 Event::Event(bool timing) {
-  device_ = t_current_device;
+  device_ = current_device();
   check_device(Device::cuda(device_));
   DeviceGuard guard(device_);
   cudaEvent_t e = nullptr;
@@ -246,7 +253,8 @@ bool Event::query() const {
   if (!recorded_) return true;
   const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
   if (status == cudaErrorNotReady) {
-    (void)cudaGetLastError();
+    // Not an error: clear it only if it is what is pending, never an earlier launch's failure.
+    if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
     return false;
   }
   MG_CUDA_CHECK(status);

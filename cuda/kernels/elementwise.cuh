@@ -37,8 +37,10 @@ struct BinaryApply {
   }
 };
 
+// No __restrict__: in-place ops (add_, copy_ onto itself) pass an output that aliases an input.
+// Each element is read before the same thread writes it, so aliasing is safe.
 template <int V, typename O, typename A, typename Apply>
-__global__ void unary_dense_kernel(int64_t n, O* __restrict__ out, const A* __restrict__ in, Apply apply) {
+__global__ void unary_dense_kernel(int64_t n, O* out, const A* in, Apply apply) {
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t nvec = n / V;
@@ -63,8 +65,8 @@ __global__ void unary_strided_kernel(Index n, OffsetCalculator<2, Index> calc, c
 
 // a_scalar / b_scalar: that input is one value broadcast over the output.
 template <int V, typename O, typename T, typename Apply>
-__global__ void binary_dense_kernel(int64_t n, O* __restrict__ out, const T* __restrict__ a, bool a_scalar,
-                                    const T* __restrict__ b, bool b_scalar, Apply apply) {
+__global__ void binary_dense_kernel(int64_t n, O* out, const T* a, bool a_scalar,
+                                    const T* b, bool b_scalar, Apply apply) {
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t nvec = n / V;

@@ -83,7 +83,7 @@ void check_op(const std::string& what, const std::vector<Tensor>& cpu_in, const 
   for (std::size_t i = 0; i < cpu_in.size(); ++i) {
     const bool rg = i < grads.size() && grads[i];
     hin.push_back(rg ? cpu_in[i].detach().requires_grad_(true) : cpu_in[i]);
-    gin.push_back(rg ? cpu_in[i].to(gpu()).detach().requires_grad_(true) : cpu_in[i].to(gpu()));
+    gin.push_back(rg ? cpu_in[i].to(gpu()).detach().requires_grad_(true) : mg::test::to_gpu_keep_layout(cpu_in[i]));
   }
   const Tensor want = f(hin), got = f(gin);
   REQUIRE(got.device() == gpu());
