@@ -17,6 +17,7 @@ void register_linalg_kernels();  // cuda/linalg_kernels.cpp (cuBLASLt)
 void register_reduce_kernels();
 void register_indexing_kernels();  // cuda/kernels/indexing.cu
 void register_softmax_kernels();   // cuda/kernels/softmax.cu
+void register_norm_kernels();      // cuda/kernels/norm.cu
 
 void register_cuda_kernels() {
   set_allocator(DeviceType::CUDA, &device_allocator());
@@ -29,6 +30,7 @@ void register_cuda_kernels() {
   register_reduce_kernels();
   register_indexing_kernels();
   register_softmax_kernels();
+  register_norm_kernels();
 }
 
 }  // namespace mg::cuda
