@@ -1,6 +1,6 @@
 // Which (op, dtype) kernels the CUDA backend registers (no GPU needed: registration happens in
 // every CUDA build). The elementwise ops of ops/elementwise_ops.def and the copies must cover
-// exactly the CPU's dtypes on CUDA, and so must the indexing, softmax and class-loss ops; the ops still
+// exactly the CPU's dtypes on CUDA, and so must the indexing, softmax, class-loss and norm ops; the ops still
 // without a CUDA kernel (for any dtype) are listed in the test output. A CPU-only build registers no CUDA kernel at all.
 #include <catch2/catch.hpp>
 
@@ -30,7 +30,10 @@ const std::vector<OpId> kTableOps = {
     // cuda/kernels/indexing.cu and softmax.cu (with the class losses)
     OpId::cat, OpId::index_select, OpId::gather, OpId::scatter_add, OpId::masked_fill,
     OpId::softmax, OpId::log_softmax, OpId::softmax_backward, OpId::log_softmax_backward,
-    OpId::cross_entropy, OpId::cross_entropy_backward, OpId::nll_loss, OpId::embedding};
+    OpId::cross_entropy, OpId::cross_entropy_backward, OpId::nll_loss, OpId::embedding,
+    // cuda/kernels/norm.cu
+    OpId::layer_norm, OpId::layer_norm_backward, OpId::rms_norm, OpId::group_norm, OpId::group_norm_backward,
+    OpId::batch_norm, OpId::batch_norm_backward};
 
 }  // namespace
 
