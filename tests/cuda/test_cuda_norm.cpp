@@ -243,6 +243,36 @@ TEST_CASE("CUDA batch_norm training, eval and backward match the CPU, running st
   mg::test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("CUDA norms take f32 parameters next to f16/bf16 inputs, as the CPU does", "[cuda][gpu][norm]") {
+  for (DType dt : {DType::F16, DType::BF16}) {
+    const Tensor x = randn_in(dt, {16, 6, 7, 9}, 3.0, 2.0, 41), g = randn_in(dt, {16, 6, 7, 9}, 1.0, 0.0, 42);
+    const Tensor w = randn_in(DType::F32, {6}, 0.5, 1.0, 43), b = randn_in(DType::F32, {6}, 0.5, 0.0, 44);
+    const Tensor wl = randn_in(DType::F32, {9}, 0.5, 1.0, 45), bl = randn_in(DType::F32, {9}, 0.5, 0.0, 46);
+    {
+      const auto [want, got] = run_both(OpId::batch_norm, {x, w, b}, {.keepdim = true, .alpha = 1e-5, .mode = 3});
+      require_close("mixed batch_norm y", got[0], want[0], dt, 1.0, true);
+      const auto [bw, bg] = run_both(OpId::batch_norm_backward, {g, x, want[1], want[2], w}, {.mode = 3});
+      require_close("mixed batch_norm dx", bg[0], bw[0], dt, 1.0, true);
+      require_param_grads("mixed batch_norm", bw, bg, dt, 16 * 7 * 9);
+    }
+    {
+      const auto [want, got] = run_both(OpId::group_norm, {x, w, b}, {.dim = 3, .alpha = 1e-5, .mode = 3});
+      require_close("mixed group_norm y", got[0], want[0], dt, 1.0, true);
+      const auto [bw, bg] = run_both(OpId::group_norm_backward, {g, x, want[1], want[2], w}, {.dim = 3, .mode = 3});
+      require_close("mixed group_norm dx", bg[0], bw[0], dt, 1.0, true);
+      require_param_grads("mixed group_norm", bw, bg, dt, 16 * 7 * 9);
+    }
+    {
+      const auto [want, got] = run_both(OpId::layer_norm, {x, wl, bl}, {.dim = 1, .alpha = 1e-5, .mode = 3});
+      require_close("mixed layer_norm y", got[0], want[0], dt, 1.0, true);
+      const auto [bw, bg] = run_both(OpId::layer_norm_backward, {g, x, want[1], want[2], wl}, {.dim = 1, .mode = 3});
+      require_close("mixed layer_norm dx", bg[0], bw[0], dt, 1.0, true);
+      require_param_grads("mixed layer_norm", bw, bg, dt, 16 * 6 * 7);  // column sums over the rows
+    }
+  }
+  mg::test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("CUDA norms of a constant channel, group or row are exactly 0, as on the CPU", "[cuda][gpu][norm]") {
   for (DType dt : kFloats) {
     const Tensor x = full({16, 1, 28, 28}, 0.1, {.dtype = dt}).to(gpu());
