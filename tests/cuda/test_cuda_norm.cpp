@@ -273,6 +273,24 @@ TEST_CASE("CUDA norms take f32 parameters next to f16/bf16 inputs, as the CPU do
   mg::test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("CUDA norm ops make the host wait for nothing (no counted synchronisation)", "[cuda][gpu][norm]") {
+  const Tensor x = randn_in(DType::F32, {16, 6, 7, 9}, 3.0, 2.0, 51).to(gpu());
+  const Tensor g = randn_in(DType::F32, {16, 6, 7, 9}, 1.0, 0.0, 52).to(gpu());
+  const Tensor w = ones({6}).to(gpu()), b = zeros({6}).to(gpu());
+  Tensor rm = zeros({6}).to(gpu()), rv = ones({6}).to(gpu());
+  const Tensor wl = ones({9}).to(gpu());
+  const uint64_t before = cuda::sync_count();
+  const Tensors bn = dispatch(OpId::batch_norm, {x, w, b, rm, rv}, {.keepdim = true, .alpha = 1e-5, .beta = 0.1, .mode = 7});
+  dispatch(OpId::batch_norm_backward, {g, x, bn[1], bn[2], w}, {.mode = 3});
+  const Tensors gn = dispatch(OpId::group_norm, {x, w, b}, {.dim = 3, .alpha = 1e-5, .mode = 3});
+  dispatch(OpId::group_norm_backward, {g, x, gn[1], gn[2], w}, {.dim = 3, .mode = 3});
+  const Tensors ln = dispatch(OpId::layer_norm, {x, wl}, {.dim = 1, .alpha = 1e-5, .mode = 1});
+  dispatch(OpId::layer_norm_backward, {g, x, ln[1], ln[2], wl}, {.dim = 1, .mode = 3});
+  dispatch(OpId::rms_norm, {x, wl}, {.dim = 1, .alpha = 1e-6, .mode = 1});
+  REQUIRE(cuda::sync_count() == before);
+  mg::test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("CUDA norms of a constant channel, group or row are exactly 0, as on the CPU", "[cuda][gpu][norm]") {
   for (DType dt : kFloats) {
     const Tensor x = full({16, 1, 28, 28}, 0.1, {.dtype = dt}).to(gpu());
