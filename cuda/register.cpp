@@ -20,6 +20,7 @@ void register_softmax_kernels();   // cuda/kernels/softmax.cu
 void register_dropout_kernels();   // cuda/kernels/dropout.cu
 void register_pool_kernels();      // cuda/kernels/pool.cu
 void register_loss_kernels();      // cuda/loss_kernels.cpp (the composite losses)
+void register_norm_kernels();      // cuda/kernels/norm.cu
 
 void register_cuda_kernels() {
   set_allocator(DeviceType::CUDA, &device_allocator());
@@ -35,6 +36,7 @@ void register_cuda_kernels() {
   register_dropout_kernels();
   register_pool_kernels();
   register_loss_kernels();
+  register_norm_kernels();
 }
 
 }  // namespace mg::cuda

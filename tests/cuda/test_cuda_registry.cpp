@@ -1,6 +1,6 @@
 // Which (op, dtype) kernels the CUDA backend registers (no GPU needed: registration happens in
 // every CUDA build). The elementwise ops of ops/elementwise_ops.def and the copies must cover
-// exactly the CPU's dtypes on CUDA, and so must the indexing, softmax, loss, dropout and pooling ops; the ops still
+// exactly the CPU's dtypes on CUDA, and so must the indexing, softmax, loss, dropout, pooling and norm ops; the ops still
 // without a CUDA kernel (for any dtype) are listed in the test output. A CPU-only build registers no CUDA kernel at all.
 #include <catch2/catch.hpp>
 
@@ -34,7 +34,10 @@ const std::vector<OpId> kTableOps = {
     // cuda/kernels/dropout.cu, pool.cu and cuda/loss_kernels.cpp (the composite losses)
     OpId::dropout, OpId::max_pool2d, OpId::max_pool2d_indices, OpId::avg_pool2d, OpId::avg_pool2d_backward,
     OpId::adaptive_avg_pool2d, OpId::adaptive_avg_pool2d_backward, OpId::mse_loss, OpId::l1_loss,
-    OpId::smooth_l1_loss, OpId::binary_cross_entropy_with_logits, OpId::kl_div, OpId::binary_cross_entropy};
+    OpId::smooth_l1_loss, OpId::binary_cross_entropy_with_logits, OpId::kl_div, OpId::binary_cross_entropy,
+    // cuda/kernels/norm.cu
+    OpId::layer_norm, OpId::layer_norm_backward, OpId::rms_norm, OpId::group_norm, OpId::group_norm_backward,
+    OpId::batch_norm, OpId::batch_norm_backward};
 
 }  // namespace
 
