@@ -80,6 +80,8 @@ Tensors run(OpId op, const Tensors& inputs, const OpAttrs& attrs) {
   const Device device = cross ? attrs.device : inputs.at(0).device();
   const DeviceType kernel_device =
       cross && (device.is_cuda() || inputs[0].device().is_cuda()) ? DeviceType::CUDA : device.type;
+  // A build without the backend says so (DeviceError), not "no kernel" (NotImplementedError).
+  if (kernel_device == DeviceType::CUDA) (void)allocator_for(DeviceType::CUDA);
   KernelFn kernel = find_kernel(op, kernel_device, r.kernel_dtype);
   MG_CHECK(kernel != nullptr, NotImplementedError, op_name(op), ": no ", device.str(),
            " kernel for ", dtype_name(r.kernel_dtype),
