@@ -1,4 +1,5 @@
-// train_bert: BERT on the King James Bible, at any Apex opt level, on the CPU. Two jobs:
+// train_bert: BERT on the King James Bible, at any Apex opt level, on the CPU or a CUDA GPU
+// (--device cuda). Two jobs:
 //   --task mlm        pretraining by masked-language modelling on the training verses (BERT-mini
 //                     by default), reporting masked-token accuracy and perplexity on held-out verses;
 //   --task testament  fine-tuning a classifier, verse -> Old/New Testament (2 classes), and
@@ -240,12 +241,13 @@ int64_t count_correct(const Predictions& p) {
 // micro-batch leave the gradients scaled; the last one unscales them into the f32 master gradients
 // and checks them for inf/NaN), clip the master gradients, step (skipped after an overflow), schedule.
 StepResult train_step(const Net& net, optim::AdamW& opt, optim::LRScheduler& sched, data::DataLoader& loader,
-                      int64_t accumulate, double clip) {
+                      int64_t accumulate, double clip, Device device) {
   StepResult r;
   opt.zero_grad();
   for (int64_t k = 0; k < accumulate; ++k) {
-    const std::optional<data::Batch> b = loader.next();
-    MG_CHECK(b.has_value(), InternalError, "the loader ran out of batches in micro-batch ", k);
+    const std::optional<data::Batch> next = loader.next();
+    MG_CHECK(next.has_value(), InternalError, "the loader ran out of batches in micro-batch ", k);
+    const std::optional<data::Batch> b = to_device(*next, device);
     const Predictions p = amp::forward(net, *b);                  // logits [N, C], target [N]
     const Tensor loss = cross_entropy(p.logits, p.target);        // mean over the N predictions
     amp::scale_loss(loss / double(accumulate), opt, {.delay_unscale = k < accumulate - 1}).backward();
@@ -271,14 +273,15 @@ struct EvalResult {
 // and every run whatever its --seed, scores the same masked positions.
 constexpr uint64_t kEvalMaskSeed = 20240601;
 
-EvalResult evaluate(nn::Module& model, const Net& net, const data::Dataset& set, const std::vector<int64_t>& examples) {
+EvalResult evaluate(nn::Module& model, const Net& net, const data::Dataset& set, const std::vector<int64_t>& examples,
+                    Device device) {
   NoGradGuard no_grad;
   model.eval();
   double loss_sum = 0;
   int64_t right = 0, predicted = 0;
   for (std::size_t at = 0; at < examples.size(); at += 256) {
     const std::vector<int64_t> chunk(examples.begin() + at, examples.begin() + std::min(at + 256, examples.size()));
-    const Predictions p = amp::forward(net, set.get_batch(chunk, {.seed = kEvalMaskSeed, .epoch = 0}));
+    const Predictions p = amp::forward(net, to_device(set.get_batch(chunk, {.seed = kEvalMaskSeed, .epoch = 0}), device));
     loss_sum += cross_entropy(p.logits.to(DType::F32), p.target, Reduction::Sum).item<double>();  // f32 sum per chunk, f64 across
     right += count_correct(p);
     predicted += p.target.numel();
@@ -293,6 +296,7 @@ int run(int argc, char** argv) {
   Flags flags = make_flags();
   if (!parse_flags(flags, argc, argv)) return 0;  // --help printed
   const std::string task = flags.value("task"), level = flags.value("opt-level"), dtype = flags.value("dtype");
+  const Device device = training_device(flags);
   const bool mlm = task == "mlm";
   MG_CHECK(!mlm || flags.value("pretrained").empty(), Error, "--pretrained is for fine-tuning (--task testament or book)",
            "\n  hint: to continue an mlm run, use --resume");
@@ -397,6 +401,7 @@ int run(int argc, char** argv) {
     model = c;
     net = classifier_net(c);
   }
+  model->to(device);  // before the optimizer and amp::initialize see the parameters
   // BERT's grouping: weight decay on matrices (linear and embedding weights), none on biases and
   // LayerNorm weights (every 1-D parameter).
   Tensors decay, no_decay;
@@ -405,7 +410,7 @@ int run(int argc, char** argv) {
                    {.lr = lr, .weight_decay = flags.get_double("weight-decay")});
   amp::initialize(model, opt, {.opt_level = level, .dtype = dtype,
                                .loss_scale = flags.value("loss-scale").empty() ? amp::Setting() : flags.value("loss-scale"),
-                               .verbosity = 0});
+                               .verbosity = 0, .device = device});
   const double w = flags.get_double("warmup");
   const int64_t warmup = std::min<int64_t>(total_steps, w < 1 ? int64_t(std::llround(w * double(total_steps))) : int64_t(std::llround(w)));
   optim::WarmupLinearLR sched(opt, {.warmup_steps = warmup, .total_steps = total_steps});
@@ -414,12 +419,12 @@ int run(int argc, char** argv) {
   const std::string init = mlm ? "" : flags.value("pretrained").empty() ? "scratch" : "pretrained";
   const std::string precision = precision_label(level, dtype);
   std::printf("train_bert: %s, BERT-%s (%s parameters)%s, vocab %s, seq-len %lld, %s, batch %lld x %lld accumulated, "
-              "%lld epochs x %lld steps, lr %s (warmup %lld steps, linear decay), %d threads\n",
+              "%lld epochs x %lld steps, lr %s (warmup %lld steps, linear decay), on %s, %d CPU threads\n",
               task.c_str(), model_name.c_str(), format_count(model->num_parameters()).c_str(),
               init.empty() ? "" : (init == "scratch" ? " from scratch" : " from the pretrained encoder"),
               format_count(tok.vocab_size()).c_str(), (long long)seq_len, precision.c_str(),
               (long long)batch_size, (long long)accumulate, (long long)epochs, (long long)steps_per_epoch,
-              format_number(lr).c_str(), (long long)warmup, num_threads());
+              format_number(lr).c_str(), (long long)warmup, device.str().c_str(), num_threads());
   std::printf("%s", amp::properties().str().c_str());
   if (flags.get_bool("precision-plan")) std::printf("%s", amp::precision_plan(*model, &opt).c_str());
 
@@ -448,6 +453,10 @@ int run(int argc, char** argv) {
     skipped_at_epoch_start = t.int_at("train_bert", "epoch_skipped_start");
     std::printf("resumed from %s at step %lld (epoch %lld)\n", ck.path().c_str(), (long long)step,
                 (long long)(step / steps_per_epoch + 1));
+  } else if (device.is_cuda()) {
+    // The probe below measures host memory; on a GPU an allocation that does not fit is an
+    // OutOfMemoryError naming the request and the allocator's statistics.
+    std::printf("memory: on %s the caching allocator's peak is reported at the end\n", device.str().c_str());
   } else {
     // Fail now, with advice, if a micro-batch of this size cannot fit in memory.
     without_side_effects(*model, [&] {
@@ -496,7 +505,7 @@ int run(int argc, char** argv) {
   int64_t steps_this_run = 0;
   EvalResult last_eval;
   auto evaluate_and_log = [&](int64_t epoch) {
-    last_eval = evaluate(*model, net, *eval_set, eval_examples);
+    last_eval = evaluate(*model, net, *eval_set, eval_examples, device);
     history.add_eval(step, last_eval.accuracy);
     if (metrics) {
       metrics->write({{"kind", "eval"}, {"task", task}, {"epoch", epoch + 1}, {"step", step}, {"eval_loss", last_eval.loss},
@@ -523,7 +532,7 @@ int run(int argc, char** argv) {
     for (int64_t i = first; i < steps_per_epoch && !stop; ++i) {
       Stopwatch step_clock;
       if (tracer) tracer->reset();
-      const StepResult r = train_step(net, opt, sched, loader, accumulate, flags.get_double("clip"));
+      const StepResult r = train_step(net, opt, sched, loader, accumulate, flags.get_double("clip"), device);
       const double step_time = step_clock.seconds();
       ++step;
       rate.add(r.examples);
@@ -602,7 +611,7 @@ int run(int argc, char** argv) {
                 init == "scratch" ? "from scratch" : "from the pretrained encoder", baseline, (long long)step);
   }
   std::printf("(%s; wall time %s; peak memory %s MiB)\n", config.c_str(), format_duration(run_clock.seconds()).c_str(),
-              format_count(peak_rss_bytes() >> 20).c_str());
+              (format_count(peak_memory_bytes(device) >> 20) + (device.is_cuda() ? " on " + device.str() : "")).c_str());
   if (!flags.value("plot").empty()) {
     write_svg(flags.value("plot"), history.figure("train_bert: " + task + (init.empty() ? "" : " (" + init + ")") +
                                                   ", BERT-" + model_name + " " + precision, eval_name));

@@ -8,6 +8,8 @@
 #include "amp/initialize.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "cuda/cuda.h"
+#include "examples/common/process_memory.h"
 
 namespace mg::example {
 
@@ -32,7 +34,7 @@ void add_amp_flags(Flags& f) {
   f.add_choice("dtype", "bf16", {"f16", "bf16"}, "the low-precision dtype");
   f.add_string("loss-scale", "", "\"dynamic\" or a number (default: the opt level's: dynamic for f16, 1 for bf16)",
                {.metavar = "S"});
-  f.add_choice("device", "cpu", {"cpu", "cuda"}, "where to train");
+  f.add_string("device", "cpu", "where to train: cpu, cuda or cuda:N", {.metavar = "DEV"});
 }
 
 void add_run_flags(Flags& f, int64_t log_every, const std::string& records, const std::string& curves) {
@@ -55,10 +57,33 @@ bool parse_flags(Flags& flags, int argc, char** argv) {
     std::cout << flags.usage();
     return false;
   }
-  MG_CHECK(flags.value("device") == "cpu", Error, "--device cuda: this build of mixgrad has no CUDA backend yet",
-           "\n  hint: use --device cpu");
+  (void)training_device(flags);  // a bad --device fails before any data is read
   if (flags.get_int("threads") > 0) set_num_threads(int(flags.get_int("threads")));
   return true;
+}
+
+Device training_device(const Flags& flags) {
+  const std::string text = flags.value("device");
+  Device device;
+  try {
+    device = Device::parse(text);
+  } catch (const Error& e) {
+    throw FlagError(flags.program() + ": --device " + text + ": " + e.what() + "\n  hint: use cpu, cuda or cuda:N");
+  }
+  if (device.is_cuda()) cuda::check_device(device);  // DeviceError: no backend, no driver, no such GPU
+  return device;
+}
+
+data::Batch to_device(data::Batch batch, Device device) {
+  for (auto& [name, t] : batch.tensors) {
+    if (t.device() != device) t = t.to(device);
+  }
+  return batch;
+}
+
+int64_t peak_memory_bytes(Device device) {
+  if (device.is_cuda()) return int64_t(cuda::memory_stats(device.index).peak_allocated);
+  return peak_rss_bytes();
 }
 
 std::string precision_label(const std::string& opt_level, const std::string& dtype) {

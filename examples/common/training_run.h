@@ -15,6 +15,7 @@
 #include <string>
 
 #include "amp/overflow_tracer.h"
+#include "core/device.h"
 #include "core/state_dict.h"
 #include "data/loader.h"
 #include "examples/common/flags.h"
@@ -38,9 +39,21 @@ void add_amp_flags(Flags& flags);
 // what the metrics file and the plot hold, for the usage text.
 void add_run_flags(Flags& flags, int64_t log_every, const std::string& records, const std::string& curves);
 
-// Parses the flags; on --help prints the usage and returns false (the caller returns 0). Refuses
-// --device cuda until the CUDA backend exists and applies --threads (0: all cores).
+// Parses the flags; on --help prints the usage and returns false (the caller returns 0). Checks
+// --device (training_device) and applies --threads (0: all cores).
 bool parse_flags(Flags& flags, int argc, char** argv);
+
+// --device as a Device: "cpu", "cuda" (cuda:0) or "cuda:N". A CUDA device that cannot be used
+// (a build without the backend, no driver, no GPU, an index out of range) is a DeviceError that
+// says why; a malformed name is a FlagError.
+Device training_device(const Flags& flags);
+
+// The batch with every tensor on `device` (tensors already there are kept, not copied).
+data::Batch to_device(data::Batch batch, Device device);
+
+// The run's peak memory for the summary and the metrics: the process's peak resident set on the
+// CPU, the caching allocator's peak of allocated bytes on a CUDA device.
+int64_t peak_memory_bytes(Device device);
 
 // The run's precision for labels and configurations: "O1 bf16", "O2 f16"; "O0 f32" whatever
 // --dtype says, since O0 never uses the low-precision dtype.

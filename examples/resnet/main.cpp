@@ -1,10 +1,11 @@
 // train_resnet: a CIFAR-style ResNet (depth 20 by default) on Fashion-MNIST, at any Apex opt level,
-// on the CPU. Real data from Debian's dataset-fashion-mnist package, light augmentation (4-pixel
+// on the CPU or a CUDA GPU (--device cuda). Real data from Debian's dataset-fashion-mnist package, light augmentation (4-pixel
 // padded random crops and horizontal flips), SGD with nesterov momentum and weight decay, a
 // warmup-cosine learning rate, evaluation on the 10,000 test images after every epoch.
 //
 //   build/examples/train_resnet                                  # O1 bf16, 10 epochs
 //   build/examples/train_resnet --opt-level O2 --dtype f16 --epochs 3 --plot run.svg
+//   build/examples/train_resnet --device cuda --opt-level O2 --dtype f16
 //   build/examples/train_resnet --help
 //
 // The file reads top to bottom: flags, data, model, amp, checkpoint/resume, the training loop (the
@@ -92,15 +93,16 @@ struct EvalResult {
   double loss = 0, accuracy = 0;
 };
 
-EvalResult evaluate(nn::models::ResNet& model, const data::Dataset& test, int64_t limit) {
+EvalResult evaluate(nn::models::ResNet& model, const data::Dataset& test, int64_t limit, Device device) {
   NoGradGuard no_grad;
   model.eval();
   data::DataLoader loader(std::shared_ptr<const data::Dataset>(&test, [](const data::Dataset*) {}), {.batch_size = 500});
   loader.start_epoch(0);
   double loss_sum = 0;
   int64_t seen = 0, right = 0;
-  while (auto b = loader.next()) {
+  while (auto next = loader.next()) {
     if (seen >= limit) break;
+    const std::optional<data::Batch> b = to_device(std::move(*next), device);
     const Tensor logits = amp::forward(model, b->at("input")).to(DType::F32);
     loss_sum += cross_entropy(logits, b->at("target"), Reduction::Sum).item<double>();
     right += correct(logits, b->at("target"));
@@ -118,6 +120,7 @@ int run(int argc, char** argv) {
   MG_CHECK((depth - 2) % 6 == 0, Error, "--depth ", depth, " is not 6n+2\n  hint: use 20, 32, 44, 56 or 110");
   const uint64_t seed = uint64_t(flags.get_int("seed"));
   const std::string level = flags.value("opt-level"), dtype = flags.value("dtype");
+  const Device device = training_device(flags);
 
   // ---- data ----
   auto train_set = std::make_shared<data::FashionMnist>(data::FashionMnistOptions{.train = true, .augment = true});
@@ -133,18 +136,19 @@ int run(int argc, char** argv) {
   // ---- model, optimizer, amp, schedule ----
   manual_seed(seed);
   auto model = std::make_shared<nn::models::ResNet>(nn::models::ResNetConfig::cifar(depth, 1, 10));
+  model->to(device);  // before the optimizer and amp::initialize see the parameters
   optim::SGD opt(model->parameters(), {.lr = flags.get_double("lr"), .momentum = 0.9, .nesterov = true,
                                        .weight_decay = flags.get_double("weight-decay")});
   amp::initialize(model, opt, {.opt_level = level, .dtype = dtype,
                                .keep_batchnorm_fp32 = flags.value("keep-batchnorm-fp32").empty() ? amp::Setting() : flags.value("keep-batchnorm-fp32"),
                                .loss_scale = flags.value("loss-scale").empty() ? amp::Setting() : flags.value("loss-scale"),
-                               .verbosity = 0});
+                               .verbosity = 0, .device = device});
   const int64_t warmup = std::min<int64_t>(total_steps, int64_t(std::llround(flags.get_double("warmup-epochs") * double(steps_per_epoch))));
   optim::WarmupCosineLR sched(opt, {.warmup_steps = warmup, .total_steps = total_steps});
   const std::string precision = precision_label(level, dtype);
-  std::printf("train_resnet: ResNet-%lld (%s parameters) on Fashion-MNIST, %s, batch %lld, %lld epochs x %lld steps, %d threads\n",
+  std::printf("train_resnet: ResNet-%lld (%s parameters) on Fashion-MNIST, %s, batch %lld, %lld epochs x %lld steps, on %s, %d CPU threads\n",
               (long long)depth, format_count(model->num_parameters()).c_str(), precision.c_str(),
-              (long long)batch_size, (long long)epochs, (long long)steps_per_epoch, num_threads());
+              (long long)batch_size, (long long)epochs, (long long)steps_per_epoch, device.str().c_str(), num_threads());
   std::printf("%s", amp::properties().str().c_str());
   if (flags.get_bool("precision-plan")) std::printf("%s", amp::precision_plan(*model, &opt).c_str());
 
@@ -172,6 +176,10 @@ int run(int argc, char** argv) {
     skipped_at_epoch_start = t.int_at("train_resnet", "epoch_skipped_start");
     std::printf("resumed from %s at step %lld (epoch %lld)\n", flags.value("resume").c_str(), (long long)step,
                 (long long)(step / steps_per_epoch + 1));
+  } else if (device.is_cuda()) {
+    // The probe below measures host memory; on a GPU an allocation that does not fit is an
+    // OutOfMemoryError naming the request and the allocator's statistics.
+    std::printf("memory: on %s the caching allocator's peak is reported at the end\n", device.str().c_str());
   } else {
     // Fail now, with advice, if a step at this batch size cannot fit in memory.
     without_side_effects(*model, [&] {
@@ -235,7 +243,7 @@ int run(int argc, char** argv) {
       MG_CHECK(batch.has_value(), InternalError, "the loader ran out of batches at step ", i);
       Stopwatch step_clock;
       if (tracer) tracer->reset();
-      const StepResult r = train_step(*model, opt, sched, *batch);
+      const StepResult r = train_step(*model, opt, sched, to_device(*batch, device));
       const double step_time = step_clock.seconds();
       ++step;
       rate.add(batch->size());
@@ -270,7 +278,7 @@ int run(int argc, char** argv) {
     bar.finish();
     amp::set_log_sink(nullptr);
     const double epoch_time = epoch_clock.seconds();
-    const EvalResult test = evaluate(*model, test_set, eval_limit);
+    const EvalResult test = evaluate(*model, test_set, eval_limit, device);
     history.add_eval(step, test.accuracy);
     const int64_t skipped = amp::loss_scaler().skipped_iterations() - skipped_at_epoch_start;
     const double samples_per_s = double(seen) / epoch_time;
@@ -296,7 +304,7 @@ int run(int argc, char** argv) {
   std::printf("final test accuracy %.4f after %lld steps (%s; wall time %s; peak memory %s MiB)\n",
               history.eval_metric.empty() ? 0.0 : history.eval_metric.back(), (long long)step, config.c_str(),
               format_duration(run_clock.seconds()).c_str(),
-              format_count(peak_rss_bytes() >> 20).c_str());
+              (format_count(peak_memory_bytes(device) >> 20) + (device.is_cuda() ? " on " + device.str() : "")).c_str());
   if (!flags.value("plot").empty()) {
     write_svg(flags.value("plot"), history.figure("train_resnet: ResNet-" + std::to_string(depth) + " " + precision,
                                                   "test accuracy"));

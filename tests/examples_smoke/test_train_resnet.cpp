@@ -8,7 +8,9 @@
 
 #include "examples_common/examples_test_util.h"
 #include "examples_smoke/smoke_util.h"
+#include "cuda/cuda.h"
 
+using namespace mg;
 using namespace mg::test;
 
 namespace {
@@ -79,9 +81,18 @@ TEST_CASE("train_resnet: bad input gives a clear message and a non-zero exit", "
   r = run_program(MG_TRAIN_RESNET, kTiny + " --loss-scale lots");
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.output, Catch::Matchers::Contains("loss_scale must be a finite number"));
-  r = run_program(MG_TRAIN_RESNET, kTiny + " --device cuda");
+  // A device that cannot be used is refused before any data is read, with the reason.
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --device cuda:7");
   CHECK(r.exit_code != 0);
-  CHECK_THAT(r.output, Catch::Matchers::Contains("no CUDA backend"));
+  CHECK_THAT(r.output, Catch::Matchers::Contains("cuda:7"));
+  if (!cuda::is_available()) {
+    r = run_program(MG_TRAIN_RESNET, kTiny + " --device cuda");
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.output, Catch::Matchers::Contains(cuda::unavailable_reason()));
+  }
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --device gpu");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("hint: use cpu, cuda or cuda:N"));
   r = run_program(MG_TRAIN_RESNET, kTiny, "MG_FASHION_MNIST_DIR=" + dir.file("missing"));
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.output, Catch::Matchers::Contains("apt-get install dataset-fashion-mnist"));
