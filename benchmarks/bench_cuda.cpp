@@ -1,8 +1,8 @@
 // bench_cuda: the CUDA backend's kernels on the GPU. Memory-bound kernels in GB/s of the bytes each
 // call must read and write, beside a device-to-device memcpy of the same traffic measured in the
 // same run (the memory-bound reference; about 4.3 TB/s measured on an H200): elementwise ops, casts,
-// and the reductions (sum of 2^28 f32, column sums of [2^14, 2^14] f32, logsumexp over the rows of
-// [4096, 32768] bf16). GEMMs (cuBLASLt, mg::mm on square matrices) in TFLOP/s of 2 n^3 flops, with
+// the reductions (sum of 2^28 f32, column sums of [2^14, 2^14] f32, logsumexp over the rows of
+// [4096, 32768] bf16) and softmax over the rows of the same [4096, 32768] bf16. GEMMs (cuBLASLt, mg::mm on square matrices) in TFLOP/s of 2 n^3 flops, with
 // no reference column: the device's nominal Tensor Core peak is not something the CUDA runtime
 // reports (clock x SMs x a per-SM rate that differs by chip and product), so it is not printed; the
 // PyTorch peer measured on the same GPU (benchmarks/gpu/torch_peer.py) is the comparison. Targets
@@ -156,6 +156,16 @@ int main(int argc, char** argv) {
     const double traffic = 2.0 * double(rows_n * cols);
     const double ms = ms_per_call(reps, [&] { (void)logsumexp(h, {1}); });
     rows.push_back(row("logsumexp rows", "bf16", "[" + std::to_string(rows_n) + ", " + std::to_string(cols) + "]",
+                       gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
+  }
+  {
+    // Softmax over the rows: every element read once and written once (the kernel's extra passes
+    // over a row hit the cache or registers, not memory), so the memcpy copies the same bytes.
+    const int64_t cols = 32768, rows_n = cfg.quick ? 32 : 4096;
+    const Tensor h = to(a.slice(0, 0, rows_n * cols), DType::BF16).reshape({rows_n, cols});
+    const double traffic = 2.0 * 2 * double(rows_n * cols);
+    const double ms = ms_per_call(reps, [&] { (void)softmax(h, 1); });
+    rows.push_back(row("softmax rows", "bf16", "[" + std::to_string(rows_n) + ", " + std::to_string(cols) + "]",
                        gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
   }
   bench::print_table(rows);

@@ -9,8 +9,9 @@
 # The GPU machine has nvcc, CMake and ninja but not Debian's development packages: run
 # scripts/fetch-gpu-deps here first and carry .gpu-deps with the tree (the device tool's carry).
 #
-# OUT_DIR gets check.log (everything), tests.xml / ops_tests.xml (JUnit), bench_cuda.json,
-# torch.json and summary.txt. Each step has a time limit so the whole check fits a short GPU
+# OUT_DIR gets check.log (everything), tests.xml / ops_tests.xml / amp_tests.xml (JUnit),
+# bench_cuda.json, torch.json, train_resnet.jsonl (a short ResNet-20 O2 f16 run on the GPU) and
+# summary.txt. Each step has a time limit so the whole check fits a short GPU
 # slot (target: under 6 minutes from a clean build folder, build included).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -59,14 +60,16 @@ if ls .gpu-deps/*.deb > /dev/null 2>&1; then
              -DOpenCL_INCLUDE_DIR="$DEPS_ROOT/usr/include" -DOpenCL_LIBRARY="$LIBDIR/libOpenCL.so"
              -DZLIB_INCLUDE_DIR="$DEPS_ROOT/usr/include" -DZLIB_LIBRARY="$LIBDIR/libz.so")
   say "using the packages of .gpu-deps (unpacked into $DEPS_ROOT)"
+  FMNIST="$DEPS_ROOT/usr/share/datasets/fashion-mnist"
+  [ -d "$FMNIST" ] && export MG_FASHION_MNIST_DIR="$FMNIST"
 fi
 
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 step "configure (sm_$ARCH)" 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMG_WITH_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DMG_BUILD_EXAMPLES=OFF -DMG_INSTALL=OFF "${DEPS_ARGS[@]}" \
+  -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DMG_BUILD_EXAMPLES=ON -DMG_INSTALL=OFF "${DEPS_ARGS[@]}" \
   && grep -a "CUDA backend" "$LOG" | tail -1
 BUILD_OK=0
-if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops bench_cuda; then
+if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp bench_cuda train_resnet; then
   BUILD_OK=1
 fi
 
@@ -74,7 +77,16 @@ if [ $BUILD_OK -eq 1 ]; then
   # Every CUDA test case (host-only and [gpu]); the op table's CUDA-vs-CPU comparison.
   step "tests: test_cuda" 120 "$BUILD/tests/test_cuda" --reporter junit --out "$OUT/tests.xml"
   step "tests: op table on CUDA" 120 "$BUILD/tests/test_ops" "[gpu]" --reporter junit --out "$OUT/ops_tests.xml"
+  step "tests: amp on CUDA" 120 "$BUILD/tests/test_amp" "[gpu]" --reporter junit --out "$OUT/amp_tests.xml"
   step "bench_cuda" 120 "$BUILD/benchmarks/bench_cuda" --json "$OUT/bench_cuda.json"
+  # ResNet end to end on the GPU: a short O2 f16 run with dynamic loss scaling on Fashion-MNIST.
+  if [ -n "${MG_FASHION_MNIST_DIR:-}" ]; then
+    step "train_resnet on cuda" 90 "$BUILD/examples/train_resnet" --device cuda --opt-level O2 --dtype f16 \
+      --epochs 1 --train-examples 12800 --eval-examples 2000 --metrics "$OUT/train_resnet.jsonl"
+    grep -a "final test accuracy" "$LOG" | tail -1 | tee -a "$OUT/train_resnet.txt"
+  else
+    say "no Fashion-MNIST (scripts/fetch-gpu-deps downloads it): no ResNet run"
+  fi
 fi
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >> "$LOG" 2>&1; then
   step "PyTorch peer" 120 python3 benchmarks/gpu/torch_peer.py --json "$OUT/torch.json"
@@ -86,7 +98,7 @@ fi
   echo "GPU check summary: ${NAME_LINE:-unknown GPU}, commit $(git rev-parse --short HEAD 2>/dev/null), $(date -u +%F)"
   printf '%-28s %-28s %6s\n' "step" "outcome" "time"
   for line in "${SUMMARY[@]}"; do echo "$line"; done
-  for xml in "$OUT/tests.xml" "$OUT/ops_tests.xml"; do
+  for xml in "$OUT/tests.xml" "$OUT/ops_tests.xml" "$OUT/amp_tests.xml"; do
     [ -f "$xml" ] && python3 - "$xml" <<'PY' 2>/dev/null || true
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
@@ -115,5 +127,6 @@ for r in rows:
           f"{pct:>9} {p if p is None else round(p, 1)!s:>10}  {r['unit']}")
 PY
   fi
+  [ -f "$OUT/train_resnet.txt" ] && echo "train_resnet: $(cat "$OUT/train_resnet.txt")"
   echo "total: $(( $(date +%s) - START ))s; full log: $LOG"
 } | tee "$OUT/summary.txt"

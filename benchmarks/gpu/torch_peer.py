@@ -61,6 +61,7 @@ def main():
         ("sum", "f32", shape, 4.0 * n, lambda: torch.sum(a)),
         ("sum dim 0", "f32", f"[{side}, {side}]", 4.0 * n, lambda: torch.sum(sq, dim=0)),
         ("logsumexp rows", "bf16", f"[{lse_rows}, 32768]", 2.0 * lse_rows * 32768, lambda: torch.logsumexp(lse, dim=1)),
+        ("softmax rows", "bf16", f"[{lse_rows}, 32768]", 4.0 * lse_rows * 32768, lambda: torch.softmax(lse, dim=1)),
     ]
     out = []
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
