@@ -21,6 +21,7 @@
 #include "core/factory.h"
 #include "core/storage.h"
 #include "cuda/cuda.h"
+#include "ops/loss.h"
 #include "ops/ops.h"
 
 namespace {
