@@ -290,7 +290,10 @@ TEST_CASE("CUDA indexing ops reject bad indices with the CPU's message", "[cuda]
       {"scatter_add", [](const auto& in) { return scatter_add(in[0], 0, in[2], in[0]); }},
       {"one_hot", [](const auto& in) { return one_hot(in[1], 5); }},
   };
-  for (const auto& [name, f] : cases) {
+  for (const auto& entry : cases) {
+    // Named copies for the lambdas: clang before 16 cannot capture structured bindings.
+    const auto& name = entry.first;
+    const auto& f = entry.second;
     const std::vector<Tensor> cpu_in = {x, bad, bad2};
     const std::vector<Tensor> gpu_in = {x.to(gpu()), bad.to(gpu()), bad2.to(gpu())};
     const std::string want = error_of([&] { f(cpu_in); });
