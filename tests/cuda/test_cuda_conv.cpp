@@ -1,6 +1,7 @@
 // The CUDA conv kernels (im2col + cuBLASLt, cuda/conv_kernels.cpp) against the CPU's, the
 // reference: every op of the conv group in f32, f16, bf16 (and f64) over a table of geometries,
-// gradients through autograd, bit-for-bit repeats, chunked batches and no counted sync.
+// gradients through autograd, bit-for-bit repeats, chunked batches, no counted sync, and ResNet-20
+// forward and backward end to end.
 //
 // Tolerance, per element. Both devices accumulate each output's K products in f32 (f64 for f64)
 // in different orders (cuBLASLt's tiles, oneDNN's or the CPU GEMM's blocking), each within
@@ -20,7 +21,9 @@
 #include "core/factory.h"
 #include "core/generator.h"
 #include "cuda_test_util.h"
+#include "nn/models/resnet.h"
 #include "ops/conv.h"
+#include "ops/loss.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
@@ -232,6 +235,41 @@ TEST_CASE("CUDA conv chunks a batch whose columns exceed the 1 GiB budget", "[cu
     require_conv_close("chunked backward_weight", conv2d_backward_weight(xg, gg, {3, 3}, o),
                        conv2d_backward_weight(x, g, {3, 3}, o),
                        conv2d_backward_weight(abs64(x), abs64(g), {3, 3}, o), 30 * 128 * 128);
+  }
+  mg::test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA ResNet-20 runs forward and backward on the GPU like on the CPU", "[cuda][conv][nn][gpu]") {
+  // Two copies of the same seeded net, one moved to the GPU; training-mode batch norm. f32 on both
+  // devices differs by summation order only (~1e-7 relative per layer), which 20 layers of
+  // conv + batch norm amplify to ~1e-5 of the logit scale; the tolerances leave 10-100x room and
+  // still fail on any wrong kernel (a wrong tap or a dropped chunk moves values by O(1)).
+  manual_seed(5);
+  nn::models::ResNet cpu_net(nn::models::ResNetConfig::cifar(20, 3, 10));
+  manual_seed(5);
+  nn::models::ResNet gpu_net(nn::models::ResNetConfig::cifar(20, 3, 10));
+  gpu_net.to(gpu());
+  const Tensor x = randn_in(DType::F32, {8, 3, 32, 32}, 41);
+  const Tensor target = from_vector<int64_t>({1, 7, 3, 9, 0, 2, 5, 4}, {8});
+  const Tensor lc = cpu_net(x), lg = gpu_net(x.to(gpu()));
+  REQUIRE(lg.device() == gpu());
+  const std::vector<double> vc = values(lc), vg = values(lg);
+  double scale = 0;
+  for (double v : vc) scale = std::max(scale, std::abs(v));
+  for (std::size_t i = 0; i < vc.size(); ++i) CHECK(std::abs(vg[i] - vc[i]) <= 1e-3 * scale + 1e-5);
+  const Tensor loss_c = cross_entropy(lc, target), loss_g = cross_entropy(lg, target.to(gpu()));
+  loss_c.backward();
+  loss_g.backward();
+  const double lcv = loss_c.item<double>(), lgv = loss_g.item<double>();
+  CHECK(std::abs(lgv - lcv) <= 1e-4 * (1 + std::abs(lcv)));
+  const auto pc = cpu_net.named_parameters(), pg = gpu_net.named_parameters();
+  REQUIRE(pc.size() == pg.size());
+  for (std::size_t i = 0; i < pc.size(); ++i) {
+    INFO(pc[i].first);
+    const std::vector<double> gc = values(pc[i].second.grad()), gg = values(pg[i].second.grad());
+    double gscale = 0;
+    for (double v : gc) gscale = std::max(gscale, std::abs(v));
+    for (std::size_t j = 0; j < gc.size(); ++j) REQUIRE(std::abs(gg[j] - gc[j]) <= 1e-2 * gscale + 1e-6);
   }
   mg::test::require_no_pending_cuda_error();
 }
