@@ -2,7 +2,9 @@
 // call must read and write, beside a device-to-device memcpy of the same traffic measured in the
 // same run (the memory-bound reference; about 4.3 TB/s measured on an H200): elementwise ops, casts,
 // the reductions (sum of 2^28 f32, column sums of [2^14, 2^14] f32, logsumexp over the rows of
-// [4096, 32768] bf16) and softmax over the rows of the same [4096, 32768] bf16. GEMMs (cuBLASLt, mg::mm on square matrices) in TFLOP/s of 2 n^3 flops, with
+// [4096, 32768] bf16) and softmax over the rows of the same [4096, 32768] bf16. Convolutions (a
+// ResNet-50 3x3 conv, each direction, beside the GEMM of the same size alone measured in the same
+// run) in TFLOP/s. GEMMs (cuBLASLt, mg::mm on square matrices) in TFLOP/s of 2 n^3 flops, with
 // no reference column: the device's nominal Tensor Core peak is not something the CUDA runtime
 // reports (clock x SMs x a per-SM rate that differs by chip and product), so it is not printed; the
 // PyTorch peer measured on the same GPU (benchmarks/gpu/torch_peer.py) is the comparison. Targets
@@ -21,6 +23,7 @@
 #include "core/factory.h"
 #include "core/storage.h"
 #include "cuda/cuda.h"
+#include "ops/conv.h"
 #include "ops/loss.h"
 #include "ops/ops.h"
 
@@ -136,6 +139,34 @@ int main(int argc, char** argv) {
     rows.push_back(gemm_row("gemm", DType::F16, big, reps, false));
     rows.push_back(gemm_row("gemm", DType::F32, f32n, reps, false));
     rows.push_back(gemm_row("gemm (tf32)", DType::F32, f32n, reps, true));
+  }
+  {
+    // Convolutions (im2col + cuBLASLt): a ResNet-50 stage-2 3x3 conv, x [N, 128, 28, 28], w [128,
+    // 128, 3, 3], padding 1 (N = 64; --quick 8), each direction in TFLOP/s of 2 N O C 9 Ho Wo
+    // flops, beside the GEMM of the same size alone (mm [O, C 9] @ [C 9, N Ho Wo]) in the same run:
+    // the ratio is what im2col, col2im and the permutes cost on top of the GEMM.
+    const int64_t N = cfg.quick ? 8 : 64, C = 128, HW = 28;
+    const double flops = 2.0 * double(N) * C * C * 9 * HW * HW;
+    const std::string cshape = "[" + std::to_string(N) + ", 128, 28, 28] 3x3";
+    for (const DType dt : {DType::BF16, DType::F32}) {
+      const Tensor x = to(to(randn({N, C, HW, HW}), d), dt), w = to(to(randn({C, C, 3, 3}), d), dt);
+      const Tensor g = to(to(randn({N, C, HW, HW}), d), dt);
+      const Tensor ga = to(to(randn({C, C * 9}), d), dt), gb = to(to(randn({C * 9, N * HW * HW}), d), dt);
+      const double gemm_tflops = flops / (ms_per_call(reps, [&] { (void)mm(ga, gb); }) * 1e-3) / 1e12;
+      const Conv2dOptions o{.padding = {1, 1}};
+      auto conv_row = [&](const std::string& name, const std::function<void()>& fn) {
+        Row r{name, dtype_name(dt), cshape};
+        r.value = flops / (ms_per_call(reps, fn) * 1e-3) / 1e12;
+        r.unit = "TFLOP/s";
+        r.reference = "mm of the same size";
+        r.reference_value = gemm_tflops;
+        r.ratio = r.value / gemm_tflops;
+        return r;
+      };
+      rows.push_back(conv_row("conv2d fwd", [&] { (void)conv2d(x, w, {}, o); }));
+      rows.push_back(conv_row("conv2d dgrad", [&] { (void)conv2d_backward_input(g, w, {HW, HW}, o); }));
+      rows.push_back(conv_row("conv2d wgrad", [&] { (void)conv2d_backward_weight(x, g, {3, 3}, o); }));
+    }
   }
   // Reductions: a read-only pass, so the memcpy of the same traffic copies half the bytes read.
   {

@@ -175,7 +175,7 @@ bool run_gemm(const GemmPlan& plan, int device) {
   MG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   MG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   if (plan.c_mode == GemmCMode::Bias) {
-    // The bias has the output's type (the default of CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE).
+    // The bias has the output's type, out_dtype (the default of CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE).
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     MG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     MG_CUBLAS_CHECK(
@@ -184,7 +184,7 @@ bool run_gemm(const GemmPlan& plan, int device) {
   Layout a, b, d;
   make_layout(a, plan.A, plan.batch_count, type);
   make_layout(b, plan.B, plan.batch_count, type);
-  make_layout(d, plan.D, plan.batch_count, type);  // C is D (read only for CopyToOut, beta != 0)
+  make_layout(d, plan.D, plan.batch_count, data_type(plan.out_dtype));  // C is D (read only for CopyToOut, beta != 0)
 
   // The algorithm: from the cache, else from the heuristic (then cached, found or not).
   const std::vector<int64_t> key = heuristic_key(plan, device);
@@ -250,7 +250,7 @@ bool run_gemm(const GemmPlan& plan, int device) {
   const float alpha32 = float(plan.alpha), beta32 = float(plan.beta);
   const void* alpha = plan.compute == GemmCompute::F64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = plan.compute == GemmCompute::F64 ? static_cast<const void*>(&beta64) : &beta32;
-  const int64_t es = int64_t(dtype_size(plan.dtype));
+  const int64_t es = int64_t(dtype_size(plan.dtype)), es_out = int64_t(dtype_size(plan.out_dtype));
 
   // One call per index of the loop dims (one call when there are none).
   const std::size_t nd = plan.loop.size();
@@ -260,7 +260,7 @@ bool run_gemm(const GemmPlan& plan, int device) {
   for (int64_t call = 0; call < calls; ++call) {
     const char* A = static_cast<const char*>(plan.A.ptr) + ob * es;
     const char* B = static_cast<const char*>(plan.B.ptr) + oa * es;
-    char* D = static_cast<char*>(const_cast<void*>(plan.D.ptr)) + oo * es;
+    char* D = static_cast<char*>(const_cast<void*>(plan.D.ptr)) + oo * es_out;
     MG_CUBLAS_CHECK(cublasLtMatmul(handle, desc.d, alpha, A, a.l, B, b.l, beta, D, d.l, D, d.l, &chosen.algo,
                                    workspace_ptr, chosen.workspace, stream));
     for (std::size_t i = nd; i-- > 0;) {

@@ -21,6 +21,7 @@ void register_dropout_kernels();   // cuda/kernels/dropout.cu
 void register_pool_kernels();      // cuda/kernels/pool.cu
 void register_loss_kernels();      // cuda/loss_kernels.cpp (the composite losses)
 void register_norm_kernels();      // cuda/kernels/norm.cu
+void register_conv_kernels();      // cuda/conv_kernels.cpp (im2col + cuBLASLt)
 
 void register_cuda_kernels() {
   set_allocator(DeviceType::CUDA, &device_allocator());
@@ -37,6 +38,7 @@ void register_cuda_kernels() {
   register_pool_kernels();
   register_loss_kernels();
   register_norm_kernels();
+  register_conv_kernels();
 }
 
 }  // namespace mg::cuda

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The PyTorch peer of bench_cuda: the same ops, shapes and dtypes on the same GPU, timed the same
 way (CUDA events around 20 back-to-back calls after a warm-up, best of 5 batches), in GB/s of the
-bytes each call must read and write, and GEMMs (torch.matmul) in TFLOP/s of 2 n^3 flops. Writes
+bytes each call must read and write, and GEMMs (torch.matmul) in TFLOP/s of 2 n^3 flops, convolutions (torch.nn.functional.conv2d and
+torch.nn.grad, i.e. cuDNN) in TFLOP/s of 2 N O C kH kW Ho Wo flops. Writes
 one JSON object per row (name, dtype, shape, value, unit) so benchmarks/gpu/check.sh can put the
 figure beside mixgrad's. Like mixgrad, f16/bf16 GEMMs keep split-K sums in f32 (the reduced-
 precision reduction flags are off) and f32 is strict except in the "gemm (tf32)" row.
@@ -86,6 +87,24 @@ def main():
         out.append({"name": name, "dtype": dtype, "shape": shp, "value": value, "unit": "TFLOP/s"})
         print(f"{name:<22} {dtype:<6} {shp:<18} {value:10.1f} TFLOP/s")
         del x, y
+    # Convolutions: the ResNet-50 3x3 conv of bench_cuda (cuDNN here: the part-2 target), each
+    # direction in TFLOP/s of 2 N O C 9 Ho Wo flops.
+    n = 8 if args.quick else 64
+    flops = 2.0 * n * 128 * 128 * 9 * 28 * 28
+    shp = f"[{n}, 128, 28, 28] 3x3"
+    for dtype, tdt in [("bf16", torch.bfloat16), ("f32", torch.float32)]:
+        x = torch.randn(n, 128, 28, 28, device=dev).to(tdt)
+        w = torch.randn(128, 128, 3, 3, device=dev).to(tdt)
+        g = torch.randn(n, 128, 28, 28, device=dev).to(tdt)
+        torch.backends.cudnn.allow_tf32 = False
+        for name, fn in [("conv2d fwd", lambda: torch.nn.functional.conv2d(x, w, padding=1)),
+                         ("conv2d dgrad", lambda: torch.nn.grad.conv2d_input(x.shape, w, g, padding=1)),
+                         ("conv2d wgrad", lambda: torch.nn.grad.conv2d_weight(x, w.shape, g, padding=1))]:
+            ms = ms_per_call(fn, reps)
+            value = flops / (ms * 1e-3) / 1e12
+            out.append({"name": name, "dtype": dtype, "shape": shp, "value": value, "unit": "TFLOP/s"})
+            print(f"{name:<22} {dtype:<6} {shp:<18} {value:10.1f} TFLOP/s")
+        del x, w, g
     if args.json:
         with open(args.json, "w") as f:
             for r in out:

@@ -72,8 +72,12 @@ int alignment_of(const void* address, const std::vector<int64_t>& byte_offsets) 
 GemmPlan plan_gemm(const GemmProblem& problem, DType dtype, GemmPlanOptions options) {
   MG_ASSERT(dtype == DType::F64 || dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16,
             "plan_gemm: no cuBLASLt GEMM for ", dtype_name(dtype));
+  const DType out_dtype = options.out_dtype.value_or(dtype);
+  MG_ASSERT(out_dtype == dtype || (out_dtype == DType::F32 && (dtype == DType::F16 || dtype == DType::BF16)),
+            "plan_gemm: no cuBLASLt GEMM from ", dtype_name(dtype), " inputs to a ", dtype_name(out_dtype), " output");
   GemmPlan plan;
   plan.dtype = dtype;
+  plan.out_dtype = out_dtype;
   plan.compute = dtype == DType::F64                      ? GemmCompute::F64
                  : dtype == DType::F32 && options.allow_tf32 ? GemmCompute::F32FastTf32
                                                              : GemmCompute::F32;
@@ -143,15 +147,15 @@ GemmPlan plan_gemm(const GemmProblem& problem, DType dtype, GemmPlanOptions opti
   }
 
   // Alignment of every matrix any call touches: the base pointer and every batch/loop offset.
-  const int64_t es = int64_t(dtype_size(dtype));
-  auto offsets = [&](int64_t batch_stride, const Strides& loop) {
+  auto offsets = [&](int64_t batch_stride, const Strides& loop, DType dt) {
+    const int64_t es = int64_t(dtype_size(dt));
     std::vector<int64_t> o{batch_stride * es};
     for (int64_t s : loop) o.push_back(s * es);
     return o;
   };
-  plan.A.alignment = alignment_of(plan.A.ptr, offsets(plan.A.batch_stride, plan.loop_b));
-  plan.B.alignment = alignment_of(plan.B.ptr, offsets(plan.B.batch_stride, plan.loop_a));
-  plan.D.alignment = alignment_of(plan.D.ptr, offsets(plan.D.batch_stride, plan.loop_out));
+  plan.A.alignment = alignment_of(plan.A.ptr, offsets(plan.A.batch_stride, plan.loop_b, dtype));
+  plan.B.alignment = alignment_of(plan.B.ptr, offsets(plan.B.batch_stride, plan.loop_a, dtype));
+  plan.D.alignment = alignment_of(plan.D.ptr, offsets(plan.D.batch_stride, plan.loop_out, out_dtype));
 
   // c. The bias epilogue only where it is simplest for cuBLASLt (one matrix, every dim > 1, a
   // packed 16-byte-aligned bias, not f64); anything else copies c into out and uses beta.
@@ -174,6 +178,7 @@ GemmPlan plan_gemm(const GemmProblem& problem, DType dtype, GemmPlanOptions opti
 std::vector<int64_t> heuristic_key(const GemmPlan& plan, int device) {
   std::vector<int64_t> key{device,
                            int64_t(plan.dtype),
+                           int64_t(plan.out_dtype),
                            int64_t(plan.compute),
                            plan.f32_reductions_only,
                            int64_t(plan.c_mode),
@@ -194,6 +199,7 @@ std::string describe(const GemmPlan& plan) {
   static const char* cmodes[] = {"none", "bias epilogue", "copied into out"};
   std::ostringstream s;
   s << kinds[int(plan.kind)] << " " << dtype_name(plan.dtype);
+  if (plan.out_dtype != plan.dtype) s << " -> " << dtype_name(plan.out_dtype);
   if (plan.kind != GemmKind::Matmul) return s.str();
   if (plan.copy_a || plan.copy_b) {
     s << ": copy" << (plan.copy_a ? " a" : "") << (plan.copy_b ? " b" : "") << " first";

@@ -15,6 +15,7 @@
 //   if (plan.copy_a || plan.copy_b) ... make those inputs contiguous and plan again
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,7 +77,8 @@ struct GemmPlan {
   Shape loop;
   Strides loop_a, loop_b, loop_out;
   double alpha = 1.0, beta = 0.0;  // beta as passed to cuBLASLt (0 unless CopyToOut)
-  DType dtype = DType::F32;        // of A, B, C, D (and the bias)
+  DType dtype = DType::F32;        // of A and B (and of C, D and the bias unless out_dtype says otherwise)
+  DType out_dtype = DType::F32;    // of C, D and the bias: dtype, or f32 for f16/bf16 inputs (GemmPlanOptions)
   GemmCompute compute = GemmCompute::F32;
   // f16/bf16: split-K partial sums are kept in f32 (CUBLASLT_REDUCTION_SCHEME_NONE | COMPUTE_TYPE),
   // never rounded to the output type in between, so the output is rounded once.
@@ -86,9 +88,15 @@ struct GemmPlan {
 struct GemmPlanOptions {
   bool allow_tf32 = false;            // f32 on TF32 Tensor Cores
   bool allow_bias_epilogue = true;    // false: linear's bias goes through CopyToOut
+  // The dtype of out (and c): none means the inputs' dtype. f16/bf16 inputs may ask for an f32
+  // out (cuBLASLt: A/B 16F or 16BF, C/D 32F under CUBLAS_COMPUTE_32F), so that a product that is
+  // summed further (the conv's columns before col2im, its per-chunk weight gradients) is never
+  // rounded to 16 bits in between.
+  std::optional<DType> out_dtype;
 };
 
-// The plan for `p` with operands and output of dtype `dtype` (f64, f32, f16 or bf16).
+// The plan for `p` with operands of dtype `dtype` (f64, f32, f16 or bf16) and an output of
+// options.out_dtype (default `dtype`; only f32 may differ, and only for f16/bf16 inputs).
 GemmPlan plan_gemm(const GemmProblem& p, DType dtype, GemmPlanOptions options = {});
 
 // The largest power of two <= 256 that divides `address` and every byte offset in `offsets`.

@@ -1,6 +1,6 @@
 // Which (op, dtype) kernels the CUDA backend registers (no GPU needed: registration happens in
 // every CUDA build). The elementwise ops of ops/elementwise_ops.def and the copies must cover
-// exactly the CPU's dtypes on CUDA, and so must the indexing, softmax, loss, dropout, pooling and norm ops; the ops still
+// exactly the CPU's dtypes on CUDA, and so must the indexing, softmax, loss, dropout, pooling, norm and conv ops; the ops still
 // without a CUDA kernel (for any dtype) are listed in the test output. A CPU-only build registers no CUDA kernel at all.
 #include <catch2/catch.hpp>
 
@@ -37,7 +37,9 @@ const std::vector<OpId> kTableOps = {
     OpId::smooth_l1_loss, OpId::binary_cross_entropy_with_logits, OpId::kl_div, OpId::binary_cross_entropy,
     // cuda/kernels/norm.cu
     OpId::layer_norm, OpId::layer_norm_backward, OpId::rms_norm, OpId::group_norm, OpId::group_norm_backward,
-    OpId::batch_norm, OpId::batch_norm_backward};
+    OpId::batch_norm, OpId::batch_norm_backward,
+    // cuda/conv_kernels.cpp (im2col + cuBLASLt)
+    OpId::conv2d, OpId::conv2d_backward_input, OpId::conv2d_backward_weight, OpId::conv_transpose2d};
 
 }  // namespace
 

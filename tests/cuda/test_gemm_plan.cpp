@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/factory.h"
+#include "cublaslt_model.h"
 #include "cuda/host/gemm_plan.h"
 #include "ops/gemm_problem.h"
 #include "ops/ops.h"
@@ -370,50 +371,12 @@ TEST_CASE("gemm plan: alignment and the heuristic key", "[cuda][gemm]") {
 // A CPU model of cuBLASLt running a Matmul plan, straight from its documented semantics
 // (column-major storage, op N/T, leading dimensions, strided batch, the host loop, the bias
 // epilogue, D = alpha op(A) op(B) + beta C with C = D), and of the CUDA kernel's steps around it
-// (cuda/linalg_kernels.cpp: copies, c into out, k = 0). Run on f64 data for every kind of operand,
-// it checks that each plan computes the op, not just that it has the expected fields.
+// (cuda/linalg_kernels.cpp: copies, c into out, k = 0); the model is tests/cuda/cublaslt_model.h.
+// Run on f64 data for every kind of operand, it checks that each plan computes the op, not just
+// that it has the expected fields.
 namespace {
 
-void execute_like_cublaslt(const GemmPlan& p) {
-  const auto* a0 = static_cast<const double*>(p.A.ptr);
-  const auto* b0 = static_cast<const double*>(p.B.ptr);
-  auto* d0 = static_cast<double*>(const_cast<void*>(p.D.ptr));
-  const auto* bias = static_cast<const double*>(p.bias);
-  const int64_t calls = shape_numel(p.loop);
-  std::vector<int64_t> idx(p.loop.size(), 0);
-  for (int64_t call = 0; call < calls; ++call) {
-    int64_t oa = 0, ob = 0, oo = 0;  // our a, b, out (cuBLAS's B, A, D)
-    for (std::size_t i = 0; i < idx.size(); ++i) {
-      oa += idx[i] * p.loop_a[i];
-      ob += idx[i] * p.loop_b[i];
-      oo += idx[i] * p.loop_out[i];
-    }
-    for (int64_t e = 0; e < p.batch_count; ++e) {
-      const double* A = a0 + ob + e * p.A.batch_stride;
-      const double* B = b0 + oa + e * p.B.batch_stride;
-      double* D = d0 + oo + e * p.D.batch_stride;
-      for (int64_t r = 0; r < p.M; ++r) {
-        for (int64_t c = 0; c < p.N; ++c) {
-          double acc = 0;
-          for (int64_t l = 0; l < p.K; ++l) {
-            const double x = p.A.transpose ? A[l + r * p.A.ld] : A[r + l * p.A.ld];  // op(A)[r, l]
-            const double y = p.B.transpose ? B[c + l * p.B.ld] : B[l + c * p.B.ld];  // op(B)[l, c]
-            acc += x * y;
-          }
-          double& d = D[r + c * p.D.ld];
-          double v = p.alpha * acc;
-          if (p.beta != 0.0) v += p.beta * d;
-          if (p.c_mode == GemmCMode::Bias) v += bias[r];
-          d = v;
-        }
-      }
-    }
-    for (std::size_t i = idx.size(); i-- > 0;) {
-      if (++idx[i] < p.loop[i]) break;
-      idx[i] = 0;
-    }
-  }
-}
+using mg::test::execute_like_cublaslt;
 
 struct Seen {
   int copies = 0, loops = 0, batches = 0, bias = 0, copied_c = 0, fills = 0, empty = 0;
@@ -583,4 +546,39 @@ TEST_CASE("gemm plan: every plan, executed like cuBLASLt, computes the op", "[cu
   CHECK(seen.copied_c > 0);
   CHECK(seen.fills > 0);
   CHECK(seen.empty > 0);
+}
+
+TEST_CASE("gemm plan: an f32 output for f16/bf16 inputs", "[cuda][gemm]") {
+  // The conv's input-gradient columns and weight-gradient partials: A/B 16-bit, C/D f32 under
+  // CUBLAS_COMPUTE_32F. Everything but D's dtype and alignment is the plan of the same inputs.
+  auto ptr = [](uintptr_t a) { return reinterpret_cast<const void*>(a); };
+  GemmProblem p;
+  p.batch = {3};
+  p.n = 5;
+  p.k = 4;
+  p.m = 3;  // out [3, 5, 3]: batch stride 15 elements
+  p.a = {.ptr = ptr(0x100000), .batch_strides = {20}, .rs = 4, .cs = 1, .input = 0};
+  p.b = {.ptr = ptr(0x200000), .batch_strides = {12}, .rs = 3, .cs = 1, .input = 1};
+  p.out = reinterpret_cast<void*>(uintptr_t(0x300000));
+  for (const DType dt : {DType::F16, DType::BF16}) {
+    INFO(dtype_name(dt));
+    const GemmPlan same = plan_gemm(p, dt);
+    const GemmPlan wide = plan_gemm(p, dt, {.out_dtype = DType::F32});
+    CHECK(same.out_dtype == dt);  // the default: the inputs' dtype
+    CHECK(wide.dtype == dt);
+    CHECK(wide.out_dtype == DType::F32);
+    CHECK(wide.compute == GemmCompute::F32);
+    CHECK(wide.f32_reductions_only);
+    CHECK(wide.A == same.A);
+    CHECK(wide.B == same.B);
+    CHECK(same.D.alignment == 2);  // 15 elements of 2 bytes apart
+    CHECK(wide.D.alignment == 4);  // 15 elements of 4 bytes apart
+    CHECK(heuristic_key(wide, 0) != heuristic_key(same, 0));
+    CHECK(describe(wide).rfind(std::string("matmul ") + dtype_name(dt) + " -> f32 compute 32F", 0) == 0);
+  }
+  CHECK(plan_gemm(p, DType::F32, {.out_dtype = DType::F32}).out_dtype == DType::F32);
+  // No other mix: cuBLASLt has none for these dtypes under our compute types.
+  CHECK_THROWS_AS(plan_gemm(p, DType::F32, {.out_dtype = DType::F16}), InternalError);
+  CHECK_THROWS_AS(plan_gemm(p, DType::F16, {.out_dtype = DType::F64}), InternalError);
+  CHECK_THROWS_AS(plan_gemm(p, DType::F64, {.out_dtype = DType::F32}), InternalError);
 }
