@@ -82,11 +82,12 @@ Tensors grad_leaves(const OpCase& c, Tensors& in) {
   return xs;
 }
 
-// d(sum(run(in) * cot)) / d(in[grad_inputs]); an unused input gets zeros.
+// d(sum(run(in) * cot)) / d(in[grad_inputs]); an unused input gets zeros. The cotangent moves to
+// the output's device (to_device/cpu of a CUDA input ends on the CPU).
 Tensors analytic_grads(const OpCase& c, const Tensors& in, const Tensors& xs, const Tensor& cot,
                        bool create_graph) {
   const Tensor y = c.run(in);
-  const Tensor loss = sum(mul(y, cot));
+  const Tensor loss = sum(mul(y, cot.device() == y.device() ? cot : cot.to(y.device())));
   Tensors g = autograd::grad({loss}, xs, {}, std::nullopt, create_graph, /*allow_unused=*/true);
   for (std::size_t i = 0; i < g.size(); ++i) {
     if (!g[i].defined()) g[i] = zeros_like(xs[i]);
