@@ -29,6 +29,7 @@
 #include "core/op_observer.h"
 #include "cuda/cuda_test_util.h"
 #include "nn/models/resnet.h"
+#include "ops/dispatcher.h"
 #include "ops/kernel_registry.h"
 #include "ops/ops.h"
 #include "optim/sgd.h"
@@ -274,6 +275,7 @@ TEST_CASE("O1 and O2 on CUDA: MLP training steps equal the CPU's", "[amp][initia
 }
 
 TEST_CASE("O1 and O2 on CUDA: ResNet-8 training steps equal the CPU's", "[amp][initialize][cuda][gpu]") {
+  init();  // fills the kernel registry (a process running only this case has dispatched nothing yet)
   for (OpId op : {OpId::conv2d, OpId::conv2d_backward_input, OpId::conv2d_backward_weight}) {
     if (!has_kernel(op, DeviceType::CUDA, DType::F16)) {
       WARN("skipped: ResNet-8 on CUDA needs an f16 " << op_name(op) << " kernel, which this build lacks");
