@@ -66,14 +66,16 @@ step "configure (sm_$ARCH)" 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TY
   -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DMG_BUILD_EXAMPLES=OFF -DMG_INSTALL=OFF "${DEPS_ARGS[@]}" \
   && grep -a "CUDA backend" "$LOG" | tail -1
 BUILD_OK=0
-if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops bench_cuda; then
+if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp bench_cuda; then
   BUILD_OK=1
 fi
 
 if [ $BUILD_OK -eq 1 ]; then
-  # Every CUDA test case (host-only and [gpu]); the op table's CUDA-vs-CPU comparison.
+  # Every CUDA test case (host-only and [gpu]); the op table's CUDA-vs-CPU comparisons (forward and
+  # gradients); autocast and AMP on CUDA.
   step "tests: test_cuda" 120 "$BUILD/tests/test_cuda" --reporter junit --out "$OUT/tests.xml"
   step "tests: op table on CUDA" 120 "$BUILD/tests/test_ops" "[gpu]" --reporter junit --out "$OUT/ops_tests.xml"
+  step "tests: AMP on CUDA" 120 "$BUILD/tests/test_amp" "[gpu]" --reporter junit --out "$OUT/amp_tests.xml"
   step "bench_cuda" 120 "$BUILD/benchmarks/bench_cuda" --json "$OUT/bench_cuda.json"
 fi
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >> "$LOG" 2>&1; then
@@ -86,7 +88,7 @@ fi
   echo "GPU check summary: ${NAME_LINE:-unknown GPU}, commit $(git rev-parse --short HEAD 2>/dev/null), $(date -u +%F)"
   printf '%-28s %-28s %6s\n' "step" "outcome" "time"
   for line in "${SUMMARY[@]}"; do echo "$line"; done
-  for xml in "$OUT/tests.xml" "$OUT/ops_tests.xml"; do
+  for xml in "$OUT/tests.xml" "$OUT/ops_tests.xml" "$OUT/amp_tests.xml"; do
     [ -f "$xml" ] && python3 - "$xml" <<'PY' 2>/dev/null || true
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
