@@ -7,6 +7,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/autocast_state.h"
 #include "mixgrad/core/op_observer.h"
+#include "mixgrad/ops/cuda_gaps.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/op_node.h"
 #include "mixgrad/ops/op_rule.h"
@@ -63,6 +64,16 @@ void record(OpId op, const OpAttrs& attrs, const Tensors& inputs, Tensors& outpu
   node->save_outputs(outputs, save);
 }
 
+// A missing kernel is a NotImplementedError naming the op, the device and the dtype, never a
+// fallback to another device. On CUDA it quotes the reason ops/cuda_gaps.def marks for the gap.
+[[noreturn]] void throw_missing_kernel(OpId op, const Device& device, DeviceType kernel_device, DType dtype) {
+  const char* reason = kernel_device == DeviceType::CUDA ? cuda_gap_reason(op, dtype) : nullptr;
+  MG_THROW(NotImplementedError, op_name(op), ": no ", device.str(), " kernel for ", dtype_name(dtype),
+           reason ? std::string(" (a known gap of the CUDA backend: ") + reason + ")" : std::string(),
+           kernel_device == DeviceType::CUDA ? "\n  hint: the CUDA backend has no such kernel yet; compute this op on "
+                                               "the CPU (.to(Device::cpu()))" : "");
+}
+
 Tensors run(OpId op, const Tensors& inputs, const OpAttrs& attrs) {
   const OpRule& rule = op_rule(op);
   MG_ASSERT(rule.infer || rule.view, op_name(op), " has no rule registered");
@@ -83,10 +94,7 @@ Tensors run(OpId op, const Tensors& inputs, const OpAttrs& attrs) {
   // A build without the backend says so (DeviceError), not "no kernel" (NotImplementedError).
   if (kernel_device == DeviceType::CUDA) (void)allocator_for(DeviceType::CUDA);
   KernelFn kernel = find_kernel(op, kernel_device, r.kernel_dtype);
-  MG_CHECK(kernel != nullptr, NotImplementedError, op_name(op), ": no ", device.str(),
-           " kernel for ", dtype_name(r.kernel_dtype),
-           kernel_device == DeviceType::CUDA ? "\n  hint: the CUDA backend has no such kernel yet; compute this op on "
-                                               "the CPU (.to(Device::cpu()))" : "");
+  if (kernel == nullptr) throw_missing_kernel(op, device, kernel_device, r.kernel_dtype);
   Tensors outputs;
   outputs.reserve(r.outputs.size());
   for (const TensorMeta& m : r.outputs) outputs.push_back(empty(m.shape, {.dtype = m.dtype, .device = device}));
@@ -120,8 +128,7 @@ void run_inplace(OpId op, const Tensor& self, const Tensors& inputs, const OpAtt
            describe(self));
   if (r.outputs[0].dtype == self.dtype() && r.kernel_dtype == self.dtype()) {
     KernelFn kernel = find_kernel(op, self.device().type, r.kernel_dtype);
-    MG_CHECK(kernel != nullptr, NotImplementedError, name, ": no ", self.device().str(),
-             " kernel for ", dtype_name(r.kernel_dtype));
+    if (kernel == nullptr) throw_missing_kernel(op, self.device(), self.device().type, r.kernel_dtype);
     Tensors outs{self};
     kernel(inputs, outs, attrs);
   } else {

@@ -74,7 +74,8 @@ if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cu
 fi
 
 if [ $BUILD_OK -eq 1 ]; then
-  # Every CUDA test case (host-only and [gpu]); the op table's CUDA-vs-CPU comparison.
+  # Every CUDA test case (host-only and [gpu]); the op table's CUDA-vs-CPU comparisons (forward and
+  # gradients); autocast and AMP on CUDA.
   step "tests: test_cuda" 120 "$BUILD/tests/test_cuda" --reporter junit --out "$OUT/tests.xml"
   step "tests: op table on CUDA" 120 "$BUILD/tests/test_ops" "[gpu]" --reporter junit --out "$OUT/ops_tests.xml"
   step "tests: amp on CUDA" 120 "$BUILD/tests/test_amp" "[gpu]" --reporter junit --out "$OUT/amp_tests.xml"

@@ -712,6 +712,43 @@ void golden_cases(Table& t) {
        {1, -2, 3, 4, 0.5, -1}, {3, 2});
 }
 
+// Elements [1, n] of g's 1-D tensor of n + 1: a contiguous view whose data starts one element
+// past the storage's (16-byte) alignment, so vectorised device loops take their unaligned path.
+Gen offset_by_one(Gen g) {
+  return [g](DType dt) {
+    const Tensor x = g(dt);
+    return slice(x, 0, 1, x.size(0));
+  };
+}
+
+// The shapes the device launchers treat specially, for the elementwise family: an odd size
+// (4097 = 4 · 1024 + 1: a scalar tail after 16-byte vectors), a misaligned start, a strided
+// broadcast, and empty tensors (whose broadcast gradients are sums over nothing). Appended last
+// so that the seeded inputs of every earlier case stay what they were.
+void device_coverage_cases(Table& t) {
+  using O = OpId;
+  using V = std::vector<double>;
+  t.add(O::exp, "exp/odd_4097", {normal({4097})}, [](const Tensors& in) { return exp(in[0]); }, {0})
+      .ref = unary_ref(std::exp);
+  t.add(O::tanh, "tanh/offset_4097", {offset_by_one(normal({4098}, 1.5))},
+        [](const Tensors& in) { return tanh(in[0]); }, {0})
+      .ref = unary_ref(std::tanh);
+  t.add(O::mul, "mul/odd_4097", {normal({4097}), normal({4097})},
+        [](const Tensors& in) { return mul(in[0], in[1]); }, {0, 1})
+      .ref = [](const V& v) { return v[0] * v[1]; };
+  t.add(O::sub, "sub/strided_broadcast", {strided(normal({3, 8}), 1, 2), transposed(normal({1, 3}))},
+        [](const Tensors& in) { return sub(in[0], in[1]); }, {0, 1})
+      .ref = [](const V& v) { return v[0] - v[1]; };
+  t.add(O::relu, "relu/empty", {normal({0, 4})}, [](const Tensors& in) { return relu(in[0]); }, {0})
+      .ref = [](const V& v) { return v[0] > 0 ? v[0] : 0.0; };
+  t.add(O::add, "add/empty_broadcast", {normal({0, 3}), normal({3})},
+        [](const Tensors& in) { return add(in[0], in[1]); }, {0, 1})
+      .ref = [](const V& v) { return v[0] + v[1]; };
+  t.add(O::where, "where/empty", {mask({}, {0, 3}), normal({0, 3}), normal({3})},
+        [](const Tensors& in) { return where(in[0], in[1], in[2]); }, {1, 2})
+      .ref = [](const V& v) { return v[0] != 0 ? v[1] : v[2]; };
+}
+
 }  // namespace
 
 Tensor make_input(const std::vector<double>& v, const Shape& shape, DType dt) {
@@ -757,6 +794,7 @@ const std::vector<OpCase>& all_op_cases() {
     add_loss_cases(t.cases);
     add_conv_cases(t.cases);
     add_norm_cases(t.cases);
+    device_coverage_cases(t);
     return std::move(t.cases);
   }();
   return cases;

@@ -52,7 +52,8 @@ struct OpCase {
   Shape golden_shape;
 };
 
-// Every case, built once. Cases are ordered as op_list.def.
+// Every case, built once. Cases are ordered as op_list.def, group by group; the cases for the
+// device launchers' special shapes (odd sizes, misaligned, empty) come last.
 const std::vector<OpCase>& all_op_cases();
 // The neural-network op groups append their cases (tests/ops/op_cases_<group>.cpp).
 void add_loss_cases(std::vector<OpCase>& cases);

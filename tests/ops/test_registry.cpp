@@ -1,6 +1,10 @@
 // The registry test (DESIGN §8): every op in ops/op_list.def has a rule, a backward rule exactly
 // when it is differentiable, CPU kernels for the dtypes it must support, and at least one case in
 // the op table; op names are unique and round-trip; cast policies can be overridden and reset.
+// The CUDA rule: in a CUDA build every op has CUDA kernels for f32, f16 and bf16 unless
+// ops/cuda_gaps.def marks the gap with a reason, no marked gap has been filled (no stale reason),
+// and calling a gap is a NotImplementedError that quotes the reason. Kernel registration needs no
+// GPU, so these run on every machine.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -8,8 +12,12 @@
 #include <string>
 
 #include "op_cases.h"
+#include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "cuda/cuda.h"
+#include "cuda/cuda_test_util.h"
 #include "ops/dispatcher.h"
+#include "ops/cuda_gaps.h"
 #include "ops/kernel_registry.h"
 #include "ops/op_node.h"
 #include "ops/op_rule.h"
@@ -206,6 +214,142 @@ TEST_CASE("registry: cast policies can be overridden, reset and parsed", "[ops][
     CHECK_THAT(msg, Catch::Matchers::Contains("unknown cast policy \"half\""));
     CHECK_THAT(msg, Catch::Matchers::Contains("lower, fp32, promote, keep or banned"));
   }
+}
+
+}  // namespace mg::optable
+
+// ---- the CUDA rule (DESIGN §1): f32/f16/bf16 CUDA kernels for every op, or a marked gap ----
+
+namespace mg::optable {
+namespace {
+
+// The dtypes an op must have on CUDA: those of f32, f16 and bf16 it must have on the CPU (one_hot
+// is keyed by its integer index, so none of them).
+std::vector<DType> required_cuda_dtypes(OpId op) {
+  std::vector<DType> out;
+  for (DType t : required_cpu_dtypes(op)) {
+    if (t == DType::F32 || t == DType::F16 || t == DType::BF16) out.push_back(t);
+  }
+  return out;
+}
+
+// x as a cuda:0 tensor: on a machine with a GPU a real copy (layout kept), without one a stand-in
+// whose storage is x's host memory tagged cuda:0. A stand-in is never read: it only reaches the
+// dispatcher's kernel lookup, which fails for a gap before anything is allocated or launched.
+Tensor on_cuda_or_stand_in(const Tensor& x) {
+  if (cuda::is_available()) return test::to_gpu_keep_layout(x);
+  const std::shared_ptr<Storage> host = x.impl()->storage;
+  auto tagged = std::make_shared<Storage>(host->data(), host->nbytes(), Device::cuda(0), [host](void*) {});
+  return make_tensor(tagged, x.shape(), x.strides(), x.offset(), x.dtype());
+}
+
+}  // namespace
+
+TEST_CASE("registry: ops/cuda_gaps.def marks each op once, with a reason and floating dtypes", "[ops][registry]") {
+  std::set<OpId> seen;
+  for (const CudaGap& g : cuda_gaps()) {
+    INFO("gap " << op_name(g.op));
+    CHECK(seen.insert(g.op).second);  // one line per op
+    CHECK(g.reason != nullptr);
+    CHECK(std::string(g.reason).size() >= 10);  // a reason, not a placeholder
+    CHECK_FALSE(is_view_op(g.op));             // views have no kernel on any device: nothing to mark
+    CHECK_FALSE(g.dtypes.empty());
+    std::set<DType> dts;
+    for (DType t : g.dtypes) {
+      CHECK(dts.insert(t).second);
+      CHECK((t == DType::F64 || t == DType::F32 || t == DType::F16 || t == DType::BF16));
+      CHECK(cuda_gap_reason(g.op, t) == g.reason);
+    }
+    CHECK(find_cuda_gap(g.op) == &g);
+    CHECK(cuda_gap_reason(g.op) == g.reason);
+  }
+  // An op without a line has no reason for any dtype.
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpId op = OpId(i);
+    if (seen.count(op)) continue;
+    INFO("op " << op_name(op));
+    CHECK(find_cuda_gap(op) == nullptr);
+    CHECK(cuda_gap_reason(op) == nullptr);
+    CHECK(cuda_gap_reason(op, DType::F16) == nullptr);
+  }
+}
+
+TEST_CASE("registry: every op has CUDA kernels for f32, f16 and bf16 unless ops/cuda_gaps.def marks the gap, "
+          "and no marked gap has a kernel",
+          "[ops][registry][cuda]") {
+  init();
+  if (!cuda::built_with_cuda()) {
+    // A CPU-only build registers no CUDA kernel (tests/cuda/test_cuda_registry.cpp checks it):
+    // every op would be a gap, and the rule is about the backend's coverage.
+    WARN("skipped: mixgrad was built without the CUDA backend");
+    return;
+  }
+  int full = 0, marked = 0;
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpId op = OpId(i);
+    INFO("op " << op_name(op));
+    if (is_view_op(op)) {
+      CHECK(find_cuda_gap(op) == nullptr);
+      continue;
+    }
+    bool complete = true;
+    for (DType t : required_cuda_dtypes(op)) {
+      if (has_kernel(op, DeviceType::CUDA, t)) continue;
+      complete = false;
+      INFO("dtype " << dtype_name(t) << ": no CUDA kernel and no line in ops/cuda_gaps.def");
+      CHECK(cuda_gap_reason(op, t) != nullptr);
+    }
+    full += complete;
+  }
+  // Stale reasons: a marked dtype that has a kernel after all (delete it from ops/cuda_gaps.def).
+  for (const CudaGap& g : cuda_gaps()) {
+    for (DType t : g.dtypes) {
+      INFO("op " << op_name(g.op) << " dtype " << dtype_name(t)
+                 << ": ops/cuda_gaps.def marks a gap but a CUDA kernel is registered");
+      CHECK_FALSE(has_kernel(g.op, DeviceType::CUDA, t));
+      ++marked;
+    }
+  }
+  std::string gaps;
+  for (const CudaGap& g : cuda_gaps()) gaps += std::string(gaps.empty() ? "" : ", ") + op_name(g.op);
+  WARN("ops with CUDA f32/f16/bf16 kernels: " << full << "; marked gaps (" << marked
+                                              << " op-dtype pairs): " << (gaps.empty() ? "none" : gaps));
+  CHECK(full >= 90);  // the backend covers nearly every op (95 of the 99 with kernels when this was written)
+}
+
+TEST_CASE("registry: a missing CUDA kernel is a NotImplementedError quoting the marked gap, never a CPU fallback",
+          "[ops][registry][cuda]") {
+  init();
+  if (!cuda::built_with_cuda()) {
+    WARN("skipped: mixgrad was built without the CUDA backend");
+    return;
+  }
+  if (cuda_gaps().empty()) WARN("ops/cuda_gaps.def marks no gap: there is no missing kernel to call");
+  int checked = 0;
+  for (const OpCase& c : all_op_cases()) {
+    const char* reason = cuda_gap_reason(c.op);
+    if (!reason) continue;
+    for (DType t : find_cuda_gap(c.op)->dtypes) {
+      INFO("case " << c.name << " dtype " << dtype_name(t));
+      const Tensors host = c.make_inputs(t);
+      Tensors dev;
+      for (const Tensor& x : host) dev.push_back(on_cuda_or_stand_in(x));
+      NoGradGuard no_grad;
+      std::string msg;
+      try {
+        const Tensor y = c.run(dev);
+        FAIL_CHECK("ran on " << y.device().str() << " although no CUDA kernel is registered");
+      } catch (const NotImplementedError& e) {
+        msg = e.what();
+      }
+      CHECK_THAT(msg, Catch::Matchers::StartsWith(std::string(op_name(c.op)) + ": no cuda:0 kernel for " +
+                                                  dtype_name(t)));
+      CHECK_THAT(msg, Catch::Matchers::Contains(std::string("(a known gap of the CUDA backend: ") + reason + ")"));
+      CHECK_THAT(msg, Catch::Matchers::Contains("hint: the CUDA backend has no such kernel yet"));
+      ++checked;
+    }
+  }
+  CHECK(checked >= int(cuda_gaps().size()));  // every marked op has a case (the table covers every op)
 }
 
 }  // namespace mg::optable
