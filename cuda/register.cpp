@@ -1,8 +1,8 @@
 // register_cuda_kernels(): the CUDA backend's one entry point, called once from mg::init()
-// (ops/init.cpp). It installs the device allocator and the byte-copy function into core and
-// fills the kernel registry with the CUDA kernels of every op group. Nothing here needs a GPU:
-// a CUDA build on a machine without one registers everything, and the first use of a CUDA device
-// throws DeviceError with the reason.
+// (ops/init.cpp). It installs the device allocator, the byte-copy function and the factories'
+// fill function into core and fills the kernel registry with the CUDA kernels of every op group.
+// Nothing here needs a GPU: a CUDA build on a machine without one registers everything, and the
+// first use of a CUDA device throws DeviceError with the reason.
 #include "mixgrad/core/storage.h"
 #include "mixgrad/cuda/copy.h"
 #include "mixgrad/cuda/device_allocator.h"
@@ -21,6 +21,7 @@ void register_dropout_kernels();   // cuda/kernels/dropout.cu
 void register_pool_kernels();      // cuda/kernels/pool.cu
 void register_loss_kernels();      // cuda/loss_kernels.cpp (the composite losses)
 void register_norm_kernels();      // cuda/kernels/norm.cu
+void register_factory_kernels();   // cuda/kernels/factory.cu (the device fill of core/factory.cpp)
 
 void register_cuda_kernels() {
   set_allocator(DeviceType::CUDA, &device_allocator());
@@ -37,6 +38,7 @@ void register_cuda_kernels() {
   register_pool_kernels();
   register_loss_kernels();
   register_norm_kernels();
+  register_factory_kernels();
 }
 
 }  // namespace mg::cuda
