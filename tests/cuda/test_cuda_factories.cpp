@@ -15,6 +15,7 @@
 #include "core/generator.h"
 #include "cuda/cuda.h"
 #include "cuda_test_util.h"
+#include "ops/dispatcher.h"
 #include "test_util.h"
 
 using namespace mg;
@@ -67,6 +68,9 @@ std::vector<unsigned char> bytes(const Tensor& t) {
 
 TEST_CASE("cuda factories: every factory equals the CPU's bits and leaves the same generator state",
           "[cuda][gpu]") {
+  // The backend registers its allocator and fill function in init() (ops/init.cpp), which the
+  // dispatcher calls lazily; a process whose first call is a factory has dispatched nothing yet.
+  init();
   for (const DType dt : kAll) {
     for (const int64_t n : {int64_t(1), int64_t(2), int64_t(3), int64_t(5), int64_t(1001), int64_t((1 << 20) + 3)}) {
       for (const uint64_t offset : {uint64_t(0), uint64_t(7), uint64_t(0xFFFFFFFFull)}) {
@@ -92,6 +96,7 @@ TEST_CASE("cuda factories: every factory equals the CPU's bits and leaves the sa
 
 TEST_CASE("cuda factories: the default generator, mixed CPU and CUDA calls stay one reproducible stream",
           "[cuda][gpu]") {
+  init();  // as above
   // The same program twice: once all on the CPU, once alternating devices.
   manual_seed(77);
   const Tensor a0 = randn({1001}), b0 = rand({513}, {.dtype = DType::F16}), c0 = randint(0, 10, {9}), d0 = randn({4});
@@ -110,6 +115,7 @@ TEST_CASE("cuda factories: the default generator, mixed CPU and CUDA calls stay 
 }
 
 TEST_CASE("cuda factories: no host synchronisation, the current stream, empty shapes", "[cuda][gpu]") {
+  init();  // as above
   SECTION("no counted sync") {
     (void)zeros({16}, {.device = gpu()});  // the allocator's first block
     cuda::synchronize();
@@ -151,6 +157,7 @@ TEST_CASE("cuda factories: no host synchronisation, the current stream, empty sh
 
 TEST_CASE("cuda factories: without a usable device they are DeviceErrors and leave the generator alone",
           "[cuda]") {
+  init();  // as above
   if (cuda::is_available()) return;  // the [gpu] cases above cover the device
   Generator g(11);
   const Device d = Device::cuda(0);
