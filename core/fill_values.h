@@ -8,8 +8,10 @@
 // int64) and converted to the storage type through its opmath type (f16/bf16 from f32), as the
 // CPU always did.
 //
-//   const FillSpec s{.kind = FillKind::Rand, .seed = g.seed(), .offset = g.reserve(random_blocks(...))};
-//   for (int64_t it = 0; it < fill_item_count(s, dt, n); ++it) fill_item<FillKind::Rand>(p, n, s, it);
+//   FillSpec s{.kind = FillKind::Randn, .seed = g.seed()};
+//   const int64_t items = fill_item_count(s.kind, DType::F32, n);   // Philox blocks: (n + 1) / 2
+//   s.offset = g.reserve(uint64_t(items));
+//   for (int64_t it = 0; it < items; ++it) fill_item<FillKind::Randn>(p, n, s, it);  // p: float[n]
 #pragma once
 #include <cstdint>
 #include <type_traits>
