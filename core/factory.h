@@ -1,4 +1,4 @@
-// Tensor factories. Values are produced on the CPU and copied when another device is asked for.
+// Tensor factories, filled on the requested device (CUDA: a kernel), the same bits on every device.
 // Random factories use the counter-based Philox stream of a Generator (default: the global one),
 // so values depend only on (seed, offset, element index).
 //

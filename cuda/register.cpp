@@ -1,8 +1,8 @@
 // register_cuda_kernels(): the CUDA backend's one entry point, called once from mg::init()
-// (ops/init.cpp). It installs the device allocator and the byte-copy function into core and
-// fills the kernel registry with the CUDA kernels of every op group. Nothing here needs a GPU:
-// a CUDA build on a machine without one registers everything, and the first use of a CUDA device
-// throws DeviceError with the reason.
+// (ops/init.cpp). It installs the device allocator, the byte-copy function and the factories'
+// fill function into core and fills the kernel registry with the CUDA kernels of every op group.
+// Nothing here needs a GPU: a CUDA build on a machine without one registers everything, and the
+// first use of a CUDA device throws DeviceError with the reason.
 #include "mixgrad/core/storage.h"
 #include "mixgrad/cuda/copy.h"
 #include "mixgrad/cuda/device_allocator.h"
@@ -22,6 +22,7 @@ void register_pool_kernels();      // cuda/kernels/pool.cu
 void register_loss_kernels();      // cuda/loss_kernels.cpp (the composite losses)
 void register_norm_kernels();      // cuda/kernels/norm.cu
 void register_conv_kernels();      // cuda/conv_kernels.cpp (im2col + cuBLASLt)
+void register_factory_kernels();   // cuda/kernels/factory.cu (the device fill of core/factory.cpp)
 
 void register_cuda_kernels() {
   set_allocator(DeviceType::CUDA, &device_allocator());
@@ -39,6 +40,7 @@ void register_cuda_kernels() {
   register_loss_kernels();
   register_norm_kernels();
   register_conv_kernels();
+  register_factory_kernels();
 }
 
 }  // namespace mg::cuda
