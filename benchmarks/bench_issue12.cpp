@@ -11,7 +11,8 @@
 // and issue 16's slow rows on BERT-mini MLM shapes (seq 128, batch 32: 4096 tokens, O1 bf16):
 //   gelu_backward [4096, 1024] bf16, softmax and softmax_backward [32, 4, 128, 128] f32,
 //   log_softmax_backward [8192, 1000] f32, cross_entropy and its backward on [4096, 8192] f32
-//   logits with 15% of the rows labelled (the rest ignore_index), in ms and GB/s.
+//   logits with 15% of the rows labelled (the rest ignore_index), and relu forward and backward
+//   on ResNet-20's [128, 16, 32, 32] bf16, in ms and GB/s.
 // For before/after numbers run two builds' binaries alternately and take the median of the runs.
 // It uses only the public API, so the same file builds against an older tree to compare: e.g.
 //   g++ -O3 -march=native -std=c++20 -fopenmp -I<this tree>/benchmarks -I<old tree>
@@ -188,6 +189,20 @@ int main(int argc, char** argv) {
       const double cb = median_cpu_seconds(reps, [&] { return mg::cross_entropy_backward(one, cl, ct); });
       rows.push_back({"cross_entropy_bw (15% rows)", "f32", cs, 1e3 * cb, "ms"});
       rows.push_back({"cross_entropy_bw (15% rows)", "f32", cs, 2.0 * double(bt * cv) * 4 / cb / 1e9, "GB/s"});
+
+      // ReLU on ResNet-20's first stage under O1 ([128, 16, 32, 32] bf16): forward, and the
+      // backward rule's ops, where(y > 0, g, 0).
+      const int64_t rn = cfg.quick ? 16 : 128;
+      const mg::Tensor ra = mg::to(mg::randn({rn, 16, 32, 32}), mg::DType::BF16);
+      const mg::Tensor rg = mg::to(mg::randn({rn, 16, 32, 32}), mg::DType::BF16);
+      const mg::Tensor ry = mg::relu(ra);
+      const std::string rs = std::to_string(rn) + "x16x32x32";
+      const double rf = median_cpu_seconds(reps, [&] { return mg::relu(ra); });
+      rows.push_back({"relu", "bf16", rs, 2.0 * double(ra.numel()) * 2 / rf / 1e9, "GB/s"});
+      const mg::Tensor rz = mg::zeros({}, {.dtype = mg::DType::BF16});
+      const double rb = median_cpu_seconds(reps, [&] { return mg::where(mg::gt(ry, rz), rg, rz); });
+      rows.push_back({"relu backward (where(y>0,g,0))", "bf16", rs, 1e3 * rb, "ms"});
+      rows.push_back({"relu backward (where(y>0,g,0))", "bf16", rs, 3.0 * double(ra.numel()) * 2 / rb / 1e9, "GB/s"});
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_issue12: %s\n", e.what());
