@@ -269,7 +269,7 @@ bool scatter_add_by_rows(const Tensor& o, const Tensor& index, const Tensor& src
 }
 
 // out = self; out[index[i][j]][j] += src[i][j] (dim 0 shown). Floating types sum each target's
-// sequence (self, its terms in index order) by the rule (ScatterLeaves; in opmath, f32 for
+// sequence (self, its terms in index order) by the rule (scatter_add_lines; in opmath, f32 for
 // f16/bf16, with one rounding on store); up to kSumLeaf - 1 terms per target that is the plain
 // in-order sum. Integers add in order (exact up to wrap-around), bool ORs.
 template <typename T>
