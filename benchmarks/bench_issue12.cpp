@@ -12,7 +12,8 @@
 //   gelu_backward [4096, 1024] bf16, softmax and softmax_backward [32, 4, 128, 128] f32,
 //   log_softmax_backward [8192, 1000] f32, cross_entropy and its backward on [4096, 8192] f32
 //   logits with 15% of the rows labelled (the rest ignore_index), and relu forward and backward
-//   on ResNet-20's [128, 16, 32, 32] bf16, in ms and GB/s.
+//   on ResNet-20's [128, 16, 32, 32] bf16, and batch norm (training, f32 weights) forward and
+//   forward + backward (autograd::grad) on it, in ms and GB/s.
 // For before/after numbers run two builds' binaries alternately and take the median of the runs.
 // It uses only the public API, so the same file builds against an older tree to compare: e.g.
 //   g++ -O3 -march=native -std=c++20 -fopenmp -I<this tree>/benchmarks -I<old tree>
@@ -30,9 +31,11 @@
 #include <string>
 #include <vector>
 
+#include "autograd/engine.h"
 #include "bench_common.h"
 #include "core/parallel.h"
 #include "ops/loss.h"
+#include "ops/norm.h"
 #include "ops/ops.h"
 
 namespace {
@@ -203,6 +206,18 @@ int main(int argc, char** argv) {
       const double rb = median_cpu_seconds(reps, [&] { return mg::where(mg::gt(ry, rz), rg, rz); });
       rows.push_back({"relu backward (where(y>0,g,0))", "bf16", rs, 1e3 * rb, "ms"});
       rows.push_back({"relu backward (where(y>0,g,0))", "bf16", rs, 3.0 * double(ra.numel()) * 2 / rb / 1e9, "GB/s"});
+
+      // Batch norm (training) on the same shape, bf16 input with f32 weights and running stats as
+      // under O1: the forward alone, and forward + backward through autograd (dx, dweight, dbias).
+      const mg::Tensor bw = mg::ones({16}).requires_grad_(), bb = mg::zeros({16}).requires_grad_();
+      const mg::Tensor rm = mg::zeros({16}), rv = mg::ones({16});
+      rows.push_back({"batch_norm forward (train)", "bf16", rs,
+                      1e3 * median_cpu_seconds(reps, [&] { return mg::batch_norm(ra, bw, bb, rm, rv, true); }), "ms"});
+      const mg::Tensor bx = ra.clone().requires_grad_();
+      rows.push_back({"batch_norm forward+backward", "bf16", rs, 1e3 * median_cpu_seconds(reps, [&] {
+                        return mg::autograd::grad({mg::batch_norm(bx, bw, bb, rm, rv, true)}, {bx, bw, bb}, {rg})[0];
+                      }),
+                      "ms"});
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_issue12: %s\n", e.what());
