@@ -87,15 +87,24 @@ struct GeluErf {
     }
   }
 };
-// g * (Phi(x) + x phi(x)). Both terms share e^{-x^2/2}, applied once at the end: for x < 0,
-// d = (cdf + x pdf) e^-h; for x >= 0, d = 1 - Phi(-x) + x phi(x) = 1 - (cdf - x pdf) e^-h (d is
-// near 1 there, so the difference cannot hurt). ±inf give NaN (inf * 0, as the formula).
+// g * (Phi(x) + x phi(x)), through the same normal tail as the forward (one range-reduced exp,
+// no cancellation in the negative tail). With P = Phi(-|x|) = 2^-65 ts e (normal_cdf_scaled_f32)
+// and Mills' ratio M = P / phi(x) = sqrt(pi/2) t e^c (erfcc: P = t e^{c - x^2/2} / 2):
+//   x < 0:  d = P + x phi = P (1 - q),        q = |x| / M = sqrt(2/pi) |x| (1 / t) e^-c
+//   x >= 0: d = 1 - P + x phi = 1 - P (1 - q)
+// q uses the same 1 / t and c as P, so P q = |x| phi exactly up to rounding (erfcc's own error
+// cancels there); e^-c is a short polynomial (c is bounded). P (1 - q) is formed scaled by 2^65 and
+// unscaled last, so a subnormal tail rounds once. |x| is clamped to 16 (d is 0 or 1 in f32 beyond,
+// and the negative tail's sign is kept: -0); ±inf and NaN give NaN (inf * 0, as the formula).
+// f64: libm.
 struct GeluErfBackward {
   template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const {
     if constexpr (sizeof(T) == 4) {
-      const float xc = x > 30.0f ? 30.0f : (x < -30.0f ? -30.0f : x);
-      const fast::NormalTail n = fast::normal_tail_f32(xc);
-      const float y = fast::exp_times_f32(x < 0.0f ? n.cdf + xc * n.pdf : n.cdf - xc * n.pdf, -n.h);
+      const float xc = x > 16.0f ? 16.0f : (x >= -16.0f ? x : -16.0f);
+      const fast::NormalCdfScaled n = fast::normal_cdf_scaled_f32(xc);
+      const float ax = std::fabs(xc);
+      const float q = (0.79788456080286535588f * ax) * (1.0f + 0.35355339059327376f * ax) * fast::exp_neg_erfcc_f32(n.c);
+      const float y = ((n.ts * n.e) * (1.0f - q)) * 2.7105054312137611e-20f;  // P (1 - q), 2^-65 applied last
       const float d = x < 0.0f ? y : 1.0f - y;
       return g * (x - x == 0.0f ? d : x - x);
     } else {

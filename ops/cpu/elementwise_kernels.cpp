@@ -42,6 +42,14 @@ void compare_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
   binary_loop<bool, T>(in[0], in[1], out[0], F{});
 }
 
+// An unsigned integer of N bytes that may alias any type: where() copies values as bits.
+template <std::size_t N> struct WhereBitsOf;
+template <> struct WhereBitsOf<1> { typedef uint8_t __attribute__((may_alias)) type; };
+template <> struct WhereBitsOf<2> { typedef uint16_t __attribute__((may_alias)) type; };
+template <> struct WhereBitsOf<4> { typedef uint32_t __attribute__((may_alias)) type; };
+template <> struct WhereBitsOf<8> { typedef uint64_t __attribute__((may_alias)) type; };
+template <std::size_t N> using WhereBits = typename WhereBitsOf<N>::type;
+
 template <typename T>
 void where_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
   const Tensor& o = out[0];
@@ -53,6 +61,33 @@ void where_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
               {static_cast<char*>(o.data_ptr()), static_cast<char*>(in[0].data_ptr()),
                static_cast<char*>(in[1].data_ptr()), static_cast<char*>(in[2].data_ptr())},
               [](const std::array<char*, 4>& p, int64_t n, const std::array<int64_t, 4>& s) {
+                constexpr int64_t es = sizeof(T);
+                if (s[0] == es && s[1] == 1 && (s[2] == es || s[2] == 0) && (s[3] == es || s[3] == 0)) {
+                  // Dense output and condition, each value dense or a scalar (relu's backward:
+                  // where(y > 0, g, 0)): the values' bits are selected by the condition's byte,
+                  // which gcc vectorizes (it does not vectorize loads of bool, nor of Half/BFloat16).
+                  using Bits = WhereBits<sizeof(T)>;
+                  Bits* o = reinterpret_cast<Bits*>(p[0]);
+                  const uint8_t* c = reinterpret_cast<const uint8_t*>(p[1]);
+                  const Bits* a = reinterpret_cast<const Bits*>(p[2]);
+                  const Bits* b = reinterpret_cast<const Bits*>(p[3]);
+                  auto select = [&]<int64_t kSa, int64_t kSb>() {
+                    for (int64_t i = 0; i < n; ++i) {
+                      const Bits av = a[i * kSa], bv = b[i * kSb];
+                      o[i] = c[i] != 0 ? av : bv;
+                    }
+                  };
+                  if (s[2] == es && s[3] == es) {
+                    select.template operator()<1, 1>();
+                  } else if (s[2] == es) {
+                    select.template operator()<1, 0>();
+                  } else if (s[3] == es) {
+                    select.template operator()<0, 1>();
+                  } else {
+                    select.template operator()<0, 0>();
+                  }
+                  return;
+                }
                 for (int64_t i = 0; i < n; ++i) {
                   const bool c = *reinterpret_cast<const bool*>(p[1] + i * s[1]);
                   *reinterpret_cast<T*>(p[0] + i * s[0]) =

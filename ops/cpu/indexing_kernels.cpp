@@ -14,14 +14,17 @@
 // dims merged), copies contiguous rows with memcpy, and for gather/scatter_add runs whole lines
 // along `dim` per outer position, so no per-element offset recomputation is needed. scatter_add
 // parallelises over outer positions only: two outer positions never write the same output line.
-// A scatter_add whose index rows each hold one target (embedding backward) runs row by row
-// instead (ops/cpu/scatter_add_rows.h): the same sums, read and added a contiguous row at a time.
+// A floating scatter_add runs its lines in one pass that adds and counts leaves together, blocks of
+// lines at a time when they are adjacent in memory (ops/cpu/scatter_add_lines.h); one whose index
+// rows each hold one target (embedding backward) runs row by row instead
+// (ops/cpu/scatter_add_rows.h): the same sums, read and added a contiguous row at a time.
 #include <cstring>
 #include <vector>
 
 #include "mixgrad/core/cascade_sum.h"
 #include "mixgrad/core/visit_dtype.h"
 #include "mixgrad/ops/cpu/loops.h"
+#include "mixgrad/ops/cpu/scatter_add_lines.h"
 #include "mixgrad/ops/cpu/scatter_add_rows.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/register.h"
@@ -232,109 +235,6 @@ void gather_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   });
 }
 
-// Per-thread bookkeeping of a floating scatter_add line. Each target v's terms form the sequence
-// (self[v], term 1, term 2, ...), summed by the rule with in-order leaves of kSumLeaf: the open
-// leaf accumulates in the output element itself (or the opmath line buffer), and when it is full
-// it moves into the target's Cascade (only targets with more than kSumLeaf - 1 terms have one).
-// Where the leaves close depends on the line's targets alone, so plan() finds those events once
-// and a line with the same targets as the one before (every column of embedding backward) reuses
-// them; the accumulation itself is then the plain scatter loop plus one compare per term.
-template <typename C>
-struct ScatterLeaves {
-  std::vector<int64_t> ids, prev_ids;  // the line's validated targets; the previous line's
-  int64_t prev_k = -1;
-  std::vector<uint32_t> stamp;         // generation in which count was last set (plan())
-  std::vector<int32_t> count, slot_of; // terms in the open leaf; the target's tree slot (-1: none)
-  uint32_t gen = 0;
-  std::vector<int64_t> event_j;        // terms after which a leaf closes, in order
-  std::vector<int32_t> event_slot;     // ... and the tree slot of that target
-  std::vector<int64_t> slot_target;    // per slot: its target
-  std::vector<char> slot_open;         // per slot: the last leaf holds terms (is pushed at the end)
-  std::vector<Cascade<C>> trees;       // per slot
-
-  // The calling thread's bookkeeping, kept between calls and grown to `size` targets and `k` terms.
-  static ScatterLeaves& of_thread(int64_t size, int64_t k) {
-    thread_local ScatterLeaves s;
-    if (int64_t(s.stamp.size()) < size) {
-      s.stamp.resize(std::size_t(size), 0);
-      s.count.resize(std::size_t(size), 0);
-      s.slot_of.resize(std::size_t(size), -1);
-      s.prev_k = -1;
-    }
-    if (int64_t(s.ids.size()) < k) {
-      s.ids.resize(std::size_t(k));
-      s.prev_ids.resize(std::size_t(k));
-      s.prev_k = -1;
-    }
-    return s;
-  }
-  // Finds where leaves close for the targets ids[0..k) (reusing the previous line's events when
-  // the targets are the same), and clears the trees.
-  void plan(int64_t k) {
-    const bool same = prev_k == k && std::equal(ids.begin(), ids.begin() + k, prev_ids.begin());
-    if (!same) {
-      if (++gen == 0) {  // wrapped: no stale stamp may equal a new generation
-        std::fill(stamp.begin(), stamp.end(), 0u);
-        gen = 1;
-      }
-      event_j.clear();
-      event_slot.clear();
-      slot_target.clear();
-      slot_open.clear();
-      for (int64_t j = 0; j < k; ++j) {
-        const std::size_t v = std::size_t(ids[std::size_t(j)]);
-        if (stamp[v] != gen) {
-          stamp[v] = gen;
-          count[v] = 1;  // self opens the first leaf
-          slot_of[v] = -1;
-        }
-        if (++count[v] == kSumLeaf) {
-          if (slot_of[v] < 0) {
-            slot_of[v] = int32_t(slot_target.size());
-            slot_target.push_back(int64_t(v));
-          }
-          event_j.push_back(j);
-          event_slot.push_back(slot_of[v]);
-          count[v] = 0;
-        }
-      }
-      for (int64_t v : slot_target) slot_open.push_back(count[std::size_t(v)] > 0);
-      std::swap(ids, prev_ids);  // keep these targets as the previous line's
-      prev_k = k;
-    }
-    trees.assign(slot_target.size(), Cascade<C>());
-  }
-  const int64_t* targets() const { return prev_ids.data(); }  // after plan()
-
-  // acc(v) (the output element or its opmath buffer) += term(j) for each term, closing the leaves
-  // at the planned events; then each target with a tree gets the rule's sum of its leaves.
-  template <typename Acc, typename Term>
-  void run(int64_t k, const Acc& acc, const Term& term) {
-    const int64_t* id = targets();
-    std::size_t e = 0;
-    int64_t next = e < event_j.size() ? event_j[e] : k;
-    for (int64_t j = 0; j < k; ++j) {
-      C& a = acc(id[j]);
-      a += term(j);
-      if (j == next) [[unlikely]] {
-        trees[std::size_t(event_slot[e])].push(a);
-        a = C(0);
-        ++e;
-        next = e < event_j.size() ? event_j[e] : k;
-      }
-    }
-    for (std::size_t t = 0; t < slot_target.size(); ++t) {
-      C& a = acc(slot_target[t]);
-      if (slot_open[t]) trees[t].push(a);
-      a = trees[t].result(C(0));
-    }
-  }
-  // Gives the memory back when it is large (a huge scatter should not stay resident per thread).
-  void trim() {
-    if (stamp.size() > (std::size_t(1) << 22) || ids.size() > (std::size_t(1) << 22)) *this = ScatterLeaves();
-  }
-};
-
 // The row path of a floating scatter_add (ops/cpu/scatter_add_rows.h): along dim 0, index and src
 // contiguous with one shape, the output contiguous with the same row shape, and every index row
 // one target (embedding backward). Reads each index row once, validating its target; returns
@@ -369,7 +269,7 @@ bool scatter_add_by_rows(const Tensor& o, const Tensor& index, const Tensor& src
 }
 
 // out = self; out[index[i][j]][j] += src[i][j] (dim 0 shown). Floating types sum each target's
-// sequence (self, its terms in index order) by the rule (ScatterLeaves; in opmath, f32 for
+// sequence (self, its terms in index order) by the rule (scatter_add_lines; in opmath, f32 for
 // f16/bf16, with one rounding on store); up to kSumLeaf - 1 terms per target that is the plain
 // in-order sum. Integers add in order (exact up to wrap-around), bool ORs.
 template <typename T>
@@ -386,7 +286,7 @@ void scatter_add_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const LineGeometry g = line_geometry(self, index, a.dim);
   const Strides os = strides_1d(o), ss = strides_1d(src), is = strides_1d(index);
   const int64_t os_d = os[g.dim], ss_d = ss[g.dim], is_d = is[g.dim];
-  constexpr bool kLow = kFloating && !std::is_same_v<C, T>;
+  const ScatterLineGeom geom{.k = g.k, .size = g.size, .os_d = os_d, .is_d = is_d, .ss_d = ss_d};
   visit_index(index.dtype(), [&]<typename I>() {
     // The output operand's strides along the non-dim dims; its dim stride is applied per index.
     const auto plan = make_plan<3>(g.outer, {os, is, ss}, {int64_t(sizeof(T)), int64_t(sizeof(I)), int64_t(sizeof(T))});
@@ -395,28 +295,11 @@ void scatter_add_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
         {static_cast<char*>(o.data_ptr()), static_cast<char*>(index.data_ptr()), static_cast<char*>(src.data_ptr())},
         [&](const std::array<char*, 3>& p, int64_t n, const std::array<int64_t, 3>& s) {
           if constexpr (kFloating) {
-            ScatterLeaves<C>& leaves = ScatterLeaves<C>::of_thread(g.size, g.k);
-            std::vector<C> line(kLow ? std::size_t(g.size) : 0);  // f16/bf16: the line in opmath
-            for (int64_t t = 0; t < n; ++t) {
-              T* op = reinterpret_cast<T*>(p[0] + t * s[0]);
-              const I* ip = reinterpret_cast<const I*>(p[1] + t * s[1]);
-              const T* sp = reinterpret_cast<const T*>(p[2] + t * s[2]);
-              int64_t* ids = leaves.ids.data();
-              for (int64_t j = 0; j < g.k; ++j) {
-                const int64_t v = int64_t(ip[j * is_d]);  // negative or out of range: the slow path
-                ids[j] = v >= 0 && v < g.size ? v : checked_index("scatter_add", v, g.size, g.dim);
-              }
-              leaves.plan(g.k);
-              auto term = [&](int64_t j) { return static_cast<C>(sp[j * ss_d]); };
-              if constexpr (kLow) {
-                for (int64_t v = 0; v < g.size; ++v) line[std::size_t(v)] = static_cast<C>(op[v * os_d]);
-                leaves.run(g.k, [&](int64_t v) -> C& { return line[std::size_t(v)]; }, term);
-                for (int64_t v = 0; v < g.size; ++v) op[v * os_d] = static_cast<T>(line[std::size_t(v)]);
-              } else {
-                leaves.run(g.k, [&](int64_t v) -> C& { return op[v * os_d]; }, term);
-              }
-            }
-            leaves.trim();
+            const int64_t es = sizeof(T), is_ = sizeof(I);
+            MG_ASSERT(s[0] % es == 0 && s[1] % is_ == 0 && s[2] % es == 0, "scatter_add: unaligned line strides");
+            scatter_add_lines<T, I>(reinterpret_cast<T*>(p[0]), reinterpret_cast<const I*>(p[1]),
+                                    reinterpret_cast<const T*>(p[2]), n, {s[0] / es, s[1] / is_, s[2] / es}, geom,
+                                    [&](int64_t v) { return checked_index("scatter_add", v, g.size, g.dim); });
           } else {
             for (int64_t t = 0; t < n; ++t) {
               T* op = reinterpret_cast<T*>(p[0] + t * s[0]);

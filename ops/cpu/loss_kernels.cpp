@@ -148,10 +148,15 @@ void softmax_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) 
         const Acc gv = static_cast<Acc>(gp[o + i * g.inner]);
         return kLog ? gv : gv * static_cast<Acc>(yp[o + i * g.inner]);
       });
-      for (int64_t i = 0; i < g.size; ++i) {
-        const int64_t k = o + i * g.inner;
-        const Acc gv = static_cast<Acc>(gp[k]), yv = static_cast<Acc>(yp[k]);
-        op[k] = static_cast<T>(kLog ? gv - std::exp(yv) * s : yv * (gv - s));
+      // exp(y) by fast::exp_rounded (e^y rounded once; libm for f64), so the loop vectorizes
+      auto grad_in = [s](Acc gv, Acc yv) { return kLog ? gv - fast::exp_rounded(yv) * s : yv * (gv - s); };
+      if (g.inner == 1) {
+        for (int64_t i = 0; i < g.size; ++i) op[o + i] = static_cast<T>(grad_in(static_cast<Acc>(gp[o + i]), static_cast<Acc>(yp[o + i])));
+      } else {
+        for (int64_t i = 0; i < g.size; ++i) {
+          const int64_t k = o + i * g.inner;
+          op[k] = static_cast<T>(grad_in(static_cast<Acc>(gp[k]), static_cast<Acc>(yp[k])));
+        }
       }
     }
   });
@@ -260,9 +265,16 @@ void cross_entropy_backward_kernel(const Tensors& in, Tensors& out, const OpAttr
                    const Acc w = r == Reduction::None ? static_cast<Acc>(gp[s]) : g0;
                    const T* xs = xp + o;
                    const Acc m = line_max<Acc>(xs, g.classes, g.inner);
-                   // sum of exp(x - max), accumulated in Acc by the rule
-                   const Acc se = exp_sum<Acc>(xs, g.classes, g.inner, m);
-                   const Acc inv = Acc(1) / se;
+                   // sum of exp(x - max), accumulated in Acc by the rule; a dense f32/f64 row keeps
+                   // the exps in the output and scales them there (one exp per element, not two)
+                   if (std::is_same_v<T, Acc> && g.inner == 1) {
+                     Acc* row = reinterpret_cast<Acc*>(op + o);
+                     const Acc inv = Acc(1) / exp_sum<Acc>(xs, g.classes, 1, m, row);
+                     for (int64_t c = 0; c < g.classes; ++c) row[c] = w * (row[c] * inv - off);
+                     row[tp[s]] = w * ((fast::exp_rounded(static_cast<Acc>(xs[tp[s]]) - m) * inv - off) - (Acc(1) - eps));
+                     continue;
+                   }
+                   const Acc inv = Acc(1) / exp_sum<Acc>(xs, g.classes, g.inner, m);
                    for (int64_t c = 0; c < g.classes; ++c) {
                      Acc d = fast::exp_rounded(static_cast<Acc>(xs[c * g.inner]) - m) * inv - off;
                      if (c == tp[s]) d -= Acc(1) - eps;

@@ -16,6 +16,7 @@
 #include "autograd/grad_mode.h"
 #include "core/parallel.h"
 #include "ops/conv.h"
+#include "ops/cpu/leaf_sum.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
 #include "ops/ops.h"
@@ -276,6 +277,61 @@ TEST_CASE("embedding backward and scatter_add: 10^6 additions into one row", "[o
     report("scatter_add random, 3.3e5 per target (of Σ|x|)", e, rule_ulps(n / 3));
     CHECK(e <= rule_ulps(n / 3));
   }
+}
+
+TEST_CASE("general scatter_add (many targets per index row) sums each target by the rule, bit for bit",
+          "[ops][numerics]") {
+  // ops/cpu/scatter_add_lines.h counts leaves while it adds, and runs adjacent lines (here the D
+  // columns of a contiguous [n, D] along dim 0) together. Each output element must still be its
+  // sequence (self, its terms in index order) summed in in-order leaves of 128 combined pairwise:
+  // LeafSum (ops/cpu/leaf_sum.h) fed that sequence is the reference. Targets differ along every
+  // row, every 5th row sends column j to target j mod 2 (about 600 terms: 4 leaves and an open
+  // one), some indices are negative (counted from the end). The same scatter through transposed
+  // operands along dim 1 (lines not adjacent: one at a time) and at 1, 2, 3 threads gives the same
+  // bits; bf16 sums in f32 and rounds once.
+  const int64_t n = 3001, d = 37, size = 11;
+  std::vector<int64_t> iv(static_cast<std::size_t>(n * d));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < d; ++j) {
+      const int64_t v = i % 5 == 0 ? j % 2 : (i * 7 + j * 3) % size;
+      iv[std::size_t(i * d + j)] = (i + j) % 13 == 0 ? v - size : v;
+    }
+  }
+  const Tensor index = from_vector<int64_t>(iv, {n, d});
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const Tensor src = to(randn({n, d}), dt), self = to(randn({size, d}), dt);
+    const std::vector<float> sv = f32_values(src), selfv = f32_values(self);
+    std::vector<float> want(static_cast<std::size_t>(size * d));
+    for (int64_t j = 0; j < d; ++j) {
+      std::vector<cpu::LeafSum<float>> acc(static_cast<std::size_t>(size));
+      for (int64_t v = 0; v < size; ++v) acc[std::size_t(v)].add(selfv[std::size_t(v * d + j)]);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t v = iv[std::size_t(i * d + j)];
+        acc[std::size_t(v < 0 ? v + size : v)].add(sv[std::size_t(i * d + j)]);
+      }
+      for (int64_t v = 0; v < size; ++v) {
+        const float r = acc[std::size_t(v)].result();
+        want[std::size_t(v * d + j)] = dt == DType::F32 ? r : float(BFloat16(r));
+      }
+    }
+    auto run = [&] {
+      std::vector<std::vector<float>> r;
+      r.push_back(f32_values(scatter_add(self, 0, index, src)));
+      r.push_back(f32_values(transpose(scatter_add(transpose(self, 0, 1), 1, transpose(index, 0, 1), transpose(src, 0, 1)), 0, 1)));
+      return r;
+    };
+    test::check_same_at_thread_counts(run);
+    const std::vector<std::vector<float>> r = run();
+    CHECK(r[0] == want);
+    CHECK(r[1] == want);
+  }
+  // An index out of range throws in the middle of a line; the next scatter on that thread is right.
+  std::vector<int64_t> bad = iv;
+  bad[std::size_t((n / 2) * d + 3)] = size;
+  const Tensor src = randn({n, d}), self = zeros({size, d});
+  const std::vector<float> before = f32_values(scatter_add(self, 0, index, src));
+  MG_REQUIRE_ERROR(scatter_add(self, 0, from_vector<int64_t>(bad, {n, d}), src), "scatter_add: index 11 is out of range");
+  CHECK(f32_values(scatter_add(self, 0, index, src)) == before);
 }
 
 TEST_CASE("scatter_add by rows (one target per index row) equals the general kernel bit for bit", "[ops][numerics]") {

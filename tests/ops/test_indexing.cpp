@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -357,6 +358,31 @@ TEST_CASE("gather/scatter_add: large strided case matches a serial reference", "
 // ---------------------------------------------------------------------------------------------
 // masked_fill / one_hot
 // ---------------------------------------------------------------------------------------------
+
+TEST_CASE("where: a dense condition with dense or scalar values gives the strided loop's bits", "[ops][indexing]") {
+  // The dense case (relu's backward: where(y > 0, g, 0)) selects the values' bits in a vectorized
+  // loop; the same where through transposed views runs the general loop. Every dtype, NaNs
+  // included (0 / 0), 1000 elements (not a multiple of any vector width), scalar on either side.
+  const int64_t r = 25, c = 40;
+  const Tensor x = randn({c, r}), y = randn({c, r});
+  const Tensor xn = where(gt(x, scalar_like(1.5, x)), div(zeros({c, r}), zeros({c, r})), x);  // some NaNs
+  const Tensor cond_t = gt(x, y);  // [c, r]
+  for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8, DType::Bool}) {
+    const bool floating = dt == DType::F64 || dt == DType::F32 || dt == DType::F16 || dt == DType::BF16;
+    const Tensor a_t = to(floating ? xn : abs(mul(x, scalar_like(10.0, x))), dt), b_t = to(abs(mul(y, scalar_like(10.0, y))), dt);
+    const Tensor s = to(scalar_tensor(3), dt);
+    const Tensor cond = transpose(cond_t, 0, 1), a = transpose(a_t, 0, 1), b = transpose(b_t, 0, 1);  // [r, c] strided
+    const Tensor cond_d = contiguous(cond), a_d = contiguous(a), b_d = contiguous(b);
+    const std::size_t bytes = std::size_t(r * c) * std::size_t(dtype_size(dt));
+    for (int k = 0; k < 3; ++k) {
+      const Tensor fast = k == 0 ? where(cond_d, a_d, b_d) : k == 1 ? where(cond_d, a_d, s) : where(cond_d, s, b_d);
+      const Tensor slow = contiguous(k == 0 ? where(cond, a, b) : k == 1 ? where(cond, a, s) : where(cond, s, b));
+      INFO(dtype_name(dt) << " case " << k);
+      REQUIRE(fast.is_contiguous());
+      CHECK(std::memcmp(fast.data_ptr(), slow.data_ptr(), bytes) == 0);
+    }
+  }
+}
 
 TEST_CASE("masked_fill: golden values with full, broadcast and transposed operands", "[ops][indexing]") {
   const Tensor x = iota({2, 3});
