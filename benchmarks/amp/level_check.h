@@ -25,8 +25,10 @@ namespace mg::bench {
 
 // What one recorded step shows about its precision.
 struct LevelEvidence {
-  int64_t lower_ops = 0;      // forward calls of ops whose autocast policy is "lower" (GEMM, conv)
+  int64_t lower_ops = 0;      // forward calls of ops whose built-in autocast policy is "lower"
+                              // (matmul family, linear, conv: the work a level must move)
   int64_t lower_ops_low = 0;  // ... of those, with an f16/bf16 output
+  int64_t lower_ops_overridden = 0;  // ... of those, with a set_policy override that is not "lower"
   int64_t low_ops = 0;        // forward calls of any op with an f16/bf16 output (casts included)
   int64_t ops = 0;            // forward calls of any op
   DType low_dtype = DType::F32;  // the low dtype the ops produced (F32: none)
@@ -42,7 +44,8 @@ LevelEvidence collect_evidence(const OpRecorder& recorder, const nn::Module& mod
 
 // One line per promise of `level` (with low-precision dtype `dtype`) the evidence breaks; empty
 // when the level did what it says. O0: no f16/bf16 op or parameter, no masters. O1: f32
-// parameters, every lower-policy op in `dtype`. O2: low parameters, f32 masters, lower ops in
+// parameters, every lower-policy op in `dtype` (those a set_policy override keeps in f32
+// excepted, but at least one must be low). O2: low parameters, f32 masters, lower ops in
 // `dtype`. O3: low parameters, no masters, lower ops in `dtype`. Every level but O0: no low op
 // in the other low dtype.
 std::vector<std::string> level_problems(amp::OptLevel level, DType dtype, const LevelEvidence& evidence);

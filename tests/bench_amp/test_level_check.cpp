@@ -63,6 +63,9 @@ TEST_CASE("level check: each broken promise is named", "[bench]") {
   e.lower_ops_low = 2;  // one linear escaped autocast
   CHECK(any_contains(level_problems(OptLevel::O1, b, e), "only 2 of 3"));
 
+  e.lower_ops_overridden = 1;  // ... because set_policy keeps it in f32: accepted
+  CHECK(level_problems(OptLevel::O1, b, e).empty());
+
   e = healthy(OptLevel::O1, b);
   e.params_low = 1;
   CHECK(any_contains(level_problems(OptLevel::O1, b, e), "O1 keeps them f32"));
