@@ -35,6 +35,7 @@ import math
 import os
 import platform
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -388,7 +389,7 @@ def main():
             f.write(f"\n## bench_amp vs PyTorch, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n")
             f.write(f"- machine: {processor()}, {os.cpu_count()} logical CPUs; torch {torch.__version__}; "
                     f"{args.threads} thread(s) each; commit {rows[0]['commit'] if rows else '?'}\n")
-            f.write(f"- command: `{' '.join(sys.argv)}`\n")
+            f.write(f"- command: `{shlex.join([os.path.basename(sys.executable)] + sys.argv)}`\n")
             if args.note:
                 f.write(f"- note: {args.note}\n")
             f.write("\n| " + " | ".join(header) + " |\n|" + "|".join(" --- " for _ in header) + "|\n")
