@@ -1,0 +1,75 @@
+// One bench_amp measurement: a model trained at one opt level and dtype. Builds the workload
+// (workload.h) from the fixed seed, applies amp::initialize, runs the first warm-up step under
+// the op recorder and refuses a level that did nothing (level_check.h), finishes the warm-up,
+// then times N training steps — zero_grad, forward, loss, scaled backward with unscale and the
+// inf/NaN check, optimizer step (skipped after an overflow) — each one separately: wall time
+// (steady clock) and the process's CPU time (all threads). Then, with profile_steps > 0, more
+// steps under the timed op recorder for the time per op type.
+//
+// Decision: the peak memory of a configuration is measured from a reset just before its model
+// is built: on the CPU the process's peak resident set (VmHWM, reset through
+// /proc/self/clear_refs after the tensor cache is emptied), beside it the tensor allocator's own
+// peak; on CUDA the caching allocator's peak. Each configuration builds and frees its own model,
+// so earlier ones do not count.
+//
+//   mg::bench::RunResult r = mg::bench::run_level("mlp", mg::amp::OptLevel::O1, mg::DType::BF16, {.steps = 20});
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "amp/properties.h"
+#include "benchmarks/amp/level_check.h"
+#include "core/device.h"
+#include "core/dtype.h"
+
+namespace mg::bench {
+
+struct RunOptions {
+  Device device = Device::cpu();
+  bool smoke = false;      // tiny model sizes (workload.h)
+  uint64_t seed = 0;
+  int warmup = 3;          // untimed steps first (at least 1: the level check records the first)
+  int steps = 10;          // timed steps
+  int profile_steps = 0;   // extra steps under the timed op recorder (0: no profile)
+};
+
+// One op type's share of a profiled step.
+struct ProfileEntry {
+  std::string op;         // "conv2d", "conv2d_backward", "(between ops)"
+  bool backward = false;
+  double calls = 0;       // per step
+  double seconds = 0;     // per step
+  double share = 0;       // of the profiled step's wall time
+};
+
+struct RunResult {
+  std::string model, description, unit;  // from the workload
+  int64_t batch = 0;
+  amp::OptLevel level = amp::OptLevel::O0;
+  DType dtype = DType::F32;       // the low dtype asked for (O0: f32)
+  std::string label;              // "O1 bf16", "O0 f32"
+  std::vector<double> wall_s, cpu_s;  // per timed step
+  double wall_median = 0, wall_min = 0, wall_max = 0, cpu_median = 0;
+  double samples_per_s = 0;       // batch / wall_median
+  double forward_flops = 0;       // GEMM/conv flops of one forward (op recorder)
+  double gflops = 0;              // 3 x forward_flops / wall_median / 1e9 (forward + 2 backward GEMMs)
+  int64_t peak_rss_bytes = -1;    // CPU: process peak RSS since the reset (-1: unknown)
+  bool rss_reset = false;         // false: the kernel refused the reset; the peak is since start
+  int64_t peak_tensor_bytes = 0;  // the tensor allocator's peak (CPU or CUDA)
+  int loss_step = 0;              // the step whose loss is loss_final (warmup + steps)
+  double loss_first = 0, loss_final = 0;
+  double loss_scale = 1;          // at the end
+  int64_t skipped_steps = 0;      // steps skipped after inf/NaN gradients
+  LevelEvidence evidence;
+  std::vector<ProfileEntry> profile;  // by time, largest first
+};
+
+// Runs one configuration; a level that did nothing throws LevelDidNothingError, bad input
+// mg::Error. amp is reset before and after.
+RunResult run_level(const std::string& model, amp::OptLevel level, DType dtype, const RunOptions& options);
+
+// Median of a non-empty sample (the mean of the middle two for an even count).
+double median(std::vector<double> v);
+
+}  // namespace mg::bench

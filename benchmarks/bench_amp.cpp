@@ -1,0 +1,177 @@
+// bench_amp: the opt levels O0–O3 side by side (issue 16). Trains each chosen model — MLP,
+// ResNet-20, BERT-mini; on a GPU also ResNet-50 and BERT-base (benchmarks/amp/workload.h) — at
+// O0 and at O1, O2, O3 with f16 and with bf16 on a fixed synthetic batch from a fixed seed: a
+// warm-up, then N separately timed training steps (zero_grad, forward, loss, scaled backward,
+// unscale + inf/NaN check, optimizer step). For each configuration it prints the median step
+// time and its spread, CPU time, samples/s, the speed-up over O0, GEMM/conv GFLOP/s (3x the
+// forward's, beside the f32 FMA peak measured in the same run), peak memory, and the loss after
+// the same number of steps next to O0's; and it refuses (exit 3) a level that silently did
+// nothing (benchmarks/amp/level_check.h).
+//
+//   build/benchmarks/bench_amp --threads 1 --models mlp,resnet20,bert-mini --steps 10
+//   build/benchmarks/bench_amp --models mlp --dtypes bf16 --profile        # time per op type
+//   build/benchmarks/bench_amp --quick --json run.jsonl --markdown /tmp/r.md # the CTest smoke run
+//   build/benchmarks/bench_amp --record --note "machine shared with 2 builds"  # appends to RESULTS.md
+//
+// Exit codes: 0 ok, 1 an error (e.g. DeviceError for --device cuda without a GPU), 2 a bad flag,
+// 3 a level that did nothing.
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "benchmarks/amp/level_check.h"
+#include "benchmarks/amp/machine.h"
+#include "benchmarks/amp/report.h"
+#include "benchmarks/amp/runner.h"
+#include "benchmarks/amp/workload.h"
+#include "core/parallel.h"
+#include "cuda/cuda.h"
+#include "examples/common/flags.h"
+#include "examples/common/training_run.h"
+#include "ops/op.h"
+
+using namespace mg;
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::string join_command(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    s += (i ? " " : "") + (a.find_first_of(" \t\"'") == std::string::npos ? a : "'" + a + "'");
+  }
+  return s;
+}
+
+example::Flags make_flags() {
+  example::Flags f("bench_amp", "Times training steps of the benchmark models at O0-O3 with f16 and bf16.");
+  f.add_string("models", "", "comma-separated: mlp, resnet20, bert-mini, resnet50, bert-base "
+               "(default: the first three; on cuda all five)", {.metavar = "LIST"});
+  f.add_string("levels", "O0,O1,O2,O3", "comma-separated opt levels", {.metavar = "LIST"});
+  f.add_string("dtypes", "f16,bf16", "comma-separated low-precision dtypes for O1-O3", {.metavar = "LIST"});
+  f.add_choice("device", "cpu", {"cpu", "cuda"}, "where to train");
+  f.add_int("threads", 2, "CPU threads", {.min = 1, .max = 1024});
+  f.add_int("warmup", 3, "untimed steps first (the first one is checked for the level's precision)", {.min = 1});
+  f.add_int("steps", 10, "timed steps per configuration", {.min = 1});
+  f.add_int("seed", 0, "seed of the initial weights, the batch and dropout", {.min = 0});
+  f.add_bool("quick", false, "smoke run: tiny models, 1 warm-up and 2 timed steps unless given");
+  f.add_bool("profile", false, "also print time per op type and its share of the step");
+  f.add_int("profile-steps", 3, "steps measured by --profile", {.min = 1});
+  f.add_int("profile-top", 12, "op types listed per configuration by --profile", {.min = 1});
+  f.add_string("policy", "", "autocast policy overrides for the run, e.g. linear=fp32,matmul=fp32", {.metavar = "LIST"});
+  f.add_string("json", "", "write one JSON object per configuration per line", {.metavar = "FILE"});
+  f.add_string("markdown", "", "append the table in Markdown with machine, date, commit and command", {.metavar = "FILE"});
+  f.add_bool("record", false, "append the Markdown to benchmarks/RESULTS.md of this source tree");
+  f.add_string("note", "", "a line for the Markdown record (e.g. what else ran on the machine)", {.metavar = "TEXT"});
+  return f;
+}
+
+int run(int argc, char** argv) {
+  example::Flags flags = make_flags();
+  flags.parse(argc, argv);
+  if (flags.help_requested()) {
+    std::printf("%s", flags.usage().c_str());
+    return 0;
+  }
+  const bool quick = flags.get_bool("quick");
+  const Device device = Device::parse(flags.value("device"));
+  const int threads = int(flags.get_int("threads"));
+  set_num_threads(threads);
+  mg::bench::RunOptions ro{.device = device, .smoke = quick, .seed = uint64_t(flags.get_int("seed")),
+                       .warmup = int(flags.given("warmup") || !quick ? flags.get_int("warmup") : 1),
+                       .steps = int(flags.given("steps") || !quick ? flags.get_int("steps") : 2),
+                       .profile_steps = flags.get_bool("profile") ? int(flags.get_int("profile-steps")) : 0};
+  std::vector<amp::OptLevel> levels;
+  for (const std::string& l : split(flags.value("levels"))) levels.push_back(amp::parse_opt_level(l));
+  std::vector<DType> dtypes;
+  for (const std::string& d : split(flags.value("dtypes"))) {
+    const DType t = amp::Setting(d).as_float_dtype("--dtypes");
+    if (t != DType::F16 && t != DType::BF16) throw example::FlagError("bench_amp: --dtypes takes f16 and bf16, got '" + d + "'");
+    dtypes.push_back(t);
+  }
+  if (levels.empty() || dtypes.empty()) throw example::FlagError("bench_amp: --levels and --dtypes need at least one entry");
+  for (const std::string& p : split(flags.value("policy"))) {
+    const auto eq = p.find('=');
+    if (eq == std::string::npos) throw example::FlagError("bench_amp: --policy expects op=policy, got '" + p + "'");
+    set_policy(p.substr(0, eq), policy_from_name(p.substr(eq + 1)));
+  }
+  if (device.type == DeviceType::CUDA) cuda::check_device(device);  // DeviceError without a usable GPU
+  std::vector<std::string> models = split(flags.value("models"));
+  if (models.empty()) models = mg::bench::default_workloads(device);
+  const std::vector<std::string> known = mg::bench::known_workloads();
+  for (const std::string& m : models) {
+    if (std::find(known.begin(), known.end(), m) == known.end()) {
+      throw example::FlagError("bench_amp: --models: unknown model '" + m +
+                               "'\n  hint: choose from mlp, resnet20, bert-mini, resnet50, bert-base");
+    }
+  }
+
+  mg::bench::Machine machine = mg::bench::describe_machine(threads, MG_SOURCE_DIR);
+  if (device.type == DeviceType::CUDA) machine.gpu = cuda::device_properties(device.index).name;
+  const std::string command = join_command(argc, argv);
+  ::bench::Config peak_cfg{.quick = true, .threads = threads};
+  const double fma_peak = ::bench::fma_peak(peak_cfg, 3).value;
+  std::printf("bench_amp: %s\n  %s, %s; load average %s; commit %s\n  warm-up %d, timed %d steps per configuration%s; "
+              "f32 FMA peak on %d thread%s: %.0f GFLOP/s\n",
+              command.c_str(), machine.summary().c_str(), machine.date_utc.c_str(), machine.load_average.c_str(),
+              machine.commit.c_str(), ro.warmup, ro.steps, quick ? " (smoke sizes)" : "", threads, threads == 1 ? "" : "s",
+              fma_peak);
+
+  std::vector<mg::bench::RunResult> results;
+  int status = 0;
+  for (const std::string& model : models) {
+    std::vector<std::pair<amp::OptLevel, DType>> configs;
+    for (amp::OptLevel l : levels) {
+      if (l == amp::OptLevel::O0) configs.push_back({l, DType::F32});
+    }
+    for (DType d : dtypes) {
+      for (amp::OptLevel l : levels) {
+        if (l != amp::OptLevel::O0) configs.push_back({l, d});
+      }
+    }
+    for (const auto& [level, dtype] : configs) {
+      try {
+        results.push_back(mg::bench::run_level(model, level, dtype, ro));
+        const mg::bench::RunResult& r = results.back();
+        std::printf("  %-10s %-8s %8.2f ms/step  %s\n", model.c_str(), r.label.c_str(), 1e3 * r.wall_median,
+                    r.description.c_str());
+      } catch (const mg::bench::LevelDidNothingError& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "%s\n", e.what());
+        status = 3;
+      }
+    }
+  }
+  if (results.empty()) return status;
+  std::printf("\n%s", mg::bench::format_table(results).c_str());
+  std::printf("GFLOP/s: 3x the forward's GEMM/conv flops per median step (f32 FMA peak %.0f); peak RSS: the "
+              "process's, reset before each model is built%s\n",
+              fma_peak, ro.smoke ? "; smoke sizes, the numbers mean nothing" : "");
+  if (ro.profile_steps > 0) std::printf("%s", mg::bench::format_profiles(results, int(flags.get_int("profile-top"))).c_str());
+  if (!flags.value("json").empty()) mg::bench::write_json_lines(flags.value("json"), results, machine, command);
+  std::string note = flags.value("note");
+  if (status != 0) note += std::string(note.empty() ? "" : "; ") + "a level did nothing (exit 3): see stderr";
+  if (!flags.value("markdown").empty()) mg::bench::append_markdown(flags.value("markdown"), results, machine, command, note);
+  if (flags.get_bool("record")) {
+    mg::bench::append_markdown(std::string(MG_SOURCE_DIR) + "/benchmarks/RESULTS.md", results, machine, command, note);
+  }
+  if (status != 0) std::fprintf(stderr, "bench_amp: a level did nothing; its row is missing from the table (exit 3)\n");
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return example::run_main("bench_amp", run, argc, argv); }

@@ -1,0 +1,115 @@
+// bench_amp as a program, in its smoke mode (tiny models, 1 warm-up and 2 timed steps): the
+// table, the JSON lines and the Markdown are produced and parse, every model runs at every level
+// and dtype, a level made to do nothing exits 3, and bad input gets clear errors.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cuda/cuda.h"
+#include "examples_smoke/smoke_util.h"
+
+using mg::test::run_program;
+
+namespace {
+
+std::string temp_path(const std::string& name) { return "bench_amp_test_" + std::to_string(::getpid()) + "_" + name; }
+
+}  // namespace
+
+TEST_CASE("bench_amp --quick: every model at every level and dtype; table, JSON and Markdown", "[bench]") {
+  const std::string json = temp_path("run.jsonl"), md = temp_path("run.md");
+  std::remove(md.c_str());
+  const auto r = run_program(MG_BENCH_AMP, "--quick --threads 2 --json " + json + " --markdown " + md);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("model      | level    | step ms") != std::string::npos);
+  CHECK(r.output.find("oneDNN ISA") != std::string::npos);
+
+  std::ifstream f(json);
+  REQUIRE(f.good());
+  std::set<std::string> seen;
+  std::string line;
+  while (std::getline(f, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    seen.insert(j["model"].get<std::string>() + " " + j["level"].get<std::string>() + " " + j["dtype"].get<std::string>());
+    CHECK(j["steps"] == 2);
+    CHECK(j["wall_s"].size() == 2);
+    CHECK(j["wall_median_s"].get<double>() > 0);
+    CHECK(j["cpu_median_s"].get<double>() > 0);
+    CHECK(j["samples_per_s"].get<double>() > 0);
+    CHECK(j["loss_step"] == 3);
+    CHECK(std::isfinite(j["loss_final"].get<double>()));
+    CHECK(j["peak_rss_bytes"].get<int64_t>() > 0);
+    CHECK(j["forward_flops"].get<double>() > 0);
+    CHECK(j["machine"]["threads"] == 2);
+    CHECK(j["command"].get<std::string>().find("--quick") != std::string::npos);
+    if (j["level"] != "O0") CHECK(j["evidence"]["lower_ops_low"].get<int64_t>() > 0);
+  }
+  std::remove(json.c_str());
+  std::set<std::string> want;
+  for (const char* m : {"mlp", "resnet20", "bert-mini"}) {
+    want.insert(std::string(m) + " O0 f32");
+    for (const char* l : {"O1", "O2", "O3"}) {
+      for (const char* d : {"f16", "bf16"}) want.insert(std::string(m) + " " + l + " " + d);
+    }
+  }
+  CHECK(seen == want);
+
+  std::ifstream mf(md);
+  std::stringstream ms;
+  ms << mf.rdbuf();
+  std::remove(md.c_str());
+  CHECK(ms.str().find("## bench_amp, ") != std::string::npos);
+  CHECK(ms.str().find("- command: `") != std::string::npos);
+  CHECK(ms.str().find("| bert-mini | O3 bf16 |") != std::string::npos);
+}
+
+TEST_CASE("bench_amp --profile: time per op type with its share of the step", "[bench]") {
+  const auto r = run_program(MG_BENCH_AMP, "--quick --threads 2 --models mlp --levels O1 --dtypes bf16 --profile");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("profile: mlp O1 bf16") != std::string::npos);
+  CHECK(r.output.find("linear") != std::string::npos);
+  CHECK(r.output.find("share") != std::string::npos);
+}
+
+TEST_CASE("bench_amp: a level that did nothing exits 3 and says why", "[bench]") {
+  const auto r = run_program(MG_BENCH_AMP, "--quick --threads 2 --models mlp --levels O1 --dtypes bf16 --policy linear=fp32");
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK(r.output.find("bench_amp: O1 bf16 (mlp) did not do what the level promises") != std::string::npos);
+  CHECK(r.output.find("no GEMM/convolution ran in bf16") != std::string::npos);
+}
+
+TEST_CASE("bench_amp: bad input gets a clear error", "[bench]") {
+  auto r = run_program(MG_BENCH_AMP, "--models mlp,resnet21");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("unknown model 'resnet21'") != std::string::npos);
+  r = run_program(MG_BENCH_AMP, "--dtypes f32");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("--dtypes takes f16 and bf16") != std::string::npos);
+  r = run_program(MG_BENCH_AMP, "--levels O4");
+  CHECK(r.exit_code != 0);
+  CHECK(r.output.find("O4") != std::string::npos);
+  // The GPU-only models are refused on the CPU at full size.
+  r = run_program(MG_BENCH_AMP, "--models resnet50 --levels O0");
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("resnet50 runs on a GPU only") != std::string::npos);
+}
+
+TEST_CASE("bench_amp --device cuda without a GPU: the framework's DeviceError", "[bench]") {
+  if (mg::cuda::is_available()) return;  // a GPU machine runs it for real
+  const auto r = run_program(MG_BENCH_AMP, "--quick --device cuda --models mlp");
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find(mg::cuda::unavailable_reason()) != std::string::npos);
+}
