@@ -113,6 +113,43 @@ void check_reducible(const char* what, const Tensor& t, ReduceOp op) {
            "\n  hint: use sum and divide, or convert to f32/f64 first");
 }
 
+// What one rank passes to a collective, exchanged before the data when
+// GlooOptions.check_consistency is on (fixed size, so the exchange itself cannot mismatch).
+struct CallHeader {
+  uint32_t kind = 0;  // index into kKinds
+  uint32_t dtype = 0;
+  uint32_t op = 0;
+  int32_t root = 0;
+  int64_t numel = 0;
+  uint64_t shape_hash = 0;
+};
+constexpr const char* kKinds[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
+
+CallHeader make_header(const char* what, const Tensor* t, ReduceOp op, int root) {
+  CallHeader h;
+  for (uint32_t k = 0; k < 5; ++k) {
+    if (std::strcmp(kKinds[k], what) == 0) h.kind = k;
+  }
+  h.op = uint32_t(op);
+  h.root = root;
+  if (t) {
+    h.dtype = uint32_t(t->dtype());
+    h.numel = t->numel();
+    uint64_t x = 1469598103934665603ull;  // FNV-1a over the dims
+    for (int64_t d : t->shape()) x = (x ^ uint64_t(d)) * 1099511628211ull;
+    h.shape_hash = x ^ uint64_t(t->dim());
+  }
+  return h;
+}
+
+std::string describe_header(const CallHeader& h, bool with_tensor) {
+  std::string s = kKinds[h.kind];
+  if (h.kind == 0 || h.kind == 3) s += std::string(" ") + reduce_op_name(ReduceOp(h.op));
+  if (h.kind == 1) s += " from root " + std::to_string(h.root);
+  if (with_tensor) s += str_cat(" of ", h.numel, " ", dtype_name(DType(h.dtype)), " elements");
+  return s;
+}
+
 }  // namespace
 
 struct ProcessGroupGloo::Impl {
@@ -228,6 +265,32 @@ void ProcessGroupGloo::run(const char* what, F&& body) {
   }
 }
 
+void ProcessGroupGloo::agree(const char* what, const Tensor* t, ReduceOp op, int root) {
+  if (!options_.check_consistency || world_size_ == 1) return;
+  const CallHeader mine = make_header(what, t, op, root);
+  std::vector<CallHeader> all(static_cast<std::size_t>(world_size_));
+  gloo::AllgatherOptions opts(impl_->context);
+  opts.setInput(reinterpret_cast<uint8_t*>(const_cast<CallHeader*>(&mine)), sizeof(CallHeader));
+  opts.setOutput(reinterpret_cast<uint8_t*>(all.data()), sizeof(CallHeader) * all.size());
+  opts.setTag(next_tag_++);
+  opts.setTimeout(options_.timeout);
+  gloo::allgather(opts);
+  bool same = true;
+  for (const auto& h : all) same = same && std::memcmp(&h, &all[0], sizeof(CallHeader)) == 0;
+  if (same) return;
+  // Every rank sees the same headers, so every rank throws the same error and nothing was sent.
+  std::string calls;
+  for (int r = 0; r < world_size_; ++r) {
+    const CallHeader& h = all[std::size_t(r)];
+    calls += str_cat("\n  rank ", r, ": ", describe_header(h, h.kind != 4));
+    if (r > 0 && h.numel == all[0].numel && h.shape_hash != all[0].shape_hash) calls += " (another shape)";
+  }
+  MG_THROW(distributed::DistributedError, "ProcessGroupGloo::", what, ": rank ", rank_,
+           ": the ranks called different collectives or passed different tensors; nothing was sent:",
+           calls, "\n  hint: every rank must call the same collectives in the same order with the "
+           "same shapes and dtypes");
+}
+
 void ProcessGroupGloo::reduce_in_place(Tensor& t, ReduceOp op) {
   gloo::AllreduceOptions opts(impl_->context);
   const size_t n = size_t(t.numel());
@@ -262,6 +325,7 @@ void ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
   check_cpu_tensor("all_reduce", tensor);
   check_reducible("all_reduce", tensor, op);
   run("all_reduce", [&] {
+    agree("all_reduce", &tensor, op, 0);
     if (tensor.numel() == 0) return;
     NoGradGuard no_grad;
     // f16/bf16: reduce in f32 (accumulation dtype), round once on the copy back.
@@ -279,6 +343,7 @@ void ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
   MG_CHECK(root >= 0 && root < world_size_, Error, "ProcessGroupGloo::broadcast: root ", root,
            " is not a rank in [0, ", world_size_, ")");
   run("broadcast", [&] {
+    agree("broadcast", &tensor, ReduceOp::Sum, root);
     if (tensor.numel() == 0) return;
     NoGradGuard no_grad;
     Tensor work = tensor.is_contiguous() ? tensor : tensor.contiguous();
@@ -299,6 +364,7 @@ Tensor ProcessGroupGloo::all_gather(const Tensor& input) {
   shape.insert(shape.begin(), int64_t(world_size_));
   Tensor out = empty(shape, {.dtype = input.dtype()});
   run("all_gather", [&] {
+    agree("all_gather", &input, ReduceOp::Sum, 0);
     if (input.numel() == 0) return;
     NoGradGuard no_grad;
     Tensor in = input.contiguous();
@@ -322,6 +388,7 @@ Tensor ProcessGroupGloo::reduce_scatter(const Tensor& input, ReduceOp op) {
   const int64_t n = input.size(0) / world_size_;
   Tensor out;
   run("reduce_scatter", [&] {
+    agree("reduce_scatter", &input, op, 0);
     NoGradGuard no_grad;
     // Reduced as an all-reduce of the whole input, of which each rank keeps its block: Gloo
     // 0.5's reduce-scatter is the old halving-doubling class with int counts, so this moves
@@ -337,6 +404,7 @@ Tensor ProcessGroupGloo::reduce_scatter(const Tensor& input, ReduceOp op) {
 
 void ProcessGroupGloo::barrier() {
   run("barrier", [&] {
+    agree("barrier", nullptr, ReduceOp::Sum, 0);
     gloo::BarrierOptions opts(impl_->context);
     opts.setTag(next_tag_++);
     opts.setTimeout(options_.timeout);

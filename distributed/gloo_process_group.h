@@ -28,6 +28,12 @@ struct GlooOptions {
   std::string hostname;
   // Or a network interface to bind ("eth0"); overrides hostname. Empty: not used.
   std::string iface;
+  // Before each collective the ranks exchange a 32-byte description of their call (collective,
+  // op, root, dtype, element count, shape) and every rank throws the same DistributedError when
+  // they differ, instead of Gloo aborting the process (a size mismatch is an EnforceNotMet thrown
+  // on Gloo's I/O thread) or a broadcast silently copying a prefix. Costs one small all_gather
+  // per collective; the group stays usable after such an error.
+  bool check_consistency = true;
 };
 
 class ProcessGroupGloo : public ProcessGroup {
@@ -56,6 +62,8 @@ class ProcessGroupGloo : public ProcessGroup {
   // broken on failure.
   template <typename F>
   void run(const char* what, F&& body);
+  // Exchanges and compares the ranks' call descriptions (GlooOptions.check_consistency).
+  void agree(const char* what, const Tensor* t, ReduceOp op, int root);
   // Reduces a contiguous CPU tensor of a Gloo-reducible dtype (f64 f32 i64 i32) in place.
   void reduce_in_place(Tensor& t, ReduceOp op);
 

@@ -35,3 +35,23 @@ TEST_CASE("collectives with 2 and 3 processes for every dtype and op", "[distrib
     }
   }
 }
+
+TEST_CASE("ranks that pass different tensors or call different collectives get an error, not a crash",
+          "[distributed]") {
+  for (int world : {2, 3}) {
+    DYNAMIC_SECTION("world size " << world) {
+      Subprocess p({MG_RUN, "--nproc-per-node", std::to_string(world), "--master-port", "0",
+                    "--grace-seconds", "1", MG_DIST_WORKER, "mismatch", "30000"});
+      auto r = p.wait(120);
+      INFO(r.out << r.err);
+      REQUIRE_FALSE(r.timed_out);
+      CHECK(r.status == 0);
+      for (int rank = 0; rank < world; ++rank) {
+        CHECK(r.out.find("[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) +
+                         ": 8 mismatches refused") != std::string::npos);
+      }
+      CHECK(r.out.find("[rank 0] ProcessGroupGloo::all_reduce: rank 0: the ranks called different "
+                       "collectives or passed different tensors; nothing was sent:") != std::string::npos);
+    }
+  }
+}

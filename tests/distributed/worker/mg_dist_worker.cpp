@@ -6,6 +6,9 @@
 //                          Prints "rank R: N checks passed" or exits 1 at the first mismatch.
 //   join <timeout>         joins the group; prints "joined rank R", or "ERROR <class>: <what>"
 //                          and exits 3
+//   mismatch <timeout>     rank 0 passes other sizes, dtypes, ops, roots, shapes or another
+//                          collective than the others; every rank must refuse each call with
+//                          the same error, then a correct all_reduce must still work
 //   die <timeout>          rank 1 exits (status 9) in the middle of an all_reduce of 8M floats;
 //                          the others report the error ("ERROR ...", exit 3)
 // Decision: each rank computes every rank's inputs (they are functions of rank and index), so it
@@ -210,6 +213,56 @@ int collectives(std::chrono::milliseconds timeout) {
   return 0;
 }
 
+// Each case passes something different on rank 0 than on the others; every rank must get the
+// same DistributedError and the group must stay usable.
+int mismatch(std::chrono::milliseconds timeout) {
+  auto pg = init_process_group({.timeout = timeout});
+  const int R = pg->rank();
+  const bool zero = R == 0;
+  int errors = 0;
+  auto expect_error = [&](const std::string& name, auto&& call, const std::string& needle) {
+    try {
+      call();
+      fail(name + ": no error");
+    } catch (const DistributedError& e) {
+      const std::string msg = e.what();
+      if (msg.find("the ranks called different collectives or passed different tensors") == std::string::npos ||
+          msg.find(needle) == std::string::npos) {
+        fail(name + ": unexpected message: " + msg);
+      }
+      if (zero && errors == 0) std::printf("%s\n", msg.c_str());
+      ++errors;
+    }
+  };
+  expect_error("sizes", [&] { Tensor x = ones({zero ? 1000 : 1200}); pg->all_reduce(x); },
+               "rank 0: all_reduce sum of 1000 f32 elements\n  rank 1: all_reduce sum of 1200 f32 elements");
+  expect_error("empty", [&] { Tensor x = ones({zero ? 0 : 5}); pg->all_reduce(x); }, "of 0 f32 elements");
+  expect_error("dtypes", [&] { Tensor x = ones({8}, {.dtype = zero ? DType::F32 : DType::F64}); pg->all_reduce(x); },
+               "rank 1: all_reduce sum of 8 f64 elements");
+  expect_error("ops", [&] { Tensor x = ones({8}); pg->all_reduce(x, zero ? ReduceOp::Max : ReduceOp::Sum); },
+               "rank 0: all_reduce max of 8");
+  expect_error("broadcast sizes", [&] { Tensor x = ones({zero ? 10 : 12}); pg->broadcast(x, 0); },
+               "broadcast from root 0 of 12 f32 elements");
+  expect_error("broadcast roots", [&] { Tensor x = ones({4}); pg->broadcast(x, zero ? 0 : 1); },
+               "rank 1: broadcast from root 1");
+  expect_error("all_gather shapes", [&] { pg->all_gather(ones(zero ? Shape{2, 3} : Shape{3, 2})); },
+               "(another shape)");
+  expect_error("collectives", [&] {
+    if (zero) {
+      Tensor x = ones({4});
+      pg->all_reduce(x);
+    } else {
+      pg->barrier();
+    }
+  }, "rank 1: barrier");
+  Tensor x = ones({16});
+  pg->all_reduce(x);  // still usable
+  check_equal(x, full({16}, double(pg->world_size())), "all_reduce after the refused calls");
+  std::printf("rank %d: %d mismatches refused\n", R, errors);
+  pg->shutdown();
+  return 0;
+}
+
 int join(std::chrono::milliseconds timeout) {
   try {
     auto pg = init_process_group({.timeout = timeout});
@@ -270,7 +323,7 @@ int die(std::chrono::milliseconds timeout) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc != 3) {
-    std::fprintf(stderr, "usage: mg_dist_worker collectives|join|die TIMEOUT_MS\n");
+    std::fprintf(stderr, "usage: mg_dist_worker collectives|join|die|mismatch TIMEOUT_MS\n");
     return 2;
   }
   if (const char* r = std::getenv("RANK")) g_rank = std::atoi(r);
@@ -280,6 +333,7 @@ int main(int argc, char** argv) {
     if (mode == "collectives") return collectives(timeout);
     if (mode == "join") return join(timeout);
     if (mode == "die") return die(timeout);
+    if (mode == "mismatch") return mismatch(timeout);
   } catch (const std::exception& e) {
     std::printf("rank %d: FAIL exception: %s\n", g_rank, e.what());
     return 1;
