@@ -7,7 +7,7 @@
 # include path). Idempotent: run it again after merging branches that add unprefixed includes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LAYERS=(core autograd ops cuda nn optim data io amp)
+LAYERS=(core autograd ops cuda nn optim data io amp distributed)
 files=()
 for layer in "${LAYERS[@]}"; do
   [ -d "$layer" ] || continue

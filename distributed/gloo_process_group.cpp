@@ -1,0 +1,431 @@
+// ProcessGroupGloo over Gloo's TCP transport (see gloo_process_group.h).
+// Decision: our own arrival round in the store precedes Gloo's connectFullMesh, so a rank that
+// never comes is reported by rank number (Gloo's own wait would only name one store key); Gloo's
+// exceptions are translated here, once, into DistributedError / DistributedTimeoutError.
+#include "mixgrad/distributed/gloo_process_group.h"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/distributed/error.h"
+
+namespace mg::distributed {
+namespace {
+
+// gloo::rendezvous::Store over our TcpStore, with a key prefix per group.
+class GlooStore : public gloo::rendezvous::Store {
+ public:
+  GlooStore(TcpStore& store, std::string prefix) : store_(store), prefix_(std::move(prefix)) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_.set(prefix_ + key, data);
+  }
+  std::vector<char> get(const std::string& key) override { return store_.get(prefix_ + key); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, store_.options().timeout); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    std::vector<std::string> full;
+    for (const auto& k : keys) full.push_back(prefix_ + k);
+    store_.wait(full, timeout);
+  }
+
+ private:
+  TcpStore& store_;
+  std::string prefix_;
+};
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+// Reduction functions Gloo calls on chunks: c[i] = op(a[i], b[i]). Max and min propagate NaN.
+template <typename T>
+struct SumFn {
+  static T apply(T a, T b) { return a + b; }
+};
+template <typename T>
+struct MaxFn {
+  static T apply(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(a) || std::isnan(b)) return std::isnan(a) ? a : b;
+    }
+    return a > b ? a : b;
+  }
+};
+template <typename T>
+struct MinFn {
+  static T apply(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(a) || std::isnan(b)) return std::isnan(a) ? a : b;
+    }
+    return a < b ? a : b;
+  }
+};
+template <typename T, template <typename> class Op>
+void reduce_chunk(void* c, const void* a, const void* b, size_t n) {
+  T* out = static_cast<T*>(c);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) out[i] = Op<T>::apply(x[i], y[i]);
+}
+
+template <typename T>
+gloo::AllreduceOptions::Func reduce_function(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: return &reduce_chunk<T, SumFn>;
+    case ReduceOp::Max: return &reduce_chunk<T, MaxFn>;
+    case ReduceOp::Min: return &reduce_chunk<T, MinFn>;
+  }
+  return &reduce_chunk<T, SumFn>;
+}
+
+bool reducible(DType t) {
+  return t == DType::F64 || t == DType::F32 || t == DType::F16 || t == DType::BF16 ||
+         t == DType::I64 || t == DType::I32;
+}
+
+void check_cpu_tensor(const char* what, const Tensor& t) {
+  MG_CHECK(t.defined(), Error, "ProcessGroupGloo::", what, ": the tensor is undefined");
+  MG_CHECK(t.device().is_cpu(), DeviceError, "ProcessGroupGloo::", what,
+           ": expected a cpu tensor, got ", describe(t),
+           "\n  hint: the Gloo backend reduces CPU tensors; move it with .to(mg::Device::cpu())");
+}
+
+void check_reducible(const char* what, const Tensor& t, ReduceOp op) {
+  MG_CHECK(reducible(t.dtype()), DTypeError, "ProcessGroupGloo::", what, ": ", reduce_op_name(op),
+           " takes f64, f32, f16, bf16, i64 or i32 tensors, got ", describe(t));
+  MG_CHECK(op != ReduceOp::Avg || is_floating(t.dtype()), DTypeError, "ProcessGroupGloo::", what,
+           ": avg needs a floating tensor (an integer mean would truncate), got ", describe(t),
+           "\n  hint: use sum and divide, or convert to f32/f64 first");
+}
+
+// What one rank passes to a collective, exchanged before the data when
+// GlooOptions.check_consistency is on (fixed size, so the exchange itself cannot mismatch).
+struct CallHeader {
+  uint32_t kind = 0;  // index into kKinds
+  uint32_t dtype = 0;
+  uint32_t op = 0;
+  int32_t root = 0;
+  int64_t numel = 0;
+  uint64_t shape_hash = 0;
+};
+constexpr const char* kKinds[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
+
+CallHeader make_header(const char* what, const Tensor* t, ReduceOp op, int root) {
+  CallHeader h;
+  for (uint32_t k = 0; k < 5; ++k) {
+    if (std::strcmp(kKinds[k], what) == 0) h.kind = k;
+  }
+  h.op = uint32_t(op);
+  h.root = root;
+  if (t) {
+    h.dtype = uint32_t(t->dtype());
+    h.numel = t->numel();
+    uint64_t x = 1469598103934665603ull;  // FNV-1a over the dims
+    for (int64_t d : t->shape()) x = (x ^ uint64_t(d)) * 1099511628211ull;
+    h.shape_hash = x ^ uint64_t(t->dim());
+  }
+  return h;
+}
+
+std::string describe_header(const CallHeader& h, bool with_tensor) {
+  std::string s = kKinds[h.kind];
+  if (h.kind == 0 || h.kind == 3) s += std::string(" ") + reduce_op_name(ReduceOp(h.op));
+  if (h.kind == 1) s += " from root " + std::to_string(h.root);
+  if (with_tensor) s += str_cat(" of ", h.numel, " ", dtype_name(DType(h.dtype)), " elements");
+  return s;
+}
+
+}  // namespace
+
+struct ProcessGroupGloo::Impl {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+};
+
+ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, int world_size,
+                                   GlooOptions options)
+    : rank_(rank), world_size_(world_size), options_(std::move(options)), store_(std::move(store)) {
+  MG_CHECK(store_ != nullptr, Error, "ProcessGroupGloo: the store is null");
+  MG_CHECK(world_size_ >= 1, Error, "ProcessGroupGloo: world size must be >= 1, got ", world_size_);
+  MG_CHECK(rank_ >= 0 && rank_ < world_size_, Error, "ProcessGroupGloo: rank ", rank_,
+           " is not in [0, ", world_size_, ")");
+  MG_CHECK(options_.timeout.count() > 0, Error, "ProcessGroupGloo: the timeout must be positive, got ",
+           options_.timeout.count(), " ms");
+  // A peer that dies turns our next write on its socket into SIGPIPE, whose default action kills
+  // the process before Gloo can report the error; with SIGPIPE ignored the write fails with
+  // EPIPE and becomes a DistributedError. A handler the program installed itself is kept.
+  struct sigaction old {};
+  if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+    std::signal(SIGPIPE, SIG_IGN);
+  }
+
+  // Arrival round: every rank announces itself, then waits for all others.
+  const std::string group = "mg/pg/gloo/" + std::to_string(world_size_) + "/";
+  store_->set(group + "arrived/" + std::to_string(rank_), std::to_string(::getpid()));
+  std::vector<std::string> keys;
+  for (int r = 0; r < world_size_; ++r) keys.push_back(group + "arrived/" + std::to_string(r));
+  const auto deadline = detail::Clock::now() + options_.timeout;
+  std::vector<std::string> left = keys;
+  auto rank_list = [&] {
+    std::string ranks;
+    for (const auto& k : left) ranks += (ranks.empty() ? "" : ", ") + k.substr(k.rfind('/') + 1);
+    return ranks;
+  };
+  for (;;) {
+    try {
+      left = store_->missing(keys);
+    } catch (const DistributedTimeoutError&) {
+      throw;
+    } catch (const DistributedError& e) {
+      MG_THROW(distributed::DistributedError, "ProcessGroupGloo: rank ", rank_, " of ", world_size_,
+               " lost the rendezvous store while waiting for rank", left.size() > 1 ? "s " : " ",
+               rank_list(), " to arrive (rank 0, its host, probably gave up or exited): ", e.what());
+    }
+    if (left.empty()) break;
+    if (detail::Clock::now() >= deadline) {
+      const std::string ranks = rank_list();
+      MG_THROW(distributed::DistributedTimeoutError, "ProcessGroupGloo: rank ", rank_, " of ", world_size_,
+               " waited ", options_.timeout.count(), " ms at the rendezvous ",
+               store_->options().host, ":", store_->port(), " but rank",
+               left.size() > 1 ? "s " : " ", ranks, left.size() > 1 ? " never arrived" : " never arrived",
+               "\n  hint: did every rank start, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE?");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+
+  impl_ = std::make_unique<Impl>();
+  gloo::transport::tcp::attr attr;
+  if (!options_.iface.empty()) {
+    attr.iface = options_.iface;
+  } else if (!options_.hostname.empty()) {
+    attr.hostname = options_.hostname;
+  } else if (is_loopback(store_->options().host)) {
+    attr.hostname = "127.0.0.1";
+  } else {
+    char name[256] = {};
+    ::gethostname(name, sizeof(name) - 1);
+    attr.hostname = name;
+  }
+  try {
+    impl_->device = gloo::transport::tcp::CreateDevice(attr);
+    impl_->context = std::make_shared<gloo::rendezvous::Context>(rank_, world_size_);
+    impl_->context->setTimeout(options_.timeout);
+    GlooStore gloo_store(*store_, group + "gloo/");
+    impl_->context->connectFullMesh(gloo_store, impl_->device);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    MG_THROW(distributed::DistributedError, "ProcessGroupGloo: rank ", rank_, " of ", world_size_,
+             " could not connect to its peers: ", e.what(),
+             "\n  hint: set GlooOptions.hostname or .iface to an address the other ranks can reach");
+  }
+}
+
+ProcessGroupGloo::~ProcessGroupGloo() = default;
+
+template <typename F>
+void ProcessGroupGloo::run(const char* what, F&& body) {
+  MG_CHECK(broken_.empty(), distributed::DistributedError, "ProcessGroupGloo::", what, ": rank ", rank_,
+           ": the group is unusable: ", broken_);
+  auto fail = [&](const std::string& why) {
+    broken_ = str_cat(what, " failed earlier");
+    return str_cat("ProcessGroupGloo::", what, ": rank ", rank_, " of ", world_size_, ": ", why);
+  };
+  try {
+    body();
+  } catch (const Error&) {
+    throw;
+  } catch (const gloo::IoException& e) {
+    const std::string msg = e.what();
+    if (msg.find("Timed out") != std::string::npos) {
+      throw DistributedTimeoutError(fail(str_cat(
+          "no progress within ", options_.timeout.count(),
+          " ms: a peer did not take part\n  hint: is a rank stuck, or calling collectives in a "
+          "different order or with other sizes?\n  gloo: ", msg)));
+    }
+    throw DistributedError(fail(str_cat(
+        "a peer's connection broke (did a rank exit or crash?)\n  gloo: ", msg)));
+  } catch (const std::exception& e) {
+    throw DistributedError(fail(str_cat("Gloo failed: ", e.what())));
+  }
+}
+
+void ProcessGroupGloo::agree(const char* what, const Tensor* t, ReduceOp op, int root) {
+  if (!options_.check_consistency || world_size_ == 1) return;
+  const CallHeader mine = make_header(what, t, op, root);
+  std::vector<CallHeader> all(static_cast<std::size_t>(world_size_));
+  gloo::AllgatherOptions opts(impl_->context);
+  opts.setInput(reinterpret_cast<uint8_t*>(const_cast<CallHeader*>(&mine)), sizeof(CallHeader));
+  opts.setOutput(reinterpret_cast<uint8_t*>(all.data()), sizeof(CallHeader) * all.size());
+  opts.setTag(next_tag_++);
+  opts.setTimeout(options_.timeout);
+  gloo::allgather(opts);
+  bool same = true;
+  for (const auto& h : all) same = same && std::memcmp(&h, &all[0], sizeof(CallHeader)) == 0;
+  if (same) return;
+  // Every rank sees the same headers, so every rank throws the same error and nothing was sent.
+  std::string calls;
+  for (int r = 0; r < world_size_; ++r) {
+    const CallHeader& h = all[std::size_t(r)];
+    calls += str_cat("\n  rank ", r, ": ", describe_header(h, h.kind != 4));
+    if (r > 0 && h.numel == all[0].numel && h.shape_hash != all[0].shape_hash) calls += " (another shape)";
+  }
+  MG_THROW(distributed::DistributedError, "ProcessGroupGloo::", what, ": rank ", rank_,
+           ": the ranks called different collectives or passed different tensors; nothing was sent:",
+           calls, "\n  hint: every rank must call the same collectives in the same order with the "
+           "same shapes and dtypes");
+}
+
+void ProcessGroupGloo::reduce_in_place(Tensor& t, ReduceOp op) {
+  gloo::AllreduceOptions opts(impl_->context);
+  const size_t n = size_t(t.numel());
+  switch (t.dtype()) {
+    case DType::F64:
+      opts.setOutput(t.data<double>(), n);
+      opts.setReduceFunction(reduce_function<double>(op));
+      break;
+    case DType::F32:
+      opts.setOutput(t.data<float>(), n);
+      opts.setReduceFunction(reduce_function<float>(op));
+      break;
+    case DType::I64:
+      opts.setOutput(t.data<int64_t>(), n);
+      opts.setReduceFunction(reduce_function<int64_t>(op));
+      break;
+    case DType::I32:
+      opts.setOutput(t.data<int32_t>(), n);
+      opts.setReduceFunction(reduce_function<int32_t>(op));
+      break;
+    default:
+      MG_ASSERT(false, "reduce_in_place on ", dtype_name(t.dtype()));
+  }
+  opts.setTag(next_tag_++);
+  opts.setTimeout(options_.timeout);
+  gloo::allreduce(opts);
+  // Avg: the sum divided once, in the accumulation dtype.
+  if (op == ReduceOp::Avg) t.div_(double(world_size_));
+}
+
+void ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
+  check_cpu_tensor("all_reduce", tensor);
+  check_reducible("all_reduce", tensor, op);
+  run("all_reduce", [&] {
+    agree("all_reduce", &tensor, op, 0);
+    if (tensor.numel() == 0) return;
+    NoGradGuard no_grad;
+    // f16/bf16: reduce in f32 (accumulation dtype), round once on the copy back.
+    Tensor work = is_low_precision(tensor.dtype()) ? tensor.to(DType::F32)
+                  : tensor.is_contiguous()         ? tensor
+                                                   : tensor.contiguous();
+    reduce_in_place(work, op);
+    if (!work.is_same(tensor)) tensor.copy_(work);
+    else tensor.bump_version();
+  });
+}
+
+void ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
+  check_cpu_tensor("broadcast", tensor);
+  MG_CHECK(root >= 0 && root < world_size_, Error, "ProcessGroupGloo::broadcast: root ", root,
+           " is not a rank in [0, ", world_size_, ")");
+  run("broadcast", [&] {
+    agree("broadcast", &tensor, ReduceOp::Sum, root);
+    if (tensor.numel() == 0) return;
+    NoGradGuard no_grad;
+    Tensor work = tensor.is_contiguous() ? tensor : tensor.contiguous();
+    gloo::BroadcastOptions opts(impl_->context);
+    opts.setOutput(static_cast<uint8_t*>(work.data_ptr()), size_t(work.numel()) * work.element_size());
+    opts.setRoot(root);
+    opts.setTag(next_tag_++);
+    opts.setTimeout(options_.timeout);
+    gloo::broadcast(opts);
+    if (!work.is_same(tensor)) tensor.copy_(work);
+    else tensor.bump_version();
+  });
+}
+
+Tensor ProcessGroupGloo::all_gather(const Tensor& input) {
+  check_cpu_tensor("all_gather", input);
+  Shape shape = input.shape();
+  shape.insert(shape.begin(), int64_t(world_size_));
+  Tensor out = empty(shape, {.dtype = input.dtype()});
+  run("all_gather", [&] {
+    agree("all_gather", &input, ReduceOp::Sum, 0);
+    if (input.numel() == 0) return;
+    NoGradGuard no_grad;
+    Tensor in = input.contiguous();
+    const size_t bytes = size_t(in.numel()) * in.element_size();
+    gloo::AllgatherOptions opts(impl_->context);
+    opts.setInput(static_cast<uint8_t*>(in.data_ptr()), bytes);
+    opts.setOutput(static_cast<uint8_t*>(out.data_ptr()), bytes * size_t(world_size_));
+    opts.setTag(next_tag_++);
+    opts.setTimeout(options_.timeout);
+    gloo::allgather(opts);
+  });
+  return out;
+}
+
+Tensor ProcessGroupGloo::reduce_scatter(const Tensor& input, ReduceOp op) {
+  check_cpu_tensor("reduce_scatter", input);
+  check_reducible("reduce_scatter", input, op);
+  MG_CHECK(input.dim() >= 1 && input.size(0) % world_size_ == 0, ShapeError,
+           "ProcessGroupGloo::reduce_scatter: the input's first dimension must split into ",
+           world_size_, " equal blocks, got ", describe(input));
+  const int64_t n = input.size(0) / world_size_;
+  Tensor out;
+  run("reduce_scatter", [&] {
+    agree("reduce_scatter", &input, op, 0);
+    NoGradGuard no_grad;
+    // Reduced as an all-reduce of the whole input, of which each rank keeps its block: Gloo
+    // 0.5's reduce-scatter is the old halving-doubling class with int counts, so this moves
+    // about twice the bytes of a true reduce-scatter but shares all_reduce's tested path.
+    Tensor work = is_low_precision(input.dtype()) ? input.to(DType::F32) : input.clone();
+    if (work.numel() > 0) reduce_in_place(work, op);
+    Tensor block = work.narrow(0, int64_t(rank_) * n, n);
+    out = block.to(input.dtype()).contiguous();
+    if (out.is_same(block)) out = block.clone();
+  });
+  return out;
+}
+
+void ProcessGroupGloo::barrier() {
+  run("barrier", [&] {
+    agree("barrier", nullptr, ReduceOp::Sum, 0);
+    gloo::BarrierOptions opts(impl_->context);
+    opts.setTag(next_tag_++);
+    opts.setTimeout(options_.timeout);
+    gloo::barrier(opts);
+  });
+}
+
+void ProcessGroupGloo::shutdown() {
+  if (!impl_) return;
+  std::string why;
+  if (broken_.empty()) {
+    try {
+      barrier();
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+  impl_.reset();
+  store_.reset();  // on rank 0 this stops the store server; every rank is past the barrier
+  broken_ = "shut down";
+  if (!why.empty()) MG_THROW(distributed::DistributedError, "ProcessGroupGloo::shutdown: ", why);
+}
+
+}  // namespace mg::distributed

@@ -1,0 +1,54 @@
+// ProcessGroup: the collectives one process shares with its peers (rank in [0, world_size)).
+// The interface every backend implements: ProcessGroupGloo (CPU tensors, TCP) now, an NCCL one
+// (CUDA tensors) later; DistributedDataParallel and SyncBatchNorm will be written against it.
+// Every rank must call the same collectives in the same order with tensors of the same shape and
+// dtype (the shapes differ only where a collective says so).
+// Decision: collectives are blocking and work in place on the caller's tensors (the result of
+// all_reduce and broadcast overwrites the input on every rank), as torch.distributed's defaults;
+// a failure (a peer died, the timeout passed) throws and leaves the group broken: every later
+// call throws DistributedError, because peers can no longer agree on which step they are at.
+//
+//   auto pg = mg::distributed::init_process_group();    // from RANK, WORLD_SIZE, MASTER_*
+//   pg->all_reduce(grad, mg::distributed::ReduceOp::Avg);
+//   mg::Tensor all = pg->all_gather(local);              // [world_size, *local.shape]
+#pragma once
+#include <chrono>
+#include <string>
+
+#include "mixgrad/core/tensor.h"
+#include "mixgrad/distributed/reduce_op.h"
+
+namespace mg::distributed {
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // "gloo" (later "nccl").
+  virtual std::string backend() const = 0;
+
+  // Combines `tensor` across ranks with `op`; every rank receives the result in `tensor`.
+  virtual void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
+  // Copies root's `tensor` into every rank's `tensor`.
+  virtual void broadcast(Tensor& tensor, int root = 0) = 0;
+  // Returns [world_size, *input.shape]: row r is rank r's input. Every rank's input has the same
+  // shape and dtype.
+  virtual Tensor all_gather(const Tensor& input) = 0;
+  // input [world_size * n, ...]: the reduction over ranks of the input's r-th block of n rows
+  // lands in rank r's result [n, ...].
+  virtual Tensor reduce_scatter(const Tensor& input, ReduceOp op = ReduceOp::Sum) = 0;
+  // Returns once every rank has entered the barrier.
+  virtual void barrier() = 0;
+
+  // A barrier, then closes the connections (and, on rank 0, the store). Idempotent; after it,
+  // collectives throw DistributedError. The destructor closes without the barrier.
+  virtual void shutdown() = 0;
+
+  // Bound of every collective: a peer that does not take part in time is a
+  // DistributedTimeoutError.
+  virtual std::chrono::milliseconds timeout() const = 0;
+};
+
+}  // namespace mg::distributed
