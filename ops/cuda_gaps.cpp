@@ -37,4 +37,13 @@ const char* cuda_gap_reason(OpId op) {
   return gap ? gap->reason : nullptr;
 }
 
+std::string missing_kernel_message(OpId op, const std::string& device, DeviceType kernel_device, DType dtype,
+                                   const char* reason) {
+  const bool cuda = kernel_device == DeviceType::CUDA;
+  std::string msg = std::string(op_name(op)) + ": no " + device + " kernel for " + dtype_name(dtype);
+  if (cuda && reason) msg += std::string(" (a known gap of the CUDA backend: ") + reason + ")";
+  if (cuda) msg += "\n  hint: the CUDA backend has no such kernel yet; compute this op on the CPU (.to(Device::cpu()))";
+  return msg;
+}
+
 }  // namespace mg

@@ -5,8 +5,10 @@
 //
 //   if (const char* why = mg::cuda_gap_reason(mg::OpId::conv2d, mg::DType::F16)) std::puts(why);
 #pragma once
+#include <string>
 #include <vector>
 
+#include "mixgrad/core/device.h"
 #include "mixgrad/core/dtype.h"
 #include "mixgrad/ops/op.h"
 
@@ -27,5 +29,12 @@ const CudaGap* find_cuda_gap(OpId op);
 const char* cuda_gap_reason(OpId op, DType dtype);
 // The reason marked for any dtype of `op`; nullptr when the op has no marked gap.
 const char* cuda_gap_reason(OpId op);
+
+// The text of the NotImplementedError for a missing kernel of `op` on `device` (run on kernels of
+// `kernel_device`) for `dtype`: "<op>: no <device> kernel for <dtype>", then on CUDA the marked
+// reason "(a known gap of the CUDA backend: <reason>)" when `reason` is given, and a hint.
+// The dispatcher throws it with reason = cuda_gap_reason(op, dtype).
+std::string missing_kernel_message(OpId op, const std::string& device, DeviceType kernel_device, DType dtype,
+                                   const char* reason);
 
 }  // namespace mg

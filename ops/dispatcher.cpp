@@ -68,10 +68,7 @@ void record(OpId op, const OpAttrs& attrs, const Tensors& inputs, Tensors& outpu
 // fallback to another device. On CUDA it quotes the reason ops/cuda_gaps.def marks for the gap.
 [[noreturn]] void throw_missing_kernel(OpId op, const Device& device, DeviceType kernel_device, DType dtype) {
   const char* reason = kernel_device == DeviceType::CUDA ? cuda_gap_reason(op, dtype) : nullptr;
-  MG_THROW(NotImplementedError, op_name(op), ": no ", device.str(), " kernel for ", dtype_name(dtype),
-           reason ? std::string(" (a known gap of the CUDA backend: ") + reason + ")" : std::string(),
-           kernel_device == DeviceType::CUDA ? "\n  hint: the CUDA backend has no such kernel yet; compute this op on "
-                                               "the CPU (.to(Device::cpu()))" : "");
+  throw NotImplementedError(missing_kernel_message(op, device.str(), kernel_device, dtype, reason));
 }
 
 Tensors run(OpId op, const Tensors& inputs, const OpAttrs& attrs) {

@@ -324,7 +324,16 @@ TEST_CASE("registry: a missing CUDA kernel is a NotImplementedError quoting the 
     WARN("skipped: mixgrad was built without the CUDA backend");
     return;
   }
-  if (cuda_gaps().empty()) WARN("ops/cuda_gaps.def marks no gap: there is no missing kernel to call");
+  // The message itself, whether or not a gap is marked today: the reason is quoted on CUDA only.
+  const std::string with_reason =
+      missing_kernel_message(OpId::conv2d, "cuda:0", DeviceType::CUDA, DType::F16, "a reason of ten letters");
+  CHECK(with_reason == "conv2d: no cuda:0 kernel for f16 (a known gap of the CUDA backend: a reason of ten letters)"
+                       "\n  hint: the CUDA backend has no such kernel yet; compute this op on the CPU (.to(Device::cpu()))");
+  CHECK(missing_kernel_message(OpId::exp, "cuda:1", DeviceType::CUDA, DType::BF16, nullptr) ==
+        "exp: no cuda:1 kernel for bf16\n  hint: the CUDA backend has no such kernel yet; compute this op on the CPU "
+        "(.to(Device::cpu()))");
+  CHECK(missing_kernel_message(OpId::exp, "cpu", DeviceType::CPU, DType::BF16, "ignored") == "exp: no cpu kernel for bf16");
+  // Then every marked gap through the dispatcher (none when every op has its CUDA kernels).
   int checked = 0;
   for (const OpCase& c : all_op_cases()) {
     const char* reason = cuda_gap_reason(c.op);
