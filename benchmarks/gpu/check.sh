@@ -9,7 +9,7 @@
 # The GPU machine has nvcc, CMake and ninja but not Debian's development packages: run
 # scripts/fetch-gpu-deps here first and carry .gpu-deps with the tree (the device tool's carry).
 #
-# OUT_DIR gets check.log (everything), tests.xml / ops_tests.xml (JUnit), bench_cuda.json,
+# OUT_DIR gets check.log (everything), tests.xml / ops_tests.xml (JUnit), bench_cuda.json, bench_pinned.json,
 # torch.json and summary.txt. Each step has a time limit so the whole check fits a short GPU
 # slot (target: under 6 minutes from a clean build folder, build included).
 set -uo pipefail
@@ -66,7 +66,7 @@ step "configure (sm_$ARCH)" 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TY
   -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DMG_BUILD_EXAMPLES=OFF -DMG_INSTALL=OFF "${DEPS_ARGS[@]}" \
   && grep -a "CUDA backend" "$LOG" | tail -1
 BUILD_OK=0
-if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops bench_cuda; then
+if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops bench_cuda bench_pinned; then
   BUILD_OK=1
 fi
 
@@ -75,6 +75,7 @@ if [ $BUILD_OK -eq 1 ]; then
   step "tests: test_cuda" 120 "$BUILD/tests/test_cuda" --reporter junit --out "$OUT/tests.xml"
   step "tests: op table on CUDA" 120 "$BUILD/tests/test_ops" "[gpu]" --reporter junit --out "$OUT/ops_tests.xml"
   step "bench_cuda" 120 "$BUILD/benchmarks/bench_cuda" --json "$OUT/bench_cuda.json"
+  step "bench_pinned" 60 "$BUILD/benchmarks/bench_pinned" --json "$OUT/bench_pinned.json"
 fi
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >> "$LOG" 2>&1; then
   step "PyTorch peer" 120 python3 benchmarks/gpu/torch_peer.py --json "$OUT/torch.json"
