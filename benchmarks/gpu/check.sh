@@ -10,8 +10,8 @@
 # scripts/fetch-gpu-deps here first and carry .gpu-deps with the tree (the device tool's carry).
 #
 # OUT_DIR gets check.log (everything), tests.xml / ops_tests.xml (JUnit), bench_cuda.json,
-# bench_pinned.json, torch.json and summary.txt. Each step has a time limit so the whole check fits a short GPU
-# slot (target: under 6 minutes from a clean build folder, build included).
+# bench_pinned.json, torch.json and summary.txt. Each step has a time limit so the whole check fits
+# a short GPU slot (target: under 6 minutes from a clean build folder, build included).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${1:-${MG_GPU_OUT:-gpu-check}}"
