@@ -12,8 +12,15 @@
 namespace mg::cuda {
 namespace {
 
+// The raw operations. A pinned tensor freed at process exit, after the CUDA runtime has unloaded,
+// must not throw from Storage's destructor: there is no copy left in flight then, so a query
+// answers "completed" and frees and destroys are skipped (the process is ending anyway).
 class CudaHostMemory final : public HostMemory {
  public:
+  static constexpr EventHandle kNoEvent = 0;
+  static bool runtime_gone(cudaError_t status) {
+    return status == cudaErrorCudartUnloading || status == cudaErrorContextIsDestroyed;
+  }
   void* raw_alloc(std::size_t bytes) override {
     void* p = nullptr;
     const cudaError_t status = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
@@ -24,25 +31,48 @@ class CudaHostMemory final : public HostMemory {
     MG_CUDA_CHECK(status);
     return p;
   }
-  void raw_free(void* p) override { MG_CUDA_CHECK(cudaFreeHost(p)); }
+  void raw_free(void* p) override {
+    const cudaError_t status = cudaFreeHost(p);
+    if (runtime_gone(status)) {
+      (void)cudaGetLastError();
+      return;
+    }
+    MG_CUDA_CHECK(status);
+  }
   EventHandle record_event(int device, StreamId stream) override {
     DeviceGuard guard(device);
     cudaEvent_t e = nullptr;
-    MG_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    const cudaError_t created = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    if (runtime_gone(created)) {  // nothing runs any more: an event that is complete at once
+      (void)cudaGetLastError();
+      return kNoEvent;
+    }
+    MG_CUDA_CHECK(created);
     MG_CUDA_CHECK(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)));
     return reinterpret_cast<EventHandle>(e);
   }
   bool event_completed(EventHandle event) override {
+    if (event == kNoEvent) return true;
     const cudaError_t status = cudaEventQuery(reinterpret_cast<cudaEvent_t>(event));
     if (status == cudaErrorNotReady) {
       if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
       return false;
     }
+    if (runtime_gone(status)) {
+      (void)cudaGetLastError();
+      return true;
+    }
     MG_CUDA_CHECK(status);
     return true;
   }
   void destroy_event(EventHandle event) override {
-    MG_CUDA_CHECK(cudaEventDestroy(reinterpret_cast<cudaEvent_t>(event)));
+    if (event == kNoEvent) return;
+    const cudaError_t status = cudaEventDestroy(reinterpret_cast<cudaEvent_t>(event));
+    if (runtime_gone(status)) {
+      (void)cudaGetLastError();
+      return;
+    }
+    MG_CUDA_CHECK(status);
   }
 };
 
