@@ -14,6 +14,7 @@
 #include "mixgrad/autograd/grad_mode.h"   // NoGradGuard, EnableGradGuard
 #include "mixgrad/core/factory.h"         // zeros, ones, randn, from_vector, manual_seed, ...
 #include "mixgrad/core/parallel.h"        // set_num_threads
+#include "mixgrad/core/pinned_memory.h"   // empty_pinned, check_pin_memory_available
 #include "mixgrad/core/storage.h"         // cpu_memory_stats
 #include "mixgrad/core/tensor.h"          // Tensor, DType, Device
 #include "mixgrad/cuda/cuda.h"            // cuda::is_available, streams, events, memory_stats

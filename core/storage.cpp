@@ -109,7 +109,7 @@ CpuAllocator& cpu_allocator() {
 }
 Allocator* g_allocators[2] = {nullptr, nullptr};  // CPU: cpu_allocator() unless replaced
 
-void cpu_copy_bytes(void* dst, Device, const void* src, Device, std::size_t nbytes) {
+void cpu_copy_bytes(void* dst, Device, const void* src, Device, std::size_t nbytes, bool) {
   if (nbytes) std::memcpy(dst, src, nbytes);
 }
 CopyBytesFn g_copy_fns[2] = {&cpu_copy_bytes, nullptr};
@@ -139,17 +139,22 @@ void set_allocator(DeviceType type, Allocator* allocator) { g_allocators[int(typ
 void set_copy_bytes_fn(DeviceType type, CopyBytesFn fn) { g_copy_fns[int(type)] = fn; }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
-                std::size_t nbytes) {
+                std::size_t nbytes, bool non_blocking) {
   // Any copy touching a CUDA device goes through the CUDA backend's function.
   const DeviceType t = dst_device.is_cuda() || src_device.is_cuda() ? DeviceType::CUDA : DeviceType::CPU;
   CopyBytesFn fn = g_copy_fns[int(t)];
   MG_CHECK(fn != nullptr, DeviceError, "copy: cannot copy from ", src_device.str(), " to ",
            dst_device.str(), "; this build of mixgrad has no CUDA support");
-  fn(dst, dst_device, src, src_device, nbytes);
+  fn(dst, dst_device, src, src_device, nbytes, non_blocking);
 }
 
 Storage::Storage(std::size_t nbytes, Device device)
     : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device.type)) {
+  data_ = allocator_->allocate(nbytes, device);
+}
+
+Storage::Storage(std::size_t nbytes, Device device, Allocator& allocator)
+    : nbytes_(nbytes), device_(device), allocator_(&allocator) {
   data_ = allocator_->allocate(nbytes, device);
 }
 

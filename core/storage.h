@@ -47,16 +47,23 @@ Allocator* find_allocator(DeviceType type);
 void set_allocator(DeviceType type, Allocator* allocator);
 
 // Copies `nbytes` between two blocks on any devices (host memcpy on the CPU; the CUDA backend
-// registers its copy function).
+// registers its copy function). `non_blocking`: a copy between the host and a CUDA device may
+// return before it has finished when the host block is pinned (core/pinned_memory.h); the caller
+// then synchronises before touching the host block (see docs/cuda.md). Otherwise the copy is
+// complete, as far as the host can tell, when the call returns.
 using CopyBytesFn = void (*)(void* dst, Device dst_device, const void* src, Device src_device,
-                             std::size_t nbytes);
+                             std::size_t nbytes, bool non_blocking);
 void set_copy_bytes_fn(DeviceType type, CopyBytesFn fn);
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes);
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes,
+                bool non_blocking = false);
 
 class Storage {
  public:
   // Allocates `nbytes` on `device`.
   Storage(std::size_t nbytes, Device device);
+  // Allocates `nbytes` on `device` from `allocator` (which must outlive the storage), e.g. the
+  // pinned host allocator of core/pinned_memory.h.
+  Storage(std::size_t nbytes, Device device, Allocator& allocator);
   // Wraps memory owned elsewhere; `deleter` (may be empty) runs when the storage dies.
   Storage(void* data, std::size_t nbytes, Device device, std::function<void(void*)> deleter);
   ~Storage();
@@ -66,6 +73,8 @@ class Storage {
   void* data() const { return data_; }
   std::size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  // The allocator that made the memory; nullptr for wrapped memory.
+  Allocator* allocator() const { return allocator_; }
   // Version counter shared by all tensors viewing this storage; bumped by in-place ops.
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }

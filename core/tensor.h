@@ -79,6 +79,9 @@ class Tensor {
   std::size_t element_size() const { return dtype_size(dtype()); }
   bool is_contiguous() const;
   bool is_floating_point() const { return is_floating(dtype()); }
+  // True when the storage is page-locked host memory from the pinned allocator (pin_memory(),
+  // to(cpu, true) of a CUDA tensor, a DataLoader with pin_memory); defined in core/pinned_memory.cpp.
+  bool is_pinned() const;
   Storage& storage() const { return *checked()->storage; }
   // Pointer to the first element (storage data + offset).
   void* data_ptr() const;
@@ -157,6 +160,12 @@ class Tensor {
   Tensor clone() const;
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;
+  // non_blocking: a host<->CUDA copy may return before it is done (pinned host memory only; the
+  // hazard and the rules are in docs/cuda.md); to(cpu, true) of a CUDA tensor lands in pinned memory.
+  Tensor to(Device device, bool non_blocking) const;
+  // A contiguous copy in page-locked host memory (this tensor itself when already pinned); throws
+  // DeviceError with the reason when no CUDA device can be used. Differentiable like clone().
+  Tensor pin_memory() const;
 
   // arithmetic (broadcasting, dtype promotion as the operators; a double takes this dtype)
   Tensor add(const Tensor& other, double alpha = 1.0) const;  // this + alpha * other

@@ -1,29 +1,49 @@
 // Byte copies that touch a CUDA device (core's copy_bytes hook): host to device, device to host,
 // device to device (peer copies between GPUs). Each is queued on the current stream of the
-// device involved; a copy to the host then waits for it (a counted synchronising call), so
-// item(), to(cpu) and printing see finished results.
+// device involved. What the host waits for:
+// - host -> device from pageable memory: nothing more than the driver's staging (cudaMemcpyAsync
+//   returns once it has copied the host buffer aside), with or without non_blocking;
+// - host -> device from pinned memory: non_blocking returns at once (an event on the pinned block
+//   keeps it from being reused before the copy has read it); blocking waits for the copy (a
+//   counted synchronisation), since the DMA reads the buffer after the call returns;
+// - device -> host: waits (counted), so item(), to(cpu) and printing see finished results, except
+//   non_blocking into pinned memory, which returns at once (event on the block; the caller
+//   synchronises before reading);
+// - device -> device: never.
+// Decision: pinned-ness is the pinned cache's answer (contains/record_use), not
+// cudaPointerGetAttributes: memory the user page-locked outside mixgrad counts as pageable.
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/storage.h"
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/copy.h"
 #include "mixgrad/cuda/cuda.h"
+#include "mixgrad/cuda/pinned_allocator.h"
 
 namespace mg::cuda {
 
-void copy_bytes_cuda(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes) {
+void copy_bytes_cuda(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes,
+                     bool non_blocking) {
   if (nbytes == 0) return;
   if (dst_device.is_cuda()) check_device(dst_device);
   if (src_device.is_cuda()) check_device(src_device);
-  if (src_device.is_cpu()) {  // host -> device: returns once the host buffer has been read
+  if (src_device.is_cpu()) {  // host -> device
     DeviceGuard guard(dst_device.index);
-    MG_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice,
-                                  static_cast<cudaStream_t>(current_stream(dst_device.index).handle())));
+    const Stream stream = current_stream(dst_device.index);
+    auto s = static_cast<cudaStream_t>(stream.handle());
+    const bool pinned = pinned_cache().contains(src);
+    MG_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s));
+    if (!pinned) return;  // staged by the driver: the host buffer has been read
+    if (non_blocking && pinned_cache().record_use(src, dst_device.index, stream.id())) return;
+    detail::count_sync();
+    MG_CUDA_CHECK(cudaStreamSynchronize(s));
     return;
   }
   DeviceGuard guard(src_device.index);
-  auto stream = static_cast<cudaStream_t>(current_stream(src_device.index).handle());
-  if (dst_device.is_cpu()) {  // device -> host: the caller reads dst next, so wait
+  const Stream src_stream = current_stream(src_device.index);
+  auto stream = static_cast<cudaStream_t>(src_stream.handle());
+  if (dst_device.is_cpu()) {  // device -> host: the caller reads dst next, so wait unless told not to
     MG_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream));
+    if (non_blocking && pinned_cache().record_use(dst, src_device.index, src_stream.id())) return;
     detail::count_sync();
     MG_CUDA_CHECK(cudaStreamSynchronize(stream));
   } else if (dst_device == src_device) {

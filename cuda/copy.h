@@ -7,6 +7,7 @@
 
 namespace mg::cuda {
 
-void copy_bytes_cuda(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes);
+void copy_bytes_cuda(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes,
+                     bool non_blocking);
 
 }  // namespace mg::cuda

@@ -155,6 +155,27 @@ void record_stream(const Tensor& t, const Stream& stream);
 // Returns every cached, entirely free segment of every device to the driver.
 void empty_cache();
 
+// The pinned (page-locked) host memory cache behind Tensor::pin_memory(), to(cpu, true) and the
+// DataLoader's pin_memory option (cuda/host/pinned_cache.h has the policy). Sizes are the rounded
+// block sizes (powers of two, at least 512 bytes). All zero in a build without the backend.
+struct PinnedMemoryStats {
+  std::size_t allocated = 0;       // bytes in pinned blocks held by tensors now
+  std::size_t cached = 0;          // bytes in freed blocks ready for reuse
+  std::size_t pending = 0;         // bytes in freed blocks still read or written by copies in flight
+  std::size_t reserved = 0;        // bytes pinned now (cudaHostAlloc'ed, not yet cudaFreeHost'd)
+  std::size_t peak_allocated = 0;  // since the start or reset_peak_pinned_memory()
+  uint64_t num_host_allocs = 0;    // cudaHostAlloc calls
+  uint64_t num_host_frees = 0;     // cudaFreeHost calls
+  uint64_t num_allocs = 0;         // blocks handed out (reuses included)
+  uint64_t num_frees = 0;          // blocks given back
+  uint64_t num_ooms = 0;           // requests that failed after emptying the cache
+};
+PinnedMemoryStats pinned_memory_stats();
+void reset_peak_pinned_memory();
+// Returns every cached free pinned block to the system (cudaFreeHost). Blocks still waiting for
+// their copies stay until those complete; never synchronises.
+void empty_pinned_cache();
+
 // Whether f32 GEMMs may use TF32 Tensor Cores (PyTorch's allow_tf32); false: strict f32.
 void set_allow_tf32(bool allow);
 bool allow_tf32();

@@ -1,11 +1,14 @@
 // register_cuda_kernels(): the CUDA backend's one entry point, called once from mg::init()
-// (ops/init.cpp). It installs the device allocator, the byte-copy function and the factories'
-// fill function into core and fills the kernel registry with the CUDA kernels of every op group.
-// Nothing here needs a GPU: a CUDA build on a machine without one registers everything, and the
-// first use of a CUDA device throws DeviceError with the reason.
+// (ops/init.cpp). It installs the device allocator, the pinned host allocator, the byte-copy
+// function and the factories' fill function into core and fills the kernel registry with the CUDA
+// kernels of every op group. Nothing here needs a GPU: a CUDA build on a machine without one
+// registers everything, and the first use of a CUDA device throws DeviceError with the reason.
+#include "mixgrad/core/pinned_memory.h"
 #include "mixgrad/core/storage.h"
+#include "mixgrad/cuda/cuda.h"
 #include "mixgrad/cuda/copy.h"
 #include "mixgrad/cuda/device_allocator.h"
+#include "mixgrad/cuda/pinned_allocator.h"
 
 namespace mg::cuda {
 
@@ -27,6 +30,7 @@ void register_factory_kernels();   // cuda/kernels/factory.cu (the device fill o
 void register_cuda_kernels() {
   set_allocator(DeviceType::CUDA, &device_allocator());
   set_copy_bytes_fn(DeviceType::CUDA, &copy_bytes_cuda);
+  set_pinned_allocator(&pinned_allocator(), &unavailable_reason);
   register_unary_kernels();
   register_binary_kernels();
   register_select_kernels();

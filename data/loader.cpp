@@ -10,6 +10,8 @@
 #include <numeric>
 #include <thread>
 
+#include "mixgrad/core/pinned_memory.h"
+
 namespace mg::data {
 
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) {
@@ -28,9 +30,10 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) 
 namespace {
 
 // Batch `b` of an epoch whose order is `order`; a get_batch failure becomes an mg::Error that
-// names the dataset, the batch, the epoch and the first indices.
+// names the dataset, the batch, the epoch and the first indices. With `pin`, every
+// tensor of the batch is copied into pinned host memory (a failure names the tensor and batch).
 Batch compute_batch(const Dataset& dataset, const std::vector<int64_t>& order, int64_t batch_size,
-                    uint64_t seed, int64_t epoch, int64_t b) {
+                    uint64_t seed, int64_t epoch, int64_t b, bool pin) {
   const int64_t begin = b * batch_size;
   const int64_t end = std::min<int64_t>(begin + batch_size, int64_t(order.size()));
   std::vector<int64_t> indices(order.begin() + begin, order.begin() + end);
@@ -48,6 +51,16 @@ Batch compute_batch(const Dataset& dataset, const std::vector<int64_t>& order, i
     throw Error(context() + e.what());
   } catch (...) {
     throw Error(context() + "unknown exception");
+  }
+  if (pin) {
+    for (auto& [name, t] : batch.tensors) {
+      try {
+        t = t.pin_memory();
+      } catch (const std::exception& e) {
+        throw Error(str_cat("DataLoader: pinning tensor '", name, "' of batch ", b, " of epoch ", epoch,
+                            " failed: ", e.what()));
+      }
+    }
   }
   batch.indices = std::move(indices);
   batch.epoch = epoch;
@@ -73,6 +86,7 @@ struct DataLoader::Prefetcher {
   const Dataset* dataset = nullptr;
   int64_t batch_size = 1;
   int64_t depth = 1;
+  bool pin = false;
   uint64_t seed = 0;
   int64_t epoch = 0;
   std::shared_ptr<const std::vector<int64_t>> order;
@@ -98,7 +112,7 @@ struct DataLoader::Prefetcher {
       lock.unlock();
       Item item{.b = b};
       try {
-        item.batch = compute_batch(*dataset, *job_order, batch_size, job_seed, job_epoch, b);
+        item.batch = compute_batch(*dataset, *job_order, batch_size, job_seed, job_epoch, b, pin);
       } catch (...) {
         item.error = std::current_exception();
       }
@@ -118,6 +132,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
            options_.batch_size);
   MG_CHECK(options_.prefetch >= 0, Error, "DataLoader: prefetch must be >= 0, got ",
            options_.prefetch);
+  if (options_.pin_memory) check_pin_memory_available("DataLoader: pin_memory");
   size_ = dataset_->size();
   MG_CHECK(size_ >= 0, Error, "DataLoader: ", dataset_->name(), "::size() returned ", size_);
   num_batches_ = options_.drop_last ? size_ / options_.batch_size
@@ -174,7 +189,7 @@ std::optional<Batch> DataLoader::next() {
   if (next_batch_ >= num_batches_) return std::nullopt;
   if (options_.prefetch == 0) {
     Batch batch = compute_batch(*dataset_, *order_, options_.batch_size, options_.seed, epoch_,
-                                next_batch_);
+                                next_batch_, options_.pin_memory);
     ++next_batch_;
     return batch;
   }
@@ -183,6 +198,7 @@ std::optional<Batch> DataLoader::next() {
     p->dataset = dataset_.get();
     p->batch_size = options_.batch_size;
     p->depth = options_.prefetch;
+    p->pin = options_.pin_memory;
     p->thread = std::thread([q = p.get()] { q->run(); });  // kept only once the thread runs
     prefetcher_ = std::move(p);
   }

@@ -14,6 +14,9 @@
 //     }
 //   }
 //
+// With .pin_memory = true the batches come out pinned, for asynchronous copies to the GPU:
+//   const mg::Tensor x = batch->at("input").to(mg::Device::cuda(), /*non_blocking=*/true);
+//
 // Threading: with prefetch > 0 a background thread computes the next `prefetch` batches into a
 // bounded queue (condition variables, no polling) while the caller trains; batches still come
 // out in order. The thread starts at the first next() and is stopped and joined by the
@@ -38,6 +41,10 @@ struct DataLoaderOptions {
   bool drop_last = false;  // drop the last batch when it has fewer than batch_size examples
   uint64_t seed = 0;       // the shuffle and the datasets' augmentation derive from it
   int prefetch = 2;        // batches prepared ahead on a background thread; 0: none, in next()
+  // Copies every tensor of each batch into pinned host memory (Tensor::pin_memory) on the
+  // background thread, so the training loop's to(cuda, /*non_blocking=*/true) runs asynchronously
+  // and overlaps compute. Needs a usable CUDA device: the constructor throws DeviceError otherwise.
+  bool pin_memory = false;
 };
 
 // The order of the N examples in `epoch`: a Fisher-Yates shuffle whose step i (i = N-1 .. 1)

@@ -53,5 +53,11 @@ Tensor to(const Tensor& x, DType dtype) {
 Tensor to(const Tensor& x, Device device) {
   return x.device() == device ? x : dispatch1(OpId::to_device, {x}, {.device = device});
 }
+// attrs.mode 1: non_blocking (the dispatcher allocates a CUDA -> CPU result in pinned memory).
+Tensor to(const Tensor& x, Device device, bool non_blocking) {
+  return x.device() == device
+             ? x
+             : dispatch1(OpId::to_device, {x}, {.mode = non_blocking ? 1 : 0, .device = device});
+}
 
 }  // namespace mg

@@ -7,6 +7,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/autocast_state.h"
 #include "mixgrad/core/op_observer.h"
+#include "mixgrad/core/pinned_memory.h"
 #include "mixgrad/ops/cuda_gaps.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/op_node.h"
@@ -94,7 +95,12 @@ Tensors run(OpId op, const Tensors& inputs, const OpAttrs& attrs) {
   if (kernel == nullptr) throw_missing_kernel(op, device, kernel_device, r.kernel_dtype);
   Tensors outputs;
   outputs.reserve(r.outputs.size());
-  for (const TensorMeta& m : r.outputs) outputs.push_back(empty(m.shape, {.dtype = m.dtype, .device = device}));
+  // to(cpu, non_blocking) of a CUDA tensor lands in pinned memory, so its copy can stay asynchronous.
+  const bool pinned = cross && device.is_cpu() && inputs[0].device().is_cuda() && attrs.mode == 1;
+  for (const TensorMeta& m : r.outputs) {
+    outputs.push_back(pinned ? empty_pinned(m.shape, m.dtype)
+                             : empty(m.shape, {.dtype = m.dtype, .device = device}));
+  }
   kernel(inputs, outputs, attrs);
   return outputs;
 }

@@ -133,6 +133,10 @@ Tensor clone(const Tensor& x);
 Tensor contiguous(const Tensor& x);  // x itself when already contiguous
 Tensor to(const Tensor& x, DType dtype);
 Tensor to(const Tensor& x, Device device);
+// non_blocking: see Tensor::to(Device, bool) and docs/cuda.md (the to_device op with attrs.mode 1).
+Tensor to(const Tensor& x, Device device, bool non_blocking);
+// A contiguous copy of a CPU tensor in page-locked host memory (x itself when already pinned).
+Tensor pin_memory(const Tensor& x);
 
 // ---- shape and indexing ----
 Tensor cat(const Tensors& xs, int64_t dim = 0);

@@ -44,6 +44,8 @@ Tensor Tensor::contiguous() const { return mg::contiguous(*this); }
 Tensor Tensor::clone() const { return mg::clone(*this); }
 Tensor Tensor::to(DType t) const { return mg::to(*this, t); }
 Tensor Tensor::to(Device d) const { return mg::to(*this, d); }
+Tensor Tensor::to(Device d, bool non_blocking) const { return mg::to(*this, d, non_blocking); }
+Tensor Tensor::pin_memory() const { return mg::pin_memory(*this); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
   dispatch_inplace(OpId::copy, *this, {src});

@@ -10,9 +10,9 @@
 # scripts/fetch-gpu-deps here first and carry .gpu-deps with the tree (the device tool's carry).
 #
 # OUT_DIR gets check.log (everything), tests.xml / ops_tests.xml / amp_tests.xml (JUnit),
-# bench_cuda.json, bench_factory.json, torch.json, train_resnet.jsonl (a short ResNet-20 O2 f16 run
-# on the GPU) and summary.txt. Each step has a time limit so the whole check fits a short GPU
-# slot (target: under 6 minutes from a clean build folder, build included).
+# bench_cuda.json, bench_factory.json, bench_pinned.json, torch.json, train_resnet.jsonl (a short
+# ResNet-20 O2 f16 run on the GPU) and summary.txt. Each step has a time limit so the whole check
+# fits a short GPU slot (target: under 6 minutes from a clean build folder, build included).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${1:-${MG_GPU_OUT:-gpu-check}}"
@@ -69,7 +69,7 @@ step "configure (sm_$ARCH)" 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TY
   -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DMG_BUILD_EXAMPLES=ON -DMG_INSTALL=OFF "${DEPS_ARGS[@]}" \
   && grep -a "CUDA backend" "$LOG" | tail -1
 BUILD_OK=0
-if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp bench_cuda bench_factory train_resnet; then
+if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp bench_cuda bench_factory bench_pinned train_resnet; then
   BUILD_OK=1
 fi
 
@@ -82,6 +82,7 @@ if [ $BUILD_OK -eq 1 ]; then
   step "bench_cuda" 120 "$BUILD/benchmarks/bench_cuda" --json "$OUT/bench_cuda.json"
   # The factories on the device against the host fill + copy they replaced (its table is in the log).
   step "bench_factory" 90 "$BUILD/benchmarks/bench_factory" --threads "$JOBS" --json "$OUT/bench_factory.json"
+  step "bench_pinned" 60 "$BUILD/benchmarks/bench_pinned" --json "$OUT/bench_pinned.json"
   # ResNet end to end on the GPU: a short O2 f16 run with dynamic loss scaling on Fashion-MNIST.
   if [ -n "${MG_FASHION_MNIST_DIR:-}" ]; then
     step "train_resnet on cuda" 90 "$BUILD/examples/train_resnet" --device cuda --opt-level O2 --dtype f16 \

@@ -50,6 +50,9 @@ DeviceMemoryStats memory_stats(int device) { unavailable(Device::cuda(device < 0
 void reset_peak_memory(int device) { unavailable(Device::cuda(device < 0 ? 0 : device).str()); }
 void record_stream(const Tensor&, const Stream& stream) { unavailable(Device::cuda(stream.device()).str()); }
 void empty_cache() {}  // nothing is cached without a device
+PinnedMemoryStats pinned_memory_stats() { return {}; }  // nothing can be pinned
+void reset_peak_pinned_memory() {}
+void empty_pinned_cache() {}
 void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
 bool allow_tf32() { return g_allow_tf32; }
 std::size_t gemm_heuristic_cache_size() { return 0; }  // cuda/blas.h: no GEMM was planned

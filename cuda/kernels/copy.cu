@@ -39,15 +39,16 @@ void copy_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
   convert_into<S>(in[1], out[0]);
 }
 
-// The dtype stays; the source is made dense on its own device first, then its bytes move.
-void to_device_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+// The dtype stays; the source is made dense on its own device first, then its bytes move
+// (asynchronously for to(device, non_blocking = true) where the host side is pinned: cuda/copy.cpp).
+void to_device_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
   Tensor src = in[0];
   if (!src.is_contiguous()) {
     NoGradGuard no_grad;
     src = contiguous(src);
   }
   copy_bytes(out[0].data_ptr(), out[0].device(), src.data_ptr(), src.device(),
-             std::size_t(src.numel()) * src.element_size());
+             std::size_t(src.numel()) * src.element_size(), /*non_blocking=*/attrs.mode == 1);
 }
 
 struct CloneK {
