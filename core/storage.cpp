@@ -11,6 +11,13 @@
 #include "mixgrad/core/error.h"
 
 namespace mg {
+// Registers every rule, kernel and device backend once (ops/init.cpp; the library is one unit, as
+// for the Tensor methods defined in ops/). Called here so that allocating on a device works before
+// the first op.
+void init();
+}  // namespace mg
+
+namespace mg {
 namespace {
 
 // Blocks below kCacheMin bytes go straight to aligned_alloc/free (glibc recycles them well);
@@ -118,6 +125,12 @@ CopyBytesFn g_copy_fns[2] = {&cpu_copy_bytes, nullptr};
 
 Allocator& allocator_for(DeviceType type) {
   Allocator* a = find_allocator(type);
+  if (a == nullptr && type != DeviceType::CPU) {
+    // A device tensor before any op ran (e.g. randn(..., cuda) first thing in main): the backends
+    // register their allocators in init(), which the dispatcher otherwise calls on the first op.
+    init();
+    a = find_allocator(type);
+  }
   MG_CHECK(a != nullptr, DeviceError, "allocator: no allocator for device ",
            Device{type, 0}.str(), "; this build of mixgrad has no CUDA support",
            "\n  hint: configure with -DMG_WITH_CUDA=ON on a machine with nvcc");

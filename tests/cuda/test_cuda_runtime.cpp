@@ -151,3 +151,22 @@ TEST_CASE("mixing devices and missing kernels are clear errors", "[cuda][gpu]") 
   MG_REQUIRE_ERROR(add(c, g), "add: expected all tensors on the same device, got [2] f32 cpu and [2] f32 cuda:0");
   mg::test::require_no_pending_cuda_error();
 }
+
+// CTest runs each case in its own process, and this one calls no op before allocating: the
+// allocation itself must register the backends (mg::init()), not report a build without CUDA.
+TEST_CASE("a CUDA tensor as a process's first call finds the backend", "[cuda]") {
+  std::string message;
+  try {
+    const Tensor t = randn({4, 3}, {.device = Device::cuda(0)});
+    CHECK(t.device() == Device::cuda(0));
+    CHECK(cuda::is_available());
+  } catch (const DeviceError& e) {
+    message = e.what();
+  }
+  if (cuda::built_with_cuda()) {
+    CHECK(message.find("no CUDA support") == std::string::npos);
+    if (!cuda::is_available()) CHECK(message.find(cuda::unavailable_reason()) != std::string::npos);
+  } else {
+    CHECK(message.find("no CUDA support") != std::string::npos);
+  }
+}
