@@ -375,7 +375,8 @@ int run(int argc, char** argv) {
     std::printf("majority-class baseline: always \"%s\" (the training verses' majority) scores %.4f on the %s evaluated held-out verses\n",
                 train_cls->class_name(majority).c_str(), baseline, format_count(eval_n).c_str());
   }
-  data::DataLoader loader(train_set, {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = seed});
+  data::DataLoader loader(train_set, {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = seed,
+                                      .pin_memory = device.is_cuda()});  // asynchronous copies to the GPU
   MG_CHECK(loader.num_batches() >= accumulate, Error, "--batch-size ", batch_size, " x --accumulate ", accumulate,
            " exceeds the ", train_set->size(), " training verses");
   const int64_t limit = flags.get_int("train-examples");

@@ -76,7 +76,9 @@ Device training_device(const Flags& flags) {
 
 data::Batch to_device(data::Batch batch, Device device) {
   for (auto& [name, t] : batch.tensors) {
-    if (t.device() != device) t = t.to(device);
+    // From pinned memory (DataLoader pin_memory) the copy is asynchronous: it runs on the current
+    // stream ahead of the step's kernels, and the pinned block is not reused before it is done.
+    if (t.device() != device) t = t.to(device, /*non_blocking=*/t.is_pinned());
   }
   return batch;
 }

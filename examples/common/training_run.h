@@ -48,7 +48,8 @@ bool parse_flags(Flags& flags, int argc, char** argv);
 // says why; a malformed name is a FlagError.
 Device training_device(const Flags& flags);
 
-// The batch with every tensor on `device` (tensors already there are kept, not copied).
+// The batch with every tensor on `device` (tensors already there are kept, not copied); pinned
+// tensors are copied asynchronously (to(device, non_blocking)).
 data::Batch to_device(data::Batch batch, Device device);
 
 // The run's peak memory for the summary and the metrics: the process's peak resident set on the

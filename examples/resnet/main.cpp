@@ -125,7 +125,8 @@ int run(int argc, char** argv) {
   // ---- data ----
   auto train_set = std::make_shared<data::FashionMnist>(data::FashionMnistOptions{.train = true, .augment = true});
   const data::FashionMnist test_set(data::FashionMnistOptions{.train = false});
-  data::DataLoader loader(train_set, {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = seed});
+  data::DataLoader loader(train_set, {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = seed,
+                                      .pin_memory = device.is_cuda()});  // asynchronous copies to the GPU
   MG_CHECK(loader.num_batches() > 0, Error, "--batch-size ", batch_size, " exceeds the ",
            train_set->size(), " training images");
   const int64_t limit = flags.get_int("train-examples");
