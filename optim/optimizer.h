@@ -148,7 +148,7 @@ class Optimizer {
 
   // A parameter of a group that has a gradient, ready for an update.
   struct Work {
-    Tensor param;      // contiguous CPU tensor
+    Tensor param;      // contiguous, on any device (the fused path: the CPU)
     Tensor grad;       // contiguous, same shape and dtype as param
     ParamState* state; // created on first use
     int64_t index;     // position in parameters()
@@ -158,6 +158,8 @@ class Optimizer {
   // The buffer `name` of w's state: created (zero-filled when `zero`, else uninitialised; then
   // `created` is set) or the existing one (checked by step() against the parameter).
   Tensor buffer(const Work& w, const std::string& name, bool zero, bool* created = nullptr);
+  // The opmath dtype of w's state and generic-path math: f64 for an f64 parameter, else f32.
+  static DType opmath_dtype(const Work& w) { return w.param.dtype() == DType::F64 ? DType::F64 : DType::F32; }
   // The multi-tensor slot of w (param and grad pointers; state pointers left null).
   static TensorSlot slot_of(const Work& w) {
     return {w.param.dtype(), w.param.numel(), w.param.data_ptr(), w.grad.data_ptr(), {}};
@@ -165,8 +167,8 @@ class Optimizer {
 
  private:
   void check_new_params(const Tensors& params) const;
-  // Throws when parameter p (position i) has a gradient but cannot be updated: not on the CPU,
-  // not contiguous, a gradient of another dtype/shape, or state buffers of another dtype/shape.
+  // Throws when parameter p (position i) has a gradient but cannot be updated: not contiguous, a
+  // gradient of another dtype/shape/device, or state buffers of another dtype/shape/device.
   void check_param(const Tensor& p, int64_t i) const;
   int64_t position_of_group(std::size_t g) const;
 
