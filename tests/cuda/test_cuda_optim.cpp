@@ -76,7 +76,7 @@ TEST_CASE("CUDA optimizer steps make no counted synchronisation", "[cuda][gpu][o
 }
 
 TEST_CASE("CUDA clip_grad_norm_ matches the CPU and leaves inf/NaN gradients unchanged", "[cuda][gpu][clip]") {
-  for (double nt : {2.0, 1.0, 3.0, INFINITY}) {
+  for (double nt : {2.0, 1.0, 3.0, double(INFINITY)}) {
     for (double mn : {0.0, 0.5, 1e6}) {
       INFO("norm_type " << nt << ", max_norm " << mn);
       const Tensors grads = {seeded(optim::kChunkSize + 5, DType::F32, 1), seeded(37, DType::F16, 2),
