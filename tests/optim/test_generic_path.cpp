@@ -168,7 +168,7 @@ TEST_CASE("generic path: clip_grad_norm_ with an inf or NaN gradient returns it 
   }
 }
 
-TEST_CASE("generic path: clip_grad_norm_ without gradients gives 0; clip_grad_value_ clamps, NaN stays",
+TEST_CASE("generic path: clip_grad_norm_ without gradients gives 0, and clip_grad_value_ clamps with NaN kept",
           "[optim][generic][clip]") {
   optim::ForceGenericPathGuard force;
   Tensor p = zeros({3}).requires_grad_();
