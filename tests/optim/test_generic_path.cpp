@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -53,6 +55,7 @@ TEST_CASE("generic optimizer path matches the fused CPU path for every optimizer
       const auto generic = test::run_optim_case(c, dt, Device::cpu(), /*generic=*/true, 5);
       const double worst = test::compare_runs(generic, fused, dt, what);
       if (dt == DType::F64) CHECK(worst <= 1e-12);
+      if (std::getenv("MG_PATH_REPORT")) std::printf("generic vs fused %-45s rel %.3g\n", what.c_str(), worst);
     }
   }
 }
