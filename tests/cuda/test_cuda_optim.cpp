@@ -156,3 +156,22 @@ TEST_CASE("CUDA: a gradient on another device, or gradients on two devices, are 
   CHECK(test::error_of([&] { amp::unscale_grads({a.grad(), b.grad()}, 0.5); }).find("unscale: gradient 1 is on cuda:0 but gradient 0 is on cpu") == 0);
   test::require_no_pending_cuda_error();
 }
+
+TEST_CASE("CUDA GradScaler with master weights: unscale_ and step cost one synchronisation together",
+          "[cuda][gpu][amp]") {
+  Tensor w16 = to(to(randn({64}), DType::F16), gpu()).requires_grad_();  // the model's f16 weight
+  Tensor b32 = randn({64}, {.device = gpu()}).requires_grad_();         // an f32 parameter stepped directly
+  optim::SGD opt({w16, b32}, {.lr = 0.1, .momentum = 0.9});
+  opt.use_master_weights();
+  amp::GradScaler scaler({.init_scale = 256.0});
+  w16.set_grad(to(to(randn({64}) * 256.0, DType::F16), gpu()));
+  b32.set_grad(randn({64}, {.device = gpu()}) * 256.0);
+  const Tensor w_before = to(w16.detach(), Device::cpu());
+  const uint64_t before = cuda::sync_count();
+  scaler.unscale_(opt);  // master grads and b32's grad: one read of the counts
+  CHECK(cuda::sync_count() == before + 1);
+  CHECK(scaler.step(opt));
+  CHECK(cuda::sync_count() == before + 1);  // the step and the master -> model copy do not wait
+  CHECK_FALSE(bits_equal(to(w16.detach(), Device::cpu()), w_before));
+  test::require_no_pending_cuda_error();
+}
