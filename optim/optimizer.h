@@ -69,6 +69,8 @@ class Optimizer {
   // gradient (parameters without one are skipped and keep their state). With master weights the
   // master gradients are synced first and the masters copied back into the model afterwards.
   // A step gate that says no (amp: an overflow) skips it: nothing changes, nothing is counted.
+  // A group whose parameters are all on the CPU takes the fused multi-tensor path; a group with a
+  // parameter elsewhere (CUDA) the device-generic path of public ops (optim/generic_path.h).
   void step();
   // Clears the gradients (set_to_none: drops them; else zeros them in place); with master
   // weights both the masters' and the model's.
