@@ -5,11 +5,13 @@
 #include <unordered_set>
 #include <vector>
 
+#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/core/macros.h"
 #include "mixgrad/core/parallel.h"
 #include "mixgrad/core/visit_dtype.h"
 #include "mixgrad/ops/ops.h"
+#include "mixgrad/optim/generic_path.h"
 #include "mixgrad/optim/optimizer.h"
 
 namespace mg::amp {
@@ -40,8 +42,6 @@ struct Chunk {
 
 void check_grad(const Tensor& g, std::size_t i, const char* what) {
   MG_CHECK(is_floating(g.dtype()), DTypeError, "unscale: ", what, " ", i, " is not floating: ", describe(g));
-  MG_CHECK(g.device().is_cpu(), NotImplementedError, "unscale: ", what, " ", i, " is on ", g.device().str(),
-           "; the CUDA multi-tensor unscale comes with the CUDA backend");
   MG_CHECK(g.is_contiguous(), Error, "unscale: ", what, " ", i, " is not contiguous: ", describe(g));
 }
 
@@ -74,11 +74,113 @@ UnscaleStats for_each_chunk(const Tensors& grads, const Body& body) {
   return total;
 }
 
+// ---- the generic path (optim/generic_path.h): the same math with public ops, any device ----
+
+// The statistics of one gradient before unscaling, as Classify counts them, on its device:
+// [3] i64 = {finite values, zeros, |v| < smallest normal (zeros included)}. x is the gradient
+// in opmath (f32, f64 for f64).
+Tensor classify_counts(const Tensor& x, double tiny, double max) {
+  const Tensor a = abs(x);
+  return stack({sum(a.le(max)), sum(a.eq(0.0)), sum(a.lt(tiny))});  // NaN compares false everywhere
+}
+
+// The statistics of a generic unscale while they are still on the device.
+struct DeviceCounts {
+  Tensors counts;  // one classify_counts() [3] i64 per gradient
+  int64_t values = 0;
+};
+
+// Sums the per-gradient counts and reads them to the host: the one synchronisation of a generic
+// unscale (DESIGN §6 wants the found-inf decision as a device value; that comes with the fused
+// CUDA kernels).
+UnscaleStats read_counts(const DeviceCounts& d) {
+  UnscaleStats s;
+  s.values = d.values;
+  if (d.counts.empty()) return s;
+  const int64_t values = d.values;
+  const Tensor total = contiguous(to(sum(stack(d.counts), {0}), Device::cpu()));
+  const int64_t* c = total.data<int64_t>();
+  s.nonfinite = values - c[0];
+  s.zeros = c[1];
+  s.underflowed = c[2] - c[1];
+  return s;
+}
+
+double smallest_normal_of(DType dt) {
+  if (dt == DType::F64) return std::numeric_limits<double>::min();
+  return dt == DType::F16 ? 6.103515625e-05 : double(std::numeric_limits<float>::min());
+}
+double largest_of(DType dt) {
+  return dt == DType::F64 ? std::numeric_limits<double>::max() : double(std::numeric_limits<float>::max());
+}
+
+// In place: g *= inv_scale in opmath, rounded once (f32 multiplies by float(inv_scale), as the
+// fused loop, so the result is bitwise the fused one; f64 by inv_scale itself).
+void unscale_grads_generic(const Tensors& grads, double inv_scale, bool check_only, DeviceCounts& out) {
+  NoGradGuard no_grad;
+  optim::common_device(grads, "unscale", "gradient");
+  Tensors& counts = out.counts;
+  int64_t& values = out.values;
+  for (const Tensor& g : grads) {
+    if (!g.defined()) continue;
+    const DType opmath = g.dtype() == DType::F64 ? DType::F64 : DType::F32;
+    const Tensor x = to(g, opmath);
+    counts.push_back(classify_counts(x, smallest_normal_of(g.dtype()), largest_of(g.dtype())));
+    values += g.numel();
+    if (check_only) continue;
+    if (opmath == DType::F64) Tensor(g).mul_(inv_scale);
+    else Tensor(g).copy_(x * double(float(inv_scale)));
+  }
+}
+
+// dst = f32(src) * float(inv_scale) (+ dst): the add op computes dst + alpha * src as the fused
+// loop's dst + v * inv32 (both may contract it into one FMA).
+void unscale_grads_to_generic(const Tensors& src, const Tensors& dst, double inv_scale, bool accumulate,
+                              DeviceCounts& out) {
+  NoGradGuard no_grad;
+  optim::common_device(src, "unscale", "gradient");
+  const double inv32 = double(float(inv_scale));
+  Tensors& counts = out.counts;
+  int64_t& values = out.values;
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    if (!src[i].defined()) continue;
+    const Tensor x = to(src[i], DType::F32);
+    counts.push_back(classify_counts(x, smallest_normal_of(src[i].dtype()), largest_of(src[i].dtype())));
+    values += src[i].numel();
+    Tensor d = dst[i];
+    if (accumulate) d.add_(x, inv32);
+    else d.copy_(x * inv32);
+  }
+}
+
+void check_grads_arg(const Tensors& grads) {
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    if (grads[i].defined()) check_grad(grads[i], i, "gradient");
+  }
+}
+
+void check_to_args(const Tensors& src, const Tensors& dst) {
+  MG_CHECK(src.size() == dst.size(), Error, "unscale: ", src.size(), " source gradients but ", dst.size(),
+           " destinations");
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    if (!src[i].defined()) continue;
+    check_grad(src[i], i, "gradient");
+    MG_CHECK(src[i].dtype() != DType::F64, DTypeError, "unscale: gradient ", i, " is f64; f64 parameters keep no f32 master");
+    MG_CHECK(dst[i].defined() && dst[i].dtype() == DType::F32 && dst[i].numel() == src[i].numel() &&
+                 dst[i].is_contiguous() && dst[i].device() == src[i].device(),
+             Error, "unscale: master gradient ", i, " must be a contiguous f32 tensor of ", src[i].numel(),
+             " values, got ", dst[i].defined() ? describe(dst[i]) : "undefined");
+  }
+}
+
 }  // namespace
 
 UnscaleStats unscale_grads(const Tensors& grads, double inv_scale, bool check_only) {
-  for (std::size_t i = 0; i < grads.size(); ++i) {
-    if (grads[i].defined()) check_grad(grads[i], i, "gradient");
+  check_grads_arg(grads);
+  if (optim::use_generic_path(grads)) {
+    DeviceCounts counts;
+    unscale_grads_generic(grads, inv_scale, check_only, counts);
+    return read_counts(counts);
   }
   // The reciprocal is applied in f32 as the kernels do (PyTorch: scale.double().reciprocal().float());
   // f64 gradients use it in f64.
@@ -105,16 +207,11 @@ UnscaleStats unscale_grads(const Tensors& grads, double inv_scale, bool check_on
 }
 
 UnscaleStats unscale_grads_to(const Tensors& src, const Tensors& dst, double inv_scale, bool accumulate) {
-  MG_CHECK(src.size() == dst.size(), Error, "unscale: ", src.size(), " source gradients but ", dst.size(),
-           " destinations");
-  for (std::size_t i = 0; i < src.size(); ++i) {
-    if (!src[i].defined()) continue;
-    check_grad(src[i], i, "gradient");
-    MG_CHECK(src[i].dtype() != DType::F64, DTypeError, "unscale: gradient ", i, " is f64; f64 parameters keep no f32 master");
-    MG_CHECK(dst[i].defined() && dst[i].dtype() == DType::F32 && dst[i].numel() == src[i].numel() &&
-                 dst[i].is_contiguous() && dst[i].device() == src[i].device(),
-             Error, "unscale: master gradient ", i, " must be a contiguous f32 tensor of ", src[i].numel(),
-             " values, got ", dst[i].defined() ? describe(dst[i]) : "undefined");
+  check_to_args(src, dst);
+  if (optim::use_generic_path(src)) {
+    DeviceCounts counts;
+    unscale_grads_to_generic(src, dst, inv_scale, accumulate, counts);
+    return read_counts(counts);
   }
   const float inv32 = float(inv_scale);
   return for_each_chunk(src, [&](std::size_t t, int64_t b, int64_t e, UnscaleStats& s) {
@@ -162,8 +259,22 @@ UnscaleStats unscale_optimizer_grads(optim::Optimizer& opt, double inv_scale, bo
   for (const Tensor& p : opt.parameters()) {
     if (!masters.count(p.impl())) own_grads.push_back(p.grad());
   }
-  UnscaleStats stats = unscale_grads_to(model_grads, master_grads, inv_scale, accumulate);
-  stats += unscale_grads(own_grads, inv_scale);
+  UnscaleStats stats;
+  if (optim::use_generic_path(model_grads) || optim::use_generic_path(own_grads)) {
+    // Both passes' counts are read together: one synchronisation per unscale.
+    check_to_args(model_grads, master_grads);
+    check_grads_arg(own_grads);
+    Tensors all = model_grads;
+    all.insert(all.end(), own_grads.begin(), own_grads.end());
+    optim::common_device(all, "unscale", "gradient");
+    DeviceCounts counts;
+    unscale_grads_to_generic(model_grads, master_grads, inv_scale, accumulate, counts);
+    unscale_grads_generic(own_grads, inv_scale, /*check_only=*/false, counts);
+    stats = read_counts(counts);
+  } else {
+    stats = unscale_grads_to(model_grads, master_grads, inv_scale, accumulate);
+    stats += unscale_grads(own_grads, inv_scale);
+  }
   opt.mark_master_grads_synced();
   return stats;
 }

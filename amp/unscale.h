@@ -1,7 +1,8 @@
 // The multi-tensor unscale: one pass over all gradients that multiplies each value by 1/scale in
 // place, detects inf/NaN, and counts zeros, underflowed and non-finite values — the statistics a
 // GradScaler exposes. The per-element math is a host/device functor so the CUDA issue's fused
-// multi-tensor kernel computes exactly the same thing.
+// multi-tensor kernel computes exactly the same thing. Until then CUDA gradients take the generic
+// path (optim/generic_path.h): the same multiply with public ops and the counts as reductions.
 //
 //   mg::amp::UnscaleStats s = mg::amp::unscale_grads(opt.grads(), 1.0 / 65536);
 //   if (s.nonfinite) { /* skip the step */ }
@@ -25,8 +26,10 @@ struct UnscaleStats {
   bool found_inf() const { return nonfinite > 0; }
 };
 
-// grads: any floating dtypes (f16/bf16 math in f32), contiguous CPU tensors; undefined entries are
-// skipped. Multiplies every value by inv_scale in place unless `check_only`.
+// grads: any floating dtypes (f16/bf16 math in f32), contiguous, all on one device (CPU: the fused
+// pass; other devices: the generic path of optim/generic_path.h, which reads the statistics to the
+// host once per call — one counted synchronisation); undefined entries are skipped. Multiplies
+// every value by inv_scale in place unless `check_only`.
 UnscaleStats unscale_grads(const Tensors& grads, double inv_scale, bool check_only = false);
 
 // The master-weights form: reads src[i] (f16/bf16/f32 model gradients, left unchanged) and writes

@@ -2,8 +2,11 @@
 
 #include <cmath>
 
+#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/functors.h"
+#include "mixgrad/optim/generic_path.h"
 
 namespace mg::optim {
 
@@ -14,6 +17,13 @@ struct AdamScalars {
   double neg_step_size;          // -lr / (1 - beta1^t)
   double bias_correction2_sqrt;  // sqrt(1 - beta2^t)
 };
+
+// The scalars of an update with step count t (host, double).
+AdamScalars adam_scalars(const AdamOptions& o, double t) {
+  const double bias_correction1 = 1.0 - std::pow(o.betas.first, t);
+  const double bias_correction2 = 1.0 - std::pow(o.betas.second, t);
+  return {-(o.lr / bias_correction1), std::sqrt(bias_correction2)};
+}
 
 template <typename P>
 void adam_chunk(const TensorSlot& t, const AdamOptions& o, bool decoupled, const AdamScalars& s, int64_t b,
@@ -52,6 +62,33 @@ void adam_chunk(const TensorSlot& t, const AdamOptions& o, bool decoupled, const
   }
 }
 
+// The generic path (optim/generic_path.h): fn::AdamStep written with public ops on one tensor.
+// param, grad [any shape] on any device; m, v (and vmax with amsgrad, else undefined) [same]
+// opmath. The math runs on opmath copies (param itself when it is opmath); f16/bf16 params are
+// rounded once by the final copy, as on the fused path. Each op rounds to opmath: the moment
+// updates round beta * m before adding (1 - beta) * g (the fused loop may contract that into one
+// FMA), so f32 results differ from the fused path by a few ulps; the rest is the same sequence of
+// correctly rounded operations (sqrt, divisions, the final add).
+void adam_generic(const Tensor& param, const Tensor& grad, Tensor m, Tensor v, Tensor vmax, DType opmath,
+                  const AdamOptions& o, bool decoupled, const AdamScalars& s) {
+  NoGradGuard no_grad;
+  const auto [beta1, beta2] = o.betas;
+  Tensor p = to(param, opmath);
+  Tensor g = to(grad, opmath);
+  if (decoupled) p.mul_(1.0 - o.lr * o.weight_decay);
+  else if (o.weight_decay != 0.0) g = add(g, p, o.weight_decay);
+  m.mul_(beta1).add_(g, 1.0 - beta1);             // beta1 * m + (1 - beta1) * g
+  v.mul_(beta2).add_(mul(g * (1.0 - beta2), g));  // beta2 * v + (1 - beta2) * g * g
+  Tensor second = v;
+  if (o.amsgrad) {
+    vmax.copy_(maximum(vmax, v));  // NaN propagates, as the functor's
+    second = vmax;
+  }
+  const Tensor denom = sqrt(second) / s.bias_correction2_sqrt + o.eps;
+  p.add_(m * s.neg_step_size / denom);
+  if (!p.is_same(param)) Tensor(param).copy_(p);
+}
+
 void check_adam(const OptionMap& m, const std::string& name) {
   const AdamOptions o = options_from_map<AdamOptions>(m, name);
   check_bool_options<AdamOptions>(m, name);
@@ -68,6 +105,17 @@ void check_adam(const OptionMap& m, const std::string& name) {
 // `buffer(w, name)` returns w's zero-initialised state buffer.
 template <typename WorkT, typename BufferFn>
 void adam_group(const std::vector<WorkT>& work, const AdamOptions& o, bool decoupled, const BufferFn& buffer) {
+  Tensors params;
+  for (const WorkT& w : work) params.push_back(w.param);
+  if (use_generic_path(params)) {
+    for (const WorkT& w : work) {
+      const Tensor vmax = o.amsgrad ? buffer(w, "max_exp_avg_sq") : Tensor();
+      const DType opmath = w.param.dtype() == DType::F64 ? DType::F64 : DType::F32;
+      adam_generic(w.param, w.grad, buffer(w, "exp_avg"), buffer(w, "exp_avg_sq"), vmax, opmath, o, decoupled,
+                   adam_scalars(o, double(++w.state->step)));
+    }
+    return;
+  }
   std::vector<TensorSlot> slots;
   for (const WorkT& w : work) {
     TensorSlot s{w.param.dtype(), w.param.numel(), w.param.data_ptr(), w.grad.data_ptr(), {}};
@@ -77,12 +125,7 @@ void adam_group(const std::vector<WorkT>& work, const AdamOptions& o, bool decou
     slots.push_back(s);
   }
   std::vector<AdamScalars> scalars;
-  for (const WorkT& w : work) {
-    const double t = double(++w.state->step);
-    const double bias_correction1 = 1.0 - std::pow(o.betas.first, t);
-    const double bias_correction2 = 1.0 - std::pow(o.betas.second, t);
-    scalars.push_back({-(o.lr / bias_correction1), std::sqrt(bias_correction2)});
-  }
+  for (const WorkT& w : work) scalars.push_back(adam_scalars(o, double(++w.state->step)));
   for_each_chunk(slots, o.multi_tensor, [&](int64_t, const TensorChunk& c) {
     const TensorSlot& t = slots[c.tensor];
     visit_floating(t.dtype, decoupled ? "AdamW" : "Adam", [&]<typename P>() {

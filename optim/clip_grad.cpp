@@ -2,15 +2,21 @@
 // (core/cascade_sum.h): each chunk of a gradient (multi_tensor.h's fixed chunks of kChunkSize, a
 // power of two of leaves) sums |g|^p by the rule, and the chunks of all gradients, in order, are
 // combined pairwise — so the norm is accurate to O(log n) ulps and the same at any thread count.
+// Gradients off the CPU take the generic path (optim/generic_path.h): the same math with public
+// ops, the norm from the sum/amax reductions (their own order; a few f32 ulps from the fused one),
+// and the clip factor kept on the device, so nothing is read to the host unless
+// error_if_nonfinite asks for the norm's value.
 #include "mixgrad/optim/clip_grad.h"
 
 #include <vector>
 
+#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/cascade_sum.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/visit_dtype.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/functors.h"
+#include "mixgrad/optim/generic_path.h"
 #include "mixgrad/optim/multi_tensor.h"
 
 namespace mg::optim {
@@ -24,15 +30,8 @@ struct DenseGrads {
   Tensors originals;  // parallel to dense: undefined when dense is the gradient itself
   std::vector<TensorSlot> slots;  // TensorSlot::param points at the (mutable) gradient
 
-  DenseGrads(const Tensors& params, const char* op) {
-    for (std::size_t k = 0; k < params.size(); ++k) {
-      const Tensor& p = params[k];
-      MG_CHECK(p.defined(), Error, op, ": parameter ", k, " is undefined");
-      const Tensor g = p.grad();
-      if (!g.defined()) continue;
-      MG_CHECK(g.device().is_cpu(), NotImplementedError, op, ": the gradient of parameter ", k, " is ",
-               describe(g), "; gradient clipping runs on the CPU for now");
-      MG_CHECK(g.is_floating_point(), DTypeError, op, ": the gradient of parameter ", k, " is ", describe(g));
+  explicit DenseGrads(const Tensors& grads) {
+    for (const Tensor& g : grads) {
       const Tensor d = contiguous(g);
       dense.push_back(d);
       originals.push_back(d.is_same(g) ? Tensor() : g);
@@ -50,6 +49,69 @@ struct DenseGrads {
     }
   }
 };
+
+// The defined gradients of `params` (floating, all on one device).
+Tensors grads_of(const Tensors& params, const char* op) {
+  Tensors out;
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    const Tensor& p = params[k];
+    MG_CHECK(p.defined(), Error, op, ": parameter ", k, " is undefined");
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    MG_CHECK(g.is_floating_point(), DTypeError, op, ": the gradient of parameter ", k, " is ", describe(g));
+    out.push_back(g);
+  }
+  common_device(out, op, "gradient");
+  return out;
+}
+
+DType opmath_of(const Tensor& g) { return g.dtype() == DType::F64 ? DType::F64 : DType::F32; }
+
+// The generic path of clip_grad_norm_: the fused path's math with public ops. Each gradient's
+// sum of |g|^p (or max |g|) is reduced in opmath (f32, f64 for f64), the partials are combined
+// in f32 (f64 when `wide`), and the factor min(1, max_norm / (total + 1e-6)) — 1 where the total
+// is inf/NaN, which leaves the gradients unchanged — multiplies every gradient in opmath, rounded
+// once. Returns the total as a 0-d tensor on the gradients' device.
+Tensor clip_grad_norm_generic(const Tensors& grads, double max_norm, double norm_type, bool error_if_nonfinite,
+                              bool wide) {
+  NoGradGuard no_grad;
+  const DType acc = wide ? DType::F64 : DType::F32;
+  const bool inf_norm = std::isinf(norm_type);
+  Tensors partial;
+  for (const Tensor& g : grads) {
+    if (g.numel() == 0) continue;
+    const Tensor x = to(g, opmath_of(g));
+    Tensor part;
+    if (inf_norm) part = amax(abs(x));  // keeps NaN
+    else if (norm_type == 2.0) part = sum(x * x);
+    else if (norm_type == 1.0) part = sum(abs(x));
+    else part = sum(pow(abs(x), norm_type));
+    partial.push_back(to(part, acc));
+  }
+  if (partial.empty()) {
+    return scalar_tensor(0.0, {.dtype = acc, .device = grads.empty() ? Device::cpu() : grads.front().device()});
+  }
+  const Tensor all = stack(partial);
+  Tensor total = inf_norm ? amax(all) : sum(all);
+  if (norm_type == 2.0) total = sqrt(total);
+  else if (!inf_norm && norm_type != 1.0) total = pow(total, 1.0 / norm_type);
+  if (error_if_nonfinite) {
+    const double norm = total.item<double>();  // one value to the host, asked for by the caller
+    MG_CHECK(std::isfinite(norm), Error, "clip_grad_norm_: the total norm of order ", norm_type,
+             " of the gradients is ", std::isnan(norm) ? std::string("nan") : str_cat(norm),
+             ", so they cannot be clipped; they were left unchanged",
+             "\n  hint: find the overflow (lower the lr or use a GradScaler), or pass error_if_nonfinite = false "
+             "to get the non-finite norm back and skip the step");
+  }
+  const Tensor one = scalar_like(1.0, total);
+  const Tensor finite = (total - total).eq(0.0);  // false for inf and NaN
+  const Tensor coef = where(finite, clamp_max(max_norm / (total + 1e-6), 1.0), one);
+  for (const Tensor& g : grads) {
+    const DType dt = opmath_of(g);
+    Tensor(g).copy_(mul(to(g, dt), to(coef, dt)));  // g * coef in opmath, rounded once (exact for 1)
+  }
+  return total;
+}
 
 // total (f32, or f64 when `wide`) from the per-chunk partials: their max, or their pairwise sum
 // by the rule (chunk order).
@@ -76,10 +138,12 @@ A finish_norm(A total, double norm_type) {
 Tensor clip_grad_norm_(const Tensors& params, double max_norm, double norm_type, bool error_if_nonfinite) {
   MG_CHECK(max_norm >= 0.0, Error, "clip_grad_norm_: max_norm must be >= 0, got ", max_norm);
   MG_CHECK(norm_type > 0.0, Error, "clip_grad_norm_: norm_type must be > 0 (or INFINITY), got ", norm_type);
-  DenseGrads grads(params, "clip_grad_norm_");
-  const bool inf_norm = std::isinf(norm_type);
+  const Tensors all_grads = grads_of(params, "clip_grad_norm_");
   bool wide = false;  // an f64 gradient: the total is f64
-  for (const TensorSlot& s : grads.slots) wide = wide || s.dtype == DType::F64;
+  for (const Tensor& g : all_grads) wide = wide || g.dtype() == DType::F64;
+  if (use_generic_path(all_grads)) return clip_grad_norm_generic(all_grads, max_norm, norm_type, error_if_nonfinite, wide);
+  DenseGrads grads(all_grads);
+  const bool inf_norm = std::isinf(norm_type);
 
   // Pass 1: per-chunk sums of |g|^p by the rule (or max |g|), accumulated in f32 (f64 for f64
   // gradients).
@@ -149,7 +213,13 @@ Tensor clip_grad_norm_(const Tensors& params, double max_norm, double norm_type,
 
 void clip_grad_value_(const Tensors& params, double clip_value) {
   MG_CHECK(clip_value >= 0.0, Error, "clip_grad_value_: clip_value must be >= 0, got ", clip_value);
-  DenseGrads grads(params, "clip_grad_value_");
+  const Tensors all_grads = grads_of(params, "clip_grad_value_");
+  if (use_generic_path(all_grads)) {
+    NoGradGuard no_grad;
+    for (const Tensor& g : all_grads) Tensor(g).clamp_(-clip_value, clip_value);  // NaN stays NaN; exact
+    return;
+  }
+  DenseGrads grads(all_grads);
   for_each_chunk(grads.slots, /*fused=*/true, [&](int64_t, const TensorChunk& c) {
     const TensorSlot& t = grads.slots[c.tensor];
     visit_floating(t.dtype, "clip_grad_value_", [&]<typename P>() {

@@ -19,7 +19,9 @@ namespace mg::optim {
 // Scales all gradients by min(1, max_norm / (total + 1e-6)), where total is the norm_type-norm of
 // all gradients together (norm_type > 0, or INFINITY for the largest |g|). The sum is
 // accumulated in f32 (f64 when a gradient is f64). Returns the total norm before clipping as a
-// 0-d CPU tensor, f32 (f64 when a gradient is f64); 0 when no parameter has a gradient.
+// 0-d tensor on the gradients' device (no host read on CUDA unless error_if_nonfinite), f32 (f64
+// when a gradient is f64); 0 when no parameter has a gradient. The gradients must share a device
+// (else a DeviceError).
 Tensor clip_grad_norm_(const Tensors& params, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);
 

@@ -8,9 +8,12 @@
 #include <cmath>
 #include <vector>
 
+#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/cascade_sum.h"
 #include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/functors.h"
+#include "mixgrad/optim/generic_path.h"
 
 namespace mg::optim {
 
@@ -77,6 +80,31 @@ void lamb_stage2_chunk(const TensorSlot& t, const fn::LambStage1<opmath_t<P>>& f
   }
 }
 
+// The generic path (optim/generic_path.h): both stages written with public ops on one tensor.
+// param, grad [any shape] on any device; m, v [same] opmath. The math runs on opmath copies
+// (param itself when it is opmath); f16/bf16 params are rounded once by the final copy. Each op
+// rounds to opmath (the fused loop may contract beta * m + (1 - beta) * g into an FMA), and the
+// norms are the sum op's reductions (accumulated in f32, f64 for f64) in its own order, so the
+// trust ratio and the update differ from the fused path by a few f32 ulps. The ratio stays a
+// 0-d device tensor: no value goes to the host.
+void lamb_generic(const Tensor& param, const Tensor& grad, Tensor m, Tensor v, DType opmath, const LAMBOptions& o,
+                  double bias_correction1, double bias_correction2) {
+  NoGradGuard no_grad;
+  const auto [beta1, beta2] = o.betas;
+  Tensor p = to(param, opmath);
+  const Tensor g = to(grad, opmath);
+  m.mul_(beta1).add_(g, 1.0 - beta1);             // beta1 * m + (1 - beta1) * g
+  v.mul_(beta2).add_(mul(g * (1.0 - beta2), g));  // beta2 * v + (1 - beta2) * g * g
+  // u = (m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * p
+  const Tensor u = add((m / bias_correction1) / (sqrt(v / bias_correction2) + o.eps), p, o.weight_decay);
+  const Tensor p_norm = sqrt(sum(p * p));  // sums accumulate in f32 (f64 for f64)
+  const Tensor u_norm = sqrt(sum(u * u));
+  const Tensor one = scalar_like(1.0, p_norm);
+  const Tensor ratio = where(p_norm.ne(0.0), where(u_norm.ne(0.0), p_norm / u_norm, one), one);
+  p.add_(u * (ratio * -o.lr));  // p - (lr * ratio) * u
+  if (!p.is_same(param)) Tensor(param).copy_(p);
+}
+
 }  // namespace
 
 LAMB::LAMB(const Tensors& params, LAMBOptions options) : LAMB(std::vector<ParamGroupSpec>{{params}}, options) {}
@@ -101,6 +129,17 @@ void LAMB::check_options(const OptionMap& m) const {
 void LAMB::step_group(ParamGroup& group) {
   const LAMBOptions o = options_from_map<LAMBOptions>(group.options, name());
   const std::vector<Work> work = collect(group);
+  Tensors params;
+  for (const Work& w : work) params.push_back(w.param);
+  if (use_generic_path(params)) {
+    for (const Work& w : work) {
+      const double t = double(++w.state->step);
+      const Tensor m = buffer(w, "exp_avg", /*zero=*/true), v = buffer(w, "exp_avg_sq", /*zero=*/true);
+      lamb_generic(w.param, w.grad, m, v, opmath_dtype(w), o, o.bias_correction ? 1.0 - std::pow(o.betas.first, t) : 1.0,
+                   o.bias_correction ? 1.0 - std::pow(o.betas.second, t) : 1.0);
+    }
+    return;
+  }
   std::vector<TensorSlot> slots;
   for (const Work& w : work) {
     TensorSlot s = slot_of(w);

@@ -1,8 +1,10 @@
 #include "mixgrad/optim/master_weights.h"
 
+#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/core/visit_dtype.h"
 #include "mixgrad/ops/ops.h"
+#include "mixgrad/optim/generic_path.h"
 #include "mixgrad/optim/multi_tensor.h"
 
 namespace mg::optim {
@@ -29,6 +31,15 @@ void fused_cast(const std::vector<TensorSlot>& slots, bool to_model) {
 }  // namespace
 
 void copy_masters_to_model(const std::vector<MasterPair>& pairs) {
+  Tensors masters;
+  for (const MasterPair& p : pairs) masters.push_back(p.master);
+  if (use_generic_path(masters)) {
+    // Generic path (optim/generic_path.h): one copy_ per pair, the same round-to-nearest-even
+    // conversion as the fused loop, so the model is bitwise the same.
+    NoGradGuard no_grad;
+    for (const MasterPair& p : pairs) Tensor(p.model).copy_(p.master);
+    return;
+  }
   std::vector<TensorSlot> slots;
   for (const MasterPair& p : pairs) {
     MG_ASSERT(p.model.is_contiguous() && p.master.is_contiguous(), "master weights must be contiguous");
@@ -48,6 +59,11 @@ void copy_model_grads_to_masters(const std::vector<MasterPair>& pairs) {
     if (!mg.defined()) {
       mg = empty(p.master.shape(), {.dtype = DType::F32, .device = p.master.device()});
       p.master.set_grad(mg);
+    }
+    if (use_generic_path(g)) {
+      NoGradGuard no_grad;
+      mg.copy_(g);  // exact widening to f32, as the fused loop
+      continue;
     }
     const Tensor src = sources.emplace_back(contiguous(g));
     slots.push_back({src.dtype(), src.numel(), src.data_ptr(), mg.data_ptr(), {}});

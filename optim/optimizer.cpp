@@ -133,8 +133,6 @@ void Optimizer::use_master_weights() {
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     for (Tensor& p : groups_[g].params) {
       if (p.dtype() != DType::F16 && p.dtype() != DType::BF16) continue;
-      MG_CHECK(p.device().is_cpu(), NotImplementedError, name_, ": master weights for ", describe(p),
-               ": the CUDA multi-tensor copy comes with the CUDA backend");
       Tensor master = contiguous(to(p, DType::F32));
       if (master.is_same(p)) master = clone(master);
       master.requires_grad_(true);
@@ -181,8 +179,6 @@ int64_t Optimizer::position_of_group(std::size_t g) const {
 void Optimizer::check_param(const Tensor& p, int64_t i) const {
   const Tensor grad = p.grad();
   if (!grad.defined()) return;
-  MG_CHECK(p.device().is_cpu(), NotImplementedError, name_, ": parameter ", i, " is ", describe(p),
-           "; the optimizers run on the CPU for now (the CUDA multi-tensor kernels come later)");
   MG_CHECK(p.is_contiguous(), Error, name_, ": parameter ", i, " (", describe(p),
            ") is not contiguous; the update writes dense parameters");
   MG_CHECK(grad.dtype() == p.dtype() && grad.shape() == p.shape() && grad.device() == p.device(), Error,
@@ -219,13 +215,14 @@ Tensor Optimizer::buffer(const Work& w, const std::string& name, bool zero, bool
   const DType dt = w.param.dtype() == DType::F64 ? DType::F64 : DType::F32;
   auto it = w.state->buffers.find(name);
   if (it == w.state->buffers.end()) {
-    Tensor b = zero ? zeros(w.param.shape(), {.dtype = dt}) : empty(w.param.shape(), {.dtype = dt});
+    const TensorOptions opts{.dtype = dt, .device = w.param.device()};
+    Tensor b = zero ? zeros(w.param.shape(), opts) : empty(w.param.shape(), opts);
     w.state->buffers.emplace(name, b);
     if (created) *created = true;
     return b;
   }
   const Tensor& b = it->second;
-  MG_ASSERT(b.dtype() == dt && b.shape() == w.param.shape(), "buffer: state '", name, "' was not checked");
+  MG_ASSERT(b.dtype() == dt && b.shape() == w.param.shape() && b.device() == w.param.device(), "buffer: state '", name, "' was not checked");
   if (created) *created = false;
   return b;
 }

@@ -69,6 +69,8 @@ class Optimizer {
   // gradient (parameters without one are skipped and keep their state). With master weights the
   // master gradients are synced first and the masters copied back into the model afterwards.
   // A step gate that says no (amp: an overflow) skips it: nothing changes, nothing is counted.
+  // A group whose parameters are all on the CPU takes the fused multi-tensor path; a group with a
+  // parameter elsewhere (CUDA) the device-generic path of public ops (optim/generic_path.h).
   void step();
   // Clears the gradients (set_to_none: drops them; else zeros them in place); with master
   // weights both the masters' and the model's.
@@ -148,7 +150,7 @@ class Optimizer {
 
   // A parameter of a group that has a gradient, ready for an update.
   struct Work {
-    Tensor param;      // contiguous CPU tensor
+    Tensor param;      // contiguous, on any device (the fused path: the CPU)
     Tensor grad;       // contiguous, same shape and dtype as param
     ParamState* state; // created on first use
     int64_t index;     // position in parameters()
@@ -158,6 +160,8 @@ class Optimizer {
   // The buffer `name` of w's state: created (zero-filled when `zero`, else uninitialised; then
   // `created` is set) or the existing one (checked by step() against the parameter).
   Tensor buffer(const Work& w, const std::string& name, bool zero, bool* created = nullptr);
+  // The opmath dtype of w's state and generic-path math: f64 for an f64 parameter, else f32.
+  static DType opmath_dtype(const Work& w) { return w.param.dtype() == DType::F64 ? DType::F64 : DType::F32; }
   // The multi-tensor slot of w (param and grad pointers; state pointers left null).
   static TensorSlot slot_of(const Work& w) {
     return {w.param.dtype(), w.param.numel(), w.param.data_ptr(), w.grad.data_ptr(), {}};
@@ -165,8 +169,8 @@ class Optimizer {
 
  private:
   void check_new_params(const Tensors& params) const;
-  // Throws when parameter p (position i) has a gradient but cannot be updated: not on the CPU,
-  // not contiguous, a gradient of another dtype/shape, or state buffers of another dtype/shape.
+  // Throws when parameter p (position i) has a gradient but cannot be updated: not contiguous, a
+  // gradient of another dtype/shape/device, or state buffers of another dtype/shape/device.
   void check_param(const Tensor& p, int64_t i) const;
   int64_t position_of_group(std::size_t g) const;
 

@@ -1,7 +1,10 @@
 #include "mixgrad/optim/sgd.h"
 
+#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/functors.h"
+#include "mixgrad/optim/generic_path.h"
 
 namespace mg::optim {
 
@@ -31,6 +34,27 @@ void sgd_chunk(const TensorSlot& t, const SGDOptions& o, bool first, int64_t b, 
   }
 }
 
+// The generic path (optim/generic_path.h): fn::SgdStep written with public ops on one tensor.
+// param, grad [any shape] on any device; buf [same] opmath, or undefined without momentum; the
+// math runs on opmath copies (param itself when it is opmath) and f16/bf16 params are rounded
+// once by the final copy, as on the fused path. Each op rounds to opmath: buf * momentum is
+// rounded before (1 - dampening) * g is added (the fused loop may fuse that into one FMA), so f32
+// results differ from the fused path by an ulp or two, f64 by ~1e-16 relative.
+void sgd_generic(const Tensor& param, const Tensor& grad, Tensor buf, DType opmath, const SGDOptions& o,
+                 bool first) {
+  NoGradGuard no_grad;
+  Tensor p = to(param, opmath);
+  Tensor g = to(grad, opmath);
+  if (o.weight_decay != 0.0) g = add(g, p, o.weight_decay);  // g + weight_decay * p
+  if (o.momentum != 0.0) {
+    if (first) buf.copy_(g);
+    else buf.mul_(o.momentum).add_(g, 1.0 - o.dampening);  // momentum * buf + (1 - dampening) * g
+    g = o.nesterov ? add(g, buf, o.momentum) : buf;
+  }
+  p.add_(g, -o.lr);
+  if (!p.is_same(param)) Tensor(param).copy_(p);
+}
+
 }  // namespace
 
 SGD::SGD(const Tensors& params, SGDOptions options) : SGD(std::vector<ParamGroupSpec>{{params}}, options) {}
@@ -55,6 +79,17 @@ void SGD::check_options(const OptionMap& m) const {
 void SGD::step_group(ParamGroup& group) {
   const SGDOptions o = options_from_map<SGDOptions>(group.options, name());
   const std::vector<Work> work = collect(group);
+  Tensors params;
+  for (const Work& w : work) params.push_back(w.param);
+  if (use_generic_path(params)) {
+    for (const Work& w : work) {
+      bool created = false;
+      const Tensor buf = o.momentum != 0.0 ? buffer(w, "momentum_buffer", /*zero=*/false, &created) : Tensor();
+      sgd_generic(w.param, w.grad, buf, opmath_dtype(w), o, created);
+      w.state->step += 1;
+    }
+    return;
+  }
   std::vector<TensorSlot> slots;
   std::vector<char> first;
   for (const Work& w : work) {

@@ -1,0 +1,42 @@
+// The path switch and its test hook (optim/generic_path.h).
+#include "mixgrad/optim/generic_path.h"
+
+#include "mixgrad/core/error.h"
+
+namespace mg::optim {
+namespace {
+thread_local int force_depth = 0;
+}  // namespace
+
+bool use_generic_path(const Tensor& t) { return force_depth > 0 || (t.defined() && !t.device().is_cpu()); }
+
+bool use_generic_path(const Tensors& tensors) {
+  if (force_depth > 0) return true;
+  for (const Tensor& t : tensors) {
+    if (t.defined() && !t.device().is_cpu()) return true;
+  }
+  return false;
+}
+
+ForceGenericPathGuard::ForceGenericPathGuard() { ++force_depth; }
+ForceGenericPathGuard::~ForceGenericPathGuard() { --force_depth; }
+
+Device common_device(const Tensors& tensors, const char* who, const char* what) {
+  const Tensor* first = nullptr;
+  std::size_t first_i = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (!t.defined()) continue;
+    if (!first) {
+      first = &t;
+      first_i = i;
+      continue;
+    }
+    MG_CHECK(t.device() == first->device(), DeviceError, who, ": ", what, " ", i, " is on ", t.device().str(),
+             " but ", what, " ", first_i, " is on ", first->device().str(),
+             "\n  hint: move the whole model to one device before training");
+  }
+  return first ? first->device() : Device::cpu();
+}
+
+}  // namespace mg::optim

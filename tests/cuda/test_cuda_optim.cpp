@@ -1,0 +1,177 @@
+// Training on CUDA tensors vs the CPU (the reference): every optimizer and option set of
+// tests/optim/path_compare.h for five seeded steps on the GPU (the generic path) against the
+// fused CPU path, O2 master weights, clip_grad_norm_ (norm, clipped gradients, inf/NaN left
+// unchanged with no host read), unscale (statistics exactly equal, values bitwise equal, one
+// counted synchronisation per call), a GradScaler step skipped on inf, and the mixed-device error.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "amp/grad_scaler.h"
+#include "amp/unscale.h"
+#include "core/factory.h"
+#include "cuda_test_util.h"
+#include "optim/path_compare.h"
+
+using namespace mg;
+using test::bits_equal;
+using test::gpu;
+
+namespace {
+
+const DType kAllFloats[] = {DType::F64, DType::F32, DType::F16, DType::BF16};
+
+Tensor seeded(int64_t n, DType dtype, uint64_t seed, double mag = 1.0) {
+  Generator gen(seed);
+  return to(randn({n}, {.dtype = DType::F64}, &gen) * mag, dtype);
+}
+
+// Fresh parameters on `device` whose .grad are copies of `grads` (moved to `device`).
+Tensors params_with_grads(const Tensors& grads, Device device) {
+  Tensors ps;
+  for (const Tensor& g : grads) {
+    Tensor p = zeros(g.shape(), {.dtype = g.dtype(), .device = device}).requires_grad_();
+    p.set_grad(clone(to(g, device)));
+    ps.push_back(p);
+  }
+  return ps;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA optimizers match the fused CPU path for every optimizer and option set", "[cuda][gpu][optim]") {
+  for (const test::OptimCase& c : test::optim_cases()) {
+    for (DType dt : kAllFloats) {
+      const auto cpu = test::run_optim_case(c, dt, Device::cpu(), /*generic=*/false, 5);
+      const auto cuda = test::run_optim_case(c, dt, gpu(), /*generic=*/false, 5);
+      test::compare_runs(cuda, cpu, dt, c.name + " cuda " + dtype_name(dt));
+    }
+  }
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA O2 master weights match the CPU", "[cuda][gpu][optim][amp]") {
+  for (DType dt : {DType::F16, DType::BF16}) {
+    for (std::size_t k : {1u, 3u, 7u, 9u}) {
+      const test::OptimCase c = test::optim_cases()[k];
+      const auto cpu = test::run_optim_case(c, dt, Device::cpu(), false, 4, /*masters=*/true);
+      const auto cuda = test::run_optim_case(c, dt, gpu(), false, 4, /*masters=*/true);
+      test::compare_runs(cuda, cpu, DType::F32, c.name + " cuda masters " + dtype_name(dt));
+    }
+  }
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA optimizer steps make no counted synchronisation", "[cuda][gpu][optim]") {
+  Tensor w = randn({1000}, {.device = gpu()}).requires_grad_();
+  optim::LAMB opt({w}, {.lr = 1e-2});
+  w.set_grad(randn({1000}, {.device = gpu()}));
+  opt.step();  // first step: state allocation
+  const uint64_t before = cuda::sync_count();
+  opt.step();
+  CHECK(cuda::sync_count() == before);
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA clip_grad_norm_ matches the CPU and leaves inf/NaN gradients unchanged", "[cuda][gpu][clip]") {
+  for (double nt : {2.0, 1.0, 3.0, double(INFINITY)}) {
+    for (double mn : {0.0, 0.5, 1e6}) {
+      INFO("norm_type " << nt << ", max_norm " << mn);
+      const Tensors grads = {seeded(optim::kChunkSize + 5, DType::F32, 1), seeded(37, DType::F16, 2),
+                             seeded(19, DType::BF16, 3)};
+      const Tensors pc = params_with_grads(grads, Device::cpu()), pg = params_with_grads(grads, gpu());
+      const Tensor nc = optim::clip_grad_norm_(pc, mn, nt);
+      const uint64_t before = cuda::sync_count();
+      const Tensor ng = optim::clip_grad_norm_(pg, mn, nt);
+      CHECK(cuda::sync_count() == before);  // the factor stays on the device
+      CHECK(ng.device() == gpu());
+      CHECK(std::fabs(ng.item<double>() - nc.item<double>()) <= 16 * 5.96e-8 * nc.item<double>());
+      for (std::size_t k = 0; k < grads.size(); ++k) {
+        CHECK(test::path_rel_error(pg[k].grad(), pc[k].grad()) <= test::path_rtol(grads[k].dtype()));
+      }
+    }
+  }
+  const Tensor bad = cat({seeded(50, DType::F16, 4), to(from_vector(std::vector<double>{double(NAN)}), DType::F16)});
+  const Tensors pg = params_with_grads({bad}, gpu());
+  CHECK(std::isnan(optim::clip_grad_norm_(pg, 1.0).item<double>()));
+  CHECK(bits_equal(to(pg[0].grad(), Device::cpu()), bad));
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA unscale: the CPU's statistics exactly, bitwise-equal values, one synchronisation",
+          "[cuda][gpu][unscale]") {
+  for (int special = 0; special < 3; ++special) {
+    Tensors grads;
+    for (DType dt : kAllFloats) {
+      Tensor g = cat({seeded(5000, dt, 10 + int(dt), 1e3), to(from_vector(std::vector<double>{0.0, 1e-6, 3e-5, 1e-39}), dt)});
+      if (special == 1) g = cat({g, to(from_vector(std::vector<double>{INFINITY}), dt)});
+      if (special == 2) g = cat({g, to(from_vector(std::vector<double>{double(NAN)}), dt)});
+      grads.push_back(g);
+    }
+    Tensors gc, gg;
+    for (const Tensor& g : grads) {
+      gc.push_back(clone(g));
+      gg.push_back(to(g, gpu()));
+    }
+    const amp::UnscaleStats sc = amp::unscale_grads(gc, 1.0 / 3000);
+    const uint64_t before = cuda::sync_count();
+    const amp::UnscaleStats sg = amp::unscale_grads(gg, 1.0 / 3000);
+    CHECK(cuda::sync_count() == before + 1);  // part 1's cost: the counts come to the host once
+    CHECK(sg.values == sc.values);
+    CHECK(sg.zeros == sc.zeros);
+    CHECK(sg.underflowed == sc.underflowed);
+    CHECK(sg.nonfinite == sc.nonfinite);
+    for (std::size_t k = 0; k < grads.size(); ++k) CHECK(bits_equal(to(gg[k], Device::cpu()), gc[k]));
+  }
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA GradScaler skips an inf step without touching parameters or state", "[cuda][gpu][amp]") {
+  Tensor w = to(from_vector(std::vector<float>{1.0f, -2.0f, 3.0f}), gpu()).requires_grad_();
+  optim::SGD opt({w}, {.lr = 0.1, .momentum = 0.9});
+  amp::GradScaler scaler({.init_scale = 1024.0});
+  w.set_grad(to(from_vector(std::vector<float>{1024.0f, 2048.0f, -512.0f}), gpu()));
+  REQUIRE(scaler.step(opt));
+  scaler.update();
+  const Tensor w_before = to(w.detach(), Device::cpu());
+  const Tensor buf_before = to(opt.state(w)->buffers.at("momentum_buffer"), Device::cpu());
+  w.set_grad(to(from_vector(std::vector<float>{1.0f, INFINITY, 2.0f}), gpu()));
+  CHECK_FALSE(scaler.step(opt));
+  scaler.update();
+  CHECK(scaler.get_scale() == 512.0);
+  CHECK(bits_equal(to(w.detach(), Device::cpu()), w_before));
+  CHECK(bits_equal(to(opt.state(w)->buffers.at("momentum_buffer"), Device::cpu()), buf_before));
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA: a gradient on another device, or gradients on two devices, are errors", "[cuda][gpu][optim]") {
+  Tensor w = zeros({3}, {.device = gpu()}).requires_grad_();
+  CHECK(test::error_of([&] { w.set_grad(zeros({3})); }).find("set_grad: gradient") == 0);
+  Tensor a = zeros({3}).requires_grad_(), b = zeros({3}, {.device = gpu()}).requires_grad_();
+  a.set_grad(ones({3}));
+  b.set_grad(ones({3}, {.device = gpu()}));
+  CHECK(test::error_of([&] { optim::clip_grad_norm_({a, b}, 1.0); }).find("clip_grad_norm_: gradient 1 is on cuda:0 but gradient 0 is on cpu") == 0);
+  CHECK(test::error_of([&] { amp::unscale_grads({a.grad(), b.grad()}, 0.5); }).find("unscale: gradient 1 is on cuda:0 but gradient 0 is on cpu") == 0);
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA GradScaler with master weights: unscale_ and step cost one synchronisation together",
+          "[cuda][gpu][amp]") {
+  Tensor w16 = to(to(randn({64}), DType::F16), gpu()).requires_grad_();  // the model's f16 weight
+  Tensor b32 = randn({64}, {.device = gpu()}).requires_grad_();         // an f32 parameter stepped directly
+  optim::SGD opt({w16, b32}, {.lr = 0.1, .momentum = 0.9});
+  opt.use_master_weights();
+  amp::GradScaler scaler({.init_scale = 256.0});
+  w16.set_grad(to(to(randn({64}) * 256.0, DType::F16), gpu()));
+  b32.set_grad(randn({64}, {.device = gpu()}) * 256.0);
+  const Tensor w_before = to(w16.detach(), Device::cpu());
+  const uint64_t before = cuda::sync_count();
+  scaler.unscale_(opt);  // master grads and b32's grad: one read of the counts
+  CHECK(cuda::sync_count() == before + 1);
+  CHECK(scaler.step(opt));
+  CHECK(cuda::sync_count() == before + 1);  // the step and the master -> model copy do not wait
+  CHECK_FALSE(bits_equal(to(w16.detach(), Device::cpu()), w_before));
+  test::require_no_pending_cuda_error();
+}
