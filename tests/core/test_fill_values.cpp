@@ -122,7 +122,9 @@ TEST_CASE("fill values: full, arange, linspace and eye equal the old CPU loops b
         require_same_bytes(arange(start, end, step, {.dtype = dt}), n,
                            [&]<typename T>(T* p) { old_arange(p, n, start, step); });
       }
-      for (const auto& [a, b] : {std::pair{0.0, 1.0}, std::pair{-3.5, 2.25}, std::pair{1.0, 1e6}, std::pair{2.0, -1.0 / 3.0}}) {
+      for (const auto& ends : {std::pair{0.0, 1.0}, std::pair{-3.5, 2.25}, std::pair{1.0, 1e6}, std::pair{2.0, -1.0 / 3.0}}) {
+        // Named copies for the lambda: clang before 16 cannot capture structured bindings.
+        const double a = ends.first, b = ends.second;
         if (dt == DType::U8 && (a < 0 || b < 0 || b > 255)) continue;
         require_same_bytes(linspace(a, b, n, {.dtype = dt}), n, [&]<typename T>(T* p) { old_linspace(p, a, b, n); });
       }
@@ -150,7 +152,8 @@ TEST_CASE("fill values: rand and randint equal the old CPU loops byte for byte, 
       }
       for (const DType dt : kAll) {
         INFO(dtype_name(dt));
-        for (const auto& [low, high] : {std::pair<int64_t, int64_t>{0, 10}, {-50, 77}, {0, 2}, {-3, 1 << 20}}) {
+        for (const auto& range : {std::pair<int64_t, int64_t>{0, 10}, {-50, 77}, {0, 2}, {-3, 1 << 20}}) {
+          const int64_t low = range.first, high = range.second;  // named copies, as above
           Generator g(99);
           g.set_state(99, offset);
           const Tensor t = randint(low, high, {n}, {.dtype = dt}, &g);
