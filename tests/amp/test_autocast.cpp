@@ -52,7 +52,7 @@ TEST_CASE("Autocast regions nest, disable and restore, also when an exception un
   MG_REQUIRE_ERROR(amp::Autocast({.dtype = DType::F32}), "Autocast: dtype must be f16 or bf16, got f32");
 }
 
-TEST_CASE("backward runs in the forward's dtypes; an f32 weight used in an f16 op gets an f32 gradient", "[amp]") {
+TEST_CASE("backward runs in the forward's dtypes - an f32 weight used in an f16 op gets an f32 gradient", "[amp]") {
   manual_seed(1);
   nn::Linear fc({.in = 8, .out = 4});
   const Tensor x = randn({16, 8});
@@ -165,7 +165,7 @@ struct Square : Function<Square> {
 };
 }  // namespace
 
-TEST_CASE("user-defined functions get their declared policy; overrides conflict loudly", "[amp]") {
+TEST_CASE("user-defined functions get their declared policy - overrides conflict loudly", "[amp]") {
   {
     amp::Autocast autocast({.dtype = DType::BF16});
     Tensor x = ones({3}, {.requires_grad = true});

@@ -107,7 +107,7 @@ TEST_CASE("growth happens exactly after growth_interval clean iterations, clampe
   CHECK(s2.get_scale() == 3.0);
 }
 
-TEST_CASE("hysteresis tolerates overflows before backing off; min_scale is a floor that errors", "[amp][scaler]") {
+TEST_CASE("hysteresis tolerates overflows before backing off - min_scale is a floor that errors", "[amp][scaler]") {
   amp::GradScaler scaler({.init_scale = 64, .min_scale = 16, .hysteresis = 2});
   Toy t;
   std::vector<double> scales;
@@ -235,7 +235,7 @@ TEST_CASE("the scale is clamped to [min_scale, max_scale] at construction, on lo
   CHECK(amp::GradScaler({.init_scale = 1e9}).get_scale() == 1e9);
 }
 
-TEST_CASE("unscale_ refuses f16 gradients without f32 masters; bf16 and master weights pass", "[amp][scaler]") {
+TEST_CASE("unscale_ refuses f16 gradients without f32 masters - bf16 and master weights pass", "[amp][scaler]") {
   Tensor w = ones({4}, {.dtype = DType::F16, .requires_grad = true});
   optim::SGD opt(Tensors{w}, {.lr = 0.1});
   amp::GradScaler scaler({.init_scale = 1024});

@@ -172,7 +172,7 @@ TEST_CASE("amp: initialize rejects what Apex rejects, with the fix in the messag
   MG_REQUIRE_ERROR(sgd.step(), "the gradients are still scaled");
 }
 
-TEST_CASE("amp: after reset an optimizer steps as a plain optimizer; it may die before reset", "[amp][initialize]") {
+TEST_CASE("amp: after reset an optimizer steps as a plain optimizer - it may die before reset", "[amp][initialize]") {
   AmpFixture fx;
   auto mlp = make_mlp(7);
   optim::SGD sgd(mlp->parameters(), {.lr = 0.1});
@@ -246,7 +246,7 @@ TEST_CASE("amp: O0-O3 give the expected dtypes of parameters, activations and gr
   }
 }
 
-TEST_CASE("amp: master weights keep updates that f16 weights round away; zero_grad clears both", "[amp][initialize]") {
+TEST_CASE("amp: master weights keep updates that f16 weights round away - zero_grad clears both", "[amp][initialize]") {
   AmpFixture fx;
   manual_seed(11);
   auto lin = nn::make<nn::Linear>({.in = 4, .out = 1, .bias = false});
@@ -399,7 +399,7 @@ struct BatchModel : nn::Module {
 };
 }  // namespace
 
-TEST_CASE("amp: forward casts tensors inside vectors, maps and batch types; O2 with a custom batch trains",
+TEST_CASE("amp: forward casts tensors inside vectors, maps and batch types - O2 with a custom batch trains",
           "[amp][initialize][scenario]") {
   AmpFixture fx;
   const Tensor f = randn({2, 8}), ids = randint(0, 4, {2});
@@ -456,7 +456,7 @@ TEST_CASE("amp: state dict of the loss scalers round-trips and is checked", "[am
   MG_REQUIRE_ERROR(amp::load_state_dict(s), "saved at opt_level O1");
 }
 
-TEST_CASE("amp: O2 optimizer state dict carries the f32 masters; resume continues bit-identically",
+TEST_CASE("amp: O2 optimizer state dict carries the f32 masters - resume continues bit-identically",
           "[amp][initialize]") {
   AmpFixture fx;
   const Tensor x = randn({8, 8});
@@ -539,7 +539,7 @@ TEST_CASE("amp: the dynamic loss scale starts at min(max_loss_scale, 2^16), rais
   CHECK(amp::loss_scale() == 65536.0);  // the default, inside the default bounds [none, 2^24]
 }
 
-TEST_CASE("amp: O3 with dynamic scaling on f16 parameters is refused; static scales and bf16 train",
+TEST_CASE("amp: O3 with dynamic scaling on f16 parameters is refused - static scales and bf16 train",
           "[amp][initialize]") {
   AmpFixture fx;
   auto mlp = make_mlp(32);

@@ -211,7 +211,7 @@ TEST_CASE("small gradients underflow in f16 without loss scaling, exactly as pre
 // ---------------------------------------------------------------------------------------------
 // 7. Exploding gradients: skipped iterations, exact backoff, recovery, and the error
 // ---------------------------------------------------------------------------------------------
-TEST_CASE("overflowing iterations are skipped and backed off from exactly; training recovers", "[amp][numerics]") {
+TEST_CASE("overflowing iterations are skipped and backed off from exactly - training recovers", "[amp][numerics]") {
   manual_seed(71);
   Mlp net(8, 16, 4);
   Mlp teacher(8, 16, 4);

@@ -91,7 +91,7 @@ void check_levels(const char* name, MakeModel make_model, const Task& task, doub
 // Tolerances: about 3-10x the deviations measured when this test was written (printed by the test;
 // MLP: f16 <= 0.0004, bf16 <= 0.0010; ResNet-8: f16 <= 0.026, bf16 <= 0.041, with O0's loss falling
 // from ~1.4 to ~0.001), so a change in the numerics of a level shows up here.
-TEST_CASE("opt levels: O1/O2 track O0 on an MLP over 50 steps; O3 trains", "[amp][opt_levels]") {
+TEST_CASE("opt levels: O1/O2 track O0 on an MLP over 50 steps - O3 trains", "[amp][opt_levels]") {
   const Task task = make_task({64, 32}, 4, 3);
   auto make_mlp = [] {
     manual_seed(17);
@@ -101,7 +101,7 @@ TEST_CASE("opt levels: O1/O2 track O0 on an MLP over 50 steps; O3 trains", "[amp
   check_levels("MLP", make_mlp, task, 0.05, 0.004, 0.008);
 }
 
-TEST_CASE("opt levels: O1/O2 track O0 on a small ResNet over 50 steps; O3 trains", "[amp][opt_levels]") {
+TEST_CASE("opt levels: O1/O2 track O0 on a small ResNet over 50 steps - O3 trains", "[amp][opt_levels]") {
   const Task task = make_task({32, 1, 12, 12}, 4, 5);
   auto make_resnet = [] {
     manual_seed(23);

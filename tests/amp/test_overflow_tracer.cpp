@@ -299,7 +299,7 @@ TEST_CASE("OverflowTracer stop_at_first throws at the op with its module path", 
   CHECK(ops == tracer.first()->op_index + 1);  // nothing ran after the throw
 }
 
-TEST_CASE("OverflowTracer: only one at a time; none installed after it is destroyed", "[amp][tracer]") {
+TEST_CASE("OverflowTracer: only one at a time - none installed after it is destroyed", "[amp][tracer]") {
   {
     amp::OverflowTracer a;
     MG_REQUIRE_ERROR(amp::OverflowTracer(), "OverflowTracer: another OverflowTracer is active");

@@ -191,7 +191,7 @@ TEST_CASE("hooks on leaves and retain_grad on non-leaves", "[autograd]") {
   REQUIRE(values(x.grad()) == std::vector<double>{4, 8});
 }
 
-TEST_CASE("NoGradGuard stops recording; detach cuts history", "[autograd]") {
+TEST_CASE("NoGradGuard stops recording - detach cuts history", "[autograd]") {
   Tensor x = leaf({1.0});
   {
     NoGradGuard no_grad;

@@ -25,7 +25,7 @@ std::string temp_path(const std::string& name) { return "bench_amp_test_" + std:
 
 }  // namespace
 
-TEST_CASE("bench_amp --quick: every model at every level and dtype; table, JSON and Markdown", "[bench]") {
+TEST_CASE("bench_amp --quick: every model at every level and dtype - table, JSON and Markdown", "[bench]") {
   const std::string json = temp_path("run.jsonl"), md = temp_path("run.md");
   std::remove(md.c_str());
   const auto r = run_program(MG_BENCH_AMP, "--quick --threads 2 --json " + json + " --markdown " + md);

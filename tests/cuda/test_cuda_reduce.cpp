@@ -291,7 +291,7 @@ TEST_CASE("CUDA reductions propagate NaN and inf as the CPU", "[cuda][gpu][reduc
   mg::test::require_no_pending_cuda_error();
 }
 
-TEST_CASE("CUDA sum of 10^7 x 0.1f is within the bound; a running f32 total is 1% off", "[cuda][gpu][reduce]") {
+TEST_CASE("CUDA sum of 10^7 x 0.1f is within the bound - a running f32 total is 1% off", "[cuda][gpu][reduce]") {
   const int64_t n = 10'000'000;
   const Tensor x = full({n}, 0.1, {.device = gpu()});
   const double exact = double(n) * double(0.1f);

@@ -119,7 +119,7 @@ TEST_CASE("pinned cache: a block freed while a copy uses it waits for the copy's
   for (void* x : {q, r, again}) cache.deallocate(x);
 }
 
-TEST_CASE("pinned cache: a block keeps one event per stream; a completed copy does not delay a free", "[cuda][pinned]") {
+TEST_CASE("pinned cache: a block keeps one event per stream - a completed copy does not delay a free", "[cuda][pinned]") {
   FakeHostMemory host;
   PinnedHostCache cache(host);
   void* p = cache.allocate(MiB);

@@ -286,7 +286,7 @@ void require_close(const Tensor& got, const Tensor& want, double rel, double abs
 
 }  // namespace
 
-TEST_CASE("reduce algorithm: 10^7 x 0.1f sums within the bound; a running f32 total would not", "[cuda][reduce]") {
+TEST_CASE("reduce algorithm: 10^7 x 0.1f sums within the bound - a running f32 total would not", "[cuda][reduce]") {
   const int64_t n = 10'000'000;
   const Tensor x = full({n}, 0.1);  // f32 0.1f
   Tensor out = empty({});

@@ -114,7 +114,7 @@ TEST_CASE("fashion_mnist: the first examples match the file's raw bytes", "[data
   CHECK(train.get_batch({}, {}).at("input").shape() == mg::Shape{0, 1, 28, 28});
 }
 
-TEST_CASE("fashion_mnist: mean 0.2860 and std 0.3530; the normalised training set has 0 and 1",
+TEST_CASE("fashion_mnist: mean 0.2860 and std 0.3530 - the normalised training set has 0 and 1",
           "[data][fashion]") {
   const FashionMnist& train = train_set();
   // Raw pixels scaled to [0, 1], accumulated in double.

@@ -110,7 +110,7 @@ TEST_CASE("loader: epoch_permutation is a seeded permutation", "[data][loader]")
   for (int c : first) CHECK(std::abs(c - 500) < 100);  // 4.7 sigma
 }
 
-TEST_CASE("loader: every index exactly once per epoch; drop_last", "[data][loader]") {
+TEST_CASE("loader: every index exactly once per epoch - drop_last", "[data][loader]") {
   auto ds = std::make_shared<IndexDataset>(1003);
   for (const bool shuffle : {false, true}) {
     for (const int prefetch : {0, 3}) {

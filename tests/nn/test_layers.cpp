@@ -105,7 +105,7 @@ TEST_CASE("Linear: parameters, PyTorch's default init and the linear op", "[nn][
   require_close(values(nobias(ones({1, 3}))), values(sum(nobias.weight, {1})), 1e-6);
 }
 
-TEST_CASE("Identity returns its input; Flatten merges the chosen dims", "[nn][layers]") {
+TEST_CASE("Identity returns its input - Flatten merges the chosen dims", "[nn][layers]") {
   const Tensor x = arange(0, 120, 1, {.dtype = DType::F32}).reshape({2, 3, 4, 5});
   nn::Identity id;
   CHECK(id(x).is_same(x));
@@ -727,7 +727,7 @@ TEST_CASE("loss modules equal their ops with options, and hand-computed values",
 // Mixed precision: keep batch norm in f32
 // ---------------------------------------------------------------------------------------------
 
-TEST_CASE("to(f16, is_batch_norm) keeps batch norm f32; conv(f16) -> BN -> ReLU stays f16", "[nn][layers][amp]") {
+TEST_CASE("to(f16, is_batch_norm) keeps batch norm f32 - conv(f16) -> BN -> ReLU stays f16", "[nn][layers][amp]") {
   manual_seed(40);
   nn::Sequential net({nn::make<nn::Conv2d>({.in = 3, .out = 4, .kernel = 3, .padding = 1, .bias = false}),
                       nn::make<nn::BatchNorm2d>({.features = 4}), nn::make<nn::ReLU>()});

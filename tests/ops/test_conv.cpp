@@ -472,7 +472,7 @@ TEST_CASE("max_pool2d and avg_pool2d match a naive reference", "[conv][pool]") {
   }
 }
 
-TEST_CASE("max_pool2d sends the gradient to the first maximum; NaN propagates", "[conv][pool][grad]") {
+TEST_CASE("max_pool2d sends the gradient to the first maximum - NaN propagates", "[conv][pool][grad]") {
   // one 2x2 window of equal values: all the gradient goes to element 0
   const Tensor x = full({1, 1, 2, 2}, 3.0, {.dtype = DType::F64}).requires_grad_();
   const Tensor g = autograd::grad({max_pool2d(x, {2, 2})}, {x}, {full({1, 1, 1, 1}, 5.0, {.dtype = DType::F64})})[0];

@@ -13,7 +13,7 @@
 using namespace mg;
 using mg::test::values;
 
-TEST_CASE("binary ops promote dtypes; scalars never widen", "[ops][dispatch]") {
+TEST_CASE("binary ops promote dtypes - scalars never widen", "[ops][dispatch]") {
   const Tensor h = ones({2}, {.dtype = DType::F16});
   const Tensor b = ones({2}, {.dtype = DType::BF16});
   const Tensor f = ones({2}, {.dtype = DType::F32});

@@ -192,7 +192,7 @@ TEST_CASE("mm, bmm, addmm, baddbmm and linear match the reference", "[ops][linal
   }
 }
 
-TEST_CASE("beta = 0 ignores c, even NaN; an empty inner dim gives beta * c", "[ops][linalg]") {
+TEST_CASE("beta = 0 ignores c, even NaN - an empty inner dim gives beta * c", "[ops][linalg]") {
   const Tensor a = rnd({2, 3}), b = rnd({3, 2});
   const Tensor c = full({2, 2}, NAN, {.dtype = DType::F64});
   require_close(addmm(c, a, b, 0.0, 1.0), ref_matmul(a, b), 1e-12, 1e-12);

@@ -79,7 +79,7 @@ double norm_out_tol(double xhat, double mean_rstd, double w, double b, int64_t n
 
 }  // namespace
 
-TEST_CASE("batch_norm of a constant channel normalises to exactly 0; its bias gradient is exact to a few ulps",
+TEST_CASE("batch_norm of a constant channel normalises to exactly 0 - its bias gradient is exact to a few ulps",
           "[ops][norm][numerics]") {
   // The example [16, 1, 28, 28] (12,544 values per channel) and 2^20 values per channel.
   for (const Shape& shape : {Shape{16, 1, 28, 28}, Shape{16, 1, 256, 256}}) {

@@ -244,7 +244,7 @@ double gelu_tanh_grad_ref(double x) {
 
 }  // namespace
 
-TEST_CASE("gelu_backward: every f16 and bf16 input pattern within 1 ulp of f64 math; autograd runs it",
+TEST_CASE("gelu_backward: every f16 and bf16 input pattern within 1 ulp of f64 math - autograd runs it",
           "[ops][numerics]") {
   for (DType dt : {DType::F16, DType::BF16}) {
     const Tensor x = all_patterns(dt);

@@ -86,7 +86,7 @@ TEST_CASE("clip_grad_norm_: inf and NaN norms are returned, reported and leave t
   }
 }
 
-TEST_CASE("clip_grad_norm_: f16/bf16 gradients are scaled in f32 and rounded once; f32 total", "[optim]") {
+TEST_CASE("clip_grad_norm_: f16/bf16 gradients are scaled in f32 and rounded once - f32 total", "[optim]") {
   for (DType low : {DType::F16, DType::BF16}) {
     const Tensor g = to(from_vector<float>({3.0f, -4.0f, 0.1f, 1e-3f}), low);
     const Tensors ps = params_with_grads({g});

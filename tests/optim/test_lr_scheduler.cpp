@@ -156,7 +156,7 @@ TEST_CASE("schedulers: warmup + cosine and warmup + linear follow their formulas
   }
 }
 
-TEST_CASE("schedulers: initial_lr lives in the group options; chained schedulers keep it", "[optim]") {
+TEST_CASE("schedulers: initial_lr lives in the group options - chained schedulers keep it", "[optim]") {
   auto o = make_opt(test::kSGD, {0.1}, 0.9);
   optim::StepLR a(*o, {.step_size = 2, .gamma = 0.5});
   CHECK(o->param_groups()[0].option("initial_lr") == 0.1);

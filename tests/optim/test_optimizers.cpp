@@ -228,7 +228,7 @@ TEST_CASE("optimizers: f16/bf16 parameters are updated in f32 with f32 state and
   }
 }
 
-TEST_CASE("optimizers: parameters without a gradient are skipped; steps are counted per parameter", "[optim]") {
+TEST_CASE("optimizers: parameters without a gradient are skipped - steps are counted per parameter", "[optim]") {
   Tensor a = ones({3}).requires_grad_();
   Tensor b = ones({2}).requires_grad_();
   optim::Adam opt({a, b}, {.lr = 0.1});
@@ -347,7 +347,7 @@ TEST_CASE("optimizers: bad options and bad parameters give clear errors", "[opti
   CHECK(opt.step_count() == 0);
 }
 
-TEST_CASE("optimizers: a parameter whose dtype changed after the first step is an error; nothing is updated", "[optim]") {
+TEST_CASE("optimizers: a parameter whose dtype changed after the first step is an error - nothing is updated", "[optim]") {
   Tensor c = ones({3}).requires_grad_();
   Tensor a = ones({2}).requires_grad_();
   optim::Adam opt({c, a});
