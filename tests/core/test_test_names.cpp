@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-TEST_CASE("test names: no TEST_CASE name contains a ';' (CTest would never run it)", "[meta]") {
+TEST_CASE("test names: no TEST_CASE name contains a semicolon (CTest would never run it)", "[meta]") {
   namespace fs = std::filesystem;
   const fs::path root = fs::path(MG_SOURCE_DIR) / "tests";
   REQUIRE(fs::is_directory(root));

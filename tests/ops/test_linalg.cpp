@@ -11,6 +11,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "ops/cpu/gemm.h"
 #include "ops/ops.h"
 
 using namespace mg;
@@ -288,6 +289,14 @@ TEST_CASE("f32/bf16 oneDNN GEMMs: layouts, broadcast batches, alpha/beta, one ro
     const Tensor x = ints({2, n / 2, k}), w = ints({m, k});
     check(linear(x, w, bias), ref_matmul(x, w.t()) + f64(bias));
   }
+}
+
+TEST_CASE("bf16 GEMM runs natively exactly where oneDNN has one (avx512_core)", "[ops][linalg]") {
+  // oneDNN 2.6 implements its bf16 GEMM from avx512_core (F, BW, VL, DQ) up; elsewhere (AVX2-only
+  // processors) bf16 runs through the f32 GEMM, which the two cases above check bit for bit.
+  const bool avx512_core = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  CHECK(mg::cpu::onednn_bf16_gemm_available() == avx512_core);
 }
 
 TEST_CASE("f16/bf16 dot of 4096 terms accumulates in f32 and rounds once", "[ops][linalg]") {
