@@ -270,8 +270,10 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
       const A shift = b.empty() ? A(0) : b[ch];
       for (int64_t i = 0; i < n; ++i) {
         const int64_t e0 = (i * c + ch) * s;
-        if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-          // the row in f32, then one SIMD rounding pass (the scalar f16/bf16 store dominated)
+        if constexpr (std::is_same_v<T, Half>) {
+          // f16: the row in f32, then one SIMD rounding pass (the scalar f16 store dominated f16
+          // training). bf16 stays on the scalar store, which the compiler vectorises: a row pass
+          // through convert_f32_to_bf16 measured slower on short rows (bench_norm, 128x64x7x7)
           row.resize(std::size_t(s));
           for (int64_t k = 0; k < s; ++k) row[std::size_t(k)] = (x[e0 + k] - mu) * scale + shift;
           store_values(row.data(), y + e0, s);
@@ -496,7 +498,7 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   const ParamGradOutputs<A> pg(out, a.mode);
   parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
     std::vector<A> gbuf(static_cast<std::size_t>(s)), xbuf(static_cast<std::size_t>(s));
-    std::vector<A> dxbuf(std::is_same_v<T, A> ? 0 : static_cast<std::size_t>(s));
+    std::vector<A> dxbuf(std::is_same_v<T, Half> ? static_cast<std::size_t>(s) : 0);
     for (int64_t ch = c0; ch < c1; ++ch) {
       const A mu = mean[ch], rs = invstd[ch];
       RuleSums<A, 2> sums;  // Σg and Σg·xhat over the N runs of S values, by the rule, in A
@@ -517,8 +519,8 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
         const int64_t off = (i * c + ch) * s;
         const A* gr = g.get(off, s, gbuf.data());
         const A* xr = x.get(off, s, xbuf.data());
-        if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-          // the row in f32, then one SIMD rounding pass
+        if constexpr (std::is_same_v<T, Half>) {
+          // f16: the row in f32, then one SIMD rounding pass (as in the forward)
           for (int64_t k = 0; k < s; ++k) {
             const A xh = (xr[k] - mu) * rs;
             dxbuf[std::size_t(k)] = rs * (gr[k] * wc - m1 - xh * m2);
