@@ -1,7 +1,8 @@
 // CPU kernels of the conv group: conv2d, its two gradient ops and conv_transpose2d. f32 and bf16
 // go to oneDNN's convolutions where they measure faster (ops/cpu/conv_onednn.cpp decides per
-// direction, dtype and shape); everything else runs here as im2col + the shared GEMM
-// (ops/cpu/gemm.h). Decision: between load and store the im2col path runs in the compute type
+// direction, dtype and shape); f16, and bf16 where oneDNN has no bf16 kernel (below AVX-512), run
+// the f32 primitives on inputs widened exactly to f32; everything else runs here as im2col + the
+// shared GEMM (ops/cpu/gemm.h). Decision: between load and store the im2col path runs in the compute type
 // Cm = opmath_t<T> (f32 for f16/bf16, f64 for f64): the columns are built in Cm, the GEMM
 // accumulates in Cm, and the output is rounded to T once. Inputs of any layout are made dense
 // first; shapes were validated by the ops' infer rules (ops/conv.cpp).
