@@ -1,7 +1,8 @@
 // CPU kernels of the conv group: conv2d, its two gradient ops and conv_transpose2d. f32 and bf16
 // go to oneDNN's convolutions where they measure faster (ops/cpu/conv_onednn.cpp decides per
-// direction, dtype and shape); everything else runs here as im2col + the shared GEMM
-// (ops/cpu/gemm.h). Decision: between load and store the im2col path runs in the compute type
+// direction, dtype and shape); f16, and bf16 where oneDNN has no bf16 kernel (below AVX-512), run
+// the f32 primitives on inputs widened exactly to f32; everything else runs here as im2col + the
+// shared GEMM (ops/cpu/gemm.h). Decision: between load and store the im2col path runs in the compute type
 // Cm = opmath_t<T> (f32 for f16/bf16, f64 for f64): the columns are built in Cm, the GEMM
 // accumulates in Cm, and the output is rounded to T once. Inputs of any layout are made dense
 // first; shapes were validated by the ops' infer rules (ops/conv.cpp).
@@ -42,18 +43,31 @@ std::vector<C> load(const Tensor& t) {
 template <typename T>
 constexpr bool kOnednnConv = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
 
-// f16 convolves on oneDNN's f32 primitives where the f32 choice would: the inputs widened exactly
-// to f32, f32 accumulation, one rounding of the result — the contract of the im2col path (and of
-// the f16 GEMM), at oneDNN's speed (oneDNN 2.6 has no f16 convolution on this CPU). Measured
-// ResNet-8 O1 f16 training: 56 samples/s on im2col.
-Tensor widen_f16(const Tensor& t) {
+// f16 — and bf16 where oneDNN has no bf16 convolution (oneDNN 2.6 has none below AVX-512: on an
+// AVX2 processor its primitive descriptor is unimplemented) — convolve on oneDNN's f32 primitives
+// where the f32 choice would: the inputs widened exactly to f32, f32 accumulation, one rounding of
+// the result — the contract of the im2col path (and of the f16 GEMM), at oneDNN's speed. Measured
+// ResNet-8 O1 f16 training: 56 samples/s on im2col; ResNet-20 O1 bf16 on a Zen 3 (AVX2): see
+// benchmarks/RESULTS.md.
+template <typename T>
+constexpr bool kWidenConv = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+// t (dense, f16 or bf16) widened exactly to a new f32 tensor; undefined stays undefined.
+template <typename T>
+Tensor widen(const Tensor& t) {
   if (!t.defined()) return t;
   Tensor f = empty(t.shape(), {.dtype = DType::F32});
-  convert_f16_to_f32(static_cast<const Half*>(t.data_ptr()), static_cast<float*>(f.data_ptr()), t.numel());
+  float* dst = static_cast<float*>(f.data_ptr());
+  if constexpr (std::is_same_v<T, Half>) convert_f16_to_f32(static_cast<const Half*>(t.data_ptr()), dst, t.numel());
+  else convert_bf16_to_f32(static_cast<const BFloat16*>(t.data_ptr()), dst, t.numel());
   return f;
 }
-void narrow_f16(const Tensor& f, Tensor& out) {
-  convert_f32_to_f16(static_cast<const float*>(f.data_ptr()), static_cast<Half*>(out.data_ptr()), f.numel());
+// out (f16 or bf16) = f (f32, same shape), each element rounded once to nearest even.
+template <typename T>
+void narrow(const Tensor& f, Tensor& out) {
+  const float* src = static_cast<const float*>(f.data_ptr());
+  if constexpr (std::is_same_v<T, Half>) convert_f32_to_f16(src, static_cast<Half*>(out.data_ptr()), f.numel());
+  else convert_f32_to_bf16(src, static_cast<BFloat16*>(out.data_ptr()), f.numel());
 }
 
 GemmOperand matrix(const void* ptr, int64_t rs, int64_t cs) {
@@ -93,12 +107,13 @@ void conv2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
                                w.size(2), w.size(3));
   if constexpr (kOnednnConv<T>) {
     if (onednn_conv2d_forward(x, w, in.size() > 2 ? dense(in[2]) : Tensor(), out[0], g)) return;
-  } else if constexpr (std::is_same_v<T, Half>) {
+  }
+  if constexpr (kWidenConv<T>) {
     if (onednn_conv_picks(ConvDir::Forward, DType::F32, g)) {
       Tensor y = empty(out[0].shape(), {.dtype = DType::F32});
-      const bool ran = onednn_conv2d_forward(widen_f16(x), widen_f16(w), in.size() > 2 ? widen_f16(dense(in[2])) : Tensor(), y, g);
+      const bool ran = onednn_conv2d_forward(widen<T>(x), widen<T>(w), in.size() > 2 ? widen<T>(dense(in[2])) : Tensor(), y, g);
       MG_ASSERT(ran, "conv2d: oneDNN refused an f32 convolution it picked");
-      return narrow_f16(y, out[0]);
+      return narrow<T>(y, out[0]);
     }
   }
   const std::vector<Cm> wc = load<T, Cm>(w);
@@ -143,13 +158,14 @@ void transposed_conv(const Tensor& gy_in, const Tensor& w_in, const Tensor& bias
   g.Wo = gy.size(3);
   if constexpr (kOnednnConv<T>) {
     if (onednn_conv2d_backward_data(gy, w, bias_in.defined() ? dense(bias_in) : Tensor(), dx_out, g)) return;
-  } else if constexpr (std::is_same_v<T, Half>) {
+  }
+  if constexpr (kWidenConv<T>) {
     if (onednn_conv_picks(ConvDir::BackwardData, DType::F32, g)) {
       Tensor dx = empty(dx_out.shape(), {.dtype = DType::F32});
-      const bool ran = onednn_conv2d_backward_data(widen_f16(gy), widen_f16(w),
-                                                   bias_in.defined() ? widen_f16(dense(bias_in)) : Tensor(), dx, g);
+      const bool ran = onednn_conv2d_backward_data(widen<T>(gy), widen<T>(w),
+                                                   bias_in.defined() ? widen<T>(dense(bias_in)) : Tensor(), dx, g);
       MG_ASSERT(ran, "conv2d backward: oneDNN refused an f32 convolution it picked");
-      return narrow_f16(dx, dx_out);
+      return narrow<T>(dx, dx_out);
     }
   }
   const std::vector<Cm> wc = load<T, Cm>(w);
@@ -208,12 +224,13 @@ void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttr
                                attrs.ints[7], attrs.ints[8]);
   if constexpr (kOnednnConv<T>) {
     if (onednn_conv2d_backward_weights(x, gy, out[0], g)) return;
-  } else if constexpr (std::is_same_v<T, Half>) {
+  }
+  if constexpr (kWidenConv<T>) {
     if (onednn_conv_picks(ConvDir::BackwardWeights, DType::F32, g)) {
       Tensor dw = empty(out[0].shape(), {.dtype = DType::F32});
-      const bool ran = onednn_conv2d_backward_weights(widen_f16(x), widen_f16(gy), dw, g);
+      const bool ran = onednn_conv2d_backward_weights(widen<T>(x), widen<T>(gy), dw, g);
       MG_ASSERT(ran, "conv2d weight gradient: oneDNN refused an f32 convolution it picked");
-      return narrow_f16(dw, out[0]);
+      return narrow<T>(dw, out[0]);
     }
   }
   const T* xp = static_cast<const T*>(x.data_ptr());

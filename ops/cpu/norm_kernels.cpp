@@ -189,6 +189,41 @@ void rms_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   });
 }
 
+// Elements of a tensor read as A, a run of consecutive row-major elements at a time, inside the
+// parallel loops. A contiguous tensor is read in place (converted per run into the caller's
+// buffer unless it already holds A); any other layout is first gathered into a dense A copy, and
+// so is a tensor that needs converting when `short_runs` (runs too short to convert one by one).
+template <typename A>
+class RunReader {
+ public:
+  RunReader(const Tensor& t, bool short_runs) {
+    if (t.is_contiguous() && !(short_runs && t.dtype() != dtype_v<A>)) {
+      base_ = t.data_ptr();
+      dtype_ = t.dtype();
+    } else {
+      copy_ = load_values<A>(t);
+      base_ = copy_.data();
+      dtype_ = dtype_v<A>;
+    }
+  }
+  // Elements [off, off + n) as A: a pointer into the data, or `buf` (n elements) filled with them.
+  const A* get(int64_t off, int64_t n, A* buf) const {
+    if (dtype_ == dtype_v<A>) return static_cast<const A*>(base_) + off;
+    visit_dtype(dtype_, [&]<typename S>() {
+      const S* p = static_cast<const S*>(base_) + off;
+      if constexpr (std::is_same_v<A, float> && std::is_same_v<S, Half>) convert_f16_to_f32(p, buf, n);
+      else if constexpr (std::is_same_v<A, float> && std::is_same_v<S, BFloat16>) convert_bf16_to_f32(p, buf, n);
+      else for (int64_t i = 0; i < n; ++i) buf[i] = convert<A>(p[i]);
+    });
+    return buf;
+  }
+
+ private:
+  const void* base_ = nullptr;
+  DType dtype_ = dtype_v<A>;
+  std::vector<A> copy_;
+};
+
 // batch_norm: x [N, C, S] (S = product of the trailing sizes) -> y, mean [C], invstd [C].
 // Training: batch statistics, running stats updated in place with momentum (unbiased var);
 // eval: the running stats.
@@ -196,7 +231,10 @@ template <typename T>
 void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using A = acc_t<T>;
   const Tensor& xt = in[0];
-  const std::vector<A> x = load_values<A>(xt);
+  // x read as A: a contiguous f32 (f64) input in place, anything else converted once into a dense
+  // copy (SIMD for f16/bf16) — it is read three times (Σx, the centred sums, the output)
+  const RunReader<A> xr(xt, /*short_runs=*/true);
+  const A* x = xr.get(0, xt.numel(), nullptr);
   const std::vector<A> w = load_param<A>(in, a.mode, kHasWeight), b = load_param<A>(in, a.mode, kHasBias);
   const int ir = opt_index(a.mode, kHasRunning);
   const bool training = a.keepdim;
@@ -216,7 +254,7 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
         // Σ over the N runs of S values of this channel, by the rule, in A (f32 for f16/bf16)
         const int64_t cnt = n * s;
         const Moments<A> m = moments<A>(cnt, [&](const auto& f) {
-          for (int64_t i = 0; i < n; ++i) f(x.data() + (i * c + ch) * s, s);
+          for (int64_t i = 0; i < n; ++i) f(x + (i * c + ch) * s, s);
         });
         mu = m.mean;
         var = cnt > 0 ? m.ss / A(cnt) : A(0);
@@ -233,7 +271,9 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
       for (int64_t i = 0; i < n; ++i) {
         const int64_t e0 = (i * c + ch) * s;
         if constexpr (std::is_same_v<T, Half>) {
-          // f16: the row in f32, then one SIMD rounding pass (the scalar f16 store dominated f16 training)
+          // f16: the row in f32, then one SIMD rounding pass (the scalar f16 store dominated f16
+          // training). bf16 stays on the scalar store, which the compiler vectorises: a row pass
+          // through convert_f32_to_bf16 measured slower on short rows (bench_norm, 128x64x7x7)
           row.resize(std::size_t(s));
           for (int64_t k = 0; k < s; ++k) row[std::size_t(k)] = (x[e0 + k] - mu) * scale + shift;
           store_values(row.data(), y + e0, s);
@@ -349,41 +389,6 @@ void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
 // and per parameter entry dweight = sum(g * xhat), dbias = sum(g). Everything accumulates in A,
 // by the summation rule.
 
-// Elements of a tensor read as A, a run of consecutive row-major elements at a time, inside the
-// parallel loops. A contiguous tensor is read in place (converted per run into the caller's
-// buffer unless it already holds A); any other layout is first gathered into a dense A copy, and
-// so is a tensor that needs converting when `short_runs` (runs too short to convert one by one).
-template <typename A>
-class RunReader {
- public:
-  RunReader(const Tensor& t, bool short_runs) {
-    if (t.is_contiguous() && !(short_runs && t.dtype() != dtype_v<A>)) {
-      base_ = t.data_ptr();
-      dtype_ = t.dtype();
-    } else {
-      copy_ = load_values<A>(t);
-      base_ = copy_.data();
-      dtype_ = dtype_v<A>;
-    }
-  }
-  // Elements [off, off + n) as A: a pointer into the data, or `buf` (n elements) filled with them.
-  const A* get(int64_t off, int64_t n, A* buf) const {
-    if (dtype_ == dtype_v<A>) return static_cast<const A*>(base_) + off;
-    visit_dtype(dtype_, [&]<typename S>() {
-      const S* p = static_cast<const S*>(base_) + off;
-      if constexpr (std::is_same_v<A, float> && std::is_same_v<S, Half>) convert_f16_to_f32(p, buf, n);
-      else if constexpr (std::is_same_v<A, float> && std::is_same_v<S, BFloat16>) convert_bf16_to_f32(p, buf, n);
-      else for (int64_t i = 0; i < n; ++i) buf[i] = convert<A>(p[i]);
-    });
-    return buf;
-  }
-
- private:
-  const void* base_ = nullptr;
-  DType dtype_ = dtype_v<A>;
-  std::vector<A> copy_;
-};
-
 // The weight of a fused backward (input 4, mode bit0) as a dense A vector; empty when absent.
 template <typename A>
 std::vector<A> backward_weight(const Tensors& in, int64_t mode) {
@@ -493,6 +498,7 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   const ParamGradOutputs<A> pg(out, a.mode);
   parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
     std::vector<A> gbuf(static_cast<std::size_t>(s)), xbuf(static_cast<std::size_t>(s));
+    std::vector<A> dxbuf(std::is_same_v<T, Half> ? static_cast<std::size_t>(s) : 0);
     for (int64_t ch = c0; ch < c1; ++ch) {
       const A mu = mean[ch], rs = invstd[ch];
       RuleSums<A, 2> sums;  // Σg and Σg·xhat over the N runs of S values, by the rule, in A
@@ -513,9 +519,18 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
         const int64_t off = (i * c + ch) * s;
         const A* gr = g.get(off, s, gbuf.data());
         const A* xr = x.get(off, s, xbuf.data());
-        for (int64_t k = 0; k < s; ++k) {
-          const A xh = (xr[k] - mu) * rs;
-          dx[off + k] = store<T>(rs * (gr[k] * wc - m1 - xh * m2));
+        if constexpr (std::is_same_v<T, Half>) {
+          // f16: the row in f32, then one SIMD rounding pass (as in the forward)
+          for (int64_t k = 0; k < s; ++k) {
+            const A xh = (xr[k] - mu) * rs;
+            dxbuf[std::size_t(k)] = rs * (gr[k] * wc - m1 - xh * m2);
+          }
+          store_values(dxbuf.data(), dx + off, s);
+        } else {
+          for (int64_t k = 0; k < s; ++k) {
+            const A xh = (xr[k] - mu) * rs;
+            dx[off + k] = store<T>(rs * (gr[k] * wc - m1 - xh * m2));
+          }
         }
       }
     }

@@ -273,6 +273,47 @@ TEST_CASE("norm layers: the fused backward matches the composite one in f16 and 
   }
 }
 
+TEST_CASE("batch_norm: f16 and bf16 equal the f32 kernel on the same values rounded once", "[norm][lowp]") {
+  // The low-precision kernels widen x (and grad) exactly to f32, run the f32 kernel's sums and
+  // expressions, and round each output once (through the SIMD converters): so y and dx are, bit for
+  // bit, the f32 kernel's results on the widened inputs rounded once, and the statistics and
+  // parameter gradients equal the f32 ones. Runs of 81 (>= 64: converted per run) and 9 values
+  // (< 64: one dense copy), and a non-contiguous input.
+  Generator gen(41);
+  for (DType dt : {DType::F16, DType::BF16}) {
+    for (const Shape& shape : {Shape{4, 6, 9, 9}, Shape{16, 5, 3, 3}}) {
+      for (bool strided : {false, true}) {
+        INFO(dtype_name(dt) << " [" << shape[0] << ", " << shape[1] << ", " << shape[2] << ", " << shape[3] << "]"
+                            << (strided ? " transposed" : ""));
+        NoGradGuard no_grad;
+        Tensor x = to(randn(shape, {.dtype = DType::F64}, &gen) * 3.0 + 1.5, dt);
+        Tensor g = to(randn(shape, {.dtype = DType::F64}, &gen), dt);
+        if (strided) x = transpose(contiguous(transpose(x, 2, 3)), 2, 3), g = transpose(contiguous(transpose(g, 2, 3)), 2, 3);
+        REQUIRE(x.is_contiguous() != strided);
+        const Tensor w = to(randn({shape[1]}, {.dtype = DType::F64}, &gen) * 0.5 + 1.0, DType::F32);
+        const Tensor b = to(randn({shape[1]}, {.dtype = DType::F64}, &gen), DType::F32);
+        const Tensor x32 = to(x, DType::F32), g32 = to(g, DType::F32);
+        Tensor rm = zeros({shape[1]}), rv = ones({shape[1]}), rm32 = zeros({shape[1]}), rv32 = ones({shape[1]});
+        const Tensor y = batch_norm(x, w, b, rm, rv, true);
+        const Tensor y32 = batch_norm(x32, w, b, rm32, rv32, true);
+        REQUIRE(y.dtype() == dt);
+        CHECK(vals(y) == vals(to(y32, dt)));
+        CHECK(vals(rm) == vals(rm32));
+        CHECK(vals(rv) == vals(rv32));
+        // statistics as the forward's (any values serve: both backwards read the same ones)
+        const Tensor mu = mean(x32, {0, 2, 3});
+        const Tensor invstd = rsqrt(var(x32, {0, 2, 3}, /*correction=*/0.0) + 1e-5);
+        const NormGrads lo = batch_norm_backward(g, x, mu, invstd, w, true);
+        const NormGrads hi = batch_norm_backward(g32, x32, mu, invstd, w, true);
+        REQUIRE(lo.dx.dtype() == dt);
+        CHECK(vals(lo.dx) == vals(to(hi.dx, dt)));
+        CHECK(vals(lo.dweight) == vals(hi.dweight));
+        CHECK(vals(lo.dbias) == vals(hi.dbias));
+      }
+    }
+  }
+}
+
 TEST_CASE("norm layers: an ordinary backward reads the saved statistics, create_graph does not", "[norm][grad]") {
   // The fused path unpacks the forward's mean/rstd outputs (version-checked); the composite path
   // recomputes them from x. Modifying the saved mean in place therefore breaks only the former.
