@@ -1,6 +1,6 @@
 // DataLoader: batches of a Dataset in a seeded order, prepared ahead by one background thread.
 // The one decision a reader must know: the order is a pure function of (seed, epoch, dataset
-// size, batch size, drop_last) — epoch_permutation() — and every random decision inside a batch
+// size, batch size, drop_last) — epoch_permutation(), or a DistributedSampler's shard of it — and every random decision inside a batch
 // is keyed by (seed, epoch, example index), so the batches do not depend on thread timing or on
 // the prefetch depth, and a checkpoint of (seed, epoch, next batch) resumes mid-epoch with
 // exactly the batches an uninterrupted run would have seen.

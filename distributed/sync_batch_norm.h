@@ -22,8 +22,8 @@
 // (N = 0), and run its backward; eval mode uses the running statistics and communicates nothing.
 //
 //   auto pg = mg::distributed::init_process_group();
-//   auto model = std::make_shared<mg::nn::ResNet>(mg::nn::ResNet::resnet20());
-//   int64_t n = mg::distributed::convert_sync_batchnorm(*model, pg);   // every BatchNorm, in place
+//   mg::nn::models::ResNet model(mg::nn::models::ResNetConfig::cifar(20));
+//   int64_t n = mg::distributed::convert_sync_batchnorm(model, pg);   // 19 BatchNorms, in place
 //   auto bn = std::make_shared<mg::distributed::SyncBatchNorm>(mg::nn::BatchNormOptions{.features = 64}, pg);
 #pragma once
 #include <memory>
