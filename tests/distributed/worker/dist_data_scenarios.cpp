@@ -19,6 +19,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
+#include "core/parallel.h"
 #include "distributed/distributed_sampler.h"
 #include "distributed/error.h"
 #include "distributed/init.h"
@@ -300,6 +301,10 @@ int sampler(std::chrono::milliseconds timeout) {
 // The hook mg_dist_worker.cpp calls: the exit status, or -1 when `mode` is not one of these.
 int dist_data_scenario(const std::string& mode, std::chrono::milliseconds timeout) {
   if (const char* r = std::getenv("RANK")) g_rank = std::atoi(r);
+  // One thread per rank: 2 or 3 ranks already fill the 2-core CI machine, and OpenMP teams that
+  // spin-wait (OMP_WAIT_POLICY unset) would oversubscribe it many times over (measured: 56 s
+  // instead of 3-7 s for sync_bn).
+  set_num_threads(1);
   if (mode == "sync_bn") return sync_bn(timeout);
   if (mode == "sampler") return sampler(timeout);
   return -1;
