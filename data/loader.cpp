@@ -135,8 +135,16 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   if (options_.pin_memory) check_pin_memory_available("DataLoader: pin_memory");
   size_ = dataset_->size();
   MG_CHECK(size_ >= 0, Error, "DataLoader: ", dataset_->name(), "::size() returned ", size_);
-  num_batches_ = options_.drop_last ? size_ / options_.batch_size
-                                    : (size_ + options_.batch_size - 1) / options_.batch_size;
+  samples_ = size_;
+  if (const auto& s = options_.sampler) {
+    MG_CHECK(!options_.shuffle, Error, "DataLoader: shuffle = true and a sampler exclude each other",
+             "\n  hint: the DistributedSampler shuffles (its .shuffle and .seed); set the loader's .shuffle = false");
+    MG_CHECK(s->dataset_size() == size_, Error, "DataLoader: the sampler was made for ", s->dataset_size(),
+             " examples but ", dataset_->name(), " has ", size_);
+    samples_ = s->num_samples();
+  }
+  num_batches_ = options_.drop_last ? samples_ / options_.batch_size
+                                    : (samples_ + options_.batch_size - 1) / options_.batch_size;
   reposition(0, 0);
 }
 
@@ -150,16 +158,17 @@ DataLoader::~DataLoader() {
   prefetcher_->thread.join();
 }
 
+std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
+  if (options_.sampler) return options_.sampler->indices(epoch);
+  if (options_.shuffle) return epoch_permutation(size_, options_.seed, epoch);
+  std::vector<int64_t> order(static_cast<std::size_t>(size_));
+  std::iota(order.begin(), order.end(), int64_t(0));
+  return order;
+}
+
 void DataLoader::reposition(int64_t epoch, int64_t next_batch) {
   if (!order_ || epoch != epoch_ || order_seed_ != options_.seed) {
-    std::vector<int64_t> order;
-    if (options_.shuffle) {
-      order = epoch_permutation(size_, options_.seed, epoch);
-    } else {
-      order.resize(std::size_t(size_));
-      std::iota(order.begin(), order.end(), int64_t(0));
-    }
-    order_ = std::make_shared<const std::vector<int64_t>>(std::move(order));
+    order_ = std::make_shared<const std::vector<int64_t>>(epoch_order(epoch));
     order_seed_ = options_.seed;
   }
   epoch_ = epoch;
@@ -237,17 +246,10 @@ std::optional<Batch> DataLoader::next() {
 std::vector<int64_t> DataLoader::batch_indices(int64_t epoch, int64_t b) const {
   MG_CHECK(b >= 0 && b < num_batches_, IndexError, "DataLoader::batch_indices: batch ", b,
            " out of range for ", num_batches_, " batches");
-  std::vector<int64_t> order;
-  if (epoch == epoch_ && order_seed_ == options_.seed) {
-    order = *order_;
-  } else if (options_.shuffle) {
-    order = epoch_permutation(size_, options_.seed, epoch);
-  } else {
-    order.resize(std::size_t(size_));
-    std::iota(order.begin(), order.end(), int64_t(0));
-  }
+  const std::vector<int64_t> order =
+      epoch == epoch_ && order_seed_ == options_.seed ? *order_ : epoch_order(epoch);
   const int64_t begin = b * options_.batch_size;
-  const int64_t end = std::min(begin + options_.batch_size, size_);
+  const int64_t end = std::min(begin + options_.batch_size, samples_);
   return std::vector<int64_t>(order.begin() + begin, order.begin() + end);
 }
 
@@ -260,6 +262,12 @@ StateDict DataLoader::state() const {
   s.ints["batch_size"] = options_.batch_size;
   s.ints["shuffle"] = options_.shuffle;
   s.ints["drop_last"] = options_.drop_last;
+  if (const auto& sm = options_.sampler) {
+    s.ints["sampler_world_size"] = sm->options().world_size;
+    s.ints["sampler_shuffle"] = sm->options().shuffle;
+    s.ints["sampler_seed"] = static_cast<int64_t>(sm->options().seed);  // bit-for-bit
+    s.ints["sampler_drop_last"] = sm->options().drop_last;
+  }
   return s;
 }
 
@@ -274,6 +282,16 @@ void DataLoader::load_state(const StateDict& s) {
   expect("batch_size", options_.batch_size);
   expect("shuffle", options_.shuffle);
   expect("drop_last", options_.drop_last);
+  const bool saved_sampler = s.ints.count("sampler_world_size") > 0;
+  MG_CHECK(saved_sampler == (options_.sampler != nullptr), Error, owner, ": the state was saved ",
+           saved_sampler ? "with" : "without", " a DistributedSampler but this loader has ",
+           options_.sampler ? "one" : "none", "; resuming would produce different batches");
+  if (const auto& sm = options_.sampler) {
+    expect("sampler_world_size", sm->options().world_size);
+    expect("sampler_shuffle", sm->options().shuffle);
+    expect("sampler_seed", static_cast<int64_t>(sm->options().seed));
+    expect("sampler_drop_last", sm->options().drop_last);
+  }
   const int64_t epoch = s.int_at(owner, "epoch");
   const int64_t next_batch = s.int_at(owner, "next_batch");
   MG_CHECK(epoch >= 0 && epoch < (int64_t(1) << 32), Error, owner, ": epoch ", epoch,

@@ -1,6 +1,6 @@
 // DataLoader: batches of a Dataset in a seeded order, prepared ahead by one background thread.
 // The one decision a reader must know: the order is a pure function of (seed, epoch, dataset
-// size, batch size, drop_last) — epoch_permutation() — and every random decision inside a batch
+// size, batch size, drop_last) — epoch_permutation(), or a DistributedSampler's shard of it — and every random decision inside a batch
 // is keyed by (seed, epoch, example index), so the batches do not depend on thread timing or on
 // the prefetch depth, and a checkpoint of (seed, epoch, next batch) resumes mid-epoch with
 // exactly the batches an uninterrupted run would have seen.
@@ -32,6 +32,7 @@
 
 #include "mixgrad/core/state_dict.h"
 #include "mixgrad/data/dataset.h"
+#include "mixgrad/data/distributed_sampler.h"
 
 namespace mg::data {
 
@@ -45,6 +46,12 @@ struct DataLoaderOptions {
   // background thread, so the training loop's to(cuda, /*non_blocking=*/true) runs asynchronously
   // and overlaps compute. Needs a usable CUDA device: the constructor throws DeviceError otherwise.
   bool pin_memory = false;
+  // One rank's shard of a data-parallel job (data/distributed_sampler.h): the epoch's examples are
+  // sampler->indices(epoch) (start_epoch(e) is the sampler's epoch) instead of the whole dataset,
+  // and num_batches() counts the shard's. The sampler shuffles, so `shuffle` must stay false; `seed`
+  // still keys the datasets' augmentation (the same seed on every rank gives each example the
+  // augmentation a single process would). Null: the whole dataset.
+  std::shared_ptr<const DistributedSampler> sampler;
 };
 
 // The order of the N examples in `epoch`: a Fisher-Yates shuffle whose step i (i = N-1 .. 1)
@@ -59,7 +66,8 @@ class DataLoader {
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  // Batches per epoch: N / batch_size with drop_last, else ceil(N / batch_size).
+  // Batches per epoch: M / batch_size with drop_last, else ceil(M / batch_size), M the examples
+  // per epoch (the dataset size, or the sampler's num_samples()).
   int64_t num_batches() const { return num_batches_; }
   const Dataset& dataset() const { return *dataset_; }
   const DataLoaderOptions& options() const { return options_; }
@@ -80,20 +88,27 @@ class DataLoader {
 
   // Position for a checkpoint: ints seed, epoch, next_batch (batches the caller has received,
   // not the ones prefetched) and, for checking on load, dataset_size, batch_size, shuffle,
-  // drop_last.
+  // drop_last; with a sampler also sampler_world_size, sampler_shuffle, sampler_seed and
+  // sampler_drop_last (not the rank: every rank is at the same position, so rank 0's state
+  // resumes them all).
   StateDict state() const;
   // Restores seed, epoch and next_batch; throws mg::Error when the state was saved with another
-  // dataset size, batch size, shuffle or drop_last (the batches would differ).
+  // dataset size, batch size, shuffle or drop_last, or another sampler world size, shuffle, seed
+  // or drop_last, or with a sampler where this loader has none or the reverse (the batches would
+  // differ).
   void load_state(const StateDict& state);
 
  private:
   struct Prefetcher;  // the background thread and its queue (loader.cpp)
 
   void reposition(int64_t epoch, int64_t next_batch);
+  // The examples of `epoch` in order: the sampler's shard, the shuffle, or 0..N-1.
+  std::vector<int64_t> epoch_order(int64_t epoch) const;
 
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
   int64_t size_ = 0;         // dataset size, read once
+  int64_t samples_ = 0;      // examples per epoch: size_, or the sampler's num_samples()
   int64_t num_batches_ = 0;
   int64_t epoch_ = 0;
   int64_t next_batch_ = 0;

@@ -65,7 +65,8 @@ Tensor BatchNorm::forward(const Tensor& x) {
   // Running statistics are only passed when they are to be updated (training) or used (eval).
   const Tensor rm = o.track_running_stats ? running_mean : Tensor();
   const Tensor rv = o.track_running_stats ? running_var : Tensor();
-  Tensor y = batch_norm(x, weight, bias, rm, rv, use_batch_stats, momentum, o.eps);
+  Tensor y = sync_ && is_training() ? sync_->batch_norm(x, weight, bias, rm, rv, momentum, o.eps)
+                                    : batch_norm(x, weight, bias, rm, rv, use_batch_stats, momentum, o.eps);
   if (count) {
     // Counted only once the op accepted the batch, so a refused batch leaves the state unchanged.
     NoGradGuard no_grad;
@@ -78,7 +79,7 @@ std::string BatchNorm::extra_repr() const {
   const Options& o = options_;
   return str_cat(o.features, ", eps=", o.eps, ", momentum=", o.momentum ? str_cat(*o.momentum) : "None",
                  ", affine=", o.affine ? "true" : "false", ", track_running_stats=",
-                 o.track_running_stats ? "true" : "false");
+                 o.track_running_stats ? "true" : "false", sync_ ? ", " + sync_->describe() : "");
 }
 
 bool is_batch_norm(const Module& m) { return dynamic_cast<const BatchNorm*>(&m) != nullptr; }

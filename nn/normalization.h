@@ -19,6 +19,21 @@ struct BatchNormOptions {
   bool track_running_stats = true;     // false: batch statistics in eval mode too
 };
 
+// The training-mode batch normalisation of a BatchNorm whose statistics span more than this
+// process's batch. nn knows no processes: distributed/ implements it (SyncBatchNorm,
+// convert_sync_batchnorm) and installs it with BatchNorm::set_sync. Same contract as
+// mg::batch_norm(x, weight, bias, running_mean, running_var, /*training=*/true, momentum, eps),
+// with the statistics taken over the global batch.
+class BatchNormSync {
+ public:
+  virtual ~BatchNormSync() = default;
+  // x [N, C, ...] (N may be 0 on some ranks); weight, bias, running_mean, running_var: [C] or undefined.
+  virtual Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                            const Tensor& running_var, double momentum, double eps) = 0;
+  // Shown in the layer's repr, e.g. "sync=gloo:2".
+  virtual std::string describe() const = 0;
+};
+
 // Shared body of BatchNorm1d and BatchNorm2d: parameters weight/bias [C], buffers running_mean
 // (zeros), running_var (ones) and num_batches_tracked (i64 scalar), as PyTorch's state dict.
 // Training normalises with the batch statistics and updates the running ones
@@ -29,6 +44,10 @@ class BatchNorm : public UnaryModule {
   Tensor forward(const Tensor& x) override;
   void reset_running_stats();
   const Options& options() const { return options_; }
+  // Training-mode statistics through `sync` (over every rank's batch) instead of this batch alone;
+  // eval mode never uses it. Null restores the local statistics.
+  void set_sync(std::shared_ptr<BatchNormSync> sync) { sync_ = std::move(sync); }
+  const std::shared_ptr<BatchNormSync>& sync() const { return sync_; }
 
   Tensor weight, bias;                                      // [C] or undefined
   Tensor running_mean, running_var, num_batches_tracked;    // [C], [C], [] (or undefined)
@@ -41,6 +60,7 @@ class BatchNorm : public UnaryModule {
  private:
   Options options_;
   std::vector<int64_t> ranks_;
+  std::shared_ptr<BatchNormSync> sync_;
 };
 
 // Over [N, C] or [N, C, L].

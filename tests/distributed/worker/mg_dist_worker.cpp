@@ -320,6 +320,8 @@ int die(std::chrono::milliseconds timeout) {
 
 }  // namespace
 
+int dist_data_scenario(const std::string& mode, std::chrono::milliseconds timeout);  // dist_data_scenarios.cpp
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc != 3) {
@@ -334,6 +336,7 @@ int main(int argc, char** argv) {
     if (mode == "join") return join(timeout);
     if (mode == "die") return die(timeout);
     if (mode == "mismatch") return mismatch(timeout);
+    if (const int status = dist_data_scenario(mode, timeout); status >= 0) return status;
   } catch (const std::exception& e) {
     std::printf("rank %d: FAIL exception: %s\n", g_rank, e.what());
     return 1;
