@@ -1,5 +1,6 @@
-// The distributed layer in one include: process groups (ProcessGroup, ProcessGroupGloo), the
-// rendezvous store (TcpStore), init_process_group from the environment and the errors.
+// The distributed layer in one include: process groups (ProcessGroup, ProcessGroupGloo,
+// ProcessGroupNccl), the rendezvous store (TcpStore), init_process_group from the environment
+// and the errors.
 // Only present when the library was built with Gloo (MG_WITH_GLOO; mixgrad_DISTRIBUTED in the
 // package config); docs/distributed.md is the guide.
 //
@@ -9,6 +10,7 @@
 #include "mixgrad/distributed/error.h"
 #include "mixgrad/distributed/gloo_process_group.h"
 #include "mixgrad/distributed/init.h"
+#include "mixgrad/distributed/nccl_process_group.h"
 #include "mixgrad/distributed/process_group.h"
 #include "mixgrad/distributed/reduce_op.h"
 #include "mixgrad/distributed/tcp_store.h"
