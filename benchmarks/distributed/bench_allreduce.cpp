@@ -7,7 +7,9 @@
 // loopback transport). Every configuration reduces the same number of elements (N MiB of f32),
 // so native f16/bf16 move half of f32's bytes and reduce_in_f32 moves f32's bytes plus two
 // conversions. The configurations are timed in alternating rounds (the machine is shared and
-// noisy); each line shows the best and the median round. Results: docs/distributed.md, "Costs".
+// noisy); each line shows the best and the median round. Measured on the loaded 2-core machine
+// (64 MiB, 2 ranks, 1 thread each): f16/bf16 native 0.48-0.64x f32's time, reduce_in_f32
+// 1.39-1.52x; the table is in docs/distributed.md, "Costs".
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
