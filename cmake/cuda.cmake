@@ -7,7 +7,8 @@
 # looks for nothing. cuDNN is required for the backend, NCCL is optional (multi-GPU data parallel).
 # The CUDA sources live in cuda/ and register their kernels from
 # register_cuda_kernels(); nothing outside cuda/ includes a CUDA header.
-# Sets MG_CUDA_BUILT (the library was built with CUDA; the package config reads it).
+# Sets MG_CUDA_BUILT (the library was built with CUDA; the package config reads it) and
+# MG_NCCL_BUILT (cuda/nccl_comm.cpp over NCCL; otherwise cuda/absent/nccl_absent.cpp).
 include(CheckLanguage)
 
 set_property(CACHE MG_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
@@ -17,6 +18,7 @@ if(NOT mg_cuda_mode MATCHES "^(AUTO|ON|OFF)$")
 endif()
 
 set(MG_CUDA_BUILT OFF)
+set(MG_NCCL_BUILT OFF)
 set(mg_cuda_missing)  # what the backend needs and was not found, one "what (hint)" per entry
 
 if(mg_cuda_mode STREQUAL "OFF")
@@ -113,6 +115,9 @@ list(JOIN mg_arch_text ", " mg_arch_text)
 # without the backend.
 file(GLOB MG_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/*.cpp ${PROJECT_SOURCE_DIR}/cuda/*.cu
      ${PROJECT_SOURCE_DIR}/cuda/kernels/*.cu)
+if(NOT (MG_NCCL_LIBRARY AND MG_NCCL_INCLUDE_DIR))
+  list(REMOVE_ITEM MG_CUDA_SOURCES ${PROJECT_SOURCE_DIR}/cuda/nccl_comm.cpp)
+endif()
 
 enable_language(CUDA)
 if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION AND CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.0)
@@ -135,9 +140,14 @@ set_property(SOURCE ${PROJECT_SOURCE_DIR}/ops/init.cpp TARGET_DIRECTORY mixgrad 
 target_include_directories(mixgrad PRIVATE ${MG_CUDNN_INCLUDE_DIR})
 target_link_libraries(mixgrad PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt
                               PRIVATE ${MG_CUDNN_LIBRARY})
-if(MG_NCCL_LIBRARY)
+if(MG_NCCL_LIBRARY AND MG_NCCL_INCLUDE_DIR)
+  # cuda/nccl_comm.cpp is the only file that includes nccl.h.
   target_include_directories(mixgrad PRIVATE ${MG_NCCL_INCLUDE_DIR})
   target_link_libraries(mixgrad PRIVATE ${MG_NCCL_LIBRARY})
+  set(MG_NCCL_BUILT ON)
+else()
+  # NcclComm without NCCL: every call throws saying why (as in a build without CUDA).
+  target_sources(mixgrad PRIVATE ${PROJECT_SOURCE_DIR}/cuda/absent/nccl_absent.cpp)
 endif()
 set(MG_CUDA_BUILT ON)
 message(STATUS "mixgrad: CUDA backend: enabled (${mg_arch_text}), CUDA ${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR}, cuDNN ${mg_cudnn_version}, ${mg_nccl_text}")

@@ -28,5 +28,21 @@ if(NOT Gloo_FOUND OR NOT TARGET gloo)
   message(STATUS "mixgrad: distributed (Gloo): disabled: Gloo not found (apt-get install libgloo-dev) (MG_WITH_GLOO=AUTO)")
   return()
 endif()
+# Debian's GlooTargets file names the library by absolute path (/usr/lib/libgloo.so.0.5.0). When
+# the package was unpacked elsewhere (benchmarks/gpu/check.sh unpacks .gpu-deps into a private
+# root), use the library under the prefix the config file was found in.
+foreach(mg_cfg RELWITHDEBINFO RELEASE NOCONFIG)
+  get_target_property(mg_gloo_loc gloo IMPORTED_LOCATION_${mg_cfg})
+  if(mg_gloo_loc)
+    get_filename_component(mg_gloo_prefix "${Gloo_DIR}/../../.." ABSOLUTE)
+    get_filename_component(mg_gloo_name "${mg_gloo_loc}" NAME)
+    unset(mg_gloo_relocated CACHE)
+    find_file(mg_gloo_relocated ${mg_gloo_name} PATHS ${mg_gloo_prefix}/lib ${mg_gloo_prefix}/lib/x86_64-linux-gnu
+              NO_DEFAULT_PATH)
+    if(mg_gloo_relocated)
+      set_target_properties(gloo PROPERTIES IMPORTED_LOCATION_${mg_cfg} "${mg_gloo_relocated}")
+    endif()
+  endif()
+endforeach()
 set(MG_GLOO_BUILT ON)
 message(STATUS "mixgrad: distributed (Gloo): enabled, Gloo ${GLOO_VERSION}")

@@ -23,6 +23,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/distributed/error.h"
+#include "mixgrad/distributed/reduce16.h"
 
 namespace mg::distributed {
 namespace {
@@ -295,6 +296,16 @@ void ProcessGroupGloo::reduce_in_place(Tensor& t, ReduceOp op) {
   gloo::AllreduceOptions opts(impl_->context);
   const size_t n = size_t(t.numel());
   switch (t.dtype()) {
+    case DType::F16:
+    case DType::BF16: {
+      // 2-byte elements on the wire; every hop adds in f32 and rounds once (reduce16.h).
+      opts.setOutput(static_cast<uint16_t*>(t.data_ptr()), n);
+      const DType dtype = t.dtype();
+      opts.setReduceFunction([dtype, op](void* c, const void* a, const void* b, size_t m) {
+        reduce16(dtype, op, c, a, b, m);
+      });
+      break;
+    }
     case DType::F64:
       opts.setOutput(t.data<double>(), n);
       opts.setReduceFunction(reduce_function<double>(op));
@@ -317,7 +328,7 @@ void ProcessGroupGloo::reduce_in_place(Tensor& t, ReduceOp op) {
   opts.setTag(next_tag_++);
   opts.setTimeout(options_.timeout);
   gloo::allreduce(opts);
-  // Avg: the sum divided once, in the accumulation dtype.
+  // Avg: the sum divided once, in the accumulation dtype (f32 for f16/bf16, then rounded).
   if (op == ReduceOp::Avg) t.div_(double(world_size_));
 }
 
@@ -328,10 +339,8 @@ void ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
     agree("all_reduce", &tensor, op, 0);
     if (tensor.numel() == 0) return;
     NoGradGuard no_grad;
-    // f16/bf16: reduce in f32 (accumulation dtype), round once on the copy back.
-    Tensor work = is_low_precision(tensor.dtype()) ? tensor.to(DType::F32)
-                  : tensor.is_contiguous()         ? tensor
-                                                   : tensor.contiguous();
+    // f16/bf16 travel as themselves (AllReduceOptions.reduce_in_f32 widens them before this).
+    Tensor work = tensor.is_contiguous() ? tensor : tensor.contiguous();
     reduce_in_place(work, op);
     if (!work.is_same(tensor)) tensor.copy_(work);
     else tensor.bump_version();
@@ -393,11 +402,10 @@ Tensor ProcessGroupGloo::reduce_scatter(const Tensor& input, ReduceOp op) {
     // Reduced as an all-reduce of the whole input, of which each rank keeps its block: Gloo
     // 0.5's reduce-scatter is the old halving-doubling class with int counts, so this moves
     // about twice the bytes of a true reduce-scatter but shares all_reduce's tested path.
-    Tensor work = is_low_precision(input.dtype()) ? input.to(DType::F32) : input.clone();
+    Tensor work = input.contiguous();
+    if (work.is_same(input)) work = input.clone();
     if (work.numel() > 0) reduce_in_place(work, op);
-    Tensor block = work.narrow(0, int64_t(rank_) * n, n);
-    out = block.to(input.dtype()).contiguous();
-    if (out.is_same(block)) out = block.clone();
+    out = work.narrow(0, int64_t(rank_) * n, n).clone();
   });
   return out;
 }

@@ -2,11 +2,11 @@
 // connections between the ranks, set up through the TcpStore rendezvous).
 // Dtypes: all_reduce and reduce_scatter take f64, f32, f16, bf16, i64 and i32; broadcast and
 // all_gather copy bytes and take every dtype.
-// Decision: f16 and bf16 are reduced in f32 (DESIGN §3: storage type != compute type): the
-// tensor is widened to f32, reduced across ranks in f32 and rounded once to its dtype, so a sum
-// of 3 ranks' f16 values carries no intermediate f16 rounding. This moves twice the bytes of a
-// native 16-bit reduction; the result is bitwise identical on every rank (Gloo's ring reduces
-// each chunk once and then circulates it).
+// Decision: f16 and bf16 travel in their own dtype (half the bytes of f32): Gloo's ring calls
+// reduce16 at every hop, which adds in f32 and rounds once (DESIGN §3: storage type != compute
+// type), so W ranks round W-1 times. AllReduceOptions.reduce_in_f32 widens to f32 instead and
+// rounds once, at twice the bytes. Either way the result is bitwise identical on every rank
+// (Gloo's ring reduces each chunk once and then circulates it).
 // No Gloo header appears here: users of the library need only mixgrad's headers.
 //
 //   auto store = std::make_shared<TcpStore>(TcpStoreOptions{.host = addr, .port = port, .is_server = rank == 0});
@@ -49,6 +49,8 @@ class ProcessGroupGloo : public ProcessGroup {
   std::string backend() const override { return "gloo"; }
   std::chrono::milliseconds timeout() const override { return options_.timeout; }
 
+  using ProcessGroup::all_reduce;      // the AllReduceOptions overloads
+  using ProcessGroup::reduce_scatter;
   void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
   void broadcast(Tensor& tensor, int root = 0) override;
   Tensor all_gather(const Tensor& input) override;
@@ -64,7 +66,7 @@ class ProcessGroupGloo : public ProcessGroup {
   void run(const char* what, F&& body);
   // Exchanges and compares the ranks' call descriptions (GlooOptions.check_consistency).
   void agree(const char* what, const Tensor* t, ReduceOp op, int root);
-  // Reduces a contiguous CPU tensor of a Gloo-reducible dtype (f64 f32 i64 i32) in place.
+  // Reduces a contiguous CPU tensor of a reducible dtype (f64 f32 f16 bf16 i64 i32) in place.
   void reduce_in_place(Tensor& t, ReduceOp op);
 
   int rank_;

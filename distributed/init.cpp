@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "mixgrad/cuda/nccl_comm.h"
 #include "mixgrad/distributed/error.h"
+#include "mixgrad/distributed/nccl_process_group.h"
 
 extern char** environ;
 
@@ -70,12 +72,30 @@ std::shared_ptr<ProcessGroup> init_process_group(InitOptions options) {
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(const DistributedEnv& env, InitOptions options) {
-  MG_CHECK(options.backend == "gloo", NotImplementedError, "init_process_group: backend '",
-           options.backend, "' is not available; this build has: gloo");
+  const char* built = cuda::nccl_built() ? "gloo, nccl" : "gloo";
+  MG_CHECK(options.backend == "gloo" || options.backend == "nccl", NotImplementedError,
+           "init_process_group: backend '", options.backend, "' is not available; this build has: ", built);
+  if (options.backend == "nccl") {
+    // Said before the store starts, so no rank waits for one that cannot come.
+    MG_CHECK(cuda::nccl_built(), NotImplementedError, "init_process_group: backend 'nccl' is not available: ",
+             cuda::nccl_unavailable_reason(), "\n  hint: use backend 'gloo' (CPU tensors)");
+    const std::string why = cuda::nccl_unavailable_reason();
+    MG_CHECK(why.empty(), DeviceError, "init_process_group: backend 'nccl' needs a CUDA device: ", why,
+             "\n  hint: use backend 'gloo' (CPU tensors) on a machine without GPUs");
+    MG_CHECK(env.local_world_size <= cuda::device_count(), DeviceError,
+             "init_process_group: backend 'nccl' needs one CUDA device per process, but LOCAL_WORLD_SIZE=",
+             env.local_world_size, " and this machine has ", cuda::device_count(), " CUDA device(s)",
+             "\n  hint: start at most ", cuda::device_count(), " processes per machine (mixgrad-run --nproc-per-node)");
+  }
   auto store = std::make_shared<TcpStore>(TcpStoreOptions{.host = env.master_addr,
                                                           .port = env.master_port,
                                                           .is_server = env.rank == 0,
                                                           .timeout = options.timeout});
+  if (options.backend == "nccl") {
+    // Device LOCAL_RANK: one device per process on each machine.
+    return std::make_shared<ProcessGroupNccl>(store, env.rank, env.world_size,
+                                              NcclOptions{.timeout = options.timeout, .device = env.local_rank});
+  }
   return std::make_shared<ProcessGroupGloo>(store, env.rank, env.world_size,
                                             GlooOptions{.timeout = options.timeout});
 }

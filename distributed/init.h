@@ -32,13 +32,16 @@ DistributedEnv env_from(const std::map<std::string, std::string>& vars);
 DistributedEnv env_from_environment();
 
 struct InitOptions {
-  std::string backend = "gloo";  // the only one so far; "nccl" comes with the CUDA increment
+  // "gloo" (CPU tensors) or "nccl" (CUDA tensors, on device LOCAL_RANK; needs a build with NCCL
+  // and one CUDA device per process on each machine).
+  std::string backend = "gloo";
   // Bound of the rendezvous and of every collective.
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
 };
 
-// Creates the store (hosted by rank 0) and the process group. Throws mg::Error for an unknown
-// backend, DistributedTimeoutError when peers do not arrive in time.
+// Creates the store (hosted by rank 0) and the process group. Throws NotImplementedError for an
+// unknown backend or "nccl" in a build without NCCL, DeviceError for "nccl" without enough CUDA
+// devices, DistributedTimeoutError when peers do not arrive in time.
 std::shared_ptr<ProcessGroup> init_process_group(InitOptions options = {});
 std::shared_ptr<ProcessGroup> init_process_group(const DistributedEnv& env, InitOptions options = {});
 

@@ -1,6 +1,6 @@
 // ProcessGroup: the collectives one process shares with its peers (rank in [0, world_size)).
-// The interface every backend implements: ProcessGroupGloo (CPU tensors, TCP) now, an NCCL one
-// (CUDA tensors) later; DistributedDataParallel and SyncBatchNorm will be written against it.
+// The interface every backend implements: ProcessGroupGloo (CPU tensors, TCP) and
+// ProcessGroupNccl (CUDA tensors); DistributedDataParallel and SyncBatchNorm are written against it.
 // Every rank must call the same collectives in the same order with tensors of the same shape and
 // dtype (the shapes differ only where a collective says so).
 // Decision: collectives are blocking and work in place on the caller's tensors (the result of
@@ -26,11 +26,15 @@ class ProcessGroup {
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  // "gloo" (later "nccl").
+  // "gloo" or "nccl".
   virtual std::string backend() const = 0;
 
   // Combines `tensor` across ranks with `op`; every rank receives the result in `tensor`.
+  // f16/bf16 are communicated in their own dtype (one rounding per hop, see reduce_op.h).
   virtual void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
+  // The same with options: options.reduce_in_f32 reduces an f16/bf16 tensor as a widened f32
+  // copy (twice the bytes) and rounds once into `tensor`. Backends need not override it.
+  virtual void all_reduce(Tensor& tensor, const AllReduceOptions& options);
   // Copies root's `tensor` into every rank's `tensor`.
   virtual void broadcast(Tensor& tensor, int root = 0) = 0;
   // Returns [world_size, *input.shape]: row r is rank r's input. Every rank's input has the same
@@ -39,6 +43,8 @@ class ProcessGroup {
   // input [world_size * n, ...]: the reduction over ranks of the input's r-th block of n rows
   // lands in rank r's result [n, ...].
   virtual Tensor reduce_scatter(const Tensor& input, ReduceOp op = ReduceOp::Sum) = 0;
+  // The same with options (reduce_in_f32 as for all_reduce; the result keeps input's dtype).
+  virtual Tensor reduce_scatter(const Tensor& input, const AllReduceOptions& options);
   // Returns once every rank has entered the barrier.
   virtual void barrier() = 0;
 

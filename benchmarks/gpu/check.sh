@@ -9,7 +9,7 @@
 # The GPU machine has nvcc, CMake and ninja but not Debian's development packages: run
 # scripts/fetch-gpu-deps here first and carry .gpu-deps with the tree (the device tool's carry).
 #
-# OUT_DIR gets check.log (everything), tests.xml / ops_tests.xml / amp_tests.xml (JUnit),
+# OUT_DIR gets check.log (everything), tests.xml / ops_tests.xml / amp_tests.xml / nccl_tests.xml (JUnit),
 # bench_cuda.json, bench_factory.json, bench_pinned.json, torch.json, train_resnet.jsonl (a short
 # ResNet-20 O2 f16 run on the GPU) and summary.txt. Each step has a time limit so the whole check
 # fits a short GPU slot (target: under 6 minutes from a clean build folder, build included).
@@ -55,7 +55,8 @@ if ls .gpu-deps/*.deb > /dev/null 2>&1; then
   LIBDIR="$DEPS_ROOT/usr/lib/x86_64-linux-gnu"
   # Debian installs the bare libOpenCL.so link with the -dev package only; make sure it is there.
   [ -e "$LIBDIR/libOpenCL.so" ] || ln -sf libOpenCL.so.1 "$LIBDIR/libOpenCL.so"
-  export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # libgloo sits in usr/lib (cmake/gloo.cmake finds it next to its config file).
+  export LD_LIBRARY_PATH="$LIBDIR:$DEPS_ROOT/usr/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   DEPS_ARGS=(-DCMAKE_PREFIX_PATH="$DEPS_ROOT/usr;$DEPS_ROOT/usr/lib/x86_64-linux-gnu/cmake;$DEPS_ROOT/usr/share"
              -DOpenCL_INCLUDE_DIR="$DEPS_ROOT/usr/include" -DOpenCL_LIBRARY="$LIBDIR/libOpenCL.so"
              -DZLIB_INCLUDE_DIR="$DEPS_ROOT/usr/include" -DZLIB_LIBRARY="$LIBDIR/libz.so")
@@ -72,6 +73,15 @@ BUILD_OK=0
 if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp bench_cuda bench_factory bench_pinned train_resnet; then
   BUILD_OK=1
 fi
+# The NCCL process group's tests live in tests/distributed, built when Gloo was found (the
+# packages of .gpu-deps); without it the check says so and goes on.
+DIST_OK=0
+if grep -aq "distributed (Gloo): enabled" "$LOG"; then
+  step "build distributed tests" 120 cmake --build "$BUILD" -j "$JOBS" --target test_distributed mg_dist_worker mixgrad-run \
+    && DIST_OK=1
+else
+  say "no Gloo (scripts/fetch-gpu-deps downloads it): no distributed/NCCL tests"
+fi
 
 if [ $BUILD_OK -eq 1 ]; then
   # Every CUDA test case (host-only and [gpu]); the op table's CUDA-vs-CPU comparisons (forward and
@@ -79,6 +89,10 @@ if [ $BUILD_OK -eq 1 ]; then
   step "tests: test_cuda" 120 "$BUILD/tests/test_cuda" --reporter junit --out "$OUT/tests.xml"
   step "tests: op table on CUDA" 120 "$BUILD/tests/test_ops" "[gpu]" --reporter junit --out "$OUT/ops_tests.xml"
   step "tests: amp on CUDA" 120 "$BUILD/tests/test_amp" "[gpu]" --reporter junit --out "$OUT/amp_tests.xml"
+  # ProcessGroupNccl: the host-side cases and a one-rank group on cuda:0; across 2 processes when
+  # the machine has 2 or more GPUs.
+  [ $DIST_OK -eq 1 ] && step "tests: NCCL process group" 120 "$BUILD/tests/test_distributed" "[nccl]" \
+    --reporter junit --out "$OUT/nccl_tests.xml"
   step "bench_cuda" 120 "$BUILD/benchmarks/bench_cuda" --json "$OUT/bench_cuda.json"
   # The factories on the device against the host fill + copy they replaced (its table is in the log).
   step "bench_factory" 90 "$BUILD/benchmarks/bench_factory" --threads "$JOBS" --json "$OUT/bench_factory.json"
@@ -102,7 +116,7 @@ fi
   echo "GPU check summary: ${NAME_LINE:-unknown GPU}, commit $(git rev-parse --short HEAD 2>/dev/null), $(date -u +%F)"
   printf '%-28s %-28s %6s\n' "step" "outcome" "time"
   for line in "${SUMMARY[@]}"; do echo "$line"; done
-  for xml in "$OUT/tests.xml" "$OUT/ops_tests.xml" "$OUT/amp_tests.xml"; do
+  for xml in "$OUT/tests.xml" "$OUT/ops_tests.xml" "$OUT/amp_tests.xml" "$OUT/nccl_tests.xml"; do
     [ -f "$xml" ] && python3 - "$xml" <<'PY' 2>/dev/null || true
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()

@@ -107,6 +107,6 @@ TEST_CASE("init_process_group reads and checks the environment", "[distributed]"
   CHECK_THROWS_WITH(env_from(with("WORLD_SIZE", "four")),
                     Catch::Contains("WORLD_SIZE='four' is not an integer in [1, 1048576]"));
   CHECK_THROWS_WITH(env_from(with("MASTER_PORT", "0")), Catch::Contains("MASTER_PORT='0'"));
-  CHECK_THROWS_WITH(init_process_group(e, {.backend = "nccl"}),
-                    Catch::Contains("backend 'nccl' is not available; this build has: gloo"));
+  CHECK_THROWS_WITH(init_process_group(e, {.backend = "mpi"}),
+                    Catch::Contains("backend 'mpi' is not available; this build has: gloo"));
 }

@@ -11,6 +11,9 @@
 //                          the same error, then a correct all_reduce must still work
 //   die <timeout>          rank 1 exits (status 9) in the middle of an all_reduce of 8M floats;
 //                          the others report the error ("ERROR ...", exit 3)
+//   precision16 <timeout>  f16/bf16 reductions on the native and the reduce_in_f32 path
+//                          (precision16.cpp)
+//   nccl, nccl_die         the NCCL group across GPUs (nccl_worker.cpp)
 // Decision: each rank computes every rank's inputs (they are functions of rank and index), so it
 // can check its own results without a second channel.
 #include <unistd.h>
@@ -30,6 +33,12 @@
 using namespace mg;
 using namespace mg::distributed;
 
+namespace mg::test_worker {
+int precision16(std::chrono::milliseconds timeout);  // precision16.cpp
+int nccl(std::chrono::milliseconds timeout);         // nccl_worker.cpp
+int nccl_die(std::chrono::milliseconds timeout);
+}
+
 namespace {
 
 int g_rank = 0;
@@ -43,8 +52,9 @@ int g_checks = 0;
 
 // Rank r's input element i for dtype t: small integers and halves (exact in every float dtype,
 // and their sums exact in f32), with two special columns:
-//   i % 17 == 3 (f16, bf16): rank 0 holds 2048 (f16) / 256 (bf16), the others 1, so an f16 or
-//     bf16 accumulator would lose the ones (2048 + 1 rounds back to 2048) and f32 keeps them;
+//   i % 17 == 3 (f16, bf16): ranks 0, 1, 2 hold 2048, 2050, 0.5 (f16) / 256, 258, 0.5 (bf16).
+//     f16/bf16 travel in their own dtype with one rounding per hop: every order of adding the
+//     three gives 4096 (512), while the exact sum 4098.5 (514.5) rounds to 4100 (516);
 //   i % 29 == 5 (floats): rank 1 holds NaN, which every op must propagate.
 double value(DType t, int r, int64_t i) {
   if (t == DType::I64) {
@@ -54,7 +64,10 @@ double value(DType t, int r, int64_t i) {
   if (t == DType::Bool) return double((i + r) % 3 == 0);
   if (t == DType::U8) return double((i * 5 + r * 11) % 256);
   if (t == DType::I32) return double((i * 7 + r * 3) % 1000 - 500);
-  if (is_low_precision(t) && i % 17 == 3) return r == 0 ? (t == DType::F16 ? 2048.0 : 256.0) : 1.0;
+  if (is_low_precision(t) && i % 17 == 3) {
+    const double big = t == DType::F16 ? 2048.0 : 256.0;
+    return r == 0 ? big : r == 1 ? big + 2.0 : 0.5;
+  }
   if (i % 29 == 5 && r == 1) return std::nan("");
   return double((i * 7 + r * 3) % 11 - 5) + (r % 2 ? 0.5 : 0.0);
 }
@@ -75,9 +88,17 @@ Tensor input(DType t, int r, int64_t n, int64_t base = 0) {
   return from_vector<double>(v, {n}).to(t);
 }
 
-// The reduction over ranks of input(t, r, n, base), computed here: exact in f64 (sums of our
-// values are exact), then avg divided in the accumulation dtype and rounded once, as the group
-// promises.
+// Rounds v to dtype t (f16 and bf16; other dtypes unchanged: our f32/f64 sums are exact).
+double round_to(DType t, double v) {
+  if (t == DType::F16) return double(float(Half(float(v))));
+  if (t == DType::BF16) return double(float(BFloat16(float(v))));
+  return v;
+}
+
+// The reduction over ranks of input(t, r, n, base), computed here: in f64, rounded to t after
+// each rank's term as the native 16-bit path does once per hop (our inputs give the same value
+// in every order; f32/f64 sums are exact), then avg divided in the accumulation dtype and
+// rounded once, as the group promises.
 Tensor expected(DType t, ReduceOp op, int world, int64_t n, int64_t base = 0) {
   if (t == DType::I64) {
     std::vector<int64_t> v(static_cast<std::size_t>(n));
@@ -97,7 +118,7 @@ Tensor expected(DType t, ReduceOp op, int world, int64_t n, int64_t base = 0) {
     for (int r = 1; r < world; ++r) {
       const double x = value(t, r, base + i);
       if (std::isnan(acc) || std::isnan(x)) acc = std::nan("");
-      else if (op == ReduceOp::Sum || op == ReduceOp::Avg) acc += x;
+      else if (op == ReduceOp::Sum || op == ReduceOp::Avg) acc = round_to(t, acc + x);
       else if (op == ReduceOp::Max) acc = std::max(acc, x);
       else acc = std::min(acc, x);
     }
@@ -325,7 +346,7 @@ int dist_data_scenario(const std::string& mode, std::chrono::milliseconds timeou
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc != 3) {
-    std::fprintf(stderr, "usage: mg_dist_worker collectives|join|die|mismatch TIMEOUT_MS\n");
+    std::fprintf(stderr, "usage: mg_dist_worker collectives|join|die|mismatch|precision16|nccl|nccl_die TIMEOUT_MS\n");
     return 2;
   }
   if (const char* r = std::getenv("RANK")) g_rank = std::atoi(r);
@@ -337,6 +358,9 @@ int main(int argc, char** argv) {
     if (mode == "die") return die(timeout);
     if (mode == "mismatch") return mismatch(timeout);
     if (const int status = dist_data_scenario(mode, timeout); status >= 0) return status;
+    if (mode == "precision16") return test_worker::precision16(timeout);
+    if (mode == "nccl") return test_worker::nccl(timeout);
+    if (mode == "nccl_die") return test_worker::nccl_die(timeout);
   } catch (const std::exception& e) {
     std::printf("rank %d: FAIL exception: %s\n", g_rank, e.what());
     return 1;
