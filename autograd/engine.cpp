@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "mixgrad/autograd/backward_callbacks.h"
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/autocast_state.h"
 #include "mixgrad/autograd/node.h"
@@ -204,7 +205,9 @@ void backward(const Tensors& outputs, const Tensors& grad_outputs, bool retain_g
   add_roots(task, outputs, grad_outputs, "backward");
   EnableGradGuard mode(create_graph);
   AutocastOffGuard no_autocast;  // backward ops run in the dtypes the forward chose
+  BackwardCallbacks callbacks;   // queue_callback (autograd/hooks.h) during this pass
   task.run();
+  callbacks.run();
 }
 
 Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs,
@@ -221,7 +224,9 @@ Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_
   }
   EnableGradGuard mode(create_graph);
   AutocastOffGuard no_autocast;  // backward ops run in the dtypes the forward chose
+  BackwardCallbacks callbacks;   // queue_callback (autograd/hooks.h) during this pass
   Tensors result = task.run();
+  callbacks.run();
   for (std::size_t i = 0; i < result.size(); ++i) {
     MG_CHECK(result[i].defined() || allow_unused, AutogradError, "grad: input ", i, " (",
              describe(inputs[i]), ") was not used to compute the outputs",

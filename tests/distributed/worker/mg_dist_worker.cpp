@@ -320,10 +320,13 @@ int die(std::chrono::milliseconds timeout) {
 
 }  // namespace
 
+// The DistributedDataParallel modes (ddp-*), in ddp_scenarios.cpp.
+int ddp_scenario(const std::string& mode, std::chrono::milliseconds timeout, const std::string& arg);
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: mg_dist_worker collectives|join|die|mismatch TIMEOUT_MS\n");
+  if (argc != 3 && !(argc == 4 && std::strncmp(argv[1], "ddp-", 4) == 0)) {
+    std::fprintf(stderr, "usage: mg_dist_worker collectives|join|die|mismatch|ddp-* TIMEOUT_MS [ARG]\n");
     return 2;
   }
   if (const char* r = std::getenv("RANK")) g_rank = std::atoi(r);
@@ -334,6 +337,7 @@ int main(int argc, char** argv) {
     if (mode == "join") return join(timeout);
     if (mode == "die") return die(timeout);
     if (mode == "mismatch") return mismatch(timeout);
+    if (mode.rfind("ddp-", 0) == 0) return ddp_scenario(mode, timeout, argc == 4 ? argv[3] : "");
   } catch (const std::exception& e) {
     std::printf("rank %d: FAIL exception: %s\n", g_rank, e.what());
     return 1;
