@@ -484,7 +484,7 @@ int run(int argc, char** argv) {
   source = nullptr;  // free the checkpoints' tensors (BERT-base with AdamW state: ~1.3 GB)
   resume.reset();
   pretrained.reset();
-  dp.wrap(model);  // after amp::initialize, the resume and the memory probe: rank 0's weights everywhere
+  dp.wrap(model, {&opt});  // after amp::initialize, the resume and the memory probe: rank 0's weights everywhere
   auto save = [&](const std::string& path) {
     if (!dp.is_main()) return;  // rank 0 writes the checkpoints
     StateDict train;

@@ -87,11 +87,15 @@ std::shared_ptr<const data::Dataset> DataParallel::shard(std::shared_ptr<const d
   return std::make_shared<StrideShard>(std::move(dataset), rank_, world_);
 }
 
-void DataParallel::wrap(const std::shared_ptr<nn::Module>& model) {
+void DataParallel::wrap(const std::shared_ptr<nn::Module>& model, std::vector<optim::Optimizer*> optimizers) {
 #ifdef MG_HAVE_DISTRIBUTED
-  if (active()) impl_->ddp = std::make_unique<distributed::DistributedDataParallel>(model, impl_->group);
+  if (active()) {
+    impl_->ddp = std::make_unique<distributed::DistributedDataParallel>(
+        model, impl_->group, distributed::DdpOptions{.optimizers = std::move(optimizers)});
+  }
 #else
   (void)model;
+  (void)optimizers;
 #endif
 }
 

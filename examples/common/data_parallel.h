@@ -12,15 +12,17 @@
 //   DataParallel dp = DataParallel::from_environment();
 //   auto shard = dp.shard(train_set);                      // the whole set when single-process
 //   ... amp::initialize(model, opt, ...);
-//   dp.wrap(model);                                        // after amp::initialize
+//   dp.wrap(model, {&opt});                                // after amp::initialize
 //   if (dp.is_main()) std::printf(...);
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "data/dataset.h"
 #include "nn/module.h"
+#include "optim/optimizer.h"
 
 namespace mg::example {
 
@@ -40,8 +42,9 @@ class DataParallel {
 
   // Rank r's examples r, r + W, ... (floor(N / W) of them, the same count on every rank).
   std::shared_ptr<const data::Dataset> shard(std::shared_ptr<const data::Dataset> dataset) const;
-  // Wraps `model` in DistributedDataParallel (after amp::initialize); a no-op single-process.
-  void wrap(const std::shared_ptr<nn::Module>& model);
+  // Wraps `model` in DistributedDataParallel (after amp::initialize; the optimizers' O2 master
+  // weights are broadcast from rank 0 with it); a no-op single-process.
+  void wrap(const std::shared_ptr<nn::Module>& model, std::vector<optim::Optimizer*> optimizers = {});
   // While the returned handle lives, backward accumulates gradients locally (gradient
   // accumulation: all micro-batches but the last); null single-process.
   [[nodiscard]] std::shared_ptr<void> no_sync();

@@ -207,7 +207,7 @@ int run(int argc, char** argv) {
                   format_count(int64_t(e.bytes_per_sample) >> 10).c_str(), format_count(e.available_bytes >> 20).c_str());
     });
   }
-  dp.wrap(model);  // after amp::initialize, the resume and the memory probe: rank 0's weights everywhere
+  dp.wrap(model, {&opt});  // after amp::initialize, the resume and the memory probe: rank 0's weights everywhere
   auto save = [&](const std::string& path) {
     if (!dp.is_main()) return;  // rank 0 writes the checkpoints
     StateDict train;
