@@ -248,7 +248,7 @@ int overlap(std::chrono::milliseconds timeout) {
   net->c = net->register_module("c", fc3);
   // 64 KiB buckets: c.bias+c.weight (128 KiB) and the 1 MiB layers each get their own.
   DistributedDataParallel ddp(net, pg, {.bucket_cap_bytes = 64 << 10});
-  const Tensor x = randn({4096, 512});  // [N, 512]: b's and a's backward take milliseconds after c's buckets left
+  const Tensor x = randn({2048, 512});  // [N, 512]: b's and a's backward take milliseconds after c's buckets left
   int overlapped = 0;
   for (int it = 0; it < 3; ++it) {
     net->zero_grad();
