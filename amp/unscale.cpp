@@ -230,6 +230,24 @@ UnscaleStats unscale_grads_to(const Tensors& src, const Tensors& dst, double inv
   });
 }
 
+namespace {
+NonfiniteReducer& nonfinite_reducer() {
+  static NonfiniteReducer reducer;
+  return reducer;
+}
+// The local count, or the count every process agreed on.
+UnscaleStats agreed(UnscaleStats s) {
+  if (const NonfiniteReducer& r = nonfinite_reducer()) s.nonfinite = r(s.nonfinite);
+  return s;
+}
+}  // namespace
+
+NonfiniteReducer set_nonfinite_reducer(NonfiniteReducer reducer) {
+  NonfiniteReducer previous = std::move(nonfinite_reducer());
+  nonfinite_reducer() = std::move(reducer);
+  return previous;
+}
+
 UnscaleStats& operator+=(UnscaleStats& a, const UnscaleStats& b) {
   a.values += b.values;
   a.zeros += b.zeros;
@@ -239,7 +257,7 @@ UnscaleStats& operator+=(UnscaleStats& a, const UnscaleStats& b) {
 }
 
 UnscaleStats unscale_optimizer_grads(optim::Optimizer& opt, double inv_scale, bool accumulate) {
-  if (!opt.has_master_weights()) return unscale_grads(opt.grads(), inv_scale);
+  if (!opt.has_master_weights()) return agreed(unscale_grads(opt.grads(), inv_scale));
   Tensors model_grads, master_grads, own_grads;
   std::unordered_set<const TensorImpl*> masters;
   for (const optim::MasterPair& m : opt.master_pairs()) {
@@ -276,7 +294,7 @@ UnscaleStats unscale_optimizer_grads(optim::Optimizer& opt, double inv_scale, bo
     stats += unscale_grads(own_grads, inv_scale);
   }
   opt.mark_master_grads_synced();
-  return stats;
+  return agreed(stats);
 }
 
 void check_no_f16_in_place(const optim::Optimizer& opt, const char* who) {

@@ -8,6 +8,7 @@
 //   if (s.nonfinite) { /* skip the step */ }
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "mixgrad/core/tensor.h"
 
@@ -42,8 +43,18 @@ UnscaleStats& operator+=(UnscaleStats& a, const UnscaleStats& b);
 
 // Unscales every gradient of `opt`: in place, or — with master weights — from the model's
 // f16/bf16 gradients into the f32 master gradients (accumulating into them when `accumulate`),
-// then marks the master gradients as synced for the next step().
+// then marks the master gradients as synced for the next step(). The inf/NaN count of the result
+// is the installed NonfiniteReducer's answer when one is installed (see below).
 UnscaleStats unscale_optimizer_grads(optim::Optimizer& opt, double inv_scale, bool accumulate = false);
+
+// Agreement on the skip decision across processes. Every unscale_optimizer_grads (GradScaler's
+// unscale_/step and amp::scale_loss both go through it) passes its inf/NaN count through the
+// installed reducer and keeps what it returns, so every process decides alike: the distributed
+// layer (which sits above amp) installs one that takes the maximum over ranks
+// (distributed/ddp.h, DdpOptions::agree_found_inf). None is installed by default.
+// Returns the previously installed reducer (empty: none) so an owner can restore it.
+using NonfiniteReducer = std::function<int64_t(int64_t local_nonfinite)>;
+NonfiniteReducer set_nonfinite_reducer(NonfiniteReducer reducer);
 
 // Throws (message starting with `who`) when unscaling `opt` would divide f16 gradients in place:
 // an f16 parameter the optimizer steps directly, without an f32 master. Dynamic scaling exists to

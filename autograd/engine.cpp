@@ -1,6 +1,7 @@
 // The backward engine (single-threaded). Phases: find the graph reachable from the roots (for
 // grad(), only nodes that lead to a requested input), count each node's pending gradients, then
-// run nodes from a ready queue ordered by creation (latest first), accumulating gradients per
+// run nodes from a ready queue ordered by creation (latest first; leaves' sinks as soon as they are
+// ready), accumulating gradients per
 // node input slot. While an op observer is installed (core/op_observer.h) each node is reported
 // once after it ran (backward = true, under the module path of its forward), the ops inside it
 // are muted, and so is the summing of two gradient contributions, which is reported as
@@ -12,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "mixgrad/autograd/backward_callbacks.h"
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/autocast_state.h"
 #include "mixgrad/autograd/node.h"
@@ -48,8 +50,17 @@ Tensors apply_observed(Node& node, Tensors&& grads) {
   return produced;
 }
 
+// Ready leaves' sinks (AccumulateGrad) first, then later nodes first. A sink runs as soon as its
+// gradient is complete (as PyTorch, whose AccumulateGrad has the highest sequence number), so
+// post-accumulate hooks (autograd/hooks.h) fire while the rest of backward is still to run:
+// DistributedDataParallel's buckets start early instead of all at the end.
+bool is_sink(const Node* n) { return dynamic_cast<const AccumulateGrad*>(n) != nullptr; }
 struct LaterFirst {
-  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+  bool operator()(const Node* a, const Node* b) const {
+    const bool sa = is_sink(a), sb = is_sink(b);
+    if (sa != sb) return sb;
+    return a->sequence_nr() < b->sequence_nr();
+  }
 };
 
 class GraphTask {
@@ -204,7 +215,9 @@ void backward(const Tensors& outputs, const Tensors& grad_outputs, bool retain_g
   add_roots(task, outputs, grad_outputs, "backward");
   EnableGradGuard mode(create_graph);
   AutocastOffGuard no_autocast;  // backward ops run in the dtypes the forward chose
+  BackwardCallbacks callbacks;   // queue_callback (autograd/hooks.h) during this pass
   task.run();
+  callbacks.run();
 }
 
 Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs,
@@ -221,7 +234,9 @@ Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_
   }
   EnableGradGuard mode(create_graph);
   AutocastOffGuard no_autocast;  // backward ops run in the dtypes the forward chose
+  BackwardCallbacks callbacks;   // queue_callback (autograd/hooks.h) during this pass
   Tensors result = task.run();
+  callbacks.run();
   for (std::size_t i = 0; i < result.size(); ++i) {
     MG_CHECK(result[i].defined() || allow_unused, AutogradError, "grad: input ", i, " (",
              describe(inputs[i]), ") was not used to compute the outputs",

@@ -6,6 +6,7 @@
 namespace mg::autograd {
 namespace {
 std::atomic<uint64_t> g_next_sequence_nr{0};
+std::atomic<uint64_t> g_next_hook_id{1};
 }
 
 Node::Node(uint32_t num_outputs)
@@ -58,7 +59,26 @@ Tensors AccumulateGrad::apply(Tensors&& grads) {
   } else {
     math.add_inplace(current, g);
   }
+  // A hook may remove itself (or others): run over a copy.
+  const auto hooks = post_hooks_;
+  for (const auto& [id, hook] : hooks) hook(leaf);
   return {};
+}
+
+uint64_t AccumulateGrad::add_post_hook(PostAccumulateHook hook) {
+  const uint64_t id = g_next_hook_id.fetch_add(1);
+  post_hooks_.emplace_back(id, std::move(hook));
+  return id;
+}
+
+bool AccumulateGrad::remove_post_hook(uint64_t id) {
+  for (auto it = post_hooks_.begin(); it != post_hooks_.end(); ++it) {
+    if (it->first == id) {
+      post_hooks_.erase(it);
+      return true;
+    }
+  }
+  return false;
 }
 
 Edge gradient_edge(const Tensor& t) {

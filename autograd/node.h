@@ -5,6 +5,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,15 +58,25 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<std::pair<uint32_t, TensorHook>> pre_hooks_;
 };
 
-// Sink of a leaf tensor: adds the incoming gradient into the leaf's .grad.
+// Called with the leaf after its gradient of this backward was added into its .grad (autograd/hooks.h).
+using PostAccumulateHook = std::function<void(const Tensor& leaf)>;
+
+// Sink of a leaf tensor: adds the incoming gradient into the leaf's .grad, then runs the leaf's
+// post-accumulate hooks in registration order.
 class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf);
   Tensors apply(Tensors&& grads) override;
   std::string name() const override { return "AccumulateGrad"; }
 
+  // Returns an id for remove_post_hook (ids are unique in the process).
+  uint64_t add_post_hook(PostAccumulateHook hook);
+  // False when no hook has this id.
+  bool remove_post_hook(uint64_t id);
+
  private:
   std::weak_ptr<TensorImpl> leaf_;  // the leaf owns this node; a dead leaf drops its gradient
+  std::vector<std::pair<uint64_t, PostAccumulateHook>> post_hooks_;
 };
 
 // The edge a gradient for tensor `t` must follow: its grad_fn, or its AccumulateGrad (created on

@@ -39,6 +39,7 @@
 #include "core/state_dict.h"
 #include "data/loader.h"
 #include "data/text/verse_datasets.h"
+#include "examples/common/data_parallel.h"
 #include "examples/common/flags.h"
 #include "examples/common/format.h"
 #include "examples/common/interrupt.h"
@@ -240,8 +241,10 @@ int64_t count_correct(const Predictions& p) {
 // forward (inputs cast by the level), backward of the scaled loss / accumulate (all but the last
 // micro-batch leave the gradients scaled; the last one unscales them into the f32 master gradients
 // and checks them for inf/NaN), clip the master gradients, step (skipped after an overflow), schedule.
+// Under mixgrad-run the micro-batches but the last accumulate locally (no_sync); the last backward
+// averages the accumulated gradients across ranks.
 StepResult train_step(const Net& net, optim::AdamW& opt, optim::LRScheduler& sched, data::DataLoader& loader,
-                      int64_t accumulate, double clip, Device device) {
+                      int64_t accumulate, double clip, Device device, DataParallel& dp) {
   StepResult r;
   opt.zero_grad();
   for (int64_t k = 0; k < accumulate; ++k) {
@@ -250,6 +253,7 @@ StepResult train_step(const Net& net, optim::AdamW& opt, optim::LRScheduler& sch
     const std::optional<data::Batch> b = to_device(*next, device);
     const Predictions p = amp::forward(net, *b);                  // logits [N, C], target [N]
     const Tensor loss = cross_entropy(p.logits, p.target);        // mean over the N predictions
+    const std::shared_ptr<void> local = k < accumulate - 1 ? dp.no_sync() : nullptr;
     amp::scale_loss(loss / double(accumulate), opt, {.delay_unscale = k < accumulate - 1}).backward();
     r.loss += loss.item<double>() / double(accumulate);
     r.correct += count_correct(p);
@@ -298,6 +302,8 @@ int run(int argc, char** argv) {
   const std::string task = flags.value("task"), level = flags.value("opt-level"), dtype = flags.value("dtype");
   const Device device = training_device(flags);
   const bool mlm = task == "mlm";
+  DataParallel dp = DataParallel::from_environment();  // one process, or a rank under mixgrad-run
+  dp.quiet_unless_main();
   MG_CHECK(!mlm || flags.value("pretrained").empty(), Error, "--pretrained is for fine-tuning (--task testament or book)",
            "\n  hint: to continue an mlm run, use --resume");
   const int64_t batch_size = flags.get_int("batch-size"), accumulate = flags.get_int("accumulate"),
@@ -375,10 +381,10 @@ int run(int argc, char** argv) {
     std::printf("majority-class baseline: always \"%s\" (the training verses' majority) scores %.4f on the %s evaluated held-out verses\n",
                 train_cls->class_name(majority).c_str(), baseline, format_count(eval_n).c_str());
   }
-  data::DataLoader loader(train_set, {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = seed,
+  data::DataLoader loader(dp.shard(train_set), {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = seed,
                                       .pin_memory = device.is_cuda()});  // asynchronous copies to the GPU
   MG_CHECK(loader.num_batches() >= accumulate, Error, "--batch-size ", batch_size, " x --accumulate ", accumulate,
-           " exceeds the ", train_set->size(), " training verses");
+           " exceeds the ", train_set->size() / dp.world_size(), " training verses of a rank");
   const int64_t limit = flags.get_int("train-examples");
   const int64_t micro_batches = limit > 0 ? std::clamp<int64_t>(limit / batch_size, accumulate, loader.num_batches()) : loader.num_batches();
   const int64_t steps_per_epoch = micro_batches / accumulate;
@@ -426,6 +432,10 @@ int run(int argc, char** argv) {
               format_count(tok.vocab_size()).c_str(), (long long)seq_len, precision.c_str(),
               (long long)batch_size, (long long)accumulate, (long long)epochs, (long long)steps_per_epoch,
               format_number(lr).c_str(), (long long)warmup, device.str().c_str(), num_threads());
+  if (dp.active()) {
+    std::printf("data parallel: %d ranks, each on every %d-th training verse (a stride shard), global batch %lld x %lld\n",
+                dp.world_size(), dp.world_size(), (long long)(batch_size * dp.world_size()), (long long)accumulate);
+  }
   std::printf("%s", amp::properties().str().c_str());
   if (flags.get_bool("precision-plan")) std::printf("%s", amp::precision_plan(*model, &opt).c_str());
 
@@ -474,7 +484,9 @@ int run(int argc, char** argv) {
   source = nullptr;  // free the checkpoints' tensors (BERT-base with AdamW state: ~1.3 GB)
   resume.reset();
   pretrained.reset();
+  dp.wrap(model, {&opt});  // after amp::initialize, the resume and the memory probe: rank 0's weights everywhere
   auto save = [&](const std::string& path) {
+    if (!dp.is_main()) return;  // rank 0 writes the checkpoints
     StateDict train;
     train.ints["step"] = step;
     train.strings["program"] = "train_bert";
@@ -491,7 +503,7 @@ int run(int argc, char** argv) {
   };
 
   std::optional<MetricsWriter> metrics;
-  if (!flags.value("metrics").empty()) metrics.emplace(flags.value("metrics"), MetricsOptions{.append = step > 0});
+  if (!flags.value("metrics").empty() && dp.is_main()) metrics.emplace(flags.value("metrics"), MetricsOptions{.append = step > 0});
   std::optional<amp::OverflowTracer> tracer;
   if (flags.get_bool("trace-overflow")) tracer.emplace();
   bool traced_before = false;  // the first skipped step gets the full report
@@ -506,6 +518,7 @@ int run(int argc, char** argv) {
   int64_t steps_this_run = 0;
   EvalResult last_eval;
   auto evaluate_and_log = [&](int64_t epoch) {
+    if (!dp.is_main()) return;  // rank 0 evaluates; the others wait for it at the next all-reduce
     last_eval = evaluate(*model, net, *eval_set, eval_examples, device);
     history.add_eval(step, last_eval.accuracy);
     if (metrics) {
@@ -533,7 +546,7 @@ int run(int argc, char** argv) {
     for (int64_t i = first; i < steps_per_epoch && !stop; ++i) {
       Stopwatch step_clock;
       if (tracer) tracer->reset();
-      const StepResult r = train_step(net, opt, sched, loader, accumulate, flags.get_double("clip"), device);
+      const StepResult r = train_step(net, opt, sched, loader, accumulate, flags.get_double("clip"), device, dp);
       const double step_time = step_clock.seconds();
       ++step;
       rate.add(r.examples);
@@ -570,9 +583,16 @@ int run(int argc, char** argv) {
     amp::set_log_sink(nullptr);
     if (step % steps_per_epoch == 0) {
       const double epoch_time = epoch_clock.seconds();
+      const double rank_verses_per_s = double(seen) / epoch_time;
+      const double global_verses_per_s = dp.sum(rank_verses_per_s);
+      if (dp.active()) {
+        std::fprintf(stderr, "%s: epoch %lld: %s verses/s on this rank, %s verses/s over %d ranks; %s\n", dp.label().c_str(),
+                     (long long)(epoch + 1), format_rate(rank_verses_per_s).c_str(), format_rate(global_verses_per_s).c_str(),
+                     dp.world_size(), dp.comm_summary().c_str());
+      }
       evaluate_and_log(epoch);
       const int64_t skipped = amp::loss_scaler().skipped_iterations() - skipped_at_epoch_start;
-      const double verses_per_s = double(seen) / epoch_time;
+      const double verses_per_s = global_verses_per_s;
       const double third = mlm ? last_eval.perplexity : baseline;
       std::printf("epoch %lld: train loss %.4f acc %.4f | held-out loss %.4f acc %.4f %s %s | scale %s | %lld skipped | %s, %s verses/s\n",
                   (long long)(epoch + 1), loss_sum / double(seen), double(right) / double(predicted), last_eval.loss,
@@ -613,7 +633,7 @@ int run(int argc, char** argv) {
   }
   std::printf("(%s; wall time %s; peak memory %s MiB)\n", config.c_str(), format_duration(run_clock.seconds()).c_str(),
               (format_count(peak_memory_bytes(device) >> 20) + (device.is_cuda() ? " on " + device.str() : "")).c_str());
-  if (!flags.value("plot").empty()) {
+  if (!flags.value("plot").empty() && dp.is_main()) {
     write_svg(flags.value("plot"), history.figure("train_bert: " + task + (init.empty() ? "" : " (" + init + ")") +
                                                   ", BERT-" + model_name + " " + precision, eval_name));
     std::printf("plot written to %s\n", flags.value("plot").c_str());

@@ -7,6 +7,12 @@
 //   build/examples/train_resnet --opt-level O2 --dtype f16 --epochs 3 --plot run.svg
 //   build/examples/train_resnet --device cuda --opt-level O2 --dtype f16
 //   build/examples/train_resnet --help
+//   build/launcher/mixgrad-run --nproc-per-node 2 build/examples/train_resnet   # data parallel
+//
+// Under mixgrad-run (WORLD_SIZE > 1) the model is wrapped in DistributedDataParallel after
+// amp::initialize, each rank trains on a stride shard of the training set (global batch =
+// ranks x --batch-size), rank 0 alone prints the logs, evaluates and writes checkpoints, and
+// every rank prints its own throughput beside the global one (examples/common/data_parallel.h).
 //
 // The file reads top to bottom: flags, data, model, amp, checkpoint/resume, the training loop (the
 // step itself is train_step below), evaluation, summary.
@@ -27,6 +33,7 @@
 #include "core/state_dict.h"
 #include "data/fashion_mnist.h"
 #include "data/loader.h"
+#include "examples/common/data_parallel.h"
 #include "examples/common/flags.h"
 #include "examples/common/format.h"
 #include "examples/common/interrupt.h"
@@ -121,14 +128,16 @@ int run(int argc, char** argv) {
   const uint64_t seed = uint64_t(flags.get_int("seed"));
   const std::string level = flags.value("opt-level"), dtype = flags.value("dtype");
   const Device device = training_device(flags);
+  DataParallel dp = DataParallel::from_environment();  // one process, or a rank under mixgrad-run
+  dp.quiet_unless_main();
 
   // ---- data ----
   auto train_set = std::make_shared<data::FashionMnist>(data::FashionMnistOptions{.train = true, .augment = true});
   const data::FashionMnist test_set(data::FashionMnistOptions{.train = false});
-  data::DataLoader loader(train_set, {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = seed,
+  data::DataLoader loader(dp.shard(train_set), {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = seed,
                                       .pin_memory = device.is_cuda()});  // asynchronous copies to the GPU
   MG_CHECK(loader.num_batches() > 0, Error, "--batch-size ", batch_size, " exceeds the ",
-           train_set->size(), " training images");
+           train_set->size() / dp.world_size(), " training images of a rank");
   const int64_t limit = flags.get_int("train-examples");
   const int64_t steps_per_epoch = limit > 0 ? std::clamp<int64_t>(limit / batch_size, 1, loader.num_batches()) : loader.num_batches();
   const int64_t eval_limit = flags.get_int("eval-examples") > 0 ? flags.get_int("eval-examples") : test_set.size();
@@ -150,6 +159,10 @@ int run(int argc, char** argv) {
   std::printf("train_resnet: ResNet-%lld (%s parameters) on Fashion-MNIST, %s, batch %lld, %lld epochs x %lld steps, on %s, %d CPU threads\n",
               (long long)depth, format_count(model->num_parameters()).c_str(), precision.c_str(),
               (long long)batch_size, (long long)epochs, (long long)steps_per_epoch, device.str().c_str(), num_threads());
+  if (dp.active()) {
+    std::printf("data parallel: %d ranks, each on every %d-th training image (a stride shard), global batch %lld\n",
+                dp.world_size(), dp.world_size(), (long long)(batch_size * dp.world_size()));
+  }
   std::printf("%s", amp::properties().str().c_str());
   if (flags.get_bool("precision-plan")) std::printf("%s", amp::precision_plan(*model, &opt).c_str());
 
@@ -194,7 +207,9 @@ int run(int argc, char** argv) {
                   format_count(int64_t(e.bytes_per_sample) >> 10).c_str(), format_count(e.available_bytes >> 20).c_str());
     });
   }
+  dp.wrap(model, {&opt});  // after amp::initialize, the resume and the memory probe: rank 0's weights everywhere
   auto save = [&](const std::string& path) {
+    if (!dp.is_main()) return;  // rank 0 writes the checkpoints
     StateDict train;
     train.ints["step"] = step;
     train.strings["config"] = config;
@@ -206,7 +221,7 @@ int run(int argc, char** argv) {
   };
 
   std::optional<MetricsWriter> metrics;
-  if (!flags.value("metrics").empty()) metrics.emplace(flags.value("metrics"), MetricsOptions{.append = step > 0});
+  if (!flags.value("metrics").empty() && dp.is_main()) metrics.emplace(flags.value("metrics"), MetricsOptions{.append = step > 0});
   std::optional<amp::OverflowTracer> tracer;
   if (flags.get_bool("trace-overflow")) tracer.emplace();
   bool traced_before = false;  // the first skipped step gets the full report
@@ -279,10 +294,18 @@ int run(int argc, char** argv) {
     bar.finish();
     amp::set_log_sink(nullptr);
     const double epoch_time = epoch_clock.seconds();
-    const EvalResult test = evaluate(*model, test_set, eval_limit, device);
+    const double rank_samples_per_s = double(seen) / epoch_time;
+    const double global_samples_per_s = dp.sum(rank_samples_per_s);
+    if (dp.active()) {
+      std::fprintf(stderr, "%s: epoch %lld: %s samples/s on this rank, %s samples/s over %d ranks; %s\n", dp.label().c_str(),
+                   (long long)(epoch + 1), format_rate(rank_samples_per_s).c_str(), format_rate(global_samples_per_s).c_str(),
+                   dp.world_size(), dp.comm_summary().c_str());
+    }
+    // Rank 0 evaluates (the others go on and wait for it at the next all-reduce).
+    const EvalResult test = dp.is_main() ? evaluate(*model, test_set, eval_limit, device) : EvalResult{};
     history.add_eval(step, test.accuracy);
     const int64_t skipped = amp::loss_scaler().skipped_iterations() - skipped_at_epoch_start;
-    const double samples_per_s = double(seen) / epoch_time;
+    const double samples_per_s = global_samples_per_s;
     std::printf("epoch %lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f | scale %s | %lld skipped | %s, %s samples/s\n",
                 (long long)(epoch + 1), loss_sum / double(seen), double(right) / double(seen), test.loss, test.accuracy,
                 format_number(amp::loss_scale()).c_str(), (long long)skipped, format_duration(epoch_time).c_str(),
@@ -306,7 +329,7 @@ int run(int argc, char** argv) {
               history.eval_metric.empty() ? 0.0 : history.eval_metric.back(), (long long)step, config.c_str(),
               format_duration(run_clock.seconds()).c_str(),
               (format_count(peak_memory_bytes(device) >> 20) + (device.is_cuda() ? " on " + device.str() : "")).c_str());
-  if (!flags.value("plot").empty()) {
+  if (!flags.value("plot").empty() && dp.is_main()) {
     write_svg(flags.value("plot"), history.figure("train_resnet: ResNet-" + std::to_string(depth) + " " + precision,
                                                   "test accuracy"));
     std::printf("plot written to %s\n", flags.value("plot").c_str());

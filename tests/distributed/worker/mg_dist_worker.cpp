@@ -342,11 +342,14 @@ int die(std::chrono::milliseconds timeout) {
 }  // namespace
 
 int dist_data_scenario(const std::string& mode, std::chrono::milliseconds timeout);  // dist_data_scenarios.cpp
+// The DistributedDataParallel modes (ddp-*), in ddp_scenarios.cpp.
+int ddp_scenario(const std::string& mode, std::chrono::milliseconds timeout, const std::string& arg);
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: mg_dist_worker collectives|join|die|mismatch|precision16|nccl|nccl_die TIMEOUT_MS\n");
+  if (argc != 3 && !(argc == 4 && std::strncmp(argv[1], "ddp-", 4) == 0)) {
+    std::fprintf(stderr,
+                 "usage: mg_dist_worker collectives|join|die|mismatch|precision16|nccl|nccl_die|ddp-* TIMEOUT_MS [ARG]\n");
     return 2;
   }
   if (const char* r = std::getenv("RANK")) g_rank = std::atoi(r);
@@ -361,6 +364,7 @@ int main(int argc, char** argv) {
     if (mode == "precision16") return test_worker::precision16(timeout);
     if (mode == "nccl") return test_worker::nccl(timeout);
     if (mode == "nccl_die") return test_worker::nccl_die(timeout);
+    if (mode.rfind("ddp-", 0) == 0) return ddp_scenario(mode, timeout, argc == 4 ? argv[3] : "");
   } catch (const std::exception& e) {
     std::printf("rank %d: FAIL exception: %s\n", g_rank, e.what());
     return 1;

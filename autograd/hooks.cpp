@@ -1,0 +1,57 @@
+// Post-accumulate hooks live in the leaf's AccumulateGrad node; queued callbacks in the graph
+// task of the running backward (engine.cpp runs them, through the list this file keeps per thread).
+#include "mixgrad/autograd/hooks.h"
+
+#include <memory>
+#include <vector>
+
+#include "mixgrad/autograd/backward_callbacks.h"
+
+namespace mg::autograd {
+namespace {
+
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+
+AccumulateGrad& accumulator_of(const Tensor& leaf, const char* api) {
+  MG_CHECK(leaf.defined() && leaf.requires_grad() && leaf.is_leaf(), AutogradError, api,
+           ": expected a leaf tensor that requires grad, got ",
+           leaf.defined() ? describe(leaf) + (leaf.is_leaf() ? "" : " (not a leaf)") : std::string("undefined"));
+  const Edge edge = gradient_edge(leaf);
+  auto* acc = dynamic_cast<AccumulateGrad*>(edge.node.get());
+  MG_ASSERT(acc != nullptr, api, ": the leaf's gradient edge is not an AccumulateGrad");
+  return *acc;
+}
+
+}  // namespace
+
+uint64_t register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateHook hook) {
+  return accumulator_of(leaf, "register_post_accumulate_grad_hook").add_post_hook(std::move(hook));
+}
+
+bool remove_post_accumulate_grad_hook(const Tensor& leaf, uint64_t id) {
+  return accumulator_of(leaf, "remove_post_accumulate_grad_hook").remove_post_hook(id);
+}
+
+void queue_callback(std::function<void()> callback) {
+  MG_CHECK(t_callbacks != nullptr, AutogradError,
+           "queue_callback: no backward pass is running on this thread",
+           "\n  hint: queue callbacks from a hook that runs during backward()");
+  t_callbacks->push_back(std::move(callback));
+}
+
+bool in_backward() { return t_callbacks != nullptr; }
+
+BackwardCallbacks::BackwardCallbacks() : previous_(t_callbacks) { t_callbacks = &callbacks_; }
+
+BackwardCallbacks::~BackwardCallbacks() { t_callbacks = previous_; }
+
+void BackwardCallbacks::run() {
+  // Index loop: a callback may queue more (they run in this same loop).
+  for (std::size_t i = 0; i < callbacks_.size(); ++i) {
+    std::function<void()> cb = std::move(callbacks_[i]);
+    cb();
+  }
+  callbacks_.clear();
+}
+
+}  // namespace mg::autograd

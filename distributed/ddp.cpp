@@ -1,0 +1,377 @@
+// DistributedDataParallel (ddp.h): construction checks and broadcast, the gradient hooks that
+// fill and launch buckets, and the end-of-backward callback that completes the reduction.
+#include "mixgrad/distributed/ddp.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <unordered_set>
+
+#include "mixgrad/amp/unscale.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/autograd/hooks.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/distributed/error.h"
+#include "mixgrad/ops/ops.h"
+
+namespace mg::distributed {
+namespace {
+
+constexpr const char* kWho = "DistributedDataParallel";
+
+// One line per parameter and buffer: what must be equal on every rank.
+std::vector<std::string> describe_model(const nn::NamedTensors& params, const nn::NamedTensors& buffers) {
+  std::vector<std::string> lines;
+  for (const auto& [name, t] : params) {
+    lines.push_back("parameter '" + name + "' " + shape_str(t.shape()) + " " + dtype_name(t.dtype()));
+  }
+  for (const auto& [name, t] : buffers) {
+    lines.push_back("buffer '" + name + "' " + shape_str(t.shape()) + " " + dtype_name(t.dtype()));
+  }
+  return lines;
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+}  // namespace
+
+double BackwardTimeline::hidden_comm_s() const {
+  double s = 0;
+  for (const BucketTiming& b : buckets) s += std::max(0.0, std::min(b.finished_s, backward_end_s) - b.started_s);
+  return s;
+}
+
+double BackwardTimeline::total_comm_s() const {
+  double s = 0;
+  for (const BucketTiming& b : buckets) s += b.finished_s - b.started_s;
+  return s;
+}
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> group,
+                                                 DdpOptions options)
+    : module_(std::move(module)), group_(std::move(group)), options_(options) {
+  MG_CHECK(module_ != nullptr, Error, kWho, ": the module is null");
+  MG_CHECK(group_ != nullptr, Error, kWho, ": the process group is null",
+           "\n  hint: pass the group init_process_group() returned");
+  MG_CHECK(!options_.reduce_dtype || is_floating(*options_.reduce_dtype), DTypeError, kWho,
+           ": reduce_dtype must be floating, got ", dtype_name(*options_.reduce_dtype));
+  // Trainable parameters, each once (a parameter shared by two layers is listed twice).
+  std::unordered_set<const TensorImpl*> seen;
+  for (const auto& [name, t] : module_->named_parameters()) {
+    if (!t.requires_grad() || !seen.insert(t.impl()).second) continue;
+    MG_CHECK(is_floating(t.dtype()), DTypeError, kWho, ": parameter '", name, "' is ", describe(t),
+             "; only floating parameters can be trained");
+    params_.push_back({.tensor = t, .name = name});
+  }
+  check_models_match();
+  check_low_precision_values();
+  broadcast_state();
+
+  std::vector<BucketParam> sizes;
+  for (const Param& p : params_) sizes.push_back({.numel = p.tensor.numel(), .dtype = p.tensor.dtype()});
+  const BucketPlan plan = plan_buckets(sizes, options_.bucket_cap_bytes, options_.reduce_dtype);
+  for (const BucketLayout& layout : plan.buckets) {
+    buckets_.push_back({.layout = layout, .flat = zeros({layout.numel}, {.dtype = layout.comm_dtype})});
+  }
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Param& p = params_[i];
+    p.bucket = plan.bucket_of[i];
+    p.offset = buckets_[std::size_t(p.bucket)].layout.offsets[std::size_t(plan.slot_of[i])];
+    const int index = int(i);
+    p.hook_id = autograd::register_post_accumulate_grad_hook(p.tensor, [this, index](const Tensor&) { on_grad_ready(index); });
+  }
+  reset_iteration();
+
+  if (options_.agree_found_inf) {
+    previous_reducer_ = amp::set_nonfinite_reducer([this](int64_t local) {
+      int64_t agreed = local;
+      worker_.run([&] {
+        Tensor t = from_vector<int64_t>({local}, {1});  // [1] i64
+        group_->all_reduce(t, ReduceOp::Max);
+        agreed = t.data<int64_t>()[0];
+      });
+      return agreed;
+    });
+    installed_reducer_ = true;
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (Param& p : params_) autograd::remove_post_accumulate_grad_hook(p.tensor, p.hook_id);
+  if (installed_reducer_) amp::set_nonfinite_reducer(std::move(previous_reducer_));
+}
+
+// Compares the ranks' parameter and buffer lists through an all-gather of {lines, length, hash};
+// only when they differ, a second all-gather of the descriptions themselves names the difference.
+void DistributedDataParallel::check_models_match() {
+  const std::vector<std::string> lines = describe_model(module_->named_parameters(), module_->named_buffers());
+  std::string text;
+  for (const std::string& l : lines) text += l + "\n";
+  const int64_t trainable = int64_t(params_.size());
+  Tensor summary;
+  worker_.run([&] {
+    summary = group_->all_gather(from_vector<int64_t>({int64_t(lines.size()), trainable, int64_t(text.size()),
+                                                      int64_t(fnv1a(text) >> 1)}, {4}));  // [W, 4] i64
+  });
+  const int world = group_->world_size();
+  const int64_t* s = summary.data<int64_t>();
+  bool same = true;
+  int64_t longest = 0;
+  for (int r = 0; r < world; ++r) {
+    same = same && std::equal(s, s + 4, s + 4 * r);
+    longest = std::max(longest, s[4 * r + 2]);
+  }
+  if (same) return;
+  Tensor mine = zeros({longest}, {.dtype = DType::U8});  // [longest] u8, the text zero-padded
+  std::memcpy(mine.data<uint8_t>(), text.data(), text.size());
+  Tensor all;
+  worker_.run([&] { all = group_->all_gather(mine); });  // [W, longest] u8
+  std::vector<std::vector<std::string>> per_rank;
+  for (int r = 0; r < world; ++r) {
+    const char* row = reinterpret_cast<const char*>(all.data<uint8_t>()) + r * longest;
+    per_rank.push_back(split_lines(std::string(row, std::size_t(s[4 * r + 2]))));
+  }
+  std::ostringstream msg;
+  msg << kWho << ": rank " << group_->rank()
+      << ": the ranks' models differ (parameters and buffers must have the same names, shapes and dtypes in the "
+         "same order); nothing was broadcast:";
+  for (int r = 0; r < world; ++r) {
+    msg << "\n  rank " << r << ": " << per_rank[std::size_t(r)].size() << " entries (" << s[4 * r + 1]
+        << " trainable parameters)";
+  }
+  // The first entry where some rank differs from rank 0.
+  std::size_t most = 0;
+  for (const auto& l : per_rank) most = std::max(most, l.size());
+  for (std::size_t i = 0; i < most; ++i) {
+    bool differ = false;
+    for (int r = 1; r < world; ++r) {
+      const auto& a = per_rank[0];
+      const auto& b = per_rank[std::size_t(r)];
+      differ = differ || (i < a.size()) != (i < b.size()) || (i < a.size() && a[i] != b[i]);
+    }
+    if (!differ) continue;
+    msg << "\n  first difference, entry " << i << ":";
+    for (int r = 0; r < world; ++r) {
+      const auto& l = per_rank[std::size_t(r)];
+      msg << "\n    rank " << r << ": " << (i < l.size() ? l[i] : std::string("(none)"));
+    }
+    break;
+  }
+  msg << "\n  hint: build the same model on every rank (same configuration; amp::initialize at the same opt level "
+         "before wrapping)";
+  MG_THROW(distributed::DistributedError, msg.str());
+}
+
+// Without optimizers to broadcast masters from, f16/bf16 parameters must already agree: a
+// rank's O2 masters were made from its own weights, and rank 0's rounded copies cannot fix them.
+void DistributedDataParallel::check_low_precision_values() {
+  bool low = false;
+  uint64_t h = 1469598103934665603ull;
+  for (const Param& p : params_) {
+    low = low || is_low_precision(p.tensor.dtype());
+    const Tensor c = p.tensor.contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
+    for (std::size_t i = 0; i < std::size_t(c.numel()) * c.element_size(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  if (!low || !options_.optimizers.empty()) return;
+  Tensor all;
+  worker_.run([&] { all = group_->all_gather(from_vector<int64_t>({int64_t(h >> 1)}, {1})); });  // [W, 1] i64
+  std::vector<int> differ;
+  for (int r = 1; r < group_->world_size(); ++r) {
+    if (all.data<int64_t>()[r] != all.data<int64_t>()[0]) differ.push_back(r);
+  }
+  if (differ.empty()) return;
+  std::ostringstream ranks;
+  for (std::size_t k = 0; k < differ.size(); ++k) ranks << (k ? ", " : "") << differ[k];
+  MG_THROW(distributed::DistributedError, kWho, ": rank ", group_->rank(),
+           ": the model has f16/bf16 parameters whose values differ from rank 0's on rank(s) ", ranks.str(),
+           ", and no optimizer was given whose f32 master weights could be broadcast with them",
+           "\n  hint: pass DdpOptions{.optimizers = {&opt}} (O2 master weights), or seed every rank alike before "
+           "building the model");
+}
+
+void DistributedDataParallel::broadcast_state() {
+  NoGradGuard no_grad;
+  worker_.run([&] {
+    for (Param& p : params_) group_->broadcast(p.tensor, 0);
+    for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0);
+    for (optim::Optimizer* opt : options_.optimizers) {
+      for (const optim::MasterPair& m : opt->master_pairs()) {
+        Tensor master = m.master;
+        group_->broadcast(master, 0);
+      }
+    }
+  });
+}
+
+void DistributedDataParallel::sync_buffers() {
+  NoGradGuard no_grad;
+  worker_.run([&] {
+    for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0);
+  });
+}
+
+std::vector<std::vector<std::string>> DistributedDataParallel::bucket_names() const {
+  std::vector<std::vector<std::string>> out;
+  for (const Bucket& b : buckets_) {
+    out.emplace_back();
+    for (int i : b.layout.params) out.back().push_back(params_[std::size_t(i)].name);
+  }
+  return out;
+}
+
+double DistributedDataParallel::since_start() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void DistributedDataParallel::reset_iteration() {
+  for (Param& p : params_) p.ready = false;
+  for (Bucket& b : buckets_) {
+    b.pending = int(b.layout.params.size());
+    b.launched = false;
+  }
+  next_launch_ = 0;
+  in_iteration_ = false;
+}
+
+// The gradient hook (autograd thread, inside backward): the first one of a backward opens the
+// iteration and queues the end callback.
+void DistributedDataParallel::on_grad_ready(int index) {
+  if (!sync_) return;  // no_sync: accumulate locally
+  if (!in_iteration_) {
+    in_iteration_ = true;
+    start_ = std::chrono::steady_clock::now();
+    timeline_ = {};
+    timeline_.buckets.reserve(buckets_.size());  // launch() hands the worker references into it
+    autograd::queue_callback([this] { finish_backward(); });
+  }
+  Param& p = params_[std::size_t(index)];
+  MG_CHECK(!p.ready, Error, kWho, ": parameter '", p.name, "' received two gradients in one backward");
+  const Tensor g = p.tensor.grad();
+  MG_CHECK(g.dtype() == p.tensor.dtype() && g.dtype() == buckets_[std::size_t(p.bucket)].layout.grad_dtype, DTypeError,
+           kWho, ": parameter '", p.name, "' is ", describe(p.tensor), " with a ", dtype_name(g.dtype()),
+           " gradient, but it was ", dtype_name(buckets_[std::size_t(p.bucket)].layout.grad_dtype), " when wrapped",
+           "\n  hint: call amp::initialize (or cast the model) before wrapping it in DistributedDataParallel");
+  copy_into_bucket(p, g);
+  p.ready = true;
+  if (--buckets_[std::size_t(p.bucket)].pending == 0) launch_ready_buckets();
+}
+
+void DistributedDataParallel::copy_into_bucket(Param& p, const Tensor& grad) {
+  NoGradGuard no_grad;
+  Tensor dst = buckets_[std::size_t(p.bucket)].flat.narrow(0, p.offset, p.tensor.numel());
+  if (grad.defined()) dst.copy_(grad.reshape({p.tensor.numel()}));
+  else dst.zero_();
+}
+
+// Launches, in bucket order, every bucket whose gradients are all in: ranks launch the same
+// buckets in the same order whatever order their hooks fire in.
+void DistributedDataParallel::launch_ready_buckets() {
+  while (next_launch_ < int(buckets_.size()) && buckets_[std::size_t(next_launch_)].pending == 0) {
+    launch(next_launch_++, /*in_backward=*/true);
+  }
+}
+
+void DistributedDataParallel::launch(int index, bool in_backward) {
+  Bucket& b = buckets_[std::size_t(index)];
+  b.launched = true;
+  const std::size_t slot = timeline_.buckets.size();
+  timeline_.buckets.push_back({.bytes = b.layout.numel * int64_t(dtype_size(b.layout.comm_dtype)),
+                               .num_params = int(b.layout.params.size()),
+                               .ready_s = since_start(),
+                               .launched_in_backward = in_backward});
+  worker_.submit([this, index, slot] {
+    BucketTiming& t = timeline_.buckets[slot];  // the vector does not grow while jobs run (reserved)
+    t.started_s = since_start();
+    group_->all_reduce(buckets_[std::size_t(index)].flat, ReduceOp::Avg);
+    t.finished_s = since_start();
+  });
+}
+
+// The end-of-backward callback (autograd thread): launch what is left, agree on which
+// parameters had gradients, wait, and write the averages back.
+void DistributedDataParallel::finish_backward() {
+  struct Reset {  // the iteration ends however this function leaves
+    DistributedDataParallel& d;
+    ~Reset() { d.reset_iteration(); }
+  } reset{*this};
+  NoGradGuard no_grad;
+  timeline_.backward_end_s = since_start();
+  const int64_t n = int64_t(params_.size());
+  // Byte per parameter: bit 0 = got a gradient in this backward, bit 1 = has a .grad now.
+  Tensor mask = zeros({n}, {.dtype = DType::U8});  // [P] u8
+  uint8_t* m = mask.data<uint8_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const Param& p = params_[std::size_t(i)];
+    m[i] = uint8_t((p.ready ? 1 : 0) | (p.tensor.grad().defined() ? 2 : 0));
+  }
+  // Every rank launches every bucket (a missing gradient contributes its current .grad or zeros),
+  // then the mask: the same collectives in the same order on every rank.
+  for (int b = next_launch_; b < int(buckets_.size()); ++b) {
+    for (int i : buckets_[std::size_t(b)].layout.params) {
+      Param& p = params_[std::size_t(i)];
+      if (!p.ready) copy_into_bucket(p, p.tensor.grad());
+    }
+    launch(b, /*in_backward=*/false);
+  }
+  next_launch_ = int(buckets_.size());
+  Tensor masks;
+  worker_.submit([&] { masks = group_->all_gather(mask); });  // [W, P] u8
+  try {
+    worker_.wait();
+  } catch (const Error& e) {
+    MG_THROW(distributed::DistributedError, kWho, ": the gradient all-reduce failed: ", e.what());
+  }
+  const int world = group_->world_size();
+  const uint8_t* all = masks.data<uint8_t>();
+  std::vector<uint8_t> any_grad(std::size_t(n), 0);
+  std::ostringstream missing;
+  int num_missing = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int> ranks;
+    for (int r = 0; r < world; ++r) {
+      const uint8_t v = all[r * n + i];
+      if (v & 2) any_grad[std::size_t(i)] = 1;
+      if (!(v & 1)) ranks.push_back(r);
+    }
+    if (ranks.empty() || options_.find_unused_parameters) continue;
+    if (++num_missing <= 10) {
+      missing << "\n  '" << params_[std::size_t(i)].name << "' " << describe(params_[std::size_t(i)].tensor) << " on rank";
+      if (ranks.size() > 1) missing << "s";
+      for (std::size_t k = 0; k < ranks.size(); ++k) missing << (k ? ", " : " ") << ranks[k];
+    }
+  }
+  if (num_missing > 0) {
+    MG_THROW(distributed::DistributedError, kWho, ": rank ", group_->rank(), ": ", num_missing,
+             " parameter(s) received no gradient in this backward; the gradients were not averaged:", missing.str(),
+             num_missing > 10 ? "\n  ..." : "",
+             "\n  hint: pass DdpOptions{.find_unused_parameters = true} when some parameters are unused in a step, "
+             "or set requires_grad_(false) on parameters that are never trained");
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    Param& p = params_[std::size_t(i)];
+    if (!any_grad[std::size_t(i)]) continue;  // no rank has a gradient: keep none
+    const Tensor avg = buckets_[std::size_t(p.bucket)].flat.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.shape());
+    Tensor g = p.tensor.grad();
+    if (g.defined() && !g.grad_fn() && g.is_contiguous()) {
+      g.copy_(avg);
+    } else {
+      p.tensor.set_grad(avg.to(p.tensor.dtype()).clone());
+    }
+  }
+  timeline_.reduced_s = since_start();
+  ++reduced_backwards_;
+}
+
+}  // namespace mg::distributed

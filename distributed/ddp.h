@@ -1,0 +1,177 @@
+// DistributedDataParallel: data-parallel training of one nn::Module replicated on every rank of a
+// process group (Apex's and PyTorch's DDP). Each rank runs forward and backward on its own shard
+// of the batch; the gradients are averaged across ranks during backward, so every replica's
+// optimizer takes the same step as one process would on the whole batch.
+//
+//   auto pg = mg::distributed::init_process_group();
+//   auto model = std::make_shared<Net>();
+//   amp::initialize(model, opt, {.opt_level = "O2"});      // before wrapping, as Apex requires
+//   mg::distributed::DistributedDataParallel ddp(model, pg);  // rank 0's weights everywhere
+//   for (...) {
+//     opt.zero_grad();
+//     mg::Tensor loss = mg::cross_entropy((*model)(x_shard), y_shard);
+//     mg::amp::scale_loss(loss, opt).backward();  // gradients averaged over ranks on return
+//     opt.step();
+//   }
+//   if (pg->rank() == 0) mg::io::save_checkpoint("ckpt.safetensors", *model);  // no prefix
+//
+// Decisions a reader must know:
+// - The wrapper is not a Module: the model is called directly and keeps its own state dict, so a
+//   checkpoint saved by rank 0 loads into a single-process model unchanged.
+// - Gradients travel in buckets (DdpOptions::bucket_cap_bytes, parameters in reverse order, one
+//   dtype per bucket). A post-accumulate hook (autograd/hooks.h) copies each gradient into its
+//   bucket; a full bucket is all-reduced (average) on a background thread (CommWorker) while
+//   backward goes on, buckets in the same order on every rank. An engine callback at the end of
+//   backward launches what is left, waits for every bucket and writes the averages back into
+//   .grad: when backward() returns, the gradients are reduced.
+// - At the end of each synchronised backward the ranks all-gather one byte per parameter (did it
+//   get a gradient in this backward? has it a .grad?), so a parameter that got none on some rank
+//   is a clear error on every rank (never a hang), or, with find_unused_parameters, contributes
+//   its current .grad or zeros; a parameter without a gradient on every rank keeps none.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mixgrad/core/tensor.h"
+#include "mixgrad/distributed/comm_worker.h"
+#include "mixgrad/distributed/ddp_buckets.h"
+#include "mixgrad/distributed/process_group.h"
+#include "mixgrad/nn/module.h"
+#include "mixgrad/optim/optimizer.h"
+
+namespace mg::distributed {
+
+struct DdpOptions {
+  // Bytes of communicated gradient per bucket (PyTorch's default of 25 MB, in MiB here).
+  int64_t bucket_cap_bytes = int64_t(25) << 20;
+  // Parameters that get no gradient in a backward contribute their current .grad (or zeros)
+  // instead of being an error. Costs nothing extra here (the presence all-gather always runs)
+  // except that their buckets are launched only at the end of backward.
+  bool find_unused_parameters = false;
+  // Reduce in this dtype instead of each gradient's own (f32: f16/bf16 gradients are widened
+  // into f32 buckets and rounded back once; twice the bytes on the wire).
+  std::optional<DType> reduce_dtype;
+  // Install an amp::NonfiniteReducer (amp/unscale.h) while this object lives: the inf/NaN count
+  // of every unscale is the maximum over ranks, so all ranks skip or all step, and their loss
+  // scales stay equal. One i64 all-reduce per unscale.
+  bool agree_found_inf = true;
+  // The optimizers of the model. Their f32 master weights (O2, created by amp::initialize from
+  // each rank's own initial weights) are broadcast from rank 0 too: the f16/bf16 model copies
+  // alone cannot restore them. Without them a model with f16/bf16 parameters must already be
+  // equal on every rank (checked; an error otherwise).
+  std::vector<optim::Optimizer*> optimizers;
+};
+
+// When the last synchronised backward did what, in seconds since its first gradient hook.
+struct BucketTiming {
+  int64_t bytes = 0;       // of the communicated flat tensor
+  int num_params = 0;
+  double ready_s = 0;      // its last gradient arrived (or the end of backward filled it)
+  double started_s = 0;    // the all-reduce began on the communication thread
+  double finished_s = 0;   // and ended
+  bool launched_in_backward = false;  // launched from a gradient hook, before backward ended
+};
+struct BackwardTimeline {
+  std::vector<BucketTiming> buckets;  // in launch order
+  double backward_end_s = 0;          // the engine finished the graph (the end callback began)
+  double reduced_s = 0;               // every bucket reduced and copied back into .grad
+  // Seconds of all-reduce that ran before backward_end_s (communication hidden behind backward)
+  // and in total.
+  double hidden_comm_s() const;
+  double total_comm_s() const;
+};
+
+class DistributedDataParallel {
+ public:
+  // Checks that every rank has the same parameters and buffers (names, shapes, dtypes, in
+  // order), then broadcasts rank 0's values of both (and of the optimizers' master weights),
+  // plans the buckets and installs the hooks.
+  // A difference is a DistributedError on every rank, naming each rank's first differing entry,
+  // before anything is broadcast. The group must outlive this object and must not be used by
+  // anything else while a backward runs (afterwards, as here, only from the thread that trains).
+  DistributedDataParallel(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> group,
+                          DdpOptions options = {});
+  // Removes the hooks and the found-inf reducer (restoring the previous one).
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  nn::Module& module() const { return *module_; }
+  const std::shared_ptr<nn::Module>& module_ptr() const { return module_; }
+  ProcessGroup& group() const { return *group_; }
+  const DdpOptions& options() const { return options_; }
+
+  // While the returned guard lives, backward only accumulates into .grad locally (gradient
+  // accumulation); the first backward after it reduces the accumulated gradients.
+  //   { auto guard = ddp.no_sync(); loss1.backward(); }   loss2.backward();  // reduces both
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedDataParallel& ddp) : ddp_(ddp), previous_(ddp.sync_) { ddp.sync_ = false; }
+    ~NoSyncGuard() { ddp_.sync_ = previous_; }
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+  bool sync_enabled() const { return sync_; }
+
+  // Broadcasts rank 0's buffers (batch-norm running statistics) to every rank: call before an
+  // evaluation that every rank runs. Checkpoints need none (rank 0 writes its own).
+  void sync_buffers();
+
+  // The buckets as planned: parameter names per bucket, in launch order.
+  std::vector<std::vector<std::string>> bucket_names() const;
+  const BackwardTimeline& last_timeline() const { return timeline_; }
+  int64_t reduced_backwards() const { return reduced_backwards_; }
+
+ private:
+  struct Param {
+    Tensor tensor;
+    std::string name;
+    int bucket = 0;
+    int64_t offset = 0;  // in the bucket's flat tensor
+    uint64_t hook_id = 0;
+    bool ready = false;  // its gradient of this backward is in the bucket
+  };
+  struct Bucket {
+    BucketLayout layout;
+    Tensor flat;  // [numel] comm_dtype
+    int pending = 0;
+    bool launched = false;
+  };
+
+  void check_models_match();
+  void check_low_precision_values();
+  void broadcast_state();
+  void on_grad_ready(int index);
+  void copy_into_bucket(Param& p, const Tensor& grad);
+  void launch_ready_buckets();
+  void launch(int bucket, bool in_backward);
+  void finish_backward();
+  void reset_iteration();
+  double since_start() const;
+
+  std::shared_ptr<nn::Module> module_;
+  std::shared_ptr<ProcessGroup> group_;
+  DdpOptions options_;
+  std::vector<Param> params_;
+  std::vector<Bucket> buckets_;
+  int next_launch_ = 0;
+  bool sync_ = true;
+  bool in_iteration_ = false;  // a gradient hook fired in the running backward
+  std::chrono::steady_clock::time_point start_;
+  BackwardTimeline timeline_;
+  int64_t reduced_backwards_ = 0;
+  bool installed_reducer_ = false;
+  std::function<int64_t(int64_t)> previous_reducer_;
+  CommWorker worker_;  // last: destroyed (joined) first, while everything its jobs touch exists
+};
+
+}  // namespace mg::distributed
