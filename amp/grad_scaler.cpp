@@ -3,20 +3,38 @@
 #include <algorithm>
 #include <cmath>
 
+#include <cstring>
+
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/multi_tensor_kernels.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::amp {
 
-GradScaler::GradScaler(GradScalerOptions o) : options_(o), scale_(o.init_scale), hysteresis_left_(o.hysteresis) {
-  check_options();
-  scale_ = clamped(scale_);  // Apex: min(max_loss_scale, init_scale); and never below min_scale
-}
+namespace {
+// The device state buffer: the fn::LossScaleState's 7 words, then the outcome word.
+static_assert(sizeof(fn::LossScaleState) == 7 * sizeof(double), "LossScaleState is 7 plain 8-byte words");
+constexpr int64_t kDeviceStateWords = 8;
 
-// The scale limited to [min_scale, max_scale] (each bound only when set).
-double GradScaler::clamped(double scale) const {
-  if (options_.max_scale) scale = std::min(scale, *options_.max_scale);
-  if (options_.min_scale) scale = std::max(scale, *options_.min_scale);
-  return scale;
+fn::LossScaleRule rule_of(const GradScalerOptions& o) {
+  return {.growth_factor = o.growth_factor,
+          .backoff_factor = o.backoff_factor,
+          .growth_interval = o.growth_interval,
+          .has_min = o.min_scale.has_value(),
+          .min_scale = o.min_scale.value_or(0.0),
+          .has_max = o.max_scale.has_value(),
+          .max_scale = o.max_scale.value_or(0.0),
+          .hysteresis = o.hysteresis,
+          .max_consecutive_skips = o.max_consecutive_skips};
+}
+}  // namespace
+
+GradScaler::GradScaler(GradScalerOptions o) : options_(o) {
+  check_options();
+  rule_ = rule_of(o);
+  // Apex: min(max_loss_scale, init_scale); and never below min_scale
+  state_.scale = fn::loss_scale_clamp(o.init_scale, rule_);
+  state_.hysteresis_left = o.hysteresis;
 }
 
 void GradScaler::check_options() const {
@@ -39,7 +57,59 @@ Tensor GradScaler::scale(const Tensor& loss) const {
   MG_CHECK(loss.defined() && is_floating(loss.dtype()), DTypeError, "GradScaler::scale: expected a floating loss, got ",
            loss.defined() ? describe(loss) : "undefined");
   if (!options_.enabled) return loss;
-  return loss * scale_;
+  if (use_device(loss.device())) return loss * to(select(device_state_, 0, 0), loss.dtype());  // no host read
+  return loss * state_.scale;
+}
+
+bool GradScaler::use_device(Device device) const {
+  if (device_) {
+    MG_CHECK(*device_ == device, DeviceError, "GradScaler: the scaler's state is on ", device_->str(),
+             " but this loss or optimizer is on ", device.str(), "\n  hint: use one GradScaler per device");
+    return true;
+  }
+  if (device.is_cpu() || !multi_tensor_kernels(device.type)) return false;
+  device_ = device;
+  found_inf_ = zeros({1}, {.dtype = DType::F32, .device = device});
+  push();
+  return true;
+}
+
+void GradScaler::push() const {
+  Tensor h = zeros({kDeviceStateWords}, {.dtype = DType::F64});
+  std::memcpy(h.data_ptr(), &state_, sizeof(state_));  // the outcome word stays 0 (Ok)
+  device_state_ = contiguous(to(h, *device_));          // a host-to-device copy: no wait
+  stale_ = false;
+}
+
+void GradScaler::pull() const {
+  if (!device_ || !stale_) return;
+  const Tensor h = contiguous(to(device_state_, Device::cpu()));  // the lazy read: one synchronisation
+  const int64_t skipped_before = state_.skipped;
+  std::memcpy(&state_, h.data_ptr(), sizeof(state_));
+  int32_t outcome = 0;
+  std::memcpy(&outcome, static_cast<const char*>(h.data_ptr()) + sizeof(state_), sizeof(outcome));
+  stale_ = false;
+  if (state_.skipped > skipped_before && on_skip_) on_skip_(state_.last_skip, state_.scale);
+  if (outcome != 0) {
+    NoGradGuard no_grad;
+    select(device_state_, 0, kDeviceStateWords - 1).zero_();  // reported once
+    throw_outcome(fn::LossScaleOutcome(outcome));
+  }
+}
+
+const fn::LossScaleState& GradScaler::host() const {
+  pull();
+  return state_;
+}
+
+void GradScaler::throw_outcome(fn::LossScaleOutcome outcome) const {
+  MG_CHECK(outcome != fn::LossScaleOutcome::AtFloor, Error,
+           "GradScaler: gradients are inf/NaN with the scale already at its floor min_scale = ",
+           options_.min_scale.value_or(0.0), " (iteration ", state_.iterations, ")",
+           "\n  hint: lower the learning rate, clip gradients, or train in bf16");
+  MG_CHECK(outcome != fn::LossScaleOutcome::TooManySkips, Error, "GradScaler: gradients were inf/NaN for ",
+           state_.consecutive_skips, " consecutive steps; scale fell to ", state_.scale,
+           "\n  hint: lower the learning rate, clip gradients, or train in bf16");
 }
 
 GradScaler::PerOptimizer& GradScaler::entry(const optim::Optimizer& opt) { return per_optimizer_[&opt]; }
@@ -51,10 +121,26 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
            " optimizer since the last update()",
            "\n  hint: call unscale_ at most once per optimizer per iteration, before step(); update() starts the next");
   check_no_f16_in_place(opt, "GradScaler::unscale_");
+  const Device device = opt.parameters().front().device();
+  if (use_device(device)) {
+    // The fused device pass: the flag and the counts stay on the device.
+    e.counts = zeros({3}, {.dtype = DType::I64, .device = device});
+    e.found_inf = zeros({1}, {.dtype = DType::F32, .device = device});
+    int64_t values = 0;
+    const bool fused = unscale_optimizer_grads_fused(
+        opt, {.scale = device_state_.data<double>(), .found_inf = e.found_inf.data<float>(), .counts = e.counts.data<int64_t>()},
+        &values);
+    MG_ASSERT(fused, "GradScaler::unscale_: the device has fused kernels but the unscale did not run");
+    e.stats = StepStats{.values = values};
+    e.stage = Stage::Unscaled;
+    last_stats_[&opt] = {e.stats, e.counts};
+    return;
+  }
   // Reciprocal in f64, used in f32 as the kernels do (PyTorch: scale.double().reciprocal().float()).
-  e.stats = unscale_optimizer_grads(opt, 1.0 / scale_);
+  pull();
+  e.stats = unscale_optimizer_grads(opt, 1.0 / state_.scale);
   e.stage = Stage::Unscaled;
-  last_stats_[&opt] = e.stats;
+  last_stats_[&opt] = {e.stats, Tensor()};
 }
 
 bool GradScaler::step(optim::Optimizer& opt) {
@@ -67,6 +153,10 @@ bool GradScaler::step(optim::Optimizer& opt) {
            " optimizer since the last update()\n  hint: call update() once per iteration after every step()");
   if (e.stage == Stage::Ready) unscale_(opt);
   e.stage = Stage::Stepped;
+  if (e.found_inf.defined()) {
+    opt.step_unless_found_inf(e.found_inf);  // the device decides; opt.last_step_skipped() tells when asked
+    return true;
+  }
   if (e.stats.found_inf()) return false;
   opt.step();
   return true;
@@ -74,11 +164,37 @@ bool GradScaler::step(optim::Optimizer& opt) {
 
 void GradScaler::update(std::optional<double> new_scale) {
   if (!options_.enabled) return;
-  bool found_inf = false;
-  for (const auto& [opt, e] : per_optimizer_) found_inf |= e.stats.found_inf();
   MG_CHECK(!per_optimizer_.empty() || new_scale, Error,
            "GradScaler::update: no optimizer was unscaled or stepped since the last update()",
            "\n  hint: call scaler.step(optimizer) before scaler.update()");
+  if (device_) {
+    // The iteration's flag: any optimizer's (a device max, no host read).
+    NoGradGuard no_grad;
+    Tensors flags;
+    for (const auto& [opt, e] : per_optimizer_) {
+      if (e.found_inf.defined()) flags.push_back(e.found_inf);
+    }
+    if (flags.size() == 1) found_inf_.copy_(flags.front());
+    else if (!flags.empty()) found_inf_.copy_(reshape(amax(cat(flags)), {1}));
+    if (!new_scale) {
+      const fn::LossScaleRule rule = rule_;
+      char* base = static_cast<char*>(device_state_.data_ptr());
+      multi_tensor_kernels(device_->type)
+          ->scale_update(base, &rule, found_inf_.data<float>(), reinterpret_cast<int32_t*>(base + sizeof(state_)), *device_);
+      stale_ = true;
+      per_optimizer_.clear();
+      return;
+    }
+    // An explicit new scale: decided on the host (one read), then the state goes back.
+    pull();
+    const bool found_inf = found_inf_.item<float>() != 0.0f;
+    found_inf_.zero_();
+    advance(found_inf, new_scale);
+    push();
+    return;
+  }
+  bool found_inf = false;
+  for (const auto& [opt, e] : per_optimizer_) found_inf |= e.stats.found_inf();
   advance(found_inf, new_scale);
 }
 
@@ -86,57 +202,51 @@ void GradScaler::update_from(bool found_inf, std::optional<double> new_scale) {
   if (!options_.enabled) return;
   MG_CHECK(per_optimizer_.empty(), Error,
            "GradScaler::update_from: optimizers were unscaled or stepped through this scaler; call update() instead");
+  pull();
   advance(found_inf, new_scale);
+  if (device_) push();
 }
 
+// The transition itself is fn::loss_scale_update (optim/loss_scale_update.h), shared with the
+// CUDA scaler's one-thread kernel; this turns its outcomes into errors.
 void GradScaler::advance(bool found_inf, std::optional<double> new_scale) {
-  const GradScalerOptions& o = options_;
-  ++iterations_;
+  fn::LossScaleOutcome outcome;
   if (new_scale) {
+    ++state_.iterations;
     MG_CHECK(std::isfinite(*new_scale) && *new_scale > 0, Error, "GradScaler::update: new_scale must be positive and finite, got ",
              *new_scale);
-    scale_ = clamped(*new_scale);
-    growth_tracker_ = 0;
-  } else if (found_inf) {
-    growth_tracker_ = 0;
-    if (hysteresis_left_ > 1) {
-      --hysteresis_left_;  // tolerated: skip the step but keep the scale
-    } else {
-      const bool at_floor = o.min_scale && scale_ <= *o.min_scale;
-      MG_CHECK(!at_floor, Error, "GradScaler: gradients are inf/NaN with the scale already at its floor min_scale = ",
-               *o.min_scale, " (iteration ", iterations_, ")",
-               "\n  hint: lower the learning rate, clip gradients, or train in bf16");
-      scale_ = clamped(scale_ * o.backoff_factor);
-      hysteresis_left_ = o.hysteresis;
-    }
-  } else if (++growth_tracker_ >= o.growth_interval) {
-    scale_ = clamped(scale_ * o.growth_factor);
-    growth_tracker_ = 0;
-    hysteresis_left_ = o.hysteresis;
-  }
-  if (found_inf) {
-    ++skipped_;
-    ++consecutive_skips_;
-    last_skip_ = iterations_;
-    if (on_skip_) on_skip_(iterations_, scale_);
+    state_.scale = fn::loss_scale_clamp(*new_scale, rule_);
+    state_.growth_tracker = 0;
+    outcome = fn::loss_scale_count(state_, rule_, found_inf);
   } else {
-    consecutive_skips_ = 0;
+    outcome = fn::loss_scale_update(state_, rule_, found_inf);
+    if (outcome == fn::LossScaleOutcome::AtFloor) throw_outcome(outcome);
   }
+  if (found_inf && on_skip_) on_skip_(state_.iterations, state_.scale);
   per_optimizer_.clear();
-  MG_CHECK(o.max_consecutive_skips == 0 || consecutive_skips_ < o.max_consecutive_skips, Error, "GradScaler: gradients were inf/NaN for ",
-           consecutive_skips_, " consecutive steps; scale fell to ", scale_,
-           "\n  hint: lower the learning rate, clip gradients, or train in bf16");
+  throw_outcome(outcome);
 }
 
 StepStats GradScaler::last_stats(const optim::Optimizer& opt) const {
   const auto it = last_stats_.find(&opt);
-  return it == last_stats_.end() ? StepStats{} : it->second;
+  if (it == last_stats_.end()) return StepStats{};
+  LazyStats& l = it->second;
+  if (l.counts.defined()) {
+    const Tensor c = contiguous(to(l.counts, Device::cpu()));  // the lazy read: one synchronisation
+    const int64_t* v = c.data<int64_t>();
+    l.stats.zeros = v[0];
+    l.stats.underflowed = v[1];
+    l.stats.nonfinite = v[2];
+    l.counts = Tensor();
+  }
+  return l.stats;
 }
 
 StateDict GradScaler::state_dict() const {
+  pull();
   StateDict s;
   const GradScalerOptions& o = options_;
-  s.floats["scale"] = scale_;
+  s.floats["scale"] = state_.scale;
   s.floats["growth_factor"] = o.growth_factor;
   s.floats["backoff_factor"] = o.backoff_factor;
   s.ints["growth_interval"] = o.growth_interval;
@@ -145,12 +255,12 @@ StateDict GradScaler::state_dict() const {
   s.ints["enabled"] = o.enabled ? 1 : 0;
   if (o.min_scale) s.floats["min_scale"] = *o.min_scale;
   if (o.max_scale) s.floats["max_scale"] = *o.max_scale;
-  s.ints["growth_tracker"] = growth_tracker_;
-  s.ints["hysteresis_left"] = hysteresis_left_;
-  s.ints["iterations"] = iterations_;
-  s.ints["skipped"] = skipped_;
-  s.ints["consecutive_skips"] = consecutive_skips_;
-  s.ints["last_skip"] = last_skip_.value_or(-1);
+  s.ints["growth_tracker"] = state_.growth_tracker;
+  s.ints["hysteresis_left"] = state_.hysteresis_left;
+  s.ints["iterations"] = state_.iterations;
+  s.ints["skipped"] = state_.skipped;
+  s.ints["consecutive_skips"] = state_.consecutive_skips;
+  s.ints["last_skip"] = state_.last_skip;
   return s;
 }
 
@@ -168,12 +278,12 @@ void GradScaler::load_state_dict(const StateDict& s) {
   if (s.floats.count("max_scale")) o.max_scale = s.floats.at("max_scale");
   const int64_t last = s.int_at(who, "last_skip");
   GradScaler loaded(o);  // validates the options before anything changes; clamps the scale
-  loaded.growth_tracker_ = s.int_at(who, "growth_tracker");
-  loaded.hysteresis_left_ = s.int_at(who, "hysteresis_left");
-  loaded.iterations_ = s.int_at(who, "iterations");
-  loaded.skipped_ = s.int_at(who, "skipped");
-  loaded.consecutive_skips_ = s.int_at(who, "consecutive_skips");
-  if (last >= 0) loaded.last_skip_ = last;
+  loaded.state_.growth_tracker = s.int_at(who, "growth_tracker");
+  loaded.state_.hysteresis_left = s.int_at(who, "hysteresis_left");
+  loaded.state_.iterations = s.int_at(who, "iterations");
+  loaded.state_.skipped = s.int_at(who, "skipped");
+  loaded.state_.consecutive_skips = s.int_at(who, "consecutive_skips");
+  loaded.state_.last_skip = last >= 0 ? last : -1;
   MG_CHECK(per_optimizer_.empty(), Error, who, ": called in the middle of an iteration (after unscale_/step, before update())");
   loaded.on_skip_ = std::move(on_skip_);
   *this = std::move(loaded);

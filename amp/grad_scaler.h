@@ -18,6 +18,14 @@
 // dividing them in place in f16 drops the small values the scale had lifted (amp/unscale.h).
 // Disabled (enabled = false): scale() returns the loss, step() just steps — the same training loop
 // runs with and without scaling (bf16 needs none).
+// On CUDA (a device with fused multi-tensor kernels, core/multi_tensor_kernels.h) the scaler moves
+// its state to the device the first time it meets a device loss or optimizer: unscale_ writes a
+// device found-inf flag and device statistics, step() hands the flag to the optimizer's fused
+// kernels (which change nothing when it is set), update() runs the same transition
+// (fn::loss_scale_update) in a one-thread kernel. Nothing in an iteration reads the device; the
+// state is read when asked (get_scale, the counters, last_stats, state_dict: one synchronisation
+// each time something changed), and the two errors of the state machine (inf/NaN at the min_scale
+// floor, too many consecutive skips) and the on_skip callback happen at that read.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -28,6 +36,7 @@
 #include "mixgrad/amp/unscale.h"
 #include "mixgrad/core/state_dict.h"
 #include "mixgrad/core/tensor.h"
+#include "mixgrad/optim/loss_scale_update.h"
 #include "mixgrad/optim/optimizer.h"
 
 namespace mg::amp {
@@ -66,15 +75,19 @@ class GradScaler {
   // itself); not to be mixed with unscale_/step in one iteration.
   void update_from(bool found_inf, std::optional<double> new_scale = std::nullopt);
 
-  double get_scale() const { return scale_; }
+  double get_scale() const { return host().scale; }
   bool is_enabled() const { return options_.enabled; }
   const GradScalerOptions& options() const { return options_; }
 
   // ---- skipped steps are part of the API ----
-  int64_t iterations() const { return iterations_; }          // update() calls
-  int64_t skipped_iterations() const { return skipped_; }     // iterations with inf/NaN
-  int64_t consecutive_skips() const { return consecutive_skips_; }
-  std::optional<int64_t> last_skip_iteration() const { return last_skip_; }
+  int64_t iterations() const { return host().iterations; }         // update() calls
+  int64_t skipped_iterations() const { return host().skipped; }    // iterations with inf/NaN
+  int64_t consecutive_skips() const { return host().consecutive_skips; }
+  std::optional<int64_t> last_skip_iteration() const {
+    return host().last_skip < 0 ? std::nullopt : std::optional<int64_t>(host().last_skip);
+  }
+  // Whether the state lives on a device (see the top of this file) and which.
+  bool on_device() const { return device_.has_value(); }
   // Called from update() on every skipped iteration with (iteration, new scale).
   void on_skip(std::function<void(int64_t, double)> callback) { on_skip_ = std::move(callback); }
   // Statistics of the last unscale of `opt` in this iteration (or the last one), zeros if none.
@@ -89,21 +102,40 @@ class GradScaler {
   enum class Stage { Ready, Unscaled, Stepped };
   struct PerOptimizer {
     Stage stage = Stage::Ready;
+    StepStats stats;     // host statistics (CPU), or only `values` on the device
+    Tensor counts;       // on the device: [3] i64 {zeros, underflowed, nonfinite}
+    Tensor found_inf;    // on the device: [1] f32, this optimizer's flag
+  };
+  // Statistics that may still be on the device.
+  struct LazyStats {
     StepStats stats;
+    Tensor counts;  // defined until read
   };
   PerOptimizer& entry(const optim::Optimizer& opt);
   void check_options() const;
-  double clamped(double scale) const;
   void advance(bool found_inf, std::optional<double> new_scale);
+  // Moves the state to `device` when it has fused kernels (once); true when the state is there.
+  bool use_device(Device device) const;
+  // Copies the host state to the device (state_ -> device_state_).
+  void push() const;
+  // The state, read from the device first when it changed there (throws the deferred errors).
+  const fn::LossScaleState& host() const;
+  void pull() const;
+  // Turns a non-Ok outcome into the scaler's error.
+  void throw_outcome(fn::LossScaleOutcome outcome) const;
 
   GradScalerOptions options_;
-  double scale_;
-  int64_t growth_tracker_ = 0;
-  int64_t hysteresis_left_;
-  int64_t iterations_ = 0, skipped_ = 0, consecutive_skips_ = 0;
-  std::optional<int64_t> last_skip_;
+  fn::LossScaleRule rule_;    // options_ as the shared transition reads them
+  mutable fn::LossScaleState state_;  // scale, growth tracker, hysteresis and skip counters (host copy)
   std::map<const optim::Optimizer*, PerOptimizer> per_optimizer_;
-  std::map<const optim::Optimizer*, StepStats> last_stats_;
+  mutable std::map<const optim::Optimizer*, LazyStats> last_stats_;
+  // ---- device mode ----
+  // (mutable: scale() is const and may be the first to meet the device)
+  mutable std::optional<Device> device_;
+  mutable Tensor device_state_;  // [8] f64: an fn::LossScaleState (scale first), then the i32
+                                 // fn::LossScaleOutcome of the updates since the last read
+  mutable Tensor found_inf_;     // [1] f32: the iteration's flag (any optimizer's), cleared by update
+  mutable bool stale_ = false;   // the device state changed since the last read
   std::function<void(int64_t, double)> on_skip_;
 };
 

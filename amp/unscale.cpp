@@ -8,6 +8,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/core/macros.h"
+#include "mixgrad/core/multi_tensor_kernels.h"
 #include "mixgrad/core/parallel.h"
 #include "mixgrad/core/visit_dtype.h"
 #include "mixgrad/ops/ops.h"
@@ -256,9 +257,21 @@ UnscaleStats& operator+=(UnscaleStats& a, const UnscaleStats& b) {
   return a;
 }
 
-UnscaleStats unscale_optimizer_grads(optim::Optimizer& opt, double inv_scale, bool accumulate) {
-  if (!opt.has_master_weights()) return agreed(unscale_grads(opt.grads(), inv_scale));
+namespace {
+// The gradients of one unscale of `opt`: model -> master pairs (master gradients created as
+// unscale_optimizer_grads needs them) and the gradients of parameters stepped directly.
+struct OptimizerGrads {
   Tensors model_grads, master_grads, own_grads;
+};
+OptimizerGrads optimizer_grads(optim::Optimizer& opt, bool accumulate) {
+  OptimizerGrads out;
+  if (!opt.has_master_weights()) {
+    out.own_grads = opt.grads();
+    return out;
+  }
+  Tensors& model_grads = out.model_grads;
+  Tensors& master_grads = out.master_grads;
+  Tensors& own_grads = out.own_grads;
   std::unordered_set<const TensorImpl*> masters;
   for (const optim::MasterPair& m : opt.master_pairs()) {
     masters.insert(m.master.impl());
@@ -277,6 +290,48 @@ UnscaleStats unscale_optimizer_grads(optim::Optimizer& opt, double inv_scale, bo
   for (const Tensor& p : opt.parameters()) {
     if (!masters.count(p.impl())) own_grads.push_back(p.grad());
   }
+  return out;
+}
+}  // namespace
+
+bool unscale_optimizer_grads_fused(optim::Optimizer& opt, const DeviceUnscaleRefs& refs, int64_t* values,
+                                   bool accumulate) {
+  Tensors all = opt.parameters();
+  for (const optim::MasterPair& m : opt.master_pairs()) all.push_back(m.model);
+  const Device dev = optim::common_device(all, "unscale", "parameter");
+  const MultiTensorKernels* k = multi_tensor_kernels(dev.type);
+  // A non-finite reducer (DistributedDataParallel's agreement across ranks) needs the count on the
+  // host: the synchronising path runs it.
+  if (dev.is_cpu() || !k || nonfinite_reducer()) return false;
+  OptimizerGrads g = optimizer_grads(opt, accumulate);
+  for (Tensor& t : g.model_grads) t = contiguous(t);
+  check_to_args(g.model_grads, g.master_grads);
+  check_grads_arg(g.own_grads);
+  int64_t n = 0;
+  for (const Tensor& t : g.model_grads) n += t.defined() ? t.numel() : 0;
+  for (const Tensor& t : g.own_grads) n += t.defined() ? t.numel() : 0;
+  if (!g.model_grads.empty()) {
+    k->unscale({.src = g.model_grads, .dst = g.master_grads, .accumulate = accumulate, .scale = refs.scale,
+                .found_inf = refs.found_inf, .counts = refs.counts});
+  }
+  if (!g.own_grads.empty()) {
+    k->unscale({.src = g.own_grads, .scale = refs.scale, .found_inf = refs.found_inf, .counts = refs.counts});
+    for (const Tensor& t : g.own_grads) {
+      if (t.defined()) t.bump_version();
+    }
+  }
+  for (const Tensor& t : g.master_grads) t.bump_version();
+  if (opt.has_master_weights()) opt.mark_master_grads_synced();
+  *values = n;
+  return true;
+}
+
+UnscaleStats unscale_optimizer_grads(optim::Optimizer& opt, double inv_scale, bool accumulate) {
+  if (!opt.has_master_weights()) return agreed(unscale_grads(opt.grads(), inv_scale));
+  OptimizerGrads g = optimizer_grads(opt, accumulate);
+  Tensors& model_grads = g.model_grads;
+  Tensors& master_grads = g.master_grads;
+  Tensors& own_grads = g.own_grads;
   UnscaleStats stats;
   if (optim::use_generic_path(model_grads) || optim::use_generic_path(own_grads)) {
     // Both passes' counts are read together: one synchronisation per unscale.

@@ -41,6 +41,20 @@ UnscaleStats unscale_grads_to(const Tensors& src, const Tensors& dst, double inv
 
 UnscaleStats& operator+=(UnscaleStats& a, const UnscaleStats& b);
 
+// The device values a fused device unscale reads and writes (core/multi_tensor_kernels.h).
+struct DeviceUnscaleRefs {
+  const double* scale = nullptr;  // device [1] f64: the loss scale (the pass multiplies by float(1 / scale))
+  float* found_inf = nullptr;     // device [1] f32: set to 1 on an inf/NaN
+  int64_t* counts = nullptr;      // device [3] i64 {zeros, underflowed, nonfinite}: added to
+};
+// unscale_optimizer_grads through the fused kernels of the gradients' device, with no host read:
+// the same passes (model -> master gradients, direct gradients in place), the statistics left in
+// refs.counts. Returns false, doing nothing, when the gradients are not all on one device that has
+// fused kernels (the CPU, or a build without CUDA) or a non-finite reducer is set (the count must
+// reach the host to be agreed on); else the number of values visited in `values`.
+bool unscale_optimizer_grads_fused(optim::Optimizer& opt, const DeviceUnscaleRefs& refs, int64_t* values,
+                                   bool accumulate = false);
+
 // Unscales every gradient of `opt`: in place, or — with master weights — from the model's
 // f16/bf16 gradients into the f32 master gradients (accumulating into them when `accumulate`),
 // then marks the master gradients as synced for the next step(). The inf/NaN count of the result

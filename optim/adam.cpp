@@ -135,6 +135,20 @@ void adam_group(const std::vector<WorkT>& work, const AdamOptions& o, bool decou
   for (const WorkT& w : work) w.param.bump_version();
 }
 
+// The fused device path of one group: the state lists, then the device's Adam kernel
+// (fn::AdamStep per element, bias corrections from the device step counts).
+template <typename WorkT, typename BufferFn>
+void adam_fused(const std::vector<WorkT>& work, const AdamOptions& o, bool decoupled, const MultiTensorKernels& k,
+                MultiTensorStepArgs& args, const BufferFn& buffer) {
+  for (const WorkT& w : work) {
+    args.state[0].push_back(buffer(w, "exp_avg"));
+    args.state[1].push_back(buffer(w, "exp_avg_sq"));
+    args.state[2].push_back(o.amsgrad ? buffer(w, "max_exp_avg_sq") : Tensor());
+  }
+  k.adam(args, {.lr = o.lr, .beta1 = o.betas.first, .beta2 = o.betas.second, .eps = o.eps,
+                .weight_decay = o.weight_decay, .decoupled = decoupled, .amsgrad = o.amsgrad});
+}
+
 }  // namespace
 
 Adam::Adam(const Tensors& params, AdamOptions options) : Adam(std::vector<ParamGroupSpec>{{params}}, options) {}
@@ -147,8 +161,15 @@ Adam::Adam(const std::vector<ParamGroupSpec>& groups, AdamOptions defaults)
 void Adam::check_options(const OptionMap& m) const { check_adam(m, "Adam"); }
 
 void Adam::step_group(ParamGroup& group) {
-  adam_group(collect(group), options_from_map<AdamOptions>(group.options, name()), /*decoupled=*/false,
-             [&](const Work& w, const char* n) { return buffer(w, n, /*zero=*/true); });
+  const std::vector<Work> work = collect(group);
+  const AdamOptions o = options_from_map<AdamOptions>(group.options, name());
+  MultiTensorStepArgs args;
+  if (const MultiTensorKernels* k = fused_step_args(work, args)) {
+    adam_fused(work, o, /*decoupled=*/false, *k, args, [&](const Work& w, const char* n) { return buffer(w, n, true); });
+    finish_fused_step(work, k, args);
+    return;
+  }
+  adam_group(work, o, /*decoupled=*/false, [&](const Work& w, const char* n) { return buffer(w, n, /*zero=*/true); });
 }
 
 AdamW::AdamW(const Tensors& params, AdamWOptions options)
@@ -163,8 +184,15 @@ void AdamW::check_options(const OptionMap& m) const { check_adam(m, "AdamW"); }
 
 void AdamW::step_group(ParamGroup& group) {
   // AdamWOptions and AdamOptions have the same fields; the kernel takes the latter.
-  adam_group(collect(group), options_from_map<AdamOptions>(group.options, name()), /*decoupled=*/true,
-             [&](const Work& w, const char* n) { return buffer(w, n, /*zero=*/true); });
+  const std::vector<Work> work = collect(group);
+  const AdamOptions o = options_from_map<AdamOptions>(group.options, name());
+  MultiTensorStepArgs args;
+  if (const MultiTensorKernels* k = fused_step_args(work, args)) {
+    adam_fused(work, o, /*decoupled=*/true, *k, args, [&](const Work& w, const char* n) { return buffer(w, n, true); });
+    finish_fused_step(work, k, args);
+    return;
+  }
+  adam_group(work, o, /*decoupled=*/true, [&](const Work& w, const char* n) { return buffer(w, n, /*zero=*/true); });
 }
 
 }  // namespace mg::optim

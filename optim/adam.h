@@ -69,6 +69,7 @@ class Adam final : public Optimizer {
   void check_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
+  bool has_fused_step() const override { return true; }
 };
 
 class AdamW final : public Optimizer {
@@ -81,6 +82,7 @@ class AdamW final : public Optimizer {
   void check_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
+  bool has_fused_step() const override { return true; }
 };
 
 }  // namespace mg::optim

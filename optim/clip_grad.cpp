@@ -16,6 +16,7 @@
 #include "mixgrad/core/visit_dtype.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/functors.h"
+#include "mixgrad/core/multi_tensor_kernels.h"
 #include "mixgrad/optim/generic_path.h"
 #include "mixgrad/optim/multi_tensor.h"
 
@@ -67,15 +68,9 @@ Tensors grads_of(const Tensors& params, const char* op) {
 
 DType opmath_of(const Tensor& g) { return g.dtype() == DType::F64 ? DType::F64 : DType::F32; }
 
-// The generic path of clip_grad_norm_: the fused path's math with public ops. Each gradient's
-// sum of |g|^p (or max |g|) is reduced in opmath (f32, f64 for f64), the partials are combined
-// in f32 (f64 when `wide`), and the factor min(1, max_norm / (total + 1e-6)) — 1 where the total
-// is inf/NaN, which leaves the gradients unchanged — multiplies every gradient in opmath, rounded
-// once. Returns the total as a 0-d tensor on the gradients' device.
-Tensor clip_grad_norm_generic(const Tensors& grads, double max_norm, double norm_type, bool error_if_nonfinite,
-                              bool wide) {
-  NoGradGuard no_grad;
-  const DType acc = wide ? DType::F64 : DType::F32;
+// The total norm of the generic path: each gradient's sum of |g|^p (or max |g|) reduced in opmath
+// (f32, f64 for f64), the partials combined in `acc`; undefined when no gradient has an element.
+Tensor generic_total_norm(const Tensors& grads, double norm_type, DType acc) {
   const bool inf_norm = std::isinf(norm_type);
   Tensors partial;
   for (const Tensor& g : grads) {
@@ -88,13 +83,37 @@ Tensor clip_grad_norm_generic(const Tensors& grads, double max_norm, double norm
     else part = sum(pow(abs(x), norm_type));
     partial.push_back(to(part, acc));
   }
-  if (partial.empty()) {
-    return scalar_tensor(0.0, {.dtype = acc, .device = grads.empty() ? Device::cpu() : grads.front().device()});
-  }
+  if (partial.empty()) return Tensor();
   const Tensor all = stack(partial);
   Tensor total = inf_norm ? amax(all) : sum(all);
   if (norm_type == 2.0) total = sqrt(total);
   else if (!inf_norm && norm_type != 1.0) total = pow(total, 1.0 / norm_type);
+  return total;
+}
+
+// The generic path of clip_grad_norm_: the fused path's math with public ops. Each gradient's
+// sum of |g|^p (or max |g|) is reduced in opmath (f32, f64 for f64), the partials are combined
+// in f32 (f64 when `wide`), and the factor min(1, max_norm / (total + 1e-6)) — 1 where the total
+// is inf/NaN, which leaves the gradients unchanged — multiplies every gradient in opmath, rounded
+// once. Returns the total as a 0-d tensor on the gradients' device.
+Tensor clip_grad_norm_generic(const Tensors& grads, double max_norm, double norm_type, bool error_if_nonfinite,
+                              bool wide) {
+  NoGradGuard no_grad;
+  const DType acc = wide ? DType::F64 : DType::F32;
+  Tensor total;
+  const Device device = grads.empty() ? Device::cpu() : grads.front().device();
+  const MultiTensorKernels* fused = multi_tensor_kernels(device.type);
+  bool dense = true;
+  for (const Tensor& g : grads) dense = dense && g.is_contiguous();
+  if (fused && norm_type == 2.0 && !wide && dense && !grads.empty()) {
+    // The device's fused deterministic 2-norm (f32 within a chunk, chunks combined in order).
+    const Tensor out = empty({1}, {.dtype = DType::F32, .device = device});
+    fused->l2_norm(grads, out);
+    total = reshape(out, {});
+  } else {
+    total = generic_total_norm(grads, norm_type, acc);
+  }
+  if (!total.defined()) return scalar_tensor(0.0, {.dtype = acc, .device = device});
   if (error_if_nonfinite) {
     const double norm = total.item<double>();  // one value to the host, asked for by the caller
     MG_CHECK(std::isfinite(norm), Error, "clip_grad_norm_: the total norm of order ", norm_type,

@@ -129,6 +129,18 @@ void LAMB::check_options(const OptionMap& m) const {
 void LAMB::step_group(ParamGroup& group) {
   const LAMBOptions o = options_from_map<LAMBOptions>(group.options, name());
   const std::vector<Work> work = collect(group);
+  MultiTensorStepArgs args;
+  if (const MultiTensorKernels* k = fused_step_args(work, args)) {
+    // The device's fused kernels: both stages and the trust ratios on the device.
+    for (const Work& w : work) {
+      args.state[0].push_back(buffer(w, "exp_avg", /*zero=*/true));
+      args.state[1].push_back(buffer(w, "exp_avg_sq", /*zero=*/true));
+    }
+    k->lamb(args, {.lr = o.lr, .beta1 = o.betas.first, .beta2 = o.betas.second, .eps = o.eps,
+                   .weight_decay = o.weight_decay, .bias_correction = o.bias_correction});
+    finish_fused_step(work, k, args);
+    return;
+  }
   Tensors params;
   for (const Work& w : work) params.push_back(w.param);
   if (use_generic_path(params)) {

@@ -84,6 +84,7 @@ void with_group_context(const std::string& owner, const std::string& name, std::
 
 void Optimizer::step() {
   last_step_skipped_ = gate_ && !gate_(*this);
+  skipped_flag_ = Tensor();
   if (last_step_skipped_) return;
   if (has_master_weights()) sync_master_grads();
   // Everything that can be wrong is checked before the first parameter changes.
@@ -93,10 +94,126 @@ void Optimizer::step() {
     for (const Tensor& p : groups_[g].params) check_param(p, index++);
   }
   ++step_count_;
+  model_written_.clear();
   for (ParamGroup& group : groups_) step_group(group);
   if (has_master_weights()) {
-    copy_masters_to_model(masters_);
+    // Model copies a fused device step already wrote in its pass are not copied again.
+    std::vector<MasterPair> rest;
+    for (const MasterPair& m : masters_) {
+      if (std::find(model_written_.begin(), model_written_.end(), m.master.impl()) == model_written_.end()) {
+        rest.push_back(m);
+      }
+    }
+    if (!rest.empty()) copy_masters_to_model(rest);
     master_grads_synced_ = false;
+  }
+}
+
+void Optimizer::step_unless_found_inf(const Tensor& found_inf) {
+  MG_CHECK(found_inf.defined() && found_inf.dtype() == DType::F32 && found_inf.numel() == 1, Error, name_,
+           "::step_unless_found_inf: expected a one-element f32 flag, got ",
+           found_inf.defined() ? describe(found_inf) : "undefined");
+  const Device dev = found_inf.device();
+  bool fused = !dev.is_cpu() && multi_tensor_kernels(dev.type) != nullptr && has_fused_step();
+  for (const ParamGroup& group : groups_) {
+    for (const Tensor& p : group.params) fused = fused && p.device() == dev;
+  }
+  if (!fused) {
+    // A path without the device flag: decide on the host.
+    if (found_inf.item<float>() != 0.0f) {
+      last_step_skipped_ = true;
+      skipped_flag_ = Tensor();
+      return;
+    }
+    step();
+    return;
+  }
+  found_inf_ = found_inf.data<float>();
+  try {
+    step();
+  } catch (...) {
+    found_inf_ = nullptr;
+    throw;
+  }
+  found_inf_ = nullptr;
+  if (!last_step_skipped_) skipped_flag_ = clone(found_inf);  // the scaler clears its flag at update()
+}
+
+bool Optimizer::last_step_skipped() const {
+  if (skipped_flag_.defined()) {
+    last_step_skipped_ = skipped_flag_.item<float>() != 0.0f;  // the lazy read: one synchronisation
+    skipped_flag_ = Tensor();
+  }
+  return last_step_skipped_;
+}
+
+const MultiTensorKernels* Optimizer::fused_step_args(const std::vector<Work>& work, MultiTensorStepArgs& args) {
+  if (work.empty()) return nullptr;
+  const Device dev = work.front().param.device();
+  if (dev.is_cpu()) return nullptr;
+  const MultiTensorKernels* k = multi_tensor_kernels(dev.type);
+  if (!k) return nullptr;
+  for (const Work& w : work) {
+    if (w.param.device() != dev) return nullptr;
+  }
+  std::unordered_map<const TensorImpl*, Tensor> model_of;
+  for (const MasterPair& m : masters_) model_of[m.master.impl()] = m.model;
+  for (const Work& w : work) {
+    args.params.push_back(w.param);
+    args.grads.push_back(w.grad);
+    const auto it = model_of.find(w.param.impl());
+    const bool model = it != model_of.end() && it->second.is_contiguous() && it->second.device() == dev;
+    args.model.push_back(model ? it->second : Tensor());
+    ParamState& st = *w.state;
+    if (!st.device_step.defined()) {
+      st.device_step = full({1}, double(st.step), {.dtype = DType::I64, .device = dev});  // a device fill
+    }
+    args.steps.push_back(st.device_step.data<int64_t>());
+  }
+  args.found_inf = found_inf_;
+  return k;
+}
+
+void Optimizer::finish_fused_step(const std::vector<Work>& work, const MultiTensorKernels* k,
+                                  const MultiTensorStepArgs& args) {
+  k->count_steps(args.steps, args.found_inf, work.front().param.device());
+  for (std::size_t i = 0; i < work.size(); ++i) {
+    const Work& w = work[i];
+    if (args.found_inf || w.state->step_on_device) w.state->step_on_device = true;  // known on the device only
+    else w.state->step += 1;
+    w.param.bump_version();
+    if (args.model[i].defined()) {
+      args.model[i].bump_version();
+      model_written_.push_back(w.param.impl());
+    }
+  }
+}
+
+void Optimizer::refresh_device_steps() const {
+  std::vector<ParamState*> stale;
+  for (auto& [impl, st] : state_) {
+    if (st.step_on_device) stale.push_back(&st);
+  }
+  while (!stale.empty()) {
+    // One read per device.
+    const Device dev = stale.front()->device_step.device();
+    std::vector<ParamState*> here, rest;
+    Tensors steps;
+    for (ParamState* st : stale) {
+      if (st->device_step.device() == dev) {
+        here.push_back(st);
+        steps.push_back(st->device_step);
+      } else {
+        rest.push_back(st);
+      }
+    }
+    const Tensor host = contiguous(cat(steps).to(Device::cpu()));
+    const int64_t* v = host.data<int64_t>();
+    for (std::size_t i = 0; i < here.size(); ++i) {
+      here[i]->step = v[i];
+      here[i]->step_on_device = false;
+    }
+    stale = std::move(rest);
   }
 }
 
@@ -166,6 +283,7 @@ Tensors Optimizer::grads() const {
 
 const ParamState* Optimizer::state(const Tensor& p) const {
   if (!p.defined()) return nullptr;
+  refresh_device_steps();
   const auto it = state_.find(p.impl());
   return it == state_.end() ? nullptr : &it->second;
 }
@@ -253,6 +371,7 @@ bool parse_state_key(const std::string& key, int64_t* index, std::string* rest) 
 }  // namespace
 
 StateDict Optimizer::state_dict() const {
+  refresh_device_steps();
   StateDict s;
   s.strings["optimizer"] = name_;
   s.ints["step_count"] = step_count_;

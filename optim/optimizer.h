@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "mixgrad/core/error.h"
+#include "mixgrad/core/multi_tensor_kernels.h"
 #include "mixgrad/core/state_dict.h"
 #include "mixgrad/core/tensor.h"
 #include "mixgrad/optim/master_weights.h"
@@ -57,6 +58,11 @@ struct ParamGroupSpec {
 struct ParamState {
   int64_t step = 0;
   std::map<std::string, Tensor> buffers;
+  // The fused device path (CUDA) counts updates on the device: [1] i64, created from `step` at the
+  // first fused update. While `step_on_device` is set it is the truth and `step` is refreshed
+  // from it when read (Optimizer::state, state_dict: one synchronisation).
+  Tensor device_step;
+  bool step_on_device = false;
 };
 
 class Optimizer {
@@ -72,6 +78,12 @@ class Optimizer {
   // A group whose parameters are all on the CPU takes the fused multi-tensor path; a group with a
   // parameter elsewhere (CUDA) the device-generic path of public ops (optim/generic_path.h).
   void step();
+  // step() whose skip decision is the device flag `found_inf` (f32 [1], nonzero: skip): groups on
+  // a device with fused multi-tensor kernels (CUDA) pass it to the kernels, which change nothing
+  // when it is set, and the host never reads it; last_step_skipped() then reads a device copy
+  // when asked. If any group cannot take the fused path (CPU tensors, LAMB) the flag is read on
+  // the host first (one synchronisation) and the step runs or is skipped as a whole.
+  void step_unless_found_inf(const Tensor& found_inf);
   // Clears the gradients (set_to_none: drops them; else zeros them in place); with master
   // weights both the masters' and the model's.
   void zero_grad(bool set_to_none = true);
@@ -115,8 +127,9 @@ class Optimizer {
   using StepGate = std::function<bool(Optimizer&)>;
   void set_step_gate(StepGate gate) { gate_ = std::move(gate); }
   bool has_step_gate() const { return static_cast<bool>(gate_); }
-  // Whether the last step() call was skipped by the gate.
-  bool last_step_skipped() const { return last_step_skipped_; }
+  // Whether the last step() call was skipped (by the gate, or by the device flag of
+  // step_unless_found_inf, read lazily here: one synchronisation the first time it is asked).
+  bool last_step_skipped() const;
 
   // Layout (position i counts parameters over all groups, as parameters()):
   //   strings "optimizer"            the optimizer's name
@@ -147,6 +160,8 @@ class Optimizer {
   virtual void step_group(ParamGroup& group) = 0;
   // The buffer names this optimizer keeps in ParamState::buffers.
   virtual std::vector<std::string> buffer_names() const = 0;
+  // Whether step_group runs fused device kernels (fused_step_args) where a device has them.
+  virtual bool has_fused_step() const { return false; }
 
   // A parameter of a group that has a gradient, ready for an update.
   struct Work {
@@ -166,6 +181,14 @@ class Optimizer {
   static TensorSlot slot_of(const Work& w) {
     return {w.param.dtype(), w.param.numel(), w.param.data_ptr(), w.grad.data_ptr(), {}};
   }
+  // The fused device path (core/multi_tensor_kernels.h): the device's kernels when every
+  // parameter of `work` is on one device that has them, else nullptr. Fills args' params, grads,
+  // model copies (the f16/bf16 model tensor of a master, written in the same pass), device step
+  // counters and the found-inf flag of step_unless_found_inf; the optimizer adds its state lists.
+  const MultiTensorKernels* fused_step_args(const std::vector<Work>& work, MultiTensorStepArgs& args);
+  // After the optimizer's fused kernel: counts the step on the device, keeps the host count in
+  // step where no flag can skip it, bumps versions and marks the model copies as written.
+  void finish_fused_step(const std::vector<Work>& work, const MultiTensorKernels* k, const MultiTensorStepArgs& args);
 
  private:
   void check_new_params(const Tensors& params) const;
@@ -174,15 +197,21 @@ class Optimizer {
   void check_param(const Tensor& p, int64_t i) const;
   int64_t position_of_group(std::size_t g) const;
 
+  // Reads every device step counter that is ahead of its host copy (one synchronisation).
+  void refresh_device_steps() const;
+
   std::string name_;
   OptionMap defaults_;
   std::vector<ParamGroup> groups_;
-  std::unordered_map<const TensorImpl*, ParamState> state_;
+  mutable std::unordered_map<const TensorImpl*, ParamState> state_;  // mutable: refresh_device_steps
   int64_t step_count_ = 0;
   std::vector<MasterPair> masters_;
   bool master_grads_synced_ = false;
   StepGate gate_;
-  bool last_step_skipped_ = false;
+  mutable bool last_step_skipped_ = false;
+  const float* found_inf_ = nullptr;       // during step_unless_found_inf: the device flag
+  mutable Tensor skipped_flag_;            // [1] f32 device copy of that flag, until read
+  std::vector<const TensorImpl*> model_written_;  // masters whose model copy a fused step wrote
 };
 
 // ---- typed options <-> OptionMap ----

@@ -79,6 +79,18 @@ void SGD::check_options(const OptionMap& m) const {
 void SGD::step_group(ParamGroup& group) {
   const SGDOptions o = options_from_map<SGDOptions>(group.options, name());
   const std::vector<Work> work = collect(group);
+  MultiTensorStepArgs args;
+  if (const MultiTensorKernels* k = fused_step_args(work, args)) {
+    // The device's fused kernel: the buffer starts as the gradient where the device step count is
+    // 0, so a first step the found-inf flag skipped leaves it to the next one.
+    for (const Work& w : work) {
+      args.state[0].push_back(o.momentum != 0.0 ? buffer(w, "momentum_buffer", /*zero=*/false) : Tensor());
+    }
+    k->sgd(args, {.lr = o.lr, .momentum = o.momentum, .dampening = o.dampening, .weight_decay = o.weight_decay,
+                  .nesterov = o.nesterov});
+    finish_fused_step(work, k, args);
+    return;
+  }
   Tensors params;
   for (const Work& w : work) params.push_back(w.param);
   if (use_generic_path(params)) {

@@ -44,6 +44,7 @@ class SGD final : public Optimizer {
   void check_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"momentum_buffer"}; }
+  bool has_fused_step() const override { return true; }
 };
 
 }  // namespace mg::optim

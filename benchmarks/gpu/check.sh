@@ -93,6 +93,10 @@ if [ $BUILD_OK -eq 1 ]; then
   # the machine has 2 or more GPUs.
   [ $DIST_OK -eq 1 ] && step "tests: NCCL process group" 120 "$BUILD/tests/test_distributed" "[nccl]" \
     --reporter junit --out "$OUT/nccl_tests.xml"
+  # The fused multi-tensor kernels and the sync-free O2 step (also part of test_cuda above): run
+  # alone so the summary names them.
+  step "tests: fused AMP kernels" 60 "$BUILD/tests/test_cuda" -# "[gpu][#test_cuda_multi_tensor]" \
+    --reporter junit --out "$OUT/fused_tests.xml"
   step "bench_cuda" 120 "$BUILD/benchmarks/bench_cuda" --json "$OUT/bench_cuda.json"
   # The factories on the device against the host fill + copy they replaced (its table is in the log).
   step "bench_factory" 90 "$BUILD/benchmarks/bench_factory" --threads "$JOBS" --json "$OUT/bench_factory.json"
@@ -116,7 +120,7 @@ fi
   echo "GPU check summary: ${NAME_LINE:-unknown GPU}, commit $(git rev-parse --short HEAD 2>/dev/null), $(date -u +%F)"
   printf '%-28s %-28s %6s\n' "step" "outcome" "time"
   for line in "${SUMMARY[@]}"; do echo "$line"; done
-  for xml in "$OUT/tests.xml" "$OUT/ops_tests.xml" "$OUT/amp_tests.xml" "$OUT/nccl_tests.xml"; do
+  for xml in "$OUT/tests.xml" "$OUT/ops_tests.xml" "$OUT/amp_tests.xml" "$OUT/nccl_tests.xml" "$OUT/fused_tests.xml"; do
     [ -f "$xml" ] && python3 - "$xml" <<'PY' 2>/dev/null || true
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()

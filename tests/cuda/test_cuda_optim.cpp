@@ -2,7 +2,8 @@
 // tests/optim/path_compare.h for five seeded steps on the GPU (the generic path) against the
 // fused CPU path, O2 master weights, clip_grad_norm_ (norm, clipped gradients, inf/NaN left
 // unchanged with no host read), unscale (statistics exactly equal, values bitwise equal, one
-// counted synchronisation per call), a GradScaler step skipped on inf, and the mixed-device error.
+// counted synchronisation per generic unscale_grads call; none for a GradScaler's fused unscale_ and
+// step), a GradScaler step skipped on inf, and the mixed-device error.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -138,7 +139,8 @@ TEST_CASE("CUDA GradScaler skips an inf step without touching parameters or stat
   const Tensor w_before = to(w.detach(), Device::cpu());
   const Tensor buf_before = to(opt.state(w)->buffers.at("momentum_buffer"), Device::cpu());
   w.set_grad(to(from_vector(std::vector<float>{1.0f, INFINITY, 2.0f}), gpu()));
-  CHECK_FALSE(scaler.step(opt));
+  scaler.step(opt);  // issued: the fused kernel reads the device found-inf flag and does nothing
+  CHECK(opt.last_step_skipped());
   scaler.update();
   CHECK(scaler.get_scale() == 512.0);
   CHECK(bits_equal(to(w.detach(), Device::cpu()), w_before));
@@ -157,7 +159,7 @@ TEST_CASE("CUDA: a gradient on another device, or gradients on two devices, are 
   test::require_no_pending_cuda_error();
 }
 
-TEST_CASE("CUDA GradScaler with master weights: unscale_ and step cost one synchronisation together",
+TEST_CASE("CUDA GradScaler with master weights: unscale_ and step cost no synchronisation",
           "[cuda][gpu][amp]") {
   Tensor w16 = to(to(randn({64}), DType::F16), gpu()).requires_grad_();  // the model's f16 weight
   Tensor b32 = randn({64}, {.device = gpu()}).requires_grad_();         // an f32 parameter stepped directly
@@ -168,10 +170,13 @@ TEST_CASE("CUDA GradScaler with master weights: unscale_ and step cost one synch
   b32.set_grad(randn({64}, {.device = gpu()}) * 256.0);
   const Tensor w_before = to(w16.detach(), Device::cpu());
   const uint64_t before = cuda::sync_count();
-  scaler.unscale_(opt);  // master grads and b32's grad: one read of the counts
-  CHECK(cuda::sync_count() == before + 1);
+  scaler.unscale_(opt);  // master grads and b32's grad: the flag and the counts stay on the device
+  CHECK(cuda::sync_count() == before);
   CHECK(scaler.step(opt));
-  CHECK(cuda::sync_count() == before + 1);  // the step and the master -> model copy do not wait
+  scaler.update();
+  CHECK(cuda::sync_count() == before);  // the step, the model copy and the scale update do not wait
   CHECK_FALSE(bits_equal(to(w16.detach(), Device::cpu()), w_before));
+  CHECK(scaler.last_stats(opt).values == 128);  // read when asked
+  CHECK(scaler.last_stats(opt).nonfinite == 0);
   test::require_no_pending_cuda_error();
 }

@@ -1,0 +1,88 @@
+// The hook through which a device backend provides fused multi-tensor kernels (DESIGN §5): the
+// unscale + inf/NaN check + gradient statistics pass, the SGD, Adam/AdamW and LAMB steps that also write
+// the low-precision model copy, the deterministic L2 norm for clipping, and the one-thread loss
+// scale update. optim/ and amp/ call them for tensors on that device; cuda/kernels/multi_tensor.cu
+// registers the CUDA table from register_cuda_kernels().
+// Decision: a per-DeviceType table of function pointers set once at init, the pattern of
+// set_device_fill_fn (core/device_fill.h), because cuda/ sits below optim/ and amp/ (DESIGN §1)
+// and nothing outside cuda/ may include a CUDA header. The arguments are tensors plus device
+// pointers to the loss scaler's device values, so a step can run without the host reading
+// anything back: every "should this step be skipped?" decision is a device value.
+//
+//   if (const MultiTensorKernels* k = multi_tensor_kernels(DeviceType::CUDA)) k->unscale(args);
+#pragma once
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "mixgrad/core/device.h"
+#include "mixgrad/core/tensor.h"
+
+namespace mg {
+
+// unscale: for every defined src[i] (f64/f32/f16/bf16, contiguous, all on one device) classify
+// each value before unscaling (zero; nonzero below the dtype's smallest normal; inf/NaN) and
+//   in place (dst empty):     src[i] = src[i] * inv      (opmath f32, f64 for f64; rounded once)
+//   to masters (dst given):   dst[i] = f32(src[i]) * inv (+ dst[i] when accumulate)
+// with inv = float(1 / *scale) (f64 gradients: 1 / *scale in double), as the CPU pass computes it.
+struct MultiTensorUnscaleArgs {
+  Tensors src;                  // gradients [any]
+  Tensors dst;                  // empty, or one f32 tensor per src of the same numel
+  bool accumulate = false;
+  bool check_only = false;      // classify only; nothing is written but the flags and counts
+  const double* scale = nullptr;  // device [1] f64: the loss scale
+  float* found_inf = nullptr;   // device [1] f32: set to 1 when any value is inf/NaN (never cleared)
+  int64_t* counts = nullptr;    // device [3] i64 {zeros, underflowed, nonfinite}: added to
+};
+
+// The lists an optimizer step reads and writes; entry i of every non-empty list belongs to
+// params[i]. State buffers hold opmath (f32; f64 for f64 params).
+struct MultiTensorStepArgs {
+  Tensors params;                 // [any] contiguous: the f32 masters, or the parameters themselves
+  Tensors grads;                  // same numel and dtype as params
+  std::array<Tensors, 3> state;   // SGD {momentum}, Adam {exp_avg, exp_avg_sq, max_exp_avg_sq}, LAMB {exp_avg, exp_avg_sq}
+  Tensors model;                  // empty, or per param the f16/bf16 model tensor set to round(param) in the same pass
+  std::vector<int64_t*> steps;    // device i64 per param: updates applied so far (read; see count_steps)
+  const float* found_inf = nullptr;  // device [1] f32 or null: when nonzero the step changes nothing
+};
+
+struct SgdHyper {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov;
+};
+struct LambHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool bias_correction;
+};
+struct AdamHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;  // AdamW
+  bool amsgrad;
+};
+
+struct MultiTensorKernels {
+  void (*unscale)(const MultiTensorUnscaleArgs& args);
+  // fn::SgdStep per element; the momentum buffer starts as the gradient where *steps[i] == 0.
+  void (*sgd)(const MultiTensorStepArgs& args, const SgdHyper& h);
+  // fn::AdamStep per element with t = *steps[i] + 1 (bias corrections computed on the device in double).
+  void (*adam)(const MultiTensorStepArgs& args, const AdamHyper& h);
+  // LAMB: fn::LambStage1 (moments, per-chunk sums of p^2 and u^2 in opmath), each tensor's trust
+  // ratio from its chunk sums added in order, then fn::LambApply and the model copy; t as Adam's.
+  void (*lamb)(const MultiTensorStepArgs& args, const LambHyper& h);
+  // *steps[i] += 1 for every i unless *found_inf is set: call after the step kernels.
+  void (*count_steps)(const std::vector<int64_t*>& steps, const float* found_inf, Device device);
+  // out = the 2-norm of all tensors together as f32 (f32 accumulation; per-chunk partials summed
+  // in chunk order, so the same bits every run). out: device [1] f32.
+  void (*l2_norm)(const Tensors& tensors, const Tensor& out);
+  // One loss-scale update (fn::loss_scale_update) on the device: state points at a device
+  // fn::LossScaleState, rule is copied by value (an fn::LossScaleRule), outcome at a device i32
+  // (fn::LossScaleOutcome; the first non-Ok value is kept), then *found_inf is cleared for the next
+  // iteration.
+  void (*scale_update)(void* state, const void* rule, float* found_inf, int32_t* outcome, Device device);
+};
+
+void set_multi_tensor_kernels(DeviceType type, const MultiTensorKernels* kernels);
+// The registered table, or nullptr (the CPU has none: optim/ runs its own chunk loops there).
+const MultiTensorKernels* multi_tensor_kernels(DeviceType type);
+
+}  // namespace mg

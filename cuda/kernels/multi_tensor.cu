@@ -1,0 +1,492 @@
+// The fused multi-tensor kernels of mixed-precision training (core/multi_tensor_kernels.h) over
+// cuda/multi_tensor_apply.cuh: unscale + inf/NaN check + gradient statistics in one pass, SGD,
+// Adam/AdamW and LAMB steps that update f32 masters and write the f16/bf16 model copy in the same pass,
+// the deterministic L2 norm, the step counters and the one-thread loss-scale update. The
+// per-element math is the CPU's: fn::SgdStep / fn::AdamStep / fn::LambStage1 / fn::LambApply
+// (optim/functors.h) and
+// fn::loss_scale_update (optim/loss_scale_update.h), header-only functors both compilers read.
+//
+// Decision: the scaler's values (scale, found-inf flag, statistics, step counters) stay on the
+// device; a step kernel whose found-inf flag is set returns at once, so a skipped step needs no
+// host decision and the host never waits for the GPU inside a training step.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <limits>
+
+#include "mixgrad/core/dtype.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/core/half.h"
+#include "mixgrad/core/multi_tensor_kernels.h"
+#include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/cuda/kernels/block_reduce.cuh"
+#include "mixgrad/cuda/multi_tensor_apply.cuh"
+#include "mixgrad/optim/functors.h"
+#include "mixgrad/optim/loss_scale_update.h"
+
+namespace mg::cuda {
+namespace {
+
+// The smallest normal of storage type T in its opmath (f16: 2^-14; f32 and bf16: 2^-126).
+template <typename T>
+__device__ __forceinline__ opmath_t<T> smallest_normal() {
+  if constexpr (std::is_same_v<T, Half>) return 6.103515625e-05f;
+  else if constexpr (std::is_same_v<T, double>) return 2.2250738585072014e-308;
+  else return 1.17549435e-38f;
+}
+// The largest finite value of the opmath type (anything above it, or NaN, is non-finite).
+template <typename O>
+__device__ __forceinline__ O largest_finite() {
+  if constexpr (std::is_same_v<O, double>) return 1.7976931348623157e308;
+  else return 3.40282347e+38f;
+}
+// The factor the CPU pass multiplies by: float(1 / scale), or 1 / scale for f64 gradients.
+template <typename O>
+__device__ __forceinline__ O inverse_scale(const double* scale) {
+  return static_cast<O>(1.0 / *scale);
+}
+
+// Classifies v (before unscaling) as the CPU's Classify (amp/unscale.cpp) does.
+template <typename O>
+__device__ __forceinline__ void classify(O v, O tiny, long long (&c)[3]) {
+  const O a = v < O(0) ? -v : v;
+  if (!(a <= largest_finite<O>())) ++c[2];  // inf or NaN
+  else if (a == O(0)) ++c[0];
+  else if (a < tiny) ++c[1];
+}
+
+// Adds the block's counts to the device counters (integer atomics: exact in any order) and
+// raises the found-inf flag when the block saw a non-finite value.
+__device__ __forceinline__ void publish_counts(long long (&c)[3], int64_t* counts, float* found_inf) {
+  __shared__ long long sh[3 * 32];
+  block_sum<3, long long>(c, sh);
+  if (threadIdx.x == 0) {
+    if (counts) {
+      for (int k = 0; k < 3; ++k) {
+        if (c[k]) atomicAdd(reinterpret_cast<unsigned long long*>(counts + k), static_cast<unsigned long long>(c[k]));
+      }
+    }
+    if (c[2] && found_inf) *found_inf = 1.0f;
+  }
+}
+
+// ---- unscale ----
+
+// In place: x = x * inv (opmath, rounded once), or classify only.
+template <typename T>
+struct UnscaleInPlace {
+  const double* scale;
+  float* found_inf;
+  int64_t* counts;
+  bool check_only;
+  __device__ void operator()(const MtaArgs<1>& a, MtaChunk c) const {
+    using O = opmath_t<T>;
+    T* x = static_cast<T*>(a.addr[0][c.slot]);
+    const O inv = inverse_scale<O>(scale), tiny = smallest_normal<T>();
+    long long n[3] = {0, 0, 0};
+    for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
+      const O v = static_cast<O>(x[i]);
+      classify(v, tiny, n);
+      if (!check_only) x[i] = static_cast<T>(v * inv);
+    }
+    publish_counts(n, counts, found_inf);
+  }
+};
+
+// To masters: dst (f32) = f32(src) * inv (+ dst).
+template <typename T>
+struct UnscaleTo {
+  const double* scale;
+  float* found_inf;
+  int64_t* counts;
+  bool accumulate;
+  bool check_only;
+  __device__ void operator()(const MtaArgs<2>& a, MtaChunk c) const {
+    const T* x = static_cast<const T*>(a.addr[0][c.slot]);
+    float* out = static_cast<float*>(a.addr[1][c.slot]);
+    const float inv = inverse_scale<float>(scale), tiny = smallest_normal<T>();
+    long long n[3] = {0, 0, 0};
+    for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
+      const float v = static_cast<float>(x[i]);
+      classify(v, tiny, n);
+      if (!check_only) out[i] = accumulate ? out[i] + v * inv : v * inv;
+    }
+    publish_counts(n, counts, found_inf);
+  }
+};
+
+// The dtypes a list of tensors holds, each once, in a fixed order.
+template <typename F>
+void for_each_dtype_group(const Tensors& ts, F&& f) {
+  for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+    std::vector<std::size_t> idx;
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+      if (ts[i].defined() && ts[i].numel() > 0 && ts[i].dtype() == dt) idx.push_back(i);
+    }
+    if (!idx.empty()) f(dt, idx);
+  }
+}
+
+Device device_of(const Tensors& ts) {
+  for (const Tensor& t : ts) {
+    if (t.defined()) return t.device();
+  }
+  return Device::cuda(current_device());
+}
+
+void unscale_cuda(const MultiTensorUnscaleArgs& args) {
+  const Device dev = device_of(args.src);
+  for_each_dtype_group(args.src, [&](DType dt, const std::vector<std::size_t>& idx) {
+    visit_floating(dt, "unscale", [&]<typename T>() {
+      if (args.dst.empty()) {
+        MtaLists<1> lists;
+        for (std::size_t i : idx) lists.add({args.src[i].data_ptr()}, args.src[i].numel());
+        multi_tensor_apply<1>(dev, lists, UnscaleInPlace<T>{args.scale, args.found_inf, args.counts, args.check_only});
+      } else if constexpr (!std::is_same_v<T, double>) {
+        MtaLists<2> lists;
+        for (std::size_t i : idx) lists.add({args.src[i].data_ptr(), args.dst[i].data_ptr()}, args.src[i].numel());
+        multi_tensor_apply<2>(dev, lists,
+                              UnscaleTo<T>{args.scale, args.found_inf, args.counts, args.accumulate, args.check_only});
+      }
+    });
+  });
+}
+
+// ---- optimizer steps: lists {param, grad, state0, state1, state2, model} ----
+
+__device__ __forceinline__ bool skip_step(const float* found_inf) { return found_inf && *found_inf != 0.0f; }
+
+// P: the parameter (master) storage type; M: the model copy's (unused when the slot has none).
+template <typename P, typename M>
+struct SgdChunk {
+  SgdHyper h;
+  const float* found_inf;
+  __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
+    if (skip_step(found_inf)) return;
+    using T = opmath_t<P>;
+    const bool first = *a.step[c.slot] == 0;
+    const fn::SgdStep<T> f{T(h.lr), T(h.momentum), T(1.0 - h.dampening), T(h.weight_decay), h.nesterov, first};
+    P* p = static_cast<P*>(a.addr[0][c.slot]);
+    const P* g = static_cast<const P*>(a.addr[1][c.slot]);
+    T* buf = static_cast<T*>(a.addr[2][c.slot]);
+    M* model = static_cast<M*>(a.addr[5][c.slot]);
+    for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
+      T pi = T(p[i]);
+      T unused = T(0);
+      f(pi, T(g[i]), buf ? buf[i] : unused);
+      const P stored = P(pi);
+      p[i] = stored;
+      if (model) model[i] = M(T(stored));
+    }
+  }
+};
+
+template <typename P, typename M>
+struct AdamChunk {
+  AdamHyper h;
+  const float* found_inf;
+  __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
+    if (skip_step(found_inf)) return;
+    using T = opmath_t<P>;
+    // The step's scalars, in double as the CPU computes them on the host (t = updates so far + 1).
+    __shared__ double scalars[2];
+    if (threadIdx.x == 0) {
+      const double t = double(*a.step[c.slot] + 1);
+      scalars[0] = -(h.lr / (1.0 - pow(h.beta1, t)));  // -lr / (1 - beta1^t)
+      scalars[1] = sqrt(1.0 - pow(h.beta2, t));         // sqrt(1 - beta2^t)
+    }
+    __syncthreads();
+    const fn::AdamStep<T> f{T(h.beta1),
+                            T(h.beta2),
+                            T(1.0 - h.beta1),
+                            T(1.0 - h.beta2),
+                            T(h.eps),
+                            T(h.decoupled ? 0.0 : h.weight_decay),
+                            T(h.decoupled ? 1.0 - h.lr * h.weight_decay : 1.0),
+                            T(scalars[0]),
+                            T(scalars[1]),
+                            h.decoupled,
+                            h.amsgrad};
+    P* p = static_cast<P*>(a.addr[0][c.slot]);
+    const P* g = static_cast<const P*>(a.addr[1][c.slot]);
+    T* m = static_cast<T*>(a.addr[2][c.slot]);
+    T* v = static_cast<T*>(a.addr[3][c.slot]);
+    T* vmax = static_cast<T*>(a.addr[4][c.slot]);
+    M* model = static_cast<M*>(a.addr[5][c.slot]);
+    for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
+      T pi = T(p[i]);
+      T unused = T(0);
+      f(pi, T(g[i]), m[i], v[i], vmax ? vmax[i] : unused);
+      const P stored = P(pi);
+      p[i] = stored;
+      if (model) model[i] = M(T(stored));
+    }
+  }
+};
+
+void* ptr_or_null(const Tensors& list, std::size_t i) {
+  return i < list.size() && list[i].defined() ? list[i].data_ptr() : nullptr;
+}
+
+// Groups the parameters by (param dtype, model dtype) and calls run.template operator()<P, M>(lists)
+// for each group (M = P where the group has no model copy).
+template <typename Run>
+void for_each_step_group(const MultiTensorStepArgs& args, const char* who, const Run& run) {
+  for_each_dtype_group(args.params, [&](DType pdt, const std::vector<std::size_t>& pidx) {
+    for (int mk = 0; mk < 3; ++mk) {  // model copy: none, f16, bf16
+      std::vector<std::size_t> idx;
+      for (std::size_t i : pidx) {
+        const Tensor m = i < args.model.size() ? args.model[i] : Tensor();
+        const int kind = !m.defined() ? 0 : (m.dtype() == DType::F16 ? 1 : 2);
+        if (kind == mk) idx.push_back(i);
+      }
+      if (idx.empty()) continue;
+      MtaLists<6> lists;
+      for (std::size_t i : idx) {
+        lists.add({args.params[i].data_ptr(), args.grads[i].data_ptr(), ptr_or_null(args.state[0], i),
+                   ptr_or_null(args.state[1], i), ptr_or_null(args.state[2], i), ptr_or_null(args.model, i)},
+                  args.params[i].numel(), args.steps[i]);
+      }
+      visit_floating(pdt, who, [&]<typename P>() {
+        if (mk == 0) run.template operator()<P, P>(lists);
+        else if (mk == 1) run.template operator()<P, Half>(lists);
+        else run.template operator()<P, BFloat16>(lists);
+      });
+    }
+  });
+}
+
+// Runs Chunk<P, M>{h, found_inf} over each group.
+template <template <typename, typename> class Chunk, typename Hyper>
+void step_cuda(const MultiTensorStepArgs& args, const Hyper& h, const char* who) {
+  const Device dev = device_of(args.params);
+  for_each_step_group(args, who, [&]<typename P, typename M>(const MtaLists<6>& lists) {
+    multi_tensor_apply<6>(dev, lists, Chunk<P, M>{h, args.found_inf});
+  });
+}
+
+// A device copy of host values (a host-to-device copy: no wait).
+Tensor to_device_i64(const std::vector<int64_t>& v, Device dev) {
+  Tensor h = empty({int64_t(v.size())}, {.dtype = DType::I64});
+  std::copy(v.begin(), v.end(), h.data<int64_t>());
+  return h.to(dev);
+}
+
+
+// ---- LAMB: stage 1, the trust ratios, stage 2 ----
+
+// The bias corrections of the slot's tensor (1 - beta^t, or 1), computed once per block.
+struct LambCorrections {
+  double bc1, bc2;
+};
+__device__ __forceinline__ LambCorrections lamb_corrections(const LambHyper& h, const int64_t* step) {
+  __shared__ double c[2];
+  if (threadIdx.x == 0) {
+    const double t = double(*step + 1);
+    c[0] = h.bias_correction ? 1.0 - pow(h.beta1, t) : 1.0;
+    c[1] = h.bias_correction ? 1.0 - pow(h.beta2, t) : 1.0;
+  }
+  __syncthreads();
+  return {c[0], c[1]};
+}
+
+template <typename T>
+__device__ __forceinline__ fn::LambStage1<T> lamb_stage1(const LambHyper& h, LambCorrections c) {
+  return {T(h.beta1), T(h.beta2), T(1.0 - h.beta1), T(1.0 - h.beta2), T(c.bc1), T(c.bc2), T(h.eps), T(h.weight_decay)};
+}
+
+// Stage 1: moments updated; sq[chunk] = sum p^2, sq[num_chunks + chunk] = sum u^2 (opmath, the
+// block tree of block_sum).
+template <typename P, typename M>
+struct LambStage1Chunk {
+  LambHyper h;
+  const float* found_inf;
+  double* sq;
+  int64_t num_chunks;
+  __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
+    if (skip_step(found_inf)) return;
+    using T = opmath_t<P>;
+    const fn::LambStage1<T> f = lamb_stage1<T>(h, lamb_corrections(h, a.step[c.slot]));
+    const P* p = static_cast<const P*>(a.addr[0][c.slot]);
+    const P* g = static_cast<const P*>(a.addr[1][c.slot]);
+    T* m = static_cast<T*>(a.addr[2][c.slot]);
+    T* v = static_cast<T*>(a.addr[3][c.slot]);
+    T acc[2] = {T(0), T(0)};
+    for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
+      const T pi = T(p[i]);
+      const T u = f(pi, T(g[i]), m[i], v[i]);
+      acc[0] += pi * pi;
+      acc[1] += u * u;
+    }
+    __shared__ T sh[2 * 32];
+    block_sum<2, T>(acc, sh);
+    if (threadIdx.x == 0) {
+      sq[c.chunk] = double(acc[0]);
+      sq[num_chunks + c.chunk] = double(acc[1]);
+    }
+  }
+};
+
+// neg_step[t] = -(lr * ratio) with ratio = ||p|| / ||u|| (1 when either is 0), the tensor's
+// chunk sums added in chunk order in opmath; one thread per tensor.
+template <typename T>
+__global__ void lamb_ratio_kernel(const double* sq, int64_t num_chunks, const int64_t* first, const int64_t* count,
+                                  int64_t n, double lr, const float* found_inf, double* neg_step) {
+  if (skip_step(found_inf)) return;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x) {
+    T sp = T(0), su = T(0);
+    for (int64_t k = first[t]; k < first[t] + count[t]; ++k) {
+      sp += T(sq[k]);
+      su += T(sq[num_chunks + k]);
+    }
+    const T p_norm = sqrt(sp), u_norm = sqrt(su);
+    const T ratio = (p_norm != T(0) && u_norm != T(0)) ? p_norm / u_norm : T(1);
+    neg_step[t] = double(-(T(lr) * ratio));
+  }
+}
+
+// Stage 2: u recomputed from the stored moments, p += neg_step * u, the model copy written.
+template <typename P, typename M>
+struct LambStage2Chunk {
+  LambHyper h;
+  const float* found_inf;
+  const double* neg_step;
+  __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
+    if (skip_step(found_inf)) return;
+    using T = opmath_t<P>;
+    const fn::LambStage1<T> f = lamb_stage1<T>(h, lamb_corrections(h, a.step[c.slot]));
+    const fn::LambApply<T> apply{T(neg_step[a.tensor[c.slot]])};
+    P* p = static_cast<P*>(a.addr[0][c.slot]);
+    const T* m = static_cast<const T*>(a.addr[2][c.slot]);
+    const T* v = static_cast<const T*>(a.addr[3][c.slot]);
+    M* model = static_cast<M*>(a.addr[5][c.slot]);
+    for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
+      const T pi = T(p[i]);
+      const P stored = P(apply(pi, f.update(pi, m[i], v[i])));
+      p[i] = stored;
+      if (model) model[i] = M(T(stored));
+    }
+  }
+};
+
+void lamb_cuda(const MultiTensorStepArgs& args, const LambHyper& h) {
+  const Device dev = device_of(args.params);
+  for_each_step_group(args, "LAMB", [&]<typename P, typename M>(const MtaLists<6>& lists) {
+    const MultiTensorPlan plan = plan_multi_tensor(
+        lists.numel, {.chunk_size = kMtaChunk, .max_tensors = kMtaMaxTensors, .max_blocks = kMtaMaxBlocks});
+    const int64_t nc = std::max<int64_t>(plan.num_chunks, 1), n = int64_t(lists.numel.size());
+    const Tensor sq = empty({2 * nc}, {.dtype = DType::F64, .device = dev});
+    const Tensor neg_step = empty({n}, {.dtype = DType::F64, .device = dev});
+    const Tensor first = to_device_i64(plan.tensor_first_chunk, dev);
+    const Tensor count = to_device_i64(plan.tensor_num_chunks, dev);
+    multi_tensor_apply<6>(dev, lists, LambStage1Chunk<P, M>{h, args.found_inf, sq.data<double>(), nc});
+    LaunchContext ctx(dev);
+    lamb_ratio_kernel<opmath_t<P>><<<unsigned((n + 127) / 128), 128, 0, ctx.stream>>>(
+        sq.data<double>(), nc, first.data<int64_t>(), count.data<int64_t>(), n, h.lr, args.found_inf,
+        neg_step.data<double>());
+    MG_CUDA_CHECK_LAUNCH("lamb_ratio_kernel");
+    multi_tensor_apply<6>(dev, lists, LambStage2Chunk<P, M>{h, args.found_inf, neg_step.data<double>()});
+  });
+}
+
+void sgd_cuda(const MultiTensorStepArgs& args, const SgdHyper& h) { step_cuda<SgdChunk>(args, h, "SGD"); }
+void adam_cuda(const MultiTensorStepArgs& args, const AdamHyper& h) {
+  step_cuda<AdamChunk>(args, h, h.decoupled ? "AdamW" : "Adam");
+}
+
+// ---- step counters ----
+
+struct StepPointers {
+  int64_t* p[64];
+  int n;
+};
+
+__global__ void count_steps_kernel(StepPointers s, const float* found_inf) {
+  if (skip_step(found_inf)) return;
+  for (int i = threadIdx.x; i < s.n; i += blockDim.x) *s.p[i] += 1;
+}
+
+void count_steps_cuda(const std::vector<int64_t*>& steps, const float* found_inf, Device device) {
+  if (steps.empty()) return;
+  LaunchContext ctx(device);
+  for (std::size_t b = 0; b < steps.size(); b += 64) {
+    StepPointers s{};
+    s.n = int(std::min<std::size_t>(64, steps.size() - b));
+    for (int i = 0; i < s.n; ++i) s.p[i] = steps[b + std::size_t(i)];
+    count_steps_kernel<<<1, 64, 0, ctx.stream>>>(s, found_inf);
+    MG_CUDA_CHECK_LAUNCH("count_steps_kernel");
+  }
+}
+
+// ---- deterministic L2 norm ----
+
+// partials[chunk] = Σ x² over the chunk (opmath: f32 for f16/bf16/f32, f64 for f64), through the
+// fixed tree of block_sum.
+template <typename T>
+struct SumSquaresChunk {
+  double* partials;
+  __device__ void operator()(const MtaArgs<1>& a, MtaChunk c) const {
+    using O = opmath_t<T>;
+    const T* x = static_cast<const T*>(a.addr[0][c.slot]);
+    O s[1] = {O(0)};
+    for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
+      const O v = static_cast<O>(x[i]);
+      s[0] += v * v;
+    }
+    __shared__ O sh[32];
+    block_sum<1, O>(s, sh);
+    if (threadIdx.x == 0) partials[c.chunk] = double(s[0]);
+  }
+};
+
+// out = float(sqrt(Σ partials)), the partials added in chunk order in f64 by one thread.
+__global__ void combine_norm_kernel(const double* partials, int64_t n, float* out) {
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) total += partials[i];
+  *out = static_cast<float>(sqrt(total));
+}
+
+void l2_norm_cuda(const Tensors& tensors, const Tensor& out) {
+  const Device dev = out.device();
+  int64_t total_chunks = 0;
+  for (const Tensor& t : tensors) {
+    if (t.defined()) total_chunks += (t.numel() + kMtaChunk - 1) / kMtaChunk;
+  }
+  const Tensor partials = empty({std::max<int64_t>(total_chunks, 1)}, {.dtype = DType::F64, .device = dev});
+  double* base = partials.data<double>();
+  int64_t offset = 0;
+  for_each_dtype_group(tensors, [&](DType dt, const std::vector<std::size_t>& idx) {
+    MtaLists<1> lists;
+    for (std::size_t i : idx) lists.add({tensors[i].data_ptr()}, tensors[i].numel());
+    visit_floating(dt, "l2_norm", [&]<typename T>() {
+      offset += multi_tensor_apply<1>(dev, lists, SumSquaresChunk<T>{base + offset}).num_chunks;
+    });
+  });
+  LaunchContext ctx(dev);
+  combine_norm_kernel<<<1, 1, 0, ctx.stream>>>(base, offset, out.data<float>());
+  MG_CUDA_CHECK_LAUNCH("combine_norm_kernel");
+}
+
+// ---- loss-scale update ----
+
+__global__ void scale_update_kernel(fn::LossScaleState* s, fn::LossScaleRule r, float* found_inf, int32_t* outcome) {
+  const fn::LossScaleOutcome o = fn::loss_scale_update(*s, r, *found_inf != 0.0f);
+  if (*outcome == int32_t(fn::LossScaleOutcome::Ok)) *outcome = int32_t(o);
+  *found_inf = 0.0f;
+}
+
+void scale_update_cuda(void* state, const void* rule, float* found_inf, int32_t* outcome, Device device) {
+  LaunchContext ctx(device);
+  scale_update_kernel<<<1, 1, 0, ctx.stream>>>(static_cast<fn::LossScaleState*>(state),
+                                               *static_cast<const fn::LossScaleRule*>(rule), found_inf, outcome);
+  MG_CUDA_CHECK_LAUNCH("scale_update_kernel");
+}
+
+const MultiTensorKernels kTable{&unscale_cuda,     &sgd_cuda,     &adam_cuda,        &lamb_cuda,
+                                &count_steps_cuda, &l2_norm_cuda, &scale_update_cuda};
+
+}  // namespace
+
+void register_multi_tensor_kernels() { set_multi_tensor_kernels(DeviceType::CUDA, &kTable); }
+
+}  // namespace mg::cuda
