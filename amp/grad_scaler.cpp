@@ -130,7 +130,12 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
     const bool fused = unscale_optimizer_grads_fused(
         opt, {.scale = device_state_.data<double>(), .found_inf = e.found_inf.data<float>(), .counts = e.counts.data<int64_t>()},
         &values);
-    MG_ASSERT(fused, "GradScaler::unscale_: the device has fused kernels but the unscale did not run");
+    // The fused pass declines only while a non-finite reducer is installed (DistributedDataParallel
+    // agreeing on skipped steps), whose host-side count the sync-free device scaler cannot feed.
+    MG_CHECK(fused, NotImplementedError, "GradScaler::unscale_: the scaler on ", device.str(),
+             " keeps its found-inf flag on the device, but a non-finite reducer (DistributedDataParallel's "
+             "agreement across ranks) needs it on the host",
+             "\n  hint: data-parallel training with loss scaling runs on CPU tensors (Gloo) for now");
     e.stats = StepStats{.values = values};
     e.stage = Stage::Unscaled;
     last_stats_[&opt] = {e.stats, e.counts};
