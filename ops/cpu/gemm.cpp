@@ -4,7 +4,8 @@
 //
 // Decision: f32 and bf16 products of at least 32^3 multiply-adds run oneDNN's BLAS-like GEMM
 // (dnnl_sgemm; dnnl_gemm_bf16bf16f32 on AMX with f32 accumulators, the f32 result rounded to bf16
-// once); f64 and smaller products run Eigen; f16 is converted to f32 and runs the f32 GEMM.
+// once; on processors without avx512_core, where oneDNN 2.6 has no bf16 GEMM, bf16 is converted to
+// f32 like f16); f64 and smaller products run Eigen; f16 is converted to f32 and runs the f32 GEMM.
 // Measured on 2 threads, oneDNN vs Eigen f32 alternately in one process, GFLOP/s (ranges over
 // runs on the shared host):
 //   2048^3                                      f32 237-318 vs 171-268    bf16 597-1380
@@ -175,6 +176,17 @@ void onednn_gemm(const MatRef<T>& a, const MatRef<T>& b, float* out, int64_t n, 
             a.ld, ", ldb ", b.ld, ") returned ", dnnl_status2str(st));
 }
 
+// Whether oneDNN has a native bf16 GEMM on this processor. oneDNN 2.6 implements
+// dnnl_gemm_bf16bf16f32 only from avx512_core up (AVX512-BF16 and AMX run it natively); on an
+// AVX2-only processor it answers dnnl_unimplemented, so bf16 products there are converted to f32 and
+// run the f32 GEMM: the same products, f32 accumulation and one rounding, only the summation order
+// differs. Probed once with a 1x1x1 product.
+bool probe_onednn_bf16_gemm() {
+  const mg::BFloat16 one(1.0f);
+  float c = 0.0f;
+  return dnnl_gemm_bf16bf16f32('N', 'N', 1, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &c, 1) == dnnl_success && c == 1.0f;
+}
+
 // Products with fewer multiply-adds than this stay on Eigen, where oneDNN's per-call cost (about
 // 0.4 us) would dominate.
 constexpr int64_t kOnednnMinWork = 32 * 32 * 32;
@@ -251,7 +263,8 @@ void gemm_one(const GemmProblem& p, const T* a, const T* b, const T* c, T* out) 
     s.out.resize(std::size_t(n * m));
     float* o = s.out.data();
     if (use_c) load_beta_c(p, c, o);
-    const bool bf16_onednn = std::is_same_v<T, BFloat16> && n * k * m >= kOnednnMinWork;
+    const bool bf16_onednn =
+        std::is_same_v<T, BFloat16> && n * k * m >= kOnednnMinWork && onednn_bf16_gemm_available();
     if constexpr (std::is_same_v<T, BFloat16>) {
       if (bf16_onednn) {
         // bf16 operands go to oneDNN as they are (AMX tiles, f32 accumulators). The products are
@@ -265,7 +278,8 @@ void gemm_one(const GemmProblem& p, const T* a, const T* b, const T* c, T* out) 
       }
     }
     if (!bf16_onednn) {
-      // f16 (and small bf16) operands converted to f32: the f32 GEMM of the same values.
+      // f16 (and small bf16, or any bf16 without a native bf16 GEMM) operands converted to f32:
+      // the f32 GEMM of the same values.
       const MatRef<float> A = load<T, float>(a, n, k, p.a.rs, p.a.cs, s.a);
       const MatRef<float> B = load<T, float>(b, k, m, p.b.rs, p.b.cs, s.b);
       gemm_compute<float>(A, B, o, n, k, m, static_cast<float>(p.alpha), use_c);
@@ -307,6 +321,11 @@ void fold_batch(GemmProblem& p) {
 }
 
 }  // namespace
+
+bool onednn_bf16_gemm_available() {
+  static const bool available = probe_onednn_bf16_gemm();
+  return available;
+}
 
 template <typename T>
 void gemm(const GemmProblem& problem) {
