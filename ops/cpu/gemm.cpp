@@ -14,6 +14,15 @@
 //   [16,100352] @ [100352,144]^T (conv dW)           54-65  vs  40-43
 //   32^3 about equal, 16^3 15 vs 35, 4^3 0.3 vs 2 (oneDNN costs ~0.4 us a call)
 // Through mg::matmul at 2048^3 (bench_ops): f32 167-185 -> 215-254, bf16 134-162 -> 551-577.
+//
+// On an AVX2-only processor (AMD Zen 3, 1 thread, bench_gemm and torch_gemm_peer.py on the MLP and
+// BERT-mini GEMM shapes, GFLOP/s): oneDNN's matmul primitive runs the same jit sgemm there
+// ("gemm:jit", equal to dnnl_sgemm within noise, its bias post-op no faster than beta = 1) and has no
+// bf16 implementation at all; PyTorch's f32 mm (MKL) is within noise of dnnl_sgemm (38-90 vs
+// 53-95) except where sgemm suffers the leading-dimension aliasing fixed below (pad_for_aliasing);
+// its bf16 mm runs at 1-25. So f32 stays on dnnl_sgemm and bf16 is converted to f32 (the
+// conversions cost 0-10% at k >= 256; a cache of converted weights measured no clear gain in
+// bench_gemm's "bf16c32" column).
 #include "mixgrad/ops/cpu/gemm.h"
 
 // gcc 12 reports false -Wmaybe-uninitialized warnings inside its AVX-512 intrinsics when inlining
