@@ -14,6 +14,15 @@
 //   [16,100352] @ [100352,144]^T (conv dW)           54-65  vs  40-43
 //   32^3 about equal, 16^3 15 vs 35, 4^3 0.3 vs 2 (oneDNN costs ~0.4 us a call)
 // Through mg::matmul at 2048^3 (bench_ops): f32 167-185 -> 215-254, bf16 134-162 -> 551-577.
+//
+// On an AVX2-only processor (AMD Zen 3, 1 thread, bench_gemm and torch_gemm_peer.py on the MLP and
+// BERT-mini GEMM shapes, GFLOP/s): oneDNN's matmul primitive runs the same jit sgemm there
+// ("gemm:jit", equal to dnnl_sgemm within noise, its bias post-op no faster than beta = 1) and has no
+// bf16 implementation at all; PyTorch's f32 mm (MKL) is within noise of dnnl_sgemm (38-90 vs
+// 53-95) except where sgemm suffers the leading-dimension aliasing fixed below (pad_for_aliasing);
+// its bf16 mm runs at 1-25. So f32 stays on dnnl_sgemm and bf16 is converted to f32 (the
+// conversions cost 0-10% at k >= 256; a cache of converted weights measured no clear gain in
+// bench_gemm's "bf16c32" column).
 #include "mixgrad/ops/cpu/gemm.h"
 
 // gcc 12 reports false -Wmaybe-uninitialized warnings inside its AVX-512 intrinsics when inlining
@@ -26,6 +35,7 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "mixgrad/core/convert.h"
@@ -81,15 +91,24 @@ inline void from_f32(const float* src, BFloat16* dst, int64_t n) { convert_f32_t
 
 // Returns an operand in compute type C. When T == C and the layout maps onto Eigen, the operand
 // itself; otherwise a dense copy in `buf` (converted to f32 for f16/bf16, with the bulk
-// converters where rows or columns are contiguous).
+// converters where rows or columns are contiguous). A col-major copy gets a leading dimension of
+// rows + `col_pad` (see pad_for_aliasing).
 template <typename T, typename C>
-MatRef<C> load(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, std::vector<C>& buf) {
+MatRef<C> load(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, std::vector<C>& buf,
+               int64_t col_pad = 0) {
   int64_t ld = 0;
   const bool row = as_row_major(rows, cols, rs, cs, ld);
   const bool col = !row && as_col_major(rows, cols, rs, cs, ld);
   if constexpr (std::is_same_v<T, C>) {
     if (row) return {p, Layout::Row, ld};
-    if (col) return {p, Layout::Col, ld};
+    if (col && col_pad == 0) return {p, Layout::Col, ld};
+    if (col) {
+      // A copy with a longer leading dimension, column by column.
+      const int64_t dld = rows + col_pad;
+      buf.resize(std::size_t(dld * cols));
+      for (int64_t j = 0; j < cols; ++j) std::copy(p + j * ld, p + j * ld + rows, buf.data() + j * dld);
+      return {buf.data(), Layout::Col, dld};
+    }
     // General strides (a step slice, a broadcast row): copy into a dense row-major matrix.
     buf.resize(std::size_t(rows * cols));
     for (int64_t i = 0; i < rows; ++i) {
@@ -97,7 +116,7 @@ MatRef<C> load(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, s
     }
     return {buf.data(), Layout::Row, cols};
   } else {
-    buf.resize(std::size_t(rows * cols));
+    buf.resize(std::size_t((rows + (col ? col_pad : 0)) * cols));
     C* d = buf.data();
     if (row) {
       if (ld == cols) {
@@ -108,12 +127,13 @@ MatRef<C> load(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, s
       return {d, Layout::Row, cols};
     }
     if (col) {
-      if (ld == rows) {
+      const int64_t dld = rows + col_pad;
+      if (ld == rows && dld == rows) {
         to_f32(p, d, rows * cols);
       } else {
-        for (int64_t j = 0; j < cols; ++j) to_f32(p + j * ld, d + j * rows, rows);
+        for (int64_t j = 0; j < cols; ++j) to_f32(p + j * ld, d + j * dld, rows);
       }
-      return {d, Layout::Col, rows};
+      return {d, Layout::Col, dld};
     }
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t j = 0; j < cols; ++j) d[i * cols + j] = static_cast<float>(p[i * rs + j * cs]);
@@ -191,6 +211,30 @@ bool probe_onednn_bf16_gemm() {
 // 0.4 us) would dominate.
 constexpr int64_t kOnednnMinWork = 32 * 32 * 32;
 
+// The paths in use: -1 while detection rules, else the bits of a forced GemmPaths.
+std::atomic<int> g_forced_paths{-1};
+constexpr int kBf16Native = 1, kPadAliasedA = 2;
+
+// The leading-dimension padding (in elements) that oneDNN's AVX2 sgemm wants for operand `a`
+// ([n, k], the only operand measured to suffer): 16 floats when `a` is col-major (transposed) with a
+// leading dimension that is a multiple of 512 floats (2 KiB: its columns fall into the same cache
+// sets) and m < 512 (wider products run another blocking that is not affected), 0 otherwise.
+// The copy costs n * k element moves against 2 n k m flops. Measured (1 thread, process CPU time,
+// dnnl_sgemm direct vs after the padded copy, best of 5-15 alternating, GFLOP/s):
+//   dW of BERT-mini's decoder [8192,4096]^T @ [4096,256]  35 -> 60 (2 threads 32 -> 58)
+//   dW of its FFN-up 1024x4096x256                         35 -> 68 (2 threads 37 -> 68)
+//   1024x1024xm for m = 64 / 128 / 256 / 512 / 1024        40/37/38/78/81 -> 63/66/76/81/78
+//   n x 1024 x 256 for n = 256 / 768 / 1000 / 1536 / 2048  66/64/69/58/32 -> 63/64/76/68/59
+int64_t pad_for_aliasing(const GemmPaths& paths, bool a_col_major, int64_t ld, int64_t n, int64_t k, int64_t m) {
+  if (!paths.pad_aliased_a || !a_col_major || n * k * m < kOnednnMinWork) return 0;
+  return (ld % 512 == 0 && m < 512) ? 16 : 0;
+}
+
+// Whether `a` ([rows, cols] with strides (rs, cs)) reaches the GEMM col-major without a copy.
+bool col_major_view(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t& ld) {
+  return !as_row_major(rows, cols, rs, cs, ld) && as_col_major(rows, cols, rs, cs, ld);
+}
+
 // out[n, m] (dense row-major) = alpha * A @ B, or += when `accumulate`, in C = float or double.
 // Every f32 product (f32, f16, small bf16) goes through here, so an f16 GEMM equals the f32 GEMM
 // of the same values rounded once.
@@ -250,9 +294,13 @@ template <typename T>
 void gemm_one(const GemmProblem& p, const T* a, const T* b, const T* c, T* out) {
   const int64_t n = p.n, k = p.k, m = p.m;
   const bool use_c = c != nullptr && p.beta != 0.0;
+  const GemmPaths paths = gemm_paths();
+  int64_t lda = 0;
+  const bool a_col = col_major_view(n, k, p.a.rs, p.a.cs, lda);
+  const int64_t a_pad = pad_for_aliasing(paths, a_col, lda, n, k, m);
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     Scratch<T>& s = scratch<T>();
-    const MatRef<T> A = load<T, T>(a, n, k, p.a.rs, p.a.cs, s.a);
+    const MatRef<T> A = load<T, T>(a, n, k, p.a.rs, p.a.cs, s.a, std::is_same_v<T, float> ? a_pad : 0);
     const MatRef<T> B = load<T, T>(b, k, m, p.b.rs, p.b.cs, s.b);
     if (use_c) load_beta_c(p, c, out);
     gemm_compute<T>(A, B, out, n, k, m, static_cast<T>(p.alpha), use_c);
@@ -263,8 +311,7 @@ void gemm_one(const GemmProblem& p, const T* a, const T* b, const T* c, T* out) 
     s.out.resize(std::size_t(n * m));
     float* o = s.out.data();
     if (use_c) load_beta_c(p, c, o);
-    const bool bf16_onednn =
-        std::is_same_v<T, BFloat16> && n * k * m >= kOnednnMinWork && onednn_bf16_gemm_available();
+    const bool bf16_onednn = std::is_same_v<T, BFloat16> && n * k * m >= kOnednnMinWork && paths.bf16_native;
     if constexpr (std::is_same_v<T, BFloat16>) {
       if (bf16_onednn) {
         // bf16 operands go to oneDNN as they are (AMX tiles, f32 accumulators). The products are
@@ -279,8 +326,9 @@ void gemm_one(const GemmProblem& p, const T* a, const T* b, const T* c, T* out) 
     }
     if (!bf16_onednn) {
       // f16 (and small bf16, or any bf16 without a native bf16 GEMM) operands converted to f32:
-      // the f32 GEMM of the same values.
-      const MatRef<float> A = load<T, float>(a, n, k, p.a.rs, p.a.cs, s.a);
+      // the f32 GEMM of the same values (a transposed `a` converted with the padded leading
+      // dimension the AVX2 sgemm wants: no extra pass).
+      const MatRef<float> A = load<T, float>(a, n, k, p.a.rs, p.a.cs, s.a, a_pad);
       const MatRef<float> B = load<T, float>(b, k, m, p.b.rs, p.b.cs, s.b);
       gemm_compute<float>(A, B, o, n, k, m, static_cast<float>(p.alpha), use_c);
     }
@@ -325,6 +373,24 @@ void fold_batch(GemmProblem& p) {
 bool onednn_bf16_gemm_available() {
   static const bool available = probe_onednn_bf16_gemm();
   return available;
+}
+
+GemmPaths gemm_detected_paths() {
+  // avx512_core and up run other sgemm kernels, not measured to suffer from the aliasing.
+  static const bool avx2_sgemm = dnnl_get_effective_cpu_isa() < dnnl_cpu_isa_avx512_core;
+  return {.bf16_native = onednn_bf16_gemm_available(), .pad_aliased_a = avx2_sgemm};
+}
+
+GemmPaths gemm_paths() {
+  const int forced = g_forced_paths.load(std::memory_order_relaxed);
+  if (forced < 0) return gemm_detected_paths();
+  return {.bf16_native = (forced & kBf16Native) != 0 && onednn_bf16_gemm_available(),
+          .pad_aliased_a = (forced & kPadAliasedA) != 0};
+}
+
+void gemm_force_paths(const std::optional<GemmPaths>& paths) {
+  g_forced_paths.store(paths ? (paths->bf16_native ? kBf16Native : 0) | (paths->pad_aliased_a ? kPadAliasedA : 0) : -1,
+                       std::memory_order_relaxed);
 }
 
 template <typename T>

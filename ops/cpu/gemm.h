@@ -14,6 +14,8 @@
 //
 //   mg::cpu::gemm<float>(mg::gemm_problem(mg::OpId::mm, {a, b}, out, {}));
 #pragma once
+#include <optional>
+
 #include "mixgrad/ops/gemm_problem.h"
 
 namespace mg::cpu {
@@ -25,5 +27,26 @@ void gemm(const GemmProblem& p);
 // Whether bf16 products run oneDNN's native bf16 GEMM on this processor (AVX512-BF16 or AMX: oneDNN
 // 2.6 needs avx512_core); without it they are converted to f32 and run the f32 GEMM.
 bool onednn_bf16_gemm_available();
+
+// The driver's processor-dependent choices, detected once (gemm_detected_paths()) and used by
+// every call (gemm_paths()):
+struct GemmPaths {
+  // bf16 products run oneDNN's native bf16 GEMM (avx512_core and up); false: both operands are
+  // converted to f32 and run the f32 GEMM (f32 accumulation and one rounding either way).
+  bool bf16_native = false;
+  // oneDNN 2.6's AVX2 sgemm (processors without avx512_core) runs about 2x slower when `a` is
+  // transposed (a weight gradient dY^T @ x) with a leading dimension that is a multiple of 512
+  // floats and m < 512 (cache-set aliasing as it reads `a`); then such an `a` is first copied, or
+  // converted from f16/bf16, with a leading dimension 16 floats longer. Measured: ops/cpu/gemm.cpp.
+  bool pad_aliased_a = false;
+};
+GemmPaths gemm_detected_paths();
+GemmPaths gemm_paths();
+
+// Test hook: every call uses `paths` until gemm_force_paths(std::nullopt) restores the detected
+// ones, so both sides of each choice are tested on any processor. bf16_native cannot be forced on
+// where the processor lacks it (it is and-ed with the detected value).
+//   mg::cpu::gemm_force_paths(mg::cpu::GemmPaths{.bf16_native = false, .pad_aliased_a = true});
+void gemm_force_paths(const std::optional<GemmPaths>& paths);
 
 }  // namespace mg::cpu

@@ -1,0 +1,115 @@
+// Tests of the CPU GEMM driver's processor-dependent paths (ops/cpu/gemm.h, GemmPaths): bf16 on
+// oneDNN's native bf16 GEMM and through the f32 fallback, and the padded copy of a transposed `a`
+// that oneDNN's AVX2 sgemm wants. Every path is forced on every machine through the test hook
+// (bf16_native only where the processor has it), and each must give the exact product: integer
+// operands in [-8, 8] keep every f32 partial sum exact, so f32 equals the f64 product and f16/bf16
+// the f64 product rounded once, bit for bit, whatever the summation order.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <optional>
+
+#include "autograd/engine.h"
+#include "ops/cpu/gemm.h"
+#include "ops/ops.h"
+
+using namespace mg;
+
+namespace {
+
+Generator& gen() {
+  static Generator g(77);
+  return g;
+}
+
+Tensor ints(const Shape& shape, DType dt) { return randint(-8, 9, shape, {.dtype = dt}, &gen()); }
+
+bool bit_equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor ca = contiguous(a), cb = contiguous(b);
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), std::size_t(ca.numel()) * dtype_size(ca.dtype())) == 0;
+}
+
+// The exact product of integer-valued operands in f64 (Eigen's f64 GEMM: every sum exact),
+// rounded once to dt.
+Tensor exact_mm(const Tensor& a, const Tensor& b, DType dt) {
+  return to(matmul(to(a, DType::F64), to(b, DType::F64)), dt);
+}
+
+// Restores the detected paths when a test ends, also when a REQUIRE throws.
+struct ForcePaths {
+  explicit ForcePaths(cpu::GemmPaths p) { cpu::gemm_force_paths(p); }
+  ~ForcePaths() { cpu::gemm_force_paths(std::nullopt); }
+};
+
+// The four combinations of the two choices.
+std::vector<cpu::GemmPaths> all_paths() {
+  return {{.bf16_native = false, .pad_aliased_a = false},
+          {.bf16_native = false, .pad_aliased_a = true},
+          {.bf16_native = true, .pad_aliased_a = false},
+          {.bf16_native = true, .pad_aliased_a = true}};
+}
+
+}  // namespace
+
+TEST_CASE("GEMM paths: detection, forcing and restoring", "[ops][linalg][gemm]") {
+  const cpu::GemmPaths detected = cpu::gemm_detected_paths();
+  REQUIRE(detected.bf16_native == cpu::onednn_bf16_gemm_available());
+  REQUIRE(cpu::gemm_paths().bf16_native == detected.bf16_native);
+  REQUIRE(cpu::gemm_paths().pad_aliased_a == detected.pad_aliased_a);
+  {
+    ForcePaths force({.bf16_native = true, .pad_aliased_a = true});
+    // native bf16 cannot be forced onto a processor without it; the padding can be forced anywhere
+    REQUIRE(cpu::gemm_paths().bf16_native == detected.bf16_native);
+    REQUIRE(cpu::gemm_paths().pad_aliased_a);
+    cpu::gemm_force_paths(cpu::GemmPaths{.bf16_native = false, .pad_aliased_a = false});
+    REQUIRE_FALSE(cpu::gemm_paths().bf16_native);
+    REQUIRE_FALSE(cpu::gemm_paths().pad_aliased_a);
+  }
+  REQUIRE(cpu::gemm_paths().bf16_native == detected.bf16_native);
+  REQUIRE(cpu::gemm_paths().pad_aliased_a == detected.pad_aliased_a);
+}
+
+TEST_CASE("GEMM paths: every path gives the exact product for every dtype and layout", "[ops][linalg][gemm]") {
+  // `a` transposed with a leading dimension of 512 (the aliasing case: padded when forced), one
+  // of 1024 with only 600 rows used (ld != rows), and plain row-major; m < 512 throughout.
+  const int64_t k = 48, m = 40;
+  for (const cpu::GemmPaths& paths : all_paths()) {
+    ForcePaths force(paths);
+    for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+      INFO("bf16_native " << paths.bf16_native << " pad " << paths.pad_aliased_a << " " << dtype_name(dt));
+      const Tensor a512 = ints({k, 512}, dt).t();                        // [512, k], col-major, ld 512
+      const Tensor a600 = ints({k, 1024}, dt).narrow(1, 0, 600).t();     // [600, k], col-major, ld 1024
+      const Tensor arow = ints({512, k}, dt);                            // [512, k], row-major
+      const Tensor b = ints({k, m}, dt), bt = ints({m, k}, dt).t();      // [k, m] row- and col-major
+      for (const Tensor* a : {&a512, &a600, &arow}) {
+        REQUIRE(bit_equal(mm(*a, b), exact_mm(*a, b, dt)));
+        REQUIRE(bit_equal(mm(*a, bt), exact_mm(*a, bt, dt)));
+      }
+      // addmm: beta * c added in f32 before the one rounding
+      const Tensor c = ints({512, m}, dt);
+      REQUIRE(bit_equal(addmm(c, a512, b, 0.5, 2.0),
+                        to(0.5 * to(c, DType::F64) + 2.0 * matmul(to(a512, DType::F64), to(b, DType::F64)), dt)));
+      // a batch of transposed a's (3 matrices: batch-parallel on 2 threads), b broadcast
+      const Tensor ba = ints({3, k, 512}, dt).transpose(1, 2);  // [3, 512, k], each col-major, ld 512
+      REQUIRE(bit_equal(matmul(ba, b), exact_mm(ba, b, dt)));
+    }
+  }
+}
+
+TEST_CASE("GEMM paths: a linear layer's weight gradient dY^T @ x on every path", "[ops][linalg][gemm][grad]") {
+  // linear(x [T, in], W [out, in]) with out = 1024: dW = dY^T @ x reads dY [T, out] transposed with
+  // a leading dimension of 1024, the case the padded copy exists for (BERT-mini's FFN).
+  const int64_t T = 64, in = 40, out = 1024;
+  for (const cpu::GemmPaths& paths : all_paths()) {
+    ForcePaths force(paths);
+    for (DType dt : {DType::F32, DType::BF16}) {
+      INFO("bf16_native " << paths.bf16_native << " pad " << paths.pad_aliased_a << " " << dtype_name(dt));
+      const Tensor x = ints({T, in}, dt), dy = ints({T, out}, dt);
+      const Tensor w = ints({out, in}, dt).requires_grad_(true);
+      const Tensor y = linear(x, w);
+      const Tensor dw = autograd::grad({y}, {w}, {dy})[0];
+      REQUIRE(bit_equal(dw, exact_mm(dy.t(), x, dt)));
+    }
+  }
+}
