@@ -12,6 +12,8 @@
 #include "mixgrad/autograd/hooks.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/distributed/error.h"
+#include "mixgrad/distributed/sync_batch_norm.h"
+#include "mixgrad/nn/normalization.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::distributed {
@@ -74,6 +76,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
              "; only floating parameters can be trained");
     params_.push_back({.tensor = t, .name = name});
   }
+  check_no_sync_batch_norm_on_group();
   check_models_match();
   check_low_precision_values();
   broadcast_state();
@@ -114,6 +117,19 @@ DistributedDataParallel::~DistributedDataParallel() {
 
 // Compares the ranks' parameter and buffer lists through an all-gather of {lines, length, hash};
 // only when they differ, a second all-gather of the descriptions themselves names the difference.
+void DistributedDataParallel::check_no_sync_batch_norm_on_group() const {
+  for (const auto& [name, m] : module_->named_modules()) {
+    const auto* bn = dynamic_cast<const nn::BatchNorm*>(m);
+    if (bn == nullptr || bn->sync() == nullptr) continue;
+    MG_CHECK(batch_norm_sync_group(*bn->sync()) != group_.get(), NotImplementedError, kWho,
+             ": the SyncBatchNorm '", name.empty() ? std::string("(the module)") : name,
+             "' communicates on the group this DistributedDataParallel reduces gradients on; its backward "
+             "all_reduce would run on the training thread while the communication thread uses the group",
+             "\n  hint: SyncBatchNorm and DistributedDataParallel need separate process groups, which "
+             "init_process_group cannot create yet; train without SyncBatchNorm under DDP for now");
+  }
+}
+
 void DistributedDataParallel::check_models_match() {
   const std::vector<std::string> lines = describe_model(module_->named_parameters(), module_->named_buffers());
   std::string text;

@@ -147,6 +147,9 @@ class DistributedDataParallel {
     bool launched = false;
   };
 
+  // A SyncBatchNorm on this group would call collectives from the training thread while the
+  // communication thread owns the group during backward: refused until DDP can share it.
+  void check_no_sync_batch_norm_on_group() const;
   void check_models_match();
   void check_low_precision_values();
   void broadcast_state();

@@ -170,6 +170,7 @@ class ProcessGroupBatchNormSync final : public nn::BatchNormSync {
   std::string describe() const override {
     return str_cat("sync=", pg_->backend(), ":", pg_->world_size());
   }
+  const std::shared_ptr<ProcessGroup>& group() const { return pg_; }
 
  private:
   std::shared_ptr<ProcessGroup> pg_;
@@ -247,6 +248,11 @@ Tensor sync_batch_norm(const std::shared_ptr<ProcessGroup>& pg, const Tensor& x,
   }
   autograd::set_history({y}, node);
   return y;
+}
+
+ProcessGroup* batch_norm_sync_group(const nn::BatchNormSync& sync) {
+  const auto* s = dynamic_cast<const ProcessGroupBatchNormSync*>(&sync);
+  return s ? s->group().get() : nullptr;
 }
 
 std::shared_ptr<nn::BatchNormSync> make_batch_norm_sync(std::shared_ptr<ProcessGroup> pg) {

@@ -44,6 +44,8 @@ Tensor sync_batch_norm(const std::shared_ptr<ProcessGroup>& pg, const Tensor& x,
 
 // The nn::BatchNormSync that calls sync_batch_norm on `pg`.
 std::shared_ptr<nn::BatchNormSync> make_batch_norm_sync(std::shared_ptr<ProcessGroup> pg);
+// The group a make_batch_norm_sync strategy communicates on; nullptr for another strategy.
+ProcessGroup* batch_norm_sync_group(const nn::BatchNormSync& sync);
 
 // A BatchNorm over [N, C, ...] (2 to 5 dims) synchronised over `pg`; with a null group it is a
 // plain BatchNorm. State dict keys as BatchNorm's: weight, bias, running_mean, running_var,

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/factory.h"
+#include "distributed/ddp.h"
 #include "distributed/gloo_process_group.h"
 #include "distributed/sync_batch_norm.h"
 #include "nn/models/resnet.h"
@@ -100,4 +101,19 @@ TEST_CASE("convert_sync_batchnorm on a ResNet-20 keeps its layers and state dict
   CHECK(convert_sync_batchnorm(model, nullptr) == 19);
   CHECK(model.bn1->sync() == nullptr);
   CHECK(model.str() == repr_before);
+}
+
+TEST_CASE("DistributedDataParallel refuses a model whose SyncBatchNorm shares its group", "[distributed]") {
+  // The SyncBatchNorm backward would all_reduce on the training thread while DDP's communication
+  // thread owns the same group: refused with a clear error, before anything is communicated.
+  auto pg = solo();
+  auto model = std::make_shared<nn::models::ResNet>(nn::models::ResNetConfig::cifar(20));
+  REQUIRE(convert_sync_batchnorm(*model, pg) == 19);
+  REQUIRE_THROWS_AS(DistributedDataParallel(model, pg), NotImplementedError);
+  REQUIRE_THROWS_WITH(DistributedDataParallel(model, pg),
+                      Catch::Matchers::Contains("SyncBatchNorm 'bn1'") && Catch::Matchers::Contains("separate process groups"));
+  // Local batch norm again: DDP accepts the model.
+  REQUIRE(convert_sync_batchnorm(*model, nullptr) == 19);
+  DistributedDataParallel ddp(model, pg);
+  CHECK(&ddp.group() == pg.get());
 }
