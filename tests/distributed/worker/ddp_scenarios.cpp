@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 
+#include "worker_check.h"
 #include "amp/grad_scaler.h"
 #include "amp/initialize.h"
 #include "autograd/engine.h"
@@ -43,19 +44,10 @@ using namespace mg::distributed;
 
 namespace {
 
-int g_rank = 0;
-int g_checks = 0;
-
-[[noreturn]] void fail(const std::string& what) {
-  std::printf("rank %d: FAIL %s\n", g_rank, what.c_str());
-  std::fflush(stdout);
-  std::_Exit(1);
-}
-void check(bool ok, const std::string& what) {
-  if (!ok) fail(what);
-  ++g_checks;
-}
-
+using worker_check::check;
+using worker_check::fail;
+using worker_check::g_checks;
+using worker_check::g_rank;
 // A 3-layer tanh MLP 8 -> 32 -> 32 -> 4 (an optional extra head, used or not per step).
 struct Mlp : nn::Module {
   explicit Mlp(int64_t hidden = 32, bool extra = false) {

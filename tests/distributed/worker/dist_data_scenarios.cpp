@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "worker_check.h"
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
 #include "core/parallel.h"
@@ -33,19 +34,10 @@ using namespace mg::distributed;
 
 namespace {
 
-int g_rank = 0;
-int g_checks = 0;
-
-[[noreturn]] void fail(const std::string& what) {
-  std::printf("rank %d: FAIL %s\n", g_rank, what.c_str());
-  std::fflush(stdout);
-  std::_Exit(1);
-}
-void check(bool ok, const std::string& what) {
-  ++g_checks;
-  if (!ok) fail(what);
-}
-
+using worker_check::check;
+using worker_check::fail;
+using worker_check::g_checks;
+using worker_check::g_rank;
 // max |got - want| / max(max |want|, floor) over all elements (0 for empty tensors), in f64.
 double rel_err(const Tensor& got, const Tensor& want, const std::string& what, double floor = 0) {
   if (got.shape() != want.shape()) fail(what + ": shape " + describe(got) + ", expected " + describe(want));

@@ -25,6 +25,7 @@
 #include <string>
 #include <thread>
 
+#include "worker_check.h"
 #include "core/factory.h"
 #include "distributed/error.h"
 #include "distributed/init.h"
@@ -41,14 +42,9 @@ int nccl_die(std::chrono::milliseconds timeout);
 
 namespace {
 
-int g_rank = 0;
-int g_checks = 0;
-
-[[noreturn]] void fail(const std::string& what) {
-  std::printf("rank %d: FAIL %s\n", g_rank, what.c_str());
-  std::fflush(stdout);
-  std::_Exit(1);
-}
+using worker_check::fail;
+using worker_check::g_checks;
+using worker_check::g_rank;
 
 // Rank r's input element i for dtype t: small integers and halves (exact in every float dtype,
 // and their sums exact in f32), with two special columns:
