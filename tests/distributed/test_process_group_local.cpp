@@ -2,6 +2,7 @@
 // check (dtype, root, shapes, ranks), and init_process_group's environment parsing.
 #include <catch2/catch.hpp>
 
+#include "distributed/solo_group.h"
 #include "distributed/thrown.h"
 
 #include "core/factory.h"
@@ -13,15 +14,8 @@ using namespace mg;
 using namespace mg::distributed;
 using namespace std::chrono_literals;
 
-namespace {
-std::shared_ptr<ProcessGroupGloo> solo() {
-  auto store = std::make_shared<TcpStore>(TcpStoreOptions{.port = 0, .is_server = true, .timeout = 10s});
-  return std::make_shared<ProcessGroupGloo>(store, 0, 1, GlooOptions{.timeout = 10s});
-}
-}  // namespace
-
 TEST_CASE("ProcessGroupGloo with one rank: collectives return the input", "[distributed]") {
-  auto pg = solo();
+  auto pg = test::solo_group();
   CHECK(pg->rank() == 0);
   CHECK(pg->world_size() == 1);
   CHECK(pg->backend() == "gloo");
@@ -46,7 +40,7 @@ TEST_CASE("ProcessGroupGloo with one rank: collectives return the input", "[dist
 }
 
 TEST_CASE("ProcessGroupGloo refuses bad inputs with clear errors", "[distributed]") {
-  auto pg = solo();
+  auto pg = test::solo_group();
   Tensor b = zeros({3}, {.dtype = DType::Bool});
   CHECK_THAT(mg::test::thrown<DTypeError>([&] { pg->all_reduce(b); }),
              Catch::Matchers::Contains("ProcessGroupGloo::all_reduce: sum takes f64, f32, f16, bf16, i64 or i32 tensors, got [3] bool cpu"));

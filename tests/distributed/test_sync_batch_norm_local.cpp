@@ -7,6 +7,7 @@
 #include "core/factory.h"
 #include "distributed/ddp.h"
 #include "distributed/gloo_process_group.h"
+#include "distributed/solo_group.h"
 #include "distributed/sync_batch_norm.h"
 #include "nn/models/resnet.h"
 #include "ops/ops.h"
@@ -18,10 +19,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::shared_ptr<ProcessGroupGloo> solo() {
-  auto store = std::make_shared<TcpStore>(TcpStoreOptions{.port = 0, .is_server = true, .timeout = 10s});
-  return std::make_shared<ProcessGroupGloo>(store, 0, 1, GlooOptions{.timeout = 10s});
-}
 
 // Two steps of training through `bn` and through a BatchNorm2d with the same parameters: every
 // result bitwise equal.
@@ -58,7 +55,7 @@ TEST_CASE("SyncBatchNorm without a group or with one rank is BatchNorm", "[distr
   for (DType t : {DType::F32, DType::F16}) {
     SyncBatchNorm alone({.features = 3});
     check_same_as_batch_norm(alone, t);
-    SyncBatchNorm one({.features = 3}, solo());
+    SyncBatchNorm one({.features = 3}, test::solo_group());
     check_same_as_batch_norm(one, t);
     CHECK(one.layer_name() ==
           "SyncBatchNorm(3, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true, sync=gloo:1)");
@@ -80,7 +77,7 @@ TEST_CASE("convert_sync_batchnorm on a ResNet-20 keeps its layers and state dict
   nn::models::ResNet model(nn::models::ResNetConfig::cifar(20));
   const nn::NamedTensors before = model.state_dict();
   const std::string repr_before = model.str();
-  auto pg = solo();
+  auto pg = test::solo_group();
   CHECK(convert_sync_batchnorm(model, pg) == 19);
   const nn::NamedTensors after = model.state_dict();
   REQUIRE(after.size() == before.size());
@@ -106,7 +103,7 @@ TEST_CASE("convert_sync_batchnorm on a ResNet-20 keeps its layers and state dict
 TEST_CASE("DistributedDataParallel refuses a model whose SyncBatchNorm shares its group", "[distributed]") {
   // The SyncBatchNorm backward would all_reduce on the training thread while DDP's communication
   // thread owns the same group: refused with a clear error, before anything is communicated.
-  auto pg = solo();
+  auto pg = test::solo_group();
   auto model = std::make_shared<nn::models::ResNet>(nn::models::ResNetConfig::cifar(20));
   REQUIRE(convert_sync_batchnorm(*model, pg) == 19);
   REQUIRE_THROWS_AS(DistributedDataParallel(model, pg), NotImplementedError);

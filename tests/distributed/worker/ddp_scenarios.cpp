@@ -48,6 +48,7 @@ using worker_check::check;
 using worker_check::fail;
 using worker_check::g_checks;
 using worker_check::g_rank;
+
 // A 3-layer tanh MLP 8 -> 32 -> 32 -> 4 (an optional extra head, used or not per step).
 struct Mlp : nn::Module {
   explicit Mlp(int64_t hidden = 32, bool extra = false) {

@@ -38,6 +38,7 @@ using worker_check::check;
 using worker_check::fail;
 using worker_check::g_checks;
 using worker_check::g_rank;
+
 // max |got - want| / max(max |want|, floor) over all elements (0 for empty tensors), in f64.
 double rel_err(const Tensor& got, const Tensor& want, const std::string& what, double floor = 0) {
   if (got.shape() != want.shape()) fail(what + ": shape " + describe(got) + ", expected " + describe(want));
