@@ -9,6 +9,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include "mg_test_paths.h"  // MG_SOURCE_DIR and the paths of the programs tests start
 
 TEST_CASE("test names: no TEST_CASE name contains a semicolon (CTest would never run it)", "[meta]") {
   namespace fs = std::filesystem;

@@ -13,6 +13,7 @@
 
 #include "distributed/ddp_buckets.h"
 #include "launcher/subprocess.h"
+#include "mg_test_paths.h"  // MG_SOURCE_DIR and the paths of the programs tests start
 
 using mg::DType;
 using mg::test::Subprocess;

@@ -9,6 +9,7 @@
 
 #include "distributed/socket.h"
 #include "launcher/subprocess.h"
+#include "mg_test_paths.h"  // MG_SOURCE_DIR and the paths of the programs tests start
 
 using mg::test::Subprocess;
 

@@ -15,6 +15,7 @@
 #include "distributed/socket.h"
 #include "launcher/subprocess.h"
 #include "ops/ops.h"
+#include "mg_test_paths.h"  // MG_SOURCE_DIR and the paths of the programs tests start
 
 using namespace mg;
 using namespace mg::distributed;

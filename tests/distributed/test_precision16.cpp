@@ -10,6 +10,7 @@
 #include "core/half.h"
 #include "distributed/reduce16.h"
 #include "launcher/subprocess.h"
+#include "mg_test_paths.h"  // MG_SOURCE_DIR and the paths of the programs tests start
 
 using namespace mg;
 using namespace mg::distributed;

@@ -15,10 +15,7 @@
 
 #include "core/error.h"
 #include "fuzz/fuzz_harness.h"
-
-#ifndef MG_SOURCE_DIR
-#error "the fuzz corpus test needs the MG_SOURCE_DIR compile definition (tests/CMakeLists.txt sets it)"
-#endif
+#include "mg_test_paths.h"  // MG_SOURCE_DIR and the paths of the programs tests start
 
 namespace {
 

@@ -19,10 +19,7 @@
 #include "core/storage.h"
 #include "core/tensor.h"
 #include "ops/ops.h"
-
-#ifndef MG_SOURCE_DIR
-#error "the io tests need the MG_SOURCE_DIR compile definition (tests/CMakeLists.txt sets it)"
-#endif
+#include "test_paths.h"
 
 namespace mg::test {
 
@@ -135,7 +132,7 @@ inline Tensor fake_cuda_tensor(const Shape& shape) {
 inline bool cuda_backend_present() { return find_allocator(DeviceType::CUDA) != nullptr; }
 
 inline std::string reference_path(const std::string& name) {
-  return std::string(MG_SOURCE_DIR) + "/tests/data/reference/" + name;
+  return mg::test::source_dir() + "/tests/data/reference/" + name;
 }
 
 }  // namespace mg::test

@@ -8,6 +8,7 @@
 
 #include "launcher/launch_options.h"
 #include "launcher/subprocess.h"
+#include "mg_test_paths.h"  // MG_SOURCE_DIR and the paths of the programs tests start
 
 using mg::test::Subprocess;
 

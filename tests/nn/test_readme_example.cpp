@@ -11,6 +11,7 @@
 
 #include <mixgrad/mixgrad.h>
 #include "test_util.h"
+#include "mg_test_paths.h"  // MG_SOURCE_DIR and the paths of the programs tests start
 
 // In a namespace of its own: test_custom_module.cpp also defines a global `Block` (as a user
 // would), and two different global classes of one name in one program break the ODR (ASan caught

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ops/op_reference.h"
+#include "mg_test_paths.h"  // MG_SOURCE_DIR and the paths of the programs tests start
 
 TEST_CASE("docs/ops.md matches the op list", "[ops][docs]") {
   std::ifstream in(std::string(MG_SOURCE_DIR) + "/docs/ops.md");

@@ -21,6 +21,7 @@
 #include "ops/loss.h"
 #include "ops/ops.h"
 #include "test_util.h"
+#include "mg_test_paths.h"  // MG_SOURCE_DIR and the paths of the programs tests start
 
 using namespace mg;
 using mg::test::values;

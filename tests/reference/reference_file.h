@@ -28,10 +28,7 @@
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
 #include "ops/ops.h"
-
-#ifndef MG_SOURCE_DIR
-#error "reference_file.h needs the MG_SOURCE_DIR compile definition (tests/CMakeLists.txt sets it)"
-#endif
+#include "test_paths.h"
 
 namespace mg::test {
 
@@ -103,9 +100,9 @@ class ReferenceFile {
   std::vector<std::string> order_;
 };
 
-// MG_SOURCE_DIR "/tests/data/reference/" + file_name.
+// mg::test::source_dir() + "/tests/data/reference/" + file_name.
 inline std::string reference_path(const std::string& file_name) {
-  return std::string(MG_SOURCE_DIR) + "/tests/data/reference/" + file_name;
+  return mg::test::source_dir() + "/tests/data/reference/" + file_name;
 }
 
 // Parses tests/data/reference/<file_name>; FAILs the running test on a missing file or a
