@@ -14,6 +14,11 @@
 //   build/examples/train_bert --task testament --pretrained mlm.ckpt
 //   build/examples/train_bert --task book --plot book.svg               # from scratch
 //   build/examples/train_bert --help
+//   build/launcher/mixgrad-run --nproc-per-node 2 build/examples/train_bert --task mlm   # data parallel
+//
+// Under mixgrad-run --batch-size is the global micro-batch: each rank takes batch / ranks verses
+// from its DistributedSampler shard of the epoch's shuffle (examples/common/data_parallel.h), so
+// a checkpoint (rank 0 writes it) resumes on any number of ranks.
 //
 // The file reads top to bottom: flags, data (corpus, tokenizer, datasets), model (and the
 // pretrained encoder), amp, checkpoint/resume, the training loop (the step itself is train_step
@@ -73,7 +78,7 @@ Flags make_flags() {
   f.add_string("pretrained", "", "testament/book: start from the encoder of this mlm checkpoint (empty: from scratch)", {.metavar = "FILE"});
   add_amp_flags(f);
   f.add_int("epochs", 0, "passes over the training verses (0: 5 for mlm, 3 for testament/book)", {.min = 0});
-  f.add_int("batch-size", 32, "verses per micro-batch", {.min = 1});
+  f.add_int("batch-size", 32, "verses per micro-batch (the global micro-batch: split over the ranks under mixgrad-run)", {.min = 1});
   f.add_int("accumulate", 1, "micro-batches per optimizer step (gradient accumulation; effective batch = batch-size x accumulate)", {.min = 1});
   f.add_int("seq-len", 64, "tokens per sequence with [CLS] and [SEP] (64 holds 98.3% of the verses whole)", {.min = 3, .max = 512});
   f.add_int("vocab-size", 8192, "WordPiece vocabulary trained on the training verses (with --pretrained/--resume: the checkpoint's)", {.min = 64});
@@ -381,10 +386,12 @@ int run(int argc, char** argv) {
     std::printf("majority-class baseline: always \"%s\" (the training verses' majority) scores %.4f on the %s evaluated held-out verses\n",
                 train_cls->class_name(majority).c_str(), baseline, format_count(eval_n).c_str());
   }
-  data::DataLoader loader(dp.shard(train_set), {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = seed,
-                                      .pin_memory = device.is_cuda()});  // asynchronous copies to the GPU
+  data::DataLoaderOptions loading = dp.loader_options(train_set->size(), batch_size, seed);  // this rank's shard
+  loading.pin_memory = device.is_cuda();  // asynchronous copies to the GPU
+  data::DataLoader loader(train_set, loading);
+  const int64_t rank_batch = loading.batch_size;  // batch_size / ranks
   MG_CHECK(loader.num_batches() >= accumulate, Error, "--batch-size ", batch_size, " x --accumulate ", accumulate,
-           " exceeds the ", train_set->size() / dp.world_size(), " training verses of a rank");
+           " exceeds the ", train_set->size(), " training verses");
   const int64_t limit = flags.get_int("train-examples");
   const int64_t micro_batches = limit > 0 ? std::clamp<int64_t>(limit / batch_size, accumulate, loader.num_batches()) : loader.num_batches();
   const int64_t steps_per_epoch = micro_batches / accumulate;
@@ -433,8 +440,10 @@ int run(int argc, char** argv) {
               (long long)batch_size, (long long)accumulate, (long long)epochs, (long long)steps_per_epoch,
               format_number(lr).c_str(), (long long)warmup, device.str().c_str(), num_threads());
   if (dp.active()) {
-    std::printf("data parallel: %d ranks, each on every %d-th training verse (a stride shard), global batch %lld x %lld\n",
-                dp.world_size(), dp.world_size(), (long long)(batch_size * dp.world_size()), (long long)accumulate);
+    std::printf("data parallel: %d ranks, each on %lld verses per micro-batch from its DistributedSampler shard of "
+                "the epoch's shuffle (%lld verses), global batch %lld x %lld\n",
+                dp.world_size(), (long long)rank_batch, (long long)loading.sampler->num_samples(), (long long)batch_size,
+                (long long)accumulate);
   }
   std::printf("%s", amp::properties().str().c_str());
   if (flags.get_bool("precision-plan")) std::printf("%s", amp::precision_plan(*model, &opt).c_str());
@@ -475,9 +484,9 @@ int run(int argc, char** argv) {
         const data::Batch probe = train_set->get_batch(std::vector<int64_t>(std::size_t(b), probe_example), {.seed = seed});
         const Predictions p = amp::forward(net, probe);
         cross_entropy(p.logits, p.target).backward();
-      }, batch_size);
+      }, rank_batch);
       std::printf("memory: one micro-batch of %lld needs about %s MiB (%s KiB per verse); %s MiB available\n",
-                  (long long)batch_size, format_count(int64_t(e.predicted_bytes) >> 20).c_str(),
+                  (long long)rank_batch, format_count(int64_t(e.predicted_bytes) >> 20).c_str(),
                   format_count(int64_t(e.bytes_per_sample) >> 10).c_str(), format_count(e.available_bytes >> 20).c_str());
     });
   }

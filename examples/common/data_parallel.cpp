@@ -13,33 +13,12 @@
 
 #ifdef MG_HAVE_DISTRIBUTED
 #include "distributed/ddp.h"
+#include "distributed/distributed_sampler.h"
 #include "distributed/init.h"
 #endif
 
 namespace mg::example {
 namespace {
-
-// Examples rank, rank + W, ... of a dataset.
-class StrideShard final : public data::Dataset {
- public:
-  StrideShard(std::shared_ptr<const data::Dataset> base, int rank, int world)
-      : base_(std::move(base)), rank_(rank), world_(world) {}
-  int64_t size() const override { return base_->size() / world_; }
-  data::Batch get_batch(const std::vector<int64_t>& indices, const data::BatchContext& ctx) const override {
-    std::vector<int64_t> mapped;
-    mapped.reserve(indices.size());
-    for (int64_t i : indices) {
-      MG_CHECK(i >= 0 && i < size(), IndexError, name(), ": index ", i, " is out of range [0, ", size(), ")");
-      mapped.push_back(i * world_ + rank_);
-    }
-    return base_->get_batch(mapped, ctx);
-  }
-  std::string name() const override { return "StrideShard(" + base_->name() + ")"; }
-
- private:
-  std::shared_ptr<const data::Dataset> base_;
-  int rank_, world_;
-};
 
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -82,14 +61,54 @@ DataParallel DataParallel::from_environment() {
   return dp;
 }
 
-std::shared_ptr<const data::Dataset> DataParallel::shard(std::shared_ptr<const data::Dataset> dataset) const {
-  if (!active()) return dataset;
-  return std::make_shared<StrideShard>(std::move(dataset), rank_, world_);
+DataParallel DataParallel::sharding_only(int rank, int world) {
+  MG_CHECK(world >= 1 && rank >= 0 && rank < world, Error, "DataParallel::sharding_only: rank ", rank,
+           " is not in [0, ", world, ")");
+  DataParallel dp;
+  dp.rank_ = rank;
+  dp.world_ = world;
+  return dp;
+}
+
+int64_t DataParallel::rank_batch(int64_t global_batch, const std::string& flag) const {
+  MG_CHECK(global_batch % world_ == 0, Error, flag, " ", global_batch, " (the global batch) does not split evenly over ",
+           world_, " ranks", "\n  hint: use a multiple of ", world_, ", e.g. ", global_batch / world_ * world_, " or ",
+           (global_batch / world_ + 1) * world_);
+  return global_batch / world_;
+}
+
+data::DataLoaderOptions DataParallel::loader_options(int64_t dataset_size, int64_t global_batch, uint64_t seed) const {
+  // drop_last: the epoch's order is cut to a multiple of W instead of padded with repeats, so the
+  // shards are disjoint and global step k holds the examples of one process's step k.
+  const data::DistributedSamplerOptions sampling{.rank = rank_, .world_size = world_, .shuffle = true, .seed = seed,
+                                                 .drop_last = true};
+  std::shared_ptr<const data::DistributedSampler> sampler;
+#ifdef MG_HAVE_DISTRIBUTED
+  if (impl_->group) {
+    sampler = distributed::distributed_sampler(*impl_->group, dataset_size,
+                                               {.shuffle = true, .seed = seed, .drop_last = true});
+  }
+#endif
+  if (!sampler) sampler = std::make_shared<data::DistributedSampler>(dataset_size, sampling);
+  return {.batch_size = rank_batch(global_batch), .shuffle = false, .drop_last = true, .seed = seed, .sampler = sampler};
+}
+
+StateDict reshard_loader_state(const StateDict& saved, const data::DataLoader& loader) {
+  const data::DistributedSampler* sampler = loader.options().sampler.get();
+  const auto batch = saved.ints.find("batch_size");
+  const auto world = saved.ints.find("sampler_world_size");
+  if (!sampler || batch == saved.ints.end() || world == saved.ints.end()) return saved;
+  const int64_t here_batch = loader.options().batch_size, here_world = sampler->options().world_size;
+  if (batch->second * world->second != here_batch * here_world) return saved;  // load_state says why
+  StateDict s = saved;
+  s.ints["batch_size"] = here_batch;
+  s.ints["sampler_world_size"] = here_world;
+  return s;
 }
 
 void DataParallel::wrap(const std::shared_ptr<nn::Module>& model, std::vector<optim::Optimizer*> optimizers) {
 #ifdef MG_HAVE_DISTRIBUTED
-  if (active()) {
+  if (impl_->group) {
     impl_->ddp = std::make_unique<distributed::DistributedDataParallel>(
         model, impl_->group, distributed::DdpOptions{.optimizers = std::move(optimizers)});
   }
@@ -114,7 +133,7 @@ void DataParallel::sync_buffers() {
 
 double DataParallel::sum(double value) {
 #ifdef MG_HAVE_DISTRIBUTED
-  if (active()) {
+  if (impl_->group) {
     Tensor t = from_vector<double>({value}, {1});
     impl_->group->all_reduce(t, distributed::ReduceOp::Sum);
     return t.data<double>()[0];

@@ -1,16 +1,20 @@
 // DataParallel: what a training example needs to run unchanged under mixgrad-run. Started
 // plainly (no WORLD_SIZE, or WORLD_SIZE=1) it is a single process and does nothing; started by
 // `mixgrad-run --nproc-per-node N` it joins the process group, wraps the model in
-// DistributedDataParallel, gives each rank a shard of the training set, and sums numbers over
-// ranks for the global throughput.
-// Decision: the shard is a simple stride (rank r trains on examples r, r + W, r + 2W, ... of the
-// training set, each rank shuffling its own shard every epoch with the run's seed), not a
-// DistributedSampler's global per-epoch shuffle; the global batch is W x --batch-size. Rank 0
-// alone prints the normal logs and writes checkpoints. Builds without the distributed layer
-// (no Gloo) run single-process and refuse WORLD_SIZE > 1 with a hint.
+// DistributedDataParallel, gives each rank its shard of every epoch through a
+// data::DistributedSampler, and sums numbers over ranks for the global throughput.
+// Decision: --batch-size is the global batch; each rank's loader takes batch / W examples per
+// step from its DistributedSampler shard (the same seeded per-epoch shuffle on every rank, cut to
+// a multiple of W so the shards are disjoint; rank r takes positions r, r + W, ... of it). So
+// global step k trains on exactly the examples one process's step k would, at any world size:
+// the learning rate, the schedule and --train-examples mean the same, and a checkpoint (rank 0's,
+// holding the loader position in global steps) resumes on any number of ranks
+// (reshard_loader_state). Rank 0 alone prints the normal logs and writes checkpoints. Builds
+// without the distributed layer (no Gloo) run single-process and refuse WORLD_SIZE > 1 with a hint.
 //
 //   DataParallel dp = DataParallel::from_environment();
-//   auto shard = dp.shard(train_set);                      // the whole set when single-process
+//   data::DataLoaderOptions o = dp.loader_options(train_set->size(), global_batch, seed);  // [B/W] per rank
+//   data::DataLoader loader(train_set, o);
 //   ... amp::initialize(model, opt, ...);
 //   dp.wrap(model, {&opt});                                // after amp::initialize
 //   if (dp.is_main()) std::printf(...);
@@ -20,7 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
+#include "core/state_dict.h"
+#include "data/distributed_sampler.h"
+#include "data/loader.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
 
@@ -40,8 +46,21 @@ class DataParallel {
   bool active() const { return world_ > 1; }
   bool is_main() const { return rank_ == 0; }
 
-  // Rank r's examples r, r + W, ... (floor(N / W) of them, the same count on every rank).
-  std::shared_ptr<const data::Dataset> shard(std::shared_ptr<const data::Dataset> dataset) const;
+  // A DataParallel with rank `rank` of `world` for the sharding only, with no process group
+  // (tests, and programs started by a launcher of their own): loader_options() shards, wrap(),
+  // no_sync(), sync_buffers() and sum() do what they do single-process.
+  static DataParallel sharding_only(int rank, int world);
+
+  // This rank's examples per step: global_batch / W. Throws mg::Error naming `flag` when the
+  // global batch does not split evenly over the ranks.
+  int64_t rank_batch(int64_t global_batch, const std::string& flag = "--batch-size") const;
+  // The training loader of this rank: batch rank_batch(global_batch), its DistributedSampler shard
+  // (shuffled by `seed` per epoch, drop_last: every rank has floor(N / W) examples, disjoint from
+  // the others'), full batches only, `seed` for the datasets' augmentation. One process: the same
+  // order as a loader with .shuffle = true. With a group the sampler comes from
+  // distributed::distributed_sampler, which checks that every rank passed the same size and seed
+  // (a collective: every rank calls it).
+  data::DataLoaderOptions loader_options(int64_t dataset_size, int64_t global_batch, uint64_t seed) const;
   // Wraps `model` in DistributedDataParallel (after amp::initialize; the optimizers' O2 master
   // weights are broadcast from rank 0 with it); a no-op single-process.
   void wrap(const std::shared_ptr<nn::Module>& model, std::vector<optim::Optimizer*> optimizers = {});
@@ -66,5 +85,12 @@ class DataParallel {
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, world_ = 1;
 };
+
+// A loader state saved by rank 0 of a run on W ranks with batch b (DataLoader::state) made
+// loadable by `loader`, a loader of loader_options() on W' ranks with batch b': when the global
+// batches agree (W·b = W'·b') the position — epoch and global step — is the same, so the batch
+// size and sampler world size are rewritten to the loader's; anything else is returned unchanged
+// and DataLoader::load_state refuses it with its own message.
+StateDict reshard_loader_state(const StateDict& saved, const data::DataLoader& loader);
 
 }  // namespace mg::example

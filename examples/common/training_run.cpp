@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "cuda/cuda.h"
+#include "examples/common/data_parallel.h"
 #include "examples/common/process_memory.h"
 
 namespace mg::example {
@@ -116,7 +117,7 @@ void TrainingState::restore(const io::Checkpoint& ck) const {
   ck.restore_model(model);
   optimizer.load_state_dict(ck.state("optimizer"));
   scheduler.load_state_dict(ck.state("scheduler"));
-  loader.load_state(ck.state("loader"));
+  loader.load_state(reshard_loader_state(ck.state("loader"), loader));  // saved on any number of ranks
   load_generator_state(default_generator(), ck.state("rng"));
   amp::load_state_dict(ck.state("amp"));
   history.load(ck.state("history"));

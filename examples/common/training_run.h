@@ -66,8 +66,9 @@ std::string precision_label(const std::string& opt_level, const std::string& dty
 std::string skipped_step_trace(const amp::OverflowTracer& tracer, int64_t step, bool first);
 
 // The states of a run besides the model and the example's own: "optimizer" (with the f32 masters
-// at O2), "scheduler", "loader" (position in the epoch), "rng" (the default generator), "amp"
-// (every loss scaler) and "history" (the curves of the plot).
+// at O2), "scheduler", "loader" (position in the epoch; restored through reshard_loader_state, so a
+// checkpoint of a data-parallel run resumes on any number of ranks with the same global batch),
+// "rng" (the default generator), "amp" (every loss scaler) and "history" (the curves of the plot).
 struct TrainingState {
   nn::Module& model;
   optim::Optimizer& optimizer;

@@ -10,8 +10,9 @@
 //   build/launcher/mixgrad-run --nproc-per-node 2 build/examples/train_resnet   # data parallel
 //
 // Under mixgrad-run (WORLD_SIZE > 1) the model is wrapped in DistributedDataParallel after
-// amp::initialize, each rank trains on a stride shard of the training set (global batch =
-// ranks x --batch-size), rank 0 alone prints the logs, evaluates and writes checkpoints, and
+// amp::initialize, --batch-size is the global batch (each rank takes batch / ranks examples per
+// step from its DistributedSampler shard of the same seeded per-epoch shuffle), rank 0 alone
+// prints the logs, evaluates and writes checkpoints (which resume on any number of ranks), and
 // every rank prints its own throughput beside the global one (examples/common/data_parallel.h).
 //
 // The file reads top to bottom: flags, data, model, amp, checkpoint/resume, the training loop (the
@@ -62,7 +63,7 @@ Flags make_flags() {
   f.add_string("keep-batchnorm-fp32", "", "O2/O3: keep batch norm in f32 (true|false; default: the opt level's)", {.metavar = "B"});
   f.add_int("depth", 20, "ResNet depth: 6n+2 (20, 32, 44, 56, 110)", {.min = 8});
   f.add_int("epochs", 10, "passes over the training set", {.min = 1});
-  f.add_int("batch-size", 128, "examples per step", {.min = 1});
+  f.add_int("batch-size", 128, "examples per step (the global batch: split over the ranks under mixgrad-run)", {.min = 1});
   f.add_double("lr", 0.1, "peak learning rate", {.min = 0, .min_exclusive = true});
   f.add_double("weight-decay", 5e-4, "SGD weight decay", {.min = 0});
   f.add_double("warmup-epochs", 1, "linear warmup length in epochs", {.min = 0});
@@ -134,10 +135,12 @@ int run(int argc, char** argv) {
   // ---- data ----
   auto train_set = std::make_shared<data::FashionMnist>(data::FashionMnistOptions{.train = true, .augment = true});
   const data::FashionMnist test_set(data::FashionMnistOptions{.train = false});
-  data::DataLoader loader(dp.shard(train_set), {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = seed,
-                                      .pin_memory = device.is_cuda()});  // asynchronous copies to the GPU
-  MG_CHECK(loader.num_batches() > 0, Error, "--batch-size ", batch_size, " exceeds the ",
-           train_set->size() / dp.world_size(), " training images of a rank");
+  data::DataLoaderOptions loading = dp.loader_options(train_set->size(), batch_size, seed);  // this rank's shard
+  loading.pin_memory = device.is_cuda();  // asynchronous copies to the GPU
+  data::DataLoader loader(train_set, loading);
+  const int64_t rank_batch = loading.batch_size;  // batch_size / ranks
+  MG_CHECK(loader.num_batches() > 0, Error, "--batch-size ", batch_size, " exceeds the ", train_set->size(),
+           " training images");
   const int64_t limit = flags.get_int("train-examples");
   const int64_t steps_per_epoch = limit > 0 ? std::clamp<int64_t>(limit / batch_size, 1, loader.num_batches()) : loader.num_batches();
   const int64_t eval_limit = flags.get_int("eval-examples") > 0 ? flags.get_int("eval-examples") : test_set.size();
@@ -160,8 +163,9 @@ int run(int argc, char** argv) {
               (long long)depth, format_count(model->num_parameters()).c_str(), precision.c_str(),
               (long long)batch_size, (long long)epochs, (long long)steps_per_epoch, device.str().c_str(), num_threads());
   if (dp.active()) {
-    std::printf("data parallel: %d ranks, each on every %d-th training image (a stride shard), global batch %lld\n",
-                dp.world_size(), dp.world_size(), (long long)(batch_size * dp.world_size()));
+    std::printf("data parallel: %d ranks, each on %lld images per step from its DistributedSampler shard of the "
+                "epoch's shuffle (%lld images), global batch %lld\n",
+                dp.world_size(), (long long)rank_batch, (long long)loading.sampler->num_samples(), (long long)batch_size);
   }
   std::printf("%s", amp::properties().str().c_str());
   if (flags.get_bool("precision-plan")) std::printf("%s", amp::precision_plan(*model, &opt).c_str());
@@ -201,9 +205,9 @@ int run(int argc, char** argv) {
         const data::Batch probe = train_set->get_batch(std::vector<int64_t>(std::size_t(b), 0), {.seed = seed});
         const Tensor loss = cross_entropy(amp::forward(*model, probe.at("input")), probe.at("target"));
         loss.backward();
-      }, batch_size);
+      }, rank_batch);
       std::printf("memory: one step at batch %lld needs about %s MiB (%s KiB per example); %s MiB available\n",
-                  (long long)batch_size, format_count(int64_t(e.predicted_bytes) >> 20).c_str(),
+                  (long long)rank_batch, format_count(int64_t(e.predicted_bytes) >> 20).c_str(),
                   format_count(int64_t(e.bytes_per_sample) >> 10).c_str(), format_count(e.available_bytes >> 20).c_str());
     });
   }
