@@ -309,10 +309,10 @@ int main(int argc, char** argv) {
   fs::remove_all(dir);
 
   const std::string load_end = read_line("/proc/loadavg");
-  std::printf("\n%-18s %6s %10s %10s %10s %9s %9s %9s %9s %9s %8s %9s\n", "config", "global", "samples/s", "samples/s",
-              "step_ms", "cpu_ms", "fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "hidden", "wait_ms");
-  std::printf("%-18s %6s %10s %10s %10s %9s %9s %9s %9s %9s %8s %9s\n", "", "batch", "per rank", "global", "(wall)",
-              "per step", "", "", "", "", "", "");
+  std::printf("\n%-18s %6s %10s %10s %10s %9s %9s %9s %9s %9s %9s %8s %9s\n", "config", "global", "samples/s", "samples/s",
+              "step_ms", "cpu_ms", "samples/", "fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "hidden", "wait_ms");
+  std::printf("%-18s %6s %10s %10s %10s %9s %9s %9s %9s %9s %9s %8s %9s\n", "", "batch", "per rank", "global", "(wall)",
+              "per step", "CPU-s", "", "", "", "", "", "");
   std::vector<json> lines;
   for (std::size_t ci = 0; ci < configs.size(); ++ci) {
     const Config& c = configs[ci];
@@ -325,9 +325,10 @@ int main(int argc, char** argv) {
     std::vector<double> per_round;
     for (const RunResult& r : rs) per_round.push_back(r.global_sps);
     const bool ddp = c.procs > 1;
-    std::printf("%-18s %6lld %10.1f %10.1f %10.1f %9.1f %9.1f %9.1f %9.1f %9s %8s %9s\n", c.name().c_str(),
+    const double per_cpu_s = 1e3 * double(o.batch) / med(&RunResult::cpu_ms);
+    std::printf("%-18s %6lld %10.1f %10.1f %10.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9s %8s %9s\n", c.name().c_str(),
                 (long long)(o.batch * c.procs), med(&RunResult::rank_sps), med(&RunResult::global_sps),
-                med(&RunResult::step_ms), med(&RunResult::cpu_ms), med(&RunResult::forward_ms),
+                med(&RunResult::step_ms), med(&RunResult::cpu_ms), per_cpu_s, med(&RunResult::forward_ms),
                 med(&RunResult::backward_ms), med(&RunResult::optimizer_ms),
                 cell(ddp, "%.1f", med(&RunResult::comm_ms)).c_str(),
                 cell(ddp, "%.0f%%", 100 * med(&RunResult::hidden_share)).c_str(),
@@ -338,6 +339,7 @@ int main(int argc, char** argv) {
                      {"steps", o.steps}, {"rounds", o.rounds}, {"samples_per_s_rank", med(&RunResult::rank_sps)},
                      {"samples_per_s_global", med(&RunResult::global_sps)}, {"samples_per_s_global_per_round", per_round},
                      {"step_ms", med(&RunResult::step_ms)}, {"cpu_ms_per_step", med(&RunResult::cpu_ms)},
+                     {"samples_per_cpu_s_rank", per_cpu_s},
                      {"forward_ms", med(&RunResult::forward_ms)}, {"backward_ms", med(&RunResult::backward_ms)},
                      {"optimizer_ms", med(&RunResult::optimizer_ms)},
                      {"comm_ms", ddp ? json(med(&RunResult::comm_ms)) : json()},
@@ -346,7 +348,8 @@ int main(int argc, char** argv) {
                      {"load_start", load_start}, {"load_end", load_end}});
   }
   std::printf("samples/s per rank: its examples over its measured wall time; global: the sum over ranks. cpu_ms: the "
-              "process's CPU time per step (all its threads), the mean over ranks; wall and CPU apart show waiting.\n"
+              "process's CPU time per step (all its threads), the mean over ranks; wall and CPU apart show waiting; "
+              "samples/CPU-s: a rank's examples per second of its CPU time (what it would do on a core of its own).\n"
               "comm_ms: the bucket all-reduces' time per step; hidden: the share of it that ran before backward ended; "
               "wait_ms: from the end of backward until every bucket was reduced (exposed communication).\n");
   for (std::size_t ci = 0; ci < configs.size(); ++ci) {
