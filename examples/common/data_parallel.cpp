@@ -71,9 +71,10 @@ DataParallel DataParallel::sharding_only(int rank, int world) {
 }
 
 int64_t DataParallel::rank_batch(int64_t global_batch, const std::string& flag) const {
-  MG_CHECK(global_batch % world_ == 0, Error, flag, " ", global_batch, " (the global batch) does not split evenly over ",
-           world_, " ranks", "\n  hint: use a multiple of ", world_, ", e.g. ", global_batch / world_ * world_, " or ",
-           (global_batch / world_ + 1) * world_);
+  const int64_t below = global_batch / world_ * world_, above = below + world_;
+  MG_CHECK(global_batch % world_ == 0, Error, "DataParallel: ", flag, " ", global_batch,
+           " (the global batch) does not split evenly over ", world_, " ranks", "\n  hint: use a multiple of ", world_,
+           ", e.g. ", below > 0 ? std::to_string(below) + " or " : std::string(), above);
   return global_batch / world_;
 }
 
@@ -95,12 +96,22 @@ data::DataLoaderOptions DataParallel::loader_options(int64_t dataset_size, int64
 
 StateDict reshard_loader_state(const StateDict& saved, const data::DataLoader& loader) {
   const data::DistributedSampler* sampler = loader.options().sampler.get();
-  const auto batch = saved.ints.find("batch_size");
-  const auto world = saved.ints.find("sampler_world_size");
-  if (!sampler || batch == saved.ints.end() || world == saved.ints.end()) return saved;
-  const int64_t here_batch = loader.options().batch_size, here_world = sampler->options().world_size;
-  if (batch->second * world->second != here_batch * here_world) return saved;  // load_state says why
+  if (!sampler || !saved.ints.count("batch_size") || !saved.ints.count("shuffle")) return saved;
   StateDict s = saved;
+  if (!s.ints.count("sampler_world_size") && s.ints.at("shuffle") == 1 && s.ints.count("seed")) {
+    // Saved before the examples sharded through a sampler (one process, .shuffle = true): its order,
+    // epoch_permutation(N, seed, epoch), is the one-rank sampler's with that seed.
+    s.ints["shuffle"] = 0;
+    s.ints["sampler_world_size"] = 1;
+    s.ints["sampler_shuffle"] = 1;
+    s.ints["sampler_seed"] = s.ints.at("seed");
+    s.ints["sampler_drop_last"] = 1;
+  }
+  const auto world = s.ints.find("sampler_world_size");
+  if (world == s.ints.end()) return saved;
+  const int64_t here_batch = loader.options().batch_size, here_world = sampler->options().world_size;
+  // Another global batch is another position: returned as saved, load_state says why.
+  if (s.ints.at("batch_size") * world->second != here_batch * here_world) return saved;
   s.ints["batch_size"] = here_batch;
   s.ints["sampler_world_size"] = here_world;
   return s;

@@ -90,7 +90,9 @@ class DataParallel {
 // loadable by `loader`, a loader of loader_options() on W' ranks with batch b': when the global
 // batches agree (W·b = W'·b') the position — epoch and global step — is the same, so the batch
 // size and sampler world size are rewritten to the loader's; anything else is returned unchanged
-// and DataLoader::load_state refuses it with its own message.
+// and DataLoader::load_state refuses it with its own message. A state saved by a one-process
+// loader with .shuffle = true and no sampler (the examples before they sharded) is read as the
+// one-rank sampler's with the same seed, which gives the same order.
 StateDict reshard_loader_state(const StateDict& saved, const data::DataLoader& loader);
 
 }  // namespace mg::example

@@ -44,7 +44,7 @@ std::vector<int64_t> sorted(std::vector<int64_t> v) {
 
 TEST_CASE("examples data parallel: the ranks' shards are disjoint and global step k is one process's step k",
           "[examples][data]") {
-  for (const int64_t n : {96, 100, 257}) {
+  for (const int64_t n : {23, 96, 100, 257}) {
     for (const int world : {2, 3, 4}) {
       const int64_t global_batch = 12;  // splits over 2, 3 and 4 ranks
       INFO("N " << n << ", W " << world);
@@ -86,6 +86,7 @@ TEST_CASE("examples data parallel: a global batch that does not split over the r
   CHECK_THROWS_WITH(dp.rank_batch(128), Catch::Matchers::Contains("--batch-size 128 (the global batch) does not split "
                                                                   "evenly over 3 ranks") &&
                                             Catch::Matchers::Contains("hint: use a multiple of 3, e.g. 126 or 129"));
+  CHECK_THROWS_WITH(DataParallel::sharding_only(1, 4).rank_batch(2), Catch::Matchers::EndsWith("hint: use a multiple of 4, e.g. 4"));
   CHECK_THROWS_WITH(DataParallel::sharding_only(2, 2), Catch::Matchers::Contains("rank 2 is not in [0, 2)"));
 }
 
@@ -128,4 +129,24 @@ TEST_CASE("examples data parallel: a loader state saved on W ranks resumes on an
   const auto reseeded = rank_loaders(ds, 1, 8, 4);
   CHECK_THROWS_WITH(reseeded[0]->load_state(mg::example::reshard_loader_state(state, *reseeded[0])),
                     Catch::Matchers::Contains("sampler_seed"));
+}
+
+TEST_CASE("examples data parallel: a one-process state saved without a sampler resumes on 2 ranks",
+          "[examples][data]") {
+  const int64_t n = 100, global_batch = 10;
+  const auto ds = dataset(n);
+  // The examples' loader before they sharded: .shuffle = true, no sampler.
+  data::DataLoader old(ds, {.batch_size = global_batch, .shuffle = true, .drop_last = true, .seed = 9});
+  old.start_epoch(1);
+  for (int k = 0; k < 3; ++k) REQUIRE(old.next().has_value());
+  const StateDict state = old.state();
+  REQUIRE(state.ints.count("sampler_world_size") == 0);
+  std::vector<int64_t> step_3;
+  for (auto& l : rank_loaders(ds, 2, global_batch, 9)) {
+    l->load_state(mg::example::reshard_loader_state(state, *l));
+    REQUIRE(l->next_batch() == 3);
+    const std::vector<int64_t> mine = l->batch_indices(1, 3);
+    step_3.insert(step_3.end(), mine.begin(), mine.end());
+  }
+  CHECK(sorted(step_3) == sorted(old.batch_indices(1, 3)));
 }
