@@ -296,12 +296,13 @@ int main(int argc, char** argv) {
                                       prefix});
       if (status != 0) {
         std::fprintf(stderr, "bench_dist: the run of %s exited with status %d\n", c.name().c_str(), status);
+        fs::remove_all(dir);
         return 1;
       }
       std::vector<json> ranks;
       for (int r = 0; r < c.procs; ++r) {
         std::ifstream f(prefix + ".rank" + std::to_string(r) + ".json");
-        ranks.push_back(json::parse(f));
+        ranks.push_back(json::parse(f));  // a missing or broken file throws: the program fails
       }
       results[ci].push_back(summarise(ranks));
     }
