@@ -197,7 +197,9 @@ std::vector<DnnAlgoChoice> filter_conv_algos(const std::vector<DnnAlgoResult>& r
       continue;
     }
     DnnMath math = r.math;
-    if (math == DnnMath::TensorOpAllowConversion) {  // f32 rounded to f16 inside: never
+    if (math == DnnMath::TensorOpAllowConversion && p.dtype != DType::F16) {
+      // Inputs rounded to f16 inside: a no-op for f16 data, a loss of precision (f32) or of range
+      // (bf16) for the others.
       ++s.wrong_math;
       continue;
     }

@@ -89,8 +89,8 @@ std::array<int64_t, 4> layout_strides(const std::array<int64_t, 4>& dims, ConvLa
 // ---- the problem cuDNN sees ----
 
 // The math a conv runs with. Mirrors cudnnMathType_t: Default (cuDNN chooses; TF32 allowed for
-// f32), TensorOp (Tensor Cores), TensorOpAllowConversion (may round f32 inputs down to f16: never
-// accepted), Fma (no Tensor Cores: strict f32).
+// f32), TensorOp (Tensor Cores), TensorOpAllowConversion (may round inputs down to f16: accepted
+// for f16 data only), Fma (no Tensor Cores: strict f32).
 enum class DnnMath : uint8_t { Default, TensorOp, TensorOpAllowConversion, Fma };
 const char* dnn_math_name(DnnMath m);
 
@@ -170,7 +170,8 @@ struct DnnFilterStats {
 // The candidates in order of preference: cuDNN's order (the heuristic's ranking, or Find's, which
 // is by time), then by measured time when `by_time` (stable); without failed entries, without
 // nondeterministic ones when `deterministic`, without math the problem does not allow (Fma asked:
-// only Fma; never TensorOpAllowConversion), each (algo, math) once.
+// no Tensor Core math, Default run as Fma; TensorOpAllowConversion only for f16 data, where the
+// conversion to f16 is a no-op), each (algo, math) once.
 std::vector<DnnAlgoChoice> filter_conv_algos(const std::vector<DnnAlgoResult>& results, const DnnConvProblem& p,
                                              bool by_time, DnnFilterStats* stats = nullptr);
 

@@ -87,6 +87,19 @@ TEST_CASE("cuDNN conv with channels-last operands matches the CPU", "[cuda][conv
       require_conv_close(c.name + " NHWC backward_weight", conv2d_backward_weight(gx, gg, khw, c.o),
                          conv2d_backward_weight(x, g, khw, c.o),
                          conv2d_backward_weight(abs64(x), abs64(g), khw, c.o), ys[0] * ys[2] * ys[3]);
+      // conv_transpose2d of the gradient (cuDNN's backward-data plus a bias of C channels) where
+      // {H, W} is reachable with output_padding below the stride.
+      std::array<int64_t, 2> opad{};
+      for (std::size_t d = 0; d < 2; ++d) {
+        opad[d] = c.x[2 + d] - ((ys[2 + d] - 1) * c.o.stride[d] - 2 * c.o.padding[d] +
+                                c.o.dilation[d] * (c.w[2 + d] - 1) + 1);
+      }
+      if (opad[0] < c.o.stride[0] && opad[1] < c.o.stride[1]) {
+        const Tensor bt = randn_in(dt, {c.x[1]}, 5);
+        require_conv_close(c.name + " NHWC conv_transpose2d+bias", conv_transpose2d(gg, gw, bt.to(gpu()), c.o, opad),
+                           conv_transpose2d(g, w, bt, c.o, opad),
+                           conv_transpose2d(abs64(g), abs64(w), abs64(bt), c.o, opad), Kb);
+      }
     }
   }
   mg::test::require_no_pending_cuda_error();
@@ -140,6 +153,11 @@ TEST_CASE("cuDNN benchmark mode: same results, one counted sync per new configur
     require_conv_close("heuristic", heuristic, want, bound, 24 * 9);
     require_conv_close("benchmark", measured, want, bound, 24 * 9);
     require_conv_close("benchmark cached", again, want, bound, 24 * 9);
+    // With a bias: Find*Ex times the algorithms on a scratch output, so the bias written into the
+    // real output first survives the search (a new configuration: 20 rows).
+    const Tensor xb = randn_in(dt, {3, 24, 20, 17}, 23), b = randn_in(dt, {40}, 24);
+    require_conv_close("benchmark + bias", conv2d(gpu_nhwc(xb), gw, b.to(gpu()), o), conv2d(xb, w, b, o),
+                       conv2d(abs64(xb), abs64(w), abs64(b), o), 24 * 9);
     cuda::set_cudnn_benchmark(false);
   }
   mg::test::require_no_pending_cuda_error();

@@ -231,14 +231,15 @@ TEST_CASE("cudnn conv plan: filtering cuDNN's algorithm list", "[cuda][conv][cud
       res(1, true, 0.5f, 1000, false, DnnMath::TensorOp),
       res(0, true, 0.9f, 0, true, DnnMath::TensorOp),
       res(6, false, -1, 0, true, DnnMath::TensorOp),                   // failed
-      res(2, true, 0.2f, 5000, true, DnnMath::TensorOpAllowConversion),  // never
+      res(2, true, 0.2f, 5000, true, DnnMath::TensorOpAllowConversion),  // f16 data only
       res(7, true, 0.3f, 2000, true, DnnMath::Default),
       res(1, true, 0.6f, 1000, false, DnnMath::TensorOp),              // duplicate of the first
       res(5, true, 0.4f, 0, true, DnnMath::Fma),
   };
-  SECTION("heuristic order, any determinism") {
+  SECTION("heuristic order, any determinism; bf16 refuses the conversion to f16") {
+    const DnnConvProblem bf16 = make_dnn_conv_problem(ConvDirection::Forward, DType::BF16, g, ConvLayout::NHWC, {});
     DnnFilterStats s;
-    const std::vector<DnnAlgoChoice> c = filter_conv_algos(list, f16, false, &s);
+    const std::vector<DnnAlgoChoice> c = filter_conv_algos(list, bf16, false, &s);
     REQUIRE(c.size() == 4);
     CHECK(c[0] == DnnAlgoChoice{1, 1000, DnnMath::TensorOp});
     CHECK(c[1] == DnnAlgoChoice{0, 0, DnnMath::TensorOp});
@@ -246,11 +247,14 @@ TEST_CASE("cudnn conv plan: filtering cuDNN's algorithm list", "[cuda][conv][cud
     CHECK(c[3] == DnnAlgoChoice{5, 0, DnnMath::Fma});
     CHECK((s.failed == 1 && s.nondeterministic == 0 && s.wrong_math == 1));
   }
-  SECTION("benchmark order: by measured time") {
+  SECTION("f16 keeps the conversion (a no-op on f16 data); benchmark order: by measured time") {
+    const std::vector<DnnAlgoChoice> h = filter_conv_algos(list, f16, false);
+    REQUIRE(h.size() == 5);
+    CHECK(h[2] == DnnAlgoChoice{2, 5000, DnnMath::TensorOpAllowConversion});
     const std::vector<DnnAlgoChoice> c = filter_conv_algos(list, f16, true);
     std::vector<int> algos;
     for (const DnnAlgoChoice& x : c) algos.push_back(x.algo);
-    CHECK(algos == std::vector<int>{7, 5, 1, 0});
+    CHECK(algos == std::vector<int>{2, 7, 5, 1, 0});
   }
   SECTION("deterministic mode drops the nondeterministic algorithms") {
     DnnConvProblem p = f16;
@@ -259,7 +263,7 @@ TEST_CASE("cudnn conv plan: filtering cuDNN's algorithm list", "[cuda][conv][cud
     const std::vector<DnnAlgoChoice> c = filter_conv_algos(list, p, false, &s);
     std::vector<int> algos;
     for (const DnnAlgoChoice& x : c) algos.push_back(x.algo);
-    CHECK(algos == std::vector<int>{0, 7, 5});
+    CHECK(algos == std::vector<int>{0, 2, 7, 5});
     CHECK(s.nondeterministic == 2);
   }
   SECTION("strict f32: Tensor Core math dropped, FMA (or Default run as FMA) kept") {
@@ -274,7 +278,7 @@ TEST_CASE("cudnn conv plan: filtering cuDNN's algorithm list", "[cuda][conv][cud
   SECTION("TF32 allowed: Tensor Core math kept for f32") {
     const DnnConvProblem tf32 = make_dnn_conv_problem(ConvDirection::Forward, DType::F32, g, ConvLayout::NCHW,
                                                       {.allow_tf32 = true});
-    CHECK(filter_conv_algos(list, tf32, false).size() == 4);
+    CHECK(filter_conv_algos(list, tf32, false).size() == 4);  // all but the failed one and the conversion
   }
 }
 
