@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -346,6 +347,44 @@ void drop_candidate(const DnnConvProblem& p, const DnnAlgoChoice& c) {
   if (v.empty()) cache.entries.erase(it);
 }
 
+// Runs candidates on cuDNN: the workspace from the caching allocator (its OutOfMemoryError kept
+// for the caller when nothing smaller is left), the descriptor's math type set per candidate.
+class CudnnRunner final : public DnnRunner {
+ public:
+  CudnnRunner(cudnnHandle_t h, const DnnConvProblem& p, const Descriptors& d, void* x, void* w, void* y,
+              bool accumulate)
+      : h_(h), p_(p), d_(d), x_(x), w_(w), y_(y), accumulate_(accumulate) {}
+  bool take_workspace(std::size_t bytes) override {
+    ws_ = Tensor();  // the previous candidate's block goes back first
+    try {
+      ws_ = workspace(bytes, p_.device);
+    } catch (const OutOfMemoryError&) {
+      oom_ = std::current_exception();
+      return false;
+    }
+    bytes_ = bytes;
+    return true;
+  }
+  bool run(const DnnAlgoChoice& c) override {
+    MG_CUDNN_CHECK(cudnnSetConvolutionMathType(d_.conv, to_cudnn(c.math)));
+    const cudnnStatus_t status = execute(h_, p_, d_, c.algo, x_, w_, y_, ptr(ws_), bytes_, accumulate_);
+    if (status == CUDNN_STATUS_NOT_SUPPORTED) return false;
+    detail::check_cudnn(status, "cudnnConvolution*(...)", __FILE__, __LINE__);
+    return true;
+  }
+  std::exception_ptr oom() const { return oom_; }
+
+ private:
+  cudnnHandle_t h_;
+  const DnnConvProblem& p_;
+  const Descriptors& d_;
+  void *x_, *w_, *y_;
+  bool accumulate_;
+  Tensor ws_;
+  std::size_t bytes_ = 0;
+  std::exception_ptr oom_;
+};
+
 }  // namespace
 
 void run_dnn_conv(const char* op, const DnnConvProblem& p, void* x, void* w, void* y, bool accumulate) {
@@ -355,30 +394,16 @@ void run_dnn_conv(const char* op, const DnnConvProblem& p, void* x, void* w, voi
   Descriptors d;
   make_descriptors(p, d);
   const std::vector<DnnAlgoChoice> list = candidates(op, h, p, d, x, w, y, accumulate);
-  std::size_t i = 0;
-  while (true) {
-    const DnnAlgoChoice& c = list[i];
-    Tensor ws;
-    try {
-      ws = workspace(c.workspace, p.device);
-    } catch (const OutOfMemoryError&) {
-      const int next = next_workspace_fallback(list, i);
-      if (next < 0) throw;  // nothing needs less: the allocator's message names the size
-      i = std::size_t(next);
-      continue;
-    }
-    MG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, to_cudnn(c.math)));
-    const cudnnStatus_t status = execute(h, p, d, c.algo, x, w, y, ptr(ws), c.workspace, accumulate);
-    if (status == CUDNN_STATUS_NOT_SUPPORTED) {
-      drop_candidate(p, c);  // refused at run time: never offered again for this key
-      MG_CHECK(i + 1 < list.size(), NotImplementedError, op, ": cuDNN refused every ", dnn_direction_name(p.dir),
+  CudnnRunner runner(h, p, d, x, w, y, accumulate);
+  const DnnRunResult r = run_candidates(list, runner);
+  for (const std::size_t i : r.refused) drop_candidate(p, list[i]);  // refused at run time: never offered again
+  switch (r.outcome) {
+    case DnnRunOutcome::Ran: return;
+    case DnnRunOutcome::OutOfMemory: std::rethrow_exception(runner.oom());  // names the size and the statistics
+    case DnnRunOutcome::AllRefused:
+      MG_THROW(NotImplementedError, op, ": cuDNN refused every ", dnn_direction_name(p.dir),
                " algorithm it offered for ", describe(p),
                "\n  hint: try the other layout (NCHW or channels-last) or another dtype");
-      ++i;
-      continue;
-    }
-    detail::check_cudnn(status, "cudnnConvolution*(...)", __FILE__, __LINE__);
-    return;
   }
 }
 

@@ -238,6 +238,34 @@ int next_workspace_fallback(const std::vector<DnnAlgoChoice>& c, std::size_t fai
   return -1;
 }
 
+DnnRunResult run_candidates(const std::vector<DnnAlgoChoice>& c, DnnRunner& runner) {
+  MG_ASSERT(!c.empty(), "run_candidates: no candidates");
+  DnnRunResult r;
+  std::size_t i = 0;
+  while (true) {
+    r.index = i;
+    if (!runner.take_workspace(c[i].workspace)) {
+      const int next = next_workspace_fallback(c, i);
+      if (next < 0) {
+        r.outcome = DnnRunOutcome::OutOfMemory;
+        return r;
+      }
+      i = std::size_t(next);
+      continue;
+    }
+    if (runner.run(c[i])) {
+      r.outcome = DnnRunOutcome::Ran;
+      return r;
+    }
+    r.refused.push_back(i);
+    if (i + 1 >= c.size()) {
+      r.outcome = DnnRunOutcome::AllRefused;
+      return r;
+    }
+    ++i;
+  }
+}
+
 std::size_t find_workspace_bytes(const std::vector<DnnAlgoResult>& heuristic, std::size_t cap) {
   std::size_t most = 0;
   for (const DnnAlgoResult& r : heuristic) {

@@ -180,6 +180,30 @@ std::vector<DnnAlgoChoice> filter_conv_algos(const std::vector<DnnAlgoResult>& r
 // -1 when none is left.
 int next_workspace_fallback(const std::vector<DnnAlgoChoice>& candidates, std::size_t failed);
 
+// The device side of running one conv with a candidate (cuDNN in cuda/dnn.cpp; a fake in tests).
+class DnnRunner {
+ public:
+  virtual ~DnnRunner() = default;
+  // Takes a workspace of `bytes` for the next run (replacing the previous one); false when the
+  // allocator is out of memory even after emptying its cache.
+  virtual bool take_workspace(std::size_t bytes) = 0;
+  // Runs candidate `c` on that workspace; false when cuDNN refuses it (CUDNN_STATUS_NOT_SUPPORTED).
+  virtual bool run(const DnnAlgoChoice& c) = 0;
+};
+enum class DnnRunOutcome : uint8_t {
+  Ran,          // candidates[index] ran
+  OutOfMemory,  // candidates[index]'s workspace did not fit and no later candidate needs less
+  AllRefused,   // every candidate tried was refused
+};
+struct DnnRunResult {
+  DnnRunOutcome outcome = DnnRunOutcome::Ran;
+  std::size_t index = 0;
+  std::vector<std::size_t> refused;  // indices cuDNN refused (to drop from the cache)
+};
+// Tries the candidates in order: a workspace that does not fit moves to next_workspace_fallback, a
+// refused candidate to the next one.
+DnnRunResult run_candidates(const std::vector<DnnAlgoChoice>& candidates, DnnRunner& runner);
+
 // The workspace given to cudnnFind*Ex in benchmark mode: the largest any heuristic candidate
 // needs, at most `cap` bytes (algorithms needing more are reported failed and dropped).
 inline constexpr std::size_t kDnnFindWorkspaceCap = std::size_t(1) << 30;  // 1 GiB

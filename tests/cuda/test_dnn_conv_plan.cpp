@@ -3,7 +3,8 @@
 // strides (against tensors made by the public ops), the copies into a layout, the descriptors'
 // dims and strides (checked against real tensors' element offsets), the math mode per dtype and
 // TF32 switch, the cache key, filtering of cuDNN's algorithm lists (deterministic mode, strict f32,
-// failures, duplicates, benchmark order), the workspace fallback order and the error text.
+// failures, duplicates, benchmark order), the workspace fallback order, the run loop over the
+// candidates against a fake device (out of memory, refusals) and the error text.
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -302,6 +303,78 @@ TEST_CASE("cudnn conv plan: workspace fallback order and the Find workspace", "[
   CHECK(find_workspace_bytes(h) == 5000);
   CHECK(find_workspace_bytes(h, 1024) == 1024);
   CHECK(find_workspace_bytes({}) == 0);
+}
+
+namespace {
+
+// A device with `free` bytes for workspaces that refuses the algorithms in `refuse`; it records
+// every step it was asked for ("ws N" / "run A").
+struct FakeRunner final : DnnRunner {
+  std::size_t free = 0;
+  std::set<int> refuse;
+  std::vector<std::string> log;
+  bool take_workspace(std::size_t bytes) override {
+    log.push_back("ws " + std::to_string(bytes));
+    return bytes <= free;
+  }
+  bool run(const DnnAlgoChoice& c) override {
+    log.push_back("run " + std::to_string(c.algo));
+    return refuse.count(c.algo) == 0;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cudnn conv plan: running the candidates, workspace fallbacks and refusals", "[cuda][conv][cudnn]") {
+  const std::vector<DnnAlgoChoice> c = {{1, 4000, DnnMath::TensorOp},
+                                        {2, 8000, DnnMath::TensorOp},
+                                        {3, 1000, DnnMath::TensorOp},
+                                        {4, 0, DnnMath::TensorOp}};
+  SECTION("the first fits and runs") {
+    FakeRunner f;
+    f.free = 1 << 20;
+    const DnnRunResult r = run_candidates(c, f);
+    CHECK((r.outcome == DnnRunOutcome::Ran && r.index == 0 && r.refused.empty()));
+    CHECK(f.log == std::vector<std::string>{"ws 4000", "run 1"});
+  }
+  SECTION("out of memory: only candidates needing less are tried (8000 is skipped)") {
+    FakeRunner f;
+    f.free = 1500;
+    const DnnRunResult r = run_candidates(c, f);
+    CHECK((r.outcome == DnnRunOutcome::Ran && r.index == 2));
+    CHECK(f.log == std::vector<std::string>{"ws 4000", "ws 1000", "run 3"});
+  }
+  SECTION("no memory at all: the candidate without a workspace") {
+    FakeRunner f;
+    const DnnRunResult r = run_candidates(c, f);
+    CHECK((r.outcome == DnnRunOutcome::Ran && r.index == 3));
+    CHECK(f.log == std::vector<std::string>{"ws 4000", "ws 1000", "ws 0", "run 4"});
+  }
+  SECTION("refused candidates are reported and the next one runs") {
+    FakeRunner f;
+    f.free = 1 << 20;
+    f.refuse = {1, 2};
+    const DnnRunResult r = run_candidates(c, f);
+    CHECK((r.outcome == DnnRunOutcome::Ran && r.index == 2));
+    CHECK(r.refused == std::vector<std::size_t>{0, 1});
+    CHECK(f.log == std::vector<std::string>{"ws 4000", "run 1", "ws 8000", "run 2", "ws 1000", "run 3"});
+  }
+  SECTION("everything refused") {
+    FakeRunner f;
+    f.free = 1 << 20;
+    f.refuse = {1, 2, 3, 4};
+    const DnnRunResult r = run_candidates(c, f);
+    CHECK(r.outcome == DnnRunOutcome::AllRefused);
+    CHECK(r.refused.size() == 4);
+  }
+  SECTION("out of memory with nothing smaller left") {
+    const std::vector<DnnAlgoChoice> big = {{5, 3000, DnnMath::TensorOp}, {6, 3000, DnnMath::TensorOp}};
+    FakeRunner f;
+    f.free = 100;
+    const DnnRunResult r = run_candidates(big, f);
+    CHECK((r.outcome == DnnRunOutcome::OutOfMemory && r.index == 0));
+    CHECK(f.log == std::vector<std::string>{"ws 3000"});
+  }
 }
 
 TEST_CASE("cudnn conv plan: describe and the no-algorithm error name shape, dtype and layout",
