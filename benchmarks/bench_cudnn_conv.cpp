@@ -8,7 +8,8 @@
 // is allocated NCHW by the dispatcher and the kernel copies its NHWC result into it: that copy is
 // part of every figure here (PyTorch's outputs are channels-last, no copy).
 // Timing: one call first (the algorithm search), then CUDA events around `reps` back-to-back calls,
-// best of 5 batches. Without a CUDA device it prints why and exits with 77 (skipped).
+// best of 5 batches. The JSON file is rewritten after every row, so a run stopped by check.sh's
+// time limit keeps what it measured. Without a CUDA device it prints why and exits with 77 (skipped).
 //
 //   bench_cudnn_conv [--quick] [--json FILE]
 #include <algorithm>
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
         rows.push_back(r);
         std::printf("%-28s %-5s %-28s %8.1f TFLOP/s\n", r.name.c_str(), r.dtype.c_str(), r.shape.c_str(), r.value);
         std::fflush(stdout);
+        if (!cfg.json.empty()) (void)bench::write_json(cfg.json, rows);  // rows so far survive a time limit
       };
       add("fwd", [&] { (void)conv2d(x, w, {}, o); });
       add("dgrad", [&] { (void)conv2d_backward_input(g, w, {l.H, l.H}, o); });
