@@ -17,6 +17,7 @@
 #include "mixgrad/core/pinned_memory.h"   // empty_pinned, check_pin_memory_available
 #include "mixgrad/core/storage.h"         // cpu_memory_stats
 #include "mixgrad/core/tensor.h"          // Tensor, DType, Device
+#include "mixgrad/cuda/conv_settings.h"   // cuda::set_cudnn_benchmark, set_cudnn_deterministic
 #include "mixgrad/cuda/cuda.h"            // cuda::is_available, streams, events, memory_stats
 #include "mixgrad/data/fashion_mnist.h"   // data::FashionMnist
 #include "mixgrad/data/loader.h"          // data::DataLoader

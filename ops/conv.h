@@ -1,8 +1,9 @@
 // Convolution and pooling ops (NCHW). On the CPU conv2d and its gradients run on oneDNN's
 // convolutions for f32 and bf16 (AMX for bf16) and as im2col + the shared GEMM for f64, f16 and
 // first layers with few input channels (ops/cpu/conv_onednn.cpp has the measurements), always with
-// f32 accumulation for f16/bf16 and one rounding of the output. On CUDA all four conv ops run as
-// im2col + cuBLASLt under the same contract (cuda/conv_kernels.cpp, docs/cuda.md "Convolution").
+// f32 accumulation for f16/bf16 and one rounding of the output. On CUDA all four conv ops run
+// through cuDNN (NCHW or channels-last strides; f64 and a few declared cases as im2col + cuBLASLt)
+// under the same contract (cuda/conv_kernels.cpp, docs/cuda.md "Convolution").
 //
 //   mg::Tensor y = mg::conv2d(x, w, b, {.stride = {2, 2}, .padding = {1, 1}});  // x [N,C,H,W], w [O,C,3,3]
 //   mg::Tensor p = mg::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});                   // [N, O, Ho/2, Wo/2]

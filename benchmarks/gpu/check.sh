@@ -10,7 +10,8 @@
 # scripts/fetch-gpu-deps here first and carry .gpu-deps with the tree (the device tool's carry).
 #
 # OUT_DIR gets check.log (everything), tests.xml / ops_tests.xml / amp_tests.xml / nccl_tests.xml (JUnit),
-# bench_cuda.json, bench_factory.json, bench_pinned.json, torch.json, train_resnet.jsonl (a short
+# bench_cuda.json, bench_factory.json, bench_pinned.json, torch.json, bench_cudnn_conv.json and
+# torch_conv.json (ResNet-50's conv shapes through cuDNN, mixgrad and PyTorch), train_resnet.jsonl (a short
 # ResNet-20 O2 f16 run on the GPU) and summary.txt. Each step has a time limit so the whole check
 # fits a short GPU slot (target: under 6 minutes from a clean build folder, build included).
 set -uo pipefail
@@ -70,7 +71,7 @@ step "configure (sm_$ARCH)" 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TY
   -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DMG_BUILD_EXAMPLES=ON -DMG_INSTALL=OFF "${DEPS_ARGS[@]}" \
   && grep -a "CUDA backend" "$LOG" | tail -1
 BUILD_OK=0
-if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp bench_cuda bench_factory bench_pinned train_resnet; then
+if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp bench_cuda bench_cudnn_conv bench_factory bench_pinned train_resnet; then
   BUILD_OK=1
 fi
 # The NCCL process group's tests live in tests/distributed, built when Gloo was found (the
@@ -101,6 +102,9 @@ if [ $BUILD_OK -eq 1 ]; then
   # The factories on the device against the host fill + copy they replaced (its table is in the log).
   step "bench_factory" 90 "$BUILD/benchmarks/bench_factory" --threads "$JOBS" --json "$OUT/bench_factory.json"
   step "bench_pinned" 60 "$BUILD/benchmarks/bench_pinned" --json "$OUT/bench_pinned.json"
+  # cuDNN convolution: fwd, dgrad, wgrad of the 23 distinct ResNet-50 conv shapes at batch 256,
+  # f16 and bf16, channels-last, benchmark mode (PyTorch's figures: the peer step below).
+  step "bench_cudnn_conv" 150 "$BUILD/benchmarks/bench_cudnn_conv" --json "$OUT/bench_cudnn_conv.json"
   # ResNet end to end on the GPU: a short O2 f16 run with dynamic loss scaling on Fashion-MNIST.
   if [ -n "${MG_FASHION_MNIST_DIR:-}" ]; then
     step "train_resnet on cuda" 90 "$BUILD/examples/train_resnet" --device cuda --opt-level O2 --dtype f16 \
@@ -112,6 +116,7 @@ if [ $BUILD_OK -eq 1 ]; then
 fi
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >> "$LOG" 2>&1; then
   step "PyTorch peer" 120 python3 benchmarks/gpu/torch_peer.py --json "$OUT/torch.json"
+  step "PyTorch conv peer" 150 python3 benchmarks/gpu/torch_peer.py --resnet50-conv --json "$OUT/torch_conv.json"
 else
   say "PyTorch with CUDA not found: no peer figures"
 fi
@@ -147,6 +152,30 @@ for r in rows:
     ref, pct = ("-", "-") if not r.get("reference_value") else (f"{r['reference_value']:.1f}", f"{100 * r['ratio']:.1f}%")
     print(f"{r['name']:<22} {r['dtype']:<6} {r['shape']:<18} {r['value']:>10.1f} {ref:>10} "
           f"{pct:>9} {p if p is None else round(p, 1)!s:>10}  {r['unit']}")
+PY
+  fi
+  if [ -f "$OUT/bench_cudnn_conv.json" ]; then
+    # ResNet-50 convs: mixgrad / PyTorch per row, and per (dtype, direction) the geometric mean of
+    # those ratios over the 23 shapes (each distinct shape once).
+    python3 - "$OUT/bench_cudnn_conv.json" "$OUT/torch_conv.json" <<'PY' 2>/dev/null || cat "$OUT/bench_cudnn_conv.json"
+import json, math, os, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+peer = {}
+if os.path.exists(sys.argv[2]):
+    for l in open(sys.argv[2]):
+        if l.strip():
+            r = json.loads(l); peer[(r["name"], r["dtype"])] = r["value"]
+print(f"{'ResNet-50 conv (batch 256, NHWC)':<30} {'dtype':<5} {'mixgrad':>9} {'PyTorch':>9} {'ratio':>7}  TFLOP/s")
+totals = {}
+for r in rows:
+    p = peer.get((r["name"], r["dtype"]))
+    ratio = r["value"] / p if p else None
+    print(f"{r['name']:<30} {r['dtype']:<5} {r['value']:>9.1f} {p if p is None else round(p, 1)!s:>9} "
+          f"{'-' if ratio is None else f'{ratio:.2f}':>7}")
+    if ratio:
+        totals.setdefault((r["dtype"], r["name"].split()[-1]), []).append(math.log(ratio))
+for (dt, d), logs in sorted(totals.items()):
+    print(f"conv {d:<6} {dt:<5}: mixgrad / PyTorch = {math.exp(sum(logs) / len(logs)):.2f} (geometric mean over {len(logs)} shapes)")
 PY
   fi
   [ -f "$OUT/train_resnet.txt" ] && echo "train_resnet: $(cat "$OUT/train_resnet.txt")"

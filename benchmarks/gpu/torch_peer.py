@@ -8,6 +8,12 @@ figure beside mixgrad's. Like mixgrad, f16/bf16 GEMMs keep split-K sums in f32 (
 precision reduction flags are off) and f32 is strict except in the "gemm (tf32)" row.
 
     python3 benchmarks/gpu/torch_peer.py [--quick] [--json FILE]
+    python3 benchmarks/gpu/torch_peer.py --resnet50-conv [--quick] [--json FILE]
+
+--resnet50-conv measures instead the peer of bench_cudnn_conv: forward, input gradient and weight
+gradient of each distinct ResNet-50 conv shape at batch 256 (--quick: 8, first 3 shapes), f16 and
+bf16, channels-last tensors, torch.backends.cudnn.benchmark = True, the same timing (one call
+first, best of 5 batches of 10 calls) and the same row names.
 """
 import argparse
 import json
@@ -30,11 +36,67 @@ def ms_per_call(fn, reps):
     return best
 
 
+# benchmarks/bench_cudnn_conv.cpp's table: (name, C, H, O, k, stride); padding k // 2.
+RESNET50_CONVS = [
+    ("conv1 7x7/2", 3, 224, 64, 7, 2),
+    ("l1 1x1 64>64", 64, 56, 64, 1, 1), ("l1 3x3 64", 64, 56, 64, 3, 1),
+    ("l1 1x1 64>256", 64, 56, 256, 1, 1), ("l1 1x1 256>64", 256, 56, 64, 1, 1),
+    ("l2 1x1 256>128", 256, 56, 128, 1, 1), ("l2 3x3/2 128", 128, 56, 128, 3, 2),
+    ("l2 1x1 128>512", 128, 28, 512, 1, 1), ("l2 ds 256>512/2", 256, 56, 512, 1, 2),
+    ("l2 1x1 512>128", 512, 28, 128, 1, 1), ("l2 3x3 128", 128, 28, 128, 3, 1),
+    ("l3 1x1 512>256", 512, 28, 256, 1, 1), ("l3 3x3/2 256", 256, 28, 256, 3, 2),
+    ("l3 1x1 256>1024", 256, 14, 1024, 1, 1), ("l3 ds 512>1024/2", 512, 28, 1024, 1, 2),
+    ("l3 1x1 1024>256", 1024, 14, 256, 1, 1), ("l3 3x3 256", 256, 14, 256, 3, 1),
+    ("l4 1x1 1024>512", 1024, 14, 512, 1, 1), ("l4 3x3/2 512", 512, 14, 512, 3, 2),
+    ("l4 1x1 512>2048", 512, 7, 2048, 1, 1), ("l4 ds 1024>2048/2", 1024, 14, 2048, 1, 2),
+    ("l4 1x1 2048>512", 2048, 7, 512, 1, 1), ("l4 3x3 512", 512, 7, 512, 3, 1),
+]
+
+
+def resnet50_convs(args):
+    dev = torch.device("cuda:0")
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    n, reps = (8, 2) if args.quick else (256, 10)
+    layers = RESNET50_CONVS[:3] if args.quick else RESNET50_CONVS
+    cl = torch.channels_last
+    out = []
+    print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name(0)}; "
+          f"batch {n}, channels-last, cudnn.benchmark, best of 5 x {reps} calls")
+    for dtype, tdt in [("f16", torch.float16), ("bf16", torch.bfloat16)]:
+        for name, c, h, o, k, stride in layers:
+            pad = k // 2
+            ho = (h + 2 * pad - k) // stride + 1
+            x = torch.randn(n, c, h, h, device=dev).to(tdt).contiguous(memory_format=cl)
+            w = torch.randn(o, c, k, k, device=dev).to(tdt).contiguous(memory_format=cl)
+            g = torch.randn(n, o, ho, ho, device=dev).to(tdt).contiguous(memory_format=cl)
+            flops = 2.0 * n * o * c * k * k * ho * ho
+            shape = f"[{n}, {c}, {h}] {k}x{k} O{o}"
+            for direction, fn in [
+                    ("fwd", lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)),
+                    ("dgrad", lambda: torch.nn.grad.conv2d_input(x.shape, w, g, stride=stride, padding=pad)),
+                    ("wgrad", lambda: torch.nn.grad.conv2d_weight(x, w.shape, g, stride=stride, padding=pad))]:
+                value = flops / (ms_per_call(fn, reps) * 1e-3) / 1e12
+                row = {"name": f"r50 {name} {direction}", "dtype": dtype, "shape": shape, "value": value,
+                       "unit": "TFLOP/s"}
+                out.append(row)
+                print(f"{row['name']:<28} {dtype:<5} {shape:<28} {value:8.1f} TFLOP/s", flush=True)
+                if args.json:  # rows so far survive check.sh's time limit
+                    with open(args.json, "w") as f:
+                        f.writelines(json.dumps(r) + "\n" for r in out)
+            del x, w, g
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default="")
+    parser.add_argument("--resnet50-conv", action="store_true")
     args = parser.parse_args()
+    if args.resnet50_conv:
+        resnet50_convs(args)  # writes --json itself, row by row
+        return
     log2 = 20 if args.quick else 28
     n, reps = 1 << log2, 3 if args.quick else 20
     shape = f"2^{log2}"

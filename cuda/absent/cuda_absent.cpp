@@ -2,6 +2,7 @@
 // queries answer so, and whatever needs a device throws DeviceError saying how to get one.
 #include "mixgrad/core/error.h"
 #include "mixgrad/cuda/blas.h"
+#include "mixgrad/cuda/conv_settings.h"
 #include "mixgrad/cuda/cuda.h"
 
 namespace mg::cuda {
@@ -17,6 +18,8 @@ constexpr const char* kReason =
 }
 
 bool g_allow_tf32 = false;
+bool g_cudnn_benchmark = false;
+bool g_cudnn_deterministic = false;
 
 }  // namespace
 
@@ -56,5 +59,13 @@ void empty_pinned_cache() {}
 void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
 bool allow_tf32() { return g_allow_tf32; }
 std::size_t gemm_heuristic_cache_size() { return 0; }  // cuda/blas.h: no GEMM was planned
+// The cuDNN switches are plain flags here (nothing can run a conv on a device).
+void set_cudnn_benchmark(bool on) { g_cudnn_benchmark = on; }
+bool cudnn_benchmark() { return g_cudnn_benchmark; }
+void set_cudnn_deterministic(bool on) { g_cudnn_deterministic = on; }
+bool cudnn_deterministic() { return g_cudnn_deterministic; }
+std::size_t cudnn_algo_cache_size() { return 0; }
+void clear_cudnn_algo_cache() {}
+int cudnn_version() { return 0; }
 
 }  // namespace mg::cuda

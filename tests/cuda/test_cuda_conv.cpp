@@ -1,15 +1,9 @@
-// The CUDA conv kernels (im2col + cuBLASLt, cuda/conv_kernels.cpp) against the CPU's, the
-// reference: every op of the conv group in f32, f16, bf16 (and f64) over a table of geometries,
-// gradients through autograd, bit-for-bit repeats, chunked batches, no counted sync, and ResNet-20
-// forward and backward end to end.
-//
-// Tolerance, per element. Both devices accumulate each output's K products in f32 (f64 for f64)
-// in different orders (cuBLASLt's tiles, oneDNN's or the CPU GEMM's blocking), each within
-// K u S of the exact sum, where S = Σ|a||b| over the output's terms and u = 2^-24 (2^-53); so
-// they differ by at most 2 K u S. f16/bf16 outputs are then rounded once from f32 values that
-// close, and may land on neighbouring values: one ulp, at most 2^-10 (f16) or 2^-7 (bf16) of
-// |want| (plus 2^-24 absolute for f16 subnormals). S comes from the same op on |inputs| in f64.
-// Inputs are made on the CPU in the tested dtype and copied, so both devices see the same bits.
+// The CUDA conv kernels (cuda/conv_kernels.cpp: cuDNN, and im2col + cuBLASLt for f64) against
+// the CPU's, the reference: every op of the conv group in f32, f16, bf16 (and f64) over a table of
+// geometries, gradients through autograd, bit-for-bit repeats in deterministic mode, large
+// batches, no counted sync, and ResNet-20 forward and backward end to end. The tolerance is
+// conv_test_util.h's. Channels-last, the cuDNN modes and the declared im2col cases:
+// test_cuda_cudnn_conv.cpp.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -20,6 +14,9 @@
 
 #include "core/factory.h"
 #include "core/generator.h"
+#include "conv_test_util.h"
+#include "cuda/conv_settings.h"
+#include "cuda/cuda.h"
 #include "cuda_test_util.h"
 #include "nn/models/resnet.h"
 #include "ops/conv.h"
@@ -30,6 +27,7 @@
 using namespace mg;
 using mg::test::gpu;
 using mg::test::values;
+using namespace mg::test::conv;
 
 namespace {
 
@@ -56,46 +54,11 @@ const std::vector<Geo> kGeos = {
     {"non-contiguous input", {2, 3, 8, 7}, {4, 3, 3, 3}, {.padding = {1, 1}}, true},
 };
 
-Tensor randn_in(DType dt, const Shape& shape, uint64_t seed) {
-  Generator gen(seed);
-  return to(randn(shape, {.dtype = DType::F64}, &gen), dt);
-}
-
 // x of the geometry (a strided view where asked)
 Tensor make_x(const Geo& c, DType dt, uint64_t seed) {
   if (!c.strided_input) return randn_in(dt, c.x, seed);
   const Tensor wide = randn_in(dt, {c.x[0], c.x[1], c.x[2], 2 * c.x[3]}, seed);
   return wide.slice(3, 0, 2 * c.x[3], 2);
-}
-
-double ulp_of(DType dt) {
-  return dt == DType::F16 ? 0x1p-10 : dt == DType::BF16 ? 0x1p-7 : 0.0;
-}
-double u_of(DType dt) { return dt == DType::F64 ? 0x1p-53 : 0x1p-24; }
-
-// |got - want| <= 2 K u S + ulp |want| (+ 2^-24 for f16), element by element; S from `bound` (f64).
-void require_conv_close(const std::string& what, const Tensor& got, const Tensor& want, const Tensor& bound, int64_t K) {
-  INFO(what << " " << dtype_name(want.dtype()) << " " << shape_str(want.shape()));
-  REQUIRE(got.device() == gpu());
-  REQUIRE(got.dtype() == want.dtype());
-  REQUIRE(got.shape() == want.shape());
-  const DType dt = want.dtype();
-  const std::vector<double> g = values(got.to(Device::cpu())), w = values(want), s = values(bound);
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    const double tol = 2.0 * double(K + 2) * u_of(dt) * s[i] * (1 + ulp_of(dt)) + ulp_of(dt) * std::abs(w[i]) +
-                       (dt == DType::F16 ? 0x1p-24 : 0.0);
-    if (!(std::abs(g[i] - w[i]) <= tol)) {
-      FAIL(what << " element " << i << ": cuda " << g[i] << " cpu " << w[i] << " tolerance " << tol);
-    }
-  }
-}
-
-Tensor abs64(const Tensor& t) { return abs(to(t, DType::F64)); }
-
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  const Tensor c = contiguous(t.to(Device::cpu()));
-  const auto* p = static_cast<const uint8_t*>(c.data_ptr());
-  return std::vector<uint8_t>(p, p + c.numel() * int64_t(dtype_size(c.dtype())));
 }
 
 Shape out_shape(const Geo& c) {
@@ -194,7 +157,12 @@ TEST_CASE("CUDA conv2d gradients through autograd match the CPU's", "[cuda][conv
   mg::test::require_no_pending_cuda_error();
 }
 
-TEST_CASE("CUDA conv results repeat bit for bit and launch without a host sync", "[cuda][conv][gpu]") {
+TEST_CASE("CUDA conv results repeat bit for bit in deterministic mode and launch without a host sync",
+          "[cuda][conv][gpu]") {
+  // Deterministic mode: only cuDNN algorithms without atomics (the default may pick the faster
+  // nondeterministic backward algorithms, as PyTorch's does). Heuristic selection: no device work.
+  cuda::set_cudnn_deterministic(true);
+  cuda::set_cudnn_benchmark(false);
   const Conv2dOptions o{.stride = {2, 2}, .padding = {1, 1}};
   for (const DType dt : {DType::F32, DType::F16, DType::BF16}) {
     INFO(dtype_name(dt));
@@ -213,14 +181,14 @@ TEST_CASE("CUDA conv results repeat bit for bit and launch without a host sync",
     CHECK(bytes_of(dw1) == bytes_of(dw2));
     CHECK(t1.shape() == Shape{8, 16, 33, 31});
   }
+  cuda::set_cudnn_deterministic(false);
   mg::test::require_no_pending_cuda_error();
 }
 
-TEST_CASE("CUDA conv chunks a batch whose columns exceed the 1 GiB budget", "[cuda][conv][gpu]") {
-  // x [30, 64, 128, 128], w [64, 64, 3, 3], padding 1: one image's columns are 64 * 9 * 16384 =
-  // 9,437,184 elements. f32: 37.7 MB each, so 1 GiB holds 28 images: chunks of 28 and 2 (weight
-  // gradient, + 64 * 16384 elements of g: 41.9 MB, chunks of 25 and 5). bf16: the input
-  // gradient's f32 columns are 37.7 MB too (28 + 2); its forward and weight gradient fit at once.
+TEST_CASE("CUDA conv of a batch whose im2col columns would exceed 1 GiB", "[cuda][conv][gpu]") {
+  // x [30, 64, 128, 128], w [64, 64, 3, 3], padding 1: one image's im2col columns are 64 * 9 *
+  // 16384 = 9,437,184 elements (37.7 MB in f32), so the im2col path would have chunked the batch
+  // (28 + 2 images); cuDNN's implicit GEMM takes it whole. Large planes, many channels, f32 and bf16.
   const Conv2dOptions o{.padding = {1, 1}};
   for (const DType dt : {DType::F32, DType::BF16}) {
     INFO(dtype_name(dt));
