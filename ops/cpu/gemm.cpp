@@ -42,6 +42,7 @@
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/core/parallel.h"
+#include "mixgrad/core/tensor.h"
 
 // oneDNN 2.6 exports its bf16 GEMM (row-major, like dnnl_sgemm) but declares it only in its own
 // tests; mg::BFloat16 has the same 16-bit layout as its bfloat16_t.
@@ -89,12 +90,39 @@ inline void to_f32(const BFloat16* src, float* dst, int64_t n) { convert_bf16_to
 inline void from_f32(const float* src, Half* dst, int64_t n) { convert_f32_to_f16(src, dst, n); }
 inline void from_f32(const float* src, BFloat16* dst, int64_t n) { convert_f32_to_bf16(src, dst, n); }
 
+// One scratch buffer of at least the size asked for, its storage from the CPU caching allocator
+// (core/storage.cpp) and not value-initialised. Measured: as a std::vector, a released large
+// buffer (the padded copy of BERT-mini's decoder dY^T, 134 MB) came back as fresh pages and was
+// zero-filled by resize() before the copy, on every call; page faults were about 12% of the
+// samples of a BERT-mini O0 step (perf, 1 thread).
+template <typename C>
+class ScratchBuf {
+ public:
+  void resize(std::size_t n) {
+    if (n <= size_) return;
+    t_ = empty({int64_t(n)}, {.dtype = dtype_v<C>});  // [n]
+    size_ = n;
+  }
+  C* data() { return t_.defined() ? t_.data<C>() : nullptr; }
+  C& operator[](std::size_t i) { return data()[i]; }
+  std::size_t capacity() const { return size_; }
+  // Back to the caching allocator, which hands the same block to the next call of this size.
+  void release() {
+    t_ = Tensor();
+    size_ = 0;
+  }
+
+ private:
+  Tensor t_;
+  std::size_t size_ = 0;
+};
+
 // Returns an operand in compute type C. When T == C and the layout maps onto Eigen, the operand
 // itself; otherwise a dense copy in `buf` (converted to f32 for f16/bf16, with the bulk
 // converters where rows or columns are contiguous). With `pad` > 0 a row- or col-major operand is
 // always copied, with a leading dimension `pad` elements longer than dense (see pad_for_aliasing).
 template <typename T, typename C>
-MatRef<C> load(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, std::vector<C>& buf,
+MatRef<C> load(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, ScratchBuf<C>& buf,
                int64_t pad = 0) {
   int64_t ld = 0;
   const bool row = as_row_major(rows, cols, rs, cs, ld);
@@ -264,7 +292,7 @@ void gemm_compute(const MatRef<C>& a, const MatRef<C>& b, C* out, int64_t n, int
 // Per-thread scratch, reused across calls (batch-parallel calls each use their own thread's).
 template <typename C>
 struct Scratch {
-  std::vector<C> a, b, out;
+  ScratchBuf<C> a, b, out;
 };
 template <typename C>
 Scratch<C>& scratch() {
@@ -276,8 +304,8 @@ Scratch<C>& scratch() {
 constexpr std::size_t kKeepScratch = std::size_t(1) << 22;
 template <typename C>
 void release_if_large(Scratch<C>& s) {
-  for (std::vector<C>* v : {&s.a, &s.b, &s.out}) {
-    if (v->capacity() > kKeepScratch) std::vector<C>().swap(*v);
+  for (ScratchBuf<C>* v : {&s.a, &s.b, &s.out}) {
+    if (v->capacity() > kKeepScratch) v->release();
   }
 }
 
