@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
               reps, dnnl_version()->major, dnnl_version()->minor, unsigned(isa), __builtin_cpu_supports("avx512f"));
   bench::print_load_average();
   const mg::cpu::GemmPaths paths = mg::cpu::gemm_detected_paths();
-  std::printf("mixgrad GEMM paths: bf16_native %d, pad_aliased_a %d\n", paths.bf16_native, paths.pad_aliased_a);
+  std::printf("mixgrad GEMM paths: bf16_native %d, pad_aliased %d\n", paths.bf16_native, paths.pad_aliased);
   std::printf("%-5s %-4s %-18s %7s %7s %7s %7s %7s %7s %7s %7s %7s %7s %7s  %s\n", "model", "prod",
               "n x k x m (ta tb)", "sgemm", "matmul", "mm+bias", "bf16nat", "bf16mm", "bf16->32", "bf16c32", "mg f32",
               "nopad", "mg bf16", "nopad", "matmul impl (f32 / bf16)");
@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
       p.a = {bf16 ? static_cast<const void*>(a16.data()) : a.data(), {}, s.ta == 'N' ? k : 1, s.ta == 'N' ? 1 : n};
       p.b = {bf16 ? static_cast<const void*>(b16.data()) : b.data(), {}, s.tb == 'N' ? m : 1, s.tb == 'N' ? 1 : k};
       p.out = bf16 ? static_cast<void*>(c16.data()) : c.data();
-      mg::cpu::gemm_force_paths(mg::cpu::GemmPaths{.bf16_native = paths.bf16_native, .pad_aliased_a = pad});
+      mg::cpu::gemm_force_paths(mg::cpu::GemmPaths{.bf16_native = paths.bf16_native, .pad_aliased = pad});
       const double t = cpu_seconds_best_of(reps, [&] {
         if (bf16) {
           mg::cpu::gemm<mg::BFloat16>(p);
@@ -236,8 +236,8 @@ int main(int argc, char** argv) {
       mg::cpu::gemm_force_paths(std::nullopt);
       return gflops(s, t);
     };
-    const double g_mg32 = time_mg(false, paths.pad_aliased_a), g_mg32_nopad = time_mg(false, false);
-    const double g_mg16 = time_mg(true, paths.pad_aliased_a), g_mg16_nopad = time_mg(true, false);
+    const double g_mg32 = time_mg(false, paths.pad_aliased), g_mg32_nopad = time_mg(false, false);
+    const double g_mg16 = time_mg(true, paths.pad_aliased), g_mg16_nopad = time_mg(true, false);
 
     char shape[64];
     std::snprintf(shape, sizeof shape, "%lldx%lldx%lld %c%c", (long long)n, (long long)k, (long long)m, s.ta, s.tb);
@@ -256,6 +256,6 @@ int main(int argc, char** argv) {
   if (!cfg.json.empty() && !bench::write_json(cfg.json, rows)) return 1;
   std::printf("columns: GFLOP per CPU-second (0: not available here). bf16->32: both operands converted every call; bf16c32: the\n"
               "weight operand converted once beforehand (fwd, dX); mm+bias: forward with the bias in the primitive;\n"
-              "nopad: the column before it with pad_aliased_a off.\n");
+              "nopad: the column before it with pad_aliased off.\n");
   return 0;
 }

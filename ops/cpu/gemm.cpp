@@ -19,7 +19,7 @@
 // BERT-mini GEMM shapes, GFLOP/s): oneDNN's matmul primitive runs the same jit sgemm there
 // ("gemm:jit", equal to dnnl_sgemm within noise, its bias post-op no faster than beta = 1) and has no
 // bf16 implementation at all; PyTorch's f32 mm (MKL) is within noise of dnnl_sgemm (38-90 vs
-// 53-95) except where sgemm suffers the leading-dimension aliasing fixed below (pad_for_aliasing);
+// 53-95) except where sgemm suffers the leading-dimension aliasing fixed below (pad_for_aliasing_*);
 // its bf16 mm runs at 1-25. So f32 stays on dnnl_sgemm and bf16 is converted to f32 (the
 // conversions cost 0-10% at k >= 256; a cache of converted weights measured no clear gain in
 // bench_gemm's "bf16c32" column).
@@ -42,6 +42,7 @@
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/core/parallel.h"
+#include "mixgrad/core/tensor.h"
 
 // oneDNN 2.6 exports its bf16 GEMM (row-major, like dnnl_sgemm) but declares it only in its own
 // tests; mg::BFloat16 has the same 16-bit layout as its bfloat16_t.
@@ -89,25 +90,54 @@ inline void to_f32(const BFloat16* src, float* dst, int64_t n) { convert_bf16_to
 inline void from_f32(const float* src, Half* dst, int64_t n) { convert_f32_to_f16(src, dst, n); }
 inline void from_f32(const float* src, BFloat16* dst, int64_t n) { convert_f32_to_bf16(src, dst, n); }
 
+// One scratch buffer of at least the size asked for, its storage from the CPU caching allocator
+// (core/storage.cpp) and not value-initialised. Measured: as a std::vector, a released large
+// buffer (the padded copy of BERT-mini's decoder dY^T, 134 MB) came back as fresh pages and was
+// zero-filled by resize() before the copy, on every call; page faults were about 12% of the
+// samples of a BERT-mini O0 step (perf, 1 thread).
+template <typename C>
+class ScratchBuf {
+ public:
+  void resize(std::size_t n) {
+    if (n <= size_) return;
+    t_ = empty({int64_t(n)}, {.dtype = dtype_v<C>});  // [n]
+    size_ = n;
+  }
+  C* data() { return t_.defined() ? t_.data<C>() : nullptr; }
+  C& operator[](std::size_t i) { return data()[i]; }
+  std::size_t capacity() const { return size_; }
+  // Back to the caching allocator, which hands the same block to the next call of this size.
+  void release() {
+    t_ = Tensor();
+    size_ = 0;
+  }
+
+ private:
+  Tensor t_;
+  std::size_t size_ = 0;
+};
+
 // Returns an operand in compute type C. When T == C and the layout maps onto Eigen, the operand
 // itself; otherwise a dense copy in `buf` (converted to f32 for f16/bf16, with the bulk
-// converters where rows or columns are contiguous). A col-major copy gets a leading dimension of
-// rows + `col_pad` (see pad_for_aliasing).
+// converters where rows or columns are contiguous). With `pad` > 0 a row- or col-major operand is
+// always copied, with a leading dimension `pad` elements longer than dense (see pad_for_aliasing).
 template <typename T, typename C>
-MatRef<C> load(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, std::vector<C>& buf,
-               int64_t col_pad = 0) {
+MatRef<C> load(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, ScratchBuf<C>& buf,
+               int64_t pad = 0) {
   int64_t ld = 0;
   const bool row = as_row_major(rows, cols, rs, cs, ld);
   const bool col = !row && as_col_major(rows, cols, rs, cs, ld);
+  // Dense leading dimension of a copy, and the number of lines it holds.
+  const int64_t dld = (row ? cols : rows) + ((row || col) ? pad : 0), lines = row ? rows : cols;
   if constexpr (std::is_same_v<T, C>) {
-    if (row) return {p, Layout::Row, ld};
-    if (col && col_pad == 0) return {p, Layout::Col, ld};
-    if (col) {
-      // A copy with a longer leading dimension, column by column.
-      const int64_t dld = rows + col_pad;
-      buf.resize(std::size_t(dld * cols));
-      for (int64_t j = 0; j < cols; ++j) std::copy(p + j * ld, p + j * ld + rows, buf.data() + j * dld);
-      return {buf.data(), Layout::Col, dld};
+    if (row && pad == 0) return {p, Layout::Row, ld};
+    if (col && pad == 0) return {p, Layout::Col, ld};
+    if (row || col) {
+      // A copy with a longer leading dimension, line by line.
+      const int64_t len = row ? cols : rows;
+      buf.resize(std::size_t(dld * lines));
+      for (int64_t j = 0; j < lines; ++j) std::copy(p + j * ld, p + j * ld + len, buf.data() + j * dld);
+      return {buf.data(), row ? Layout::Row : Layout::Col, dld};
     }
     // General strides (a step slice, a broadcast row): copy into a dense row-major matrix.
     buf.resize(std::size_t(rows * cols));
@@ -116,25 +146,19 @@ MatRef<C> load(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, s
     }
     return {buf.data(), Layout::Row, cols};
   } else {
-    buf.resize(std::size_t((rows + (col ? col_pad : 0)) * cols));
+    if (row || col) {
+      const int64_t len = row ? cols : rows;
+      buf.resize(std::size_t(dld * lines));
+      C* d = buf.data();
+      if (ld == len && dld == len) {
+        to_f32(p, d, rows * cols);
+      } else {
+        for (int64_t j = 0; j < lines; ++j) to_f32(p + j * ld, d + j * dld, len);
+      }
+      return {d, row ? Layout::Row : Layout::Col, dld};
+    }
+    buf.resize(std::size_t(rows * cols));
     C* d = buf.data();
-    if (row) {
-      if (ld == cols) {
-        to_f32(p, d, rows * cols);
-      } else {
-        for (int64_t i = 0; i < rows; ++i) to_f32(p + i * ld, d + i * cols, cols);
-      }
-      return {d, Layout::Row, cols};
-    }
-    if (col) {
-      const int64_t dld = rows + col_pad;
-      if (ld == rows && dld == rows) {
-        to_f32(p, d, rows * cols);
-      } else {
-        for (int64_t j = 0; j < cols; ++j) to_f32(p + j * ld, d + j * dld, rows);
-      }
-      return {d, Layout::Col, dld};
-    }
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t j = 0; j < cols; ++j) d[i * cols + j] = static_cast<float>(p[i * rs + j * cs]);
     }
@@ -213,21 +237,36 @@ constexpr int64_t kOnednnMinWork = 32 * 32 * 32;
 
 // The paths in use: -1 while detection rules, else the bits of a forced GemmPaths.
 std::atomic<int> g_forced_paths{-1};
-constexpr int kBf16Native = 1, kPadAliasedA = 2;
+constexpr int kBf16Native = 1, kPadAliased = 2;
 
-// The leading-dimension padding (in elements) that oneDNN's AVX2 sgemm wants for operand `a`
-// ([n, k], the only operand measured to suffer): 16 floats when `a` is col-major (transposed) with a
-// leading dimension that is a multiple of 512 floats (2 KiB: its columns fall into the same cache
-// sets) and m < 512 (wider products run another blocking that is not affected), 0 otherwise.
-// The copy costs n * k element moves against 2 n k m flops. Measured (1 thread, process CPU time,
-// dnnl_sgemm direct vs after the padded copy, best of 5-15 alternating, GFLOP/s):
-//   dW of BERT-mini's decoder [8192,4096]^T @ [4096,256]  35 -> 60 (2 threads 32 -> 58)
-//   dW of its FFN-up 1024x4096x256                         35 -> 68 (2 threads 37 -> 68)
-//   1024x1024xm for m = 64 / 128 / 256 / 512 / 1024        40/37/38/78/81 -> 63/66/76/81/78
-//   n x 1024 x 256 for n = 256 / 768 / 1000 / 1536 / 2048  66/64/69/58/32 -> 63/64/76/68/59
-int64_t pad_for_aliasing(const GemmPaths& paths, bool a_col_major, int64_t ld, int64_t n, int64_t k, int64_t m) {
-  if (!paths.pad_aliased_a || !a_col_major || n * k * m < kOnednnMinWork) return 0;
-  return (ld % 512 == 0 && m < 512) ? 16 : 0;
+// The leading-dimension padding (in elements) that oneDNN's AVX2 sgemm wants for its operands: 16
+// floats where it runs about 2x slower because the lines it reads lie a multiple of 1-2 KiB apart
+// and fall into the same cache sets, 0 otherwise. The copy costs one move per element of the
+// operand against 2 n k m flops. Two cases, measured (1 thread, process CPU time, dnnl_sgemm on
+// operands allocated with and without the padding, best of 3-15 alternating, GFLOP/s):
+// - `a` ([n, k]) col-major (transposed: a weight gradient dY^T @ x) with a leading dimension that
+//   is a multiple of 512 floats, or of 256 floats when k >= 2048, and m < 512 (wider products run
+//   another blocking that is not affected):
+//     dW of BERT-mini's decoder [8192,4096]^T @ [4096,256]  35 -> 60 (2 threads 32 -> 58)
+//     dW of its FFN-up 1024x4096x256                         35 -> 68 (2 threads 37 -> 68)
+//     dW of its attention projections 256x4096x256 (ld 256)  61 -> 77
+//     1024x1024xm for m = 64 / 128 / 256 / 512 / 1024        40/37/38/78/81 -> 63/66/76/81/78
+//     n x 1024 x 256 for n = 256 / 768 / 1000 / 1536 / 2048  66/64/69/58/32 -> 63/64/76/68/59
+// - `b` ([k, m]) row-major (a plain weight or activation) with a leading dimension that is a
+//   multiple of 256 floats and k >= 512:
+//     the MLP's hidden-layer dX 256x1024x1024 NN              42-44 -> 76-94
+//     BERT-mini's FFN-down dW 256x4096x1024 TN                38 -> 79
+//     256x512x1024 / 128x1024x1024 / 256x2048x512 NN        44/44/63 -> 91/96/93
+//     its FFN-down dX 4096x1024x256 NN                       79-80 -> 86-89
+//     with both operands padded: decoder dW 64 -> 82, attention dW 77 -> 85
+//     unaffected (within noise): 1024x1024x1024 and 4096x1024x1024 NN, 4096x8192x256 NN
+int64_t pad_for_aliasing_a(const GemmPaths& paths, bool a_col_major, int64_t ld, int64_t n, int64_t k, int64_t m) {
+  if (!paths.pad_aliased || !a_col_major || n * k * m < kOnednnMinWork || m >= 512) return 0;
+  return (ld % 512 == 0 || (ld % 256 == 0 && k >= 2048)) ? 16 : 0;
+}
+int64_t pad_for_aliasing_b(const GemmPaths& paths, bool b_row_major, int64_t ld, int64_t n, int64_t k, int64_t m) {
+  if (!paths.pad_aliased || !b_row_major || n * k * m < kOnednnMinWork) return 0;
+  return (ld % 256 == 0 && k >= 512) ? 16 : 0;
 }
 
 // Whether `a` ([rows, cols] with strides (rs, cs)) reaches the GEMM col-major without a copy.
@@ -253,7 +292,7 @@ void gemm_compute(const MatRef<C>& a, const MatRef<C>& b, C* out, int64_t n, int
 // Per-thread scratch, reused across calls (batch-parallel calls each use their own thread's).
 template <typename C>
 struct Scratch {
-  std::vector<C> a, b, out;
+  ScratchBuf<C> a, b, out;
 };
 template <typename C>
 Scratch<C>& scratch() {
@@ -265,8 +304,8 @@ Scratch<C>& scratch() {
 constexpr std::size_t kKeepScratch = std::size_t(1) << 22;
 template <typename C>
 void release_if_large(Scratch<C>& s) {
-  for (std::vector<C>* v : {&s.a, &s.b, &s.out}) {
-    if (v->capacity() > kKeepScratch) std::vector<C>().swap(*v);
+  for (ScratchBuf<C>* v : {&s.a, &s.b, &s.out}) {
+    if (v->capacity() > kKeepScratch) v->release();
   }
 }
 
@@ -297,11 +336,14 @@ void gemm_one(const GemmProblem& p, const T* a, const T* b, const T* c, T* out) 
   const GemmPaths paths = gemm_paths();
   int64_t lda = 0;
   const bool a_col = col_major_view(n, k, p.a.rs, p.a.cs, lda);
-  const int64_t a_pad = pad_for_aliasing(paths, a_col, lda, n, k, m);
+  const int64_t a_pad = pad_for_aliasing_a(paths, a_col, lda, n, k, m);
+  int64_t ldb = 0;
+  const bool b_row = as_row_major(k, m, p.b.rs, p.b.cs, ldb);
+  const int64_t b_pad = pad_for_aliasing_b(paths, b_row, ldb, n, k, m);
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     Scratch<T>& s = scratch<T>();
     const MatRef<T> A = load<T, T>(a, n, k, p.a.rs, p.a.cs, s.a, std::is_same_v<T, float> ? a_pad : 0);
-    const MatRef<T> B = load<T, T>(b, k, m, p.b.rs, p.b.cs, s.b);
+    const MatRef<T> B = load<T, T>(b, k, m, p.b.rs, p.b.cs, s.b, std::is_same_v<T, float> ? b_pad : 0);
     if (use_c) load_beta_c(p, c, out);
     gemm_compute<T>(A, B, out, n, k, m, static_cast<T>(p.alpha), use_c);
     release_if_large(s);
@@ -326,10 +368,10 @@ void gemm_one(const GemmProblem& p, const T* a, const T* b, const T* c, T* out) 
     }
     if (!bf16_onednn) {
       // f16 (and small bf16, or any bf16 without a native bf16 GEMM) operands converted to f32:
-      // the f32 GEMM of the same values (a transposed `a` converted with the padded leading
-      // dimension the AVX2 sgemm wants: no extra pass).
+      // the f32 GEMM of the same values (operands converted with the padded leading dimension the
+      // AVX2 sgemm wants: no extra pass).
       const MatRef<float> A = load<T, float>(a, n, k, p.a.rs, p.a.cs, s.a, a_pad);
-      const MatRef<float> B = load<T, float>(b, k, m, p.b.rs, p.b.cs, s.b);
+      const MatRef<float> B = load<T, float>(b, k, m, p.b.rs, p.b.cs, s.b, b_pad);
       gemm_compute<float>(A, B, o, n, k, m, static_cast<float>(p.alpha), use_c);
     }
     from_f32(o, out, n * m);
@@ -378,18 +420,18 @@ bool onednn_bf16_gemm_available() {
 GemmPaths gemm_detected_paths() {
   // avx512_core and up run other sgemm kernels, not measured to suffer from the aliasing.
   static const bool avx2_sgemm = dnnl_get_effective_cpu_isa() < dnnl_cpu_isa_avx512_core;
-  return {.bf16_native = onednn_bf16_gemm_available(), .pad_aliased_a = avx2_sgemm};
+  return {.bf16_native = onednn_bf16_gemm_available(), .pad_aliased = avx2_sgemm};
 }
 
 GemmPaths gemm_paths() {
   const int forced = g_forced_paths.load(std::memory_order_relaxed);
   if (forced < 0) return gemm_detected_paths();
   return {.bf16_native = (forced & kBf16Native) != 0 && onednn_bf16_gemm_available(),
-          .pad_aliased_a = (forced & kPadAliasedA) != 0};
+          .pad_aliased = (forced & kPadAliased) != 0};
 }
 
 void gemm_force_paths(const std::optional<GemmPaths>& paths) {
-  g_forced_paths.store(paths ? (paths->bf16_native ? kBf16Native : 0) | (paths->pad_aliased_a ? kPadAliasedA : 0) : -1,
+  g_forced_paths.store(paths ? (paths->bf16_native ? kBf16Native : 0) | (paths->pad_aliased ? kPadAliased : 0) : -1,
                        std::memory_order_relaxed);
 }
 

@@ -36,9 +36,11 @@ struct GemmPaths {
   bool bf16_native = false;
   // oneDNN 2.6's AVX2 sgemm (processors without avx512_core) runs about 2x slower when `a` is
   // transposed (a weight gradient dY^T @ x) with a leading dimension that is a multiple of 512
-  // floats and m < 512 (cache-set aliasing as it reads `a`); then such an `a` is first copied, or
-  // converted from f16/bf16, with a leading dimension 16 floats longer. Measured: ops/cpu/gemm.cpp.
-  bool pad_aliased_a = false;
+  // floats and m < 512, or when `b` is row-major with a leading dimension that is a multiple of 256
+  // floats and k >= 512 (cache-set aliasing as it reads the operand); then such an operand is first
+  // copied, or converted from f16/bf16, with a leading dimension 16 floats longer. The exact rules
+  // and measurements: ops/cpu/gemm.cpp (pad_for_aliasing_a/_b).
+  bool pad_aliased = false;
 };
 GemmPaths gemm_detected_paths();
 GemmPaths gemm_paths();
@@ -46,7 +48,7 @@ GemmPaths gemm_paths();
 // Test hook: every call uses `paths` until gemm_force_paths(std::nullopt) restores the detected
 // ones, so both sides of each choice are tested on any processor. bf16_native cannot be forced on
 // where the processor lacks it (it is and-ed with the detected value).
-//   mg::cpu::gemm_force_paths(mg::cpu::GemmPaths{.bf16_native = false, .pad_aliased_a = true});
+//   mg::cpu::gemm_force_paths(mg::cpu::GemmPaths{.bf16_native = false, .pad_aliased = true});
 void gemm_force_paths(const std::optional<GemmPaths>& paths);
 
 }  // namespace mg::cpu

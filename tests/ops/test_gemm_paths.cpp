@@ -1,6 +1,6 @@
 // Tests of the CPU GEMM driver's processor-dependent paths (ops/cpu/gemm.h, GemmPaths): bf16 on
 // oneDNN's native bf16 GEMM and through the f32 fallback, and the padded copy of a transposed `a`
-// that oneDNN's AVX2 sgemm wants. Every path is forced on every machine through the test hook
+// or row-major `b` that oneDNN's AVX2 sgemm wants. Every path is forced on every machine through the test hook
 // (bf16_native only where the processor has it), and each must give the exact product: integer
 // operands in [-8, 8] keep every f32 partial sum exact, so f32 equals the f64 product and f16/bf16
 // the f64 product rounded once, bit for bit, whatever the summation order.
@@ -44,10 +44,10 @@ struct ForcePaths {
 
 // The four combinations of the two choices.
 std::vector<cpu::GemmPaths> all_paths() {
-  return {{.bf16_native = false, .pad_aliased_a = false},
-          {.bf16_native = false, .pad_aliased_a = true},
-          {.bf16_native = true, .pad_aliased_a = false},
-          {.bf16_native = true, .pad_aliased_a = true}};
+  return {{.bf16_native = false, .pad_aliased = false},
+          {.bf16_native = false, .pad_aliased = true},
+          {.bf16_native = true, .pad_aliased = false},
+          {.bf16_native = true, .pad_aliased = true}};
 }
 
 }  // namespace
@@ -56,18 +56,18 @@ TEST_CASE("GEMM paths: detection, forcing and restoring", "[ops][linalg][gemm]")
   const cpu::GemmPaths detected = cpu::gemm_detected_paths();
   REQUIRE(detected.bf16_native == cpu::onednn_bf16_gemm_available());
   REQUIRE(cpu::gemm_paths().bf16_native == detected.bf16_native);
-  REQUIRE(cpu::gemm_paths().pad_aliased_a == detected.pad_aliased_a);
+  REQUIRE(cpu::gemm_paths().pad_aliased == detected.pad_aliased);
   {
-    ForcePaths force({.bf16_native = true, .pad_aliased_a = true});
+    ForcePaths force({.bf16_native = true, .pad_aliased = true});
     // native bf16 cannot be forced onto a processor without it; the padding can be forced anywhere
     REQUIRE(cpu::gemm_paths().bf16_native == detected.bf16_native);
-    REQUIRE(cpu::gemm_paths().pad_aliased_a);
-    cpu::gemm_force_paths(cpu::GemmPaths{.bf16_native = false, .pad_aliased_a = false});
+    REQUIRE(cpu::gemm_paths().pad_aliased);
+    cpu::gemm_force_paths(cpu::GemmPaths{.bf16_native = false, .pad_aliased = false});
     REQUIRE_FALSE(cpu::gemm_paths().bf16_native);
-    REQUIRE_FALSE(cpu::gemm_paths().pad_aliased_a);
+    REQUIRE_FALSE(cpu::gemm_paths().pad_aliased);
   }
   REQUIRE(cpu::gemm_paths().bf16_native == detected.bf16_native);
-  REQUIRE(cpu::gemm_paths().pad_aliased_a == detected.pad_aliased_a);
+  REQUIRE(cpu::gemm_paths().pad_aliased == detected.pad_aliased);
 }
 
 TEST_CASE("GEMM paths: every path gives the exact product for every dtype and layout", "[ops][linalg][gemm]") {
@@ -77,7 +77,7 @@ TEST_CASE("GEMM paths: every path gives the exact product for every dtype and la
   for (const cpu::GemmPaths& paths : all_paths()) {
     ForcePaths force(paths);
     for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
-      INFO("bf16_native " << paths.bf16_native << " pad " << paths.pad_aliased_a << " " << dtype_name(dt));
+      INFO("bf16_native " << paths.bf16_native << " pad " << paths.pad_aliased << " " << dtype_name(dt));
       const Tensor a512 = ints({k, 512}, dt).t();                        // [512, k], col-major, ld 512
       const Tensor a600 = ints({k, 1024}, dt).narrow(1, 0, 600).t();     // [600, k], col-major, ld 1024
       const Tensor arow = ints({512, k}, dt);                            // [512, k], row-major
@@ -97,6 +97,29 @@ TEST_CASE("GEMM paths: every path gives the exact product for every dtype and la
   }
 }
 
+TEST_CASE("GEMM paths: a row-major b with an aliasing leading dimension on every path", "[ops][linalg][gemm]") {
+  // b [k, m] row-major with k >= 512 and a leading dimension of 256 (dense) or 1024 (300 of its
+  // columns used): padded when forced; a row- and col-major.
+  const int64_t n = 40, k = 512;
+  for (const cpu::GemmPaths& paths : all_paths()) {
+    ForcePaths force(paths);
+    for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+      INFO("bf16_native " << paths.bf16_native << " pad " << paths.pad_aliased << " " << dtype_name(dt));
+      const Tensor b256 = ints({k, 256}, dt);                             // [k, 256], ld 256
+      const Tensor b300 = ints({k, 1024}, dt).narrow(1, 0, 300);         // [k, 300], ld 1024
+      const Tensor a = ints({n, k}, dt), at = ints({k, n}, dt).t();      // [n, k] row- and col-major
+      for (const Tensor* b : {&b256, &b300}) {
+        REQUIRE(bit_equal(mm(a, *b), exact_mm(a, *b, dt)));
+        REQUIRE(bit_equal(mm(at, *b), exact_mm(at, *b, dt)));
+      }
+      // the MLP's hidden-layer dX: g [n, 1024] @ W [1024, 1024]
+      const Tensor x = ints({n, 1024}, dt).requires_grad_(true), w = ints({1024, 1024}, dt), dy = ints({n, 1024}, dt);
+      const Tensor dx = autograd::grad({linear(x, w)}, {x}, {dy})[0];
+      REQUIRE(bit_equal(dx, exact_mm(dy, w, dt)));
+    }
+  }
+}
+
 TEST_CASE("GEMM paths: a linear layer's weight gradient dY^T @ x on every path", "[ops][linalg][gemm][grad]") {
   // linear(x [T, in], W [out, in]) with out = 1024: dW = dY^T @ x reads dY [T, out] transposed with
   // a leading dimension of 1024, the case the padded copy exists for (BERT-mini's FFN).
@@ -104,7 +127,7 @@ TEST_CASE("GEMM paths: a linear layer's weight gradient dY^T @ x on every path",
   for (const cpu::GemmPaths& paths : all_paths()) {
     ForcePaths force(paths);
     for (DType dt : {DType::F32, DType::BF16}) {
-      INFO("bf16_native " << paths.bf16_native << " pad " << paths.pad_aliased_a << " " << dtype_name(dt));
+      INFO("bf16_native " << paths.bf16_native << " pad " << paths.pad_aliased << " " << dtype_name(dt));
       const Tensor x = ints({T, in}, dt), dy = ints({T, out}, dt);
       const Tensor w = ints({out, in}, dt).requires_grad_(true);
       const Tensor y = linear(x, w);

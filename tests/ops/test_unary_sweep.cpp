@@ -274,6 +274,24 @@ TEST_CASE("gelu_backward: every f16 and bf16 input pattern within 1 ulp of f64 m
   }
 }
 
+TEST_CASE("gelu_backward: the dense loop gives the strided loop's bits in every dtype", "[ops][numerics]") {
+  // The dense kernel (one functor call site, vectorized) against the general strided loop on the
+  // same values: an odd length (a vector tail and, in f16/bf16, a partial block of 256), x over
+  // [-20, 20] (both clamps and tails) and a random gradient.
+  const int64_t n = 100003;
+  for (DType dt : {DType::F64, DType::F32, DType::BF16, DType::F16}) {
+    const Tensor x = to(rand({n}, {.dtype = DType::F64}) * 40.0 - 20.0, dt);
+    const Tensor g = to(randn({n}, {.dtype = DType::F64}), dt);
+    for (GeluApprox mode : {GeluApprox::None, GeluApprox::Tanh}) {
+      INFO(dtype_name(dt) << (mode == GeluApprox::None ? " erf" : " tanh"));
+      const Tensor dense = gelu_backward(g, x, mode);
+      const Tensor strided = contiguous(gelu_backward(strided_copy(g), strided_copy(x), mode));
+      REQUIRE(dense.is_contiguous());
+      CHECK(std::memcmp(dense.data_ptr(), strided.data_ptr(), std::size_t(n) * dtype_size(dt)) == 0);
+    }
+  }
+}
+
 TEST_CASE("gelu_backward checks its operands", "[ops][numerics]") {
   const Tensor x = ones({4});
   MG_REQUIRE_ERROR(gelu_backward(ones({3}), x), "gelu_backward: expected grad and input of the same shape");
