@@ -13,7 +13,7 @@
 //                          the others report the error ("ERROR ...", exit 3)
 //   precision16 <timeout>  f16/bf16 reductions on the native and the reduce_in_f32 path
 //                          (precision16.cpp)
-//   nccl, nccl_die         the NCCL group across GPUs (nccl_worker.cpp)
+//   nccl, nccl_die, nccl_ddp  the NCCL group and DDP on it across GPUs (nccl_worker.cpp)
 //   new-group, ddp-syncbn, ddp-buffers  second groups and DDP on them (group_scenarios.cpp)
 // Decision: each rank computes every rank's inputs (they are functions of rank and index), so it
 // can check its own results without a second channel.
@@ -39,6 +39,7 @@ namespace mg::test_worker {
 int precision16(std::chrono::milliseconds timeout);  // precision16.cpp
 int nccl(std::chrono::milliseconds timeout);         // nccl_worker.cpp
 int nccl_die(std::chrono::milliseconds timeout);
+int nccl_ddp(std::chrono::milliseconds timeout);
 }
 
 namespace {
@@ -348,7 +349,7 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc != 3 && !(argc == 4 && std::strncmp(argv[1], "ddp-", 4) == 0)) {
     std::fprintf(stderr,
-                 "usage: mg_dist_worker collectives|join|die|mismatch|precision16|nccl|nccl_die|new-group|ddp-* TIMEOUT_MS [ARG]\n");
+                 "usage: mg_dist_worker collectives|join|die|mismatch|precision16|nccl|nccl_die|nccl_ddp|new-group|ddp-* TIMEOUT_MS [ARG]\n");
     return 2;
   }
   if (const char* r = std::getenv("RANK")) g_rank = std::atoi(r);
@@ -364,6 +365,7 @@ int main(int argc, char** argv) {
     if (mode == "precision16") return test_worker::precision16(timeout);
     if (mode == "nccl") return test_worker::nccl(timeout);
     if (mode == "nccl_die") return test_worker::nccl_die(timeout);
+    if (mode == "nccl_ddp") return test_worker::nccl_ddp(timeout);
     if (mode.rfind("ddp-", 0) == 0) return ddp_scenario(mode, timeout, argc == 4 ? argv[3] : "");
   } catch (const std::exception& e) {
     std::printf("rank %d: FAIL exception: %s\n", g_rank, e.what());
