@@ -93,16 +93,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   check_low_precision_values();
   broadcast_state();
 
-  std::vector<BucketParam> sizes;
-  for (const Param& p : params_) sizes.push_back({.numel = p.tensor.numel(), .dtype = p.tensor.dtype()});
-  const BucketPlan plan = plan_buckets(sizes, options_.bucket_cap_bytes, options_.reduce_dtype);
-  for (const BucketLayout& layout : plan.buckets) {
-    buckets_.push_back({.layout = layout, .flat = zeros({layout.numel}, {.dtype = layout.comm_dtype, .device = device_})});
-  }
+  plan({});
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Param& p = params_[i];
-    p.bucket = plan.bucket_of[i];
-    p.offset = buckets_[std::size_t(p.bucket)].layout.offsets[std::size_t(plan.slot_of[i])];
     const int index = int(i);
     p.hook_id = autograd::register_post_accumulate_grad_hook(p.tensor, [this, index](const Tensor&) { on_grad_ready(index); });
   }
@@ -276,6 +269,45 @@ void DistributedDataParallel::run_comm(std::function<void()> job) {
   worker_.wait();
 }
 
+void DistributedDataParallel::plan(const std::vector<int>& order) {
+  std::vector<BucketParam> sizes;
+  for (const Param& p : params_) sizes.push_back({.numel = p.tensor.numel(), .dtype = p.tensor.dtype()});
+  const BucketPlan plan = plan_buckets(sizes, options_.bucket_cap_bytes, options_.reduce_dtype, order);
+  buckets_.clear();
+  for (const BucketLayout& layout : plan.buckets) {
+    buckets_.push_back({.layout = layout, .flat = zeros({layout.numel}, {.dtype = layout.comm_dtype, .device = device_})});
+  }
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Param& p = params_[i];
+    p.bucket = plan.bucket_of[i];
+    p.offset = buckets_[std::size_t(p.bucket)].layout.offsets[std::size_t(plan.slot_of[i])];
+  }
+}
+
+// After the first synchronised backward: the buckets again, in the order the gradients arrived
+// (parameters that got none last, in reverse registration order). Rank 0's order is broadcast, so
+// every rank buckets alike even where its hooks fired in another order.
+void DistributedDataParallel::rebuild_buckets() {
+  rebuilt_ = true;
+  const std::size_t n = params_.size();
+  std::vector<bool> arrived(n, false);
+  std::vector<int64_t> order;
+  for (int i : arrival_) {
+    if (!arrived[std::size_t(i)]) order.push_back(i);
+    arrived[std::size_t(i)] = true;
+  }
+  for (int i = int(n) - 1; i >= 0; --i) {
+    if (!arrived[std::size_t(i)]) order.push_back(i);
+  }
+  Tensor agreed = from_vector<int64_t>(order, {int64_t(n)});  // [P] i64
+  run_comm([&] {
+    Tensor on_device = agreed.to(device_);
+    comm_->broadcast(on_device, 0);
+    agreed = on_device.to(Device::cpu());
+  });
+  plan(std::vector<int>(agreed.data<int64_t>(), agreed.data<int64_t>() + n));
+}
+
 std::vector<std::vector<std::string>> DistributedDataParallel::bucket_names() const {
   std::vector<std::vector<std::string>> out;
   for (const Bucket& b : buckets_) {
@@ -291,6 +323,7 @@ double DistributedDataParallel::since_start() const {
 
 void DistributedDataParallel::reset_iteration() {
   for (Param& p : params_) p.ready = false;
+  arrival_.clear();
   for (Bucket& b : buckets_) {
     b.pending = int(b.layout.params.size());
     b.launched = false;
@@ -327,6 +360,7 @@ void DistributedDataParallel::on_grad_ready(int index) {
            "\n  hint: call amp::initialize (or cast the model) before wrapping it in DistributedDataParallel");
   copy_into_bucket(p, g);
   p.ready = true;
+  if (!rebuilt_ && options_.rebuild_buckets) arrival_.push_back(index);
   if (--buckets_[std::size_t(p.bucket)].pending == 0) launch_ready_buckets();
 }
 
@@ -443,6 +477,7 @@ void DistributedDataParallel::finish_backward() {
   }
   timeline_.reduced_s = since_start();
   ++reduced_backwards_;
+  if (options_.rebuild_buckets && !rebuilt_) rebuild_buckets();
 }
 
 }  // namespace mg::distributed

@@ -19,7 +19,7 @@
 // - The wrapper is not a Module: the model is called directly and keeps its own state dict, so a
 //   checkpoint saved by rank 0 loads into a single-process model unchanged.
 // - Gradients travel in buckets (DdpOptions::bucket_cap_bytes, parameters in reverse order, one
-//   dtype per bucket). A post-accumulate hook (autograd/hooks.h) copies each gradient into its
+//   dtype per bucket; after the first backward in the order the gradients arrived). A post-accumulate hook (autograd/hooks.h) copies each gradient into its
 //   bucket; a full bucket is all-reduced (average) on a background thread (CommWorker) while
 //   backward goes on, buckets in the same order on every rank. An engine callback at the end of
 //   backward launches what is left, waits for every bucket and writes the averages back into
@@ -77,6 +77,11 @@ struct DdpOptions {
   // values, since a training step's buffers change only in its forward). One broadcast per buffer
   // per step; off: each rank keeps its own statistics (sync_buffers() on demand).
   bool broadcast_buffers = true;
+  // After the first synchronised backward, plan the buckets once more in the order the gradients
+  // arrived in it (rank 0's order, broadcast), as PyTorch does: the first bucket then fills with
+  // the first gradients of backward whatever order the model registered its parameters in. The
+  // averages are the same either way (each element is averaged on its own).
+  bool rebuild_buckets = true;
 };
 
 // When the last synchronised backward did what, in seconds since its first gradient hook.
@@ -174,6 +179,9 @@ class DistributedDataParallel {
   // collectives are ordered after the work that produced their inputs and before what follows.
   void submit_comm(std::function<void()> job);
   void run_comm(std::function<void()> job);
+  // Sets buckets_ and each parameter's bucket and offset from plan_buckets(..., order).
+  void plan(const std::vector<int>& order);
+  void rebuild_buckets();
   void check_models_match();
   void check_low_precision_values();
   void broadcast_state();
@@ -193,6 +201,8 @@ class DistributedDataParallel {
   std::vector<Param> params_;
   std::vector<Bucket> buckets_;
   int next_launch_ = 0;
+  std::vector<int> arrival_;  // parameters in the order their gradients arrived (until rebuilt)
+  bool rebuilt_ = false;
   bool sync_ = true;
   bool in_iteration_ = false;  // a gradient hook fired in the running backward
   std::chrono::steady_clock::time_point start_;

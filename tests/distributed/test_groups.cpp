@@ -1,7 +1,8 @@
 // Second process groups (ProcessGroup::new_group) and what DistributedDataParallel builds on
 // them, across real processes on loopback started by mixgrad-run: each test runs one mode of
 // tests/distributed/worker (group_scenarios.cpp), which checks its own results and prints how
-// many checks passed; this file checks that every rank finished them all.
+// many checks passed; this file checks that every rank finished them all (bucket rebuilding is
+// here too, in the ddp-rebuild mode).
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -54,4 +55,9 @@ TEST_CASE("ddp: SyncBatchNorm under DDP, 2 ranks x B equal 1 x 2B with BatchNorm
 TEST_CASE("ddp: broadcast_buffers keeps the ranks' running statistics equal, and create_graph is refused",
           "[distributed][ddp]") {
   run_mode("ddp-buffers", 2, "ddp buffers", 2 + 1 + 3);
+}
+
+TEST_CASE("ddp: buckets rebuilt in gradient-arrival order after the first backward, results unchanged",
+          "[distributed][ddp]") {
+  run_mode("ddp-rebuild", 2, "ddp rebuild", 6);
 }
