@@ -207,14 +207,14 @@ void DistributedDataParallel::check_models_match() {
 // rank's O2 masters were made from its own weights, and rank 0's rounded copies cannot fix them.
 void DistributedDataParallel::check_low_precision_values() {
   bool low = false;
+  for (const Param& p : params_) low = low || is_low_precision(p.tensor.dtype());
+  if (!low || !options_.optimizers.empty()) return;
   uint64_t h = 1469598103934665603ull;
   for (const Param& p : params_) {
-    low = low || is_low_precision(p.tensor.dtype());
-    const Tensor c = p.tensor.contiguous();
+    const Tensor c = p.tensor.to(Device::cpu()).contiguous();  // (a device model: one copy to the host, once)
     const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
     for (std::size_t i = 0; i < std::size_t(c.numel()) * c.element_size(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
   }
-  if (!low || !options_.optimizers.empty()) return;
   Tensor all;
   run_comm([&] { all = comm_->all_gather(from_vector<int64_t>({int64_t(h >> 1)}, {1}).to(device_)).to(Device::cpu()); });  // [W, 1] i64
   std::vector<int> differ;

@@ -156,7 +156,7 @@ TEST_CASE("NCCL across 2 GPUs: collectives, 16-bit paths and a rank that dies", 
 }
 
 TEST_CASE("DDP across 2 GPUs with the sync-free GradScaler: 1 x 2B equivalence and an agreed skip",
-          "[gpu][gpu2][distributed][nccl][ddp]") {
+          "[gpu][gpu2][distributed][nccl]") {
   Subprocess p({MG_RUN, "--nproc-per-node", "2", "--master-port", "0", "--grace-seconds", "1", MG_DIST_WORKER,
                 "nccl_ddp", "60000"});
   auto r = p.wait(180);
@@ -167,7 +167,7 @@ TEST_CASE("DDP across 2 GPUs with the sync-free GradScaler: 1 x 2B equivalence a
   CHECK(r.out.find("[rank 1] rank 1: nccl ddp checks passed") != std::string::npos);
 }
 
-TEST_CASE("DDP on a one-rank NCCL group: CUDA buckets and the device found-inf path", "[gpu][distributed][nccl][ddp]") {
+TEST_CASE("DDP on a one-rank NCCL group: CUDA buckets and the device found-inf path", "[gpu][distributed][nccl]") {
   auto store = std::make_shared<TcpStore>(TcpStoreOptions{.port = 0, .is_server = true, .timeout = 30s});
   auto pg = std::make_shared<ProcessGroupNccl>(store, 0, 1, NcclOptions{.timeout = 60s, .device = 0});
   manual_seed(4);
