@@ -128,14 +128,16 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
     e.found_inf = zeros({1}, {.dtype = DType::F32, .device = device});
     int64_t values = 0;
     const bool fused = unscale_optimizer_grads_fused(
-        opt, {.scale = device_state_.data<double>(), .found_inf = e.found_inf.data<float>(), .counts = e.counts.data<int64_t>()},
+        opt, {.scale = device_state_.data<double>(), .found_inf = e.found_inf, .counts = e.counts.data<int64_t>()},
         &values);
-    // The fused pass declines only while a non-finite reducer is installed (DistributedDataParallel
-    // agreeing on skipped steps), whose host-side count the sync-free device scaler cannot feed.
+    // The fused pass declines only while a non-finite reducer without a device path is installed
+    // (DistributedDataParallel's has one: the flag's all-reduce), whose host-side count the
+    // sync-free device scaler cannot feed.
     MG_CHECK(fused, NotImplementedError, "GradScaler::unscale_: the scaler on ", device.str(),
-             " keeps its found-inf flag on the device, but a non-finite reducer (DistributedDataParallel's "
-             "agreement across ranks) needs it on the host",
-             "\n  hint: data-parallel training with loss scaling runs on CPU tensors (Gloo) for now");
+             " keeps its found-inf flag on the device, but the installed non-finite reducer can only agree on a "
+             "host count",
+             "\n  hint: give the reducer a device path (amp::NonfiniteReducer::flag), as DistributedDataParallel's "
+             "has");
     e.stats = StepStats{.values = values};
     e.stage = Stage::Unscaled;
     last_stats_[&opt] = {e.stats, e.counts};

@@ -242,22 +242,24 @@ UnscaleStats unscale_grads_to(const Tensors& src, const Tensors& dst, double inv
 }
 
 namespace {
-NonfiniteReducer& nonfinite_reducer() {
+NonfiniteReducer& installed_reducer() {
   static NonfiniteReducer reducer;
   return reducer;
 }
 // The local count, or the count every process agreed on.
 UnscaleStats agreed(UnscaleStats s) {
-  if (const NonfiniteReducer& r = nonfinite_reducer()) s.nonfinite = r(s.nonfinite);
+  if (const NonfiniteReducer& r = installed_reducer(); r.count) s.nonfinite = r.count(s.nonfinite);
   return s;
 }
 }  // namespace
 
 NonfiniteReducer set_nonfinite_reducer(NonfiniteReducer reducer) {
-  NonfiniteReducer previous = std::move(nonfinite_reducer());
-  nonfinite_reducer() = std::move(reducer);
+  NonfiniteReducer previous = std::move(installed_reducer());
+  installed_reducer() = std::move(reducer);
   return previous;
 }
+
+const NonfiniteReducer& nonfinite_reducer() { return installed_reducer(); }
 
 UnscaleStats& operator+=(UnscaleStats& a, const UnscaleStats& b) {
   a.values += b.values;
@@ -310,9 +312,12 @@ bool unscale_optimizer_grads_fused(optim::Optimizer& opt, const DeviceUnscaleRef
   for (const optim::MasterPair& m : opt.master_pairs()) all.push_back(m.model);
   const Device dev = optim::common_device(all, "unscale", "parameter");
   const MultiTensorKernels* k = multi_tensor_kernels(dev.type);
-  // A non-finite reducer (DistributedDataParallel's agreement across ranks) needs the count on the
-  // host: the synchronising path runs it.
-  if (dev.is_cpu() || !k || nonfinite_reducer()) return false;
+  // A non-finite reducer (DistributedDataParallel's agreement across ranks) without a device path
+  // needs the count on the host: the synchronising path runs it.
+  const NonfiniteReducer& reducer = installed_reducer();
+  if (dev.is_cpu() || !k || (reducer && !reducer.flag)) return false;
+  MG_ASSERT(refs.found_inf.defined() && refs.found_inf.numel() == 1 && refs.found_inf.dtype() == DType::F32,
+            "unscale_optimizer_grads_fused: found_inf must be a [1] f32 tensor");
   OptimizerGrads g = optimizer_grads(opt, accumulate);
   for (Tensor& t : g.model_grads) t = contiguous(t);
   check_to_args(g.model_grads, g.master_grads);
@@ -322,16 +327,18 @@ bool unscale_optimizer_grads_fused(optim::Optimizer& opt, const DeviceUnscaleRef
   for (const Tensor& t : g.own_grads) n += t.defined() ? t.numel() : 0;
   if (!g.model_grads.empty()) {
     k->unscale({.src = g.model_grads, .dst = g.master_grads, .accumulate = accumulate, .scale = refs.scale,
-                .found_inf = refs.found_inf, .counts = refs.counts});
+                .found_inf = refs.found_inf.data<float>(), .counts = refs.counts});
   }
   if (!g.own_grads.empty()) {
-    k->unscale({.src = g.own_grads, .scale = refs.scale, .found_inf = refs.found_inf, .counts = refs.counts});
+    k->unscale({.src = g.own_grads, .scale = refs.scale, .found_inf = refs.found_inf.data<float>(), .counts = refs.counts});
     for (const Tensor& t : g.own_grads) {
       if (t.defined()) t.bump_version();
     }
   }
   for (const Tensor& t : g.master_grads) t.bump_version();
   if (opt.has_master_weights()) opt.mark_master_grads_synced();
+  // The skip decision agreed across processes: the flag's maximum, after the kernels on this stream.
+  if (reducer.flag) reducer.flag(refs.found_inf);
   *values = n;
   return true;
 }

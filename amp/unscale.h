@@ -44,14 +44,16 @@ UnscaleStats& operator+=(UnscaleStats& a, const UnscaleStats& b);
 // The device values a fused device unscale reads and writes (core/multi_tensor_kernels.h).
 struct DeviceUnscaleRefs {
   const double* scale = nullptr;  // device [1] f64: the loss scale (the pass multiplies by float(1 / scale))
-  float* found_inf = nullptr;     // device [1] f32: set to 1 on an inf/NaN
+  Tensor found_inf;               // device [1] f32: set to 1 on an inf/NaN (never cleared here)
   int64_t* counts = nullptr;      // device [3] i64 {zeros, underflowed, nonfinite}: added to
 };
 // unscale_optimizer_grads through the fused kernels of the gradients' device, with no host read:
 // the same passes (model -> master gradients, direct gradients in place), the statistics left in
-// refs.counts. Returns false, doing nothing, when the gradients are not all on one device that has
-// fused kernels (the CPU, or a build without CUDA) or a non-finite reducer is set (the count must
-// reach the host to be agreed on); else the number of values visited in `values`.
+// refs.counts; then, when a non-finite reducer is installed, its device path replaces
+// refs.found_inf by the maximum over processes (stream-ordered, no host read; the counts stay
+// local). Returns false, doing nothing, when the gradients are not all on one device that has
+// fused kernels (the CPU, or a build without CUDA) or the installed reducer has no device path
+// (its count must reach the host); else the number of values visited in `values`.
 bool unscale_optimizer_grads_fused(optim::Optimizer& opt, const DeviceUnscaleRefs& refs, int64_t* values,
                                    bool accumulate = false);
 
@@ -61,14 +63,25 @@ bool unscale_optimizer_grads_fused(optim::Optimizer& opt, const DeviceUnscaleRef
 // is the installed NonfiniteReducer's answer when one is installed (see below).
 UnscaleStats unscale_optimizer_grads(optim::Optimizer& opt, double inv_scale, bool accumulate = false);
 
-// Agreement on the skip decision across processes. Every unscale_optimizer_grads (GradScaler's
-// unscale_/step and amp::scale_loss both go through it) passes its inf/NaN count through the
-// installed reducer and keeps what it returns, so every process decides alike: the distributed
-// layer (which sits above amp) installs one that takes the maximum over ranks
+// Agreement on the skip decision across processes, so every process decides alike: the
+// distributed layer (which sits above amp) installs a reducer that takes the maximum over ranks
 // (distributed/ddp.h, DdpOptions::agree_found_inf). None is installed by default.
-// Returns the previously installed reducer (empty: none) so an owner can restore it.
-using NonfiniteReducer = std::function<int64_t(int64_t local_nonfinite)>;
+// - count (host path): every unscale_optimizer_grads (GradScaler's unscale_/step on the CPU and
+//   amp::scale_loss go through it) passes its inf/NaN count through it and keeps what it returns.
+// - flag (device path): the fused device unscale (GradScaler on CUDA) hands it its found-inf flag,
+//   a [1] f32 tensor on the gradients' device (nonzero: inf/NaN found), to be replaced in place by
+//   the maximum over processes, enqueued on the calling thread's current stream with no host
+//   synchronisation (NCCL's all-reduce does this). Empty: the fused path declines, and a CUDA
+//   GradScaler throws NotImplementedError.
+struct NonfiniteReducer {
+  std::function<int64_t(int64_t local_nonfinite)> count;
+  std::function<void(Tensor flag)> flag;
+  explicit operator bool() const { return bool(count) || bool(flag); }
+};
+// Installs `reducer` (an empty one: none) and returns the previous one so an owner can restore it.
 NonfiniteReducer set_nonfinite_reducer(NonfiniteReducer reducer);
+// The installed reducer (empty: none).
+const NonfiniteReducer& nonfinite_reducer();
 
 // Throws (message starting with `who`) when unscaling `opt` would divide f16 gradients in place:
 // an f16 parameter the optimizer steps directly, without an f32 master. Dynamic scaling exists to

@@ -11,6 +11,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/autograd/hooks.h"
 #include "mixgrad/core/factory.h"
+#include "mixgrad/cuda/cuda.h"
 #include "mixgrad/distributed/error.h"
 #include "mixgrad/distributed/sync_batch_norm.h"
 #include "mixgrad/nn/normalization.h"
@@ -68,6 +69,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
            "\n  hint: pass the group init_process_group() returned");
   MG_CHECK(!options_.reduce_dtype || is_floating(*options_.reduce_dtype), DTypeError, kWho,
            ": reduce_dtype must be floating, got ", dtype_name(*options_.reduce_dtype));
+  try {
+    comm_ = group_->new_group();
+  } catch (const NotImplementedError&) {
+    comm_ = group_;  // a backend without subgroups: shared, with the SyncBatchNorm check below
+  }
   // Trainable parameters, each once (a parameter shared by two layers is listed twice).
   std::unordered_set<const TensorImpl*> seen;
   for (const auto& [name, t] : module_->named_parameters()) {
@@ -76,36 +82,42 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
              "; only floating parameters can be trained");
     params_.push_back({.tensor = t, .name = name});
   }
+  for (const Param& p : params_) {
+    MG_CHECK(p.tensor.device() == params_.front().tensor.device(), DeviceError, kWho, ": parameter '", p.name, "' is ",
+             describe(p.tensor), " but '", params_.front().name, "' is on ", params_.front().tensor.device().str(),
+             "\n  hint: one replica per process on one device: move the whole model with module.to(device)");
+  }
+  device_ = params_.empty() ? Device::cpu() : params_.front().tensor.device();
   check_no_sync_batch_norm_on_group();
   check_models_match();
   check_low_precision_values();
   broadcast_state();
 
-  std::vector<BucketParam> sizes;
-  for (const Param& p : params_) sizes.push_back({.numel = p.tensor.numel(), .dtype = p.tensor.dtype()});
-  const BucketPlan plan = plan_buckets(sizes, options_.bucket_cap_bytes, options_.reduce_dtype);
-  for (const BucketLayout& layout : plan.buckets) {
-    buckets_.push_back({.layout = layout, .flat = zeros({layout.numel}, {.dtype = layout.comm_dtype})});
-  }
+  plan({});
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Param& p = params_[i];
-    p.bucket = plan.bucket_of[i];
-    p.offset = buckets_[std::size_t(p.bucket)].layout.offsets[std::size_t(plan.slot_of[i])];
     const int index = int(i);
     p.hook_id = autograd::register_post_accumulate_grad_hook(p.tensor, [this, index](const Tensor&) { on_grad_ready(index); });
   }
   reset_iteration();
 
   if (options_.agree_found_inf) {
-    previous_reducer_ = amp::set_nonfinite_reducer([this](int64_t local) {
+    amp::NonfiniteReducer reducer;
+    reducer.count = [this](int64_t local) {
       int64_t agreed = local;
-      worker_.run([&] {
-        Tensor t = from_vector<int64_t>({local}, {1});  // [1] i64
-        group_->all_reduce(t, ReduceOp::Max);
-        agreed = t.data<int64_t>()[0];
+      run_comm([&] {
+        Tensor t = from_vector<int64_t>({local}, {1}).to(device_);  // [1] i64
+        comm_->all_reduce(t, ReduceOp::Max);
+        agreed = t.to(Device::cpu()).data<int64_t>()[0];
       });
       return agreed;
-    });
+    };
+    // The device path (a CUDA GradScaler's flag, NCCL): the all-reduce is enqueued on the caller's
+    // current stream, after the unscale kernels, and nothing waits for it on the host.
+    reducer.flag = [this](Tensor flag) {
+      run_comm([&] { comm_->all_reduce(flag, ReduceOp::Max); });  // [1] f32, in place
+    };
+    previous_reducer_ = amp::set_nonfinite_reducer(std::move(reducer));
     installed_reducer_ = true;
   }
 }
@@ -115,32 +127,34 @@ DistributedDataParallel::~DistributedDataParallel() {
   if (installed_reducer_) amp::set_nonfinite_reducer(std::move(previous_reducer_));
 }
 
-// Compares the ranks' parameter and buffer lists through an all-gather of {lines, length, hash};
-// only when they differ, a second all-gather of the descriptions themselves names the difference.
 void DistributedDataParallel::check_no_sync_batch_norm_on_group() const {
   for (const auto& [name, m] : module_->named_modules()) {
     const auto* bn = dynamic_cast<const nn::BatchNorm*>(m);
     if (bn == nullptr || bn->sync() == nullptr) continue;
-    MG_CHECK(batch_norm_sync_group(*bn->sync()) != group_.get(), NotImplementedError, kWho,
+    MG_CHECK(batch_norm_sync_group(*bn->sync()) != comm_.get(), NotImplementedError, kWho,
              ": the SyncBatchNorm '", name.empty() ? std::string("(the module)") : name,
-             "' communicates on the group this DistributedDataParallel reduces gradients on; its backward "
-             "all_reduce would run on the training thread while the communication thread uses the group",
-             "\n  hint: SyncBatchNorm and DistributedDataParallel need separate process groups, which "
-             "init_process_group cannot create yet; train without SyncBatchNorm under DDP for now");
+             "' communicates on the group this DistributedDataParallel reduces gradients on (its ",
+             comm_->backend(), " group cannot make a private one with new_group); its backward all_reduce would "
+             "run on the training thread while the communication thread uses the group",
+             "\n  hint: give SyncBatchNorm and DistributedDataParallel separate groups, or use a Gloo or NCCL "
+             "group, from which DistributedDataParallel makes its own");
   }
 }
 
+// Compares the ranks' parameter and buffer lists through an all-gather of {lines, length, hash};
+// only when they differ, a second all-gather of the descriptions themselves names the difference.
 void DistributedDataParallel::check_models_match() {
   const std::vector<std::string> lines = describe_model(module_->named_parameters(), module_->named_buffers());
   std::string text;
   for (const std::string& l : lines) text += l + "\n";
   const int64_t trainable = int64_t(params_.size());
   Tensor summary;
-  worker_.run([&] {
-    summary = group_->all_gather(from_vector<int64_t>({int64_t(lines.size()), trainable, int64_t(text.size()),
-                                                      int64_t(fnv1a(text) >> 1)}, {4}));  // [W, 4] i64
+  run_comm([&] {
+    summary = comm_->all_gather(from_vector<int64_t>({int64_t(lines.size()), trainable, int64_t(text.size()),
+                                                     int64_t(fnv1a(text) >> 1)}, {4}).to(device_))
+                  .to(Device::cpu());  // [W, 4] i64
   });
-  const int world = group_->world_size();
+  const int world = comm_->world_size();
   const int64_t* s = summary.data<int64_t>();
   bool same = true;
   int64_t longest = 0;
@@ -152,14 +166,14 @@ void DistributedDataParallel::check_models_match() {
   Tensor mine = zeros({longest}, {.dtype = DType::U8});  // [longest] u8, the text zero-padded
   std::memcpy(mine.data<uint8_t>(), text.data(), text.size());
   Tensor all;
-  worker_.run([&] { all = group_->all_gather(mine); });  // [W, longest] u8
+  run_comm([&] { all = comm_->all_gather(mine.to(device_)).to(Device::cpu()); });  // [W, longest] u8
   std::vector<std::vector<std::string>> per_rank;
   for (int r = 0; r < world; ++r) {
     const char* row = reinterpret_cast<const char*>(all.data<uint8_t>()) + r * longest;
     per_rank.push_back(split_lines(std::string(row, std::size_t(s[4 * r + 2]))));
   }
   std::ostringstream msg;
-  msg << kWho << ": rank " << group_->rank()
+  msg << kWho << ": rank " << comm_->rank()
       << ": the ranks' models differ (parameters and buffers must have the same names, shapes and dtypes in the "
          "same order); nothing was broadcast:";
   for (int r = 0; r < world; ++r) {
@@ -193,24 +207,24 @@ void DistributedDataParallel::check_models_match() {
 // rank's O2 masters were made from its own weights, and rank 0's rounded copies cannot fix them.
 void DistributedDataParallel::check_low_precision_values() {
   bool low = false;
+  for (const Param& p : params_) low = low || is_low_precision(p.tensor.dtype());
+  if (!low || !options_.optimizers.empty()) return;
   uint64_t h = 1469598103934665603ull;
   for (const Param& p : params_) {
-    low = low || is_low_precision(p.tensor.dtype());
-    const Tensor c = p.tensor.contiguous();
+    const Tensor c = p.tensor.to(Device::cpu()).contiguous();  // (a device model: one copy to the host, once)
     const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
     for (std::size_t i = 0; i < std::size_t(c.numel()) * c.element_size(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
   }
-  if (!low || !options_.optimizers.empty()) return;
   Tensor all;
-  worker_.run([&] { all = group_->all_gather(from_vector<int64_t>({int64_t(h >> 1)}, {1})); });  // [W, 1] i64
+  run_comm([&] { all = comm_->all_gather(from_vector<int64_t>({int64_t(h >> 1)}, {1}).to(device_)).to(Device::cpu()); });  // [W, 1] i64
   std::vector<int> differ;
-  for (int r = 1; r < group_->world_size(); ++r) {
+  for (int r = 1; r < comm_->world_size(); ++r) {
     if (all.data<int64_t>()[r] != all.data<int64_t>()[0]) differ.push_back(r);
   }
   if (differ.empty()) return;
   std::ostringstream ranks;
   for (std::size_t k = 0; k < differ.size(); ++k) ranks << (k ? ", " : "") << differ[k];
-  MG_THROW(distributed::DistributedError, kWho, ": rank ", group_->rank(),
+  MG_THROW(distributed::DistributedError, kWho, ": rank ", comm_->rank(),
            ": the model has f16/bf16 parameters whose values differ from rank 0's on rank(s) ", ranks.str(),
            ", and no optimizer was given whose f32 master weights could be broadcast with them",
            "\n  hint: pass DdpOptions{.optimizers = {&opt}} (O2 master weights), or seed every rank alike before "
@@ -219,13 +233,13 @@ void DistributedDataParallel::check_low_precision_values() {
 
 void DistributedDataParallel::broadcast_state() {
   NoGradGuard no_grad;
-  worker_.run([&] {
-    for (Param& p : params_) group_->broadcast(p.tensor, 0);
-    for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0);
+  run_comm([&] {
+    for (Param& p : params_) comm_->broadcast(p.tensor, 0);
+    for (auto& [name, b] : module_->named_buffers()) comm_->broadcast(b, 0);
     for (optim::Optimizer* opt : options_.optimizers) {
       for (const optim::MasterPair& m : opt->master_pairs()) {
         Tensor master = m.master;
-        group_->broadcast(master, 0);
+        comm_->broadcast(master, 0);
       }
     }
   });
@@ -233,9 +247,65 @@ void DistributedDataParallel::broadcast_state() {
 
 void DistributedDataParallel::sync_buffers() {
   NoGradGuard no_grad;
-  worker_.run([&] {
-    for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0);
+  run_comm([&] {
+    for (auto& [name, b] : module_->named_buffers()) comm_->broadcast(b, 0);
   });
+}
+
+void DistributedDataParallel::submit_comm(std::function<void()> job) {
+  if (!device_.is_cuda()) {
+    worker_.submit(std::move(job));
+    return;
+  }
+  const cuda::Stream stream = cuda::current_stream(device_.index);
+  worker_.submit([stream, job = std::move(job)] {
+    cuda::StreamGuard on_callers_stream(stream);
+    job();
+  });
+}
+
+void DistributedDataParallel::run_comm(std::function<void()> job) {
+  submit_comm(std::move(job));
+  worker_.wait();
+}
+
+void DistributedDataParallel::plan(const std::vector<int>& order) {
+  std::vector<BucketParam> sizes;
+  for (const Param& p : params_) sizes.push_back({.numel = p.tensor.numel(), .dtype = p.tensor.dtype()});
+  const BucketPlan plan = plan_buckets(sizes, options_.bucket_cap_bytes, options_.reduce_dtype, order);
+  buckets_.clear();
+  for (const BucketLayout& layout : plan.buckets) {
+    buckets_.push_back({.layout = layout, .flat = zeros({layout.numel}, {.dtype = layout.comm_dtype, .device = device_})});
+  }
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Param& p = params_[i];
+    p.bucket = plan.bucket_of[i];
+    p.offset = buckets_[std::size_t(p.bucket)].layout.offsets[std::size_t(plan.slot_of[i])];
+  }
+}
+
+// After the first synchronised backward: the buckets again, in the order the gradients arrived
+// (parameters that got none last, in reverse registration order). Rank 0's order is broadcast, so
+// every rank buckets alike even where its hooks fired in another order.
+void DistributedDataParallel::rebuild_buckets() {
+  rebuilt_ = true;
+  const std::size_t n = params_.size();
+  std::vector<bool> arrived(n, false);
+  std::vector<int64_t> order;
+  for (int i : arrival_) {
+    if (!arrived[std::size_t(i)]) order.push_back(i);
+    arrived[std::size_t(i)] = true;
+  }
+  for (int i = int(n) - 1; i >= 0; --i) {
+    if (!arrived[std::size_t(i)]) order.push_back(i);
+  }
+  Tensor agreed = from_vector<int64_t>(order, {int64_t(n)});  // [P] i64
+  run_comm([&] {
+    Tensor on_device = agreed.to(device_);
+    comm_->broadcast(on_device, 0);
+    agreed = on_device.to(Device::cpu());
+  });
+  plan(std::vector<int>(agreed.data<int64_t>(), agreed.data<int64_t>() + n));
 }
 
 std::vector<std::vector<std::string>> DistributedDataParallel::bucket_names() const {
@@ -253,6 +323,7 @@ double DistributedDataParallel::since_start() const {
 
 void DistributedDataParallel::reset_iteration() {
   for (Param& p : params_) p.ready = false;
+  arrival_.clear();
   for (Bucket& b : buckets_) {
     b.pending = int(b.layout.params.size());
     b.launched = false;
@@ -265,6 +336,14 @@ void DistributedDataParallel::reset_iteration() {
 // iteration and queues the end callback.
 void DistributedDataParallel::on_grad_ready(int index) {
   if (!sync_) return;  // no_sync: accumulate locally
+  // The engine records backward ops only under create_graph: the averaged gradient written back
+  // into .grad would carry no graph, so a double backward would silently differentiate only
+  // this rank's part.
+  MG_CHECK(!GradMode::is_enabled(), NotImplementedError, kWho,
+           ": backward with create_graph = true (double backward) is not supported; the averaged gradients would "
+           "not be differentiable",
+           "\n  hint: take the gradient penalty's gradients with autograd::grad(..., create_graph = true), which "
+           "runs no DDP hook, and call backward() without create_graph on the total loss");
   if (!in_iteration_) {
     in_iteration_ = true;
     start_ = std::chrono::steady_clock::now();
@@ -281,6 +360,7 @@ void DistributedDataParallel::on_grad_ready(int index) {
            "\n  hint: call amp::initialize (or cast the model) before wrapping it in DistributedDataParallel");
   copy_into_bucket(p, g);
   p.ready = true;
+  if (!rebuilt_ && options_.rebuild_buckets) arrival_.push_back(index);
   if (--buckets_[std::size_t(p.bucket)].pending == 0) launch_ready_buckets();
 }
 
@@ -307,10 +387,10 @@ void DistributedDataParallel::launch(int index, bool in_backward) {
                                .num_params = int(b.layout.params.size()),
                                .ready_s = since_start(),
                                .launched_in_backward = in_backward});
-  worker_.submit([this, index, slot] {
+  submit_comm([this, index, slot] {
     BucketTiming& t = timeline_.buckets[slot];  // the vector does not grow while jobs run (reserved)
     t.started_s = since_start();
-    group_->all_reduce(buckets_[std::size_t(index)].flat, ReduceOp::Avg);
+    comm_->all_reduce(buckets_[std::size_t(index)].flat, ReduceOp::Avg);
     t.finished_s = since_start();
   });
 }
@@ -343,13 +423,22 @@ void DistributedDataParallel::finish_backward() {
   }
   next_launch_ = int(buckets_.size());
   Tensor masks;
-  worker_.submit([&] { masks = group_->all_gather(mask); });  // [W, P] u8
+  // (On a device the copy back to the host waits for the buckets queued before it: the one
+  // synchronisation of a DDP backward, as the presence check needs the answer on the host.)
+  submit_comm([&] { masks = comm_->all_gather(mask.to(device_)).to(Device::cpu()); });  // [W, P] u8
+  // broadcast_buffers: rank 0's buffers for every rank's next forward (nothing writes them now:
+  // forward is over and backward does not touch them).
+  if (options_.broadcast_buffers) {
+    submit_comm([this] {
+      for (auto& [name, b] : module_->named_buffers()) comm_->broadcast(b, 0);
+    });
+  }
   try {
     worker_.wait();
   } catch (const Error& e) {
     MG_THROW(distributed::DistributedError, kWho, ": the gradient all-reduce failed: ", e.what());
   }
-  const int world = group_->world_size();
+  const int world = comm_->world_size();
   const uint8_t* all = masks.data<uint8_t>();
   std::vector<uint8_t> any_grad(std::size_t(n), 0);
   std::ostringstream missing;
@@ -369,7 +458,7 @@ void DistributedDataParallel::finish_backward() {
     }
   }
   if (num_missing > 0) {
-    MG_THROW(distributed::DistributedError, kWho, ": rank ", group_->rank(), ": ", num_missing,
+    MG_THROW(distributed::DistributedError, kWho, ": rank ", comm_->rank(), ": ", num_missing,
              " parameter(s) received no gradient in this backward; the gradients were not averaged:", missing.str(),
              num_missing > 10 ? "\n  ..." : "",
              "\n  hint: pass DdpOptions{.find_unused_parameters = true} when some parameters are unused in a step, "
@@ -388,6 +477,7 @@ void DistributedDataParallel::finish_backward() {
   }
   timeline_.reduced_s = since_start();
   ++reduced_backwards_;
+  if (options_.rebuild_buckets && !rebuilt_) rebuild_buckets();
 }
 
 }  // namespace mg::distributed

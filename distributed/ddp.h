@@ -19,11 +19,15 @@
 // - The wrapper is not a Module: the model is called directly and keeps its own state dict, so a
 //   checkpoint saved by rank 0 loads into a single-process model unchanged.
 // - Gradients travel in buckets (DdpOptions::bucket_cap_bytes, parameters in reverse order, one
-//   dtype per bucket). A post-accumulate hook (autograd/hooks.h) copies each gradient into its
+//   dtype per bucket; after the first backward in the order the gradients arrived). A post-accumulate hook (autograd/hooks.h) copies each gradient into its
 //   bucket; a full bucket is all-reduced (average) on a background thread (CommWorker) while
 //   backward goes on, buckets in the same order on every rank. An engine callback at the end of
 //   backward launches what is left, waits for every bucket and writes the averages back into
 //   .grad: when backward() returns, the gradients are reduced.
+// - DDP communicates on a private group it makes from the user's at construction
+//   (ProcessGroup::new_group: its own connections), through one background thread. The user's
+//   group stays free for the training thread: SyncBatchNorm's forward and backward collectives
+//   on it run while bucket all-reduces proceed on the private one.
 // - At the end of each synchronised backward the ranks all-gather one byte per parameter (did it
 //   get a gradient in this backward? has it a .grad?), so a parameter that got none on some rank
 //   is a clear error on every rank (never a hang), or, with find_unused_parameters, contributes
@@ -36,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "mixgrad/amp/unscale.h"
 #include "mixgrad/core/tensor.h"
 #include "mixgrad/distributed/comm_worker.h"
 #include "mixgrad/distributed/ddp_buckets.h"
@@ -57,13 +62,26 @@ struct DdpOptions {
   std::optional<DType> reduce_dtype;
   // Install an amp::NonfiniteReducer (amp/unscale.h) while this object lives: the inf/NaN count
   // of every unscale is the maximum over ranks, so all ranks skip or all step, and their loss
-  // scales stay equal. One i64 all-reduce per unscale.
+  // scales stay equal. One i64 all-reduce per unscale on the host path; on CUDA (GradScaler's
+  // sync-free device path) one [1] f32 max all-reduce of the device found-inf flag on the current
+  // stream, with no host synchronisation.
   bool agree_found_inf = true;
   // The optimizers of the model. Their f32 master weights (O2, created by amp::initialize from
   // each rank's own initial weights) are broadcast from rank 0 too: the f16/bf16 model copies
   // alone cannot restore them. Without them a model with f16/bf16 parameters must already be
   // equal on every rank (checked; an error otherwise).
   std::vector<optim::Optimizer*> optimizers;
+  // At the end of every synchronised backward (after the gradients are averaged) rank 0's
+  // buffers (batch-norm running statistics) are broadcast, so every rank's next forward sees the
+  // same model, as PyTorch's broadcast_buffers (which broadcasts before each forward: the same
+  // values, since a training step's buffers change only in its forward). One broadcast per buffer
+  // per step; off: each rank keeps its own statistics (sync_buffers() on demand).
+  bool broadcast_buffers = true;
+  // After the first synchronised backward, plan the buckets once more in the order the gradients
+  // arrived in it (rank 0's order, broadcast), as PyTorch does: the first bucket then fills with
+  // the first gradients of backward whatever order the model registered its parameters in. The
+  // averages are the same either way (each element is averaged on its own).
+  bool rebuild_buckets = true;
 };
 
 // When the last synchronised backward did what, in seconds since its first gradient hook.
@@ -89,10 +107,12 @@ class DistributedDataParallel {
  public:
   // Checks that every rank has the same parameters and buffers (names, shapes, dtypes, in
   // order), then broadcasts rank 0's values of both (and of the optimizers' master weights),
-  // plans the buckets and installs the hooks.
+  // plans the buckets and installs the hooks. Every rank of `group` must construct it (the
+  // private group is made with group->new_group(): a rendezvous through the group's store).
   // A difference is a DistributedError on every rank, naming each rank's first differing entry,
-  // before anything is broadcast. The group must outlive this object and must not be used by
-  // anything else while a backward runs (afterwards, as here, only from the thread that trains).
+  // before anything is broadcast. A group whose backend cannot make a new group (a user-defined
+  // ProcessGroup) is used itself: then nothing else may use it while a backward runs, and a
+  // SyncBatchNorm on it is refused (NotImplementedError).
   DistributedDataParallel(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> group,
                           DdpOptions options = {});
   // Removes the hooks and the found-inf reducer (restoring the previous one).
@@ -102,7 +122,10 @@ class DistributedDataParallel {
 
   nn::Module& module() const { return *module_; }
   const std::shared_ptr<nn::Module>& module_ptr() const { return module_; }
+  // The user's group, and the private group the gradients travel on (the same object only when
+  // the user's group cannot make a new group).
   ProcessGroup& group() const { return *group_; }
+  ProcessGroup& comm_group() const { return *comm_; }
   const DdpOptions& options() const { return options_; }
 
   // While the returned guard lives, backward only accumulates into .grad locally (gradient
@@ -147,9 +170,18 @@ class DistributedDataParallel {
     bool launched = false;
   };
 
-  // A SyncBatchNorm on this group would call collectives from the training thread while the
-  // communication thread owns the group during backward: refused until DDP can share it.
+  // A SyncBatchNorm on the group DDP communicates on would call collectives from the training
+  // thread while the communication thread owns the group during backward: refused (only when
+  // DDP could not make a private group).
   void check_no_sync_batch_norm_on_group() const;
+  // Queue `job` on the communication thread (submit_comm), or queue it and wait (run_comm). On a
+  // CUDA model the job runs on the calling thread's current stream of the model's device, so its
+  // collectives are ordered after the work that produced their inputs and before what follows.
+  void submit_comm(std::function<void()> job);
+  void run_comm(std::function<void()> job);
+  // Sets buckets_ and each parameter's bucket and offset from plan_buckets(..., order).
+  void plan(const std::vector<int>& order);
+  void rebuild_buckets();
   void check_models_match();
   void check_low_precision_values();
   void broadcast_state();
@@ -162,18 +194,22 @@ class DistributedDataParallel {
   double since_start() const;
 
   std::shared_ptr<nn::Module> module_;
-  std::shared_ptr<ProcessGroup> group_;
+  std::shared_ptr<ProcessGroup> group_;  // the user's
+  std::shared_ptr<ProcessGroup> comm_;   // DDP's own (group_->new_group()), or group_
   DdpOptions options_;
+  Device device_;  // of every parameter, the buckets and the collectives' tensors
   std::vector<Param> params_;
   std::vector<Bucket> buckets_;
   int next_launch_ = 0;
+  std::vector<int> arrival_;  // parameters in the order their gradients arrived (until rebuilt)
+  bool rebuilt_ = false;
   bool sync_ = true;
   bool in_iteration_ = false;  // a gradient hook fired in the running backward
   std::chrono::steady_clock::time_point start_;
   BackwardTimeline timeline_;
   int64_t reduced_backwards_ = 0;
   bool installed_reducer_ = false;
-  std::function<int64_t(int64_t)> previous_reducer_;
+  amp::NonfiniteReducer previous_reducer_;
   CommWorker worker_;  // last: destroyed (joined) first, while everything its jobs touch exists
 };
 

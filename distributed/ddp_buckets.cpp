@@ -1,3 +1,4 @@
+// plan_buckets (ddp_buckets.h): parameters in the given order into per-dtype buckets closed at the cap.
 #include "mixgrad/distributed/ddp_buckets.h"
 
 #include <map>
@@ -6,13 +7,25 @@
 
 namespace mg::distributed {
 
-BucketPlan plan_buckets(const std::vector<BucketParam>& params, int64_t cap_bytes, std::optional<DType> reduce_dtype) {
+BucketPlan plan_buckets(const std::vector<BucketParam>& params, int64_t cap_bytes, std::optional<DType> reduce_dtype,
+                        const std::vector<int>& order_arg) {
   MG_CHECK(cap_bytes > 0, Error, "DistributedDataParallel: bucket_cap_bytes must be positive, got ", cap_bytes);
+  std::vector<int> order = order_arg;
+  if (order.empty()) {
+    for (int i = int(params.size()) - 1; i >= 0; --i) order.push_back(i);
+  }
+  std::vector<bool> seen(params.size(), false);
+  MG_ASSERT(order.size() == params.size(), "plan_buckets: the order lists ", order.size(), " of ", params.size(),
+            " parameters");
+  for (int i : order) {
+    MG_ASSERT(i >= 0 && std::size_t(i) < params.size() && !seen[std::size_t(i)], "plan_buckets: bad order entry ", i);
+    seen[std::size_t(i)] = true;
+  }
   BucketPlan plan;
   plan.bucket_of.assign(params.size(), -1);
   plan.slot_of.assign(params.size(), -1);
   std::map<DType, int> open;  // grad dtype -> its open bucket
-  for (int i = int(params.size()) - 1; i >= 0; --i) {
+  for (int i : order) {
     const BucketParam& p = params[std::size_t(i)];
     const DType comm = reduce_dtype.value_or(p.dtype);
     const int64_t bytes = p.numel * int64_t(dtype_size(comm));

@@ -5,6 +5,8 @@
 // flat tensor, so one dtype), and a bucket closes when the next parameter would take it past
 // `cap_bytes` (a parameter larger than the cap gets a bucket of its own). Buckets are numbered in
 // the order they were opened, which is the order they are all-reduced in on every rank.
+// DistributedDataParallel plans once in that order and, after its first synchronised backward,
+// once more in the order the gradients actually arrived (`order`), as PyTorch rebuilds its buckets.
 //
 //   BucketPlan plan = plan_buckets({{.numel = 100, .dtype = DType::F32}, ...}, 25 << 20, std::nullopt);
 #pragma once
@@ -36,7 +38,9 @@ struct BucketPlan {
 };
 
 // cap_bytes counts bytes of the communicated dtype: reduce_dtype when given (f32 for "reduce in
-// f32"), else each gradient's own. cap_bytes must be positive.
-BucketPlan plan_buckets(const std::vector<BucketParam>& params, int64_t cap_bytes, std::optional<DType> reduce_dtype);
+// f32"), else each gradient's own. cap_bytes must be positive. `order`: the parameter indices in
+// the order to bucket them (each index once); empty: reverse registration order.
+BucketPlan plan_buckets(const std::vector<BucketParam>& params, int64_t cap_bytes, std::optional<DType> reduce_dtype,
+                        const std::vector<int>& order = {});
 
 }  // namespace mg::distributed

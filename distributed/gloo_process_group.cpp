@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cmath>
 #include <cstring>
@@ -22,6 +23,7 @@
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/factory.h"
+#include "mixgrad/distributed/call_check.h"
 #include "mixgrad/distributed/error.h"
 #include "mixgrad/distributed/reduce16.h"
 
@@ -114,43 +116,6 @@ void check_reducible(const char* what, const Tensor& t, ReduceOp op) {
            "\n  hint: use sum and divide, or convert to f32/f64 first");
 }
 
-// What one rank passes to a collective, exchanged before the data when
-// GlooOptions.check_consistency is on (fixed size, so the exchange itself cannot mismatch).
-struct CallHeader {
-  uint32_t kind = 0;  // index into kKinds
-  uint32_t dtype = 0;
-  uint32_t op = 0;
-  int32_t root = 0;
-  int64_t numel = 0;
-  uint64_t shape_hash = 0;
-};
-constexpr const char* kKinds[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
-
-CallHeader make_header(const char* what, const Tensor* t, ReduceOp op, int root) {
-  CallHeader h;
-  for (uint32_t k = 0; k < 5; ++k) {
-    if (std::strcmp(kKinds[k], what) == 0) h.kind = k;
-  }
-  h.op = uint32_t(op);
-  h.root = root;
-  if (t) {
-    h.dtype = uint32_t(t->dtype());
-    h.numel = t->numel();
-    uint64_t x = 1469598103934665603ull;  // FNV-1a over the dims
-    for (int64_t d : t->shape()) x = (x ^ uint64_t(d)) * 1099511628211ull;
-    h.shape_hash = x ^ uint64_t(t->dim());
-  }
-  return h;
-}
-
-std::string describe_header(const CallHeader& h, bool with_tensor) {
-  std::string s = kKinds[h.kind];
-  if (h.kind == 0 || h.kind == 3) s += std::string(" ") + reduce_op_name(ReduceOp(h.op));
-  if (h.kind == 1) s += " from root " + std::to_string(h.root);
-  if (with_tensor) s += str_cat(" of ", h.numel, " ", dtype_name(DType(h.dtype)), " elements");
-  return s;
-}
-
 }  // namespace
 
 struct ProcessGroupGloo::Impl {
@@ -176,7 +141,8 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TcpStore> store, int rank, in
   }
 
   // Arrival round: every rank announces itself, then waits for all others.
-  const std::string group = "mg/pg/gloo/" + std::to_string(world_size_) + "/";
+  prefix_ = options_.store_prefix.empty() ? "mg/pg/gloo/" + std::to_string(world_size_) + "/" : options_.store_prefix;
+  const std::string& group = prefix_;
   store_->set(group + "arrived/" + std::to_string(rank_), std::to_string(::getpid()));
   std::vector<std::string> keys;
   for (int r = 0; r < world_size_; ++r) keys.push_back(group + "arrived/" + std::to_string(r));
@@ -268,7 +234,7 @@ void ProcessGroupGloo::run(const char* what, F&& body) {
 
 void ProcessGroupGloo::agree(const char* what, const Tensor* t, ReduceOp op, int root) {
   if (!options_.check_consistency || world_size_ == 1) return;
-  const CallHeader mine = make_header(what, t, op, root);
+  const CallHeader mine = make_call_header(what, t, op, root);
   std::vector<CallHeader> all(static_cast<std::size_t>(world_size_));
   gloo::AllgatherOptions opts(impl_->context);
   opts.setInput(reinterpret_cast<uint8_t*>(const_cast<CallHeader*>(&mine)), sizeof(CallHeader));
@@ -276,20 +242,9 @@ void ProcessGroupGloo::agree(const char* what, const Tensor* t, ReduceOp op, int
   opts.setTag(next_tag_++);
   opts.setTimeout(options_.timeout);
   gloo::allgather(opts);
-  bool same = true;
-  for (const auto& h : all) same = same && std::memcmp(&h, &all[0], sizeof(CallHeader)) == 0;
-  if (same) return;
   // Every rank sees the same headers, so every rank throws the same error and nothing was sent.
-  std::string calls;
-  for (int r = 0; r < world_size_; ++r) {
-    const CallHeader& h = all[std::size_t(r)];
-    calls += str_cat("\n  rank ", r, ": ", describe_header(h, h.kind != 4));
-    if (r > 0 && h.numel == all[0].numel && h.shape_hash != all[0].shape_hash) calls += " (another shape)";
-  }
-  MG_THROW(distributed::DistributedError, "ProcessGroupGloo::", what, ": rank ", rank_,
-           ": the ranks called different collectives or passed different tensors; nothing was sent:",
-           calls, "\n  hint: every rank must call the same collectives in the same order with the "
-           "same shapes and dtypes");
+  const std::string error = call_mismatch(all, "ProcessGroupGloo", what, rank_);
+  if (!error.empty()) throw DistributedError(error);
 }
 
 void ProcessGroupGloo::reduce_in_place(Tensor& t, ReduceOp op) {
@@ -418,6 +373,18 @@ void ProcessGroupGloo::barrier() {
     opts.setTimeout(options_.timeout);
     gloo::barrier(opts);
   });
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroupGloo::new_group(const std::vector<int>& ranks) {
+  const std::vector<int> members = new_group_members("ProcessGroupGloo", ranks, world_size_);
+  MG_CHECK(store_ != nullptr, distributed::DistributedError, "ProcessGroupGloo::new_group: rank ", rank_,
+           ": the group is unusable: shut down");
+  const uint64_t index = groups_made_++;  // counted on non-members too: every rank's next call agrees
+  const auto me = std::find(members.begin(), members.end(), rank_);
+  if (me == members.end()) return nullptr;
+  GlooOptions options = options_;
+  options.store_prefix = new_group_prefix(prefix_, index, members);
+  return std::make_shared<ProcessGroupGloo>(store_, int(me - members.begin()), int(members.size()), options);
 }
 
 void ProcessGroupGloo::shutdown() {

@@ -34,6 +34,9 @@ struct GlooOptions {
   // on Gloo's I/O thread) or a broadcast silently copying a prefix. Costs one small all_gather
   // per collective; the group stays usable after such an error.
   bool check_consistency = true;
+  // The prefix of this group's keys in the store. Empty: "mg/pg/gloo/<world_size>/". Groups that
+  // share a store need distinct prefixes; new_group chooses them.
+  std::string store_prefix;
 };
 
 class ProcessGroupGloo : public ProcessGroup {
@@ -57,6 +60,10 @@ class ProcessGroupGloo : public ProcessGroup {
   Tensor reduce_scatter(const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
   void barrier() override;
   void shutdown() override;
+  // A group of its own Gloo context (a second full mesh of connections), rendezvoused in this
+  // group's store under a prefix unique to this call (see ProcessGroup::new_group); options as
+  // this group's.
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks = {}) override;
 
  private:
   struct Impl;
@@ -74,6 +81,8 @@ class ProcessGroupGloo : public ProcessGroup {
   GlooOptions options_;
   std::shared_ptr<TcpStore> store_;
   std::unique_ptr<Impl> impl_;
+  std::string prefix_;       // this group's keys in the store
+  uint64_t groups_made_ = 0;  // new_group calls so far (the same count on every rank)
   uint32_t next_tag_ = 0;
   std::string broken_;  // why the group is unusable ("" while it works)
 };

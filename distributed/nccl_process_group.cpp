@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -37,10 +38,12 @@ cuda::NcclRedOp nccl_red_op(ReduceOp op) {
 }
 
 cuda::NcclUniqueId exchange_nccl_unique_id(TcpStore& store, int rank, int world_size,
-                                           const std::function<cuda::NcclUniqueId()>& make) {
+                                           const std::function<cuda::NcclUniqueId()>& make,
+                                           const std::string& prefix_arg) {
+  const std::string base = prefix_arg.empty() ? prefix(world_size) : prefix_arg;
   // Every rank adds 1: group g's ranks draw the values g*W+1 .. g*W+W, in any order.
-  const int64_t ticket = store.add(prefix(world_size) + "groups", 1);
-  const std::string key = prefix(world_size) + std::to_string((ticket - 1) / world_size) + "/id";
+  const int64_t ticket = store.add(base + "groups", 1);
+  const std::string key = base + std::to_string((ticket - 1) / world_size) + "/id";
   cuda::NcclUniqueId id;
   if (rank == 0) {
     id = make();
@@ -109,10 +112,12 @@ ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<TcpStore> store, int rank, in
 
   // Arrival round, as ProcessGroupGloo's: every rank announces itself, so a missing one is named.
   const auto deadline = Clock::now() + options_.timeout;
-  const cuda::NcclUniqueId id = exchange_nccl_unique_id(*store_, rank_, world_size_, [] { return cuda::nccl_unique_id(); });
+  prefix_ = options_.store_prefix.empty() ? prefix(world_size_) : options_.store_prefix;
+  const cuda::NcclUniqueId id =
+      exchange_nccl_unique_id(*store_, rank_, world_size_, [] { return cuda::nccl_unique_id(); }, prefix_);
   std::string tag;  // the id's first 8 bytes in hex: names this group's keys
   for (int i = 0; i < 8; ++i) tag += str_cat("0123456789abcdef"[(id.bytes[i] >> 4) & 15], "0123456789abcdef"[id.bytes[i] & 15]);
-  const std::string group = prefix(world_size_) + tag + "/";
+  const std::string group = prefix_ + tag + "/";
   store_->set(group + "arrived/" + std::to_string(rank_), std::to_string(::getpid()));
   std::vector<std::string> keys;
   for (int r = 0; r < world_size_; ++r) keys.push_back(group + "arrived/" + std::to_string(r));
@@ -200,6 +205,12 @@ void ProcessGroupNccl::check_tensor(const char* what, const Tensor& t) const {
                                : "\n  hint: move it with .to(mg::Device::cuda(pg.device()))");
 }
 
+void ProcessGroupNccl::agree(const char* what, const Tensor* t, ReduceOp op, int root) {
+  if (!options_.check_consistency || world_size_ == 1 || !impl_ || !store_) return;  // (run() reports a shut-down group)
+  check_calls_through_store(*store_, prefix_ + "calls/", calls_checked_++, rank_, world_size_,
+                            make_call_header(what, t, op, root), "ProcessGroupNccl", what);
+}
+
 template <typename F>
 void ProcessGroupNccl::run(const char* what, std::vector<Tensor> keep, F&& enqueue) {
   MG_CHECK(impl_ != nullptr, distributed::DistributedError, "ProcessGroupNccl::", what, ": rank ", rank_,
@@ -261,6 +272,7 @@ void ProcessGroupNccl::all_reduce(Tensor& tensor, ReduceOp op) {
   MG_CHECK(cuda::nccl_op_code(nccl_red_op(op), tensor.dtype()) >= 0, DTypeError,
            "ProcessGroupNccl::all_reduce: avg needs a floating tensor (an integer mean would truncate), got ",
            describe(tensor), "\n  hint: use sum and divide, or convert to f32/f64 first");
+  agree("all_reduce", &tensor, op, 0);
   if (tensor.numel() == 0) return;
   NoGradGuard no_grad;
   Tensor work = tensor.is_contiguous() ? tensor : tensor.contiguous();
@@ -275,6 +287,7 @@ void ProcessGroupNccl::broadcast(Tensor& tensor, int root) {
   check_tensor("broadcast", tensor);
   MG_CHECK(root >= 0 && root < world_size_, Error, "ProcessGroupNccl::broadcast: root ", root,
            " is not a rank in [0, ", world_size_, ")");
+  agree("broadcast", &tensor, ReduceOp::Sum, root);
   if (tensor.numel() == 0) return;
   NoGradGuard no_grad;
   Tensor work = tensor.is_contiguous() ? tensor : tensor.contiguous();
@@ -290,6 +303,7 @@ Tensor ProcessGroupNccl::all_gather(const Tensor& input) {
   Shape shape = input.shape();
   shape.insert(shape.begin(), int64_t(world_size_));
   Tensor out = empty(shape, {.dtype = input.dtype(), .device = Device::cuda(device_)});  // [W, *input.shape]
+  agree("all_gather", &input, ReduceOp::Sum, 0);
   if (input.numel() == 0) return out;
   NoGradGuard no_grad;
   Tensor in = input.contiguous();
@@ -312,6 +326,7 @@ Tensor ProcessGroupNccl::reduce_scatter(const Tensor& input, ReduceOp op) {
   Shape shape = input.shape();
   shape[0] /= world_size_;
   Tensor out = empty(shape, {.dtype = input.dtype(), .device = Device::cuda(device_)});  // [n, ...]
+  agree("reduce_scatter", &input, op, 0);
   if (out.numel() == 0) return out;
   NoGradGuard no_grad;
   Tensor in = input.contiguous();
@@ -323,9 +338,23 @@ Tensor ProcessGroupNccl::reduce_scatter(const Tensor& input, ReduceOp op) {
 
 void ProcessGroupNccl::barrier() {
   Tensor buf = impl_ ? impl_->barrier_buf : Tensor();
+  agree("barrier", nullptr, ReduceOp::Sum, 0);
   run("barrier", {buf}, [&](cuda::NcclComm& comm, const cuda::Stream& stream) {
     comm.all_reduce(buf.data_ptr(), buf.data_ptr(), 1, DType::F32, cuda::NcclRedOp::Sum, stream);
   });
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroupNccl::new_group(const std::vector<int>& ranks) {
+  const std::vector<int> members = new_group_members("ProcessGroupNccl", ranks, world_size_);
+  MG_CHECK(impl_ != nullptr && store_ != nullptr, distributed::DistributedError, "ProcessGroupNccl::new_group: rank ",
+           rank_, ": the group is unusable: shut down");
+  const uint64_t index = groups_made_++;  // counted on non-members too: every rank's next call agrees
+  const auto me = std::find(members.begin(), members.end(), rank_);
+  if (me == members.end()) return nullptr;
+  NcclOptions options = options_;
+  options.device = device_;
+  options.store_prefix = new_group_prefix(prefix_, index, members);
+  return std::make_shared<ProcessGroupNccl>(store_, int(me - members.begin()), int(members.size()), options);
 }
 
 void ProcessGroupNccl::shutdown() {

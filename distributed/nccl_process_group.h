@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "mixgrad/cuda/host/nccl_types.h"
+#include "mixgrad/distributed/call_check.h"
 #include "mixgrad/distributed/process_group.h"
 #include "mixgrad/distributed/tcp_store.h"
 
@@ -40,17 +41,29 @@ struct NcclOptions {
   bool blocking_wait = false;
   // How often the watchdog looks at the collectives in flight.
   std::chrono::milliseconds poll_interval = std::chrono::milliseconds(2);
+  // The prefix of this group's keys in the store. Empty: "mg/pg/nccl/<world_size>/". Groups that
+  // share a store need distinct prefixes; new_group chooses them.
+  std::string store_prefix;
+  // Before each collective the ranks exchange a 32-byte description of their call through the
+  // store (distributed/call_check.h) and every rank throws the same DistributedError when they
+  // differ, instead of NCCL waiting for the watchdog's timeout (NCCL has no such check: ranks
+  // passing different sizes hang, or read past a buffer). Costs a host round trip to the store per
+  // collective (1 set, 1 wait, world_size gets) and 32 bytes per rank and call kept in the store,
+  // so it is off unless MG_DIST_DEBUG=1 is set in the environment (read when the options are made).
+  bool check_consistency = dist_debug_from_environment();
 };
 
 // The ReduceOp -> NCCL mapping ProcessGroupNccl uses (one to one; avg is ncclAvg).
 cuda::NcclRedOp nccl_red_op(ReduceOp op);
 
 // The unique-id exchange: rank 0 calls make() and publishes the bytes under
-// "mg/pg/nccl/<world_size>/<generation>/id" in `store`; every other rank reads them (waiting up
-// to the store's timeout). The generation counts the NCCL groups made on this store (so a second
-// group gets a fresh id), agreed through store.add.
+// "<prefix><generation>/id" in `store` (prefix: "mg/pg/nccl/<world_size>/" when empty); every
+// other rank reads them (waiting up to the store's timeout). The generation counts the NCCL
+// groups made on this store under the prefix (so a second group gets a fresh id), agreed through
+// store.add.
 cuda::NcclUniqueId exchange_nccl_unique_id(TcpStore& store, int rank, int world_size,
-                                           const std::function<cuda::NcclUniqueId()>& make);
+                                           const std::function<cuda::NcclUniqueId()>& make,
+                                           const std::string& prefix = "");
 
 class ProcessGroupNccl : public ProcessGroup {
  public:
@@ -76,6 +89,10 @@ class ProcessGroupNccl : public ProcessGroup {
   // A barrier, then ncclCommFinalize (flushes the queue) and ncclCommDestroy, bounded by the
   // timeout (the communicator is aborted when it runs out). Idempotent.
   void shutdown() override;
+  // A group with a communicator of its own (a fresh unique id through this group's store, under
+  // a prefix unique to this call, see ProcessGroup::new_group) on the same device; options as
+  // this group's.
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks = {}) override;
 
  private:
   struct Impl;
@@ -84,12 +101,17 @@ class ProcessGroupNccl : public ProcessGroup {
   template <typename F>
   void run(const char* what, std::vector<Tensor> keep, F&& enqueue);
   void check_tensor(const char* what, const Tensor& t) const;
+  // NcclOptions.check_consistency: compares the ranks' calls through the store.
+  void agree(const char* what, const Tensor* t, ReduceOp op, int root);
 
   int rank_;
   int world_size_;
   NcclOptions options_;
   int device_ = 0;
   std::shared_ptr<TcpStore> store_;
+  std::string prefix_;        // this group's keys in the store
+  uint64_t groups_made_ = 0;  // new_group calls so far (the same count on every rank)
+  uint64_t calls_checked_ = 0;  // collectives compared so far (check_consistency)
   std::unique_ptr<Impl> impl_;
 };
 

@@ -13,7 +13,9 @@
 //   mg::Tensor all = pg->all_gather(local);              // [world_size, *local.shape]
 #pragma once
 #include <chrono>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "mixgrad/core/tensor.h"
 #include "mixgrad/distributed/reduce_op.h"
@@ -55,6 +57,23 @@ class ProcessGroup {
   // Bound of every collective: a peer that does not take part in time is a
   // DistributedTimeoutError.
   virtual std::chrono::milliseconds timeout() const = 0;
+
+  // A new group of `ranks` (ranks of this group, distinct, in [0, world_size); empty: all of
+  // them) with connections of its own, so the two groups can be used at the same time from two
+  // threads (torch.distributed.new_group). Its ranks are numbered by position in sorted `ranks`.
+  // Every rank of this group must call new_group, in the same order and with the same `ranks`,
+  // members or not (it meets the other members through the rendezvous store, under a key prefix
+  // that the call's position and `ranks` make unique); ranks outside `ranks` get nullptr and
+  // communicate nothing. Members that never arrive are a DistributedTimeoutError.
+  // The default throws NotImplementedError (a backend that cannot make one).
+  //   auto sub = pg->new_group({0, 2});   // rank 0 and 2 of pg: ranks 0 and 1 of sub; nullptr on rank 1
+  virtual std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks = {});
 };
+
+// new_group's argument checks, shared by the backends: `ranks` sorted (empty: every rank of
+// `world_size`); mg::Error naming `who` for a rank out of range or given twice.
+std::vector<int> new_group_members(const char* who, const std::vector<int>& ranks, int world_size);
+// The store key prefix of the `index`-th group made from the group with prefix `parent`.
+std::string new_group_prefix(const std::string& parent, uint64_t index, const std::vector<int>& members);
 
 }  // namespace mg::distributed

@@ -357,3 +357,49 @@ TEST_CASE("GradScaler on CUDA: an inf gradient skips the step and halves the sca
   CHECK(mismatch(got.after_bad, want.after_bad, 1e-2, 2e-3) == "");
   test::require_no_pending_cuda_error();
 }
+
+TEST_CASE("GradScaler on CUDA with a non-finite reducer: its device path all-reduces the flag, without a host read",
+          "[amp][scaler][cuda][gpu]") {
+  if (!cuda_step_gap().empty()) {
+    WARN("skipped: GradScaler unscale and step on CUDA: " << cuda_step_gap());
+    return;
+  }
+  manual_seed(29);
+  auto model = make_mlp();
+  model->to(test::gpu());
+  optim::SGD sgd(model->parameters(), {.lr = 0.05});
+  const Tensor x = randn({8, 16}).to(test::gpu());
+  const Tensor y = randint(0, 5, {8}).to(test::gpu());
+  // A count-only reducer cannot serve the device scaler: refused.
+  amp::NonfiniteReducer host_only;
+  host_only.count = [](int64_t n) { return n; };
+  amp::set_nonfinite_reducer(host_only);
+  {
+    amp::GradScaler scaler({.init_scale = 1024});
+    sgd.zero_grad();
+    scaler.scale(cross_entropy(model->forward(x), y)).backward();
+    CHECK_THROWS_WITH(scaler.unscale_(sgd), Catch::Contains("the installed non-finite reducer can only agree on a host count"));
+  }
+  // A device path standing in for another rank that found an inf: the flag becomes 1 on the device.
+  amp::NonfiniteReducer other_found_inf;
+  int calls = 0;
+  other_found_inf.flag = [&](Tensor flag) {
+    ++calls;
+    CHECK(flag.device() == test::gpu());
+    CHECK(flag.shape() == Shape{1});
+    flag.fill_(1.0);  // stream-ordered, as an all-reduce max with a rank that saw inf/NaN
+  };
+  amp::set_nonfinite_reducer(other_found_inf);
+  amp::GradScaler scaler({.init_scale = 1024});
+  const std::vector<double> before = flat(model->parameters());
+  sgd.zero_grad();
+  scaler.scale(cross_entropy(model->forward(x), y)).backward();
+  CHECK(scaler.step(sgd));  // issued; the device decides
+  scaler.update();
+  CHECK(calls == 1);
+  CHECK(sgd.last_step_skipped());
+  CHECK(scaler.get_scale() == 512.0);
+  CHECK(flat(model->parameters()) == before);
+  amp::set_nonfinite_reducer({});
+  test::require_no_pending_cuda_error();
+}

@@ -262,3 +262,42 @@ TEST_CASE("unscale_ refuses f16 gradients without f32 masters - bf16 and master 
   scaler_m.unscale_(opt_m);
   CHECK(values(opt_m.parameters()[0].grad()) == std::vector<double>(4, std::ldexp(1.0, -26)));
 }
+
+TEST_CASE("a NonfiniteReducer's count decides the CPU unscale; its device path leaves the CPU alone", "[amp][scaler]") {
+  // A reducer standing in for another process that found an inf: the clean local gradients skip.
+  amp::NonfiniteReducer other_found_inf;
+  int64_t seen = -1;
+  other_found_inf.count = [&](int64_t local) {
+    seen = local;
+    return local + 1;
+  };
+  const amp::NonfiniteReducer previous = amp::set_nonfinite_reducer(other_found_inf);
+  CHECK_FALSE(previous);
+  CHECK(bool(amp::nonfinite_reducer().count));
+  {
+    amp::GradScaler scaler({.init_scale = 8});
+    Toy t;
+    t.set_grad({8, 8, 8, 8});
+    CHECK_FALSE(scaler.step(t.opt));
+    CHECK(seen == 0);
+    CHECK(scaler.last_stats(t.opt).nonfinite == 1);
+    scaler.update();
+    CHECK(scaler.get_scale() == 4.0);
+    CHECK(values(t.w) == std::vector<double>{1, 1, 1, 1});
+  }
+  // A reducer with only a device path: the CPU's host count is the local one.
+  amp::NonfiniteReducer device_only;
+  int calls = 0;
+  device_only.flag = [&](Tensor) { ++calls; };
+  CHECK(bool(device_only));
+  amp::set_nonfinite_reducer(device_only);
+  {
+    amp::GradScaler scaler({.init_scale = 8});
+    Toy t;
+    t.set_grad({8, 8, 8, 8});
+    CHECK(scaler.step(t.opt));
+    CHECK(calls == 0);
+  }
+  CHECK(bool(amp::set_nonfinite_reducer({}).flag));  // returns the one it replaces
+  CHECK_FALSE(amp::nonfinite_reducer());
+}

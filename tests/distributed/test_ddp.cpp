@@ -45,7 +45,7 @@ void check_passed(const std::string& out, const std::string& what, int world, in
 
 }  // namespace
 
-TEST_CASE("ddp buckets: reverse order, one dtype per bucket, closed at the cap", "[distributed][ddp]") {
+TEST_CASE("ddp buckets: reverse or given order, one dtype per bucket, closed at the cap", "[distributed][ddp]") {
   using mg::distributed::plan_buckets;
   // 4 f32 parameters of 10, 20, 30, 40 elements (160 bytes), one f16 of 8 between them.
   const auto plan = plan_buckets({{10, DType::F32}, {20, DType::F32}, {8, DType::F16}, {30, DType::F32}, {40, DType::F32}},
@@ -74,6 +74,15 @@ TEST_CASE("ddp buckets: reverse order, one dtype per bucket, closed at the cap",
   CHECK(wide.buckets[1].numel == 100);
   CHECK_THROWS_WITH(plan_buckets({{1, DType::F32}}, 0, std::nullopt),
                     "DistributedDataParallel: bucket_cap_bytes must be positive, got 0");
+
+  // An explicit order (the gradients' arrival): 0 and 1 (120 B) share a bucket, 3 and 4 do not fit.
+  const auto arrival = plan_buckets({{10, DType::F32}, {20, DType::F32}, {30, DType::F32}, {40, DType::F32}}, 200,
+                                    std::nullopt, {0, 1, 3, 2});
+  REQUIRE(arrival.buckets.size() == 3);
+  CHECK(arrival.buckets[0].params == std::vector<int>{0, 1});
+  CHECK(arrival.buckets[1].params == std::vector<int>{3});
+  CHECK(arrival.buckets[2].params == std::vector<int>{2});
+  CHECK(arrival.buckets[0].offsets == std::vector<int64_t>{0, 10});
 }
 
 TEST_CASE("ddp: 2 ranks x B equal 1 x 2B (SGD, AdamW, f64, f32, O1, O2) and small buckets equal one",

@@ -5,15 +5,18 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include "distributed/thrown.h"
 
+#include "core/factory.h"
 #include "cuda/cuda.h"
 #include "cuda/nccl_comm.h"
 #include "distributed/error.h"
 #include "distributed/init.h"
 #include "distributed/nccl_process_group.h"
+#include "launcher/subprocess.h"
 
 using namespace mg;
 using namespace mg::distributed;
@@ -118,4 +121,86 @@ TEST_CASE("init_process_group with backend nccl says why it cannot, before any s
   CHECK(std::chrono::steady_clock::now() - start < 1s);
   CHECK_THAT(mg::test::thrown<NotImplementedError>([&] { init_process_group(env, {.backend = "mpi"}); }),
              Catch::Contains(cuda::nccl_built() ? "this build has: gloo, nccl" : "this build has: gloo"));
+}
+
+TEST_CASE("the NCCL group's call check: ranks' calls compared through the store, the same error on every rank",
+          "[distributed][nccl]") {
+  auto host = server();
+  constexpr int kWorld = 3;
+  const Tensor small = zeros({10}), big = zeros({12}), other_shape = zeros({2, 5});
+  // Each case: rank r's tensor; every rank must see the same verdict.
+  struct Case {
+    const Tensor* per_rank[kWorld];
+    const char* expect;  // "" when the calls agree
+  };
+  const Case cases[] = {
+      {{&small, &small, &small}, ""},
+      {{&small, &big, &small}, "rank 1: all_reduce sum of 12 f32 elements"},
+      {{&small, &small, &other_shape}, "rank 2: all_reduce sum of 10 f32 elements (another shape)"},
+  };
+  uint64_t seq = 0;
+  for (const Case& c : cases) {
+    std::vector<std::string> errors(kWorld);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < kWorld; ++r) {
+      ranks.emplace_back([&, r] {
+        auto store = client(*host);
+        try {
+          check_calls_through_store(*store, "test/calls/", seq, r, kWorld,
+                                    make_call_header("all_reduce", c.per_rank[r], ReduceOp::Sum, 0), "ProcessGroupNccl",
+                                    "all_reduce");
+        } catch (const DistributedError& e) {
+          errors[std::size_t(r)] = e.what();
+        }
+      });
+    }
+    for (auto& t : ranks) t.join();
+    ++seq;
+    for (int r = 0; r < kWorld; ++r) {
+      INFO("rank " << r << ": " << errors[std::size_t(r)]);
+      if (std::string(c.expect).empty()) {
+        CHECK(errors[std::size_t(r)].empty());
+        continue;
+      }
+      CHECK_THAT(errors[std::size_t(r)],
+                 Catch::StartsWith("ProcessGroupNccl::all_reduce: rank " + std::to_string(r) +
+                                   ": the ranks called different collectives or passed different tensors; nothing was sent:") &&
+                     Catch::Contains("rank 0: all_reduce sum of 10 f32 elements") && Catch::Contains(c.expect) &&
+                     Catch::Contains("hint: every rank must call the same collectives"));
+    }
+  }
+  // A rank that never calls: the others time out naming its key.
+  auto store = client(*host, 300ms);
+  CHECK_THAT(mg::test::thrown<DistributedTimeoutError>([&] {
+               check_calls_through_store(*store, "test/calls/", seq, 0, 2, make_call_header("barrier", nullptr, ReduceOp::Sum, 0),
+                                         "ProcessGroupNccl", "barrier");
+             }),
+             Catch::Contains("test/calls/3/1"));
+}
+
+TEST_CASE("NcclOptions.check_consistency is off unless MG_DIST_DEBUG=1", "[distributed][nccl]") {
+  const char* old = std::getenv("MG_DIST_DEBUG");
+  const std::string saved = old ? old : "";
+  ::unsetenv("MG_DIST_DEBUG");
+  CHECK_FALSE(NcclOptions{}.check_consistency);
+  ::setenv("MG_DIST_DEBUG", "1", 1);
+  CHECK(NcclOptions{}.check_consistency);
+  ::setenv("MG_DIST_DEBUG", "0", 1);
+  CHECK_FALSE(NcclOptions{}.check_consistency);
+  if (old) ::setenv("MG_DIST_DEBUG", saved.c_str(), 1);
+  else ::unsetenv("MG_DIST_DEBUG");
+}
+
+TEST_CASE("a [gpu2] test case on a machine with fewer than 2 GPUs is skipped with CTest's code 77", "[distributed][nccl]") {
+  // This very executable, asked for the 2-GPU NCCL case alone (tests/test_main.cpp decides).
+  mg::test::Subprocess p({"/proc/self/exe", "NCCL across 2 GPUs*"});
+  auto r = p.wait(60);
+  INFO(r.out << r.err);
+  REQUIRE_FALSE(r.timed_out);
+  if (cuda::device_count() >= 2) {
+    CHECK(r.status == 0);  // it ran (and passed) instead
+    return;
+  }
+  CHECK(r.status == 77);
+  CHECK_THAT(r.out, Catch::Contains("skipped: 1 test case(s) tagged [gpu] or [gpu2] need"));
 }

@@ -1,7 +1,8 @@
 // SyncBatchNorm and convert_sync_batchnorm in one process: without a group and with a one-rank
 // group it is BatchNorm bit for bit (forward, gradients, running statistics); conversion keeps a
-// ResNet-20's layers, state dict and batch-norm identity and can be undone. The multi-process
-// comparisons with the global batch are in test_dist_data.cpp.
+// ResNet-20's layers, state dict and batch-norm identity and can be undone; DDP takes a converted
+// model (on a private group) unless the group cannot make one. The multi-process comparisons with
+// the global batch are in test_dist_data.cpp and test_groups.cpp.
 #include <catch2/catch.hpp>
 
 #include "core/factory.h"
@@ -100,17 +101,64 @@ TEST_CASE("convert_sync_batchnorm on a ResNet-20 keeps its layers and state dict
   CHECK(model.str() == repr_before);
 }
 
-TEST_CASE("DistributedDataParallel refuses a model whose SyncBatchNorm shares its group", "[distributed]") {
+namespace {
+
+// A ProcessGroup that forwards to another but cannot make new groups (ProcessGroup's default
+// new_group), as a user-defined backend might.
+class NoSubgroups : public ProcessGroup {
+ public:
+  explicit NoSubgroups(std::shared_ptr<ProcessGroup> pg) : pg_(std::move(pg)) {}
+  int rank() const override { return pg_->rank(); }
+  int world_size() const override { return pg_->world_size(); }
+  std::string backend() const override { return "custom"; }
+  using ProcessGroup::all_reduce;
+  using ProcessGroup::reduce_scatter;
+  void all_reduce(Tensor& t, ReduceOp op) override { pg_->all_reduce(t, op); }
+  void broadcast(Tensor& t, int root) override { pg_->broadcast(t, root); }
+  Tensor all_gather(const Tensor& t) override { return pg_->all_gather(t); }
+  Tensor reduce_scatter(const Tensor& t, ReduceOp op) override { return pg_->reduce_scatter(t, op); }
+  void barrier() override { pg_->barrier(); }
+  void shutdown() override { pg_->shutdown(); }
+  std::chrono::milliseconds timeout() const override { return pg_->timeout(); }
+
+ private:
+  std::shared_ptr<ProcessGroup> pg_;
+};
+
+}  // namespace
+
+TEST_CASE("DistributedDataParallel takes a SyncBatchNorm on the user's group: it communicates on its own",
+          "[distributed]") {
+  auto pg = test::solo_group();
+  auto model = std::make_shared<nn::models::ResNet>(nn::models::ResNetConfig::cifar(20));
+  REQUIRE(convert_sync_batchnorm(*model, pg) == 19);
+  DistributedDataParallel ddp(model, pg);
+  CHECK(&ddp.group() == pg.get());
+  CHECK(&ddp.comm_group() != pg.get());
+  CHECK(ddp.comm_group().world_size() == 1);
+  CHECK(ddp.comm_group().backend() == "gloo");
+  // A step: SyncBatchNorm's collectives on pg from this thread, the buckets on DDP's group.
+  manual_seed(2);
+  (*model)(randn({2, 3, 8, 8})).pow(2.0).mean().backward();
+  CHECK(ddp.reduced_backwards() == 1);
+  CHECK(model->bn1->weight.grad().defined());
+}
+
+TEST_CASE("DistributedDataParallel refuses a SyncBatchNorm on a group that cannot make a private one",
+          "[distributed]") {
   // The SyncBatchNorm backward would all_reduce on the training thread while DDP's communication
   // thread owns the same group: refused with a clear error, before anything is communicated.
-  auto pg = test::solo_group();
+  auto pg = std::make_shared<NoSubgroups>(test::solo_group());
+  CHECK_THROWS_AS(pg->new_group(), NotImplementedError);
   auto model = std::make_shared<nn::models::ResNet>(nn::models::ResNetConfig::cifar(20));
   REQUIRE(convert_sync_batchnorm(*model, pg) == 19);
   REQUIRE_THROWS_AS(DistributedDataParallel(model, pg), NotImplementedError);
   REQUIRE_THROWS_WITH(DistributedDataParallel(model, pg),
-                      Catch::Matchers::Contains("SyncBatchNorm 'bn1'") && Catch::Matchers::Contains("separate process groups"));
-  // Local batch norm again: DDP accepts the model.
+                      Catch::Matchers::StartsWith("DistributedDataParallel: the SyncBatchNorm 'bn1'") &&
+                          Catch::Matchers::Contains("its custom group cannot make a private one with new_group") &&
+                          Catch::Matchers::Contains("hint: give SyncBatchNorm and DistributedDataParallel separate groups"));
+  // Local batch norm again: DDP accepts the model and communicates on the user's group.
   REQUIRE(convert_sync_batchnorm(*model, nullptr) == 19);
   DistributedDataParallel ddp(model, pg);
-  CHECK(&ddp.group() == pg.get());
+  CHECK(&ddp.comm_group() == pg.get());
 }

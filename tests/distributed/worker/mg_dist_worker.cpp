@@ -13,7 +13,8 @@
 //                          the others report the error ("ERROR ...", exit 3)
 //   precision16 <timeout>  f16/bf16 reductions on the native and the reduce_in_f32 path
 //                          (precision16.cpp)
-//   nccl, nccl_die         the NCCL group across GPUs (nccl_worker.cpp)
+//   nccl, nccl_die, nccl_ddp  the NCCL group and DDP on it across GPUs (nccl_worker.cpp)
+//   new-group, ddp-syncbn, ddp-buffers  second groups and DDP on them (group_scenarios.cpp)
 // Decision: each rank computes every rank's inputs (they are functions of rank and index), so it
 // can check its own results without a second channel.
 #include <unistd.h>
@@ -38,6 +39,7 @@ namespace mg::test_worker {
 int precision16(std::chrono::milliseconds timeout);  // precision16.cpp
 int nccl(std::chrono::milliseconds timeout);         // nccl_worker.cpp
 int nccl_die(std::chrono::milliseconds timeout);
+int nccl_ddp(std::chrono::milliseconds timeout);
 }
 
 namespace {
@@ -340,12 +342,14 @@ int die(std::chrono::milliseconds timeout) {
 int dist_data_scenario(const std::string& mode, std::chrono::milliseconds timeout);  // dist_data_scenarios.cpp
 // The DistributedDataParallel modes (ddp-*), in ddp_scenarios.cpp.
 int ddp_scenario(const std::string& mode, std::chrono::milliseconds timeout, const std::string& arg);
+// new_group and the DDP modes built on it (new-group, ddp-syncbn, ddp-buffers), in group_scenarios.cpp.
+int group_scenario(const std::string& mode, std::chrono::milliseconds timeout);
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc != 3 && !(argc == 4 && std::strncmp(argv[1], "ddp-", 4) == 0)) {
     std::fprintf(stderr,
-                 "usage: mg_dist_worker collectives|join|die|mismatch|precision16|nccl|nccl_die|ddp-* TIMEOUT_MS [ARG]\n");
+                 "usage: mg_dist_worker collectives|join|die|mismatch|precision16|nccl|nccl_die|nccl_ddp|new-group|ddp-* TIMEOUT_MS [ARG]\n");
     return 2;
   }
   if (const char* r = std::getenv("RANK")) g_rank = std::atoi(r);
@@ -357,9 +361,11 @@ int main(int argc, char** argv) {
     if (mode == "die") return die(timeout);
     if (mode == "mismatch") return mismatch(timeout);
     if (const int status = dist_data_scenario(mode, timeout); status >= 0) return status;
+    if (const int status = group_scenario(mode, timeout); status >= 0) return status;
     if (mode == "precision16") return test_worker::precision16(timeout);
     if (mode == "nccl") return test_worker::nccl(timeout);
     if (mode == "nccl_die") return test_worker::nccl_die(timeout);
+    if (mode == "nccl_ddp") return test_worker::nccl_ddp(timeout);
     if (mode.rfind("ddp-", 0) == 0) return ddp_scenario(mode, timeout, argc == 4 ? argv[3] : "");
   } catch (const std::exception& e) {
     std::printf("rank %d: FAIL exception: %s\n", g_rank, e.what());

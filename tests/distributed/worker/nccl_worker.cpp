@@ -6,16 +6,29 @@
 //                       "rank R: nccl checks passed" or exits 1 at the first miss.
 //   nccl_die <timeout>  rank 1 exits (status 9) after a barrier; rank 0's next collectives must
 //                       end in a DistributedError within the timeout ("ERROR ...", exit 3).
+//   nccl_ddp <timeout>  DistributedDataParallel on the GPUs with the sync-free CUDA GradScaler:
+//                       SGD steps equal one process on the whole batch (f32, 1e-5); an inf on
+//                       rank 1 makes every rank skip through the device found-inf all-reduce,
+//                       with equal scales; a new_group of every rank reduces. Prints
+//                       "rank R: nccl ddp checks passed".
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "amp/grad_scaler.h"
 #include "core/factory.h"
+#include "core/generator.h"
+#include "cuda/cuda.h"
+#include "distributed/ddp.h"
 #include "distributed/error.h"
 #include "distributed/init.h"
+#include "nn/linear.h"
+#include "ops/loss.h"
 #include "ops/ops.h"
+#include "optim/sgd.h"
 
 namespace mg::test_worker {
 
@@ -121,6 +134,81 @@ int nccl_die(std::chrono::milliseconds timeout) {
   }
   std::fflush(stdout);
   return 3;
+}
+
+namespace {
+
+// Linear 8 -> 16, tanh, Linear 16 -> 4 on `device`, seeded.
+struct Net : nn::Module {
+  Net() {
+    a = register_module<nn::Linear>("a", {.in = 8, .out = 16});
+    b = register_module<nn::Linear>("b", {.in = 16, .out = 4});
+  }
+  Tensor operator()(const Tensor& x) { return (*b)((*a)(x).tanh()); }  // x [N, 8] -> [N, 4]
+  std::shared_ptr<nn::Linear> a, b;
+};
+
+// Trains 3 steps on rows [first, first + rows) of each global batch of 2B; with `pg`, under DDP.
+// At step 1 rank `inf_rank` puts an inf into a.weight's gradient after backward (-1: none).
+// Returns the scaler's final scale and the parameters (host).
+std::pair<double, std::vector<double>> train_on_gpu(int dev, int64_t first, int64_t rows,
+                                                    const std::shared_ptr<ProcessGroup>& pg, int inf_rank) {
+  manual_seed(3);
+  auto net = std::make_shared<Net>();
+  net->to(Device::cuda(dev));
+  std::unique_ptr<DistributedDataParallel> ddp;
+  if (pg) ddp = std::make_unique<DistributedDataParallel>(net, pg, DdpOptions{.bucket_cap_bytes = 256});
+  optim::SGD opt(net->parameters(), {.lr = 0.1});
+  amp::GradScaler scaler({.init_scale = 1024});
+  const int rank = pg ? pg->rank() : 0;
+  for (int s = 0; s < 3; ++s) {
+    manual_seed(100 + uint64_t(s));
+    const Tensor x = randn({8, 8}).narrow(0, first, rows).to(Device::cuda(dev));
+    const Tensor y = randn({8, 4}).narrow(0, first, rows).to(Device::cuda(dev));
+    opt.zero_grad();
+    scaler.scale(mse_loss((*net)(x), y)).backward();
+    if (s == 1 && rank == inf_rank) net->a->weight.grad().narrow(0, 0, 1).fill_(INFINITY);
+    scaler.step(opt);
+    scaler.update();
+  }
+  std::vector<double> params;
+  for (const Tensor& p : net->parameters()) {
+    const std::vector<double> v = host(p.reshape({p.numel()}));
+    params.insert(params.end(), v.begin(), v.end());
+  }
+  return {scaler.get_scale(), params};
+}
+
+}  // namespace
+
+int nccl_ddp(std::chrono::milliseconds timeout) {
+  auto pg = init_process_group({.backend = "nccl", .timeout = timeout});
+  const int R = pg->rank();
+  const int dev = std::atoi(std::getenv("LOCAL_RANK") ? std::getenv("LOCAL_RANK") : "0");
+  cuda::set_device(dev);
+  if (pg->world_size() != 2) miss(R, "nccl_ddp runs on 2 ranks");
+  // Clean run: equal to one process on the whole batch.
+  const auto reference = train_on_gpu(dev, 0, 8, nullptr, -1);
+  const auto got = train_on_gpu(dev, 4 * R, 4, pg, -1);
+  double d = 0;
+  for (std::size_t i = 0; i < got.second.size(); ++i) d = std::max(d, std::abs(got.second[i] - reference.second[i]));
+  std::printf("rank %d: nccl ddp: max difference to 1 x 2B %.3g\n", R, d);
+  if (!(d <= 1e-5)) miss(R, "DDP on CUDA differs from 1 x 2B by " + std::to_string(d));
+  if (got.first != 1024) miss(R, "the clean run's scale moved");
+  // Rank 1 sees an inf: both skip step 1 and halve the scale.
+  const auto skipped = train_on_gpu(dev, 4 * R, 4, pg, 1);
+  Tensor scales = pg->all_gather(from_vector<double>({skipped.first}, {1}).to(Device::cuda(dev)));  // [2, 1]
+  const std::vector<double> s = host(scales);
+  if (s[0] != 512 || s[1] != 512) miss(R, "the scales did not back off together");
+  // A second group of every rank.
+  auto all = pg->new_group();
+  Tensor t = from_vector<double>({double(R + 1)}, {1}).to(Device::cuda(dev));
+  all->all_reduce(t, ReduceOp::Sum);
+  if (host(t)[0] != 3) miss(R, "new_group all_reduce");
+  all->shutdown();
+  pg->shutdown();
+  std::printf("rank %d: nccl ddp checks passed\n", R);
+  return 0;
 }
 
 }  // namespace mg::test_worker
