@@ -263,7 +263,7 @@ TEST_CASE("unscale_ refuses f16 gradients without f32 masters - bf16 and master 
   CHECK(values(opt_m.parameters()[0].grad()) == std::vector<double>(4, std::ldexp(1.0, -26)));
 }
 
-TEST_CASE("a NonfiniteReducer's count decides the CPU unscale; its device path leaves the CPU alone", "[amp][scaler]") {
+TEST_CASE("a NonfiniteReducer's count decides the CPU unscale, and its device path leaves the CPU alone", "[amp][scaler]") {
   // A reducer standing in for another process that found an inf: the clean local gradients skip.
   amp::NonfiniteReducer other_found_inf;
   int64_t seen = -1;
