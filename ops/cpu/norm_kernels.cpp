@@ -251,16 +251,20 @@ class ChannelRows {
     }
     c_ = t_.shape()[1];
   }
-  const A* get(int64_t r, A* buf) const {
+  // Rows [r, r + k) (k * C consecutive values: the tensor is dense NHWC); `buf` holds k * C.
+  const A* get(int64_t r, int64_t k, A* buf) const {
     if (t_.dtype() == dtype_v<A>) return static_cast<const A*>(t_.data_ptr()) + r * c_;
+    const int64_t n = k * c_;
     visit_dtype(t_.dtype(), [&]<typename S>() {
       const S* p = static_cast<const S*>(t_.data_ptr()) + r * c_;
-      if constexpr (std::is_same_v<A, float> && std::is_same_v<S, Half>) convert_f16_to_f32(p, buf, c_);
-      else if constexpr (std::is_same_v<A, float> && std::is_same_v<S, BFloat16>) convert_bf16_to_f32(p, buf, c_);
-      else for (int64_t i = 0; i < c_; ++i) buf[i] = convert<A>(p[i]);
+      if constexpr (std::is_same_v<A, float> && std::is_same_v<S, Half>) convert_f16_to_f32(p, buf, n);
+      else if constexpr (std::is_same_v<A, float> && std::is_same_v<S, BFloat16>) convert_bf16_to_f32(p, buf, n);
+      else for (int64_t i = 0; i < n; ++i) buf[i] = convert<A>(p[i]);
     });
     return buf;
   }
+  // Rows per block: about 512 values, so the per-call cost of the converters is spread.
+  int64_t block_rows() const { return std::max<int64_t>(1, 512 / std::max<int64_t>(c_, 1)); }
 
  private:
   Tensor t_;
@@ -343,15 +347,19 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   });
   if (nhwc) {
     const ChannelRows<A> xrows(xt);
+    const int64_t kb = xrows.block_rows();
     parallel_for(0, n * s, std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(c, 1)), [&](int64_t r0, int64_t r1) {
-      std::vector<A> xbuf(static_cast<std::size_t>(c)), row(static_cast<std::size_t>(c));
-      for (int64_t r = r0; r < r1; ++r) {
-        const A* xv = xrows.get(r, xbuf.data());
-        for (int64_t ch = 0; ch < c; ++ch) {
-          const std::size_t k = std::size_t(ch);
-          row[k] = (xv[ch] - mean_out[ch]) * scales[k] + shifts[k];  // centre first, as the NCHW loop
+      std::vector<A> xbuf(static_cast<std::size_t>(kb * c)), row(static_cast<std::size_t>(kb * c));
+      for (int64_t r = r0; r < r1; r += kb) {
+        const int64_t k = std::min(kb, r1 - r);
+        const A* xv = xrows.get(r, k, xbuf.data());
+        for (int64_t i = 0; i < k; ++i) {
+          for (int64_t ch = 0; ch < c; ++ch) {
+            const std::size_t j = std::size_t(ch);
+            row[std::size_t(i * c + ch)] = (xv[i * c + ch] - mean_out[ch]) * scales[j] + shifts[j];  // centre first
+          }
         }
-        store_values(row.data(), y + r * c, c);  // one rounding each
+        store_values(row.data(), y + r * c, k * c);  // one rounding each
       }
     });
   }
@@ -616,18 +624,23 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   });
   if (nhwc) {
     const ChannelRows<A> grows(in[0]), xrows(xt);
+    const int64_t kb = xrows.block_rows();
     parallel_for(0, n * s, std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(c, 1)), [&](int64_t r0, int64_t r1) {
-      std::vector<A> gbuf(static_cast<std::size_t>(c)), xbuf(static_cast<std::size_t>(c)), row(static_cast<std::size_t>(c));
-      for (int64_t r = r0; r < r1; ++r) {
-        const A* gv = grows.get(r, gbuf.data());
-        const A* xv = xrows.get(r, xbuf.data());
-        for (int64_t ch = 0; ch < c; ++ch) {
-          const std::size_t k = std::size_t(ch);
-          const A rs = invstd[k];
-          const A xh = (xv[ch] - mean[k]) * rs;
-          row[k] = rs * (gv[ch] * wcs[k] - m1s[k] - xh * m2s[k]);
+      const std::size_t len = static_cast<std::size_t>(kb * c);
+      std::vector<A> gbuf(len), xbuf(len), row(len);
+      for (int64_t r = r0; r < r1; r += kb) {
+        const int64_t k = std::min(kb, r1 - r);
+        const A* gv = grows.get(r, k, gbuf.data());
+        const A* xv = xrows.get(r, k, xbuf.data());
+        for (int64_t i = 0; i < k; ++i) {
+          for (int64_t ch = 0; ch < c; ++ch) {
+            const std::size_t j = std::size_t(ch);
+            const A rs = invstd[j];
+            const A xh = (xv[i * c + ch] - mean[j]) * rs;
+            row[std::size_t(i * c + ch)] = rs * (gv[i * c + ch] * wcs[j] - m1s[j] - xh * m2s[j]);
+          }
         }
-        store_values(row.data(), dx + r * c, c);  // one rounding each
+        store_values(row.data(), dx + r * c, k * c);  // one rounding each
       }
     });
   }
