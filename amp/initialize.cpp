@@ -33,6 +33,7 @@ struct AmpState {
   std::vector<GradScaler> scalers;  // one per loss_id
   DType input_dtype = DType::F32, output_dtype = DType::F32;
   bool cast_inputs = false, cast_outputs = false;
+  MemoryFormat input_format = MemoryFormat::Contiguous;  // InitializeOptions::memory_format
   // The optimizers' step gates hold a weak reference to this: once the state is gone (reset,
   // a new initialize) they let every step through, and amp never touches an optimizer that may
   // have been destroyed before it.
@@ -120,6 +121,9 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
                        const std::vector<optim::Optimizer*>& optimizers, const InitializeOptions& options) {
   MG_CHECK(!models.empty(), Error, "amp::initialize: no model given");
   const Properties props = resolve_properties(options);  // every override checked before anything changes
+  MG_CHECK(options.memory_format != MemoryFormat::Preserve, Error,
+           "amp::initialize: memory_format must be Contiguous or ChannelsLast, got preserve",
+           "\n  hint: MemoryFormat::ChannelsLast lays 4-D inputs out NHWC");
   // f16 parameters without f32 masters would be unscaled in place in f16, undoing the dynamic
   // scale (see check_no_f16_in_place in amp/unscale.h). A static scale is Apex's O3 and allowed.
   MG_CHECK(!props.enabled || !props.loss_scale.dynamic || props.master_weights ||
@@ -140,6 +144,7 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
   st->props = props;
   st->device = options.device.type;
   st->models = models;
+  st->input_format = options.memory_format;
   if (props.enabled) {
     if (props.verbosity >= 1) log_sink()(props.str());
     if (props.cast_model_type && *props.cast_model_type != DType::F32) {
@@ -199,6 +204,11 @@ void reset() {
 const DType* forward_input_dtype() {
   const AmpState* st = state_ptr().get();
   return st && st->props.enabled && st->cast_inputs ? &st->input_dtype : nullptr;
+}
+
+MemoryFormat forward_input_format() {
+  const AmpState* st = state_ptr().get();
+  return st ? st->input_format : MemoryFormat::Contiguous;
 }
 
 const DType* forward_output_dtype() {

@@ -83,10 +83,22 @@ void reset();
 // ---- forward with the level's input/output casts ----
 // Calls model(args...) (or model.forward(args...)) with the floating tensors in args cast to the
 // model's dtype (O2/O3) and the result cast to cast_model_outputs (f32 by default at O2/O3) —
-// Apex's patched forward. Without a cast level (O0, O1, not initialized) it is a plain call.
+// Apex's patched forward. Without a cast level (O0, O1, not initialized) it is a plain call. With
+// memory_format = ChannelsLast, 4-D floating tensor arguments are also made NHWC.
 const DType* forward_input_dtype();   // null: no input cast (reads the amp state)
 const DType* forward_output_dtype();  // null: no output cast
+MemoryFormat forward_input_format();  // InitializeOptions::memory_format (Contiguous when not initialized)
 namespace detail {
+// A 4-D floating tensor laid out in `f` (ChannelsLast only; anything else passes unchanged).
+template <typename T>
+T with_input_format(const T& v, MemoryFormat f) {
+  if constexpr (std::is_same_v<T, Tensor>) {
+    if (f == MemoryFormat::ChannelsLast && v.defined() && v.dim() == 4 && v.is_floating_point()) {
+      return v.to(MemoryFormat::ChannelsLast);
+    }
+  }
+  return v;
+}
 // model(a...) or model.forward(a...). A function template, not a generic lambda: clang 14
 // instantiates both branches of the lambda's if constexpr.
 template <typename Model, typename... A>
@@ -98,7 +110,9 @@ auto forward_call(Model& model, const A&... a) {
 template <typename Model, typename... Args>
 auto forward(Model& model, const Args&... args) {
   const DType* in = forward_input_dtype();
-  auto out = in ? detail::forward_call(model, cast_floating(args, *in)...) : detail::forward_call(model, args...);
+  const MemoryFormat f = forward_input_format();
+  auto out = in ? detail::forward_call(model, detail::with_input_format(cast_floating(args, *in), f)...)
+                : detail::forward_call(model, detail::with_input_format(args, f)...);
   const DType* out_dtype = forward_output_dtype();
   return out_dtype ? cast_floating(out, *out_dtype) : out;
 }

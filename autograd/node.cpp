@@ -32,9 +32,13 @@ void Node::add_pre_hook(uint32_t output_nr, TensorHook hook) {
 AccumulateGrad::AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : Node(1), leaf_(leaf) {}
 
 namespace {
-// True when `g` owns a dense block nobody else references, so it can become .grad as is.
-bool is_stealable(const Tensor& g) {
-  return g.is_contiguous() && g.offset() == 0 && g.impl_ptr().use_count() == 1 &&
+// True when `g` owns a dense block nobody else references, so it can become .grad as is: dense
+// NCHW, or channels-last for a channels-last leaf (the gradient keeps the leaf's layout, as
+// PyTorch's gradient layout contract; optimizers walk a parameter and its .grad together).
+bool is_stealable(const Tensor& g, const Tensor& leaf) {
+  const bool same_layout = g.is_contiguous() || (g.is_contiguous(MemoryFormat::ChannelsLast) &&
+                                                 leaf.is_contiguous(MemoryFormat::ChannelsLast));
+  return same_layout && g.offset() == 0 && g.impl_ptr().use_count() == 1 &&
          g.impl()->storage.use_count() == 1 &&
          g.storage().nbytes() == std::size_t(g.numel()) * g.element_size();
 }
@@ -53,7 +57,7 @@ Tensors AccumulateGrad::apply(Tensors&& grads) {
     // With create_graph the gradient keeps its history (double backward); otherwise .grad is a
     // dense tensor the optimizer may update in place.
     leaf.impl()->autograd.grad =
-        (GradMode::is_enabled() || is_stealable(g)) ? g.impl_ptr() : math.dense_copy(g).impl_ptr();
+        (GradMode::is_enabled() || is_stealable(g, leaf)) ? g.impl_ptr() : math.dense_copy(g).impl_ptr();
   } else if (GradMode::is_enabled()) {
     leaf.impl()->autograd.grad = math.add(current, g).impl_ptr();
   } else {

@@ -20,6 +20,12 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+bool Tensor::is_contiguous(MemoryFormat f) const {
+  MG_CHECK(f != MemoryFormat::Preserve, Error, "is_contiguous: MemoryFormat::Preserve is not a layout",
+           "\n  hint: ask for Contiguous or ChannelsLast");
+  return is_contiguous_as(shape(), strides(), f);
+}
+
 void* Tensor::data_ptr() const {
   return static_cast<char*>(storage().data()) + offset() * int64_t(element_size());
 }
@@ -110,7 +116,12 @@ Tensor empty(const Shape& shape, TensorOptions options) {
   const int64_t n = shape_numel(shape);
   auto storage =
       std::make_shared<Storage>(std::size_t(n) * dtype_size(options.dtype), options.device);
-  Tensor t = make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, options.dtype);
+  MG_CHECK(options.memory_format != MemoryFormat::Preserve, Error,
+           "empty: MemoryFormat::Preserve needs an input to preserve; got shape ", shape,
+           "\n  hint: pass Contiguous or ChannelsLast");
+  if (options.memory_format == MemoryFormat::ChannelsLast) check_channels_last_shape("empty", shape);
+  Tensor t = make_tensor(std::move(storage), shape, memory_format_strides(shape, options.memory_format), 0,
+                         options.dtype);
   if (options.requires_grad) t.requires_grad_(true);
   return t;
 }

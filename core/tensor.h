@@ -17,6 +17,7 @@
 
 #include "mixgrad/core/dtype.h"
 #include "mixgrad/core/error.h"
+#include "mixgrad/core/memory_format.h"
 #include "mixgrad/core/shape.h"
 #include "mixgrad/core/storage.h"
 
@@ -78,6 +79,11 @@ class Tensor {
   Device device() const { return checked()->storage->device(); }
   std::size_t element_size() const { return dtype_size(dtype()); }
   bool is_contiguous() const;
+  // Dense in memory format `f` (docs/memory_format.md); is_contiguous(Contiguous) == is_contiguous().
+  // ChannelsLast on a tensor that is not 4-D is false; Preserve is an error.
+  bool is_contiguous(MemoryFormat f) const;
+  // The format the strides suggest (PyTorch's suggest_memory_format; core/memory_format.h).
+  MemoryFormat suggest_memory_format() const { return mg::suggest_memory_format(shape(), strides()); }
   bool is_floating_point() const { return is_floating(dtype()); }
   // True when the storage is page-locked host memory from the pinned allocator (pin_memory(),
   // to(cpu, true) of a CUDA tensor, a DataLoader with pin_memory); defined in core/pinned_memory.cpp.
@@ -157,8 +163,12 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor contiguous() const;
+  // This tensor when already dense in format `f`, else a differentiable copy laid out in `f`
+  // (Preserve: the suggested format). ChannelsLast on a non-4-D tensor throws ShapeError.
+  Tensor contiguous(MemoryFormat f) const;
   Tensor clone() const;
   Tensor to(DType dtype) const;
+  Tensor to(MemoryFormat f) const;  // = contiguous(f), PyTorch's x.to(memory_format=...)
   Tensor to(Device device) const;
   // non_blocking: a host<->CUDA copy may return before it is done (pinned host memory only; the
   // hazard and the rules are in docs/cuda.md); to(cpu, true) of a CUDA tensor lands in pinned memory.
@@ -314,12 +324,14 @@ struct TensorOptions {
   DType dtype = DType::F32;
   Device device = Device::cpu();
   bool requires_grad = false;
+  // Layout of a new tensor: Contiguous or ChannelsLast (4-D shapes only; ShapeError otherwise).
+  MemoryFormat memory_format = MemoryFormat::Contiguous;
 };
 
 // Builds a tensor that views `storage` (no copy).
 Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset,
                    DType dtype);
-// Allocates an uninitialised contiguous tensor.
+// Allocates an uninitialised dense tensor in options.memory_format (contiguous by default).
 Tensor empty(const Shape& shape, TensorOptions options = {});
 // "[2, 3] f32 cpu": the form errors use to describe an operand.
 std::string describe(const Tensor& t);

@@ -23,6 +23,9 @@ class BackwardCtx {
   Tensor output(int j) const;
   const Shape& input_shape(int i) const { return input_meta_.at(i).shape; }
   DType input_dtype(int i) const { return input_meta_.at(i).dtype; }
+  // The memory format input i had (its suggest_memory_format when the op ran): backward ops
+  // whose gradient cannot tell (a [N, C, 1, 1] grad is dense in both) lay dx out in it.
+  MemoryFormat input_format(int i) const { return input_meta_.at(i).format; }
   const Shape& output_shape(int j) const { return output_meta_.at(j).shape; }
   int num_inputs() const { return int(input_meta_.size()); }
   bool needs_grad(int i) const { return (needs_grad_ >> i) & 1u; }

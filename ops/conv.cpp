@@ -10,6 +10,7 @@
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/layout.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/register.h"
 
@@ -60,6 +61,16 @@ int64_t out_size(const char* op, int64_t in, int64_t k, int64_t s, int64_t p, in
   return (in + 2 * p - keff) / s + 1;
 }
 
+// The activations' layout of a conv (PyTorch's rule): channels-last when the input or the weight
+// suggests it, else contiguous. The weight keeps its own layout; its gradient is contiguous.
+// Both devices' kernels write either layout: oneDNN on nhwc descriptors, cuDNN in NHWC
+// (cuda/conv_kernels.cpp; its im2col fallback computes NCHW into a temporary and copies out).
+MemoryFormat conv_layout(const Tensor& x, const Tensor& w) {
+  return layout_of(x) == MemoryFormat::ChannelsLast || layout_of(w) == MemoryFormat::ChannelsLast
+             ? MemoryFormat::ChannelsLast
+             : MemoryFormat::Contiguous;
+}
+
 void check_operands(const char* op, const Tensors& in) {
   for (const Tensor& t : in) check_floating(op, t);
   for (std::size_t i = 1; i < in.size(); ++i) check_same_dtype(op, in[0], in[i]);
@@ -92,7 +103,7 @@ InferResult infer_conv2d(const Tensors& in, const OpAttrs& a) {
     MG_CHECK(in[2].dim() == 1 && in[2].size(0) == w.size(0), ShapeError,
              "conv2d: expected a bias of shape ", Shape{w.size(0)}, ", got bias ", describe(in[2]));
   }
-  return {{{{x.size(0), w.size(0), ho, wo}, x.dtype()}}, x.dtype()};
+  return {{{{x.size(0), w.size(0), ho, wo}, x.dtype(), conv_layout(x, w)}}, x.dtype()};
 }
 
 // Checks that g [N, O, Ho, Wo] is the output gradient of a conv of x_shape with w.
@@ -115,7 +126,7 @@ InferResult infer_conv2d_backward_input(const Tensors& in, const OpAttrs& a) {
   const auto [ho, wo] = check_conv(op, x_shape, w.shape(), "(the conv's) " + shape_str(x_shape),
                                    describe(w), a);
   check_grad_out(op, g, {g.size(0), w.size(0), ho, wo});
-  return {{{x_shape, g.dtype()}}, g.dtype()};
+  return {{{x_shape, g.dtype(), conv_layout(g, w)}}, g.dtype()};
 }
 
 InferResult infer_conv2d_backward_weight(const Tensors& in, const OpAttrs& a) {
@@ -168,7 +179,7 @@ InferResult infer_conv_transpose2d(const Tensors& in, const OpAttrs& a) {
     MG_CHECK(in[2].dim() == 1 && in[2].size(0) == cout, ShapeError, op, ": expected a bias of shape ",
              Shape{cout}, ", got bias ", describe(in[2]));
   }
-  return {{{{x.size(0), cout, hw_out[0], hw_out[1]}, x.dtype()}}, x.dtype()};
+  return {{{{x.size(0), cout, hw_out[0], hw_out[1]}, x.dtype(), conv_layout(x, w)}}, x.dtype()};
 }
 
 // ---- backward rules ----

@@ -4,17 +4,23 @@
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/layout.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/register.h"
 
 namespace mg {
 namespace {
 
-InferResult infer_clone(const Tensors& in, const OpAttrs&) {
-  return {{{in[0].shape(), in[0].dtype()}}, in[0].dtype()};
+// attrs.mode: the copy's MemoryFormat (0 Contiguous, the default; 1 ChannelsLast; 2 Preserve).
+InferResult infer_clone(const Tensors& in, const OpAttrs& a) {
+  MemoryFormat f = MemoryFormat(a.mode);
+  if (f == MemoryFormat::Preserve) f = layout_of(in[0]);
+  if (f == MemoryFormat::ChannelsLast) check_channels_last_shape("contiguous", in[0].shape());
+  return {{{in[0].shape(), in[0].dtype(), f}}, in[0].dtype()};
 }
+// A cast keeps the layout (PyTorch's preserve_format), so autocast keeps an NHWC network NHWC.
 InferResult infer_to_dtype(const Tensors& in, const OpAttrs& a) {
-  return {{{in[0].shape(), a.dtype}}, in[0].dtype()};
+  return {{{in[0].shape(), a.dtype, layout_of(in[0])}}, in[0].dtype()};
 }
 InferResult infer_to_device(const Tensors& in, const OpAttrs&) {
   return {{{in[0].shape(), in[0].dtype()}}, in[0].dtype()};
@@ -47,6 +53,13 @@ void register_copy_rules() {
 
 Tensor clone(const Tensor& x) { return dispatch1(OpId::clone, {x}); }
 Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
+Tensor clone(const Tensor& x, MemoryFormat f) { return dispatch1(OpId::clone, {x}, {.mode = int64_t(f)}); }
+Tensor contiguous(const Tensor& x, MemoryFormat f) {
+  if (f == MemoryFormat::ChannelsLast) check_channels_last_shape("contiguous", x.shape());
+  if (f == MemoryFormat::Preserve) f = layout_of(x);
+  return x.is_contiguous(f) ? x : clone(x, f);
+}
+
 Tensor to(const Tensor& x, DType dtype) {
   return x.dtype() == dtype ? x : dispatch1(OpId::to_dtype, {x}, {.dtype = dtype});
 }

@@ -7,6 +7,7 @@
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/layout.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/register.h"
 
@@ -206,7 +207,7 @@ InferResult infer_gelu_backward(const Tensors& in, const OpAttrs&) {
   MG_CHECK(in[0].shape() == in[1].shape(), ShapeError, "gelu_backward: expected grad and input of the same shape, got grad ",
            describe(in[0]), " and input ", describe(in[1]));
   check_same_dtype("gelu_backward", in[0], in[1]);
-  return {{{in[1].shape(), in[1].dtype()}}, in[1].dtype()};
+  return {{{in[1].shape(), in[1].dtype(), elementwise_layout(in, in[1].shape())}}, in[1].dtype()};
 }
 MG_UNARY_INFER(silu)
 MG_UNARY_INFER(softplus)
@@ -246,7 +247,7 @@ InferResult infer_where(const Tensors& in, const OpAttrs&) {
   check_same_dtype("where", in[1], in[2]);
   Shape shape = broadcast_shapes(in[0].shape(), in[1].shape(), "where");
   shape = broadcast_shapes(shape, in[2].shape(), "where");
-  return {{{shape, in[1].dtype()}}, in[1].dtype()};
+  return {{{shape, in[1].dtype(), elementwise_layout(in, shape)}}, in[1].dtype()};
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "mixgrad/ops/layout.h"
+
 namespace mg {
 
 void check_floating(const char* op, const Tensor& t) {
@@ -22,11 +24,11 @@ void check_index_dtype(const char* op, const Tensor& index) {
 
 InferResult infer_unary_floating(const char* op, const Tensors& in) {
   check_floating(op, in[0]);
-  return {{{in[0].shape(), in[0].dtype()}}, in[0].dtype()};
+  return {{{in[0].shape(), in[0].dtype(), elementwise_layout(in, in[0].shape())}}, in[0].dtype()};
 }
 
 InferResult infer_unary_any(const char*, const Tensors& in) {
-  return {{{in[0].shape(), in[0].dtype()}}, in[0].dtype()};
+  return {{{in[0].shape(), in[0].dtype(), elementwise_layout(in, in[0].shape())}}, in[0].dtype()};
 }
 
 InferResult infer_broadcast(const char* op, const Tensors& in, std::optional<DType> out) {
@@ -36,7 +38,7 @@ InferResult infer_broadcast(const char* op, const Tensors& in, std::optional<DTy
              ": expected inputs of one dtype, got ", describe(in[0]), " and ", describe(in[i]));
     shape = broadcast_shapes(shape, in[i].shape(), op);
   }
-  return {{{shape, out.value_or(in[0].dtype())}}, in[0].dtype()};
+  return {{{shape, out.value_or(in[0].dtype()), elementwise_layout(in, shape)}}, in[0].dtype()};
 }
 
 std::vector<int64_t> reduction_dims(const char* op, const std::vector<int64_t>& dims, int64_t ndim) {

@@ -14,6 +14,7 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
 // Throws DTypeError unless `index` is i64 or i32.
 void check_index_dtype(const char* op, const Tensor& index);
 
+// The output's layout follows the inputs (elementwise_layout, ops/layout.h).
 // One output, same shape and dtype as input 0 (floating only / any dtype).
 InferResult infer_unary_floating(const char* op, const Tensors& in);
 InferResult infer_unary_any(const char* op, const Tensors& in);

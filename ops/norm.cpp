@@ -13,6 +13,7 @@
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/layout.h"
 #include "mixgrad/ops/norm.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/register.h"
@@ -128,6 +129,7 @@ InferResult infer_batch_norm(const Tensors& in, const OpAttrs& a) {
              "batch_norm: eval mode needs running_mean and running_var; got input ", describe(x),
              "\n  hint: pass the running statistics or use training=true");
   }
+  r.outputs[0].format = layout_of(x);  // y keeps x's layout (channels-last stays NHWC)
   const TensorMeta stat{{x.shape()[1]}, stat_dtype(x.dtype())};
   r.outputs.push_back(stat);
   r.outputs.push_back(stat);
@@ -186,7 +188,9 @@ InferResult infer_batch_norm_backward(const Tensors& in, const OpAttrs& a) {
   const Tensor& x = in.at(1);
   MG_CHECK(x.dim() >= 2, ShapeError, "batch_norm_backward: expected an input [N, C, ...] with at least 2 dims, got ",
            describe(x));
-  return infer_norm_backward("batch_norm_backward", in, a, {x.shape()[1]}, {x.shape()[1]});
+  InferResult r = infer_norm_backward("batch_norm_backward", in, a, {x.shape()[1]}, {x.shape()[1]});
+  r.outputs[0].format = layout_of(x);  // dx in x's layout
+  return r;
 }
 InferResult infer_group_norm_backward(const Tensors& in, const OpAttrs& a) {
   const Tensor& x = in.at(1);

@@ -16,6 +16,9 @@ class BackwardCtx;
 struct TensorMeta {
   Shape shape;
   DType dtype;
+  // The layout the dispatcher allocates the output in (ops/layout.h has the rules); kernels
+  // write through the output's strides or branch on its format.
+  MemoryFormat format = MemoryFormat::Contiguous;
 };
 
 struct InferResult {

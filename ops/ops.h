@@ -131,6 +131,10 @@ Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 // ---- copies and casts ----
 Tensor clone(const Tensor& x);
 Tensor contiguous(const Tensor& x);  // x itself when already contiguous
+// A copy laid out in memory format `f` (clone(x) is clone(x, Contiguous); Preserve keeps x's).
+Tensor clone(const Tensor& x, MemoryFormat f);
+// x itself when already dense in `f`, else clone(x, f). ChannelsLast needs a 4-D x (ShapeError).
+Tensor contiguous(const Tensor& x, MemoryFormat f);
 Tensor to(const Tensor& x, DType dtype);
 Tensor to(const Tensor& x, Device device);
 // non_blocking: see Tensor::to(Device, bool) and docs/cuda.md (the to_device op with attrs.mode 1).

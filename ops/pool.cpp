@@ -10,6 +10,7 @@
 #include "mixgrad/ops/cpu/pool_window.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/layout.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/core/factory.h"
 
@@ -51,20 +52,29 @@ Shape pooled_shape(const char* op, const Tensor& x, const cpu::Window1d& h, cons
 InferResult infer_max_pool2d(const Tensors& in, const OpAttrs& a) {
   check_input("max_pool2d", in[0]);
   const Shape s = pooled_shape("max_pool2d", in[0], max_dim(a, 0, in[0].size(2)), max_dim(a, 1, in[0].size(3)));
-  return {{{s, in[0].dtype()}}, in[0].dtype()};
+  return {{{s, in[0].dtype(), layout_of(in[0])}}, in[0].dtype()};
 }
 
 InferResult infer_max_pool2d_indices(const Tensors& in, const OpAttrs& a) {
   check_input("max_pool2d_indices", in[0]);
   const Shape s =
       pooled_shape("max_pool2d_indices", in[0], max_dim(a, 0, in[0].size(2)), max_dim(a, 1, in[0].size(3)));
-  return {{{s, DType::I64}}, in[0].dtype()};
+  return {{{s, DType::I64, layout_of(in[0])}}, in[0].dtype()};
 }
 
 InferResult infer_avg_pool2d(const Tensors& in, const OpAttrs& a) {
   check_input("avg_pool2d", in[0]);
   const Shape s = pooled_shape("avg_pool2d", in[0], avg_dim(a, 0, in[0].size(2)), avg_dim(a, 1, in[0].size(3)));
-  return {{{s, in[0].dtype()}}, in[0].dtype()};
+  return {{{s, in[0].dtype(), layout_of(in[0])}}, in[0].dtype()};
+}
+
+// dx's layout in the avg-pool backward ops: the forward input's, which the backward rule passes as
+// attrs.dims = {format} (a [N, C, 1, 1] grad of global pooling cannot tell), else g's.
+MemoryFormat grad_layout(const OpAttrs& a, const Tensor& g) {
+  if (a.dims.size() == 1 && a.dims[0] >= 0 && a.dims[0] <= int64_t(MemoryFormat::ChannelsLast)) {
+    return MemoryFormat(a.dims[0]);
+  }
+  return layout_of(g);
 }
 
 // g must have the pooled shape `want`.
@@ -85,14 +95,14 @@ InferResult infer_avg_pool2d_backward(const Tensors& in, const OpAttrs& a) {
   window_out(op, "H", h, g);  // (the error names the grad as the input)
   window_out(op, "W", w, g);
   check_grad(op, g, {xs[0], xs[1], h.out(), w.out()});
-  return {{{xs, g.dtype()}}, g.dtype()};
+  return {{{xs, g.dtype(), grad_layout(a, g)}}, g.dtype()};
 }
 
 InferResult infer_adaptive(const Tensors& in, const OpAttrs& a) {
   check_input("adaptive_avg_pool2d", in[0]);
   MG_CHECK(a.ints[0] >= 1 && a.ints[1] >= 1, ShapeError, "adaptive_avg_pool2d: output size must be positive, got [",
            a.ints[0], ", ", a.ints[1], "]");
-  return {{{{in[0].size(0), in[0].size(1), a.ints[0], a.ints[1]}, in[0].dtype()}}, in[0].dtype()};
+  return {{{{in[0].size(0), in[0].size(1), a.ints[0], a.ints[1]}, in[0].dtype(), layout_of(in[0])}}, in[0].dtype()};
 }
 
 InferResult infer_adaptive_backward(const Tensors& in, const OpAttrs& a) {
@@ -102,7 +112,7 @@ InferResult infer_adaptive_backward(const Tensors& in, const OpAttrs& a) {
   MG_CHECK(g.dim() == 4, ShapeError, op, ": expected a 4-D grad [N, C, Ho, Wo], got grad ", describe(g));
   MG_CHECK(a.ints[0] >= 1 && a.ints[1] >= 1, ShapeError, op, ": input size must be positive, got [", a.ints[0],
            ", ", a.ints[1], "]");
-  return {{{{g.size(0), g.size(1), a.ints[0], a.ints[1]}, g.dtype()}}, g.dtype()};
+  return {{{{g.size(0), g.size(1), a.ints[0], a.ints[1]}, g.dtype(), grad_layout(a, g)}}, g.dtype()};
 }
 
 // ---- backward rules ----
@@ -116,7 +126,9 @@ Tensors max_pool2d_bw(const BackwardCtx& c, const Tensors& grads) {
   const int64_t n = xs[0], ch = xs[1];
   const Tensor plane = zeros({n, ch, xs[2] * xs[3]}, {.dtype = g.dtype()});
   const Tensor dx = scatter_add(plane, 2, reshape(idx, {n, ch, -1}), reshape(g, {n, ch, -1}));
-  return {reshape(dx, xs)};
+  // a channels-last input gets its gradient channels-last (one reorder of the scatter's NCHW result)
+  const MemoryFormat f = c.input(0).dim() == 4 ? layout_of(c.input(0)) : MemoryFormat::Contiguous;
+  return {contiguous(reshape(dx, xs), f)};
 }
 
 OpAttrs with_hw(const OpAttrs& a, std::size_t keep, const Shape& s) {
@@ -129,16 +141,21 @@ OpAttrs with_hw(const OpAttrs& a, std::size_t keep, const Shape& s) {
 
 // y = A x (A averages each window): dx = A^T g = avg_pool2d_backward(g).
 Tensors avg_pool2d_bw(const BackwardCtx& c, const Tensors& grads) {
-  return {dispatch1(OpId::avg_pool2d_backward, {grads[0]}, with_hw(c.attrs(), 6, c.input_shape(0)))};
+  OpAttrs a = with_hw(c.attrs(), 6, c.input_shape(0));
+  a.dims = {int64_t(c.input_format(0))};  // dx in x's layout
+  return {dispatch1(OpId::avg_pool2d_backward, {grads[0]}, a)};
 }
 // dx = A^T g is linear in g: d g = A u = avg_pool2d(u).
 Tensors avg_pool2d_backward_bw(const BackwardCtx& c, const Tensors& grads) {
   OpAttrs a = c.attrs();
   a.ints.resize(6);
+  a.dims.clear();
   return {dispatch1(OpId::avg_pool2d, {grads[0]}, a)};
 }
 Tensors adaptive_bw(const BackwardCtx& c, const Tensors& grads) {
-  return {dispatch1(OpId::adaptive_avg_pool2d_backward, {grads[0]}, with_hw(c.attrs(), 0, c.input_shape(0)))};
+  OpAttrs a = with_hw(c.attrs(), 0, c.input_shape(0));
+  a.dims = {int64_t(c.input_format(0))};  // dx in x's layout
+  return {dispatch1(OpId::adaptive_avg_pool2d_backward, {grads[0]}, a)};
 }
 Tensors adaptive_backward_bw(const BackwardCtx& c, const Tensors& grads) {
   const Shape& gs = c.input_shape(0);

@@ -41,6 +41,15 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   return mg::flatten(*this, start_dim, end_dim);
 }
 Tensor Tensor::contiguous() const { return mg::contiguous(*this); }
+Tensor Tensor::contiguous(MemoryFormat f) const { return mg::contiguous(*this, f); }
+// As contiguous(f), and a tensor dense in both formats (size-1 dims) whose strides suggest the
+// other one is restrided too, as PyTorch's to(memory_format=...): [N, 1, H, W] gets the
+// channels-last strides that make the ops downstream keep NHWC.
+Tensor Tensor::to(MemoryFormat f) const {
+  if (f == MemoryFormat::ChannelsLast) check_channels_last_shape("to", shape());
+  if (f == MemoryFormat::Preserve) return *this;
+  return is_contiguous(f) && suggest_memory_format() == f ? *this : mg::clone(*this, f);
+}
 Tensor Tensor::clone() const { return mg::clone(*this); }
 Tensor Tensor::to(DType t) const { return mg::to(*this, t); }
 Tensor Tensor::to(Device d) const { return mg::to(*this, d); }

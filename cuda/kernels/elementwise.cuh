@@ -112,7 +112,7 @@ void launch_unary(const Tensor& in, const Tensor& out, F f) {
   const int64_t n = out.numel();
   if (n == 0) return;
   const UnaryApply<O, A, F> apply{f};
-  const auto plan = make_plan<2>(out.shape(), {out.strides(), broadcast_strides(in, out.shape())},
+  const auto plan = make_elementwise_plan<2>(out.shape(), {out.strides(), broadcast_strides(in, out.shape())},
                                  {int64_t(sizeof(O)), int64_t(sizeof(A))});
   const LaunchContext ctx(out.device());
   O* o = static_cast<O*>(out.data_ptr());
@@ -144,7 +144,7 @@ void launch_binary(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   if (n == 0) return;
   const BinaryApply<O, T, F> apply{f};
   const std::array<int64_t, 3> sizes = {int64_t(sizeof(O)), int64_t(sizeof(T)), int64_t(sizeof(T))};
-  const auto plan = make_plan<3>(
+  const auto plan = make_elementwise_plan<3>(
       out.shape(), {out.strides(), broadcast_strides(a, out.shape()), broadcast_strides(b, out.shape())}, sizes);
   const LaunchContext ctx(out.device());
   O* o = static_cast<O*>(out.data_ptr());

@@ -35,6 +35,7 @@
 #include "mixgrad/cuda/kernels/block_reduce.cuh"
 #include "mixgrad/cuda/kernels/launch.h"
 #include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/nchw_outputs.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::cuda {
@@ -688,6 +689,15 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   register_kernel(OpId::op, DeviceType::CUDA, DType::F16, kernel<Half>);        \
   register_kernel(OpId::op, DeviceType::CUDA, DType::BF16, kernel<BFloat16>)
 
+template <typename T>
+void bn_nchw_outputs(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  nchw_outputs<batch_norm_kernel<T>>(in, out, a);
+}
+template <typename T>
+void bn_backward_nchw_outputs(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  nchw_outputs<batch_norm_backward_kernel<T>>(in, out, a);
+}
+
 }  // namespace
 
 void register_norm_kernels() {
@@ -696,8 +706,9 @@ void register_norm_kernels() {
   MG_CUDA_REGISTER_FLOATS(rms_norm, rms_norm_kernel);
   MG_CUDA_REGISTER_FLOATS(group_norm, group_norm_kernel);
   MG_CUDA_REGISTER_FLOATS(group_norm_backward, group_norm_backward_kernel);
-  MG_CUDA_REGISTER_FLOATS(batch_norm, batch_norm_kernel);
-  MG_CUDA_REGISTER_FLOATS(batch_norm_backward, batch_norm_backward_kernel);
+  // channels-last y / dx: the NCHW kernels through a dense temporary (ops/nchw_outputs.h)
+  MG_CUDA_REGISTER_FLOATS(batch_norm, bn_nchw_outputs);
+  MG_CUDA_REGISTER_FLOATS(batch_norm_backward, bn_backward_nchw_outputs);
 }
 
 #undef MG_CUDA_REGISTER_FLOATS

@@ -12,7 +12,8 @@
 // - avg_pool2d_backward / adaptive_avg_pool2d_backward: gather, no atomics: one thread per input
 //   element walks the outputs whose window holds it, oh then ow ascending (the CPU's scatter
 //   order), adding g / divisor in opmath, and rounds once: deterministic and equal to the CPU.
-// Inputs are made dense first; outputs are dense.
+// Inputs are made dense first; outputs are dense NCHW (a channels-last output is staged through
+// ops/nchw_outputs.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "mixgrad/cuda/host/pool_windows.h"
 #include "mixgrad/cuda/kernels/launch.h"
 #include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/nchw_outputs.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::cuda {
@@ -105,12 +107,13 @@ template <typename T>
 void reg() {
   constexpr DType d = dtype_v<T>;
   constexpr DeviceType cuda = DeviceType::CUDA;
-  register_kernel(OpId::max_pool2d, cuda, d, max_pool2d_kernel<T, false>);
-  register_kernel(OpId::max_pool2d_indices, cuda, d, max_pool2d_kernel<T, true>);
-  register_kernel(OpId::avg_pool2d, cuda, d, avg_pool2d_kernel<T, false>);
-  register_kernel(OpId::adaptive_avg_pool2d, cuda, d, avg_pool2d_kernel<T, true>);
-  register_kernel(OpId::avg_pool2d_backward, cuda, d, avg_pool2d_backward_kernel_fn<T, false>);
-  register_kernel(OpId::adaptive_avg_pool2d_backward, cuda, d, avg_pool2d_backward_kernel_fn<T, true>);
+  // channels-last outputs (ops/layout.h) go through a dense NCHW temporary (ops/nchw_outputs.h)
+  register_kernel(OpId::max_pool2d, cuda, d, nchw_outputs<max_pool2d_kernel<T, false>>);
+  register_kernel(OpId::max_pool2d_indices, cuda, d, nchw_outputs<max_pool2d_kernel<T, true>>);
+  register_kernel(OpId::avg_pool2d, cuda, d, nchw_outputs<avg_pool2d_kernel<T, false>>);
+  register_kernel(OpId::adaptive_avg_pool2d, cuda, d, nchw_outputs<avg_pool2d_kernel<T, true>>);
+  register_kernel(OpId::avg_pool2d_backward, cuda, d, nchw_outputs<avg_pool2d_backward_kernel_fn<T, false>>);
+  register_kernel(OpId::adaptive_avg_pool2d_backward, cuda, d, nchw_outputs<avg_pool2d_backward_kernel_fn<T, true>>);
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ void where_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
   const Tensor& o = out[0];
   const int64_t n = o.numel();
   if (n == 0) return;
-  const auto plan = make_plan<4>(o.shape(),
+  const auto plan = make_elementwise_plan<4>(o.shape(),
                                  {o.strides(), broadcast_strides(in[0], o.shape()), broadcast_strides(in[1], o.shape()),
                                   broadcast_strides(in[2], o.shape())},
                                  {int64_t(sizeof(T)), 1, int64_t(sizeof(T)), int64_t(sizeof(T))});
@@ -64,7 +64,7 @@ void fill_kernel(const Tensors&, Tensors& out, const OpAttrs& attrs) {
   const int64_t n = o.numel();
   if (n == 0) return;
   const T v = static_cast<T>(static_cast<opmath_t<T>>(attrs.alpha));
-  const auto plan = make_plan<1>(o.shape(), {o.strides()}, {int64_t(sizeof(T))});
+  const auto plan = make_elementwise_plan<1>(o.shape(), {o.strides()}, {int64_t(sizeof(T))});
   const LaunchContext ctx(o.device());
   if (fits_int32<1>(plan)) {
     fill_kernel_impl<int32_t, T><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(

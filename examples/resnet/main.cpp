@@ -6,6 +6,7 @@
 //   build/examples/train_resnet                                  # O1 bf16, 10 epochs
 //   build/examples/train_resnet --opt-level O2 --dtype f16 --epochs 3 --plot run.svg
 //   build/examples/train_resnet --device cuda --opt-level O2 --dtype f16
+//   build/examples/train_resnet --channels-last                  # NHWC activations end to end
 //   build/examples/train_resnet --help
 //   build/launcher/mixgrad-run --nproc-per-node 2 build/examples/train_resnet   # data parallel
 //
@@ -70,6 +71,7 @@ Flags make_flags() {
   f.add_int("seed", 42, "seed of the weights, the data order and the augmentation", {.min = 0});
   f.add_int("train-examples", 0, "train on the first N batches' worth of each epoch (0: all 60,000)", {.min = 0});
   f.add_int("eval-examples", 0, "evaluate on the first N test images (0: all 10,000)", {.min = 0});
+  f.add_bool("channels-last", false, "run the network NHWC (channels-last memory format, through amp::initialize)");
   add_run_flags(f, 50, "per logged step and per epoch", "loss, accuracy and loss scale");
   return f;
 }
@@ -155,7 +157,9 @@ int run(int argc, char** argv) {
   amp::initialize(model, opt, {.opt_level = level, .dtype = dtype,
                                .keep_batchnorm_fp32 = flags.value("keep-batchnorm-fp32").empty() ? amp::Setting() : flags.value("keep-batchnorm-fp32"),
                                .loss_scale = flags.value("loss-scale").empty() ? amp::Setting() : flags.value("loss-scale"),
-                               .verbosity = 0, .device = device});
+                               .verbosity = 0, .device = device,
+                               .memory_format = flags.get_bool("channels-last") ? MemoryFormat::ChannelsLast
+                                                                                : MemoryFormat::Contiguous});
   const int64_t warmup = std::min<int64_t>(total_steps, int64_t(std::llround(flags.get_double("warmup-epochs") * double(steps_per_epoch))));
   optim::WarmupCosineLR sched(opt, {.warmup_steps = warmup, .total_steps = total_steps});
   const std::string precision = precision_label(level, dtype);

@@ -5,7 +5,9 @@
 // shared GEMM (ops/cpu/gemm.h). Decision: between load and store the im2col path runs in the compute type
 // Cm = opmath_t<T> (f32 for f16/bf16, f64 for f64): the columns are built in Cm, the GEMM
 // accumulates in Cm, and the output is rounded to T once. Inputs of any layout are made dense
-// first; shapes were validated by the ops' infer rules (ops/conv.cpp).
+// first; shapes were validated by the ops' infer rules (ops/conv.cpp). Channels-last: the infer
+// rules allocate the activations' output NHWC when the input is (ops/layout.h); oneDNN then reads
+// and writes NHWC directly, and the im2col path runs NCHW into a temporary copied into the output.
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -19,15 +21,33 @@
 #include "mixgrad/ops/cpu/im2col.h"
 #include "mixgrad/ops/cpu/leaf_sum.h"
 #include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/layout.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/register.h"
 
 namespace mg::cpu {
 namespace {
 
-Tensor dense(const Tensor& t) {
+// t dense in format f (t itself when it already is).
+Tensor dense(const Tensor& t, MemoryFormat f = MemoryFormat::Contiguous) {
   NoGradGuard no_grad;
-  return contiguous(t);
+  return contiguous(t, f);
+}
+
+// The format a dense activation is laid out in (NCHW when it is dense in both).
+MemoryFormat dense_format(const Tensor& t) {
+  return t.is_contiguous() ? MemoryFormat::Contiguous : MemoryFormat::ChannelsLast;
+}
+
+// Runs body(y) on a dense NCHW y: `out` itself when it is one, else a temporary copied into the
+// channels-last `out` afterwards (the im2col path is written for NCHW).
+template <typename Body>
+void into_nchw(Tensor& out, const Body& body) {
+  if (out.is_contiguous()) return body(out);
+  Tensor y = empty(out.shape(), {.dtype = out.dtype()});
+  body(y);
+  NoGradGuard no_grad;
+  out.copy_(y);
 }
 
 // The dense tensor `t` (of storage type T) as a vector of compute-type values.
@@ -52,17 +72,17 @@ constexpr bool kOnednnConv = std::is_same_v<T, float> || std::is_same_v<T, BFloa
 template <typename T>
 constexpr bool kWidenConv = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
-// t (dense, f16 or bf16) widened exactly to a new f32 tensor; undefined stays undefined.
+// t (dense, f16 or bf16) widened exactly to a new f32 tensor of its layout; undefined stays undefined.
 template <typename T>
 Tensor widen(const Tensor& t) {
   if (!t.defined()) return t;
-  Tensor f = empty(t.shape(), {.dtype = DType::F32});
+  Tensor f = empty(t.shape(), {.dtype = DType::F32, .memory_format = t.dim() == 4 ? dense_format(t) : MemoryFormat::Contiguous});
   float* dst = static_cast<float*>(f.data_ptr());
   if constexpr (std::is_same_v<T, Half>) convert_f16_to_f32(static_cast<const Half*>(t.data_ptr()), dst, t.numel());
   else convert_bf16_to_f32(static_cast<const BFloat16*>(t.data_ptr()), dst, t.numel());
   return f;
 }
-// out (f16 or bf16) = f (f32, same shape), each element rounded once to nearest even.
+// out (f16 or bf16) = f (f32, same shape and layout), each element rounded once to nearest even.
 template <typename T>
 void narrow(const Tensor& f, Tensor& out) {
   const float* src = static_cast<const float*>(f.data_ptr());
@@ -97,30 +117,15 @@ void gemm_c(int64_t n, int64_t k, int64_t m, GemmOperand a, GemmOperand b, C* ou
 }
 
 // y[n, g] [og, Ho*Wo] = w[g] [og, cg*kk] @ im2col(x[n, g]) [cg*kk, Ho*Wo] + bias[g] — one
-// sample per parallel task, one GEMM per group.
+// sample per parallel task, one GEMM per group. x, w, y dense NCHW / OIHW; the bias is in[2].
 template <typename T>
-void conv2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+void conv2d_im2col(const Tensor& x, const Tensor& w, const Tensors& in, Tensor& out0, const ConvGeom& g) {
   using Cm = opmath_t<T>;
-  const Tensor x = dense(in[0]);  // [N, C, H, W]
-  const Tensor w = dense(in[1]);  // [O, C/groups, kH, kW]
-  const ConvGeom g = conv_geom(attrs, x.size(0), x.size(1), x.size(2), x.size(3), w.size(0),
-                               w.size(2), w.size(3));
-  if constexpr (kOnednnConv<T>) {
-    if (onednn_conv2d_forward(x, w, in.size() > 2 ? dense(in[2]) : Tensor(), out[0], g)) return;
-  }
-  if constexpr (kWidenConv<T>) {
-    if (onednn_conv_picks(ConvDir::Forward, DType::F32, g)) {
-      Tensor y = empty(out[0].shape(), {.dtype = DType::F32});
-      const bool ran = onednn_conv2d_forward(widen<T>(x), widen<T>(w), in.size() > 2 ? widen<T>(dense(in[2])) : Tensor(), y, g);
-      MG_ASSERT(ran, "conv2d: oneDNN refused an f32 convolution it picked");
-      return narrow<T>(y, out[0]);
-    }
-  }
   const std::vector<Cm> wc = load<T, Cm>(w);
   std::vector<Cm> bias;
   if (in.size() > 2) bias = load<T, Cm>(dense(in[2]));  // [O]
   const T* xp = static_cast<const T*>(x.data_ptr());
-  T* yp = static_cast<T*>(out[0].data_ptr());
+  T* yp = static_cast<T*>(out0.data_ptr());
   const int64_t K = g.cg() * g.kk(), hw = g.hw_out();
   parallel_for(0, g.N, 1, [&](int64_t b, int64_t e) {
     std::vector<Cm> col(std::size_t(K * hw));
@@ -142,32 +147,33 @@ void conv2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
   });
 }
 
-// dx[n, g] [cg, H, W] = col2im(w[g]^T [cg*kk, og] @ g[n, g] [og, Ho*Wo]) (+ bias[c], added in the
-// compute type before the one rounding). gy [N, O, Ho, Wo], w [O, C/groups, kH, kW], {H, W} the
-// input size; attrs.ints[0..6] the conv geometry.
+// conv2d: oneDNN (f32/bf16, NCHW or NHWC), oneDNN f32 on widened f16/bf16, else im2col.
 template <typename T>
-void transposed_conv(const Tensor& gy_in, const Tensor& w_in, const Tensor& bias_in, int64_t H, int64_t W,
-                     Tensor& dx_out, const OpAttrs& attrs) {
-  using Cm = opmath_t<T>;
-  const Tensor gy = dense(gy_in);
-  const Tensor w = dense(w_in);
-  ConvGeom g = conv_geom(attrs, gy.size(0), w.size(1) * attrs.ints[6], H, W, w.size(0), w.size(2), w.size(3));
-  // gy's own size: with an output_padding not below the stride (conv_transpose2d allows it below
-  // the dilation) the formula from {H, W} gives one more row or column than gy has.
-  g.Ho = gy.size(2);
-  g.Wo = gy.size(3);
+void conv2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  const MemoryFormat fmt = dense_format(out[0]);  // the activations' layout, chosen by infer_conv2d
+  const Tensor x = dense(in[0], fmt);  // [N, C, H, W], NCHW or NHWC as the output
+  const Tensor w = dense(in[1]);  // [O, C/groups, kH, kW]
+  const ConvGeom g = conv_geom(attrs, x.size(0), x.size(1), x.size(2), x.size(3), w.size(0),
+                               w.size(2), w.size(3));
   if constexpr (kOnednnConv<T>) {
-    if (onednn_conv2d_backward_data(gy, w, bias_in.defined() ? dense(bias_in) : Tensor(), dx_out, g)) return;
+    if (onednn_conv2d_forward(x, w, in.size() > 2 ? dense(in[2]) : Tensor(), out[0], g)) return;
   }
   if constexpr (kWidenConv<T>) {
-    if (onednn_conv_picks(ConvDir::BackwardData, DType::F32, g)) {
-      Tensor dx = empty(dx_out.shape(), {.dtype = DType::F32});
-      const bool ran = onednn_conv2d_backward_data(widen<T>(gy), widen<T>(w),
-                                                   bias_in.defined() ? widen<T>(dense(bias_in)) : Tensor(), dx, g);
-      MG_ASSERT(ran, "conv2d backward: oneDNN refused an f32 convolution it picked");
-      return narrow<T>(dx, dx_out);
+    if (onednn_conv_picks(ConvDir::Forward, DType::F32, g)) {
+      Tensor y = empty(out[0].shape(), {.dtype = DType::F32, .memory_format = fmt});
+      const bool ran = onednn_conv2d_forward(widen<T>(x), widen<T>(w), in.size() > 2 ? widen<T>(dense(in[2])) : Tensor(), y, g);
+      MG_ASSERT(ran, "conv2d: oneDNN refused an f32 convolution it picked");
+      return narrow<T>(y, out[0]);
     }
   }
+  into_nchw(out[0], [&](Tensor& y) { conv2d_im2col<T>(dense(in[0]), w, in, y, g); });
+}
+
+// The im2col path of transposed_conv: gy, w, dx dense NCHW / OIHW.
+template <typename T>
+void transposed_conv_im2col(const Tensor& gy, const Tensor& w, const Tensor& bias_in, Tensor& dx_out,
+                            const ConvGeom& g) {
+  using Cm = opmath_t<T>;
   const std::vector<Cm> wc = load<T, Cm>(w);
   std::vector<Cm> bias;
   if (bias_in.defined()) bias = load<T, Cm>(dense(bias_in));  // [C]
@@ -196,6 +202,35 @@ void transposed_conv(const Tensor& gy_in, const Tensor& w_in, const Tensor& bias
   });
 }
 
+// dx[n, g] [cg, H, W] = col2im(w[g]^T [cg*kk, og] @ g[n, g] [og, Ho*Wo]) (+ bias[c], added in the
+// compute type before the one rounding). gy [N, O, Ho, Wo], w [O, C/groups, kH, kW], {H, W} the
+// input size; attrs.ints[0..6] the conv geometry.
+template <typename T>
+void transposed_conv(const Tensor& gy_in, const Tensor& w_in, const Tensor& bias_in, int64_t H, int64_t W,
+                     Tensor& dx_out, const OpAttrs& attrs) {
+  const MemoryFormat fmt = dense_format(dx_out);  // the activations' layout, chosen by the infer rule
+  const Tensor gy = dense(gy_in, fmt);
+  const Tensor w = dense(w_in);
+  ConvGeom g = conv_geom(attrs, gy.size(0), w.size(1) * attrs.ints[6], H, W, w.size(0), w.size(2), w.size(3));
+  // gy's own size: with an output_padding not below the stride (conv_transpose2d allows it below
+  // the dilation) the formula from {H, W} gives one more row or column than gy has.
+  g.Ho = gy.size(2);
+  g.Wo = gy.size(3);
+  if constexpr (kOnednnConv<T>) {
+    if (onednn_conv2d_backward_data(gy, w, bias_in.defined() ? dense(bias_in) : Tensor(), dx_out, g)) return;
+  }
+  if constexpr (kWidenConv<T>) {
+    if (onednn_conv_picks(ConvDir::BackwardData, DType::F32, g)) {
+      Tensor dx = empty(dx_out.shape(), {.dtype = DType::F32, .memory_format = fmt});
+      const bool ran = onednn_conv2d_backward_data(widen<T>(gy), widen<T>(w),
+                                                   bias_in.defined() ? widen<T>(dense(bias_in)) : Tensor(), dx, g);
+      MG_ASSERT(ran, "conv2d backward: oneDNN refused an f32 convolution it picked");
+      return narrow<T>(dx, dx_out);
+    }
+  }
+  into_nchw(dx_out, [&](Tensor& y) { transposed_conv_im2col<T>(dense(gy_in), w, bias_in, y, g); });
+}
+
 // in = (g [N, O, Ho, Wo], w [O, C/groups, kH, kW]); attrs.ints[7..8] = {H, W}.
 template <typename T>
 void conv2d_backward_input_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
@@ -218,8 +253,12 @@ void conv_transpose2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& att
 template <typename T>
 void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
   using Cm = opmath_t<T>;
-  const Tensor x = dense(in[0]);
-  const Tensor gy = dense(in[1]);
+  // oneDNN reads both activations in one layout: NHWC when either is channels-last
+  const MemoryFormat fmt = layout_of(in[0]) == MemoryFormat::ChannelsLast || layout_of(in[1]) == MemoryFormat::ChannelsLast
+                               ? MemoryFormat::ChannelsLast
+                               : MemoryFormat::Contiguous;
+  const Tensor x = dense(in[0], fmt);
+  const Tensor gy = dense(in[1], fmt);
   const ConvGeom g = conv_geom(attrs, x.size(0), x.size(1), x.size(2), x.size(3), gy.size(1),
                                attrs.ints[7], attrs.ints[8]);
   if constexpr (kOnednnConv<T>) {
@@ -233,8 +272,10 @@ void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttr
       return narrow<T>(dw, out[0]);
     }
   }
-  const T* xp = static_cast<const T*>(x.data_ptr());
-  const T* gp = static_cast<const T*>(gy.data_ptr());
+  // the im2col path reads NCHW
+  const Tensor xn = dense(in[0]), gn = dense(in[1]);
+  const T* xp = static_cast<const T*>(xn.data_ptr());
+  const T* gp = static_cast<const T*>(gn.data_ptr());
   T* dwp = static_cast<T*>(out[0].data_ptr());
   const int64_t K = g.cg() * g.kk(), hw = g.hw_out(), wn = g.og() * K;
   const int64_t S = weight_grad_slice(g.N), parts = g.N == 0 ? 0 : (g.N + S - 1) / S;

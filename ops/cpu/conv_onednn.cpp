@@ -184,7 +184,7 @@ struct Plan {
   std::vector<Arg> args;
 };
 
-using Key = std::array<int64_t, 21>;
+using Key = std::array<int64_t, 22>;
 struct KeyHash {
   std::size_t operator()(const Key& k) const {
     std::size_t h = 1469598103934665603ull;
@@ -235,25 +235,31 @@ PlanCache& plan_cache() {
 Dt dnnl_dtype(DType dt) { return dt == DType::BF16 ? Dt::bf16 : Dt::f32; }
 
 // oneDNN sizes its kernels for the thread count at creation, so that is part of the key.
-Key make_key(ConvDir dir, DType dt, Layout layout, bool bias, int threads, const ConvGeom& g) {
-  return {int64_t(dir), int64_t(dt), int64_t(layout), bias ? 1 : 0, threads, g.N, g.C, g.H, g.W, g.O, g.kH,
-          g.kW, g.Ho, g.Wo, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups};
+Key make_key(ConvDir dir, DType dt, Layout layout, bool bias, bool nhwc, int threads, const ConvGeom& g) {
+  return {int64_t(dir), int64_t(dt), int64_t(layout), bias ? 1 : 0, nhwc ? 1 : 0, threads, g.N, g.C, g.H, g.W, g.O,
+          g.kH, g.kW, g.Ho, g.Wo, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups};
 }
 
 // Descriptors of one conv: activations [N, C, H, W] / [N, O, Ho, Wo] and weights [O, C/g, kH, kW]
-// (as [g, O/g, C/g, kH, kW] when grouped), plain or `any`.
+// (as [g, O/g, C/g, kH, kW] when grouped), plain or `any`. Channels-last activations (`nhwc`) are
+// always described as nhwc — the primitive reads and writes them in place, with no reorder, on
+// both paths; only the weights follow `layout`.
 struct Descs {
   memory::dims src, wei, dst, strides, dilates, pad_l, pad_r;
+  bool nhwc = false;
   memory::desc md(const memory::dims& d, Dt t, Layout layout) const {
+    const bool weights = d == wei;
+    if (nhwc && !weights) return memory::desc(d, t, Tag::nhwc);
     if (layout == Layout::Blocked) return memory::desc(d, t, Tag::any);
     if (d.size() == 5) return memory::desc(d, t, Tag::goihw);
-    return memory::desc(d, t, d == wei ? Tag::oihw : Tag::nchw);
+    return memory::desc(d, t, weights ? Tag::oihw : Tag::nchw);
   }
   memory::desc plain(const memory::dims& d, Dt t) const { return md(d, t, Layout::Plain); }
 };
 
-Descs descs(const ConvGeom& g) {
+Descs descs(const ConvGeom& g, bool nhwc) {
   Descs d;
+  d.nhwc = nhwc;
   d.src = {g.N, g.C, g.H, g.W};
   d.dst = {g.N, g.O, g.Ho, g.Wo};
   if (g.groups > 1) {
@@ -300,9 +306,10 @@ void add_arg(Plan& p, int id, bool output, const memory::desc& user, const memor
   p.args.push_back(a);
 }
 
-std::shared_ptr<const Plan> make_plan(ConvDir dir, DType dt, Layout layout, bool bias, const ConvGeom& g) {
+std::shared_ptr<const Plan> make_plan(ConvDir dir, DType dt, Layout layout, bool bias, bool nhwc,
+                                      const ConvGeom& g) {
   auto p = std::make_shared<Plan>();
-  const Descs d = descs(g);
+  const Descs d = descs(g, nhwc);
   const Dt t = dnnl_dtype(dt);
   try {
     const auto fwd = forward_pd(d, t, layout, dir == ConvDir::Forward && bias);
@@ -383,6 +390,10 @@ void execute(const Plan& plan, const std::vector<void*>& ptrs) {
   }
 }
 
+// Whether a dense activation is channels-last (the kernels pass dense NCHW or dense NHWC only;
+// a tensor dense in both, such as [N, C, 1, 1], is the same bytes either way and reads as NCHW).
+bool is_nhwc(const Tensor& t) { return !t.is_contiguous() && t.is_contiguous(MemoryFormat::ChannelsLast); }
+
 // Sets the OpenMP thread count for a scope (oneDNN reads it when it creates a primitive).
 class ThreadsGuard {
  public:
@@ -397,13 +408,15 @@ class ThreadsGuard {
 
 // The cached plan for this conv, or nullptr when the current path does not run oneDNN here.
 // `single_thread`: a primitive for one thread, to run inside our own parallel_for.
-std::shared_ptr<const Plan> plan_for(ConvDir dir, DType dt, bool bias, const ConvGeom& g, bool single_thread = false) {
+// `nhwc`: the activations are channels-last (dense NHWC), else dense NCHW.
+std::shared_ptr<const Plan> plan_for(ConvDir dir, DType dt, bool bias, bool nhwc, const ConvGeom& g,
+                                     bool single_thread = false) {
   Layout layout = Layout::Plain;
   if (!pick(dir, dt, g, layout)) return nullptr;
   const int threads = single_thread ? 1 : num_threads();
-  std::shared_ptr<const Plan> plan = plan_cache().get(make_key(dir, dt, layout, bias, threads, g), [&] {
+  std::shared_ptr<const Plan> plan = plan_cache().get(make_key(dir, dt, layout, bias, nhwc, threads, g), [&] {
     const ThreadsGuard guard(threads);
-    return make_plan(dir, dt, layout, bias, g);
+    return make_plan(dir, dt, layout, bias, nhwc, g);
   });
   return plan->ok ? plan : nullptr;
 }
@@ -420,7 +433,7 @@ bool onednn_conv_picks(ConvDir dir, DType dt, const ConvGeom& g) {
 }
 
 bool onednn_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, const ConvGeom& g) {
-  const auto plan = plan_for(ConvDir::Forward, x.dtype(), bias.defined(), g);
+  const auto plan = plan_for(ConvDir::Forward, x.dtype(), bias.defined(), is_nhwc(x) || is_nhwc(y), g);
   if (!plan) return false;
   std::vector<void*> ptrs{x.data_ptr(), w.data_ptr()};
   if (bias.defined()) ptrs.push_back(bias.data_ptr());
@@ -435,7 +448,8 @@ bool onednn_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
 
 bool onednn_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& bias, Tensor& dx,
                                  const ConvGeom& g) {
-  const auto plan = plan_for(ConvDir::BackwardData, gy.dtype(), bias.defined(), g);
+  const bool nhwc = is_nhwc(gy) || is_nhwc(dx);
+  const auto plan = plan_for(ConvDir::BackwardData, gy.dtype(), bias.defined(), nhwc, g);
   if (!plan) return false;
   if (!bias.defined()) {
     // f32 accumulation for bf16, one rounding on store
@@ -456,13 +470,19 @@ bool onednn_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor
   } else {
     convert_bf16_to_f32(static_cast<const BFloat16*>(bias.data_ptr()), b.data(), g.C);
   }
-  parallel_for(0, g.N * g.C, std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(plane, 1)),
+  // rows of the layout: NCHW an (n, c) plane of H*W values of one channel; NHWC an (n, h, w) pixel of C channels
+  const int64_t rows = nhwc ? g.N * plane : g.N * g.C, len = nhwc ? g.C : plane;
+  parallel_for(0, rows, std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(len, 1)),
                [&](int64_t lo, int64_t hi) {
-                 for (int64_t nc = lo; nc < hi; ++nc) {
-                   float* row = acc + nc * plane;
-                   const float bc = b[std::size_t(nc % g.C)];
-                   for (int64_t i = 0; i < plane; ++i) row[i] += bc;
-                   if (!f32) convert_f32_to_bf16(row, static_cast<BFloat16*>(dx.data_ptr()) + nc * plane, plane);
+                 for (int64_t r = lo; r < hi; ++r) {
+                   float* row = acc + r * len;
+                   if (nhwc) {
+                     for (int64_t i = 0; i < len; ++i) row[i] += b[std::size_t(i)];
+                   } else {
+                     const float bc = b[std::size_t(r % g.C)];
+                     for (int64_t i = 0; i < len; ++i) row[i] += bc;
+                   }
+                   if (!f32) convert_f32_to_bf16(row, static_cast<BFloat16*>(dx.data_ptr()) + r * len, len);
                  }
                });
   workspace().trim();
@@ -478,12 +498,13 @@ bool onednn_conv2d_backward_weights(const Tensor& x, const Tensor& gy, Tensor& d
   // scheduler slice each on a busy host (measurements above).
   const int64_t S = weight_grad_slice(g.N), parts = (g.N + S - 1) / S;
   if (parts == 0) return false;  // an empty batch: im2col writes the zero gradient
+  const bool nhwc = is_nhwc(x) || is_nhwc(gy);
   std::vector<std::shared_ptr<const Plan>> plans(static_cast<std::size_t>(parts));
   for (int64_t p = 0; p < parts; ++p) {
     ConvGeom slice = g;
     slice.N = std::min(g.N, (p + 1) * S) - p * S;
     plans[std::size_t(p)] = p > 0 && slice.N == S ? plans[0]
-                                                                  : plan_for(ConvDir::BackwardWeights, x.dtype(), false, slice, true);
+                                                  : plan_for(ConvDir::BackwardWeights, x.dtype(), false, nhwc, slice, true);
     if (!plans[std::size_t(p)]) return false;
   }
   const int64_t n = dw.numel();

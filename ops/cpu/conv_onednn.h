@@ -1,6 +1,6 @@
 // The oneDNN path of the CPU conv kernels (ops/cpu/conv_kernels.cpp): conv2d forward (with bias),
 // backward-data (conv2d_backward_input and conv_transpose2d) and backward-weights for f32 and
-// bf16, on NCHW tensors, with primitives cached by shape and dtype. Which directions and shapes run
+// bf16, on NCHW or channels-last (NHWC) activations, with primitives cached by shape, dtype and layout. Which directions and shapes run
 // here rather than through im2col + GEMM is decided by measurement: see conv_onednn.cpp.
 //
 //   mg::cpu::ConvPathGuard path(mg::cpu::ConvPath::Im2col);  // tests: force the peer path
@@ -41,7 +41,8 @@ bool onednn_conv_picks(ConvDir dir, DType dt, const ConvGeom& g);
 
 // Each returns false, having written nothing, when the current path does not pick oneDNN for
 // this direction, dtype and geometry (or oneDNN has no implementation of it); the caller then
-// runs im2col. All tensors are dense NCHW / OIHW of one dtype (f32 or bf16); g is the geometry
+// runs im2col. All tensors are of one dtype (f32 or bf16): weights dense OIHW, activations dense
+// NCHW or all dense NHWC (channels-last; oneDNN reads and writes them as nhwc); g is the geometry
 // of the convolution whose input is [N, C, H, W] and output [N, O, Ho, Wo].
 //
 // y [N, O, Ho, Wo] = conv(x [N, C, H, W], w [O, C/groups, kH, kW]) + bias [O] (may be undefined).

@@ -11,8 +11,13 @@ namespace {
 
 
 // Dense f32 <-> 16-bit conversions through the bulk converters; false when not applicable.
+// Both operands dense in one memory format (contiguous, or both channels-last) are flat arrays
+// in the same element order.
 bool bulk_convert(const Tensor& src, const Tensor& dst) {
-  if (!src.is_contiguous() || !dst.is_contiguous() || src.shape() != dst.shape()) return false;
+  if (src.shape() != dst.shape()) return false;
+  const bool flat = (src.is_contiguous() && dst.is_contiguous()) ||
+                    (src.is_contiguous(MemoryFormat::ChannelsLast) && dst.is_contiguous(MemoryFormat::ChannelsLast));
+  if (!flat) return false;
   const DType s = src.dtype(), d = dst.dtype();
   const int64_t n = src.numel();
   const void* in = src.data_ptr();

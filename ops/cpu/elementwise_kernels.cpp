@@ -89,7 +89,7 @@ template <std::size_t N> using WhereBits = typename WhereBitsOf<N>::type;
 template <typename T>
 void where_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
   const Tensor& o = out[0];
-  const auto plan = make_plan<4>(o.shape(),
+  const auto plan = make_elementwise_plan<4>(o.shape(),
                                  {o.strides(), broadcast_strides(in[0], o.shape()),
                                   broadcast_strides(in[1], o.shape()), broadcast_strides(in[2], o.shape())},
                                  {int64_t(sizeof(T)), 1, int64_t(sizeof(T)), int64_t(sizeof(T))});
@@ -182,7 +182,7 @@ void fill_kernel(const Tensors&, Tensors& out, const OpAttrs& attrs) {
   // Writes the output only (possibly strided, when run in place by fill_).
   const T v = static_cast<T>(static_cast<opmath_t<T>>(attrs.alpha));
   const Tensor& o = out[0];
-  const auto plan = make_plan<1>(o.shape(), {o.strides()}, {int64_t(sizeof(T))});
+  const auto plan = make_elementwise_plan<1>(o.shape(), {o.strides()}, {int64_t(sizeof(T))});
   run_plan<1>(plan, {static_cast<char*>(o.data_ptr())},
               [&](const std::array<char*, 1>& p, int64_t n, const std::array<int64_t, 1>& s) {
                 for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * s[0]) = v;

@@ -72,7 +72,7 @@ void run_plan(const LoopPlan<N>& plan, std::array<char*, N> base, Inner&& inner,
 template <typename O, typename A, typename F>
 void unary_loop(const Tensor& a, const Tensor& out, F f) {
   using C = opmath_t<A>;
-  const auto plan = make_plan<2>(out.shape(), {out.strides(), broadcast_strides(a, out.shape())},
+  const auto plan = make_elementwise_plan<2>(out.shape(), {out.strides(), broadcast_strides(a, out.shape())},
                                  {int64_t(sizeof(O)), int64_t(sizeof(A))});
   run_plan<2>(plan, {static_cast<char*>(out.data_ptr()), static_cast<char*>(a.data_ptr())},
               [&](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
@@ -103,7 +103,7 @@ void unary_loop(const Tensor& a, const Tensor& out, F f) {
 template <typename O, typename T, typename F>
 void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   using C = opmath_t<T>;
-  const auto plan = make_plan<3>(
+  const auto plan = make_elementwise_plan<3>(
       out.shape(), {out.strides(), broadcast_strides(a, out.shape()), broadcast_strides(b, out.shape())},
       {int64_t(sizeof(O)), int64_t(sizeof(T)), int64_t(sizeof(T))});
   run_plan<3>(plan,

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <vector>
 
+#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/convert.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/core/parallel.h"
@@ -23,6 +24,7 @@
 #include "mixgrad/core/visit_dtype.h"
 #include "mixgrad/ops/cpu/norm_sums.h"
 #include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/register.h"
 
 namespace mg::cpu {
@@ -59,6 +61,18 @@ std::vector<A> load_values(const Tensor& t) {
       } else {
         for (std::size_t k = 0; k < out.size(); ++k) out[k] = convert<A>(base[k]);
       }
+      return;
+    }
+    if (nd == 4 && t.is_contiguous(MemoryFormat::ChannelsLast)) {
+      // dense NHWC: a transpose of each sample's [H*W, C] into [C, H*W], in row-major (NCHW) order
+      const int64_t n = t.shape()[0], c = t.shape()[1], hw = t.shape()[2] * t.shape()[3];
+      parallel_for(0, n * c, std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(hw, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t nc = b; nc < e; ++nc) {
+          const S* src = base + (nc / c) * hw * c + nc % c;
+          A* dst = out.data() + nc * hw;
+          for (int64_t k = 0; k < hw; ++k) dst[k] = convert<A>(src[k * c]);
+        }
+      });
       return;
     }
     std::vector<int64_t> idx(std::size_t(nd), 0);
@@ -224,7 +238,46 @@ class RunReader {
   std::vector<A> copy_;
 };
 
+// Rows of C channels of a channels-last [N, C, H, W] tensor (pixel r = (n * H + h) * W + w) read
+// as A: a pointer into the data when it is dense NHWC in A, else the row converted into `buf`
+// (a tensor in another layout is first copied to dense NHWC).
+template <typename A>
+class ChannelRows {
+ public:
+  explicit ChannelRows(const Tensor& t) : t_(t) {
+    if (!t_.is_contiguous(MemoryFormat::ChannelsLast)) {
+      NoGradGuard no_grad;
+      t_ = contiguous(t, MemoryFormat::ChannelsLast);
+    }
+    c_ = t_.shape()[1];
+  }
+  // Rows [r, r + k) (k * C consecutive values: the tensor is dense NHWC); `buf` holds k * C.
+  const A* get(int64_t r, int64_t k, A* buf) const {
+    if (t_.dtype() == dtype_v<A>) return static_cast<const A*>(t_.data_ptr()) + r * c_;
+    const int64_t n = k * c_;
+    visit_dtype(t_.dtype(), [&]<typename S>() {
+      const S* p = static_cast<const S*>(t_.data_ptr()) + r * c_;
+      if constexpr (std::is_same_v<A, float> && std::is_same_v<S, Half>) convert_f16_to_f32(p, buf, n);
+      else if constexpr (std::is_same_v<A, float> && std::is_same_v<S, BFloat16>) convert_bf16_to_f32(p, buf, n);
+      else for (int64_t i = 0; i < n; ++i) buf[i] = convert<A>(p[i]);
+    });
+    return buf;
+  }
+  // Rows per block: about 512 values, so the per-call cost of the converters is spread.
+  int64_t block_rows() const { return std::max<int64_t>(1, 512 / std::max<int64_t>(c_, 1)); }
+
+ private:
+  Tensor t_;
+  int64_t c_ = 0;
+};
+
+// Whether a kernel's [N, C, H, W] output was allocated channels-last (and is not also NCHW).
+bool nhwc_output(const Tensor& out) { return out.dim() == 4 && !out.is_contiguous(); }
+
 // batch_norm: x [N, C, S] (S = product of the trailing sizes) -> y, mean [C], invstd [C].
+// Channels-last (y allocated NHWC by the infer rule): the statistics are the same sums over the same
+// value order (x gathered channel-major), and y is written a pixel row of C channels at a time with
+// the per-channel scale and shift — the same arithmetic per element, so the same bits as NCHW.
 // Training: batch statistics, running stats updated in place with momentum (unbiased var);
 // eval: the running stats.
 template <typename T>
@@ -246,6 +299,8 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   A* mean_out = out[1].data<A>();
   A* invstd_out = out[2].data<A>();
   std::vector<A> var_b(std::size_t(c), A(0));
+  const bool nhwc = nhwc_output(out[0]);
+  std::vector<A> scales(nhwc ? std::size_t(c) : 0), shifts(nhwc ? std::size_t(c) : 0);
   parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
     std::vector<A> row;
     for (int64_t ch = c0; ch < c1; ++ch) {
@@ -268,6 +323,11 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
       invstd_out[ch] = rs;
       const A scale = (w.empty() ? A(1) : w[ch]) * rs;
       const A shift = b.empty() ? A(0) : b[ch];
+      if (nhwc) {  // y is written by pixel rows below
+        scales[std::size_t(ch)] = scale;
+        shifts[std::size_t(ch)] = shift;
+        continue;
+      }
       for (int64_t i = 0; i < n; ++i) {
         const int64_t e0 = (i * c + ch) * s;
         if constexpr (std::is_same_v<T, Half>) {
@@ -285,6 +345,24 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
       }
     }
   });
+  if (nhwc) {
+    const ChannelRows<A> xrows(xt);
+    const int64_t kb = xrows.block_rows();
+    parallel_for(0, n * s, std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(c, 1)), [&](int64_t r0, int64_t r1) {
+      std::vector<A> xbuf(static_cast<std::size_t>(kb * c)), row(static_cast<std::size_t>(kb * c));
+      for (int64_t r = r0; r < r1; r += kb) {
+        const int64_t k = std::min(kb, r1 - r);
+        const A* xv = xrows.get(r, k, xbuf.data());
+        for (int64_t i = 0; i < k; ++i) {
+          for (int64_t ch = 0; ch < c; ++ch) {
+            const std::size_t j = std::size_t(ch);
+            row[std::size_t(i * c + ch)] = (xv[i * c + ch] - mean_out[ch]) * scales[j] + shifts[j];  // centre first
+          }
+        }
+        store_values(row.data(), y + r * c, k * c);  // one rounding each
+      }
+    });
+  }
   if (training && ir >= 0) {  // running = (1 - momentum) * running + momentum * batch statistic
     const double mom = a.beta;
     for (int64_t ch = 0; ch < c; ++ch) {
@@ -496,6 +574,9 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   const std::vector<A> w = backward_weight<A>(in, a.mode);
   T* dx = out[0].data<T>();
   const ParamGradOutputs<A> pg(out, a.mode);
+  // channels-last dx: the per-channel sums as for NCHW, then dx by pixel rows (same arithmetic)
+  const bool nhwc = nhwc_output(out[0]);
+  std::vector<A> m1s(nhwc ? std::size_t(c) : 0), m2s(nhwc ? std::size_t(c) : 0), wcs(nhwc ? std::size_t(c) : 0);
   parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
     std::vector<A> gbuf(static_cast<std::size_t>(s)), xbuf(static_cast<std::size_t>(s));
     std::vector<A> dxbuf(std::is_same_v<T, Half> ? static_cast<std::size_t>(s) : 0);
@@ -515,6 +596,12 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
       const A wc = w.empty() ? A(1) : w[ch];
       const A cnt = A(n * s);
       const A m1 = wc * sg / cnt, m2 = wc * sgx / cnt;  // mean(gxhat), mean(gxhat * xhat)
+      if (nhwc) {
+        m1s[std::size_t(ch)] = m1;
+        m2s[std::size_t(ch)] = m2;
+        wcs[std::size_t(ch)] = wc;
+        continue;
+      }
       for (int64_t i = 0; i < n; ++i) {
         const int64_t off = (i * c + ch) * s;
         const A* gr = g.get(off, s, gbuf.data());
@@ -535,6 +622,28 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
       }
     }
   });
+  if (nhwc) {
+    const ChannelRows<A> grows(in[0]), xrows(xt);
+    const int64_t kb = xrows.block_rows();
+    parallel_for(0, n * s, std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(c, 1)), [&](int64_t r0, int64_t r1) {
+      const std::size_t len = static_cast<std::size_t>(kb * c);
+      std::vector<A> gbuf(len), xbuf(len), row(len);
+      for (int64_t r = r0; r < r1; r += kb) {
+        const int64_t k = std::min(kb, r1 - r);
+        const A* gv = grows.get(r, k, gbuf.data());
+        const A* xv = xrows.get(r, k, xbuf.data());
+        for (int64_t i = 0; i < k; ++i) {
+          for (int64_t ch = 0; ch < c; ++ch) {
+            const std::size_t j = std::size_t(ch);
+            const A rs = invstd[j];
+            const A xh = (xv[i * c + ch] - mean[j]) * rs;
+            row[std::size_t(i * c + ch)] = rs * (gv[i * c + ch] * wcs[j] - m1s[j] - xh * m2s[j]);
+          }
+        }
+        store_values(row.data(), dx + r * c, k * c);  // one rounding each
+      }
+    });
+  }
 }
 
 // group_norm_backward: g, x [N, C, S] in G groups of C/G channels, mean, rstd [N, G], weight [C]

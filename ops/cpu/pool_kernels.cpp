@@ -2,7 +2,10 @@
 // in the compute type and copies the winning element (no rounding); average pooling sums in
 // opmath (f32 for f16/bf16, f64 for f64) by the summation rule (windows longer than kSumLeaf taps,
 // as in global pooling, in leaves combined pairwise), divides and rounds once on store; the backward kernels
-// accumulate a whole input plane in opmath before one rounding. Inputs are made dense first.
+// accumulate a whole input plane in opmath before one rounding. Inputs are made dense first, in
+// the layout of the output (the infer rules keep the input's: channels-last stays NHWC), and every
+// plane is addressed through its strides (Planes below), so NCHW and NHWC run the same arithmetic
+// in the same order and give the same bits.
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -18,10 +21,21 @@
 namespace mg::cpu {
 namespace {
 
-Tensor dense(const Tensor& t) {
+// t dense in the layout of `like` (NCHW or NHWC).
+Tensor dense_like(const Tensor& t, const Tensor& like) {
   NoGradGuard no_grad;
-  return contiguous(t);
+  return contiguous(t, like.is_contiguous() ? MemoryFormat::Contiguous : MemoryFormat::ChannelsLast);
 }
+
+// The (n, c) planes of a 4-D tensor of any strides: plane p = n * C + c starts at base(p), and
+// element (i, j) of a plane sits at i * sh + j * sw (in elements).
+struct Planes {
+  int64_t sn, sc, sh, sw, C;
+  explicit Planes(const Tensor& t)
+      : sn(t.stride(0)), sc(t.stride(1)), sh(t.stride(2)), sw(t.stride(3)), C(t.size(1)) {}
+  int64_t base(int64_t p) const { return (p / C) * sn + (p % C) * sc; }
+  int64_t at(int64_t i, int64_t j) const { return i * sh + j * sw; }
+};
 
 Window1d max_dim(const OpAttrs& a, int axis, int64_t n) {
   return {a.ints[0 + axis], a.ints[2 + axis], a.ints[4 + axis], a.ints[6 + axis], n};
@@ -30,10 +44,10 @@ Window1d avg_dim(const OpAttrs& a, int axis, int64_t n) {
   return {a.ints[0 + axis], a.ints[2 + axis], a.ints[4 + axis], 1, n};
 }
 
-// Index (ih * W + iw) of the first maximum of the window at (oh, ow) of the plane x [H, W];
-// taps in the padding are skipped (-inf); a NaN wins and stays.
+// Index (ih * W + iw) of the first maximum of the window at (oh, ow) of the plane x [H, W] (element
+// (ih, iw) at pl.at(ih, iw)); taps in the padding are skipped (-inf); a NaN wins and stays.
 template <typename T>
-int64_t window_argmax(const T* x, const Window1d& h, const Window1d& w, int64_t oh, int64_t ow) {
+int64_t window_argmax(const T* x, const Planes& pl, const Window1d& h, const Window1d& w, int64_t oh, int64_t ow) {
   using Cm = opmath_t<T>;
   int64_t best_i = -1;
   Cm best = -std::numeric_limits<Cm>::infinity();
@@ -43,7 +57,7 @@ int64_t window_argmax(const T* x, const Window1d& h, const Window1d& w, int64_t 
     for (int64_t kj = 0; kj < w.k; ++kj) {
       const int64_t iw = w.start(ow) + kj * w.d;
       if (iw < 0 || iw >= w.n) continue;
-      const Cm v = Cm(x[ih * w.n + iw]);
+      const Cm v = Cm(x[pl.at(ih, iw)]);
       if (best_i < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
         best = v;
         best_i = ih * w.n + iw;
@@ -56,21 +70,22 @@ int64_t window_argmax(const T* x, const Window1d& h, const Window1d& w, int64_t 
 // out [N, C, Ho, Wo]: the max (values) or its index (I64) over each window.
 template <typename T, bool kIndices>
 void max_pool2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
-  const Tensor x = dense(in[0]);
+  const Tensor x = dense_like(in[0], out[0]);
   const Window1d h = max_dim(a, 0, x.size(2)), w = max_dim(a, 1, x.size(3));
   const int64_t ho = h.out(), wo = w.out(), planes = x.size(0) * x.size(1);
+  const Planes xs(x), os(out[0]);
   const T* xp = static_cast<const T*>(x.data_ptr());
   parallel_for(0, planes, 1, [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) {
-      const T* xpl = xp + p * h.n * w.n;
+      const T* xpl = xp + xs.base(p);
       for (int64_t oh = 0; oh < ho; ++oh) {
         for (int64_t ow = 0; ow < wo; ++ow) {
-          const int64_t i = window_argmax(xpl, h, w, oh, ow);
-          const int64_t o = (p * ho + oh) * wo + ow;
+          const int64_t i = window_argmax(xpl, xs, h, w, oh, ow);
+          const int64_t o = os.base(p) + os.at(oh, ow);
           if constexpr (kIndices) {
             static_cast<int64_t*>(out[0].data_ptr())[o] = i;
           } else {
-            static_cast<T*>(out[0].data_ptr())[o] = xpl[i];
+            static_cast<T*>(out[0].data_ptr())[o] = xpl[xs.at(i / w.n, i % w.n)];
           }
         }
       }
@@ -107,14 +122,15 @@ AvgWindows avg_windows(OpId op, const OpAttrs& a, int64_t H, int64_t W, int64_t 
 template <typename T, OpId kOp>
 void avg_pool2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using Cm = opmath_t<T>;
-  const Tensor x = dense(in[0]);
+  const Tensor x = dense_like(in[0], out[0]);
   const int64_t H = x.size(2), W = x.size(3), Ho = out[0].size(2), Wo = out[0].size(3);
   const AvgWindows aw = avg_windows(kOp, a, H, W, Ho, Wo);
+  const Planes xs(x), ys(out[0]);
   const T* xp = static_cast<const T*>(x.data_ptr());
   T* yp = static_cast<T*>(out[0].data_ptr());
   parallel_for(0, x.size(0) * x.size(1), 1, [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) {
-      const T* xpl = xp + p * H * W;
+      const T* xpl = xp + xs.base(p);
       for (int64_t oh = 0; oh < Ho; ++oh) {
         const AvgRange rh = aw.rh(oh);
         for (int64_t ow = 0; ow < Wo; ++ow) {
@@ -125,16 +141,16 @@ void avg_pool2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
           Cm s = 0;
           if ((rh.hi - rh.lo) * (rw.hi - rw.lo) <= kSumLeaf) {
             for (int64_t ih = rh.lo; ih < rh.hi; ++ih)
-              for (int64_t iw = rw.lo; iw < rw.hi; ++iw) s += Cm(xpl[ih * W + iw]);
+              for (int64_t iw = rw.lo; iw < rw.hi; ++iw) s += Cm(xpl[xs.at(ih, iw)]);
           } else {
             LeafSum<Cm> ls;
             for (int64_t ih = rh.lo; ih < rh.hi; ++ih) {
-              const T* row = xpl + ih * W + rw.lo;
-              ls.add_run(rw.hi - rw.lo, [&](int64_t i) { return Cm(row[i]); });
+              const T* row = xpl + xs.at(ih, rw.lo);
+              ls.add_run(rw.hi - rw.lo, [&](int64_t i) { return Cm(row[i * xs.sw]); });
             }
             s = ls.result();
           }
-          yp[(p * Ho + oh) * Wo + ow] = T(s / Cm(aw.divisor(rh, rw)));  // one rounding
+          yp[ys.base(p) + ys.at(oh, ow)] = T(s / Cm(aw.divisor(rh, rw)));  // one rounding
         }
       }
     }
@@ -145,9 +161,10 @@ void avg_pool2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
 template <typename T, OpId kOp>
 void avg_pool2d_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using Cm = opmath_t<T>;
-  const Tensor g = dense(in[0]);
+  const Tensor g = dense_like(in[0], out[0]);
   const int64_t H = out[0].size(2), W = out[0].size(3), Ho = g.size(2), Wo = g.size(3);
   const AvgWindows aw = avg_windows(kOp, a, H, W, Ho, Wo);
+  const Planes gs(g), ds(out[0]);
   const T* gp = static_cast<const T*>(g.data_ptr());
   T* dxp = static_cast<T*>(out[0].data_ptr());
   parallel_for(0, g.size(0) * g.size(1), 1, [&](int64_t b, int64_t e) {
@@ -158,13 +175,13 @@ void avg_pool2d_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
         const AvgRange rh = aw.rh(oh);
         for (int64_t ow = 0; ow < Wo; ++ow) {
           const AvgRange rw = aw.rw(ow);
-          const Cm v = Cm(gp[(p * Ho + oh) * Wo + ow]) / Cm(aw.divisor(rh, rw));
+          const Cm v = Cm(gp[gs.base(p) + gs.at(oh, ow)]) / Cm(aw.divisor(rh, rw));
           for (int64_t ih = rh.lo; ih < rh.hi; ++ih)
             for (int64_t iw = rw.lo; iw < rw.hi; ++iw) acc[std::size_t(ih * W + iw)] += v;
         }
       }
-      T* dst = dxp + p * H * W;
-      for (int64_t i = 0; i < H * W; ++i) dst[i] = T(acc[std::size_t(i)]);  // one rounding
+      T* dst = dxp + ds.base(p);
+      for (int64_t i = 0; i < H * W; ++i) dst[ds.at(i / W, i % W)] = T(acc[std::size_t(i)]);  // one rounding
     }
   });
 }
