@@ -88,6 +88,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
              "\n  hint: one replica per process on one device: move the whole model with module.to(device)");
   }
   device_ = params_.empty() ? Device::cpu() : params_.front().tensor.device();
+  if (device_.is_cuda()) comm_stream_ = cuda::Stream::create(device_.index);
   check_no_sync_batch_norm_on_group();
   check_models_match();
   check_low_precision_values();
@@ -112,8 +113,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       });
       return agreed;
     };
-    // The device path (a CUDA GradScaler's flag, NCCL): the all-reduce is enqueued on the caller's
-    // current stream, after the unscale kernels, and nothing waits for it on the host.
+    // The device path (a CUDA GradScaler's flag, NCCL): the all-reduce is enqueued on DDP's stream
+    // after the unscale kernels, the caller's stream waits for it there, and the host waits for
+    // nothing.
     reducer.flag = [this](Tensor flag) {
       run_comm([&] { comm_->all_reduce(flag, ReduceOp::Max); });  // [1] f32, in place
     };
@@ -257,16 +259,31 @@ void DistributedDataParallel::submit_comm(std::function<void()> job) {
     worker_.submit(std::move(job));
     return;
   }
-  const cuda::Stream stream = cuda::current_stream(device_.index);
-  worker_.submit([stream, job = std::move(job)] {
-    cuda::StreamGuard on_callers_stream(stream);
+  // The job's collectives go on DDP's own stream, after everything queued so far on the caller's
+  // current stream (the kernels that wrote their inputs): later backward kernels on the caller's
+  // stream overlap them on the device. One event per job, recorded here on the caller's thread.
+  auto inputs_ready = std::make_shared<cuda::Event>(/*timing=*/false);
+  inputs_ready->record(cuda::current_stream(device_.index));
+  worker_.submit([this, inputs_ready, job = std::move(job)] {
+    inputs_ready->block(comm_stream_);
+    cuda::StreamGuard on_comm_stream(comm_stream_);
     job();
   });
 }
 
+void DistributedDataParallel::wait_comm() {
+  worker_.wait();
+  if (!device_.is_cuda()) return;
+  // Work queued next on the caller's stream (the copies back into .grad, the optimizer, the next
+  // forward) waits on the device for the collectives; the host does not wait.
+  cuda::Event done(/*timing=*/false);
+  done.record(comm_stream_);
+  done.block(cuda::current_stream(device_.index));
+}
+
 void DistributedDataParallel::run_comm(std::function<void()> job) {
   submit_comm(std::move(job));
-  worker_.wait();
+  wait_comm();
 }
 
 void DistributedDataParallel::plan(const std::vector<int>& order) {
@@ -423,8 +440,9 @@ void DistributedDataParallel::finish_backward() {
   }
   next_launch_ = int(buckets_.size());
   Tensor masks;
-  // (On a device the copy back to the host waits for the buckets queued before it: the one
-  // synchronisation of a DDP backward, as the presence check needs the answer on the host.)
+  // (On a device the copy back to the host waits for the buckets queued before it on DDP's
+  // stream: the one synchronisation of a DDP backward, as the presence check needs the answer on
+  // the host.)
   submit_comm([&] { masks = comm_->all_gather(mask.to(device_)).to(Device::cpu()); });  // [W, P] u8
   // broadcast_buffers: rank 0's buffers for every rank's next forward (nothing writes them now:
   // forward is over and backward does not touch them).
@@ -434,7 +452,7 @@ void DistributedDataParallel::finish_backward() {
     });
   }
   try {
-    worker_.wait();
+    wait_comm();
   } catch (const Error& e) {
     MG_THROW(distributed::DistributedError, kWho, ": the gradient all-reduce failed: ", e.what());
   }

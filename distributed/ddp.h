@@ -21,7 +21,9 @@
 // - Gradients travel in buckets (DdpOptions::bucket_cap_bytes, parameters in reverse order, one
 //   dtype per bucket; after the first backward in the order the gradients arrived). A post-accumulate hook (autograd/hooks.h) copies each gradient into its
 //   bucket; a full bucket is all-reduced (average) on a background thread (CommWorker) while
-//   backward goes on, buckets in the same order on every rank. An engine callback at the end of
+//   backward goes on, buckets in the same order on every rank. On CUDA (NCCL) the collectives
+//   also run on a stream of their own, ordered after the gradients' kernels by events, so the
+//   device overlaps them with the rest of backward too. An engine callback at the end of
 //   backward launches what is left, waits for every bucket and writes the averages back into
 //   .grad: when backward() returns, the gradients are reduced.
 // - DDP communicates on a private group it makes from the user's at construction
@@ -42,6 +44,7 @@
 
 #include "mixgrad/amp/unscale.h"
 #include "mixgrad/core/tensor.h"
+#include "mixgrad/cuda/cuda.h"
 #include "mixgrad/distributed/comm_worker.h"
 #include "mixgrad/distributed/ddp_buckets.h"
 #include "mixgrad/distributed/process_group.h"
@@ -63,8 +66,8 @@ struct DdpOptions {
   // Install an amp::NonfiniteReducer (amp/unscale.h) while this object lives: the inf/NaN count
   // of every unscale is the maximum over ranks, so all ranks skip or all step, and their loss
   // scales stay equal. One i64 all-reduce per unscale on the host path; on CUDA (GradScaler's
-  // sync-free device path) one [1] f32 max all-reduce of the device found-inf flag on the current
-  // stream, with no host synchronisation.
+  // sync-free device path) one [1] f32 max all-reduce of the device found-inf flag on DDP's
+  // stream, ordered by events, with no host synchronisation.
   bool agree_found_inf = true;
   // The optimizers of the model. Their f32 master weights (O2, created by amp::initialize from
   // each rank's own initial weights) are broadcast from rank 0 too: the f16/bf16 model copies
@@ -174,10 +177,13 @@ class DistributedDataParallel {
   // thread while the communication thread owns the group during backward: refused (only when
   // DDP could not make a private group).
   void check_no_sync_batch_norm_on_group() const;
-  // Queue `job` on the communication thread (submit_comm), or queue it and wait (run_comm). On a
-  // CUDA model the job runs on the calling thread's current stream of the model's device, so its
-  // collectives are ordered after the work that produced their inputs and before what follows.
+  // Queue `job` on the communication thread (submit_comm), wait for the queued jobs (wait_comm),
+  // or both (run_comm). On a CUDA model a job runs on comm_stream_, after the work queued on the
+  // calling thread's current stream when it was submitted (an event), and wait_comm makes that
+  // stream wait for comm_stream_ on the device: collectives are ordered after the kernels that
+  // produced their inputs and before what follows, and overlap the backward kernels in between.
   void submit_comm(std::function<void()> job);
+  void wait_comm();
   void run_comm(std::function<void()> job);
   // Sets buckets_ and each parameter's bucket and offset from plan_buckets(..., order).
   void plan(const std::vector<int>& order);
@@ -198,6 +204,7 @@ class DistributedDataParallel {
   std::shared_ptr<ProcessGroup> comm_;   // DDP's own (group_->new_group()), or group_
   DdpOptions options_;
   Device device_;  // of every parameter, the buckets and the collectives' tensors
+  cuda::Stream comm_stream_;  // CUDA models: the collectives' own stream (a side stream, as PyTorch's DDP)
   std::vector<Param> params_;
   std::vector<Bucket> buckets_;
   int next_launch_ = 0;
