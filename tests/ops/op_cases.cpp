@@ -520,6 +520,7 @@ void view_copy_cases(Table& t) {
       .ref = same;
   t.add(O::slice, "slice/step", {normal({3, 5})}, [](const Tensors& in) { return slice(in[0], 1, 0, 5, 2); }, {0});
   t.add(O::slice, "slice/rows", {normal({4, 3})}, [](const Tensors& in) { return slice(in[0], 0, 1, 3); }, {0});
+  t.add(O::slice, "slice/negative_start_step3", {normal({3, 7})}, [](const Tensors& in) { return slice(in[0], 1, -6, 7, 3); }, {0});
   t.add(O::clone, "clone", {transposed(normal({4, 3}))}, [](const Tensors& in) { return clone(in[0]); }, {0})
       .ref = same;
   // to_dtype: the identity cast through the op, and a cast to f32 (whose gradient check needs a
