@@ -21,6 +21,7 @@ void register_reduce_kernels();
 void register_indexing_kernels();  // cuda/kernels/indexing.cu
 void register_softmax_kernels();   // cuda/kernels/softmax.cu
 void register_dropout_kernels();   // cuda/kernels/dropout.cu
+void register_dropout_backward_kernels();  // cuda/kernels/dropout_backward.cu
 void register_pool_kernels();      // cuda/kernels/pool.cu
 void register_loss_kernels();      // cuda/loss_kernels.cpp (the composite losses)
 void register_norm_kernels();      // cuda/kernels/norm.cu
@@ -41,6 +42,7 @@ void register_cuda_kernels() {
   register_indexing_kernels();
   register_softmax_kernels();
   register_dropout_kernels();
+  register_dropout_backward_kernels();
   register_pool_kernels();
   register_loss_kernels();
   register_norm_kernels();

@@ -222,6 +222,16 @@ InferResult infer_dropout(const Tensors& in, const OpAttrs& a) {
   return {{{in[0].shape(), in[0].dtype()}, {in[0].shape(), DType::Bool}}, in[0].dtype()};
 }
 
+InferResult infer_dropout_backward(const Tensors& in, const OpAttrs& a) {
+  check_floating("dropout_backward", in[0]);
+  MG_CHECK(in[1].dtype() == DType::Bool, DTypeError, "dropout_backward: the keep mask must be bool, got ",
+           dtype_name(in[1].dtype()));
+  MG_CHECK(in[0].shape() == in[1].shape(), ShapeError, "dropout_backward: expected grad and mask of the same shape, got grad ",
+           in[0].shape(), " and mask ", in[1].shape());
+  MG_CHECK(a.alpha >= 0.0 && a.alpha < 1.0, Error, "dropout_backward: p must be in [0, 1), got ", a.alpha);
+  return {{{in[0].shape(), in[0].dtype()}}, in[0].dtype()};
+}
+
 // ---- backward rules ----
 // layer_norm, batch_norm (training) and group_norm have two paths. The fused *_backward op reads the
 // statistics the forward kernel returned and makes one pass over x and the gradient instead of
@@ -386,9 +396,13 @@ Tensors embedding_bw(const BackwardCtx& c, const Tensors& g) {
   return {scatter_add(base, 0, index, g2), Tensor()};
 }
 
-// dropout: y = x * mask / (1 - p), so dx = g * mask / (1 - p) (the saved bool mask).
+// dropout: y = x * mask / (1 - p), so dx = g * mask / (1 - p) (the saved bool mask), one fused
+// pass. dropout_backward is linear in grad: its gradient is dropout_backward of the incoming one.
 Tensors dropout_bw(const BackwardCtx& c, const Tensors& g) {
-  return {g[0] * to(c.output(1), g[0].dtype()) * (1.0 / (1.0 - c.attrs().alpha))};
+  return {dropout_backward(g[0], c.output(1), c.attrs().alpha)};
+}
+Tensors dropout_backward_bw(const BackwardCtx& c, const Tensors& g) {
+  return {dropout_backward(g[0], c.input(1), c.attrs().alpha), Tensor()};
 }
 
 uint32_t save_all_inputs(uint32_t) { return 0xFFFFu; }
@@ -414,6 +428,8 @@ void register_norm_rules() {
   set_op_rule(OpId::group_norm_backward, {.infer = infer_group_norm_backward});
   set_op_rule(OpId::embedding, {.infer = infer_embedding, .backward = embedding_bw, .save = kSaveInput(1)});
   set_op_rule(OpId::dropout, {.infer = infer_dropout, .backward = dropout_bw, .save = kSaveOutput(1)});
+  set_op_rule(OpId::dropout_backward,
+              {.infer = infer_dropout_backward, .backward = dropout_backward_bw, .save = kSaveInput(1)});
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
@@ -521,6 +537,12 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   const uint64_t offset = g.reserve(uint64_t(x.numel() + 3) / 4);
   OpAttrs a{.ints = {int64_t(g.seed()), int64_t(offset)}, .alpha = p};
   return dispatch(OpId::dropout, {x}, a)[0];
+}
+
+Tensor dropout_backward(const Tensor& grad, const Tensor& keep, double p) {
+  check_defined("dropout_backward", grad);
+  check_defined("dropout_backward", keep);
+  return dispatch1(OpId::dropout_backward, {grad, keep}, {.alpha = p});
 }
 
 }  // namespace mg

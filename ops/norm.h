@@ -80,5 +80,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
 // Element i's decision depends only on (seed, offset, i) of the Philox stream of `gen` (default
 // generator when null), so it is reproducible from the seed. Eval or p == 0: x itself; p == 1: zeros.
 Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+// dropout's gradient in one pass: grad * keep / (1 - p) with the scale in opmath (f32 for
+// f16/bf16), rounded once, so it matches the forward's scaling (a 0-d bf16 scale would round
+// 1 / 0.9 to 1.109375). keep: the bool mask dropout saved, grad's shape; p in [0, 1).
+Tensor dropout_backward(const Tensor& grad, const Tensor& keep, double p);
 
 }  // namespace mg

@@ -423,21 +423,44 @@ void embedding_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
                });
 }
 
+// The n values of a contiguous T array from element `first` as opmath A: f32 and f64 read in
+// place, f16/bf16 converted (exactly, SIMD) into `buf`. Row passes over 256-element chunks use it
+// instead of staging the whole tensor.
+template <typename A, typename T>
+const A* opmath_chunk(const T* x, int64_t first, int64_t n, A* buf) {
+  if constexpr (std::is_same_v<A, T>) {
+    return x + first;
+  } else if constexpr (std::is_same_v<T, Half>) {
+    convert_f16_to_f32(x + first, buf, n);
+    return buf;
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    convert_bf16_to_f32(x + first, buf, n);
+    return buf;
+  } else {
+    for (int64_t j = 0; j < n; ++j) buf[j] = convert<A>(x[first + j]);
+    return buf;
+  }
+}
+
 // dropout: element i is kept when the i-th uniform of the Philox stream at (seed, offset) is >= p
 // (probability 1 - p); kept values are scaled by 1 / (1 - p) in opmath and rounded once.
 template <typename T>
 void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using A = acc_t<T>;
-  const std::vector<A> x = load_values<A>(in[0]);
+  // A contiguous x is read chunk by chunk; any other layout is staged in row-major order once.
+  std::vector<A> staged;
+  if (!in[0].is_contiguous()) staged = load_values<A>(in[0]);
+  const T* xt = staged.empty() ? in[0].data<T>() : nullptr;
   const uint64_t seed = uint64_t(a.ints[0]), offset = uint64_t(a.ints[1]);
   const float drop_p = float(a.alpha);
   const A scale = A(1.0 / (1.0 - a.alpha));
   T* y = out[0].data<T>();
   bool* mask = out[1].data<bool>();
-  const int64_t numel = int64_t(x.size()), blocks = (numel + 3) / 4;
+  const int64_t numel = in[0].numel(), blocks = (numel + 3) / 4;
   constexpr int64_t kChunk = 64;  // Philox blocks generated together (256 elements)
   parallel_for(0, (blocks + kChunk - 1) / kChunk, 16, [&](int64_t c0, int64_t c1) {
     uint32_t words[4 * kChunk];
+    A buf[4 * kChunk];
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t first = c * kChunk * 4, n = std::min(numel - first, kChunk * 4);
       philox_blocks(seed, offset, uint64_t(c * kChunk), (n + 3) / 4, words);
@@ -447,7 +470,7 @@ void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
       using Bits = std::conditional_t<sizeof(A) == 8, uint64_t, uint32_t>;
       A kept[4 * kChunk];
       bool keep[4 * kChunk];
-      const A* xs = x.data() + first;
+      const A* xs = xt ? opmath_chunk<A>(xt, first, n, buf) : staged.data() + first;
       const float dp = drop_p;
       const A sc = scale;
       for (int64_t j = 0; j < n; ++j) {
@@ -457,6 +480,41 @@ void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
       }
       std::copy(keep, keep + n, mask + first);
       store_values(kept, y + first, n);
+    }
+  });
+}
+
+// dropout_backward: dx = grad * keep * (1 / (1 - p)), the product in opmath (grad * keep is exact,
+// so a dropped element is grad * 0 = +-0 as the unfused form gave) and rounded once.
+template <typename T>
+void dropout_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  using A = acc_t<T>;
+  const bool dense = in[0].is_contiguous() && in[1].is_contiguous();
+  std::vector<A> staged_g, staged_keep;
+  if (!dense) {
+    staged_g = load_values<A>(in[0]);
+    staged_keep = load_values<A>(in[1]);
+  }
+  const T* gt = dense ? in[0].data<T>() : nullptr;
+  const bool* kt = dense ? in[1].data<bool>() : nullptr;
+  const A scale = A(1.0 / (1.0 - a.alpha));
+  T* dx = out[0].data<T>();
+  const int64_t numel = in[0].numel();
+  constexpr int64_t kChunk = 256;
+  parallel_for(0, (numel + kChunk - 1) / kChunk, 64, [&](int64_t c0, int64_t c1) {
+    A buf[kChunk], res[kChunk];
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t first = c * kChunk, n = std::min(numel - first, kChunk);
+      const A* gs = gt ? opmath_chunk<A>(gt, first, n, buf) : staged_g.data() + first;
+      const A sc = scale;
+      if (kt) {
+        const bool* ks = kt + first;
+        for (int64_t j = 0; j < n; ++j) res[j] = gs[j] * A(ks[j]) * sc;
+      } else {
+        const A* ks = staged_keep.data() + first;
+        for (int64_t j = 0; j < n; ++j) res[j] = gs[j] * ks[j] * sc;
+      }
+      store_values(res, dx + first, n);
     }
   });
 }
@@ -722,6 +780,7 @@ void register_norm_kernels() {
   MG_REGISTER_FLOATS(group_norm_backward, group_norm_backward_kernel);
   MG_REGISTER_FLOATS(embedding, embedding_kernel);
   MG_REGISTER_FLOATS(dropout, dropout_kernel);
+  MG_REGISTER_FLOATS(dropout_backward, dropout_backward_kernel);
 }
 
 #undef MG_REGISTER_FLOATS

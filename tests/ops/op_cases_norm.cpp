@@ -253,6 +253,17 @@ void add_norm_cases(std::vector<OpCase>& cases) {
                               return dropout(in[0], 0.3, true, &gen);
                             },
                             {0}));
+  // dropout_backward with a fixed keep mask (every third element dropped), p = 0.25
+  {
+    const Shape s{5, 8};
+    const Gen keep = [s](DType) {
+      std::vector<double> v(std::size_t(shape_numel(s)));
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = (i % 3 == 1) ? 0.0 : 1.0;
+      return to(make_input(v, s, DType::F64), DType::Bool);
+    };
+    cases.push_back(make_case(O::dropout_backward, "dropout_backward/p0.25", {normal(s, 6061), keep},
+                              [](const Tensors& in) { return dropout_backward(in[0], in[1], 0.25); }, {0}));
+  }
 }
 
 }  // namespace mg::optable

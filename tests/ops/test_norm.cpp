@@ -429,6 +429,49 @@ TEST_CASE("dropout: reproducible from the seed, keep fraction, scaling, eval ide
   REQUIRE_THROWS_WITH(dropout(x, 1.5), Catch::Contains("dropout: probability must be in [0, 1], got 1.5"));
 }
 
+// The unfused backward multiplied by a 0-d scale of the gradient's dtype, which rounds 1 / 0.9 to
+// 1.109375 in bf16 (0.16% low) and 1.111328 in f16: every kept gradient was scaled by the wrong
+// factor. The fused op scales in f32 and rounds once, as the forward does.
+TEST_CASE("dropout backward: f16/bf16 gradients scaled by 1 / (1 - p) in f32, rounded once", "[norm]") {
+  const int64_t n = 4096;
+  const double p = 0.1;
+  const float scale = float(1.0 / (1.0 - p));
+  for (DType dt : {DType::BF16, DType::F16}) {
+    INFO(dtype_name(dt));
+    const Tensor x = to(ones({n}), dt).requires_grad_();
+    Generator gen(77);
+    const Tensor y = dropout(x, p, true, &gen);
+    const Tensor g = to(randn({n}, {.dtype = DType::F32}), dt);
+    y.backward(g);
+    const std::vector<double> yv = vals(y), gv = vals(g), dx = vals(x.grad());
+    const double scale_in_dt = vals(to(scalar_tensor(1.0 / (1.0 - p)), dt))[0];
+    int64_t kept = 0, differs_from_rounded_scale = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool keep = yv[size_t(i)] != 0.0;
+      const float prod = float(gv[size_t(i)]) * scale;
+      const double want = !keep ? 0.0 : dt == DType::BF16 ? double(float(BFloat16(prod))) : double(float(Half(prod)));
+      REQUIRE(dx[size_t(i)] == want);
+      if (keep) {
+        ++kept;
+        const float old = float(gv[size_t(i)]) * float(scale_in_dt);
+        const double old_rounded = dt == DType::BF16 ? double(float(BFloat16(old))) : double(float(Half(old)));
+        if (old_rounded != want) ++differs_from_rounded_scale;
+      }
+    }
+    CHECK(kept > n / 2);
+    CHECK(differs_from_rounded_scale > 0);  // the check above tells the two scalings apart
+  }
+  // the fused op itself: shapes, mask dtype, p
+  const Tensor g = ones({2, 3});
+  REQUIRE_THROWS_WITH(dropout_backward(g, ones({2, 3}), 0.5), Catch::Contains("dropout_backward: the keep mask must be bool"));
+  REQUIRE_THROWS_WITH(dropout_backward(g, to(ones({3, 2}), DType::Bool), 0.5),
+                      Catch::Contains("dropout_backward: expected grad and mask of the same shape"));
+  REQUIRE_THROWS_WITH(dropout_backward(g, to(ones({2, 3}), DType::Bool), 1.0), Catch::Contains("p must be in [0, 1)"));
+  // a strided grad and mask give the same values as dense ones
+  const Tensor gs = randn({3, 4}).transpose(0, 1), ks = gt(randn({3, 4}), zeros({3, 4})).transpose(0, 1);
+  CHECK(vals(dropout_backward(gs, ks, 0.25)) == vals(dropout_backward(contiguous(gs), contiguous(ks), 0.25)));
+}
+
 TEST_CASE("norm layers: error messages name the op and both shapes", "[norm]") {
   const Tensor x = zeros({2, 3, 4});
   REQUIRE_THROWS_AS(batch_norm(x, ones({4}), zeros({4}), Tensor(), Tensor(), true), ShapeError);
