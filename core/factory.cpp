@@ -53,7 +53,7 @@ Tensor make_filled(const Shape& shape, TensorOptions options, FillSpec spec, Gen
   if (is_random(spec.kind)) {
     Generator& g = gen ? *gen : default_generator();
     spec.seed = g.seed();
-    spec.offset = g.reserve(uint64_t(fill_item_count(spec.kind, options.dtype, n)));
+    spec.offset = g.reserve(uint64_t(fill_item_count(spec.kind, options.dtype, n)), "a random factory (rand, randn, randint)");
   }
   if (n > 0) {
     if (out.device().is_cpu()) {

@@ -224,6 +224,8 @@ std::vector<DnnAlgoResult> heuristic(cudnnHandle_t h, const DnnConvProblem& p, c
 // Every algorithm run and timed by cuDNN on these buffers (the output buffer is overwritten).
 std::vector<DnnAlgoResult> measure(cudnnHandle_t h, const DnnConvProblem& p, const Descriptors& d, void* x, void* w,
                                    void* y, void* ws, std::size_t ws_bytes) {
+  detail::check_host_wait("cuDNN's algorithm search (cudnnFind*Ex, benchmark mode) for a convolution shape not seen before",
+                          HostWait::Stream, current_device());
   detail::count_sync();  // Find*Ex waits for the device to time each algorithm
   int max = 0, n = 0;
   switch (p.dir) {

@@ -518,8 +518,10 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   if (!training || p == 0.0) return x;
   if (p == 1.0) return x * 0.0;
   Generator& g = gen ? *gen : default_generator();
-  const uint64_t offset = g.reserve(uint64_t(x.numel() + 3) / 4);
-  OpAttrs a{.ints = {int64_t(g.seed()), int64_t(offset)}, .alpha = p};
+  const uint64_t blocks = uint64_t(x.numel() + 3) / 4;
+  // The CUDA kernel can read its stream position from device memory (graph-safe); the CPU's cannot.
+  const PhiloxArgs r = x.device().is_cuda() ? g.reserve_graph_safe(blocks) : PhiloxArgs{g.seed(), g.reserve(blocks, "dropout on the CPU")};
+  OpAttrs a{.ints = {int64_t(r.seed), int64_t(r.offset)}, .alpha = p, .philox_base = r.device_base};
   return dispatch(OpId::dropout, {x}, a)[0];
 }
 
