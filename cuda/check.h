@@ -9,10 +9,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <string>
-
-#include "mixgrad/cuda/host/capture_registry.h"
-
 namespace mg::cuda::detail {
 
 [[noreturn]] void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line);
@@ -25,23 +21,6 @@ void check_launch(const char* kernel, const char* file, int line);
 bool sync_after_launch();
 // Counts one host wait for the device (see mg::cuda::sync_count()).
 void count_sync();
-// Throws mg::CudaError naming `what` when it may not run now because a CUDA graph is being
-// captured (cuda/host/capture_registry.h has the rules). Call it BEFORE the CUDA call.
-void check_host_wait(const std::string& what, HostWait kind, int device);
-// Whether any thread is capturing a CUDA graph now (a cheap test before building a message).
-bool any_capture();
-// The capture mode this thread uses for calls that are safe during its own capture but that
-// CUDA's thread-local mode would refuse (cudaMalloc of a graph pool's segment): relaxed for a scope.
-class RelaxedCaptureMode {
- public:
-  RelaxedCaptureMode();
-  ~RelaxedCaptureMode();
-  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
-  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
-
- private:
-  cudaStreamCaptureMode previous_;
-};
 
 }  // namespace mg::cuda::detail
 

@@ -14,6 +14,7 @@
 // cudaPointerGetAttributes: memory the user page-locked outside mixgrad counts as pageable.
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/storage.h"
+#include "mixgrad/cuda/capture.h"
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/copy.h"
 #include "mixgrad/cuda/cuda.h"

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mixgrad/core/tensor.h"
+#include "mixgrad/cuda/capture.h"
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/cuda.h"
 #include "mixgrad/cuda/device_allocator.h"

@@ -14,11 +14,14 @@
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/generator.h"
+#include "mixgrad/core/graph_rng.h"
 #include "mixgrad/core/graph_participant.h"
 #include "mixgrad/core/tensor.h"
+#include "mixgrad/cuda/capture.h"
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/cuda.h"
 #include "mixgrad/cuda/device_allocator.h"
+#include "mixgrad/cuda/graph.h"
 #include "mixgrad/cuda/host/caching_allocator.h"
 #include "mixgrad/cuda/kernels/graph_state.h"
 
@@ -91,7 +94,7 @@ struct Graph::Impl {
     }
     for (std::size_t i = 0; i < generators.size(); ++i) {
       try {
-        consumed[i] = begun[i] ? generators[i]->end_capture() : 0;
+        consumed[i] = begun[i] ? end_generator_capture(*generators[i]) : 0;
         begun[i] = false;
       } catch (...) {
       }
@@ -174,7 +177,7 @@ void Graph::capture_begin(const Stream& stream) {
     registry().begin({.thread = this_thread_token(), .device = g.device, .stream = stream.id(), .label = "cuda::Graph"});
     g.capturing = true;
     for (std::size_t i = 0; i < g.generators.size(); ++i) {
-      g.generators[i]->begin_capture(g.bases[i].data<int64_t>());
+      begin_generator_capture(*g.generators[i], g.bases[i].data<int64_t>());
       g.begun[i] = true;
     }
     g.guard = std::make_unique<StreamGuard>(stream);
@@ -259,7 +262,7 @@ void Graph::replay() {
   for (GraphParticipant* p : g.participants) p->graph_replay_prepare();
   for (std::size_t i = 0; i < g.generators.size(); ++i) {
     if (g.consumed[i] == 0) continue;
-    const PhiloxArgs base = g.generators[i]->replay_base(g.consumed[i]);
+    const PhiloxArgs base = generator_replay_base(*g.generators[i], g.consumed[i]);
     write_philox_base(g.bases[i].data<int64_t>(), base.seed, base.offset, stream.handle());
   }
   MG_CUDA_CHECK(cudaGraphLaunch(g.exec, static_cast<cudaStream_t>(stream.handle())));

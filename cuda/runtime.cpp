@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mixgrad/core/error.h"
+#include "mixgrad/cuda/capture.h"
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/cuda.h"
 #include "mixgrad/cuda/kernels/launch.h"

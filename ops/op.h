@@ -69,9 +69,6 @@ struct OpAttrs {
   int64_t mode = 0;
   DType dtype = DType::F32;
   Device device;
-  // dropout during a CUDA graph capture: device [2] i64 {seed, base offset} that the kernel adds
-  // ints[1] to (core/generator.h's PhiloxArgs); null otherwise.
-  const int64_t* philox_base = nullptr;
 };
 
 }  // namespace mg

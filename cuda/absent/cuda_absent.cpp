@@ -4,6 +4,7 @@
 #include "mixgrad/cuda/blas.h"
 #include "mixgrad/cuda/conv_settings.h"
 #include "mixgrad/cuda/cuda.h"
+#include "mixgrad/cuda/graph.h"
 
 namespace mg::cuda {
 namespace {

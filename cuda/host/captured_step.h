@@ -21,7 +21,7 @@
 #include "mixgrad/core/device.h"
 #include "mixgrad/core/graph_participant.h"
 #include "mixgrad/core/tensor.h"
-#include "mixgrad/cuda/cuda.h"
+#include "mixgrad/cuda/graph.h"
 
 namespace mg::cuda {
 

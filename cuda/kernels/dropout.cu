@@ -3,9 +3,12 @@
 // element, so the mask equals the CPU's bit for bit for the same attrs.ints = {seed, offset}.
 // One thread per Philox block (4 consecutive elements), grid-stride. Kept values are x / (1 - p)
 // in opmath (acc_t: f32 for f16/bf16/f32, f64 for f64) rounded once; dropped values are +0 (the
-// CPU masks the bits, so a dropped NaN or inf is +0 too). Under a CUDA graph capture attrs.philox_base
-// points at the device {seed, base offset} of each replay and ints[1] is the offset within the graph.
+// CPU masks the bits, so a dropped NaN or inf is +0 too). Under a CUDA graph capture ints[2] is the
+// address of the device {seed, base offset} of each replay (core/graph_rng.h) and ints[1] the
+// offset within the graph.
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/half.h"
@@ -54,7 +57,8 @@ void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const A scale = A(1.0 / (1.0 - a.alpha));  // as the CPU: the divide in double, then rounded to A
   dropout_forward_kernel<T><<<ctx.blocks((n + 3) / 4), kThreads, 0, ctx.stream>>>(
       n, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out[0].data_ptr()), static_cast<bool*>(out[1].data_ptr()),
-      uint64_t(a.ints.at(0)), uint64_t(a.ints.at(1)), a.philox_base, float(a.alpha), scale);
+      uint64_t(a.ints.at(0)), uint64_t(a.ints.at(1)),
+      a.ints.size() > 2 ? reinterpret_cast<const int64_t*>(std::intptr_t(a.ints[2])) : nullptr, float(a.alpha), scale);
   MG_CUDA_CHECK_LAUNCH("dropout kernel");
 }
 

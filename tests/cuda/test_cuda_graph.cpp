@@ -216,10 +216,10 @@ TEST_CASE("CUDA graph: state the graph would freeze is refused with a clear erro
   cross_entropy(m.forward(x, 0.0), y).backward();  // gradients, but no optimizer state yet
   cuda::Graph graph;
   graph.add_participant(opt);
-  MG_REQUIRE_ERROR(cuda::GraphCapture(graph), "run at least one eager step (warm-up) before capturing");
+  MG_REQUIRE_ERROR(([&] { cuda::GraphCapture capture(graph); }()), "run at least one eager step (warm-up) before capturing");
   opt.step();
   opt.set_step_gate([](optim::Optimizer&) { return true; });
-  MG_REQUIRE_ERROR(cuda::GraphCapture(graph), "while it has a step gate");
+  MG_REQUIRE_ERROR(([&] { cuda::GraphCapture capture(graph); }()), "while it has a step gate");
   opt.set_step_gate(nullptr);
   // randn inside a captured step would repeat at every replay.
   MG_REQUIRE_ERROR(([&] {
