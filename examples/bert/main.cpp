@@ -334,8 +334,8 @@ int run(int argc, char** argv) {
   const bool graphed = flags.get_bool("cuda-graph");
   if (graphed) {
     check_cuda_graph({.device = device, .data_parallel = dp.active(), .trace_overflow = flags.get_bool("trace-overflow"),
-                      .accumulate = flags.get_int("accumulate"), .program = "train_bert"});
-    MG_CHECK(!mlm, Error, "train_bert: --cuda-graph needs fixed shapes, but --task mlm gathers a different number of "
+                      .accumulate = flags.get_int("accumulate")});
+    MG_CHECK(!mlm, Error, "--cuda-graph needs fixed shapes, but --task mlm gathers a different number of "
              "masked positions in every batch on the host\n  hint: use --task testament or book, or drop --cuda-graph");
   }
   MG_CHECK(!mlm || flags.value("pretrained").empty(), Error, "--pretrained is for fine-tuning (--task testament or book)",
@@ -468,7 +468,7 @@ int run(int argc, char** argv) {
   std::optional<DeviceTally> tally;
   std::vector<std::string> batch_names;  // the order of the static inputs
   if (graphed) {
-    graph_scaler.emplace(cuda_graph_scaler("train_bert"));
+    graph_scaler.emplace(cuda_graph_scaler());
     opt.set_step_gate(nullptr);
     captured.emplace(
         [&](const Tensors& in) { return graph_step(net, opt, *graph_scaler, flags.get_double("clip"), batch_names, in); },

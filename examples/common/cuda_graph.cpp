@@ -15,7 +15,7 @@ void add_cuda_graph_flag(Flags& flags) {
 }
 
 void check_cuda_graph(const CudaGraphRequest& r) {
-  const std::string who = r.program + ": --cuda-graph";
+  const std::string who = "--cuda-graph";  // run_main prefixes the program's name
   MG_CHECK(r.device.is_cuda(), Error, who, " needs a CUDA device, got --device ", r.device.str(),
            "\n  hint: add --device cuda on a machine with an NVIDIA GPU, or drop --cuda-graph");
   MG_CHECK(!r.data_parallel, Error, who, " does not run under mixgrad-run yet (the gradient all-reduce is not captured)",
@@ -26,10 +26,10 @@ void check_cuda_graph(const CudaGraphRequest& r) {
            "\n  hint: use --accumulate 1 with a larger --batch-size");
 }
 
-amp::GradScaler cuda_graph_scaler(const std::string& program) {
+amp::GradScaler cuda_graph_scaler() {
   const amp::Properties& p = amp::properties();
-  MG_CHECK(!p.enabled || p.loss_scale.dynamic || p.loss_scale.value == 1.0, Error, program,
-           ": --cuda-graph scales the loss with amp::GradScaler (dynamic scaling); a static loss scale of ",
+  MG_CHECK(!p.enabled || p.loss_scale.dynamic || p.loss_scale.value == 1.0, Error,
+           "--cuda-graph scales the loss with amp::GradScaler (dynamic scaling); a static loss scale of ",
            p.loss_scale.value, " is not supported with it\n  hint: use --loss-scale dynamic, or drop --cuda-graph");
   amp::GradScalerOptions o;
   o.enabled = p.enabled && p.loss_scale.dynamic;

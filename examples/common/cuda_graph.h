@@ -28,7 +28,6 @@ struct CudaGraphRequest {
   bool data_parallel = false;   // under mixgrad-run
   bool trace_overflow = false;  // --trace-overflow reads every op's output on the host
   int64_t accumulate = 1;       // micro-batches per step
-  std::string program;          // "train_resnet", for messages
 };
 // Throws mg::Error naming the conflicting option (with a hint) when --cuda-graph cannot run with
 // the request: not on a CUDA device, data parallel, --trace-overflow, gradient accumulation. Call
@@ -39,7 +38,7 @@ void check_cuda_graph(const CudaGraphRequest& request);
 // (the Apex front door's scale_loss decides on the host). Dynamic when the opt level scales
 // dynamically (amp's min/max scale), disabled when its loss scale is a static 1; a static scale
 // other than 1 is an error. After amp::initialize (its properties are read).
-amp::GradScaler cuda_graph_scaler(const std::string& program);
+amp::GradScaler cuda_graph_scaler();
 
 // Sums of per-step results on the device, read at logging points only.
 class DeviceTally {

@@ -152,8 +152,7 @@ int run(int argc, char** argv) {
   dp.quiet_unless_main();
   const bool graphed = flags.get_bool("cuda-graph");
   if (graphed) {
-    check_cuda_graph({.device = device, .data_parallel = dp.active(), .trace_overflow = flags.get_bool("trace-overflow"),
-                      .program = "train_resnet"});
+    check_cuda_graph({.device = device, .data_parallel = dp.active(), .trace_overflow = flags.get_bool("trace-overflow")});
   }
 
   // ---- data ----
@@ -191,7 +190,7 @@ int run(int argc, char** argv) {
   std::optional<cuda::CapturedStep> captured;
   std::optional<DeviceTally> tally;
   if (graphed) {
-    graph_scaler.emplace(cuda_graph_scaler("train_resnet"));
+    graph_scaler.emplace(cuda_graph_scaler());
     opt.set_step_gate(nullptr);
     captured.emplace([&](const Tensors& in) { return graph_step(*model, opt, *graph_scaler, in); },
                      std::vector<GraphParticipant*>{&opt, &*graph_scaler}, cuda::CapturedStepOptions{.device = device});
