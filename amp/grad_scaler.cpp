@@ -249,6 +249,35 @@ StepStats GradScaler::last_stats(const optim::Optimizer& opt) const {
   return l.stats;
 }
 
+void GradScaler::graph_capture_begin() {
+  graph_captured_ = false;
+  if (!options_.enabled) return;  // scale() and step() are plain pass-throughs
+  MG_CHECK(device_.has_value(), Error,
+           "GradScaler: cannot be captured into a CUDA graph before its state is on the device"
+           "\n  hint: run at least one eager iteration (scale, step, update) on the GPU before capturing");
+  MG_CHECK(per_optimizer_.empty(), Error,
+           "GradScaler: a CUDA graph capture began in the middle of an iteration (after unscale_/step, before update())",
+           "\n  hint: capture whole iterations, from scale() to update()");
+}
+
+void GradScaler::graph_capture_end(bool ok) {
+  if (!ok || !options_.enabled) return;
+  MG_CHECK(per_optimizer_.empty(), Error,
+           "GradScaler: the captured step did not end its iteration with update(); every replay would start "
+           "from that half-done state\n  hint: call scaler.update() at the end of the captured step");
+  graph_stats_ = last_stats_;
+  graph_captured_ = true;
+}
+
+void GradScaler::graph_replay_prepare() {
+  if (!options_.enabled) return;
+  MG_CHECK(graph_captured_, Error, "GradScaler: replaying a CUDA graph this scaler was not captured into");
+  MG_CHECK(per_optimizer_.empty(), Error,
+           "GradScaler: a CUDA graph replay began in the middle of an eager iteration (after unscale_/step, before update())");
+  stale_ = true;  // the replay runs one update on the device state
+  last_stats_ = graph_stats_;  // each replay rewrites the captured counts
+}
+
 StateDict GradScaler::state_dict() const {
   pull();
   StateDict s;

@@ -26,6 +26,12 @@
 // state is read when asked (get_scale, the counters, last_stats, state_dict: one synchronisation
 // each time something changed), and the two errors of the state machine (inf/NaN at the min_scale
 // floor, too many consecutive skips) and the on_skip callback happen at that read.
+// CUDA graphs: a GradScaler is a GraphParticipant (core/graph_participant.h). A captured iteration
+// (scale, unscale_, step, update) has only device decisions; before each replay the scaler marks
+// its device state changed and re-arms the lazy statistics, so get_scale() and the counters read
+// the replayed iterations. Capture needs the state on the device already (one eager iteration)
+// and an iteration that ends with update(); update(new_scale) inside a capture reads the device
+// (a synchronisation) and is refused.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -56,7 +62,7 @@ struct GradScalerOptions {
 // What the last unscale of an optimizer found (all gradients of that optimizer).
 using StepStats = UnscaleStats;
 
-class GradScaler {
+class GradScaler : public GraphParticipant {
  public:
   explicit GradScaler(GradScalerOptions options = {});
 
@@ -98,6 +104,11 @@ class GradScaler {
   StateDict state_dict() const;
   void load_state_dict(const StateDict& state);
 
+  // ---- GraphParticipant (see the note at the top) ----
+  void graph_capture_begin() override;
+  void graph_capture_end(bool ok) override;
+  void graph_replay_prepare() override;
+
  private:
   enum class Stage { Ready, Unscaled, Stepped };
   struct PerOptimizer {
@@ -137,6 +148,9 @@ class GradScaler {
   mutable Tensor found_inf_;     // [1] f32: the iteration's flag (any optimizer's), cleared by update
   mutable bool stale_ = false;   // the device state changed since the last read
   std::function<void(int64_t, double)> on_skip_;
+  // ---- CUDA graphs ----
+  bool graph_captured_ = false;
+  std::map<const optim::Optimizer*, LazyStats> graph_stats_;  // the captured iteration's device counts
 };
 
 }  // namespace mg::amp

@@ -6,6 +6,7 @@
 // Decision: the output is allocated before the generator is advanced, so a factory that fails for
 // want of a device (DeviceError) leaves the stream where it was.
 #include "mixgrad/core/factory.h"
+#include "mixgrad/core/graph_rng.h"
 
 #include <algorithm>
 #include <cstring>
@@ -53,6 +54,7 @@ Tensor make_filled(const Shape& shape, TensorOptions options, FillSpec spec, Gen
   if (is_random(spec.kind)) {
     Generator& g = gen ? *gen : default_generator();
     spec.seed = g.seed();
+    check_not_captured(g, "a random factory (rand, randn, randint)");
     spec.offset = g.reserve(uint64_t(fill_item_count(spec.kind, options.dtype, n)));
   }
   if (n > 0) {

@@ -44,6 +44,11 @@ struct MultiTensorStepArgs {
   Tensors model;                  // empty, or per param the f16/bf16 model tensor set to round(param) in the same pass
   std::vector<int64_t*> steps;    // device i64 per param: updates applied so far (read; see count_steps)
   const float* found_inf = nullptr;  // device [1] f32 or null: when nonzero the step changes nothing
+  // device f64 or null: the hyper-parameter struct's doubles in declaration order (SgdHyper: lr,
+  // momentum, dampening, weight_decay; AdamHyper and LambHyper: lr, beta1, beta2, eps,
+  // weight_decay); when set the kernels read these instead of the struct's, so a CUDA graph
+  // replays with the lr a scheduler set since (the optimizer rewrites them before each replay).
+  const double* hyper = nullptr;
 };
 
 struct SgdHyper {

@@ -14,6 +14,7 @@
 // cudaPointerGetAttributes: memory the user page-locked outside mixgrad counts as pageable.
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/storage.h"
+#include "mixgrad/cuda/capture.h"
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/copy.h"
 #include "mixgrad/cuda/cuda.h"
@@ -26,6 +27,16 @@ void copy_bytes_cuda(void* dst, Device dst_device, const void* src, Device src_d
   if (nbytes == 0) return;
   if (dst_device.is_cuda()) check_device(dst_device);
   if (src_device.is_cuda()) check_device(src_device);
+  if ((src_device.is_cpu() || dst_device.is_cpu()) && detail::any_capture()) {
+    // Refused on a thread that captures a CUDA graph, before any CUDA call: a wait cannot happen
+    // there and a host copy would be frozen into the graph.
+    const bool to_host = dst_device.is_cpu();
+    const void* host = to_host ? dst : src;
+    const bool waits = to_host ? !(non_blocking && pinned_cache().contains(host)) : (pinned_cache().contains(host) && !non_blocking);
+    detail::check_host_wait(str_cat(waits ? "a blocking " : "an asynchronous ", to_host ? "device-to-host" : "host-to-device",
+                                    " copy of ", nbytes, " bytes", to_host && waits ? " (item(), to(cpu), printing a device tensor)" : ""),
+                            waits ? HostWait::Stream : HostWait::HostCopy, to_host ? src_device.index : dst_device.index);
+  }
   if (src_device.is_cpu()) {  // host -> device
     DeviceGuard guard(dst_device.index);
     const Stream stream = current_stream(dst_device.index);

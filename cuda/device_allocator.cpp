@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mixgrad/core/tensor.h"
+#include "mixgrad/cuda/capture.h"
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/cuda.h"
 #include "mixgrad/cuda/device_allocator.h"
@@ -22,6 +23,9 @@ class CudaDeviceMemory final : public DeviceMemory {
 
   void* raw_alloc(std::size_t bytes) override {
     DeviceGuard guard(device_);
+    // A graph pool's new segment during a capture: cudaMalloc is not part of the captured work
+    // and the pool keeps the segment while the graph lives, so it is safe here.
+    detail::RelaxedCaptureMode relaxed;
     void* p = nullptr;
     const cudaError_t status = cudaMalloc(&p, bytes);
     if (status == cudaErrorMemoryAllocation) {
@@ -70,6 +74,7 @@ class CudaDeviceMemory final : public DeviceMemory {
   }
   void synchronize() override {
     DeviceGuard guard(device_);
+    detail::check_host_wait("the caching allocator's synchronisation (out-of-memory retry, teardown)", HostWait::Device, device_);
     detail::count_sync();
     MG_CUDA_CHECK(cudaDeviceSynchronize());
   }
@@ -129,6 +134,8 @@ class CudaAllocator final : public Allocator {
 int resolve(int device) { return device < 0 ? current_device() : device; }
 
 }  // namespace
+
+CachingAllocator& caching_allocator(int device) { return allocators().of(device); }
 
 Allocator& device_allocator() {
   static CudaAllocator* a = new CudaAllocator();

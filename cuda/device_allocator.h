@@ -5,6 +5,10 @@
 
 namespace mg::cuda {
 
+class CachingAllocator;
+
 Allocator& device_allocator();
+// The caching allocator of `device` (made on first use); cuda/graph.cpp opens its graph pools.
+CachingAllocator& caching_allocator(int device);
 
 }  // namespace mg::cuda

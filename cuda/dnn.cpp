@@ -27,6 +27,7 @@
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/tensor.h"
+#include "mixgrad/cuda/capture.h"
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/conv_settings.h"
 #include "mixgrad/cuda/cuda.h"
@@ -224,6 +225,8 @@ std::vector<DnnAlgoResult> heuristic(cudnnHandle_t h, const DnnConvProblem& p, c
 // Every algorithm run and timed by cuDNN on these buffers (the output buffer is overwritten).
 std::vector<DnnAlgoResult> measure(cudnnHandle_t h, const DnnConvProblem& p, const Descriptors& d, void* x, void* w,
                                    void* y, void* ws, std::size_t ws_bytes) {
+  detail::check_host_wait("cuDNN's algorithm search (cudnnFind*Ex, benchmark mode) for a convolution shape not seen before",
+                          HostWait::Stream, current_device());
   detail::count_sync();  // Find*Ex waits for the device to time each algorithm
   int max = 0, n = 0;
   switch (p.dir) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mixgrad/core/error.h"
+#include "mixgrad/cuda/capture.h"
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/cuda.h"
 #include "mixgrad/cuda/kernels/launch.h"
@@ -125,6 +126,8 @@ void check_launch(const char* kernel, const char* file, int line) {
   const cudaError_t launch = cudaGetLastError();
   if (launch != cudaSuccess) throw_cuda_error(launch, kernel, file, line);
   if (sync_after_launch()) {
+    check_host_wait(std::string("MG_CUDA_SYNC=1 (a device synchronisation after ") + kernel + ")", HostWait::Device,
+                    runtime_device());
     count_sync();
     const cudaError_t run = cudaDeviceSynchronize();
     if (run != cudaSuccess) throw_cuda_error(run, kernel, file, line);
@@ -203,6 +206,7 @@ Stream Stream::default_stream(int device) { return Stream(nullptr, resolve(devic
 
 void Stream::synchronize() const {
   DeviceGuard guard(device_);
+  detail::check_host_wait("Stream::synchronize (cudaStreamSynchronize)", HostWait::Stream, device_);
   detail::count_sync();
   MG_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
 }
@@ -263,6 +267,7 @@ bool Event::query() const {
 
 void Event::synchronize() const {
   if (!recorded_) return;
+  detail::check_host_wait("Event::synchronize (cudaEventSynchronize)", HostWait::Stream, device_);
   detail::count_sync();
   MG_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
 }
@@ -282,6 +287,7 @@ std::string take_pending_error() {
 void synchronize(int device) {
   const int d = resolve(device);
   DeviceGuard guard(d);
+  detail::check_host_wait("cuda::synchronize (cudaDeviceSynchronize)", HostWait::Device, d);
   detail::count_sync();
   MG_CUDA_CHECK(cudaDeviceSynchronize());
 }

@@ -7,9 +7,11 @@
 // (create_graph = true) recomputes the statistics with public ops in f32 (f64 for f64), so the
 // gradient is differentiable (double backward, gradient penalties). Optional tensor inputs are
 // omitted from the input list and flagged in attrs.mode (bit0 weight, bit1 bias, bit2 running stats).
+#include <cstdint>
 #include <numeric>
 
 #include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/graph_rng.h"
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/infer.h"
@@ -534,8 +536,13 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   if (!training || p == 0.0) return x;
   if (p == 1.0) return x * 0.0;
   Generator& g = gen ? *gen : default_generator();
-  const uint64_t offset = g.reserve(uint64_t(x.numel() + 3) / 4);
-  OpAttrs a{.ints = {int64_t(g.seed()), int64_t(offset)}, .alpha = p};
+  const uint64_t blocks = uint64_t(x.numel() + 3) / 4;
+  // The CUDA kernel can read its stream position from device memory (graph-safe); the CPU's cannot.
+  if (!x.device().is_cuda()) check_not_captured(g, "dropout on the CPU");
+  const PhiloxArgs r = reserve_graph_safe(g, blocks);
+  // During a CUDA graph capture a third int carries the device {seed, base offset} the kernel adds ints[1] to.
+  OpAttrs a{.ints = {int64_t(r.seed), int64_t(r.offset)}, .alpha = p};
+  if (r.device_base != nullptr) a.ints.push_back(int64_t(reinterpret_cast<std::intptr_t>(r.device_base)));
   return dispatch(OpId::dropout, {x}, a)[0];
 }
 

@@ -164,7 +164,7 @@ void Adam::step_group(ParamGroup& group) {
   const std::vector<Work> work = collect(group);
   const AdamOptions o = options_from_map<AdamOptions>(group.options, name());
   MultiTensorStepArgs args;
-  if (const MultiTensorKernels* k = fused_step_args(work, args)) {
+  if (const MultiTensorKernels* k = fused_step_args(group, work, args)) {
     adam_fused(work, o, /*decoupled=*/false, *k, args, [&](const Work& w, const char* n) { return buffer(w, n, true); });
     finish_fused_step(work, k, args);
     return;
@@ -187,7 +187,7 @@ void AdamW::step_group(ParamGroup& group) {
   const std::vector<Work> work = collect(group);
   const AdamOptions o = options_from_map<AdamOptions>(group.options, name());
   MultiTensorStepArgs args;
-  if (const MultiTensorKernels* k = fused_step_args(work, args)) {
+  if (const MultiTensorKernels* k = fused_step_args(group, work, args)) {
     adam_fused(work, o, /*decoupled=*/true, *k, args, [&](const Work& w, const char* n) { return buffer(w, n, true); });
     finish_fused_step(work, k, args);
     return;

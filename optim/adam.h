@@ -70,6 +70,7 @@ class Adam final : public Optimizer {
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
   bool has_fused_step() const override { return true; }
+  std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay"}; }
 };
 
 class AdamW final : public Optimizer {
@@ -83,6 +84,7 @@ class AdamW final : public Optimizer {
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
   bool has_fused_step() const override { return true; }
+  std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay"}; }
 };
 
 }  // namespace mg::optim

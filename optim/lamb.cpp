@@ -130,7 +130,7 @@ void LAMB::step_group(ParamGroup& group) {
   const LAMBOptions o = options_from_map<LAMBOptions>(group.options, name());
   const std::vector<Work> work = collect(group);
   MultiTensorStepArgs args;
-  if (const MultiTensorKernels* k = fused_step_args(work, args)) {
+  if (const MultiTensorKernels* k = fused_step_args(group, work, args)) {
     // The device's fused kernels: both stages and the trust ratios on the device.
     for (const Work& w : work) {
       args.state[0].push_back(buffer(w, "exp_avg", /*zero=*/true));

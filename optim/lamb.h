@@ -54,6 +54,11 @@ class LAMB final : public Optimizer {
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   bool has_fused_step() const override { return true; }
+  std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay"}; }
+  const char* graph_capture_refusal() const override {
+    return "its fused step copies a per-tensor chunk plan from the host at every step\n  hint: use Adam/AdamW, or "
+           "train LAMB without --cuda-graph";
+  }
 };
 
 }  // namespace mg::optim

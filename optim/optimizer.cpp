@@ -1,6 +1,7 @@
 #include "mixgrad/optim/optimizer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <set>
 #include <utility>
@@ -147,7 +148,8 @@ bool Optimizer::last_step_skipped() const {
   return last_step_skipped_;
 }
 
-const MultiTensorKernels* Optimizer::fused_step_args(const std::vector<Work>& work, MultiTensorStepArgs& args) {
+const MultiTensorKernels* Optimizer::fused_step_args(const ParamGroup& group, const std::vector<Work>& work,
+                                                     MultiTensorStepArgs& args) {
   if (work.empty()) return nullptr;
   const Device dev = work.front().param.device();
   if (dev.is_cpu()) return nullptr;
@@ -171,7 +173,110 @@ const MultiTensorKernels* Optimizer::fused_step_args(const std::vector<Work>& wo
     args.steps.push_back(st.device_step.data<int64_t>());
   }
   args.found_inf = found_inf_;
+  args.hyper = device_options(std::size_t(&group - groups_.data()), dev);
   return k;
+}
+
+const double* Optimizer::device_options(std::size_t g, Device device) {
+  const std::vector<std::string> names = device_option_names();
+  if (names.empty()) return nullptr;
+  if (device_options_.size() < groups_.size()) {
+    device_options_.resize(groups_.size());
+    device_options_host_.resize(groups_.size());
+  }
+  std::vector<double> values;
+  for (const std::string& n : names) values.push_back(groups_[g].option(n));
+  Tensor& t = device_options_[g];
+  std::vector<double>& host = device_options_host_[g];
+  if (!t.defined() || t.device() != device) {
+    MG_CHECK(!graph_capturing_, InternalError, name_, ": the device options of group ", g,
+             " were not made before the CUDA graph capture");
+    t = empty({int64_t(names.size())}, {.dtype = DType::F64, .device = device});
+    host.assign(names.size(), std::nan(""));  // never equal: every value is written below
+  }
+  if (graph_capturing_) return t.data<double>();  // a write now would be frozen into the graph
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i] == host[i]) continue;
+    select(t, 0, int64_t(i)).fill_(values[i]);  // a one-element fill kernel: no host wait
+    host[i] = values[i];
+  }
+  return t.data<double>();
+}
+
+std::string Optimizer::graph_signature() const {
+  const std::vector<std::string> device_names = device_option_names();
+  std::string s;
+  for (const ParamGroup& group : groups_) {
+    s += "[";
+    for (const Tensor& p : group.params) s += str_cat(static_cast<const void*>(p.impl()), ",");
+    for (const auto& [key, v] : defaults_) {
+      if (std::find(device_names.begin(), device_names.end(), key) == device_names.end()) {
+        s += str_cat(key, "=", group.options.at(key), ";");
+      }
+    }
+    s += "]";
+  }
+  return s;
+}
+
+void Optimizer::graph_capture_begin() {
+  MG_CHECK(!gate_, Error, name_,
+           ": cannot be captured into a CUDA graph while it has a step gate (amp::initialize installs one for "
+           "amp::scale_loss): the gate decides on the host, once, at the capture"
+           "\n  hint: scale with amp::GradScaler, whose skip decision is a device value, and remove the gate: "
+           "opt.set_step_gate(nullptr)");
+  MG_CHECK(has_fused_step(), Error, name_, ": has no fused device step, so a CUDA graph would freeze its host math");
+  if (const char* why = graph_capture_refusal()) MG_THROW(Error, name_, ": cannot be captured into a CUDA graph: ", why);
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    with_group_context(name_, name_, g, [&] { check_options(groups_[g].options); });
+    const Tensors& params = groups_[g].params;
+    const Device dev = params.empty() ? Device::cpu() : params.front().device();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const Tensor& p = params[i];
+      MG_CHECK(p.device().is_cuda() && p.device() == dev && multi_tensor_kernels(dev.type) != nullptr, Error, name_,
+               ": cannot be captured into a CUDA graph: parameter ", i, " of group ", g, " is ", describe(p),
+               "; every parameter of a group must be on one CUDA device (the fused device path)");
+      const auto it = state_.find(p.impl());
+      MG_CHECK(!p.grad().defined() || (it != state_.end() && it->second.device_step.defined()), Error, name_,
+               ": cannot be captured into a CUDA graph yet: parameter ", i, " of group ", g,
+               " has no optimizer state, and state created during the capture would be re-initialised at every "
+               "replay\n  hint: run at least one eager step (warm-up) before capturing");
+    }
+    if (!params.empty()) device_options(g, dev);  // made and written now, outside the graph
+  }
+  graph_step_count_at_begin_ = step_count_;
+  graph_capturing_ = true;
+  graph_captured_ = false;
+}
+
+void Optimizer::graph_capture_end(bool ok) {
+  graph_capturing_ = false;
+  const int64_t calls = step_count_ - graph_step_count_at_begin_;
+  step_count_ = graph_step_count_at_begin_;  // nothing ran during the capture: each replay counts
+  if (!ok) return;
+  MG_CHECK(calls >= 1, Error, name_, ": the captured step never called step()",
+           "\n  hint: capture the whole training step, optimizer step included");
+  graph_steps_per_replay_ = calls;
+  graph_skipped_flag_ = skipped_flag_;
+  skipped_flag_ = Tensor();
+  last_step_skipped_ = false;
+  graph_signature_ = graph_signature();
+  graph_captured_ = true;
+}
+
+void Optimizer::graph_replay_prepare() {
+  MG_CHECK(graph_captured_, Error, name_, ": replaying a CUDA graph this optimizer was not captured into");
+  MG_CHECK(graph_signature() == graph_signature_, Error, name_,
+           ": the parameter groups or an option the fused kernels take by value (nesterov, amsgrad, ...) changed "
+           "since the CUDA graph was captured; the graph would replay the old ones\n  hint: capture again");
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    with_group_context(name_, name_, g, [&] { check_options(groups_[g].options); });
+    if (!groups_[g].params.empty()) device_options(g, groups_[g].params.front().device());
+  }
+  step_count_ += graph_steps_per_replay_;
+  skipped_flag_ = graph_skipped_flag_;  // read lazily by last_step_skipped()
+  last_step_skipped_ = false;
 }
 
 void Optimizer::finish_fused_step(const std::vector<Work>& work, const MultiTensorKernels* k,
@@ -179,7 +284,7 @@ void Optimizer::finish_fused_step(const std::vector<Work>& work, const MultiTens
   k->count_steps(args.steps, args.found_inf, work.front().param.device());
   for (std::size_t i = 0; i < work.size(); ++i) {
     const Work& w = work[i];
-    if (args.found_inf || w.state->step_on_device) w.state->step_on_device = true;  // known on the device only
+    if (args.found_inf || w.state->step_on_device || graph_capturing_) w.state->step_on_device = true;  // known on the device only
     else w.state->step += 1;
     w.param.bump_version();
     if (args.model[i].defined()) {

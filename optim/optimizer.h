@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "mixgrad/core/error.h"
+#include "mixgrad/core/graph_participant.h"
 #include "mixgrad/core/multi_tensor_kernels.h"
 #include "mixgrad/core/state_dict.h"
 #include "mixgrad/core/tensor.h"
@@ -65,7 +66,14 @@ struct ParamState {
   bool step_on_device = false;
 };
 
-class Optimizer {
+// CUDA graphs: an Optimizer is a GraphParticipant (core/graph_participant.h). Its fused device
+// kernels read the group's floating options (lr, momentum, betas, eps, weight_decay) from a device
+// copy that step() and each replay rewrite when the host value changed (an asynchronous fill, no
+// synchronisation), so a scheduler's lr reaches every replay; step counts are device values; the
+// host step_count() and the lazy skip flag are redone per replay. Capture is refused (a clear
+// error) for a step gate (amp::scale_loss's host decision), parameters without the fused device
+// path, LAMB, and parameters that have a gradient but no state yet (run one eager step first).
+class Optimizer : public GraphParticipant {
  public:
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
@@ -148,6 +156,11 @@ class Optimizer {
   // load the model first); a state with masters needs an optimizer with master weights.
   void load_state_dict(const StateDict& state);
 
+  // ---- GraphParticipant (see the note above the class) ----
+  void graph_capture_begin() override;
+  void graph_capture_end(bool ok) override;
+  void graph_replay_prepare() override;
+
  protected:
   Optimizer(std::string name, OptionMap defaults);
   // Checks the defaults and adds the constructor's groups (at least one parameter in all);
@@ -162,6 +175,10 @@ class Optimizer {
   virtual std::vector<std::string> buffer_names() const = 0;
   // Whether step_group runs fused device kernels (fused_step_args) where a device has them.
   virtual bool has_fused_step() const { return false; }
+  // The options the fused kernels read from device memory, in MultiTensorStepArgs::hyper order.
+  virtual std::vector<std::string> device_option_names() const { return {}; }
+  // Why this optimizer's fused step cannot be captured into a CUDA graph, or nullptr.
+  virtual const char* graph_capture_refusal() const { return nullptr; }
 
   // A parameter of a group that has a gradient, ready for an update.
   struct Work {
@@ -185,7 +202,8 @@ class Optimizer {
   // parameter of `work` is on one device that has them, else nullptr. Fills args' params, grads,
   // model copies (the f16/bf16 model tensor of a master, written in the same pass), device step
   // counters and the found-inf flag of step_unless_found_inf; the optimizer adds its state lists.
-  const MultiTensorKernels* fused_step_args(const std::vector<Work>& work, MultiTensorStepArgs& args);
+  const MultiTensorKernels* fused_step_args(const ParamGroup& group, const std::vector<Work>& work,
+                                           MultiTensorStepArgs& args);
   // After the optimizer's fused kernel: counts the step on the device, keeps the host count in
   // step where no flag can skip it, bumps versions and marks the model copies as written.
   void finish_fused_step(const std::vector<Work>& work, const MultiTensorKernels* k, const MultiTensorStepArgs& args);
@@ -199,6 +217,11 @@ class Optimizer {
 
   // Reads every device step counter that is ahead of its host copy (one synchronisation).
   void refresh_device_steps() const;
+  // The device copy of group g's device_option_names() on `device`, rewritten (asynchronously)
+  // where the host values changed, except during a capture. Created when missing.
+  const double* device_options(std::size_t g, Device device);
+  // What a captured graph baked in: the parameters and the options read by value.
+  std::string graph_signature() const;
 
   std::string name_;
   OptionMap defaults_;
@@ -212,6 +235,15 @@ class Optimizer {
   const float* found_inf_ = nullptr;       // during step_unless_found_inf: the device flag
   mutable Tensor skipped_flag_;            // [1] f32 device copy of that flag, until read
   std::vector<const TensorImpl*> model_written_;  // masters whose model copy a fused step wrote
+  // ---- CUDA graphs ----
+  std::vector<Tensor> device_options_;                // per group: [k] f64 on the group's device
+  std::vector<std::vector<double>> device_options_host_;  // per group: the values written there
+  bool graph_capturing_ = false;
+  int64_t graph_step_count_at_begin_ = 0;
+  bool graph_captured_ = false;
+  int64_t graph_steps_per_replay_ = 0;  // step() calls the captured step made
+  Tensor graph_skipped_flag_;           // the captured step's skip flag (rewritten by each replay)
+  std::string graph_signature_;
 };
 
 // ---- typed options <-> OptionMap ----

@@ -80,7 +80,7 @@ void SGD::step_group(ParamGroup& group) {
   const SGDOptions o = options_from_map<SGDOptions>(group.options, name());
   const std::vector<Work> work = collect(group);
   MultiTensorStepArgs args;
-  if (const MultiTensorKernels* k = fused_step_args(work, args)) {
+  if (const MultiTensorKernels* k = fused_step_args(group, work, args)) {
     // The device's fused kernel: the buffer starts as the gradient where the device step count is
     // 0, so a first step the found-inf flag skipped leaves it to the next one.
     for (const Work& w : work) {

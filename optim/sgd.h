@@ -45,6 +45,7 @@ class SGD final : public Optimizer {
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"momentum_buffer"}; }
   bool has_fused_step() const override { return true; }
+  std::vector<std::string> device_option_names() const override { return {"lr", "momentum", "dampening", "weight_decay"}; }
 };
 
 }  // namespace mg::optim

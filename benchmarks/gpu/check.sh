@@ -10,7 +10,7 @@
 # scripts/fetch-gpu-deps here first and carry .gpu-deps with the tree (the device tool's carry).
 #
 # OUT_DIR gets check.log (everything), tests.xml / ops_tests.xml / amp_tests.xml / nccl_tests.xml (JUnit),
-# bench_cuda.json, bench_factory.json, bench_pinned.json, torch.json, bench_cudnn_conv.json and
+# graph_tests.xml, bench_cuda_graph.json (eager vs CUDA-graph step times), bench_cuda.json, bench_factory.json, bench_pinned.json, torch.json, bench_cudnn_conv.json and
 # torch_conv.json (ResNet-50's conv shapes through cuDNN, mixgrad and PyTorch), train_resnet.jsonl (a short
 # ResNet-20 O2 f16 run on the GPU) and summary.txt. Each step has a time limit so the whole check
 # fits a short GPU slot (target: under 6 minutes from a clean build folder, build included).
@@ -71,7 +71,7 @@ step "configure (sm_$ARCH)" 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TY
   -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DMG_BUILD_EXAMPLES=ON -DMG_INSTALL=OFF "${DEPS_ARGS[@]}" \
   && grep -a "CUDA backend" "$LOG" | tail -1
 BUILD_OK=0
-if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp bench_cuda bench_cudnn_conv bench_factory bench_pinned train_resnet; then
+if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp bench_cuda bench_cudnn_conv bench_factory bench_pinned bench_cuda_graph train_resnet; then
   BUILD_OK=1
 fi
 # The NCCL process group's tests live in tests/distributed, built when Gloo was found (the
@@ -98,6 +98,11 @@ if [ $BUILD_OK -eq 1 ]; then
   # alone so the summary names them.
   step "tests: fused AMP kernels" 60 "$BUILD/tests/test_cuda" -# "[gpu][#test_cuda_multi_tensor]" \
     --reporter junit --out "$OUT/fused_tests.xml"
+  # CUDA graphs: the captured-and-replayed steps against eager ones bit for bit, the refused
+  # synchronisation (also part of test_cuda above, run alone so the summary names them), then the
+  # time per step of ResNet-20 and BERT-mini O2 f16, eager against graphed.
+  step "tests: CUDA graphs" 60 "$BUILD/tests/test_cuda" "[graph]" --reporter junit --out "$OUT/graph_tests.xml"
+  step "bench_cuda_graph" 90 "$BUILD/benchmarks/bench_cuda_graph" --json "$OUT/bench_cuda_graph.json"
   step "bench_cuda" 120 "$BUILD/benchmarks/bench_cuda" --json "$OUT/bench_cuda.json"
   # The factories on the device against the host fill + copy they replaced (its table is in the log).
   step "bench_factory" 90 "$BUILD/benchmarks/bench_factory" --threads "$JOBS" --json "$OUT/bench_factory.json"
@@ -125,7 +130,7 @@ fi
   echo "GPU check summary: ${NAME_LINE:-unknown GPU}, commit $(git rev-parse --short HEAD 2>/dev/null), $(date -u +%F)"
   printf '%-28s %-28s %6s\n' "step" "outcome" "time"
   for line in "${SUMMARY[@]}"; do echo "$line"; done
-  for xml in "$OUT/tests.xml" "$OUT/ops_tests.xml" "$OUT/amp_tests.xml" "$OUT/nccl_tests.xml" "$OUT/fused_tests.xml"; do
+  for xml in "$OUT/tests.xml" "$OUT/ops_tests.xml" "$OUT/amp_tests.xml" "$OUT/nccl_tests.xml" "$OUT/fused_tests.xml" "$OUT/graph_tests.xml"; do
     [ -f "$xml" ] && python3 - "$xml" <<'PY' 2>/dev/null || true
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
@@ -178,6 +183,7 @@ for (dt, d), logs in sorted(totals.items()):
     print(f"conv {d:<6} {dt:<5}: mixgrad / PyTorch = {math.exp(sum(logs) / len(logs)):.2f} (geometric mean over {len(logs)} shapes)")
 PY
   fi
+  grep -a "^cuda graph:" "$LOG" | tail -2
   [ -f "$OUT/train_resnet.txt" ] && echo "train_resnet: $(cat "$OUT/train_resnet.txt")"
   echo "total: $(( $(date +%s) - START ))s; full log: $LOG"
 } | tee "$OUT/summary.txt"

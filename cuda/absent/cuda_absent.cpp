@@ -4,6 +4,7 @@
 #include "mixgrad/cuda/blas.h"
 #include "mixgrad/cuda/conv_settings.h"
 #include "mixgrad/cuda/cuda.h"
+#include "mixgrad/cuda/graph.h"
 
 namespace mg::cuda {
 namespace {
@@ -67,5 +68,27 @@ bool cudnn_deterministic() { return g_cudnn_deterministic; }
 std::size_t cudnn_algo_cache_size() { return 0; }
 void clear_cudnn_algo_cache() {}
 int cudnn_version() { return 0; }
+
+// CUDA graphs: nothing can be captured without a device.
+struct Graph::Impl {};
+Graph::Graph() : impl_(nullptr) {}
+Graph::~Graph() = default;
+void Graph::add_generator(Generator&) {}
+void Graph::add_participant(GraphParticipant&) {}
+void Graph::capture_begin(const Stream& stream) { unavailable(Device::cuda(stream.device()).str()); }
+void Graph::capture_end() { unavailable("cuda::Graph"); }
+void Graph::capture_abandon() noexcept {}
+void Graph::replay() { unavailable("cuda::Graph"); }
+void Graph::reset() {}
+bool Graph::capturing() const { return false; }
+bool Graph::ready() const { return false; }
+int64_t Graph::replays() const { return 0; }
+std::size_t Graph::num_nodes() const { return 0; }
+int Graph::device() const { return 0; }
+GraphCapture::GraphCapture(Graph& graph) : graph_(graph), uncaught_(0) { unavailable("cuda::GraphCapture"); }
+GraphCapture::GraphCapture(Graph& graph, const Stream&) : graph_(graph), uncaught_(0) { unavailable("cuda::GraphCapture"); }
+GraphCapture::~GraphCapture() noexcept(false) {}
+void GraphCapture::end() {}
+bool is_capturing() { return false; }
 
 }  // namespace mg::cuda

@@ -38,6 +38,7 @@ std::string format_bytes(std::size_t bytes) {
 }
 
 bool CachingAllocator::BlockLess::operator()(const Block* a, const Block* b) const {
+  if (a->pool != b->pool) return a->pool < b->pool;
   if (a->stream != b->stream) return a->stream < b->stream;
   if (a->size != b->size) return a->size < b->size;
   return reinterpret_cast<std::uintptr_t>(a->ptr) < reinterpret_cast<std::uintptr_t>(b->ptr);
@@ -82,24 +83,30 @@ std::size_t CachingAllocator::segment_size(std::size_t rounded) {
   return round_up(rounded, kRoundLarge);
 }
 
-CachingAllocator::Block* CachingAllocator::find_free_block(bool small, StreamId stream,
+CachingAllocator::Block* CachingAllocator::find_free_block(bool small, PoolId pool_id, StreamId stream,
                                                            std::size_t size) {
   Pool& pool = small ? small_pool_ : large_pool_;
   Block key;
+  key.pool = pool_id;
   key.stream = stream;
   key.size = size;
   key.ptr = nullptr;
   auto it = pool.lower_bound(&key);
-  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  if (it == pool.end() || (*it)->pool != pool_id || (*it)->stream != stream) return nullptr;
   Block* b = *it;
   pool.erase(it);
   return b;
 }
 
-CachingAllocator::Block* CachingAllocator::new_segment(bool small, StreamId stream,
+CachingAllocator::Block* CachingAllocator::new_segment(bool small, PoolId pool, StreamId stream,
                                                        std::size_t size, std::size_t requested) {
   const std::size_t bytes = segment_size(size);
   void* p = memory_.raw_alloc(bytes);
+  if (p == nullptr && !capturing_.empty()) {
+    // No synchronisation and no cudaFree may run during a capture: report at once.
+    ++stats_.num_ooms;
+    throw_oom(requested, bytes);
+  }
   if (p == nullptr) {
     ++stats_.num_alloc_retries;
     if (!pending_.empty()) {
@@ -107,7 +114,7 @@ CachingAllocator::Block* CachingAllocator::new_segment(bool small, StreamId stre
       // of them may fit.
       memory_.synchronize();
       process_events();
-      if (Block* b = find_free_block(small, stream, size)) return b;
+      if (Block* b = find_free_block(small, pool, stream, size)) return b;
     }
     release_free_segments();
     p = memory_.raw_alloc(bytes);
@@ -119,6 +126,7 @@ CachingAllocator::Block* CachingAllocator::new_segment(bool small, StreamId stre
   auto* b = new Block;
   b->ptr = static_cast<char*>(p);
   b->size = bytes;
+  b->pool = pool;
   b->stream = stream;
   b->small = small;
   segments_[reinterpret_cast<std::uintptr_t>(p)] = Segment{b, bytes};
@@ -138,6 +146,7 @@ void* CachingAllocator::take_block(Block* b, std::size_t size, std::size_t reque
     auto* rest = new Block;
     rest->ptr = b->ptr + size;
     rest->size = remainder;
+    rest->pool = b->pool;
     rest->stream = b->stream;
     rest->small = b->small;
     rest->prev = b;
@@ -159,15 +168,17 @@ void* CachingAllocator::take_block(Block* b, std::size_t size, std::size_t reque
 
 void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
   std::lock_guard<std::mutex> lock(mutex_);
-  process_events();
+  if (capturing_.empty()) process_events();  // cudaEventQuery may not run during a capture
   if (bytes > kMaxRequest) {
     ++stats_.num_ooms;
     throw_oom(bytes, bytes);
   }
   const std::size_t size = round_size(bytes);
   const bool small = size <= kSmallSize;
-  Block* b = find_free_block(small, stream, size);
-  if (b == nullptr) b = new_segment(small, stream, size, bytes);
+  const auto capture = capturing_.find(stream);
+  const PoolId pool = capture == capturing_.end() ? 0 : capture->second;
+  Block* b = find_free_block(small, pool, stream, size);
+  if (b == nullptr) b = new_segment(small, pool, stream, size, bytes);
   return take_block(b, size, bytes);
 }
 
@@ -201,6 +212,25 @@ void CachingAllocator::deallocate(void* p) {
   auto it = live_.find(p);
   if (it == live_.end()) throw_bad_pointer("deallocate", p);
   Block* b = it->second;
+  if (!capturing_.empty()) {
+    live_.erase(it);
+    ++stats_.num_frees;
+    stats_.allocated_bytes -= b->size;
+    stats_.requested_bytes -= b->requested;
+    b->requested = 0;
+    if (b->pool != 0) {
+      // Reused only by its own pool's allocations, which the graph orders (its record_stream
+      // streams, if any, are part of the captured work too).
+      free_block(b);
+      return;
+    }
+    // The graph being captured may read this block at every replay: hold it for the graph.
+    b->state = State::Held;
+    HeldBlock h{b, {}};
+    for (const auto& [stream, pool] : capturing_) h.pools.push_back(pool);
+    held_.push_back(std::move(h));
+    return;
+  }
   // Record the events first: if recording throws, the block is still live and nothing changed.
   std::vector<EventHandle> events;
   events.reserve(b->stream_uses.size());
@@ -258,11 +288,12 @@ void CachingAllocator::process_events() {
   pending_.resize(kept);
 }
 
-// Returns every segment that is one free block (all its blocks free and merged) to the device.
+// Returns every general-pool segment that is one free block (all its blocks free and merged) to
+// the device; private pools keep theirs while their graph lives.
 void CachingAllocator::release_free_segments() {
   for (auto it = segments_.begin(); it != segments_.end();) {
     Block* head = it->second.head;
-    if (head->state != State::Free || head->next != nullptr) {
+    if (head->state != State::Free || head->next != nullptr || head->pool != 0) {
       ++it;
       continue;
     }
@@ -278,8 +309,92 @@ void CachingAllocator::release_free_segments() {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!capturing_.empty()) return;
   process_events();
   release_free_segments();
+}
+
+void CachingAllocator::begin_capture(PoolId pool, StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  MG_CHECK(pool != 0, Error, "CachingAllocator::begin_capture: pool 0 is the general pool, not a graph's");
+  const auto it = capturing_.find(stream);
+  MG_CHECK(it == capturing_.end(), Error, "CachingAllocator::begin_capture on cuda:", device_, ": stream ",
+           reinterpret_cast<void*>(stream), " is already capturing into pool ", it == capturing_.end() ? 0 : it->second,
+           "\n  hint: end that capture first, or capture on another stream");
+  capturing_[stream] = pool;
+  pools_.insert(pool);
+}
+
+void CachingAllocator::end_capture(StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  MG_CHECK(capturing_.erase(stream) == 1, Error, "CachingAllocator::end_capture on cuda:", device_, ": stream ",
+           reinterpret_cast<void*>(stream), " is not capturing");
+}
+
+bool CachingAllocator::capture_in_progress() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !capturing_.empty();
+}
+
+void CachingAllocator::free_after(Block* b, const std::vector<StreamId>& streams) {
+  std::vector<EventHandle> events;
+  for (StreamId s : streams) {
+    if (s != b->stream) events.push_back(memory_.record_event(s));
+  }
+  if (events.empty()) {
+    free_block(b);
+    return;
+  }
+  b->state = State::Pending;
+  b->event_count = static_cast<int>(events.size());
+  for (EventHandle e : events) pending_.push_back({e, b});
+}
+
+void CachingAllocator::release_pool(PoolId pool, const std::vector<StreamId>& replay_streams) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  MG_CHECK(pools_.count(pool) == 1, Error, "CachingAllocator::release_pool on cuda:", device_, ": no private pool ", pool);
+  for (const auto& [stream, p] : capturing_) {
+    MG_CHECK(p != pool, Error, "CachingAllocator::release_pool on cuda:", device_, ": pool ", pool,
+             " is still capturing on stream ", reinterpret_cast<void*>(stream));
+  }
+  pools_.erase(pool);
+  // The pool's segments become general segments: free blocks follow the last replay, live blocks
+  // wait for it when they are freed.
+  std::vector<Block*> to_free;
+  for (auto& [base, seg] : segments_) {
+    if (seg.head->pool != pool) continue;
+    for (Block* b = seg.head; b != nullptr; b = b->next) {
+      if (b->state == State::Free) {
+        pool_of(b).erase(b);  // under its old key
+        to_free.push_back(b);
+      } else if (b->state == State::Allocated) {
+        for (StreamId s : replay_streams) {
+          if (s != b->stream && std::find(b->stream_uses.begin(), b->stream_uses.end(), s) == b->stream_uses.end()) {
+            b->stream_uses.push_back(s);
+          }
+        }
+      }
+      b->pool = 0;
+    }
+  }
+  // Free blocks of a pool are never adjacent (they merged), so each goes back as it is.
+  for (Block* b : to_free) {
+    b->state = State::Allocated;  // free_after -> free_block marks it free (and merges nothing)
+    free_after(b, replay_streams);
+  }
+  std::vector<HeldBlock> kept;
+  for (HeldBlock& h : held_) {
+    h.pools.erase(std::remove(h.pools.begin(), h.pools.end(), pool), h.pools.end());
+    if (!h.pools.empty()) {
+      kept.push_back(std::move(h));
+      continue;
+    }
+    std::vector<StreamId> streams = replay_streams;
+    for (StreamId s : h.block->stream_uses) streams.push_back(s);
+    h.block->stream_uses.clear();
+    free_after(h.block, streams);
+  }
+  held_ = std::move(kept);
 }
 
 AllocatorStats CachingAllocator::stats() const {
@@ -296,12 +411,17 @@ AllocatorStats CachingAllocator::stats() const {
   }
   s.pending_bytes = 0;
   s.num_pending_blocks = 0;
+  s.graph_pool_bytes = 0;
+  s.graph_held_bytes = 0;
+  s.num_graph_pools = pools_.size();
   for (const auto& [base, seg] : segments_) {
+    if (seg.head->pool != 0) s.graph_pool_bytes += seg.size;
     for (const Block* b = seg.head; b != nullptr; b = b->next) {
       if (b->state == State::Pending) {
         s.pending_bytes += b->size;
         ++s.num_pending_blocks;
       }
+      if (b->state == State::Held) s.graph_held_bytes += b->size;
     }
   }
   return s;

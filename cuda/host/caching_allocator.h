@@ -32,6 +32,19 @@
 //   not cost already) and look in the pool again; then release every entirely free segment and
 //   call raw_alloc once more; if that fails too, throw mg::OutOfMemoryError naming the request
 //   and the statistics.
+// CUDA graph pools (PyTorch's private pools): a graph replays with the addresses it captured, so
+// - between begin_capture(pool, stream) and end_capture(stream), allocations on `stream` come
+//   from the private pool `pool` (its own segments; nothing of the general pools), and blocks of
+//   that pool freed during the capture are reused only by allocations of that pool;
+// - a general-pool block freed while any capture is in progress may be read by the graph being
+//   captured: it is held (not reusable) until every pool captured at that time is released;
+// - a pool's segments stay reserved while its graph lives (empty_cache and the out-of-memory
+//   retry skip them); release_pool (the graph is destroyed) hands its free blocks and held
+//   blocks back to the general pools once the work queued on the graph's replay streams has
+//   completed (events, as record_stream's), and its live blocks become ordinary blocks whose
+//   free also waits for those streams;
+// - while any capture is in progress nothing that would synchronise or free device memory runs:
+//   no event polling, no cache release, and an out-of-memory is reported at once.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -48,6 +61,8 @@ namespace mg::cuda {
 using StreamId = std::uintptr_t;
 // An opaque event handle made by DeviceMemory::record_event (cudaEvent_t cast to it).
 using EventHandle = std::uintptr_t;
+// A CUDA graph's private pool; 0 is the general pools.
+using PoolId = std::uint64_t;
 
 // The raw device operations the caching policy needs. Implementations report failures other than
 // out-of-memory by throwing (e.g. mg::CudaError); the allocator's state is unchanged by a throw.
@@ -87,6 +102,9 @@ struct AllocatorStats {
   std::size_t num_raw_frees = 0;         // raw_free calls (cudaFree)
   std::size_t num_alloc_retries = 0;     // raw_alloc failures answered by freeing the cache
   std::size_t num_ooms = 0;              // allocate() calls that threw OutOfMemoryError
+  std::size_t graph_pool_bytes = 0;      // bytes of segments owned by private (graph) pools
+  std::size_t graph_held_bytes = 0;      // general-pool blocks freed during a capture, held for its graph
+  std::size_t num_graph_pools = 0;       // private pools not yet released
 
   // 1 - largest_free_block / cached_bytes: 0 when the cached free memory is one block (or none),
   // near 1 when it is scattered in many small blocks that cannot serve a large request.
@@ -138,8 +156,21 @@ class CachingAllocator {
   // mg::Error when `p` is not a live block of this allocator.
   void record_stream(void* p, StreamId stream);
   // Polls pending events, then returns every segment whose blocks are all free to the device.
-  // Never synchronises: segments of blocks still waiting on events stay.
+  // Never synchronises: segments of blocks still waiting on events stay, and so do the segments
+  // of private pools. Does nothing while a capture is in progress (cudaFree may not run then).
   void empty_cache();
+
+  // ---- CUDA graph pools (see the policy above) ----
+  // From now on allocations on `stream` come from private pool `pool` (> 0; created when new).
+  // Throws mg::Error when `stream` is already capturing or `pool` was released.
+  void begin_capture(PoolId pool, StreamId stream);
+  // Allocations on `stream` go to the general pools again. Throws when `stream` is not capturing.
+  void end_capture(StreamId stream);
+  // The graph of `pool` is gone: its blocks return to the general pools after the work queued on
+  // `replay_streams` (the streams it was replayed on; empty: never replayed) has completed.
+  // Throws when `pool` is unknown or still capturing.
+  void release_pool(PoolId pool, const std::vector<StreamId>& replay_streams);
+  bool capture_in_progress() const;
 
   AllocatorStats stats() const;
   // Sets both peaks to the current allocated and reserved bytes.
@@ -147,11 +178,13 @@ class CachingAllocator {
   int device() const { return device_; }
 
  private:
-  enum class State : std::uint8_t { Free, Allocated, Pending };
+  // Held: a general-pool block freed during a capture, kept for the graph (held_).
+  enum class State : std::uint8_t { Free, Allocated, Pending, Held };
   struct Block {
     char* ptr = nullptr;
     std::size_t size = 0;
     std::size_t requested = 0;  // the size asked for (live blocks only)
+    PoolId pool = 0;            // the segment's pool (all its blocks share it); 0: general
     StreamId stream = 0;        // the stream of the segment (all its blocks share it)
     bool small = false;         // which pool
     State state = State::Free;
@@ -160,7 +193,7 @@ class CachingAllocator {
     Block* prev = nullptr;              // neighbours in the segment, by address
     Block* next = nullptr;
   };
-  // Pool order: (stream, size, address), so lower_bound finds the best fit on a stream.
+  // Pool order: (pool, stream, size, address), so lower_bound finds the best fit of a pool on a stream.
   struct BlockLess {
     bool operator()(const Block* a, const Block* b) const;
   };
@@ -175,8 +208,14 @@ class CachingAllocator {
   };
 
   Pool& pool_of(const Block* b) { return b->small ? small_pool_ : large_pool_; }
-  Block* find_free_block(bool small, StreamId stream, std::size_t size);
-  Block* new_segment(bool small, StreamId stream, std::size_t size, std::size_t requested);
+  struct HeldBlock {
+    Block* block;
+    std::vector<PoolId> pools;  // the pools capturing when it was freed, not yet released
+  };
+  Block* find_free_block(bool small, PoolId pool, StreamId stream, std::size_t size);
+  Block* new_segment(bool small, PoolId pool, StreamId stream, std::size_t size, std::size_t requested);
+  // Frees `b` once the work queued on `streams` (other than its own) has completed.
+  void free_after(Block* b, const std::vector<StreamId>& streams);
   void* take_block(Block* b, std::size_t size, std::size_t requested);
   void free_block(Block* b);
   void process_events();
@@ -192,6 +231,9 @@ class CachingAllocator {
   std::unordered_map<void*, Block*> live_;    // blocks handed out, by pointer
   std::map<std::uintptr_t, Segment> segments_;  // by base address
   std::vector<PendingEvent> pending_;
+  std::map<StreamId, PoolId> capturing_;      // streams under capture and their pools
+  std::set<PoolId> pools_;                    // private pools not yet released
+  std::vector<HeldBlock> held_;
   AllocatorStats stats_;  // the counters; the pool-derived fields are filled in by stats()
 };
 

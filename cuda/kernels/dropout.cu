@@ -3,8 +3,12 @@
 // element, so the mask equals the CPU's bit for bit for the same attrs.ints = {seed, offset}.
 // One thread per Philox block (4 consecutive elements), grid-stride. Kept values are x / (1 - p)
 // in opmath (acc_t: f32 for f16/bf16/f32, f64 for f64) rounded once; dropped values are +0 (the
-// CPU masks the bits, so a dropped NaN or inf is +0 too).
+// CPU masks the bits, so a dropped NaN or inf is +0 too). Under a CUDA graph capture ints[2] is the
+// address of the device {seed, base offset} of each replay (core/graph_rng.h) and ints[1] the
+// offset within the graph.
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/half.h"
@@ -20,9 +24,13 @@ namespace {
 // x, y, keep: [n] dense
 template <typename T>
 __global__ void dropout_forward_kernel(int64_t n, const T* __restrict__ x, T* __restrict__ y,
-                                       bool* __restrict__ keep, uint64_t seed, uint64_t offset, float p,
-                                       acc_t<T> scale) {
+                                       bool* __restrict__ keep, uint64_t seed, uint64_t offset,
+                                       const int64_t* __restrict__ base, float p, acc_t<T> scale) {
   using A = acc_t<T>;
+  if (base != nullptr) {  // captured in a CUDA graph: the stream position of this replay
+    seed = uint64_t(base[0]);
+    offset += uint64_t(base[1]);
+  }
   const int64_t blocks = (n + 3) / 4;
   for (int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks; b += int64_t(gridDim.x) * blockDim.x) {
     const unsigned bits = dropout_keep4(seed, offset, uint64_t(b), p);
@@ -49,7 +57,8 @@ void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const A scale = A(1.0 / (1.0 - a.alpha));  // as the CPU: the divide in double, then rounded to A
   dropout_forward_kernel<T><<<ctx.blocks((n + 3) / 4), kThreads, 0, ctx.stream>>>(
       n, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out[0].data_ptr()), static_cast<bool*>(out[1].data_ptr()),
-      uint64_t(a.ints.at(0)), uint64_t(a.ints.at(1)), float(a.alpha), scale);
+      uint64_t(a.ints.at(0)), uint64_t(a.ints.at(1)),
+      a.ints.size() > 2 ? reinterpret_cast<const int64_t*>(std::intptr_t(a.ints[2])) : nullptr, float(a.alpha), scale);
   MG_CUDA_CHECK_LAUNCH("dropout kernel");
 }
 

@@ -156,13 +156,47 @@ void unscale_cuda(const MultiTensorUnscaleArgs& args) {
 
 __device__ __forceinline__ bool skip_step(const float* found_inf) { return found_inf && *found_inf != 0.0f; }
 
+// The hyper-parameters of this launch: the device copy when given (MultiTensorStepArgs::hyper,
+// rewritten by the optimizer between CUDA graph replays), else the by-value struct.
+__device__ __forceinline__ SgdHyper load_hyper(SgdHyper h, const double* d) {
+  if (d) {
+    h.lr = d[0];
+    h.momentum = d[1];
+    h.dampening = d[2];
+    h.weight_decay = d[3];
+  }
+  return h;
+}
+__device__ __forceinline__ AdamHyper load_hyper(AdamHyper h, const double* d) {
+  if (d) {
+    h.lr = d[0];
+    h.beta1 = d[1];
+    h.beta2 = d[2];
+    h.eps = d[3];
+    h.weight_decay = d[4];
+  }
+  return h;
+}
+__device__ __forceinline__ LambHyper load_hyper(LambHyper h, const double* d) {
+  if (d) {
+    h.lr = d[0];
+    h.beta1 = d[1];
+    h.beta2 = d[2];
+    h.eps = d[3];
+    h.weight_decay = d[4];
+  }
+  return h;
+}
+
 // P: the parameter (master) storage type; M: the model copy's (unused when the slot has none).
 template <typename P, typename M>
 struct SgdChunk {
-  SgdHyper h;
+  SgdHyper hv;
   const float* found_inf;
+  const double* hyper;
   __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
     if (skip_step(found_inf)) return;
+    const SgdHyper h = load_hyper(hv, hyper);
     using T = opmath_t<P>;
     const bool first = *a.step[c.slot] == 0;
     const fn::SgdStep<T> f{T(h.lr), T(h.momentum), T(1.0 - h.dampening), T(h.weight_decay), h.nesterov, first};
@@ -183,10 +217,12 @@ struct SgdChunk {
 
 template <typename P, typename M>
 struct AdamChunk {
-  AdamHyper h;
+  AdamHyper hv;
   const float* found_inf;
+  const double* hyper;
   __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
     if (skip_step(found_inf)) return;
+    const AdamHyper h = load_hyper(hv, hyper);
     using T = opmath_t<P>;
     // The step's scalars, in double as the CPU computes them on the host (t = updates so far + 1).
     __shared__ double scalars[2];
@@ -256,12 +292,12 @@ void for_each_step_group(const MultiTensorStepArgs& args, const char* who, const
   });
 }
 
-// Runs Chunk<P, M>{h, found_inf} over each group.
+// Runs Chunk<P, M>{h, found_inf, hyper} over each group.
 template <template <typename, typename> class Chunk, typename Hyper>
 void step_cuda(const MultiTensorStepArgs& args, const Hyper& h, const char* who) {
   const Device dev = device_of(args.params);
   for_each_step_group(args, who, [&]<typename P, typename M>(const MtaLists<6>& lists) {
-    multi_tensor_apply<6>(dev, lists, Chunk<P, M>{h, args.found_inf});
+    multi_tensor_apply<6>(dev, lists, Chunk<P, M>{h, args.found_inf, args.hyper});
   });
 }
 
@@ -299,12 +335,14 @@ __device__ __forceinline__ fn::LambStage1<T> lamb_stage1(const LambHyper& h, Lam
 // block tree of block_sum).
 template <typename P, typename M>
 struct LambStage1Chunk {
-  LambHyper h;
+  LambHyper hv;
   const float* found_inf;
+  const double* hyper;
   double* sq;
   int64_t num_chunks;
   __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
     if (skip_step(found_inf)) return;
+    const LambHyper h = load_hyper(hv, hyper);
     using T = opmath_t<P>;
     const fn::LambStage1<T> f = lamb_stage1<T>(h, lamb_corrections(h, a.step[c.slot]));
     const P* p = static_cast<const P*>(a.addr[0][c.slot]);
@@ -331,8 +369,9 @@ struct LambStage1Chunk {
 // chunk sums added in chunk order in opmath; one thread per tensor.
 template <typename T>
 __global__ void lamb_ratio_kernel(const double* sq, int64_t num_chunks, const int64_t* first, const int64_t* count,
-                                  int64_t n, double lr, const float* found_inf, double* neg_step) {
+                                  int64_t n, double lr, const double* hyper, const float* found_inf, double* neg_step) {
   if (skip_step(found_inf)) return;
+  if (hyper) lr = hyper[0];
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x) {
     T sp = T(0), su = T(0);
     for (int64_t k = first[t]; k < first[t] + count[t]; ++k) {
@@ -348,11 +387,13 @@ __global__ void lamb_ratio_kernel(const double* sq, int64_t num_chunks, const in
 // Stage 2: u recomputed from the stored moments, p += neg_step * u, the model copy written.
 template <typename P, typename M>
 struct LambStage2Chunk {
-  LambHyper h;
+  LambHyper hv;
   const float* found_inf;
+  const double* hyper;
   const double* neg_step;
   __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
     if (skip_step(found_inf)) return;
+    const LambHyper h = load_hyper(hv, hyper);
     using T = opmath_t<P>;
     const fn::LambStage1<T> f = lamb_stage1<T>(h, lamb_corrections(h, a.step[c.slot]));
     const fn::LambApply<T> apply{T(neg_step[a.tensor[c.slot]])};
@@ -379,13 +420,13 @@ void lamb_cuda(const MultiTensorStepArgs& args, const LambHyper& h) {
     const Tensor neg_step = empty({n}, {.dtype = DType::F64, .device = dev});
     const Tensor first = to_device_i64(plan.tensor_first_chunk, dev);
     const Tensor count = to_device_i64(plan.tensor_num_chunks, dev);
-    multi_tensor_apply<6>(dev, lists, LambStage1Chunk<P, M>{h, args.found_inf, sq.data<double>(), nc});
+    multi_tensor_apply<6>(dev, lists, LambStage1Chunk<P, M>{h, args.found_inf, args.hyper, sq.data<double>(), nc});
     LaunchContext ctx(dev);
     lamb_ratio_kernel<opmath_t<P>><<<unsigned((n + 127) / 128), 128, 0, ctx.stream>>>(
-        sq.data<double>(), nc, first.data<int64_t>(), count.data<int64_t>(), n, h.lr, args.found_inf,
+        sq.data<double>(), nc, first.data<int64_t>(), count.data<int64_t>(), n, h.lr, args.hyper, args.found_inf,
         neg_step.data<double>());
     MG_CUDA_CHECK_LAUNCH("lamb_ratio_kernel");
-    multi_tensor_apply<6>(dev, lists, LambStage2Chunk<P, M>{h, args.found_inf, neg_step.data<double>()});
+    multi_tensor_apply<6>(dev, lists, LambStage2Chunk<P, M>{h, args.found_inf, args.hyper, neg_step.data<double>()});
   });
 }
 

@@ -44,6 +44,8 @@
 #include "core/state_dict.h"
 #include "data/loader.h"
 #include "data/text/verse_datasets.h"
+#include "cuda/host/captured_step.h"
+#include "examples/common/cuda_graph.h"
 #include "examples/common/data_parallel.h"
 #include "examples/common/flags.h"
 #include "examples/common/format.h"
@@ -91,6 +93,7 @@ Flags make_flags() {
   f.add_int("eval-examples", 0, "evaluate on N held-out verses spread evenly over the Bible (0: all 3,110)", {.min = 0});
   f.add_int("eval-every", 0, "steps between evaluations besides the one after every epoch (0: after every epoch only)", {.min = 0});
   add_run_flags(f, 20, "per logged step, per evaluation, per epoch", "loss, held-out accuracy and loss scale");
+  add_cuda_graph_flag(f);
   return f;
 }
 
@@ -272,6 +275,25 @@ StepResult train_step(const Net& net, optim::AdamW& opt, optim::LRScheduler& sch
   return r;
 }
 
+// The same step for --cuda-graph (one micro-batch), captured once and replayed by cuda::CapturedStep:
+// amp::GradScaler scales, unscales into the f32 master gradients and decides on the device, the
+// clipping norm stays a device value. in: the batch's tensors in `names` order; returns the device
+// tensors {loss, correct, grad_norm}.
+Tensors graph_step(const Net& net, optim::AdamW& opt, amp::GradScaler& scaler, double clip,
+                   const std::vector<std::string>& names, const Tensors& in) {
+  data::Batch b;
+  for (std::size_t i = 0; i < names.size(); ++i) b.tensors.emplace_back(names[i], in[i]);
+  opt.zero_grad();
+  const Predictions p = amp::forward(net, b);             // logits [N, C], target [N]
+  const Tensor loss = cross_entropy(p.logits, p.target);
+  scaler.scale(loss).backward();
+  scaler.unscale_(opt);
+  const Tensor norm = optim::clip_grad_norm_(amp::master_params(opt), clip > 0 ? clip : INFINITY);
+  scaler.step(opt);
+  scaler.update();
+  return {loss, eq(argmax(p.logits, 1), p.target).to(DType::I64).sum(), norm};
+}
+
 // ---- evaluation on the held-out verses ----
 struct EvalResult {
   double loss = 0, accuracy = 0, perplexity = 0;
@@ -309,6 +331,13 @@ int run(int argc, char** argv) {
   const bool mlm = task == "mlm";
   DataParallel dp = DataParallel::from_environment();  // one process, or a rank under mixgrad-run
   dp.quiet_unless_main();
+  const bool graphed = flags.get_bool("cuda-graph");
+  if (graphed) {
+    check_cuda_graph({.device = device, .data_parallel = dp.active(), .trace_overflow = flags.get_bool("trace-overflow"),
+                      .accumulate = flags.get_int("accumulate")});
+    MG_CHECK(!mlm, Error, "--cuda-graph needs fixed shapes, but --task mlm gathers a different number of "
+             "masked positions in every batch on the host\n  hint: use --task testament or book, or drop --cuda-graph");
+  }
   MG_CHECK(!mlm || flags.value("pretrained").empty(), Error, "--pretrained is for fine-tuning (--task testament or book)",
            "\n  hint: to continue an mlm run, use --resume");
   const int64_t batch_size = flags.get_int("batch-size"), accumulate = flags.get_int("accumulate"),
@@ -388,6 +417,7 @@ int run(int argc, char** argv) {
   }
   data::DataLoaderOptions loading = dp.loader_options(train_set->size(), batch_size, seed);  // this rank's shard
   loading.pin_memory = device.is_cuda();  // asynchronous copies to the GPU
+  if (graphed) loading.drop_last = true;  // a graph replays one batch shape
   data::DataLoader loader(train_set, loading);
   const int64_t rank_batch = loading.batch_size;  // batch_size / ranks
   MG_CHECK(loader.num_batches() >= accumulate, Error, "--batch-size ", batch_size, " x --accumulate ", accumulate,
@@ -431,6 +461,23 @@ int run(int argc, char** argv) {
   // Part of the run's configuration: a resumed fine-tuning run names its --pretrained file again
   // (the weights come from the resume checkpoint; the file is not read).
   const std::string init = mlm ? "" : flags.value("pretrained").empty() ? "scratch" : "pretrained";
+  // --cuda-graph: graph_step with amp::GradScaler, captured after 3 eager steps and replayed; the
+  // Apex front door's step gate (a host decision) is removed, the scaler decides on the device.
+  std::optional<amp::GradScaler> graph_scaler;
+  std::optional<cuda::CapturedStep> captured;
+  std::optional<DeviceTally> tally;
+  std::vector<std::string> batch_names;  // the order of the static inputs
+  if (graphed) {
+    graph_scaler.emplace(cuda_graph_scaler());
+    opt.set_step_gate(nullptr);
+    captured.emplace(
+        [&](const Tensors& in) { return graph_step(net, opt, *graph_scaler, flags.get_double("clip"), batch_names, in); },
+        std::vector<GraphParticipant*>{&opt, &*graph_scaler}, cuda::CapturedStepOptions{.device = device});
+    tally.emplace(device);
+  }
+  auto loss_scale = [&] { return graph_scaler ? graph_scaler->get_scale() : amp::loss_scale(); };
+  auto skipped_total = [&] { return graph_scaler ? graph_scaler->skipped_iterations() : amp::loss_scaler().skipped_iterations(); };
+  int64_t skipped_at_last_log = skipped_total();  // --cuda-graph: "skipped since the last logging point"
   const std::string precision = precision_label(level, dtype);
   std::printf("train_bert: %s, BERT-%s (%s parameters)%s, vocab %s, seq-len %lld, %s, batch %lld x %lld accumulated, "
               "%lld epochs x %lld steps, lr %s (warmup %lld steps, linear decay), on %s, %d CPU threads\n",
@@ -549,31 +596,67 @@ int run(int argc, char** argv) {
     if (first == 0) {
       loss_sum = 0;
       right = predicted = seen = 0;
-      skipped_at_epoch_start = amp::loss_scaler().skipped_iterations();
+      skipped_at_epoch_start = skipped_total();
     }
     bool stop = false;
     for (int64_t i = first; i < steps_per_epoch && !stop; ++i) {
       Stopwatch step_clock;
       if (tracer) tracer->reset();
-      const StepResult r = train_step(net, opt, sched, loader, accumulate, flags.get_double("clip"), device, dp);
+      StepResult r;
+      bool fresh = true;  // r holds this step's values (--cuda-graph: only at logging points)
+      if (captured) {
+        const std::optional<data::Batch> next = loader.next();
+        MG_CHECK(next.has_value(), InternalError, "the loader ran out of batches at step ", i);
+        Tensors in;
+        batch_names.clear();
+        for (const auto& [name, t] : next->tensors) {
+          batch_names.push_back(name);
+          in.push_back(t);
+        }
+        const Tensors out = captured->run(in);  // {loss, correct, grad_norm} on the device
+        sched.step();
+        tally->add(out[0], out[1], next->size());
+        r.examples = next->size();
+        r.predicted = next->size();  // one prediction per verse (the classifier tasks)
+        const bool periodic = flags.get_int("checkpoint-every") > 0 && (step + 1) % flags.get_int("checkpoint-every") == 0;
+        const bool eval_now = flags.get_int("eval-every") > 0 && (step + 1) % flags.get_int("eval-every") == 0;
+        fresh = (step + 1) % flags.get_int("log-every") == 0 || i + 1 == steps_per_epoch || periodic || eval_now ||
+                interrupt.requested() || steps_this_run + 1 == flags.get_int("stop-after");
+        if (fresh) {  // the lazy read: one synchronisation per logging point
+          const DeviceTally::Totals t = tally->take();
+          r.loss = t.last_loss;
+          r.correct = t.correct;
+          r.grad_norm = out[2].item<double>();
+          const int64_t skipped_now = skipped_total();
+          r.skipped = skipped_now > skipped_at_last_log;
+          skipped_at_last_log = skipped_now;
+          loss_sum += t.loss_sum;
+          right += t.correct;
+          r.predicted = t.steps * next->size();
+        }
+      } else {
+        r = train_step(net, opt, sched, loader, accumulate, flags.get_double("clip"), device, dp);
+        loss_sum += r.loss * double(r.examples);
+        right += r.correct;
+      }
       const double step_time = step_clock.seconds();
       ++step;
       rate.add(r.examples);
-      loss_sum += r.loss * double(r.examples);
-      right += r.correct;
-      predicted += r.predicted;
+      predicted += captured ? r.examples : r.predicted;
       seen += r.examples;
-      history.add_step(step, r.loss, amp::loss_scale(), r.skipped);
+      if (fresh) history.add_step(step, r.loss, loss_scale(), r.skipped);
       if (r.skipped && tracer && tracer->found()) {
         bar.log(skipped_step_trace(*tracer, step, !traced_before));
         traced_before = true;
       }
-      bar.update(i + 1, {{"loss", loss_sum / double(seen)}, {"acc", double(right) / double(predicted)}, {"scale", amp::loss_scale()}},
-                 rate.per_second());
-      if (metrics && (step % flags.get_int("log-every") == 0 || r.skipped)) {
+      if (fresh) {
+        bar.update(i + 1, {{"loss", loss_sum / double(seen)}, {"acc", double(right) / double(predicted)}, {"scale", loss_scale()}},
+                   rate.per_second());
+      }
+      if (metrics && fresh && (step % flags.get_int("log-every") == 0 || r.skipped)) {
         metrics->write({{"kind", "step"}, {"epoch", epoch + 1}, {"step", step}, {"loss", r.loss},
-                        {"accuracy", double(r.correct) / double(r.predicted)}, {"loss_scale", amp::loss_scale()},
-                        {"skipped", r.skipped}, {"skipped_steps", amp::loss_scaler().skipped_iterations()},
+                        {"accuracy", double(r.correct) / double(r.predicted)}, {"loss_scale", loss_scale()},
+                        {"skipped", r.skipped}, {"skipped_steps", skipped_total()},
                         {"grad_norm", r.grad_norm}, {"lr", sched.get_last_lr()[0]}, {"step_time", step_time},
                         {"samples_per_s", rate.per_second()}, {"peak_rss", peak_rss_bytes()}});
       }
@@ -600,22 +683,22 @@ int run(int argc, char** argv) {
                      dp.world_size(), dp.comm_summary().c_str());
       }
       evaluate_and_log(epoch);
-      const int64_t skipped = amp::loss_scaler().skipped_iterations() - skipped_at_epoch_start;
+      const int64_t skipped = skipped_total() - skipped_at_epoch_start;
       const double verses_per_s = global_verses_per_s;
       const double third = mlm ? last_eval.perplexity : baseline;
       std::printf("epoch %lld: train loss %.4f acc %.4f | held-out loss %.4f acc %.4f %s %s | scale %s | %lld skipped | %s, %s verses/s\n",
                   (long long)(epoch + 1), loss_sum / double(seen), double(right) / double(predicted), last_eval.loss,
                   last_eval.accuracy, mlm ? "perplexity" : "baseline", mlm ? format_number(third).c_str() : format_fixed(third, 4).c_str(),
-                  format_number(amp::loss_scale()).c_str(),
+                  format_number(loss_scale()).c_str(),
                   (long long)skipped, format_duration(epoch_time).c_str(), format_rate(verses_per_s).c_str());
       summary.add_row({std::to_string(epoch + 1), format_fixed(loss_sum / double(seen), 4), format_fixed(double(right) / double(predicted), 4),
                        format_fixed(last_eval.loss, 4), format_fixed(last_eval.accuracy, 4), mlm ? format_number(third) : format_fixed(third, 4),
-                       format_number(amp::loss_scale()), std::to_string(skipped), format_duration(epoch_time), format_rate(verses_per_s)});
+                       format_number(loss_scale()), std::to_string(skipped), format_duration(epoch_time), format_rate(verses_per_s)});
       if (metrics) {
         metrics->write({{"kind", "epoch"}, {"task", task}, {"epoch", epoch + 1}, {"step", step},
                         {"train_loss", loss_sum / double(seen)}, {"train_accuracy", double(right) / double(predicted)},
                         {"eval_loss", last_eval.loss}, {"eval_accuracy", last_eval.accuracy},
-                        {mlm ? "eval_perplexity" : "majority_baseline", third}, {"loss_scale", amp::loss_scale()},
+                        {mlm ? "eval_perplexity" : "majority_baseline", third}, {"loss_scale", loss_scale()},
                         {"skipped_steps", skipped}, {"epoch_time", epoch_time}, {"samples_per_s", verses_per_s},
                         {"peak_rss", peak_rss_bytes()}});
       }

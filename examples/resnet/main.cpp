@@ -7,6 +7,7 @@
 //   build/examples/train_resnet --opt-level O2 --dtype f16 --epochs 3 --plot run.svg
 //   build/examples/train_resnet --device cuda --opt-level O2 --dtype f16
 //   build/examples/train_resnet --channels-last                  # NHWC activations end to end
+//   build/examples/train_resnet --device cuda --opt-level O2 --dtype f16 --cuda-graph   # one graph launch per step
 //   build/examples/train_resnet --help
 //   build/launcher/mixgrad-run --nproc-per-node 2 build/examples/train_resnet   # data parallel
 //
@@ -35,6 +36,8 @@
 #include "core/state_dict.h"
 #include "data/fashion_mnist.h"
 #include "data/loader.h"
+#include "cuda/host/captured_step.h"
+#include "examples/common/cuda_graph.h"
 #include "examples/common/data_parallel.h"
 #include "examples/common/flags.h"
 #include "examples/common/format.h"
@@ -72,6 +75,7 @@ Flags make_flags() {
   f.add_int("train-examples", 0, "train on the first N batches' worth of each epoch (0: all 60,000)", {.min = 0});
   f.add_int("eval-examples", 0, "evaluate on the first N test images (0: all 10,000)", {.min = 0});
   f.add_bool("channels-last", false, "run the network NHWC (channels-last memory format, through amp::initialize)");
+  add_cuda_graph_flag(f);
   add_run_flags(f, 50, "per logged step and per epoch", "loss, accuracy and loss scale");
   return f;
 }
@@ -97,6 +101,19 @@ StepResult train_step(nn::models::ResNet& model, optim::SGD& opt, optim::LRSched
   opt.step();
   sched.step();
   return {loss.item<float>(), correct(logits, b.at("target")), opt.last_step_skipped()};
+}
+
+// The same step for --cuda-graph, captured once and replayed (cuda::CapturedStep): the loss is
+// scaled by amp::GradScaler, whose skip and scale decisions stay on the device, and the results
+// are returned as device tensors {loss, correct} for a DeviceTally. in = {input, target}.
+Tensors graph_step(nn::models::ResNet& model, optim::SGD& opt, amp::GradScaler& scaler, const Tensors& in) {
+  opt.zero_grad();
+  const Tensor logits = amp::forward(model, in[0]);
+  const Tensor loss = cross_entropy(logits, in[1]);
+  scaler.scale(loss).backward();
+  scaler.step(opt);
+  scaler.update();
+  return {loss, eq(argmax(logits, 1), in[1]).to(DType::I64).sum()};
 }
 
 struct EvalResult {
@@ -133,12 +150,17 @@ int run(int argc, char** argv) {
   const Device device = training_device(flags);
   DataParallel dp = DataParallel::from_environment();  // one process, or a rank under mixgrad-run
   dp.quiet_unless_main();
+  const bool graphed = flags.get_bool("cuda-graph");
+  if (graphed) {
+    check_cuda_graph({.device = device, .data_parallel = dp.active(), .trace_overflow = flags.get_bool("trace-overflow")});
+  }
 
   // ---- data ----
   auto train_set = std::make_shared<data::FashionMnist>(data::FashionMnistOptions{.train = true, .augment = true});
   const data::FashionMnist test_set(data::FashionMnistOptions{.train = false});
   data::DataLoaderOptions loading = dp.loader_options(train_set->size(), batch_size, seed);  // this rank's shard
   loading.pin_memory = device.is_cuda();  // asynchronous copies to the GPU
+  if (graphed) loading.drop_last = true;  // a graph replays one batch shape
   data::DataLoader loader(train_set, loading);
   const int64_t rank_batch = loading.batch_size;  // batch_size / ranks
   MG_CHECK(loader.num_batches() > 0, Error, "--batch-size ", batch_size, " exceeds the ", train_set->size(),
@@ -162,6 +184,21 @@ int run(int argc, char** argv) {
                                                                                 : MemoryFormat::Contiguous});
   const int64_t warmup = std::min<int64_t>(total_steps, int64_t(std::llround(flags.get_double("warmup-epochs") * double(steps_per_epoch))));
   optim::WarmupCosineLR sched(opt, {.warmup_steps = warmup, .total_steps = total_steps});
+  // --cuda-graph: the step above with amp::GradScaler, captured after 3 eager steps and replayed;
+  // the Apex front door's step gate (a host decision) is removed, the scaler decides on the device.
+  std::optional<amp::GradScaler> graph_scaler;
+  std::optional<cuda::CapturedStep> captured;
+  std::optional<DeviceTally> tally;
+  if (graphed) {
+    graph_scaler.emplace(cuda_graph_scaler());
+    opt.set_step_gate(nullptr);
+    captured.emplace([&](const Tensors& in) { return graph_step(*model, opt, *graph_scaler, in); },
+                     std::vector<GraphParticipant*>{&opt, &*graph_scaler}, cuda::CapturedStepOptions{.device = device});
+    tally.emplace(device);
+  }
+  auto loss_scale = [&] { return graph_scaler ? graph_scaler->get_scale() : amp::loss_scale(); };
+  auto skipped_total = [&] { return graph_scaler ? graph_scaler->skipped_iterations() : amp::loss_scaler().skipped_iterations(); };
+  int64_t skipped_at_last_log = skipped_total();  // --cuda-graph: "skipped since the last logging point"
   const std::string precision = precision_label(level, dtype);
   std::printf("train_resnet: ResNet-%lld (%s parameters) on Fashion-MNIST, %s, batch %lld, %lld epochs x %lld steps, on %s, %d CPU threads\n",
               (long long)depth, format_count(model->num_parameters()).c_str(), precision.c_str(),
@@ -260,31 +297,53 @@ int run(int argc, char** argv) {
     if (first == 0) {
       loss_sum = 0;
       right = seen = 0;
-      skipped_at_epoch_start = amp::loss_scaler().skipped_iterations();
+      skipped_at_epoch_start = skipped_total();
     }
     for (int64_t i = first; i < steps_per_epoch; ++i) {
       const std::optional<data::Batch> batch = loader.next();
       MG_CHECK(batch.has_value(), InternalError, "the loader ran out of batches at step ", i);
       Stopwatch step_clock;
       if (tracer) tracer->reset();
-      const StepResult r = train_step(*model, opt, sched, to_device(*batch, device));
+      StepResult r{};
+      bool fresh = true;  // r holds this step's values (--cuda-graph: only at logging points)
+      if (captured) {
+        const Tensors out = captured->run({batch->at("input"), batch->at("target")});  // {loss, correct} on the device
+        sched.step();
+        tally->add(out[0], out[1], batch->size());
+        const bool periodic = flags.get_int("checkpoint-every") > 0 && (step + 1) % flags.get_int("checkpoint-every") == 0;
+        fresh = (step + 1) % flags.get_int("log-every") == 0 || i + 1 == steps_per_epoch || periodic ||
+                interrupt.requested() || steps_this_run + 1 == flags.get_int("stop-after");
+      } else {
+        r = train_step(*model, opt, sched, to_device(*batch, device));
+      }
       const double step_time = step_clock.seconds();
       ++step;
       rate.add(batch->size());
-      loss_sum += r.loss * double(batch->size());
-      right += r.correct;
       seen += batch->size();
-      history.add_step(step, r.loss, amp::loss_scale(), r.skipped);
+      if (captured && fresh) {  // the lazy read: one synchronisation per logging point
+        const DeviceTally::Totals t = tally->take();
+        loss_sum += t.loss_sum;
+        right += t.correct;
+        const int64_t skipped_now = skipped_total();
+        r = {float(t.last_loss), t.correct / std::max<int64_t>(t.steps, 1), skipped_now > skipped_at_last_log};
+        skipped_at_last_log = skipped_now;
+      } else if (!captured) {
+        loss_sum += r.loss * double(batch->size());
+        right += r.correct;
+      }
+      if (fresh) history.add_step(step, r.loss, loss_scale(), r.skipped);
       if (r.skipped && tracer && tracer->found()) {
         bar.log(skipped_step_trace(*tracer, step, !traced_before));
         traced_before = true;
       }
-      bar.update(i + 1, {{"loss", loss_sum / double(seen)}, {"acc", double(right) / double(seen)}, {"scale", amp::loss_scale()}},
-                 rate.per_second());
-      if (metrics && (step % flags.get_int("log-every") == 0 || r.skipped)) {
+      if (fresh) {
+        bar.update(i + 1, {{"loss", loss_sum / double(seen)}, {"acc", double(right) / double(seen)}, {"scale", loss_scale()}},
+                   rate.per_second());
+      }
+      if (metrics && fresh && (step % flags.get_int("log-every") == 0 || r.skipped)) {
         metrics->write({{"kind", "step"}, {"epoch", epoch + 1}, {"step", step}, {"loss", r.loss},
-                        {"accuracy", double(r.correct) / double(batch->size())}, {"loss_scale", amp::loss_scale()},
-                        {"skipped", r.skipped}, {"skipped_steps", amp::loss_scaler().skipped_iterations()},
+                        {"accuracy", double(r.correct) / double(batch->size())}, {"loss_scale", loss_scale()},
+                        {"skipped", r.skipped}, {"skipped_steps", skipped_total()},
                         {"lr", sched.get_last_lr()[0]}, {"step_time", step_time}, {"samples_per_s", rate.per_second()},
                         {"peak_rss", peak_rss_bytes()}});
       }
@@ -312,19 +371,19 @@ int run(int argc, char** argv) {
     // Rank 0 evaluates (the others go on and wait for it at the next all-reduce).
     const EvalResult test = dp.is_main() ? evaluate(*model, test_set, eval_limit, device) : EvalResult{};
     history.add_eval(step, test.accuracy);
-    const int64_t skipped = amp::loss_scaler().skipped_iterations() - skipped_at_epoch_start;
+    const int64_t skipped = skipped_total() - skipped_at_epoch_start;
     const double samples_per_s = global_samples_per_s;
     std::printf("epoch %lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f | scale %s | %lld skipped | %s, %s samples/s\n",
                 (long long)(epoch + 1), loss_sum / double(seen), double(right) / double(seen), test.loss, test.accuracy,
-                format_number(amp::loss_scale()).c_str(), (long long)skipped, format_duration(epoch_time).c_str(),
+                format_number(loss_scale()).c_str(), (long long)skipped, format_duration(epoch_time).c_str(),
                 format_rate(samples_per_s).c_str());
     summary.add_row({std::to_string(epoch + 1), format_fixed(loss_sum / double(seen), 4), format_fixed(double(right) / double(seen), 4),
-                     format_fixed(test.loss, 4), format_fixed(test.accuracy, 4), format_number(amp::loss_scale()),
+                     format_fixed(test.loss, 4), format_fixed(test.accuracy, 4), format_number(loss_scale()),
                      std::to_string(skipped), format_duration(epoch_time), format_rate(samples_per_s)});
     if (metrics) {
       metrics->write({{"kind", "epoch"}, {"epoch", epoch + 1}, {"step", step}, {"train_loss", loss_sum / double(seen)},
                       {"train_accuracy", double(right) / double(seen)}, {"test_loss", test.loss},
-                      {"test_accuracy", test.accuracy}, {"loss_scale", amp::loss_scale()}, {"skipped_steps", skipped},
+                      {"test_accuracy", test.accuracy}, {"loss_scale", loss_scale()}, {"skipped_steps", skipped},
                       {"epoch_time", epoch_time}, {"samples_per_s", samples_per_s}, {"peak_rss", peak_rss_bytes()}});
     }
     if (!flags.value("checkpoint").empty()) save(flags.value("checkpoint"));

@@ -72,6 +72,10 @@ TEST_CASE("train_bert: bad input gives a clear message and a non-zero exit", "[e
   RunResult r = run_program(MG_TRAIN_BERT, "--task translate");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Matchers::Contains("mlm"));
+  // --cuda-graph captures a GPU step: refused on the CPU, before any data is read.
+  r = run_program(MG_TRAIN_BERT, "--task testament" + kTiny + " --cuda-graph");
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("train_bert: --cuda-graph needs a CUDA device, got --device cpu"));
   r = run_program(MG_TRAIN_BERT, "--keep-batchnorm-fp32 true");
   CHECK(r.exit_code == 2);
   r = run_program(MG_TRAIN_BERT, "--task testament" + kTiny + " --pretrained " + dir.file("missing.ck"));

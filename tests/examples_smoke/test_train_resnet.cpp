@@ -91,6 +91,10 @@ TEST_CASE("train_resnet: bad input gives a clear message and a non-zero exit", "
     CHECK(r.exit_code != 0);
     CHECK_THAT(r.output, Catch::Matchers::Contains(cuda::unavailable_reason()));
   }
+  // --cuda-graph captures a GPU step: refused on the CPU, before any data is read.
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --cuda-graph");
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("train_resnet: --cuda-graph needs a CUDA device, got --device cpu"));
   r = run_program(MG_TRAIN_RESNET, kTiny + " --device gpu");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Matchers::Contains("hint: use cpu, cuda or cuda:N"));

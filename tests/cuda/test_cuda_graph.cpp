@@ -1,0 +1,232 @@
+// CUDA graphs on the GPU ([gpu]; benchmarks/gpu/check.sh runs them): a training step captured once
+// and replayed equals the same steps run eagerly, bit for bit —
+// - SGD with momentum at O2 (f16 model, f32 masters) with dynamic loss scaling that grows and
+//   skips during the run;
+// - AdamW (device step counts, no scaler) with an lr changed before every step;
+// - dropout, whose masks differ from replay to replay and equal the eager sequence;
+// and a captured step that synchronises (item(), cuda::synchronize) throws a CudaError naming the
+// call, abandons the capture and leaves CUDA usable. The host logic behind these is tested on the
+// CPU: test_capture_registry.cpp, test_graph_pool.cpp, tests/core/test_generator_graph.cpp.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "amp/grad_scaler.h"
+#include "core/factory.h"
+#include "core/generator.h"
+#include "cuda/host/captured_step.h"
+#include "cuda_test_util.h"
+#include "ops/loss.h"
+#include "ops/norm.h"
+#include "ops/ops.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+#include "test_util.h"
+
+using namespace mg;
+using test::gpu;
+
+namespace {
+
+// A two-layer perceptron: x [B, 32] -> relu(x w1 + b1) [B, 64] (dropout p) -> [B, 10].
+struct Mlp {
+  Tensor w1, b1, w2, b2;  // the model's dtype, on the GPU, requiring grad
+  Tensors params() const { return {w1, b1, w2, b2}; }
+  Tensor forward(const Tensor& x, double p) const {
+    Tensor h = relu(matmul(x, w1) + b1);
+    if (p > 0) h = dropout(h, p, true);
+    return matmul(h, w2) + b2;
+  }
+};
+
+Mlp make_mlp(uint64_t seed, DType dt) {
+  Generator g(seed);
+  auto param = [&](const Shape& s) { return (randn(s, {}, &g) * 0.3).to(dt).to(gpu()).requires_grad_(); };
+  return {param({32, 64}), param({64}), param({64, 10}), param({10})};
+}
+
+struct Batch {
+  Tensor x, y;  // [16, 32] on the CPU, [16] i64
+};
+std::vector<Batch> make_batches(int n, DType dt) {
+  Generator g(3);
+  std::vector<Batch> out;
+  for (int i = 0; i < n; ++i) out.push_back({(randn({16, 32}, {}, &g) * 2.0).to(dt), randint(0, 10, {16}, {}, &g)});
+  return out;
+}
+
+std::vector<uint8_t> bytes_of(const Tensor& t) {
+  const Tensor h = t.detach().contiguous().to(Device::cpu());
+  std::vector<uint8_t> b(std::size_t(h.numel()) * h.element_size());
+  std::memcpy(b.data(), h.data_ptr(), b.size());
+  return b;
+}
+
+void require_same_bits(const Tensors& a, const Tensors& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("tensor " << i << ": " << describe(a[i]));
+    CHECK(bytes_of(a[i]) == bytes_of(b[i]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CUDA graph: an O2 f16 SGD step with dynamic loss scaling replays bit for bit", "[cuda][gpu][graph]") {
+  const std::vector<Batch> batches = make_batches(12, DType::F16);
+  // init_scale 2^20 overflows f16 gradients at first (skipped steps, back-offs), growth_interval 3
+  // grows it again inside the run: the scale's device transitions are part of the replays.
+  const amp::GradScalerOptions scaling{.init_scale = 1048576.0, .growth_interval = 3};
+  auto step = [](const Mlp& m, optim::SGD& opt, amp::GradScaler& scaler, const Tensor& x, const Tensor& y) {
+    opt.zero_grad();
+    const Tensor loss = cross_entropy(m.forward(x, 0.0).to(DType::F32), y);
+    scaler.scale(loss).backward();
+    scaler.step(opt);
+    scaler.update();
+    return loss;
+  };
+  // Eager.
+  const Mlp a = make_mlp(1, DType::F16);
+  optim::SGD opt_a(a.params(), {.lr = 0.05, .momentum = 0.9});
+  opt_a.use_master_weights();
+  amp::GradScaler scaler_a(scaling);
+  Tensors losses_a;
+  for (const Batch& b : batches) losses_a.push_back(step(a, opt_a, scaler_a, b.x.to(gpu()), b.y.to(gpu())));
+  // Captured after 2 eager steps, replayed for the other 10.
+  const Mlp g = make_mlp(1, DType::F16);
+  optim::SGD opt_g(g.params(), {.lr = 0.05, .momentum = 0.9});
+  opt_g.use_master_weights();
+  amp::GradScaler scaler_g(scaling);
+  cuda::CapturedStep captured([&](const Tensors& in) { return Tensors{step(g, opt_g, scaler_g, in[0], in[1])}; },
+                              {&opt_g, &scaler_g}, {.device = gpu(), .warmup_steps = 2});
+  Tensors losses_g;
+  for (const Batch& b : batches) losses_g.push_back(clone(captured.run({b.x, b.y})[0]));
+  REQUIRE(captured.captured());
+  CHECK(captured.graph().replays() == 10);
+  require_same_bits(losses_a, losses_g);
+  require_same_bits(a.params(), g.params());          // the f16 model
+  require_same_bits(opt_a.parameters(), opt_g.parameters());  // the f32 masters
+  CHECK(scaler_g.get_scale() == scaler_a.get_scale());
+  CHECK(scaler_g.iterations() == 12);
+  CHECK(scaler_g.skipped_iterations() == scaler_a.skipped_iterations());
+  CHECK(scaler_a.skipped_iterations() > 0);  // the run did exercise the skip
+  CHECK(opt_g.step_count() == opt_a.step_count());
+  CHECK(opt_g.state(opt_g.parameters()[0])->step == opt_a.state(opt_a.parameters()[0])->step);
+  CHECK(opt_g.last_step_skipped() == opt_a.last_step_skipped());
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA graph: AdamW with an lr changed before every replay equals the eager steps", "[cuda][gpu][graph]") {
+  const std::vector<Batch> batches = make_batches(8, DType::F32);
+  auto step = [](const Mlp& m, optim::AdamW& opt, const Tensor& x, const Tensor& y) {
+    opt.zero_grad();
+    const Tensor loss = cross_entropy(m.forward(x, 0.0), y);
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  auto lr_at = [](int i) { return 1e-3 * (1.0 + 0.5 * i); };  // what a scheduler would write
+  const Mlp a = make_mlp(2, DType::F32);
+  optim::AdamW opt_a(a.params(), {.lr = lr_at(0), .weight_decay = 0.01});
+  for (int i = 0; i < 8; ++i) {
+    opt_a.param_groups()[0].set_lr(lr_at(i));
+    step(a, opt_a, batches[std::size_t(i)].x.to(gpu()), batches[std::size_t(i)].y.to(gpu()));
+  }
+  const Mlp g = make_mlp(2, DType::F32);
+  optim::AdamW opt_g(g.params(), {.lr = lr_at(0), .weight_decay = 0.01});
+  cuda::CapturedStep captured([&](const Tensors& in) { return Tensors{step(g, opt_g, in[0], in[1])}; }, {&opt_g},
+                              {.device = gpu(), .warmup_steps = 1});
+  for (int i = 0; i < 8; ++i) {
+    opt_g.param_groups()[0].set_lr(lr_at(i));
+    captured.run({batches[std::size_t(i)].x, batches[std::size_t(i)].y});
+  }
+  require_same_bits(a.params(), g.params());
+  CHECK(opt_g.state(g.w1)->step == 8);  // the device step counts, read back
+  CHECK(opt_g.step_count() == 8);
+  // A by-value option changed after the capture cannot be followed: a clear error.
+  opt_g.param_groups()[0].set_option("amsgrad", 1.0);
+  MG_REQUIRE_ERROR(captured.run({batches[0].x, batches[0].y}), "changed since the CUDA graph was captured");
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA graph: dropout masks differ per replay and equal the eager sequence", "[cuda][gpu][graph]") {
+  const Tensor x = ones({1000}, {.device = gpu()});
+  auto step = [](const Tensor& in) { return dropout(in, 0.5, true); };
+  manual_seed(5);
+  Tensors eager;
+  for (int i = 0; i < 5; ++i) eager.push_back(step(x));
+  const uint64_t eager_offset = default_generator().offset();
+  manual_seed(5);
+  cuda::CapturedStep captured([&](const Tensors& in) { return Tensors{step(in[0])}; }, {},
+                              {.device = gpu(), .warmup_steps = 1});
+  Tensors replayed;
+  for (int i = 0; i < 5; ++i) replayed.push_back(clone(captured.run({x})[0]));
+  require_same_bits(eager, replayed);
+  CHECK(bytes_of(replayed[3]) != bytes_of(replayed[4]));  // each replay draws new masks
+  CHECK(default_generator().offset() == eager_offset);
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA graph: a captured step that synchronises throws, abandons the capture and leaves CUDA usable",
+          "[cuda][gpu][graph]") {
+  const Tensor x = ones({4}, {.device = gpu()});
+  cuda::Graph graph;
+  std::string msg;
+  try {
+    cuda::GraphCapture capture(graph);
+    const Tensor y = x * 2.0;
+    (void)y.sum().item<float>();  // a blocking device-to-host copy
+  } catch (const CudaError& e) {
+    msg = e.what();
+  }
+  INFO(msg);
+  CHECK_THAT(msg, Catch::Matchers::Contains("a blocking device-to-host copy of 4 bytes (item()"));
+  CHECK_THAT(msg, Catch::Matchers::Contains("is capturing a CUDA graph on this thread"));
+  CHECK_FALSE(cuda::is_capturing());
+  CHECK_FALSE(graph.capturing());
+  CHECK_FALSE(graph.ready());
+  CHECK(cuda::take_pending_error() == "");
+  // Usable: eager work, a synchronisation, and a new capture of the same Graph.
+  CHECK((x + 1.0).sum().item<float>() == 8.0f);
+  cuda::synchronize();
+  Tensor y;
+  {
+    cuda::GraphCapture capture(graph);
+    y = x * 3.0;
+  }
+  graph.replay();
+  CHECK(y.sum().item<float>() == 12.0f);
+  // cuda::synchronize() inside a capture is refused the same way.
+  graph.reset();
+  MG_REQUIRE_ERROR(([&] {
+                     cuda::GraphCapture capture(graph);
+                     cuda::synchronize();
+                   }()),
+                   "cuda::synchronize (cudaDeviceSynchronize) synchronises the host");
+  CHECK_FALSE(cuda::is_capturing());
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA graph: state the graph would freeze is refused with a clear error", "[cuda][gpu][graph]") {
+  const Mlp m = make_mlp(4, DType::F32);
+  optim::SGD opt(m.params(), {.lr = 0.1, .momentum = 0.9});
+  const Tensor x = ones({16, 32}, {.device = gpu()});
+  const Tensor y = zeros({16}, {.dtype = DType::I64, .device = gpu()});
+  cross_entropy(m.forward(x, 0.0), y).backward();  // gradients, but no optimizer state yet
+  cuda::Graph graph;
+  graph.add_participant(opt);
+  MG_REQUIRE_ERROR(([&] { cuda::GraphCapture capture(graph); }()), "run at least one eager step (warm-up) before capturing");
+  opt.step();
+  opt.set_step_gate([](optim::Optimizer&) { return true; });
+  MG_REQUIRE_ERROR(([&] { cuda::GraphCapture capture(graph); }()), "while it has a step gate");
+  opt.set_step_gate(nullptr);
+  // randn inside a captured step would repeat at every replay.
+  MG_REQUIRE_ERROR(([&] {
+                     cuda::GraphCapture capture(graph);
+                     (void)randn({4}, {.device = gpu()});
+                   }()),
+                   "drew random numbers during a CUDA graph capture");
+  CHECK_FALSE(cuda::is_capturing());
+  test::require_no_pending_cuda_error();
+}
