@@ -220,7 +220,9 @@ InferResult infer_embedding(const Tensors& in, const OpAttrs& a) {
 
 InferResult infer_dropout(const Tensors& in, const OpAttrs& a) {
   check_floating("dropout", in[0]);
-  MG_CHECK(a.ints.size() == 2, Error, "dropout: attrs.ints must be {seed, offset}");
+  // A third int: the device {seed, base offset} of a CUDA graph capture (dropout() adds it).
+  MG_CHECK(a.ints.size() == 2 || (a.ints.size() == 3 && in[0].device().is_cuda()), Error,
+           "dropout: attrs.ints must be {seed, offset} (or {seed, offset, device base} on CUDA during a graph capture)");
   return {{{in[0].shape(), in[0].dtype()}, {in[0].shape(), DType::Bool}}, in[0].dtype()};
 }
 
