@@ -98,8 +98,8 @@ int compare(const example::Flags& flags) {
   if (flags.value("peer").empty()) {
     throw example::FlagError("bench_amp: --compare needs --peer FILE (the PyTorch peer's JSON lines)");
   }
-  const auto rows = mg::bench::compare_with_peer(mg::bench::read_measurements(flags.value("compare")),
-                                                 mg::bench::read_measurements(flags.value("peer")));
+  const auto ours = mg::bench::read_measurements(flags.value("compare"));
+  const auto rows = mg::bench::compare_with_peer(ours, mg::bench::read_measurements(flags.value("peer")));
   MG_CHECK(!rows.empty(), Error, "bench_amp: --compare: '", flags.value("compare"), "' holds no measurement");
   std::printf("%s", mg::bench::format_comparison(rows).c_str());
   if (!flags.value("json").empty()) mg::bench::write_comparison_json(flags.value("json"), rows);

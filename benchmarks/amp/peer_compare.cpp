@@ -41,7 +41,7 @@ std::string spread(const Measurement& m) {
   return m.wall_median_s > 0 ? "±" + format_fixed(50 * (m.wall_max_s - m.wall_min_s) / m.wall_median_s, 1) + "%" : "-";
 }
 std::string mib(int64_t bytes) { return bytes < 0 ? "?" : format_fixed(double(bytes) / (1 << 20), 0); }
-std::string syncs(double v) { return v < 0 ? "?" : format_fixed(v, v == double(int64_t(v)) ? 0 : 1); }
+std::string syncs(double v) { return v < 0 ? "-" : format_fixed(v, v == double(int64_t(v)) ? 0 : 1); }
 std::string rate(const Measurement& m) {
   return m.wall_median_s > 0 ? example::format_rate(double(m.batch) / m.wall_median_s) : "-";
 }

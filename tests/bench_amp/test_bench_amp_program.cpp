@@ -134,8 +134,8 @@ TEST_CASE("bench_amp --compare: its own JSON lines beside PyTorch's, ratios and 
                                     " --note 'driver: test'");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK(std::regex_search(r.output, std::regex(R"(mlp +\| O0 f32 +\| fp32 .*\| 0\.50 )")));
-  CHECK(std::regex_search(r.output, std::regex(R"(mlp +\| O1 bf16 +\| autocast-bf16 .*\| 2\.00 )")));
+  CHECK(std::regex_search(r.output, std::regex(R"(mlp +\| O0 f32 +\| fp32 .*\| +0\.50 \|)")));
+  CHECK(std::regex_search(r.output, std::regex(R"(mlp +\| O1 bf16 +\| autocast-bf16 .*\| +2\.00 \|)")));
   CHECK(r.output.find("missed: mlp O1 bf16: slower than PyTorch: 2.00x") != std::string::npos);
   std::ifstream mf(md);
   std::stringstream m;

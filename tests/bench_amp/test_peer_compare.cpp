@@ -157,7 +157,7 @@ TEST_CASE("compare: ratios, speed-ups over O0 f32, best rounds and the targets",
   CHECK(cells[1][19] == "met");
 }
 
-TEST_CASE("compare: every target met says so; JSON and Markdown carry both sides", "[bench]") {
+TEST_CASE("compare: every target met says so, and JSON and Markdown carry both sides", "[bench]") {
   const auto rows = mg::bench::compare_with_peer(
       parse({ours("bert-base", "O0", "f32", false, 0.2, 0), ours("bert-base", "O1", "bf16", false, 0.05, 0)}),
       parse({peer("bert-base", "fp32", 0.25), peer("bert-base", "autocast-bf16", 0.06)}));
