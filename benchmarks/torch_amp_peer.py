@@ -275,97 +275,110 @@ def cuda_worker(args):
     host read inside; the loss is read once after the timed steps. One more step runs under
     torch.cuda.set_sync_debug_mode("warn") and its warnings are counted: the synchronisations PyTorch
     itself reports (a lower bound)."""
-    import warnings
     import torch
     torch.set_num_threads(args.threads)
-    device = torch.device("cuda")
     torch.backends.cudnn.benchmark = True
-    for mode in [m for m in args.mode.split(",") if m]:
+    modes = [m for m in args.mode.split(",") if m]
+    for mode in modes:
         if mode not in GPU_MODES:
             raise SystemExit(f"torch_amp_peer: unknown mode '{mode}'; known: {', '.join(GPU_MODES)}")
-        tf32 = mode == "tf32"
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
+    failed = 0
+    for mode in modes:
+        try:  # one mode failing (e.g. out of memory) leaves the others measured
+            print(json.dumps(measure_cuda_mode(torch, args, mode)), flush=True)
+        except Exception as e:  # noqa: BLE001 - reported, and the exit code says so
+            print(f"torch_amp_peer: {args.model} {mode} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            failed += 1
         torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-        model, make_opt, x, y, batch = make_workload(torch, args.model, device, args.smoke, args.batch)
-        convnet = x.dim() == 4
-        channels_last = convnet and args.memory_format in ("auto", "channels-last")
-        if channels_last:
-            model = model.to(memory_format=torch.channels_last)
-            x = x.contiguous(memory_format=torch.channels_last)
-        low = {"autocast-f16": torch.float16, "f16": torch.float16}.get(mode, torch.bfloat16)
-        if mode in ("f16", "bf16"):  # pure low precision, Apex's O3: weights, activations and optimizer state
-            model = model.to(low)
-            x = x.to(low) if x.is_floating_point() else x
-        use_autocast = mode.startswith("autocast")
-        params = list(model.parameters())
-        try:
-            opt, opt_name = make_opt(params, fused=True), "fused"
-        except (TypeError, RuntimeError, ValueError) as e:  # an older PyTorch or a dtype the fused kernel lacks
-            opt, opt_name = make_opt(params, foreach=True), f"foreach (fused refused: {e})"
-        scaler = torch.amp.GradScaler("cuda") if mode == "autocast-f16" else None
+    return 1 if failed else 0
 
-        def step():
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast("cuda", dtype=low, enabled=use_autocast):
-                out = model(x)
-                loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(opt)  # fused optimizer: unscale and the inf check inside, no host read
-                scaler.update()
-            else:
-                loss.backward()
-                opt.step()
-            return loss
 
-        loss_first = step().item()
-        for _ in range(max(args.warmup - 1, 0)):
-            step()
-        torch.cuda.synchronize()
-        marks = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps + 1)]
-        host, cpu = [], []
-        loop0 = time.perf_counter()
-        marks[0].record()
-        for i in range(args.steps):
-            h0, c0 = time.perf_counter(), time.process_time()
-            loss = step()
-            marks[i + 1].record()
-            host.append(time.perf_counter() - h0)
-            cpu.append(time.process_time() - c0)
-        marks[-1].synchronize()
-        loop_wall = time.perf_counter() - loop0
-        wall = [marks[i].elapsed_time(marks[i + 1]) / 1e3 for i in range(args.steps)]
-        loss_final = loss.item()
-        peak = torch.cuda.max_memory_allocated()
-        syncs = None
-        try:  # one more step, its synchronisations as PyTorch's debug mode reports them
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                torch.cuda.set_sync_debug_mode("warn")
-                try:
-                    step()
-                finally:
-                    torch.cuda.set_sync_debug_mode(0)
-            syncs = sum("synchroniz" in str(w.message) for w in caught)
-        except Exception as e:  # noqa: BLE001 - the count is optional; the timing stands
-            print(f"torch_amp_peer: sync count failed: {e}", file=sys.stderr)
-        rec = {"framework": "pytorch", "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-               "device_name": torch.cuda.get_device_name(0), "model": args.model, "mode": mode, "batch": batch,
-               "unit": "img" if convnet or args.model == "mlp" else "seq", "timing": "cuda events",
-               "memory_format": ("channels-last" if channels_last else "contiguous") if convnet else "-",
-               "optimizer": f"{type(opt).__name__} {opt_name}", "grad_scaler": scaler is not None,
-               "threads": torch.get_num_threads(), "wall_s": wall, "host_s": host, "cpu_s": cpu,
-               "loop_wall_s": loop_wall, "wall_median_s": statistics.median(wall), "wall_min_s": min(wall),
-               "wall_max_s": max(wall), "cpu_median_s": statistics.median(cpu),
-               "samples_per_s": batch / statistics.median(wall), "peak_device_bytes": peak,
-               "syncs_per_step": syncs, "loss_first": loss_first, "loss_final": loss_final,
-               "loss_step": max(args.warmup, 1) + args.steps,
-               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "command": shlex.join([os.path.basename(sys.executable)] + sys.argv)}
-        print(json.dumps(rec), flush=True)
-        del model, params, opt, x, y, loss, scaler
+def measure_cuda_mode(torch, args, mode):
+    """One GPU mode of cuda_worker in this process: its JSON record."""
+    import warnings
+    device = torch.device("cuda")
+    tf32 = mode == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    model, make_opt, x, y, batch = make_workload(torch, args.model, device, args.smoke, args.batch)
+    convnet = x.dim() == 4
+    channels_last = convnet and args.memory_format in ("auto", "channels-last")
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    low = {"autocast-f16": torch.float16, "f16": torch.float16}.get(mode, torch.bfloat16)
+    if mode in ("f16", "bf16"):  # pure low precision, Apex's O3: weights, activations and optimizer state
+        model = model.to(low)
+        x = x.to(low) if x.is_floating_point() else x
+    use_autocast = mode.startswith("autocast")
+    params = list(model.parameters())
+    try:
+        opt, opt_name = make_opt(params, fused=True), "fused"
+    except (TypeError, RuntimeError, ValueError) as e:  # an older PyTorch or a dtype the fused kernel lacks
+        opt, opt_name = make_opt(params, foreach=True), f"foreach (fused refused: {e})"
+    scaler = torch.amp.GradScaler("cuda") if mode == "autocast-f16" else None
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=low, enabled=use_autocast):
+            out = model(x)
+            loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)  # fused optimizer: unscale and the inf check inside, no host read
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        return loss
+
+    loss_first = step().item()
+    for _ in range(max(args.warmup - 1, 0)):
+        step()
+    torch.cuda.synchronize()
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps + 1)]
+    host, cpu = [], []
+    loop0 = time.perf_counter()
+    marks[0].record()
+    for i in range(args.steps):
+        h0, c0 = time.perf_counter(), time.process_time()
+        loss = step()
+        marks[i + 1].record()
+        host.append(time.perf_counter() - h0)
+        cpu.append(time.process_time() - c0)
+    marks[-1].synchronize()
+    loop_wall = time.perf_counter() - loop0
+    wall = [marks[i].elapsed_time(marks[i + 1]) / 1e3 for i in range(args.steps)]
+    loss_final = loss.item()
+    peak = torch.cuda.max_memory_allocated()
+    syncs = None
+    try:  # one more step, its synchronisations as PyTorch's debug mode reports them
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                step()
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+        syncs = sum("synchroniz" in str(w.message) for w in caught)
+    except Exception as e:  # noqa: BLE001 - the count is optional; the timing stands
+        print(f"torch_amp_peer: sync count failed: {e}", file=sys.stderr)
+    rec = {"framework": "pytorch", "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+           "device_name": torch.cuda.get_device_name(0), "model": args.model, "mode": mode, "batch": batch,
+           "unit": "img" if convnet or args.model == "mlp" else "seq", "timing": "cuda events",
+           "memory_format": ("channels-last" if channels_last else "contiguous") if convnet else "-",
+           "optimizer": f"{type(opt).__name__} {opt_name}", "grad_scaler": scaler is not None,
+           "threads": torch.get_num_threads(), "wall_s": wall, "host_s": host, "cpu_s": cpu,
+           "loop_wall_s": loop_wall, "wall_median_s": statistics.median(wall), "wall_min_s": min(wall),
+           "wall_max_s": max(wall), "cpu_median_s": statistics.median(cpu),
+           "samples_per_s": batch / statistics.median(wall), "peak_device_bytes": peak,
+           "syncs_per_step": syncs, "loss_first": loss_first, "loss_final": loss_final,
+           "loss_step": max(args.warmup, 1) + args.steps,
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "command": shlex.join([os.path.basename(sys.executable)] + sys.argv)}
+    return rec
 
 
 # ---- the driver ----
@@ -629,4 +642,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

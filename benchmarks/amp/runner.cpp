@@ -129,6 +129,7 @@ RunResult run_level(const std::string& model, amp::OptLevel level, DType dtype, 
 
   Tensor last_loss;
   if (cuda) {
+    const cuda::DeviceGuard device_guard(o.device.index);  // events live on the model's device
     // Event i marks the start of step i; event steps marks the end of the last one.
     std::vector<std::unique_ptr<cuda::Event>> marks;
     for (int i = 0; i <= o.steps; ++i) marks.push_back(std::make_unique<cuda::Event>(true));
