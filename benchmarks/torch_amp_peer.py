@@ -2,21 +2,27 @@
 """bench_amp side by side with PyTorch: the same models, batches and training steps in PyTorch,
 run alternately with bench_amp in one run, process by process, so the machine's noise hits both.
 
-Pairs (ours vs PyTorch's):
+Pairs (ours vs PyTorch's) on the CPU:
   O0         vs fp32
   O1 bf16    vs torch.autocast(device, torch.bfloat16)
   O3 bf16    vs model.to(torch.bfloat16) (pure bf16: weights, activations, optimizer state)
-  on a GPU also O1 f16 and O2 f16 vs torch.autocast(device, torch.float16) + GradScaler
+and on a GPU (--device cuda; issue 15), every level with f16 and bf16:
+  O0 f32 vs fp32, O0 tf32 vs tf32, O1/O2 <d> vs autocast-<d> (+ GradScaler for f16), O3 <d> vs <d>
+  (the model cast to <d>, as Apex's O3), PyTorch in its best configuration (cudnn.benchmark, fused
+  SGD/AdamW, channels-last ResNets); steps timed between CUDA events, the loss read once after;
+  torch.cuda.max_memory_allocated; synchronisations counted by torch.cuda.set_sync_debug_mode.
+  The driver writes ours.jsonl and torch.jsonl into --out and has bench_amp --compare pair them
+  (ratios, speed-ups over our O0 f32, the targets) into pairs.jsonl, pairs.md and compare.txt.
 
 The models are benchmarks/amp/workload.h's, defined again here layer for layer: the MLP
 784-1024-1024-10 (batch 256, SGD lr 0.01 momentum 0.9), the CIFAR-style ResNet-20 with option-A
 (zero-padded) shortcuts on 1x28x28 (batch 128, SGD lr 0.05 momentum 0.9 weight decay 5e-4),
 BERT-mini MLM (4 post-LN layers of width 256, 4 heads, FFN 1024, GELU, vocab 8192, dropout 0.1,
 the decoder tied to the word embeddings; sequence 128, batch 32, logits at every position, AdamW
-lr 1e-4 weight decay 0.01); on a GPU also ResNet-50 (3x224x224, batch 64) and BERT-base (vocab
-30522). A step is zero_grad, forward, loss, (scaled) backward, (unscale,) optimizer step, then
-loss.item(); each of N steps is timed alone after a warm-up, wall (perf_counter) and process CPU
-time (process_time), and the median is reported. Peak memory: the worker process's peak RSS
+lr 1e-4 weight decay 0.01); on a GPU also ResNet-50 (3x224x224, batch 256) and BERT-base (vocab
+30522, batch 64); --batch overrides. On the CPU a step is zero_grad, forward, loss, (scaled)
+backward, (unscale,) optimizer step, then loss.item(); each of N steps is timed alone after a
+warm-up, wall (perf_counter) and process CPU time (process_time), and the median is reported. Peak memory: the worker process's peak RSS
 (ru_maxrss; one fresh process per measurement) and on a GPU torch.cuda.max_memory_allocated.
 
 For each PyTorch configuration the environment variants that matter are tried — OMP_WAIT_POLICY
@@ -25,6 +31,8 @@ variant's number is printed too). bench_amp runs with the same thread count (its
 
   python3 benchmarks/torch_amp_peer.py --bench-amp build/benchmarks/bench_amp --threads 1 \\
       --models mlp,resnet20,bert-mini --steps 10 --rounds 2 [--json out.jsonl] [--markdown FILE]
+  python3 benchmarks/torch_amp_peer.py --device cuda --bench-amp build/benchmarks/bench_amp \\
+      --models resnet50,bert-base --rounds 2 --out amp-peer [--group model] [--markdown FILE]
 
 PyTorch (pip's current release) is optional: nothing in the build or the tests needs it.
 The --worker mode is the PyTorch side of one measurement (used by the script itself).
@@ -165,25 +173,27 @@ def build_models(torch):
     return ResNet, BertMLM
 
 
-def make_workload(torch, name, device, smoke):
-    """The model, optimizer and fixed batch of bench_amp's workload.h (same sizes, same smoke sizes)."""
+def make_workload(torch, name, device, smoke, batch_override=0):
+    """The model, optimizer and fixed batch of bench_amp's workload.h (same sizes, same smoke sizes);
+    batch_override > 0 replaces the batch (bench_amp's --batch)."""
     ResNet, BertMLM = build_models(torch)
     nn = torch.nn
     torch.manual_seed(0)
     s = smoke
     if name == "mlp":
         h, batch = (128, 32) if s else (1024, 256)
+        batch = batch_override or batch
         model = nn.Sequential(nn.Linear(784, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 10))
         x, y = torch.randn(batch, 784), torch.randint(0, 10, (batch,))
-        opt = lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9)
+        opt = lambda p, **kw: torch.optim.SGD(p, lr=0.01, momentum=0.9, **kw)
     elif name in ("resnet20", "resnet50"):
         cifar = name == "resnet20"
         depth = (8 if s else 20) if cifar else (18 if s else 50)
-        batch = (8 if s else 128) if cifar else (2 if s else 64)
+        batch = batch_override or ((8 if s else 128) if cifar else (2 if s else 256))
         hw, ch, classes = (28, 1, 10) if cifar else ((64 if s else 224), 3, 1000)
         model = ResNet(cifar, depth, ch, classes)
         x, y = torch.randn(batch, ch, hw, hw), torch.randint(0, classes, (batch,))
-        opt = lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=5e-4)
+        opt = lambda p, **kw: torch.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=5e-4, **kw)
     elif name in ("bert-mini", "bert-base"):
         if s:
             vocab, hidden, layers, heads, ffn = 1024, (64 if name == "bert-mini" else 128), 1, 2, (256 if name == "bert-mini" else 512)
@@ -191,20 +201,21 @@ def make_workload(torch, name, device, smoke):
         elif name == "bert-mini":
             vocab, hidden, layers, heads, ffn, batch, seq = 8192, 256, 4, 4, 1024, 32, 128
         else:
-            vocab, hidden, layers, heads, ffn, batch, seq = 30522, 768, 12, 12, 3072, 32, 128
+            vocab, hidden, layers, heads, ffn, batch, seq = 30522, 768, 12, 12, 3072, 64, 128
+        batch = batch_override or batch
         model = BertMLM(vocab, hidden, layers, heads, ffn)
         x, y = torch.randint(0, vocab, (batch, seq)), torch.randint(0, vocab, (batch * seq,))
-        opt = lambda p: torch.optim.AdamW(p, lr=1e-4, weight_decay=0.01)
+        opt = lambda p, **kw: torch.optim.AdamW(p, lr=1e-4, weight_decay=0.01, **kw)
     else:
         raise SystemExit(f"torch_amp_peer: unknown model '{name}'")
-    return model.to(device), opt, x.to(device), y.to(device)
+    return model.to(device), opt, x.to(device), y.to(device), batch
 
 
 def worker(args):
     import torch
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    model, make_opt, x, y = make_workload(torch, args.model, device, args.smoke)
+    model, make_opt, x, y, _ = make_workload(torch, args.model, device, args.smoke)
     mode = args.mode
     if mode == "bf16":  # pure bf16: the O3 peer
         model = model.to(torch.bfloat16)
@@ -251,11 +262,235 @@ def worker(args):
         rec["peak_device_bytes"] = torch.cuda.max_memory_allocated()
     print(json.dumps(rec))
 
+GPU_MODES = ["fp32", "tf32", "autocast-f16", "autocast-bf16", "f16", "bf16"]
+
+
+def cuda_worker(args):
+    """The GPU side: each mode of --mode (comma-separated) in turn in this process, one JSON line each.
+
+    PyTorch's best configuration for the workload, as its documentation recommends it: cudnn.benchmark,
+    channels-last for the ResNets (--memory-format), the fused SGD/AdamW (which also take GradScaler's
+    scale and found-inf on the device: no host sync in scaler.step), set_to_none gradients. TF32 only
+    in the tf32 mode (matmul and cuDNN); fp32 is strict. Each step is timed between CUDA events with no
+    host read inside; the loss is read once after the timed steps. One more step runs under
+    torch.cuda.set_sync_debug_mode("warn") and its warnings are counted: the synchronisations PyTorch
+    itself reports (a lower bound)."""
+    import torch
+    torch.set_num_threads(args.threads)
+    torch.backends.cudnn.benchmark = True
+    modes = [m for m in args.mode.split(",") if m]
+    for mode in modes:
+        if mode not in GPU_MODES:
+            raise SystemExit(f"torch_amp_peer: unknown mode '{mode}'; known: {', '.join(GPU_MODES)}")
+    failed = 0
+    for mode in modes:
+        try:  # one mode failing (e.g. out of memory) leaves the others measured
+            print(json.dumps(measure_cuda_mode(torch, args, mode)), flush=True)
+        except Exception as e:  # noqa: BLE001 - reported, and the exit code says so
+            print(f"torch_amp_peer: {args.model} {mode} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            failed += 1
+        torch.cuda.empty_cache()
+    return 1 if failed else 0
+
+
+def measure_cuda_mode(torch, args, mode):
+    """One GPU mode of cuda_worker in this process: its JSON record."""
+    import warnings
+    device = torch.device("cuda")
+    tf32 = mode == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    model, make_opt, x, y, batch = make_workload(torch, args.model, device, args.smoke, args.batch)
+    convnet = x.dim() == 4
+    channels_last = convnet and args.memory_format in ("auto", "channels-last")
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    low = {"autocast-f16": torch.float16, "f16": torch.float16}.get(mode, torch.bfloat16)
+    if mode in ("f16", "bf16"):  # pure low precision, Apex's O3: weights, activations and optimizer state
+        model = model.to(low)
+        x = x.to(low) if x.is_floating_point() else x
+    use_autocast = mode.startswith("autocast")
+    params = list(model.parameters())
+    try:
+        opt, opt_name = make_opt(params, fused=True), "fused"
+    except (TypeError, RuntimeError, ValueError) as e:  # an older PyTorch or a dtype the fused kernel lacks
+        opt, opt_name = make_opt(params, foreach=True), f"foreach (fused refused: {e})"
+    scaler = torch.amp.GradScaler("cuda") if mode == "autocast-f16" else None
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=low, enabled=use_autocast):
+            out = model(x)
+            loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)  # fused optimizer: unscale and the inf check inside, no host read
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        return loss
+
+    loss_first = step().item()
+    for _ in range(max(args.warmup - 1, 0)):
+        step()
+    torch.cuda.synchronize()
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps + 1)]
+    host, cpu = [], []
+    loop0 = time.perf_counter()
+    marks[0].record()
+    for i in range(args.steps):
+        h0, c0 = time.perf_counter(), time.process_time()
+        loss = step()
+        marks[i + 1].record()
+        host.append(time.perf_counter() - h0)
+        cpu.append(time.process_time() - c0)
+    marks[-1].synchronize()
+    loop_wall = time.perf_counter() - loop0
+    wall = [marks[i].elapsed_time(marks[i + 1]) / 1e3 for i in range(args.steps)]
+    loss_final = loss.item()
+    peak = torch.cuda.max_memory_allocated()
+    syncs = None
+    try:  # one more step, its synchronisations as PyTorch's debug mode reports them
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                step()
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+        syncs = sum("synchroniz" in str(w.message) for w in caught)
+    except Exception as e:  # noqa: BLE001 - the count is optional; the timing stands
+        print(f"torch_amp_peer: sync count failed: {e}", file=sys.stderr)
+    rec = {"framework": "pytorch", "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+           "device_name": torch.cuda.get_device_name(0), "model": args.model, "mode": mode, "batch": batch,
+           "unit": "img" if convnet or args.model == "mlp" else "seq", "timing": "cuda events",
+           "memory_format": ("channels-last" if channels_last else "contiguous") if convnet else "-",
+           "optimizer": f"{type(opt).__name__} {opt_name}", "grad_scaler": scaler is not None,
+           "threads": torch.get_num_threads(), "wall_s": wall, "host_s": host, "cpu_s": cpu,
+           "loop_wall_s": loop_wall, "wall_median_s": statistics.median(wall), "wall_min_s": min(wall),
+           "wall_max_s": max(wall), "cpu_median_s": statistics.median(cpu),
+           "samples_per_s": batch / statistics.median(wall), "peak_device_bytes": peak,
+           "syncs_per_step": syncs, "loss_first": loss_first, "loss_final": loss_final,
+           "loss_step": max(args.warmup, 1) + args.steps,
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "command": shlex.join([os.path.basename(sys.executable)] + sys.argv)}
+    return rec
+
 
 # ---- the driver ----
 
 PAIRS_CPU = [("O0", "f32", "fp32"), ("O1", "bf16", "autocast-bf16"), ("O3", "bf16", "bf16")]
-PAIRS_GPU = PAIRS_CPU + [("O1", "f16", "autocast-f16"), ("O2", "f16", "autocast-f16")]
+# (level, dtype, PyTorch mode) on a GPU: benchmarks/amp/peer_compare.h's pairing ("tf32": O0 with TF32).
+PAIRS_GPU = [("O0", "f32", "fp32"), ("O0", "tf32", "tf32"),
+             ("O1", "f16", "autocast-f16"), ("O2", "f16", "autocast-f16"), ("O3", "f16", "f16"),
+             ("O1", "bf16", "autocast-bf16"), ("O2", "bf16", "autocast-bf16"), ("O3", "bf16", "bf16")]
+
+
+def json_lines(text):
+    """The JSON objects among a process's output lines (anything else is log)."""
+    out = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+def run_logged(cmd, timeout, what):
+    """Runs cmd; returns (stdout, ok). A failure or a timeout is printed and keeps the partial output."""
+    print(f"  $ {shlex.join(cmd)}", flush=True)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        print(f"torch_amp_peer: {what} timed out after {timeout}s; what it finished is kept", flush=True)
+        return out, False
+    if proc.returncode != 0:
+        print(f"torch_amp_peer: {what} failed (exit {proc.returncode}); what it finished is kept\n"
+              f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}", flush=True)
+    return proc.stdout, proc.returncode == 0
+
+
+def nvidia_smi():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+        return f"{out[0]} (name, driver)" if out else "nvidia-smi printed nothing"
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"nvidia-smi failed: {e}"
+
+
+def gpu_driver(args, torch, models):
+    """bench_amp and PyTorch alternately on the GPU, process by process; bench_amp --compare reports."""
+    os.makedirs(args.out, exist_ok=True)
+    ours_path, torch_path = os.path.join(args.out, "ours.jsonl"), os.path.join(args.out, "torch.jsonl")
+    for path in (ours_path, torch_path):
+        open(path, "w").close()
+    common = ["--warmup", str(args.warmup), "--steps", str(args.steps), "--threads", str(args.threads),
+              "--batch", str(args.batch), "--memory-format", args.memory_format]
+
+    def ours(model, levels, dtypes, o0):
+        tmp = os.path.join(args.out, "ours.tmp.jsonl")
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        cmd = [args.bench_amp, "--device", "cuda", "--models", model, "--levels", levels, "--dtypes", dtypes,
+               "--o0", o0, "--json", tmp] + common + (["--quick"] if args.smoke else [])
+        out, _ = run_logged(cmd, args.process_timeout, f"bench_amp {model} {levels}")
+        print(out[-4000:], flush=True)
+        if os.path.exists(tmp):  # bench_amp rewrites it after every configuration
+            with open(tmp) as f, open(ours_path, "a") as o:
+                o.write(f.read())
+            os.unlink(tmp)
+
+    def theirs(model, modes):
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--device", "cuda", "--model", model,
+               "--mode", ",".join(modes)] + common + (["--smoke"] if args.smoke else [])
+        out, _ = run_logged(cmd, args.process_timeout, f"PyTorch {model} {','.join(modes)}")
+        rows = json_lines(out)
+        with open(torch_path, "a") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+                print(f"  PyTorch {model:<10} {r['mode']:<14} {1e3 * r['wall_median_s']:9.2f} ms  "
+                      f"peak {r['peak_device_bytes'] / 2**20:.0f} MiB  syncs {r['syncs_per_step']}", flush=True)
+
+    for model in models:
+        for _ in range(args.rounds):
+            if args.group == "model":  # one process per framework per model: cheaper, less alternation
+                ours(model, "O0,O1,O2,O3", "f16,bf16", "f32,tf32")
+                theirs(model, GPU_MODES)
+                continue
+            measured = set()
+            for level, dtype, mode in PAIRS_GPU:
+                ours(model, level, "f16" if dtype == "tf32" else ("bf16" if dtype == "f32" else dtype),
+                     dtype if level == "O0" else "f32")
+                if mode not in measured:
+                    theirs(model, [mode])
+                    measured.add(mode)
+
+    note = (f"driver: `{shlex.join([os.path.basename(sys.executable)] + sys.argv)}`; nvidia-smi: {nvidia_smi()}; "
+            f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}; {args.warmup} warm-up + {args.steps} "
+            f"timed steps, {args.rounds} round(s), one process per {args.group}, mixgrad and PyTorch alternately; "
+            f"PyTorch: cudnn.benchmark, fused SGD/AdamW, channels-last ResNets ({args.memory_format}), its default "
+            f"reduced-precision GEMM reductions; bench_amp: --cudnn-benchmark on (default)")
+    if args.note:
+        note += f"; {args.note}"
+    cmd = [args.bench_amp, "--compare", ours_path, "--peer", torch_path, "--json", os.path.join(args.out, "pairs.jsonl"),
+           "--markdown", os.path.join(args.out, "pairs.md"), "--note", note]
+    out, ok = run_logged(cmd, 120, "bench_amp --compare")
+    print(out, flush=True)
+    with open(os.path.join(args.out, "compare.txt"), "w") as f:
+        f.write(out)
+    if ok and args.markdown:
+        with open(os.path.join(args.out, "pairs.md")) as f, open(args.markdown, "a") as m:
+            m.write(f.read())
+    return 0 if ok else 1
 
 
 def run_ours(args, model, level, dtype):
@@ -318,11 +553,18 @@ def main():
     p.add_argument("--json", default="", help="write one JSON object per pair per line")
     p.add_argument("--markdown", default="", help="append the result table in Markdown to this file")
     p.add_argument("--note", default="", help="a line for the Markdown record")
+    p.add_argument("--batch", type=int, default=0, help="samples per step (0: each model's own)")
+    p.add_argument("--memory-format", default="auto", choices=["auto", "contiguous", "channels-last"],
+                   help="GPU: the ResNets' layout on both sides (auto: channels-last)")
+    p.add_argument("--group", default="config", choices=["config", "model"],
+                   help="GPU: one process per configuration (default) or per model and framework (cheaper)")
+    p.add_argument("--process-timeout", type=int, default=900, help="GPU: seconds per process before it is stopped")
+    p.add_argument("--out", default="amp-peer", help="GPU: folder for ours.jsonl, torch.jsonl, pairs.jsonl, pairs.md")
     args = p.parse_args()
     if args.threads < 1 or args.steps < 1 or args.warmup < 0 or args.rounds < 1:
         p.error("--threads, --steps and --rounds must be at least 1, --warmup at least 0")
     if args.worker:
-        return worker(args)
+        return cuda_worker(args) if args.device == "cuda" else worker(args)
     try:
         import torch
     except ImportError:
@@ -334,7 +576,9 @@ def main():
         raise SystemExit("torch_amp_peer: --device cuda but torch.cuda.is_available() is false")
     models = [m for m in args.models.split(",") if m] or (
         ["mlp", "resnet20", "bert-mini"] + (["resnet50", "bert-base"] if gpu else []))
-    pairs = PAIRS_GPU if gpu else PAIRS_CPU
+    if gpu:
+        return gpu_driver(args, torch, models)
+    pairs = PAIRS_CPU
     variants = ["", "PASSIVE"]  # OMP_WAIT_POLICY unset (libgomp's default) and PASSIVE
     print(f"torch_amp_peer: {processor()}, {os.cpu_count()} logical CPUs; torch {torch.__version__}; "
           f"{args.threads} thread(s) on both sides (OMP_NUM_THREADS and torch.set_num_threads for PyTorch, "
@@ -398,4 +642,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -34,6 +34,13 @@ std::string LevelEvidence::str() const {
   return s.str();
 }
 
+std::string LevelEvidence::layout() const {
+  if (convs == 0) return "-";
+  if (convs_channels_last == convs) return "NHWC";
+  if (convs_channels_last == 0) return "NCHW";
+  return "mixed " + std::to_string(convs_channels_last) + "/" + std::to_string(convs) + " NHWC";
+}
+
 LevelEvidence collect_evidence(const OpRecorder& recorder, const nn::Module& model, const optim::Optimizer& optimizer) {
   LevelEvidence ev;
   for (const auto& [key, s] : recorder.stats()) {
@@ -45,6 +52,10 @@ LevelEvidence collect_evidence(const OpRecorder& recorder, const nn::Module& mod
       ev.low_dtype = s.low_dtype;
     }
     if (s.mixed_low > 0) ev.both_low_dtypes = true;
+    if (key.op == "conv2d") {
+      ev.convs += s.calls;
+      ev.convs_channels_last += s.channels_last_outputs;
+    }
     const LowerPolicy lp = lower_policy(key.op);
     if (lp.builtin) {
       ev.lower_ops += s.calls;

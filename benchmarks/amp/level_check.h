@@ -36,6 +36,10 @@ struct LevelEvidence {
   int64_t params = 0;         // model parameters
   int64_t params_low = 0;     // ... of those stored in f16/bf16
   bool master_weights = false;   // the optimizer steps on f32 master copies
+  int64_t convs = 0;             // conv2d forward calls
+  int64_t convs_channels_last = 0;  // ... of those with an NHWC output (the layout that ran)
+  // "NHWC" (every conv), "NCHW" (none), "mixed 3/53 NHWC", "-" (no conv).
+  std::string layout() const;
   // "12/12 lower ops in bf16, 0/41 params low, masters: no" (the table's evidence cell).
   std::string str() const;
 };

@@ -27,6 +27,7 @@ struct Machine {
   std::string date_utc;          // "2026-12-01 23:50 UTC"
   std::string commit;            // "ae9bbab" (+ " (modified)" for a dirty tree); "unknown" outside git
   std::string gpu;               // device name on CUDA runs, else ""
+  std::string gpu_driver;        // "CUDA driver 13.0, runtime 13.0" on CUDA runs, else ""
 
   // "Intel ... | AMX-BF16 yes, AVX512-BF16 yes, AVX512-FP16 yes | oneDNN ISA avx512_core_amx | 1 thread"
   std::string summary() const;

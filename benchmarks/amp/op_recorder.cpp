@@ -93,6 +93,7 @@ void OpRecorder::record(const OpEvent& e) {
       } else {
         ++s.f32_outputs;
       }
+      if (t.dim() == 4 && t.suggest_memory_format() == MemoryFormat::ChannelsLast) ++s.channels_last_outputs;
       break;  // the first floating output decides
     }
   }

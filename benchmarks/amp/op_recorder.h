@@ -37,6 +37,7 @@ struct OpStats {
   int64_t f32_outputs = 0;    // calls whose first floating output is f32 (or f64)
   DType low_dtype = DType::F32;  // the low dtype seen (F32: none); f16 and bf16 both: the last
   int64_t mixed_low = 0;      // calls with a low output of the other low dtype than low_dtype
+  int64_t channels_last_outputs = 0;  // calls whose first floating output is 4-D and suggests NHWC
   double flops = 0;           // 2 * multiply-adds of matmul/mm/bmm/addmm/baddbmm/linear/conv2d
   double seconds = 0;         // timed recorders only
 };

@@ -23,20 +23,26 @@ using example::format_fixed;
 std::string mib(int64_t bytes) { return bytes < 0 ? "?" : format_fixed(double(bytes) / (1 << 20), 0); }
 std::string ms(double s) { return format_fixed(1e3 * s, s < 0.01 ? 2 : 1); }
 
-// The O0 result of each model, the reference of its other levels.
+// The O0 f32 result of each model (strict f32, not TF32), the reference of its other levels.
 std::map<std::string, const RunResult*> o0_of(const std::vector<RunResult>& results) {
   std::map<std::string, const RunResult*> ref;
   for (const RunResult& r : results) {
-    if (r.level == amp::OptLevel::O0) ref.emplace(r.model, &r);
+    if (r.level == amp::OptLevel::O0 && !r.tf32) ref.emplace(r.model, &r);
   }
   return ref;
 }
+
+std::string syncs(const RunResult& r) {
+  return r.syncs_per_step < 0 ? "-" : format_fixed(r.syncs_per_step, r.syncs_per_step == double(int64_t(r.syncs_per_step)) ? 0 : 1);
+}
+
+const char* format_name(MemoryFormat f) { return f == MemoryFormat::ChannelsLast ? "channels-last" : "contiguous"; }
 
 }  // namespace
 
 std::vector<std::string> report_header() {
   return {"model", "level", "step ms", "spread", "CPU ms", "samples/s", "O0 time /", "GFLOP/s", "peak RSS MiB",
-          "tensors MiB", "loss@K", "O0 loss@K", "scale, skips", "gemm/conv low"};
+          "tensors MiB", "loss@K", "O0 loss@K", "scale, skips", "syncs/step", "layout", "gemm/conv low"};
 }
 
 std::vector<std::vector<std::string>> report_rows(const std::vector<RunResult>& results) {
@@ -51,8 +57,8 @@ std::vector<std::vector<std::string>> report_rows(const std::vector<RunResult>& 
                     o0 ? format_fixed(o0->wall_median / r.wall_median, 2) + "x" : "-", format_fixed(r.gflops, 1),
                     mib(r.peak_rss_bytes) + (r.rss_reset || r.peak_rss_bytes < 0 ? "" : "*"), mib(r.peak_tensor_bytes),
                     format_fixed(r.loss_final, 4) + " @" + std::to_string(r.loss_step), o0 ? format_fixed(o0->loss_final, 4) : "-",
-                    example::format_number(r.loss_scale) + ", " + std::to_string(r.skipped_steps),
-                    std::to_string(r.evidence.lower_ops_low) + "/" + std::to_string(r.evidence.lower_ops)});
+                    example::format_number(r.loss_scale) + ", " + std::to_string(r.skipped_steps), syncs(r),
+                    r.evidence.layout(), std::to_string(r.evidence.lower_ops_low) + "/" + std::to_string(r.evidence.lower_ops)});
   }
   return rows;
 }
@@ -97,8 +103,12 @@ void write_json_lines(const std::string& path, const std::vector<RunResult>& res
   const auto ref = o0_of(results);
   for (const RunResult& r : results) {
     nlohmann::json j = {{"model", r.model}, {"description", r.description}, {"level", amp::opt_level_name(r.level)},
-                        {"dtype", dtype_name(r.dtype)}, {"batch", r.batch}, {"unit", r.unit},
-                        {"steps", r.wall_s.size()}, {"wall_s", r.wall_s}, {"cpu_s", r.cpu_s},
+                        {"dtype", dtype_name(r.dtype)}, {"tf32", r.tf32}, {"label", r.label},
+                        {"batch", r.batch}, {"unit", r.unit}, {"device", r.cuda ? "cuda" : "cpu"},
+                        {"timing", r.timing}, {"memory_format", format_name(r.memory_format)},
+                        {"layout", r.evidence.layout()},
+                        {"steps", r.wall_s.size()}, {"wall_s", r.wall_s}, {"cpu_s", r.cpu_s}, {"host_s", r.host_s},
+                        {"loop_wall_s", r.loop_wall_s},
                         {"wall_median_s", r.wall_median}, {"wall_min_s", r.wall_min}, {"wall_max_s", r.wall_max},
                         {"cpu_median_s", r.cpu_median}, {"samples_per_s", r.samples_per_s},
                         {"forward_flops", r.forward_flops}, {"gflops", r.gflops},
@@ -109,11 +119,16 @@ void write_json_lines(const std::string& path, const std::vector<RunResult>& res
                         {"evidence", {{"lower_ops", r.evidence.lower_ops}, {"lower_ops_low", r.evidence.lower_ops_low},
                                       {"low_ops", r.evidence.low_ops}, {"ops", r.evidence.ops},
                                       {"params", r.evidence.params}, {"params_low", r.evidence.params_low},
-                                      {"master_weights", r.evidence.master_weights}}},
+                                      {"master_weights", r.evidence.master_weights}, {"convs", r.evidence.convs},
+                                      {"convs_channels_last", r.evidence.convs_channels_last}}},
                         {"machine", {{"processor", m.processor}, {"features", m.features()}, {"onednn_isa", m.onednn_isa},
                                      {"threads", m.threads}, {"env", m.env}, {"load_average", m.load_average},
-                                     {"gpu", m.gpu}}},
+                                     {"gpu", m.gpu}, {"gpu_driver", m.gpu_driver}}},
                         {"date", m.date_utc}, {"commit", m.commit}, {"command", command}};
+    if (r.cuda) {
+      j["syncs_per_step"] = r.syncs_per_step;  // absent on the CPU: nothing to count
+      j["cudnn_benchmark"] = r.cudnn_benchmark;
+    }
     const auto it = ref.find(r.model);
     if (it != ref.end()) {
       j["o0_wall_median_s"] = it->second->wall_median;
@@ -137,7 +152,7 @@ void append_markdown(const std::string& path, const std::vector<RunResult>& resu
   MG_CHECK(bool(out), Error, "bench_amp: cannot append to '", path, "'");
   out << "\n## bench_amp, " << m.date_utc << "\n\n"
       << "- machine: " << m.processor << ", " << m.logical_cpus << " logical CPUs; " << m.features()
-      << "; oneDNN ISA " << m.onednn_isa << (m.gpu.empty() ? "" : "; GPU " + m.gpu) << "\n"
+      << "; oneDNN ISA " << m.onednn_isa << (m.gpu.empty() ? "" : "; GPU " + m.gpu + " (" + m.gpu_driver + ")") << "\n"
       << "- threads: " << m.threads << "; environment: " << (m.env.empty() ? "(none of the OMP/oneDNN variables set)" : "")
       ;
   for (std::size_t i = 0; i < m.env.size(); ++i) out << (i ? ", " : "") << "`" << m.env[i] << "`";
@@ -146,7 +161,8 @@ void append_markdown(const std::string& path, const std::vector<RunResult>& resu
       << "- command: `" << command << "`\n";
   if (!note.empty()) out << "- note: " << note << "\n";
   out << "- step = zero_grad, forward, loss, scaled backward (unscale + inf/NaN check), optimizer step; "
-         "step ms is the median of the timed steps, spread ±half their range; loss@K is the loss of step K "
+         "step ms is the median of the timed steps (CUDA: between events around each step, no host wait inside "
+         "the timed steps; syncs/step counts the host waits), spread ±half their range; loss@K is the loss of step K "
          "from the same seed and batch; gemm/conv low counts the matmul/linear/conv calls with f16/bf16 "
          "outputs in one forward\n\n";
   const std::vector<std::string> header = report_header();

@@ -2,9 +2,16 @@
 // (workload.h) from the fixed seed, applies amp::initialize, runs the first warm-up step under
 // the op recorder and refuses a level that did nothing (level_check.h), finishes the warm-up,
 // then times N training steps — zero_grad, forward, loss, scaled backward with unscale and the
-// inf/NaN check, optimizer step (skipped after an overflow) — each one separately: wall time
-// (steady clock) and the process's CPU time (all threads). Then, with profile_steps > 0, more
-// steps under the timed op recorder for the time per op type.
+// inf/NaN check, optimizer step (skipped after an overflow) — each one separately. The loss is
+// read once, after the timed steps, so no step waits for the device. Then, with
+// profile_steps > 0, more steps under the timed op recorder for the time per op type.
+//
+// Timing: on the CPU each step's wall time is the steady clock around it. On CUDA it is the time
+// between CUDA events recorded on the current stream before and after each step (no host wait
+// in between; one event synchronise after the last step), so a step's time is the device's,
+// including any gap where the device waited for the host; the steady clock around each step's
+// launch is kept as host_s, and the host synchronisations of the timed steps are counted
+// (cuda::sync_count) into syncs_per_step. Both devices record the process's CPU time per step.
 //
 // Decision: the peak memory of a configuration is measured from a reset just before its model
 // is built: on the CPU the process's peak resident set (VmHWM, reset through
@@ -15,6 +22,7 @@
 //   mg::bench::RunResult r = mg::bench::run_level("mlp", mg::amp::OptLevel::O1, mg::DType::BF16, {.steps = 20});
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +30,7 @@
 #include "benchmarks/amp/level_check.h"
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/memory_format.h"
 
 namespace mg::bench {
 
@@ -32,6 +41,12 @@ struct RunOptions {
   int warmup = 3;          // untimed steps first (at least 1: the level check records the first)
   int steps = 10;          // timed steps
   int profile_steps = 0;   // extra steps under the timed op recorder (0: no profile)
+  int64_t batch = 0;       // samples per step (0: the workload's own)
+  bool tf32 = false;       // O0 only, CUDA only: f32 GEMMs/convs on TF32 Tensor Cores
+  // The layout the model trains in (amp::initialize's memory_format); none: channels-last for a
+  // convnet on CUDA (cuDNN's Tensor Core convolutions are NHWC), contiguous otherwise.
+  std::optional<MemoryFormat> memory_format;
+  bool cudnn_benchmark = true;  // CUDA: time cuDNN's algorithms once per conv configuration (warm-up)
 };
 
 // One op type's share of a profiled step.
@@ -48,8 +63,16 @@ struct RunResult {
   int64_t batch = 0;
   amp::OptLevel level = amp::OptLevel::O0;
   DType dtype = DType::F32;       // the low dtype asked for (O0: f32)
-  std::string label;              // "O1 bf16", "O0 f32"
-  std::vector<double> wall_s, cpu_s;  // per timed step
+  bool tf32 = false;              // O0 with TF32 Tensor Cores (CUDA)
+  std::string label;              // "O1 bf16", "O0 f32", "O0 tf32"
+  bool cuda = false;
+  std::string timing;             // "steady clock" (CPU) or "cuda events"
+  MemoryFormat memory_format = MemoryFormat::Contiguous;  // asked of amp::initialize
+  bool cudnn_benchmark = false;   // CUDA runs only
+  std::vector<double> wall_s, cpu_s;  // per timed step (wall: see Timing above)
+  std::vector<double> host_s;     // per timed step: the steady clock around the step's launch
+  double loop_wall_s = 0;         // the steady clock around all timed steps, the final wait included
+  double syncs_per_step = -1;     // CUDA: host synchronisations per timed step (-1: CPU, not counted)
   double wall_median = 0, wall_min = 0, wall_max = 0, cpu_median = 0;
   double samples_per_s = 0;       // batch / wall_median
   double forward_flops = 0;       // GEMM/conv flops of one forward (op recorder)
@@ -68,6 +91,9 @@ struct RunResult {
 // Runs one configuration; a level that did nothing throws LevelDidNothingError, bad input
 // mg::Error. amp is reset before and after.
 RunResult run_level(const std::string& model, amp::OptLevel level, DType dtype, const RunOptions& options);
+
+// "O0 tf32" for O0 with TF32, else "<level> <dtype>".
+std::string config_label(amp::OptLevel level, DType dtype, bool tf32);
 
 // Median of a non-empty sample (the mean of the middle two for an even count).
 double median(std::vector<double> v);

@@ -34,6 +34,7 @@ Workload image_workload(std::string name, std::string description, std::shared_p
   w.description = std::move(description);
   w.unit = "img";
   w.batch = input[0];
+  w.convnet = input.size() == 4;
   net->to(o.device);
   const Tensor x = randn(input).to(o.device);                     // [N, C, H, W] or [N, 784]
   const Tensor y = randint(0, classes, {input[0]}).to(o.device);  // [N]
@@ -87,10 +88,12 @@ Workload make_workload(const std::string& name, const WorkloadOptions& o) {
     throw Error("make_workload: " + name + " runs on a GPU only (--device cuda); on the CPU a run takes hours\n"
                 "  hint: --models mlp,resnet20,bert-mini");
   }
+  MG_CHECK(o.batch >= 0, Error, "make_workload: batch must be positive (0: the model's own), got ", o.batch);
   manual_seed(o.seed);
   const bool s = o.smoke;
+  auto batch_or = [&](int64_t own) { return o.batch > 0 ? o.batch : own; };
   if (name == "mlp") {
-    const int64_t hidden = s ? 128 : 1024, batch = s ? 32 : 256;
+    const int64_t hidden = s ? 128 : 1024, batch = batch_or(s ? 32 : 256);
     auto net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::UnaryModule>>{
         nn::make<nn::Linear>({.in = 784, .out = hidden}), nn::make<nn::ReLU>(),
         nn::make<nn::Linear>({.in = hidden, .out = hidden}), nn::make<nn::ReLU>(),
@@ -103,7 +106,7 @@ Workload make_workload(const std::string& name, const WorkloadOptions& o) {
   if (name == "resnet20" || name == "resnet50") {
     const bool cifar = name == "resnet20";
     const int64_t depth = cifar ? (s ? 8 : 20) : (s ? 18 : 50);
-    const int64_t batch = cifar ? (s ? 8 : 128) : (s ? 2 : 64), hw = cifar ? 28 : (s ? 64 : 224);
+    const int64_t batch = batch_or(cifar ? (s ? 8 : 128) : (s ? 2 : 256)), hw = cifar ? 28 : (s ? 64 : 224);
     const int64_t channels = cifar ? 1 : 3, classes = cifar ? 10 : 1000;
     auto net = std::make_shared<nn::models::ResNet>(cifar ? nn::models::ResNetConfig::cifar(depth, channels, classes)
                                                           : nn::models::ResNetConfig::imagenet(depth, channels, classes));
@@ -120,14 +123,14 @@ Workload make_workload(const std::string& name, const WorkloadOptions& o) {
       cfg = nn::models::BertConfig::tiny(1024);
       cfg.hidden = 64, cfg.layers = 1, cfg.heads = 2, cfg.intermediate = 256;
     }
-    return bert_workload(name, cfg, s ? 4 : 32, s ? 16 : 128, o);
+    return bert_workload(name, cfg, batch_or(s ? 4 : 32), s ? 16 : 128, o);
   }
   nn::models::BertConfig cfg = nn::models::BertConfig::base(30522);  // bert-base
   if (s) {
     cfg = nn::models::BertConfig::tiny(1024);
     cfg.layers = 1;
   }
-  return bert_workload(name, cfg, s ? 2 : 32, s ? 16 : 128, o);
+  return bert_workload(name, cfg, batch_or(s ? 2 : 64), s ? 16 : 128, o);
 }
 
 }  // namespace mg::bench

@@ -7,8 +7,9 @@
 //   bert-mini  BERT-mini MLM (4 layers, hidden 256, 4 heads, FFN 1024, vocab 8192, dropout 0.1),
 //              sequence 128, batch 32, logits and cross-entropy at all positions, AdamW (lr 1e-4,
 //              weight decay 0.01)
-//   resnet50   ImageNet ResNet-50, 3x224x224, 1000 classes, batch 64, SGD as resnet20 (GPU only)
-//   bert-base  BERT-base MLM (vocab 30522), sequence 128, batch 32, AdamW as bert-mini (GPU only)
+//   resnet50   ImageNet ResNet-50, 3x224x224, 1000 classes, batch 256, SGD as resnet20 (GPU only)
+//   bert-base  BERT-base MLM (vocab 30522), sequence 128, batch 64, AdamW as bert-mini (GPU only)
+// (issue 15's sizes for the two GPU models). WorkloadOptions::batch overrides the batch.
 // With `smoke` every model shrinks to seconds-per-run sizes (ResNet-8, one BERT layer of width
 // 64, ...) for the CTest smoke run; the names stay, the description says the size.
 //
@@ -37,6 +38,7 @@ struct WorkloadOptions {
   Device device = Device::cpu();
   bool smoke = false;  // tiny sizes for the CTest smoke run
   uint64_t seed = 0;   // initial weights, batch and dropout
+  int64_t batch = 0;   // samples per step; 0: the model's own (above)
 };
 
 struct Workload {
@@ -44,6 +46,7 @@ struct Workload {
   std::string description;  // "ResNet-20 1x28x28, batch 128, SGD"
   std::string unit;         // what a sample is: "img", "seq"
   int64_t batch = 0;        // samples per step
+  bool convnet = false;     // 4-D image input through convolutions (the memory format matters)
   std::shared_ptr<nn::Module> net;
   std::unique_ptr<optim::Optimizer> optimizer;
   // Forward through amp::forward (the level's input/output casts) and the mean cross-entropy of

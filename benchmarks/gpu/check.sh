@@ -12,8 +12,12 @@
 # OUT_DIR gets check.log (everything), tests.xml / ops_tests.xml / amp_tests.xml / nccl_tests.xml (JUnit),
 # graph_tests.xml, bench_cuda_graph.json (eager vs CUDA-graph step times), bench_cuda.json, bench_factory.json, bench_pinned.json, torch.json, bench_cudnn_conv.json and
 # torch_conv.json (ResNet-50's conv shapes through cuDNN, mixgrad and PyTorch), train_resnet.jsonl (a short
-# ResNet-20 O2 f16 run on the GPU) and summary.txt. Each step has a time limit so the whole check
-# fits a short GPU slot (target: under 6 minutes from a clean build folder, build included).
+# ResNet-20 O2 f16 run on the GPU), amp/ (bench_amp's O0-O3 training steps of ResNet-50 b256 and
+# BERT-base b64 beside PyTorch's: ours.jsonl, torch.jsonl, pairs.jsonl, pairs.md, compare.txt),
+# amp_nchw.jsonl (ResNet-50 O1 f16 contiguous, against the channels-last row) and summary.txt.
+# Each step has a time limit so the whole check fits a short GPU slot (target: under 8 minutes
+# from a clean build folder, build included; the AMP training step comes last, so a cut keeps
+# everything before it).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${1:-${MG_GPU_OUT:-gpu-check}}"
@@ -71,7 +75,7 @@ step "configure (sm_$ARCH)" 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TY
   -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DMG_BUILD_EXAMPLES=ON -DMG_INSTALL=OFF "${DEPS_ARGS[@]}" \
   && grep -a "CUDA backend" "$LOG" | tail -1
 BUILD_OK=0
-if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp bench_cuda bench_cudnn_conv bench_factory bench_pinned bench_cuda_graph train_resnet; then
+if step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp bench_cuda bench_cudnn_conv bench_factory bench_pinned bench_cuda_graph train_resnet bench_amp; then
   BUILD_OK=1
 fi
 # The NCCL process group's tests live in tests/distributed, built when Gloo was found (the
@@ -122,8 +126,30 @@ fi
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >> "$LOG" 2>&1; then
   step "PyTorch peer" 120 python3 benchmarks/gpu/torch_peer.py --json "$OUT/torch.json"
   step "PyTorch conv peer" 150 python3 benchmarks/gpu/torch_peer.py --resnet50-conv --json "$OUT/torch_conv.json"
+  # Issue 15: training steps at O0 (f32, TF32), O1/O2/O3 (f16, bf16) of ResNet-50 b256 and BERT-base
+  # b64 beside PyTorch's autocast/pure-precision peers, one process per model and framework in turn.
+  # Last and the costliest (napkin: 3 x 4.1 GFLOP x 256 = 3.1 TFLOP per ResNet step, 6 x 110M x 8192
+  # = 5.4 TFLOP per BERT step; about 60 s of PyTorch steps and cuDNN autotuning for both models, as
+  # much again for ours if we match it); every process writes as it goes, so a time limit keeps the rows done.
+  if [ $BUILD_OK -eq 1 ]; then
+    step "AMP training vs PyTorch" 270 python3 benchmarks/torch_amp_peer.py --device cuda \
+      --bench-amp "$BUILD/benchmarks/bench_amp" --models resnet50,bert-base --group model --rounds 1 \
+      --warmup 2 --steps 5 --threads 4 --process-timeout 110 --out "$OUT/amp"
+    # Which layout is faster for ResNet-50: the same O1 f16 step in NCHW (the row above ran NHWC).
+    step "ResNet-50 O1 f16 NCHW" 60 "$BUILD/benchmarks/bench_amp" --device cuda --models resnet50 --levels O1 \
+      --dtypes f16 --memory-format contiguous --warmup 2 --steps 5 --threads 4 --json "$OUT/amp_nchw.jsonl"
+    # Cut short by the time limit: pair what both sides finished.
+    if [ ! -f "$OUT/amp/compare.txt" ] && [ -s "$OUT/amp/ours.jsonl" ] && [ -s "$OUT/amp/torch.jsonl" ]; then
+      "$BUILD/benchmarks/bench_amp" --compare "$OUT/amp/ours.jsonl" --peer "$OUT/amp/torch.jsonl" \
+        --json "$OUT/amp/pairs.jsonl" --markdown "$OUT/amp/pairs.md" --note "partial: the run hit its time limit" \
+        > "$OUT/amp/compare.txt" 2>&1
+    fi
+  fi
 else
   say "PyTorch with CUDA not found: no peer figures"
+  # Our side of issue 15's table alone.
+  [ $BUILD_OK -eq 1 ] && mkdir -p "$OUT/amp" && step "AMP training (no peer)" 200 "$BUILD/benchmarks/bench_amp" \
+    --device cuda --models resnet50,bert-base --warmup 2 --steps 5 --threads 4 --json "$OUT/amp/ours.jsonl"
 fi
 
 {
@@ -185,5 +211,15 @@ PY
   fi
   grep -a "^cuda graph:" "$LOG" | tail -2
   [ -f "$OUT/train_resnet.txt" ] && echo "train_resnet: $(cat "$OUT/train_resnet.txt")"
+  [ -f "$OUT/amp/compare.txt" ] && { echo "AMP training steps, mixgrad beside PyTorch:"; cat "$OUT/amp/compare.txt"; }
+  if [ -f "$OUT/amp_nchw.jsonl" ]; then
+    python3 - "$OUT/amp_nchw.jsonl" "$OUT/amp/ours.jsonl" <<'PY' 2>/dev/null || true
+import json, os, sys
+rows = [json.loads(l) for p in sys.argv[1:] if os.path.exists(p) for l in open(p) if l.strip()]
+for r in rows:
+    if r["model"] == "resnet50" and r["label"] == "O1 f16":
+        print(f"ResNet-50 O1 f16 {r['memory_format']:>13} (ran {r['layout']}): {1e3 * r['wall_median_s']:.1f} ms/step")
+PY
+  fi
   echo "total: $(( $(date +%s) - START ))s; full log: $LOG"
 } | tee "$OUT/summary.txt"

@@ -55,6 +55,16 @@ TEST_CASE("bench_amp --quick: every model at every level and dtype - table, JSON
     CHECK(j["machine"]["threads"] == 2);
     CHECK(j["command"].get<std::string>().find("--quick") != std::string::npos);
     if (j["level"] != "O0") CHECK(j["evidence"]["lower_ops_low"].get<int64_t>() > 0);
+    // The CPU's timing, no sync count (nothing to count), the layout that ran.
+    CHECK(j["device"] == "cpu");
+    CHECK(j["timing"] == "steady clock");
+    CHECK(j["host_s"].size() == 2);
+    CHECK(j["loop_wall_s"].get<double>() >= j["wall_s"][0].get<double>() + j["wall_s"][1].get<double>());
+    CHECK_FALSE(j.contains("syncs_per_step"));
+    CHECK(j["tf32"] == false);
+    CHECK(j["label"] == j["level"].get<std::string>() + " " + j["dtype"].get<std::string>());
+    CHECK(j["memory_format"] == "contiguous");
+    CHECK(j["layout"] == (j["model"] == "resnet20" ? "NCHW" : "-"));
   }
   std::remove(json.c_str());
   std::set<std::string> want;
@@ -73,6 +83,71 @@ TEST_CASE("bench_amp --quick: every model at every level and dtype - table, JSON
   CHECK(ms.str().find("## bench_amp, ") != std::string::npos);
   CHECK(ms.str().find("- command: `") != std::string::npos);
   CHECK(ms.str().find("| bert-mini | O3 bf16 |") != std::string::npos);
+  // The new columns: no sync count on the CPU, the conv layout.
+  CHECK(std::regex_search(r.output, std::regex(R"(\| syncs/step +\| layout +\|)")));
+  CHECK(std::regex_search(ms.str(), std::regex(R"(\| resnet20 \| O1 f16 \|.*\| - \| NCHW \|)")));
+}
+
+TEST_CASE("bench_amp --memory-format channels-last --batch: the convs run NHWC, the batch is the one given", "[bench]") {
+  const std::string json = temp_path("cl.jsonl");
+  const auto r = run_program(MG_BENCH_AMP, "--quick --threads 2 --models resnet20 --levels O0,O1 --dtypes bf16 "
+                                           "--memory-format channels-last --batch 3 --json " + json);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream f(json);
+  std::string line;
+  int rows = 0;
+  while (std::getline(f, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    CHECK(j["memory_format"] == "channels-last");
+    CHECK(j["layout"] == "NHWC");
+    CHECK(j["evidence"]["convs"].get<int64_t>() > 0);
+    CHECK(j["evidence"]["convs_channels_last"] == j["evidence"]["convs"]);
+    CHECK(j["batch"] == 3);
+    ++rows;
+  }
+  std::remove(json.c_str());
+  CHECK(rows == 2);
+}
+
+TEST_CASE("bench_amp --compare: its own JSON lines beside PyTorch's, ratios and targets", "[bench]") {
+  const std::string ours = temp_path("ours.jsonl"), peer = temp_path("peer.jsonl"), md = temp_path("cmp.md"),
+                    out = temp_path("cmp.jsonl");
+  auto r = run_program(MG_BENCH_AMP, "--quick --threads 2 --models mlp --levels O0,O1 --dtypes bf16 --json " + ours);
+  REQUIRE(r.exit_code == 0);
+  // A PyTorch peer that took exactly twice our time at O0 and half at O1.
+  {
+    std::ifstream in(ours);
+    std::ofstream p(peer);
+    std::string line;
+    while (std::getline(in, line)) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      const bool o0 = j["level"] == "O0";
+      const double t = j["wall_median_s"].get<double>() * (o0 ? 2.0 : 0.5);
+      p << nlohmann::json{{"model", "mlp"}, {"mode", o0 ? "fp32" : "autocast-bf16"}, {"batch", j["batch"]},
+                          {"wall_median_s", t}, {"peak_rss_bytes", 1 << 20}, {"torch", "2.11.0"}}.dump()
+        << "\n";
+    }
+  }
+  std::remove(md.c_str());
+  r = run_program(MG_BENCH_AMP, "--compare " + ours + " --peer " + peer + " --markdown " + md + " --json " + out +
+                                    " --note 'driver: test'");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(std::regex_search(r.output, std::regex(R"(mlp +\| O0 f32 +\| fp32 .*\| +0\.50 \|)")));
+  CHECK(std::regex_search(r.output, std::regex(R"(mlp +\| O1 bf16 +\| autocast-bf16 .*\| +2\.00 \|)")));
+  CHECK(r.output.find("missed: mlp O1 bf16: slower than PyTorch: 2.00x") != std::string::npos);
+  std::ifstream mf(md);
+  std::stringstream m;
+  m << mf.rdbuf();
+  CHECK(m.str().find("## bench_amp beside PyTorch") != std::string::npos);
+  CHECK(m.str().find("- driver: test") != std::string::npos);
+  std::ifstream jf(out);
+  std::string line;
+  int rows = 0;
+  while (std::getline(jf, line)) rows += nlohmann::json::parse(line).contains("ratio");
+  CHECK(rows == 2);
+  for (const std::string& p : {ours, peer, md, out}) std::remove(p.c_str());
 }
 
 TEST_CASE("bench_amp --profile: time per op type with its share of the step", "[bench]") {
@@ -99,6 +174,18 @@ TEST_CASE("bench_amp: bad input gets a clear error", "[bench]") {
   r = run_program(MG_BENCH_AMP, "--dtypes f32");
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("--dtypes takes f16 and bf16") != std::string::npos);
+  r = run_program(MG_BENCH_AMP, "--o0 tf32 --models mlp");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("--o0 tf32 needs --device cuda") != std::string::npos);
+  r = run_program(MG_BENCH_AMP, "--o0 f64 --models mlp");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("--o0 takes f32 and tf32, got 'f64'") != std::string::npos);
+  r = run_program(MG_BENCH_AMP, "--compare x.jsonl");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("--compare needs --peer FILE") != std::string::npos);
+  r = run_program(MG_BENCH_AMP, "--compare /nonexistent-dir/x.jsonl --peer y.jsonl");
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("cannot read '/nonexistent-dir/x.jsonl'") != std::string::npos);
   r = run_program(MG_BENCH_AMP, "--levels O4");
   CHECK(r.exit_code != 0);
   CHECK(r.output.find("O4") != std::string::npos);
