@@ -62,7 +62,7 @@ Batch SyntheticImages::get_batch(const std::vector<int64_t>& indices, const Batc
   Tensor target = empty({B}, {.dtype = DType::I64});  // [B]
   float* x = input.data<float>();
   int64_t* y = target.data<int64_t>();
-  std::vector<float> wy(std::size_t(S)), wx(std::size_t(S));  // the row and column waves
+  std::vector<float> wy(static_cast<std::size_t>(S)), wx(static_cast<std::size_t>(S));  // the row and column waves
   constexpr float kTwoPi = 2.0f * std::numbers::pi_v<float>;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t i = indices[std::size_t(b)];

@@ -595,7 +595,8 @@ void channel_pass(const LaunchContext& ctx, bool nhwc, const ColumnPlan& cp, Pla
     return;
   }
   if (cp.rows > 0) {
-    const dim3 grid(unsigned(cp.tiles), unsigned(cp.chunks)), block(unsigned(kColumnTile), unsigned(kColumnLanes));
+    const dim3 grid(static_cast<unsigned>(cp.tiles), static_cast<unsigned>(cp.chunks));
+    const dim3 block(static_cast<unsigned>(kColumnTile), static_cast<unsigned>(kColumnLanes));
     column_sums_kernel<T, kSum><<<grid, block, 0, ctx.stream>>>(cp, pa, x, g);
     MG_CUDA_CHECK_LAUNCH("batch_norm channels-last column sums kernel");
   }
