@@ -12,7 +12,8 @@
 # OUT_DIR gets check.log (everything), tests.xml / ops_tests.xml / amp_tests.xml / nccl_tests.xml (JUnit),
 # bench_cuda.json, bench_factory.json, bench_pinned.json, torch.json, bench_cudnn_conv.json and
 # torch_conv.json (ResNet-50's conv shapes through cuDNN, mixgrad and PyTorch), train_resnet.jsonl (a short
-# ResNet-20 O2 f16 run on the GPU) and summary.txt. Each step has a time limit so the whole check
+# ResNet-20 O2 f16 run on the GPU), train_resnet50.jsonl (20 NHWC ResNet-50 steps on synthetic
+# 224 x 224 images) and summary.txt. Each step has a time limit so the whole check
 # fits a short GPU slot (target: under 6 minutes from a clean build folder, build included).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -105,6 +106,12 @@ if [ $BUILD_OK -eq 1 ]; then
   # cuDNN convolution: fwd, dgrad, wgrad of the 23 distinct ResNet-50 conv shapes at batch 256,
   # f16 and bf16, channels-last, benchmark mode (PyTorch's figures: the peer step below).
   step "bench_cudnn_conv" 150 "$BUILD/benchmarks/bench_cudnn_conv" --json "$OUT/bench_cudnn_conv.json"
+  # ImageNet-style ResNet-50 NHWC end to end on the GPU (cuDNN convs, native NHWC batch norm and
+  # pooling): 20 steps of 128 synthetic 224 x 224 images at O2 f16, channels-last.
+  step "train_resnet resnet50 NHWC" 150 "$BUILD/examples/train_resnet" --arch resnet50 --device cuda \
+    --opt-level O2 --dtype f16 --channels-last --batch-size 128 --train-examples 2560 --eval-examples 512 \
+    --epochs 1 --log-every 5 --metrics "$OUT/train_resnet50.jsonl"
+  grep -a "final test accuracy" "$LOG" | tail -1 | tee -a "$OUT/train_resnet50.txt"
   # ResNet end to end on the GPU: a short O2 f16 run with dynamic loss scaling on Fashion-MNIST.
   if [ -n "${MG_FASHION_MNIST_DIR:-}" ]; then
     step "train_resnet on cuda" 90 "$BUILD/examples/train_resnet" --device cuda --opt-level O2 --dtype f16 \
@@ -179,5 +186,6 @@ for (dt, d), logs in sorted(totals.items()):
 PY
   fi
   [ -f "$OUT/train_resnet.txt" ] && echo "train_resnet: $(cat "$OUT/train_resnet.txt")"
+  [ -f "$OUT/train_resnet50.txt" ] && echo "train_resnet resnet50: $(cat "$OUT/train_resnet50.txt")"
   echo "total: $(( $(date +%s) - START ))s; full log: $LOG"
 } | tee "$OUT/summary.txt"
