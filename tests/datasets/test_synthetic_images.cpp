@@ -77,7 +77,7 @@ TEST_CASE("SyntheticImages: deterministic per seed, independent of batch, positi
   CHECK(pixels(SyntheticImages(o2).get_batch({7}, {}).at("input")) != p1);
 }
 
-TEST_CASE("SyntheticImages: labels cover the classes; the label is a function of the image", "[data]") {
+TEST_CASE("SyntheticImages: labels cover the classes, and the label is a function of the image", "[data]") {
   const SyntheticImages d({.size = 2000, .num_classes = 10, .channels = 3, .image_size = 32, .seed = 5});
   std::vector<int64_t> idx(2000);
   for (int64_t i = 0; i < 2000; ++i) idx[std::size_t(i)] = i;

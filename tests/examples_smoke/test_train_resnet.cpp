@@ -193,7 +193,7 @@ TEST_CASE("train_resnet: an ImageNet-style ResNet learns the synthetic classes",
   CHECK(m.evals.back().at("test_accuracy").get<double>() > 0.3);
 }
 
-TEST_CASE("train_resnet: ImageNet-style --stop-after then --resume continues bit-identically; another arch is refused",
+TEST_CASE("train_resnet: ImageNet-style --stop-after then --resume continues bit-identically, and another arch is refused",
           "[examples][smoke]") {
   TempDir dir;
   const std::string flags = std::string(" --arch resnet18") + kTinySynthetic + " --opt-level O2 --dtype f16 --channels-last";
