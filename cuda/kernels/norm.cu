@@ -4,11 +4,12 @@
 // every statistic and every sum accumulates in A = acc_t<T> (f32 for f16/bf16/f32, f64 for f64)
 // through fixed trees (cuda/kernels/block_reduce.cuh: per-thread partials in leaves of 32
 // terms, then warp shuffles and shared memory), with no atomics, so results are deterministic run to run; each
-// output element is rounded once on store. Inputs are made dense first (as on the CPU reads
+// output element is rounded once on store. Inputs are made dense first (batch norm: in the layout
+// its output was allocated in, cuda/kernels/layout.h, so NHWC stays NHWC; as the CPU reads
 // them); parameters, saved statistics and running stats are converted to dense A copies (they
 // may have another dtype than x, as on the CPU).
 //
-// Three shapes of kernel:
+// Four shapes of kernel:
 // - rows (layer_norm, rms_norm, group_norm: a (sample, group) of group_norm is one contiguous row
 //   of C/G·S elements): one block per row, grid-stride. Forward: the CPU's corrected two-pass
 //   moments (m0 = Σx / n; then Σd, Σd² with d = x - m0 in one pass; mean = m0 + Σd / n,
