@@ -118,17 +118,24 @@ InferResult infer_adaptive_backward(const Tensors& in, const OpAttrs& a) {
 // ---- backward rules ----
 
 // y = max over each window: dy/dx is 1 at the window's first maximum, so
-// dx[n, c] = scatter_add(0, idx[n, c], g[n, c]) over the flattened H * W plane.
+// dx[n, c] = scatter_add(0, idx[n, c], g[n, c]) over the flattened H * W plane. A channels-last x
+// scatters in NHWC order instead: g and idx viewed as [N, Ho·Wo, C] (views of NHWC tensors), dx
+// as [N, H·W, C] along dim 1, then viewed back as an NHWC [N, C, H, W]: no reorder on any device,
+// and each dx element receives the same terms in the same (ascending output) order.
 Tensors max_pool2d_bw(const BackwardCtx& c, const Tensors& grads) {
   const Tensor& g = grads[0];
   const Shape& xs = c.input_shape(0);
   const Tensor idx = dispatch1(OpId::max_pool2d_indices, {c.input(0)}, c.attrs());
   const int64_t n = xs[0], ch = xs[1];
-  const Tensor plane = zeros({n, ch, xs[2] * xs[3]}, {.dtype = g.dtype()});
+  if (c.input_format(0) == MemoryFormat::ChannelsLast) {
+    auto rows = [&](const Tensor& t) { return reshape(permute(t, {0, 2, 3, 1}), {n, -1, ch}); };  // [N, HW, C]
+    const Tensor plane = zeros({n, xs[2] * xs[3], ch}, {.dtype = g.dtype(), .device = g.device()});
+    const Tensor dx = scatter_add(plane, 1, rows(idx), rows(g));
+    return {permute(reshape(dx, {n, xs[2], xs[3], ch}), {0, 3, 1, 2})};
+  }
+  const Tensor plane = zeros({n, ch, xs[2] * xs[3]}, {.dtype = g.dtype(), .device = g.device()});
   const Tensor dx = scatter_add(plane, 2, reshape(idx, {n, ch, -1}), reshape(g, {n, ch, -1}));
-  // a channels-last input gets its gradient channels-last (one reorder of the scatter's NCHW result)
-  const MemoryFormat f = c.input(0).dim() == 4 ? layout_of(c.input(0)) : MemoryFormat::Contiguous;
-  return {contiguous(reshape(dx, xs), f)};
+  return {reshape(dx, xs)};
 }
 
 OpAttrs with_hw(const OpAttrs& a, std::size_t keep, const Shape& s) {

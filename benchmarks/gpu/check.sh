@@ -12,12 +12,13 @@
 # OUT_DIR gets check.log (everything), tests.xml / ops_tests.xml / amp_tests.xml / nccl_tests.xml (JUnit),
 # graph_tests.xml, bench_cuda_graph.json (eager vs CUDA-graph step times), bench_cuda.json, bench_factory.json, bench_pinned.json, torch.json, bench_cudnn_conv.json and
 # torch_conv.json (ResNet-50's conv shapes through cuDNN, mixgrad and PyTorch), train_resnet.jsonl (a short
-# ResNet-20 O2 f16 run on the GPU), amp/ (bench_amp's O0-O3 training steps of ResNet-50 b256 and
+# ResNet-20 O2 f16 run on the GPU), train_resnet50.jsonl (20 NHWC ResNet-50 steps on synthetic
+# 224 x 224 images), amp/ (bench_amp's O0-O3 training steps of ResNet-50 b256 and
 # BERT-base b64 beside PyTorch's: ours.jsonl, torch.jsonl, pairs.jsonl, pairs.md, compare.txt),
 # amp_nchw.jsonl (ResNet-50 O1 f16 contiguous, against the channels-last row) and summary.txt.
-# Each step has a time limit so the whole check fits a short GPU slot (target: under 8 minutes
-# from a clean build folder, build included; the AMP training step comes last, so a cut keeps
-# everything before it).
+# Each step has a time limit, and the whole check a budget (MG_GPU_BUDGET seconds, default 540)
+# that shortens or skips the steps that would pass it, so it fits one short GPU call; the steps
+# run in order of value (tests first, the AMP training steps last), so a cut keeps what came first.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${1:-${MG_GPU_OUT:-gpu-check}}"
@@ -32,9 +33,18 @@ START=$(date +%s)
 declare -a SUMMARY
 
 say() { echo "check: $*" | tee -a "$LOG"; }
+BUDGET="${MG_GPU_BUDGET:-540}"  # seconds for the whole check; the summary still comes after it
 step() {  # step NAME LIMIT_SECONDS command... : runs it, logs it, records ok/FAILED and the time
   local name="$1" limit="$2"; shift 2
   local t0=$(date +%s)
+  # The budget: a step gets at most what is left of it, and none when under 20 s are left.
+  local left=$(( BUDGET - (t0 - START) ))
+  if [ "$left" -lt 20 ]; then
+    SUMMARY+=("$(printf '%-28s %-28s %5ss' "$name" "SKIPPED (budget spent)" 0)")
+    say "$name: skipped, ${left}s of the ${BUDGET}s budget left"
+    return 125
+  fi
+  [ "$left" -lt "$limit" ] && limit="$left"
   say "== $name (limit ${limit}s)"
   timeout "$limit" "$@" >> "$LOG" 2>&1
   local rc=$?
@@ -114,6 +124,12 @@ if [ $BUILD_OK -eq 1 ]; then
   # cuDNN convolution: fwd, dgrad, wgrad of the 23 distinct ResNet-50 conv shapes at batch 256,
   # f16 and bf16, channels-last, benchmark mode (PyTorch's figures: the peer step below).
   step "bench_cudnn_conv" 150 "$BUILD/benchmarks/bench_cudnn_conv" --json "$OUT/bench_cudnn_conv.json"
+  # ImageNet-style ResNet-50 NHWC end to end on the GPU (cuDNN convs, native NHWC batch norm and
+  # pooling): 20 steps of 128 synthetic 224 x 224 images at O2 f16, channels-last.
+  step "train_resnet resnet50 NHWC" 150 "$BUILD/examples/train_resnet" --arch resnet50 --device cuda \
+    --opt-level O2 --dtype f16 --channels-last --batch-size 128 --train-examples 2560 --eval-examples 512 \
+    --epochs 1 --log-every 5 --metrics "$OUT/train_resnet50.jsonl"
+  grep -a "final test accuracy" "$LOG" | tail -1 | tee -a "$OUT/train_resnet50.txt"
   # ResNet end to end on the GPU: a short O2 f16 run with dynamic loss scaling on Fashion-MNIST.
   if [ -n "${MG_FASHION_MNIST_DIR:-}" ]; then
     step "train_resnet on cuda" 90 "$BUILD/examples/train_resnet" --device cuda --opt-level O2 --dtype f16 \
@@ -211,6 +227,7 @@ PY
   fi
   grep -a "^cuda graph:" "$LOG" | tail -2
   [ -f "$OUT/train_resnet.txt" ] && echo "train_resnet: $(cat "$OUT/train_resnet.txt")"
+  [ -f "$OUT/train_resnet50.txt" ] && echo "train_resnet resnet50: $(cat "$OUT/train_resnet50.txt")"
   [ -f "$OUT/amp/compare.txt" ] && { echo "AMP training steps, mixgrad beside PyTorch:"; cat "$OUT/amp/compare.txt"; }
   if [ -f "$OUT/amp_nchw.jsonl" ]; then
     python3 - "$OUT/amp_nchw.jsonl" "$OUT/amp/ours.jsonl" <<'PY' 2>/dev/null || true

@@ -5,6 +5,9 @@
 // of kSumLeaf combined by core/cascade_sum.h's binary counter); the backward is a gather: input
 // element i walks the outputs whose window holds it, oh then ow ascending — the order in which the
 // CPU's scatter adds to it — so no atomics and the CPU's bits.
+// Layouts (PoolLayout): a dense NCHW or NHWC tensor; element e (in memory order) is located as
+// (plane = n * C + c, row, col), and a plane's spatial elements are `step` apart (1 or C). The
+// per-element arithmetic is the same in both layouts, so NHWC gives the NCHW bits.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -69,6 +72,31 @@ struct AvgGeom {
   }
 };
 
+// Where the elements of a dense [N, C, rows, cols] tensor sit in memory: NCHW (planes of rows *
+// cols contiguous elements) or NHWC (the C channels of a pixel contiguous, a plane strided by C).
+struct PoolLayout {
+  bool nhwc = false;
+  int64_t c = 1;  // channels (C)
+  // Element e in memory order -> its plane (n * C + c), row and column.
+  MG_HOST_DEVICE void locate(int64_t e, int64_t rows, int64_t cols, int64_t* plane, int64_t* r, int64_t* q) const {
+    if (nhwc) {
+      const int64_t ch = e % c, pix = e / c;  // pix = (n * rows + r) * cols + q
+      *q = pix % cols;
+      *r = (pix / cols) % rows;
+      *plane = (pix / (cols * rows)) * c + ch;
+    } else {
+      *q = e % cols;
+      *r = (e / cols) % rows;
+      *plane = e / (cols * rows);
+    }
+  }
+  // Offset of element (plane, 0, 0); (plane, r, q) is at base + (r * cols + q) * step().
+  MG_HOST_DEVICE int64_t base(int64_t plane, int64_t rows, int64_t cols) const {
+    return nhwc ? (plane / c) * rows * cols * c + plane % c : plane * rows * cols;
+  }
+  MG_HOST_DEVICE int64_t step() const { return nhwc ? c : 1; }
+};
+
 // ops/cpu/leaf_sum.h's LeafSum for one thread: in-order leaves of kPoolLeaf terms combined by the
 // binary counter of core/cascade_sum.h's Cascade.
 template <typename A>
@@ -105,15 +133,18 @@ struct PoolLeafSum {
   }
 };
 
-// Output o of max pooling over x [P, H = h.n, W = w.n] -> [P, Ho, Wo]: the flat index (ih * W +
-// iw) of the window's first maximum in the compute type, padding skipped, a NaN wins and stays.
+// Output o (in memory order) of max pooling over x [N, C, H = h.n, W = w.n] -> [N, C, Ho, Wo], both
+// in layout `l`: the flat index (ih * W + iw) of the window's first maximum in the compute type,
+// padding skipped, a NaN wins and stays; *base is the offset of x's plane (the value sits at
+// x[*base + index * l.step()]).
 template <typename T>
 MG_HOST_DEVICE int64_t max_pool_argmax(int64_t o, int64_t Ho, int64_t Wo, const PoolWin& h, const PoolWin& w,
-                                       const T* x, const T** plane) {
+                                       const PoolLayout& l, const T* x, int64_t* base) {
   using Cm = opmath_t<T>;
-  const int64_t ow = o % Wo, oh = (o / Wo) % Ho, p = o / (Wo * Ho);
-  const T* xpl = x + p * h.n * w.n;
-  *plane = xpl;
+  int64_t p, oh, ow;
+  l.locate(o, Ho, Wo, &p, &oh, &ow);
+  const int64_t b = l.base(p, h.n, w.n), st = l.step();
+  *base = b;
   int64_t best_i = -1;
   Cm best = Cm(0);
   for (int64_t ki = 0; ki < h.k; ++ki) {
@@ -122,7 +153,7 @@ MG_HOST_DEVICE int64_t max_pool_argmax(int64_t o, int64_t Ho, int64_t Wo, const 
     for (int64_t kj = 0; kj < w.k; ++kj) {
       const int64_t iw = ow * w.s - w.p + kj * w.d;
       if (iw < 0 || iw >= w.n) continue;
-      const Cm v = static_cast<Cm>(xpl[ih * w.n + iw]);
+      const Cm v = static_cast<Cm>(x[b + (ih * w.n + iw) * st]);
       if (best_i < 0 || v > best || (v != v && !(best != best))) {
         best = v;
         best_i = ih * w.n + iw;
@@ -132,33 +163,38 @@ MG_HOST_DEVICE int64_t max_pool_argmax(int64_t o, int64_t Ho, int64_t Wo, const 
   return best_i;  // >= 0: the op checks padding <= half the window, so each window holds an element
 }
 
-// Output o of average pooling over x [P, H, W] -> [P, Ho, Wo]: sum in opmath, one divide, one rounding.
+// Output o (in memory order) of average pooling over x [N, C, H, W] -> [N, C, Ho, Wo], both in
+// layout `l`: sum in opmath, one divide, one rounding.
 template <typename T>
-MG_HOST_DEVICE T avg_pool_at(int64_t o, const AvgGeom& g, const T* x) {
+MG_HOST_DEVICE T avg_pool_at(int64_t o, const AvgGeom& g, const PoolLayout& l, const T* x) {
   using Cm = opmath_t<T>;  // f32 for f16/bf16, f64 for f64
-  const int64_t ow = o % g.Wo, oh = (o / g.Wo) % g.Ho, p = o / (g.Wo * g.Ho);
-  const T* xpl = x + p * g.H * g.W;
+  int64_t p, oh, ow;
+  l.locate(o, g.Ho, g.Wo, &p, &oh, &ow);
+  const T* xpl = x + l.base(p, g.H, g.W);
+  const int64_t st = l.step();
   const PoolRange rh = g.rh(oh), rw = g.rw(ow);
   Cm s = Cm(0);
   if ((rh.hi - rh.lo) * (rw.hi - rw.lo) <= kPoolLeaf) {
     for (int64_t ih = rh.lo; ih < rh.hi; ++ih)
-      for (int64_t iw = rw.lo; iw < rw.hi; ++iw) s += static_cast<Cm>(xpl[ih * g.W + iw]);
+      for (int64_t iw = rw.lo; iw < rw.hi; ++iw) s += static_cast<Cm>(xpl[(ih * g.W + iw) * st]);
   } else {
     PoolLeafSum<Cm> ls;
     for (int64_t ih = rh.lo; ih < rh.hi; ++ih)
-      for (int64_t iw = rw.lo; iw < rw.hi; ++iw) ls.add(static_cast<Cm>(xpl[ih * g.W + iw]));
+      for (int64_t iw = rw.lo; iw < rw.hi; ++iw) ls.add(static_cast<Cm>(xpl[(ih * g.W + iw) * st]));
     s = ls.result();
   }
   return static_cast<T>(s / static_cast<Cm>(g.divisor(rh, rw)));
 }
 
-// Input element i of the average-pooling backward, gr [P, Ho, Wo] -> dx [P, H, W]: Σ g / divisor
-// over the windows holding it, in opmath, rounded once.
+// Input element i (in memory order) of the average-pooling backward, gr [N, C, Ho, Wo] -> dx
+// [N, C, H, W], both in layout `l`: Σ g / divisor over the windows holding it, in opmath, rounded once.
 template <typename T>
-MG_HOST_DEVICE T avg_pool_grad_at(int64_t i, const AvgGeom& g, const T* gr) {
+MG_HOST_DEVICE T avg_pool_grad_at(int64_t i, const AvgGeom& g, const PoolLayout& l, const T* gr) {
   using Cm = opmath_t<T>;
-  const int64_t iw = i % g.W, ih = (i / g.W) % g.H, p = i / (g.W * g.H);
-  const T* gpl = gr + p * g.Ho * g.Wo;
+  int64_t p, ih, iw;
+  l.locate(i, g.H, g.W, &p, &ih, &iw);
+  const T* gpl = gr + l.base(p, g.Ho, g.Wo);
+  const int64_t st = l.step();
   int64_t oh0, oh1, ow0, ow1;
   g.candidates(true, ih, &oh0, &oh1);
   g.candidates(false, iw, &ow0, &ow1);
@@ -169,7 +205,7 @@ MG_HOST_DEVICE T avg_pool_grad_at(int64_t i, const AvgGeom& g, const T* gr) {
     for (int64_t ow = ow0; ow <= ow1; ++ow) {
       const PoolRange rw = g.rw(ow);
       if (iw < rw.lo || iw >= rw.hi) continue;
-      acc += static_cast<Cm>(gpl[oh * g.Wo + ow]) / static_cast<Cm>(g.divisor(rh, rw));
+      acc += static_cast<Cm>(gpl[(oh * g.Wo + ow) * st]) / static_cast<Cm>(g.divisor(rh, rw));
     }
   }
   return static_cast<T>(acc);

@@ -4,11 +4,12 @@
 // every statistic and every sum accumulates in A = acc_t<T> (f32 for f16/bf16/f32, f64 for f64)
 // through fixed trees (cuda/kernels/block_reduce.cuh: per-thread partials in leaves of 32
 // terms, then warp shuffles and shared memory), with no atomics, so results are deterministic run to run; each
-// output element is rounded once on store. Inputs are made dense first (as on the CPU reads
+// output element is rounded once on store. Inputs are made dense first (batch norm: in the layout
+// its output was allocated in, cuda/kernels/layout.h, so NHWC stays NHWC; as the CPU reads
 // them); parameters, saved statistics and running stats are converted to dense A copies (they
 // may have another dtype than x, as on the CPU).
 //
-// Three shapes of kernel:
+// Four shapes of kernel:
 // - rows (layer_norm, rms_norm, group_norm: a (sample, group) of group_norm is one contiguous row
 //   of C/G·S elements): one block per row, grid-stride. Forward: the CPU's corrected two-pass
 //   moments (m0 = Σx / n; then Σd, Σd² with d = x - m0 in one pass; mean = m0 + Σd / n,
@@ -21,6 +22,11 @@
 // - layer_norm dweight/dbias: column sums over the M rows in tiles of 32 columns × 32 row lanes
 //   (each lane at most 128 rows of a chunk of 4096, then a shared-memory tree), one partial row
 //   per chunk, summed in chunk order by a last kernel.
+// - columns (batch_norm on channels-last x, a row-major [M = N·H·W, C] matrix): the same tiling
+//   (cuda/host/column_plan.h) writes each chunk's two partial sums per channel, and the planes'
+//   per-channel finish kernel sums the chunks in chunk order; y and dx are elementwise with the
+//   channel i % C. So an NHWC network runs batch norm with no transpose; its statistics differ
+//   from the NCHW kernels' by summation order only (y, dx: per-element arithmetic is identical).
 // Results differ from the CPU's by summation order (a tree here, the cascade rule there) and by
 // nvcc's fused multiply-adds: a few ulps of A, one ulp of an f16/bf16 output.
 #include <cuda_runtime.h>
@@ -32,10 +38,11 @@
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/cuda/check.h"
+#include "mixgrad/cuda/host/column_plan.h"
 #include "mixgrad/cuda/kernels/block_reduce.cuh"
 #include "mixgrad/cuda/kernels/launch.h"
+#include "mixgrad/cuda/kernels/layout.h"
 #include "mixgrad/ops/kernel_registry.h"
-#include "mixgrad/ops/nchw_outputs.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::cuda {
@@ -268,6 +275,52 @@ __global__ void plane_sums_kernel(PlaneArgs<acc_t<T>> p, const T* __restrict__ x
   }
 }
 
+// Channels-last x (and g) [M, C]: block (tile, chunk) writes part[(chunk * C + ch) * 2 + {0, 1}],
+// the plane sums' two values over the chunk's rows of channel ch; accumulated in A (per lane at
+// most chunk_rows / 32 sequential adds, then a tree over the 32 lanes in shared memory).
+template <typename T, PlaneSum kSum>
+__global__ void column_sums_kernel(ColumnPlan cp, PlaneArgs<acc_t<T>> p, const T* __restrict__ x,
+                                   const T* __restrict__ g) {
+  using A = acc_t<T>;
+  __shared__ A sh[2][kColumnLanes][kColumnTile + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t ch = int64_t(blockIdx.x) * kColumnTile + tx, chunk = blockIdx.y;
+  const int64_t c = cp.cols;
+  A s0 = 0, s1 = 0;
+  if (ch < c) {
+    const A m = kSum == PlaneSum::X ? A(0) : p.mean[ch];
+    const A rs = kSum == PlaneSum::Grad ? p.rstd[ch] : A(0);
+    for (int64_t r = cp.begin(chunk) + ty; r < cp.end(chunk); r += kColumnLanes) {
+      const A xv = static_cast<A>(x[r * c + ch]);
+      if constexpr (kSum == PlaneSum::X) {
+        s0 += xv;
+      } else if constexpr (kSum == PlaneSum::Centred) {
+        const A dv = xv - m;
+        s0 += dv;
+        s1 += dv * dv;
+      } else {
+        const A gv = static_cast<A>(g[r * c + ch]);
+        s0 += gv;
+        s1 += gv * ((xv - m) * rs);
+      }
+    }
+  }
+  sh[0][ty][tx] = s0;
+  sh[1][ty][tx] = s1;
+  __syncthreads();
+  for (int h = kColumnLanes / 2; h > 0; h >>= 1) {
+    if (ty < h) {
+      sh[0][ty][tx] += sh[0][ty + h][tx];
+      sh[1][ty][tx] += sh[1][ty + h][tx];
+    }
+    __syncthreads();
+  }
+  if (ty == 0 && ch < c) {
+    p.part[(chunk * c + ch) * 2] = sh[0][0][tx];
+    p.part[(chunk * c + ch) * 2 + 1] = sh[1][0][tx];
+  }
+}
+
 // Per channel c: the two sums over the N planes n * C + c (block tree), then the statistic.
 enum class Finish { Mean0, Stats, Grads };
 template <typename A>
@@ -340,15 +393,16 @@ __global__ void batch_norm_eval_stats_kernel(int64_t c, const A* __restrict__ rm
   }
 }
 
-// y = (x - mean) * (w * invstd) + b, element i in channel (i / S) % C (centred first, as on the CPU).
+// y = (x - mean) * (w * invstd) + b, element i in channel channel_of(i, C, inner) (inner: S for NCHW,
+// 1 for NHWC; centred first, as on the CPU).
 template <typename T>
-__global__ void batch_norm_apply_kernel(int64_t numel, int64_t c, int64_t s, const T* __restrict__ x,
+__global__ void batch_norm_apply_kernel(int64_t numel, int64_t c, int64_t inner, const T* __restrict__ x,
                                         const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ invstd,
                                         const acc_t<T>* __restrict__ w, const acc_t<T>* __restrict__ b,
                                         T* __restrict__ y) {
   using A = acc_t<T>;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < numel; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ch = (i / s) % c;
+    const int64_t ch = channel_of(i, c, inner);
     const A scale = (w ? w[ch] : A(1)) * invstd[ch];
     const A shift = b ? b[ch] : A(0);
     y[i] = static_cast<T>((static_cast<A>(x[i]) - mean[ch]) * scale + shift);
@@ -357,13 +411,13 @@ __global__ void batch_norm_apply_kernel(int64_t numel, int64_t c, int64_t s, con
 
 // dx = invstd * (g * w - coef0 - xhat * coef1)
 template <typename T>
-__global__ void batch_norm_dx_kernel(int64_t numel, int64_t c, int64_t s, const T* __restrict__ g,
+__global__ void batch_norm_dx_kernel(int64_t numel, int64_t c, int64_t inner, const T* __restrict__ g,
                                      const T* __restrict__ x, const acc_t<T>* __restrict__ mean,
                                      const acc_t<T>* __restrict__ invstd, const acc_t<T>* __restrict__ w,
                                      const acc_t<T>* __restrict__ coef, T* __restrict__ dx) {
   using A = acc_t<T>;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < numel; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ch = (i / s) % c;
+    const int64_t ch = channel_of(i, c, inner);
     const A rs = invstd[ch];
     const A xh = (static_cast<A>(x[i]) - mean[ch]) * rs;
     const A wc = w ? w[ch] : A(1);
@@ -532,6 +586,33 @@ void plane_pass(const LaunchContext& ctx, PlaneArgs<acc_t<T>> pa, FinishArgs<acc
   }
 }
 
+// Batch norm's per-channel sums of x (and g) over the N·S terms of each channel, then the finish:
+// NCHW by planes (pa.planes, pa.s), NHWC by columns of the row-major [N·S, C] matrix (cuda/host/column_plan.h).
+template <typename T, PlaneSum kSum, Finish kFinish>
+void channel_pass(const LaunchContext& ctx, bool nhwc, const ColumnPlan& cp, PlaneArgs<acc_t<T>> pa,
+                  FinishArgs<acc_t<T>> fa, const T* x, const T* g) {
+  if (!nhwc) {
+    plane_pass<T, kSum, kFinish>(ctx, pa, fa, x, g);
+    return;
+  }
+  if (cp.rows > 0) {
+    const dim3 grid(static_cast<unsigned>(cp.tiles), static_cast<unsigned>(cp.chunks));
+    const dim3 block(static_cast<unsigned>(kColumnTile), static_cast<unsigned>(kColumnLanes));
+    column_sums_kernel<T, kSum><<<grid, block, 0, ctx.stream>>>(cp, pa, x, g);
+    MG_CUDA_CHECK_LAUNCH("batch_norm channels-last column sums kernel");
+  }
+  fa.n = cp.rows > 0 ? cp.chunks : 0;  // the chunk partials of each channel
+  fa.part = pa.part;
+  channel_finish_kernel<acc_t<T>, kFinish><<<grid_for(fa.c, ctx), line_threads(fa.n), 0, ctx.stream>>>(fa);
+  MG_CUDA_CHECK_LAUNCH("norm channel finish kernel");
+}
+
+// The partial-sum buffer of channel_pass: [planes or chunks, C, 2] in A.
+Tensor channel_partials(bool nhwc, const ColumnPlan& cp, int64_t n, int64_t c, DType acc, Device device) {
+  const int64_t units = nhwc ? cp.chunks : n;
+  return empty({std::max<int64_t>(1, units * c * 2)}, {.dtype = acc, .device = device});
+}
+
 template <typename T>
 void group_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using A = acc_t<T>;
@@ -586,19 +667,21 @@ template <typename T>
 void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using A = acc_t<T>;
   NoGradGuard no_grad;
-  const Tensor x = contiguous(in[0]);
+  const bool nhwc = launch_channels_last(out[0], in[0]);  // y is in x's layout (ops/layout.h)
+  const Tensor x = contiguous(in[0], launch_format(nhwc));  // no copy when x is dense already
   const int iw = opt_index(a.mode, kHasWeight), ib = opt_index(a.mode, kHasBias), ir = opt_index(a.mode, kHasRunning);
   const Tensor w = iw >= 0 ? dense_as(in[iw], dtype_v<A>) : Tensor(), b = ib >= 0 ? dense_as(in[ib], dtype_v<A>) : Tensor();
   const Tensor rm = ir >= 0 ? dense_as(in[ir], dtype_v<A>) : Tensor(), rv = ir >= 0 ? dense_as(in[ir + 1], dtype_v<A>) : Tensor();
   const bool training = a.keepdim;
   const int64_t n = x.shape()[0], c = x.shape()[1];
   const int64_t s = n * c == 0 ? 0 : x.numel() / (n * c);
+  const ColumnPlan cp = make_column_plan(n * s, std::max<int64_t>(c, 1));  // NHWC: rows (n, h, w) of C
   A* mean_out = static_cast<A*>(out[1].data_ptr());
   A* invstd_out = static_cast<A*>(out[2].data_ptr());
   const LaunchContext ctx(x.device());
   if (c == 0) return;
   if (training) {
-    const Tensor part = empty({std::max<int64_t>(1, n * c * 2)}, {.dtype = dtype_v<A>, .device = x.device()});
+    const Tensor part = channel_partials(nhwc, cp, n, c, dtype_v<A>, x.device());
     const Tensor m0 = empty({c}, {.dtype = dtype_v<A>, .device = x.device()});
     const bool update = ir >= 0;
     const Tensor nm = update ? empty({c}, {.dtype = DType::F64, .device = x.device()}) : Tensor();
@@ -614,7 +697,7 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
     fa.cnt = static_cast<A>(n * s);
     fa.m0 = static_cast<A*>(m0.data_ptr());
     const T* px = static_cast<const T*>(x.data_ptr());
-    plane_pass<T, PlaneSum::X, Finish::Mean0>(ctx, pa, fa, px, nullptr);  // m0 = Σx / cnt
+    channel_pass<T, PlaneSum::X, Finish::Mean0>(ctx, nhwc, cp, pa, fa, px, nullptr);  // m0 = Σx / cnt
     pa.mean = fa.m0;
     fa.mean_out = mean_out;
     fa.invstd_out = invstd_out;
@@ -626,7 +709,7 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
       fa.new_mean = static_cast<double*>(nm.data_ptr());
       fa.new_var = static_cast<double*>(nv.data_ptr());
     }
-    plane_pass<T, PlaneSum::Centred, Finish::Stats>(ctx, pa, fa, px, nullptr);  // mean, invstd, running
+    channel_pass<T, PlaneSum::Centred, Finish::Stats>(ctx, nhwc, cp, pa, fa, px, nullptr);  // mean, invstd, running
     if (update) {
       store_running(in[ir], nm);
       store_running(in[ir + 1], nv);
@@ -639,7 +722,7 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const int64_t numel = x.numel();
   if (numel == 0) return;
   batch_norm_apply_kernel<T><<<ctx.blocks(numel), kThreads, 0, ctx.stream>>>(
-      numel, c, s, static_cast<const T*>(x.data_ptr()), mean_out, invstd_out, ptr<A>(w), ptr<A>(b),
+      numel, c, nhwc ? 1 : s, static_cast<const T*>(x.data_ptr()), mean_out, invstd_out, ptr<A>(w), ptr<A>(b),
       static_cast<T*>(out[0].data_ptr()));
   MG_CUDA_CHECK_LAUNCH("batch_norm apply kernel");
 }
@@ -648,15 +731,18 @@ template <typename T>
 void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using A = acc_t<T>;
   NoGradGuard no_grad;
-  const Tensor x = contiguous(in[1]), g = dense_as(in[0], x.dtype());
+  const bool nhwc = launch_channels_last(out[0], in[1]);  // dx is in x's layout (ops/layout.h)
+  const Tensor x = contiguous(in[1], launch_format(nhwc));
+  const Tensor g = contiguous(in[0].dtype() == x.dtype() ? in[0] : to(in[0], x.dtype()), launch_format(nhwc));
   const Tensor mean = dense_as(in[2], dtype_v<A>), invstd = dense_as(in[3], dtype_v<A>);
   const Tensor w = (a.mode & kHasWeight) ? dense_as(in[4], dtype_v<A>) : Tensor();
   const int64_t n = x.shape()[0], c = x.shape()[1];
   const int64_t s = n * c == 0 ? 0 : x.numel() / (n * c);
   if (c == 0) return;
+  const ColumnPlan cp = make_column_plan(n * s, c);  // NHWC: rows (n, h, w) of C
   const GradOutputs<A> pg(out, a.mode);
   const LaunchContext ctx(x.device());
-  const Tensor part = empty({std::max<int64_t>(1, n * c * 2)}, {.dtype = dtype_v<A>, .device = x.device()});
+  const Tensor part = channel_partials(nhwc, cp, n, c, dtype_v<A>, x.device());
   const Tensor coef = empty({c * 2}, {.dtype = dtype_v<A>, .device = x.device()});
   PlaneArgs<A> pa;
   pa.planes = n * c;
@@ -674,11 +760,11 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   fa.dbias = pg.dbias;
   fa.coef = static_cast<A*>(coef.data_ptr());
   const T* px = static_cast<const T*>(x.data_ptr());
-  plane_pass<T, PlaneSum::Grad, Finish::Grads>(ctx, pa, fa, px, static_cast<const T*>(g.data_ptr()));
+  channel_pass<T, PlaneSum::Grad, Finish::Grads>(ctx, nhwc, cp, pa, fa, px, static_cast<const T*>(g.data_ptr()));
   const int64_t numel = x.numel();
   if (numel == 0) return;
   batch_norm_dx_kernel<T><<<ctx.blocks(numel), kThreads, 0, ctx.stream>>>(
-      numel, c, s, static_cast<const T*>(g.data_ptr()), px, ptr<A>(mean), ptr<A>(invstd), ptr<A>(w),
+      numel, c, nhwc ? 1 : s, static_cast<const T*>(g.data_ptr()), px, ptr<A>(mean), ptr<A>(invstd), ptr<A>(w),
       fa.coef, static_cast<T*>(out[0].data_ptr()));
   MG_CUDA_CHECK_LAUNCH("batch_norm dx kernel");
 }
@@ -689,15 +775,6 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   register_kernel(OpId::op, DeviceType::CUDA, DType::F16, kernel<Half>);        \
   register_kernel(OpId::op, DeviceType::CUDA, DType::BF16, kernel<BFloat16>)
 
-template <typename T>
-void bn_nchw_outputs(const Tensors& in, Tensors& out, const OpAttrs& a) {
-  nchw_outputs<batch_norm_kernel<T>>(in, out, a);
-}
-template <typename T>
-void bn_backward_nchw_outputs(const Tensors& in, Tensors& out, const OpAttrs& a) {
-  nchw_outputs<batch_norm_backward_kernel<T>>(in, out, a);
-}
-
 }  // namespace
 
 void register_norm_kernels() {
@@ -706,9 +783,8 @@ void register_norm_kernels() {
   MG_CUDA_REGISTER_FLOATS(rms_norm, rms_norm_kernel);
   MG_CUDA_REGISTER_FLOATS(group_norm, group_norm_kernel);
   MG_CUDA_REGISTER_FLOATS(group_norm_backward, group_norm_backward_kernel);
-  // channels-last y / dx: the NCHW kernels through a dense temporary (ops/nchw_outputs.h)
-  MG_CUDA_REGISTER_FLOATS(batch_norm, bn_nchw_outputs);
-  MG_CUDA_REGISTER_FLOATS(batch_norm_backward, bn_backward_nchw_outputs);
+  MG_CUDA_REGISTER_FLOATS(batch_norm, batch_norm_kernel);  // NCHW and NHWC (the input's layout)
+  MG_CUDA_REGISTER_FLOATS(batch_norm_backward, batch_norm_backward_kernel);
 }
 
 #undef MG_CUDA_REGISTER_FLOATS

@@ -12,8 +12,10 @@
 // - avg_pool2d_backward / adaptive_avg_pool2d_backward: gather, no atomics: one thread per input
 //   element walks the outputs whose window holds it, oh then ow ascending (the CPU's scatter
 //   order), adding g / divisor in opmath, and rounds once: deterministic and equal to the CPU.
-// Inputs are made dense first; outputs are dense NCHW (a channels-last output is staged through
-// ops/nchw_outputs.h).
+// Layouts: the kernels run natively in NCHW or NHWC (cuda/host/pool_windows.h's PoolLayout): the
+// layout is the one the op's infer rule gave the large tensor (x forward, dx backward; ops/layout.h),
+// the other operand is made dense in it (a no-op in an NHWC network), and threads walk outputs in
+// memory order, so in NHWC adjacent threads read adjacent channels. Same arithmetic, same bits.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,83 +25,92 @@
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/host/pool_windows.h"
 #include "mixgrad/cuda/kernels/launch.h"
+#include "mixgrad/cuda/kernels/layout.h"
 #include "mixgrad/ops/kernel_registry.h"
-#include "mixgrad/ops/nchw_outputs.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::cuda {
 namespace {
 
-// x [P, H, W] (P = N * C planes) -> values (T) or indices (i64 into H * W) [P, Ho, Wo]
+// x [N, C, H, W] -> values (T) or indices (i64 into H * W) [N, C, Ho, Wo], both in layout l
 template <typename T>
-__global__ void max_pool2d_forward_kernel(int64_t total, int64_t Ho, int64_t Wo, PoolWin h, PoolWin w,
+__global__ void max_pool2d_forward_kernel(int64_t total, int64_t Ho, int64_t Wo, PoolWin h, PoolWin w, PoolLayout l,
                                           const T* __restrict__ x, T* __restrict__ y, int64_t* __restrict__ idx) {
   for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += int64_t(gridDim.x) * blockDim.x) {
-    const T* plane = nullptr;
-    const int64_t best = max_pool_argmax(o, Ho, Wo, h, w, x, &plane);
+    int64_t base = 0;
+    const int64_t best = max_pool_argmax(o, Ho, Wo, h, w, l, x, &base);
     if (idx != nullptr) {
       idx[o] = best;
     } else {
-      y[o] = plane[best];
+      y[o] = x[base + best * l.step()];
     }
   }
 }
 
-// x [P, H, W] -> y [P, Ho, Wo]: the mean over each window
+// x [N, C, H, W] -> y [N, C, Ho, Wo]: the mean over each window
 template <typename T>
-__global__ void avg_pool2d_forward_kernel(int64_t total, AvgGeom g, const T* __restrict__ x, T* __restrict__ y) {
+__global__ void avg_pool2d_forward_kernel(int64_t total, AvgGeom g, PoolLayout l, const T* __restrict__ x,
+                                          T* __restrict__ y) {
   for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += int64_t(gridDim.x) * blockDim.x)
-    y[o] = avg_pool_at(o, g, x);
+    y[o] = avg_pool_at(o, g, l, x);
 }
 
-// gr [P, Ho, Wo] -> dx [P, H, W]: each input element sums g / divisor over the windows holding it
+// gr [N, C, Ho, Wo] -> dx [N, C, H, W]: each input element sums g / divisor over the windows holding it
 template <typename T>
-__global__ void avg_pool2d_backward_kernel(int64_t total, AvgGeom g, const T* __restrict__ gr, T* __restrict__ dx) {
+__global__ void avg_pool2d_backward_kernel(int64_t total, AvgGeom g, PoolLayout l, const T* __restrict__ gr,
+                                           T* __restrict__ dx) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
-    dx[i] = avg_pool_grad_at(i, g, gr);
+    dx[i] = avg_pool_grad_at(i, g, l, gr);
 }
 
-// in = (x [N, C, H, W]); out = max values [N, C, Ho, Wo] (T) or their indices (i64); attrs.ints =
-// {kH, kW, sH, sW, pH, pW, dH, dW}
+// The layout of a pooling launch (cuda/kernels/layout.h): the output's, or the input's when the
+// output is dense in both.
+PoolLayout pool_layout(const Tensor& out, const Tensor& in) { return {launch_channels_last(out, in), out.size(1)}; }
+
+// in = (x [N, C, H, W]); out = max values [N, C, Ho, Wo] (T) or their indices (i64), x's layout;
+// attrs.ints = {kH, kW, sH, sW, pH, pW, dH, dW}
 template <typename T, bool kIndices>
 void max_pool2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   NoGradGuard no_grad;  // the dense copy is not part of the graph
-  const Tensor x = contiguous(in[0]);
+  const PoolLayout l = pool_layout(out[0], in[0]);
+  const Tensor x = contiguous(in[0], launch_format(l.nhwc));
   const int64_t total = out[0].numel();
   if (total == 0) return;
   const LaunchContext ctx(x.device());
   max_pool2d_forward_kernel<T><<<ctx.blocks(total), kThreads, 0, ctx.stream>>>(
       total, out[0].size(2), out[0].size(3), max_pool_win(a.ints, 0, x.size(2)), max_pool_win(a.ints, 1, x.size(3)),
-      static_cast<const T*>(x.data_ptr()), kIndices ? nullptr : static_cast<T*>(out[0].data_ptr()),
+      l, static_cast<const T*>(x.data_ptr()), kIndices ? nullptr : static_cast<T*>(out[0].data_ptr()),
       kIndices ? static_cast<int64_t*>(out[0].data_ptr()) : nullptr);
   MG_CUDA_CHECK_LAUNCH("max_pool2d kernel");
 }
 
-// in = (x [N, C, H, W]); out = y [N, C, Ho, Wo]; attrs as avg_pool2d or adaptive_avg_pool2d
+// in = (x [N, C, H, W]); out = y [N, C, Ho, Wo], x's layout; attrs as avg_pool2d or adaptive_avg_pool2d
 template <typename T, bool kAdaptive>
 void avg_pool2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   NoGradGuard no_grad;
-  const Tensor x = contiguous(in[0]);
+  const PoolLayout l = pool_layout(out[0], in[0]);
+  const Tensor x = contiguous(in[0], launch_format(l.nhwc));
   const int64_t total = out[0].numel();
   if (total == 0) return;
   const AvgGeom g = avg_geom(kAdaptive, a.ints, a.mode, x.size(2), x.size(3), out[0].size(2), out[0].size(3));
   const LaunchContext ctx(x.device());
   avg_pool2d_forward_kernel<T><<<ctx.blocks(total), kThreads, 0, ctx.stream>>>(
-      total, g, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out[0].data_ptr()));
+      total, g, l, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out[0].data_ptr()));
   MG_CUDA_CHECK_LAUNCH("avg_pool2d kernel");
 }
 
-// in = (g [N, C, Ho, Wo]); out = dx [N, C, H, W]; attrs as the *_backward op
+// in = (g [N, C, Ho, Wo]); out = dx [N, C, H, W] (the forward input's layout); attrs as the *_backward op
 template <typename T, bool kAdaptive>
 void avg_pool2d_backward_kernel_fn(const Tensors& in, Tensors& out, const OpAttrs& a) {
   NoGradGuard no_grad;
-  const Tensor gr = contiguous(in[0]);
+  const PoolLayout l = pool_layout(out[0], in[0]);
+  const Tensor gr = contiguous(in[0], launch_format(l.nhwc));  // [N, C, 1, 1] of a global pool: no copy
   const int64_t total = out[0].numel();
   if (total == 0) return;
   const AvgGeom g = avg_geom(kAdaptive, a.ints, a.mode, out[0].size(2), out[0].size(3), gr.size(2), gr.size(3));
   const LaunchContext ctx(gr.device());
   avg_pool2d_backward_kernel<T><<<ctx.blocks(total), kThreads, 0, ctx.stream>>>(
-      total, g, static_cast<const T*>(gr.data_ptr()), static_cast<T*>(out[0].data_ptr()));
+      total, g, l, static_cast<const T*>(gr.data_ptr()), static_cast<T*>(out[0].data_ptr()));
   MG_CUDA_CHECK_LAUNCH("avg_pool2d backward kernel");
 }
 
@@ -107,13 +118,12 @@ template <typename T>
 void reg() {
   constexpr DType d = dtype_v<T>;
   constexpr DeviceType cuda = DeviceType::CUDA;
-  // channels-last outputs (ops/layout.h) go through a dense NCHW temporary (ops/nchw_outputs.h)
-  register_kernel(OpId::max_pool2d, cuda, d, nchw_outputs<max_pool2d_kernel<T, false>>);
-  register_kernel(OpId::max_pool2d_indices, cuda, d, nchw_outputs<max_pool2d_kernel<T, true>>);
-  register_kernel(OpId::avg_pool2d, cuda, d, nchw_outputs<avg_pool2d_kernel<T, false>>);
-  register_kernel(OpId::adaptive_avg_pool2d, cuda, d, nchw_outputs<avg_pool2d_kernel<T, true>>);
-  register_kernel(OpId::avg_pool2d_backward, cuda, d, nchw_outputs<avg_pool2d_backward_kernel_fn<T, false>>);
-  register_kernel(OpId::adaptive_avg_pool2d_backward, cuda, d, nchw_outputs<avg_pool2d_backward_kernel_fn<T, true>>);
+  register_kernel(OpId::max_pool2d, cuda, d, max_pool2d_kernel<T, false>);
+  register_kernel(OpId::max_pool2d_indices, cuda, d, max_pool2d_kernel<T, true>);
+  register_kernel(OpId::avg_pool2d, cuda, d, avg_pool2d_kernel<T, false>);
+  register_kernel(OpId::adaptive_avg_pool2d, cuda, d, avg_pool2d_kernel<T, true>);
+  register_kernel(OpId::avg_pool2d_backward, cuda, d, avg_pool2d_backward_kernel_fn<T, false>);
+  register_kernel(OpId::adaptive_avg_pool2d_backward, cuda, d, avg_pool2d_backward_kernel_fn<T, true>);
 }
 
 }  // namespace

@@ -1,13 +1,21 @@
-// train_resnet: a CIFAR-style ResNet (depth 20 by default) on Fashion-MNIST, at any Apex opt level,
-// on the CPU or a CUDA GPU (--device cuda). Real data from Debian's dataset-fashion-mnist package, light augmentation (4-pixel
-// padded random crops and horizontal flips), SGD with nesterov momentum and weight decay, a
-// warmup-cosine learning rate, evaluation on the 10,000 test images after every epoch.
+// train_resnet: a CIFAR-style ResNet (depth 20 by default) on Fashion-MNIST, or an ImageNet-style
+// ResNet-18/34/50/101/152 (--arch resnet50) on synthetic ImageNet-shaped data, at any Apex opt
+// level, on the CPU or a CUDA GPU (--device cuda). Fashion-MNIST: real data from Debian's
+// dataset-fashion-mnist package, light augmentation (4-pixel padded random crops and horizontal
+// flips), evaluation on the 10,000 test images. Synthetic (data/synthetic_images.h, no ImageNet
+// here): 3 x 224 x 224 images of 1000 classes (--image-size, --classes to shrink), deterministic
+// per --seed, labels a fixed function of the image so the loss falls; 1,281,167 training and
+// 10,000 held-out examples. SGD with nesterov momentum and weight decay, a warmup-cosine learning
+// rate, evaluation after every epoch.
 //
-//   build/examples/train_resnet                                  # O1 bf16, 10 epochs
+//   build/examples/train_resnet                                  # ResNet-20, O1 bf16, 10 epochs
 //   build/examples/train_resnet --opt-level O2 --dtype f16 --epochs 3 --plot run.svg
 //   build/examples/train_resnet --device cuda --opt-level O2 --dtype f16
 //   build/examples/train_resnet --channels-last                  # NHWC activations end to end
 //   build/examples/train_resnet --device cuda --opt-level O2 --dtype f16 --cuda-graph   # one graph launch per step
+//   build/examples/train_resnet --arch resnet50 --device cuda --opt-level O2 --dtype f16 --channels-last \
+//       --batch-size 256 --train-examples 25600 --epochs 1       # the ResNet-50 benchmark model
+//   build/examples/train_resnet --arch resnet18 --image-size 64 --classes 100   # small, on a CPU
 //   build/examples/train_resnet --help
 //   build/launcher/mixgrad-run --nproc-per-node 2 build/examples/train_resnet   # data parallel
 //
@@ -35,6 +43,7 @@
 #include "core/parallel.h"
 #include "core/state_dict.h"
 #include "data/fashion_mnist.h"
+#include "data/synthetic_images.h"
 #include "data/loader.h"
 #include "cuda/host/captured_step.h"
 #include "examples/common/cuda_graph.h"
@@ -62,10 +71,17 @@ using namespace mg::example;
 namespace {
 
 Flags make_flags() {
-  Flags f("train_resnet", "Trains a CIFAR-style ResNet on Fashion-MNIST with mixed precision (Apex opt levels).");
+  Flags f("train_resnet", "Trains a ResNet (CIFAR style on Fashion-MNIST, or ImageNet style on synthetic images) "
+                          "with mixed precision (Apex opt levels).");
   add_amp_flags(f);
   f.add_string("keep-batchnorm-fp32", "", "O2/O3: keep batch norm in f32 (true|false; default: the opt level's)", {.metavar = "B"});
-  f.add_int("depth", 20, "ResNet depth: 6n+2 (20, 32, 44, 56, 110)", {.min = 8});
+  f.add_choice("arch", "cifar", {"cifar", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152"},
+               "cifar: CIFAR-style ResNet of --depth; resnetNN: ImageNet style (7x7 stem, max pool, 4 stages)");
+  f.add_int("depth", 20, "CIFAR-style ResNet depth: 6n+2 (20, 32, 44, 56, 110)", {.min = 8});
+  f.add_choice("data", "auto", {"auto", "fashion-mnist", "synthetic"},
+               "training data (auto: fashion-mnist for --arch cifar, synthetic for resnetNN)");
+  f.add_int("image-size", 224, "synthetic data: images are 3 x S x S", {.min = 8, .max = 4096});
+  f.add_int("classes", 1000, "synthetic data: number of classes", {.min = 2, .max = 1000000});
   f.add_int("epochs", 10, "passes over the training set", {.min = 1});
   f.add_int("batch-size", 128, "examples per step (the global batch: split over the ranks under mixgrad-run)", {.min = 1});
   f.add_double("lr", 0.1, "peak learning rate", {.min = 0, .min_exclusive = true});
@@ -120,10 +136,11 @@ struct EvalResult {
   double loss = 0, accuracy = 0;
 };
 
-EvalResult evaluate(nn::models::ResNet& model, const data::Dataset& test, int64_t limit, Device device) {
+EvalResult evaluate(nn::models::ResNet& model, const data::Dataset& test, int64_t limit, int64_t batch, Device device) {
   NoGradGuard no_grad;
   model.eval();
-  data::DataLoader loader(std::shared_ptr<const data::Dataset>(&test, [](const data::Dataset*) {}), {.batch_size = 500});
+  data::DataLoader loader(std::shared_ptr<const data::Dataset>(&test, [](const data::Dataset*) {}),
+                          {.batch_size = std::min(batch, test.size())});
   loader.start_epoch(0);
   double loss_sum = 0;
   int64_t seen = 0, right = 0;
@@ -143,8 +160,16 @@ int run(int argc, char** argv) {
   // ---- flags ----
   Flags flags = make_flags();
   if (!parse_flags(flags, argc, argv)) return 0;  // --help printed
-  const int64_t depth = flags.get_int("depth"), batch_size = flags.get_int("batch-size"), epochs = flags.get_int("epochs");
-  MG_CHECK((depth - 2) % 6 == 0, Error, "--depth ", depth, " is not 6n+2\n  hint: use 20, 32, 44, 56 or 110");
+  const int64_t batch_size = flags.get_int("batch-size"), epochs = flags.get_int("epochs");
+  const std::string arch = flags.value("arch");
+  const bool imagenet_style = arch != "cifar";
+  const int64_t depth = imagenet_style ? std::stoll(arch.substr(6)) : flags.get_int("depth");  // "resnet50" -> 50
+  MG_CHECK(imagenet_style || (depth - 2) % 6 == 0, Error, "--depth ", depth, " is not 6n+2\n  hint: use 20, 32, 44, 56 or 110");
+  MG_CHECK(!(imagenet_style && flags.given("depth")), Error, "--depth applies to --arch cifar; --arch ", arch,
+           " fixes the depth\n  hint: drop --depth, or pick the depth with --arch resnet18|34|50|101|152");
+  const bool synthetic = flags.value("data") == "synthetic" || (flags.value("data") == "auto" && imagenet_style);
+  MG_CHECK(synthetic || !(flags.given("image-size") || flags.given("classes")), Error,
+           "--image-size and --classes apply to synthetic data\n  hint: add --data synthetic");
   const uint64_t seed = uint64_t(flags.get_int("seed"));
   const std::string level = flags.value("opt-level"), dtype = flags.value("dtype");
   const Device device = training_device(flags);
@@ -156,8 +181,29 @@ int run(int argc, char** argv) {
   }
 
   // ---- data ----
-  auto train_set = std::make_shared<data::FashionMnist>(data::FashionMnistOptions{.train = true, .augment = true});
-  const data::FashionMnist test_set(data::FashionMnistOptions{.train = false});
+  // Fashion-MNIST: 60,000 augmented training and 10,000 test images [1, 28, 28] of 10 classes.
+  // Synthetic: ImageNet's 1,281,167 training images [3, S, S] and 10,000 held-out ones (the next
+  // examples of the seed's stream: the same classes, other examples), no augmentation.
+  std::shared_ptr<data::Dataset> train_set;
+  std::unique_ptr<data::Dataset> test_set;
+  int64_t in_channels = 1, num_classes = data::kFashionMnistClasses;
+  std::string data_name = "Fashion-MNIST";
+  if (synthetic) {
+    const data::SyntheticImagesOptions o{.num_classes = flags.get_int("classes"), .channels = 3,
+                                         .image_size = flags.get_int("image-size"), .seed = seed};
+    train_set = std::make_shared<data::SyntheticImages>(o);
+    data::SyntheticImagesOptions t = o;
+    t.size = 10000;
+    t.first_index = o.size;
+    test_set = std::make_unique<data::SyntheticImages>(t);
+    in_channels = o.channels;
+    num_classes = o.num_classes;
+    data_name = "synthetic " + std::to_string(o.image_size) + "x" + std::to_string(o.image_size) + " images of " +
+                std::to_string(o.num_classes) + " classes";
+  } else {
+    train_set = std::make_shared<data::FashionMnist>(data::FashionMnistOptions{.train = true, .augment = true});
+    test_set = std::make_unique<data::FashionMnist>(data::FashionMnistOptions{.train = false});
+  }
   data::DataLoaderOptions loading = dp.loader_options(train_set->size(), batch_size, seed);  // this rank's shard
   loading.pin_memory = device.is_cuda();  // asynchronous copies to the GPU
   if (graphed) loading.drop_last = true;  // a graph replays one batch shape
@@ -167,12 +213,17 @@ int run(int argc, char** argv) {
            " training images");
   const int64_t limit = flags.get_int("train-examples");
   const int64_t steps_per_epoch = limit > 0 ? std::clamp<int64_t>(limit / batch_size, 1, loader.num_batches()) : loader.num_batches();
-  const int64_t eval_limit = flags.get_int("eval-examples") > 0 ? flags.get_int("eval-examples") : test_set.size();
+  const int64_t eval_limit = flags.get_int("eval-examples") > 0 ? flags.get_int("eval-examples") : test_set->size();
+  // 500 images per evaluation batch on 28 x 28; the training batch on ImageNet-sized images
+  const int64_t eval_batch = synthetic ? rank_batch : 500;
   const int64_t total_steps = steps_per_epoch * epochs;
 
   // ---- model, optimizer, amp, schedule ----
   manual_seed(seed);
-  auto model = std::make_shared<nn::models::ResNet>(nn::models::ResNetConfig::cifar(depth, 1, 10));
+  auto model = std::make_shared<nn::models::ResNet>(
+      imagenet_style ? nn::models::ResNetConfig::imagenet(depth, in_channels, num_classes)
+                     : nn::models::ResNetConfig::cifar(depth, in_channels, num_classes));
+  const std::string model_name = "ResNet-" + std::to_string(depth) + (imagenet_style ? " (ImageNet style)" : "");
   model->to(device);  // before the optimizer and amp::initialize see the parameters
   optim::SGD opt(model->parameters(), {.lr = flags.get_double("lr"), .momentum = 0.9, .nesterov = true,
                                        .weight_decay = flags.get_double("weight-decay")});
@@ -200,8 +251,8 @@ int run(int argc, char** argv) {
   auto skipped_total = [&] { return graph_scaler ? graph_scaler->skipped_iterations() : amp::loss_scaler().skipped_iterations(); };
   int64_t skipped_at_last_log = skipped_total();  // --cuda-graph: "skipped since the last logging point"
   const std::string precision = precision_label(level, dtype);
-  std::printf("train_resnet: ResNet-%lld (%s parameters) on Fashion-MNIST, %s, batch %lld, %lld epochs x %lld steps, on %s, %d CPU threads\n",
-              (long long)depth, format_count(model->num_parameters()).c_str(), precision.c_str(),
+  std::printf("train_resnet: %s (%s parameters) on %s, %s, batch %lld, %lld epochs x %lld steps, on %s, %d CPU threads\n",
+              model_name.c_str(), format_count(model->num_parameters()).c_str(), data_name.c_str(), precision.c_str(),
               (long long)batch_size, (long long)epochs, (long long)steps_per_epoch, device.str().c_str(), num_threads());
   if (dp.active()) {
     std::printf("data parallel: %d ranks, each on %lld images per step from its DistributedSampler shard of the "
@@ -217,7 +268,8 @@ int run(int argc, char** argv) {
   // The running sums of the current epoch (saved too, so a resumed epoch reports the same averages).
   double loss_sum = 0;
   int64_t right = 0, seen = 0, skipped_at_epoch_start = 0;
-  const std::string config = "ResNet-" + std::to_string(depth) + " " + precision + " batch " +
+  // Fashion-MNIST runs keep the config text of earlier versions, so their checkpoints still resume.
+  const std::string config = model_name + " " + (synthetic ? "on " + data_name + " " : std::string()) + precision + " batch " +
                              std::to_string(batch_size) + " " + std::to_string(epochs) + " epochs of " +
                              std::to_string(steps_per_epoch) + " steps";
   if (!flags.value("resume").empty()) {
@@ -369,7 +421,7 @@ int run(int argc, char** argv) {
                    dp.world_size(), dp.comm_summary().c_str());
     }
     // Rank 0 evaluates (the others go on and wait for it at the next all-reduce).
-    const EvalResult test = dp.is_main() ? evaluate(*model, test_set, eval_limit, device) : EvalResult{};
+    const EvalResult test = dp.is_main() ? evaluate(*model, *test_set, eval_limit, eval_batch, device) : EvalResult{};
     history.add_eval(step, test.accuracy);
     const int64_t skipped = skipped_total() - skipped_at_epoch_start;
     const double samples_per_s = global_samples_per_s;
@@ -397,7 +449,7 @@ int run(int argc, char** argv) {
               format_duration(run_clock.seconds()).c_str(),
               (format_count(peak_memory_bytes(device) >> 20) + (device.is_cuda() ? " on " + device.str() : "")).c_str());
   if (!flags.value("plot").empty() && dp.is_main()) {
-    write_svg(flags.value("plot"), history.figure("train_resnet: ResNet-" + std::to_string(depth) + " " + precision,
+    write_svg(flags.value("plot"), history.figure("train_resnet: " + model_name + " " + precision,
                                                   "test accuracy"));
     std::printf("plot written to %s\n", flags.value("plot").c_str());
   }

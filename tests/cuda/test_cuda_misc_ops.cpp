@@ -160,44 +160,52 @@ TEST_CASE("CUDA dropout matches the CPU's mask and values exactly", "[cuda][gpu]
 namespace {
 
 // The CUDA pooling kernels' per-element code (cuda/host/pool_windows.h) run on the CPU, one
-// "thread" per output (forward) or input element (backward), on dense CPU tensors.
+// "thread" per output (forward) or input element (backward) in memory order, on dense CPU tensors
+// in the layout f (NCHW or NHWC, as the kernels run them).
+cuda::PoolLayout layout_in(MemoryFormat f, const Tensor& t) { return {f == MemoryFormat::ChannelsLast, t.size(1)}; }
+
 template <typename T>
-Tensor host_max_pool(const Tensor& x, const Tensor& like, const std::vector<int64_t>& ints, bool indices) {
-  const Tensor xd = contiguous(x);
-  Tensor out = empty(like.shape(), {.dtype = indices ? DType::I64 : x.dtype()});
+Tensor host_max_pool(const Tensor& x, const Tensor& like, const std::vector<int64_t>& ints, bool indices,
+                     MemoryFormat f) {
+  const Tensor xd = contiguous(x, f);
+  Tensor out = empty(like.shape(), {.dtype = indices ? DType::I64 : x.dtype(), .memory_format = f});
   const cuda::PoolWin h = cuda::max_pool_win(ints, 0, x.size(2)), w = cuda::max_pool_win(ints, 1, x.size(3));
+  const cuda::PoolLayout l = layout_in(f, x);
   for (int64_t o = 0; o < out.numel(); ++o) {
-    const T* plane = nullptr;
-    const int64_t best = cuda::max_pool_argmax(o, out.size(2), out.size(3), h, w, xd.data<T>(), &plane);
+    int64_t base = 0;
+    const int64_t best = cuda::max_pool_argmax(o, out.size(2), out.size(3), h, w, l, xd.data<T>(), &base);
     if (indices) {
       out.data<int64_t>()[o] = best;
     } else {
-      out.data<T>()[o] = plane[best];
+      out.data<T>()[o] = xd.data<T>()[base + best * l.step()];
     }
   }
   return out;
 }
 template <typename T>
 Tensor host_avg_pool(const Tensor& x, const Shape& out_shape, bool adaptive, const std::vector<int64_t>& ints,
-                     int64_t mode) {
-  const Tensor xd = contiguous(x);
-  Tensor out = empty(out_shape, {.dtype = x.dtype()});
+                     int64_t mode, MemoryFormat f) {
+  const Tensor xd = contiguous(x, f);
+  Tensor out = empty(out_shape, {.dtype = x.dtype(), .memory_format = f});
   const cuda::AvgGeom g = cuda::avg_geom(adaptive, ints, mode, x.size(2), x.size(3), out.size(2), out.size(3));
-  for (int64_t o = 0; o < out.numel(); ++o) out.data<T>()[o] = cuda::avg_pool_at(o, g, xd.data<T>());
+  for (int64_t o = 0; o < out.numel(); ++o) out.data<T>()[o] = cuda::avg_pool_at(o, g, layout_in(f, x), xd.data<T>());
   return out;
 }
 template <typename T>
 Tensor host_avg_pool_grad(const Tensor& gr, const Shape& in_shape, bool adaptive, const std::vector<int64_t>& ints,
-                          int64_t mode) {
-  const Tensor gd = contiguous(gr);
-  Tensor dx = empty(in_shape, {.dtype = gr.dtype()});
+                          int64_t mode, MemoryFormat f) {
+  const Tensor gd = contiguous(gr, f);
+  Tensor dx = empty(in_shape, {.dtype = gr.dtype(), .memory_format = f});
   const cuda::AvgGeom g = cuda::avg_geom(adaptive, ints, mode, dx.size(2), dx.size(3), gr.size(2), gr.size(3));
-  for (int64_t i = 0; i < dx.numel(); ++i) dx.data<T>()[i] = cuda::avg_pool_grad_at(i, g, gd.data<T>());
+  for (int64_t i = 0; i < dx.numel(); ++i)
+    dx.data<T>()[i] = cuda::avg_pool_grad_at(i, g, layout_in(f, gr), gd.data<T>());
   return dx;
 }
 
+// Exact: the CPU kernels give the same bits in both layouts (docs/memory_format.md).
 template <typename T>
-void check_pool_host(DType dt) {
+void check_pool_host(DType dt, MemoryFormat f) {
+  INFO((f == MemoryFormat::ChannelsLast ? "NHWC" : "NCHW"));
   const Tensor x = randn_in(dt, {3, 5, 17, 19}, 2.0, 21);
   const Tensor ties = to(clamp(randn_in(DType::F32, {3, 5, 17, 19}, 1.5, 22), -0.5, 0.5), dt);
   // max: {kH, kW, sH, sW, pH, pW, dH, dW}
@@ -207,8 +215,8 @@ void check_pool_host(DType dt) {
     for (const Tensor& in : {x, ties}) {
       const Tensor want = max_pool2d(in, {m[0], m[1]}, {m[2], m[3]}, {m[4], m[5]}, {m[6], m[7]});
       const Tensor wi = max_pool2d_indices(in, {m[0], m[1]}, {m[2], m[3]}, {m[4], m[5]}, {m[6], m[7]});
-      require_close("host max_pool2d", host_max_pool<T>(in, want, m, false), want);
-      require_close("host max_pool2d_indices", host_max_pool<T>(in, want, m, true), wi);
+      require_close("host max_pool2d", host_max_pool<T>(in, want, m, false, f), want);
+      require_close("host max_pool2d_indices", host_max_pool<T>(in, want, m, true, f), wi);
     }
   }
   // avg: {kH, kW, sH, sW, pH, pW}, both count_include_pad modes, and its backward
@@ -218,33 +226,82 @@ void check_pool_host(DType dt) {
                                                                          {5, 4, 2, 3, 2, 2}}) {
     for (int64_t mode : {1, 0}) {
       const Tensor want = avg_pool2d(x, {a[0], a[1]}, {a[2], a[3]}, {a[4], a[5]}, mode != 0);
-      require_close("host avg_pool2d", host_avg_pool<T>(x, want.shape(), false, a, mode), want);
+      require_close("host avg_pool2d", host_avg_pool<T>(x, want.shape(), false, a, mode, f), want);
       const Tensor g = randn_in(dt, want.shape(), 1.0, 23);
       const Tensor wg = avg_pool2d_backward(g, {17, 19}, {a[0], a[1]}, {a[2], a[3]}, {a[4], a[5]}, mode != 0);
-      require_close("host avg_pool2d_backward", host_avg_pool_grad<T>(g, x.shape(), false, a, mode), wg);
+      require_close("host avg_pool2d_backward", host_avg_pool_grad<T>(g, x.shape(), false, a, mode, f), wg);
     }
   }
   for (const std::array<int64_t, 2> o : {std::array<int64_t, 2>{1, 1}, {5, 7}, {20, 23}, {17, 19}, {3, 1}}) {
     const Tensor want = adaptive_avg_pool2d(x, o);
-    require_close("host adaptive_avg_pool2d", host_avg_pool<T>(x, want.shape(), true, {}, 0), want);
+    require_close("host adaptive_avg_pool2d", host_avg_pool<T>(x, want.shape(), true, {}, 0, f), want);
     const Tensor g = randn_in(dt, want.shape(), 1.0, 24);
     const Tensor wg = adaptive_avg_pool2d_backward(g, {17, 19});
-    require_close("host adaptive_avg_pool2d_backward", host_avg_pool_grad<T>(g, x.shape(), true, {}, 0), wg);
+    require_close("host adaptive_avg_pool2d_backward", host_avg_pool_grad<T>(g, x.shape(), true, {}, 0, f), wg);
   }
   // a global pool over more than 64 leaves of 128 (the counter's higher levels)
   const Tensor big = randn_in(dt, {1, 2, 97, 89}, 1.0, 25);
   const Tensor wb = adaptive_avg_pool2d(big, {1, 1});
-  require_close("host global pool 97x89", host_avg_pool<T>(big, wb.shape(), true, {}, 0), wb);
+  require_close("host global pool 97x89", host_avg_pool<T>(big, wb.shape(), true, {}, 0, f), wb);
 }
 
 }  // namespace
 
-TEST_CASE("the CUDA pooling kernels' per-element code reproduces the CPU bit for bit (host)", "[cuda][pool]") {
+TEST_CASE("the CUDA pooling kernels' per-element code reproduces the CPU bit for bit, NCHW and NHWC (host)", "[cuda][pool]") {
   STATIC_REQUIRE(cuda::kPoolLeaf == kSumLeaf);
-  check_pool_host<double>(DType::F64);
-  check_pool_host<float>(DType::F32);
-  check_pool_host<Half>(DType::F16);
-  check_pool_host<BFloat16>(DType::BF16);
+  for (const MemoryFormat f : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+    check_pool_host<double>(DType::F64, f);
+    check_pool_host<float>(DType::F32, f);
+    check_pool_host<Half>(DType::F16, f);
+    check_pool_host<BFloat16>(DType::BF16, f);
+  }
+}
+
+// NHWC pooling runs natively on CUDA (no NCHW temporary): the outputs are channels-last and equal
+// the CPU's and the NCHW CUDA kernels' bit for bit (the same per-element arithmetic in both layouts).
+TEST_CASE("CUDA pooling on channels-last tensors: NHWC outputs, the NCHW bits, forward and backward",
+          "[cuda][gpu][pool]") {
+  const auto cl = MemoryFormat::ChannelsLast;
+  for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+    const Tensor x = randn_in(dt, {3, 37, 17, 19}, 2.0, 7);  // C = 37: channels not a multiple of a warp
+    const Tensor xg = x.to(gpu()), xgl = xg.to(cl);
+    REQUIRE(xgl.is_contiguous(cl));
+    using F = std::function<Tensor(const Tensor&)>;
+    const std::vector<std::pair<std::string, F>> fwd = {
+        {"max_pool2d k3 s2 p1", [](const Tensor& v) { return max_pool2d(v, {3, 3}, {2, 2}, {1, 1}); }},
+        {"max_pool2d_indices k3 s2 p1", [](const Tensor& v) { return max_pool2d_indices(v, {3, 3}, {2, 2}, {1, 1}); }},
+        {"avg_pool2d k3 s2 p1", [](const Tensor& v) { return avg_pool2d(v, {3, 3}, {2, 2}, {1, 1}); }},
+        {"avg_pool2d k2x3 s3x1 exclude pad",
+         [](const Tensor& v) { return avg_pool2d(v, {2, 3}, {3, 1}, {1, 0}, false); }},
+        {"adaptive_avg_pool2d 5x7", [](const Tensor& v) { return adaptive_avg_pool2d(v, {5, 7}); }},
+        {"global pool", [](const Tensor& v) { return adaptive_avg_pool2d(v, {1, 1}); }}};
+    for (const auto& [what, f] : fwd) {
+      const Tensor got = f(xgl), nchw = f(xg), want = f(x);
+      INFO(what);
+      CHECK(got.suggest_memory_format() == cl);
+      require_close(what + " NHWC vs NCHW on cuda", got, nchw.to(Device::cpu()));
+      require_close(what + " NHWC cuda vs cpu", got, want);
+    }
+    // backward ops: dx comes out in the forward input's layout (attrs.dims = {format})
+    const Tensor g = randn_in(dt, {3, 37, 9, 10}, 1.0, 8), gg = g.to(gpu());
+    const Tensor dxl = avg_pool2d_backward(gg.to(cl), {17, 19}, {3, 3}, {2, 2}, {1, 1}, true);
+    CHECK(dxl.suggest_memory_format() == cl);
+    require_close("avg_pool2d_backward NHWC", dxl, avg_pool2d_backward(g, {17, 19}, {3, 3}, {2, 2}, {1, 1}, true));
+    // autograd through NHWC (max pool: the scatter, avg and global pool: the backward ops)
+    for (const auto& [what, f] : fwd) {
+      if (what.find("indices") != std::string::npos) continue;
+      const Tensor xa = xgl.detach().requires_grad_(true), xc = x.detach().requires_grad_(true);
+      const Tensor ya = f(xa), yc = f(xc);
+      Generator gen(9);
+      const Tensor w = to(rand(yc.shape(), {}, &gen), dt);
+      sum(ya * w.to(gpu()).to(cl)).backward();
+      sum(yc * w).backward();
+      INFO(what << " grad");
+      CHECK(xa.grad().suggest_memory_format() == cl);
+      require_close(what + " grad NHWC cuda vs cpu", xa.grad(), xc.grad());
+    }
+  }
+  mg::test::require_no_pending_cuda_error();
 }
 
 TEST_CASE("CUDA max pooling matches the CPU exactly (values, first-max indices, backward)", "[cuda][gpu][pool]") {

@@ -243,6 +243,71 @@ TEST_CASE("CUDA batch_norm training, eval and backward match the CPU, running st
   mg::test::require_no_pending_cuda_error();
 }
 
+// Channels-last batch norm runs natively on CUDA (column sums over the [N·H·W, C] rows, no NCHW
+// temporary): y and dx come out NHWC; against the CPU the tolerances above hold (the sums are
+// taken in another order again: 32 lanes of up to 128 rows, a tree, then the chunks); eval mode,
+// whose statistics are the running ones, gives the NCHW CUDA kernel's bits exactly (the same
+// per-element arithmetic). Shapes: C below a warp, C over two tiles of 32, and N·H·W over one
+// chunk of 4096 rows.
+TEST_CASE("CUDA batch_norm on channels-last tensors: NHWC y and dx, CPU values, eval bit for bit",
+          "[cuda][gpu][norm]") {
+  const auto cl = MemoryFormat::ChannelsLast;
+  for (const Shape& shape : {Shape{16, 5, 7, 9}, Shape{4, 70, 5, 3}, Shape{8, 3, 40, 40}}) {
+    const int64_t c = shape[1], terms = shape[0] * shape[2] * shape[3];
+    for (DType dt : kFloats) {
+      const DType rdt = acc_dtype(dt);
+      const Tensor x = randn_in(dt, shape, 3.0, 2.0, 61), g = randn_in(dt, shape, 1.0, 0.0, 62);
+      const Tensor w = randn_in(dt, {c}, 0.5, 1.0, 63), b = randn_in(dt, {c}, 0.5, 0.0, 64);
+      const Tensor rm0 = randn_in(rdt, {c}, 1.0, 0.0, 65);
+      const Tensor rv0 = randn_in(rdt, {c}, 1.0, 0.0, 66) * randn_in(rdt, {c}, 1.0, 0.0, 66) + 0.5;
+      const Tensor xl = x.to(gpu()).to(cl), gl = g.to(gpu()).to(cl);
+      for (int64_t mode : {int64_t(7), int64_t(3), int64_t(0)}) {
+        for (bool training : {true, false}) {
+          if (!training && !(mode & 4)) continue;
+          const std::string what = "NHWC batch_norm " + shape_str(shape) + (training ? " training" : " eval") +
+                                   " mode " + std::to_string(mode);
+          Tensors in{x}, gin{xl};
+          if (mode & 1) in.push_back(w), gin.push_back(w.to(gpu()));
+          if (mode & 2) in.push_back(b), gin.push_back(b.to(gpu()));
+          Tensor rm_cpu = clone(rm0), rv_cpu = clone(rv0), rm_gpu = rm0.to(gpu()), rv_gpu = rv0.to(gpu());
+          if (mode & 4) in.push_back(rm_cpu), in.push_back(rv_cpu), gin.push_back(rm_gpu), gin.push_back(rv_gpu);
+          const OpAttrs a{.keepdim = training, .alpha = 1e-5, .beta = 0.1, .mode = mode};
+          const Tensors want = dispatch(OpId::batch_norm, in, a);
+          const Tensors got = dispatch(OpId::batch_norm, gin, a);
+          CHECK(got[0].is_contiguous(cl));
+          CHECK_FALSE(got[0].is_contiguous());
+          require_close(what + " y", got[0], want[0], dt, 1.0, true);
+          require_close(what + " mean", got[1], want[1], dt, 4.0, false);
+          require_close(what + " invstd", got[2], want[2], dt, 4.0, false);
+          if (mode & 4) {
+            require_close(what + " running_mean", rm_gpu, rm_cpu, dt, 4.0, false);
+            require_close(what + " running_var", rv_gpu, rv_cpu, dt, 4.0, false);
+          }
+          if (!training) {  // the NCHW CUDA kernel's bits
+            Tensors nin{x.to(gpu())};
+            for (std::size_t k = 1; k < gin.size(); ++k) nin.push_back(gin[k]);
+            REQUIRE(values(got[0]) == values(dispatch(OpId::batch_norm, nin, a)[0]));
+            continue;
+          }
+          // backward with an NHWC g, and with an NCHW g next to NHWC x (dx still in x's layout)
+          Tensors bin{g, x, want[1], want[2]};
+          Tensors gbin{gl, xl, want[1].to(gpu()), want[2].to(gpu())};
+          if (mode & 1) bin.push_back(w), gbin.push_back(w.to(gpu()));
+          const Tensors bw = dispatch(OpId::batch_norm_backward, bin, {.mode = mode & 3});
+          for (const Tensor& gx : {gl, g.to(gpu())}) {
+            gbin[0] = gx;
+            const Tensors bg = dispatch(OpId::batch_norm_backward, gbin, {.mode = mode & 3});
+            CHECK(bg[0].is_contiguous(cl));
+            require_close(what + " dx", bg[0], bw[0], dt, 1.0, true);
+            require_param_grads(what, bw, bg, dt, double(terms));
+          }
+        }
+      }
+    }
+  }
+  mg::test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("CUDA norms take f32 parameters next to f16/bf16 inputs, as the CPU does", "[cuda][gpu][norm]") {
   for (DType dt : {DType::F16, DType::BF16}) {
     const Tensor x = randn_in(dt, {16, 6, 7, 9}, 3.0, 2.0, 41), g = randn_in(dt, {16, 6, 7, 9}, 1.0, 0.0, 42);

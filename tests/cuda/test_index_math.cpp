@@ -1,9 +1,13 @@
 // The CUDA launchers' index arithmetic (cuda/index_math.h), run on the CPU: the offsets the
 // strided kernels compute must be the elements' real byte offsets for every layout a tensor can
-// have (transposed, sliced, broadcast, mixed dtypes), in 32-bit and 64-bit index math.
+// have (transposed, sliced, broadcast, mixed dtypes), in 32-bit and 64-bit index math. Also the
+// NHWC index math of batch norm (cuda/host/column_plan.h) and pooling (cuda/host/pool_windows.h):
+// each element located where a real channels-last tensor keeps it, each row summed exactly once.
 #include <catch2/catch.hpp>
 
 #include "core/factory.h"
+#include "cuda/host/column_plan.h"
+#include "cuda/host/pool_windows.h"
 #include "cuda/index_math.h"
 #include "ops/ops.h"
 
@@ -103,4 +107,69 @@ TEST_CASE("grid-stride launch sizes and vector widths", "[cuda][launch]") {
   REQUIRE(cuda::dense_vector_width({{buf, 1}, {buf, 4}}) == 4);        // bool out, f32 in: the widest decides
   REQUIRE(cuda::dense_vector_width({{buf, 4}, {buf + 4, 4}}) == 1);    // misaligned: scalar loads
   REQUIRE(cuda::dense_vector_width({{buf, 4}, {nullptr, 4}}) == 4);    // a broadcast scalar has no vector
+}
+
+TEST_CASE("channels-last batch norm: channel_of and the column plan's lanes cover every row once", "[cuda][launch]") {
+  // channel_of against the strides of real tensors in both layouts
+  for (const MemoryFormat f : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+    const Shape shape{2, 5, 3, 4};
+    const Tensor t = empty(shape, {.dtype = DType::F32, .memory_format = f});
+    const Strides& st = t.strides();
+    const int64_t inner = f == MemoryFormat::ChannelsLast ? 1 : 12;
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t c = 0; c < 5; ++c)
+        for (int64_t h = 0; h < 3; ++h)
+          for (int64_t w = 0; w < 4; ++w) {
+            const int64_t off = n * st[0] + c * st[1] + h * st[2] + w * st[3];
+            REQUIRE(cuda::channel_of(off, 5, inner) == c);
+          }
+  }
+  // rows of each chunk: lane y takes begin + y, begin + y + 32, ...; every row once, in range
+  for (const int64_t rows : {int64_t(0), int64_t(1), int64_t(31), int64_t(4096), int64_t(4097), int64_t(100003)}) {
+    const cuda::ColumnPlan p = cuda::make_column_plan(rows, 70);
+    CHECK(p.tiles == 3);
+    CHECK(p.chunk_rows == cuda::kColumnChunkRows);
+    std::vector<int> seen(std::size_t(rows), 0);
+    for (int64_t k = 0; k < p.chunks; ++k) {
+      for (int64_t y = 0; y < cuda::kColumnLanes; ++y) {
+        int64_t mine = 0;
+        for (int64_t r = p.begin(k) + y; r < p.end(k); r += cuda::kColumnLanes, ++mine) ++seen[std::size_t(r)];
+        REQUIRE(mine <= p.chunk_rows / cuda::kColumnLanes);
+      }
+    }
+    for (int v : seen) REQUIRE(v == 1);
+    CHECK(p.chunks == std::max<int64_t>(1, (rows + 4095) / 4096));
+  }
+  // more rows than 65535 chunks of 4096 hold: longer chunks, a multiple of the lanes
+  const int64_t huge = cuda::kMaxColumnChunks * cuda::kColumnChunkRows + 5;
+  const cuda::ColumnPlan big = cuda::make_column_plan(huge, 64);
+  CHECK(big.chunks <= cuda::kMaxColumnChunks);
+  CHECK(big.chunk_rows % cuda::kColumnLanes == 0);
+  CHECK(big.chunk_rows > cuda::kColumnChunkRows);
+  CHECK(big.end(big.chunks - 1) == huge);
+  CHECK(big.begin(big.chunks - 1) < huge);
+  CHECK_THROWS_WITH(cuda::make_column_plan(10, 0), Catch::Matchers::Contains("channels >= 1"));
+}
+
+TEST_CASE("pooling layouts locate every element where an NCHW or NHWC tensor keeps it", "[cuda][launch]") {
+  const int64_t N = 2, C = 3, H = 4, W = 5;
+  for (const bool nhwc : {false, true}) {
+    const Tensor t = empty({N, C, H, W}, {.dtype = DType::F32,
+                                          .memory_format = nhwc ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous});
+    const Strides& st = t.strides();
+    const cuda::PoolLayout l{nhwc, C};
+    CHECK(l.step() == st[3]);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t w = 0; w < W; ++w) {
+            const int64_t off = n * st[0] + c * st[1] + h * st[2] + w * st[3];
+            int64_t plane = -1, r = -1, q = -1;
+            l.locate(off, H, W, &plane, &r, &q);
+            REQUIRE(plane == n * C + c);
+            REQUIRE(r == h);
+            REQUIRE(q == w);
+            REQUIRE(l.base(plane, H, W) + (r * W + q) * l.step() == off);
+          }
+  }
 }
