@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "mixgrad/core/dtype.h"
 #include "mixgrad/core/factory.h"
@@ -167,17 +168,10 @@ __device__ __forceinline__ SgdHyper load_hyper(SgdHyper h, const double* d) {
   }
   return h;
 }
-__device__ __forceinline__ AdamHyper load_hyper(AdamHyper h, const double* d) {
-  if (d) {
-    h.lr = d[0];
-    h.beta1 = d[1];
-    h.beta2 = d[2];
-    h.eps = d[3];
-    h.weight_decay = d[4];
-  }
-  return h;
-}
-__device__ __forceinline__ LambHyper load_hyper(LambHyper h, const double* d) {
+// Adam and LAMB: the same five options, in the same order.
+template <typename H>
+__device__ __forceinline__ H load_hyper(H h, const double* d) {
+  static_assert(std::is_same_v<H, AdamHyper> || std::is_same_v<H, LambHyper>);
   if (d) {
     h.lr = d[0];
     h.beta1 = d[1];
