@@ -25,9 +25,10 @@ backward, (unscale,) optimizer step, then loss.item(); each of N steps is timed 
 warm-up, wall (perf_counter) and process CPU time (process_time), and the median is reported. Peak memory: the worker process's peak RSS
 (ru_maxrss; one fresh process per measurement) and on a GPU torch.cuda.max_memory_allocated.
 
-For each PyTorch configuration the environment variants that matter are tried — OMP_WAIT_POLICY
-unset and PASSIVE, torch.set_num_threads(threads) — and PyTorch's best median is kept (each
-variant's number is printed too). bench_amp runs with the same thread count (its --threads).
+For each configuration the environment variants that matter are tried on both sides in turn —
+OMP_WAIT_POLICY unset (libgomp's default: idle workers spin a while before sleeping) and PASSIVE
+(they sleep at once) — and each side's best median is kept (each variant's number is recorded too).
+PyTorch runs with torch.set_num_threads(threads), bench_amp with the same --threads.
 
   python3 benchmarks/torch_amp_peer.py --bench-amp build/benchmarks/bench_amp --threads 1 \\
       --models mlp,resnet20,bert-mini --steps 10 --rounds 2 [--json out.jsonl] [--markdown FILE]
@@ -493,13 +494,16 @@ def gpu_driver(args, torch, models):
     return 0 if ok else 1
 
 
-def run_ours(args, model, level, dtype):
+def run_ours(args, model, level, dtype, wait_policy):
     with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as f:
         path = f.name
     cmd = [args.bench_amp, "--models", model, "--levels", level, "--dtypes", "bf16" if dtype == "f32" else dtype,
            "--threads", str(args.threads), "--warmup", str(args.warmup), "--steps", str(args.steps),
            "--device", args.device, "--json", path] + (["--quick"] if args.smoke else [])
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    env = dict(os.environ)
+    env.pop("OMP_WAIT_POLICY", None)
+    if wait_policy:
+        env["OMP_WAIT_POLICY"] = wait_policy
     t0 = time.time()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -508,6 +512,7 @@ def run_ours(args, model, level, dtype):
         rec = json.loads(f.readline())
     os.unlink(path)
     rec["process_s"] = time.time() - t0
+    rec["omp_wait_policy"] = wait_policy or "(unset)"
     return rec
 
 
@@ -582,16 +587,16 @@ def main():
     variants = ["", "PASSIVE"]  # OMP_WAIT_POLICY unset (libgomp's default) and PASSIVE
     print(f"torch_amp_peer: {processor()}, {os.cpu_count()} logical CPUs; torch {torch.__version__}; "
           f"{args.threads} thread(s) on both sides (OMP_NUM_THREADS and torch.set_num_threads for PyTorch, "
-          f"--threads for bench_amp, which runs with OMP_WAIT_POLICY=PASSIVE); {args.warmup} warm-up + "
+          f"--threads for bench_amp; each side's best OMP_WAIT_POLICY kept); {args.warmup} warm-up + "
           f"{args.steps} timed steps; {args.rounds} round(s) alternating process by process; "
           f"load average {os.getloadavg()}")
     rows = []
     for model in models:
         for level, dtype, mode in pairs:
             ours, theirs = [], {v: [] for v in variants}
-            for _ in range(args.rounds):  # ours, PyTorch (every variant), ours, ... in turn
-                ours.append(run_ours(args, model, level, dtype))
+            for _ in range(args.rounds):  # ours, PyTorch, in turn, every variant on both sides
                 for v in variants:
+                    ours.append(run_ours(args, model, level, dtype, v))
                     theirs[v].append(run_torch(args, model, mode, v))
             best_ours = min(ours, key=lambda r: r["wall_median_s"])
             best_v = {v: min(rs, key=lambda r: r["wall_median_s"]) for v, rs in theirs.items()}
@@ -605,19 +610,23 @@ def main():
                    "torch_peak_bytes": best_t["peak_rss_bytes"] if not gpu else best_t["peak_device_bytes"],
                    "ours_loss": best_ours["loss_final"], "torch_loss": best_t["loss_final"],
                    "torch_best_env": f"OMP_WAIT_POLICY={wp or '(unset)'}",
+                   "ours_best_env": f"OMP_WAIT_POLICY={best_ours['omp_wait_policy']}",
                    "torch_variants_wall_s": {(v or "(unset)"): r["wall_median_s"] for v, r in best_v.items()},
+                   "ours_variants_wall_s": {v: min(r["wall_median_s"] for r in ours if r["omp_wait_policy"] == v)
+                                            for v in sorted({r["omp_wait_policy"] for r in ours})},
                    "threads": args.threads, "torch": torch.__version__, "commit": best_ours.get("commit", "?")}
             rows.append(row)
             print(f"  {model:<10} {row['ours']:<8} vs {mode:<14} ours {1e3 * row['ours_wall_s']:9.2f} ms  "
-                  f"PyTorch {1e3 * row['torch_wall_s']:9.2f} ms  ratio {row['wall_ratio']:.2f}  ({row['torch_best_env']})",
+                  f"PyTorch {1e3 * row['torch_wall_s']:9.2f} ms  ratio {row['wall_ratio']:.2f}  "
+                  f"(ours {row['ours_best_env']}, PyTorch {row['torch_best_env']})",
                   flush=True)
     mem = "peak RSS MiB" if not gpu else "device peak MiB"
     header = ["model", "ours", "PyTorch", "ours ms", "PyTorch ms", "wall ours/PT", "CPU ours/PT",
-              f"ours {mem}", f"PT {mem}", "ours loss", "PT loss", "PT best env"]
+              f"ours {mem}", f"PT {mem}", "ours loss", "PT loss", "ours best env", "PT best env"]
     table = [[r["model"], r["ours"], r["pytorch"], f"{1e3 * r['ours_wall_s']:.1f}", f"{1e3 * r['torch_wall_s']:.1f}",
               f"{r['wall_ratio']:.2f}", f"{r['cpu_ratio']:.2f}", f"{r['ours_peak_bytes'] / 2**20:.0f}",
               f"{r['torch_peak_bytes'] / 2**20:.0f}", f"{r['ours_loss']:.4f}", f"{r['torch_loss']:.4f}",
-              r["torch_best_env"]] for r in rows]
+              r["ours_best_env"], r["torch_best_env"]] for r in rows]
     widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(header)]
     print("\n" + " | ".join(h.ljust(w) for h, w in zip(header, widths)))
     print("-+-".join("-" * w for w in widths))

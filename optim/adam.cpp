@@ -7,6 +7,7 @@
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/functors.h"
 #include "mixgrad/optim/generic_path.h"
+#include "mixgrad/optim/opmath_blocks.h"
 
 namespace mg::optim {
 
@@ -25,6 +26,23 @@ AdamScalars adam_scalars(const AdamOptions& o, double t) {
   return {-(o.lr / bias_correction1), std::sqrt(bias_correction2)};
 }
 
+// n elements of one block with the functor's flags as compile-time constants: g++ if-converts
+// runtime flags into selects on a scalar bool, which it cannot vectorize; a copy of the functor
+// whose flags are constants folds them away, and the loop vectorizes. The arithmetic is the
+// functor's own (kL2 false only where weight_decay is 0, which the functor would skip too).
+template <bool kDecoupled, bool kL2, bool kAmsgrad, typename T>
+void adam_block(fn::AdamStep<T> f, T* p, const T* g, T* m, T* v, T* vmax, int64_t n) {
+  f.decoupled = kDecoupled;
+  f.amsgrad = kAmsgrad;
+  if constexpr (!kL2) f.weight_decay = T(0);
+  if constexpr (kAmsgrad) {
+    for (int64_t j = 0; j < n; ++j) f(p[j], g[j], m[j], v[j], vmax[j]);
+  } else {
+    T unused = T(0);
+    for (int64_t j = 0; j < n; ++j) f(p[j], g[j], m[j], v[j], unused);
+  }
+}
+
 template <typename P>
 void adam_chunk(const TensorSlot& t, const AdamOptions& o, bool decoupled, const AdamScalars& s, int64_t b,
                 int64_t e) {
@@ -41,25 +59,24 @@ void adam_chunk(const TensorSlot& t, const AdamOptions& o, bool decoupled, const
                           T(s.bias_correction2_sqrt),
                           decoupled,
                           o.amsgrad};
-  P* p = static_cast<P*>(t.param);
-  const P* g = static_cast<const P*>(t.grad);
   T* m = static_cast<T*>(t.state[0]);
   T* v = static_cast<T*>(t.state[1]);
   T* vmax = static_cast<T*>(t.state[2]);
-  if (vmax) {
-    for (int64_t i = b; i < e; ++i) {
-      T pi = T(p[i]);
-      f(pi, T(g[i]), m[i], v[i], vmax[i]);
-      p[i] = P(pi);
-    }
-  } else {
-    T unused = T(0);
-    for (int64_t i = b; i < e; ++i) {
-      T pi = T(p[i]);
-      f(pi, T(g[i]), m[i], v[i], unused);
-      p[i] = P(pi);
-    }
-  }
+  const bool l2 = !decoupled && f.weight_decay != T(0);
+  for_each_opmath_block(static_cast<P*>(t.param), static_cast<const P*>(t.grad), b, e,
+                        [&](T* p, const T* g, int64_t i0, int64_t n) {
+                          T* x = vmax ? vmax + i0 : nullptr;
+                          if (decoupled) {
+                            if (vmax) adam_block<true, false, true>(f, p, g, m + i0, v + i0, x, n);
+                            else adam_block<true, false, false>(f, p, g, m + i0, v + i0, x, n);
+                          } else if (l2) {
+                            if (vmax) adam_block<false, true, true>(f, p, g, m + i0, v + i0, x, n);
+                            else adam_block<false, true, false>(f, p, g, m + i0, v + i0, x, n);
+                          } else {
+                            if (vmax) adam_block<false, false, true>(f, p, g, m + i0, v + i0, x, n);
+                            else adam_block<false, false, false>(f, p, g, m + i0, v + i0, x, n);
+                          }
+                        });
 }
 
 // The generic path (optim/generic_path.h): fn::AdamStep written with public ops on one tensor.

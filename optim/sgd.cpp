@@ -5,33 +5,30 @@
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/functors.h"
 #include "mixgrad/optim/generic_path.h"
+#include "mixgrad/optim/opmath_blocks.h"
 
 namespace mg::optim {
 
 namespace {
 
-// One chunk of one tensor: p, g in the parameter's dtype P, the momentum buffer in opmath.
+// One chunk of one tensor: p, g in the parameter's dtype P, the momentum buffer in opmath; the
+// functor runs over opmath blocks (optim/opmath_blocks.h), so the loop vectorizes.
 template <typename P>
 void sgd_chunk(const TensorSlot& t, const SGDOptions& o, bool first, int64_t b, int64_t e) {
   using T = opmath_t<P>;
   const fn::SgdStep<T> f{T(o.lr), T(o.momentum), T(1.0 - o.dampening), T(o.weight_decay), o.nesterov, first};
-  P* p = static_cast<P*>(t.param);
-  const P* g = static_cast<const P*>(t.grad);
   T* buf = static_cast<T*>(t.state[0]);
-  if (buf) {
-    for (int64_t i = b; i < e; ++i) {
-      T pi = T(p[i]);
-      f(pi, T(g[i]), buf[i]);
-      p[i] = P(pi);
-    }
-  } else {
-    T unused = T(0);
-    for (int64_t i = b; i < e; ++i) {
-      T pi = T(p[i]);
-      f(pi, T(g[i]), unused);
-      p[i] = P(pi);
-    }
-  }
+  for_each_opmath_block(static_cast<P*>(t.param), static_cast<const P*>(t.grad), b, e,
+                        [&](T* p, const T* g, int64_t i0, int64_t n) {
+                          const fn::SgdStep<T> step = f;  // a local copy: no store can alias it
+                          if (buf) {
+                            T* m = buf + i0;
+                            for (int64_t j = 0; j < n; ++j) step(p[j], g[j], m[j]);
+                          } else {
+                            T unused = T(0);
+                            for (int64_t j = 0; j < n; ++j) step(p[j], g[j], unused);
+                          }
+                        });
 }
 
 // The generic path (optim/generic_path.h): fn::SgdStep written with public ops on one tensor.

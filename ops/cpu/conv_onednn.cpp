@@ -52,17 +52,14 @@
 #include <atomic>
 #include <cstddef>
 #include <dnnl.hpp>
-#include <list>
 #include <memory>
-#include <mutex>
-#include <new>
-#include <unordered_map>
 #include <vector>
 
 #include "mixgrad/core/convert.h"
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/parallel.h"
 #include "mixgrad/ops/cpu/leaf_sum.h"
+#include "mixgrad/ops/cpu/onednn_runtime.h"
 
 namespace mg::cpu {
 namespace {
@@ -113,39 +110,15 @@ bool pick(ConvDir dir, DType dt, const ConvGeom& g, Layout& layout) {
   return auto_choice(dir, g, layout);
 }
 
-// ---- engine, streams, errors ----
+// ---- engine, streams, errors: ops/cpu/onednn_runtime.h ----
 
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-// A stream per calling thread (a stream is not meant to be shared between threads).
-dnnl::stream& cpu_stream() {
-  thread_local dnnl::stream s(cpu_engine());
-  return s;
-}
-
-[[noreturn]] void rethrow(const dnnl::error& e, const char* what) {
-  MG_THROW(InternalError, "oneDNN ", what, " failed: ", e.what(), " (", dnnl_status2str(e.status), ")");
-}
+const dnnl::engine& cpu_engine() { return onednn::engine(); }
+dnnl::stream& cpu_stream() { return onednn::stream(); }
+using onednn::rethrow;
 
 // ---- per-thread scratch buffers (64-byte aligned), reused across calls ----
 
-struct Buffer {
-  struct Free {
-    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
-  };
-  std::unique_ptr<std::byte[], Free> p;
-  std::size_t size = 0;
-  void* get(std::size_t n) {
-    if (n > size) {
-      p.reset(static_cast<std::byte*>(::operator new[](n, std::align_val_t{64})));
-      size = n;
-    }
-    return p.get();
-  }
-};
+using onednn::Buffer;
 
 // Buffers beyond this size are given back after the call rather than kept.
 constexpr std::size_t kKeepBytes = std::size_t(64) << 20;
@@ -185,50 +158,12 @@ struct Plan {
 };
 
 using Key = std::array<int64_t, 22>;
-struct KeyHash {
-  std::size_t operator()(const Key& k) const {
-    std::size_t h = 1469598103934665603ull;
-    for (int64_t v : k) h = (h ^ std::size_t(v)) * 1099511628211ull;
-    return h;
-  }
-};
-
-// A small LRU of plans; plans are shared so an evicted one stays valid while a call uses it.
-class PlanCache {
- public:
-  template <typename Make>
-  std::shared_ptr<const Plan> get(const Key& key, const Make& make) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = map_.find(key);
-      if (it != map_.end()) {
-        order_.splice(order_.begin(), order_, it->second.second);
-        return it->second.first;
-      }
-    }
-    std::shared_ptr<const Plan> plan = make();  // outside the lock: creation takes a while
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(key);
-    if (it != map_.end()) return it->second.first;
-    order_.push_front(key);
-    map_.emplace(key, std::make_pair(plan, order_.begin()));
-    if (map_.size() > kCapacity) {
-      map_.erase(order_.back());
-      order_.pop_back();
-    }
-    return plan;
-  }
-
- private:
-  static constexpr std::size_t kCapacity = 128;
-  std::mutex mu_;
-  std::list<Key> order_;
-  std::unordered_map<Key, std::pair<std::shared_ptr<const Plan>, std::list<Key>::iterator>, KeyHash> map_;
-};
+// A small LRU of plans (onednn_runtime.h); plans are shared so an evicted one stays valid while a
+// call uses it.
+using PlanCache = onednn::LruCache<Key, Plan, onednn::ArrayHash>;
 
 PlanCache& plan_cache() {
-  cpu_engine();  // constructed first, so destroyed after the cached primitives
-  static PlanCache c;
+  static PlanCache c(128);  // its constructor makes the engine first, so it is destroyed after
   return c;
 }
 
@@ -274,11 +209,7 @@ Descs descs(const ConvGeom& g, bool nhwc) {
   return d;
 }
 
-dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr a;
-  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // ours, per thread: safe for concurrent calls
-  return a;
-}
+using onednn::user_scratchpad;  // ours, per thread: safe for concurrent calls
 
 // The forward primitive descriptor (also the hint of the backward ones); empty when unimplemented.
 dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, Dt t, Layout layout, bool bias) {

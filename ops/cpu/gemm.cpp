@@ -43,6 +43,7 @@
 #include "mixgrad/core/half.h"
 #include "mixgrad/core/parallel.h"
 #include "mixgrad/core/tensor.h"
+#include "mixgrad/ops/cpu/onednn_matmul.h"
 
 // oneDNN 2.6 exports its bf16 GEMM (row-major, like dnnl_sgemm) but declares it only in its own
 // tests; mg::BFloat16 has the same 16-bit layout as its bfloat16_t.
@@ -237,7 +238,7 @@ constexpr int64_t kOnednnMinWork = 32 * 32 * 32;
 
 // The paths in use: -1 while detection rules, else the bits of a forced GemmPaths.
 std::atomic<int> g_forced_paths{-1};
-constexpr int kBf16Native = 1, kPadAliased = 2;
+constexpr int kBf16Native = 1, kPadAliased = 2, kBf16Matmul = 4;
 
 // The leading-dimension padding (in elements) that oneDNN's AVX2 sgemm wants for its operands: 16
 // floats where it runs about 2x slower because the lines it reads lie a multiple of 1-2 KiB apart
@@ -362,7 +363,13 @@ void gemm_one(const GemmProblem& p, const T* a, const T* b, const T* c, T* out) 
         Scratch<T>& h = scratch<T>();
         const MatRef<T> A = load<T, T>(a, n, k, p.a.rs, p.a.cs, h.a);
         const MatRef<T> B = load<T, T>(b, k, m, p.b.rs, p.b.cs, h.b);
-        onednn_gemm<T>(A, B, o, n, k, m, static_cast<float>(p.alpha), use_c ? 1.0f : 0.0f);
+        const bool a_col = A.layout == Layout::Col;
+        if (paths.bf16_matmul && matmul_bf16_picks(a_col, n, k, m)) {
+          matmul_bf16(A.p, a_col, A.ld, B.p, B.layout == Layout::Col, B.ld, o, n, k, m, static_cast<float>(p.alpha),
+                      use_c ? 1.0f : 0.0f);
+        } else {
+          onednn_gemm<T>(A, B, o, n, k, m, static_cast<float>(p.alpha), use_c ? 1.0f : 0.0f);
+        }
         release_if_large(h);
       }
     }
@@ -420,18 +427,22 @@ bool onednn_bf16_gemm_available() {
 GemmPaths gemm_detected_paths() {
   // avx512_core and up run other sgemm kernels, not measured to suffer from the aliasing.
   static const bool avx2_sgemm = dnnl_get_effective_cpu_isa() < dnnl_cpu_isa_avx512_core;
-  return {.bf16_native = onednn_bf16_gemm_available(), .pad_aliased = avx2_sgemm};
+  return {.bf16_native = onednn_bf16_gemm_available(), .pad_aliased = avx2_sgemm,
+          .bf16_matmul = onednn_bf16_gemm_available() && onednn_amx_available()};
 }
 
 GemmPaths gemm_paths() {
   const int forced = g_forced_paths.load(std::memory_order_relaxed);
   if (forced < 0) return gemm_detected_paths();
   return {.bf16_native = (forced & kBf16Native) != 0 && onednn_bf16_gemm_available(),
-          .pad_aliased = (forced & kPadAliased) != 0};
+          .pad_aliased = (forced & kPadAliased) != 0,
+          .bf16_matmul = (forced & kBf16Matmul) != 0 && gemm_detected_paths().bf16_matmul};
 }
 
 void gemm_force_paths(const std::optional<GemmPaths>& paths) {
-  g_forced_paths.store(paths ? (paths->bf16_native ? kBf16Native : 0) | (paths->pad_aliased ? kPadAliased : 0) : -1,
+  g_forced_paths.store(paths ? (paths->bf16_native ? kBf16Native : 0) | (paths->pad_aliased ? kPadAliased : 0) |
+                                   (paths->bf16_matmul ? kBf16Matmul : 0)
+                             : -1,
                        std::memory_order_relaxed);
 }
 

@@ -41,13 +41,16 @@ struct GemmPaths {
   // copied, or converted from f16/bf16, with a leading dimension 16 floats longer. The exact rules
   // and measurements: ops/cpu/gemm.cpp (pad_for_aliasing_a/_b).
   bool pad_aliased = false;
+  // bf16 products of the shapes measured faster there run oneDNN's matmul primitive (brgemm on AMX
+  // tiles; AMX processors only) instead of its BLAS-like bf16 GEMM: ops/cpu/onednn_matmul.h.
+  bool bf16_matmul = false;
 };
 GemmPaths gemm_detected_paths();
 GemmPaths gemm_paths();
 
 // Test hook: every call uses `paths` until gemm_force_paths(std::nullopt) restores the detected
 // ones, so both sides of each choice are tested on any processor. bf16_native cannot be forced on
-// where the processor lacks it (it is and-ed with the detected value).
+// where the processor lacks it (it is and-ed with the detected value); neither can bf16_matmul.
 //   mg::cpu::gemm_force_paths(mg::cpu::GemmPaths{.bf16_native = false, .pad_aliased = true});
 void gemm_force_paths(const std::optional<GemmPaths>& paths);
 

@@ -1,5 +1,5 @@
 // Tests of the CPU GEMM driver's processor-dependent paths (ops/cpu/gemm.h, GemmPaths): bf16 on
-// oneDNN's native bf16 GEMM and through the f32 fallback, and the padded copy of a transposed `a`
+// oneDNN's native bf16 GEMM, on its matmul primitive (AMX) and through the f32 fallback, and the padded copy of a transposed `a`
 // or row-major `b` that oneDNN's AVX2 sgemm wants. Every path is forced on every machine through the test hook
 // (bf16_native only where the processor has it), and each must give the exact product: integer
 // operands in [-8, 8] keep every f32 partial sum exact, so f32 equals the f64 product and f16/bf16
@@ -11,6 +11,7 @@
 
 #include "autograd/engine.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/onednn_matmul.h"
 #include "ops/ops.h"
 
 using namespace mg;
@@ -42,12 +43,15 @@ struct ForcePaths {
   ~ForcePaths() { cpu::gemm_force_paths(std::nullopt); }
 };
 
-// The four combinations of the two choices.
+// Every combination of the three choices.
 std::vector<cpu::GemmPaths> all_paths() {
-  return {{.bf16_native = false, .pad_aliased = false},
-          {.bf16_native = false, .pad_aliased = true},
-          {.bf16_native = true, .pad_aliased = false},
-          {.bf16_native = true, .pad_aliased = true}};
+  std::vector<cpu::GemmPaths> out;
+  for (bool native : {false, true}) {
+    for (bool pad : {false, true}) {
+      for (bool matmul : {false, true}) out.push_back({.bf16_native = native, .pad_aliased = pad, .bf16_matmul = matmul});
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -77,7 +81,8 @@ TEST_CASE("GEMM paths: every path gives the exact product for every dtype and la
   for (const cpu::GemmPaths& paths : all_paths()) {
     ForcePaths force(paths);
     for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
-      INFO("bf16_native " << paths.bf16_native << " pad " << paths.pad_aliased << " " << dtype_name(dt));
+      INFO("bf16_native " << paths.bf16_native << " pad " << paths.pad_aliased << " matmul " << paths.bf16_matmul << " "
+                          << dtype_name(dt));
       const Tensor a512 = ints({k, 512}, dt).t();                        // [512, k], col-major, ld 512
       const Tensor a600 = ints({k, 1024}, dt).narrow(1, 0, 600).t();     // [600, k], col-major, ld 1024
       const Tensor arow = ints({512, k}, dt);                            // [512, k], row-major
@@ -104,7 +109,8 @@ TEST_CASE("GEMM paths: a row-major b with an aliasing leading dimension on every
   for (const cpu::GemmPaths& paths : all_paths()) {
     ForcePaths force(paths);
     for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
-      INFO("bf16_native " << paths.bf16_native << " pad " << paths.pad_aliased << " " << dtype_name(dt));
+      INFO("bf16_native " << paths.bf16_native << " pad " << paths.pad_aliased << " matmul " << paths.bf16_matmul << " "
+                          << dtype_name(dt));
       const Tensor b256 = ints({k, 256}, dt);                             // [k, 256], ld 256
       const Tensor b300 = ints({k, 1024}, dt).narrow(1, 0, 300);         // [k, 300], ld 1024
       const Tensor a = ints({n, k}, dt), at = ints({k, n}, dt).t();      // [n, k] row- and col-major
@@ -127,12 +133,40 @@ TEST_CASE("GEMM paths: a linear layer's weight gradient dY^T @ x on every path",
   for (const cpu::GemmPaths& paths : all_paths()) {
     ForcePaths force(paths);
     for (DType dt : {DType::F32, DType::BF16}) {
-      INFO("bf16_native " << paths.bf16_native << " pad " << paths.pad_aliased << " " << dtype_name(dt));
+      INFO("bf16_native " << paths.bf16_native << " pad " << paths.pad_aliased << " matmul " << paths.bf16_matmul << " "
+                          << dtype_name(dt));
       const Tensor x = ints({T, in}, dt), dy = ints({T, out}, dt);
       const Tensor w = ints({out, in}, dt).requires_grad_(true);
       const Tensor y = linear(x, w);
       const Tensor dw = autograd::grad({y}, {w}, {dy})[0];
       REQUIRE(bit_equal(dw, exact_mm(dy.t(), x, dt)));
     }
+  }
+}
+
+TEST_CASE("GEMM paths: bf16 products of the measured shapes run the matmul primitive on AMX processors",
+          "[ops][linalg][gemm]") {
+  const cpu::GemmPaths detected = cpu::gemm_detected_paths();
+  REQUIRE(detected.bf16_matmul == (cpu::onednn_bf16_gemm_available() && cpu::onednn_amx_available()));
+  // x @ W^T and dY @ W (k <= 2048) pick it, and dW = dY^T @ x over more than 1024 rows and
+  // products with fewer than 16 rows do not (ops/cpu/onednn_matmul.cpp); the exact product either way.
+  const int64_t k = 96;
+  const Tensor x = ints({64, k}, DType::BF16), w = ints({80, k}, DType::BF16);
+  const Tensor dy_long = ints({1100, 32}, DType::BF16), x_long = ints({1100, 24}, DType::BF16);
+  for (bool use_matmul : {false, true}) {
+    ForcePaths force({.bf16_native = true, .pad_aliased = false, .bf16_matmul = use_matmul});
+    INFO("matmul forced " << use_matmul << ", detected " << detected.bf16_matmul);
+    const bool runs = use_matmul && detected.bf16_matmul;
+    int64_t before = cpu::matmul_bf16_calls();
+    REQUIRE(bit_equal(mm(x, w.t()), exact_mm(x, w.t(), DType::BF16)));
+    REQUIRE(cpu::matmul_bf16_calls() - before == (runs ? 1 : 0));
+    before = cpu::matmul_bf16_calls();
+    REQUIRE(bit_equal(mm(dy_long.t(), x_long), exact_mm(dy_long.t(), x_long, DType::BF16)));  // k 1100, a transposed
+    REQUIRE(bit_equal(mm(x.narrow(0, 0, 8), w.t()), exact_mm(x.narrow(0, 0, 8), w.t(), DType::BF16)));  // 8 rows
+    REQUIRE(cpu::matmul_bf16_calls() == before);
+    // the same shape twice: the cached primitive, and addmm's alpha and beta
+    const Tensor c = ints({64, 80}, DType::BF16);
+    REQUIRE(bit_equal(addmm(c, x, w.t(), 0.5, 2.0),
+                      to(0.5 * to(c, DType::F64) + 2.0 * matmul(to(x, DType::F64), to(w.t(), DType::F64)), DType::BF16)));
   }
 }

@@ -1,0 +1,126 @@
+// bf16 products on oneDNN's matmul primitive (see ops/cpu/onednn_matmul.h).
+//
+// Decision: on AMX processors the matmul primitive (brgemm kernels, "brg:avx512_core_amx_bf16" in
+// oneDNN 2.6) runs bf16 products that dnnl_gemm_bf16bf16f32 runs up to 2x slower, and a few
+// slower than it. Measured on one thread of a Xeon with AMX (2026-12-02, throwaway probe: best of
+// 5x5 calls, GFLOP/s, BLAS-like GEMM -> matmul with f32 output; A transposed = TN):
+//   MLP      x @ W^T 256x1024x784 / 256x1024x1024      702 / 801 -> 659 / 772   (even)
+//            dY @ W 256x1024x1024                        705 -> 652              (even)
+//            dW = dY^T @ x 1024x1024x256 / 1024x784x256  445 / 765 -> 660 / 776
+//            x @ W3^T 256x10x1024                         164 -> 331
+//            dW3 10x1024x256 (10 rows)                    267 -> 205              (slower)
+//   BERT-mini FFN up 4096x1024x256, QKV 4096x768x256     424 / 443 -> 761 / 776
+//            FFN down 4096x256x1024, its dX 4096x256x1024 772 / 767 -> 953 / 940
+//            decoder 4096x8192x256                        196 -> 266
+//            dW over 4096 tokens: decoder 8192x256x4096 TN, FFN 1024x256x4096 TN
+//                                                         722 / 775 -> 458 / 698  (slower)
+//            decoder dX 4096x256x8192                     776 -> 691              (slower)
+//   1024x1024x2048 NT / TN                               739 / 720 -> 865 / 567
+// So the primitive runs products with k <= 2048 (k <= 1024 when A is transposed) and at least 16
+// rows; the rest stay on the BLAS-like GEMM. PyTorch 2.15's bf16 mm (oneDNN 3.x) runs these shapes
+// at 860-1820 GFLOP/s; oneDNN 3.x is not in Debian 12.
+//
+// Numerics: the same f32 accumulation of exact bf16 products as the BLAS-like GEMM, in another
+// summation order; the output stays f32 and the driver rounds it (the primitive's own bf16 output
+// would flush subnormal results to zero, against docs/numerics.md).
+#include "mixgrad/ops/cpu/onednn_matmul.h"
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <array>
+#include <atomic>
+#include <bit>
+#include <unordered_map>
+
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/parallel.h"
+#include "mixgrad/ops/cpu/onednn_runtime.h"
+
+namespace mg::cpu {
+namespace {
+
+using dnnl::memory;
+using Dt = memory::data_type;
+
+std::atomic<int64_t> g_calls{0};
+
+struct Plan {
+  dnnl::matmul prim;
+  memory::desc a, b, out, scratchpad;
+};
+
+// n, k, m, the operands' layouts and leading dimensions, alpha and beta (bits), the thread count
+// (oneDNN sizes its kernels for it at creation).
+using Key = std::array<int64_t, 10>;
+using PlanCache = onednn::LruCache<Key, Plan, onednn::ArrayHash>;
+
+PlanCache& plan_cache() {
+  static PlanCache c(256);
+  return c;
+}
+
+// A [rows, cols] bf16 matrix, row-major or col-major with leading dimension ld.
+memory::desc matrix(int64_t rows, int64_t cols, bool col, int64_t ld) {
+  return memory::desc({rows, cols}, Dt::bf16, col ? memory::dims{1, ld} : memory::dims{ld, 1});
+}
+
+std::shared_ptr<const Plan> make_plan(bool a_col, int64_t lda, bool b_col, int64_t ldb, int64_t n, int64_t k,
+                                      int64_t m, float alpha, float beta) {
+  auto plan = std::make_shared<Plan>();
+  plan->a = matrix(n, k, a_col, lda);
+  plan->b = matrix(k, m, b_col, ldb);
+  plan->out = memory::desc({n, m}, Dt::f32, memory::dims{m, 1});
+  dnnl::primitive_attr attr = onednn::user_scratchpad();
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(beta);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a, plan->b, plan->out), attr, onednn::engine());
+  plan->scratchpad = pd.scratchpad_desc();
+  plan->prim = dnnl::matmul(pd);
+  return plan;
+}
+
+}  // namespace
+
+bool onednn_amx_available() {
+  static const bool amx = dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core_amx;
+  return amx;
+}
+
+bool matmul_bf16_picks(bool a_col, int64_t n, int64_t k, int64_t m) {
+  if (!onednn_amx_available() || in_parallel_region()) return false;
+  return n >= 16 && m >= 1 && k >= 1 && k <= (a_col ? 1024 : 2048);
+}
+
+void matmul_bf16(const BFloat16* a, bool a_col, int64_t lda, const BFloat16* b, bool b_col, int64_t ldb, float* out,
+                 int64_t n, int64_t k, int64_t m, float alpha, float beta) {
+  const Key key = {n, k, m, a_col, lda, b_col, ldb, std::bit_cast<int32_t>(alpha), std::bit_cast<int32_t>(beta),
+                   num_threads()};
+  try {
+    const std::shared_ptr<const Plan> plan =
+        plan_cache().get(key, [&] { return make_plan(a_col, lda, b_col, ldb, n, k, m, alpha, beta); });
+    const dnnl::engine& eng = onednn::engine();
+    // The primitive only reads a and b; oneDNN's memory objects take non-const pointers.
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, memory(plan->a, eng, const_cast<BFloat16*>(a))},
+        {DNNL_ARG_WEIGHTS, memory(plan->b, eng, const_cast<BFloat16*>(b))},
+        {DNNL_ARG_DST, memory(plan->out, eng, out)}};
+    thread_local onednn::Buffer scratch;
+    if (plan->scratchpad.get_size() > 0) {
+      args.emplace(DNNL_ARG_SCRATCHPAD, memory(plan->scratchpad, eng, scratch.get(plan->scratchpad.get_size())));
+    }
+    dnnl::stream& s = onednn::stream();
+    plan->prim.execute(s, args);
+    s.wait();
+  } catch (const dnnl::error& e) {
+    onednn::rethrow(e, "bf16 matmul");
+  }
+  g_calls.fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t matmul_bf16_calls() { return g_calls.load(std::memory_order_relaxed); }
+
+}  // namespace mg::cpu

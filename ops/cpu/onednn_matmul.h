@@ -1,0 +1,31 @@
+// bf16 GEMM through oneDNN's matmul primitive, whose brgemm kernels run on AMX tiles: the CPU GEMM
+// driver's (ops/cpu/gemm.cpp) path for bf16 products of the shapes where it measured faster than
+// oneDNN's BLAS-like dnnl_gemm_bf16bf16f32 (rule and numbers: onednn_matmul.cpp). The result is
+// f32 (f32 accumulators, as the BLAS-like GEMM), rounded to bf16 by the driver.
+//
+//   if (matmul_bf16_picks(a_col, n, k, m)) matmul_bf16(a, a_col, lda, b, b_col, ldb, out, n, k, m, 1.f, 0.f);
+#pragma once
+#include <cstdint>
+
+#include "mixgrad/core/half.h"
+
+namespace mg::cpu {
+
+// Whether oneDNN runs bf16 matmul primitives on AMX on this processor (its effective ISA is
+// avx512_core_amx or above: AMX exposed by the CPU and allowed by the kernel).
+bool onednn_amx_available();
+
+// Whether the driver runs this bf16 product (out[n, m] = A[n, k] @ B[k, m], A col-major when
+// a_col) here: on AMX processors, outside parallel regions, for the measured shapes.
+bool matmul_bf16_picks(bool a_col, int64_t n, int64_t k, int64_t m);
+
+// out[n, m] (dense row-major f32) = alpha * A @ B + beta * out. A [n, k] row-major with leading
+// dimension lda, or col-major (element (i, j) at a[i + j * lda]) when a_col; B [k, m] likewise.
+// out is not read when beta == 0. The primitive for the shape is cached.
+void matmul_bf16(const BFloat16* a, bool a_col, int64_t lda, const BFloat16* b, bool b_col, int64_t ldb, float* out,
+                 int64_t n, int64_t k, int64_t m, float alpha, float beta);
+
+// How many products this process has run here (tests check which path ran).
+int64_t matmul_bf16_calls();
+
+}  // namespace mg::cpu
