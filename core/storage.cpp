@@ -20,12 +20,13 @@ void init();
 namespace mg {
 namespace {
 
-// Blocks below kCacheMin bytes go straight to aligned_alloc/free (glibc recycles them well);
+// Blocks below kCacheMin bytes go straight to aligned_alloc/free (glibc recycles small blocks
+// well; from its mmap threshold, 128 KiB, up it returns freed ones to the OS);
 // larger freed blocks are kept, keyed by their rounded size, and reused by a request of a size
 // between that size and twice it, up to a total of `limit_` cached bytes.
 class CpuAllocator final : public Allocator {
  public:
-  static constexpr std::size_t kCacheMin = std::size_t(1) << 20;
+  static constexpr std::size_t kCacheMin = std::size_t(1) << 17;
   static constexpr std::size_t kPage = 4096;
 
   void* allocate(std::size_t nbytes, Device) override {

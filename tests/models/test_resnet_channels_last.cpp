@@ -24,6 +24,7 @@ namespace {
 struct Run {
   std::vector<double> losses;
   std::vector<std::vector<double>> params;
+  std::vector<std::vector<double>> first_grads;  // every parameter's gradient in the first step
   bool input_grad_nhwc = false;
 };
 
@@ -43,6 +44,9 @@ Run train(MemoryFormat format) {
     loss.backward();
     opt.step();
     r.losses.push_back(loss.item<double>());
+    if (step == 0) {
+      for (const Tensor& p : net->parameters()) r.first_grads.push_back(values(p.grad()));
+    }
     if (step == 0) r.input_grad_nhwc = x.grad().suggest_memory_format() == MemoryFormat::ChannelsLast;
   }
   for (const Tensor& p : net->parameters()) r.params.push_back(values(p));
@@ -58,20 +62,39 @@ TEST_CASE("ResNet-20 steps in channels-last equal the NCHW steps", "[nn][models]
   CHECK_FALSE(nchw.input_grad_nhwc);
   CHECK(nhwc.input_grad_nhwc);  // the gradient came back through NHWC convs
   REQUIRE(nhwc.losses.size() == nchw.losses.size());
+  // The first step starts from the same parameters: its gradients differ only by the rounding of
+  // oneDNN's nhwc convs (another summation order), a layout bug would show here at full size.
+  REQUIRE(nhwc.first_grads.size() == nchw.first_grads.size());
+  double worst = 0, scale = 0;
+  for (std::size_t k = 0; k < nchw.first_grads.size(); ++k) {
+    for (std::size_t i = 0; i < nchw.first_grads[k].size(); ++i) {
+      worst = std::max(worst, std::abs(nhwc.first_grads[k][i] - nchw.first_grads[k][i]));
+      scale = std::max(scale, std::abs(nchw.first_grads[k][i]));
+    }
+  }
+  INFO("first-step gradients: worst difference " << worst << ", largest gradient " << scale);
+  CHECK(worst < 1e-5 * scale);
+  // Later steps compound those differences, and where one moves a pre-activation across 0 a ReLU's
+  // gradient flips between g and 0 at that element, which batch norm spreads over its channel: on
+  // an AVX-512 machine one such flip in the second step left the parameters 7e-4 apart (relative
+  // L2) after three steps, single weights 4e-3, while each layout stayed within rounding of its
+  // own f64 run (traced op by op). So the steps are compared as a whole: losses and the relative
+  // L2 distance of all parameters.
   for (std::size_t i = 0; i < nchw.losses.size(); ++i) {
     INFO("step " << i);
-    CHECK(std::abs(nhwc.losses[i] - nchw.losses[i]) < 1e-4 * (1 + std::abs(nchw.losses[i])));
+    CHECK(std::abs(nhwc.losses[i] - nchw.losses[i]) < 1e-3 * (1 + std::abs(nchw.losses[i])));
   }
-  // summation order differs in oneDNN's nhwc convs: f32 rounding differences, amplified a little
-  // by three steps of momentum SGD
-  double worst = 0;
+  double diff2 = 0, norm2 = 0;
   REQUIRE(nhwc.params.size() == nchw.params.size());
   for (std::size_t k = 0; k < nchw.params.size(); ++k) {
     for (std::size_t i = 0; i < nchw.params[k].size(); ++i) {
-      worst = std::max(worst, std::abs(nhwc.params[k][i] - nchw.params[k][i]));
+      const double d = nhwc.params[k][i] - nchw.params[k][i];
+      diff2 += d * d;
+      norm2 += nchw.params[k][i] * nchw.params[k][i];
     }
   }
-  CHECK(worst < 1e-4);
+  INFO("parameters after the steps: relative L2 distance " << std::sqrt(diff2 / norm2));
+  CHECK(std::sqrt(diff2 / norm2) < 5e-3);
   CHECK(nchw.losses.back() != nchw.losses.front());  // the steps changed the model
 }
 
