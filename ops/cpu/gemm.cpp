@@ -364,11 +364,10 @@ void gemm_one(const GemmProblem& p, const T* a, const T* b, const T* c, T* out) 
         const MatRef<T> A = load<T, T>(a, n, k, p.a.rs, p.a.cs, h.a);
         const MatRef<T> B = load<T, T>(b, k, m, p.b.rs, p.b.cs, h.b);
         const bool a_col = A.layout == Layout::Col;
-        if (paths.bf16_matmul && matmul_bf16_picks(a_col, n, k, m)) {
-          matmul_bf16(A.p, a_col, A.ld, B.p, B.layout == Layout::Col, B.ld, o, n, k, m, static_cast<float>(p.alpha),
-                      use_c ? 1.0f : 0.0f);
-        } else {
-          onednn_gemm<T>(A, B, o, n, k, m, static_cast<float>(p.alpha), use_c ? 1.0f : 0.0f);
+        const float alpha = static_cast<float>(p.alpha), beta = use_c ? 1.0f : 0.0f;
+        if (!(paths.bf16_matmul && matmul_bf16_picks(a_col, n, k, m) &&
+              matmul_bf16(A.p, a_col, A.ld, B.p, B.layout == Layout::Col, B.ld, o, n, k, m, alpha, beta))) {
+          onednn_gemm<T>(A, B, o, n, k, m, alpha, beta);
         }
         release_if_large(h);
       }

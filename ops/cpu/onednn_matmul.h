@@ -3,7 +3,8 @@
 // oneDNN's BLAS-like dnnl_gemm_bf16bf16f32 (rule and numbers: onednn_matmul.cpp). The result is
 // f32 (f32 accumulators, as the BLAS-like GEMM), rounded to bf16 by the driver.
 //
-//   if (matmul_bf16_picks(a_col, n, k, m)) matmul_bf16(a, a_col, lda, b, b_col, ldb, out, n, k, m, 1.f, 0.f);
+//   if (!(matmul_bf16_picks(a_col, n, k, m) && matmul_bf16(a, a_col, lda, b, b_col, ldb, out, n, k, m, 1.f, 0.f)))
+//     run_the_blas_like_gemm();
 #pragma once
 #include <cstdint>
 
@@ -21,8 +22,9 @@ bool matmul_bf16_picks(bool a_col, int64_t n, int64_t k, int64_t m);
 
 // out[n, m] (dense row-major f32) = alpha * A @ B + beta * out. A [n, k] row-major with leading
 // dimension lda, or col-major (element (i, j) at a[i + j * lda]) when a_col; B [k, m] likewise.
-// out is not read when beta == 0. The primitive for the shape is cached.
-void matmul_bf16(const BFloat16* a, bool a_col, int64_t lda, const BFloat16* b, bool b_col, int64_t ldb, float* out,
+// out is not read when beta == 0. The primitive for the shape is cached. Returns false, touching
+// nothing, where oneDNN has no brgemm kernel for these strides: the caller then runs its GEMM.
+bool matmul_bf16(const BFloat16* a, bool a_col, int64_t lda, const BFloat16* b, bool b_col, int64_t ldb, float* out,
                  int64_t n, int64_t k, int64_t m, float alpha, float beta);
 
 // How many products this process has run here (tests check which path ran).

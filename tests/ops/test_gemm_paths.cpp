@@ -164,6 +164,12 @@ TEST_CASE("GEMM paths: bf16 products of the measured shapes run the matmul primi
     REQUIRE(bit_equal(mm(dy_long.t(), x_long), exact_mm(dy_long.t(), x_long, DType::BF16)));  // k 1100, a transposed
     REQUIRE(bit_equal(mm(x.narrow(0, 0, 8), w.t()), exact_mm(x.narrow(0, 0, 8), w.t(), DType::BF16)));  // 8 rows
     REQUIRE(cpu::matmul_bf16_calls() == before);
+    // a row-major `a` whose leading dimension is not the dense one: oneDNN has no brgemm kernel
+    // for it, and the product stays on the BLAS-like GEMM, exactly
+    before = cpu::matmul_bf16_calls();
+    const Tensor x_wide = ints({64, k + 3}, DType::BF16).narrow(1, 0, k);  // [64, k], ld k + 3
+    REQUIRE(bit_equal(mm(x_wide, w.t()), exact_mm(x_wide, w.t(), DType::BF16)));
+    REQUIRE(cpu::matmul_bf16_calls() == before);
     // the same shape twice: the cached primitive, and addmm's alpha and beta
     const Tensor c = ints({64, 80}, DType::BF16);
     REQUIRE(bit_equal(addmm(c, x, w.t(), 0.5, 2.0),
