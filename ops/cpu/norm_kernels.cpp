@@ -311,14 +311,33 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   // The per-channel pass, on x as bf16 in place or as A.
   auto channels = [&](const auto* x) {
     parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
-      std::vector<A> row;
+      std::vector<A> row, chan;
+      // bf16 in place with short runs (s < 256, e.g. 7x7 maps): the channel's N runs widened once
+      // into one f32 run (L2-sized), which the two sums and the output then read. The rule's sums
+      // of one long run cost less than of N short ones (its per-run head and tail work; bench_norm
+      // bf16 [128,64,7,7] 3.1 -> 5.2-5.4 GB/s, [128,16,28,28] no gain), and the terms keep their
+      // numbers, so the sums are the same bits (RuleSums numbers terms in order, whatever the runs).
+      constexpr bool kWiden = !std::is_same_v<std::remove_cvref_t<decltype(*x)>, A>;
+      const bool gather = kWiden && s < 256;
       for (int64_t ch = c0; ch < c1; ++ch) {
         A mu, var;
+        if (gather) {
+          chan.resize(std::size_t(n * s));
+          for (int64_t i = 0; i < n; ++i) {
+            const auto* xr = x + (i * c + ch) * s;
+            A* cr = chan.data() + i * s;
+            for (int64_t k = 0; k < s; ++k) cr[k] = A(xr[k]);
+          }
+        }
         if (training) {
           // Σ over the N runs of S values of this channel, by the rule, in A (f32 for f16/bf16)
           const int64_t cnt = n * s;
           const Moments<A> m = moments<A>(cnt, [&](const auto& f) {
-            for (int64_t i = 0; i < n; ++i) f(x + (i * c + ch) * s, s);
+            if (gather) {
+              f(static_cast<const A*>(chan.data()), cnt);
+            } else {
+              for (int64_t i = 0; i < n; ++i) f(x + (i * c + ch) * s, s);
+            }
           });
           mu = m.mean;
           var = cnt > 0 ? m.ss / A(cnt) : A(0);
@@ -337,19 +356,27 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
           shifts[std::size_t(ch)] = shift;
           continue;
         }
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t e0 = (i * c + ch) * s;
+        // y of one run from its S inputs `src` (A, or bf16 widened inline)
+        auto write_run = [&](const auto* src, int64_t e0) {
           if constexpr (std::is_same_v<T, Half>) {
             // f16: the row in f32, then one SIMD rounding pass (the scalar f16 store dominated f16
             // training). bf16 stays on the scalar store, which the compiler vectorises: a row pass
             // through convert_f32_to_bf16 measured slower on short rows (bench_norm, 128x64x7x7)
             row.resize(std::size_t(s));
-            for (int64_t k = 0; k < s; ++k) row[std::size_t(k)] = (A(x[e0 + k]) - mu) * scale + shift;
+            for (int64_t k = 0; k < s; ++k) row[std::size_t(k)] = (A(src[k]) - mu) * scale + shift;
             store_values(row.data(), y + e0, s);
           } else {
             for (int64_t k = 0; k < s; ++k) {
-              y[e0 + k] = store<T>((A(x[e0 + k]) - mu) * scale + shift);  // centre first: x * scale - mu * scale cancels
+              y[e0 + k] = store<T>((A(src[k]) - mu) * scale + shift);  // centre first: x * scale - mu * scale cancels
             }
+          }
+        };
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t e0 = (i * c + ch) * s;
+          if (gather) {
+            write_run(static_cast<const A*>(chan.data() + i * s), e0);
+          } else {
+            write_run(x + e0, e0);
           }
         }
       }
