@@ -23,21 +23,6 @@ namespace mg::optim {
 // Elements per converted block: two 4 KiB float buffers, well inside L1.
 inline constexpr int64_t kOpmathBlock = 1024;
 
-namespace detail {
-template <typename P>
-void load_opmath(const P* src, opmath_t<P>* dst, int64_t n) {
-  if constexpr (std::is_same_v<P, BFloat16>) convert_bf16_to_f32(src, dst, n);
-  else if constexpr (std::is_same_v<P, Half>) convert_f16_to_f32(src, dst, n);
-  else for (int64_t j = 0; j < n; ++j) dst[j] = opmath_t<P>(src[j]);
-}
-template <typename P>
-void store_rounded(const opmath_t<P>* src, P* dst, int64_t n) {
-  if constexpr (std::is_same_v<P, BFloat16>) convert_f32_to_bf16(src, dst, n);
-  else if constexpr (std::is_same_v<P, Half>) convert_f32_to_f16(src, dst, n);
-  else for (int64_t j = 0; j < n; ++j) dst[j] = P(src[j]);
-}
-}  // namespace detail
-
 // Runs body(p_block, g_block, first, n) over elements [b, e) of p and g, in blocks; p_block and
 // g_block hold elements [first, first + n) in opmath_t<P>, and p_block's values are written back
 // to p (rounded once to P) after the body. g may be null (the body then gets null).
@@ -51,10 +36,10 @@ void for_each_opmath_block(P* p, const P* g, int64_t b, int64_t e, Body&& body) 
     alignas(64) T gb[kOpmathBlock];
     for (int64_t first = b; first < e; first += kOpmathBlock) {
       const int64_t n = std::min(kOpmathBlock, e - first);
-      detail::load_opmath(p + first, pb, n);
-      if (g) detail::load_opmath(g + first, gb, n);
+      load_f32(p + first, pb, n);  // P is f16 or bf16 here (core/convert.h)
+      if (g) load_f32(g + first, gb, n);
       body(static_cast<T*>(pb), g ? static_cast<const T*>(gb) : nullptr, first, n);
-      detail::store_rounded(static_cast<const T*>(pb), p + first, n);
+      store_f32(static_cast<const T*>(pb), p + first, n);
     }
   }
 }

@@ -85,11 +85,6 @@ bool as_col_major(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t& l
   return true;
 }
 
-// ---- bulk conversion into f32 (identity for f32/f64 is never called) ----
-inline void to_f32(const Half* src, float* dst, int64_t n) { convert_f16_to_f32(src, dst, n); }
-inline void to_f32(const BFloat16* src, float* dst, int64_t n) { convert_bf16_to_f32(src, dst, n); }
-inline void from_f32(const float* src, Half* dst, int64_t n) { convert_f32_to_f16(src, dst, n); }
-inline void from_f32(const float* src, BFloat16* dst, int64_t n) { convert_f32_to_bf16(src, dst, n); }
 
 // One scratch buffer of at least the size asked for, its storage from the CPU caching allocator
 // (core/storage.cpp) and not value-initialised. Measured: as a std::vector, a released large
@@ -152,9 +147,9 @@ MatRef<C> load(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, S
       buf.resize(std::size_t(dld * lines));
       C* d = buf.data();
       if (ld == len && dld == len) {
-        to_f32(p, d, rows * cols);
+        load_f32(p, d, rows * cols);
       } else {
-        for (int64_t j = 0; j < lines; ++j) to_f32(p + j * ld, d + j * dld, len);
+        for (int64_t j = 0; j < lines; ++j) load_f32(p + j * ld, d + j * dld, len);
       }
       return {d, row ? Layout::Row : Layout::Col, dld};
     }
@@ -380,7 +375,7 @@ void gemm_one(const GemmProblem& p, const T* a, const T* b, const T* c, T* out) 
       const MatRef<float> B = load<T, float>(b, k, m, p.b.rs, p.b.cs, s.b, b_pad);
       gemm_compute<float>(A, B, o, n, k, m, static_cast<float>(p.alpha), use_c);
     }
-    from_f32(o, out, n * m);
+    store_f32(o, out, n * m);
     release_if_large(s);
   }
 }

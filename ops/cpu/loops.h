@@ -19,10 +19,8 @@ namespace mg::cpu {
 inline constexpr int64_t kLowpBlock = 256;
 template <typename T>
 inline constexpr bool kIsLowp = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-inline void load_f32(const Half* s, float* d, int64_t n) { convert_f16_to_f32(s, d, n); }
-inline void load_f32(const BFloat16* s, float* d, int64_t n) { convert_bf16_to_f32(s, d, n); }
-inline void store_f32(const float* s, Half* d, int64_t n) { convert_f32_to_f16(s, d, n); }
-inline void store_f32(const float* s, BFloat16* d, int64_t n) { convert_f32_to_bf16(s, d, n); }
+using mg::load_f32;  // core/convert.h
+using mg::store_f32;
 
 // The loop plan (dim merging, broadcast strides) is shared with the CUDA launchers.
 using mg::broadcast_strides;
