@@ -70,9 +70,14 @@ Tensors sigmoid_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor y = c.output(0);
   return {g[0] * (y * (1.0 - y))};
 }
-// d relu x = [y > 0]
+// d relu x = [y > 0]. An ordinary backward runs the fused relu_backward op (one pass, no bool
+// mask); a recorded backward (create_graph = true, grad mode on) builds the same select from public
+// ops, whose graph gives double backward.
 Tensors relu_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor y = c.output(0);
+  if (!GradMode::is_enabled() && is_floating(g[0].dtype()) && g[0].dtype() == y.dtype() && g[0].shape() == y.shape()) {
+    return {relu_backward(g[0], y)};
+  }
   return {where(gt(y, zero_like_scalar(y)), g[0], zero_like_scalar(g[0]))};
 }
 // erf form:  d = Phi(x) + x phi(x) = 0.5 (1 + erf(x / sqrt2)) + x exp(-x^2 / 2) / sqrt(2 pi)
@@ -201,14 +206,16 @@ MG_UNARY_INFER(cos)
 MG_UNARY_INFER(tanh)
 MG_UNARY_INFER(sigmoid)
 MG_UNARY_INFER(gelu)
-// (grad, x): the same shape and floating dtype.
-InferResult infer_gelu_backward(const Tensors& in, const OpAttrs&) {
-  check_floating("gelu_backward", in[1]);
-  MG_CHECK(in[0].shape() == in[1].shape(), ShapeError, "gelu_backward: expected grad and input of the same shape, got grad ",
+// (grad, x or y) of an activation's fused backward: the same shape and floating dtype.
+InferResult infer_activation_backward(const char* op, const Tensors& in) {
+  check_floating(op, in[1]);
+  MG_CHECK(in[0].shape() == in[1].shape(), ShapeError, op, ": expected grad and input of the same shape, got grad ",
            describe(in[0]), " and input ", describe(in[1]));
-  check_same_dtype("gelu_backward", in[0], in[1]);
+  check_same_dtype(op, in[0], in[1]);
   return {{{in[1].shape(), in[1].dtype(), elementwise_layout(in, in[1].shape())}}, in[1].dtype()};
 }
+InferResult infer_gelu_backward(const Tensors& in, const OpAttrs&) { return infer_activation_backward("gelu_backward", in); }
+InferResult infer_relu_backward(const Tensors& in, const OpAttrs&) { return infer_activation_backward("relu_backward", in); }
 MG_UNARY_INFER(silu)
 MG_UNARY_INFER(softplus)
 MG_UNARY_INFER(erf)
@@ -269,6 +276,7 @@ void register_elementwise_rules() {
   set_op_rule(OpId::tanh, {.infer = infer_tanh, .backward = tanh_bw, .save = out0});
   set_op_rule(OpId::sigmoid, {.infer = infer_sigmoid, .backward = sigmoid_bw, .save = out0});
   set_op_rule(OpId::relu, {.infer = infer_any, .backward = relu_bw, .save = out0});
+  set_op_rule(OpId::relu_backward, {.infer = infer_relu_backward});
   set_op_rule(OpId::gelu, {.infer = infer_gelu, .backward = gelu_bw, .save = in0});
   set_op_rule(OpId::gelu_backward, {.infer = infer_gelu_backward});
   set_op_rule(OpId::silu, {.infer = infer_silu, .backward = silu_bw, .save = in0});
@@ -310,6 +318,10 @@ Tensor cos(const Tensor& x) { return unary(OpId::cos, x); }
 Tensor tanh(const Tensor& x) { return unary(OpId::tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary(OpId::sigmoid, x); }
 Tensor relu(const Tensor& x) { return unary(OpId::relu, x); }
+Tensor relu_backward(const Tensor& grad, const Tensor& y) {
+  MG_CHECK(grad.defined() && y.defined(), Error, "relu_backward: undefined tensor operand");
+  return dispatch1(OpId::relu_backward, {grad, y});
+}
 Tensor gelu(const Tensor& x, GeluApprox approximate) {
   return unary(OpId::gelu, x, {.mode = approximate == GeluApprox::Tanh ? 1 : 0});
 }

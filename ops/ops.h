@@ -29,6 +29,9 @@ Tensor cos(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
+// grad where y > 0, else 0, in one pass: relu's backward from its output y = relu(x) (not
+// differentiable itself). grad and y: the same shape and floating dtype.
+Tensor relu_backward(const Tensor& grad, const Tensor& y);
 enum class GeluApprox { None, Tanh };
 Tensor gelu(const Tensor& x, GeluApprox approximate = GeluApprox::None);
 // grad * d gelu(x) / dx in one pass (what gelu's backward runs; not differentiable itself).

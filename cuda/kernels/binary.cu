@@ -1,5 +1,5 @@
-// CUDA kernels of the binary elementwise ops of ops/elementwise_ops.def (with broadcasting) and
-// gelu_backward: the shared functors through launch_binary.
+// CUDA kernels of the binary elementwise ops of ops/elementwise_ops.def (with broadcasting),
+// gelu_backward and relu_backward: the shared functors through launch_binary.
 #include "mixgrad/cuda/kernels/elementwise.cuh"
 #include "mixgrad/cuda/kernels/register_helpers.h"
 #include "mixgrad/ops/functor_from_attrs.h"
@@ -22,6 +22,11 @@ void gelu_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs)
   }
 }
 
+template <typename T>
+void relu_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+  launch_binary<T, T>(in[0], in[1], out[0], fn::ReluBackward{});
+}
+
 template <typename F>
 struct BinaryK {
   template <typename T>
@@ -30,6 +35,10 @@ struct BinaryK {
 struct GeluBackwardK {
   template <typename T>
   static constexpr KernelFn fn = gelu_backward_kernel<T>;
+};
+struct ReluBackwardK {
+  template <typename T>
+  static constexpr KernelFn fn = relu_backward_kernel<T>;
 };
 
 // The binary ops' "Numeric" family includes u8, as on the CPU.
@@ -54,6 +63,7 @@ void register_binary_kernels() {
 #undef MG_COMPARE
   register_kernel(OpId::mul, DeviceType::CUDA, DType::Bool, binary_kernel<bool, fn::Mul>);
   register_cuda_Floating<GeluBackwardK>(OpId::gelu_backward);
+  register_cuda_Floating<ReluBackwardK>(OpId::relu_backward);
 }
 
 }  // namespace mg::cuda

@@ -68,6 +68,14 @@ void gelu_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs)
   }
 }
 
+// (grad, y) -> grad where y > 0, else 0: a select, so the lowp round trip through f32 is exact.
+template <typename T>
+void relu_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+  if (!dense_binary<T>(in[0], in[1], out[0], fn::ReluBackward{})) {
+    binary_loop<T, T>(in[0], in[1], out[0], fn::ReluBackward{});
+  }
+}
+
 template <typename T, typename F>
 void binary_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
   binary_loop<T, T>(in[0], in[1], out[0], functor_from_attrs<F>(attrs));
@@ -208,6 +216,10 @@ void register_elementwise_kernels() {
   register_kernel(OpId::gelu_backward, DeviceType::CPU, DType::F32, gelu_backward_kernel<float>);
   register_kernel(OpId::gelu_backward, DeviceType::CPU, DType::F16, gelu_backward_kernel<Half>);
   register_kernel(OpId::gelu_backward, DeviceType::CPU, DType::BF16, gelu_backward_kernel<BFloat16>);
+  register_kernel(OpId::relu_backward, DeviceType::CPU, DType::F64, relu_backward_kernel<double>);
+  register_kernel(OpId::relu_backward, DeviceType::CPU, DType::F32, relu_backward_kernel<float>);
+  register_kernel(OpId::relu_backward, DeviceType::CPU, DType::F16, relu_backward_kernel<Half>);
+  register_kernel(OpId::relu_backward, DeviceType::CPU, DType::BF16, relu_backward_kernel<BFloat16>);
 
 #define MG_REG_WHERE_FILL(E, n, T)                                        \
   register_kernel(OpId::where, DeviceType::CPU, DType::E, where_kernel<T>); \

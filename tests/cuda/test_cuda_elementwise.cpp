@@ -104,6 +104,7 @@ TEST_CASE("CUDA unary ops match the CPU on odd sizes and strided inputs", "[cuda
         if (!(std::abs(gv[i] - w[i]) <= 1e-4 * std::abs(w[i]) + 1e-300)) FAIL("gelu tail " << i << ": " << gv[i] << " vs " << w[i]);
       }
     }
+    check_same("relu_backward", {x, g}, [](const auto& in) { return relu_backward(in[1], relu(in[0])); }, true);
     check_same("clamp", {x}, [](const auto& in) { return clamp(in[0], -1.0, 0.5); });
     check_same("empty", {zeros({0, 4}, {.dtype = dt})}, [](const auto& in) { return exp(in[0]); });
   }

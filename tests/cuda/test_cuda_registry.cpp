@@ -25,7 +25,7 @@ const std::vector<OpId> kTableOps = {
 #undef MG_UNARY
 #undef MG_BINARY
 #undef MG_COMPARE
-    OpId::gelu, OpId::gelu_backward, OpId::where, OpId::fill,
+    OpId::gelu, OpId::gelu_backward, OpId::relu_backward, OpId::where, OpId::fill,
     OpId::clone, OpId::to_dtype, OpId::copy, OpId::to_device,
     // cuda/kernels/indexing.cu and softmax.cu (with the class losses)
     OpId::cat, OpId::index_select, OpId::gather, OpId::scatter_add, OpId::masked_fill,

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
 #include "core/half.h"
@@ -297,4 +298,45 @@ TEST_CASE("gelu_backward checks its operands", "[ops][numerics]") {
   MG_REQUIRE_ERROR(gelu_backward(ones({3}), x), "gelu_backward: expected grad and input of the same shape");
   MG_REQUIRE_ERROR(gelu_backward(ones({4}, {.dtype = DType::F16}), x), "gelu_backward: expected tensors of the same dtype");
   MG_REQUIRE_ERROR(gelu_backward(ones({4}, {.dtype = DType::I64}), ones({4}, {.dtype = DType::I64})), "gelu_backward");
+}
+
+TEST_CASE("relu_backward: every f16 and bf16 pattern and f32 specials give where(y > 0, g, 0)'s bits - autograd runs it",
+          "[ops][numerics]") {
+  // y runs over every 16-bit pattern (both zeros, subnormals, infinities, NaNs); g is a random
+  // gradient with NaN and -0 entries, which the select passes through or drops like where().
+  for (DType dt : {DType::F16, DType::BF16, DType::F32, DType::F64}) {
+    INFO(dtype_name(dt));
+    Tensor y = dt == DType::F16 || dt == DType::BF16 ? all_patterns(dt) : to(all_patterns(DType::F16), dt);
+    const int64_t n = y.numel();
+    Tensor g = to(randn({n}, {.dtype = DType::F64}), dt);
+    g.narrow(0, 0, 7).fill_(std::numeric_limits<double>::quiet_NaN());
+    g.narrow(0, n - 5, 5).fill_(-0.0);
+    const Tensor want = where(gt(y, scalar_like(0.0, y)), g, scalar_like(0.0, g));
+    const std::size_t bytes = std::size_t(n) * dtype_size(dt);
+    const Tensor dense = relu_backward(g, y);
+    CHECK(std::memcmp(dense.data_ptr(), want.data_ptr(), bytes) == 0);
+    const Tensor strided = contiguous(relu_backward(strided_copy(g), strided_copy(y)));
+    CHECK(std::memcmp(strided.data_ptr(), want.data_ptr(), bytes) == 0);
+    // relu's ordinary backward is this op, from relu's output.
+    const Tensor x = y.clone().requires_grad_();
+    relu(x).backward(g);
+    const Tensor from_relu = where(gt(relu(y), scalar_like(0.0, y)), g, scalar_like(0.0, g));
+    CHECK(std::memcmp(x.grad().data_ptr(), from_relu.data_ptr(), bytes) == 0);
+  }
+}
+
+TEST_CASE("relu's backward with create_graph stays differentiable, and relu_backward checks its operands",
+          "[ops][numerics]") {
+  // d/dx of sum(relu(x)^2) = 2 relu(x) [x > 0]; its gradient with respect to x again is 2 [x > 0].
+  const Tensor x = from_vector<double>({-1.5, 0.0, 2.0, 3.0}).requires_grad_();
+  const Tensor y = relu(x);
+  const Tensor gx = autograd::grad({sum(y * y)}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+  REQUIRE(gx.requires_grad());
+  CHECK(mg::test::values(gx) == std::vector<double>{0.0, 0.0, 4.0, 6.0});
+  const Tensor ggx = autograd::grad({sum(gx)}, {x})[0];
+  CHECK(mg::test::values(ggx) == std::vector<double>{0.0, 0.0, 2.0, 2.0});
+  MG_REQUIRE_ERROR(relu_backward(ones({3}), ones({4})), "relu_backward: expected grad and input of the same shape");
+  MG_REQUIRE_ERROR(relu_backward(ones({4}, {.dtype = DType::F16}), ones({4})), "relu_backward: expected tensors of the same dtype");
+  MG_REQUIRE_ERROR(relu_backward(ones({4}, {.dtype = DType::I64}), ones({4}, {.dtype = DType::I64})), "relu_backward");
+  MG_REQUIRE_ERROR(relu_backward(Tensor(), ones({4})), "relu_backward: undefined tensor operand");
 }
