@@ -86,37 +86,53 @@ template <> struct WhereBitsOf<4> { typedef uint32_t __attribute__((may_alias)) 
 template <> struct WhereBitsOf<8> { typedef uint64_t __attribute__((may_alias)) type; };
 template <std::size_t N> using WhereBits = typename WhereBitsOf<N>::type;
 
-// (grad, y) -> grad where y > 0, else 0. Dense f16/bf16 operands select on the bits: y > 0 is
-// "sign clear, not zero, not NaN", i.e. bits - 1 < the bits of +inf, and g is copied as bits; a
-// 16-bit integer loop that g++ vectorizes (the f32 round trip of dense_binary measured 2.5x
-// slower than gt + where on bf16 [128,64,7,7]). Otherwise the functor, which is exact too.
+// Whether g, y and o hold their elements densely in one and the same order (all contiguous, or
+// all channels-last with equal strides), so a kernel may run over the flat memory.
+bool same_dense_layout(const Tensor& g, const Tensor& y, const Tensor& o) {
+  if (g.shape() != o.shape() || y.shape() != o.shape() || g.strides() != o.strides() || y.strides() != o.strides()) {
+    return false;
+  }
+  return o.is_contiguous() || (o.dim() == 4 && o.is_contiguous(MemoryFormat::ChannelsLast));
+}
+
+// (grad, y) -> grad where y > 0, else 0. Dense operands (contiguous or channels-last) run over
+// flat memory: f16/bf16 select on the bits — y > 0 is "sign clear, not zero, not NaN", i.e.
+// bits - 1 < the bits of +inf — and copy g as bits, a 16-bit integer loop that g++ vectorizes (a
+// round trip through f32 measured 2.5x slower than gt + where on bf16 [128,64,7,7]); f32/f64 run
+// the functor. Other layouts take the strided loop, which is exact too.
 template <typename T>
 void relu_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
   const Tensor &g = in[0], &y = in[1], &o = out[0];
-  if constexpr (kIsLowp<T>) {
-    if (g.is_contiguous() && y.is_contiguous() && o.is_contiguous() && g.shape() == o.shape() && y.shape() == o.shape()) {
-      constexpr uint16_t kInfBits = std::is_same_v<T, BFloat16> ? 0x7f80 : 0x7c00;
-      using Bits = WhereBits<2>;
-      const Bits* gp = static_cast<const Bits*>(g.data_ptr());  // [numel]
-      const Bits* yp = static_cast<const Bits*>(y.data_ptr());  // [numel]
-      Bits* op = static_cast<Bits*>(o.data_ptr());              // [numel]
-      parallel_for(0, o.numel(), kDefaultGrain, [gp, yp, op](int64_t begin, int64_t end) {
-        // local pointers and both loads unconditional: otherwise the may_alias stores make g++
-        // reload the captured pointers every element and keep a branch (a scalar loop)
-        const Bits* gb = gp;
-        const Bits* yb = yp;
-        Bits* ob = op;
-        for (int64_t i = begin; i < end; ++i) {
-          const Bits yv = yb[i], gv = gb[i];
-          ob[i] = uint16_t(yv - 1) < kInfBits ? gv : Bits(0);
-        }
-      });
-      return;
-    }
-  } else {
-    if (dense_binary<T>(g, y, o, fn::ReluBackward{})) return;
+  if (!same_dense_layout(g, y, o)) {
+    binary_loop<T, T>(g, y, o, fn::ReluBackward{});
+    return;
   }
-  binary_loop<T, T>(g, y, o, fn::ReluBackward{});
+  if constexpr (kIsLowp<T>) {
+    constexpr uint16_t kInfBits = std::is_same_v<T, BFloat16> ? 0x7f80 : 0x7c00;
+    using Bits = WhereBits<2>;
+    const Bits* gp = static_cast<const Bits*>(g.data_ptr());  // [numel] in memory order
+    const Bits* yp = static_cast<const Bits*>(y.data_ptr());  // [numel]
+    Bits* op = static_cast<Bits*>(o.data_ptr());              // [numel]
+    parallel_for(0, o.numel(), kDefaultGrain, [gp, yp, op](int64_t begin, int64_t end) {
+      // local pointers and both loads unconditional: otherwise the may_alias stores make g++
+      // reload the captured pointers every element and keep a branch (a scalar loop)
+      const Bits* gb = gp;
+      const Bits* yb = yp;
+      Bits* ob = op;
+      for (int64_t i = begin; i < end; ++i) {
+        const Bits yv = yb[i], gv = gb[i];
+        ob[i] = uint16_t(yv - 1) < kInfBits ? gv : Bits(0);
+      }
+    });
+  } else {
+    const T* gp = g.data<T>();  // [numel] in memory order
+    const T* yp = y.data<T>();  // [numel]
+    T* op = o.data<T>();        // [numel]
+    parallel_for(0, o.numel(), kDefaultGrain, [gp, yp, op](int64_t begin, int64_t end) {
+      const fn::ReluBackward f;
+      for (int64_t i = begin; i < end; ++i) op[i] = f(gp[i], yp[i]);
+    });
+  }
 }
 
 template <typename T>

@@ -340,3 +340,18 @@ TEST_CASE("relu's backward with create_graph stays differentiable, and relu_back
   MG_REQUIRE_ERROR(relu_backward(ones({4}, {.dtype = DType::I64}), ones({4}, {.dtype = DType::I64})), "relu_backward");
   MG_REQUIRE_ERROR(relu_backward(Tensor(), ones({4})), "relu_backward: undefined tensor operand");
 }
+
+TEST_CASE("relu_backward on channels-last operands: where(y > 0, g, 0)'s bits, channels-last out", "[ops][numerics]") {
+  for (DType dt : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
+    INFO(dtype_name(dt));
+    const Tensor y = relu(to(randn({3, 5, 4, 6}, {.dtype = DType::F64}), dt)).contiguous(MemoryFormat::ChannelsLast);
+    const Tensor g = to(randn({3, 5, 4, 6}, {.dtype = DType::F64}), dt).contiguous(MemoryFormat::ChannelsLast);
+    const Tensor got = relu_backward(g, y);
+    CHECK(got.is_contiguous(MemoryFormat::ChannelsLast));
+    const Tensor want = where(gt(y, scalar_like(0.0, y)), g, scalar_like(0.0, g));
+    CHECK(std::memcmp(contiguous(got).data_ptr(), contiguous(want).data_ptr(), std::size_t(got.numel()) * dtype_size(dt)) == 0);
+    // mixed layouts take the strided loop: the same values
+    const Tensor mixed = relu_backward(contiguous(g), y);
+    CHECK(std::memcmp(contiguous(mixed).data_ptr(), contiguous(want).data_ptr(), std::size_t(got.numel()) * dtype_size(dt)) == 0);
+  }
+}
