@@ -34,18 +34,30 @@ struct ThreadsGuard {
 
 }  // namespace
 
-TEST_CASE("philox_blocks: the batched words equal philox_block's, across counter carries and partial batches",
+TEST_CASE("philox_blocks: every batched path's words equal philox_block's, across counter carries and partial batches",
           "[core][rng]") {
-  // Offsets near 2^32 make the counter's low word wrap inside a batch; counts not a multiple of
-  // 16 exercise the partial last batch.
-  for (const uint64_t offset : {uint64_t(0), uint64_t(0xFFFFFFF0u), uint64_t(0x123456789ull)}) {
+  // Offsets near 2^32 make the counter's low word wrap inside a batch (0xFFFFFFF3 + 5: a batch of
+  // eight ends exactly at the wrap); counts not a multiple of 16 exercise the partial last batch.
+  for (const uint64_t offset :
+       {uint64_t(0), uint64_t(0xFFFFFFF0u), uint64_t(0xFFFFFFF3u), uint64_t(0x123456789ull)}) {
     for (const int64_t count : {int64_t(1), int64_t(15), int64_t(16), int64_t(37)}) {
       const uint64_t seed = 0xDEADBEEFCAFEF00Dull, first = 5;
-      std::vector<uint32_t> words(size_t(4 * count), 0u);
-      mg::philox_blocks(seed, offset, first, count, words.data());
-      for (int64_t b = 0; b < count; ++b) {
-        const mg::Philox4 r = mg::philox_block(seed, offset, first + uint64_t(b));
-        for (int j = 0; j < 4; ++j) REQUIRE(words[size_t(4 * b + j)] == r.v[j]);
+      // The dispatched path and each path this processor can run (64-bit lanes everywhere, the
+      // 32-bit-lane AVX2 intrinsics where it has AVX2), so every machine checks both.
+      using Path = void (*)(uint64_t, uint64_t, uint64_t, int64_t, uint32_t*);
+      std::vector<Path> paths = {&mg::philox_blocks, &mg::detail::philox_blocks_lanes};
+#if MG_PHILOX_X86
+      if (__builtin_cpu_supports("avx2")) paths.push_back(&mg::detail::philox_blocks_avx2);
+#endif
+      for (std::size_t path = 0; path < paths.size(); ++path) {
+        CAPTURE(path, offset, count);
+        std::vector<uint32_t> words(size_t(4 * count) + 4, 0xABCDEF01u);
+        paths[path](seed, offset, first, count, words.data());
+        for (int64_t b = 0; b < count; ++b) {
+          const mg::Philox4 r = mg::philox_block(seed, offset, first + uint64_t(b));
+          for (int j = 0; j < 4; ++j) REQUIRE(words[size_t(4 * b + j)] == r.v[j]);
+        }
+        for (int j = 0; j < 4; ++j) REQUIRE(words[size_t(4 * count + j)] == 0xABCDEF01u);  // nothing past the end
       }
     }
   }
