@@ -91,6 +91,25 @@ std::vector<A> load_values(const Tensor& t) {
   return out;
 }
 
+// The n values of a contiguous T array from element `first` as opmath A: f32 and f64 read in
+// place, f16/bf16 converted (exactly, SIMD) into `buf`. Row passes over 256-element chunks use it
+// instead of staging the whole tensor.
+template <typename A, typename T>
+const A* opmath_chunk(const T* x, int64_t first, int64_t n, A* buf) {
+  if constexpr (std::is_same_v<A, T>) {
+    return x + first;
+  } else if constexpr (std::is_same_v<T, Half>) {
+    convert_f16_to_f32(x + first, buf, n);
+    return buf;
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    convert_bf16_to_f32(x + first, buf, n);
+    return buf;
+  } else {
+    for (int64_t j = 0; j < n; ++j) buf[j] = convert<A>(x[first + j]);
+    return buf;
+  }
+}
+
 // Optional parameter number `bit` as a dense A vector (empty when absent).
 template <typename A>
 std::vector<A> load_param(const Tensors& in, int64_t mode, int64_t bit) {
@@ -154,31 +173,47 @@ void row_stats(const A* x, int64_t n, double eps, A& mean, A& rstd) {
   rstd = A(1) / std::sqrt(var + A(eps));
 }
 
-// layer_norm: x [M, D] (D = product of the last attrs.dim sizes) -> y, mean [M], rstd [M].
+// layer_norm: x [M, D] (D = product of the last attrs.dim sizes) -> y, mean [M], rstd [M]. A
+// contiguous x is read row by row in place (f16/bf16 widened per row); staging the whole tensor
+// in a fresh vector had cost as much as the arithmetic (page faults on every call).
 template <typename T>
 void layer_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using A = acc_t<T>;
-  const std::vector<A> x = load_values<A>(in[0]);
+  const bool dense = in[0].is_contiguous();
+  const std::vector<A> staged = dense ? std::vector<A>{} : load_values<A>(in[0]);
+  const T* xt = dense ? in[0].data<T>() : nullptr;
   const std::vector<A> w = load_param<A>(in, a.mode, kHasWeight), b = load_param<A>(in, a.mode, kHasBias);
   int64_t d = 1;
   for (int64_t i = in[0].dim() - a.dim; i < in[0].dim(); ++i) d *= in[0].shape()[i];
-  const int64_t m = d == 0 ? out[1].numel() : int64_t(x.size()) / d;
+  const int64_t m = d == 0 ? out[1].numel() : in[0].numel() / d;
   T* y = out[0].data<T>();
   A* mean_out = out[1].data<A>();
   A* rstd_out = out[2].data<A>();
+  const A* wp = w.empty() ? nullptr : w.data();
+  const A* bp = b.empty() ? nullptr : b.data();
   parallel_for(0, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
+    constexpr bool kInPlace = std::is_same_v<A, T>;
+    std::vector<A> xbuf(kInPlace ? 0 : std::size_t(d)), ybuf(kInPlace ? 0 : std::size_t(d));
     for (int64_t r = r0; r < r1; ++r) {
-      const A* xr = x.data() + r * d;
+      const A* xr = dense ? opmath_chunk<A>(xt, r * d, d, xbuf.data()) : staged.data() + r * d;
       A mu, rs;
       row_stats(xr, d, a.alpha, mu, rs);
       mean_out[r] = mu;
       rstd_out[r] = rs;
-      for (int64_t i = 0; i < d; ++i) {
-        A v = (xr[i] - mu) * rs;
-        if (!w.empty()) v *= w[i];
-        if (!b.empty()) v += b[i];
-        y[r * d + i] = store<T>(v);
+      A* yr;
+      if constexpr (kInPlace) yr = y + r * d;
+      else yr = ybuf.data();
+      // One loop per affine variant, so each vectorizes.
+      if (wp && bp) {
+        for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mu) * rs * wp[i] + bp[i];
+      } else if (wp) {
+        for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mu) * rs * wp[i];
+      } else if (bp) {
+        for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mu) * rs + bp[i];
+      } else {
+        for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mu) * rs;
       }
+      if constexpr (!kInPlace) store_values(ybuf.data(), y + r * d, d);
     }
   });
 }
@@ -465,24 +500,6 @@ void embedding_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
                });
 }
 
-// The n values of a contiguous T array from element `first` as opmath A: f32 and f64 read in
-// place, f16/bf16 converted (exactly, SIMD) into `buf`. Row passes over 256-element chunks use it
-// instead of staging the whole tensor.
-template <typename A, typename T>
-const A* opmath_chunk(const T* x, int64_t first, int64_t n, A* buf) {
-  if constexpr (std::is_same_v<A, T>) {
-    return x + first;
-  } else if constexpr (std::is_same_v<T, Half>) {
-    convert_f16_to_f32(x + first, buf, n);
-    return buf;
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    convert_bf16_to_f32(x + first, buf, n);
-    return buf;
-  } else {
-    for (int64_t j = 0; j < n; ++j) buf[j] = convert<A>(x[first + j]);
-    return buf;
-  }
-}
 
 // dropout: element i is kept when the i-th uniform of the Philox stream at (seed, offset) is >= p
 // (probability 1 - p); kept values are scaled by 1 / (1 - p) in opmath and rounded once.

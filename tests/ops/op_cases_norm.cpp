@@ -74,6 +74,9 @@ void add_norm_cases(std::vector<OpCase>& cases) {
                             [](const Tensors& in) { return layer_norm(in[0], {4}, in[1], in[2]); }, {0, 1, 2}));
   cases.push_back(make_case(O::layer_norm, "layer_norm/two_dims_plain", {normal({2, 3, 4}, 5004, 2.0, 1.0)},
                             [](const Tensors& in) { return layer_norm(in[0], {3, 4}); }, {0}));
+  // Bias without weight (each affine variant has its own loop in the CPU kernel).
+  cases.push_back(make_case(O::layer_norm, "layer_norm/bias_only", {normal({3, 5}, 5007), normal({5}, 5008)},
+                            [](const Tensors& in) { return layer_norm(in[0], {5}, Tensor(), in[1]); }, {0, 1}));
   // Non-contiguous input: the transpose of a [4, 3] tensor, normalised over its last dim (3).
   cases.push_back(make_case(O::layer_norm, "layer_norm/strided", {normal({4, 3}, 5005), normal({4}, 5006)},
                             [](const Tensors& in) { return layer_norm(transpose(in[0], 0, 1), {4}, in[1]); },
