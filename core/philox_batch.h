@@ -108,8 +108,8 @@ MG_PHILOX_AVX2 inline void philox_8_blocks(uint64_t seed, uint64_t counter0, uin
 // Eight blocks at a time in 64-bit lanes (the AVX-512 and portable path; GCC/Clang vector
 // extensions, so the same code is exercised by the tests on any processor): each 32-bit word
 // lives in the low half of a lane so one 64-bit product holds the full 32 x 32 -> 64-bit result
-// (philox_mul). The counters come from one vector add and the words leave through one narrowing
-// and two shuffles: building the counters lane by lane and extracting the words one by one had
+// (philox_mul). The counters come from one vector add and the words leave through four narrowings
+// and three shuffles: building the counters lane by lane and extracting the words one by one had
 // cost as much as the rounds.
 inline void philox_blocks_lanes(uint64_t seed, uint64_t offset, uint64_t first_block, int64_t count,
                                 uint32_t* words) {
