@@ -13,8 +13,8 @@
 //   build/examples/train_resnet --device cuda --opt-level O2 --dtype f16
 //   build/examples/train_resnet --channels-last                  # NHWC activations end to end
 //   build/examples/train_resnet --device cuda --opt-level O2 --dtype f16 --cuda-graph   # one graph launch per step
-//   build/examples/train_resnet --arch resnet50 --device cuda --opt-level O2 --dtype f16 --channels-last \
-//       --batch-size 256 --train-examples 25600 --epochs 1       # the ResNet-50 benchmark model
+//   build/examples/train_resnet --arch resnet50 --device cuda --opt-level O2 --dtype f16 --channels-last
+//       --batch-size 256 --train-examples 25600 --epochs 1       # (one line) the ResNet-50 benchmark model
 //   build/examples/train_resnet --arch resnet18 --image-size 64 --classes 100   # small, on a CPU
 //   build/examples/train_resnet --help
 //   build/launcher/mixgrad-run --nproc-per-node 2 build/examples/train_resnet   # data parallel

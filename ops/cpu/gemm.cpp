@@ -4,8 +4,8 @@
 //
 // Decision: f32 and bf16 products of at least 32^3 multiply-adds run oneDNN's BLAS-like GEMM
 // (dnnl_sgemm; dnnl_gemm_bf16bf16f32 on AMX with f32 accumulators, the f32 result rounded to bf16
-// once; on processors without avx512_core, where oneDNN 2.6 has no bf16 GEMM, bf16 is converted to
-// f32 like f16); f64 and smaller products run Eigen; f16 is converted to f32 and runs the f32 GEMM.
+// once; on processors without AMX bf16 is converted to f32 like f16, measured faster below); f64
+// and smaller products run Eigen; f16 is converted to f32 and runs the f32 GEMM.
 // Measured on 2 threads, oneDNN vs Eigen f32 alternately in one process, GFLOP/s (ranges over
 // runs on the shared host):
 //   2048^3                                      f32 237-318 vs 171-268    bf16 597-1380
@@ -23,6 +23,18 @@
 // its bf16 mm runs at 1-25. So f32 stays on dnnl_sgemm and bf16 is converted to f32 (the
 // conversions cost 0-10% at k >= 256; a cache of converted weights measured no clear gain in
 // bench_gemm's "bf16c32" column).
+//
+// On a Xeon with AVX512-BF16 and AVX512-FP16 but no AMX exposed (Intel family 6 model 207 in a VM,
+// oneDNN ISA avx512_core_bf16; 1 thread, throwaway probe through mg::matmul, best of 5x3 calls,
+// 2026-12-03), GFLOP/s f32 / bf16 on oneDNN's bf16 GEMM / bf16 converted to f32 for dnnl_sgemm:
+//   MLP  256x784 @ 784x1024 120 / 73 / 126, dW 1024x256^T @ 256x1024 129 / 73 / 125,
+//        head 256x1024 @ 1024x10 80 / 24 / 54
+//   BERT-mini FFN up 4096x256 @ 256x1024 133 / 75 / 126, FFN down 4096x1024 @ 1024x256 145 / 80 / 137,
+//        decoder 4096x256 @ 256x8192 149 / 72 / 116, its dW 8192x4096^T @ 4096x256 100 / 71 / 87,
+//        its dX 4096x8192 @ 8192x256 152 / 78 / 123
+// (oneDNN's matmul primitive ran the bf16 shapes no faster than its bf16 GEMM, 36-80; PyTorch 2.15's
+// bf16 mm 66-81, its f32 mm 95-147). AVX512-BF16's dot products run at about half the f32 FMA rate
+// there, so bf16 runs the native GEMM only where oneDNN has AMX.
 #include "mixgrad/ops/cpu/gemm.h"
 
 // gcc 12 reports false -Wmaybe-uninitialized warnings inside its AVX-512 intrinsics when inlining
@@ -421,8 +433,10 @@ bool onednn_bf16_gemm_available() {
 GemmPaths gemm_detected_paths() {
   // avx512_core and up run other sgemm kernels, not measured to suffer from the aliasing.
   static const bool avx2_sgemm = dnnl_get_effective_cpu_isa() < dnnl_cpu_isa_avx512_core;
-  return {.bf16_native = onednn_bf16_gemm_available(), .pad_aliased = avx2_sgemm,
-          .bf16_matmul = onednn_bf16_gemm_available() && onednn_amx_available()};
+  // Native bf16 only on AMX: without it oneDNN's bf16 GEMM (AVX512-BF16 dot products) measured
+  // slower than converting to f32 for its sgemm (the header's table).
+  static const bool amx_bf16 = onednn_bf16_gemm_available() && onednn_amx_available();
+  return {.bf16_native = amx_bf16, .pad_aliased = avx2_sgemm, .bf16_matmul = amx_bf16};
 }
 
 GemmPaths gemm_paths() {

@@ -2,10 +2,10 @@
 //   out[b] = beta * c[b] + alpha * a[b] @ b[b]     for every index b of a (broadcast) batch,
 // with arbitrary element strides on a, b and c (0 for broadcast dims) and a dense row-major out.
 //
-// Decision: f32 and bf16 run oneDNN's GEMM (bf16 natively where oneDNN has it: avx512_core and
-// up), f64 and small products Eigen's, both on the raw pointers (row-major or col-major with a
+// Decision: f32 and bf16 run oneDNN's GEMM (bf16 natively on AMX processors, where it measured
+// faster), f64 and small products Eigen's, both on the raw pointers (row-major or col-major with a
 // leading dimension, so transposed views are not copied); bf16 accumulates in f32, and f16 (and
-// bf16 on processors without a native bf16 GEMM) is converted to f32 scratch for the f32 GEMM; the
+// bf16 on processors without AMX) is converted to f32 scratch for the f32 GEMM; the
 // output is rounded once (like cuBLAS COMPUTE_32F). Eigen's own half/bfloat16 GEMM is never used
 // (10-400x slower than its f32 GEMM). Measurements: ops/cpu/gemm.cpp.
 //
@@ -24,15 +24,16 @@ namespace mg::cpu {
 template <typename T>
 void gemm(const GemmProblem& p);
 
-// Whether bf16 products run oneDNN's native bf16 GEMM on this processor (AVX512-BF16 or AMX: oneDNN
-// 2.6 needs avx512_core); without it they are converted to f32 and run the f32 GEMM.
+// Whether oneDNN has a bf16 GEMM on this processor (oneDNN 2.6 needs avx512_core: AVX512-BF16 and
+// AMX natively, emulated below). The driver uses it where AMX is exposed too (GemmPaths::bf16_native).
 bool onednn_bf16_gemm_available();
 
 // The driver's processor-dependent choices, detected once (gemm_detected_paths()) and used by
 // every call (gemm_paths()):
 struct GemmPaths {
-  // bf16 products run oneDNN's native bf16 GEMM (avx512_core and up); false: both operands are
-  // converted to f32 and run the f32 GEMM (f32 accumulation and one rounding either way).
+  // bf16 products run oneDNN's native bf16 GEMM (detected on AMX processors: with AVX512-BF16 alone
+  // it measured 1.1-2.2x slower than the f32 GEMM); false: both operands are converted to f32 and
+  // run the f32 GEMM (f32 accumulation and one rounding either way; the sums' order differs).
   bool bf16_native = false;
   // oneDNN 2.6's AVX2 sgemm (processors without avx512_core) runs about 2x slower when `a` is
   // transposed (a weight gradient dY^T @ x) with a leading dimension that is a multiple of 512
@@ -49,8 +50,8 @@ GemmPaths gemm_detected_paths();
 GemmPaths gemm_paths();
 
 // Test hook: every call uses `paths` until gemm_force_paths(std::nullopt) restores the detected
-// ones, so both sides of each choice are tested on any processor. bf16_native cannot be forced on
-// where the processor lacks it (it is and-ed with the detected value); neither can bf16_matmul.
+// ones, so both sides of each choice are tested on any processor. bf16_native can be forced on only
+// where oneDNN has a bf16 GEMM (onednn_bf16_gemm_available()); bf16_matmul only on AMX processors.
 //   mg::cpu::gemm_force_paths(mg::cpu::GemmPaths{.bf16_native = false, .pad_aliased = true});
 void gemm_force_paths(const std::optional<GemmPaths>& paths);
 
