@@ -63,8 +63,9 @@ std::vector<C> load(const Tensor& t) {
 template <typename T>
 constexpr bool kOnednnConv = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
 
-// f16 — and bf16 where oneDNN has no bf16 convolution (oneDNN 2.6 has none below AVX-512: on an
-// AVX2 processor its primitive descriptor is unimplemented) — convolve on oneDNN's f32 primitives
+// f16 — and bf16 where the auto path does not run oneDNN's bf16 convolution (it does on AMX only:
+// oneDNN 2.6 has none below AVX-512, and with AVX512-BF16 alone it measured slower than this path,
+// see conv_onednn.cpp) — convolve on oneDNN's f32 primitives
 // where the f32 choice would: the inputs widened exactly to f32, f32 accumulation, one rounding of
 // the result — the contract of the im2col path (and of the f16 GEMM), at oneDNN's speed. Measured
 // ResNet-8 O1 f16 training: 56 samples/s on im2col; ResNet-20 O1 bf16 on a Zen 3 (AVX2): see

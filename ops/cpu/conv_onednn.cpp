@@ -43,6 +43,17 @@
 // moments); reorders to and from nChw16c cost ~0.5 ms per 6.4 MB tensor on top.
 // ResNet-20 training step (bench_nn, f32, batch 128), old vs new alternately: 1966, 2175 ms ->
 // 834, 813 ms; batch 16 (--quick): 271, 198 -> 107, 98 ms.
+//
+// bf16 without AMX: on a Xeon with AVX512-BF16 and AVX512-FP16 but no AMX exposed (oneDNN ISA
+// avx512_core_bf16; 1 thread, batch 128, throwaway probe: best of 5x5 calls, 2026-12-03), ms per
+// call forward / backward-data / backward-weights, oneDNN's bf16 primitive -> bf16 widened to f32
+// for the f32 primitive and rounded once (f32 itself in brackets):
+//   16>16 28^2     7.7 / 7.8 / 8.2 -> 7.7 / 8.0 / 8.6   (5.7 / 6.8 / 6.2)
+//   16>32 28^2 s2  4.1 / 4.3 / 4.4 -> 4.3 / 4.5 / 5.0   (3.2 / 3.6 / 3.4)
+//   32>32 14^2     6.6 / 6.3 / 7.9 -> 6.0 / 6.1 / 5.9   (4.7 / 4.1 / 3.3)
+//   64>64 7^2      5.7 / 5.9 / 8.1 -> 3.5 / 3.3 / 4.5   (4.1 / 3.9 / 4.2)
+// over ResNet-20's layers about 360 -> 310 ms per step. So bf16 runs natively only where oneDNN has
+// AMX, and is widened like f16 elsewhere.
 #include "mixgrad/ops/cpu/conv_onednn.h"
 
 #include <oneapi/dnnl/dnnl_debug.h>
@@ -59,6 +70,7 @@
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/parallel.h"
 #include "mixgrad/ops/cpu/leaf_sum.h"
+#include "mixgrad/ops/cpu/onednn_matmul.h"  // onednn_amx_available
 #include "mixgrad/ops/cpu/onednn_runtime.h"
 
 namespace mg::cpu {
@@ -107,6 +119,9 @@ bool pick(ConvDir dir, DType dt, const ConvGeom& g, Layout& layout) {
     case ConvPath::OnednnBlocked: layout = Layout::Blocked; return true;
     case ConvPath::Auto: break;
   }
+  // bf16 convolves natively only on AMX; elsewhere the kernels widen it to f32 for the f32
+  // primitive (conv_kernels.cpp), measured faster where AVX512-BF16 is all there is (the table).
+  if (dt == DType::BF16 && !onednn_amx_available()) return false;
   return auto_choice(dir, g, layout);
 }
 

@@ -26,15 +26,17 @@
 //
 // On a Xeon with AVX512-BF16 and AVX512-FP16 but no AMX exposed (Intel family 6 model 207 in a VM,
 // oneDNN ISA avx512_core_bf16; 1 thread, throwaway probe through mg::matmul, best of 5x3 calls,
-// 2026-12-03), GFLOP/s f32 / bf16 on oneDNN's bf16 GEMM / bf16 converted to f32 for dnnl_sgemm:
-//   MLP  256x784 @ 784x1024 120 / 73 / 126, dW 1024x256^T @ 256x1024 129 / 73 / 125,
-//        head 256x1024 @ 1024x10 80 / 24 / 54
-//   BERT-mini FFN up 4096x256 @ 256x1024 133 / 75 / 126, FFN down 4096x1024 @ 1024x256 145 / 80 / 137,
-//        decoder 4096x256 @ 256x8192 149 / 72 / 116, its dW 8192x4096^T @ 4096x256 100 / 71 / 87,
-//        its dX 4096x8192 @ 8192x256 152 / 78 / 123
+// two runs, 2026-12-03), GFLOP/s f32 / bf16 on oneDNN's bf16 GEMM / bf16 converted to f32 for
+// dnnl_sgemm:
+//   MLP  256x784 @ 784x1024 120-125 / 71-73 / 109-126, dW 1024x256^T @ 256x1024 129-146 / 73-74 /
+//        125-131, head 256x1024 @ 1024x10 53-80 / 20-24 / 53-54
+//   BERT-mini FFN up 4096x256 @ 256x1024 133-139 / 72-75 / 123-126, FFN down 4096x1024 @ 1024x256
+//        118-145 / 73-80 / 101-137, decoder 4096x256 @ 256x8192 137-149 / 72 / 116-123, its dW
+//        8192x4096^T @ 4096x256 88-100 / 69-71 / 80-87, its dX 4096x8192 @ 8192x256 140-152 / 77-78 /
+//        115-123
 // (oneDNN's matmul primitive ran the bf16 shapes no faster than its bf16 GEMM, 36-80; PyTorch 2.15's
-// bf16 mm 66-81, its f32 mm 95-147). AVX512-BF16's dot products run at about half the f32 FMA rate
-// there, so bf16 runs the native GEMM only where oneDNN has AMX.
+// bf16 mm 66-81, its f32 mm 95-147). oneDNN's bf16 GEMM reaches about half the GFLOP/s of its f32
+// GEMM there, so bf16 runs the native GEMM only where oneDNN has AMX.
 #include "mixgrad/ops/cpu/gemm.h"
 
 // gcc 12 reports false -Wmaybe-uninitialized warnings inside its AVX-512 intrinsics when inlining

@@ -15,6 +15,7 @@
 #include "autograd/grad_mode.h"
 #include "ops/conv.h"
 #include "ops/cpu/conv_onednn.h"
+#include "ops/cpu/onednn_matmul.h"
 #include "ops/ops.h"
 
 using namespace mg;
@@ -409,6 +410,23 @@ TEST_CASE("conv oneDNN and im2col paths match f64 for f32, bf16 and f16", "[conv
       CHECK(max_abs_diff(vals(dw), std::vector<double>(8 * 4 * 9, 0.0)) == 0.0);
     }
   }
+}
+
+TEST_CASE("conv auto path: bf16 convolves natively on AMX only, widened to f32 elsewhere", "[conv][onednn]") {
+  // ResNet-20's 32>32 14x14 layer, batch 8 (conv_onednn.cpp measured bf16 slower than f32 without AMX)
+  const cpu::ConvGeom g{8, 32, 14, 14, 32, 3, 3, 14, 14, 1, 1, 1, 1, 1, 1, 1};
+  const cpu::ConvPathGuard guard(cpu::ConvPath::Auto);
+  for (cpu::ConvDir dir : {cpu::ConvDir::Forward, cpu::ConvDir::BackwardData, cpu::ConvDir::BackwardWeights}) {
+    INFO("direction " << int(dir));
+    CHECK(cpu::onednn_conv_picks(dir, DType::F32, g));
+    CHECK(cpu::onednn_conv_picks(dir, DType::BF16, g) == cpu::onednn_amx_available());
+  }
+  // either way a bf16 conv runs on oneDNN (natively or widened) and rounds the f32 result once
+  const Tensor x = to(rnd({8, 32, 14, 14}), DType::BF16), w = to(rnd({32, 32, 3, 3}), DType::BF16);
+  const int64_t calls = cpu::onednn_conv_calls();
+  check_close(conv2d(x, w, {}, {.padding = {1, 1}}),
+              conv2d(to(x, DType::F64), to(w, DType::F64), {}, {.padding = {1, 1}}), "conv2d");
+  CHECK(cpu::onednn_conv_calls() == calls + 1);
 }
 
 namespace {
