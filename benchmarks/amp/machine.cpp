@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "mixgrad/ops/cpu/gemm.h"
+
 namespace mg::bench {
 
 namespace {
@@ -63,7 +65,7 @@ std::string Machine::features() const {
 std::string Machine::summary() const {
   std::ostringstream s;
   s << processor << " (" << logical_cpus << " logical CPUs) | " << features() << " | oneDNN ISA " << onednn_isa
-    << " | " << threads << (threads == 1 ? " thread" : " threads");
+    << " | bf16 kernels " << bf16_kernels << " | " << threads << (threads == 1 ? " thread" : " threads");
   if (!gpu.empty()) s << " | GPU " << gpu;
   return s.str();
 }
@@ -90,6 +92,7 @@ Machine describe_machine(int threads, const std::string& source_dir) {
   CPU_ZERO(&set);
   m.logical_cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   m.onednn_isa = onednn_isa_name(dnnl_get_effective_cpu_isa());
+  m.bf16_kernels = mg::cpu::gemm_paths().bf16_native ? "native" : "via f32";
   for (const char* name : {"OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
                            "MG_CONVERT_ISA", "CUDA_VISIBLE_DEVICES"}) {
     if (const char* v = std::getenv(name)) m.env.push_back(std::string(name) + "=" + v);

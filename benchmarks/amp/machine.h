@@ -1,6 +1,7 @@
 // What a bench_amp result must say about where it was measured: the processor model, the
 // vector/matrix extensions it has (AMX, AVX512-BF16, AVX512-FP16), the instruction set oneDNN
-// actually dispatches to (the bf16 GEMM/conv path: AMX or not), the threads and the
+// actually dispatches to and whether bf16 GEMMs/convs run oneDNN's bf16 kernels (AMX) or f32 ones
+// on widened operands, the threads and the
 // environment variables that change the numbers, the load average at the start, the date and
 // the commit. Printed above the table and written into the JSON lines and the Markdown record.
 //
@@ -21,6 +22,9 @@ struct Machine {
   int logical_cpus = 0;          // processors the process may run on
   bool avx512f = false, avx512_bf16 = false, avx512_fp16 = false, amx_bf16 = false;
   std::string onednn_isa;        // "avx512_core_amx": oneDNN's effective ISA
+  // How CPU bf16 GEMMs and convolutions run here (mg::cpu::gemm_paths()): "native" (oneDNN's bf16
+  // kernels, AMX processors) or "via f32" (widened exactly to f32, f32 kernels, one rounding).
+  std::string bf16_kernels;
   int threads = 0;               // the benchmark's worker threads
   std::vector<std::string> env;  // "OMP_WAIT_POLICY=PASSIVE", ... (only those set)
   std::string load_average;      // "1.93 1.71 1.60" at the start
@@ -29,7 +33,7 @@ struct Machine {
   std::string gpu;               // device name on CUDA runs, else ""
   std::string gpu_driver;        // "CUDA driver 13.0, runtime 13.0" on CUDA runs, else ""
 
-  // "Intel ... | AMX-BF16 yes, AVX512-BF16 yes, AVX512-FP16 yes | oneDNN ISA avx512_core_amx | 1 thread"
+  // "Intel ... | AMX-BF16, AVX512-BF16, AVX512-FP16 | oneDNN ISA avx512_core_amx | bf16 kernels native | 1 thread"
   std::string summary() const;
   // "AMX-BF16, AVX512-BF16, AVX512-FP16" (the features present, "none" without any).
   std::string features() const;

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda/cuda.h"
+#include "ops/cpu/gemm.h"
 #include "examples_smoke/smoke_util.h"
 
 using mg::test::run_program;
@@ -35,6 +36,9 @@ TEST_CASE("bench_amp --quick: every model at every level and dtype - table, JSON
   // The table's header (its column widths follow the widest model and level names).
   CHECK(std::regex_search(r.output, std::regex(R"(model +\| level +\| step ms +\| spread)")));
   CHECK(r.output.find("oneDNN ISA") != std::string::npos);
+  // how bf16 GEMMs and convolutions run on this processor (native on AMX, else through f32)
+  CHECK(r.output.find(mg::cpu::gemm_paths().bf16_native ? "bf16 kernels native" : "bf16 kernels via f32") !=
+        std::string::npos);
 
   std::ifstream f(json);
   REQUIRE(f.good());
@@ -53,6 +57,7 @@ TEST_CASE("bench_amp --quick: every model at every level and dtype - table, JSON
     CHECK(j["peak_rss_bytes"].get<int64_t>() > 0);
     CHECK(j["forward_flops"].get<double>() > 0);
     CHECK(j["machine"]["threads"] == 2);
+    CHECK(j["machine"]["bf16_kernels"] == (mg::cpu::gemm_paths().bf16_native ? "native" : "via f32"));
     CHECK(j["command"].get<std::string>().find("--quick") != std::string::npos);
     if (j["level"] != "O0") CHECK(j["evidence"]["lower_ops_low"].get<int64_t>() > 0);
     // The CPU's timing, no sync count (nothing to count), the layout that ran.

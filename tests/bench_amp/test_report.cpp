@@ -106,6 +106,7 @@ TEST_CASE("report: the Markdown section says machine, commit and command, one ta
   mg::bench::Machine m;
   m.processor = "Test CPU";
   m.onednn_isa = "avx512_core_amx";
+  m.bf16_kernels = "native";
   m.amx_bf16 = true;
   m.date_utc = "2026-12-01 23:59 UTC";
   m.commit = "abc1234";
@@ -118,6 +119,7 @@ TEST_CASE("report: the Markdown section says machine, commit and command, one ta
   CHECK(md.find("## bench_amp, 2026-12-01 23:59 UTC") != std::string::npos);
   CHECK(md.find("AMX-BF16") != std::string::npos);
   CHECK(md.find("oneDNN ISA avx512_core_amx") != std::string::npos);
+  CHECK(md.find("bf16 kernels native") != std::string::npos);
   CHECK(md.find("- commit: abc1234") != std::string::npos);
   CHECK(md.find("- command: `bench_amp --threads 1`") != std::string::npos);
   CHECK(md.find("- note: shared machine") != std::string::npos);
