@@ -23,7 +23,8 @@ struct Machine {
   bool avx512f = false, avx512_bf16 = false, avx512_fp16 = false, amx_bf16 = false;
   std::string onednn_isa;        // "avx512_core_amx": oneDNN's effective ISA
   // How CPU bf16 GEMMs and convolutions run here (mg::cpu::gemm_paths()): "native" (oneDNN's bf16
-  // kernels, AMX processors) or "via f32" (widened exactly to f32, f32 kernels, one rounding).
+  // kernels, AMX processors) or "via f32" (widened exactly to f32, f32 kernels, one rounding). The
+  // summary and the Markdown say it on CPU runs only (gpu empty); the JSON always.
   std::string bf16_kernels;
   int threads = 0;               // the benchmark's worker threads
   std::vector<std::string> env;  // "OMP_WAIT_POLICY=PASSIVE", ... (only those set)

@@ -152,7 +152,7 @@ void append_markdown(const std::string& path, const std::vector<RunResult>& resu
   MG_CHECK(bool(out), Error, "bench_amp: cannot append to '", path, "'");
   out << "\n## bench_amp, " << m.date_utc << "\n\n"
       << "- machine: " << m.processor << ", " << m.logical_cpus << " logical CPUs; " << m.features()
-      << "; oneDNN ISA " << m.onednn_isa << "; bf16 kernels " << m.bf16_kernels << (m.gpu.empty() ? "" : "; GPU " + m.gpu + " (" + m.gpu_driver + ")") << "\n"
+      << "; oneDNN ISA " << m.onednn_isa << (m.gpu.empty() ? "; bf16 kernels " + m.bf16_kernels : "") << (m.gpu.empty() ? "" : "; GPU " + m.gpu + " (" + m.gpu_driver + ")") << "\n"
       << "- threads: " << m.threads << "; environment: " << (m.env.empty() ? "(none of the OMP/oneDNN variables set)" : "")
       ;
   for (std::size_t i = 0; i < m.env.size(); ++i) out << (i ? ", " : "") << "`" << m.env[i] << "`";

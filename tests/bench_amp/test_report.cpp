@@ -120,6 +120,11 @@ TEST_CASE("report: the Markdown section says machine, commit and command, one ta
   CHECK(md.find("AMX-BF16") != std::string::npos);
   CHECK(md.find("oneDNN ISA avx512_core_amx") != std::string::npos);
   CHECK(md.find("bf16 kernels native") != std::string::npos);
+  // the CPU's bf16 path is said on CPU runs only, not beside a GPU's results
+  CHECK(m.summary().find("bf16 kernels native") != std::string::npos);
+  mg::bench::Machine on_gpu = m;
+  on_gpu.gpu = "NVIDIA H200";
+  CHECK(on_gpu.summary().find("bf16 kernels") == std::string::npos);
   CHECK(md.find("- commit: abc1234") != std::string::npos);
   CHECK(md.find("- command: `bench_amp --threads 1`") != std::string::npos);
   CHECK(md.find("- note: shared machine") != std::string::npos);
