@@ -65,7 +65,8 @@ std::string Machine::features() const {
 std::string Machine::summary() const {
   std::ostringstream s;
   s << processor << " (" << logical_cpus << " logical CPUs) | " << features() << " | oneDNN ISA " << onednn_isa
-    << (gpu.empty() ? " | bf16 kernels " + bf16_kernels : "") << " | " << threads << (threads == 1 ? " thread" : " threads");
+    << (gpu.empty() ? " | bf16 kernels " + bf16_kernels : "") << " | " << threads
+    << (threads == 1 ? " thread" : " threads");
   if (!gpu.empty()) s << " | GPU " << gpu;
   return s.str();
 }

@@ -122,7 +122,8 @@ void write_json_lines(const std::string& path, const std::vector<RunResult>& res
                                       {"master_weights", r.evidence.master_weights}, {"convs", r.evidence.convs},
                                       {"convs_channels_last", r.evidence.convs_channels_last}}},
                         {"machine", {{"processor", m.processor}, {"features", m.features()}, {"onednn_isa", m.onednn_isa},
-                                     {"bf16_kernels", m.bf16_kernels}, {"threads", m.threads}, {"env", m.env}, {"load_average", m.load_average},
+                                     {"bf16_kernels", m.bf16_kernels}, {"threads", m.threads}, {"env", m.env},
+                                     {"load_average", m.load_average},
                                      {"gpu", m.gpu}, {"gpu_driver", m.gpu_driver}}},
                         {"date", m.date_utc}, {"commit", m.commit}, {"command", command}};
     if (r.cuda) {
@@ -152,7 +153,8 @@ void append_markdown(const std::string& path, const std::vector<RunResult>& resu
   MG_CHECK(bool(out), Error, "bench_amp: cannot append to '", path, "'");
   out << "\n## bench_amp, " << m.date_utc << "\n\n"
       << "- machine: " << m.processor << ", " << m.logical_cpus << " logical CPUs; " << m.features()
-      << "; oneDNN ISA " << m.onednn_isa << (m.gpu.empty() ? "; bf16 kernels " + m.bf16_kernels : "") << (m.gpu.empty() ? "" : "; GPU " + m.gpu + " (" + m.gpu_driver + ")") << "\n"
+      << "; oneDNN ISA " << m.onednn_isa
+      << (m.gpu.empty() ? "; bf16 kernels " + m.bf16_kernels : "; GPU " + m.gpu + " (" + m.gpu_driver + ")") << "\n"
       << "- threads: " << m.threads << "; environment: " << (m.env.empty() ? "(none of the OMP/oneDNN variables set)" : "")
       ;
   for (std::size_t i = 0; i < m.env.size(); ++i) out << (i ? ", " : "") << "`" << m.env[i] << "`";
