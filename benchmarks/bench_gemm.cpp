@@ -133,7 +133,8 @@ int main(int argc, char** argv) {
               reps, dnnl_version()->major, dnnl_version()->minor, unsigned(isa), __builtin_cpu_supports("avx512f"));
   bench::print_load_average();
   const mg::cpu::GemmPaths paths = mg::cpu::gemm_detected_paths();
-  std::printf("mixgrad GEMM paths: bf16_native %d, pad_aliased %d\n", paths.bf16_native, paths.pad_aliased);
+  std::printf("mixgrad GEMM paths: bf16_native %d, pad_aliased %d, bf16_matmul %d, f32_matmul %d\n", paths.bf16_native,
+              paths.pad_aliased, paths.bf16_matmul, paths.f32_matmul);
   std::printf("%-5s %-4s %-18s %7s %7s %7s %7s %7s %7s %7s %7s %7s %7s %7s  %s\n", "model", "prod",
               "n x k x m (ta tb)", "sgemm", "matmul", "mm+bias", "bf16nat", "bf16mm", "bf16->32", "bf16c32", "mg f32",
               "nopad", "mg bf16", "nopad", "matmul impl (f32 / bf16)");
@@ -225,7 +226,9 @@ int main(int argc, char** argv) {
       p.a = {bf16 ? static_cast<const void*>(a16.data()) : a.data(), {}, s.ta == 'N' ? k : 1, s.ta == 'N' ? 1 : n};
       p.b = {bf16 ? static_cast<const void*>(b16.data()) : b.data(), {}, s.tb == 'N' ? m : 1, s.tb == 'N' ? 1 : k};
       p.out = bf16 ? static_cast<void*>(c16.data()) : c.data();
-      mg::cpu::gemm_force_paths(mg::cpu::GemmPaths{.bf16_native = paths.bf16_native, .pad_aliased = pad});
+      mg::cpu::GemmPaths forced = paths;  // the detected paths but the padding
+      forced.pad_aliased = pad;
+      mg::cpu::gemm_force_paths(forced);
       const double t = cpu_seconds_best_of(reps, [&] {
         if (bf16) {
           mg::cpu::gemm<mg::BFloat16>(p);

@@ -5,7 +5,9 @@
 // Decision: f32 and bf16 products of at least 32^3 multiply-adds run oneDNN's BLAS-like GEMM
 // (dnnl_sgemm; dnnl_gemm_bf16bf16f32 on AMX with f32 accumulators, the f32 result rounded to bf16
 // once; on processors without AMX bf16 is converted to f32 like f16, measured faster below); f64
-// and smaller products run Eigen; f16 is converted to f32 and runs the f32 GEMM.
+// and smaller products run Eigen; f16 is converted to f32 and runs the f32 GEMM. Some shapes run
+// oneDNN's matmul primitive instead, where it measured faster (bf16 on AMX, f32 weight gradients
+// at aliasing strides: ops/cpu/onednn_matmul.cpp).
 // Measured on 2 threads, oneDNN vs Eigen f32 alternately in one process, GFLOP/s (ranges over
 // runs on the shared host):
 //   2048^3                                      f32 237-318 vs 171-268    bf16 597-1380
@@ -247,7 +249,7 @@ constexpr int64_t kOnednnMinWork = 32 * 32 * 32;
 
 // The paths in use: -1 while detection rules, else the bits of a forced GemmPaths.
 std::atomic<int> g_forced_paths{-1};
-constexpr int kBf16Native = 1, kPadAliased = 2, kBf16Matmul = 4;
+constexpr int kBf16Native = 1, kPadAliased = 2, kBf16Matmul = 4, kF32Matmul = 8;
 
 // The leading-dimension padding (in elements) that oneDNN's AVX2 sgemm wants for its operands: 16
 // floats where it runs about 2x slower because the lines it reads lie a multiple of 1-2 KiB apart
@@ -292,7 +294,15 @@ void gemm_compute(const MatRef<C>& a, const MatRef<C>& b, C* out, int64_t n, int
                   bool accumulate) {
   if constexpr (std::is_same_v<C, float>) {
     if (n * k * m >= kOnednnMinWork) {
-      onednn_gemm<float>(a, b, out, n, k, m, alpha, accumulate ? 1.0f : 0.0f);
+      const float beta = accumulate ? 1.0f : 0.0f;
+      // Weight gradients over many tokens whose dY^T sgemm reads at aliasing strides run the matmul
+      // primitive (ops/cpu/onednn_matmul.cpp); it declines shapes it has no brgemm kernel for.
+      const bool a_col = a.layout == Layout::Col;
+      if (gemm_paths().f32_matmul && matmul_f32_picks(a_col, a.ld, n, k, m) &&
+          matmul_f32(a.p, a_col, a.ld, b.p, b.layout == Layout::Col, b.ld, out, n, k, m, alpha, beta)) {
+        return;
+      }
+      onednn_gemm<float>(a, b, out, n, k, m, alpha, beta);
       return;
     }
   }
@@ -438,7 +448,8 @@ GemmPaths gemm_detected_paths() {
   // Native bf16 only on AMX: without it oneDNN's bf16 GEMM (AVX512-BF16 dot products) measured
   // slower than converting to f32 for its sgemm (the header's table).
   static const bool amx_bf16 = onednn_bf16_gemm_available() && onednn_amx_available();
-  return {.bf16_native = amx_bf16, .pad_aliased = avx2_sgemm, .bf16_matmul = amx_bf16};
+  return {.bf16_native = amx_bf16, .pad_aliased = avx2_sgemm, .bf16_matmul = amx_bf16,
+          .f32_matmul = onednn_f32_brgemm_available()};
 }
 
 GemmPaths gemm_paths() {
@@ -446,12 +457,13 @@ GemmPaths gemm_paths() {
   if (forced < 0) return gemm_detected_paths();
   return {.bf16_native = (forced & kBf16Native) != 0 && onednn_bf16_gemm_available(),
           .pad_aliased = (forced & kPadAliased) != 0,
-          .bf16_matmul = (forced & kBf16Matmul) != 0 && gemm_detected_paths().bf16_matmul};
+          .bf16_matmul = (forced & kBf16Matmul) != 0 && gemm_detected_paths().bf16_matmul,
+          .f32_matmul = (forced & kF32Matmul) != 0 && gemm_detected_paths().f32_matmul};
 }
 
 void gemm_force_paths(const std::optional<GemmPaths>& paths) {
   g_forced_paths.store(paths ? (paths->bf16_native ? kBf16Native : 0) | (paths->pad_aliased ? kPadAliased : 0) |
-                                   (paths->bf16_matmul ? kBf16Matmul : 0)
+                                   (paths->bf16_matmul ? kBf16Matmul : 0) | (paths->f32_matmul ? kF32Matmul : 0)
                              : -1,
                        std::memory_order_relaxed);
 }

@@ -3,10 +3,10 @@
 // with arbitrary element strides on a, b and c (0 for broadcast dims) and a dense row-major out.
 //
 // Decision: f32 and bf16 run oneDNN's GEMM (bf16 natively on AMX processors, where it measured
-// faster), f64 and small products Eigen's, both on the raw pointers (row-major or col-major with a
-// leading dimension, so transposed views are not copied); bf16 accumulates in f32, and f16 (and
-// bf16 on processors without AMX) is converted to f32 scratch for the f32 GEMM; the
-// output is rounded once (like cuBLAS COMPUTE_32F). Eigen's own half/bfloat16 GEMM is never used
+// faster; the shapes listed in ops/cpu/onednn_matmul.h on its matmul primitive), f64 and small
+// products Eigen's, all on the raw pointers (row-major or col-major with a leading dimension, so
+// transposed views are not copied); bf16 accumulates in f32, and f16 (and bf16 on processors
+// without AMX) is converted to f32 scratch for the f32 GEMM; the output is rounded once (like cuBLAS COMPUTE_32F). Eigen's own half/bfloat16 GEMM is never used
 // (10-400x slower than its f32 GEMM). Measurements: ops/cpu/gemm.cpp.
 //
 // The problem (GemmProblem, ops/gemm_problem.h) is device-neutral; gemm_problem() builds it for
@@ -45,13 +45,19 @@ struct GemmPaths {
   // bf16 products of the shapes measured faster there run oneDNN's matmul primitive (brgemm on AMX
   // tiles; AMX processors only) instead of its BLAS-like bf16 GEMM: ops/cpu/onednn_matmul.h.
   bool bf16_matmul = false;
+  // f32 weight gradients dY^T @ x whose transposed dY has a leading dimension that is a multiple of
+  // 1024 floats (k >= 1024, m <= 512) run oneDNN's matmul primitive instead of its sgemm, which reads
+  // them up to 2x slower (processors with avx512_core and up): ops/cpu/onednn_matmul.h. Also the
+  // f16 and bf16 products converted to f32.
+  bool f32_matmul = false;
 };
 GemmPaths gemm_detected_paths();
 GemmPaths gemm_paths();
 
 // Test hook: every call uses `paths` until gemm_force_paths(std::nullopt) restores the detected
 // ones, so both sides of each choice are tested on any processor. bf16_native can be forced on only
-// where oneDNN has a bf16 GEMM (onednn_bf16_gemm_available()); bf16_matmul only on AMX processors.
+// where oneDNN has a bf16 GEMM (onednn_bf16_gemm_available()); bf16_matmul only on AMX processors,
+// f32_matmul only where oneDNN has f32 brgemm kernels (onednn_f32_brgemm_available()).
 //   mg::cpu::gemm_force_paths(mg::cpu::GemmPaths{.bf16_native = false, .pad_aliased = true});
 void gemm_force_paths(const std::optional<GemmPaths>& paths);
 

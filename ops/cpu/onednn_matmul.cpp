@@ -1,6 +1,6 @@
-// bf16 products on oneDNN's matmul primitive (see ops/cpu/onednn_matmul.h).
+// Products on oneDNN's matmul primitive (see ops/cpu/onednn_matmul.h).
 //
-// Decision: on AMX processors the matmul primitive (brgemm kernels, "brg:avx512_core_amx_bf16" in
+// bf16 decision: on AMX processors the matmul primitive (brgemm kernels, "brg:avx512_core_amx_bf16" in
 // oneDNN 2.6) runs bf16 products that dnnl_gemm_bf16bf16f32 runs up to 2x slower, and a few
 // slower than it. Measured on one thread of a Xeon with AMX (2026-12-02, throwaway probe: best of
 // 5x5 calls, GFLOP/s, BLAS-like GEMM -> matmul with f32 output; A transposed = TN):
@@ -23,6 +23,24 @@
 // Numerics: the same f32 accumulation of exact bf16 products as the BLAS-like GEMM, in another
 // summation order; the output stays f32 and the driver rounds it (the primitive's own bf16 output
 // would flush subnormal results to zero, against docs/numerics.md).
+// f32 decision: oneDNN 2.6's AVX-512 sgemm reads a transposed `a` whose leading dimension is a
+// multiple of 1024 floats (4 KiB: the lines it reads fall into the same cache sets) up to 2x slower
+// when m <= 512, the blocking a weight gradient dW = dY^T @ x over many tokens gets; the matmul
+// primitive's brgemm kernels do not (a copy with a padded leading dimension recovers the same speed,
+// but costs a pass over dY). Measured on a Xeon with AVX512-BF16 and no AMX (2026-12-03, throwaway
+// probe, best of 7x3 calls, GFLOP/s, dnnl_sgemm -> matmul primitive, the operands' own layouts):
+//   1 thread, n x k x m with lda = n:  n = 1024..4096 (multiples of 1024), k = 1024..4096,
+//     m = 64..512: 53-118 -> 94-137 (1.04-1.97x, 1.35x median); m = 1024: 125-141 -> 114-128 (0.9x)
+//     n = 512, 768: within noise of each other (0.91-1.18x) at every k and m
+//   2 threads, the same grid: m <= 512 1.01-1.62x (1.37x median), m = 1024 0.89-1.26x
+//   BERT-mini's FFN-up dW 1024x4096x256 / decoder dW 8192x4096x256: 74-105 / 82-101 -> 109-130 /
+//     114-137 (1 thread), 144-164 / 134-160 -> 188-244 / 182-230 (2 threads)
+//   the model's other products (fwd, dX, dW with lda 256 or 768, the MLP's k = 256 dW): the
+//     primitive within noise of sgemm or slower, so they stay on sgemm.
+// So f32 products with a col-major `a`, lda % 1024 == 0, k >= 1024 and m <= 512 run the primitive
+// where it has brgemm kernels (avx512_core and up; on AVX2 it runs the same jit kernels as sgemm,
+// whose aliasing the driver's padded copy handles). The same exact products and f32 sums, in another
+// order.
 #include "mixgrad/ops/cpu/onednn_matmul.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -31,6 +49,7 @@
 #include <atomic>
 #include <bit>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 
 #include "mixgrad/core/error.h"
@@ -43,7 +62,7 @@ namespace {
 using dnnl::memory;
 using Dt = memory::data_type;
 
-std::atomic<int64_t> g_calls{0};
+std::atomic<int64_t> g_calls_bf16{0}, g_calls_f32{0};
 
 struct Plan {
   bool ok = false;  // false: oneDNN offers no brgemm kernel here (the caller keeps its GEMM)
@@ -51,9 +70,9 @@ struct Plan {
   memory::desc a, b, out, scratchpad;
 };
 
-// n, k, m, the operands' layouts and leading dimensions, alpha and beta (bits), the thread count
-// (oneDNN sizes its kernels for it at creation).
-using Key = std::array<int64_t, 10>;
+// The data type, n, k, m, the operands' layouts and leading dimensions, alpha and beta (bits), the
+// thread count (oneDNN sizes its kernels for it at creation).
+using Key = std::array<int64_t, 11>;
 using PlanCache = onednn::LruCache<Key, Plan, onednn::ArrayHash>;
 
 PlanCache& plan_cache() {
@@ -61,16 +80,16 @@ PlanCache& plan_cache() {
   return c;
 }
 
-// A [rows, cols] bf16 matrix, row-major or col-major with leading dimension ld.
-memory::desc matrix(int64_t rows, int64_t cols, bool col, int64_t ld) {
-  return memory::desc({rows, cols}, Dt::bf16, col ? memory::dims{1, ld} : memory::dims{ld, 1});
+// A [rows, cols] matrix of type dt, row-major or col-major with leading dimension ld.
+memory::desc matrix(Dt dt, int64_t rows, int64_t cols, bool col, int64_t ld) {
+  return memory::desc({rows, cols}, dt, col ? memory::dims{1, ld} : memory::dims{ld, 1});
 }
 
-std::shared_ptr<const Plan> make_plan(bool a_col, int64_t lda, bool b_col, int64_t ldb, int64_t n, int64_t k,
+std::shared_ptr<const Plan> make_plan(Dt dt, bool a_col, int64_t lda, bool b_col, int64_t ldb, int64_t n, int64_t k,
                                       int64_t m, float alpha, float beta) {
   auto plan = std::make_shared<Plan>();
-  plan->a = matrix(n, k, a_col, lda);
-  plan->b = matrix(k, m, b_col, ldb);
+  plan->a = matrix(dt, n, k, a_col, lda);
+  plan->b = matrix(dt, k, m, b_col, ldb);
   plan->out = memory::desc({n, m}, Dt::f32, memory::dims{m, 1});
   dnnl::primitive_attr attr = onednn::user_scratchpad();
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
@@ -93,6 +112,36 @@ std::shared_ptr<const Plan> make_plan(bool a_col, int64_t lda, bool b_col, int64
   return plan;
 }
 
+template <typename T>
+bool run(const T* a, bool a_col, int64_t lda, const T* b, bool b_col, int64_t ldb, float* out, int64_t n, int64_t k,
+         int64_t m, float alpha, float beta) {
+  constexpr Dt dt = std::is_same_v<T, float> ? Dt::f32 : Dt::bf16;
+  const Key key = {int64_t(dt), n, k, m, a_col, lda, b_col, ldb, std::bit_cast<int32_t>(alpha),
+                   std::bit_cast<int32_t>(beta), num_threads()};
+  try {
+    const std::shared_ptr<const Plan> plan =
+        plan_cache().get(key, [&] { return make_plan(dt, a_col, lda, b_col, ldb, n, k, m, alpha, beta); });
+    if (!plan->ok) return false;
+    const dnnl::engine& eng = onednn::engine();
+    // The primitive only reads a and b; oneDNN's memory objects take non-const pointers.
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, memory(plan->a, eng, const_cast<T*>(a))},
+        {DNNL_ARG_WEIGHTS, memory(plan->b, eng, const_cast<T*>(b))},
+        {DNNL_ARG_DST, memory(plan->out, eng, out)}};
+    thread_local onednn::Buffer scratch;
+    if (plan->scratchpad.get_size() > 0) {
+      args.emplace(DNNL_ARG_SCRATCHPAD, memory(plan->scratchpad, eng, scratch.get(plan->scratchpad.get_size())));
+    }
+    dnnl::stream& s = onednn::stream();
+    plan->prim.execute(s, args);
+    s.wait();
+  } catch (const dnnl::error& e) {
+    onednn::rethrow(e, std::is_same_v<T, float> ? "f32 matmul" : "bf16 matmul");
+  }
+  (std::is_same_v<T, float> ? g_calls_f32 : g_calls_bf16).fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 }  // namespace
 
 bool onednn_amx_available() {
@@ -107,32 +156,26 @@ bool matmul_bf16_picks(bool a_col, int64_t n, int64_t k, int64_t m) {
 
 bool matmul_bf16(const BFloat16* a, bool a_col, int64_t lda, const BFloat16* b, bool b_col, int64_t ldb, float* out,
                  int64_t n, int64_t k, int64_t m, float alpha, float beta) {
-  const Key key = {n, k, m, a_col, lda, b_col, ldb, std::bit_cast<int32_t>(alpha), std::bit_cast<int32_t>(beta),
-                   num_threads()};
-  try {
-    const std::shared_ptr<const Plan> plan =
-        plan_cache().get(key, [&] { return make_plan(a_col, lda, b_col, ldb, n, k, m, alpha, beta); });
-    if (!plan->ok) return false;
-    const dnnl::engine& eng = onednn::engine();
-    // The primitive only reads a and b; oneDNN's memory objects take non-const pointers.
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, memory(plan->a, eng, const_cast<BFloat16*>(a))},
-        {DNNL_ARG_WEIGHTS, memory(plan->b, eng, const_cast<BFloat16*>(b))},
-        {DNNL_ARG_DST, memory(plan->out, eng, out)}};
-    thread_local onednn::Buffer scratch;
-    if (plan->scratchpad.get_size() > 0) {
-      args.emplace(DNNL_ARG_SCRATCHPAD, memory(plan->scratchpad, eng, scratch.get(plan->scratchpad.get_size())));
-    }
-    dnnl::stream& s = onednn::stream();
-    plan->prim.execute(s, args);
-    s.wait();
-  } catch (const dnnl::error& e) {
-    onednn::rethrow(e, "bf16 matmul");
-  }
-  g_calls.fetch_add(1, std::memory_order_relaxed);
-  return true;
+  return run(a, a_col, lda, b, b_col, ldb, out, n, k, m, alpha, beta);
 }
 
-int64_t matmul_bf16_calls() { return g_calls.load(std::memory_order_relaxed); }
+int64_t matmul_bf16_calls() { return g_calls_bf16.load(std::memory_order_relaxed); }
+
+bool onednn_f32_brgemm_available() {
+  static const bool brgemm = dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core;
+  return brgemm;
+}
+
+bool matmul_f32_picks(bool a_col, int64_t lda, int64_t n, int64_t k, int64_t m) {
+  if (!onednn_f32_brgemm_available() || in_parallel_region()) return false;
+  return a_col && lda % 1024 == 0 && n >= 16 && k >= 1024 && m >= 1 && m <= 512;
+}
+
+bool matmul_f32(const float* a, bool a_col, int64_t lda, const float* b, bool b_col, int64_t ldb, float* out,
+                int64_t n, int64_t k, int64_t m, float alpha, float beta) {
+  return run(a, a_col, lda, b, b_col, ldb, out, n, k, m, alpha, beta);
+}
+
+int64_t matmul_f32_calls() { return g_calls_f32.load(std::memory_order_relaxed); }
 
 }  // namespace mg::cpu

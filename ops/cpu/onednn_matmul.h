@@ -1,7 +1,10 @@
-// bf16 GEMM through oneDNN's matmul primitive, whose brgemm kernels run on AMX tiles: the CPU GEMM
-// driver's (ops/cpu/gemm.cpp) path for bf16 products of the shapes where it measured faster than
-// oneDNN's BLAS-like dnnl_gemm_bf16bf16f32 (rule and numbers: onednn_matmul.cpp). The result is
-// f32 (f32 accumulators, as the BLAS-like GEMM), rounded to bf16 by the driver.
+// GEMMs through oneDNN's matmul primitive (brgemm kernels): the CPU GEMM driver's (ops/cpu/gemm.cpp)
+// path for the products where it measured faster than oneDNN's BLAS-like GEMMs (rules and numbers:
+// onednn_matmul.cpp):
+// - bf16 on AMX tiles instead of dnnl_gemm_bf16bf16f32, the f32 result rounded to bf16 by the driver;
+// - f32 weight gradients dY^T @ x whose transposed dY has a leading dimension that is a multiple of
+//   1024 floats (4 KiB), instead of dnnl_sgemm, which reads such an operand up to 2x slower.
+// Both accumulate in f32, as the BLAS-like GEMMs do.
 //
 //   if (!(matmul_bf16_picks(a_col, n, k, m) && matmul_bf16(a, a_col, lda, b, b_col, ldb, out, n, k, m, 1.f, 0.f)))
 //     run_the_blas_like_gemm();
@@ -27,7 +30,23 @@ bool matmul_bf16_picks(bool a_col, int64_t n, int64_t k, int64_t m);
 bool matmul_bf16(const BFloat16* a, bool a_col, int64_t lda, const BFloat16* b, bool b_col, int64_t ldb, float* out,
                  int64_t n, int64_t k, int64_t m, float alpha, float beta);
 
-// How many products this process has run here (tests check which path ran).
+// How many bf16 products this process has run here (tests check which path ran).
 int64_t matmul_bf16_calls();
+
+// Whether oneDNN's matmul primitive has brgemm kernels for f32 on this processor (its effective ISA
+// is avx512_core or above; below, it runs the same jit kernels as dnnl_sgemm).
+bool onednn_f32_brgemm_available();
+
+// Whether the driver runs this f32 product here: `a` col-major (a transposed dY) with a leading
+// dimension that is a multiple of 1024, k >= 1024 and m <= 512, outside parallel regions.
+bool matmul_f32_picks(bool a_col, int64_t lda, int64_t n, int64_t k, int64_t m);
+
+// matmul_bf16 for f32 operands. Returns false, touching nothing, where oneDNN offers no brgemm
+// kernel (processors below avx512_core, leading dimensions it does not take).
+bool matmul_f32(const float* a, bool a_col, int64_t lda, const float* b, bool b_col, int64_t ldb, float* out,
+                int64_t n, int64_t k, int64_t m, float alpha, float beta);
+
+// How many f32 products this process has run here.
+int64_t matmul_f32_calls();
 
 }  // namespace mg::cpu

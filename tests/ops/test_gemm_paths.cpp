@@ -1,6 +1,7 @@
 // Tests of the CPU GEMM driver's processor-dependent paths (ops/cpu/gemm.h, GemmPaths): bf16 on
-// oneDNN's native bf16 GEMM, on its matmul primitive (AMX) and through the f32 fallback, and the padded copy of a transposed `a`
-// or row-major `b` that oneDNN's AVX2 sgemm wants. Every path is forced on every machine through the test hook
+// oneDNN's native bf16 GEMM, on its matmul primitive (AMX) and through the f32 fallback, f32 weight
+// gradients on the matmul primitive, and the padded copy of a transposed `a` or row-major `b` that
+// oneDNN's AVX2 sgemm wants. Every path is forced on every machine through the test hook
 // (bf16_native only where the processor has it), and each must give the exact product: integer
 // operands in [-8, 8] keep every f32 partial sum exact, so f32 equals the f64 product and f16/bf16
 // the f64 product rounded once, bit for bit, whatever the summation order.
@@ -48,7 +49,9 @@ std::vector<cpu::GemmPaths> all_paths() {
   std::vector<cpu::GemmPaths> out;
   for (bool native : {false, true}) {
     for (bool pad : {false, true}) {
-      for (bool matmul : {false, true}) out.push_back({.bf16_native = native, .pad_aliased = pad, .bf16_matmul = matmul});
+      for (bool matmul : {false, true}) {
+        out.push_back({.bf16_native = native, .pad_aliased = pad, .bf16_matmul = matmul, .f32_matmul = matmul});
+      }
     }
   }
   return out;
@@ -175,5 +178,48 @@ TEST_CASE("GEMM paths: bf16 products of the measured shapes run the matmul primi
     const Tensor c = ints({64, 80}, DType::BF16);
     REQUIRE(bit_equal(addmm(c, x, w.t(), 0.5, 2.0),
                       to(0.5 * to(c, DType::F64) + 2.0 * matmul(to(x, DType::F64), to(w.t(), DType::F64)), DType::BF16)));
+  }
+}
+
+TEST_CASE("GEMM paths: f32 weight gradients at aliasing strides run the matmul primitive where it has brgemm",
+          "[ops][linalg][gemm][grad]") {
+  const cpu::GemmPaths detected = cpu::gemm_detected_paths();
+  REQUIRE(detected.f32_matmul == cpu::onednn_f32_brgemm_available());
+  // dW = dY^T @ x over 1024 tokens with 1024 outputs: dY^T is col-major with a leading dimension of
+  // 1024 (the rule: lda % 1024 == 0, k >= 1024, m <= 512). Integer operands keep every sum exact.
+  const int64_t T = 1024, out = 1024, in = 40;
+  for (bool use_matmul : {false, true}) {
+    ForcePaths force({.bf16_native = detected.bf16_native, .pad_aliased = false, .f32_matmul = use_matmul});
+    REQUIRE(cpu::gemm_paths().f32_matmul == (use_matmul && detected.f32_matmul));
+    // f16 always runs the f32 GEMM; bf16 does where it is not native (processors without AMX)
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      INFO("f32_matmul forced " << use_matmul << ", detected " << detected.f32_matmul << ", " << dtype_name(dt));
+      const bool runs = use_matmul && detected.f32_matmul && !(dt == DType::BF16 && detected.bf16_native);
+      const Tensor x = ints({T, in}, dt), dy = ints({T, out}, dt);
+      const Tensor w = ints({out, in}, dt).requires_grad_(true);
+      int64_t before = cpu::matmul_f32_calls();
+      const Tensor dw = autograd::grad({linear(x, w)}, {w}, {dy})[0];
+      REQUIRE(cpu::matmul_f32_calls() - before == (runs ? 1 : 0));
+      REQUIRE(bit_equal(dw, exact_mm(dy.t(), x, dt)));
+      // alpha and beta (addmm), the cached primitive on a second call
+      const Tensor c = ints({out, in}, dt);
+      before = cpu::matmul_f32_calls();
+      REQUIRE(bit_equal(addmm(c, dy.t(), x, 0.5, 2.0),
+                        to(0.5 * to(c, DType::F64) + 2.0 * matmul(to(dy.t(), DType::F64), to(x, DType::F64)), dt)));
+      REQUIRE(cpu::matmul_f32_calls() - before == (runs ? 1 : 0));
+    }
+    // outside the rule: m > 512, k < 1024, a leading dimension of 768; the exact product on sgemm
+    const int64_t before = cpu::matmul_f32_calls();
+    const Tensor dy = ints({T, out}, DType::F32), wide = ints({T, 600}, DType::F32);
+    REQUIRE(bit_equal(mm(dy.t(), wide), exact_mm(dy.t(), wide, DType::F32)));
+    const Tensor short_dy = ints({512, out}, DType::F32), short_x = ints({512, in}, DType::F32);
+    REQUIRE(bit_equal(mm(short_dy.t(), short_x), exact_mm(short_dy.t(), short_x, DType::F32)));
+    const Tensor dy768 = ints({T, 768}, DType::F32), x = ints({T, in}, DType::F32);
+    REQUIRE(bit_equal(mm(dy768.t(), x), exact_mm(dy768.t(), x, DType::F32)));
+    REQUIRE(cpu::matmul_f32_calls() == before);
+    // a leading dimension of 2048 with 1000 of its rows used: oneDNN may decline these strides, and
+    // the product is exact whichever GEMM runs it
+    const Tensor dy_narrow = ints({T, 2048}, DType::F32).narrow(1, 0, 1000);
+    REQUIRE(bit_equal(mm(dy_narrow.t(), x), exact_mm(dy_narrow.t(), x, DType::F32)));
   }
 }
