@@ -345,7 +345,9 @@ void masked_fill_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
                 const T* xp = reinterpret_cast<const T*>(p[1]);
                 const bool* mp = reinterpret_cast<const bool*>(p[2]);
                 if (s[0] == es && s[1] == es && s[2] == 1) {
-                  for (int64_t i = 0; i < n; ++i) op[i] = mp[i] ? value : xp[i];
+                  // bytes, not bool: gcc vectorizes loads of uint8_t only
+                  const uint8_t* m8 = reinterpret_cast<const uint8_t*>(p[2]);
+                  for (int64_t i = 0; i < n; ++i) op[i] = m8[i] != 0 ? value : xp[i];
                 } else if (s[0] == es && s[1] == es && s[2] == 0) {
                   if (mp[0]) {
                     for (int64_t i = 0; i < n; ++i) op[i] = value;

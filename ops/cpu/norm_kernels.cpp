@@ -567,8 +567,10 @@ void dropout_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) 
       const A* gs = gt ? opmath_chunk<A>(gt, first, n, buf) : staged_g.data() + first;
       const A sc = scale;
       if (kt) {
-        const bool* ks = kt + first;
-        for (int64_t j = 0; j < n; ++j) res[j] = gs[j] * A(ks[j]) * sc;
+        // The mask's bytes read as uint8_t: gcc does not vectorize loads of bool (this loop ran
+        // scalar, 3x a plain multiply's time per element).
+        const uint8_t* ks = reinterpret_cast<const uint8_t*>(kt + first);
+        for (int64_t j = 0; j < n; ++j) res[j] = gs[j] * A(int32_t(ks[j])) * sc;
       } else {
         const A* ks = staged_keep.data() + first;
         for (int64_t j = 0; j < n; ++j) res[j] = gs[j] * ks[j] * sc;
