@@ -6,8 +6,9 @@
 // faster; the shapes listed in ops/cpu/onednn_matmul.h on its matmul primitive), f64 and small
 // products Eigen's, all on the raw pointers (row-major or col-major with a leading dimension, so
 // transposed views are not copied); bf16 accumulates in f32, and f16 (and bf16 on processors
-// without AMX) is converted to f32 scratch for the f32 GEMM; the output is rounded once (like cuBLAS COMPUTE_32F). Eigen's own half/bfloat16 GEMM is never used
-// (10-400x slower than its f32 GEMM). Measurements: ops/cpu/gemm.cpp.
+// without AMX) is converted to f32 scratch for the f32 GEMM; the output is rounded once (like
+// cuBLAS COMPUTE_32F). Eigen's own half/bfloat16 GEMM is never used (10-400x slower than its f32
+// GEMM). Measurements: ops/cpu/gemm.cpp.
 //
 // The problem (GemmProblem, ops/gemm_problem.h) is device-neutral; gemm_problem() builds it for
 // each linear-algebra op.
