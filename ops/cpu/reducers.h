@@ -78,6 +78,27 @@ struct ExtremumReducer {
   using Acc = opmath_t<T>;  // the value itself (exact); no accumulation
   Acc init() const { return kMax ? lowest_value<Acc>() : highest_value<Acc>(); }
   Acc run(Acc acc, const T* p, int64_t n, int64_t stride, int64_t) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      // A contiguous f32/f64 run in 16 lanes, which gcc vectorizes (the serial fold ran at ~3 ns per
+      // element). The lanes find the same extremum; only which NaN or which signed zero comes out
+      // could differ, so a NaN or zero result is found again by the serial fold below.
+      if (stride == 1 && n >= 32) {
+        Acc lanes[16];
+        std::fill(lanes, lanes + 16, init());
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+#pragma GCC unroll 1
+          for (int k = 0; k < 16; ++k) {
+            const Acc v = p[i + k];
+            lanes[k] = ((kMax ? v > lanes[k] : v < lanes[k]) || v != v) ? v : lanes[k];
+          }
+        }
+        Acc m = lanes[0];
+        for (int k = 1; k < 16; ++k) m = ((kMax ? lanes[k] > m : lanes[k] < m) || lanes[k] != lanes[k]) ? lanes[k] : m;
+        for (; i < n; ++i) m = beats<kMax>(Acc(p[i]), m) ? Acc(p[i]) : m;
+        if (!(m != m) && m != Acc(0)) return beats<kMax>(m, acc) ? m : acc;
+      }
+    }
     for (int64_t i = 0; i < n; ++i) {
       const Acc v = static_cast<Acc>(p[i * stride]);
       if (beats<kMax>(v, acc)) acc = v;

@@ -148,6 +148,49 @@ TEST_CASE("amax / amin / max(x) / min(x): golden values, ties, NaN", "[ops][redu
   require_close(vals(amin(xi, {0})), {3, -8});
 }
 
+TEST_CASE("amax / amin over long contiguous runs: the serial fold's result, bit for bit", "[ops][reduce]") {
+  // Rows of 300 (the lanes' path: contiguous runs of at least 32 f32/f64 values) with the extremum
+  // in the tail, a NaN, signed zeros as the extremum and infinities; the reference is the serial
+  // fold (first NaN wins, nothing beats NaN, strict comparison: the first of +0/-0 ties wins).
+  const int64_t len = 300;
+  std::vector<double> v;
+  auto row = [&](const std::function<double(int64_t)>& f) {
+    for (int64_t i = 0; i < len; ++i) v.push_back(f(i));
+  };
+  row([](int64_t i) { return std::sin(double(i)) * 100; });                  // ordinary values
+  row([](int64_t i) { return i == len - 1 ? 1e9 : std::cos(double(i)); });    // max in the tail
+  row([](int64_t i) { return i == 77 ? kNaN : double(i % 13); });             // a NaN
+  row([](int64_t i) { return i % 2 ? -0.0 : -double(i + 1); });               // max -0
+  // signed-zero ties where the first zero lies in a later lane than the other sign's: max +0 at 5
+  // before -0 at 17 (amax +0), min -0 at 5 before +0 at 17 (amin -0)
+  row([](int64_t i) { return i == 5 ? 0.0 : (i == 17 ? -0.0 : -1.0); });
+  row([](int64_t i) { return i == 5 ? -0.0 : (i == 17 ? 0.0 : 1.0); });
+  row([](int64_t) { return -kInf; });
+  row([](int64_t i) { return i == 200 ? kInf : -kInf; });
+  const int64_t rows = int64_t(v.size()) / len;
+  for (DType dt : {DType::F64, DType::F32}) {
+    const Tensor x = to(f64(v, {rows, len}), dt);
+    const Tensor hi = contiguous(to(amax(x, {1}), DType::F64)), lo = contiguous(to(amin(x, {1}), DType::F64));
+    const Tensor xs = contiguous(to(x, DType::F64));  // exact: the values were f64 rounded to dt
+    for (int64_t r = 0; r < rows; ++r) {
+      double want_hi = -kInf, want_lo = kInf;
+      for (int64_t i = 0; i < len; ++i) {
+        const double e = xs.data<double>()[r * len + i];
+        if (!std::isnan(want_hi) && (std::isnan(e) || e > want_hi)) want_hi = e;
+        if (!std::isnan(want_lo) && (std::isnan(e) || e < want_lo)) want_lo = e;
+      }
+      INFO(dtype_name(dt) << " row " << r << ": amax " << hi.data<double>()[r] << " amin " << lo.data<double>()[r]);
+      const double got_hi = hi.data<double>()[r], got_lo = lo.data<double>()[r];
+      REQUIRE((std::isnan(want_hi) ? std::isnan(got_hi) : got_hi == want_hi && std::signbit(got_hi) == std::signbit(want_hi)));
+      REQUIRE((std::isnan(want_lo) ? std::isnan(got_lo) : got_lo == want_lo && std::signbit(got_lo) == std::signbit(want_lo)));
+    }
+    // the whole tensor at once (the runs of a full reduction)
+    REQUIRE(std::isnan(max(x).item<double>()));
+    const Tensor finite = x.narrow(0, 0, 2);
+    CHECK(max(finite).item<double>() == 1e9);
+  }
+}
+
 TEST_CASE("amax / amin: the gradient is split among ties", "[ops][reduce][grad]") {
   // Row [1, 5, 5]: two tied maxima share the gradient, 1/2 each. Row [-2, 0, -7]: one maximum.
   const Tensor x = f64({1, 5, 5, -2, 0, -7}, {2, 3}).requires_grad_();
