@@ -20,6 +20,7 @@
 #include "mixgrad/core/parallel.h"
 #include "mixgrad/ops/cpu/composite_losses.h"
 #include "mixgrad/ops/cpu/leaf_sum.h"
+#include "mixgrad/ops/cpu/reducers.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/loss.h"
 #include "mixgrad/ops/ops.h"
@@ -51,26 +52,14 @@ Lines lines_along(const Shape& shape, int64_t dim) {
 }
 int64_t line_grain(const Lines& g) { return std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(1, g.size)); }
 
-template <typename Acc>
-Acc nan_max(Acc m, Acc v) { return (v > m || v != v) ? v : m; }
-
 // max of x[i * stride], i < n, in Acc (-inf when empty; NaN when any term is NaN). Contiguous
 // lines in 16 lanes, so the loop vectorizes (max is exact: the lanes change no value, only which
-// NaN comes out when there are several).
+// NaN or signed zero comes out when there are several; the shift by it is the same).
 template <typename Acc, typename T>
 Acc line_max(const T* x, int64_t n, int64_t stride) {
+  if (stride == 1) return lanes_extremum<true, Acc>(x, n);
   Acc m = -std::numeric_limits<Acc>::infinity();
-  int64_t i = 0;
-  if (stride == 1 && n >= 16) {
-    Acc lanes[16];
-    std::fill(lanes, lanes + 16, m);
-    for (; i + 16 <= n; i += 16) {
-#pragma GCC unroll 1
-      for (int k = 0; k < 16; ++k) lanes[k] = nan_max(lanes[k], static_cast<Acc>(x[i + k]));
-    }
-    for (int k = 0; k < 16; ++k) m = nan_max(m, lanes[k]);
-  }
-  for (; i < n; ++i) m = nan_max(m, static_cast<Acc>(x[i * stride]));
+  for (int64_t i = 0; i < n; ++i) m = extremum_step<true>(m, static_cast<Acc>(x[i * stride]));
   return m;
 }
 

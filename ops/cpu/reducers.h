@@ -59,6 +59,32 @@ inline bool beats(A v, A best) {
   return is_nan(v) || (kMax ? v > best : v < best);
 }
 
+// The max (kMax) or min of m and v where NaN wins, written as a select so that loops of it
+// vectorize (unlike beats, it lets a later NaN replace an earlier one).
+template <bool kMax, typename A>
+inline A extremum_step(A m, A v) {
+  return ((kMax ? v > m : v < m) || v != v) ? v : m;
+}
+
+// The max (kMax) or min of x[0, n) in A, folded in 16 lanes that gcc vectorizes (-inf / +inf
+// when empty, NaN when any value is NaN). The extremum is exact; with several NaNs or a tie of +0
+// and -0, which one comes out is unspecified (callers that care fold those cases serially).
+template <bool kMax, typename A, typename T>
+A lanes_extremum(const T* x, int64_t n) {
+  const A init = kMax ? lowest_value<A>() : highest_value<A>();
+  A lanes[16];
+  std::fill(lanes, lanes + 16, init);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+#pragma GCC unroll 1
+    for (int k = 0; k < 16; ++k) lanes[k] = extremum_step<kMax>(lanes[k], static_cast<A>(x[i + k]));
+  }
+  A m = init;
+  for (int k = 0; k < 16; ++k) m = extremum_step<kMax>(m, lanes[k]);
+  for (; i < n; ++i) m = extremum_step<kMax>(m, static_cast<A>(x[i]));
+  return m;
+}
+
 // prod; O is T for floating T and i64 for integers and bool.
 template <typename T, typename O>
 struct ProdReducer {
@@ -83,20 +109,8 @@ struct ExtremumReducer {
       // element). The lanes find the same extremum; only which NaN or which signed zero comes out
       // could differ, so a NaN or zero result is found again by the serial fold below.
       if (stride == 1 && n >= 32) {
-        Acc lanes[16];
-        std::fill(lanes, lanes + 16, init());
-        int64_t i = 0;
-        for (; i + 16 <= n; i += 16) {
-#pragma GCC unroll 1
-          for (int k = 0; k < 16; ++k) {
-            const Acc v = p[i + k];
-            lanes[k] = ((kMax ? v > lanes[k] : v < lanes[k]) || v != v) ? v : lanes[k];
-          }
-        }
-        Acc m = lanes[0];
-        for (int k = 1; k < 16; ++k) m = ((kMax ? lanes[k] > m : lanes[k] < m) || lanes[k] != lanes[k]) ? lanes[k] : m;
-        for (; i < n; ++i) m = beats<kMax>(Acc(p[i]), m) ? Acc(p[i]) : m;
-        if (!(m != m) && m != Acc(0)) return beats<kMax>(m, acc) ? m : acc;
+        const Acc m = lanes_extremum<kMax, Acc>(p, n);
+        if (!is_nan(m) && m != Acc(0)) return beats<kMax>(m, acc) ? m : acc;
       }
     }
     for (int64_t i = 0; i < n; ++i) {
