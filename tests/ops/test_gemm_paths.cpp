@@ -44,7 +44,7 @@ struct ForcePaths {
   ~ForcePaths() { cpu::gemm_force_paths(std::nullopt); }
 };
 
-// Every combination of the three choices.
+// Every combination of the choices (the bf16 and f32 matmul-primitive paths forced together).
 std::vector<cpu::GemmPaths> all_paths() {
   std::vector<cpu::GemmPaths> out;
   for (bool native : {false, true}) {
