@@ -443,13 +443,14 @@ bool onednn_bf16_gemm_available() {
 }
 
 GemmPaths gemm_detected_paths() {
-  // avx512_core and up run other sgemm kernels, not measured to suffer from the aliasing.
-  static const bool avx2_sgemm = dnnl_get_effective_cpu_isa() < dnnl_cpu_isa_avx512_core;
+  // AVX2's sgemm gets the padded copies for its aliasing strides; avx512_core and up run other
+  // sgemm kernels, whose one measured aliasing case (transposed dY) the f32 matmul primitive takes.
+  const bool avx512_sgemm = onednn_f32_brgemm_available();
   // Native bf16 only on AMX: without it oneDNN's bf16 GEMM (AVX512-BF16 dot products) measured
   // slower than converting to f32 for its sgemm (the header's table).
   static const bool amx_bf16 = onednn_bf16_gemm_available() && onednn_amx_available();
-  return {.bf16_native = amx_bf16, .pad_aliased = avx2_sgemm, .bf16_matmul = amx_bf16,
-          .f32_matmul = onednn_f32_brgemm_available()};
+  return {.bf16_native = amx_bf16, .pad_aliased = !avx512_sgemm, .bf16_matmul = amx_bf16,
+          .f32_matmul = avx512_sgemm};
 }
 
 GemmPaths gemm_paths() {
