@@ -247,13 +247,22 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
   }
 
   // Recording: run out of place on an alias of self that carries self's current history, write
-  // the result into self, and rebase self's history onto the new node. The alias shares the
-  // storage, so a backward that needs the old value of self fails the version check.
+  // the result into self, and rebase self's history onto the new node. Where the op's backward
+  // saves its first input (tanh_, sigmoid_, sin_, ...: derivatives from the input), the op reads a
+  // recorded clone of the old value instead, as PyTorch's in-place ops save `self.clone()`; the
+  // alias would fail the version check once self is overwritten.
   TensorImpl* s = self.impl();
   Tensor old = make_tensor(s->storage, s->shape, s->strides, s->offset, s->dtype);
   old.impl()->autograd.grad_fn = s->autograd.grad_fn;
   old.impl()->autograd.output_nr = s->autograd.output_nr;
   old.impl()->autograd.requires_grad = s->autograd.requires_grad;
+  if (has_op_rule(op)) {
+    const OpRule& rule = op_rule(op);
+    uint32_t needs = 0;
+    for (std::size_t i = 0; i < inputs.size(); ++i) needs |= inputs[i].requires_grad() ? (1u << i) : 0u;
+    const uint32_t saved = rule.saves ? rule.saves(needs) : rule.save;
+    if (rule.backward && (saved & kSaveInput(0)) && inputs[0].is_same(self)) old = clone(old);
+  }
   inputs[0] = inputs[0].is_same(self) ? old : to(old, inputs[0].dtype());
   Tensor result = dispatch(op, inputs, attrs)[0];
   MG_CHECK(result.shape() == self.shape(), ShapeError, name, "_: the result has shape ",

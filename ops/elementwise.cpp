@@ -31,6 +31,13 @@ Tensor binary(OpId op, const Tensor& a, const Tensor& b, const OpAttrs& attrs = 
 
 Tensor zero_like_scalar(const Tensor& g) { return scalar_like(0.0, g); }
 
+// Whether an activation's backward may run its fused (grad, x) op: an ordinary backward (grad
+// mode off; a recorded one, create_graph = true, builds the derivative from public ops, whose graph
+// gives double backward) with a gradient of the saved tensor's shape and floating dtype.
+bool fused_backward(const Tensor& g, const Tensor& saved) {
+  return !GradMode::is_enabled() && is_floating(g.dtype()) && g.dtype() == saved.dtype() && g.shape() == saved.shape();
+}
+
 // ---- backward rules ----
 // d(-x) = -1
 Tensors neg_bw(const BackwardCtx&, const Tensors& g) { return {neg(g[0])}; }
@@ -60,24 +67,27 @@ Tensors reciprocal_bw(const BackwardCtx& c, const Tensors& g) {
 Tensors sin_bw(const BackwardCtx& c, const Tensors& g) { return {g[0] * cos(c.input(0))}; }
 // d cos x = -sin x
 Tensors cos_bw(const BackwardCtx& c, const Tensors& g) { return {-(g[0] * sin(c.input(0)))}; }
-// d tanh x = 1 - y^2
+// d tanh x = 1 - tanh^2 x, from the saved input: the output has rounded to ±1 in f16/bf16 long
+// before 1 - y^2 is negligible (fn::TanhBackward).
 Tensors tanh_bw(const BackwardCtx& c, const Tensors& g) {
-  const Tensor y = c.output(0);
-  return {g[0] * (1.0 - y * y)};
+  const Tensor x = c.input(0);
+  if (fused_backward(g[0], x)) return {tanh_backward(g[0], x)};
+  const Tensor t = tanh(x);
+  return {g[0] * (1.0 - t * t)};
 }
-// d sigmoid x = y (1 - y)
+// d sigmoid x = s (1 - s), s = sigmoid(x), from the saved input (fn::SigmoidBackward)
 Tensors sigmoid_bw(const BackwardCtx& c, const Tensors& g) {
-  const Tensor y = c.output(0);
-  return {g[0] * (y * (1.0 - y))};
+  const Tensor x = c.input(0);
+  if (fused_backward(g[0], x)) return {sigmoid_backward(g[0], x)};
+  const Tensor s = sigmoid(x);
+  return {g[0] * (s * (1.0 - s))};
 }
 // d relu x = [y > 0]. An ordinary backward runs the fused relu_backward op (one pass, no bool
 // mask); a recorded backward (create_graph = true, grad mode on) builds the same select from public
 // ops, whose graph gives double backward.
 Tensors relu_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor y = c.output(0);
-  if (!GradMode::is_enabled() && is_floating(g[0].dtype()) && g[0].dtype() == y.dtype() && g[0].shape() == y.shape()) {
-    return {relu_backward(g[0], y)};
-  }
+  if (fused_backward(g[0], y)) return {relu_backward(g[0], y)};
   return {where(gt(y, zero_like_scalar(y)), g[0], zero_like_scalar(g[0]))};
 }
 // erf form:  d = Phi(x) + x phi(x) = 0.5 (1 + erf(x / sqrt2)) + x exp(-x^2 / 2) / sqrt(2 pi)
@@ -103,9 +113,10 @@ Tensors gelu_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor d = 0.5 * (t + 1.0) + 0.5 * x * (1.0 - t * t) * (k * (1.0 + 0.134145 * x2));
   return {g[0] * d};
 }
-// d x sigmoid(x) = s (1 + x (1 - s)), s = sigmoid(x)
+// d x sigmoid(x) = s (1 + x (1 - s)), s = sigmoid(x) (fused: fn::SiluBackward)
 Tensors silu_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0);
+  if (fused_backward(g[0], x)) return {silu_backward(g[0], x)};
   const Tensor s = sigmoid(x);
   return {g[0] * (s * (1.0 + x * (1.0 - s)))};
 }
@@ -115,9 +126,10 @@ Tensors softplus_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor d = where(gt(bx, scalar_like(c.attrs().beta, bx)), scalar_like(1.0, bx), sigmoid(bx));
   return {g[0] * d};
 }
-// d erf x = 2 / sqrt(pi) e^(-x^2)
+// d erf x = 2 / sqrt(pi) e^(-x^2) (fused: fn::ErfBackward)
 Tensors erf_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0);
+  if (fused_backward(g[0], x)) return {erf_backward(g[0], x)};
   return {g[0] * (exp(-(x * x)) * 1.12837916709551257390)};
 }
 // d x^p = p x^(p-1)
@@ -216,6 +228,10 @@ InferResult infer_activation_backward(const char* op, const Tensors& in) {
 }
 InferResult infer_gelu_backward(const Tensors& in, const OpAttrs&) { return infer_activation_backward("gelu_backward", in); }
 InferResult infer_relu_backward(const Tensors& in, const OpAttrs&) { return infer_activation_backward("relu_backward", in); }
+#define MG_ACTIVATION_BACKWARD(op, F) \
+  InferResult infer_##op(const Tensors& in, const OpAttrs&) { return infer_activation_backward(#op, in); }
+#include "mixgrad/ops/activation_backward_ops.def"
+#undef MG_ACTIVATION_BACKWARD
 MG_UNARY_INFER(silu)
 MG_UNARY_INFER(softplus)
 MG_UNARY_INFER(erf)
@@ -273,12 +289,15 @@ void register_elementwise_rules() {
   set_op_rule(OpId::reciprocal, {.infer = infer_reciprocal, .backward = reciprocal_bw, .save = out0});
   set_op_rule(OpId::sin, {.infer = infer_sin, .backward = sin_bw, .save = in0});
   set_op_rule(OpId::cos, {.infer = infer_cos, .backward = cos_bw, .save = in0});
-  set_op_rule(OpId::tanh, {.infer = infer_tanh, .backward = tanh_bw, .save = out0});
-  set_op_rule(OpId::sigmoid, {.infer = infer_sigmoid, .backward = sigmoid_bw, .save = out0});
+  set_op_rule(OpId::tanh, {.infer = infer_tanh, .backward = tanh_bw, .save = in0});
+  set_op_rule(OpId::sigmoid, {.infer = infer_sigmoid, .backward = sigmoid_bw, .save = in0});
   set_op_rule(OpId::relu, {.infer = infer_any, .backward = relu_bw, .save = out0});
   set_op_rule(OpId::relu_backward, {.infer = infer_relu_backward});
   set_op_rule(OpId::gelu, {.infer = infer_gelu, .backward = gelu_bw, .save = in0});
   set_op_rule(OpId::gelu_backward, {.infer = infer_gelu_backward});
+#define MG_ACTIVATION_BACKWARD(op, F) set_op_rule(OpId::op, {.infer = infer_##op});
+#include "mixgrad/ops/activation_backward_ops.def"
+#undef MG_ACTIVATION_BACKWARD
   set_op_rule(OpId::silu, {.infer = infer_silu, .backward = silu_bw, .save = in0});
   set_op_rule(OpId::softplus, {.infer = infer_softplus, .backward = softplus_bw, .save = in0});
   set_op_rule(OpId::erf, {.infer = infer_erf, .backward = erf_bw, .save = in0});
@@ -325,6 +344,14 @@ Tensor relu_backward(const Tensor& grad, const Tensor& y) {
 Tensor gelu(const Tensor& x, GeluApprox approximate) {
   return unary(OpId::gelu, x, {.mode = approximate == GeluApprox::Tanh ? 1 : 0});
 }
+#define MG_ACTIVATION_BACKWARD(op, F)                                                 \
+  Tensor op(const Tensor& grad, const Tensor& x) {                                   \
+    MG_CHECK(grad.defined() && x.defined(), Error, #op ": undefined tensor operand"); \
+    return dispatch1(OpId::op, {grad, x});                                           \
+  }
+#include "mixgrad/ops/activation_backward_ops.def"
+#undef MG_ACTIVATION_BACKWARD
+
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApprox approximate) {
   MG_CHECK(grad.defined() && x.defined(), Error, "gelu_backward: undefined tensor operand");
   return dispatch1(OpId::gelu_backward, {grad, x}, {.mode = approximate == GeluApprox::Tanh ? 1 : 0});

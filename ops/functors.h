@@ -165,6 +165,64 @@ struct Silu {
     return x >= T(0) ? x * r : (x == x ? ExpNegAbs::unscale(x * r * big) : x);
   }
 };
+// ---- fused backward ops: (g, x) -> g * f'(x), from the forward's input, in opmath, rounded once ----
+// The rules built from public ops rounded every intermediate in f16/bf16 and read the saved output
+// where it had already rounded to its limit: 1 - y^2 is 0 once tanh x rounds to ±1 (4,086 ulp off
+// in f16, 15,230 in bf16), y (1 - y) likewise (3,066 / 15,100), and silu's composite cancels near
+// the zero of its derivative (893 / 14,879 ulp). These are all within 1 ulp for every f16/bf16
+// pattern (tests/ops/test_unary_sweep.cpp).
+
+// sigmoid'(x) = e / (1 + e)^2 = sigmoid(x) sigmoid(-x), e = e^{-|x|}: positive terms only, and as
+// ((e 2^64) r) r 2^-64 (ExpNegAbs) the far tail rounds once. ±inf give 0, NaN gives NaN.
+struct SigmoidBackward {
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const {
+    const T big = ExpNegAbs::big(x);  // e^{-|x|} 2^64
+    const T r = T(1) / (T(1) + ExpNegAbs::unscale(big));
+    return g * ExpNegAbs::unscale(big * r * r);
+  }
+};
+// tanh'(x) = 1 - tanh^2 x = 4 e / (1 + e)^2, e = e^{-2|x|}: sigmoid's derivative at 2x, times 4.
+struct TanhBackward {
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const {
+    const T big = ExpNegAbs::big(T(2) * x);  // e^{-2|x|} 2^64
+    const T r = T(1) / (T(1) + ExpNegAbs::unscale(big));
+    return g * ExpNegAbs::unscale(T(4) * big * r * r);
+  }
+};
+// silu'(x) = sigmoid(x) (1 + x sigmoid(-x)). With e = e^{-|x|}, r = 1 / (1 + e):
+//   x >= 0: r (1 + x e r)              (positive terms)
+//   x <  0: e r (1 + x r) = e r^2 (s), s = (1 + x) + e
+// 1 + x r = (1 + e + x) / (1 + e): written with s, the derivative's zero (x = -1.2785) is a
+// cancellation between 1 + x, exact there (Sterbenz), and e alone, so only e's few ulp of error are
+// left in the difference (r's and the product's are not). ±inf give NaN (inf * 0, as the formula).
+struct SiluBackward {
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const {
+    const T big = ExpNegAbs::big(x);  // e^{-|x|} 2^64
+    const T e = ExpNegAbs::unscale(big);
+    const T r = T(1) / (T(1) + e);
+    const T pos = r * (T(1) + ExpNegAbs::unscale(x * big * r));
+    const T neg = ExpNegAbs::unscale(big * r * r * ((T(1) + x) + e));
+    return g * (x >= T(0) ? pos : neg);
+  }
+};
+// erf'(x) = 2 / sqrt(pi) e^{-x^2}. f32: x^2 = h + l exactly (an fma) and e^{-x^2} = e^{-h} (1 - l),
+// the factor multiplied in before the exponent is applied (exp_times_f32), so a subnormal result
+// rounds once and the rounding of x^2 (multiplied by x^2 in the exponent) never shows. |x| is
+// clamped to 11 (e^{-121} is 0 in f32); ±inf give 0, NaN gives NaN. f64: libm.
+struct ErfBackward {
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const {
+    if constexpr (sizeof(T) == 4) {
+      const float xc = x > 11.0f ? 11.0f : (x >= -11.0f ? x : -11.0f);
+      const float h = xc * xc;
+      const float l = std::fma(xc, xc, -h);
+      const float d = fast::exp_times_f32(1.12837916709551257390f * (1.0f - l), -h);
+      return g * (x == x ? d : x);
+    } else {
+      return g * (T(1.12837916709551257390) * std::exp(-x * x));
+    }
+  }
+};
+
 // log(1 + e^(beta x)) / beta, and x itself once beta x > threshold (as PyTorch).
 struct Softplus {
   double beta, threshold;

@@ -28,6 +28,14 @@ Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+// The activations' backward ops, grad * f'(x) from the forward's input x in one pass, computed in
+// f32 (f64 for f64) and rounded once: within 1 ulp of the exact gradient for every f16/bf16 input
+// (docs/numerics.md). What tanh/sigmoid/silu/erf's backward runs; not differentiable themselves.
+// grad and x: the same shape and floating dtype.
+Tensor tanh_backward(const Tensor& grad, const Tensor& x);     // grad * (1 - tanh^2 x)
+Tensor sigmoid_backward(const Tensor& grad, const Tensor& x);  // grad * sigmoid(x) sigmoid(-x)
+Tensor silu_backward(const Tensor& grad, const Tensor& x);     // grad * sigmoid(x) (1 + x sigmoid(-x))
+Tensor erf_backward(const Tensor& grad, const Tensor& x);      // grad * 2 / sqrt(pi) e^(-x^2)
 Tensor relu(const Tensor& x);
 // grad where y > 0, else 0, in one pass: relu's backward from its output y = relu(x) (not
 // differentiable itself). grad and y: the same shape and floating dtype.

@@ -1,5 +1,6 @@
-// CUDA kernels of the binary elementwise ops of ops/elementwise_ops.def (with broadcasting),
-// gelu_backward and relu_backward: the shared functors through launch_binary.
+// CUDA kernels of the binary elementwise ops of ops/elementwise_ops.def (with broadcasting), its
+// fused activation backwards, gelu_backward and relu_backward: the shared functors through
+// launch_binary.
 #include "mixgrad/cuda/kernels/elementwise.cuh"
 #include "mixgrad/cuda/kernels/register_helpers.h"
 #include "mixgrad/ops/functor_from_attrs.h"
@@ -22,6 +23,12 @@ void gelu_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs)
   }
 }
 
+// (grad, x) -> grad * f'(x) of the table's MG_ACTIVATION_BACKWARD ops, in opmath, rounded once.
+template <typename T, typename F>
+void activation_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+  launch_binary<T, T>(in[0], in[1], out[0], F{});
+}
+
 template <typename T>
 void relu_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
   launch_binary<T, T>(in[0], in[1], out[0], fn::ReluBackward{});
@@ -31,6 +38,11 @@ template <typename F>
 struct BinaryK {
   template <typename T>
   static constexpr KernelFn fn = binary_kernel<T, F>;
+};
+template <typename F>
+struct ActivationBackwardK {
+  template <typename T>
+  static constexpr KernelFn fn = activation_backward_kernel<T, F>;
 };
 struct GeluBackwardK {
   template <typename T>
@@ -61,6 +73,9 @@ void register_binary_kernels() {
 #undef MG_UNARY
 #undef MG_BINARY
 #undef MG_COMPARE
+#define MG_ACTIVATION_BACKWARD(op, F) register_cuda_Floating<ActivationBackwardK<fn::F>>(OpId::op);
+#include "mixgrad/ops/activation_backward_ops.def"
+#undef MG_ACTIVATION_BACKWARD
   register_kernel(OpId::mul, DeviceType::CUDA, DType::Bool, binary_kernel<bool, fn::Mul>);
   register_cuda_Floating<GeluBackwardK>(OpId::gelu_backward);
   register_cuda_Floating<ReluBackwardK>(OpId::relu_backward);

@@ -54,17 +54,32 @@ bool dense_binary(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   return true;
 }
 
-// (grad, x) -> grad * gelu'(x), computed in opmath and rounded once.
+// (grad, x) -> grad * f'(x) of an activation, computed in opmath and rounded once: dense
+// operands run the vectorised loop, others the strided one (the same values).
+template <typename T, typename F>
+void activation_backward(const Tensors& in, Tensors& out, F f) {
+  if (!dense_binary<T>(in[0], in[1], out[0], f)) binary_loop<T, T>(in[0], in[1], out[0], f);
+}
+// The table's MG_ACTIVATION_BACKWARD ops.
+template <typename T, typename F>
+void activation_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+  activation_backward<T>(in, out, F{});
+}
+template <typename F>
+void reg_activation_backward(OpId op) {
+  register_kernel(op, DeviceType::CPU, DType::F64, activation_backward_kernel<double, F>);
+  register_kernel(op, DeviceType::CPU, DType::F32, activation_backward_kernel<float, F>);
+  register_kernel(op, DeviceType::CPU, DType::F16, activation_backward_kernel<Half, F>);
+  register_kernel(op, DeviceType::CPU, DType::BF16, activation_backward_kernel<BFloat16, F>);
+}
+
+// (grad, x) -> grad * gelu'(x) in the form attrs.mode names.
 template <typename T>
 void gelu_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
   if (attrs.mode == 0) {
-    if (!dense_binary<T>(in[0], in[1], out[0], fn::GeluErfBackward{})) {
-      binary_loop<T, T>(in[0], in[1], out[0], fn::GeluErfBackward{});
-    }
+    activation_backward<T>(in, out, fn::GeluErfBackward{});
   } else {
-    if (!dense_binary<T>(in[0], in[1], out[0], fn::GeluTanhBackward{})) {
-      binary_loop<T, T>(in[0], in[1], out[0], fn::GeluTanhBackward{});
-    }
+    activation_backward<T>(in, out, fn::GeluTanhBackward{});
   }
 }
 
@@ -248,6 +263,9 @@ void register_elementwise_kernels() {
 #undef MG_UNARY
 #undef MG_BINARY
 #undef MG_COMPARE
+#define MG_ACTIVATION_BACKWARD(op, F) reg_activation_backward<fn::F>(OpId::op);
+#include "mixgrad/ops/activation_backward_ops.def"
+#undef MG_ACTIVATION_BACKWARD
   register_kernel(OpId::mul, DeviceType::CPU, DType::Bool, binary_kernel<bool, fn::Mul>);
   register_kernel(OpId::gelu, DeviceType::CPU, DType::F64, gelu_kernel<double>);
   register_kernel(OpId::gelu, DeviceType::CPU, DType::F32, gelu_kernel<float>);

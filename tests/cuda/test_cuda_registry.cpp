@@ -25,6 +25,9 @@ const std::vector<OpId> kTableOps = {
 #undef MG_UNARY
 #undef MG_BINARY
 #undef MG_COMPARE
+#define MG_ACTIVATION_BACKWARD(op, F) OpId::op,
+#include "ops/activation_backward_ops.def"
+#undef MG_ACTIVATION_BACKWARD
     OpId::gelu, OpId::gelu_backward, OpId::relu_backward, OpId::where, OpId::fill,
     OpId::clone, OpId::to_dtype, OpId::copy, OpId::to_device,
     // cuda/kernels/indexing.cu and softmax.cu (with the class losses)

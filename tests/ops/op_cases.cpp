@@ -205,8 +205,15 @@ void unary_cases(Table& t) {
       .ref = unary_ref(std::cos);
   t.add(O::tanh, "tanh", {normal(s, 1.5)}, [](const Tensors& in) { return tanh(in[0]); }, {0})
       .ref = unary_ref(std::tanh);
+  // the activations' fused backward ops (not differentiable): grad * f'(x) from the input x
+  t.add_nd(O::tanh_backward, "tanh_backward", {normal(s), normal(s, 3.0)},
+           [](const Tensors& in) { return tanh_backward(in[0], in[1]); })
+      .ref = [](const std::vector<double>& v) { return v[0] / (std::cosh(v[1]) * std::cosh(v[1])); };
   t.add(O::sigmoid, "sigmoid", {normal(s, 2.0)}, [](const Tensors& in) { return sigmoid(in[0]); }, {0})
       .ref = unary_ref(sigmoid_ref);
+  t.add_nd(O::sigmoid_backward, "sigmoid_backward", {normal(s), normal(s, 4.0)},
+           [](const Tensors& in) { return sigmoid_backward(in[0], in[1]); })
+      .ref = [](const std::vector<double>& v) { return v[0] * sigmoid_ref(v[1]) * sigmoid_ref(-v[1]); };
   // relu: away from the kink at 0
   t.add(O::relu, "relu", {normal_away(s, {0.0}, 0.1)}, [](const Tensors& in) { return relu(in[0]); }, {0})
       .ref = [](const std::vector<double>& v) { return v[0] > 0 ? v[0] : 0.0; };
@@ -235,6 +242,12 @@ void unary_cases(Table& t) {
       };
   t.add(O::silu, "silu", {normal(s, 2.0)}, [](const Tensors& in) { return silu(in[0]); }, {0})
       .ref = [](const std::vector<double>& v) { return v[0] * sigmoid_ref(v[0]); };
+  t.add_nd(O::silu_backward, "silu_backward", {normal(s), normal(s, 3.0)},
+           [](const Tensors& in) { return silu_backward(in[0], in[1]); })
+      .ref = [](const std::vector<double>& v) {
+        const double x = v[1];
+        return v[0] * sigmoid_ref(x) * (1.0 + x * sigmoid_ref(-x));
+      };
   t.add(O::softplus, "softplus", {normal(s, 2.0)}, [](const Tensors& in) { return softplus(in[0]); }, {0})
       .ref = softplus_ref(1.0, 20.0);
   t.add(O::softplus, "softplus/beta2", {normal(s, 2.0)},
@@ -246,6 +259,9 @@ void unary_cases(Table& t) {
       .ref = softplus_ref(1.5, 1.0);
   t.add(O::erf, "erf", {normal(s)}, [](const Tensors& in) { return erf(in[0]); }, {0})
       .ref = unary_ref(std::erf);
+  t.add_nd(O::erf_backward, "erf_backward", {normal(s), normal(s, 1.5)},
+           [](const Tensors& in) { return erf_backward(in[0], in[1]); })
+      .ref = [](const std::vector<double>& v) { return v[0] * 2.0 / std::sqrt(std::numbers::pi) * std::exp(-v[1] * v[1]); };
   t.add(O::pow_scalar, "pow_scalar/2", {normal(s)}, [](const Tensors& in) { return pow(in[0], 2.0); }, {0})
       .ref = [](const std::vector<double>& v) { return v[0] * v[0]; };
   t.add(O::pow_scalar, "pow_scalar/0.5", {uniform(s, 0.2, 3.0)},
