@@ -256,12 +256,11 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
   old.impl()->autograd.grad_fn = s->autograd.grad_fn;
   old.impl()->autograd.output_nr = s->autograd.output_nr;
   old.impl()->autograd.requires_grad = s->autograd.requires_grad;
-  if (has_op_rule(op)) {
+  if (has_op_rule(op) && inputs[0].is_same(self)) {
     const OpRule& rule = op_rule(op);
-    uint32_t needs = 0;
-    for (std::size_t i = 0; i < inputs.size(); ++i) needs |= inputs[i].requires_grad() ? (1u << i) : 0u;
+    const uint32_t needs = needs_grad_mask(op, inputs);
     const uint32_t saved = rule.saves ? rule.saves(needs) : rule.save;
-    if (rule.backward && (saved & kSaveInput(0)) && inputs[0].is_same(self)) old = clone(old);
+    if (rule.backward && needs != 0 && (saved & kSaveInput(0))) old = clone(old);
   }
   inputs[0] = inputs[0].is_same(self) ? old : to(old, inputs[0].dtype());
   Tensor result = dispatch(op, inputs, attrs)[0];

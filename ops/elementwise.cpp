@@ -54,14 +54,18 @@ Tensors log1p_bw(const BackwardCtx& c, const Tensors& g) { return {g[0] / (c.inp
 Tensors expm1_bw(const BackwardCtx& c, const Tensors& g) { return {g[0] * exp(c.input(0))}; }
 // d sqrt x = 1 / (2 y)
 Tensors sqrt_bw(const BackwardCtx& c, const Tensors& g) { return {g[0] / (2.0 * c.output(0))}; }
-// d x^-1/2 = -1/2 x^-3/2 = -y^3 / 2
+// d x^-1/2 = -1/2 x^-3/2 = -y^3 / 2, y = rsqrt(x) from the saved input in opmath (fn::RsqrtBackward)
 Tensors rsqrt_bw(const BackwardCtx& c, const Tensors& g) {
-  const Tensor y = c.output(0);
+  const Tensor x = c.input(0);
+  if (fused_backward(g[0], x)) return {rsqrt_backward(g[0], x)};
+  const Tensor y = rsqrt(x);
   return {g[0] * (-0.5 * y * y * y)};
 }
-// d 1/x = -1/x^2 = -y^2
+// d 1/x = -1/x^2 = -y^2, y = 1/x from the saved input in opmath (fn::ReciprocalBackward)
 Tensors reciprocal_bw(const BackwardCtx& c, const Tensors& g) {
-  const Tensor y = c.output(0);
+  const Tensor x = c.input(0);
+  if (fused_backward(g[0], x)) return {reciprocal_backward(g[0], x)};
+  const Tensor y = reciprocal(x);
   return {-(g[0] * y * y)};
 }
 // d sin x = cos x
@@ -284,8 +288,8 @@ void register_elementwise_rules() {
   set_op_rule(OpId::log1p, {.infer = infer_log1p, .backward = log1p_bw, .save = in0});
   set_op_rule(OpId::expm1, {.infer = infer_expm1, .backward = expm1_bw, .save = in0});
   set_op_rule(OpId::sqrt, {.infer = infer_sqrt, .backward = sqrt_bw, .save = out0});
-  set_op_rule(OpId::rsqrt, {.infer = infer_rsqrt, .backward = rsqrt_bw, .save = out0});
-  set_op_rule(OpId::reciprocal, {.infer = infer_reciprocal, .backward = reciprocal_bw, .save = out0});
+  set_op_rule(OpId::rsqrt, {.infer = infer_rsqrt, .backward = rsqrt_bw, .save = in0});
+  set_op_rule(OpId::reciprocal, {.infer = infer_reciprocal, .backward = reciprocal_bw, .save = in0});
   set_op_rule(OpId::sin, {.infer = infer_sin, .backward = sin_bw, .save = in0});
   set_op_rule(OpId::cos, {.infer = infer_cos, .backward = cos_bw, .save = in0});
   set_op_rule(OpId::tanh, {.infer = infer_tanh, .backward = tanh_bw, .save = in0});

@@ -121,8 +121,8 @@ struct GeluErfBackward {
 };
 
 // e = e^{-|v|} for v of either sign, as big = e 2^64 (a normal float for |v| <= 120; 0 beyond,
-// where every product with it underflows anyway): a product p e that is subnormal is then
-// computed as unscale(p big) = (p big) 2^-64 and rounds once. One exp (fast::exp_times scales
+// where e < 2^-173 and a product with any factor below 2^23 rounds to 0 anyway): a product p e that
+// is subnormal is then computed as unscale(p big) = (p big) 2^-64 and rounds once. One exp (fast::exp_times scales
 // inside). f64: a plain exp, the 2^64 factors cancel exactly.
 struct ExpNegAbs {
   template <typename T> MG_HOST_DEVICE static T big(T v) {
@@ -169,8 +169,9 @@ struct Silu {
 // The rules built from public ops rounded every intermediate in f16/bf16 and read the saved output
 // where it had already rounded to its limit: 1 - y^2 is 0 once tanh x rounds to ±1 (4,086 ulp off
 // in f16, 15,230 in bf16), y (1 - y) likewise (3,066 / 15,100), and silu's composite cancels near
-// the zero of its derivative (893 / 14,879 ulp). These are all within 1 ulp for every f16/bf16
-// pattern (tests/ops/test_unary_sweep.cpp).
+// the zero of its derivative (893 / 14,879 ulp). With g = 1 these are all within 1 ulp for every
+// f16/bf16 pattern (tests/ops/test_activation_backward.cpp); f'(x) is rounded to opmath before g
+// multiplies in.
 
 // sigmoid'(x) = e / (1 + e)^2 = sigmoid(x) sigmoid(-x), e = e^{-|x|}: positive terms only, and as
 // ((e 2^64) r) r 2^-64 (ExpNegAbs) the far tail rounds once. ±inf give 0, NaN gives NaN.
@@ -220,6 +221,24 @@ struct ErfBackward {
     } else {
       return g * (T(1.12837916709551257390) * std::exp(-x * x));
     }
+  }
+};
+
+// reciprocal'(x) = -1 / x^2 = -r^2 with r = 1 / x in opmath (the output rounded to f16 and squared
+// there was 2 ulp off). ±0 give -inf, ±inf give -0.
+struct ReciprocalBackward {
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const {
+    const T r = T(1) / x;
+    return g * -(r * r);
+  }
+};
+// rsqrt'(x) = -x^{-3/2} / 2 = (-r / 2) r r with r = 1 / sqrt(x) in opmath (from the rounded output:
+// 3 ulp); the halving first, so a result just below the overflow threshold does not overflow on the
+// way. -0 gives +inf (r = -inf, as the rule from the output and PyTorch), +inf gives -0.
+struct RsqrtBackward {
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const {
+    const T r = T(1) / std::sqrt(x);
+    return g * ((T(-0.5) * r) * r * r);
   }
 };
 

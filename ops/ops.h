@@ -28,14 +28,18 @@ Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
-// The activations' backward ops, grad * f'(x) from the forward's input x in one pass, computed in
-// f32 (f64 for f64) and rounded once: within 1 ulp of the exact gradient for every f16/bf16 input
-// (docs/numerics.md). What tanh/sigmoid/silu/erf's backward runs; not differentiable themselves.
-// grad and x: the same shape and floating dtype.
+// The activations' backward ops, grad * f'(x) from the forward's input x in one pass: f'(x) in f32
+// (f64 for f64), times grad, rounded once to the dtype; with grad = 1 within 1 ulp of the exact
+// derivative for every f16/bf16 input (docs/numerics.md). What the backward of tanh, sigmoid, silu,
+// erf, reciprocal and rsqrt runs; not differentiable themselves. They take the input x — unlike
+// PyTorch's tanh_backward/sigmoid_backward, which take the output. grad and x: the same shape and
+// floating dtype.
 Tensor tanh_backward(const Tensor& grad, const Tensor& x);     // grad * (1 - tanh^2 x)
 Tensor sigmoid_backward(const Tensor& grad, const Tensor& x);  // grad * sigmoid(x) sigmoid(-x)
 Tensor silu_backward(const Tensor& grad, const Tensor& x);     // grad * sigmoid(x) (1 + x sigmoid(-x))
 Tensor erf_backward(const Tensor& grad, const Tensor& x);      // grad * 2 / sqrt(pi) e^(-x^2)
+Tensor reciprocal_backward(const Tensor& grad, const Tensor& x);  // grad * -1 / x^2
+Tensor rsqrt_backward(const Tensor& grad, const Tensor& x);       // grad * -x^(-3/2) / 2
 Tensor relu(const Tensor& x);
 // grad where y > 0, else 0, in one pass: relu's backward from its output y = relu(x) (not
 // differentiable itself). grad and y: the same shape and floating dtype.

@@ -112,6 +112,8 @@ TEST_CASE("CUDA unary ops match the CPU on odd sizes and strided inputs", "[cuda
     check_same("silu_backward", {x, g}, [](const auto& in) { return silu_backward(in[1], in[0]); }, false,
                tolerance(dt).rel * 4.0);
     check_same("erf_backward", {core, g}, [](const auto& in) { return erf_backward(in[1], in[0]); });
+    check_same("reciprocal_backward", {x, g}, [](const auto& in) { return reciprocal_backward(in[1], in[0]); });
+    check_same("rsqrt_backward", {p, g}, [](const auto& in) { return rsqrt_backward(in[1], in[0]); });
     check_same("tanh_backward transposed", {m, m}, [](const auto& in) { return tanh_backward(in[1].t(), in[0].t()); });
     check_same("clamp", {x}, [](const auto& in) { return clamp(in[0], -1.0, 0.5); });
     check_same("empty", {zeros({0, 4}, {.dtype = dt})}, [](const auto& in) { return exp(in[0]); });

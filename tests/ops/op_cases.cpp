@@ -196,9 +196,15 @@ void unary_cases(Table& t) {
       .ref = unary_ref(std::sqrt);
   t.add(O::rsqrt, "rsqrt", {uniform(s, 0.2, 3.0)}, [](const Tensors& in) { return rsqrt(in[0]); }, {0})
       .ref = [](const std::vector<double>& v) { return 1.0 / std::sqrt(v[0]); };
+  t.add_nd(O::rsqrt_backward, "rsqrt_backward", {normal(s), uniform(s, 0.2, 3.0)},
+           [](const Tensors& in) { return rsqrt_backward(in[0], in[1]); })
+      .ref = [](const std::vector<double>& v) { return v[0] * -0.5 * std::pow(v[1], -1.5); };
   t.add(O::reciprocal, "reciprocal", {normal_away(s, {0.0}, 0.3)},
         [](const Tensors& in) { return reciprocal(in[0]); }, {0})
       .ref = [](const std::vector<double>& v) { return 1.0 / v[0]; };
+  t.add_nd(O::reciprocal_backward, "reciprocal_backward", {normal(s), normal_away(s, {0.0}, 0.3)},
+           [](const Tensors& in) { return reciprocal_backward(in[0], in[1]); })
+      .ref = [](const std::vector<double>& v) { return -v[0] / (v[1] * v[1]); };
   t.add(O::sin, "sin", {normal(s, 2.0)}, [](const Tensors& in) { return sin(in[0]); }, {0})
       .ref = unary_ref(std::sin);
   t.add(O::cos, "cos", {normal(s, 2.0)}, [](const Tensors& in) { return cos(in[0]); }, {0})

@@ -1,5 +1,5 @@
-// The activations' fused backward ops (tanh_backward, sigmoid_backward, silu_backward,
-// erf_backward; ops/activation_backward_ops.def) against f64 math: every f16 and bf16 input
+// The fused backward ops of ops/activation_backward_ops.def (tanh, sigmoid, silu, erf, reciprocal,
+// rsqrt) against f64 math: every f16 and bf16 input
 // pattern within 1 ulp of the exact derivative rounded once, dense and strided; f32 over 2^20
 // patterns spread over the whole range; autograd's ordinary backward runs them bit for bit; a
 // recorded backward (create_graph) stays differentiable; the in-place forms keep their gradients.
@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ double silu_grad_terms(double x) {
   return x >= 0 ? r * (1.0 + x * e * r) : e * r * r * (std::fabs(1.0 + x) + e);
 }
 double erf_grad_ref(double x) { return 1.1283791670955125739 * std::exp(-x * x); }
+double reciprocal_grad_ref(double x) { return -1.0 / (x * x); }
+// -y^3 / 2, y = 1 / sqrt(x): -0 gives +inf (y = -inf), as the op
+double rsqrt_grad_ref(double x) {
+  const double y = 1.0 / std::sqrt(x);
+  return -0.5 * y * y * y;
+}
 
 struct Fused {
   const char* name;
@@ -48,11 +55,13 @@ struct Fused {
   std::function<Tensor(const Tensor&)> forward;
   std::function<double(double)> ref;
   int f32_bound;  // max ulp asserted on the f32 sample (silu: a bound relative to its terms instead)
+  bool positive_domain = false;  // rsqrt: x > 0 (the double-backward points)
 };
 
-// f32 max ulp measured on the sample when this test was written: tanh 4, sigmoid 4, erf 3 (the
-// bounds below add a margin); silu within 5.8 u of the size of its terms (bound 8): the chain
-// e, 1 + e, r, and three products each round once.
+// f32 max ulp measured on the sample when this test was written: tanh 4, sigmoid 4, erf 3,
+// reciprocal 2, rsqrt 5 (sqrt, a division and three products; the bounds below add a margin);
+// silu within 5.8 u of the size of its terms (bound 8): the chain e, 1 + e, r, and three products
+// each round once.
 std::vector<Fused> fused_ops() {
   return {
       {"tanh_backward", [](const Tensor& g, const Tensor& x) { return tanh_backward(g, x); },
@@ -63,6 +72,10 @@ std::vector<Fused> fused_ops() {
        [](const Tensor& x) { return silu(x); }, silu_grad_ref, -1},
       {"erf_backward", [](const Tensor& g, const Tensor& x) { return erf_backward(g, x); },
        [](const Tensor& x) { return erf(x); }, erf_grad_ref, 5},
+      {"reciprocal_backward", [](const Tensor& g, const Tensor& x) { return reciprocal_backward(g, x); },
+       [](const Tensor& x) { return reciprocal(x); }, reciprocal_grad_ref, 3, true},
+      {"rsqrt_backward", [](const Tensor& g, const Tensor& x) { return rsqrt_backward(g, x); },
+       [](const Tensor& x) { return rsqrt(x); }, rsqrt_grad_ref, 7, true},
   };
 }
 
@@ -148,6 +161,7 @@ TEST_CASE("fused activation backwards: the dense loop gives the strided loop's b
           "gradient multiplies in",
           "[ops][numerics]") {
   // an odd length (a vector tail and, in f16/bf16, a partial block of 256); x over [-20, 20]
+  manual_seed(17);
   const int64_t n = 100003;
   for (DType dt : {DType::F64, DType::F32, DType::BF16, DType::F16}) {
     const Tensor x = to(rand({n}, {.dtype = DType::F64}) * 40.0 - 20.0, dt);
@@ -163,9 +177,19 @@ TEST_CASE("fused activation backwards: the dense loop gives the strided loop's b
       const double tol = dt == DType::F64 ? 1e-13 : (dt == DType::F32 ? 1e-6 : (dt == DType::BF16 ? 8e-3 : 1e-3));
       // the dtype's smallest subnormal: f'(x) that underflows is rounded to it before g multiplies in
       const double tiny = dt == DType::F64 ? 5e-324 : (dt == DType::F16 ? 5.97e-8 : (dt == DType::BF16 ? 9.2e-41 : 1.41e-45));
+      // where the dtype's rounding overflows to inf
+      const double max_finite = dt == DType::F64 ? 1.79e308 : (dt == DType::F16 ? 65520.0 : (dt == DType::BF16 ? 3.3961e38 : 3.4028236e38));
       const std::vector<double> got = values(dense);
       for (int64_t i = 0; i < n; i += 97) {
         const double want = gv[i] * f.ref(xv[i]);
+        if (std::isnan(want)) {  // rsqrt of a negative x
+          CHECK(std::isnan(got[i]));
+          continue;
+        }
+        if (std::fabs(want) > max_finite) {  // g / x^2 beyond f16's range near x = 0
+          CHECK(got[i] == std::copysign(std::numeric_limits<double>::infinity(), want));
+          continue;
+        }
         const double scale = std::fabs(gv[i]) * (f.f32_bound >= 0 ? std::fabs(f.ref(xv[i])) : silu_grad_terms(xv[i]));
         INFO("x = " << xv[i] << " g = " << gv[i] << " got " << got[i] << " want " << want);
         REQUIRE(std::fabs(got[i] - want) <= tol * scale + tiny * (2.0 + std::fabs(gv[i])));  // d subnormal, then times g
@@ -202,6 +226,19 @@ TEST_CASE("fused activation backwards: specials, and operand checks", "[ops][num
     CHECK(e[1] == 0.0);
     CHECK(std::isnan(e[2]));
     CHECK(e[3] == Approx(1.1283791670955126).epsilon(dt == DType::F16 || dt == DType::BF16 ? 4e-3 : 1e-6));
+    // reciprocal' = -1/x^2: -0 at ±inf, -inf at ±0; rsqrt' = -x^(-3/2)/2: -0 at +inf, NaN below 0,
+    // -inf at +0 and +inf at -0 (y = rsqrt(-0) = -inf, as the output-based rule)
+    const std::vector<double> rc = v(reciprocal_backward(g, x)), rs = v(rsqrt_backward(g, x));
+    CHECK((rc[0] == 0.0 && std::signbit(rc[0])));
+    CHECK((rc[1] == 0.0 && std::signbit(rc[1])));
+    CHECK(std::isnan(rc[2]));
+    CHECK(rc[3] == -inf);
+    CHECK(rc[4] == -inf);
+    CHECK((rs[0] == 0.0 && std::signbit(rs[0])));
+    CHECK(std::isnan(rs[1]));
+    CHECK(std::isnan(rs[2]));
+    CHECK(rs[3] == -inf);
+    CHECK(rs[4] == inf);
   }
   for (const Fused& f : fused_ops()) {
     const std::string name = f.name;
@@ -215,18 +252,22 @@ TEST_CASE("fused activation backwards: specials, and operand checks", "[ops][num
 TEST_CASE("fused activation backwards: create_graph builds the derivative from public ops (double backward)",
           "[ops][numerics]") {
   // d/dx f'(x) against f64 formulas: tanh'' = -2 t (1 - t^2), sigmoid'' = s (1 - s) (1 - 2 s),
-  // silu'' = s (1 - s) (2 + x (1 - 2 s)), erf'' = -2x erf'(x).
-  const std::vector<double> xs = {-3.0, -1.2, -0.3, 0.0, 0.4, 1.7, 4.0};
+  // silu'' = s (1 - s) (2 + x (1 - 2 s)), erf'' = -2x erf'(x), (1/x)'' = 2 / x^3,
+  // (x^-1/2)'' = 3/4 x^-5/2.
+  const std::vector<double> all_x = {-3.0, -1.2, -0.3, 0.0, 0.4, 1.7, 4.0}, positive_x = {0.3, 0.8, 1.7, 4.0, 9.5};
   const auto sig = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
   const std::vector<std::function<double(double)>> second = {
       [](double x) { const double t = std::tanh(x); return -2.0 * t * (1.0 - t * t); },
       [&](double x) { const double s = sig(x); return s * (1.0 - s) * (1.0 - 2.0 * s); },
       [&](double x) { const double s = sig(x); return s * (1.0 - s) * (2.0 + x * (1.0 - 2.0 * s)); },
       [](double x) { return -2.0 * x * erf_grad_ref(x); },
+      [](double x) { return 2.0 / (x * x * x); },
+      [](double x) { return 0.75 * std::pow(x, -2.5); },
   };
   const std::vector<Fused> ops = fused_ops();
   for (std::size_t k = 0; k < ops.size(); ++k) {
     INFO(ops[k].name);
+    const std::vector<double>& xs = ops[k].positive_domain ? positive_x : all_x;
     const Tensor x = from_vector<double>(xs).requires_grad_();
     const Tensor gx = autograd::grad({sum(ops[k].forward(x))}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
     REQUIRE(gx.requires_grad());
@@ -240,7 +281,7 @@ TEST_CASE("fused activation backwards: create_graph builds the derivative from p
   }
 }
 
-TEST_CASE("in-place tanh_, sigmoid_ and erf_ on recorded tensors: the gradient of the out-of-place op", "[ops][grad]") {
+TEST_CASE("in-place tanh_, sigmoid_, erf_ and sin_ on recorded tensors: the gradient of the out-of-place op", "[ops][grad]") {
   // Their backward reads the input, which the in-place op overwrites: the recording reads a clone.
   for (DType dt : {DType::F64, DType::F16}) {
     INFO(dtype_name(dt));
