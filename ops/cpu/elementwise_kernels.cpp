@@ -65,13 +65,6 @@ template <typename T, typename F>
 void activation_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
   activation_backward<T>(in, out, F{});
 }
-template <typename F>
-void reg_activation_backward(OpId op) {
-  register_kernel(op, DeviceType::CPU, DType::F64, activation_backward_kernel<double, F>);
-  register_kernel(op, DeviceType::CPU, DType::F32, activation_backward_kernel<float, F>);
-  register_kernel(op, DeviceType::CPU, DType::F16, activation_backward_kernel<Half, F>);
-  register_kernel(op, DeviceType::CPU, DType::BF16, activation_backward_kernel<BFloat16, F>);
-}
 
 // (grad, x) -> grad * gelu'(x) in the form attrs.mode names.
 template <typename T>
@@ -196,45 +189,53 @@ void where_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
               });
 }
 
+// The kernel templates by name, for the registration helpers: K::fn<T> is the kernel for dtype T
+// (as cuda/kernels/register_helpers.h on the GPU).
+template <typename F> struct UnaryK { template <typename T> static constexpr KernelFn fn = unary_kernel<T, F>; };
+template <typename F> struct BinaryK { template <typename T> static constexpr KernelFn fn = binary_kernel<T, F>; };
+template <typename F> struct CompareK { template <typename T> static constexpr KernelFn fn = compare_kernel<T, F>; };
+template <typename F> struct ActivationBackwardK {
+  template <typename T> static constexpr KernelFn fn = activation_backward_kernel<T, F>;
+};
+struct GeluK { template <typename T> static constexpr KernelFn fn = gelu_kernel<T>; };
+struct GeluBackwardK { template <typename T> static constexpr KernelFn fn = gelu_backward_kernel<T>; };
+struct ReluBackwardK { template <typename T> static constexpr KernelFn fn = relu_backward_kernel<T>; };
 
+// K's kernels for f64, f32, f16 and bf16 ("Floating").
+template <typename K>
+void reg_floating(OpId op) {
+  register_kernel(op, DeviceType::CPU, DType::F64, K::template fn<double>);
+  register_kernel(op, DeviceType::CPU, DType::F32, K::template fn<float>);
+  register_kernel(op, DeviceType::CPU, DType::F16, K::template fn<Half>);
+  register_kernel(op, DeviceType::CPU, DType::BF16, K::template fn<BFloat16>);
+}
+// The table's dtype families (ops/elementwise_ops.def).
 template <typename F>
 void reg_unary_Floating(OpId op) {
-  register_kernel(op, DeviceType::CPU, DType::F64, unary_kernel<double, F>);
-  register_kernel(op, DeviceType::CPU, DType::F32, unary_kernel<float, F>);
-  register_kernel(op, DeviceType::CPU, DType::F16, unary_kernel<Half, F>);
-  register_kernel(op, DeviceType::CPU, DType::BF16, unary_kernel<BFloat16, F>);
+  reg_floating<UnaryK<F>>(op);
 }
-
 // Floating and signed-integer dtypes (neg, abs, sign, relu, clamp, ...).
 template <typename F>
 void reg_unary_Numeric(OpId op) {
-  reg_unary_Floating<F>(op);
+  reg_floating<UnaryK<F>>(op);
   register_kernel(op, DeviceType::CPU, DType::I64, unary_kernel<int64_t, F>);
   register_kernel(op, DeviceType::CPU, DType::I32, unary_kernel<int32_t, F>);
 }
-
 template <typename F>
 void reg_binary_Floating(OpId op) {
-  register_kernel(op, DeviceType::CPU, DType::F64, binary_kernel<double, F>);
-  register_kernel(op, DeviceType::CPU, DType::F32, binary_kernel<float, F>);
-  register_kernel(op, DeviceType::CPU, DType::F16, binary_kernel<Half, F>);
-  register_kernel(op, DeviceType::CPU, DType::BF16, binary_kernel<BFloat16, F>);
+  reg_floating<BinaryK<F>>(op);
 }
-
 template <typename F>
 void reg_binary_Numeric(OpId op) {
-  reg_binary_Floating<F>(op);
+  reg_floating<BinaryK<F>>(op);
   register_kernel(op, DeviceType::CPU, DType::I64, binary_kernel<int64_t, F>);
   register_kernel(op, DeviceType::CPU, DType::I32, binary_kernel<int32_t, F>);
   register_kernel(op, DeviceType::CPU, DType::U8, binary_kernel<uint8_t, F>);
 }
-
+// Every dtype, bool included.
 template <typename F>
 void reg_compare(OpId op) {
-  register_kernel(op, DeviceType::CPU, DType::F64, compare_kernel<double, F>);
-  register_kernel(op, DeviceType::CPU, DType::F32, compare_kernel<float, F>);
-  register_kernel(op, DeviceType::CPU, DType::F16, compare_kernel<Half, F>);
-  register_kernel(op, DeviceType::CPU, DType::BF16, compare_kernel<BFloat16, F>);
+  reg_floating<CompareK<F>>(op);
   register_kernel(op, DeviceType::CPU, DType::I64, compare_kernel<int64_t, F>);
   register_kernel(op, DeviceType::CPU, DType::I32, compare_kernel<int32_t, F>);
   register_kernel(op, DeviceType::CPU, DType::U8, compare_kernel<uint8_t, F>);
@@ -263,22 +264,13 @@ void register_elementwise_kernels() {
 #undef MG_UNARY
 #undef MG_BINARY
 #undef MG_COMPARE
-#define MG_ACTIVATION_BACKWARD(op, F) reg_activation_backward<fn::F>(OpId::op);
+#define MG_ACTIVATION_BACKWARD(op, F) reg_floating<ActivationBackwardK<fn::F>>(OpId::op);
 #include "mixgrad/ops/activation_backward_ops.def"
 #undef MG_ACTIVATION_BACKWARD
   register_kernel(OpId::mul, DeviceType::CPU, DType::Bool, binary_kernel<bool, fn::Mul>);
-  register_kernel(OpId::gelu, DeviceType::CPU, DType::F64, gelu_kernel<double>);
-  register_kernel(OpId::gelu, DeviceType::CPU, DType::F32, gelu_kernel<float>);
-  register_kernel(OpId::gelu, DeviceType::CPU, DType::F16, gelu_kernel<Half>);
-  register_kernel(OpId::gelu, DeviceType::CPU, DType::BF16, gelu_kernel<BFloat16>);
-  register_kernel(OpId::gelu_backward, DeviceType::CPU, DType::F64, gelu_backward_kernel<double>);
-  register_kernel(OpId::gelu_backward, DeviceType::CPU, DType::F32, gelu_backward_kernel<float>);
-  register_kernel(OpId::gelu_backward, DeviceType::CPU, DType::F16, gelu_backward_kernel<Half>);
-  register_kernel(OpId::gelu_backward, DeviceType::CPU, DType::BF16, gelu_backward_kernel<BFloat16>);
-  register_kernel(OpId::relu_backward, DeviceType::CPU, DType::F64, relu_backward_kernel<double>);
-  register_kernel(OpId::relu_backward, DeviceType::CPU, DType::F32, relu_backward_kernel<float>);
-  register_kernel(OpId::relu_backward, DeviceType::CPU, DType::F16, relu_backward_kernel<Half>);
-  register_kernel(OpId::relu_backward, DeviceType::CPU, DType::BF16, relu_backward_kernel<BFloat16>);
+  reg_floating<GeluK>(OpId::gelu);
+  reg_floating<GeluBackwardK>(OpId::gelu_backward);
+  reg_floating<ReluBackwardK>(OpId::relu_backward);
 
 #define MG_REG_WHERE_FILL(E, n, T)                                        \
   register_kernel(OpId::where, DeviceType::CPU, DType::E, where_kernel<T>); \
