@@ -104,7 +104,9 @@ Tensors relu_bw(const BackwardCtx& c, const Tensors& g) {
 // derivative from public ops, whose graph gives double backward.
 Tensors gelu_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0);
-  if (fused_backward(g[0], x)) return {gelu_backward(g[0], x, c.attrs().mode == 1 ? GeluApprox::Tanh : GeluApprox::None)};
+  if (fused_backward(g[0], x)) {
+    return {gelu_backward(g[0], x, c.attrs().mode == 1 ? GeluApprox::Tanh : GeluApprox::None)};
+  }
   if (c.attrs().mode == 0) {
     const Tensor cdf = 0.5 * (erf(x * 0.70710678118654752440) + 1.0);
     const Tensor pdf = exp(-0.5 * x * x) * 0.39894228040143267794;

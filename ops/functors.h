@@ -121,9 +121,9 @@ struct GeluErfBackward {
 };
 
 // e = e^{-|v|} for v of either sign, as big = e 2^64 (a normal float for |v| <= 120; 0 beyond,
-// where e < 2^-173 and a product with any factor below 2^23 rounds to 0 anyway): a product p e that
-// is subnormal is then computed as unscale(p big) = (p big) 2^-64 and rounds once. One exp (fast::exp_times scales
-// inside). f64: a plain exp, the 2^64 factors cancel exactly.
+// where e < 2^-173 and a product with any factor below 2^23 rounds to 0 anyway): a product p e
+// that is subnormal is then computed as unscale(p big) = (p big) 2^-64 and rounds once. One exp
+// (fast::exp_times scales inside). f64: a plain exp, the 2^64 factors cancel exactly.
 struct ExpNegAbs {
   template <typename T> MG_HOST_DEVICE static T big(T v) {
     return fast::exp_times(T(18446744073709551616.0), v < T(0) ? v : -v);
@@ -165,7 +165,7 @@ struct Silu {
     return x >= T(0) ? x * r : (x == x ? ExpNegAbs::unscale(x * r * big) : x);
   }
 };
-// ---- fused backward ops: (g, x) -> g * f'(x), from the forward's input, in opmath, rounded once ----
+// ---- fused backward ops (ops/activation_backward_ops.def): (g, x) -> g * f'(x) from the input ----
 // The rules built from public ops rounded every intermediate in f16/bf16 and read the saved output
 // where it had already rounded to its limit: 1 - y^2 is 0 once tanh x rounds to ±1 (4,086 ulp off
 // in f16, 15,230 in bf16), y (1 - y) likewise (3,066 / 15,100), and silu's composite cancels near
