@@ -166,12 +166,14 @@ Tensors mul_bw(const BackwardCtx& c, const Tensors& g) {
 uint32_t mul_saves(uint32_t needs) {
   return ((needs & 1u) ? kSaveInput(1) : 0u) | ((needs & 2u) ? kSaveInput(0) : 0u);
 }
-// d(a/b) = (1/b, -a/b^2)
+// d(a/b) = (1/b, -a/b^2). The divisor's as ((a / b) / b): b^2 leaves f16's range for |b| > 256
+// or |b| < 2.4e-4 (bf16's beyond 1.8e19 or below about 1e-19), where -a/b^2 itself need not, and
+// gave -0 or -inf instead (as PyTorch's div_tensor_other_backward).
 Tensors div_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor b = c.input(1);
   Tensor ga, gb;
   if (c.needs_grad(0)) ga = g[0] / b;
-  if (c.needs_grad(1)) gb = -(g[0] * c.input(0) / (b * b));
+  if (c.needs_grad(1)) gb = -(g[0] * ((c.input(0) / b) / b));
   return {ga, gb};
 }
 uint32_t div_saves(uint32_t needs) { return kSaveInput(1) | ((needs & 2u) ? kSaveInput(0) : 0u); }

@@ -79,3 +79,29 @@ TEST_CASE("unary backward rules: every f16 and bf16 input pattern against the f6
     }
   }
 }
+
+TEST_CASE("div's gradient with respect to the divisor where b^2 leaves the 16-bit range", "[ops][numerics]") {
+  // -g a / b^2 with b^2 overflowing (|b| > 256 in f16, > 1.8e19 in bf16) or underflowing (tiny b)
+  // while the gradient itself is representable: it was -0 or -inf.
+  struct Point {
+    double a, b, g;
+  };
+  const std::vector<std::pair<DType, std::vector<Point>>> cases = {
+      {DType::F16, {{1.0, 300.0, 1.0}, {1e-4, 1e-4, 1.0}, {-3.0, 1000.0, 2.0}, {2e-3, -1e-3, 0.5}}},
+      {DType::BF16, {{1e20, 1e20, 1.0}, {1e-20, 1e-20, 1.0}, {-3.0, 1e19, 4.0}}},
+  };
+  for (const auto& [dt, points] : cases) {
+    for (const Point& p : points) {
+      const Tensor a = full({1}, p.a, {.dtype = dt}).requires_grad_();
+      const Tensor b = full({1}, p.b, {.dtype = dt}).requires_grad_();
+      div(a, b).backward(full({1}, p.g, {.dtype = dt}));
+      // the reference from the values the dtype holds
+      const double av = values(a)[0], bv = values(b)[0], gv = values(full({1}, p.g, {.dtype = dt}))[0];
+      const double want = -gv * av / (bv * bv), got = values(b.grad())[0];
+      INFO(dtype_name(dt) << " a = " << av << " b = " << bv << " g = " << gv << ": got " << got << " want " << want);
+      REQUIRE(std::isfinite(got));
+      CHECK(std::fabs(got - want) <= (dt == DType::F16 ? 4e-3 : 3e-2) * std::fabs(want) + (dt == DType::F16 ? 6e-8 : 0.0));
+      CHECK(values(a.grad())[0] == Approx(gv / bv).epsilon(dt == DType::F16 ? 2e-3 : 1e-2));
+    }
+  }
+}
