@@ -2,7 +2,8 @@
 // against its f64 derivative rounded once, for all 65,536 f16 and bf16 input patterns: the rules
 // built from public ops, which round each intermediate in the low dtype, and the fused ones
 // (reciprocal, rsqrt here; tanh, sigmoid, silu, erf and gelu in their own tests). Each is asserted
-// at the bound measured for it (docs/numerics.md lists them).
+// at the bound measured for it (docs/numerics.md lists them). Last, div's gradient with respect to
+// the divisor at points where b^2 would leave the 16-bit range.
 #include <catch2/catch.hpp>
 
 #include <cmath>
