@@ -119,9 +119,10 @@ bool pick(ConvDir dir, DType dt, const ConvGeom& g, Layout& layout) {
     case ConvPath::OnednnBlocked: layout = Layout::Blocked; return true;
     case ConvPath::Auto: break;
   }
-  // bf16 convolves natively only on AMX; elsewhere the kernels widen it to f32 for the f32
-  // primitive (conv_kernels.cpp), measured faster where AVX512-BF16 is all there is (the table).
-  if (dt == DType::BF16 && !onednn_amx_available()) return false;
+  // bf16 convolves natively where its dot products outrun f32 FMAs (AMX, AMD's AVX512-BF16);
+  // elsewhere the kernels widen it to f32 for the f32 primitive (conv_kernels.cpp), measured faster
+  // on Intel processors with AVX512-BF16 alone (the table).
+  if (dt == DType::BF16 && !native_bf16_preferred()) return false;
   return auto_choice(dir, g, layout);
 }
 

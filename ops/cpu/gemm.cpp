@@ -446,10 +446,12 @@ GemmPaths gemm_detected_paths() {
   // AVX2's sgemm gets the padded copies for its aliasing strides; avx512_core and up run other
   // sgemm kernels, whose one measured aliasing case (transposed dY) the f32 matmul primitive takes.
   const bool avx512_sgemm = onednn_f32_brgemm_available();
-  // Native bf16 only on AMX: without it oneDNN's bf16 GEMM (AVX512-BF16 dot products) measured
-  // slower than converting to f32 for its sgemm (the header's table).
-  static const bool amx_bf16 = onednn_bf16_gemm_available() && onednn_amx_available();
-  return {.bf16_native = amx_bf16, .pad_aliased = !avx512_sgemm, .bf16_matmul = amx_bf16,
+  // Native bf16 where the processor's bf16 dot products outrun its f32 FMAs (AMX; AMD's
+  // AVX512-BF16): elsewhere oneDNN's bf16 GEMM measured slower than converting to f32 for its sgemm.
+  // The matmul primitive's bf16 shapes were measured on AMX only.
+  static const bool native_bf16 = onednn_bf16_gemm_available() && native_bf16_preferred();
+  static const bool amx_bf16 = native_bf16 && onednn_amx_available();
+  return {.bf16_native = native_bf16, .pad_aliased = !avx512_sgemm, .bf16_matmul = amx_bf16,
           .f32_matmul = avx512_sgemm};
 }
 

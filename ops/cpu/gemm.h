@@ -2,11 +2,11 @@
 //   out[b] = beta * c[b] + alpha * a[b] @ b[b]     for every index b of a (broadcast) batch,
 // with arbitrary element strides on a, b and c (0 for broadcast dims) and a dense row-major out.
 //
-// Decision: f32 and bf16 run oneDNN's GEMM (bf16 natively on AMX processors, where it measured
-// faster; the shapes listed in ops/cpu/onednn_matmul.h on its matmul primitive), f64 and small
+// Decision: f32 and bf16 run oneDNN's GEMM (bf16 natively on AMX and AMD Zen 4+ processors, where it
+// measured faster; the shapes listed in ops/cpu/onednn_matmul.h on its matmul primitive), f64 and small
 // products Eigen's, all on the raw pointers (row-major or col-major with a leading dimension, so
 // transposed views are not copied); bf16 accumulates in f32, and f16 (and bf16 on processors
-// without AMX) is converted to f32 scratch for the f32 GEMM; the output is rounded once (like
+// elsewhere) is converted to f32 scratch for the f32 GEMM; the output is rounded once (like
 // cuBLAS COMPUTE_32F). Eigen's own half/bfloat16 GEMM is never used (10-400x slower than its f32
 // GEMM). Measurements: ops/cpu/gemm.cpp.
 //
@@ -26,15 +26,17 @@ template <typename T>
 void gemm(const GemmProblem& p);
 
 // Whether oneDNN has a bf16 GEMM on this processor (oneDNN 2.6 needs avx512_core: AVX512-BF16 and
-// AMX natively, emulated below). The driver uses it where AMX is exposed too (GemmPaths::bf16_native).
+// AMX natively, emulated below). The driver uses it where native_bf16_preferred() too
+// (GemmPaths::bf16_native).
 bool onednn_bf16_gemm_available();
 
 // The driver's processor-dependent choices, detected once (gemm_detected_paths()) and used by
 // every call (gemm_paths()):
 struct GemmPaths {
-  // bf16 products run oneDNN's native bf16 GEMM (detected on AMX processors: with AVX512-BF16 alone
-  // it measured 1.1-2.2x slower than the f32 GEMM); false: both operands are converted to f32 and
-  // run the f32 GEMM (f32 accumulation and one rounding either way; the sums' order differs).
+  // bf16 products run oneDNN's native bf16 GEMM (detected where native_bf16_preferred(): AMX, and
+  // AMD's AVX512-BF16, 1.8-2.4x faster there; on Intel's AVX512-BF16 alone it measured 1.1-2.2x
+  // slower than the f32 GEMM); false: both operands are converted to f32 and run the f32 GEMM (f32
+  // accumulation and one rounding either way; the sums' order differs).
   bool bf16_native = false;
   // oneDNN 2.6's AVX2 sgemm (processors without avx512_core) runs about 2x slower when `a` is
   // transposed (a weight gradient dY^T @ x) with a leading dimension that is a multiple of 512

@@ -45,9 +45,14 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <array>
 #include <atomic>
 #include <bit>
+#include <cstring>
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
@@ -147,6 +152,26 @@ bool run(const T* a, bool a_col, int64_t lda, const T* b, bool b_col, int64_t ld
 bool onednn_amx_available() {
   static const bool amx = dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core_amx;
   return amx;
+}
+
+bool native_bf16_preferred() {
+  static const bool preferred = [] {
+    if (onednn_amx_available()) return true;
+    if (dnnl_get_effective_cpu_isa() < dnnl_cpu_isa_avx512_core_bf16) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+    // Vendor string "AuthenticAMD" in ebx, edx, ecx.
+    char vendor[13] = {};
+    std::memcpy(vendor, &ebx, 4);
+    std::memcpy(vendor + 4, &edx, 4);
+    std::memcpy(vendor + 8, &ecx, 4);
+    return std::strcmp(vendor, "AuthenticAMD") == 0;
+#else
+    return false;
+#endif
+  }();
+  return preferred;
 }
 
 bool matmul_bf16_picks(bool a_col, int64_t n, int64_t k, int64_t m) {

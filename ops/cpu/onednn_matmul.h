@@ -19,6 +19,15 @@ namespace mg::cpu {
 // avx512_core_amx or above: AMX exposed by the CPU and allowed by the kernel).
 bool onednn_amx_available();
 
+// Whether bf16 GEMMs and convolutions should run natively in bf16 here (oneDNN's AVX512-BF16 or
+// AMX kernels, f32 accumulation) rather than widened to f32 for the f32 kernels. True on AMX
+// processors, and on AMD processors with AVX512-BF16 (Zen 4 and later), whose vdpbf16ps runs at
+// twice the f32 FMA's flop rate: oneDNN's bf16 GEMM measured 1.8-2.4x faster than the f32 path
+// there. False on Intel processors with AVX512-BF16 but no AMX, where it measured 1.1-2.2x slower
+// (ops/cpu/gemm.cpp), and wherever oneDNN has no bf16 kernels. Fixed per processor, so a machine's
+// results do not depend on timing.
+bool native_bf16_preferred();
+
 // Whether the driver runs this bf16 product (out[n, m] = A[n, k] @ B[k, m], A col-major when
 // a_col) here: on AMX processors, outside parallel regions, for the measured shapes.
 bool matmul_bf16_picks(bool a_col, int64_t n, int64_t k, int64_t m);
