@@ -295,10 +295,11 @@ void gemm_compute(const MatRef<C>& a, const MatRef<C>& b, C* out, int64_t n, int
   if constexpr (std::is_same_v<C, float>) {
     if (n * k * m >= kOnednnMinWork) {
       const float beta = accumulate ? 1.0f : 0.0f;
-      // Weight gradients over many tokens whose dY^T sgemm reads at aliasing strides run the matmul
-      // primitive (ops/cpu/onednn_matmul.cpp); it declines shapes it has no brgemm kernel for.
+      // Products whose transposed operand (dY^T of a weight gradient, W^T of a forward) sgemm reads
+      // at aliasing strides run the matmul primitive (ops/cpu/onednn_matmul.cpp); it declines
+      // shapes it has no brgemm kernel for.
       const bool a_col = a.layout == Layout::Col;
-      if (gemm_paths().f32_matmul && matmul_f32_picks(a_col, a.ld, n, k, m) &&
+      if (gemm_paths().f32_matmul && matmul_f32_picks(a_col, a.ld, b.layout == Layout::Col, b.ld, n, k, m) &&
           matmul_f32(a.p, a_col, a.ld, b.p, b.layout == Layout::Col, b.ld, out, n, k, m, alpha, beta)) {
         return;
       }

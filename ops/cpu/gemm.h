@@ -49,9 +49,10 @@ struct GemmPaths {
   // tiles; AMX processors only) instead of its BLAS-like bf16 GEMM: ops/cpu/onednn_matmul.h.
   bool bf16_matmul = false;
   // f32 weight gradients dY^T @ x whose transposed dY has a leading dimension that is a multiple of
-  // 1024 floats (k >= 1024, m <= 512) run oneDNN's matmul primitive instead of its sgemm, which reads
-  // them up to 2x slower (processors with avx512_core and up): ops/cpu/onednn_matmul.h. Also the
-  // f16 and bf16 products converted to f32.
+  // 1024 floats (k >= 1024, m <= 512), and products x @ W^T whose transposed W has one (k >= 1024),
+  // run oneDNN's matmul primitive instead of its sgemm, which reads them up to 2-3x slower
+  // (processors with avx512_core and up): ops/cpu/onednn_matmul.h. Also the f16 and bf16 products
+  // converted to f32.
   bool f32_matmul = false;
 };
 GemmPaths gemm_detected_paths();

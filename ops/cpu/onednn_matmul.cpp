@@ -37,8 +37,14 @@
 //     114-137 (1 thread), 144-164 / 134-160 -> 188-244 / 182-230 (2 threads)
 //   the model's other products (fwd, dX, dW with lda 256 or 768, the MLP's k = 256 dW): the
 //     primitive within noise of sgemm or slower, so they stay on sgemm.
-// So f32 products with a col-major `a`, lda % 1024 == 0, k >= 1024 and m <= 512 run the primitive
-// where it has brgemm kernels (avx512_core and up; on AVX2 it runs the same jit kernels as sgemm,
+// The same aliasing hits a transposed weight (x @ W^T: `b` col-major with ldb = k) on an AMD EPYC
+// with AVX-512 (2026-12-03, throwaway probe, best of 7 calls, wall GFLOP/s, dnnl_sgemm -> matmul
+// primitive, n = 128..4096, k = 512..4096, m = 256..2048): with k % 1024 == 0, 1 thread 0.95-1.25x
+// (1.08x median), 2 threads 1.00-2.03x (1.45x median; the MLP's hidden layer 256x1024x1024 66-69
+// -> 205-214 in bench_gemm); other k 0.94-1.62x (1.11x median) at 2 threads, 0.94-1.47x (1.01x) at
+// 1. On the Xeon the two traded places on NT shapes from run to run (no rule was drawn there).
+// So f32 products with a col-major `a`, lda % 1024 == 0, k >= 1024 and m <= 512, and those with a
+// col-major `b`, ldb % 1024 == 0 and k >= 1024, run the primitive where it has brgemm kernels (avx512_core and up; on AVX2 it runs the same jit kernels as sgemm,
 // whose aliasing the driver's padded copy handles). The same exact products and f32 sums, in another
 // order.
 #include "mixgrad/ops/cpu/onednn_matmul.h"
@@ -191,9 +197,12 @@ bool onednn_f32_brgemm_available() {
   return brgemm;
 }
 
-bool matmul_f32_picks(bool a_col, int64_t lda, int64_t n, int64_t k, int64_t m) {
+bool matmul_f32_picks(bool a_col, int64_t lda, bool b_col, int64_t ldb, int64_t n, int64_t k, int64_t m) {
   if (!onednn_f32_brgemm_available() || in_parallel_region()) return false;
-  return a_col && lda % 1024 == 0 && n >= 16 && k >= 1024 && m >= 1 && m <= 512;
+  if (n < 16 || k < 1024 || m < 1) return false;
+  const bool transposed_dy = a_col && lda % 1024 == 0 && m <= 512;
+  const bool transposed_weight = b_col && ldb % 1024 == 0;
+  return transposed_dy || transposed_weight;
 }
 
 bool matmul_f32(const float* a, bool a_col, int64_t lda, const float* b, bool b_col, int64_t ldb, float* out,

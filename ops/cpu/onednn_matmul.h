@@ -3,7 +3,8 @@
 // onednn_matmul.cpp):
 // - bf16 on AMX tiles instead of dnnl_gemm_bf16bf16f32, the f32 result rounded to bf16 by the driver;
 // - f32 weight gradients dY^T @ x whose transposed dY has a leading dimension that is a multiple of
-//   1024 floats (4 KiB), instead of dnnl_sgemm, which reads such an operand up to 2x slower.
+//   1024 floats (4 KiB), and products x @ W^T whose transposed W has such a leading dimension,
+//   instead of dnnl_sgemm, which reads such an operand up to 2x slower (3x at 2 threads).
 // Both accumulate in f32, as the BLAS-like GEMMs do.
 //
 //   if (!(matmul_bf16_picks(a_col, n, k, m) && matmul_bf16(a, a_col, lda, b, b_col, ldb, out, n, k, m, 1.f, 0.f)))
@@ -46,9 +47,11 @@ int64_t matmul_bf16_calls();
 // is avx512_core or above; below, it runs the same jit kernels as dnnl_sgemm).
 bool onednn_f32_brgemm_available();
 
-// Whether the driver runs this f32 product here: `a` col-major (a transposed dY) with a leading
-// dimension that is a multiple of 1024, k >= 1024 and m <= 512, outside parallel regions.
-bool matmul_f32_picks(bool a_col, int64_t lda, int64_t n, int64_t k, int64_t m);
+// Whether the driver runs this f32 product here, outside parallel regions, for n >= 16 and
+// k >= 1024: `a` col-major (a transposed dY) with a leading dimension that is a multiple of 1024 and
+// m <= 512, or `b` col-major (a transposed weight, x @ W^T) with a leading dimension that is a
+// multiple of 1024.
+bool matmul_f32_picks(bool a_col, int64_t lda, bool b_col, int64_t ldb, int64_t n, int64_t k, int64_t m);
 
 // matmul_bf16 for f32 operands. Returns false, touching nothing, where oneDNN offers no brgemm
 // kernel (processors below avx512_core, leading dimensions it does not take).

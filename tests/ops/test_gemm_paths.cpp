@@ -223,3 +223,34 @@ TEST_CASE("GEMM paths: f32 weight gradients at aliasing strides run the matmul p
     REQUIRE(bit_equal(mm(dy_narrow.t(), x), exact_mm(dy_narrow.t(), x, DType::F32)));
   }
 }
+
+TEST_CASE("GEMM paths: f32 products with a transposed weight at aliasing strides run the matmul primitive",
+          "[ops][linalg][gemm]") {
+  const cpu::GemmPaths detected = cpu::gemm_detected_paths();
+  // x @ W^T with W [out, 1024]: W^T is col-major with a leading dimension of 1024 (the rule:
+  // ldb % 1024 == 0, k >= 1024, n >= 16). Integer operands keep every sum exact.
+  const int64_t rows = 64, in = 1024, out = 300;
+  for (bool use_matmul : {false, true}) {
+    ForcePaths force({.bf16_native = detected.bf16_native, .pad_aliased = false, .f32_matmul = use_matmul});
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      INFO("f32_matmul forced " << use_matmul << ", detected " << detected.f32_matmul << ", " << dtype_name(dt));
+      const bool runs = use_matmul && detected.f32_matmul && !(dt == DType::BF16 && detected.bf16_native);
+      const Tensor x = ints({rows, in}, dt), w = ints({out, in}, dt), bias = ints({out}, dt);
+      int64_t before = cpu::matmul_f32_calls();
+      REQUIRE(bit_equal(linear(x, w), exact_mm(x, w.t(), dt)));
+      REQUIRE(cpu::matmul_f32_calls() - before == (runs ? 1 : 0));
+      // the bias as the GEMM's accumulator (beta = 1)
+      before = cpu::matmul_f32_calls();
+      REQUIRE(bit_equal(linear(x, w, bias),
+                        to(to(bias, DType::F64) + matmul(to(x, DType::F64), to(w.t(), DType::F64)), dt)));
+      REQUIRE(cpu::matmul_f32_calls() - before == (runs ? 1 : 0));
+    }
+    // outside the rule: a leading dimension of 768, or k < 1024 within a wider W (a narrowed view)
+    const int64_t before = cpu::matmul_f32_calls();
+    const Tensor x768 = ints({rows, 768}, DType::F32), w768 = ints({out, 768}, DType::F32);
+    REQUIRE(bit_equal(linear(x768, w768), exact_mm(x768, w768.t(), DType::F32)));
+    const Tensor w_wide = ints({out, 2048}, DType::F32).narrow(1, 0, 512), x512 = ints({rows, 512}, DType::F32);
+    REQUIRE(bit_equal(mm(x512, w_wide.t()), exact_mm(x512, w_wide.t(), DType::F32)));
+    REQUIRE(cpu::matmul_f32_calls() == before);
+  }
+}
