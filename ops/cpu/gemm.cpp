@@ -445,7 +445,8 @@ bool onednn_bf16_gemm_available() {
 
 GemmPaths gemm_detected_paths() {
   // AVX2's sgemm gets the padded copies for its aliasing strides; avx512_core and up run other
-  // sgemm kernels, whose one measured aliasing case (transposed dY) the f32 matmul primitive takes.
+  // sgemm kernels, whose measured aliasing cases (a transposed dY or W) the f32 matmul primitive
+  // takes.
   const bool avx512_sgemm = onednn_f32_brgemm_available();
   // Native bf16 where the processor's bf16 dot products outrun its f32 FMAs (AMX; AMD's
   // AVX512-BF16): elsewhere oneDNN's bf16 GEMM measured slower than converting to f32 for its sgemm.

@@ -2,11 +2,11 @@
 //   out[b] = beta * c[b] + alpha * a[b] @ b[b]     for every index b of a (broadcast) batch,
 // with arbitrary element strides on a, b and c (0 for broadcast dims) and a dense row-major out.
 //
-// Decision: f32 and bf16 run oneDNN's GEMM (bf16 natively on AMX and AMD Zen 4+ processors, where it
-// measured faster; the shapes listed in ops/cpu/onednn_matmul.h on its matmul primitive), f64 and small
-// products Eigen's, all on the raw pointers (row-major or col-major with a leading dimension, so
-// transposed views are not copied); bf16 accumulates in f32, and f16 (and bf16 on processors
-// elsewhere) is converted to f32 scratch for the f32 GEMM; the output is rounded once (like
+// Decision: f32 and bf16 run oneDNN's GEMM (bf16 natively on AMX and AMD Zen 4+ processors, where
+// it measured faster; the shapes listed in ops/cpu/onednn_matmul.h on its matmul primitive), f64 and
+// small products Eigen's, all on the raw pointers (row-major or col-major with a leading dimension, so
+// transposed views are not copied); bf16 accumulates in f32, and f16 (and bf16 on other
+// processors) is converted to f32 scratch for the f32 GEMM; the output is rounded once (like
 // cuBLAS COMPUTE_32F). Eigen's own half/bfloat16 GEMM is never used (10-400x slower than its f32
 // GEMM). Measurements: ops/cpu/gemm.cpp.
 //

@@ -44,9 +44,9 @@
 // -> 205-214 in bench_gemm); other k 0.94-1.62x (1.11x median) at 2 threads, 0.94-1.47x (1.01x) at
 // 1. On the Xeon the two traded places on NT shapes from run to run (no rule was drawn there).
 // So f32 products with a col-major `a`, lda % 1024 == 0, k >= 1024 and m <= 512, and those with a
-// col-major `b`, ldb % 1024 == 0 and k >= 1024, run the primitive where it has brgemm kernels (avx512_core and up; on AVX2 it runs the same jit kernels as sgemm,
-// whose aliasing the driver's padded copy handles). The same exact products and f32 sums, in another
-// order.
+// col-major `b`, ldb % 1024 == 0 and k >= 1024, run the primitive where it has brgemm kernels
+// (avx512_core and up; on AVX2 it runs the same jit kernels as sgemm, whose aliasing the driver's
+// padded copy handles). The same exact products and f32 sums, in another order.
 #include "mixgrad/ops/cpu/onednn_matmul.h"
 
 #include <oneapi/dnnl/dnnl.h>

@@ -412,8 +412,10 @@ TEST_CASE("conv oneDNN and im2col paths match f64 for f32, bf16 and f16", "[conv
   }
 }
 
-TEST_CASE("conv auto path: bf16 convolves natively where native_bf16_preferred(), widened to f32 elsewhere", "[conv][onednn]") {
-  // ResNet-20's 32>32 14x14 layer, batch 8 (conv_onednn.cpp measured bf16 slower than f32 on Intel without AMX)
+TEST_CASE("conv auto path: bf16 convolves natively where native_bf16_preferred(), else widened to f32",
+          "[conv][onednn]") {
+  // ResNet-20's 32>32 14x14 layer, batch 8 (conv_onednn.cpp measured bf16 slower than f32 on
+  // Intel processors without AMX)
   const cpu::ConvGeom g{8, 32, 14, 14, 32, 3, 3, 14, 14, 1, 1, 1, 1, 1, 1, 1};
   const cpu::ConvPathGuard guard(cpu::ConvPath::Auto);
   for (cpu::ConvDir dir : {cpu::ConvDir::Forward, cpu::ConvDir::BackwardData, cpu::ConvDir::BackwardWeights}) {
