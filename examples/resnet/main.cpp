@@ -90,6 +90,9 @@ Flags make_flags() {
   f.add_int("seed", 42, "seed of the weights, the data order and the augmentation", {.min = 0});
   f.add_int("train-examples", 0, "train on the first N batches' worth of each epoch (0: all 60,000)", {.min = 0});
   f.add_int("eval-examples", 0, "evaluate on the first N test images (0: all 10,000)", {.min = 0});
+  f.add_bool("zero-init-residual", false,
+             "start the last batch norm of every residual block at weight 0, so each block begins as the identity "
+             "(torchvision's zero_init_residual; keeps a deep ResNet's early evaluations finite)");
   f.add_bool("channels-last", false, "run the network NHWC (channels-last memory format, through amp::initialize)");
   add_cuda_graph_flag(f);
   add_run_flags(f, 50, "per logged step and per epoch", "loss, accuracy and loss scale");
@@ -220,9 +223,10 @@ int run(int argc, char** argv) {
 
   // ---- model, optimizer, amp, schedule ----
   manual_seed(seed);
-  auto model = std::make_shared<nn::models::ResNet>(
-      imagenet_style ? nn::models::ResNetConfig::imagenet(depth, in_channels, num_classes)
-                     : nn::models::ResNetConfig::cifar(depth, in_channels, num_classes));
+  nn::models::ResNetConfig model_config = imagenet_style ? nn::models::ResNetConfig::imagenet(depth, in_channels, num_classes)
+                                                         : nn::models::ResNetConfig::cifar(depth, in_channels, num_classes);
+  model_config.zero_init_residual = flags.get_bool("zero-init-residual");
+  auto model = std::make_shared<nn::models::ResNet>(model_config);
   const std::string model_name = "ResNet-" + std::to_string(depth) + (imagenet_style ? " (ImageNet style)" : "");
   model->to(device);  // before the optimizer and amp::initialize see the parameters
   optim::SGD opt(model->parameters(), {.lr = flags.get_double("lr"), .momentum = 0.9, .nesterov = true,
