@@ -44,7 +44,7 @@ std::string LevelEvidence::layout() const {
 LevelEvidence collect_evidence(const OpRecorder& recorder, const nn::Module& model, const optim::Optimizer& optimizer) {
   LevelEvidence ev;
   for (const auto& [key, s] : recorder.stats()) {
-    if (key.backward || key.op == kBetweenOps) continue;
+    if (key.backward || is_phase_name(key.op)) continue;
     ev.ops += s.calls;
     ev.low_ops += s.low_outputs;
     if (s.low_outputs > 0) {

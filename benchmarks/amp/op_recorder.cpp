@@ -74,6 +74,16 @@ void OpRecorder::end_step() {
   ++steps_;
 }
 
+void OpRecorder::phase(const std::string& name) {
+  MG_CHECK(is_phase_name(name), Error, "OpRecorder::phase: a phase name is parenthesised, got \"", name, "\"");
+  if (!options_.timed || !in_step_) return;
+  const double t = now_seconds();
+  OpStats& s = stats_[{name, false}];
+  ++s.calls;
+  s.seconds += t - last_;
+  last_ = t;
+}
+
 void OpRecorder::clear() {
   stats_.clear();
   steps_ = 0;

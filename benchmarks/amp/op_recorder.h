@@ -7,7 +7,7 @@
 // thread (or the step's start) to its own event. Events arrive as ops finish and are never
 // nested (an op's inner ops report first, the op itself only its remainder), so the times of
 // one step add up to the step exactly; what follows the last op (the optimizer's own loop code)
-// is "(between ops)". The observer costs a clock read per op, so profiled steps are never the
+// is "(between ops)", unless the caller names the non-op phases of the step (phase()). The observer costs a clock read per op, so profiled steps are never the
 // timed ones.
 //
 //   mg::bench::OpRecorder rec({.timed = true});
@@ -60,6 +60,11 @@ class OpRecorder {
   void begin_step();
   void end_step();
 
+  // Ends a phase of the step that is not an op (zero_grad, the unscale, the optimizer step): the
+  // time since the previous event, less the ops that ran inside it, goes to `name` (one call).
+  // Names are parenthesised, like kBetweenOps, so they cannot collide with an op's.
+  void phase(const std::string& name);
+
   const std::map<OpKey, OpStats>& stats() const { return stats_; }
   int64_t steps() const { return steps_; }
   double step_seconds() const { return step_seconds_; }  // sum over the recorded steps
@@ -85,5 +90,8 @@ double gemm_conv_flops(const OpEvent& event);
 
 // The name under which time outside any op is reported.
 inline constexpr const char* kBetweenOps = "(between ops)";
+
+// Whether a profile entry is a phase or the time between ops rather than an op: "(...)".
+inline bool is_phase_name(const std::string& name) { return !name.empty() && name.front() == '('; }
 
 }  // namespace mg::bench

@@ -84,7 +84,7 @@ std::string format_profiles(const std::vector<RunResult>& results, int top) {
     int shown = 0;
     for (const ProfileEntry& e : r.profile) {
       if (shown++ < top) {
-        t.add_row({e.op, e.op == kBetweenOps ? "" : e.backward ? "bwd" : "fwd", format_fixed(e.calls, 0), ms(e.seconds), format_fixed(100 * e.share, 1) + "%"});
+        t.add_row({e.op, is_phase_name(e.op) ? "" : e.backward ? "bwd" : "fwd", format_fixed(e.calls, 0), ms(e.seconds), format_fixed(100 * e.share, 1) + "%"});
       } else {
         rest += e.seconds;
         rest_share += e.share;

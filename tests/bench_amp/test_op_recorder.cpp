@@ -70,3 +70,31 @@ TEST_CASE("op recorder: a timed step's op times add up to the step", "[bench]") 
   CHECK(rec.stats().at(OpKey{mg::bench::kBetweenOps, false}).seconds >= 0.019);
   CHECK_THROWS_WITH(OpRecorder(), Catch::Contains("another recorder is installed"));
 }
+
+TEST_CASE("op recorder: named phases take the time since the previous event, ops inside them report as themselves",
+          "[bench]") {
+  OpRecorder rec({.timed = true});
+  rec.phase("(outside a step)");  // not in a step: nothing recorded
+  CHECK(rec.stats().empty());
+  const mg::Tensor x = mg::randn({64, 64});
+  rec.begin_step();
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  rec.phase("(first)");
+  mg::Tensor y = mg::matmul(x, x);  // inside the second phase: the op reports itself
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  rec.phase("(second)");
+  rec.end_step();
+  const auto& s = rec.stats();
+  CHECK(s.at(OpKey{"(first)", false}).calls == 1);
+  CHECK(s.at(OpKey{"(first)", false}).seconds >= 0.009);
+  CHECK(s.at(OpKey{"(second)", false}).seconds >= 0.019);
+  CHECK(s.at(OpKey{"matmul", false}).calls == 1);
+  CHECK(s.at(OpKey{"(first)", false}).seconds < s.at(OpKey{"(second)", false}).seconds);
+  double total = 0;
+  for (const auto& [key, st] : s) total += st.seconds;
+  CHECK(total == Approx(rec.step_seconds()).epsilon(1e-9));
+  CHECK(s.at(OpKey{mg::bench::kBetweenOps, false}).seconds < 0.005);  // nothing after the last phase
+  CHECK_THROWS_WITH(rec.phase("optimizer"), Catch::Contains("a phase name is parenthesised"));
+  CHECK(mg::bench::is_phase_name(mg::bench::kBetweenOps));
+  CHECK_FALSE(mg::bench::is_phase_name("linear"));
+}
