@@ -4,6 +4,7 @@
 // the exact formulas the GPU runs.
 #pragma once
 #include <cmath>
+#include <type_traits>
 
 #include "mixgrad/core/fast_math.h"
 #include "mixgrad/core/macros.h"
@@ -297,8 +298,35 @@ struct Mul {
 struct Div {
   template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const { return a / b; }
 };
+// Integers by squaring, wrapping in the dtype's width like the other integer ops (std::pow goes
+// through double: 3^39 came out 11 too small, and an out-of-range result was undefined);
+// negative exponents as PyTorch's: 1 for base 1, +-1 for base -1, 0 otherwise. bool: a || !b.
 struct Pow {
-  template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const { return std::pow(a, b); }
+  template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return a || !b;
+    } else if constexpr (std::is_integral_v<T>) {
+      if constexpr (std::is_signed_v<T>) {
+        if (b < 0) {
+          if (a == 1) return T(1);
+          if (a == -1) return (b & 1) ? T(-1) : T(1);
+          return T(0);
+        }
+      }
+      // At least 32-bit unsigned, so that no product is promoted to a signed int and overflows;
+      // the result modulo 2^32 (or 2^64) is the result modulo 2^bits of T.
+      using U = std::conditional_t<(sizeof(T) < 4), unsigned, std::make_unsigned_t<T>>;
+      U base = U(a), result = 1, e = U(b);
+      while (e != 0) {
+        if (e & 1u) result *= base;
+        base *= base;
+        e >>= 1;
+      }
+      return T(result);
+    } else {
+      return std::pow(a, b);
+    }
+  }
 };
 // NaN propagates from either side (as torch.maximum).
 struct Maximum {

@@ -214,3 +214,27 @@ TEST_CASE("item and scalar access", "[ops]") {
   REQUIRE(full({1, 1}, 7, {.dtype = DType::I64}).item<int64_t>() == 7);
   MG_REQUIRE_ERROR(zeros({2}).item<float>(), "item: expected a tensor with one element, got [2] f32 cpu");
 }
+
+TEST_CASE("integer pow is exact and wraps like the other integer ops; negative exponents as PyTorch",
+          "[ops][numerics]") {
+  auto i64 = [](std::vector<int64_t> v) {
+    Tensor t = empty({int64_t(v.size())}, {.dtype = DType::I64});
+    std::copy(v.begin(), v.end(), t.data<int64_t>());
+    return t;
+  };
+  // 3^39 needs 62 bits (a double's 53 gave ...256); 2^63 and 3^41 wrap modulo 2^64.
+  const Tensor got = pow(i64({3, 2, 3, -3, 7, 0, 5, 1, -1, -1, 0, 2, -5}), i64({39, 63, 41, 3, 0, 0, 1, -7, -3, -4, -1, -2, 2}));
+  std::vector<int64_t> expect = {4052555153018976267LL, INT64_MIN, 0, -27, 1, 1, 5, 1, -1, 1, 0, 0, 25};
+  uint64_t w = 1;
+  for (int i = 0; i < 41; ++i) w *= 3u;  // 3^41 modulo 2^64
+  expect[2] = int64_t(w);
+  for (std::size_t i = 0; i < expect.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got.data<int64_t>()[i] == expect[i]);
+  }
+  // u8 and i32 wrap in their own width.
+  const Tensor u8 = pow(from_vector(std::vector<double>{3, 2, 255}).to(DType::U8), from_vector(std::vector<double>{5, 8, 2}).to(DType::U8));
+  CHECK(values(u8) == std::vector<double>{243 % 256, 0, 1});  // 243, 256 -> 0, 65025 -> 1
+  const Tensor i32 = pow(from_vector(std::vector<double>{3, -2, 46341}).to(DType::I32), from_vector(std::vector<double>{20, 31, 2}).to(DType::I32));
+  CHECK(values(i32) == std::vector<double>{double(int32_t(3486784401u)), double(INT32_MIN), double(int32_t(2147488281u))});
+}
