@@ -49,6 +49,8 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& bias = {
 // Max over each (dilated) window of x [N, C, H, W] -> [N, C, Ho, Wo] with
 // Ho = (H + 2 pad_h - dil_h (kH - 1) - 1) / stride_h + 1; padding counts as -inf (at most half the
 // kernel), NaN propagates. `stride` {0, 0} means stride = kernel. Gradient to the first maximum.
+// Every window must hold an input element: a dilation and padding whose taps all miss the input
+// for some window is a ShapeError naming it.
 Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},
                   std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1});
 // The i64 position (h * W + w, in x's plane) of each window's first maximum: same arguments and

@@ -35,7 +35,19 @@ int64_t window_out(const char* op, const char* dim, const cpu::Window1d& w, cons
            ") along ", dim, "; got input ", describe(x));
   MG_CHECK(keff <= w.n + 2 * w.p, ShapeError, op, ": the window (", keff, ") is larger than the padded input (",
            w.n, " + 2 * ", w.p, ") along ", dim, "; got input ", describe(x));
-  return w.out();
+  const int64_t out = w.out();
+  // With dilation > 1 the rules above still let a window's taps (d apart) all miss the input: all
+  // on padding, or on both sides of a short input. Such a window has no maximum (the kernels would
+  // read outside the input), so it is refused, naming the first one.
+  for (int64_t o = 0; w.d > 1 && o < out; ++o) {
+    const int64_t first = o * w.s - w.p;
+    bool hit = false;
+    for (int64_t j = 0; j < w.k && !hit; ++j) hit = first + j * w.d >= 0 && first + j * w.d < w.n;
+    MG_CHECK(hit, ShapeError, op, ": output ", o, " along ", dim, " has a window with no input element (taps at ",
+             first, ", ", first + w.d, ", ... ", first + (w.k - 1) * w.d, " of an input of ", w.n, " with padding ", w.p,
+             ", dilation ", w.d, "); got input ", describe(x), "\n  hint: lower the padding or the dilation");
+  }
+  return out;
 }
 
 cpu::Window1d max_dim(const OpAttrs& a, int axis, int64_t n) {

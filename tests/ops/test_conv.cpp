@@ -543,4 +543,16 @@ TEST_CASE("pooling errors name the op and the input", "[conv][pool][errors]") {
                     Catch::StartsWith("max_pool2d: expected a 4-D input [N, C, H, W], got input [3, 4, 4] f64 cpu"));
   CHECK_THROWS_WITH(adaptive_avg_pool2d(x, {0, 2}), "adaptive_avg_pool2d: output size must be positive, got [0, 2]");
   CHECK_THROWS_AS(max_pool2d(to(x, DType::I64), {2, 2}), DTypeError);
+  // Dilated windows whose every tap misses the input (they would read outside it): refused.
+  CHECK_THROWS_WITH(max_pool2d(rnd({1, 1, 2, 2}), {2, 2}, {1, 1}, {1, 1}, {3, 3}),
+                    Catch::StartsWith("max_pool2d: output 0 along H has a window with no input element (taps at -1, 2, "
+                                      "... 2 of an input of 2 with padding 1, dilation 3)"));
+  CHECK_THROWS_WITH(max_pool2d_indices(rnd({1, 1, 3, 3}), {2, 2}, {1, 1}, {2, 2}, {4, 4}),
+                    Catch::StartsWith("max_pool2d_indices: output 1 along H has a window with no input element"));
+  // A dilated window that keeps one real tap is fine, and its maximum is that element.
+  const Tensor one = rnd({1, 1, 2, 2});
+  const Tensor y = max_pool2d(one, {2, 2}, {1, 1}, {1, 1}, {2, 2});  // taps {-1, 1} and {0, 2} per dim
+  REQUIRE(y.shape() == Shape{1, 1, 2, 2});
+  CHECK(vals(y)[0] == vals(one)[3]);  // window (0, 0) holds only x(1, 1)
+  CHECK(vals(y)[3] == vals(one)[0]);  // window (1, 1) holds only x(0, 0)
 }
