@@ -2,8 +2,11 @@
 #include "mixgrad/core/storage.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -176,10 +179,22 @@ Storage::Storage(void* data, std::size_t nbytes, Device device, std::function<vo
     : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
 
 Storage::~Storage() {
-  if (allocator_) {
-    allocator_->deallocate(data_, device_);
-  } else if (deleter_) {
-    deleter_(data_);
+  // A destructor must not throw. After a sticky CUDA error (an illegal address) every event query
+  // fails, so freeing a block with pending stream uses would throw here, during the unwinding from
+  // the failing op, and std::terminate would replace the CudaError the user should see. Such a
+  // block is leaked instead (the device context is lost anyway), and the first failure is reported.
+  try {
+    if (allocator_) {
+      allocator_->deallocate(data_, device_);
+    } else if (deleter_) {
+      deleter_(data_);
+    }
+  } catch (const std::exception& e) {
+    static std::atomic<bool> reported{false};
+    if (!reported.exchange(true)) {
+      std::fprintf(stderr, "mixgrad: freeing %zu bytes on %s failed, the memory is leaked: %s\n", nbytes_,
+                   device_.str().c_str(), e.what());
+    }
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/factory.h"
 #include "core/parallel.h"
+#include "core/storage.h"
 #include "core/tensor.h"
 
 using Catch::Matchers::Message;
@@ -251,4 +252,26 @@ TEST_CASE("the CPU allocator caches large blocks and tracks peak memory", "[core
   { mg::Tensor t = mg::empty({1 << 20}); }
   REQUIRE(mg::cpu_memory_stats().cached == 0);
   mg::set_cpu_cache_limit(std::size_t(1) << 30);
+}
+
+TEST_CASE("Storage: an allocator whose free throws does not terminate the process", "[core][storage]") {
+  // After a sticky CUDA error every event query throws; freeing memory then happens while the
+  // error unwinds, and a throwing destructor would end in std::terminate.
+  struct ThrowingFree final : mg::Allocator {
+    int frees = 0;
+    void* allocate(std::size_t nbytes, mg::Device) override { return ::operator new(nbytes == 0 ? 1 : nbytes); }
+    void deallocate(void* p, mg::Device) override {
+      ++frees;
+      ::operator delete(p);
+      throw mg::Error("cudaEventQuery: an illegal memory access was encountered (simulated)");
+    }
+  };
+  ThrowingFree allocator;
+  {
+    mg::Storage s(64, mg::Device::cpu(), allocator);
+    REQUIRE(s.data() != nullptr);
+  }
+  CHECK(allocator.frees == 1);
+  { mg::Storage again(8, mg::Device::cpu(), allocator); }  // reported once, then silently
+  CHECK(allocator.frees == 2);
 }
