@@ -77,7 +77,16 @@ bool GradScaler::use_device(Device device) const {
 void GradScaler::push() const {
   Tensor h = zeros({kDeviceStateWords}, {.dtype = DType::F64});
   std::memcpy(h.data_ptr(), &state_, sizeof(state_));  // the outcome word stays 0 (Ok)
-  device_state_ = contiguous(to(h, *device_));          // a host-to-device copy: no wait
+  const Tensor d = contiguous(to(h, *device_));          // a host-to-device copy: no wait
+  if (device_state_.defined()) {
+    // In place: a captured CUDA graph holds this buffer's address (the scale, the unscale kernels,
+    // the scale update), so a new scale set between replays must land in it, not in a new block
+    // while the old one goes back to the allocator.
+    NoGradGuard no_grad;
+    device_state_.copy_(d);
+  } else {
+    device_state_ = d;
+  }
   stale_ = false;
 }
 

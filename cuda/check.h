@@ -25,4 +25,6 @@ void count_sync();
 }  // namespace mg::cuda::detail
 
 #define MG_CUDA_CHECK(call) ::mg::cuda::detail::check_cuda((call), #call, __FILE__, __LINE__)
+// A status kept in a variable (checked after other handling): `name` is the call that returned it.
+#define MG_CUDA_CHECK_NAMED(status, name) ::mg::cuda::detail::check_cuda((status), name, __FILE__, __LINE__)
 #define MG_CUDA_CHECK_LAUNCH(kernel) ::mg::cuda::detail::check_launch(kernel, __FILE__, __LINE__)

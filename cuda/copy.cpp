@@ -10,8 +10,10 @@
 //   non_blocking into pinned memory, which returns at once (event on the block; the caller
 //   synchronises before reading);
 // - device -> device: never.
-// Decision: pinned-ness is the pinned cache's answer (contains/record_use), not
-// cudaPointerGetAttributes: memory the user page-locked outside mixgrad counts as pageable.
+// Decision: pinned-ness is the pinned cache's answer (contains/record_use). Memory page-locked
+// outside mixgrad (cudaHostRegister, another library's cudaMallocHost) is not in the cache, and
+// the driver does not stage it: cudaMemcpyAsync returns before the DMA has read it, so a host ->
+// device copy from it waits for the copy (cudaPointerGetAttributes tells it from pageable memory).
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/storage.h"
 #include "mixgrad/cuda/capture.h"
@@ -21,6 +23,21 @@
 #include "mixgrad/cuda/pinned_allocator.h"
 
 namespace mg::cuda {
+namespace {
+
+// Whether host memory that is not in the pinned cache is page-locked all the same (registered or
+// allocated by someone else): then an asynchronous copy really is asynchronous.
+bool page_locked_elsewhere(const void* host) {
+  cudaPointerAttributes a{};
+  const cudaError_t st = cudaPointerGetAttributes(&a, host);
+  if (st != cudaSuccess) {
+    (void)cudaGetLastError();  // plain pageable memory on old drivers: not an error to keep
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+
+}  // namespace
 
 void copy_bytes_cuda(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes,
                      bool non_blocking) {
@@ -43,7 +60,7 @@ void copy_bytes_cuda(void* dst, Device dst_device, const void* src, Device src_d
     auto s = static_cast<cudaStream_t>(stream.handle());
     const bool pinned = pinned_cache().contains(src);
     MG_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s));
-    if (!pinned) return;  // staged by the driver: the host buffer has been read
+    if (!pinned && !page_locked_elsewhere(src)) return;  // staged by the driver: the host buffer has been read
     if (non_blocking && pinned_cache().record_use(src, dst_device.index, stream.id())) return;
     detail::count_sync();
     MG_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -60,8 +77,21 @@ void copy_bytes_cuda(void* dst, Device dst_device, const void* src, Device src_d
   } else if (dst_device == src_device) {
     MG_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, stream));
   } else {
-    // Between GPUs: the copy is queued on the source's stream, so the destination's current stream
-    // waits for it (through an event) before any later work there reads dst.
+    // Between GPUs: the copy is queued on the source's stream. That stream first waits for the
+    // destination's current stream (dst may be a block just freed there, which earlier work on
+    // that stream may still read or write), and afterwards the destination's stream waits for the
+    // copy before any later work there reads dst.
+    cudaEvent_t dst_ready = nullptr;
+    {
+      DeviceGuard dst_guard(dst_device.index);
+      MG_CUDA_CHECK(cudaEventCreateWithFlags(&dst_ready, cudaEventDisableTiming));
+      MG_CUDA_CHECK(cudaEventRecord(dst_ready, static_cast<cudaStream_t>(current_stream(dst_device.index).handle())));
+    }
+    MG_CUDA_CHECK(cudaStreamWaitEvent(stream, dst_ready, 0));
+    {
+      DeviceGuard dst_guard(dst_device.index);
+      MG_CUDA_CHECK(cudaEventDestroy(dst_ready));  // released once the wait is satisfied
+    }
     MG_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, nbytes, stream));
     cudaEvent_t done = nullptr;
     MG_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));

@@ -32,7 +32,7 @@ class CudaDeviceMemory final : public DeviceMemory {
       (void)cudaGetLastError();
       return nullptr;
     }
-    MG_CUDA_CHECK(status);
+    MG_CUDA_CHECK_NAMED(status, "cudaMalloc(&p, bytes)");
     return p;
   }
   void raw_free(void* p) override {
@@ -54,7 +54,7 @@ class CudaDeviceMemory final : public DeviceMemory {
       (void)cudaGetLastError();
       return kNoEvent;
     }
-    MG_CUDA_CHECK(created);
+    MG_CUDA_CHECK_NAMED(created, "cudaEventCreateWithFlags");
     MG_CUDA_CHECK(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)));
     return reinterpret_cast<EventHandle>(e);
   }
@@ -65,7 +65,7 @@ class CudaDeviceMemory final : public DeviceMemory {
       if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
       return false;
     }
-    MG_CUDA_CHECK(status);
+    MG_CUDA_CHECK_NAMED(status, "cudaEventQuery");
     return true;
   }
   void destroy_event(EventHandle event) override {

@@ -22,6 +22,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "mixgrad/core/error.h"
@@ -371,8 +372,13 @@ class CudnnRunner final : public DnnRunner {
   bool run(const DnnAlgoChoice& c) override {
     MG_CUDNN_CHECK(cudnnSetConvolutionMathType(d_.conv, to_cudnn(c.math)));
     const cudnnStatus_t status = execute(h_, p_, d_, c.algo, x_, w_, y_, ptr(ws_), bytes_, accumulate_);
-    if (status == CUDNN_STATUS_NOT_SUPPORTED) return false;
-    detail::check_cudnn(status, "cudnnConvolution*(...)", __FILE__, __LINE__);
+    // cuDNN 9 refuses with sub-codes of the NOT_SUPPORTED category (3001-3014: _SHAPE, _LAYOUT,
+    // _SHARED_MEMORY_INSUFFICIENT, ...), not only the category's own value: any of them means
+    // "try the next candidate".
+    if (CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED) return false;
+    const std::string call = std::string("cudnnConvolution (") + dnn_direction_name(p_.dir) + ", algorithm " +
+                             std::to_string(c.algo) + ")";
+    detail::check_cudnn(status, call.c_str(), __FILE__, __LINE__);
     return true;
   }
   std::exception_ptr oom() const { return oom_; }

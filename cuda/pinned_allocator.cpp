@@ -28,7 +28,7 @@ class CudaHostMemory final : public HostMemory {
       (void)cudaGetLastError();
       return nullptr;
     }
-    MG_CUDA_CHECK(status);
+    MG_CUDA_CHECK_NAMED(status, "cudaHostAlloc(&p, bytes, cudaHostAllocPortable)");
     return p;
   }
   void raw_free(void* p) override {
@@ -37,7 +37,7 @@ class CudaHostMemory final : public HostMemory {
       (void)cudaGetLastError();
       return;
     }
-    MG_CUDA_CHECK(status);
+    MG_CUDA_CHECK_NAMED(status, "cudaFreeHost");
   }
   EventHandle record_event(int device, StreamId stream) override {
     DeviceGuard guard(device);
@@ -47,7 +47,7 @@ class CudaHostMemory final : public HostMemory {
       (void)cudaGetLastError();
       return kNoEvent;
     }
-    MG_CUDA_CHECK(created);
+    MG_CUDA_CHECK_NAMED(created, "cudaEventCreateWithFlags");
     MG_CUDA_CHECK(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)));
     return reinterpret_cast<EventHandle>(e);
   }
@@ -62,7 +62,7 @@ class CudaHostMemory final : public HostMemory {
       (void)cudaGetLastError();
       return true;
     }
-    MG_CUDA_CHECK(status);
+    MG_CUDA_CHECK_NAMED(status, "cudaEventQuery");
     return true;
   }
   void destroy_event(EventHandle event) override {
@@ -72,7 +72,7 @@ class CudaHostMemory final : public HostMemory {
       (void)cudaGetLastError();
       return;
     }
-    MG_CUDA_CHECK(status);
+    MG_CUDA_CHECK_NAMED(status, "cudaEventDestroy");
   }
 };
 

@@ -261,7 +261,7 @@ bool Event::query() const {
     if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
     return false;
   }
-  MG_CUDA_CHECK(status);
+  MG_CUDA_CHECK_NAMED(status, "cudaEventQuery");
   return true;
 }
 

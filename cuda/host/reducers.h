@@ -46,7 +46,7 @@ MG_HOST_DEVICE float r_pow(float x, float y) { return powf(x, y); }
 MG_HOST_DEVICE double r_pow(double x, double y) { return pow(x, y); }
 template <typename A>
 MG_HOST_DEVICE A r_abs(A x) {
-  return x < A(0) ? -x : x;  // NaN stays NaN
+  return x < A(0) ? -x : (x == A(0) ? A(0) : x);  // NaN stays NaN; -0 gives +0 (as std::abs)
 }
 template <typename A>
 MG_HOST_DEVICE bool r_isnan(A v) {

@@ -540,3 +540,25 @@ TEST_CASE("CUDA reductions cover the CPU's dtypes", "[cuda][reduce][registry]") 
     }
   }
 }
+
+TEST_CASE("reduce algorithm: norms take |-0| as +0, as the CPU's std::abs", "[cuda][reduce]") {
+  // With |-0| = -0, a negative odd p gives pow(-0, -1) = -inf next to +inf from +0: NaN.
+  Tensor x = from_vector(std::vector<double>{0.0, -0.0, 1.0, -0.0, 1.0, 2.0}).reshape({2, 3}).to(DType::F32);
+  for (const double p : {-1.0, -3.0}) {
+    Tensor got = empty({2});
+    simulate<float>(x, {1}, NormOp<float>{got.data<float>(), NormKind::General, float(p)});
+    const Tensor want = norm(x, p, {1});
+    const auto g = test::values(got), w = test::values(want);
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      INFO("p " << p << " row " << i);
+      CHECK(g[i] == w[i]);
+      CHECK(std::signbit(g[i]) == std::signbit(w[i]));
+    }
+  }
+  Tensor got = empty({2});
+  simulate<float>(x, {1}, NormOp<float>{got.data<float>(), NormKind::NegInf, -INFINITY});
+  const auto g = test::values(got), w = test::values(norm(x, -INFINITY, {1}));
+  CHECK(g[0] == w[0]);
+  CHECK_FALSE(std::signbit(g[0]));  // min |x| of a row with +0 and -0: +0
+  CHECK(std::signbit(g[0]) == std::signbit(w[0]));
+}

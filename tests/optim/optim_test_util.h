@@ -50,6 +50,23 @@ inline bool bits_equal(const Tensor& a, const Tensor& b) {
   return std::memcmp(ca.data_ptr(), cb.data_ptr(), std::size_t(ca.numel()) * ca.element_size()) == 0;
 }
 
+// bits_equal, except that any NaN matches any NaN: CUDA's arithmetic returns its one canonical NaN
+// (0x7fffffff in f32, 0x7fff once narrowed to f16/bf16) where the CPU's keeps the input's payload
+// and sign, so a NaN that went through a multiply has other bits on each device.
+inline bool bits_equal_any_nan(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor ca = contiguous(a), cb = contiguous(b);
+  const std::vector<double> va = values(ca), vb = values(cb);
+  const std::size_t size = ca.element_size();
+  const auto* pa = static_cast<const unsigned char*>(ca.data_ptr());
+  const auto* pb = static_cast<const unsigned char*>(cb.data_ptr());
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    if (std::isnan(va[i]) && std::isnan(vb[i])) continue;
+    if (std::memcmp(pa + i * size, pb + i * size, size) != 0) return false;
+  }
+  return true;
+}
+
 // max |got - want| / max |want| (want's magnitude; 1e-300 at least).
 inline double rel_error(const Tensor& got, const std::vector<double>& want) {
   const std::vector<double> g = values(got);
