@@ -19,9 +19,17 @@
 // The max uses the CPU's NaN-propagating max, so a NaN in a line makes the whole line NaN, and a
 // line of -inf gives NaN (exp(-inf - -inf)), as on the CPU. Results differ from the CPU's only by
 // summation order and by CUDA's expf/logf (an ulp or two).
-// Class losses: targets are validated first with the CPU's IndexError text by a blocking check
-// (one counted sync per call, which also brings back the mean's divisor, the number of targets
-// not ignored); per-sample losses are kept in f32 (f64) and a mean/sum is one block's tree.
+// Class losses: a small kernel counts the targets not ignored (the mean's divisor, kept in device
+// memory and read by the loss kernels from there, so a captured CUDA graph divides by each
+// replay's count) and flags a target out of range; eagerly the flag is read back (one counted sync
+// per call) and a bad target raises the CPU's IndexError text. Inside a CUDA graph capture on this
+// thread nothing is read back: the check is skipped, and the kernels treat an out-of-range target
+// as ignored (loss 0, gradient 0, not counted) rather than read outside the line. Per-sample
+// losses are kept in f32 (f64) and a mean/sum is one block's tree.
+// Every kernel that may be launched with 1024 threads says so (__launch_bounds__(kMaxThreads)),
+// so ptxas keeps it within the 64 registers per thread such a block allows (without it the f64
+// strided kernels took 65-78 and their 1024-thread launches failed for want of registers); their
+// f64 exp loops are not unrolled (column_for), which keeps them at <= 60 without spills.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,6 +38,7 @@
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/cuda/check.h"
+#include "mixgrad/cuda/graph.h"
 #include "mixgrad/cuda/kernels/launch.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/loss.h"
@@ -37,6 +46,10 @@
 
 namespace mg::cuda {
 namespace {
+
+// The largest block of this file's launchers (row_threads, 32 x column_threads, ce_total_kernel);
+// every kernel launched with that many threads carries __launch_bounds__(kMaxThreads).
+constexpr int kMaxThreads = 1024;
 
 __device__ __forceinline__ float acc_exp(float v) { return expf(v); }
 __device__ __forceinline__ double acc_exp(double v) { return ::exp(v); }
@@ -104,12 +117,28 @@ __device__ A column_reduce(A v, Op op, A* sh) {
   return sh[x];
 }
 
+// Calls f(j) for this thread's positions along a strided line, j = threadIdx.y + k * ry < n.
+// kRolled: the loop is not unrolled. The f64 loops that evaluate exp use it: unrolled, f64 exp's
+// registers push those kernels to the 64 per thread that a 1024-thread block allows, and ptxas
+// spilled (softmax_strided_kernel<f64> forward, ce_strided_kernel<f64> backward). Other dtypes
+// keep the compiler's unrolling (the same code as a plain loop).
+template <bool kRolled, typename F>
+__device__ __forceinline__ void column_for(int64_t n, int ry, F&& f) {
+  if constexpr (kRolled) {
+#pragma unroll 1
+    for (int64_t j = threadIdx.y; j < n; j += ry) f(j);
+  } else {
+    for (int64_t j = threadIdx.y; j < n; j += ry) f(j);
+  }
+}
+
 // Forward (kBackward false): a = x, out = softmax(x) or log_softmax(x) (`log`).
 // Backward (kBackward true): a = g, b = y, out = y (g - sum(g y)) or g - exp(y) sum(g) (`log`).
 // Rows of `size` contiguous elements, `rows` of them.
 template <typename T, bool kBackward>
-__global__ void softmax_rows_kernel(int64_t rows, int64_t size, const T* __restrict__ a, const T* __restrict__ b,
-                                    T* __restrict__ out, bool log) {
+__global__ void __launch_bounds__(kMaxThreads)
+    softmax_rows_kernel(int64_t rows, int64_t size, const T* __restrict__ a, const T* __restrict__ b,
+                        T* __restrict__ out, bool log) {
   using A = acc_t<T>;  // f32 accumulation for f16/bf16/f32, f64 for f64
   __shared__ A sh[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -151,9 +180,11 @@ __global__ void softmax_rows_kernel(int64_t rows, int64_t size, const T* __restr
 // The same over lines along a middle dim: tensor [outer, size, inner], line (o, i) starts at
 // o * size * inner + i and steps by inner. Tiles of 32 inner positions per block, grid-stride.
 template <typename T, bool kBackward>
-__global__ void softmax_strided_kernel(int64_t outer, int64_t size, int64_t inner, const T* __restrict__ a,
-                                       const T* __restrict__ b, T* __restrict__ out, bool log) {
+__global__ void __launch_bounds__(kMaxThreads)
+    softmax_strided_kernel(int64_t outer, int64_t size, int64_t inner, const T* __restrict__ a,
+                           const T* __restrict__ b, T* __restrict__ out, bool log) {
   using A = acc_t<T>;  // f32 accumulation for f16/bf16/f32, f64 for f64
+  constexpr bool kRolled = sizeof(A) == 8;  // f64: the exp loops stay rolled (column_for)
   __shared__ A sh[32 * 32];
   const int64_t tiles_inner = (inner + 31) / 32;
   const int64_t tiles = outer * tiles_inner;
@@ -172,7 +203,7 @@ __global__ void softmax_strided_kernel(int64_t outer, int64_t size, int64_t inne
       // sum of exp(x - max): per-thread partials, then the column tree, in A
       A s = 0;
       if (active) {
-        for (int64_t j = threadIdx.y; j < size; j += ry) s += acc_exp(static_cast<A>(a[base + j * inner]) - m);
+        column_for<kRolled>(size, ry, [&](int64_t j) { s += acc_exp(static_cast<A>(a[base + j * inner]) - m); });
       }
       s = column_reduce(s, SumOp{}, sh);
       if (active) {
@@ -184,10 +215,10 @@ __global__ void softmax_strided_kernel(int64_t outer, int64_t size, int64_t inne
           }
         } else {
           const A inv = A(1) / s;
-          for (int64_t j = threadIdx.y; j < size; j += ry) {
+          column_for<kRolled>(size, ry, [&](int64_t j) {
             const int64_t k = base + j * inner;
             out[k] = static_cast<T>(acc_exp(static_cast<A>(a[k]) - m) * inv);
-          }
+          });
         }
       }
     } else {
@@ -214,7 +245,9 @@ __global__ void softmax_strided_kernel(int64_t outer, int64_t size, int64_t inne
 
 // ---- cross_entropy / cross_entropy_backward ----
 // logits [outer, classes, inner] dense ([N, C, d...] or [C]), target i64 [outer * inner] dense
-// (the validated class of each sample, or ignore). Sample s = o * inner + i is line (o, i).
+// (the class of each sample, or ignore; validated eagerly, not during a CUDA graph capture, so a
+// target outside [0, classes) is treated as ignored: see target_ignored). Sample s = o * inner + i
+// is line (o, i).
 template <typename T>
 struct CeArgs {
   using A = acc_t<T>;
@@ -226,9 +259,24 @@ struct CeArgs {
   A* loss = nullptr;      // forward: [samples] per-sample losses in A (0 for ignored targets)
   const T* grad = nullptr;  // backward: [samples] (reduction none) or [1]
   int64_t mode = 0;       // Reduction: 0 none, 1 mean, 2 sum
-  int64_t count = 0;      // non-ignored targets (mean's divisor)
+  // backward, mean: the number of targets not ignored (the divisor), in device memory (written by
+  // ce_check_kernel on the same stream), so a replayed CUDA graph reads each batch's count
+  const unsigned long long* count = nullptr;
   T* dx = nullptr;        // backward: [outer, classes, inner]
 };
+
+// Whether sample target t contributes nothing: ignore_index, or (only possible inside a CUDA graph
+// capture, where the host check is skipped) a class outside [0, classes) — never read x there.
+__device__ __forceinline__ bool target_ignored(int64_t t, int64_t ignore, int64_t classes) {
+  return t == ignore || t < 0 || t >= classes;
+}
+
+// The mean's divisor as the accumulation type: the device count, converted as an int64_t (the
+// host value the kernels were given before the count moved to the device).
+template <typename A>
+__device__ __forceinline__ A mean_divisor(const unsigned long long* count) {
+  return static_cast<A>(static_cast<int64_t>(*count));
+}
 
 // The upstream weight of sample s: grad[s] (none), grad / count (mean), grad (sum).
 template <typename T>
@@ -236,22 +284,23 @@ __device__ acc_t<T> ce_weight(const CeArgs<T>& p, int64_t s) {
   using A = acc_t<T>;
   if (p.mode == 0) return static_cast<A>(p.grad[s]);
   const A g0 = static_cast<A>(p.grad[0]);
-  return p.mode == 1 ? g0 / static_cast<A>(p.count) : g0;
+  return p.mode == 1 ? g0 / mean_divisor<A>(p.count) : g0;
 }
 
 // Forward: loss_s = (1 - eps) (lse - x_t) + eps (lse - mean_c x_c), 0 for ignored targets.
 // Backward: dx_c = w (softmax_c - (1 - eps) [c == t] - eps / C), 0 for ignored targets.
+// (Ignored: target_ignored, which includes an out-of-range target during a capture.)
 // One block per sample (inner == 1); the target is read by every thread, so the ignore branch is
 // uniform over the block.
 template <typename T, bool kBackward>
-__global__ void ce_rows_kernel(CeArgs<T> p) {
+__global__ void __launch_bounds__(kMaxThreads) ce_rows_kernel(CeArgs<T> p) {
   using A = acc_t<T>;  // f32 accumulation for f16/bf16/f32, f64 for f64
   __shared__ A sh[32];
   const int64_t C = p.classes;
   for (int64_t r = blockIdx.x; r < p.outer; r += gridDim.x) {
     const int64_t t = p.target[r];
     const T* xr = p.x + r * C;
-    if (t == p.ignore) {
+    if (target_ignored(t, p.ignore, C)) {
       if constexpr (kBackward) {
         for (int64_t c = threadIdx.x; c < C; c += blockDim.x) p.dx[r * C + c] = static_cast<T>(0.0f);
       } else {
@@ -294,8 +343,9 @@ __global__ void ce_rows_kernel(CeArgs<T> p) {
 // the classes, as softmax_strided_kernel; lanes past the end or with an ignored target take part
 // in the barriers with neutral values.
 template <typename T, bool kBackward>
-__global__ void ce_strided_kernel(CeArgs<T> p) {
+__global__ void __launch_bounds__(kMaxThreads) ce_strided_kernel(CeArgs<T> p) {
   using A = acc_t<T>;  // f32 accumulation for f16/bf16/f32, f64 for f64
+  constexpr bool kRolled = sizeof(A) == 8;  // f64: the exp loops stay rolled (column_for)
   __shared__ A sh[32 * 32];
   const int64_t C = p.classes, inner = p.inner;
   const int64_t tiles_inner = (inner + 31) / 32;
@@ -307,7 +357,7 @@ __global__ void ce_strided_kernel(CeArgs<T> p) {
     const bool in_range = ii < inner;
     const int64_t s = o * inner + ii;
     const int64_t t = in_range ? p.target[s] : p.ignore;
-    const bool active = in_range && t != p.ignore;
+    const bool active = in_range && !target_ignored(t, p.ignore, C);
     const int64_t base = o * C * inner + ii;
     if constexpr (kBackward) {
       if (in_range && !active) {
@@ -322,7 +372,7 @@ __global__ void ce_strided_kernel(CeArgs<T> p) {
     // sum of exp(x - max): per-thread partials, then the column tree, in A
     A se = 0;
     if (active) {
-      for (int64_t j = threadIdx.y; j < C; j += ry) se += acc_exp(static_cast<A>(p.x[base + j * inner]) - m);
+      column_for<kRolled>(C, ry, [&](int64_t j) { se += acc_exp(static_cast<A>(p.x[base + j * inner]) - m); });
     }
     se = column_reduce(se, SumOp{}, sh);
     if constexpr (!kBackward) {
@@ -347,12 +397,12 @@ __global__ void ce_strided_kernel(CeArgs<T> p) {
         const A w = ce_weight(p, s);
         const A inv = A(1) / se;
         const A off = p.eps / static_cast<A>(C > 1 ? C : 1);
-        for (int64_t j = threadIdx.y; j < C; j += ry) {
+        column_for<kRolled>(C, ry, [&](int64_t j) {
           const int64_t k = base + j * inner;
           A d = acc_exp(static_cast<A>(p.x[k]) - m) * inv - off;
           if (j == t) d -= A(1) - p.eps;
           p.dx[k] = static_cast<T>(w * d);
-        }
+        });
       }
     }
   }
@@ -365,30 +415,35 @@ __global__ void ce_store_kernel(int64_t n, const A* loss, T* out) {
     out[i] = static_cast<T>(loss[i]);
 }
 
-// out[0] = the total of the per-sample losses (/ count for mean; 0 / 0 = NaN when every target
-// is ignored, as on the CPU). One block of 1024 threads: per-thread partials (at most 128 terms
-// each up to 131072 samples), then the block tree, in A.
+// out[0] = the total of the per-sample losses (/ *count for mean, read from device memory; 0 / 0
+// = NaN when every target is ignored, as on the CPU). One block of 1024 threads: per-thread
+// partials (at most 128 terms each up to 131072 samples), then the block tree, in A.
 template <typename T, typename A>
-__global__ void ce_total_kernel(int64_t n, const A* loss, T* out, bool mean, int64_t count) {
+__global__ void __launch_bounds__(kMaxThreads)
+    ce_total_kernel(int64_t n, const A* loss, T* out, bool mean, const unsigned long long* count) {
   __shared__ A sh[32];
   A s = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += loss[i];
   s = block_reduce(s, SumOp{}, sh);
-  if (threadIdx.x == 0) out[0] = static_cast<T>(mean ? s / static_cast<A>(count) : s);
+  if (threadIdx.x == 0) out[0] = static_cast<T>(mean ? s / mean_divisor<A>(count) : s);
 }
 
-// nll_loss: loss_s = -logp[s, t_s], 0 for ignored targets; logp [outer, classes, inner] dense.
+// nll_loss: loss_s = -logp[s, t_s], 0 for ignored targets (target_ignored: also a target out of
+// range during a capture); logp [outer, classes, inner] dense.
 template <typename T, typename A>
 __global__ void nll_kernel(int64_t samples, int64_t classes, int64_t inner, const T* logp, const int64_t* target,
                            int64_t ignore, A* loss) {
   for (int64_t s = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; s < samples; s += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = target[s];
-    loss[s] = t == ignore ? A(0) : -static_cast<A>(logp[(s / inner) * classes * inner + t * inner + s % inner]);
+    loss[s] = target_ignored(t, ignore, classes)
+                  ? A(0)
+                  : -static_cast<A>(logp[(s / inner) * classes * inner + t * inner + s % inner]);
   }
 }
 
 // Target validation: flags a target outside [0, classes) that is not `ignore`, and counts the
-// others (integer atomics: exact and order-independent). out i64 [2] = {bad, count}.
+// others (integer atomics: exact and order-independent). out i64 [2] = {bad, count}, zeroed
+// before; out[1] is the mean's divisor the loss kernels read.
 __global__ void ce_check_kernel(int64_t n, const int64_t* target, int64_t classes, int64_t ignore,
                                 unsigned long long* out) {
   unsigned long long count = 0;
@@ -420,13 +475,15 @@ Lines lines_along(const Shape& shape, int64_t dim) {
   return g;
 }
 
-// Threads for one row: a power of two in [32, 1024], about one per 32 elements.
+// Threads for one row: a power of two in [32, 1024 = kMaxThreads], about one per 32 elements.
 int row_threads(int64_t size) {
   int t = 32;
-  while (t < 1024 && int64_t(t) * 32 < size) t *= 2;
+  while (t < kMaxThreads && int64_t(t) * 32 < size) t *= 2;
   return t;
 }
-// Threads along the reduced dim of the strided kernel: a power of two in [1, 32].
+// Threads along the reduced dim of the strided kernel: a power of two in [1, 32] (blocks of
+// 32 x 32 = kMaxThreads at most).
+static_assert(32 * 32 == kMaxThreads);
 int column_threads(int64_t size) {
   int t = 1;
   while (t < 32 && int64_t(t) * 32 < size) t *= 2;
@@ -456,13 +513,19 @@ void launch_softmax(const Tensor& a, const Tensor* b, const Tensor& out, int64_t
   MG_CUDA_CHECK_LAUNCH(kBackward ? "softmax backward kernel" : "softmax kernel");
 }
 
-// Validates the targets (dense i64 [n]) as the CPU does and returns the number not ignored.
-// Blocking, as the indexing ops' check (cuda/kernels/indexing.cu): one counted sync per call; the
-// mean's divisor comes back with the flag, so it costs nothing more.
-int64_t check_targets(const char* op, const Tensor& target, int64_t classes, int64_t ignore, const Tensor& logits) {
+// Counts the targets (dense i64 [n]) not ignored and validates them as the CPU does. Returns the
+// device buffer i64 [2] = {bad, count} written on the current stream; count_of() points the loss
+// kernels at the count (the mean's divisor), so it is never a host value a captured graph would
+// freeze. Eagerly the flag is read back — blocking, as the indexing ops' check
+// (cuda/kernels/indexing.cu): one counted sync per call with a non-empty target — and a bad target
+// throws the CPU's IndexError. Inside a CUDA graph capture on this thread nothing can be read
+// back: the check is skipped and the kernels treat an out-of-range target as ignored
+// (target_ignored; a known gap: a captured step does not report bad targets, the eager warm-up
+// steps do).
+Tensor check_targets(const char* op, const Tensor& target, int64_t classes, int64_t ignore, const Tensor& logits) {
   const int64_t n = target.numel();
-  if (n == 0) return 0;
-  const Tensor flags = zeros({2}, {.dtype = DType::I64, .device = target.device()});
+  Tensor flags = zeros({2}, {.dtype = DType::I64, .device = target.device()});  // count 0 when n == 0
+  if (n == 0) return flags;
   {
     const LaunchContext ctx(target.device());
     ce_check_kernel<<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(
@@ -470,6 +533,7 @@ int64_t check_targets(const char* op, const Tensor& target, int64_t classes, int
         static_cast<unsigned long long*>(flags.data_ptr()));
     MG_CUDA_CHECK_LAUNCH("cross_entropy target check kernel");
   }
+  if (is_capturing()) return flags;
   const Tensor host = to(flags, Device::cpu());
   if (host.data<int64_t>()[0] != 0) {
     const Tensor th = to(target, Device::cpu());
@@ -481,7 +545,12 @@ int64_t check_targets(const char* op, const Tensor& target, int64_t classes, int
                describe(logits), "\n  hint: labels must be class indices; mark padding with ignore_index");
     }
   }
-  return host.data<int64_t>()[1];
+  return flags;
+}
+
+// The count of a check_targets buffer, on the device.
+const unsigned long long* count_of(const Tensor& flags) {
+  return static_cast<const unsigned long long*>(flags.data_ptr()) + 1;
 }
 
 template <typename T, bool kBackward>
@@ -513,7 +582,7 @@ void cross_entropy_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   p.classes = g.size;
   p.inner = g.inner;
   p.ignore = a.ints.at(0);
-  p.count = check_targets("cross_entropy", t, p.classes, p.ignore, in[0]);
+  const Tensor flags = check_targets("cross_entropy", t, p.classes, p.ignore, in[0]);  // alive past the launches
   p.x = static_cast<const T*>(x.data_ptr());
   p.target = static_cast<const int64_t*>(t.data_ptr());
   p.eps = static_cast<A>(a.alpha);
@@ -527,8 +596,8 @@ void cross_entropy_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
     if (samples == 0) return;
     ce_store_kernel<T, A><<<ctx.blocks(samples), kThreads, 0, ctx.stream>>>(samples, p.loss, po);
   } else {
-    ce_total_kernel<T, A><<<1, 1024, 0, ctx.stream>>>(samples, p.loss, po, a.mode == int64_t(Reduction::Mean),
-                                                      p.count);
+    ce_total_kernel<T, A><<<1, kMaxThreads, 0, ctx.stream>>>(samples, p.loss, po,
+                                                             a.mode == int64_t(Reduction::Mean), count_of(flags));
   }
   MG_CUDA_CHECK_LAUNCH("cross_entropy store kernel");
 }
@@ -541,7 +610,7 @@ void nll_loss_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const Tensor x = contiguous(in[0]), t = contiguous(in[1]);
   const Lines g = lines_along(x.shape(), x.dim() == 1 ? 0 : 1);
   const int64_t ignore = a.ints.at(0);
-  const int64_t count = check_targets("nll_loss", t, g.size, ignore, in[0]);
+  const Tensor flags = check_targets("nll_loss", t, g.size, ignore, in[0]);  // alive past the launches
   const int64_t samples = g.outer * g.inner;
   const Tensor loss = empty({samples}, {.dtype = dtype_v<A>, .device = x.device()});  // every sample is written
   A* pl = static_cast<A*>(loss.data_ptr());
@@ -557,7 +626,8 @@ void nll_loss_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
     if (samples == 0) return;
     ce_store_kernel<T, A><<<ctx.blocks(samples), kThreads, 0, ctx.stream>>>(samples, pl, po);
   } else {
-    ce_total_kernel<T, A><<<1, 1024, 0, ctx.stream>>>(samples, pl, po, a.mode == int64_t(Reduction::Mean), count);
+    ce_total_kernel<T, A><<<1, kMaxThreads, 0, ctx.stream>>>(samples, pl, po, a.mode == int64_t(Reduction::Mean),
+                                                             count_of(flags));
   }
   MG_CUDA_CHECK_LAUNCH("nll_loss store kernel");
 }
@@ -574,7 +644,8 @@ void cross_entropy_backward_kernel(const Tensors& in, Tensors& out, const OpAttr
   p.classes = g.size;
   p.inner = g.inner;
   p.ignore = a.ints.at(0);
-  p.count = check_targets("cross_entropy_backward", t, p.classes, p.ignore, in[1]);
+  const Tensor flags = check_targets("cross_entropy_backward", t, p.classes, p.ignore, in[1]);  // alive past launch
+  p.count = count_of(flags);
   p.x = static_cast<const T*>(x.data_ptr());
   p.target = static_cast<const int64_t*>(t.data_ptr());
   p.eps = static_cast<A>(a.alpha);
