@@ -13,6 +13,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/cuda/check.h"
+#include "mixgrad/cuda/graph.h"
 #include "mixgrad/cuda/host/dropout_mask.h"
 #include "mixgrad/cuda/kernels/launch.h"
 #include "mixgrad/ops/kernel_registry.h"
@@ -49,6 +50,12 @@ __global__ void dropout_forward_kernel(int64_t n, const T* __restrict__ x, T* __
 template <typename T>
 void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using A = acc_t<T>;
+  // Captured without a device stream position: the generator was not added to the graph, so this
+  // capture's (seed, offset) would be frozen into it and every replay would drop the same elements.
+  MG_CHECK(a.ints.size() > 2 || !is_capturing(), Error,
+           "dropout: drew from a generator that is not part of the CUDA graph being captured: its mask "
+           "would repeat at every replay\n  hint: add the generator to the graph before the capture "
+           "(cuda::Graph::add_generator; the default generator is part of every graph)");
   NoGradGuard no_grad;  // the dense copy is not part of the graph
   const Tensor x = contiguous(in[0]);
   const int64_t n = x.numel();

@@ -168,6 +168,32 @@ TEST_CASE("CUDA graph: dropout masks differ per replay and equal the eager seque
   test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("CUDA graph: dropout from a generator the graph does not hold is refused", "[cuda][gpu][graph]") {
+  // Its (seed, offset) would be frozen into the graph: every replay would drop the same elements.
+  const Tensor x = ones({1000}, {.device = gpu()});
+  Generator own(11);
+  cuda::Graph graph;
+  MG_REQUIRE_ERROR(([&] {
+                     cuda::GraphCapture capture(graph);
+                     (void)dropout(x, 0.5, true, &own);
+                   }()),
+                   "dropout: drew from a generator that is not part of the CUDA graph being captured");
+  CHECK_FALSE(cuda::is_capturing());
+  // Added before the capture, the same generator is graph-safe.
+  cuda::Graph with_own;
+  with_own.add_generator(own);
+  Tensor y;
+  {
+    cuda::GraphCapture capture(with_own);
+    y = dropout(x, 0.5, true, &own);
+  }
+  with_own.replay();
+  const std::vector<uint8_t> first = bytes_of(y);
+  with_own.replay();
+  CHECK(bytes_of(y) != first);
+  test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("CUDA graph: a captured step that synchronises throws, abandons the capture and leaves CUDA usable",
           "[cuda][gpu][graph]") {
   const Tensor x = ones({4}, {.device = gpu()});
