@@ -4,12 +4,31 @@
 // the exact formulas the GPU runs.
 #pragma once
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "mixgrad/core/fast_math.h"
 #include "mixgrad/core/macros.h"
 
 namespace mg::fn {
+
+// ---- casts ----
+// The value conversion of to(dtype) and copy_ on both devices. C++ leaves a floating value outside
+// an integer type's range (and NaN) undefined, and the two compilers differ (x86's cvttss2si gives
+// INT_MIN, and u8(-3.7) = 253; CUDA's cvt saturates, NaN -> 0). Defined here as CUDA's: NaN -> 0,
+// out of range -> the nearest representable end; everything else is static_cast.
+template <typename D, typename S>
+MG_HOST_DEVICE D cast_value(S x) {
+  if constexpr (std::is_integral_v<D> && !std::is_same_v<D, bool> && std::is_floating_point_v<S>) {
+    if (!(x == x)) return D(0);
+    constexpr D lo = std::numeric_limits<D>::lowest(), hi = std::numeric_limits<D>::max();
+    if (x <= S(lo)) return lo;
+    if (x >= S(hi)) return hi;  // i32/i64 max round up to 2^31 / 2^63 in f32: at or above is out of range
+    return static_cast<D>(x);
+  } else {
+    return static_cast<D>(x);
+  }
+}
 
 // ---- unary ----
 struct Neg {

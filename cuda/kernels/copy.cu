@@ -5,6 +5,7 @@
 #include "mixgrad/core/visit_dtype.h"
 #include "mixgrad/cuda/kernels/elementwise.cuh"
 #include "mixgrad/cuda/kernels/register_helpers.h"
+#include "mixgrad/ops/functors.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::cuda {
@@ -17,7 +18,7 @@ struct CastTo {
     if constexpr (std::is_same_v<D, bool>) {
       return x != C(0);
     } else {
-      return static_cast<opmath_t<D>>(x);
+      return fn::cast_value<opmath_t<D>>(x);  // NaN and out-of-range floats as on the CPU
     }
   }
 };

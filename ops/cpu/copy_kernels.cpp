@@ -3,6 +3,7 @@
 #include "mixgrad/core/convert.h"
 #include "mixgrad/core/visit_dtype.h"
 #include "mixgrad/ops/cpu/loops.h"
+#include "mixgrad/ops/functors.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/register.h"
 
@@ -47,7 +48,7 @@ void convert_into(const Tensor& src, const Tensor& dst) {
     if constexpr (std::is_same_v<D, bool>) {
       unary_loop<bool, S>(src, dst, [](auto x) { return x != decltype(x)(0); });
     } else {
-      unary_loop<D, S>(src, dst, [](auto x) { return static_cast<opmath_t<D>>(x); });
+      unary_loop<D, S>(src, dst, [](auto x) { return fn::cast_value<opmath_t<D>>(x); });
     }
   });
 }

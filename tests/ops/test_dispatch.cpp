@@ -196,6 +196,33 @@ TEST_CASE("copies and casts", "[ops][copy]") {
   REQUIRE(x.to(DType::F64).is_same(x));
 }
 
+TEST_CASE("casts from floating to integer: truncation, NaN to 0, out of range saturates (as on CUDA)", "[ops][copy]") {
+  // C++ leaves these undefined and g++ gave INT_MIN for NaN and u8(-3.7) = 253, CUDA 0 and 0.
+  const std::vector<double> v = {2.9, -2.9, double(NAN), 3e9, -3e9, 1e20, -1e20, INFINITY, -INFINITY, -3.7, 300.5};
+  for (DType src : {DType::F64, DType::F32, DType::BF16, DType::F16}) {
+    INFO(dtype_name(src));
+    const Tensor x = from_vector(v).to(src);  // f16: 3e9 and beyond become inf, the same ends
+    const std::vector<double> i32 = values(x.to(DType::I32)), i64 = values(x.to(DType::I64)), u8 = values(x.to(DType::U8));
+    CHECK(i32[0] == 2);
+    CHECK(i32[1] == -2);
+    CHECK(i32[2] == 0);
+    CHECK(i32[3] == 2147483647.0);
+    CHECK(i32[4] == -2147483648.0);
+    CHECK(i32[7] == 2147483647.0);
+    CHECK(i32[8] == -2147483648.0);
+    CHECK(i64[2] == 0);
+    CHECK(i64[5] == double(INT64_MAX));
+    CHECK(i64[6] == double(INT64_MIN));
+    CHECK(x.to(DType::I64).data<int64_t>()[7] == INT64_MAX);
+    CHECK(x.to(DType::I64).data<int64_t>()[8] == INT64_MIN);
+    CHECK(u8[1] == 0);
+    CHECK(u8[2] == 0);
+    CHECK(u8[9] == 0);
+    CHECK(u8[10] == 255);
+    CHECK(u8[0] == 2);
+  }
+}
+
 TEST_CASE("printing abbreviates like PyTorch", "[ops][print]") {
   const Tensor x = from_vector<float>({1, 2.5, -3, 4}, {2, 2});
   REQUIRE(x.str() == "tensor([[ 1.0000,  2.5000],\n        [-3.0000,  4.0000]], shape=[2, 2], dtype=f32, device=cpu)");
