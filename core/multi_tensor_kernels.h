@@ -40,7 +40,9 @@ struct MultiTensorUnscaleArgs {
 struct MultiTensorStepArgs {
   Tensors params;                 // [any] contiguous: the f32 masters, or the parameters themselves
   Tensors grads;                  // same numel and dtype as params
-  std::array<Tensors, 3> state;   // SGD {momentum}, Adam {exp_avg, exp_avg_sq, max_exp_avg_sq}, LAMB {exp_avg, exp_avg_sq}
+  // SGD {momentum, the [1] i64 step at which the momentum buffer was created (or undefined: 0)},
+  // Adam {exp_avg, exp_avg_sq, max_exp_avg_sq}, LAMB {exp_avg, exp_avg_sq}
+  std::array<Tensors, 3> state;
   Tensors model;                  // empty, or per param the f16/bf16 model tensor set to round(param) in the same pass
   std::vector<int64_t*> steps;    // device i64 per param: updates applied so far (read; see count_steps)
   const float* found_inf = nullptr;  // device [1] f32 or null: when nonzero the step changes nothing
@@ -67,7 +69,8 @@ struct AdamHyper {
 
 struct MultiTensorKernels {
   void (*unscale)(const MultiTensorUnscaleArgs& args);
-  // fn::SgdStep per element; the momentum buffer starts as the gradient where *steps[i] == 0.
+  // fn::SgdStep per element; the momentum buffer starts as the gradient where *steps[i] equals
+  // its creation step (state[1][i], 0 when undefined).
   void (*sgd)(const MultiTensorStepArgs& args, const SgdHyper& h);
   // fn::AdamStep per element with t = *steps[i] + 1 (bias corrections computed on the device in double).
   void (*adam)(const MultiTensorStepArgs& args, const AdamHyper& h);

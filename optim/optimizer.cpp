@@ -215,6 +215,7 @@ std::string Optimizer::graph_signature() const {
         s += str_cat(key, "=", group.options.at(key), ";");
       }
     }
+    s += graph_structure(group);
     s += "]";
   }
   return s;

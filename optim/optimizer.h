@@ -64,6 +64,11 @@ struct ParamState {
   // from it when read (Optimizer::state, state_dict: one synchronisation).
   Tensor device_step;
   bool step_on_device = false;
+  // The fused device path: device_step's value when a buffer that starts as the gradient (SGD's
+  // momentum) was created ([1] i64, a device copy); the kernel's first update of it is the one
+  // where device_step still equals this (a skipped step leaves both). Undefined: 0. Not saved: a
+  // loaded buffer is never new.
+  Tensor device_first_step;
 };
 
 // CUDA graphs: an Optimizer is a GraphParticipant (core/graph_participant.h). Its fused device
@@ -179,6 +184,9 @@ class Optimizer : public GraphParticipant {
   virtual std::vector<std::string> device_option_names() const { return {}; }
   // Why this optimizer's fused step cannot be captured into a CUDA graph, or nullptr.
   virtual const char* graph_capture_refusal() const { return nullptr; }
+  // What of a group's options decides which kernels and buffers a captured step uses, beyond the
+  // options taken by value (part of the graph signature: a change demands a new capture).
+  virtual std::string graph_structure(const ParamGroup&) const { return ""; }
 
   // A parameter of a group that has a gradient, ready for an update.
   struct Work {

@@ -73,15 +73,24 @@ void SGD::check_options(const OptionMap& m) const {
            ", dampening ", o.dampening, "\n  hint: set .momentum (e.g. 0.9) or .nesterov = false");
 }
 
+std::string SGD::graph_structure(const ParamGroup& group) const {
+  return group.option("momentum") != 0.0 ? "momentum;" : "no momentum;";
+}
+
 void SGD::step_group(ParamGroup& group) {
   const SGDOptions o = options_from_map<SGDOptions>(group.options, name());
   const std::vector<Work> work = collect(group);
   MultiTensorStepArgs args;
   if (const MultiTensorKernels* k = fused_step_args(group, work, args)) {
-    // The device's fused kernel: the buffer starts as the gradient where the device step count is
-    // 0, so a first step the found-inf flag skipped leaves it to the next one.
+    // The device's fused kernel: the buffer starts as the gradient where the device step count
+    // still equals its value when the buffer was created (0 unless momentum was switched on, or a
+    // state without a buffer loaded, after steps), so a first step the found-inf flag skipped
+    // leaves it to the next one.
     for (const Work& w : work) {
-      args.state[0].push_back(o.momentum != 0.0 ? buffer(w, "momentum_buffer", /*zero=*/false) : Tensor());
+      bool created = false;
+      args.state[0].push_back(o.momentum != 0.0 ? buffer(w, "momentum_buffer", /*zero=*/false, &created) : Tensor());
+      if (created) w.state->device_first_step = clone(w.state->device_step);  // stream-ordered, no wait
+      args.state[1].push_back(o.momentum != 0.0 ? w.state->device_first_step : Tensor());
     }
     k->sgd(args, {.lr = o.lr, .momentum = o.momentum, .dampening = o.dampening, .weight_decay = o.weight_decay,
                   .nesterov = o.nesterov});

@@ -46,6 +46,8 @@ class SGD final : public Optimizer {
   std::vector<std::string> buffer_names() const override { return {"momentum_buffer"}; }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override { return {"lr", "momentum", "dampening", "weight_decay"}; }
+  // momentum 0 or not: a captured step with momentum 0 has no buffers to update.
+  std::string graph_structure(const ParamGroup& group) const override;
 };
 
 }  // namespace mg::optim

@@ -148,6 +148,33 @@ TEST_CASE("CUDA GradScaler skips an inf step without touching parameters or stat
   test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("CUDA SGD: momentum switched on after steps starts its buffer as the gradient, as on the CPU",
+          "[cuda][gpu][optim]") {
+  // The fused kernel took "first step" from the device step count alone, so a buffer created at
+  // step 2 (momentum raised from 0, or a state loaded without buffers) was read uninitialised.
+  const std::vector<float> w0 = {1.0f, -2.0f, 3.0f, 0.5f};
+  const std::vector<std::vector<float>> grads = {{0.5f, 1.0f, -1.0f, 2.0f}, {1.5f, -0.5f, 0.25f, 1.0f},
+                                                 {-1.0f, 2.0f, 0.5f, -0.75f}, {0.125f, 0.5f, -2.0f, 1.0f}};
+  Tensor wc = from_vector(w0).requires_grad_();
+  Tensor wg = to(from_vector(w0), gpu()).requires_grad_();
+  optim::SGD oc({wc}, {.lr = 0.1, .momentum = 0.0, .dampening = 0.25});
+  optim::SGD og({wg}, {.lr = 0.1, .momentum = 0.0, .dampening = 0.25});
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    if (i == 2) {  // momentum on from the third step
+      oc.param_groups()[0].options["momentum"] = 0.9;
+      og.param_groups()[0].options["momentum"] = 0.9;
+    }
+    wc.set_grad(from_vector(grads[i]));
+    wg.set_grad(to(from_vector(grads[i]), gpu()));
+    oc.step();
+    og.step();
+    INFO("step " << i);
+    CHECK(test::path_rel_error(wg.detach(), wc.detach()) <= 1e-6);
+  }
+  CHECK(test::path_rel_error(og.state(wg)->buffers.at("momentum_buffer"), oc.state(wc)->buffers.at("momentum_buffer")) <= 1e-6);
+  test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("CUDA: a gradient on another device, or gradients on two devices, are errors", "[cuda][gpu][optim]") {
   Tensor w = zeros({3}, {.device = gpu()}).requires_grad_();
   CHECK(test::error_of([&] { w.set_grad(zeros({3})); }).find("set_grad: gradient") == 0);

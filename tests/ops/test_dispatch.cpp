@@ -242,7 +242,7 @@ TEST_CASE("item and scalar access", "[ops]") {
   MG_REQUIRE_ERROR(zeros({2}).item<float>(), "item: expected a tensor with one element, got [2] f32 cpu");
 }
 
-TEST_CASE("integer pow is exact and wraps like the other integer ops; negative exponents as PyTorch",
+TEST_CASE("integer pow is exact and wraps like the other integer ops, negative exponents as PyTorch",
           "[ops][numerics]") {
   auto i64 = [](std::vector<int64_t> v) {
     Tensor t = empty({int64_t(v.size())}, {.dtype = DType::I64});
