@@ -125,9 +125,12 @@ void conv2d_backward_weight_im2col(const Tensor& x_in, const Tensor& gy_in, cons
 
 LayoutMatch match_of(const Tensor& t) { return layout_match(t); }
 
-// out itself when it is dense in `layout`, else a temporary that is (copied into out by finish).
+// out itself when it is dense in `layout` and aligned for cuDNN, else a temporary that is (copied
+// into out by finish).
 Tensor output_in_layout(const Tensor& out, ConvLayout layout) {
-  return match_of(out).matches(layout) ? out : empty_in_layout(out.shape(), out.dtype(), out.device(), layout);
+  return match_of(out).matches(layout) && aligned_for_cudnn(out)
+             ? out
+             : empty_in_layout(out.shape(), out.dtype(), out.device(), layout);
 }
 void finish(Tensor& out, const Tensor& result) {
   if (!result.is_same(out)) out.copy_(result);

@@ -83,10 +83,12 @@ LayoutMatch layout_match(const Shape& shape, const Strides& strides) {
 
 LayoutMatch layout_match(const Tensor& t) { return layout_match(t.shape(), t.strides()); }
 
+bool aligned_for_cudnn(const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; }
+
 Tensor in_layout(const Tensor& t, ConvLayout layout) {
-  if (layout_match(t).matches(layout)) return t;
-  if (layout == ConvLayout::NCHW) return contiguous(t);
-  return permute(contiguous(permute(t, {0, 2, 3, 1})), {0, 3, 1, 2});  // [N, H, W, C] in memory
+  if (layout_match(t).matches(layout) && aligned_for_cudnn(t)) return t;
+  if (layout == ConvLayout::NCHW) return clone(t);                     // dense NCHW
+  return permute(clone(permute(t, {0, 2, 3, 1})), {0, 3, 1, 2});  // [N, H, W, C] in memory
 }
 
 Tensor empty_in_layout(const Shape& s, DType dtype, Device device, ConvLayout layout) {

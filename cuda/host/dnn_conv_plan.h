@@ -74,8 +74,11 @@ LayoutMatch layout_match(const Shape& shape, const Strides& strides);
 // The same for a tensor (its shape and strides).
 LayoutMatch layout_match(const Tensor& t);
 
-// t [N, C, H, W] dense in `layout`: t itself when it already is, else a copy (the strides of a
-// permuted tensor for NHWC: [N, H, W, C] in memory).
+// Whether t's data starts on a 16-byte boundary: cuDNN's f16/bf16 (and vectorised f32) kernels
+// assume it, and a view with an offset (x.narrow(0, 1, n) of f16) need not.
+bool aligned_for_cudnn(const Tensor& t);
+// t [N, C, H, W] dense in `layout` and aligned_for_cudnn: t itself when it already is, else a copy
+// (the strides of a permuted tensor for NHWC: [N, H, W, C] in memory).
 Tensor in_layout(const Tensor& t, ConvLayout layout);
 // A new [N, C, H, W] tensor dense in `layout`.
 Tensor empty_in_layout(const Shape& shape, DType dtype, Device device, ConvLayout layout);

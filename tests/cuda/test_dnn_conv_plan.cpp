@@ -124,6 +124,19 @@ TEST_CASE("cudnn conv plan: in_layout copies only what is not already in the lay
   const Tensor back = in_layout(to_nhwc, ConvLayout::NCHW);
   CHECK(back.is_contiguous());
   CHECK(mg::test::values(back) == mg::test::values(x));
+  // A dense view that does not start on a 16-byte boundary is copied (cuDNN's kernels assume the
+  // alignment); one that does is used as it is.
+  const Tensor base = zeros({3, 3, 4, 5}, {.dtype = DType::F16});
+  const Tensor odd = base.narrow(0, 1, 2);  // 60 halves = 120 bytes in
+  REQUIRE(layout_match(odd).nchw);
+  CHECK_FALSE(aligned_for_cudnn(odd));
+  const Tensor fixed = in_layout(odd, ConvLayout::NCHW);
+  CHECK_FALSE(fixed.is_same(odd));
+  CHECK(aligned_for_cudnn(fixed));
+  CHECK(layout_match(fixed).nchw);
+  CHECK(aligned_for_cudnn(in_layout(odd, ConvLayout::NHWC)));
+  const Tensor even = zeros({4, 3, 4, 8}, {.dtype = DType::F16}).narrow(0, 1, 2);  // 96 halves = 192 bytes in
+  CHECK(in_layout(even, ConvLayout::NCHW).is_same(even));
   // A strided slice becomes dense in either layout.
   const Tensor sl = zeros({2, 3, 4, 10}).slice(3, 0, 10, 2);
   CHECK(layout_match(in_layout(sl, ConvLayout::NHWC)).nhwc);
