@@ -327,6 +327,7 @@ template <typename A>
 struct FinishArgs {
   int64_t n = 0, c = 0;
   A cnt = 0;              // N · S, the terms of a channel
+  A cnt_m1 = 0;           // N · S - 1 converted exactly as the CPU does (not cnt - 1 in A: above 2^24 they differ)
   const A* part = nullptr;
   A* m0 = nullptr;        // Mean0: written; Stats: read
   A* mean_out = nullptr;  // Stats
@@ -364,7 +365,7 @@ __global__ void channel_finish_kernel(FinishArgs<A> p) {
         ss = max0(v[1] - v[0] * v[0] / p.cnt);
       }
       const A var = any ? ss / p.cnt : A(0);
-      const A var_b = p.cnt > A(1) ? ss / (p.cnt - A(1)) : var;
+      const A var_b = p.cnt > A(1) ? ss / p.cnt_m1 : var;
       p.mean_out[ch] = mu;
       p.invstd_out[ch] = A(1) / acc_sqrt(var + p.eps);
       if (p.new_mean) {
@@ -647,6 +648,7 @@ void group_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   fa.n = n;
   fa.c = c;
   fa.cnt = static_cast<A>(n * s);
+  fa.cnt_m1 = static_cast<A>(n * s - 1);
   fa.dweight = pg.dweight;
   fa.dbias = pg.dbias;
   plane_pass<T, PlaneSum::Grad, Finish::Grads>(ctx, pa, fa, static_cast<const T*>(x.data_ptr()),
@@ -695,6 +697,7 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
     fa.n = n;
     fa.c = c;
     fa.cnt = static_cast<A>(n * s);
+    fa.cnt_m1 = static_cast<A>(n * s - 1);
     fa.m0 = static_cast<A*>(m0.data_ptr());
     const T* px = static_cast<const T*>(x.data_ptr());
     channel_pass<T, PlaneSum::X, Finish::Mean0>(ctx, nhwc, cp, pa, fa, px, nullptr);  // m0 = Σx / cnt
@@ -755,6 +758,7 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   fa.n = n;
   fa.c = c;
   fa.cnt = static_cast<A>(n * s);
+  fa.cnt_m1 = static_cast<A>(n * s - 1);
   fa.w = ptr<A>(w);
   fa.dweight = pg.dweight;
   fa.dbias = pg.dbias;
