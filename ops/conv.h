@@ -58,6 +58,14 @@ Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int
 Tensor max_pool2d_indices(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},
                           std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1});
 
+// max_pool2d's input gradient from the indices of the window maxima (max_pool2d_indices with the
+// same kernel, stride, padding and dilation): each g [N, C, Ho, Wo] goes to its window's first
+// maximum of the [N, C, H, W] input (`input_hw` = {H, W}); an input element that is the maximum of
+// several windows gets their sum, in opmath in output order, rounded once. Differentiable in g.
+Tensor max_pool2d_backward(const Tensor& g, const Tensor& indices, std::array<int64_t, 2> input_hw,
+                           std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},
+                           std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1});
+
 // Mean over each window of x [N, C, H, W]; zeros padding (at most half the kernel). With
 // count_include_pad the divisor is the window size clipped to the padded input, else the number
 // of real elements. `stride` {0, 0} means stride = kernel.

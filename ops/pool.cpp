@@ -110,6 +110,27 @@ InferResult infer_avg_pool2d_backward(const Tensors& in, const OpAttrs& a) {
   return {{{xs, g.dtype(), grad_layout(a, g)}}, g.dtype()};
 }
 
+InferResult infer_max_pool2d_backward(const Tensors& in, const OpAttrs& a) {
+  const char* op = "max_pool2d_backward";
+  const Tensor &g = in[0], &idx = in[1];
+  check_floating(op, g);
+  MG_CHECK(g.dim() == 4, ShapeError, op, ": expected a 4-D grad [N, C, Ho, Wo], got grad ", describe(g));
+  MG_CHECK(idx.dtype() == DType::I64 && idx.shape() == g.shape(), ShapeError, op,
+           ": expected i64 indices of the grad's shape (max_pool2d_indices), got indices ", describe(idx),
+           " for grad ", describe(g));
+  MG_CHECK(idx.device() == g.device(), DeviceError, op, ": indices on ", idx.device().str(), ", grad on ",
+           g.device().str());
+  MG_CHECK(a.ints.size() == 10 && a.ints[8] >= 1 && a.ints[9] >= 1, ShapeError, op,
+           ": input size must be positive, got [", a.ints.size() == 10 ? a.ints[8] : 0, ", ",
+           a.ints.size() == 10 ? a.ints[9] : 0, "]");
+  const Shape xs{g.size(0), g.size(1), a.ints[8], a.ints[9]};
+  const cpu::Window1d h = max_dim(a, 0, xs[2]), w = max_dim(a, 1, xs[3]);
+  window_out(op, "H", h, g);  // (the error names the grad as the input)
+  window_out(op, "W", w, g);
+  check_grad(op, g, {xs[0], xs[1], h.out(), w.out()});
+  return {{{xs, g.dtype(), grad_layout(a, g)}}, g.dtype()};
+}
+
 InferResult infer_adaptive(const Tensors& in, const OpAttrs& a) {
   check_input("adaptive_avg_pool2d", in[0]);
   MG_CHECK(a.ints[0] >= 1 && a.ints[1] >= 1, ShapeError, "adaptive_avg_pool2d: output size must be positive, got [",
@@ -129,33 +150,30 @@ InferResult infer_adaptive_backward(const Tensors& in, const OpAttrs& a) {
 
 // ---- backward rules ----
 
-// y = max over each window: dy/dx is 1 at the window's first maximum, so
-// dx[n, c] = scatter_add(0, idx[n, c], g[n, c]) over the flattened H * W plane. A channels-last x
-// scatters in NHWC order instead: g and idx viewed as [N, Ho·Wo, C] (views of NHWC tensors), dx
-// as [N, H·W, C] along dim 1, then viewed back as an NHWC [N, C, H, W]: no reorder on any device,
-// and each dx element receives the same terms in the same (ascending output) order.
-Tensors max_pool2d_bw(const BackwardCtx& c, const Tensors& grads) {
-  const Tensor& g = grads[0];
-  const Shape& xs = c.input_shape(0);
-  const Tensor idx = dispatch1(OpId::max_pool2d_indices, {c.input(0)}, c.attrs());
-  const int64_t n = xs[0], ch = xs[1];
-  if (c.input_format(0) == MemoryFormat::ChannelsLast) {
-    auto rows = [&](const Tensor& t) { return reshape(permute(t, {0, 2, 3, 1}), {n, -1, ch}); };  // [N, HW, C]
-    const Tensor plane = zeros({n, xs[2] * xs[3], ch}, {.dtype = g.dtype(), .device = g.device()});
-    const Tensor dx = scatter_add(plane, 1, rows(idx), rows(g));
-    return {permute(reshape(dx, {n, xs[2], xs[3], ch}), {0, 3, 1, 2})};
-  }
-  const Tensor plane = zeros({n, ch, xs[2] * xs[3]}, {.dtype = g.dtype(), .device = g.device()});
-  const Tensor dx = scatter_add(plane, 2, reshape(idx, {n, ch, -1}), reshape(g, {n, ch, -1}));
-  return {reshape(dx, xs)};
-}
-
 OpAttrs with_hw(const OpAttrs& a, std::size_t keep, const Shape& s) {
   OpAttrs b = a;
   b.ints.resize(keep);
   b.ints.push_back(s[2]);
   b.ints.push_back(s[3]);
   return b;
+}
+
+// y = max over each window: dy/dx is 1 at the window's first maximum (max_pool2d_indices), so dx
+// is each g added at its window's maximum: max_pool2d_backward, in x's layout.
+Tensors max_pool2d_bw(const BackwardCtx& c, const Tensors& grads) {
+  const Tensor idx = dispatch1(OpId::max_pool2d_indices, {c.input(0)}, c.attrs());
+  OpAttrs a = with_hw(c.attrs(), 8, c.input_shape(0));
+  a.dims = {int64_t(c.input_format(0))};  // dx in x's layout
+  return {dispatch1(OpId::max_pool2d_backward, {grads[0], idx}, a)};
+}
+// dx is linear in g, dx[idx[o]] += g[o]: its adjoint reads u at each window's maximum,
+// d g[o] = u[idx[o]] (a gather over the flattened H * W plane); the indices get no gradient.
+Tensors max_pool2d_backward_bw(const BackwardCtx& c, const Tensors& grads) {
+  const Tensor& u = grads[0];
+  const Tensor idx = c.input(1);
+  const int64_t n = u.size(0), ch = u.size(1);
+  const Tensor dg = gather(reshape(u, {n, ch, -1}), 2, reshape(idx, {n, ch, -1}));
+  return {reshape(dg, idx.shape()), Tensor()};
 }
 
 // y = A x (A averages each window): dx = A^T g = avg_pool2d_backward(g).
@@ -202,6 +220,8 @@ OpAttrs avg_attrs(A2 k, A2 s, A2 p, bool include_pad) {
 void register_pool_rules() {
   set_op_rule(OpId::max_pool2d, {.infer = infer_max_pool2d, .backward = max_pool2d_bw, .save = kSaveInput(0)});
   set_op_rule(OpId::max_pool2d_indices, {.infer = infer_max_pool2d_indices});
+  set_op_rule(OpId::max_pool2d_backward,
+              {.infer = infer_max_pool2d_backward, .backward = max_pool2d_backward_bw, .save = kSaveInput(1)});
   set_op_rule(OpId::avg_pool2d, {.infer = infer_avg_pool2d, .backward = avg_pool2d_bw});
   set_op_rule(OpId::avg_pool2d_backward, {.infer = infer_avg_pool2d_backward, .backward = avg_pool2d_backward_bw});
   set_op_rule(OpId::adaptive_avg_pool2d, {.infer = infer_adaptive, .backward = adaptive_bw});
@@ -214,6 +234,13 @@ Tensor max_pool2d(const Tensor& x, A2 kernel, A2 stride, A2 padding, A2 dilation
 }
 Tensor max_pool2d_indices(const Tensor& x, A2 kernel, A2 stride, A2 padding, A2 dilation) {
   return dispatch1(OpId::max_pool2d_indices, {x}, max_attrs(kernel, stride, padding, dilation));
+}
+Tensor max_pool2d_backward(const Tensor& g, const Tensor& indices, A2 input_hw, A2 kernel, A2 stride, A2 padding,
+                           A2 dilation) {
+  OpAttrs a = max_attrs(kernel, stride, padding, dilation);
+  a.ints.push_back(input_hw[0]);
+  a.ints.push_back(input_hw[1]);
+  return dispatch1(OpId::max_pool2d_backward, {g, indices}, a);
 }
 Tensor avg_pool2d(const Tensor& x, A2 kernel, A2 stride, A2 padding, bool count_include_pad) {
   return dispatch1(OpId::avg_pool2d, {x}, avg_attrs(kernel, stride, padding, count_include_pad));

@@ -2,7 +2,7 @@
 // (cuda/kernels/pool.cu) as host-device code, so tests/cuda/test_cuda_misc_ops.cpp runs it element
 // by element on the CPU against the CPU kernels. The windows restate ops/cpu/pool_window.h; the
 // sums follow the CPU's order (an in-order opmath sum up to kSumLeaf taps, else row-major leaves
-// of kSumLeaf combined by core/cascade_sum.h's binary counter); the backward is a gather: input
+// of kSumLeaf combined by core/cascade_sum.h's binary counter); the backward ops are gathers: input
 // element i walks the outputs whose window holds it, oh then ow ascending — the order in which the
 // CPU's scatter adds to it — so no atomics and the CPU's bits.
 // Layouts (PoolLayout): a dense NCHW or NHWC tensor; element e (in memory order) is located as
@@ -206,6 +206,34 @@ MG_HOST_DEVICE T avg_pool_grad_at(int64_t i, const AvgGeom& g, const PoolLayout&
       const PoolRange rw = g.rw(ow);
       if (iw < rw.lo || iw >= rw.hi) continue;
       acc += static_cast<Cm>(gpl[(oh * g.Wo + ow) * st]) / static_cast<Cm>(g.divisor(rh, rw));
+    }
+  }
+  return static_cast<T>(acc);
+}
+
+// Input element i (in memory order) of the max-pooling backward, gr and idx [N, C, Ho, Wo] (idx:
+// max_pool2d_indices, flat ih * W + iw) -> dx [N, C, H = h.n, W = w.n], all in layout `l`: the sum
+// of g over the outputs whose window maximum is i, oh then ow ascending (the CPU kernel's order),
+// in opmath from 0, rounded once. The outputs whose window holds row ih are those with
+// oh * s - p + j * d = ih for a tap j: walking j down gives them in ascending order. An index
+// outside the plane matches no element (the CPU kernel reports it).
+template <typename T>
+MG_HOST_DEVICE T max_pool_grad_at(int64_t i, int64_t Ho, int64_t Wo, const PoolWin& h, const PoolWin& w,
+                                  const PoolLayout& l, const T* gr, const int64_t* idx) {
+  using Cm = opmath_t<T>;
+  int64_t p, ih, iw;
+  l.locate(i, h.n, w.n, &p, &ih, &iw);
+  const int64_t ob = l.base(p, Ho, Wo), st = l.step(), target = ih * w.n + iw;
+  Cm acc = Cm(0);
+  for (int64_t jh = h.k - 1; jh >= 0; --jh) {
+    const int64_t th = ih + h.p - jh * h.d;
+    if (th < 0 || th % h.s != 0 || th / h.s >= Ho) continue;
+    const int64_t oh = th / h.s;
+    for (int64_t jw = w.k - 1; jw >= 0; --jw) {
+      const int64_t tw = iw + w.p - jw * w.d;
+      if (tw < 0 || tw % w.s != 0 || tw / w.s >= Wo) continue;
+      const int64_t o = ob + (oh * Wo + tw / w.s) * st;
+      if (idx[o] == target) acc += static_cast<Cm>(gr[o]);
     }
   }
   return static_cast<T>(acc);

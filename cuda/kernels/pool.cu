@@ -4,7 +4,9 @@
 // - max_pool2d / max_pool2d_indices: one thread per output; the window is scanned row-major in
 //   the compute type with the CPU's rule (first maximum wins, a NaN wins and stays, padding
 //   skipped), and the winning element is copied, so values and indices equal the CPU's exactly.
-//   Its backward is the public scatter_add of the indices (ops/pool.cpp), which has a CUDA kernel.
+// - max_pool2d_backward: a gather, one thread per input element: the outputs whose window holds
+//   it (a few taps per dim), oh then ow ascending, adding g where the stored index is this element
+//   (the scatter_add it replaced scanned every output of the plane for every input element).
 // - avg_pool2d / adaptive_avg_pool2d: one thread per output, summing its window in opmath (f32
 //   for f16/bf16, f64 for f64) in the CPU's order — in order up to kSumLeaf (128) taps, else
 //   row-major leaves of 128 combined by the CPU's binary counter (core/cascade_sum.h) — then one
@@ -63,6 +65,15 @@ __global__ void avg_pool2d_backward_kernel(int64_t total, AvgGeom g, PoolLayout 
     dx[i] = avg_pool_grad_at(i, g, l, gr);
 }
 
+// gr, idx [N, C, Ho, Wo] -> dx [N, C, H, W]: each input element sums g over the windows whose maximum it is
+template <typename T>
+__global__ void max_pool2d_backward_kernel(int64_t total, int64_t Ho, int64_t Wo, PoolWin h, PoolWin w, PoolLayout l,
+                                           const T* __restrict__ gr, const int64_t* __restrict__ idx,
+                                           T* __restrict__ dx) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+    dx[i] = max_pool_grad_at(i, Ho, Wo, h, w, l, gr, idx);
+}
+
 // The layout of a pooling launch (cuda/kernels/layout.h): the output's, or the input's when the
 // output is dense in both.
 PoolLayout pool_layout(const Tensor& out, const Tensor& in) { return {launch_channels_last(out, in), out.size(1)}; }
@@ -114,12 +125,29 @@ void avg_pool2d_backward_kernel_fn(const Tensors& in, Tensors& out, const OpAttr
   MG_CUDA_CHECK_LAUNCH("avg_pool2d backward kernel");
 }
 
+// in = (g [N, C, Ho, Wo], indices i64 of the same shape); out = dx [N, C, H, W] (the forward
+// input's layout); attrs.ints = max_pool2d's + {H, W}
+template <typename T>
+void max_pool2d_backward_kernel_fn(const Tensors& in, Tensors& out, const OpAttrs& a) {
+  NoGradGuard no_grad;
+  const PoolLayout l = pool_layout(out[0], in[0]);
+  const Tensor gr = contiguous(in[0], launch_format(l.nhwc)), idx = contiguous(in[1], launch_format(l.nhwc));
+  const int64_t total = out[0].numel();
+  if (total == 0) return;
+  const LaunchContext ctx(gr.device());
+  max_pool2d_backward_kernel<T><<<ctx.blocks(total), kThreads, 0, ctx.stream>>>(
+      total, gr.size(2), gr.size(3), max_pool_win(a.ints, 0, out[0].size(2)), max_pool_win(a.ints, 1, out[0].size(3)),
+      l, static_cast<const T*>(gr.data_ptr()), idx.data<int64_t>(), static_cast<T*>(out[0].data_ptr()));
+  MG_CUDA_CHECK_LAUNCH("max_pool2d backward kernel");
+}
+
 template <typename T>
 void reg() {
   constexpr DType d = dtype_v<T>;
   constexpr DeviceType cuda = DeviceType::CUDA;
   register_kernel(OpId::max_pool2d, cuda, d, max_pool2d_kernel<T, false>);
   register_kernel(OpId::max_pool2d_indices, cuda, d, max_pool2d_kernel<T, true>);
+  register_kernel(OpId::max_pool2d_backward, cuda, d, max_pool2d_backward_kernel_fn<T>);
   register_kernel(OpId::avg_pool2d, cuda, d, avg_pool2d_kernel<T, false>);
   register_kernel(OpId::adaptive_avg_pool2d, cuda, d, avg_pool2d_kernel<T, true>);
   register_kernel(OpId::avg_pool2d_backward, cuda, d, avg_pool2d_backward_kernel_fn<T, false>);

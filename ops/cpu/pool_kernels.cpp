@@ -186,7 +186,47 @@ void avg_pool2d_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   });
 }
 
+// dx [N, C, H, W] = each g [N, C, Ho, Wo] added at its window's maximum (indices from
+// max_pool2d_indices): a plane accumulated in opmath, outputs in row-major order, rounded once.
+template <typename T>
+void max_pool2d_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+  using Cm = opmath_t<T>;
+  const Tensor g = dense_like(in[0], out[0]), idx = dense_like(in[1], out[0]);
+  const int64_t H = out[0].size(2), W = out[0].size(3), Ho = g.size(2), Wo = g.size(3);
+  const Planes gs(g), is(idx), ds(out[0]);
+  const T* gp = static_cast<const T*>(g.data_ptr());
+  const int64_t* ip = idx.data<int64_t>();
+  T* dxp = static_cast<T*>(out[0].data_ptr());
+  const int64_t planes = g.size(0) * g.size(1);
+  // An index outside the plane (not from max_pool2d_indices) is an error, found before any write.
+  parallel_for(0, planes, 1, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const int64_t t = ip[is.base(p) + is.at(oh, ow)];
+          MG_CHECK(t >= 0 && t < H * W, IndexError, "max_pool2d_backward: index ", t, " at output (", oh, ", ", ow,
+                   ") of plane ", p, " is outside the ", H, " x ", W, " input plane");
+        }
+      }
+    }
+  });
+  parallel_for(0, planes, 1, [&](int64_t b, int64_t e) {
+    std::vector<Cm> acc(static_cast<std::size_t>(H * W));  // f32 for f16/bf16, f64 for f64
+    for (int64_t p = b; p < e; ++p) {
+      std::fill(acc.begin(), acc.end(), Cm(0));
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          acc[std::size_t(ip[is.base(p) + is.at(oh, ow)])] += Cm(gp[gs.base(p) + gs.at(oh, ow)]);
+        }
+      }
+      T* dst = dxp + ds.base(p);
+      for (int64_t i = 0; i < H * W; ++i) dst[ds.at(i / W, i % W)] = T(acc[std::size_t(i)]);  // one rounding
+    }
+  });
+}
+
 template <typename T> struct MaxK { static constexpr KernelFn fn = max_pool2d_kernel<T, false>; };
+template <typename T> struct MaxBwK { static constexpr KernelFn fn = max_pool2d_backward_kernel<T>; };
 template <typename T> struct MaxIdxK { static constexpr KernelFn fn = max_pool2d_kernel<T, true>; };
 template <typename T> struct AvgK { static constexpr KernelFn fn = avg_pool2d_kernel<T, OpId::avg_pool2d>; };
 template <typename T> struct AvgBwK {
@@ -202,6 +242,7 @@ template <typename T> struct AdaBwK {
 void register_pool_kernels() {
   register_cpu_floating<MaxK>(OpId::max_pool2d);
   register_cpu_floating<MaxIdxK>(OpId::max_pool2d_indices);
+  register_cpu_floating<MaxBwK>(OpId::max_pool2d_backward);
   register_cpu_floating<AvgK>(OpId::avg_pool2d);
   register_cpu_floating<AvgBwK>(OpId::avg_pool2d_backward);
   register_cpu_floating<AdaK>(OpId::adaptive_avg_pool2d);

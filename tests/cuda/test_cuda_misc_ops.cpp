@@ -202,6 +202,19 @@ Tensor host_avg_pool_grad(const Tensor& gr, const Shape& in_shape, bool adaptive
   return dx;
 }
 
+template <typename T>
+Tensor host_max_pool_grad(const Tensor& gr, const Tensor& idx, const Shape& in_shape, const std::vector<int64_t>& ints,
+                          MemoryFormat f) {
+  const Tensor gd = contiguous(gr, f), id = contiguous(idx, f);
+  Tensor dx = empty(in_shape, {.dtype = gr.dtype(), .memory_format = f});
+  const cuda::PoolWin h = cuda::max_pool_win(ints, 0, in_shape[2]), w = cuda::max_pool_win(ints, 1, in_shape[3]);
+  for (int64_t i = 0; i < dx.numel(); ++i) {
+    dx.data<T>()[i] = cuda::max_pool_grad_at(i, gr.size(2), gr.size(3), h, w, layout_in(f, gr), gd.data<T>(),
+                                             id.data<int64_t>());
+  }
+  return dx;
+}
+
 // Exact: the CPU kernels give the same bits in both layouts (docs/memory_format.md).
 template <typename T>
 void check_pool_host(DType dt, MemoryFormat f) {
@@ -217,6 +230,9 @@ void check_pool_host(DType dt, MemoryFormat f) {
       const Tensor wi = max_pool2d_indices(in, {m[0], m[1]}, {m[2], m[3]}, {m[4], m[5]}, {m[6], m[7]});
       require_close("host max_pool2d", host_max_pool<T>(in, want, m, false, f), want);
       require_close("host max_pool2d_indices", host_max_pool<T>(in, want, m, true, f), wi);
+      const Tensor g = randn_in(dt, want.shape(), 1.0, 26);
+      const Tensor wg = max_pool2d_backward(g, wi, {17, 19}, {m[0], m[1]}, {m[2], m[3]}, {m[4], m[5]}, {m[6], m[7]});
+      require_close("host max_pool2d_backward", host_max_pool_grad<T>(g, wi, x.shape(), m, f), wg);
     }
   }
   // avg: {kH, kW, sH, sW, pH, pW}, both count_include_pad modes, and its backward

@@ -145,6 +145,15 @@ void add_conv_cases(std::vector<OpCase>& cases) {
                             [](const Tensors& in) { return avg_pool2d(in[0], {3, 3}, {2, 1}, {1, 1}, true); }, {0}));
   cases.push_back(make_case(O::avg_pool2d, "avg_pool2d/overlap_exclude_pad", {transposed(normal({2, 2, 6, 5}))},
                             [](const Tensors& in) { return avg_pool2d(in[0], {3, 2}, {1, 2}, {1, 1}, false); }, {0}));
+  // g [2, 2, 3, 6] onto the maxima of x [2, 2, 5, 6] (kernel 3, stride [2, 1], padding 1: overlapping
+  // windows, so an element can be the maximum of several); x is not differentiated
+  cases.push_back(make_case(O::max_pool2d_backward, "max_pool2d_backward/overlap_pad",
+                            {normal({2, 2, 3, 6}), normal({2, 2, 5, 6})},
+                            [](const Tensors& in) {
+                              const Tensor idx = max_pool2d_indices(in[1], {3, 3}, {2, 1}, {1, 1});
+                              return max_pool2d_backward(in[0], idx, {5, 6}, {3, 3}, {2, 1}, {1, 1});
+                            },
+                            {0}));
   // x [2, 2, 5, 6], kernel 3, stride [2, 1], padding 1 -> [2, 2, 3, 6]
   cases.push_back(make_case(O::avg_pool2d_backward, "avg_pool2d_backward/overlap_pad", {normal({2, 2, 3, 6})},
                             [](const Tensors& in) {

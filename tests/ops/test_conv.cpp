@@ -532,6 +532,45 @@ TEST_CASE("pooling double backward matches central differences", "[conv][pool][g
   }
 }
 
+TEST_CASE("max_pool2d_backward equals the scatter_add of g at the window maxima, bit for bit, NCHW and NHWC",
+          "[conv][pool][grad]") {
+  // The op replaced max_pool2d's scatter_add backward (its CUDA kernel scanned every output of a
+  // plane for every input element); the sums are the same, in the same order.
+  Generator gen(31);
+  const std::vector<std::vector<int64_t>> geoms = {{3, 3, 2, 2, 1, 1, 1, 1}, {2, 3, 1, 2, 1, 1, 2, 1}, {3, 3, 1, 1, 1, 1, 1, 1}};
+  for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+    // clamped values: many windows share a maximum, so elements collect several terms
+    const Tensor x = to(clamp(randn({2, 3, 9, 11}, {.dtype = DType::F64}, &gen), -0.4, 0.4), dt);
+    for (const auto& m : geoms) {
+      for (const MemoryFormat f : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+        INFO(dtype_name(dt) << " kernel " << m[0] << "x" << m[1] << (f == MemoryFormat::ChannelsLast ? " NHWC" : ""));
+        const Tensor xf = contiguous(x, f);
+        const Tensor idx = max_pool2d_indices(xf, {m[0], m[1]}, {m[2], m[3]}, {m[4], m[5]}, {m[6], m[7]});
+        const Tensor g = contiguous(to(randn(idx.shape(), {.dtype = DType::F64}, &gen), dt), f);
+        const Tensor got = max_pool2d_backward(g, idx, {9, 11}, {m[0], m[1]}, {m[2], m[3]}, {m[4], m[5]}, {m[6], m[7]});
+        const int64_t n = 2, c = 3;
+        const Tensor plane = zeros({n, c, 99}, {.dtype = dt});
+        const Tensor want = reshape(scatter_add(plane, 2, reshape(contiguous(idx), {n, c, -1}), reshape(contiguous(g), {n, c, -1})),
+                                    {n, c, 9, 11});
+        CHECK(got.suggest_memory_format() == f);
+        CHECK(max_abs_diff(vals(got), vals(want)) == 0.0);
+        // and through autograd: max_pool2d's gradient is this op
+        const Tensor xr = xf.detach().requires_grad_();
+        (max_pool2d(xr, {m[0], m[1]}, {m[2], m[3]}, {m[4], m[5]}, {m[6], m[7]}) * g).sum().backward();
+        CHECK(max_abs_diff(vals(xr.grad()), vals(want)) == 0.0);
+      }
+    }
+  }
+  const Tensor x = rnd({1, 2, 4, 4});
+  const Tensor idx = max_pool2d_indices(x, {2, 2});
+  const Tensor g = rnd({1, 2, 2, 2});
+  CHECK_THROWS_WITH(max_pool2d_backward(g, idx.to(DType::F64), {4, 4}, {2, 2}),
+                    Catch::StartsWith("max_pool2d_backward: expected i64 indices of the grad's shape"));
+  CHECK_THROWS_WITH(max_pool2d_backward(g, idx, {6, 6}, {2, 2}),
+                    Catch::StartsWith("max_pool2d_backward: expected an output gradient of shape [1, 2, 3, 3]"));
+  CHECK_THROWS_AS(max_pool2d_backward(g, full({1, 2, 2, 2}, 16.0, {.dtype = DType::I64}), {4, 4}, {2, 2}), IndexError);
+}
+
 TEST_CASE("pooling errors name the op and the input", "[conv][pool][errors]") {
   const Tensor x = rnd({2, 3, 4, 4});
   CHECK_THROWS_WITH(max_pool2d(x, {5, 5}),
