@@ -61,7 +61,9 @@ Tensor max_pool2d_indices(const Tensor& x, std::array<int64_t, 2> kernel, std::a
 // max_pool2d's input gradient from the indices of the window maxima (max_pool2d_indices with the
 // same kernel, stride, padding and dilation): each g [N, C, Ho, Wo] goes to its window's first
 // maximum of the [N, C, H, W] input (`input_hw` = {H, W}); an input element that is the maximum of
-// several windows gets their sum, in opmath in output order, rounded once. Differentiable in g.
+// several windows gets their sum, in opmath in output order, rounded once (the scatter_add it
+// replaced summed the same way up to 127 windows per element, in leaves of 128 beyond: only
+// kernels of 128+ taps at stride 1 get there). Differentiable in g.
 Tensor max_pool2d_backward(const Tensor& g, const Tensor& indices, std::array<int64_t, 2> input_hw,
                            std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},
                            std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1});
