@@ -40,7 +40,8 @@ struct MultiTensorUnscaleArgs {
 struct MultiTensorStepArgs {
   Tensors params;                 // [any] contiguous: the f32 masters, or the parameters themselves
   Tensors grads;                  // same numel and dtype as params
-  // SGD {momentum, the [1] i64 step at which the momentum buffer was created (or undefined: 0)},
+  // SGD {momentum, the [1] i64 step at which the fused step created the momentum buffer (undefined:
+  // the buffer is not new)},
   // Adam {exp_avg, exp_avg_sq, max_exp_avg_sq}, LAMB {exp_avg, exp_avg_sq}
   std::array<Tensors, 3> state;
   Tensors model;                  // empty, or per param the f16/bf16 model tensor set to round(param) in the same pass
@@ -70,7 +71,7 @@ struct AdamHyper {
 struct MultiTensorKernels {
   void (*unscale)(const MultiTensorUnscaleArgs& args);
   // fn::SgdStep per element; the momentum buffer starts as the gradient where *steps[i] equals
-  // its creation step (state[1][i], 0 when undefined).
+  // its creation step (state[1][i]; never when undefined).
   void (*sgd)(const MultiTensorStepArgs& args, const SgdHyper& h);
   // fn::AdamStep per element with t = *steps[i] + 1 (bias corrections computed on the device in double).
   void (*adam)(const MultiTensorStepArgs& args, const AdamHyper& h);

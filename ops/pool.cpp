@@ -1,8 +1,8 @@
-// Pooling ops (max_pool2d, avg_pool2d, adaptive_avg_pool2d, NCHW): public functions, inference and
-// backward rules. Decision: max pooling's gradient is a scatter_add of g to the first maximum of
-// each window (max_pool2d_indices recomputes them from the saved input), written with public ops
-// so double backward works; average pooling is linear, so its backward op and its forward are
-// each other's adjoints.
+// Pooling ops (max_pool2d, avg_pool2d, adaptive_avg_pool2d, NCHW or NHWC): public functions,
+// inference and backward rules. Decision: max pooling's gradient is its own op, max_pool2d_backward,
+// which adds g at the first maximum of each window (max_pool2d_indices recomputes them from the
+// saved input) and whose own backward is a gather, so double backward works; average pooling is
+// linear, so its backward op and its forward are each other's adjoints.
 #include <string>
 
 #include "mixgrad/ops/backward_ctx.h"
@@ -27,6 +27,7 @@ void check_input(const char* op, const Tensor& x) {
 
 // Validates one dim of a window and returns its output size.
 int64_t window_out(const char* op, const char* dim, const cpu::Window1d& w, const Tensor& x) {
+  MG_CHECK(w.n >= 1, ShapeError, op, ": the input has no elements along ", dim, "; got input ", describe(x));
   MG_CHECK(w.k >= 1 && w.s >= 1 && w.d >= 1 && w.p >= 0, Error, op, ": kernel, stride and dilation must be >= 1 ",
            "and padding >= 0, got kernel ", w.k, ", stride ", w.s, ", padding ", w.p, ", dilation ", w.d,
            " along ", dim);
@@ -172,7 +173,7 @@ Tensors max_pool2d_backward_bw(const BackwardCtx& c, const Tensors& grads) {
   const Tensor& u = grads[0];
   const Tensor idx = c.input(1);
   const int64_t n = u.size(0), ch = u.size(1);
-  const Tensor dg = gather(reshape(u, {n, ch, -1}), 2, reshape(idx, {n, ch, -1}));
+  const Tensor dg = gather(reshape(u, {n, ch, u.size(2) * u.size(3)}), 2, reshape(idx, {n, ch, idx.size(2) * idx.size(3)}));
   return {reshape(dg, idx.shape()), Tensor()};
 }
 

@@ -65,9 +65,9 @@ struct ParamState {
   Tensor device_step;
   bool step_on_device = false;
   // The fused device path: device_step's value when a buffer that starts as the gradient (SGD's
-  // momentum) was created ([1] i64, a device copy); the kernel's first update of it is the one
-  // where device_step still equals this (a skipped step leaves both). Undefined: 0. Not saved: a
-  // loaded buffer is never new.
+  // momentum) was created there ([1] i64, a device copy); the kernel's first update of it is the one
+  // where device_step still equals this (a skipped step leaves both). Undefined (a buffer loaded,
+  // or made on another path): never new. Not saved.
   Tensor device_first_step;
 };
 
@@ -187,6 +187,8 @@ class Optimizer : public GraphParticipant {
   // What of a group's options decides which kernels and buffers a captured step uses, beyond the
   // options taken by value (part of the graph signature: a change demands a new capture).
   virtual std::string graph_structure(const ParamGroup&) const { return ""; }
+  // Whether a CUDA graph is capturing this optimizer's step now.
+  bool graph_capturing() const { return graph_capturing_; }
 
   // A parameter of a group that has a gradient, ready for an update.
   struct Work {

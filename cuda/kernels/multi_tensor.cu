@@ -192,10 +192,10 @@ struct SgdChunk {
     if (skip_step(found_inf)) return;
     const SgdHyper h = load_hyper(hv, hyper);
     using T = opmath_t<P>;
-    // The buffer's first update: the step count still at its value when the buffer was created
-    // (addr[3]: SGD's device_first_step, or null for 0).
+    // The buffer's first update: the step count still at its value when the fused step created the
+    // buffer (addr[3]: SGD's device_first_step); null: a buffer loaded or made elsewhere, never new.
     const int64_t* first_step = static_cast<const int64_t*>(a.addr[3][c.slot]);
-    const bool first = *a.step[c.slot] == (first_step ? *first_step : 0);
+    const bool first = first_step != nullptr && *a.step[c.slot] == *first_step;
     const fn::SgdStep<T> f{T(h.lr), T(h.momentum), T(1.0 - h.dampening), T(h.weight_decay), h.nesterov, first};
     P* p = static_cast<P*>(a.addr[0][c.slot]);
     const P* g = static_cast<const P*>(a.addr[1][c.slot]);

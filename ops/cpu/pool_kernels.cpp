@@ -189,7 +189,7 @@ void avg_pool2d_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
 // dx [N, C, H, W] = each g [N, C, Ho, Wo] added at its window's maximum (indices from
 // max_pool2d_indices): a plane accumulated in opmath, outputs in row-major order, rounded once.
 template <typename T>
-void max_pool2d_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
+void max_pool2d_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using Cm = opmath_t<T>;
   const Tensor g = dense_like(in[0], out[0]), idx = dense_like(in[1], out[0]);
   const int64_t H = out[0].size(2), W = out[0].size(3), Ho = g.size(2), Wo = g.size(3);
@@ -198,14 +198,23 @@ void max_pool2d_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs&)
   const int64_t* ip = idx.data<int64_t>();
   T* dxp = static_cast<T*>(out[0].data_ptr());
   const int64_t planes = g.size(0) * g.size(1);
-  // An index outside the plane (not from max_pool2d_indices) is an error, found before any write.
+  // An index that is not a tap of its own window (not from max_pool2d_indices with these
+  // attrs) is an error, found before any write: the CUDA gather, which visits only the windows
+  // holding an element, could not add it.
+  const Window1d wh = max_dim(a, 0, H), ww = max_dim(a, 1, W);
+  auto tap = [](const Window1d& w, int64_t o, int64_t i) {
+    const int64_t off = i - w.start(o);
+    return off >= 0 && off % w.d == 0 && off / w.d < w.k;
+  };
   parallel_for(0, planes, 1, [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) {
       for (int64_t oh = 0; oh < Ho; ++oh) {
         for (int64_t ow = 0; ow < Wo; ++ow) {
           const int64_t t = ip[is.base(p) + is.at(oh, ow)];
-          MG_CHECK(t >= 0 && t < H * W, IndexError, "max_pool2d_backward: index ", t, " at output (", oh, ", ", ow,
-                   ") of plane ", p, " is outside the ", H, " x ", W, " input plane");
+          MG_CHECK(t >= 0 && t < H * W && tap(wh, oh, t / W) && tap(ww, ow, t % W), IndexError,
+                   "max_pool2d_backward: index ", t, " at output (", oh, ", ", ow, ") of plane ", p,
+                   " is not an element of that output's window in the ", H, " x ", W,
+                   " input plane\n  hint: pass max_pool2d_indices of the same kernel, stride, padding and dilation");
         }
       }
     }

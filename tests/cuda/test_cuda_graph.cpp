@@ -194,6 +194,30 @@ TEST_CASE("CUDA graph: dropout from a generator the graph does not hold is refus
   test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("CUDA graph: an SGD momentum buffer that would be created inside the capture is refused", "[cuda][gpu][graph]") {
+  // Its creation step would be copied again at every replay, restarting the buffer each time.
+  Tensor w = to(from_vector(std::vector<float>{1.0f, 2.0f, 3.0f}), gpu()).requires_grad_();
+  optim::SGD opt({w}, {.lr = 0.1, .momentum = 0.0});
+  w.set_grad(full({3}, 1.0, {.device = gpu()}));
+  opt.step();
+  opt.param_groups()[0].options["momentum"] = 0.9;  // no buffer yet
+  cuda::Graph graph;
+  graph.add_participant(opt);
+  MG_REQUIRE_ERROR(([&] {
+                     cuda::GraphCapture capture(graph);
+                     opt.step();
+                   }()),
+                   "a momentum buffer would be created inside a CUDA graph capture");
+  CHECK_FALSE(cuda::is_capturing());
+  opt.step();  // eager: the buffer is made; a capture now is fine
+  {
+    cuda::GraphCapture capture(graph);
+    opt.step();
+  }
+  graph.replay();
+  test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("CUDA graph: a captured step that synchronises throws, abandons the capture and leaves CUDA usable",
           "[cuda][gpu][graph]") {
   const Tensor x = ones({4}, {.device = gpu()});

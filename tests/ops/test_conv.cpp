@@ -537,7 +537,8 @@ TEST_CASE("max_pool2d_backward equals the scatter_add of g at the window maxima,
   // The op replaced max_pool2d's scatter_add backward (its CUDA kernel scanned every output of a
   // plane for every input element); the sums are the same, in the same order.
   Generator gen(31);
-  const std::vector<std::vector<int64_t>> geoms = {{3, 3, 2, 2, 1, 1, 1, 1}, {2, 3, 1, 2, 1, 1, 2, 1}, {3, 3, 1, 1, 1, 1, 1, 1}};
+  const std::vector<std::vector<int64_t>> geoms = {
+      {3, 3, 2, 2, 1, 1, 1, 1}, {2, 3, 1, 2, 1, 1, 2, 1}, {3, 3, 1, 1, 1, 1, 1, 1}, {3, 3, 2, 2, 2, 2, 2, 2}};
   for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
     // clamped values: many windows share a maximum, so elements collect several terms
     const Tensor x = to(clamp(randn({2, 3, 9, 11}, {.dtype = DType::F64}, &gen), -0.4, 0.4), dt);
@@ -569,6 +570,19 @@ TEST_CASE("max_pool2d_backward equals the scatter_add of g at the window maxima,
   CHECK_THROWS_WITH(max_pool2d_backward(g, idx, {6, 6}, {2, 2}),
                     Catch::StartsWith("max_pool2d_backward: expected an output gradient of shape [1, 2, 3, 3]"));
   CHECK_THROWS_AS(max_pool2d_backward(g, full({1, 2, 2, 2}, 16.0, {.dtype = DType::I64}), {4, 4}, {2, 2}), IndexError);
+  // Indices of another geometry: the 3x3 stride-1 maxima of 0..15 are bottom-right corners (index 10
+  // for output (0, 0)), which the 2x2 stride-2 window (0, 0) does not hold.
+  const Tensor ramp = reshape(arange(0, 16, 1, {.dtype = DType::F64}), {1, 1, 4, 4});
+  const Tensor other = max_pool2d_indices(ramp, {3, 3}, {1, 1});
+  CHECK_THROWS_WITH(max_pool2d_backward(rnd({1, 1, 2, 2}), other, {4, 4}, {2, 2}),
+                    Catch::StartsWith("max_pool2d_backward: index 10 at output (0, 0) of plane 0 is not an element of "
+                                      "that output's window"));
+  // An empty batch differentiates twice (the gather's shapes are explicit).
+  const Tensor e = zeros({0, 2, 4, 4}).requires_grad_();
+  const Tensor ge = zeros({0, 2, 2, 2}).requires_grad_();
+  const Tensors first = autograd::grad({(max_pool2d(e, {2, 2}) * ge).sum()}, {e}, {}, true, true);
+  const Tensors second = autograd::grad({first[0].sum()}, {ge});
+  CHECK(second[0].shape() == Shape{0, 2, 2, 2});
 }
 
 TEST_CASE("pooling errors name the op and the input", "[conv][pool][errors]") {
@@ -582,6 +596,9 @@ TEST_CASE("pooling errors name the op and the input", "[conv][pool][errors]") {
                     Catch::StartsWith("max_pool2d: expected a 4-D input [N, C, H, W], got input [3, 4, 4] f64 cpu"));
   CHECK_THROWS_WITH(adaptive_avg_pool2d(x, {0, 2}), "adaptive_avg_pool2d: output size must be positive, got [0, 2]");
   CHECK_THROWS_AS(max_pool2d(to(x, DType::I64), {2, 2}), DTypeError);
+  // An empty spatial dim with padding would give windows that hold nothing.
+  CHECK_THROWS_WITH(max_pool2d(zeros({1, 1, 0, 4}), {2, 2}, {1, 1}, {1, 1}),
+                    Catch::StartsWith("max_pool2d: the input has no elements along H"));
   // Dilated windows whose every tap misses the input (they would read outside it): refused.
   CHECK_THROWS_WITH(max_pool2d(rnd({1, 1, 2, 2}), {2, 2}, {1, 1}, {1, 1}, {3, 3}),
                     Catch::StartsWith("max_pool2d: output 0 along H has a window with no input element (taps at -1, 2, "
