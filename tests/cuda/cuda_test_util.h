@@ -3,11 +3,16 @@
 #pragma once
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/storage.h"
 #include "core/tensor.h"
 #include "cuda/cuda.h"
+#include "test_util.h"
 
 namespace mg::test {
 
@@ -21,6 +26,27 @@ inline Tensor to_gpu_keep_layout(const Tensor& x) {
   auto copy = std::make_shared<Storage>(s.nbytes(), gpu());
   copy_bytes(copy->data(), gpu(), s.data(), s.device(), s.nbytes());
   return make_tensor(copy, x.shape(), x.strides(), x.offset(), x.dtype());
+}
+
+// Runs f on CPU tensors and on copies of them on the GPU (layouts kept); |got - want| <= rel
+// (|want| + scale) + floor element by element (rel = 0: bit for bit; NaN matches NaN).
+using CpuGpuFn = std::function<Tensor(const std::vector<Tensor>&)>;
+inline void check_same_on_gpu(const std::string& what, const std::vector<Tensor>& cpu_inputs, const CpuGpuFn& f,
+                              double rel = 0, double scale = 0, double floor = 0) {
+  std::vector<Tensor> gpu_inputs;
+  for (const Tensor& t : cpu_inputs) gpu_inputs.push_back(to_gpu_keep_layout(t));  // views stay strided
+  const Tensor want = f(cpu_inputs);
+  const Tensor got = f(gpu_inputs);
+  INFO(what << " " << dtype_name(want.dtype()) << " " << shape_str(want.shape()));
+  REQUIRE(got.device() == gpu());
+  REQUIRE(got.dtype() == want.dtype());
+  REQUIRE(got.shape() == want.shape());
+  const std::vector<double> g = values(got), w = values(want);
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const bool same = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
+                      (rel > 0 && std::abs(g[i] - w[i]) <= rel * (std::abs(w[i]) + scale) + floor);
+    if (!same) FAIL(what << " element " << i << ": cuda " << g[i] << " cpu " << w[i]);
+  }
 }
 
 // Call at the end of every [gpu] test case.

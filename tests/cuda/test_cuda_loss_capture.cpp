@@ -115,28 +115,6 @@ void require_same_loss_bits(const Tensors& want, const Tensors& got, const std::
 // (tree vs cascade summation, CUDA's exp/log vs glibc's).
 double line_tolerance(DType dt) { return dt == DType::F64 ? 128 * 0x1p-53 : 128 * 0x1p-24; }
 
-using LineFn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-// f on CPU tensors and on GPU copies: |got - want| <= rel (|want| + scale) element by element
-// (NaN matches NaN).
-void check_line_op(const std::string& what, const std::vector<Tensor>& cpu_inputs, const LineFn& f, double rel,
-                   double scale) {
-  std::vector<Tensor> on_gpu;
-  for (const Tensor& t : cpu_inputs) on_gpu.push_back(t.to(gpu()));
-  const Tensor want = f(cpu_inputs);
-  const Tensor got = f(on_gpu);
-  INFO(what << " " << dtype_name(want.dtype()) << " " << shape_str(want.shape()));
-  REQUIRE(got.device() == gpu());
-  REQUIRE(got.dtype() == want.dtype());
-  REQUIRE(got.shape() == want.shape());
-  const std::vector<double> g = values(got), w = values(want);
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    const bool same = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
-                      std::abs(g[i] - w[i]) <= rel * (std::abs(w[i]) + scale);
-    if (!same) FAIL(what << " element " << i << ": cuda " << g[i] << " cpu " << w[i]);
-  }
-}
-
 Tensor randn_as(DType dt, const Shape& shape, double scale, uint64_t seed) {
   Generator gen(seed);
   return to(randn(shape, {}, &gen) * scale, dt);
@@ -253,12 +231,12 @@ TEST_CASE("CUDA f64 and f32 softmax, its backward and the class losses along a d
       const Shape shape{3, size, 37};
       const Tensor x = randn_as(dt, shape, 4.0, 11);
       const Tensor g = randn_as(dt, shape, 1.0, 12);
-      check_line_op("softmax", {x}, [](const auto& in) { return softmax(in[0], 1); }, rel, 0.0);
-      check_line_op("log_softmax", {x}, [](const auto& in) { return log_softmax(in[0], 1); }, rel, 1.0);
+      test::check_same_on_gpu("softmax", {x}, [](const auto& in) { return softmax(in[0], 1); }, rel, 0.0);
+      test::check_same_on_gpu("log_softmax", {x}, [](const auto& in) { return log_softmax(in[0], 1); }, rel, 1.0);
       const Tensor y = softmax(x, 1), ly = log_softmax(x, 1);  // on the CPU: both devices get these bits
-      check_line_op("softmax_backward", {g, y}, [](const auto& in) { return softmax_backward(in[0], in[1], 1); },
+      test::check_same_on_gpu("softmax_backward", {g, y}, [](const auto& in) { return softmax_backward(in[0], in[1], 1); },
                     rel, 1.0);
-      check_line_op("log_softmax_backward", {g, ly},
+      test::check_same_on_gpu("log_softmax_backward", {g, ly},
                     [](const auto& in) { return log_softmax_backward(in[0], in[1], 1); }, rel,
                     1.0 + std::sqrt(double(size)) / 16);
     }
@@ -270,14 +248,14 @@ TEST_CASE("CUDA f64 and f32 softmax, its backward and the class losses along a d
     for (Reduction r : {Reduction::None, Reduction::Mean, Reduction::Sum}) {
       for (double eps : {0.0, 0.1}) {
         const std::string what = "cross_entropy " + std::string(reduction_name(r)) + " eps " + std::to_string(eps);
-        check_line_op(what, {x, t}, [r, eps](const auto& in) { return cross_entropy(in[0], in[1], r, kIgnore, eps); },
+        test::check_same_on_gpu(what, {x, t}, [r, eps](const auto& in) { return cross_entropy(in[0], in[1], r, kIgnore, eps); },
                       rel, 1.0);
         const Tensor gr = randn_as(dt, r == Reduction::None ? t.shape() : Shape{}, 1.0, 23);
-        check_line_op(what + " backward", {gr, x, t},
+        test::check_same_on_gpu(what + " backward", {gr, x, t},
                       [r, eps](const auto& in) { return cross_entropy_backward(in[0], in[1], in[2], r, kIgnore, eps); },
                       rel, 4.0);
       }
-      check_line_op("nll_loss " + std::string(reduction_name(r)), {log_softmax(x, 1), t},
+      test::check_same_on_gpu("nll_loss " + std::string(reduction_name(r)), {log_softmax(x, 1), t},
                     [r](const auto& in) { return nll_loss(in[0], in[1], r, kIgnore); }, rel, 1.0);
     }
   }

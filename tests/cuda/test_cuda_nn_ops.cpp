@@ -29,12 +29,13 @@
 
 using namespace mg;
 using mg::test::error_of;
+using mg::test::check_same_on_gpu;
+using Fn = mg::test::CpuGpuFn;
 using mg::test::gpu;
 using mg::test::values;
 
 namespace {
 
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 // Ulps of the dtype allowed for the softmax family (see the file comment): f32 and f64 a few
 // dozen ulps of summation-order and libm difference; f16/bf16 one ulp of the output's rounding
@@ -53,25 +54,6 @@ double softmax_tolerance(DType dt) {
 // different f32 values may differ by that much.
 double subnormal_floor(DType dt) { return dt == DType::F16 ? 0x1p-24 : 0.0; }
 
-// Runs f on CPU tensors and on copies of them on the GPU; |got - want| <= rel (|want| + scale)
-// + floor element by element (rel = 0: bit for bit; NaN matches NaN).
-void check_same(const std::string& what, const std::vector<Tensor>& cpu_inputs, const Fn& f, double rel = 0,
-                double scale = 0, double floor = 0) {
-  std::vector<Tensor> gpu_inputs;
-  for (const Tensor& t : cpu_inputs) gpu_inputs.push_back(mg::test::to_gpu_keep_layout(t));  // views stay strided
-  const Tensor want = f(cpu_inputs);
-  const Tensor got = f(gpu_inputs);
-  INFO(what << " " << dtype_name(want.dtype()) << " " << shape_str(want.shape()));
-  REQUIRE(got.device() == gpu());
-  REQUIRE(got.dtype() == want.dtype());
-  REQUIRE(got.shape() == want.shape());
-  const std::vector<double> g = values(got), w = values(want);
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    const bool same = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
-                      (rel > 0 && std::abs(g[i] - w[i]) <= rel * (std::abs(w[i]) + scale) + floor);
-    if (!same) FAIL(what << " element " << i << ": cuda " << g[i] << " cpu " << w[i]);
-  }
-}
 
 Tensor randn_in(DType dt, const Shape& shape, double scale, uint64_t seed) {
   Generator gen(seed);
@@ -119,14 +101,14 @@ TEST_CASE("CUDA cat matches the CPU for any number of inputs along any dim, stri
       const Tensor b = data_in(dt, t1, 2).permute({2, 1, 0});
       const Tensor c = data_in(dt, s2, 3);
       const Tensor d = data_in(dt, {6, 5, 7}, 4).slice(0, 0, 6, 2);  // a step slice
-      check_same("cat dim " + std::to_string(dim), {a, b, c, d},
+      check_same_on_gpu("cat dim " + std::to_string(dim), {a, b, c, d},
                  [dim](const auto& in) { return cat({in[0], in[1], in[2], in[3]}, dim); });
-      check_same("cat negative dim", {a, a}, [](const auto& in) { return cat({in[0], in[1]}, -1); });
+      check_same_on_gpu("cat negative dim", {a, a}, [](const auto& in) { return cat({in[0], in[1]}, -1); });
     }
     // many inputs of one row each along dim 1 of a [37, n] result
     std::vector<Tensor> many;
     for (int i = 0; i < 40; ++i) many.push_back(data_in(dt, {37, 1 + i % 3}, 10 + uint64_t(i)));
-    check_same("cat of 40 inputs", many, [](const auto& in) { return cat(in, 1); });
+    check_same_on_gpu("cat of 40 inputs", many, [](const auto& in) { return cat(in, 1); });
   }
   mg::test::require_no_pending_cuda_error();
 }
@@ -139,20 +121,20 @@ TEST_CASE("CUDA index_select matches the CPU bit for bit along every dim", "[cud
       for (DType it : {DType::I64, DType::I32}) {
         // repeats and negative indices (counted from the end)
         const Tensor index = randint_in(-size, size, {11}, 5 + uint64_t(dim), it);
-        check_same("index_select dim " + std::to_string(dim), {x, index},
+        check_same_on_gpu("index_select dim " + std::to_string(dim), {x, index},
                    [dim](const auto& in) { return index_select(in[0], dim, in[1]); });
-        check_same("index_select of a transposed input", {x.transpose(0, 2).contiguous(), index},
+        check_same_on_gpu("index_select of a transposed input", {x.transpose(0, 2).contiguous(), index},
                    [dim](const auto& in) { return index_select(in[0].transpose(0, 2), dim, in[1]); });
-        check_same("index_select with a strided index", {x, randint_in(0, size, {22}, 7, it)},
+        check_same_on_gpu("index_select with a strided index", {x, randint_in(0, size, {22}, 7, it)},
                    [dim](const auto& in) { return index_select(in[0], dim, in[1].slice(0, 0, 22, 2)); });
       }
-      check_same("index_select with a 0-d index", {x, full({}, 1.0, {.dtype = DType::I64})},
+      check_same_on_gpu("index_select with a 0-d index", {x, full({}, 1.0, {.dtype = DType::I64})},
                  [dim](const auto& in) { return index_select(in[0], dim, in[1]); });
-      check_same("index_select with an empty index", {x, zeros({0}, {.dtype = DType::I64})},
+      check_same_on_gpu("index_select with an empty index", {x, zeros({0}, {.dtype = DType::I64})},
                  [dim](const auto& in) { return index_select(in[0], dim, in[1]); });
     }
     // embedding-like lookups: [V, D] rows at [N] indices
-    check_same("index_select rows", {data_in(dt, {1000, 129}, 3), randint_in(0, 1000, {4097}, 4)},
+    check_same_on_gpu("index_select rows", {data_in(dt, {1000, 129}, 3), randint_in(0, 1000, {4097}, 4)},
                [](const auto& in) { return index_select(in[0], 0, in[1]); });
   }
   mg::test::require_no_pending_cuda_error();
@@ -167,17 +149,17 @@ TEST_CASE("CUDA gather matches the CPU bit for bit along every dim", "[cuda][gpu
       is[std::size_t(dim)] = 9;
       for (DType it : {DType::I64, DType::I32}) {
         const Tensor index = randint_in(-size, size, is, 11 + uint64_t(dim), it);
-        check_same("gather dim " + std::to_string(dim), {x, index},
+        check_same_on_gpu("gather dim " + std::to_string(dim), {x, index},
                    [dim](const auto& in) { return gather(in[0], dim, in[1]); });
-        check_same("gather of a transposed input", {x.transpose(0, 2).contiguous(), index},
+        check_same_on_gpu("gather of a transposed input", {x.transpose(0, 2).contiguous(), index},
                    [dim](const auto& in) { return gather(in[0].transpose(0, 2), dim, in[1]); });
       }
       Shape es = is;
       es[std::size_t(dim)] = 0;
-      check_same("gather with an empty index", {x, zeros(es, {.dtype = DType::I64})},
+      check_same_on_gpu("gather with an empty index", {x, zeros(es, {.dtype = DType::I64})},
                  [dim](const auto& in) { return gather(in[0], dim, in[1]); });
     }
-    check_same("gather 0-d", {data_in(dt, {}, 2), zeros({}, {.dtype = DType::I64})},
+    check_same_on_gpu("gather 0-d", {data_in(dt, {}, 2), zeros({}, {.dtype = DType::I64})},
                [](const auto& in) { return gather(in[0], 0, in[1]); });
   }
   mg::test::require_no_pending_cuda_error();
@@ -195,9 +177,9 @@ TEST_CASE("CUDA scatter_add matches the CPU along every dim, deterministically",
       const Tensor src = data_in(dt, ss, 2);
       for (DType it : {DType::I64, DType::I32}) {
         const Tensor index = randint_in(-size, size, is, 13 + uint64_t(dim), it);
-        check_same("scatter_add dim " + std::to_string(dim), {self, index, src},
+        check_same_on_gpu("scatter_add dim " + std::to_string(dim), {self, index, src},
                    [dim](const auto& in) { return scatter_add(in[0], dim, in[1], in[2]); });
-        check_same("scatter_add, transposed self and src", {self, index, src},
+        check_same_on_gpu("scatter_add, transposed self and src", {self, index, src},
                    [dim](const auto& in) {
                      return scatter_add(in[0].transpose(0, 2).contiguous().transpose(0, 2), dim, in[1],
                                         in[2].transpose(0, 2).contiguous().transpose(0, 2));
@@ -205,7 +187,7 @@ TEST_CASE("CUDA scatter_add matches the CPU along every dim, deterministically",
       }
       Shape es = is;
       es[std::size_t(dim)] = 0;
-      check_same("scatter_add with an empty index", {self, zeros(es, {.dtype = DType::I64}), src},
+      check_same_on_gpu("scatter_add with an empty index", {self, zeros(es, {.dtype = DType::I64}), src},
                  [dim](const auto& in) { return scatter_add(in[0], dim, in[1], in[2]); });
     }
   }
@@ -217,14 +199,14 @@ TEST_CASE("CUDA scatter_add matches the CPU along every dim, deterministically",
       const Tensor base = zeros({100, 33}, {.dtype = in[0].dtype(), .device = in[0].device()});
       return scatter_add(base, 0, in[1].reshape({4097, 1}).expand({4097, 33}), in[0]);
     };
-    check_same("embedding backward", {g, ids}, f);
+    check_same_on_gpu("embedding backward", {g, ids}, f);
     // ~4097 terms per target: the CPU sums by the cascade rule, the GPU sequentially in f32, so
     // they agree to the sequential bound (n ulps of f32 of sum |terms|, here ~4097 * 2^-24 * 64
     // relative to the ~64 magnitude of a sum of 4097 unit normals, i.e. well within 2^-10) and
     // f16/bf16 additionally by one rounding of the output.
     const Tensor few = randint_in(0, 1, {4097}, 5);
     const double rel = dt == DType::F32 ? 0x1p-10 : softmax_tolerance(dt) + 0x1p-10;
-    check_same("embedding backward, one target", {g, few}, f, rel, 8.0);
+    check_same_on_gpu("embedding backward, one target", {g, few}, f, rel, 8.0);
   }
   // the same call twice gives the same bits (no atomics)
   const Tensor g = randn_in(DType::F32, {4097, 33}, 1.0, 3).to(gpu());
@@ -240,20 +222,20 @@ TEST_CASE("CUDA masked_fill and one_hot match the CPU bit for bit", "[cuda][gpu]
     const Tensor x = data_in(dt, {37, 65}, 1);
     const Tensor mask = data_in(DType::Bool, {37, 65}, 2);
     const Tensor row = data_in(DType::Bool, {65}, 3);
-    check_same("masked_fill", {x, mask}, [value](const auto& in) { return masked_fill(in[0], in[1], value); });
-    check_same("masked_fill, broadcast mask", {x, row},
+    check_same_on_gpu("masked_fill", {x, mask}, [value](const auto& in) { return masked_fill(in[0], in[1], value); });
+    check_same_on_gpu("masked_fill, broadcast mask", {x, row},
                [value](const auto& in) { return masked_fill(in[0], in[1], value); });
-    check_same("masked_fill, transposed", {x, mask},
+    check_same_on_gpu("masked_fill, transposed", {x, mask},
                [value](const auto& in) { return masked_fill(in[0].t(), in[1].t(), value); });
-    check_same("masked_fill, empty", {data_in(dt, {0, 65}, 4), row},
+    check_same_on_gpu("masked_fill, empty", {data_in(dt, {0, 65}, 4), row},
                [value](const auto& in) { return masked_fill(in[0], in[1], value); });
   }
   for (DType it : {DType::I64, DType::I32}) {
     const Tensor index = randint_in(0, 7, {5, 13}, 6, it);
-    check_same("one_hot", {index}, [](const auto& in) { return one_hot(in[0], 7); });
-    check_same("one_hot, strided", {index}, [](const auto& in) { return one_hot(in[0].t(), 9); });
-    check_same("one_hot, 0-d", {full({}, 3.0, {.dtype = it})}, [](const auto& in) { return one_hot(in[0], 4); });
-    check_same("one_hot, empty", {zeros({0, 3}, {.dtype = it})}, [](const auto& in) { return one_hot(in[0], 4); });
+    check_same_on_gpu("one_hot", {index}, [](const auto& in) { return one_hot(in[0], 7); });
+    check_same_on_gpu("one_hot, strided", {index}, [](const auto& in) { return one_hot(in[0].t(), 9); });
+    check_same_on_gpu("one_hot, 0-d", {full({}, 3.0, {.dtype = it})}, [](const auto& in) { return one_hot(in[0], 4); });
+    check_same_on_gpu("one_hot, empty", {zeros({0, 3}, {.dtype = it})}, [](const auto& in) { return one_hot(in[0], 4); });
   }
   mg::test::require_no_pending_cuda_error();
 }
@@ -263,10 +245,10 @@ TEST_CASE("CUDA embedding matches the CPU bit for bit", "[cuda][gpu][nn]") {
     const Tensor w = data_in(dt, {1000, 129}, 1);
     for (DType it : {DType::I64, DType::I32}) {
       const Tensor ids = randint_in(0, 1000, {7, 13}, 2, it);
-      check_same("embedding", {w, ids}, [](const auto& in) { return embedding(in[0], in[1]); });
-      check_same("embedding, transposed weight and index", {w.t().contiguous(), ids},
+      check_same_on_gpu("embedding", {w, ids}, [](const auto& in) { return embedding(in[0], in[1]); });
+      check_same_on_gpu("embedding, transposed weight and index", {w.t().contiguous(), ids},
                  [](const auto& in) { return embedding(in[0].t(), in[1].t()); });
-      check_same("embedding, empty", {w, zeros({0, 4}, {.dtype = it})},
+      check_same_on_gpu("embedding, empty", {w, zeros({0, 4}, {.dtype = it})},
                  [](const auto& in) { return embedding(in[0], in[1]); });
     }
   }
@@ -345,17 +327,17 @@ TEST_CASE("CUDA softmax and log_softmax match the CPU along every dim", "[cuda][
     for (const SoftmaxCase& c : kSoftmaxCases) {
       const Tensor x = randn_in(dt, c.shape, 4.0, 1);
       const int64_t dim = c.dim;
-      check_same("softmax dim " + std::to_string(dim), {x}, [dim](const auto& in) { return softmax(in[0], dim); },
+      check_same_on_gpu("softmax dim " + std::to_string(dim), {x}, [dim](const auto& in) { return softmax(in[0], dim); },
                  rel, 0.0, subnormal_floor(dt));
-      check_same("log_softmax dim " + std::to_string(dim), {x},
+      check_same_on_gpu("log_softmax dim " + std::to_string(dim), {x},
                  [dim](const auto& in) { return log_softmax(in[0], dim); }, rel, 1.0);
     }
     // a non-contiguous input (made dense by the kernel), every dim of the transpose
     const Tensor m = randn_in(dt, {65, 33}, 4.0, 2);
     for (int64_t dim : {0, 1}) {
-      check_same("softmax of a transpose", {m}, [dim](const auto& in) { return softmax(in[0].t(), dim); }, rel, 0.0,
+      check_same_on_gpu("softmax of a transpose", {m}, [dim](const auto& in) { return softmax(in[0].t(), dim); }, rel, 0.0,
                  subnormal_floor(dt));
-      check_same("log_softmax of a transpose", {m}, [dim](const auto& in) { return log_softmax(in[0].t(), dim); },
+      check_same_on_gpu("log_softmax of a transpose", {m}, [dim](const auto& in) { return log_softmax(in[0].t(), dim); },
                  rel, 1.0);
     }
     // -inf entries (masked attention) and one fully masked row (NaN on both devices)
@@ -366,8 +348,8 @@ TEST_CASE("CUDA softmax and log_softmax match the CPU along every dim", "[cuda][
                                               {3, 9}),
                            full({1}, 0.0));
     const Tensor masked = masked_fill(r, mask, -INFINITY);
-    check_same("softmax with -inf", {masked}, [](const auto& in) { return softmax(in[0], 1); }, rel, 0.0, subnormal_floor(dt));
-    check_same("log_softmax with -inf", {masked}, [](const auto& in) { return log_softmax(in[0], 1); }, rel, 1.0);
+    check_same_on_gpu("softmax with -inf", {masked}, [](const auto& in) { return softmax(in[0], 1); }, rel, 0.0, subnormal_floor(dt));
+    check_same_on_gpu("log_softmax with -inf", {masked}, [](const auto& in) { return log_softmax(in[0], 1); }, rel, 1.0);
   }
   mg::test::require_no_pending_cuda_error();
 }
@@ -381,18 +363,18 @@ TEST_CASE("CUDA softmax_backward and log_softmax_backward match the CPU along ev
       const Tensor x = randn_in(dt, c.shape, 4.0, 1);
       const Tensor g = randn_in(dt, c.shape, 1.0, 2);
       const Tensor y = softmax(x, dim), ly = log_softmax(x, dim);  // on the CPU: both devices get these bits
-      check_same("softmax_backward dim " + std::to_string(dim), {g, y},
+      check_same_on_gpu("softmax_backward dim " + std::to_string(dim), {g, y},
                  [dim](const auto& in) { return softmax_backward(in[0], in[1], dim); }, rel, 1.0);
       // g - exp(y) sum(g): sum(g) over a line of n unit normals is ~sqrt(n) in size, with cancellation,
       // and its last bits depend on the summation order; the error is exp(y) (<= 1) times that.
       const int64_t n = c.shape.empty() ? 1 : c.shape[std::size_t(dim < 0 ? dim + int64_t(c.shape.size()) : dim)];
-      check_same("log_softmax_backward dim " + std::to_string(dim), {g, ly},
+      check_same_on_gpu("log_softmax_backward dim " + std::to_string(dim), {g, ly},
                  [dim](const auto& in) { return log_softmax_backward(in[0], in[1], dim); }, rel,
                  1.0 + std::sqrt(double(n)) / 16);
     }
     const Tensor m = randn_in(dt, {65, 33}, 4.0, 2);
     const Tensor gm = randn_in(dt, {33, 65}, 1.0, 3);
-    check_same("softmax_backward of transposes", {gm, softmax(m.t(), 1)},
+    check_same_on_gpu("softmax_backward of transposes", {gm, softmax(m.t(), 1)},
                [](const auto& in) { return softmax_backward(in[0], in[1].t().contiguous().t(), 1); }, rel, 1.0);
   }
   mg::test::require_no_pending_cuda_error();
@@ -434,29 +416,29 @@ TEST_CASE("CUDA cross_entropy, its backward and nll_loss match the CPU", "[cuda]
           const std::string what = "cross_entropy " + std::string(reduction_name(r)) + " eps " + std::to_string(eps);
           // loss = lse - x_t (+ smoothing): an absolute error of a few ulps of the log-sum; the
           // mean/sum adds the summation order of the batch (relative)
-          check_same(what, {x, t}, [r, eps](const auto& in) { return cross_entropy(in[0], in[1], r, -100, eps); },
+          check_same_on_gpu(what, {x, t}, [r, eps](const auto& in) { return cross_entropy(in[0], in[1], r, -100, eps); },
                      rel, 1.0);
           const Shape gs = r == Reduction::None ? t.shape() : Shape{};
           const Tensor g = randn_in(dt, gs, 1.0, 3);
           // dx = w (p - onehot...): errors of a few ulps of |w| (p - 1 cancels near the target)
-          check_same(what + " backward", {g, x, t},
+          check_same_on_gpu(what + " backward", {g, x, t},
                      [r, eps](const auto& in) { return cross_entropy_backward(in[0], in[1], in[2], r, -100, eps); },
                      rel, 4.0);
         }
-        check_same("nll_loss " + std::string(reduction_name(r)), {log_softmax(x, x.dim() == 1 ? 0 : 1), t},
+        check_same_on_gpu("nll_loss " + std::string(reduction_name(r)), {log_softmax(x, x.dim() == 1 ? 0 : 1), t},
                    [r](const auto& in) { return nll_loss(in[0], in[1], r, -100); }, rel, 1.0);
       }
     }
     // every target ignored: the mean is 0 / 0 = NaN on both devices, the sum 0
     const Tensor x = randn_in(dt, {3, 4}, 1.0, 4);
     const Tensor all_ignored = full({3}, -100.0, {.dtype = DType::I64});
-    check_same("cross_entropy, all ignored", {x, all_ignored},
+    check_same_on_gpu("cross_entropy, all ignored", {x, all_ignored},
                [](const auto& in) { return cross_entropy(in[0], in[1], Reduction::Mean, -100, 0.0); });
-    check_same("cross_entropy, all ignored, sum", {x, all_ignored},
+    check_same_on_gpu("cross_entropy, all ignored, sum", {x, all_ignored},
                [](const auto& in) { return cross_entropy(in[0], in[1], Reduction::Sum, -100, 0.0); });
     // a strided (transposed) input
     const Tensor xt = randn_in(dt, {11, 6}, 3.0, 5);
-    check_same("cross_entropy of a transpose", {xt, randint_in(0, 11, {6}, 6)},
+    check_same_on_gpu("cross_entropy of a transpose", {xt, randint_in(0, 11, {6}, 6)},
                [](const auto& in) { return cross_entropy(in[0].t(), in[1], Reduction::None, -100, 0.0); }, rel, 1.0);
   }
   // a bad target: the CPU's message, up to the input's device
