@@ -1,5 +1,7 @@
 #include "mixgrad/core/dtype.h"
 
+#include <cmath>
+
 #include "mixgrad/core/error.h"
 
 namespace mg {
@@ -40,6 +42,19 @@ bool is_floating(DType t) {
 }
 bool is_low_precision(DType t) { return t == DType::F16 || t == DType::BF16; }
 bool is_integral(DType t) { return t == DType::I64 || t == DType::I32 || t == DType::U8; }
+
+bool integral_holds(DType t, double v) {
+  // [lo, hi) as doubles: every bound is a power of two (or zero), so exact; trunc(v) < hi.
+  double lo = 0, hi = 0;
+  switch (t) {
+    case DType::I64: lo = -0x1p63, hi = 0x1p63; break;
+    case DType::I32: lo = -0x1p31, hi = 0x1p31; break;
+    case DType::U8: lo = 0, hi = 0x1p8; break;
+    default: return true;
+  }
+  const double r = std::trunc(v);  // NaN stays NaN and fails both comparisons
+  return r >= lo && r < hi;
+}
 
 namespace {
 // Rank in the promotion lattice; f16 and bf16 share a rank and meet at f32.

@@ -45,6 +45,11 @@ std::size_t dtype_size(DType t);
 bool is_floating(DType t);       // f64 f32 f16 bf16
 bool is_low_precision(DType t);  // f16 bf16
 bool is_integral(DType t);       // i64 i32 u8 (not bool)
+// Whether the integral dtype t (i64, i32, u8) holds v truncated toward zero: false for NaN, +-inf
+// and values outside its range (C++ leaves such conversions undefined), true for every other dtype.
+// Factories and scalar attributes check this before a double becomes an integer, as PyTorch's
+// "value cannot be converted to type ... without overflow".
+bool integral_holds(DType t, double v);
 // Result dtype of a binary op on tensors of dtypes a and b (outside autocast).
 DType promote_types(DType a, DType b);
 

@@ -81,6 +81,8 @@ Generator& default_generator() {
 void manual_seed(uint64_t seed) { default_generator().set_state(seed, 0); }
 
 Tensor full(const Shape& shape, double value, TensorOptions options) {
+  MG_CHECK(integral_holds(options.dtype, value), Error, "full: value ", value, " cannot be converted to ",
+           dtype_name(options.dtype), " without overflow");
   return make_filled(shape, options, {.kind = FillKind::Full, .value = value});
 }
 Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0.0, options); }
@@ -95,6 +97,10 @@ Tensor arange(int64_t start, int64_t end, int64_t step, TensorOptions options) {
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
   MG_CHECK(steps >= 0, Error, "linspace: steps must be >= 0, got ", steps);
+  // Every value lies between the ends (each is computed from the nearer one), so checking the ends
+  // keeps an integer dtype's conversions defined.
+  MG_CHECK(integral_holds(options.dtype, start) && integral_holds(options.dtype, end), Error, "linspace: start ",
+           start, " or end ", end, " cannot be converted to ", dtype_name(options.dtype), " without overflow");
   const double d = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
   return make_filled({steps}, options,
                      {.kind = FillKind::Linspace, .lin_start = start, .lin_end = end, .lin_delta = d});
@@ -120,6 +126,13 @@ Tensor randn(const Shape& shape, TensorOptions options, Generator* gen) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options, Generator* gen) {
   MG_CHECK(high > low, Error, "randint: expected low < high, got low=", low, " high=", high);
+  // The drawn values are low..high-1; each must be a value of the dtype (bool: 0 and 1).
+  // (i64 holds every int64; double(high - 1) could round up to 2^63.)
+  const bool fits = options.dtype == DType::Bool  ? low >= 0 && high <= 2
+                    : options.dtype == DType::I64 ? true
+                                                  : integral_holds(options.dtype, double(low)) &&
+                                                        integral_holds(options.dtype, double(high - 1));
+  MG_CHECK(fits, Error, "randint: the range [", low, ", ", high, ") does not fit in ", dtype_name(options.dtype));
   return make_filled(shape, options,
                      {.kind = FillKind::Randint, .low = low, .range = uint64_t(high) - uint64_t(low)}, gen);
 }

@@ -15,17 +15,21 @@ namespace mg {
 
 Tensor zeros(const Shape& shape, TensorOptions options = {});
 Tensor ones(const Shape& shape, TensorOptions options = {});
+// Every element `value`; into an integer dtype truncated toward zero (2.7 -> 2). Throws mg::Error
+// when the dtype cannot hold it (NaN, +-inf or out of range for i64/i32/u8), as PyTorch does.
 Tensor full(const Shape& shape, double value, TensorOptions options = {});
-// [start, end) with `step` (i64 by default; any dtype may be asked for).
+// [start, end) with `step` (i64 by default; any dtype may be asked for; into a narrower integer
+// dtype the values wrap around, as PyTorch's).
 Tensor arange(int64_t start, int64_t end, int64_t step = 1, TensorOptions options = {.dtype = DType::I64});
-// `steps` evenly spaced values from start to end inclusive.
+// `steps` evenly spaced values from start to end inclusive (an integer dtype truncates them and
+// must hold both ends).
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
 Tensor eye(int64_t n, int64_t m = -1, TensorOptions options = {});
 // Uniform in [0, 1).
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
 // Standard normal (Box-Muller on Philox words).
 Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
-// Uniform integers in [low, high).
+// Uniform integers in [low, high); the dtype must hold low and high - 1 (bool: [0, 2)).
 Tensor randint(int64_t low, int64_t high, const Shape& shape,
                TensorOptions options = {.dtype = DType::I64}, Generator* gen = nullptr);
 

@@ -246,18 +246,34 @@ MG_UNARY_INFER(pow_scalar)
 #undef MG_UNARY_INFER
 
 InferResult infer_any(const Tensors& in, const OpAttrs&) { return infer_unary_any("", in); }
+InferResult infer_fill(const Tensors& in, const OpAttrs& a) {
+  MG_CHECK(integral_holds(in[0].dtype(), a.alpha), Error, "fill_: value ", a.alpha, " cannot be converted to ",
+           dtype_name(in[0].dtype()), " without overflow; got ", describe(in[0]));
+  return infer_unary_any("", in);
+}
 InferResult infer_signed(const Tensors& in, const OpAttrs&) {
   MG_CHECK(in[0].dtype() != DType::Bool, DTypeError, "neg: not supported for bool tensors, got ",
            describe(in[0]));
   return infer_unary_any("", in);
 }
 
+// add/sub: a + alpha * b. On integer tensors alpha is converted to their dtype, so it must be a
+// whole number the dtype holds (PyTorch refuses a fractional alpha there too).
+InferResult infer_add_sub(const char* name, const Tensors& in, const OpAttrs& a) {
+  InferResult r = infer_broadcast(name, in, std::nullopt);
+  const DType t = r.kernel_dtype;
+  MG_CHECK(!is_integral(t) || (a.alpha == std::trunc(a.alpha) && integral_holds(t, a.alpha)), Error, name,
+           ": alpha ", a.alpha, " is not a whole number that ", dtype_name(t), " holds; got ", describe(in[0]),
+           " and ", describe(in[1]));
+  return r;
+}
+InferResult infer_add(const Tensors& in, const OpAttrs& a) { return infer_add_sub("add", in, a); }
+InferResult infer_sub(const Tensors& in, const OpAttrs& a) { return infer_add_sub("sub", in, a); }
+
 #define MG_BINARY_INFER(name, out)                                         \
   InferResult infer_##name(const Tensors& in, const OpAttrs&) {            \
     return infer_broadcast(#name, in, out);                                \
   }
-MG_BINARY_INFER(add, std::nullopt)
-MG_BINARY_INFER(sub, std::nullopt)
 MG_BINARY_INFER(mul, std::nullopt)
 MG_BINARY_INFER(div, std::nullopt)
 MG_BINARY_INFER(pow, std::nullopt)
@@ -310,7 +326,7 @@ void register_elementwise_rules() {
   set_op_rule(OpId::erf, {.infer = infer_erf, .backward = erf_bw, .save = in0});
   set_op_rule(OpId::pow_scalar, {.infer = infer_pow_scalar, .backward = pow_scalar_bw, .save = in0});
   set_op_rule(OpId::clamp, {.infer = infer_any, .backward = clamp_bw, .save = in0});
-  set_op_rule(OpId::fill, {.infer = infer_any});
+  set_op_rule(OpId::fill, {.infer = infer_fill});
   set_op_rule(OpId::add, {.infer = infer_add, .backward = add_bw});
   set_op_rule(OpId::sub, {.infer = infer_sub, .backward = sub_bw});
   set_op_rule(OpId::mul, {.infer = infer_mul, .backward = mul_bw, .saves = mul_saves});
@@ -398,8 +414,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor scalar_like(double value, const Tensor& like) {
   DType t = like.dtype();
-  if (!is_floating(t) && value != std::floor(value)) t = DType::F32;
   if (t == DType::Bool && value != 0.0 && value != 1.0) t = DType::I64;
+  // A value the integer dtype cannot hold exactly (a fraction, NaN, +-inf, out of its range) is an
+  // f32 scalar, so x + 0.5 and x * 1e20 on an i32 x compute in f32 instead of truncating or
+  // overflowing.
+  if (is_integral(t) && !(value == std::trunc(value) && integral_holds(t, value))) t = DType::F32;
   return scalar_tensor(value, {.dtype = t, .device = like.device()});
 }
 

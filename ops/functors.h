@@ -282,12 +282,13 @@ struct PowScalar {
   }
 };
 // min/max given as doubles; NaN propagates.
+// Bounds beyond an integer type's range saturate (cast_value): clamp(x_i32, 1e20, 2e20) is INT_MAX.
 struct Clamp {
   double lo, hi;
   template <typename T> MG_HOST_DEVICE T operator()(T x) const {
     if (!(x == x)) return x;
-    if (double(x) < lo) return T(lo);
-    if (double(x) > hi) return T(hi);
+    if (double(x) < lo) return cast_value<T>(lo);
+    if (double(x) > hi) return cast_value<T>(hi);
     return x;
   }
 };

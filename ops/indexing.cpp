@@ -167,18 +167,8 @@ InferResult infer_masked_fill(const Tensors& in, const OpAttrs& a) {
   }
   MG_CHECK(ok, ShapeError, "masked_fill: mask ", describe(mask), " cannot be broadcast to the input's shape ",
            x.shape(), "; got input ", describe(x));
-  if (is_integral(x.dtype())) {
-    visit_dtype(x.dtype(), [&]<typename T>() {
-      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-        // Representable range of T as doubles (the upper bound of i64 rounds up to 2^63: exclusive).
-        const double lo = double(std::numeric_limits<T>::min());
-        const double hi = double(std::numeric_limits<T>::max());
-        MG_CHECK(a.alpha >= lo && (std::is_same_v<T, int64_t> ? a.alpha < hi : a.alpha <= hi), Error,
-                 "masked_fill: value ", a.alpha, " cannot be converted to ", dtype_name(x.dtype()),
-                 " without overflow; got input ", describe(x));
-      }
-    });
-  }
+  MG_CHECK(integral_holds(x.dtype(), a.alpha), Error, "masked_fill: value ", a.alpha, " cannot be converted to ",
+           dtype_name(x.dtype()), " without overflow; got input ", describe(x));
   return {{{x.shape(), x.dtype()}}, x.dtype()};
 }
 

@@ -48,7 +48,9 @@ std::vector<Case> cases(DType dt, int64_t n) {
       {"ones_like", [=](Device d, Generator*) { return ones_like(empty({n}, {.dtype = dt, .device = d})); }},
       {"full_like", [=](Device d, Generator*) { return full_like(empty({n}, {.dtype = dt, .device = d}), -2.5); }},
   };
+  // randint's range must fit the dtype.
   if (dt == DType::U8) c[6].make = [=](Device d, Generator* g) { return randint(0, 250, {n}, {.dtype = dt, .device = d}, g); };
+  if (dt == DType::Bool) c[6].make = [=](Device d, Generator* g) { return randint(0, 2, {n}, {.dtype = dt, .device = d}, g); };
   if (dt == DType::U8 || dt == DType::Bool) c[9].make = [=](Device d, Generator*) { return full_like(empty({n}, {.dtype = dt, .device = d}), 2.0); };
   if (is_floating(dt)) {
     c.push_back({"rand", [=](Device d, Generator* g) { return rand({n}, {.dtype = dt, .device = d}, g); }});
