@@ -260,6 +260,7 @@ StepStats GradScaler::last_stats(const optim::Optimizer& opt) const {
 
 void GradScaler::graph_capture_begin() {
   graph_captured_ = false;
+  graph_refusal_.clear();
   if (!options_.enabled) return;  // scale() and step() are plain pass-throughs
   MG_CHECK(device_.has_value(), Error,
            "GradScaler: cannot be captured into a CUDA graph before its state is on the device"
@@ -278,11 +279,16 @@ void GradScaler::graph_capture_end(bool ok) {
   graph_captured_ = true;
 }
 
-void GradScaler::graph_replay_prepare() {
+void GradScaler::graph_replay_check() const {
+  MG_CHECK(graph_refusal_.empty(), Error, graph_refusal_);
   if (!options_.enabled) return;
   MG_CHECK(graph_captured_, Error, "GradScaler: replaying a CUDA graph this scaler was not captured into");
   MG_CHECK(per_optimizer_.empty(), Error,
            "GradScaler: a CUDA graph replay began in the middle of an eager iteration (after unscale_/step, before update())");
+}
+
+void GradScaler::graph_replay_prepare() {
+  if (!options_.enabled) return;
   stale_ = true;  // the replay runs one update on the device state
   last_stats_ = graph_stats_;  // each replay rewrites the captured counts
 }
@@ -331,6 +337,26 @@ void GradScaler::load_state_dict(const StateDict& s) {
   loaded.state_.last_skip = last >= 0 ? last : -1;
   MG_CHECK(per_optimizer_.empty(), Error, who, ": called in the middle of an iteration (after unscale_/step, before update())");
   loaded.on_skip_ = std::move(on_skip_);
+  // A captured CUDA graph holds the device buffers' addresses and the update rule by value: the
+  // loaded state goes into the same buffers (in place, no wait), and a graph whose rule changed
+  // may not replay (its kernels would apply the old one, or read buffers a disabled scaler freed).
+  if (graph_captured_) {
+    if (loaded.options_.enabled && loaded.rule_ == rule_) {
+      loaded.graph_captured_ = true;
+      loaded.graph_stats_ = graph_stats_;
+    } else {
+      loaded.graph_refusal_ =
+          "GradScaler: load_state_dict changed its options (enabled, growth_factor, backoff_factor, "
+          "growth_interval, hysteresis, min/max_scale, max_consecutive_skips) after the CUDA graph was captured; "
+          "the graph would replay the old ones\n  hint: capture again after loading";
+    }
+  }
+  if (device_ && loaded.options_.enabled) {
+    loaded.device_ = device_;
+    loaded.device_state_ = device_state_;
+    loaded.found_inf_ = found_inf_;
+    loaded.push();
+  }
   *this = std::move(loaded);
 }
 

@@ -102,11 +102,16 @@ class GradScaler : public GraphParticipant {
   // ints "iterations", "growth_tracker", "hysteresis_left", "skipped", "consecutive_skips",
   // "last_skip" (-1: none), "enabled"; floats "scale" and every option.
   StateDict state_dict() const;
+  // Replaces options and state (validated first: on an error nothing changes). On the device the
+  // loaded state is written into the same device buffer, so a captured CUDA graph replays on from
+  // it; a graph captured with other options (growth factor, interval, bounds, enabled) is refused
+  // at its next replay.
   void load_state_dict(const StateDict& state);
 
   // ---- GraphParticipant (see the note at the top) ----
   void graph_capture_begin() override;
   void graph_capture_end(bool ok) override;
+  void graph_replay_check() const override;
   void graph_replay_prepare() override;
 
  private:
@@ -151,6 +156,7 @@ class GradScaler : public GraphParticipant {
   // ---- CUDA graphs ----
   bool graph_captured_ = false;
   std::map<const optim::Optimizer*, LazyStats> graph_stats_;  // the captured iteration's device counts
+  std::string graph_refusal_;  // why a captured graph can no longer replay (load_state_dict), or ""
 };
 
 }  // namespace mg::amp

@@ -9,7 +9,7 @@
 //   cuda::Graph g;
 //   g.add_participant(opt);  g.add_participant(scaler);
 //   { cuda::GraphCapture capture(g);  step(); }   // begin, capture, end
-//   g.replay();                                   // graph_replay_prepare, then the launch
+//   g.replay();                   // graph_replay_check, graph_replay_prepare, then the launch
 #pragma once
 
 namespace mg {
@@ -24,9 +24,12 @@ class GraphParticipant {
   // After the capture: `ok` is false when it was abandoned (an error inside the step). May throw
   // when the captured step left the state unfit for replay (the graph is then discarded).
   virtual void graph_capture_end(bool ok) = 0;
-  // Before each replay, on the host: refresh the device values with ordinary asynchronous launches
-  // on the current stream (never a synchronisation) and do one step's host bookkeeping. Throws when
-  // the state changed in a way the graph cannot follow.
+  // Before each replay, first on every participant of the graph: throw mg::Error when the state
+  // changed in a way the graph cannot follow (say what and how to fix it). Changes nothing, so a
+  // refusal by one participant leaves every participant as it was.
+  virtual void graph_replay_check() const = 0;
+  // Then, on the host: refresh the device values with ordinary asynchronous launches on the current
+  // stream (never a synchronisation) and do one step's host bookkeeping.
   virtual void graph_replay_prepare() = 0;
 };
 

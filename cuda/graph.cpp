@@ -259,6 +259,7 @@ void Graph::replay() {
   MG_CHECK(!is_capturing(), Error, "cuda::Graph::replay: this thread is capturing another graph");
   DeviceGuard device_guard(g.device);
   const Stream stream = current_stream(g.device);
+  for (const GraphParticipant* p : g.participants) p->graph_replay_check();  // all agree before any changes
   for (GraphParticipant* p : g.participants) p->graph_replay_prepare();
   for (std::size_t i = 0; i < g.generators.size(); ++i) {
     if (g.consumed[i] == 0) continue;

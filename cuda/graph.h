@@ -58,8 +58,9 @@ class Graph {
   // and participants are told, CUDA is left with no pending error. Never throws.
   void capture_abandon() noexcept;
 
-  // Launches the graph on the current stream after the participants' graph_replay_prepare and the
-  // generators' new positions. Never synchronises.
+  // Launches the graph on the current stream after the participants' graph_replay_check (all of
+  // them first, so a refusal changes nothing), their graph_replay_prepare and the generators' new
+  // positions. Never synchronises.
   void replay();
   // Destroys the captured graph and releases its pool; the Graph can capture again.
   void reset();

@@ -30,6 +30,7 @@ struct LossScaleRule {
   double max_scale = 0.0;
   int64_t hysteresis = 1;
   int64_t max_consecutive_skips = 50;  // 0: never an error
+  bool operator==(const LossScaleRule&) const = default;
 };
 
 // The scaler's state; on CUDA a device copy, laid out as plain values.

@@ -263,16 +263,25 @@ void Optimizer::graph_capture_end(bool ok) {
   skipped_flag_ = Tensor();
   last_step_skipped_ = false;
   graph_signature_ = graph_signature();
+  graph_state_generation_ = state_generation_;
   graph_captured_ = true;
 }
 
-void Optimizer::graph_replay_prepare() {
+void Optimizer::graph_replay_check() const {
   MG_CHECK(graph_captured_, Error, name_, ": replaying a CUDA graph this optimizer was not captured into");
   MG_CHECK(graph_signature() == graph_signature_, Error, name_,
            ": the parameter groups or an option the fused kernels take by value (nesterov, amsgrad, ...) changed "
            "since the CUDA graph was captured; the graph would replay the old ones\n  hint: capture again");
+  MG_CHECK(state_generation_ == graph_state_generation_, Error, name_,
+           ": load_state_dict replaced the optimizer state after the CUDA graph was captured; the graph would "
+           "update the old buffers\n  hint: capture again after loading");
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     with_group_context(name_, name_, g, [&] { check_options(groups_[g].options); });
+  }
+}
+
+void Optimizer::graph_replay_prepare() {
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
     if (!groups_[g].params.empty()) device_options(g, groups_[g].params.front().device());
   }
   step_count_ += graph_steps_per_replay_;
@@ -612,6 +621,7 @@ void Optimizer::load_state_dict(const StateDict& s) {
   // Nothing above changed the optimizer; commit.
   for (std::size_t g = 0; g < groups_.size(); ++g) groups_[g].options = std::move(new_options[g]);
   state_ = std::move(new_state);
+  ++state_generation_;
   step_count_ = step_count;
   NoGradGuard no_grad;
   for (const MasterPair& m : masters_) {

@@ -158,12 +158,15 @@ class Optimizer : public GraphParticipant {
   // constructor), buffer names and shapes; buffers are copied and converted to the state dtype.
   // A mismatch throws an mg::Error naming it, and nothing is changed. With master weights the
   // masters are restored exactly (or, from a state saved without them, re-made from the model:
-  // load the model first); a state with masters needs an optimizer with master weights.
+  // load the model first); a state with masters needs an optimizer with master weights. The
+  // state tensors are new ones, so a CUDA graph captured before is refused at its next replay
+  // (capture again after loading).
   void load_state_dict(const StateDict& state);
 
   // ---- GraphParticipant (see the note above the class) ----
   void graph_capture_begin() override;
   void graph_capture_end(bool ok) override;
+  void graph_replay_check() const override;
   void graph_replay_prepare() override;
 
  protected:
@@ -254,6 +257,10 @@ class Optimizer : public GraphParticipant {
   int64_t graph_steps_per_replay_ = 0;  // step() calls the captured step made
   Tensor graph_skipped_flag_;           // the captured step's skip flag (rewritten by each replay)
   std::string graph_signature_;
+  // Bumped by load_state_dict, which replaces the state tensors (buffers, device step counts) whose
+  // addresses a captured graph holds; a graph captured at another generation may not replay.
+  int64_t state_generation_ = 0;
+  int64_t graph_state_generation_ = 0;
 };
 
 // ---- typed options <-> OptionMap ----

@@ -280,3 +280,43 @@ TEST_CASE("CUDA graph: state the graph would freeze is refused with a clear erro
   CHECK_FALSE(cuda::is_capturing());
   test::require_no_pending_cuda_error();
 }
+
+TEST_CASE("CUDA graph: load_state_dict between replays", "[cuda][gpu][graph]") {
+  const std::vector<Batch> batches = make_batches(6, DType::F32);
+  auto step = [](const Mlp& m, optim::SGD& opt, amp::GradScaler& scaler, const Tensor& x, const Tensor& y) {
+    opt.zero_grad();
+    const Tensor loss = cross_entropy(m.forward(x, 0.0), y);
+    scaler.scale(loss).backward();
+    scaler.step(opt);
+    scaler.update();
+    return loss;
+  };
+  const Mlp m = make_mlp(5, DType::F32);
+  optim::SGD opt(m.params(), {.lr = 0.05, .momentum = 0.9});
+  amp::GradScaler scaler({.init_scale = 256.0, .growth_interval = 1000});
+  cuda::CapturedStep captured([&](const Tensors& in) { return Tensors{step(m, opt, scaler, in[0], in[1])}; },
+                              {&opt, &scaler}, {.device = gpu(), .warmup_steps = 1});
+  for (int i = 0; i < 3; ++i) captured.run({batches[std::size_t(i)].x, batches[std::size_t(i)].y});
+  REQUIRE(captured.graph().replays() == 2);
+  // The scaler's loaded state lands in the buffer the graph holds: the replays go on from it.
+  StateDict s = scaler.state_dict();
+  s.floats["scale"] = 1024.0;
+  scaler.load_state_dict(s);
+  captured.run({batches[3].x, batches[3].y});
+  CHECK(captured.graph().replays() == 3);
+  CHECK(scaler.get_scale() == 1024.0);  // no overflow at this scale, growth_interval not reached
+  CHECK(scaler.iterations() == s.ints.at("iterations") + 1);
+  // Other options than the graph was captured with: refused at the next replay.
+  s = scaler.state_dict();
+  s.ints["growth_interval"] = 7;
+  scaler.load_state_dict(s);
+  MG_REQUIRE_ERROR(captured.run({batches[4].x, batches[4].y}),
+                   "GradScaler: load_state_dict changed its options");
+  s.ints["growth_interval"] = 1000;
+  scaler.load_state_dict(s);
+  // The optimizer's state tensors are new ones after loading: the graph would update the old ones.
+  opt.load_state_dict(opt.state_dict());
+  MG_REQUIRE_ERROR(captured.run({batches[5].x, batches[5].y}),
+                   "SGD: load_state_dict replaced the optimizer state after the CUDA graph was captured");
+  test::require_no_pending_cuda_error();
+}

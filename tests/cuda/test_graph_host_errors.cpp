@@ -24,7 +24,7 @@ TEST_CASE("graph participants: an optimizer that cannot be captured says why", "
                    "every parameter of a group must be on one CUDA device");
   optim::LAMB lamb({w});
   MG_REQUIRE_ERROR(lamb.graph_capture_begin(), "LAMB: cannot be captured into a CUDA graph: its fused step copies");
-  MG_REQUIRE_ERROR(sgd.graph_replay_prepare(), "replaying a CUDA graph this optimizer was not captured into");
+  MG_REQUIRE_ERROR(sgd.graph_replay_check(), "replaying a CUDA graph this optimizer was not captured into");
   // An abandoned capture changes nothing the host can see.
   sgd.graph_capture_end(false);
   CHECK(sgd.step_count() == 0);
@@ -33,11 +33,12 @@ TEST_CASE("graph participants: an optimizer that cannot be captured says why", "
 TEST_CASE("graph participants: a GradScaler that cannot be captured says why", "[cuda][graph]") {
   amp::GradScaler scaler;
   MG_REQUIRE_ERROR(scaler.graph_capture_begin(), "GradScaler: cannot be captured into a CUDA graph before its state is on the device");
-  MG_REQUIRE_ERROR(scaler.graph_replay_prepare(), "replaying a CUDA graph this scaler was not captured into");
+  MG_REQUIRE_ERROR(scaler.graph_replay_check(), "replaying a CUDA graph this scaler was not captured into");
   // Disabled (bf16, O0): a pass-through with nothing to capture.
   amp::GradScaler off({.enabled = false});
   off.graph_capture_begin();
   off.graph_capture_end(true);
+  off.graph_replay_check();
   off.graph_replay_prepare();
 }
 
