@@ -127,29 +127,45 @@ struct ProdOp {
   MG_HOST_DEVICE void store(int64_t o, Acc a, int64_t) const { out[o] = static_cast<O>(a); }
 };
 
-// amax (is_max) / amin: the value itself, exact.
-template <typename T>
-struct ExtremumOp {
-  using Acc = opmath_t<T>;
-  T* out;
-  bool is_max;
-  MG_HOST_DEVICE Acc init() const { return is_max ? r_lowest<Acc>() : r_highest<Acc>(); }
-  MG_HOST_DEVICE Acc fold(Acc a, T x, int64_t) const {
-    const Acc v = static_cast<Acc>(x);
-    return r_beats(is_max, v, a) ? v : a;
-  }
-  MG_HOST_DEVICE Acc combine(Acc a, Acc b) const { return r_beats(is_max, b, a) ? b : a; }
-  MG_HOST_DEVICE void store(int64_t o, Acc a, int64_t) const { out[o] = static_cast<T>(a); }
-};
-
 template <typename A>
 struct ValueIndexAcc {
   A value;
   int64_t index;  // -1: nothing yet
 };
 
+// The first position of the max (is_max) or min, shared by ExtremumOp and ArgOp. Partials need
+// not arrive in order: equal values (two NaNs, +0 and -0) keep the smaller index.
+template <typename A>
+MG_HOST_DEVICE ValueIndexAcc<A> first_extremum_fold(bool is_max, ValueIndexAcc<A> a, A v, int64_t r) {
+  if (a.index < 0 || r_beats(is_max, v, a.value)) return {v, r};  // strict: the first tie stays
+  return a;
+}
+template <typename A>
+MG_HOST_DEVICE ValueIndexAcc<A> first_extremum_combine(bool is_max, ValueIndexAcc<A> a, ValueIndexAcc<A> b) {
+  if (b.index < 0) return a;
+  if (a.index < 0) return b;
+  if (r_beats(is_max, b.value, a.value)) return b;
+  if (r_beats(is_max, a.value, b.value)) return a;
+  return b.index < a.index ? b : a;
+}
+
+// amax (is_max) / amin: the value itself, exact: the first occurrence of the extremum, as the CPU's
+// in-order fold returns. Equal values differ only as +0 and -0 (or NaN payloads), and partials
+// arrive in any order, so each carries its position, as ArgOp's.
+template <typename T>
+struct ExtremumOp {
+  using Acc = ValueIndexAcc<opmath_t<T>>;
+  T* out;
+  bool is_max;
+  MG_HOST_DEVICE Acc init() const { return {is_max ? r_lowest<opmath_t<T>>() : r_highest<opmath_t<T>>(), -1}; }
+  MG_HOST_DEVICE Acc fold(Acc a, T x, int64_t r) const {
+    return first_extremum_fold(is_max, a, static_cast<opmath_t<T>>(x), r);
+  }
+  MG_HOST_DEVICE Acc combine(Acc a, Acc b) const { return first_extremum_combine(is_max, a, b); }
+  MG_HOST_DEVICE void store(int64_t o, Acc a, int64_t) const { out[o] = static_cast<T>(a.value); }
+};
+
 // max_dim/min_dim (values != nullptr) and argmax/argmin: the first position of the max (min).
-// Partials need not arrive in order: equal values (or two NaNs) keep the smaller index.
 template <typename T>
 struct ArgOp {
   using Acc = ValueIndexAcc<opmath_t<T>>;  // the value itself (exact) and its position
@@ -158,17 +174,9 @@ struct ArgOp {
   bool is_max;
   MG_HOST_DEVICE Acc init() const { return {is_max ? r_lowest<opmath_t<T>>() : r_highest<opmath_t<T>>(), -1}; }
   MG_HOST_DEVICE Acc fold(Acc a, T x, int64_t r) const {
-    const opmath_t<T> v = static_cast<opmath_t<T>>(x);
-    if (a.index < 0 || r_beats(is_max, v, a.value)) return {v, r};  // strict: the first tie stays
-    return a;
+    return first_extremum_fold(is_max, a, static_cast<opmath_t<T>>(x), r);
   }
-  MG_HOST_DEVICE Acc combine(Acc a, Acc b) const {
-    if (b.index < 0) return a;
-    if (a.index < 0) return b;
-    if (r_beats(is_max, b.value, a.value)) return b;
-    if (r_beats(is_max, a.value, b.value)) return a;
-    return b.index < a.index ? b : a;
-  }
+  MG_HOST_DEVICE Acc combine(Acc a, Acc b) const { return first_extremum_combine(is_max, a, b); }
   MG_HOST_DEVICE void store(int64_t o, Acc a, int64_t) const {
     if (values != nullptr) values[o] = static_cast<T>(a.value);
     indices[o] = a.index;

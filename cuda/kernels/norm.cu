@@ -175,39 +175,43 @@ __global__ void norm_rows_backward_kernel(RowArgs<acc_t<T>> p, const T* __restri
 
 // layer_norm dweight/dbias, first pass: block (tile, chunk) sums the rows [chunk * kChunkRows, ...)
 // of 32 columns: lane y of column x adds rows r0 + y, r0 + y + 32, ... (at most 128), then a tree
-// over the 32 lanes in shared memory. part[(chunk * d + col) * 2 + {0, 1}] = Σg·xhat, Σg.
+// over the 32 lanes in shared memory. part[(chunk * d + col) * 2 + {0, 1}] = Σg·xhat, Σg. Chunks
+// beyond the grid's y limit (65535) are taken by the same blocks in turn (chunk += gridDim.y).
 constexpr int64_t kChunkRows = 32 * 128;
 template <typename T>
-__global__ void layer_norm_columns_kernel(int64_t rows, int64_t d, const T* __restrict__ g, const T* __restrict__ x,
-                                          const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ rstd,
-                                          acc_t<T>* __restrict__ part) {
+__global__ void layer_norm_columns_kernel(int64_t rows, int64_t d, int64_t chunks, const T* __restrict__ g,
+                                          const T* __restrict__ x, const acc_t<T>* __restrict__ mean,
+                                          const acc_t<T>* __restrict__ rstd, acc_t<T>* __restrict__ part) {
   using A = acc_t<T>;
   __shared__ A sh[2][32][33];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t col = int64_t(blockIdx.x) * 32 + tx;
-  const int64_t r0 = int64_t(blockIdx.y) * kChunkRows;
-  const int64_t r1 = rows < r0 + kChunkRows ? rows : r0 + kChunkRows;
-  A sw = 0, sb = 0;
-  if (col < d) {
-    for (int64_t r = r0 + ty; r < r1; r += 32) {
-      const A gv = static_cast<A>(g[r * d + col]);
-      sw += gv * ((static_cast<A>(x[r * d + col]) - mean[r]) * rstd[r]);
-      sb += gv;
+  for (int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
+    const int64_t r0 = chunk * kChunkRows;
+    const int64_t r1 = rows < r0 + kChunkRows ? rows : r0 + kChunkRows;
+    A sw = 0, sb = 0;
+    if (col < d) {
+      for (int64_t r = r0 + ty; r < r1; r += 32) {
+        const A gv = static_cast<A>(g[r * d + col]);
+        sw += gv * ((static_cast<A>(x[r * d + col]) - mean[r]) * rstd[r]);
+        sb += gv;
+      }
     }
-  }
-  sh[0][ty][tx] = sw;
-  sh[1][ty][tx] = sb;
-  __syncthreads();
-  for (int s = 16; s > 0; s >>= 1) {
-    if (ty < s) {
-      sh[0][ty][tx] += sh[0][ty + s][tx];
-      sh[1][ty][tx] += sh[1][ty + s][tx];
-    }
+    sh[0][ty][tx] = sw;
+    sh[1][ty][tx] = sb;
     __syncthreads();
-  }
-  if (ty == 0 && col < d) {
-    part[(int64_t(blockIdx.y) * d + col) * 2] = sh[0][0][tx];
-    part[(int64_t(blockIdx.y) * d + col) * 2 + 1] = sh[1][0][tx];
+    for (int s = 16; s > 0; s >>= 1) {
+      if (ty < s) {
+        sh[0][ty][tx] += sh[0][ty + s][tx];
+        sh[1][ty][tx] += sh[1][ty + s][tx];
+      }
+      __syncthreads();
+    }
+    if (ty == 0 && col < d) {
+      part[(chunk * d + col) * 2] = sh[0][0][tx];
+      part[(chunk * d + col) * 2 + 1] = sh[1][0][tx];
+    }
+    __syncthreads();  // the next chunk reuses sh
   }
 }
 
@@ -560,12 +564,11 @@ void layer_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   if (p.d == 0) return;
   const LaunchContext ctx(x.device());
   const int64_t chunks = std::max<int64_t>(1, (p.rows + kChunkRows - 1) / kChunkRows);
-  MG_CHECK(chunks <= 65535, Error, "layer_norm_backward: ", p.rows, " rows is more than the CUDA kernel handles");
   const Tensor part = empty({chunks * p.d * 2}, {.dtype = dtype_v<A>, .device = x.device()});
   A* pp = static_cast<A*>(part.data_ptr());
-  const dim3 grid(unsigned((p.d + 31) / 32), unsigned(chunks));
+  const dim3 grid(unsigned((p.d + 31) / 32), unsigned(std::min<int64_t>(chunks, 65535)));
   layer_norm_columns_kernel<T><<<grid, dim3(32, 32), 0, ctx.stream>>>(
-      p.rows, p.d, static_cast<const T*>(g.data_ptr()), static_cast<const T*>(x.data_ptr()), ptr<A>(mean),
+      p.rows, p.d, chunks, static_cast<const T*>(g.data_ptr()), static_cast<const T*>(x.data_ptr()), ptr<A>(mean),
       ptr<A>(rstd), pp);
   MG_CUDA_CHECK_LAUNCH("layer_norm dweight/dbias kernel");
   layer_norm_columns_finish_kernel<A><<<ctx.blocks(p.d), kThreads, 0, ctx.stream>>>(chunks, p.d, pp, pg.dweight,

@@ -373,3 +373,18 @@ TEST_CASE("CUDA norms of a constant channel, group or row are exactly 0, as on t
   }
   mg::test::require_no_pending_cuda_error();
 }
+
+TEST_CASE("CUDA layer_norm's weight and bias gradients over more rows than one grid column of chunks",
+          "[cuda][gpu][norm]") {
+  // 2^28 + 4096 rows of one feature: 65537 chunks of 4096 rows, one more than a grid's y extent, so
+  // a block also sums a second chunk. With one feature xhat is 0 on every row, so dweight is exactly
+  // 0 and dbias exactly the row count (every partial and total is an integer below 2^29, a multiple
+  // of 32: exact in f32).
+  const int64_t rows = (int64_t(1) << 28) + 4096;
+  const Tensor x = randn({rows, 1}, {.device = gpu()});
+  const Tensor w = ones({1}, {.device = gpu()}).requires_grad_(), b = zeros({1}, {.device = gpu()}).requires_grad_();
+  layer_norm(x, {1}, w, b).sum().backward();
+  CHECK(w.grad().item<float>() == 0.0f);
+  CHECK(b.grad().item<float>() == float(rows));
+  test::require_no_pending_cuda_error();
+}

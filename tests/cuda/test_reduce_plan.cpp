@@ -346,6 +346,33 @@ TEST_CASE("reduce algorithm: argmax and max_dim pick the first index across lane
   for (int64_t c = 0; c < 33; ++c) CHECK(idx.data<int64_t>()[c] == 100 + c);
 }
 
+TEST_CASE("reduce algorithm: amax and amin return the first of +0 and -0, as the CPU", "[cuda][reduce]") {
+  for (int64_t n : {int64_t(300), int64_t(4097), int64_t(100000), int64_t(3000000)}) {
+    INFO("n " << n);
+    Tensor got = empty({});
+    auto run = [&](const Tensor& x, bool is_max) {
+      simulate<float>(x, {0}, ExtremumOp<float>{got.data<float>(), is_max});
+      return got.data<float>()[0];
+    };
+    // The extremum 0 first appears as -0 (position 1), later as +0 in every lane and block.
+    Tensor x = zeros({n});
+    x.data<float>()[0] = -1;
+    x.data<float>()[1] = -0.0f;
+    const float cpu_max = amax(x, {0}).item<float>();
+    REQUIRE((cpu_max == 0 && std::signbit(cpu_max)));
+    const float gpu_max = run(x, true);
+    CHECK((gpu_max == 0 && std::signbit(gpu_max)));
+    // And the other way round for amin: +0 first, -0 after it everywhere.
+    Tensor y = full({n}, -0.0);
+    y.data<float>()[0] = 1;
+    y.data<float>()[1] = 0.0f;
+    const float cpu_min = amin(y, {0}).item<float>();
+    REQUIRE((cpu_min == 0 && !std::signbit(cpu_min)));
+    const float gpu_min = run(y, false);
+    CHECK((gpu_min == 0 && !std::signbit(gpu_min)));
+  }
+}
+
 TEST_CASE("reduce algorithm: every reducer matches the CPU op on odd shapes and layouts", "[cuda][reduce]") {
   Generator gen(7);
   const Tensor base = randn({33, 4097}, {}, &gen);
