@@ -11,7 +11,9 @@
 //   const SumVec<float, 2> r = s.result();                   // r.v[0] = Σ g, r.v[1] = Σ g·x̂
 #pragma once
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "mixgrad/core/cascade_sum.h"
 
@@ -38,10 +40,47 @@ class RuleSums {
   // Adds term(0), ..., term(n - 1) (each a SumVec<A, K>) as the next n terms.
   template <typename Term>
   void add(int64_t n, const Term& term) {
+    add(n, term, [&](int64_t i, int64_t m, A (&l)[K][8]) {
+      for (int64_t q = i; q < i + m; q += 8) {
+        // kept as a loop of 8 for the loop vectorizer (one vector add per sum); the build
+        // disables the SLP vectorizer that would otherwise rejoin the unrolled lanes
+#pragma GCC unroll 1
+        for (int j = 0; j < 8; ++j) {
+          const SumVec<A, K> t = term(q + j);
+          for (int k = 0; k < K; ++k) l[k][j] += t.v[k];
+        }
+      }
+    });
+  }
+
+  // The same with `groups(i, m, l)` adding the terms i, ..., i + m - 1 (m a multiple of 8, term i
+  // in lane 0) into the lanes l[k][0..7]: term i + j is added to lane j of each sum, in order, as the
+  // loop above does, so a SIMD version (one vector register per sum) gives the same bits.
+  template <typename Term, typename Groups>
+  void add(int64_t n, const Term& term, const Groups& groups) {
+    add(n, term, groups, nullptr);
+  }
+
+  // The same with `leaves(i, out)` also given: the lanes of kLeafBatch whole leaves from term i on
+  // (out[b][k][0..7], leaf b = terms i + b kSumLeaf, ...), each summed from zero as `groups` would.
+  // Leaves are independent until the Cascade, so a SIMD version that fills them together keeps
+  // several dependency chains in flight, and the bits are those of one leaf at a time.
+  static constexpr int kLeafBatch = 4;
+  template <typename Term, typename Groups, typename Leaves>
+  void add(int64_t n, const Term& term, const Groups& groups, const Leaves& leaves) {
     A l[K][8];  // local copies, so the loads through `term` cannot alias the lanes
     for (int k = 0; k < K; ++k) std::copy(lanes_[k], lanes_[k] + 8, l[k]);
     int64_t pos = pos_, i = 0;
     while (i < n) {
+      if constexpr (!std::is_same_v<Leaves, std::nullptr_t>) {
+        if (pos == 0 && n - i >= kLeafBatch * kSumLeaf) {  // l is all zero at a leaf's start
+          A batch[kLeafBatch][K][8] = {};
+          leaves(i, batch);
+          for (int b = 0; b < kLeafBatch; ++b) sums_.push(fold(batch[b]));
+          i += kLeafBatch * kSumLeaf;
+          continue;
+        }
+      }
       if ((pos & 7) != 0 || n - i < 8) {  // one term into its lane (run heads and tails)
         const SumVec<A, K> t = term(i);
         for (int k = 0; k < K; ++k) l[k][pos & 7] += t.v[k];
@@ -49,15 +88,7 @@ class RuleSums {
         ++i;
       } else {  // whole groups of 8 up to the end of the leaf
         const int64_t m = std::min<int64_t>(kSumLeaf - pos, (n - i) & ~int64_t(7));
-        for (int64_t q = i; q < i + m; q += 8) {
-          // kept as a loop of 8 for the loop vectorizer (one vector add per sum); the build
-          // disables the SLP vectorizer that would otherwise rejoin the unrolled lanes
-#pragma GCC unroll 1
-          for (int j = 0; j < 8; ++j) {
-            const SumVec<A, K> t = term(q + j);
-            for (int k = 0; k < K; ++k) l[k][j] += t.v[k];
-          }
-        }
+        groups(i, m, l);
         pos += m;
         i += m;
       }
