@@ -9,7 +9,6 @@
 //   RuleSums<float, 2> c;   add_centred(c, x_run, n, m0);         // Σd, Σd² with d = x - m0
 //   RuleSums<float, 2> g;   add_grad_sums(g, g_run, x_run, n, mu, rs);  // Σg, Σg·(x - mu)·rs
 #pragma once
-#include <array>
 #include <cstdint>
 #include <type_traits>
 
@@ -38,6 +37,13 @@ inline constexpr bool kSimdSums = false;
 #endif
 
 #if defined(__AVX2__)
+// K vectors of eight f32 lanes (a struct, not std::array: the vector type's alignment attribute
+// does not survive as a template argument).
+template <int K>
+struct Lanes8 {
+  __m256 v[K];
+};
+
 // Adds term(0..n-1) to s with AVX2 lanes: vt(q) gives terms q..q+7 as K vectors (lane j = term
 // q + j), the same values term(q + j) gives. Runs of whole leaves are summed kLeafBatch at a time
 // (K x kLeafBatch independent chains of vector adds instead of K).
@@ -51,8 +57,8 @@ void add_simd(RuleSums<float, K>& s, int64_t n, const Term& term, const VecTerm&
         __m256 acc[K];
         for (int k = 0; k < K; ++k) acc[k] = _mm256_loadu_ps(l[k]);
         for (int64_t q = i; q < i + m; q += 8) {
-          const std::array<__m256, K> t = vt(q);
-          for (int k = 0; k < K; ++k) acc[k] = _mm256_add_ps(acc[k], t[k]);
+          const Lanes8<K> t = vt(q);
+          for (int k = 0; k < K; ++k) acc[k] = _mm256_add_ps(acc[k], t.v[k]);
         }
         for (int k = 0; k < K; ++k) _mm256_storeu_ps(l[k], acc[k]);
       },
@@ -63,8 +69,8 @@ void add_simd(RuleSums<float, K>& s, int64_t n, const Term& term, const VecTerm&
         }
         for (int64_t q = i; q < i + kSumLeaf; q += 8) {
           for (int b = 0; b < B; ++b) {
-            const std::array<__m256, K> t = vt(q + b * kSumLeaf);
-            for (int k = 0; k < K; ++k) acc[b][k] = _mm256_add_ps(acc[b][k], t[k]);
+            const Lanes8<K> t = vt(q + b * kSumLeaf);
+            for (int k = 0; k < K; ++k) acc[b][k] = _mm256_add_ps(acc[b][k], t.v[k]);
           }
         }
         for (int b = 0; b < B; ++b) {
@@ -80,7 +86,7 @@ void add_values(RuleSums<A, 1>& s, const S* p, int64_t n) {
   auto term = [&](int64_t k) { return SumVec<A, 1>{{A(p[k])}}; };
   if constexpr (kSimdSums<A, S>) {
 #if defined(__AVX2__)
-    add_simd<1>(s, n, term, [&](int64_t q) { return std::array<__m256, 1>{load8_f32(p + q)}; });
+    add_simd<1>(s, n, term, [&](int64_t q) { return Lanes8<1>{{load8_f32(p + q)}}; });
 #endif
   } else {
     s.add(n, term);
@@ -99,7 +105,7 @@ void add_centred(RuleSums<A, 2>& s, const S* p, int64_t n, A m0) {
     const __m256 mv = _mm256_set1_ps(m0);
     add_simd<2>(s, n, term, [&](int64_t q) {
       const __m256 d = _mm256_sub_ps(load8_f32(p + q), mv);
-      return std::array<__m256, 2>{d, _mm256_mul_ps(d, d)};
+      return Lanes8<2>{{d, _mm256_mul_ps(d, d)}};
     });
 #endif
   } else {
@@ -117,7 +123,7 @@ void add_grad_sums(RuleSums<A, 2>& s, const S* g, const S* x, int64_t n, A mu, A
     add_simd<2>(s, n, term, [&](int64_t q) {
       const __m256 gv = load8_f32(g + q);
       const __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load8_f32(x + q), muv), rsv);
-      return std::array<__m256, 2>{gv, _mm256_mul_ps(gv, xh)};
+      return Lanes8<2>{{gv, _mm256_mul_ps(gv, xh)}};
     });
 #endif
   } else {
