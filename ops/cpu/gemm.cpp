@@ -6,8 +6,9 @@
 // (dnnl_sgemm; dnnl_gemm_bf16bf16f32 on AMX with f32 accumulators, the f32 result rounded to bf16
 // once; on processors without AMX bf16 is converted to f32 like f16, measured faster below); f64
 // and smaller products run Eigen; f16 is converted to f32 and runs the f32 GEMM. Some shapes run
-// oneDNN's matmul primitive instead, where it measured faster (bf16 on AMX, f32 weight gradients
-// at aliasing strides: ops/cpu/onednn_matmul.cpp).
+// oneDNN's matmul primitive instead, where it measured faster (bf16 on AMX, and on AMD's
+// AVX512-BF16 from 2 threads on; f32 weight gradients at aliasing strides:
+// ops/cpu/onednn_matmul.cpp).
 // Measured on 2 threads, oneDNN vs Eigen f32 alternately in one process, GFLOP/s (ranges over
 // runs on the shared host):
 //   2048^3                                      f32 237-318 vs 171-268    bf16 597-1380
@@ -450,10 +451,9 @@ GemmPaths gemm_detected_paths() {
   const bool avx512_sgemm = onednn_f32_brgemm_available();
   // Native bf16 where the processor's bf16 dot products outrun its f32 FMAs (AMX; AMD's
   // AVX512-BF16): elsewhere oneDNN's bf16 GEMM measured slower than converting to f32 for its sgemm.
-  // The matmul primitive's bf16 shapes were measured on AMX only.
+  // The matmul primitive's bf16 shapes (matmul_bf16_picks) were measured where bf16 is native.
   static const bool native_bf16 = onednn_bf16_gemm_available() && native_bf16_preferred();
-  static const bool amx_bf16 = native_bf16 && onednn_amx_available();
-  return {.bf16_native = native_bf16, .pad_aliased = !avx512_sgemm, .bf16_matmul = amx_bf16,
+  return {.bf16_native = native_bf16, .pad_aliased = !avx512_sgemm, .bf16_matmul = native_bf16,
           .f32_matmul = avx512_sgemm};
 }
 

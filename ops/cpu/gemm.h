@@ -46,7 +46,8 @@ struct GemmPaths {
   // and measurements: ops/cpu/gemm.cpp (pad_for_aliasing_a/_b).
   bool pad_aliased = false;
   // bf16 products of the shapes measured faster there run oneDNN's matmul primitive (brgemm on AMX
-  // tiles; AMX processors only) instead of its BLAS-like bf16 GEMM: ops/cpu/onednn_matmul.h.
+  // tiles; on AMD's AVX512-BF16 some shapes from 2 threads on) instead of its BLAS-like bf16 GEMM:
+  // ops/cpu/onednn_matmul.h. Detected where bf16_native is.
   bool bf16_matmul = false;
   // f32 weight gradients dY^T @ x whose transposed dY has a leading dimension that is a multiple of
   // 1024 floats (k >= 1024, m <= 512), and products x @ W^T whose transposed W has one (k >= 1024),
@@ -60,7 +61,7 @@ GemmPaths gemm_paths();
 
 // Test hook: every call uses `paths` until gemm_force_paths(std::nullopt) restores the detected
 // ones, so both sides of each choice are tested on any processor. bf16_native can be forced on only
-// where oneDNN has a bf16 GEMM (onednn_bf16_gemm_available()); bf16_matmul only on AMX processors,
+// where oneDNN has a bf16 GEMM (onednn_bf16_gemm_available()); bf16_matmul only where it is detected,
 // f32_matmul only where oneDNN has f32 brgemm kernels (onednn_f32_brgemm_available()).
 //   mg::cpu::gemm_force_paths(mg::cpu::GemmPaths{.bf16_native = false, .pad_aliased = true});
 void gemm_force_paths(const std::optional<GemmPaths>& paths);

@@ -20,6 +20,18 @@
 // rows; the rest stay on the BLAS-like GEMM. PyTorch 2.15's bf16 mm (oneDNN 3.x) runs these shapes
 // at 860-1820 GFLOP/s; oneDNN 3.x is not in Debian 12.
 //
+// On an AMD EPYC with AVX512-BF16 and no AMX (Zen 4, "brg:avx512_core_bf16"), where bf16 runs
+// natively (native_bf16_preferred), bench_gemm put the primitive at 1.05-1.5x the BLAS-like bf16
+// GEMM on every MLP product at 2 threads and even at 1 (within 3%, dW 0.88-0.92x), and the earlier
+// probe found it 0.77-0.84x on 8192-column outputs (BERT-mini's decoder). Whole training steps,
+// bench_amp alternating the two, 2026-12-03, ms per step (base -> primitive for x @ W^T and dY @ W
+// with m <= 1024 and k <= 2048): 2 threads MLP O3 bf16 11.5/10.5/11.2/9.0 -> 10.4/9.2/8.8/8.1 and
+// 8.7/8.7 -> 7.8/7.4, MLP O1 10.5/8.8 -> 8.3/8.7, BERT-mini O3 611/602 -> 594/591, O1 602/607 ->
+// 595/598; 1 thread no gain (BERT-mini 1038-1052 -> 1050-1094, the MLP within noise). So on such
+// processors the primitive runs those products from 2 threads on; the BLAS-like GEMM the rest
+// (weight gradients, wide outputs, 1 thread). The summation order, and so the last bits of a bf16
+// product, then differ between 1 thread and more.
+//
 // Numerics: the same f32 accumulation of exact bf16 products as the BLAS-like GEMM, in another
 // summation order; the output stays f32 and the driver rounds it (the primitive's own bf16 output
 // would flush subnormal results to zero, against docs/numerics.md).
@@ -181,8 +193,11 @@ bool native_bf16_preferred() {
 }
 
 bool matmul_bf16_picks(bool a_col, int64_t n, int64_t k, int64_t m) {
-  if (!onednn_amx_available() || in_parallel_region()) return false;
-  return n >= 16 && m >= 1 && k >= 1 && k <= (a_col ? 1024 : 2048);
+  if (in_parallel_region() || n < 16 || m < 1 || k < 1) return false;
+  if (onednn_amx_available()) return k <= (a_col ? 1024 : 2048);
+  // AVX512-BF16 without AMX where bf16 runs natively (AMD): x @ W^T and dY @ W up to 1024 outputs
+  // wide, on 2 threads or more (the decision at the top of this file).
+  return native_bf16_preferred() && num_threads() >= 2 && !a_col && k <= 2048 && m <= 1024;
 }
 
 bool matmul_bf16(const BFloat16* a, bool a_col, int64_t lda, const BFloat16* b, bool b_col, int64_t ldb, float* out,

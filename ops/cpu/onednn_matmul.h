@@ -1,7 +1,8 @@
 // GEMMs through oneDNN's matmul primitive (brgemm kernels): the CPU GEMM driver's (ops/cpu/gemm.cpp)
 // path for the products where it measured faster than oneDNN's BLAS-like GEMMs (rules and numbers:
 // onednn_matmul.cpp):
-// - bf16 on AMX tiles instead of dnnl_gemm_bf16bf16f32, the f32 result rounded to bf16 by the driver;
+// - bf16 on AMX tiles (and, from 2 threads on, AMD's AVX512-BF16 for x @ W^T and dY @ W) instead
+//   of dnnl_gemm_bf16bf16f32, the f32 result rounded to bf16 by the driver;
 // - f32 weight gradients dY^T @ x whose transposed dY has a leading dimension that is a multiple of
 //   1024 floats (4 KiB), and products x @ W^T whose transposed W has such a leading dimension,
 //   instead of dnnl_sgemm, which reads such an operand up to 2x slower (3x at 2 threads).
@@ -30,7 +31,9 @@ bool onednn_amx_available();
 bool native_bf16_preferred();
 
 // Whether the driver runs this bf16 product (out[n, m] = A[n, k] @ B[k, m], A col-major when
-// a_col) here: on AMX processors, outside parallel regions, for the measured shapes.
+// a_col) here, outside parallel regions, for the measured shapes: on AMX processors, and on AMD's
+// AVX512-BF16 ones (native_bf16_preferred without AMX) from 2 threads on for a row-major A and
+// m <= 1024.
 bool matmul_bf16_picks(bool a_col, int64_t n, int64_t k, int64_t m);
 
 // out[n, m] (dense row-major f32) = alpha * A @ B + beta * out. A [n, k] row-major with leading

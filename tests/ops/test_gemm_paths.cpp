@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "autograd/engine.h"
+#include "core/parallel.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/ops.h"
@@ -148,19 +149,26 @@ TEST_CASE("GEMM paths: a linear layer's weight gradient dY^T @ x on every path",
   }
 }
 
-TEST_CASE("GEMM paths: bf16 products of the measured shapes run the matmul primitive on AMX processors",
+TEST_CASE("GEMM paths: bf16 products of the measured shapes run the matmul primitive where bf16 is native",
           "[ops][linalg][gemm]") {
   const cpu::GemmPaths detected = cpu::gemm_detected_paths();
-  REQUIRE(detected.bf16_matmul == (cpu::onednn_bf16_gemm_available() && cpu::onednn_amx_available()));
-  // x @ W^T and dY @ W (k <= 2048) pick it, and dW = dY^T @ x over more than 1024 rows and
-  // products with fewer than 16 rows do not (ops/cpu/onednn_matmul.cpp); the exact product either way.
+  REQUIRE(detected.bf16_matmul == (cpu::onednn_bf16_gemm_available() && cpu::native_bf16_preferred()));
+  // x @ W^T and dY @ W (k <= 2048) pick it (without AMX: from 2 threads on), and dW = dY^T @ x over
+  // more than 1024 rows and products with fewer than 16 rows do not (ops/cpu/onednn_matmul.cpp);
+  // the exact product either way.
   const int64_t k = 96;
   const Tensor x = ints({64, k}, DType::BF16), w = ints({80, k}, DType::BF16);
   const Tensor dy_long = ints({1100, 32}, DType::BF16), x_long = ints({1100, 24}, DType::BF16);
-  for (bool use_matmul : {false, true}) {
+  const int threads_before = num_threads();
+  struct Restore {
+    int threads;
+    ~Restore() { set_num_threads(threads); }
+  } restore{threads_before};
+  for (const auto& [use_matmul, threads] : {std::pair{false, 2}, std::pair{true, 1}, std::pair{true, 2}}) {
+    set_num_threads(threads);
     ForcePaths force({.bf16_native = true, .pad_aliased = false, .bf16_matmul = use_matmul});
-    INFO("matmul forced " << use_matmul << ", detected " << detected.bf16_matmul);
-    const bool runs = use_matmul && detected.bf16_matmul;
+    INFO("matmul forced " << use_matmul << ", detected " << detected.bf16_matmul << ", " << threads << " threads");
+    const bool runs = use_matmul && detected.bf16_matmul && (cpu::onednn_amx_available() || threads >= 2);
     int64_t before = cpu::matmul_bf16_calls();
     REQUIRE(bit_equal(mm(x, w.t()), exact_mm(x, w.t(), DType::BF16)));
     REQUIRE(cpu::matmul_bf16_calls() - before == (runs ? 1 : 0));
