@@ -340,7 +340,9 @@ void GradScaler::load_state_dict(const StateDict& s) {
   // A captured CUDA graph holds the device buffers' addresses and the update rule by value: the
   // loaded state goes into the same buffers (in place, no wait), and a graph whose rule changed
   // may not replay (its kernels would apply the old one, or read buffers a disabled scaler freed).
-  if (graph_captured_) {
+  if (!graph_refusal_.empty()) {
+    loaded.graph_refusal_ = graph_refusal_;  // refused until captured again
+  } else if (graph_captured_) {
     if (loaded.options_.enabled && loaded.rule_ == rule_) {
       loaded.graph_captured_ = true;
       loaded.graph_stats_ = graph_stats_;

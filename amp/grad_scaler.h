@@ -105,7 +105,7 @@ class GradScaler : public GraphParticipant {
   // Replaces options and state (validated first: on an error nothing changes). On the device the
   // loaded state is written into the same device buffer, so a captured CUDA graph replays on from
   // it; a graph captured with other options (growth factor, interval, bounds, enabled) is refused
-  // at its next replay.
+  // from its next replay on, until captured again.
   void load_state_dict(const StateDict& state);
 
   // ---- GraphParticipant (see the note at the top) ----
