@@ -700,14 +700,31 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
     parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
       std::vector<A> gbuf(in_place ? 0 : static_cast<std::size_t>(s)), xbuf(in_place ? 0 : static_cast<std::size_t>(s));
       std::vector<A> dxbuf(std::is_same_v<T, Half> ? static_cast<std::size_t>(s) : 0);
+      // Short runs (s < 256) gathered into one run of g and one of x for the sums, as the forward
+      // does (the same terms in the same order: the same bits). 1 thread, [128,64,7,7] backward:
+      // bf16 0.39-0.46 -> 0.26 ms, f32 0.37 -> 0.22 ms.
+      const bool gather = s < 256;
+      std::vector<A> gch, xch;
       for (int64_t ch = c0; ch < c1; ++ch) {
         const A mu = mean[ch], rs = invstd[ch];
         RuleSums<A, 2> sums;  // Σg and Σg·xhat over the N runs of S values, by the rule, in A
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t off = (i * c + ch) * s;
-          const auto* gr = get_g(off, gbuf.data());
-          const auto* xr = get_x(off, xbuf.data());
-          add_grad_sums(sums, gr, xr, s, mu, rs);
+        if (gather) {
+          gch.resize(std::size_t(n * s));
+          xch.resize(std::size_t(n * s));
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t off = (i * c + ch) * s;
+            const auto* gr = get_g(off, gbuf.data());
+            const auto* xr = get_x(off, xbuf.data());
+            for (int64_t k = 0; k < s; ++k) gch[std::size_t(i * s + k)] = A(gr[k]), xch[std::size_t(i * s + k)] = A(xr[k]);
+          }
+          add_grad_sums(sums, static_cast<const A*>(gch.data()), static_cast<const A*>(xch.data()), n * s, mu, rs);
+        } else {
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t off = (i * c + ch) * s;
+            const auto* gr = get_g(off, gbuf.data());
+            const auto* xr = get_x(off, xbuf.data());
+            add_grad_sums(sums, gr, xr, s, mu, rs);
+          }
         }
         const SumVec<A, 2> r = sums.result();
         const A sg = r.v[0], sgx = r.v[1];
