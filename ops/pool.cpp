@@ -96,6 +96,16 @@ void check_grad(const char* op, const Tensor& g, const Shape& want) {
            describe(g));
 }
 
+// A pooling backward's result: the gradient of an input of shape xs, whose windows (h, w) must
+// give the grad's output sizes.
+InferResult pool_grad_result(const char* op, const OpAttrs& a, const Tensor& g, const Shape& xs,
+                             const cpu::Window1d& h, const cpu::Window1d& w) {
+  window_out(op, "H", h, g);  // (the error names the grad as the input)
+  window_out(op, "W", w, g);
+  check_grad(op, g, {xs[0], xs[1], h.out(), w.out()});
+  return {{{xs, g.dtype(), grad_layout(a, g)}}, g.dtype()};
+}
+
 InferResult infer_avg_pool2d_backward(const Tensors& in, const OpAttrs& a) {
   const char* op = "avg_pool2d_backward";
   const Tensor& g = in[0];
@@ -104,11 +114,7 @@ InferResult infer_avg_pool2d_backward(const Tensors& in, const OpAttrs& a) {
   MG_CHECK(a.ints[6] >= 1 && a.ints[7] >= 1, ShapeError, op, ": input size must be positive, got [", a.ints[6],
            ", ", a.ints[7], "]");
   const Shape xs{g.size(0), g.size(1), a.ints[6], a.ints[7]};
-  const cpu::Window1d h = avg_dim(a, 0, xs[2]), w = avg_dim(a, 1, xs[3]);
-  window_out(op, "H", h, g);  // (the error names the grad as the input)
-  window_out(op, "W", w, g);
-  check_grad(op, g, {xs[0], xs[1], h.out(), w.out()});
-  return {{{xs, g.dtype(), grad_layout(a, g)}}, g.dtype()};
+  return pool_grad_result(op, a, g, xs, avg_dim(a, 0, xs[2]), avg_dim(a, 1, xs[3]));
 }
 
 InferResult infer_max_pool2d_backward(const Tensors& in, const OpAttrs& a) {
@@ -125,11 +131,7 @@ InferResult infer_max_pool2d_backward(const Tensors& in, const OpAttrs& a) {
            ": input size must be positive, got [", a.ints.size() == 10 ? a.ints[8] : 0, ", ",
            a.ints.size() == 10 ? a.ints[9] : 0, "]");
   const Shape xs{g.size(0), g.size(1), a.ints[8], a.ints[9]};
-  const cpu::Window1d h = max_dim(a, 0, xs[2]), w = max_dim(a, 1, xs[3]);
-  window_out(op, "H", h, g);  // (the error names the grad as the input)
-  window_out(op, "W", w, g);
-  check_grad(op, g, {xs[0], xs[1], h.out(), w.out()});
-  return {{{xs, g.dtype(), grad_layout(a, g)}}, g.dtype()};
+  return pool_grad_result(op, a, g, xs, max_dim(a, 0, xs[2]), max_dim(a, 1, xs[3]));
 }
 
 InferResult infer_adaptive(const Tensors& in, const OpAttrs& a) {

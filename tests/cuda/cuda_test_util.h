@@ -28,20 +28,30 @@ inline Tensor to_gpu_keep_layout(const Tensor& x) {
   return make_tensor(copy, x.shape(), x.strides(), x.offset(), x.dtype());
 }
 
-// Runs f on CPU tensors and on copies of them on the GPU (layouts kept); |got - want| <= rel
-// (|want| + scale) + floor element by element (rel = 0: bit for bit; NaN matches NaN).
 using CpuGpuFn = std::function<Tensor(const std::vector<Tensor>&)>;
+struct CpuGpuResults {
+  Tensor want, got;  // f on the CPU inputs, f on their GPU copies
+};
+// Runs f on CPU tensors and on copies of them on the GPU (layouts kept: views stay strided) and
+// requires results of the same dtype and shape, the GPU's on the GPU.
+inline CpuGpuResults run_on_cpu_and_gpu(const std::string& what, const std::vector<Tensor>& cpu_inputs,
+                                        const CpuGpuFn& f) {
+  std::vector<Tensor> gpu_inputs;
+  for (const Tensor& t : cpu_inputs) gpu_inputs.push_back(to_gpu_keep_layout(t));
+  CpuGpuResults r{f(cpu_inputs), f(gpu_inputs)};
+  INFO(what << " " << dtype_name(r.want.dtype()) << " " << shape_str(r.want.shape()));
+  REQUIRE(r.got.device() == gpu());
+  REQUIRE(r.got.dtype() == r.want.dtype());
+  REQUIRE(r.got.shape() == r.want.shape());
+  return r;
+}
+
+// run_on_cpu_and_gpu, then |got - want| <= rel (|want| + scale) + floor element by element (rel = 0:
+// bit for bit; NaN matches NaN).
 inline void check_same_on_gpu(const std::string& what, const std::vector<Tensor>& cpu_inputs, const CpuGpuFn& f,
                               double rel = 0, double scale = 0, double floor = 0) {
-  std::vector<Tensor> gpu_inputs;
-  for (const Tensor& t : cpu_inputs) gpu_inputs.push_back(to_gpu_keep_layout(t));  // views stay strided
-  const Tensor want = f(cpu_inputs);
-  const Tensor got = f(gpu_inputs);
-  INFO(what << " " << dtype_name(want.dtype()) << " " << shape_str(want.shape()));
-  REQUIRE(got.device() == gpu());
-  REQUIRE(got.dtype() == want.dtype());
-  REQUIRE(got.shape() == want.shape());
-  const std::vector<double> g = values(got), w = values(want);
+  const CpuGpuResults r = run_on_cpu_and_gpu(what, cpu_inputs, f);
+  const std::vector<double> g = values(r.got), w = values(r.want);
   for (std::size_t i = 0; i < w.size(); ++i) {
     const bool same = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
                       (rel > 0 && std::abs(g[i] - w[i]) <= rel * (std::abs(w[i]) + scale) + floor);

@@ -43,16 +43,9 @@ Tolerance tolerance(DType dt) {
 void check_same(const std::string& what, const std::vector<Tensor>& cpu_inputs,
                 const std::function<Tensor(const std::vector<Tensor>&)>& f, bool exact = false,
                 double abs_floor = 0) {
-  std::vector<Tensor> gpu_inputs;
-  for (const Tensor& t : cpu_inputs) gpu_inputs.push_back(mg::test::to_gpu_keep_layout(t));  // views stay strided
-  const Tensor want = f(cpu_inputs);
-  const Tensor got = f(gpu_inputs);
-  INFO(what << " " << dtype_name(want.dtype()) << " " << shape_str(want.shape()));
-  REQUIRE(got.device() == gpu());
-  REQUIRE(got.dtype() == want.dtype());
-  REQUIRE(got.shape() == want.shape());
-  const std::vector<double> g = values(got), w = values(want);
-  const Tolerance tol = exact ? Tolerance{0, 0} : tolerance(want.dtype());
+  const mg::test::CpuGpuResults r = mg::test::run_on_cpu_and_gpu(what, cpu_inputs, f);
+  const std::vector<double> g = values(r.got), w = values(r.want);
+  const Tolerance tol = exact ? Tolerance{0, 0} : tolerance(r.want.dtype());
   for (std::size_t i = 0; i < w.size(); ++i) {
     const bool same = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
                       std::abs(g[i] - w[i]) <= tol.rel * std::abs(w[i]) + tol.abs + abs_floor;
