@@ -5,9 +5,10 @@
 //
 // Decisions:
 // - Algorithms are chosen once per dnn_conv_key (shape, dtype, layout, geometry, math, modes,
-//   device, alignment) and cached behind a mutex as an ordered candidate list: cuDNN's heuristic
-//   (cudnnGet*_v7, no device work) by default; with set_cudnn_benchmark(true) every algorithm is
-//   run and timed (cudnnFind*Ex, a host synchronisation, counted) and the list sorted by time.
+//   device, alignment) and beta (1 when the output holds a bias), and cached behind a mutex as an
+//   ordered candidate list: cuDNN's heuristic (cudnnGet*_v7, no device work) by default; with
+//   set_cudnn_benchmark(true) every algorithm is run and timed (cudnnFind*Ex, a host
+//   synchronisation, counted) and the list sorted by time.
 // - The workspace is a u8 tensor from the caching allocator on the current stream, freed when the
 //   call returns (stream-ordered reuse, as the GEMM workspace). When it does not fit even after
 //   the allocator emptied its cache, the next candidate that needs less is tried
@@ -304,10 +305,18 @@ int64_t output_bytes(const DnnConvProblem& p) {
   return n * int64_t(dtype_size(p.dtype));
 }
 
+// The cache's key: the problem's, and whether the output is accumulated into (beta = 1). cuDNN may
+// refuse an algorithm at run time for beta = 1 only; that refusal must not drop it for beta = 0.
+std::vector<int64_t> cache_key(const DnnConvProblem& p, bool accumulate) {
+  std::vector<int64_t> key = dnn_conv_key(p);
+  key.push_back(accumulate ? 1 : 0);
+  return key;
+}
+
 // The candidates of `p`: from the cache, else chosen now (and cached). Throws when none is left.
 std::vector<DnnAlgoChoice> candidates(const char* op, cudnnHandle_t h, const DnnConvProblem& p, const Descriptors& d,
                                       void* x, void* w, void* y, bool accumulate) {
-  const std::vector<int64_t> key = dnn_conv_key(p);
+  const std::vector<int64_t> key = cache_key(p, accumulate);
   AlgoCache& cache = algo_cache();
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
@@ -341,10 +350,10 @@ std::vector<DnnAlgoChoice> candidates(const char* op, cudnnHandle_t h, const Dnn
   return list;
 }
 
-void drop_candidate(const DnnConvProblem& p, const DnnAlgoChoice& c) {
+void drop_candidate(const DnnConvProblem& p, bool accumulate, const DnnAlgoChoice& c) {
   AlgoCache& cache = algo_cache();
   std::lock_guard<std::mutex> lock(cache.mutex);
-  auto it = cache.entries.find(dnn_conv_key(p));
+  auto it = cache.entries.find(cache_key(p, accumulate));
   if (it == cache.entries.end()) return;
   std::vector<DnnAlgoChoice>& v = it->second;
   v.erase(std::remove(v.begin(), v.end(), c), v.end());
@@ -405,7 +414,7 @@ void run_dnn_conv(const char* op, const DnnConvProblem& p, void* x, void* w, voi
   const std::vector<DnnAlgoChoice> list = candidates(op, h, p, d, x, w, y, accumulate);
   CudnnRunner runner(h, p, d, x, w, y, accumulate);
   const DnnRunResult r = run_candidates(list, runner);
-  for (const std::size_t i : r.refused) drop_candidate(p, list[i]);  // refused at run time: never offered again
+  for (const std::size_t i : r.refused) drop_candidate(p, accumulate, list[i]);  // refused at run time: not offered again
   switch (r.outcome) {
     case DnnRunOutcome::Ran: return;
     case DnnRunOutcome::OutOfMemory: std::rethrow_exception(runner.oom());  // names the size and the statistics

@@ -163,6 +163,25 @@ TEST_CASE("cuDNN benchmark mode: same results, one counted sync per new configur
   mg::test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("cuDNN caches its choice per beta: a convolution with a bias and one without are two entries",
+          "[cuda][conv][cudnn][gpu]") {
+  // With a bias the output is accumulated into (beta = 1), for which cuDNN may refuse an algorithm
+  // it runs at beta = 0; dropping that refusal from a shared entry would cost the bias-free call it.
+  DnnModes restore;
+  const Conv2dOptions o{.padding = {1, 1}};
+  const Tensor x = randn_in(DType::F16, {3, 24, 21, 17}, 51), w = randn_in(DType::F16, {40, 24, 3, 3}, 52);
+  const Tensor b = randn_in(DType::F16, {40}, 53);
+  const Tensor gx = gpu_nhwc(x), gw = gpu_nhwc(w);
+  const std::size_t entries = cuda::cudnn_algo_cache_size();
+  const Tensor plain = conv2d(gx, gw, {}, o);
+  CHECK(cuda::cudnn_algo_cache_size() == entries + 1);
+  const Tensor biased = conv2d(gx, gw, b.to(gpu()), o);
+  CHECK(cuda::cudnn_algo_cache_size() == entries + 2);
+  require_conv_close("no bias", plain, conv2d(x, w, {}, o), conv2d(abs64(x), abs64(w), {}, o), 24 * 9);
+  require_conv_close("bias", biased, conv2d(x, w, b, o), conv2d(abs64(x), abs64(w), abs64(b), o), 24 * 9);
+  mg::test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("cuDNN deterministic mode repeats every direction bit for bit, channels-last too",
           "[cuda][conv][cudnn][gpu]") {
   DnnModes restore;
