@@ -62,20 +62,28 @@ __global__ void cumsum_scan_kernel(int64_t lines, int64_t size, int64_t inner, i
   }
 }
 
+// A 0-d x: out = x converted, as the CPU's 0-d case (no 0 + x, which would turn -0 into +0).
+template <typename T, typename O>
+__global__ void cumsum_scalar_kernel(const T* __restrict__ x, O* __restrict__ out) {
+  out[0] = static_cast<O>(static_cast<acc_t<T>>(x[0]));
+}
+
 // out[0] [x's shape] = Σ_{k <= i} x[..., k, ...] along a.dim
 template <typename T>
 void cumsum_cuda(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using O = int_widened_t<T>;
   const Tensor& x = in[0];
   const T* data = static_cast<const T*>(x.data_ptr());
-  int64_t size = 1, inner = 1, x_stride = 1;
-  std::vector<int64_t> dims;
-  if (x.dim() > 0) {
-    dims = {a.dim};
-    size = x.shape()[a.dim];
-    x_stride = x.strides()[a.dim];
-    for (int64_t d = a.dim + 1; d < x.dim(); ++d) inner *= x.shape()[d];
+  if (x.dim() == 0) {
+    const LaunchContext ctx(x.device());
+    cumsum_scalar_kernel<T, O><<<1, 1, 0, ctx.stream>>>(data, out[0].data<O>());
+    MG_CUDA_CHECK_LAUNCH("cumsum_scalar_kernel");
+    return;
   }
+  const std::vector<int64_t> dims = {a.dim};
+  const int64_t size = x.shape()[a.dim], x_stride = x.strides()[a.dim];
+  int64_t inner = 1;
+  for (int64_t d = a.dim + 1; d < x.dim(); ++d) inner *= x.shape()[d];
   // The kept dims of a reduction over `dim` enumerate the lines in the output's order.
   const ReducePlan p = make_reduce_plan(x.shape(), x.strides(), dims, int64_t(sizeof(T)),
                                         reinterpret_cast<std::uintptr_t>(data));

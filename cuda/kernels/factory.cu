@@ -6,12 +6,16 @@
 // mapping, the arange/linspace formulas and their f16/bf16 rounding) equals the CPU's bit for bit
 // by construction. One thread per item (an element, or one Philox block of 2-4 elements),
 // grid-stride, on the device's current stream; nothing waits for the device.
+// A random fill during a CUDA graph capture is refused here whatever its generator: its (seed,
+// offset) would be frozen into the graph (core/factory.cpp refuses only a captured generator, so a
+// generator outside the graph would otherwise repeat its values at every replay, silently).
 #include <cuda_runtime.h>
 
 #include "mixgrad/core/device_fill.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/core/visit_dtype.h"
 #include "mixgrad/cuda/check.h"
+#include "mixgrad/cuda/graph.h"
 #include "mixgrad/cuda/kernels/launch.h"
 
 namespace mg::cuda {
@@ -32,8 +36,25 @@ void fill_forward(T* p, int64_t n, const FillSpec& spec, const LaunchContext& ct
   MG_CUDA_CHECK_LAUNCH("fill kernel");
 }
 
+// The factory of a random fill kind; nullptr for the deterministic kinds.
+const char* random_fill_name(FillKind k) {
+  switch (k) {
+    case FillKind::Rand: return "rand";
+    case FillKind::Randn: return "randn";
+    case FillKind::Randint: return "randint";
+    default: return nullptr;
+  }
+}
+
 // The DeviceFillFn of CUDA (core/device_fill.h). out: dense, on a CUDA device, n >= 1.
 void fill_cuda(Tensor& out, const FillSpec& spec) {
+  if (const char* name = random_fill_name(spec.kind)) {
+    MG_CHECK(!is_capturing(), Error, name, " on ", out.device().str(),
+             " drew random numbers during a CUDA graph capture from a generator that is not part of the graph: "
+             "its values would be frozen into the graph and repeat at every replay"
+             "\n  hint: draw it outside the captured step (e.g. into a static input), or use dropout, which "
+             "reads its stream position from device memory");
+  }
   const LaunchContext ctx(out.device());
   const int64_t n = out.numel();
   visit_dtype(out.dtype(), [&]<typename T>() {
