@@ -70,6 +70,11 @@ struct Graph::Impl {
   std::unique_ptr<StreamGuard> guard;    // makes it current during the capture
   std::vector<Generator*> generators;    // the default generator first
   std::vector<Tensor> bases;             // per generator: device [2] i64 {seed, offset}
+  // The last work on `bases` (their zero fill, then each replay): the next replay's stream waits
+  // for it on the device before writing them, so a replay on another stream than the previous
+  // one (or than the fill's) never writes a base a running replay still reads, nor is
+  // overwritten by a late fill.
+  std::unique_ptr<Event> bases_used;
   std::vector<uint64_t> consumed;        // per generator: Philox blocks one replay draws
   std::vector<bool> begun;               // per generator: this capture began its capture
   std::vector<GraphParticipant*> participants;
@@ -169,6 +174,8 @@ void Graph::capture_begin(const Stream& stream) {
   for (std::size_t i = 0; i < g.generators.size(); ++i) {
     g.bases.push_back(zeros({2}, {.dtype = DType::I64, .device = Device::cuda(g.device)}));  // general pool: outlives the capture
   }
+  g.bases_used = std::make_unique<Event>(false);
+  g.bases_used->record(current_stream(g.device));  // the fills above
   g.consumed.assign(g.generators.size(), 0);
   g.begun.assign(g.generators.size(), false);
   g.pool = g_next_pool.fetch_add(1);
@@ -261,14 +268,17 @@ void Graph::replay() {
   const Stream stream = current_stream(g.device);
   for (const GraphParticipant* p : g.participants) p->graph_replay_check();  // all agree before any changes
   for (GraphParticipant* p : g.participants) p->graph_replay_prepare();
+  g.bases_used->block(stream);
   for (std::size_t i = 0; i < g.generators.size(); ++i) {
     if (g.consumed[i] == 0) continue;
     const PhiloxArgs base = generator_replay_base(*g.generators[i], g.consumed[i]);
     write_philox_base(g.bases[i].data<int64_t>(), base.seed, base.offset, stream.handle());
   }
   MG_CUDA_CHECK(cudaGraphLaunch(g.exec, static_cast<cudaStream_t>(stream.handle())));
+  g.bases_used->record(stream);
   if (std::find(g.replay_streams.begin(), g.replay_streams.end(), stream.id()) == g.replay_streams.end()) {
     g.replay_streams.push_back(stream.id());
+    for (const Tensor& b : g.bases) record_stream(b, stream);  // freed only after this stream's replays
   }
   ++g.replays;
 }

@@ -168,6 +168,33 @@ TEST_CASE("CUDA graph: dropout masks differ per replay and equal the eager seque
   test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("CUDA graph: replays on alternating streams keep the eager dropout sequence", "[cuda][gpu][graph]") {
+  // Each replay writes the generator's position into device memory the previous replay read, on
+  // the replay's stream; the graph orders that write after the previous replay (an event), and the
+  // position's memory is recorded on every replay stream.
+  const Tensor x = ones({1 << 20}, {.device = gpu()});
+  auto step = [](const Tensor& in) { return dropout(in, 0.5, true); };
+  manual_seed(9);
+  Tensors eager;
+  for (int i = 0; i < 6; ++i) eager.push_back(step(x));
+  manual_seed(9);
+  cuda::CapturedStep captured([&](const Tensors& in) { return Tensors{step(in[0])}; }, {},
+                              {.device = gpu(), .warmup_steps = 1});
+  const cuda::Stream a = cuda::Stream::create(0), b = cuda::Stream::create(0);
+  cuda::Event read(false);
+  Tensors replayed;
+  for (int i = 0; i < 6; ++i) {
+    const cuda::Stream& s = i % 2 == 0 ? a : b;
+    if (i > 0) read.block(s);  // the previous stream's copy of the shared output is done
+    cuda::StreamGuard guard(s);
+    replayed.push_back(clone(captured.run({x})[0]));
+    read.record(s);
+  }
+  cuda::synchronize();
+  require_same_bits(eager, replayed);
+  test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("CUDA graph: dropout from a generator the graph does not hold is refused", "[cuda][gpu][graph]") {
   // Its (seed, offset) would be frozen into the graph: every replay would drop the same elements.
   const Tensor x = ones({1000}, {.device = gpu()});
