@@ -6,6 +6,7 @@
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/autocast_state.h"
+#include "mixgrad/core/memory_overlap.h"
 #include "mixgrad/core/op_observer.h"
 #include "mixgrad/core/pinned_memory.h"
 #include "mixgrad/ops/cuda_gaps.h"
@@ -121,10 +122,25 @@ void notify_observer(OpId op, const Tensors& inputs, const Tensors& outputs, boo
 
 // The non-recording in-place path: runs `op` on inputs {self (possibly promoted), others...}
 // and writes the result into self.
-void run_inplace(OpId op, const Tensor& self, const Tensors& inputs, const OpAttrs& attrs) {
+void run_inplace(OpId op, const Tensor& self, const Tensors& operands, const OpAttrs& attrs) {
   const char* name = op_name(op);
   const OpRule& rule = op_rule(op);
   MG_ASSERT(rule.infer != nullptr, name, " cannot run in place");
+  MG_CHECK(!has_internal_overlap(self), Error, name, "_: ", describe(self),
+           " has elements that share one memory location (a stride of 0: an expanded or broadcast view), so "
+           "writing into it in place has no single answer\n  hint: contiguous() or clone() it first");
+  // The in-place ops are elementwise: an operand in exactly self's elements is read before each is
+  // written, but one that overlaps them otherwise (x[1:].copy_(x[:-1]), x.add_(x[0])) would read
+  // elements already written. Such an operand is read from a copy, so the result is the
+  // out-of-place op's (NumPy's rule; PyTorch refuses instead).
+  Tensors inputs = operands;
+  for (Tensor& t : inputs) {
+    if (memory_overlap(self, t) == MemOverlap::Partial) {
+      NoGradGuard no_grad;
+      OpObserverMute mute;
+      t = clone(t);
+    }
+  }
   const InferResult r = rule.infer(inputs, attrs);
   MG_CHECK(r.outputs.size() == 1 && r.outputs[0].shape == self.shape(), ShapeError, name,
            "_: the result has shape ", r.outputs[0].shape, " but the tensor written in place is ",

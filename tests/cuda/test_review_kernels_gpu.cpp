@@ -5,7 +5,10 @@
 //   generators, so the fill kernel would have been captured with its (seed, offset) frozen and the
 //   same values would have come back at every replay;
 // - cumsum of a 0-d tensor is the value itself, as on the CPU: the line kernel computed 0 + x,
-//   which turns -0 into +0.
+//   which turns -0 into +0;
+// - an in-place op whose operand overlaps the written tensor reads it as it was (the dispatcher's
+//   rule, tests/core/test_memory_overlap.cpp): on the GPU the kernel's threads would otherwise
+//   race with each other's writes.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -84,5 +87,23 @@ TEST_CASE("CUDA cumsum of a 0-d tensor is its value, -0 and all, as on the CPU",
       CHECK(bytes_of(got) == bytes_of(want));
     }
   }
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA in-place ops read an overlapping operand as it was before the write, as on the CPU",
+          "[cuda][gpu][overlap]") {
+  for (DType dt : {DType::F32, DType::F16, DType::I64}) {
+    INFO(dtype_name(dt));
+    Tensor c = arange(0, 5001, 1, {.dtype = dt}), g = c.to(gpu());
+    c.slice(0, 1, 5001).copy_(c.slice(0, 0, 5000));
+    g.slice(0, 1, 5001).copy_(g.slice(0, 0, 5000));
+    CHECK(bytes_of(g) == bytes_of(c));
+    Tensor m = arange(0, 64, 1, {.dtype = dt}).reshape({8, 8}), gm = m.to(gpu());
+    m.add_(m.select(0, 3));
+    gm.add_(gm.select(0, 3));
+    CHECK(bytes_of(gm) == bytes_of(m));
+  }
+  MG_REQUIRE_ERROR(zeros({4}, {.device = gpu()}).unsqueeze(0).expand({3, 4}).fill_(1.0),
+                   "has elements that share one memory location");
   test::require_no_pending_cuda_error();
 }
