@@ -15,6 +15,7 @@
 //   bench_cuda [--quick] [--json FILE]
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -84,6 +85,19 @@ Row gemm_row(const std::string& name, DType dtype, int64_t n, int reps, bool tf3
   return r;
 }
 
+// A measurement that throws (a kernel or library refusing this device) is reported and skipped:
+// the others still run, the JSON keeps the rows so far, and the exit code says so.
+bool g_failed = false;
+void attempt(const char* what, const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "bench_cuda: %s failed: %s\n", what, e.what());
+    g_failed = true;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -103,44 +117,44 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
 
   const Tensor a = randn({n}, {.device = d}), b = randn({n}, {.device = d});
-  {
+  attempt("add", [&] {
     const double traffic = 3.0 * 4 * double(n);
     const double ms = ms_per_call(reps, [&] { (void)add(a, b); });
     rows.push_back(row("add", "f32", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
-  }
-  {
+  });
+  attempt("gelu", [&] {
     const double traffic = 2.0 * 4 * double(n);
     const double ms = ms_per_call(reps, [&] { (void)gelu(a); });
     rows.push_back(row("gelu (erf)", "f32", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
-  }
-  {
+  });
+  attempt("cast f32->bf16", [&] {
     const double traffic = (4.0 + 2.0) * double(n);
     const double ms = ms_per_call(reps, [&] { (void)to(a, DType::BF16); });
     rows.push_back(row("cast f32->bf16", "bf16", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
-  }
-  {
+  });
+  attempt("mul", [&] {
     const Tensor h = to(a, DType::BF16), g = to(b, DType::BF16);
     const double traffic = 3.0 * 2 * double(n);
     const double ms = ms_per_call(reps, [&] { (void)mul(h, g); });
     rows.push_back(row("mul", "bf16", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
-  }
-  {
+  });
+  attempt("transpose copy", [&] {
     const int64_t cols = 4096, rows_n = n / cols;
     const Tensor m = a.reshape({rows_n, cols});
     const double traffic = 2.0 * 4 * double(n);
     const double ms = ms_per_call(reps, [&] { (void)contiguous(m.t()); });
     rows.push_back(row("transpose copy", "f32", "[" + std::to_string(cols) + ", " + std::to_string(rows_n) + "]",
                        gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
-  }
-  {
+  });
+  attempt("gemm", [&] {
     // GEMMs: low precision at 8192^3 (1.1 TFLOP a call), f32 at 4096^3; --quick: 1024^3.
     const int64_t big = cfg.quick ? 1024 : 8192, f32n = cfg.quick ? 1024 : 4096;
     rows.push_back(gemm_row("gemm", DType::BF16, big, reps, false));
     rows.push_back(gemm_row("gemm", DType::F16, big, reps, false));
     rows.push_back(gemm_row("gemm", DType::F32, f32n, reps, false));
     rows.push_back(gemm_row("gemm (tf32)", DType::F32, f32n, reps, true));
-  }
-  {
+  });
+  attempt("conv2d", [&] {
     // Convolutions (im2col + cuBLASLt): a ResNet-50 stage-2 3x3 conv, x [N, 128, 28, 28], w [128,
     // 128, 3, 3], padding 1 (N = 64; --quick 8), each direction in TFLOP/s of 2 N O C 9 Ho Wo
     // flops, beside the GEMM of the same size alone (mm [O, C 9] @ [C 9, N Ho Wo]) in the same run:
@@ -167,30 +181,30 @@ int main(int argc, char** argv) {
       rows.push_back(conv_row("conv2d dgrad", [&] { (void)conv2d_backward_input(g, w, {HW, HW}, o); }));
       rows.push_back(conv_row("conv2d wgrad", [&] { (void)conv2d_backward_weight(x, g, {3, 3}, o); }));
     }
-  }
+  });
   // Reductions: a read-only pass, so the memcpy of the same traffic copies half the bytes read.
-  {
+  attempt("sum", [&] {
     const double traffic = 4.0 * double(n);
     const double ms = ms_per_call(reps, [&] { (void)sum(a); });
     rows.push_back(row("sum", "f32", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
-  }
-  {
+  });
+  attempt("sum dim 0", [&] {
     const int64_t side = int64_t(1) << (cfg.quick ? 10 : 14);  // side² = n
     const Tensor m = a.reshape({side, side});
     const double traffic = 4.0 * double(n);
     const double ms = ms_per_call(reps, [&] { (void)sum(m, {0}); });
     rows.push_back(row("sum dim 0", "f32", "[" + std::to_string(side) + ", " + std::to_string(side) + "]",
                        gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
-  }
-  {
+  });
+  attempt("logsumexp", [&] {
     const int64_t cols = 32768, rows_n = cfg.quick ? 32 : 4096;
     const Tensor h = to(a.slice(0, 0, rows_n * cols), DType::BF16).reshape({rows_n, cols});
     const double traffic = 2.0 * double(rows_n * cols);
     const double ms = ms_per_call(reps, [&] { (void)logsumexp(h, {1}); });
     rows.push_back(row("logsumexp rows", "bf16", "[" + std::to_string(rows_n) + ", " + std::to_string(cols) + "]",
                        gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
-  }
-  {
+  });
+  attempt("softmax", [&] {
     // Softmax over the rows: every element read once and written once (the kernel's extra passes
     // over a row hit the cache or registers, not memory), so the memcpy copies the same bytes.
     const int64_t cols = 32768, rows_n = cfg.quick ? 32 : 4096;
@@ -199,7 +213,7 @@ int main(int argc, char** argv) {
     const double ms = ms_per_call(reps, [&] { (void)softmax(h, 1); });
     rows.push_back(row("softmax rows", "bf16", "[" + std::to_string(rows_n) + ", " + std::to_string(cols) + "]",
                        gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
-  }
+  });
   bench::print_table(rows);
   const cuda::DeviceMemoryStats s = cuda::memory_stats(0);
   std::printf("device memory: peak allocated %.2f GiB, reserved %.2f GiB, %llu cudaMalloc calls\n",
@@ -209,5 +223,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_cuda: cannot write %s\n", cfg.json.c_str());
     return 1;
   }
-  return 0;
+  return g_failed ? 1 : 0;
 }

@@ -7,6 +7,7 @@
 // eager ms/step (ratio < 1: the graph is faster). Without a GPU it exits with 77 (skipped).
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <memory>
 
 #include "amp/grad_scaler.h"
@@ -115,12 +116,21 @@ int main(int argc, char** argv) {
   bench::print_load_average();
   const int steps = cfg.quick ? 10 : 200;
   std::vector<Row> rows;
-  rows.push_back(resnet(steps));
-  rows.push_back(bert(steps));
+  bool failed = false;
+  for (Row (*model)(int) : {resnet, bert}) {
+    try {  // one model failing (a refused capture, say) leaves the other measured
+      rows.push_back(model(steps));
+    } catch (const std::exception& e) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "bench_cuda_graph: %s\n", e.what());
+      amp::reset();
+      failed = true;
+    }
+  }
   bench::print_table(rows);
   if (!cfg.json.empty() && !bench::write_json(cfg.json, rows)) {
     std::fprintf(stderr, "bench_cuda_graph: cannot write %s\n", cfg.json.c_str());
     return 1;
   }
-  return 0;
+  return failed ? 1 : 0;
 }

@@ -286,7 +286,11 @@ def cuda_worker(args):
     failed = 0
     for mode in modes:
         try:  # one mode failing (e.g. out of memory) leaves the others measured
-            print(json.dumps(measure_cuda_mode(torch, args, mode)), flush=True)
+            line = json.dumps(measure_cuda_mode(torch, args, mode))
+            print(line, flush=True)
+            if args.append:  # the driver's file, so the rows done survive a stop of the driver
+                with open(args.append, "a") as f:
+                    f.write(line + "\n")
         except Exception as e:  # noqa: BLE001 - reported, and the exit code says so
             print(f"torch_amp_peer: {args.model} {mode} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
             failed += 1
@@ -451,15 +455,13 @@ def gpu_driver(args, torch, models):
             os.unlink(tmp)
 
     def theirs(model, modes):
+        # The worker appends each row to torch.jsonl itself: a stopped worker or driver keeps its rows.
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--device", "cuda", "--model", model,
-               "--mode", ",".join(modes)] + common + (["--smoke"] if args.smoke else [])
+               "--mode", ",".join(modes), "--append", torch_path] + common + (["--smoke"] if args.smoke else [])
         out, _ = run_logged(cmd, args.process_timeout, f"PyTorch {model} {','.join(modes)}")
-        rows = json_lines(out)
-        with open(torch_path, "a") as f:
-            for r in rows:
-                f.write(json.dumps(r) + "\n")
-                print(f"  PyTorch {model:<10} {r['mode']:<14} {1e3 * r['wall_median_s']:9.2f} ms  "
-                      f"peak {r['peak_device_bytes'] / 2**20:.0f} MiB  syncs {r['syncs_per_step']}", flush=True)
+        for r in json_lines(out):
+            print(f"  PyTorch {model:<10} {r['mode']:<14} {1e3 * r['wall_median_s']:9.2f} ms  "
+                  f"peak {r['peak_device_bytes'] / 2**20:.0f} MiB  syncs {r['syncs_per_step']}", flush=True)
 
     for model in models:
         for _ in range(args.rounds):
@@ -547,6 +549,7 @@ def main():
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", default="mlp", help=argparse.SUPPRESS)
     p.add_argument("--mode", default="fp32", help=argparse.SUPPRESS)
+    p.add_argument("--append", default="", help=argparse.SUPPRESS)  # --worker on cuda: also append rows here
     p.add_argument("--bench-amp", default="build/benchmarks/bench_amp", help="the bench_amp program")
     p.add_argument("--models", default="", help="comma-separated (default: mlp,resnet20,bert-mini; on cuda also resnet50,bert-base)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
