@@ -143,26 +143,13 @@ if [ -f "$BUILD/build.ninja" ]; then
   step "tests: amp on CUDA" 120 "$BUILD/tests/test_amp" "[gpu]" --reporter junit --out "$OUT/amp_tests.xml"
   # ProcessGroupNccl: the host-side cases and a one-rank group on cuda:0; across 2 processes when
   # the machine has 2 or more GPUs.
-  # A filter runs [gpu2] cases too (tests/test_main.cpp skips them only in a whole run), and they
-  # fail on one GPU: leave them out below 2.
-  NCCL_FILTER="[nccl]"
-  [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ] || NCCL_FILTER="[nccl]~[gpu2]"
-  [ $DIST_OK -eq 1 ] && step "tests: NCCL process group" 120 "$BUILD/tests/test_distributed" "$NCCL_FILTER" \
+  # (On one GPU the filter's [gpu2] cases are left out with a note: tests/test_main.cpp.)
+  [ $DIST_OK -eq 1 ] && step "tests: NCCL process group" 120 "$BUILD/tests/test_distributed" "[nccl]" \
     --reporter junit --out "$OUT/nccl_tests.xml"
   # The fused multi-tensor kernels and the sync-free O2 step (also part of test_cuda above): run
-  # alone so the summary names them. By name: tests/test_main.cpp's no-match check runs before
-  # Catch2 adds -#'s file tags, so "[#test_cuda_multi_tensor]" matches nothing in a run (exit 3),
-  # only in a listing; Catch2's special characters in the listed names are escaped.
-  FUSED_LIST="$(mktemp)"
-  "$BUILD/tests/test_cuda" -# --list-test-names-only "[gpu][#test_cuda_multi_tensor]" 2> /dev/null |
-    sed 's/[][,*\\]/\\&/g' > "$FUSED_LIST"
-  if [ -s "$FUSED_LIST" ] || [ ! -x "$BUILD/tests/test_cuda" ]; then
-    step "tests: fused AMP kernels" 60 "$BUILD/tests/test_cuda" -f "$FUSED_LIST" \
-      --reporter junit --out "$OUT/fused_tests.xml"
-  else
-    SUMMARY+=("$(printf '%-28s %-28s %5ss' "tests: fused AMP kernels" "FAILED (none listed)" 0)")
-  fi
-  rm -f "$FUSED_LIST"
+  # alone so the summary names them.
+  step "tests: fused AMP kernels" 60 "$BUILD/tests/test_cuda" -# "[gpu][#test_cuda_multi_tensor]" \
+    --reporter junit --out "$OUT/fused_tests.xml"
   # CUDA graphs: the captured-and-replayed steps against eager ones bit for bit, the refused
   # synchronisation (also part of test_cuda above, run alone so the summary names them), then the
   # time per step of ResNet-20 and BERT-mini O2 f16, eager against graphed.
