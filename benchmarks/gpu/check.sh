@@ -10,8 +10,8 @@
 # scripts/fetch-gpu-deps here first and carry .gpu-deps with the tree (the device tool's carry).
 #
 # OUT_DIR gets summary.txt, check.log (everything) and gpu-check.tar.gz, which holds those and the
-# rest (alone only with MG_GPU_KEEP_FILES=1): tests.xml / ops_tests.xml / amp_tests.xml / nccl_tests.xml (JUnit),
-# graph_tests.xml, bench_cuda_graph.json (eager vs CUDA-graph step times), bench_cuda.json, bench_factory.json, bench_pinned.json, torch.json, bench_cudnn_conv.json and
+# rest (alone only with MG_GPU_KEEP_FILES=1): tests.xml / ops_amp_tests.xml / nccl_tests.xml (CTest's JUnit),
+# bench_cuda_graph.json (eager vs CUDA-graph step times), bench_cuda.json, bench_factory.json, bench_pinned.json, torch.json, bench_cudnn_conv.json and
 # torch_conv.json (ResNet-50's conv shapes through cuDNN, mixgrad and PyTorch), train_resnet.jsonl (a short
 # ResNet-20 O2 f16 run on the GPU), train_resnet50.jsonl (20 NHWC ResNet-50 steps on synthetic
 # 224 x 224 images), amp/ (bench_amp's O0-O3 training steps of ResNet-50 b256 and
@@ -136,24 +136,25 @@ else
 fi
 
 if [ -f "$BUILD/build.ninja" ]; then
-  # Every CUDA test case (host-only and [gpu]); the op table's CUDA-vs-CPU comparisons (forward and
-  # gradients); autocast and AMP on CUDA.
-  step "tests: test_cuda" 120 "$BUILD/tests/test_cuda" --reporter junit --out "$OUT/tests.xml"
-  step "tests: op table on CUDA" 120 "$BUILD/tests/test_ops" "[gpu]" --reporter junit --out "$OUT/ops_tests.xml"
-  step "tests: amp on CUDA" 120 "$BUILD/tests/test_amp" "[gpu]" --reporter junit --out "$OUT/amp_tests.xml"
+  # The tests through CTest, one process per test case (8 at a time): a case that crashes or leaves
+  # a sticky CUDA error (an illegal address) fails alone, its output in the log, and the others
+  # still run and report — a first run on a GPU must not lose every result to one bad kernel.
+  # Every CUDA test case (host-only and [gpu]):
+  step "tests: CUDA (ctest)" 180 ctest --test-dir "$BUILD" -L '^cuda$' -j 8 --timeout 100 --output-on-failure \
+    --output-junit "$OUT/tests.xml"
+  # The op table's CUDA-vs-CPU comparisons (forward and gradients), autocast and AMP on CUDA:
+  step "tests: ops + AMP on CUDA" 150 ctest --test-dir "$BUILD" -L '^(ops|amp)$' -R 'CUDA' -j 8 --timeout 120 \
+    --output-on-failure --output-junit "$OUT/ops_amp_tests.xml"
   # ProcessGroupNccl: the host-side cases and a one-rank group on cuda:0; across 2 processes when
-  # the machine has 2 or more GPUs.
-  # (On one GPU the filter's [gpu2] cases are left out with a note: tests/test_main.cpp.)
-  [ $DIST_OK -eq 1 ] && step "tests: NCCL process group" 120 "$BUILD/tests/test_distributed" "[nccl]" \
-    --reporter junit --out "$OUT/nccl_tests.xml"
-  # The fused multi-tensor kernels and the sync-free O2 step (also part of test_cuda above): run
-  # alone so the summary names them.
-  step "tests: fused AMP kernels" 60 "$BUILD/tests/test_cuda" -# "[gpu][#test_cuda_multi_tensor]" \
-    --reporter junit --out "$OUT/fused_tests.xml"
-  # CUDA graphs: the captured-and-replayed steps against eager ones bit for bit, the refused
-  # synchronisation (also part of test_cuda above, run alone so the summary names them), then the
-  # time per step of ResNet-20 and BERT-mini O2 f16, eager against graphed.
-  step "tests: CUDA graphs" 60 "$BUILD/tests/test_cuda" "[graph]" --reporter junit --out "$OUT/graph_tests.xml"
+  # the machine has 2 or more GPUs (skipped, code 77, on one).
+  [ $DIST_OK -eq 1 ] && step "tests: NCCL process group" 120 ctest --test-dir "$BUILD" -L '^distributed$' \
+    -R 'NCCL|Nccl|nccl|gpu2' -j 4 --timeout 110 --output-on-failure --output-junit "$OUT/nccl_tests.xml"
+  # The summary names two groups of test_cuda's cases: the fused multi-tensor kernels with the
+  # sync-free O2 step, and the CUDA graphs (captured steps against eager ones bit for bit, the
+  # refused synchronisation). Listing them needs no GPU.
+  "$BUILD/tests/test_cuda" -# --list-test-names-only "[#test_cuda_multi_tensor]" > "$OUT/fused_names.txt" 2> /dev/null
+  "$BUILD/tests/test_cuda" --list-test-names-only "[graph]" > "$OUT/graph_names.txt" 2> /dev/null
+  # Then the time per step of ResNet-20 and BERT-mini O2 f16, eager against graphed.
   step "bench_cuda_graph" 90 "$BUILD/benchmarks/bench_cuda_graph" --json "$OUT/bench_cuda_graph.json"
   step "bench_cuda" 120 "$BUILD/benchmarks/bench_cuda" --json "$OUT/bench_cuda.json"
   # The factories on the device against the host fill + copy they replaced (its table is in the log).
@@ -270,15 +271,25 @@ for r in rows:
 PY
   fi
   # The step table last: the device tool returns only the end of the output.
-  for xml in "$OUT/tests.xml" "$OUT/ops_tests.xml" "$OUT/amp_tests.xml" "$OUT/nccl_tests.xml" "$OUT/fused_tests.xml" "$OUT/graph_tests.xml"; do
-    [ -f "$xml" ] && python3 - "$xml" <<'PY' 2>/dev/null || true
-import sys, xml.etree.ElementTree as ET
+  for xml in "$OUT/tests.xml" "$OUT/ops_amp_tests.xml" "$OUT/nccl_tests.xml"; do
+    [ -f "$xml" ] && python3 - "$xml" "$OUT/fused_names.txt" "$OUT/graph_names.txt" <<'PY' 2>/dev/null || true
+import os, sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
 suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
-# Catch2's "tests" attribute counts assertions: count the testcase elements instead.
 cases = [c for s in suites for c in s.iter("testcase")]
-bad = [c for c in cases if c.find("failure") is not None or c.find("error") is not None]
-print(f"{sys.argv[1].split('/')[-1]}: {len(cases)} test cases, {len(bad)} failed")
+def failed(c): return c.find("failure") is not None or c.find("error") is not None
+def skipped(c): return c.find("skipped") is not None or c.get("status") in ("notrun", "disabled")
+def line(label, group):
+    bad = [c for c in group if failed(c)]
+    skip = [c for c in group if skipped(c) and not failed(c)]
+    print(f"{label}: {len(group)} test cases, {len(bad)} failed, {len(skip)} skipped")
+    return bad
+bad = line(os.path.basename(sys.argv[1]), cases)
+if os.path.basename(sys.argv[1]) == "tests.xml":  # the named groups of test_cuda
+    for label, path in (("  fused AMP kernels", sys.argv[2]), ("  CUDA graphs", sys.argv[3])):
+        if os.path.isfile(path):
+            names = [n.strip() for n in open(path) if n.strip()]
+            line(label, [c for c in cases if any((c.get("name") or "").endswith(n) for n in names)])
 for c in bad: print("  FAILED:", c.get("name"))
 PY
   done
@@ -292,7 +303,7 @@ PY
 # and only it, the summary and the log stay (MG_GPU_KEEP_FILES=1 keeps the single files too).
 # Named one by one: OUT may be a folder that holds other things.
 PACKED=()
-for f in tests.xml ops_tests.xml amp_tests.xml nccl_tests.xml fused_tests.xml graph_tests.xml \
+for f in tests.xml ops_amp_tests.xml nccl_tests.xml fused_names.txt graph_names.txt \
          bench_cuda_graph.json bench_cuda.json bench_factory.json bench_pinned.json bench_cudnn_conv.json \
          torch.json torch_conv.json train_resnet50.jsonl train_resnet50.txt train_resnet.jsonl train_resnet.txt \
          amp_nchw.jsonl amp/ours.jsonl amp/ours.tmp.jsonl amp/torch.jsonl amp/pairs.jsonl amp/pairs.md amp/compare.txt; do
