@@ -57,6 +57,12 @@ Tensor Tensor::to(Device d, bool non_blocking) const { return mg::to(*this, d, n
 Tensor Tensor::pin_memory() const { return mg::pin_memory(*this); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
+  // From another device, as PyTorch's copy_: the source moves to this tensor's device first (a
+  // checkpoint's CPU tensors loaded into CUDA state, say); every other op refuses mixed devices.
+  if (defined() && src.defined() && src.device() != device()) {
+    dispatch_inplace(OpId::copy, *this, {mg::to(src, device())});
+    return *this;
+  }
   dispatch_inplace(OpId::copy, *this, {src});
   return *this;
 }

@@ -10,7 +10,7 @@
 # scripts/fetch-gpu-deps here first and carry .gpu-deps with the tree (the device tool's carry).
 #
 # OUT_DIR gets summary.txt, check.log (everything) and gpu-check.tar.gz, which holds those and the
-# rest (alone only with MG_GPU_KEEP_FILES=1): tests.xml / ops_amp_tests.xml / nccl_tests.xml (CTest's JUnit),
+# rest (alone only with MG_GPU_KEEP_FILES=1): tests.xml / ops_amp_tests.xml / nccl_tests.xml / examples_tests.xml (CTest's JUnit),
 # bench_cuda_graph.json (eager vs CUDA-graph step times), bench_cuda.json, bench_factory.json, bench_pinned.json, torch.json, bench_cudnn_conv.json and
 # torch_conv.json (ResNet-50's conv shapes through cuDNN, mixgrad and PyTorch), train_resnet.jsonl (a short
 # ResNet-20 O2 f16 run on the GPU), train_resnet50.jsonl (20 NHWC ResNet-50 steps on synthetic
@@ -89,6 +89,7 @@ if ls .gpu-deps/*.deb > /dev/null 2>&1; then
   say "using the packages of .gpu-deps (unpacked into $DEPS_ROOT)"
   FMNIST="$DEPS_ROOT/usr/share/datasets/fashion-mnist"
   [ -d "$FMNIST" ] && export MG_FASHION_MNIST_DIR="$FMNIST"
+  [ -f "$DEPS_ROOT/usr/lib/bible.data" ] && export MG_KJV_PATH="$DEPS_ROOT/usr/lib/bible.data"
 fi
 
 # cuDNN (required) and NCCL: cmake/cuda.cmake looks in nvcc's toolkit, $CUDNN_ROOT / $NCCL_ROOT
@@ -124,7 +125,8 @@ step "configure (sm_$ARCH)" 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TY
 # -k 0: a target that fails to build leaves the others built, and each step below runs when its
 # program is there (step skips it otherwise).
 step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp bench_cuda \
-  bench_cudnn_conv bench_factory bench_pinned bench_cuda_graph train_resnet bench_amp -- -k 0
+  bench_cudnn_conv bench_factory bench_pinned bench_cuda_graph train_resnet train_bert bench_amp test_io \
+  test_datasets test_examples_common test_examples_smoke -- -k 0
 # The NCCL process group's tests live in tests/distributed, built when Gloo was found (the
 # packages of .gpu-deps); without it the check says so and goes on.
 DIST_OK=0
@@ -149,6 +151,11 @@ if [ -f "$BUILD/build.ninja" ]; then
   # the machine has 2 or more GPUs (skipped, code 77, on one).
   [ $DIST_OK -eq 1 ] && step "tests: NCCL process group" 120 ctest --test-dir "$BUILD" -L '^distributed$' \
     -R 'NCCL|Nccl|nccl|gpu2' -j 4 --timeout 110 --output-on-failure --output-junit "$OUT/nccl_tests.xml"
+  # The GPU user paths: checkpoints across devices, pinned loader batches, the examples' --device
+  # cuda flags, and train_resnet / train_bert on the GPU at every opt level with --resume and
+  # --cuda-graph ([gpu] cases of these folders; their CPU cases ran in CI).
+  step "tests: examples, io on CUDA" 150 ctest --test-dir "$BUILD" -L '^(io|datasets|examples_common|examples)$' \
+    -R 'cuda|CUDA|GPU|gpu|pinned' -j 4 --timeout 140 --output-on-failure --output-junit "$OUT/examples_tests.xml"
   # The summary names two groups of test_cuda's cases: the fused multi-tensor kernels with the
   # sync-free O2 step, and the CUDA graphs (captured steps against eager ones bit for bit, the
   # refused synchronisation). Listing them needs no GPU.
@@ -271,7 +278,7 @@ for r in rows:
 PY
   fi
   # The step table last: the device tool returns only the end of the output.
-  for xml in "$OUT/tests.xml" "$OUT/ops_amp_tests.xml" "$OUT/nccl_tests.xml"; do
+  for xml in "$OUT/tests.xml" "$OUT/ops_amp_tests.xml" "$OUT/nccl_tests.xml" "$OUT/examples_tests.xml"; do
     [ -f "$xml" ] && python3 - "$xml" "$OUT/fused_names.txt" "$OUT/graph_names.txt" <<'PY' 2>/dev/null || true
 import os, sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
@@ -303,7 +310,7 @@ PY
 # and only it, the summary and the log stay (MG_GPU_KEEP_FILES=1 keeps the single files too).
 # Named one by one: OUT may be a folder that holds other things.
 PACKED=()
-for f in tests.xml ops_amp_tests.xml nccl_tests.xml fused_names.txt graph_names.txt \
+for f in tests.xml ops_amp_tests.xml nccl_tests.xml examples_tests.xml fused_names.txt graph_names.txt \
          bench_cuda_graph.json bench_cuda.json bench_factory.json bench_pinned.json bench_cudnn_conv.json \
          torch.json torch_conv.json train_resnet50.jsonl train_resnet50.txt train_resnet.jsonl train_resnet.txt \
          amp_nchw.jsonl amp/ours.jsonl amp/ours.tmp.jsonl amp/torch.jsonl amp/pairs.jsonl amp/pairs.md amp/compare.txt; do

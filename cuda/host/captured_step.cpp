@@ -4,6 +4,7 @@
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/storage.h"
+#include "mixgrad/cuda/cuda.h"
 
 namespace mg::cuda {
 
@@ -46,6 +47,10 @@ void CapturedStep::copy_in(const Tensors& batch) {
 }
 
 Tensors CapturedStep::run(const Tensors& batch) {
+  // The step's device current throughout: the copies run on its current stream, the capture on a
+  // new stream of the current device and the replay on its current stream; on another current
+  // device (cuda:1 while the calling thread sits on cuda:0) nothing of the step would be captured.
+  DeviceGuard guard(options_.device.index);
   copy_in(batch);
   ++steps_;
   if (steps_ <= options_.warmup_steps) return step_(inputs_);

@@ -153,10 +153,13 @@ Net mlm_net(std::shared_ptr<BertForMaskedLM> m) {
   return [m](const data::Batch& b) -> Predictions {
     auto scope = nn::module_scope(*m);
     const Tensor target = b.at("target").reshape({-1});  // [B*L], -100 = not predicted
+    // The positions are chosen on the host, so a device batch's targets are read back (one
+    // synchronisation per batch) and the positions go to the batch's device.
+    const Tensor host = contiguous(target.to(Device::cpu()));
     std::vector<int64_t> where;
-    const int64_t* t = target.data<int64_t>();
-    for (int64_t i = 0; i < target.numel(); ++i) if (t[i] != data::kIgnoreIndex) where.push_back(i);
-    const Tensor at = from_vector(where, {int64_t(where.size())});                                      // [N]
+    const int64_t* t = host.data<int64_t>();
+    for (int64_t i = 0; i < host.numel(); ++i) if (t[i] != data::kIgnoreIndex) where.push_back(i);
+    const Tensor at = from_vector(where, {int64_t(where.size())}, {.device = target.device()});        // [N]
     const Tensor h = m->bert->forward(b.at("input_ids"), Tensor(), b.at("attention_mask")).sequence;   // [B, L, H]
     const Tensor hm = index_select(h.reshape({-1, h.size(2)}), 0, at);                                // [N, H]
     const Tensor x = (*m->transform_norm)(gelu((*m->transform)(hm)));                               // [N, H]
@@ -477,7 +480,7 @@ int run(int argc, char** argv) {
   }
   auto loss_scale = [&] { return graph_scaler ? graph_scaler->get_scale() : amp::loss_scale(); };
   auto skipped_total = [&] { return graph_scaler ? graph_scaler->skipped_iterations() : amp::loss_scaler().skipped_iterations(); };
-  int64_t skipped_at_last_log = skipped_total();  // --cuda-graph: "skipped since the last logging point"
+  int64_t skipped_at_last_log = 0;  // --cuda-graph: "skipped since the last logging point" (set after the resume)
   const std::string precision = precision_label(level, dtype);
   std::printf("train_bert: %s, BERT-%s (%s parameters)%s, vocab %s, seq-len %lld, %s, batch %lld x %lld accumulated, "
               "%lld epochs x %lld steps, lr %s (warmup %lld steps, linear decay), on %s, %d CPU threads\n",
@@ -510,7 +513,7 @@ int run(int argc, char** argv) {
     const std::string saved = ck.state("train").string_at("train_bert", "config");
     MG_CHECK(saved == config, Error, "", ck.path(), " was saved by a run with ", saved, ", not ", config,
              "\n  hint: resume with the flags of the saved run");
-    TrainingState{*model, opt, sched, loader, history}.restore(ck);
+    TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr}.restore(ck);
     const StateDict& t = ck.state("train");
     step = t.int_at("train_bert", "step");
     loss_sum = t.float_at("train_bert", "epoch_loss_sum");
@@ -540,9 +543,15 @@ int run(int argc, char** argv) {
   source = nullptr;  // free the checkpoints' tensors (BERT-base with AdamW state: ~1.3 GB)
   resume.reset();
   pretrained.reset();
+  skipped_at_last_log = skipped_total();  // after the resume: the restored scaler's count
   dp.wrap(model, {&opt});  // after amp::initialize, the resume and the memory probe: rank 0's weights everywhere
   auto save = [&](const std::string& path) {
     if (!dp.is_main()) return;  // rank 0 writes the checkpoints
+    if (tally) {  // --cuda-graph: a Ctrl-C after this step's logging decision left steps in the tally
+      const DeviceTally::Totals t = tally->take();
+      loss_sum += t.loss_sum;
+      right += t.correct;
+    }
     StateDict train;
     train.ints["step"] = step;
     train.strings["program"] = "train_bert";
@@ -555,7 +564,8 @@ int run(int argc, char** argv) {
     train.ints["epoch_predicted"] = predicted;
     train.ints["epoch_seen"] = seen;
     train.ints["epoch_skipped_start"] = skipped_at_epoch_start;
-    TrainingState{*model, opt, sched, loader, history}.save(path, {{"tokenizer", tokenizer_state(tok)}, {"train", train}});
+    TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr}
+        .save(path, {{"tokenizer", tokenizer_state(tok)}, {"train", train}});
   };
 
   std::optional<MetricsWriter> metrics;

@@ -71,7 +71,10 @@ Device training_device(const Flags& flags) {
   } catch (const Error& e) {
     throw FlagError(flags.program() + ": --device " + text + ": " + e.what() + "\n  hint: use cpu, cuda or cuda:N");
   }
-  if (device.is_cuda()) cuda::check_device(device);  // DeviceError: no backend, no driver, no such GPU
+  if (device.is_cuda()) {
+    cuda::check_device(device);  // DeviceError: no backend, no driver, no such GPU
+    cuda::set_device(device.index);
+  }
   return device;
 }
 
@@ -105,10 +108,37 @@ std::string skipped_step_trace(const amp::OverflowTracer& tracer, int64_t step, 
   return line;
 }
 
+namespace {
+constexpr const char* kScaler0 = "loss_scaler.0.";  // amp::state_dict()'s prefix of loss scaler 0
+}  // namespace
+
+StateDict amp_checkpoint_state(const amp::GradScaler* scaler) {
+  StateDict s = amp::state_dict();
+  if (!scaler || !scaler->is_enabled()) return s;
+  const StateDict own = scaler->state_dict();  // reads the device state: one synchronisation
+  for (const auto& [k, v] : own.ints) s.ints[kScaler0 + k] = v;
+  for (const auto& [k, v] : own.floats) s.floats[kScaler0 + k] = v;
+  return s;
+}
+
+void restore_amp_checkpoint_state(const StateDict& state, amp::GradScaler* scaler) {
+  amp::load_state_dict(state);
+  if (!scaler || !scaler->is_enabled()) return;
+  const std::string prefix = kScaler0;
+  StateDict own;
+  for (const auto& [k, v] : state.ints) {
+    if (k.starts_with(prefix)) own.ints[k.substr(prefix.size())] = v;
+  }
+  for (const auto& [k, v] : state.floats) {
+    if (k.starts_with(prefix)) own.floats[k.substr(prefix.size())] = v;
+  }
+  scaler->load_state_dict(own);
+}
+
 void TrainingState::save(const std::string& path, const io::NamedStates& extra) const {
   io::NamedStates states{{"optimizer", optimizer.state_dict()}, {"scheduler", scheduler.state_dict()},
                          {"loader", loader.state()},           {"rng", generator_state(default_generator())},
-                         {"amp", amp::state_dict()},            {"history", history.state()}};
+                         {"amp", amp_checkpoint_state(scaler)}, {"history", history.state()}};
   states.insert(states.end(), extra.begin(), extra.end());
   io::save_checkpoint(path, model, states);
 }
@@ -119,7 +149,7 @@ void TrainingState::restore(const io::Checkpoint& ck) const {
   scheduler.load_state_dict(ck.state("scheduler"));
   loader.load_state(reshard_loader_state(ck.state("loader"), loader));  // saved on any number of ranks
   load_generator_state(default_generator(), ck.state("rng"));
-  amp::load_state_dict(ck.state("amp"));
+  restore_amp_checkpoint_state(ck.state("amp"), scaler);
   history.load(ck.state("history"));
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 #include <string>
 
+#include "amp/grad_scaler.h"
 #include "amp/overflow_tracer.h"
 #include "core/device.h"
 #include "core/state_dict.h"
@@ -45,7 +46,9 @@ bool parse_flags(Flags& flags, int argc, char** argv);
 
 // --device as a Device: "cpu", "cuda" (cuda:0) or "cuda:N". A CUDA device that cannot be used
 // (a build without the backend, no driver, no GPU, an index out of range) is a DeviceError that
-// says why; a malformed name is a FlagError.
+// says why; a malformed name is a FlagError. A CUDA device also becomes the calling thread's
+// current device: what runs on the current device rather than a tensor's (a CUDA graph's capture
+// stream and its replays, new streams) must run on cuda:N too.
 Device training_device(const Flags& flags);
 
 // The batch with every tensor on `device` (tensors already there are kept, not copied); pinned
@@ -65,16 +68,27 @@ std::string precision_label(const std::string& opt_level, const std::string& dty
 // the range of its inputs), so a long f16 run with many skips stays readable.
 std::string skipped_step_trace(const amp::OverflowTracer& tracer, int64_t step, bool first);
 
+// amp's checkpoint state (amp::state_dict()) with loss scaler 0 replaced by `scaler`'s state when
+// `scaler` is given and enabled: --cuda-graph scales with a GradScaler of its own instead of amp's
+// (the options are the same, examples/common/cuda_graph.h), so its scale and skip counters are
+// what the checkpoint must hold, and a checkpoint resumes with or without --cuda-graph.
+StateDict amp_checkpoint_state(const amp::GradScaler* scaler);
+// Restores amp from such a state and, when `scaler` is given and enabled, `scaler` from its loss
+// scaler 0.
+void restore_amp_checkpoint_state(const StateDict& state, amp::GradScaler* scaler);
+
 // The states of a run besides the model and the example's own: "optimizer" (with the f32 masters
 // at O2), "scheduler", "loader" (position in the epoch; restored through reshard_loader_state, so a
 // checkpoint of a data-parallel run resumes on any number of ranks with the same global batch),
-// "rng" (the default generator), "amp" (every loss scaler) and "history" (the curves of the plot).
+// "rng" (the default generator), "amp" (every loss scaler; amp_checkpoint_state) and "history"
+// (the curves of the plot).
 struct TrainingState {
   nn::Module& model;
   optim::Optimizer& optimizer;
   optim::LRScheduler& scheduler;
   data::DataLoader& loader;
   RunHistory& history;
+  amp::GradScaler* scaler = nullptr;  // --cuda-graph's scaler, saved as amp's loss scaler 0
 
   // Writes a checkpoint (atomically) with these states plus `extra` (the example's "train" state...).
   void save(const std::string& path, const io::NamedStates& extra) const;

@@ -108,6 +108,7 @@ struct StepResult {
   float loss;
   int64_t correct;
   bool skipped;
+  int64_t predicted = 0;  // the examples `correct` counts over (--cuda-graph: every step since the last read)
 };
 
 // One training step at the opt level amp::initialize set up: forward (inputs cast by the level),
@@ -119,7 +120,7 @@ StepResult train_step(nn::models::ResNet& model, optim::SGD& opt, optim::LRSched
   amp::scale_loss(loss, opt).backward();
   opt.step();
   sched.step();
-  return {loss.item<float>(), correct(logits, b.at("target")), opt.last_step_skipped()};
+  return {loss.item<float>(), correct(logits, b.at("target")), opt.last_step_skipped(), b.size()};
 }
 
 // The same step for --cuda-graph, captured once and replayed (cuda::CapturedStep): the loss is
@@ -253,7 +254,7 @@ int run(int argc, char** argv) {
   }
   auto loss_scale = [&] { return graph_scaler ? graph_scaler->get_scale() : amp::loss_scale(); };
   auto skipped_total = [&] { return graph_scaler ? graph_scaler->skipped_iterations() : amp::loss_scaler().skipped_iterations(); };
-  int64_t skipped_at_last_log = skipped_total();  // --cuda-graph: "skipped since the last logging point"
+  int64_t skipped_at_last_log = 0;  // --cuda-graph: "skipped since the last logging point" (set after the resume)
   const std::string precision = precision_label(level, dtype);
   std::printf("train_resnet: %s (%s parameters) on %s, %s, batch %lld, %lld epochs x %lld steps, on %s, %d CPU threads\n",
               model_name.c_str(), format_count(model->num_parameters()).c_str(), data_name.c_str(), precision.c_str(),
@@ -282,7 +283,7 @@ int run(int argc, char** argv) {
     const std::string saved = ck.state("train").string_at("train_resnet", "config");
     MG_CHECK(saved == config, Error, "", flags.value("resume"), " was saved by a run with ", saved,
              ", not ", config, "\n  hint: resume with the flags of the saved run");
-    TrainingState{*model, opt, sched, loader, history}.restore(ck);
+    TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr}.restore(ck);
     const StateDict& t = ck.state("train");
     step = t.int_at("train_resnet", "step");
     loss_sum = t.float_at("train_resnet", "epoch_loss_sum");
@@ -308,9 +309,15 @@ int run(int argc, char** argv) {
                   format_count(int64_t(e.bytes_per_sample) >> 10).c_str(), format_count(e.available_bytes >> 20).c_str());
     });
   }
+  skipped_at_last_log = skipped_total();  // after the resume: the restored scaler's count
   dp.wrap(model, {&opt});  // after amp::initialize, the resume and the memory probe: rank 0's weights everywhere
   auto save = [&](const std::string& path) {
     if (!dp.is_main()) return;  // rank 0 writes the checkpoints
+    if (tally) {  // --cuda-graph: a Ctrl-C after this step's logging decision left steps in the tally
+      const DeviceTally::Totals t = tally->take();
+      loss_sum += t.loss_sum;
+      right += t.correct;
+    }
     StateDict train;
     train.ints["step"] = step;
     train.strings["config"] = config;
@@ -318,7 +325,7 @@ int run(int argc, char** argv) {
     train.ints["epoch_correct"] = right;
     train.ints["epoch_seen"] = seen;
     train.ints["epoch_skipped_start"] = skipped_at_epoch_start;
-    TrainingState{*model, opt, sched, loader, history}.save(path, {{"train", train}});
+    TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr}.save(path, {{"train", train}});
   };
 
   std::optional<MetricsWriter> metrics;
@@ -381,7 +388,7 @@ int run(int argc, char** argv) {
         loss_sum += t.loss_sum;
         right += t.correct;
         const int64_t skipped_now = skipped_total();
-        r = {float(t.last_loss), t.correct / std::max<int64_t>(t.steps, 1), skipped_now > skipped_at_last_log};
+        r = {float(t.last_loss), t.correct, skipped_now > skipped_at_last_log, t.steps * batch->size()};
         skipped_at_last_log = skipped_now;
       } else if (!captured) {
         loss_sum += r.loss * double(batch->size());
@@ -398,7 +405,7 @@ int run(int argc, char** argv) {
       }
       if (metrics && fresh && (step % flags.get_int("log-every") == 0 || r.skipped)) {
         metrics->write({{"kind", "step"}, {"epoch", epoch + 1}, {"step", step}, {"loss", r.loss},
-                        {"accuracy", double(r.correct) / double(batch->size())}, {"loss_scale", loss_scale()},
+                        {"accuracy", double(r.correct) / double(r.predicted)}, {"loss_scale", loss_scale()},
                         {"skipped", r.skipped}, {"skipped_steps", skipped_total()},
                         {"lr", sched.get_last_lr()[0]}, {"step_time", step_time}, {"samples_per_s", rate.per_second()},
                         {"peak_rss", peak_rss_bytes()}});

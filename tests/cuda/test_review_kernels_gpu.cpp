@@ -8,7 +8,9 @@
 //   which turns -0 into +0;
 // - an in-place op whose operand overlaps the written tensor reads it as it was (the dispatcher's
 //   rule, tests/core/test_memory_overlap.cpp): on the GPU the kernel's threads would otherwise
-//   race with each other's writes.
+//   race with each other's writes;
+// - copy_ from another device moves the source to the destination first (a CPU checkpoint into
+//   CUDA state: every O2 --resume on CUDA threw DeviceError).
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -105,5 +107,17 @@ TEST_CASE("CUDA in-place ops read an overlapping operand as it was before the wr
   }
   MG_REQUIRE_ERROR(zeros({4}, {.device = gpu()}).unsqueeze(0).expand({3, 4}).fill_(1.0),
                    "has elements that share one memory location");
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("copy_ from another device moves the source first, as PyTorch's", "[cuda][gpu][copy]") {
+  // A checkpoint's CPU tensors into CUDA state (an optimizer's f32 masters at O2), and back.
+  const Tensor host = arange(0, 1000, 1, {.dtype = DType::F32});
+  Tensor dev = zeros({1000}, {.device = gpu()});
+  dev.copy_(host);
+  CHECK(bytes_of(dev) == bytes_of(host));
+  Tensor back = zeros({2, 1000}, {.dtype = DType::F16});
+  back.copy_(dev);  // broadcast and cast on the way
+  CHECK(bytes_of(back) == bytes_of(host.to(DType::F16).unsqueeze(0).expand({2, 1000})));
   test::require_no_pending_cuda_error();
 }
