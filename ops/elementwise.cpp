@@ -16,6 +16,10 @@ namespace {
 
 Tensor unary(OpId op, const Tensor& x, const OpAttrs& attrs = {}) { return dispatch1(op, {x}, attrs); }
 
+// Whether a clamp bound needs a floating result on an integer tensor: NaN or a finite fraction
+// (±inf are how clamp_min / clamp_max leave a side open).
+bool clamp_bound_needs_float(double v) { return std::isnan(v) || (std::isfinite(v) && v != std::trunc(v)); }
+
 // Casts a and b to their promoted dtype (DESIGN §3) before a binary op.
 Tensors promoted(const Tensor& a, const Tensor& b, bool floating_result = false) {
   MG_CHECK(a.defined() && b.defined(), Error, "binary op: undefined tensor operand");
@@ -251,6 +255,16 @@ InferResult infer_fill(const Tensors& in, const OpAttrs& a) {
            dtype_name(in[0].dtype()), " without overflow; got ", describe(in[0]));
   return infer_unary_any("", in);
 }
+// clamp: on an integer tensor the bounds must be whole (±inf: no bound); the public clamp promotes
+// to f32 otherwise, so only clamp_ (in place) reaches this refusal.
+InferResult infer_clamp(const Tensors& in, const OpAttrs& a) {
+  const double bad = clamp_bound_needs_float(a.alpha) ? a.alpha : a.beta;
+  MG_CHECK(is_floating(in[0].dtype()) || !(clamp_bound_needs_float(a.alpha) || clamp_bound_needs_float(a.beta)),
+           DTypeError, "clamp_: the result is f32 (the bound ", bad, " is not a whole number) but the tensor "
+           "written in place is ", describe(in[0]), "\n  hint: use clamp(), which returns the f32 result, or convert "
+           "the tensor to f32 first");
+  return infer_unary_any("", in);
+}
 InferResult infer_signed(const Tensors& in, const OpAttrs&) {
   MG_CHECK(in[0].dtype() != DType::Bool, DTypeError, "neg: not supported for bool tensors, got ",
            describe(in[0]));
@@ -325,7 +339,7 @@ void register_elementwise_rules() {
   set_op_rule(OpId::softplus, {.infer = infer_softplus, .backward = softplus_bw, .save = in0});
   set_op_rule(OpId::erf, {.infer = infer_erf, .backward = erf_bw, .save = in0});
   set_op_rule(OpId::pow_scalar, {.infer = infer_pow_scalar, .backward = pow_scalar_bw, .save = in0});
-  set_op_rule(OpId::clamp, {.infer = infer_any, .backward = clamp_bw, .save = in0});
+  set_op_rule(OpId::clamp, {.infer = infer_clamp, .backward = clamp_bw, .save = in0});
   set_op_rule(OpId::fill, {.infer = infer_fill});
   set_op_rule(OpId::add, {.infer = infer_add, .backward = add_bw});
   set_op_rule(OpId::sub, {.infer = infer_sub, .backward = sub_bw});
@@ -388,6 +402,11 @@ Tensor erf(const Tensor& x) { return unary(OpId::erf, x); }
 Tensor pow(const Tensor& x, double exponent) { return unary(OpId::pow_scalar, x, {.alpha = exponent}); }
 Tensor clamp(const Tensor& x, double min, double max) {
   MG_CHECK(!(min > max), Error, "clamp: min (", min, ") is greater than max (", max, ")");
+  // A bound an integer tensor cannot hold exactly makes an f32 result, as `x op v` does (and as
+  // PyTorch's clamp): clamp(i, 2.5) is 2.5, not a bound truncated to 2 that the result then breaks.
+  if (x.defined() && !is_floating(x.dtype()) && (clamp_bound_needs_float(min) || clamp_bound_needs_float(max))) {
+    return unary(OpId::clamp, to(x, DType::F32), {.alpha = min, .beta = max});
+  }
   return unary(OpId::clamp, x, {.alpha = min, .beta = max});
 }
 Tensor clamp_min(const Tensor& x, double min) { return clamp(x, min, INFINITY); }

@@ -282,14 +282,21 @@ struct PowScalar {
   }
 };
 // min/max given as doubles; NaN propagates.
-// Bounds beyond an integer type's range saturate (cast_value): clamp(x_i32, 1e20, 2e20) is INT_MAX.
+// Integer tensors: the bounds are whole (clamp promotes to f32 otherwise, ops/elementwise.cpp) and
+// are compared in the integer type, saturated (cast_value): clamp(x_i32, 1e20, 2e20) is INT_MAX, and
+// an i64 beyond 2^53 is not rounded to a double first (which let 2^53 + 1 pass a bound of 2^53).
 struct Clamp {
   double lo, hi;
   template <typename T> MG_HOST_DEVICE T operator()(T x) const {
-    if (!(x == x)) return x;
-    if (double(x) < lo) return cast_value<T>(lo);
-    if (double(x) > hi) return cast_value<T>(hi);
-    return x;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      const T l = cast_value<T>(lo), h = cast_value<T>(hi);
+      return x < l ? l : (x > h ? h : x);
+    } else {
+      if (!(x == x)) return x;
+      if (double(x) < lo) return cast_value<T>(lo);
+      if (double(x) > hi) return cast_value<T>(hi);
+      return x;
+    }
   }
 };
 

@@ -53,9 +53,9 @@ constexpr int64_t kMaxGrid = int64_t(1) << 30;
 
 __device__ __forceinline__ float acc_sqrt(float v) { return sqrtf(v); }  // correctly rounded (no fast math)
 __device__ __forceinline__ double acc_sqrt(double v) { return ::sqrt(v); }
-// std::max(A(0), v) as on the CPU (a NaN gives 0)
+// v clamped at 0 against rounding, as on the CPU; a NaN stays NaN
 template <typename A>
-__device__ __forceinline__ A max0(A v) { return A(0) < v ? v : A(0); }
+__device__ __forceinline__ A max0(A v) { return v < A(0) ? A(0) : v; }
 
 // ---- rows -----------------------------------------------------------------------------------
 

@@ -157,7 +157,8 @@ Moments<A> moments(int64_t cnt, const ForRuns& for_runs) {
   RuleSums<A, 2> c;  // Σd and Σd², in A
   for_runs([&](const auto* p, int64_t len) { add_centred(c, p, len, m0); });
   const SumVec<A, 2> r = c.result();
-  return {m0 + r.v[0] / A(cnt), std::max(A(0), r.v[1] - r.v[0] * r.v[0] / A(cnt))};
+  const A m2 = r.v[1] - r.v[0] * r.v[0] / A(cnt);
+  return {m0 + r.v[0] / A(cnt), m2 < A(0) ? A(0) : m2};  // clamped against rounding; a NaN stays NaN
 }
 
 // mean and 1/sqrt(var + eps) of n contiguous values (biased var), by moments().

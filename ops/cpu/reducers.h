@@ -201,7 +201,10 @@ struct VarReducer {
         sd += d;
         sq += d * d;
       }
-      return Acc{n, m0 + sd / A(n), std::max(A(0), sq - sd * sd / A(n))};
+      // Clamped at 0 against rounding, but a NaN (a NaN or an infinity in the line) stays NaN:
+      // std::max(0, NaN) is 0, which made var([1, NaN]) 0.
+      const A m2 = sq - sd * sd / A(n);
+      return Acc{n, m0 + sd / A(n), m2 < A(0) ? A(0) : m2};
     };
     const Acc l = stride == 1 ? leaf([p](int64_t i) { return static_cast<A>(p[i]); })
                               : leaf([p, stride](int64_t i) { return static_cast<A>(p[i * stride]); });

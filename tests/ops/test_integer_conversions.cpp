@@ -133,7 +133,8 @@ TEST_CASE("clamp's bounds beyond an integer dtype saturate", "[ops]") {
         std::vector<double>{2147483647.0, 2147483647.0, 2147483647.0});
   CHECK(values(clamp(x, -2e20, -1e20)) ==
         std::vector<double>{-2147483648.0, -2147483648.0, -2147483648.0});
-  CHECK(values(clamp(x, -1.5, 2.5)) == std::vector<double>{-1, 0, 2});
+  CHECK(values(clamp(x, -1.5, 2.5)) == std::vector<double>{-1.5, 0, 2.5});  // fractional bounds: f32, as PyTorch
+  CHECK(clamp(x, -1.5, 2.5).dtype() == DType::F32);
   const Tensor l = from_vector<int64_t>({0, 200});
   CHECK(values(clamp(l, -10, 100)) == std::vector<double>{0, 100});
   CHECK(values(clamp(l, 1e30, 1e31)) == std::vector<double>{0x1p63 - 1, 0x1p63 - 1});
