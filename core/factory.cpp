@@ -90,8 +90,11 @@ Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0,
 
 Tensor arange(int64_t start, int64_t end, int64_t step, TensorOptions options) {
   MG_CHECK(step != 0, Error, "arange: step must be non-zero");
-  const int64_t n = step > 0 ? std::max<int64_t>(0, (end - start + step - 1) / step)
-                             : std::max<int64_t>(0, (start - end - step - 1) / -step);
+  // A step away from `end` gives an empty range (as Python's range and NumPy; PyTorch refuses).
+  // In 128 bits: end - start + step overflowed int64 near its ends (arange(INT64_MIN, INT64_MAX)).
+  const __int128 span = step > 0 ? __int128(end) - start : __int128(start) - end;
+  const __int128 by = step > 0 ? __int128(step) : -__int128(step);
+  const int64_t n = span <= 0 ? 0 : int64_t((span + by - 1) / by);
   return make_filled({n}, options, {.kind = FillKind::Arange, .start = start, .step = step});
 }
 

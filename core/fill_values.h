@@ -72,7 +72,10 @@ MG_HOST_DEVICE void fill_item(T* p, int64_t n, const FillSpec& s, int64_t it) {
   if constexpr (K == FillKind::Full) {
     p[it] = fill_cast<T>(s.value);
   } else if constexpr (K == FillKind::Arange) {
-    p[it] = fill_cast<T>(s.start + it * s.step);
+    // In uint64 (wrapping, defined), then back: every value lies between start and end, but
+    // it * step alone may not fit int64 (arange(INT64_MIN, INT64_MAX, INT64_MAX)).
+    p[it] = fill_cast<T>(static_cast<int64_t>(static_cast<uint64_t>(s.start) +
+                                              static_cast<uint64_t>(it) * static_cast<uint64_t>(s.step)));
   } else if constexpr (K == FillKind::Linspace) {
     // From both ends, so the last value is exactly `end`: start + d i, or end - d (n - 1 - i),
     // each one fused multiply-add (what g++ made of the CPU loop's expression before issue 14).

@@ -2,6 +2,8 @@
 // zeros/ones/full/arange/linspace/eye/from_vector/from_buffer/scalar_tensor and the *_like forms.
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include <cstdint>
 #include <vector>
 
@@ -72,6 +74,11 @@ TEST_CASE("factory: arange", "[core]") {
   CHECK(mg::arange(5, 5).numel() == 0);
   CHECK(mg::arange(0, 10, -1).numel() == 0);
   CHECK(mg::arange(10, 0).numel() == 0);
+  // Near int64's ends neither the count nor start + i * step overflows.
+  const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  CHECK(values<int64_t>(mg::arange(hi - 1, hi, hi)) == std::vector<int64_t>{hi - 1});
+  CHECK(values<int64_t>(mg::arange(lo, hi, hi)) == std::vector<int64_t>{lo, -1, hi - 1});
+  CHECK(values<int64_t>(mg::arange(hi, lo, lo)) == std::vector<int64_t>{hi, -1});
   // Other dtypes.
   const mg::Tensor f = mg::arange(0, 4, 1, {.dtype = DType::F32});
   CHECK(f.dtype() == DType::F32);
