@@ -298,8 +298,14 @@ Tensors chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   MG_CHECK(chunks > 0, Error, "chunk: number of chunks must be positive, got ", chunks);
   MG_CHECK(x.dim() > 0, ShapeError, "chunk: cannot chunk a 0-d tensor, got ", describe(x));
   const int64_t d = wrap_dim(dim, x.dim(), "chunk");
-  // PyTorch's rule: pieces of ceil(size / chunks), so fewer than `chunks` pieces may come back.
+  // PyTorch's rule: pieces of ceil(size / chunks), so fewer than `chunks` pieces may come back;
+  // an empty dim gives `chunks` empty pieces (a loop over an empty batch's chunks still runs).
   const int64_t size = x.shape()[d];
+  if (size == 0) {
+    Tensors pieces;
+    for (int64_t i = 0; i < chunks; ++i) pieces.push_back(x.narrow(d, 0, 0));  // distinct views
+    return pieces;
+  }
   return split(x, (size + chunks - 1) / chunks, d);
 }
 

@@ -107,13 +107,15 @@ Tensors prod_bw(const BackwardCtx& c, const Tensors& g) {
 }
 
 // d amax / d x_i = [x_i == amax] / (number of ties in the slice): the gradient is split evenly
-// among tied maxima (amin alike).
+// among tied maxima (amin alike). A NaN result equals no element: its slice's gradient is NaN, as
+// PyTorch's (0/0), so a GradScaler sees it, rather than a silent 0.
 Tensors extremum_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0);
   const Tensor is_extremum = eq(x, expanded(c, c.output(0)));
   const Tensor ties = to(sum(is_extremum, c.attrs().dims, /*keepdim=*/true), g[0].dtype());  // [kept]
   const Tensor ge = expanded(c, g[0]);
-  return {where(is_extremum, ge / ties, zero_like_scalar(ge))};
+  const Tensor none = expanded(c, eq(ties, zero_like_scalar(ties)));  // a NaN result
+  return {where(is_extremum, ge / ties, where(none, scalar_like(NAN, ge), zero_like_scalar(ge)))};
 }
 
 // d max(x, dim)[0] / d x_i = [i == index]: the gradient is scattered to the index position.

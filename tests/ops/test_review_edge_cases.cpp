@@ -3,7 +3,10 @@
 //   std::max(0, NaN) is 0); batch norm's running variance after such a batch likewise;
 // - clamp on integer tensors: bounds compared in the integer type (an i64 beyond 2^53 passed a
 //   bound it exceeded), and a fractional bound makes an f32 result as `x op v` does (it was
-//   truncated toward zero, so clamp_min(0, 2.5) gave 2 < 2.5); clamp_ refuses that in place.
+//   truncated toward zero, so clamp_min(0, 2.5) gave 2 < 2.5); clamp_ refuses that in place;
+// - the gradient of amax / amin over a slice whose result is NaN is NaN there, as PyTorch's (it was
+//   a silent 0 that a GradScaler could not see);
+// - chunk of an empty dim gives `chunks` empty pieces, as PyTorch (it gave one).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -83,4 +86,38 @@ TEST_CASE("clamp on integer tensors: exact bounds beyond 2^53, fractional bounds
   CHECK(values(j) == values(i));  // untouched
   j.clamp_(-3, 3);
   CHECK(values(j) == std::vector<double>{-3, 0, 3});
+}
+
+TEST_CASE("amax and amin gradients are NaN over a slice whose result is NaN", "[ops][reduce][autograd]") {
+  const double nan = std::nan("");
+  for (const bool is_max : {true, false}) {
+    INFO((is_max ? "amax" : "amin"));
+    Tensor x = from_vector(std::vector<double>{1, nan, 3, 4, 9, 9}, {2, 3}).to(DType::F32).requires_grad_();
+    const Tensor y = is_max ? amax(x, {1}) : amin(x, {1});
+    sum(y).backward();
+    const std::vector<double> g = values(x.grad());
+    CHECK(std::isnan(g[0]));
+    CHECK(std::isnan(g[1]));
+    CHECK(std::isnan(g[2]));
+    // The clean row: ties split evenly (amax 9, 9) or the one minimum (amin 4).
+    if (is_max) {
+      CHECK(g[3] == 0.0);
+      CHECK(g[4] == 0.5);
+      CHECK(g[5] == 0.5);
+    } else {
+      CHECK(g[3] == 1.0);
+      CHECK(g[4] == 0.0);
+      CHECK(g[5] == 0.0);
+    }
+  }
+}
+
+TEST_CASE("chunk of an empty dim gives the requested number of empty pieces", "[ops][indexing]") {
+  const Tensor x = zeros({0, 4});
+  const Tensors pieces = chunk(x, 3, 0);
+  REQUIRE(pieces.size() == 3);
+  for (const Tensor& p : pieces) CHECK(p.shape() == Shape{0, 4});
+  CHECK_FALSE(pieces[0].is_same(pieces[1]));
+  CHECK(chunk(zeros({5}), 3, 0).size() == 3);  // 2, 2, 1
+  CHECK(chunk(zeros({2}), 3, 0).size() == 2);  // fewer pieces than asked, as PyTorch
 }
