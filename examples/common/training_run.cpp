@@ -1,6 +1,7 @@
 #include "examples/common/training_run.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <optional>
@@ -35,7 +36,8 @@ void add_amp_flags(Flags& f) {
   f.add_choice("dtype", "bf16", {"f16", "bf16"}, "the low-precision dtype");
   f.add_string("loss-scale", "", "\"dynamic\" or a number (default: the opt level's: dynamic for f16, 1 for bf16)",
                {.metavar = "S"});
-  f.add_string("device", "cpu", "where to train: cpu, cuda or cuda:N", {.metavar = "DEV"});
+  f.add_string("device", "cpu", "where to train: cpu, cuda or cuda:N (under mixgrad-run, cuda is cuda:LOCAL_RANK)",
+               {.metavar = "DEV"});
 }
 
 void add_run_flags(Flags& f, int64_t log_every, const std::string& records, const std::string& curves) {
@@ -63,14 +65,28 @@ bool parse_flags(Flags& flags, int argc, char** argv) {
   return true;
 }
 
-Device training_device(const Flags& flags) {
-  const std::string text = flags.value("device");
+Device parse_training_device(const std::string& program, const std::string& text, const char* local_rank) {
   Device device;
   try {
     device = Device::parse(text);
   } catch (const Error& e) {
-    throw FlagError(flags.program() + ": --device " + text + ": " + e.what() + "\n  hint: use cpu, cuda or cuda:N");
+    throw FlagError(program + ": --device " + text + ": " + e.what() + "\n  hint: use cpu, cuda or cuda:N");
   }
+  if (text == "cuda" && local_rank != nullptr && *local_rank != '\0') {
+    // One GPU per process under mixgrad-run: "cuda" is this process's, cuda:LOCAL_RANK (NCCL
+    // refuses two ranks on one device); an explicit cuda:N stays N.
+    char* end = nullptr;
+    const long r = std::strtol(local_rank, &end, 10);
+    if (*end != '\0' || r < 0 || r > 1023) {
+      throw FlagError(program + ": --device cuda: LOCAL_RANK is '" + local_rank + "', not a device index");
+    }
+    device = Device::cuda(int(r));
+  }
+  return device;
+}
+
+Device training_device(const Flags& flags) {
+  const Device device = parse_training_device(flags.program(), flags.value("device"), std::getenv("LOCAL_RANK"));
   if (device.is_cuda()) {
     cuda::check_device(device);  // DeviceError: no backend, no driver, no such GPU
     cuda::set_device(device.index);

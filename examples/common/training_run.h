@@ -44,12 +44,15 @@ void add_run_flags(Flags& flags, int64_t log_every, const std::string& records, 
 // --device (training_device) and applies --threads (0: all cores).
 bool parse_flags(Flags& flags, int argc, char** argv);
 
-// --device as a Device: "cpu", "cuda" (cuda:0) or "cuda:N". A CUDA device that cannot be used
+// --device as a Device: "cpu", "cuda" (cuda:0; cuda:LOCAL_RANK under mixgrad-run) or "cuda:N". A CUDA device that cannot be used
 // (a build without the backend, no driver, no GPU, an index out of range) is a DeviceError that
 // says why; a malformed name is a FlagError. A CUDA device also becomes the calling thread's
 // current device: what runs on the current device rather than a tensor's (a CUDA graph's capture
 // stream and its replays, new streams) must run on cuda:N too.
 Device training_device(const Flags& flags);
+// The parsing half of training_device: `text` as a Device, where "cuda" (no index) is
+// cuda:`local_rank` when the launcher set LOCAL_RANK (one GPU per process under mixgrad-run).
+Device parse_training_device(const std::string& program, const std::string& text, const char* local_rank);
 
 // The batch with every tensor on `device` (tensors already there are kept, not copied); pinned
 // tensors are copied asynchronously (to(device, non_blocking)).

@@ -159,3 +159,16 @@ TEST_CASE("review: --device cuda:1 makes cuda:1 the current device", "[examples]
   CHECK(cuda::current_device() == 1);
   cuda::set_device(0);
 }
+
+TEST_CASE("review: --device cuda under mixgrad-run is cuda:LOCAL_RANK; cuda:N and cpu stay as given",
+          "[examples][flags]") {
+  // No GPU needed: the parsing half of training_device (the other half checks the device).
+  CHECK(parse_training_device("p", "cuda", nullptr) == Device::cuda(0));
+  CHECK(parse_training_device("p", "cuda", "") == Device::cuda(0));
+  CHECK(parse_training_device("p", "cuda", "3") == Device::cuda(3));    // rank 3 of a node: its own GPU
+  CHECK(parse_training_device("p", "cuda:1", "3") == Device::cuda(1));  // explicit: kept
+  CHECK(parse_training_device("p", "cpu", "3") == Device::cpu());
+  MG_REQUIRE_ERROR(parse_training_device("p", "cuda", "x1"), "LOCAL_RANK is 'x1', not a device index");
+  MG_REQUIRE_ERROR(parse_training_device("p", "cuda", "-1"), "not a device index");
+  MG_REQUIRE_ERROR(parse_training_device("p", "tpu", nullptr), "hint: use cpu, cuda or cuda:N");
+}
