@@ -160,7 +160,7 @@ TEST_CASE("review: --device cuda:1 makes cuda:1 the current device", "[examples]
   cuda::set_device(0);
 }
 
-TEST_CASE("review: --device cuda under mixgrad-run is cuda:LOCAL_RANK; cuda:N and cpu stay as given",
+TEST_CASE("review: --device cuda under mixgrad-run is cuda:LOCAL_RANK, and cuda:N and cpu stay as given",
           "[examples][flags]") {
   // No GPU needed: the parsing half of training_device (the other half checks the device).
   CHECK(parse_training_device("p", "cuda", nullptr) == Device::cuda(0));
