@@ -46,7 +46,20 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     const Tensor above = gt(arange(0, lk, 1, i64).unsqueeze(0), arange(0, lq, 1, i64).unsqueeze(1));  // [Lq, Lk]
     scores = masked_fill(scores, above, -INFINITY);
   }
-  Tensor weights = softmax(scores, -1);  // [..., Lq, Lk], f32 under autocast
+  Tensor weights;  // [..., Lq, Lk], f32 under autocast
+  if (mask.defined()) {
+    // A query row whose keys are all masked (a causal mask over left padding, say) gets zero
+    // weights, as PyTorch's safe softmax: softmax of an all -inf row is NaN, and the NaN reached
+    // every key and value gradient through the backward (0 * NaN) even when the loss never read
+    // the row. Such rows are softmaxed from zeros instead (finite) and then zeroed, so their
+    // gradients are 0. (A causal mask alone always leaves key 0 to every row.)
+    const Tensor row_max = amax(scores, {-1}, /*keepdim=*/true);  // [..., Lq, 1]
+    const Tensor dead = eq(row_max, scalar_like(-INFINITY, row_max));
+    const Tensor w = softmax(where(dead, scalar_like(0.0, scores), scores), -1);
+    weights = where(dead, scalar_like(0.0, w), w);
+  } else {
+    weights = softmax(scores, -1);
+  }
   if (dropout_p > 0.0) weights = dropout(weights, dropout_p, /*training=*/true, gen);
   return matmul(weights, v);  // [..., Lq, Ev]
 }

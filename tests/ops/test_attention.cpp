@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/engine.h"
+#include "core/factory.h"
 #include "ops/attention.h"
 #include "ops/loss.h"
 #include "ops/ops.h"
@@ -119,6 +120,32 @@ TEST_CASE("attention dropout is reproducible and p = 0 is exact", "[ops][attenti
   const std::vector<double> b = values(scaled_dot_product_attention(q, k, v, Tensor(), 0.5, false, std::nullopt, &g2));
   REQUIRE(a == b);
   REQUIRE(a != values(scaled_dot_product_attention(q, k, v)));
+}
+
+TEST_CASE("attention: a query row with every key masked gives 0 and zero gradients, as PyTorch",
+          "[ops][attention][grad]") {
+  // A causal mask over a left-padded sequence: query 1 may see keys 0-1 only, and both are padding.
+  Tensor q = from_vector(std::vector<double>{0.3, -0.2, 0.5, 0.1, -0.4, 0.2, 0.7, -0.1}, {1, 4, 2}).requires_grad_();
+  Tensor k = from_vector(std::vector<double>{0.2, 0.4, -0.3, 0.1, 0.6, -0.5, 0.1, 0.3}, {1, 4, 2}).requires_grad_();
+  Tensor v = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}, {1, 4, 2}).requires_grad_();
+  const Tensor pad = from_vector(std::vector<double>{0, 0, 1, 1}, {1, 1, 4}).to(DType::Bool);  // true = attend
+  const Tensor y = scaled_dot_product_attention(q, k, v, pad, 0.0, /*is_causal=*/true);
+  const std::vector<double> out = values(y);
+  CHECK(out[0] == 0.0);  // rows 0 and 1: every allowed key is padding
+  CHECK(out[2] == 0.0);
+  CHECK(out[4] == Approx(5.0));  // row 2 sees key 2 only
+  sum(y.narrow(1, 2, 2)).backward();  // the loss reads the real rows only
+  for (const Tensor& t : {q, k, v}) {
+    for (const double g : values(t.grad())) CHECK(std::isfinite(g));
+  }
+  CHECK(values(q.grad())[0] == 0.0);  // dead rows: no gradient
+  // The same through a float mask of -inf.
+  const Tensor add = from_vector(std::vector<double>{-INFINITY, -INFINITY, 0, 0}, {1, 1, 4});
+  CHECK(values(scaled_dot_product_attention(q, k, v, add, 0.0, true))[0] == 0.0);
+  // Rows with an allowed key are unchanged: equal to the plain formula.
+  const Tensor all = from_vector(std::vector<double>{1, 1, 1, 1}, {1, 1, 4}).to(DType::Bool);
+  const Tensor plain = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
+  CHECK(values(scaled_dot_product_attention(q, k, v, all, 0.0, true)) == values(plain));
 }
 
 TEST_CASE("attention shape errors name both operands", "[ops][attention][errors]") {
