@@ -87,7 +87,11 @@ MG_HOST_DEVICE LossScaleOutcome loss_scale_update(LossScaleState& s, const LossS
       s.hysteresis_left = r.hysteresis;
     }
   } else if (++s.growth_tracker >= r.growth_interval) {
-    s.scale = loss_scale_clamp(s.scale * r.growth_factor, r);
+    // As PyTorch: no growth past f32's largest value (the scale multiplies f32 losses; every
+    // scaled loss would be inf and the scale would only back off again).
+    constexpr double kF32Max = 3.4028234663852886e+38;
+    const double grown = s.scale * r.growth_factor;
+    if (grown <= kF32Max) s.scale = loss_scale_clamp(grown, r);
     s.growth_tracker = 0;
     s.hysteresis_left = r.hysteresis;
   }

@@ -33,6 +33,29 @@ TEST_CASE("loss_scale_update grows exactly after growth_interval clean iteration
   CHECK(s.last_skip == -1);
 }
 
+TEST_CASE("loss_scale_update does not grow past f32's largest value, as PyTorch", "[amp][scaler]") {
+  // growth_factor 1e10 every 2 clean iterations from 3.3e4: 3.3e14, 3.3e24, 3.3e34, then 3.3e44
+  // would be inf in f32, so the scale stays (PyTorch's sequence); the tracker still restarts.
+  const LossScaleRule r{.growth_factor = 1e10, .growth_interval = 2};
+  LossScaleState s = fresh(3.3e4);
+  double want = 3.3e4;
+  for (int g = 0; g < 3; ++g) {
+    for (int i = 0; i < 2; ++i) CHECK(loss_scale_update(s, r, false) == LossScaleOutcome::Ok);
+    want *= 1e10;
+    CHECK(s.scale == want);
+  }
+  for (int i = 0; i < 6; ++i) CHECK(loss_scale_update(s, r, false) == LossScaleOutcome::Ok);
+  CHECK(s.scale == want);
+  CHECK(s.growth_tracker == 0);
+  // Up to f32's largest value it still grows: 1.5e38 -> 3e38, then 6e38 is refused.
+  const LossScaleRule two{.growth_interval = 1};
+  LossScaleState t = fresh(1.5e38);
+  (void)loss_scale_update(t, two, false);
+  CHECK(t.scale == 3e38);
+  (void)loss_scale_update(t, two, false);
+  CHECK(t.scale == 3e38);
+}
+
 TEST_CASE("loss_scale_update backs off on inf, resets the tracker and counts the skip", "[amp][scaler]") {
   const LossScaleRule r{.growth_interval = 3};
   LossScaleState s = fresh(8);
