@@ -323,16 +323,15 @@ const GradScaler& loss_scaler(int loss_id) {
   return st.scalers[std::size_t(loss_id)];
 }
 
+std::string loss_scaler_state_prefix(int loss_id) { return "loss_scaler." + std::to_string(loss_id) + "."; }
+
 StateDict state_dict() {
   const AmpState& st = state("amp::state_dict");
   StateDict s;
   s.strings["opt_level"] = opt_level_name(st.props.opt_level);
   s.ints["num_losses"] = int64_t(st.scalers.size());
   for (std::size_t i = 0; i < st.scalers.size(); ++i) {
-    const std::string prefix = "loss_scaler." + std::to_string(i) + ".";
-    const StateDict one = st.scalers[i].state_dict();
-    for (const auto& [k, v] : one.ints) s.ints[prefix + k] = v;
-    for (const auto& [k, v] : one.floats) s.floats[prefix + k] = v;
+    add_prefixed(s, loss_scaler_state_prefix(int(i)), st.scalers[i].state_dict());
   }
   return s;
 }
@@ -349,15 +348,7 @@ void load_state_dict(const StateDict& s) {
            st.scalers.size(), " (num_losses)");
   std::vector<GradScaler> loaded = st.scalers;  // all parsed before any is replaced
   for (std::size_t i = 0; i < loaded.size(); ++i) {
-    const std::string prefix = "loss_scaler." + std::to_string(i) + ".";
-    StateDict one;
-    for (const auto& [k, v] : s.ints) {
-      if (k.rfind(prefix, 0) == 0) one.ints[k.substr(prefix.size())] = v;
-    }
-    for (const auto& [k, v] : s.floats) {
-      if (k.rfind(prefix, 0) == 0) one.floats[k.substr(prefix.size())] = v;
-    }
-    loaded[i].load_state_dict(one);
+    loaded[i].load_state_dict(prefixed_part(s, loss_scaler_state_prefix(int(i))));
   }
   st.scalers = std::move(loaded);
 }

@@ -161,6 +161,8 @@ const GradScaler& loss_scaler(int loss_id = 0);
 // All loss scalers: ints "num_losses", "loss_scaler.<i>.<key>"/floats likewise (GradScaler's keys),
 // strings "opt_level". A checkpoint stores it beside the model and optimizer.
 StateDict state_dict();
+// "loss_scaler.<loss_id>.": the prefix of one scaler's keys in state_dict().
+std::string loss_scaler_state_prefix(int loss_id);
 // Restores the scalers; the number of losses and the opt level must match.
 void load_state_dict(const StateDict& state);
 

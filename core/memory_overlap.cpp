@@ -1,6 +1,5 @@
 #include "mixgrad/core/memory_overlap.h"
 
-#include <algorithm>
 #include <cstdint>
 
 namespace mg {

@@ -54,6 +54,24 @@ struct StateDict {
   }
 };
 
+// `part`'s integers and floats under `prefix` in `into` (a state nested in another, such as amp's
+// loss scalers "loss_scaler.<i>.<key>"), and the reverse: the integers and floats of `s` whose keys
+// start with `prefix`, with it removed.
+inline void add_prefixed(StateDict& into, const std::string& prefix, const StateDict& part) {
+  for (const auto& [k, v] : part.ints) into.ints[prefix + k] = v;
+  for (const auto& [k, v] : part.floats) into.floats[prefix + k] = v;
+}
+inline StateDict prefixed_part(const StateDict& s, const std::string& prefix) {
+  StateDict part;
+  for (const auto& [k, v] : s.ints) {
+    if (k.rfind(prefix, 0) == 0) part.ints[k.substr(prefix.size())] = v;
+  }
+  for (const auto& [k, v] : s.floats) {
+    if (k.rfind(prefix, 0) == 0) part.floats[k.substr(prefix.size())] = v;
+  }
+  return part;
+}
+
 // The state of a generator (seed and Philox offset; stored bit-for-bit in int64) and its restoration.
 inline StateDict generator_state(const Generator& g) {
   StateDict s;

@@ -124,31 +124,18 @@ std::string skipped_step_trace(const amp::OverflowTracer& tracer, int64_t step, 
   return line;
 }
 
-namespace {
-constexpr const char* kScaler0 = "loss_scaler.0.";  // amp::state_dict()'s prefix of loss scaler 0
-}  // namespace
-
 StateDict amp_checkpoint_state(const amp::GradScaler* scaler) {
   StateDict s = amp::state_dict();
   if (!scaler || !scaler->is_enabled()) return s;
-  const StateDict own = scaler->state_dict();  // reads the device state: one synchronisation
-  for (const auto& [k, v] : own.ints) s.ints[kScaler0 + k] = v;
-  for (const auto& [k, v] : own.floats) s.floats[kScaler0 + k] = v;
+  // Replaces loss scaler 0's keys (the same options); reads the device state: one synchronisation.
+  add_prefixed(s, amp::loss_scaler_state_prefix(0), scaler->state_dict());
   return s;
 }
 
 void restore_amp_checkpoint_state(const StateDict& state, amp::GradScaler* scaler) {
   amp::load_state_dict(state);
   if (!scaler || !scaler->is_enabled()) return;
-  const std::string prefix = kScaler0;
-  StateDict own;
-  for (const auto& [k, v] : state.ints) {
-    if (k.starts_with(prefix)) own.ints[k.substr(prefix.size())] = v;
-  }
-  for (const auto& [k, v] : state.floats) {
-    if (k.starts_with(prefix)) own.floats[k.substr(prefix.size())] = v;
-  }
-  scaler->load_state_dict(own);
+  scaler->load_state_dict(prefixed_part(state, amp::loss_scaler_state_prefix(0)));
 }
 
 void TrainingState::save(const std::string& path, const io::NamedStates& extra) const {
