@@ -25,7 +25,8 @@ fn::LossScaleRule rule_of(const GradScalerOptions& o) {
           .has_max = o.max_scale.has_value(),
           .max_scale = o.max_scale.value_or(0.0),
           .hysteresis = o.hysteresis,
-          .max_consecutive_skips = o.max_consecutive_skips};
+          .max_consecutive_skips = o.max_consecutive_skips,
+          .fixed_scale = !o.dynamic};
 }
 }  // namespace
 
@@ -193,11 +194,7 @@ void GradScaler::update(std::optional<double> new_scale) {
     if (flags.size() == 1) found_inf_.copy_(flags.front());
     else if (!flags.empty()) found_inf_.copy_(reshape(amax(cat(flags)), {1}));
     if (!new_scale) {
-      const fn::LossScaleRule rule = rule_;
-      char* base = static_cast<char*>(device_state_.data_ptr());
-      multi_tensor_kernels(device_->type)
-          ->scale_update(base, &rule, found_inf_.data<float>(), reinterpret_cast<int32_t*>(base + sizeof(state_)), *device_);
-      stale_ = true;
+      run_device_update();
       per_optimizer_.clear();
       return;
     }
@@ -221,6 +218,42 @@ void GradScaler::update_from(bool found_inf, std::optional<double> new_scale) {
   pull();
   advance(found_inf, new_scale);
   if (device_) push();
+}
+
+Tensor GradScaler::unscale_to_flag(optim::Optimizer& opt, bool accumulate) {
+  if (!options_.enabled || !device_) return Tensor();
+  const Tensor flag = zeros({1}, {.dtype = DType::F32, .device = *device_});
+  const Tensor counts = zeros({3}, {.dtype = DType::I64, .device = *device_});
+  int64_t values = 0;
+  if (!unscale_optimizer_grads_fused(opt, {.scale = device_state_.data<double>(), .found_inf = flag, .counts = counts.data<int64_t>()},
+                                     &values, accumulate)) {
+    return Tensor();
+  }
+  last_stats_[&opt] = {StepStats{.values = values}, counts};
+  return flag;
+}
+
+void GradScaler::update_from(const Tensor& found_inf) {
+  if (!options_.enabled) return;
+  MG_CHECK(per_optimizer_.empty(), Error,
+           "GradScaler::update_from: optimizers were unscaled or stepped through this scaler; call update() instead");
+  MG_CHECK(found_inf.defined() && found_inf.dtype() == DType::F32 && found_inf.numel() == 1, Error,
+           "GradScaler::update_from: expected a one-element f32 flag, got ",
+           found_inf.defined() ? describe(found_inf) : "undefined");
+  MG_CHECK(device_ && found_inf.device() == *device_, DeviceError, "GradScaler::update_from: the flag is on ",
+           found_inf.device().str(), " but the scaler's state is ", device_ ? "on " + device_->str() : "on the host",
+           "\n  hint: pass a device flag from unscale_to_flag, or update_from(bool)");
+  NoGradGuard no_grad;
+  found_inf_.copy_(reshape(found_inf, {1}));  // the update kernel clears its flag; the caller's stays
+  run_device_update();
+}
+
+void GradScaler::run_device_update() {
+  const fn::LossScaleRule rule = rule_;
+  char* base = static_cast<char*>(device_state_.data_ptr());
+  multi_tensor_kernels(device_->type)
+      ->scale_update(base, &rule, found_inf_.data<float>(), reinterpret_cast<int32_t*>(base + sizeof(state_)), *device_);
+  stale_ = true;
 }
 
 // The transition itself is fn::loss_scale_update (optim/loss_scale_update.h), shared with the
@@ -304,6 +337,7 @@ StateDict GradScaler::state_dict() const {
   s.ints["hysteresis"] = o.hysteresis;
   s.ints["max_consecutive_skips"] = o.max_consecutive_skips;
   s.ints["enabled"] = o.enabled ? 1 : 0;
+  s.ints["dynamic"] = o.dynamic ? 1 : 0;
   if (o.min_scale) s.floats["min_scale"] = *o.min_scale;
   if (o.max_scale) s.floats["max_scale"] = *o.max_scale;
   s.ints["growth_tracker"] = state_.growth_tracker;
@@ -325,6 +359,7 @@ void GradScaler::load_state_dict(const StateDict& s) {
   o.hysteresis = s.int_at(who, "hysteresis");
   o.max_consecutive_skips = s.int_at(who, "max_consecutive_skips");
   o.enabled = s.int_at(who, "enabled") != 0;
+  o.dynamic = s.ints.count("dynamic") ? s.ints.at("dynamic") != 0 : options_.dynamic;
   if (s.floats.count("min_scale")) o.min_scale = s.floats.at("min_scale");
   if (s.floats.count("max_scale")) o.max_scale = s.floats.at("max_scale");
   const int64_t last = s.int_at(who, "last_skip");
@@ -348,7 +383,7 @@ void GradScaler::load_state_dict(const StateDict& s) {
       loaded.graph_stats_ = graph_stats_;
     } else {
       loaded.graph_refusal_ =
-          "GradScaler: load_state_dict changed its options (enabled, growth_factor, backoff_factor, "
+          "GradScaler: load_state_dict changed its options (enabled, dynamic, growth_factor, backoff_factor, "
           "growth_interval, hysteresis, min/max_scale, max_consecutive_skips) after the CUDA graph was captured; "
           "the graph would replay the old ones\n  hint: capture again after loading";
     }

@@ -56,6 +56,8 @@ struct GradScalerOptions {
   std::optional<double> max_scale;    // ceiling (Apex: 2^24); none: no ceiling
   int64_t hysteresis = 1;             // overflowing iterations tolerated before a backoff (DeepSpeed); 1: back off every time
   int64_t max_consecutive_skips = 50; // this many skipped iterations in a row raise an error (0: never)
+  bool dynamic = true;                // false: a static scale (Apex's loss_scale = 128): init_scale is
+                                      // kept, update() only counts skipped iterations
   bool enabled = true;
 };
 
@@ -81,6 +83,20 @@ class GradScaler : public GraphParticipant {
   // itself); not to be mixed with unscale_/step in one iteration.
   void update_from(bool found_inf, std::optional<double> new_scale = std::nullopt);
 
+  // ---- the pieces amp::scale_loss (the Apex front door) builds its sync-free device path from ----
+  // Moves the state to `device` when that device has fused multi-tensor kernels (CUDA; once, as
+  // scale() does); true when the state is there. Always false on the CPU.
+  bool use_device(Device device) const;
+  // The fused device unscale of `opt`'s gradients with this scaler's device scale (into the f32
+  // master gradients with master weights, adding to them when `accumulate`). Returns the device
+  // found-inf flag ([1] f32) and keeps the counts for last_stats(opt), with no host read; returns
+  // an undefined tensor, doing nothing, when the state is not on a device or `opt` cannot take
+  // the fused path (amp then unscales on the host). Outside unscale_/step's iteration bookkeeping.
+  Tensor unscale_to_flag(optim::Optimizer& opt, bool accumulate);
+  // update_from with the outcome as a device flag (nonzero: inf/NaN): the one-thread update
+  // kernel, no host read. The state must be on the flag's device.
+  void update_from(const Tensor& found_inf);
+
   double get_scale() const { return host().scale; }
   bool is_enabled() const { return options_.enabled; }
   const GradScalerOptions& options() const { return options_; }
@@ -100,7 +116,8 @@ class GradScaler : public GraphParticipant {
   StepStats last_stats(const optim::Optimizer& opt) const;
 
   // ints "iterations", "growth_tracker", "hysteresis_left", "skipped", "consecutive_skips",
-  // "last_skip" (-1: none), "enabled"; floats "scale" and every option.
+  // "last_skip" (-1: none), "enabled", "dynamic"; floats "scale" and every option. A state without
+  // "dynamic" (saved before it existed) keeps this scaler's setting.
   StateDict state_dict() const;
   // Replaces options and state (validated first: on an error nothing changes). On the device the
   // loaded state is written into the same device buffer, so a captured CUDA graph replays on from
@@ -130,8 +147,8 @@ class GradScaler : public GraphParticipant {
   PerOptimizer& entry(const optim::Optimizer& opt);
   void check_options() const;
   void advance(bool found_inf, std::optional<double> new_scale);
-  // Moves the state to `device` when it has fused kernels (once); true when the state is there.
-  bool use_device(Device device) const;
+  // The one-thread update kernel on found_inf_ (which it clears); the state is read lazily.
+  void run_device_update();
   // Copies the host state to the device (state_ -> device_state_).
   void push() const;
   // The state, read from the device first when it changed there (throws the deferred errors).

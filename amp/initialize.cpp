@@ -1,7 +1,6 @@
 #include "mixgrad/amp/initialize.h"
 
 #include <iostream>
-#include <limits>
 #include <mutex>
 #include <sstream>
 #include <unordered_set>
@@ -20,7 +19,9 @@ namespace {
 // What amp knows about one optimizer passed to initialize.
 struct OptimizerEntry {
   optim::Optimizer* opt = nullptr;
-  bool skip_next = false;        // an overflow: the next step() is skipped
+  bool skip_next = false;        // an overflow found on the host: the next step() is skipped
+  Tensor skip_flag;              // on a device: the found-inf flag of the losses since the last
+                                 // step() (nonzero: skip), decided there with no host read
   int pending_loss_id = -1;      // >= 0: gradients hold delay_unscale'd values scaled for that loss
   Tensors stash;                 // gradients of earlier losses of this step (by parameter position)
 };
@@ -70,8 +71,8 @@ GradScaler make_scaler(const Properties& p) {
     o.min_scale = p.min_loss_scale;
     o.max_scale = p.max_loss_scale;
   } else {
-    o.init_scale = p.loss_scale.value;  // static: update_from keeps it (see scale_loss)
-    o.growth_interval = std::numeric_limits<int64_t>::max();
+    o.init_scale = p.loss_scale.value;  // static: kept; overflowing steps are still skipped and counted
+    o.dynamic = false;
   }
   return GradScaler(o);
 }
@@ -170,19 +171,38 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
       a.dtype = props.dtype;
     }
     for (int i = 0; i < props.num_losses; ++i) st->scalers.push_back(make_scaler(props));
+    if (props.verbosity >= 1) {
+      // The overflow line of the device path (scale_loss on CUDA), which learns of a skip only
+      // when the scaler's state is read; the host path writes its own line at once.
+      const AmpState* self = st.get();
+      for (int i = 0; i < props.num_losses; ++i) {
+        st->scalers[std::size_t(i)].on_skip([self, i](int64_t iteration, double scale) {
+          const GradScaler& scaler = self->scalers[std::size_t(i)];
+          if (!scaler.on_device()) return;
+          std::ostringstream line;
+          line << "amp: gradient overflow in iteration " << iteration << " of loss scaler " << i << " (read from "
+               << "the device; " << scaler.skipped_iterations() << " skipped in all): steps skipped, "
+               << (self->props.loss_scale.dynamic ? "loss scale now " : "static loss scale ") << scale << "\n";
+          log_sink()(line.str());
+        });
+      }
+    }
   }
   for (optim::Optimizer* opt : optimizers) {
     st->optimizers.push_back({opt});
     if (!props.enabled) continue;
-    opt->set_step_gate([alive = std::weak_ptr<int>(st->alive)](optim::Optimizer& o) {
+    opt->set_step_gate([alive = std::weak_ptr<int>(st->alive)](optim::Optimizer& o) -> optim::StepGateDecision {
       if (alive.expired()) return true;  // amp was reset: a plain optimizer again
       OptimizerEntry& e = entry_of(state("optimizer step"), &o, "optimizer step");
       MG_CHECK(e.pending_loss_id < 0, Error, o.name(),
                ".step(): the gradients are still scaled (the last amp::scale_loss used delay_unscale = true)",
                "\n  hint: the last micro-batch's scale_loss must not delay the unscale");
       const bool skip = e.skip_next;
+      const Tensor flag = std::move(e.skip_flag);
       e.skip_next = false;
-      return !skip;
+      e.skip_flag = Tensor();
+      if (skip) return optim::StepGateDecision(false);
+      return flag.defined() ? optim::StepGateDecision(flag) : optim::StepGateDecision(true);
     });
   }
   state_ptr() = std::move(st);
@@ -252,7 +272,14 @@ ScaledLoss scale_loss(const Tensor& loss, const std::vector<optim::Optimizer*>& 
       }
     }
   }
-  s.scale_ = st.scalers[std::size_t(options.loss_id)].get_scale();
+  GradScaler& scaler = st.scalers[std::size_t(options.loss_id)];
+  if (scaler.use_device(loss.device())) {
+    // CUDA: the scale stays on the device (no read); finish() unscales and decides there too.
+    s.on_device_ = true;
+    s.scaled_ = scaler.scale(loss);
+    return s;
+  }
+  s.scale_ = scaler.get_scale();
   s.scaled_ = s.scale_ == 1.0 ? loss : loss * s.scale_;
   return s;
 }
@@ -272,13 +299,27 @@ void ScaledLoss::finish() {
     for (optim::Optimizer* opt : optimizers_) entry_of(st, opt, who).pending_loss_id = options_.loss_id;
     return;
   }
-  const double inv = 1.0 / scale_;
+  GradScaler& scaler = st.scalers[std::size_t(options_.loss_id)];
+  const Properties& p = st.props;
+  // The device path (the scaler's state on CUDA): each optimizer's fused unscale writes a device
+  // found-inf flag, the loss's flag is their maximum, and the scale update and the optimizers'
+  // skip decisions read it there — no host synchronisation. An optimizer that cannot take the
+  // fused path is unscaled and checked on the host (one read of the scale and the counts).
   UnscaleStats total;
+  Tensor loss_flag;
+  bool host_checked = false;
   for (optim::Optimizer* o : optimizers_) {
     optim::Optimizer& opt = *o;
     const bool accumulate = opt.has_master_weights() && opt.master_grads_synced();
-    total += unscale_optimizer_grads(opt, inv, accumulate);
+    const Tensor flag = on_device_ ? scaler.unscale_to_flag(opt, accumulate) : Tensor();
     NoGradGuard no_grad;
+    if (flag.defined()) {
+      loss_flag = loss_flag.defined() ? maximum(loss_flag, flag) : flag;
+    } else {
+      if (on_device_) scale_ = scaler.get_scale();
+      total += unscale_optimizer_grads(opt, 1.0 / scale_, accumulate);
+      host_checked = true;
+    }
     OptimizerEntry& e = entry_of(st, &opt, who);
     const Tensors params = opt.parameters();
     for (std::size_t i = 0; i < params.size() && i < e.stash.size(); ++i) {
@@ -293,13 +334,24 @@ void ScaledLoss::finish() {
     e.stash.clear();
     e.pending_loss_id = -1;
   }
+  if (loss_flag.defined()) {
+    // Decided on the device: an overflow of this loss skips every one of its optimizers' next step.
+    NoGradGuard no_grad;
+    if (total.found_inf()) loss_flag.fill_(1.0);
+    for (optim::Optimizer* opt : optimizers_) {
+      OptimizerEntry& e = entry_of(st, opt, who);
+      e.skip_flag = e.skip_flag.defined() ? maximum(e.skip_flag, loss_flag) : loss_flag;
+    }
+    overflow_flag_ = loss_flag;
+    scaler.update_from(loss_flag);  // the overflow line (verbosity >= 1) comes when the state is read
+    return;
+  }
+  MG_ASSERT(host_checked || optimizers_.empty(), "amp::ScaledLoss::finish: no optimizer was unscaled");
   overflow_ = total.found_inf();
-  GradScaler& scaler = st.scalers[std::size_t(options_.loss_id)];
-  const Properties& p = st.props;
-  scaler.update_from(overflow_, p.loss_scale.dynamic ? std::nullopt : std::optional<double>(p.loss_scale.value));
+  scaler.update_from(overflow_);
   if (overflow_) {
     for (optim::Optimizer* opt : optimizers_) entry_of(st, opt, who).skip_next = true;
-    if (p.verbosity >= 1) {
+    if (p.verbosity >= 1 && !scaler.on_device()) {  // else the on_skip line of initialize_models
       std::ostringstream line;
       line << "amp: gradient overflow (" << total.nonfinite << " inf/NaN values); skipping the step, loss scaler "
            << options_.loss_id << (p.loss_scale.dynamic ? " reducing the loss scale to " : " keeping its static scale ")
@@ -307,6 +359,14 @@ void ScaledLoss::finish() {
       log_sink()(line.str());
     }
   }
+}
+
+bool ScaledLoss::overflow() const {
+  if (overflow_flag_.defined()) {
+    overflow_ = overflow_flag_.item<float>() != 0.0f;  // the lazy read: one synchronisation
+    overflow_flag_ = Tensor();
+  }
+  return overflow_;
 }
 
 Tensors master_params(const optim::Optimizer& optimizer) {

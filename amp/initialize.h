@@ -129,20 +129,29 @@ struct ScaleLossOptions {
 // autograd::grad, finish()) unscales the gradients — into the f32 master gradients at O2 — checks
 // them for inf/NaN in the same pass, and updates that loss's scaler; after an overflow the next
 // step() of each of these optimizers is skipped and (verbosity >= 1) a line says so.
+// On CUDA (a loss on a device with fused multi-tensor kernels) none of this reads the device:
+// the scale, the inf/NaN flag, the scale update and the skip decision stay there (Apex reads its
+// overflow flag every step), so an amp training step issues no host synchronisation. The overflow
+// line then comes when the scaler's state is next read (amp::loss_scale(), loss_scaler(),
+// state_dict()), naming the skipped step; overflow() reads the flag when asked.
 class ScaledLoss {
  public:
   const Tensor& value() const { return scaled_; }
   void backward(bool retain_graph = false);
   void finish();
-  bool overflow() const { return overflow_; }  // after backward()/finish()
+  // Whether this loss's gradients were inf/NaN (after backward()/finish(); on CUDA one read).
+  bool overflow() const;
 
  private:
   friend ScaledLoss scale_loss(const Tensor&, const std::vector<optim::Optimizer*>&, ScaleLossOptions);
   Tensor scaled_;
   std::vector<optim::Optimizer*> optimizers_;
   ScaleLossOptions options_;
-  double scale_ = 1.0;
-  bool finished_ = false, overflow_ = false;
+  double scale_ = 1.0;             // the host path's scale
+  bool on_device_ = false;         // the scaler's state is on the loss's device (CUDA)
+  bool finished_ = false;
+  mutable bool overflow_ = false;
+  mutable Tensor overflow_flag_;   // the device path's flag, until overflow() reads it
 };
 ScaledLoss scale_loss(const Tensor& loss, const std::vector<optim::Optimizer*>& optimizers, ScaleLossOptions options = {});
 inline ScaledLoss scale_loss(const Tensor& loss, optim::Optimizer& optimizer, ScaleLossOptions options = {}) {

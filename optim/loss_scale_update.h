@@ -30,6 +30,7 @@ struct LossScaleRule {
   double max_scale = 0.0;
   int64_t hysteresis = 1;
   int64_t max_consecutive_skips = 50;  // 0: never an error
+  bool fixed_scale = false;            // a static scale (Apex's loss_scale = 128): counted, never changed
   bool operator==(const LossScaleRule&) const = default;
 };
 
@@ -74,10 +75,13 @@ MG_HOST_DEVICE LossScaleOutcome loss_scale_count(LossScaleState& s, const LossSc
 }
 
 // One update(): back off when this iteration saw inf/NaN (after `hysteresis` such iterations),
-// grow after growth_interval clean iterations in a row, clamp, and count skips.
+// grow after growth_interval clean iterations in a row, clamp, and count skips. A fixed scale only
+// counts.
 MG_HOST_DEVICE LossScaleOutcome loss_scale_update(LossScaleState& s, const LossScaleRule& r, bool found_inf) {
   ++s.iterations;
-  if (found_inf) {
+  if (r.fixed_scale) {
+    // No growth, no backoff (so no floor error); the skip still counts.
+  } else if (found_inf) {
     s.growth_tracker = 0;
     if (s.hysteresis_left > 1) {
       --s.hysteresis_left;  // tolerated: skip the step but keep the scale

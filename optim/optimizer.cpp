@@ -83,10 +83,51 @@ void with_group_context(const std::string& owner, const std::string& name, std::
 }
 }  // namespace
 
-void Optimizer::step() {
-  last_step_skipped_ = gate_ && !gate_(*this);
+void Optimizer::step() { gated_step(Tensor()); }
+
+void Optimizer::gated_step(const Tensor& found_inf) {
   skipped_flag_ = Tensor();
+  const StepGateDecision gate = gate_ ? gate_(*this) : StepGateDecision();
+  last_step_skipped_ = !gate.run;
   if (last_step_skipped_) return;
+  Tensor flag = found_inf;
+  if (gate.found_inf.defined()) {
+    const Tensor& g = gate.found_inf;
+    MG_CHECK(g.dtype() == DType::F32 && g.numel() == 1, Error, name_,
+             ": the step gate's device flag must be a one-element f32 tensor, got ", describe(g));
+    NoGradGuard no_grad;
+    flag = flag.defined() ? reshape(maximum(reshape(flag, {1}), reshape(g, {1})), {1}) : g;
+  }
+  if (!flag.defined()) {
+    run_step();
+    return;
+  }
+  const Device dev = flag.device();
+  bool fused = !dev.is_cpu() && multi_tensor_kernels(dev.type) != nullptr && has_fused_step();
+  for (const ParamGroup& group : groups_) {
+    for (const Tensor& p : group.params) fused = fused && p.device() == dev;
+  }
+  if (!fused) {
+    // A path without the device flag: decide on the host.
+    if (flag.item<float>() != 0.0f) {
+      last_step_skipped_ = true;
+      return;
+    }
+    run_step();
+    return;
+  }
+  found_inf_ = flag.data<float>();
+  try {
+    run_step();
+  } catch (...) {
+    found_inf_ = nullptr;
+    throw;
+  }
+  found_inf_ = nullptr;
+  skipped_flag_ = clone(flag);  // the flag's owner may clear it (GradScaler::update) before the read
+}
+
+void Optimizer::run_step() {
   if (has_master_weights()) sync_master_grads();
   // Everything that can be wrong is checked before the first parameter changes.
   int64_t index = 0;
@@ -114,30 +155,7 @@ void Optimizer::step_unless_found_inf(const Tensor& found_inf) {
   MG_CHECK(found_inf.defined() && found_inf.dtype() == DType::F32 && found_inf.numel() == 1, Error, name_,
            "::step_unless_found_inf: expected a one-element f32 flag, got ",
            found_inf.defined() ? describe(found_inf) : "undefined");
-  const Device dev = found_inf.device();
-  bool fused = !dev.is_cpu() && multi_tensor_kernels(dev.type) != nullptr && has_fused_step();
-  for (const ParamGroup& group : groups_) {
-    for (const Tensor& p : group.params) fused = fused && p.device() == dev;
-  }
-  if (!fused) {
-    // A path without the device flag: decide on the host.
-    if (found_inf.item<float>() != 0.0f) {
-      last_step_skipped_ = true;
-      skipped_flag_ = Tensor();
-      return;
-    }
-    step();
-    return;
-  }
-  found_inf_ = found_inf.data<float>();
-  try {
-    step();
-  } catch (...) {
-    found_inf_ = nullptr;
-    throw;
-  }
-  found_inf_ = nullptr;
-  if (!last_step_skipped_) skipped_flag_ = clone(found_inf);  // the scaler clears its flag at update()
+  gated_step(found_inf);
 }
 
 bool Optimizer::last_step_skipped() const {

@@ -71,12 +71,22 @@ struct ParamState {
   Tensor device_first_step;
 };
 
+// What a step gate decides for one step: run it, skip it, or leave it to a device flag (f32 [1],
+// nonzero: skip), decided as step_unless_found_inf's flag is, with no host read where the fused
+// device path runs. amp::scale_loss hands its device found-inf flag through this on CUDA.
+struct StepGateDecision {
+  StepGateDecision(bool run = true) : run(run) {}  // NOLINT: a gate may return a plain bool
+  explicit StepGateDecision(Tensor found_inf) : found_inf(std::move(found_inf)) {}
+  bool run = true;   // false: skip (found_inf is then ignored)
+  Tensor found_inf;  // defined: the device decides
+};
+
 // CUDA graphs: an Optimizer is a GraphParticipant (core/graph_participant.h). Its fused device
 // kernels read the group's floating options (lr, momentum, betas, eps, weight_decay) from a device
 // copy that step() and each replay rewrite when the host value changed (an asynchronous fill, no
 // synchronisation), so a scheduler's lr reaches every replay; step counts are device values; the
 // host step_count() and the lazy skip flag are redone per replay. Capture is refused (a clear
-// error) for a step gate (amp::scale_loss's host decision), parameters without the fused device
+// error) for a step gate (a host function, run once at the capture), parameters without the fused device
 // path, LAMB, and parameters that have a gradient but no state yet (run one eager step first).
 class Optimizer : public GraphParticipant {
  public:
@@ -136,8 +146,10 @@ class Optimizer : public GraphParticipant {
   bool master_grads_synced() const { return master_grads_synced_; }
 
   // ---- step gate (amp's Apex front door skips a step on overflow through it) ----
-  // Called at the start of step(): false skips the step. One gate; an empty function removes it.
-  using StepGate = std::function<bool(Optimizer&)>;
+  // Called at the start of step() and step_unless_found_inf(): its decision (StepGateDecision:
+  // run, skip, or let a device flag decide) applies to that step. One gate; an empty function
+  // removes it. A gate returning bool still works (true: run).
+  using StepGate = std::function<StepGateDecision(Optimizer&)>;
   void set_step_gate(StepGate gate) { gate_ = std::move(gate); }
   bool has_step_gate() const { return static_cast<bool>(gate_); }
   // Whether the last step() call was skipped (by the gate, or by the device flag of
@@ -245,6 +257,10 @@ class Optimizer : public GraphParticipant {
   bool master_grads_synced_ = false;
   StepGate gate_;
   mutable bool last_step_skipped_ = false;
+  // step() and step_unless_found_inf(): the gate's decision, then the flag's (undefined: none).
+  void gated_step(const Tensor& found_inf);
+  // The step itself, after every skip decision.
+  void run_step();
   const float* found_inf_ = nullptr;       // during step_unless_found_inf: the device flag
   mutable Tensor skipped_flag_;            // [1] f32 device copy of that flag, until read
   std::vector<const TensorImpl*> model_written_;  // masters whose model copy a fused step wrote

@@ -301,3 +301,53 @@ TEST_CASE("a NonfiniteReducer's count decides the CPU unscale, and its device pa
   CHECK(bool(amp::set_nonfinite_reducer({}).flag));  // returns the one it replaces
   CHECK_FALSE(amp::nonfinite_reducer());
 }
+
+TEST_CASE("a static scaler (dynamic = false) keeps its scale, counts skips and saves the setting", "[amp][scaler]") {
+  amp::GradScaler scaler({.init_scale = 128, .growth_interval = 2, .max_consecutive_skips = 4, .dynamic = false});
+  Toy t;
+  for (const float g : {1.0f, kInf, 1.0f, 1.0f, 1.0f}) {  // an overflow, then more clean steps than growth_interval
+    t.set_grad({g, 1, 1, 1});
+    CHECK(scaler.step(t.opt) == (g == 1.0f));
+    scaler.update();
+    CHECK(scaler.get_scale() == 128.0);
+  }
+  CHECK(scaler.iterations() == 5);
+  CHECK(scaler.skipped_iterations() == 1);
+  CHECK(scaler.last_skip_iteration() == 2);
+  const StateDict s = scaler.state_dict();
+  CHECK(s.ints.at("dynamic") == 0);
+  // A state saved before the key existed keeps the loading scaler's own setting.
+  StateDict old = s;
+  old.ints.erase("dynamic");
+  amp::GradScaler stays_static({.dynamic = false}), stays_dynamic;
+  stays_static.load_state_dict(old);
+  stays_dynamic.load_state_dict(old);
+  CHECK(!stays_static.options().dynamic);
+  CHECK(stays_dynamic.options().dynamic);
+  amp::GradScaler loaded;  // dynamic by default, static after loading s
+  loaded.load_state_dict(s);
+  CHECK(!loaded.options().dynamic);
+  // Too many skips in a row are still an error: a static scale never recovers by itself.
+  for (int i = 0; i < 3; ++i) {
+    t.set_grad({kInf, 1, 1, 1});
+    scaler.step(t.opt);
+    scaler.update();
+  }
+  t.set_grad({kInf, 1, 1, 1});
+  scaler.step(t.opt);
+  MG_REQUIRE_ERROR(scaler.update(), "gradients were inf/NaN for 4 consecutive steps; scale fell to 128");
+}
+
+TEST_CASE("the device pieces of amp::scale_loss decline on the CPU: no flag, and update_from(flag) refuses",
+          "[amp][scaler]") {
+  amp::GradScaler scaler;
+  Toy t;
+  t.set_grad({1, 1, 1, 1});
+  CHECK(!scaler.use_device(Device::cpu()));
+  CHECK(!scaler.on_device());
+  CHECK(!scaler.unscale_to_flag(t.opt, false).defined());
+  CHECK(values(t.w.grad()) == std::vector<double>{1, 1, 1, 1});  // nothing unscaled
+  MG_REQUIRE_ERROR(scaler.update_from(zeros({1})), "GradScaler::update_from: the flag is on cpu but the scaler's state is on the host");
+  MG_REQUIRE_ERROR(scaler.update_from(zeros({2})), "expected a one-element f32 flag");
+  CHECK(scaler.iterations() == 0);
+}

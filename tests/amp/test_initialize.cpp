@@ -381,6 +381,33 @@ TEST_CASE("amp: an overflow skips the step, backs off the scale and says so", "[
   CHECK_FALSE(sched.optimizer_stepped());
 }
 
+TEST_CASE("amp: a static loss scale skips an overflowing step, keeps its scale, and resumes static", "[amp][initialize]") {
+  AmpFixture fx;
+  auto mlp = make_mlp(42);
+  optim::SGD sgd(mlp->parameters(), {.lr = 0.1});
+  amp::initialize(mlp, sgd, {.opt_level = "O1", .loss_scale = "128"});
+  const Tensor x = randn({4, 8});
+  amp::scale_loss(amp::forward(*mlp, x).to(DType::F32).sum() * 1e6, sgd).backward();
+  sgd.step();
+  CHECK(sgd.last_step_skipped());
+  CHECK(amp::loss_scale() == 128.0);
+  CHECK(amp::loss_scaler().skipped_iterations() == 1);
+  CHECK_THAT(fx.log, Catch::Matchers::Contains("loss scaler 0 keeping its static scale 128"));
+  for (int i = 0; i < 3; ++i) {  // clean steps never grow a static scale
+    sgd.zero_grad();
+    amp::scale_loss(amp::forward(*mlp, x).to(DType::F32).mean(), sgd).backward();
+    sgd.step();
+    CHECK(!sgd.last_step_skipped());
+  }
+  CHECK(amp::loss_scale() == 128.0);
+  // A checkpoint written before GradScaler saved "dynamic" loads as the scaler amp made: static.
+  StateDict s = amp::state_dict();
+  CHECK(s.ints.at("loss_scaler.0.dynamic") == 0);
+  s.ints.erase("loss_scaler.0.dynamic");
+  amp::load_state_dict(s);
+  CHECK(!amp::loss_scaler().options().dynamic);
+}
+
 namespace {
 // A user batch type with a to(dtype) method, and a model that takes it (the O2 custom-batch scenario).
 struct PairBatch {

@@ -145,3 +145,19 @@ TEST_CASE("loss_scale_count counts a given new scale's iteration like update()",
   CHECK(loss_scale_clamp(1e-9, {.has_min = true, .min_scale = 1}) == 1);
   CHECK(loss_scale_clamp(5, {}) == 5);
 }
+
+TEST_CASE("loss_scale_update with a fixed scale only counts: no growth, no backoff, no floor", "[amp][scaler]") {
+  const LossScaleRule r{.growth_interval = 1, .has_min = true, .min_scale = 128, .max_consecutive_skips = 3,
+                        .fixed_scale = true};
+  LossScaleState s = fresh(128);
+  CHECK(loss_scale_update(s, r, false) == LossScaleOutcome::Ok);  // growth_interval 1 would grow
+  CHECK(loss_scale_update(s, r, true) == LossScaleOutcome::Ok);   // at min_scale a dynamic rule reports AtFloor
+  CHECK(s.scale == 128);
+  CHECK(s.iterations == 2);
+  CHECK(s.skipped == 1);
+  CHECK(s.last_skip == 2);
+  CHECK(s.growth_tracker == 0);
+  CHECK(loss_scale_update(s, r, true) == LossScaleOutcome::Ok);
+  CHECK(loss_scale_update(s, r, true) == LossScaleOutcome::TooManySkips);
+  CHECK(s.scale == 128);
+}

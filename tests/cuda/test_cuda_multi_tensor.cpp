@@ -9,14 +9,20 @@
 // - GradScaler on CUDA keeps its state on the device and follows the CPU scaler's transitions
 //   exactly (the shared fn::loss_scale_update), the floor error surfacing at the lazy read;
 // - the issue's proof: 100 O2 ResNet-8 steps with dynamic scaling and clipping add nothing to
-//   cuda::sync_count().
+//   cuda::sync_count(), through a GradScaler and through the Apex front door (amp::scale_loss),
+//   whose device path gives the same bits as the GradScaler's, overflows included;
+// - the front door on CUDA: the overflow line at the next read of the scaler, a static scale, two
+//   losses into one optimizer.
 // The optimizers' fused kernels are also compared with the CPU for every option set, dtype and O2
 // master weights by tests/cuda/test_cuda_optim.cpp (within tests/optim/path_compare.h's
 // tolerances: the same functor, but nvcc and g++ contract different a*b+c into FMAs).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "amp/grad_scaler.h"
@@ -25,6 +31,7 @@
 #include "core/factory.h"
 #include "core/multi_tensor_kernels.h"
 #include "cuda_test_util.h"
+#include "nn/linear.h"
 #include "nn/models/resnet.h"
 #include "ops/loss.h"
 #include "ops/ops.h"
@@ -259,5 +266,166 @@ TEST_CASE("100 O2 ResNet-8 steps with dynamic scaling and clipping issue no host
   INFO("scale " << scaler.get_scale() << ", skipped " << scaler.skipped_iterations());
   CHECK(scaler.skipped_iterations() < 20);
   amp::reset();
+  test::require_no_pending_cuda_error();
+}
+
+namespace {
+// O2 f16 ResNet-8 steps with clipping, dynamic scaling and an inf in the input at chosen steps,
+// through the Apex front door (amp::scale_loss, the optimizer's step gate) or through a GradScaler
+// with amp's own scaler options. Counts the host synchronisations of the timed steps (after the
+// first, which creates the optimizer's and the scaler's device state).
+struct Resnet8Run {
+  std::vector<double> weights;
+  double scale = 0;
+  int64_t iterations = 0, skipped = 0;
+  uint64_t syncs = 0;
+};
+Resnet8Run resnet8_amp_run(bool front_door, int steps, const std::vector<int>& inf_steps) {
+  manual_seed(12);
+  auto model = std::make_shared<nn::models::ResNet>(nn::models::ResNetConfig::cifar(8, 3, 10));
+  model->to(gpu());
+  optim::SGD sgd(model->parameters(), {.lr = 0.05, .momentum = 0.9});
+  amp::initialize(model, sgd, {.opt_level = "O2", .dtype = "f16", .verbosity = 0, .device = gpu()});
+  amp::GradScaler twin(amp::loss_scaler().options());
+  if (!front_door) sgd.set_step_gate(nullptr);  // the GradScaler decides
+  manual_seed(13);
+  const Tensor x = randn({16, 3, 32, 32}).to(gpu());
+  Tensor x_inf = randn({16, 3, 32, 32});
+  x_inf.data<float>()[5] = std::numeric_limits<float>::infinity();
+  x_inf = x_inf.to(gpu());
+  const Tensor y = randint(0, 10, {16}).to(gpu());
+  Resnet8Run r;
+  auto step = [&](int i) {
+    const bool bad = std::find(inf_steps.begin(), inf_steps.end(), i) != inf_steps.end();
+    sgd.zero_grad();
+    const Tensor loss = cross_entropy(amp::forward(*model, bad ? x_inf : x).to(DType::F32), y);
+    if (front_door) {
+      amp::scale_loss(loss, sgd).backward();
+      optim::clip_grad_norm_(amp::master_params(sgd), 1.0);
+      sgd.step();
+    } else {
+      twin.scale(loss).backward();
+      twin.unscale_(sgd);
+      optim::clip_grad_norm_(amp::master_params(sgd), 1.0);
+      twin.step(sgd);
+      twin.update();
+    }
+  };
+  step(0);
+  cuda::synchronize();
+  const uint64_t before = cuda::sync_count();
+  for (int i = 1; i < steps; ++i) step(i);
+  r.syncs = cuda::sync_count() - before;
+  const amp::GradScaler& s = front_door ? amp::loss_scaler() : twin;
+  r.scale = s.get_scale();
+  r.iterations = s.iterations();
+  r.skipped = s.skipped_iterations();
+  Tensors flat;
+  for (const Tensor& p : amp::master_params(sgd)) flat.push_back(reshape(p, {-1}));
+  r.weights = test::values(cat(flat));
+  amp::reset();
+  return r;
+}
+}  // namespace
+
+TEST_CASE("100 O2 ResNet-8 steps through amp::scale_loss issue no host synchronisation and equal the GradScaler's",
+          "[cuda][gpu][amp]") {
+  // Inf inputs at 3 and 4 (a backoff each) and at 60: the device decides those skips.
+  const std::vector<int> inf_steps = {3, 4, 60};
+  const Resnet8Run front = resnet8_amp_run(true, 101, inf_steps);
+  const Resnet8Run scaler = resnet8_amp_run(false, 101, inf_steps);
+  CHECK(front.syncs == 0);
+  CHECK(scaler.syncs == 0);
+  CHECK(front.iterations == 101);
+  CHECK(front.skipped == 3);
+  CHECK(front.scale == 65536.0 / 8);
+  // The same kernels in the same order: the same bits.
+  CHECK(front.scale == scaler.scale);
+  CHECK(front.skipped == scaler.skipped);
+  CHECK(front.weights == scaler.weights);
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("amp::scale_loss on CUDA: the overflow line at the next read, a static scale, two losses",
+          "[cuda][gpu][amp]") {
+  std::string log;
+  amp::set_log_sink([&](const std::string& s) { log += s; });
+  struct Restore {
+    ~Restore() {
+      amp::reset();
+      amp::set_log_sink(nullptr);
+    }
+  } restore;
+  manual_seed(31);
+  auto make = [] {
+    manual_seed(32);
+    auto m = std::make_shared<nn::Linear>(nn::LinearOptions{.in = 8, .out = 4});
+    m->to(gpu());
+    return m;
+  };
+  const Tensor x = randn({6, 8}).to(gpu());
+  const double inf = std::numeric_limits<double>::infinity();
+  auto loss_of = [&](nn::Linear& m, double factor) { return (amp::forward(m, x).to(DType::F32).sum() * factor); };
+  auto weights = [](const optim::Optimizer& o) { return test::values(cat({reshape(o.parameters()[0], {-1}), o.parameters()[1]})); };
+
+  SECTION("dynamic: skipped on the device, said when read") {
+    auto m = make();
+    optim::SGD sgd(m->parameters(), {.lr = 0.1});
+    amp::initialize(m, sgd, {.opt_level = "O2", .dtype = "f16", .verbosity = 1, .device = gpu()});
+    const std::vector<double> before = weights(sgd);
+    cuda::synchronize();
+    const uint64_t syncs = cuda::sync_count();
+    amp::ScaledLoss scaled = amp::scale_loss(loss_of(*m, inf), sgd);
+    scaled.backward();
+    sgd.step();
+    CHECK(cuda::sync_count() == syncs);
+    CHECK_THAT(log, !Catch::Matchers::Contains("gradient overflow"));  // nothing read yet
+    CHECK(scaled.overflow());
+    CHECK(sgd.last_step_skipped());
+    CHECK(weights(sgd) == before);
+    CHECK(amp::loss_scale() == 32768.0);
+    CHECK_THAT(log, Catch::Matchers::Contains(
+                        "amp: gradient overflow in iteration 1 of loss scaler 0 (read from the device; 1 skipped in all)"));
+    CHECK_THAT(log, Catch::Matchers::Contains("loss scale now 32768"));
+    sgd.zero_grad();
+    amp::scale_loss(loss_of(*m, 1.0), sgd).backward();
+    sgd.step();
+    CHECK(!sgd.last_step_skipped());
+    CHECK(weights(sgd) != before);
+  }
+  SECTION("static: the scale stays, the step is skipped") {
+    auto m = make();
+    optim::SGD sgd(m->parameters(), {.lr = 0.1});
+    amp::initialize(m, sgd, {.opt_level = "O2", .dtype = "f16", .loss_scale = "128", .verbosity = 0, .device = gpu()});
+    const std::vector<double> before = weights(sgd);
+    amp::scale_loss(loss_of(*m, inf), sgd).backward();
+    sgd.step();
+    CHECK(sgd.last_step_skipped());
+    CHECK(weights(sgd) == before);
+    CHECK(amp::loss_scale() == 128.0);
+    CHECK(amp::loss_scaler().skipped_iterations() == 1);
+    CHECK(amp::loss_scaler().on_device());
+  }
+  SECTION("two losses: an overflow in one skips the optimizer's step and backs off only its scaler") {
+    auto m = make();
+    optim::SGD sgd(m->parameters(), {.lr = 0.1});
+    amp::initialize(m, sgd, {.opt_level = "O2", .dtype = "f16", .num_losses = 2, .verbosity = 0, .device = gpu()});
+    const std::vector<double> before = weights(sgd);
+    amp::scale_loss(loss_of(*m, 1.0), sgd, {.loss_id = 0}).backward();
+    amp::scale_loss(loss_of(*m, inf), sgd, {.loss_id = 1}).backward();
+    sgd.step();
+    CHECK(sgd.last_step_skipped());
+    CHECK(weights(sgd) == before);
+    CHECK(amp::loss_scale(0) == 65536.0);
+    CHECK(amp::loss_scale(1) == 32768.0);
+    sgd.zero_grad();
+    amp::scale_loss(loss_of(*m, 1.0), sgd, {.loss_id = 0}).backward();
+    amp::scale_loss(loss_of(*m, 0.5), sgd, {.loss_id = 1}).backward();
+    sgd.step();
+    CHECK(!sgd.last_step_skipped());
+    // SGD without momentum: the step is lr x (the sum of both losses' unscaled gradients).
+    const std::vector<double> after = weights(sgd);
+    CHECK(after != before);
+  }
   test::require_no_pending_cuda_error();
 }

@@ -367,3 +367,45 @@ TEST_CASE("optimizers: a parameter whose dtype changed after the first step is a
   t.set_grad(ones({3, 2}));
   MG_REQUIRE_ERROR(sgd.step(), "SGD: parameter 0 ([3, 2] f32 cpu) is not contiguous; the update writes dense parameters");
 }
+
+TEST_CASE("optimizers: a step gate runs, skips, or hands over a flag that decides the step", "[optim]") {
+  Tensor a = ones({3}).requires_grad_();
+  optim::SGD opt({a}, {.lr = 0.5, .momentum = 0.9});
+  auto step_with = [&](optim::StepGateDecision d, const Tensor& arg = Tensor()) {
+    int calls = 0;
+    opt.set_step_gate([&](optim::Optimizer&) {
+      ++calls;
+      return d;
+    });
+    a.set_grad(ones({3}));
+    if (arg.defined()) opt.step_unless_found_inf(arg);
+    else opt.step();
+    CHECK(calls == 1);  // consulted once per step, whichever entry point
+    opt.set_step_gate(nullptr);
+  };
+  const std::vector<double> start = test::values(a);
+  step_with(false);  // a plain bool still works
+  CHECK(opt.last_step_skipped());
+  CHECK(opt.step_count() == 0);
+  step_with(optim::StepGateDecision(full({1}, 1.0)));  // the flag says skip
+  CHECK(opt.last_step_skipped());
+  CHECK(opt.step_count() == 0);
+  CHECK(test::values(a) == start);
+  CHECK(opt.state(a) == nullptr);  // nothing was created either
+  step_with(optim::StepGateDecision(zeros({1})));  // the flag says run
+  CHECK(!opt.last_step_skipped());
+  CHECK(opt.step_count() == 1);
+  CHECK(test::values(a) == std::vector<double>{0.5, 0.5, 0.5});
+  // step_unless_found_inf's flag and the gate's: either one set skips.
+  step_with(optim::StepGateDecision(zeros({1})), full({1}, 1.0));
+  CHECK(opt.last_step_skipped());
+  step_with(optim::StepGateDecision(full({1}, 1.0)), zeros({1}));
+  CHECK(opt.last_step_skipped());
+  step_with(optim::StepGateDecision(false), zeros({1}));  // the gate's no wins over a clean flag
+  CHECK(opt.last_step_skipped());
+  step_with(true, zeros({1}));
+  CHECK(!opt.last_step_skipped());
+  CHECK(opt.step_count() == 2);
+  opt.set_step_gate([](optim::Optimizer&) { return optim::StepGateDecision(zeros({2})); });
+  MG_REQUIRE_ERROR(opt.step(), "SGD: the step gate's device flag must be a one-element f32 tensor, got");
+}
