@@ -222,6 +222,11 @@ void GradScaler::update_from(bool found_inf, std::optional<double> new_scale) {
 
 Tensor GradScaler::unscale_to_flag(optim::Optimizer& opt, bool accumulate) {
   if (!options_.enabled || !device_) return Tensor();
+  Tensors all = opt.parameters();
+  for (const optim::MasterPair& m : opt.master_pairs()) all.push_back(m.model);
+  for (const Tensor& t : all) {
+    if (t.device() != *device_) return Tensor();  // the kernels would read this scaler's state from another device
+  }
   const Tensor flag = zeros({1}, {.dtype = DType::F32, .device = *device_});
   const Tensor counts = zeros({3}, {.dtype = DType::I64, .device = *device_});
   int64_t values = 0;

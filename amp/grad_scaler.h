@@ -90,8 +90,9 @@ class GradScaler : public GraphParticipant {
   // The fused device unscale of `opt`'s gradients with this scaler's device scale (into the f32
   // master gradients with master weights, adding to them when `accumulate`). Returns the device
   // found-inf flag ([1] f32) and keeps the counts for last_stats(opt), with no host read; returns
-  // an undefined tensor, doing nothing, when the state is not on a device or `opt` cannot take
-  // the fused path (amp then unscales on the host). Outside unscale_/step's iteration bookkeeping.
+  // an undefined tensor, doing nothing, when the state is not on a device, a parameter of `opt` is
+  // on another device, or `opt` cannot take the fused path (amp then unscales on the host).
+  // Outside unscale_/step's iteration bookkeeping.
   Tensor unscale_to_flag(optim::Optimizer& opt, bool accumulate);
   // update_from with the outcome as a device flag (nonzero: inf/NaN): the one-thread update
   // kernel, no host read. The state must be on the flag's device.
@@ -110,6 +111,7 @@ class GradScaler : public GraphParticipant {
   }
   // Whether the state lives on a device (see the top of this file) and which.
   bool on_device() const { return device_.has_value(); }
+  std::optional<Device> device() const { return device_; }
   // Called from update() on every skipped iteration with (iteration, new scale).
   void on_skip(std::function<void(int64_t, double)> callback) { on_skip_ = std::move(callback); }
   // Statistics of the last unscale of `opt` in this iteration (or the last one), zeros if none.

@@ -174,14 +174,16 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
     if (props.verbosity >= 1) {
       // The overflow line of the device path (scale_loss on CUDA), which learns of a skip only
       // when the scaler's state is read; the host path writes its own line at once.
+      // A copy of a scaler that outlives the amp state (amp::reset) finds it gone and stays quiet.
       const AmpState* self = st.get();
       for (int i = 0; i < props.num_losses; ++i) {
-        st->scalers[std::size_t(i)].on_skip([self, i](int64_t iteration, double scale) {
+        st->scalers[std::size_t(i)].on_skip([self, i, alive = std::weak_ptr<int>(st->alive)](int64_t iteration, double scale) {
+          if (alive.expired()) return;
           const GradScaler& scaler = self->scalers[std::size_t(i)];
           if (!scaler.on_device()) return;
           std::ostringstream line;
-          line << "amp: gradient overflow in iteration " << iteration << " of loss scaler " << i << " (read from "
-               << "the device; " << scaler.skipped_iterations() << " skipped in all): steps skipped, "
+          line << "amp: gradient overflow in iteration " << iteration << " of loss scaler " << i << " ("
+               << scaler.skipped_iterations() << " skipped in all): step skipped, "
                << (self->props.loss_scale.dynamic ? "loss scale now " : "static loss scale ") << scale << "\n";
           log_sink()(line.str());
         });
@@ -273,7 +275,8 @@ ScaledLoss scale_loss(const Tensor& loss, const std::vector<optim::Optimizer*>& 
     }
   }
   GradScaler& scaler = st.scalers[std::size_t(options.loss_id)];
-  if (scaler.use_device(loss.device())) {
+  const bool device_path = scaler.on_device() ? *scaler.device() == loss.device() : scaler.use_device(loss.device());
+  if (device_path) {
     // CUDA: the scale stays on the device (no read); finish() unscales and decides there too.
     s.on_device_ = true;
     s.scaled_ = scaler.scale(loss);
@@ -406,11 +409,28 @@ void load_state_dict(const StateDict& s) {
   const int64_t n = s.int_at(who, "num_losses");
   MG_CHECK(n == int64_t(st.scalers.size()), Error, who, ": the state has ", n, " loss scalers but amp has ",
            st.scalers.size(), " (num_losses)");
-  std::vector<GradScaler> loaded = st.scalers;  // all parsed before any is replaced
-  for (std::size_t i = 0; i < loaded.size(); ++i) {
-    loaded[i].load_state_dict(prefixed_part(s, loss_scaler_state_prefix(int(i))));
+  const LossScaleSetting& want = st.props.loss_scale;
+  std::vector<StateDict> parts;
+  for (std::size_t i = 0; i < st.scalers.size(); ++i) {
+    parts.push_back(prefixed_part(s, loss_scaler_state_prefix(int(i))));
+    const StateDict& part = parts.back();
+    // The loss scaling is part of the level's properties, as the opt level is.
+    if (part.ints.count("dynamic")) {
+      const bool dynamic = part.ints.at("dynamic") != 0;
+      MG_CHECK(dynamic == want.dynamic, Error, who, ": loss scaler ", i, " was saved with ",
+               dynamic ? "a dynamic loss scale" : "a static loss scale", " but amp was initialized with ",
+               want.dynamic ? "a dynamic one" : "a static one",
+               "\n  hint: resume with the same loss_scale (the checkpoint's scale and skip counts depend on it)");
+    }
+    if (!want.dynamic) {
+      const double scale = part.float_at(who, "scale");
+      MG_CHECK(scale == want.value, Error, who, ": loss scaler ", i, " was saved with the static loss scale ", scale,
+               " but amp was initialized with ", want.value, "\n  hint: resume with the same loss_scale");
+    }
+    GradScaler({.dynamic = want.dynamic}).load_state_dict(part);  // parsed and validated on the host first
   }
-  st.scalers = std::move(loaded);
+  // Every part is valid: now the scalers (whose device state a load writes in place).
+  for (std::size_t i = 0; i < st.scalers.size(); ++i) st.scalers[i].load_state_dict(parts[i]);
 }
 
 }  // namespace mg::amp

@@ -30,7 +30,7 @@ void LRScheduler::step() {
     throw;
   }
   MG_ASSERT(lrs.size() == groups.size(), name_, ": compute_lrs returned ", lrs.size(), " values");
-  optimizer_steps_at_last_step_ = optimizer_.step_count();
+  mark_ = optimizer_.step_mark();  // no host read (a device copy of the skip counter on CUDA)
   last_lr_.clear();
   for (std::size_t g = 0; g < groups.size(); ++g) {
     groups[g].set_lr(lrs[g]);

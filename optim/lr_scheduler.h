@@ -37,10 +37,11 @@ class LRScheduler {
   const std::string& name() const { return name_; }
   Optimizer& optimizer() const { return optimizer_; }
   // Whether the optimizer applied an update since this scheduler's last step() (a GradScaler or
-  // amp overflow skip leaves Optimizer::step_count() unchanged). Schedules count iterations
+  // amp overflow skip leaves Optimizer::step_count() unchanged; on CUDA, where the device decides
+  // the skip, this reads its counters: one synchronisation per call). Schedules count iterations
   // either way, as PyTorch's do; to count only applied updates, step the scheduler when this is true:
   //   if (sched.optimizer_stepped()) sched.step();
-  bool optimizer_stepped() const { return optimizer_.step_count() != optimizer_steps_at_last_step_; }
+  bool optimizer_stepped() const { return optimizer_.stepped_since(mark_); }
 
   // strings "scheduler" (the name); ints "last_epoch", "num_groups"; floats "base_lr.<g>",
   // "last_lr.<g>". The schedule's configuration is not stored: construct the scheduler with the
@@ -63,7 +64,7 @@ class LRScheduler {
  private:
   std::string name_;
   int64_t last_epoch_ = -1;
-  int64_t optimizer_steps_at_last_step_ = 0;
+  Optimizer::StepMark mark_;  // where the optimizer was at the last step()
   std::vector<double> last_lr_;
 };
 

@@ -125,6 +125,44 @@ void Optimizer::gated_step(const Tensor& found_inf) {
   }
   found_inf_ = nullptr;
   skipped_flag_ = clone(flag);  // the flag's owner may clear it (GradScaler::update) before the read
+  count_device_skip(flag, dev);
+}
+
+void Optimizer::count_device_skip(const Tensor& flag, Device device) {
+  NoGradGuard no_grad;
+  if (device_skips_.defined() && device_skips_.device() != device) {
+    folded_skips_ += device_skipped() - folded_skips_;  // the old counter, read once and retired
+    device_skips_ = Tensor();
+    device_skips_read_ = 0;
+  }
+  if (!device_skips_.defined()) {
+    MG_CHECK(!graph_capturing_, InternalError, name_, ": the device skip counter was not made before the CUDA graph capture");
+    device_skips_ = zeros({1}, {.dtype = DType::I64, .device = device});
+  }
+  const Tensor f = reshape(flag, {1});
+  device_skips_.add_(to(ne(f, zeros_like(f)), DType::I64));  // small kernels, no host read
+  device_skips_stale_ = true;
+}
+
+int64_t Optimizer::device_skipped() const {
+  if (device_skips_stale_) {
+    device_skips_read_ = device_skips_.item<int64_t>();  // the lazy read: one synchronisation
+    device_skips_stale_ = false;
+  }
+  return folded_skips_ + (device_skips_.defined() ? device_skips_read_ : 0);
+}
+
+int64_t Optimizer::step_count() const { return step_count_ - device_skipped(); }
+
+Optimizer::StepMark Optimizer::step_mark() const {
+  StepMark m{.issued = step_count_, .folded_skips = folded_skips_};
+  if (device_skips_.defined()) m.device_skips = clone(device_skips_);  // a device copy: no wait
+  return m;
+}
+
+bool Optimizer::stepped_since(const StepMark& mark) const {
+  const int64_t then = mark.issued - mark.folded_skips - (mark.device_skips.defined() ? mark.device_skips.item<int64_t>() : 0);
+  return step_count() != then;
 }
 
 void Optimizer::run_step() {
@@ -264,6 +302,11 @@ void Optimizer::graph_capture_begin() {
     }
     if (!params.empty()) device_options(g, dev);  // made and written now, outside the graph
   }
+  if (!device_skips_.defined()) {
+    // Made now, outside the graph: the captured fused steps count their skips into it.
+    const Tensors params = parameters();
+    if (!params.empty()) device_skips_ = zeros({1}, {.dtype = DType::I64, .device = params.front().device()});
+  }
   graph_step_count_at_begin_ = step_count_;
   graph_capturing_ = true;
   graph_captured_ = false;
@@ -303,6 +346,7 @@ void Optimizer::graph_replay_prepare() {
     if (!groups_[g].params.empty()) device_options(g, groups_[g].params.front().device());
   }
   step_count_ += graph_steps_per_replay_;
+  device_skips_stale_ = device_skips_.defined();  // the replay counts its skips there
   skipped_flag_ = graph_skipped_flag_;  // read lazily by last_step_skipped()
   last_step_skipped_ = false;
 }
@@ -507,7 +551,7 @@ StateDict Optimizer::state_dict() const {
   refresh_device_steps();
   StateDict s;
   s.strings["optimizer"] = name_;
-  s.ints["step_count"] = step_count_;
+  s.ints["step_count"] = step_count();
   s.ints["num_groups"] = int64_t(groups_.size());
   int64_t index = 0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
@@ -641,6 +685,13 @@ void Optimizer::load_state_dict(const StateDict& s) {
   state_ = std::move(new_state);
   ++state_generation_;
   step_count_ = step_count;
+  folded_skips_ = 0;
+  if (device_skips_.defined()) {
+    NoGradGuard no_grad;
+    device_skips_.zero_();  // in place: a captured graph holds its address
+    device_skips_read_ = 0;
+    device_skips_stale_ = false;
+  }
   NoGradGuard no_grad;
   for (const MasterPair& m : masters_) {
     const auto it = new_masters.find(m.master.impl());

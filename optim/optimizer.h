@@ -123,8 +123,20 @@ class Optimizer : public GraphParticipant {
   // The gradient of each parameter of parameters() (undefined where there is none); a GradScaler
   // unscales and checks these in place.
   Tensors grads() const;
-  // The number of step() calls that ran (a GradScaler that skips a step does not call step()).
-  int64_t step_count() const { return step_count_; }
+  // The number of step() calls that updated: a step skipped by a step gate, a host-read flag or a
+  // GradScaler is not counted — nor one a device flag skipped (CUDA: GradScaler::step,
+  // amp::scale_loss), which is subtracted when asked (one read of a device counter, the first
+  // time after such steps).
+  int64_t step_count() const;
+  // A position in the step sequence, taken with no host read (an LR scheduler's snapshot), and
+  // whether an update happened since (one read of device counters after device-decided steps).
+  struct StepMark {
+    int64_t issued = 0;        // step() calls that ran their kernels
+    int64_t folded_skips = 0;  // device-skipped steps of counters already retired
+    Tensor device_skips;       // a copy of the device skip counter then (undefined: none yet)
+  };
+  StepMark step_mark() const;
+  bool stepped_since(const StepMark& mark) const;
   // "SGD", "Adam", "AdamW", "LAMB".
   const std::string& name() const { return name_; }
   // The state of parameter p, or nullptr before its first update.
@@ -252,7 +264,17 @@ class Optimizer : public GraphParticipant {
   OptionMap defaults_;
   std::vector<ParamGroup> groups_;
   mutable std::unordered_map<const TensorImpl*, ParamState> state_;  // mutable: refresh_device_steps
-  int64_t step_count_ = 0;
+  int64_t step_count_ = 0;  // step() calls that ran their kernels (host-decided skips excluded)
+  // Steps a device flag skipped (their kernels ran and changed nothing): a [1] i64 counter on the
+  // device, read lazily by step_count(); retired counters (another device) folded into an int.
+  mutable Tensor device_skips_;
+  mutable int64_t device_skips_read_ = 0;   // its value at the last read
+  mutable bool device_skips_stale_ = false;  // it may have changed since
+  int64_t folded_skips_ = 0;
+  // Adds the flag (nonzero: skipped) to the device counter, creating it on `device` first.
+  void count_device_skip(const Tensor& flag, Device device);
+  // The device-skipped steps so far (reads the counter when stale).
+  int64_t device_skipped() const;
   std::vector<MasterPair> masters_;
   bool master_grads_synced_ = false;
   StepGate gate_;

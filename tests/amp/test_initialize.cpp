@@ -406,6 +406,20 @@ TEST_CASE("amp: a static loss scale skips an overflowing step, keeps its scale, 
   s.ints.erase("loss_scaler.0.dynamic");
   amp::load_state_dict(s);
   CHECK(!amp::loss_scaler().options().dynamic);
+  // The loss scaling must match, as the opt level must; nothing is loaded otherwise.
+  StateDict other = amp::state_dict();
+  other.floats["loss_scaler.0.scale"] = 256;
+  MG_REQUIRE_ERROR(amp::load_state_dict(other), "loss scaler 0 was saved with the static loss scale 256 but amp was "
+                                                "initialized with 128");
+  other = amp::state_dict();
+  other.ints["loss_scaler.0.dynamic"] = 1;
+  MG_REQUIRE_ERROR(amp::load_state_dict(other), "loss scaler 0 was saved with a dynamic loss scale but amp was "
+                                                "initialized with a static one");
+  other = amp::state_dict();
+  other.ints["loss_scaler.0.skipped"] = 7;
+  other.floats.erase("loss_scaler.0.growth_factor");
+  MG_REQUIRE_ERROR(amp::load_state_dict(other), "growth_factor");
+  CHECK(amp::loss_scaler().skipped_iterations() == 1);  // unchanged
 }
 
 namespace {

@@ -11,8 +11,9 @@
 // - the issue's proof: 100 O2 ResNet-8 steps with dynamic scaling and clipping add nothing to
 //   cuda::sync_count(), through a GradScaler and through the Apex front door (amp::scale_loss),
 //   whose device path gives the same bits as the GradScaler's, overflows included;
-// - the front door on CUDA: the overflow line at the next read of the scaler, a static scale, two
-//   losses into one optimizer.
+// - the front door on CUDA decides as its CPU host path (skips, step counts, scheduler, scales;
+//   weights within f16 ulps) for a dynamic scale, a static one and two losses, reads nothing in
+//   the step, and says an overflow at the next read of the scaler.
 // The optimizers' fused kernels are also compared with the CPU for every option set, dtype and O2
 // master weights by tests/cuda/test_cuda_optim.cpp (within tests/optim/path_compare.h's
 // tolerances: the same functor, but nvcc and g++ contract different a*b+c into FMAs).
@@ -30,6 +31,7 @@
 #include "amp/unscale.h"
 #include "core/factory.h"
 #include "core/multi_tensor_kernels.h"
+#include "cuda/conv_settings.h"
 #include "cuda_test_util.h"
 #include "nn/linear.h"
 #include "nn/models/resnet.h"
@@ -37,6 +39,7 @@
 #include "ops/ops.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
+#include "optim/lr_scheduler.h"
 #include "optim/optim_test_util.h"
 #include "optim/sgd.h"
 
@@ -330,7 +333,15 @@ Resnet8Run resnet8_amp_run(bool front_door, int steps, const std::vector<int>& i
 
 TEST_CASE("100 O2 ResNet-8 steps through amp::scale_loss issue no host synchronisation and equal the GradScaler's",
           "[cuda][gpu][amp]") {
-  // Inf inputs at 3 and 4 (a backoff each) and at 60: the device decides those skips.
+  // Inf inputs at 3 and 4 (a backoff each) and at 60: the device decides those skips. cuDNN's
+  // deterministic mode: the default heuristics may pick backward algorithms with atomics, which
+  // need not repeat bit for bit between the two runs.
+  const bool deterministic = cuda::cudnn_deterministic();
+  cuda::set_cudnn_deterministic(true);
+  struct Restore {
+    bool on;
+    ~Restore() { cuda::set_cudnn_deterministic(on); }
+  } restore{deterministic};
   const std::vector<int> inf_steps = {3, 4, 60};
   const Resnet8Run front = resnet8_amp_run(true, 101, inf_steps);
   const Resnet8Run scaler = resnet8_amp_run(false, 101, inf_steps);
@@ -346,86 +357,148 @@ TEST_CASE("100 O2 ResNet-8 steps through amp::scale_loss issue no host synchroni
   test::require_no_pending_cuda_error();
 }
 
-TEST_CASE("amp::scale_loss on CUDA: the overflow line at the next read, a static scale, two losses",
+namespace {
+// Iterations of the Apex front door on a Linear(8, 4) at O2 f16 with SGD and a StepLR: in iteration
+// i, loss l is the output's mean times factors[i][l] (inf: an overflow). What the user can see
+// after each iteration, for a CPU (host path) vs CUDA (device path) comparison.
+struct FrontDoorRun {
+  std::vector<std::vector<double>> weights;  // the f32 masters after each iteration
+  std::vector<bool> skipped, sched_stepped;  // per iteration
+  std::vector<int64_t> step_counts;          // per iteration
+  std::vector<std::vector<double>> scale_history;  // every loss scaler's scale after each iteration
+  std::vector<double> scales;                // per loss scaler, at the end
+  std::vector<int64_t> skip_counts;          // per loss scaler, at the end
+  std::string log;
+};
+FrontDoorRun front_door_run(Device device, const char* loss_scale, const std::vector<std::vector<double>>& factors) {
+  FrontDoorRun r;
+  amp::set_log_sink([&](const std::string& line) { r.log += line; });
+  manual_seed(32);
+  auto m = std::make_shared<nn::Linear>(nn::LinearOptions{.in = 8, .out = 4});
+  m->to(device);
+  optim::SGD sgd(m->parameters(), {.lr = 0.1, .momentum = 0.9});
+  const int losses = int(factors.front().size());
+  amp::initialize(m, sgd, {.opt_level = "O2", .dtype = "f16", .loss_scale = loss_scale, .num_losses = losses,
+                           .verbosity = 1, .device = device});
+  optim::StepLR sched(sgd, {.step_size = 1, .gamma = 0.9});
+  manual_seed(33);
+  const Tensor x = randn({6, 8}).to(device);
+  for (const std::vector<double>& f : factors) {
+    sgd.zero_grad();
+    for (int l = 0; l < losses; ++l) {
+      // mean x 0.25 and below: the f16 output and weight gradients stay finite at the 2^16 scale
+      const Tensor loss = amp::forward(*m, x).to(DType::F32).mean() * f[std::size_t(l)];
+      amp::scale_loss(loss, sgd, {.loss_id = l}).backward();
+    }
+    sgd.step();
+    r.skipped.push_back(sgd.last_step_skipped());
+    r.sched_stepped.push_back(sched.optimizer_stepped());
+    sched.step();
+    r.step_counts.push_back(sgd.step_count());
+    std::vector<double> scales;  // a read of each scaler: on CUDA the overflow line comes here
+    for (int l = 0; l < losses; ++l) scales.push_back(amp::loss_scale(l));
+    r.scale_history.push_back(scales);
+    const Tensors p = amp::master_params(sgd);
+    r.weights.push_back(test::values(cat({reshape(p[0], {-1}), p[1]})));
+  }
+  for (int l = 0; l < losses; ++l) {
+    r.scales.push_back(amp::loss_scale(l));
+    r.skip_counts.push_back(amp::loss_scaler(l).skipped_iterations());
+  }
+  amp::reset();
+  amp::set_log_sink(nullptr);
+  return r;
+}
+
+void check_same_front_door(const FrontDoorRun& gpu_run, const FrontDoorRun& cpu_run) {
+  CHECK(gpu_run.skipped == cpu_run.skipped);
+  CHECK(gpu_run.sched_stepped == cpu_run.sched_stepped);
+  CHECK(gpu_run.step_counts == cpu_run.step_counts);
+  CHECK(gpu_run.scales == cpu_run.scales);
+  CHECK(gpu_run.scale_history == cpu_run.scale_history);
+  CHECK(gpu_run.skip_counts == cpu_run.skip_counts);
+  REQUIRE(gpu_run.weights.size() == cpu_run.weights.size());
+  for (std::size_t i = 0; i < cpu_run.weights.size(); ++i) {
+    INFO("iteration " << i);
+    REQUIRE(gpu_run.weights[i].size() == cpu_run.weights[i].size());
+    for (std::size_t k = 0; k < cpu_run.weights[i].size(); ++k) {
+      // f16 products summed in another order: the gradients differ by f16 ulps, the steps by lr x that
+      CHECK(std::fabs(gpu_run.weights[i][k] - cpu_run.weights[i][k]) <= 1e-3 * std::max(1.0, std::fabs(cpu_run.weights[i][k])));
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("amp::scale_loss on CUDA decides as the CPU's host path: dynamic, static and two losses", "[cuda][gpu][amp]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  SECTION("dynamic") {
+    const std::vector<std::vector<double>> f = {{0.25}, {inf}, {0.25}, {inf}, {inf}, {0.25}};
+    const FrontDoorRun cpu_run = front_door_run(Device::cpu(), "dynamic", f);
+    const FrontDoorRun gpu_run = front_door_run(gpu(), "dynamic", f);
+    CHECK(cpu_run.skipped == std::vector<bool>{false, true, false, true, true, false});
+    CHECK(cpu_run.step_counts == std::vector<int64_t>{1, 1, 2, 2, 2, 3});
+    CHECK(cpu_run.scales == std::vector<double>{65536.0 / 8});
+    check_same_front_door(gpu_run, cpu_run);
+    // The device path's overflow line comes at the reads (here every iteration reads the scaler).
+    CHECK_THAT(gpu_run.log, Catch::Matchers::Contains("amp: gradient overflow in iteration 2 of loss scaler 0 (1 skipped in all)"));
+    CHECK_THAT(gpu_run.log, Catch::Matchers::Contains("loss scale now 32768"));
+  }
+  SECTION("static") {
+    const std::vector<std::vector<double>> f = {{0.25}, {inf}, {0.25}};
+    const FrontDoorRun cpu_run = front_door_run(Device::cpu(), "128", f);
+    const FrontDoorRun gpu_run = front_door_run(gpu(), "128", f);
+    CHECK(cpu_run.skipped == std::vector<bool>{false, true, false});
+    CHECK(cpu_run.scales == std::vector<double>{128});
+    check_same_front_door(gpu_run, cpu_run);
+    CHECK_THAT(gpu_run.log, Catch::Matchers::Contains("static loss scale 128"));
+  }
+  SECTION("two losses: an overflow in one skips the step and backs off only its scaler") {
+    const std::vector<std::vector<double>> f = {{0.25, 0.125}, {0.25, inf}, {0.125, 0.25}};
+    const FrontDoorRun cpu_run = front_door_run(Device::cpu(), "dynamic", f);
+    const FrontDoorRun gpu_run = front_door_run(gpu(), "dynamic", f);
+    CHECK(cpu_run.skipped == std::vector<bool>{false, true, false});
+    CHECK(cpu_run.scales == std::vector<double>{65536, 32768});
+    check_same_front_door(gpu_run, cpu_run);
+  }
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("amp::scale_loss on CUDA: no host read in the step, the overflow line and the flags when read",
           "[cuda][gpu][amp]") {
   std::string log;
-  amp::set_log_sink([&](const std::string& s) { log += s; });
+  amp::set_log_sink([&](const std::string& line) { log += line; });
   struct Restore {
     ~Restore() {
       amp::reset();
       amp::set_log_sink(nullptr);
     }
   } restore;
-  manual_seed(31);
-  auto make = [] {
-    manual_seed(32);
-    auto m = std::make_shared<nn::Linear>(nn::LinearOptions{.in = 8, .out = 4});
-    m->to(gpu());
-    return m;
-  };
+  manual_seed(32);
+  auto m = std::make_shared<nn::Linear>(nn::LinearOptions{.in = 8, .out = 4});
+  m->to(gpu());
+  optim::SGD sgd(m->parameters(), {.lr = 0.1});
+  amp::initialize(m, sgd, {.opt_level = "O2", .dtype = "f16", .verbosity = 1, .device = gpu()});
+  optim::StepLR sched(sgd, {.step_size = 1, .gamma = 0.9});
+  sched.step();  // the scheduler's mark before the step
   const Tensor x = randn({6, 8}).to(gpu());
-  const double inf = std::numeric_limits<double>::infinity();
-  auto loss_of = [&](nn::Linear& m, double factor) { return (amp::forward(m, x).to(DType::F32).sum() * factor); };
-  auto weights = [](const optim::Optimizer& o) { return test::values(cat({reshape(o.parameters()[0], {-1}), o.parameters()[1]})); };
-
-  SECTION("dynamic: skipped on the device, said when read") {
-    auto m = make();
-    optim::SGD sgd(m->parameters(), {.lr = 0.1});
-    amp::initialize(m, sgd, {.opt_level = "O2", .dtype = "f16", .verbosity = 1, .device = gpu()});
-    const std::vector<double> before = weights(sgd);
-    cuda::synchronize();
-    const uint64_t syncs = cuda::sync_count();
-    amp::ScaledLoss scaled = amp::scale_loss(loss_of(*m, inf), sgd);
-    scaled.backward();
-    sgd.step();
-    CHECK(cuda::sync_count() == syncs);
-    CHECK_THAT(log, !Catch::Matchers::Contains("gradient overflow"));  // nothing read yet
-    CHECK(scaled.overflow());
-    CHECK(sgd.last_step_skipped());
-    CHECK(weights(sgd) == before);
-    CHECK(amp::loss_scale() == 32768.0);
-    CHECK_THAT(log, Catch::Matchers::Contains(
-                        "amp: gradient overflow in iteration 1 of loss scaler 0 (read from the device; 1 skipped in all)"));
-    CHECK_THAT(log, Catch::Matchers::Contains("loss scale now 32768"));
-    sgd.zero_grad();
-    amp::scale_loss(loss_of(*m, 1.0), sgd).backward();
-    sgd.step();
-    CHECK(!sgd.last_step_skipped());
-    CHECK(weights(sgd) != before);
-  }
-  SECTION("static: the scale stays, the step is skipped") {
-    auto m = make();
-    optim::SGD sgd(m->parameters(), {.lr = 0.1});
-    amp::initialize(m, sgd, {.opt_level = "O2", .dtype = "f16", .loss_scale = "128", .verbosity = 0, .device = gpu()});
-    const std::vector<double> before = weights(sgd);
-    amp::scale_loss(loss_of(*m, inf), sgd).backward();
-    sgd.step();
-    CHECK(sgd.last_step_skipped());
-    CHECK(weights(sgd) == before);
-    CHECK(amp::loss_scale() == 128.0);
-    CHECK(amp::loss_scaler().skipped_iterations() == 1);
-    CHECK(amp::loss_scaler().on_device());
-  }
-  SECTION("two losses: an overflow in one skips the optimizer's step and backs off only its scaler") {
-    auto m = make();
-    optim::SGD sgd(m->parameters(), {.lr = 0.1});
-    amp::initialize(m, sgd, {.opt_level = "O2", .dtype = "f16", .num_losses = 2, .verbosity = 0, .device = gpu()});
-    const std::vector<double> before = weights(sgd);
-    amp::scale_loss(loss_of(*m, 1.0), sgd, {.loss_id = 0}).backward();
-    amp::scale_loss(loss_of(*m, inf), sgd, {.loss_id = 1}).backward();
-    sgd.step();
-    CHECK(sgd.last_step_skipped());
-    CHECK(weights(sgd) == before);
-    CHECK(amp::loss_scale(0) == 65536.0);
-    CHECK(amp::loss_scale(1) == 32768.0);
-    sgd.zero_grad();
-    amp::scale_loss(loss_of(*m, 1.0), sgd, {.loss_id = 0}).backward();
-    amp::scale_loss(loss_of(*m, 0.5), sgd, {.loss_id = 1}).backward();
-    sgd.step();
-    CHECK(!sgd.last_step_skipped());
-    // SGD without momentum: the step is lr x (the sum of both losses' unscaled gradients).
-    const std::vector<double> after = weights(sgd);
-    CHECK(after != before);
-  }
+  const Tensor before = clone(amp::master_params(sgd)[0]);
+  cuda::synchronize();
+  const uint64_t syncs = cuda::sync_count();
+  const Tensor loss = amp::forward(*m, x).to(DType::F32).mean() * std::numeric_limits<double>::infinity();
+  amp::ScaledLoss scaled = amp::scale_loss(loss, sgd);
+  scaled.backward();
+  sgd.step();
+  const optim::Optimizer::StepMark mark = sgd.step_mark();  // what a scheduler's step() takes
+  CHECK(cuda::sync_count() == syncs);
+  CHECK_THAT(log, !Catch::Matchers::Contains("gradient overflow"));  // nothing was read yet
+  CHECK(scaled.overflow());
+  CHECK(sgd.last_step_skipped());
+  CHECK(sgd.step_count() == 0);  // the device skipped it: not counted
+  CHECK(!sched.optimizer_stepped());
+  CHECK(!sgd.stepped_since(mark));
+  CHECK(cuda::sync_count() > syncs);
+  CHECK(test::values(amp::master_params(sgd)[0]) == test::values(before));
+  CHECK(amp::loss_scale() == 32768.0);
+  CHECK_THAT(log, Catch::Matchers::Contains("amp: gradient overflow in iteration 1 of loss scaler 0 (1 skipped in all)"));
   test::require_no_pending_cuda_error();
 }

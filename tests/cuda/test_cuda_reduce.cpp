@@ -274,7 +274,8 @@ TEST_CASE("CUDA reductions propagate NaN and inf as the CPU", "[cuda][gpu][reduc
     p[4 * 4097 + 6] = -INFINITY;
     for (int64_t i = 0; i < 4097; ++i) p[5 * 4097 + i] = -INFINITY;
     const Tensor xd = to(x, dt);
-    for (const auto& [t, dim] : {std::pair<Tensor, int64_t>{xd, 1}, {xd.t(), 0}}) {
+    for (const auto& [t, along] : {std::pair<Tensor, int64_t>{xd, 1}, {xd.t(), 0}}) {
+      const int64_t dim = along;  // a plain variable: clang 14 cannot capture a structured binding
       const std::vector<int64_t> d{dim};
       check_op("sum", t, d, false, Tol::Sum, [&](const Tensor& v) { return sum(v, d); });
       check_op("amax", t, d, false, Tol::Exact, [&](const Tensor& v) { return amax(v, d); });
