@@ -46,8 +46,9 @@ TEST_CASE("CUDA random factories refuse a graph capture that would freeze a gene
       {"randn", [&] { return randn({5}, {.device = gpu()}, &own); }},
       {"randint", [&] { return randint(0, 10, {5}, {.dtype = DType::I64, .device = gpu()}, &own); }},
   };
-  for (const auto& [name, draw] : draws) {
+  for (const auto& [name, draw_binding] : draws) {
     INFO(name);
+    const auto& draw = draw_binding;  // clang 14 cannot capture a structured binding
     cuda::Graph graph;
     MG_REQUIRE_ERROR(([&] {
                        cuda::GraphCapture capture(graph);
