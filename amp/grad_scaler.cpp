@@ -193,9 +193,11 @@ void GradScaler::update(std::optional<double> new_scale) {
     }
     if (flags.size() == 1) found_inf_.copy_(flags.front());
     else if (!flags.empty()) found_inf_.copy_(reshape(amax(cat(flags)), {1}));
+    // The iteration's optimizers are consumed: a read below that raises (a deferred device check,
+    // cuda/host/device_check_report.h) must not leave them marked as stepped.
+    per_optimizer_.clear();
     if (!new_scale) {
       run_device_update();
-      per_optimizer_.clear();
       return;
     }
     // An explicit new scale: decided on the host (one read), then the state goes back.

@@ -20,6 +20,7 @@
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/copy.h"
 #include "mixgrad/cuda/cuda.h"
+#include "mixgrad/cuda/device_checks.h"
 #include "mixgrad/cuda/pinned_allocator.h"
 
 namespace mg::cuda {
@@ -74,6 +75,7 @@ void copy_bytes_cuda(void* dst, Device dst_device, const void* src, Device src_d
     if (non_blocking && pinned_cache().record_use(dst, src_device.index, src_stream.id())) return;
     detail::count_sync();
     MG_CUDA_CHECK(cudaStreamSynchronize(stream));
+    detail::raise_device_check(src_device.index, "a blocking device-to-host copy: item(), to(cpu), printing");
   } else if (dst_device == src_device) {
     MG_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, stream));
   } else {

@@ -19,6 +19,7 @@
 #include "mixgrad/core/tensor.h"
 #include "mixgrad/cuda/capture.h"
 #include "mixgrad/cuda/check.h"
+#include "mixgrad/cuda/device_checks.h"
 #include "mixgrad/cuda/cuda.h"
 #include "mixgrad/cuda/device_allocator.h"
 #include "mixgrad/cuda/graph.h"
@@ -155,6 +156,8 @@ void Graph::capture_begin(const Stream& stream) {
   MG_CHECK(!is_capturing(), Error, "cuda::Graph::capture_begin: this thread is already capturing a CUDA graph",
            "\n  hint: captures do not nest");
   DeviceGuard device_guard(stream.device());
+  // The deferred value checks' slot (allocations) before the capture, not in the middle of it.
+  (void)detail::device_check_slot(stream.device());
   // The participants first: a refusal leaves nothing begun.
   std::size_t begun = 0;
   try {
@@ -281,6 +284,11 @@ void Graph::replay() {
     for (const Tensor& b : g.bases) record_stream(b, stream);  // freed only after this stream's replays
   }
   ++g.replays;
+  if (detail::sync_after_launch()) {  // MG_CUDA_SYNC=1: the replay's errors surface here, at the replay
+    detail::count_sync();
+    MG_CUDA_CHECK(cudaDeviceSynchronize());
+    detail::raise_device_check(g.device, "MG_CUDA_SYNC=1's wait after a graph replay");
+  }
 }
 
 void Graph::reset() {

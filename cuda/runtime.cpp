@@ -10,6 +10,7 @@
 #include "mixgrad/cuda/capture.h"
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/cuda.h"
+#include "mixgrad/cuda/device_checks.h"
 #include "mixgrad/cuda/kernels/launch.h"
 
 namespace mg::cuda {
@@ -131,6 +132,7 @@ void check_launch(const char* kernel, const char* file, int line) {
     count_sync();
     const cudaError_t run = cudaDeviceSynchronize();
     if (run != cudaSuccess) throw_cuda_error(run, kernel, file, line);
+    raise_device_check(runtime_device(), "MG_CUDA_SYNC=1's wait after the launch");
   }
 }
 
@@ -209,6 +211,7 @@ void Stream::synchronize() const {
   detail::check_host_wait("Stream::synchronize (cudaStreamSynchronize)", HostWait::Stream, device_);
   detail::count_sync();
   MG_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
+  detail::raise_device_check(device_, "Stream::synchronize");
 }
 
 Stream current_stream(int device) {
@@ -270,6 +273,7 @@ void Event::synchronize() const {
   detail::check_host_wait("Event::synchronize (cudaEventSynchronize)", HostWait::Stream, device_);
   detail::count_sync();
   MG_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
+  detail::raise_device_check(device_, "Event::synchronize");
 }
 
 float Event::elapsed_ms(const Event& end) const {
@@ -290,6 +294,7 @@ void synchronize(int device) {
   detail::check_host_wait("cuda::synchronize (cudaDeviceSynchronize)", HostWait::Device, d);
   detail::count_sync();
   MG_CUDA_CHECK(cudaDeviceSynchronize());
+  detail::raise_device_check(d, "cuda::synchronize");
 }
 
 int sm_count(int device) {

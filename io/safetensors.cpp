@@ -349,6 +349,8 @@ void save_safetensors_as(const char* who, const std::string& path, const nn::Nam
     try {
       if (!c.device().is_cpu()) c = c.to(Device::cpu());
       if (!c.is_contiguous()) c = c.contiguous();
+    } catch (const IndexError&) {
+      throw;  // a bad index or target found earlier on the device, raised at this copy's wait
     } catch (const Error& e) {
       MG_THROW(Error, who, ": ", quoted(path), ": tensor ", quoted(name), " (", describe(t),
                ") could not be copied to the CPU: ", e.what(), "\n  ", quoted(path), " was not changed");

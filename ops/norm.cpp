@@ -396,7 +396,12 @@ Tensors embedding_bw(const BackwardCtx& c, const Tensors& g) {
     g2 = where(pad, scalar_like(0.0, g2), g2);
   }
   const Tensor base = zeros(ws, {.dtype = g2.dtype(), .device = g2.device()});
-  const Tensor index = contiguous(expand(reshape(idx, {n, 1}), {n, d}));
+  // Only reachable with a bad index on CUDA, whose forward reports it at the host's next wait
+  // (the CPU's forward throws): scatter_add would count a negative index from the end, so it is
+  // sent out of range instead, where scatter_add adds nothing.
+  const Tensor safe_idx =
+      idx.device().is_cpu() ? idx : where(lt(idx, scalar_like(0.0, idx)), scalar_like(double(ws[0]), idx), idx);
+  const Tensor index = contiguous(expand(reshape(safe_idx, {n, 1}), {n, d}));
   return {scatter_add(base, 0, index, g2), Tensor()};
 }
 

@@ -7,14 +7,13 @@
 // - Bit movers (cat, index_select, gather, masked_fill) are instantiated per element *size*
 //   (1, 2, 4, 8 bytes), not per dtype: they copy bits, so u8/bool share one kernel, f16/bf16
 //   another, and so on (4 kernels per op instead of 8; compile time on this machine matters).
-// - Bad indices follow the CPU's rule: IndexError with the CPU's text, and nothing is read or
-//   written out of bounds. The check is *blocking*: a small kernel over the index tensor sets a
-//   device flag when a value is out of range, and the host reads the flag back before the op's
-//   kernel is launched (one counted synchronisation per call with a non-empty index; see
-//   cuda::sync_count()). Only when the flag is set is the index copied to the host to find the
-//   first bad value (row-major order) for the message. A lazy device-side flag would save the
-//   sync but report the error at some later, unrelated call; the simple, exact rule was chosen
-//   first. An empty index costs no sync.
+// - Bad indices follow the CPU's rule and text (IndexError), and nothing is read or written out of
+//   bounds. The check is *deferred*: a small kernel over the index tensor publishes the first bad
+//   value to the device's report slot and the host raises it at its next wait for the device
+//   (cuda/host/device_check_report.h), so an op with an index costs no host synchronisation and a
+//   training step with an embedding stays sync-free. Meanwhile the op's kernel treats a bad index
+//   as reading nothing (zeros out; scatter_add never matches it). MG_CUDA_SYNC=1 raises the
+//   error at the op.
 // - scatter_add is deterministic, with no atomics: one thread per output element (outer position,
 //   target v) walks the whole index line along dim in order and adds the src terms whose index is
 //   v, starting from self's value: the CPU's order (self, then the terms in index order), summed
@@ -36,8 +35,9 @@
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/cuda/check.h"
-#include "mixgrad/cuda/graph.h"
+#include "mixgrad/cuda/device_checks.h"
 #include "mixgrad/cuda/index_math.h"
+#include "mixgrad/cuda/kernels/device_check.cuh"
 #include "mixgrad/cuda/kernels/launch.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/loop_plan.h"
@@ -73,61 +73,61 @@ __device__ int64_t load_index(const char* p) {
   return int64_t(*reinterpret_cast<const I*>(p));
 }
 
-// ---- index validation (blocking: one counted sync per call) ----
+// ---- index validation (deferred: no host wait; cuda/host/device_check_report.h) ----
+// Publishes the first value of `index` (row-major) outside [lo, hi) to the device's report slot.
 template <typename I>
-__global__ void index_check_kernel(int64_t n, Calc1 calc, const char* index, int64_t lo, int64_t hi, int* flag) {
+__global__ void index_check_kernel(int64_t n, Calc1 calc, const char* index, int64_t lo, int64_t hi,
+                                   CheckScratch* scratch, DeviceCheckSlot slot, DeviceCheck check, int64_t bound,
+                                   int64_t extra) {
+  int64_t first = -1;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[1];
     calc.offsets(i, off);
     const int64_t v = load_index<I>(index + off[0]);
-    if (v < lo || v >= hi) *flag = 1;  // every writer stores 1: a benign race
+    if (v < lo || v >= hi) {
+      first = i;
+      break;
+    }
   }
+  note_first_bad(scratch, first);
+  publish_first_bad(scratch, slot, check, bound, extra, [&](int64_t position) {
+    int64_t off[1];
+    calc.offsets(position, off);
+    return load_index<I>(index + off[0]);
+  });
 }
 
-// True when some value of `index` (i64 or i32, any strides) lies outside [lo, hi). Waits for the
-// device (one counted sync) unless the index is empty. Inside a CUDA graph capture on this thread
-// nothing can be read back: the check is skipped (false), and the kernels read nothing for an
-// out-of-range index (zeros out; scatter_add never matches it) — a known gap: a captured step
-// does not report bad indices (the eager warm-up steps do).
-bool any_out_of_range(const Tensor& index, int64_t lo, int64_t hi) {
+// Checks every value of `index` (i64 or i32, any strides) against [lo, hi) on the device: a bad
+// one is raised as the CPU's IndexError at the host's next wait for the device (`check` and
+// bound/extra give the message). Launches one check kernel on the current stream and waits for
+// nothing; the op's own kernel reads nothing for an out-of-range index (zeros out; scatter_add
+// never matches it), so nothing is read or written out of bounds meanwhile. Inside a CUDA graph
+// capture the check kernel is captured too: a replay with a bad index reports it.
+void check_index_values(const Tensor& index, int64_t lo, int64_t hi, DeviceCheck check, int64_t bound,
+                        int64_t extra) {
   const int64_t n = index.numel();
-  if (n == 0 || is_capturing()) return false;
-  const Tensor flag = zeros({1}, {.dtype = DType::I32, .device = index.device()});
+  if (n == 0) return;
+  const Tensor scratch = zeros({2}, {.dtype = DType::I64, .device = index.device()});  // a zeroed CheckScratch
   const bool i64 = index.dtype() == DType::I64;
   const auto plan = make_plan<1>(shape_1d(index), {strides_1d(index)}, {i64 ? 8 : 4});
-  {
-    const LaunchContext ctx(index.device());
-    const auto calc = make_offset_calculator<1, int64_t>(plan);
-    const auto* ip = static_cast<const char*>(index.data_ptr());
-    int* fp = static_cast<int*>(flag.data_ptr());
-    if (i64) {
-      index_check_kernel<int64_t><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, ip, lo, hi, fp);
-    } else {
-      index_check_kernel<int32_t><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, ip, lo, hi, fp);
-    }
-    MG_CUDA_CHECK_LAUNCH("index check kernel");
+  const LaunchContext ctx(index.device());
+  const auto calc = make_offset_calculator<1, int64_t>(plan);
+  const auto* ip = static_cast<const char*>(index.data_ptr());
+  auto* sp = static_cast<CheckScratch*>(scratch.data_ptr());
+  const DeviceCheckSlot slot = detail::device_check_slot(index.device().index);
+  if (i64) {
+    index_check_kernel<int64_t><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, ip, lo, hi, sp, slot, check,
+                                                                           bound, extra);
+  } else {
+    index_check_kernel<int32_t><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, ip, lo, hi, sp, slot, check,
+                                                                           bound, extra);
   }
-  return to(flag, Device::cpu()).data<int32_t>()[0] != 0;
-}
-
-// The first out-of-range value of `index` in row-major order (the error path only: copies the
-// index to the host).
-int64_t first_out_of_range(const Tensor& index, int64_t lo, int64_t hi) {
-  const Tensor host = contiguous(to(index, Device::cpu()));
-  for (int64_t i = 0; i < host.numel(); ++i) {
-    const int64_t v = host.dtype() == DType::I64 ? host.data<int64_t>()[i] : int64_t(host.data<int32_t>()[i]);
-    if (v < lo || v >= hi) return v;
-  }
-  MG_ASSERT(false, "the device flagged an index the host cannot find");
-  return 0;
+  MG_CUDA_CHECK_LAUNCH("index check kernel");
 }
 
 // The CPU's rule for index_select, gather and scatter_add: -size <= index < size.
-void check_indices(const char* op, const Tensor& index, int64_t size, int64_t dim) {
-  if (!any_out_of_range(index, -size, size)) return;
-  const int64_t v = first_out_of_range(index, -size, size);
-  MG_CHECK(false, IndexError, op, ": index ", v, " is out of range for dim ", dim, " of size ", size, " (expected ",
-           -size, " <= index < ", size, ")");
+void check_indices(DeviceCheck check, const Tensor& index, int64_t size, int64_t dim) {
+  check_index_values(index, -size, size, check, size, dim);
 }
 
 // ---- strided bit copy: dst (src's shape, dst's strides) <- src ----
@@ -168,16 +168,17 @@ void cat_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
 
 // ---- index_select: out[.., j, ..] = x[.., index[j], ..] ----
 // Operands over out's shape: 0 out, 1 x with its dim stride zeroed (added per index), 2 index
-// (stride only along dim).
-template <typename U, typename I>
+// (stride only along dim). kWrap: a negative index counts from the end (index_select's rule);
+// embedding's rule is 0 <= index < rows, so it launches without.
+template <typename U, typename I, bool kWrap = true>
 __global__ void index_select_kernel_impl(int64_t n, Calc3 calc, char* out, const char* x, const char* index,
                                          int64_t size, int64_t x_dim_stride) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[3];
     calc.offsets(i, off);
     int64_t v = load_index<I>(index + off[2]);
-    if (v < 0) v += size;
-    // Only reachable inside a captured CUDA graph (see any_out_of_range): read nothing, write zero.
+    if (kWrap && v < 0) v += size;
+    // A bad index (reported by check_index_values): read nothing, write zero.
     *reinterpret_cast<U*>(out + off[0]) = v >= 0 && v < size ? *reinterpret_cast<const U*>(x + off[1] + v * x_dim_stride) : U(0);
   }
 }
@@ -188,7 +189,7 @@ void index_select_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const Tensor &x = in[0], &index = in[1];
   const Tensor& o = out[0];
   const int64_t dim = a.dim, size = x.shape()[dim];
-  check_indices("index_select", index, size, dim);
+  check_indices(DeviceCheck::IndexSelect, index, size, dim);
   const int64_t n = o.numel();
   if (n == 0) return;
   Strides xs = x.strides();
@@ -220,11 +221,7 @@ void embedding_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
   const Tensor& w = in[0];
   const Tensor& o = out[0];
   const int64_t v = w.shape()[0], d = w.shape()[1];
-  if (any_out_of_range(in[1], 0, v)) {
-    const int64_t bad = first_out_of_range(in[1], 0, v);
-    MG_CHECK(false, IndexError, "embedding: index ", bad, " is out of range for a table of ", v, " rows; weight ",
-             describe(w), ", indices ", describe(in[1]), "\n  hint: indices must lie in [0, ", v, ")");
-  }
+  check_index_values(in[1], 0, v, DeviceCheck::Embedding, v, 0);
   const int64_t n = o.numel();
   if (n == 0) return;
   NoGradGuard no_grad;  // the flattened copy is not part of the graph
@@ -241,9 +238,9 @@ void embedding_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
   const auto* ip = static_cast<const char*>(index.data_ptr());
   const int64_t wsd = w.strides()[0] * es;
   if (i64) {
-    index_select_kernel_impl<U, int64_t><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, op, wp, ip, v, wsd);
+    index_select_kernel_impl<U, int64_t, false><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, op, wp, ip, v, wsd);
   } else {
-    index_select_kernel_impl<U, int32_t><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, op, wp, ip, v, wsd);
+    index_select_kernel_impl<U, int32_t, false><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, op, wp, ip, v, wsd);
   }
   MG_CUDA_CHECK_LAUNCH("embedding kernel");
 }
@@ -258,7 +255,7 @@ __global__ void gather_kernel_impl(int64_t n, Calc3 calc, char* out, const char*
     calc.offsets(i, off);
     int64_t v = load_index<I>(index + off[1]);
     if (v < 0) v += size;
-    // Only reachable inside a captured CUDA graph (see any_out_of_range): read nothing, write zero.
+    // A bad index (reported by check_index_values): read nothing, write zero.
     *reinterpret_cast<U*>(out + off[0]) = v >= 0 && v < size ? *reinterpret_cast<const U*>(x + off[2] + v * x_dim_stride) : U(0);
   }
 }
@@ -269,7 +266,7 @@ void gather_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const Tensor &x = in[0], &index = in[1];
   const Tensor& o = out[0];
   const int64_t dim = a.dim, size = shape_1d(x)[dim];
-  check_indices("gather", index, size, dim);
+  check_indices(DeviceCheck::Gather, index, size, dim);
   const int64_t n = o.numel();
   if (n == 0) return;
   Strides xs = strides_1d(x);
@@ -338,7 +335,7 @@ void scatter_add_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const Tensor &self = in[0], &index = in[1], &src = in[2];
   const Tensor& o = out[0];
   const int64_t dim = a.dim, size = shape_1d(self)[dim];
-  check_indices("scatter_add", index, size, dim);
+  check_indices(DeviceCheck::ScatterAdd, index, size, dim);
   if (o.data_ptr() != self.data_ptr()) copy_bits<bits_t<T>>(self, static_cast<char*>(o.data_ptr()), strides_1d(o));
   if (index.numel() == 0) return;
   Shape outer_shape = shape_1d(index);
@@ -420,11 +417,7 @@ void one_hot_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const Tensor& index = in[0];
   const Tensor& o = out[0];
   const int64_t classes = a.ints.at(0);
-  if (any_out_of_range(index, 0, classes)) {
-    const int64_t v = first_out_of_range(index, 0, classes);
-    MG_CHECK(false, IndexError, "one_hot: class value ", v, " is out of range for num_classes = ", classes,
-             " (expected 0 <= value < ", classes, ")");
-  }
+  check_index_values(index, 0, classes, DeviceCheck::OneHot, classes, 0);
   const int64_t n = o.numel();
   if (n == 0) return;
   const auto plan = make_plan<1>(shape_1d(index), {strides_1d(index)}, {int64_t(sizeof(I))});

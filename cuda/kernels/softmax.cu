@@ -21,11 +21,11 @@
 // summation order and by CUDA's expf/logf (an ulp or two).
 // Class losses: a small kernel counts the targets not ignored (the mean's divisor, kept in device
 // memory and read by the loss kernels from there, so a captured CUDA graph divides by each
-// replay's count) and flags a target out of range; eagerly the flag is read back (one counted sync
-// per call) and a bad target raises the CPU's IndexError text. Inside a CUDA graph capture on this
-// thread nothing is read back: the check is skipped, and the kernels treat an out-of-range target
-// as ignored (loss 0, gradient 0, not counted) rather than read outside the line. Per-sample
-// losses are kept in f32 (f64) and a mean/sum is one block's tree.
+// replay's count) and publishes a target out of range to the device's report slot, raised as the
+// CPU's IndexError at the host's next wait (cuda/host/device_check_report.h: no host
+// synchronisation per call, eagerly or in a captured graph). The kernels treat an out-of-range
+// target as ignored (loss 0, gradient 0, not counted) rather than read outside the line.
+// Per-sample losses are kept in f32 (f64) and a mean/sum is one block's tree.
 // Every kernel that may be launched with 1024 threads says so (__launch_bounds__(kMaxThreads)),
 // so ptxas keeps it within the 64 registers per thread such a block allows (without it the f64
 // strided kernels took 65-78 and their 1024-thread launches failed for want of registers); their
@@ -38,7 +38,8 @@
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/cuda/check.h"
-#include "mixgrad/cuda/graph.h"
+#include "mixgrad/cuda/device_checks.h"
+#include "mixgrad/cuda/kernels/device_check.cuh"
 #include "mixgrad/cuda/kernels/launch.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/loss.h"
@@ -245,8 +246,8 @@ __global__ void __launch_bounds__(kMaxThreads)
 
 // ---- cross_entropy / cross_entropy_backward ----
 // logits [outer, classes, inner] dense ([N, C, d...] or [C]), target i64 [outer * inner] dense
-// (the class of each sample, or ignore; validated eagerly, not during a CUDA graph capture, so a
-// target outside [0, classes) is treated as ignored: see target_ignored). Sample s = o * inner + i
+// (the class of each sample, or ignore; validated on the device by check_targets, and a target
+// outside [0, classes) is treated as ignored: see target_ignored). Sample s = o * inner + i
 // is line (o, i).
 template <typename T>
 struct CeArgs {
@@ -265,8 +266,8 @@ struct CeArgs {
   T* dx = nullptr;        // backward: [outer, classes, inner]
 };
 
-// Whether sample target t contributes nothing: ignore_index, or (only possible inside a CUDA graph
-// capture, where the host check is skipped) a class outside [0, classes) — never read x there.
+// Whether sample target t contributes nothing: ignore_index, or a class outside [0, classes)
+// (reported by check_targets at the host's next wait) — never read x there.
 __device__ __forceinline__ bool target_ignored(int64_t t, int64_t ignore, int64_t classes) {
   return t == ignore || t < 0 || t >= classes;
 }
@@ -289,7 +290,7 @@ __device__ acc_t<T> ce_weight(const CeArgs<T>& p, int64_t s) {
 
 // Forward: loss_s = (1 - eps) (lse - x_t) + eps (lse - mean_c x_c), 0 for ignored targets.
 // Backward: dx_c = w (softmax_c - (1 - eps) [c == t] - eps / C), 0 for ignored targets.
-// (Ignored: target_ignored, which includes an out-of-range target during a capture.)
+// (Ignored: target_ignored, which includes an out-of-range target.)
 // One block per sample (inner == 1); the target is read by every thread, so the ignore branch is
 // uniform over the block.
 template <typename T, bool kBackward>
@@ -429,7 +430,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 }
 
 // nll_loss: loss_s = -logp[s, t_s], 0 for ignored targets (target_ignored: also a target out of
-// range during a capture); logp [outer, classes, inner] dense.
+// range, reported by check_targets); logp [outer, classes, inner] dense.
 template <typename T, typename A>
 __global__ void nll_kernel(int64_t samples, int64_t classes, int64_t inner, const T* logp, const int64_t* target,
                            int64_t ignore, A* loss) {
@@ -441,22 +442,27 @@ __global__ void nll_kernel(int64_t samples, int64_t classes, int64_t inner, cons
   }
 }
 
-// Target validation: flags a target outside [0, classes) that is not `ignore`, and counts the
-// others (integer atomics: exact and order-independent). out i64 [2] = {bad, count}, zeroed
-// before; out[1] is the mean's divisor the loss kernels read.
+// Target validation: publishes the first target outside [0, classes) that is not `ignore` to the
+// device's report slot (cuda/kernels/device_check.cuh), and counts the others (integer atomics:
+// exact and order-independent). `flags` is zeroed before: a CheckScratch, then the count (the
+// mean's divisor the loss kernels read).
 __global__ void ce_check_kernel(int64_t n, const int64_t* target, int64_t classes, int64_t ignore,
-                                unsigned long long* out) {
+                                unsigned long long* flags, DeviceCheckSlot slot, DeviceCheck check) {
+  auto* scratch = reinterpret_cast<CheckScratch*>(flags);
   unsigned long long count = 0;
+  int64_t first = -1;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t v = target[i];
     if (v == ignore) continue;
     if (v < 0 || v >= classes) {
-      out[0] = 1;  // every writer stores 1: a benign race
+      if (first < 0) first = i;
     } else {
       ++count;
     }
   }
-  if (count > 0) atomicAdd(&out[1], count);
+  if (count > 0) atomicAdd(&flags[2], count);
+  note_first_bad(scratch, first);
+  publish_first_bad(scratch, slot, check, classes, ignore, [&](int64_t position) { return target[position]; });
 }
 
 // Lines along `dim` of a dense tensor of `shape`: [outer, size, inner].
@@ -513,44 +519,29 @@ void launch_softmax(const Tensor& a, const Tensor* b, const Tensor& out, int64_t
   MG_CUDA_CHECK_LAUNCH(kBackward ? "softmax backward kernel" : "softmax kernel");
 }
 
-// Counts the targets (dense i64 [n]) not ignored and validates them as the CPU does. Returns the
-// device buffer i64 [2] = {bad, count} written on the current stream; count_of() points the loss
-// kernels at the count (the mean's divisor), so it is never a host value a captured graph would
-// freeze. Eagerly the flag is read back — blocking, as the indexing ops' check
-// (cuda/kernels/indexing.cu): one counted sync per call with a non-empty target — and a bad target
-// throws the CPU's IndexError. Inside a CUDA graph capture on this thread nothing can be read
-// back: the check is skipped and the kernels treat an out-of-range target as ignored
-// (target_ignored; a known gap: a captured step does not report bad targets, the eager warm-up
-// steps do).
-Tensor check_targets(const char* op, const Tensor& target, int64_t classes, int64_t ignore, const Tensor& logits) {
+// Counts the targets (dense i64 [n]) not ignored and validates them as the CPU does, on the
+// device: returns the zeroed-then-written buffer (a CheckScratch, then the count) on the current
+// stream; count_of() points the loss kernels at the count (the mean's divisor), so it is never a
+// host value a captured graph would freeze. Nothing is read back: a bad target is published to
+// the device's report slot and raised as the CPU's IndexError at the host's next wait
+// (cuda/host/device_check_report.h), and the loss kernels treat it as ignored (target_ignored),
+// never reading outside the line. Inside a CUDA graph capture the check is captured with the
+// step, so a replay with a bad target reports it too.
+Tensor check_targets(DeviceCheck check, const Tensor& target, int64_t classes, int64_t ignore) {
   const int64_t n = target.numel();
-  Tensor flags = zeros({2}, {.dtype = DType::I64, .device = target.device()});  // count 0 when n == 0
+  Tensor flags = zeros({3}, {.dtype = DType::I64, .device = target.device()});  // count 0 when n == 0
   if (n == 0) return flags;
-  {
-    const LaunchContext ctx(target.device());
-    ce_check_kernel<<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(
-        n, static_cast<const int64_t*>(target.data_ptr()), classes, ignore,
-        static_cast<unsigned long long*>(flags.data_ptr()));
-    MG_CUDA_CHECK_LAUNCH("cross_entropy target check kernel");
-  }
-  if (is_capturing()) return flags;
-  const Tensor host = to(flags, Device::cpu());
-  if (host.data<int64_t>()[0] != 0) {
-    const Tensor th = to(target, Device::cpu());
-    const int64_t* tp = th.data<int64_t>();
-    for (int64_t s = 0; s < n; ++s) {
-      if (tp[s] == ignore) continue;
-      MG_CHECK(tp[s] >= 0 && tp[s] < classes, IndexError, op, ": target ", tp[s], " is out of range for ", classes,
-               " classes (expected 0 <= target < ", classes, " or ignore_index ", ignore, "); got input ",
-               describe(logits), "\n  hint: labels must be class indices; mark padding with ignore_index");
-    }
-  }
+  const LaunchContext ctx(target.device());
+  ce_check_kernel<<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(
+      n, static_cast<const int64_t*>(target.data_ptr()), classes, ignore,
+      static_cast<unsigned long long*>(flags.data_ptr()), detail::device_check_slot(target.device().index), check);
+  MG_CUDA_CHECK_LAUNCH("cross_entropy target check kernel");
   return flags;
 }
 
 // The count of a check_targets buffer, on the device.
 const unsigned long long* count_of(const Tensor& flags) {
-  return static_cast<const unsigned long long*>(flags.data_ptr()) + 1;
+  return static_cast<const unsigned long long*>(flags.data_ptr()) + 2;
 }
 
 template <typename T, bool kBackward>
@@ -582,7 +573,7 @@ void cross_entropy_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   p.classes = g.size;
   p.inner = g.inner;
   p.ignore = a.ints.at(0);
-  const Tensor flags = check_targets("cross_entropy", t, p.classes, p.ignore, in[0]);  // alive past the launches
+  const Tensor flags = check_targets(DeviceCheck::CrossEntropy, t, p.classes, p.ignore);  // alive past the launches
   p.x = static_cast<const T*>(x.data_ptr());
   p.target = static_cast<const int64_t*>(t.data_ptr());
   p.eps = static_cast<A>(a.alpha);
@@ -610,7 +601,7 @@ void nll_loss_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const Tensor x = contiguous(in[0]), t = contiguous(in[1]);
   const Lines g = lines_along(x.shape(), x.dim() == 1 ? 0 : 1);
   const int64_t ignore = a.ints.at(0);
-  const Tensor flags = check_targets("nll_loss", t, g.size, ignore, in[0]);  // alive past the launches
+  const Tensor flags = check_targets(DeviceCheck::NllLoss, t, g.size, ignore);  // alive past the launches
   const int64_t samples = g.outer * g.inner;
   const Tensor loss = empty({samples}, {.dtype = dtype_v<A>, .device = x.device()});  // every sample is written
   A* pl = static_cast<A*>(loss.data_ptr());
@@ -644,7 +635,7 @@ void cross_entropy_backward_kernel(const Tensors& in, Tensors& out, const OpAttr
   p.classes = g.size;
   p.inner = g.inner;
   p.ignore = a.ints.at(0);
-  const Tensor flags = check_targets("cross_entropy_backward", t, p.classes, p.ignore, in[1]);  // alive past launch
+  const Tensor flags = check_targets(DeviceCheck::CrossEntropyBackward, t, p.classes, p.ignore);  // alive past launch
   p.count = count_of(flags);
   p.x = static_cast<const T*>(x.data_ptr());
   p.target = static_cast<const int64_t*>(t.data_ptr());

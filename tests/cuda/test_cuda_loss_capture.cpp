@@ -3,8 +3,9 @@
 // - cross_entropy, cross_entropy_backward and nll_loss inside a CUDA graph capture: the targets'
 //   check reads nothing back there, and the mean's divisor (the number of targets not ignored) is
 //   a device value, so a step captured on one batch and replayed on batches with other numbers of
-//   ignored targets equals the eager steps bit for bit; a target out of range in a replay counts
-//   as ignored (the documented gap: a captured step does not report it);
+//   ignored targets equals the eager steps bit for bit; a target out of range counts as ignored
+//   and is raised at the host's next wait, eagerly and after a replay alike (the deferred device
+//   checks, cuda/host/device_check_report.h);
 // - f64 (and f32) softmax, its backward and the class losses along a middle dim longer than 512,
 //   whose strided kernels get blocks of 32 x 32 = 1024 threads (they used to need more registers
 //   than such a block has, and the launch failed), against the CPU.
@@ -155,9 +156,10 @@ TEST_CASE("CUDA graph: cross_entropy and nll_loss with ignore_index follow each 
   for (std::size_t i = 0; i < batches.size(); ++i)
     require_same_loss_bits(eager[i], replayed[i], "batch " + std::to_string(i));
 
-  // A target out of range in a replayed batch is not reported (nothing is read back during a
-  // replay) and counts as ignored: the replay equals the eager step on the batch with that target
-  // set to ignore_index. Never read outside the logits' line (compute-sanitizer would say so).
+  // A target out of range counts as ignored: the replay equals the eager step on the batch with
+  // that target set to ignore_index, and the first bad target (row-major, in the first check of
+  // the step) is raised at the host's next wait, eagerly and after a replay. Never read outside
+  // the logits' line (compute-sanitizer would say so).
   LossBatch bad = make_loss_batch(6, 4, 900);
   LossBatch fixed = bad;
   bad.t = bad.t.clone();
@@ -185,12 +187,18 @@ TEST_CASE("CUDA graph: cross_entropy and nll_loss with ignore_index follow each 
     }
     REQUIRE(set == 1);
   }
-  // Eagerly the bad batch is an IndexError with the CPU's text.
-  CHECK(mg::test::error_of([&] { (void)loss_step(gpu_inputs(bad)); })
-            .find("cross_entropy: target 37 is out of range for 37 classes") == 0);
+  const std::string bad_text = "cross_entropy: target 37 is out of range for 37 classes";
+  // Eagerly: the step itself waits for nothing; the next wait raises the CPU's IndexError text.
+  Tensors eager_bad;
+  CHECK(mg::test::error_of([&] { eager_bad = loss_step(gpu_inputs(bad)); }) == "");
+  CHECK(mg::test::error_of([&] { cuda::synchronize(); }).find(bad_text) == 0);
+  CHECK(mg::test::error_of([&] { cuda::synchronize(); }) == "");  // raised once
   const Tensors want = loss_step(gpu_inputs(fixed));
+  require_same_loss_bits(want, eager_bad, "an eager step with out-of-range targets");
+  // After a replay: the same.
   Tensors got;
   for (const Tensor& t : captured.run(batch_inputs(bad))) got.push_back(clone(t));
+  CHECK(mg::test::error_of([&] { cuda::synchronize(); }).find(bad_text) == 0);
   require_same_loss_bits(want, got, "a replay with out-of-range targets");
   // And the graph still follows good batches afterwards.
   Tensors again;

@@ -256,11 +256,39 @@ TEST_CASE("CUDA embedding matches the CPU bit for bit", "[cuda][gpu][nn]") {
   const Tensor bad = from_vector<int64_t>({1, 10, 2}, {3});
   const std::string want = error_of([&] { embedding(w, bad); });
   REQUIRE(want.find("embedding: index 10 is out of range for a table of 10 rows; weight ") == 0);
-  const std::string got = error_of([&] { embedding(w.to(gpu()), bad.to(gpu())); });
+  // Deferred: the op waits for nothing, and the host's next wait raises the CPU's text.
+  CHECK(error_of([&] { embedding(w.to(gpu()), bad.to(gpu())); }) == "");
+  const std::string got = error_of([&] { cuda::synchronize(); });
   CHECK(got.substr(0, want.find("; weight")) == want.substr(0, want.find("; weight")));
   CHECK(got.find("hint: indices must lie in [0, 10)") != std::string::npos);
+  CHECK(got.find("raised at the host's next wait (cuda::synchronize)") != std::string::npos);
+  // A negative index (bad for embedding: 0 <= index < rows) reads nothing, and its gradient goes
+  // nowhere — not to the last row, as index_select's and scatter_add's wrap-around would send it.
+  {
+    Tensor wg = w.to(gpu());
+    wg.requires_grad_();
+    const Tensor out = embedding(wg, from_vector<int64_t>({-1, 2}, {2}).to(gpu()));
+    sum(out).backward();
+    CHECK(error_of([&] { cuda::synchronize(); }).find("embedding: index -1 is out of range for a table of 10 rows") == 0);
+    const std::vector<double> ov = values(out), wv = values(w), gv = values(wg.grad());
+    CHECK(ov == std::vector<double>{0, 0, 0, wv[6], wv[7], wv[8]});
+    std::vector<double> want_grad(30, 0.0);
+    want_grad[6] = want_grad[7] = want_grad[8] = 1.0;
+    CHECK(gv == want_grad);
+    (void)error_of([&] { cuda::synchronize(); });  // the backward's scatter_add report, if it got the slot
+  }
   mg::test::require_no_pending_cuda_error();
 }
+
+namespace {
+// The error a GPU op raises at the host's next wait (the deferred device checks), up to its note.
+std::string deferred_error_of(const std::function<void()>& op) {
+  const std::string at_op = error_of(op);
+  if (!at_op.empty()) return "raised at the op, not at the next wait: " + at_op;
+  const std::string m = error_of([] { (void)values(zeros({1}, {.device = gpu()})); });  // a blocking copy
+  return m.substr(0, m.find("\n  note: "));
+}
+}  // namespace
 
 TEST_CASE("CUDA indexing ops reject bad indices with the CPU's message", "[cuda][gpu][nn]") {
   const Tensor x = data_in(DType::F32, {3, 5}, 1);
@@ -281,26 +309,51 @@ TEST_CASE("CUDA indexing ops reject bad indices with the CPU's message", "[cuda]
     const std::string want = error_of([&] { f(cpu_in); });
     INFO(name);
     REQUIRE(want != "");
-    CHECK(error_of([&] { f(gpu_in); }) == want);
+    CHECK(deferred_error_of([&] { f(gpu_in); }) == want);
   }
-  // the check is blocking: one counted sync per call with a non-empty index, none without
+  // the check waits for nothing, with an index or without; a bad index reads nothing (zeros out)
   {
     const Tensor xg = x.to(gpu()), ig = from_vector<int64_t>({0, 4}, {2}).to(gpu());
     const Tensor empty_index = zeros({0}, {.dtype = DType::I64, .device = gpu()});
     cuda::synchronize();
-    uint64_t before = cuda::sync_count();
+    const uint64_t before = cuda::sync_count();
     const Tensor y = index_select(xg, 1, ig);
-    CHECK(cuda::sync_count() == before + 1);
-    before = cuda::sync_count();
     const Tensor e = index_select(xg, 1, empty_index);
+    const Tensor z = index_select(xg, 1, from_vector<int64_t>({1, 9}, {2}).to(gpu()));  // 9 is bad
     CHECK(cuda::sync_count() == before);
+    const std::string raised = error_of([&] { cuda::synchronize(); });
+    CHECK(raised.find("index_select: index 9 is out of range for dim 1 of size 5") == 0);
     CHECK(values(y) == values(index_select(x, 1, from_vector<int64_t>({0, 4}, {2}))));
+    const std::vector<double> zv = values(z);  // column 1 of x, then zeros
+    CHECK(zv == std::vector<double>{values(x)[1], 0.0, values(x)[6], 0.0, values(x)[11], 0.0});
+  }
+  // the first error waits for the host; a second bad op before that wait is dropped, and after
+  // it the slot takes the next one
+  {
+    const Tensor xg = x.to(gpu());
+    (void)index_select(xg, 1, from_vector<int64_t>({7}, {1}).to(gpu()));
+    (void)index_select(xg, 1, from_vector<int64_t>({8}, {1}).to(gpu()));
+    const std::string first = error_of([&] { cuda::synchronize(); });
+    CHECK(first.find("index_select: index 7 is out of range") == 0);
+    CHECK(first.find("later index or target checks on this device failed too") != std::string::npos);
+    CHECK(error_of([&] { cuda::synchronize(); }) == "");
+    (void)gather(xg, 1, from_vector<int64_t>({5}, {1, 1}).to(gpu()));
+    CHECK(deferred_error_of([] {}).find("gather: index 5 is out of range") == 0);
   }
   // i32 indices and negative out-of-range values too
   const Tensor neg = from_vector<int32_t>({-6}, {1});
   const std::string want = error_of([&] { index_select(x, 1, neg); });
   CHECK(want.find("index -6 is out of range for dim 1 of size 5") != std::string::npos);
-  CHECK(error_of([&] { index_select(x.to(gpu()), 1, neg.to(gpu())); }) == want);
+  CHECK(deferred_error_of([&] { index_select(x.to(gpu()), 1, neg.to(gpu())); }) == want);
+  // the first bad value in row-major order (the CPU's rule), found over many blocks
+  {
+    Tensor many = zeros({1 << 20}, {.dtype = DType::I64});
+    many.data<int64_t>()[700000] = 11;
+    many.data<int64_t>()[300001] = -9;
+    many.data<int64_t>()[900000] = 12;
+    CHECK(deferred_error_of([&] { index_select(x.to(gpu()), 1, many.to(gpu())); }) ==
+          "index_select: index -9 is out of range for dim 1 of size 5 (expected -5 <= index < 5)");
+  }
   mg::test::require_no_pending_cuda_error();
 }
 
@@ -446,13 +499,18 @@ TEST_CASE("CUDA cross_entropy, its backward and nll_loss match the CPU", "[cuda]
   const Tensor bad = from_vector<int64_t>({1, 4, -100}, {3});
   const std::string want = error_of([&] { cross_entropy(x, bad, Reduction::Mean, -100, 0.0); });
   REQUIRE(want.find("cross_entropy: target 4 is out of range for 4 classes") == 0);
-  std::string got = error_of([&] { cross_entropy(x.to(gpu()), bad.to(gpu()), Reduction::Mean, -100, 0.0); });
+  std::string got = deferred_error_of([&] { cross_entropy(x.to(gpu()), bad.to(gpu()), Reduction::Mean, -100, 0.0); });
   const std::string prefix = want.substr(0, want.find("; got input"));
   CHECK(got.substr(0, prefix.size()) == prefix);
-  CHECK(got.find("cuda:0") != std::string::npos);
-  got = error_of([&] {
+  CHECK(got.find("hint: labels must be class indices") != std::string::npos);
+  got = deferred_error_of([&] {
     cross_entropy_backward(full({}, 1.0).to(gpu()), x.to(gpu()), bad.to(gpu()), Reduction::Mean, -100, 0.0);
   });
   CHECK(got.find("cross_entropy_backward: target 4 is out of range for 4 classes") == 0);
+  // the loss of the good targets: the bad one counts as ignored
+  const Tensor mean = cross_entropy(x.to(gpu()), bad.to(gpu()), Reduction::Mean, -100, 0.0);
+  CHECK(error_of([&] { cuda::synchronize(); }).find("cross_entropy: target 4") == 0);
+  const Tensor ignored = from_vector<int64_t>({1, -100, -100}, {3});
+  CHECK(values(mean) == values(cross_entropy(x.to(gpu()), ignored.to(gpu()), Reduction::Mean, -100, 0.0)));
   mg::test::require_no_pending_cuda_error();
 }
