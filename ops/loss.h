@@ -62,7 +62,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                                         const Tensor& pos_weight = Tensor(),
                                         Reduction reduction = Reduction::Mean);
 // -(t log p + (1 - t) log(1 - p)) on probabilities p, each log clamped to >= -100 (as PyTorch).
-// Banned under f16 autocast: use binary_cross_entropy_with_logits.
+// Banned under f16 autocast: use binary_cross_entropy_with_logits. On the CPU a p outside [0, 1]
+// is an Error naming the value and its position (NaN passes, as an overflow for the GradScaler);
+// on CUDA it is not checked (the loss is NaN).
 Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction reduction = Reduction::Mean);
 // Kullback-Leibler divergence with log-probability input: target (log target - input), 0 where
 // target == 0; log_target = true takes log-probability targets: exp(t) (t - input).

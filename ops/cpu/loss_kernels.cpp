@@ -355,10 +355,29 @@ Tensor kl_div_fn(const Tensors& in, const OpAttrs& a) {
   const Tensor t_safe = where(pos, t, scalar_like(1.0, t));
   return where(pos, t * (log(t_safe) - x), scalar_like(0.0, t));
 }
+// On the CPU, the probabilities must lie in [0, 1], as PyTorch requires (outside it log(1 - p) or
+// log p is NaN: a loss that silently never trains). NaN passes: it is an overflow upstream, which
+// a GradScaler skips. Not checked on CUDA, where a probability outside [0, 1] gives a NaN loss:
+// the check would need a host read per call (the deferred device checks report integers only).
+void check_probabilities(const Tensor& probs) {
+  if (!probs.device().is_cpu()) return;
+  const Tensor p = contiguous(probs);
+  const auto scan = [&](const auto* v) {
+    for (int64_t i = 0; i < p.numel(); ++i) {
+      MG_CHECK(!(v[i] < 0 || v[i] > 1), Error, "binary_cross_entropy: the input must be probabilities in [0, 1], got ",
+               double(v[i]), " at flat position ", i, " of ", describe(probs),
+               "\n  hint: apply sigmoid first, or pass the logits to binary_cross_entropy_with_logits (more stable)");
+    }
+  };
+  if (p.dtype() == DType::F64) scan(p.data<double>());
+  else scan(p.data<float>());
+}
+
 // -(t max(log p, -100) + (1 - t) max(log(1 - p), -100))
 Tensor bce_fn(const Tensors& in, const OpAttrs&) {
   const Tensor& p = in[0];
   const Tensor& t = in[1];
+  check_probabilities(p);
   return -(t * clamp_min(log(p), -100.0) + (1.0 - t) * clamp_min(log(1.0 - p), -100.0));
 }
 

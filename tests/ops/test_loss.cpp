@@ -12,6 +12,7 @@
 #include "core/factory.h"
 #include "op_cases.h"
 #include "ops/loss.h"
+#include "test_util.h"
 
 namespace mg::optable {
 namespace {
@@ -202,6 +203,26 @@ TEST_CASE("loss: error messages name the op and both shapes", "[loss][errors]") 
                     Contains("binary_cross_entropy_with_logits") && Contains("pos_weight"));
   CHECK_THROWS_WITH(softmax(x, 2), Contains("softmax"));
   CHECK_THROWS_AS(softmax(labels({1, 2}, {2}), 0), DTypeError);
+}
+
+TEST_CASE("loss: binary_cross_entropy refuses probabilities outside [0, 1] and lets NaN through", "[loss]") {
+  const Tensor t = f64({1, 0, 1}, {3});
+  for (DType dt : {DType::F64, DType::F32, DType::BF16, DType::F16}) {
+    INFO(dtype_name(dt));
+    const std::string above = mg::test::error_of([&] { binary_cross_entropy(to(f64({0.5, 1.5, 0.25}, {3}), dt), t); });
+    CHECK(above.find("binary_cross_entropy: the input must be probabilities in [0, 1], got 1.5 at flat position 1 of ") == 0);
+    CHECK(above.find("binary_cross_entropy_with_logits") != std::string::npos);  // the hint
+    CHECK(mg::test::error_of([&] { binary_cross_entropy(to(f64({0.5, 0.5, -0.25}, {3}), dt), t); })
+              .find("got -0.25 at flat position 2") != std::string::npos);
+    // the bounds themselves are probabilities (log clamped at -100)
+    CHECK(binary_cross_entropy(to(f64({1, 0, 1}, {3}), dt), t, Reduction::Sum).item<double>() == 0.0);
+    // NaN is an overflow upstream (a GradScaler skips the step), not a bad probability
+    CHECK(std::isnan(binary_cross_entropy(to(f64({0.5, NAN, 0.5}, {3}), dt), t).item<double>()));
+  }
+  // a strided view is read in its own order
+  const Tensor m = f64({0.5, 0.5, 2.0, 0.5}, {2, 2}).t();  // position 1 of the view holds 2.0
+  CHECK(mg::test::error_of([&] { binary_cross_entropy(m, f64({1, 1, 1, 1}, {2, 2})); }).find("got 2 at flat position 1") !=
+        std::string::npos);
 }
 
 }  // namespace
