@@ -216,7 +216,9 @@ bool run_gemm(const GemmPlan& plan, int device) {
                                                          sizeof(align_d)));
     if (plan.f32_reductions_only) {
       // f16/bf16: split-K partial sums stay in f32; never summed in (rounded to) the output type.
-      const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      // With the bias epilogue no split-K at all (GemmPlan::no_split_k).
+      const uint32_t mask = plan.no_split_k ? uint32_t(CUBLASLT_REDUCTION_SCHEME_NONE)
+                                            : uint32_t(CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
       MG_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask,
                                                            sizeof(mask)));
     }

@@ -2,8 +2,9 @@
 // tests/cuda/test_index_math.cpp checks on the CPU exactly what the kernels compute. NHWC x is a
 // row-major [M = N·H·W, C] matrix, so a channel's statistic is a column sum: a launch of
 // (tiles of 32 channels) × (chunks of rows) blocks of 32 × 32 threads, in which thread (x, y) of
-// chunk k sums channel tile·32 + x over rows begin(k) + y, begin(k) + y + 32, ... < end(k); the 32
-// lanes are then added by a fixed tree and the chunks in chunk order, so the sums are deterministic.
+// chunk k sums channel tile·32 + x over rows begin(k) + y, begin(k) + y + 32, ... < end(k) (in
+// leaves of 32 terms, LeafSums); the 32 lanes are then added by a fixed tree and the chunks in
+// chunk order, so the sums are deterministic.
 #pragma once
 #include <cstdint>
 
@@ -14,7 +15,7 @@ namespace mg::cuda {
 
 inline constexpr int64_t kColumnLanes = 32;          // row lanes per block (threadIdx.y)
 inline constexpr int64_t kColumnTile = 32;           // channels per block (threadIdx.x)
-inline constexpr int64_t kColumnChunkRows = 32 * 128;  // rows per chunk: 128 sequential adds per lane
+inline constexpr int64_t kColumnChunkRows = 32 * 128;  // rows per chunk: 128 terms per lane (4 leaves)
 inline constexpr int64_t kMaxColumnChunks = 65535;   // gridDim.y
 
 struct ColumnPlan {

@@ -167,6 +167,7 @@ GemmPlan plan_gemm(const GemmProblem& problem, DType dtype, GemmPlanOptions opti
       plan.c_mode = GemmCMode::Bias;
       plan.bias = p.c.ptr;
       plan.bias_alignment = alignment_of(p.c.ptr);
+      plan.no_split_k = plan.f32_reductions_only;
     } else {
       plan.c_mode = GemmCMode::CopyToOut;
       plan.beta = p.beta;
@@ -181,6 +182,7 @@ std::vector<int64_t> heuristic_key(const GemmPlan& plan, int device) {
                            int64_t(plan.out_dtype),
                            int64_t(plan.compute),
                            plan.f32_reductions_only,
+                           plan.no_split_k,
                            int64_t(plan.c_mode),
                            plan.bias_alignment,
                            plan.M,

@@ -83,6 +83,10 @@ struct GemmPlan {
   // f16/bf16: split-K partial sums are kept in f32 (CUBLASLT_REDUCTION_SCHEME_NONE | COMPUTE_TYPE),
   // never rounded to the output type in between, so the output is rounded once.
   bool f32_reductions_only = false;
+  // f16/bf16 with the bias epilogue: no split-K reduction at all (CUBLASLT_REDUCTION_SCHEME_NONE):
+  // PyTorch found cuBLASLt adding the bias in the output type after a split-K reduction
+  // (pytorch/pytorch#180875), a second rounding. Without split-K, bias + accumulator is rounded once.
+  bool no_split_k = false;
 };
 
 struct GemmPlanOptions {

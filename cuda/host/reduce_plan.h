@@ -18,8 +18,9 @@
 // - General: anything else: as Inner, with scalar loads through red.offset().
 // Each output's terms are shared by ry threads of `splits` blocks; thread lane g (of ry · splits)
 // takes load units g, g + ry·splits, ... . The summation tree and its bound are in
-// cuda/host/reducers.h. The grid depends on the shape and layout only (never on the device), so a
-// result repeats bit for bit.
+// cuda/host/reducers.h. The grid depends on the shape, the layout and whether the data is 16-byte
+// aligned (the vector loads), never on the device, so a result repeats bit for bit; the same
+// values at another alignment (x[1:] against its contiguous() copy) may differ in the last bits.
 //
 //   const ReducePlan p = make_reduce_plan(x.shape(), x.strides(), dims, x.element_size(), address);
 #pragma once

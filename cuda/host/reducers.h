@@ -2,7 +2,10 @@
 // combine, what it stores) and the per-thread part of the summation tree. The kernels
 // (cuda/kernels/reduce.cuh) run exactly these functions; simulate_reduce() below runs them on the
 // CPU, thread by thread, so tests/cuda/test_reduce_plan.cpp checks the GPU's algorithm — coverage,
-// tails, splits, tie rules — without a GPU.
+// tails, splits, tie rules — without a GPU. Not its last bits where a reducer multiplies and adds
+// (var/std's Welford updates, the 2-norm's v*v sums, logsumexp's combine): nvcc contracts those
+// into FMAs (its default --fmad=true) and the host compiler does not; sums, max/min and cumsum
+// have no products and agree bit for bit.
 //
 // The tree of one output (its n terms spread over ry · splits thread lanes, plan in reduce_plan.h):
 // 1. each thread folds leaves of kReduceLeaf = 128 of its terms: in order (scalar loads), or in
@@ -18,8 +21,8 @@
 // accumulation) or 2^-53 (f64):
 //     |computed - exact| <= (d_leaf + ceil(log2 n) + 6) · u · Σ|x_i|   (+ O(u²))
 // with d_leaf = 128 (scalar loads) or 128 / vec + log2 vec (vector loads: 34 for f32, 19 for f16
-// and bf16, 65 for f64). No float atomics; the grid depends on the shape only: the same bits on
-// every run and every GPU.
+// and bf16, 65 for f64). No float atomics; the grid depends on the shape, layout and the data's
+// 16-byte alignment only (reduce_plan.h): the same bits on every run and every GPU.
 // Accumulation (acc_t): f32 for f16/bf16/f32, f64 for f64, i64 (wrapping) for integers and bool.
 // NaN wins every max/min comparison; argmax/max_dim ties (and NaNs) resolve to the first index.
 #pragma once

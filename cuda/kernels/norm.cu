@@ -189,14 +189,17 @@ __global__ void layer_norm_columns_kernel(int64_t rows, int64_t d, int64_t chunk
   for (int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
     const int64_t r0 = chunk * kChunkRows;
     const int64_t r1 = rows < r0 + kChunkRows ? rows : r0 + kChunkRows;
-    A sw = 0, sb = 0;
+    LeafSums<2, A> acc;  // leaves of 32 terms (docs/numerics.md's column rule)
     if (col < d) {
       for (int64_t r = r0 + ty; r < r1; r += 32) {
         const A gv = static_cast<A>(g[r * d + col]);
-        sw += gv * ((static_cast<A>(x[r * d + col]) - mean[r]) * rstd[r]);
-        sb += gv;
+        const A t[2] = {gv * ((static_cast<A>(x[r * d + col]) - mean[r]) * rstd[r]), gv};
+        acc.add(t);
       }
     }
+    A v[2];
+    acc.result(v);
+    const A sw = v[0], sb = v[1];
     sh[0][ty][tx] = sw;
     sh[1][ty][tx] = sb;
     __syncthreads();
@@ -220,13 +223,15 @@ template <typename A>
 __global__ void layer_norm_columns_finish_kernel(int64_t chunks, int64_t d, const A* __restrict__ part,
                                                  A* __restrict__ dweight, A* __restrict__ dbias) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < d; i += int64_t(gridDim.x) * blockDim.x) {
-    A sw = 0, sb = 0;
+    LeafSums<2, A> acc;  // leaves of 32 chunks: a long plain sum would exceed the column bound
     for (int64_t c = 0; c < chunks; ++c) {
-      sw += part[(c * d + i) * 2];
-      sb += part[(c * d + i) * 2 + 1];
+      const A t[2] = {part[(c * d + i) * 2], part[(c * d + i) * 2 + 1]};
+      acc.add(t);
     }
-    if (dweight) dweight[i] = sw;
-    if (dbias) dbias[i] = sb;
+    A v[2];
+    acc.result(v);
+    if (dweight) dweight[i] = v[0];
+    if (dbias) dbias[i] = v[1];
   }
 }
 
@@ -290,25 +295,29 @@ __global__ void column_sums_kernel(ColumnPlan cp, PlaneArgs<acc_t<T>> p, const T
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t ch = int64_t(blockIdx.x) * kColumnTile + tx, chunk = blockIdx.y;
   const int64_t c = cp.cols;
-  A s0 = 0, s1 = 0;
+  LeafSums<2, A> acc;  // leaves of 32 terms: a chunk may give a lane many (column_plan.h)
   if (ch < c) {
     const A m = kSum == PlaneSum::X ? A(0) : p.mean[ch];
     const A rs = kSum == PlaneSum::Grad ? p.rstd[ch] : A(0);
     for (int64_t r = cp.begin(chunk) + ty; r < cp.end(chunk); r += kColumnLanes) {
       const A xv = static_cast<A>(x[r * c + ch]);
       if constexpr (kSum == PlaneSum::X) {
-        s0 += xv;
+        const A t[2] = {xv, A(0)};
+        acc.add(t);
       } else if constexpr (kSum == PlaneSum::Centred) {
         const A dv = xv - m;
-        s0 += dv;
-        s1 += dv * dv;
+        const A t[2] = {dv, dv * dv};
+        acc.add(t);
       } else {
         const A gv = static_cast<A>(g[r * c + ch]);
-        s0 += gv;
-        s1 += gv * ((xv - m) * rs);
+        const A t[2] = {gv, gv * ((xv - m) * rs)};
+        acc.add(t);
       }
     }
   }
+  A sums[2];
+  acc.result(sums);
+  const A s0 = sums[0], s1 = sums[1];
   sh[0][ty][tx] = s0;
   sh[1][ty][tx] = s1;
   __syncthreads();

@@ -261,6 +261,27 @@ TEST_CASE("CUDA linear with and without bias", "[cuda][gpu][gemm]") {
   mg::test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("CUDA f16/bf16 linear rounds accumulator + bias once, with a long K (split-K territory)",
+          "[cuda][gpu][gemm]") {
+  // 2049 ones times ones is exact in f32 in any order; + 0.75 is 2049.75, which f16 rounds to 2050
+  // (and bf16 to 2048). Rounding the product first (2049 -> 2048 in f16, ties to even) and then
+  // adding the bias in f16 would give 2048: the double rounding a split-K reduction ahead of the
+  // bias epilogue could bring (GemmPlan::no_split_k). K = 65536 invites split-K.
+  const int64_t k = 65536;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    INFO(dtype_name(dt));
+    const Tensor x = ones({64, k}, {.dtype = dt});
+    Tensor w = zeros({8, k}, {.dtype = DType::F32});
+    for (int64_t i = 0; i < 2049; ++i) w.data<float>()[3 * k + i * 31] = 1.0f;
+    const Tensor wd = to(w, dt), bias = to(full({8}, 0.75), dt);
+    const Tensor want = linear(x, wd, bias);
+    const Tensor got = linear(x.to(gpu()), wd.to(gpu()), bias.to(gpu()));
+    REQUIRE(values(want)[3] == (dt == DType::F16 ? 2050.0 : 2048.0));
+    CHECK(values(got) == values(want));
+  }
+  mg::test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("CUDA TF32 switch: f32 GEMMs on TF32 Tensor Cores only when allowed", "[cuda][gpu][gemm]") {
   NoGradGuard no_grad;
   const Tf32Restore restore;

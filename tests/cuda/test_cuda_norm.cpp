@@ -388,3 +388,40 @@ TEST_CASE("CUDA layer_norm's weight and bias gradients over more rows than one g
   CHECK(b.grad().item<float>() == float(rows));
   test::require_no_pending_cuda_error();
 }
+
+TEST_CASE("CUDA norms over lines long enough for 1024-thread blocks match the CPU", "[cuda][gpu][norm]") {
+  // Rows of 40000 (layer_norm) and planes of 130 x 130 = 16900 (batch_norm) get 1024 threads per
+  // block (line_threads), where warp 0 combines all 32 warps' sums and each thread adds several
+  // leaves of 32: the shapes of the other tests stop at 256.
+  for (DType dt : {DType::F32, DType::F64}) {
+    const Tensor x = randn_in(dt, {3, 40000}, 3.0, 2.0, 41), g = randn_in(dt, {3, 40000}, 1.0, 0.0, 42);
+    const Tensor w = randn_in(dt, {40000}, 0.5, 1.0, 43);
+    const auto [want, got] = run_both(OpId::layer_norm, {x, w}, {.dim = 1, .alpha = 1e-5, .mode = 1});
+    require_close("layer_norm row of 40000 y", got[0], want[0], dt, 1.0, true);
+    require_close("layer_norm row of 40000 mean", got[1], want[1], dt, 4.0, false);
+    require_close("layer_norm row of 40000 rstd", got[2], want[2], dt, 4.0, false);
+    const auto [bw, bg] = run_both(OpId::layer_norm_backward, {g, x, want[1], want[2], w}, {.dim = 1, .mode = 1});
+    require_close("layer_norm row of 40000 dx", bg[0], bw[0], dt, 1.0, true);
+    const Tensor xb = randn_in(dt, {2, 3, 130, 130}, 3.0, 2.0, 44), gb = randn_in(dt, {2, 3, 130, 130}, 1.0, 0.0, 45);
+    const auto [bn_want, bn_got] = run_both(OpId::batch_norm, {xb}, {.keepdim = true, .alpha = 1e-5, .beta = 0.1, .mode = 0});
+    require_close("batch_norm planes of 16900 y", bn_got[0], bn_want[0], dt, 1.0, true);
+    require_close("batch_norm planes of 16900 invstd", bn_got[2], bn_want[2], dt, 4.0, false);
+    const auto [bnb_want, bnb_got] = run_both(OpId::batch_norm_backward, {gb, xb, bn_want[1], bn_want[2]}, {.mode = 0});
+    require_close("batch_norm planes of 16900 dx", bnb_got[0], bnb_want[0], dt, 1.0, true);
+  }
+  mg::test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA layer_norm's bias gradient over 2^20 rows stays within the column sums' bound", "[cuda][gpu][norm]") {
+  // dbias = Σ_rows g with g = 0.1f everywhere: exactly rows · 0.1f in real arithmetic. The column
+  // sums add each lane's rows and the chunk partials in leaves of 32 (LeafSums), so the error stays
+  // near 32 u · Σ|g|; plain running sums of 128 rows per lane and of 256 chunk partials measured
+  // 45 u here (a host simulation of the old kernels).
+  const int64_t rows = int64_t(1) << 20;
+  const Tensor x = randn({rows, 4}, {.device = gpu()});
+  const Tensor w = ones({4}, {.device = gpu()}).requires_grad_(), b = zeros({4}, {.device = gpu()}).requires_grad_();
+  (layer_norm(x, {4}, w, b) * full({rows, 4}, 0.1, {.device = gpu()})).sum().backward();
+  const double exact = double(rows) * double(0.1f);
+  for (double v : values(b.grad())) CHECK(std::abs(v - exact) <= 32 * 0x1p-24 * exact);
+  test::require_no_pending_cuda_error();
+}

@@ -235,6 +235,10 @@ TEST_CASE("gemm plan: linear uses the bias epilogue where it can", "[cuda][gemm]
   CHECK(h.c_mode == GemmCMode::Bias);
   CHECK(h.compute == GemmCompute::F32);
   CHECK(h.f32_reductions_only);
+  CHECK(h.no_split_k);  // cuBLASLt may add the bias in bf16 after a split-K reduction
+  // f32 keeps split-K with the epilogue; a bf16 product without one keeps its f32 split-K sums.
+  CHECK_FALSE(plan_of(OpId::linear, {x, w, bias}, {6, 3}).no_split_k);
+  CHECK_FALSE(plan_of(OpId::mm, {t({6, 4}, DType::BF16), t({4, 3}, DType::BF16)}, {6, 3}, DType::BF16).no_split_k);
 }
 
 TEST_CASE("gemm plan: addmm and baddbmm copy c into out and keep beta and alpha", "[cuda][gemm]") {
