@@ -582,8 +582,8 @@ inline ScanLevels make_scan_levels(int64_t leaves) {
 // The in-order sum of terms [l0, l1) of a line.
 template <typename T>
 MG_HOST_DEVICE acc_t<T> cumsum_leaf_total(const T* src, int64_t src_stride, int64_t l0, int64_t l1) {
-  acc_t<T> leaf = acc_t<T>(0);  // f32 for f16/bf16/f32, f64 for f64
-  for (int64_t i = l0; i < l1; ++i) leaf += static_cast<acc_t<T>>(src[i * src_stride]);
+  acc_t<T> leaf = acc_t<T>(0);  // f32 for f16/bf16/f32, f64 for f64, i64 (wrapping) for integers
+  for (int64_t i = l0; i < l1; ++i) leaf = r_add(leaf, static_cast<acc_t<T>>(src[i * src_stride]));
   return leaf;
 }
 
@@ -596,7 +596,7 @@ MG_HOST_DEVICE Acc cumsum_leaf_offset(const Acc* nodes, const ScanLevels& lv, in
   for (int b = lv.count - 1; b >= 0; --b) {
     if (((k >> b) & 1) == 0) continue;
     const Acc node = nodes[lv.start[b] + (covered >> b)];
-    run = first ? node : run + node;
+    run = first ? node : r_add(run, node);
     first = false;
     covered += int64_t(1) << b;
   }
@@ -609,8 +609,8 @@ MG_HOST_DEVICE void cumsum_leaf_scan(const T* src, int64_t src_stride, int64_t l
                                      O* dst, int64_t dst_stride) {
   acc_t<T> leaf = acc_t<T>(0);
   for (int64_t i = l0; i < l1; ++i) {
-    leaf += static_cast<acc_t<T>>(src[i * src_stride]);
-    dst[i * dst_stride] = static_cast<O>(offset + leaf);
+    leaf = r_add(leaf, static_cast<acc_t<T>>(src[i * src_stride]));
+    dst[i * dst_stride] = static_cast<O>(r_add(offset, leaf));
   }
 }
 

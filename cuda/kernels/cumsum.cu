@@ -1,9 +1,10 @@
 // CUDA kernels of cumsum along attrs.dim, by the CPU's rule and with the CPU's bits (the same
-// additions in the same order; cuda/host/reducers.h): floating lines longer than one leaf of 128
-// in three steps with one thread per (line, leaf) — leaf sums, the pairwise nodes above them level
-// by level, then each leaf's offset and in-order running sum; integer lines and single leaves one
-// thread per line (cumsum_line). Any input strides; the output is contiguous. Accumulation: f32
-// for f16/bf16/f32, f64 for f64, i64 for integers and bool (which give i64).
+// additions in the same order; cuda/host/reducers.h): lines longer than one leaf of 128 in three
+// steps with one thread per (line, leaf) — leaf sums, the pairwise nodes above them level by
+// level, then each leaf's offset and in-order running sum; single leaves one thread per line
+// (cumsum_line). Integer lines take the same three steps: wrapping i64 addition is associative, so
+// any order gives the CPU's (sequential) bits. Any input strides; the output is contiguous.
+// Accumulation: f32 for f16/bf16/f32, f64 for f64, i64 for integers and bool (which give i64).
 #include "mixgrad/cuda/kernels/reduce.cuh"
 #include "mixgrad/ops/kernel_registry.h"
 
@@ -24,7 +25,7 @@ __global__ void cumsum_kernel(int64_t lines, int64_t size, int64_t inner, int64_
   }
 }
 
-// Long floating lines, one thread per (line, leaf); t = leaf · lines + line, so neighbouring
+// Long lines, one thread per (line, leaf); t = leaf · lines + line, so neighbouring
 // threads take neighbouring lines (coalesced when the lines are strided, dim != last).
 template <typename T>
 __global__ void cumsum_leaf_kernel(int64_t lines, int64_t size, int64_t x_stride, const ReduceDims kept,
@@ -44,7 +45,7 @@ __global__ void cumsum_level_kernel(int64_t lines, const ScanLevels lv, int b, A
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < lines * count; t += stride) {
     const int64_t line = t % lines, j = t / lines;
     Acc* n = nodes + line * lv.total;
-    n[lv.start[b] + j] = n[lv.start[b - 1] + 2 * j] + n[lv.start[b - 1] + 2 * j + 1];
+    n[lv.start[b] + j] = r_add(n[lv.start[b - 1] + 2 * j], n[lv.start[b - 1] + 2 * j + 1]);
   }
 }
 
@@ -89,7 +90,7 @@ void cumsum_cuda(const Tensors& in, Tensors& out, const OpAttrs& a) {
                                         reinterpret_cast<std::uintptr_t>(data));
   if (size == 0 || p.out_numel == 0) return;
   const LaunchContext ctx(x.device());
-  if constexpr (std::is_floating_point_v<acc_t<T>>) {
+  {
     if (size > kReduceLeaf) {  // leaves in parallel (three kernels), the same bits as one thread per line
       using Acc = acc_t<T>;
       const int64_t lines = p.out_numel;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <numeric>
 
 #include "core/factory.h"
@@ -494,7 +495,7 @@ TEST_CASE("cumsum line: the CPU's bits for floats and integers", "[cuda][reduce]
 namespace {
 
 // The three kernels of a long-line cumsum (cuda/kernels/cumsum.cu), thread by thread.
-template <typename T>
+template <typename T, typename O = T>
 Tensor simulate_parallel_cumsum(const Tensor& x, int64_t dim) {
   using Acc = acc_t<T>;
   const T* data = static_cast<const T*>(x.data_ptr());
@@ -515,11 +516,11 @@ Tensor simulate_parallel_cumsum(const Tensor& x, int64_t dim) {
     for (int64_t t = 0; t < lines * (lv.leaves >> b); ++t) {
       const int64_t line = t % lines, j = t / lines;
       Acc* n = nodes.data() + line * lv.total;
-      n[lv.start[b] + j] = n[lv.start[b - 1] + 2 * j] + n[lv.start[b - 1] + 2 * j + 1];
+      n[lv.start[b] + j] = r_add(n[lv.start[b - 1] + 2 * j], n[lv.start[b - 1] + 2 * j + 1]);
     }
   }
-  Tensor out = empty(x.shape(), {.dtype = x.dtype()});
-  T* o = static_cast<T*>(out.data_ptr());
+  Tensor out = empty(x.shape(), {.dtype = dtype_v<O>});
+  O* o = static_cast<O*>(out.data_ptr());
   for (int64_t t = 0; t < lines * lv.leaves; ++t) {
     const int64_t line = t % lines, leaf = t / lines, l0 = leaf * kReduceLeaf;
     const Acc offset = cumsum_leaf_offset(nodes.data() + line * lv.total, lv, leaf);
@@ -554,6 +555,23 @@ TEST_CASE("cumsum in parallel leaves: the CPU's bits on every layout", "[cuda][r
     const Tensor want = cumsum(x, dim), got = simulate_parallel_cumsum<float>(x, dim);
     REQUIRE(std::memcmp(got.data_ptr(), want.data_ptr(), std::size_t(x.numel()) * 4) == 0);
   }
+  // Integers and bool (i64 out) take the same kernels: wrapping addition in any order gives the
+  // CPU's bits, overflow included.
+  for (int64_t n : {int64_t(129), int64_t(4097), int64_t(100001)}) {
+    INFO("integer n " << n);
+    const Tensor i32 = randint(-1000000000, 1000000000, {n}, {.dtype = DType::I32}, &gen);
+    CHECK(test::values(simulate_parallel_cumsum<int32_t, int64_t>(i32, 0)) == test::values(cumsum(i32, 0)));
+    Tensor i64 = randint(-1000, 1000, {n}, {.dtype = DType::I64}, &gen);
+    i64.data<int64_t>()[n / 2] = std::numeric_limits<int64_t>::max();  // wraps on the way
+    const Tensor w64 = simulate_parallel_cumsum<int64_t, int64_t>(i64, 0), c64 = cumsum(i64, 0);
+    REQUIRE(std::memcmp(w64.data_ptr(), c64.data_ptr(), std::size_t(n) * 8) == 0);
+    const Tensor u8 = randint(0, 256, {n}, {.dtype = DType::U8}, &gen);
+    CHECK(test::values(simulate_parallel_cumsum<uint8_t, int64_t>(u8, 0)) == test::values(cumsum(u8, 0)));
+    const Tensor b = gt(randn({n}, {}, &gen), scalar_like(0.0, randn({1})));
+    CHECK(test::values(simulate_parallel_cumsum<bool, int64_t>(b, 0)) == test::values(cumsum(b, 0)));
+  }
+  const Tensor m = randint(-100, 100, {7, 300}, {.dtype = DType::I32}, &gen);
+  CHECK(test::values(simulate_parallel_cumsum<int32_t, int64_t>(m.t(), 0)) == test::values(cumsum(m.t(), 0)));
 }
 
 TEST_CASE("CUDA reductions cover the CPU's dtypes", "[cuda][reduce][registry]") {
