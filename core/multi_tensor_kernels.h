@@ -80,8 +80,8 @@ struct MultiTensorKernels {
   void (*lamb)(const MultiTensorStepArgs& args, const LambHyper& h);
   // *steps[i] += 1 for every i unless *found_inf is set: call after the step kernels.
   void (*count_steps)(const std::vector<int64_t*>& steps, const float* found_inf, Device device);
-  // out = the 2-norm of all tensors together as f32 (f32 accumulation; per-chunk partials summed
-  // in chunk order, so the same bits every run). out: device [1] f32.
+  // out = the 2-norm of all tensors together as f32 (f32 accumulation; the per-chunk partials
+  // combined in f32 by a fixed tree, so the same bits every run). out: device [1] f32.
   void (*l2_norm)(const Tensors& tensors, const Tensor& out);
   // One loss-scale update (fn::loss_scale_update) on the device: state points at a device
   // fn::LossScaleState, rule is copied by value (an fn::LossScaleRule), outcome at a device i32

@@ -54,6 +54,13 @@ namespace detail {
 
 namespace {
 
+// cuDNN's message about its last failing call on this thread, as " (...)", or nothing.
+std::string last_error_text() {
+  char message[256] = {0};
+  cudnnGetLastErrorString(message, sizeof(message));
+  return message[0] ? str_cat(" (", message, ")") : std::string();
+}
+
 std::atomic<bool> g_benchmark{false};
 std::atomic<bool> g_deterministic{false};
 
@@ -381,16 +388,21 @@ class CudnnRunner final : public DnnRunner {
   bool run(const DnnAlgoChoice& c) override {
     MG_CUDNN_CHECK(cudnnSetConvolutionMathType(d_.conv, to_cudnn(c.math)));
     const cudnnStatus_t status = execute(h_, p_, d_, c.algo, x_, w_, y_, ptr(ws_), bytes_, accumulate_);
-    // cuDNN 9 refuses with sub-codes of the NOT_SUPPORTED category (3001-3014: _SHAPE, _LAYOUT,
-    // _SHARED_MEMORY_INSUFFICIENT, ...), not only the category's own value: any of them means
-    // "try the next candidate".
-    if (CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED) return false;
+    // cuDNN 9 refuses with sub-codes of the NOT_SUPPORTED category (_SHAPE, _LAYOUT,
+    // _SHARED_MEMORY_INSUFFICIENT, ...), not only the category's own value: those mean "try the next
+    // candidate". The category's installation codes (driver, runtime, architecture, a missing
+    // sub-library) are raised below with their name (dnn_status_refuses).
+    if (dnn_status_refuses(int(status))) {
+      last_refusal_ = str_cat(cudnnGetErrorString(status), last_error_text());
+      return false;
+    }
     const std::string call = std::string("cudnnConvolution (") + dnn_direction_name(p_.dir) + ", algorithm " +
                              std::to_string(c.algo) + ")";
     detail::check_cudnn(status, call.c_str(), __FILE__, __LINE__);
     return true;
   }
   std::exception_ptr oom() const { return oom_; }
+  const std::string& last_refusal() const { return last_refusal_; }
 
  private:
   cudnnHandle_t h_;
@@ -401,6 +413,7 @@ class CudnnRunner final : public DnnRunner {
   Tensor ws_;
   std::size_t bytes_ = 0;
   std::exception_ptr oom_;
+  std::string last_refusal_;  // the status (and cuDNN's message) of the last refused run
 };
 
 }  // namespace
@@ -421,6 +434,7 @@ void run_dnn_conv(const char* op, const DnnConvProblem& p, void* x, void* w, voi
     case DnnRunOutcome::AllRefused:
       MG_THROW(NotImplementedError, op, ": cuDNN refused every ", dnn_direction_name(p.dir),
                " algorithm it offered for ", describe(p),
+               runner.last_refusal().empty() ? std::string() : "\n  last refusal: " + runner.last_refusal(),
                "\n  hint: try the other layout (NCHW or channels-last) or another dtype");
   }
 }

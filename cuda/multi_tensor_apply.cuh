@@ -82,7 +82,11 @@ MultiTensorPlan multi_tensor_apply(Device device, const MtaLists<D>& lists, cons
       lists.numel, {.chunk_size = kMtaChunk, .max_tensors = kMtaMaxTensors, .max_blocks = kMtaMaxBlocks});
   if (plan.launches.empty()) return plan;
   LaunchContext ctx(device);
+  static_assert(sizeof(MtaArgs<D>) + sizeof(Body) <= 4096, "a multi-tensor launch's parameters must fit 4 KiB");
   for (const MultiTensorLaunch& l : plan.launches) {
+    MG_ASSERT(l.tensors.size() <= std::size_t(kMtaMaxTensors) && l.blocks.size() <= std::size_t(kMtaMaxBlocks),
+              "multi_tensor_apply: a launch of ", l.tensors.size(), " tensors and ", l.blocks.size(),
+              " chunks exceeds the parameter block");
     MtaArgs<D> a{};
     for (std::size_t s = 0; s < l.tensors.size(); ++s) {
       const int t = l.tensors[s];

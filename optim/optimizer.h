@@ -104,8 +104,9 @@ class Optimizer : public GraphParticipant {
   // step() whose skip decision is the device flag `found_inf` (f32 [1], nonzero: skip): groups on
   // a device with fused multi-tensor kernels (CUDA) pass it to the kernels, which change nothing
   // when it is set, and the host never reads it; last_step_skipped() then reads a device copy
-  // when asked. If any group cannot take the fused path (CPU tensors, LAMB) the flag is read on
-  // the host first (one synchronisation) and the step runs or is skipped as a whole.
+  // when asked. If any group cannot take the fused path (CPU tensors, non-contiguous ones, an
+  // optimizer without a fused step) the flag is read on the host first (one synchronisation) and
+  // the step runs or is skipped as a whole.
   void step_unless_found_inf(const Tensor& found_inf);
   // Clears the gradients (set_to_none: drops them; else zeros them in place); with master
   // weights both the masters' and the model's.
@@ -144,7 +145,7 @@ class Optimizer : public GraphParticipant {
 
   // ---- fp32 master weights (optim/master_weights.h; amp's O2 turns them on) ----
   // Replaces every f16/bf16 parameter in the groups by an f32 master copy (same position) and
-  // links it to the model's tensor. Only before the first step, at most once, CPU parameters.
+  // links it to the model's tensor (on the parameter's device). Only before the first step, at most once.
   void use_master_weights();
   bool has_master_weights() const { return !masters_.empty(); }
   const std::vector<MasterPair>& master_pairs() const { return masters_; }

@@ -38,18 +38,34 @@ ConvEngineChoice conv_engine(ConvDirection dir, DType dtype, const ConvDims& g) 
 }
 
 ConvTrivial conv_trivial(ConvDirection dir, const ConvDims& g) {
+  const bool x_empty = g.N * g.C * g.H * g.W == 0, y_empty = g.N * g.O * g.Ho * g.Wo == 0,
+             w_empty = g.O * g.cg() * g.kk() == 0;
   switch (dir) {
-    case ConvDirection::Forward:
-      if (g.N == 0 || g.O == 0) return ConvTrivial::Empty;
-      return g.C == 0 ? ConvTrivial::Zero : ConvTrivial::None;
-    case ConvDirection::BackwardInput:
-      if (g.N == 0 || g.C == 0) return ConvTrivial::Empty;
-      return g.O == 0 ? ConvTrivial::Zero : ConvTrivial::None;
-    case ConvDirection::BackwardWeight:
-      if (g.O == 0 || g.C == 0) return ConvTrivial::Empty;
-      return g.N == 0 ? ConvTrivial::Zero : ConvTrivial::None;
+    case ConvDirection::Forward:  // y from x and w
+      return y_empty ? ConvTrivial::Empty : (x_empty || w_empty) ? ConvTrivial::Zero : ConvTrivial::None;
+    case ConvDirection::BackwardInput:  // dx from dy and w
+      return x_empty ? ConvTrivial::Empty : (y_empty || w_empty) ? ConvTrivial::Zero : ConvTrivial::None;
+    case ConvDirection::BackwardWeight:  // dw from x and dy
+      return w_empty ? ConvTrivial::Empty : (x_empty || y_empty) ? ConvTrivial::Zero : ConvTrivial::None;
   }
   return ConvTrivial::None;
+}
+
+bool dnn_status_refuses(int status) {
+  switch (status) {
+    case 3000:  // CUDNN_STATUS_NOT_SUPPORTED
+    case 3001:  // _GRAPH_PATTERN
+    case 3002:  // _SHAPE
+    case 3003:  // _DATA_TYPE
+    case 3004:  // _LAYOUT
+    case 3010:  // _SHARED_MEMORY_INSUFFICIENT
+    case 3011:  // _PADDING
+    case 3012:  // _BAD_LAUNCH_PARAM
+    case 3014:  // _INVALID_DYNAMIC_SHAPE
+      return true;
+    default:  // success, errors, and 3005-3009, 3013: the installation, not the problem
+      return false;
+  }
 }
 
 const char* layout_name(ConvLayout layout) { return layout == ConvLayout::NCHW ? "NCHW" : "NHWC"; }

@@ -49,13 +49,23 @@ struct ConvEngineChoice {
 };
 ConvEngineChoice conv_engine(ConvDirection dir, DType dtype, const ConvDims& g);
 
-// Sizes cuDNN cannot take (a zero dimension): what the kernel does instead.
+// Sizes cuDNN cannot take (a zero dimension anywhere: batch, channels, spatial, kernel): what the
+// kernel does instead. The shape checks accept a zero-size input when padding covers the kernel
+// (x [1, 3, 0, 5], pad 1, 1x1 kernel: a [1, O, 2, 7] output of zeros plus the bias), as the CPU.
 enum class ConvTrivial : uint8_t {
   None,       // a real conv: call cuDNN
   Empty,      // the output has no elements: nothing to do
-  Zero,       // the output is 0 (plus the bias): an empty sum (no batch, or no input channels)
+  Zero,       // the output is 0 (plus the bias): an empty sum (an operand without elements)
 };
 ConvTrivial conv_trivial(ConvDirection dir, const ConvDims& g);
+
+// Whether a cuDNN status (its integer value) refuses the configuration, so the next algorithm is
+// tried: NOT_SUPPORTED and its sub-codes about the problem (shape, data type, layout, padding,
+// shared memory, launch parameters, graph pattern, dynamic shape). Not the sub-codes that say the
+// installation cannot work (an incompatible driver or CUDA runtime, an architecture mismatch, a
+// missing runtime prerequisite or sub-library, CUDA graph native API): those must be raised, not
+// reported as "no algorithm".
+bool dnn_status_refuses(int status);
 
 // ---- layouts ----
 

@@ -18,7 +18,7 @@ namespace mg::cuda {
 
 struct MultiTensorPlanOptions {
   int64_t chunk_size = 65536;  // elements per chunk (a multiple of every vector width)
-  int max_tensors = 36;        // tensor addresses per launch (5 lists x 36 pointers fit in 4 KiB)
+  int max_tensors = 24;        // tensor addresses per launch (6 lists x 24 pointers fit in 4 KiB: kMtaMaxTensors)
   int max_blocks = 320;        // chunks (blocks) per launch
 };
 

@@ -137,6 +137,11 @@ Device device_of(const Tensors& ts) {
 
 void unscale_cuda(const MultiTensorUnscaleArgs& args) {
   const Device dev = device_of(args.src);
+  MG_ASSERT(args.dst.empty() || args.dst.size() == args.src.size(), "unscale: ", args.dst.size(),
+            " destinations for ", args.src.size(), " gradients");
+  if (!args.dst.empty()) {  // f64 gradients have no widening destination kernel (they are their own master)
+    for (const Tensor& t : args.src) MG_ASSERT(t.dtype() != DType::F64, "unscale: an f64 gradient with a destination");
+  }
   for_each_dtype_group(args.src, [&](DType dt, const std::vector<std::size_t>& idx) {
     visit_floating(dt, "unscale", [&]<typename T>() {
       if (args.dst.empty()) {
@@ -293,6 +298,9 @@ void for_each_step_group(const MultiTensorStepArgs& args, const char* who, const
 template <template <typename, typename> class Chunk, typename Hyper>
 void step_cuda(const MultiTensorStepArgs& args, const Hyper& h, const char* who) {
   const Device dev = device_of(args.params);
+  MG_ASSERT(args.steps.size() == args.params.size() && args.grads.size() == args.params.size(), who, ": ",
+            args.params.size(), " parameters with ", args.grads.size(), " gradients and ", args.steps.size(),
+            " step counters");
   for_each_step_group(args, who, [&]<typename P, typename M>(const MtaLists<6>& lists) {
     multi_tensor_apply<6>(dev, lists, Chunk<P, M>{h, args.found_inf, args.hyper});
   });
@@ -429,6 +437,7 @@ void lamb_cuda(const MultiTensorStepArgs& args, const LambHyper& h) {
 
 void sgd_cuda(const MultiTensorStepArgs& args, const SgdHyper& h) { step_cuda<SgdChunk>(args, h, "SGD"); }
 void adam_cuda(const MultiTensorStepArgs& args, const AdamHyper& h) {
+  MG_ASSERT(!h.amsgrad || args.state[2].size() == args.params.size(), "Adam: amsgrad without a max buffer per parameter");
   step_cuda<AdamChunk>(args, h, h.decoupled ? "AdamW" : "Adam");
 }
 
@@ -477,11 +486,17 @@ struct SumSquaresChunk {
   }
 };
 
-// out = float(sqrt(Σ partials)), the partials added in chunk order in f64 by one thread.
-__global__ void combine_norm_kernel(const double* partials, int64_t n, float* out) {
-  double total = 0.0;
-  for (int64_t i = 0; i < n; ++i) total += partials[i];
-  *out = static_cast<float>(sqrt(total));
+// out = sqrt(Σ partials) in f32, as the contract (core/multi_tensor_kernels.h) and the CPU: a
+// total past f32's range is inf (clip_grad_norm_ then leaves the gradients alone) even when every
+// partial is finite. One block: thread j adds partials j, j + 256, ... in order, then the fixed
+// tree of block_sum, so the bits repeat run to run (a one-thread loop read ~5,000 partials of a
+// 340M-parameter model one after another).
+__global__ void __launch_bounds__(kThreads) combine_norm_kernel(const double* partials, int64_t n, float* out) {
+  float v[1] = {0.0f};
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) v[0] += static_cast<float>(partials[i]);
+  __shared__ float sh[32];
+  block_sum<1, float>(v, sh);
+  if (threadIdx.x == 0) *out = sqrtf(v[0]);
 }
 
 void l2_norm_cuda(const Tensors& tensors, const Tensor& out) {
@@ -501,7 +516,7 @@ void l2_norm_cuda(const Tensors& tensors, const Tensor& out) {
     });
   });
   LaunchContext ctx(dev);
-  combine_norm_kernel<<<1, 1, 0, ctx.stream>>>(base, offset, out.data<float>());
+  combine_norm_kernel<<<1, kThreads, 0, ctx.stream>>>(base, offset, out.data<float>());
   MG_CUDA_CHECK_LAUNCH("combine_norm_kernel");
 }
 

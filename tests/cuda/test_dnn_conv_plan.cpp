@@ -83,6 +83,33 @@ TEST_CASE("cudnn conv plan: degenerate sizes never reach cuDNN", "[cuda][conv][c
   CHECK(conv_trivial(ConvDirection::Forward, g) == ConvTrivial::Empty);
   CHECK(conv_trivial(ConvDirection::BackwardInput, g) == ConvTrivial::Zero);
   CHECK(conv_trivial(ConvDirection::BackwardWeight, g) == ConvTrivial::Empty);
+  // A zero-size input whose padding covers the kernel (x [N, C, 0, W], pad 1, 1x1 kernel): y is the
+  // bias alone, dx is empty, dw is 0. cuDNN's descriptors refuse a zero dimension.
+  g = conv_dims({1, 1, 1, 1, 1, 1, 1}, 2, 3, 0, 5, 4, 1, 1);
+  REQUIRE(g.Ho == 2);
+  CHECK(conv_trivial(ConvDirection::Forward, g) == ConvTrivial::Zero);
+  CHECK(conv_trivial(ConvDirection::BackwardInput, g) == ConvTrivial::Empty);
+  CHECK(conv_trivial(ConvDirection::BackwardWeight, g) == ConvTrivial::Zero);
+  // A gradient of zero spatial size (conv_transpose2d of a [N, C, 0, W] input): dx is 0 plus the bias.
+  g = dims_3x3();
+  g.Ho = 0;
+  CHECK(conv_trivial(ConvDirection::Forward, g) == ConvTrivial::Empty);
+  CHECK(conv_trivial(ConvDirection::BackwardInput, g) == ConvTrivial::Zero);
+  CHECK(conv_trivial(ConvDirection::BackwardWeight, g) == ConvTrivial::Zero);
+  // A kernel of zero size: y is the bias alone, dx 0, dw empty.
+  g = dims_3x3();
+  g.kW = 0;
+  CHECK(conv_trivial(ConvDirection::Forward, g) == ConvTrivial::Zero);
+  CHECK(conv_trivial(ConvDirection::BackwardInput, g) == ConvTrivial::Zero);
+  CHECK(conv_trivial(ConvDirection::BackwardWeight, g) == ConvTrivial::Empty);
+}
+
+TEST_CASE("cudnn conv plan: a refusal of the problem tries the next algorithm, a broken installation is raised",
+          "[cuda][conv][cudnn]") {
+  for (int refused : {3000, 3001, 3002, 3003, 3004, 3010, 3011, 3012, 3014}) CHECK(dnn_status_refuses(refused));
+  // incompatible driver / CUDA runtime, architecture mismatch, missing prerequisite or sub-library,
+  // CUDA graph native API; success; BAD_PARAM; an internal error
+  for (int raised : {3005, 3006, 3007, 3008, 3009, 3013, 0, 2000, 4000}) CHECK_FALSE(dnn_status_refuses(raised));
 }
 
 TEST_CASE("cudnn conv plan: layouts are read from the strides", "[cuda][conv][cudnn]") {
