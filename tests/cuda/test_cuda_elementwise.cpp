@@ -158,6 +158,59 @@ TEST_CASE("CUDA comparisons, where and fill_ are exact", "[cuda][gpu][elementwis
   mg::test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("CUDA casts of edge values match the CPU: NaN, infinities, overflow, subnormals, integer ends",
+          "[cuda][gpu][elementwise]") {
+  // The random values of the test below stay within about +-2000: they never reach the 16-bit
+  // formats' overflow, their subnormals, NaN or a float -> integer value out of range.
+  const std::vector<double> edges = {NAN, -NAN, INFINITY, -INFINITY, -0.0, 0.0, 65504, 65519.99, 65520, 0x1p-24,
+                                     0x1p-25, 0x1.8p-25, 3 * 0x1p-26, 1e-8, 0x1p-14 - 0x1p-24, 0x1p-126, 0x1p-149,
+                                     2147483520.0, 2147483648.0, -2147483904.0, 9.3e18, -9.3e18, 1e20, -1e20, 255.5,
+                                     -0.5, -3.7, 300, 3.4e38, 3.4028235677973366e38, 1.0000001, 0.99999994};
+  const Tensor e = from_vector<double>(edges, {int64_t(edges.size())});
+  const std::vector<DType> all = {DType::F64, DType::F32, DType::F16, DType::BF16,
+                                  DType::I64, DType::I32, DType::U8, DType::Bool};
+  for (DType from : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+    const Tensor x = to(e, from);  // the CPU's cast defines the source values
+    for (DType target : all) {
+      check_same(std::string("edge cast ") + dtype_name(from) + " -> " + dtype_name(target), {x},
+                 [target](const auto& in) { return to(in[0], target); }, true);
+    }
+  }
+  // Integer ends into every dtype.
+  const Tensor ints = from_vector<int64_t>({INT64_MAX, INT64_MIN, (int64_t(1) << 53) + 1, -1, 0, 255, 256, -129,
+                                            int64_t(INT32_MAX) + 1, int64_t(INT32_MIN) - 1, 65505, 65536},
+                                           {12});
+  for (DType target : all) {
+    check_same(std::string("edge cast i64 -> ") + dtype_name(target), {ints},
+               [target](const auto& in) { return to(in[0], target); }, true);
+  }
+  mg::test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA elementwise ops on misaligned dense views take the scalar path and match the CPU",
+          "[cuda][gpu][elementwise]") {
+  // A view one element in is dense but not 16-byte aligned: the vector width drops (to 1 for f32),
+  // and a binary op may have one aligned operand and one not. In place too.
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    const Tensor a = inputs_in(dt, {4097}, 2.0, 71), b = inputs_in(dt, {4097}, 2.0, 72);
+    check_same(std::string("misaligned unary ") + dtype_name(dt), {a},
+               [](const auto& in) { return exp(in[0].slice(0, 1, 4097)); });
+    check_same(std::string("misaligned + aligned binary ") + dtype_name(dt), {a, b},
+               [](const auto& in) { return add(in[0].slice(0, 1, 4097), in[1].slice(0, 0, 4096)); });
+    check_same(std::string("misaligned in-place add_ ") + dtype_name(dt), {a, b}, [](const auto& in) {
+      Tensor y = in[0].clone();
+      y.slice(0, 1, 4097).add_(in[1].slice(0, 0, 4096));
+      return y;
+    });
+    check_same(std::string("misaligned copy_ ") + dtype_name(dt), {a, b}, [](const auto& in) {
+      Tensor y = in[0].clone();
+      y.slice(0, 2, 4097).copy_(in[1].slice(0, 1, 4096));
+      return y;
+    }, true);
+  }
+  mg::test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("CUDA casts between every pair of dtypes match the CPU bit for bit", "[cuda][gpu][elementwise]") {
   const std::vector<DType> all = {DType::F64, DType::F32, DType::F16, DType::BF16,
                                   DType::I64, DType::I32, DType::U8, DType::Bool};
