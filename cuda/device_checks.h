@@ -7,7 +7,7 @@
 namespace mg::cuda::detail {
 
 // `device`'s slot as its check kernels address it, allocated on first use and kept for the
-// process: the claim word (4 bytes of device memory) and the report (40 bytes of pinned host
+// process: the claim word (4 bytes of device memory) and the report (64 bytes of pinned host
 // memory mapped into the device).
 DeviceCheckSlot device_check_slot(int device);
 

@@ -63,8 +63,8 @@ Tensor max_pool2d_indices(const Tensor& x, std::array<int64_t, 2> kernel, std::a
 // maximum of the [N, C, H, W] input (`input_hw` = {H, W}); an input element that is the maximum of
 // several windows gets their sum, in opmath in output order, rounded once (the scatter_add it
 // replaced summed the same way up to 127 windows per element, in leaves of 128 beyond: only
-// kernels of 128+ taps get there). Each index must be a tap of its own window (IndexError on the
-// CPU; on CUDA, which gathers over the windows holding each element, another adds nothing).
+// kernels of 128+ taps get there). Each index must be a tap of its own window: IndexError (on
+// CUDA at the host's next wait, where another index adds nothing: docs/cuda.md's deferred checks).
 // Differentiable in g.
 Tensor max_pool2d_backward(const Tensor& g, const Tensor& indices, std::array<int64_t, 2> input_hw,
                            std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},

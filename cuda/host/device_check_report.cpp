@@ -16,6 +16,7 @@ std::optional<DeviceCheckReport> take_device_check_report(DeviceCheckReport* rep
   r.value = __atomic_load_n(&report->value, __ATOMIC_RELAXED);
   r.bound = __atomic_load_n(&report->bound, __ATOMIC_RELAXED);
   r.extra = __atomic_load_n(&report->extra, __ATOMIC_RELAXED);
+  for (int k = 0; k < 3; ++k) r.detail[k] = __atomic_load_n(&report->detail[k], __ATOMIC_RELAXED);
   return r;
 }
 
@@ -55,6 +56,10 @@ std::string cpu_text(const DeviceCheckReport& r) {
     case DeviceCheck::NllLoss:
       return str_cat(index_op_name(c), ": target ", v, " is out of range for ", n, " classes (expected 0 <= target < ", n,
                      " or ignore_index ", r.extra, ")\n  hint: labels must be class indices; mark padding with ignore_index");
+    case DeviceCheck::MaxPool2dBackward:
+      return str_cat("max_pool2d_backward: index ", v, " at output (", r.detail[1], ", ", r.detail[2], ") of plane ",
+                     r.detail[0], " is not an element of that output's window in the ", n, " x ", r.extra,
+                     " input plane\n  hint: pass max_pool2d_indices of the same kernel, stride, padding and dilation");
   }
   return str_cat("a device value check (kind ", r.check, ") failed: value ", v, ", bound ", n, ", extra ", r.extra);
 }

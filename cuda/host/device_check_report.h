@@ -1,6 +1,6 @@
 // Value checks that run on the device without stopping the host: a bad index or class target
 // found by a CUDA kernel (index_select, gather, scatter_add, embedding, one_hot, cross_entropy,
-// cross_entropy_backward, nll_loss) is written into one report slot per device, in host-mapped
+// cross_entropy_backward, nll_loss, max_pool2d_backward) is written into one report slot per device, in host-mapped
 // memory, and raised as the CPU's IndexError at the host's next wait for that device (item(),
 // to(cpu), printing, cuda::synchronize(), Stream/Event::synchronize, MG_CUDA_SYNC=1's wait after
 // every launch).
@@ -34,6 +34,7 @@ enum class DeviceCheck : int32_t {
   CrossEntropy,          // 0 <= target < classes, or ignore_index
   CrossEntropyBackward,  // "
   NllLoss,               // "
+  MaxPool2dBackward,     // an index that is a tap of its own output's window
 };
 
 // One device's report, in host-mapped memory. A launch that finds bad values publishes its first
@@ -49,8 +50,9 @@ struct DeviceCheckReport {
   int32_t check;      // a DeviceCheck
   int32_t reserved;
   int64_t value;      // the first bad value of the launch
-  int64_t bound;      // the size along dim (index ops), the rows (embedding), the classes
-  int64_t extra;      // dim (index ops), ignore_index (class targets); unused otherwise
+  int64_t bound;      // the size along dim (index ops), the rows (embedding), the classes, the plane height
+  int64_t extra;      // dim (index ops), ignore_index (class targets), the plane width (max_pool2d_backward)
+  int64_t detail[3];  // max_pool2d_backward: the plane and the output row and column of the bad index
 };
 
 // What a check kernel is given: the device's claim word and its report, as the device addresses
@@ -59,6 +61,8 @@ struct DeviceCheckSlot {
   unsigned int* claimed;  // device memory: 0 free, 1 while a report waits for the host
   DeviceCheckReport* report;
 };
+
+static_assert(sizeof(DeviceCheckReport) == 64, "the report's layout is shared by host and device code");
 
 // The complete report in *report, whose `complete` is then cleared; nullopt when there is none or
 // one is still being written (it stays for a later call). Of several host threads calling at

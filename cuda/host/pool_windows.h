@@ -216,7 +216,8 @@ MG_HOST_DEVICE T avg_pool_grad_at(int64_t i, const AvgGeom& g, const PoolLayout&
 // of g over the outputs whose window maximum is i, oh then ow ascending (the CPU kernel's order),
 // in opmath from 0, rounded once. The outputs whose window holds row ih are those with
 // oh * s - p + j * d = ih for a tap j: walking j down gives them in ascending order. An index
-// that is not a tap of its own window matches no element (the CPU kernel reports it).
+// that is not a tap of its own window matches no element (a check kernel reports it, deferred:
+// cuda/kernels/pool.cu).
 template <typename T>
 MG_HOST_DEVICE T max_pool_grad_at(int64_t i, int64_t Ho, int64_t Wo, const PoolWin& h, const PoolWin& w,
                                   const PoolLayout& l, const T* gr, const int64_t* idx) {

@@ -27,7 +27,7 @@ struct CheckScratch {
 // the host takes it; a later one only marks that it happened). The claim is a device-memory atomic; the report is host memory, written
 // with plain stores only.
 __device__ inline void publish_device_check(DeviceCheckSlot slot, DeviceCheck check, int64_t value, int64_t bound,
-                                            int64_t extra) {
+                                            int64_t extra, int64_t d0 = 0, int64_t d1 = 0, int64_t d2 = 0) {
   volatile DeviceCheckReport* r = slot.report;
   if (atomicCAS(slot.claimed, 0u, 1u) != 0u) {
     r->dropped = 1u;  // the pending report's message says that others followed
@@ -37,6 +37,9 @@ __device__ inline void publish_device_check(DeviceCheckSlot slot, DeviceCheck ch
   r->value = value;
   r->bound = bound;
   r->extra = extra;
+  r->detail[0] = d0;
+  r->detail[1] = d1;
+  r->detail[2] = d2;
   __threadfence_system();  // the fields reach host memory before `complete` does
   r->complete = 1u;
 }
@@ -46,11 +49,11 @@ __device__ inline void note_first_bad(CheckScratch* scratch, int64_t position) {
   if (position >= 0) atomicMax(&scratch->first_key, ~static_cast<unsigned long long>(position));
 }
 
-// Called by every thread of every block after note_first_bad: the last block to finish publishes
-// the launch's first bad value, value_at(position) (a device functor reading the checked tensor).
-template <typename ValueAt>
-__device__ void publish_first_bad(CheckScratch* scratch, DeviceCheckSlot slot, DeviceCheck check, int64_t bound,
-                                  int64_t extra, ValueAt value_at) {
+// Called by every thread of every block after note_first_bad: the last block to finish calls
+// publish_at(position) with the launch's first bad position (a device functor that reads the
+// checked tensor there and calls publish_device_check).
+template <typename PublishAt>
+__device__ void publish_first_bad(CheckScratch* scratch, PublishAt publish_at) {
   __shared__ bool last;
   __threadfence();  // this block's atomicMax is visible device-wide before blocks_done counts it
   __syncthreads();
@@ -59,8 +62,7 @@ __device__ void publish_first_bad(CheckScratch* scratch, DeviceCheckSlot slot, D
   if (!last || threadIdx.x != 0 || threadIdx.y != 0) return;
   const unsigned long long key = atomicAdd(&scratch->first_key, 0ull);  // a coherent read
   if (key == 0) return;
-  const auto position = static_cast<int64_t>(~key);
-  publish_device_check(slot, check, value_at(position), bound, extra);
+  publish_at(static_cast<int64_t>(~key));
 }
 
 }  // namespace mg::cuda

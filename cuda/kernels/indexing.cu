@@ -90,10 +90,10 @@ __global__ void index_check_kernel(int64_t n, Calc1 calc, const char* index, int
     }
   }
   note_first_bad(scratch, first);
-  publish_first_bad(scratch, slot, check, bound, extra, [&](int64_t position) {
+  publish_first_bad(scratch, [&](int64_t position) {
     int64_t off[1];
     calc.offsets(position, off);
-    return load_index<I>(index + off[0]);
+    publish_device_check(slot, check, load_index<I>(index + off[0]), bound, extra);
   });
 }
 

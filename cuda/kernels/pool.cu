@@ -24,8 +24,11 @@
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/half.h"
+#include "mixgrad/core/factory.h"
 #include "mixgrad/cuda/check.h"
+#include "mixgrad/cuda/device_checks.h"
 #include "mixgrad/cuda/host/pool_windows.h"
+#include "mixgrad/cuda/kernels/device_check.cuh"
 #include "mixgrad/cuda/kernels/launch.h"
 #include "mixgrad/cuda/kernels/layout.h"
 #include "mixgrad/ops/kernel_registry.h"
@@ -125,6 +128,42 @@ void avg_pool2d_backward_kernel_fn(const Tensors& in, Tensors& out, const OpAttr
   MG_CUDA_CHECK_LAUNCH("avg_pool2d backward kernel");
 }
 
+// Whether flat index t (ih * W + iw) is a tap of output (oh, ow)'s window: the CPU kernel's rule.
+__device__ __forceinline__ bool is_tap(const PoolWin& w, int64_t o, int64_t i) {
+  const int64_t off = i - (o * w.s - w.p);
+  return off >= 0 && off % w.d == 0 && off / w.d < w.k;
+}
+
+// Publishes the first index (logical [planes, Ho, Wo] order, the CPU's) that is not a tap of its
+// own output's window to the deferred device checks: the gather of max_pool_grad_at could not add
+// it, so its gradient would be lost without a word (the CPU raises IndexError).
+__global__ void max_pool2d_index_check_kernel(int64_t n, int64_t Ho, int64_t Wo, PoolWin h, PoolWin w, PoolLayout l,
+                                              const int64_t* __restrict__ idx, CheckScratch* scratch,
+                                              DeviceCheckSlot slot) {
+  const int64_t H = h.n, W = w.n;
+  auto at = [&](int64_t pos, int64_t* p, int64_t* oh, int64_t* ow) {
+    *p = pos / (Ho * Wo);
+    *oh = (pos / Wo) % Ho;
+    *ow = pos % Wo;
+    return idx[l.base(*p, Ho, Wo) + (*oh * Wo + *ow) * l.step()];
+  };
+  int64_t first = -1;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t p, oh, ow;
+    const int64_t t = at(i, &p, &oh, &ow);
+    if (!(t >= 0 && t < H * W && is_tap(h, oh, t / W) && is_tap(w, ow, t % W))) {
+      first = i;
+      break;
+    }
+  }
+  note_first_bad(scratch, first);
+  publish_first_bad(scratch, [&](int64_t position) {
+    int64_t p, oh, ow;
+    const int64_t t = at(position, &p, &oh, &ow);
+    publish_device_check(slot, DeviceCheck::MaxPool2dBackward, t, H, W, p, oh, ow);
+  });
+}
+
 // in = (g [N, C, Ho, Wo], indices i64 of the same shape); out = dx [N, C, H, W] (the forward
 // input's layout); attrs.ints = max_pool2d's + {H, W}
 template <typename T>
@@ -135,6 +174,14 @@ void max_pool2d_backward_kernel_fn(const Tensors& in, Tensors& out, const OpAttr
   const int64_t total = out[0].numel();
   if (total == 0) return;
   const LaunchContext ctx(gr.device());
+  const int64_t n_idx = idx.numel();
+  if (n_idx > 0) {  // the indices' check, deferred (no host wait): cuda/host/device_check_report.h
+    const Tensor scratch = zeros({2}, {.dtype = DType::I64, .device = idx.device()});  // a zeroed CheckScratch
+    max_pool2d_index_check_kernel<<<ctx.blocks(n_idx), kThreads, 0, ctx.stream>>>(
+        n_idx, gr.size(2), gr.size(3), max_pool_win(a.ints, 0, out[0].size(2)), max_pool_win(a.ints, 1, out[0].size(3)),
+        l, idx.data<int64_t>(), static_cast<CheckScratch*>(scratch.data_ptr()), detail::device_check_slot(idx.device().index));
+    MG_CUDA_CHECK_LAUNCH("max_pool2d backward index check kernel");
+  }
   max_pool2d_backward_kernel<T><<<ctx.blocks(total), kThreads, 0, ctx.stream>>>(
       total, gr.size(2), gr.size(3), max_pool_win(a.ints, 0, out[0].size(2)), max_pool_win(a.ints, 1, out[0].size(3)),
       l, static_cast<const T*>(gr.data_ptr()), idx.data<int64_t>(), static_cast<T*>(out[0].data_ptr()));

@@ -462,7 +462,7 @@ __global__ void ce_check_kernel(int64_t n, const int64_t* target, int64_t classe
   }
   if (count > 0) atomicAdd(&flags[2], count);
   note_first_bad(scratch, first);
-  publish_first_bad(scratch, slot, check, classes, ignore, [&](int64_t position) { return target[position]; });
+  publish_first_bad(scratch, [&](int64_t position) { publish_device_check(slot, check, target[position], classes, ignore); });
 }
 
 // Lines along `dim` of a dense tensor of `shape`: [outer, size, inner].

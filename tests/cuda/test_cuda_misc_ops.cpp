@@ -420,3 +420,23 @@ TEST_CASE("CUDA elementwise losses match the CPU in every reduction, with their 
   }
   mg::test::require_no_pending_cuda_error();
 }
+
+TEST_CASE("CUDA max_pool2d_backward reports an index outside its window at the next wait, with the CPU's text",
+          "[cuda][gpu][pool]") {
+  // [2, 1, 4, 4], 2x2 windows of stride 2 -> [2, 1, 2, 2]; plane 1's output (1, 0) points at row 0.
+  const Tensor g = ones({2, 1, 2, 2});
+  const Tensor idx = from_vector<int64_t>({0, 2, 8, 10, 0, 2, 1, 10}, {2, 1, 2, 2});
+  const Tensor ok = from_vector<int64_t>({0, 2, 8, 10, 0, 2, 8, 10}, {2, 1, 2, 2});
+  Tensor got;
+  CHECK(mg::test::error_of([&] { got = max_pool2d_backward(g.to(gpu()), idx.to(gpu()), {4, 4}, {2, 2}, {2, 2}); }) == "");
+  const std::string raised = mg::test::error_of([] { cuda::synchronize(); });
+  CHECK(raised.find("max_pool2d_backward: index 1 at output (1, 0) of plane 1 is not an element of that output's "
+                    "window in the 4 x 4 input plane") == 0);
+  // The bad index added nothing: the rest equals the backward of the good indices but that one.
+  const std::vector<double> want = mg::test::values(max_pool2d_backward(g, ok, {4, 4}, {2, 2}, {2, 2}));
+  std::vector<double> gv = mg::test::values(got);
+  CHECK(gv[16 + 8] == 0.0);  // plane 1, row 2, column 0: output (1, 0)'s gradient went nowhere
+  gv[16 + 8] = want[16 + 8];
+  CHECK(gv == want);
+  mg::test::require_no_pending_cuda_error();
+}

@@ -11,6 +11,7 @@
 #include "cuda/host/device_check_report.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
+#include "ops/conv.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
@@ -86,6 +87,21 @@ TEST_CASE("device check messages are the CPU's texts for the same bad value", "[
   SECTION("one_hot: 0 <= value < num_classes") {
     CHECK(device_text(published(DeviceCheck::OneHot, 5, 5, 0)) ==
           test::error_of([&] { one_hot(from_vector<int64_t>({1, 5}, {2}), 5); }));
+  }
+  SECTION("max_pool2d_backward: an index that is a tap of its own output's window") {
+    // One plane (the CPU checks planes in parallel): [1, 1, 4, 4], 2x2 windows, stride 2 -> [2, 2];
+    // output (1, 0)'s window holds rows 2-3, columns 0-1, so index 1 (row 0) is not in it.
+    const Tensor g = ones({1, 1, 2, 2});
+    const Tensor idx = from_vector<int64_t>({0, 2, 1, 10}, {1, 1, 2, 2});
+    const std::string cpu = test::error_of([&] {
+      max_pool2d_backward(g, idx, {4, 4}, {2, 2}, {2, 2});
+    });
+    REQUIRE(cpu.find("max_pool2d_backward: index 1 at output (1, 0) of plane 0") == 0);
+    DeviceCheckReport r = published(DeviceCheck::MaxPool2dBackward, 1, 4, 4);
+    r.detail[0] = 0;
+    r.detail[1] = 1;
+    r.detail[2] = 0;
+    CHECK(device_text(r) == cpu);
   }
   SECTION("cross_entropy, its backward and nll_loss: 0 <= target < classes or ignore_index") {
     const Tensor t = from_vector<int64_t>({1, 5, -100}, {3});
