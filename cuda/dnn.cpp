@@ -331,10 +331,18 @@ std::vector<DnnAlgoChoice> candidates(const char* op, cudnnHandle_t h, const Dnn
   }
   const std::vector<DnnAlgoResult> ranked = heuristic(h, p, d);
   std::vector<DnnAlgoResult> offered = ranked;
-  if (p.benchmark) {
+  bool timed = p.benchmark;
+  Tensor scratch;
+  if (timed && accumulate) {
     // The output buffer is overwritten by every algorithm tried: a scratch one when it holds a bias.
-    Tensor scratch;
-    if (accumulate) scratch = workspace(std::size_t(output_bytes(p)), p.device);
+    // No memory for it: the heuristic's ranking, untimed (the convolution itself still runs).
+    try {
+      scratch = workspace(std::size_t(output_bytes(p)), p.device);
+    } catch (const OutOfMemoryError&) {
+      timed = false;
+    }
+  }
+  if (timed) {
     void* out = p.dir == ConvDirection::Forward ? y : p.dir == ConvDirection::BackwardInput ? x : w;
     if (accumulate) out = scratch.data_ptr();
     void* xx = p.dir == ConvDirection::BackwardInput ? out : x;
@@ -350,7 +358,7 @@ std::vector<DnnAlgoChoice> candidates(const char* op, cudnnHandle_t h, const Dnn
     offered = measure(h, p, d, xx, ww, yy, ptr(ws), ws_bytes);
   }
   DnnFilterStats stats;
-  std::vector<DnnAlgoChoice> list = filter_conv_algos(offered, p, p.benchmark, &stats);
+  std::vector<DnnAlgoChoice> list = filter_conv_algos(offered, p, timed, &stats);
   MG_CHECK(!list.empty(), NotImplementedError, dnn_no_algo_message(op, p, stats, int(offered.size())));
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.entries.emplace(key, list);
