@@ -270,8 +270,10 @@ void Graph::replay() {
   DeviceGuard device_guard(g.device);
   const Stream stream = current_stream(g.device);
   for (const GraphParticipant* p : g.participants) p->graph_replay_check();  // all agree before any changes
-  for (GraphParticipant* p : g.participants) p->graph_replay_prepare();
+  // The previous replay (maybe on another stream) first: the participants' device writes below
+  // (the optimizer's lr) must not land while it still reads them.
   g.bases_used->block(stream);
+  for (GraphParticipant* p : g.participants) p->graph_replay_prepare();
   for (std::size_t i = 0; i < g.generators.size(); ++i) {
     if (g.consumed[i] == 0) continue;
     const PhiloxArgs base = generator_replay_base(*g.generators[i], g.consumed[i]);

@@ -11,6 +11,7 @@
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/cuda.h"
 #include "mixgrad/cuda/device_checks.h"
+#include "mixgrad/cuda/graph.h"
 #include "mixgrad/cuda/kernels/launch.h"
 
 namespace mg::cuda {
@@ -126,7 +127,8 @@ bool sync_after_launch() {
 void check_launch(const char* kernel, const char* file, int line) {
   const cudaError_t launch = cudaGetLastError();
   if (launch != cudaSuccess) throw_cuda_error(launch, kernel, file, line);
-  if (sync_after_launch()) {
+  // Inside a capture nothing ran yet (and a wait would be refused): Graph::replay waits instead.
+  if (sync_after_launch() && !is_capturing()) {
     check_host_wait(std::string("MG_CUDA_SYNC=1 (a device synchronisation after ") + kernel + ")", HostWait::Device,
                     runtime_device());
     count_sync();

@@ -224,6 +224,9 @@ const MultiTensorKernels* Optimizer::fused_step_args(const ParamGroup& group, co
     args.model.push_back(model ? it->second : Tensor());
     ParamState& st = *w.state;
     if (!st.device_step.defined()) {
+      MG_CHECK(!graph_capturing_, Error, name_, ": parameter ", w.index,
+               " has no device step counter yet, and one made inside a CUDA graph capture would restart at every "
+               "replay\n  hint: run one eager step() before capturing");
       st.device_step = full({1}, double(st.step), {.dtype = DType::I64, .device = dev});  // a device fill
     }
     args.steps.push_back(st.device_step.data<int64_t>());
@@ -295,6 +298,8 @@ void Optimizer::graph_capture_begin() {
                ": cannot be captured into a CUDA graph: parameter ", i, " of group ", g, " is ", describe(p),
                "; every parameter of a group must be on one CUDA device (the fused device path)");
       const auto it = state_.find(p.impl());
+      // (A parameter without a gradient now and without state, e.g. a frozen one, may stay so: if
+      // the captured step gives it a gradient, buffer() and fused_step_args refuse its new state.)
       MG_CHECK(!p.grad().defined() || (it != state_.end() && it->second.device_step.defined()), Error, name_,
                ": cannot be captured into a CUDA graph yet: parameter ", i, " of group ", g,
                " has no optimizer state, and state created during the capture would be re-initialised at every "
@@ -510,6 +515,12 @@ Tensor Optimizer::buffer(const Work& w, const std::string& name, bool zero, bool
   const DType dt = w.param.dtype() == DType::F64 ? DType::F64 : DType::F32;
   auto it = w.state->buffers.find(name);
   if (it == w.state->buffers.end()) {
+    // Refused before anything is made: inside a capture the fill would only be recorded (the
+    // buffer kept unwritten after an abandoned capture) or replayed (reset at every replay).
+    MG_CHECK(!graph_capturing_, Error, name_, ": optimizer state '", name,
+             "' would be created inside a CUDA graph capture (an option switched on, or a parameter without state, "
+             "since the last eager step); the graph would re-initialise it at every replay"
+             "\n  hint: run one eager step() with these options before capturing");
     const TensorOptions opts{.dtype = dt, .device = w.param.device()};
     Tensor b = zero ? zeros(w.param.shape(), opts) : empty(w.param.shape(), opts);
     w.state->buffers.emplace(name, b);

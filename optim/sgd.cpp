@@ -88,14 +88,11 @@ void SGD::step_group(ParamGroup& group) {
     // leaves it to the next one.
     // A buffer made here is zero-filled, so one saved before its first update (every step so far
     // skipped) holds zeros, not stale memory. Made during a CUDA graph capture, its creation step
-    // would be re-copied at every replay and the buffer restart each time: refused.
+    // would be re-copied at every replay and the buffer restart each time: refused (buffer()).
     for (const Work& w : work) {
       bool created = false;
+      // buffer() refuses to create one inside a CUDA graph capture (it would restart at every replay).
       args.state[0].push_back(o.momentum != 0.0 ? buffer(w, "momentum_buffer", /*zero=*/true, &created) : Tensor());
-      MG_CHECK(!(created && graph_capturing()), Error, name(),
-               ": a momentum buffer would be created inside a CUDA graph capture (momentum switched on, or a state "
-               "without buffers, since the last eager step); the graph would restart it at every replay"
-               "\n  hint: run one eager step() before capturing");
       if (created) w.state->device_first_step = clone(w.state->device_step);  // stream-ordered, no wait
       args.state[1].push_back(o.momentum != 0.0 ? w.state->device_first_step : Tensor());
     }

@@ -55,6 +55,11 @@ Tensors CapturedStep::run(const Tensors& batch) {
   ++steps_;
   if (steps_ <= options_.warmup_steps) return step_(inputs_);
   if (!graph_.ready()) {
+    // The capture allocates from a fresh private pool, and runs out of memory at once (no cache to
+    // release inside a capture): hand the warm-up's cached segments back first, as PyTorch's
+    // torch.cuda.graph does (one counted sync, once per capture).
+    synchronize(options_.device.index);
+    empty_cache();
     GraphCapture capture(graph_);  // abandoned if the step throws (e.g. a synchronisation)
     outputs_ = step_(inputs_);
   }

@@ -306,14 +306,6 @@ void step_cuda(const MultiTensorStepArgs& args, const Hyper& h, const char* who)
   });
 }
 
-// A device copy of host values (a host-to-device copy: no wait).
-Tensor to_device_i64(const std::vector<int64_t>& v, Device dev) {
-  Tensor h = empty({int64_t(v.size())}, {.dtype = DType::I64});
-  std::copy(v.begin(), v.end(), h.data<int64_t>());
-  return h.to(dev);
-}
-
-
 // ---- LAMB: stage 1, the trust ratios, stage 2 ----
 
 // The bias corrections of the slot's tensor (1 - beta^t, or 1), computed once per block.
@@ -370,38 +362,40 @@ struct LambStage1Chunk {
   }
 };
 
-// neg_step[t] = -(lr * ratio) with ratio = ||p|| / ||u|| (1 when either is 0), the tensor's
-// chunk sums added in chunk order in opmath; one thread per tensor.
-template <typename T>
-__global__ void lamb_ratio_kernel(const double* sq, int64_t num_chunks, const int64_t* first, const int64_t* count,
-                                  int64_t n, double lr, const double* hyper, const float* found_inf, double* neg_step) {
-  if (skip_step(found_inf)) return;
-  if (hyper) lr = hyper[0];
-  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x) {
-    T sp = T(0), su = T(0);
-    for (int64_t k = first[t]; k < first[t] + count[t]; ++k) {
-      sp += T(sq[k]);
-      su += T(sq[num_chunks + k]);
-    }
-    const T p_norm = sqrt(sp), u_norm = sqrt(su);
-    const T ratio = (p_norm != T(0) && u_norm != T(0)) ? p_norm / u_norm : T(1);
-    neg_step[t] = double(-(T(lr) * ratio));
-  }
-}
-
-// Stage 2: u recomputed from the stored moments, p += neg_step * u, the model copy written.
+// Stage 2: the tensor's trust ratio, then u recomputed from the stored moments, p -= lr * ratio * u,
+// the model copy written. ratio = ||p|| / ||u|| (1 when either is 0) from the tensor's stage-1
+// chunk sums, added in chunk order in opmath by thread 0 of every block of the tensor (the same
+// additions in every block, so one value per tensor; a tensor's chunks are consecutive in the
+// plan's global order, its first one c.chunk - the block's chunk index within the tensor). No
+// per-tensor table comes from the host, so the step copies nothing from host memory (and can be
+// captured into a CUDA graph).
 template <typename P, typename M>
 struct LambStage2Chunk {
   LambHyper hv;
   const float* found_inf;
   const double* hyper;
-  const double* neg_step;
+  const double* sq;
+  int64_t num_chunks;
   __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
     if (skip_step(found_inf)) return;
     const LambHyper h = load_hyper(hv, hyper);
     using T = opmath_t<P>;
+    __shared__ double neg_step;
+    if (threadIdx.x == 0) {
+      const int64_t first = c.chunk - a.block_chunk[blockIdx.x];
+      const int64_t count = (a.numel[c.slot] + kMtaChunk - 1) / kMtaChunk;
+      T sp = T(0), su = T(0);
+      for (int64_t k = first; k < first + count; ++k) {
+        sp += T(sq[k]);
+        su += T(sq[num_chunks + k]);
+      }
+      const T p_norm = sqrt(sp), u_norm = sqrt(su);
+      const T ratio = (p_norm != T(0) && u_norm != T(0)) ? p_norm / u_norm : T(1);
+      neg_step = double(-(T(h.lr) * ratio));
+    }
+    __syncthreads();
     const fn::LambStage1<T> f = lamb_stage1<T>(h, lamb_corrections(h, a.step[c.slot]));
-    const fn::LambApply<T> apply{T(neg_step[a.tensor[c.slot]])};
+    const fn::LambApply<T> apply{T(neg_step)};
     P* p = static_cast<P*>(a.addr[0][c.slot]);
     const T* m = static_cast<const T*>(a.addr[2][c.slot]);
     const T* v = static_cast<const T*>(a.addr[3][c.slot]);
@@ -420,18 +414,12 @@ void lamb_cuda(const MultiTensorStepArgs& args, const LambHyper& h) {
   for_each_step_group(args, "LAMB", [&]<typename P, typename M>(const MtaLists<6>& lists) {
     const MultiTensorPlan plan = plan_multi_tensor(
         lists.numel, {.chunk_size = kMtaChunk, .max_tensors = kMtaMaxTensors, .max_blocks = kMtaMaxBlocks});
-    const int64_t nc = std::max<int64_t>(plan.num_chunks, 1), n = int64_t(lists.numel.size());
+    const int64_t nc = std::max<int64_t>(plan.num_chunks, 1);
     const Tensor sq = empty({2 * nc}, {.dtype = DType::F64, .device = dev});
-    const Tensor neg_step = empty({n}, {.dtype = DType::F64, .device = dev});
-    const Tensor first = to_device_i64(plan.tensor_first_chunk, dev);
-    const Tensor count = to_device_i64(plan.tensor_num_chunks, dev);
+    // Both stages cut the lists by the same plan (multi_tensor_apply's options), so stage 2's global
+    // chunk numbers index stage 1's sums.
     multi_tensor_apply<6>(dev, lists, LambStage1Chunk<P, M>{h, args.found_inf, args.hyper, sq.data<double>(), nc});
-    LaunchContext ctx(dev);
-    lamb_ratio_kernel<opmath_t<P>><<<unsigned((n + 127) / 128), 128, 0, ctx.stream>>>(
-        sq.data<double>(), nc, first.data<int64_t>(), count.data<int64_t>(), n, h.lr, args.hyper, args.found_inf,
-        neg_step.data<double>());
-    MG_CUDA_CHECK_LAUNCH("lamb_ratio_kernel");
-    multi_tensor_apply<6>(dev, lists, LambStage2Chunk<P, M>{h, args.found_inf, args.hyper, neg_step.data<double>()});
+    multi_tensor_apply<6>(dev, lists, LambStage2Chunk<P, M>{h, args.found_inf, args.hyper, sq.data<double>(), nc});
   });
 }
 

@@ -235,14 +235,19 @@ TEST_CASE("CUDA graph: an SGD momentum buffer that would be created inside the c
                      cuda::GraphCapture capture(graph);
                      opt.step();
                    }()),
-                   "a momentum buffer would be created inside a CUDA graph capture");
+                   "SGD: optimizer state 'momentum_buffer' would be created inside a CUDA graph capture");
   CHECK_FALSE(cuda::is_capturing());
-  opt.step();  // eager: the buffer is made; a capture now is fine
+  // Refused before anything was made: the eager step starts the buffer from zero (buf = grad).
+  opt.step();
+  const std::vector<double> after_eager = test::values(w);
+  CHECK(after_eager[0] == Approx(0.8).epsilon(1e-6));
+  CHECK(after_eager[2] == Approx(2.8).epsilon(1e-6));
   {
     cuda::GraphCapture capture(graph);
     opt.step();
   }
-  graph.replay();
+  graph.replay();  // buf = 0.9 * 1 + 1 = 1.9: w -= 0.19
+  CHECK(test::values(w)[0] == Approx(0.61).epsilon(1e-6));
   test::require_no_pending_cuda_error();
 }
 
