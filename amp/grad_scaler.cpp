@@ -308,10 +308,20 @@ void GradScaler::graph_capture_begin() {
   MG_CHECK(per_optimizer_.empty(), Error,
            "GradScaler: a CUDA graph capture began in the middle of an iteration (after unscale_/step, before update())",
            "\n  hint: capture whole iterations, from scale() to update()");
+  capture_saved_stats_ = last_stats_;
 }
 
 void GradScaler::graph_capture_end(bool ok) {
-  if (!ok || !options_.enabled) return;
+  if (!options_.enabled) return;
+  if (!ok) {
+    // Abandoned (the step threw): the iteration it began never ran, and its statistics point at
+    // graph memory that was never written. Eager iterations go on from the state before it.
+    per_optimizer_.clear();
+    last_stats_ = capture_saved_stats_;
+    capture_saved_stats_.clear();
+    return;
+  }
+  capture_saved_stats_.clear();
   MG_CHECK(per_optimizer_.empty(), Error,
            "GradScaler: the captured step did not end its iteration with update(); every replay would start "
            "from that half-done state\n  hint: call scaler.update() at the end of the captured step");

@@ -175,6 +175,7 @@ class GradScaler : public GraphParticipant {
   // ---- CUDA graphs ----
   bool graph_captured_ = false;
   std::map<const optim::Optimizer*, LazyStats> graph_stats_;  // the captured iteration's device counts
+  std::map<const optim::Optimizer*, LazyStats> capture_saved_stats_;  // last_stats_ at capture_begin (abandon)
   std::string graph_refusal_;  // why a captured graph can no longer replay (load_state_dict), or ""
 };
 

@@ -313,6 +313,10 @@ void Optimizer::graph_capture_begin() {
     if (!params.empty()) device_skips_ = zeros({1}, {.dtype = DType::I64, .device = params.front().device()});
   }
   graph_step_count_at_begin_ = step_count_;
+  // Restored if the capture is abandoned: a step inside it replaces them with tensors of the
+  // graph's pool that never ran.
+  capture_saved_skipped_flag_ = skipped_flag_;
+  capture_saved_last_step_skipped_ = last_step_skipped_;
   graph_capturing_ = true;
   graph_captured_ = false;
 }
@@ -321,7 +325,13 @@ void Optimizer::graph_capture_end(bool ok) {
   graph_capturing_ = false;
   const int64_t calls = step_count_ - graph_step_count_at_begin_;
   step_count_ = graph_step_count_at_begin_;  // nothing ran during the capture: each replay counts
-  if (!ok) return;
+  if (!ok) {  // abandoned: the state before it, so eager steps go on as if it never began
+    skipped_flag_ = capture_saved_skipped_flag_;
+    last_step_skipped_ = capture_saved_last_step_skipped_;
+    capture_saved_skipped_flag_ = Tensor();
+    return;
+  }
+  capture_saved_skipped_flag_ = Tensor();
   MG_CHECK(calls >= 1, Error, name_, ": the captured step never called step()",
            "\n  hint: capture the whole training step, optimizer step included");
   graph_steps_per_replay_ = calls;

@@ -292,6 +292,8 @@ class Optimizer : public GraphParticipant {
   std::vector<std::vector<double>> device_options_host_;  // per group: the values written there
   bool graph_capturing_ = false;
   int64_t graph_step_count_at_begin_ = 0;
+  Tensor capture_saved_skipped_flag_;           // skipped_flag_ and last_step_skipped_ at capture_begin
+  bool capture_saved_last_step_skipped_ = false;
   bool graph_captured_ = false;
   int64_t graph_steps_per_replay_ = 0;  // step() calls the captured step made
   Tensor graph_skipped_flag_;           // the captured step's skip flag (rewritten by each replay)

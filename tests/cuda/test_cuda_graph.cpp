@@ -355,3 +355,37 @@ TEST_CASE("CUDA graph: load_state_dict between replays", "[cuda][gpu][graph]") {
                    "SGD: load_state_dict replaced the optimizer state after the CUDA graph was captured");
   test::require_no_pending_cuda_error();
 }
+
+TEST_CASE("CUDA graph: a capture abandoned in the middle of a scaled step leaves the scaler and optimizer usable",
+          "[cuda][gpu][graph]") {
+  Tensor w = to(from_vector(std::vector<float>{1.0f, 2.0f, 3.0f}), gpu()).requires_grad_();
+  optim::SGD opt({w}, {.lr = 0.1, .momentum = 0.9});
+  amp::GradScaler scaler({.init_scale = 256.0});
+  auto begin_iteration = [&] {
+    opt.zero_grad();
+    scaler.scale((w * w).sum()).backward();
+    scaler.step(opt);
+  };
+  begin_iteration();
+  scaler.update();  // eager: the scaler's and the optimizer's device state exist
+  cuda::Graph graph;
+  graph.add_participant(opt);
+  graph.add_participant(scaler);
+  MG_REQUIRE_ERROR(([&] {
+                     cuda::GraphCapture capture(graph);
+                     begin_iteration();  // unscale and step recorded, never run
+                     throw Error("the user's step failed before update()");
+                   }()),
+                   "the user's step failed before update()");
+  CHECK_FALSE(cuda::is_capturing());
+  // The abandoned iteration is forgotten: no "already stepped", flags and statistics readable.
+  begin_iteration();
+  scaler.update();
+  CHECK_FALSE(opt.last_step_skipped());
+  CHECK(scaler.skipped_iterations() == 0);
+  CHECK(scaler.iterations() == 2);
+  // w after two eager momentum steps on grad 2w: the captured one never ran.
+  const double w1 = 1.0 - 0.1 * 2.0, w2 = w1 - 0.1 * (0.9 * 2.0 + 2.0 * w1);
+  CHECK(test::values(w)[0] == Approx(w2).epsilon(1e-6));
+  test::require_no_pending_cuda_error();
+}
