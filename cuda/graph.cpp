@@ -155,6 +155,11 @@ void Graph::capture_begin(const Stream& stream) {
            "\n  hint: capture on a stream of Stream::create (GraphCapture does)");
   MG_CHECK(!is_capturing(), Error, "cuda::Graph::capture_begin: this thread is already capturing a CUDA graph",
            "\n  hint: captures do not nest");
+  // Ops launch on the current device's current stream: with another device current, the step
+  // would run eagerly there, outside the graph.
+  MG_CHECK(stream.device() == current_device(), Error, "cuda::Graph::capture_begin: the capture stream is on cuda:",
+           stream.device(), " but the current device is cuda:", current_device(),
+           "\n  hint: make its device current first (cuda::DeviceGuard guard(", stream.device(), "))");
   DeviceGuard device_guard(stream.device());
   // The deferred value checks' slot (allocations) before the capture, not in the middle of it.
   (void)detail::device_check_slot(stream.device());

@@ -7,6 +7,7 @@
 
 #include "mixgrad/core/error.h"
 #include "mixgrad/cuda/check.h"
+#include "mixgrad/cuda/graph.h"
 #include "mixgrad/cuda/cuda.h"
 
 namespace mg::cuda {
@@ -51,6 +52,7 @@ class CudaHostMemory final : public HostMemory {
     MG_CUDA_CHECK(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)));
     return reinterpret_cast<EventHandle>(e);
   }
+  bool can_query_events() override { return !is_capturing(); }
   bool event_completed(EventHandle event) override {
     if (event == kNoEvent) return true;
     const cudaError_t status = cudaEventQuery(reinterpret_cast<cudaEvent_t>(event));

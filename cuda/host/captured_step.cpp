@@ -64,6 +64,10 @@ Tensors CapturedStep::run(const Tensors& batch) {
     outputs_ = step_(inputs_);
   }
   graph_.replay();
+  // The replay reads the static inputs on this stream: their memory is reused only after it (a
+  // no-op on the stream they were made on).
+  const Stream stream = current_stream(options_.device.index);
+  for (const Tensor& t : inputs_) record_stream(t, stream);
   return outputs_;
 }
 

@@ -55,9 +55,11 @@ class CapturedStep {
 
   StepFn step_;
   CapturedStepOptions options_;
-  Graph graph_;
   Tensors inputs_;   // the static inputs, made at the first run
   Tensors outputs_;  // the captured step's outputs
+  // After the tensors the replays read: destroyed first (members go in reverse order), so the
+  // graph's release waits for its replays before the inputs' memory can be reused.
+  Graph graph_;
   int64_t steps_ = 0;
 };
 

@@ -69,7 +69,7 @@ void PinnedHostCache::release_free_blocks() {
 void* PinnedHostCache::allocate(std::size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::size_t size = round_size(bytes);
-  process_pending();
+  if (memory_.can_query_events()) process_pending();
   std::uintptr_t addr = 0;
   auto it = free_.find(size);
   if (it != free_.end()) {
@@ -115,7 +115,7 @@ void PinnedHostCache::deallocate(void* p) {
   Block& b = it->second;
   stats_.allocated_bytes -= b.size;
   ++stats_.num_frees;
-  if (collect(b)) {
+  if (memory_.can_query_events() && collect(b)) {
     b.state = State::Free;
     stats_.cached_bytes += b.size;
     free_.emplace(b.size, addr);
@@ -140,7 +140,8 @@ bool PinnedHostCache::record_use(const void* p, int device, StreamId stream) {
   const auto* live = find_live(p);
   if (live == nullptr) return false;
   Block& b = blocks_.at(live->first);
-  collect(b);
+  const bool query = memory_.can_query_events();
+  if (query) collect(b);
   const EventHandle event = memory_.record_event(device, stream);
   ++stats_.num_live_events;
   for (Use& u : b.uses) {
@@ -152,7 +153,7 @@ bool PinnedHostCache::record_use(const void* p, int device, StreamId stream) {
     }
   }
   b.uses.push_back(Use{device, stream, event});
-  process_pending();
+  if (query) process_pending();
   return true;
 }
 
@@ -163,7 +164,7 @@ bool PinnedHostCache::contains(const void* p) const {
 
 void PinnedHostCache::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
-  process_pending();
+  if (memory_.can_query_events()) process_pending();
   release_free_blocks();
 }
 

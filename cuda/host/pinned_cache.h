@@ -54,6 +54,9 @@ class HostMemory {
   // True once the event has completed; never blocks.
   virtual bool event_completed(EventHandle event) = 0;
   virtual void destroy_event(EventHandle event) = 0;
+  // False while the calling thread captures a CUDA graph, where cudaEventQuery is refused (it
+  // would invalidate the capture): the cache then leaves freed blocks pending and reuses none.
+  virtual bool can_query_events() { return true; }
 };
 
 // The cache's statistics (rounded block sizes).

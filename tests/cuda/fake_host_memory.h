@@ -54,7 +54,14 @@ class FakeHostMemory : public mg::cuda::HostMemory {
   }
   bool event_completed(mg::cuda::EventHandle e) override {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (capturing_) throw std::logic_error("FakeHostMemory: an event query during a CUDA graph capture");
     return find_event(e).completed;
+  }
+  bool can_query_events() override { return !locked([&] { return capturing_; }); }
+  // Test control: the calling code runs inside a CUDA graph capture (event queries refused).
+  void set_capturing(bool on) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capturing_ = on;
   }
   void destroy_event(mg::cuda::EventHandle e) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -83,6 +90,7 @@ class FakeHostMemory : public mg::cuda::HostMemory {
   std::size_t live_events() const { return locked([&] { return events_.size(); }); }
 
  private:
+  bool capturing_ = false;
   struct Event {
     int device;
     mg::cuda::StreamId stream;

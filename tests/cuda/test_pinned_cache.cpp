@@ -119,6 +119,28 @@ TEST_CASE("pinned cache: a block freed while a copy uses it waits for the copy's
   for (void* x : {q, r, again}) cache.deallocate(x);
 }
 
+TEST_CASE("pinned cache: inside a CUDA graph capture no event is queried; freed blocks wait", "[cuda][pinned]") {
+  // cudaEventQuery on a capturing thread invalidates the capture: the fake throws on one.
+  FakeHostMemory host;
+  PinnedHostCache cache(host);
+  void* p = cache.allocate(4 * KiB);
+  REQUIRE(cache.record_use(p, 0, 7));
+  host.complete_events_on(0, 7);  // the copy is done, but the cache cannot ask during the capture
+  host.set_capturing(true);
+  cache.deallocate(p);
+  CHECK(cache.stats().pending_bytes == 4 * KiB);
+  void* q = cache.allocate(4 * KiB);  // fresh memory: the pending block is not looked at
+  CHECK(q != p);
+  cache.deallocate(q);  // no event: pending too, until a query is allowed
+  cache.empty_cache();
+  CHECK(cache.stats().pending_bytes == 8 * KiB);
+  host.set_capturing(false);
+  void* again = cache.allocate(4 * KiB);  // now both are collected, and one is reused
+  CHECK((again == p || again == q));
+  CHECK(cache.stats().pending_bytes == 0);
+  cache.deallocate(again);
+}
+
 TEST_CASE("pinned cache: a block keeps one event per stream - a completed copy does not delay a free", "[cuda][pinned]") {
   FakeHostMemory host;
   PinnedHostCache cache(host);
