@@ -119,7 +119,7 @@ TEST_CASE("pinned cache: a block freed while a copy uses it waits for the copy's
   for (void* x : {q, r, again}) cache.deallocate(x);
 }
 
-TEST_CASE("pinned cache: inside a CUDA graph capture no event is queried; freed blocks wait", "[cuda][pinned]") {
+TEST_CASE("pinned cache: inside a CUDA graph capture no event is queried and freed blocks wait", "[cuda][pinned]") {
   // cudaEventQuery on a capturing thread invalidates the capture: the fake throws on one.
   FakeHostMemory host;
   PinnedHostCache cache(host);
