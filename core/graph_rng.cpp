@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "mixgrad/core/error.h"
@@ -13,6 +14,7 @@ namespace {
 struct CaptureState {
   const int64_t* device_base = nullptr;
   uint64_t graph_offset = 0;  // blocks drawn by the capture so far
+  std::thread::id thread;     // the capturing thread: only its draws belong to the graph
 };
 
 struct Table {
@@ -32,7 +34,7 @@ PhiloxArgs reserve_graph_safe(Generator& gen, uint64_t blocks) {
   if (t.count.load(std::memory_order_acquire) > 0) {
     std::lock_guard<std::mutex> lock(t.mutex);
     const auto it = t.captures.find(&gen);
-    if (it != t.captures.end()) {
+    if (it != t.captures.end() && it->second.thread == std::this_thread::get_id()) {
       const uint64_t o = it->second.graph_offset;
       it->second.graph_offset += blocks;
       return {0, o, it->second.device_base};
@@ -54,7 +56,8 @@ bool generator_captured(const Generator& gen) {
   Table& t = table();
   if (t.count.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> lock(t.mutex);
-  return t.captures.count(&gen) != 0;
+  const auto it = t.captures.find(&gen);
+  return it != t.captures.end() && it->second.thread == std::this_thread::get_id();
 }
 
 void begin_generator_capture(Generator& gen, const int64_t* device_base) {
@@ -63,7 +66,7 @@ void begin_generator_capture(Generator& gen, const int64_t* device_base) {
   std::lock_guard<std::mutex> lock(t.mutex);
   MG_CHECK(t.captures.count(&gen) == 0, Error,
            "Generator: already being captured into another CUDA graph\n  hint: capture one graph at a time per generator");
-  t.captures[&gen] = {device_base, 0};
+  t.captures[&gen] = {device_base, 0, std::this_thread::get_id()};
   t.count.fetch_add(1, std::memory_order_release);
 }
 

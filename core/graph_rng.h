@@ -4,7 +4,9 @@
 // on CUDA) a device pointer to {seed, base offset} plus an offset *within* the graph; before each
 // replay the graph writes the generator's current (seed, offset) there and advances the generator
 // by what the graph consumes (generator_replay_base), so replays draw what eager steps would have.
-// Draws without a graph-safe path (random factories, CPU dropout) refuse during a capture.
+// Draws without a graph-safe path (random factories, CPU dropout) refuse during a capture. Only
+// the capturing thread's draws belong to the graph: another thread (a data loader's worker, say)
+// drawing from the same generator meanwhile draws eagerly, as it would without the capture.
 // Decision: the capture state lives beside the generator (a small table keyed by its address), not
 // in core/generator.h's class, which stays the plain two-word position every op reads.
 //
@@ -40,6 +42,7 @@ void check_not_captured(const Generator& gen, const char* who);
 void begin_generator_capture(Generator& gen, const int64_t* device_base);
 // Ends the capture and returns the Philox blocks one replay consumes. Throws when none is in progress.
 uint64_t end_generator_capture(Generator& gen);
+// Whether `gen` is being captured by the calling thread.
 bool generator_captured(const Generator& gen);
 // Before a replay of a graph that consumes `blocks` per replay: the (seed, base offset) that replay
 // must read; the generator advances past it, as if the captured ops had run eagerly. Throws while

@@ -4,6 +4,8 @@
 // captured ops had run eagerly, so eager and replayed runs draw the same stream.
 #include <catch2/catch.hpp>
 
+#include <thread>
+
 #include <cstdint>
 #include <vector>
 
@@ -45,7 +47,19 @@ TEST_CASE("graph rng: a capture hands out offsets within the graph and leaves th
   MG_REQUIRE_ERROR(mg::check_not_captured(g, "randn"), "Generator: randn drew random numbers during a CUDA graph capture");
   MG_REQUIRE_ERROR(mg::begin_generator_capture(g, base), "already being captured");
   MG_REQUIRE_ERROR(mg::generator_replay_base(g, 8), "cannot be replayed while");
-  CHECK(mg::end_generator_capture(g) == 8);
+  // Another thread drawing from the captured generator meanwhile draws eagerly (a loader's worker):
+  // the position moves for it, and the graph's offsets do not.
+  std::thread worker([&] {
+    CHECK_FALSE(mg::generator_captured(g));
+    const PhiloxArgs e = mg::reserve_graph_safe(g, 4);
+    CHECK(e.device_base == nullptr);
+    CHECK(e.offset == 100);
+    mg::check_not_captured(g, "randn");  // does not throw on this thread
+  });
+  worker.join();
+  CHECK(g.offset() == 104);
+  CHECK(mg::reserve_graph_safe(g, 1).offset == 8);
+  CHECK(mg::end_generator_capture(g) == 9);
   CHECK_FALSE(mg::generator_captured(g));
   MG_REQUIRE_ERROR(mg::end_generator_capture(g), "no capture of this generator in progress");
 }
