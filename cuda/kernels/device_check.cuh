@@ -24,8 +24,8 @@ struct CheckScratch {
 };
 
 // Publishes one report unless the device's slot already holds one (the first error wins until
-// the host takes it; a later one only marks that it happened). The claim is a device-memory atomic; the report is host memory, written
-// with plain stores only.
+// the host takes it; a later one only marks that it happened). The claim is a device-memory
+// atomic; the report is host memory, written with plain stores only.
 __device__ inline void publish_device_check(DeviceCheckSlot slot, DeviceCheck check, int64_t value, int64_t bound,
                                             int64_t extra, int64_t d0 = 0, int64_t d1 = 0, int64_t d2 = 0) {
   volatile DeviceCheckReport* r = slot.report;
