@@ -163,19 +163,8 @@ void Graph::capture_begin(const Stream& stream) {
   DeviceGuard device_guard(stream.device());
   // The deferred value checks' slot (allocations) before the capture, not in the middle of it.
   (void)detail::device_check_slot(stream.device());
-  // The participants first: a refusal leaves nothing begun.
-  std::size_t begun = 0;
-  try {
-    for (; begun < g.participants.size(); ++begun) g.participants[begun]->graph_capture_begin();
-  } catch (...) {
-    for (std::size_t i = 0; i < begun; ++i) {
-      try {
-        g.participants[i]->graph_capture_end(false);
-      } catch (...) {
-      }
-    }
-    throw;
-  }
+  // The generators' device bases and their event first (allocations and fills on the current
+  // stream): nothing is begun yet if they fail.
   g.device = stream.device();
   g.stream = stream;
   g.bases.clear();
@@ -186,20 +175,65 @@ void Graph::capture_begin(const Stream& stream) {
   g.bases_used->record(current_stream(g.device));  // the fills above
   g.consumed.assign(g.generators.size(), 0);
   g.begun.assign(g.generators.size(), false);
-  g.pool = g_next_pool.fetch_add(1);
+  // Then the participants: a refusal leaves nothing begun.
+  std::size_t begun = 0;
+  auto end_participants = [&](std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) {
+      try {
+        g.participants[i]->graph_capture_end(false);
+      } catch (...) {
+      }
+    }
+  };
   try {
-    caching_allocator(g.device).begin_capture(g.pool, stream.id());
+    for (; begun < g.participants.size(); ++begun) g.participants[begun]->graph_capture_begin();
+  } catch (...) {
+    end_participants(begun);
+    throw;
+  }
+  // Then the registry (it refuses a stream another thread captures), the allocator's pool, the
+  // generators and CUDA's capture. On a failure only what this call began is undone: not another
+  // thread's registry entry, allocator mapping or capture of the same stream.
+  g.pool = g_next_pool.fetch_add(1);
+  bool registered = false, pooled = false, cuda_begun = false;
+  try {
     registry().begin({.thread = this_thread_token(), .device = g.device, .stream = stream.id(), .label = "cuda::Graph"});
-    g.capturing = true;
+    registered = true;
+    caching_allocator(g.device).begin_capture(g.pool, stream.id());
+    pooled = true;
     for (std::size_t i = 0; i < g.generators.size(); ++i) {
       begin_generator_capture(*g.generators[i], g.bases[i].data<int64_t>());
       g.begun[i] = true;
     }
     g.guard = std::make_unique<StreamGuard>(stream);
     MG_CUDA_CHECK(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream.handle()), cudaStreamCaptureModeThreadLocal));
+    cuda_begun = true;
+    g.capturing = true;
   } catch (...) {
-    g.capturing = true;  // so that abandon undoes what was begun
-    capture_abandon();
+    if (cuda_begun) {
+      cudaGraph_t graph = nullptr;
+      (void)cudaStreamEndCapture(static_cast<cudaStream_t>(stream.handle()), &graph);
+      if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    }
+    (void)cudaGetLastError();
+    g.guard.reset();
+    for (std::size_t i = 0; i < g.generators.size(); ++i) {
+      if (!g.begun[i]) continue;
+      try {
+        (void)end_generator_capture(*g.generators[i]);
+      } catch (...) {
+      }
+      g.begun[i] = false;
+    }
+    if (pooled) {
+      try {
+        caching_allocator(g.device).end_capture(stream.id());
+      } catch (...) {
+      }
+    }
+    if (registered) registry().end(this_thread_token());
+    end_participants(g.participants.size());
+    g.release_pool();
     throw;
   }
 }
