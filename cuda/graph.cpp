@@ -2,8 +2,9 @@
 // replay with fresh generator positions and participant bookkeeping; the process-wide capture
 // registry that every synchronising call asks first (cuda/host/capture_registry.h).
 // Decision: the Graph owns everything a capture changes (current stream, allocator pool, registry
-// entry, generator capture state) and undoes all of it in one place, capture_abandon, so an error
-// inside a captured step leaves CUDA and the allocator as they were.
+// entry, generator capture state) and undoes all of it in one place once the capture runs,
+// capture_abandon, so an error inside a captured step leaves CUDA and the allocator as they were;
+// capture_begin undoes its own stages when one of them fails (only those it began).
 #include <algorithm>
 #include <atomic>
 #include <functional>
@@ -93,11 +94,13 @@ struct Graph::Impl {
   // Leaves capture mode everywhere but CUDA; returns nothing, never throws.
   void leave_capture() noexcept {
     guard.reset();
-    registry().end(this_thread_token());
+    // The allocator's mapping before the registry entry (the reverse of capture_begin), so the
+    // entry covers the mapping while it exists.
     try {
       caching_allocator(device).end_capture(stream.id());
     } catch (...) {
     }
+    registry().end(this_thread_token());
     for (std::size_t i = 0; i < generators.size(); ++i) {
       try {
         consumed[i] = begun[i] ? end_generator_capture(*generators[i]) : 0;
@@ -233,7 +236,8 @@ void Graph::capture_begin(const Stream& stream) {
     }
     if (registered) registry().end(this_thread_token());
     end_participants(g.participants.size());
-    g.release_pool();
+    if (pooled) g.release_pool();
+    g.pool = 0;  // never handed to the allocator otherwise
     throw;
   }
 }

@@ -48,7 +48,8 @@ class Graph {
 
   // Starts capturing the calling thread's work on `stream`, a non-default stream (Stream::create),
   // and makes it the current stream until capture_end. Calls the participants'
-  // graph_capture_begin first (their errors leave nothing begun). Throws when the graph already
+  // graph_capture_begin before beginning anything else of the capture (their errors leave nothing
+  // begun). Throws when the graph already
   // holds a capture (reset() first) or the thread is already capturing.
   void capture_begin(const Stream& stream);
   // Ends the capture and instantiates the graph. On a CUDA error (or a participant refusing the
