@@ -38,20 +38,6 @@
 
 namespace mg::cuda {
 
-namespace detail {
-
-[[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file, int line) {
-  int device = -1;
-  const bool known = cudaGetDevice(&device) == cudaSuccess;
-  char message[256] = {0};
-  cudnnGetLastErrorString(message, sizeof(message));
-  MG_THROW(CudaError, "cuDNN error: ", call, " returned ", cudnnGetErrorString(status), " on ",
-           known ? "cuda:" + std::to_string(device) : "an unknown device", message[0] ? " (" : "", message,
-           message[0] ? ")" : "", " [", file, ":", line, "]");
-}
-
-}  // namespace detail
-
 namespace {
 
 // cuDNN's message about its last failing call on this thread, as " (...)", or nothing.
@@ -60,6 +46,22 @@ std::string last_error_text() {
   cudnnGetLastErrorString(message, sizeof(message));
   return message[0] ? str_cat(" (", message, ")") : std::string();
 }
+
+}  // namespace
+
+namespace detail {
+
+[[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file, int line) {
+  int device = -1;
+  const bool known = cudaGetDevice(&device) == cudaSuccess;
+  MG_THROW(CudaError, "cuDNN error: ", call, " returned ", cudnnGetErrorString(status), " on ",
+           known ? "cuda:" + std::to_string(device) : "an unknown device", last_error_text(), " [", file, ":", line,
+           "]");
+}
+
+}  // namespace detail
+
+namespace {
 
 std::atomic<bool> g_benchmark{false};
 std::atomic<bool> g_deterministic{false};

@@ -22,6 +22,9 @@ struct CheckScratch {
   unsigned int blocks_done;
   unsigned int pad;
 };
+static_assert(sizeof(CheckScratch) == 2 * sizeof(int64_t), "a CheckScratch is two zeroed i64 words");
+// i64 words of a zeroed CheckScratch (a caller may append words of its own, e.g. a count).
+inline constexpr int64_t kCheckScratchWords = 2;
 
 // Publishes one report unless the device's slot already holds one (the first error wins until
 // the host takes it; a later one only marks that it happened). The claim is a device-memory

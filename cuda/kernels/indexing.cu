@@ -107,7 +107,7 @@ void check_index_values(const Tensor& index, int64_t lo, int64_t hi, DeviceCheck
                         int64_t extra) {
   const int64_t n = index.numel();
   if (n == 0) return;
-  const Tensor scratch = zeros({2}, {.dtype = DType::I64, .device = index.device()});  // a zeroed CheckScratch
+  const Tensor scratch = zeros({kCheckScratchWords}, {.dtype = DType::I64, .device = index.device()});  // a CheckScratch
   const bool i64 = index.dtype() == DType::I64;
   const auto plan = make_plan<1>(shape_1d(index), {strides_1d(index)}, {i64 ? 8 : 4});
   const LaunchContext ctx(index.device());

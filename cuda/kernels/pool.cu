@@ -176,7 +176,7 @@ void max_pool2d_backward_kernel_fn(const Tensors& in, Tensors& out, const OpAttr
   const LaunchContext ctx(gr.device());
   const int64_t n_idx = idx.numel();
   if (n_idx > 0) {  // the indices' check, deferred (no host wait): cuda/host/device_check_report.h
-    const Tensor scratch = zeros({2}, {.dtype = DType::I64, .device = idx.device()});  // a zeroed CheckScratch
+    const Tensor scratch = zeros({kCheckScratchWords}, {.dtype = DType::I64, .device = idx.device()});  // a CheckScratch
     max_pool2d_index_check_kernel<<<ctx.blocks(n_idx), kThreads, 0, ctx.stream>>>(
         n_idx, gr.size(2), gr.size(3), max_pool_win(a.ints, 0, out[0].size(2)), max_pool_win(a.ints, 1, out[0].size(3)),
         l, idx.data<int64_t>(), static_cast<CheckScratch*>(scratch.data_ptr()), detail::device_check_slot(idx.device().index));

@@ -460,7 +460,7 @@ __global__ void ce_check_kernel(int64_t n, const int64_t* target, int64_t classe
       ++count;
     }
   }
-  if (count > 0) atomicAdd(&flags[2], count);
+  if (count > 0) atomicAdd(&flags[kCheckScratchWords], count);
   note_first_bad(scratch, first);
   publish_first_bad(scratch, [&](int64_t position) { publish_device_check(slot, check, target[position], classes, ignore); });
 }
@@ -529,7 +529,8 @@ void launch_softmax(const Tensor& a, const Tensor* b, const Tensor& out, int64_t
 // step, so a replay with a bad target reports it too.
 Tensor check_targets(DeviceCheck check, const Tensor& target, int64_t classes, int64_t ignore) {
   const int64_t n = target.numel();
-  Tensor flags = zeros({3}, {.dtype = DType::I64, .device = target.device()});  // count 0 when n == 0
+  // A CheckScratch, then the count (0 when n == 0).
+  Tensor flags = zeros({kCheckScratchWords + 1}, {.dtype = DType::I64, .device = target.device()});
   if (n == 0) return flags;
   const LaunchContext ctx(target.device());
   ce_check_kernel<<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(
@@ -541,7 +542,7 @@ Tensor check_targets(DeviceCheck check, const Tensor& target, int64_t classes, i
 
 // The count of a check_targets buffer, on the device.
 const unsigned long long* count_of(const Tensor& flags) {
-  return static_cast<const unsigned long long*>(flags.data_ptr()) + 2;
+  return static_cast<const unsigned long long*>(flags.data_ptr()) + kCheckScratchWords;
 }
 
 template <typename T, bool kBackward>
