@@ -31,8 +31,9 @@ std::string pinned_unavailable_reason();
 // unless pinned memory can be allocated. Defined in ops/pin_memory.cpp: it runs mg::init() first,
 // so a caller in a lower layer (the DataLoader) gets the registered backends' answer.
 void check_pin_memory_available(const std::string& who);
-// An uninitialised contiguous CPU tensor in pinned memory; throws as check_pin_memory_available
-// ("pin_memory: ..."). Defined in ops/pin_memory.cpp (runs mg::init() first).
-Tensor empty_pinned(const Shape& shape, DType dtype);
+// An uninitialised dense CPU tensor in pinned memory laid out in `format` (Contiguous or
+// ChannelsLast, 4-D only); throws as check_pin_memory_available ("pin_memory: ..."). Defined in
+// ops/pin_memory.cpp (runs mg::init() first).
+Tensor empty_pinned(const Shape& shape, DType dtype, MemoryFormat format = MemoryFormat::Contiguous);
 
 }  // namespace mg

@@ -250,8 +250,10 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     }
     throw Error(os.str());
   }
+  // In place: a new storage would leave behind the old memory whose address a captured CUDA graph
+  // (or a view of the parameter) still holds, and would drop a channels-last layout.
   NoGradGuard no_grad;
-  for (auto& [dst, src] : copies) dst.set_data(contiguous(mg::to(mg::to(src, dst.device()), dst.dtype())).clone());
+  for (auto& [dst, src] : copies) dst.copy_(src);
 }
 
 std::string Module::str() const {

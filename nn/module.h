@@ -1,8 +1,9 @@
 // nn::Module: the base of every layer and model. A module owns named parameters (trainable leaf
 // tensors), buffers (state that is saved but not trained, e.g. batch-norm running statistics) and
 // child modules; names compose with dots ("layer1.0.conv1.weight") as in PyTorch, in registration
-// order. Parameters keep their identity for life: to(dtype)/to(device) and load_state_dict replace
-// their data in place (Tensor::set_data), so handles held by layers and optimizers stay valid.
+// order. Parameters keep their identity for life: to(dtype)/to(device) replace their data
+// (Tensor::set_data) and load_state_dict copies values into their memory (copy_), so handles held
+// by layers and optimizers stay valid.
 //
 // A module's type name ("Linear", "Mlp") is what printing and errors show. A user's module need
 // not pass one: it is the class name, derived from the dynamic type (typeid, demangled) without
@@ -81,8 +82,11 @@ class Module {
   // ---- state ----
   // Parameters then buffers, with dotted names.
   NamedTensors state_dict() const;
-  // Copies values in (casting to each tensor's dtype). strict: the key sets must match. Every
-  // problem (missing, unexpected, shape mismatch) is listed in one error and nothing is changed.
+  // Copies values in (casting to each tensor's dtype, moving to its device) without replacing any
+  // tensor's memory, as PyTorch does: a tensor keeps its address and layout (channels-last stays
+  // channels-last), so a CUDA graph captured before the load replays with the loaded values.
+  // strict: the key sets must match. Every problem (missing, unexpected, shape mismatch) is listed
+  // in one error and nothing is changed.
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
   // The explicit name given to the constructor, else the class name of the dynamic type with

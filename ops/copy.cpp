@@ -22,8 +22,10 @@ InferResult infer_clone(const Tensors& in, const OpAttrs& a) {
 InferResult infer_to_dtype(const Tensors& in, const OpAttrs& a) {
   return {{{in[0].shape(), a.dtype, layout_of(in[0])}}, in[0].dtype()};
 }
+// A move keeps the layout too (PyTorch's preserve_format): a channels-last model moved to a GPU
+// stays channels-last, so cuDNN runs it NHWC without a reorder per convolution.
 InferResult infer_to_device(const Tensors& in, const OpAttrs&) {
-  return {{{in[0].shape(), in[0].dtype()}}, in[0].dtype()};
+  return {{{in[0].shape(), in[0].dtype(), layout_of(in[0])}}, in[0].dtype()};
 }
 InferResult infer_copy(const Tensors& in, const OpAttrs&) {
   const Shape b = broadcast_shapes(in[0].shape(), in[1].shape(), "copy_");

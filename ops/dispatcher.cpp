@@ -99,7 +99,7 @@ Tensors run(OpId op, const Tensors& inputs, const OpAttrs& attrs) {
   // to(cpu, non_blocking) of a CUDA tensor lands in pinned memory, so its copy can stay asynchronous.
   const bool pinned = cross && device.is_cpu() && inputs[0].device().is_cuda() && attrs.mode == 1;
   for (const TensorMeta& m : r.outputs) {
-    outputs.push_back(pinned ? empty_pinned(m.shape, m.dtype)
+    outputs.push_back(pinned ? empty_pinned(m.shape, m.dtype, m.format)
                              : empty(m.shape, {.dtype = m.dtype, .device = device, .memory_format = m.format}));
   }
   kernel(inputs, outputs, attrs);

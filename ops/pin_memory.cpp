@@ -21,11 +21,14 @@ void check_pin_memory_available(const std::string& who) {
            reason, "\n  hint: leave host memory pageable (no pin_memory) where there is no GPU");
 }
 
-Tensor empty_pinned(const Shape& shape, DType dtype) {
+Tensor empty_pinned(const Shape& shape, DType dtype, MemoryFormat format) {
+  if (format == MemoryFormat::ChannelsLast) check_channels_last_shape("empty_pinned", shape);
+  MG_CHECK(format != MemoryFormat::Preserve, Error, "empty_pinned: a new tensor has no layout to preserve\n"
+           "  hint: ask for MemoryFormat::Contiguous or MemoryFormat::ChannelsLast");
   check_pin_memory_available("pin_memory");
   const std::size_t nbytes = std::size_t(shape_numel(shape)) * dtype_size(dtype);
   auto storage = std::make_shared<Storage>(nbytes, Device::cpu(), *find_pinned_allocator());
-  return make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
+  return make_tensor(std::move(storage), shape, memory_format_strides(shape, format), 0, dtype);
 }
 
 Tensor pin_memory(const Tensor& x) {

@@ -40,13 +40,15 @@ void copy_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
   convert_into<S>(in[1], out[0]);
 }
 
-// The dtype stays; the source is made dense on its own device first, then its bytes move
+// The dtype stays; the source is made dense on its own device in the output's layout first
+// (contiguous or channels-last: ops/copy.cpp keeps the layout), then its bytes move
 // (asynchronously for to(device, non_blocking = true) where the host side is pinned: cuda/copy.cpp).
 void to_device_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  const MemoryFormat format = out[0].suggest_memory_format();
   Tensor src = in[0];
-  if (!src.is_contiguous()) {
+  if (!src.is_contiguous(format)) {
     NoGradGuard no_grad;
-    src = contiguous(src);
+    src = contiguous(src, format);
   }
   copy_bytes(out[0].data_ptr(), out[0].device(), src.data_ptr(), src.device(),
              std::size_t(src.numel()) * src.element_size(), /*non_blocking=*/attrs.mode == 1);

@@ -9,6 +9,7 @@
 // CPU: test_capture_registry.cpp, test_graph_pool.cpp, tests/core/test_generator_graph.cpp.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -17,6 +18,8 @@
 #include "core/generator.h"
 #include "cuda/host/captured_step.h"
 #include "cuda_test_util.h"
+#include "nn/linear.h"
+#include "autograd/grad_mode.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
 #include "ops/ops.h"
@@ -353,6 +356,30 @@ TEST_CASE("CUDA graph: load_state_dict between replays", "[cuda][gpu][graph]") {
   opt.load_state_dict(opt.state_dict());
   MG_REQUIRE_ERROR(captured.run({batches[5].x, batches[5].y}),
                    "SGD: load_state_dict replaced the optimizer state after the CUDA graph was captured");
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA graph: a module's load_state_dict between replays is what the next replay computes with",
+          "[cuda][gpu][graph]") {
+  // Module::load_state_dict copies into the parameters' memory, whose addresses the graph holds.
+  nn::Linear layer({.in = 32, .out = 10});
+  layer.to(gpu());
+  const void* address = layer.weight.data_ptr();
+  cuda::CapturedStep captured([&](const Tensors& in) { return Tensors{layer.forward(in[0])}; }, {},
+                              {.device = gpu(), .warmup_steps = 1});
+  const std::vector<Batch> batches = make_batches(4, DType::F32);
+  NoGradGuard no_grad;
+  for (int i = 0; i < 3; ++i) captured.run({batches[std::size_t(i)].x});
+  REQUIRE(captured.graph().replays() == 2);
+  nn::Linear other({.in = 32, .out = 10});  // other values, on the CPU: moved and copied in
+  layer.load_state_dict(other.state_dict());
+  CHECK(layer.weight.data_ptr() == address);
+  const Tensor y = clone(captured.run({batches[3].x})[0]);
+  CHECK(captured.graph().replays() == 3);
+  CHECK(bytes_of(y) == bytes_of(layer.forward(batches[3].x.to(gpu()))));  // the eager step on the loaded weights
+  const std::vector<double> got = test::values(y), want = test::values(other.forward(batches[3].x));
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) < 1e-4 * (1.0 + std::abs(want[i])));
   test::require_no_pending_cuda_error();
 }
 

@@ -85,6 +85,12 @@ TEST_CASE("pin_memory of an undefined tensor is an mg::Error", "[cuda][pinned]")
   MG_REQUIRE_ERROR(Tensor().pin_memory(), "pin_memory: the tensor is undefined");
 }
 
+TEST_CASE("empty_pinned refuses a layout it cannot make before asking for a device", "[cuda][pinned]") {
+  MG_REQUIRE_ERROR(empty_pinned({2, 3}, DType::F32, MemoryFormat::ChannelsLast), "empty_pinned");
+  MG_REQUIRE_ERROR(empty_pinned({2, 3}, DType::F32, MemoryFormat::ChannelsLast), "4-D");
+  MG_REQUIRE_ERROR(empty_pinned({2, 3, 4, 5}, DType::F32, MemoryFormat::Preserve), "no layout to preserve");
+}
+
 TEST_CASE("pinned round trips keep every bit, in every dtype", "[cuda][gpu][pinned]") {
   uint32_t seed = 1;
   for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8, DType::Bool}) {

@@ -78,6 +78,35 @@ TEST_CASE("host-device round trips keep every bit, in every dtype", "[cuda][gpu]
   mg::test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("moves between devices keep channels-last (PyTorch's preserve_format)", "[cuda][gpu][memory_format]") {
+  const auto cl = MemoryFormat::ChannelsLast;
+  const Tensor x = randn({3, 5, 4, 7}).to(cl);
+  const Tensor d = x.to(gpu());
+  REQUIRE(d.is_contiguous(cl));
+  REQUIRE_FALSE(d.is_contiguous());
+  REQUIRE(mg::test::values(d) == mg::test::values(x));
+  const Tensor back = d.to(Device::cpu());
+  REQUIRE(back.is_contiguous(cl));
+  REQUIRE(std::memcmp(back.data_ptr(), x.data_ptr(), x.numel() * x.element_size()) == 0);
+  // Into pinned memory too, laid out the same way.
+  const Tensor pinned = d.to(Device::cpu(), /*non_blocking=*/true);
+  cuda::synchronize();
+  REQUIRE(pinned.is_pinned());
+  REQUIRE(pinned.is_contiguous(cl));
+  REQUIRE(mg::test::values(pinned) == mg::test::values(x));
+  // A channels-last view that is not dense moves dense in its suggested layout.
+  const Tensor sliced = randn({2, 6, 5, 5}).to(cl).slice(1, 1, 5);
+  const Tensor ds = sliced.to(gpu());
+  REQUIRE(ds.is_contiguous(cl));
+  REQUIRE(mg::test::values(ds) == mg::test::values(sliced));
+  // A gradient flows back through the move in the source's layout.
+  const Tensor leaf = randn({2, 3, 4, 4}).to(cl).detach().requires_grad_(true);
+  mg::sum(mul(leaf.to(gpu()), full({1}, 2.0, {.device = gpu()}))).backward();
+  REQUIRE(leaf.grad().device().is_cpu());
+  REQUIRE(mg::test::values(leaf.grad()) == std::vector<double>(std::size_t(leaf.numel()), 2.0));
+  mg::test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("streams, guards and events", "[cuda][gpu]") {
   const cuda::Stream def = cuda::current_stream();
   REQUIRE(def.handle() == nullptr);

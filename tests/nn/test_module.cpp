@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "autograd/grad_mode.h"
+#include "nn/conv.h"
 #include "nn/module.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -138,6 +139,29 @@ TEST_CASE("state dict round trip", "[nn][module]") {
   half.load_state_dict(sd);
   REQUIRE(half.layer1->fc->weight.dtype() == DType::BF16);
   REQUIRE(values(half.layer1->fc->weight) == std::vector<double>{0, 1, 2, 3, 4, 5});
+}
+
+TEST_CASE("load_state_dict writes into each tensor's memory and keeps its layout", "[nn][module][memory_format]") {
+  // A captured CUDA graph holds the parameters' addresses, so loading must not move them.
+  nn::Conv2d conv({.in = 3, .out = 4, .kernel = 3});
+  conv.weight.set_data(conv.weight.to(MemoryFormat::ChannelsLast));
+  const void* address = conv.weight.data_ptr();
+  const uint64_t version = conv.weight.version();
+  nn::Conv2d src({.in = 3, .out = 4, .kernel = 3});
+  conv.load_state_dict(src.state_dict());
+  CHECK(conv.weight.data_ptr() == address);
+  CHECK(conv.weight.is_contiguous(MemoryFormat::ChannelsLast));
+  CHECK_FALSE(conv.weight.is_contiguous());
+  CHECK(values(conv.weight) == values(src.weight));
+  CHECK(values(conv.bias) == values(src.bias));
+  CHECK(conv.weight.version() > version);  // a graph saved for backward before the load refuses to run
+  CHECK(conv.weight.requires_grad());
+  CHECK(conv.weight.grad_fn() == nullptr);
+  // Loading a module's own state is harmless.
+  const std::vector<double> before = values(conv.weight);
+  conv.load_state_dict(conv.state_dict());
+  CHECK(values(conv.weight) == before);
+  CHECK(conv.weight.data_ptr() == address);
 }
 
 TEST_CASE("strict loading lists every problem and changes nothing", "[nn][module][errors]") {

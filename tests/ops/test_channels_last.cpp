@@ -13,6 +13,7 @@
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
 #include "ops/conv.h"
+#include "ops/dispatcher.h"
 #include "ops/cpu/conv_onednn.h"
 #include "ops/norm.h"
 #include "ops/ops.h"
@@ -219,4 +220,20 @@ TEST_CASE("a conv, batch norm, relu, add, pool chain stays channels-last end to 
   CHECK(is_cl(dxc));
   CHECK(max_rel_diff(yc, y) < 1e-5);
   CHECK(max_rel_diff(dxc, dx) < 1e-5);
+}
+
+TEST_CASE("a move between devices keeps channels-last and makes a non-dense source dense", "[ops][memory_format]") {
+  // The rule of the to_device op, run here as a move to the same device (the CPU kernel); the GPU
+  // moves are checked in tests/cuda/test_cuda_runtime.cpp.
+  auto move = [](const Tensor& t) { return dispatch1(OpId::to_device, {t}, {.device = Device::cpu()}); };
+  const Tensor x = randn({2, 3, 4, 5}).to(kCL);
+  const Tensor y = move(x);
+  CHECK(is_cl(y));
+  CHECK_FALSE(y.is_same(x));
+  CHECK(values(y) == values(x));
+  CHECK(move(randn({2, 3, 4, 5})).is_contiguous());
+  const Tensor t = randn({5, 7}).t();
+  const Tensor yt = move(t);
+  CHECK(yt.is_contiguous());
+  CHECK(values(yt) == values(t));
 }
