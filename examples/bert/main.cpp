@@ -47,6 +47,7 @@
 #include "cuda/host/captured_step.h"
 #include "examples/common/cuda_graph.h"
 #include "examples/common/data_parallel.h"
+#include "examples/common/device_tally.h"
 #include "examples/common/flags.h"
 #include "examples/common/format.h"
 #include "examples/common/interrupt.h"
@@ -149,17 +150,33 @@ using Net = std::function<Predictions(const data::Batch&)>;
 // BertForMaskedLM::forward scores every position [B, L, V]; only ~7% of them are masked at
 // seq-len 64, so, as Google's BERT (gather_indexes), the head runs on the masked positions only:
 // the same math as BertForMaskedLM's head on fewer rows, ~30% less work per step.
+// The flat positions [N] i64 (on the CPU) of the predicted tokens of an MLM target [B, L] or
+// [B*L] (those != -100). Reads a device target back.
+Tensor masked_positions(const Tensor& target) {
+  const Tensor host = contiguous(target.reshape({-1}).to(Device::cpu()));
+  std::vector<int64_t> where;
+  const int64_t* t = host.data<int64_t>();
+  for (int64_t i = 0; i < host.numel(); ++i) if (t[i] != data::kIgnoreIndex) where.push_back(i);
+  return from_vector(where, {int64_t(where.size())});
+}
+
+// An MLM batch (a target per position, [B, L]) still on the host gains "masked_positions", so the
+// head's gather needs nothing read back from a device; other batches are returned as they are.
+data::Batch with_masked_positions(data::Batch b) {
+  if (b.contains("target") && b.at("target").dim() == 2 && b.at("target").device().is_cpu()) {
+    b.add("masked_positions", masked_positions(b.at("target")));
+  }
+  return b;
+}
+
 Net mlm_net(std::shared_ptr<BertForMaskedLM> m) {
   return [m](const data::Batch& b) -> Predictions {
     auto scope = nn::module_scope(*m);
     const Tensor target = b.at("target").reshape({-1});  // [B*L], -100 = not predicted
-    // The positions are chosen on the host, so a device batch's targets are read back (one
-    // synchronisation per batch) and the positions go to the batch's device.
-    const Tensor host = contiguous(target.to(Device::cpu()));
-    std::vector<int64_t> where;
-    const int64_t* t = host.data<int64_t>();
-    for (int64_t i = 0; i < host.numel(); ++i) if (t[i] != data::kIgnoreIndex) where.push_back(i);
-    const Tensor at = from_vector(where, {int64_t(where.size())}, {.device = target.device()});        // [N]
+    // The positions come with the batch (with_masked_positions, found before it left the host);
+    // without them a device batch's targets are read back here (one synchronisation).
+    const Tensor at = b.contains("masked_positions") ? b.at("masked_positions")
+                                                     : masked_positions(target).to(target.device());  // [N]
     const Tensor h = m->bert->forward(b.at("input_ids"), Tensor(), b.at("attention_mask")).sequence;   // [B, L, H]
     const Tensor hm = index_select(h.reshape({-1, h.size(2)}), 0, at);                                // [N, H]
     const Tensor x = (*m->transform_norm)(gelu((*m->transform)(hm)));                               // [N, H]
@@ -235,6 +252,16 @@ std::string load_pretrained_encoder(BertForSequenceClassification& clf, const io
 }
 
 // ---- the training step ----
+// A training step's results as the device holds them: nothing has been read back.
+struct DeviceStep {
+  Tensor loss;            // [] f64: mean of the micro-batch losses
+  Tensor correct;         // [] i64: right predictions over all micro-batches
+  Tensor grad_norm;       // [] before clipping; inf/NaN when the step overflowed
+  int64_t predicted = 0;  // predictions made (known on the host: the batches' shapes)
+  int64_t examples = 0;   // verses seen
+};
+
+// A step's results read on the host.
 struct StepResult {
   double loss = 0;        // mean of the micro-batch losses
   int64_t correct = 0;    // right predictions (masked tokens or verses) over all micro-batches
@@ -244,9 +271,8 @@ struct StepResult {
   bool skipped = false;
 };
 
-int64_t count_correct(const Predictions& p) {
-  return eq(argmax(p.logits, 1), p.target).to(DType::I64).sum().item<int64_t>();
-}
+// Right predictions: a one-element i64 count on the predictions' device.
+Tensor correct_count(const Predictions& p) { return eq(argmax(p.logits, 1), p.target).to(DType::I64).sum(); }
 
 // One optimizer step at the opt level amp::initialize set up, over `accumulate` micro-batches:
 // forward (inputs cast by the level), backward of the scaled loss / accumulate (all but the last
@@ -254,27 +280,30 @@ int64_t count_correct(const Predictions& p) {
 // and checks them for inf/NaN), clip the master gradients, step (skipped after an overflow), schedule.
 // Under mixgrad-run the micro-batches but the last accumulate locally (no_sync); the last backward
 // averages the accumulated gradients across ranks.
-StepResult train_step(const Net& net, optim::AdamW& opt, optim::LRScheduler& sched, data::DataLoader& loader,
+// Nothing is read back from a device: the results stay device tensors (DeviceStep).
+DeviceStep train_step(const Net& net, optim::AdamW& opt, optim::LRScheduler& sched, data::DataLoader& loader,
                       int64_t accumulate, double clip, Device device, DataParallel& dp) {
-  StepResult r;
+  DeviceStep r;
   opt.zero_grad();
   for (int64_t k = 0; k < accumulate; ++k) {
     const std::optional<data::Batch> next = loader.next();
     MG_CHECK(next.has_value(), InternalError, "the loader ran out of batches in micro-batch ", k);
-    const std::optional<data::Batch> b = to_device(*next, device);
-    const Predictions p = amp::forward(net, *b);                  // logits [N, C], target [N]
+    const data::Batch b = to_device(with_masked_positions(*next), device);
+    const Predictions p = amp::forward(net, b);                   // logits [N, C], target [N]
     const Tensor loss = cross_entropy(p.logits, p.target);        // mean over the N predictions
     const std::shared_ptr<void> local = k < accumulate - 1 ? dp.no_sync() : nullptr;
     amp::scale_loss(loss / double(accumulate), opt, {.delay_unscale = k < accumulate - 1}).backward();
-    r.loss += loss.item<double>() / double(accumulate);
-    r.correct += count_correct(p);
+    NoGradGuard no_grad;
+    const Tensor part = loss.detach().to(DType::F64) / double(accumulate);  // summed in f64, in micro-batch order
+    const Tensor right = correct_count(p);
+    r.loss = k == 0 ? part : r.loss + part;
+    r.correct = k == 0 ? right : r.correct + right;
     r.predicted += p.target.numel();
-    r.examples += b->size();
+    r.examples += b.size();
   }
-  r.grad_norm = optim::clip_grad_norm_(amp::master_params(opt), clip > 0 ? clip : INFINITY).item<double>();
+  r.grad_norm = optim::clip_grad_norm_(amp::master_params(opt), clip > 0 ? clip : INFINITY);
   opt.step();
   sched.step();
-  r.skipped = opt.last_step_skipped();
   return r;
 }
 
@@ -294,7 +323,7 @@ Tensors graph_step(const Net& net, optim::AdamW& opt, amp::GradScaler& scaler, d
   const Tensor norm = optim::clip_grad_norm_(amp::master_params(opt), clip > 0 ? clip : INFINITY);
   scaler.step(opt);
   scaler.update();
-  return {loss, eq(argmax(p.logits, 1), p.target).to(DType::I64).sum(), norm};
+  return {loss, correct_count(p), norm};
 }
 
 // ---- evaluation on the held-out verses ----
@@ -315,9 +344,10 @@ EvalResult evaluate(nn::Module& model, const Net& net, const data::Dataset& set,
   int64_t right = 0, predicted = 0;
   for (std::size_t at = 0; at < examples.size(); at += 256) {
     const std::vector<int64_t> chunk(examples.begin() + at, examples.begin() + std::min(at + 256, examples.size()));
-    const Predictions p = amp::forward(net, to_device(set.get_batch(chunk, {.seed = kEvalMaskSeed, .epoch = 0}), device));
+    const Predictions p =
+        amp::forward(net, to_device(with_masked_positions(set.get_batch(chunk, {.seed = kEvalMaskSeed, .epoch = 0})), device));
     loss_sum += cross_entropy(p.logits.to(DType::F32), p.target, Reduction::Sum).item<double>();  // f32 sum per chunk, f64 across
-    right += count_correct(p);
+    right += correct_count(p).item<int64_t>();
     predicted += p.target.numel();
   }
   model.train();
@@ -341,6 +371,8 @@ int run(int argc, char** argv) {
     MG_CHECK(!mlm, Error, "--cuda-graph needs fixed shapes, but --task mlm gathers a different number of "
              "masked positions in every batch on the host\n  hint: use --task testament or book, or drop --cuda-graph");
   }
+  // Step results summed on the device and read at logging points only (--read-metrics; --cuda-graph).
+  const bool lazy_reads = metrics_read_at_log_points(flags, device);
   MG_CHECK(!mlm || flags.value("pretrained").empty(), Error, "--pretrained is for fine-tuning (--task testament or book)",
            "\n  hint: to continue an mlm run, use --resume");
   const int64_t batch_size = flags.get_int("batch-size"), accumulate = flags.get_int("accumulate"),
@@ -476,11 +508,12 @@ int run(int argc, char** argv) {
     captured.emplace(
         [&](const Tensors& in) { return graph_step(net, opt, *graph_scaler, flags.get_double("clip"), batch_names, in); },
         std::vector<GraphParticipant*>{&opt, &*graph_scaler}, cuda::CapturedStepOptions{.device = device});
-    tally.emplace(device);
   }
+  if (lazy_reads) tally.emplace(device);
+  int64_t predicted_since_log = 0;  // lazy reads: predictions of the steps in the tally
   auto loss_scale = [&] { return graph_scaler ? graph_scaler->get_scale() : amp::loss_scale(); };
   auto skipped_total = [&] { return graph_scaler ? graph_scaler->skipped_iterations() : amp::loss_scaler().skipped_iterations(); };
-  int64_t skipped_at_last_log = 0;  // --cuda-graph: "skipped since the last logging point" (set after the resume)
+  int64_t skipped_at_last_log = 0;  // lazy reads: "skipped since the last logging point" (set after the resume)
   const std::string precision = precision_label(level, dtype);
   std::printf("train_bert: %s, BERT-%s (%s parameters)%s, vocab %s, seq-len %lld, %s, batch %lld x %lld accumulated, "
               "%lld epochs x %lld steps, lr %s (warmup %lld steps, linear decay), on %s, %d CPU threads\n",
@@ -547,10 +580,11 @@ int run(int argc, char** argv) {
   dp.wrap(model, {&opt});  // after amp::initialize, the resume and the memory probe: rank 0's weights everywhere
   auto save = [&](const std::string& path) {
     if (!dp.is_main()) return;  // rank 0 writes the checkpoints
-    if (tally) {  // --cuda-graph: a Ctrl-C after this step's logging decision left steps in the tally
-      const DeviceTally::Totals t = tally->take();
-      loss_sum += t.loss_sum;
-      right += t.correct;
+    if (tally) {  // lazy reads: a Ctrl-C after this step's logging decision left steps in the tally
+      const DeviceTally::Totals t = tally->read();
+      loss_sum = t.loss_sum;
+      right = t.correct;
+      predicted_since_log = 0;  // the next record's interval starts here, as the tally's
     }
     StateDict train;
     train.ints["step"] = step;
@@ -608,12 +642,14 @@ int run(int argc, char** argv) {
       right = predicted = seen = 0;
       skipped_at_epoch_start = skipped_total();
     }
+    if (tally) tally->reset(loss_sum, right);  // the epoch's sums so far (a resumed epoch's saved ones)
     bool stop = false;
     for (int64_t i = first; i < steps_per_epoch && !stop; ++i) {
       Stopwatch step_clock;
       if (tracer) tracer->reset();
       StepResult r;
-      bool fresh = true;  // r holds this step's values (--cuda-graph: only at logging points)
+      bool fresh = true;  // r holds this step's values (lazy reads: only at logging points)
+      DeviceStep d;
       if (captured) {
         const std::optional<data::Batch> next = loader.next();
         MG_CHECK(next.has_value(), InternalError, "the loader ran out of batches at step ", i);
@@ -625,35 +661,46 @@ int run(int argc, char** argv) {
         }
         const Tensors out = captured->run(in);  // {loss, correct, grad_norm} on the device
         sched.step();
-        tally->add(out[0], out[1], next->size());
-        r.examples = next->size();
-        r.predicted = next->size();  // one prediction per verse (the classifier tasks)
+        // One prediction per verse (the classifier tasks; --task mlm is refused with --cuda-graph).
+        d = {out[0], out[1], out[2], next->size(), next->size()};
+      } else {
+        d = train_step(net, opt, sched, loader, accumulate, flags.get_double("clip"), device, dp);
+      }
+      r.examples = d.examples;
+      if (lazy_reads) {
+        tally->add(d.loss, d.correct, d.examples);
+        predicted_since_log += d.predicted;
         const bool periodic = flags.get_int("checkpoint-every") > 0 && (step + 1) % flags.get_int("checkpoint-every") == 0;
         const bool eval_now = flags.get_int("eval-every") > 0 && (step + 1) % flags.get_int("eval-every") == 0;
         fresh = (step + 1) % flags.get_int("log-every") == 0 || i + 1 == steps_per_epoch || periodic || eval_now ||
                 interrupt.requested() || steps_this_run + 1 == flags.get_int("stop-after");
-        if (fresh) {  // the lazy read: one synchronisation per logging point
-          const DeviceTally::Totals t = tally->take();
+        if (fresh) {  // one synchronisation per logging point
+          const DeviceTally::Totals t = tally->read();
           r.loss = t.last_loss;
-          r.correct = t.correct;
-          r.grad_norm = out[2].item<double>();
+          r.correct = t.correct - right;  // the interval's
+          r.predicted = predicted_since_log;
+          predicted_since_log = 0;
+          r.grad_norm = d.grad_norm.item<double>();
           const int64_t skipped_now = skipped_total();
           r.skipped = skipped_now > skipped_at_last_log;
           skipped_at_last_log = skipped_now;
-          loss_sum += t.loss_sum;
-          right += t.correct;
-          r.predicted = t.steps * next->size();
+          loss_sum = t.loss_sum;
+          right = t.correct;
         }
       } else {
-        r = train_step(net, opt, sched, loader, accumulate, flags.get_double("clip"), device, dp);
+        r.loss = d.loss.item<double>();
+        r.correct = d.correct.item<int64_t>();
+        r.predicted = d.predicted;
+        r.grad_norm = d.grad_norm.item<double>();
+        r.skipped = opt.last_step_skipped();
         loss_sum += r.loss * double(r.examples);
         right += r.correct;
       }
       const double step_time = step_clock.seconds();
       ++step;
-      rate.add(r.examples);
-      predicted += captured ? r.examples : r.predicted;
-      seen += r.examples;
+      rate.add(d.examples);
+      predicted += d.predicted;
+      seen += d.examples;
       if (fresh) history.add_step(step, r.loss, loss_scale(), r.skipped);
       if (r.skipped && tracer && tracer->found()) {
         bar.log(skipped_step_trace(*tracer, step, !traced_before));

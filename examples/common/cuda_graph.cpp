@@ -1,10 +1,7 @@
 #include "examples/common/cuda_graph.h"
 
 #include "amp/initialize.h"
-#include "autograd/grad_mode.h"
 #include "core/error.h"
-#include "core/factory.h"
-#include "ops/ops.h"
 
 namespace mg::example {
 
@@ -36,32 +33,6 @@ amp::GradScaler cuda_graph_scaler() {
   o.min_scale = p.min_loss_scale;
   o.max_scale = p.max_loss_scale;  // the initial scale is clamped to [min, max] by the scaler
   return amp::GradScaler(o);
-}
-
-DeviceTally::DeviceTally(Device device)
-    : loss_sum_(zeros({}, {.dtype = DType::F64, .device = device})),
-      correct_(zeros({}, {.dtype = DType::I64, .device = device})),
-      last_(zeros({}, {.dtype = DType::F32, .device = device})) {}
-
-void DeviceTally::add(const Tensor& loss, const Tensor& correct, int64_t examples) {
-  NoGradGuard no_grad;
-  loss_sum_.add_(reshape(loss, {}).to(DType::F64), double(examples));  // loss_sum += examples * loss, in f64
-  correct_.add_(reshape(correct, {}).to(DType::I64));
-  last_.copy_(reshape(loss, {}));
-  ++steps_;
-}
-
-DeviceTally::Totals DeviceTally::take() {
-  NoGradGuard no_grad;
-  Totals t;
-  t.loss_sum = loss_sum_.item<double>();  // the lazy read: one synchronisation
-  t.correct = correct_.item<int64_t>();
-  t.last_loss = last_.item<double>();
-  t.steps = steps_;
-  loss_sum_.zero_();
-  correct_.zero_();
-  steps_ = 0;
-  return t;
 }
 
 }  // namespace mg::example

@@ -1,13 +1,10 @@
 // --cuda-graph for the examples: the flag, the checks that refuse what a captured step cannot do,
-// the GradScaler the captured step scales with, and the tally that keeps per-step results on the
-// device until a logging point (a captured step must not read anything back).
+// and the GradScaler the captured step scales with. Its results are read through a DeviceTally
+// (examples/common/device_tally.h): a captured step must not read anything back.
 //
 //   add_cuda_graph_flag(flags);
 //   check_cuda_graph({.device = device, .data_parallel = dp.active(), ...});   // clear errors
 //   amp::GradScaler scaler = cuda_graph_scaler();       // from amp::properties()
-//   DeviceTally tally(device);
-//   tally.add(out[0], out[1], batch_size);              // after each CapturedStep::run
-//   if (log_now) { const DeviceTally::Totals t = tally.take(); ... }   // one synchronisation
 #pragma once
 #include <cstdint>
 #include <string>
@@ -39,28 +36,5 @@ void check_cuda_graph(const CudaGraphRequest& request);
 // dynamically (amp's min/max scale), disabled when its loss scale is a static 1; a static scale
 // other than 1 is an error. After amp::initialize (its properties are read).
 amp::GradScaler cuda_graph_scaler();
-
-// Sums of per-step results on the device, read at logging points only.
-class DeviceTally {
- public:
-  explicit DeviceTally(Device device);
-  // loss: one-element floating (the step's mean loss); correct: one-element integer count.
-  // Adds loss * examples and correct on the device (asynchronous) and keeps `loss` as the last one.
-  void add(const Tensor& loss, const Tensor& correct, int64_t examples);
-  struct Totals {
-    double loss_sum = 0;   // sum of loss * examples since the last take()
-    int64_t correct = 0;
-    double last_loss = 0;  // the last step's loss
-    int64_t steps = 0;     // add() calls since the last take()
-  };
-  // Reads and clears the sums (one synchronisation).
-  Totals take();
-
- private:
-  Tensor loss_sum_;  // [] f64
-  Tensor correct_;   // [] i64
-  Tensor last_;      // [] f32
-  int64_t steps_ = 0;
-};
 
 }  // namespace mg::example

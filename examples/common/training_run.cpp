@@ -43,6 +43,9 @@ void add_amp_flags(Flags& f) {
 void add_run_flags(Flags& f, int64_t log_every, const std::string& records, const std::string& curves) {
   f.add_int("threads", 0, "CPU threads (0: all cores)", {.min = 0});
   f.add_int("log-every", log_every, "steps between metrics records", {.min = 1});
+  f.add_choice("read-metrics", "auto", {"auto", "step", "log"},
+               "when the host reads the step's loss and accuracy: every step, or at logging points only (a GPU "
+               "then never waits for the host between them); auto: log on CUDA, step on the CPU");
   f.add_int("checkpoint-every", 0, "steps between checkpoints (0: at the end of every epoch only)", {.min = 0});
   f.add_string("checkpoint", "", "write checkpoints to FILE", {.metavar = "FILE"});
   f.add_string("resume", "", "continue the run saved in FILE (bit-identical on the CPU)", {.metavar = "FILE"});
@@ -52,6 +55,18 @@ void add_run_flags(Flags& f, int64_t log_every, const std::string& records, cons
   f.add_string("plot", "", "write an SVG plot of " + curves + " to FILE", {.metavar = "FILE.svg"});
   f.add_bool("precision-plan", false, "print which dtype each layer stores and runs in, and the memory it takes");
   f.add_bool("trace-overflow", false, "report the op (and module) that produced inf/NaN on every skipped step");
+}
+
+bool metrics_read_at_log_points(const Flags& flags, Device device) {
+  const std::string& mode = flags.value("read-metrics");
+  const bool graphed = flags.get_bool("cuda-graph");
+  const bool tracing = flags.get_bool("trace-overflow");
+  MG_CHECK(!(mode == "log" && tracing), Error, "--read-metrics log cannot be combined with --trace-overflow, which "
+           "reports each skipped step as it happens\n  hint: drop --read-metrics (auto reads every step when tracing)");
+  MG_CHECK(!(mode == "step" && graphed), Error, "--read-metrics step cannot be combined with --cuda-graph: a replayed "
+           "step reads nothing back\n  hint: drop --read-metrics (--cuda-graph reads at logging points)");
+  if (graphed || mode == "log") return true;
+  return mode == "auto" && device.is_cuda() && !tracing;
 }
 
 bool parse_flags(Flags& flags, int argc, char** argv) {

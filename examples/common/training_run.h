@@ -35,10 +35,19 @@ int run_main(const char* program, int (*run)(int, char**), int argc, char** argv
 
 // The flags every example takes, declared once: --opt-level, --dtype, --loss-scale, --device.
 void add_amp_flags(Flags& flags);
-// --threads, --log-every (default `log_every`), --checkpoint, --checkpoint-every, --resume,
-// --stop-after, --metrics, --plot, --precision-plan, --trace-overflow. `records` and `curves` say
-// what the metrics file and the plot hold, for the usage text.
+// --threads, --log-every (default `log_every`), --read-metrics, --checkpoint, --checkpoint-every,
+// --resume, --stop-after, --metrics, --plot, --precision-plan, --trace-overflow. `records` and
+// `curves` say what the metrics file and the plot hold, for the usage text.
 void add_run_flags(Flags& flags, int64_t log_every, const std::string& records, const std::string& curves);
+
+// --read-metrics: whether each step's loss and accuracy stay on the device until a logging point
+// (true: summed there by a DeviceTally, read every --log-every steps, at the epoch's end, an
+// evaluation, a checkpoint or a stop) or are read after every step (false). "auto" reads at
+// logging points on a CUDA device, where a read is a host synchronisation that stalls the GPU's
+// queue, and every step on the CPU, where it costs nothing and a skipped step is reported at once.
+// --cuda-graph always reads at logging points (a replayed step cannot read). Throws mg::Error for
+// "log" with --trace-overflow, which needs every step's skip decision, and "step" with --cuda-graph.
+bool metrics_read_at_log_points(const Flags& flags, Device device);
 
 // Parses the flags; on --help prints the usage and returns false (the caller returns 0). Checks
 // --device (training_device) and applies --threads (0: all cores).

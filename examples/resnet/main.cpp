@@ -48,6 +48,7 @@
 #include "cuda/host/captured_step.h"
 #include "examples/common/cuda_graph.h"
 #include "examples/common/data_parallel.h"
+#include "examples/common/device_tally.h"
 #include "examples/common/flags.h"
 #include "examples/common/format.h"
 #include "examples/common/interrupt.h"
@@ -99,28 +100,29 @@ Flags make_flags() {
   return f;
 }
 
-// Accuracy of logits [B, 10] against targets [B], as a count.
-int64_t correct(const Tensor& logits, const Tensor& target) {
-  return eq(argmax(logits, 1), target).to(DType::I64).sum().item<int64_t>();
+// Right predictions of logits [B, 10] against targets [B]: a one-element i64 count on their device.
+Tensor correct_count(const Tensor& logits, const Tensor& target) {
+  return eq(argmax(logits, 1), target).to(DType::I64).sum();
 }
 
 struct StepResult {
   float loss;
   int64_t correct;
   bool skipped;
-  int64_t predicted = 0;  // the examples `correct` counts over (--cuda-graph: every step since the last read)
+  int64_t predicted = 0;  // the examples `correct` counts over (read at logging points: every step since the last read)
 };
 
 // One training step at the opt level amp::initialize set up: forward (inputs cast by the level),
-// scaled backward, unscale + inf/NaN check, step (skipped on overflow), schedule.
-StepResult train_step(nn::models::ResNet& model, optim::SGD& opt, optim::LRScheduler& sched, const data::Batch& b) {
+// scaled backward, unscale + inf/NaN check, step (skipped on overflow), schedule. Returns the
+// device tensors {loss, correct}: nothing is read back here.
+Tensors train_step(nn::models::ResNet& model, optim::SGD& opt, optim::LRScheduler& sched, const data::Batch& b) {
   opt.zero_grad();
   const Tensor logits = amp::forward(model, b.at("input"));
   const Tensor loss = cross_entropy(logits, b.at("target"));
   amp::scale_loss(loss, opt).backward();
   opt.step();
   sched.step();
-  return {loss.item<float>(), correct(logits, b.at("target")), opt.last_step_skipped(), b.size()};
+  return {loss, correct_count(logits, b.at("target"))};
 }
 
 // The same step for --cuda-graph, captured once and replayed (cuda::CapturedStep): the loss is
@@ -133,7 +135,7 @@ Tensors graph_step(nn::models::ResNet& model, optim::SGD& opt, amp::GradScaler& 
   scaler.scale(loss).backward();
   scaler.step(opt);
   scaler.update();
-  return {loss, eq(argmax(logits, 1), in[1]).to(DType::I64).sum()};
+  return {loss, correct_count(logits, in[1])};
 }
 
 struct EvalResult {
@@ -153,7 +155,7 @@ EvalResult evaluate(nn::models::ResNet& model, const data::Dataset& test, int64_
     const std::optional<data::Batch> b = to_device(std::move(*next), device);
     const Tensor logits = amp::forward(model, b->at("input")).to(DType::F32);
     loss_sum += cross_entropy(logits, b->at("target"), Reduction::Sum).item<double>();
-    right += correct(logits, b->at("target"));
+    right += correct_count(logits, b->at("target")).item<int64_t>();
     seen += b->size();
   }
   model.train();
@@ -183,6 +185,8 @@ int run(int argc, char** argv) {
   if (graphed) {
     check_cuda_graph({.device = device, .data_parallel = dp.active(), .trace_overflow = flags.get_bool("trace-overflow")});
   }
+  // Step results summed on the device and read at logging points only (--read-metrics; --cuda-graph).
+  const bool lazy_reads = metrics_read_at_log_points(flags, device);
 
   // ---- data ----
   // Fashion-MNIST: 60,000 augmented training and 10,000 test images [1, 28, 28] of 10 classes.
@@ -250,11 +254,11 @@ int run(int argc, char** argv) {
     opt.set_step_gate(nullptr);
     captured.emplace([&](const Tensors& in) { return graph_step(*model, opt, *graph_scaler, in); },
                      std::vector<GraphParticipant*>{&opt, &*graph_scaler}, cuda::CapturedStepOptions{.device = device});
-    tally.emplace(device);
   }
+  if (lazy_reads) tally.emplace(device);
   auto loss_scale = [&] { return graph_scaler ? graph_scaler->get_scale() : amp::loss_scale(); };
   auto skipped_total = [&] { return graph_scaler ? graph_scaler->skipped_iterations() : amp::loss_scaler().skipped_iterations(); };
-  int64_t skipped_at_last_log = 0;  // --cuda-graph: "skipped since the last logging point" (set after the resume)
+  int64_t skipped_at_last_log = 0;  // lazy reads: "skipped since the last logging point" (set after the resume)
   const std::string precision = precision_label(level, dtype);
   std::printf("train_resnet: %s (%s parameters) on %s, %s, batch %lld, %lld epochs x %lld steps, on %s, %d CPU threads\n",
               model_name.c_str(), format_count(model->num_parameters()).c_str(), data_name.c_str(), precision.c_str(),
@@ -313,10 +317,10 @@ int run(int argc, char** argv) {
   dp.wrap(model, {&opt});  // after amp::initialize, the resume and the memory probe: rank 0's weights everywhere
   auto save = [&](const std::string& path) {
     if (!dp.is_main()) return;  // rank 0 writes the checkpoints
-    if (tally) {  // --cuda-graph: a Ctrl-C after this step's logging decision left steps in the tally
-      const DeviceTally::Totals t = tally->take();
-      loss_sum += t.loss_sum;
-      right += t.correct;
+    if (tally) {  // lazy reads: a Ctrl-C after this step's logging decision left steps in the tally
+      const DeviceTally::Totals t = tally->read();
+      loss_sum = t.loss_sum;
+      right = t.correct;
     }
     StateDict train;
     train.ints["step"] = step;
@@ -362,35 +366,42 @@ int run(int argc, char** argv) {
       right = seen = 0;
       skipped_at_epoch_start = skipped_total();
     }
+    if (tally) tally->reset(loss_sum, right);  // the epoch's sums so far (a resumed epoch's saved ones)
     for (int64_t i = first; i < steps_per_epoch; ++i) {
       const std::optional<data::Batch> batch = loader.next();
       MG_CHECK(batch.has_value(), InternalError, "the loader ran out of batches at step ", i);
       Stopwatch step_clock;
       if (tracer) tracer->reset();
       StepResult r{};
-      bool fresh = true;  // r holds this step's values (--cuda-graph: only at logging points)
+      bool fresh = true;  // r holds this step's values (lazy reads: only at logging points)
+      Tensors out;        // {loss, correct} on the device
       if (captured) {
-        const Tensors out = captured->run({batch->at("input"), batch->at("target")});  // {loss, correct} on the device
+        out = captured->run({batch->at("input"), batch->at("target")});
         sched.step();
+      } else {
+        out = train_step(*model, opt, sched, to_device(*batch, device));
+      }
+      if (lazy_reads) {
         tally->add(out[0], out[1], batch->size());
         const bool periodic = flags.get_int("checkpoint-every") > 0 && (step + 1) % flags.get_int("checkpoint-every") == 0;
         fresh = (step + 1) % flags.get_int("log-every") == 0 || i + 1 == steps_per_epoch || periodic ||
                 interrupt.requested() || steps_this_run + 1 == flags.get_int("stop-after");
       } else {
-        r = train_step(*model, opt, sched, to_device(*batch, device));
+        r = {out[0].item<float>(), out[1].item<int64_t>(), opt.last_step_skipped(), batch->size()};
       }
       const double step_time = step_clock.seconds();
       ++step;
       rate.add(batch->size());
       seen += batch->size();
-      if (captured && fresh) {  // the lazy read: one synchronisation per logging point
-        const DeviceTally::Totals t = tally->take();
-        loss_sum += t.loss_sum;
-        right += t.correct;
+      if (lazy_reads && fresh) {  // one synchronisation per logging point
+        const DeviceTally::Totals t = tally->read();
+        const int64_t interval_right = t.correct - right;
+        loss_sum = t.loss_sum;
+        right = t.correct;
         const int64_t skipped_now = skipped_total();
-        r = {float(t.last_loss), t.correct, skipped_now > skipped_at_last_log, t.steps * batch->size()};
+        r = {float(t.last_loss), interval_right, skipped_now > skipped_at_last_log, t.steps * batch->size()};
         skipped_at_last_log = skipped_now;
-      } else if (!captured) {
+      } else if (!lazy_reads) {
         loss_sum += r.loss * double(batch->size());
         right += r.correct;
       }

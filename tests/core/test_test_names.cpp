@@ -1,7 +1,8 @@
 // The test suite's own hygiene: catch_discover_tests registers each TEST_CASE name with CTest
 // through a CMake list, so a ';' in a name splits it into entries whose filters match nothing —
 // and a Catch2 run that matches nothing passes. Such a case never ran in CI (31 did, until this
-// test). This scans every test source for names CTest would mangle.
+// test). A name starting with '-' reaches the test binary as an unknown option and fails. This
+// scans every test source for names CTest would mangle.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -11,7 +12,7 @@
 #include <string>
 #include "mg_test_paths.h"  // MG_SOURCE_DIR and the paths of the programs tests start
 
-TEST_CASE("test names: no TEST_CASE name contains a semicolon (CTest would never run it)", "[meta]") {
+TEST_CASE("test names: no TEST_CASE name contains a semicolon or starts with a dash (CTest would never run it)", "[meta]") {
   namespace fs = std::filesystem;
   const fs::path root = fs::path(MG_SOURCE_DIR) / "tests";
   REQUIRE(fs::is_directory(root));
@@ -29,6 +30,7 @@ TEST_CASE("test names: no TEST_CASE name contains a semicolon (CTest would never
       const std::string n = (*it)[1].str();
       INFO(entry.path().string() << ": \"" << n << "\"");
       CHECK(n.find(';') == std::string::npos);
+      CHECK_FALSE(n.starts_with("-"));
     }
   }
   CHECK(files > 50);

@@ -6,6 +6,7 @@
 
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -64,6 +65,39 @@ inline std::vector<nlohmann::json> without_timing(std::vector<nlohmann::json> re
     for (const char* k : {"step_time", "samples_per_s", "epoch_time", "peak_rss", "eval_time", "wall_time"}) r.erase(k);
   }
   return records;
+}
+
+// One run's metrics read every step (--read-metrics step) against the same run's read at logging
+// points only (log): every record that is not a step record equal but for timing, its train loss
+// within 1e-12 (the lazy sums are grouped differently); the step records at multiples of
+// `log_every` equal but for `accuracy` and `skipped` (one step's against the interval's).
+inline void require_same_metrics_across_reads(const Metrics& step, const Metrics& log, int64_t log_every) {
+  const std::vector<nlohmann::json> a = without_timing(step.evals), b = without_timing(log.evals);
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO(a[i].dump() << "\n" << b[i].dump());
+    nlohmann::json x = a[i], y = b[i];
+    if (x.contains("train_loss")) {
+      const double u = x["train_loss"].get<double>(), v = y.at("train_loss").get<double>();
+      CHECK(std::abs(u - v) <= 1e-12 * std::abs(u));
+      x.erase("train_loss");
+      y.erase("train_loss");
+    }
+    CHECK(x == y);
+  }
+  auto at_multiples = [&](const std::vector<nlohmann::json>& records) {
+    std::vector<nlohmann::json> out;
+    for (nlohmann::json r : without_timing(records)) {
+      if (r.at("step").get<int64_t>() % log_every != 0) continue;
+      r.erase("accuracy");
+      r.erase("skipped");
+      out.push_back(r);
+    }
+    return out;
+  };
+  const std::vector<nlohmann::json> sa = at_multiples(step.steps), sb = at_multiples(log.steps);
+  REQUIRE(!sa.empty());
+  CHECK(sa == sb);
 }
 
 inline double mean_of(const std::vector<nlohmann::json>& records, const char* key, std::size_t begin, std::size_t end) {

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 
 #include "examples_common/examples_test_util.h"
@@ -48,24 +49,30 @@ TEST_CASE("train_resnet: a tiny run trains and writes metrics and a plot", "[exa
 
 TEST_CASE("train_resnet: --stop-after then --resume continues bit-identically (O2 f16)", "[examples][smoke]") {
   TempDir dir;
-  const std::string flags = kTiny + " --opt-level O2 --dtype f16";
-  const RunResult straight = run_program(MG_TRAIN_RESNET, flags + " --metrics " + dir.file("a.jsonl"));
-  REQUIRE(straight.exit_code == 0);
-  // Mid-epoch, and on an epoch's last step (the epoch's evaluation is done before stopping).
-  for (int stop_at : {13, 10}) {
-    INFO("stop after " << stop_at);
-    const std::string b = dir.file("b" + std::to_string(stop_at) + ".jsonl");
-    const std::string ck = " --checkpoint " + dir.file("c.ck") + " --metrics " + b;
-    const RunResult first = run_program(MG_TRAIN_RESNET, flags + ck + " --stop-after " + std::to_string(stop_at));
-    INFO(first.output);
-    REQUIRE(first.exit_code == 0);
-    CHECK_THAT(first.output, Catch::Matchers::Contains("stopped (--stop-after) at step " + std::to_string(stop_at)));
-    const RunResult second = run_program(MG_TRAIN_RESNET, flags + ck + " --resume " + dir.file("c.ck"));
-    INFO(second.output);
-    REQUIRE(second.exit_code == 0);
-    CHECK_THAT(second.output, Catch::Matchers::Contains("resumed from"));
-    // Every record except wall-clock fields must match exactly, loss scale and skip counts included.
-    CHECK(without_timing(read_metrics(b).all) == without_timing(read_metrics(dir.file("a.jsonl")).all));
+  // Reading every step, and at logging points only (the device's running sums are saved and
+  // restored; a stop at a logging point, so the next record's accuracy covers the same steps).
+  for (const std::string reads : {"", " --read-metrics log --log-every 3"}) {
+    const std::string flags = kTiny + " --opt-level O2 --dtype f16" + reads;
+    const RunResult straight = run_program(MG_TRAIN_RESNET, flags + " --metrics " + dir.file("a.jsonl"));
+    REQUIRE(straight.exit_code == 0);
+    // Mid-epoch, and on an epoch's last step (the epoch's evaluation is done before stopping).
+    for (int stop_at : {reads.empty() ? 13 : 12, 10}) {
+      INFO("stop after " << stop_at << reads);
+      const std::string b = dir.file("b" + std::to_string(stop_at) + ".jsonl");
+      const std::string ck = " --checkpoint " + dir.file("c.ck") + " --metrics " + b;
+      const RunResult first = run_program(MG_TRAIN_RESNET, flags + ck + " --stop-after " + std::to_string(stop_at));
+      INFO(first.output);
+      REQUIRE(first.exit_code == 0);
+      CHECK_THAT(first.output, Catch::Matchers::Contains("stopped (--stop-after) at step " + std::to_string(stop_at)));
+      const RunResult second = run_program(MG_TRAIN_RESNET, flags + ck + " --resume " + dir.file("c.ck"));
+      INFO(second.output);
+      REQUIRE(second.exit_code == 0);
+      CHECK_THAT(second.output, Catch::Matchers::Contains("resumed from"));
+      // Every record except wall-clock fields must match exactly, loss scale and skip counts included.
+      CHECK(without_timing(read_metrics(b).all) == without_timing(read_metrics(dir.file("a.jsonl")).all));
+      std::filesystem::remove(b);
+    }
+    std::filesystem::remove(dir.file("a.jsonl"));
   }
   // No temporary checkpoint files are left behind.
   for (const std::string& e : dir.entries()) CHECK(e.find(".tmp") == std::string::npos);
@@ -136,6 +143,27 @@ TEST_CASE("train_resnet: --trace-overflow names the op of every skipped step", "
   REQUIRE(m.steps.size() == 4);
   for (const auto& s : m.steps) CHECK(s.at("skipped").get<bool>());
   CHECK(m.evals.back().at("skipped_steps").get<int64_t>() == 4);
+}
+
+TEST_CASE("train_resnet: --read-metrics log gives the records of reading every step", "[examples][smoke]") {
+  TempDir dir;
+  // O2 f16 with dynamic scaling, and a static scale of 1e9 that skips every step (the skip counts
+  // come from the scaler at logging points).
+  for (const std::string level : {" --opt-level O2 --dtype f16", " --opt-level O1 --dtype f16 --loss-scale 1e9"}) {
+    INFO(level);
+    const std::string flags = kTiny + level + " --log-every 3 --read-metrics ";
+    const RunResult step = run_program(MG_TRAIN_RESNET, flags + "step --metrics " + dir.file("s.jsonl"));
+    const RunResult log = run_program(MG_TRAIN_RESNET, flags + "log --metrics " + dir.file("l.jsonl"));
+    INFO(step.output << "\n" << log.output);
+    REQUIRE(step.exit_code == 0);
+    REQUIRE(log.exit_code == 0);
+    require_same_metrics_across_reads(read_metrics(dir.file("s.jsonl")), read_metrics(dir.file("l.jsonl")), 3);
+    std::filesystem::remove(dir.file("s.jsonl"));
+    std::filesystem::remove(dir.file("l.jsonl"));
+  }
+  const RunResult bad = run_program(MG_TRAIN_RESNET, kTiny + " --read-metrics log --trace-overflow");
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.output, Catch::Matchers::Contains("--read-metrics log cannot be combined with --trace-overflow"));
 }
 
 // ---- ImageNet style on synthetic data (--arch resnetNN) ----
