@@ -287,6 +287,41 @@ cudnnStatus_t execute(cudnnHandle_t h, const DnnConvProblem& p, const Descriptor
   return CUDNN_STATUS_BAD_PARAM;
 }
 
+// cuDNN's workspace size for `algo` at the descriptor's current math type.
+cudnnStatus_t workspace_size(cudnnHandle_t h, const DnnConvProblem& p, const Descriptors& d, int algo,
+                             std::size_t* bytes) {
+  switch (p.dir) {
+    case ConvDirection::Forward:
+      return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, cudnnConvolutionFwdAlgo_t(algo), bytes);
+    case ConvDirection::BackwardInput:
+      return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, cudnnConvolutionBwdDataAlgo_t(algo),
+                                                          bytes);
+    case ConvDirection::BackwardWeight:
+      return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w,
+                                                            cudnnConvolutionBwdFilterAlgo_t(algo), bytes);
+  }
+  return CUDNN_STATUS_BAD_PARAM;
+}
+
+// The heuristic's and Find's `memory` figures are asked again of cuDNN for the math type each
+// candidate runs with, and the larger kept: a run given less workspace than cuDNN wants fails
+// with CUDNN_STATUS_BAD_PARAM instead of moving to the next candidate. A candidate whose size cuDNN
+// refuses to give is dropped. The descriptor's math type is left at the problem's.
+void settle_workspaces(cudnnHandle_t h, const DnnConvProblem& p, const Descriptors& d, std::vector<DnnAlgoChoice>& list) {
+  std::vector<DnnAlgoChoice> kept;
+  for (DnnAlgoChoice c : list) {
+    MG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, to_cudnn(c.math)));
+    std::size_t bytes = 0;
+    const cudnnStatus_t status = workspace_size(h, p, d, c.algo, &bytes);
+    if (dnn_status_refuses(int(status))) continue;
+    detail::check_cudnn(status, "cudnnGetConvolution*WorkspaceSize", __FILE__, __LINE__);
+    c.workspace = std::max(c.workspace, bytes);
+    kept.push_back(c);
+  }
+  MG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, to_cudnn(p.math)));
+  list = std::move(kept);
+}
+
 // ---- the algorithm cache ----
 
 struct AlgoCache {
@@ -361,6 +396,7 @@ std::vector<DnnAlgoChoice> candidates(const char* op, cudnnHandle_t h, const Dnn
   }
   DnnFilterStats stats;
   std::vector<DnnAlgoChoice> list = filter_conv_algos(offered, p, timed, &stats);
+  settle_workspaces(h, p, d, list);
   MG_CHECK(!list.empty(), NotImplementedError, dnn_no_algo_message(op, p, stats, int(offered.size())));
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.entries.emplace(key, list);
