@@ -100,6 +100,19 @@ inline void require_same_metrics_across_reads(const Metrics& step, const Metrics
   CHECK(sa == sb);
 }
 
+// Runs `program flags` reading every step and reading at logging points (--read-metrics step /
+// log, `flags` holding --log-every `log_every`), the metrics into `step_file` and `log_file`, and
+// requires the same records of both (require_same_metrics_across_reads).
+inline void check_reads_agree(const std::string& program, const std::string& flags, int64_t log_every,
+                              const std::string& step_file, const std::string& log_file) {
+  const RunResult step = run_program(program, flags + " --read-metrics step --metrics " + step_file);
+  const RunResult log = run_program(program, flags + " --read-metrics log --metrics " + log_file);
+  INFO(step.output << "\n" << log.output);
+  REQUIRE(step.exit_code == 0);
+  REQUIRE(log.exit_code == 0);
+  require_same_metrics_across_reads(read_metrics(step_file), read_metrics(log_file), log_every);
+}
+
 inline double mean_of(const std::vector<nlohmann::json>& records, const char* key, std::size_t begin, std::size_t end) {
   double s = 0;
   for (std::size_t i = begin; i < end; ++i) s += records.at(i).at(key).get<double>();

@@ -70,14 +70,8 @@ TEST_CASE("train_bert: --stop-after then --resume continues bit-identically (O2 
 TEST_CASE("train_bert: --read-metrics log gives the records of reading every step (MLM, accumulation)",
           "[examples][smoke]") {
   TempDir dir;
-  const std::string flags = "--task mlm" + kTiny + " --epochs 2 --opt-level O2 --dtype f16 --accumulate 2 --log-every 3 "
-                            "--read-metrics ";
-  const RunResult step = run_program(MG_TRAIN_BERT, flags + "step --metrics " + dir.file("s.jsonl"));
-  const RunResult log = run_program(MG_TRAIN_BERT, flags + "log --metrics " + dir.file("l.jsonl"));
-  INFO(step.output << "\n" << log.output);
-  REQUIRE(step.exit_code == 0);
-  REQUIRE(log.exit_code == 0);
-  require_same_metrics_across_reads(read_metrics(dir.file("s.jsonl")), read_metrics(dir.file("l.jsonl")), 3);
+  check_reads_agree(MG_TRAIN_BERT, "--task mlm" + kTiny + " --epochs 2 --opt-level O2 --dtype f16 --accumulate 2 --log-every 3",
+                    3, dir.file("s.jsonl"), dir.file("l.jsonl"));
 }
 
 TEST_CASE("train_bert: bad input gives a clear message and a non-zero exit", "[examples][smoke]") {

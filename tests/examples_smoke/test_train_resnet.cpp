@@ -151,13 +151,7 @@ TEST_CASE("train_resnet: --read-metrics log gives the records of reading every s
   // come from the scaler at logging points).
   for (const std::string level : {" --opt-level O2 --dtype f16", " --opt-level O1 --dtype f16 --loss-scale 1e9"}) {
     INFO(level);
-    const std::string flags = kTiny + level + " --log-every 3 --read-metrics ";
-    const RunResult step = run_program(MG_TRAIN_RESNET, flags + "step --metrics " + dir.file("s.jsonl"));
-    const RunResult log = run_program(MG_TRAIN_RESNET, flags + "log --metrics " + dir.file("l.jsonl"));
-    INFO(step.output << "\n" << log.output);
-    REQUIRE(step.exit_code == 0);
-    REQUIRE(log.exit_code == 0);
-    require_same_metrics_across_reads(read_metrics(dir.file("s.jsonl")), read_metrics(dir.file("l.jsonl")), 3);
+    check_reads_agree(MG_TRAIN_RESNET, kTiny + level + " --log-every 3", 3, dir.file("s.jsonl"), dir.file("l.jsonl"));
     std::filesystem::remove(dir.file("s.jsonl"));
     std::filesystem::remove(dir.file("l.jsonl"));
   }
