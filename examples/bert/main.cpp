@@ -674,33 +674,34 @@ int run(int argc, char** argv) {
         const bool eval_now = flags.get_int("eval-every") > 0 && (step + 1) % flags.get_int("eval-every") == 0;
         fresh = (step + 1) % flags.get_int("log-every") == 0 || i + 1 == steps_per_epoch || periodic || eval_now ||
                 interrupt.requested() || steps_this_run + 1 == flags.get_int("stop-after");
-        if (fresh) {  // one synchronisation per logging point
-          const DeviceTally::Totals t = tally->read();
-          r.loss = t.last_loss;
-          r.correct = t.correct - right;  // the interval's
-          r.predicted = predicted_since_log;
-          predicted_since_log = 0;
-          r.grad_norm = d.grad_norm.item<double>();
-          const int64_t skipped_now = skipped_total();
-          r.skipped = skipped_now > skipped_at_last_log;
-          skipped_at_last_log = skipped_now;
-          loss_sum = t.loss_sum;
-          right = t.correct;
-        }
       } else {
         r.loss = d.loss.item<double>();
         r.correct = d.correct.item<int64_t>();
         r.predicted = d.predicted;
         r.grad_norm = d.grad_norm.item<double>();
         r.skipped = opt.last_step_skipped();
-        loss_sum += r.loss * double(r.examples);
-        right += r.correct;
       }
       const double step_time = step_clock.seconds();
       ++step;
       rate.add(d.examples);
       predicted += d.predicted;
       seen += d.examples;
+      if (lazy_reads && fresh) {  // one synchronisation per logging point
+        const DeviceTally::Totals t = tally->read();
+        r.loss = t.last_loss;
+        r.correct = t.correct - right;  // the interval's
+        r.predicted = predicted_since_log;
+        predicted_since_log = 0;
+        r.grad_norm = d.grad_norm.item<double>();
+        const int64_t skipped_now = skipped_total();
+        r.skipped = skipped_now > skipped_at_last_log;
+        skipped_at_last_log = skipped_now;
+        loss_sum = t.loss_sum;
+        right = t.correct;
+      } else if (!lazy_reads) {
+        loss_sum += r.loss * double(r.examples);
+        right += r.correct;
+      }
       if (fresh) history.add_step(step, r.loss, loss_scale(), r.skipped);
       if (r.skipped && tracer && tracer->found()) {
         bar.log(skipped_step_trace(*tracer, step, !traced_before));
@@ -712,8 +713,8 @@ int run(int argc, char** argv) {
       }
       if (metrics && fresh && (step % flags.get_int("log-every") == 0 || r.skipped)) {
         metrics->write({{"kind", "step"}, {"epoch", epoch + 1}, {"step", step}, {"loss", r.loss},
-                        {"accuracy", double(r.correct) / double(r.predicted)}, {"loss_scale", loss_scale()},
-                        {"skipped", r.skipped}, {"skipped_steps", skipped_total()},
+                        {"accuracy", double(r.correct) / double(r.predicted)}, {"predictions", r.predicted},
+                        {"loss_scale", loss_scale()}, {"skipped", r.skipped}, {"skipped_steps", skipped_total()},
                         {"grad_norm", r.grad_norm}, {"lr", sched.get_last_lr()[0]}, {"step_time", step_time},
                         {"samples_per_s", rate.per_second()}, {"peak_rss", peak_rss_bytes()}});
       }

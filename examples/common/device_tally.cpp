@@ -16,6 +16,7 @@ void DeviceTally::reset(double loss_sum, int64_t correct) {
   loss_sum_.fill_(loss_sum);
   correct_.fill_(double(correct));  // exact: counts stay far below 2^53
   steps_ = 0;
+  examples_ = 0;
 }
 
 void DeviceTally::add(const Tensor& loss, const Tensor& correct, int64_t examples) {
@@ -24,6 +25,7 @@ void DeviceTally::add(const Tensor& loss, const Tensor& correct, int64_t example
   correct_.add_(reshape(correct, {}).to(DType::I64));
   last_.copy_(reshape(loss, {}));  // widened exactly
   ++steps_;
+  examples_ += examples;
 }
 
 DeviceTally::Totals DeviceTally::read() {
@@ -33,7 +35,9 @@ DeviceTally::Totals DeviceTally::read() {
   t.correct = correct_.item<int64_t>();
   t.last_loss = last_.item<double>();
   t.steps = steps_;
+  t.examples = examples_;
   steps_ = 0;
+  examples_ = 0;
   return t;
 }
 

@@ -32,6 +32,7 @@ class DeviceTally {
     int64_t correct = 0;   // sum of correct since reset()
     double last_loss = 0;  // the last step's loss
     int64_t steps = 0;     // add() calls since the previous read()
+    int64_t examples = 0;  // the examples those calls passed
   };
   // Reads the sums (one synchronisation).
   Totals read();
@@ -41,6 +42,7 @@ class DeviceTally {
   Tensor correct_;   // [] i64
   Tensor last_;      // [] f64
   int64_t steps_ = 0;
+  int64_t examples_ = 0;
 };
 
 }  // namespace mg::example

@@ -399,7 +399,7 @@ int run(int argc, char** argv) {
         loss_sum = t.loss_sum;
         right = t.correct;
         const int64_t skipped_now = skipped_total();
-        r = {float(t.last_loss), interval_right, skipped_now > skipped_at_last_log, t.steps * batch->size()};
+        r = {float(t.last_loss), interval_right, skipped_now > skipped_at_last_log, t.examples};
         skipped_at_last_log = skipped_now;
       } else if (!lazy_reads) {
         loss_sum += r.loss * double(batch->size());
@@ -416,7 +416,8 @@ int run(int argc, char** argv) {
       }
       if (metrics && fresh && (step % flags.get_int("log-every") == 0 || r.skipped)) {
         metrics->write({{"kind", "step"}, {"epoch", epoch + 1}, {"step", step}, {"loss", r.loss},
-                        {"accuracy", double(r.correct) / double(r.predicted)}, {"loss_scale", loss_scale()},
+                        {"accuracy", double(r.correct) / double(r.predicted)}, {"predictions", r.predicted},
+                        {"loss_scale", loss_scale()},
                         {"skipped", r.skipped}, {"skipped_steps", skipped_total()},
                         {"lr", sched.get_last_lr()[0]}, {"step_time", step_time}, {"samples_per_s", rate.per_second()},
                         {"peak_rss", peak_rss_bytes()}});

@@ -69,9 +69,10 @@ inline std::vector<nlohmann::json> without_timing(std::vector<nlohmann::json> re
 
 // One run's metrics read every step (--read-metrics step) against the same run's read at logging
 // points only (log): every record that is not a step record equal but for timing, its train loss
-// within 1e-12 (the lazy sums are grouped differently); the step records at multiples of
-// `log_every` equal but for `accuracy` and `skipped` (one step's against the interval's).
-inline void require_same_metrics_across_reads(const Metrics& step, const Metrics& log, int64_t log_every) {
+// within `loss_tolerance` (relative; 0: exactly); the step records at multiples of `log_every`
+// equal but for `accuracy`, `predictions` and `skipped` (one step's against the interval's).
+inline void require_same_metrics_across_reads(const Metrics& step, const Metrics& log, int64_t log_every,
+                                              double loss_tolerance) {
   const std::vector<nlohmann::json> a = without_timing(step.evals), b = without_timing(log.evals);
   REQUIRE(a.size() == b.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -79,7 +80,7 @@ inline void require_same_metrics_across_reads(const Metrics& step, const Metrics
     nlohmann::json x = a[i], y = b[i];
     if (x.contains("train_loss")) {
       const double u = x["train_loss"].get<double>(), v = y.at("train_loss").get<double>();
-      CHECK(std::abs(u - v) <= 1e-12 * std::abs(u));
+      CHECK(std::abs(u - v) <= loss_tolerance * std::abs(u));
       x.erase("train_loss");
       y.erase("train_loss");
     }
@@ -89,8 +90,7 @@ inline void require_same_metrics_across_reads(const Metrics& step, const Metrics
     std::vector<nlohmann::json> out;
     for (nlohmann::json r : without_timing(records)) {
       if (r.at("step").get<int64_t>() % log_every != 0) continue;
-      r.erase("accuracy");
-      r.erase("skipped");
+      for (const char* k : {"accuracy", "predictions", "skipped"}) r.erase(k);
       out.push_back(r);
     }
     return out;
@@ -100,17 +100,54 @@ inline void require_same_metrics_across_reads(const Metrics& step, const Metrics
   CHECK(sa == sb);
 }
 
-// Runs `program flags` reading every step and reading at logging points (--read-metrics step /
-// log, `flags` holding --log-every `log_every`), the metrics into `step_file` and `log_file`, and
-// requires the same records of both (require_same_metrics_across_reads).
+// Each step record read at logging points counts the predictions and right ones of the steps since
+// the previous read (a multiple of `log_every` or an epoch's end, every `steps_per_epoch`), as the
+// records of the same run read at every step (`every`) add up.
+inline void require_interval_accuracies(const Metrics& every, const Metrics& log, int64_t log_every,
+                                        int64_t steps_per_epoch) {
+  std::vector<int64_t> predictions(1), correct(1);  // by step, from 1
+  for (const nlohmann::json& r : every.steps) {
+    const int64_t n = r.at("predictions").get<int64_t>();
+    REQUIRE(r.at("step").get<int64_t>() == int64_t(predictions.size()));
+    predictions.push_back(n);
+    correct.push_back(std::llround(r.at("accuracy").get<double>() * double(n)));
+  }
+  int checked = 0;
+  for (const nlohmann::json& r : log.steps) {
+    const int64_t k = r.at("step").get<int64_t>();
+    if (k % log_every != 0) continue;
+    int64_t from = k - 1;
+    while (from > 0 && from % log_every != 0 && from % steps_per_epoch != 0) --from;
+    int64_t n = 0, right = 0;
+    for (int64_t i = from + 1; i <= k; ++i) {
+      n += predictions.at(std::size_t(i));
+      right += correct.at(std::size_t(i));
+    }
+    INFO("step " << k << " (steps " << from + 1 << " to " << k << ")");
+    CHECK(r.at("predictions").get<int64_t>() == n);
+    CHECK(r.at("accuracy").get<double>() == double(right) / double(n));
+    ++checked;
+  }
+  CHECK(checked > 0);
+}
+
+// Runs `program flags` (holding --log-every `log_every`) reading every step and reading at logging
+// points (--read-metrics step / log), and once more reading and recording every step, its metrics
+// into files starting with `prefix`; requires the same records (require_same_metrics_across_reads)
+// and each logging point's interval accuracy (require_interval_accuracies).
 inline void check_reads_agree(const std::string& program, const std::string& flags, int64_t log_every,
-                              const std::string& step_file, const std::string& log_file) {
-  const RunResult step = run_program(program, flags + " --read-metrics step --metrics " + step_file);
-  const RunResult log = run_program(program, flags + " --read-metrics log --metrics " + log_file);
+                              int64_t steps_per_epoch, double loss_tolerance, const std::string& prefix) {
+  const RunResult step = run_program(program, flags + " --read-metrics step --metrics " + prefix + "s.jsonl");
+  const RunResult log = run_program(program, flags + " --read-metrics log --metrics " + prefix + "l.jsonl");
+  const RunResult every =
+      run_program(program, flags + " --read-metrics step --log-every 1 --metrics " + prefix + "e.jsonl");
   INFO(step.output << "\n" << log.output);
   REQUIRE(step.exit_code == 0);
   REQUIRE(log.exit_code == 0);
-  require_same_metrics_across_reads(read_metrics(step_file), read_metrics(log_file), log_every);
+  REQUIRE(every.exit_code == 0);
+  const Metrics l = read_metrics(prefix + "l.jsonl");
+  require_same_metrics_across_reads(read_metrics(prefix + "s.jsonl"), l, log_every, loss_tolerance);
+  require_interval_accuracies(read_metrics(prefix + "e.jsonl"), l, log_every, steps_per_epoch);
 }
 
 inline double mean_of(const std::vector<nlohmann::json>& records, const char* key, std::size_t begin, std::size_t end) {
