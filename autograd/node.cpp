@@ -17,12 +17,36 @@ Tensor Node::run_pre_hooks(uint32_t output_nr, Tensor grad) const {
     if (nr != output_nr || !grad.defined()) continue;
     Tensor replaced = hook(grad);
     if (replaced.defined()) {
-      MG_CHECK(replaced.shape() == grad.shape(), AutogradError, "hook: a gradient hook on ", name(),
-               " returned ", describe(replaced), " but the gradient is ", describe(grad));
+      MG_CHECK(replaced.shape() == grad.shape() && replaced.dtype() == grad.dtype() &&
+                   replaced.device() == grad.device(),
+               AutogradError, "hook: a gradient hook on ", name(), " returned ", describe(replaced),
+               " but the gradient is ", describe(grad),
+               "\n  hint: a hook may change the gradient's values, not its shape, dtype or device");
       grad = replaced;
     }
   }
+  if (!grad.defined()) return grad;
+  for (const auto& [nr, weak] : retained_) {
+    if (nr != output_nr) continue;
+    const std::shared_ptr<TensorImpl> impl = weak.lock();
+    if (!impl) continue;
+    const Tensor current(impl->autograd.grad);
+    GradMath& math = grad_math();
+    // A copy (recorded under create_graph), never the gradient itself: the engine goes on with it.
+    impl->autograd.grad = current.defined()      ? math.add(current, grad).impl_ptr()
+                          : GradMode::is_enabled() ? math.copy(grad).impl_ptr()
+                                                   : math.dense_copy(grad).impl_ptr();
+  }
   return grad;
+}
+
+void Node::set_retained(uint32_t output_nr, const std::shared_ptr<TensorImpl>& tensor) {
+  clear_retained(output_nr);
+  retained_.emplace_back(output_nr, tensor);
+}
+
+void Node::clear_retained(uint32_t output_nr) {
+  std::erase_if(retained_, [&](const auto& r) { return r.first == output_nr; });
 }
 
 void Node::add_pre_hook(uint32_t output_nr, TensorHook hook) {
@@ -54,10 +78,13 @@ Tensors AccumulateGrad::apply(Tensors&& grads) {
   Tensor current = leaf.grad();
   GradMath& math = grad_math();
   if (!current.defined()) {
-    // With create_graph the gradient keeps its history (double backward); otherwise .grad is a
-    // dense tensor the optimizer may update in place.
-    leaf.impl()->autograd.grad =
-        (GradMode::is_enabled() || is_stealable(g, leaf)) ? g.impl_ptr() : math.dense_copy(g).impl_ptr();
+    // .grad owns its memory: the incoming gradient itself when nobody else holds it, else a dense
+    // copy — recorded under create_graph, so the gradient keeps its history (double backward).
+    // Storing a shared gradient would let a later backward's in-place accumulation write into
+    // another leaf's .grad or the caller's tensor.
+    leaf.impl()->autograd.grad = is_stealable(g, leaf)      ? g.impl_ptr()
+                                 : GradMode::is_enabled() ? math.copy(g).impl_ptr()
+                                                          : math.dense_copy(g).impl_ptr();
   } else if (GradMode::is_enabled()) {
     leaf.impl()->autograd.grad = math.add(current, g).impl_ptr();
   } else {

@@ -36,9 +36,15 @@ class Node : public std::enable_shared_from_this<Node> {
   // Frees saved tensors after a backward without retain_graph.
   virtual void release_saved() {}
 
-  // Runs the pre-hooks of output `output_nr` on its gradient (tensor hooks live here).
+  // Runs the pre-hooks of output `output_nr` on its gradient (tensor hooks live here), then adds
+  // the result into the .grad of the tensor that retains output `output_nr`'s gradient, if any
+  // (Tensor::retain_grad: .grad is the gradient after every hook, as in PyTorch).
   Tensor run_pre_hooks(uint32_t output_nr, Tensor grad) const;
   void add_pre_hook(uint32_t output_nr, TensorHook hook);
+  // The tensor whose .grad receives output `output_nr`'s gradient (held weakly), and its removal
+  // when an in-place op gives that tensor a new grad_fn.
+  void set_retained(uint32_t output_nr, const std::shared_ptr<TensorImpl>& tensor);
+  void clear_retained(uint32_t output_nr);
 
   std::vector<Edge> next_edges;
   uint32_t num_outputs() const { return num_outputs_; }
@@ -56,6 +62,7 @@ class Node : public std::enable_shared_from_this<Node> {
   uint64_t sequence_nr_;
   bool released_ = false;
   std::vector<std::pair<uint32_t, TensorHook>> pre_hooks_;
+  std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained_;
 };
 
 // Called with the leaf after its gradient of this backward was added into its .grad (autograd/hooks.h).
@@ -92,6 +99,7 @@ void set_history(const Tensors& outputs, const std::shared_ptr<Node>& node);
 struct GradMath {
   Tensor (*add)(const Tensor& a, const Tensor& b) = nullptr;
   Tensor (*dense_copy)(const Tensor& a) = nullptr;  // contiguous copy without history
+  Tensor (*copy)(const Tensor& a) = nullptr;        // clone() recorded when grad mode is on
   void (*add_inplace)(const Tensor& dst, const Tensor& src) = nullptr;
 };
 GradMath& grad_math();

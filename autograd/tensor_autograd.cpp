@@ -19,18 +19,9 @@ void Tensor::register_hook(TensorHook hook) const {
 void Tensor::retain_grad() const {
   MG_CHECK(requires_grad(), AutogradError,
            "retain_grad: cannot retain the gradient of a tensor that does not require grad");
-  if (is_leaf()) return;  // leaves keep .grad anyway
-  std::weak_ptr<TensorImpl> weak = impl_ptr();
-  register_hook([weak](const Tensor& g) {
-    if (auto impl = weak.lock()) {
-      Tensor self(impl);
-      Tensor current = self.grad();
-      impl->autograd.grad =
-          current.defined() ? autograd::grad_math().add(current, g).impl_ptr()
-                            : autograd::grad_math().dense_copy(g).impl_ptr();
-    }
-    return Tensor();
-  });
+  if (is_leaf() || impl()->autograd.retains_grad) return;  // leaves keep .grad anyway; once is enough
+  impl()->autograd.retains_grad = true;
+  impl()->autograd.grad_fn->set_retained(impl()->autograd.output_nr, impl_ptr());
 }
 
 }  // namespace mg

@@ -31,8 +31,8 @@ class Tensor;
 struct TensorImpl;
 enum class GeluApprox;  // defined in ops/ops.h: None (erf form) or Tanh
 using Tensors = std::vector<Tensor>;
-// A gradient hook: receives the gradient flowing into a tensor and returns a replacement, or an
-// undefined Tensor to keep it.
+// A gradient hook: receives the gradient flowing into a tensor and returns a replacement (of the
+// same shape, dtype and device: anything else is an AutogradError), or an undefined Tensor to keep it.
 using TensorHook = std::function<Tensor(const Tensor&)>;
 
 // Autograd fields of a tensor. A leaf has no grad_fn; its gradient lands in `grad`.
@@ -44,6 +44,7 @@ struct AutogradMeta {
   // Leaves: the AccumulateGrad node (created lazily). Owned by the leaf, which it references only
   // weakly, so there is no cycle; leaf hooks live on it.
   std::shared_ptr<autograd::Node> grad_accumulator;
+  bool retains_grad = false;  // a non-leaf whose retain_grad() was called: its grad_fn fills .grad
 };
 
 struct TensorImpl {
@@ -118,7 +119,8 @@ class Tensor {
   void set_grad(const Tensor& g) const;
   // Runs `hook` on the gradient flowing into this tensor during backward (defined in autograd/).
   void register_hook(TensorHook hook) const;
-  // Keeps .grad for a non-leaf tensor (defined in autograd/).
+  // Keeps .grad for a non-leaf tensor (defined in autograd/), as PyTorch: the gradient after all of
+  // the tensor's hooks; a second call changes nothing; after an in-place op, the new value's.
   void retain_grad() const;
   // Backward from this tensor (defined in autograd/). A non-scalar needs `gradient`.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false,
@@ -173,7 +175,8 @@ class Tensor {
   // non_blocking: a host<->CUDA copy may return before it is done (pinned host memory only; the
   // hazard and the rules are in docs/cuda.md); to(cpu, true) of a CUDA tensor lands in pinned memory.
   Tensor to(Device device, bool non_blocking) const;
-  // A contiguous copy in page-locked host memory (this tensor itself when already pinned); throws
+  // A dense copy in page-locked host memory, contiguous or channels-last as this tensor is (this
+  // tensor itself when already pinned); throws
   // DeviceError with the reason when no CUDA device can be used. Differentiable like clone().
   Tensor pin_memory() const;
 

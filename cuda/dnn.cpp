@@ -306,14 +306,16 @@ cudnnStatus_t workspace_size(cudnnHandle_t h, const DnnConvProblem& p, const Des
 // The heuristic's and Find's `memory` figures are asked again of cuDNN for the math type each
 // candidate runs with, and the larger kept: a run given less workspace than cuDNN wants fails
 // with CUDNN_STATUS_BAD_PARAM instead of moving to the next candidate. A candidate whose size cuDNN
-// refuses to give is dropped. The descriptor's math type is left at the problem's.
+// refuses to give is dropped (a dropped list ends in dnn_no_algo_message). The descriptor's math
+// type is left at the problem's.
 void settle_workspaces(cudnnHandle_t h, const DnnConvProblem& p, const Descriptors& d, std::vector<DnnAlgoChoice>& list) {
   std::vector<DnnAlgoChoice> kept;
   for (DnnAlgoChoice c : list) {
     MG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, to_cudnn(c.math)));
     std::size_t bytes = 0;
     const cudnnStatus_t status = workspace_size(h, p, d, c.algo, &bytes);
-    if (dnn_status_refuses(int(status))) continue;
+    // Not supported, or BAD_PARAM (no size for this algorithm at this math type): not runnable.
+    if (dnn_status_refuses(int(status)) || status == CUDNN_STATUS_BAD_PARAM) continue;
     detail::check_cudnn(status, "cudnnGetConvolution*WorkspaceSize", __FILE__, __LINE__);
     c.workspace = std::max(c.workspace, bytes);
     kept.push_back(c);

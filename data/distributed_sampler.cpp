@@ -26,7 +26,7 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, Options options)
            options_.rank, " is not in [0, ", options_.world_size, ")",
            "\n  hint: pass the process group's rank and world size (distributed_sampler(pg, ...) does)");
   const int64_t w = options_.world_size;
-  num_samples_ = options_.drop_last ? dataset_size_ / w : (dataset_size_ + w - 1) / w;
+  num_samples_ = dataset_size_ / w + (!options_.drop_last && dataset_size_ % w != 0 ? 1 : 0);  // no overflow near INT64_MAX
 }
 
 std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {

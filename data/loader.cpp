@@ -34,8 +34,8 @@ namespace {
 // tensor of the batch is copied into pinned host memory (a failure names the tensor and batch).
 Batch compute_batch(const Dataset& dataset, const std::vector<int64_t>& order, int64_t batch_size,
                     uint64_t seed, int64_t epoch, int64_t b, bool pin) {
-  const int64_t begin = b * batch_size;
-  const int64_t end = std::min<int64_t>(begin + batch_size, int64_t(order.size()));
+  const int64_t begin = b * batch_size;  // < order.size(): b < num_batches
+  const int64_t end = begin + std::min<int64_t>(batch_size, int64_t(order.size()) - begin);
   std::vector<int64_t> indices(order.begin() + begin, order.begin() + end);
   const auto context = [&] {
     std::string first;
@@ -51,6 +51,13 @@ Batch compute_batch(const Dataset& dataset, const std::vector<int64_t>& order, i
     throw Error(context() + e.what());
   } catch (...) {
     throw Error(context() + "unknown exception");
+  }
+  // A dataset's batch holds one row per example: a tensor of another length would be paired with
+  // the wrong examples downstream (Batch::size() is the number of indices).
+  for (const auto& [name, t] : batch.tensors) {
+    MG_CHECK(t.defined() && t.dim() >= 1 && t.size(0) == int64_t(indices.size()), Error, context(), "tensor '", name,
+             "' is ", t.defined() ? describe(t) : std::string("undefined"), " but the batch has ", indices.size(),
+             " examples\n  hint: get_batch must return one row (the first dimension) per index it was given");
   }
   if (pin) {
     for (auto& [name, t] : batch.tensors) {
@@ -143,8 +150,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
              " examples but ", dataset_->name(), " has ", size_);
     samples_ = s->num_samples();
   }
-  num_batches_ = options_.drop_last ? samples_ / options_.batch_size
-                                    : (samples_ + options_.batch_size - 1) / options_.batch_size;
+  // Rounded up without samples_ + batch_size - 1, which overflows for a batch_size near INT64_MAX.
+  const int64_t bs = options_.batch_size;
+  num_batches_ = samples_ / bs + (!options_.drop_last && samples_ % bs != 0 ? 1 : 0);
   reposition(0, 0);
 }
 
@@ -249,7 +257,7 @@ std::vector<int64_t> DataLoader::batch_indices(int64_t epoch, int64_t b) const {
   const std::vector<int64_t> order =
       epoch == epoch_ && order_seed_ == options_.seed ? *order_ : epoch_order(epoch);
   const int64_t begin = b * options_.batch_size;
-  const int64_t end = std::min(begin + options_.batch_size, samples_);
+  const int64_t end = begin + std::min(options_.batch_size, samples_ - begin);
   return std::vector<int64_t>(order.begin() + begin, order.begin() + end);
 }
 

@@ -12,6 +12,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -64,16 +65,38 @@ using detail::quoted_excerpt;
 
 // ---- atomic writing ----
 
-// A temporary file beside `path` that becomes `path` on commit() and is removed otherwise.
+// Where a save lands: `path` itself, or the file a symlink at `path` names (what fopen would write
+// through), so the link stays a link.
+std::string save_target(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return path;
+  char* resolved = ::realpath(path.c_str(), nullptr);  // nullptr: a dangling link is replaced
+  if (!resolved) return path;
+  std::string target(resolved);
+  std::free(resolved);
+  return target;
+}
+
+std::string directory_of(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// A temporary file in the target's directory that becomes the target on commit() and is removed
+// otherwise. Its name is short and fixed-length (".mg.<pid>.<n>.tmp"), so any name the target may
+// have fits; an existing target's permission bits carry over (a private checkpoint stays private),
+// a new file gets 0666 & ~umask as with fopen.
 class AtomicFile {
  public:
-  AtomicFile(const char* who, const std::string& path) : who_(who), path_(path) {
+  AtomicFile(const char* who, const std::string& path) : who_(who), path_(path), target_(save_target(path)) {
     static std::atomic<uint64_t> counter{0};
+    struct stat existing;
+    const bool exists = ::stat(target_.c_str(), &existing) == 0 && S_ISREG(existing.st_mode);
     for (int attempt = 0; attempt < 100; ++attempt) {
-      tmp_ = str_cat(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
-      // 0666 & ~umask, like fopen: the final file gets the usual permissions.
+      tmp_ = str_cat(directory_of(target_), "/.mg.", ::getpid(), ".", counter.fetch_add(1), ".tmp");
       const int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
       if (fd >= 0) {
+        if (exists) (void)::fchmod(fd, existing.st_mode & 07777);  // best effort, as the owner
         file_ = ::fdopen(fd, "wb");
         if (!file_) {
           const std::string why = errno_text();
@@ -111,7 +134,7 @@ class AtomicFile {
     const int rc = std::fclose(file_);
     file_ = nullptr;
     if (rc != 0) fail("closing");
-    if (std::rename(tmp_.c_str(), path_.c_str()) != 0) fail("renaming it over the target");
+    if (std::rename(tmp_.c_str(), target_.c_str()) != 0) fail("renaming it over the target");
     committed_ = true;
     sync_directory();
   }
@@ -122,9 +145,7 @@ class AtomicFile {
              " was not changed");
   }
   void sync_directory() const {
-    const std::size_t slash = path_.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int fd = ::open(directory_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
       (void)::fsync(fd);  // best effort: the data is already safe, only the rename's durability is at stake
       ::close(fd);
@@ -132,7 +153,8 @@ class AtomicFile {
   }
 
   const char* who_;
-  std::string path_;
+  std::string path_;    // as the caller wrote it (for messages)
+  std::string target_;  // what is replaced: path_, or the file its symlink names
   std::string tmp_;
   std::FILE* file_ = nullptr;
   bool committed_ = false;

@@ -288,9 +288,12 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
     OpObserverMute mute;  // the op was reported by dispatch() above; the copy is bookkeeping
     dispatch_inplace(OpId::copy, self, {result});
   }
+  // A tensor that retains its gradient retains the new value's (PyTorch's rule).
+  if (s->autograd.retains_grad && s->autograd.grad_fn) s->autograd.grad_fn->clear_retained(s->autograd.output_nr);
   s->autograd.grad_fn = result.impl()->autograd.grad_fn;
   s->autograd.output_nr = result.impl()->autograd.output_nr;
   s->autograd.requires_grad = result.requires_grad();
+  if (s->autograd.retains_grad && s->autograd.grad_fn) s->autograd.grad_fn->set_retained(s->autograd.output_nr, self.impl_ptr());
 }
 
 }  // namespace mg

@@ -22,6 +22,7 @@ Tensor grad_dense_copy(const Tensor& a) {
   NoGradGuard no_grad;
   return clone(a);
 }
+Tensor grad_copy(const Tensor& a) { return clone(a); }
 void grad_add_inplace(const Tensor& dst, const Tensor& src) {
   NoGradGuard no_grad;
   dispatch_inplace(OpId::add, dst, {src});
@@ -59,6 +60,7 @@ void init() {
     autograd::GradMath& math = autograd::grad_math();
     math.add = grad_add;
     math.dense_copy = grad_dense_copy;
+    math.copy = grad_copy;
     math.add_inplace = grad_add_inplace;
   });
 }

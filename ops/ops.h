@@ -154,7 +154,8 @@ Tensor to(const Tensor& x, DType dtype);
 Tensor to(const Tensor& x, Device device);
 // non_blocking: see Tensor::to(Device, bool) and docs/cuda.md (the to_device op with attrs.mode 1).
 Tensor to(const Tensor& x, Device device, bool non_blocking);
-// A contiguous copy of a CPU tensor in page-locked host memory (x itself when already pinned).
+// A dense copy of a CPU tensor in page-locked host memory, contiguous or channels-last as x is
+// (x itself when already pinned).
 Tensor pin_memory(const Tensor& x);
 
 // ---- shape and indexing ----

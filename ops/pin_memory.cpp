@@ -2,7 +2,8 @@
 // (declared in core/pinned_memory.h and ops/ops.h). They live in ops/ because they run mg::init()
 // first: the CUDA backend registers its pinned allocator there, so a call before any op (a
 // DataLoader constructed first thing) still gets the backend's answer.
-// Decision: pin_memory() makes a contiguous copy; a contiguous source is copied byte for byte
+// Decision: pin_memory() makes a dense copy in the source's layout (contiguous or channels-last,
+// as to(device) keeps it); a source dense in that layout is copied byte for byte
 // (every bit of every dtype survives), a strided one through the copy op; a source that requires
 // grad goes through copy_, so the pinned tensor is differentiable like clone().
 #include <cstring>
@@ -37,10 +38,11 @@ Tensor pin_memory(const Tensor& x) {
            describe(x), "\n  hint: a CUDA tensor is already in device memory; to(Device::cpu(), true) "
            "copies it into pinned memory");
   if (x.is_pinned()) return x;
-  Tensor out = empty_pinned(x.shape(), x.dtype());
+  const MemoryFormat format = x.suggest_memory_format();  // a channels-last tensor stays channels-last
+  Tensor out = empty_pinned(x.shape(), x.dtype(), format);
   if (x.requires_grad() && GradMode::is_enabled()) {
     out.copy_(x);  // records the copy: the gradient flows back to x
-  } else if (x.is_contiguous()) {
+  } else if (x.is_contiguous(format)) {  // dense in the same order as out: the bytes as they are
     std::memcpy(out.data_ptr(), x.data_ptr(), std::size_t(x.numel()) * x.element_size());
   } else {
     NoGradGuard no_grad;

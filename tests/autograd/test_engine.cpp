@@ -191,6 +191,91 @@ TEST_CASE("hooks on leaves and retain_grad on non-leaves", "[autograd]") {
   REQUIRE(values(x.grad()) == std::vector<double>{4, 8});
 }
 
+TEST_CASE("retain_grad: once per tensor, after every hook, following an in-place op (PyTorch's rules)",
+          "[autograd]") {
+  {
+    Tensor x = leaf({1.0, 2.0, 3.0});
+    Tensor y = x * 2.0;
+    y.retain_grad();
+    y.retain_grad();  // a second call changes nothing
+    sum(y).backward();
+    CHECK(values(y.grad()) == std::vector<double>{1, 1, 1});
+  }
+  {
+    // .grad is the gradient after the tensor's hooks, whatever their order of registration.
+    Tensor x = leaf({1.0, 2.0});
+    Tensor y = x * 2.0;
+    y.retain_grad();
+    y.register_hook([](const Tensor& g) { return g * 10.0; });
+    sum(y).backward();
+    CHECK(values(y.grad()) == std::vector<double>{10, 10});
+    CHECK(values(x.grad()) == std::vector<double>{20, 20});
+  }
+  {
+    // After y.mul_(3) the retained gradient is the new value's.
+    Tensor x = leaf({1.0, 2.0, 3.0});
+    Tensor y = x * 2.0;
+    y.retain_grad();
+    y.mul_(3.0);
+    sum(y).backward();
+    CHECK(values(y.grad()) == std::vector<double>{1, 1, 1});
+    CHECK(values(x.grad()) == std::vector<double>{6, 6, 6});
+  }
+}
+
+TEST_CASE("a hook may not change a gradient's dtype, shape or device", "[autograd]") {
+  Tensor x = leaf({1.0, 2.0}, {2});
+  x.register_hook([](const Tensor&) { return ones({2}, {.dtype = DType::F32}); });
+  MG_REQUIRE_ERROR(sum(x * 2.0).backward(), "hook: a gradient hook on AccumulateGrad returned [2] f32");
+  Tensor y = leaf({1.0, 2.0}, {2});
+  Tensor z = y * 2.0;
+  z.register_hook([](const Tensor&) { return ones({3}, {.dtype = DType::F64}); });
+  MG_REQUIRE_ERROR(sum(z).backward(), "but the gradient is [2] f64");
+}
+
+TEST_CASE("under create_graph a leaf's .grad owns its memory: later backwards add into it alone", "[autograd]") {
+  {
+    // x + y hands the same gradient to both leaves; each .grad must be its own tensor.
+    Tensor x = leaf({1, 2}, {2}), y = leaf({3, 4}, {2});
+    Tensor s = x + y;
+    sum(s * s).backward({}, false, /*create_graph=*/true);
+    CHECK(values(x.grad()) == std::vector<double>{8, 12});
+    CHECK(values(y.grad()) == std::vector<double>{8, 12});
+    sum(x * 10.0).backward();
+    CHECK(values(x.grad()) == std::vector<double>{18, 22});
+    CHECK(values(y.grad()) == std::vector<double>{8, 12});
+  }
+  {
+    // The caller's gradient tensor is not taken as .grad, so it is not written later.
+    Tensor x = leaf({1, 2}, {2});
+    const Tensor g = from_vector<double>({7, 8}, {2});
+    x.backward(g, false, /*create_graph=*/true);
+    CHECK_FALSE(x.grad().is_same(g));
+    sum(x).backward();
+    CHECK(values(g) == std::vector<double>{7, 8});
+    CHECK(values(x.grad()) == std::vector<double>{8, 9});
+  }
+  {
+    // sum's gradient is an expanded view; accumulating into it later works.
+    Tensor x = leaf({1, 2}, {2});
+    sum(x).backward({}, false, /*create_graph=*/true);
+    sum(x * x).backward();
+    CHECK(values(x.grad()) == std::vector<double>{3, 5});
+  }
+  {
+    // The copy keeps its history: a double backward through .grad still works.
+    Tensor x = leaf({3}, {1});
+    Tensor y = x * x * x;  // dy/dx = 3x^2, d2y/dx2 = 6x
+    y.backward(from_vector<double>({1}, {1}), false, /*create_graph=*/true);
+    Tensor g = x.grad();
+    CHECK(values(g) == std::vector<double>{27});
+    REQUIRE(g.requires_grad());
+    x.set_grad(Tensor());
+    g.backward(from_vector<double>({1}, {1}));
+    CHECK(values(x.grad()) == std::vector<double>{18});
+  }
+}
+
 TEST_CASE("NoGradGuard stops recording - detach cuts history", "[autograd]") {
   Tensor x = leaf({1.0});
   {

@@ -117,6 +117,15 @@ TEST_CASE("pinned round trips keep every bit, in every dtype", "[cuda][gpu][pinn
   REQUIRE(pt.is_pinned());
   REQUIRE(pt.is_contiguous());
   REQUIRE(mg::test::values(pt) == mg::test::values(m.t()));
+  // A channels-last source stays channels-last, dense or not (as to(device) keeps the layout).
+  const Tensor cl = randn({2, 3, 4, 5}).to(MemoryFormat::ChannelsLast);
+  for (const Tensor& src : {cl, cl.slice(1, 0, 2)}) {
+    const Tensor pc = src.pin_memory();
+    REQUIRE(pc.is_pinned());
+    REQUIRE(pc.is_contiguous(MemoryFormat::ChannelsLast));
+    REQUIRE_FALSE(pc.is_contiguous());
+    REQUIRE(mg::test::values(pc) == mg::test::values(src));
+  }
   // pin_memory is differentiable like clone.
   const Tensor w = randn({5}).requires_grad_();
   const Tensor pw = w.pin_memory();

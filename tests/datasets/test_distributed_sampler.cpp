@@ -5,6 +5,8 @@
 // tests/distributed/test_dist_data.cpp runs distributed_sampler(pg, ...) across real processes.
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -57,6 +59,11 @@ TEST_CASE("DistributedSampler: pinned values without shuffle (padding repeats th
   CHECK(DistributedSampler(2, {.rank = 4, .world_size = 5, .shuffle = false}).indices(0) == std::vector<int64_t>{0});
   CHECK(DistributedSampler(2, {.rank = 3, .world_size = 5, .shuffle = false}).indices(0) == std::vector<int64_t>{1});
   CHECK(DistributedSampler(2, {.rank = 3, .world_size = 5, .drop_last = true}).num_samples() == 0);
+  // A world size near INT64_MAX does not overflow the rounding up: one sample each.
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  CHECK(DistributedSampler(10, {.rank = 0, .world_size = huge, .shuffle = false}).num_samples() == 1);
+  CHECK(DistributedSampler(10, {.rank = huge - 1, .world_size = huge, .shuffle = false}).indices(0) ==
+        std::vector<int64_t>{(huge - 1) % 10});
 }
 
 TEST_CASE("DistributedSampler: disjoint cover across 2 and 3 ranks, same shuffle on every rank", "[data]") {

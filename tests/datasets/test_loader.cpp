@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -399,6 +400,39 @@ TEST_CASE("loader: options are validated", "[data][loader]") {
   DataLoader loader(ds);
   MG_REQUIRE_ERROR(loader.start_epoch(-1), "epoch must be in [0, 2^32), got -1");
   CHECK(loader.num_batches() == 10);  // batch_size 1 by default
+}
+
+TEST_CASE("loader: a batch_size past the dataset, up to INT64_MAX, gives one batch of everything", "[data][loader]") {
+  auto ds = std::make_shared<IndexDataset>(10);
+  for (const int64_t bs : {int64_t(11), int64_t(1) << 62, std::numeric_limits<int64_t>::max()}) {
+    INFO(bs);
+    DataLoader loader(ds, {.batch_size = bs, .shuffle = false});
+    CHECK(loader.num_batches() == 1);
+    CHECK(run_epoch(loader, 0) == std::vector<std::vector<int64_t>>{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}});
+    DataLoader dropped(ds, {.batch_size = bs, .drop_last = true});
+    CHECK(dropped.num_batches() == 0);
+  }
+}
+
+namespace {
+// A dataset whose "x" has one row fewer than the batch has examples.
+class ShortRowsDataset : public mg::data::Dataset {
+ public:
+  int64_t size() const override { return 8; }
+  std::string name() const override { return "ShortRows"; }
+  Batch get_batch(const std::vector<int64_t>& indices, const BatchContext&) const override {
+    Batch b;
+    b.add("x", mg::zeros({int64_t(indices.size()) - 1, 2}));
+    return b;
+  }
+};
+}  // namespace
+
+TEST_CASE("loader: a dataset batch without one row per example is an error naming the tensor", "[data][loader]") {
+  DataLoader loader(std::make_shared<ShortRowsDataset>(), {.batch_size = 4, .prefetch = 0});
+  loader.start_epoch(0);
+  MG_REQUIRE_ERROR(loader.next(), "ShortRows::get_batch failed on batch 0 of epoch 0");
+  MG_REQUIRE_ERROR(loader.next(), "tensor 'x' is [3, 2] f32 cpu but the batch has 4 examples");
 }
 
 TEST_CASE("loader: TensorDataset gathers rows of named tensors", "[data][loader]") {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <utility>
 
@@ -409,6 +410,31 @@ TEST_CASE("safetensors: a write that fails part-way leaves the previous file unt
   CHECK(read_bytes(path) == before);
   CHECK(dir.entries() == std::vector<std::string>{"model.safetensors"});  // no temporary file left
   CHECK(values(io::load_safetensors(path).at("w")) == std::vector<double>{1, 2, 3});
+}
+
+TEST_CASE("safetensors: saving over a file keeps its permissions, writes through a symlink, fits any name",
+          "[io][safetensors][atomic]") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  // A private file stays private (torch.save and safetensors' save_file write in place).
+  const std::string path = dir.file("private.safetensors");
+  io::save_safetensors(path, {{"w", ones({3})}});
+  fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
+  io::save_safetensors(path, {{"w", full({3}, 2.0)}});
+  CHECK(fs::status(path).permissions() == (fs::perms::owner_read | fs::perms::owner_write));
+  CHECK(values(io::load_safetensors(path).at("w")) == std::vector<double>{2, 2, 2});
+  // A symlink stays a symlink; the file it names gets the new contents.
+  const std::string target = dir.file("target.safetensors"), link = dir.file("link.safetensors");
+  io::save_safetensors(target, {{"w", ones({2})}});
+  fs::create_symlink(target, link);
+  io::save_safetensors(link, {{"w", full({2}, 5.0)}});
+  CHECK(fs::is_symlink(link));
+  CHECK(values(io::load_safetensors(target).at("w")) == std::vector<double>{5, 5});
+  // The temporary name does not grow with the target's: a 250-character name saves.
+  const std::string long_name = dir.file(std::string(240, 'n') + ".safetensors");
+  io::save_safetensors(long_name, {{"w", ones({1})}});
+  CHECK(values(io::load_safetensors(long_name).at("w")) == std::vector<double>{1});
+  CHECK(dir.entries().size() == 4);  // no temporary file left
 }
 
 TEST_CASE("safetensors: saving over an existing file replaces it", "[io][safetensors][atomic]") {
