@@ -308,14 +308,18 @@ cudnnStatus_t workspace_size(cudnnHandle_t h, const DnnConvProblem& p, const Des
 // with CUDNN_STATUS_BAD_PARAM instead of moving to the next candidate. A candidate whose size cuDNN
 // refuses to give is dropped (a dropped list ends in dnn_no_algo_message). The descriptor's math
 // type is left at the problem's.
-void settle_workspaces(cudnnHandle_t h, const DnnConvProblem& p, const Descriptors& d, std::vector<DnnAlgoChoice>& list) {
+void settle_workspaces(cudnnHandle_t h, const DnnConvProblem& p, const Descriptors& d, std::vector<DnnAlgoChoice>& list,
+                       DnnFilterStats& stats) {
   std::vector<DnnAlgoChoice> kept;
   for (DnnAlgoChoice c : list) {
     MG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, to_cudnn(c.math)));
     std::size_t bytes = 0;
     const cudnnStatus_t status = workspace_size(h, p, d, c.algo, &bytes);
     // Not supported, or BAD_PARAM (no size for this algorithm at this math type): not runnable.
-    if (dnn_status_refuses(int(status)) || status == CUDNN_STATUS_BAD_PARAM) continue;
+    if (dnn_status_refuses(int(status)) || status == CUDNN_STATUS_BAD_PARAM) {
+      ++stats.no_workspace;
+      continue;
+    }
     detail::check_cudnn(status, "cudnnGetConvolution*WorkspaceSize", __FILE__, __LINE__);
     c.workspace = std::max(c.workspace, bytes);
     kept.push_back(c);
@@ -398,7 +402,7 @@ std::vector<DnnAlgoChoice> candidates(const char* op, cudnnHandle_t h, const Dnn
   }
   DnnFilterStats stats;
   std::vector<DnnAlgoChoice> list = filter_conv_algos(offered, p, timed, &stats);
-  settle_workspaces(h, p, d, list);
+  settle_workspaces(h, p, d, list, stats);
   MG_CHECK(!list.empty(), NotImplementedError, dnn_no_algo_message(op, p, stats, int(offered.size())));
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.entries.emplace(key, list);

@@ -37,25 +37,25 @@ Batch compute_batch(const Dataset& dataset, const std::vector<int64_t>& order, i
   const int64_t begin = b * batch_size;  // < order.size(): b < num_batches
   const int64_t end = begin + std::min<int64_t>(batch_size, int64_t(order.size()) - begin);
   std::vector<int64_t> indices(order.begin() + begin, order.begin() + end);
-  const auto context = [&] {
+  const auto context = [&](const char* what) {
     std::string first;
     for (std::size_t k = 0; k < indices.size() && k < 4; ++k) first += (k ? ", " : "") + std::to_string(indices[k]);
     if (indices.size() > 4) first += ", ...";
-    return str_cat("DataLoader: ", dataset.name(), "::get_batch failed on batch ", b, " of epoch ",
-                   epoch, " (examples [", first, "]): ");
+    return str_cat("DataLoader: ", dataset.name(), "::get_batch ", what, " batch ", b, " of epoch ", epoch,
+                   " (examples [", first, "]): ");
   };
   Batch batch;
   try {
     batch = dataset.get_batch(indices, BatchContext{.seed = seed, .epoch = epoch});
   } catch (const std::exception& e) {
-    throw Error(context() + e.what());
+    throw Error(context("failed on") + e.what());
   } catch (...) {
-    throw Error(context() + "unknown exception");
+    throw Error(context("failed on") + "unknown exception");
   }
   // A dataset's batch holds one row per example: a tensor of another length would be paired with
   // the wrong examples downstream (Batch::size() is the number of indices).
   for (const auto& [name, t] : batch.tensors) {
-    MG_CHECK(t.defined() && t.dim() >= 1 && t.size(0) == int64_t(indices.size()), Error, context(), "tensor '", name,
+    MG_CHECK(t.defined() && t.dim() >= 1 && t.size(0) == int64_t(indices.size()), Error, context("returned a bad"), "tensor '", name,
              "' is ", t.defined() ? describe(t) : std::string("undefined"), " but the batch has ", indices.size(),
              " examples\n  hint: get_batch must return one row (the first dimension) per index it was given");
   }

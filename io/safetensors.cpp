@@ -83,9 +83,10 @@ std::string directory_of(const std::string& path) {
 }
 
 // A temporary file in the target's directory that becomes the target on commit() and is removed
-// otherwise. Its name is short and fixed-length (".mg.<pid>.<n>.tmp"), so any name the target may
-// have fits; an existing target's permission bits carry over (a private checkpoint stays private),
-// a new file gets 0666 & ~umask as with fopen.
+// otherwise. Its name is short (".mg.<pid>.<n>.tmp"), so any name the target may have fits. An
+// existing target's permission bits carry over from the start (a private checkpoint is never
+// readable by others, not even while it is written); a new file gets 0666 & ~umask as with fopen.
+// A dangling symlink at `path` is replaced by the file (realpath cannot name its target).
 class AtomicFile {
  public:
   AtomicFile(const char* who, const std::string& path) : who_(who), path_(path), target_(save_target(path)) {
@@ -94,9 +95,10 @@ class AtomicFile {
     const bool exists = ::stat(target_.c_str(), &existing) == 0 && S_ISREG(existing.st_mode);
     for (int attempt = 0; attempt < 100; ++attempt) {
       tmp_ = str_cat(directory_of(target_), "/.mg.", ::getpid(), ".", counter.fetch_add(1), ".tmp");
-      const int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      const mode_t mode = exists ? (existing.st_mode & 0777) : 0666;
+      const int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
       if (fd >= 0) {
-        if (exists) (void)::fchmod(fd, existing.st_mode & 07777);  // best effort, as the owner
+        if (exists) (void)::fchmod(fd, mode);  // the bits the umask took away; best effort, as the owner
         file_ = ::fdopen(fd, "wb");
         if (!file_) {
           const std::string why = errno_text();
@@ -108,9 +110,10 @@ class AtomicFile {
       }
       if (errno != EEXIST) break;
     }
-    MG_THROW(Error, who_, ": cannot create a temporary file next to ", quoted(path_), " (", quoted(tmp_),
+    MG_THROW(Error, who_, ": cannot create a temporary file next to ", quoted(path_),
+             target_ != path_ ? str_cat(" (a symlink to ", quoted(target_), ")") : std::string(), " (", quoted(tmp_),
              "): ", errno_text(), "; ", quoted(path_), " was not changed",
-             "\n  hint: the directory must exist and be writable");
+             "\n  hint: the directory ", quoted(directory_of(target_)), " must exist and be writable");
   }
   ~AtomicFile() {
     if (file_) std::fclose(file_);

@@ -303,7 +303,9 @@ std::string dnn_no_algo_message(const char* op, const DnnConvProblem& p, const D
   }
   return str_cat(op, ": cuDNN has no ", dnn_direction_name(p.dir), " algorithm for ", describe(p), " (it offered ",
                  offered, ": ", s.failed, " failed, ", s.nondeterministic, " nondeterministic, ", s.wrong_math,
-                 " with a math type not allowed)\n  hint: ", hint);
+                 " with a math type not allowed",
+                 s.no_workspace > 0 ? str_cat(", ", s.no_workspace, " without a workspace size") : std::string(),
+                 ")\n  hint: ", hint);
 }
 
 }  // namespace mg::cuda

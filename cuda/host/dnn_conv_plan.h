@@ -179,6 +179,7 @@ struct DnnFilterStats {
   int failed = 0;            // status not success
   int nondeterministic = 0;  // dropped in deterministic mode
   int wrong_math = 0;        // TF32 / f16-conversion math where strict f32 was asked, or conversion
+  int no_workspace = 0;      // kept, then dropped: cuDNN gave no workspace size for it (cuda/dnn.cpp)
 };
 // The candidates in order of preference: cuDNN's order (the heuristic's ranking, or Find's, which
 // is by time), then by measured time when `by_time` (stable); without failed entries, without

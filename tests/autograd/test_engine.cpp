@@ -221,6 +221,25 @@ TEST_CASE("retain_grad: once per tensor, after every hook, following an in-place
     CHECK(values(y.grad()) == std::vector<double>{1, 1, 1});
     CHECK(values(x.grad()) == std::vector<double>{6, 6, 6});
   }
+  {
+    // Several retained tensors from one source keep their own gradients.
+    Tensor x = leaf({1.0, 2.0, 3.0, 4.0});
+    const Tensors parts = chunk(x * 1.0, 2);
+    parts[0].retain_grad();
+    parts[1].retain_grad();
+    sum(parts[0] * 2.0 + parts[1] * 3.0).backward();
+    CHECK(values(parts[0].grad()) == std::vector<double>{2, 2});
+    CHECK(values(parts[1].grad()) == std::vector<double>{3, 3});
+  }
+  {
+    // Under create_graph the retained gradient keeps its history.
+    Tensor x = leaf({2.0});
+    Tensor y = x * x;
+    y.retain_grad();
+    sum(y * y).backward({}, false, /*create_graph=*/true);  // d/dy y^2 = 2y = 8
+    CHECK(values(y.grad()) == std::vector<double>{8});
+    CHECK(y.grad().requires_grad());
+  }
 }
 
 TEST_CASE("a hook may not change a gradient's dtype, shape or device", "[autograd]") {

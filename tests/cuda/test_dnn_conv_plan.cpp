@@ -435,5 +435,8 @@ TEST_CASE("cudnn conv plan: describe and the no-algorithm error name shape, dtyp
   CHECK(m.rfind("conv2d: cuDNN has no forward algorithm for x [2, 3, 9, 8] f32 NCHW", 0) == 0);
   CHECK(m.find("hint: set_allow_tf32(true)") != std::string::npos);
   const std::string none = dnn_no_algo_message("conv2d", f32, {}, 0);
+  CHECK(none.find("without a workspace size") == std::string::npos);
+  CHECK(dnn_no_algo_message("conv2d", f32, {.no_workspace = 2}, 2).find(", 2 without a workspace size)") !=
+        std::string::npos);
   CHECK(none.find("hint: try the other layout") != std::string::npos);
 }

@@ -431,7 +431,7 @@ class ShortRowsDataset : public mg::data::Dataset {
 TEST_CASE("loader: a dataset batch without one row per example is an error naming the tensor", "[data][loader]") {
   DataLoader loader(std::make_shared<ShortRowsDataset>(), {.batch_size = 4, .prefetch = 0});
   loader.start_epoch(0);
-  MG_REQUIRE_ERROR(loader.next(), "ShortRows::get_batch failed on batch 0 of epoch 0");
+  MG_REQUIRE_ERROR(loader.next(), "ShortRows::get_batch returned a bad batch 0 of epoch 0");
   MG_REQUIRE_ERROR(loader.next(), "tensor 'x' is [3, 2] f32 cpu but the batch has 4 examples");
 }
 

@@ -430,11 +430,17 @@ TEST_CASE("safetensors: saving over a file keeps its permissions, writes through
   io::save_safetensors(link, {{"w", full({2}, 5.0)}});
   CHECK(fs::is_symlink(link));
   CHECK(values(io::load_safetensors(target).at("w")) == std::vector<double>{5, 5});
+  // A relative link is resolved from its own directory.
+  const std::string rel = dir.file("rel.safetensors");
+  fs::create_symlink("target.safetensors", rel);
+  io::save_safetensors(rel, {{"w", full({2}, 6.0)}});
+  CHECK(fs::is_symlink(rel));
+  CHECK(values(io::load_safetensors(target).at("w")) == std::vector<double>{6, 6});
   // The temporary name does not grow with the target's: a 250-character name saves.
   const std::string long_name = dir.file(std::string(240, 'n') + ".safetensors");
   io::save_safetensors(long_name, {{"w", ones({1})}});
   CHECK(values(io::load_safetensors(long_name).at("w")) == std::vector<double>{1});
-  CHECK(dir.entries().size() == 4);  // no temporary file left
+  CHECK(dir.entries().size() == 5);  // no temporary file left
 }
 
 TEST_CASE("safetensors: saving over an existing file replaces it", "[io][safetensors][atomic]") {
