@@ -239,6 +239,10 @@ TEST_CASE("retain_grad: once per tensor, after every hook, following an in-place
     sum(y * y).backward({}, false, /*create_graph=*/true);  // d/dy y^2 = 2y = 8
     CHECK(values(y.grad()) == std::vector<double>{8});
     CHECK(y.grad().requires_grad());
+    // y.grad's history reaches a node that saved y: a reference cycle until .grad is cleared (as
+    // in PyTorch, whose docs advise autograd::grad for create_graph for this reason).
+    y.set_grad(Tensor());
+    x.set_grad(Tensor());
   }
 }
 
