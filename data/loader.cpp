@@ -55,8 +55,9 @@ Batch compute_batch(const Dataset& dataset, const std::vector<int64_t>& order, i
   // A dataset's batch holds one row per example: a tensor of another length would be paired with
   // the wrong examples downstream (Batch::size() is the number of indices).
   for (const auto& [name, t] : batch.tensors) {
-    MG_CHECK(t.defined() && t.dim() >= 1 && t.size(0) == int64_t(indices.size()), Error, context("returned a bad"), "tensor '", name,
-             "' is ", t.defined() ? describe(t) : std::string("undefined"), " but the batch has ", indices.size(),
+    const bool one_row_each = t.defined() && t.dim() >= 1 && t.size(0) == int64_t(indices.size());
+    MG_CHECK(one_row_each, Error, context("returned a bad"), "tensor '", name, "' is ",
+             t.defined() ? describe(t) : std::string("undefined"), " but the batch has ", indices.size(),
              " examples\n  hint: get_batch must return one row (the first dimension) per index it was given");
   }
   if (pin) {
