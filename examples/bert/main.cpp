@@ -510,7 +510,6 @@ int run(int argc, char** argv) {
         std::vector<GraphParticipant*>{&opt, &*graph_scaler}, cuda::CapturedStepOptions{.device = device});
   }
   if (lazy_reads) tally.emplace(device);
-  int64_t predicted_since_log = 0;  // lazy reads: predictions of the steps in the tally
   auto loss_scale = [&] { return graph_scaler ? graph_scaler->get_scale() : amp::loss_scale(); };
   auto skipped_total = [&] { return graph_scaler ? graph_scaler->skipped_iterations() : amp::loss_scaler().skipped_iterations(); };
   int64_t skipped_at_last_log = 0;  // lazy reads: "skipped since the last logging point" (set after the resume)
@@ -584,7 +583,6 @@ int run(int argc, char** argv) {
       const DeviceTally::Totals t = tally->read();
       loss_sum = t.loss_sum;
       right = t.correct;
-      predicted_since_log = 0;  // the next record's interval starts here, as the tally's
     }
     StateDict train;
     train.ints["step"] = step;
@@ -668,8 +666,7 @@ int run(int argc, char** argv) {
       }
       r.examples = d.examples;
       if (lazy_reads) {
-        tally->add(d.loss, d.correct, d.examples);
-        predicted_since_log += d.predicted;
+        tally->add(d.loss, d.correct, d.examples, d.predicted);
         const bool periodic = flags.get_int("checkpoint-every") > 0 && (step + 1) % flags.get_int("checkpoint-every") == 0;
         const bool eval_now = flags.get_int("eval-every") > 0 && (step + 1) % flags.get_int("eval-every") == 0;
         fresh = (step + 1) % flags.get_int("log-every") == 0 || i + 1 == steps_per_epoch || periodic || eval_now ||
@@ -690,8 +687,7 @@ int run(int argc, char** argv) {
         const DeviceTally::Totals t = tally->read();
         r.loss = t.last_loss;
         r.correct = t.correct - right;  // the interval's
-        r.predicted = predicted_since_log;
-        predicted_since_log = 0;
+        r.predicted = t.predictions;
         r.grad_norm = d.grad_norm.item<double>();
         const int64_t skipped_now = skipped_total();
         r.skipped = skipped_now > skipped_at_last_log;

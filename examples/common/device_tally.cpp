@@ -16,16 +16,16 @@ void DeviceTally::reset(double loss_sum, int64_t correct) {
   loss_sum_.fill_(loss_sum);
   correct_.fill_(double(correct));  // exact: counts stay far below 2^53
   steps_ = 0;
-  examples_ = 0;
+  predictions_ = 0;
 }
 
-void DeviceTally::add(const Tensor& loss, const Tensor& correct, int64_t examples) {
+void DeviceTally::add(const Tensor& loss, const Tensor& correct, int64_t examples, int64_t predictions) {
   NoGradGuard no_grad;
   loss_sum_.add_(reshape(loss, {}).to(DType::F64), double(examples));  // loss_sum += examples * loss, in f64
   correct_.add_(reshape(correct, {}).to(DType::I64));
   last_.copy_(reshape(loss, {}));  // widened exactly
   ++steps_;
-  examples_ += examples;
+  predictions_ += predictions < 0 ? examples : predictions;
 }
 
 DeviceTally::Totals DeviceTally::read() {
@@ -35,9 +35,9 @@ DeviceTally::Totals DeviceTally::read() {
   t.correct = correct_.item<int64_t>();
   t.last_loss = last_.item<double>();
   t.steps = steps_;
-  t.examples = examples_;
+  t.predictions = predictions_;
   steps_ = 0;
-  examples_ = 0;
+  predictions_ = 0;
   return t;
 }
 

@@ -24,15 +24,16 @@ class DeviceTally {
   // Sets the running sums: 0 at an epoch's start, the saved ones when a run resumes mid-epoch.
   void reset(double loss_sum, int64_t correct);
   // loss: one-element floating (the step's mean loss); correct: one-element integer count.
-  // Adds loss * examples (in f64) and correct on the device (asynchronous) and keeps `loss` as the
+  // Adds loss * examples (in f64) and correct on the device (asynchronous), counts the
+  // `predictions` correct is over (on the host; the examples when not given) and keeps `loss` as the
   // last one.
-  void add(const Tensor& loss, const Tensor& correct, int64_t examples);
+  void add(const Tensor& loss, const Tensor& correct, int64_t examples, int64_t predictions = -1);
   struct Totals {
     double loss_sum = 0;   // sum of loss * examples since reset()
     int64_t correct = 0;   // sum of correct since reset()
     double last_loss = 0;  // the last step's loss
     int64_t steps = 0;     // add() calls since the previous read()
-    int64_t examples = 0;  // the examples those calls passed
+    int64_t predictions = 0;  // the predictions those calls counted
   };
   // Reads the sums (one synchronisation).
   Totals read();
@@ -42,7 +43,7 @@ class DeviceTally {
   Tensor correct_;   // [] i64
   Tensor last_;      // [] f64
   int64_t steps_ = 0;
-  int64_t examples_ = 0;
+  int64_t predictions_ = 0;
 };
 
 }  // namespace mg::example

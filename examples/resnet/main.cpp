@@ -399,7 +399,7 @@ int run(int argc, char** argv) {
         loss_sum = t.loss_sum;
         right = t.correct;
         const int64_t skipped_now = skipped_total();
-        r = {float(t.last_loss), interval_right, skipped_now > skipped_at_last_log, t.examples};
+        r = {float(t.last_loss), interval_right, skipped_now > skipped_at_last_log, t.predictions};
         skipped_at_last_log = skipped_now;
       } else if (!lazy_reads) {
         loss_sum += r.loss * double(batch->size());

@@ -68,6 +68,7 @@ TEST_CASE("DeviceTally keeps running sums of loss x examples in f64 and right pr
   CHECK(t.correct == 10);
   CHECK(t.last_loss == double(1.0f / 3.0f));  // the f32 loss widened exactly
   CHECK(t.steps == 3);
+  CHECK(t.predictions == 21);  // one per example when not given
   // A read does not restart the sums (so logging points do not change how they add up), only the
   // count of steps since the previous read.
   tally.add(full({}, 0.75f), full({}, 1.0, {.dtype = DType::I64}), 8);
@@ -76,18 +77,21 @@ TEST_CASE("DeviceTally keeps running sums of loss x examples in f64 and right pr
   CHECK(t.loss_sum == want);
   CHECK(t.correct == 11);
   CHECK(t.steps == 1);
+  CHECK(t.predictions == 8);
   // A reset sets them (a resumed epoch's saved sums); a [1]-shaped f64 loss and an i32 count are
   // accepted too.
   tally.reset(want, 11);
-  tally.add(full({1}, 0.1, {.dtype = DType::F64}), full({1}, 2.0, {.dtype = DType::I32}), 4);
+  tally.add(full({1}, 0.1, {.dtype = DType::F64}), full({1}, 2.0, {.dtype = DType::I32}), 4, /*predictions=*/3);
   t = tally.read();
   CHECK(t.loss_sum == want + 0.1 * 4);
   CHECK(t.correct == 13);
   CHECK(t.last_loss == 0.1);
   CHECK(t.steps == 1);
+  CHECK(t.predictions == 3);
   tally.reset(0, 0);
   t = tally.read();
   CHECK(t.loss_sum == 0);
   CHECK(t.correct == 0);
   CHECK(t.steps == 0);
+  CHECK(t.predictions == 0);
 }
