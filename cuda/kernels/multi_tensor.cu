@@ -110,7 +110,9 @@ struct UnscaleTo {
     for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
       const float v = static_cast<float>(x[i]);
       classify(v, tiny, n);
-      if (!check_only) out[i] = accumulate ? out[i] + v * inv : v * inv;
+      // Two roundings, as the CPU pass (amp/unscale.cpp, built without contraction): nvcc would
+      // fuse out + v * inv into one FMA, which differs when the scale is not a power of two.
+      if (!check_only) out[i] = accumulate ? __fadd_rn(out[i], __fmul_rn(v, inv)) : v * inv;
     }
     publish_counts(n, counts, found_inf);
   }

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "amp/grad_scaler.h"
@@ -150,6 +151,34 @@ TEST_CASE("statistics count zeros, underflowed and non-finite values in one pass
   CHECK(s.nonfinite == 1);
   CHECK(values(f)[2] == 1.0);
   CHECK(values(h)[3] == 32752.0);
+}
+
+TEST_CASE("accumulating into f32 masters rounds the product and the sum separately, as the CUDA kernel",
+          "[amp][scaler]") {
+  // 1/1000 is not a power of two, so g * inv is inexact and a fused multiply-add would differ.
+  const double inv = 1.0 / 1000;
+  const float inv32 = float(inv);
+  for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
+    INFO(dtype_name(dt));
+    const Tensor src = randn({4099}, {.dtype = dt});
+    const Tensor dst = randn({4099}, {.dtype = DType::F32});
+    auto floats = [](const Tensor& t) {  // f32 values, exact through double
+      const std::vector<double> v = values(t);
+      return std::vector<float>(v.begin(), v.end());
+    };
+    const std::vector<float> g = floats(src.to(DType::F32)), before = floats(dst);
+    amp::unscale_grads_to({src}, {dst}, inv, /*accumulate=*/true);
+    const std::vector<float> got = floats(dst);
+    int64_t mismatches = 0, fma_differs = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      volatile float product = g[i] * inv32;  // rounded to f32 here, never fused into the add
+      const float want = before[i] + product;
+      mismatches += std::memcmp(&want, &got[i], sizeof(float)) != 0;
+      fma_differs += std::fma(g[i], inv32, before[i]) != want;
+    }
+    CHECK(mismatches == 0);
+    CHECK(fma_differs > 0);  // the data can tell the two apart
+  }
 }
 
 TEST_CASE("several optimizers: each checks its own gradients, one update per iteration", "[amp][scaler]") {

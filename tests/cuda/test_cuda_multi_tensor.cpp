@@ -107,15 +107,17 @@ TEST_CASE("fused CUDA unscale equals the CPU pass bit for bit (NaN payloads asid
     CHECK(host_counts(counts) == std::vector<int64_t>{want.zeros, want.underflowed, want.nonfinite});
     CHECK(found.to(Device::cpu()).item<float>() == 1.0f);
   }
-  // Into f32 masters, accumulating, from f16 and bf16 model gradients.
+  // Into f32 masters, accumulating, from f16 and bf16 model gradients; with a scale that is not a
+  // power of two too, where g * (1/scale) is inexact and a fused multiply-add would differ.
+  for (const double master_scale : {1024.0, 1000.0})
   for (DType dt : {DType::F16, DType::BF16}) {
-    INFO(dtype_name(dt) << " to masters");
+    INFO(dtype_name(dt) << " to masters, scale " << master_scale);
     const Tensors src = special_grads(dt, 1.0);
     Tensors cpu_dst, dev_dst;
     for (const Tensor& g : src) cpu_dst.push_back(full(g.shape(), 0.25, {.dtype = DType::F32}));
     dev_dst = to_device(cpu_dst, gpu());
-    const amp::UnscaleStats want = amp::unscale_grads_to(src, cpu_dst, 1.0 / scale, /*accumulate=*/true);
-    const Tensor s = full({1}, scale, {.dtype = DType::F64, .device = gpu()});
+    const amp::UnscaleStats want = amp::unscale_grads_to(src, cpu_dst, 1.0 / master_scale, /*accumulate=*/true);
+    const Tensor s = full({1}, master_scale, {.dtype = DType::F64, .device = gpu()});
     const Tensor found = zeros({1}, {.dtype = DType::F32, .device = gpu()});
     const Tensor counts = zeros({3}, {.dtype = DType::I64, .device = gpu()});
     kernels().unscale({.src = to_device(src, gpu()), .dst = dev_dst, .accumulate = true, .scale = s.data<double>(),
