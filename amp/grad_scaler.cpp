@@ -42,14 +42,18 @@ void GradScaler::check_options() const {
   const GradScalerOptions& o = options_;
   MG_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0, Error, "GradScaler: init_scale must be positive and finite, got ",
            o.init_scale);
-  MG_CHECK(o.growth_factor > 1, Error, "GradScaler: growth_factor must be > 1, got ", o.growth_factor);
+  MG_CHECK(std::isfinite(o.growth_factor) && o.growth_factor > 1, Error,
+           "GradScaler: growth_factor must be > 1 and finite, got ", o.growth_factor);
   MG_CHECK(o.backoff_factor > 0 && o.backoff_factor < 1, Error, "GradScaler: backoff_factor must be in (0, 1), got ",
            o.backoff_factor);
   MG_CHECK(o.growth_interval >= 1, Error, "GradScaler: growth_interval must be >= 1, got ", o.growth_interval);
   MG_CHECK(o.hysteresis >= 1, Error, "GradScaler: hysteresis must be >= 1, got ", o.hysteresis);
   MG_CHECK(o.max_consecutive_skips >= 0, Error, "GradScaler: max_consecutive_skips must be >= 0, got ",
            o.max_consecutive_skips);
-  MG_CHECK(!o.min_scale || *o.min_scale > 0, Error, "GradScaler: min_scale must be positive, got ", *o.min_scale);
+  MG_CHECK(!o.min_scale || (std::isfinite(*o.min_scale) && *o.min_scale > 0), Error,
+           "GradScaler: min_scale must be positive and finite, got ", *o.min_scale);
+  MG_CHECK(!o.max_scale || (std::isfinite(*o.max_scale) && *o.max_scale > 0), Error,
+           "GradScaler: max_scale must be positive and finite, got ", *o.max_scale);
   MG_CHECK(!o.min_scale || !o.max_scale || *o.min_scale <= *o.max_scale, Error, "GradScaler: min_scale (",
            *o.min_scale, ") exceeds max_scale (", *o.max_scale, ")");
 }
@@ -174,7 +178,11 @@ bool GradScaler::step(optim::Optimizer& opt) {
     opt.step_unless_found_inf(e.found_inf);  // the device decides; opt.last_step_skipped() tells when asked
     return true;
   }
-  if (e.stats.found_inf()) return false;
+  if (e.stats.found_inf()) {
+    // Skipped through the optimizer's own gate, so opt.last_step_skipped() says so, as on CUDA.
+    opt.step_unless_found_inf(full({1}, 1.0, {.dtype = DType::F32}));
+    return false;
+  }
   opt.step();
   return true;
 }
@@ -271,15 +279,14 @@ void GradScaler::advance(bool found_inf, std::optional<double> new_scale) {
     ++state_.iterations;
     MG_CHECK(std::isfinite(*new_scale) && *new_scale > 0, Error, "GradScaler::update: new_scale must be positive and finite, got ",
              *new_scale);
-    state_.scale = fn::loss_scale_clamp(*new_scale, rule_);
-    state_.growth_tracker = 0;
+    state_.scale = fn::loss_scale_clamp(*new_scale, rule_);  // the growth tracker runs on, as PyTorch's
     outcome = fn::loss_scale_count(state_, rule_, found_inf);
   } else {
     outcome = fn::loss_scale_update(state_, rule_, found_inf);
-    if (outcome == fn::LossScaleOutcome::AtFloor) throw_outcome(outcome);
   }
-  if (found_inf && on_skip_) on_skip_(state_.iterations, state_.scale);
+  // The iteration is over whatever the outcome: an error below leaves a scaler that can go on.
   per_optimizer_.clear();
+  if (found_inf && on_skip_) on_skip_(state_.iterations, state_.scale);
   throw_outcome(outcome);
 }
 
@@ -387,6 +394,15 @@ void GradScaler::load_state_dict(const StateDict& s) {
   loaded.state_.skipped = s.int_at(who, "skipped");
   loaded.state_.consecutive_skips = s.int_at(who, "consecutive_skips");
   loaded.state_.last_skip = last >= 0 ? last : -1;
+  const fn::LossScaleState& ls = loaded.state_;
+  MG_CHECK(ls.growth_tracker >= 0 && ls.iterations >= 0 && ls.skipped >= 0 && ls.consecutive_skips >= 0, Error, who,
+           ": the counters must be >= 0, got growth_tracker ", ls.growth_tracker, ", iterations ", ls.iterations,
+           ", skipped ", ls.skipped, ", consecutive_skips ", ls.consecutive_skips);
+  MG_CHECK(ls.skipped <= ls.iterations && ls.consecutive_skips <= ls.skipped && ls.last_skip <= ls.iterations, Error, who,
+           ": inconsistent counters: ", ls.skipped, " skipped and ", ls.consecutive_skips, " consecutive skips (the last at ",
+           ls.last_skip, ") in ", ls.iterations, " iterations");
+  MG_CHECK(ls.hysteresis_left >= 1 && ls.hysteresis_left <= o.hysteresis, Error, who, ": hysteresis_left must be in [1, ",
+           o.hysteresis, "], got ", ls.hysteresis_left);
   MG_CHECK(per_optimizer_.empty(), Error, who, ": called in the middle of an iteration (after unscale_/step, before update())");
   loaded.on_skip_ = std::move(on_skip_);
   // A captured CUDA graph holds the device buffers' addresses and the update rule by value: the

@@ -98,7 +98,8 @@ class GradScaler : public GraphParticipant {
   // kernel, no host read. The state must be on the flag's device.
   void update_from(const Tensor& found_inf);
 
-  double get_scale() const { return host().scale; }
+  // The loss scale; 1 for a disabled scaler (as PyTorch's), whose scale() passes the loss through.
+  double get_scale() const { return options_.enabled ? host().scale : 1.0; }
   bool is_enabled() const { return options_.enabled; }
   const GradScalerOptions& options() const { return options_; }
 

@@ -288,7 +288,12 @@ OptimizerGrads optimizer_grads(optim::Optimizer& opt, bool accumulate) {
   for (const optim::MasterPair& m : opt.master_pairs()) {
     masters.insert(m.master.impl());
     const Tensor g = m.model.grad();
-    if (!g.defined()) continue;
+    if (!g.defined()) {
+      // No gradient this iteration: none for the master either (a stale one would be stepped
+      // again), unless earlier losses of this iteration accumulated into it.
+      if (!accumulate) m.master.set_grad(Tensor());
+      continue;
+    }
     Tensor mg = m.master.grad();
     if (!mg.defined() || mg.grad_fn()) {
       mg = accumulate ? zeros(m.master.shape(), {.dtype = DType::F32, .device = m.master.device()})

@@ -54,6 +54,7 @@ void Tensor::set_data(const Tensor& src) const {
   d->offset = s->offset;
   d->dtype = s->dtype;
   d->is_view = false;
+  d->view_base.reset();
   d->autograd.grad.reset();
 }
 

@@ -54,7 +54,11 @@ struct TensorImpl {
   int64_t offset = 0;  // in elements
   DType dtype = DType::F32;
   bool is_view = false;       // shares storage with the tensor it was derived from
-  uint64_t view_version = 0;  // storage version when this view was made
+  uint64_t view_version = 0;  // storage version when this view was made (or last written in place)
+  // Views made by view ops: the tensor at the root of the chain of view ops (PyTorch's view
+  // base), whose history an in-place op on the view rebases (ops/inplace_view.h). Null for
+  // tensors that are not views and for detach(), whose result is a root of its own.
+  std::shared_ptr<TensorImpl> view_base;
   AutogradMeta autograd;
 };
 

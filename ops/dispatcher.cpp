@@ -10,6 +10,7 @@
 #include "mixgrad/core/op_observer.h"
 #include "mixgrad/core/pinned_memory.h"
 #include "mixgrad/ops/cuda_gaps.h"
+#include "mixgrad/ops/inplace_view.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/op_node.h"
 #include "mixgrad/ops/op_rule.h"
@@ -54,6 +55,17 @@ uint32_t needs_grad_mask(OpId op, const Tensors& inputs) {
     MG_CHECK(i < 16, NotImplementedError, op_name(op), ": autograd supports at most 16 inputs");
     mask |= 1u << i;
   }
+  // A view taken while its base had no history reads, once the base was modified in place with
+  // history (an in-place op on another view of it), values that history produced, but carries
+  // none of it: recorded as a constant, it would silently lose those gradients.
+  for (std::size_t i = 0; mask != 0 && i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (!t.defined() || t.requires_grad() || !t.impl()->view_base) continue;
+    MG_CHECK(!t.impl()->view_base->autograd.grad_fn || t.version() == t.impl()->view_version, AutogradError,
+             op_name(op), ": input ", i, " (", describe(t), ") is a view that does not require grad, but its base "
+             "was modified in place since the view was taken and now has gradient history",
+             "\n  hint: take the view again after the in-place operation");
+  }
   return mask;
 }
 
@@ -81,6 +93,8 @@ Tensors run(OpId op, const Tensors& inputs, const OpAttrs& attrs) {
     Tensor out = rule.view(base, attrs);
     out.impl()->is_view = true;
     out.impl()->view_version = base.version();
+    const TensorImpl* b = base.impl();
+    out.impl()->view_base = b->view_base ? b->view_base : base.impl_ptr();
     return {out};
   }
   const InferResult r = rule.infer(inputs, attrs);
@@ -248,9 +262,7 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
              "_: a leaf tensor that requires grad (", describe(self),
              ") cannot be modified in place while grad mode is on",
              "\n  hint: update parameters inside a NoGradGuard, or use the out-of-place op");
-    MG_CHECK(!self.impl()->is_view, NotImplementedError, name,
-             "_: in-place modification of a view is not supported while recording autograd",
-             "\n  hint: clone() the view first, or use the out-of-place op");
+    if (self.impl()->view_base) check_view_rebase(self, name);
   }
 
   if (!recording) {
@@ -288,12 +300,17 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
     OpObserverMute mute;  // the op was reported by dispatch() above; the copy is bookkeeping
     dispatch_inplace(OpId::copy, self, {result});
   }
+  if (s->view_base) {  // a view: its base's values changed too (PyTorch's CopySlices)
+    rebase_view_history(self, result);
+    return;
+  }
   // A tensor that retains its gradient retains the new value's (PyTorch's rule).
   if (s->autograd.retains_grad && s->autograd.grad_fn) s->autograd.grad_fn->clear_retained(s->autograd.output_nr);
   s->autograd.grad_fn = result.impl()->autograd.grad_fn;
   s->autograd.output_nr = result.impl()->autograd.output_nr;
   s->autograd.requires_grad = result.requires_grad();
   if (s->autograd.retains_grad && s->autograd.grad_fn) s->autograd.grad_fn->set_retained(s->autograd.output_nr, self.impl_ptr());
+  s->view_version = self.version();  // a detach()ed tensor's history now describes its values
 }
 
 }  // namespace mg

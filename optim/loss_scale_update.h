@@ -47,7 +47,7 @@ struct LossScaleState {
 
 enum class LossScaleOutcome : int32_t {
   Ok = 0,
-  AtFloor = 1,        // inf/NaN with the scale already at min_scale (state: iteration counted, tracker 0)
+  AtFloor = 1,        // inf/NaN with the scale already at min_scale (state: iteration and skip counted, tracker 0)
   TooManySkips = 2,   // consecutive_skips reached max_consecutive_skips (state fully updated)
 };
 
@@ -86,7 +86,10 @@ MG_HOST_DEVICE LossScaleOutcome loss_scale_update(LossScaleState& s, const LossS
     if (s.hysteresis_left > 1) {
       --s.hysteresis_left;  // tolerated: skip the step but keep the scale
     } else {
-      if (r.has_min && s.scale <= r.min_scale) return LossScaleOutcome::AtFloor;
+      if (r.has_min && s.scale <= r.min_scale) {
+        (void)loss_scale_count(s, r, found_inf);  // the skip counts; the floor error comes first
+        return LossScaleOutcome::AtFloor;
+      }
       s.scale = loss_scale_clamp(s.scale * r.backoff_factor, r);
       s.hysteresis_left = r.hysteresis;
     }

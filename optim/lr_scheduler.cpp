@@ -211,7 +211,7 @@ double OneCycleLR::anneal(double start, double end, double pct) const {
 
 std::vector<double> OneCycleLR::compute_lrs() {
   const int64_t step_num = last_epoch();
-  MG_CHECK(step_num <= options_.total_steps, Error, "OneCycleLR: tried to step ", step_num + 1,
+  MG_CHECK(step_num <= options_.total_steps, Error, "OneCycleLR: tried to step ", step_num,
            " times; total_steps is ", options_.total_steps);
   std::vector<double> lrs;
   for (ParamGroup& g : optimizer_.param_groups()) {

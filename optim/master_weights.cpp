@@ -54,7 +54,12 @@ void copy_model_grads_to_masters(const std::vector<MasterPair>& pairs) {
   Tensors sources;  // keeps contiguous copies alive until the pass ran
   for (const MasterPair& p : pairs) {
     const Tensor g = p.model.grad();
-    if (!g.defined()) continue;
+    if (!g.defined()) {
+      // No gradient this step (the model's were cleared): neither has the master, so the step
+      // skips the parameter as it would an f32 one instead of reusing the last gradient.
+      p.master.set_grad(Tensor());
+      continue;
+    }
     Tensor mg = p.master.grad();
     if (!mg.defined()) {
       mg = empty(p.master.shape(), {.dtype = DType::F32, .device = p.master.device()});

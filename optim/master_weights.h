@@ -26,8 +26,9 @@ struct MasterPair {
 // model = master (rounded to the model's dtype) for every pair: one multi-tensor pass.
 void copy_masters_to_model(const std::vector<MasterPair>& pairs);
 
-// master.grad = f32(model.grad) for every pair whose model has a gradient (unscaled copy; an amp
-// unscale writes the master gradients itself, fused with the inf/NaN check). One pass.
+// master.grad = f32(model.grad) for every pair whose model has a gradient, and none for the others
+// (unscaled copy; an amp unscale writes the master gradients itself, fused with the inf/NaN
+// check). One pass.
 void copy_model_grads_to_masters(const std::vector<MasterPair>& pairs);
 
 }  // namespace mg::optim

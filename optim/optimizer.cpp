@@ -698,6 +698,16 @@ void Optimizer::load_state_dict(const StateDict& s) {
     new_state[p.impl()].buffers[name] = c;
   }
 
+  for (const int64_t i : with_step) {
+    const ParamState& st = new_state[params[std::size_t(i)].impl()];
+    if (st.step == 0) continue;
+    for (const std::string& name : buffers_of_every_step()) {
+      MG_CHECK(st.buffers.count(name), Error, owner, ": 'state.", i, ".", name, "' is missing; parameter ", i,
+               " took ", st.step, " steps, and ", name_, " keeps '", name, "' for every parameter that did",
+               "\n  hint: load the whole state dict the optimizer saved");
+    }
+  }
+
   const int64_t step_count = s.int_at(owner, "step_count");
   MG_CHECK(step_count >= 0, Error, owner, ": 'step_count' must be >= 0, got ", step_count);
 

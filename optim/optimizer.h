@@ -206,6 +206,9 @@ class Optimizer : public GraphParticipant {
   virtual void step_group(ParamGroup& group) = 0;
   // The buffer names this optimizer keeps in ParamState::buffers.
   virtual std::vector<std::string> buffer_names() const = 0;
+  // The buffers every parameter that took a step has (Adam's moments); load_state_dict refuses a
+  // state without them instead of starting them at zero under the saved step count.
+  virtual std::vector<std::string> buffers_of_every_step() const { return {}; }
   // Whether step_group runs fused device kernels (fused_step_args) where a device has them.
   virtual bool has_fused_step() const { return false; }
   // The options the fused kernels read from device memory, in MultiTensorStepArgs::hyper order.

@@ -125,6 +125,88 @@ TEST_CASE("hysteresis tolerates overflows before backing off - min_scale is a fl
   t.set_grad({kInf, 1, 1, 1});
   scaler.step(t.opt);
   MG_REQUIRE_ERROR(scaler.update(), "gradients are inf/NaN with the scale already at its floor min_scale = 16");
+  // The error closed the iteration (counted as skipped): the scaler and the optimizer go on.
+  CHECK(scaler.iterations() == 6);
+  CHECK(scaler.skipped_iterations() == 6);
+  CHECK(scaler.consecutive_skips() == 6);
+  t.set_grad({16, 16, 16, 16});
+  CHECK(scaler.step(t.opt));
+  CHECK(!t.opt.last_step_skipped());
+  scaler.update();
+  CHECK(scaler.skipped_iterations() == 6);
+  CHECK(scaler.consecutive_skips() == 0);
+  CHECK(values(t.w)[0] == Approx(1 - 0.1 * 1));
+}
+
+TEST_CASE("a skipped step is reported by the optimizer on the CPU too", "[amp][scaler]") {
+  amp::GradScaler scaler({.init_scale = 4});
+  Toy t;
+  t.set_grad({kInf, 1, 1, 1});
+  CHECK(!scaler.step(t.opt));
+  CHECK(t.opt.last_step_skipped());
+  CHECK(t.opt.step_count() == 0);
+  CHECK(values(t.w) == std::vector<double>{1, 1, 1, 1});
+  scaler.update();
+  t.set_grad({4, 4, 4, 4});
+  CHECK(scaler.step(t.opt));
+  CHECK(!t.opt.last_step_skipped());
+  CHECK(t.opt.step_count() == 1);
+}
+
+TEST_CASE("update(new_scale) sets the scale and leaves the growth tracker running, as PyTorch's", "[amp][scaler]") {
+  // PyTorch 2.15, GradScaler(init_scale=8, growth_interval=3), update(100.0) at the 2nd of 6 clean
+  // iterations: scales after each update [8, 100, 100, 200, 200, 200].
+  amp::GradScaler scaler({.init_scale = 8, .growth_interval = 3});
+  Toy t;
+  std::vector<double> scales;
+  for (int i = 0; i < 6; ++i) {
+    t.set_grad({1, 1, 1, 1});
+    scaler.step(t.opt);
+    if (i == 1) {
+      scaler.update(100.0);
+    } else {
+      scaler.update();
+    }
+    scales.push_back(scaler.get_scale());
+  }
+  CHECK(scales == std::vector<double>{8, 100, 100, 200, 200, 200});
+}
+
+TEST_CASE("a disabled scaler's scale is 1", "[amp][scaler]") {
+  const amp::GradScaler scaler({.enabled = false});
+  CHECK(scaler.get_scale() == 1.0);
+}
+
+TEST_CASE("bounds and factors that are not positive and finite are refused", "[amp][scaler]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  MG_REQUIRE_ERROR(amp::GradScaler({.max_scale = 0.0}), "GradScaler: max_scale must be positive and finite, got 0");
+  MG_REQUIRE_ERROR(amp::GradScaler({.max_scale = -1.0}), "max_scale must be positive and finite");
+  MG_REQUIRE_ERROR(amp::GradScaler({.max_scale = nan}), "max_scale must be positive and finite");
+  MG_REQUIRE_ERROR(amp::GradScaler({.min_scale = inf}), "min_scale must be positive and finite");
+  MG_REQUIRE_ERROR(amp::GradScaler({.growth_factor = inf}), "growth_factor must be > 1 and finite");
+  MG_REQUIRE_ERROR(amp::GradScaler({.growth_factor = nan}), "growth_factor must be > 1 and finite");
+}
+
+TEST_CASE("load_state_dict refuses negative or inconsistent counters", "[amp][scaler]") {
+  amp::GradScaler scaler({.hysteresis = 2});
+  Toy t;
+  t.set_grad({kInf, 1, 1, 1});
+  scaler.step(t.opt);
+  scaler.update();
+  const StateDict good = scaler.state_dict();
+  auto with = [&](const std::string& key, int64_t v) {
+    StateDict s = good;
+    s.ints[key] = v;
+    return s;
+  };
+  MG_REQUIRE_ERROR(scaler.load_state_dict(with("growth_tracker", -1)), "the counters must be >= 0");
+  MG_REQUIRE_ERROR(scaler.load_state_dict(with("iterations", -3)), "the counters must be >= 0");
+  MG_REQUIRE_ERROR(scaler.load_state_dict(with("skipped", 5)), "inconsistent counters: 5 skipped");
+  MG_REQUIRE_ERROR(scaler.load_state_dict(with("hysteresis_left", 0)), "hysteresis_left must be in [1, 2], got 0");
+  MG_REQUIRE_ERROR(scaler.load_state_dict(with("hysteresis_left", 3)), "hysteresis_left must be in [1, 2], got 3");
+  CHECK(scaler.iterations() == 1);  // nothing changed
+  scaler.load_state_dict(good);
+  CHECK(scaler.skipped_iterations() == 1);
 }
 
 TEST_CASE("too many consecutive skips raise an error instead of silently never training", "[amp][scaler]") {
@@ -379,4 +461,32 @@ TEST_CASE("the device pieces of amp::scale_loss decline on the CPU: no flag, and
   MG_REQUIRE_ERROR(scaler.update_from(zeros({1})), "GradScaler::update_from: the flag is on cpu but the scaler's state is on the host");
   MG_REQUIRE_ERROR(scaler.update_from(zeros({2})), "expected a one-element f32 flag");
   CHECK(scaler.iterations() == 0);
+}
+
+TEST_CASE("with master weights, a parameter without a gradient this step is skipped, not stepped with the last one",
+          "[amp][scaler]") {
+  // PyTorch (f32 or bf16, grad None at the 2nd step): p = 1 - 0.1 = 0.9 after two steps.
+  for (const bool through_scaler : {false, true}) {
+    INFO((through_scaler ? "GradScaler" : "plain step"));
+    Tensor p = full({2}, 1.0, {.dtype = DType::BF16, .requires_grad = true});
+    Tensor q = full({2}, 1.0, {.dtype = DType::BF16, .requires_grad = true});
+    optim::SGD opt(Tensors{p, q}, {.lr = 0.1});
+    opt.use_master_weights();
+    amp::GradScaler scaler({.init_scale = 2});
+    auto step = [&] {
+      if (!through_scaler) return opt.step();
+      scaler.step(opt);
+      scaler.update();
+    };
+    const double g = through_scaler ? 2.0 : 1.0;  // the scaled gradient the backward would give
+    p.set_grad(full({2}, g, {.dtype = DType::BF16}));
+    q.set_grad(full({2}, g, {.dtype = DType::BF16}));
+    step();
+    p.set_grad(Tensor());  // the model's gradients cleared, and p got none this time
+    q.set_grad(full({2}, g, {.dtype = DType::BF16}));
+    step();
+    const double once = values(to(full({1}, 0.9), DType::BF16))[0];  // one update of 1 by 0.1, rounded
+    CHECK(values(p) == std::vector<double>{once, once});
+    CHECK(values(q)[0] == Approx(0.8).epsilon(0.004));                  // two
+  }
 }

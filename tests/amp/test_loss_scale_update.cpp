@@ -116,9 +116,11 @@ TEST_CASE("loss_scale_update clamps to max_scale and min_scale and reports the f
   const LossScaleState before = s;
   CHECK(loss_scale_update(s, r, true) == LossScaleOutcome::AtFloor);
   CHECK(s.scale == 3);
-  CHECK(s.iterations == before.iterations + 1);  // counted, tracker reset, skip not counted
-  CHECK(s.growth_tracker == 0);
-  CHECK(s.skipped == before.skipped);
+  CHECK(s.iterations == before.iterations + 1);  // counted, tracker reset, and the skip counted too:
+  CHECK(s.growth_tracker == 0);                  // the iteration is over (the scaler goes on after
+  CHECK(s.skipped == before.skipped + 1);        // the error), and it was skipped
+  CHECK(s.consecutive_skips == before.consecutive_skips + 1);
+  CHECK(s.last_skip == s.iterations);
 }
 
 TEST_CASE("loss_scale_update reports too many consecutive skips after updating the state", "[amp][scaler]") {

@@ -100,7 +100,7 @@ TEST_CASE("schedulers: StepLR, MultiStepLR and OneCycleLR follow PyTorch's lr an
       }
       test::report(c + " (lr, momentum)", worst);
       if (f.int_value(c + ".scheduler") == 2) {
-        MG_REQUIRE_ERROR(s->step(), "OneCycleLR: tried to step " + std::to_string(n + 2) + " times; total_steps is " + std::to_string(n));
+        MG_REQUIRE_ERROR(s->step(), "OneCycleLR: tried to step " + std::to_string(n + 1) + " times; total_steps is " + std::to_string(n));
         CHECK(s->last_epoch() == n);
       }
     }

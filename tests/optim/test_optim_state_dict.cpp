@@ -192,6 +192,23 @@ TEST_CASE("optimizer state dict: a mismatch is a clear error and nothing is appl
   s.ints.erase("state.0.step");
   MG_REQUIRE_ERROR(ob->load_state_dict(s), "Adam: load_state_dict: 'state.0.exp_avg' has no 'state.0.step'");
 
+  // A moment missing for a parameter that stepped: refused, not started at zero under its step count.
+  s = good;
+  std::erase_if(s.tensors, [](const auto& kv) { return kv.first == "state.0.exp_avg_sq"; });
+  MG_REQUIRE_ERROR(ob->load_state_dict(s), "Adam: load_state_dict: 'state.0.exp_avg_sq' is missing; parameter 0 took 1 steps, and Adam keeps 'exp_avg_sq' for every parameter that did");
+  untouched();
+  // SGD's momentum buffer may be missing (momentum can be switched on after steps without it).
+  {
+    const Tensors c = copies(a);
+    auto sgd_a = make(test::kSGD, c, 0.1);
+    set_grads(c, 0);
+    sgd_a->step();
+    StateDict no_momentum = sgd_a->state_dict();
+    std::erase_if(no_momentum.tensors, [](const auto& kv) { return kv.first.find("momentum_buffer") != std::string::npos; });
+    auto sgd_b = make(test::kSGD, copies(a), 0.1);
+    sgd_b->load_state_dict(no_momentum);
+  }
+
   s = good;
   s.ints.erase("step_count");
   MG_REQUIRE_ERROR(ob->load_state_dict(s), "Adam: load_state_dict: state has no integer 'step_count'");

@@ -1,0 +1,170 @@
+#include "mixgrad/ops/inplace_view.h"
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <vector>
+
+#include "mixgrad/autograd/node.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/ops/ops.h"
+
+namespace mg {
+namespace {
+
+// Where a view's elements lie among its base's, in the base's storage order.
+struct ViewPositions {
+  Shape base_shape;
+  std::vector<int64_t> order;    // base dims, outermost in memory first
+  std::vector<int64_t> inverse;  // permute(x, inverse) undoes permute(x, order)
+  Shape stored_shape;            // base_shape permuted by `order`: row-major in storage order
+  Shape view_shape;
+  Tensor index;  // i64 [numel(view)]: view element (row-major) -> position in storage order
+  Tensor mask;   // bool [numel(base)]: the positions the view covers
+};
+
+// The base's dims ordered outermost-first in memory, or nothing when its elements do not fill a
+// dense block (gaps or overlap). Size-1 dims take any stride.
+std::optional<std::vector<int64_t>> dense_order(const TensorImpl& t) {
+  std::vector<int64_t> order(t.shape.size());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  if (shape_numel(t.shape) == 0) return order;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.strides[a] > t.strides[b]; });
+  int64_t expected = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (t.shape[*it] == 1) continue;
+    if (t.strides[*it] != expected) return std::nullopt;
+    expected *= t.shape[*it];
+  }
+  return order;
+}
+
+// The base's elements in storage order as one 1-D tensor (differentiable).
+Tensor to_storage_order(const Tensor& x, const ViewPositions& p) {
+  return reshape(permute(x, p.order), {shape_numel(p.base_shape)});
+}
+// The inverse: a 1-D tensor in storage order back to the base's shape (differentiable).
+Tensor from_storage_order(const Tensor& flat, const ViewPositions& p) {
+  return permute(reshape(flat, p.stored_shape), p.inverse);
+}
+
+std::shared_ptr<const ViewPositions> view_positions(const TensorImpl& view, const TensorImpl& base) {
+  auto p = std::make_shared<ViewPositions>();
+  p->base_shape = base.shape;
+  p->order = *dense_order(base);  // checked by check_view_rebase
+  p->inverse.resize(p->order.size());
+  for (std::size_t k = 0; k < p->order.size(); ++k) {
+    p->inverse[std::size_t(p->order[k])] = int64_t(k);
+    p->stored_shape.push_back(base.shape[std::size_t(p->order[k])]);
+  }
+  p->view_shape = view.shape;
+  // Storage-order position of base element at storage offset o is o - base.offset (dense base).
+  const int64_t n = shape_numel(view.shape), base_n = shape_numel(base.shape);
+  std::vector<int64_t> index(std::size_t(n), 0);
+  std::vector<uint8_t> mask(std::size_t(base_n), 0);
+  std::vector<int64_t> at(view.shape.size(), 0);
+  int64_t pos = view.offset - base.offset;
+  for (int64_t i = 0; i < n; ++i) {
+    MG_ASSERT(pos >= 0 && pos < base_n, "in-place view: element ", i, " of the view lies outside its base");
+    index[std::size_t(i)] = pos;
+    mask[std::size_t(pos)] = 1;
+    for (std::size_t d = at.size(); d-- > 0;) {  // odometer over the view's dims
+      pos += view.strides[d];
+      if (++at[d] < view.shape[d]) break;
+      pos -= view.strides[d] * view.shape[d];
+      at[d] = 0;
+    }
+  }
+  const Device device = base.storage->device();
+  p->index = from_vector(index, {n}, {.device = device});
+  p->mask = from_buffer(mask.data(), {base_n}, {.dtype = DType::Bool, .device = device});
+  return p;
+}
+
+// Backward of B_new (the base after the write): the gradient of B_old is B_new's with the view's
+// positions zeroed; the op's result gets B_new's gradient at those positions.
+class CopySlices final : public autograd::Node {
+ public:
+  CopySlices(std::shared_ptr<const ViewPositions> p, bool base_needs_grad)
+      : Node(1), p_(std::move(p)), base_needs_grad_(base_needs_grad) {}
+  Tensors apply(Tensors&& grads) override {
+    const Tensor& g = grads[0];
+    if (!g.defined()) return {Tensor(), Tensor()};
+    const Tensor flat = to_storage_order(g, *p_);
+    Tensor g_result = reshape(index_select(flat, 0, p_->index), p_->view_shape);
+    Tensor g_base = base_needs_grad_ ? from_storage_order(masked_fill(flat, p_->mask, 0.0), *p_) : Tensor();
+    return {g_base, g_result};
+  }
+  std::string name() const override { return "CopySlices"; }
+
+ private:
+  std::shared_ptr<const ViewPositions> p_;
+  bool base_needs_grad_;
+};
+
+// Backward of V_new = V's elements of B_new: the view's gradient placed at its positions in a
+// zero gradient of the base.
+class ViewOfBase final : public autograd::Node {
+ public:
+  explicit ViewOfBase(std::shared_ptr<const ViewPositions> p) : Node(1), p_(std::move(p)) {}
+  Tensors apply(Tensors&& grads) override {
+    const Tensor& g = grads[0];
+    if (!g.defined()) return {Tensor()};
+    const Tensor zero = zeros({shape_numel(p_->base_shape)}, {.dtype = g.dtype(), .device = g.device()});
+    return {from_storage_order(scatter_add(zero, 0, p_->index, reshape(g, {shape_numel(p_->view_shape)})), *p_)};
+  }
+  std::string name() const override { return "ViewOfBase"; }
+
+ private:
+  std::shared_ptr<const ViewPositions> p_;
+};
+
+// Gives `t` the history (node, 0), moving a retained gradient along (PyTorch's rule: a tensor that
+// retains its gradient retains the new value's).
+void set_history_of(TensorImpl* t, const std::shared_ptr<autograd::Node>& node) {
+  AutogradMeta& a = t->autograd;
+  if (a.retains_grad && a.grad_fn) a.grad_fn->clear_retained(a.output_nr);
+  a.grad_fn = node;
+  a.output_nr = 0;
+  a.requires_grad = true;
+}
+
+}  // namespace
+
+void check_view_rebase(const Tensor& self, const char* op) {
+  const TensorImpl* s = self.impl();
+  MG_ASSERT(s->view_base, "check_view_rebase: ", describe(self), " is not a differentiable view");
+  const Tensor base(s->view_base);
+  MG_CHECK(!(base.is_leaf() && base.requires_grad()), AutogradError, op,
+           "_: a view of a leaf tensor that requires grad (the view ", describe(self), " of ", describe(base),
+           ") cannot be modified in place while grad mode is on",
+           "\n  hint: modify the leaf under a NoGradGuard, or clone() it first and modify the clone");
+  MG_CHECK(s->view_base->storage == s->storage, AutogradError, op, "_: the view ", describe(self),
+           " no longer shares memory with its base (the base was given other data)",
+           "\n  hint: take the view again");
+  MG_CHECK(dense_order(*s->view_base).has_value(), NotImplementedError, op, "_: the view's base ",
+           describe(base), " does not fill its memory densely (strides ", s->view_base->strides,
+           "), so autograd cannot place the view's gradient in it",
+           "\n  hint: take the view of base.contiguous() instead");
+}
+
+void rebase_view_history(const Tensor& self, const Tensor& result) {
+  TensorImpl* s = self.impl();
+  const Tensor base(s->view_base);
+  const auto p = view_positions(*s, *s->view_base);
+  auto copy_slices = std::make_shared<CopySlices>(p, base.requires_grad());
+  copy_slices->next_edges = {autograd::gradient_edge(base), autograd::gradient_edge(result)};
+  set_history_of(base.impl(), copy_slices);
+  if (base.impl()->autograd.retains_grad) copy_slices->set_retained(0, base.impl_ptr());
+  auto view_node = std::make_shared<ViewOfBase>(p);
+  view_node->next_edges = {autograd::gradient_edge(base)};
+  set_history_of(s, view_node);
+  if (s->autograd.retains_grad) view_node->set_retained(0, self.impl_ptr());
+  // The view's and the base's history describe their values again (a detach()ed base is itself
+  // version-checked as a view of the tensor it was detached from).
+  s->view_version = self.version();
+  base.impl()->view_version = base.version();
+}
+
+}  // namespace mg

@@ -1,0 +1,26 @@
+// In-place ops on views while autograd records (PyTorch's CopySlices). Writing into a view V of a
+// base B changes B's values, so both need new history:
+//   B_new = B_old with V's elements replaced by the op's result R     (node CopySlices)
+//   V_new = V's elements of B_new                                     (node ViewOfBase)
+// The dispatcher (ops/dispatcher.cpp) computes R out of place, writes it into V, then calls
+// rebase_view_history. Other views of B taken before the write keep their old history; the
+// dispatcher's version check refuses them in recorded ops (take the view again).
+//
+// The one decision a reader must know: both nodes' backward are written with differentiable ops
+// over B's elements in storage order (index_select, masked_fill and scatter_add with an index of
+// V's positions, made once when the op runs), so they run on every device and double backward
+// works through them. The cost is an int64 index per element of V and a bool mask per element of
+// B, kept with the graph.
+#pragma once
+#include "mixgrad/core/tensor.h"
+
+namespace mg {
+
+// `self` is a differentiable view (TensorImpl::view_base set) that now holds `result`, the value
+// of an in-place op computed out of place with history. Gives the base and the view their new
+// history as above. Refuses (before anything changes) a view of a leaf that requires grad, and a
+// base that is not dense (a base's elements must fill its storage without gaps or overlap).
+void check_view_rebase(const Tensor& self, const char* op);
+void rebase_view_history(const Tensor& self, const Tensor& result);
+
+}  // namespace mg
