@@ -227,12 +227,28 @@ Tensors conv2d_backward_weight_bw(const BackwardCtx& c, const Tensors& grads) {
 
 // y = B(x, w) + b with B = conv2d_backward_input (x in the role of the conv's output gradient):
 // dx = conv2d(g, w), dw = conv2d_backward_weight(g, x), db = sum of g over N, H, W.
+// With output_padding >= stride, conv2d over y's size has floor(output_padding / stride) more
+// rows (columns) than x: those positions took no part in y, so dx drops them and dw sees x padded
+// with zeros there.
 Tensors conv_transpose2d_bw(const BackwardCtx& c, const Tensors& grads) {
   const Tensor& g = grads[0];
-  const Conv2dOptions o = conv_options(c.attrs());
+  const OpAttrs& a = c.attrs();
+  const Conv2dOptions o = conv_options(a);
+  const int64_t extra_h = a.ints[7] / a.ints[0], extra_w = a.ints[8] / a.ints[1];
+  const Shape& xs = c.input_shape(0);
   Tensor gx, gw, gb;
-  if (c.needs_grad(0)) gx = conv2d(g, c.input(1), {}, o);
-  if (c.needs_grad(1)) gw = conv2d_backward_weight(g, c.input(0), hw(c.input_shape(1)), o);
+  if (c.needs_grad(0)) {
+    gx = conv2d(g, c.input(1), {}, o);
+    if (extra_h != 0 || extra_w != 0) gx = narrow(narrow(gx, 2, 0, xs[2]), 3, 0, xs[3]);
+  }
+  if (c.needs_grad(1)) {
+    Tensor x = c.input(0);
+    if (extra_h != 0) x = cat({x, zeros({xs[0], xs[1], extra_h, xs[3]}, {.dtype = x.dtype(), .device = x.device()})}, 2);
+    if (extra_w != 0) {
+      x = cat({x, zeros({xs[0], xs[1], xs[2] + extra_h, extra_w}, {.dtype = x.dtype(), .device = x.device()})}, 3);
+    }
+    gw = conv2d_backward_weight(g, x, hw(c.input_shape(1)), o);
+  }
   if (c.num_inputs() > 2 && c.needs_grad(2)) gb = sum(g, {0, 2, 3});
   return {gx, gw, gb};
 }

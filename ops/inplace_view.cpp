@@ -13,16 +13,55 @@
 namespace mg {
 namespace {
 
-// Where a view's elements lie among its base's, in the base's storage order.
+// Where a view's elements lie among its base's, in the base's storage order: geometry only, so a
+// graph that fills a buffer row by row keeps O(1) per write; index() and mask() are made when the
+// backward runs.
 struct ViewPositions {
   Shape base_shape;
   std::vector<int64_t> order;    // base dims, outermost in memory first
   std::vector<int64_t> inverse;  // permute(x, inverse) undoes permute(x, order)
   Shape stored_shape;            // base_shape permuted by `order`: row-major in storage order
   Shape view_shape;
-  Tensor index;  // i64 [numel(view)]: view element (row-major) -> position in storage order
-  Tensor mask;   // bool [numel(base)]: the positions the view covers
+  Strides view_strides;
+  int64_t view_start = 0;  // storage-order position of the view's first element
+  Device device;
+
+  // i64 [numel(view)]: view element (row-major) -> position in storage order.
+  Tensor index() const;
+  // bool [numel(base)]: the positions the view covers.
+  Tensor mask() const;
+
+ private:
+  std::vector<int64_t> positions() const;
 };
+
+std::vector<int64_t> ViewPositions::positions() const {
+  const int64_t n = shape_numel(view_shape), base_n = shape_numel(base_shape);
+  std::vector<int64_t> out(std::size_t(n), 0);
+  std::vector<int64_t> at(view_shape.size(), 0);
+  int64_t pos = view_start;
+  for (int64_t i = 0; i < n; ++i) {
+    MG_ASSERT(pos >= 0 && pos < base_n, "in-place view: element ", i, " of the view lies outside its base");
+    out[std::size_t(i)] = pos;
+    for (std::size_t d = at.size(); d-- > 0;) {  // odometer over the view's dims
+      pos += view_strides[d];
+      if (++at[d] < view_shape[d]) break;
+      pos -= view_strides[d] * view_shape[d];
+      at[d] = 0;
+    }
+  }
+  return out;
+}
+
+Tensor ViewPositions::index() const {
+  return from_vector(positions(), {shape_numel(view_shape)}, {.device = device});
+}
+
+Tensor ViewPositions::mask() const {
+  std::vector<uint8_t> m(std::size_t(shape_numel(base_shape)), 0);
+  for (const int64_t pos : positions()) m[std::size_t(pos)] = 1;
+  return from_buffer(m.data(), {int64_t(m.size())}, {.dtype = DType::Bool, .device = device});
+}
 
 // The base's dims ordered outermost-first in memory, or nothing when its elements do not fill a
 // dense block (gaps or overlap). Size-1 dims take any stride.
@@ -59,26 +98,11 @@ std::shared_ptr<const ViewPositions> view_positions(const TensorImpl& view, cons
     p->stored_shape.push_back(base.shape[std::size_t(p->order[k])]);
   }
   p->view_shape = view.shape;
-  // Storage-order position of base element at storage offset o is o - base.offset (dense base).
-  const int64_t n = shape_numel(view.shape), base_n = shape_numel(base.shape);
-  std::vector<int64_t> index(std::size_t(n), 0);
-  std::vector<uint8_t> mask(std::size_t(base_n), 0);
-  std::vector<int64_t> at(view.shape.size(), 0);
-  int64_t pos = view.offset - base.offset;
-  for (int64_t i = 0; i < n; ++i) {
-    MG_ASSERT(pos >= 0 && pos < base_n, "in-place view: element ", i, " of the view lies outside its base");
-    index[std::size_t(i)] = pos;
-    mask[std::size_t(pos)] = 1;
-    for (std::size_t d = at.size(); d-- > 0;) {  // odometer over the view's dims
-      pos += view.strides[d];
-      if (++at[d] < view.shape[d]) break;
-      pos -= view.strides[d] * view.shape[d];
-      at[d] = 0;
-    }
-  }
-  const Device device = base.storage->device();
-  p->index = from_vector(index, {n}, {.device = device});
-  p->mask = from_buffer(mask.data(), {base_n}, {.dtype = DType::Bool, .device = device});
+  p->view_strides = view.strides;
+  // The storage-order position of the base element at storage offset o is o - base.offset (a
+  // dense base starts its storage-order run there).
+  p->view_start = view.offset - base.offset;
+  p->device = base.storage->device();
   return p;
 }
 
@@ -92,8 +116,8 @@ class CopySlices final : public autograd::Node {
     const Tensor& g = grads[0];
     if (!g.defined()) return {Tensor(), Tensor()};
     const Tensor flat = to_storage_order(g, *p_);
-    Tensor g_result = reshape(index_select(flat, 0, p_->index), p_->view_shape);
-    Tensor g_base = base_needs_grad_ ? from_storage_order(masked_fill(flat, p_->mask, 0.0), *p_) : Tensor();
+    Tensor g_result = reshape(index_select(flat, 0, p_->index()), p_->view_shape);
+    Tensor g_base = base_needs_grad_ ? from_storage_order(masked_fill(flat, p_->mask(), 0.0), *p_) : Tensor();
     return {g_base, g_result};
   }
   std::string name() const override { return "CopySlices"; }
@@ -112,7 +136,7 @@ class ViewOfBase final : public autograd::Node {
     const Tensor& g = grads[0];
     if (!g.defined()) return {Tensor()};
     const Tensor zero = zeros({shape_numel(p_->base_shape)}, {.dtype = g.dtype(), .device = g.device()});
-    return {from_storage_order(scatter_add(zero, 0, p_->index, reshape(g, {shape_numel(p_->view_shape)})), *p_)};
+    return {from_storage_order(scatter_add(zero, 0, p_->index(), reshape(g, {shape_numel(p_->view_shape)})), *p_)};
   }
   std::string name() const override { return "ViewOfBase"; }
 

@@ -8,9 +8,10 @@
 //
 // The one decision a reader must know: both nodes' backward are written with differentiable ops
 // over B's elements in storage order (index_select, masked_fill and scatter_add with an index of
-// V's positions, made once when the op runs), so they run on every device and double backward
-// works through them. The cost is an int64 index per element of V and a bool mask per element of
-// B, kept with the graph.
+// V's positions), so they run on every device and double backward works through them. The graph
+// keeps only the geometry (O(1) per write, as PyTorch's); the backward of a write makes an int64
+// index per element of V and a bool mask per element of B, and passes over B's gradient (as
+// PyTorch's CopySlices clones it).
 #pragma once
 #include "mixgrad/core/tensor.h"
 

@@ -152,12 +152,15 @@ Tensor onehot_mask(const Tensor& target, const Shape& logits, DType dtype) {
   const Tensor classes = reshape(arange(0, logits[cdim], 1, {.dtype = DType::I64, .device = target.device()}), cshape);
   return to(eq(classes, unsqueeze(target, cdim)), dtype);
 }
+// The valid count a Mean divides by, at least 1: with every target ignored the gradient is 0, as
+// PyTorch's (0 / 0 would make every upstream gradient NaN), while the loss itself is NaN.
+Tensor mean_count(const Tensor& valid) { return clamp_min(sum(valid), 1.0); }
 // The per-sample weight w, broadcastable to the logits: the upstream gradient (unsqueezed over the
 // class dim for None), times the valid mask, divided by the valid count for Mean.
 Tensor class_weight(const Tensor& g, const Tensor& valid, Reduction r, int64_t cdim) {
   if (r == Reduction::None) return unsqueeze(g, cdim) * valid;
   if (r == Reduction::Sum) return g * valid;
-  return g * valid / sum(valid);
+  return g * valid / mean_count(valid);
 }
 // The gradient of a reduced elementwise loss broadcast over its elements: g, g / numel for Mean,
 // g / size(0) for BatchMean.
@@ -169,8 +172,9 @@ Tensor reduced_grad(const BackwardCtx& c, const Tensor& g) {
     default: return g;
   }
 }
-// log(1 + exp(-x)) in the stable form log1p(exp(-|x|)) + max(-x, 0).
-Tensor softplus_neg(const Tensor& x) { return log1p(exp(-abs(x))) + relu(-x); }
+// log(1 + exp(-x)), stable for any x: softplus(-x) (whose fused backward is sigmoid(-x), smooth at
+// 0; the composite log1p(exp(-|x|)) + relu(-x) gave the wrong second derivative there).
+Tensor softplus_neg(const Tensor& x) { return softplus(-x); }
 
 // ---- backward rules ----
 // d softmax: dx = y (g - sum(g y, dim)) — the fused softmax_backward op
@@ -233,7 +237,7 @@ Tensors cross_entropy_backward_bw(const BackwardCtx& c, const Tensors& u) {
     const Tensor ud = u[0] * (p - q) * valid;
     if (r == Reduction::None) out[0] = squeeze(sum(ud, {cdim}, true), cdim);
     else if (r == Reduction::Sum) out[0] = sum(ud);
-    else out[0] = sum(ud) / sum(valid);
+    else out[0] = sum(ud) / mean_count(valid);
   }
   if (c.needs_grad(1)) out[1] = softmax_backward(u[0] * class_weight(g, valid, r, cdim), p, cdim);
   return out;

@@ -155,8 +155,8 @@ __global__ void __launch_bounds__(kMaxThreads)
       for (int64_t i = threadIdx.x; i < size; i += blockDim.x) s += acc_exp(static_cast<A>(ar[i]) - m);
       s = block_reduce(s, SumOp{}, sh);
       if (log) {
-        const A shift = m + acc_log(s);
-        for (int64_t i = threadIdx.x; i < size; i += blockDim.x) orow[i] = static_cast<T>(static_cast<A>(ar[i]) - shift);
+        const A log_s = acc_log(s);  // (x - max) - log(sum), as the CPU: no rounding at ulp(max)
+        for (int64_t i = threadIdx.x; i < size; i += blockDim.x) orow[i] = static_cast<T>((static_cast<A>(ar[i]) - m) - log_s);
       } else {
         const A inv = A(1) / s;
         for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
@@ -209,10 +209,10 @@ __global__ void __launch_bounds__(kMaxThreads)
       s = column_reduce(s, SumOp{}, sh);
       if (active) {
         if (log) {
-          const A shift = m + acc_log(s);
+          const A log_s = acc_log(s);  // (x - max) - log(sum), as the CPU
           for (int64_t j = threadIdx.y; j < size; j += ry) {
             const int64_t k = base + j * inner;
-            out[k] = static_cast<T>(static_cast<A>(a[k]) - shift);
+            out[k] = static_cast<T>((static_cast<A>(a[k]) - m) - log_s);
           }
         } else {
           const A inv = A(1) / s;
@@ -317,15 +317,15 @@ __global__ void __launch_bounds__(kMaxThreads) ce_rows_kernel(CeArgs<T> p) {
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) se += acc_exp(static_cast<A>(xr[c]) - m);
     se = block_reduce(se, SumOp{}, sh);
     if constexpr (!kBackward) {
-      A sx = 0;  // sum of x (label smoothing only), in A
+      A sx = 0;  // sum of x - max (label smoothing only), in A
       if (p.eps != A(0)) {
-        for (int64_t c = threadIdx.x; c < C; c += blockDim.x) sx += static_cast<A>(xr[c]);
+        for (int64_t c = threadIdx.x; c < C; c += blockDim.x) sx += static_cast<A>(xr[c]) - m;
         sx = block_reduce(sx, SumOp{}, sh);
       }
-      if (threadIdx.x == 0) {
-        const A lse = m + acc_log(se);
-        const A nll = lse - static_cast<A>(xr[t]);
-        p.loss[r] = p.eps == A(0) ? nll : (A(1) - p.eps) * nll + p.eps * (lse - sx / static_cast<A>(C));
+      if (threadIdx.x == 0) {  // every term relative to the max, as the CPU
+        const A log_se = acc_log(se);
+        const A nll = log_se - (static_cast<A>(xr[t]) - m);
+        p.loss[r] = p.eps == A(0) ? nll : (A(1) - p.eps) * nll + p.eps * (log_se - sx / static_cast<A>(C));
       }
     } else {
       const A w = ce_weight(p, r);
@@ -377,19 +377,19 @@ __global__ void __launch_bounds__(kMaxThreads) ce_strided_kernel(CeArgs<T> p) {
     }
     se = column_reduce(se, SumOp{}, sh);
     if constexpr (!kBackward) {
-      A sx = 0;  // sum of x (label smoothing only), in A
+      A sx = 0;  // sum of x - max (label smoothing only), in A
       if (p.eps != A(0)) {
         if (active) {
-          for (int64_t j = threadIdx.y; j < C; j += ry) sx += static_cast<A>(p.x[base + j * inner]);
+          for (int64_t j = threadIdx.y; j < C; j += ry) sx += static_cast<A>(p.x[base + j * inner]) - m;
         }
         sx = column_reduce(sx, SumOp{}, sh);
       }
       if (in_range && threadIdx.y == 0) {
         A l = 0;
         if (active) {
-          const A lse = m + acc_log(se);
-          const A nll = lse - static_cast<A>(p.x[base + t * inner]);
-          l = p.eps == A(0) ? nll : (A(1) - p.eps) * nll + p.eps * (lse - sx / static_cast<A>(C));
+          const A log_se = acc_log(se);  // every term relative to the max, as the CPU
+          const A nll = log_se - (static_cast<A>(p.x[base + t * inner]) - m);
+          l = p.eps == A(0) ? nll : (A(1) - p.eps) * nll + p.eps * (log_se - sx / static_cast<A>(C));
         }
         p.loss[s] = l;
       }

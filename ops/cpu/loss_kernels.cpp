@@ -103,10 +103,13 @@ void softmax_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
       T* yl = yp + g.start(l);
       const Acc m = line_max<Acc>(xl, g.size, g.inner);
       if constexpr (kLog) {
-        // sum of exp(x - max), accumulated in Acc by the rule
-        const Acc s = exp_sum<Acc>(xl, g.size, g.inner, m);
-        const Acc shift = m + std::log(s);
-        for (int64_t i = 0; i < g.size; ++i) yl[i * g.inner] = static_cast<T>(static_cast<Acc>(xl[i * g.inner]) - shift);
+        // sum of exp(x - max), accumulated in Acc by the rule; y = (x - max) - log(sum), never
+        // x - (max + log(sum)), which rounds max + log(sum) at ulp(max): with logits sharing a
+        // large offset (1000 and 990) that lost every digit of a small log-probability
+        const Acc log_s = std::log(exp_sum<Acc>(xl, g.size, g.inner, m));
+        for (int64_t i = 0; i < g.size; ++i) {
+          yl[i * g.inner] = static_cast<T>((static_cast<Acc>(xl[i * g.inner]) - m) - log_s);
+        }
       } else if (std::is_same_v<T, Acc> && g.inner == 1) {
         // the exps land in the output, then scale: one exp per element
         Acc* ya = reinterpret_cast<Acc*>(yl);
@@ -212,16 +215,17 @@ void cross_entropy_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
                    if (tp[s] == ignore) continue;
                    const T* xs = xp + g.start(s);
                    const Acc m = line_max<Acc>(xs, g.classes, g.inner);
-                   // sum of exp(x - max) and of x, accumulated in Acc by the rule
-                   const Acc se = exp_sum<Acc>(xs, g.classes, g.inner, m);
-                   const Acc sx = eps == Acc(0) ? Acc(0)
-                                                : line_sum<Acc>(g.classes, [&](int64_t c) {
-                                                    return static_cast<Acc>(xs[c * g.inner]);
-                                                  });
-                   const Acc lse = m + std::log(se);
-                   const Acc nll = lse - static_cast<Acc>(xs[tp[s] * g.inner]);
+                   // sum of exp(x - max) and of x - max, accumulated in Acc by the rule; every
+                   // term relative to the max (as log_softmax), so a large common offset of the
+                   // logits costs no accuracy
+                   const Acc log_se = std::log(exp_sum<Acc>(xs, g.classes, g.inner, m));
+                   const Acc sxm = eps == Acc(0) ? Acc(0)
+                                                 : line_sum<Acc>(g.classes, [&](int64_t c) {
+                                                     return static_cast<Acc>(xs[c * g.inner]) - m;
+                                                   });
+                   const Acc nll = log_se - (static_cast<Acc>(xs[tp[s] * g.inner]) - m);
                    loss[s] = eps == Acc(0) ? nll
-                                           : (Acc(1) - eps) * nll + eps * (lse - sx / static_cast<Acc>(g.classes));
+                                           : (Acc(1) - eps) * nll + eps * (log_se - sxm / static_cast<Acc>(g.classes));
                  }
                });
   store_class_loss<T>(loss, count, a, out[0]);

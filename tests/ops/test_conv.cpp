@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
@@ -313,6 +314,45 @@ TEST_CASE("conv_transpose2d with output_padding at or above the stride (below th
   }
 }
 
+TEST_CASE("conv_transpose2d gradients with output_padding at or above the stride match central differences",
+          "[conv][grad]") {
+  // Output padding 1 at stride 1 (dilation 2): conv2d over y's size is one row and column longer
+  // than x, which the backward must drop from dx and pad x by for dw. First order: autograd vs
+  // central differences of L = <y, cot>; second order: of S = <dL/dx, vx> + <dL/dw, vw>.
+  const Conv2dOptions o{.padding = {1, 0}, .dilation = {2, 2}, .groups = 2};
+  Tensor x = rnd({1, 4, 3, 4}).requires_grad_(), w = rnd({4, 3, 2, 3}).requires_grad_(), b = rnd({6}).requires_grad_();
+  const Tensor cot = rnd(conv_transpose2d(x.detach(), w.detach(), b.detach(), o, {1, 1}).shape());
+  const Tensor vx = rnd(x.shape()), vw = rnd(w.shape());
+  auto L = [&] { return sum(mul(conv_transpose2d(x, w, b, o, {1, 1}), cot)); };
+  auto S = [&](bool create_graph) {
+    const Tensors g = autograd::grad({L()}, {x, w}, {}, std::nullopt, create_graph);
+    return add(sum(mul(g[0], vx)), sum(mul(g[1], vw)));
+  };
+  const Tensors g1 = autograd::grad({L()}, {x, w, b});
+  const Tensors g2 = autograd::grad({S(true)}, {x, w});
+  const double h = 1e-6;
+  auto central = [&](Tensor& t, const std::function<double()>& f) {
+    std::vector<double> num;
+    double* p = t.data<double>();
+    for (int64_t k = 0; k < t.numel(); ++k) {
+      const double v = p[k];
+      p[k] = v + h;
+      const double fp = f();
+      p[k] = v - h;
+      const double fm = f();
+      p[k] = v;
+      num.push_back((fp - fm) / (2 * h));
+    }
+    return num;
+  };
+  const std::function<double()> l = [&] { return vals(L())[0]; }, s2 = [&] { return vals(S(false))[0]; };
+  CHECK(max_abs_diff(vals(g1[0]), central(x, l)) < 1e-6);
+  CHECK(max_abs_diff(vals(g1[1]), central(w, l)) < 1e-6);
+  CHECK(max_abs_diff(vals(g1[2]), central(b, l)) < 1e-6);
+  CHECK(max_abs_diff(vals(g2[0]), central(x, s2)) < 1e-6);
+  CHECK(max_abs_diff(vals(g2[1]), central(w, s2)) < 1e-6);
+}
+
 namespace {
 
 // The same values as t in a non-contiguous layout at a storage offset: the second half of rows
@@ -595,6 +635,9 @@ TEST_CASE("pooling errors name the op and the input", "[conv][pool][errors]") {
   CHECK_THROWS_WITH(max_pool2d(rnd({3, 4, 4}), {2, 2}),
                     Catch::StartsWith("max_pool2d: expected a 4-D input [N, C, H, W], got input [3, 4, 4] f64 cpu"));
   CHECK_THROWS_WITH(adaptive_avg_pool2d(x, {0, 2}), "adaptive_avg_pool2d: output size must be positive, got [0, 2]");
+  CHECK_THROWS_WITH(adaptive_avg_pool2d(zeros({1, 1, 0, 4}), {2, 2}),
+                    "adaptive_avg_pool2d: the input's H and W must be positive, got input [1, 1, 0, 4] f32 cpu");
+  CHECK(adaptive_avg_pool2d(zeros({0, 3, 4, 4}), {2, 2}).shape() == Shape{0, 3, 2, 2});  // an empty batch is fine
   CHECK_THROWS_AS(max_pool2d(to(x, DType::I64), {2, 2}), DTypeError);
   // An empty spatial dim with padding would give windows that hold nothing.
   CHECK_THROWS_WITH(max_pool2d(zeros({1, 1, 0, 4}), {2, 2}, {1, 1}, {1, 1}),

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <tuple>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
@@ -118,6 +119,54 @@ TEST_CASE("loss: all targets ignored with mean gives NaN, sum gives 0", "[loss]"
   CHECK(std::isnan(cross_entropy(x, t).item<double>()));
   CHECK(cross_entropy(x, t, Reduction::Sum).item<double>() == 0.0);
   CHECK(std::isnan(nll_loss(x, t).item<double>()));
+}
+
+TEST_CASE("loss: all targets ignored with mean gives zero gradients (first and second order), as PyTorch",
+          "[loss][grad]") {
+  // 0 / 0 in the backward made every upstream gradient NaN (an MLM batch with nothing masked).
+  const Tensor t = labels({-100, -100}, {2});
+  Tensor x = f64({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
+  CHECK(values(autograd::grad({nll_loss(log_softmax(x, 1), t)}, {x})[0]) == std::vector<double>(6, 0.0));
+  CHECK(values(autograd::grad({cross_entropy(x, t)}, {x})[0]) == std::vector<double>(6, 0.0));
+  const Tensor g = autograd::grad({cross_entropy(x, t, Reduction::Mean, -100, 0.1)}, {x}, {}, std::nullopt, true)[0];
+  CHECK(values(g) == std::vector<double>(6, 0.0));
+  CHECK(values(autograd::grad({sum(g * g)}, {x}, {}, std::nullopt, false, /*allow_unused=*/true)[0]) ==
+        std::vector<double>(6, 0.0));
+}
+
+TEST_CASE("loss: logits sharing a large offset keep a small log-probability's digits", "[loss][numerics]") {
+  // log_softmax([c, c - 10])[0] = -log1p(e^-10) = -4.5398899e-5 whatever c: computed as
+  // (x - max) - log(sum), not x - (max + log(sum)), which rounded at ulp(c) (34% off in f32 at
+  // c = 1000, all of it in f64 at c = 1e12).
+  // The sum 1 + e^-10 is held in the accumulation type, so log of it keeps ulp(1) / 4.5e-5 of
+  // relative error in f32 (PyTorch's f32 gives -4.5418e-5 too). bf16 holds 1000 and 992 (its ulp
+  // there is 4), so its gap is 8.
+  for (const auto& [dt, c, d, tol] :
+       {std::tuple{DType::F64, 1e12, 10.0, 1e-12}, std::tuple{DType::F32, 1000.0, 10.0, 2e-3},
+        std::tuple{DType::BF16, 1000.0, 8.0, 1e-2}, std::tuple{DType::F16, 1000.0, 10.0, 5e-3}}) {
+    INFO(dtype_name(dt));
+    const double small = -std::log1p(std::exp(-d));
+    const Tensor x = to(f64({c, c - d}, {1, 2}), dt);
+    CHECK(values(log_softmax(x, 1))[0] == Approx(small).epsilon(tol));
+    CHECK(values(cross_entropy(x, labels({0}, {1})))[0] == Approx(-small).epsilon(tol));
+    CHECK(values(cross_entropy(x, labels({1}, {1})))[0] == Approx(d - small).epsilon(tol));
+    // label smoothing 0.1: 0.9 nll + 0.1 (log-sum-exp - mean x) = -small + 0.1 * d / 2
+    CHECK(values(cross_entropy(x, labels({0}, {1}), Reduction::Mean, -100, 0.1))[0] ==
+          Approx(-small + 0.05 * d).epsilon(tol));
+  }
+}
+
+TEST_CASE("loss: bce_with_logits with pos_weight has the right second derivative at x = 0", "[loss][grad]") {
+  // d/dt = (pw - 1) softplus(-x) - x, so d2/dt dx = -(pw - 1) sigmoid(-x) - 1 = -(pw - 1) / 2 - 1 at 0
+  // (the composite log1p(exp(-|x|)) + relu(-x) differentiated to -1 there: abs' and relu' are 0 at 0).
+  Tensor x = f64({0.0, 0.7}, {2}).requires_grad_();
+  Tensor t = f64({0.3, 0.6}, {2}).requires_grad_();
+  const Tensor pw = f64({3.0, 3.0}, {2});
+  const Tensor gt = autograd::grad({binary_cross_entropy_with_logits(x, t, pw, Reduction::Sum)}, {t}, {}, std::nullopt,
+                                   true)[0];
+  const std::vector<double> d2 = values(autograd::grad({sum(gt)}, {x})[0]);
+  CHECK(d2[0] == Approx(-(3.0 - 1) * 0.5 - 1).epsilon(1e-12));
+  CHECK(d2[1] == Approx(-(3.0 - 1) / (1 + std::exp(0.7)) - 1).epsilon(1e-12));
 }
 
 TEST_CASE("loss: huge logits stay finite", "[loss][numerics]") {
