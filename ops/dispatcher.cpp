@@ -263,6 +263,15 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
              ") cannot be modified in place while grad mode is on",
              "\n  hint: update parameters inside a NoGradGuard, or use the out-of-place op");
     if (self.impl()->view_base) check_view_rebase(self, name);
+  } else if (GradMode::is_enabled() && self.impl()->view_base && self.impl()->view_base->autograd.requires_grad) {
+    // A view that needs no gradient (taken under NoGradGuard, or before its base needed one) of a
+    // base that does: writing through it would change the base's values behind its history (a
+    // wrong gradient, silently), as PyTorch refuses too.
+    MG_THROW(AutogradError, name, "_: ", describe(self), " is a view that does not require grad of ",
+             describe(Tensor(self.impl()->view_base)), ", which does; writing into it in place while grad mode is "
+             "on would change the base's values behind its gradient history",
+             "\n  hint: write under a NoGradGuard (an update outside autograd), or take the view again with grad "
+             "mode on so that the write is recorded");
   }
 
   if (!recording) {

@@ -163,6 +163,25 @@ TEST_CASE("in-place ops on views that cannot be recorded right are refused", "[a
     sum(buf.slice(0, 1, 3) * w).backward();
     CHECK(values(h.grad()) == std::vector<double>{0, 3});
   }
+  SECTION("a view taken under NoGradGuard of a tensor that requires grad, written with grad mode on") {
+    // It would change the base's values behind its history: y = 3x, then y[0] doubled unrecorded,
+    // would give d sum(y * c) / dx = 3c where the values are 6 x[0].
+    Tensor x = leaf({1, 2, 3}, {3});
+    Tensor y = x * 3.0;
+    Tensor v, wv;
+    {
+      NoGradGuard no_grad;
+      v = y.slice(0, 0, 1);
+      wv = x.slice(0, 1, 2);
+    }
+    MG_REQUIRE_ERROR(v.mul_(2.0), "mul_: [1] f64 cpu is a view that does not require grad of [3] f64 cpu, which does; "
+                                  "writing into it in place while grad mode is on would change the base's values");
+    MG_REQUIRE_ERROR(wv.zero_(), "is a view that does not require grad of [3] f64 cpu, which does");
+    CHECK(values(x) == std::vector<double>{1, 2, 3});
+    NoGradGuard no_grad;
+    wv.zero_();  // an update outside autograd, as an optimizer's
+    CHECK(values(x) == std::vector<double>{1, 0, 3});
+  }
   SECTION("nothing is recorded under NoGradGuard") {
     Tensor buf = zeros({3}, {.dtype = DType::F64});
     Tensor h = leaf({1, 2}, {2});
