@@ -26,9 +26,11 @@ void Linear::reset_parameters() {
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  MG_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == options_.in, ShapeError, layer_name(), ": input has ",
-           x.defined() && x.dim() >= 1 ? x.size(-1) : 0, " features but the layer expects ", options_.in,
-           "; got input ", x.defined() ? str_cat(x.shape()) : "undefined", ", weight ", weight.shape());
+  MG_CHECK(x.defined() && x.dim() >= 1, ShapeError, layer_name(), ": expected an input [..., ", options_.in, "], got ",
+           x.defined() ? "a 0-d input" : "an undefined input");
+  MG_CHECK(x.size(-1) == options_.in, ShapeError, layer_name(), ": input has ", x.size(-1),
+           " features but the layer expects ", options_.in, "; got input ", str_cat(x.shape()), ", weight ",
+           weight.shape());
   return linear(x, weight, bias);
 }
 

@@ -54,6 +54,11 @@ Tensor SmoothL1Loss::forward(const Tensor& input, const Tensor& target) {
   return smooth_l1_loss(input, target, options_.reduction, options_.beta);
 }
 
+BCEWithLogitsLoss::BCEWithLogitsLoss(Options options) : Loss("BCEWithLogitsLoss"), options_(std::move(options)) {
+  // The registered handle: Module::to and load_state_dict replace its data in place.
+  if (options_.pos_weight.defined()) options_.pos_weight = register_buffer("pos_weight", options_.pos_weight);
+}
+
 Tensor BCEWithLogitsLoss::forward(const Tensor& input, const Tensor& target) {
   return binary_cross_entropy_with_logits(input, target, options_.pos_weight, options_.reduction);
 }

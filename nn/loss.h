@@ -100,7 +100,9 @@ struct BCEWithLogitsLossOptions {
 class BCEWithLogitsLoss : public Loss {
  public:
   using Options = BCEWithLogitsLossOptions;
-  explicit BCEWithLogitsLoss(Options options = {}) : Loss("BCEWithLogitsLoss"), options_(std::move(options)) {}
+  // A defined pos_weight is the buffer "pos_weight" (as PyTorch's): in the state dict, moved and
+  // cast with the module.
+  explicit BCEWithLogitsLoss(Options options = {});
   Tensor forward(const Tensor& input, const Tensor& target) override;
 
  private:

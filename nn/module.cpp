@@ -108,19 +108,27 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   children_.emplace_back(name, std::move(m));
 }
 
-void Module::collect(const std::string& prefix, bool params, NamedTensors& out) const {
-  for (const auto& [name, t] : params ? params_ : buffers_) out.emplace_back(prefix + name, t);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, out);
+void Module::collect(const std::string& prefix, bool params, NamedTensors& out,
+                     std::unordered_set<const TensorImpl*>* seen) const {
+  for (const auto& [name, t] : params ? params_ : buffers_) {
+    if (seen == nullptr || seen->insert(t.impl()).second) out.emplace_back(prefix + name, t);
+  }
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, out, seen);
 }
 
+// A tensor shared under several names (a module registered twice, a tied weight) is listed once,
+// under its first name, as PyTorch's remove_duplicate: optimizers take each parameter once and
+// num_parameters counts it once. state_dict keeps every name.
 NamedTensors Module::named_parameters() const {
   NamedTensors out;
-  collect("", true, out);
+  std::unordered_set<const TensorImpl*> seen;
+  collect("", true, out, &seen);
   return out;
 }
 NamedTensors Module::named_buffers() const {
   NamedTensors out;
-  collect("", false, out);
+  std::unordered_set<const TensorImpl*> seen;
+  collect("", false, out, &seen);
   return out;
 }
 Tensors Module::parameters() const {
@@ -148,11 +156,17 @@ std::vector<const Module*> Module::modules() const {
 
 std::string Module::layer_name() const { return type_name() + "(" + extra_repr() + ")"; }
 
+void Module::collect_modules(const std::string& prefix, std::vector<std::pair<std::string, const Module*>>& out,
+                             std::unordered_set<const Module*>& seen) const {
+  if (!seen.insert(this).second) return;  // shared: listed once, under its first path
+  out.emplace_back(prefix, this);
+  for (const auto& [name, child] : children_) child->collect_modules(prefix.empty() ? name : prefix + "." + name, out, seen);
+}
+
 std::vector<std::pair<std::string, const Module*>> Module::named_modules() const {
-  std::vector<std::pair<std::string, const Module*>> out{{"", this}};
-  for (const auto& [name, child] : children_) {
-    for (auto& [sub, m] : child->named_modules()) out.emplace_back(sub.empty() ? name : name + "." + sub, m);
-  }
+  std::vector<std::pair<std::string, const Module*>> out;
+  std::unordered_set<const Module*> seen;
+  collect_modules("", out, seen);
   return out;
 }
 
@@ -169,6 +183,16 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
+namespace {
+// t takes `data`'s storage, and its accumulated gradient (set_data drops it) follows in the same
+// dtype and device, as PyTorch's Module.to keeps .grad.
+void set_data_keeping_grad(const Tensor& t, const Tensor& data) {
+  const Tensor g = t.grad();
+  t.set_data(data);
+  if (g.defined()) t.set_grad(mg::to(mg::to(g, data.dtype()), data.device()));
+}
+}  // namespace
+
 void Module::to(DType dtype, const std::function<bool(const Module&)>& keep) {
   MG_CHECK(is_floating(dtype), DTypeError, type_name(), ".to: modules convert to a floating dtype, got ",
            dtype_name(dtype));
@@ -176,7 +200,7 @@ void Module::to(DType dtype, const std::function<bool(const Module&)>& keep) {
   NoGradGuard no_grad;
   for (auto* list : {&params_, &buffers_}) {
     for (auto& [name, t] : *list) {
-      if (is_floating(t.dtype()) && t.dtype() != dtype) t.set_data(mg::to(t, dtype));
+      if (is_floating(t.dtype()) && t.dtype() != dtype) set_data_keeping_grad(t, mg::to(t, dtype));
     }
   }
   for (auto& [name, child] : children_) child->to(dtype, keep);
@@ -186,7 +210,7 @@ void Module::to(Device device) {
   NoGradGuard no_grad;
   for (auto* list : {&params_, &buffers_}) {
     for (auto& [name, t] : *list) {
-      if (t.device() != device) t.set_data(mg::to(t, device));
+      if (t.device() != device) set_data_keeping_grad(t, mg::to(t, device));
     }
   }
   for (auto& [name, child] : children_) child->to(device);
@@ -204,9 +228,9 @@ void Module::zero_grad(bool set_to_none) {
 }
 
 NamedTensors Module::state_dict() const {
-  NamedTensors out = named_parameters();
-  const NamedTensors b = named_buffers();
-  out.insert(out.end(), b.begin(), b.end());
+  NamedTensors out;  // every name of a shared tensor, as PyTorch's state_dict
+  collect("", true, out, nullptr);
+  collect("", false, out, nullptr);
   return out;
 }
 

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -56,7 +57,9 @@ class Module {
     return register_module(name, std::make_shared<M>(std::move(options)));
   }
 
-  // ---- traversal (recursive, registration order) ----
+  // ---- traversal (recursive, registration order; a module or tensor shared under several names,
+  // such as a tied weight, is listed once under its first name, as PyTorch's; state_dict() keeps
+  // every name) ----
   Tensors parameters() const;
   NamedTensors named_parameters() const;
   Tensors buffers() const;
@@ -110,7 +113,11 @@ class Module {
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> m);
   void check_new_name(const std::string& name, const char* what) const;
-  void collect(const std::string& prefix, bool params, NamedTensors& out) const;
+  // Parameters (or buffers) under `prefix`; with `seen`, a tensor already in it is skipped.
+  void collect(const std::string& prefix, bool params, NamedTensors& out,
+               std::unordered_set<const TensorImpl*>* seen) const;
+  void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, const Module*>>& out,
+                       std::unordered_set<const Module*>& seen) const;
 
   std::string type_name_;  // explicit; empty: derived from the dynamic type
   std::string name_;  // set by the first parent's add_child

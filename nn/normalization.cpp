@@ -107,6 +107,7 @@ std::string LayerNorm::extra_repr() const {
 GroupNorm::GroupNorm(Options o) : UnaryModule("GroupNorm"), options_(o) {
   MG_CHECK(o.groups > 0 && o.channels > 0 && o.channels % o.groups == 0, Error, "GroupNorm: groups (", o.groups,
            ") must be positive and divide channels (", o.channels, ")");
+  MG_CHECK(o.eps > 0, Error, "GroupNorm: eps must be positive, got ", o.eps);
   if (o.affine) {
     weight = register_parameter("weight", ones({o.channels}));
     bias = register_parameter("bias", zeros({o.channels}));
@@ -128,6 +129,7 @@ std::string GroupNorm::extra_repr() const {
 RMSNorm::RMSNorm(Options o) : UnaryModule("RMSNorm"), options_(std::move(o)) {
   MG_CHECK(!options_.shape.empty(), Error, "RMSNorm: shape must name at least one dim, e.g. .shape = {768}");
   for (int64_t d : options_.shape) MG_CHECK(d > 0, Error, "RMSNorm: shape dims must be positive, got ", options_.shape);
+  MG_CHECK(options_.eps > 0, Error, "RMSNorm: eps must be positive, got ", options_.eps);
   if (options_.elementwise_affine) weight = register_parameter("weight", ones(options_.shape));
 }
 

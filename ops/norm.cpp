@@ -123,7 +123,8 @@ InferResult infer_batch_norm(const Tensors& in, const OpAttrs& a) {
   InferResult r = infer_channel_norm("batch_norm", in, a);
   const Tensor& x = in[0];
   if (a.keepdim) {
-    MG_CHECK(x.numel() / std::max<int64_t>(1, x.shape()[1]) > 1, ShapeError,
+    // Exactly one value per channel has no variance; none (an empty batch) is accepted, as PyTorch.
+    MG_CHECK(x.numel() / std::max<int64_t>(1, x.shape()[1]) != 1, ShapeError,
              "batch_norm: expected more than 1 value per channel when training, got ", describe(x),
              "\n  hint: use a batch of at least 2 or call the layer in eval mode");
   } else {

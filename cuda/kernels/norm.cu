@@ -694,6 +694,15 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   A* invstd_out = static_cast<A*>(out[2].data_ptr());
   const LaunchContext ctx(x.device());
   if (c == 0) return;
+  if (training && n * s == 0) {
+    // An empty batch (N = 0 or H = W = 0), accepted as PyTorch does: statistics 0 and
+    // 1/sqrt(eps), as the CPU gives; the running statistics are left alone; nothing to apply.
+    const Tensor zero = zeros({c}, {.dtype = dtype_v<A>, .device = x.device()});
+    batch_norm_eval_stats_kernel<A><<<ctx.blocks(c), kThreads, 0, ctx.stream>>>(
+        c, ptr<A>(zero), ptr<A>(zero), static_cast<A>(a.alpha), mean_out, invstd_out);
+    MG_CUDA_CHECK_LAUNCH("batch_norm empty-batch statistics kernel");
+    return;
+  }
   if (training) {
     const Tensor part = channel_partials(nhwc, cp, n, c, dtype_v<A>, x.device());
     const Tensor m0 = empty({c}, {.dtype = dtype_v<A>, .device = x.device()});
@@ -754,6 +763,10 @@ void batch_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   const int64_t n = x.shape()[0], c = x.shape()[1];
   const int64_t s = n * c == 0 ? 0 : x.numel() / (n * c);
   if (c == 0) return;
+  if (n * s == 0) {  // an empty batch: zero weight and bias gradients, an empty dx
+    for (std::size_t k = 1; k < out.size(); ++k) out[k].zero_();
+    return;
+  }
   const ColumnPlan cp = make_column_plan(n * s, c);  // NHWC: rows (n, h, w) of C
   const GradOutputs<A> pg(out, a.mode);
   const LaunchContext ctx(x.device());

@@ -437,7 +437,9 @@ void batch_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
       }
     });
   }
-  if (training && ir >= 0) {  // running = (1 - momentum) * running + momentum * batch statistic
+  // running = (1 - momentum) * running + momentum * batch statistic; an empty batch (N = 0 or
+  // H = W = 0, accepted as PyTorch does) has no statistic and leaves them alone
+  if (training && ir >= 0 && n * s > 0) {
     const double mom = a.beta;
     for (int64_t ch = 0; ch < c; ++ch) {
       store_value(in[ir], ch, (1.0 - mom) * double(rm[ch]) + mom * double(mean_out[ch]));

@@ -884,3 +884,49 @@ TEST_CASE("bad constructor options are refused with the layer name", "[nn][layer
   MG_REQUIRE_ERROR(nn::CrossEntropyLoss({.label_smoothing = 1.5}), "CrossEntropyLoss: label_smoothing must be in [0, 1], got 1.5");
   MG_REQUIRE_ERROR(nn::SmoothL1Loss({.beta = -1}), "SmoothL1Loss: beta must be non-negative, got -1");
 }
+
+TEST_CASE("BatchNorm in training takes an empty batch as PyTorch: empty output, running statistics kept",
+          "[nn][layers][norm][train]") {
+  for (const Shape& s : std::vector<Shape>{{0, 3, 4, 4}, {2, 3, 0, 0}}) {
+    INFO(str_cat(s));
+    nn::BatchNorm2d bn({.features = 3});
+    Tensor x = randn(s).requires_grad_();
+    const Tensor y = bn.forward(x);
+    CHECK(y.shape() == s);
+    CHECK(values(bn.running_mean) == std::vector<double>(3, 0.0));
+    CHECK(values(bn.running_var) == std::vector<double>(3, 1.0));
+    CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
+    sum(y).backward();
+    CHECK(values(bn.weight.grad()) == std::vector<double>(3, 0.0));
+    CHECK(values(bn.bias.grad()) == std::vector<double>(3, 0.0));
+  }
+  nn::BatchNorm1d bn1({.features = 3});
+  CHECK(bn1.forward(randn({0, 3})).shape() == Shape{0, 3});
+  // Exactly one value per channel is still refused: it has no variance.
+  nn::BatchNorm2d one({.features = 3});
+  MG_REQUIRE_ERROR(one.forward(randn({1, 3, 1, 1})), "batch_norm: expected more than 1 value per channel when training");
+}
+
+TEST_CASE("BCEWithLogitsLoss keeps pos_weight as a buffer, as PyTorch", "[nn][layers][loss]") {
+  nn::BCEWithLogitsLoss loss({.pos_weight = full({4}, 2.0)});
+  const nn::NamedTensors sd = loss.state_dict();
+  REQUIRE(sd.size() == 1);
+  CHECK(sd[0].first == "pos_weight");
+  loss.to(DType::F64);
+  CHECK(loss.state_dict()[0].second.dtype() == DType::F64);
+  loss.load_state_dict({{"pos_weight", full({4}, 3.0)}});
+  // loss = (1 - t) x + (1 + (pw - 1) t) softplus(-x) at x = 0, t = 1: pw log 2
+  const Tensor l = loss.forward(zeros({2, 4}, {.dtype = DType::F64}), ones({2, 4}, {.dtype = DType::F64}));
+  CHECK(l.item<double>() == Approx(3 * std::log(2.0)));
+  CHECK(nn::BCEWithLogitsLoss().state_dict().empty());
+}
+
+TEST_CASE("GroupNorm and RMSNorm refuse an eps that is not positive, as BatchNorm and LayerNorm", "[nn][layers][norm]") {
+  MG_REQUIRE_ERROR(nn::GroupNorm({.groups = 2, .channels = 4, .eps = 0.0}), "GroupNorm: eps must be positive, got 0");
+  MG_REQUIRE_ERROR(nn::RMSNorm({.shape = {4}, .eps = -1.0}), "RMSNorm: eps must be positive, got -1");
+}
+
+TEST_CASE("Linear names a 0-d input as such", "[nn][layers][errors]") {
+  nn::Linear lin({.in = 3, .out = 2});
+  MG_REQUIRE_ERROR(lin.forward(full({}, 1.0)), "expected an input [..., 3], got a 0-d input");
+}

@@ -6,6 +6,7 @@
 #include "nn/conv.h"
 #include "nn/module.h"
 #include "ops/ops.h"
+#include "optim/sgd.h"
 #include "test_util.h"
 
 using namespace mg;
@@ -193,4 +194,46 @@ TEST_CASE("the module tree prints like PyTorch's repr", "[nn][module]") {
           "  )\n"
           "  (head): Affine(in=2, out=1, bias=false)\n"
           ")");
+}
+
+TEST_CASE("a module or tensor shared under two names is listed once, and the state dict keeps both names",
+          "[nn][module]") {
+  // PyTorch: nn.Sequential(lin, nn.ReLU(), lin) has 2 parameters (12 values) and trains with SGD.
+  auto lin = std::make_shared<Affine>(3, 3);
+  struct Twice : nn::Module {
+    explicit Twice(std::shared_ptr<Affine> a) : Module("Twice") {
+      first = register_module("first", a);
+      second = register_module("second", a);
+      tied = register_parameter("tied", a->weight);  // a tied weight: the same tensor again
+    }
+    std::shared_ptr<Affine> first, second;
+    Tensor tied;
+  } net(lin);
+  REQUIRE(net.tied.is_same(lin->weight));
+  // own parameters first (as PyTorch): the tied weight's first name is "tied"
+  CHECK(names(net.named_parameters()) == std::vector<std::string>{"tied", "first.bias"});
+  CHECK(net.num_parameters() == 12);
+  std::vector<std::string> mods;
+  for (auto& [n, m] : net.named_modules()) mods.push_back(n);
+  CHECK(mods == std::vector<std::string>{"", "first"});
+  const nn::NamedTensors sd = net.state_dict();
+  CHECK(names(sd) == std::vector<std::string>{"tied", "first.weight", "first.bias", "second.weight", "second.bias"});
+  net.load_state_dict(sd);  // every name loads (into the same tensors)
+  optim::SGD opt(net.parameters(), {.lr = 0.5});
+  sum(net.second->forward(ones({1, 3}))).backward();
+  opt.step();  // each shared parameter stepped once: bias 0 - 0.5 * 1
+  CHECK(values(lin->bias) == std::vector<double>(3, -0.5));
+}
+
+TEST_CASE("to(dtype) and to(device) keep the accumulated gradients, converted, as PyTorch", "[nn][module]") {
+  Net net;
+  sum(net.layer1->fc->forward(ones({2, 3}))).backward();
+  const std::vector<double> g = values(net.layer1->fc->weight.grad());
+  net.to(DType::F64);
+  REQUIRE(net.layer1->fc->weight.grad().defined());
+  CHECK(net.layer1->fc->weight.grad().dtype() == DType::F64);
+  CHECK(values(net.layer1->fc->weight.grad()) == g);
+  CHECK(!net.head->weight.grad().defined());  // none before, none after
+  net.to(Device::cpu());
+  CHECK(values(net.layer1->fc->weight.grad()) == g);
 }
