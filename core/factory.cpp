@@ -110,6 +110,7 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
 }
 
 Tensor eye(int64_t n, int64_t m, TensorOptions options) {
+  MG_CHECK(m >= -1, Error, "eye: m must be >= 0 (or -1: m = n), got ", m);
   if (m < 0) m = n;
   MG_CHECK(n >= 0, Error, "eye: n must be >= 0, got ", n);
   return make_filled({n, m}, options, {.kind = FillKind::Eye, .cols = m});

@@ -181,29 +181,31 @@ Tensors div_bw(const BackwardCtx& c, const Tensors& g) {
   return {ga, gb};
 }
 uint32_t div_saves(uint32_t needs) { return kSaveInput(1) | ((needs & 2u) ? kSaveInput(0) : 0u); }
-// d a^b = (b a^(b-1), a^b log a), the latter 0 where a == 0
+// d a^b = (b a^(b-1), a^b log a): the former 0 where b == 0 (a^0 is constant; at a == 0 the
+// product is 0 * inf), the latter 0 where a == 0, as PyTorch's
 Tensors pow_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor a = c.input(0), b = c.input(1);
   Tensor ga, gb;
-  if (c.needs_grad(0)) ga = g[0] * b * pow(a, b - 1.0);
+  if (c.needs_grad(0)) ga = where(eq(b, zero_like_scalar(b)), zero_like_scalar(g[0]), g[0] * b * pow(a, b - 1.0));
   if (c.needs_grad(1)) {
     const Tensor y = c.output(0);
     gb = where(eq(a, zero_like_scalar(a)), zero_like_scalar(g[0]), g[0] * y * log(a));
   }
   return {ga, gb};
 }
-// d max(a, b) = [a > b] + [a == b] / 2 for a (and symmetrically for b), as PyTorch.
+// d max(a, b) for a: 0 where a < b, g / 2 where a == b, else g (and symmetrically for b), as
+// PyTorch's: where a or b is NaN (unordered, and the result NaN) both get g.
 Tensors maximum_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor a = c.input(0), b = c.input(1);
   const Tensor z = zero_like_scalar(g[0]);
-  const Tensor half = where(eq(a, b), g[0] * 0.5, z);
-  return {where(gt(a, b), g[0], half), where(lt(a, b), g[0], half)};
+  const Tensor shared = where(eq(a, b), g[0] * 0.5, g[0]);
+  return {where(lt(a, b), z, shared), where(gt(a, b), z, shared)};
 }
 Tensors minimum_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor a = c.input(0), b = c.input(1);
   const Tensor z = zero_like_scalar(g[0]);
-  const Tensor half = where(eq(a, b), g[0] * 0.5, z);
-  return {where(lt(a, b), g[0], half), where(gt(a, b), g[0], half)};
+  const Tensor shared = where(eq(a, b), g[0] * 0.5, g[0]);
+  return {where(gt(a, b), z, shared), where(lt(a, b), z, shared)};
 }
 // d where(c, a, b) = (-, [c], [!c])
 Tensors where_bw(const BackwardCtx& c, const Tensors& g) {
@@ -433,7 +435,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor scalar_like(double value, const Tensor& like) {
   DType t = like.dtype();
-  if (t == DType::Bool && value != 0.0 && value != 1.0) t = DType::I64;
+  // A bool tensor's scalar is an integer, as PyTorch's int scalar (mask + 1 and mask * 1 are i64;
+  // a 0/1 bool scalar made mask + 1.0 look for a bool add), or f32 when fractional (below).
+  if (t == DType::Bool) t = DType::I64;
   // A value the integer dtype cannot hold exactly (a fraction, NaN, +-inf, out of its range) is an
   // f32 scalar, so x + 0.5 and x * 1e20 on an i32 x compute in f32 instead of truncating or
   // overflowing.

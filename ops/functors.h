@@ -293,6 +293,8 @@ struct Clamp {
       return x < l ? l : (x > h ? h : x);
     } else {
       if (!(x == x)) return x;
+      if (!(lo == lo)) return cast_value<T>(lo);  // a NaN bound makes every result NaN, as PyTorch's
+      if (!(hi == hi)) return cast_value<T>(hi);
       if (double(x) < lo) return cast_value<T>(lo);
       if (double(x) > hi) return cast_value<T>(hi);
       return x;

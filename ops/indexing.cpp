@@ -306,7 +306,7 @@ Tensors chunk(const Tensor& x, int64_t chunks, int64_t dim) {
     for (int64_t i = 0; i < chunks; ++i) pieces.push_back(x.narrow(d, 0, 0));  // distinct views
     return pieces;
   }
-  return split(x, (size + chunks - 1) / chunks, d);
+  return split(x, 1 + (size - 1) / chunks, d);  // ceil(size / chunks) without overflow
 }
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {

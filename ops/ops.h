@@ -13,7 +13,7 @@
 
 namespace mg {
 
-// ---- unary elementwise (floating inputs; neg/abs/sign/relu/clamp also take integers) ----
+// ---- unary elementwise (floating inputs; neg/abs/sign/relu/clamp also take i64 and i32) ----
 Tensor neg(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);

@@ -67,7 +67,9 @@ InferResult infer_logsumexp(const Tensors& in, const OpAttrs& a) {
   return infer_floating_reduce("logsumexp", in, a);
 }
 InferResult infer_norm(const Tensors& in, const OpAttrs& a) {
-  if (std::isinf(a.alpha)) check_nonempty_dims("norm", in[0], a.dims);
+  // ±inf and negative p have no identity over an empty set (the max, the min, a sum of inf
+  // powers); PyTorch refuses them too.
+  if (std::isinf(a.alpha) || a.alpha < 0) check_nonempty_dims("norm", in[0], a.dims);
   return infer_floating_reduce("norm", in, a);
 }
 
@@ -178,12 +180,16 @@ Tensors logsumexp_bw(const BackwardCtx& c, const Tensors& g) {
   return {expanded(c, g[0]) * exp(c.input(0) - expanded(c, c.output(0)))};
 }
 
-// d cumsum_j / d x_i = [i <= j], so dx_i = sum_{j >= i} g_j: the reverse cumulative sum
-// sum(g) - cumsum(g) + g along dim
+// d cumsum_j / d x_i = [i <= j], so dx_i = sum_{j >= i} g_j: the reverse cumulative sum, as the
+// cumsum of g reversed along dim, reversed back (index_select with n-1 ... 0). Never
+// sum(g) - cumsum(g) + g, which cancels (g = [1e8, 1, 1] in f32 gave [1e8, 1, 1], not [1e8, 2, 1])
+// and spreads one inf or NaN to every position.
 Tensors cumsum_bw(const BackwardCtx& c, const Tensors& g) {
   if (c.input_shape(0).empty()) return {g[0]};
   const int64_t dim = c.attrs().dim;
-  return {sum(g[0], {dim}, /*keepdim=*/true) - cumsum(g[0], dim) + g[0]};
+  const int64_t n = c.input_shape(0)[std::size_t(dim)];
+  const Tensor reversed = arange(n - 1, -1, -1, {.dtype = DType::I64, .device = g[0].device()});
+  return {index_select(cumsum(index_select(g[0], dim, reversed), dim), dim, reversed)};
 }
 
 OpAttrs dim_attrs(const char* op, const Tensor& x, int64_t dim, bool keepdim) {

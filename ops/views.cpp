@@ -110,6 +110,8 @@ Tensor expand_fn(const Tensor& x, const OpAttrs& a) {
       MG_CHECK(j >= 0, ShapeError, "expand: -1 is not allowed for a new leading dim; target ", target);
       want = size;
     }
+    MG_CHECK(want >= 0, ShapeError, "expand: the target size ", want, " of dim ", i, " is negative (only -1, keep the "
+             "size, is allowed); target ", target);
     MG_CHECK(size == want || size == 1, ShapeError, "expand: cannot expand ", describe(x), " to ",
              target, " (dim ", i, ": ", size, " vs ", want, ")");
     shape[i] = want;
@@ -131,7 +133,7 @@ Tensor slice_fn(const Tensor& x, const OpAttrs& a) {
   end = std::clamp<int64_t>(end, start, size);
   Shape shape = x.shape();
   Strides strides = x.strides();
-  shape[d] = (end - start + step - 1) / step;
+  shape[d] = end > start ? 1 + (end - start - 1) / step : 0;  // no overflow for a step near INT64_MAX
   strides[d] *= step;
   return alias(x, shape, strides, x.offset() + start * x.strides()[d]);
 }
@@ -199,7 +201,11 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
 
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
   const int64_t n = x.dim();
-  if (n == 0) return x;
+  if (n == 0) {  // a 0-d tensor takes dims -1 and 0 only, as PyTorch
+    wrap_dim(d0, 0, "transpose");
+    wrap_dim(d1, 0, "transpose");
+    return x;
+  }
   d0 = wrap_dim(d0, n, "transpose");
   d1 = wrap_dim(d1, n, "transpose");
   std::vector<int64_t> dims(n);
@@ -220,9 +226,8 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   const int64_t d = wrap_dim(dim, x.dim(), "narrow");
   const int64_t size = x.shape()[d];
   if (start < 0) start += size;
-  MG_CHECK(start >= 0 && length >= 0 && start + length <= size, IndexError, "narrow: range [",
-           start, ", ", start + length, ") is out of bounds for dim ", d, " of size ", size, " in ",
-           describe(x));
+  MG_CHECK(start >= 0 && start <= size && length >= 0 && length <= size - start, IndexError, "narrow: start ", start,
+           " and length ", length, " are out of bounds for dim ", d, " of size ", size, " in ", describe(x));
   return slice(x, d, start, start + length, 1);
 }
 
@@ -245,7 +250,10 @@ Tensor squeeze(const Tensor& x) {
 }
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
-  if (x.dim() == 0) return x;
+  if (x.dim() == 0) {  // dims -1 and 0 only, as PyTorch
+    wrap_dim(dim, 0, "squeeze");
+    return x;
+  }
   const int64_t d = wrap_dim(dim, x.dim(), "squeeze");
   if (x.shape()[d] != 1) return x;
   Shape shape = x.shape();
@@ -261,7 +269,11 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
 }
 
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
-  if (x.dim() == 0) return reshape(x, {1});
+  if (x.dim() == 0) {  // dims -1 and 0 only, as PyTorch
+    wrap_dim(start_dim, 0, "flatten");
+    wrap_dim(end_dim, 0, "flatten");
+    return reshape(x, {1});
+  }
   const int64_t s = wrap_dim(start_dim, x.dim(), "flatten");
   const int64_t e = wrap_dim(end_dim, x.dim(), "flatten");
   MG_CHECK(s <= e, Error, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim);

@@ -97,7 +97,7 @@ TEST_CASE("view/expand/permute/slice argument errors", "[ops][views][errors]") {
   MG_REQUIRE_ERROR(x.permute({0, 0}), "permute: dim 0 appears twice in [0, 0]");
   MG_REQUIRE_ERROR(x.transpose(0, 2), "transpose: dim 2 is out of range for a 2-d tensor (expected a dim in [-2, 1])");
   MG_REQUIRE_ERROR(x.select(1, 3), "select: index 3 is out of range for dim 1 of size 3 in [2, 3] f32 cpu");
-  MG_REQUIRE_ERROR(x.narrow(0, 1, 2), "narrow: range [1, 3) is out of bounds for dim 0 of size 2");
+  MG_REQUIRE_ERROR(x.narrow(0, 1, 2), "narrow: start 1 and length 2 are out of bounds for dim 0 of size 2");
   MG_REQUIRE_ERROR(x.slice(0, 0, 2, 0), "slice: step must be positive, got 0");
   MG_REQUIRE_ERROR(x.unsqueeze(4), "unsqueeze: dim 4 is out of range for a 3-d tensor");
 }
