@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench_common.h"
@@ -99,8 +100,18 @@ int compare(const example::Flags& flags) {
     throw example::FlagError("bench_amp: --compare needs --peer FILE (the PyTorch peer's JSON lines)");
   }
   const auto ours = mg::bench::read_measurements(flags.value("compare"));
-  const auto rows = mg::bench::compare_with_peer(ours, mg::bench::read_measurements(flags.value("peer")));
-  MG_CHECK(!rows.empty(), Error, "bench_amp: --compare: '", flags.value("compare"), "' holds no measurement");
+  const auto peer = mg::bench::read_measurements(flags.value("peer"));
+  // Each file must hold its own side's records (given the other way round, every row came out
+  // "(missing)" with exit code 0).
+  for (const auto& [file, records, want] : {std::tuple{"--compare", &ours, "mixgrad"}, std::tuple{"--peer", &peer, "pytorch"}}) {
+    for (const mg::bench::Measurement& m : *records) {
+      MG_CHECK(m.framework == want, Error, file, " ", flags.value(file + 2), " holds ",
+               m.framework == "mixgrad" ? "bench_amp's" : "the PyTorch peer's", " records (", m.model, " ", m.config,
+               "); ", file, " takes ", std::string(want) == "mixgrad" ? "bench_amp's --json lines" : "benchmarks/torch_amp_peer.py's");
+    }
+  }
+  const auto rows = mg::bench::compare_with_peer(ours, peer);
+  MG_CHECK(!rows.empty(), Error, "--compare: '", flags.value("compare"), "' holds no measurement");
   std::printf("%s", mg::bench::format_comparison(rows).c_str());
   if (!flags.value("json").empty()) mg::bench::write_comparison_json(flags.value("json"), rows);
   const std::vector<std::string> notes = {flags.value("note")};

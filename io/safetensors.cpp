@@ -92,6 +92,9 @@ class AtomicFile {
   AtomicFile(const char* who, const std::string& path) : who_(who), path_(path), target_(save_target(path)) {
     static std::atomic<uint64_t> counter{0};
     struct stat existing;
+    // A directory cannot be replaced by a file: refused before anything is written.
+    MG_CHECK(!(::stat(target_.c_str(), &existing) == 0 && S_ISDIR(existing.st_mode)), Error, who_, ": ",
+             quoted(path_), " is a directory\n  hint: give a file path, e.g. ", quoted(path_ + "/model.safetensors"));
     const bool exists = ::stat(target_.c_str(), &existing) == 0 && S_ISREG(existing.st_mode);
     for (int attempt = 0; attempt < 100; ++attempt) {
       tmp_ = str_cat(directory_of(target_), "/.mg.", ::getpid(), ".", counter.fetch_add(1), ".tmp");
@@ -137,7 +140,10 @@ class AtomicFile {
     const int rc = std::fclose(file_);
     file_ = nullptr;
     if (rc != 0) fail("closing");
-    if (std::rename(tmp_.c_str(), target_.c_str()) != 0) fail("renaming it over the target");
+    if (std::rename(tmp_.c_str(), target_.c_str()) != 0) {
+      MG_THROW(Error, who_, ": renaming the temporary file ", quoted(tmp_), " to ", quoted(target_), " failed: ",
+               errno_text(), "; ", quoted(path_), " was not changed");
+    }
     committed_ = true;
     sync_directory();
   }

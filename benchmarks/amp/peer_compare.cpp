@@ -1,6 +1,7 @@
 // bench_amp beside PyTorch: pairing, targets and the report (see peer_compare.h).
 #include "benchmarks/amp/peer_compare.h"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -122,6 +123,7 @@ Measurement parse_measurement(const std::string& line) {
 }
 
 std::vector<Measurement> read_measurements(const std::string& path) {
+  MG_CHECK(!std::filesystem::is_directory(path), Error, "compare: '", path, "' is a directory, not a JSON lines file");
   std::ifstream f(path);
   MG_CHECK(bool(f), Error, "compare: cannot read '", path, "'");
   std::vector<Measurement> out;

@@ -99,7 +99,7 @@ std::string format_profiles(const std::vector<RunResult>& results, int top) {
 void write_json_lines(const std::string& path, const std::vector<RunResult>& results, const Machine& m,
                       const std::string& command) {
   std::ofstream out(path);
-  MG_CHECK(bool(out), Error, "bench_amp: cannot write the JSON file '", path, "'");
+  MG_CHECK(bool(out), Error, "cannot write the JSON file '", path, "'");
   const auto ref = o0_of(results);
   for (const RunResult& r : results) {
     nlohmann::json j = {{"model", r.model}, {"description", r.description}, {"level", amp::opt_level_name(r.level)},
@@ -144,13 +144,13 @@ void write_json_lines(const std::string& path, const std::vector<RunResult>& res
     }
     out << j.dump() << "\n";
   }
-  MG_CHECK(bool(out), Error, "bench_amp: writing '", path, "' failed");
+  MG_CHECK(bool(out), Error, "writing '", path, "' failed");
 }
 
 void append_markdown(const std::string& path, const std::vector<RunResult>& results, const Machine& m,
                      const std::string& command, const std::string& note) {
   std::ofstream out(path, std::ios::app);
-  MG_CHECK(bool(out), Error, "bench_amp: cannot append to '", path, "'");
+  MG_CHECK(bool(out), Error, "cannot append to '", path, "'");
   out << "\n## bench_amp, " << m.date_utc << "\n\n"
       << "- machine: " << m.processor << ", " << m.logical_cpus << " logical CPUs; " << m.features()
       << "; oneDNN ISA " << m.onednn_isa
@@ -178,7 +178,7 @@ void append_markdown(const std::string& path, const std::vector<RunResult>& resu
     for (const std::string& c : row) out << " " << c << " |";
     out << "\n";
   }
-  MG_CHECK(bool(out), Error, "bench_amp: writing '", path, "' failed");
+  MG_CHECK(bool(out), Error, "writing '", path, "' failed");
 }
 
 }  // namespace mg::bench

@@ -12,11 +12,15 @@
 // 1.39-1.52x; the table is in docs/distributed.md, "Costs".
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "distributed/init.h"
@@ -31,18 +35,46 @@ struct Config {
   DType dtype;
   bool reduce_in_f32;
 };
+
+constexpr const char* kUsage =
+    "usage: mixgrad-run --nproc-per-node W --master-port 0 bench_allreduce [--quick] [--mib N] [--rounds R] "
+    "[--threads T]\n"
+    "  --quick       1 MiB, one round (a smoke run)\n"
+    "  --mib N       elements to reduce: N MiB as f32 (0 < N <= 4096; default 64)\n"
+    "  --rounds R    alternating rounds of every configuration (1 to 1000; default 3)\n"
+    "  --threads T   CPU threads per rank (default: all cores)\n";
+
+// The number after a flag, whole text consumed and within [lo, hi]; an error naming the flag otherwise.
+double number_arg(const char* flag, const char* text, double lo, double hi) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
+    throw std::invalid_argument(str_cat(flag, " ", text, ": expected a number in [", lo, ", ", hi, "]"));
+  }
+  return v;
+}
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   bool quick = false;
   double mib = 64;
   int rounds = 3;
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--quick") quick = true;
-    else if (a == "--mib" && i + 1 < argc) mib = std::atof(argv[++i]);
-    else if (a == "--rounds" && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--threads" && i + 1 < argc) set_num_threads(std::atoi(argv[++i]));
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+    if (a == "--quick") {
+      quick = true;
+      continue;
+    }
+    if (a != "--mib" && a != "--rounds" && a != "--threads") throw std::invalid_argument(str_cat("unknown flag ", a, "\n", kUsage));
+    if (i + 1 >= argc) throw std::invalid_argument(str_cat(a, " needs a value\n", kUsage));
+    const char* v = argv[++i];
+    if (a == "--mib") mib = number_arg("--mib", v, 1.0 / 1024, 4096);
+    if (a == "--rounds") rounds = int(number_arg("--rounds", v, 1, 1000));
+    if (a == "--threads") set_num_threads(int(number_arg("--threads", v, 1, 1024)));
   }
   if (quick) {
     mib = 1;
@@ -99,4 +131,16 @@ int main(int argc, char** argv) {
   }
   pg->shutdown();
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::invalid_argument& e) {  // a bad flag
+    std::fprintf(stderr, "bench_allreduce: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {  // no launcher environment (MASTER_ADDR unset), a peer lost
+    std::fprintf(stderr, "bench_allreduce: %s\n", e.what());
+    return 1;
+  }
 }

@@ -15,11 +15,15 @@
 // 1 KiB .. 1 MiB with few repetitions: the CTest smoke run.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/factory.h"
 #include "distributed/init.h"
 #include "ops/ops.h"
@@ -38,20 +42,43 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+constexpr const char* kSweepUsage =
+    "usage: mixgrad-run --nproc-per-node W --master-port 0 bench_allreduce_sweep [--quick] [--min-kib K] [--max-mib M] "
+    "[--dtype f32|f64|f16|bf16]\n";
+
+// The number after a flag, whole text consumed and within [lo, hi]; an error naming the flag otherwise.
+double sweep_number(const char* flag, const char* text, double lo, double hi) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
+    throw std::invalid_argument(str_cat(flag, " ", text, ": expected a number in [", lo, ", ", hi, "]"));
+  }
+  return v;
+}
+
+int run(int argc, char** argv) {
   bool quick = false;
   double min_kib = 1, max_mib = 256;
   DType dtype = DType::F32;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--quick") quick = true;
-    else if (a == "--min-kib" && i + 1 < argc) min_kib = std::atof(argv[++i]);
-    else if (a == "--max-mib" && i + 1 < argc) max_mib = std::atof(argv[++i]);
-    else if (a == "--dtype" && i + 1 < argc) dtype = dtype_from_name(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: bench_allreduce_sweep [--quick] [--min-kib K] [--max-mib M] [--dtype f32|f64|...]\n");
-      return 2;
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", kSweepUsage);
+      return 0;
     }
+    if (a == "--quick") {
+      quick = true;
+      continue;
+    }
+    if (a != "--min-kib" && a != "--max-mib" && a != "--dtype") {
+      throw std::invalid_argument(str_cat("unknown flag ", a, "\n", kSweepUsage));
+    }
+    if (i + 1 >= argc) throw std::invalid_argument(str_cat(a, " needs a value\n", kSweepUsage));
+    const char* v = argv[++i];
+    if (a == "--min-kib") min_kib = sweep_number("--min-kib", v, 1.0 / 1024, 1 << 22);
+    if (a == "--max-mib") max_mib = sweep_number("--max-mib", v, 1.0 / (1 << 20), 4096);
+    if (a == "--dtype") dtype = dtype_from_name(v);
   }
   if (quick) max_mib = std::min(max_mib, 1.0);
   auto pg = distributed::init_process_group({.timeout = std::chrono::seconds(300)});
@@ -102,4 +129,17 @@ int main(int argc, char** argv) {
   }
   pg->shutdown();
   return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::invalid_argument& e) {  // a bad flag
+    std::fprintf(stderr, "bench_allreduce_sweep: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {  // no launcher environment (MASTER_ADDR unset), a peer lost
+    std::fprintf(stderr, "bench_allreduce_sweep: %s\n", e.what());
+    return 1;
+  }
 }

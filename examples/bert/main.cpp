@@ -491,8 +491,11 @@ int run(int argc, char** argv) {
                                .loss_scale = flags.value("loss-scale").empty() ? amp::Setting() : flags.value("loss-scale"),
                                .verbosity = 0, .device = device});
   const double w = flags.get_double("warmup");
-  const int64_t warmup = std::min<int64_t>(total_steps, w < 1 ? int64_t(std::llround(w * double(total_steps))) : int64_t(std::llround(w)));
+  // Clamped in double first: a huge --warmup would overflow llround.
+  const int64_t warmup = std::llround(std::min(double(total_steps), w < 1 ? w * double(total_steps) : w));
   optim::WarmupLinearLR sched(opt, {.warmup_steps = warmup, .total_steps = total_steps});
+  const std::string schedule = schedule_text({{"lr", lr}, {"weight decay", flags.get_double("weight-decay")},
+                                              {"warmup steps", double(warmup)}, {"clip", flags.get_double("clip")}});
   // Part of the run's configuration: a resumed fine-tuning run names its --pretrained file again
   // (the weights come from the resume checkpoint; the file is not read).
   const std::string init = mlm ? "" : flags.value("pretrained").empty() ? "scratch" : "pretrained";
@@ -545,6 +548,7 @@ int run(int argc, char** argv) {
     const std::string saved = ck.state("train").string_at("train_bert", "config");
     MG_CHECK(saved == config, Error, "", ck.path(), " was saved by a run with ", saved, ", not ", config,
              "\n  hint: resume with the flags of the saved run");
+    check_resumed_schedule(ck.state("train"), ck.path(), schedule);
     TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr}.restore(ck);
     const StateDict& t = ck.state("train");
     step = t.int_at("train_bert", "step");
@@ -553,6 +557,11 @@ int run(int argc, char** argv) {
     predicted = t.int_at("train_bert", "epoch_predicted");
     seen = t.int_at("train_bert", "epoch_seen");
     skipped_at_epoch_start = t.int_at("train_bert", "epoch_skipped_start");
+    if (step >= epochs * steps_per_epoch) {
+      std::printf("%s holds a finished run (step %lld of %lld): nothing to do\n", ck.path().c_str(), (long long)step,
+                  (long long)(epochs * steps_per_epoch));
+      return 0;
+    }
     std::printf("resumed from %s at step %lld (epoch %lld)\n", ck.path().c_str(), (long long)step,
                 (long long)(step / steps_per_epoch + 1));
   } else if (device.is_cuda()) {
@@ -591,6 +600,7 @@ int run(int argc, char** argv) {
     train.strings["model"] = model_name;
     train.strings["init"] = init.empty() ? "-" : init;
     train.strings["config"] = config;
+    train.strings["schedule"] = schedule;
     train.floats["epoch_loss_sum"] = loss_sum;
     train.ints["epoch_correct"] = right;
     train.ints["epoch_predicted"] = predicted;
@@ -601,7 +611,7 @@ int run(int argc, char** argv) {
   };
 
   std::optional<MetricsWriter> metrics;
-  if (!flags.value("metrics").empty() && dp.is_main()) metrics.emplace(flags.value("metrics"), MetricsOptions{.append = step > 0});
+  if (!flags.value("metrics").empty() && dp.is_main()) metrics.emplace(flags.value("metrics"), MetricsOptions{.append = step > 0, .resume_step = step});
   std::optional<amp::OverflowTracer> tracer;
   if (flags.get_bool("trace-overflow")) tracer.emplace();
   bool traced_before = false;  // the first skipped step gets the full report
@@ -640,6 +650,7 @@ int run(int argc, char** argv) {
       right = predicted = seen = 0;
       skipped_at_epoch_start = skipped_total();
     }
+    const int64_t seen_before = seen;  // a resumed epoch's verses before the resume: not in this epoch_clock's time
     if (tally) tally->reset(loss_sum, right);  // the epoch's sums so far (a resumed epoch's saved ones)
     bool stop = false;
     for (int64_t i = first; i < steps_per_epoch && !stop; ++i) {
@@ -729,7 +740,7 @@ int run(int argc, char** argv) {
     amp::set_log_sink(nullptr);
     if (step % steps_per_epoch == 0) {
       const double epoch_time = epoch_clock.seconds();
-      const double rank_verses_per_s = double(seen) / epoch_time;
+      const double rank_verses_per_s = double(seen - seen_before) / epoch_time;
       const double global_verses_per_s = dp.sum(rank_verses_per_s);
       if (dp.active()) {
         std::fprintf(stderr, "%s: epoch %lld: %s verses/s on this rank, %s verses/s over %d ranks; %s\n", dp.label().c_str(),
@@ -758,7 +769,8 @@ int run(int argc, char** argv) {
       }
       if (!flags.value("checkpoint").empty()) save(flags.value("checkpoint"));
     }
-    if (stop) {
+    // --stop-after on the run's last step: the run is complete, so it ends as one (summary, plot).
+    if (stop && (interrupt.requested() || step < epochs * steps_per_epoch)) {
       const std::string why = interrupt.requested() ? std::string("interrupted by ") + interrupt.signal_name() : "stopped (--stop-after)";
       std::printf("\n%s at step %lld%s\n", why.c_str(), (long long)step,
                   flags.value("checkpoint").empty() ? " (no --checkpoint given: nothing saved)"

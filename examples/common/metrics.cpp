@@ -30,6 +30,38 @@ void drop_partial_last_line(const std::string& path) {
            "MetricsWriter: cannot remove the unfinished last line of ", quoted(path), ": ", std::strerror(errno));
 }
 
+// The integer after "step": in a record line (the field MetricsWriter writes), or -1 without one.
+int64_t record_step(const std::string& line) {
+  const std::string key = "\"step\":";
+  const std::size_t at = line.find(key);
+  if (at == std::string::npos) return -1;
+  int64_t step = -1;
+  const char* begin = line.data() + at + key.size();
+  std::from_chars(begin, line.data() + line.size(), step);
+  return step;
+}
+
+// Removes the records of steps after `last_step` from `path` (a new file: nothing to do).
+void drop_records_after(const std::string& path, int64_t last_step) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;
+  std::string line, kept;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    if (record_step(line) > last_step) {
+      dropped = true;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  in.close();
+  if (!dropped) return;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << kept;
+  MG_CHECK(out.good(), Error, "MetricsWriter: cannot rewrite ", quoted(path), " without the records after step ",
+           last_step, ": ", std::strerror(errno));
+}
+
 }  // namespace
 
 std::string MetricValue::json() const {
@@ -74,6 +106,7 @@ std::string metrics_line(const std::vector<MetricField>& record) {
 
 MetricsWriter::MetricsWriter(const std::string& path, MetricsOptions opts) : path_(path) {
   if (opts.append) drop_partial_last_line(path_);
+  if (opts.append && opts.resume_step >= 0) drop_records_after(path_, opts.resume_step);
   file_ = std::fopen(path_.c_str(), opts.append ? "ae" : "we");
   MG_CHECK(file_ != nullptr, Error, "MetricsWriter: cannot open ", quoted(path_),
            " for writing: ", std::strerror(errno), "\n  hint: the directory must exist and be writable");

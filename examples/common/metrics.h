@@ -53,6 +53,9 @@ struct MetricsOptions {
   // Add to an existing file (a resumed run) instead of starting a new one. A last line without
   // its newline (a record cut off by a crash) is removed first, so the file stays valid.
   bool append = false;
+  // With append: the step the run resumes from. Records of later steps (written after that
+  // checkpoint by a run that then crashed) are removed, so each step is recorded once. -1: keep all.
+  int64_t resume_step = -1;
 };
 
 class MetricsWriter {

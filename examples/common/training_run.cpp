@@ -1,5 +1,9 @@
 #include "examples/common/training_run.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -51,7 +55,7 @@ void add_run_flags(Flags& f, int64_t log_every, const std::string& records, cons
   f.add_string("resume", "", "continue the run saved in FILE (bit-identical on the CPU)", {.metavar = "FILE"});
   f.add_int("stop-after", 0, "stop after N steps of this invocation, saving the checkpoint (continue with --resume)",
             {.min = 0});
-  f.add_string("metrics", "", "append JSON lines (" + records + ") to FILE", {.metavar = "FILE"});
+  f.add_string("metrics", "", "write JSON lines (" + records + ") to FILE (a resumed run appends)", {.metavar = "FILE"});
   f.add_string("plot", "", "write an SVG plot of " + curves + " to FILE", {.metavar = "FILE.svg"});
   f.add_bool("precision-plan", false, "print which dtype each layer stores and runs in, and the memory it takes");
   f.add_bool("trace-overflow", false, "report the op (and module) that produced inf/NaN on every skipped step");
@@ -69,12 +73,49 @@ bool metrics_read_at_log_points(const Flags& flags, Device device) {
   return mode == "auto" && device.is_cuda() && !tracing;
 }
 
+std::string schedule_text(const std::vector<std::pair<std::string, double>>& settings) {
+  std::string out;
+  for (const auto& [name, value] : settings) {
+    char buf[64];
+    const auto res = std::to_chars(buf, buf + sizeof buf, value);  // the shortest text that reads back exactly
+    out += (out.empty() ? "" : ", ") + name + " " + std::string(buf, res.ptr);
+  }
+  return out;
+}
+
+void check_resumed_schedule(const StateDict& train, const std::string& path, const std::string& schedule) {
+  const auto it = train.strings.find("schedule");
+  if (it == train.strings.end()) return;  // saved before the schedule was recorded
+  MG_CHECK(it->second == schedule, Error, path, " was saved by a run with ", it->second, ", not ", schedule,
+           "\n  hint: resume with the saved run's learning-rate, warmup, weight-decay and clipping flags; a new schedule "
+           "needs a new run");
+}
+
+void check_output_path(const std::string& program, const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    throw FlagError(program + ": --" + flag + " " + path + " is a directory\n  hint: give a file path in it");
+  }
+  const std::size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    throw FlagError(program + ": --" + flag + " " + path + ": the directory " + dir + " does not exist\n  hint: create it first");
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw FlagError(program + ": --" + flag + " " + path + ": the directory " + dir + " is not writable");
+  }
+}
+
 bool parse_flags(Flags& flags, int argc, char** argv) {
   flags.parse(argc, argv);
   if (flags.help_requested()) {
     std::cout << flags.usage();
     return false;
   }
+  // Where the run writes at its end or after an epoch: checked now, not after the training.
+  check_output_path(flags.program(), "checkpoint", flags.value("checkpoint"));
+  check_output_path(flags.program(), "plot", flags.value("plot"));
   (void)training_device(flags);  // a bad --device fails before any data is read
   if (flags.get_int("threads") > 0) set_num_threads(int(flags.get_int("threads")));
   return true;

@@ -13,6 +13,8 @@
 //   }
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "amp/grad_scaler.h"
 #include "amp/overflow_tracer.h"
@@ -49,8 +51,21 @@ void add_run_flags(Flags& flags, int64_t log_every, const std::string& records, 
 // "log" with --trace-overflow, which needs every step's skip decision, and "step" with --cuda-graph.
 bool metrics_read_at_log_points(const Flags& flags, Device device);
 
+// The settings a resumed run must share with the saved one beyond its config line: the
+// learning-rate schedule and the regularisation, as text ("lr 0.1, weight decay 0.0005, warmup 150
+// steps"). Saved in the checkpoint's train state as "schedule"; on resume a different one is an
+// mg::Error naming both (restoring the optimizer and the scheduler would otherwise mix the saved
+// and the new settings silently). A checkpoint saved before "schedule" existed resumes unchecked.
+std::string schedule_text(const std::vector<std::pair<std::string, double>>& settings);
+void check_resumed_schedule(const StateDict& train, const std::string& path, const std::string& schedule);
+
+// A file the run will write (--checkpoint, --plot), checked before any work: a FlagError when it
+// names a directory, or its directory does not exist or is not writable. Empty: nothing to check.
+void check_output_path(const std::string& program, const std::string& flag, const std::string& path);
+
 // Parses the flags; on --help prints the usage and returns false (the caller returns 0). Checks
-// --device (training_device) and applies --threads (0: all cores).
+// --device (training_device) and the --checkpoint and --plot paths, and applies --threads (0: all
+// cores).
 bool parse_flags(Flags& flags, int argc, char** argv);
 
 // --device as a Device: "cpu", "cuda" (cuda:0; cuda:LOCAL_RANK under mixgrad-run) or "cuda:N". A CUDA device that cannot be used

@@ -89,7 +89,7 @@ Flags make_flags() {
   f.add_double("weight-decay", 5e-4, "SGD weight decay", {.min = 0});
   f.add_double("warmup-epochs", 1, "linear warmup length in epochs", {.min = 0});
   f.add_int("seed", 42, "seed of the weights, the data order and the augmentation", {.min = 0});
-  f.add_int("train-examples", 0, "train on the first N batches' worth of each epoch (0: all 60,000)", {.min = 0});
+  f.add_int("train-examples", 0, "train on N / batch-size steps of each epoch (rounded down, at least one; 0: all 60,000 images)", {.min = 0});
   f.add_int("eval-examples", 0, "evaluate on the first N test images (0: all 10,000)", {.min = 0});
   f.add_bool("zero-init-residual", false,
              "start the last batch norm of every residual block at weight 0, so each block begins as the identity "
@@ -153,10 +153,13 @@ EvalResult evaluate(nn::models::ResNet& model, const data::Dataset& test, int64_
   while (auto next = loader.next()) {
     if (seen >= limit) break;
     const std::optional<data::Batch> b = to_device(std::move(*next), device);
-    const Tensor logits = amp::forward(model, b->at("input")).to(DType::F32);
-    loss_sum += cross_entropy(logits, b->at("target"), Reduction::Sum).item<double>();
-    right += correct_count(logits, b->at("target")).item<int64_t>();
-    seen += b->size();
+    // The first `limit` examples exactly: the last batch is cut down to what is left.
+    const int64_t take = std::min(b->size(), limit - seen);
+    const Tensor input = b->at("input").narrow(0, 0, take), target = b->at("target").narrow(0, 0, take);
+    const Tensor logits = amp::forward(model, input).to(DType::F32);
+    loss_sum += cross_entropy(logits, target, Reduction::Sum).item<double>();
+    right += correct_count(logits, target).item<int64_t>();
+    seen += take;
   }
   model.train();
   return {loss_sum / double(seen), double(right) / double(seen)};
@@ -242,8 +245,11 @@ int run(int argc, char** argv) {
                                .verbosity = 0, .device = device,
                                .memory_format = flags.get_bool("channels-last") ? MemoryFormat::ChannelsLast
                                                                                 : MemoryFormat::Contiguous});
-  const int64_t warmup = std::min<int64_t>(total_steps, int64_t(std::llround(flags.get_double("warmup-epochs") * double(steps_per_epoch))));
+  // Clamped in double first: a huge --warmup-epochs would overflow llround.
+  const int64_t warmup = std::llround(std::min(double(total_steps), flags.get_double("warmup-epochs") * double(steps_per_epoch)));
   optim::WarmupCosineLR sched(opt, {.warmup_steps = warmup, .total_steps = total_steps});
+  const std::string schedule = schedule_text({{"lr", flags.get_double("lr")}, {"weight decay", flags.get_double("weight-decay")},
+                                              {"warmup steps", double(warmup)}});
   // --cuda-graph: the step above with amp::GradScaler, captured after 3 eager steps and replayed;
   // the Apex front door's step gate (a host decision) is removed, the scaler decides on the device.
   std::optional<amp::GradScaler> graph_scaler;
@@ -287,6 +293,7 @@ int run(int argc, char** argv) {
     const std::string saved = ck.state("train").string_at("train_resnet", "config");
     MG_CHECK(saved == config, Error, "", flags.value("resume"), " was saved by a run with ", saved,
              ", not ", config, "\n  hint: resume with the flags of the saved run");
+    check_resumed_schedule(ck.state("train"), flags.value("resume"), schedule);
     TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr}.restore(ck);
     const StateDict& t = ck.state("train");
     step = t.int_at("train_resnet", "step");
@@ -294,6 +301,11 @@ int run(int argc, char** argv) {
     right = t.int_at("train_resnet", "epoch_correct");
     seen = t.int_at("train_resnet", "epoch_seen");
     skipped_at_epoch_start = t.int_at("train_resnet", "epoch_skipped_start");
+    if (step >= epochs * steps_per_epoch) {
+      std::printf("%s holds a finished run (step %lld of %lld): nothing to do\n", flags.value("resume").c_str(),
+                  (long long)step, (long long)(epochs * steps_per_epoch));
+      return 0;
+    }
     std::printf("resumed from %s at step %lld (epoch %lld)\n", flags.value("resume").c_str(), (long long)step,
                 (long long)(step / steps_per_epoch + 1));
   } else if (device.is_cuda()) {
@@ -325,6 +337,7 @@ int run(int argc, char** argv) {
     StateDict train;
     train.ints["step"] = step;
     train.strings["config"] = config;
+    train.strings["schedule"] = schedule;
     train.floats["epoch_loss_sum"] = loss_sum;
     train.ints["epoch_correct"] = right;
     train.ints["epoch_seen"] = seen;
@@ -333,7 +346,7 @@ int run(int argc, char** argv) {
   };
 
   std::optional<MetricsWriter> metrics;
-  if (!flags.value("metrics").empty() && dp.is_main()) metrics.emplace(flags.value("metrics"), MetricsOptions{.append = step > 0});
+  if (!flags.value("metrics").empty() && dp.is_main()) metrics.emplace(flags.value("metrics"), MetricsOptions{.append = step > 0, .resume_step = step});
   std::optional<amp::OverflowTracer> tracer;
   if (flags.get_bool("trace-overflow")) tracer.emplace();
   bool traced_before = false;  // the first skipped step gets the full report
@@ -366,6 +379,7 @@ int run(int argc, char** argv) {
       right = seen = 0;
       skipped_at_epoch_start = skipped_total();
     }
+    const int64_t seen_before = seen;  // a resumed epoch's examples before the resume: not in this epoch_clock's time
     if (tally) tally->reset(loss_sum, right);  // the epoch's sums so far (a resumed epoch's saved ones)
     for (int64_t i = first; i < steps_per_epoch; ++i) {
       const std::optional<data::Batch> batch = loader.next();
@@ -436,7 +450,7 @@ int run(int argc, char** argv) {
     bar.finish();
     amp::set_log_sink(nullptr);
     const double epoch_time = epoch_clock.seconds();
-    const double rank_samples_per_s = double(seen) / epoch_time;
+    const double rank_samples_per_s = double(seen - seen_before) / epoch_time;
     const double global_samples_per_s = dp.sum(rank_samples_per_s);
     if (dp.active()) {
       std::fprintf(stderr, "%s: epoch %lld: %s samples/s on this rank, %s samples/s over %d ranks; %s\n", dp.label().c_str(),
@@ -462,7 +476,8 @@ int run(int argc, char** argv) {
                       {"epoch_time", epoch_time}, {"samples_per_s", samples_per_s}, {"peak_rss", peak_rss_bytes()}});
     }
     if (!flags.value("checkpoint").empty()) save(flags.value("checkpoint"));
-    if (stop) return report_stop();
+    // --stop-after on the run's last step: the run is complete, so it ends as one (summary, plot).
+    if (stop && (interrupt.requested() || epoch + 1 < epochs)) return report_stop();
   }
 
   // ---- summary ----

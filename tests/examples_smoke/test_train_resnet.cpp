@@ -277,3 +277,62 @@ TEST_CASE("train_resnet: bad ImageNet-style flags give a clear message", "[examp
   r = run_program(MG_TRAIN_RESNET, "--arch resnet18 --image-size 4");
   CHECK(r.exit_code == 2);
 }
+
+TEST_CASE("train_resnet: command-line review: exact evaluation size, resume checks, output paths, the last step",
+          "[examples][smoke]") {
+  TempDir dir;
+  const std::string one = " --depth 8 --epochs 1 --batch-size 32 --train-examples 32 --threads 2";
+  // --eval-examples N evaluates exactly the first N images (it counted whole batches of 500).
+  RunResult r = run_program(MG_TRAIN_RESNET, one + " --eval-examples 3 --metrics " + dir.file("e.jsonl"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const double acc = read_metrics(dir.file("e.jsonl")).evals.at(0).at("test_accuracy").get<double>();
+  CHECK(std::abs(acc * 3 - std::round(acc * 3)) < 1e-9);
+
+  // A resume with another learning-rate schedule is refused (it mixed the saved and the new one).
+  REQUIRE(run_program(MG_TRAIN_RESNET, kTiny + " --stop-after 1 --checkpoint " + dir.file("s.ck")).exit_code == 0);
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --lr 0.5 --resume " + dir.file("s.ck"));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("was saved by a run with lr 0.1, weight decay 5e-04, warmup steps 10, "
+                                                 "not lr 0.5, weight decay 5e-04, warmup steps 10"));
+  // Output paths are checked before training, not when first written.
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --checkpoint " + dir.file("no/such/dir/c.ck"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("--checkpoint " + dir.file("no/such/dir/c.ck") + ": the directory " +
+                                                 dir.file("no/such/dir") + " does not exist"));
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --plot " + dir.file(""));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("is a directory"));
+  // A huge warmup is the whole run, not an overflow.
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --warmup-epochs 1e300 --stop-after 1");
+  CHECK(r.exit_code == 0);
+
+  // --stop-after on the run's last step ends the run as complete; resuming it has nothing to do.
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --stop-after 20 --checkpoint " + dir.file("end.ck"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("final test accuracy"));
+  CHECK_THAT(r.output, !Catch::Matchers::Contains("stopped (--stop-after)"));
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --resume " + dir.file("end.ck"));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("holds a finished run (step 20 of 20): nothing to do"));
+}
+
+TEST_CASE("train_resnet: resuming from an older checkpoint records each step once", "[examples][smoke]") {
+  // A run that crashed after its checkpoint wrote records past it; the resumed run writes those
+  // steps again, so the records after the checkpoint's step are dropped first.
+  TempDir dir;
+  const std::string m = " --metrics " + dir.file("m.jsonl");
+  REQUIRE(run_program(MG_TRAIN_RESNET, kTiny + m + " --stop-after 3 --checkpoint " + dir.file("c.ck")).exit_code == 0);
+  std::filesystem::copy_file(dir.file("c.ck"), dir.file("old.ck"));
+  REQUIRE(run_program(MG_TRAIN_RESNET, kTiny + m + " --stop-after 4 --resume " + dir.file("c.ck") + " --checkpoint " +
+                                           dir.file("c.ck")).exit_code == 0);
+  REQUIRE(read_metrics(dir.file("m.jsonl")).steps.size() == 7);
+  const RunResult r = run_program(MG_TRAIN_RESNET, kTiny + m + " --resume " + dir.file("old.ck"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const Metrics all = read_metrics(dir.file("m.jsonl"));
+  REQUIRE(all.steps.size() == 20);
+  for (std::size_t i = 0; i < all.steps.size(); ++i) CHECK(all.steps[i].at("step").get<int64_t>() == int64_t(i) + 1);
+  CHECK(all.evals.size() == 2);
+}

@@ -396,10 +396,10 @@ TEST_CASE("safetensors: a write that fails part-way leaves the previous file unt
     CHECK_THAT(msg, Catch::Matchers::StartsWith("save_safetensors: \"" + path + "\": tensor \"gpu\" ([4] f32 cuda:0) could not be copied to the CPU"));
     CHECK_THAT(msg, Catch::Matchers::EndsWith("\"" + path + "\" was not changed"));
   }
-  SECTION("the rename fails (the target is a directory)") {
+  SECTION("the target is a directory: refused before anything is written") {
     const std::string target = dir.file("a_directory");
     std::filesystem::create_directory(target);
-    MG_REQUIRE_ERROR(io::save_safetensors(target, {{"w", ones({3})}}), "renaming it over the target");
+    MG_REQUIRE_ERROR(io::save_safetensors(target, {{"w", ones({3})}}), "\"" + target + "\" is a directory");
     CHECK(std::filesystem::is_directory(target));
     std::filesystem::remove(target);
   }
@@ -452,4 +452,9 @@ TEST_CASE("safetensors: saving over an existing file replaces it", "[io][safeten
   REQUIRE(f.tensors.size() == 1);
   CHECK(values(f.at("v")) == std::vector<double>{7, 7});
   CHECK(dir.entries() == std::vector<std::string>{"m.safetensors"});
+  // A directory is refused before anything is written (it was written in full, then the rename
+  // failed with a message that named the temporary file as the target).
+  std::filesystem::create_directory(dir.file("d"));
+  MG_REQUIRE_ERROR(io::save_safetensors(dir.file("d"), {{"w", ones({100})}}), "is a directory");
+  CHECK(dir.entries() == std::vector<std::string>{"d", "m.safetensors"});
 }
