@@ -359,6 +359,7 @@ int run(int argc, char** argv) {
   // ---- flags ----
   Flags flags = make_flags();
   if (!parse_flags(flags, argc, argv)) return 0;  // --help printed
+  Stopwatch run_clock;  // the wall time reported at the end: data, model, memory check and training
   const std::string task = flags.value("task"), level = flags.value("opt-level"), dtype = flags.value("dtype");
   const Device device = training_device(flags);
   const bool mlm = task == "mlm";
@@ -622,7 +623,6 @@ int run(int argc, char** argv) {
                  {mlm ? "perplexity" : "baseline", Align::Right}, {"loss scale", Align::Right},
                  {"skipped", Align::Right}, {"time", Align::Right}, {"verses/s", Align::Right}});
   const bool tty = is_terminal(stdout);
-  Stopwatch run_clock;
   int64_t steps_this_run = 0;
   EvalResult last_eval;
   auto evaluate_and_log = [&](int64_t epoch) {

@@ -292,6 +292,7 @@ void Flags::parse(int argc, const char* const* argv) {
       help_ = true;
       continue;
     }
+    if (arg.starts_with("--help=")) fail(str_cat("--help takes no value, got ", quoted(arg), "\n  hint: use --help"));
     if (!arg.starts_with("--") || arg.size() == 2) {
       fail(str_cat("unexpected argument ", quoted(arg), " (flags start with --, e.g. --epochs 3)",
                    "\n  hint: --help lists the flags"));

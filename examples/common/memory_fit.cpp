@@ -82,7 +82,8 @@ MemoryEstimate check_batch_fits(const std::function<void(int64_t)>& probe, int64
     const int64_t fits = int64_t(std::max(0.0, (budget / kSafetyMargin - e.base_bytes) / e.bytes_per_sample));
     MG_THROW(Error, "batch size ", batch_size, " needs about ", gib(kSafetyMargin * e.predicted_bytes),
              " for one training step but ", gib(double(e.available_bytes)), " are available",
-             "\n  hint: use --batch-size ", std::max<int64_t>(1, fits), " or less");
+             fits >= 1 ? str_cat("\n  hint: use --batch-size ", fits, " or less")
+                       : std::string("\n  hint: even a batch of 1 does not fit; use a smaller model or free memory"));
   }
   return e;
 }

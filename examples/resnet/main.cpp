@@ -169,6 +169,7 @@ int run(int argc, char** argv) {
   // ---- flags ----
   Flags flags = make_flags();
   if (!parse_flags(flags, argc, argv)) return 0;  // --help printed
+  Stopwatch run_clock;  // the wall time reported at the end: data, model, memory check and training
   const int64_t batch_size = flags.get_int("batch-size"), epochs = flags.get_int("epochs");
   const std::string arch = flags.value("arch");
   const bool imagenet_style = arch != "cifar";
@@ -355,7 +356,6 @@ int run(int argc, char** argv) {
                  {"test loss", Align::Right}, {"test acc", Align::Right}, {"loss scale", Align::Right},
                  {"skipped", Align::Right}, {"time", Align::Right}, {"samples/s", Align::Right}});
   const bool tty = is_terminal(stdout);
-  Stopwatch run_clock;
   int64_t steps_this_run = 0;
   bool stop = false;  // Ctrl-C or --stop-after: save and leave
   auto report_stop = [&] {

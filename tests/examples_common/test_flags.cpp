@@ -187,6 +187,8 @@ TEST_CASE("flags: --help is recorded, and the usage text lists every flag with i
   const Flags f = parsed({"--epochs", "3", "--help"});
   CHECK(f.help_requested());
   CHECK(parsed({"-h"}).help_requested());
+  // --help takes no value (it suggested "did you mean --help?" for --help=false).
+  CHECK(flag_error({"--help=false"}) == "train_resnet: --help takes no value, got \"--help=false\"\n  hint: use --help");
   const std::string usage = f.usage();
   INFO(usage);
   const std::vector<std::pair<std::string, std::string>> expected = {
