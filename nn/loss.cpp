@@ -55,8 +55,15 @@ Tensor SmoothL1Loss::forward(const Tensor& input, const Tensor& target) {
 }
 
 BCEWithLogitsLoss::BCEWithLogitsLoss(Options options) : Loss("BCEWithLogitsLoss"), options_(std::move(options)) {
-  // The registered handle: Module::to and load_state_dict replace its data in place.
-  if (options_.pos_weight.defined()) options_.pos_weight = register_buffer("pos_weight", options_.pos_weight);
+  // The registered handle: Module::to and load_state_dict replace its data in place. A buffer has
+  // no gradient, so a pos_weight that requires one is refused (as PyTorch's module refuses it)
+  // rather than silently detached; binary_cross_entropy_with_logits() takes a learned one.
+  if (options_.pos_weight.defined()) {
+    MG_CHECK(!options_.pos_weight.requires_grad(), Error, "BCEWithLogitsLoss: pos_weight ", describe(options_.pos_weight),
+             " requires grad, but the module keeps it as a buffer (no gradient)",
+             "\n  hint: call binary_cross_entropy_with_logits(input, target, pos_weight) for a learned pos_weight");
+    options_.pos_weight = register_buffer("pos_weight", options_.pos_weight);
+  }
 }
 
 Tensor BCEWithLogitsLoss::forward(const Tensor& input, const Tensor& target) {

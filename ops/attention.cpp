@@ -32,7 +32,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     MG_CHECK(b == want, ShapeError, op, ": mask ", describe(mask), " cannot be broadcast to the scores [..., ",
              lq, ", ", lk, "] = ", want);
     if (mask.dtype() == DType::Bool) {
-      scores = masked_fill(scores, eq(mask, scalar_like(0.0, mask)), -INFINITY);
+      // false where masked: compared with a bool scalar (scalar_like would make it an i64)
+      scores = masked_fill(scores, eq(mask, scalar_tensor(0.0, {.dtype = DType::Bool, .device = mask.device()})), -INFINITY);
     } else {
       MG_CHECK(is_floating(mask.dtype()), DTypeError, op,
                ": expected a bool or floating mask, got ", describe(mask));

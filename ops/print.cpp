@@ -131,7 +131,8 @@ std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
   NoGradGuard no_grad;
   std::vector<bool> cut;
-  const Tensor shown = shown_part(mg::to(*this, Device::cpu()), numel() > kSummarizeAbove, cut);
+  // Cut on the tensor's own device, then copied: a summarised CUDA tensor moves only what is shown.
+  const Tensor shown = mg::to(shown_part(*this, numel() > kSummarizeAbove, cut), Device::cpu());
   const std::vector<std::string> text = format_elements(shown);
   int width = 1;
   for (const std::string& t : text) width = std::max<int>(width, int(t.size()));

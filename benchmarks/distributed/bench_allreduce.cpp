@@ -40,7 +40,7 @@ constexpr const char* kUsage =
     "usage: mixgrad-run --nproc-per-node W --master-port 0 bench_allreduce [--quick] [--mib N] [--rounds R] "
     "[--threads T]\n"
     "  --quick       1 MiB, one round (a smoke run)\n"
-    "  --mib N       elements to reduce: N MiB as f32 (0 < N <= 4096; default 64)\n"
+    "  --mib N       elements to reduce: N MiB as f32 (1/1024 to 4096; default 64)\n"
     "  --rounds R    alternating rounds of every configuration (1 to 1000; default 3)\n"
     "  --threads T   CPU threads per rank (default: all cores)\n";
 
@@ -72,9 +72,11 @@ int run(int argc, char** argv) {
     if (a != "--mib" && a != "--rounds" && a != "--threads") throw std::invalid_argument(str_cat("unknown flag ", a, "\n", kUsage));
     if (i + 1 >= argc) throw std::invalid_argument(str_cat(a, " needs a value\n", kUsage));
     const char* v = argv[++i];
-    if (a == "--mib") mib = number_arg("--mib", v, 1.0 / 1024, 4096);
-    if (a == "--rounds") rounds = int(number_arg("--rounds", v, 1, 1000));
-    if (a == "--threads") set_num_threads(int(number_arg("--threads", v, 1, 1024)));
+    const double n = number_arg(a.c_str(), v, a == "--mib" ? 1.0 / 1024 : 1, a == "--mib" ? 4096 : a == "--rounds" ? 1000 : 1024);
+    if (a != "--mib" && n != std::floor(n)) throw std::invalid_argument(str_cat(a, " ", v, ": expected a whole number"));
+    if (a == "--mib") mib = n;
+    if (a == "--rounds") rounds = int(n);
+    if (a == "--threads") set_num_threads(int(n));
   }
   if (quick) {
     mib = 1;

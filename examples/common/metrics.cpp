@@ -56,10 +56,15 @@ void drop_records_after(const std::string& path, int64_t last_step) {
   }
   in.close();
   if (!dropped) return;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  // Into a temporary file renamed over the original: a crash mid-rewrite keeps the old file.
+  const std::string tmp = path + ".resume.tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   out << kept;
-  MG_CHECK(out.good(), Error, "MetricsWriter: cannot rewrite ", quoted(path), " without the records after step ",
-           last_step, ": ", std::strerror(errno));
+  out.close();
+  const bool ok = !out.fail() && std::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) std::remove(tmp.c_str());
+  MG_CHECK(ok, Error, "MetricsWriter: cannot rewrite ", quoted(path), " without the records after step ", last_step, ": ",
+           std::strerror(errno));
 }
 
 }  // namespace

@@ -930,3 +930,8 @@ TEST_CASE("Linear names a 0-d input as such", "[nn][layers][errors]") {
   nn::Linear lin({.in = 3, .out = 2});
   MG_REQUIRE_ERROR(lin.forward(full({}, 1.0)), "expected an input [..., 3], got a 0-d input");
 }
+
+TEST_CASE("BCEWithLogitsLoss refuses a pos_weight that requires grad (its buffer has none)", "[nn][layers][loss]") {
+  MG_REQUIRE_ERROR(nn::BCEWithLogitsLoss({.pos_weight = full({3}, 2.0).requires_grad_()}),
+                   "BCEWithLogitsLoss: pos_weight [3] f32 cpu requires grad");
+}
