@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/distributed/number_arg.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/parallel.h"
@@ -43,16 +44,6 @@ constexpr const char* kUsage =
     "  --mib N       elements to reduce: N MiB as f32 (1/1024 to 4096; default 64)\n"
     "  --rounds R    alternating rounds of every configuration (1 to 1000; default 3)\n"
     "  --threads T   CPU threads per rank (default: all cores)\n";
-
-// The number after a flag, whole text consumed and within [lo, hi]; an error naming the flag otherwise.
-double number_arg(const char* flag, const char* text, double lo, double hi) {
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
-    throw std::invalid_argument(str_cat(flag, " ", text, ": expected a number in [", lo, ", ", hi, "]"));
-  }
-  return v;
-}
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -72,7 +63,7 @@ int run(int argc, char** argv) {
     if (a != "--mib" && a != "--rounds" && a != "--threads") throw std::invalid_argument(str_cat("unknown flag ", a, "\n", kUsage));
     if (i + 1 >= argc) throw std::invalid_argument(str_cat(a, " needs a value\n", kUsage));
     const char* v = argv[++i];
-    const double n = number_arg(a.c_str(), v, a == "--mib" ? 1.0 / 1024 : 1, a == "--mib" ? 4096 : a == "--rounds" ? 1000 : 1024);
+    const double n = bench::number_arg(a.c_str(), v, a == "--mib" ? 1.0 / 1024 : 1, a == "--mib" ? 4096 : a == "--rounds" ? 1000 : 1024);
     if (a != "--mib" && n != std::floor(n)) throw std::invalid_argument(str_cat(a, " ", v, ": expected a whole number"));
     if (a == "--mib") mib = n;
     if (a == "--rounds") rounds = int(n);

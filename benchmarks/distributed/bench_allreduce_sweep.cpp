@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/distributed/number_arg.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "distributed/init.h"
@@ -47,15 +48,6 @@ constexpr const char* kSweepUsage =
     "usage: mixgrad-run --nproc-per-node W --master-port 0 bench_allreduce_sweep [--quick] [--min-kib K] [--max-mib M] "
     "[--dtype f32|f64|f16|bf16]\n";
 
-// The number after a flag, whole text consumed and within [lo, hi]; an error naming the flag otherwise.
-double sweep_number(const char* flag, const char* text, double lo, double hi) {
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
-    throw std::invalid_argument(str_cat(flag, " ", text, ": expected a number in [", lo, ", ", hi, "]"));
-  }
-  return v;
-}
 
 int run(int argc, char** argv) {
   bool quick = false;
@@ -76,8 +68,8 @@ int run(int argc, char** argv) {
     }
     if (i + 1 >= argc) throw std::invalid_argument(str_cat(a, " needs a value\n", kSweepUsage));
     const char* v = argv[++i];
-    if (a == "--min-kib") min_kib = sweep_number("--min-kib", v, 1.0 / 1024, 1 << 22);
-    if (a == "--max-mib") max_mib = sweep_number("--max-mib", v, 1.0 / (1 << 20), 4096);
+    if (a == "--min-kib") min_kib = bench::number_arg("--min-kib", v, 1.0 / 1024, 1 << 22);
+    if (a == "--max-mib") max_mib = bench::number_arg("--max-mib", v, 1.0 / (1 << 20), 4096);
     if (a == "--dtype") dtype = dtype_from_name(v);
   }
   if (quick) max_mib = std::min(max_mib, 1.0);
