@@ -425,3 +425,20 @@ TEST_CASE("CUDA layer_norm's bias gradient over 2^20 rows stays within the colum
   for (double v : values(b.grad())) CHECK(std::abs(v - exact) <= 32 * 0x1p-24 * exact);
   test::require_no_pending_cuda_error();
 }
+
+TEST_CASE("CUDA batch_norm training takes an empty batch as the CPU: statistics 0 and 1/sqrt(eps), running ones kept",
+          "[cuda][gpu][norm]") {
+  for (const Shape& s : std::vector<Shape>{{0, 3, 4, 4}, {2, 3, 0, 0}}) {
+    INFO(str_cat(s));
+    Tensor w = ones({3}, {.device = gpu()}).requires_grad_(), b = zeros({3}, {.device = gpu()}).requires_grad_();
+    Tensor rm = zeros({3}, {.device = gpu()}), rv = ones({3}, {.device = gpu()});
+    Tensor x = zeros(s, {.device = gpu()}).requires_grad_();
+    const Tensor y = batch_norm(x, w, b, rm, rv, /*training=*/true, 0.1, 1e-5);
+    CHECK(y.shape() == s);
+    CHECK(values(rm.to(Device::cpu())) == std::vector<double>(3, 0.0));
+    CHECK(values(rv.to(Device::cpu())) == std::vector<double>(3, 1.0));
+    sum(y).backward();
+    CHECK(values(w.grad().to(Device::cpu())) == std::vector<double>(3, 0.0));
+    CHECK(values(b.grad().to(Device::cpu())) == std::vector<double>(3, 0.0));
+  }
+}
