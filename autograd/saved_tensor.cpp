@@ -13,6 +13,16 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output
     data_ = make_tensor(src->storage, src->shape, src->strides, src->offset, src->dtype);
     grad_fn_ = src->autograd.grad_fn;
     output_nr_ = src->autograd.output_nr;
+  } else if (t.impl()->view_base && !(t.is_leaf() && t.requires_grad())) {
+    // A view holds its base, and the base may later get history that leads back to the node
+    // saving this view (an in-place write into the base: a graph whose backward the version check
+    // refuses, but which would then never be freed). An alias with the view's data and history and
+    // no base breaks that cycle; a leaf that requires grad is kept itself (its gradient goes to it).
+    TensorImpl* src = t.impl();
+    data_ = make_tensor(src->storage, src->shape, src->strides, src->offset, src->dtype);
+    data_.impl()->autograd.grad_fn = src->autograd.grad_fn;
+    data_.impl()->autograd.output_nr = src->autograd.output_nr;
+    data_.impl()->autograd.requires_grad = src->autograd.requires_grad;
   } else {
     data_ = t;
   }

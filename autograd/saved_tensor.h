@@ -1,7 +1,9 @@
 // A tensor saved for backward. It remembers the storage version at save time; unpacking after an
 // in-place modification is an error naming the op, never a wrong gradient. A saved *output* does
 // not own its grad_fn (that would be a reference cycle: output -> node -> output); it keeps a weak
-// reference and re-attaches it on unpack so double backward still sees the history.
+// reference and re-attaches it on unpack so double backward still sees the history. A saved view
+// is kept as an alias without its view base (view -> base -> the base's later history -> this
+// node would be a cycle too).
 #pragma once
 #include <memory>
 #include <string>

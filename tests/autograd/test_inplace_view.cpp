@@ -191,3 +191,21 @@ TEST_CASE("in-place ops on views that cannot be recorded right are refused", "[a
     CHECK(values(buf) == std::vector<double>{0, 1, 2});
   }
 }
+
+TEST_CASE("a graph whose node saved a view of a base written later is freed (no view -> base cycle)", "[autograd][inplace]") {
+  // buf[1] = prev * w with prev = buf[0]: the multiply saves the view prev, and the write gives
+  // buf a history that leads back to that multiply. The backward is refused (prev was modified),
+  // as in PyTorch; the graph must still be freed when dropped.
+  std::weak_ptr<autograd::Node> watch;
+  {
+    Tensor h = leaf({1, 2}, {2}), w = leaf({3, 4}, {2});
+    Tensor buf = zeros({2, 2}, {.dtype = DType::F64});
+    buf.select(0, 0).copy_(h);
+    const Tensor prev = buf.select(0, 0);
+    buf.select(0, 1).copy_(prev * w);
+    watch = buf.grad_fn();
+    REQUIRE(!watch.expired());
+    CHECK_THROWS_WITH(sum(buf).backward(), Catch::Contains("modified by an in-place operation"));
+  }
+  CHECK(watch.expired());
+}
