@@ -47,7 +47,9 @@ uint32_t needs_grad_mask(OpId op, const Tensors& inputs) {
     const Tensor& t = inputs[i];
     if (!t.requires_grad()) continue;
     // A view whose storage was modified in place after the view was taken no longer matches
-    // the history recorded for it; refuse rather than compute a wrong gradient.
+    // the history recorded for it: it gets its base's current history (ops/inplace_view.h), or,
+    // without a differentiable base (detach()), is refused rather than give a wrong gradient.
+    if (t.impl()->is_view && t.version() != t.impl()->view_version && !t.is_leaf()) (void)refresh_view_history(t);
     MG_CHECK(!t.impl()->is_view || t.version() == t.impl()->view_version || t.is_leaf(),
              AutogradError, op_name(op), ": input ", i, " (", describe(t),
              ") is a view whose base was modified in place after the view was taken",
@@ -262,7 +264,15 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
              "_: a leaf tensor that requires grad (", describe(self),
              ") cannot be modified in place while grad mode is on",
              "\n  hint: update parameters inside a NoGradGuard, or use the out-of-place op");
-    if (self.impl()->view_base) check_view_rebase(self, name);
+    if (self.impl()->view_base) {
+      check_view_rebase(self, name);
+      // The old value the op reads must carry the view's current history: a view that is stale
+      // (its base was written since) or needs no gradient while its base does gets the base's.
+      if (self.impl()->view_base->autograd.requires_grad &&
+          (self.version() != self.impl()->view_version || !self.requires_grad())) {
+        (void)refresh_view_history(self);
+      }
+    }
   } else if (GradMode::is_enabled() && self.impl()->view_base && self.impl()->view_base->autograd.requires_grad) {
     // A view that needs no gradient (taken under NoGradGuard, or before its base needed one) of a
     // base that does: writing through it would change the base's values behind its history (a

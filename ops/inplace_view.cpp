@@ -156,6 +156,19 @@ void set_history_of(TensorImpl* t, const std::shared_ptr<autograd::Node>& node) 
 
 }  // namespace
 
+bool refresh_view_history(const Tensor& view) {
+  TensorImpl* v = view.impl();
+  if (!v->view_base || v->view_base->storage != v->storage || !dense_order(*v->view_base)) return false;
+  const Tensor base(v->view_base);
+  if (!base.requires_grad()) return false;
+  auto node = std::make_shared<ViewOfBase>(view_positions(*v, *v->view_base));
+  node->next_edges = {autograd::gradient_edge(base)};
+  set_history_of(v, node);
+  if (v->autograd.retains_grad) node->set_retained(0, view.impl_ptr());
+  v->view_version = view.version();
+  return true;
+}
+
 void check_view_rebase(const Tensor& self, const char* op) {
   const TensorImpl* s = self.impl();
   MG_ASSERT(s->view_base, "check_view_rebase: ", describe(self), " is not a differentiable view");

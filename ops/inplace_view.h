@@ -24,4 +24,11 @@ namespace mg {
 void check_view_rebase(const Tensor& self, const char* op);
 void rebase_view_history(const Tensor& self, const Tensor& result);
 
+// Gives a view whose history no longer describes its values (its base was written in place after
+// the view was taken: another view of it, or the base itself) the history "the view's elements of
+// the base's current value" (PyTorch regenerates such a view's grad_fn the same way). False, and
+// nothing changed, when the view has no differentiable base (detach()), the base needs no gradient
+// or does not fill its memory densely, or the base was given other data.
+bool refresh_view_history(const Tensor& view);
+
 }  // namespace mg
