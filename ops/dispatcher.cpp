@@ -48,7 +48,8 @@ uint32_t needs_grad_mask(OpId op, const Tensors& inputs) {
     if (!t.requires_grad()) continue;
     // A view whose storage was modified in place after the view was taken no longer matches
     // the history recorded for it: it gets its base's current history (ops/inplace_view.h), or,
-    // without a differentiable base (detach()), is refused rather than give a wrong gradient.
+    // where it cannot (a base that needs no gradient, is not dense or was given other data), is
+    // refused rather than give a wrong gradient.
     if (t.impl()->is_view && t.version() != t.impl()->view_version && !t.is_leaf()) (void)refresh_view_history(t);
     MG_CHECK(!t.impl()->is_view || t.version() == t.impl()->view_version || t.is_leaf(),
              AutogradError, op_name(op), ": input ", i, " (", describe(t),

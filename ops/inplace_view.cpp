@@ -145,13 +145,24 @@ class ViewOfBase final : public autograd::Node {
 };
 
 // Gives `t` the history (node, 0), moving a retained gradient along (PyTorch's rule: a tensor that
-// retains its gradient retains the new value's).
-void set_history_of(TensorImpl* t, const std::shared_ptr<autograd::Node>& node) {
-  AutogradMeta& a = t->autograd;
+// retains its gradient retains the new value's), and marks its history current.
+void set_history_of(const Tensor& t, const std::shared_ptr<autograd::Node>& node) {
+  TensorImpl* impl = t.impl();
+  AutogradMeta& a = impl->autograd;
   if (a.retains_grad && a.grad_fn) a.grad_fn->clear_retained(a.output_nr);
   a.grad_fn = node;
   a.output_nr = 0;
   a.requires_grad = true;
+  if (a.retains_grad) node->set_retained(0, t.impl_ptr());
+  impl->view_version = t.version();
+}
+
+// The view's history "its elements of the base's current value" (after rebase_view_history set
+// the base's, or for a stale view).
+void set_view_of_base_history(const Tensor& view, const std::shared_ptr<const ViewPositions>& p) {
+  auto node = std::make_shared<ViewOfBase>(p);
+  node->next_edges = {autograd::gradient_edge(Tensor(view.impl()->view_base))};
+  set_history_of(view, node);
 }
 
 }  // namespace
@@ -159,13 +170,8 @@ void set_history_of(TensorImpl* t, const std::shared_ptr<autograd::Node>& node) 
 bool refresh_view_history(const Tensor& view) {
   TensorImpl* v = view.impl();
   if (!v->view_base || v->view_base->storage != v->storage || !dense_order(*v->view_base)) return false;
-  const Tensor base(v->view_base);
-  if (!base.requires_grad()) return false;
-  auto node = std::make_shared<ViewOfBase>(view_positions(*v, *v->view_base));
-  node->next_edges = {autograd::gradient_edge(base)};
-  set_history_of(v, node);
-  if (v->autograd.retains_grad) node->set_retained(0, view.impl_ptr());
-  v->view_version = view.version();
+  if (!v->view_base->autograd.requires_grad) return false;
+  set_view_of_base_history(view, view_positions(*v, *v->view_base));
   return true;
 }
 
@@ -192,16 +198,10 @@ void rebase_view_history(const Tensor& self, const Tensor& result) {
   const auto p = view_positions(*s, *s->view_base);
   auto copy_slices = std::make_shared<CopySlices>(p, base.requires_grad());
   copy_slices->next_edges = {autograd::gradient_edge(base), autograd::gradient_edge(result)};
-  set_history_of(base.impl(), copy_slices);
-  if (base.impl()->autograd.retains_grad) copy_slices->set_retained(0, base.impl_ptr());
-  auto view_node = std::make_shared<ViewOfBase>(p);
-  view_node->next_edges = {autograd::gradient_edge(base)};
-  set_history_of(s, view_node);
-  if (s->autograd.retains_grad) view_node->set_retained(0, self.impl_ptr());
-  // The view's and the base's history describe their values again (a detach()ed base is itself
-  // version-checked as a view of the tensor it was detached from).
-  s->view_version = self.version();
-  base.impl()->view_version = base.version();
+  // Both histories describe their values again (a detach()ed base is itself version-checked as a
+  // view of the tensor it was detached from).
+  set_history_of(base, copy_slices);
+  set_view_of_base_history(self, p);
 }
 
 }  // namespace mg
