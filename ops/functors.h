@@ -36,11 +36,15 @@ struct Neg {
 };
 // |-0| = +0, as fabs; NaN stays NaN.
 struct Abs {
-  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return x < T(0) ? -x : (x == T(0) ? T(0) : x); }
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const {
+    if constexpr (std::is_unsigned_v<T>) return x;
+    else return x < T(0) ? -x : (x == T(0) ? T(0) : x);
+  }
 };
 struct Sign {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const {
-    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : (x == T(0) ? T(0) : x));  // NaN stays NaN
+    if constexpr (std::is_unsigned_v<T>) return x > T(0) ? T(1) : T(0);
+    else return x > T(0) ? T(1) : (x < T(0) ? T(-1) : (x == T(0) ? T(0) : x));  // NaN stays NaN
   }
 };
 // exp, tanh and erf use mg::fast (vectorisable) for f32 and libm for f64.

@@ -13,7 +13,7 @@
 
 namespace mg {
 
-// ---- unary elementwise (floating inputs; neg/abs/sign/relu/clamp also take i64 and i32) ----
+// ---- unary elementwise (floating inputs; neg/abs/sign/relu/clamp also take i64, i32 and u8) ----
 Tensor neg(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);

@@ -321,6 +321,8 @@ void CachingAllocator::begin_capture(PoolId pool, StreamId stream) {
   MG_CHECK(it == capturing_.end(), Error, "CachingAllocator::begin_capture on cuda:", device_, ": stream ",
            reinterpret_cast<void*>(stream), " is already capturing into pool ", it == capturing_.end() ? 0 : it->second,
            "\n  hint: end that capture first, or capture on another stream");
+  MG_CHECK(released_pools_.count(pool) == 0, Error, "CachingAllocator::begin_capture on cuda:", device_, ": pool ",
+           pool, " was released; its blocks belong to the general pools now\n  hint: capture into a new pool id");
   capturing_[stream] = pool;
   pools_.insert(pool);
 }
@@ -358,6 +360,7 @@ void CachingAllocator::release_pool(PoolId pool, const std::vector<StreamId>& re
              " is still capturing on stream ", reinterpret_cast<void*>(stream));
   }
   pools_.erase(pool);
+  released_pools_.insert(pool);
   // The pool's segments become general segments: free blocks follow the last replay, live blocks
   // wait for it when they are freed.
   std::vector<Block*> to_free;

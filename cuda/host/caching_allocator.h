@@ -233,6 +233,7 @@ class CachingAllocator {
   std::vector<PendingEvent> pending_;
   std::map<StreamId, PoolId> capturing_;      // streams under capture and their pools
   std::set<PoolId> pools_;                    // private pools not yet released
+  std::set<PoolId> released_pools_;           // released ids, never reused (their blocks went general)
   std::vector<HeldBlock> held_;
   AllocatorStats stats_;  // the counters; the pool-derived fields are filled in by stats()
 };

@@ -53,21 +53,12 @@ struct ReluBackwardK {
   static constexpr KernelFn fn = relu_backward_kernel<T>;
 };
 
-// The binary ops' "Numeric" family includes u8, as on the CPU.
-template <typename K>
-void register_binary_Numeric(OpId op) {
-  register_cuda_Numeric<K, true>(op);
-}
-template <typename K>
-void register_binary_Floating(OpId op) {
-  register_cuda_Floating<K>(op);
-}
 
 }  // namespace
 
 void register_binary_kernels() {
 #define MG_UNARY(op, F, dtypes)
-#define MG_BINARY(op, F, dtypes) register_binary_##dtypes<BinaryK<fn::F>>(OpId::op);
+#define MG_BINARY(op, F, dtypes) register_cuda_##dtypes<BinaryK<fn::F>>(OpId::op);
 #define MG_COMPARE(op, F)
 #include "mixgrad/ops/elementwise_ops.def"
 #undef MG_UNARY
@@ -76,6 +67,8 @@ void register_binary_kernels() {
 #define MG_ACTIVATION_BACKWARD(op, F) register_cuda_Floating<ActivationBackwardK<fn::F>>(OpId::op);
 #include "mixgrad/ops/activation_backward_ops.def"
 #undef MG_ACTIVATION_BACKWARD
+  // bool + bool and bool * bool: logical or / and, as PyTorch (C++'s bool conversion of 2 is true).
+  register_kernel(OpId::add, DeviceType::CUDA, DType::Bool, binary_kernel<bool, fn::Add>);
   register_kernel(OpId::mul, DeviceType::CUDA, DType::Bool, binary_kernel<bool, fn::Mul>);
   register_cuda_Floating<GeluBackwardK>(OpId::gelu_backward);
   register_cuda_Floating<ReluBackwardK>(OpId::relu_backward);

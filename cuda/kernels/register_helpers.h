@@ -17,18 +17,18 @@ void register_cuda_Floating(OpId op) {
   register_kernel(op, DeviceType::CUDA, DType::F16, K::template fn<Half>);
   register_kernel(op, DeviceType::CUDA, DType::BF16, K::template fn<BFloat16>);
 }
-// + i64 i32 (u8 too when `with_u8`: the binary ops have u8 kernels on the CPU, the unary do not)
-template <typename K, bool with_u8 = false>
+// + i64 i32 u8
+template <typename K>
 void register_cuda_Numeric(OpId op) {
   register_cuda_Floating<K>(op);
   register_kernel(op, DeviceType::CUDA, DType::I64, K::template fn<int64_t>);
   register_kernel(op, DeviceType::CUDA, DType::I32, K::template fn<int32_t>);
-  if constexpr (with_u8) register_kernel(op, DeviceType::CUDA, DType::U8, K::template fn<uint8_t>);
+  register_kernel(op, DeviceType::CUDA, DType::U8, K::template fn<uint8_t>);
 }
 // Every dtype, bool included.
 template <typename K>
 void register_cuda_All(OpId op) {
-  register_cuda_Numeric<K, true>(op);
+  register_cuda_Numeric<K>(op);
   register_kernel(op, DeviceType::CUDA, DType::Bool, K::template fn<bool>);
 }
 

@@ -214,12 +214,13 @@ template <typename F>
 void reg_unary_Floating(OpId op) {
   reg_floating<UnaryK<F>>(op);
 }
-// Floating and signed-integer dtypes (neg, abs, sign, relu, clamp, ...).
+// Floating and integer dtypes (neg, abs, sign, relu, clamp, ...); u8's neg wraps, as PyTorch's.
 template <typename F>
 void reg_unary_Numeric(OpId op) {
   reg_floating<UnaryK<F>>(op);
   register_kernel(op, DeviceType::CPU, DType::I64, unary_kernel<int64_t, F>);
   register_kernel(op, DeviceType::CPU, DType::I32, unary_kernel<int32_t, F>);
+  register_kernel(op, DeviceType::CPU, DType::U8, unary_kernel<uint8_t, F>);
 }
 template <typename F>
 void reg_binary_Floating(OpId op) {
@@ -267,6 +268,8 @@ void register_elementwise_kernels() {
 #define MG_ACTIVATION_BACKWARD(op, F) reg_floating<ActivationBackwardK<fn::F>>(OpId::op);
 #include "mixgrad/ops/activation_backward_ops.def"
 #undef MG_ACTIVATION_BACKWARD
+  // bool + bool and bool * bool: logical or / and, as PyTorch (C++'s bool conversion of 2 is true).
+  register_kernel(OpId::add, DeviceType::CPU, DType::Bool, binary_kernel<bool, fn::Add>);
   register_kernel(OpId::mul, DeviceType::CPU, DType::Bool, binary_kernel<bool, fn::Mul>);
   reg_floating<GeluK>(OpId::gelu);
   reg_floating<GeluBackwardK>(OpId::gelu_backward);

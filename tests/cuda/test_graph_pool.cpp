@@ -185,4 +185,8 @@ TEST_CASE("graph pool: misuse is a clear error", "[cuda][allocator][graph]") {
   MG_REQUIRE_ERROR(a.end_capture(kCapture), "is not capturing");
   a.release_pool(2, {});
   MG_REQUIRE_ERROR(a.release_pool(2, {}), "no private pool 2");
+  // A released pool's id is not revived: its blocks went to the general pools.
+  MG_REQUIRE_ERROR(a.begin_capture(2, kCapture), "pool 2 was released");
+  CHECK(a.stats().num_graph_pools == 0);
+  CHECK_FALSE(a.capture_in_progress());
 }

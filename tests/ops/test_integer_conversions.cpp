@@ -139,3 +139,20 @@ TEST_CASE("clamp's bounds beyond an integer dtype saturate", "[ops]") {
   CHECK(values(clamp(l, -10, 100)) == std::vector<double>{0, 100});
   CHECK(values(clamp(l, 1e30, 1e31)) == std::vector<double>{0x1p63 - 1, 0x1p63 - 1});
 }
+
+TEST_CASE("u8 neg/abs/sign/relu/clamp, and bool + bool, as PyTorch", "[ops]") {
+  // PyTorch 2.15: -[0, 3, 200] (u8) = [0, 253, 56]; abs and relu are the identity; sign is 0/1.
+  const Tensor u = from_vector<uint8_t>({0, 3, 200});
+  CHECK(neg(u).dtype() == DType::U8);
+  CHECK(values(neg(u)) == std::vector<double>{0, 253, 56});
+  CHECK(values(abs(u)) == std::vector<double>{0, 3, 200});
+  CHECK(values(sign(u)) == std::vector<double>{0, 1, 1});
+  CHECK(values(relu(u)) == std::vector<double>{0, 3, 200});
+  CHECK(values(clamp(u, 2, 100)) == std::vector<double>{2, 3, 100});
+  CHECK(values(clamp(u, -1, 300)) == std::vector<double>{0, 3, 200});  // bounds saturate to 0 and 255
+  // bool + bool is a logical or (and bool * bool a logical and), with a bool result.
+  const Tensor a = to(from_vector<uint8_t>({1, 1, 0, 0}), DType::Bool), b = to(from_vector<uint8_t>({1, 0, 1, 0}), DType::Bool);
+  CHECK(add(a, b).dtype() == DType::Bool);
+  CHECK(values(add(a, b)) == std::vector<double>{1, 1, 1, 0});
+  CHECK(values(mul(a, b)) == std::vector<double>{1, 0, 0, 0});
+}

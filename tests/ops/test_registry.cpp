@@ -45,7 +45,7 @@ std::vector<DType> required_cpu_dtypes(OpId op) {
     case O::fill: case O::clone: case O::to_dtype: case O::to_device: case O::copy:
       return with({DType::I64, DType::I32, DType::U8, DType::Bool});
     case O::neg: case O::abs: case O::sign: case O::relu: case O::clamp:
-      return with({DType::I64, DType::I32});
+      return with({DType::I64, DType::I32, DType::U8});
     case O::eq: case O::ne: case O::lt: case O::le: case O::gt: case O::ge:
     case O::add: case O::sub: case O::mul: case O::where: case O::cat: case O::index_select:
     case O::gather: case O::masked_fill: case O::argmax: case O::argmin: case O::amax: case O::amin:
