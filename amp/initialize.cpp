@@ -122,17 +122,6 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
                        const std::vector<optim::Optimizer*>& optimizers, const InitializeOptions& options) {
   MG_CHECK(!models.empty(), Error, "amp::initialize: no model given");
   const Properties props = resolve_properties(options);  // every override checked before anything changes
-  MG_CHECK(options.memory_format != MemoryFormat::Preserve, Error,
-           "amp::initialize: memory_format must be Contiguous or ChannelsLast, got preserve",
-           "\n  hint: MemoryFormat::ChannelsLast lays 4-D inputs out NHWC");
-  // f16 parameters without f32 masters would be unscaled in place in f16, undoing the dynamic
-  // scale (see check_no_f16_in_place in amp/unscale.h). A static scale is Apex's O3 and allowed.
-  MG_CHECK(!props.enabled || !props.loss_scale.dynamic || props.master_weights ||
-               props.cast_model_type != DType::F16,
-           Error, "amp::initialize: ", opt_level_name(props.opt_level),
-           " with dynamic loss scaling on f16 parameters without f32 master weights: attempting to unscale f16 "
-           "gradients in place, which rounds the small gradients the scale had saved back to zero (PyTorch refuses it too)",
-           "\n  hint: use opt_level O2 (f32 master weights), dtype bf16, or a static loss_scale (O3's default 1, or e.g. 128)");
   check_models(models);
   check_optimizers(models, optimizers);
   if (options.device.is_cuda()) cuda::check_device(options.device);  // e.g. "cuda:0 is not available: ..."

@@ -184,6 +184,16 @@ Properties resolve_properties(const InitializeOptions& o) {
            "amp: min_loss_scale (", *p.min_loss_scale, ") exceeds max_loss_scale (", *p.max_loss_scale, ")");
   MG_CHECK(o.verbosity >= 0 && o.verbosity <= 2, Error, "amp: verbosity must be 0, 1 or 2, got ", o.verbosity);
   p.verbosity = o.verbosity;
+  MG_CHECK(o.memory_format != MemoryFormat::Preserve, Error,
+           "amp::initialize: memory_format must be Contiguous or ChannelsLast, got preserve",
+           "\n  hint: MemoryFormat::ChannelsLast lays 4-D inputs out NHWC");
+  // f16 parameters without f32 masters would be unscaled in place in f16, undoing the dynamic
+  // scale (see check_no_f16_in_place in amp/unscale.h). A static scale is Apex's O3 and allowed.
+  MG_CHECK(!p.enabled || !p.loss_scale.dynamic || p.master_weights || p.cast_model_type != DType::F16, Error,
+           "amp::initialize: ", name, " with dynamic loss scaling on f16 parameters without f32 master weights: "
+           "attempting to unscale f16 gradients in place, which rounds the small gradients the scale had saved back "
+           "to zero (PyTorch refuses it too)",
+           "\n  hint: use opt_level O2 (f32 master weights), dtype bf16, or a static loss_scale (O3's default 1, or e.g. 128)");
   return p;
 }
 

@@ -488,9 +488,7 @@ int run(int argc, char** argv) {
   for (const Tensor& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   optim::AdamW opt({{.params = decay}, {.params = no_decay, .options = {{"weight_decay", 0.0}}}},
                    {.lr = lr, .weight_decay = flags.get_double("weight-decay")});
-  amp::initialize(model, opt, {.opt_level = level, .dtype = dtype,
-                               .loss_scale = flags.value("loss-scale").empty() ? amp::Setting() : flags.value("loss-scale"),
-                               .verbosity = 0, .device = device});
+  amp::initialize(model, opt, amp_options(flags));
   const double w = flags.get_double("warmup");
   // Clamped in double first: a huge --warmup would overflow llround.
   const int64_t warmup = std::llround(std::min(double(total_steps), w < 1 ? w * double(total_steps) : w));

@@ -330,6 +330,13 @@ void Flags::parse(int argc, const char* const* argv) {
 
 bool Flags::given(const std::string& name) const { return find(name, "given").given; }
 
+bool Flags::declared(const std::string& name) const {
+  for (const Flag& f : flags_) {
+    if (f.name == name) return true;
+  }
+  return false;
+}
+
 const std::string& Flags::value(const std::string& name) const { return find(name, "value").value; }
 
 int64_t Flags::get_int(const std::string& name) const {

@@ -74,6 +74,8 @@ class Flags {
   bool help_requested() const { return help_; }
   // Whether the flag appeared on the command line (false: its value is the default).
   bool given(const std::string& name) const;
+  // Whether a flag of that name was declared (shared helpers read a program's optional flags).
+  bool declared(const std::string& name) const;
   // The value as given on the command line, or the default as text ("0.1", "true", "").
   const std::string& value(const std::string& name) const;
   // Typed values; asking for a flag of another kind (get_int of a choice) is an mg::Error.

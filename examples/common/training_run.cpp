@@ -117,8 +117,34 @@ bool parse_flags(Flags& flags, int argc, char** argv) {
   check_output_path(flags.program(), "checkpoint", flags.value("checkpoint"));
   check_output_path(flags.program(), "plot", flags.value("plot"));
   (void)training_device(flags);  // a bad --device fails before any data is read
+  (void)amp_options(flags);      // so do a bad --loss-scale and --dtype at O0
   if (flags.get_int("threads") > 0) set_num_threads(int(flags.get_int("threads")));
   return true;
+}
+
+amp::InitializeOptions amp_options(const Flags& flags) {
+  auto setting = [&](const char* name) {
+    return !flags.declared(name) || flags.value(name).empty() ? amp::Setting() : amp::Setting(flags.value(name));
+  };
+  amp::InitializeOptions o{.opt_level = flags.value("opt-level"), .dtype = flags.value("dtype"),
+                           .keep_batchnorm_fp32 = setting("keep-batchnorm-fp32"), .loss_scale = setting("loss-scale"),
+                           .verbosity = 0, .device = training_device(flags)};
+  if (flags.declared("channels-last") && flags.get_bool("channels-last")) o.memory_format = MemoryFormat::ChannelsLast;
+  if (o.opt_level == "O0" && flags.given("dtype")) {
+    throw FlagError(flags.program() + ": --dtype " + flags.value("dtype") +
+                    " has no effect at --opt-level O0, which trains in f32 throughout\n  hint: drop --dtype, or "
+                    "pick O1, O2 or O3");
+  }
+  try {
+    (void)amp::resolve_properties(o);
+  } catch (const Error& e) {
+    std::string given;  // the amp flags as given, since amp's message names its own options
+    for (const char* name : {"opt-level", "dtype", "loss-scale", "keep-batchnorm-fp32"}) {
+      if (flags.declared(name) && flags.given(name)) given += std::string(" --") + name + " " + flags.value(name);
+    }
+    throw FlagError(flags.program() + ":" + given + ": " + e.what());
+  }
+  return o;
 }
 
 Device parse_training_device(const std::string& program, const std::string& text, const char* local_rank) {

@@ -18,6 +18,7 @@
 
 #include "amp/grad_scaler.h"
 #include "amp/overflow_tracer.h"
+#include "amp/properties.h"
 #include "core/device.h"
 #include "core/state_dict.h"
 #include "data/loader.h"
@@ -64,9 +65,16 @@ void check_resumed_schedule(const StateDict& train, const std::string& path, con
 void check_output_path(const std::string& program, const std::string& flag, const std::string& path);
 
 // Parses the flags; on --help prints the usage and returns false (the caller returns 0). Checks
-// --device (training_device) and the --checkpoint and --plot paths, and applies --threads (0: all
-// cores).
+// --device (training_device), the amp flags (amp_options) and the --checkpoint and --plot paths,
+// and applies --threads (0: all cores).
 bool parse_flags(Flags& flags, int argc, char** argv);
+
+// amp::initialize's options from --opt-level, --dtype, --loss-scale, --device and, where the
+// program declares them, --keep-batchnorm-fp32 and --channels-last; verbosity 0 (the examples
+// print their own run line). Resolved here as amp::initialize will (amp::resolve_properties), so
+// a value amp refuses is a FlagError naming the flag (exit 2, before any data is read). --dtype
+// given at O0 is one too: O0 is f32 throughout and would silently ignore it.
+amp::InitializeOptions amp_options(const Flags& flags);
 
 // --device as a Device: "cpu", "cuda" (cuda:0; cuda:LOCAL_RANK under mixgrad-run) or "cuda:N". A CUDA device that cannot be used
 // (a build without the backend, no driver, no GPU, an index out of range) is a DeviceError that

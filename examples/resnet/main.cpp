@@ -240,12 +240,7 @@ int run(int argc, char** argv) {
   model->to(device);  // before the optimizer and amp::initialize see the parameters
   optim::SGD opt(model->parameters(), {.lr = flags.get_double("lr"), .momentum = 0.9, .nesterov = true,
                                        .weight_decay = flags.get_double("weight-decay")});
-  amp::initialize(model, opt, {.opt_level = level, .dtype = dtype,
-                               .keep_batchnorm_fp32 = flags.value("keep-batchnorm-fp32").empty() ? amp::Setting() : flags.value("keep-batchnorm-fp32"),
-                               .loss_scale = flags.value("loss-scale").empty() ? amp::Setting() : flags.value("loss-scale"),
-                               .verbosity = 0, .device = device,
-                               .memory_format = flags.get_bool("channels-last") ? MemoryFormat::ChannelsLast
-                                                                                : MemoryFormat::Contiguous});
+  amp::initialize(model, opt, amp_options(flags));
   // Clamped in double first: a huge --warmup-epochs would overflow llround.
   const int64_t warmup = std::llround(std::min(double(total_steps), flags.get_double("warmup-epochs") * double(steps_per_epoch)));
   optim::WarmupCosineLR sched(opt, {.warmup_steps = warmup, .total_steps = total_steps});

@@ -104,7 +104,10 @@ TEST_CASE("amp: overrides are parsed from strings and validated with explanation
   CHECK(!p.loss_scale.dynamic);
   CHECK(p.loss_scale.value == 128.0);
   CHECK(p.num_losses == 2);
-  CHECK(amp::resolve_properties({.opt_level = "O3", .loss_scale = "dynamic"}).loss_scale.dynamic);
+  CHECK(amp::resolve_properties({.opt_level = "O3", .dtype = "bf16", .loss_scale = "dynamic"}).loss_scale.dynamic);
+  // f16 parameters without masters cannot be unscaled in place: refused when resolving already.
+  MG_REQUIRE_ERROR(amp::resolve_properties({.opt_level = "O3", .loss_scale = "dynamic"}),
+                   "O3 with dynamic loss scaling on f16 parameters without f32 master weights");
   CHECK(amp::resolve_properties({.opt_level = "O1", .loss_scale = 512.0}).loss_scale.value == 512.0);
   CHECK(amp::resolve_properties({.opt_level = "O1", .patch_functions = "true"}).patch_functions);
 
