@@ -18,19 +18,21 @@ std::string describe_header(const CallHeader& h, bool with_tensor) {
   if (h.kind == 0 || h.kind == 3) s += std::string(" ") + reduce_op_name(ReduceOp(h.op));
   if (h.kind == 1) s += " from root " + std::to_string(h.root);
   if (with_tensor) s += str_cat(" of ", h.numel, " ", dtype_name(DType(h.dtype)), " elements");
+  if (h.refused) s += " (refused by that rank's checks; its error says why)";
   return s;
 }
 
 }  // namespace
 
-CallHeader make_call_header(const char* what, const Tensor* t, ReduceOp op, int root) {
+CallHeader make_call_header(const char* what, const Tensor* t, ReduceOp op, int root, bool refused) {
   CallHeader h;
-  for (uint32_t k = 0; k < 5; ++k) {
+  for (uint16_t k = 0; k < 5; ++k) {
     if (std::strcmp(kKinds[k], what) == 0) h.kind = k;
   }
+  h.refused = refused ? 1 : 0;
   h.op = uint32_t(op);
   h.root = root;
-  if (t) {
+  if (t && t->defined()) {
     h.dtype = uint32_t(t->dtype());
     h.numel = t->numel();
     uint64_t x = 1469598103934665603ull;  // FNV-1a over the dims
@@ -44,19 +46,33 @@ std::string call_mismatch(const std::vector<CallHeader>& all, const char* who, c
   bool same = true;
   for (const auto& h : all) same = same && std::memcmp(&h, &all[0], sizeof(CallHeader)) == 0;
   if (same) return "";
-  std::string calls;
+  std::string calls, refusers;
   for (std::size_t r = 0; r < all.size(); ++r) {
     const CallHeader& h = all[r];
     calls += str_cat("\n  rank ", r, ": ", describe_header(h, h.kind != kBarrier));
     if (r > 0 && h.numel == all[0].numel && h.shape_hash != all[0].shape_hash) calls += " (another shape)";
+    if (h.refused) refusers += str_cat(refusers.empty() ? "" : ", ", r);
+  }
+  if (!refusers.empty()) {
+    return str_cat(who, "::", what, ": rank ", rank, ": rank ", refusers,
+                   " refused its input, so this call was abandoned on every rank; nothing was sent:", calls,
+                   "\n  hint: rank ", refusers, "'s own error says what was wrong");
   }
   return str_cat(who, "::", what, ": rank ", rank,
                  ": the ranks called different collectives or passed different tensors; nothing was sent:", calls,
                  "\n  hint: every rank must call the same collectives in the same order with the same shapes and dtypes");
 }
 
+void agree_or_rethrow(const std::vector<CallHeader>& all, const std::exception_ptr& refusal, const char* who,
+                      const char* what, int rank) {
+  if (refusal) std::rethrow_exception(refusal);
+  const std::string error = call_mismatch(all, who, what, rank);
+  if (!error.empty()) throw DistributedError(error);
+}
+
 void check_calls_through_store(TcpStore& store, const std::string& prefix, uint64_t seq, int rank, int world_size,
-                               const CallHeader& mine, const char* who, const char* what) {
+                               const CallHeader& mine, const std::exception_ptr& refusal, const char* who,
+                               const char* what) {
   const std::string base = prefix + std::to_string(seq) + "/";
   const char* bytes = reinterpret_cast<const char*>(&mine);
   store.set(base + std::to_string(rank), std::vector<char>(bytes, bytes + sizeof(CallHeader)));
@@ -70,8 +86,7 @@ void check_calls_through_store(TcpStore& store, const std::string& prefix, uint6
              " read a call description of ", v.size(), " bytes under '", keys[std::size_t(r)], "'");
     std::memcpy(&all[std::size_t(r)], v.data(), sizeof(CallHeader));
   }
-  const std::string error = call_mismatch(all, who, what, rank);
-  if (!error.empty()) throw DistributedError(error);
+  agree_or_rethrow(all, refusal, who, what, rank);
 }
 
 bool dist_debug_from_environment() {

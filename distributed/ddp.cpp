@@ -236,7 +236,12 @@ void DistributedDataParallel::check_low_precision_values() {
 void DistributedDataParallel::broadcast_state() {
   NoGradGuard no_grad;
   run_comm([&] {
-    for (Param& p : params_) comm_->broadcast(p.tensor, 0);
+    // Every parameter, frozen ones included (as PyTorch's DDP): a frozen weight that differs
+    // between ranks would make their gradients differ too. Each once (shared parameters).
+    std::unordered_set<const TensorImpl*> seen;
+    for (auto& [name, t] : module_->named_parameters()) {
+      if (seen.insert(t.impl()).second) comm_->broadcast(t, 0);
+    }
     for (auto& [name, b] : module_->named_buffers()) comm_->broadcast(b, 0);
     for (optim::Optimizer* opt : options_.optimizers) {
       for (const optim::MasterPair& m : opt->master_pairs()) {
@@ -407,7 +412,16 @@ void DistributedDataParallel::launch(int index, bool in_backward) {
   submit_comm([this, index, slot] {
     BucketTiming& t = timeline_.buckets[slot];  // the vector does not grow while jobs run (reserved)
     t.started_s = since_start();
-    comm_->all_reduce(buckets_[std::size_t(index)].flat, ReduceOp::Avg);
+    Tensor& flat = buckets_[std::size_t(index)].flat;
+    if (is_low_precision(flat.dtype())) {
+      // Divided by W first, then summed, as PyTorch's DDP: the sum of W f16 gradients can
+      // overflow where their average does not (3 ranks x 40000 -> inf; their mean is 40000).
+      NoGradGuard no_grad;
+      flat.div_(double(comm_->world_size()));
+      comm_->all_reduce(flat, ReduceOp::Sum);
+    } else {
+      comm_->all_reduce(flat, ReduceOp::Avg);
+    }
     t.finished_s = since_start();
   });
 }

@@ -232,9 +232,13 @@ void ProcessGroupGloo::run(const char* what, F&& body) {
   }
 }
 
-void ProcessGroupGloo::agree(const char* what, const Tensor* t, ReduceOp op, int root) {
-  if (!options_.check_consistency || world_size_ == 1) return;
-  const CallHeader mine = make_call_header(what, t, op, root);
+void ProcessGroupGloo::agree(const char* what, const Tensor* t, ReduceOp op, int root,
+                             const std::exception_ptr& refusal) {
+  if (!options_.check_consistency || world_size_ == 1) {
+    if (refusal) std::rethrow_exception(refusal);  // unchecked: the ranks' calls may now be out of step
+    return;
+  }
+  const CallHeader mine = make_call_header(what, t, op, root, refusal != nullptr);
   std::vector<CallHeader> all(static_cast<std::size_t>(world_size_));
   gloo::AllgatherOptions opts(impl_->context);
   opts.setInput(reinterpret_cast<uint8_t*>(const_cast<CallHeader*>(&mine)), sizeof(CallHeader));
@@ -242,9 +246,9 @@ void ProcessGroupGloo::agree(const char* what, const Tensor* t, ReduceOp op, int
   opts.setTag(next_tag_++);
   opts.setTimeout(options_.timeout);
   gloo::allgather(opts);
-  // Every rank sees the same headers, so every rank throws the same error and nothing was sent.
-  const std::string error = call_mismatch(all, "ProcessGroupGloo", what, rank_);
-  if (!error.empty()) throw DistributedError(error);
+  // Every rank sees the same headers, so every rank throws (the refusing rank its own error) and
+  // nothing was sent.
+  agree_or_rethrow(all, refusal, "ProcessGroupGloo", what, rank_);
 }
 
 void ProcessGroupGloo::reduce_in_place(Tensor& t, ReduceOp op) {
@@ -288,10 +292,12 @@ void ProcessGroupGloo::reduce_in_place(Tensor& t, ReduceOp op) {
 }
 
 void ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
-  check_cpu_tensor("all_reduce", tensor);
-  check_reducible("all_reduce", tensor, op);
+  const std::exception_ptr refusal = refusal_of([&] {
+    check_cpu_tensor("all_reduce", tensor);
+    check_reducible("all_reduce", tensor, op);
+  });
   run("all_reduce", [&] {
-    agree("all_reduce", &tensor, op, 0);
+    agree("all_reduce", &tensor, op, 0, refusal);
     if (tensor.numel() == 0) return;
     NoGradGuard no_grad;
     // f16/bf16 travel as themselves (AllReduceOptions.reduce_in_f32 widens them before this).
@@ -303,11 +309,13 @@ void ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
 }
 
 void ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
-  check_cpu_tensor("broadcast", tensor);
-  MG_CHECK(root >= 0 && root < world_size_, Error, "ProcessGroupGloo::broadcast: root ", root,
-           " is not a rank in [0, ", world_size_, ")");
+  const std::exception_ptr refusal = refusal_of([&] {
+    check_cpu_tensor("broadcast", tensor);
+    MG_CHECK(root >= 0 && root < world_size_, Error, "ProcessGroupGloo::broadcast: root ", root,
+             " is not a rank in [0, ", world_size_, ")");
+  });
   run("broadcast", [&] {
-    agree("broadcast", &tensor, ReduceOp::Sum, root);
+    agree("broadcast", &tensor, ReduceOp::Sum, root, refusal);
     if (tensor.numel() == 0) return;
     NoGradGuard no_grad;
     Tensor work = tensor.is_contiguous() ? tensor : tensor.contiguous();
@@ -323,12 +331,13 @@ void ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
 }
 
 Tensor ProcessGroupGloo::all_gather(const Tensor& input) {
-  check_cpu_tensor("all_gather", input);
-  Shape shape = input.shape();
-  shape.insert(shape.begin(), int64_t(world_size_));
-  Tensor out = empty(shape, {.dtype = input.dtype()});
+  const std::exception_ptr refusal = refusal_of([&] { check_cpu_tensor("all_gather", input); });
+  Tensor out;
   run("all_gather", [&] {
-    agree("all_gather", &input, ReduceOp::Sum, 0);
+    agree("all_gather", &input, ReduceOp::Sum, 0, refusal);
+    Shape shape = input.shape();
+    shape.insert(shape.begin(), int64_t(world_size_));
+    out = empty(shape, {.dtype = input.dtype()});
     if (input.numel() == 0) return;
     NoGradGuard no_grad;
     Tensor in = input.contiguous();
@@ -344,15 +353,17 @@ Tensor ProcessGroupGloo::all_gather(const Tensor& input) {
 }
 
 Tensor ProcessGroupGloo::reduce_scatter(const Tensor& input, ReduceOp op) {
-  check_cpu_tensor("reduce_scatter", input);
-  check_reducible("reduce_scatter", input, op);
-  MG_CHECK(input.dim() >= 1 && input.size(0) % world_size_ == 0, ShapeError,
-           "ProcessGroupGloo::reduce_scatter: the input's first dimension must split into ",
-           world_size_, " equal blocks, got ", describe(input));
-  const int64_t n = input.size(0) / world_size_;
+  const std::exception_ptr refusal = refusal_of([&] {
+    check_cpu_tensor("reduce_scatter", input);
+    check_reducible("reduce_scatter", input, op);
+    MG_CHECK(input.dim() >= 1 && input.size(0) % world_size_ == 0, ShapeError,
+             "ProcessGroupGloo::reduce_scatter: the input's first dimension must split into ",
+             world_size_, " equal blocks, got ", describe(input));
+  });
   Tensor out;
   run("reduce_scatter", [&] {
-    agree("reduce_scatter", &input, op, 0);
+    agree("reduce_scatter", &input, op, 0, refusal);
+    const int64_t n = input.size(0) / world_size_;
     NoGradGuard no_grad;
     // Reduced as an all-reduce of the whole input, of which each rank keeps its block: Gloo
     // 0.5's reduce-scatter is the old halving-doubling class with int counts, so this moves
@@ -367,7 +378,7 @@ Tensor ProcessGroupGloo::reduce_scatter(const Tensor& input, ReduceOp op) {
 
 void ProcessGroupGloo::barrier() {
   run("barrier", [&] {
-    agree("barrier", nullptr, ReduceOp::Sum, 0);
+    agree("barrier", nullptr, ReduceOp::Sum, 0, nullptr);
     gloo::BarrierOptions opts(impl_->context);
     opts.setTag(next_tag_++);
     opts.setTimeout(options_.timeout);

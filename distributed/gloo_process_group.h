@@ -72,7 +72,8 @@ class ProcessGroupGloo : public ProcessGroup {
   template <typename F>
   void run(const char* what, F&& body);
   // Exchanges and compares the ranks' call descriptions (GlooOptions.check_consistency).
-  void agree(const char* what, const Tensor* t, ReduceOp op, int root);
+  // A non-null `refusal` (this rank's checks failed) is rethrown after the exchange (call_check.h).
+  void agree(const char* what, const Tensor* t, ReduceOp op, int root, const std::exception_ptr& refusal);
   // Reduces a contiguous CPU tensor of a reducible dtype (f64 f32 f16 bf16 i64 i32) in place.
   void reduce_in_place(Tensor& t, ReduceOp op);
 

@@ -205,10 +205,14 @@ void ProcessGroupNccl::check_tensor(const char* what, const Tensor& t) const {
                                : "\n  hint: move it with .to(mg::Device::cuda(pg.device()))");
 }
 
-void ProcessGroupNccl::agree(const char* what, const Tensor* t, ReduceOp op, int root) {
-  if (!options_.check_consistency || world_size_ == 1 || !impl_ || !store_) return;  // (run() reports a shut-down group)
+void ProcessGroupNccl::agree(const char* what, const Tensor* t, ReduceOp op, int root,
+                             const std::exception_ptr& refusal) {
+  if (!options_.check_consistency || world_size_ == 1 || !impl_ || !store_) {  // (run() reports a shut-down group)
+    if (refusal) std::rethrow_exception(refusal);  // unchecked: the ranks' calls may now be out of step
+    return;
+  }
   check_calls_through_store(*store_, prefix_ + "calls/", calls_checked_++, rank_, world_size_,
-                            make_call_header(what, t, op, root), "ProcessGroupNccl", what);
+                            make_call_header(what, t, op, root, refusal != nullptr), refusal, "ProcessGroupNccl", what);
 }
 
 template <typename F>
@@ -266,13 +270,15 @@ void ProcessGroupNccl::run(const char* what, std::vector<Tensor> keep, F&& enque
 }
 
 void ProcessGroupNccl::all_reduce(Tensor& tensor, ReduceOp op) {
-  check_tensor("all_reduce", tensor);
-  MG_CHECK(cuda::nccl_dtype_code(tensor.dtype(), true) >= 0, DTypeError, "ProcessGroupNccl::all_reduce: ",
-           reduce_op_name(op), " takes f64, f32, f16, bf16, i64 or i32 tensors, got ", describe(tensor));
-  MG_CHECK(cuda::nccl_op_code(nccl_red_op(op), tensor.dtype()) >= 0, DTypeError,
-           "ProcessGroupNccl::all_reduce: avg needs a floating tensor (an integer mean would truncate), got ",
-           describe(tensor), "\n  hint: use sum and divide, or convert to f32/f64 first");
-  agree("all_reduce", &tensor, op, 0);
+  const std::exception_ptr refusal = refusal_of([&] {
+    check_tensor("all_reduce", tensor);
+    MG_CHECK(cuda::nccl_dtype_code(tensor.dtype(), true) >= 0, DTypeError, "ProcessGroupNccl::all_reduce: ",
+             reduce_op_name(op), " takes f64, f32, f16, bf16, i64 or i32 tensors, got ", describe(tensor));
+    MG_CHECK(cuda::nccl_op_code(nccl_red_op(op), tensor.dtype()) >= 0, DTypeError,
+             "ProcessGroupNccl::all_reduce: avg needs a floating tensor (an integer mean would truncate), got ",
+             describe(tensor), "\n  hint: use sum and divide, or convert to f32/f64 first");
+  });
+  agree("all_reduce", &tensor, op, 0, refusal);
   if (tensor.numel() == 0) return;
   NoGradGuard no_grad;
   Tensor work = tensor.is_contiguous() ? tensor : tensor.contiguous();
@@ -284,10 +290,12 @@ void ProcessGroupNccl::all_reduce(Tensor& tensor, ReduceOp op) {
 }
 
 void ProcessGroupNccl::broadcast(Tensor& tensor, int root) {
-  check_tensor("broadcast", tensor);
-  MG_CHECK(root >= 0 && root < world_size_, Error, "ProcessGroupNccl::broadcast: root ", root,
-           " is not a rank in [0, ", world_size_, ")");
-  agree("broadcast", &tensor, ReduceOp::Sum, root);
+  const std::exception_ptr refusal = refusal_of([&] {
+    check_tensor("broadcast", tensor);
+    MG_CHECK(root >= 0 && root < world_size_, Error, "ProcessGroupNccl::broadcast: root ", root,
+             " is not a rank in [0, ", world_size_, ")");
+  });
+  agree("broadcast", &tensor, ReduceOp::Sum, root, refusal);
   if (tensor.numel() == 0) return;
   NoGradGuard no_grad;
   Tensor work = tensor.is_contiguous() ? tensor : tensor.contiguous();
@@ -299,11 +307,10 @@ void ProcessGroupNccl::broadcast(Tensor& tensor, int root) {
 }
 
 Tensor ProcessGroupNccl::all_gather(const Tensor& input) {
-  check_tensor("all_gather", input);
+  agree("all_gather", &input, ReduceOp::Sum, 0, refusal_of([&] { check_tensor("all_gather", input); }));
   Shape shape = input.shape();
   shape.insert(shape.begin(), int64_t(world_size_));
   Tensor out = empty(shape, {.dtype = input.dtype(), .device = Device::cuda(device_)});  // [W, *input.shape]
-  agree("all_gather", &input, ReduceOp::Sum, 0);
   if (input.numel() == 0) return out;
   NoGradGuard no_grad;
   Tensor in = input.contiguous();
@@ -314,19 +321,21 @@ Tensor ProcessGroupNccl::all_gather(const Tensor& input) {
 }
 
 Tensor ProcessGroupNccl::reduce_scatter(const Tensor& input, ReduceOp op) {
-  check_tensor("reduce_scatter", input);
-  MG_CHECK(cuda::nccl_dtype_code(input.dtype(), true) >= 0, DTypeError, "ProcessGroupNccl::reduce_scatter: ",
-           reduce_op_name(op), " takes f64, f32, f16, bf16, i64 or i32 tensors, got ", describe(input));
-  MG_CHECK(cuda::nccl_op_code(nccl_red_op(op), input.dtype()) >= 0, DTypeError,
-           "ProcessGroupNccl::reduce_scatter: avg needs a floating tensor (an integer mean would truncate), got ",
-           describe(input));
-  MG_CHECK(input.dim() >= 1 && input.size(0) % world_size_ == 0, ShapeError,
-           "ProcessGroupNccl::reduce_scatter: the input's first dimension must split into ", world_size_,
-           " equal blocks, got ", describe(input));
+  const std::exception_ptr refusal = refusal_of([&] {
+    check_tensor("reduce_scatter", input);
+    MG_CHECK(cuda::nccl_dtype_code(input.dtype(), true) >= 0, DTypeError, "ProcessGroupNccl::reduce_scatter: ",
+             reduce_op_name(op), " takes f64, f32, f16, bf16, i64 or i32 tensors, got ", describe(input));
+    MG_CHECK(cuda::nccl_op_code(nccl_red_op(op), input.dtype()) >= 0, DTypeError,
+             "ProcessGroupNccl::reduce_scatter: avg needs a floating tensor (an integer mean would truncate), got ",
+             describe(input));
+    MG_CHECK(input.dim() >= 1 && input.size(0) % world_size_ == 0, ShapeError,
+             "ProcessGroupNccl::reduce_scatter: the input's first dimension must split into ", world_size_,
+             " equal blocks, got ", describe(input));
+  });
+  agree("reduce_scatter", &input, op, 0, refusal);
   Shape shape = input.shape();
   shape[0] /= world_size_;
   Tensor out = empty(shape, {.dtype = input.dtype(), .device = Device::cuda(device_)});  // [n, ...]
-  agree("reduce_scatter", &input, op, 0);
   if (out.numel() == 0) return out;
   NoGradGuard no_grad;
   Tensor in = input.contiguous();
@@ -338,7 +347,7 @@ Tensor ProcessGroupNccl::reduce_scatter(const Tensor& input, ReduceOp op) {
 
 void ProcessGroupNccl::barrier() {
   Tensor buf = impl_ ? impl_->barrier_buf : Tensor();
-  agree("barrier", nullptr, ReduceOp::Sum, 0);
+  agree("barrier", nullptr, ReduceOp::Sum, 0, nullptr);
   run("barrier", {buf}, [&](cuda::NcclComm& comm, const cuda::Stream& stream) {
     comm.all_reduce(buf.data_ptr(), buf.data_ptr(), 1, DType::F32, cuda::NcclRedOp::Sum, stream);
   });

@@ -102,7 +102,8 @@ class ProcessGroupNccl : public ProcessGroup {
   void run(const char* what, std::vector<Tensor> keep, F&& enqueue);
   void check_tensor(const char* what, const Tensor& t) const;
   // NcclOptions.check_consistency: compares the ranks' calls through the store.
-  void agree(const char* what, const Tensor* t, ReduceOp op, int root);
+  // A non-null `refusal` (this rank's checks failed) is rethrown after the exchange (call_check.h).
+  void agree(const char* what, const Tensor* t, ReduceOp op, int root, const std::exception_ptr& refusal);
 
   int rank_;
   int world_size_;

@@ -57,8 +57,8 @@ TEST_CASE("distributed_sampler with 2 and 3 processes: disjoint cover, different
     DYNAMIC_SECTION("world size " << world) {
       const std::set<int> counts = run_scenario("sampler", world);
       REQUIRE(counts.size() == 1);
-      // 3 sizes x 2 drop_last x (1 + 2 epochs) + the refusal
-      CHECK(*counts.begin() == 3 * 2 * 3 + 1);
+      // 3 sizes x 2 drop_last x (1 + 2 epochs) + the two refusals
+      CHECK(*counts.begin() == 3 * 2 * 3 + 2);
     }
   }
 }

@@ -147,8 +147,8 @@ TEST_CASE("the NCCL group's call check: ranks' calls compared through the store,
         auto store = client(*host);
         try {
           check_calls_through_store(*store, "test/calls/", seq, r, kWorld,
-                                    make_call_header("all_reduce", c.per_rank[r], ReduceOp::Sum, 0), "ProcessGroupNccl",
-                                    "all_reduce");
+                                    make_call_header("all_reduce", c.per_rank[r], ReduceOp::Sum, 0), nullptr,
+                                    "ProcessGroupNccl", "all_reduce");
         } catch (const DistributedError& e) {
           errors[std::size_t(r)] = e.what();
         }
@@ -173,9 +173,44 @@ TEST_CASE("the NCCL group's call check: ranks' calls compared through the store,
   auto store = client(*host, 300ms);
   CHECK_THAT(mg::test::thrown<DistributedTimeoutError>([&] {
                check_calls_through_store(*store, "test/calls/", seq, 0, 2, make_call_header("barrier", nullptr, ReduceOp::Sum, 0),
-                                         "ProcessGroupNccl", "barrier");
+                                         nullptr, "ProcessGroupNccl", "barrier");
              }),
              Catch::Contains("test/calls/3/1"));
+}
+
+TEST_CASE("the call check: a rank whose own checks refused its input throws its error, the others name it",
+          "[distributed][nccl]") {
+  auto host = server();
+  constexpr int kWorld = 3;
+  const Tensor x = zeros({10});
+  std::vector<std::string> errors(kWorld);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      auto store = client(*host);
+      const std::exception_ptr refusal =
+          refusal_of([&] { MG_CHECK(r != 1, DTypeError, "rank 1's own refusal"); });
+      try {
+        check_calls_through_store(*store, "test/refused/", 0, r, kWorld,
+                                  make_call_header("all_reduce", &x, ReduceOp::Sum, 0, refusal != nullptr), refusal,
+                                  "ProcessGroupNccl", "all_reduce");
+      } catch (const DistributedError& e) {
+        errors[std::size_t(r)] = std::string("DistributedError: ") + e.what();
+      } catch (const DTypeError& e) {
+        errors[std::size_t(r)] = std::string("DTypeError: ") + e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  CHECK_THAT(errors[1], Catch::StartsWith("DTypeError: rank 1's own refusal"));
+  for (int r : {0, 2}) {
+    CHECK_THAT(errors[std::size_t(r)],
+               Catch::StartsWith("DistributedError: ProcessGroupNccl::all_reduce: rank " + std::to_string(r) +
+                                 ": rank 1 refused its input, so this call was abandoned on every rank; nothing was "
+                                 "sent:") &&
+                   Catch::Contains("rank 1: all_reduce sum of 10 f32 elements (refused by that rank's checks") &&
+                   Catch::Contains("hint: rank 1's own error says what was wrong"));
+  }
 }
 
 TEST_CASE("NcclOptions.check_consistency is off unless MG_DIST_DEBUG=1", "[distributed][nccl]") {

@@ -9,7 +9,8 @@
 //   ddp-no-sync      gradient accumulation under no_sync equals one large batch
 //   ddp-unused       find_unused_parameters on (zeros contributed, a globally unused parameter
 //                    keeps no gradient) and off (every rank names the parameter; no hang)
-//   ddp-mismatch     rank 1's model differs in a shape, then in the number of parameters
+//   ddp-mismatch     rank 1's model differs in a shape, then in the number of parameters; a
+//                    frozen parameter is broadcast; an f16 average does not overflow in the sum
 //   ddp-inf          an inf gradient on one rank makes every rank skip; scales stay equal
 //                    (GradScaler and amp::scale_loss); without agreement they diverge
 //   ddp-save PATH    trains 3 steps with 2 ranks; rank 0 writes a checkpoint
@@ -391,6 +392,26 @@ int mismatch(std::chrono::milliseconds timeout) {
     std::printf("rank %d: variant 2: %s\n", rank, what.c_str());
     check(what.find("the model has f16/bf16 parameters whose values differ from rank 0's on rank(s) 1") != std::string::npos,
           "expected the low-precision values error");
+  }
+  {
+    // A frozen parameter is broadcast too, as PyTorch's DDP does: the replicas were seeded apart,
+    // and rank 1's own frozen weight would make its gradients differ from rank 0's.
+    auto model = make_mlp(DType::F32, rank + 7);
+    model->fc1->weight.requires_grad_(false);
+    DistributedDataParallel ddp(model, pg);
+    check(replicas_equal(*pg, *model), "a frozen parameter was not broadcast");
+  }
+  {
+    // f16 gradients are divided by W before the sum, as in PyTorch: 40000 on every rank averages
+    // to 40000 (summing first gave 80000 -> inf in f16).
+    struct One : nn::Module {
+      One() { w = register_parameter("w", full({1}, 1.0, {.dtype = DType::F16})); }
+      Tensor w;
+    };
+    auto one = std::make_shared<One>();
+    DistributedDataParallel ddp(one, pg);
+    (one->w * full({1}, 40000.0, {.dtype = DType::F16})).sum().backward();
+    check(one->w.grad().item_double() == 40000.0, "the f16 average of 40000 on every rank is not 40000");
   }
   // The group still works.
   auto model = make_mlp(DType::F32, rank + 1);

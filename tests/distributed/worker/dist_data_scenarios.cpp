@@ -283,6 +283,18 @@ int sampler(std::chrono::milliseconds timeout) {
             what.find("rank " + std::to_string(W - 1) + ": dataset_size 10, shuffle true, seed 2, drop_last false") !=
                 std::string::npos,
         "refusal of different seeds: '" + what + "'");
+  // The last rank passes a rank that is not its own: it throws its own error after the exchange,
+  // the others one naming it, and all leave the call together (the barrier below then pairs).
+  what.clear();
+  try {
+    distributed_sampler(*pg, 10, {.rank = R == W - 1 ? 0 : R, .world_size = W});
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  check(R == W - 1 ? what.find("distributed_sampler: options give rank 0 of " + std::to_string(W)) == 0
+                   : what.find("rank " + std::to_string(W - 1) + " passed .rank and .world_size that are not its "
+                               "group's") != std::string::npos,
+        "refusal of one rank's options: '" + what + "'");
   pg->barrier();
   pg->shutdown();
   std::printf("rank %d: %d checks passed\n", R, g_checks);

@@ -8,7 +8,10 @@
 //                          and exits 3
 //   mismatch <timeout>     rank 0 passes other sizes, dtypes, ops, roots, shapes or another
 //                          collective than the others; every rank must refuse each call with
-//                          the same error, then a correct all_reduce must still work
+//                          the same error; then the last rank's own checks refuse its input
+//                          (integer avg, u8, bad root, reduce_scatter split, undefined) and it
+//                          throws its own error, the others one naming it; then the ranks'
+//                          averages must still be each step's
 //   die <timeout>          rank 1 exits (status 9) in the middle of an all_reduce of 8M floats;
 //                          the others report the error ("ERROR ...", exit 3)
 //   precision16 <timeout>  f16/bf16 reductions on the native and the reduce_in_f32 path
@@ -274,10 +277,55 @@ int mismatch(std::chrono::milliseconds timeout) {
       pg->barrier();
     }
   }, "rank 1: barrier");
+  // The last rank's own checks refuse its input: it throws its own error, the others a
+  // DistributedError naming it, and the call is abandoned on every rank together (it used to
+  // throw before the exchange, so the others' call paired with its next one: every later
+  // result was another step's).
+  const int last = pg->world_size() - 1;
+  int refusals = 0;
+  auto expect_refusal = [&](const std::string& name, auto&& call, const std::string& own_message) {
+    try {
+      call();
+      fail(name + ": no error");
+    } catch (const DistributedError& e) {
+      const std::string msg = e.what();
+      if (R == last || msg.find("rank " + std::to_string(last) + " refused its input, so this call was abandoned on "
+                                "every rank") == std::string::npos) {
+        fail(name + ": unexpected DistributedError: " + msg);
+      }
+      ++refusals;
+    } catch (const Error& e) {
+      if (R != last || std::string(e.what()).find(own_message) == std::string::npos) {
+        fail(name + ": unexpected error: " + e.what());
+      }
+      ++refusals;
+    }
+  };
+  const bool refuser = R == last;
+  expect_refusal("integer avg", [&] {
+    Tensor t = refuser ? ones({8}, {.dtype = DType::I64}) : ones({8});
+    pg->all_reduce(t, ReduceOp::Avg);
+  }, "avg needs a floating tensor");
+  expect_refusal("u8 sum", [&] {
+    Tensor t = ones({8}, {.dtype = refuser ? DType::U8 : DType::F32});
+    pg->all_reduce(t);
+  }, "takes f64, f32, f16, bf16, i64 or i32 tensors");
+  expect_refusal("bad root", [&] { Tensor t = ones({4}); pg->broadcast(t, refuser ? 99 : 0); }, "root 99 is not a rank");
+  expect_refusal("reduce_scatter split", [&] {
+    (void)pg->reduce_scatter(ones({refuser ? pg->world_size() * 2 + 1 : pg->world_size() * 2}));
+  }, "must split into");
+  expect_refusal("undefined all_gather", [&] { (void)pg->all_gather(refuser ? Tensor() : ones({2})); },
+                 "the tensor is undefined");
+  // The ranks stay in step: each step's average is that step's.
+  for (int step = 0; step < 3; ++step) {
+    Tensor y = full({4}, double(10 * step + R));
+    pg->all_reduce(y, ReduceOp::Avg);
+    check_equal(y, full({4}, 10.0 * step + (pg->world_size() - 1) / 2.0), "avg after the refusals, step " + std::to_string(step));
+  }
   Tensor x = ones({16});
   pg->all_reduce(x);  // still usable
   check_equal(x, full({16}, double(pg->world_size())), "all_reduce after the refused calls");
-  std::printf("rank %d: %d mismatches refused\n", R, errors);
+  std::printf("rank %d: %d mismatches refused, %d refusals\n", R, errors, refusals);
   pg->shutdown();
   return 0;
 }
