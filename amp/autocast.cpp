@@ -1,6 +1,8 @@
 #include "mixgrad/amp/autocast.h"
 
+#include <algorithm>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <mutex>
 #include <utility>
@@ -14,18 +16,25 @@
 namespace mg::amp {
 namespace {
 
-// One cached cast of a weight: valid while the source keeps its storage and version and the
-// grad mode matches (a cast made under NoGradGuard has no history and must not feed a backward).
+// One cached cast of a weight: valid while the source is alive and keeps its storage and version
+// and the grad mode matches (a cast made under NoGradGuard has no history and must not feed a
+// backward). The source is held weakly: a live weak pointer also means the key's address was not
+// reused by another tensor, and an entry whose weight died can be dropped.
 struct CacheEntry {
-  Tensor source;  // held so the key's address cannot be reused by another tensor in the region
+  std::weak_ptr<TensorImpl> source;
   const void* data = nullptr;
   uint64_t version = 0;
   Tensor cast;
 };
 using CacheKey = std::tuple<const void*, DType, bool>;  // (tensor identity, target dtype, grad mode)
 
-std::map<CacheKey, CacheEntry>& weight_cache() {
-  thread_local std::map<CacheKey, CacheEntry> cache;
+struct WeightCache {
+  std::map<CacheKey, CacheEntry> entries;
+  std::size_t swept_size = 0;  // the size after the last sweep of dead entries
+};
+
+WeightCache& weight_cache() {
+  thread_local WeightCache cache;
   return cache;
 }
 
@@ -34,16 +43,26 @@ bool cacheable(const Tensor& t) {
          !t.impl()->is_view;
 }
 
+// Drops the entries of weights that no longer exist, whenever the cache has doubled since the last
+// sweep (amortised O(1) per insertion).
+void sweep_dead_entries(WeightCache& cache) {
+  if (cache.entries.size() < std::max<std::size_t>(64, 2 * cache.swept_size)) return;
+  std::erase_if(cache.entries, [](const auto& kv) { return kv.second.source.expired(); });
+  cache.swept_size = cache.entries.size();
+}
+
 Tensor cast_to(const Tensor& t, DType dtype) {
   if (!cacheable(t)) return to(t, dtype);
   const CacheKey key{t.impl(), dtype, GradMode::is_enabled()};
-  auto& cache = weight_cache();
-  auto it = cache.find(key);
-  if (it != cache.end() && it->second.data == t.data_ptr() && it->second.version == t.version()) {
+  WeightCache& cache = weight_cache();
+  auto it = cache.entries.find(key);
+  if (it != cache.entries.end() && !it->second.source.expired() && it->second.data == t.data_ptr() &&
+      it->second.version == t.version()) {
     return it->second.cast;
   }
   Tensor c = to(t, dtype);
-  cache[key] = CacheEntry{t, t.data_ptr(), t.version(), c};
+  cache.entries[key] = CacheEntry{t.impl_ptr(), t.data_ptr(), t.version(), c};
+  sweep_dead_entries(cache);
   return c;
 }
 
@@ -98,7 +117,10 @@ void install_autocast() {
 DType default_autocast_dtype(DeviceType device) { return device == DeviceType::CUDA ? DType::F16 : DType::BF16; }
 
 Autocast::Autocast(AutocastOptions o) : device_(o.device), saved_(autocast_state(o.device)) {
-  const DType dtype = o.dtype.value_or(default_autocast_dtype(o.device));
+  // Unset: the current dtype where a region (or amp's O1) set one, as PyTorch reads
+  // get_autocast_dtype; an O1 f16 run stays f16 inside library code that opens a plain region.
+  const bool inherited = saved_.depth > 0 || saved_.enabled;
+  const DType dtype = o.dtype.value_or(inherited ? saved_.dtype : default_autocast_dtype(o.device));
   MG_CHECK(dtype == DType::F16 || dtype == DType::BF16, DTypeError,
            "Autocast: dtype must be f16 or bf16, got ", dtype_name(dtype),
            "\n  hint: f32 everywhere is simply no Autocast region (or {.enabled = false})");
@@ -115,12 +137,18 @@ Autocast::~Autocast() {
   // Leaving the outermost region of every device type: drop every cached cast so nothing
   // outlives the regions.
   if (autocast_state(DeviceType::CPU).depth == 0 && autocast_state(DeviceType::CUDA).depth == 0) {
-    weight_cache().clear();
+    clear_weight_cache();
   }
+}
+
+void clear_weight_cache() {
+  WeightCache& cache = weight_cache();
+  cache.entries.clear();
+  cache.swept_size = 0;
 }
 
 bool is_autocast_enabled(DeviceType device) { return autocast_state(device).enabled; }
 DType autocast_dtype(DeviceType device) { return autocast_state(device).dtype; }
-std::size_t weight_cache_size() { return weight_cache().size(); }
+std::size_t weight_cache_size() { return weight_cache().entries.size(); }
 
 }  // namespace mg::amp

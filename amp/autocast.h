@@ -7,7 +7,9 @@
 // Weight cast cache: inside the outermost region an f32 leaf that requires grad (a weight) is
 // cast once per dtype and reused, keyed by the tensor's identity, storage and version, so an
 // in-place update of the weight is never served a stale cast; the cache empties when the
-// outermost region ends.
+// outermost region ends. Under amp's O1 (autocast on outside any region) it empties at the end of
+// every amp::scale_loss backward, as Apex's does, and an entry whose weight was destroyed is
+// dropped (the cache holds its weights weakly), so casts of short-lived leaves never pile up.
 //
 // Regions belong to a device type, as in PyTorch: Autocast({.device = DeviceType::CUDA}) casts the
 // ops whose inputs are on a CUDA device and leaves CPU ops alone (and the other way round); the
@@ -31,7 +33,9 @@ namespace mg::amp {
 
 struct AutocastOptions {
   DeviceType device = DeviceType::CPU;  // the ops the region casts: those running on this device type
-  std::optional<DType> dtype;  // the lower-precision dtype, f16 or bf16 (default: f16 on CUDA, bf16 on the CPU)
+  // The lower-precision dtype, f16 or bf16. Default: the enclosing region's (or amp O1's) dtype,
+  // as PyTorch's autocast reads the current one; at top level f16 on CUDA, bf16 on the CPU.
+  std::optional<DType> dtype;
   bool enabled = true;        // false: a region with autocast off (e.g. around a numerically sensitive part)
   bool cache_enabled = true;  // reuse the cast of each weight within the outermost region
 };
@@ -57,6 +61,8 @@ DType autocast_dtype(DeviceType device = DeviceType::CPU);
 
 // Entries in the calling thread's weight cast cache (for tests and diagnostics).
 std::size_t weight_cache_size();
+// Drops every cached cast of the calling thread (amp's O1 does after each scale_loss backward).
+void clear_weight_cache();
 
 // Installs amp's autocast hook into the dispatcher (idempotent; Autocast does it on first use).
 void install_autocast();

@@ -122,6 +122,10 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
                        const std::vector<optim::Optimizer*>& optimizers, const InitializeOptions& options) {
   MG_CHECK(!models.empty(), Error, "amp::initialize: no model given");
   const Properties props = resolve_properties(options);  // every override checked before anything changes
+  // Inside a region, the region's exit would restore the state it saved: O1 silently off.
+  MG_CHECK(!props.enabled || !props.patch_functions || autocast_state(options.device.type).depth == 0, Error,
+           "amp::initialize: called inside an Autocast region, whose exit would turn O1's autocast off again",
+           "\n  hint: call amp::initialize before any Autocast region");
   check_models(models);
   check_optimizers(models, optimizers);
   if (options.device.is_cuda()) cuda::check_device(options.device);  // e.g. "cuda:0 is not available: ..."
@@ -207,8 +211,12 @@ void reset() {
   if (!state_ptr()) return;
   if (state_ptr()->props.patch_functions && state_ptr()->props.enabled) {
     AutocastState& a = autocast_state(state_ptr()->device);
-    if (a.depth == 0) a = AutocastState{};
+    // Inside a region the region's exit would restore the O1 state it saved: autocast left on.
+    MG_CHECK(a.depth == 0, Error, "amp::reset: called inside an Autocast region, whose exit would turn O1's autocast "
+             "back on\n  hint: leave the region first");
+    a = AutocastState{};
   }
+  clear_weight_cache();
   state_ptr().reset();
 }
 
@@ -286,6 +294,9 @@ void ScaledLoss::finish() {
   MG_CHECK(!finished_, Error, who, ": already finished (backward() finishes)");
   finished_ = true;
   AmpState& st = state(who);
+  // The forward's casts were used by this backward: drop them, as Apex does at the end of its
+  // scale_loss (under O1 there is no region whose exit would).
+  if (st.props.patch_functions) clear_weight_cache();
   if (!st.props.enabled) return;
   if (options_.delay_unscale) {
     for (optim::Optimizer* opt : optimizers_) entry_of(st, opt, who).pending_loss_id = options_.loss_id;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/autocast_state.h"
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/infer.h"
@@ -457,6 +458,14 @@ Tensor operator/(const Tensor& a, double b) { return div(a, scalar_like(b, a)); 
 Tensor operator+(double a, const Tensor& b) { return add(scalar_like(a, b), b); }
 Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(a, b), b); }
 Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(a, b), b); }
-Tensor operator/(double a, const Tensor& b) { return div(scalar_like(a, b), b); }
+// scalar / tensor under autocast runs in f32, as PyTorch's autocast lists __rdiv__ among its fp32
+// ops: 1 / x of a small f16 x overflows f16 (x = 1e-5 gives inf, where reciprocal(x), an fp32-policy
+// op, gives 99864). The scalar becomes an f32 0-d tensor, so div's promote policy widens x.
+// Outside autocast it stays in x's dtype, as PyTorch's.
+Tensor operator/(double a, const Tensor& b) {
+  const bool fp32 = b.defined() && (b.dtype() == DType::F16 || b.dtype() == DType::BF16) &&
+                    autocast_state(b.device().type).enabled;
+  return div(fp32 ? scalar_tensor(a, {.dtype = DType::F32, .device = b.device()}) : scalar_like(a, b), b);
+}
 
 }  // namespace mg

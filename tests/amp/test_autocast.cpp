@@ -4,6 +4,7 @@
 // ops, custom-function policies, and conflicting policy overrides.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <stdexcept>
 
 #include "amp/autocast.h"
@@ -191,4 +192,51 @@ TEST_CASE("user-defined functions get their declared policy - overrides conflict
     amp::Autocast autocast({.dtype = DType::F16});
     CHECK(exp(ones({2}, {.dtype = DType::F16})).dtype() == DType::F32);
   }
+}
+
+TEST_CASE("a region without a dtype inherits the enclosing one, as PyTorch's autocast", "[amp]") {
+  const Tensor a = ones({2, 2}), b = ones({2, 2});
+  {
+    amp::Autocast outer({.dtype = DType::F16});
+    {
+      amp::Autocast inner;  // library code opening a plain region inside an f16 one
+      CHECK(matmul(a, b).dtype() == DType::F16);
+    }
+    {
+      amp::Autocast off({.enabled = false});
+      amp::Autocast on;  // the re-enable pattern
+      CHECK(matmul(a, b).dtype() == DType::F16);
+    }
+  }
+  // At top level the device's default: bf16 on the CPU.
+  amp::Autocast top;
+  CHECK(matmul(a, b).dtype() == DType::BF16);
+}
+
+TEST_CASE("casts of weights that were destroyed do not pile up in the cache", "[amp]") {
+  manual_seed(3);
+  amp::Autocast autocast({.dtype = DType::BF16});
+  const Tensor w = randn({4, 4}).requires_grad_();
+  for (int it = 0; it < 1000; ++it) {
+    const Tensor x = randn({2, 4}).requires_grad_();  // a fresh leaf per step (saliency, adversarial inputs)
+    sum(matmul(x, w).to(DType::F32)).backward();
+  }
+  // w's entry plus at most the entries made since the last sweep (it runs when the cache doubles).
+  CHECK(amp::weight_cache_size() < 130);
+  amp::clear_weight_cache();
+  CHECK(amp::weight_cache_size() == 0);
+}
+
+TEST_CASE("scalar / tensor runs in f32 under autocast, as PyTorch's __rdiv__", "[amp]") {
+  const Tensor x = full({2}, 1e-5, {.dtype = DType::F16});
+  {
+    amp::Autocast autocast({.dtype = DType::F16});
+    const Tensor y = 1.0 / x;
+    CHECK(y.dtype() == DType::F32);
+    CHECK(std::isfinite(values(y)[0]));
+    CHECK(values(y)[0] == values(reciprocal(x))[0]);  // the same as the fp32-policy reciprocal
+  }
+  // Outside autocast it stays in x's dtype (and overflows, as PyTorch's).
+  CHECK((1.0 / x).dtype() == DType::F16);
+  CHECK(std::isinf(values(1.0 / x)[0]));
 }

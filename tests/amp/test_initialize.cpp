@@ -614,3 +614,45 @@ TEST_CASE("amp: O3 with dynamic scaling on f16 parameters is refused - static sc
     amp::reset();
   }
 }
+
+TEST_CASE("amp: O1's weight casts are dropped after every scale_loss backward, and by reset", "[amp][initialize]") {
+  AmpFixture fx;
+  auto mlp = make_mlp(6);
+  optim::SGD sgd(mlp->parameters(), {.lr = 0.01});
+  auto [net, opt] = amp::initialize(mlp, sgd, {.opt_level = "O1", .dtype = "bf16", .verbosity = 0});
+  for (int it = 0; it < 200; ++it) {
+    const Tensor x = randn({6, 8}).requires_grad_();  // a fresh leaf per step: cached too (an input gradient)
+    const Tensor loss = cross_entropy(amp::forward(*net, x), Tensor(randint(0, 4, {6})));
+    CHECK(amp::weight_cache_size() > 0);
+    amp::scale_loss(loss, opt).backward();
+    REQUIRE(amp::weight_cache_size() == 0);  // it grew by one entry per step before
+    opt.step();
+    opt.zero_grad();
+  }
+  (void)amp::forward(*net, randn({6, 8}));
+  CHECK(amp::weight_cache_size() > 0);
+  amp::reset();
+  CHECK(amp::weight_cache_size() == 0);
+}
+
+TEST_CASE("amp: initialize and reset at O1 inside an Autocast region are refused", "[amp][initialize]") {
+  AmpFixture fx;
+  auto mlp = make_mlp(7);
+  optim::SGD sgd(mlp->parameters(), {.lr = 0.01});
+  {
+    amp::Autocast region({.dtype = DType::BF16});
+    // The region's exit would restore the state it saved, turning O1 off (or back on after reset).
+    MG_REQUIRE_ERROR(amp::initialize(mlp, sgd, {.opt_level = "O1", .verbosity = 0}),
+                     "amp::initialize: called inside an Autocast region");
+    CHECK_FALSE(amp::is_initialized());
+  }
+  amp::initialize(mlp, sgd, {.opt_level = "O1", .dtype = "bf16", .verbosity = 0});
+  {
+    amp::Autocast region;
+    MG_REQUIRE_ERROR(amp::reset(), "amp::reset: called inside an Autocast region");
+    CHECK(amp::is_initialized());
+  }
+  amp::reset();
+  CHECK_FALSE(amp::is_autocast_enabled());
+  CHECK(matmul(ones({2, 2}), ones({2, 2})).dtype() == DType::F32);
+}
