@@ -18,16 +18,34 @@ namespace mg::data {
 namespace detail {
 
 bool wp_is_whitespace(uint32_t cp) {
-  return cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r' || cp == '\v' || cp == '\f' || cp == 0xA0 ||
-         cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
-         cp == 0x205F || cp == 0x3000;
+  // BERT's _is_whitespace: space, tab, newline, carriage return and category Zs (\v and \f are Cc:
+  // controls, dropped), plus the line and paragraph separators.
+  return cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r' || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+         cp == 0x3000;
+}
+
+// Unicode 15's general category Cf (format characters: soft hyphen, bidi marks and isolates, word
+// joiners, invisible operators, interlinear annotation and tag characters).
+bool wp_is_format(uint32_t cp) {
+  static constexpr uint32_t kRanges[][2] = {
+      {0xAD, 0xAD},         {0x600, 0x605},       {0x61C, 0x61C},       {0x6DD, 0x6DD},   {0x70F, 0x70F},
+      {0x890, 0x891},       {0x8E2, 0x8E2},       {0x180E, 0x180E},     {0x200B, 0x200F}, {0x202A, 0x202E},
+      {0x2060, 0x2064},     {0x2066, 0x206F},     {0xFEFF, 0xFEFF},     {0xFFF9, 0xFFFB}, {0x110BD, 0x110BD},
+      {0x110CD, 0x110CD},   {0x13430, 0x1343F},   {0x1BCA0, 0x1BCA3},   {0x1D173, 0x1D17A}, {0xE0001, 0xE0001},
+      {0xE0020, 0xE007F}};
+  for (const auto& r : kRanges) {
+    if (cp < r[0]) return false;  // sorted
+    if (cp <= r[1]) return true;
+  }
+  return false;
 }
 
 bool wp_is_control(uint32_t cp) {
-  // Cc (minus the whitespace above), the zero-width format characters and U+FFFD, as BERT's
-  // _clean_text drops them.
-  return (cp < 0x20 && !wp_is_whitespace(cp)) || (cp >= 0x7F && cp <= 0x9F) || cp == 0xAD ||
-         (cp >= 0x200B && cp <= 0x200F) || cp == 0xFEFF || cp == 0xFFFD;
+  // Categories Cc (minus tab, newline and carriage return) and Cf, and U+FFFD: what BERT's
+  // _clean_text drops (a bidi mark or word joiner inside a word would otherwise make it [UNK]).
+  return (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || (cp >= 0x7F && cp <= 0x9F) || wp_is_format(cp) ||
+         cp == 0xFFFD;
 }
 
 bool wp_is_punctuation(uint32_t cp) {

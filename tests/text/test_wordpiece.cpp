@@ -37,6 +37,15 @@ TEST_CASE("wordpiece: BERT pre-tokenisation", "[data]") {
   CHECK(tok.pre_tokenize("  In\tthe\n beginning...  ") == Strings{"in", "the", "beginning", ".", ".", "."});
   CHECK(tok.pre_tokenize("man's (Selah)") == Strings{"man", "'", "s", "(", "selah", ")"});
   CHECK(tok.pre_tokenize(std::string("a\x01" "b\x7f" "c", 6)) == Strings{"abc"});  // control chars dropped
+  // Every Cc (\v and \f too) and Cf character is dropped, as BERT's _clean_text (and Hugging
+  // Face's BertNormalizer) do: a word joiner, bidi override or isolate inside a word kept it whole.
+  for (const char* joiner : {"\v", "\f", "\xe2\x81\xa0", "\xe2\x80\xae", "\xe2\x81\xa6", "\xe2\x81\xa3",
+                             "\xd8\x9c", "\xe1\xa0\x8e", "\xef\xbf\xb9", "\xf3\xa0\x80\x81", "\xf0\x9d\x85\xb3",
+                             "\xc2\xad", "\xe2\x80\x8b", "\xef\xbb\xbf"}) {
+    INFO("between the words: " << joiner);
+    CHECK(tok.pre_tokenize(std::string("begin") + joiner + "ning") == Strings{"beginning"});
+  }
+  CHECK(tok.pre_tokenize("a\u2028b") == Strings{"a", "b"});  // the line separator still separates
   CHECK(tok.pre_tokenize("Caf\xc3\xa9 d\xc3\xa9j\xc3\xa0-vu") ==
         Strings{"caf\xc3\xa9", "d\xc3\xa9j\xc3\xa0", "-", "vu"});  // only ASCII is case-folded
   CHECK(tok.pre_tokenize("a\xc2\xa0" "b\xe2\x80\x94" "c") == Strings{"a", "b", "\xe2\x80\x94", "c"});  // NBSP, em dash
