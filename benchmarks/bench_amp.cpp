@@ -176,6 +176,12 @@ int run(int argc, char** argv) {
       throw example::FlagError("bench_amp: --models: unknown model '" + m +
                                "'\n  hint: choose from mlp, resnet20, bert-mini, resnet50, bert-base");
     }
+    // Refused once, up front (make_workload refuses them too, but per configuration, after the
+    // header and the other models' runs).
+    if ((m == "resnet50" || m == "bert-base") && !on_cuda && !quick) {
+      throw example::FlagError("bench_amp: --models " + m + " runs on a GPU only (--device cuda); on the CPU a run "
+                               "takes hours\n  hint: --models mlp,resnet20,bert-mini, or --quick for smoke sizes");
+    }
   }
 
   mg::bench::Machine machine = mg::bench::describe_machine(threads, MG_SOURCE_DIR);
