@@ -6,7 +6,13 @@ namespace mg {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  bool overflow = false;
+  for (int64_t s : shape) {
+    if (s == 0) return 0;  // empty, however large the other dims
+    overflow = __builtin_mul_overflow(n, s, &n) || overflow;
+  }
+  MG_CHECK(!overflow, ShapeError, "shape ", shape, " has more than 2^63 - 1 elements",
+           "\n  hint: a size was probably computed wrongly (one_hot's num_classes, a view's or expand's sizes)");
   return n;
 }
 

@@ -10,7 +10,8 @@ namespace mg {
 using Shape = std::vector<int64_t>;
 using Strides = std::vector<int64_t>;
 
-// Product of the sizes (1 for a 0-d shape).
+// The product of the sizes (1 for a 0-d shape, 0 when any size is 0); a ShapeError when it
+// overflows int64.
 int64_t shape_numel(const Shape& shape);
 // Row-major strides of a dense tensor of this shape.
 Strides contiguous_strides(const Shape& shape);

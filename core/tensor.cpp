@@ -1,5 +1,7 @@
 #include "mixgrad/core/tensor.h"
 
+#include <limits>
+
 #include "mixgrad/core/visit_dtype.h"
 
 namespace mg {
@@ -115,6 +117,8 @@ Tensor empty(const Shape& shape, TensorOptions options) {
     MG_CHECK(s >= 0, ShapeError, "empty: negative size in shape ", shape);
   }
   const int64_t n = shape_numel(shape);
+  MG_CHECK(n <= std::numeric_limits<int64_t>::max() / int64_t(dtype_size(options.dtype)), ShapeError, "empty: shape ",
+           shape, " of ", dtype_name(options.dtype), " needs more than 2^63 bytes");
   auto storage =
       std::make_shared<Storage>(std::size_t(n) * dtype_size(options.dtype), options.device);
   MG_CHECK(options.memory_format != MemoryFormat::Preserve, Error,

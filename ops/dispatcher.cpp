@@ -94,10 +94,15 @@ Tensors run(OpId op, const Tensors& inputs, const OpAttrs& attrs) {
   if (rule.view) {
     const Tensor& base = inputs[0];
     Tensor out = rule.view(base, attrs);
+    (void)shape_numel(out.shape());  // a ShapeError when the view's element count overflows (expand)
     out.impl()->is_view = true;
     out.impl()->view_version = base.version();
     const TensorImpl* b = base.impl();
-    out.impl()->view_base = b->view_base ? b->view_base : base.impl_ptr();
+    // The root of the chain of views, except that a leaf requiring grad is a root of its own even
+    // when it is a view (x = a.view(...).requires_grad_()): writes through views of it must be
+    // refused as writes into a leaf (check_view_rebase), as PyTorch refuses them.
+    const bool differentiable_root = base.is_leaf() && base.requires_grad();
+    out.impl()->view_base = b->view_base && !differentiable_root ? b->view_base : base.impl_ptr();
     return {out};
   }
   const InferResult r = rule.infer(inputs, attrs);

@@ -144,6 +144,13 @@ TEST_CASE("in-place ops on views that cannot be recorded right are refused", "[a
     w.slice(0, 0, 2).mul_(2.0);  // an optimizer-style update is fine
     CHECK(values(w) == std::vector<double>{2, 4, 3});
   }
+  SECTION("a view of a leaf that is itself a view (its chain's root needs no grad)") {
+    // x = arange(4).view(2, 2).requires_grad_(): PyTorch refuses writes through x's views too.
+    Tensor x = arange(0, 4, 1, {.dtype = DType::F64}).view({2, 2}).requires_grad_();
+    MG_REQUIRE_ERROR(x.select(0, 0).fill_(7.0), "fill_: a view of a leaf tensor that requires grad");
+    MG_REQUIRE_ERROR(x.t().add_(1.0), "add_: a view of a leaf tensor that requires grad");
+    CHECK(values(x) == std::vector<double>{0, 1, 2, 3});  // nothing was written
+  }
   SECTION("another view of the base, taken before the write, takes the base's new history") {
     // PyTorch 2.15: early = y[1:3] after y[0:2] *= w is [x1 w1, x2]: x.grad [0, 12, 2, 0], w.grad [0, 4].
     Tensor x = leaf({1, 2, 3, 4}, {4}), w = leaf({5, 6}, {2});

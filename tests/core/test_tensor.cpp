@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -15,6 +16,8 @@
 #include "core/parallel.h"
 #include "core/storage.h"
 #include "core/tensor.h"
+#include "ops/ops.h"
+#include "test_util.h"
 
 using Catch::Matchers::Message;
 using mg::DType;
@@ -274,4 +277,18 @@ TEST_CASE("Storage: an allocator whose free throws does not terminate the proces
   CHECK(allocator.frees == 1);
   { mg::Storage again(8, mg::Device::cpu(), allocator); }  // reported once, then silently
   CHECK(allocator.frees == 2);
+}
+
+TEST_CASE("shapes whose element or byte count overflows are a ShapeError, never a short allocation", "[core]") {
+  using namespace mg;
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  MG_REQUIRE_ERROR(empty({4, max / 4 + 2}), "has more than 2^63 - 1 elements");
+  MG_REQUIRE_ERROR(zeros({int64_t(1) << 61}, {.dtype = DType::I64}), "needs more than 2^63 bytes");
+  // one_hot with a huge num_classes: [1, 2^61] i64 wrapped to a 0-byte buffer and was written past.
+  MG_REQUIRE_ERROR(one_hot(from_vector<int64_t>({1}), int64_t(1) << 61), "needs more than 2^63 bytes");
+  MG_REQUIRE_ERROR(one_hot(from_vector<int64_t>({1}), max), "2^63");
+  MG_REQUIRE_ERROR(ones({3}).expand({max, max, 3}), "has more than 2^63 - 1 elements");
+  // A zero size makes any shape empty.
+  CHECK(empty({max, max, 0}).numel() == 0);
+  CHECK(shape_numel({0, max, max}) == 0);
 }
