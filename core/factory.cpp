@@ -9,9 +9,11 @@
 #include "mixgrad/core/graph_rng.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "mixgrad/core/device_fill.h"
+#include "mixgrad/core/fill_values.h"
 #include "mixgrad/core/parallel.h"
 #include "mixgrad/core/visit_dtype.h"
 
@@ -80,8 +82,20 @@ Generator& default_generator() {
 }
 void manual_seed(uint64_t seed) { default_generator().set_state(seed, 0); }
 
+bool fill_value_holds(DType t, double v) {
+  if (is_integral(t)) return integral_holds(t, v);
+  double max = 0;
+  switch (t) {
+    case DType::F32: max = 0x1.fffffep127; break;
+    case DType::F16: max = 65504.0; break;
+    case DType::BF16: max = 0x1.fep127; break;
+    default: return true;  // f64 and bool hold every double
+  }
+  return !std::isfinite(v) || std::fabs(v) <= max;
+}
+
 Tensor full(const Shape& shape, double value, TensorOptions options) {
-  MG_CHECK(integral_holds(options.dtype, value), Error, "full: value ", value, " cannot be converted to ",
+  MG_CHECK(fill_value_holds(options.dtype, value), Error, "full: value ", value, " cannot be converted to ",
            dtype_name(options.dtype), " without overflow");
   return make_filled(shape, options, {.kind = FillKind::Full, .value = value});
 }
@@ -157,6 +171,12 @@ Tensor from_buffer(const void* data, const Shape& shape, TensorOptions options) 
   return out;
 }
 
-Tensor scalar_tensor(double value, TensorOptions options) { return full({}, value, options); }
+// Not a fill: the scalar of `x op v` overflows to inf as PyTorch's arithmetic does, so only the
+// integer dtypes' check applies.
+Tensor scalar_tensor(double value, TensorOptions options) {
+  MG_CHECK(integral_holds(options.dtype, value), Error, "scalar_tensor: value ", value, " cannot be converted to ",
+           dtype_name(options.dtype), " without overflow");
+  return make_filled({}, options, {.kind = FillKind::Full, .value = value});
+}
 
 }  // namespace mg

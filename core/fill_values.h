@@ -39,6 +39,12 @@ struct FillSpec {
   uint64_t seed = 0, offset = 0;    // Rand, Randn, Randint: the Philox stream position
 };
 
+// What a fill (full, fill_, masked_fill) may write into dtype t, as PyTorch's: integral_holds for
+// the integer dtypes; for f16, bf16 and f32 a finite v beyond the dtype's largest finite value is
+// refused (it would silently become inf: f16 1e6); NaN and +-inf are held by every floating dtype.
+// Host only.
+bool fill_value_holds(DType t, double v);
+
 // The storage value of `v` computed in double / int64: rounded once to the opmath type, then
 // (f16/bf16) to the storage type.
 template <typename T, typename V>

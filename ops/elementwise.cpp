@@ -5,6 +5,7 @@
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/autocast_state.h"
+#include "mixgrad/core/fill_values.h"
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/infer.h"
@@ -254,7 +255,7 @@ MG_UNARY_INFER(pow_scalar)
 
 InferResult infer_any(const Tensors& in, const OpAttrs&) { return infer_unary_any("", in); }
 InferResult infer_fill(const Tensors& in, const OpAttrs& a) {
-  MG_CHECK(integral_holds(in[0].dtype(), a.alpha), Error, "fill_: value ", a.alpha, " cannot be converted to ",
+  MG_CHECK(fill_value_holds(in[0].dtype(), a.alpha), Error, "fill_: value ", a.alpha, " cannot be converted to ",
            dtype_name(in[0].dtype()), " without overflow; got ", describe(in[0]));
   return infer_unary_any("", in);
 }

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/fill_values.h"
 #include "mixgrad/core/visit_dtype.h"
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/dispatcher.h"
@@ -167,7 +168,7 @@ InferResult infer_masked_fill(const Tensors& in, const OpAttrs& a) {
   }
   MG_CHECK(ok, ShapeError, "masked_fill: mask ", describe(mask), " cannot be broadcast to the input's shape ",
            x.shape(), "; got input ", describe(x));
-  MG_CHECK(integral_holds(x.dtype(), a.alpha), Error, "masked_fill: value ", a.alpha, " cannot be converted to ",
+  MG_CHECK(fill_value_holds(x.dtype(), a.alpha), Error, "masked_fill: value ", a.alpha, " cannot be converted to ",
            dtype_name(x.dtype()), " without overflow; got input ", describe(x));
   return {{{x.shape(), x.dtype()}}, x.dtype()};
 }

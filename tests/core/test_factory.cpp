@@ -2,9 +2,9 @@
 // zeros/ones/full/arange/linspace/eye/from_vector/from_buffer/scalar_tensor and the *_like forms.
 #include <catch2/catch.hpp>
 
-#include <limits>
-
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/factory.h"
@@ -41,7 +41,8 @@ TEST_CASE("factory: zeros, ones and full", "[core]") {
   CHECK(half_bits(mg::full({2}, 1.0 / 3.0, {.dtype = DType::F16})) ==
         std::vector<uint16_t>{0x3555, 0x3555});
   CHECK(values<mg::BFloat16>(mg::full({1}, 1.0 / 3.0, {.dtype = DType::BF16}))[0].bits == 0x3eab);
-  CHECK(half_bits(mg::full({1}, 1e6, {.dtype = DType::F16})) == std::vector<uint16_t>{0x7c00});
+  CHECK(half_bits(mg::full({1}, INFINITY, {.dtype = DType::F16})) == std::vector<uint16_t>{0x7c00});
+  CHECK(half_bits(mg::full({1}, 65504.0, {.dtype = DType::F16})) == std::vector<uint16_t>{0x7bff});  // 1e6 is refused
   // Large enough to be filled by several threads.
   const mg::Tensor big = mg::full({1 << 20}, 2.5);
   CHECK(values<float>(big) == std::vector<float>(1 << 20, 2.5f));

@@ -52,9 +52,10 @@ TEST_CASE("full, zeros_like and scalar_tensor refuse a value an integer dtype ca
   MG_REQUIRE_ERROR(full({2}, -1, {.dtype = DType::U8}), "full: value -1 cannot be converted to u8");
   MG_REQUIRE_ERROR(full_like(zeros({3}, {.dtype = DType::U8}), 300), "cannot be converted to u8");
   MG_REQUIRE_ERROR(scalar_tensor(0x1p63, {.dtype = DType::I64}), "cannot be converted to i64");
-  // bool and the floating dtypes take any value (bool: nonzero is true; floats round or overflow to inf).
+  // bool takes any value (nonzero is true); a scalar_tensor (the v of x op v) overflows to inf as
+  // arithmetic does, where a fill refuses it (below).
   CHECK(values(full({1}, std::nan(""), {.dtype = DType::Bool})) == std::vector<double>{1});
-  CHECK(std::isinf(values(full({1}, 1e300, {.dtype = DType::F32}))[0]));
+  CHECK(std::isinf(values(scalar_tensor(1e300, {.dtype = DType::F32}))[0]));
 }
 
 TEST_CASE("linspace and randint into integer dtypes check their ends", "[ops][core]") {
@@ -155,4 +156,20 @@ TEST_CASE("u8 neg/abs/sign/relu/clamp, and bool + bool, as PyTorch", "[ops]") {
   CHECK(add(a, b).dtype() == DType::Bool);
   CHECK(values(add(a, b)) == std::vector<double>{1, 1, 1, 0});
   CHECK(values(mul(a, b)) == std::vector<double>{1, 0, 0, 0});
+}
+
+TEST_CASE("fills refuse a finite value beyond a floating dtype's range, as PyTorch", "[ops]") {
+  // PyTorch 2.15: full/fill_/masked_fill of 1e6 into f16 is "value cannot be converted to type
+  // c10::Half without overflow"; 65504 (f16's max), +-inf and NaN are fine; bf16 holds 1e6.
+  MG_REQUIRE_ERROR(full({2}, 1e6, {.dtype = DType::F16}), "full: value 1e+06 cannot be converted to f16 without overflow");
+  MG_REQUIRE_ERROR(zeros({2}, {.dtype = DType::F16}).fill_(-65520.0), "fill_: value -65520 cannot be converted to f16");
+  const Tensor mask = to(from_vector<uint8_t>({1, 0}), DType::Bool);
+  MG_REQUIRE_ERROR(masked_fill(zeros({2}, {.dtype = DType::F16}), mask, 1e6), "masked_fill: value 1e+06 cannot be converted to f16");
+  MG_REQUIRE_ERROR(full({1}, 1e39, {.dtype = DType::BF16}), "cannot be converted to bf16");
+  MG_REQUIRE_ERROR(full({1}, 1e39, {.dtype = DType::F32}), "cannot be converted to f32");
+  CHECK(values(full({1}, 65504.0, {.dtype = DType::F16})) == std::vector<double>{65504.0});
+  CHECK(values(full({1}, 1e6, {.dtype = DType::BF16}))[0] == 999424.0);
+  CHECK(std::isinf(values(masked_fill(zeros({2}, {.dtype = DType::F16}), mask, -INFINITY))[0]));
+  CHECK(std::isnan(values(full({1}, NAN, {.dtype = DType::F16}))[0]));
+  CHECK(values(full({1}, 1e300, {.dtype = DType::F64})) == std::vector<double>{1e300});
 }
