@@ -23,12 +23,13 @@ Strides memory_format_strides(const Shape& shape, MemoryFormat f) {
   if (f == MemoryFormat::Contiguous) return contiguous_strides(shape);
   check_channels_last_shape("memory_format_strides", shape);
   // dims ordered N, H, W, C from outermost to innermost; a zero size counts as 1, as contiguous_strides does
-  auto sz = [&](int d) { return shape[d] > 0 ? shape[d] : int64_t(1); };
+  // (unsigned, as contiguous_strides: an empty shape's huge dims wrap instead of overflowing)
+  auto sz = [&](int d) { return uint64_t(shape[d] > 0 ? shape[d] : 1); };
   Strides st(4);
   st[1] = 1;
-  st[3] = sz(1);
-  st[2] = st[3] * sz(3);
-  st[0] = st[2] * sz(2);
+  st[3] = int64_t(sz(1));
+  st[2] = int64_t(sz(1) * sz(3));
+  st[0] = int64_t(sz(1) * sz(3) * sz(2));
   return st;
 }
 

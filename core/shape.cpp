@@ -18,10 +18,12 @@ int64_t shape_numel(const Shape& shape) {
 
 Strides contiguous_strides(const Shape& shape) {
   Strides st(shape.size());
-  int64_t s = 1;
+  // Unsigned: an empty shape's other dims may be huge ([2^62, 2^62, 0]); its strides then wrap
+  // (no element is ever addressed through them) instead of overflowing, which C++ leaves undefined.
+  uint64_t s = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
-    st[i] = s;
-    s *= shape[i] > 0 ? shape[i] : 1;
+    st[i] = int64_t(s);
+    s *= uint64_t(shape[i] > 0 ? shape[i] : 1);
   }
   return st;
 }

@@ -290,5 +290,7 @@ TEST_CASE("shapes whose element or byte count overflows are a ShapeError, never 
   MG_REQUIRE_ERROR(ones({3}).expand({max, max, 3}), "has more than 2^63 - 1 elements");
   // A zero size makes any shape empty.
   CHECK(empty({max, max, 0}).numel() == 0);
+  CHECK(empty({0, max, max, max}).numel() == 0);
+  CHECK(empty({max, 0, max, max}, {.memory_format = MemoryFormat::ChannelsLast}).numel() == 0);
   CHECK(shape_numel({0, max, max}) == 0);
 }
