@@ -205,6 +205,15 @@ void ProcessGroupNccl::check_tensor(const char* what, const Tensor& t) const {
                                : "\n  hint: move it with .to(mg::Device::cuda(pg.device()))");
 }
 
+void ProcessGroupNccl::check_reducible(const char* what, const Tensor& t, ReduceOp op) const {
+  check_tensor(what, t);
+  MG_CHECK(cuda::nccl_dtype_code(t.dtype(), true) >= 0, DTypeError, "ProcessGroupNccl::", what, ": ",
+           reduce_op_name(op), " takes f64, f32, f16, bf16, i64 or i32 tensors, got ", describe(t));
+  MG_CHECK(cuda::nccl_op_code(nccl_red_op(op), t.dtype()) >= 0, DTypeError, "ProcessGroupNccl::", what,
+           ": avg needs a floating tensor (an integer mean would truncate), got ", describe(t),
+           "\n  hint: use sum and divide, or convert to f32/f64 first");
+}
+
 void ProcessGroupNccl::agree(const char* what, const Tensor* t, ReduceOp op, int root,
                              const std::exception_ptr& refusal) {
   if (!options_.check_consistency || world_size_ == 1 || !impl_ || !store_) {  // (run() reports a shut-down group)
@@ -271,12 +280,7 @@ void ProcessGroupNccl::run(const char* what, std::vector<Tensor> keep, F&& enque
 
 void ProcessGroupNccl::all_reduce(Tensor& tensor, ReduceOp op) {
   const std::exception_ptr refusal = refusal_of([&] {
-    check_tensor("all_reduce", tensor);
-    MG_CHECK(cuda::nccl_dtype_code(tensor.dtype(), true) >= 0, DTypeError, "ProcessGroupNccl::all_reduce: ",
-             reduce_op_name(op), " takes f64, f32, f16, bf16, i64 or i32 tensors, got ", describe(tensor));
-    MG_CHECK(cuda::nccl_op_code(nccl_red_op(op), tensor.dtype()) >= 0, DTypeError,
-             "ProcessGroupNccl::all_reduce: avg needs a floating tensor (an integer mean would truncate), got ",
-             describe(tensor), "\n  hint: use sum and divide, or convert to f32/f64 first");
+    check_reducible("all_reduce", tensor, op);
   });
   agree("all_reduce", &tensor, op, 0, refusal);
   if (tensor.numel() == 0) return;
@@ -322,12 +326,7 @@ Tensor ProcessGroupNccl::all_gather(const Tensor& input) {
 
 Tensor ProcessGroupNccl::reduce_scatter(const Tensor& input, ReduceOp op) {
   const std::exception_ptr refusal = refusal_of([&] {
-    check_tensor("reduce_scatter", input);
-    MG_CHECK(cuda::nccl_dtype_code(input.dtype(), true) >= 0, DTypeError, "ProcessGroupNccl::reduce_scatter: ",
-             reduce_op_name(op), " takes f64, f32, f16, bf16, i64 or i32 tensors, got ", describe(input));
-    MG_CHECK(cuda::nccl_op_code(nccl_red_op(op), input.dtype()) >= 0, DTypeError,
-             "ProcessGroupNccl::reduce_scatter: avg needs a floating tensor (an integer mean would truncate), got ",
-             describe(input));
+    check_reducible("reduce_scatter", input, op);
     MG_CHECK(input.dim() >= 1 && input.size(0) % world_size_ == 0, ShapeError,
              "ProcessGroupNccl::reduce_scatter: the input's first dimension must split into ", world_size_,
              " equal blocks, got ", describe(input));

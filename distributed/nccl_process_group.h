@@ -101,6 +101,8 @@ class ProcessGroupNccl : public ProcessGroup {
   template <typename F>
   void run(const char* what, std::vector<Tensor> keep, F&& enqueue);
   void check_tensor(const char* what, const Tensor& t) const;
+  // check_tensor, plus a dtype and op NCCL reduces (all_reduce, reduce_scatter).
+  void check_reducible(const char* what, const Tensor& t, ReduceOp op) const;
   // NcclOptions.check_consistency: compares the ranks' calls through the store.
   // A non-null `refusal` (this rank's checks failed) is rethrown after the exchange (call_check.h).
   void agree(const char* what, const Tensor* t, ReduceOp op, int root, const std::exception_ptr& refusal);
