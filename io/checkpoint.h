@@ -23,8 +23,9 @@
 
 namespace mg::io {
 
-// The checkpoint format version this build writes and the only one it reads.
-inline constexpr int64_t kCheckpointVersion = 1;
+// The checkpoint format version this build writes; it reads this one and every older one.
+// Version 2 added a CRC-32 per tensor (checked on load); version 1 files load without one.
+inline constexpr int64_t kCheckpointVersion = 2;
 
 using NamedStates = std::vector<std::pair<std::string, StateDict>>;
 
@@ -59,8 +60,9 @@ class Checkpoint {
 };
 
 // Reads and validates a checkpoint: the safetensors checks (docs/io.md), then the kind tag, the
-// version (a newer one is refused with a clear error) and the consistency of the JSON with the
-// tensors.
+// version (a newer one is refused with a clear error), the consistency of the JSON with the
+// tensors, and each tensor's data against the CRC-32 saved with it (a damaged file is refused,
+// naming the tensor).
 Checkpoint load_checkpoint(const std::string& path);
 
 }  // namespace mg::io

@@ -23,6 +23,7 @@
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/error.h"
+#include "mixgrad/io/checksum.h"
 #include "mixgrad/io/json_parse.h"
 #include "mixgrad/io/json_text.h"
 
@@ -130,6 +131,12 @@ class AtomicFile {
   void write(const void* data, std::size_t n) {
     if (n == 0) return;
     if (std::fwrite(data, 1, n, file_) != n) fail("writing");
+  }
+
+  // Replaces n bytes already written at `offset` (a value only known once the data is written).
+  void overwrite(uint64_t offset, const void* data, std::size_t n) {
+    if (std::fseek(file_, long(offset), SEEK_SET) != 0) fail("seeking in");
+    write(data, n);
   }
 
   // fflush, fsync, fclose, rename over the target, then fsync the directory so the rename itself
@@ -322,7 +329,7 @@ const Tensor& SafetensorsFile::at(const std::string& name) const {
 namespace detail {
 
 void save_safetensors_as(const char* who, const std::string& path, const nn::NamedTensors& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+                         const std::map<std::string, std::string>& metadata, const std::string& crc32_key) {
   // Everything that can be checked is checked before the temporary file exists.
   std::set<std::string> seen;
   for (const auto& [name, t] : tensors) {
@@ -353,10 +360,16 @@ void save_safetensors_as(const char* who, const std::string& path, const nn::Nam
     offset += uint64_t(tensors[i].second.numel()) * tensors[i].second.element_size();
   }
 
+  // The checksums are written as zeros of their final length and filled in after the data.
+  std::map<std::string, std::string> meta = metadata;
+  if (!crc32_key.empty()) {
+    MG_ASSERT(!meta.contains(crc32_key), "the checksum key is also a metadata key");
+    meta[crc32_key] = std::string(8 * tensors.size(), '0');
+  }
   json header = json::object();
-  if (!metadata.empty()) {
+  if (!meta.empty()) {
     json m = json::object();
-    for (const auto& [k, v] : metadata) m[k] = v;
+    for (const auto& [k, v] : meta) m[k] = v;
     header[kMetadataKey] = std::move(m);
   }
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -369,6 +382,16 @@ void save_safetensors_as(const char* who, const std::string& path, const nn::Nam
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // pad to 8 bytes, as the reference writer does
   const uint64_t n = text.size();
+  // Where the checksums' digits start in the file. "key":"000..." occurs once: any other quote
+  // inside a JSON string is escaped, and the metadata object comes first.
+  uint64_t crc_offset = 0;
+  if (!crc32_key.empty()) {
+    const std::string key = json(crc32_key).dump() + ":\"";
+    const std::size_t at = text.find(key + meta[crc32_key] + "\"");
+    MG_ASSERT(at != std::string::npos, "the checksum placeholder is not in the header");
+    crc_offset = 8 + at + key.size();
+  }
+  std::vector<uint32_t> crcs(tensors.size(), 0);
 
   AtomicFile file(who, path);
   file.write(&n, 8);
@@ -386,7 +409,14 @@ void save_safetensors_as(const char* who, const std::string& path, const nn::Nam
       MG_THROW(Error, who, ": ", quoted(path), ": tensor ", quoted(name), " (", describe(t),
                ") could not be copied to the CPU: ", e.what(), "\n  ", quoted(path), " was not changed");
     }
-    file.write(c.data_ptr(), std::size_t(c.numel()) * c.element_size());
+    const std::size_t bytes = std::size_t(c.numel()) * c.element_size();
+    if (!crc32_key.empty()) crcs[i] = crc32(c.data_ptr(), bytes);
+    file.write(c.data_ptr(), bytes);
+  }
+  if (!crc32_key.empty()) {
+    std::string hex;
+    for (uint32_t crc : crcs) hex += crc32_hex(crc);
+    file.overwrite(crc_offset, hex.data(), hex.size());
   }
   file.commit();
 }

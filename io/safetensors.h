@@ -48,9 +48,11 @@ void save_safetensors(const std::string& path, const nn::NamedTensors& tensors,
 SafetensorsFile load_safetensors(const std::string& path);
 
 namespace detail {
-// The same with `who` ("save_checkpoint", "load_checkpoint") starting every error message.
+// The same with `who` ("save_checkpoint", "load_checkpoint") starting every error message. With a
+// `crc32_key`, the metadata also maps that key to the tensors' CRC-32s (io/checksum.h), eight hex
+// digits per tensor in the header's order, computed from the bytes as they are written.
 void save_safetensors_as(const char* who, const std::string& path, const nn::NamedTensors& tensors,
-                         const std::map<std::string, std::string>& metadata);
+                         const std::map<std::string, std::string>& metadata, const std::string& crc32_key = {});
 SafetensorsFile load_safetensors_as(const char* who, const std::string& path);
 }  // namespace detail
 

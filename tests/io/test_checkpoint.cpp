@@ -8,10 +8,12 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <zlib.h>
 
 #include "autograd/grad_mode.h"
 #include "core/state_dict.h"
 #include "io/checkpoint.h"
+#include "io/checksum.h"
 #include "io/safetensors.h"
 #include "io_test_util.h"
 #include "nn/container.h"
@@ -190,7 +192,16 @@ TEST_CASE("checkpoint: the file is a safetensors file with a documented layout",
                                           "model.1.num_batches_tracked", "optimizer.state.0.momentum"});
   CHECK(f.at("model.1.num_batches_tracked").dtype() == DType::I64);
   CHECK(f.metadata.at("mixgrad.kind") == "checkpoint");
-  CHECK(f.metadata.at("mixgrad.checkpoint_version") == "1");
+  CHECK(f.metadata.at("mixgrad.checkpoint_version") == "2");
+  // One CRC-32 per tensor, in the header's order, of the bytes as Python's zlib.crc32 reads them.
+  std::string crcs;
+  for (const auto& [n, t] : f.tensors) {
+    const std::string bytes = raw_bytes(t);
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08lx", ::crc32(0, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size())));
+    crcs += hex;
+  }
+  CHECK(f.metadata.at("mixgrad.crc32") == crcs);
   CHECK(f.metadata.at("mixgrad.checkpoint") ==
         "{\"model\":[\"0.weight\",\"0.bias\",\"1.weight\",\"1.bias\",\"1.running_mean\",\"1.running_var\","
         "\"1.num_batches_tracked\"],\"states\":[{\"name\":\"optimizer\",\"tensors\":[\"state.0.momentum\"],"
@@ -251,6 +262,57 @@ TEST_CASE("checkpoint: restore_model refuses mismatches, names each tensor and c
   }
 }
 
+TEST_CASE("checkpoint: a byte changed after the save is refused, naming its tensor", "[io][checkpoint][errors]") {
+  CHECK(io::detail::crc32("123456789", 9) == 0xcbf43926u);  // the CRC-32 check value
+  CHECK(io::detail::crc32_hex(0x0000abcdu) == "0000abcd");
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  auto model = trained_model();
+  StateDict opt;
+  opt.tensors = {{"m", mul(arange(0, 16, 1, {.dtype = DType::F32}), full({16}, 0.37))}};
+  io::save_checkpoint(path, *model, {{"optimizer", opt}});
+  const std::string good = read_bytes(path);
+  const std::string m_bytes = raw_bytes(opt.tensors[0].second);
+  const std::size_t at = good.find(m_bytes);
+  REQUIRE(at != std::string::npos);
+  REQUIRE(good.find(m_bytes, at + 1) == std::string::npos);
+
+  for (int bit : {0, 7}) {  // the lowest mantissa bit of element 8, a sign bit
+    std::string bad = good;
+    bad[at + 32 + (bit == 7 ? 3 : 0)] ^= char(1 << bit);
+    write_bytes(path, bad);
+    const std::string msg = error_of([&] { io::load_checkpoint(path); });
+    INFO(msg);
+    CHECK_THAT(msg, Catch::Matchers::StartsWith("load_checkpoint: \"" + path + "\": tensor \"optimizer.m\" ([16] f32 cpu): "
+                                                "its data does not match the CRC-32 saved with it (saved "));
+    CHECK_THAT(msg, Catch::Matchers::Contains("the file was damaged after it was written"));
+    // The same bytes still open as plain safetensors: the structure is intact, only the data changed.
+    CHECK(io::load_safetensors(path).tensors.size() == 8);
+  }
+  write_bytes(path, good);
+  CHECK(io::load_checkpoint(path).state("optimizer").tensors.size() == 1);
+}
+
+TEST_CASE("checkpoint: a version 1 file (no checksums) still loads", "[io][checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("v1.safetensors");
+  auto model = trained_model();
+  const StateDict opt = awkward_state();
+  io::save_checkpoint(path, *model, {{"optimizer", opt}});
+  // What version 1 wrote: the same file without "mixgrad.crc32".
+  io::SafetensorsFile f = io::load_safetensors(path);
+  f.metadata.erase("mixgrad.crc32");
+  f.metadata["mixgrad.checkpoint_version"] = "1";
+  io::save_safetensors(path, f.tensors, f.metadata);
+  const io::Checkpoint ck = io::load_checkpoint(path);
+  CHECK(ck.version() == 1);
+  require_same_state(ck.state("optimizer"), opt);
+  manual_seed(99);
+  auto fresh = make_model();
+  ck.restore_model(*fresh);
+  CHECK(snapshot(*fresh) == snapshot(*model));
+}
+
 TEST_CASE("checkpoint: a missing state lists the saved ones", "[io][checkpoint][errors]") {
   TempDir dir;
   manual_seed(0);
@@ -287,8 +349,16 @@ TEST_CASE("checkpoint: version, kind and consistency are checked on load", "[io]
   };
 
   SECTION("a newer version") {
-    resave([](io::SafetensorsFile& f) { f.metadata["mixgrad.checkpoint_version"] = "2"; });
-    require_error("written by a newer mixgrad (checkpoint format version 2; this build reads version 1)");
+    resave([](io::SafetensorsFile& f) { f.metadata["mixgrad.checkpoint_version"] = "3"; });
+    require_error("written by a newer mixgrad (checkpoint format version 3; this build reads version 2)");
+  }
+  SECTION("version 2 without its checksums, or with malformed ones") {
+    resave([](io::SafetensorsFile& f) { f.metadata.erase("mixgrad.crc32"); });
+    require_error("the metadata has no \"mixgrad.crc32\" (format version 2 stores one)");
+    resave([](io::SafetensorsFile& f) { f.metadata["mixgrad.crc32"].pop_back(); });
+    require_error("expected 8 lowercase hex digits for each of the 8 tensors");
+    resave([](io::SafetensorsFile& f) { f.metadata["mixgrad.crc32"][0] = 'G'; });
+    require_error("expected 8 lowercase hex digits");
   }
   SECTION("a malformed version") {
     resave([](io::SafetensorsFile& f) { f.metadata["mixgrad.checkpoint_version"] = "1.0"; });
