@@ -12,6 +12,7 @@
 #include "mixgrad/amp/precision_plan.h"   // amp::precision_plan
 #include "mixgrad/autograd/engine.h"      // backward, grad
 #include "mixgrad/autograd/grad_mode.h"   // NoGradGuard, EnableGradGuard
+#include "mixgrad/autograd/hooks.h"       // queue_callback, post-accumulate-grad hooks, in_backward
 #include "mixgrad/core/factory.h"         // zeros, ones, randn, from_vector, manual_seed, ...
 #include "mixgrad/core/parallel.h"        // set_num_threads
 #include "mixgrad/core/pinned_memory.h"   // empty_pinned, check_pin_memory_available

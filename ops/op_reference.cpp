@@ -14,7 +14,7 @@ std::string autocast_input(CastPolicy p, const char* low) {
     case CastPolicy::Fp32: return "f32";
     case CastPolicy::Promote: return "widest input";
     case CastPolicy::Keep: return "unchanged";
-    case CastPolicy::Banned: return "error";
+    case CastPolicy::Banned: return std::string(low) == "f16" ? "error" : "f32";
   }
   return "?";
 }
@@ -26,8 +26,9 @@ std::string op_reference_markdown() {
   os << "# Op reference\n\n"
      << "Generated from `ops/op_list.def` by `build/tools/mg_op_reference > docs/ops.md`; a test\n"
      << "keeps this file in sync with the op list. Policies are the defaults (`set_policy` overrides\n"
-     << "them, see DESIGN §4): **lower** casts floating inputs to the autocast dtype, **fp32** to f32,\n"
-     << "**promote** to the widest floating input dtype, **keep** leaves them unchanged.\n\n"
+     << "them, see docs/amp.md): **lower** casts floating inputs to the autocast dtype, **fp32** to f32,\n"
+     << "**promote** to the widest floating input dtype, **keep** leaves them unchanged, **banned** is an\n"
+     << "error under f16 autocast (the op leaves f16's range) and runs in f32 under bf16.\n\n"
      << "| op | inputs | differentiable | policy | f16 autocast | bf16 autocast |\n"
      << "|---|---|---|---|---|---|\n";
   for (int i = 0; i < kNumOps; ++i) {
