@@ -1,5 +1,6 @@
 // The backward engine (single-threaded). Phases: find the graph reachable from the roots (for
-// grad(), only nodes that lead to a requested input), count each node's pending gradients, then
+// grad(), only nodes that lead to a requested input; a node whose gradient is captured runs only
+// when it also leads to another one), count each node's pending gradients, then
 // run nodes from a ready queue ordered by creation (latest first; leaves' sinks as soon as they are
 // ready), accumulating gradients per
 // node input slot. While an op observer is installed (core/op_observer.h) each node is reported
@@ -65,7 +66,10 @@ struct LaterFirst {
 
 class GraphTask {
  public:
-  GraphTask(bool retain_graph, bool accumulate) : retain_graph_(retain_graph), accumulate_(accumulate) {}
+  // `grad_mode`: recording on or off (create_graph) for every node, restored before each one so a
+  // hook that changes it affects its own node only, as in PyTorch.
+  GraphTask(bool retain_graph, bool accumulate, bool grad_mode)
+      : retain_graph_(retain_graph), accumulate_(accumulate), grad_mode_(grad_mode) {}
 
   void add_root(const Edge& edge, const Tensor& grad) {
     roots_.push_back(edge.node.get());
@@ -80,12 +84,13 @@ class GraphTask {
     std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
     std::unordered_set<Node*> queued;
     for (Node* r : roots_) {
-      if (dependencies_[r] == 0 && queued.insert(r).second) ready.push(r);
+      if (needed_.count(r) && dependencies_[r] == 0 && queued.insert(r).second) ready.push(r);
     }
     Tensors captured(captures_.size());
     while (!ready.empty()) {
       Node* node = ready.top();
       ready.pop();
+      GradMode::set_enabled(grad_mode_);
       Tensors grads = std::move(buffers_[node]);
       buffers_.erase(node);
       grads.resize(node->num_outputs());
@@ -95,8 +100,10 @@ class GraphTask {
       for (std::size_t c = 0; c < captures_.size(); ++c) {
         if (captures_[c].node == node) captured[c] = grads[captures_[c].slot];
       }
+      // grad(): a captured node that leads to no other capture has done its part; running it
+      // would compute gradients nobody asked for and free what a later backward needs.
+      if (!runs_.count(node)) continue;
       const bool is_sink = dynamic_cast<AccumulateGrad*>(node) != nullptr;
-      if (is_sink && !accumulate_) continue;
       // AccumulateGrad (a leaf's sink) is not reported: its input is a gradient already reported
       // as the output of the node that produced it.
       Tensors input_grads = op_observer() && !is_sink ? apply_observed(*node, std::move(grads))
@@ -110,6 +117,7 @@ class GraphTask {
         if (--dependencies_[next] == 0 && queued.insert(next).second) ready.push(next);
       }
     }
+    GradMode::set_enabled(grad_mode_);  // for the queued callbacks, whatever the last hook did
     return captured;
   }
 
@@ -158,9 +166,10 @@ class GraphTask {
     std::unordered_set<Node*> capture_nodes;
     for (const Capture& c : captures_) capture_nodes.insert(c.node);
     for (Node* n : order) {  // children before parents
-      bool need = accumulate_ || capture_nodes.count(n);
-      for (const Edge& e : n->next_edges) need = need || (e.node && needed_.count(e.node.get()));
-      if (need) needed_.insert(n);
+      bool feeds = false;  // a child needs this node's output
+      for (const Edge& e : n->next_edges) feeds = feeds || (e.node && needed_.count(e.node.get()));
+      if (accumulate_ || feeds || capture_nodes.count(n)) needed_.insert(n);
+      if (accumulate_ || feeds) runs_.insert(n);
     }
     for (Node* n : order) {
       if (!needed_.count(n)) continue;
@@ -172,9 +181,11 @@ class GraphTask {
 
   bool retain_graph_;
   bool accumulate_;
+  bool grad_mode_;
   std::vector<Node*> roots_;
   std::vector<Capture> captures_;
-  std::unordered_set<Node*> needed_;
+  std::unordered_set<Node*> needed_;  // receives gradients
+  std::unordered_set<Node*> runs_;    // is applied (needed, and not only a capture of grad())
   std::unordered_map<Node*, int> dependencies_;
   std::unordered_map<Node*, Tensors> buffers_;
 };
@@ -211,7 +222,7 @@ void add_roots(GraphTask& task, const Tensors& outputs, const Tensors& grad_outp
 
 void backward(const Tensors& outputs, const Tensors& grad_outputs, bool retain_graph, bool create_graph) {
   OpObserverMute mute;  // the observer sees nodes, not the ops inside them
-  GraphTask task(retain_graph || create_graph, /*accumulate=*/true);
+  GraphTask task(retain_graph || create_graph, /*accumulate=*/true, /*grad_mode=*/create_graph);
   add_roots(task, outputs, grad_outputs, "backward");
   EnableGradGuard mode(create_graph);
   AutocastOffGuard no_autocast;  // backward ops run in the dtypes the forward chose
@@ -223,7 +234,7 @@ void backward(const Tensors& outputs, const Tensors& grad_outputs, bool retain_g
 Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs,
              std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
   OpObserverMute mute;  // the observer sees nodes, not the ops inside them
-  GraphTask task(retain_graph.value_or(create_graph), /*accumulate=*/false);
+  GraphTask task(retain_graph.value_or(create_graph), /*accumulate=*/false, /*grad_mode=*/create_graph);
   add_roots(task, outputs, grad_outputs, "grad");
   MG_CHECK(!inputs.empty(), AutogradError, "grad: expected at least one input");
   for (std::size_t i = 0; i < inputs.size(); ++i) {

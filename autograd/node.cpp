@@ -73,8 +73,15 @@ Tensors AccumulateGrad::apply(Tensors&& grads) {
   std::shared_ptr<TensorImpl> impl = leaf_.lock();
   if (!g.defined() || !impl) return {};
   Tensor leaf(impl);
-  MG_ASSERT(g.shape() == leaf.shape(), "AccumulateGrad: gradient ", describe(g), " for leaf ",
-            describe(leaf));
+  // The leaf may have changed since the graph was built. requires_grad_(false): no gradient, as
+  // PyTorch. An in-place op on it since: it is an op's output now, and its .grad would be wrong.
+  if (!impl->autograd.requires_grad) return {};
+  MG_CHECK(!impl->autograd.grad_fn, AutogradError, "backward: leaf ", describe(leaf),
+           " has been moved into the graph interior (it was written in place after requires_grad_(false), "
+           "and this graph used it as a leaf before that)\n  hint: build the graph again after changing the tensor");
+  MG_CHECK(g.shape() == leaf.shape(), AutogradError, "backward: the gradient of leaf ", describe(leaf), " is ",
+           describe(g), ": the leaf's shape changed after the graph was built (set_data?)",
+           "\n  hint: build the graph again after replacing a tensor's data");
   Tensor current = leaf.grad();
   GradMath& math = grad_math();
   if (!current.defined()) {

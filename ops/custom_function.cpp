@@ -1,5 +1,7 @@
 #include "mixgrad/ops/custom_function.h"
 
+#include <algorithm>
+
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/autocast_state.h"
 #include "mixgrad/ops/dispatcher.h"
@@ -13,9 +15,14 @@ namespace {
 class FunctionNode final : public autograd::Node {
  public:
   FunctionNode(uint32_t num_outputs, std::shared_ptr<FunctionCtx> ctx, FunctionRunner::BackwardFn backward,
-               std::vector<TensorMeta> input_meta, std::vector<TensorMeta> output_meta)
+               std::vector<TensorMeta> input_meta, std::vector<TensorMeta> output_meta,
+               std::vector<bool> aliases_input)
       : Node(num_outputs), ctx_(std::move(ctx)), backward_(backward), input_meta_(std::move(input_meta)),
-        output_meta_(std::move(output_meta)) {}
+        output_meta_(std::move(output_meta)), aliases_input_(std::move(aliases_input)) {}
+
+  bool output_aliases_input(uint32_t output_nr) const {
+    return output_nr < aliases_input_.size() && aliases_input_[output_nr];
+  }
 
   // Gradients of the outputs in; the user's gradients, checked against the input shapes, out.
   Tensors apply(Tensors&& grads) override {
@@ -44,13 +51,30 @@ class FunctionNode final : public autograd::Node {
   FunctionRunner::BackwardFn backward_;
   std::vector<TensorMeta> input_meta_;
   std::vector<TensorMeta> output_meta_;
+  std::vector<bool> aliases_input_;  // per output: shares memory with an input
 };
+
+bool aliases_through_node(const TensorImpl* t) {
+  if (!t || !t->autograd.grad_fn) return false;
+  const auto* node = dynamic_cast<const FunctionNode*>(t->autograd.grad_fn.get());
+  return node && node->output_aliases_input(t->autograd.output_nr);
+}
 
 }  // namespace
 
-void FunctionCtx::save_for_backward(const Tensors& tensors) {
+bool is_custom_function_alias(const Tensor& t) {
+  return t.defined() && (aliases_through_node(t.impl()) || aliases_through_node(t.impl()->view_base.get()));
+}
+
+void FunctionCtx::save_for_backward(const Tensors& tensors) { to_save_ = tensors; }
+
+void FunctionCtx::pack_saved(const Tensors& outputs) {
   saved_.clear();
-  for (const Tensor& t : tensors) saved_.emplace_back(t, /*is_output=*/false);
+  for (const Tensor& t : to_save_) {
+    const auto out = std::find_if(outputs.begin(), outputs.end(), [&](const Tensor& o) { return o.is_same(t); });
+    saved_.emplace_back(t, /*is_output=*/out != outputs.end());
+  }
+  to_save_.clear();
 }
 
 Tensors FunctionCtx::saved() const {
@@ -79,24 +103,33 @@ Tensors FunctionRunner::run(const char* name, CastPolicy policy, ForwardFn forwa
     AutocastOffGuard autocast_off;
     outputs = forward(*ctx, inputs);
   }
-  if (!any) return outputs;
+  if (!any) {
+    ctx->to_save_.clear();
+    return outputs;
+  }
   std::vector<TensorMeta> in_meta, out_meta;
   for (const Tensor& t : inputs) {
     in_meta.push_back({t.defined() ? t.shape() : Shape{}, t.defined() ? t.dtype() : DType::F32});
   }
-  for (Tensor& o : outputs) {
+  std::vector<bool> aliases(outputs.size(), false);
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    Tensor& o = outputs[j];
     MG_CHECK(o.defined(), AutogradError, name, ": forward returned an undefined tensor");
-    // An input returned as is becomes a new alias so that its own history is untouched.
     for (const Tensor& t : inputs) {
+      if (!t.defined() || !o.impl()->storage || t.impl()->storage != o.impl()->storage) continue;
+      aliases[j] = true;
+      // An input returned as is becomes a new alias so that its own history is untouched.
       if (o.is_same(t)) o = make_tensor(t.impl()->storage, t.shape(), t.strides(), t.offset(), t.dtype());
     }
     out_meta.push_back({o.shape(), o.dtype()});
   }
-  auto node = std::make_shared<FunctionNode>(uint32_t(outputs.size()), ctx, backward, in_meta, out_meta);
+  auto node = std::make_shared<FunctionNode>(uint32_t(outputs.size()), ctx, backward, in_meta, out_meta,
+                                             std::move(aliases));
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     node->next_edges.push_back(ctx->needs_[i] ? autograd::gradient_edge(inputs[i]) : autograd::Edge{});
   }
   autograd::set_history(outputs, node);
+  ctx->pack_saved(outputs);
   return outputs;
 }
 

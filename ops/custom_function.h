@@ -28,7 +28,8 @@ namespace mg {
 
 class FunctionCtx {
  public:
-  // Tensors backward will need; version-checked when read back.
+  // Tensors backward will need; version-checked when read back (against their version when
+  // forward returned, as PyTorch). Saving an output is fine: it is held without its history.
   void save_for_backward(const Tensors& tensors);
   // The saved tensors (an error after the graph was freed or when one was modified in place).
   Tensors saved() const;
@@ -42,6 +43,10 @@ class FunctionCtx {
 
  private:
   friend struct FunctionRunner;
+  // After forward: the tensors given to save_for_backward, packed, outputs as outputs (a strong
+  // reference from an output's node back to the output would be a cycle, never freed).
+  void pack_saved(const Tensors& outputs);
+  Tensors to_save_;  // during forward
   std::vector<autograd::SavedTensor> saved_;
   std::vector<bool> needs_;
   std::string name_;
@@ -54,6 +59,11 @@ struct FunctionRunner {
   static Tensors run(const char* name, CastPolicy policy, ForwardFn forward, BackwardFn backward,
                      Tensors inputs);
 };
+
+// Whether `t` (or the tensor it is a view of) is an output of a custom function that shares
+// memory with one of the function's inputs (an input returned as is, or a view of one). Writing
+// into such a tensor in place would bypass the function's backward: refused, as PyTorch does.
+bool is_custom_function_alias(const Tensor& t);
 
 // CRTP base: Derived provides `policy`, `forward` and `backward` (static), and optionally a
 // `static constexpr const char* name`.

@@ -10,6 +10,7 @@
 #include "mixgrad/core/op_observer.h"
 #include "mixgrad/core/pinned_memory.h"
 #include "mixgrad/ops/cuda_gaps.h"
+#include "mixgrad/ops/custom_function.h"
 #include "mixgrad/ops/inplace_view.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/op_node.h"
@@ -270,6 +271,10 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
              "_: a leaf tensor that requires grad (", describe(self),
              ") cannot be modified in place while grad mode is on",
              "\n  hint: update parameters inside a NoGradGuard, or use the out-of-place op");
+    MG_CHECK(!is_custom_function_alias(self), AutogradError, name, "_: ", describe(self),
+             " shares memory with an input of the custom function that returned it (an input returned as is, "
+             "or a view of one); writing into it in place would bypass the function's backward",
+             "\n  hint: clone() the output before modifying it, or return a copy from forward");
     if (self.impl()->view_base) {
       check_view_rebase(self, name);
       // The old value the op reads must carry the view's current history: a view that is stale
@@ -317,6 +322,12 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
   }
   inputs[0] = inputs[0].is_same(self) ? old : to(old, inputs[0].dtype());
   Tensor result = dispatch(op, inputs, attrs)[0];
+  if (!result.requires_grad() && old.requires_grad()) {
+    // A non-differentiable op (fill_, zero_) writing into a tensor that requires grad keeps it in
+    // the graph, its old value getting a zero gradient, as PyTorch: cutting the history refused
+    // the tensor's earlier views and any later backward through it.
+    result = where(scalar_tensor(0.0, {.dtype = DType::Bool, .device = result.device()}), old, result);
+  }
   MG_CHECK(result.shape() == self.shape(), ShapeError, name, "_: the result has shape ",
            result.shape(), " but the tensor written in place is ", describe(self));
   if (result.dtype() != self.dtype()) result = to(result, self.dtype());

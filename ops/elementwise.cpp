@@ -150,10 +150,19 @@ Tensors pow_scalar_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0);
   return {g[0] * (p * (p == 2.0 ? x : pow(x, p - 1.0)))};
 }
-// d clamp = 1 where min <= x <= max, else 0
+// d clamp = 1 where min < x < max, else 0: at a bound the gradient is 0, as PyTorch 2's (its 1.x
+// passed it). An open side (clamp_min's max = +inf, clamp_max's min = -inf) is not compared, so
+// clamp_min(x, 0) at x = +inf still passes the gradient; a NaN x gets 0.
 Tensors clamp_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0);
-  const Tensor inside = mul(ge(x, scalar_like(c.attrs().alpha, x)), le(x, scalar_like(c.attrs().beta, x)));
+  const double lo = c.attrs().alpha, hi = c.attrs().beta;
+  Tensor inside;
+  if (lo != -INFINITY) inside = gt(x, scalar_like(lo, x));
+  if (hi != INFINITY) {
+    const Tensor below = lt(x, scalar_like(hi, x));
+    inside = inside.defined() ? mul(inside, below) : below;
+  }
+  if (!inside.defined()) return {g[0]};
   return {where(inside, g[0], zero_like_scalar(g[0]))};
 }
 // d(a + alpha b) = (1, alpha); sub: (1, -alpha)
