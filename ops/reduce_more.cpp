@@ -110,10 +110,15 @@ Tensors prod_bw(const BackwardCtx& c, const Tensors& g) {
 
 // d amax / d x_i = [x_i == amax] / (number of ties in the slice): the gradient is split evenly
 // among tied maxima (amin alike). A NaN result equals no element: its slice's gradient is NaN, as
-// PyTorch's (0/0), so a GradScaler sees it, rather than a silent 0.
+// PyTorch's amax (0/0), so a GradScaler sees it, rather than a silent 0. max()/min() over all
+// elements (attrs.mode = kEvenlyToNan) split it among the NaN elements instead, as PyTorch's
+// evenly_distribute_backward.
+constexpr int64_t kEvenlyToNan = 1;
 Tensors extremum_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0);
-  const Tensor is_extremum = eq(x, expanded(c, c.output(0)));
+  const Tensor result = expanded(c, c.output(0));
+  Tensor is_extremum = eq(x, result);
+  if (c.attrs().mode == kEvenlyToNan) is_extremum = where(ne(result, result), ne(x, x), is_extremum);
   const Tensor ties = to(sum(is_extremum, c.attrs().dims, /*keepdim=*/true), g[0].dtype());  // [kept]
   const Tensor ge = expanded(c, g[0]);
   const Tensor none = expanded(c, eq(ties, zero_like_scalar(ties)));  // a NaN result
@@ -228,12 +233,16 @@ Tensor amin(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 Tensor max(const Tensor& x) {
   MG_CHECK(x.defined(), Error, "max: undefined input tensor");
   MG_CHECK(x.numel() > 0, IndexError, "max: cannot reduce an empty tensor; got ", describe(x));
-  return amax(x);
+  OpAttrs a = reduce_attrs("max", x, {}, false);
+  a.mode = kEvenlyToNan;
+  return dispatch1(OpId::amax, {x}, a);
 }
 Tensor min(const Tensor& x) {
   MG_CHECK(x.defined(), Error, "min: undefined input tensor");
   MG_CHECK(x.numel() > 0, IndexError, "min: cannot reduce an empty tensor; got ", describe(x));
-  return amin(x);
+  OpAttrs a = reduce_attrs("min", x, {}, false);
+  a.mode = kEvenlyToNan;
+  return dispatch1(OpId::amin, {x}, a);
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {

@@ -171,6 +171,20 @@ TEST_CASE("clamp's gradient is 0 at its bounds, as PyTorch 2", "[autograd][ops]"
   CHECK(grad_of([](const Tensor& x) { return clamp_max(x, 0.0); }) == std::vector<double>{1, 1, 0, 0, 0, 0, 0, 0});
 }
 
+TEST_CASE("max() and min() of a tensor holding NaN send the gradient to the NaN elements", "[autograd][ops]") {
+  const double nan = NAN;
+  Tensor x = leaf({1, nan, 3});
+  max(x).backward();
+  CHECK(values(x.grad()) == std::vector<double>{0, 1, 0});  // torch 2.15: x.max().backward()
+  Tensor y = leaf({1, nan, nan});
+  min(y).backward();
+  CHECK(values(y.grad()) == std::vector<double>{0, 0.5, 0.5});
+  Tensor z = leaf({1, nan, 3});
+  amax(z, {0}).backward();  // amax keeps PyTorch's 0/0: NaN everywhere, which a GradScaler sees
+  const std::vector<double> gz = values(z.grad());
+  CHECK((std::isnan(gz[0]) && std::isnan(gz[1]) && std::isnan(gz[2])));
+}
+
 TEST_CASE("fill_ and zero_ keep a tensor that requires grad in the graph, with a zero gradient", "[autograd][inplace]") {
   SECTION("a view taken before the write") {  // PyTorch: w.grad = [0, 0]
     Tensor x = leaf({1, 2, 3});
