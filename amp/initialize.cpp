@@ -3,6 +3,7 @@
 #include <iostream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <unordered_set>
 
 #include "mixgrad/amp/autocast.h"
@@ -29,6 +30,7 @@ struct OptimizerEntry {
 struct AmpState {
   Properties props;
   DeviceType device = DeviceType::CPU;  // whose autocast state O1 switched on
+  std::thread::id thread;                // and on which thread (autocast state is per thread)
   std::vector<std::shared_ptr<nn::Module>> models;
   std::vector<OptimizerEntry> optimizers;
   std::vector<GradScaler> scalers;  // one per loss_id
@@ -137,6 +139,7 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
   auto st = std::make_unique<AmpState>();
   st->props = props;
   st->device = options.device.type;
+  st->thread = std::this_thread::get_id();
   st->models = models;
   st->input_format = options.memory_format;
   if (props.enabled) {
@@ -210,6 +213,10 @@ const Properties& properties() { return state("amp::properties").props; }
 void reset() {
   if (!state_ptr()) return;
   if (state_ptr()->props.patch_functions && state_ptr()->props.enabled) {
+    // O1's autocast is the initializing thread's; from here it would stay on there, silently.
+    MG_CHECK(state_ptr()->thread == std::this_thread::get_id(), Error,
+             "amp::reset: O1 turned autocast on for the thread that called amp::initialize, and this is another "
+             "thread, whose reset would leave it on there\n  hint: reset (or initialize again) from the training thread");
     AutocastState& a = autocast_state(state_ptr()->device);
     // Inside a region the region's exit would restore the O1 state it saved: autocast left on.
     MG_CHECK(a.depth == 0, Error, "amp::reset: called inside an Autocast region, whose exit would turn O1's autocast "

@@ -77,7 +77,8 @@ bool is_initialized();
 const Properties& properties();
 // Forgets the amp state: the optimizers' step gates stop gating (they never touch amp again, so
 // an optimizer may be destroyed before or after reset) and the ambient (O1) autocast is turned
-// off. The models stay cast and the optimizers keep their master weights.
+// off. The models stay cast and the optimizers keep their master weights. At O1, only from the
+// thread that called initialize (its autocast state is that thread's); elsewhere an Error.
 void reset();
 
 // ---- forward with the level's input/output casts ----

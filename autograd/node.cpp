@@ -1,5 +1,7 @@
 #include "mixgrad/autograd/node.h"
 
+#include <mutex>
+
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/op_observer.h"
 
@@ -7,13 +9,20 @@ namespace mg::autograd {
 namespace {
 std::atomic<uint64_t> g_next_sequence_nr{0};
 std::atomic<uint64_t> g_next_hook_id{1};
+// Leaves shared between threads (one model trained by several threads, Hogwild-style): a leaf's
+// accumulator is created once, and gradients are added into .grad one at a time, as PyTorch's
+// mutexes do. Without them two threads' forwards could each create an accumulator (an edge to a
+// freed node: a crash) and two backwards lose one of their additions.
+std::mutex g_accumulator_mutex;
+std::mutex g_accumulate_mutex;
 }
 
 Node::Node(uint32_t num_outputs)
     : num_outputs_(num_outputs), sequence_nr_(g_next_sequence_nr.fetch_add(1)) {}
 
 Tensor Node::run_pre_hooks(uint32_t output_nr, Tensor grad) const {
-  for (const auto& [nr, hook] : pre_hooks_) {
+  const auto hooks = pre_hooks_;  // a hook may remove itself (or others): run over a copy
+  for (const auto& [nr, id, hook] : hooks) {
     if (nr != output_nr || !grad.defined()) continue;
     Tensor replaced = hook(grad);
     if (replaced.defined()) {
@@ -49,8 +58,14 @@ void Node::clear_retained(uint32_t output_nr) {
   std::erase_if(retained_, [&](const auto& r) { return r.first == output_nr; });
 }
 
-void Node::add_pre_hook(uint32_t output_nr, TensorHook hook) {
-  pre_hooks_.emplace_back(output_nr, std::move(hook));
+uint64_t Node::add_pre_hook(uint32_t output_nr, TensorHook hook) {
+  const uint64_t id = g_next_hook_id.fetch_add(1);
+  pre_hooks_.push_back({output_nr, id, std::move(hook)});
+  return id;
+}
+
+bool Node::remove_pre_hook(uint64_t id) {
+  return std::erase_if(pre_hooks_, [&](const PreHook& h) { return h.id == id; }) > 0;
 }
 
 AccumulateGrad::AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : Node(1), leaf_(leaf) {}
@@ -82,6 +97,7 @@ Tensors AccumulateGrad::apply(Tensors&& grads) {
   MG_CHECK(g.shape() == leaf.shape(), AutogradError, "backward: the gradient of leaf ", describe(leaf), " is ",
            describe(g), ": the leaf's shape changed after the graph was built (set_data?)",
            "\n  hint: build the graph again after replacing a tensor's data");
+  std::unique_lock<std::mutex> lock(g_accumulate_mutex);  // not held while the hooks below run
   Tensor current = leaf.grad();
   GradMath& math = grad_math();
   if (!current.defined()) {
@@ -97,6 +113,7 @@ Tensors AccumulateGrad::apply(Tensors&& grads) {
   } else {
     math.add_inplace(current, g);
   }
+  lock.unlock();
   // A hook may remove itself (or others): run over a copy.
   const auto hooks = post_hooks_;
   for (const auto& [id, hook] : hooks) hook(leaf);
@@ -124,6 +141,7 @@ Edge gradient_edge(const Tensor& t) {
   TensorImpl* impl = t.impl();
   if (impl->autograd.grad_fn) return {impl->autograd.grad_fn, impl->autograd.output_nr};
   if (!impl->autograd.requires_grad) return {};
+  std::lock_guard<std::mutex> lock(g_accumulator_mutex);
   if (!impl->autograd.grad_accumulator) {
     impl->autograd.grad_accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
   }

@@ -40,7 +40,9 @@ class Node : public std::enable_shared_from_this<Node> {
   // the result into the .grad of the tensor that retains output `output_nr`'s gradient, if any
   // (Tensor::retain_grad: .grad is the gradient after every hook, as in PyTorch).
   Tensor run_pre_hooks(uint32_t output_nr, Tensor grad) const;
-  void add_pre_hook(uint32_t output_nr, TensorHook hook);
+  // Returns an id for remove_pre_hook (false when no hook has it).
+  uint64_t add_pre_hook(uint32_t output_nr, TensorHook hook);
+  bool remove_pre_hook(uint64_t id);
   // The tensor whose .grad receives output `output_nr`'s gradient (held weakly), and its removal
   // when an in-place op gives that tensor a new grad_fn.
   void set_retained(uint32_t output_nr, const std::shared_ptr<TensorImpl>& tensor);
@@ -61,7 +63,12 @@ class Node : public std::enable_shared_from_this<Node> {
   uint32_t num_outputs_;
   uint64_t sequence_nr_;
   bool released_ = false;
-  std::vector<std::pair<uint32_t, TensorHook>> pre_hooks_;
+  struct PreHook {
+    uint32_t output_nr;
+    uint64_t id;
+    TensorHook hook;
+  };
+  std::vector<PreHook> pre_hooks_;
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained_;
 };
 

@@ -8,12 +8,17 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_gra
   autograd::backward({*this}, {gradient}, retain_graph, create_graph);
 }
 
-void Tensor::register_hook(TensorHook hook) const {
+HookHandle Tensor::register_hook(TensorHook hook) const {
   MG_CHECK(requires_grad(), AutogradError,
            "register_hook: cannot register a hook on a tensor that does not require grad (",
            describe(*this), ")");
   const autograd::Edge edge = autograd::gradient_edge(*this);
-  edge.node->add_pre_hook(edge.input_nr, std::move(hook));
+  return {edge.node, edge.node->add_pre_hook(edge.input_nr, std::move(hook))};
+}
+
+bool HookHandle::remove() const {
+  const std::shared_ptr<autograd::Node> n = node.lock();
+  return n && n->remove_pre_hook(id);
 }
 
 void Tensor::retain_grad() const {

@@ -55,9 +55,10 @@ Tensor make_filled(const Shape& shape, TensorOptions options, FillSpec spec, Gen
   const int64_t n = out.numel();
   if (is_random(spec.kind)) {
     Generator& g = gen ? *gen : default_generator();
-    spec.seed = g.seed();
     check_not_captured(g, "a random factory (rand, randn, randint)");
-    spec.offset = g.reserve(uint64_t(fill_item_count(spec.kind, options.dtype, n)));
+    const Generator::Position p = g.draw(uint64_t(fill_item_count(spec.kind, options.dtype, n)));
+    spec.seed = p.seed;
+    spec.offset = p.offset;
   }
   if (n > 0) {
     if (out.device().is_cpu()) {

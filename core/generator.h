@@ -6,26 +6,51 @@
 //   mg::Tensor x = mg::randn({2, 3});      // same values on every run
 #pragma once
 #include <cstdint>
+#include <mutex>
 
 namespace mg {
 
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0x5eedULL) : seed_(seed) {}
-  uint64_t seed() const { return seed_; }
-  uint64_t offset() const { return offset_; }
+  Generator(const Generator& other) : Generator(0) { *this = other; }
+  Generator& operator=(const Generator& other) {
+    if (this != &other) {
+      const Position p = other.position();
+      set_state(p.seed, p.offset);
+    }
+    return *this;
+  }
+
+  // The stream position: a draw reads `seed` and takes blocks from `offset` on.
+  struct Position {
+    uint64_t seed;
+    uint64_t offset;
+  };
+  uint64_t seed() const { return position().seed; }
+  uint64_t offset() const { return position().offset; }
+  Position position() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {seed_, offset_};
+  }
   void set_state(uint64_t seed, uint64_t offset) {
+    std::lock_guard<std::mutex> lock(mutex_);
     seed_ = seed;
     offset_ = offset;
   }
-  // Reserves `blocks` Philox blocks (4 words each) and returns the first block's offset.
-  uint64_t reserve(uint64_t blocks) {
-    const uint64_t o = offset_;
+  // Reserves `blocks` Philox blocks (4 words each) and returns the seed and the first block's
+  // offset, as one step: threads drawing from one generator (the default one) get disjoint
+  // blocks, never the same numbers, and a reseed is never seen half-done (PyTorch locks too).
+  Position draw(uint64_t blocks) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Position p{seed_, offset_};
     offset_ += blocks;
-    return o;
+    return p;
   }
+  uint64_t reserve(uint64_t blocks) { return draw(blocks).offset; }
 
  private:
+  mutable std::mutex mutex_;
   uint64_t seed_;
   uint64_t offset_ = 0;
 };

@@ -40,8 +40,8 @@ PhiloxArgs reserve_graph_safe(Generator& gen, uint64_t blocks) {
       return {0, o, it->second.device_base};
     }
   }
-  const uint64_t seed = gen.seed();
-  return {seed, gen.reserve(blocks), nullptr};
+  const Generator::Position p = gen.draw(blocks);
+  return {p.seed, p.offset, nullptr};
 }
 
 void check_not_captured(const Generator& gen, const char* who) {
@@ -84,8 +84,8 @@ uint64_t end_generator_capture(Generator& gen) {
 PhiloxArgs generator_replay_base(Generator& gen, uint64_t blocks) {
   MG_CHECK(!generator_captured(gen), Error,
            "Generator: a graph cannot be replayed while this generator is being captured");
-  const uint64_t seed = gen.seed();
-  return {seed, gen.reserve(blocks), nullptr};
+  const Generator::Position p = gen.draw(blocks);
+  return {p.seed, p.offset, nullptr};
 }
 
 }  // namespace mg

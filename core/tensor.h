@@ -35,6 +35,15 @@ using Tensors = std::vector<Tensor>;
 // same shape, dtype and device: anything else is an AutogradError), or an undefined Tensor to keep it.
 using TensorHook = std::function<Tensor(const Tensor&)>;
 
+// What Tensor::register_hook returns: remove() takes the hook off again (PyTorch's handle.remove()).
+// It refers to the node the hook sits on weakly, so it never keeps a graph alive.
+struct HookHandle {
+  std::weak_ptr<autograd::Node> node;
+  uint64_t id = 0;
+  // Removes the hook; false when it is gone already (removed before, or its graph freed).
+  bool remove() const;  // defined in autograd/
+};
+
 // Autograd fields of a tensor. A leaf has no grad_fn; its gradient lands in `grad`.
 struct AutogradMeta {
   bool requires_grad = false;
@@ -121,8 +130,9 @@ class Tensor {
   // Accumulated gradient (undefined until a backward reaches this tensor).
   Tensor grad() const;
   void set_grad(const Tensor& g) const;
-  // Runs `hook` on the gradient flowing into this tensor during backward (defined in autograd/).
-  void register_hook(TensorHook hook) const;
+  // Runs `hook` on the gradient flowing into this tensor during backward (defined in autograd/);
+  // the handle removes it.
+  HookHandle register_hook(TensorHook hook) const;
   // Keeps .grad for a non-leaf tensor (defined in autograd/), as PyTorch: the gradient after all of
   // the tensor's hooks; a second call changes nothing; after an in-place op, the new value's.
   void retain_grad() const;

@@ -4,6 +4,7 @@
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/autograd/node.h"
+#include "mixgrad/core/parallel.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/register.h"
@@ -63,6 +64,7 @@ void init() {
     math.copy = grad_copy;
     math.add_inplace = grad_add_inplace;
   });
+  apply_num_threads();  // every op: this thread's OpenMP setting follows set_num_threads
 }
 
 }  // namespace mg

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "amp/autocast.h"
@@ -141,6 +142,19 @@ struct FakeDataParallel : nn::Module {
   }
 };
 }  // namespace
+
+TEST_CASE("amp: O1 is reset only from the thread whose autocast it turned on", "[amp][initialize][threads]") {
+  auto model = nn::make<nn::Linear>({.in = 4, .out = 2});
+  optim::SGD sgd(model->parameters(), {.lr = 0.1});
+  amp::initialize(std::shared_ptr<nn::Module>(model), sgd, {.opt_level = "O1", .dtype = "bf16"});
+  std::string message;
+  std::thread([&] { message = test::error_of([] { amp::reset(); }); }).join();
+  CHECK_THAT(message, Catch::Matchers::Contains("amp::reset: O1 turned autocast on for the thread that called amp::initialize"));
+  CHECK(amp::is_initialized());  // nothing changed
+  CHECK(autocast_state(DeviceType::CPU).enabled);
+  amp::reset();
+  CHECK_FALSE(autocast_state(DeviceType::CPU).enabled);
+}
 
 TEST_CASE("amp: initialize rejects what Apex rejects, with the fix in the message", "[amp][initialize]") {
   AmpFixture fx;

@@ -78,3 +78,45 @@ TEST_CASE("an exception thrown by a queued callback leaves backward", "[autograd
   CHECK(values(a.grad()) == std::vector<double>{2});
   CHECK_FALSE(autograd::in_backward());
 }
+
+TEST_CASE("register_hook returns a handle that removes the hook", "[autograd][hooks]") {
+  Tensor x = from_vector<double>({1, 2}).requires_grad_();
+  Tensor y = x * 3.0;
+  int calls = 0;
+  HookHandle doubling = y.register_hook([&](const Tensor& g) {
+    ++calls;
+    return g * 2.0;
+  });
+  HookHandle on_leaf = x.register_hook([&](const Tensor&) {
+    ++calls;
+    return Tensor();
+  });
+  sum(y).backward(Tensor(), /*retain_graph=*/true);
+  CHECK(calls == 2);
+  CHECK(mg::test::values(x.grad()) == std::vector<double>{6, 6});
+  CHECK(doubling.remove());
+  CHECK(on_leaf.remove());
+  CHECK_FALSE(doubling.remove());  // gone already
+  x.set_grad(Tensor());
+  sum(y).backward();
+  CHECK(calls == 2);
+  CHECK(mg::test::values(x.grad()) == std::vector<double>{3, 3});
+  // A hook that removes itself while it runs.
+  Tensor z = x * 1.0;
+  HookHandle once;
+  once = z.register_hook([&](const Tensor&) {
+    ++calls;
+    once.remove();
+    return Tensor();
+  });
+  sum(z).backward(Tensor(), true);
+  sum(z).backward();
+  CHECK(calls == 3);
+  // The handle does not keep the graph alive.
+  HookHandle orphan;
+  {
+    Tensor w = x * 2.0;
+    orphan = w.register_hook([](const Tensor&) { return Tensor(); });
+  }
+  CHECK_FALSE(orphan.remove());
+}
