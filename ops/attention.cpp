@@ -23,7 +23,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   MG_CHECK(v.size(-2) == lk, ShapeError, op, ": key has ", lk, " positions but value has ", v.size(-2),
            "; got key ", describe(k), ", value ", describe(v));
   MG_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, Error, op, ": dropout_p must be in [0, 1], got ", dropout_p);
-  const double s = scale.value_or(1.0 / std::sqrt(double(e)));
+  // E = 0: the scores are empty sums (0) whatever the scale, so the weights are uniform, as
+  // PyTorch's; the default 1/sqrt(0) = inf would make them inf * 0 = NaN.
+  const double s = scale.value_or(e == 0 ? 1.0 : 1.0 / std::sqrt(double(e)));
 
   Tensor scores = matmul(q, transpose(k, -1, -2)) * s;  // [..., Lq, Lk], lower precision under autocast
   if (mask.defined()) {
@@ -48,7 +50,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     scores = masked_fill(scores, above, -INFINITY);
   }
   Tensor weights;  // [..., Lq, Lk], f32 under autocast
-  if (mask.defined()) {
+  if (mask.defined() && lk > 0) {  // no keys: nothing to mask, and no row maximum to take
     // A query row whose keys are all masked (a causal mask over left padding, say) gets zero
     // weights, as PyTorch's safe softmax: softmax of an all -inf row is NaN, and the NaN reached
     // every key and value gradient through the backward (0 * NaN) even when the loss never read

@@ -131,6 +131,14 @@ InferResult infer_linear(const Tensors& in, const OpAttrs&) {
 
 Tensor mT(const Tensor& x) { return transpose(x, -1, -2); }
 
+// x [..., d] as a matrix [rows, d], rows = the product of the leading dims. Written out rather
+// than reshape(x, {-1, d}), which cannot infer -1 beside a 0 (an empty batch or d = 0).
+Tensor as_rows(const Tensor& x) {
+  int64_t rows = 1;
+  for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.size(i);
+  return reshape(x, {rows, x.size(-1)});
+}
+
 // Saves for y = f(.., a, b) with gradients da needing b and db needing a (inputs ia, ib).
 template <int ia, int ib>
 uint32_t product_saves(uint32_t needs) {
@@ -180,8 +188,7 @@ Tensors matmul_bw(const BackwardCtx& c, const Tensors& grads) {
     if (need_b) {
       if (db == 2 && da > 2) {
         // b shared by every batch entry: one GEMM over the flattened rows, [k, N] @ [N, m].
-        const int64_t k = a.size(-1), m = g.size(-1);
-        gb = mm(mT(reshape(a, {-1, k})), reshape(g, {-1, m}));      // [k, m]
+        gb = mm(mT(as_rows(a)), as_rows(g));                         // [k, m]
       } else {
         gb = matmul(mT(a), g);                                       // [bcast..., k, m]
       }
@@ -212,9 +219,7 @@ Tensors linear_bw(const BackwardCtx& c, const Tensors& grads) {
   Tensor gx, gw, gbias;
   if (c.needs_grad(0)) gx = matmul(g, c.input(1));
   if (c.needs_grad(1)) {
-    const Tensor x = c.input(0);
-    const int64_t in = x.size(-1), out = g.size(-1);
-    gw = mm(mT(reshape(g, {-1, out})), reshape(x, {-1, in}));
+    gw = mm(mT(as_rows(g)), as_rows(c.input(0)));
   }
   if (c.num_inputs() > 2 && c.needs_grad(2)) gbias = g;
   return {gx, gw, gbias};

@@ -1,5 +1,7 @@
 // CPU kernels for clone / to_dtype / to_device / copy: a strided converting copy. Dense
 // f32 <-> f16/bf16 conversions use the bulk converters (F16C/AVX-512 when available).
+#include <cstring>
+
 #include "mixgrad/core/convert.h"
 #include "mixgrad/core/visit_dtype.h"
 #include "mixgrad/ops/cpu/loops.h"
@@ -40,9 +42,28 @@ bool bulk_convert(const Tensor& src, const Tensor& dst) {
   return true;
 }
 
+// Same dtype: the bytes are copied as they are, runs with memcpy. Through f32, an f16/bf16
+// signalling NaN came back quiet (a loaded state dict differed from the file; PyTorch keeps it).
+void copy_bits(const Tensor& src, const Tensor& dst) {
+  const int64_t es = dst.element_size();
+  const auto plan = make_elementwise_plan<2>(dst.shape(), {dst.strides(), broadcast_strides(src, dst.shape())}, {es, es});
+  run_plan<2>(plan, {static_cast<char*>(dst.data_ptr()), static_cast<char*>(src.data_ptr())},
+              [es](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
+                if (s[0] == es && s[1] == es) {
+                  std::memcpy(p[0], p[1], std::size_t(n * es));
+                  return;
+                }
+                for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * s[0], p[1] + i * s[1], std::size_t(es));
+              });
+}
+
 // dst (any layout, the output shape) <- src broadcast and converted.
 template <typename S>
 void convert_into(const Tensor& src, const Tensor& dst) {
+  if (src.dtype() == dst.dtype()) {
+    copy_bits(src, dst);
+    return;
+  }
   if (bulk_convert(src, dst)) return;
   visit_dtype(dst.dtype(), [&]<typename D>() {
     if constexpr (std::is_same_v<D, bool>) {
