@@ -26,6 +26,7 @@
 #include "mixgrad/io/checkpoint.h"        // save_checkpoint, load_checkpoint (versioned, atomic)
 #include "mixgrad/io/safetensors.h"       // save_safetensors, load_safetensors
 #include "mixgrad/nn/models/bert.h"       // nn::models::BertModel, BertForMaskedLM, BertForSequenceClassification
+#include "mixgrad/nn/models/bert_hf.h"    // nn::models::bert_state_dict_from_hf (Hugging Face checkpoints)
 #include "mixgrad/nn/models/resnet.h"     // nn::models::ResNet (CIFAR and ImageNet style)
 #include "mixgrad/nn/nn.h"                // nn::Module, layers, containers, losses, functional, init
 #include "mixgrad/optim/optim.h"          // optim::SGD, Adam, AdamW, LAMB, schedulers, clip_grad_norm_

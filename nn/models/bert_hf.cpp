@@ -1,0 +1,101 @@
+#include "mixgrad/nn/models/bert_hf.h"
+
+#include <array>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mixgrad/core/error.h"
+#include "mixgrad/ops/ops.h"
+
+namespace mg::nn::models {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Replaces the first occurrence of `from` in s by `to`; false when there is none.
+bool replace_part(std::string& s, const std::string& from, const std::string& to) {
+  const std::size_t at = s.find(from);
+  if (at == std::string::npos) return false;
+  s.replace(at, from.size(), to);
+  return true;
+}
+
+// One tensor's name in mixgrad's form (its q/k/v handled by the caller).
+std::string renamed(std::string name) {
+  if (ends_with(name, ".gamma")) name.replace(name.size() - 6, 6, ".weight");  // old TF-converted files
+  if (ends_with(name, ".beta")) name.replace(name.size() - 5, 5, ".bias");
+  replace_part(name, "encoder.layer.", "encoder.");
+  // Longest first: "attention.output.dense" before "output.dense".
+  static const std::pair<const char*, const char*> kParts[] = {
+      {".attention.output.dense.", ".self_attn.out_proj."},
+      {".attention.output.LayerNorm.", ".norm1."},
+      {".intermediate.dense.", ".linear1."},
+      {".output.dense.", ".linear2."},
+      {".output.LayerNorm.", ".norm2."},
+      {"pooler.dense.", "pooler."},
+      {"cls.predictions.transform.dense.", "transform."},
+      {"cls.predictions.transform.LayerNorm.", "transform_norm."},
+  };
+  for (const auto& [from, to] : kParts) {
+    if (replace_part(name, from, to)) break;
+  }
+  if (name == "cls.predictions.bias") name = "decoder_bias";
+  return name;
+}
+
+bool dropped(const std::string& name) {
+  return ends_with(name, "embeddings.position_ids") || ends_with(name, "embeddings.token_type_ids") ||
+         name.rfind("cls.predictions.decoder.", 0) == 0 || name.rfind("cls.seq_relationship.", 0) == 0;
+}
+
+}  // namespace
+
+NamedTensors bert_state_dict_from_hf(const NamedTensors& hf) {
+  NamedTensors out;
+  // "<layer prefix>|weight" -> {q, k, v}, filled as they come; written at the query's position.
+  std::map<std::string, std::array<Tensor, 3>> qkv;
+  std::vector<std::pair<std::size_t, std::string>> qkv_slots;  // position in `out`, key of qkv
+  static const char* kRoles[] = {"query", "key", "value"};
+  for (const auto& [name, t] : hf) {
+    if (dropped(name)) continue;
+    const std::size_t at = name.find(".attention.self.");
+    if (at == std::string::npos) {
+      out.emplace_back(renamed(name), t);
+      continue;
+    }
+    // ...layer.i.attention.self.{query,key,value}.{weight,bias}
+    const std::string rest = name.substr(at + 16);
+    const std::size_t dot = rest.find('.');
+    const std::string role = rest.substr(0, dot), kind = dot == std::string::npos ? "" : rest.substr(dot + 1);
+    int r = -1;
+    for (int i = 0; i < 3; ++i) {
+      if (role == kRoles[i]) r = i;
+    }
+    MG_CHECK(r >= 0 && (kind == "weight" || kind == "bias"), Error, "bert_state_dict_from_hf: unexpected tensor ",
+             name, " (expected attention.self.{query,key,value}.{weight,bias})");
+    const std::string key = renamed(name.substr(0, at)) + "|" + kind;
+    auto [it, fresh] = qkv.try_emplace(key);
+    MG_CHECK(!it->second[std::size_t(r)].defined(), Error, "bert_state_dict_from_hf: ", name, " appears twice");
+    it->second[std::size_t(r)] = t;
+    if (fresh) {
+      qkv_slots.emplace_back(out.size(), key);
+      out.emplace_back(std::string(), Tensor());  // filled below
+    }
+  }
+  for (const auto& [slot, key] : qkv_slots) {
+    const std::array<Tensor, 3>& parts = qkv.at(key);
+    const std::string layer = key.substr(0, key.find('|')), kind = key.substr(key.find('|') + 1);
+    for (int i = 0; i < 3; ++i) {
+      MG_CHECK(parts[std::size_t(i)].defined(), Error, "bert_state_dict_from_hf: ", layer, " has no attention.self.",
+               kRoles[i], ".", kind, " (query, key and value are concatenated into one in_proj_", kind, ")");
+    }
+    out[slot] = {layer + ".self_attn.in_proj_" + kind, cat({parts[0], parts[1], parts[2]}, 0)};
+  }
+  return out;
+}
+
+}  // namespace mg::nn::models
