@@ -9,7 +9,8 @@
 namespace mg::nn {
 
 Linear::Linear(Options options) : UnaryModule("Linear"), options_(options) {
-  MG_CHECK(options_.in > 0 && options_.out > 0, Error, "Linear: in and out must be positive, got in=", options_.in,
+  // 0 is allowed, as PyTorch: in = 0 gives the bias, out = 0 an empty output.
+  MG_CHECK(options_.in >= 0 && options_.out >= 0, Error, "Linear: in and out must not be negative, got in=", options_.in,
            ", out=", options_.out);
   weight = register_parameter("weight", empty({options_.out, options_.in}));
   if (options_.bias) bias = register_parameter("bias", empty({options_.out}));
@@ -20,7 +21,7 @@ void Linear::reset_parameters() {
   // PyTorch: kaiming_uniform_(a = sqrt(5)) == U(-1/sqrt(in), 1/sqrt(in)); the bias uses the same bound.
   init::kaiming_uniform_(weight, {.a = std::sqrt(5.0)});
   if (bias.defined()) {
-    const double bound = 1.0 / std::sqrt(static_cast<double>(options_.in));
+    const double bound = options_.in > 0 ? 1.0 / std::sqrt(static_cast<double>(options_.in)) : 0.0;  // PyTorch's
     init::uniform_(bias, -bound, bound);
   }
 }

@@ -65,7 +65,7 @@ std::string AvgPool2d::extra_repr() const {
 }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Options o) : UnaryModule("AdaptiveAvgPool2d"), options_(o) {
-  MG_CHECK(o.output.h > 0 && o.output.w > 0, Error, "AdaptiveAvgPool2d: output size must be positive, got ",
+  MG_CHECK(o.output.h >= 0 && o.output.w >= 0, Error, "AdaptiveAvgPool2d: output size must not be negative, got ",
            o.output.str());
 }
 

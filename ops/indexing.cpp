@@ -312,7 +312,13 @@ Tensors chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   MG_CHECK(x.defined() && index.defined(), Error, "index_select: undefined tensor argument");
-  MG_CHECK(x.dim() > 0, ShapeError, "index_select: expected an input with at least 1 dim, got ", describe(x));
+  if (x.dim() == 0) {
+    // As PyTorch: a 0-d input is one element along dim 0 (or -1), selected by a one-element index.
+    (void)wrap_dim(dim, 1, "index_select");
+    MG_CHECK(index.numel() == 1 && index.dim() <= 1, ShapeError,
+             "index_select: the index into a 0-d input must have one element, got ", describe(index));
+    return reshape(index_select(reshape(x, {1}), 0, reshape(index, {1})), {});
+  }
   return dispatch1(OpId::index_select, {x, index}, {.dim = wrap_dim(dim, x.dim(), "index_select")});
 }
 

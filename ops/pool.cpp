@@ -136,12 +136,12 @@ InferResult infer_max_pool2d_backward(const Tensors& in, const OpAttrs& a) {
 
 InferResult infer_adaptive(const Tensors& in, const OpAttrs& a) {
   check_input("adaptive_avg_pool2d", in[0]);
-  MG_CHECK(a.ints[0] >= 1 && a.ints[1] >= 1, ShapeError, "adaptive_avg_pool2d: output size must be positive, got [",
+  MG_CHECK(a.ints[0] >= 0 && a.ints[1] >= 0, ShapeError, "adaptive_avg_pool2d: output size must not be negative, got [",
            a.ints[0], ", ", a.ints[1], "]");
-  // Every window averages at least one element: an empty H or W has nothing to average (PyTorch
-  // refuses too; the kernels gave NaN).
-  MG_CHECK(in[0].size(2) >= 1 && in[0].size(3) >= 1, ShapeError, "adaptive_avg_pool2d: the input's H and W must be "
-           "positive, got input ", describe(in[0]));
+  // Every window averages at least one element: an empty H or W has nothing to average (the
+  // kernels gave NaN). An empty output has no window, as PyTorch.
+  MG_CHECK(a.ints[0] * a.ints[1] == 0 || (in[0].size(2) >= 1 && in[0].size(3) >= 1), ShapeError,
+           "adaptive_avg_pool2d: the input's H and W must be positive, got input ", describe(in[0]));
   return {{{{in[0].size(0), in[0].size(1), a.ints[0], a.ints[1]}, in[0].dtype(), layout_of(in[0])}}, in[0].dtype()};
 }
 

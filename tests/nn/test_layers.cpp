@@ -852,7 +852,7 @@ TEST_CASE("bad layer inputs name the layer and both shapes", "[nn][layers][error
 }
 
 TEST_CASE("bad constructor options are refused with the layer name", "[nn][layers][errors]") {
-  MG_REQUIRE_ERROR(nn::Linear({.in = 0, .out = 2}), "Linear: in and out must be positive, got in=0, out=2");
+  MG_REQUIRE_ERROR(nn::Linear({.in = -1, .out = 2}), "Linear: in and out must not be negative, got in=-1, out=2");
   MG_REQUIRE_ERROR(nn::Conv2d({.in = 4, .out = 6, .kernel = 3, .groups = 3}),
                    "Conv2d: groups (3) must divide in (4) and out (6)");
   MG_REQUIRE_ERROR(nn::Conv2d({.in = 4, .out = 6, .kernel = 3, .groups = 4}), "Conv2d: groups (4) must divide");
@@ -870,7 +870,7 @@ TEST_CASE("bad constructor options are refused with the layer name", "[nn][layer
   MG_REQUIRE_ERROR(nn::MaxPool2d({.kernel = 2, .dilation = 0}), "MaxPool2d: dilation must be positive, got 0");
   MG_REQUIRE_ERROR(nn::AvgPool2d({.kernel = 3, .padding = 2}),
                    "AvgPool2d: padding 2 must be non-negative and at most half the kernel 3");
-  MG_REQUIRE_ERROR(nn::AdaptiveAvgPool2d({.output = {2, 0}}), "AdaptiveAvgPool2d: output size must be positive, got 2x0");
+  MG_REQUIRE_ERROR(nn::AdaptiveAvgPool2d({.output = {2, -1}}), "AdaptiveAvgPool2d: output size must not be negative, got 2x-1");
   MG_REQUIRE_ERROR(nn::BatchNorm2d({.features = 0}), "BatchNorm2d: features must be positive, got 0");
   MG_REQUIRE_ERROR(nn::BatchNorm2d({.features = 2, .momentum = 1.5}), "BatchNorm2d: momentum must be in [0, 1], got 1.5");
   MG_REQUIRE_ERROR(nn::BatchNorm1d({.features = 2, .eps = 0}), "BatchNorm1d: eps must be positive, got 0");

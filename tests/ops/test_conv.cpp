@@ -634,7 +634,7 @@ TEST_CASE("pooling errors name the op and the input", "[conv][pool][errors]") {
                     "avg_pool2d: padding (2) must be at most half the kernel (2) along H; got input [2, 3, 4, 4] f64 cpu");
   CHECK_THROWS_WITH(max_pool2d(rnd({3, 4, 4}), {2, 2}),
                     Catch::StartsWith("max_pool2d: expected a 4-D input [N, C, H, W], got input [3, 4, 4] f64 cpu"));
-  CHECK_THROWS_WITH(adaptive_avg_pool2d(x, {0, 2}), "adaptive_avg_pool2d: output size must be positive, got [0, 2]");
+  CHECK_THROWS_WITH(adaptive_avg_pool2d(x, {-1, 2}), "adaptive_avg_pool2d: output size must not be negative, got [-1, 2]");
   CHECK_THROWS_WITH(adaptive_avg_pool2d(zeros({1, 1, 0, 4}), {2, 2}),
                     "adaptive_avg_pool2d: the input's H and W must be positive, got input [1, 1, 0, 4] f32 cpu");
   CHECK(adaptive_avg_pool2d(zeros({0, 3, 4, 4}), {2, 2}).shape() == Shape{0, 3, 2, 2});  // an empty batch is fine

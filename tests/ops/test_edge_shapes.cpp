@@ -1,7 +1,8 @@
 // Edge shapes and bit patterns a probe against PyTorch 2.15 found mishandled: the backward of
 // matmul and linear with a 0 in a contracted or output dim (reshape(-1) beside a 0 was refused),
 // attention with a mask and no keys, or no features (NaN weights), and same-dtype copies that
-// passed f16/bf16 through f32 and quieted signalling NaNs.
+// passed f16/bf16 through f32 and quieted signalling NaNs; and a few shapes PyTorch computes that
+// were refused: index_select of a 0-d input, adaptive pooling to size 0, a Linear with in or out 0.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -9,6 +10,7 @@
 #include "autograd/engine.h"
 #include "nn/linear.h"
 #include "ops/attention.h"
+#include "ops/conv.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
@@ -85,4 +87,40 @@ TEST_CASE("same-dtype copies keep every bit, signalling NaNs included", "[ops][c
     layer->load_state_dict({{"weight", reshape(src, {2, 2})}});
     CHECK(bits_of(layer->weight) == bits);
   }
+}
+
+TEST_CASE("index_select of a 0-d input and adaptive pooling to an empty size, as PyTorch", "[ops][indexing][pool]") {
+  Tensor x = scalar_tensor(2.0, {.dtype = DType::F64}).requires_grad_();
+  for (const Tensor& i : {scalar_tensor(0.0, {.dtype = DType::I64}), zeros({1}, {.dtype = DType::I64})}) {
+    const Tensor y = index_select(x, 0, i);
+    CHECK(y.dim() == 0);
+    CHECK(y.item<double>() == 2.0);
+  }
+  sum(index_select(x, -1, zeros({1}, {.dtype = DType::I64}))).backward();
+  CHECK(x.grad().item<double>() == 1.0);
+  MG_REQUIRE_ERROR(index_select(x, 0, zeros({2}, {.dtype = DType::I64})), "must have one element");
+  MG_REQUIRE_ERROR(index_select(x, 1, zeros({1}, {.dtype = DType::I64})), "index_select");
+
+  Tensor p = ones({2, 3, 4, 4}).requires_grad_();
+  const Tensor q = adaptive_avg_pool2d(p, {0, 2});
+  CHECK(q.shape() == Shape{2, 3, 0, 2});  // torch: [2, 3, 0, 2]
+  sum(q).backward();
+  CHECK(sum(abs(p.grad())).item<float>() == 0.0f);
+  CHECK(adaptive_avg_pool2d(zeros({0, 3, 0, 4}), {0, 0}).shape() == Shape{0, 3, 0, 0});
+  MG_REQUIRE_ERROR(adaptive_avg_pool2d(zeros({2, 3, 0, 4}), {1, 1}), "the input's H and W must be positive");
+}
+
+TEST_CASE("nn::Linear with no inputs or no outputs, as PyTorch", "[nn][linear]") {
+  auto none_in = nn::make<nn::Linear>({.in = 0, .out = 4});
+  CHECK(sum(abs(none_in->bias)).item<float>() == 0.0f);  // PyTorch's bound 1/sqrt(0) -> 0
+  const Tensor y = (*none_in)(ones({3, 0}));
+  CHECK(y.shape() == Shape{3, 4});
+  CHECK(sum(abs(y)).item<float>() == 0.0f);
+  auto none_out = nn::make<nn::Linear>({.in = 5, .out = 0});
+  Tensor x = ones({3, 5}).requires_grad_();
+  const Tensor z = (*none_out)(x);
+  CHECK(z.shape() == Shape{3, 0});
+  sum(z).backward();
+  CHECK(x.grad().shape() == Shape{3, 5});
+  MG_REQUIRE_ERROR(nn::make<nn::Linear>({.in = -1, .out = 2}), "must not be negative");
 }
