@@ -26,7 +26,8 @@ TEST_CASE("two threads drawing from the default generator get disjoint numbers",
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kDraws; ++i) {
-        const float* v = rand({4}).data<float>();
+        const Tensor r = rand({4});
+        const float* v = r.data<float>();
         drawn[t].push_back({v[0], v[1], v[2], v[3]});
       }
     });
