@@ -11,17 +11,18 @@
 
 namespace mg::data {
 
-std::vector<int32_t> make_bert_sequence(const std::vector<int32_t>& tokens, int64_t seq_len) {
+std::vector<int32_t> make_bert_sequence(const std::vector<int32_t>& tokens, int64_t seq_len,
+                                        const SpecialTokenIds& specials) {
   MG_CHECK(seq_len >= 2, Error, "make_bert_sequence: seq_len must be >= 2 ([CLS] and [SEP]), got ", seq_len);
-  std::vector<int32_t> seq(std::size_t(seq_len), WordPiece::kPad);
+  std::vector<int32_t> seq(std::size_t(seq_len), specials.pad);
   const std::size_t n = std::min(tokens.size(), std::size_t(seq_len - 2));
-  seq[0] = WordPiece::kCls;
+  seq[0] = specials.cls;
   std::copy(tokens.begin(), tokens.begin() + std::ptrdiff_t(n), seq.begin() + 1);
-  seq[n + 1] = WordPiece::kSep;
+  seq[n + 1] = specials.sep;
   return seq;
 }
 
-Batch make_sequence_batch(const std::vector<std::vector<int32_t>>& sequences) {
+Batch make_sequence_batch(const std::vector<std::vector<int32_t>>& sequences, int32_t pad_id) {
   MG_CHECK(!sequences.empty(), Error, "make_sequence_batch: no sequences");
   const std::size_t B = sequences.size(), L = sequences[0].size();
   std::vector<int64_t> ids(B * L), mask(B * L);
@@ -30,7 +31,7 @@ Batch make_sequence_batch(const std::vector<std::vector<int32_t>>& sequences) {
              sequences[b].size(), " but sequence 0 has ", L);
     for (std::size_t l = 0; l < L; ++l) {
       ids[b * L + l] = sequences[b][l];
-      mask[b * L + l] = sequences[b][l] != WordPiece::kPad;
+      mask[b * L + l] = sequences[b][l] != pad_id;
     }
   }
   Batch batch;
@@ -39,9 +40,21 @@ Batch make_sequence_batch(const std::vector<std::vector<int32_t>>& sequences) {
   return batch;
 }
 
-MlmCollator::MlmCollator(int64_t vocab_size, Options options) : vocab_size_(vocab_size), options_(options) {
-  MG_CHECK(vocab_size > WordPiece::kNumSpecial, Error, "MlmCollator: vocab_size must exceed the ",
-           WordPiece::kNumSpecial, " special tokens, got ", vocab_size);
+MlmCollator::MlmCollator(const WordPiece& tokenizer, Options options)
+    : MlmCollator(tokenizer.vocab_size(), tokenizer.specials(), options) {}
+
+MlmCollator::MlmCollator(int64_t vocab_size, const SpecialTokenIds& specials, Options options)
+    : vocab_size_(vocab_size), specials_(specials), options_(options) {
+  const int32_t ids[] = {specials.pad, specials.unk, specials.cls, specials.sep, specials.mask};
+  std::copy(std::begin(ids), std::end(ids), sorted_specials_);
+  std::sort(std::begin(sorted_specials_), std::end(sorted_specials_));
+  for (int k = 0; k < 5; ++k) {
+    MG_CHECK(sorted_specials_[k] >= 0 && sorted_specials_[k] < vocab_size, Error, "MlmCollator: special token id ",
+             sorted_specials_[k], " is outside the vocabulary of ", vocab_size);
+    MG_CHECK(k == 0 || sorted_specials_[k] != sorted_specials_[k - 1], Error,
+             "MlmCollator: two special tokens share the id ", sorted_specials_[k]);
+  }
+  MG_CHECK(vocab_size > 5, Error, "MlmCollator: vocab_size must exceed the 5 special tokens, got ", vocab_size);
   MG_CHECK(options.select_prob > 0 && options.select_prob <= 1, Error,
            "MlmCollator: select_prob must be in (0, 1], got ", options.select_prob);
   MG_CHECK(options.mask_prob >= 0 && options.random_prob >= 0 && options.mask_prob + options.random_prob <= 1,
@@ -58,7 +71,7 @@ void MlmCollator::mask_row(int32_t* ids, int64_t* target, int64_t length, int64_
     target[p] = kIgnoreIndex;
     MG_CHECK(ids[p] >= 0 && ids[p] < vocab_size_, IndexError, "MlmCollator: token id ", ids[p], " at position ", p,
              " of example ", example_id, " is outside the vocabulary of ", vocab_size_);
-    if (ids[p] >= WordPiece::kNumSpecial) {
+    if (!specials_.contains(ids[p])) {
       cand.emplace_back(random_words(ctx.seed, ctx.epoch, example_id, kMaskStream, uint32_t(p)).v[0], p);
     }
   }
@@ -66,16 +79,19 @@ void MlmCollator::mask_row(int32_t* ids, int64_t* target, int64_t length, int64_
   const std::size_t n_select = std::min(
       cand.size(), std::max<std::size_t>(1, std::size_t(std::llround(options_.select_prob * double(cand.size())))));
   std::partial_sort(cand.begin(), cand.begin() + std::ptrdiff_t(n_select), cand.end());
-  const uint32_t n_regular = uint32_t(vocab_size_ - WordPiece::kNumSpecial);
+  const uint32_t n_regular = uint32_t(vocab_size_ - 5);
   for (std::size_t k = 0; k < n_select; ++k) {
     const int64_t p = cand[k].second;
     const Philox4 r = random_words(ctx.seed, ctx.epoch, example_id, kMaskStream, uint32_t(p));
     target[p] = ids[p];
     const double u = philox_uniform_double(r.v[1], r.v[3]);
     if (u < options_.mask_prob) {
-      ids[p] = WordPiece::kMask;
+      ids[p] = specials_.mask;
     } else if (u < options_.mask_prob + options_.random_prob) {
-      ids[p] = WordPiece::kNumSpecial + int32_t(random_below(r.v[2], n_regular));
+      // The k-th non-special id (k + 5 when the specials are ids 0..4, as in a trained vocabulary).
+      int32_t id = int32_t(random_below(r.v[2], n_regular));
+      for (const int32_t s : sorted_specials_) id += id >= s;
+      ids[p] = id;
     }
   }
 }
@@ -84,7 +100,7 @@ Batch MlmCollator::collate(const std::vector<std::vector<int32_t>>& sequences,
                            const std::vector<int64_t>& example_ids, const BatchContext& ctx) const {
   MG_CHECK(sequences.size() == example_ids.size(), Error, "MlmCollator: ", sequences.size(), " sequences but ",
            example_ids.size(), " example ids");
-  Batch batch = make_sequence_batch(sequences);
+  Batch batch = make_sequence_batch(sequences, specials_.pad);
   const int64_t B = int64_t(sequences.size()), L = int64_t(sequences[0].size());
   std::vector<int64_t> target(std::size_t(B * L));
   std::vector<int32_t> row(static_cast<std::size_t>(L));

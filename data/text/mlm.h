@@ -4,7 +4,7 @@
 // (data/dataset.h), so a row is the same whichever batch it lands in, in whatever order, on any
 // thread, and a new epoch masks differently (dynamic masking).
 //
-//   mg::data::MlmCollator mlm(tok.vocab_size());
+//   mg::data::MlmCollator mlm(tok);
 //   mg::data::Batch b = mlm.collate(sequences, example_ids, {.seed = 1, .epoch = 3});
 //   // "input_ids" [B, L] with ~15% of tokens selected; "target" [B, L] original id or -100
 #pragma once
@@ -12,17 +12,20 @@
 #include <vector>
 
 #include "mixgrad/data/dataset.h"
+#include "mixgrad/data/text/wordpiece.h"
 
 namespace mg::data {
 
 inline constexpr int64_t kIgnoreIndex = -100;  // targets not to predict (cross_entropy ignore_index)
 
 // "[CLS] tokens [SEP]" padded with [PAD] to seq_len (>= 2); tokens beyond seq_len - 2 are cut.
-std::vector<int32_t> make_bert_sequence(const std::vector<int32_t>& tokens, int64_t seq_len);
+// `specials`: the tokenizer's (WordPiece::specials()).
+std::vector<int32_t> make_bert_sequence(const std::vector<int32_t>& tokens, int64_t seq_len,
+                                        const SpecialTokenIds& specials);
 
 // A batch of equal-length sequences: "input_ids" i64 [B, L] and "attention_mask" i64 [B, L]
-// (1 = [CLS], text or [SEP]; 0 = [PAD]).
-Batch make_sequence_batch(const std::vector<std::vector<int32_t>>& sequences);
+// (1 = [CLS], text or [SEP]; 0 = the tokenizer's [PAD] id, `pad_id`).
+Batch make_sequence_batch(const std::vector<std::vector<int32_t>>& sequences, int32_t pad_id);
 
 struct MlmOptions {
   double select_prob = 0.15;  // fraction of the non-special tokens of a sequence to predict
@@ -32,15 +35,18 @@ struct MlmOptions {
 };
 
 // The masked-language-model collator (BERT, Devlin et al. 2019). In each sequence the candidates
-// are the non-special tokens (ids >= 5: never [PAD] [UNK] [CLS] [SEP] [MASK]); exactly
+// are the non-special tokens (never [PAD] [UNK] [CLS] [SEP] [MASK]); exactly
 // max(1, round(select_prob * candidates)) of them are selected (none when there are no
 // candidates), those with the smallest random priorities, as Google's create_pretraining_data
 // shuffles and takes the first. A selected token becomes [MASK] with mask_prob, a random token
-// in [5, vocab_size) with random_prob (possibly its own id, as in BERT), else stays.
+// uniform over the vocabulary's non-special ids with random_prob (possibly its own id, as in
+// BERT), else stays.
 class MlmCollator {
  public:
   using Options = MlmOptions;
-  explicit MlmCollator(int64_t vocab_size, Options options = {});
+  // For `tokenizer`'s vocabulary (its size and special ids).
+  explicit MlmCollator(const WordPiece& tokenizer, Options options = {});
+  MlmCollator(int64_t vocab_size, const SpecialTokenIds& specials, Options options = {});
 
   // sequences: B equal-length id lists (make_bert_sequence); example_ids: the B dataset-wide ids
   // that key each row's random stream (0 <= id < 2^48); ctx: the seed and epoch (< 2^32).
@@ -53,10 +59,13 @@ class MlmCollator {
   void mask_row(int32_t* ids, int64_t* target, int64_t length, int64_t example_id, const BatchContext& ctx) const;
 
   int64_t vocab_size() const { return vocab_size_; }
+  const SpecialTokenIds& specials() const { return specials_; }
   const Options& options() const { return options_; }
 
  private:
   int64_t vocab_size_;
+  SpecialTokenIds specials_;
+  int32_t sorted_specials_[5];  // ascending: the random token's k-th non-special id skips them
   Options options_;
 };
 

@@ -55,7 +55,7 @@ std::vector<std::string> verse_texts(const std::vector<Verse>& verses) {
 // ---- MlmVerseDataset ----
 
 MlmVerseDataset::MlmVerseDataset(const std::vector<Verse>& verses, const WordPiece& tokenizer, Options options)
-    : options_(options), collator_(tokenizer.vocab_size(), options.mlm) {
+    : options_(options), collator_(tokenizer, options.mlm) {
   check_split_options("MlmVerseDataset", options_.seq_len, options_.holdout_every);
   for (std::size_t i = 0; i < verses.size(); ++i) {
     if (!in_split(int64_t(i), options_.split, options_.holdout_every)) continue;
@@ -82,7 +82,7 @@ Batch MlmVerseDataset::get_batch(const std::vector<int64_t>& indices, const Batc
   seqs.reserve(indices.size());
   for (const int64_t i : indices) {
     check_index("MlmVerseDataset", i, size());
-    seqs.push_back(make_bert_sequence(tokens_[std::size_t(i)], options_.seq_len));
+    seqs.push_back(make_bert_sequence(tokens_[std::size_t(i)], options_.seq_len, collator_.specials()));
     keys.push_back(corpus_index_[std::size_t(i)]);
   }
   return collator_.collate(seqs, keys, ctx);
@@ -92,14 +92,14 @@ Batch MlmVerseDataset::get_batch(const std::vector<int64_t>& indices, const Batc
 
 VerseClassificationDataset::VerseClassificationDataset(const std::vector<Verse>& verses, const WordPiece& tokenizer,
                                                        Options options)
-    : options_(options) {
+    : options_(options), pad_id_(tokenizer.specials().pad) {
   check_split_options("VerseClassificationDataset", options_.seq_len, options_.holdout_every);
   for (std::size_t i = 0; i < verses.size(); ++i) {
     if (!in_split(int64_t(i), options_.split, options_.holdout_every)) continue;
     const Verse& v = verses[i];
     MG_CHECK(v.book >= 0 && v.book < kKjvNumBooks, Error, "VerseClassificationDataset: verse ", i, " has book ",
              v.book, ", outside 0..", kKjvNumBooks - 1);
-    sequences_.push_back(make_bert_sequence(tokenizer.encode(v.text), options_.seq_len));
+    sequences_.push_back(make_bert_sequence(tokenizer.encode(v.text), options_.seq_len, tokenizer.specials()));
     labels_.push_back(options_.target == VerseTarget::Testament ? int64_t(kjv_is_new_testament(v.book))
                                                                 : int64_t(v.book));
     corpus_index_.push_back(int64_t(i));
@@ -161,7 +161,7 @@ Batch VerseClassificationDataset::get_batch(const std::vector<int64_t>& indices,
     seqs.push_back(sequences_[std::size_t(i)]);
     target.push_back(labels_[std::size_t(i)]);
   }
-  Batch batch = make_sequence_batch(seqs);
+  Batch batch = make_sequence_batch(seqs, pad_id_);
   batch.add("target", from_vector(target));  // [B]
   return batch;
 }

@@ -105,6 +105,7 @@ class VerseClassificationDataset : public Dataset {
 
  private:
   Options options_;
+  int32_t pad_id_;                               // the tokenizer's [PAD]
   std::vector<std::vector<int32_t>> sequences_;  // [CLS] ... [SEP] [PAD]..., seq_len each
   std::vector<int64_t> labels_;
   std::vector<int64_t> corpus_index_;

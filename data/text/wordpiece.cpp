@@ -17,46 +17,6 @@ namespace mg::data {
 
 namespace detail {
 
-bool wp_is_whitespace(uint32_t cp) {
-  // BERT's _is_whitespace: space, tab, newline, carriage return and category Zs (\v and \f are Cc:
-  // controls, dropped), plus the line and paragraph separators.
-  return cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r' || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
-         cp == 0x3000;
-}
-
-// Unicode 15's general category Cf (format characters: soft hyphen, bidi marks and isolates, word
-// joiners, invisible operators, interlinear annotation and tag characters).
-bool wp_is_format(uint32_t cp) {
-  static constexpr uint32_t kRanges[][2] = {
-      {0xAD, 0xAD},         {0x600, 0x605},       {0x61C, 0x61C},       {0x6DD, 0x6DD},   {0x70F, 0x70F},
-      {0x890, 0x891},       {0x8E2, 0x8E2},       {0x180E, 0x180E},     {0x200B, 0x200F}, {0x202A, 0x202E},
-      {0x2060, 0x2064},     {0x2066, 0x206F},     {0xFEFF, 0xFEFF},     {0xFFF9, 0xFFFB}, {0x110BD, 0x110BD},
-      {0x110CD, 0x110CD},   {0x13430, 0x1343F},   {0x1BCA0, 0x1BCA3},   {0x1D173, 0x1D17A}, {0xE0001, 0xE0001},
-      {0xE0020, 0xE007F}};
-  for (const auto& r : kRanges) {
-    if (cp < r[0]) return false;  // sorted
-    if (cp <= r[1]) return true;
-  }
-  return false;
-}
-
-bool wp_is_control(uint32_t cp) {
-  // Categories Cc (minus tab, newline and carriage return) and Cf, and U+FFFD: what BERT's
-  // _clean_text drops (a bidi mark or word joiner inside a word would otherwise make it [UNK]).
-  return (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || (cp >= 0x7F && cp <= 0x9F) || wp_is_format(cp) ||
-         cp == 0xFFFD;
-}
-
-bool wp_is_punctuation(uint32_t cp) {
-  // BERT counts every non-alphanumeric ASCII character as punctuation, plus Unicode class P;
-  // here: the ASCII ranges, Latin-1 punctuation, General Punctuation and CJK brackets.
-  return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126) ||
-         cp == 0xA1 || cp == 0xA7 || cp == 0xAB || cp == 0xB6 || cp == 0xB7 || cp == 0xBB || cp == 0xBF ||
-         (cp >= 0x2010 && cp <= 0x2027) || (cp >= 0x2030 && cp <= 0x205E) || (cp >= 0x3001 && cp <= 0x3003) ||
-         (cp >= 0x3008 && cp <= 0x3011);
-}
-
 std::size_t wp_decode_utf8(std::string_view s, std::size_t i, uint32_t* cp) {
   const auto b = [&](std::size_t k) { return uint32_t(static_cast<unsigned char>(s[k])); };
   const uint32_t c0 = b(i);
@@ -135,13 +95,7 @@ WordPiece::WordPiece(std::vector<std::string> vocab, Options options)
     : options_(options), vocab_(std::move(vocab)) {
   MG_CHECK(options_.max_input_chars_per_word >= 1, Error,
            "WordPiece: max_input_chars_per_word must be positive, got ", options_.max_input_chars_per_word);
-  const auto& specials = special_tokens();
-  MG_CHECK(vocab_.size() >= specials.size(), Error, "WordPiece: a vocabulary needs at least the ",
-           specials.size(), " special tokens, got ", vocab_.size(), " tokens");
-  for (std::size_t i = 0; i < specials.size(); ++i) {
-    MG_CHECK(vocab_[i] == specials[i], Error, "WordPiece: token ", i, " must be ", specials[i], ", got '", vocab_[i],
-             "'\n  hint: this tokenizer expects [PAD] [UNK] [CLS] [SEP] [MASK] as ids 0..4");
-  }
+  MG_CHECK(vocab_.size() <= std::size_t(INT32_MAX), Error, "WordPiece: vocabulary too large");
   ids_.reserve(vocab_.size());
   for (std::size_t i = 0; i < vocab_.size(); ++i) {
     const std::string& t = vocab_[i];
@@ -150,10 +104,20 @@ WordPiece::WordPiece(std::vector<std::string> vocab, Options options)
              "' contains whitespace");
     const auto [it, fresh] = ids_.emplace(t, int32_t(i));
     MG_CHECK(fresh, Error, "WordPiece: token '", t, "' appears twice (ids ", it->second, " and ", i, ")");
-    const std::size_t body = is_continuation(t) ? t.size() - 2 : t.size();
-    if (i >= std::size_t(kNumSpecial)) max_token_bytes_ = std::max(max_token_bytes_, body);
   }
-  MG_CHECK(vocab_.size() <= std::size_t(INT32_MAX), Error, "WordPiece: vocabulary too large");
+  const auto& names = special_tokens();
+  int32_t* const slots[] = {&specials_.pad, &specials_.unk, &specials_.cls, &specials_.sep, &specials_.mask};
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    const auto it = ids_.find(names[k]);
+    MG_CHECK(it != ids_.end(), Error, "WordPiece: the vocabulary (", vocab_.size(), " tokens) has no ", names[k],
+             " token\n  hint: BERT vocabularies hold [PAD] [UNK] [CLS] [SEP] [MASK], each on a line of its own");
+    *slots[k] = it->second;
+  }
+  for (std::size_t i = 0; i < vocab_.size(); ++i) {
+    if (specials_.contains(int32_t(i))) continue;
+    const std::string& t = vocab_[i];
+    max_token_bytes_ = std::max(max_token_bytes_, is_continuation(t) ? t.size() - 2 : t.size());
+  }
 }
 
 const std::string& WordPiece::id_to_token(int32_t id) const {
@@ -190,7 +154,7 @@ void WordPiece::encode_word(std::string_view word, std::vector<int32_t>& out, st
   char_boundaries(word, bounds);
   const std::size_t n_chars = bounds.size() - 1;
   if (int64_t(n_chars) > options_.max_input_chars_per_word) {
-    out.push_back(kUnk);
+    out.push_back(specials_.unk);
     return;
   }
   const std::size_t first_piece = out.size();
@@ -204,14 +168,14 @@ void WordPiece::encode_word(std::string_view word, std::vector<int32_t>& out, st
       if (start > 0) key.append(kContinuation);
       key.append(word.substr(bounds[start], bounds[end] - bounds[start]));
       const auto it = ids_.find(key);
-      if (it != ids_.end() && it->second >= kNumSpecial) {
+      if (it != ids_.end() && !specials_.contains(it->second)) {
         found = it->second;
         break;
       }
     }
     if (found < 0) {
       out.resize(first_piece);
-      out.push_back(kUnk);
+      out.push_back(specials_.unk);
       return;
     }
     out.push_back(found);
@@ -219,10 +183,31 @@ void WordPiece::encode_word(std::string_view word, std::vector<int32_t>& out, st
   }
 }
 
-std::vector<int32_t> WordPiece::encode(std::string_view text) const {
-  std::vector<int32_t> ids;
+void WordPiece::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
   std::string buf, key;
-  for_each_pre_token(text, options_.lowercase, buf, [&](std::string_view w) { encode_word(w, ids, key); });
+  for_each_pre_token(text, options_.lowercase, buf, [&](std::string_view w) { encode_word(w, out, key); });
+}
+
+std::vector<int32_t> WordPiece::encode(std::string_view text) const {
+  // Special tokens written in the text are cut out first, exactly as written (transformers' added
+  // tokens: not normalised, so "[mask]" is plain text).
+  std::vector<int32_t> ids;
+  const auto& names = special_tokens();
+  const int32_t special_ids[] = {specials_.pad, specials_.unk, specials_.cls, specials_.sep, specials_.mask};
+  std::size_t plain = 0, at = text.find('[');
+  while (at != std::string_view::npos) {
+    std::size_t matched = 0;
+    for (std::size_t k = 0; k < names.size() && matched == 0; ++k) {
+      if (text.substr(at, names[k].size()) == names[k]) {
+        encode_plain(text.substr(plain, at - plain), ids);
+        ids.push_back(special_ids[k]);
+        matched = names[k].size();
+      }
+    }
+    if (matched != 0) plain = at + matched;
+    at = text.find('[', at + std::max<std::size_t>(matched, 1));
+  }
+  encode_plain(text.substr(plain), ids);
   return ids;
 }
 
@@ -236,8 +221,8 @@ std::string WordPiece::decode(const std::vector<int32_t>& ids, bool skip_special
   std::string out;
   for (int32_t id : ids) {
     const std::string& t = id_to_token(id);
-    if (skip_special && (id == kPad || id == kCls || id == kSep)) continue;
-    if (id >= kNumSpecial && is_continuation(t)) {
+    if (skip_special && (id == specials_.pad || id == specials_.cls || id == specials_.sep)) continue;
+    if (!specials_.contains(id) && is_continuation(t)) {
       out.append(t, 2);
     } else {
       if (!out.empty()) out.push_back(' ');
@@ -304,7 +289,7 @@ WordPiece WordPiece::train(const std::vector<std::string>& texts, Options option
   for (const std::string& c : chars) add_token(c);
   for (const std::string& c : chars) add_token(std::string(kContinuation) + c);
   MG_CHECK(int64_t(vocab.size()) <= options.vocab_size, Error, "WordPiece::train: vocab_size ", options.vocab_size,
-           " is smaller than the ", kNumSpecial, " special tokens plus the alphabet (", chars.size(),
+           " is smaller than the ", special_tokens().size(), " special tokens plus the alphabet (", chars.size(),
            " characters, twice: word-initial and ##), ", vocab.size(), " in all");
 
   // 3. Words as symbol lists; pair counts and where each pair occurs.

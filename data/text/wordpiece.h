@@ -3,7 +3,10 @@
 // id is the line number). The decision a reader must know: training is BPE-style pair merging
 // with "##" continuation pieces (what Hugging Face's WordPieceTrainer does), most frequent pair
 // first, so it is deterministic and fast; encoding is BERT's greedy longest match, which need not
-// reproduce the merge segmentation but always covers a word made of known characters.
+// reproduce the merge segmentation but always covers a word made of known characters. Text is
+// split as Hugging Face's BertTokenizer splits it (its normaliser and pre-tokeniser, code point for
+// code point: data/text/bert_unicode.h), and a vocabulary may hold its special tokens at any ids,
+// so Hugging Face's vocab.txt files load and encode to the ids transformers gives.
 //
 //   auto tok = mg::data::WordPiece::train(texts, {.vocab_size = 8192});
 //   std::vector<int32_t> ids = tok.encode("In the beginning God created");
@@ -15,22 +18,30 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mixgrad/data/text/bert_unicode.h"
+
 namespace mg::data {
+
+// The ids of BERT's five special tokens in a vocabulary. The defaults are where train() puts them
+// (the first five ids); a Hugging Face vocab.txt has them elsewhere ([PAD] 0, [UNK] 100, [CLS] 101,
+// [SEP] 102, [MASK] 103), so code that builds sequences takes them from the tokenizer.
+struct SpecialTokenIds {
+  int32_t pad = 0, unk = 1, cls = 2, sep = 3, mask = 4;
+  bool contains(int32_t id) const { return id == pad || id == unk || id == cls || id == sep || id == mask; }
+};
 
 struct WordPieceOptions {
   int64_t vocab_size = 8192;              // total, special tokens and alphabet included
   int64_t min_frequency = 2;              // a pair seen fewer times in the corpus is not merged
-  bool lowercase = true;                  // ASCII A-Z -> a-z (BERT "uncased")
+  bool lowercase = true;                  // BERT "uncased": lowercase, accents stripped (Unicode)
   int64_t max_input_chars_per_word = 100;  // longer words encode to [UNK], as in BERT
 };
 
 class WordPiece {
  public:
   using Options = WordPieceOptions;
-  // The special tokens occupy the first five ids of every vocabulary.
-  static constexpr int32_t kPad = 0, kUnk = 1, kCls = 2, kSep = 3, kMask = 4;
-  static constexpr int32_t kNumSpecial = 5;
-  static const std::vector<std::string>& special_tokens();  // "[PAD]" "[UNK]" "[CLS]" "[SEP]" "[MASK]"
+  // "[PAD]" "[UNK]" "[CLS]" "[SEP]" "[MASK]", in the order of SpecialTokenIds' fields.
+  static const std::vector<std::string>& special_tokens();
 
   // Trains on `texts`: the specials, then every character seen (in both word-initial and "##"
   // forms, so any word made of seen characters is encodable), then merged pieces in merge order
@@ -38,31 +49,37 @@ class WordPiece {
   // pairs go to the pair of smaller ids (earlier tokens), so training is deterministic. Cost:
   // O(corpus) to count words, then per merge O(occurrences of the pair) with a lazy max-heap.
   static WordPiece train(const std::vector<std::string>& texts, Options options = {});
-  // Reads a vocab.txt (one token per line); the first five lines must be the special tokens.
+  // Reads a vocab.txt (one token per line, the id is the line number), ours or Hugging Face's; the
+  // five special tokens must each be on some line.
   static WordPiece load(const std::string& path, Options options = {});
 
-  // A tokenizer over an explicit vocabulary (validated: specials first, no duplicates, no empty
-  // or whitespace-containing tokens).
+  // A tokenizer over an explicit vocabulary (validated: the five specials present, no duplicates,
+  // no empty or whitespace-containing tokens).
   explicit WordPiece(std::vector<std::string> vocab, Options options = {});
 
   // Writes the vocabulary as vocab.txt.
   void save(const std::string& path) const;
 
-  // BERT's BasicTokenizer: drops control characters, splits on whitespace, makes each
-  // punctuation character a word of its own, lowercases ASCII when options.lowercase.
+  // BERT's basic tokenisation, as Hugging Face's BertNormalizer + BertPreTokenizer: drops control
+  // and format characters, splits on whitespace, makes each punctuation character and CJK
+  // ideograph a word of its own and, when options.lowercase, lowercases and strips accents.
   std::vector<std::string> pre_tokenize(std::string_view text) const;
   // The pre-tokens joined by single spaces: what decode(encode(text)) returns when every word
   // is encodable.
   std::string normalize(std::string_view text) const;
-  // Token ids of `text` (no [CLS]/[SEP]); a word that cannot be covered becomes one [UNK].
+  // Token ids of `text` (no [CLS]/[SEP] added); a word that cannot be covered becomes one [UNK].
+  // A special token written in the text ("a [MASK] b") is that token, as in transformers.
   std::vector<int32_t> encode(std::string_view text) const;
   // The pieces of `text` as strings ("begin", "##ning").
   std::vector<std::string> tokenize(std::string_view text) const;
   // Joins pieces with spaces, gluing "##" pieces to the previous one. skip_special drops [PAD],
-  // [CLS] and [SEP]; [UNK] and [MASK] always print as themselves.
+  // [CLS] and [SEP]; [UNK] and [MASK] always print as themselves. The text is the normalised one
+  // (lowercase, accents stripped when options.lowercase).
   std::string decode(const std::vector<int32_t>& ids, bool skip_special = true) const;
 
   int64_t vocab_size() const { return int64_t(vocab_.size()); }
+  // Where this vocabulary holds its special tokens.
+  const SpecialTokenIds& specials() const { return specials_; }
   const std::vector<std::string>& vocab() const { return vocab_; }
   const std::string& id_to_token(int32_t id) const;
   // -1 when `token` is not in the vocabulary.
@@ -72,8 +89,11 @@ class WordPiece {
  private:
   // Appends the ids of one pre-token to `out`.
   void encode_word(std::string_view word, std::vector<int32_t>& out, std::string& scratch) const;
+  // Appends the ids of text without special tokens written in it.
+  void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
 
   Options options_;
+  SpecialTokenIds specials_;
   std::vector<std::string> vocab_;
   std::unordered_map<std::string, int32_t> ids_;
   std::size_t max_token_bytes_ = 0;  // longest token without its "##" (bounds the match loop)
@@ -85,42 +105,54 @@ template <typename Fn>
 void for_each_pre_token(std::string_view text, bool lowercase, std::string& buffer, Fn&& fn);
 
 namespace detail {
-// Character classes of the pre-tokeniser on one Unicode code point.
-bool wp_is_whitespace(uint32_t cp);
-bool wp_is_control(uint32_t cp);
-bool wp_is_punctuation(uint32_t cp);
 // Decodes the UTF-8 sequence at text[i] (an invalid byte is taken as a one-byte character of
-// its own value) and returns its length in bytes.
+// its own, the code point 0xDC00 + byte, as Python's surrogateescape) and returns its length.
 std::size_t wp_decode_utf8(std::string_view text, std::size_t i, uint32_t* cp);
 }  // namespace detail
 
 template <typename Fn>
 void for_each_pre_token(std::string_view text, bool lowercase, std::string& buffer, Fn&& fn) {
+  using detail::BertCharClass;
   buffer.clear();
+  const auto flush = [&] {
+    if (!buffer.empty()) fn(std::string_view(buffer));
+    buffer.clear();
+  };
   std::size_t i = 0;
   while (i < text.size()) {
     uint32_t cp = 0;
     const std::size_t n = detail::wp_decode_utf8(text, i, &cp);
     const std::string_view ch = text.substr(i, n);
     i += n;
-    if (detail::wp_is_whitespace(cp)) {
-      if (!buffer.empty()) fn(std::string_view(buffer));
-      buffer.clear();
-    } else if (detail::wp_is_control(cp)) {
+    const BertCharClass cls = detail::bert_char_class(cp);
+    if (cls == BertCharClass::kWhitespace) {
+      flush();
+    } else if (cls == BertCharClass::kRemoved || (cls == BertCharClass::kMark && lowercase)) {
       continue;
-    } else if (detail::wp_is_punctuation(cp)) {
-      if (!buffer.empty()) fn(std::string_view(buffer));
-      buffer.assign(ch);
-      fn(std::string_view(buffer));
-      buffer.clear();
-    } else if (lowercase && cp >= 'A' && cp <= 'Z') {
-      buffer.push_back(char(cp - 'A' + 'a'));
-    } else {
+    } else if (!lowercase) {
+      if (cls == BertCharClass::kIsolated) flush();
       buffer.append(ch);
+      if (cls == BertCharClass::kIsolated) flush();
+    } else if (cp < 128 && cls == BertCharClass::kOther) {  // the common case
+      buffer.push_back(cp >= 'A' && cp <= 'Z' ? char(cp - 'A' + 'a') : char(cp));
+    } else {
+      uint32_t folded[3];
+      const int count = detail::bert_uncased(cp, folded);
+      if (cls == BertCharClass::kIsolated) {
+        flush();
+        for (int k = 0; k < count; ++k) detail::append_utf8(folded[k], buffer);
+        flush();
+        continue;
+      }
+      for (int k = 0; k < count; ++k) {
+        const bool isolated = detail::bert_char_class(folded[k]) == BertCharClass::kIsolated;
+        if (isolated) flush();
+        detail::append_utf8(folded[k], buffer);
+        if (isolated) flush();
+      }
     }
   }
-  if (!buffer.empty()) fn(std::string_view(buffer));
-  buffer.clear();
+  flush();
 }
 
 }  // namespace mg::data

@@ -93,7 +93,7 @@ TEST_CASE("verse datasets: book classification and batches", "[data]") {
   // Row 0 is Genesis 1:10, "And God called the dry land Earth; ...".
   CHECK(kjv()[std::size_t(test.corpus_index(0))].verse == 10);
   const int64_t* ids = b.at("input_ids").data<int64_t>();
-  CHECK(ids[0] == WordPiece::kCls);
+  CHECK(ids[0] == SpecialTokenIds{}.cls);
   CHECK(tok.decode(std::vector<int32_t>(ids, ids + 7)) == "and god called the dry land");
   MG_REQUIRE_ERROR(test.get_batch({3110}), "example index 3110 is out of range for 3110 examples");
   const Batch none = test.get_batch({});
@@ -142,7 +142,7 @@ TEST_CASE("verse datasets: MLM pretraining batches", "[data]") {
   const int64_t* fl = full.at("target").data<int64_t>();
   for (int64_t k = 0; k < full.at("target").numel(); ++k) {
     sel += fl[k] != kIgnoreIndex;
-    cand += (fl[k] != kIgnoreIndex) || fi[k] >= WordPiece::kNumSpecial;
+    cand += (fl[k] != kIgnoreIndex) || !SpecialTokenIds{}.contains(int32_t(fi[k]));
   }
   WARN("MLM: " << sel << " of " << cand << " tokens selected (" << 100.0 * double(sel) / double(cand) << "%)");
   CHECK(std::abs(double(sel) / double(cand) - 0.15) < 0.005);

@@ -46,23 +46,26 @@ TEST_CASE("wordpiece: BERT pre-tokenisation", "[data]") {
     CHECK(tok.pre_tokenize(std::string("begin") + joiner + "ning") == Strings{"beginning"});
   }
   CHECK(tok.pre_tokenize("a\u2028b") == Strings{"a", "b"});  // the line separator still separates
-  CHECK(tok.pre_tokenize("Caf\xc3\xa9 d\xc3\xa9j\xc3\xa0-vu") ==
-        Strings{"caf\xc3\xa9", "d\xc3\xa9j\xc3\xa0", "-", "vu"});  // only ASCII is case-folded
+  // Uncased BERT lowercases and strips accents (any script); CJK ideographs are words of their own.
+  CHECK(tok.pre_tokenize("Caf\xc3\xa9 D\xc3\xa9j\xc3\xa0-vu \xc3\x9c" "BER") == Strings{"cafe", "deja", "-", "vu", "uber"});
+  CHECK(tok.pre_tokenize("e\xcc\x81t\xc3\xa9") == Strings{"ete"});  // a combining accent is dropped too
+  CHECK(tok.pre_tokenize("\xce\x9f\xce\x94\xce\x9f\xce\xa3") == Strings{"\xce\xbf\xce\xb4\xce\xbf\xcf\x83"});  // ΟΔΟΣ -> οδοσ
+  CHECK(tok.pre_tokenize("\xe4\xb8\xad\xe6\x96\x87" "ab") == Strings{"\xe4\xb8\xad", "\xe6\x96\x87", "ab"});  // 中文ab
+  CHECK(tok.pre_tokenize("\xea\xb0\x80") == Strings{"\xe1\x84\x80\xe1\x85\xa1"});  // 가 -> its jamo
+  CHECK(tok.pre_tokenize("x\xe1\xbf\xafy") == Strings{"x", "`", "y"});  // GREEK VARIA folds to a grave accent
   CHECK(tok.pre_tokenize("a\xc2\xa0" "b\xe2\x80\x94" "c") == Strings{"a", "b", "\xe2\x80\x94", "c"});  // NBSP, em dash
   CHECK(tok.pre_tokenize("x\xff" "y") == Strings{"x\xff" "y"});  // an invalid byte stays a character
   CHECK(tok.pre_tokenize("").empty());
   CHECK(tok.normalize(" And God said,  Let there be light:") == "and god said , let there be light :");
   const WordPiece cased(WordPiece::special_tokens(), {.lowercase = false});
   CHECK(cased.pre_tokenize("LORD God") == Strings{"LORD", "God"});
+  CHECK(cased.pre_tokenize("Caf\xc3\xa9 e\xcc\x81") == Strings{"Caf\xc3\xa9", "e\xcc\x81"});  // accents kept
 }
 
 TEST_CASE("wordpiece: special tokens and greedy longest-match encoding", "[data]") {
   const WordPiece tok = tiny_vocab();
-  CHECK(WordPiece::kPad == 0);
-  CHECK(WordPiece::kUnk == 1);
-  CHECK(WordPiece::kCls == 2);
-  CHECK(WordPiece::kSep == 3);
-  CHECK(WordPiece::kMask == 4);
+  const SpecialTokenIds sp = tok.specials();  // a vocabulary with the specials first
+  CHECK((sp.pad == 0 && sp.unk == 1 && sp.cls == 2 && sp.sep == 3 && sp.mask == 4));
   CHECK(tok.token_to_id("[PAD]") == 0);
   CHECK(tok.token_to_id("[MASK]") == 4);
   CHECK(tok.token_to_id("nothing") == -1);
@@ -74,7 +77,7 @@ TEST_CASE("wordpiece: special tokens and greedy longest-match encoding", "[data]
   CHECK(tok.tokenize("gin") == Strings{"g", "##i", "##n"});
   CHECK(tok.decode(tok.encode("The beginning, the beg.")) == "the beginning , the [UNK] .");
   // decode: "##" pieces glue, [PAD]/[CLS]/[SEP] are skipped unless asked for.
-  const std::vector<int32_t> ids = {WordPiece::kCls, 6, 7, 8, WordPiece::kMask, WordPiece::kSep, WordPiece::kPad};
+  const std::vector<int32_t> ids = {sp.cls, 6, 7, 8, sp.mask, sp.sep, sp.pad};
   CHECK(tok.decode(ids) == "beginning [MASK]");
   CHECK(tok.decode(ids, /*skip_special=*/false) == "[CLS] beginning [MASK] [SEP] [PAD]");
   MG_REQUIRE_ERROR(tok.decode({5, 99}), "token id 99 is out of range for a vocabulary of 19");
@@ -91,7 +94,7 @@ TEST_CASE("wordpiece: training merges the most frequent pairs", "[data]") {
   for (int i = 0; i < 6; ++i) corpus.push_back("newest");
   for (int i = 0; i < 3; ++i) corpus.push_back("widest");
   const std::size_t alphabet = 10;  // d e i l n o r s t w
-  const std::size_t base = WordPiece::kNumSpecial + 2 * alphabet;
+  const std::size_t base = 5 + 2 * alphabet;
   const WordPiece tok = WordPiece::train(corpus, {.vocab_size = int64_t(base + 4)});
   REQUIRE(tok.vocab_size() == int64_t(base + 4));
   // Specials, then the characters in byte order, then their "##" forms.
@@ -133,8 +136,8 @@ TEST_CASE("wordpiece: KJV vocabulary, round trip of every verse", "[data]") {
   const WordPiece& tok = kjv_tokenizer();
   REQUIRE(tok.vocab_size() == 8192);
   CHECK(tok.vocab()[0] == "[PAD]");
-  CHECK(tok.token_to_id("the") >= WordPiece::kNumSpecial);
-  CHECK(tok.token_to_id("lord") >= WordPiece::kNumSpecial);
+  CHECK(tok.token_to_id("the") >= 5);
+  CHECK(tok.token_to_id("lord") >= 5);
   CHECK(tok.tokenize("In the beginning God created the heaven and the earth.") ==
         Strings{"in", "the", "beginning", "god", "created", "the", "heaven", "and", "the", "earth", "."});
   const auto t0 = std::chrono::steady_clock::now();
@@ -143,7 +146,7 @@ TEST_CASE("wordpiece: KJV vocabulary, round trip of every verse", "[data]") {
     const std::vector<int32_t> ids = tok.encode(v.text);
     tokens += int64_t(ids.size());
     words += int64_t(tok.pre_tokenize(v.text).size());
-    REQUIRE(std::find(ids.begin(), ids.end(), WordPiece::kUnk) == ids.end());
+    REQUIRE(std::find(ids.begin(), ids.end(), tok.specials().unk) == ids.end());
     mismatches += tok.decode(ids) != tok.normalize(v.text);
   }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -153,7 +156,8 @@ TEST_CASE("wordpiece: KJV vocabulary, round trip of every verse", "[data]") {
   CHECK(double(tokens) / double(words) < 1.1);  // 8192 pieces cover nearly every KJV word whole
   // Text outside the corpus: seen characters still encode; unseen ones give [UNK].
   CHECK(tok.decode(tok.encode("Zyzzyva quixotically jazzed")) == "zyzzyva quixotically jazzed");
-  CHECK(tok.tokenize("the \xc3\xbc" "ber lord") == Strings{"the", "[UNK]", "lord"});
+  CHECK(tok.tokenize("the \xc3\xbc" "ber lord") == Strings{"the", "u", "##ber", "lord"});  // accent stripped
+  CHECK(tok.tokenize("the \xe4\xb8\xad lord") == Strings{"the", "[UNK]", "lord"});
 }
 
 TEST_CASE("wordpiece: vocab.txt save and load", "[data]") {
@@ -167,14 +171,14 @@ TEST_CASE("wordpiece: vocab.txt save and load", "[data]") {
   // CRLF files load too.
   write_bytes(dir.file("crlf.txt"), "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\nab\r\n##c\r\n");
   CHECK(WordPiece::load(dir.file("crlf.txt")).tokenize("abc") == Strings{"ab", "##c"});
-  write_bytes(dir.file("bad1.txt"), "[PAD]\n[CLS]\n[UNK]\n[SEP]\n[MASK]\n");
-  MG_REQUIRE_ERROR(WordPiece::load(dir.file("bad1.txt")), "token 1 must be [UNK], got '[CLS]'");
+  write_bytes(dir.file("bad1.txt"), "[PAD]\n[CLS]\n[UNK]\n[SEP]\nab\n");
+  MG_REQUIRE_ERROR(WordPiece::load(dir.file("bad1.txt")), "the vocabulary (5 tokens) has no [MASK] token");
   write_bytes(dir.file("bad2.txt"), "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nab\nab\n");
   MG_REQUIRE_ERROR(WordPiece::load(dir.file("bad2.txt")), "token 'ab' appears twice (ids 5 and 6)");
   write_bytes(dir.file("bad3.txt"), "[PAD]\n[UNK]\n\n[SEP]\n[MASK]\n");
   MG_REQUIRE_ERROR(WordPiece::load(dir.file("bad3.txt")), "line 3 is empty");
   write_bytes(dir.file("bad4.txt"), "[PAD]\n[UNK]\n");
-  MG_REQUIRE_ERROR(WordPiece::load(dir.file("bad4.txt")), "at least the 5 special tokens, got 2");
+  MG_REQUIRE_ERROR(WordPiece::load(dir.file("bad4.txt")), "has no [CLS] token");
   MG_REQUIRE_ERROR(WordPiece::load(dir.file("missing.txt")), "cannot open");
   MG_REQUIRE_ERROR(tok.save("/nonexistent/dir/vocab.txt"), "cannot open");
 
@@ -197,15 +201,36 @@ TEST_CASE("wordpiece: malformed vocab.txt files are named errors (bad-input swee
     CHECK_THAT(msg, Catch::Matchers::StartsWith("WordPiece::load: '" + path + "'"));
     return msg;
   };
-  CHECK_THAT(load_error(""), Catch::Matchers::Contains("at least the 5 special tokens, got 0"));
+  CHECK_THAT(load_error(""), Catch::Matchers::Contains("the vocabulary (0 tokens) has no [PAD] token"));
   CHECK_THAT(load_error("\r\n"), Catch::Matchers::Contains("line 1 is empty"));
   CHECK_THAT(load_error(specials + "a\tb\n"), Catch::Matchers::Contains("token 5 'a\tb'"));
   CHECK_THAT(load_error(specials + "##\n"), Catch::Matchers::Contains("token 5 is empty"));
   CHECK_THAT(load_error(specials + "x\n" + "x\r\n"), Catch::Matchers::Contains("token 'x' appears twice (ids 5 and 6)"));
-  CHECK_THAT(load_error("[UNK]\n[PAD]\n[CLS]\n[SEP]\n[MASK]\n"), Catch::Matchers::Contains("token 0 must be [PAD]"));
+  CHECK_THAT(load_error("[UNK]\n[PAD]\n[CLS]\n[SEP]\n[mask]\n"), Catch::Matchers::Contains("has no [MASK] token"));
   // Bytes that are not UTF-8, a NUL and a 100,000-byte token are tokens like any other.
   write_bytes(path, specials + "\xff\xfe\n" + std::string("a\0b", 3) + "\n" + std::string(100000, 'z') + "\n");
   const WordPiece tok = WordPiece::load(path);
   CHECK(tok.vocab_size() == 8);
   CHECK(tok.token_to_id(std::string(100000, 'z')) == 7);
+}
+
+TEST_CASE("wordpiece: specials at any ids, as in Hugging Face's vocab.txt", "[data]") {
+  // bert-base-uncased's layout: [PAD] 0, [unused0..98] 1..99, [UNK] 100, [CLS] 101, [SEP] 102,
+  // [MASK] 103, then the rest.
+  Strings v = {"[PAD]"};
+  for (int i = 0; i < 99; ++i) v.push_back("[unused" + std::to_string(i) + "]");
+  for (const char* t : {"[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "be", "##gin", "##ning", ",", "."}) v.push_back(t);
+  const WordPiece tok(v);
+  const SpecialTokenIds sp = tok.specials();
+  CHECK((sp.pad == 0 && sp.unk == 100 && sp.cls == 101 && sp.sep == 102 && sp.mask == 103));
+  CHECK(tok.encode("The beginning, zz.") == std::vector<int32_t>{104, 105, 106, 107, 108, 100, 109});
+  // Special tokens written in the text are those tokens, exactly as written.
+  CHECK(tok.encode("the [MASK], [CLS]the[SEP] [mask]") ==
+        std::vector<int32_t>{104, 103, 108, 101, 104, 102, 100, 100, 100});  // "[mask]" is text: [ mask ]
+  CHECK(tok.encode("[MASK][UNK][PAD") == std::vector<int32_t>{103, 100, 100, 100});
+  CHECK(tok.decode({101, 104, 103, 102, 0}) == "the [MASK]");
+  CHECK(tok.decode({101, 105, 106, 107, 102}, false) == "[CLS] beginning [SEP]");
+  TempDir dir;
+  tok.save(dir.file("hf_vocab.txt"));
+  CHECK(WordPiece::load(dir.file("hf_vocab.txt")).specials().mask == 103);
 }
