@@ -93,13 +93,14 @@ Tensors sigmoid_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor s = sigmoid(x);
   return {g[0] * (s * (1.0 - s))};
 }
-// d relu x = [y > 0]. An ordinary backward runs the fused relu_backward op (one pass, no bool
-// mask); a recorded backward (create_graph = true, grad mode on) builds the same select from public
-// ops, whose graph gives double backward.
+// d relu x = [not y <= 0] (PyTorch's threshold_backward: a NaN output passes the gradient). An
+// ordinary backward runs the fused relu_backward op (one pass, no bool mask); a recorded backward
+// (create_graph = true, grad mode on) builds the same select from public ops, whose graph gives
+// double backward.
 Tensors relu_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor y = c.output(0);
   if (fused_backward(g[0], y)) return {relu_backward(g[0], y)};
-  return {where(gt(y, zero_like_scalar(y)), g[0], zero_like_scalar(g[0]))};
+  return {where(le(y, zero_like_scalar(y)), zero_like_scalar(g[0]), g[0])};
 }
 // erf form:  d = Phi(x) + x phi(x) = 0.5 (1 + erf(x / sqrt2)) + x exp(-x^2 / 2) / sqrt(2 pi)
 // tanh form: d = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2),

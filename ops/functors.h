@@ -90,10 +90,11 @@ struct Sigmoid {
 struct Relu {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const { return x > T(0) ? x : (x == x ? T(0) : x); }
 };
-// relu's backward from its output y: the gradient where y > 0, else +0 (NaN y gives 0, as
-// where(y > 0, g, 0) does). A select, so exact in every dtype.
+// relu's backward from its output y: +0 where y <= 0, else the gradient — so a NaN y passes the
+// gradient, as PyTorch's threshold_backward does (where(y <= 0, 0, g)). A select, so exact in
+// every dtype.
 struct ReluBackward {
-  template <typename T> MG_HOST_DEVICE T operator()(T g, T y) const { return y > T(0) ? g : T(0); }
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T y) const { return y <= T(0) ? T(0) : g; }
 };
 
 // GELU, erf form: x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)). Written through the normal tail

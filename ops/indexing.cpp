@@ -234,14 +234,28 @@ Tensor cat(const Tensors& xs, int64_t dim) {
   for (std::size_t i = 0; i < xs.size(); ++i) {
     MG_CHECK(xs[i].defined(), Error, "cat: tensor at position ", i, " is undefined");
   }
-  MG_CHECK(xs[0].dim() > 0, ShapeError, "cat: a 0-d tensor cannot be concatenated; got ", describe(xs[0]),
-           " at position 0\n  hint: use mg::stack to join 0-d tensors into a 1-D tensor");
   DType t = xs[0].dtype();
   for (const Tensor& x : xs) t = promote_types(t, x.dtype());
+  // PyTorch's legacy rule: a 1-D tensor of size 0 is skipped beside tensors of another rank
+  // (torch.cat([x, torch.empty(0)]) is x). It still takes part in the dtype promotion.
+  const auto legacy_empty = [](const Tensor& x) { return x.dim() == 1 && x.numel() == 0; };
+  const auto ranked = std::find_if(xs.begin(), xs.end(), [&](const Tensor& x) { return !legacy_empty(x); });
+  const Tensor& first = ranked == xs.end() ? xs[0] : *ranked;
+  MG_CHECK(first.dim() > 0, ShapeError, "cat: a 0-d tensor cannot be concatenated; got ", describe(first),
+           " at position ", ranked - xs.begin(), "\n  hint: use mg::stack to join 0-d tensors into a 1-D tensor");
   Tensors in;
   in.reserve(xs.size());
-  for (const Tensor& x : xs) in.push_back(x.dtype() == t ? x : to(x, t));
-  return cat_impl(in, wrap_dim(dim, xs[0].dim(), "cat"));
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const Tensor& x = xs[i];
+    if (first.dim() != 1 && legacy_empty(x)) continue;
+    // Checked here, where positions are the caller's (the infer rule sees the list without skips).
+    MG_CHECK(x.dim() > 0, ShapeError, "cat: a 0-d tensor cannot be concatenated; got ", describe(x), " at position ", i,
+             "\n  hint: use mg::stack to join 0-d tensors into a 1-D tensor");
+    MG_CHECK(x.dim() == first.dim(), ShapeError, "cat: expected tensors with the same number of dims; got ",
+             describe(first), " at position ", ranked - xs.begin(), " and ", describe(x), " at position ", i);
+    in.push_back(x.dtype() == t ? x : to(x, t));
+  }
+  return cat_impl(in, wrap_dim(dim, first.dim(), "cat"));
 }
 
 Tensor stack(const Tensors& xs, int64_t dim) {
@@ -322,13 +336,34 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return dispatch1(OpId::index_select, {x, index}, {.dim = wrap_dim(dim, x.dim(), "index_select")});
 }
 
+// PyTorch treats a 0-d operand of gather and scatter_add as 1-D with one element, so 0-d and 1-D
+// operands mix; the result keeps the 0-d shape (gather: the index's, scatter_add: self's).
+Tensor as_1d(const Tensor& t) { return t.dim() == 0 ? reshape(t, {1}) : t; }
+bool mixes_0d_and_1d(std::initializer_list<const Tensor*> ts) {
+  bool any0 = false, any1 = false;
+  for (const Tensor* t : ts) {
+    any0 = any0 || t->dim() == 0;
+    any1 = any1 || t->dim() == 1;
+    if (t->dim() > 1) return false;
+  }
+  return any0 && any1;
+}
+
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   MG_CHECK(x.defined() && index.defined(), Error, "gather: undefined tensor argument");
+  if (mixes_0d_and_1d({&x, &index})) {
+    (void)wrap_dim(dim, 1, "gather");
+    return reshape(gather(as_1d(x), 0, as_1d(index)), index.shape());
+  }
   return dispatch1(OpId::gather, {x, index}, {.dim = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "gather")});
 }
 
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   MG_CHECK(self.defined() && index.defined() && src.defined(), Error, "scatter_add: undefined tensor argument");
+  if (mixes_0d_and_1d({&self, &index, &src})) {
+    (void)wrap_dim(dim, 1, "scatter_add");
+    return reshape(scatter_add(as_1d(self), 0, as_1d(index), as_1d(src)), self.shape());
+  }
   const DType t = promote_types(self.dtype(), src.dtype());
   return dispatch1(OpId::scatter_add, {self.dtype() == t ? self : to(self, t), index, src.dtype() == t ? src : to(src, t)},
                    {.dim = wrap_dim(dim, std::max<int64_t>(self.dim(), 1), "scatter_add")});
@@ -336,6 +371,23 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   MG_CHECK(x.defined() && mask.defined(), Error, "masked_fill: undefined tensor argument");
+  // Out of place, x and mask broadcast together (PyTorch's masked_fill); the kernel fills an
+  // output of x's shape, so x is expanded (a view) when the mask is the larger one. In place
+  // (masked_fill_), the mask must broadcast to x.
+  if (mask.dim() > x.dim() || !std::equal(mask.shape().rbegin(), mask.shape().rend(), x.shape().rbegin(),
+                                          [](int64_t m, int64_t s) { return m == s || m == 1; })) {
+    const Shape &a = x.shape(), &b = mask.shape();
+    const std::size_t n = std::max(a.size(), b.size());
+    Shape both(n);
+    bool ok = true;
+    for (std::size_t i = 0; i < n && ok; ++i) {
+      const int64_t sa = i < n - a.size() ? 1 : a[i - (n - a.size())];
+      const int64_t sb = i < n - b.size() ? 1 : b[i - (n - b.size())];
+      ok = sa == sb || sa == 1 || sb == 1;
+      both[i] = sa == 1 ? sb : sa;
+    }
+    if (ok) return dispatch1(OpId::masked_fill, {expand(x, both), mask}, {.alpha = value});
+  }
   return dispatch1(OpId::masked_fill, {x, mask}, {.alpha = value});
 }
 

@@ -159,15 +159,21 @@ Tensor to(const Tensor& x, Device device, bool non_blocking);
 Tensor pin_memory(const Tensor& x);
 
 // ---- shape and indexing ----
+// Joins along dim; dtypes promote. As PyTorch, a 1-D tensor of size 0 beside tensors of another
+// rank is skipped (it still takes part in the promotion).
 Tensor cat(const Tensors& xs, int64_t dim = 0);
 Tensor stack(const Tensors& xs, int64_t dim = 0);
 Tensors split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 Tensors split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 Tensors chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// out[i][j] = x[index[i][j]][j] (dim 0); out has index's shape. A 0-d operand counts as 1-D with
+// one element (gather and scatter_add), as in PyTorch.
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // self with src added at index along dim: out[index[i][j]][j] += src[i][j] (dim 0).
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// x with `value` where mask is set; x and mask broadcast together (out of place; in place,
+// Tensor::masked_fill_, the mask must broadcast to x).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 Tensor one_hot(const Tensor& index, int64_t num_classes);
 

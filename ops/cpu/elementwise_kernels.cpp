@@ -103,9 +103,9 @@ bool same_dense_layout(const Tensor& g, const Tensor& y, const Tensor& o) {
   return o.is_contiguous() || (o.dim() == 4 && o.is_contiguous(MemoryFormat::ChannelsLast));
 }
 
-// (grad, y) -> grad where y > 0, else 0. Dense operands (contiguous or channels-last) run over
-// flat memory: f16/bf16 select on the bits — y > 0 is "sign clear, not zero, not NaN", i.e.
-// bits - 1 < the bits of +inf — and copy g as bits, a 16-bit integer loop that g++ vectorizes (a
+// (grad, y) -> 0 where y <= 0, else grad (a NaN y passes it, as PyTorch's). Dense operands
+// (contiguous or channels-last) run over flat memory: f16/bf16 select on the bits — "not y <= 0"
+// is "positive (bits - 1 < the bits of +inf) or NaN (magnitude above +inf's)" — and copy g as bits, a 16-bit integer loop that g++ vectorizes (a
 // round trip through f32 measured 2.5x slower than gt + where on bf16 [128,64,7,7]); f32/f64 run
 // the functor. Other layouts take the strided loop, which is exact too.
 template <typename T>
@@ -117,6 +117,7 @@ void relu_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
   }
   if constexpr (kIsLowp<T>) {
     constexpr uint16_t kInfBits = std::is_same_v<T, BFloat16> ? 0x7f80 : 0x7c00;
+    constexpr uint16_t kMagnitude = 0x7fff;
     using Bits = WhereBits<2>;
     const Bits* gp = static_cast<const Bits*>(g.data_ptr());  // [numel] in memory order
     const Bits* yp = static_cast<const Bits*>(y.data_ptr());  // [numel]
@@ -129,7 +130,7 @@ void relu_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
       Bits* ob = op;
       for (int64_t i = begin; i < end; ++i) {
         const Bits yv = yb[i], gv = gb[i];
-        ob[i] = uint16_t(yv - 1) < kInfBits ? gv : Bits(0);
+        ob[i] = (uint16_t(yv - 1) < kInfBits || uint16_t(yv & kMagnitude) > kInfBits) ? gv : Bits(0);
       }
     });
   } else {

@@ -223,10 +223,10 @@ void unary_cases(Table& t) {
   // relu: away from the kink at 0
   t.add(O::relu, "relu", {normal_away(s, {0.0}, 0.1)}, [](const Tensors& in) { return relu(in[0]); }, {0})
       .ref = [](const std::vector<double>& v) { return v[0] > 0 ? v[0] : 0.0; };
-  // relu_backward (not differentiable): grad where y > 0, else 0
+  // relu_backward (not differentiable): 0 where y <= 0, else grad (PyTorch's threshold_backward)
   t.add_nd(O::relu_backward, "relu_backward", {normal(s), normal(s)},
            [](const Tensors& in) { return relu_backward(in[0], in[1]); })
-      .ref = [](const std::vector<double>& v) { return v[1] > 0 ? v[0] : 0.0; };
+      .ref = [](const std::vector<double>& v) { return v[1] <= 0 ? 0.0 : v[0]; };
   t.add(O::gelu, "gelu/erf", {normal(s, 2.0)}, [](const Tensors& in) { return gelu(in[0]); }, {0})
       .ref = unary_ref(gelu_erf_ref);
   t.add(O::gelu, "gelu/tanh", {normal(s, 2.0)},

@@ -124,3 +124,74 @@ TEST_CASE("nn::Linear with no inputs or no outputs, as PyTorch", "[nn][linear]")
   CHECK(x.grad().shape() == Shape{3, 5});
   MG_REQUIRE_ERROR(nn::make<nn::Linear>({.in = -1, .out = 2}), "must not be negative");
 }
+
+TEST_CASE("0-d and 1-D operands mix in gather and scatter_add, as in PyTorch", "[ops][shapes]") {
+  // PyTorch 2.15 values: gather(tensor(5.), 0, [0, 0]) = [5, 5]; gather([1, 2, 3], 0, tensor(2)) =
+  // tensor(3.); scatter_add(zeros(3), 0, tensor(1), tensor(4.)) = [0, 4, 0];
+  // scatter_add(tensor(1.), 0, [0, 0], [2, 3]) = tensor(6.).
+  const Tensor five = full({}, 5.0), idx2 = from_vector<int64_t>({0, 0}), two = full({}, 2.0, {.dtype = DType::I64});
+  const Tensor g1 = gather(five, 0, idx2);
+  CHECK(g1.shape() == Shape{2});
+  CHECK(mg::test::values(g1) == std::vector<double>{5, 5});
+  const Tensor g2 = gather(from_vector<float>({1, 2, 3}), -1, two);
+  CHECK(g2.shape() == Shape{});
+  CHECK(g2.item<float>() == 3.0f);
+  const Tensor s1 = scatter_add(zeros({3}), 0, full({}, 1.0, {.dtype = DType::I64}), full({}, 4.0));
+  CHECK(mg::test::values(s1) == std::vector<double>{0, 4, 0});
+  const Tensor s2 = scatter_add(full({}, 1.0), 0, idx2, from_vector<float>({2, 3}));
+  CHECK(s2.shape() == Shape{});
+  CHECK(s2.item<float>() == 6.0f);
+  // Gradients flow through the reshapes.
+  const Tensor x = full({}, 5.0).requires_grad_();
+  sum(gather(x, 0, idx2)).backward();
+  CHECK(x.grad().item<float>() == 2.0f);
+  MG_REQUIRE_ERROR(gather(five, 1, idx2), "gather: dim 1 is out of range");
+  MG_REQUIRE_ERROR(gather(five, 0, from_vector<int64_t>({1})), "gather: index 1 is out of range for dim 0 of size 1");
+}
+
+TEST_CASE("cat skips 1-D empty tensors beside other ranks (PyTorch's legacy rule)", "[ops][shapes]") {
+  const Tensor x = ones({2, 3}).requires_grad_();
+  const Tensor e = empty({0}, {.dtype = DType::F64});
+  const Tensor a = cat({x, e});
+  CHECK(a.shape() == Shape{2, 3});
+  CHECK(a.dtype() == DType::F64);  // the skipped tensor still takes part in the promotion, as PyTorch's
+  CHECK(cat({e, x}, 1).shape() == Shape{2, 3});
+  CHECK(cat({e, x, e, x}, -1).shape() == Shape{2, 6});
+  sum(cat({e, x, x}, 0)).backward();
+  CHECK(x.grad().shape() == Shape{2, 3});
+  CHECK(cat({e, empty({0})}).shape() == Shape{0});  // only empties: an ordinary 1-D cat
+  CHECK(cat({empty({0}), ones({3})}).shape() == Shape{3});
+  MG_REQUIRE_ERROR(cat({e, ones({2, 3}), full({}, 1.0)}), "cat: a 0-d tensor cannot be concatenated; got [] f32 cpu at position 2");
+  MG_REQUIRE_ERROR(cat({e, ones({2, 3}), ones({3})}),
+                   "cat: expected tensors with the same number of dims; got [2, 3] f32 cpu at position 1 and [3] f32 cpu at position 2");
+  MG_REQUIRE_ERROR(cat({e, full({}, 1.0)}), "cat: a 0-d tensor cannot be concatenated");
+  MG_REQUIRE_ERROR(cat({empty({0, 3}), ones({2})}), "cat: expected tensors with the same number of dims");  // only [0] is legacy
+}
+
+TEST_CASE("masked_fill broadcasts x up to a larger mask out of place, as PyTorch", "[ops][shapes]") {
+  // PyTorch 2.15: ones(3).masked_fill([[T, F, T], [F, F, T]], 0) = [[0, 1, 0], [1, 1, 0]].
+  const Tensor x = from_vector<float>({1, 2, 3}).requires_grad_();
+  const Tensor m = to(from_vector<float>({1, 0, 1, 0, 0, 1}, {2, 3}), DType::Bool);
+  const Tensor y = masked_fill(x, m, 0.0);
+  CHECK(y.shape() == Shape{2, 3});
+  CHECK(mg::test::values(y) == std::vector<double>{0, 2, 0, 1, 2, 0});
+  sum(y).backward();  // each x[j] appears twice, filled where m is set
+  CHECK(mg::test::values(x.grad()) == std::vector<double>{1, 2, 0});
+  const Tensor z = masked_fill(ones({2, 1}), to(from_vector<float>({1, 0, 0}, {1, 3}), DType::Bool), 7.0);
+  CHECK(mg::test::values(z) == std::vector<double>{7, 1, 1, 7, 1, 1});
+  MG_REQUIRE_ERROR(ones({3}).masked_fill_(m, 0.0), "masked_fill: mask [2, 3] bool cpu cannot be broadcast to the input's shape [3]");
+}
+
+TEST_CASE("relu passes the gradient at a NaN output, as PyTorch's threshold_backward", "[ops][numerics]") {
+  // PyTorch 2.15: a = [nan, 1, -1]; relu(a).sum().backward() gives a.grad = [1, 1, 0].
+  for (DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+    INFO(dtype_name(dt));
+    const Tensor a = to(from_vector<double>({std::numeric_limits<double>::quiet_NaN(), 1.0, -1.0, 0.0}), dt).requires_grad_();
+    sum(relu(a)).backward();
+    CHECK(mg::test::values(a.grad()) == std::vector<double>{1, 1, 0, 0});
+    // the recorded (create_graph) path builds the same select
+    const Tensor b = to(from_vector<double>({std::numeric_limits<double>::quiet_NaN(), 1.0, -1.0, 0.0}), dt).requires_grad_();
+    const Tensor gb = autograd::grad({sum(relu(b))}, {b}, {}, std::nullopt, /*create_graph=*/true)[0];
+    CHECK(mg::test::values(gb) == std::vector<double>{1, 1, 0, 0});
+  }
+}

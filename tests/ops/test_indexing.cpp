@@ -539,7 +539,8 @@ TEST_CASE("indexing ops: error messages", "[ops][indexing][errors]") {
 
   MG_REQUIRE_ERROR(masked_fill(x, mask({1, 0}), 1.0), "masked_fill: mask [2] bool cpu cannot be broadcast to the input's shape [2, 3]");
   REQUIRE_THROWS_AS(masked_fill(x, mask({1, 0}), 1.0), ShapeError);
-  MG_REQUIRE_ERROR(masked_fill(x, zeros({2, 3, 1}, {.dtype = DType::Bool}), 1.0), "cannot be broadcast");
+  MG_REQUIRE_ERROR(masked_fill(x, zeros({4, 1, 2}, {.dtype = DType::Bool}), 1.0), "cannot be broadcast");
+  MG_REQUIRE_ERROR(x.clone().masked_fill_(zeros({2, 3, 1}, {.dtype = DType::Bool}), 1.0), "cannot be broadcast");
   MG_REQUIRE_ERROR(masked_fill(x, ones({3}), 1.0), "masked_fill: expected a bool mask, got [3] f32 cpu");
   MG_REQUIRE_ERROR(masked_fill(zeros({2}, {.dtype = DType::U8}), mask({1, 0}), 300), "masked_fill: value 300 cannot be converted to u8");
 

@@ -225,7 +225,7 @@ TEST_CASE("gelu_backward checks its operands", "[ops][numerics]") {
   MG_REQUIRE_ERROR(gelu_backward(ones({4}, {.dtype = DType::I64}), ones({4}, {.dtype = DType::I64})), "gelu_backward");
 }
 
-TEST_CASE("relu_backward: every f16 and bf16 pattern and f32 specials give where(y > 0, g, 0)'s bits - autograd runs it",
+TEST_CASE("relu_backward: every f16 and bf16 pattern and f32 specials give where(y <= 0, 0, g)'s bits - autograd runs it",
           "[ops][numerics]") {
   // y runs over every 16-bit pattern (both zeros, subnormals, infinities, NaNs); g is a random
   // gradient with NaN and -0 entries, which the select passes through or drops like where().
@@ -236,7 +236,7 @@ TEST_CASE("relu_backward: every f16 and bf16 pattern and f32 specials give where
     Tensor g = to(randn({n}, {.dtype = DType::F64}), dt);
     g.narrow(0, 0, 7).fill_(std::numeric_limits<double>::quiet_NaN());
     g.narrow(0, n - 5, 5).fill_(-0.0);
-    const Tensor want = where(gt(y, scalar_like(0.0, y)), g, scalar_like(0.0, g));
+    const Tensor want = where(le(y, scalar_like(0.0, y)), scalar_like(0.0, g), g);  // PyTorch's threshold_backward
     const std::size_t bytes = std::size_t(n) * dtype_size(dt);
     const Tensor dense = relu_backward(g, y);
     CHECK(std::memcmp(dense.data_ptr(), want.data_ptr(), bytes) == 0);
@@ -245,8 +245,12 @@ TEST_CASE("relu_backward: every f16 and bf16 pattern and f32 specials give where
     // relu's ordinary backward is this op, from relu's output.
     const Tensor x = y.clone().requires_grad_();
     relu(x).backward(g);
-    const Tensor from_relu = where(gt(relu(y), scalar_like(0.0, y)), g, scalar_like(0.0, g));
+    const Tensor from_relu = where(le(relu(y), scalar_like(0.0, y)), scalar_like(0.0, g), g);
     CHECK(std::memcmp(x.grad().data_ptr(), from_relu.data_ptr(), bytes) == 0);
+    // A NaN output passes its gradient (PyTorch 2.15: relu'(NaN) = 1); -0 and +0 do not.
+    const Tensor specials = to(from_vector<double>({std::numeric_limits<double>::quiet_NaN(), -0.0, 0.0, 2.0}), dt);
+    const Tensor ones4 = to(ones({4}), dt);
+    CHECK(mg::test::values(relu_backward(ones4, relu(specials))) == std::vector<double>{1.0, 0.0, 0.0, 1.0});
   }
 }
 
@@ -266,14 +270,14 @@ TEST_CASE("relu's backward with create_graph stays differentiable, and relu_back
   MG_REQUIRE_ERROR(relu_backward(Tensor(), ones({4})), "relu_backward: undefined tensor operand");
 }
 
-TEST_CASE("relu_backward on channels-last operands: where(y > 0, g, 0)'s bits, channels-last out", "[ops][numerics]") {
+TEST_CASE("relu_backward on channels-last operands: where(y <= 0, 0, g)'s bits, channels-last out", "[ops][numerics]") {
   for (DType dt : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
     INFO(dtype_name(dt));
     const Tensor y = relu(to(randn({3, 5, 4, 6}, {.dtype = DType::F64}), dt)).contiguous(MemoryFormat::ChannelsLast);
     const Tensor g = to(randn({3, 5, 4, 6}, {.dtype = DType::F64}), dt).contiguous(MemoryFormat::ChannelsLast);
     const Tensor got = relu_backward(g, y);
     CHECK(got.is_contiguous(MemoryFormat::ChannelsLast));
-    const Tensor want = where(gt(y, scalar_like(0.0, y)), g, scalar_like(0.0, g));
+    const Tensor want = where(le(y, scalar_like(0.0, y)), scalar_like(0.0, g), g);
     CHECK(std::memcmp(contiguous(got).data_ptr(), contiguous(want).data_ptr(), std::size_t(got.numel()) * dtype_size(dt)) == 0);
     // mixed layouts take the strided loop: the same values
     const Tensor mixed = relu_backward(contiguous(g), y);
