@@ -142,6 +142,12 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
   st->thread = std::this_thread::get_id();
   st->models = models;
   st->input_format = options.memory_format;
+  // Channels-last weights too (PyTorch's model.to(memory_format=channels_last)): the convolutions
+  // then read NHWC activations and weights with no reorder. Before the casts and masters, which
+  // keep the layout.
+  if (options.memory_format == MemoryFormat::ChannelsLast) {
+    for (const auto& m : models) m->to(MemoryFormat::ChannelsLast);
+  }
   if (props.enabled) {
     if (props.verbosity >= 1) log_sink()(props.str());
     if (props.cast_model_type && *props.cast_model_type != DType::F32) {

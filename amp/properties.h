@@ -99,9 +99,10 @@ struct InitializeOptions {
   // models are not moved; call model->to(device) yourself). The dtype default stays f16 on every
   // device, as Apex's; give dtype "bf16" for the CPU's fast path.
   Device device = Device::cpu();
-  // ChannelsLast: amp::forward lays the model's 4-D floating inputs out NHWC (any level, enabled
-  // or not), and conv, batch norm, pooling and the elementwise ops keep that layout through the
-  // network and its backward (docs/memory_format.md). Contiguous (the default) changes nothing.
+  // ChannelsLast: initialize lays the models' 4-D weights out NHWC (Module::to(MemoryFormat)) and
+  // amp::forward their 4-D floating inputs (any level, enabled or not); conv, batch norm, pooling
+  // and the elementwise ops keep that layout through the network and its backward
+  // (docs/memory_format.md). Contiguous (the default) changes nothing.
   MemoryFormat memory_format = MemoryFormat::Contiguous;
 };
 

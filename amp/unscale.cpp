@@ -11,6 +11,7 @@
 #include "mixgrad/core/multi_tensor_kernels.h"
 #include "mixgrad/core/parallel.h"
 #include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/layout.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/generic_path.h"
 #include "mixgrad/optim/optimizer.h"
@@ -43,7 +44,8 @@ struct Chunk {
 
 void check_grad(const Tensor& g, std::size_t i, const char* what) {
   MG_CHECK(is_floating(g.dtype()), DTypeError, "unscale: ", what, " ", i, " is not floating: ", describe(g));
-  MG_CHECK(g.is_contiguous(), Error, "unscale: ", what, " ", i, " is not contiguous: ", describe(g));
+  MG_CHECK(is_dense_layout(g), Error, "unscale: ", what, " ", i, " is neither contiguous nor channels-last: ",
+           describe(g));
 }
 
 // Runs body(tensor, begin, end, stats) over 64K-element chunks of the defined tensors in one
@@ -167,10 +169,10 @@ void check_to_args(const Tensors& src, const Tensors& dst) {
     if (!src[i].defined()) continue;
     check_grad(src[i], i, "gradient");
     MG_CHECK(src[i].dtype() != DType::F64, DTypeError, "unscale: gradient ", i, " is f64; f64 parameters keep no f32 master");
-    MG_CHECK(dst[i].defined() && dst[i].dtype() == DType::F32 && dst[i].numel() == src[i].numel() &&
-                 dst[i].is_contiguous() && dst[i].device() == src[i].device(),
-             Error, "unscale: master gradient ", i, " must be a contiguous f32 tensor of ", src[i].numel(),
-             " values, got ", dst[i].defined() ? describe(dst[i]) : "undefined");
+    MG_CHECK(dst[i].defined() && dst[i].dtype() == DType::F32 && dst[i].shape() == src[i].shape() &&
+                 is_dense_layout(dst[i]) && same_memory_order(dst[i], src[i]) && dst[i].device() == src[i].device(),
+             Error, "unscale: master gradient ", i, " must be an f32 tensor of shape ", shape_str(src[i].shape()),
+             " laid out as the gradient ", describe(src[i]), ", got ", dst[i].defined() ? describe(dst[i]) : "undefined");
   }
 }
 
@@ -295,12 +297,14 @@ OptimizerGrads optimizer_grads(optim::Optimizer& opt, bool accumulate) {
       continue;
     }
     Tensor mg = m.master.grad();
-    if (!mg.defined() || mg.grad_fn()) {
-      mg = accumulate ? zeros(m.master.shape(), {.dtype = DType::F32, .device = m.master.device()})
-                      : empty(m.master.shape(), {.dtype = DType::F32, .device = m.master.device()});
+    if (!mg.defined() || mg.grad_fn() || !same_memory_order(mg, m.master)) {
+      // In the master's layout (a channels-last weight's master and gradients are channels-last).
+      mg = empty(m.master.shape(),
+                 {.dtype = DType::F32, .device = m.master.device(), .memory_format = layout_of(m.master)});
+      if (accumulate) mg.zero_();
       m.master.set_grad(mg);
     }
-    model_grads.push_back(contiguous(g));
+    model_grads.push_back(in_layout_of(g, m.master));
     master_grads.push_back(mg);
   }
   // Parameters the optimizer steps directly (f32 batch norm at O2) are unscaled in place.
@@ -323,8 +327,7 @@ bool unscale_optimizer_grads_fused(optim::Optimizer& opt, const DeviceUnscaleRef
   if (dev.is_cpu() || !k || (reducer && !reducer.flag)) return false;
   MG_ASSERT(refs.found_inf.defined() && refs.found_inf.numel() == 1 && refs.found_inf.dtype() == DType::F32,
             "unscale_optimizer_grads_fused: found_inf must be a [1] f32 tensor");
-  OptimizerGrads g = optimizer_grads(opt, accumulate);
-  for (Tensor& t : g.model_grads) t = contiguous(t);
+  OptimizerGrads g = optimizer_grads(opt, accumulate);  // model gradients in their masters' layouts
   check_to_args(g.model_grads, g.master_grads);
   check_grads_arg(g.own_grads);
   int64_t n = 0;

@@ -44,7 +44,7 @@ Tensor Node::run_pre_hooks(uint32_t output_nr, Tensor grad) const {
     // A copy (recorded under create_graph), never the gradient itself: the engine goes on with it.
     impl->autograd.grad = current.defined()      ? math.add(current, grad).impl_ptr()
                           : GradMode::is_enabled() ? math.copy(grad).impl_ptr()
-                                                   : math.dense_copy(grad).impl_ptr();
+                                                   : math.dense_copy(grad, grad).impl_ptr();
   }
   return grad;
 }
@@ -75,8 +75,9 @@ namespace {
 // NCHW, or channels-last for a channels-last leaf (the gradient keeps the leaf's layout, as
 // PyTorch's gradient layout contract; optimizers walk a parameter and its .grad together).
 bool is_stealable(const Tensor& g, const Tensor& leaf) {
-  const bool same_layout = g.is_contiguous() || (g.is_contiguous(MemoryFormat::ChannelsLast) &&
-                                                 leaf.is_contiguous(MemoryFormat::ChannelsLast));
+  const bool leaf_nhwc = !leaf.is_contiguous() && leaf.is_contiguous(MemoryFormat::ChannelsLast);
+  const bool same_layout = leaf_nhwc ? g.is_contiguous(MemoryFormat::ChannelsLast) && g.strides() == leaf.strides()
+                                     : g.is_contiguous();
   return same_layout && g.offset() == 0 && g.impl_ptr().use_count() == 1 &&
          g.impl()->storage.use_count() == 1 &&
          g.storage().nbytes() == std::size_t(g.numel()) * g.element_size();
@@ -107,7 +108,7 @@ Tensors AccumulateGrad::apply(Tensors&& grads) {
     // another leaf's .grad or the caller's tensor.
     leaf.impl()->autograd.grad = is_stealable(g, leaf)      ? g.impl_ptr()
                                  : GradMode::is_enabled() ? math.copy(g).impl_ptr()
-                                                          : math.dense_copy(g).impl_ptr();
+                                                          : math.dense_copy(g, leaf).impl_ptr();
   } else if (GradMode::is_enabled()) {
     leaf.impl()->autograd.grad = math.add(current, g).impl_ptr();
   } else {

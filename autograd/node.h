@@ -105,7 +105,9 @@ void set_history(const Tensors& outputs, const std::shared_ptr<Node>& node);
 // library initialises: adding gradients and materialising a dense copy.
 struct GradMath {
   Tensor (*add)(const Tensor& a, const Tensor& b) = nullptr;
-  Tensor (*dense_copy)(const Tensor& a) = nullptr;  // contiguous copy without history
+  // A copy without history, dense in `like`'s layout (contiguous, or channels-last for a
+  // channels-last leaf: PyTorch's gradient layout contract).
+  Tensor (*dense_copy)(const Tensor& a, const Tensor& like) = nullptr;
   Tensor (*copy)(const Tensor& a) = nullptr;        // clone() recorded when grad mode is on
   void (*add_inplace)(const Tensor& dst, const Tensor& src) = nullptr;
 };

@@ -1,7 +1,8 @@
 // bench_channels_last: one ResNet-20 training step (CIFAR style, 1x28x28, 10 classes, SGD) with
-// NCHW activations and with channels-last (NHWC) activations, in f32 and in bf16 (the model and
-// input cast to bf16, O3-style), alternating the two layouts run by run in one process so that
-// both see the same machine load. Reports the median process CPU time per step (what the step
+// NCHW activations, with channels-last (NHWC) activations, and with NHWC activations and NHWC
+// weights (Module::to(MemoryFormat), what amp::initialize's memory_format does), in f32 and in
+// bf16 (the model and input cast to bf16, O3-style), rotating the three layouts run by run in one
+// process so that all see the same machine load. Reports the median process CPU time per step (what the step
 // costs, less sensitive to a busy shared host than wall time) and the median wall time, each over
 // the alternating runs, and their NHWC / NCHW ratios.
 //
@@ -63,26 +64,28 @@ int main(int argc, char** argv) {
   mg::set_num_threads(cfg.threads);
   const int64_t batch = cfg.quick ? 8 : 128;
   const int rounds = cfg.quick ? 1 : 7, steps = cfg.quick ? 1 : 3;
-  std::printf("bench_channels_last: ResNet-20 step, batch %lld 1x28x28, %d threads; %d rounds alternating NCHW and "
-              "NHWC, each round %d steps after a warm-up step; medians of the per-step times\n",
+  std::printf("bench_channels_last: ResNet-20 step, batch %lld 1x28x28, %d threads; %d rounds rotating NCHW, NHWC "
+              "and NHWC with NHWC weights, each round %d steps after a warm-up step; medians of the per-step times\n",
               (long long)batch, cfg.threads, rounds, steps);
   bench::print_load_average();
   std::vector<bench::Row> rows;
   for (mg::DType dt : {mg::DType::F32, mg::DType::BF16}) {
-    Setup layouts[2];
-    for (int l = 0; l < 2; ++l) {
+    constexpr int kLayouts = 3;  // NCHW; NHWC activations; NHWC activations and weights
+    Setup layouts[kLayouts];
+    for (int l = 0; l < kLayouts; ++l) {
       mg::manual_seed(0);
       layouts[l].net = std::make_unique<mg::nn::models::ResNet>(mg::nn::models::ResNetConfig::cifar(20, 1, 10));
       layouts[l].net->to(dt);
+      if (l == 2) layouts[l].net->to(mg::MemoryFormat::ChannelsLast);
       const mg::Tensor x = mg::randn({batch, 1, 28, 28}).to(dt);
       layouts[l].x = l == 0 ? x : x.to(mg::MemoryFormat::ChannelsLast);
       layouts[l].y = mg::randint(0, 10, {batch});
       step(layouts[l]);  // warm-up: primitive creation, allocator
     }
-    std::vector<double> cpu[2], wall[2];
+    std::vector<double> cpu[kLayouts], wall[kLayouts];
     for (int r = 0; r < rounds; ++r) {
-      for (int l = 0; l < 2; ++l) {
-        const int li = (r % 2 == 0) ? l : 1 - l;  // alternate which layout goes first
+      for (int l = 0; l < kLayouts; ++l) {
+        const int li = (l + r) % kLayouts;  // rotate which layout goes first
         const double c0 = cpu_seconds(), w0 = wall_seconds();
         for (int k = 0; k < steps; ++k) step(layouts[li]);
         cpu[li].push_back((cpu_seconds() - c0) / steps);
@@ -91,17 +94,22 @@ int main(int argc, char** argv) {
     }
     const std::string name = mg::dtype_name(dt);
     const std::string shape = "b" + std::to_string(batch) + " 1x28x28";
-    const double c_nchw = median(cpu[0]) * 1e3, c_nhwc = median(cpu[1]) * 1e3;
-    const double w_nchw = median(wall[0]) * 1e3, w_nhwc = median(wall[1]) * 1e3;
-    rows.push_back({"resnet20_step_nchw", name, shape, c_nchw, "cpu ms/step", "", 0, 0});
-    rows.push_back({"resnet20_step_nhwc", name, shape, c_nhwc, "cpu ms/step", "nchw", c_nchw, c_nhwc / c_nchw});
-    rows.push_back({"resnet20_step_nchw", name, shape, w_nchw, "wall ms/step", "", 0, 0});
-    rows.push_back({"resnet20_step_nhwc", name, shape, w_nhwc, "wall ms/step", "nchw", w_nchw, w_nhwc / w_nchw});
-    std::printf("%s per-round cpu ms/step NCHW:", name.c_str());
-    for (double v : cpu[0]) std::printf(" %.1f", v * 1e3);
-    std::printf("\n%s per-round cpu ms/step NHWC:", name.c_str());
-    for (double v : cpu[1]) std::printf(" %.1f", v * 1e3);
-    std::printf("\n");
+    static const char* const kRow[kLayouts] = {"resnet20_step_nchw", "resnet20_step_nhwc", "resnet20_step_nhwc_w_nhwc"};
+    static const char* const kLabel[kLayouts] = {"NCHW", "NHWC", "NHWC + NHWC weights"};
+    const double c_nchw = median(cpu[0]) * 1e3, w_nchw = median(wall[0]) * 1e3;
+    for (const bool is_cpu : {true, false}) {
+      const double base = is_cpu ? c_nchw : w_nchw;
+      for (int l = 0; l < kLayouts; ++l) {
+        const double v = median(is_cpu ? cpu[l] : wall[l]) * 1e3;
+        rows.push_back({kRow[l], name, shape, v, is_cpu ? "cpu ms/step" : "wall ms/step", l ? "nchw" : "", l ? base : 0,
+                        l ? v / base : 0});
+      }
+    }
+    for (int l = 0; l < kLayouts; ++l) {
+      std::printf("%s per-round cpu ms/step %s:", name.c_str(), kLabel[l]);
+      for (double v : cpu[l]) std::printf(" %.1f", v * 1e3);
+      std::printf("\n");
+    }
   }
   bench::print_table(rows);
   if (!cfg.json.empty() && !bench::write_json(cfg.json, rows)) return 1;

@@ -15,6 +15,7 @@
 #include "mixgrad/distributed/error.h"
 #include "mixgrad/distributed/sync_batch_norm.h"
 #include "mixgrad/nn/normalization.h"
+#include "mixgrad/ops/layout.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::distributed {
@@ -501,10 +502,10 @@ void DistributedDataParallel::finish_backward() {
     if (!any_grad[std::size_t(i)]) continue;  // no rank has a gradient: keep none
     const Tensor avg = buckets_[std::size_t(p.bucket)].flat.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.shape());
     Tensor g = p.tensor.grad();
-    if (g.defined() && !g.grad_fn() && g.is_contiguous()) {
-      g.copy_(avg);
+    if (g.defined() && !g.grad_fn() && is_dense_layout(g)) {
+      g.copy_(avg);  // element by element: any layout
     } else {
-      p.tensor.set_grad(avg.to(p.tensor.dtype()).clone());
+      p.tensor.set_grad(in_layout_of(avg.to(p.tensor.dtype()).clone(), p.tensor));  // the parameter's layout
     }
   }
   timeline_.reduced_s = since_start();

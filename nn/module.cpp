@@ -216,6 +216,21 @@ void Module::to(Device device) {
   for (auto& [name, child] : children_) child->to(device);
 }
 
+void Module::to(MemoryFormat format) {
+  MG_CHECK(format == MemoryFormat::Contiguous || format == MemoryFormat::ChannelsLast, Error, type_name(),
+           ".to: the memory format must be Contiguous or ChannelsLast, got ", memory_format_name(format));
+  NoGradGuard no_grad;
+  for (auto* list : {&params_, &buffers_}) {
+    for (auto& [name, t] : *list) {
+      if (t.dim() != 4 || !is_floating(t.dtype()) || t.is_contiguous(format)) continue;
+      const Tensor g = t.grad();
+      t.set_data(mg::contiguous(t, format));
+      if (g.defined()) t.set_grad(mg::contiguous(g, format));
+    }
+  }
+  for (auto& [name, child] : children_) child->to(format);
+}
+
 void Module::zero_grad(bool set_to_none) {
   for (const Tensor& p : parameters()) {
     if (set_to_none || !p.grad().defined()) {

@@ -79,6 +79,12 @@ class Module {
   // returns true (e.g. keep batch norm in f32 for O2 training).
   void to(DType dtype, const std::function<bool(const Module&)>& keep = nullptr);
   void to(Device device);
+  // Lays the 4-D floating parameters and buffers (convolution weights) out in `format`
+  // (Contiguous or ChannelsLast), as PyTorch's model.to(memory_format=...); other tensors are
+  // unchanged. Gradients follow, and optimizers built before keep working (same tensors). With
+  // channels-last activations (amp::initialize's memory_format) this avoids a weight reorder in
+  // every convolution on the GPU.
+  void to(MemoryFormat format);
   // Clears the gradients of all parameters (set_to_none: drop them; else zero them in place).
   void zero_grad(bool set_to_none = true);
 

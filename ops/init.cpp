@@ -19,9 +19,12 @@ namespace mg {
 namespace {
 
 Tensor grad_add(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor grad_dense_copy(const Tensor& a) {
+Tensor grad_dense_copy(const Tensor& a, const Tensor& like) {
   NoGradGuard no_grad;
-  return clone(a);
+  // A channels-last leaf (a channels_last model's weight) gets a channels-last .grad, so the
+  // optimizer walks the parameter and its gradient in one memory order.
+  const bool nhwc = like.dim() == 4 && !like.is_contiguous() && like.is_contiguous(MemoryFormat::ChannelsLast);
+  return clone(a, nhwc ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
 }
 Tensor grad_copy(const Tensor& a) { return clone(a); }
 void grad_add_inplace(const Tensor& dst, const Tensor& src) {

@@ -16,4 +16,18 @@ inline MemoryFormat layout_of(const Tensor& t) { return t.suggest_memory_format(
 // The elementwise rule above, for an output of shape `out`.
 MemoryFormat elementwise_layout(const Tensors& inputs, const Shape& out);
 
+// Dense layouts a parameter may have (PyTorch's channels_last models): contiguous, or a 4-D
+// tensor dense in channels-last order. Optimizers, master weights and the AMP passes walk such a
+// tensor, its gradient and its state as one flat array, which needs them in the same memory order.
+inline bool is_dense_layout(const Tensor& t) {
+  return t.is_contiguous() || t.is_contiguous(MemoryFormat::ChannelsLast);
+}
+// Whether two tensors of one shape put every element at the same offset (strides compared where
+// the size exceeds 1, so [C, K, 1, 1] contiguous and channels-last agree).
+bool same_memory_order(const Tensor& a, const Tensor& b);
+// `x` laid out as the dense tensor `like`: x itself when it already is (same_memory_order and
+// dense), else a copy in like's format. The gradient layout contract: a channels-last parameter
+// gets a channels-last gradient and state.
+Tensor in_layout_of(const Tensor& x, const Tensor& like);
+
 }  // namespace mg

@@ -17,6 +17,7 @@
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/functors.h"
 #include "mixgrad/core/multi_tensor_kernels.h"
+#include "mixgrad/ops/layout.h"
 #include "mixgrad/optim/generic_path.h"
 #include "mixgrad/optim/multi_tensor.h"
 
@@ -24,8 +25,9 @@ namespace mg::optim {
 
 namespace {
 
-// The gradients of `params` as dense tensors; `originals` holds the non-contiguous ones that
-// their dense copies must be written back to.
+// The gradients of `params` as dense tensors (contiguous or channels-last: the passes walk flat
+// memory, so a channels-last gradient's norm sums in NHWC order); `originals` holds the strided
+// ones that their dense copies must be written back to.
 struct DenseGrads {
   Tensors dense;
   Tensors originals;  // parallel to dense: undefined when dense is the gradient itself
@@ -33,7 +35,7 @@ struct DenseGrads {
 
   explicit DenseGrads(const Tensors& grads) {
     for (const Tensor& g : grads) {
-      const Tensor d = contiguous(g);
+      const Tensor d = is_dense_layout(g) ? g : contiguous(g);
       dense.push_back(d);
       originals.push_back(d.is_same(g) ? Tensor() : g);
       slots.push_back({d.dtype(), d.numel(), d.data_ptr(), nullptr, {}});
@@ -104,7 +106,7 @@ Tensor clip_grad_norm_generic(const Tensors& grads, double max_norm, double norm
   const Device device = grads.empty() ? Device::cpu() : grads.front().device();
   const MultiTensorKernels* fused = multi_tensor_kernels(device.type);
   bool dense = true;
-  for (const Tensor& g : grads) dense = dense && g.is_contiguous();
+  for (const Tensor& g : grads) dense = dense && is_dense_layout(g);
   if (fused && norm_type == 2.0 && !wide && dense && !grads.empty()) {
     // The device's fused deterministic 2-norm (f32 within a chunk, chunks combined in order).
     const Tensor out = empty({1}, {.dtype = DType::F32, .device = device});

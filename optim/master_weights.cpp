@@ -3,6 +3,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/ops/layout.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/generic_path.h"
 #include "mixgrad/optim/multi_tensor.h"
@@ -42,7 +43,8 @@ void copy_masters_to_model(const std::vector<MasterPair>& pairs) {
   }
   std::vector<TensorSlot> slots;
   for (const MasterPair& p : pairs) {
-    MG_ASSERT(p.model.is_contiguous() && p.master.is_contiguous(), "master weights must be contiguous");
+    MG_ASSERT(is_dense_layout(p.model) && same_memory_order(p.model, p.master),
+              "a master weight and its model weight must be dense in one memory order");
     slots.push_back({p.model.dtype(), p.model.numel(), p.model.data_ptr(), p.master.data_ptr(), {}});
   }
   fused_cast(slots, /*to_model=*/true);
@@ -61,8 +63,9 @@ void copy_model_grads_to_masters(const std::vector<MasterPair>& pairs) {
       continue;
     }
     Tensor mg = p.master.grad();
-    if (!mg.defined()) {
-      mg = empty(p.master.shape(), {.dtype = DType::F32, .device = p.master.device()});
+    if (!mg.defined() || !same_memory_order(mg, p.master)) {  // in the master's layout (channels-last too)
+      mg = empty(p.master.shape(),
+                 {.dtype = DType::F32, .device = p.master.device(), .memory_format = layout_of(p.master)});
       p.master.set_grad(mg);
     }
     if (use_generic_path(g)) {
@@ -70,7 +73,7 @@ void copy_model_grads_to_masters(const std::vector<MasterPair>& pairs) {
       mg.copy_(g);  // exact widening to f32, as the fused loop
       continue;
     }
-    const Tensor src = sources.emplace_back(contiguous(g));
+    const Tensor src = sources.emplace_back(in_layout_of(g, p.master));
     slots.push_back({src.dtype(), src.numel(), src.data_ptr(), mg.data_ptr(), {}});
   }
   fused_cast(slots, /*to_model=*/false);

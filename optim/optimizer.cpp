@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/ops/layout.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::optim {
@@ -220,7 +221,8 @@ const MultiTensorKernels* Optimizer::fused_step_args(const ParamGroup& group, co
     args.params.push_back(w.param);
     args.grads.push_back(w.grad);
     const auto it = model_of.find(w.param.impl());
-    const bool model = it != model_of.end() && it->second.is_contiguous() && it->second.device() == dev;
+    const bool model = it != model_of.end() && same_memory_order(it->second, w.param) &&
+                       is_dense_layout(it->second) && it->second.device() == dev;
     args.model.push_back(model ? it->second : Tensor());
     ParamState& st = *w.state;
     if (!st.device_step.defined()) {
@@ -442,7 +444,10 @@ void Optimizer::use_master_weights() {
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     for (Tensor& p : groups_[g].params) {
       if (p.dtype() != DType::F16 && p.dtype() != DType::BF16) continue;
-      Tensor master = contiguous(to(p, DType::F32));
+      // The master keeps the model's layout (a channels-last weight gets a channels-last master),
+      // so the casts between them walk both as flat memory.
+      Tensor master = to(p, DType::F32);
+      if (!is_dense_layout(master)) master = contiguous(master);
       if (master.is_same(p)) master = clone(master);
       master.requires_grad_(true);
       masters_.push_back({p, master});
@@ -489,8 +494,9 @@ int64_t Optimizer::position_of_group(std::size_t g) const {
 void Optimizer::check_param(const Tensor& p, int64_t i) const {
   const Tensor grad = p.grad();
   if (!grad.defined()) return;
-  MG_CHECK(p.is_contiguous(), Error, name_, ": parameter ", i, " (", describe(p),
-           ") is not contiguous; the update writes dense parameters");
+  MG_CHECK(is_dense_layout(p), Error, name_, ": parameter ", i, " (", describe(p), ", strides ", p.strides(),
+           ") is neither contiguous nor channels-last; the update writes dense parameters",
+           "\n  hint: make the parameter itself dense (contiguous() or Module::to(MemoryFormat)), not a view");
   MG_CHECK(grad.dtype() == p.dtype() && grad.shape() == p.shape() && grad.device() == p.device(), Error,
            name_, ": the gradient of parameter ", i, " is ", describe(grad), " but the parameter is ",
            describe(p));
@@ -498,7 +504,9 @@ void Optimizer::check_param(const Tensor& p, int64_t i) const {
   if (it == state_.end()) return;
   const DType dt = p.dtype() == DType::F64 ? DType::F64 : DType::F32;
   for (const auto& [name, b] : it->second.buffers) {
-    MG_CHECK(b.dtype() == dt && b.shape() == p.shape() && b.device() == p.device() && b.is_contiguous(), Error,
+    MG_CHECK(b.dtype() == dt && b.shape() == p.shape() && b.device() == p.device() && is_dense_layout(b) &&
+                 same_memory_order(b, p),
+             Error,
              name_, ": state '", name, "' of parameter ", i, " is ", describe(b), " but parameter ", i, " (",
              describe(p), ") needs ", shape_str(p.shape()), " ", dtype_name(dt),
              "\n  hint: the parameter changed dtype or shape after the optimizer was created; "
@@ -516,7 +524,7 @@ std::vector<Optimizer::Work> Optimizer::collect(const ParamGroup& group) {
     Tensor grad = p.grad();
     if (!grad.defined()) continue;
     check_param(p, i);  // checked by step() already; kept for derived classes calling collect directly
-    out.push_back({p, contiguous(grad), &state_[p.impl()], i});
+    out.push_back({p, in_layout_of(grad, p), &state_[p.impl()], i});
   }
   return out;
 }
@@ -531,8 +539,11 @@ Tensor Optimizer::buffer(const Work& w, const std::string& name, bool zero, bool
              "' would be created inside a CUDA graph capture (an option switched on, or a parameter without state, "
              "since the last eager step); the graph would re-initialise it at every replay"
              "\n  hint: run one eager step() with these options before capturing");
-    const TensorOptions opts{.dtype = dt, .device = w.param.device()};
-    Tensor b = zero ? zeros(w.param.shape(), opts) : empty(w.param.shape(), opts);
+    // In the parameter's layout (channels-last weights get channels-last state).
+    const TensorOptions opts{.dtype = dt, .device = w.param.device(), .memory_format = layout_of(w.param)};
+    Tensor b = empty(w.param.shape(), opts);
+    MG_ASSERT(same_memory_order(b, w.param), "buffer: state '", name, "' laid out unlike its parameter");
+    if (zero) b.zero_();
     w.state->buffers.emplace(name, b);
     if (created) *created = true;
     return b;
@@ -694,7 +705,7 @@ void Optimizer::load_state_dict(const StateDict& s) {
     MG_CHECK(t.is_floating_point(), DTypeError, owner, ": '", key, "' is ", describe(t), "; expected a floating tensor");
     const DType dt = p.dtype() == DType::F64 ? DType::F64 : DType::F32;
     Tensor c = to(to(t, p.device()), dt);
-    c = c.is_same(t) ? clone(t) : contiguous(c);
+    c = c.is_same(t) ? clone(t, layout_of(p)) : in_layout_of(c, p);
     new_state[p.impl()].buffers[name] = c;
   }
 
