@@ -100,9 +100,10 @@ struct Run {
 // backward, no loss scaling and no optimizer step (what runs on CUDA while the step has no kernels).
 template <typename Model>
 Run train(std::shared_ptr<Model> model, const Tensor& x, const Tensor& y, const std::string& level, Device device,
-          int steps, bool step) {
+          int steps, bool step, MemoryFormat format = MemoryFormat::Contiguous) {
   optim::SGD sgd(model->parameters(), {.lr = 0.05, .momentum = 0.9});
-  amp::initialize(model, sgd, {.opt_level = level, .dtype = "f16", .verbosity = 0, .device = device});
+  amp::initialize(model, sgd,
+                  {.opt_level = level, .dtype = "f16", .verbosity = 0, .device = device, .memory_format = format});
   Run r;
   const Tensor xd = x.to(device), yd = y.to(device);
   for (int s = 0; s < (step ? steps : 1); ++s) {
@@ -127,7 +128,7 @@ Run train(std::shared_ptr<Model> model, const Tensor& x, const Tensor& y, const 
 // on the GPU, and compares them.
 template <typename MakeModel>
 void check_level_on_cuda(const char* name, MakeModel make_model, const Tensor& x, const Tensor& y, const std::string& level,
-                         double rtol, double atol) {
+                         double rtol, double atol, MemoryFormat format = MemoryFormat::Contiguous) {
   const std::string gap = cuda_step_gap();
   const bool step = gap.empty();
   auto gpu_model = make_model();
@@ -141,9 +142,15 @@ void check_level_on_cuda(const char* name, MakeModel make_model, const Tensor& x
     WARN("skipped: " << name << " " << level << " training step on CUDA: " << gap);
     return;
   }
-  const Run want = train(make_model(), x, y, level, Device::cpu(), 3, step);
-  const Run got = train(gpu_model, x, y, level, test::gpu(), 3, step);
-  INFO(name << " " << level << (step ? " (3 steps)" : " (forward and backward only)"));
+  const Run want = train(make_model(), x, y, level, Device::cpu(), 3, step, format);
+  const Run got = train(gpu_model, x, y, level, test::gpu(), 3, step, format);
+  if (format == MemoryFormat::ChannelsLast) {
+    for (const Tensor& p : gpu_model->parameters()) {
+      if (p.dim() == 4) CHECK(p.is_contiguous(MemoryFormat::ChannelsLast));
+    }
+  }
+  INFO(name << " " << level << (step ? " (3 steps)" : " (forward and backward only)") << ", "
+            << memory_format_name(format));
   CHECK(mismatch(got.losses, want.losses, rtol, atol) == "");
   CHECK(mismatch(got.first_grads, want.first_grads, rtol, atol) == "");
   CHECK(mismatch(got.weights, want.weights, rtol, atol) == "");
@@ -288,6 +295,12 @@ TEST_CASE("O1 and O2 on CUDA: ResNet-8 training steps equal the CPU's", "[amp][i
   // f16 convs with f32 batch-norm statistics; batch norm over 4 samples divides by small standard
   // deviations, which amplifies the f16 differences: a looser bound than the MLP's.
   for (const char* level : {"O1", "O2"}) check_level_on_cuda("ResNet-8", make_resnet8, x, y, level, 3e-2, 1e-2);
+  // Channels-last weights and activations (amp::initialize's memory_format): cuDNN reads both
+  // NHWC; the optimizer, masters and unscale walk channels-last tensors. Same bounds, against
+  // the CPU in the same layout.
+  for (const char* level : {"O1", "O2"}) {
+    check_level_on_cuda("ResNet-8", make_resnet8, x, y, level, 3e-2, 1e-2, MemoryFormat::ChannelsLast);
+  }
   test::require_no_pending_cuda_error();
 }
 
