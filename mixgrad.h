@@ -24,6 +24,7 @@
 #include "mixgrad/data/loader.h"          // data::DataLoader
 #include "mixgrad/data/text/verse_datasets.h"  // data::read_kjv, WordPiece, MlmCollator, verse datasets
 #include "mixgrad/io/checkpoint.h"        // save_checkpoint, load_checkpoint (versioned, atomic)
+#include "mixgrad/io/hf_bert.h"           // load_hf_bert (a Hugging Face BERT directory)
 #include "mixgrad/io/safetensors.h"       // save_safetensors, load_safetensors
 #include "mixgrad/nn/models/bert.h"       // nn::models::BertModel, BertForMaskedLM, BertForSequenceClassification
 #include "mixgrad/nn/models/bert_hf.h"    // nn::models::bert_state_dict_from_hf (Hugging Face checkpoints)

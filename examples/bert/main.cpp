@@ -5,6 +5,9 @@
 //   --task testament  fine-tuning a classifier, verse -> Old/New Testament (2 classes), and
 //   --task book       verse -> book (66 classes), from the encoder of an mlm checkpoint
 //                     (--pretrained FILE) or from scratch, beside the majority-class baseline.
+// Either task can also start from a Hugging Face BERT directory (--hf DIR: config.json,
+// model.safetensors, vocab.txt, e.g. bert-base-uncased saved by transformers), with its size and
+// vocabulary.
 // Real data from Debian's bible-kjv-text package; a WordPiece tokenizer trained on the training
 // verses at start-up and stored in every checkpoint, so resumed and fine-tuning runs use exactly
 // the pretraining vocabulary; AdamW with linear warmup and decay, gradient clipping on the f32
@@ -13,6 +16,7 @@
 //   build/examples/train_bert --task mlm --checkpoint mlm.ckpt          # BERT-mini, O1 bf16
 //   build/examples/train_bert --task testament --pretrained mlm.ckpt
 //   build/examples/train_bert --task book --plot book.svg               # from scratch
+//   build/examples/train_bert --task testament --hf bert-base-uncased   # a transformers checkpoint
 //   build/examples/train_bert --help
 //   build/launcher/mixgrad-run --nproc-per-node 2 build/examples/train_bert --task mlm   # data parallel
 //
@@ -60,6 +64,7 @@
 #include "examples/common/timer.h"
 #include "examples/common/training_run.h"
 #include "io/checkpoint.h"
+#include "io/hf_bert.h"
 #include "nn/models/bert.h"
 #include "ops/loss.h"
 #include "ops/ops.h"
@@ -79,6 +84,7 @@ Flags make_flags() {
   f.add_choice("task", "mlm", {"mlm", "testament", "book"}, "mlm pretraining, or verse classification: testament (2 classes) or book (66)");
   f.add_choice("model", "mini", {"tiny", "mini", "small", "base"}, "BERT size (Turc et al. 2019): tiny 2x128, mini 4x256, small 4x512, base 12x768 (layers x hidden)");
   f.add_string("pretrained", "", "testament/book: start from the encoder of this mlm checkpoint (empty: from scratch)", {.metavar = "FILE"});
+  f.add_string("hf", "", "start from a Hugging Face BERT directory (config.json, model.safetensors, vocab.txt, as transformers' save_pretrained writes): mlm continues pretraining it, testament/book fine-tune its encoder; its size and vocabulary are used", {.metavar = "DIR"});
   add_amp_flags(f);
   f.add_int("epochs", 0, "passes over the training verses (0: 5 for mlm, 3 for testament/book)", {.min = 0});
   f.add_int("batch-size", 32, "verses per micro-batch (the global micro-batch: split over the ranks under mixgrad-run)", {.min = 1});
@@ -133,6 +139,42 @@ data::WordPiece tokenizer_from(const io::Checkpoint& ck) {
   MG_CHECK(hex(vocab_fingerprint(vocab)) == s.string_at("tokenizer", "fingerprint"), Error, "", ck.path(),
            ": the stored vocabulary does not match its fingerprint (a damaged checkpoint)");
   return data::WordPiece(std::move(vocab), {.lowercase = s.int_at("tokenizer", "lowercase") != 0});
+}
+
+// ---- the model's size travels in every checkpoint too ----
+// A preset name ("mini") rebuilds it, but a Hugging Face model (--hf) has its own sizes, so the
+// whole BertConfig is stored with the run and read back by --resume and --pretrained.
+void store_config(StateDict& train, const BertConfig& c) {
+  train.ints["bert.vocab_size"] = c.vocab_size;
+  train.ints["bert.hidden"] = c.hidden;
+  train.ints["bert.layers"] = c.layers;
+  train.ints["bert.heads"] = c.heads;
+  train.ints["bert.intermediate"] = c.intermediate;
+  train.ints["bert.max_position"] = c.max_position;
+  train.ints["bert.type_vocab_size"] = c.type_vocab_size;
+  train.ints["bert.pad_token_id"] = c.pad_token_id;
+  train.floats["bert.dropout"] = c.dropout;
+  train.floats["bert.layer_norm_eps"] = c.layer_norm_eps;
+  train.floats["bert.initializer_range"] = c.initializer_range;
+}
+// The run's BertConfig: stored in the checkpoint (runs since the config was stored), else the
+// preset `model_name` over the vocabulary.
+BertConfig config_of(const io::Checkpoint* ck, const std::string& model_name, int64_t vocab) {
+  if (!ck || !ck->state("train").ints.count("bert.hidden")) return BertConfig::preset(model_name, vocab);
+  const StateDict& t = ck->state("train");
+  BertConfig c;
+  c.vocab_size = t.int_at("train_bert", "bert.vocab_size");
+  c.hidden = t.int_at("train_bert", "bert.hidden");
+  c.layers = t.int_at("train_bert", "bert.layers");
+  c.heads = t.int_at("train_bert", "bert.heads");
+  c.intermediate = t.int_at("train_bert", "bert.intermediate");
+  c.max_position = t.int_at("train_bert", "bert.max_position");
+  c.type_vocab_size = t.int_at("train_bert", "bert.type_vocab_size");
+  c.pad_token_id = t.int_at("train_bert", "bert.pad_token_id");
+  c.dropout = t.float_at("train_bert", "bert.dropout");
+  c.layer_norm_eps = t.float_at("train_bert", "bert.layer_norm_eps");
+  c.initializer_range = t.float_at("train_bert", "bert.initializer_range");
+  return c;
 }
 
 // ---- the two models behind one call ----
@@ -249,6 +291,39 @@ std::string load_pretrained_encoder(BertForSequenceClassification& clf, const io
   return "encoder " + format_count(copied) + " parameters from " + ck.path() + " (identical hidden states checked on " +
          std::to_string(a.size(0)) + " held-out verses); MLM head " + format_count(left) + " left behind; pooler + classifier " +
          format_count(fresh) + " fresh";
+}
+
+// ---- or from a Hugging Face checkpoint ----
+// Copies the tensors of a Hugging Face directory (io::load_hf_bert, already under mixgrad's
+// names) into `model`: every encoder tensor ("bert.*" but the pooler, which a BertForMaskedLM
+// checkpoint has not) must be there with the model's shape; the heads it has (the MLM head, a
+// pooler) are taken, the others (a new classifier) keep their fresh initialisation. Returns a
+// one-line account.
+std::string load_hf_weights(nn::Module& model, const io::HfBert& hf, const std::string& dir) {
+  nn::NamedTensors state = model.state_dict();
+  std::map<std::string, Tensor> saved(hf.state.begin(), hf.state.end());
+  int64_t copied = 0, fresh = 0;
+  std::string fresh_names;
+  for (auto& [name, t] : state) {
+    const auto it = saved.find(name);
+    if (it != saved.end() && it->second.shape() == t.shape()) {
+      t = it->second;
+      copied += t.numel();
+      saved.erase(it);
+      continue;
+    }
+    MG_CHECK(!name.starts_with("bert.") || name.starts_with("bert.pooler."), Error, "--hf ", dir, ": the encoder tensor '",
+             name, "' ", it == saved.end() ? "is not in model.safetensors" : "is " + describe(it->second) + " there but " + describe(t) + " here");
+    fresh += t.numel();
+    const std::size_t cut = name.find('.', name.starts_with("bert.") ? 5 : 0);  // "bert.pooler", "classifier"
+    const std::string group = name.substr(0, cut);
+    if (fresh_names.find(group) == std::string::npos) fresh_names += (fresh_names.empty() ? "" : ", ") + group;
+  }
+  int64_t left = 0;
+  for (const auto& [name, t] : saved) left += t.numel();
+  model.load_state_dict(state);  // casts nothing yet: the model is still f32 here
+  return format_count(copied) + " parameters from " + dir + (hf.architecture.empty() ? "" : " (" + hf.architecture + ")") +
+         "; fresh: " + (fresh ? format_count(fresh) + " (" + fresh_names + ")" : "none") + "; not used: " + format_count(left);
 }
 
 // ---- the training step ----
@@ -394,9 +469,18 @@ int run(int argc, char** argv) {
                  pretrained->state("train").strings.at("task") == "mlm",
              Error, "--pretrained ", flags.value("pretrained"), " is not a checkpoint of a train_bert --task mlm run");
   }
+  // A Hugging Face directory: its size and vocabulary (on --resume the checkpoint has them).
+  std::optional<io::HfBert> hf;
+  if (!flags.value("hf").empty()) {
+    MG_CHECK(flags.value("pretrained").empty(), Error, "--hf and --pretrained both give the starting weights; pass one");
+    MG_CHECK(!flags.given("model") && !flags.given("vocab-size"), Error,
+             "--hf takes the model's size and vocabulary from ", flags.value("hf"), "\n  hint: leave --model and --vocab-size out");
+    if (!resume) hf = io::load_hf_bert(flags.value("hf"));
+  }
   // The run whose model size and vocabulary this one must use.
   const io::Checkpoint* source = resume ? &*resume : pretrained ? &*pretrained : nullptr;
   std::string model_name = flags.value("model");
+  if (hf) model_name = "hf-" + std::to_string(hf->config.layers) + "x" + std::to_string(hf->config.hidden);
   if (source) {
     const std::string saved = source->state("train").string_at("train_bert", "model");
     MG_CHECK(!flags.given("model") || model_name == saved, Error, "--model ", model_name, " but ", source->path(),
@@ -412,12 +496,15 @@ int run(int argc, char** argv) {
     if (data::in_split(int64_t(i), data::Split::Train)) train_verses.push_back(bible[i]);
   }
   const data::WordPiece tok = source ? tokenizer_from(*source)
-                                     : data::WordPiece::train(data::verse_texts(train_verses), {.vocab_size = flags.get_int("vocab-size")});
+                              : hf     ? data::WordPiece::load(hf->vocab_path, {.lowercase = hf->lowercase})
+                                       : data::WordPiece::train(data::verse_texts(train_verses), {.vocab_size = flags.get_int("vocab-size")});
+  MG_CHECK(!hf || tok.vocab_size() <= hf->config.vocab_size, Error, "--hf ", flags.value("hf"), ": vocab.txt holds ",
+           tok.vocab_size(), " tokens but the model's embedding has ", hf->config.vocab_size, " rows");
   MG_CHECK(!source || !flags.given("vocab-size") || flags.get_int("vocab-size") == tok.vocab_size(), Error,
            "--vocab-size ", flags.get_int("vocab-size"), " but ", source->path(), " holds a vocabulary of ",
            tok.vocab_size(), " tokens\n  hint: leave --vocab-size out; the checkpoint's vocabulary is used");
   std::printf("tokenizer: %s WordPiece tokens %s (fingerprint %s; corpus and tokenizer %.2f s)\n", format_count(tok.vocab_size()).c_str(),
-              source ? ("from " + source->path()).c_str() : "trained on the training verses",
+              source ? ("from " + source->path()).c_str() : hf ? ("from " + hf->vocab_path).c_str() : "trained on the training verses",
               hex(vocab_fingerprint(tok.vocab())).c_str(), clock.seconds());
   std::shared_ptr<const data::Dataset> train_set, eval_set;
   std::shared_ptr<const data::VerseClassificationDataset> train_cls, eval_cls;
@@ -465,15 +552,19 @@ int run(int argc, char** argv) {
 
   // ---- model (and the pretrained encoder), optimizer, amp, schedule ----
   manual_seed(seed);
-  const BertConfig cfg = BertConfig::preset(model_name, tok.vocab_size());
+  const BertConfig cfg = hf ? hf->config : config_of(source, model_name, tok.vocab_size());
+  MG_CHECK(seq_len <= cfg.max_position, Error, "--seq-len ", seq_len, " exceeds the model's ", cfg.max_position,
+           " positions");
   std::shared_ptr<nn::Module> model;
   Net net;
   if (mlm) {
     auto m = std::make_shared<BertForMaskedLM>(cfg);
+    if (hf) std::printf("Hugging Face: %s\n", load_hf_weights(*m, *hf, flags.value("hf")).c_str());
     model = m;
     net = mlm_net(m);
   } else {
     auto c = std::make_shared<BertForSequenceClassification>(cfg, train_cls->num_classes());
+    if (hf) std::printf("Hugging Face: %s\n", load_hf_weights(*c, *hf, flags.value("hf")).c_str());
     if (pretrained) {
       const data::Batch probe = eval_cls->get_batch({0, eval_cls->size() / 2, eval_cls->size() - 1});
       std::printf("pretrained: %s\n", load_pretrained_encoder(*c, *pretrained, probe).c_str());
@@ -497,7 +588,7 @@ int run(int argc, char** argv) {
                                               {"warmup steps", double(warmup)}, {"clip", flags.get_double("clip")}});
   // Part of the run's configuration: a resumed fine-tuning run names its --pretrained file again
   // (the weights come from the resume checkpoint; the file is not read).
-  const std::string init = mlm ? "" : flags.value("pretrained").empty() ? "scratch" : "pretrained";
+  const std::string init = !flags.value("hf").empty() ? "hf" : mlm ? "" : flags.value("pretrained").empty() ? "scratch" : "pretrained";
   // --cuda-graph: graph_step with amp::GradScaler, captured after 3 eager steps and replayed; the
   // Apex front door's step gate (a host decision) is removed, the scaler decides on the device.
   std::optional<amp::GradScaler> graph_scaler;
@@ -519,7 +610,7 @@ int run(int argc, char** argv) {
   std::printf("train_bert: %s, BERT-%s (%s parameters)%s, vocab %s, seq-len %lld, %s, batch %lld x %lld accumulated, "
               "%lld epochs x %lld steps, lr %s (warmup %lld steps, linear decay), on %s, %d CPU threads\n",
               task.c_str(), model_name.c_str(), format_count(model->num_parameters()).c_str(),
-              init.empty() ? "" : (init == "scratch" ? " from scratch" : " from the pretrained encoder"),
+              init.empty() ? "" : (init == "scratch" ? " from scratch" : init == "hf" ? " from the Hugging Face checkpoint" : " from the pretrained encoder"),
               format_count(tok.vocab_size()).c_str(), (long long)seq_len, precision.c_str(),
               (long long)batch_size, (long long)accumulate, (long long)epochs, (long long)steps_per_epoch,
               format_number(lr).c_str(), (long long)warmup, device.str().c_str(), num_threads());
@@ -583,6 +674,7 @@ int run(int argc, char** argv) {
   source = nullptr;  // free the checkpoints' tensors (BERT-base with AdamW state: ~1.3 GB)
   resume.reset();
   pretrained.reset();
+  hf.reset();
   skipped_at_last_log = skipped_total();  // after the resume: the restored scaler's count
   dp.wrap(model, {&opt});  // after amp::initialize, the resume and the memory probe: rank 0's weights everywhere
   auto save = [&](const std::string& path) {
@@ -597,6 +689,7 @@ int run(int argc, char** argv) {
     train.strings["program"] = "train_bert";
     train.strings["task"] = task;
     train.strings["model"] = model_name;
+    store_config(train, cfg);
     train.strings["init"] = init.empty() ? "-" : init;
     train.strings["config"] = config;
     train.strings["schedule"] = schedule;
@@ -785,7 +878,8 @@ int run(int argc, char** argv) {
                 format_number(last_eval.perplexity).c_str(), (long long)step);
   } else {
     std::printf("final %s %.4f (%s) vs majority-class baseline %.4f after %lld steps\n", eval_name.c_str(), final_acc,
-                init == "scratch" ? "from scratch" : "from the pretrained encoder", baseline, (long long)step);
+                init == "scratch" ? "from scratch" : init == "hf" ? "from the Hugging Face checkpoint" : "from the pretrained encoder",
+                baseline, (long long)step);
   }
   std::printf("(%s; wall time %s; peak memory %s MiB)\n", config.c_str(), format_duration(run_clock.seconds()).c_str(),
               (format_count(peak_memory_bytes(device) >> 20) + (device.is_cuda() ? " on " + device.str() : "")).c_str());

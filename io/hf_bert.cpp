@@ -1,0 +1,158 @@
+// Reading a Hugging Face BERT directory. config.json goes through the io layer's checked JSON
+// parser (io/json_parse.h: bounded nesting, duplicate keys refused); each field is read with its
+// type and range checked, so a damaged or foreign config is an error naming the key, never a
+// model of the wrong shape.
+#include "mixgrad/io/hf_bert.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "mixgrad/core/error.h"
+#include "mixgrad/io/json_parse.h"
+#include "mixgrad/io/safetensors.h"
+#include "mixgrad/nn/models/bert_hf.h"
+
+namespace mg::io {
+namespace {
+
+using detail::json;
+
+constexpr const char* kWho = "load_hf_bert";
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  MG_CHECK(f.good(), Error, kWho, ": cannot open '", path, "'");
+  std::ostringstream s;
+  s << f.rdbuf();
+  MG_CHECK(!f.bad(), Error, kWho, ": reading '", path, "' failed");
+  return s.str();
+}
+
+// config[key] as a positive integer below `max` (required unless `fallback` >= 0).
+int64_t positive_int(const json& config, const char* key, const std::string& path, int64_t max, int64_t fallback = -1) {
+  if (!config.contains(key)) {
+    MG_CHECK(fallback >= 0, Error, kWho, ": '", path, "' has no \"", key, "\"");
+    return fallback;
+  }
+  const json& v = config.at(key);
+  MG_CHECK(v.is_number_integer(), Error, kWho, ": '", path, "': \"", key, "\" must be an integer, got ",
+           detail::excerpt(v));
+  const int64_t n = v.get<int64_t>();
+  MG_CHECK(n >= 1 && n <= max, Error, kWho, ": '", path, "': \"", key, "\" must be in [1, ", max, "], got ", n);
+  return n;
+}
+
+double number(const json& config, const char* key, const std::string& path, double fallback, double lo, double hi) {
+  if (!config.contains(key) || config.at(key).is_null()) return fallback;
+  const json& v = config.at(key);
+  MG_CHECK(v.is_number(), Error, kWho, ": '", path, "': \"", key, "\" must be a number, got ", detail::excerpt(v));
+  const double x = v.get<double>();
+  MG_CHECK(std::isfinite(x) && x >= lo && x <= hi, Error, kWho, ": '", path, "': \"", key, "\" must be in [", lo,
+           ", ", hi, "], got ", x);
+  return x;
+}
+
+std::string text_field(const json& config, const char* key, const std::string& path) {
+  if (!config.contains(key) || config.at(key).is_null()) return "";
+  const json& v = config.at(key);
+  MG_CHECK(v.is_string(), Error, kWho, ": '", path, "': \"", key, "\" must be a string, got ", detail::excerpt(v));
+  return v.get<std::string>();
+}
+
+nn::models::BertConfig config_from(const json& config, const std::string& path) {
+  MG_CHECK(config.is_object(), Error, kWho, ": '", path, "' must hold a JSON object, got ", detail::excerpt(config));
+  const std::string model_type = text_field(config, "model_type", path);
+  MG_CHECK(model_type.empty() || model_type == "bert", Error, kWho, ": '", path, "' describes a \"", model_type,
+           "\" model, not \"bert\"");
+  const std::string act = text_field(config, "hidden_act", path);
+  MG_CHECK(act.empty() || act == "gelu", Error, kWho, ": '", path, "': hidden_act \"", act,
+           "\" is not supported; mixgrad's BERT uses \"gelu\" (the erf form)");
+  const std::string positions = text_field(config, "position_embedding_type", path);
+  MG_CHECK(positions.empty() || positions == "absolute", Error, kWho, ": '", path, "': position_embedding_type \"",
+           positions, "\" is not supported; mixgrad's BERT has absolute position embeddings");
+  constexpr int64_t kBig = int64_t(1) << 31;
+  nn::models::BertConfig c;
+  c.vocab_size = positive_int(config, "vocab_size", path, kBig);
+  c.hidden = positive_int(config, "hidden_size", path, 1 << 16);
+  c.layers = positive_int(config, "num_hidden_layers", path, 1024);
+  c.heads = positive_int(config, "num_attention_heads", path, 1024);
+  c.intermediate = positive_int(config, "intermediate_size", path, 1 << 20);
+  c.max_position = positive_int(config, "max_position_embeddings", path, 1 << 20);
+  c.type_vocab_size = positive_int(config, "type_vocab_size", path, 1 << 16, 2);
+  MG_CHECK(c.hidden % c.heads == 0, Error, kWho, ": '", path, "': hidden_size ", c.hidden,
+           " is not divisible by num_attention_heads ", c.heads);
+  const double hidden_p = number(config, "hidden_dropout_prob", path, 0.1, 0.0, 1.0);
+  const double attention_p = number(config, "attention_probs_dropout_prob", path, hidden_p, 0.0, 1.0);
+  MG_CHECK(hidden_p == attention_p, Error, kWho, ": '", path, "': hidden_dropout_prob ", hidden_p,
+           " and attention_probs_dropout_prob ", attention_p,
+           " differ; mixgrad's BERT has one dropout probability for both\n  hint: set both to one value in the file");
+  c.dropout = hidden_p;
+  c.layer_norm_eps = number(config, "layer_norm_eps", path, 1e-12, 0.0, 1.0);
+  c.initializer_range = number(config, "initializer_range", path, 0.02, 0.0, 10.0);
+  if (config.contains("pad_token_id") && !config.at("pad_token_id").is_null()) {
+    const json& v = config.at("pad_token_id");
+    MG_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < c.vocab_size, Error, kWho, ": '",
+             path, "': pad_token_id must be an id of the vocabulary, got ", detail::excerpt(v));
+    c.pad_token_id = v.get<int64_t>();
+  }
+  return c;
+}
+
+}  // namespace
+
+nn::models::BertConfig bert_config_from_hf_json(const std::string& text, const std::string& path) {
+  return config_from(detail::parse_json(kWho, path, "the configuration", text), path);
+}
+
+HfBert load_hf_bert(const std::string& dir) {
+  namespace fs = std::filesystem;
+  MG_CHECK(fs::is_directory(dir), Error, kWho, ": '", dir, "' is not a directory",
+           "\n  hint: pass the directory transformers' save_pretrained wrote (config.json, model.safetensors, vocab.txt)");
+  const fs::path root(dir);
+  HfBert hf;
+  const std::string config_path = (root / "config.json").string();
+  const json config = detail::parse_json(kWho, config_path, "the configuration", read_text(config_path));
+  hf.config = config_from(config, config_path);
+  if (config.contains("architectures") && config.at("architectures").is_array() &&
+      !config.at("architectures").empty() && config.at("architectures")[0].is_string()) {
+    hf.architecture = config.at("architectures")[0].get<std::string>();
+  }
+  const fs::path weights = root / "model.safetensors";
+  MG_CHECK(fs::is_regular_file(weights), Error, kWho, ": '", dir, "' has no model.safetensors",
+           fs::exists(root / "pytorch_model.bin")
+               ? "\n  hint: it has pytorch_model.bin (a Python pickle, which mixgrad does not read); convert it with "
+                 "transformers: AutoModel.from_pretrained(dir).save_pretrained(dir, safe_serialization=True)"
+               : "");
+  const SafetensorsFile file = detail::load_safetensors_as(kWho, weights.string());
+  nn::NamedTensors mapped = nn::models::bert_state_dict_from_hf(file.tensors);
+  // A BertModel checkpoint names its encoder without "bert."; the task models put it under it.
+  bool prefixed = false;
+  for (const auto& [name, t] : mapped) prefixed = prefixed || name.starts_with("bert.");
+  for (auto& [name, t] : mapped) {
+    const bool head = name.starts_with("transform.") || name.starts_with("transform_norm.") ||
+                      name == "decoder_bias" || name.starts_with("classifier.");
+    if (!prefixed && !head) name = "bert." + name;
+  }
+  hf.state = std::move(mapped);
+  hf.vocab_path = (root / "vocab.txt").string();
+  MG_CHECK(fs::is_regular_file(hf.vocab_path), Error, kWho, ": '", dir, "' has no vocab.txt",
+           fs::exists(root / "tokenizer.json")
+               ? "\n  hint: it has only tokenizer.json; write vocab.txt with transformers: "
+                 "AutoTokenizer.from_pretrained(dir).save_pretrained(dir)"
+               : "");
+  const fs::path tokenizer_config = root / "tokenizer_config.json";
+  if (fs::is_regular_file(tokenizer_config)) {
+    const json t = detail::parse_json(kWho, tokenizer_config.string(), "the tokenizer configuration",
+                                      read_text(tokenizer_config.string()));
+    if (t.is_object() && t.contains("do_lower_case")) {
+      MG_CHECK(t.at("do_lower_case").is_boolean(), Error, kWho, ": '", tokenizer_config.string(),
+               "': \"do_lower_case\" must be true or false, got ", detail::excerpt(t.at("do_lower_case")));
+      hf.lowercase = t.at("do_lower_case").get<bool>();
+    }
+  }
+  return hf;
+}
+
+}  // namespace mg::io

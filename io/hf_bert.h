@@ -1,0 +1,41 @@
+// A Hugging Face BERT directory — what transformers' save_pretrained writes, or a model downloaded
+// from the Hub (bert-base-uncased, ...): config.json, model.safetensors, vocab.txt and
+// tokenizer_config.json. load_hf_bert reads the configuration into an nn::models::BertConfig, the
+// weights into mixgrad's names (nn::models::bert_state_dict_from_hf) and says where the vocabulary
+// is and whether it is uncased, so a pretrained checkpoint fine-tunes with mixgrad's models,
+// tokenizer and mixed precision. Files are untrusted input: every problem is an mg::Error naming
+// the file and the key.
+//
+//   mg::io::HfBert hf = mg::io::load_hf_bert("bert-base-uncased");
+//   mg::nn::models::BertForMaskedLM mlm(hf.config);
+//   mlm.load_state_dict(hf.state);                         // strict: the MLM head is in the file
+//   mg::data::WordPiece tok = mg::data::WordPiece::load(hf.vocab_path, {.lowercase = hf.lowercase});
+#pragma once
+#include <string>
+
+#include "mixgrad/nn/models/bert.h"
+#include "mixgrad/nn/module.h"
+
+namespace mg::io {
+
+struct HfBert {
+  nn::models::BertConfig config;
+  // The weights under mixgrad's names, always with the "bert." prefix of BertForMaskedLM and
+  // BertForSequenceClassification (a BertModel checkpoint's encoder names get it), plus the MLM
+  // head ("transform.*", "transform_norm.*", "decoder_bias") or the classifier ("classifier.*")
+  // when the file has one.
+  nn::NamedTensors state;
+  std::string vocab_path;    // <dir>/vocab.txt
+  bool lowercase = true;     // tokenizer_config.json's do_lower_case (true when the file is absent)
+  std::string architecture;  // config.json's "architectures"[0] ("BertForMaskedLM"), or ""
+};
+
+// Reads `dir`. config.json must describe a BERT that nn::models::BertConfig can hold: model_type
+// "bert" (when given), hidden_act "gelu", absolute position embeddings, one dropout probability for
+// hidden states and attention (mixgrad's BERT has one), hidden_size divisible by the heads.
+HfBert load_hf_bert(const std::string& dir);
+
+// The configuration part alone, from config.json's text (`path` names it in errors).
+nn::models::BertConfig bert_config_from_hf_json(const std::string& text, const std::string& path);
+
+}  // namespace mg::io

@@ -1,0 +1,107 @@
+// io::load_hf_bert against transformers 5.25 (tools/reference/gen_hf_bert_dir.py wrote the
+// directory and the expected values): a tiny BertForMaskedLM directory as save_pretrained writes
+// it loads into mixgrad's BertForMaskedLM strictly, WordPiece on its vocab.txt gives the ids
+// transformers' tokenizer gave, and the model computes transformers' logits from them. Then
+// config.json's bad input.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "autograd/grad_mode.h"
+#include "data/text/mlm.h"
+#include "data/text/wordpiece.h"
+#include "io/hf_bert.h"
+#include "io/safetensors.h"
+#include "nn/models/bert.h"
+#include "ops/ops.h"
+#include "test_paths.h"
+#include "test_util.h"
+
+using namespace mg;
+
+namespace {
+std::string reference(const std::string& name) { return test::source_dir() + "/tests/data/reference/" + name; }
+}  // namespace
+
+TEST_CASE("load_hf_bert: a transformers directory computes transformers' MLM logits from mixgrad's token ids", "[io][hf]") {
+  const io::HfBert hf = io::load_hf_bert(reference("hf_bert_dir"));
+  CHECK(hf.architecture == "BertForMaskedLM");
+  CHECK(hf.lowercase);
+  CHECK((hf.config.vocab_size == 2190 && hf.config.hidden == 16 && hf.config.layers == 2 && hf.config.heads == 2 &&
+         hf.config.intermediate == 32 && hf.config.max_position == 64 && hf.config.type_vocab_size == 2));
+  CHECK(hf.config.dropout == 0.1);
+  CHECK(hf.config.layer_norm_eps == 1e-12);
+  nn::models::BertForMaskedLM mlm(hf.config);
+  mlm.load_state_dict(hf.state);  // strict: every name and shape
+  mlm.eval();
+
+  const io::SafetensorsFile want = io::load_safetensors(reference("hf_bert_dir_expected.safetensors"));
+  const data::WordPiece tok = data::WordPiece::load(hf.vocab_path, {.lowercase = hf.lowercase});
+  const std::string& texts = want.metadata.at("texts");
+  const std::vector<std::string> lines = {texts.substr(0, texts.find('\n')), texts.substr(texts.find('\n') + 1)};
+  std::vector<std::vector<int32_t>> seqs;
+  for (const std::string& t : lines) seqs.push_back(data::make_bert_sequence(tok.encode(t), 16, tok.specials()));
+  const data::Batch b = data::make_sequence_batch(seqs, tok.specials().pad);
+  CHECK(test::values(b.at("input_ids")) == test::values(want.at("input_ids")));
+  CHECK(test::values(b.at("attention_mask")) == test::values(want.at("attention_mask")));
+
+  NoGradGuard no_grad;
+  const Tensor logits = mlm.forward(b.at("input_ids"), Tensor(), b.at("attention_mask")).slice(2, 0, 256);
+  const std::vector<double> got = test::values(logits), ref = test::values(want.at("expected.logits"));
+  REQUIRE(got.size() == ref.size());
+  double worst = 0, scale = 0;
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    worst = std::max(worst, std::abs(got[k] - ref[k]));
+    scale = std::max(scale, std::abs(ref[k]));
+  }
+  WARN("MLM logits vs transformers: max |diff| " << worst << " (max |logit| " << scale << ")");
+  CHECK(worst < 1e-5 * std::max(1.0, scale));
+}
+
+TEST_CASE("load_hf_bert: bad directories and configurations are named errors", "[io][hf][errors]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("mg_hf_bert_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string src = reference("hf_bert_dir");
+  MG_REQUIRE_ERROR(io::load_hf_bert((dir / "missing").string()), "is not a directory");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "config.json");
+  fs::copy_file(src + "/config.json", dir / "config.json");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "has no model.safetensors");
+  std::ofstream(dir / "pytorch_model.bin") << "pickle";
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "it has pytorch_model.bin");
+  fs::copy_file(src + "/model.safetensors", dir / "model.safetensors");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "has no vocab.txt");
+  fs::copy_file(src + "/vocab.txt", dir / "vocab.txt");
+  std::ofstream(dir / "tokenizer_config.json") << "{\"do_lower_case\": \"yes\"}";
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "\"do_lower_case\" must be true or false");
+  std::ofstream(dir / "tokenizer_config.json") << "{\"do_lower_case\": false}";
+  CHECK_FALSE(io::load_hf_bert(dir.string()).lowercase);
+  fs::remove_all(dir);
+
+  const std::string ok = R"({"model_type": "bert", "vocab_size": 100, "hidden_size": 16, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "intermediate_size": 32, "max_position_embeddings": 64})";
+  const nn::models::BertConfig c = io::bert_config_from_hf_json(ok, "c.json");
+  CHECK((c.vocab_size == 100 && c.heads == 4 && c.type_vocab_size == 2 && c.dropout == 0.1));
+  auto with = [&](const std::string& field) { return "{" + field + ", " + ok.substr(1); };
+  MG_REQUIRE_ERROR(io::bert_config_from_hf_json("[1, 2]", "c.json"), "must hold a JSON object");
+  MG_REQUIRE_ERROR(io::bert_config_from_hf_json("{\"vocab_size\": 5}", "c.json"), "has no \"hidden_size\"");
+  MG_REQUIRE_ERROR(io::bert_config_from_hf_json(R"({"model_type": "roberta"})", "c.json"), "describes a \"roberta\" model");
+  MG_REQUIRE_ERROR(io::bert_config_from_hf_json(with(R"("hidden_act": "relu")"), "c.json"), "hidden_act \"relu\" is not supported");
+  MG_REQUIRE_ERROR(io::bert_config_from_hf_json(with(R"("position_embedding_type": "relative_key")"), "c.json"),
+                   "position_embedding_type \"relative_key\" is not supported");
+  MG_REQUIRE_ERROR(io::bert_config_from_hf_json(with(R"("attention_probs_dropout_prob": 0.2)"), "c.json"),
+                   "hidden_dropout_prob 0.1 and attention_probs_dropout_prob 0.2 differ");
+  MG_REQUIRE_ERROR(io::bert_config_from_hf_json(with(R"("pad_token_id": 100)"), "c.json"), "pad_token_id must be an id");
+  const std::string bad_heads = R"({"vocab_size": 100, "hidden_size": 18, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "intermediate_size": 32, "max_position_embeddings": 64})";
+  MG_REQUIRE_ERROR(io::bert_config_from_hf_json(bad_heads, "c.json"), "hidden_size 18 is not divisible by num_attention_heads 4");
+  const std::string negative = R"({"vocab_size": -3, "hidden_size": 16})";
+  MG_REQUIRE_ERROR(io::bert_config_from_hf_json(negative, "c.json"), "\"vocab_size\" must be in [1, ");
+  MG_REQUIRE_ERROR(io::bert_config_from_hf_json(R"({"vocab_size": 1.5})", "c.json"), "\"vocab_size\" must be an integer");
+  MG_REQUIRE_ERROR(io::bert_config_from_hf_json("{\"vocab_size\": ", "c.json"), "c.json");
+}
