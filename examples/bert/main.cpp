@@ -89,6 +89,7 @@ Flags make_flags() {
   f.add_int("epochs", 0, "passes over the training verses (0: 5 for mlm, 3 for testament/book)", {.min = 0});
   f.add_int("batch-size", 32, "verses per micro-batch (the global micro-batch: split over the ranks under mixgrad-run)", {.min = 1});
   f.add_int("accumulate", 1, "micro-batches per optimizer step (gradient accumulation; effective batch = batch-size x accumulate)", {.min = 1});
+  f.add_bool("checkpoint-activations", false, "recompute each encoder layer's activations in backward instead of keeping them (activation checkpointing: less memory, one more forward pass)");
   f.add_int("seq-len", 64, "tokens per sequence with [CLS] and [SEP] (64 holds 98.3% of the verses whole)", {.min = 3, .max = 512});
   f.add_int("vocab-size", 8192, "WordPiece vocabulary trained on the training verses (with --pretrained/--resume: the checkpoint's)", {.min = 64});
   f.add_double("lr", 0, "peak learning rate (0: 5e-4 for mlm, 3e-4 for testament/book)", {.min = 0});
@@ -557,13 +558,16 @@ int run(int argc, char** argv) {
            " positions");
   std::shared_ptr<nn::Module> model;
   Net net;
+  const bool recompute = flags.get_bool("checkpoint-activations");
   if (mlm) {
     auto m = std::make_shared<BertForMaskedLM>(cfg);
+    m->bert->set_gradient_checkpointing(recompute);
     if (hf) std::printf("Hugging Face: %s\n", load_hf_weights(*m, *hf, flags.value("hf")).c_str());
     model = m;
     net = mlm_net(m);
   } else {
     auto c = std::make_shared<BertForSequenceClassification>(cfg, train_cls->num_classes());
+    c->bert->set_gradient_checkpointing(recompute);
     if (hf) std::printf("Hugging Face: %s\n", load_hf_weights(*c, *hf, flags.value("hf")).c_str());
     if (pretrained) {
       const data::Batch probe = eval_cls->get_batch({0, eval_cls->size() / 2, eval_cls->size() - 1});
@@ -607,9 +611,10 @@ int run(int argc, char** argv) {
   auto skipped_total = [&] { return graph_scaler ? graph_scaler->skipped_iterations() : amp::loss_scaler().skipped_iterations(); };
   int64_t skipped_at_last_log = 0;  // lazy reads: "skipped since the last logging point" (set after the resume)
   const std::string precision = precision_label(level, dtype);
-  std::printf("train_bert: %s, BERT-%s (%s parameters)%s, vocab %s, seq-len %lld, %s, batch %lld x %lld accumulated, "
+  std::printf("train_bert: %s, BERT-%s (%s parameters%s)%s, vocab %s, seq-len %lld, %s, batch %lld x %lld accumulated, "
               "%lld epochs x %lld steps, lr %s (warmup %lld steps, linear decay), on %s, %d CPU threads\n",
               task.c_str(), model_name.c_str(), format_count(model->num_parameters()).c_str(),
+              recompute ? ", activations recomputed per layer" : "",
               init.empty() ? "" : (init == "scratch" ? " from scratch" : init == "hf" ? " from the Hugging Face checkpoint" : " from the pretrained encoder"),
               format_count(tok.vocab_size()).c_str(), (long long)seq_len, precision.c_str(),
               (long long)batch_size, (long long)accumulate, (long long)epochs, (long long)steps_per_epoch,

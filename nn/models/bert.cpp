@@ -3,6 +3,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/nn/init.h"
+#include "mixgrad/ops/checkpoint.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::nn::models {
@@ -73,7 +74,12 @@ BertOutput BertModel::forward(const Tensor& input_ids, const Tensor& token_type_
   {
     auto encoder_scope = module_scope(*encoder);  // a ModuleList is not called: open its scope here
     for (const auto& layer : *encoder) {
-      h = static_cast<TransformerEncoderLayer&>(*layer).forward(h, Tensor(), padding);
+      auto& l = static_cast<TransformerEncoderLayer&>(*layer);
+      if (checkpoint_layers_ && is_training()) {
+        h = checkpoint([&l](const Tensors& in) { return Tensors{l.forward(in[0], Tensor(), in[1])}; }, {h, padding})[0];
+      } else {
+        h = l.forward(h, Tensor(), padding);
+      }
     }
   }
   if (!pooler) return {h, Tensor()};

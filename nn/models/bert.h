@@ -80,6 +80,12 @@ class BertModel : public Module {
   BertOutput forward(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(),
                      const Tensor& attention_mask = Tensor());
   const BertConfig& config() const { return config_; }
+  // Activation checkpointing per encoder layer (Hugging Face's gradient_checkpointing_enable):
+  // while training with grad mode on, each layer's activations are recomputed in backward instead
+  // of kept (mg::checkpoint, ops/checkpoint.h): activation memory of one layer instead of all of
+  // them, for one more forward pass. Off by default.
+  void set_gradient_checkpointing(bool on) { checkpoint_layers_ = on; }
+  bool gradient_checkpointing() const { return checkpoint_layers_; }
 
   std::shared_ptr<BertEmbeddings> embeddings;
   std::shared_ptr<ModuleList> encoder;  // TransformerEncoderLayer x layers
@@ -90,6 +96,7 @@ class BertModel : public Module {
 
  private:
   BertConfig config_;
+  bool checkpoint_layers_ = false;
 };
 
 // BERT with the masked-language-modelling head: dense + GELU + LayerNorm, then a decoder whose

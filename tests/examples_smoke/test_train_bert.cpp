@@ -166,3 +166,16 @@ TEST_CASE("train_bert: --hf fine-tunes and pretrains a Hugging Face BERT directo
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.output, Catch::Matchers::Contains("--seq-len 128 exceeds the model's 64 positions"));
 }
+
+TEST_CASE("train_bert: --checkpoint-activations trains exactly as without (O1 bf16, MLM)", "[examples][smoke]") {
+  // Each encoder layer's activations are recomputed in backward with the forward's autocast
+  // state and dropout stream: the same losses and accuracies, step by step.
+  TempDir dir;
+  const std::string flags = "--task mlm" + kTiny + " --train-examples 96";
+  REQUIRE(run_program(MG_TRAIN_BERT, flags + " --metrics " + dir.file("a.jsonl")).exit_code == 0);
+  const RunResult r = run_program(MG_TRAIN_BERT, flags + " --checkpoint-activations --metrics " + dir.file("b.jsonl"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("activations recomputed per layer"));
+  CHECK(without_timing(read_metrics(dir.file("b.jsonl")).all) == without_timing(read_metrics(dir.file("a.jsonl")).all));
+}

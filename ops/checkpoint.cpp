@@ -1,0 +1,172 @@
+// The checkpoint node: forward runs fn under NoGradGuard and records one node over all outputs;
+// its apply re-runs fn on detached copies of the saved inputs with grad mode on, the forward's
+// autocast states and the default generator at the forward's position (restored afterwards, so
+// the recomputation draws nothing from the stream), then runs a nested backward through the
+// recomputed graph and hands the inputs' gradients on.
+#include "mixgrad/ops/checkpoint.h"
+
+#include "mixgrad/autograd/engine.h"
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/autograd/node.h"
+#include "mixgrad/autograd/saved_tensor.h"
+#include "mixgrad/core/autocast_state.h"
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/generator.h"
+#include "mixgrad/core/graph_rng.h"
+#include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/op_node.h"
+#include "mixgrad/ops/ops.h"
+
+namespace mg {
+namespace {
+
+constexpr const char* kName = "checkpoint";
+
+// The autocast states of both device types, set for a scope and restored after it.
+struct AutocastSnapshot {
+  AutocastState cpu, cuda;
+  static AutocastSnapshot take() { return {autocast_state(DeviceType::CPU), autocast_state(DeviceType::CUDA)}; }
+};
+class AutocastRestore {
+ public:
+  explicit AutocastRestore(const AutocastSnapshot& s) : saved_(AutocastSnapshot::take()) { apply(s); }
+  ~AutocastRestore() { apply(saved_); }
+  AutocastRestore(const AutocastRestore&) = delete;
+  AutocastRestore& operator=(const AutocastRestore&) = delete;
+
+ private:
+  // enabled, dtype and the cache flag; a region's depth stays the thread's own.
+  static void apply(const AutocastSnapshot& s) {
+    for (auto [dev, st] : {std::pair{DeviceType::CPU, &s.cpu}, std::pair{DeviceType::CUDA, &s.cuda}}) {
+      AutocastState& a = autocast_state(dev);
+      a.enabled = st->enabled;
+      a.dtype = st->dtype;
+      a.cache_enabled = st->cache_enabled;
+    }
+  }
+  AutocastSnapshot saved_;
+};
+
+// The default generator at `p` for a scope, then back where it was.
+class GeneratorReplay {
+ public:
+  explicit GeneratorReplay(const Generator::Position& p) : saved_(default_generator().position()) {
+    default_generator().set_state(p.seed, p.offset);
+  }
+  ~GeneratorReplay() { default_generator().set_state(saved_.seed, saved_.offset); }
+  GeneratorReplay(const GeneratorReplay&) = delete;
+  GeneratorReplay& operator=(const GeneratorReplay&) = delete;
+
+ private:
+  Generator::Position saved_;
+};
+
+class CheckpointNode final : public autograd::Node {
+ public:
+  CheckpointNode(CheckpointFn fn, const Tensors& inputs, std::vector<bool> needs, std::vector<TensorMeta> input_meta,
+                 std::vector<TensorMeta> output_meta, AutocastSnapshot autocast, Generator::Position rng)
+      : Node(uint32_t(output_meta.size())), fn_(std::move(fn)), needs_(std::move(needs)),
+        input_meta_(std::move(input_meta)), output_meta_(std::move(output_meta)), autocast_(autocast), rng_(rng) {
+    for (const Tensor& t : inputs) saved_.emplace_back(t, /*is_output=*/false);
+  }
+
+  Tensors apply(Tensors&& grads) override {
+    MG_CHECK(!GradMode::is_enabled(), AutogradError, kName,
+             ": create_graph (double backward) through a checkpointed function is not supported"
+             "\n  hint: run that part without mg::checkpoint");
+    check_not_captured(default_generator(), kName);
+    fill_missing_grads(grads, output_meta_);
+    // fn again, on history-free inputs, as the forward ran it.
+    Tensors inputs;
+    for (std::size_t i = 0; i < saved_.size(); ++i) {
+      Tensor t = saved_[i].unpack(name());  // an error if the input was modified in place since
+      if (t.defined()) {
+        t = t.detach();
+        if (needs_[i]) t.requires_grad_(true);
+      }
+      inputs.push_back(t);
+    }
+    Tensors outputs;
+    {
+      EnableGradGuard grad_on;
+      AutocastRestore autocast(autocast_);
+      GeneratorReplay rng(rng_);
+      outputs = fn_(inputs);
+    }
+    MG_CHECK(outputs.size() == output_meta_.size(), AutogradError, kName, ": the recomputation returned ",
+             outputs.size(), " tensors but the first run ", output_meta_.size(),
+             "\n  hint: a checkpointed function must compute the same thing each time it runs");
+    Tensors roots, root_grads;
+    for (std::size_t j = 0; j < outputs.size(); ++j) {
+      MG_CHECK(outputs[j].defined() && outputs[j].shape() == output_meta_[j].shape, AutogradError, kName,
+               ": output ", j, " of the recomputation is ", outputs[j].defined() ? describe(outputs[j]) : "undefined",
+               " but was ", shape_str(output_meta_[j].shape), " in the first run",
+               "\n  hint: a checkpointed function must compute the same thing each time it runs");
+      if (outputs[j].requires_grad() && grads[j].defined()) {
+        roots.push_back(outputs[j]);
+        root_grads.push_back(grads[j].to(outputs[j].dtype()));
+      }
+    }
+    // The nested backward: parameters read by fn accumulate into their .grad here.
+    if (!roots.empty()) autograd::backward(roots, root_grads);
+    Tensors result(inputs.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (needs_[i] && inputs[i].grad().defined()) result[i] = grad_for_input(inputs[i].grad(), input_meta_[i]);
+    }
+    return result;
+  }
+  std::string name() const override { return "CheckpointBackward"; }
+  void release_saved() override {
+    for (auto& s : saved_) s.release();
+    fn_ = nullptr;  // what fn captured (modules, tensors) is released with the graph
+    mark_released();
+  }
+
+ private:
+  CheckpointFn fn_;
+  std::vector<autograd::SavedTensor> saved_;
+  std::vector<bool> needs_;
+  std::vector<TensorMeta> input_meta_, output_meta_;
+  AutocastSnapshot autocast_;
+  Generator::Position rng_;
+};
+
+}  // namespace
+
+Tensors checkpoint(const CheckpointFn& fn, const Tensors& inputs) {
+  MG_CHECK(bool(fn), Error, kName, ": no function given");
+  init();
+  if (!GradMode::is_enabled()) return fn(inputs);  // nothing to save (inference)
+  check_not_captured(default_generator(), kName);
+  const AutocastSnapshot autocast = AutocastSnapshot::take();
+  const Generator::Position rng = default_generator().position();
+  Tensors outputs;
+  {
+    NoGradGuard no_grad;
+    outputs = fn(inputs);
+  }
+  std::vector<bool> needs;
+  std::vector<TensorMeta> in_meta, out_meta;
+  for (const Tensor& t : inputs) {
+    needs.push_back(t.defined() && t.requires_grad());
+    in_meta.push_back({t.defined() ? t.shape() : Shape{}, t.defined() ? t.dtype() : DType::F32});
+  }
+  for (Tensor& o : outputs) {
+    MG_CHECK(o.defined(), Error, kName, ": the function returned an undefined tensor");
+    for (const Tensor& t : inputs) {
+      // An input returned as is becomes a new alias, so that the input's own history stays.
+      if (t.defined() && o.is_same(t)) o = make_tensor(t.impl()->storage, t.shape(), t.strides(), t.offset(), t.dtype());
+    }
+    out_meta.push_back({o.shape(), o.dtype()});
+  }
+  // Always recorded while grad mode is on: the parameters fn reads need their gradients even when
+  // no input requires one (the first layer's input is data).
+  auto node = std::make_shared<CheckpointNode>(fn, inputs, needs, in_meta, out_meta, autocast, rng);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    node->next_edges.push_back(needs[i] ? autograd::gradient_edge(inputs[i]) : autograd::Edge{});
+  }
+  autograd::set_history(outputs, node);
+  return outputs;
+}
+
+}  // namespace mg

@@ -1,0 +1,139 @@
+// mg::checkpoint (ops/checkpoint.h): a checkpointed block gives the gradients of the same block run
+// plainly, bit for bit — with dropout (the generator's position replayed), under an autocast
+// region that has ended before backward (its state replayed), with parameters inside and no input
+// requiring grad — and leaves the generator where the forward left it. Then its errors.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "amp/autocast.h"
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "core/factory.h"
+#include "core/generator.h"
+#include "nn/linear.h"
+#include "nn/models/bert.h"
+#include "ops/checkpoint.h"
+#include "ops/norm.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+using namespace mg;
+using mg::test::values;
+
+namespace {
+
+struct Block {
+  std::shared_ptr<nn::Linear> a = std::make_shared<nn::Linear>(nn::LinearOptions{.in = 8, .out = 16});
+  std::shared_ptr<nn::Linear> b = std::make_shared<nn::Linear>(nn::LinearOptions{.in = 16, .out = 8});
+  Tensor operator()(const Tensor& x) const { return b->forward(dropout(gelu(a->forward(x)), 0.3)); }
+  Tensors params() const {
+    Tensors p = a->parameters();
+    for (const Tensor& t : b->parameters()) p.push_back(t);
+    return p;
+  }
+};
+
+// loss and parameter gradients of block(x) (checkpointed or not), from seed 3.
+struct Result {
+  std::vector<double> loss, x_grad;
+  std::vector<std::vector<double>> grads;
+};
+// `after`: a second block after the checkpointed one, its own weights (a weight shared between a
+// checkpointed part and a plain part of one autocast region gets its bf16 cast recomputed in
+// backward, so its two gradient contributions add in f32 instead of in the cached cast's bf16:
+// closer to exact, but other bits, as in PyTorch).
+Result run(const Block& block, const Block& after, bool ckpt, bool x_requires_grad, bool autocast) {
+  for (const Tensor& p : block.params()) p.set_grad(Tensor());
+  for (const Tensor& p : after.params()) p.set_grad(Tensor());
+  manual_seed(3);
+  const Tensor x = randn({4, 8}).requires_grad_(x_requires_grad);
+  Tensor y;
+  {
+    std::optional<amp::Autocast> region;
+    if (autocast) region.emplace(amp::AutocastOptions{.device = DeviceType::CPU, .dtype = DType::BF16});
+    const Tensor h = ckpt ? checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {x})[0] : block(x);
+    y = sum(after(h.to(DType::F32)));  // more dropout draws after the checkpointed ones
+  }
+  y.backward();  // outside the autocast region
+  Result r;
+  r.loss = values(y);
+  if (x_requires_grad) r.x_grad = values(x.grad());
+  for (const Tensor& p : block.params()) r.grads.push_back(values(p.grad()));
+  for (const Tensor& p : after.params()) r.grads.push_back(values(p.grad()));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: gradients equal the plain run's bit for bit (dropout, autocast, no input grad)", "[autograd][checkpoint]") {
+  manual_seed(1);
+  const Block block, after;
+  for (const bool autocast : {false, true}) {
+    for (const bool x_grad : {true, false}) {
+      INFO("autocast " << autocast << ", x requires grad " << x_grad);
+      const Result plain = run(block, after, false, x_grad, autocast);
+      const Result ck = run(block, after, true, x_grad, autocast);
+      CHECK(ck.loss == plain.loss);
+      CHECK(ck.x_grad == plain.x_grad);
+      REQUIRE(ck.grads.size() == plain.grads.size());
+      for (std::size_t i = 0; i < ck.grads.size(); ++i) CHECK(ck.grads[i] == plain.grads[i]);
+    }
+  }
+}
+
+TEST_CASE("checkpoint: the recomputation leaves the generator where the forward left it", "[autograd][checkpoint]") {
+  const Block block;
+  manual_seed(5);
+  const Tensor x = randn({4, 8}).requires_grad_();
+  const Tensor y = checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {x})[0];
+  const Generator::Position after_forward = default_generator().position();
+  sum(y).backward();
+  CHECK(default_generator().position().offset == after_forward.offset);
+  CHECK(default_generator().position().seed == after_forward.seed);
+  // Inference: fn just runs.
+  NoGradGuard no_grad;
+  CHECK_FALSE(checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {x})[0].requires_grad());
+}
+
+TEST_CASE("checkpoint: bad use is a named error", "[autograd][checkpoint][errors]") {
+  const Block block;
+  const Tensor x = randn({4, 8}).requires_grad_();
+  // An input modified in place between forward and backward.
+  Tensor z = randn({4, 8});
+  const Tensor y = checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {z})[0];
+  z.add_(1.0);
+  MG_REQUIRE_ERROR(sum(y).backward(), "was modified by an in-place operation (version 0 -> 1)");
+  // Double backward.
+  const Tensor y2 = checkpoint([&](const Tensors& in) { return Tensors{block(in[0]) * in[0]}; }, {x})[0];
+  MG_REQUIRE_ERROR(autograd::grad({sum(y2)}, {x}, {}, std::nullopt, /*create_graph=*/true),
+                   "checkpoint: create_graph (double backward) through a checkpointed function is not supported");
+  // A function that computes something else the second time.
+  int runs = 0;
+  const Tensor y3 = checkpoint([&](const Tensors& in) { return Tensors{++runs == 1 ? in[0] * 2.0 : sum(in[0])}; }, {x})[0];
+  MG_REQUIRE_ERROR(sum(y3).backward(), "checkpoint: output 0 of the recomputation is [] f32 cpu but was [4, 8] in the first run");
+  MG_REQUIRE_ERROR(checkpoint(CheckpointFn(), {x}), "checkpoint: no function given");
+}
+
+TEST_CASE("checkpoint: BERT with gradient checkpointing trains with the same gradients (dropout on, padding)",
+          "[autograd][checkpoint][nn]") {
+  auto grads_of = [](bool ckpt) {
+    manual_seed(7);
+    nn::models::BertForMaskedLM mlm(nn::models::BertConfig::tiny(120));
+    mlm.bert->set_gradient_checkpointing(ckpt);
+    mlm.train();
+    const Tensor ids = randint(5, 120, {2, 9});
+    Tensor mask = ones({2, 9}, {.dtype = DType::I64});
+    mask.narrow(1, 6, 3).select(0, 1).fill_(0.0);  // the second row is padded
+    const Tensor logits = mlm.forward(ids, Tensor(), mask);  // [2, 9, 120]
+    sum(logits * logits).backward();
+    std::vector<std::vector<double>> g;
+    for (const Tensor& p : mlm.parameters()) g.push_back(values(p.grad()));
+    return g;
+  };
+  const auto plain = grads_of(false), ck = grads_of(true);
+  REQUIRE(plain.size() == ck.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) CHECK(ck[i] == plain[i]);
+}
