@@ -32,6 +32,7 @@
 #include "mixgrad/nn/nn.h"                // nn::Module, layers, containers, losses, functional, init
 #include "mixgrad/optim/optim.h"          // optim::SGD, Adam, AdamW, LAMB, schedulers, clip_grad_norm_
 #include "mixgrad/ops/attention.h"        // scaled_dot_product_attention
+#include "mixgrad/ops/checkpoint.h"       // checkpoint: activations recomputed in backward
 #include "mixgrad/ops/custom_function.h"  // Function<Derived>: user-defined forward/backward
 #include "mixgrad/ops/conv.h"             // conv2d, conv_transpose2d, pooling
 #include "mixgrad/ops/loss.h"             // softmax, log_softmax, cross_entropy and the other losses

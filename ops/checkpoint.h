@@ -24,7 +24,8 @@ using CheckpointFn = std::function<Tensors(const Tensors&)>;
 // fn(inputs), its intermediate tensors freed. The outputs are new tensors (an input returned as
 // is comes back as an alias) that carry fn's gradient to the inputs and to the parameters fn
 // reads. fn must compute the same thing when run again: the same ops on the same inputs (it may
-// draw random numbers from the default generator: they are replayed). Memory: fn's activations
+// draw random numbers from the default generator: they are replayed). Side effects run twice: a
+// batch norm inside fn updates its running statistics again in the recomputation (as in PyTorch). Memory: fn's activations
 // are not kept; cost: fn runs twice per training step.
 Tensors checkpoint(const CheckpointFn& fn, const Tensors& inputs);
 
