@@ -22,6 +22,56 @@ std::vector<int32_t> make_bert_sequence(const std::vector<int32_t>& tokens, int6
   return seq;
 }
 
+BertPair make_bert_pair(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int64_t seq_len,
+                        const SpecialTokenIds& specials) {
+  MG_CHECK(seq_len >= 3, Error, "make_bert_pair: seq_len must be >= 3 ([CLS] and two [SEP]), got ", seq_len);
+  // The tokenizers library's LongestFirst: with n1 <= n2 the shorter keeps its length when the
+  // longer can fill the rest, else both get half the room (the longer one the odd token).
+  const int64_t room = seq_len - 3;
+  int64_t n1 = int64_t(a.size()), n2 = int64_t(b.size());
+  if (n1 + n2 > room) {
+    const bool swap = n1 > n2;
+    if (swap) std::swap(n1, n2);
+    n2 = n1 > room ? n1 : std::max(n1, room - n1);
+    if (n1 + n2 > room) {
+      n1 = room / 2;
+      n2 = n1 + room % 2;
+    }
+    if (swap) std::swap(n1, n2);
+    n1 = std::min<int64_t>(n1, int64_t(a.size()));
+    n2 = std::min<int64_t>(n2, int64_t(b.size()));
+  }
+  BertPair p;
+  p.ids.assign(std::size_t(seq_len), specials.pad);
+  p.token_types.assign(std::size_t(seq_len), 0);
+  std::size_t at = 0;
+  p.ids[at++] = specials.cls;
+  for (int64_t i = 0; i < n1; ++i) p.ids[at++] = a[std::size_t(i)];
+  p.ids[at++] = specials.sep;
+  for (int64_t i = 0; i < n2; ++i) {
+    p.token_types[at] = 1;
+    p.ids[at++] = b[std::size_t(i)];
+  }
+  p.token_types[at] = 1;
+  p.ids[at++] = specials.sep;
+  return p;
+}
+
+Batch make_pair_batch(const std::vector<BertPair>& pairs, int32_t pad_id) {
+  MG_CHECK(!pairs.empty(), Error, "make_pair_batch: no pairs");
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<int64_t> types;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    MG_CHECK(pairs[i].token_types.size() == pairs[i].ids.size(), ShapeError, "make_pair_batch: pair ", i, " has ",
+             pairs[i].ids.size(), " ids but ", pairs[i].token_types.size(), " token types");
+    ids.push_back(pairs[i].ids);
+    types.insert(types.end(), pairs[i].token_types.begin(), pairs[i].token_types.end());
+  }
+  Batch batch = make_sequence_batch(ids, pad_id);  // checks the lengths
+  batch.add("token_type_ids", from_vector(types, {int64_t(pairs.size()), int64_t(pairs[0].ids.size())}));  // [B, L]
+  return batch;
+}
+
 Batch make_sequence_batch(const std::vector<std::vector<int32_t>>& sequences, int32_t pad_id) {
   MG_CHECK(!sequences.empty(), Error, "make_sequence_batch: no sequences");
   const std::size_t B = sequences.size(), L = sequences[0].size();

@@ -23,6 +23,21 @@ inline constexpr int64_t kIgnoreIndex = -100;  // targets not to predict (cross_
 std::vector<int32_t> make_bert_sequence(const std::vector<int32_t>& tokens, int64_t seq_len,
                                         const SpecialTokenIds& specials);
 
+// A sentence pair as BERT reads it (next-sentence prediction, NLI, QA): "[CLS] a [SEP] b [SEP]"
+// padded with [PAD] to seq_len (>= 3), token type 0 for [CLS] a [SEP] (and the padding), 1 for
+// b [SEP]. Too long, the pair is cut from the end of its texts by Hugging Face's "longest_first"
+// rule (the longer text gives up tokens first; when both are too long they split the room, the
+// second text taking the odd token), so the ids equal transformers' tokenizer(a, b,
+// truncation=True, max_length=seq_len, padding="max_length").
+struct BertPair {
+  std::vector<int32_t> ids;          // [seq_len]
+  std::vector<int32_t> token_types;  // [seq_len]
+};
+BertPair make_bert_pair(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int64_t seq_len,
+                        const SpecialTokenIds& specials);
+// A batch of pairs: "input_ids", "token_type_ids" and "attention_mask", i64 [B, L].
+Batch make_pair_batch(const std::vector<BertPair>& pairs, int32_t pad_id);
+
 // A batch of equal-length sequences: "input_ids" i64 [B, L] and "attention_mask" i64 [B, L]
 // (1 = [CLS], text or [SEP]; 0 = the tokenizer's [PAD] id, `pad_id`).
 Batch make_sequence_batch(const std::vector<std::vector<int32_t>>& sequences, int32_t pad_id);

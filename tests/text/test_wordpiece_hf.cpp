@@ -80,3 +80,34 @@ TEST_CASE("wordpiece: uncased ids equal transformers' BertTokenizer on 111 texts
 TEST_CASE("wordpiece: cased ids equal transformers' BertTokenizer on 111 texts", "[data]") {
   check_against_transformers(false);
 }
+
+TEST_CASE("wordpiece: sentence pairs equal transformers' (token types, longest-first truncation)", "[data]") {
+  for (const bool lowercase : {true, false}) {
+    const std::string name = lowercase ? "uncased" : "cased";
+    const WordPiece tok = WordPiece::load(reference_path("hf_wordpiece_" + name + "_vocab.txt"), {.lowercase = lowercase});
+    const nlohmann::json& j = reference();
+    const auto& texts = j.at("texts");
+    int64_t mismatches = 0, cut = 0;
+    for (const auto& pair : j.at(name).at("pairs")) {
+      const std::string a = texts[pair.at("a").get<std::size_t>()].get<std::string>();
+      const std::string b = texts[pair.at("b").get<std::size_t>()].get<std::string>();
+      const int64_t max_length = pair.at("max_length").get<int64_t>();
+      INFO(name << ": a = " << a << "\nb = " << b << "\nmax_length " << max_length);
+      const std::vector<int32_t> ea = tok.encode(a), eb = tok.encode(b);
+      cut += int64_t(ea.size() + eb.size() + 3) > max_length;
+      const BertPair p = make_bert_pair(ea, eb, max_length, tok.specials());
+      const bool same = p.ids == pair.at("ids").get<std::vector<int32_t>>() &&
+                        p.token_types == pair.at("token_types").get<std::vector<int32_t>>();
+      mismatches += !same;
+      CHECK(same);
+      const Batch batch = make_pair_batch({p}, tok.specials().pad);
+      const int64_t* m = batch.at("attention_mask").data<int64_t>();
+      CHECK(std::vector<int64_t>(m, m + max_length) == pair.at("mask").get<std::vector<int64_t>>());
+    }
+    WARN(name << ": 60 pairs, " << cut << " truncated, " << mismatches << " mismatches");
+  }
+  MG_REQUIRE_ERROR(make_bert_pair({5}, {6}, 2, SpecialTokenIds{}), "seq_len must be >= 3");
+  const BertPair tiny = make_bert_pair({5, 6, 7}, {8, 9}, 3, SpecialTokenIds{});  // no room: [CLS] [SEP] [SEP]
+  CHECK(tiny.ids == std::vector<int32_t>{2, 3, 3});
+  CHECK(tiny.token_types == std::vector<int32_t>{0, 0, 1});
+}

@@ -2,7 +2,8 @@
 BERT vocabularies in Hugging Face's layout ([PAD] 0, [unused0..98], [UNK] 100, [CLS] 101, [SEP] 102,
 [MASK] 103, then WordPiece tokens trained by the `tokenizers` library on the texts below), and for
 each text the words and ids transformers' BertTokenizer produces, uncased and cased, plus one padded
-[CLS] ... [SEP] sequence, for tests/text/test_wordpiece_hf.cpp. Run once by hand; the tests need no
+[CLS] ... [SEP] sequence and 60 sentence pairs ([CLS] a [SEP] b [SEP], token types, longest-first
+truncation), for tests/text/test_wordpiece_hf.cpp. Run once by hand; the tests need no
 Python:
     python -m venv v && v/bin/pip install transformers tokenizers
     v/bin/python tools/reference/gen_hf_wordpiece.py tests/data/reference
@@ -63,6 +64,10 @@ for _ in range(80):  # random mixtures: the code-point tables on text, not one c
 
 
 def hf_vocab(lowercase):
+    name = "uncased" if lowercase else "cased"
+    path = f"{out_dir}/hf_wordpiece_{name}_vocab.txt"
+    if os.path.exists(path):  # kept: the trainer's order of equal pairs varies run to run
+        return path
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -72,8 +77,6 @@ def hf_vocab(lowercase):
     learned = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
     body = [t for t, _ in learned if t not in SPECIALS]
     vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + SPECIALS[1:] + body
-    name = "uncased" if lowercase else "cased"
-    path = f"{out_dir}/hf_wordpiece_{name}_vocab.txt"
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         f.write("\n".join(vocab) + "\n")
     return path
@@ -99,6 +102,15 @@ for lowercase in (True, False):
     padded = tok(texts, max_length=24, truncation=True, padding="max_length")
     result[name] = {"words": words, "ids": ids, "padded_ids": padded["input_ids"],
                     "padded_mask": padded["attention_mask"]}
+    # Sentence pairs, [CLS] a [SEP] b [SEP] with token types, truncated longest-first.
+    pairs = []
+    for k in range(60):
+        i, j = (7 * k) % len(texts), (11 * k + 3) % len(texts)
+        max_length = [8, 12, 16, 24, 40][k % 5]
+        e = tok(texts[i], texts[j], max_length=max_length, truncation=True, padding="max_length")
+        pairs.append({"a": i, "b": j, "max_length": max_length, "ids": e["input_ids"],
+                      "token_types": e["token_type_ids"], "mask": e["attention_mask"]})
+    result[name]["pairs"] = pairs
 with open(f"{out_dir}/hf_wordpiece.json", "w", encoding="utf-8") as f:
     json.dump(result, f, ensure_ascii=False, indent=None)
 print(len(texts), "texts;", sum(i.count(100) for i in result["uncased"]["ids"]), "[UNK] uncased")
