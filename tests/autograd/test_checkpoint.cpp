@@ -137,3 +137,20 @@ TEST_CASE("checkpoint: BERT with gradient checkpointing trains with the same gra
   REQUIRE(plain.size() == ck.size());
   for (std::size_t i = 0; i < plain.size(); ++i) CHECK(ck[i] == plain[i]);
 }
+
+TEST_CASE("checkpoint on CUDA: gradients equal the plain run's (dropout replayed on the device)", "[autograd][checkpoint][cuda][gpu]") {
+  const Device gpu = Device::cuda(0);
+  auto grads_of = [&](bool ckpt) {
+    manual_seed(11);
+    auto a = std::make_shared<nn::Linear>(nn::LinearOptions{.in = 8, .out = 32});
+    a->to(gpu);
+    const Tensor x = randn({16, 8}).to(gpu).requires_grad_();
+    auto f = [&](const Tensors& in) { return Tensors{dropout(gelu(a->forward(in[0])), 0.4)}; };
+    const Tensor y = ckpt ? checkpoint(f, {x})[0] : f({x})[0];
+    sum(y * y).backward();
+    std::vector<std::vector<double>> g = {values(x.grad())};
+    for (const Tensor& p : a->parameters()) g.push_back(values(p.grad()));
+    return g;
+  };
+  CHECK(grads_of(true) == grads_of(false));
+}
