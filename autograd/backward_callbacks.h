@@ -14,12 +14,30 @@ class BackwardCallbacks {
   ~BackwardCallbacks();
   BackwardCallbacks(const BackwardCallbacks&) = delete;
   BackwardCallbacks& operator=(const BackwardCallbacks&) = delete;
-  // Runs the queued callbacks in order, including those they queue.
+  // Runs the queued callbacks in order, including those they queue (nothing for a pass that
+  // joined the running one: that one runs them).
   void run();
 
  private:
   std::vector<std::function<void()>> callbacks_;
   std::vector<std::function<void()>>* previous_;
+  bool joined_ = false;
+};
+
+// While one lives on this thread, a backward pass started here is part of the pass already
+// running (the nested backward of a checkpointed function's recomputation, ops/checkpoint.cpp):
+// the callbacks it queues go to the running pass and run when that one ends, so
+// DistributedDataParallel's end-of-backward reduction waits for the whole backward even when its
+// first gradient arrives inside a checkpoint.
+class JoinRunningPass {
+ public:
+  JoinRunningPass();
+  ~JoinRunningPass();
+  JoinRunningPass(const JoinRunningPass&) = delete;
+  JoinRunningPass& operator=(const JoinRunningPass&) = delete;
+
+ private:
+  bool previous_;
 };
 
 }  // namespace mg::autograd

@@ -11,6 +11,7 @@ namespace mg::autograd {
 namespace {
 
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+thread_local bool t_join_running_pass = false;  // JoinRunningPass
 
 AccumulateGrad& accumulator_of(const Tensor& leaf, const char* api) {
   MG_CHECK(leaf.defined() && leaf.requires_grad() && leaf.is_leaf(), AutogradError, api,
@@ -41,11 +42,19 @@ void queue_callback(std::function<void()> callback) {
 
 bool in_backward() { return t_callbacks != nullptr; }
 
-BackwardCallbacks::BackwardCallbacks() : previous_(t_callbacks) { t_callbacks = &callbacks_; }
+BackwardCallbacks::BackwardCallbacks() : previous_(t_callbacks) {
+  joined_ = t_join_running_pass && t_callbacks != nullptr;
+  if (!joined_) t_callbacks = &callbacks_;
+}
 
 BackwardCallbacks::~BackwardCallbacks() { t_callbacks = previous_; }
 
+JoinRunningPass::JoinRunningPass() : previous_(t_join_running_pass) { t_join_running_pass = true; }
+
+JoinRunningPass::~JoinRunningPass() { t_join_running_pass = previous_; }
+
 void BackwardCallbacks::run() {
+  if (joined_) return;  // the running pass runs them
   // Index loop: a callback may queue more (they run in this same loop).
   for (std::size_t i = 0; i < callbacks_.size(); ++i) {
     std::function<void()> cb = std::move(callbacks_[i]);

@@ -5,6 +5,7 @@
 // recomputed graph and hands the inputs' gradients on.
 #include "mixgrad/ops/checkpoint.h"
 
+#include "mixgrad/autograd/backward_callbacks.h"
 #include "mixgrad/autograd/engine.h"
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/autograd/node.h"
@@ -107,8 +108,13 @@ class CheckpointNode final : public autograd::Node {
         root_grads.push_back(grads[j].to(outputs[j].dtype()));
       }
     }
-    // The nested backward: parameters read by fn accumulate into their .grad here.
-    if (!roots.empty()) autograd::backward(roots, root_grads);
+    // The nested backward: parameters read by fn accumulate into their .grad here. It is part of
+    // the running pass: callbacks queued by hooks inside it (DDP's end of backward) run when the
+    // outer pass ends, not when this one does.
+    if (!roots.empty()) {
+      autograd::JoinRunningPass join;
+      autograd::backward(roots, root_grads);
+    }
     Tensors result(inputs.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (needs_[i] && inputs[i].grad().defined()) result[i] = grad_for_input(inputs[i].grad(), input_meta_[i]);

@@ -11,6 +11,7 @@
 #include "amp/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "autograd/hooks.h"
 #include "core/factory.h"
 #include "core/generator.h"
 #include "nn/linear.h"
@@ -153,4 +154,23 @@ TEST_CASE("checkpoint on CUDA: gradients equal the plain run's (dropout replayed
     return g;
   };
   CHECK(grads_of(true) == grads_of(false));
+}
+
+TEST_CASE("checkpoint: a callback queued inside the recomputation's backward runs when the whole backward ends",
+          "[autograd][checkpoint]") {
+  // DistributedDataParallel queues its reduction from the first gradient hook; when that hook fires
+  // inside a checkpoint's nested backward, the reduction must still wait for the rest of the pass.
+  const Tensor w0 = randn({4}).requires_grad_(), w1 = randn({4}).requires_grad_();
+  bool w0_ready_at_callback = false, called = false;
+  autograd::register_post_accumulate_grad_hook(w1, [&](const Tensor&) {
+    autograd::queue_callback([&] {
+      called = true;
+      w0_ready_at_callback = w0.grad().defined();  // w0's gradient comes after the checkpoint node
+    });
+  });
+  const Tensor h = randn({4}) * w0;
+  const Tensor y = checkpoint([&](const Tensors& in) { return Tensors{in[0] * w1}; }, {h})[0];
+  sum(y).backward();
+  CHECK(called);
+  CHECK(w0_ready_at_callback);
 }

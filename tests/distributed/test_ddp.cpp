@@ -85,11 +85,11 @@ TEST_CASE("ddp buckets: reverse or given order, one dtype per bucket, closed at 
   CHECK(arrival.buckets[0].offsets == std::vector<int64_t>{0, 10});
 }
 
-TEST_CASE("ddp: 2 ranks x B equal 1 x 2B (SGD, AdamW, f64, f32, O1, O2) and small buckets equal one",
+TEST_CASE("ddp: 2 ranks x B equal 1 x 2B (SGD, AdamW, f64, f32, O1, O2, checkpointed layers) and small buckets equal one",
           "[distributed][ddp]") {
   const std::string out = run_ddp("ddp-equivalence");
-  // 9 configurations x 3 checks + 2 x 2 bucket checks.
-  check_passed(out, "ddp equivalence", 2, 9 * 3 + 4);
+  // 11 configurations x 3 checks + 2 x 2 bucket checks.
+  check_passed(out, "ddp equivalence", 2, 11 * 3 + 4);
 }
 
 TEST_CASE("ddp: a bucket's all-reduce starts before backward ends", "[distributed][ddp]") {
