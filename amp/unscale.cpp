@@ -286,6 +286,7 @@ OptimizerGrads optimizer_grads(optim::Optimizer& opt, bool accumulate) {
   Tensors& model_grads = out.model_grads;
   Tensors& master_grads = out.master_grads;
   Tensors& own_grads = out.own_grads;
+  optim::lay_masters_like_models(opt.master_pairs());  // a model moved to channels-last since
   std::unordered_set<const TensorImpl*> masters;
   for (const optim::MasterPair& m : opt.master_pairs()) {
     masters.insert(m.master.impl());

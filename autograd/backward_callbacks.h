@@ -22,10 +22,11 @@ class BackwardCallbacks {
   std::vector<std::function<void()>> callbacks_;
   std::vector<std::function<void()>>* previous_;
   bool joined_ = false;
+  bool join_before_ = false;  // JoinRunningPass's flag, cleared for this pass's lifetime
 };
 
-// While one lives on this thread, a backward pass started here is part of the pass already
-// running (the nested backward of a checkpointed function's recomputation, ops/checkpoint.cpp):
+// While one lives on this thread, the next backward pass started here is part of the pass already
+// running (passes nested deeper, e.g. a hook's own autograd::grad, are their own again) (the nested backward of a checkpointed function's recomputation, ops/checkpoint.cpp):
 // the callbacks it queues go to the running pass and run when that one ends, so
 // DistributedDataParallel's end-of-backward reduction waits for the whole backward even when its
 // first gradient arrives inside a checkpoint.

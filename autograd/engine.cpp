@@ -218,10 +218,26 @@ void add_roots(GraphTask& task, const Tensors& outputs, const Tensors& grad_outp
   }
 }
 
+// The kind of the pass running on this thread (pass_accumulates_grad), set for a pass's lifetime.
+thread_local bool t_accumulates = true;
+class PassKind {
+ public:
+  explicit PassKind(bool accumulates) : previous_(t_accumulates) { t_accumulates = accumulates; }
+  ~PassKind() { t_accumulates = previous_; }
+  PassKind(const PassKind&) = delete;
+  PassKind& operator=(const PassKind&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace
+
+bool pass_accumulates_grad() { return t_accumulates; }
 
 void backward(const Tensors& outputs, const Tensors& grad_outputs, bool retain_graph, bool create_graph) {
   OpObserverMute mute;  // the observer sees nodes, not the ops inside them
+  PassKind kind(/*accumulates=*/true);
   GraphTask task(retain_graph || create_graph, /*accumulate=*/true, /*grad_mode=*/create_graph);
   add_roots(task, outputs, grad_outputs, "backward");
   EnableGradGuard mode(create_graph);
@@ -234,6 +250,7 @@ void backward(const Tensors& outputs, const Tensors& grad_outputs, bool retain_g
 Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs,
              std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
   OpObserverMute mute;  // the observer sees nodes, not the ops inside them
+  PassKind kind(/*accumulates=*/false);
   GraphTask task(retain_graph.value_or(create_graph), /*accumulate=*/false, /*grad_mode=*/create_graph);
   add_roots(task, outputs, grad_outputs, "grad");
   MG_CHECK(!inputs.empty(), AutogradError, "grad: expected at least one input");

@@ -23,4 +23,9 @@ Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_
              std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
              bool allow_unused = false);
 
+// Whether the backward pass running on this thread accumulates into .grad (backward) rather than
+// returning gradients (grad); true outside any pass. Nodes that run a nested backward of their own
+// (ops/checkpoint.cpp) read it.
+bool pass_accumulates_grad();
+
 }  // namespace mg::autograd

@@ -42,12 +42,16 @@ void queue_callback(std::function<void()> callback) {
 
 bool in_backward() { return t_callbacks != nullptr; }
 
-BackwardCallbacks::BackwardCallbacks() : previous_(t_callbacks) {
+BackwardCallbacks::BackwardCallbacks() : previous_(t_callbacks), join_before_(t_join_running_pass) {
   joined_ = t_join_running_pass && t_callbacks != nullptr;
   if (!joined_) t_callbacks = &callbacks_;
+  t_join_running_pass = false;  // consumed: passes started inside this one are their own
 }
 
-BackwardCallbacks::~BackwardCallbacks() { t_callbacks = previous_; }
+BackwardCallbacks::~BackwardCallbacks() {
+  t_callbacks = previous_;
+  t_join_running_pass = join_before_;
+}
 
 JoinRunningPass::JoinRunningPass() : previous_(t_join_running_pass) { t_join_running_pass = true; }
 

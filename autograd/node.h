@@ -35,6 +35,13 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::string name() const = 0;
   // Frees saved tensors after a backward without retain_graph.
   virtual void release_saved() {}
+  // Whether forward output `output_nr` shares memory with one of the node's inputs (a custom
+  // function or a checkpoint that returned an input, or a view of one): writing into it in place
+  // would bypass the node's backward, so the dispatcher refuses it.
+  virtual bool output_aliases_input(uint32_t output_nr) const {
+    (void)output_nr;
+    return false;
+  }
 
   // Runs the pre-hooks of output `output_nr` on its gradient (tensor hooks live here), then adds
   // the result into the .grad of the tensor that retains output `output_nr`'s gradient, if any

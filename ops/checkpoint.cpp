@@ -31,13 +31,23 @@ struct AutocastSnapshot {
 class AutocastRestore {
  public:
   explicit AutocastRestore(const AutocastSnapshot& s) : saved_(AutocastSnapshot::take()) { apply(s); }
-  ~AutocastRestore() { apply(saved_); }
+  ~AutocastRestore() { restore(saved_); }
   AutocastRestore(const AutocastRestore&) = delete;
   AutocastRestore& operator=(const AutocastRestore&) = delete;
 
  private:
-  // enabled, dtype and the cache flag; a region's depth stays the thread's own.
+  // enabled, dtype and the cache flag; a region's depth stays the thread's own. Outside any
+  // region (depth 0: the usual backward after the forward's region ended) casts are not cached,
+  // since no region exit would clear them.
   static void apply(const AutocastSnapshot& s) {
+    for (auto [dev, st] : {std::pair{DeviceType::CPU, &s.cpu}, std::pair{DeviceType::CUDA, &s.cuda}}) {
+      AutocastState& a = autocast_state(dev);
+      a.enabled = st->enabled;
+      a.dtype = st->dtype;
+      a.cache_enabled = st->cache_enabled && a.depth > 0;
+    }
+  }
+  static void restore(const AutocastSnapshot& s) {
     for (auto [dev, st] : {std::pair{DeviceType::CPU, &s.cpu}, std::pair{DeviceType::CUDA, &s.cuda}}) {
       AutocastState& a = autocast_state(dev);
       a.enabled = st->enabled;
@@ -65,16 +75,28 @@ class GeneratorReplay {
 class CheckpointNode final : public autograd::Node {
  public:
   CheckpointNode(CheckpointFn fn, const Tensors& inputs, std::vector<bool> needs, std::vector<TensorMeta> input_meta,
-                 std::vector<TensorMeta> output_meta, AutocastSnapshot autocast, Generator::Position rng)
+                 std::vector<TensorMeta> output_meta, std::vector<bool> aliases, AutocastSnapshot autocast,
+                 Generator::Position rng)
       : Node(uint32_t(output_meta.size())), fn_(std::move(fn)), needs_(std::move(needs)),
-        input_meta_(std::move(input_meta)), output_meta_(std::move(output_meta)), autocast_(autocast), rng_(rng) {
+        input_meta_(std::move(input_meta)), output_meta_(std::move(output_meta)), aliases_(std::move(aliases)),
+        autocast_(autocast), rng_(rng) {
     for (const Tensor& t : inputs) saved_.emplace_back(t, /*is_output=*/false);
+  }
+
+  bool output_aliases_input(uint32_t output_nr) const override {
+    return output_nr < aliases_.size() && aliases_[output_nr];
   }
 
   Tensors apply(Tensors&& grads) override {
     MG_CHECK(!GradMode::is_enabled(), AutogradError, kName,
              ": create_graph (double backward) through a checkpointed function is not supported"
              "\n  hint: run that part without mg::checkpoint");
+    // The recomputation's backward writes the .grad of the parameters fn reads, which
+    // autograd::grad promises not to touch (PyTorch's reentrant checkpoint refuses it too).
+    MG_CHECK(autograd::pass_accumulates_grad(), AutogradError, kName,
+             ": autograd::grad through a checkpointed function is not supported (its recomputation's backward "
+             "would write the .grad of the parameters inside it)\n  hint: use backward(), or run that part without "
+             "mg::checkpoint");
     check_not_captured(default_generator(), kName);
     fill_missing_grads(grads, output_meta_);
     // fn again, on history-free inputs, as the forward ran it.
@@ -133,6 +155,7 @@ class CheckpointNode final : public autograd::Node {
   std::vector<autograd::SavedTensor> saved_;
   std::vector<bool> needs_;
   std::vector<TensorMeta> input_meta_, output_meta_;
+  std::vector<bool> aliases_;  // per output: shares memory with an input
   AutocastSnapshot autocast_;
   Generator::Position rng_;
 };
@@ -157,17 +180,22 @@ Tensors checkpoint(const CheckpointFn& fn, const Tensors& inputs) {
     needs.push_back(t.defined() && t.requires_grad());
     in_meta.push_back({t.defined() ? t.shape() : Shape{}, t.defined() ? t.dtype() : DType::F32});
   }
-  for (Tensor& o : outputs) {
+  std::vector<bool> aliases(outputs.size(), false);
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    Tensor& o = outputs[j];
     MG_CHECK(o.defined(), Error, kName, ": the function returned an undefined tensor");
     for (const Tensor& t : inputs) {
-      // An input returned as is becomes a new alias, so that the input's own history stays.
-      if (t.defined() && o.is_same(t)) o = make_tensor(t.impl()->storage, t.shape(), t.strides(), t.offset(), t.dtype());
+      if (!t.defined() || !o.impl()->storage || t.impl()->storage != o.impl()->storage) continue;
+      // Shares memory with an input: in-place writes into it are refused (they would bypass the
+      // recomputation). An input returned as is becomes a new alias, so its own history stays.
+      aliases[j] = true;
+      if (o.is_same(t)) o = make_tensor(t.impl()->storage, t.shape(), t.strides(), t.offset(), t.dtype());
     }
     out_meta.push_back({o.shape(), o.dtype()});
   }
   // Always recorded while grad mode is on: the parameters fn reads need their gradients even when
   // no input requires one (the first layer's input is data).
-  auto node = std::make_shared<CheckpointNode>(fn, inputs, needs, in_meta, out_meta, autocast, rng);
+  auto node = std::make_shared<CheckpointNode>(fn, inputs, needs, in_meta, out_meta, std::move(aliases), autocast, rng);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     node->next_edges.push_back(needs[i] ? autograd::gradient_edge(inputs[i]) : autograd::Edge{});
   }

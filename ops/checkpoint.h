@@ -7,8 +7,10 @@
 // The decision a reader must know: the backward is reentrant (a backward inside the backward, as
 // PyTorch's use_reentrant=True), so the parameters fn uses get their .grad accumulated directly,
 // whether or not any input requires grad (unlike PyTorch's reentrant form, which then gives them
-// none). It does not support create_graph (double backward) and, like every reentrant backward,
-// autograd::grad with respect to parameters inside fn.
+// none). It does not support create_graph (double backward) or autograd::grad through it (both
+// are errors: the nested backward would write .grad). An output that shares memory with an input
+// cannot be written in place. The default generator is rewound for the recomputation: another
+// thread drawing from it meanwhile gets numbers out of order (as with PyTorch's RNG-state restore).
 //
 //   mg::Tensor h = mg::checkpoint([&](const mg::Tensors& in) { return mg::Tensors{layer->forward(in[0])}; },
 //                                 {x})[0];   // layer's activations recomputed in backward

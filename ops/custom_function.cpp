@@ -20,7 +20,7 @@ class FunctionNode final : public autograd::Node {
       : Node(num_outputs), ctx_(std::move(ctx)), backward_(backward), input_meta_(std::move(input_meta)),
         output_meta_(std::move(output_meta)), aliases_input_(std::move(aliases_input)) {}
 
-  bool output_aliases_input(uint32_t output_nr) const {
+  bool output_aliases_input(uint32_t output_nr) const override {
     return output_nr < aliases_input_.size() && aliases_input_[output_nr];
   }
 
@@ -55,9 +55,7 @@ class FunctionNode final : public autograd::Node {
 };
 
 bool aliases_through_node(const TensorImpl* t) {
-  if (!t || !t->autograd.grad_fn) return false;
-  const auto* node = dynamic_cast<const FunctionNode*>(t->autograd.grad_fn.get());
-  return node && node->output_aliases_input(t->autograd.output_nr);
+  return t && t->autograd.grad_fn && t->autograd.grad_fn->output_aliases_input(t->autograd.output_nr);
 }
 
 }  // namespace

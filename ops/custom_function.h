@@ -60,9 +60,10 @@ struct FunctionRunner {
                      Tensors inputs);
 };
 
-// Whether `t` (or the tensor it is a view of) is an output of a custom function that shares
-// memory with one of the function's inputs (an input returned as is, or a view of one). Writing
-// into such a tensor in place would bypass the function's backward: refused, as PyTorch does.
+// Whether `t` (or the tensor it is a view of) is an output of a custom function (or of
+// mg::checkpoint) that shares memory with one of the function's inputs (an input returned as is,
+// or a view of one). Writing into such a tensor in place would bypass the function's backward:
+// refused, as PyTorch does.
 bool is_custom_function_alias(const Tensor& t);
 
 // CRTP base: Derived provides `policy`, `forward` and `backward` (static), and optionally a

@@ -272,7 +272,7 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
              ") cannot be modified in place while grad mode is on",
              "\n  hint: update parameters inside a NoGradGuard, or use the out-of-place op");
     MG_CHECK(!is_custom_function_alias(self), AutogradError, name, "_: ", describe(self),
-             " shares memory with an input of the custom function that returned it (an input returned as is, "
+             " shares memory with an input of the custom function (or checkpoint) that returned it (an input returned as is, "
              "or a view of one); writing into it in place would bypass the function's backward",
              "\n  hint: clone() the output before modifying it, or return a copy from forward");
     if (self.impl()->view_base) {

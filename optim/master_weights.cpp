@@ -31,7 +31,18 @@ void fused_cast(const std::vector<TensorSlot>& slots, bool to_model) {
 
 }  // namespace
 
+void lay_masters_like_models(const std::vector<MasterPair>& pairs) {
+  for (const MasterPair& p : pairs) {
+    if (same_memory_order(p.master, p.model) || !is_dense_layout(p.model)) continue;
+    NoGradGuard no_grad;
+    const Tensor g = p.master.grad();
+    p.master.set_data(in_layout_of(p.master.detach(), p.model));
+    if (g.defined()) p.master.set_grad(in_layout_of(g, p.master));
+  }
+}
+
 void copy_masters_to_model(const std::vector<MasterPair>& pairs) {
+  lay_masters_like_models(pairs);
   Tensors masters;
   for (const MasterPair& p : pairs) masters.push_back(p.master);
   if (use_generic_path(masters)) {
@@ -52,6 +63,7 @@ void copy_masters_to_model(const std::vector<MasterPair>& pairs) {
 }
 
 void copy_model_grads_to_masters(const std::vector<MasterPair>& pairs) {
+  lay_masters_like_models(pairs);
   std::vector<TensorSlot> slots;
   Tensors sources;  // keeps contiguous copies alive until the pass ran
   for (const MasterPair& p : pairs) {

@@ -23,6 +23,12 @@ struct MasterPair {
   Tensor master;  // f32 leaf that requires grad, owned by the optimizer
 };
 
+// Lays every master out as its model weight (same tensors, .grad kept): a model moved to
+// channels-last after amp::initialize (Module::to(MemoryFormat)) takes its masters along. The
+// passes below and the optimizer's state (re-laid on its next step) follow. Cheap when nothing
+// changed (a stride comparison per pair).
+void lay_masters_like_models(const std::vector<MasterPair>& pairs);
+
 // model = master (rounded to the model's dtype) for every pair: one multi-tensor pass.
 void copy_masters_to_model(const std::vector<MasterPair>& pairs);
 

@@ -504,9 +504,9 @@ void Optimizer::check_param(const Tensor& p, int64_t i) const {
   if (it == state_.end()) return;
   const DType dt = p.dtype() == DType::F64 ? DType::F64 : DType::F32;
   for (const auto& [name, b] : it->second.buffers) {
-    MG_CHECK(b.dtype() == dt && b.shape() == p.shape() && b.device() == p.device() && is_dense_layout(b) &&
-                 same_memory_order(b, p),
-             Error,
+    // Any dense layout: a state laid out unlike its parameter (the model moved to channels-last
+    // since) is re-laid by buffer() before use.
+    MG_CHECK(b.dtype() == dt && b.shape() == p.shape() && b.device() == p.device() && is_dense_layout(b), Error,
              name_, ": state '", name, "' of parameter ", i, " is ", describe(b), " but parameter ", i, " (",
              describe(p), ") needs ", shape_str(p.shape()), " ", dtype_name(dt),
              "\n  hint: the parameter changed dtype or shape after the optimizer was created; "
@@ -548,8 +548,16 @@ Tensor Optimizer::buffer(const Work& w, const std::string& name, bool zero, bool
     if (created) *created = true;
     return b;
   }
-  const Tensor& b = it->second;
+  Tensor& b = it->second;
   MG_ASSERT(b.dtype() == dt && b.shape() == w.param.shape() && b.device() == w.param.device(), "buffer: state '", name, "' was not checked");
+  if (!same_memory_order(b, w.param)) {
+    // The parameter changed layout since (Module::to(MemoryFormat)): the state follows it.
+    MG_CHECK(!graph_capturing_, Error, name_, ": optimizer state '", name,
+             "' is laid out unlike its parameter (changed layout since the last eager step) inside a CUDA graph capture",
+             "\n  hint: run one eager step() after changing the model's memory format, then capture");
+    NoGradGuard no_grad;
+    b = in_layout_of(b, w.param);
+  }
   if (created) *created = false;
   return b;
 }

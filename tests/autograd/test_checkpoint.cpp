@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "amp/autocast.h"
@@ -173,4 +174,53 @@ TEST_CASE("checkpoint: a callback queued inside the recomputation's backward run
   sum(y).backward();
   CHECK(called);
   CHECK(w0_ready_at_callback);
+}
+
+TEST_CASE("checkpoint: review findings - aliases, grad(), nested passes' callbacks, the autocast cache",
+          "[autograd][checkpoint]") {
+  // An output that is an input returned as is shares its memory: writing into it in place would
+  // bypass the recomputation (a wrong gradient), so it is refused, as PyTorch's reentrant form does.
+  const Tensor x = randn({3}).requires_grad_();
+  const Tensor h = x * 1.0;
+  Tensor same = checkpoint([](const Tensors& in) { return Tensors{in[0]}; }, {h})[0];
+  MG_REQUIRE_ERROR(same.mul_(2.0), "shares memory with an input of the custom function (or checkpoint)");
+  Tensor view = checkpoint([](const Tensors& in) { return Tensors{in[0].narrow(0, 0, 2)}; }, {h})[0];
+  MG_REQUIRE_ERROR(view.mul_(2.0), "shares memory with an input");
+
+  // autograd::grad must not write .grad: refused instead of filling the parameters' gradients.
+  const Tensor w = randn({3}).requires_grad_();
+  const Tensor y = checkpoint([&](const Tensors& in) { return Tensors{in[0] * w}; }, {x})[0];
+  MG_REQUIRE_ERROR(autograd::grad({sum(y)}, {x}), "checkpoint: autograd::grad through a checkpointed function is not supported");
+  CHECK_FALSE(w.grad().defined());
+
+  // A hook inside the recomputation's backward that runs its own autograd::grad: a callback queued
+  // in that inner pass runs when the inner pass ends (only the checkpoint's own nested backward
+  // joins the outer pass).
+  std::vector<std::string> order;
+  autograd::register_post_accumulate_grad_hook(w, [&](const Tensor&) {
+    EnableGradGuard grad_on;  // hooks run with grad mode off
+    const Tensor u = randn({3}).requires_grad_();
+    u.register_hook([&](const Tensor& g) {
+      autograd::queue_callback([&] { order.push_back("inner-cb"); });
+      return g;
+    });
+    autograd::grad({(u * 2.0).sum()}, {u});
+    order.push_back("after-inner-grad");
+  });
+  const Tensor y2 = checkpoint([&](const Tensors& in) { return Tensors{in[0] * w}; }, {x})[0];
+  sum(y2).backward();
+  CHECK(order == std::vector<std::string>{"inner-cb", "after-inner-grad"});
+}
+
+TEST_CASE("checkpoint: the recomputation outside any autocast region leaves no cached casts", "[autograd][checkpoint]") {
+  const Block block;
+  const Tensor x = randn({4, 8}).requires_grad_();
+  Tensor y;
+  {
+    amp::Autocast region({.device = DeviceType::CPU, .dtype = DType::BF16});
+    y = checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {x})[0];
+  }
+  REQUIRE(amp::weight_cache_size() == 0);  // the region's exit cleared its casts
+  sum(y.to(DType::F32)).backward();          // the recomputation casts the weights again
+  CHECK(amp::weight_cache_size() == 0);
 }

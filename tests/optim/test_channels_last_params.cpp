@@ -233,3 +233,47 @@ TEST_CASE("optimizers still refuse a parameter that is neither contiguous nor ch
   p.set_grad(ones({6, 4}));
   MG_REQUIRE_ERROR(sgd.step(), "is neither contiguous nor channels-last");
 }
+
+TEST_CASE("a model moved to channels-last after the optimizer's first step (state and O2 masters follow)",
+          "[optim][channels_last]") {
+  const Batch b = make_batch();
+  // f32 with SGD momentum and AdamW state: one step NCHW, then channels-last, against a model that
+  // stays NCHW all along.
+  for (const char* which : {"sgd", "adamw"}) {
+    INFO(which);
+    std::shared_ptr<nn::models::ResNet> models[2] = {make_resnet(), make_resnet()};
+    std::unique_ptr<optim::Optimizer> opts[2];
+    for (int k = 0; k < 2; ++k) {
+      if (std::string(which) == "sgd") opts[k] = std::make_unique<optim::SGD>(models[k]->parameters(), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
+      else opts[k] = std::make_unique<optim::AdamW>(models[k]->parameters(), optim::AdamWOptions{.lr = 1e-3});
+    }
+    for (int step = 0; step < 3; ++step) {
+      if (step == 1) models[1]->to(MemoryFormat::ChannelsLast);
+      for (int k = 0; k < 2; ++k) {
+        opts[k]->zero_grad();
+        cross_entropy((*models[k])(b.x), b.y).backward();
+        opts[k]->step();
+      }
+    }
+    CHECK(max_param_diff(*models[1], *models[0]) < 1e-4);
+    for (const Tensor& p : models[1]->parameters()) {
+      if (p.dim() != 4) continue;
+      for (const auto& [name, buf] : opts[1]->state(p)->buffers) CHECK(buf.strides() == p.strides());
+    }
+  }
+  // O2: the f32 masters follow the model's new layout.
+  auto model = make_resnet();
+  optim::SGD sgd(model->parameters(), {.lr = 0.05, .momentum = 0.9});
+  amp::initialize(model, sgd, {.opt_level = "O2", .dtype = "bf16", .verbosity = 0});
+  for (int step = 0; step < 3; ++step) {
+    if (step == 1) model->to(MemoryFormat::ChannelsLast);
+    sgd.zero_grad();
+    amp::scale_loss(cross_entropy(amp::forward(*model, b.x), b.y), sgd).backward();
+    sgd.step();
+  }
+  for (const Tensor& m : sgd.parameters()) {
+    if (m.dim() == 4) CHECK(is_channels_last_4d(m));
+  }
+  for (const Tensor& p : model->parameters()) CHECK(std::isfinite(values(p)[0]));
+  amp::reset();
+}
