@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "mixgrad/core/error.h"
@@ -72,6 +73,12 @@ nn::models::BertConfig config_from(const json& config, const std::string& path) 
   const std::string positions = text_field(config, "position_embedding_type", path);
   MG_CHECK(positions.empty() || positions == "absolute", Error, kWho, ": '", path, "': position_embedding_type \"",
            positions, "\" is not supported; mixgrad's BERT has absolute position embeddings");
+  for (const char* flag : {"is_decoder", "add_cross_attention"}) {
+    MG_CHECK(!config.contains(flag) || config.at(flag).is_null() ||
+                 (config.at(flag).is_boolean() && !config.at(flag).get<bool>()),
+             Error, kWho, ": '", path, "': \"", flag, "\" is ", detail::excerpt(config.at(flag)),
+             "; mixgrad's BERT is an encoder (no causal mask, no cross-attention)");
+  }
   constexpr int64_t kBig = int64_t(1) << 31;
   nn::models::BertConfig c;
   c.vocab_size = positive_int(config, "vocab_size", path, kBig);
@@ -100,6 +107,85 @@ nn::models::BertConfig config_from(const json& config, const std::string& path) 
   return c;
 }
 
+// vocab.txt: one token per line, the id is the line number.
+std::vector<std::string> read_vocab_txt(const std::string& path) {
+  std::istringstream in(read_text(path));
+  std::vector<std::string> vocab;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    MG_CHECK(!line.empty(), Error, kWho, ": '", path, "' line ", vocab.size() + 1, " is empty (one token per line expected)");
+    vocab.push_back(line);
+  }
+  return vocab;
+}
+
+// The settings of BERT's normaliser as transformers records them.
+struct Normalizer {
+  bool lowercase = true;
+  std::optional<bool> strip_accents;  // null: follows lowercase
+  bool chinese = true;                // handle_chinese_chars / tokenize_chinese_chars
+  bool clean = true;                  // clean_text
+};
+
+// `key` of `j` as a bool into `out` (absent or null: unchanged).
+void read_bool(const json& j, const char* key, const std::string& path, bool& out) {
+  if (!j.contains(key) || j.at(key).is_null()) return;
+  MG_CHECK(j.at(key).is_boolean(), Error, kWho, ": '", path, "': \"", key, "\" must be true or false, got ",
+           detail::excerpt(j.at(key)));
+  out = j.at(key).get<bool>();
+}
+void read_bool(const json& j, const char* key, const std::string& path, std::optional<bool>& out) {
+  if (!j.contains(key) || j.at(key).is_null()) return;
+  bool v = false;
+  read_bool(j, key, path, v);
+  out = v;
+}
+
+// tokenizer.json's WordPiece model: its vocabulary as a list (ids 0..n-1, each once) and the
+// longest word it encodes; its normaliser settings into `norm`.
+std::vector<std::string> read_tokenizer_json(const std::string& path, Normalizer& norm, int64_t& max_chars) {
+  const json t = detail::parse_json(kWho, path, "the tokenizer", read_text(path));
+  MG_CHECK(t.is_object() && t.contains("model") && t.at("model").is_object(), Error, kWho, ": '", path,
+           "' has no \"model\" object");
+  if (t.contains("normalizer") && !t.at("normalizer").is_null()) {
+    const json& n = t.at("normalizer");
+    const std::string type = n.is_object() && n.contains("type") && n.at("type").is_string() ? n.at("type").get<std::string>() : "";
+    MG_CHECK(type == "BertNormalizer", Error, kWho, ": '", path, "': the normalizer is ", detail::excerpt(n.contains("type") ? n.at("type") : n),
+             ", not BertNormalizer; mixgrad's WordPiece reproduces BERT's");
+    read_bool(n, "lowercase", path, norm.lowercase);
+    read_bool(n, "strip_accents", path, norm.strip_accents);
+    read_bool(n, "handle_chinese_chars", path, norm.chinese);
+    read_bool(n, "clean_text", path, norm.clean);
+  }
+  const json& m = t.at("model");
+  MG_CHECK(m.contains("type") && m.at("type") == "WordPiece", Error, kWho, ": '", path, "': the model is ",
+           detail::excerpt(m.contains("type") ? m.at("type") : m), ", not WordPiece");
+  MG_CHECK(!m.contains("continuing_subword_prefix") || m.at("continuing_subword_prefix") == "##", Error, kWho, ": '",
+           path, "': continuing_subword_prefix ", detail::excerpt(m.at("continuing_subword_prefix")), " is not \"##\"");
+  if (m.contains("max_input_chars_per_word")) {
+    const json& v = m.at("max_input_chars_per_word");
+    MG_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1, Error, kWho, ": '", path,
+             "': max_input_chars_per_word must be a positive integer, got ", detail::excerpt(v));
+    max_chars = v.get<int64_t>();
+  }
+  MG_CHECK(m.contains("vocab") && m.at("vocab").is_object(), Error, kWho, ": '", path, "' has no WordPiece vocab object");
+  const json& v = m.at("vocab");
+  std::vector<std::string> vocab(v.size());
+  std::vector<bool> seen(v.size(), false);
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    MG_CHECK(it.value().is_number_integer(), Error, kWho, ": '", path, "': the id of ", detail::quoted_excerpt(it.key()),
+             " is ", detail::excerpt(it.value()));
+    const int64_t id = it.value().get<int64_t>();
+    MG_CHECK(id >= 0 && id < int64_t(v.size()) && !seen[std::size_t(id)], Error, kWho, ": '", path, "': token ",
+             detail::quoted_excerpt(it.key()), " has id ", id, "; a vocabulary of ", v.size(),
+             " tokens needs the ids 0..", v.size() - 1, " once each");
+    seen[std::size_t(id)] = true;
+    vocab[std::size_t(id)] = it.key();
+  }
+  return vocab;
+}
+
 }  // namespace
 
 nn::models::BertConfig bert_config_from_hf_json(const std::string& text, const std::string& path) {
@@ -121,7 +207,10 @@ HfBert load_hf_bert(const std::string& dir) {
   }
   const fs::path weights = root / "model.safetensors";
   MG_CHECK(fs::is_regular_file(weights), Error, kWho, ": '", dir, "' has no model.safetensors",
-           fs::exists(root / "pytorch_model.bin")
+           fs::exists(root / "model.safetensors.index.json")
+               ? "\n  hint: the checkpoint is sharded (model.safetensors.index.json); save it as one file with "
+                 "transformers: model.save_pretrained(dir, max_shard_size=\"100GB\")"
+           : fs::exists(root / "pytorch_model.bin")
                ? "\n  hint: it has pytorch_model.bin (a Python pickle, which mixgrad does not read); convert it with "
                  "transformers: AutoModel.from_pretrained(dir).save_pretrained(dir, safe_serialization=True)"
                : "");
@@ -136,22 +225,42 @@ HfBert load_hf_bert(const std::string& dir) {
     if (!prefixed && !head) name = "bert." + name;
   }
   hf.state = std::move(mapped);
-  hf.vocab_path = (root / "vocab.txt").string();
-  MG_CHECK(fs::is_regular_file(hf.vocab_path), Error, kWho, ": '", dir, "' has no vocab.txt",
-           fs::exists(root / "tokenizer.json")
-               ? "\n  hint: it has only tokenizer.json; write vocab.txt with transformers: "
-                 "AutoTokenizer.from_pretrained(dir).save_pretrained(dir)"
-               : "");
+
+  // The tokenizer: vocab.txt (transformers 4 and the Hub's BERTs) or tokenizer.json (transformers 5
+  // writes only that); tokenizer_config.json's settings, overridden by tokenizer.json's normaliser.
+  Normalizer norm;
   const fs::path tokenizer_config = root / "tokenizer_config.json";
   if (fs::is_regular_file(tokenizer_config)) {
     const json t = detail::parse_json(kWho, tokenizer_config.string(), "the tokenizer configuration",
                                       read_text(tokenizer_config.string()));
-    if (t.is_object() && t.contains("do_lower_case")) {
-      MG_CHECK(t.at("do_lower_case").is_boolean(), Error, kWho, ": '", tokenizer_config.string(),
-               "': \"do_lower_case\" must be true or false, got ", detail::excerpt(t.at("do_lower_case")));
-      hf.lowercase = t.at("do_lower_case").get<bool>();
+    if (t.is_object()) {
+      read_bool(t, "do_lower_case", tokenizer_config.string(), norm.lowercase);
+      read_bool(t, "strip_accents", tokenizer_config.string(), norm.strip_accents);
+      read_bool(t, "tokenize_chinese_chars", tokenizer_config.string(), norm.chinese);
     }
   }
+  const fs::path vocab_txt = root / "vocab.txt", tokenizer_json = root / "tokenizer.json";
+  std::vector<std::string> from_json;
+  if (fs::is_regular_file(tokenizer_json)) {
+    from_json = read_tokenizer_json(tokenizer_json.string(), norm, hf.max_input_chars_per_word);
+  }
+  if (fs::is_regular_file(vocab_txt)) {
+    hf.vocab = read_vocab_txt(vocab_txt.string());
+    hf.vocab_path = vocab_txt.string();
+  } else {
+    MG_CHECK(fs::is_regular_file(tokenizer_json), Error, kWho, ": '", dir, "' has neither vocab.txt nor tokenizer.json",
+             "\n  hint: save the tokenizer beside the model: AutoTokenizer.from_pretrained(...).save_pretrained(dir)");
+    hf.vocab = std::move(from_json);
+    hf.vocab_path = tokenizer_json.string();
+  }
+  const bool strip = norm.strip_accents.value_or(norm.lowercase);
+  MG_CHECK(strip == norm.lowercase, Error, kWho, ": '", dir, "': the tokenizer ", norm.lowercase ? "lowercases" : "keeps case",
+           " but ", strip ? "strips" : "keeps", " accents; mixgrad's WordPiece strips accents exactly when it lowercases "
+           "(BERT uncased / cased)");
+  MG_CHECK(norm.chinese && norm.clean, Error, kWho, ": '", dir, "': the tokenizer ",
+           !norm.chinese ? "does not split CJK characters (tokenize_chinese_chars = false)" : "does not clean the text (clean_text = false)",
+           "; mixgrad's WordPiece always does, as BERT's default");
+  hf.lowercase = norm.lowercase;
   return hf;
 }
 

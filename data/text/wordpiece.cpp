@@ -99,7 +99,7 @@ WordPiece::WordPiece(std::vector<std::string> vocab, Options options)
   ids_.reserve(vocab_.size());
   for (std::size_t i = 0; i < vocab_.size(); ++i) {
     const std::string& t = vocab_[i];
-    MG_CHECK(!t.empty() && t != kContinuation, Error, "WordPiece: token ", i, " is empty");
+    MG_CHECK(!t.empty(), Error, "WordPiece: token ", i, " is empty");
     MG_CHECK(t.find_first_of(" \t\n\r") == std::string::npos, Error, "WordPiece: token ", i, " '", t,
              "' contains whitespace");
     const auto [it, fresh] = ids_.emplace(t, int32_t(i));

@@ -497,7 +497,8 @@ int run(int argc, char** argv) {
     if (data::in_split(int64_t(i), data::Split::Train)) train_verses.push_back(bible[i]);
   }
   const data::WordPiece tok = source ? tokenizer_from(*source)
-                              : hf     ? data::WordPiece::load(hf->vocab_path, {.lowercase = hf->lowercase})
+                              : hf     ? data::WordPiece(hf->vocab, {.lowercase = hf->lowercase,
+                                                                  .max_input_chars_per_word = hf->max_input_chars_per_word})
                                        : data::WordPiece::train(data::verse_texts(train_verses), {.vocab_size = flags.get_int("vocab-size")});
   MG_CHECK(!hf || tok.vocab_size() <= hf->config.vocab_size, Error, "--hf ", flags.value("hf"), ": vocab.txt holds ",
            tok.vocab_size(), " tokens but the model's embedding has ", hf->config.vocab_size, " rows");

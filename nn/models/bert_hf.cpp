@@ -1,6 +1,7 @@
 #include "mixgrad/nn/models/bert_hf.h"
 
 #include <array>
+#include <cstring>
 #include <map>
 #include <string>
 #include <utility>
@@ -54,7 +55,42 @@ bool dropped(const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+// Whether a and b hold the same values (shape, dtype and bits).
+bool same_tensor_values(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.data_ptr(), y.data_ptr(), std::size_t(x.numel()) * x.element_size()) == 0;
+}
+
+// The MLM decoder is dropped because mixgrad's is tied to the word embeddings (its bias is
+// cls.predictions.bias). A file that stores it (an untied model, tie_word_embeddings = false) must
+// hold the same values there, else the loaded model would compute something else: refused.
+void check_tied_decoder(const NamedTensors& hf) {
+  const Tensor* decoder = nullptr;
+  const Tensor* decoder_bias = nullptr;
+  const Tensor* words = nullptr;
+  const Tensor* bias = nullptr;
+  for (const auto& [name, t] : hf) {
+    if (name == "cls.predictions.decoder.weight") decoder = &t;
+    if (name == "cls.predictions.decoder.bias") decoder_bias = &t;
+    if (ends_with(name, "embeddings.word_embeddings.weight")) words = &t;
+    if (name == "cls.predictions.bias") bias = &t;
+  }
+  MG_CHECK(!decoder || (words && same_tensor_values(*decoder, *words)), Error,
+           "bert_state_dict_from_hf: cls.predictions.decoder.weight differs from the word embeddings (an untied MLM "
+           "decoder, tie_word_embeddings = false); mixgrad's BertForMaskedLM ties them",
+           "\n  hint: tie them before saving, or load the encoder only (drop the cls.* tensors)");
+  MG_CHECK(!decoder_bias || (bias && same_tensor_values(*decoder_bias, *bias)), Error,
+           "bert_state_dict_from_hf: cls.predictions.decoder.bias differs from cls.predictions.bias; mixgrad's "
+           "BertForMaskedLM has one decoder bias");
+}
+
+}  // namespace
+
 NamedTensors bert_state_dict_from_hf(const NamedTensors& hf) {
+  check_tied_decoder(hf);
   NamedTensors out;
   // "<layer prefix>|weight" -> {q, k, v}, filled as they come; written at the query's position.
   std::map<std::string, std::array<Tensor, 3>> qkv;

@@ -18,6 +18,7 @@
 #include "io/hf_bert.h"
 #include "io/safetensors.h"
 #include "nn/models/bert.h"
+#include "nn/models/bert_hf.h"
 #include "ops/ops.h"
 #include "test_paths.h"
 #include "test_util.h"
@@ -41,7 +42,8 @@ TEST_CASE("load_hf_bert: a transformers directory computes transformers' MLM log
   mlm.eval();
 
   const io::SafetensorsFile want = io::load_safetensors(reference("hf_bert_dir_expected.safetensors"));
-  const data::WordPiece tok = data::WordPiece::load(hf.vocab_path, {.lowercase = hf.lowercase});
+  CHECK(hf.vocab_path == reference("hf_bert_dir") + "/vocab.txt");
+  const data::WordPiece tok(hf.vocab, {.lowercase = hf.lowercase, .max_input_chars_per_word = hf.max_input_chars_per_word});
   const std::string& texts = want.metadata.at("texts");
   const std::vector<std::string> lines = {texts.substr(0, texts.find('\n')), texts.substr(texts.find('\n') + 1)};
   std::vector<std::vector<int32_t>> seqs;
@@ -75,7 +77,7 @@ TEST_CASE("load_hf_bert: bad directories and configurations are named errors", "
   std::ofstream(dir / "pytorch_model.bin") << "pickle";
   MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "it has pytorch_model.bin");
   fs::copy_file(src + "/model.safetensors", dir / "model.safetensors");
-  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "has no vocab.txt");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "has neither vocab.txt nor tokenizer.json");
   fs::copy_file(src + "/vocab.txt", dir / "vocab.txt");
   std::ofstream(dir / "tokenizer_config.json") << "{\"do_lower_case\": \"yes\"}";
   MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "\"do_lower_case\" must be true or false");
@@ -104,4 +106,75 @@ TEST_CASE("load_hf_bert: bad directories and configurations are named errors", "
   MG_REQUIRE_ERROR(io::bert_config_from_hf_json(negative, "c.json"), "\"vocab_size\" must be in [1, ");
   MG_REQUIRE_ERROR(io::bert_config_from_hf_json(R"({"vocab_size": 1.5})", "c.json"), "\"vocab_size\" must be an integer");
   MG_REQUIRE_ERROR(io::bert_config_from_hf_json("{\"vocab_size\": ", "c.json"), "c.json");
+}
+
+TEST_CASE("load_hf_bert: a transformers 5 directory (tokenizer.json, no vocab.txt) and tokenizer settings",
+          "[io][hf]") {
+  // hf_bert_dir_v5: BertTokenizer(...).save_pretrained by transformers 5.25 over hf_bert_dir's
+  // vocabulary: tokenizer.json and tokenizer_config.json only.
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("mg_hf_bert_v5_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string src = reference("hf_bert_dir"), v5 = reference("hf_bert_dir_v5");
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(src + "/" + f, dir / f);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(v5 + "/" + f, dir / f);
+  const io::HfBert hf = io::load_hf_bert(dir.string());
+  const io::HfBert classic = io::load_hf_bert(src);
+  CHECK(hf.vocab == classic.vocab);  // the same 2,190 tokens at the same ids
+  CHECK(hf.vocab_path == (dir / "tokenizer.json").string());
+  CHECK(hf.lowercase);
+  CHECK(hf.max_input_chars_per_word == 100);
+
+  // Settings mixgrad's WordPiece cannot reproduce are refused, not ignored.
+  auto with_config = [&](const std::string& text) {
+    std::ofstream(dir / "tokenizer_config.json", std::ios::trunc) << text;
+    fs::remove(dir / "tokenizer.json");
+    fs::copy_file(src + "/vocab.txt", dir / "vocab.txt", fs::copy_options::overwrite_existing);
+  };
+  with_config(R"({"do_lower_case": true, "strip_accents": false})");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "the tokenizer lowercases but keeps accents");
+  with_config(R"({"do_lower_case": false, "strip_accents": true})");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "the tokenizer keeps case but strips accents");
+  with_config(R"({"do_lower_case": true, "tokenize_chinese_chars": false})");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "does not split CJK characters");
+  with_config(R"({"do_lower_case": false, "strip_accents": null})");
+  CHECK_FALSE(io::load_hf_bert(dir.string()).lowercase);  // BERT cased
+  fs::remove(dir / "vocab.txt");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "has neither vocab.txt nor tokenizer.json");
+  std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "BPE", "vocab": {}}})";
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "the model is \"BPE\", not WordPiece");
+  std::ofstream(dir / "tokenizer.json", std::ios::trunc) << R"({"model": {"type": "WordPiece", "vocab": {"a": 0, "b": 0}}})";
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "needs the ids 0..1 once each");
+  std::ofstream(dir / "tokenizer.json", std::ios::trunc)
+      << R"({"normalizer": {"type": "Sequence"}, "model": {"type": "WordPiece", "vocab": {"a": 0}}})";
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "not BertNormalizer");
+  fs::remove(dir / "tokenizer.json");
+  fs::copy_file(src + "/vocab.txt", dir / "vocab.txt");
+
+  // A sharded checkpoint gets its own hint.
+  fs::rename(dir / "model.safetensors", dir / "model-00001-of-00002.safetensors");
+  std::ofstream(dir / "model.safetensors.index.json") << "{}";
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "the checkpoint is sharded");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("load_hf_bert: decoders and untied MLM heads are refused (they would compute something else)", "[io][hf][errors]") {
+  const std::string ok = R"({"model_type": "bert", "vocab_size": 100, "hidden_size": 16, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "intermediate_size": 32, "max_position_embeddings": 64)";
+  MG_REQUIRE_ERROR(io::bert_config_from_hf_json(ok + R"(, "is_decoder": true})", "c.json"),
+                   "\"is_decoder\" is true; mixgrad's BERT is an encoder");
+  MG_REQUIRE_ERROR(io::bert_config_from_hf_json(ok + R"(, "add_cross_attention": true})", "c.json"),
+                   "\"add_cross_attention\" is true");
+  CHECK(io::bert_config_from_hf_json(ok + R"(, "is_decoder": false, "add_cross_attention": false})", "c.json").hidden == 16);
+  // cls.predictions.decoder.weight present and unlike the word embeddings: an untied decoder.
+  const Tensor words = randn({10, 4});
+  nn::NamedTensors hf = {{"bert.embeddings.word_embeddings.weight", words},
+                         {"cls.predictions.bias", zeros({10})},
+                         {"cls.predictions.decoder.weight", words.clone()}};
+  CHECK_NOTHROW(nn::models::bert_state_dict_from_hf(hf));  // tied: the same values, dropped
+  hf[2].second = randn({10, 4});
+  MG_REQUIRE_ERROR(nn::models::bert_state_dict_from_hf(hf), "differs from the word embeddings (an untied MLM decoder");
+  hf[2].second = words.clone();
+  hf.emplace_back("cls.predictions.decoder.bias", ones({10}));
+  MG_REQUIRE_ERROR(nn::models::bert_state_dict_from_hf(hf), "cls.predictions.decoder.bias differs from cls.predictions.bias");
 }
