@@ -84,7 +84,7 @@ Flags make_flags() {
   f.add_choice("task", "mlm", {"mlm", "testament", "book"}, "mlm pretraining, or verse classification: testament (2 classes) or book (66)");
   f.add_choice("model", "mini", {"tiny", "mini", "small", "base"}, "BERT size (Turc et al. 2019): tiny 2x128, mini 4x256, small 4x512, base 12x768 (layers x hidden)");
   f.add_string("pretrained", "", "testament/book: start from the encoder of this mlm checkpoint (empty: from scratch)", {.metavar = "FILE"});
-  f.add_string("hf", "", "start from a Hugging Face BERT directory (config.json, model.safetensors, vocab.txt, as transformers' save_pretrained writes): mlm continues pretraining it, testament/book fine-tune its encoder; its size and vocabulary are used", {.metavar = "DIR"});
+  f.add_string("hf", "", "start from a Hugging Face BERT directory (config.json, model.safetensors, vocab.txt or tokenizer.json, as transformers' save_pretrained writes them): mlm continues pretraining it, testament/book fine-tune its encoder; its size and vocabulary are used", {.metavar = "DIR"});
   add_amp_flags(f);
   f.add_int("epochs", 0, "passes over the training verses (0: 5 for mlm, 3 for testament/book)", {.min = 0});
   f.add_int("batch-size", 32, "verses per micro-batch (the global micro-batch: split over the ranks under mixgrad-run)", {.min = 1});
