@@ -8,12 +8,17 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <stdexcept>
+#include <thread>
 
 #include "core/error.h"
 #include "data/idx.h"
 #include "data/text/wordpiece.h"
 #include "io/checkpoint.h"
+#include "io/hf_bert.h"
 #include "io/safetensors.h"
 
 namespace mg::fuzz {
@@ -106,12 +111,58 @@ int fuzz_vocab(const uint8_t* data, std::size_t size) {
   return 0;
 }
 
+int fuzz_hf_bert(const uint8_t* data, std::size_t size) {
+  namespace fs = std::filesystem;
+  // One directory per thread, rewritten for every input (the reader takes a directory).
+  struct Dir {
+    fs::path path;
+    Dir() {
+      path = fs::temp_directory_path() / ("mg_fuzz_hf_bert_" + std::to_string(::getpid()) + "_" +
+                                          std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id())));
+      fs::create_directories(path);
+      // A safetensors file with no tensors: an 8-byte header length, then "{}" padded to 8 bytes.
+      const std::string header = "{}      ";
+      std::string bytes(8, '\0');
+      bytes[0] = char(header.size());
+      std::ofstream(path / "model.safetensors", std::ios::binary) << bytes << header;
+    }
+    ~Dir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  };
+  thread_local Dir dir;
+  const std::string input(reinterpret_cast<const char*>(data), size);
+  const std::string sep = kHfBertSeparator;
+  const char* names[] = {"config.json", "tokenizer.json", "tokenizer_config.json"};
+  std::size_t at = 0;
+  for (int k = 0; k < 3; ++k) {
+    const fs::path file = dir.path / names[k];
+    std::error_code ec;
+    fs::remove(file, ec);
+    if (at == std::string::npos) continue;  // fewer parts: that file is absent
+    const std::size_t end = input.find(sep, at);
+    std::ofstream(file, std::ios::binary) << input.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at = end == std::string::npos ? std::string::npos : end + sep.size();
+  }
+  g_last_error.clear();
+  try {
+    const io::HfBert hf = io::load_hf_bert(dir.path.string());
+    const data::WordPiece tok(hf.vocab, {.lowercase = hf.lowercase, .max_input_chars_per_word = hf.max_input_chars_per_word});
+    (void)tok.encode("In the beginning [MASK] created");
+  } catch (const Error& e) {
+    g_last_error = e.what();
+  }
+  return 0;
+}
+
 const std::vector<Harness>& harnesses() {
   static const std::vector<Harness> all = {
       {"safetensors", fuzz_safetensors},
       {"checkpoint", fuzz_checkpoint},
       {"idx", fuzz_idx},
       {"vocab", fuzz_vocab},
+      {"hf_bert", fuzz_hf_bert},
   };
   return all;
 }

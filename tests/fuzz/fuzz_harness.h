@@ -17,6 +17,11 @@ int fuzz_safetensors(const uint8_t* data, std::size_t size);  // io::load_safete
 int fuzz_checkpoint(const uint8_t* data, std::size_t size);   // io::load_checkpoint
 int fuzz_idx(const uint8_t* data, std::size_t size);          // data::read_idx, plain or gzip'ed
 int fuzz_vocab(const uint8_t* data, std::size_t size);        // data::WordPiece::load, then encode
+// io::load_hf_bert on a directory whose config.json, tokenizer.json and tokenizer_config.json are
+// the input's parts, split at the lines "--" (kHfBertSeparator), beside a tensor-less
+// model.safetensors; then a WordPiece over the vocabulary read.
+int fuzz_hf_bert(const uint8_t* data, std::size_t size);
+inline constexpr const char* kHfBertSeparator = "\n--\n";
 
 struct Harness {
   const char* name;  // also the folder of its corpus (tests/fuzz/corpus/<name>/) and dictionary
@@ -25,7 +30,7 @@ struct Harness {
 // The mg::Error message of this thread's last harness call, "" when the reader succeeded.
 const std::string& last_error();
 
-// All four, in the order above.
+// All five, in the order above.
 const std::vector<Harness>& harnesses();
 
 // The path of an in-memory file (memfd) holding exactly `bytes`; one file per thread, rewritten

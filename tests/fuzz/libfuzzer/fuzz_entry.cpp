@@ -7,7 +7,7 @@
 #include "fuzz/fuzz_harness.h"
 
 #ifndef MG_FUZZ_TARGET
-#error "build with -DMG_FUZZ_TARGET=fuzz_safetensors (or fuzz_checkpoint, fuzz_idx, fuzz_vocab)"
+#error "build with -DMG_FUZZ_TARGET=fuzz_safetensors (or fuzz_checkpoint, fuzz_idx, fuzz_vocab, fuzz_hf_bert)"
 #endif
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {

@@ -3,6 +3,7 @@
 // optimizer-like and train states, plain and gzip'ed IDX files, a trained vocab.txt). scripts/fuzz
 // runs it before fuzzing; the committed tests/fuzz/corpus/*/seed_* files were written by it.
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path root = argv[1];
-  for (const char* h : {"safetensors", "checkpoint", "idx", "vocab"}) fs::create_directories(root / h);
+  for (const char* h : {"safetensors", "checkpoint", "idx", "vocab", "hf_bert"}) fs::create_directories(root / h);
   const auto at = [&](const char* h, const char* name) { return (root / h / name).string(); };
 
   // safetensors: every dtype, an empty tensor, a scalar, metadata; and an empty file list.
@@ -70,6 +71,19 @@ int main(int argc, char** argv) {
       {"In the beginning God created the heaven and the earth.", "And the earth was without form, and void;"},
       {.vocab_size = 60, .min_frequency = 1});
   tok.save(at("vocab", "seed_vocab.txt"));
+
+  // A Hugging Face BERT directory's three JSON files, split by the harness's separator
+  // (tests/fuzz/fuzz_harness.h), as transformers writes them for a tiny model.
+  std::ofstream(at("hf_bert", "seed_dir"), std::ios::binary)
+      << R"({"model_type": "bert", "architectures": ["BertForMaskedLM"], "vocab_size": 8, "hidden_size": 4, )"
+      << R"("num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "max_position_embeddings": 16, )"
+      << R"("type_vocab_size": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, )"
+      << R"("layer_norm_eps": 1e-12, "pad_token_id": 0, "is_decoder": false})" << "\n--\n"
+      << R"({"normalizer": {"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true, )"
+      << R"("strip_accents": null, "lowercase": true}, "pre_tokenizer": {"type": "BertPreTokenizer"}, "model": )"
+      << R"({"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": )"
+      << R"(100, "vocab": {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "in": 5, "the": 6, "##s": 7}}})"
+      << "\n--\n" << R"({"do_lower_case": true, "tokenizer_class": "BertTokenizer"})";
   std::cout << "make_seeds: wrote seeds under " << root.string() << "\n";
   return 0;
 }
