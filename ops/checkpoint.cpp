@@ -180,19 +180,12 @@ Tensors checkpoint(const CheckpointFn& fn, const Tensors& inputs) {
     needs.push_back(t.defined() && t.requires_grad());
     in_meta.push_back({t.defined() ? t.shape() : Shape{}, t.defined() ? t.dtype() : DType::F32});
   }
-  std::vector<bool> aliases(outputs.size(), false);
-  for (std::size_t j = 0; j < outputs.size(); ++j) {
-    Tensor& o = outputs[j];
+  for (const Tensor& o : outputs) {
     MG_CHECK(o.defined(), Error, kName, ": the function returned an undefined tensor");
-    for (const Tensor& t : inputs) {
-      if (!t.defined() || !o.impl()->storage || t.impl()->storage != o.impl()->storage) continue;
-      // Shares memory with an input: in-place writes into it are refused (they would bypass the
-      // recomputation). An input returned as is becomes a new alias, so its own history stays.
-      aliases[j] = true;
-      if (o.is_same(t)) o = make_tensor(t.impl()->storage, t.shape(), t.strides(), t.offset(), t.dtype());
-    }
     out_meta.push_back({o.shape(), o.dtype()});
   }
+  // Outputs sharing memory with an input refuse in-place writes (they would bypass the recomputation).
+  std::vector<bool> aliases = mark_input_aliases(outputs, inputs);
   // Always recorded while grad mode is on: the parameters fn reads need their gradients even when
   // no input requires one (the first layer's input is data).
   auto node = std::make_shared<CheckpointNode>(fn, inputs, needs, in_meta, out_meta, std::move(aliases), autocast, rng);

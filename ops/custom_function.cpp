@@ -109,18 +109,11 @@ Tensors FunctionRunner::run(const char* name, CastPolicy policy, ForwardFn forwa
   for (const Tensor& t : inputs) {
     in_meta.push_back({t.defined() ? t.shape() : Shape{}, t.defined() ? t.dtype() : DType::F32});
   }
-  std::vector<bool> aliases(outputs.size(), false);
-  for (std::size_t j = 0; j < outputs.size(); ++j) {
-    Tensor& o = outputs[j];
+  for (const Tensor& o : outputs) {
     MG_CHECK(o.defined(), AutogradError, name, ": forward returned an undefined tensor");
-    for (const Tensor& t : inputs) {
-      if (!t.defined() || !o.impl()->storage || t.impl()->storage != o.impl()->storage) continue;
-      aliases[j] = true;
-      // An input returned as is becomes a new alias so that its own history is untouched.
-      if (o.is_same(t)) o = make_tensor(t.impl()->storage, t.shape(), t.strides(), t.offset(), t.dtype());
-    }
     out_meta.push_back({o.shape(), o.dtype()});
   }
+  std::vector<bool> aliases = mark_input_aliases(outputs, inputs);
   auto node = std::make_shared<FunctionNode>(uint32_t(outputs.size()), ctx, backward, in_meta, out_meta,
                                              std::move(aliases));
   for (std::size_t i = 0; i < inputs.size(); ++i) {

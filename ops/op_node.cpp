@@ -61,6 +61,20 @@ void fill_missing_grads(Tensors& grads, const std::vector<TensorMeta>& output_me
   }
 }
 
+std::vector<bool> mark_input_aliases(Tensors& outputs, const Tensors& inputs) {
+  std::vector<bool> aliases(outputs.size(), false);
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    Tensor& o = outputs[j];
+    if (!o.defined() || !o.impl()->storage) continue;
+    for (const Tensor& t : inputs) {
+      if (!t.defined() || t.impl()->storage != o.impl()->storage) continue;
+      aliases[j] = true;
+      if (o.is_same(t)) o = make_tensor(t.impl()->storage, t.shape(), t.strides(), t.offset(), t.dtype());
+    }
+  }
+  return aliases;
+}
+
 Tensor grad_for_input(const Tensor& g, const TensorMeta& input) {
   Tensor out = g;
   if (out.shape() != input.shape) out = sum_to(out, input.shape);

@@ -17,6 +17,11 @@ namespace mg {
 void fill_missing_grads(Tensors& grads, const std::vector<TensorMeta>& output_meta);
 // Brings a gradient to its input's shape (summing broadcast dims) and dtype (cast back).
 Tensor grad_for_input(const Tensor& g, const TensorMeta& input);
+// For nodes whose forward is user code (custom functions, mg::checkpoint): per output, whether it
+// shares memory with one of `inputs` (the node reports it through Node::output_aliases_input, so
+// in-place writes into it are refused); an output that *is* an input is replaced by a new alias
+// of it, so that the input's own history stays. Undefined outputs are skipped.
+std::vector<bool> mark_input_aliases(Tensors& outputs, const Tensors& inputs);
 
 class OpNode final : public autograd::Node {
  public:
