@@ -217,17 +217,36 @@ std::vector<std::string> WordPiece::tokenize(std::string_view text) const {
   return pieces;
 }
 
-std::string WordPiece::decode(const std::vector<int32_t>& ids, bool skip_special) const {
-  std::string out;
+namespace {
+// transformers' (the tokenizers library's) WordPiece decoder cleanup, applied to each piece as it
+// is appended (with its leading space).
+std::string cleaned(std::string s) {
+  static const std::pair<std::string_view, std::string_view> kRules[] = {
+      {" .", "."},   {" ?", "?"},     {" !", "!"},         {" ,", ","},     {" ' ", "'"},    {" n't", "n't"},
+      {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (const auto& [from, to] : kRules) {
+    for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+      s.replace(at, from.size(), to);
+    }
+  }
+  return s;
+}
+}  // namespace
+
+std::string WordPiece::decode(const std::vector<int32_t>& ids, bool skip_special, bool clean_up_spaces) const {
+  std::string out, piece;
+  bool first = true;
   for (int32_t id : ids) {
     const std::string& t = id_to_token(id);
     if (skip_special && (id == specials_.pad || id == specials_.cls || id == specials_.sep)) continue;
-    if (!specials_.contains(id) && is_continuation(t)) {
-      out.append(t, 2);
+    if (!first && !specials_.contains(id) && is_continuation(t)) {
+      piece.assign(t, 2);
     } else {
-      if (!out.empty()) out.push_back(' ');
-      out.append(t);
+      piece.assign(first ? "" : " ");
+      piece.append(t);
     }
+    out.append(clean_up_spaces ? cleaned(piece) : piece);
+    first = false;
   }
   return out;
 }

@@ -72,10 +72,13 @@ class WordPiece {
   std::vector<int32_t> encode(std::string_view text) const;
   // The pieces of `text` as strings ("begin", "##ning").
   std::vector<std::string> tokenize(std::string_view text) const;
-  // Joins pieces with spaces, gluing "##" pieces to the previous one. skip_special drops [PAD],
-  // [CLS] and [SEP]; [UNK] and [MASK] always print as themselves. The text is the normalised one
-  // (lowercase, accents stripped when options.lowercase).
-  std::string decode(const std::vector<int32_t>& ids, bool skip_special = true) const;
+  // Joins pieces with spaces, gluing "##" pieces to the previous one (a "##" piece that comes
+  // first keeps its "##", as in transformers). skip_special drops [PAD], [CLS] and [SEP]; [UNK] and
+  // [MASK] always print as themselves. The text is the normalised one (lowercase, accents stripped
+  // when options.lowercase): decode(encode(t)) == normalize(t). clean_up_spaces removes the space
+  // before "." "?" "!" "," (and joins "'s", "n't", ... pieces), as transformers' WordPiece decoder
+  // does: decode(ids, false, true) equals BertTokenizer.decode(ids).
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special = true, bool clean_up_spaces = false) const;
 
   int64_t vocab_size() const { return int64_t(vocab_.size()); }
   // Where this vocabulary holds its special tokens.

@@ -231,6 +231,9 @@ TEST_CASE("wordpiece: specials at any ids, as in Hugging Face's vocab.txt", "[da
   CHECK(tok.encode("[MASK][UNK][PAD") == std::vector<int32_t>{103, 100, 100, 100});
   CHECK(tok.decode({101, 104, 103, 102, 0}) == "the [MASK]");
   CHECK(tok.decode({101, 105, 106, 107, 102}, false) == "[CLS] beginning [SEP]");
+  CHECK(tok.decode({106, 104}) == "##gin the");  // a "##" piece that comes first keeps it, as transformers
+  CHECK(tok.decode({104, 108, 104, 109}) == "the , the .");
+  CHECK(tok.decode({104, 108, 104, 109}, true, /*clean_up_spaces=*/true) == "the, the.");
   TempDir dir;
   tok.save(dir.file("hf_vocab.txt"));
   CHECK(WordPiece::load(dir.file("hf_vocab.txt")).specials().mask == 103);

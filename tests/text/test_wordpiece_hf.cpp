@@ -55,6 +55,8 @@ void check_against_transformers(bool lowercase) {
     const std::vector<int32_t> got = tok.encode(text);
     id_mismatches += got != ids;
     CHECK(got == ids);
+    // Decoding with transformers' cleanup gives its BertTokenizer.decode text.
+    CHECK(tok.decode(ids, /*skip_special=*/false, /*clean_up_spaces=*/true) == expected.at("decoded")[i].get<std::string>());
     for (int32_t id : got) unks += id == sp.unk;
     // The padded sequence and its mask (max_length 24, truncation, padding), through the MLM
     // module's sequence builders.

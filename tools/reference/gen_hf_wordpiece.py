@@ -101,7 +101,7 @@ for lowercase in (True, False):
     ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     padded = tok(texts, max_length=24, truncation=True, padding="max_length")
     result[name] = {"words": words, "ids": ids, "padded_ids": padded["input_ids"],
-                    "padded_mask": padded["attention_mask"]}
+                    "padded_mask": padded["attention_mask"], "decoded": [tok.decode(i) for i in ids]}
     # Sentence pairs, [CLS] a [SEP] b [SEP] with token types, truncated longest-first.
     pairs = []
     for k in range(60):
