@@ -1,16 +1,27 @@
 // Activation checkpointing (PyTorch's torch.utils.checkpoint): trade compute for memory. A
-// checkpointed function runs without recording, so none of its intermediate tensors are kept; the
-// backward pass runs it again — with the autocast state and the default generator's position of
-// the first run, so autocast casts and dropout masks are the same — and backpropagates through
-// that second run. What stays alive between forward and backward is only the inputs.
+// checkpointed function's intermediate tensors are not kept for backward; the backward pass runs
+// the function again — with the autocast state and the default generator's position of the first
+// run, so autocast casts and dropout masks are the same — and uses what that second run computes.
 //
-// The decision a reader must know: the backward is reentrant (a backward inside the backward, as
-// PyTorch's use_reentrant=True), so the parameters fn uses get their .grad accumulated directly,
-// whether or not any input requires grad (unlike PyTorch's reentrant form, which then gives them
-// none). It does not support create_graph (double backward) or autograd::grad through it (both
-// are errors: the nested backward would write .grad). An output that shares memory with an input
-// cannot be written in place. The default generator is rewound for the recomputation: another
-// thread drawing from it meanwhile gets numbers out of order (as with PyTorch's RNG-state restore).
+// Two forms (CheckpointOptions::reentrant):
+// - recomputing (the default, PyTorch's use_reentrant=False): fn runs with recording on under
+//   saved-tensor hooks (autograd/saved_tensor_hooks.h) that keep, instead of each tensor fn saves
+//   for backward, only its place in the order; the first backward node that needs one runs fn
+//   again and takes the tensors in the same order. The graph is fn's own, so autograd::grad,
+//   create_graph (double backward) and nested checkpoints work, and no backward runs inside the
+//   backward. A mismatch between the two runs (another number, shape or dtype of saved tensors)
+//   is a named error, never a wrong gradient.
+// - reentrant (PyTorch's use_reentrant=True): fn runs without recording, one node stands for it,
+//   and that node's backward runs fn again and a backward of its own through it (joined to the
+//   running pass, so DDP's end-of-backward callbacks wait for the whole pass). The parameters fn
+//   reads get their .grad directly, whether or not an input requires grad. Not supported: create_graph
+//   and autograd::grad through it (its inner backward would write .grad), and writing in place
+//   into an output that shares memory with an input — each a named error.
+//
+// Both: the gradients equal the plain run's bit for bit; the default generator is rewound for the
+// recomputation, so another thread drawing from it meanwhile gets numbers out of order (as with
+// PyTorch's RNG-state restore); fn's side effects happen twice (a batch norm inside updates its
+// running statistics again).
 //
 //   mg::Tensor h = mg::checkpoint([&](const mg::Tensors& in) { return mg::Tensors{layer->forward(in[0])}; },
 //                                 {x})[0];   // layer's activations recomputed in backward
@@ -23,12 +34,18 @@ namespace mg {
 
 using CheckpointFn = std::function<Tensors(const Tensors&)>;
 
-// fn(inputs), its intermediate tensors freed. The outputs are new tensors (an input returned as
-// is comes back as an alias) that carry fn's gradient to the inputs and to the parameters fn
-// reads. fn must compute the same thing when run again: the same ops on the same inputs (it may
-// draw random numbers from the default generator: they are replayed). Side effects run twice: a
-// batch norm inside fn updates its running statistics again in the recomputation (as in PyTorch). Memory: fn's activations
-// are not kept; cost: fn runs twice per training step.
-Tensors checkpoint(const CheckpointFn& fn, const Tensors& inputs);
+struct CheckpointOptions {
+  // false: the recomputing form (saved-tensor hooks); true: the reentrant form (a nested backward).
+  bool reentrant = false;
+};
+
+// fn(inputs), its intermediate tensors freed (what a checkpointed call keeps alive: its inputs, and
+// in the recomputing form also the small record of each saved tensor's place). The outputs carry
+// fn's gradient to the inputs and to the parameters fn reads. fn must compute the same thing when
+// run again: the same ops on the same inputs (it may draw random numbers from the default
+// generator: they are replayed). Cost: fn runs twice per training step. Under NoGradGuard fn just
+// runs. Inside a CUDA graph capture it is an error (the recomputation would move the captured
+// generator).
+Tensors checkpoint(const CheckpointFn& fn, const Tensors& inputs, const CheckpointOptions& options = {});
 
 }  // namespace mg

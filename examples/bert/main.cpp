@@ -90,6 +90,7 @@ Flags make_flags() {
   f.add_int("batch-size", 32, "verses per micro-batch (the global micro-batch: split over the ranks under mixgrad-run)", {.min = 1});
   f.add_int("accumulate", 1, "micro-batches per optimizer step (gradient accumulation; effective batch = batch-size x accumulate)", {.min = 1});
   f.add_bool("checkpoint-activations", false, "recompute each encoder layer's activations in backward instead of keeping them (activation checkpointing: less memory, one more forward pass)");
+  f.add_choice("checkpoint-form", "recompute", {"recompute", "reentrant"}, "with --checkpoint-activations: the recomputing form (saved-tensor hooks, PyTorch's use_reentrant=False) or the reentrant one (a nested backward per layer)");
   f.add_int("seq-len", 64, "tokens per sequence with [CLS] and [SEP] (64 holds 98.3% of the verses whole)", {.min = 3, .max = 512});
   f.add_int("vocab-size", 8192, "WordPiece vocabulary trained on the training verses (with --pretrained/--resume: the checkpoint's)", {.min = 64});
   f.add_double("lr", 0, "peak learning rate (0: 5e-4 for mlm, 3e-4 for testament/book)", {.min = 0});
@@ -560,15 +561,16 @@ int run(int argc, char** argv) {
   std::shared_ptr<nn::Module> model;
   Net net;
   const bool recompute = flags.get_bool("checkpoint-activations");
+  const CheckpointOptions checkpoint_form{.reentrant = flags.value("checkpoint-form") == "reentrant"};
   if (mlm) {
     auto m = std::make_shared<BertForMaskedLM>(cfg);
-    m->bert->set_gradient_checkpointing(recompute);
+    m->bert->set_gradient_checkpointing(recompute, checkpoint_form);
     if (hf) std::printf("Hugging Face: %s\n", load_hf_weights(*m, *hf, flags.value("hf")).c_str());
     model = m;
     net = mlm_net(m);
   } else {
     auto c = std::make_shared<BertForSequenceClassification>(cfg, train_cls->num_classes());
-    c->bert->set_gradient_checkpointing(recompute);
+    c->bert->set_gradient_checkpointing(recompute, checkpoint_form);
     if (hf) std::printf("Hugging Face: %s\n", load_hf_weights(*c, *hf, flags.value("hf")).c_str());
     if (pretrained) {
       const data::Batch probe = eval_cls->get_batch({0, eval_cls->size() / 2, eval_cls->size() - 1});
@@ -615,7 +617,9 @@ int run(int argc, char** argv) {
   std::printf("train_bert: %s, BERT-%s (%s parameters%s)%s, vocab %s, seq-len %lld, %s, batch %lld x %lld accumulated, "
               "%lld epochs x %lld steps, lr %s (warmup %lld steps, linear decay), on %s, %d CPU threads\n",
               task.c_str(), model_name.c_str(), format_count(model->num_parameters()).c_str(),
-              recompute ? ", activations recomputed per layer" : "",
+              recompute ? (checkpoint_form.reentrant ? ", activations recomputed per layer (reentrant)"
+                                                     : ", activations recomputed per layer (recompute)")
+                        : "",
               init.empty() ? "" : (init == "scratch" ? " from scratch" : init == "hf" ? " from the Hugging Face checkpoint" : " from the pretrained encoder"),
               format_count(tok.vocab_size()).c_str(), (long long)seq_len, precision.c_str(),
               (long long)batch_size, (long long)accumulate, (long long)epochs, (long long)steps_per_epoch,

@@ -3,7 +3,6 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/nn/init.h"
-#include "mixgrad/ops/checkpoint.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::nn::models {
@@ -76,7 +75,8 @@ BertOutput BertModel::forward(const Tensor& input_ids, const Tensor& token_type_
     for (const auto& layer : *encoder) {
       auto& l = static_cast<TransformerEncoderLayer&>(*layer);
       if (checkpoint_layers_ && is_training()) {
-        h = checkpoint([&l](const Tensors& in) { return Tensors{l.forward(in[0], Tensor(), in[1])}; }, {h, padding})[0];
+        h = checkpoint([&l](const Tensors& in) { return Tensors{l.forward(in[0], Tensor(), in[1])}; }, {h, padding},
+                       checkpoint_options_)[0];
       } else {
         h = l.forward(h, Tensor(), padding);
       }

@@ -15,6 +15,7 @@
 #include "mixgrad/nn/linear.h"
 #include "mixgrad/nn/normalization.h"
 #include "mixgrad/nn/transformer.h"
+#include "mixgrad/ops/checkpoint.h"
 
 namespace mg::nn::models {
 
@@ -83,8 +84,11 @@ class BertModel : public Module {
   // Activation checkpointing per encoder layer (Hugging Face's gradient_checkpointing_enable):
   // while training with grad mode on, each layer's activations are recomputed in backward instead
   // of kept (mg::checkpoint, ops/checkpoint.h): activation memory of one layer instead of all of
-  // them, for one more forward pass. Off by default.
-  void set_gradient_checkpointing(bool on) { checkpoint_layers_ = on; }
+  // them, for one more forward pass. Off by default; `options` picks the checkpoint's form.
+  void set_gradient_checkpointing(bool on, CheckpointOptions options = {}) {
+    checkpoint_layers_ = on;
+    checkpoint_options_ = options;
+  }
   bool gradient_checkpointing() const { return checkpoint_layers_; }
 
   std::shared_ptr<BertEmbeddings> embeddings;
@@ -97,6 +101,7 @@ class BertModel : public Module {
  private:
   BertConfig config_;
   bool checkpoint_layers_ = false;
+  CheckpointOptions checkpoint_options_;
 };
 
 // BERT with the masked-language-modelling head: dense + GELU + LayerNorm, then a decoder whose

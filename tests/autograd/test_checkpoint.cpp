@@ -1,7 +1,8 @@
-// mg::checkpoint (ops/checkpoint.h): a checkpointed block gives the gradients of the same block run
-// plainly, bit for bit — with dropout (the generator's position replayed), under an autocast
-// region that has ended before backward (its state replayed), with parameters inside and no input
-// requiring grad — and leaves the generator where the forward left it. Then its errors.
+// mg::checkpoint (ops/checkpoint.h), both forms: a checkpointed block gives the gradients of the
+// same block run plainly, bit for bit — with dropout (the generator's position replayed), under an
+// autocast region that has ended before backward (its state replayed), with parameters inside and
+// no input requiring grad — and leaves the generator where the forward left it. Then each form's
+// own behaviour and errors.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -47,7 +48,8 @@ struct Result {
 // checkpointed part and a plain part of one autocast region gets its bf16 cast recomputed in
 // backward, so its two gradient contributions add in f32 instead of in the cached cast's bf16:
 // closer to exact, but other bits, as in PyTorch).
-Result run(const Block& block, const Block& after, bool ckpt, bool x_requires_grad, bool autocast) {
+Result run(const Block& block, const Block& after, bool ckpt, bool x_requires_grad, bool autocast,
+           CheckpointOptions form = {}) {
   for (const Tensor& p : block.params()) p.set_grad(Tensor());
   for (const Tensor& p : after.params()) p.set_grad(Tensor());
   manual_seed(3);
@@ -56,7 +58,7 @@ Result run(const Block& block, const Block& after, bool ckpt, bool x_requires_gr
   {
     std::optional<amp::Autocast> region;
     if (autocast) region.emplace(amp::AutocastOptions{.device = DeviceType::CPU, .dtype = DType::BF16});
-    const Tensor h = ckpt ? checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {x})[0] : block(x);
+    const Tensor h = ckpt ? checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {x}, form)[0] : block(x);
     y = sum(after(h.to(DType::F32)));  // more dropout draws after the checkpointed ones
   }
   y.backward();  // outside the autocast region
@@ -68,63 +70,71 @@ Result run(const Block& block, const Block& after, bool ckpt, bool x_requires_gr
   return r;
 }
 
+const CheckpointOptions kRecomputing{.reentrant = false}, kReentrant{.reentrant = true};
+
 }  // namespace
 
 TEST_CASE("checkpoint: gradients equal the plain run's bit for bit (dropout, autocast, no input grad)", "[autograd][checkpoint]") {
   manual_seed(1);
   const Block block, after;
+  for (const CheckpointOptions form : {kRecomputing, kReentrant}) {
   for (const bool autocast : {false, true}) {
     for (const bool x_grad : {true, false}) {
-      INFO("autocast " << autocast << ", x requires grad " << x_grad);
+      INFO("reentrant " << form.reentrant << ", autocast " << autocast << ", x requires grad " << x_grad);
       const Result plain = run(block, after, false, x_grad, autocast);
-      const Result ck = run(block, after, true, x_grad, autocast);
+      const Result ck = run(block, after, true, x_grad, autocast, form);
       CHECK(ck.loss == plain.loss);
       CHECK(ck.x_grad == plain.x_grad);
       REQUIRE(ck.grads.size() == plain.grads.size());
       for (std::size_t i = 0; i < ck.grads.size(); ++i) CHECK(ck.grads[i] == plain.grads[i]);
     }
   }
+  }
 }
 
 TEST_CASE("checkpoint: the recomputation leaves the generator where the forward left it", "[autograd][checkpoint]") {
   const Block block;
-  manual_seed(5);
+  for (const CheckpointOptions form : {kRecomputing, kReentrant}) {
+    manual_seed(5);
+    const Tensor x = randn({4, 8}).requires_grad_();
+    const Tensor y = checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {x}, form)[0];
+    const Generator::Position after_forward = default_generator().position();
+    sum(y).backward();
+    CHECK(default_generator().position().offset == after_forward.offset);
+    CHECK(default_generator().position().seed == after_forward.seed);
+  }
   const Tensor x = randn({4, 8}).requires_grad_();
-  const Tensor y = checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {x})[0];
-  const Generator::Position after_forward = default_generator().position();
-  sum(y).backward();
-  CHECK(default_generator().position().offset == after_forward.offset);
-  CHECK(default_generator().position().seed == after_forward.seed);
   // Inference: fn just runs.
   NoGradGuard no_grad;
   CHECK_FALSE(checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {x})[0].requires_grad());
 }
 
-TEST_CASE("checkpoint: bad use is a named error", "[autograd][checkpoint][errors]") {
+TEST_CASE("checkpoint, reentrant form: bad use is a named error", "[autograd][checkpoint][errors]") {
   const Block block;
   const Tensor x = randn({4, 8}).requires_grad_();
   // An input modified in place between forward and backward.
   Tensor z = randn({4, 8});
-  const Tensor y = checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {z})[0];
+  const Tensor y = checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {z}, kReentrant)[0];
   z.add_(1.0);
   MG_REQUIRE_ERROR(sum(y).backward(), "was modified by an in-place operation (version 0 -> 1)");
   // Double backward.
-  const Tensor y2 = checkpoint([&](const Tensors& in) { return Tensors{block(in[0]) * in[0]}; }, {x})[0];
+  const Tensor y2 = checkpoint([&](const Tensors& in) { return Tensors{block(in[0]) * in[0]}; }, {x}, kReentrant)[0];
   MG_REQUIRE_ERROR(autograd::grad({sum(y2)}, {x}, {}, std::nullopt, /*create_graph=*/true),
                    "checkpoint: create_graph (double backward) through a checkpointed function is not supported");
   // A function that computes something else the second time.
   int runs = 0;
-  const Tensor y3 = checkpoint([&](const Tensors& in) { return Tensors{++runs == 1 ? in[0] * 2.0 : sum(in[0])}; }, {x})[0];
+  const Tensor y3 =
+      checkpoint([&](const Tensors& in) { return Tensors{++runs == 1 ? in[0] * 2.0 : sum(in[0])}; }, {x}, kReentrant)[0];
   MG_REQUIRE_ERROR(sum(y3).backward(), "checkpoint: output 0 of the recomputation is [] f32 cpu but was [4, 8] in the first run");
   MG_REQUIRE_ERROR(checkpoint(CheckpointFn(), {x}), "checkpoint: no function given");
 }
 
 TEST_CASE("checkpoint: BERT with gradient checkpointing trains with the same gradients (dropout on, padding)",
           "[autograd][checkpoint][nn]") {
-  auto grads_of = [](bool ckpt) {
+  auto grads_of = [](bool ckpt, CheckpointOptions form = {}) {
     manual_seed(7);
     nn::models::BertForMaskedLM mlm(nn::models::BertConfig::tiny(120));
-    mlm.bert->set_gradient_checkpointing(ckpt);
+    mlm.bert->set_gradient_checkpointing(ckpt, form);
     mlm.train();
     const Tensor ids = randint(5, 120, {2, 9});
     Tensor mask = ones({2, 9}, {.dtype = DType::I64});
@@ -135,30 +145,35 @@ TEST_CASE("checkpoint: BERT with gradient checkpointing trains with the same gra
     for (const Tensor& p : mlm.parameters()) g.push_back(values(p.grad()));
     return g;
   };
-  const auto plain = grads_of(false), ck = grads_of(true);
-  REQUIRE(plain.size() == ck.size());
-  for (std::size_t i = 0; i < plain.size(); ++i) CHECK(ck[i] == plain[i]);
+  const auto plain = grads_of(false);
+  for (const CheckpointOptions form : {kRecomputing, kReentrant}) {
+    INFO("reentrant " << form.reentrant);
+    const auto ck = grads_of(true, form);
+    REQUIRE(plain.size() == ck.size());
+    for (std::size_t i = 0; i < plain.size(); ++i) CHECK(ck[i] == plain[i]);
+  }
 }
 
 TEST_CASE("checkpoint on CUDA: gradients equal the plain run's (dropout replayed on the device)", "[autograd][checkpoint][cuda][gpu]") {
   const Device gpu = Device::cuda(0);
-  auto grads_of = [&](bool ckpt) {
+  auto grads_of = [&](bool ckpt, CheckpointOptions form = {}) {
     manual_seed(11);
     auto a = std::make_shared<nn::Linear>(nn::LinearOptions{.in = 8, .out = 32});
     a->to(gpu);
     const Tensor x = randn({16, 8}).to(gpu).requires_grad_();
     auto f = [&](const Tensors& in) { return Tensors{dropout(gelu(a->forward(in[0])), 0.4)}; };
-    const Tensor y = ckpt ? checkpoint(f, {x})[0] : f({x})[0];
+    const Tensor y = ckpt ? checkpoint(f, {x}, form)[0] : f({x})[0];
     sum(y * y).backward();
     std::vector<std::vector<double>> g = {values(x.grad())};
     for (const Tensor& p : a->parameters()) g.push_back(values(p.grad()));
     return g;
   };
-  CHECK(grads_of(true) == grads_of(false));
+  CHECK(grads_of(true, kRecomputing) == grads_of(false));
+  CHECK(grads_of(true, kReentrant) == grads_of(false));
 }
 
-TEST_CASE("checkpoint: a callback queued inside the recomputation's backward runs when the whole backward ends",
-          "[autograd][checkpoint]") {
+TEST_CASE("checkpoint, reentrant form: a callback queued inside the recomputation's backward runs when the whole "
+          "backward ends", "[autograd][checkpoint]") {
   // DistributedDataParallel queues its reduction from the first gradient hook; when that hook fires
   // inside a checkpoint's nested backward, the reduction must still wait for the rest of the pass.
   const Tensor w0 = randn({4}).requires_grad_(), w1 = randn({4}).requires_grad_();
@@ -170,26 +185,26 @@ TEST_CASE("checkpoint: a callback queued inside the recomputation's backward run
     });
   });
   const Tensor h = randn({4}) * w0;
-  const Tensor y = checkpoint([&](const Tensors& in) { return Tensors{in[0] * w1}; }, {h})[0];
+  const Tensor y = checkpoint([&](const Tensors& in) { return Tensors{in[0] * w1}; }, {h}, kReentrant)[0];
   sum(y).backward();
   CHECK(called);
   CHECK(w0_ready_at_callback);
 }
 
-TEST_CASE("checkpoint: review findings - aliases, grad(), nested passes' callbacks, the autocast cache",
+TEST_CASE("checkpoint, reentrant form: review findings - aliases, grad(), nested passes' callbacks",
           "[autograd][checkpoint]") {
   // An output that is an input returned as is shares its memory: writing into it in place would
   // bypass the recomputation (a wrong gradient), so it is refused, as PyTorch's reentrant form does.
   const Tensor x = randn({3}).requires_grad_();
   const Tensor h = x * 1.0;
-  Tensor same = checkpoint([](const Tensors& in) { return Tensors{in[0]}; }, {h})[0];
+  Tensor same = checkpoint([](const Tensors& in) { return Tensors{in[0]}; }, {h}, kReentrant)[0];
   MG_REQUIRE_ERROR(same.mul_(2.0), "shares memory with an input of the custom function (or checkpoint)");
-  Tensor view = checkpoint([](const Tensors& in) { return Tensors{in[0].narrow(0, 0, 2)}; }, {h})[0];
+  Tensor view = checkpoint([](const Tensors& in) { return Tensors{in[0].narrow(0, 0, 2)}; }, {h}, kReentrant)[0];
   MG_REQUIRE_ERROR(view.mul_(2.0), "shares memory with an input");
 
   // autograd::grad must not write .grad: refused instead of filling the parameters' gradients.
   const Tensor w = randn({3}).requires_grad_();
-  const Tensor y = checkpoint([&](const Tensors& in) { return Tensors{in[0] * w}; }, {x})[0];
+  const Tensor y = checkpoint([&](const Tensors& in) { return Tensors{in[0] * w}; }, {x}, kReentrant)[0];
   MG_REQUIRE_ERROR(autograd::grad({sum(y)}, {x}), "checkpoint: autograd::grad through a checkpointed function is not supported");
   CHECK_FALSE(w.grad().defined());
 
@@ -207,20 +222,22 @@ TEST_CASE("checkpoint: review findings - aliases, grad(), nested passes' callbac
     autograd::grad({(u * 2.0).sum()}, {u});
     order.push_back("after-inner-grad");
   });
-  const Tensor y2 = checkpoint([&](const Tensors& in) { return Tensors{in[0] * w}; }, {x})[0];
+  const Tensor y2 = checkpoint([&](const Tensors& in) { return Tensors{in[0] * w}; }, {x}, kReentrant)[0];
   sum(y2).backward();
   CHECK(order == std::vector<std::string>{"inner-cb", "after-inner-grad"});
 }
 
 TEST_CASE("checkpoint: the recomputation outside any autocast region leaves no cached casts", "[autograd][checkpoint]") {
   const Block block;
-  const Tensor x = randn({4, 8}).requires_grad_();
-  Tensor y;
-  {
-    amp::Autocast region({.device = DeviceType::CPU, .dtype = DType::BF16});
-    y = checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {x})[0];
+  for (const CheckpointOptions form : {kRecomputing, kReentrant}) {
+    const Tensor x = randn({4, 8}).requires_grad_();
+    Tensor y;
+    {
+      amp::Autocast region({.device = DeviceType::CPU, .dtype = DType::BF16});
+      y = checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {x}, form)[0];
+    }
+    REQUIRE(amp::weight_cache_size() == 0);  // the region's exit cleared its casts
+    sum(y.to(DType::F32)).backward();          // the recomputation casts the weights again
+    CHECK(amp::weight_cache_size() == 0);
   }
-  REQUIRE(amp::weight_cache_size() == 0);  // the region's exit cleared its casts
-  sum(y.to(DType::F32)).backward();          // the recomputation casts the weights again
-  CHECK(amp::weight_cache_size() == 0);
 }

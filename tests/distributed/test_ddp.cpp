@@ -88,8 +88,8 @@ TEST_CASE("ddp buckets: reverse or given order, one dtype per bucket, closed at 
 TEST_CASE("ddp: 2 ranks x B equal 1 x 2B (SGD, AdamW, f64, f32, O1, O2, checkpointed layers) and small buckets equal one",
           "[distributed][ddp]") {
   const std::string out = run_ddp("ddp-equivalence");
-  // 11 configurations x 3 checks + 2 x 2 bucket checks.
-  check_passed(out, "ddp equivalence", 2, 11 * 3 + 4);
+  // 12 configurations x 3 checks + 2 x 2 bucket checks.
+  check_passed(out, "ddp equivalence", 2, 12 * 3 + 4);
 }
 
 TEST_CASE("ddp: a bucket's all-reduce starts before backward ends", "[distributed][ddp]") {

@@ -173,9 +173,13 @@ TEST_CASE("train_bert: --checkpoint-activations trains exactly as without (O1 bf
   TempDir dir;
   const std::string flags = "--task mlm" + kTiny + " --train-examples 96";
   REQUIRE(run_program(MG_TRAIN_BERT, flags + " --metrics " + dir.file("a.jsonl")).exit_code == 0);
-  const RunResult r = run_program(MG_TRAIN_BERT, flags + " --checkpoint-activations --metrics " + dir.file("b.jsonl"));
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Matchers::Contains("activations recomputed per layer"));
-  CHECK(without_timing(read_metrics(dir.file("b.jsonl")).all) == without_timing(read_metrics(dir.file("a.jsonl")).all));
+  for (const std::string form : {"recompute", "reentrant"}) {
+    const RunResult r = run_program(MG_TRAIN_BERT, flags + " --checkpoint-activations --checkpoint-form " + form +
+                                                       " --metrics " + dir.file(form + ".jsonl"));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Matchers::Contains("activations recomputed per layer (" + form + ")"));
+    CHECK(without_timing(read_metrics(dir.file(form + ".jsonl")).all) ==
+          without_timing(read_metrics(dir.file("a.jsonl")).all));
+  }
 }

@@ -60,20 +60,21 @@ struct Mlp : nn::Module {
     if (extra) head = register_module<nn::Linear>("head", {.in = hidden, .out = 4});
   }
   // x [N, 8] -> [N, 4]; use_head adds head(h) (a parameter only some steps or ranks use);
-  // `checkpointed`: fc1 and fc2, then fc3, run under mg::checkpoint: every gradient comes from a
-  // nested backward (the first DDP hook fires inside one), and the reduction must still wait for
-  // the end of the outer backward
+  // `checkpointed`: fc1 and fc2, then fc3, run under mg::checkpoint (in the form `form` says). In
+  // the reentrant form every gradient comes from a nested backward (the first DDP hook fires
+  // inside one), and the reduction must still wait for the end of the outer backward.
   Tensor forward(const Tensor& x, bool use_head = false) {
     auto body = [this](const Tensors& in) { return Tensors{(*fc2)((*fc1)(in[0]).tanh()).tanh()}; };
-    const Tensor h = checkpointed ? checkpoint(body, {x})[0] : body({x})[0];
+    const Tensor h = checkpointed ? checkpoint(body, {x}, form)[0] : body({x})[0];
     auto last = [this](const Tensors& in) { return Tensors{(*fc3)(in[0])}; };
-    Tensor y = checkpointed ? checkpoint(last, {h})[0] : last({h})[0];
+    Tensor y = checkpointed ? checkpoint(last, {h}, form)[0] : last({h})[0];
     if (use_head) y = y + (*head)(h);
     return y;
   }
   Tensor operator()(const Tensor& x) { return forward(x); }
   std::shared_ptr<nn::Linear> fc1, fc2, fc3, head;
   bool checkpointed = false;
+  CheckpointOptions form;
 };
 
 std::shared_ptr<Mlp> make_mlp(DType dtype, uint64_t seed, bool extra = false) {
@@ -142,6 +143,7 @@ struct Config {
   std::optional<DType> reduce_dtype;
   double tol = 1e-12;
   bool checkpointed = false;  // the layers under mg::checkpoint
+  bool reentrant = false;     // ... in its reentrant form
 };
 
 constexpr int kSteps = 4;
@@ -157,6 +159,7 @@ std::unique_ptr<optim::Optimizer> make_opt(const Config& c, const Tensors& param
 int train(const Config& c, const std::shared_ptr<Mlp>& model, int64_t first, int64_t rows,
           const std::shared_ptr<ProcessGroup>& pg, std::unique_ptr<DistributedDataParallel>* ddp_out = nullptr) {
   model->checkpointed = c.checkpointed;
+  model->form.reentrant = c.reentrant;
   std::unique_ptr<optim::Optimizer> opt = make_opt(c, model->parameters());
   if (!c.opt_level.empty()) {
     amp::initialize_models({model}, {opt.get()}, {.opt_level = c.opt_level, .dtype = c.amp_dtype, .verbosity = 0});
@@ -201,6 +204,8 @@ int equivalence(std::chrono::milliseconds timeout) {
       {.name = "O2 f16 adamw", .dtype = DType::F32, .optimizer = "adamw", .opt_level = "O2", .amp_dtype = "f16", .tol = 2e-3},
       {.name = "O2 bf16 sgd reduce f32", .dtype = DType::F32, .opt_level = "O2", .amp_dtype = "bf16",
        .bucket_cap = 2048, .reduce_dtype = DType::F32, .tol = 1e-2},
+      {.name = "f64 sgd small buckets checkpointed reentrant", .dtype = DType::F64, .bucket_cap = 512,
+       .checkpointed = true, .reentrant = true},
       {.name = "f64 sgd small buckets checkpointed", .dtype = DType::F64, .bucket_cap = 512, .checkpointed = true},
       {.name = "O1 bf16 sgd checkpointed", .dtype = DType::F32, .opt_level = "O1", .amp_dtype = "bf16", .tol = 2e-3,
        .checkpointed = true},
