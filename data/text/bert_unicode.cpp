@@ -35,6 +35,14 @@ BertCharClass bert_char_class(uint32_t cp) {
   return lookup_class(cp);
 }
 
+int bert_combining_class(uint32_t cp) {
+  if (cp < kBertCombiningClasses[0].cp) return 0;  // all of ASCII, Latin, Greek, Cyrillic, ...
+  const BertCombiningClass* end = kBertCombiningClasses + kBertCombiningClassCount;
+  const BertCombiningClass* it = std::lower_bound(kBertCombiningClasses, end, cp,
+                                                  [](const BertCombiningClass& c, uint32_t v) { return c.cp < v; });
+  return it != end && it->cp == cp ? it->ccc : 0;
+}
+
 void append_utf8(uint32_t cp, std::string& out) {
   if (cp >= 0xDC80 && cp <= 0xDCFF) {  // an invalid byte, decoded as Python's surrogateescape does
     out.push_back(char(cp - 0xDC00));

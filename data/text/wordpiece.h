@@ -12,10 +12,12 @@
 //   std::vector<int32_t> ids = tok.encode("In the beginning God created");
 //   tok.decode(ids) == "in the beginning god created";   tok.save("vocab.txt");
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "mixgrad/data/text/bert_unicode.h"
@@ -117,7 +119,17 @@ template <typename Fn>
 void for_each_pre_token(std::string_view text, bool lowercase, std::string& buffer, Fn&& fn) {
   using detail::BertCharClass;
   buffer.clear();
+  // Uncased: the kept non-starters of the current run, waiting for its end (a starter, a mark of
+  // class 0, a word boundary) to be written in canonical order (stable by combining class).
+  std::vector<std::pair<int, uint32_t>> run;
+  const auto settle = [&] {
+    if (run.empty()) return;
+    std::stable_sort(run.begin(), run.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [ccc, cp] : run) detail::append_utf8(cp, buffer);
+    run.clear();
+  };
   const auto flush = [&] {
+    settle();
     if (!buffer.empty()) fn(std::string_view(buffer));
     buffer.clear();
   };
@@ -130,13 +142,16 @@ void for_each_pre_token(std::string_view text, bool lowercase, std::string& buff
     const BertCharClass cls = detail::bert_char_class(cp);
     if (cls == BertCharClass::kWhitespace) {
       flush();
-    } else if (cls == BertCharClass::kRemoved || (cls == BertCharClass::kMark && lowercase)) {
-      continue;
+    } else if (cls == BertCharClass::kRemoved) {
+      continue;  // removed before NFD: not even a run boundary
     } else if (!lowercase) {
       if (cls == BertCharClass::kIsolated) flush();
       buffer.append(ch);
       if (cls == BertCharClass::kIsolated) flush();
+    } else if (cls == BertCharClass::kMark || cls == BertCharClass::kMarkNonStarter) {
+      if (cls == BertCharClass::kMark) settle();  // stripped, but its class 0 ended the run
     } else if (cp < 128 && cls == BertCharClass::kOther) {  // the common case
+      settle();
       buffer.push_back(cp >= 'A' && cp <= 'Z' ? char(cp - 'A' + 'a') : char(cp));
     } else {
       uint32_t folded[3];
@@ -150,6 +165,11 @@ void for_each_pre_token(std::string_view text, bool lowercase, std::string& buff
       for (int k = 0; k < count; ++k) {
         const bool isolated = detail::bert_char_class(folded[k]) == BertCharClass::kIsolated;
         if (isolated) flush();
+        if (const int ccc = detail::bert_combining_class(folded[k]); ccc != 0) {
+          run.emplace_back(ccc, folded[k]);
+          continue;
+        }
+        settle();
         detail::append_utf8(folded[k], buffer);
         if (isolated) flush();
       }

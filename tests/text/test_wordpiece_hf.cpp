@@ -1,5 +1,5 @@
 // WordPiece against Hugging Face's BertTokenizer (transformers 5.25, tokenizers 0.23): two
-// vocab.txt files in bert-base's layout (specials at 0 and 100..103) and, for 111 texts (English,
+// vocab.txt files in bert-base's layout (specials at 0 and 100..103) and, for 112 texts (English,
 // accented Latin, Greek, Cyrillic, CJK, Hangul, Arabic, Indic scripts, emoji, controls, zero-width
 // and bidi characters, fullwidth forms, special tokens written in the text, over-long words and
 // random mixtures of code points), the words, ids and padded [CLS] ... [SEP] sequences transformers
@@ -75,11 +75,11 @@ void check_against_transformers(bool lowercase) {
 
 }  // namespace
 
-TEST_CASE("wordpiece: uncased ids equal transformers' BertTokenizer on 111 texts", "[data]") {
+TEST_CASE("wordpiece: uncased ids equal transformers' BertTokenizer on 112 texts", "[data]") {
   check_against_transformers(true);
 }
 
-TEST_CASE("wordpiece: cased ids equal transformers' BertTokenizer on 111 texts", "[data]") {
+TEST_CASE("wordpiece: cased ids equal transformers' BertTokenizer on 112 texts", "[data]") {
   check_against_transformers(false);
 }
 

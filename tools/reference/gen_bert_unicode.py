@@ -9,13 +9,16 @@ Run once by hand; the build needs no Python:
 """
 import random
 import sys
+import unicodedata
 
 import tokenizers
 from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 
-OTHER, WHITESPACE, REMOVED, ISOLATED, MARK = 0, 1, 2, 3, 4  # MARK: kept cased, removed uncased
-NAMES = ["kOther", "kWhitespace", "kRemoved", "kIsolated", "kMark"]
+# MARK: kept cased, removed uncased; MARK_NONSTARTER: the same with a nonzero canonical combining
+# class, which NFD's canonical reordering moves past instead of stopping at.
+OTHER, WHITESPACE, REMOVED, ISOLATED, MARK, MARK_NONSTARTER = 0, 1, 2, 3, 4, 5
+NAMES = ["kOther", "kWhitespace", "kRemoved", "kIsolated", "kMark", "kMarkNonStarter"]
 cased = BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=False)
 uncased = BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True)
 pre = BertPreTokenizer()
@@ -68,37 +71,82 @@ for cp in chars():
         fold[cp] = r
 
 
+# Canonical reordering, measured: uncased, NFD sorts each run of code points with a nonzero
+# combining class by that class (stably). Marks are removed after it, so only the order of the
+# kept non-starters can show. Probe with kept non-starters of known classes: U+1D16D (226) and
+# U+1D165 (216) swap when what stands between them does not end the run, and a kept code point of
+# class 0 < c < 226 moves before U+1D16D, one of class > 9 after U+1B44 (9). (U+16FF0, class 6 in
+# Unicode 13, has class 0 in the library's older tables: the probes find such differences.)
+D226, D216, D9 = "\U0001D16D", "\U0001D165", "\u1B44"
+assert uncased.normalize_str("a" + D226 + D216) == "a" + D216 + D226
+assert uncased.normalize_str("a" + D216 + D9) == "a" + D9 + D216
+for cp in chars():
+    if cls[cp] in (REMOVED, MARK):
+        ends_run = uncased.normalize_str("a" + D226 + chr(cp) + D216) == "a" + D226 + D216
+        assert uncased.normalize_str("a" + D226 + chr(cp) + D216) in ("a" + D226 + D216, "a" + D216 + D226), hex(cp)
+        assert not (cls[cp] == REMOVED and ends_run), hex(cp)  # removed before NFD: never a boundary
+        if cls[cp] == MARK and not ends_run:
+            cls[cp] = MARK_NONSTARTER
+ccc = {}  # the kept code points with a nonzero class, and that class (Unicode's, where the test agrees)
+for cp in chars():
+    if cls[cp] == OTHER and cp not in fold and not HANGUL_FIRST <= cp <= HANGUL_LAST:
+        c = chr(cp)
+        if (c != D226 and uncased.normalize_str("a" + D226 + c) == "a" + c + D226) or \
+                (c != D9 and uncased.normalize_str("a" + c + D9) == "a" + D9 + c):
+            ccc[cp] = unicodedata.combining(c)
+            assert ccc[cp] != 0, f"{cp:X}: a non-starter for the library, class 0 in Python's Unicode data"
+for cp, r in fold.items():
+    assert all(ord(m) in ccc or uncased.normalize_str("a" + D226 + m) != "a" + m + D226 for m in r), hex(cp)
+
+
 def emulate(text, lowercase):
     """The C++ rule (data/text/wordpiece.h for_each_pre_token) on a Python string."""
-    words, buf = [], ""
+    words, buf, pending = [], "", []
+
+    def settle():  # the run of kept non-starters, canonically ordered, into the word
+        nonlocal buf
+        buf += "".join(sorted(pending, key=lambda m: ccc[ord(m)]))
+        pending.clear()
+
     for ch in text:
         cp = ord(ch)
         k = cls[cp]
+        if lowercase and k in (REMOVED, MARK_NONSTARTER):
+            continue
+        if lowercase and k == MARK:
+            settle()
+            continue
         if k == WHITESPACE or k == ISOLATED:
+            settle()
             if buf:
                 words.append(buf)
             buf = ""
             if k == ISOLATED:
                 words.append(fold.get(cp, ch) if lowercase else ch)
-        elif k == MARK:
-            if not lowercase:
-                buf += ch
+        elif k in (MARK, MARK_NONSTARTER):
+            buf += ch
         elif k == OTHER:
             if not lowercase:
                 buf += ch
             elif HANGUL_FIRST <= cp <= HANGUL_LAST:
+                settle()
                 buf += hangul(cp)
             else:
                 for m in fold.get(cp, ch):
                     km = cls[ord(m)]
                     if km == ISOLATED:  # U+1FEF GREEK VARIA folds to the grave accent, punctuation
+                        settle()
                         if buf:
                             words.append(buf)
                         buf = ""
                         words.append(m)
+                    elif ord(m) in ccc:
+                        pending.append(m)
                     else:
                         assert km == OTHER, hex(cp)
+                        settle()
                         buf += m
+    settle()
     if buf:
         words.append(buf)
     return words
@@ -121,6 +169,24 @@ for trial in range(100000):
     for lowercase in (False, True):
         assert emulate(s, lowercase) == reference(s, lowercase), (s, lowercase)
 
+# Canonical reordering: every pair of kept non-starters, alone, around a removed character, a
+# non-starter mark and a mark of class 0, and random strings over them and what decomposes to them.
+kept = [chr(cp) for cp in ccc]
+between = ["", "\u0000", "\u0301", "\u0316", "\u093A", "\u0941"]
+for a in kept:
+    for b in kept:
+        for m in between:
+            for s in (f"x{a}{m}{b}y", f"{a}{b}{m}{a}"):
+                for lowercase in (False, True):
+                    assert emulate(s, lowercase) == reference(s, lowercase), (s, lowercase)
+sources = [chr(cp) for cp, r in fold.items() if any(ord(m) in ccc for m in r)]
+marks = [chr(cp) for cp in chars() if cls[cp] in (MARK, MARK_NONSTARTER)]
+focus = kept * 6 + sources * 3 + rng.sample(marks, 60) + list("ab ,\u0000\u00e9") + ["\u4e00"]
+for trial in range(100000):
+    s = "".join(rng.choice(focus) for _ in range(rng.randint(2, 10)))
+    for lowercase in (False, True):
+        assert emulate(s, lowercase) == reference(s, lowercase), (s, lowercase)
+
 ranges = []
 for cp in chars():
     if not ranges or ranges[-1][1] != cls[cp]:
@@ -135,7 +201,8 @@ with open(sys.argv[1], "w") as f:
       f"{tokenizers.__version__}; do not edit.\n")
     w("// Each code point's class under Hugging Face's BertNormalizer + BertPreTokenizer, and its uncased\n")
     w("// form (lowercase, NFD, combining marks removed) where that differs from itself. Hangul syllables\n")
-    w("// decompose by formula (bert_unicode.cpp). Checked against the library on every code point.\n")
+    w("// decompose by formula (bert_unicode.cpp). Then the canonical combining class of each kept code point\n")
+    w("// whose class is not 0 (NFD reorders those). Checked against the library on every code point.\n")
     w('#include "mixgrad/data/text/bert_unicode.h"\n\nnamespace mg::data::detail {\n\n')
     w(f"const BertClassRange kBertClassRanges[] = {{\n")
     for i in range(0, len(ranges), 6):
@@ -149,5 +216,11 @@ with open(sys.argv[1], "w") as f:
     for cp, r in multis:
         cps = ", ".join(f"0x{ord(m):X}" for m in r)
         w(f"    {{0x{cp:X}, {{{cps}}}}},\n")
-    w(f"}};\nconst std::size_t kBertFoldNCount = {len(multis)};\n\n}}  // namespace mg::data::detail\n")
-print(f"{len(ranges)} class ranges, {len(singles)} one-to-one folds, {len(multis)} one-to-many")
+    w(f"}};\nconst std::size_t kBertFoldNCount = {len(multis)};\n\n")
+    w("const BertCombiningClass kBertCombiningClasses[] = {\n")
+    items = sorted(ccc.items())
+    for i in range(0, len(items), 8):
+        w("    " + " ".join(f"{{0x{cp:X}, {c}}}," for cp, c in items[i:i + 8]) + "\n")
+    w(f"}};\nconst std::size_t kBertCombiningClassCount = {len(items)};\n\n}}  // namespace mg::data::detail\n")
+print(f"{len(ranges)} class ranges, {len(singles)} one-to-one folds, {len(multis)} one-to-many, "
+      f"{len(ccc)} kept non-starters")

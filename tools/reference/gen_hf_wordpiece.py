@@ -52,6 +52,10 @@ texts = [
     "Old Hangul jamo 각 and halfwidth ﾊﾝｶｸ and Mongolian ᠮᠣᠩᠭᠣᠯ\u180e.",
     "Private use \ue000\uf8ff and unassigned \u0378\u0380 and tags \U000e0041\U000e0001 and plane 2 𠀀𪜀.",
     "Dotted İ, dotless ı, final sigma ΌΣΟΣ, title case ǅ ǈ ǋ, German ẞ, Turkish ŞĞÜ.",
+    # NFD's canonical reordering of kept non-starters (uncased): swapped, across a stripped mark of
+    # another class and a removed control, stopped by a stripped mark of class 0, from a decomposition.
+    "Reordered x\u08d5\u08d4y \U0001d16d\U0001d165 a\u1b44\u0301\U0001d16d b\U0001d16d\x01\u1b44 "
+    "c\U0001d16d\u0941\u1b44 \U0001d15e\U0001d16d\U0001d165 \u0628\u08e1\u0651\u08d4 \u302f\u302e\u1b44.",
     "",
     "   ",
     "!!!",
