@@ -119,7 +119,7 @@ DType default_autocast_dtype(DeviceType device) { return device == DeviceType::C
 Autocast::Autocast(AutocastOptions o) : device_(o.device), saved_(autocast_state(o.device)) {
   // Unset: the current dtype where a region (or amp's O1) set one, as PyTorch reads
   // get_autocast_dtype; an O1 f16 run stays f16 inside library code that opens a plain region.
-  const bool inherited = saved_.depth > 0 || saved_.enabled;
+  const bool inherited = saved_.depth > 0 || saved_.enabled || saved_.dtype_from_region;
   const DType dtype = o.dtype.value_or(inherited ? saved_.dtype : default_autocast_dtype(o.device));
   MG_CHECK(dtype == DType::F16 || dtype == DType::BF16, DTypeError,
            "Autocast: dtype must be f16 or bf16, got ", dtype_name(dtype),

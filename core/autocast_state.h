@@ -13,6 +13,9 @@ struct AutocastState {
   DType dtype = DType::F16;  // the "lower" dtype: f16 or bf16
   bool cache_enabled = true;
   int depth = 0;             // nesting depth of autocast regions of this device type on this thread
+  // A replayed region's state (mg::checkpoint's recomputation, at depth 0 in backward): `dtype` was
+  // chosen by a region, so a nested region without a dtype inherits it as it did the first time.
+  bool dtype_from_region = false;
 };
 
 // The calling thread's state for ops on devices of type `device` (mutable).

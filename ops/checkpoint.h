@@ -6,11 +6,13 @@
 // Two forms (CheckpointOptions::reentrant):
 // - recomputing (the default, PyTorch's use_reentrant=False): fn runs with recording on under
 //   saved-tensor hooks (autograd/saved_tensor_hooks.h) that keep, instead of each tensor fn saves
-//   for backward, only its place in the order; the first backward node that needs one runs fn
-//   again and takes the tensors in the same order. The graph is fn's own, so autograd::grad,
-//   create_graph (double backward) and nested checkpoints work, and no backward runs inside the
-//   backward. A mismatch between the two runs (another number, shape or dtype of saved tensors)
-//   is a named error, never a wrong gradient.
+//   for backward, only its place in the order (the tensors stay until fn returns, so fn may run a
+//   backward of its own, e.g. a gradient penalty); the first backward node that needs one runs fn
+//   again and takes the tensors in the same order, once per backward pass. The graph is fn's own,
+//   so autograd::grad, create_graph (double backward) and nested checkpoints work, and no backward
+//   runs inside the backward. A second run that saves another number of tensors, or another
+//   shape, dtype or device at some place, is a named error (one that saves same-shaped tensors in
+//   another order is not detected, as in PyTorch).
 // - reentrant (PyTorch's use_reentrant=True): fn runs without recording, one node stands for it,
 //   and that node's backward runs fn again and a backward of its own through it (joined to the
 //   running pass, so DDP's end-of-backward callbacks wait for the whole pass). The parameters fn
@@ -23,7 +25,10 @@
 // PyTorch's RNG-state restore); fn's side effects happen twice (a batch norm inside updates its
 // running statistics again).
 //
-//   mg::Tensor h = mg::checkpoint([&](const mg::Tensors& in) { return mg::Tensors{layer->forward(in[0])}; },
+// fn is kept until the backward has run, so what it captures must live that long: capture modules
+// by shared_ptr or by value rather than by reference to a loop variable.
+//
+//   mg::Tensor h = mg::checkpoint([layer](const mg::Tensors& in) { return mg::Tensors{layer->forward(in[0])}; },
 //                                 {x})[0];   // layer's activations recomputed in backward
 #pragma once
 #include <functional>

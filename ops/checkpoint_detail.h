@@ -30,13 +30,15 @@ class AutocastRestore {
  private:
   // enabled, dtype and the cache flag; a region's depth stays the thread's own. Outside any
   // region (depth 0: the usual backward after the forward's region ended) casts are not cached,
-  // since no region exit would clear them.
+  // since no region exit would clear them. Whether the dtype came from a region is replayed, so
+  // a region inside fn that names no dtype inherits the same one as the first time.
   static void apply(const AutocastSnapshot& s) {
     for (auto [dev, st] : {std::pair{DeviceType::CPU, &s.cpu}, std::pair{DeviceType::CUDA, &s.cuda}}) {
       AutocastState& a = autocast_state(dev);
       a.enabled = st->enabled;
       a.dtype = st->dtype;
       a.cache_enabled = st->cache_enabled && a.depth > 0;
+      a.dtype_from_region = st->depth > 0 || st->dtype_from_region;
     }
   }
   static void restore(const AutocastSnapshot& s) {
@@ -45,6 +47,7 @@ class AutocastRestore {
       a.enabled = st->enabled;
       a.dtype = st->dtype;
       a.cache_enabled = st->cache_enabled;
+      a.dtype_from_region = st->dtype_from_region;
     }
   }
   AutocastSnapshot saved_;

@@ -52,7 +52,8 @@ class CheckpointNode final : public autograd::Node {
     // fn again, on history-free inputs, as the forward ran it.
     Tensors inputs;
     for (std::size_t i = 0; i < saved_.size(); ++i) {
-      Tensor t = saved_[i].unpack(name());  // an error if the input was modified in place since
+      // An error if the input was modified in place since.
+      Tensor t = saved_[i].unpack(str_cat(kName, " (input ", i, " of the checkpointed function)"));
       if (t.defined()) {
         t = t.detach();
         if (needs_[i]) t.requires_grad_(true);

@@ -227,6 +227,35 @@ TEST_CASE("checkpoint, reentrant form: review findings - aliases, grad(), nested
   CHECK(order == std::vector<std::string>{"inner-cb", "after-inner-grad"});
 }
 
+TEST_CASE("checkpoint: a region inside the function that names no dtype inherits the forward's, also in backward",
+          "[autograd][checkpoint]") {
+  // f16 outside, an f32 island around the checkpoint, and a plain Autocast inside fn: it inherits
+  // f16 in the forward, and must again in the recomputation (at depth 0 in backward, where a fresh
+  // region would take the CPU's default, bf16).
+  manual_seed(8);
+  const Tensor w = randn({8, 8}).requires_grad_();
+  const Tensor x0 = randn({4, 8});
+  auto fn = [&](const Tensors& in) {
+    amp::Autocast inner(amp::AutocastOptions{.device = DeviceType::CPU});
+    return Tensors{tanh(matmul(in[0], w)).to(DType::F32)};
+  };
+  auto grad_of = [&](bool ckpt, CheckpointOptions form) {
+    w.set_grad(Tensor());
+    Tensor y;
+    {
+      amp::Autocast outer({.device = DeviceType::CPU, .dtype = DType::F16});
+      amp::Autocast off({.device = DeviceType::CPU, .enabled = false});
+      const Tensor x = x0 * 1.0;
+      y = sum(ckpt ? checkpoint(fn, {x}, form)[0] : fn({x})[0]);
+    }
+    y.backward();
+    return values(w.grad());
+  };
+  const auto plain = grad_of(false, {});
+  CHECK(grad_of(true, kRecomputing) == plain);
+  CHECK(grad_of(true, kReentrant) == plain);
+}
+
 TEST_CASE("checkpoint: the recomputation outside any autocast region leaves no cached casts", "[autograd][checkpoint]") {
   const Block block;
   for (const CheckpointOptions form : {kRecomputing, kReentrant}) {

@@ -88,6 +88,11 @@ TEST_CASE("checkpoint, recomputing form: the region's activations are freed afte
   const Tensor y = checkpoint(fn, {x})[0];
   CHECK(inner[0].expired());
   CHECK(inner[1].expired());
+  sum(y).backward({}, /*retain_graph=*/true);  // the recomputation's tensors are freed when the pass ends
+  CHECK(inner[0].expired());
+  CHECK(inner[1].expired());
+  x.set_grad(Tensor());
+  w.set_grad(Tensor());
   sum(y).backward();
   const Tensor g = x.grad().clone();
   x.set_grad(Tensor());
@@ -96,7 +101,7 @@ TEST_CASE("checkpoint, recomputing form: the region's activations are freed afte
   CHECK(values(g) == values(x.grad()));
 }
 
-TEST_CASE("checkpoint, recomputing form: nested checkpoints, retain_graph, one recomputation per backward",
+TEST_CASE("checkpoint, recomputing form: nested checkpoints, retain_graph, one recomputation per backward pass",
           "[autograd][checkpoint]") {
   manual_seed(4);
   const Net net;
@@ -112,7 +117,7 @@ TEST_CASE("checkpoint, recomputing form: nested checkpoints, retain_graph, one r
     };
     const Tensor y = sum(ckpt ? checkpoint(outer, {x})[0] : outer({x})[0]);
     y.backward({}, /*retain_graph=*/true);
-    y.backward();  // reads the recomputed tensors again: gradients doubled
+    y.backward();  // recomputes again: gradients doubled
     std::vector<std::vector<double>> r = {values(x.grad())};
     for (const Tensor& p : net.params()) r.push_back(values(p.grad()));
     return r;
@@ -120,9 +125,34 @@ TEST_CASE("checkpoint, recomputing form: nested checkpoints, retain_graph, one r
   const auto plain = run(false);
   outer_runs = 0;
   const auto ck = run(true);
-  CHECK(outer_runs == 2);  // the forward and one recomputation for both backward passes
+  CHECK(outer_runs == 3);  // the forward and one recomputation per backward pass (as PyTorch)
   REQUIRE(ck.size() == plain.size());
   for (std::size_t i = 0; i < ck.size(); ++i) CHECK(ck[i] == plain[i]);
+}
+
+TEST_CASE("checkpoint, recomputing form: a backward inside the checkpointed function (a gradient penalty)",
+          "[autograd][checkpoint]") {
+  manual_seed(6);
+  const Tensor w = randn({6, 6}).requires_grad_();
+  const Tensor x0 = randn({4, 6});
+  int runs = 0;
+  auto fn = [&](const Tensors& in) {
+    ++runs;
+    const Tensor h = tanh(matmul(in[0], w));
+    const Tensor g = autograd::grad({sum(h * h)}, {in[0]}, {}, std::nullopt, /*create_graph=*/true)[0];
+    return Tensors{h + g};
+  };
+  auto grads = [&](bool ckpt) {
+    w.set_grad(Tensor());
+    const Tensor x = x0.clone().requires_grad_();
+    const Tensor y = ckpt ? checkpoint(fn, {x})[0] : fn({x})[0];
+    sum(y * y).backward();
+    return std::vector<std::vector<double>>{values(y), values(x.grad()), values(w.grad())};
+  };
+  const auto plain = grads(false);
+  runs = 0;
+  CHECK(grads(true) == plain);
+  CHECK(runs == 2);
 }
 
 TEST_CASE("checkpoint, recomputing form: bad use is a named error", "[autograd][checkpoint][errors]") {
@@ -132,8 +162,8 @@ TEST_CASE("checkpoint, recomputing form: bad use is a named error", "[autograd][
   Tensor z = randn({4, 8});
   const Tensor y = checkpoint([&](const Tensors& in) { return Tensors{tanh(in[0] * w)}; }, {z})[0];
   z.add_(1.0);
-  MG_REQUIRE_ERROR(sum(y).backward(), "checkpoint: a tensor saved for backward ([4, 8] f32 cpu) was modified by an "
-                                      "in-place operation (version 0 -> 1)");
+  MG_REQUIRE_ERROR(sum(y).backward(), "checkpoint (input 0 of the checkpointed function): a tensor saved for backward "
+                                      "([4, 8] f32 cpu) was modified by an in-place operation (version 0 -> 1)");
   // The second run saves fewer tensors, or others.
   int runs = 0;
   const Tensor h = x * 1.0;
