@@ -136,7 +136,7 @@ step "configure (sm_$ARCH)" 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TY
   && grep -a "CUDA backend" "$LOG" | tail -1
 # -k 0: a target that fails to build leaves the others built, and each step below runs when its
 # program is there (step skips it otherwise).
-step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp bench_cuda \
+step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp test_autograd bench_cuda \
   bench_cudnn_conv bench_factory bench_pinned bench_cuda_graph train_resnet train_bert bench_amp test_io \
   test_datasets test_examples_common test_examples_smoke -- -k 0
 # The NCCL process group's tests live in tests/distributed, built when Gloo was found (the
@@ -156,8 +156,10 @@ if [ -f "$BUILD/build.ninja" ]; then
   # Every CUDA test case (host-only and [gpu]):
   step "tests: CUDA (ctest)" 180 ctest --test-dir "$BUILD" -L '^cuda$' -j 8 --timeout 100 --output-on-failure \
     --output-junit "$OUT/tests.xml"
-  # The op table's CUDA-vs-CPU comparisons (forward and gradients), autocast and AMP on CUDA:
-  step "tests: ops + AMP on CUDA" 150 ctest --test-dir "$BUILD" -L '^(ops|amp)$' -R 'CUDA' -j 8 --timeout 120 \
+  # The op table's CUDA-vs-CPU comparisons (forward and gradients), autocast and AMP on CUDA,
+  # checkpointing and SaveOnCpu on CUDA (every [gpu] case is selected by some step here:
+  # tests/core/test_test_names.cpp checks it):
+  step "tests: ops + AMP on CUDA" 150 ctest --test-dir "$BUILD" -L '^(ops|amp|autograd)$' -R 'CUDA' -j 8 --timeout 120 \
     --output-on-failure --output-junit "$OUT/ops_amp_tests.xml"
   # ProcessGroupNccl: the host-side cases and a one-rank group on cuda:0; across 2 processes when
   # the machine has 2 or more GPUs (skipped, code 77, on one).
