@@ -2,6 +2,7 @@
 // task of the running backward (engine.cpp runs them, through the list this file keeps per thread).
 #include "mixgrad/autograd/hooks.h"
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -11,7 +12,10 @@ namespace mg::autograd {
 namespace {
 
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+thread_local std::vector<std::function<void()>>* t_cleanups = nullptr;
+thread_local uint64_t t_pass_id = 0;
 thread_local bool t_join_running_pass = false;  // JoinRunningPass
+std::atomic<uint64_t> g_next_pass_id{1};
 
 AccumulateGrad& accumulator_of(const Tensor& leaf, const char* api) {
   MG_CHECK(leaf.defined() && leaf.requires_grad() && leaf.is_leaf(), AutogradError, api,
@@ -42,15 +46,36 @@ void queue_callback(std::function<void()> callback) {
 
 bool in_backward() { return t_callbacks != nullptr; }
 
-BackwardCallbacks::BackwardCallbacks() : previous_(t_callbacks), join_before_(t_join_running_pass) {
+uint64_t current_pass_id() { return t_pass_id; }
+
+void at_pass_end(std::function<void()> cleanup) {
+  MG_CHECK(t_cleanups != nullptr, AutogradError, "at_pass_end: no backward pass is running on this thread");
+  t_cleanups->push_back(std::move(cleanup));
+}
+
+BackwardCallbacks::BackwardCallbacks()
+    : previous_(t_callbacks), previous_cleanups_(t_cleanups), previous_id_(t_pass_id),
+      join_before_(t_join_running_pass) {
   joined_ = t_join_running_pass && t_callbacks != nullptr;
-  if (!joined_) t_callbacks = &callbacks_;
+  if (!joined_) {
+    t_callbacks = &callbacks_;
+    t_cleanups = &cleanups_;
+    t_pass_id = g_next_pass_id.fetch_add(1, std::memory_order_relaxed);
+  }
   t_join_running_pass = false;  // consumed: passes started inside this one are their own
 }
 
 BackwardCallbacks::~BackwardCallbacks() {
   t_callbacks = previous_;
+  t_cleanups = previous_cleanups_;
+  t_pass_id = previous_id_;
   t_join_running_pass = join_before_;
+  for (auto& cleanup : cleanups_) {
+    try {
+      cleanup();
+    } catch (...) {  // a destructor, maybe during unwinding: a cleanup must not throw
+    }
+  }
 }
 
 JoinRunningPass::JoinRunningPass() : previous_(t_join_running_pass) { t_join_running_pass = true; }

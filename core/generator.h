@@ -41,7 +41,10 @@ class Generator {
   // Reserves `blocks` Philox blocks (4 words each) and returns the seed and the first block's
   // offset, as one step: threads drawing from one generator (the default one) get disjoint
   // blocks, never the same numbers, and a reseed is never seen half-done (PyTorch locks too).
-  Position draw(uint64_t blocks) {
+  // While a GeneratorTape is installed on the calling thread, the tape answers (below).
+  Position draw(uint64_t blocks);
+  // draw() past any tape: the stream itself.
+  Position draw_direct(uint64_t blocks) {
     std::lock_guard<std::mutex> lock(mutex_);
     const Position p{seed_, offset_};
     offset_ += blocks;
@@ -54,6 +57,24 @@ class Generator {
   uint64_t seed_;
   uint64_t offset_ = 0;
 };
+
+// A thread's redirection of every generator's draws: mg::checkpoint records which generators a
+// function drew from and where (so dropout masks can be drawn again), then serves its
+// recomputation from those positions without moving any generator. Installed per thread.
+class GeneratorTape {
+ public:
+  virtual ~GeneratorTape() = default;
+  virtual Generator::Position draw(Generator& g, uint64_t blocks) = 0;
+};
+
+namespace detail {
+inline thread_local GeneratorTape* t_generator_tape = nullptr;
+}
+
+inline Generator::Position Generator::draw(uint64_t blocks) {
+  if (GeneratorTape* tape = detail::t_generator_tape) [[unlikely]] return tape->draw(*this, blocks);
+  return draw_direct(blocks);
+}
 
 // The process-wide default generator used when none is passed.
 Generator& default_generator();

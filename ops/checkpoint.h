@@ -1,7 +1,7 @@
 // Activation checkpointing (PyTorch's torch.utils.checkpoint): trade compute for memory. A
 // checkpointed function's intermediate tensors are not kept for backward; the backward pass runs
-// the function again — with the autocast state and the default generator's position of the first
-// run, so autocast casts and dropout masks are the same — and uses what that second run computes.
+// the function again — with the autocast state of the first run and its random draws served
+// again, so autocast casts and dropout masks are the same — and uses what that second run computes.
 //
 // Two forms (CheckpointOptions::reentrant):
 // - recomputing (the default, PyTorch's use_reentrant=False): fn runs with recording on under
@@ -20,10 +20,11 @@
 //   and autograd::grad through it (its inner backward would write .grad), and writing in place
 //   into an output that shares memory with an input — each a named error.
 //
-// Both: the gradients equal the plain run's bit for bit; the default generator is rewound for the
-// recomputation, so another thread drawing from it meanwhile gets numbers out of order (as with
-// PyTorch's RNG-state restore); fn's side effects happen twice (a batch norm inside updates its
-// running statistics again).
+// Both: the gradients equal the plain run's bit for bit. Every draw fn made from any generator
+// (the default one, or a Dropout's own) is recorded where it started and served again to the
+// recomputation, which moves no generator: other threads drawing meanwhile are not disturbed and
+// do not disturb it (PyTorch rewinds the default generators instead). fn's side effects happen
+// twice (a batch norm inside updates its running statistics again).
 //
 // fn is kept until the backward has run, so what it captures must live that long: capture modules
 // by shared_ptr or by value rather than by reference to a loop variable.
@@ -47,8 +48,8 @@ struct CheckpointOptions {
 // fn(inputs), its intermediate tensors freed (what a checkpointed call keeps alive: its inputs, and
 // in the recomputing form also the small record of each saved tensor's place). The outputs carry
 // fn's gradient to the inputs and to the parameters fn reads. fn must compute the same thing when
-// run again: the same ops on the same inputs (it may draw random numbers from the default
-// generator: they are replayed). Cost: fn runs twice per training step. Under NoGradGuard fn just
+// run again: the same ops on the same inputs (it may draw random numbers from any generator: the
+// draws are replayed; a recomputation that draws what the first run did not is a named error). Cost: fn runs twice per training step. Under NoGradGuard fn just
 // runs. Inside a CUDA graph capture it is an error (the recomputation would move the captured
 // generator).
 Tensors checkpoint(const CheckpointFn& fn, const Tensors& inputs, const CheckpointOptions& options = {});

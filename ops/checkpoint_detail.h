@@ -1,10 +1,12 @@
 // Internal to ops/checkpoint*.cpp: mg::checkpoint's two forms (ops/checkpoint.h), and what both
-// replay when they run the function again: the autocast states of the first run and the default
-// generator's position at its start.
+// replay when they run the function again: the autocast states of the first run and every random
+// draw it made, from any generator.
 #pragma once
 #include <utility>
+#include <vector>
 
 #include "mixgrad/core/autocast_state.h"
+#include "mixgrad/core/error.h"
 #include "mixgrad/core/generator.h"
 #include "mixgrad/ops/checkpoint.h"
 
@@ -53,18 +55,67 @@ class AutocastRestore {
   AutocastSnapshot saved_;
 };
 
-// The default generator at `p` for a scope, then back where it was.
-class GeneratorReplay {
+// Every draw a function made from any generator, in order: the generator, where the draw started
+// and how many blocks it took. Recorded while the function first runs, served again to its
+// recomputation.
+struct GeneratorDraw {
+  const Generator* generator;
+  Generator::Position start;
+  uint64_t blocks;
+};
+using GeneratorDraws = std::vector<GeneratorDraw>;
+
+// Records this thread's draws for a scope, then passes them on (to an enclosing recorder or
+// replayer, or to the generator itself). Each draw is recorded where it really started, so draws
+// of other threads from the same generator in between (a data loader's) do not disturb the replay.
+class GeneratorRecorder final : public GeneratorTape {
  public:
-  explicit GeneratorReplay(const Generator::Position& p) : saved_(default_generator().position()) {
-    default_generator().set_state(p.seed, p.offset);
+  GeneratorRecorder() : previous_(detail::t_generator_tape) { detail::t_generator_tape = this; }
+  ~GeneratorRecorder() override { detail::t_generator_tape = previous_; }
+  GeneratorRecorder(const GeneratorRecorder&) = delete;
+  GeneratorRecorder& operator=(const GeneratorRecorder&) = delete;
+  Generator::Position draw(Generator& g, uint64_t blocks) override {
+    const Generator::Position p = previous_ ? previous_->draw(g, blocks) : g.draw_direct(blocks);
+    draws_.push_back({&g, p, blocks});
+    return p;
   }
-  ~GeneratorReplay() { default_generator().set_state(saved_.seed, saved_.offset); }
-  GeneratorReplay(const GeneratorReplay&) = delete;
-  GeneratorReplay& operator=(const GeneratorReplay&) = delete;
+  GeneratorDraws take() { return std::move(draws_); }
 
  private:
-  Generator::Position saved_;
+  GeneratorTape* previous_;
+  GeneratorDraws draws_;
+};
+
+// Serves a recomputation's draws from the recorded ones, in order per generator, without moving any
+// generator (so a recomputation on one thread never disturbs another thread's draws). A draw the
+// first run did not make, or of another size, is a named error.
+class GeneratorReplayer final : public GeneratorTape {
+ public:
+  explicit GeneratorReplayer(const GeneratorDraws& draws, const char* who)
+      : draws_(draws), used_(draws.size(), false), who_(who), previous_(detail::t_generator_tape) {
+    detail::t_generator_tape = this;
+  }
+  ~GeneratorReplayer() override { detail::t_generator_tape = previous_; }
+  GeneratorReplayer(const GeneratorReplayer&) = delete;
+  GeneratorReplayer& operator=(const GeneratorReplayer&) = delete;
+  Generator::Position draw(Generator& g, uint64_t blocks) override {
+    for (std::size_t i = 0; i < draws_.size(); ++i) {  // the first unused draw of g (a few per function)
+      if (used_[i] || draws_[i].generator != &g) continue;
+      MG_CHECK(draws_[i].blocks == blocks, AutogradError, who_, ": the recomputation drew ", blocks,
+               " random blocks where the first run drew ", draws_[i].blocks,
+               "\n  hint: a checkpointed function must compute the same thing each time it runs");
+      used_[i] = true;
+      return draws_[i].start;
+    }
+    MG_THROW(AutogradError, who_, ": the recomputation drew random numbers the first run did not draw",
+             "\n  hint: a checkpointed function must compute the same thing each time it runs");
+  }
+
+ private:
+  const GeneratorDraws& draws_;
+  std::vector<bool> used_;
+  const char* who_;
+  GeneratorTape* previous_;
 };
 
 }  // namespace mg::checkpoint_detail

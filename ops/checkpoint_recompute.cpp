@@ -2,17 +2,22 @@
 // recording on, under saved-tensor hooks whose pack hands each saved tensor a Slot (its place in
 // the order the forward saved them) and notes its shape, dtype and device in the call's Frame; the
 // frame holds the tensors themselves only until fn returns (fn may run a backward of its own on
-// what it computes: a gradient penalty). The first unpack of a slot in a backward runs fn again —
-// on the inputs as they were, with the first run's autocast states and generator position, under
-// hooks that capture what the recomputation saves in the same order — and every slot then reads
-// its tensor from there. A slot's tensor is freed with the slot (when its node has run), and what
-// is left when the backward pass ends is freed then, so the recomputed activations go as the
-// backward passes them and a second backward (retain_graph) recomputes again, as in PyTorch.
+// what it computes: a gradient penalty), and records fn's random draws. The first unpack of a
+// slot in a backward pass runs fn again — on the inputs as they were, with the first run's autocast
+// states and random draws, under hooks that capture what the recomputation saves in the same order
+// — and every slot then reads its tensor from there. The recomputed tensors belong to that pass:
+// a slot's tensor is freed with the slot (when its node has run) and the rest when the pass ends,
+// however it ends, so the backward frees the region's activations as it passes them, a second
+// backward (retain_graph) recomputes, and passes on several threads over one retained graph each
+// recompute their own (as PyTorch keys them by graph task).
 #include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
+#include "mixgrad/autograd/backward_callbacks.h"
 #include "mixgrad/autograd/grad_mode.h"
-#include "mixgrad/autograd/hooks.h"
 #include "mixgrad/autograd/saved_tensor.h"
 #include "mixgrad/autograd/saved_tensor_hooks.h"
 #include "mixgrad/core/error.h"
@@ -32,21 +37,30 @@ struct SavedMeta {
 
 std::string describe_meta(const SavedMeta& m) { return str_cat(m.shape, " ", dtype_name(m.dtype), " ", m.device.str()); }
 
+// A tensor as saved, with its version then (a later in-place write into it is an error on read).
+struct Captured {
+  Tensor tensor;
+  uint64_t version = 0;
+};
+using CapturedValues = std::vector<Captured>;
+
 class Frame;
 
 // What a saved tensor of the checkpointed region keeps: its frame and its place in the order.
 struct Slot {
+  Slot(std::shared_ptr<Frame> f, std::size_t i) : frame(std::move(f)), index(i) {}
+  Slot(const Slot&) = delete;  // one slot per saved tensor: its destructor frees that tensor
+  Slot& operator=(const Slot&) = delete;
+  ~Slot();
   std::shared_ptr<Frame> frame;
   std::size_t index;
-  ~Slot();
 };
 
-// One checkpointed call: how to run it again, and per saved tensor its metadata, its live slot
-// and, once recomputed, its value with the version it had when the recomputation saved it.
+// One checkpointed call: how to run it again, per saved tensor its metadata and live slot, the
+// forward's tensors while fn runs, and per backward pass the recomputed ones.
 class Frame : public std::enable_shared_from_this<Frame> {
  public:
-  Frame(CheckpointFn fn, const Tensors& inputs)
-      : fn_(std::move(fn)), autocast_(AutocastSnapshot::take()), rng_(default_generator().position()) {
+  Frame(CheckpointFn fn, const Tensors& inputs) : fn_(std::move(fn)), autocast_(AutocastSnapshot::take()) {
     // Saved through the hooks in force outside this call: an enclosing checkpoint then
     // recomputes these inputs too instead of keeping them.
     for (const Tensor& t : inputs) inputs_.emplace_back(t, /*is_output=*/false);
@@ -54,29 +68,41 @@ class Frame : public std::enable_shared_from_this<Frame> {
 
   // The forward's pack: a slot instead of the tensor (which the frame holds until fn returns).
   std::shared_ptr<Slot> add_slot(const std::shared_ptr<Frame>& self, const Tensor& t) {
+    std::lock_guard<std::mutex> lock(mutex_);
     MG_ASSERT(in_forward_, kName, ": a tensor saved after the checkpointed call ended");
-    auto slot = std::make_shared<Slot>(Slot{self, metas_.size()});
+    auto slot = std::make_shared<Slot>(self, metas_.size());
     metas_.push_back({t.shape(), t.dtype(), t.device()});
     slots_.push_back(slot);
-    values_.push_back({t, t.version()});
+    forward_values_.push_back({t, t.version()});
     return slot;
   }
 
-  // fn returned: from now on the saved tensors come from a recomputation.
-  void end_forward() {
+  // fn returned (or threw): from now on the saved tensors come from recomputations.
+  void end_forward(GeneratorDraws draws) {
+    std::lock_guard<std::mutex> lock(mutex_);
     in_forward_ = false;
-    values_.clear();
+    forward_values_.clear();
+    draws_ = std::move(draws);
   }
 
   Tensor value(std::size_t index) {
-    if (in_forward_) return values_.at(index).tensor;  // a backward inside fn itself
-    if (!recomputed_) {
-      MG_CHECK(!recomputing_, AutogradError, kName, ": a tensor the checkpointed function saved was needed while that "
-               "function was being recomputed (a backward inside it reached past its own inputs)",
-               "\n  hint: differentiate only with respect to the function's inputs or tensors it computes");
-      recompute();
+    const uint64_t pass = autograd::current_pass_id();
+    std::shared_ptr<CapturedValues> values;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (in_forward_) return forward_values_.at(index).tensor;  // a backward inside fn itself
+      if (const auto it = passes_.find(pass); it != passes_.end()) {
+        values = it->second;
+      } else {
+        MG_CHECK(!recomputing_.count(pass), AutogradError, kName, ": a tensor the checkpointed function saved was "
+                 "needed while that function was being recomputed (a backward inside it reached past its own inputs)",
+                 "\n  hint: differentiate only with respect to the function's inputs or tensors it computes");
+        recomputing_.insert(pass);
+      }
     }
-    const Captured& c = values_.at(index);
+    if (!values) values = recompute_for(pass);
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Captured& c = values->at(index);
     MG_ASSERT(c.tensor.defined(), kName, ": saved tensor ", index, " was not kept by the recomputation");
     MG_CHECK(c.tensor.version() == c.version, AutogradError, kName, ": a tensor the recomputation saved for backward (",
              describe(c.tensor), ", the ", index + 1, ". saved) was modified by a later in-place operation of the "
@@ -85,39 +111,58 @@ class Frame : public std::enable_shared_from_this<Frame> {
     return c.tensor;
   }
 
+  // A slot died (its node ran, or its graph is gone): nobody reads its tensor again.
   void drop(std::size_t index) {
-    if (index < values_.size()) values_[index] = {};
-  }
-
-  // The end of the backward pass that recomputed: what no node took is freed, and a later
-  // backward (retain_graph) recomputes.
-  void forget_recomputation() {
-    values_.clear();
-    recomputed_ = false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (index < forward_values_.size()) forward_values_[index] = {};
+    for (auto& [pass, values] : passes_) {
+      if (index < values->size()) (*values)[index] = {};
+    }
   }
 
  private:
-  struct Captured {
-    Tensor tensor;
-    uint64_t version = 0;
-  };
+  // Runs the recomputation for backward pass `pass` (0: outside any pass, kept by nobody) and
+  // files its values under the pass until the pass ends.
+  std::shared_ptr<CapturedValues> recompute_for(uint64_t pass) {
+    std::shared_ptr<CapturedValues> values;
+    try {
+      values = recompute();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      recomputing_.erase(pass);
+      throw;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    recomputing_.erase(pass);
+    if (pass != 0) {
+      passes_[pass] = values;
+      autograd::at_pass_end([weak = weak_from_this(), pass] {
+        if (auto f = weak.lock()) f->forget(pass);
+      });
+    }
+    return values;
+  }
 
-  void recompute() {
+  void forget(uint64_t pass) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    passes_.erase(pass);
+  }
+
+  std::shared_ptr<CapturedValues> recompute() {
     check_not_captured(default_generator(), kName);
     Tensors inputs;
     for (std::size_t i = 0; i < inputs_.size(); ++i) {  // version-checked
       inputs.push_back(inputs_[i].unpack(str_cat(kName, " (input ", i, " of the checkpointed function)")));
     }
-    values_.assign(metas_.size(), {});
+    auto values = std::make_shared<CapturedValues>(metas_.size());
     std::size_t count = 0;
-    recomputing_ = true;
-    try {
+    {
       EnableGradGuard grad_on;  // fn must record (and save) as it did the first time
       AutocastRestore autocast(autocast_);
-      GeneratorReplay rng(rng_);
+      GeneratorReplayer rng(draws_, kName);
       // The recomputation's own graph keeps what it saves (fn may run a backward through it).
       autograd::SavedTensorHooks capture(
-          [this, &count](const Tensor& t) -> std::any {
+          [this, &count, &values](const Tensor& t) -> std::any {
             const std::size_t k = count++;
             if (k < metas_.size()) {  // too many: reported below, once fn is done
               const SavedMeta& m = metas_[k];
@@ -125,39 +170,32 @@ class Frame : public std::enable_shared_from_this<Frame> {
                        ": the recomputation saved ", describe(t), " for backward where the first run saved ",
                        describe_meta(m), " (the ", k + 1, ". saved tensor)",
                        "\n  hint: a checkpointed function must compute the same thing each time it runs");
-              if (!slots_[k].expired()) values_[k] = {t, t.version()};  // t carries no history
+              if (!slots_[k].expired()) (*values)[k] = {t, t.version()};  // t carries no history
             }
             return t;
           },
           [](const std::any& packed) { return std::any_cast<const Tensor&>(packed); });
       fn_(inputs);
-    } catch (...) {
-      recomputing_ = false;
-      values_.clear();
-      throw;
     }
-    recomputing_ = false;
     MG_CHECK(count == metas_.size(), AutogradError, kName, ": the recomputation saved ", count,
              " tensors for backward but the first run saved ", metas_.size(),
              "\n  hint: a checkpointed function must compute the same thing each time it runs");
-    recomputed_ = true;
-    if (autograd::in_backward()) {
-      autograd::queue_callback([weak = weak_from_this()] {
-        if (auto f = weak.lock()) f->forget_recomputation();
-      });
-    }
+    return values;
   }
 
+  // Set while fn first runs, read-only after (recomputations on several threads read them).
   CheckpointFn fn_;
   std::vector<autograd::SavedTensor> inputs_;
   AutocastSnapshot autocast_;
-  Generator::Position rng_;
+  GeneratorDraws draws_;
   std::vector<SavedMeta> metas_;
   std::vector<std::weak_ptr<Slot>> slots_;
-  std::vector<Captured> values_;  // per slot: the forward's tensor while fn runs, then the recomputed one
+  // Guarded by mutex_.
+  std::mutex mutex_;
   bool in_forward_ = true;
-  bool recomputing_ = false;
-  bool recomputed_ = false;
+  CapturedValues forward_values_;                                         // while fn first runs
+  std::unordered_map<uint64_t, std::shared_ptr<CapturedValues>> passes_;  // per backward pass
+  std::unordered_set<uint64_t> recomputing_;                              // passes recomputing now
 };
 
 Slot::~Slot() { frame->drop(index); }
@@ -169,25 +207,23 @@ Tensors checkpoint_recomputing(const CheckpointFn& fn, const Tensors& inputs) {
   // The pack holds the frame weakly: the frame lives through the slots of the saved tensors that
   // need it, and dies with the forward's graph when nothing was saved.
   std::weak_ptr<Frame> weak = frame;
-  struct EndForward {  // also when fn throws
+  GeneratorRecorder recorder;  // fn's random draws, for the recomputations
+  struct EndForward {          // also when fn throws
     Frame& frame;
-    ~EndForward() { frame.end_forward(); }
-  } end_forward{*frame};
-  Tensors outputs;
-  {
-    autograd::SavedTensorHooks hooks(
-        [weak](const Tensor& t) -> std::any {
-          auto f = weak.lock();
-          MG_ASSERT(f, kName, ": a tensor saved after the checkpointed call ended");
-          return f->add_slot(f, t);
-        },
-        [](const std::any& packed) -> Tensor {
-          const auto& slot = std::any_cast<const std::shared_ptr<Slot>&>(packed);
-          return slot->frame->value(slot->index);
-        });
-    outputs = fn(inputs);
-  }
-  return outputs;
+    GeneratorRecorder& recorder;
+    ~EndForward() { frame.end_forward(recorder.take()); }
+  } end_forward{*frame, recorder};
+  autograd::SavedTensorHooks hooks(
+      [weak](const Tensor& t) -> std::any {
+        auto f = weak.lock();
+        MG_ASSERT(f, kName, ": a tensor saved after the checkpointed call ended");
+        return f->add_slot(f, t);
+      },
+      [](const std::any& packed) -> Tensor {
+        const auto& slot = std::any_cast<const std::shared_ptr<Slot>&>(packed);
+        return slot->frame->value(slot->index);
+      });
+  return fn(inputs);
 }
 
 }  // namespace mg::checkpoint_detail

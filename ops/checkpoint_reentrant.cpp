@@ -1,8 +1,7 @@
 // mg::checkpoint's reentrant form: forward runs fn under NoGradGuard and records one node over all outputs;
 // its apply re-runs fn on detached copies of the saved inputs with grad mode on, the forward's
-// autocast states and the default generator at the forward's position (restored afterwards, so
-// the recomputation draws nothing from the stream), then runs a nested backward through the
-// recomputed graph and hands the inputs' gradients on.
+// autocast states and its random draws served again (no generator moves), then runs a nested
+// backward through the recomputed graph and hands the inputs' gradients on.
 #include "mixgrad/ops/checkpoint_detail.h"
 
 #include "mixgrad/autograd/backward_callbacks.h"
@@ -26,10 +25,10 @@ class CheckpointNode final : public autograd::Node {
  public:
   CheckpointNode(CheckpointFn fn, const Tensors& inputs, std::vector<bool> needs, std::vector<TensorMeta> input_meta,
                  std::vector<TensorMeta> output_meta, std::vector<bool> aliases, AutocastSnapshot autocast,
-                 Generator::Position rng)
+                 GeneratorDraws draws)
       : Node(uint32_t(output_meta.size())), fn_(std::move(fn)), needs_(std::move(needs)),
         input_meta_(std::move(input_meta)), output_meta_(std::move(output_meta)), aliases_(std::move(aliases)),
-        autocast_(autocast), rng_(rng) {
+        autocast_(autocast), draws_(std::move(draws)) {
     for (const Tensor& t : inputs) saved_.emplace_back(t, /*is_output=*/false);
   }
 
@@ -64,7 +63,7 @@ class CheckpointNode final : public autograd::Node {
     {
       EnableGradGuard grad_on;
       AutocastRestore autocast(autocast_);
-      GeneratorReplay rng(rng_);
+      GeneratorReplayer rng(draws_, kName);
       outputs = fn_(inputs);
     }
     MG_CHECK(outputs.size() == output_meta_.size(), AutogradError, kName, ": the recomputation returned ",
@@ -108,18 +107,20 @@ class CheckpointNode final : public autograd::Node {
   std::vector<TensorMeta> input_meta_, output_meta_;
   std::vector<bool> aliases_;  // per output: shares memory with an input
   AutocastSnapshot autocast_;
-  Generator::Position rng_;
+  GeneratorDraws draws_;  // fn's random draws in the first run, served to the recomputation
 };
 
 }  // namespace
 
 Tensors checkpoint_reentrant(const CheckpointFn& fn, const Tensors& inputs) {
   const AutocastSnapshot autocast = AutocastSnapshot::take();
-  const Generator::Position rng = default_generator().position();
   Tensors outputs;
+  GeneratorDraws draws;
   {
     NoGradGuard no_grad;
+    GeneratorRecorder recorder;
     outputs = fn(inputs);
+    draws = recorder.take();
   }
   std::vector<bool> needs;
   std::vector<TensorMeta> in_meta, out_meta;
@@ -135,7 +136,8 @@ Tensors checkpoint_reentrant(const CheckpointFn& fn, const Tensors& inputs) {
   std::vector<bool> aliases = mark_input_aliases(outputs, inputs);
   // Always recorded while grad mode is on: the parameters fn reads need their gradients even when
   // no input requires one (the first layer's input is data).
-  auto node = std::make_shared<CheckpointNode>(fn, inputs, needs, in_meta, out_meta, std::move(aliases), autocast, rng);
+  auto node = std::make_shared<CheckpointNode>(fn, inputs, needs, in_meta, out_meta, std::move(aliases), autocast,
+                                                    std::move(draws));
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     node->next_edges.push_back(needs[i] ? autograd::gradient_edge(inputs[i]) : autograd::Edge{});
   }

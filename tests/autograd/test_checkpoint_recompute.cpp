@@ -5,13 +5,18 @@
 // other tensors the second time, or writes in place into what it saved, is a named error.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "autograd/engine.h"
 #include "core/factory.h"
+#include "core/generator.h"
+#include "nn/dropout.h"
 #include "nn/linear.h"
 #include "ops/checkpoint.h"
+#include "ops/norm.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
@@ -189,4 +194,96 @@ TEST_CASE("checkpoint, recomputing form: bad use is a named error", "[autograd][
   MG_REQUIRE_ERROR(sum(y4).backward(), "checkpoint: a tensor the recomputation saved for backward ([4, 8] f32 cpu, the 3. "
                                        "saved) was modified by a later in-place operation of the checkpointed function "
                                        "(version 0 -> 1)");
+}
+
+TEST_CASE("checkpoint: dropout on its own Generator, and draws of other threads in between, are replayed",
+          "[autograd][checkpoint]") {
+  manual_seed(9);
+  const Tensor w = randn({8, 8}).requires_grad_();
+  const Tensor x0 = randn({4, 8});
+  Generator gen(123);
+  auto drop = std::make_shared<nn::Dropout>(nn::DropoutOptions{.p = 0.5, .generator = &gen});
+  auto fn = [&](const Tensors& in) {
+    const Tensor h = drop->forward(tanh(matmul(in[0], w)));
+    // Another thread draws from the default generator between this thread's two draws from it.
+    std::thread([] { (void)randn({16}); }).join();
+    return Tensors{dropout(h * 2.0, 0.3)};
+  };
+  auto grads = [&](bool ckpt, CheckpointOptions form) {
+    w.set_grad(Tensor());
+    gen.set_state(123, 0);
+    manual_seed(10);
+    const Tensor x = x0.clone().requires_grad_();
+    const Tensor y = ckpt ? checkpoint(fn, {x}, form)[0] : fn({x})[0];
+    sum(y * y).backward();
+    return std::vector<std::vector<double>>{values(x.grad()), values(w.grad())};
+  };
+  const auto plain = grads(false, {});
+  CHECK(grads(true, {.reentrant = false}) == plain);
+  CHECK(grads(true, {.reentrant = true}) == plain);
+  // The recomputation moved neither generator.
+  const Generator::Position after_forward = gen.position();
+  const Tensor x = x0.clone().requires_grad_();
+  const Tensor y = checkpoint(fn, {x})[0];
+  const Generator::Position before_backward = gen.position();
+  sum(y).backward();
+  CHECK(gen.position().offset == before_backward.offset);
+  CHECK(before_backward.offset > after_forward.offset);
+}
+
+TEST_CASE("checkpoint, recomputing form: a failed backward pass frees its recomputation, a retry recomputes",
+          "[autograd][checkpoint]") {
+  const Tensor w = randn({6, 6}).requires_grad_();
+  int runs = 0;
+  std::weak_ptr<Storage> inner;
+  auto fn = [&](const Tensors& in) {
+    ++runs;
+    const Tensor h = tanh(matmul(in[0], w));
+    inner = h.impl()->storage;
+    return Tensors{matmul(h, w)};
+  };
+  const Tensor x = randn({3, 6}).requires_grad_();
+  const Tensor h0 = x * 2.0;
+  bool fail = true;
+  h0.register_hook([&](const Tensor& g) {
+    if (fail) throw std::runtime_error("hook failed");
+    return g;
+  });
+  const Tensor y = sum(checkpoint(fn, {h0})[0]);
+  CHECK_THROWS_WITH(y.backward({}, /*retain_graph=*/true), "hook failed");
+  CHECK(runs == 2);
+  CHECK(inner.expired());  // the failed pass's recomputation was freed
+  fail = false;
+  y.backward();
+  CHECK(runs == 3);
+  const Tensor g = x.grad().clone();
+  x.set_grad(Tensor());
+  sum(fn({x * 2.0})[0]).backward();
+  CHECK(values(g) == values(x.grad()));
+}
+
+TEST_CASE("checkpoint, recomputing form: backward passes on several threads over one retained graph",
+          "[autograd][checkpoint]") {
+  const Tensor w = randn({16, 16}).requires_grad_();
+  auto fn = [&](const Tensors& in) { return Tensors{tanh(matmul(tanh(matmul(in[0], w)), w))}; };
+  const Tensor x = randn({8, 16}).requires_grad_();
+  const std::vector<double> expected = values(autograd::grad({sum(fn({x * 2.0})[0])}, {x})[0]);
+  for (int round = 0; round < 20; ++round) {
+    const Tensor s = sum(checkpoint(fn, {x * 2.0})[0]);
+    std::vector<double> got[2];
+    std::atomic<int> failures{0};
+    auto run = [&](int t) {
+      try {
+        got[t] = values(autograd::grad({s}, {x}, {}, /*retain_graph=*/true)[0]);
+      } catch (...) {
+        ++failures;
+      }
+    };
+    std::thread a(run, 0), b(run, 1);
+    a.join();
+    b.join();
+    REQUIRE(failures == 0);
+    CHECK(got[0] == expected);
+    CHECK(got[1] == expected);
+  }
 }
