@@ -62,8 +62,11 @@ Tensor GradScaler::scale(const Tensor& loss) const {
   MG_CHECK(loss.defined() && is_floating(loss.dtype()), DTypeError, "GradScaler::scale: expected a floating loss, got ",
            loss.defined() ? describe(loss) : "undefined");
   if (!options_.enabled) return loss;
-  if (use_device(loss.device())) return loss * to(select(device_state_, 0, 0), loss.dtype());  // no host read
-  return loss * state_.scale;
+  // A 16-bit loss is scaled in f32, as PyTorch's f32 scale promotes it: an f16 loss of 2 scaled by
+  // 65536 is 131072, not inf (its gradient still reaches the f16 graph as the f16 scale).
+  const Tensor l = loss.dtype() == DType::F64 ? loss : to(loss, DType::F32);
+  if (use_device(l.device())) return l * to(select(device_state_, 0, 0), l.dtype());  // no host read
+  return l * state_.scale;
 }
 
 bool GradScaler::use_device(Device device) const {
@@ -131,6 +134,9 @@ GradScaler::PerOptimizer& GradScaler::entry(const optim::Optimizer& opt) { retur
 void GradScaler::unscale_(optim::Optimizer& opt) {
   if (!options_.enabled) return;
   PerOptimizer& e = entry(opt);
+  MG_CHECK(e.stage != Stage::Stepped, Error, "GradScaler::unscale_: called after step() for this ", opt.name(),
+           " optimizer in this iteration (step() unscales itself)",
+           "\n  hint: call unscale_ before step() (to clip), or not at all; update() starts the next iteration");
   MG_CHECK(e.stage == Stage::Ready, Error, "GradScaler::unscale_: already called for this ", opt.name(),
            " optimizer since the last update()",
            "\n  hint: call unscale_ at most once per optimizer per iteration, before step(); update() starts the next");
@@ -383,6 +389,12 @@ void GradScaler::load_state_dict(const StateDict& s) {
   o.hysteresis = s.int_at(who, "hysteresis");
   o.max_consecutive_skips = s.int_at(who, "max_consecutive_skips");
   o.enabled = s.int_at(who, "enabled") != 0;
+  // A disabled scaler's state in an enabled one (a bf16 run's checkpoint resumed in f16) would turn
+  // loss scaling off without a word; PyTorch refuses it too. The other way round likewise.
+  MG_CHECK(o.enabled == options_.enabled, Error, who, ": the state was saved by ",
+           o.enabled ? "an enabled" : "a disabled", " GradScaler but this one is ", options_.enabled ? "enabled" : "disabled",
+           "\n  hint: construct the scaler with .enabled = ", o.enabled ? "true" : "false",
+           " to resume that state, or do not load it (a bf16 run needs no loss scaling; an f16 run does)");
   o.dynamic = s.ints.count("dynamic") ? s.ints.at("dynamic") != 0 : options_.dynamic;
   if (s.floats.count("min_scale")) o.min_scale = s.floats.at("min_scale");
   if (s.floats.count("max_scale")) o.max_scale = s.floats.at("max_scale");

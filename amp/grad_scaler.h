@@ -68,7 +68,8 @@ class GradScaler : public GraphParticipant {
  public:
   explicit GradScaler(GradScalerOptions options = {});
 
-  // loss * scale (in the loss's dtype; f32 losses stay f32). Disabled: the loss itself.
+  // loss * scale, in f32 for an f16/bf16 loss (as PyTorch's f32 scale promotes it), in f64 for an
+  // f64 one. Disabled: the loss itself.
   Tensor scale(const Tensor& loss) const;
   // Divides the gradients of `opt` by the scale in one pass and records inf/NaN and statistics.
   // Once per optimizer per iteration: a second call before update() is an error.

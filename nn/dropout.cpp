@@ -37,7 +37,7 @@ Tensor Embedding::forward(const Tensor& indices) {
   MG_CHECK(indices.defined() && (indices.dtype() == DType::I64 || indices.dtype() == DType::I32), DTypeError,
            layer_name(), ": expected i64 or i32 indices, got ", indices.defined() ? describe(indices) : "undefined");
   try {
-    return embedding(weight, indices, padding_idx_);
+    return embedding(weight, indices, padding_idx_ >= 0 ? std::optional<int64_t>(padding_idx_) : std::nullopt);
   } catch (const IndexError& e) {
     // The op knows the bad index and names both operands; the layer adds which table it was.
     throw IndexError(str_cat(layer_name(), ": ", e.what()));

@@ -129,7 +129,7 @@ std::string GroupNorm::extra_repr() const {
 RMSNorm::RMSNorm(Options o) : UnaryModule("RMSNorm"), options_(std::move(o)) {
   MG_CHECK(!options_.shape.empty(), Error, "RMSNorm: shape must name at least one dim, e.g. .shape = {768}");
   for (int64_t d : options_.shape) MG_CHECK(d > 0, Error, "RMSNorm: shape dims must be positive, got ", options_.shape);
-  MG_CHECK(options_.eps > 0, Error, "RMSNorm: eps must be positive, got ", options_.eps);
+  MG_CHECK(!options_.eps || *options_.eps > 0, Error, "RMSNorm: eps must be positive, got ", *options_.eps);
   if (options_.elementwise_affine) weight = register_parameter("weight", ones(options_.shape));
 }
 
@@ -139,8 +139,8 @@ Tensor RMSNorm::forward(const Tensor& x) {
 }
 
 std::string RMSNorm::extra_repr() const {
-  return str_cat(options_.shape, ", eps=", options_.eps, ", elementwise_affine=",
-                 options_.elementwise_affine ? "true" : "false");
+  return str_cat(options_.shape, ", eps=", options_.eps ? str_cat(*options_.eps) : std::string("None"),
+                 ", elementwise_affine=", options_.elementwise_affine ? "true" : "false");
 }
 
 }  // namespace mg::nn

@@ -126,7 +126,7 @@ class GroupNorm : public UnaryModule {
 
 struct RMSNormOptions {
   Shape shape;
-  double eps = 1e-6;
+  std::optional<double> eps;  // unset: the machine epsilon of the math's dtype, as PyTorch's eps=None
   bool elementwise_affine = true;  // weight (ones)
 };
 

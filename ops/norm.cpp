@@ -17,6 +17,8 @@
 #include "mixgrad/ops/infer.h"
 #include "mixgrad/ops/layout.h"
 #include "mixgrad/ops/norm.h"
+
+#include <limits>
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/register.h"
 
@@ -457,8 +459,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return dispatch(OpId::layer_norm, in, a)[0];
 }
 
-Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, double eps) {
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps_opt) {
   check_defined("rms_norm", x);
+  const double eps = eps_opt.value_or(x.dtype() == DType::F64 ? std::numeric_limits<double>::epsilon()
+                                                              : double(std::numeric_limits<float>::epsilon()));
   const int64_t k = int64_t(normalized_shape.size());
   MG_CHECK(k >= 1 && k <= x.dim() && trailing(x.shape(), k) == normalized_shape, ShapeError,
            "rms_norm: normalized_shape ", normalized_shape, " does not match the trailing sizes of input ",
@@ -532,10 +536,17 @@ NormGrads group_norm_backward(const Tensor& grad, const Tensor& x, const Tensor&
   return norm_backward(OpId::group_norm_backward, grad, x, mean, rstd, weight, with_dbias, {.dim = num_groups});
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
   check_defined("embedding", weight);
   check_defined("embedding", indices);
-  return dispatch1(OpId::embedding, {weight, indices}, {.dim = padding_idx});
+  int64_t row = -1;  // the op's attribute: the padding row, or -1 for none
+  if (padding_idx) {
+    const int64_t v = weight.dim() == 2 ? weight.shape()[0] : 0;
+    MG_CHECK(*padding_idx >= -v && *padding_idx < v, IndexError, "embedding: padding_idx ", *padding_idx,
+             " is out of range for a table of ", v, " rows; weight ", describe(weight));
+    row = *padding_idx < 0 ? *padding_idx + v : *padding_idx;
+  }
+  return dispatch1(OpId::embedding, {weight, indices}, {.dim = row});
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {

@@ -9,6 +9,7 @@
 // runs the fused *_backward ops below, which reuse the statistics the forward kernel returned; a
 // backward with create_graph uses composites of public ops instead, so double backward works.
 #pragma once
+#include <optional>
 #include <cstdint>
 
 #include "mixgrad/core/generator.h"
@@ -22,9 +23,11 @@ namespace mg {
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
-// RMS normalisation over the trailing dims: y = x / sqrt(mean(x^2) + eps) * weight.
+// RMS normalisation over the trailing dims: y = x / sqrt(mean(x^2) + eps) * weight. eps unset:
+// the machine epsilon of the math's dtype (f64 for an f64 x, else f32: 1.19e-7), as PyTorch's
+// eps=None.
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
-                double eps = 1e-5);
+                std::optional<double> eps = std::nullopt);
 
 // Batch normalisation of x [N, C, ...] per channel. weight/bias/running_mean/running_var: [C]
 // (any floating dtype, typically f32 next to an f16 x) or undefined. Training: batch statistics
@@ -73,8 +76,9 @@ NormGrads group_norm_backward(const Tensor& grad, const Tensor& x, const Tensor&
                               int64_t num_groups, const Tensor& weight = Tensor(), bool with_dbias = false);
 
 // Rows of weight [V, D] picked by i64/i32 indices [...]: returns [..., D] in weight's dtype.
-// Rows at padding_idx (-1: none) receive no gradient. Out-of-range indices throw IndexError.
-Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+// The row at padding_idx (unset: none; negative counts from the end, as PyTorch's) receives no
+// gradient. Out-of-range indices throw IndexError.
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt);
 
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) while training.
 // Element i's decision depends only on (seed, offset, i) of the Philox stream of `gen` (default

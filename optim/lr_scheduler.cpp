@@ -45,6 +45,7 @@ StateDict LRScheduler::state_dict() const {
   s.ints["num_groups"] = int64_t(base_lrs_.size());
   for (std::size_t g = 0; g < base_lrs_.size(); ++g) s.floats["base_lr." + std::to_string(g)] = base_lrs_[g];
   for (std::size_t g = 0; g < last_lr_.size(); ++g) s.floats["last_lr." + std::to_string(g)] = last_lr_[g];
+  s.ints["optimizer_steps"] = optimizer_.step_count_at(mark_);  // for optimizer_stepped() after a resume
   return s;
 }
 
@@ -65,6 +66,10 @@ void LRScheduler::load_state_dict(const StateDict& s) {
   base_lrs_ = std::move(base);
   last_lr_ = std::move(last);
   last_epoch_ = last_epoch;
+  // optimizer_stepped() compares with the optimizer's update count at the saved step (a state
+  // written before it was stored: the count now, so nothing counts as stepped yet).
+  mark_ = Optimizer::StepMark{.issued = s.ints.count("optimizer_steps") ? s.ints.at("optimizer_steps")
+                                                                         : optimizer_.step_count()};
 }
 
 // ---- StepLR / MultiStepLR (chainable: they scale the group's current lr, as PyTorch) ----
@@ -97,6 +102,67 @@ std::vector<double> MultiStepLR::compute_lrs() {
   std::vector<double> lrs;
   for (const ParamGroup& g : optimizer_.param_groups()) {
     lrs.push_back(hits == 0 ? g.lr() : g.lr() * std::pow(options_.gamma, double(hits)));
+  }
+  return lrs;
+}
+
+ExponentialLR::ExponentialLR(Optimizer& optimizer, ExponentialLROptions options)
+    : LRScheduler(optimizer, "ExponentialLR"), options_(options) {
+  MG_CHECK(options_.gamma >= 0.0, Error, "ExponentialLR: gamma must be >= 0, got ", options_.gamma);
+  initial_step();
+}
+
+std::vector<double> ExponentialLR::compute_lrs() {
+  std::vector<double> lrs;
+  for (const ParamGroup& g : optimizer_.param_groups()) lrs.push_back(last_epoch() == 0 ? g.lr() : g.lr() * options_.gamma);
+  return lrs;
+}
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, CosineAnnealingLROptions options)
+    : LRScheduler(optimizer, "CosineAnnealingLR"), options_(options) {
+  MG_CHECK(options_.t_max > 0, Error, "CosineAnnealingLR: t_max must be > 0, got ", options_.t_max);
+  MG_CHECK(options_.eta_min >= 0.0, Error, "CosineAnnealingLR: eta_min must be >= 0, got ", options_.eta_min);
+  initial_step();
+}
+
+std::vector<double> CosineAnnealingLR::compute_lrs() {
+  // PyTorch's recursion, term for term (the same doubles): each step scales the distance to
+  // eta_min by the ratio of consecutive cosine factors; at the bottom of a period, where that
+  // ratio is 0/0, it steps up by the first increment instead.
+  const int64_t t = last_epoch(), period = options_.t_max;
+  const double pi = std::numbers::pi, eta = options_.eta_min;
+  std::vector<double> lrs;
+  const auto& groups = optimizer_.param_groups();
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const double lr = groups[i].lr();
+    if (t == 0) {
+      lrs.push_back(lr);
+    } else if ((t - 1 - period) % (2 * period) == 0) {
+      lrs.push_back(lr + (base_lrs_[i] - eta) * (1 - std::cos(pi / double(period))) / 2);
+    } else {
+      lrs.push_back((1 + std::cos(pi * double(t) / double(period))) / (1 + std::cos(pi * double(t - 1) / double(period))) *
+                        (lr - eta) +
+                    eta);
+    }
+  }
+  return lrs;
+}
+
+LambdaLR::LambdaLR(Optimizer& optimizer, LambdaLROptions options)
+    : LRScheduler(optimizer, "LambdaLR"), options_(std::move(options)) {
+  const std::size_t groups = optimizer.param_groups().size();
+  MG_CHECK(options_.factors.size() == 1 || options_.factors.size() == groups, Error,
+           "LambdaLR: expected one factor function or one per param group (", groups, "), got ",
+           options_.factors.size());
+  for (const auto& f : options_.factors) MG_CHECK(bool(f), Error, "LambdaLR: a factor function is empty");
+  initial_step();
+}
+
+std::vector<double> LambdaLR::compute_lrs() {
+  std::vector<double> lrs;
+  for (std::size_t i = 0; i < base_lrs_.size(); ++i) {
+    const auto& f = options_.factors.size() == 1 ? options_.factors[0] : options_.factors[i];
+    lrs.push_back(base_lrs_[i] * f(last_epoch()));
   }
   return lrs;
 }

@@ -12,6 +12,7 @@
 //   optim::WarmupCosineLR sched(opt, {.warmup_steps = 100, .total_steps = 10000, .min_lr = 1e-5});
 //   for (...) { ...; opt.step(); sched.step(); }
 #pragma once
+#include <functional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,8 +44,9 @@ class LRScheduler {
   //   if (sched.optimizer_stepped()) sched.step();
   bool optimizer_stepped() const { return optimizer_.stepped_since(mark_); }
 
-  // strings "scheduler" (the name); ints "last_epoch", "num_groups"; floats "base_lr.<g>",
-  // "last_lr.<g>". The schedule's configuration is not stored: construct the scheduler with the
+  // strings "scheduler" (the name); ints "last_epoch", "num_groups", "optimizer_steps" (the
+  // optimizer's update count at the last step(), so optimizer_stepped() holds across a resume);
+  // floats "base_lr.<g>", "last_lr.<g>". The schedule's configuration is not stored: construct the scheduler with the
   // same options, then load. Loading checks the name and the number of groups (nothing is changed
   // on a mismatch) and does not write the groups' lr (the optimizer's state dict restores it).
   StateDict state_dict() const;
@@ -99,6 +101,56 @@ class MultiStepLR final : public LRScheduler {
 
  private:
   MultiStepLROptions options_;
+};
+
+// lr *= gamma every step (PyTorch's ExponentialLR, chainable form).
+struct ExponentialLROptions {
+  double gamma = 0.9;  // >= 0
+};
+class ExponentialLR final : public LRScheduler {
+ public:
+  ExponentialLR(Optimizer& optimizer, ExponentialLROptions options);
+
+ protected:
+  std::vector<double> compute_lrs() override;
+
+ private:
+  ExponentialLROptions options_;
+};
+
+// Cosine annealing from the group's lr to eta_min over t_max steps, then back up over the next
+// t_max (a period of 2 t_max), as PyTorch's CosineAnnealingLR computes it: in its recursive,
+// chainable form, so another scheduler may change the lr in between (the closed form
+// eta_min + (base - eta_min) (1 + cos(pi t / t_max)) / 2 when it is alone).
+struct CosineAnnealingLROptions {
+  int64_t t_max = 1;    // > 0
+  double eta_min = 0.0; // >= 0
+};
+class CosineAnnealingLR final : public LRScheduler {
+ public:
+  CosineAnnealingLR(Optimizer& optimizer, CosineAnnealingLROptions options);
+
+ protected:
+  std::vector<double> compute_lrs() override;
+
+ private:
+  CosineAnnealingLROptions options_;
+};
+
+// lr = initial lr * factor(last_epoch), per group (one function for all groups, or one per
+// group), as PyTorch's LambdaLR. The functions are not part of the state dict.
+struct LambdaLROptions {
+  std::vector<std::function<double(int64_t)>> factors;
+};
+class LambdaLR final : public LRScheduler {
+ public:
+  LambdaLR(Optimizer& optimizer, LambdaLROptions options);
+
+ protected:
+  std::vector<double> compute_lrs() override;
+
+ private:
+  LambdaLROptions options_;
 };
 
 // Linear warmup from 0 to the group's initial lr over warmup_steps, then half a cosine down to

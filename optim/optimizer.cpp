@@ -161,10 +161,11 @@ Optimizer::StepMark Optimizer::step_mark() const {
   return m;
 }
 
-bool Optimizer::stepped_since(const StepMark& mark) const {
-  const int64_t then = mark.issued - mark.folded_skips - (mark.device_skips.defined() ? mark.device_skips.item<int64_t>() : 0);
-  return step_count() != then;
+int64_t Optimizer::step_count_at(const StepMark& mark) const {
+  return mark.issued - mark.folded_skips - (mark.device_skips.defined() ? mark.device_skips.item<int64_t>() : 0);
 }
+
+bool Optimizer::stepped_since(const StepMark& mark) const { return step_count() != step_count_at(mark); }
 
 void Optimizer::run_step() {
   if (has_master_weights()) sync_master_grads();

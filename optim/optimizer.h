@@ -138,6 +138,8 @@ class Optimizer : public GraphParticipant {
   };
   StepMark step_mark() const;
   bool stepped_since(const StepMark& mark) const;
+  // step_count() as it was at `mark` (one read of a device counter after device-decided steps).
+  int64_t step_count_at(const StepMark& mark) const;
   // "SGD", "Adam", "AdamW", "LAMB".
   const std::string& name() const { return name_; }
   // The state of parameter p, or nullptr before its first update.

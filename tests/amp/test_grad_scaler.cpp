@@ -12,6 +12,7 @@
 #include "amp/grad_scaler.h"
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
+#include "ops/ops.h"
 #include "optim/sgd.h"
 #include "test_util.h"
 
@@ -489,4 +490,28 @@ TEST_CASE("with master weights, a parameter without a gradient this step is skip
     CHECK(values(p) == std::vector<double>{once, once});
     CHECK(values(q)[0] == Approx(0.8).epsilon(0.004));                  // two
   }
+}
+
+TEST_CASE("GradScaler: a 16-bit loss is scaled in f32, a disabled scaler's state is refused, unscale_ after step is named",
+          "[amp][scaler]") {
+  amp::GradScaler scaler;  // 65536
+  const Tensor l16 = full({}, 2.0).to(DType::F16);
+  const Tensor scaled = scaler.scale(l16);
+  CHECK(scaled.dtype() == DType::F32);  // as PyTorch's f32 scale promotes it
+  CHECK(scaled.item<double>() == 131072.0);
+  CHECK(scaler.scale(full({}, 2.0).to(DType::F64)).dtype() == DType::F64);
+  // An enabled scaler does not take a disabled one's state (it would switch loss scaling off).
+  amp::GradScaler off(amp::GradScalerOptions{.enabled = false});
+  MG_REQUIRE_ERROR(scaler.load_state_dict(off.state_dict()),
+                   "GradScaler::load_state_dict: the state was saved by a disabled GradScaler but this one is enabled");
+  MG_REQUIRE_ERROR(off.load_state_dict(scaler.state_dict()),
+                   "GradScaler::load_state_dict: the state was saved by an enabled GradScaler but this one is disabled");
+  CHECK(scaler.is_enabled());
+  // unscale_ after step() in one iteration names what happened.
+  const Tensor w = ones({2}).requires_grad_();
+  optim::SGD opt({w}, {.lr = 0.1});
+  scaler.scale(sum(w * 3.0)).backward();
+  scaler.step(opt);
+  MG_REQUIRE_ERROR(scaler.unscale_(opt), "GradScaler::unscale_: called after step() for this SGD optimizer in this iteration");
+  scaler.update();
 }

@@ -14,6 +14,7 @@
 #include "core/factory.h"
 #include "core/generator.h"
 #include "nn/nn.h"
+#include "ops/norm.h"
 #include "test_util.h"
 
 using namespace mg;
@@ -367,7 +368,17 @@ TEST_CASE("LayerNorm, GroupNorm and RMSNorm: ones/zeros and their values", "[nn]
   CHECK(values(rms.weight) == std::vector<double>{1, 1});
   rms.to(DType::F64);
   // [3, 4]: mean square 12.5
-  require_close(values(rms(f64({3, 4}, {1, 2}))), {3 / std::sqrt(12.5 + 1e-6), 4 / std::sqrt(12.5 + 1e-6)}, 1e-12);
+  // eps unset: the machine epsilon of the math's dtype (f64 here), as PyTorch's eps=None.
+  const double e64 = std::numeric_limits<double>::epsilon();
+  require_close(values(rms(f64({3, 4}, {1, 2}))), {3 / std::sqrt(12.5 + e64), 4 / std::sqrt(12.5 + e64)}, 1e-12);
+  // Small activations show the eps: f32's is 1.19e-7 (not 1e-5 or 1e-6), the layer and the op alike.
+  nn::RMSNorm rms32({.shape = {2}});
+  const Tensor small = f64({3e-4, 4e-4}, {1, 2}).to(DType::F32);
+  const double e32 = std::numeric_limits<float>::epsilon(), ms = 12.5e-8;
+  require_close(values(rms32(small)), {3e-4 / std::sqrt(ms + e32), 4e-4 / std::sqrt(ms + e32)}, 1e-5);
+  CHECK(values(rms_norm(small, {2})) == values(rms32(small)));
+  nn::RMSNorm rms_eps({.shape = {2}, .eps = 1e-6});
+  require_close(values(rms_eps(small)), {3e-4 / std::sqrt(ms + 1e-6), 4e-4 / std::sqrt(ms + 1e-6)}, 1e-5);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -838,7 +849,7 @@ TEST_CASE("bad layer inputs name the layer and both shapes", "[nn][layers][error
   MG_REQUIRE_ERROR(nn::LayerNorm({.shape = {2, 3}})(ones({3, 2})), "expected input [..., 2, 3], got input [3, 2]");
   MG_REQUIRE_ERROR(nn::GroupNorm({.groups = 2, .channels = 4})(ones({2, 6, 3})),
                    "GroupNorm(2, 4, eps=1e-05, affine=true): expected input [N, 4, ...], got input [2, 6, 3]");
-  MG_REQUIRE_ERROR(nn::RMSNorm({.shape = {8}})(ones({2, 4})), "RMSNorm([8], eps=1e-06, elementwise_affine=true): expected input [..., 8], got input [2, 4]");
+  MG_REQUIRE_ERROR(nn::RMSNorm({.shape = {8}})(ones({2, 4})), "RMSNorm([8], eps=None, elementwise_affine=true): expected input [..., 8], got input [2, 4]");
 
   nn::MaxPool2d mp({.kernel = 3});
   MG_REQUIRE_ERROR(mp(ones({1, 1, 2, 2})),

@@ -364,6 +364,13 @@ TEST_CASE("embedding: repeated indices accumulate, padding rows get no gradient"
     sum(embedding(w, idx, 0)).backward();
     check_close(vals(w.grad()), {0, 0, 1, 1, 1, 1}, 0);
   }
+  SECTION("a negative padding_idx counts from the end, as PyTorch's (-1: the last row)") {
+    const Tensor w = f64({1, 2, 3, 4, 5, 6}, {3, 2}).requires_grad_();
+    sum(embedding(w, idx, -1)).backward();
+    check_close(vals(w.grad()), {3, 3, 1, 1, 0, 0}, 0);
+    REQUIRE_THROWS_WITH(embedding(w, idx, -4), Catch::Contains("embedding: padding_idx -4 is out of range for a table of 3 rows"));
+    REQUIRE_THROWS_WITH(embedding(w, idx, 3), Catch::Contains("embedding: padding_idx 3 is out of range for a table of 3 rows"));
+  }
   SECTION("i32 indices and a bf16 table") {
     const Tensor w = to(f64({1, 2, 3, 4, 5, 6}, {3, 2}), DType::BF16);
     const Tensor y = embedding(w, to(idx, DType::I32));

@@ -9,8 +9,13 @@
 #include <string>
 #include <vector>
 
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+
 #include "core/factory.h"
 #include "optim_test_util.h"
+#include "test_paths.h"
 
 using namespace mg;
 
@@ -229,4 +234,92 @@ TEST_CASE("schedulers: bad options give clear errors", "[optim]") {
   optim::StepLR s(*o, {.step_size = 1});
   o->add_param_group({zeros({1}).requires_grad_()});
   MG_REQUIRE_ERROR(s.step(), "StepLR: the optimizer has 3 param groups but the scheduler was created for 2");
+}
+
+TEST_CASE("ExponentialLR, CosineAnnealingLR (alone, past two periods, chained) and LambdaLR equal PyTorch's lrs",
+          "[optim][lr_scheduler]") {
+  // tests/data/reference/torch_lr_schedules.json, written by tools/reference/gen_torch_lr_schedules.py
+  // with PyTorch 2.15: two groups (lr 0.1 and 0.03), the lrs after each of 25 steps.
+  std::ifstream f(test::source_dir() + "/tests/data/reference/torch_lr_schedules.json");
+  REQUIRE(f.good());
+  const nlohmann::json ref = nlohmann::json::parse(f);
+  using Make = std::function<std::vector<std::unique_ptr<optim::LRScheduler>>(optim::Optimizer&)>;
+  const std::vector<std::pair<std::string, Make>> cases = {
+      {"exponential_0.9", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::ExponentialLR>(o, optim::ExponentialLROptions{.gamma = 0.9}));
+         return v;
+       }},
+      {"cosine_tmax5_eta0.01", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::CosineAnnealingLR>(o, optim::CosineAnnealingLROptions{.t_max = 5, .eta_min = 0.01}));
+         return v;
+       }},
+      {"cosine_tmax7", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::CosineAnnealingLR>(o, optim::CosineAnnealingLROptions{.t_max = 7}));
+         return v;
+       }},
+      {"cosine_tmax4_then_exponential_0.95", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::CosineAnnealingLR>(o, optim::CosineAnnealingLROptions{.t_max = 4, .eta_min = 0.001}));
+         v.push_back(std::make_unique<optim::ExponentialLR>(o, optim::ExponentialLROptions{.gamma = 0.95}));
+         return v;
+       }},
+      {"lambda_inverse_and_square", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::LambdaLR>(
+             o, optim::LambdaLROptions{.factors = {[](int64_t t) { return 1.0 / (1.0 + double(t)); },
+                                                   [](int64_t t) { return std::pow(0.97, double(t * t)); }}}));
+         return v;
+       }},
+  };
+  const std::vector<double> lrs = ref["lrs"].get<std::vector<double>>();
+  for (const auto& [name, make] : cases) {
+    INFO(name);
+    const auto& want = ref["cases"][name];
+    REQUIRE(want.size() == std::size_t(ref["steps"].get<int>() + 1));
+    auto opt = make_opt(test::kSGD, lrs, 0.0);
+    auto scheds = make(*opt);
+    for (std::size_t step = 0; step < want.size(); ++step) {
+      if (step > 0) {
+        opt->step();
+        for (auto& s : scheds) s->step();
+      }
+      std::vector<double> got;
+      for (const auto& g : opt->param_groups()) got.push_back(g.lr());
+      INFO("step " << step);
+      check_close(got, want[step].get<std::vector<double>>(), name);
+    }
+  }
+  MG_REQUIRE_ERROR(optim::CosineAnnealingLR(*make_opt(test::kSGD, lrs, 0.0), {.t_max = 0}),
+                   "CosineAnnealingLR: t_max must be > 0, got 0");
+  MG_REQUIRE_ERROR(optim::LambdaLR(*make_opt(test::kSGD, lrs, 0.0), {.factors = {nullptr, nullptr, nullptr}}),
+                   "LambdaLR: expected one factor function or one per param group (2), got 3");
+}
+
+TEST_CASE("LRScheduler: optimizer_stepped() after a resume compares with the saved step", "[optim][lr_scheduler]") {
+  auto p = zeros({2}).requires_grad_();
+  optim::SGD o1({p}, {.lr = 0.1});
+  optim::StepLR s1(o1, {.step_size = 2});
+  for (int i = 0; i < 5; ++i) {
+    p.set_grad(ones({2}));
+    o1.step();
+    s1.step();
+  }
+  CHECK_FALSE(s1.optimizer_stepped());
+  optim::SGD o2({p}, {.lr = 0.1});
+  optim::StepLR s2(o2, {.step_size = 2});
+  o2.load_state_dict(o1.state_dict());
+  s2.load_state_dict(s1.state_dict());
+  CHECK_FALSE(s2.optimizer_stepped());  // nothing stepped since the saved step
+  p.set_grad(ones({2}));
+  o2.step();
+  CHECK(s2.optimizer_stepped());
+  // Loaded in the other order, the same.
+  optim::SGD o3({p}, {.lr = 0.1});
+  optim::StepLR s3(o3, {.step_size = 2});
+  s3.load_state_dict(s1.state_dict());
+  o3.load_state_dict(o1.state_dict());
+  CHECK_FALSE(s3.optimizer_stepped());
 }
