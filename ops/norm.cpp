@@ -478,6 +478,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   check_defined("batch_norm", x);
   MG_CHECK(running_mean.defined() == running_var.defined(), Error,
            "batch_norm: pass both running_mean and running_var or neither");
+  // Training divides by sqrt(var + eps): a constant channel would give NaN (PyTorch refuses too).
+  MG_CHECK(!training || eps > 0, Error, "batch_norm: eps must be positive in training, got ", eps);
   OpAttrs a{.keepdim = training, .alpha = eps, .beta = momentum};
   Tensors in{x};
   if (weight.defined()) a.mode |= kHasWeight, in.push_back(weight);

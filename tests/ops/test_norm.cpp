@@ -512,6 +512,11 @@ TEST_CASE("norm layers: error messages name the op and both shapes", "[norm]") {
   REQUIRE_THROWS_WITH(group_norm_backward(zeros({2, 3, 5}), x, zeros({2, 3}), ones({2, 3}), 3),
                       Catch::Contains("group_norm_backward: expected grad of the input's shape"));
 
+  // eps 0 in training: a constant channel would divide 0 by 0 (PyTorch refuses it too); eval may.
+  REQUIRE_THROWS_WITH(batch_norm(ones({2, 3, 4}), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 0.0),
+                      Catch::Contains("batch_norm: eps must be positive in training, got 0"));
+  CHECK(batch_norm(ones({2, 3, 4}), Tensor(), Tensor(), ones({3}) * 0.0, ones({3}), false, 0.1, 0.0).defined());
+
   const Tensor table = zeros({8192, 4});
   REQUIRE_THROWS_AS(embedding(table, from_vector<int64_t>({1, 8192})), IndexError);
   REQUIRE_THROWS_WITH(embedding(table, from_vector<int64_t>({1, 8192})),
