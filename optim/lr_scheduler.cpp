@@ -118,6 +118,33 @@ std::vector<double> ExponentialLR::compute_lrs() {
   return lrs;
 }
 
+LinearLR::LinearLR(Optimizer& optimizer, LinearLROptions options)
+    : LRScheduler(optimizer, "LinearLR"), options_(options) {
+  MG_CHECK(options_.start_factor > 0.0 && options_.start_factor <= 1.0, Error,
+           "LinearLR: start_factor must be in (0, 1], got ", options_.start_factor);
+  MG_CHECK(options_.end_factor >= 0.0 && options_.end_factor <= 1.0, Error,
+           "LinearLR: end_factor must be in [0, 1], got ", options_.end_factor);
+  MG_CHECK(options_.total_iters >= 0, Error, "LinearLR: total_iters must be >= 0, got ", options_.total_iters);
+  initial_step();
+}
+
+std::vector<double> LinearLR::compute_lrs() {
+  // PyTorch's recursion, term for term: each step multiplies by the ratio of consecutive factors.
+  const int64_t t = last_epoch(), n = options_.total_iters;
+  const double a = options_.start_factor, b = options_.end_factor;
+  std::vector<double> lrs;
+  for (const ParamGroup& g : optimizer_.param_groups()) {
+    if (t == 0) {
+      lrs.push_back(g.lr() * a);
+    } else if (t > n) {
+      lrs.push_back(g.lr());
+    } else {
+      lrs.push_back(g.lr() * (1.0 + (b - a) / (double(n) * a + double(t - 1) * (b - a))));
+    }
+  }
+  return lrs;
+}
+
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, CosineAnnealingLROptions options)
     : LRScheduler(optimizer, "CosineAnnealingLR"), options_(options) {
   MG_CHECK(options_.t_max > 0, Error, "CosineAnnealingLR: t_max must be > 0, got ", options_.t_max);

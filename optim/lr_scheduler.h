@@ -118,6 +118,24 @@ class ExponentialLR final : public LRScheduler {
   ExponentialLROptions options_;
 };
 
+// The lr multiplied by a factor going linearly from start_factor to end_factor over total_iters
+// steps, then left alone (PyTorch's LinearLR, chainable form: a warmup when start_factor < 1).
+struct LinearLROptions {
+  double start_factor = 1.0 / 3.0;  // in (0, 1]
+  double end_factor = 1.0;          // in [0, 1]
+  int64_t total_iters = 5;          // >= 0
+};
+class LinearLR final : public LRScheduler {
+ public:
+  LinearLR(Optimizer& optimizer, LinearLROptions options);
+
+ protected:
+  std::vector<double> compute_lrs() override;
+
+ private:
+  LinearLROptions options_;
+};
+
 // Cosine annealing from the group's lr to eta_min over t_max steps, then back up over the next
 // t_max (a period of 2 t_max), as PyTorch's CosineAnnealingLR computes it: in its recursive,
 // chainable form, so another scheduler may change the lr in between (the closed form

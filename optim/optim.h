@@ -9,4 +9,5 @@
 #include "mixgrad/optim/lamb.h"
 #include "mixgrad/optim/lr_scheduler.h"
 #include "mixgrad/optim/optimizer.h"
+#include "mixgrad/optim/reduce_lr_on_plateau.h"
 #include "mixgrad/optim/sgd.h"

@@ -236,7 +236,7 @@ TEST_CASE("schedulers: bad options give clear errors", "[optim]") {
   MG_REQUIRE_ERROR(s.step(), "StepLR: the optimizer has 3 param groups but the scheduler was created for 2");
 }
 
-TEST_CASE("ExponentialLR, CosineAnnealingLR (alone, past two periods, chained) and LambdaLR equal PyTorch's lrs",
+TEST_CASE("ExponentialLR, CosineAnnealingLR (alone, past two periods, chained), LambdaLR and LinearLR equal PyTorch's lrs",
           "[optim][lr_scheduler]") {
   // tests/data/reference/torch_lr_schedules.json, written by tools/reference/gen_torch_lr_schedules.py
   // with PyTorch 2.15: two groups (lr 0.1 and 0.03), the lrs after each of 25 steps.
@@ -264,6 +264,17 @@ TEST_CASE("ExponentialLR, CosineAnnealingLR (alone, past two periods, chained) a
          std::vector<std::unique_ptr<optim::LRScheduler>> v;
          v.push_back(std::make_unique<optim::CosineAnnealingLR>(o, optim::CosineAnnealingLROptions{.t_max = 4, .eta_min = 0.001}));
          v.push_back(std::make_unique<optim::ExponentialLR>(o, optim::ExponentialLROptions{.gamma = 0.95}));
+         return v;
+       }},
+      {"linear_start0.25_iters4", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::LinearLR>(o, optim::LinearLROptions{.start_factor = 0.25, .total_iters = 4}));
+         return v;
+       }},
+      {"linear_default_then_exponential_0.9", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::LinearLR>(o, optim::LinearLROptions{}));
+         v.push_back(std::make_unique<optim::ExponentialLR>(o, optim::ExponentialLROptions{.gamma = 0.9}));
          return v;
        }},
       {"lambda_inverse_and_square", [](optim::Optimizer& o) {
@@ -322,4 +333,50 @@ TEST_CASE("LRScheduler: optimizer_stepped() after a resume compares with the sav
   s3.load_state_dict(s1.state_dict());
   o3.load_state_dict(o1.state_dict());
   CHECK_FALSE(s3.optimizer_stepped());
+}
+
+TEST_CASE("ReduceLROnPlateau equals PyTorch's lrs over fixed metrics (min/max, rel/abs, cooldown, min_lr, eps, NaN)",
+          "[optim][lr_scheduler]") {
+  std::ifstream f(test::source_dir() + "/tests/data/reference/torch_lr_schedules.json");
+  REQUIRE(f.good());
+  const nlohmann::json ref = nlohmann::json::parse(f);
+  const std::vector<double> lrs = ref["lrs"].get<std::vector<double>>();
+  for (const auto& [name, c] : ref["plateau"].items()) {
+    INFO(name);
+    const nlohmann::json& o = c["options"];
+    optim::ReduceLROnPlateauOptions opts;
+    if (o.contains("mode")) opts.mode = o["mode"] == "max" ? optim::PlateauMode::Max : optim::PlateauMode::Min;
+    if (o.contains("factor")) opts.factor = o["factor"];
+    if (o.contains("patience")) opts.patience = o["patience"];
+    if (o.contains("threshold")) opts.threshold = o["threshold"];
+    if (o.contains("threshold_mode")) {
+      opts.threshold_mode = o["threshold_mode"] == "abs" ? optim::ThresholdMode::Absolute : optim::ThresholdMode::Relative;
+    }
+    if (o.contains("cooldown")) opts.cooldown = o["cooldown"];
+    if (o.contains("min_lr")) {
+      opts.min_lr = o["min_lr"].is_array() ? o["min_lr"].get<std::vector<double>>() : std::vector<double>{o["min_lr"].get<double>()};
+    }
+    if (o.contains("eps")) opts.eps = o["eps"];
+    auto opt = make_opt(test::kSGD, lrs, 0.0);
+    optim::ReduceLROnPlateau plateau(*opt, opts);
+    for (std::size_t i = 0; i < c["metrics"].size(); ++i) {
+      const nlohmann::json& m = c["metrics"][i];
+      plateau.step(m.is_string() ? std::nan("") : m.get<double>());
+      std::vector<double> got;
+      for (const auto& g : opt->param_groups()) got.push_back(g.lr());
+      INFO("step " << i);
+      check_close(got, c["lrs"][i].get<std::vector<double>>(), name);
+      CHECK(plateau.get_last_lr() == got);
+    }
+    // The state carries on: a new scheduler loaded mid-run continues as the first.
+    auto opt2 = make_opt(test::kSGD, lrs, 0.0);
+    optim::ReduceLROnPlateau again(*opt2, opts);
+    again.load_state_dict(plateau.state_dict());
+    CHECK(again.best() == plateau.best());
+    CHECK(again.num_bad_epochs() == plateau.num_bad_epochs());
+  }
+  auto opt = make_opt(test::kSGD, lrs, 0.0);
+  MG_REQUIRE_ERROR(optim::ReduceLROnPlateau(*opt, {.factor = 1.0}), "ReduceLROnPlateau: factor must be in [0, 1), got 1");
+  MG_REQUIRE_ERROR(optim::ReduceLROnPlateau(*opt, {.min_lr = {0.1, 0.1, 0.1}}),
+                   "ReduceLROnPlateau: min_lr needs one value or one per param group (2), got 3");
 }

@@ -1,6 +1,7 @@
 """Writes tests/data/reference/torch_lr_schedules.json: the lr of each param group after every
 step() of PyTorch's ExponentialLR, CosineAnnealingLR (alone, past two periods, and chained with
-ExponentialLR on one optimizer) and LambdaLR, for tests/optim/test_lr_scheduler.cpp. Run once by
+ExponentialLR on one optimizer), LambdaLR and LinearLR, and of ReduceLROnPlateau over fixed metric
+sequences, for tests/optim/test_lr_scheduler.cpp. Run once by
 hand; the tests need no Python:
     python -m venv v && v/bin/pip install torch
     v/bin/python tools/reference/gen_torch_lr_schedules.py tests/data/reference
@@ -34,8 +35,35 @@ cases = {
                                                          torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.95)]),
     "lambda_inverse_and_square": run(lambda o: [torch.optim.lr_scheduler.LambdaLR(
         o, lr_lambda=[lambda t: 1.0 / (1.0 + t), lambda t: 0.97 ** (t * t)])]),
+    "linear_start0.25_iters4": run(lambda o: [torch.optim.lr_scheduler.LinearLR(o, start_factor=0.25, total_iters=4)]),
+    "linear_default_then_exponential_0.9": run(lambda o: [torch.optim.lr_scheduler.LinearLR(o),
+                                                          torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.9)]),
+}
+
+METRICS = [1.0, 0.9, 0.95, 0.93, 0.92, 0.5, 0.6, 0.6, 0.6, 0.6, 0.45, 0.45, 0.45, 0.45, 0.45, 0.45, 0.2,
+           0.3, 0.3, 0.3, 0.3, 0.3, float("nan"), 0.3, 0.3]
+
+
+def plateau(options, metrics, lrs=(0.1, 0.03)):
+    params = [torch.nn.Parameter(torch.zeros(1)) for _ in lrs]
+    opt = torch.optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(params, lrs)])
+    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, **options)
+    out = []
+    for m in metrics:
+        opt.step()
+        sched.step(m)
+        out.append([g["lr"] for g in opt.param_groups])
+    return {"options": options, "metrics": [m if m == m else "nan" for m in metrics], "lrs": out}
+
+
+plateaus = {
+    "min_rel": plateau(dict(mode="min", factor=0.5, patience=2, threshold=0.1, threshold_mode="rel", cooldown=1,
+                            min_lr=[0.01, 0.0]), METRICS),
+    "max_abs_eps": plateau(dict(mode="max", factor=0.1, patience=1, threshold=0.01, threshold_mode="abs", cooldown=0,
+                                min_lr=0.0009, eps=1e-3), [-m if m == m else m for m in METRICS]),
+    "defaults": plateau({}, [1.0] * 25),
 }
 with open(f"{sys.argv[1]}/torch_lr_schedules.json", "w") as f:
-    json.dump({"generator": f"torch {torch.__version__}", "steps": STEPS, "lrs": [0.1, 0.03], "cases": cases}, f,
-              indent=1)
+    json.dump({"generator": f"torch {torch.__version__}", "steps": STEPS, "lrs": [0.1, 0.03], "cases": cases,
+               "plateau": plateaus}, f, indent=1)
 print(len(cases), "cases")
