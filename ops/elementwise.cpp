@@ -409,7 +409,8 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApprox approximate
 }
 Tensor silu(const Tensor& x) { return unary(OpId::silu, x); }
 Tensor softplus(const Tensor& x, double beta, double threshold) {
-  MG_CHECK(beta > 0, Error, "softplus: beta must be > 0, got ", beta);
+  // A negative beta is PyTorch's too (the same formula); 0 would divide by 0.
+  MG_CHECK(beta != 0 && std::isfinite(beta), Error, "softplus: beta must be finite and not 0, got ", beta);
   return unary(OpId::softplus, x, {.alpha = beta, .beta = threshold});
 }
 Tensor erf(const Tensor& x) { return unary(OpId::erf, x); }

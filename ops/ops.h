@@ -50,7 +50,8 @@ Tensor gelu(const Tensor& x, GeluApprox approximate = GeluApprox::None);
 // grad and x: the same shape and floating dtype.
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApprox approximate = GeluApprox::None);
 Tensor silu(const Tensor& x);
-// log(1 + exp(beta x)) / beta, linear above `threshold` (beta x > threshold), as PyTorch.
+// log(1 + exp(beta x)) / beta, linear above `threshold` (beta x > threshold), as PyTorch; beta may
+// be negative, not 0.
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 Tensor erf(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);

@@ -263,6 +263,10 @@ void unary_cases(Table& t) {
   t.add(O::softplus, "softplus/threshold", {normal_away(s, {1.0 / 1.5}, 0.1, 2.0)},
         [](const Tensors& in) { return softplus(in[0], 1.5, 1.0); }, {0})
       .ref = softplus_ref(1.5, 1.0);
+  // a negative beta (PyTorch accepts it): -log1p(exp(-1.5 x)) / 1.5, and x where -1.5 x > 1
+  t.add(O::softplus, "softplus/negative beta", {normal_away(s, {-1.0 / 1.5}, 0.1, 2.0)},
+        [](const Tensors& in) { return softplus(in[0], -1.5, 1.0); }, {0})
+      .ref = softplus_ref(-1.5, 1.0);
   t.add(O::erf, "erf", {normal(s)}, [](const Tensors& in) { return erf(in[0]); }, {0})
       .ref = unary_ref(std::erf);
   t.add_nd(O::erf_backward, "erf_backward", {normal(s), normal(s, 1.5)},
