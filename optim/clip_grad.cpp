@@ -19,6 +19,7 @@
 #include "mixgrad/core/multi_tensor_kernels.h"
 #include "mixgrad/ops/layout.h"
 #include "mixgrad/optim/generic_path.h"
+#include "mixgrad/optim/master_grad_check.h"
 #include "mixgrad/optim/multi_tensor.h"
 
 namespace mg::optim {
@@ -160,6 +161,7 @@ Tensor clip_grad_norm_(const Tensors& params, double max_norm, double norm_type,
   MG_CHECK(max_norm >= 0.0, Error, "clip_grad_norm_: max_norm must be >= 0, got ", max_norm);
   MG_CHECK(norm_type > 0.0, Error, "clip_grad_norm_: norm_type must be > 0 (or INFINITY), got ", norm_type);
   const Tensors all_grads = grads_of(params, "clip_grad_norm_");
+  detail::check_clip_targets(params, "clip_grad_norm_");
   bool wide = false;  // an f64 gradient: the total is f64
   for (const Tensor& g : all_grads) wide = wide || g.dtype() == DType::F64;
   if (use_generic_path(all_grads)) return clip_grad_norm_generic(all_grads, max_norm, norm_type, error_if_nonfinite, wide);
@@ -235,6 +237,7 @@ Tensor clip_grad_norm_(const Tensors& params, double max_norm, double norm_type,
 void clip_grad_value_(const Tensors& params, double clip_value) {
   MG_CHECK(clip_value >= 0.0, Error, "clip_grad_value_: clip_value must be >= 0, got ", clip_value);
   const Tensors all_grads = grads_of(params, "clip_grad_value_");
+  detail::check_clip_targets(params, "clip_grad_value_");
   if (use_generic_path(all_grads)) {
     NoGradGuard no_grad;
     for (const Tensor& g : all_grads) Tensor(g).clamp_(-clip_value, clip_value);  // NaN stays NaN; exact

@@ -7,6 +7,9 @@
 // gradients unchanged (PyTorch would scale them by NaN or by 0), so a GradScaler or the caller can
 // see the overflow and skip the step.
 //
+// Under fp32 master weights (O2) both refuse gradients the step would not use: the model's after
+// they went into the masters, the masters' before they did (optim/master_grad_check.h).
+//
 //   mg::Tensor norm = mg::optim::clip_grad_norm_(net.parameters(), 1.0);   // 0-d, f32
 //   if (!std::isfinite(norm.item<double>())) { /* skip this step */ }
 #pragma once

@@ -9,6 +9,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/ops/layout.h"
 #include "mixgrad/ops/ops.h"
+#include "mixgrad/optim/master_grad_check.h"
 
 namespace mg::optim {
 
@@ -20,6 +21,10 @@ double ParamGroup::option(const std::string& name) const {
 
 Optimizer::Optimizer(std::string name, OptionMap defaults)
     : name_(std::move(name)), defaults_(std::move(defaults)) {}
+
+Optimizer::~Optimizer() {
+  if (has_master_weights()) detail::unregister_master_optimizer(this);
+}
 
 void Optimizer::init_groups(const std::vector<ParamGroupSpec>& groups) {
   check_options(defaults_);
@@ -457,6 +462,7 @@ void Optimizer::use_master_weights() {
   }
   MG_CHECK(!masters_.empty(), Error, name_, ": use_master_weights found no f16/bf16 parameter to keep an f32 master of",
            "\n  hint: cast the model to f16/bf16 first (amp::initialize at O2 does)");
+  detail::register_master_optimizer(this);  // so clipping can refuse gradients the step won't read
 }
 
 void Optimizer::sync_master_grads() {

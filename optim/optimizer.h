@@ -90,7 +90,7 @@ struct StepGateDecision {
 // path, LAMB, and parameters that have a gradient but no state yet (run one eager step first).
 class Optimizer : public GraphParticipant {
  public:
-  virtual ~Optimizer() = default;
+  virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
@@ -152,7 +152,8 @@ class Optimizer : public GraphParticipant {
   bool has_master_weights() const { return !masters_.empty(); }
   const std::vector<MasterPair>& master_pairs() const { return masters_; }
   // Copies the model gradients into the master gradients (×1) unless an unscale already wrote
-  // them since the last step; step() calls it. Call it to clip master gradients yourself.
+  // them since the last step; step() calls it. Call it before clipping the masters yourself
+  // (clip_grad_norm_ refuses masters whose gradients are not this step's yet).
   void sync_master_grads();
   // Tells the optimizer that the master gradients were written (by a fused unscale) for this step.
   void mark_master_grads_synced() { master_grads_synced_ = true; }
