@@ -14,9 +14,18 @@
 namespace mg::nn::functional {
 
 // linear algebra and activations
+using mg::celu;
+using mg::elu;
 using mg::gelu;
+using mg::hardsigmoid;
+using mg::hardswish;
+using mg::hardtanh;
+using mg::leaky_relu;
 using mg::linear;
+using mg::mish;
 using mg::relu;
+using mg::relu6;
+using mg::selu;
 using mg::sigmoid;
 using mg::silu;
 using mg::softplus;

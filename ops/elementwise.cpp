@@ -395,6 +395,7 @@ Tensor relu_backward(const Tensor& grad, const Tensor& y) {
 Tensor gelu(const Tensor& x, GeluApprox approximate) {
   return unary(OpId::gelu, x, {.mode = approximate == GeluApprox::Tanh ? 1 : 0});
 }
+#define MG_ACTIVATION_BACKWARD_WITH_ATTRS(op, F)  // written by hand (ops/activation.cpp)
 #define MG_ACTIVATION_BACKWARD(op, F)                                                 \
   Tensor op(const Tensor& grad, const Tensor& x) {                                   \
     MG_CHECK(grad.defined() && x.defined(), Error, #op ": undefined tensor operand"); \
@@ -402,6 +403,7 @@ Tensor gelu(const Tensor& x, GeluApprox approximate) {
   }
 #include "mixgrad/ops/activation_backward_ops.def"
 #undef MG_ACTIVATION_BACKWARD
+#undef MG_ACTIVATION_BACKWARD_WITH_ATTRS
 
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApprox approximate) {
   MG_CHECK(grad.defined() && x.defined(), Error, "gelu_backward: undefined tensor operand");

@@ -275,6 +275,109 @@ struct Softplus {
     return bx > T(threshold) ? x : std::log1p(std::exp(bx)) / T(beta);
   }
 };
+// ---- the piecewise activations (PyTorch's formulas; NaN propagates through the forward) ----
+// x where x > 0, else x * slope.
+struct LeakyRelu {
+  double slope;
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return x > T(0) ? x : x * T(slope); }
+};
+// g where x > 0, else g * slope (a NaN x takes the slope side, as PyTorch's leaky_relu_backward).
+struct LeakyReluBackward {
+  double slope;
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const { return x > T(0) ? g : g * T(slope); }
+};
+// The ELU family (PyTorch's elu with alpha, scale and input_scale): scale x for x > 0, else
+// scale alpha (e^{input_scale x} - 1) by expm1 (no cancellation near 0). ELU: scale = input_scale
+// = 1; SELU: fixed alpha and scale; CELU: input_scale = 1 / alpha.
+struct Elu {
+  double alpha, scale, input_scale;
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const {
+    return x <= T(0) ? std::expm1(x * T(input_scale)) * T(alpha * scale) : x * T(scale);
+  }
+};
+// g scale for x > 0, else g (scale alpha input_scale) e^{input_scale x}, from the input (PyTorch
+// can take the output, which has rounded to -alpha scale in the tail).
+struct EluBackward {
+  double alpha, scale, input_scale;
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const {
+    return x <= T(0) ? g * fast::exp_times(T(alpha * scale * input_scale), x * T(input_scale)) : g * T(scale);
+  }
+};
+// x relu6(x + 3) / 6, and relu6(x + 3) / 6, in PyTorch's order of operations; NaN stays NaN.
+// hardswish is x itself from x = 3 on (PyTorch's x * 6 / 6 overflows to inf beyond 5.7e37 in f32,
+// and can be an ulp off below).
+struct Hardswish {
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const {
+    const T c = x + T(3);
+    const T r = c > T(0) ? c : (c == c ? T(0) : c);
+    return x >= T(3) ? x : x * r / T(6);
+  }
+};
+struct Hardsigmoid {
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const {
+    const T c = x + T(3);
+    const T r = c > T(6) ? T(6) : (c > T(0) ? c : (c == c ? T(0) : c));
+    return r / T(6);
+  }
+};
+// 0 up to -3, g (x / 3 + 1/2) below 3, g from 3 on (a NaN x passes g), as PyTorch.
+// The middle is (2x + 3) / 6: 2x is exact and so is 2x + 3 near the zero at x = -1.5, where
+// PyTorch's x / 3 + 1/2 cancels (2,700 f32 ulp off there). The kinks as PyTorch 2.15: 0 at -3, g at 3.
+struct HardswishBackward {
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const {
+    return x <= T(-3) ? T(0) : (x < T(3) ? g * ((x + x + T(3)) / T(6)) : g);
+  }
+};
+// g / 6 strictly inside (-3, 3), else 0 (NaN too), as PyTorch.
+struct HardsigmoidBackward {
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const {
+    return (x > T(-3) && x < T(3)) ? g * (T(1) / T(6)) : T(0);
+  }
+};
+// Mish, x tanh(softplus(x)), through e^{-|x|} only (one exp, no cancellation on either side):
+//   x < 0,  e = e^x:     tanh(log(1 + e)) = e (2 + e) / q,        q = (1 + e)^2 + 1
+//   x >= 0, u = e^{-x}:  tanh(log(1 + e^x)) = (1 + 2u) / D = 1 - 2u^2 / D,  D = (1 + u)^2 + u^2
+// In the negative tail e comes scaled by 2^64 (ExpNegAbs) and x e (2 + e) / q is unscaled last, so
+// a subnormal result rounds once (log1p and tanh of the composite round e^x twice and cancel).
+// x is clamped inside to [low, 1e4]: below `low` the result is -0 in the type, above 1e4 u is 0
+// (and inf * 0 is avoided). So ±inf give the limits, inf and -0 (PyTorch's formula: NaN at -inf).
+template <typename T>
+MG_HOST_DEVICE T mish_clamp(T x) {
+  constexpr T low = sizeof(T) == 4 ? T(-160) : T(-1000);  // x e^x is below the smallest subnormal
+  return x > T(1e4) ? T(1e4) : (x < low ? low : x);      // NaN passes through
+}
+struct Mish {
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const {
+    const T xc = mish_clamp(x);
+    const T big = ExpNegAbs::big(xc);  // e^{-|x|} 2^64
+    const T s = ExpNegAbs::unscale(big);
+    const T q = (T(1) + s) * (T(1) + s) + T(1);
+    const T neg = ExpNegAbs::unscale(xc * big * (T(2) + s) / q);
+    const T pos = x * (T(1) - T(2) * s * s / ((T(1) + s) * (T(1) + s) + s * s));
+    return xc < T(0) ? neg : pos;
+  }
+};
+// mish'(x) = t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x)). With e, q, u, D as above:
+//   x < 0:  e b / q^2,  b = 4 (1 + x) + e (6 + 4 x) + 4 e^2 + e^3
+//   x >= 0: (1 + 4u + (6 + 4x) u^2 + 4 (1 + x) u^3) / D^2
+//           = 1 + ((4x - 2) u^2 + (4x - 4) u^3 - 4 u^4) / D^2   (the small part alone rounds)
+// The derivative's zero (x = -1.1924) is a cancellation between 4 (1 + x), exact there (Sterbenz),
+// and the terms in e: only e's few ulp of error are left in the difference (silu's device); the
+// tail is scaled by 2^64 as the forward. ±inf give the limits 1 and -0 (PyTorch's formula: NaN).
+struct MishBackward {
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const {
+    const T xc = mish_clamp(x);
+    const T big = ExpNegAbs::big(xc);  // e^{-|x|} 2^64
+    const T s = ExpNegAbs::unscale(big);
+    const T q = (T(1) + s) * (T(1) + s) + T(1);
+    const T b = T(4) * (T(1) + xc) + s * (T(6) + T(4) * xc) + T(4) * s * s + s * s * s;
+    const T neg = ExpNegAbs::unscale(big * (b / (q * q)));
+    const T dd = (T(1) + s) * (T(1) + s) + s * s;
+    const T pos = T(1) + ((T(4) * xc - T(2)) * s * s + (T(4) * xc - T(4)) * s * s * s - T(4) * s * s * s * s) / (dd * dd);
+    return g * (xc < T(0) ? neg : pos);
+  }
+};
+
 struct Erf {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const { return fast::erf(x); }
 };

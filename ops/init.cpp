@@ -49,6 +49,7 @@ void init() {
   static std::once_flag once;
   std::call_once(once, [] {
     register_elementwise_rules();
+    register_activation_rules();
     register_reduce_rules();
     register_linalg_rules();
     register_view_rules();

@@ -54,6 +54,35 @@ Tensor silu(const Tensor& x);
 // be negative, not 0.
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 Tensor erf(const Tensor& x);
+// ---- the piecewise activations (ops/activation.cpp), PyTorch's definitions; f64/f32/f16/bf16,
+// computed in opmath and rounded once; their backward is the fused op below ----
+// x where x > 0, else negative_slope * x (any finite slope).
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+// x where x > 0, else alpha (e^x - 1) (finite alpha).
+Tensor elu(const Tensor& x, double alpha = 1.0);
+// scale * elu(x, alpha) with SELU's fixed constants (Klambauer et al. 2017), in one pass.
+inline constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
+inline constexpr double kSeluScale = 1.0507009873554804934193349852946;
+Tensor selu(const Tensor& x);
+// max(0, x) + min(0, alpha (e^{x / alpha} - 1)) (alpha finite, not 0).
+Tensor celu(const Tensor& x, double alpha = 1.0);
+// x relu6(x + 3) / 6 and relu6(x + 3) / 6 (MobileNetV3).
+Tensor hardswish(const Tensor& x);
+Tensor hardsigmoid(const Tensor& x);
+// x tanh(softplus(x)) (Misra 2019), without the cancellation of its composite for x < 0.
+Tensor mish(const Tensor& x);
+// clamp(x, min_val, max_val) and clamp(x, 0, 6): their gradient is 0 at the bounds, as PyTorch's.
+Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
+Tensor relu6(const Tensor& x);
+// Their fused backward ops, grad * f'(x) from the input x (not differentiable themselves; grad and
+// x: the same shape and floating dtype). elu_backward covers the family: scale = 1 for ELU,
+// kSeluScale (with kSeluAlpha) for SELU, celu_input_scale for CELU's e^{x / alpha}.
+Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double negative_slope);
+Tensor elu_backward(const Tensor& grad, const Tensor& x, double alpha, double scale = 1.0,
+                    bool celu_input_scale = false);
+Tensor hardswish_backward(const Tensor& grad, const Tensor& x);
+Tensor hardsigmoid_backward(const Tensor& grad, const Tensor& x);
+Tensor mish_backward(const Tensor& grad, const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 Tensor clamp(const Tensor& x, double min, double max);
 Tensor clamp_min(const Tensor& x, double min);

@@ -5,6 +5,7 @@
 namespace mg {
 
 void register_elementwise_rules();
+void register_activation_rules();
 void register_reduce_rules();
 void register_linalg_rules();
 void register_view_rules();

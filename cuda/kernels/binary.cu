@@ -25,8 +25,8 @@ void gelu_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs)
 
 // (grad, x) -> grad * f'(x) of the table's MG_ACTIVATION_BACKWARD ops, in opmath, rounded once.
 template <typename T, typename F>
-void activation_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
-  launch_binary<T, T>(in[0], in[1], out[0], F{});
+void activation_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  launch_binary<T, T>(in[0], in[1], out[0], functor_from_attrs<F>(attrs));
 }
 
 template <typename T>

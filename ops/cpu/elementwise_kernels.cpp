@@ -62,8 +62,8 @@ void activation_backward(const Tensors& in, Tensors& out, F f) {
 }
 // The table's MG_ACTIVATION_BACKWARD ops.
 template <typename T, typename F>
-void activation_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
-  activation_backward<T>(in, out, F{});
+void activation_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  activation_backward<T>(in, out, functor_from_attrs<F>(attrs));
 }
 
 // (grad, x) -> grad * gelu'(x) in the form attrs.mode names.

@@ -491,6 +491,61 @@ TEST_CASE("activation layers compute their formulas", "[nn][layers]") {
   CHECK(nn::ReLU().parameters().empty());
 }
 
+TEST_CASE("the piecewise activation layers: their ops with PyTorch's defaults, names, bad options", "[nn][layers]") {
+  const Tensor x = f64({-7, -3, -1.5, -0.5, 0, 0.5, 1.5, 3, 7});
+  const auto same = [&](nn::UnaryModule& m, const Tensor& want) { CHECK(values(m(x)) == values(want)); };
+  nn::LeakyReLU leaky;
+  same(leaky, leaky_relu(x, 0.01));
+  nn::LeakyReLU leaky2({.negative_slope = 0.2});
+  same(leaky2, leaky_relu(x, 0.2));
+  nn::ELU elu_m;
+  same(elu_m, elu(x, 1.0));
+  nn::ELU elu_a({.alpha = 0.5});
+  same(elu_a, elu(x, 0.5));
+  nn::SELU selu_m;
+  same(selu_m, selu(x));
+  nn::CELU celu_m({.alpha = 2.0});
+  same(celu_m, celu(x, 2.0));
+  nn::Hardswish hs;
+  same(hs, hardswish(x));
+  nn::Hardsigmoid hsig;
+  same(hsig, hardsigmoid(x));
+  nn::Mish mish_m;
+  same(mish_m, mish(x));
+  nn::Hardtanh ht;
+  same(ht, clamp(x, -1.0, 1.0));
+  nn::Hardtanh ht2({.min_val = -2.0, .max_val = 0.5});
+  same(ht2, clamp(x, -2.0, 0.5));
+  nn::ReLU6 r6;
+  same(r6, clamp(x, 0.0, 6.0));
+  nn::Softplus sp({.beta = 2.0, .threshold = 5.0});
+  same(sp, softplus(x, 2.0, 5.0));
+  // values by hand at a few points: SELU's constants, CELU's alpha (e^{x / alpha}), hardswish's kinks
+  CHECK(values(selu(f64({-1.0, 2.0}))) ==
+        std::vector<double>{kSeluScale * kSeluAlpha * std::expm1(-1.0), kSeluScale * 2.0});
+  CHECK(values(celu(f64({-1.0}), 2.0))[0] == Approx(2.0 * std::expm1(-0.5)).epsilon(1e-15));
+  CHECK(values(hardswish(f64({-3.0, -1.0, 3.0})))[1] == Approx(-1.0 * 2.0 / 6.0).epsilon(1e-15));
+  CHECK(leaky2.layer_name() == "LeakyReLU(negative_slope=0.2)");
+  CHECK(elu_a.layer_name() == "ELU(alpha=0.5)");
+  CHECK(ht2.layer_name() == "Hardtanh(min_val=-2, max_val=0.5)");
+  CHECK(sp.layer_name() == "Softplus(beta=2, threshold=5)");
+  CHECK(mish_m.layer_name() == "Mish()");
+  // the keep policy: f16 in, f16 out, under autocast too
+  CHECK(nn::Mish()(to(x, DType::F16)).dtype() == DType::F16);
+  CHECK(nn::LeakyReLU()(to(x, DType::BF16)).dtype() == DType::BF16);
+  // bad options: at construction, and in the ops
+  MG_REQUIRE_ERROR(nn::LeakyReLU({.negative_slope = NAN}), "LeakyReLU: negative_slope must be finite, got nan");
+  MG_REQUIRE_ERROR(nn::CELU({.alpha = 0.0}), "CELU: alpha must be finite and not 0, got 0");
+  MG_REQUIRE_ERROR(nn::ELU({.alpha = INFINITY}), "ELU: alpha must be finite, got inf");
+  MG_REQUIRE_ERROR(nn::Hardtanh({.min_val = 1.0, .max_val = -1.0}), "Hardtanh: min_val (1) is greater than max_val (-1)");
+  MG_REQUIRE_ERROR(nn::Softplus({.beta = 0.0}), "Softplus: beta must be finite and not 0, got 0");
+  MG_REQUIRE_ERROR(celu(x, 0.0), "celu: alpha must be finite and not 0, got 0");
+  MG_REQUIRE_ERROR(leaky_relu(x, INFINITY), "leaky_relu: negative_slope must be finite, got inf");
+  MG_REQUIRE_ERROR(hardtanh(x, 2.0, 1.0), "hardtanh: min_val (2) is greater than max_val (1)");
+  MG_REQUIRE_ERROR(mish(ones({2}, {.dtype = DType::I64})), "mish");
+  MG_REQUIRE_ERROR(hardswish(Tensor()), "hardswish");
+}
+
 TEST_CASE("pooling layers: values by hand and against the ops", "[nn][layers][pool]") {
   // x [1, 1, 4, 4] = 0..15
   const Tensor x = arange(0, 16, 1, {.dtype = DType::F64}).reshape({1, 1, 4, 4});

@@ -3,6 +3,7 @@
 // threshold), inside each op's domain (log/sqrt/rsqrt positive, ...), and small (at most ~60
 // elements per input) so the element-by-element central differences stay cheap.
 #include "op_cases.h"
+#include "activation_refs.h"
 
 #include <cmath>
 #include <numbers>
@@ -812,6 +813,52 @@ OpCase make_case(OpId op, std::string name, std::vector<Gen> gens, Run run, std:
   return c;
 }
 
+// The piecewise activations (ops/activation.cpp): inputs away from their kinks. Added last, so the
+// seeds of the cases before them did not move.
+void activation_cases(Table& t) {
+  using O = OpId;
+  const Shape s{3, 4};
+  // the piecewise activations (ops/activation.cpp): inputs away from their kinks
+  t.add(O::leaky_relu, "leaky_relu", {normal_away(s, {0.0}, 0.1, 2.0)},
+        [](const Tensors& in) { return leaky_relu(in[0], 0.2); }, {0})
+      .ref = [](const std::vector<double>& v) { return test::act::leaky_relu(v[0], 0.2); };
+  t.add(O::leaky_relu, "leaky_relu/slope above 1", {normal_away(s, {0.0}, 0.1, 2.0)},
+        [](const Tensors& in) { return leaky_relu(in[0], -1.5); }, {0})
+      .ref = [](const std::vector<double>& v) { return test::act::leaky_relu(v[0], -1.5); };
+  t.add_nd(O::leaky_relu_backward, "leaky_relu_backward", {normal(s), normal_away(s, {0.0}, 0.1)},
+           [](const Tensors& in) { return leaky_relu_backward(in[0], in[1], 0.2); })
+      .ref = [](const std::vector<double>& v) { return v[0] * test::act::leaky_relu_grad(v[1], 0.2); };
+  t.add(O::elu, "elu", {normal_away(s, {0.0}, 0.1, 2.0)}, [](const Tensors& in) { return elu(in[0], 0.7); }, {0})
+      .ref = [](const std::vector<double>& v) { return test::act::elu(v[0], 0.7, 1.0, 1.0); };
+  t.add(O::elu, "elu/selu", {normal_away(s, {0.0}, 0.1, 2.0)}, [](const Tensors& in) { return selu(in[0]); }, {0})
+      .ref = [](const std::vector<double>& v) { return test::act::elu(v[0], kSeluAlpha, kSeluScale, 1.0); };
+  t.add(O::elu, "elu/celu", {normal_away(s, {0.0}, 0.1, 2.0)}, [](const Tensors& in) { return celu(in[0], 0.5); }, {0})
+      .ref = [](const std::vector<double>& v) { return test::act::elu(v[0], 0.5, 1.0, 2.0); };
+  t.add_nd(O::elu_backward, "elu_backward", {normal(s), normal_away(s, {0.0}, 0.1, 2.0)},
+           [](const Tensors& in) { return elu_backward(in[0], in[1], 0.7); })
+      .ref = [](const std::vector<double>& v) { return v[0] * test::act::elu_grad(v[1], 0.7, 1.0, 1.0); };
+  t.add_nd(O::elu_backward, "elu_backward/celu", {normal(s), normal_away(s, {0.0}, 0.1, 2.0)},
+           [](const Tensors& in) { return elu_backward(in[0], in[1], 0.5, 1.0, /*celu_input_scale=*/true); })
+      .ref = [](const std::vector<double>& v) { return v[0] * test::act::elu_grad(v[1], 0.5, 1.0, 2.0); };
+  t.add(O::hardswish, "hardswish", {normal_away(s, {-3.0, 3.0}, 0.1, 3.0)},
+        [](const Tensors& in) { return hardswish(in[0]); }, {0})
+      .ref = unary_ref(test::act::hardswish);
+  t.add_nd(O::hardswish_backward, "hardswish_backward", {normal(s), normal_away(s, {-3.0, 3.0}, 0.1, 3.0)},
+           [](const Tensors& in) { return hardswish_backward(in[0], in[1]); })
+      .ref = [](const std::vector<double>& v) { return v[0] * test::act::hardswish_grad(v[1]); };
+  t.add(O::hardsigmoid, "hardsigmoid", {normal_away(s, {-3.0, 3.0}, 0.1, 3.0)},
+        [](const Tensors& in) { return hardsigmoid(in[0]); }, {0})
+      .ref = unary_ref(test::act::hardsigmoid);
+  t.add_nd(O::hardsigmoid_backward, "hardsigmoid_backward", {normal(s), normal_away(s, {-3.0, 3.0}, 0.1, 3.0)},
+           [](const Tensors& in) { return hardsigmoid_backward(in[0], in[1]); })
+      .ref = [](const std::vector<double>& v) { return v[0] * test::act::hardsigmoid_grad(v[1]); };
+  t.add(O::mish, "mish", {normal(s, 3.0)}, [](const Tensors& in) { return mish(in[0]); }, {0})
+      .ref = unary_ref(test::act::mish);
+  t.add_nd(O::mish_backward, "mish_backward", {normal(s), normal(s, 3.0)},
+           [](const Tensors& in) { return mish_backward(in[0], in[1]); })
+      .ref = [](const std::vector<double>& v) { return v[0] * test::act::mish_grad(v[1]); };
+}
+
 const std::vector<OpCase>& all_op_cases() {
   static const std::vector<OpCase> cases = [] {
     Table t;
@@ -826,6 +873,7 @@ const std::vector<OpCase>& all_op_cases() {
     add_conv_cases(t.cases);
     add_norm_cases(t.cases);
     device_coverage_cases(t);
+    activation_cases(t);
     return std::move(t.cases);
   }();
   return cases;

@@ -19,9 +19,11 @@
 #include "ops/ops.h"
 #include "test_util.h"
 #include "ulp_sweep.h"
+#include "activation_refs.h"
 
 using namespace mg;
 using namespace mg::test;
+namespace act = mg::test::act;
 
 namespace {
 
@@ -54,8 +56,9 @@ struct Fused {
   std::function<Tensor(const Tensor&, const Tensor&)> op;   // (grad, x)
   std::function<Tensor(const Tensor&)> forward;
   std::function<double(double)> ref;
-  int f32_bound;  // max ulp asserted on the f32 sample (silu: a bound relative to its terms instead)
+  int f32_bound;  // max ulp asserted on the f32 sample (silu, mish: a bound relative to `terms` instead)
   bool positive_domain = false;  // rsqrt: x > 0 (the double-backward points)
+  std::function<double(double)> terms = silu_grad_terms;  // the size of f'(x)'s terms, where f32_bound < 0
 };
 
 // f32 max ulp measured on the sample when this test was written: tanh 4, sigmoid 4, erf 3,
@@ -76,6 +79,21 @@ std::vector<Fused> fused_ops() {
        [](const Tensor& x) { return reciprocal(x); }, reciprocal_grad_ref, 3, true},
       {"rsqrt_backward", [](const Tensor& g, const Tensor& x) { return rsqrt_backward(g, x); },
        [](const Tensor& x) { return rsqrt(x); }, rsqrt_grad_ref, 7, true},
+      // the piecewise activations (ops/activation.cpp)
+      {"leaky_relu_backward", [](const Tensor& g, const Tensor& x) { return leaky_relu_backward(g, x, 0.2); },
+       [](const Tensor& x) { return leaky_relu(x, 0.2); }, [](double x) { return act::leaky_relu_grad(x, 0.2); }, 1},
+      {"elu_backward", [](const Tensor& g, const Tensor& x) { return elu_backward(g, x, 1.0); },
+       [](const Tensor& x) { return elu(x); }, [](double x) { return act::elu_grad(x, 1.0, 1.0, 1.0); }, 3},
+      {"elu_backward (selu)", [](const Tensor& g, const Tensor& x) { return elu_backward(g, x, kSeluAlpha, kSeluScale); },
+       [](const Tensor& x) { return selu(x); }, [](double x) { return act::elu_grad(x, kSeluAlpha, kSeluScale, 1.0); }, 3},
+      {"elu_backward (celu)", [](const Tensor& g, const Tensor& x) { return elu_backward(g, x, 0.5, 1.0, true); },
+       [](const Tensor& x) { return celu(x, 0.5); }, [](double x) { return act::elu_grad(x, 0.5, 1.0, 2.0); }, 3},
+      {"hardswish_backward", [](const Tensor& g, const Tensor& x) { return hardswish_backward(g, x); },
+       [](const Tensor& x) { return hardswish(x); }, act::hardswish_grad, 2},
+      {"hardsigmoid_backward", [](const Tensor& g, const Tensor& x) { return hardsigmoid_backward(g, x); },
+       [](const Tensor& x) { return hardsigmoid(x); }, act::hardsigmoid_grad, 1},
+      {"mish_backward", [](const Tensor& g, const Tensor& x) { return mish_backward(g, x); },
+       [](const Tensor& x) { return mish(x); }, act::mish_grad, -1, false, act::mish_grad_terms},
   };
 }
 
@@ -115,6 +133,8 @@ TEST_CASE("fused activation backwards: f32 over the whole range", "[ops][numeric
   for (uint32_t i = 0; i < v.size(); ++i) v[i] = f32_from_bits(i * 4096u + (i % 4096u));  // every exponent, varied low bits
   // and every float within 2048 steps of silu's derivative's zero (x = -1.2785), where its terms cancel
   for (int i = -2048; i < 2048; ++i) v.push_back(f32_from_bits(uint32_t(int32_t(f32_bits(-1.2784645f)) + i)));
+  // and mish's (x = -1.1924312)
+  for (int i = -2048; i < 2048; ++i) v.push_back(f32_from_bits(uint32_t(int32_t(f32_bits(-1.1924312f)) + i)));
   const Tensor x = from_vector<float>(v);
   const Tensor g = ones({x.numel()});
   for (const Fused& f : fused_ops()) {
@@ -136,7 +156,7 @@ TEST_CASE("fused activation backwards: f32 over the whole range", "[ops][numeric
         if (std::isnan(r)) continue;
         // error in units of 2^-24 times the size of the terms (one subnormal step of slack)
         const double err = std::fabs(double(got) - r) - 1.4012984643e-45;
-        const double rel = err <= 0 ? 0 : err / (5.9604644775390625e-8 * silu_grad_terms(double(v[i])));
+        const double rel = err <= 0 ? 0 : err / (5.9604644775390625e-8 * f.terms(double(v[i])));
         if (rel > worst_rel_terms) {
           worst_rel_terms = rel;
           w = {0, double(v[i]), double(got), r};
@@ -190,7 +210,7 @@ TEST_CASE("fused activation backwards: the dense loop gives the strided loop's b
           CHECK(got[i] == std::copysign(std::numeric_limits<double>::infinity(), want));
           continue;
         }
-        const double scale = std::fabs(gv[i]) * (f.f32_bound >= 0 ? std::fabs(f.ref(xv[i])) : silu_grad_terms(xv[i]));
+        const double scale = std::fabs(gv[i]) * (f.f32_bound >= 0 ? std::fabs(f.ref(xv[i])) : f.terms(xv[i]));
         INFO("x = " << xv[i] << " g = " << gv[i] << " got " << got[i] << " want " << want);
         REQUIRE(std::fabs(got[i] - want) <= tol * scale + tiny * (2.0 + std::fabs(gv[i])));  // d subnormal, then times g
       }
@@ -241,7 +261,7 @@ TEST_CASE("fused activation backwards: specials, and operand checks", "[ops][num
     CHECK(rs[4] == inf);
   }
   for (const Fused& f : fused_ops()) {
-    const std::string name = f.name;
+    const std::string name = std::string(f.name).substr(0, std::string(f.name).find(' '));  // the op's name
     MG_REQUIRE_ERROR(f.op(ones({3}), ones({4})), name + ": expected grad and input of the same shape");
     MG_REQUIRE_ERROR(f.op(ones({4}, {.dtype = DType::F16}), ones({4})), name + ": expected tensors of the same dtype");
     MG_REQUIRE_ERROR(f.op(ones({4}, {.dtype = DType::I64}), ones({4}, {.dtype = DType::I64})), name);
@@ -265,7 +285,8 @@ TEST_CASE("fused activation backwards: create_graph builds the derivative from p
       [](double x) { return 0.75 * std::pow(x, -2.5); },
   };
   const std::vector<Fused> ops = fused_ops();
-  for (std::size_t k = 0; k < ops.size(); ++k) {
+  // The piecewise activations after them: the op table's double-backward check (differences).
+  for (std::size_t k = 0; k < second.size(); ++k) {
     INFO(ops[k].name);
     const std::vector<double>& xs = ops[k].positive_domain ? positive_x : all_x;
     const Tensor x = from_vector<double>(xs).requires_grad_();

@@ -28,9 +28,11 @@
 #include "ops/ops.h"
 #include "test_util.h"
 #include "ulp_sweep.h"
+#include "activation_refs.h"
 
 using namespace mg;
 using namespace mg::test;
+namespace act = mg::test::act;
 
 namespace {
 
@@ -60,7 +62,9 @@ double gelu_tanh_ref(double x) { return x * sigmoid_ref(2.0 * kSqrt2OverPi * (x 
 // error). gelu's tanh form: 141 at x = -8.98 (result 1.9e-28): the f32 rounding of
 // u = sqrt(2/pi) (x + 0.044715 x^3) (about 4 roundings, 2^-24 each) is multiplied by |2u| in
 // e^{2u}, so the tail error grows like |2u| ulp (|2u| <= 87 before the result underflows);
-// above x = -3 (|2u| <= 6.7) it is 12.
+// above x = -3 (|2u| <= 6.7) it is 12. The piecewise activations: leaky_relu 1 (a subnormal
+// times the slope), elu 1, selu 2, celu 1, hardswish 2 (x (x + 3) / 6 near 0), hardsigmoid 1, mish 4 (x e^x (2 + e) / q
+// in the negative range: the exp and four roundings).
 std::vector<Case> cases() {
   std::vector<Case> c;
   c.push_back({"neg", [](const Tensor& x) { return neg(x); }, [](double x) { return -x; }, 0});
@@ -94,6 +98,19 @@ std::vector<Case> cases() {
   }
   c.push_back({"clamp(-1, 1)", [](const Tensor& x) { return clamp(x, -1.0, 1.0); },
                [](double x) { return x != x ? x : (x < -1 ? -1.0 : (x > 1 ? 1.0 : x)); }, 0});
+  // the piecewise activations (ops/activation.cpp)
+  c.push_back({"leaky_relu(0.01)", [](const Tensor& x) { return leaky_relu(x); },
+               [](double x) { return act::leaky_relu(x, 0.01); }, 1});
+  c.push_back({"elu", [](const Tensor& x) { return elu(x); }, [](double x) { return act::elu(x, 1.0, 1.0, 1.0); }, 2});
+  c.push_back({"selu", [](const Tensor& x) { return selu(x); },
+               [](double x) { return act::elu(x, kSeluAlpha, kSeluScale, 1.0); }, 3});
+  c.push_back({"celu(0.5)", [](const Tensor& x) { return celu(x, 0.5); },
+               [](double x) { return act::elu(x, 0.5, 1.0, 2.0); }, 2});
+  c.push_back({"hardswish", [](const Tensor& x) { return hardswish(x); }, act::hardswish, 3});
+  c.push_back({"hardsigmoid", [](const Tensor& x) { return hardsigmoid(x); }, act::hardsigmoid, 2});
+  c.push_back({"mish", [](const Tensor& x) { return mish(x); }, act::mish, 5});
+  c.push_back({"relu6", [](const Tensor& x) { return relu6(x); },
+               [](double x) { return x != x ? x : (x < 0 ? 0.0 : (x > 6 ? 6.0 : x)); }, 0});
   return c;
 }
 
