@@ -53,6 +53,7 @@ using mg::l1_loss;
 using mg::log_softmax;
 using mg::mse_loss;
 using mg::nll_loss;
+using mg::huber_loss;
 using mg::smooth_l1_loss;
 using mg::softmax;
 

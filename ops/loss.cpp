@@ -16,6 +16,7 @@
 #include "mixgrad/ops/infer.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/register.h"
+#include "mixgrad/ops/weighted_loss.h"
 
 namespace mg {
 
@@ -128,6 +129,7 @@ InferResult infer_pointwise_loss(const char* op, const Tensors& in, const OpAttr
 MG_POINTWISE_INFER(mse_loss)
 MG_POINTWISE_INFER(l1_loss)
 MG_POINTWISE_INFER(smooth_l1_loss)
+MG_POINTWISE_INFER(huber_loss)
 MG_POINTWISE_INFER(binary_cross_entropy_with_logits)
 MG_POINTWISE_INFER(kl_div)
 MG_POINTWISE_INFER(binary_cross_entropy)
@@ -270,6 +272,14 @@ Tensors smooth_l1_loss_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor gx = reduced_grad(c, g[0]) * slope;
   return {gx, -gx};
 }
+// huber: d/dx = d where |d| < delta, else delta sign(d) (d = x - y); d/dy = -d/dx
+Tensors huber_loss_bw(const BackwardCtx& c, const Tensors& g) {
+  const double delta = c.attrs().alpha;
+  const Tensor d = c.input(0) - c.input(1);
+  const Tensor slope = where(lt(abs(d), s0(delta, d)), d, sign(d) * delta);
+  const Tensor gx = reduced_grad(c, g[0]) * slope;
+  return {gx, -gx};
+}
 // loss = (1 - t) x + lw sp, sp = softplus(-x), lw = 1 + (pw - 1) t (pw = 1 without pos_weight):
 //   d/dx = (1 - t) - lw sigmoid(-x),  d/dt = -x + (pw - 1) sp,  d/dpw = t sp
 Tensors bce_with_logits_bw(const BackwardCtx& c, const Tensors& g) {
@@ -371,6 +381,7 @@ void register_loss_rules() {
   set_op_rule(OpId::mse_loss, {.infer = infer_mse_loss, .backward = mse_loss_bw, .save = in01});
   set_op_rule(OpId::l1_loss, {.infer = infer_l1_loss, .backward = l1_loss_bw, .save = in01});
   set_op_rule(OpId::smooth_l1_loss, {.infer = infer_smooth_l1_loss, .backward = smooth_l1_loss_bw, .save = in01});
+  set_op_rule(OpId::huber_loss, {.infer = infer_huber_loss, .backward = huber_loss_bw, .save = in01});
   set_op_rule(OpId::binary_cross_entropy_with_logits,
               {.infer = infer_binary_cross_entropy_with_logits, .backward = bce_with_logits_bw,
                .save = in01 | kSaveInput(2)});
@@ -388,11 +399,16 @@ Tensor log_softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim) {
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
-                     double label_smoothing) {
+                     double label_smoothing, const Tensor& weight) {
   check_defined("cross_entropy", {&logits, &target});
   check_reduction("cross_entropy", reduction);
   MG_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, Error,
            "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
+  if (weight.defined()) {
+    check_floating("cross_entropy", logits);
+    return detail::weighted_class_loss("cross_entropy", logits, index_target(target), weight, reduction, ignore_index,
+                                       label_smoothing, /*from_logits=*/true);
+  }
   return dispatch1(OpId::cross_entropy, {logits, index_target(target)},
                    {.ints = {ignore_index}, .alpha = label_smoothing, .mode = int64_t(reduction)});
 }
@@ -406,9 +422,15 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
                    {.ints = {ignore_index}, .alpha = label_smoothing, .mode = int64_t(reduction)});
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                const Tensor& weight) {
   check_defined("nll_loss", {&log_probs, &target});
   check_reduction("nll_loss", reduction);
+  if (weight.defined()) {
+    check_floating("nll_loss", log_probs);
+    return detail::weighted_class_loss("nll_loss", log_probs, index_target(target), weight, reduction, ignore_index,
+                                       0.0, /*from_logits=*/false);
+  }
   return dispatch1(OpId::nll_loss, {log_probs, index_target(target)},
                    {.ints = {ignore_index}, .mode = int64_t(reduction)});
 }
@@ -429,17 +451,31 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
   MG_CHECK(beta >= 0.0, Error, "smooth_l1_loss: beta must be >= 0, got ", beta);
   return dispatch1(OpId::smooth_l1_loss, promote_all({input, target}), {.alpha = beta, .mode = int64_t(reduction)});
 }
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  check_defined("huber_loss", {&input, &target});
+  check_reduction("huber_loss", reduction);
+  MG_CHECK(delta > 0.0 && std::isfinite(delta), Error, "huber_loss: delta must be finite and > 0, got ", delta);
+  return dispatch1(OpId::huber_loss, promote_all({input, target}), {.alpha = delta, .mode = int64_t(reduction)});
+}
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& pos_weight,
-                                        Reduction reduction) {
+                                        Reduction reduction, const Tensor& weight) {
   check_defined("binary_cross_entropy_with_logits", {&input, &target});
   check_reduction("binary_cross_entropy_with_logits", reduction);
+  if (weight.defined()) {
+    return detail::weighted_binary_loss("binary_cross_entropy_with_logits", input, target, pos_weight, weight,
+                                        reduction, /*from_logits=*/true);
+  }
   Tensors in{input, target};
   if (pos_weight.defined()) in.push_back(pos_weight);
   return dispatch1(OpId::binary_cross_entropy_with_logits, promote_all(in), {.mode = int64_t(reduction)});
 }
-Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction reduction) {
+Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction reduction, const Tensor& weight) {
   check_defined("binary_cross_entropy", {&probs, &target});
   check_reduction("binary_cross_entropy", reduction);
+  if (weight.defined()) {
+    return detail::weighted_binary_loss("binary_cross_entropy", probs, target, Tensor(), weight, reduction,
+                                        /*from_logits=*/false);
+  }
   return dispatch1(OpId::binary_cross_entropy, promote_all({probs, target}), {.mode = int64_t(reduction)});
 }
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bool log_target) {

@@ -34,16 +34,21 @@ Tensor log_softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim);
 // Fused log_softmax + negative log likelihood with PyTorch's label smoothing:
 // loss_n = (1 - eps) * (-log p[n, t_n]) + eps * mean_c(-log p[n, c]); targets equal to
 // ignore_index contribute 0 and are not counted by Mean (all ignored with Mean gives NaN).
+// `weight` (floating [C], on the logits' device; PyTorch's class weights): loss_n is
+// w[t_n] (1 - eps) (-log p[n, t_n]) + (eps / C) sum_c w_c (-log p[n, c]) and Mean divides by
+// sum_n w[t_n] over the counted targets. The weighted form is composed of public ops in f32
+// (ops/weighted_loss.h): the same results on every device, at the cost of the fused kernel's speed.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::Mean,
-                     int64_t ignore_index = -100, double label_smoothing = 0.0);
+                     int64_t ignore_index = -100, double label_smoothing = 0.0, const Tensor& weight = Tensor());
 // d cross_entropy / d logits for the upstream gradient `grad` ([] for Mean/Sum, the target's
 // shape for None): w * (softmax(logits) - (1 - eps) onehot(t) - eps / C), w = grad (/ count).
 Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target,
                               Reduction reduction = Reduction::Mean, int64_t ignore_index = -100,
                               double label_smoothing = 0.0);
-// -log_probs[n, t_n], reduced like cross_entropy (log_probs from log_softmax).
+// -log_probs[n, t_n], reduced like cross_entropy (log_probs from log_softmax); with `weight`
+// [C]: w[t_n] (-log_probs[n, t_n]), Mean dividing by sum_n w[t_n].
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::Mean,
-                int64_t ignore_index = -100);
+                int64_t ignore_index = -100, const Tensor& weight = Tensor());
 
 // ---- regression losses: input and target of the same shape ----
 // (x - y)^2
@@ -54,18 +59,26 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
                       double beta = 1.0);
 
+// 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta) (d = x - y, delta > 0): smooth_l1_loss
+// times delta (with beta = delta), so its gradient keeps the size of d for large errors.
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                  double delta = 1.0);
+
 // ---- binary and distribution losses ----
 // Sigmoid + binary cross entropy in the stable form max(x, 0) - x t + log1p(exp(-|x|)); with
 // pos_weight (broadcast over the last dim, [C]) PyTorch's
-// (1 - t) x + (1 + (pw - 1) t) (log1p(exp(-|x|)) + max(-x, 0)).
+// (1 - t) x + (1 + (pw - 1) t) (log1p(exp(-|x|)) + max(-x, 0)). `weight` (broadcast to the
+// input's shape) multiplies each element's loss before the reduction; Mean still divides by the
+// number of elements (PyTorch's weight, not a weighted mean).
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const Tensor& pos_weight = Tensor(),
-                                        Reduction reduction = Reduction::Mean);
+                                        Reduction reduction = Reduction::Mean, const Tensor& weight = Tensor());
 // -(t log p + (1 - t) log(1 - p)) on probabilities p, each log clamped to >= -100 (as PyTorch).
 // Banned under f16 autocast: use binary_cross_entropy_with_logits. On the CPU a p outside [0, 1]
 // is an Error naming the value and its position (NaN passes, as an overflow for the GradScaler);
-// on CUDA it is not checked (the loss is NaN).
-Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction reduction = Reduction::Mean);
+// on CUDA it is not checked (the loss is NaN). `weight` as binary_cross_entropy_with_logits's.
+Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction reduction = Reduction::Mean,
+                            const Tensor& weight = Tensor());
 // Kullback-Leibler divergence with log-probability input: target (log target - input), 0 where
 // target == 0; log_target = true takes log-probability targets: exp(t) (t - input).
 // Reduction::BatchMean divides the sum by size(0).

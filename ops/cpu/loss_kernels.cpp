@@ -342,6 +342,12 @@ Tensor smooth_l1_fn(const Tensors& in, const OpAttrs& a) {
   if (beta == 0.0) return d;
   return where(lt(d, scalar_like(beta, d)), d * d * (0.5 / beta), d - 0.5 * beta);
 }
+// 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta) (PyTorch's huber_loss)
+Tensor huber_fn(const Tensors& in, const OpAttrs& a) {
+  const double delta = a.alpha;
+  const Tensor d = abs(in[0] - in[1]);
+  return where(lt(d, scalar_like(delta, d)), d * d * 0.5, (d - 0.5 * delta) * delta);
+}
 // (1 - t) x + lw (log1p(exp(-|x|)) + max(-x, 0)), lw = 1 + (pw - 1) t (1 without pos_weight)
 Tensor bce_with_logits_fn(const Tensors& in, const OpAttrs&) {
   const Tensor& x = in[0];
@@ -406,6 +412,7 @@ void reg_composite(DeviceType device) {
   register_kernel(OpId::mse_loss, device, d, composite_kernel<T, mse_fn>);
   register_kernel(OpId::l1_loss, device, d, composite_kernel<T, l1_fn>);
   register_kernel(OpId::smooth_l1_loss, device, d, composite_kernel<T, smooth_l1_fn>);
+  register_kernel(OpId::huber_loss, device, d, composite_kernel<T, huber_fn>);
   register_kernel(OpId::binary_cross_entropy_with_logits, device, d, composite_kernel<T, bce_with_logits_fn>);
   register_kernel(OpId::kl_div, device, d, composite_kernel<T, kl_div_fn>);
   register_kernel(OpId::binary_cross_entropy, device, d, composite_kernel<T, bce_fn>);

@@ -874,6 +874,7 @@ const std::vector<OpCase>& all_op_cases() {
     add_norm_cases(t.cases);
     device_coverage_cases(t);
     activation_cases(t);
+    add_late_loss_cases(t.cases);
     return std::move(t.cases);
   }();
   return cases;
