@@ -40,12 +40,13 @@ Tensor MaxPool2d::forward(const Tensor& x) {
   const Options& o = options_;
   const Size2 window(o.dilation.h * (o.kernel.h - 1) + 1, o.dilation.w * (o.kernel.w - 1) + 1);
   check_input(layer_name(), x, window, o.padding);
-  return max_pool2d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.dilation.array());
+  return max_pool2d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.dilation.array(), o.ceil_mode);
 }
 
 std::string MaxPool2d::extra_repr() const {
   std::string s = window_repr(options_.kernel, options_.stride, options_.padding);
   if (options_.dilation != Size2(1)) s += ", dilation=" + options_.dilation.str();
+  if (options_.ceil_mode) s += ", ceil_mode=true";
   return s;
 }
 
@@ -56,12 +57,12 @@ AvgPool2d::AvgPool2d(Options o) : UnaryModule("AvgPool2d"), options_(o) {
 Tensor AvgPool2d::forward(const Tensor& x) {
   const Options& o = options_;
   check_input(layer_name(), x, o.kernel, o.padding);
-  return avg_pool2d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.count_include_pad);
+  return avg_pool2d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.count_include_pad, o.ceil_mode);
 }
 
 std::string AvgPool2d::extra_repr() const {
   return window_repr(options_.kernel, options_.stride, options_.padding) +
-         (options_.count_include_pad ? "" : ", count_include_pad=false");
+         (options_.count_include_pad ? "" : ", count_include_pad=false") + (options_.ceil_mode ? ", ceil_mode=true" : "");
 }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Options o) : UnaryModule("AdaptiveAvgPool2d"), options_(o) {

@@ -13,6 +13,7 @@ struct MaxPool2dOptions {
   Size2 stride = 0;   // 0: the kernel size (PyTorch's default)
   Size2 padding = 0;  // -inf padding, at most half the kernel
   Size2 dilation = 1;
+  bool ceil_mode = false;  // round the output size up (PyTorch's ceil_mode)
 };
 
 class MaxPool2d : public UnaryModule {
@@ -33,6 +34,7 @@ struct AvgPool2dOptions {
   Size2 stride = 0;   // 0: the kernel size
   Size2 padding = 0;  // zero padding, at most half the kernel
   bool count_include_pad = true;
+  bool ceil_mode = false;  // round the output size up (PyTorch's ceil_mode)
 };
 
 class AvgPool2d : public UnaryModule {

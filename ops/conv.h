@@ -51,12 +51,16 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& bias = {
 // kernel), NaN propagates. `stride` {0, 0} means stride = kernel. Gradient to the first maximum.
 // Every window must hold an input element: a dilation and padding whose taps all miss the input
 // for some window is a ShapeError naming it.
+// ceil_mode (PyTorch's): Ho rounds up instead of down, so a last window may hang over the end of
+// the input (its taps there are skipped), but it must start inside the input or the left padding.
 Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},
-                  std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1});
+                  std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1},
+                  bool ceil_mode = false);
 // The i64 position (h * W + w, in x's plane) of each window's first maximum: same arguments and
 // output shape as max_pool2d. Not differentiable.
 Tensor max_pool2d_indices(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},
-                          std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1});
+                          std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1},
+                          bool ceil_mode = false);
 
 // max_pool2d's input gradient from the indices of the window maxima (max_pool2d_indices with the
 // same kernel, stride, padding and dilation): each g [N, C, Ho, Wo] goes to its window's first
@@ -68,17 +72,19 @@ Tensor max_pool2d_indices(const Tensor& x, std::array<int64_t, 2> kernel, std::a
 // Differentiable in g.
 Tensor max_pool2d_backward(const Tensor& g, const Tensor& indices, std::array<int64_t, 2> input_hw,
                            std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},
-                           std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1});
+                           std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1},
+                           bool ceil_mode = false);
 
 // Mean over each window of x [N, C, H, W]; zeros padding (at most half the kernel). With
 // count_include_pad the divisor is the window size clipped to the padded input, else the number
-// of real elements. `stride` {0, 0} means stride = kernel.
+// of real elements. `stride` {0, 0} means stride = kernel. ceil_mode as max_pool2d's; a window
+// hanging over the end divides by its size clipped to the padded input (PyTorch's divisor).
 Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},
-                  std::array<int64_t, 2> padding = {0, 0}, bool count_include_pad = true);
+                  std::array<int64_t, 2> padding = {0, 0}, bool count_include_pad = true, bool ceil_mode = false);
 // Its input gradient: g [N, C, Ho, Wo] spread back over the windows -> [N, C, H, W].
 Tensor avg_pool2d_backward(const Tensor& g, std::array<int64_t, 2> input_hw, std::array<int64_t, 2> kernel,
                            std::array<int64_t, 2> stride = {0, 0}, std::array<int64_t, 2> padding = {0, 0},
-                           bool count_include_pad = true);
+                           bool count_include_pad = true, bool ceil_mode = false);
 
 // Mean over the windows [floor(i H / Ho), ceil((i + 1) H / Ho)) (likewise along W), so any
 // [N, C, H, W] becomes [N, C, Ho, Wo] with `output_hw` = {Ho, Wo}.

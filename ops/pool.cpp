@@ -51,11 +51,12 @@ int64_t window_out(const char* op, const char* dim, const cpu::Window1d& w, cons
   return out;
 }
 
+// attrs.mode: bit 0 count_include_pad (avg), bit 1 ceil_mode (both)
 cpu::Window1d max_dim(const OpAttrs& a, int axis, int64_t n) {
-  return {a.ints[0 + axis], a.ints[2 + axis], a.ints[4 + axis], a.ints[6 + axis], n};
+  return {a.ints[0 + axis], a.ints[2 + axis], a.ints[4 + axis], a.ints[6 + axis], n, (a.mode & 2) != 0};
 }
 cpu::Window1d avg_dim(const OpAttrs& a, int axis, int64_t n) {
-  return {a.ints[0 + axis], a.ints[2 + axis], a.ints[4 + axis], 1, n};
+  return {a.ints[0 + axis], a.ints[2 + axis], a.ints[4 + axis], 1, n, (a.mode & 2) != 0};
 }
 
 Shape pooled_shape(const char* op, const Tensor& x, const cpu::Window1d& h, const cpu::Window1d& w) {
@@ -208,17 +209,18 @@ Tensors adaptive_backward_bw(const BackwardCtx& c, const Tensors& grads) {
   return {dispatch1(OpId::adaptive_avg_pool2d, {grads[0]}, a)};
 }
 
-OpAttrs max_attrs(A2 k, A2 s, A2 p, A2 d) {
+OpAttrs max_attrs(A2 k, A2 s, A2 p, A2 d, bool ceil_mode) {
   if (s[0] == 0 && s[1] == 0) s = k;
   OpAttrs a;
   a.ints = {k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1]};
+  a.mode = ceil_mode ? 2 : 0;
   return a;
 }
-OpAttrs avg_attrs(A2 k, A2 s, A2 p, bool include_pad) {
+OpAttrs avg_attrs(A2 k, A2 s, A2 p, bool include_pad, bool ceil_mode) {
   if (s[0] == 0 && s[1] == 0) s = k;
   OpAttrs a;
   a.ints = {k[0], k[1], s[0], s[1], p[0], p[1]};
-  a.mode = include_pad ? 1 : 0;
+  a.mode = (include_pad ? 1 : 0) | (ceil_mode ? 2 : 0);
   return a;
 }
 
@@ -236,24 +238,25 @@ void register_pool_rules() {
 }
 
 // ---- public API ----
-Tensor max_pool2d(const Tensor& x, A2 kernel, A2 stride, A2 padding, A2 dilation) {
-  return dispatch1(OpId::max_pool2d, {x}, max_attrs(kernel, stride, padding, dilation));
+Tensor max_pool2d(const Tensor& x, A2 kernel, A2 stride, A2 padding, A2 dilation, bool ceil_mode) {
+  return dispatch1(OpId::max_pool2d, {x}, max_attrs(kernel, stride, padding, dilation, ceil_mode));
 }
-Tensor max_pool2d_indices(const Tensor& x, A2 kernel, A2 stride, A2 padding, A2 dilation) {
-  return dispatch1(OpId::max_pool2d_indices, {x}, max_attrs(kernel, stride, padding, dilation));
+Tensor max_pool2d_indices(const Tensor& x, A2 kernel, A2 stride, A2 padding, A2 dilation, bool ceil_mode) {
+  return dispatch1(OpId::max_pool2d_indices, {x}, max_attrs(kernel, stride, padding, dilation, ceil_mode));
 }
 Tensor max_pool2d_backward(const Tensor& g, const Tensor& indices, A2 input_hw, A2 kernel, A2 stride, A2 padding,
-                           A2 dilation) {
-  OpAttrs a = max_attrs(kernel, stride, padding, dilation);
+                           A2 dilation, bool ceil_mode) {
+  OpAttrs a = max_attrs(kernel, stride, padding, dilation, ceil_mode);
   a.ints.push_back(input_hw[0]);
   a.ints.push_back(input_hw[1]);
   return dispatch1(OpId::max_pool2d_backward, {g, indices}, a);
 }
-Tensor avg_pool2d(const Tensor& x, A2 kernel, A2 stride, A2 padding, bool count_include_pad) {
-  return dispatch1(OpId::avg_pool2d, {x}, avg_attrs(kernel, stride, padding, count_include_pad));
+Tensor avg_pool2d(const Tensor& x, A2 kernel, A2 stride, A2 padding, bool count_include_pad, bool ceil_mode) {
+  return dispatch1(OpId::avg_pool2d, {x}, avg_attrs(kernel, stride, padding, count_include_pad, ceil_mode));
 }
-Tensor avg_pool2d_backward(const Tensor& g, A2 input_hw, A2 kernel, A2 stride, A2 padding, bool count_include_pad) {
-  OpAttrs a = avg_attrs(kernel, stride, padding, count_include_pad);
+Tensor avg_pool2d_backward(const Tensor& g, A2 input_hw, A2 kernel, A2 stride, A2 padding, bool count_include_pad,
+                           bool ceil_mode) {
+  OpAttrs a = avg_attrs(kernel, stride, padding, count_include_pad, ceil_mode);
   a.ints.push_back(input_hw[0]);
   a.ints.push_back(input_hw[1]);
   return dispatch1(OpId::avg_pool2d_backward, {g}, a);

@@ -241,7 +241,8 @@ MG_HOST_DEVICE T max_pool_grad_at(int64_t i, int64_t Ho, int64_t Wo, const PoolW
 }
 
 // The geometry from the ops' attrs: avg_pool2d(_backward) ints = {kH, kW, sH, sW, pH, pW, ...},
-// mode = count_include_pad; adaptive ops read only the plane sizes.
+// mode bit 0 = count_include_pad (bit 1, ceil_mode, only changes the output sizes, which the
+// kernels take from the tensors); adaptive ops read only the plane sizes.
 inline AvgGeom avg_geom(bool adaptive, const std::vector<int64_t>& ints, int64_t mode, int64_t H, int64_t W,
                         int64_t Ho, int64_t Wo) {
   AvgGeom g{};
@@ -250,7 +251,7 @@ inline AvgGeom avg_geom(bool adaptive, const std::vector<int64_t>& ints, int64_t
   if (!adaptive) {
     g.h = {ints[0], ints[2], ints[4], 1, H};
     g.w = {ints[1], ints[3], ints[5], 1, W};
-    g.include_pad = mode != 0;
+    g.include_pad = (mode & 1) != 0;
   }
   return g;
 }

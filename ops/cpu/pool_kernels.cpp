@@ -37,11 +37,12 @@ struct Planes {
   int64_t at(int64_t i, int64_t j) const { return i * sh + j * sw; }
 };
 
+// attrs.mode: bit 0 count_include_pad (avg), bit 1 ceil_mode (ops/pool.cpp)
 Window1d max_dim(const OpAttrs& a, int axis, int64_t n) {
-  return {a.ints[0 + axis], a.ints[2 + axis], a.ints[4 + axis], a.ints[6 + axis], n};
+  return {a.ints[0 + axis], a.ints[2 + axis], a.ints[4 + axis], a.ints[6 + axis], n, (a.mode & 2) != 0};
 }
 Window1d avg_dim(const OpAttrs& a, int axis, int64_t n) {
-  return {a.ints[0 + axis], a.ints[2 + axis], a.ints[4 + axis], 1, n};
+  return {a.ints[0 + axis], a.ints[2 + axis], a.ints[4 + axis], 1, n, (a.mode & 2) != 0};
 }
 
 // Index (ih * W + iw) of the first maximum of the window at (oh, ow) of the plane x [H, W] (element
@@ -113,7 +114,7 @@ AvgWindows avg_windows(OpId op, const OpAttrs& a, int64_t H, int64_t W, int64_t 
   if (!aw.adaptive) {
     aw.h = avg_dim(a, 0, H);
     aw.w = avg_dim(a, 1, W);
-    aw.include_pad = a.mode != 0;
+    aw.include_pad = (a.mode & 1) != 0;
   }
   return aw;
 }

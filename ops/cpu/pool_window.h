@@ -8,9 +8,18 @@
 namespace mg::cpu {
 
 // One spatial dim of a strided window: k taps, stride s, padding p, dilation d, input size n.
+// ceil: PyTorch's ceil_mode — the output size rounds up, so a last window may hang over the end
+// (its taps beyond the padded input are skipped), but it must start inside the input or the left
+// padding, as PyTorch's rule.
 struct Window1d {
   int64_t k, s, p, d, n;
-  int64_t out() const { return (n + 2 * p - d * (k - 1) - 1) / s + 1; }
+  bool ceil = false;
+  int64_t out() const {
+    const int64_t span = n + 2 * p - d * (k - 1) - 1;  // >= 0 once validated
+    if (!ceil) return span / s + 1;
+    const int64_t o = (span + s - 1) / s + 1;
+    return (o - 1) * s >= n + p ? o - 1 : o;
+  }
   int64_t start(int64_t i) const { return i * s - p; }  // first tap (may lie in the padding)
 };
 

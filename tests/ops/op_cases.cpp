@@ -875,6 +875,7 @@ const std::vector<OpCase>& all_op_cases() {
     device_coverage_cases(t);
     activation_cases(t);
     add_late_loss_cases(t.cases);
+    add_late_pool_cases(t.cases);
     return std::move(t.cases);
   }();
   return cases;

@@ -58,6 +58,7 @@ const std::vector<OpCase>& all_op_cases();
 // The neural-network op groups append their cases (tests/ops/op_cases_<group>.cpp).
 void add_loss_cases(std::vector<OpCase>& cases);
 void add_late_loss_cases(std::vector<OpCase>& cases);  // called last: the earlier seeds stay
+void add_late_pool_cases(std::vector<OpCase>& cases);  // likewise
 void add_conv_cases(std::vector<OpCase>& cases);
 void add_norm_cases(std::vector<OpCase>& cases);
 

@@ -178,4 +178,18 @@ void add_conv_cases(std::vector<OpCase>& cases) {
                             [](const Tensors& in) { return adaptive_avg_pool2d_backward(in[0], {7, 5}); }, {0}));
 }
 
+// Pooling with ceil_mode, added after the table's seeds were fixed: called last (op_cases.cpp).
+void add_late_pool_cases(std::vector<OpCase>& cases) {
+  using O = OpId;
+  cases.push_back(make_case(O::max_pool2d, "max_pool2d/ceil_pad", {normal({2, 2, 7, 6})},
+                            [](const Tensors& in) { return max_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, {1, 1}, true); },
+                            {0}));
+  cases.push_back(make_case(O::avg_pool2d, "avg_pool2d/ceil_include_pad", {normal({2, 2, 7, 6})},
+                            [](const Tensors& in) { return avg_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, true, true); },
+                            {0}));
+  cases.push_back(make_case(O::avg_pool2d, "avg_pool2d/ceil_exclude_pad", {transposed(normal({2, 2, 6, 7}))},
+                            [](const Tensors& in) { return avg_pool2d(in[0], {2, 3}, {2, 2}, {0, 1}, false, true); },
+                            {0}));
+}
+
 }  // namespace mg::optable
