@@ -64,6 +64,9 @@ std::string geometry_repr(int64_t in, int64_t out, const Size2& kernel, const Si
 
 Conv2d::Conv2d(Options o) : UnaryModule("Conv2d"), options_(o) {
   check_geometry("Conv2d", o.in, o.out, o.kernel, o.stride, o.padding, o.dilation, o.groups);
+  MG_CHECK(!o.padding_same || (o.stride == Size2(1) && o.padding == Size2(0)), Error,
+           "Conv2d: padding_same needs stride 1 and padding 0, got stride=", o.stride.str(), ", padding=",
+           o.padding.str(), "\n  hint: PyTorch refuses padding=\"same\" for strided convolutions too");
   weight = register_parameter("weight", empty({o.out, o.in / o.groups, o.kernel.h, o.kernel.w}));
   if (o.bias) bias = register_parameter("bias", empty({o.out}));
   reset_parameters();
@@ -73,13 +76,18 @@ void Conv2d::reset_parameters() { reset_conv(weight, bias); }
 
 Tensor Conv2d::forward(const Tensor& x) {
   const Options& o = options_;
+  if (o.padding_same) {
+    check_input(layer_name(), x, o.in, weight, Size2(1), o.padding, Size2(1), false);
+    return conv2d_same(x, weight, bias, o.dilation.array(), o.groups);
+  }
   check_input(layer_name(), x, o.in, weight, o.kernel, o.padding, o.dilation, false);
   return conv2d(x, weight, bias, op_options(o.stride, o.padding, o.dilation, o.groups));
 }
 
 std::string Conv2d::extra_repr() const {
   const Options& o = options_;
-  return geometry_repr(o.in, o.out, o.kernel, o.stride, o.padding, o.dilation, o.groups, o.bias);
+  return geometry_repr(o.in, o.out, o.kernel, o.stride, o.padding, o.dilation, o.groups, o.bias) +
+         (o.padding_same ? ", padding=same" : "");
 }
 
 ConvTranspose2d::ConvTranspose2d(Options o) : UnaryModule("ConvTranspose2d"), options_(o) {

@@ -17,6 +17,7 @@ struct Conv2dOptions {
   Size2 dilation = 1;
   int64_t groups = 1;   // must divide in and out
   bool bias = true;
+  bool padding_same = false;  // PyTorch's padding="same" (stride 1; `padding` must stay 0): H, W kept
 };
 
 // y [N, out, Ho, Wo] = conv2d(x [N, in, H, W], weight [out, in/groups, kH, kW]) + bias [out];

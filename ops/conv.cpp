@@ -273,6 +273,23 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
   if (bias.defined()) return dispatch1(OpId::conv2d, {x, w, bias}, conv_attrs(opt));
   return dispatch1(OpId::conv2d, {x, w}, conv_attrs(opt));
 }
+Tensor conv2d_same(const Tensor& x, const Tensor& w, const Tensor& bias, std::array<int64_t, 2> dilation,
+                   int64_t groups) {
+  MG_CHECK(w.defined() && w.dim() == 4, ShapeError, "conv2d_same: expected a weight [O, C/groups, kH, kW], got ",
+           w.defined() ? describe(w) : std::string("undefined"));
+  MG_CHECK(dilation[0] >= 1 && dilation[1] >= 1, Error, "conv2d_same: dilation must be >= 1, got ", dilation[0], "x",
+           dilation[1]);
+  std::array<int64_t, 2> pad{}, crop{};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t total = dilation[i] * (w.size(2 + i) - 1);
+    pad[i] = total - total / 2;  // the larger (bottom/right) side
+    crop[i] = pad[i] - total / 2;
+  }
+  Tensor y = conv2d(x, w, bias, {.stride = {1, 1}, .padding = pad, .dilation = dilation, .groups = groups});
+  if (crop[0]) y = slice(y, 2, 1, y.size(2));
+  if (crop[1]) y = slice(y, 3, 1, y.size(3));
+  return y;
+}
 Tensor conv2d_backward_input(const Tensor& g, const Tensor& w, std::array<int64_t, 2> input_hw,
                              const Conv2dOptions& opt) {
   return dispatch1(OpId::conv2d_backward_input, {g, w}, conv_attrs(opt, input_hw));

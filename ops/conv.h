@@ -28,6 +28,13 @@ struct Conv2dOptions {
 // Ho = (H + 2 pad_h - dil_h (kH - 1) - 1) / stride_h + 1 (likewise Wo). Lower autocast policy.
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias = {}, const Conv2dOptions& opt = {});
 
+// PyTorch's padding="same" (stride 1): the output keeps H and W. Each dim is padded by
+// dil (k - 1) in total, half on each side and the odd one at the bottom/right, as PyTorch; that
+// case runs as conv2d with the larger padding on both sides and drops the first output row/col
+// (the same numbers, no padded copy of the input). Differentiable through conv2d and slice.
+Tensor conv2d_same(const Tensor& x, const Tensor& w, const Tensor& bias = {},
+                   std::array<int64_t, 2> dilation = {1, 1}, int64_t groups = 1);
+
 // The input gradient of conv2d (a transposed convolution without bias): dx [N, C, H, W] from the
 // output gradient g [N, O, Ho, Wo] and the weight w [O, C/groups, kH, kW]; `input_hw` = {H, W}.
 Tensor conv2d_backward_input(const Tensor& g, const Tensor& w, std::array<int64_t, 2> input_hw,
