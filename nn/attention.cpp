@@ -30,6 +30,19 @@ void MultiheadAttention::reset_parameters() {
 
 Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                    const Tensor& key_padding_mask, const Tensor& attn_mask) {
+  return attend(query, key, value, key_padding_mask, attn_mask, nullptr);
+}
+
+std::pair<Tensor, Tensor> MultiheadAttention::forward_with_weights(const Tensor& query, const Tensor& key,
+                                                                   const Tensor& value, const Tensor& key_padding_mask,
+                                                                   const Tensor& attn_mask, bool average_attn_weights) {
+  Tensor weights;
+  Tensor out = attend(query, key, value, key_padding_mask, attn_mask, &weights);
+  return {out, average_attn_weights ? mean(weights, {1}) : weights};
+}
+
+Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const Tensor& value,
+                                  const Tensor& key_padding_mask, const Tensor& attn_mask, Tensor* weights) {
   auto scope = module_scope(*this);
   const int64_t e = options_.embed_dim, h = options_.num_heads, d = e / h;
   const std::string name = layer_name();
@@ -81,7 +94,13 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   }
 
   const double p = is_training() ? options_.dropout : 0.0;
-  const Tensor att = scaled_dot_product_attention(q, k, v, mask, p, false, std::nullopt, options_.generator);
+  Tensor att;
+  if (weights) {  // the same ops as scaled_dot_product_attention, with the weights kept
+    *weights = scaled_dot_product_attention_weights(q, k, mask, p, false, std::nullopt, options_.generator);
+    att = matmul(*weights, v);
+  } else {
+    att = scaled_dot_product_attention(q, k, v, mask, p, false, std::nullopt, options_.generator);
+  }
   // [B, H, L, d] -> [B, L, E]
   return (*out_proj)(att.transpose(1, 2).reshape({b, l, e}));
 }

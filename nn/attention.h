@@ -4,6 +4,7 @@
 //   mg::Tensor y = mha->forward(x, x, x, /*key_padding_mask=*/pad);   // x [B, L, 256] -> [B, L, 256]
 #pragma once
 #include <memory>
+#include <utility>
 
 #include "mixgrad/core/generator.h"
 #include "mixgrad/nn/linear.h"
@@ -35,6 +36,12 @@ class MultiheadAttention : public Module {
   //   convention), or floating, added to the scores (e.g. -inf above the diagonal for causal).
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
                  const Tensor& key_padding_mask = Tensor(), const Tensor& attn_mask = Tensor());
+  // forward() and the attention weights (PyTorch's need_weights = true): softmax of the scores
+  // with both masks applied, after dropout in training, averaged over the heads [B, L, S]
+  // (average_attn_weights) or per head [B, H, L, S]. The output is forward()'s, bit for bit.
+  std::pair<Tensor, Tensor> forward_with_weights(const Tensor& query, const Tensor& key, const Tensor& value,
+                                                 const Tensor& key_padding_mask = Tensor(),
+                                                 const Tensor& attn_mask = Tensor(), bool average_attn_weights = true);
 
   Tensor in_proj_weight;  // [3E, E]
   Tensor in_proj_bias;    // [3E] or undefined
@@ -44,6 +51,9 @@ class MultiheadAttention : public Module {
   std::string extra_repr() const override;
 
  private:
+  // forward()'s body; fills *weights ([B, H, L, S]) when given.
+  Tensor attend(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask,
+                const Tensor& attn_mask, Tensor* weights);
   Options options_;
 };
 

@@ -9,19 +9,13 @@
 
 namespace mg {
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                                    double dropout_p, bool is_causal, std::optional<double> scale,
-                                    Generator* gen) {
-  const char* op = "scaled_dot_product_attention";
-  MG_CHECK(q.defined() && k.defined() && v.defined(), Error, op, ": query, key and value must be defined");
-  MG_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, ShapeError, op,
-           ": expected query, key and value with at least 2 dims ([..., L, E]); got query ", describe(q),
-           ", key ", describe(k), ", value ", describe(v));
+namespace {
+
+// The weights of scaled_dot_product_attention (check_operands ran first; the mask is checked
+// here); `op` names the caller in errors.
+Tensor attention_weights(const char* op, const Tensor& q, const Tensor& k, const Tensor& mask, double dropout_p,
+                         bool is_causal, std::optional<double> scale, Generator* gen) {
   const int64_t e = q.size(-1), lq = q.size(-2), lk = k.size(-2);
-  MG_CHECK(k.size(-1) == e, ShapeError, op, ": query has ", e, " features but key has ", k.size(-1),
-           "; got query ", describe(q), ", key ", describe(k));
-  MG_CHECK(v.size(-2) == lk, ShapeError, op, ": key has ", lk, " positions but value has ", v.size(-2),
-           "; got key ", describe(k), ", value ", describe(v));
   MG_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, Error, op, ": dropout_p must be in [0, 1], got ", dropout_p);
   // E = 0: the scores are empty sums (0) whatever the scale, so the weights are uniform, as
   // PyTorch's; the default 1/sqrt(0) = inf would make them inf * 0 = NaN.
@@ -64,7 +58,37 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     weights = softmax(scores, -1);
   }
   if (dropout_p > 0.0) weights = dropout(weights, dropout_p, /*training=*/true, gen);
-  return matmul(weights, v);  // [..., Lq, Ev]
+  return weights;
+}
+
+// q, k (and v when given) defined, at least 2-D, with matching features (and positions).
+void check_operands(const char* op, const Tensor& q, const Tensor& k, const Tensor* v) {
+  MG_CHECK(q.defined() && k.defined() && (!v || v->defined()), Error, op, ": query, key",
+           v ? " and value" : "", " must be defined");
+  MG_CHECK(q.dim() >= 2 && k.dim() >= 2 && (!v || v->dim() >= 2), ShapeError, op, ": expected query, key",
+           v ? " and value" : "", " with at least 2 dims ([..., L, E]); got query ", describe(q), ", key ",
+           describe(k), v ? ", value " + describe(*v) : std::string());
+  MG_CHECK(k.size(-1) == q.size(-1), ShapeError, op, ": query has ", q.size(-1), " features but key has ",
+           k.size(-1), "; got query ", describe(q), ", key ", describe(k));
+  MG_CHECK(!v || v->size(-2) == k.size(-2), ShapeError, op, ": key has ", k.size(-2), " positions but value has ",
+           v ? v->size(-2) : 0, "; got key ", describe(k), ", value ", v ? describe(*v) : std::string());
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                    double dropout_p, bool is_causal, std::optional<double> scale,
+                                    Generator* gen) {
+  const char* op = "scaled_dot_product_attention";
+  check_operands(op, q, k, &v);
+  return matmul(attention_weights(op, q, k, mask, dropout_p, is_causal, scale, gen), v);  // [..., Lq, Ev]
+}
+
+Tensor scaled_dot_product_attention_weights(const Tensor& q, const Tensor& k, const Tensor& mask, double dropout_p,
+                                            bool is_causal, std::optional<double> scale, Generator* gen) {
+  const char* op = "scaled_dot_product_attention_weights";
+  check_operands(op, q, k, nullptr);
+  return attention_weights(op, q, k, mask, dropout_p, is_causal, scale, gen);
 }
 
 }  // namespace mg

@@ -22,5 +22,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     const Tensor& mask = Tensor(), double dropout_p = 0.0,
                                     bool is_causal = false, std::optional<double> scale = std::nullopt,
                                     Generator* gen = nullptr);
+// The weights scaled_dot_product_attention multiplies v by: softmax(q k^T * scale + mask), after
+// dropout when dropout_p > 0 (as PyTorch's MultiheadAttention returns them), [..., Lq, Lk]; the
+// same arguments, checks and numerics (the attention above is these weights times v).
+Tensor scaled_dot_product_attention_weights(const Tensor& q, const Tensor& k, const Tensor& mask = Tensor(),
+                                            double dropout_p = 0.0, bool is_causal = false,
+                                            std::optional<double> scale = std::nullopt, Generator* gen = nullptr);
 
 }  // namespace mg

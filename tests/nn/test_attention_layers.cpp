@@ -177,6 +177,52 @@ TEST_CASE("MultiheadAttention equals the composition of ops for every mask kind"
   }
 }
 
+TEST_CASE("MultiheadAttention forward_with_weights: forward's output and the masked softmax weights", "[nn][attention]") {
+  const int64_t b = 2, l = 3, s = 4, e = 6, h = 2, d = e / h;
+  auto mha = random_mha(e, h, 300);
+  const Tensor q = rnd({b, l, e}, 11), k = rnd({b, s, e}, 12), v = rnd({b, s, e}, 13);
+  const Tensor pad = bools({0, 0, 0, 1, 0, 0, 1, 1}, {b, s});
+  const auto [y, w_avg] = mha->forward_with_weights(q, k, v, pad);
+  const auto [y2, w_heads] = mha->forward_with_weights(q, k, v, pad, Tensor(), /*average_attn_weights=*/false);
+  CHECK(values(y) == values(mha->forward(q, k, v, pad)));  // bit for bit: the same ops
+  CHECK(values(y2) == values(y));
+  REQUIRE(w_avg.shape() == Shape{b, l, s});
+  REQUIRE(w_heads.shape() == Shape{b, h, l, s});
+  // the weights by hand: per head, softmax over keys of q_h . k_h / sqrt(d), padded keys excluded
+  const Tensor wq = mha->in_proj_weight, bq = mha->in_proj_bias;
+  const Tensor qp = linear(q, wq.slice(0, 0, e), bq.slice(0, 0, e)), kp = linear(k, wq.slice(0, e, 2 * e), bq.slice(0, e, 2 * e));
+  const std::vector<double> qv = values(qp), kv = values(kp), padv = values(pad), wh = values(w_heads), wa = values(w_avg);
+  for (int64_t bi = 0; bi < b; ++bi) {
+    for (int64_t i = 0; i < l; ++i) {
+      std::vector<double> avg(s, 0.0);
+      for (int64_t hi = 0; hi < h; ++hi) {
+        std::vector<double> sc(s);
+        double mx = -kInf, z = 0;
+        for (int64_t j = 0; j < s; ++j) {
+          double dot = 0;
+          for (int64_t t = 0; t < d; ++t) dot += qv[(bi * l + i) * e + hi * d + t] * kv[(bi * s + j) * e + hi * d + t];
+          sc[j] = padv[bi * s + j] != 0 ? -kInf : dot / std::sqrt(double(d));
+          mx = std::max(mx, sc[j]);
+        }
+        for (int64_t j = 0; j < s; ++j) z += std::exp(sc[j] - mx);
+        for (int64_t j = 0; j < s; ++j) {
+          const double want = std::exp(sc[j] - mx) / z;
+          CHECK(wh[((bi * h + hi) * l + i) * s + j] == Approx(want).epsilon(1e-12).margin(1e-15));
+          avg[j] += want / double(h);
+        }
+      }
+      for (int64_t j = 0; j < s; ++j) CHECK(wa[(bi * l + i) * s + j] == Approx(avg[j]).epsilon(1e-12).margin(1e-15));
+    }
+  }
+  // padded keys get exactly 0; the weights carry gradients (through softmax and the projections)
+  CHECK(wa[3] == 0.0);
+  CHECK(wa[(1 * l + 0) * s + 2] == 0.0);  // batch 1, query 0, key 2
+  const Tensor qg = q.clone().requires_grad_();
+  const Tensor wsum = sum(mha->forward_with_weights(qg, k, v, pad).second * rnd({b, l, s}, 14));
+  wsum.backward();
+  CHECK(qg.grad().defined());
+}
+
 TEST_CASE("MultiheadAttention in f16 and bf16 returns the low dtype and stays close to f64", "[nn][attention][lowp]") {
   const int64_t b = 2, l = 5, e = 8, h = 2;
   const Tensor pad = bools({0, 0, 0, 0, 1, 0, 0, 0, 1, 1}, {b, l});
