@@ -46,7 +46,15 @@ StateDict LRScheduler::state_dict() const {
   for (std::size_t g = 0; g < base_lrs_.size(); ++g) s.floats["base_lr." + std::to_string(g)] = base_lrs_[g];
   for (std::size_t g = 0; g < last_lr_.size(); ++g) s.floats["last_lr." + std::to_string(g)] = last_lr_[g];
   s.ints["optimizer_steps"] = optimizer_.step_count_at(mark_);  // for optimizer_stepped() after a resume
+  save_children(s);
   return s;
+}
+
+void LRScheduler::restart() {
+  std::vector<ParamGroup>& groups = optimizer_.param_groups();
+  for (std::size_t g = 0; g < groups.size() && g < base_lrs_.size(); ++g) groups[g].set_lr(base_lrs_[g]);
+  last_epoch_ = -1;
+  step();
 }
 
 void LRScheduler::load_state_dict(const StateDict& s) {
@@ -70,6 +78,7 @@ void LRScheduler::load_state_dict(const StateDict& s) {
   // written before it was stored: the count now, so nothing counts as stepped yet).
   mark_ = Optimizer::StepMark{.issued = s.ints.count("optimizer_steps") ? s.ints.at("optimizer_steps")
                                                                          : optimizer_.step_count()};
+  load_children(s);
 }
 
 // ---- StepLR / MultiStepLR (chainable: they scale the group's current lr, as PyTorch) ----
@@ -325,6 +334,84 @@ std::vector<double> OneCycleLR::compute_lrs() {
     if (!momentum_key_.empty()) g.set_option(momentum_key_, momentum);
   }
   return lrs;
+}
+
+// ---- PolynomialLR (chainable, as PyTorch) ----
+
+PolynomialLR::PolynomialLR(Optimizer& optimizer, PolynomialLROptions options)
+    : LRScheduler(optimizer, "PolynomialLR"), options_(options) {
+  MG_CHECK(options_.total_iters > 0, Error, "PolynomialLR: total_iters must be > 0, got ", options_.total_iters);
+  MG_CHECK(options_.power >= 0.0 && std::isfinite(options_.power), Error, "PolynomialLR: power must be finite and >= 0, got ",
+           options_.power);
+  initial_step();
+}
+
+std::vector<double> PolynomialLR::compute_lrs() {
+  const int64_t t = last_epoch(), n = options_.total_iters;
+  std::vector<double> lrs;
+  for (const ParamGroup& g : optimizer_.param_groups()) {
+    if (t == 0 || t > n) {
+      lrs.push_back(g.lr());
+    } else {
+      const double f = (1.0 - double(t) / double(n)) / (1.0 - double(t - 1) / double(n));
+      lrs.push_back(g.lr() * std::pow(f, options_.power));
+    }
+  }
+  return lrs;
+}
+
+// ---- SequentialLR ----
+
+SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedulers,
+                           std::vector<int64_t> milestones)
+    : LRScheduler(optimizer, "SequentialLR"), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
+  MG_CHECK(!schedulers_.empty(), Error, "SequentialLR: expected at least one scheduler, got none");
+  MG_CHECK(milestones_.size() + 1 == schedulers_.size(), Error, "SequentialLR: expected one milestone fewer than the ",
+           schedulers_.size(), " schedulers, got ", milestones_.size());
+  for (std::size_t i = 0; i < schedulers_.size(); ++i) {
+    MG_CHECK(schedulers_[i] != nullptr, Error, "SequentialLR: scheduler ", i, " is null");
+    MG_CHECK(&schedulers_[i]->optimizer() == &optimizer, Error, "SequentialLR: scheduler ", i, " (",
+             schedulers_[i]->name(), ") belongs to another optimizer");
+  }
+  for (std::size_t i = 0; i < milestones_.size(); ++i) {
+    MG_CHECK(milestones_[i] > 0 && (i == 0 || milestones_[i] > milestones_[i - 1]), Error,
+             "SequentialLR: milestones must be positive and strictly increasing, got ", milestones_[i], " at ", i);
+  }
+  initial_step();  // restarts the first scheduler: the lrs its own construction changed are reset
+}
+
+std::vector<double> SequentialLR::compute_lrs() {
+  const int64_t t = last_epoch();
+  const std::size_t idx = std::size_t(std::upper_bound(milestones_.begin(), milestones_.end(), t) - milestones_.begin());
+  LRScheduler& s = *schedulers_[idx];
+  if (t == 0 || (idx > 0 && milestones_[idx - 1] == t)) {
+    s.restart();
+  } else {
+    s.step();
+  }
+  return s.get_last_lr();
+}
+
+void SequentialLR::save_children(StateDict& s) const {
+  for (std::size_t i = 0; i < schedulers_.size(); ++i) {
+    const StateDict part = schedulers_[i]->state_dict();
+    const std::string prefix = "schedulers." + std::to_string(i) + ".";
+    add_prefixed(s, prefix, part);
+    for (const auto& [k, v] : part.strings) s.strings[prefix + k] = v;
+  }
+}
+
+void SequentialLR::load_children(const StateDict& s) {
+  for (std::size_t i = 0; i < schedulers_.size(); ++i) {
+    const std::string prefix = "schedulers." + std::to_string(i) + ".";
+    StateDict part = prefixed_part(s, prefix);
+    for (const auto& [k, v] : s.strings) {
+      if (k.rfind(prefix, 0) == 0) part.strings[k.substr(prefix.size())] = v;
+    }
+    MG_CHECK(!part.strings.empty(), Error, "SequentialLR: load_state_dict: the state has no scheduler ", i,
+             " (\"", prefix, "*\")");
+    schedulers_[i]->load_state_dict(part);
+  }
 }
 
 }  // namespace mg::optim

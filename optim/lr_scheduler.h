@@ -12,8 +12,9 @@
 //   optim::WarmupCosineLR sched(opt, {.warmup_steps = 100, .total_steps = 10000, .min_lr = 1e-5});
 //   for (...) { ...; opt.step(); sched.step(); }
 #pragma once
-#include <functional>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ class LRScheduler {
   void load_state_dict(const StateDict& state);
 
  protected:
+  // What a scheduler holding others adds to its state dict, and reads back (SequentialLR).
+  virtual void save_children(StateDict&) const {}
+  virtual void load_children(const StateDict&) {}
   // Records "initial_lr" = "lr" in every group that has none, and the base lrs.
   LRScheduler(Optimizer& optimizer, std::string name);
   // Step 0: called at the end of the most-derived constructor.
@@ -64,6 +68,10 @@ class LRScheduler {
   std::vector<double> base_lrs_;
 
  private:
+  friend class SequentialLR;
+  // Starts the schedule again: every group's lr back to its initial lr, then step 0 (what
+  // PyTorch's SequentialLR does to the scheduler it switches to).
+  void restart();
   std::string name_;
   int64_t last_epoch_ = -1;
   Optimizer::StepMark mark_;  // where the optimizer was at the last step()
@@ -251,6 +259,50 @@ class OneCycleLR final : public LRScheduler {
   OneCycleLROptions options_;
   std::vector<Phase> phases_;
   std::string momentum_key_;  // "momentum", "beta1", or empty without cycle_momentum
+};
+
+// The lr multiplied by ((1 - t / total_iters) / (1 - (t - 1) / total_iters))^power at step t,
+// so it follows base * (1 - t / total_iters)^power down to 0 at total_iters, then is left alone
+// (PyTorch's PolynomialLR, chainable form).
+struct PolynomialLROptions {
+  int64_t total_iters = 5;  // > 0
+  double power = 1.0;       // >= 0
+};
+class PolynomialLR final : public LRScheduler {
+ public:
+  PolynomialLR(Optimizer& optimizer, PolynomialLROptions options);
+
+ protected:
+  std::vector<double> compute_lrs() override;
+
+ private:
+  PolynomialLROptions options_;
+};
+
+// Runs schedulers one after another (PyTorch's SequentialLR): schedulers[i] drives the lr from
+// milestones[i - 1] on (milestones strictly increasing, one fewer than the schedulers). At its
+// milestone a scheduler starts again from step 0 at the groups' initial lrs; in between, only the
+// active one steps. All must be built on `optimizer` (each constructor's own step 0 is undone).
+// The state dict holds each scheduler's under "schedulers.<i>.", so a resume continues all of them.
+//
+//   std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+//   parts.push_back(std::make_unique<optim::LinearLR>(opt, optim::LinearLROptions{.start_factor = 0.1, .total_iters = 100}));
+//   parts.push_back(std::make_unique<optim::CosineAnnealingLR>(opt, optim::CosineAnnealingLROptions{.t_max = 900}));
+//   optim::SequentialLR sched(opt, std::move(parts), {100});   // warmup, then cosine
+class SequentialLR final : public LRScheduler {
+ public:
+  SequentialLR(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedulers,
+               std::vector<int64_t> milestones);
+  const std::vector<std::unique_ptr<LRScheduler>>& schedulers() const { return schedulers_; }
+
+ protected:
+  std::vector<double> compute_lrs() override;
+  void save_children(StateDict& s) const override;
+  void load_children(const StateDict& s) override;
+
+ private:
+  std::vector<std::unique_ptr<LRScheduler>> schedulers_;
+  std::vector<int64_t> milestones_;
 };
 
 }  // namespace mg::optim

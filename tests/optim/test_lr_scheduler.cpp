@@ -277,6 +277,35 @@ TEST_CASE("ExponentialLR, CosineAnnealingLR (alone, past two periods, chained), 
          v.push_back(std::make_unique<optim::ExponentialLR>(o, optim::ExponentialLROptions{.gamma = 0.9}));
          return v;
        }},
+      {"polynomial_iters6_power2", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::PolynomialLR>(o, optim::PolynomialLROptions{.total_iters = 6, .power = 2.0}));
+         return v;
+       }},
+      {"polynomial_default_then_exponential_0.9", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::PolynomialLR>(o, optim::PolynomialLROptions{}));
+         v.push_back(std::make_unique<optim::ExponentialLR>(o, optim::ExponentialLROptions{.gamma = 0.9}));
+         return v;
+       }},
+      {"sequential_linear3_cosine8", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+         parts.push_back(std::make_unique<optim::LinearLR>(o, optim::LinearLROptions{.start_factor = 0.2, .total_iters = 3}));
+         parts.push_back(
+             std::make_unique<optim::CosineAnnealingLR>(o, optim::CosineAnnealingLROptions{.t_max = 8, .eta_min = 0.001}));
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::SequentialLR>(o, std::move(parts), std::vector<int64_t>{3}));
+         return v;
+       }},
+      {"sequential_exponential_step_linear", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+         parts.push_back(std::make_unique<optim::ExponentialLR>(o, optim::ExponentialLROptions{.gamma = 0.8}));
+         parts.push_back(std::make_unique<optim::StepLR>(o, optim::StepLROptions{.step_size = 2, .gamma = 0.5}));
+         parts.push_back(std::make_unique<optim::LinearLR>(o, optim::LinearLROptions{.start_factor = 0.5, .total_iters = 4}));
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::SequentialLR>(o, std::move(parts), std::vector<int64_t>{4, 10}));
+         return v;
+       }},
       {"lambda_inverse_and_square", [](optim::Optimizer& o) {
          std::vector<std::unique_ptr<optim::LRScheduler>> v;
          v.push_back(std::make_unique<optim::LambdaLR>(
@@ -307,6 +336,44 @@ TEST_CASE("ExponentialLR, CosineAnnealingLR (alone, past two periods, chained), 
                    "CosineAnnealingLR: t_max must be > 0, got 0");
   MG_REQUIRE_ERROR(optim::LambdaLR(*make_opt(test::kSGD, lrs, 0.0), {.factors = {nullptr, nullptr, nullptr}}),
                    "LambdaLR: expected one factor function or one per param group (2), got 3");
+}
+
+TEST_CASE("SequentialLR: a resume continues every scheduler, and bad arguments are refused", "[optim][lr_scheduler]") {
+  const auto make = [](optim::Optimizer& o) {
+    std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+    parts.push_back(std::make_unique<optim::LinearLR>(o, optim::LinearLROptions{.start_factor = 0.2, .total_iters = 3}));
+    parts.push_back(std::make_unique<optim::PolynomialLR>(o, optim::PolynomialLROptions{.total_iters = 9, .power = 1.5}));
+    return std::make_unique<optim::SequentialLR>(o, std::move(parts), std::vector<int64_t>{3});
+  };
+  auto p = zeros({2}).requires_grad_();
+  optim::SGD o1({p}, {.lr = 0.1});
+  auto s1 = make(o1);
+  for (int i = 0; i < 6; ++i) s1->step();
+  optim::SGD o2({p}, {.lr = 0.1});
+  auto s2 = make(o2);
+  o2.load_state_dict(o1.state_dict());
+  s2->load_state_dict(s1->state_dict());
+  for (int i = 0; i < 5; ++i) {
+    s1->step();
+    s2->step();
+    CHECK(o2.param_groups()[0].lr() == o1.param_groups()[0].lr());
+  }
+  CHECK(s2->schedulers()[1]->last_epoch() == s1->schedulers()[1]->last_epoch());
+  optim::SGD o3({p}, {.lr = 0.1});
+  std::vector<std::unique_ptr<optim::LRScheduler>> one;
+  one.push_back(std::make_unique<optim::ExponentialLR>(o3, optim::ExponentialLROptions{}));
+  MG_REQUIRE_ERROR(optim::SequentialLR(o3, std::move(one), {2}),
+                   "SequentialLR: expected one milestone fewer than the 1 schedulers, got 1");
+  std::vector<std::unique_ptr<optim::LRScheduler>> other;
+  other.push_back(std::make_unique<optim::ExponentialLR>(o1, optim::ExponentialLROptions{}));
+  other.push_back(std::make_unique<optim::ExponentialLR>(o3, optim::ExponentialLROptions{}));
+  MG_REQUIRE_ERROR(optim::SequentialLR(o3, std::move(other), {2}), "SequentialLR: scheduler 0 (ExponentialLR) belongs to another optimizer");
+  std::vector<std::unique_ptr<optim::LRScheduler>> two;
+  two.push_back(std::make_unique<optim::ExponentialLR>(o3, optim::ExponentialLROptions{}));
+  two.push_back(std::make_unique<optim::ExponentialLR>(o3, optim::ExponentialLROptions{}));
+  two.push_back(std::make_unique<optim::ExponentialLR>(o3, optim::ExponentialLROptions{}));
+  MG_REQUIRE_ERROR(optim::SequentialLR(o3, std::move(two), {3, 3}), "SequentialLR: milestones must be positive and strictly increasing, got 3 at 1");
+  MG_REQUIRE_ERROR(optim::PolynomialLR(o3, {.total_iters = 0}), "PolynomialLR: total_iters must be > 0, got 0");
 }
 
 TEST_CASE("LRScheduler: optimizer_stepped() after a resume compares with the saved step", "[optim][lr_scheduler]") {

@@ -1,6 +1,7 @@
 """Writes tests/data/reference/torch_lr_schedules.json: the lr of each param group after every
 step() of PyTorch's ExponentialLR, CosineAnnealingLR (alone, past two periods, and chained with
-ExponentialLR on one optimizer), LambdaLR and LinearLR, and of ReduceLROnPlateau over fixed metric
+ExponentialLR on one optimizer), LambdaLR, LinearLR, PolynomialLR and SequentialLR, and of
+ReduceLROnPlateau over fixed metric
 sequences, for tests/optim/test_lr_scheduler.cpp. Run once by
 hand; the tests need no Python:
     python -m venv v && v/bin/pip install torch
@@ -38,6 +39,16 @@ cases = {
     "linear_start0.25_iters4": run(lambda o: [torch.optim.lr_scheduler.LinearLR(o, start_factor=0.25, total_iters=4)]),
     "linear_default_then_exponential_0.9": run(lambda o: [torch.optim.lr_scheduler.LinearLR(o),
                                                           torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.9)]),
+    "polynomial_iters6_power2": run(lambda o: [torch.optim.lr_scheduler.PolynomialLR(o, total_iters=6, power=2.0)]),
+    "polynomial_default_then_exponential_0.9": run(lambda o: [torch.optim.lr_scheduler.PolynomialLR(o),
+                                                              torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.9)]),
+    "sequential_linear3_cosine8": run(lambda o: [torch.optim.lr_scheduler.SequentialLR(
+        o, [torch.optim.lr_scheduler.LinearLR(o, start_factor=0.2, total_iters=3),
+            torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=8, eta_min=0.001)], milestones=[3])]),
+    "sequential_exponential_step_linear": run(lambda o: [torch.optim.lr_scheduler.SequentialLR(
+        o, [torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.8),
+            torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5),
+            torch.optim.lr_scheduler.LinearLR(o, start_factor=0.5, total_iters=4)], milestones=[4, 10])]),
 }
 
 METRICS = [1.0, 0.9, 0.95, 0.93, 0.92, 0.5, 0.6, 0.6, 0.6, 0.6, 0.45, 0.45, 0.45, 0.45, 0.45, 0.45, 0.2,
