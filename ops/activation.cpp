@@ -35,13 +35,16 @@ Tensors leaky_relu_bw(const BackwardCtx& c, const Tensors& g) {
   if (fused_backward(g[0], x)) return {leaky_relu_backward(g[0], x, slope)};
   return {where(gt(x, zero_of(x)), g[0], g[0] * slope)};
 }
-// d = scale where x > 0, else scale alpha s e^{s x} (s: the input scale)
+// d = scale where x > 0 (NaN too, as the fused op), else scale alpha s e^{s x} (s: the input
+// scale). The exponential reads min(x, 0): e^{s x} of a large positive x is inf, and the second
+// derivative would send where's 0 through it (0 * inf = NaN).
 Tensors elu_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0);
   const OpAttrs& a = c.attrs();
   const double s = a.mode == 1 ? 1.0 / a.alpha : 1.0;
   if (fused_backward(g[0], x)) return {dispatch1(OpId::elu_backward, {g[0], x}, a)};
-  return {where(gt(x, zero_of(x)), g[0] * a.beta, g[0] * (exp(x * s) * (a.alpha * a.beta * s)))};
+  const Tensor neg = le(x, zero_of(x));
+  return {where(neg, g[0] * (exp(clamp_max(x, 0.0) * s) * (a.alpha * a.beta * s)), g[0] * a.beta)};
 }
 // d = 0 up to -3, x / 3 + 1/2 below 3, 1 from 3 on (PyTorch 2.15's sides)
 Tensors hardswish_bw(const BackwardCtx& c, const Tensors& g) {

@@ -10,15 +10,16 @@
 namespace mg::optim::detail {
 namespace {
 
+// Never destroyed: an optimizer that outlives main (a global) still unregisters safely.
 std::mutex& registry_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex;
+  return *m;
 }
 
 // Live optimizers with master weights; usually one, so a vector.
 std::vector<const Optimizer*>& registry() {
-  static std::vector<const Optimizer*> r;
-  return r;
+  static auto* r = new std::vector<const Optimizer*>;
+  return *r;
 }
 
 // Where a tensor sits in an optimizer's master pairs.

@@ -269,6 +269,35 @@ TEST_CASE("fused activation backwards: specials, and operand checks", "[ops][num
   }
 }
 
+TEST_CASE("the ELU family's recorded backward: finite second derivatives for large x, the fused op's NaN side",
+          "[ops][numerics]") {
+  // e^{s x} of a large positive x is inf in f32 (x > 88.7 for ELU/SELU, x > 8.9 for CELU with
+  // alpha 0.1); the rule must not let the second derivative multiply where()'s 0 by it.
+  struct Family {
+    const char* name;
+    std::function<Tensor(const Tensor&)> f;
+    double big, scale;
+  };
+  for (const Family& fam : {Family{"elu", [](const Tensor& x) { return elu(x); }, 100.0, 1.0},
+                            Family{"selu", [](const Tensor& x) { return selu(x); }, 100.0, kSeluScale},
+                            Family{"celu(0.1)", [](const Tensor& x) { return celu(x, 0.1); }, 10.0, 1.0}}) {
+    INFO(fam.name);
+    const Tensor x = from_vector<float>({-1.0f, 0.5f, float(fam.big)}).requires_grad_();
+    const Tensor gx = autograd::grad({sum(fam.f(x))}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+    const Tensor ggx = autograd::grad({sum(gx * gx)}, {x})[0];
+    const std::vector<double> second = values(ggx);
+    CHECK(std::isfinite(second[0]));
+    CHECK(second[1] == 0.0);
+    CHECK(second[2] == 0.0);
+    // a NaN input: the recorded rule passes g * scale, as the fused op and PyTorch
+    const Tensor xn = from_vector<float>({std::numeric_limits<float>::quiet_NaN()}).requires_grad_();
+    const Tensor gn = autograd::grad({sum(fam.f(xn))}, {xn}, {}, std::nullopt, /*create_graph=*/true)[0];
+    CHECK(values(gn)[0] == Approx(fam.scale).epsilon(1e-6));
+    NoGradGuard no_grad;
+    CHECK(values(elu_backward(ones({1}), from_vector<float>({std::numeric_limits<float>::quiet_NaN()}), 1.0))[0] == 1.0);
+  }
+}
+
 TEST_CASE("fused activation backwards: create_graph builds the derivative from public ops (double backward)",
           "[ops][numerics]") {
   // d/dx f'(x) against f64 formulas: tanh'' = -2 t (1 - t^2), sigmoid'' = s (1 - s) (1 - 2 s),
