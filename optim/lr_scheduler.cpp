@@ -336,6 +336,63 @@ std::vector<double> OneCycleLR::compute_lrs() {
   return lrs;
 }
 
+// ---- ConstantLR (chainable, as PyTorch) ----
+
+ConstantLR::ConstantLR(Optimizer& optimizer, ConstantLROptions options)
+    : LRScheduler(optimizer, "ConstantLR"), options_(options) {
+  // PyTorch accepts factor 0 and then divides by it at total_iters.
+  MG_CHECK(options_.factor > 0.0 && options_.factor <= 1.0, Error, "ConstantLR: factor must be in (0, 1], got ",
+           options_.factor);
+  MG_CHECK(options_.total_iters >= 0, Error, "ConstantLR: total_iters must be >= 0, got ", options_.total_iters);
+  initial_step();
+}
+
+std::vector<double> ConstantLR::compute_lrs() {
+  const int64_t t = last_epoch();
+  std::vector<double> lrs;
+  for (const ParamGroup& g : optimizer_.param_groups()) {
+    if (t == 0) {
+      lrs.push_back(g.lr() * options_.factor);
+    } else if (t != options_.total_iters) {
+      lrs.push_back(g.lr());
+    } else {
+      lrs.push_back(g.lr() * (1.0 / options_.factor));
+    }
+  }
+  return lrs;
+}
+
+// ---- CosineAnnealingWarmRestarts (closed form in T_cur / T_i, as PyTorch) ----
+
+CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& optimizer,
+                                                         CosineAnnealingWarmRestartsOptions options)
+    : LRScheduler(optimizer, "CosineAnnealingWarmRestarts"), options_(options) {
+  MG_CHECK(options_.t_0 > 0, Error, "CosineAnnealingWarmRestarts: t_0 must be > 0, got ", options_.t_0);
+  MG_CHECK(options_.t_mult >= 1, Error, "CosineAnnealingWarmRestarts: t_mult must be >= 1, got ", options_.t_mult);
+  MG_CHECK(options_.eta_min >= 0.0, Error, "CosineAnnealingWarmRestarts: eta_min must be >= 0, got ",
+           options_.eta_min);
+  initial_step();
+}
+
+std::vector<double> CosineAnnealingWarmRestarts::compute_lrs() {
+  // PyTorch's recursion (T_cur + 1, wrapped at T_i, T_i *= t_mult) as a function of the step.
+  int64_t t_cur = last_epoch(), t_i = options_.t_0;
+  if (options_.t_mult == 1) {
+    t_cur %= t_i;
+  } else {
+    while (t_cur >= t_i) {
+      t_cur -= t_i;
+      t_i *= options_.t_mult;
+    }
+  }
+  std::vector<double> lrs;
+  for (double base : base_lrs_) {
+    lrs.push_back(options_.eta_min +
+                  (base - options_.eta_min) * (1.0 + std::cos(std::numbers::pi * double(t_cur) / double(t_i))) / 2.0);
+  }
+  return lrs;
+}
+
 // ---- PolynomialLR (chainable, as PyTorch) ----
 
 PolynomialLR::PolynomialLR(Optimizer& optimizer, PolynomialLROptions options)

@@ -261,6 +261,43 @@ class OneCycleLR final : public LRScheduler {
   std::string momentum_key_;  // "momentum", "beta1", or empty without cycle_momentum
 };
 
+// The lr multiplied by factor for the first total_iters steps, then restored (PyTorch's
+// ConstantLR, chainable form: a constant warmup).
+struct ConstantLROptions {
+  double factor = 1.0 / 3.0;  // in (0, 1]
+  int64_t total_iters = 5;    // >= 0
+};
+class ConstantLR final : public LRScheduler {
+ public:
+  ConstantLR(Optimizer& optimizer, ConstantLROptions options);
+
+ protected:
+  std::vector<double> compute_lrs() override;
+
+ private:
+  ConstantLROptions options_;
+};
+
+// Cosine annealing with warm restarts (SGDR, PyTorch's CosineAnnealingWarmRestarts): within a
+// cycle of T_i steps, lr = eta_min + (base - eta_min) (1 + cos(pi T_cur / T_i)) / 2; at the end of
+// a cycle T_cur returns to 0 and T_i is multiplied by t_mult (T_0 = t_0). T_cur and T_i follow
+// from last_epoch, so the state dict needs nothing more.
+struct CosineAnnealingWarmRestartsOptions {
+  int64_t t_0 = 1;       // > 0, steps in the first cycle
+  int64_t t_mult = 1;    // >= 1
+  double eta_min = 0.0;  // >= 0
+};
+class CosineAnnealingWarmRestarts final : public LRScheduler {
+ public:
+  CosineAnnealingWarmRestarts(Optimizer& optimizer, CosineAnnealingWarmRestartsOptions options);
+
+ protected:
+  std::vector<double> compute_lrs() override;
+
+ private:
+  CosineAnnealingWarmRestartsOptions options_;
+};
+
 // The lr multiplied by ((1 - t / total_iters) / (1 - (t - 1) / total_iters))^power at step t,
 // so it follows base * (1 - t / total_iters)^power down to 0 at total_iters, then is left alone
 // (PyTorch's PolynomialLR, chainable form).

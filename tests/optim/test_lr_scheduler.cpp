@@ -277,6 +277,38 @@ TEST_CASE("ExponentialLR, CosineAnnealingLR (alone, past two periods, chained), 
          v.push_back(std::make_unique<optim::ExponentialLR>(o, optim::ExponentialLROptions{.gamma = 0.9}));
          return v;
        }},
+      {"constant_0.5_iters4", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::ConstantLR>(o, optim::ConstantLROptions{.factor = 0.5, .total_iters = 4}));
+         return v;
+       }},
+      {"constant_default_then_exponential_0.9", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::ConstantLR>(o, optim::ConstantLROptions{}));
+         v.push_back(std::make_unique<optim::ExponentialLR>(o, optim::ExponentialLROptions{.gamma = 0.9}));
+         return v;
+       }},
+      {"warm_restarts_t3", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::CosineAnnealingWarmRestarts>(
+             o, optim::CosineAnnealingWarmRestartsOptions{.t_0 = 3, .eta_min = 0.002}));
+         return v;
+       }},
+      {"warm_restarts_t2_mult2", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::CosineAnnealingWarmRestarts>(
+             o, optim::CosineAnnealingWarmRestartsOptions{.t_0 = 2, .t_mult = 2}));
+         return v;
+       }},
+      {"sequential_constant2_warm_restarts", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+         parts.push_back(std::make_unique<optim::ConstantLR>(o, optim::ConstantLROptions{.factor = 0.1, .total_iters = 2}));
+         parts.push_back(std::make_unique<optim::CosineAnnealingWarmRestarts>(
+             o, optim::CosineAnnealingWarmRestartsOptions{.t_0 = 4, .t_mult = 2, .eta_min = 0.001}));
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::SequentialLR>(o, std::move(parts), std::vector<int64_t>{2}));
+         return v;
+       }},
       {"polynomial_iters6_power2", [](optim::Optimizer& o) {
          std::vector<std::unique_ptr<optim::LRScheduler>> v;
          v.push_back(std::make_unique<optim::PolynomialLR>(o, optim::PolynomialLROptions{.total_iters = 6, .power = 2.0}));
@@ -374,6 +406,9 @@ TEST_CASE("SequentialLR: a resume continues every scheduler, and bad arguments a
   two.push_back(std::make_unique<optim::ExponentialLR>(o3, optim::ExponentialLROptions{}));
   MG_REQUIRE_ERROR(optim::SequentialLR(o3, std::move(two), {3, 3}), "SequentialLR: milestones must be positive and strictly increasing, got 3 at 1");
   MG_REQUIRE_ERROR(optim::PolynomialLR(o3, {.total_iters = 0}), "PolynomialLR: total_iters must be > 0, got 0");
+  MG_REQUIRE_ERROR(optim::ConstantLR(o3, {.factor = 0.0}), "ConstantLR: factor must be in (0, 1], got 0");
+  MG_REQUIRE_ERROR(optim::CosineAnnealingWarmRestarts(o3, {.t_0 = 2, .t_mult = 0}),
+                   "CosineAnnealingWarmRestarts: t_mult must be >= 1, got 0");
 }
 
 TEST_CASE("LRScheduler: optimizer_stepped() after a resume compares with the saved step", "[optim][lr_scheduler]") {

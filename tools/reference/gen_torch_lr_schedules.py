@@ -1,6 +1,7 @@
 """Writes tests/data/reference/torch_lr_schedules.json: the lr of each param group after every
 step() of PyTorch's ExponentialLR, CosineAnnealingLR (alone, past two periods, and chained with
-ExponentialLR on one optimizer), LambdaLR, LinearLR, PolynomialLR and SequentialLR, and of
+ExponentialLR on one optimizer), LambdaLR, LinearLR, ConstantLR, CosineAnnealingWarmRestarts,
+PolynomialLR and SequentialLR, and of
 ReduceLROnPlateau over fixed metric
 sequences, for tests/optim/test_lr_scheduler.cpp. Run once by
 hand; the tests need no Python:
@@ -39,6 +40,14 @@ cases = {
     "linear_start0.25_iters4": run(lambda o: [torch.optim.lr_scheduler.LinearLR(o, start_factor=0.25, total_iters=4)]),
     "linear_default_then_exponential_0.9": run(lambda o: [torch.optim.lr_scheduler.LinearLR(o),
                                                           torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.9)]),
+    "constant_0.5_iters4": run(lambda o: [torch.optim.lr_scheduler.ConstantLR(o, factor=0.5, total_iters=4)]),
+    "constant_default_then_exponential_0.9": run(lambda o: [torch.optim.lr_scheduler.ConstantLR(o),
+                                                            torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.9)]),
+    "warm_restarts_t3": run(lambda o: [torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=3, eta_min=0.002)]),
+    "warm_restarts_t2_mult2": run(lambda o: [torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=2, T_mult=2)]),
+    "sequential_constant2_warm_restarts": run(lambda o: [torch.optim.lr_scheduler.SequentialLR(
+        o, [torch.optim.lr_scheduler.ConstantLR(o, factor=0.1, total_iters=2),
+            torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=4, T_mult=2, eta_min=0.001)], milestones=[2])]),
     "polynomial_iters6_power2": run(lambda o: [torch.optim.lr_scheduler.PolynomialLR(o, total_iters=6, power=2.0)]),
     "polynomial_default_then_exponential_0.9": run(lambda o: [torch.optim.lr_scheduler.PolynomialLR(o),
                                                               torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.9)]),
