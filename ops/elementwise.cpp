@@ -144,6 +144,13 @@ Tensors erf_bw(const BackwardCtx& c, const Tensors& g) {
   if (fused_backward(g[0], x)) return {erf_backward(g[0], x)};
   return {g[0] * (exp(-(x * x)) * 1.12837916709551257390)};
 }
+// d (x s) = s, d (x / s) = 1 / s: the same ops on the gradient (linear, so double backward too)
+Tensors mul_scalar_bw(const BackwardCtx& c, const Tensors& g) {
+  return {dispatch1(OpId::mul_scalar, {g[0]}, {.alpha = c.attrs().alpha})};
+}
+Tensors div_scalar_bw(const BackwardCtx& c, const Tensors& g) {
+  return {dispatch1(OpId::div_scalar, {g[0]}, {.alpha = c.attrs().alpha})};
+}
 // d x^p = p x^(p-1)
 Tensors pow_scalar_bw(const BackwardCtx& c, const Tensors& g) {
   const double p = c.attrs().alpha;
@@ -261,6 +268,8 @@ MG_UNARY_INFER(silu)
 MG_UNARY_INFER(softplus)
 MG_UNARY_INFER(erf)
 MG_UNARY_INFER(pow_scalar)
+MG_UNARY_INFER(mul_scalar)
+MG_UNARY_INFER(div_scalar)
 #undef MG_UNARY_INFER
 
 InferResult infer_any(const Tensors& in, const OpAttrs&) { return infer_unary_any("", in); }
@@ -353,6 +362,8 @@ void register_elementwise_rules() {
   set_op_rule(OpId::softplus, {.infer = infer_softplus, .backward = softplus_bw, .save = in0});
   set_op_rule(OpId::erf, {.infer = infer_erf, .backward = erf_bw, .save = in0});
   set_op_rule(OpId::pow_scalar, {.infer = infer_pow_scalar, .backward = pow_scalar_bw, .save = in0});
+  set_op_rule(OpId::mul_scalar, {.infer = infer_mul_scalar, .backward = mul_scalar_bw});
+  set_op_rule(OpId::div_scalar, {.infer = infer_div_scalar, .backward = div_scalar_bw});
   set_op_rule(OpId::clamp, {.infer = infer_clamp, .backward = clamp_bw, .save = in0});
   set_op_rule(OpId::fill, {.infer = infer_fill});
   set_op_rule(OpId::add, {.infer = infer_add, .backward = add_bw});
@@ -467,19 +478,32 @@ Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator+(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
 Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
-Tensor operator/(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
+// A floating tensor times or over a scalar keeps the scalar in opmath (mul_scalar / div_scalar),
+// as PyTorch: h * 65536.0 on an f16 h is not inf. Integer and bool tensors take the promotion of
+// scalar_like (x * 0.5 on an i32 x is f32).
+Tensor operator*(const Tensor& a, double b) {
+  if (a.defined() && is_floating(a.dtype())) return dispatch1(OpId::mul_scalar, {a}, {.alpha = b});
+  return mul(a, scalar_like(b, a));
+}
+Tensor operator/(const Tensor& a, double b) {
+  if (a.defined() && is_floating(a.dtype())) return dispatch1(OpId::div_scalar, {a}, {.alpha = b});
+  return div(a, scalar_like(b, a));
+}
 Tensor operator+(double a, const Tensor& b) { return add(scalar_like(a, b), b); }
 Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(a, b), b); }
-Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(a, b), b); }
+Tensor operator*(double a, const Tensor& b) { return b * a; }
 // scalar / tensor under autocast runs in f32, as PyTorch's autocast lists __rdiv__ among its fp32
 // ops: 1 / x of a small f16 x overflows f16 (x = 1e-5 gives inf, where reciprocal(x), an fp32-policy
 // op, gives 99864). The scalar becomes an f32 0-d tensor, so div's promote policy widens x.
-// Outside autocast it stays in x's dtype, as PyTorch's.
+// Outside autocast it stays in x's dtype, as PyTorch's, computed as reciprocal(x) * a with a in
+// opmath (PyTorch's form): 70000 / x is not inf for every f16 x.
 Tensor operator/(double a, const Tensor& b) {
-  const bool fp32 = b.defined() && (b.dtype() == DType::F16 || b.dtype() == DType::BF16) &&
-                    autocast_state(b.device().type).enabled;
-  return div(fp32 ? scalar_tensor(a, {.dtype = DType::F32, .device = b.device()}) : scalar_like(a, b), b);
+  const bool lowp = b.defined() && (b.dtype() == DType::F16 || b.dtype() == DType::BF16);
+  if (lowp && autocast_state(b.device().type).enabled) {
+    return div(scalar_tensor(a, {.dtype = DType::F32, .device = b.device()}), b);
+  }
+  if (lowp) return to(reciprocal(to(b, DType::F32)) * a, b.dtype());
+  return div(scalar_like(a, b), b);
 }
 
 }  // namespace mg

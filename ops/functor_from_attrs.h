@@ -21,6 +21,14 @@ inline fn::PowScalar functor_from_attrs<fn::PowScalar>(const OpAttrs& a) {
   return {a.alpha};
 }
 template <>
+inline fn::MulScalar functor_from_attrs<fn::MulScalar>(const OpAttrs& a) {
+  return {a.alpha};
+}
+template <>
+inline fn::DivScalar functor_from_attrs<fn::DivScalar>(const OpAttrs& a) {
+  return {a.alpha};
+}
+template <>
 inline fn::Clamp functor_from_attrs<fn::Clamp>(const OpAttrs& a) {
   return {a.alpha, a.beta};
 }

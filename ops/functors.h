@@ -381,6 +381,17 @@ struct MishBackward {
 struct Erf {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const { return fast::erf(x); }
 };
+// x * s and x / s with s in the compute type (f32 for f16/bf16), rounded once: a scalar is not
+// rounded to the tensor's 16-bit dtype first (70000 is inf in f16, 1e-8 is 0), as PyTorch reads a
+// wrapped number in opmath for mul and div.
+struct MulScalar {
+  double s;
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return x * T(s); }
+};
+struct DivScalar {
+  double s;
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return x / T(s); }
+};
 struct PowScalar {
   double exponent;
   template <typename T> MG_HOST_DEVICE T operator()(T x) const {

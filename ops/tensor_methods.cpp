@@ -79,7 +79,14 @@ Tensor& Tensor::mul_(const Tensor& other) {
   dispatch_inplace(OpId::mul, *this, {other});
   return *this;
 }
-Tensor& Tensor::mul_(double value) { return mul_(scalar_like(value, *this)); }
+// Floating: the scalar in opmath, as operator* (mul_scalar).
+Tensor& Tensor::mul_(double value) {
+  if (defined() && is_floating(dtype())) {
+    dispatch_inplace(OpId::mul_scalar, *this, {}, {.alpha = value});
+    return *this;
+  }
+  return mul_(scalar_like(value, *this));
+}
 Tensor& Tensor::div_(const Tensor& other) {
   dispatch_inplace(OpId::div, *this, {other});
   return *this;
@@ -90,7 +97,13 @@ Tensor& Tensor::fill_(double value) {
   return *this;
 }
 Tensor& Tensor::sub_(double value) { return sub_(scalar_like(value, *this)); }
-Tensor& Tensor::div_(double value) { return div_(scalar_like(value, *this)); }
+Tensor& Tensor::div_(double value) {
+  if (defined() && is_floating(dtype())) {
+    dispatch_inplace(OpId::div_scalar, *this, {}, {.alpha = value});
+    return *this;
+  }
+  return div_(scalar_like(value, *this));
+}
 
 // ---- arithmetic ----
 Tensor Tensor::add(const Tensor& other, double alpha) const { return mg::add(*this, other, alpha); }

@@ -138,7 +138,7 @@ TEST_CASE("in-place ops on views that cannot be recorded right are refused", "[a
   SECTION("a view of a leaf that requires grad") {
     Tensor w = leaf({1, 2, 3}, {3});
     MG_REQUIRE_ERROR(w.slice(0, 0, 2).mul_(2.0),
-                     "mul_: a view of a leaf tensor that requires grad (the view [2] f64 cpu of [3] f64 cpu) cannot be "
+                     "mul_scalar_: a view of a leaf tensor that requires grad (the view [2] f64 cpu of [3] f64 cpu) cannot be "
                      "modified in place while grad mode is on");
     NoGradGuard no_grad;
     w.slice(0, 0, 2).mul_(2.0);  // an optimizer-style update is fine
@@ -195,7 +195,7 @@ TEST_CASE("in-place ops on views that cannot be recorded right are refused", "[a
       v = y.slice(0, 0, 1);
       wv = x.slice(0, 1, 2);
     }
-    MG_REQUIRE_ERROR(v.mul_(2.0), "mul_: [1] f64 cpu is a view that does not require grad of [3] f64 cpu, which does; "
+    MG_REQUIRE_ERROR(v.mul_(2.0), "mul_scalar_: [1] f64 cpu is a view that does not require grad of [3] f64 cpu, which does; "
                                   "writing into it in place while grad mode is on would change the base's values");
     MG_REQUIRE_ERROR(wv.zero_(), "is a view that does not require grad of [3] f64 cpu, which does");
     CHECK(values(x) == std::vector<double>{1, 2, 3});

@@ -859,6 +859,19 @@ void activation_cases(Table& t) {
       .ref = [](const std::vector<double>& v) { return v[0] * test::act::mish_grad(v[1]); };
 }
 
+// Tensor-scalar products and quotients with the scalar in opmath (added last: the seeds before stay).
+void scalar_arith_cases(Table& t) {
+  using O = OpId;
+  const Shape s{3, 4};
+  t.add(O::mul_scalar, "mul_scalar", {normal(s)}, [](const Tensors& in) { return in[0] * 0.3; }, {0})
+      .ref = [](const std::vector<double>& v) { return v[0] * 0.3; };
+  t.add(O::mul_scalar, "mul_scalar/left_transposed", {transposed(normal({4, 3}))},
+        [](const Tensors& in) { return -2.5 * in[0]; }, {0})
+      .ref = [](const std::vector<double>& v) { return -2.5 * v[0]; };
+  t.add(O::div_scalar, "div_scalar", {normal(s)}, [](const Tensors& in) { return in[0] / 7.0; }, {0})
+      .ref = [](const std::vector<double>& v) { return v[0] / 7.0; };
+}
+
 const std::vector<OpCase>& all_op_cases() {
   static const std::vector<OpCase> cases = [] {
     Table t;
@@ -876,6 +889,7 @@ const std::vector<OpCase>& all_op_cases() {
     activation_cases(t);
     add_late_loss_cases(t.cases);
     add_late_pool_cases(t.cases);
+    scalar_arith_cases(t);
     return std::move(t.cases);
   }();
   return cases;

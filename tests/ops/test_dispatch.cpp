@@ -232,7 +232,7 @@ TEST_CASE("printing abbreviates like PyTorch", "[ops][print]") {
   REQUIRE_THAT(big, Catch::Matchers::Contains("0.0000, 0.0000, 0.0000, ..., 0.0000"));
   REQUIRE(from_vector<float>({1e-6f}).str() == "tensor([1.0000e-06], shape=[1], dtype=f32, device=cpu)");
   Tensor g = ones({1}).requires_grad_();
-  REQUIRE_THAT((g * 2.0).str(), Catch::Matchers::Contains("grad_fn=mul_backward"));
+  REQUIRE_THAT((g * 2.0).str(), Catch::Matchers::Contains("grad_fn=mul_scalar_backward"));
   REQUIRE_THAT(full({1}, 1.0, {.dtype = DType::Bool}).str(), Catch::Matchers::StartsWith("tensor([true]"));
 }
 

@@ -318,13 +318,13 @@ std::vector<InplaceCase> inplace_cases() {
       {"add_ scalar", "add", [](Tensor& t, const Inputs&) { t.add_(1.5); }, [](const Tensor& t, const Inputs&) { return t + 1.5; }},
       {"sub_", "sub", [](Tensor& t, const Inputs& i) { t.sub_(i.row, 2.0); }, [](const Tensor& t, const Inputs& i) { return sub(t, i.row, 2.0); }},
       {"mul_", "mul", [](Tensor& t, const Inputs& i) { t.mul_(i.y); }, [](const Tensor& t, const Inputs& i) { return mul(t, i.y); }},
-      {"mul_ scalar", "mul", [](Tensor& t, const Inputs&) { t.mul_(3.0); }, [](const Tensor& t, const Inputs&) { return t * 3.0; }},
+      {"mul_ scalar", "mul_scalar", [](Tensor& t, const Inputs&) { t.mul_(3.0); }, [](const Tensor& t, const Inputs&) { return t * 3.0; }},
       {"div_", "div", [](Tensor& t, const Inputs& i) { t.div_(i.pos); }, [](const Tensor& t, const Inputs& i) { return div(t, i.pos); }},
       {"fill_", "fill", [](Tensor& t, const Inputs&) { t.fill_(2.5); }, [](const Tensor& t, const Inputs&) { return full_like(t, 2.5); }},
       {"zero_", "fill", [](Tensor& t, const Inputs&) { t.zero_(); }, [](const Tensor& t, const Inputs&) { return zeros_like(t); }},
       {"copy_", "copy", [](Tensor& t, const Inputs& i) { t.copy_(i.y); }, [](const Tensor&, const Inputs& i) { return clone(i.y); }},
       {"sub_ scalar", "sub", [](Tensor& t, const Inputs&) { t.sub_(0.75); }, [](const Tensor& t, const Inputs&) { return t - 0.75; }},
-      {"div_ scalar", "div", [](Tensor& t, const Inputs&) { t.div_(3.0); }, [](const Tensor& t, const Inputs&) { return t / 3.0; }},
+      {"div_ scalar", "div_scalar", [](Tensor& t, const Inputs&) { t.div_(3.0); }, [](const Tensor& t, const Inputs&) { return t / 3.0; }},
   };
 }
 
