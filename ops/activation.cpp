@@ -5,20 +5,15 @@
 // a recorded one (create_graph) builds the same derivative from public ops for double backward.
 #include <cmath>
 
-#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/fused_backward.h"
 #include "mixgrad/ops/infer.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/register.h"
 
 namespace mg {
 namespace {
-
-// The same predicate as elementwise.cpp's: an ordinary backward with a gradient shaped like x.
-bool fused_backward(const Tensor& g, const Tensor& x) {
-  return !GradMode::is_enabled() && is_floating(g.dtype()) && g.dtype() == x.dtype() && g.shape() == x.shape();
-}
 
 Tensor zero_of(const Tensor& like) { return scalar_like(0.0, like); }
 

@@ -8,6 +8,7 @@
 #include "mixgrad/core/fill_values.h"
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/fused_backward.h"
 #include "mixgrad/ops/infer.h"
 #include "mixgrad/ops/layout.h"
 #include "mixgrad/ops/ops.h"
@@ -36,13 +37,6 @@ Tensor binary(OpId op, const Tensor& a, const Tensor& b, const OpAttrs& attrs = 
 }
 
 Tensor zero_like_scalar(const Tensor& g) { return scalar_like(0.0, g); }
-
-// Whether an activation's backward may run its fused (grad, x) op: an ordinary backward (grad
-// mode off; a recorded one, create_graph = true, builds the derivative from public ops, whose graph
-// gives double backward) with a gradient of the saved tensor's shape and floating dtype.
-bool fused_backward(const Tensor& g, const Tensor& saved) {
-  return !GradMode::is_enabled() && is_floating(g.dtype()) && g.dtype() == saved.dtype() && g.shape() == saved.shape();
-}
 
 // ---- backward rules ----
 // d(-x) = -1
