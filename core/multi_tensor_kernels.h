@@ -54,18 +54,22 @@ struct MultiTensorStepArgs {
   const double* hyper = nullptr;
 };
 
+// maximize: the gradient is negated first (grad_sign -1 in optim/functors.h).
 struct SgdHyper {
   double lr, momentum, dampening, weight_decay;
   bool nesterov;
+  bool maximize;
 };
 struct LambHyper {
   double lr, beta1, beta2, eps, weight_decay;
   bool bias_correction;
+  bool maximize;
 };
 struct AdamHyper {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled;  // AdamW
   bool amsgrad;
+  bool maximize;
 };
 
 struct MultiTensorKernels {

@@ -58,7 +58,8 @@ void adam_chunk(const TensorSlot& t, const AdamOptions& o, bool decoupled, const
                           T(s.neg_step_size),
                           T(s.bias_correction2_sqrt),
                           decoupled,
-                          o.amsgrad};
+                          o.amsgrad,
+                          T(o.maximize ? -1.0 : 1.0)};
   T* m = static_cast<T*>(t.state[0]);
   T* v = static_cast<T*>(t.state[1]);
   T* vmax = static_cast<T*>(t.state[2]);
@@ -92,6 +93,7 @@ void adam_generic(const Tensor& param, const Tensor& grad, Tensor m, Tensor v, T
   const auto [beta1, beta2] = o.betas;
   Tensor p = to(param, opmath);
   Tensor g = to(grad, opmath);
+  if (o.maximize) g = neg(g);
   if (decoupled) p.mul_(1.0 - o.lr * o.weight_decay);
   else if (o.weight_decay != 0.0) g = add(g, p, o.weight_decay);
   m.mul_(beta1).add_(g, 1.0 - beta1);             // beta1 * m + (1 - beta1) * g
@@ -106,9 +108,10 @@ void adam_generic(const Tensor& param, const Tensor& grad, Tensor m, Tensor v, T
   if (!p.is_same(param)) Tensor(param).copy_(p);
 }
 
+template <typename Options>
 void check_adam(const OptionMap& m, const std::string& name) {
-  const AdamOptions o = options_from_map<AdamOptions>(m, name);
-  check_bool_options<AdamOptions>(m, name);
+  const Options o = options_from_map<Options>(m, name);
+  check_bool_options<Options>(m, name);
   MG_CHECK(o.lr >= 0.0, Error, name, ": lr must be >= 0, got ", o.lr);
   MG_CHECK(o.eps >= 0.0, Error, name, ": eps must be >= 0, got ", o.eps);
   MG_CHECK(o.betas.first >= 0.0 && o.betas.first < 1.0, Error, name, ": beta1 must be in [0, 1), got ",
@@ -163,10 +166,21 @@ void adam_fused(const std::vector<WorkT>& work, const AdamOptions& o, bool decou
     args.state[2].push_back(o.amsgrad ? buffer(w, "max_exp_avg_sq") : Tensor());
   }
   k.adam(args, {.lr = o.lr, .beta1 = o.betas.first, .beta2 = o.betas.second, .eps = o.eps,
-                .weight_decay = o.weight_decay, .decoupled = decoupled, .amsgrad = o.amsgrad});
+                .weight_decay = o.weight_decay, .decoupled = decoupled, .amsgrad = o.amsgrad, .maximize = o.maximize});
+}
+
+// AdamW's group options as the AdamOptions the shared code takes (decoupled weight decay).
+AdamOptions as_adam(const AdamWOptions& w) {
+  return {.lr = w.lr, .betas = w.betas, .eps = w.eps, .weight_decay = w.weight_decay, .amsgrad = w.amsgrad,
+          .decoupled_weight_decay = true, .maximize = w.maximize, .multi_tensor = w.multi_tensor};
 }
 
 }  // namespace
+
+// Options a state saved before they existed lacks; such a state loads with these values, which
+// reproduce what it did then.
+OptionMap Adam::options_added_later() const { return {{"maximize", 0.0}, {"decoupled_weight_decay", 0.0}}; }
+OptionMap AdamW::options_added_later() const { return {{"maximize", 0.0}}; }
 
 Adam::Adam(const Tensors& params, AdamOptions options) : Adam(std::vector<ParamGroupSpec>{{params}}, options) {}
 
@@ -175,18 +189,18 @@ Adam::Adam(const std::vector<ParamGroupSpec>& groups, AdamOptions defaults)
   init_groups(groups);
 }
 
-void Adam::check_options(const OptionMap& m) const { check_adam(m, "Adam"); }
+void Adam::check_options(const OptionMap& m) const { check_adam<AdamOptions>(m, "Adam"); }
 
 void Adam::step_group(ParamGroup& group) {
   const std::vector<Work> work = collect(group);
   const AdamOptions o = options_from_map<AdamOptions>(group.options, name());
   MultiTensorStepArgs args;
   if (const MultiTensorKernels* k = fused_step_args(group, work, args)) {
-    adam_fused(work, o, /*decoupled=*/false, *k, args, [&](const Work& w, const char* n) { return buffer(w, n, true); });
+    adam_fused(work, o, o.decoupled_weight_decay, *k, args, [&](const Work& w, const char* n) { return buffer(w, n, true); });
     finish_fused_step(work, k, args);
     return;
   }
-  adam_group(work, o, /*decoupled=*/false, [&](const Work& w, const char* n) { return buffer(w, n, /*zero=*/true); });
+  adam_group(work, o, o.decoupled_weight_decay, [&](const Work& w, const char* n) { return buffer(w, n, /*zero=*/true); });
 }
 
 AdamW::AdamW(const Tensors& params, AdamWOptions options)
@@ -197,12 +211,11 @@ AdamW::AdamW(const std::vector<ParamGroupSpec>& groups, AdamWOptions defaults)
   init_groups(groups);
 }
 
-void AdamW::check_options(const OptionMap& m) const { check_adam(m, "AdamW"); }
+void AdamW::check_options(const OptionMap& m) const { check_adam<AdamWOptions>(m, "AdamW"); }
 
 void AdamW::step_group(ParamGroup& group) {
-  // AdamWOptions and AdamOptions have the same fields; the kernel takes the latter.
   const std::vector<Work> work = collect(group);
-  const AdamOptions o = options_from_map<AdamOptions>(group.options, name());
+  const AdamOptions o = as_adam(options_from_map<AdamWOptions>(group.options, name()));
   MultiTensorStepArgs args;
   if (const MultiTensorKernels* k = fused_step_args(group, work, args)) {
     adam_fused(work, o, /*decoupled=*/true, *k, args, [&](const Work& w, const char* n) { return buffer(w, n, true); });

@@ -1,6 +1,8 @@
 // Adam (Kingma & Ba 2015) and AdamW (Loshchilov & Hutter 2019, decoupled weight decay), both with
-// amsgrad, as torch.optim.Adam / AdamW (PyTorch 1.13):
-//   Adam:  g = grad + weight_decay * p                 AdamW: p *= 1 - lr * weight_decay
+// amsgrad and maximize, as torch.optim.Adam / AdamW:
+//   g = maximize ? -grad : grad
+//   Adam:  g += weight_decay * p                       AdamW: p *= 1 - lr * weight_decay
+//   (Adam with decoupled_weight_decay = true is AdamW, as in PyTorch 2.6+)
 //   m = beta1 * m + (1 - beta1) * g                    ("exp_avg")
 //   v = beta2 * v + (1 - beta2) * g^2                  ("exp_avg_sq")
 //   vmax = max(vmax, v)                                ("max_exp_avg_sq", amsgrad only)
@@ -22,8 +24,10 @@ struct AdamOptions {
   double lr = 1e-3;
   std::pair<double, double> betas = {0.9, 0.999};  // each in [0, 1); group options "beta1", "beta2"
   double eps = 1e-8;
-  double weight_decay = 0.0;  // L2, added to the gradient
+  double weight_decay = 0.0;  // L2, added to the gradient (decoupled: as AdamW's)
   bool amsgrad = false;
+  bool decoupled_weight_decay = false;  // true: AdamW's p *= 1 - lr * weight_decay instead of L2
+  bool maximize = false;      // ascend: the gradient is negated first (torch.optim's maximize)
   bool multi_tensor = true;   // update a group in one pass over all its tensors (bit-identical)
 
   template <typename F>
@@ -34,6 +38,8 @@ struct AdamOptions {
     f("eps", eps);
     f("weight_decay", weight_decay);
     f("amsgrad", amsgrad);
+    f("decoupled_weight_decay", decoupled_weight_decay);
+    f("maximize", maximize);
     f("multi_tensor", multi_tensor);
   }
 };
@@ -45,6 +51,7 @@ struct AdamWOptions {
   double eps = 1e-8;
   double weight_decay = 1e-2;
   bool amsgrad = false;
+  bool maximize = false;
   bool multi_tensor = true;
 
   template <typename F>
@@ -55,6 +62,7 @@ struct AdamWOptions {
     f("eps", eps);
     f("weight_decay", weight_decay);
     f("amsgrad", amsgrad);
+    f("maximize", maximize);
     f("multi_tensor", multi_tensor);
   }
 };
@@ -72,6 +80,7 @@ class Adam final : public Optimizer {
   std::vector<std::string> buffers_of_every_step() const override { return {"exp_avg", "exp_avg_sq"}; }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay"}; }
+  OptionMap options_added_later() const override;
 };
 
 class AdamW final : public Optimizer {
@@ -87,6 +96,7 @@ class AdamW final : public Optimizer {
   std::vector<std::string> buffers_of_every_step() const override { return {"exp_avg", "exp_avg_sq"}; }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay"}; }
+  OptionMap options_added_later() const override;
 };
 
 }  // namespace mg::optim

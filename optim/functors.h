@@ -18,7 +18,12 @@
 
 namespace mg::fn {
 
+// Every step functor takes grad_sign: -1 with `maximize` (the gradient is negated first, as
+// torch.optim's maximize=True: the step ascends), else 1. A multiply by +-1 is exact, so it is the
+// negation bit for bit, and unlike a runtime branch it keeps the CPU loops vectorized.
+
 // SGD with momentum, dampening, Nesterov and L2 weight decay (torch.optim.SGD):
+//   g = grad_sign * g
 //   g += weight_decay * p
 //   buf = first ? g : momentum * buf + (1 - dampening) * g          (when momentum != 0)
 //   g = nesterov ? g + momentum * buf : buf
@@ -31,7 +36,9 @@ struct SgdStep {
   T weight_decay;
   bool nesterov;
   bool first;  // the momentum buffer is new: it starts as the (decayed) gradient
+  T grad_sign;  // 1, or -1 to maximize
   MG_HOST_DEVICE void operator()(T& p, T g, T& buf) const {
+    g = g * grad_sign;
     if (weight_decay != T(0)) g = g + weight_decay * p;
     if (momentum != T(0)) {
       buf = first ? g : buf * momentum + one_minus_dampening * g;
@@ -42,6 +49,7 @@ struct SgdStep {
 };
 
 // Adam and AdamW (torch.optim.Adam / AdamW), with amsgrad:
+//   g = grad_sign * g
 //   Adam:  g += weight_decay * p            AdamW: p *= 1 - lr * weight_decay (decoupled)
 //   m = beta1 * m + (1 - beta1) * g
 //   v = beta2 * v + (1 - beta2) * g^2
@@ -60,7 +68,9 @@ struct AdamStep {
   T bias_correction2_sqrt;  // sqrt(1 - beta2^t)
   bool decoupled;
   bool amsgrad;
+  T grad_sign;  // 1, or -1 to maximize
   MG_HOST_DEVICE void operator()(T& p, T g, T& m, T& v, T& vmax) const {
+    g = g * grad_sign;
     if (decoupled) {
       p = p * decay_factor;
     } else if (weight_decay != T(0)) {
@@ -95,11 +105,13 @@ struct LambStage1 {
   T bias_correction2;
   T eps;
   T weight_decay;
+  T grad_sign;  // 1, or -1 to maximize
   MG_HOST_DEVICE T update(T p, T m, T v) const {
     return (m / bias_correction1) / (std::sqrt(v / bias_correction2) + eps) + weight_decay * p;
   }
   // Updates the moments in place and returns u.
   MG_HOST_DEVICE T operator()(T p, T g, T& m, T& v) const {
+    g = g * grad_sign;
     m = m * beta1 + one_minus_beta1 * g;
     v = v * beta2 + one_minus_beta2 * g * g;
     return update(p, m, v);
@@ -112,6 +124,63 @@ template <typename T>
 struct LambApply {
   T neg_step;
   MG_HOST_DEVICE T operator()(T p, T u) const { return p + neg_step * u; }
+};
+
+// RMSprop (torch.optim.RMSprop, Hinton's lecture 6e; centered: Graves 2013), with momentum:
+//   g = grad_sign * g + weight_decay * p
+//   sq = alpha * sq + (1 - alpha) * g^2                       ("square_avg")
+//   ga = lerp(ga, g, 1 - alpha)                               ("grad_avg", centered only)
+//   avg = sqrt(centered ? sq - ga^2 : sq) + eps
+//   momentum > 0:  buf = momentum * buf + g / avg;  p -= lr * buf      ("momentum_buffer")
+//   otherwise:     p -= lr * (g / avg)
+// The lerp is PyTorch's (ATen's lerp: a + w (b - a) for w < 0.5, else b - (b - a)(1 - w)).
+template <typename T>
+struct RmspropStep {
+  T lr;
+  T alpha;
+  T one_minus_alpha;
+  T eps;
+  T weight_decay;
+  T momentum;
+  bool centered;
+  T grad_sign;  // 1, or -1 to maximize
+  // ga, buf: unused (any value) unless centered / momentum > 0.
+  MG_HOST_DEVICE void operator()(T& p, T g, T& sq, T& ga, T& buf) const {
+    g = g * grad_sign;
+    if (weight_decay != T(0)) g = g + weight_decay * p;
+    sq = sq * alpha + one_minus_alpha * g * g;
+    T avg;
+    if (centered) {
+      ga = one_minus_alpha < T(0.5) ? ga + one_minus_alpha * (g - ga) : g - (g - ga) * alpha;
+      avg = std::sqrt(sq - ga * ga) + eps;
+    } else {
+      avg = std::sqrt(sq) + eps;
+    }
+    if (momentum > T(0)) {
+      buf = buf * momentum + g / avg;
+      p = p + (-lr) * buf;
+    } else {
+      p = p + (-lr) * (g / avg);
+    }
+  }
+};
+
+// Adagrad (torch.optim.Adagrad, Duchi et al. 2011):
+//   g = grad_sign * g + weight_decay * p
+//   sum = sum + g^2                                           ("sum", starts at initial_accumulator_value)
+//   p -= clr * (g / (sqrt(sum) + eps)),   clr = lr / (1 + (t - 1) * lr_decay)   (host, double)
+template <typename T>
+struct AdagradStep {
+  T neg_clr;  // -clr
+  T eps;
+  T weight_decay;
+  T grad_sign;  // 1, or -1 to maximize
+  MG_HOST_DEVICE void operator()(T& p, T g, T& sum) const {
+    g = g * grad_sign;
+    if (weight_decay != T(0)) g = g + weight_decay * p;
+    sum = sum + g * g;
+    p = p + neg_clr * (g / (std::sqrt(sum) + eps));
+  }
 };
 
 // Sum of |x|^p for a p-norm (p = 2 and p = 1 without pow); the caller accumulates in f32 (f64

@@ -23,7 +23,7 @@ template <typename T>
 fn::LambStage1<T> stage1(const LAMBOptions& o, double bias_correction1, double bias_correction2) {
   const auto [beta1, beta2] = o.betas;
   return {T(beta1), T(beta2), T(1.0 - beta1), T(1.0 - beta2), T(bias_correction1), T(bias_correction2),
-          T(o.eps), T(o.weight_decay)};
+          T(o.eps), T(o.weight_decay), T(o.maximize ? -1.0 : 1.0)};
 }
 
 // Stage 1 on one chunk: updates the moments and returns sum p^2 and sum u^2 over the chunk,
@@ -92,7 +92,7 @@ void lamb_generic(const Tensor& param, const Tensor& grad, Tensor m, Tensor v, D
   NoGradGuard no_grad;
   const auto [beta1, beta2] = o.betas;
   Tensor p = to(param, opmath);
-  const Tensor g = to(grad, opmath);
+  const Tensor g = o.maximize ? neg(to(grad, opmath)) : to(grad, opmath);
   m.mul_(beta1).add_(g, 1.0 - beta1);             // beta1 * m + (1 - beta1) * g
   v.mul_(beta2).add_(mul(g * (1.0 - beta2), g));  // beta2 * v + (1 - beta2) * g * g
   // u = (m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * p
@@ -137,7 +137,7 @@ void LAMB::step_group(ParamGroup& group) {
       args.state[1].push_back(buffer(w, "exp_avg_sq", /*zero=*/true));
     }
     k->lamb(args, {.lr = o.lr, .beta1 = o.betas.first, .beta2 = o.betas.second, .eps = o.eps,
-                   .weight_decay = o.weight_decay, .bias_correction = o.bias_correction});
+                   .weight_decay = o.weight_decay, .bias_correction = o.bias_correction, .maximize = o.maximize});
     finish_fused_step(work, k, args);
     return;
   }

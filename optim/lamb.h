@@ -1,6 +1,6 @@
 // LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning"), as NVIDIA Apex's FusedLAMB
 // computes it: the Adam direction with bias correction, decoupled weight decay added to the
-// update, and a per-tensor trust ratio:
+// update, and a per-tensor trust ratio (g: the gradient, negated with maximize):
 //   m = beta1 * m + (1 - beta1) * g                    ("exp_avg")
 //   v = beta2 * v + (1 - beta2) * g^2                  ("exp_avg_sq")
 //   u = (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps) + weight_decay * p
@@ -29,6 +29,7 @@ struct LAMBOptions {
   double eps = 1e-6;
   double weight_decay = 0.01;  // decoupled: added to the update
   bool bias_correction = true;
+  bool maximize = false;       // ascend: the gradient is negated first
   bool multi_tensor = true;    // update a group in one pass over all its tensors (bit-identical)
 
   template <typename F>
@@ -39,6 +40,7 @@ struct LAMBOptions {
     f("eps", eps);
     f("weight_decay", weight_decay);
     f("bias_correction", bias_correction);
+    f("maximize", maximize);
     f("multi_tensor", multi_tensor);
   }
 };
@@ -56,6 +58,7 @@ class LAMB final : public Optimizer {
   std::vector<std::string> buffers_of_every_step() const override { return {"exp_avg", "exp_avg_sq"}; }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay"}; }
+  OptionMap options_added_later() const override { return {{"maximize", 0.0}}; }
   const char* graph_capture_refusal() const override {
     return "its fused step copies a per-tensor chunk plan from the host at every step\n  hint: use Adam/AdamW, or "
            "train LAMB without --cuda-graph";

@@ -655,6 +655,7 @@ void Optimizer::load_state_dict(const StateDict& s) {
     for (const auto& [key, value] : s.floats) {
       if (key.rfind(prefix, 0) == 0) new_options[g][key.substr(prefix.size())] = value;
     }
+    for (const auto& [key, value] : options_added_later()) new_options[g].emplace(key, value);
     for (const auto& [key, value] : defaults_) {
       MG_CHECK(new_options[g].count(key), Error, owner, ": saved param group ", g, " has no option '", key, "'");
     }

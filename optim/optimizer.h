@@ -1,4 +1,4 @@
-// Optimizer: the base of SGD, Adam, AdamW and LAMB. It owns parameter groups (parameters plus
+// Optimizer: the base of SGD, Adam, AdamW, LAMB, RMSprop and Adagrad. It owns parameter groups (parameters plus
 // per-group options), per-parameter state (an update count and named buffers), a step counter,
 // and a state dict keyed by parameter position as PyTorch's.
 //
@@ -140,7 +140,7 @@ class Optimizer : public GraphParticipant {
   bool stepped_since(const StepMark& mark) const;
   // step_count() as it was at `mark` (one read of a device counter after device-decided steps).
   int64_t step_count_at(const StepMark& mark) const;
-  // "SGD", "Adam", "AdamW", "LAMB".
+  // "SGD", "Adam", "AdamW", "LAMB", "RMSprop", "Adagrad".
   const std::string& name() const { return name_; }
   // The state of parameter p, or nullptr before its first update.
   const ParamState* state(const Tensor& p) const;
@@ -212,6 +212,10 @@ class Optimizer : public GraphParticipant {
   // The buffers every parameter that took a step has (Adam's moments); load_state_dict refuses a
   // state without them instead of starting them at zero under the saved step count.
   virtual std::vector<std::string> buffers_of_every_step() const { return {}; }
+  // Options this optimizer gained after states were first saved, with the value that reproduces
+  // the old behaviour (e.g. {"maximize", 0}): load_state_dict takes it where a saved group lacks one,
+  // as PyTorch's __setstate__ setdefault does.
+  virtual OptionMap options_added_later() const { return {}; }
   // Whether step_group runs fused device kernels (fused_step_args) where a device has them.
   virtual bool has_fused_step() const { return false; }
   // The options the fused kernels read from device memory, in MultiTensorStepArgs::hyper order.

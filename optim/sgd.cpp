@@ -16,7 +16,8 @@ namespace {
 template <typename P>
 void sgd_chunk(const TensorSlot& t, const SGDOptions& o, bool first, int64_t b, int64_t e) {
   using T = opmath_t<P>;
-  const fn::SgdStep<T> f{T(o.lr), T(o.momentum), T(1.0 - o.dampening), T(o.weight_decay), o.nesterov, first};
+  const fn::SgdStep<T> f{T(o.lr),       T(o.momentum), T(1.0 - o.dampening), T(o.weight_decay),
+                         o.nesterov,     first,         T(o.maximize ? -1.0 : 1.0)};
   T* buf = static_cast<T*>(t.state[0]);
   for_each_opmath_block(static_cast<P*>(t.param), static_cast<const P*>(t.grad), b, e,
                         [&](T* p, const T* g, int64_t i0, int64_t n) {
@@ -42,6 +43,7 @@ void sgd_generic(const Tensor& param, const Tensor& grad, Tensor buf, DType opma
   NoGradGuard no_grad;
   Tensor p = to(param, opmath);
   Tensor g = to(grad, opmath);
+  if (o.maximize) g = neg(g);
   if (o.weight_decay != 0.0) g = add(g, p, o.weight_decay);  // g + weight_decay * p
   if (o.momentum != 0.0) {
     if (first) buf.copy_(g);
@@ -97,7 +99,7 @@ void SGD::step_group(ParamGroup& group) {
       args.state[1].push_back(o.momentum != 0.0 ? w.state->device_first_step : Tensor());
     }
     k->sgd(args, {.lr = o.lr, .momentum = o.momentum, .dampening = o.dampening, .weight_decay = o.weight_decay,
-                  .nesterov = o.nesterov});
+                  .nesterov = o.nesterov, .maximize = o.maximize});
     finish_fused_step(work, k, args);
     return;
   }

@@ -1,5 +1,5 @@
 // SGD with momentum, dampening, Nesterov momentum and L2 weight decay, as torch.optim.SGD:
-//   g = grad + weight_decay * p
+//   g = (maximize ? -grad : grad) + weight_decay * p
 //   buf = g (first step) or momentum * buf + (1 - dampening) * g
 //   p -= lr * (nesterov ? g + momentum * buf : buf)          (p -= lr * g without momentum)
 // The momentum buffer ("momentum_buffer") is kept in f32 (f64 for f64 parameters); f16/bf16
@@ -20,6 +20,7 @@ struct SGDOptions {
   double dampening = 0.0;     // applied from the second step on
   bool nesterov = false;      // needs momentum > 0 and dampening = 0
   double weight_decay = 0.0;  // L2, added to the gradient
+  bool maximize = false;      // ascend: the gradient is negated first (torch.optim's maximize)
   bool multi_tensor = true;   // update a group in one pass over all its tensors (bit-identical)
 
   template <typename F>
@@ -29,6 +30,7 @@ struct SGDOptions {
     f("dampening", dampening);
     f("nesterov", nesterov);
     f("weight_decay", weight_decay);
+    f("maximize", maximize);
     f("multi_tensor", multi_tensor);
   }
 };
@@ -48,6 +50,7 @@ class SGD final : public Optimizer {
   std::vector<std::string> device_option_names() const override { return {"lr", "momentum", "dampening", "weight_decay"}; }
   // momentum 0 or not: a captured step with momentum 0 has no buffers to update.
   std::string graph_structure(const ParamGroup& group) const override;
+  OptionMap options_added_later() const override { return {{"maximize", 0.0}}; }
 };
 
 }  // namespace mg::optim

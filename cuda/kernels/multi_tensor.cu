@@ -203,7 +203,8 @@ struct SgdChunk {
     // buffer (addr[3]: SGD's device_first_step); null: a buffer loaded or made elsewhere, never new.
     const int64_t* first_step = static_cast<const int64_t*>(a.addr[3][c.slot]);
     const bool first = first_step != nullptr && *a.step[c.slot] == *first_step;
-    const fn::SgdStep<T> f{T(h.lr), T(h.momentum), T(1.0 - h.dampening), T(h.weight_decay), h.nesterov, first};
+    const fn::SgdStep<T> f{T(h.lr),   T(h.momentum), T(1.0 - h.dampening), T(h.weight_decay),
+                           h.nesterov, first,         T(h.maximize ? -1.0 : 1.0)};
     P* p = static_cast<P*>(a.addr[0][c.slot]);
     const P* g = static_cast<const P*>(a.addr[1][c.slot]);
     T* buf = static_cast<T*>(a.addr[2][c.slot]);
@@ -246,7 +247,8 @@ struct AdamChunk {
                             T(scalars[0]),
                             T(scalars[1]),
                             h.decoupled,
-                            h.amsgrad};
+                            h.amsgrad,
+                            T(h.maximize ? -1.0 : 1.0)};
     P* p = static_cast<P*>(a.addr[0][c.slot]);
     const P* g = static_cast<const P*>(a.addr[1][c.slot]);
     T* m = static_cast<T*>(a.addr[2][c.slot]);
@@ -327,7 +329,8 @@ __device__ __forceinline__ LambCorrections lamb_corrections(const LambHyper& h, 
 
 template <typename T>
 __device__ __forceinline__ fn::LambStage1<T> lamb_stage1(const LambHyper& h, LambCorrections c) {
-  return {T(h.beta1), T(h.beta2), T(1.0 - h.beta1), T(1.0 - h.beta2), T(c.bc1), T(c.bc2), T(h.eps), T(h.weight_decay)};
+  return {T(h.beta1), T(h.beta2), T(1.0 - h.beta1), T(1.0 - h.beta2), T(c.bc1), T(c.bc2),
+          T(h.eps),   T(h.weight_decay), T(h.maximize ? -1.0 : 1.0)};
 }
 
 // Stage 1: moments updated; sq[chunk] = sum p^2, sq[num_chunks + chunk] = sum u^2 (opmath, the

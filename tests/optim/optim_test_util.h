@@ -21,7 +21,8 @@
 
 namespace mg::test {
 
-enum OptimizerKind : int64_t { kSGD = 0, kAdam = 1, kAdamW = 2, kLAMB = 3 };
+enum OptimizerKind : int64_t { kSGD = 0, kAdam = 1, kAdamW = 2, kLAMB = 3, kRMSprop = 4, kAdagrad = 5 };
+inline constexpr int64_t kNumOptimizerKinds = 6;
 
 inline std::unique_ptr<optim::Optimizer> make_optimizer(int64_t kind, const std::vector<optim::ParamGroupSpec>& groups) {
   switch (kind) {
@@ -29,6 +30,8 @@ inline std::unique_ptr<optim::Optimizer> make_optimizer(int64_t kind, const std:
     case kAdam: return std::make_unique<optim::Adam>(groups);
     case kAdamW: return std::make_unique<optim::AdamW>(groups);
     case kLAMB: return std::make_unique<optim::LAMB>(groups);
+    case kRMSprop: return std::make_unique<optim::RMSprop>(groups);
+    case kAdagrad: return std::make_unique<optim::Adagrad>(groups);
   }
   FAIL("unknown optimizer kind " << kind);
   return nullptr;

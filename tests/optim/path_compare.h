@@ -27,6 +27,8 @@ struct OptimCase {
   optim::OptionMap options;  // the group's options over the defaults
 };
 
+// Positions are used by the master-weight tests (tests/optim/test_generic_path.cpp,
+// tests/cuda/test_cuda_optim.cpp): append new cases at the end.
 inline std::vector<OptimCase> optim_cases() {
   return {
       {"SGD plain", kSGD, {{"lr", 0.1}}},
@@ -40,6 +42,15 @@ inline std::vector<OptimCase> optim_cases() {
       {"AdamW amsgrad", kAdamW, {{"lr", 1e-2}, {"amsgrad", 1}, {"beta1", 0.8}, {"eps", 1e-6}}},
       {"LAMB", kLAMB, {{"lr", 1e-2}, {"weight_decay", 0.01}}},
       {"LAMB no bias correction", kLAMB, {{"lr", 1e-2}, {"bias_correction", 0}, {"weight_decay", 0.0}}},
+      {"SGD maximize momentum", kSGD, {{"lr", 0.05}, {"momentum", 0.9}, {"maximize", 1}}},
+      {"Adam maximize decoupled", kAdam, {{"lr", 1e-2}, {"decoupled_weight_decay", 1}, {"weight_decay", 0.1}, {"maximize", 1}}},
+      {"LAMB maximize", kLAMB, {{"lr", 1e-2}, {"maximize", 1}}},
+      {"RMSprop", kRMSprop, {{"lr", 1e-2}}},
+      {"RMSprop momentum weight_decay", kRMSprop, {{"lr", 1e-2}, {"momentum", 0.9}, {"weight_decay", 0.05}}},
+      {"RMSprop centered momentum maximize", kRMSprop, {{"lr", 1e-2}, {"alpha", 0.9}, {"centered", 1}, {"momentum", 0.5}, {"maximize", 1}}},
+      {"RMSprop centered alpha 0.45", kRMSprop, {{"lr", 1e-2}, {"alpha", 0.45}, {"centered", 1}, {"eps", 1e-4}}},
+      {"Adagrad", kAdagrad, {{"lr", 0.1}}},
+      {"Adagrad lr_decay weight_decay init maximize", kAdagrad, {{"lr", 0.1}, {"lr_decay", 0.05}, {"weight_decay", 0.02}, {"initial_accumulator_value", 0.5}, {"maximize", 1}}},
   };
 }
 

@@ -19,8 +19,10 @@
 #include "ops/conv.h"
 #include "ops/loss.h"
 #include "ops/ops.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
+#include "optim/rmsprop.h"
 #include "optim/sgd.h"
 #include "test_util.h"
 
@@ -237,15 +239,18 @@ TEST_CASE("optimizers still refuse a parameter that is neither contiguous nor ch
 TEST_CASE("a model moved to channels-last after the optimizer's first step (state and O2 masters follow)",
           "[optim][channels_last]") {
   const Batch b = make_batch();
-  // f32 with SGD momentum and AdamW state: one step NCHW, then channels-last, against a model that
-  // stays NCHW all along.
-  for (const char* which : {"sgd", "adamw"}) {
+  // f32 with SGD momentum, AdamW, RMSprop and Adagrad state: one step NCHW, then channels-last,
+  // against a model that stays NCHW all along.
+  for (const std::string which : {"sgd", "adamw", "rmsprop", "adagrad"}) {
     INFO(which);
     std::shared_ptr<nn::models::ResNet> models[2] = {make_resnet(), make_resnet()};
     std::unique_ptr<optim::Optimizer> opts[2];
     for (int k = 0; k < 2; ++k) {
-      if (std::string(which) == "sgd") opts[k] = std::make_unique<optim::SGD>(models[k]->parameters(), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
-      else opts[k] = std::make_unique<optim::AdamW>(models[k]->parameters(), optim::AdamWOptions{.lr = 1e-3});
+      const Tensors ps = models[k]->parameters();
+      if (which == "sgd") opts[k] = std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
+      else if (which == "adamw") opts[k] = std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 1e-3});
+      else if (which == "rmsprop") opts[k] = std::make_unique<optim::RMSprop>(ps, optim::RMSpropOptions{.lr = 1e-3, .momentum = 0.5, .centered = true});
+      else opts[k] = std::make_unique<optim::Adagrad>(ps, optim::AdagradOptions{.lr = 1e-2, .initial_accumulator_value = 0.1});
     }
     for (int step = 0; step < 3; ++step) {
       if (step == 1) models[1]->to(MemoryFormat::ChannelsLast);

@@ -30,6 +30,10 @@ std::unique_ptr<optim::Optimizer> make(int64_t kind, const Tensors& ps, double l
     case test::kSGD: return std::make_unique<optim::SGD>(groups, optim::SGDOptions{.lr = lr, .momentum = 0.9, .dampening = 0.1});
     case test::kAdam: return std::make_unique<optim::Adam>(groups, optim::AdamOptions{.lr = lr, .betas = {0.9, 0.6}, .amsgrad = true});
     case test::kAdamW: return std::make_unique<optim::AdamW>(groups, optim::AdamWOptions{.lr = lr, .amsgrad = true});
+    case test::kRMSprop:
+      return std::make_unique<optim::RMSprop>(groups, optim::RMSpropOptions{.lr = lr, .momentum = 0.5, .centered = true});
+    case test::kAdagrad:
+      return std::make_unique<optim::Adagrad>(groups, optim::AdagradOptions{.lr = lr, .lr_decay = 0.1, .initial_accumulator_value = 0.3});
     default: return std::make_unique<optim::LAMB>(groups, optim::LAMBOptions{.lr = lr});
   }
 }
@@ -79,7 +83,7 @@ TEST_CASE("optimizer state dict: layout keyed by parameter position", "[optim]")
 }
 
 TEST_CASE("optimizer state dict: a round trip continues bit-identically", "[optim]") {
-  for (int64_t kind = 0; kind < 4; ++kind) {
+  for (int64_t kind = 0; kind < test::kNumOptimizerKinds; ++kind) {
     for (DType dt : {DType::F32, DType::BF16, DType::F64}) {
       DYNAMIC_SECTION("kind " << kind << " " << dtype_name(dt)) {
         const Tensors a = make_params(dt);
@@ -133,6 +137,33 @@ TEST_CASE("optimizer state dict: state saved from an f32 copy loads into f16 par
   b.load_state_dict(s);
   CHECK(b.state(q)->buffers.at("momentum_buffer").dtype() == DType::F32);
   CHECK(test::values(b.state(q)->buffers.at("momentum_buffer")) == std::vector<double>{0.5, 0.5, 0.5});
+}
+
+TEST_CASE("optimizer state dict: a state saved before maximize existed loads with maximize off", "[optim]") {
+  for (int64_t kind : {test::kSGD, test::kAdam, test::kAdamW, test::kLAMB}) {
+    DYNAMIC_SECTION("kind " << kind) {
+      const Tensors a = make_params(DType::F32);
+      auto oa = make(kind, a, 0.1);
+      set_grads(a, 0);
+      oa->step();
+      StateDict old = oa->state_dict();
+      for (int g = 0; g < 2; ++g) {
+        REQUIRE(old.floats.erase("group." + std::to_string(g) + ".maximize") == 1);
+        old.floats.erase("group." + std::to_string(g) + ".decoupled_weight_decay");  // Adam's, also later
+      }
+      const Tensors b = copies(a);
+      auto ob = make(kind, b, 0.3);
+      ob->param_groups()[0].set_option("maximize", 1.0);
+      ob->load_state_dict(old);
+      CHECK(ob->param_groups()[0].option("maximize") == 0.0);
+      CHECK(ob->param_groups()[1].option("maximize") == 0.0);
+      set_grads(a, 1);
+      set_grads(b, 1);
+      oa->step();
+      ob->step();
+      for (std::size_t k = 0; k < a.size(); ++k) CHECK(bits_equal(a[k], b[k]));
+    }
+  }
 }
 
 TEST_CASE("optimizer state dict: a mismatch is a clear error and nothing is applied", "[optim]") {

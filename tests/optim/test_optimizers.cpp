@@ -1,6 +1,8 @@
-// SGD, Adam, AdamW and LAMB: the first five steps against PyTorch 1.13 (LAMB against its formula
-// in torch tensor math), all written by tools/reference/gen_optim_reference.py into
-// tests/data/reference/optim.txt (f64 to 1e-12, f32 to 2e-6 relative to each tensor's magnitude);
+// SGD, Adam, AdamW, LAMB, RMSprop and Adagrad: the first five steps against PyTorch (LAMB against
+// its formula in torch tensor math): tools/reference/gen_optim_reference.py wrote
+// tests/data/reference/optim.txt with PyTorch 1.13, tools/reference/gen_torch_optim_extra.py wrote
+// optim_extra.txt (maximize, Adam's decoupled_weight_decay, RMSprop, Adagrad) with PyTorch 2.15
+// (f64 to 1e-12, f32 to 2e-6 relative to each tensor's magnitude);
 // the multi-tensor path bit-identical to the per-parameter path; f16/bf16 parameters updated in
 // f32 and rounded once; skipped parameters; step counting; zero_grad; param groups; option errors.
 #include <catch2/catch.hpp>
@@ -122,13 +124,21 @@ std::unique_ptr<optim::Optimizer> make_full(int64_t kind, const Tensors& ps, boo
     case test::kAdamW:
       return std::make_unique<optim::AdamW>(
           ps, optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true, .multi_tensor = multi_tensor});
+    case test::kRMSprop:
+      return std::make_unique<optim::RMSprop>(
+          ps, optim::RMSpropOptions{.lr = 0.01, .alpha = 0.9, .weight_decay = 0.05, .momentum = 0.5, .centered = true,
+                                    .maximize = true, .multi_tensor = multi_tensor});
+    case test::kAdagrad:
+      return std::make_unique<optim::Adagrad>(
+          ps, optim::AdagradOptions{.lr = 0.05, .lr_decay = 0.1, .weight_decay = 0.02, .initial_accumulator_value = 0.1,
+                                    .multi_tensor = multi_tensor});
     default:
       return std::make_unique<optim::LAMB>(ps, optim::LAMBOptions{.lr = 0.01, .multi_tensor = multi_tensor});
   }
 }
 
 const char* kind_name(int64_t kind) {
-  static const char* names[] = {"SGD", "Adam", "AdamW", "LAMB"};
+  static const char* names[] = {"SGD", "Adam", "AdamW", "LAMB", "RMSprop", "Adagrad"};
   return names[kind];
 }
 
@@ -154,10 +164,50 @@ TEST_CASE("optimizers: the first five steps match PyTorch (LAMB: its formula) in
   CHECK(cases == 17);
 }
 
+TEST_CASE("optimizers: maximize, Adam's decoupled_weight_decay, RMSprop and Adagrad match PyTorch 2.15 in f64 and f32",
+          "[optim]") {
+  const test::ReferenceFile f = test::load_reference("optim_extra.txt");
+  int cases = 0;
+  for (const std::string& c : f.cases()) {
+    if (!f.has(c + ".kind")) continue;
+    ++cases;
+    DYNAMIC_SECTION("case " << c) {
+      MaxErr e;
+      run_reference_case(f, c, DType::F64, e);
+      run_reference_case(f, c, DType::F32, e);
+      test::report(c + " (f64)", e.f64);
+      test::report(c + " (f32)", e.f32);
+    }
+  }
+  CHECK(cases == 16);
+}
+
+TEST_CASE("optimizers: maximize ascends - the step is the minimizing step of the negated gradient", "[optim]") {
+  for (int64_t kind = 0; kind < test::kNumOptimizerKinds; ++kind) {
+    DYNAMIC_SECTION(kind_name(kind)) {
+      const Tensors a = make_params({DType::F32}, 5);
+      const Tensors b = clones(a);
+      optim::OptionMap up = {{"lr", 0.01}, {"maximize", 1}};
+      auto ascend = test::make_optimizer(kind, {{a, up}});
+      auto descend = test::make_optimizer(kind, {{b, {{"lr", 0.01}}}});
+      for (int step = 0; step < 3; ++step) {
+        set_grads(a, step);
+        set_grads(b, step);
+        NoGradGuard no_grad;
+        for (std::size_t k = 0; k + 1 < b.size(); ++k) b[k].set_grad(neg(b[k].grad()));
+        ascend->step();
+        descend->step();
+      }
+      for (std::size_t k = 0; k < a.size(); ++k) CHECK(bits_equal(a[k], b[k]));
+      CHECK(!bits_equal(a[0], make_params({DType::F32}, 5)[0]));
+    }
+  }
+}
+
 TEST_CASE("optimizers: the multi-tensor path is bit-identical to the per-parameter path", "[optim]") {
   const std::vector<std::vector<DType>> dtype_sets = {
       {DType::F32}, {DType::F16}, {DType::BF16}, {DType::F64}, {DType::F32, DType::F16, DType::BF16}};
-  for (int64_t kind = 0; kind < 4; ++kind) {
+  for (int64_t kind = 0; kind < test::kNumOptimizerKinds; ++kind) {
     for (const auto& dts : dtype_sets) {
       DYNAMIC_SECTION(kind_name(kind) << " " << dtype_name(dts[0]) << (dts.size() > 1 ? " mixed" : "")) {
         const Tensors a = make_params(dts, 7);
@@ -191,7 +241,7 @@ TEST_CASE("optimizers: the multi-tensor path is bit-identical to the per-paramet
 
 TEST_CASE("optimizers: f16/bf16 parameters are updated in f32 with f32 state and rounded once", "[optim]") {
   for (DType low : {DType::F16, DType::BF16}) {
-    for (int64_t kind = 0; kind < 4; ++kind) {
+    for (int64_t kind = 0; kind < test::kNumOptimizerKinds; ++kind) {
       DYNAMIC_SECTION(kind_name(kind) << " " << dtype_name(low)) {
         const Tensors p16 = make_params({low}, 3);
         Tensors p32;
@@ -321,13 +371,23 @@ TEST_CASE("optimizers: bad options and bad parameters give clear errors", "[opti
   MG_REQUIRE_ERROR(optim::AdamW({a}, {.weight_decay = -0.01}), "AdamW: weight_decay must be >= 0, got -0.01");
   MG_REQUIRE_ERROR(optim::LAMB({a}, {.betas = {0.9, 1.5}}), "LAMB: beta2 must be in [0, 1), got 1.5");
   MG_REQUIRE_ERROR(optim::LAMB({a}, {.weight_decay = -1}), "LAMB: weight_decay must be >= 0, got -1");
+  MG_REQUIRE_ERROR(optim::RMSprop({a}, {.alpha = 1.5}), "RMSprop: alpha must be in [0, 1], got 1.5");
+  MG_REQUIRE_ERROR(optim::RMSprop({a}, {.eps = -1}), "RMSprop: eps must be >= 0, got -1");
+  MG_REQUIRE_ERROR(optim::RMSprop({a}, {.momentum = -0.9}), "RMSprop: momentum must be >= 0, got -0.9");
+  MG_REQUIRE_ERROR(optim::RMSprop({a}, {.weight_decay = -1}), "RMSprop: weight_decay must be >= 0, got -1");
+  MG_REQUIRE_ERROR(optim::Adagrad({a}, {.lr_decay = -0.1}), "Adagrad: lr_decay must be >= 0, got -0.1");
+  MG_REQUIRE_ERROR(optim::Adagrad({a}, {.initial_accumulator_value = -1}),
+                   "Adagrad: initial_accumulator_value must be >= 0, got -1");
+  MG_REQUIRE_ERROR(optim::Adagrad({a}, {.eps = -1}), "Adagrad: eps must be >= 0, got -1");
+  MG_REQUIRE_ERROR(optim::Adam(std::vector<optim::ParamGroupSpec>{{{a}, {{"maximize", 0.5}}}}),
+                   "Adam: option 'maximize' is a boolean (0 or 1), got 0.5");
 
   MG_REQUIRE_ERROR(optim::SGD(Tensors{}), "SGD: got an empty parameter list");
   MG_REQUIRE_ERROR(optim::SGD({a, a}), "SGD: parameter 1 appears more than once in the new group");
   MG_REQUIRE_ERROR(optim::Adam({ones({2}, {.dtype = DType::I64})}), "Adam: can only optimize floating tensors; parameter 0 of the new group is [2] i64 cpu");
   MG_REQUIRE_ERROR(optim::Adam({a * 2.0}), "Adam: can't optimize a non-leaf tensor");
   MG_REQUIRE_ERROR(optim::SGD(std::vector<optim::ParamGroupSpec>{{{a}, {{"betas", 0.9}}}}),
-                   "SGD: unknown option 'betas' for a parameter group; the options are dampening, lr, momentum, multi_tensor, nesterov, weight_decay");
+                   "SGD: unknown option 'betas' for a parameter group; the options are dampening, lr, maximize, momentum, multi_tensor, nesterov, weight_decay");
   MG_REQUIRE_ERROR(optim::SGD(std::vector<optim::ParamGroupSpec>{{{a}, {{"nesterov", 2}}}}),
                    "SGD: option 'nesterov' is a boolean (0 or 1), got 2");
 
@@ -408,4 +468,19 @@ TEST_CASE("optimizers: a step gate runs, skips, or hands over a flag that decide
   CHECK(opt.step_count() == 2);
   opt.set_step_gate([](optim::Optimizer&) { return optim::StepGateDecision(zeros({2})); });
   MG_REQUIRE_ERROR(opt.step(), "SGD: the step gate's device flag must be a one-element f32 tensor, got");
+}
+
+TEST_CASE("optimizers: Adagrad starts each group's sums at that group's initial_accumulator_value", "[optim]") {
+  // PyTorch fills every sum with the constructor's value whatever the group says; mixgrad uses the
+  // group's (docs/optim.md).
+  Tensor a = zeros({2}).requires_grad_();
+  Tensor b = zeros({2}).requires_grad_();
+  optim::Adagrad opt(std::vector<optim::ParamGroupSpec>{{{a}}, {{b}, {{"initial_accumulator_value", 1.0}}}},
+                     {.lr = 0.5, .initial_accumulator_value = 0.25});
+  a.set_grad(full({2}, 0.5));
+  b.set_grad(full({2}, 0.5));
+  opt.step();
+  CHECK(test::values(opt.state(a)->buffers.at("sum")) == std::vector<double>{0.5, 0.5});    // 0.25 + 0.25
+  CHECK(test::values(opt.state(b)->buffers.at("sum")) == std::vector<double>{1.25, 1.25});  // 1 + 0.25
+  CHECK(test::values(b)[0] == Approx(-0.5 * 0.5 / std::sqrt(1.25)).epsilon(1e-6));
 }

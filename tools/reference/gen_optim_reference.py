@@ -20,7 +20,7 @@ Cases (names "<case>.<tensor>"):
   PyTorch has no LAMB: lamb_step() below is the paper's / Apex FusedLAMB's formula in plain torch
   tensor math (Adam direction with bias correction, decoupled weight decay added to the update,
   per-tensor trust ratio ||w|| / ||u||, 1 when either norm is 0; no global gradient clipping).
-  Per case: kind [] (i64: 0 SGD, 1 Adam, 2 AdamW, 3 LAMB); opt.<option> [] (f64, mixgrad's option
+  Per case: kind [] (i64: 0 SGD, 1 Adam, 2 AdamW, 3 LAMB, 4 RMSprop, 5 Adagrad); opt.<option> [] (f64, mixgrad's option
   names, booleans 0/1) for all parameters; group1.<option> [] when w2 sits in a second param group
   with these overrides; w1.init, a1, c1, w2.init, a2, c2; wk.steps [5, ...] (the parameter after
   each step); wk.state.<buffer> (after step 5) and wk.state.step [] (i64).
@@ -45,7 +45,8 @@ from gen_reference import RefWriter, q  # noqa: E402  (same folder: the shared w
 torch.set_default_dtype(torch.float64)
 F64 = torch.float64
 STEPS = 5
-KINDS = {"sgd": 0, "adam": 1, "adamw": 2, "lamb": 3}
+KINDS = {"sgd": 0, "adam": 1, "adamw": 2, "lamb": 3, "rmsprop": 4, "adagrad": 5}
+TORCH_CLASSES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "rmsprop": "RMSprop", "adagrad": "Adagrad"}
 
 
 def i64(v):
@@ -57,9 +58,10 @@ def f64(v):
 
 
 # ---- LAMB from the formula ---------------------------------------------------------------------
-def lamb_step(params, grads, state, lr, beta1, beta2, eps, weight_decay, bias_correction):
+def lamb_step(params, grads, state, lr, beta1, beta2, eps, weight_decay, bias_correction, maximize=0):
     """One LAMB step in place (You et al. 2019 / Apex FusedLAMB with the trust ratio on every tensor)."""
     for p, g in zip(params, grads):
+        g = -g if maximize else g
         st = state.setdefault(id(p), {"step": 0, "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)})
         st["step"] += 1
         t = st["step"]
@@ -81,7 +83,7 @@ def torch_kwargs(kind, opt):
     for k, v in opt.items():
         if k in ("beta1", "beta2"):
             continue
-        kw[k] = bool(v) if k in ("nesterov", "amsgrad") else v
+        kw[k] = bool(v) if k in ("nesterov", "amsgrad", "maximize", "centered", "decoupled_weight_decay") else v
     if "beta1" in opt:
         kw["betas"] = (opt["beta1"], opt["beta2"])
     if kind != "lamb":
@@ -103,7 +105,7 @@ Optimizers: five steps on loss = sum(a1 (w1 - c1)^2)/2 + sum(a2 (w2 - c2)^2)/2 (
         lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
     lamb = lambda lr, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.01, bias_correction=1: dict(
         lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, bias_correction=bias_correction)
-    cases = [
+    write_cases(w, [
         # name, kind, options, group-1 overrides (None: one group), w2 starts at zero
         ("sgd_plain", "sgd", sgd(0.1), None, False),
         ("sgd_momentum", "sgd", sgd(0.1, momentum=0.9), None, False),
@@ -122,7 +124,11 @@ Optimizers: five steps on loss = sum(a1 (w1 - c1)^2)/2 + sum(a2 (w2 - c2)^2)/2 (
         ("lamb_no_decay_no_bias_correction", "lamb", lamb(0.05, weight_decay=0.0, bias_correction=0), None, False),
         ("lamb_zero_param", "lamb", lamb(0.1, beta1=0.8, beta2=0.9, weight_decay=0.1), None, True),
         ("lamb_two_groups", "lamb", lamb(0.1), dict(lr=0.02, weight_decay=0.0), False),
-    ]
+    ], a1, c1, a2, c2, w1_0, w2_0)
+
+
+def write_cases(w, cases, a1, c1, a2, c2, w1_0, w2_0):
+    """Five steps of each case on the quadratic problem, written as the module docstring says."""
     for name, kind, opt, group1, zero_w2 in cases:
         w1 = w1_0.clone()
         w2 = torch.zeros(5) if zero_w2 else w2_0.clone()
@@ -143,7 +149,7 @@ Optimizers: five steps on loss = sum(a1 (w1 - c1)^2)/2 + sum(a2 (w2 - c2)^2)/2 (
         if kind == "lamb":
             state = {}
         else:
-            cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[kind]
+            cls = getattr(torch.optim, TORCH_CLASSES[kind])
             if group1:
                 g1 = dict(opt, **group1)
                 groups = [{"params": [w1]}, dict({"params": [w2]}, **torch_kwargs(kind, g1))]
