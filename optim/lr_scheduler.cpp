@@ -7,6 +7,71 @@
 
 namespace mg::optim {
 
+// ---- helpers of several schedulers ----
+
+namespace {
+
+// One value for every group, or one per group (named `what` in the error).
+std::vector<double> per_group(const std::vector<double>& v, std::size_t groups, const char* owner, const char* what) {
+  MG_CHECK(v.size() == 1 || v.size() == groups, Error, owner, ": ", what, " has ", v.size(),
+           " values; expected 1 or one per param group (", groups, ")");
+  for (double x : v) MG_CHECK(x >= 0.0, Error, owner, ": ", what, " must be >= 0, got ", x);
+  return v.size() == 1 ? std::vector<double>(groups, v[0]) : v;
+}
+
+// The group option a scheduler cycles as momentum: "momentum" (SGD, RMSprop) or "beta1" (Adam,
+// AdamW, LAMB); an error naming `owner` when the optimizer has neither.
+std::string momentum_option(const Optimizer& optimizer, const char* owner) {
+  const OptionMap& d = optimizer.defaults();
+  const std::string key = d.count("momentum") ? "momentum" : (d.count("beta1") ? "beta1" : "");
+  MG_CHECK(!key.empty(), Error, owner, ": cycle_momentum needs an optimizer with a 'momentum' or 'beta1' option; ",
+           optimizer.name(), " has neither\n  hint: set .cycle_momentum = false");
+  return key;
+}
+
+// Each child's state dict under "schedulers.<i>." (SequentialLR, ChainedScheduler).
+void save_child_states(StateDict& s, const std::vector<std::unique_ptr<LRScheduler>>& children) {
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    const StateDict part = children[i]->state_dict();
+    const std::string prefix = "schedulers." + std::to_string(i) + ".";
+    add_prefixed(s, prefix, part);
+    for (const auto& [k, v] : part.strings) s.strings[prefix + k] = v;
+  }
+}
+
+// Every child's part is found and names that child's kind before any child is loaded.
+void load_child_states(const StateDict& s, const std::vector<std::unique_ptr<LRScheduler>>& children,
+                       const std::string& owner) {
+  std::vector<StateDict> parts;
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    const std::string prefix = "schedulers." + std::to_string(i) + ".";
+    StateDict part = prefixed_part(s, prefix);
+    for (const auto& [k, v] : s.strings) {
+      if (k.rfind(prefix, 0) == 0) part.strings[k.substr(prefix.size())] = v;
+    }
+    const auto name = part.strings.find("scheduler");
+    MG_CHECK(name != part.strings.end(), Error, owner, ": load_state_dict: the state has no scheduler ", i, " (\"",
+             prefix, "scheduler\")");
+    MG_CHECK(name->second == children[i]->name(), Error, owner, ": load_state_dict: scheduler ", i, " of the state is a ",
+             name->second, ", not ", children[i]->name());
+    parts.push_back(std::move(part));
+  }
+  for (std::size_t i = 0; i < children.size(); ++i) children[i]->load_state_dict(parts[i]);
+}
+
+// The children of a composite scheduler: at least one, none null, all on `optimizer`.
+void check_children(const std::vector<std::unique_ptr<LRScheduler>>& children, const Optimizer& optimizer,
+                    const char* owner) {
+  MG_CHECK(!children.empty(), Error, owner, ": expected at least one scheduler, got none");
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    MG_CHECK(children[i] != nullptr, Error, owner, ": scheduler ", i, " is null");
+    MG_CHECK(&children[i]->optimizer() == &optimizer, Error, owner, ": scheduler ", i, " (", children[i]->name(),
+             ") belongs to another optimizer");
+  }
+}
+
+}  // namespace
+
 // ---- base ----
 
 LRScheduler::LRScheduler(Optimizer& optimizer, std::string name) : optimizer_(optimizer), name_(std::move(name)) {
@@ -71,6 +136,7 @@ void LRScheduler::load_state_dict(const StateDict& s) {
     base[g] = s.float_at(owner, "base_lr." + std::to_string(g));
     last[g] = s.float_at(owner, "last_lr." + std::to_string(g));
   }
+  load_children(s);  // before anything of this one changes: a child's refusal leaves it as it was
   base_lrs_ = std::move(base);
   last_lr_ = std::move(last);
   last_epoch_ = last_epoch;
@@ -78,7 +144,6 @@ void LRScheduler::load_state_dict(const StateDict& s) {
   // written before it was stored: the count now, so nothing counts as stepped yet).
   mark_ = Optimizer::StepMark{.issued = s.ints.count("optimizer_steps") ? s.ints.at("optimizer_steps")
                                                                          : optimizer_.step_count()};
-  load_children(s);
 }
 
 // ---- StepLR / MultiStepLR (chainable: they scale the group's current lr, as PyTorch) ----
@@ -270,10 +335,7 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, OneCycleLROptions options)
   MG_CHECK(o.div_factor > 0.0, Error, "OneCycleLR: div_factor must be > 0, got ", o.div_factor);
   MG_CHECK(o.final_div_factor > 0.0, Error, "OneCycleLR: final_div_factor must be > 0, got ", o.final_div_factor);
   if (o.cycle_momentum) {
-    const OptionMap& d = optimizer_.defaults();
-    momentum_key_ = d.count("momentum") ? "momentum" : (d.count("beta1") ? "beta1" : "");
-    MG_CHECK(!momentum_key_.empty(), Error, "OneCycleLR: cycle_momentum needs an optimizer with a 'momentum' or "
-             "'beta1' option; ", optimizer_.name(), " has neither\n  hint: set .cycle_momentum = false");
+    momentum_key_ = momentum_option(optimizer_, "OneCycleLR");
     MG_CHECK(o.base_momentum >= 0.0 && o.base_momentum < 1.0 && o.max_momentum >= 0.0 && o.max_momentum < 1.0,
              Error, "OneCycleLR: base_momentum and max_momentum must be in [0, 1), got ", o.base_momentum, " and ",
              o.max_momentum);
@@ -417,19 +479,100 @@ std::vector<double> PolynomialLR::compute_lrs() {
   return lrs;
 }
 
+// ---- CyclicLR ----
+
+CyclicLR::CyclicLR(Optimizer& optimizer, CyclicLROptions options)
+    : LRScheduler(optimizer, "CyclicLR"), options_(std::move(options)) {
+  CyclicLROptions& o = options_;
+  std::vector<ParamGroup>& groups = optimizer_.param_groups();
+  const std::vector<double> base = per_group(o.base_lr, groups.size(), "CyclicLR", "base_lr");
+  max_lrs_ = per_group(o.max_lr, groups.size(), "CyclicLR", "max_lr");
+  MG_CHECK(o.step_size_up > 0, Error, "CyclicLR: step_size_up must be > 0, got ", o.step_size_up);
+  if (o.step_size_down == -1) o.step_size_down = o.step_size_up;
+  MG_CHECK(o.step_size_down >= 0, Error, "CyclicLR: step_size_down must be >= 0 (or -1: as step_size_up), got ",
+           o.step_size_down);
+  MG_CHECK(o.gamma > 0.0, Error, "CyclicLR: gamma must be > 0, got ", o.gamma);
+  if (!o.scale_fn) o.scale_mode = o.mode == CyclicMode::ExpRange ? ScaleMode::Iterations : ScaleMode::Cycle;
+  if (o.cycle_momentum) {
+    momentum_key_ = momentum_option(optimizer_, "CyclicLR");
+    MG_CHECK(o.base_momentum >= 0.0 && o.base_momentum < 1.0 && o.max_momentum >= 0.0 && o.max_momentum < 1.0,
+             Error, "CyclicLR: base_momentum and max_momentum must be in [0, 1), got ", o.base_momentum, " and ",
+             o.max_momentum);
+  }
+  // As PyTorch: every group starts at its base lr (and the top momentum); "initial_lr" was recorded
+  // by the base constructor from the lr before (a group that had one keeps it).
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    groups[g].set_lr(base[g]);
+    if (o.cycle_momentum) {
+      groups[g].set_option(momentum_key_, o.max_momentum);
+      groups[g].set_option("max_momentum", o.max_momentum);
+      groups[g].set_option("base_momentum", o.base_momentum);
+    }
+  }
+  base_lrs_ = base;
+  initial_step();
+}
+
+double CyclicLR::scale(double cycle, double t) const {
+  const double x = options_.scale_mode == ScaleMode::Cycle ? cycle : t;
+  if (options_.scale_fn) return options_.scale_fn(x);
+  switch (options_.mode) {
+    case CyclicMode::Triangular: return 1.0;
+    case CyclicMode::Triangular2: return 1.0 / std::pow(2.0, x - 1.0);
+    case CyclicMode::ExpRange: return std::pow(options_.gamma, x);
+  }
+  return 1.0;
+}
+
+std::vector<double> CyclicLR::compute_lrs() {
+  const double t = double(last_epoch());
+  const double total = double(options_.step_size_up + options_.step_size_down);
+  const double ratio = double(options_.step_size_up) / total;
+  const double cycle = std::floor(1.0 + t / total);
+  const double x = 1.0 + t / total - cycle;
+  const double f = x <= ratio ? x / ratio : (x - 1.0) / (ratio - 1.0);
+  const double s = scale(cycle, t);
+  std::vector<double> lrs;
+  std::vector<ParamGroup>& groups = optimizer_.param_groups();
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    lrs.push_back(base_lrs_[g] + (max_lrs_[g] - base_lrs_[g]) * f * s);
+    if (!momentum_key_.empty()) {
+      const double height = (options_.max_momentum - options_.base_momentum) * f;
+      groups[g].set_option(momentum_key_, options_.max_momentum - height * s);
+    }
+  }
+  return lrs;
+}
+
+// ---- ChainedScheduler ----
+
+ChainedScheduler::ChainedScheduler(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedulers)
+    : LRScheduler(optimizer, "ChainedScheduler"), schedulers_(std::move(schedulers)) {
+  check_children(schedulers_, optimizer, "ChainedScheduler");
+  initial_step();
+}
+
+std::vector<double> ChainedScheduler::compute_lrs() {
+  // Step 0 is each child's own construction, already done.
+  if (last_epoch() > 0) {
+    for (const auto& s : schedulers_) s->step();
+  }
+  std::vector<double> lrs;
+  for (const ParamGroup& g : optimizer_.param_groups()) lrs.push_back(g.lr());
+  return lrs;
+}
+
+void ChainedScheduler::save_children(StateDict& s) const { save_child_states(s, schedulers_); }
+void ChainedScheduler::load_children(const StateDict& s) { load_child_states(s, schedulers_, "ChainedScheduler"); }
+
 // ---- SequentialLR ----
 
 SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedulers,
                            std::vector<int64_t> milestones)
     : LRScheduler(optimizer, "SequentialLR"), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
-  MG_CHECK(!schedulers_.empty(), Error, "SequentialLR: expected at least one scheduler, got none");
+  check_children(schedulers_, optimizer, "SequentialLR");
   MG_CHECK(milestones_.size() + 1 == schedulers_.size(), Error, "SequentialLR: expected one milestone fewer than the ",
            schedulers_.size(), " schedulers, got ", milestones_.size());
-  for (std::size_t i = 0; i < schedulers_.size(); ++i) {
-    MG_CHECK(schedulers_[i] != nullptr, Error, "SequentialLR: scheduler ", i, " is null");
-    MG_CHECK(&schedulers_[i]->optimizer() == &optimizer, Error, "SequentialLR: scheduler ", i, " (",
-             schedulers_[i]->name(), ") belongs to another optimizer");
-  }
   for (std::size_t i = 0; i < milestones_.size(); ++i) {
     MG_CHECK(milestones_[i] > 0 && (i == 0 || milestones_[i] > milestones_[i - 1]), Error,
              "SequentialLR: milestones must be positive and strictly increasing, got ", milestones_[i], " at ", i);
@@ -449,26 +592,7 @@ std::vector<double> SequentialLR::compute_lrs() {
   return s.get_last_lr();
 }
 
-void SequentialLR::save_children(StateDict& s) const {
-  for (std::size_t i = 0; i < schedulers_.size(); ++i) {
-    const StateDict part = schedulers_[i]->state_dict();
-    const std::string prefix = "schedulers." + std::to_string(i) + ".";
-    add_prefixed(s, prefix, part);
-    for (const auto& [k, v] : part.strings) s.strings[prefix + k] = v;
-  }
-}
-
-void SequentialLR::load_children(const StateDict& s) {
-  for (std::size_t i = 0; i < schedulers_.size(); ++i) {
-    const std::string prefix = "schedulers." + std::to_string(i) + ".";
-    StateDict part = prefixed_part(s, prefix);
-    for (const auto& [k, v] : s.strings) {
-      if (k.rfind(prefix, 0) == 0) part.strings[k.substr(prefix.size())] = v;
-    }
-    MG_CHECK(!part.strings.empty(), Error, "SequentialLR: load_state_dict: the state has no scheduler ", i,
-             " (\"", prefix, "*\")");
-    schedulers_[i]->load_state_dict(part);
-  }
-}
+void SequentialLR::save_children(StateDict& s) const { save_child_states(s, schedulers_); }
+void SequentialLR::load_children(const StateDict& s) { load_child_states(s, schedulers_, "SequentialLR"); }
 
 }  // namespace mg::optim

@@ -316,6 +316,73 @@ class PolynomialLR final : public LRScheduler {
   PolynomialLROptions options_;
 };
 
+// The cyclical learning rate policy (Smith 2017, "Cyclical Learning Rates for Training Neural
+// Networks"), as PyTorch's CyclicLR: the lr goes from base_lr up to max_lr over step_size_up steps
+// and back down over step_size_down, cycle after cycle; the cycle's amplitude is scaled by
+//   Triangular: 1     Triangular2: 1 / 2^(cycle - 1)     ExpRange: gamma^t (t: steps so far)
+// or by a custom scale_fn of the cycle number (ScaleMode::Cycle) or of t (ScaleMode::Iterations).
+// With cycle_momentum the group's "momentum" (SGD, RMSprop) or "beta1" (Adam, AdamW, LAMB) moves
+// the opposite way, from max_momentum down to base_momentum and back. The constructor sets every
+// group's lr to its base_lr (and the momentum to max_momentum); base_lrs() are these base lrs.
+// Per step t, with T = step_size_up + step_size_down:
+//   cycle = floor(1 + t / T),  x = 1 + t / T - cycle,  f = x <= up / T ? x / (up / T) : (x - 1) / (up / T - 1)
+//   lr = base_lr + (max_lr - base_lr) * f * scale,     momentum = max_m - (max_m - base_m) * f * scale
+//
+//   optim::CyclicLR sched(opt, {.base_lr = {1e-3}, .max_lr = {1e-2}, .step_size_up = 2000});
+enum class CyclicMode { Triangular, Triangular2, ExpRange };
+enum class ScaleMode { Cycle, Iterations };
+struct CyclicLROptions {
+  std::vector<double> base_lr;    // one value for all groups, or one per group; >= 0
+  std::vector<double> max_lr;     // likewise
+  int64_t step_size_up = 2000;    // > 0
+  int64_t step_size_down = -1;    // >= 0; -1: the same as step_size_up
+  CyclicMode mode = CyclicMode::Triangular;
+  double gamma = 1.0;             // ExpRange's factor per step, > 0
+  std::function<double(double)> scale_fn;  // set: replaces mode's scaling
+  ScaleMode scale_mode = ScaleMode::Cycle;  // what scale_fn takes (mode's own: Cycle, ExpRange: Iterations)
+  bool cycle_momentum = true;
+  double base_momentum = 0.8;     // in [0, 1)
+  double max_momentum = 0.9;      // in [0, 1)
+};
+class CyclicLR final : public LRScheduler {
+ public:
+  CyclicLR(Optimizer& optimizer, CyclicLROptions options);
+
+ protected:
+  std::vector<double> compute_lrs() override;
+
+ private:
+  double scale(double cycle, double t) const;
+
+  CyclicLROptions options_;
+  std::vector<double> max_lrs_;  // per group
+  std::string momentum_key_;     // "momentum", "beta1", or empty without cycle_momentum
+};
+
+// Steps several schedulers of one optimizer together, in order, on every step() (PyTorch's
+// ChainedScheduler): each multiplies or sets the lr the one before left, so chainable schedules
+// compose (e.g. ConstantLR's warmup factor on top of ExponentialLR's decay). Construction
+// changes nothing more (each scheduler already took its step 0 when it was built). The state
+// dict holds each scheduler's under "schedulers.<i>.".
+//
+//   std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+//   parts.push_back(std::make_unique<optim::ConstantLR>(opt, optim::ConstantLROptions{.factor = 0.1, .total_iters = 2}));
+//   parts.push_back(std::make_unique<optim::ExponentialLR>(opt, optim::ExponentialLROptions{.gamma = 0.9}));
+//   optim::ChainedScheduler sched(opt, std::move(parts));
+class ChainedScheduler final : public LRScheduler {
+ public:
+  ChainedScheduler(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedulers);
+  const std::vector<std::unique_ptr<LRScheduler>>& schedulers() const { return schedulers_; }
+
+ protected:
+  std::vector<double> compute_lrs() override;
+  void save_children(StateDict& s) const override;
+  void load_children(const StateDict& s) override;
+
+ private:
+  std::vector<std::unique_ptr<LRScheduler>> schedulers_;
+};
+
 // Runs schedulers one after another (PyTorch's SequentialLR): schedulers[i] drives the lr from
 // milestones[i - 1] on (milestones strictly increasing, one fewer than the schedulers). At its
 // milestone a scheduler starts again from step 0 at the groups' initial lrs; in between, only the

@@ -11,6 +11,7 @@
 
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/factory.h"
@@ -338,6 +339,52 @@ TEST_CASE("ExponentialLR, CosineAnnealingLR (alone, past two periods, chained), 
          v.push_back(std::make_unique<optim::SequentialLR>(o, std::move(parts), std::vector<int64_t>{4, 10}));
          return v;
        }},
+      {"cyclic_triangular_up3_down5", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::CyclicLR>(
+             o, optim::CyclicLROptions{.base_lr = {0.01}, .max_lr = {0.1, 0.05}, .step_size_up = 3, .step_size_down = 5,
+                                       .cycle_momentum = false}));
+         return v;
+       }},
+      {"cyclic_triangular2_up4", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::CyclicLR>(
+             o, optim::CyclicLROptions{.base_lr = {0.02, 0.001}, .max_lr = {0.2}, .step_size_up = 4,
+                                       .mode = optim::CyclicMode::Triangular2, .cycle_momentum = false}));
+         return v;
+       }},
+      {"cyclic_exp_range_up3_down2", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::CyclicLR>(
+             o, optim::CyclicLROptions{.base_lr = {0.01}, .max_lr = {0.1}, .step_size_up = 3, .step_size_down = 2,
+                                       .mode = optim::CyclicMode::ExpRange, .gamma = 0.95, .cycle_momentum = false}));
+         return v;
+       }},
+      {"cyclic_scale_fn_iterations", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::CyclicLR>(
+             o, optim::CyclicLROptions{.base_lr = {0.01}, .max_lr = {0.1}, .step_size_up = 2,
+                                       .scale_fn = [](double x) { return 1.0 / (1.0 + 0.1 * x); },
+                                       .scale_mode = optim::ScaleMode::Iterations, .cycle_momentum = false}));
+         return v;
+       }},
+      {"chained_constant_exponential", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+         parts.push_back(std::make_unique<optim::ConstantLR>(o, optim::ConstantLROptions{.factor = 0.1, .total_iters = 2}));
+         parts.push_back(std::make_unique<optim::ExponentialLR>(o, optim::ExponentialLROptions{.gamma = 0.9}));
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::ChainedScheduler>(o, std::move(parts)));
+         return v;
+       }},
+      {"chained_linear_step_polynomial", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+         parts.push_back(std::make_unique<optim::LinearLR>(o, optim::LinearLROptions{.start_factor = 0.5, .total_iters = 3}));
+         parts.push_back(std::make_unique<optim::StepLR>(o, optim::StepLROptions{.step_size = 4, .gamma = 0.5}));
+         parts.push_back(std::make_unique<optim::PolynomialLR>(o, optim::PolynomialLROptions{.total_iters = 20, .power = 1.5}));
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::ChainedScheduler>(o, std::move(parts)));
+         return v;
+       }},
       {"lambda_inverse_and_square", [](optim::Optimizer& o) {
          std::vector<std::unique_ptr<optim::LRScheduler>> v;
          v.push_back(std::make_unique<optim::LambdaLR>(
@@ -368,6 +415,91 @@ TEST_CASE("ExponentialLR, CosineAnnealingLR (alone, past two periods, chained), 
                    "CosineAnnealingLR: t_max must be > 0, got 0");
   MG_REQUIRE_ERROR(optim::LambdaLR(*make_opt(test::kSGD, lrs, 0.0), {.factors = {nullptr, nullptr, nullptr}}),
                    "LambdaLR: expected one factor function or one per param group (2), got 3");
+}
+
+TEST_CASE("CyclicLR cycles SGD's momentum and Adam's beta1 as PyTorch 2.15", "[optim][lr_scheduler]") {
+  std::ifstream f(test::source_dir() + "/tests/data/reference/torch_lr_schedules.json");
+  REQUIRE(f.good());
+  const nlohmann::json ref = nlohmann::json::parse(f);
+  const std::vector<double> lrs = ref["lrs"].get<std::vector<double>>();
+  const std::map<std::string, optim::CyclicLROptions> cases = {
+      {"cyclic_sgd_momentum_up3_down4", {.base_lr = {0.01}, .max_lr = {0.1}, .step_size_up = 3, .step_size_down = 4}},
+      {"cyclic_adam_beta1_triangular2",
+       {.base_lr = {0.001}, .max_lr = {0.01, 0.004}, .step_size_up = 2, .mode = optim::CyclicMode::Triangular2,
+        .base_momentum = 0.85, .max_momentum = 0.95}},
+  };
+  REQUIRE(ref["momentum_cases"].size() == cases.size());
+  for (const auto& [name, options] : cases) {
+    INFO(name);
+    const nlohmann::json& c = ref["momentum_cases"][name];
+    const bool sgd = c["optimizer"] == "sgd";
+    auto opt = make_opt(sgd ? test::kSGD : test::kAdam, lrs, sgd ? 0.5 : 0.9);
+    optim::CyclicLR sched(*opt, options);
+    for (std::size_t step = 0; step < c["lrs"].size(); ++step) {
+      if (step > 0) sched.step();
+      std::vector<double> got;
+      for (const auto& g : opt->param_groups()) got.push_back(g.lr());
+      INFO("step " << step);
+      check_close(got, c["lrs"][step].get<std::vector<double>>(), name);
+      check_close(momentums(*opt), c["momentums"][step].get<std::vector<double>>(), name + " momentum");
+    }
+  }
+  auto opt = make_opt(test::kSGD, lrs, 0.5);
+  MG_REQUIRE_ERROR(optim::CyclicLR(*opt, {.base_lr = {0.1}, .max_lr = {1, 2, 3}}),
+                   "CyclicLR: max_lr has 3 values; expected 1 or one per param group (2)");
+  MG_REQUIRE_ERROR(optim::CyclicLR(*opt, {.base_lr = {-0.1}, .max_lr = {1}}), "CyclicLR: base_lr must be >= 0, got -0.1");
+  MG_REQUIRE_ERROR(optim::CyclicLR(*opt, {.base_lr = {0.1}, .max_lr = {1}, .step_size_up = 0}),
+                   "CyclicLR: step_size_up must be > 0, got 0");
+  MG_REQUIRE_ERROR(optim::CyclicLR(*opt, {.base_lr = {0.1}, .max_lr = {1}, .step_size_down = -2}),
+                   "CyclicLR: step_size_down must be >= 0 (or -1: as step_size_up), got -2");
+  MG_REQUIRE_ERROR(optim::CyclicLR(*opt, {.base_lr = {0.1}, .max_lr = {1}, .max_momentum = 1.0}),
+                   "CyclicLR: base_momentum and max_momentum must be in [0, 1), got 0.8 and 1");
+  auto p = zeros({2}).requires_grad_();
+  optim::Adagrad adagrad({p});
+  MG_REQUIRE_ERROR(optim::CyclicLR(adagrad, {.base_lr = {0.1}, .max_lr = {1}}),
+                   "CyclicLR: cycle_momentum needs an optimizer with a 'momentum' or 'beta1' option; Adagrad has neither");
+  optim::CyclicLR no_momentum(adagrad, {.base_lr = {0.1}, .max_lr = {1}, .cycle_momentum = false});
+  CHECK(adagrad.param_groups()[0].lr() == 0.1);
+}
+
+TEST_CASE("ChainedScheduler: a resume continues every scheduler, and bad arguments are refused", "[optim][lr_scheduler]") {
+  const auto make = [](optim::Optimizer& o) {
+    std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+    parts.push_back(std::make_unique<optim::LinearLR>(o, optim::LinearLROptions{.start_factor = 0.2, .total_iters = 3}));
+    parts.push_back(std::make_unique<optim::CyclicLR>(
+        o, optim::CyclicLROptions{.base_lr = {0.01}, .max_lr = {0.1}, .step_size_up = 2}));
+    return std::make_unique<optim::ChainedScheduler>(o, std::move(parts));
+  };
+  auto p = zeros({2}).requires_grad_();
+  optim::SGD o1({p}, {.lr = 0.1, .momentum = 0.9});
+  auto s1 = make(o1);
+  for (int i = 0; i < 5; ++i) s1->step();
+  optim::SGD o2({p}, {.lr = 0.1, .momentum = 0.9});
+  auto s2 = make(o2);
+  o2.load_state_dict(o1.state_dict());
+  s2->load_state_dict(s1->state_dict());
+  for (int i = 0; i < 6; ++i) {
+    s1->step();
+    s2->step();
+    CHECK(o2.param_groups()[0].lr() == o1.param_groups()[0].lr());
+    CHECK(o2.param_groups()[0].option("momentum") == o1.param_groups()[0].option("momentum"));
+  }
+  CHECK(s2->schedulers()[1]->last_epoch() == 11);
+  CHECK(s2->get_last_lr() == std::vector<double>{o2.param_groups()[0].lr()});
+  optim::SGD o3({p}, {.lr = 0.1});
+  MG_REQUIRE_ERROR(optim::ChainedScheduler(o3, {}), "ChainedScheduler: expected at least one scheduler, got none");
+  std::vector<std::unique_ptr<optim::LRScheduler>> other;
+  other.push_back(std::make_unique<optim::ExponentialLR>(o1, optim::ExponentialLROptions{}));
+  MG_REQUIRE_ERROR(optim::ChainedScheduler(o3, std::move(other)),
+                   "ChainedScheduler: scheduler 0 (ExponentialLR) belongs to another optimizer");
+  StateDict missing = s1->state_dict();
+  missing.strings.erase("schedulers.1.scheduler");
+  MG_REQUIRE_ERROR(s2->load_state_dict(missing), "ChainedScheduler: load_state_dict: the state has no scheduler 1");
+  StateDict swapped = s1->state_dict();
+  swapped.strings["schedulers.0.scheduler"] = "StepLR";
+  const int64_t before = s2->schedulers()[1]->last_epoch();
+  MG_REQUIRE_ERROR(s2->load_state_dict(swapped), "ChainedScheduler: load_state_dict: scheduler 0 of the state is a StepLR, not LinearLR");
+  CHECK(s2->schedulers()[1]->last_epoch() == before);  // nothing loaded
 }
 
 TEST_CASE("SequentialLR: a resume continues every scheduler, and bad arguments are refused", "[optim][lr_scheduler]") {

@@ -1,7 +1,8 @@
 """Writes tests/data/reference/torch_lr_schedules.json: the lr of each param group after every
 step() of PyTorch's ExponentialLR, CosineAnnealingLR (alone, past two periods, and chained with
 ExponentialLR on one optimizer), LambdaLR, LinearLR, ConstantLR, CosineAnnealingWarmRestarts,
-PolynomialLR and SequentialLR, and of
+PolynomialLR, SequentialLR, CyclicLR (every mode, a custom scale function, and with the momentum
+or beta1 it cycles: "momentum_cases") and ChainedScheduler, and of
 ReduceLROnPlateau over fixed metric
 sequences, for tests/optim/test_lr_scheduler.cpp. Run once by
 hand; the tests need no Python:
@@ -58,6 +59,48 @@ cases = {
         o, [torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.8),
             torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5),
             torch.optim.lr_scheduler.LinearLR(o, start_factor=0.5, total_iters=4)], milestones=[4, 10])]),
+    "cyclic_triangular_up3_down5": run(lambda o: [torch.optim.lr_scheduler.CyclicLR(
+        o, base_lr=0.01, max_lr=[0.1, 0.05], step_size_up=3, step_size_down=5, cycle_momentum=False)]),
+    "cyclic_triangular2_up4": run(lambda o: [torch.optim.lr_scheduler.CyclicLR(
+        o, base_lr=[0.02, 0.001], max_lr=0.2, step_size_up=4, mode="triangular2", cycle_momentum=False)]),
+    "cyclic_exp_range_up3_down2": run(lambda o: [torch.optim.lr_scheduler.CyclicLR(
+        o, base_lr=0.01, max_lr=0.1, step_size_up=3, step_size_down=2, mode="exp_range", gamma=0.95,
+        cycle_momentum=False)]),
+    "cyclic_scale_fn_iterations": run(lambda o: [torch.optim.lr_scheduler.CyclicLR(
+        o, base_lr=0.01, max_lr=0.1, step_size_up=2, scale_fn=lambda x: 1.0 / (1.0 + 0.1 * x),
+        scale_mode="iterations", cycle_momentum=False)]),
+    "chained_constant_exponential": run(lambda o: [torch.optim.lr_scheduler.ChainedScheduler([
+        torch.optim.lr_scheduler.ConstantLR(o, factor=0.1, total_iters=2),
+        torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.9)])]),
+    "chained_linear_step_polynomial": run(lambda o: [torch.optim.lr_scheduler.ChainedScheduler([
+        torch.optim.lr_scheduler.LinearLR(o, start_factor=0.5, total_iters=3),
+        torch.optim.lr_scheduler.StepLR(o, step_size=4, gamma=0.5),
+        torch.optim.lr_scheduler.PolynomialLR(o, total_iters=20, power=1.5)])]),
+}
+
+
+def run_momentum(kind, make, lrs=(0.1, 0.03)):
+    """Like run(), with the momentum (SGD) or beta1 (Adam) of each group recorded too."""
+    params = [torch.nn.Parameter(torch.zeros(1)) for _ in lrs]
+    groups = [{"params": [p], "lr": lr} for p, lr in zip(params, lrs)]
+    opt = torch.optim.SGD(groups, momentum=0.5) if kind == "sgd" else torch.optim.Adam(groups)
+    key = (lambda g: g["momentum"]) if kind == "sgd" else (lambda g: g["betas"][0])
+    sched = make(opt)
+    out, moms = [[g["lr"] for g in opt.param_groups]], [[key(g) for g in opt.param_groups]]
+    for _ in range(STEPS):
+        opt.step()
+        sched.step()
+        out.append([g["lr"] for g in opt.param_groups])
+        moms.append([key(g) for g in opt.param_groups])
+    return {"optimizer": kind, "lrs": out, "momentums": moms}
+
+
+momentum_cases = {
+    "cyclic_sgd_momentum_up3_down4": run_momentum("sgd", lambda o: torch.optim.lr_scheduler.CyclicLR(
+        o, base_lr=0.01, max_lr=0.1, step_size_up=3, step_size_down=4)),
+    "cyclic_adam_beta1_triangular2": run_momentum("adam", lambda o: torch.optim.lr_scheduler.CyclicLR(
+        o, base_lr=0.001, max_lr=[0.01, 0.004], step_size_up=2, mode="triangular2", base_momentum=0.85,
+        max_momentum=0.95)),
 }
 
 METRICS = [1.0, 0.9, 0.95, 0.93, 0.92, 0.5, 0.6, 0.6, 0.6, 0.6, 0.45, 0.45, 0.45, 0.45, 0.45, 0.45, 0.2,
@@ -85,5 +128,5 @@ plateaus = {
 }
 with open(f"{sys.argv[1]}/torch_lr_schedules.json", "w") as f:
     json.dump({"generator": f"torch {torch.__version__}", "steps": STEPS, "lrs": [0.1, 0.03], "cases": cases,
-               "plateau": plateaus}, f, indent=1)
+               "momentum_cases": momentum_cases, "plateau": plateaus}, f, indent=1)
 print(len(cases), "cases")
