@@ -30,11 +30,13 @@
 #include "mixgrad/nn/models/bert_hf.h"    // nn::models::bert_state_dict_from_hf (Hugging Face checkpoints)
 #include "mixgrad/nn/models/resnet.h"     // nn::models::ResNet (CIFAR and ImageNet style)
 #include "mixgrad/nn/nn.h"                // nn::Module, layers, containers, losses, functional, init
-#include "mixgrad/optim/optim.h"          // optim::SGD, Adam, AdamW, LAMB, schedulers, clip_grad_norm_
+#include "mixgrad/optim/optim.h"          // optim::SGD, Adam, AdamW, LAMB, RMSprop, Adagrad, schedulers, clip_grad_norm_
 #include "mixgrad/ops/attention.h"        // scaled_dot_product_attention
 #include "mixgrad/ops/checkpoint.h"       // checkpoint: activations recomputed in backward
 #include "mixgrad/ops/custom_function.h"  // Function<Derived>: user-defined forward/backward
 #include "mixgrad/ops/conv.h"             // conv2d, conv_transpose2d, pooling
+#include "mixgrad/ops/distance.h"         // cosine_similarity, pairwise_distance
 #include "mixgrad/ops/loss.h"             // softmax, log_softmax, cross_entropy and the other losses
+#include "mixgrad/ops/margin_losses.h"    // margin, embedding, triplet and likelihood losses
 #include "mixgrad/ops/norm.h"             // layer/rms/batch/group norm, embedding, dropout
 #include "mixgrad/ops/ops.h"              // elementwise, reductions, linear algebra, views, indexing

@@ -13,6 +13,7 @@
 #include "mixgrad/nn/init.h"
 #include "mixgrad/nn/linear.h"
 #include "mixgrad/nn/loss.h"
+#include "mixgrad/nn/margin_loss.h"
 #include "mixgrad/nn/module.h"
 #include "mixgrad/nn/normalization.h"
 #include "mixgrad/nn/pooling.h"

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "mixgrad/ops/composite.h"
 #include "mixgrad/ops/op.h"
 
 namespace mg {
@@ -38,7 +39,17 @@ std::string op_reference_markdown() {
        << autocast_input(d.default_policy, "f16") << " | " << autocast_input(d.default_policy, "bf16")
        << " |\n";
   }
-  os << "\n" << kNumOps << " ops.\n";
+  os << "\n" << kNumOps << " ops.\n\n"
+     << "## Composite functions\n\n"
+     << "Built from the ops above (autograd differentiates them through those ops), with a policy of\n"
+     << "their own from `ops/composite_list.def`, applied to their inputs before they are widened to\n"
+     << "f32 (ops/composite.h); `set_policy` does not reach them.\n\n"
+     << "| function | policy | f16 autocast | bf16 autocast |\n"
+     << "|---|---|---|---|\n";
+  for (const detail::CompositeDesc& d : detail::composite_functions()) {
+    os << "| `" << d.name << "` | " << policy_name(d.policy) << " | " << autocast_input(d.policy, "f16") << " | "
+       << autocast_input(d.policy, "bf16") << " |\n";
+  }
   return os.str();
 }
 
