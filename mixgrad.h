@@ -40,3 +40,4 @@
 #include "mixgrad/ops/margin_losses.h"    // margin, embedding, triplet and likelihood losses
 #include "mixgrad/ops/norm.h"             // layer/rms/batch/group norm, embedding, dropout
 #include "mixgrad/ops/ops.h"              // elementwise, reductions, linear algebra, views, indexing
+#include "mixgrad/ops/pad.h"              // pad (constant, reflect, replicate, circular)

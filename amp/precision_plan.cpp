@@ -37,6 +37,8 @@ int optimizer_buffers(const optim::Optimizer& opt) {
   if (opt.name() == "SGD") return option("momentum") != 0.0 ? 1 : 0;
   if (opt.name() == "Adam" || opt.name() == "AdamW") return option("amsgrad") != 0.0 ? 3 : 2;
   if (opt.name() == "LAMB") return 2;
+  if (opt.name() == "RMSprop") return 1 + (option("centered") != 0.0 ? 1 : 0) + (option("momentum") > 0.0 ? 1 : 0);
+  if (opt.name() == "Adagrad") return 1;
   return 0;
 }
 

@@ -76,6 +76,20 @@ void Conv2d::reset_parameters() { reset_conv(weight, bias); }
 
 Tensor Conv2d::forward(const Tensor& x) {
   const Options& o = options_;
+  if (o.padding_mode != PadMode::Constant) {
+    // Padded by the mode first, then convolved with no padding; "same" splits each dim's total
+    // dil (k - 1) as PyTorch: the smaller half before, the larger after.
+    const Size2 p = o.padding;
+    check_input(layer_name(), x, o.in, weight, o.padding_same ? Size2(1) : o.kernel, p, o.padding_same ? Size2(1) : o.dilation,
+                false);
+    std::vector<int64_t> amounts{p.w, p.w, p.h, p.h};
+    if (o.padding_same) {
+      const int64_t th = o.dilation.h * (o.kernel.h - 1), tw = o.dilation.w * (o.kernel.w - 1);
+      amounts = {tw / 2, tw - tw / 2, th / 2, th - th / 2};
+    }
+    const Tensor padded = pad(x, amounts, o.padding_mode);
+    return conv2d(padded, weight, bias, op_options(o.stride, Size2(0), o.dilation, o.groups));
+  }
   if (o.padding_same) {
     check_input(layer_name(), x, o.in, weight, Size2(1), o.padding, Size2(1), false);
     return conv2d_same(x, weight, bias, o.dilation.array(), o.groups);
@@ -87,7 +101,8 @@ Tensor Conv2d::forward(const Tensor& x) {
 std::string Conv2d::extra_repr() const {
   const Options& o = options_;
   return geometry_repr(o.in, o.out, o.kernel, o.stride, o.padding, o.dilation, o.groups, o.bias) +
-         (o.padding_same ? ", padding=same" : "");
+         (o.padding_same ? ", padding=same" : "") +
+         (o.padding_mode != PadMode::Constant ? str_cat(", padding_mode=", pad_mode_name(o.padding_mode)) : "");
 }
 
 ConvTranspose2d::ConvTranspose2d(Options o) : UnaryModule("ConvTranspose2d"), options_(o) {

@@ -5,6 +5,7 @@
 #pragma once
 #include "mixgrad/nn/module.h"
 #include "mixgrad/nn/size2.h"
+#include "mixgrad/ops/pad.h"
 
 namespace mg::nn {
 
@@ -18,6 +19,9 @@ struct Conv2dOptions {
   int64_t groups = 1;   // must divide in and out
   bool bias = true;
   bool padding_same = false;  // PyTorch's padding="same" (stride 1; `padding` must stay 0): H, W kept
+  // What the padding holds: Constant = zeros (PyTorch's "zeros"), or Reflect, Replicate, Circular
+  // (the input is padded by ops/pad.h first, then convolved without padding, as PyTorch does).
+  PadMode padding_mode = PadMode::Constant;
 };
 
 // y [N, out, Ho, Wo] = conv2d(x [N, in, H, W], weight [out, in/groups, kH, kW]) + bias [out];

@@ -14,6 +14,7 @@
 #include "mixgrad/nn/linear.h"
 #include "mixgrad/nn/loss.h"
 #include "mixgrad/nn/margin_loss.h"
+#include "mixgrad/nn/padding.h"
 #include "mixgrad/nn/module.h"
 #include "mixgrad/nn/normalization.h"
 #include "mixgrad/nn/pooling.h"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/ops.h"
@@ -17,7 +18,7 @@ const std::vector<CompositeDesc>& composite_functions() {
   return list;
 }
 
-CompositeInputs composite_inputs(const char* name, Tensors inputs) {
+CompositeInputs composite_inputs(const char* name, Tensors inputs, std::initializer_list<std::size_t> labels) {
   const auto& list = composite_functions();
   const auto it = std::find_if(list.begin(), list.end(), [&](const CompositeDesc& d) { return std::strcmp(d.name, name) == 0; });
   MG_ASSERT(it != list.end(), name, " is not in ops/composite_list.def");
@@ -31,10 +32,18 @@ CompositeInputs composite_inputs(const char* name, Tensors inputs) {
   }
   MG_CHECK(!floating.empty(), DTypeError, name, ": expected a floating input, got ", describe(inputs[0]));
   apply_autocast(policy, name, floating);
-  DType result = floating[0].dtype();
-  for (const Tensor& t : floating) result = promote_types(result, t.dtype());
-  const DType math = result == DType::F64 ? DType::F64 : DType::F32;
-  CompositeInputs c{{}, result};
+  // The result dtype: promoted over the floating inputs that are not labels (all of them if every
+  // floating input is a label).
+  std::optional<DType> result;
+  for (std::size_t i = 0, f = 0; i < inputs.size(); ++i) {
+    if (!is_floating(inputs[i].dtype())) continue;
+    const DType d = floating[f++].dtype();
+    if (std::find(labels.begin(), labels.end(), i) != labels.end()) continue;
+    result = result ? promote_types(*result, d) : d;
+  }
+  if (!result) result = floating[0].dtype();
+  const DType math = *result == DType::F64 ? DType::F64 : DType::F32;
+  CompositeInputs c{{}, *result};
   std::size_t next = 0;
   for (const Tensor& t : inputs) {
     const Tensor& src = is_floating(t.dtype()) ? floating[next++] : t;

@@ -5,7 +5,8 @@
 //
 // The decisions a reader must know: each is declared with its policy in ops/composite_list.def
 // (listed in docs/ops.md). The inputs go through apply_autocast — the dispatcher's one autocast
-// function — with that policy (PyTorch lists these functions as fp32), and are
+// function — with that policy (fp32: PyTorch's autocast lists most of them, and runs the rest
+// from ops it lists as fp32 or computes in their input dtype), and are
 // then widened to opmath (f32; f64 stays f64) by differentiable casts, so every intermediate is
 // f32 and the result is rounded once to the result dtype: the numerics contract of the table
 // losses (DESIGN §3), which compute in opmath inside their kernels. Not in the op list, so
@@ -14,6 +15,7 @@
 //   const detail::CompositeInputs c = detail::composite_inputs("soft_margin_loss", {input, target});
 //   return detail::round_result(detail::reduce_composite(softplus(-(c.math[1] * c.math[0])), reduction), c);
 #pragma once
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -28,9 +30,11 @@ struct CompositeInputs {
   DType result;   // the dtype the function returns: the promoted floating dtype after autocast
 };
 // Checks the inputs are defined and one at least floating, applies autocast with the policy
-// ops/composite_list.def gives `name`, and widens the floating ones to opmath (integer and bool
-// inputs, such as +-1 labels, are converted to opmath too and take no part in the result dtype).
-CompositeInputs composite_inputs(const char* name, Tensors inputs);
+// ops/composite_list.def gives `name`, and widens the floating ones to opmath. Integer and bool
+// inputs, and the floating ones listed in `labels` (positions of label-like inputs, such as a +-1
+// target, whose dtype PyTorch's result does not follow), are converted to opmath too but take no
+// part in the result dtype.
+CompositeInputs composite_inputs(const char* name, Tensors inputs, std::initializer_list<std::size_t> labels = {});
 
 struct CompositeDesc {
   const char* name;

@@ -27,6 +27,11 @@ Tensor finish(const Tensor& per_element, Reduction reduction, const CompositeInp
 
 Tensor zeros_of(const Tensor& like) { return scalar_like(0.0, like); }
 
+// A tensor of the input's shape, dtype and device holding `value` (no gradient).
+Tensor full_like_value(const Tensor& like, double value) {
+  return full(like.shape(), value, {.dtype = like.dtype(), .device = like.device()});
+}
+
 void check_same_shape(const char* name, const Tensor& input, const Tensor& target) {
   MG_CHECK(input.shape() == target.shape(), ShapeError, name, ": expected input and target of the same shape, got ",
            describe(input), " and ", describe(target));
@@ -70,7 +75,7 @@ Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, double ma
   detail::check_plain_reduction(kName, reduction);
   MG_CHECK(input.defined() && target.defined(), Error, kName, ": got an undefined tensor");
   check_same_shape(kName, input, target);
-  const CompositeInputs c = composite_inputs(kName, {input, target.detach()});
+  const CompositeInputs c = composite_inputs(kName, {input, target.detach()}, /*labels=*/{1});
   const Tensor& x = c.math[0];
   const Tensor& y = c.math[1];
   const Tensor zero = zeros_of(x);
@@ -85,7 +90,7 @@ Tensor soft_margin_loss(const Tensor& input, const Tensor& target, Reduction red
   detail::check_plain_reduction(kName, reduction);
   MG_CHECK(input.defined() && target.defined(), Error, kName, ": got an undefined tensor");
   check_same_shape(kName, input, target);
-  const CompositeInputs c = composite_inputs(kName, {input, target});
+  const CompositeInputs c = composite_inputs(kName, {input, target}, /*labels=*/{1});
   // log(1 + exp(-y x)); softplus switches to its argument past 20, where PyTorch's log1p(exp())
   // differs by less than e^-20 and overflows to inf past 88 (f32).
   return finish(softplus(-(c.math[0] * c.math[1])), reduction, c);
@@ -101,14 +106,16 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& t
            describe(x2));
   MG_CHECK(target.dim() == x1.dim() - 1, ShapeError, kName, ": expected a target of ", x1.dim() - 1,
            " dims (one label per row), got ", describe(target), " for x1 ", describe(x1));
-  const CompositeInputs c = composite_inputs(kName, {x1, x2, target.detach()});
+  const CompositeInputs c = composite_inputs(kName, {x1, x2, target.detach()}, /*labels=*/{2});
   const Tensor& a = c.math[0];
   const Tensor& b = c.math[1];
   const Tensor& y = c.math[2];
   const int64_t d = x1.dim() - 1;
   constexpr double kEpsilon = 1e-12;  // ATen's EPSILON, added to each squared magnitude
   const Tensor prod = sum(a * b, {d});
-  const Tensor mag = sqrt((sum(a * a, {d}) + kEpsilon) * (sum(b * b, {d}) + kEpsilon));
+  // sqrt of each factor (ATen takes the root of their product, which overflows f32 already when
+  // each squared magnitude is past 1.8e19).
+  const Tensor mag = sqrt(sum(a * a, {d}) + kEpsilon) * sqrt(sum(b * b, {d}) + kEpsilon);
   const Tensor cos = prod / mag;
   const Tensor zero = zeros_of(cos);
   const Tensor pos = where(eq(y, scalar_like(1.0, y)), 1.0 - cos, zero);
@@ -209,16 +216,25 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
   MG_CHECK(input.defined() && target.defined() && var.defined(), Error, kName, ": got an undefined tensor");
   MG_CHECK(eps >= 0.0, Error, kName, ": eps must be >= 0, got ", eps);
   check_same_shape(kName, input, target);
-  // var: the input's shape; the input's with the last dim 1; or the input's without the last dim.
+  // var (PyTorch 2.15's rule): the input's shape; or the input's without the last dim (one variance
+  // per row); or the input's shape with exactly one dim of size 1 (broadcast along it).
   const Shape& xs = input.shape();
+  const Shape& vs = var.shape();
   Shape without_last = xs;
   if (!without_last.empty()) without_last.pop_back();
-  Shape last_one = xs;
-  if (!last_one.empty()) last_one.back() = 1;
-  const bool one_per_row = var.shape() == without_last && var.shape() != xs;
-  MG_CHECK(var.shape() == xs || var.shape() == last_one || one_per_row, ShapeError, kName,
-           ": expected var of the input's shape ", shape_str(xs), ", or ", shape_str(last_one), ", or ",
-           shape_str(without_last), " (one variance per row), got ", describe(var));
+  const bool one_per_row = vs != xs && vs == without_last;
+  int64_t mismatched = 0, mismatched_ones = 0;
+  if (vs.size() == xs.size()) {
+    for (std::size_t k = 0; k < xs.size(); ++k) {
+      if (vs[k] == xs[k]) continue;
+      ++mismatched;
+      if (vs[k] == 1) ++mismatched_ones;
+    }
+  }
+  const bool one_dim_broadcast = vs.size() == xs.size() && mismatched == 1 && mismatched_ones == 1;
+  MG_CHECK(vs == xs || one_per_row || one_dim_broadcast, ShapeError, kName, ": expected var of the input's shape ",
+           shape_str(xs), ", of it without the last dim ", shape_str(without_last),
+           ", or of it with one dim of size 1; got ", describe(var));
   if (var.device().is_cpu()) {
     // A negative variance is an error, as PyTorch's; checked on the CPU only (a host read on CUDA).
     NoGradGuard no_grad;
@@ -236,6 +252,13 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
   Tensor loss = 0.5 * (log(vc) + d * d / vc);
   if (full) loss = loss + 0.5 * std::log(2.0 * std::numbers::pi);
   return finish(loss, reduction, c);
+}
+
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, double var, bool full, double eps,
+                         Reduction reduction) {
+  MG_CHECK(input.defined(), Error, "gaussian_nll_loss: got an undefined tensor");
+  MG_CHECK(!(var < 0.0), Error, "gaussian_nll_loss: var has a negative value (", var, "); variances must be >= 0");
+  return gaussian_nll_loss(input, target, full_like_value(input, var), full, eps, reduction);
 }
 
 }  // namespace mg

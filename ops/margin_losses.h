@@ -1,7 +1,8 @@
 // The margin, embedding and likelihood losses of torch.nn.functional that are not in the op list:
 // built from public ops under the fp32 autocast policy (ops/composite.h), differentiable (double
 // backward included), on every device. The loss is computed in f32 (f64 for f64 inputs) and
-// returned in the inputs' promoted dtype (f32 under autocast), rounded once. Reduction: None,
+// returned in the inputs' promoted dtype (f32 under autocast), rounded once; as PyTorch's, the
+// +-1 targets of hinge_embedding, soft_margin and cosine_embedding do not widen it. Reduction: None,
 // Mean (over every element of the per-element loss) or Sum; BatchMean is refused.
 //
 //   mg::Tensor l = mg::triplet_margin_loss(anchor, positive, negative);  // [N, D] each -> []
@@ -48,10 +49,13 @@ Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, co
 Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input = true, bool full = false,
                         double eps = 1e-8, Reduction reduction = Reduction::Mean);
 // Gaussian negative log likelihood: (log(max(var, eps)) + (x - y)^2 / max(var, eps)) / 2 (+ log(2 pi) / 2
-// with full). var has the input's shape, or it with the last dim 1, or it without the last dim
-// (one variance per row); every var must be >= 0 (checked on the CPU). The clamp at eps passes the
-// gradient straight through, as PyTorch's.
+// with full). var has the input's shape, or it without the last dim (one variance per row), or it
+// with one dim of size 1 (shared along that dim), as PyTorch 2.15; or one number for every element.
+// Every var must be >= 0 (checked on the CPU). The clamp at eps passes the gradient straight
+// through, as PyTorch's.
 Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, bool full = false,
+                         double eps = 1e-6, Reduction reduction = Reduction::Mean);
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, double var, bool full = false,
                          double eps = 1e-6, Reduction reduction = Reduction::Mean);
 
 }  // namespace mg

@@ -39,9 +39,9 @@ void save_child_states(StateDict& s, const std::vector<std::unique_ptr<LRSchedul
   }
 }
 
-// Every child's part is found and names that child's kind before any child is loaded.
-void load_child_states(const StateDict& s, const std::vector<std::unique_ptr<LRScheduler>>& children,
-                       const std::string& owner) {
+// Each child's part of a composite's state, found and naming that child's kind.
+std::vector<StateDict> child_parts(const StateDict& s, const std::vector<std::unique_ptr<LRScheduler>>& children,
+                                   const std::string& owner) {
   std::vector<StateDict> parts;
   for (std::size_t i = 0; i < children.size(); ++i) {
     const std::string prefix = "schedulers." + std::to_string(i) + ".";
@@ -56,12 +56,25 @@ void load_child_states(const StateDict& s, const std::vector<std::unique_ptr<LRS
              name->second, ", not ", children[i]->name());
     parts.push_back(std::move(part));
   }
+  return parts;
+}
+
+void check_child_states(const StateDict& s, const std::vector<std::unique_ptr<LRScheduler>>& children,
+                        const std::string& owner) {
+  const std::vector<StateDict> parts = child_parts(s, children, owner);
+  for (std::size_t i = 0; i < children.size(); ++i) children[i]->check_state_dict(parts[i]);
+}
+
+// Called after check_child_states accepted every part.
+void load_child_states(const StateDict& s, const std::vector<std::unique_ptr<LRScheduler>>& children,
+                       const std::string& owner) {
+  const std::vector<StateDict> parts = child_parts(s, children, owner);
   for (std::size_t i = 0; i < children.size(); ++i) children[i]->load_state_dict(parts[i]);
 }
 
 // The children of a composite scheduler: at least one, none null, all on `optimizer`.
-void check_children(const std::vector<std::unique_ptr<LRScheduler>>& children, const Optimizer& optimizer,
-                    const char* owner) {
+void check_child_list(const std::vector<std::unique_ptr<LRScheduler>>& children, const Optimizer& optimizer,
+                      const char* owner) {
   MG_CHECK(!children.empty(), Error, owner, ": expected at least one scheduler, got none");
   for (std::size_t i = 0; i < children.size(); ++i) {
     MG_CHECK(children[i] != nullptr, Error, owner, ": scheduler ", i, " is null");
@@ -122,21 +135,33 @@ void LRScheduler::restart() {
   step();
 }
 
-void LRScheduler::load_state_dict(const StateDict& s) {
+void LRScheduler::check_state_dict(const StateDict& s) const {
   const std::string owner = name_ + ": load_state_dict";
   const std::string& saved = s.string_at(owner, "scheduler");
   MG_CHECK(saved == name_, Error, owner, ": the state belongs to a ", saved, " scheduler, not ", name_);
   const int64_t n = s.int_at(owner, "num_groups");
   MG_CHECK(n == int64_t(base_lrs_.size()), Error, owner, ": the state has ", n,
            " param groups but the scheduler has ", base_lrs_.size());
+  MG_CHECK(s.int_at(owner, "last_epoch") >= -1, Error, owner, ": last_epoch must be >= -1, got ",
+           s.int_at(owner, "last_epoch"));
+  for (int64_t g = 0; g < n; ++g) {
+    s.float_at(owner, "base_lr." + std::to_string(g));
+    s.float_at(owner, "last_lr." + std::to_string(g));
+  }
+  check_children(s);
+}
+
+void LRScheduler::load_state_dict(const StateDict& s) {
+  check_state_dict(s);  // every part of a composite's too: a refusal changes nothing
+  const std::string owner = name_ + ": load_state_dict";
+  const int64_t n = s.int_at(owner, "num_groups");
   const int64_t last_epoch = s.int_at(owner, "last_epoch");
-  MG_CHECK(last_epoch >= -1, Error, owner, ": last_epoch must be >= -1, got ", last_epoch);
   std::vector<double> base(static_cast<std::size_t>(n)), last(static_cast<std::size_t>(n));
   for (int64_t g = 0; g < n; ++g) {
     base[g] = s.float_at(owner, "base_lr." + std::to_string(g));
     last[g] = s.float_at(owner, "last_lr." + std::to_string(g));
   }
-  load_children(s);  // before anything of this one changes: a child's refusal leaves it as it was
+  load_children(s);
   base_lrs_ = std::move(base);
   last_lr_ = std::move(last);
   last_epoch_ = last_epoch;
@@ -481,35 +506,43 @@ std::vector<double> PolynomialLR::compute_lrs() {
 
 // ---- CyclicLR ----
 
-CyclicLR::CyclicLR(Optimizer& optimizer, CyclicLROptions options)
-    : LRScheduler(optimizer, "CyclicLR"), options_(std::move(options)) {
-  CyclicLROptions& o = options_;
-  std::vector<ParamGroup>& groups = optimizer_.param_groups();
+Optimizer& CyclicLR::start_at_base_lrs(Optimizer& optimizer, const CyclicLROptions& o) {
+  // Every check first: a refused schedule leaves the optimizer as it was.
+  std::vector<ParamGroup>& groups = optimizer.param_groups();
   const std::vector<double> base = per_group(o.base_lr, groups.size(), "CyclicLR", "base_lr");
-  max_lrs_ = per_group(o.max_lr, groups.size(), "CyclicLR", "max_lr");
+  per_group(o.max_lr, groups.size(), "CyclicLR", "max_lr");
   MG_CHECK(o.step_size_up > 0, Error, "CyclicLR: step_size_up must be > 0, got ", o.step_size_up);
-  if (o.step_size_down == -1) o.step_size_down = o.step_size_up;
-  MG_CHECK(o.step_size_down >= 0, Error, "CyclicLR: step_size_down must be >= 0 (or -1: as step_size_up), got ",
-           o.step_size_down);
+  MG_CHECK(o.step_size_down >= 0 || o.step_size_down == -1, Error,
+           "CyclicLR: step_size_down must be >= 0 (or -1: as step_size_up), got ", o.step_size_down);
   MG_CHECK(o.gamma > 0.0, Error, "CyclicLR: gamma must be > 0, got ", o.gamma);
-  if (!o.scale_fn) o.scale_mode = o.mode == CyclicMode::ExpRange ? ScaleMode::Iterations : ScaleMode::Cycle;
   if (o.cycle_momentum) {
-    momentum_key_ = momentum_option(optimizer_, "CyclicLR");
+    momentum_option(optimizer, "CyclicLR");
     MG_CHECK(o.base_momentum >= 0.0 && o.base_momentum < 1.0 && o.max_momentum >= 0.0 && o.max_momentum < 1.0,
              Error, "CyclicLR: base_momentum and max_momentum must be in [0, 1), got ", o.base_momentum, " and ",
              o.max_momentum);
   }
-  // As PyTorch: every group starts at its base lr (and the top momentum); "initial_lr" was recorded
-  // by the base constructor from the lr before (a group that had one keeps it).
+  for (std::size_t g = 0; g < groups.size(); ++g) groups[g].set_lr(base[g]);
+  return optimizer;
+}
+
+CyclicLR::CyclicLR(Optimizer& optimizer, CyclicLROptions options)
+    : LRScheduler(start_at_base_lrs(optimizer, options), "CyclicLR"), options_(std::move(options)) {
+  CyclicLROptions& o = options_;
+  std::vector<ParamGroup>& groups = optimizer_.param_groups();
+  max_lrs_ = per_group(o.max_lr, groups.size(), "CyclicLR", "max_lr");
+  if (o.step_size_down == -1) o.step_size_down = o.step_size_up;
+  if (!o.scale_fn) o.scale_mode = o.mode == CyclicMode::ExpRange ? ScaleMode::Iterations : ScaleMode::Cycle;
+  if (o.cycle_momentum) momentum_key_ = momentum_option(optimizer_, "CyclicLR");
+  // As PyTorch: every group started at its base lr before the base constructor recorded it as
+  // "initial_lr" (a group that had one keeps it), and starts at the top momentum.
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    groups[g].set_lr(base[g]);
     if (o.cycle_momentum) {
       groups[g].set_option(momentum_key_, o.max_momentum);
       groups[g].set_option("max_momentum", o.max_momentum);
       groups[g].set_option("base_momentum", o.base_momentum);
     }
   }
-  base_lrs_ = base;
+  base_lrs_ = per_group(o.base_lr, groups.size(), "CyclicLR", "base_lr");
   initial_step();
 }
 
@@ -548,7 +581,7 @@ std::vector<double> CyclicLR::compute_lrs() {
 
 ChainedScheduler::ChainedScheduler(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedulers)
     : LRScheduler(optimizer, "ChainedScheduler"), schedulers_(std::move(schedulers)) {
-  check_children(schedulers_, optimizer, "ChainedScheduler");
+  check_child_list(schedulers_, optimizer, "ChainedScheduler");
   initial_step();
 }
 
@@ -564,13 +597,14 @@ std::vector<double> ChainedScheduler::compute_lrs() {
 
 void ChainedScheduler::save_children(StateDict& s) const { save_child_states(s, schedulers_); }
 void ChainedScheduler::load_children(const StateDict& s) { load_child_states(s, schedulers_, "ChainedScheduler"); }
+void ChainedScheduler::check_children(const StateDict& s) const { check_child_states(s, schedulers_, "ChainedScheduler"); }
 
 // ---- SequentialLR ----
 
 SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedulers,
                            std::vector<int64_t> milestones)
     : LRScheduler(optimizer, "SequentialLR"), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
-  check_children(schedulers_, optimizer, "SequentialLR");
+  check_child_list(schedulers_, optimizer, "SequentialLR");
   MG_CHECK(milestones_.size() + 1 == schedulers_.size(), Error, "SequentialLR: expected one milestone fewer than the ",
            schedulers_.size(), " schedulers, got ", milestones_.size());
   for (std::size_t i = 0; i < milestones_.size(); ++i) {
@@ -594,5 +628,6 @@ std::vector<double> SequentialLR::compute_lrs() {
 
 void SequentialLR::save_children(StateDict& s) const { save_child_states(s, schedulers_); }
 void SequentialLR::load_children(const StateDict& s) { load_child_states(s, schedulers_, "SequentialLR"); }
+void SequentialLR::check_children(const StateDict& s) const { check_child_states(s, schedulers_, "SequentialLR"); }
 
 }  // namespace mg::optim

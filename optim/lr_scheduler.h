@@ -52,11 +52,14 @@ class LRScheduler {
   // on a mismatch) and does not write the groups' lr (the optimizer's state dict restores it).
   StateDict state_dict() const;
   void load_state_dict(const StateDict& state);
+  // Throws as load_state_dict would (a composite: for every part) and changes nothing.
+  void check_state_dict(const StateDict& state) const;
 
  protected:
   // What a scheduler holding others adds to its state dict, and reads back (SequentialLR).
   virtual void save_children(StateDict&) const {}
   virtual void load_children(const StateDict&) {}
+  virtual void check_children(const StateDict&) const {}
   // Records "initial_lr" = "lr" in every group that has none, and the base lrs.
   LRScheduler(Optimizer& optimizer, std::string name);
   // Step 0: called at the end of the most-derived constructor.
@@ -353,6 +356,9 @@ class CyclicLR final : public LRScheduler {
 
  private:
   double scale(double cycle, double t) const;
+  // Sets every group's lr to its base lr and returns the optimizer: run before the base
+  // constructor, so "initial_lr" is the base lr, as PyTorch's.
+  static Optimizer& start_at_base_lrs(Optimizer& optimizer, const CyclicLROptions& options);
 
   CyclicLROptions options_;
   std::vector<double> max_lrs_;  // per group
@@ -378,6 +384,7 @@ class ChainedScheduler final : public LRScheduler {
   std::vector<double> compute_lrs() override;
   void save_children(StateDict& s) const override;
   void load_children(const StateDict& s) override;
+  void check_children(const StateDict& s) const override;
 
  private:
   std::vector<std::unique_ptr<LRScheduler>> schedulers_;
@@ -403,6 +410,7 @@ class SequentialLR final : public LRScheduler {
   std::vector<double> compute_lrs() override;
   void save_children(StateDict& s) const override;
   void load_children(const StateDict& s) override;
+  void check_children(const StateDict& s) const override;
 
  private:
   std::vector<std::unique_ptr<LRScheduler>> schedulers_;

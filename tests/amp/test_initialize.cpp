@@ -582,6 +582,16 @@ TEST_CASE("amp: the precision plan lists dtypes, masters and memory", "[amp][ini
   INFO(plan1);
   CHECK_THAT(plan1, Catch::Matchers::Contains("autocast        : on (f16)"));
   CHECK_THAT(plan1, Catch::Matchers::Contains("master weights  : none"));
+  amp::reset();
+
+  // RMSprop's buffers follow its options; Adagrad keeps one.
+  auto net2 = std::make_shared<nn::models::ResNet>(nn::models::ResNetConfig::cifar(8, 1, 10));
+  optim::RMSprop rms(net2->parameters(), {.lr = 0.01, .momentum = 0.9, .centered = true});
+  CHECK_THAT(amp::precision_plan(*net2, &rms), Catch::Matchers::Contains("RMSprop: 3 f32 buffers per parameter"));
+  optim::RMSprop plain(net2->parameters(), {.lr = 0.01});
+  CHECK_THAT(amp::precision_plan(*net2, &plain), Catch::Matchers::Contains("RMSprop: 1 f32 buffer per parameter"));
+  optim::Adagrad ada(net2->parameters(), {.lr = 0.01});
+  CHECK_THAT(amp::precision_plan(*net2, &ada), Catch::Matchers::Contains("Adagrad: 1 f32 buffer per parameter"));
 }
 
 TEST_CASE("amp: the dynamic loss scale starts at min(max_loss_scale, 2^16), raised to min_loss_scale",

@@ -321,3 +321,32 @@ TEST_CASE("margin losses and distances: CUDA equals the CPU (values and input gr
     for (std::size_t i = 0; i < wg.size(); ++i) CHECK(gg[i] == Approx(wg[i]).epsilon(1e-5).margin(1e-6));
   }
 }
+
+TEST_CASE("gaussian_nll_loss: var with one dim of size 1, one per row, or one number, and label targets keep the dtype",
+          "[ops][loss]") {
+  manual_seed(5);
+  const Tensor x = randn({4, 3, 5}), y = randn({4, 3, 5});
+  const Tensor v = rand({4, 1, 5}) + 0.1;
+  const Tensor expanded = contiguous(expand(v, {4, 3, 5}));
+  CHECK(test::values(gaussian_nll_loss(x, y, v, true, 1e-6, Reduction::None)) ==
+        test::values(gaussian_nll_loss(x, y, expanded, true, 1e-6, Reduction::None)));
+  const Tensor first = rand({1, 3, 5}) + 0.1;
+  CHECK(test::values(gaussian_nll_loss(x, y, first)) ==
+        test::values(gaussian_nll_loss(x, y, contiguous(expand(first, {4, 3, 5})))));
+  const Tensor rows = rand({4, 3}) + 0.1;
+  CHECK(test::values(gaussian_nll_loss(x, y, rows)) ==
+        test::values(gaussian_nll_loss(x, y, contiguous(expand(unsqueeze(rows, -1), {4, 3, 5})))));
+  CHECK(test::values(gaussian_nll_loss(x, y, 0.5)) == test::values(gaussian_nll_loss(x, y, full({4, 3, 5}, 0.5))));
+  MG_REQUIRE_ERROR(gaussian_nll_loss(x, y, rand({4, 1, 1})),
+                   "gaussian_nll_loss: expected var of the input's shape [4, 3, 5], of it without the last dim [4, 3], "
+                   "or of it with one dim of size 1; got [4, 1, 1] f32 cpu");
+  MG_REQUIRE_ERROR(gaussian_nll_loss(x, y, -1.0), "gaussian_nll_loss: var has a negative value (-1)");
+  // PyTorch's result dtypes: a +-1 target does not widen a bf16 input's loss (it does in margin_ranking).
+  const Tensor hb = to(randn({3, 4}), DType::BF16);
+  const Tensor pm = sign(randn({3, 4}));
+  CHECK(hinge_embedding_loss(hb, pm).dtype() == DType::BF16);
+  CHECK(soft_margin_loss(hb, pm).dtype() == DType::BF16);
+  CHECK(cosine_embedding_loss(to(hb, DType::F32), to(hb, DType::F32), to(sign(randn({3})), DType::F64)).dtype() ==
+        DType::F32);
+  CHECK(margin_ranking_loss(hb, hb, pm).dtype() == DType::F32);
+}

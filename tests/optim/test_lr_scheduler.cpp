@@ -368,6 +368,15 @@ TEST_CASE("ExponentialLR, CosineAnnealingLR (alone, past two periods, chained), 
                                        .scale_mode = optim::ScaleMode::Iterations, .cycle_momentum = false}));
          return v;
        }},
+      {"sequential_cyclic_constant", [](optim::Optimizer& o) {
+         std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+         parts.push_back(std::make_unique<optim::CyclicLR>(
+             o, optim::CyclicLROptions{.base_lr = {0.01}, .max_lr = {0.1}, .step_size_up = 2, .cycle_momentum = false}));
+         parts.push_back(std::make_unique<optim::ConstantLR>(o, optim::ConstantLROptions{.factor = 0.5, .total_iters = 2}));
+         std::vector<std::unique_ptr<optim::LRScheduler>> v;
+         v.push_back(std::make_unique<optim::SequentialLR>(o, std::move(parts), std::vector<int64_t>{3}));
+         return v;
+       }},
       {"chained_constant_exponential", [](optim::Optimizer& o) {
          std::vector<std::unique_ptr<optim::LRScheduler>> parts;
          parts.push_back(std::make_unique<optim::ConstantLR>(o, optim::ConstantLROptions{.factor = 0.1, .total_iters = 2}));
@@ -458,8 +467,11 @@ TEST_CASE("CyclicLR cycles SGD's momentum and Adam's beta1 as PyTorch 2.15", "[o
   optim::Adagrad adagrad({p});
   MG_REQUIRE_ERROR(optim::CyclicLR(adagrad, {.base_lr = {0.1}, .max_lr = {1}}),
                    "CyclicLR: cycle_momentum needs an optimizer with a 'momentum' or 'beta1' option; Adagrad has neither");
+  CHECK(adagrad.param_groups()[0].lr() == 0.01);  // refused before anything changed
+  CHECK(!adagrad.param_groups()[0].has_option("initial_lr"));
   optim::CyclicLR no_momentum(adagrad, {.base_lr = {0.1}, .max_lr = {1}, .cycle_momentum = false});
   CHECK(adagrad.param_groups()[0].lr() == 0.1);
+  CHECK(adagrad.param_groups()[0].option("initial_lr") == 0.1);  // the base lr, as PyTorch's (the lr was 0.01)
 }
 
 TEST_CASE("ChainedScheduler: a resume continues every scheduler, and bad arguments are refused", "[optim][lr_scheduler]") {
@@ -500,6 +512,15 @@ TEST_CASE("ChainedScheduler: a resume continues every scheduler, and bad argumen
   const int64_t before = s2->schedulers()[1]->last_epoch();
   MG_REQUIRE_ERROR(s2->load_state_dict(swapped), "ChainedScheduler: load_state_dict: scheduler 0 of the state is a StepLR, not LinearLR");
   CHECK(s2->schedulers()[1]->last_epoch() == before);  // nothing loaded
+  // A part that fails its own checks (here the second) leaves the first unloaded too.
+  StateDict bad_groups = s1->state_dict();
+  bad_groups.ints["schedulers.1.num_groups"] = 3;
+  const int64_t first_before = s2->schedulers()[0]->last_epoch();
+  for (int i = 0; i < 2; ++i) s1->step();
+  StateDict later = s1->state_dict();
+  later.ints["schedulers.1.num_groups"] = 3;
+  MG_REQUIRE_ERROR(s2->load_state_dict(later), "CyclicLR: load_state_dict: the state has 3 param groups but the scheduler has 1");
+  CHECK(s2->schedulers()[0]->last_epoch() == first_before);
 }
 
 TEST_CASE("SequentialLR: a resume continues every scheduler, and bad arguments are refused", "[optim][lr_scheduler]") {

@@ -27,8 +27,9 @@ struct MaxErr {
 };
 
 // Runs one reference case in `dtype` and checks every step and the final state.
-void run_reference_case(const test::ReferenceFile& f, const std::string& c, DType dtype, MaxErr& worst) {
-  const double rtol = dtype == DType::F64 ? kRtolF64 : kRtolF32;
+void run_reference_case(const test::ReferenceFile& f, const std::string& c, DType dtype, MaxErr& worst,
+                        double rtol_f32 = kRtolF32) {
+  const double rtol = dtype == DType::F64 ? kRtolF64 : rtol_f32;
   const int64_t kind = f.int_value(c + ".kind");
   const optim::OptionMap opt = test::options_with_prefix(f, c + ".opt.");
   const optim::OptionMap over = test::options_with_prefix(f, c + ".group1.");
@@ -174,7 +175,13 @@ TEST_CASE("optimizers: maximize, Adam's decoupled_weight_decay, RMSprop and Adag
     DYNAMIC_SECTION("case " << c) {
       MaxErr e;
       run_reference_case(f, c, DType::F64, e);
-      run_reference_case(f, c, DType::F32, e);
+      // Centered RMSprop divides by sqrt(sq - ga^2), a difference that cancels: PyTorch's own f32
+      // run of rmsprop_centered_momentum_maximize is 1.7e-6 off its f64 one in the momentum
+      // buffer, so f32 rounding (and its FMA contraction, which the sanitizer build changes) is
+      // allowed 1e-5 there.
+      const auto on = [&](const std::string& n) { return f.has(n) && f.f64_value(n) != 0.0; };
+      const bool centered = on(c + ".opt.centered") || on(c + ".group1.centered");
+      run_reference_case(f, c, DType::F32, e, centered ? 1e-5 : kRtolF32);
       test::report(c + " (f64)", e.f64);
       test::report(c + " (f32)", e.f32);
     }

@@ -69,6 +69,10 @@ cases = {
     "cyclic_scale_fn_iterations": run(lambda o: [torch.optim.lr_scheduler.CyclicLR(
         o, base_lr=0.01, max_lr=0.1, step_size_up=2, scale_fn=lambda x: 1.0 / (1.0 + 0.1 * x),
         scale_mode="iterations", cycle_momentum=False)]),
+    # CyclicLR sets the lr to base_lr before initial_lr is recorded: ConstantLR restarts from it.
+    "sequential_cyclic_constant": run(lambda o: [torch.optim.lr_scheduler.SequentialLR(
+        o, [torch.optim.lr_scheduler.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=2, cycle_momentum=False),
+            torch.optim.lr_scheduler.ConstantLR(o, factor=0.5, total_iters=2)], milestones=[3])]),
     "chained_constant_exponential": run(lambda o: [torch.optim.lr_scheduler.ChainedScheduler([
         torch.optim.lr_scheduler.ConstantLR(o, factor=0.1, total_iters=2),
         torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.9)])]),
