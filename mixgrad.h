@@ -35,6 +35,7 @@
 #include "mixgrad/ops/checkpoint.h"       // checkpoint: activations recomputed in backward
 #include "mixgrad/ops/custom_function.h"  // Function<Derived>: user-defined forward/backward
 #include "mixgrad/ops/conv.h"             // conv2d, conv_transpose2d, pooling
+#include "mixgrad/ops/conv1d.h"           // conv1d, conv_transpose1d, 1-D pooling
 #include "mixgrad/ops/distance.h"         // cosine_similarity, pairwise_distance
 #include "mixgrad/ops/loss.h"             // softmax, log_softmax, cross_entropy and the other losses
 #include "mixgrad/ops/margin_losses.h"    // margin, embedding, triplet and likelihood losses

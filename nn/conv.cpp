@@ -22,16 +22,6 @@ void check_geometry(const char* layer, int64_t in, int64_t out, const Size2& ker
            ") must divide in (", in, ") and out (", out, ")");
 }
 
-// Default init of a conv weight and bias (PyTorch's reset_parameters): kaiming_uniform(a = sqrt 5)
-// for the weight, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for the bias.
-void reset_conv(Tensor& weight, Tensor& bias) {
-  init::kaiming_uniform_(weight, {.a = std::sqrt(5.0)});
-  if (bias.defined()) {
-    const double bound = 1.0 / std::sqrt(static_cast<double>(init::fan_in_and_fan_out(weight).first));
-    init::uniform_(bias, -bound, bound);
-  }
-}
-
 mg::Conv2dOptions op_options(const Size2& stride, const Size2& padding, const Size2& dilation, int64_t groups) {
   return {.stride = stride.array(), .padding = padding.array(), .dilation = dilation.array(), .groups = groups};
 }
@@ -62,6 +52,20 @@ std::string geometry_repr(int64_t in, int64_t out, const Size2& kernel, const Si
 
 }  // namespace
 
+namespace detail {
+
+// Default init of a conv weight and bias (PyTorch's reset_parameters): kaiming_uniform(a = sqrt 5)
+// for the weight, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for the bias.
+void reset_conv(Tensor& weight, Tensor& bias) {
+  init::kaiming_uniform_(weight, {.a = std::sqrt(5.0)});
+  if (bias.defined()) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(init::fan_in_and_fan_out(weight).first));
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+}  // namespace detail
+
 Conv2d::Conv2d(Options o) : UnaryModule("Conv2d"), options_(o) {
   check_geometry("Conv2d", o.in, o.out, o.kernel, o.stride, o.padding, o.dilation, o.groups);
   MG_CHECK(!o.padding_same || (o.stride == Size2(1) && o.padding == Size2(0)), Error,
@@ -72,7 +76,7 @@ Conv2d::Conv2d(Options o) : UnaryModule("Conv2d"), options_(o) {
   reset_parameters();
 }
 
-void Conv2d::reset_parameters() { reset_conv(weight, bias); }
+void Conv2d::reset_parameters() { detail::reset_conv(weight, bias); }
 
 Tensor Conv2d::forward(const Tensor& x) {
   const Options& o = options_;
@@ -117,7 +121,7 @@ ConvTranspose2d::ConvTranspose2d(Options o) : UnaryModule("ConvTranspose2d"), op
   reset_parameters();
 }
 
-void ConvTranspose2d::reset_parameters() { reset_conv(weight, bias); }
+void ConvTranspose2d::reset_parameters() { detail::reset_conv(weight, bias); }
 
 Tensor ConvTranspose2d::forward(const Tensor& x) {
   const Options& o = options_;

@@ -77,4 +77,10 @@ class ConvTranspose2d : public UnaryModule {
   Options options_;
 };
 
+namespace detail {
+// PyTorch's default init of a conv weight (kaiming_uniform, a = sqrt 5) and bias
+// (U(-1/sqrt(fan_in), 1/sqrt(fan_in))), for weights of any rank (Conv1d/2d and the transposed ones).
+void reset_conv(Tensor& weight, Tensor& bias);
+}  // namespace detail
+
 }  // namespace mg::nn
