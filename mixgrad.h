@@ -37,6 +37,7 @@
 #include "mixgrad/ops/conv.h"             // conv2d, conv_transpose2d, pooling
 #include "mixgrad/ops/conv1d.h"           // conv1d, conv_transpose1d, 1-D pooling
 #include "mixgrad/ops/distance.h"         // cosine_similarity, pairwise_distance
+#include "mixgrad/ops/interpolate.h"      // interpolate (nearest, nearest-exact, linear, bilinear)
 #include "mixgrad/ops/loss.h"             // softmax, log_softmax, cross_entropy and the other losses
 #include "mixgrad/ops/margin_losses.h"    // margin, embedding, triplet and likelihood losses
 #include "mixgrad/ops/norm.h"             // layer/rms/batch/group norm, embedding, dropout

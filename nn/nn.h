@@ -20,3 +20,4 @@
 #include "mixgrad/nn/padding.h"
 #include "mixgrad/nn/pooling.h"
 #include "mixgrad/nn/transformer.h"
+#include "mixgrad/nn/upsample.h"

@@ -1,0 +1,141 @@
+#include "mixgrad/ops/interpolate.h"
+
+#include <cmath>
+
+#include "mixgrad/core/factory.h"
+#include "mixgrad/ops/composite.h"
+#include "mixgrad/ops/ops.h"
+
+namespace mg {
+
+namespace {
+
+// ATen's compute_scales_value: the scale from output to input positions, 1 / scale_factor when one
+// is passed to the kernel, else input / output.
+template <typename T>
+T scales_value(std::optional<double> scale_factor, int64_t in, int64_t out) {
+  return scale_factor && *scale_factor > 0.0 ? static_cast<T>(1.0 / *scale_factor) : static_cast<T>(in) / T(out);
+}
+
+// The source index of output i for the nearest modes (ATen's nearest_idx / nearest_exact_idx,
+// float arithmetic whatever the dtype).
+int64_t nearest_source(bool exact, int64_t i, int64_t in, int64_t out, std::optional<double> scale_factor) {
+  if (!exact && out == in) return i;
+  if (!exact && out == 2 * in) return i >> 1;
+  const float scale = scales_value<float>(scale_factor, in, out);
+  const float pos = exact ? static_cast<float>((double(i) + 0.5) * double(scale)) : float(i) * scale;
+  return std::min<int64_t>(static_cast<int64_t>(std::floor(pos)), in - 1);
+}
+
+// The two source indices and weights of output i for the linear modes (ATen's
+// compute_source_index_and_lambda in opmath T: float for f32/f16/bf16, double for f64).
+template <typename T>
+void linear_source(int64_t i, int64_t in, int64_t out, bool align_corners, std::optional<double> scale_factor,
+                   int64_t& i0, int64_t& i1, double& w0, double& w1) {
+  if (out == in) {
+    i0 = i1 = i;
+    w0 = 1.0;
+    w1 = 0.0;
+    return;
+  }
+  const T ratio = align_corners ? (out > 1 ? static_cast<T>(in - 1) / T(out - 1) : T(0))
+                                : scales_value<T>(scale_factor, in, out);
+  T src = align_corners ? ratio * T(i) : ratio * (T(i) + T(0.5)) - T(0.5);
+  if (!align_corners && src < T(0)) src = T(0);
+  i0 = std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<float>(src))), in - 1);
+  const T lambda1 = std::min(std::max(src - T(i0), T(0)), T(1));
+  i1 = i0 + (i0 < in - 1 ? 1 : 0);
+  w1 = double(lambda1);
+  w0 = double(T(1) - lambda1);
+}
+
+// A [1, ..., n, ..., 1] tensor of `values` along `dim` of a rank-`rank` tensor.
+Tensor along(const std::vector<double>& values, int64_t dim, int64_t rank, DType dtype, Device device) {
+  Shape s(std::size_t(rank), 1);
+  s[std::size_t(dim)] = int64_t(values.size());
+  return to(to(from_vector(values, s), dtype), device);
+}
+
+Tensor index_tensor(const std::vector<int64_t>& idx, Device device) { return to(from_vector(idx), device); }
+
+}  // namespace
+
+const char* interpolate_mode_name(InterpolateMode mode) {
+  switch (mode) {
+    case InterpolateMode::Nearest: return "nearest";
+    case InterpolateMode::NearestExact: return "nearest-exact";
+    case InterpolateMode::Linear: return "linear";
+    case InterpolateMode::Bilinear: return "bilinear";
+  }
+  return "?";
+}
+
+Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
+  MG_CHECK(x.defined(), Error, "interpolate: got an undefined tensor");
+  const bool linear = o.mode == InterpolateMode::Linear || o.mode == InterpolateMode::Bilinear;
+  if (o.mode == InterpolateMode::Linear) {
+    MG_CHECK(x.dim() == 3, ShapeError, "interpolate: linear expects x [N, C, L], got ", describe(x));
+  } else if (o.mode == InterpolateMode::Bilinear) {
+    MG_CHECK(x.dim() == 4, ShapeError, "interpolate: bilinear expects x [N, C, H, W], got ", describe(x));
+  } else {
+    MG_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError, "interpolate: ", interpolate_mode_name(o.mode),
+             " expects x [N, C, L] or [N, C, H, W], got ", describe(x));
+  }
+  MG_CHECK(linear || !o.align_corners.has_value(), Error,
+           "interpolate: align_corners is for linear and bilinear, not ", interpolate_mode_name(o.mode));
+  MG_CHECK(!o.size.empty() || !o.scale_factor.empty(), Error, "interpolate: give size or scale_factor");
+  MG_CHECK(o.size.empty() || o.scale_factor.empty(), Error, "interpolate: give size or scale_factor, not both");
+  const int64_t spatial = x.dim() - 2;
+  MG_CHECK(o.size.empty() || o.size.size() == 1 || int64_t(o.size.size()) == spatial, Error,
+           "interpolate: expected 1 or ", spatial, " sizes for ", describe(x), ", got ", o.size.size());
+  MG_CHECK(o.scale_factor.empty() || o.scale_factor.size() == 1 || int64_t(o.scale_factor.size()) == spatial, Error,
+           "interpolate: expected 1 or ", spatial, " scale factors for ", describe(x), ", got ", o.scale_factor.size());
+  const bool align_corners = o.align_corners.value_or(false);
+
+  // Per spatial dim: the output size and the scale factor the kernel sees (none with a size or
+  // recompute_scale_factor, as PyTorch).
+  std::vector<int64_t> out(static_cast<std::size_t>(spatial));
+  std::vector<std::optional<double>> kernel_scale(static_cast<std::size_t>(spatial));
+  for (int64_t d = 0; d < spatial; ++d) {
+    const int64_t in = x.size(2 + d);
+    if (!o.size.empty()) {
+      out[d] = o.size.size() == 1 ? o.size[0] : o.size[d];
+    } else {
+      const double f = o.scale_factor.size() == 1 ? o.scale_factor[0] : o.scale_factor[d];
+      MG_CHECK(f > 0.0 && std::isfinite(f), Error, "interpolate: scale factors must be finite and > 0, got ", f);
+      out[d] = static_cast<int64_t>(std::floor(double(in) * f));
+      if (!o.recompute_scale_factor) kernel_scale[d] = f;
+    }
+    MG_CHECK(out[d] > 0, Error, "interpolate: the output size must be positive, got ", out[d], " for dim ", 2 + d,
+             " of ", describe(x));
+    MG_CHECK(in > 0, ShapeError, "interpolate: expected a non-empty input, got ", describe(x));
+  }
+
+  const detail::CompositeInputs c = detail::composite_inputs("interpolate", {x});
+  Tensor y = c.math[0];
+  const bool f64 = y.dtype() == DType::F64;
+  // The last spatial dim first (W, then H), as ATen's kernels weight W inside H.
+  for (int64_t d = spatial - 1; d >= 0; --d) {
+    const int64_t dim = 2 + d, in = x.size(dim), n = out[d];
+    if (!linear) {
+      std::vector<int64_t> idx(static_cast<std::size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        idx[i] = nearest_source(o.mode == InterpolateMode::NearestExact, i, in, n, kernel_scale[d]);
+      }
+      y = index_select(y, dim, index_tensor(idx, y.device()));
+      continue;
+    }
+    std::vector<int64_t> i0(static_cast<std::size_t>(n)), i1(static_cast<std::size_t>(n));
+    std::vector<double> w0(static_cast<std::size_t>(n)), w1(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      if (f64) linear_source<double>(i, in, n, align_corners, kernel_scale[d], i0[i], i1[i], w0[i], w1[i]);
+      else linear_source<float>(i, in, n, align_corners, kernel_scale[d], i0[i], i1[i], w0[i], w1[i]);
+    }
+    const Tensor a = index_select(y, dim, index_tensor(i0, y.device()));
+    const Tensor b = index_select(y, dim, index_tensor(i1, y.device()));
+    y = a * along(w0, dim, y.dim(), y.dtype(), y.device()) + b * along(w1, dim, y.dim(), y.dtype(), y.device());
+  }
+  return detail::round_result(y, c);
+}
+
+}  // namespace mg
