@@ -19,5 +19,6 @@
 #include "mixgrad/nn/normalization.h"
 #include "mixgrad/nn/padding.h"
 #include "mixgrad/nn/pooling.h"
+#include "mixgrad/nn/rnn.h"
 #include "mixgrad/nn/transformer.h"
 #include "mixgrad/nn/upsample.h"

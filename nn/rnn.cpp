@@ -1,0 +1,163 @@
+#include "mixgrad/nn/rnn.h"
+
+#include <cmath>
+
+#include "mixgrad/core/factory.h"
+#include "mixgrad/nn/init.h"
+#include "mixgrad/ops/norm.h"
+#include "mixgrad/ops/ops.h"
+
+namespace mg::nn {
+
+namespace {
+
+std::string shape_of(std::initializer_list<std::string> dims) {
+  std::string s = "[";
+  for (const std::string& d : dims) s += (s.size() > 1 ? ", " : "") + d;
+  return s + "]";
+}
+
+}  // namespace
+
+RNNBase::RNNBase(std::string type, Cell cell, RNNOptions o) : Module(std::move(type)), cell_(cell), options_(o) {
+  const std::string& name = type_name();
+  MG_CHECK(o.input_size > 0 && o.hidden_size > 0, Error, name, ": input_size and hidden_size must be positive, got ",
+           o.input_size, " and ", o.hidden_size);
+  MG_CHECK(o.num_layers >= 1, Error, name, ": num_layers must be >= 1, got ", o.num_layers);
+  MG_CHECK(o.dropout >= 0.0 && o.dropout < 1.0, Error, name, ": dropout must be in [0, 1), got ", o.dropout);
+  const int64_t dirs = o.bidirectional ? 2 : 1, g = gates() * o.hidden_size;
+  // PyTorch's order and names: per layer, per direction, w_ih, w_hh, b_ih, b_hh.
+  for (int64_t l = 0; l < o.num_layers; ++l) {
+    const int64_t in = l == 0 ? o.input_size : o.hidden_size * dirs;
+    for (int64_t d = 0; d < dirs; ++d) {
+      const std::string suffix = str_cat("_l", l, d == 1 ? "_reverse" : "");
+      params_.push_back(register_parameter("weight_ih" + suffix, empty({g, in})));
+      params_.push_back(register_parameter("weight_hh" + suffix, empty({g, o.hidden_size})));
+      params_.push_back(o.bias ? register_parameter("bias_ih" + suffix, empty({g})) : Tensor());
+      params_.push_back(o.bias ? register_parameter("bias_hh" + suffix, empty({g})) : Tensor());
+    }
+  }
+  reset_parameters();
+}
+
+int64_t RNNBase::gates() const { return cell_ == Cell::Lstm ? 4 : (cell_ == Cell::Gru ? 3 : 1); }
+
+void RNNBase::reset_parameters() {
+  const double bound = 1.0 / std::sqrt(double(options_.hidden_size));
+  for (Tensor& p : params_) {
+    if (p.defined()) init::uniform_(p, -bound, bound);
+  }
+}
+
+std::vector<Tensor> RNNBase::layer_parameters(int64_t layer, bool reverse) const {
+  const int64_t dirs = options_.bidirectional ? 2 : 1;
+  MG_CHECK(layer >= 0 && layer < options_.num_layers && (!reverse || dirs == 2), IndexError, type_name(),
+           ": no layer ", layer, reverse ? " (reverse)" : "", "; the layer has ", options_.num_layers, " layers",
+           dirs == 2 ? ", bidirectional" : "");
+  const std::size_t at = std::size_t((layer * dirs + (reverse ? 1 : 0)) * 4);
+  return {params_[at], params_[at + 1], params_[at + 2], params_[at + 3]};
+}
+
+std::string RNNBase::extra_repr() const {
+  const RNNOptions& o = options_;
+  std::string s = str_cat(o.input_size, ", ", o.hidden_size);
+  if (o.num_layers != 1) s += str_cat(", num_layers=", o.num_layers);
+  if (cell_ == Cell::Rnn && o.nonlinearity == RNNNonlinearity::Relu) s += ", nonlinearity=relu";
+  if (!o.bias) s += ", bias=false";
+  if (o.batch_first) s += ", batch_first=true";
+  if (o.dropout != 0.0) s += str_cat(", dropout=", o.dropout);
+  if (o.bidirectional) s += ", bidirectional=true";
+  return s;
+}
+
+std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor& c0) {
+  const RNNOptions& o = options_;
+  const std::string& name = type_name();
+  const int64_t dirs = o.bidirectional ? 2 : 1, H = o.hidden_size, L = o.num_layers;
+  const std::string want_x = o.batch_first ? shape_of({"B", "T", std::to_string(o.input_size)})
+                                           : shape_of({"T", "B", std::to_string(o.input_size)});
+  MG_CHECK(x_in.defined() && x_in.dim() == 3 && x_in.size(2) == o.input_size, ShapeError, name, ": expected x ",
+           want_x, ", got ", x_in.defined() ? describe(x_in) : "undefined",
+           x_in.defined() && x_in.dim() == 2 ? "\n  hint: unsqueeze the batch dim for a single sequence" : "");
+  const Tensor x = o.batch_first ? transpose(x_in, 0, 1) : x_in;  // [T, B, in]
+  const int64_t T = x.size(0), B = x.size(1);
+  const Shape state_shape{L * dirs, B, H};
+  const auto check_state = [&](const Tensor& s, const char* what) {
+    MG_CHECK(!s.defined() || s.shape() == state_shape, ShapeError, name, ": expected ", what, " ",
+             shape_str(state_shape), " (layers * directions, batch, hidden), got ", describe(s));
+  };
+  check_state(h0, "h0");
+  check_state(c0, "c0");
+  const bool lstm = cell_ == Cell::Lstm, gru = cell_ == Cell::Gru;
+  // Initial states default to zeros in the dtype of the layer's input projection (the weights',
+  // or the autocast dtype, so that the whole recurrence runs in it, as PyTorch's autocast RNNs).
+  const auto zero_state = [&](DType dt) { return zeros({B, H}, {.dtype = dt, .device = x.device()}); };
+
+  Tensor layer_in = x;
+  Tensors h_n, c_n;
+  for (int64_t l = 0; l < L; ++l) {
+    Tensors dir_out;
+    for (int64_t d = 0; d < dirs; ++d) {
+      const std::vector<Tensor> p = layer_parameters(l, d == 1);
+      const int64_t in = layer_in.size(2);
+      // Every step's input projection in one product: [T * B, in] -> [T, B, gates * H].
+      const Tensor xi = reshape(linear(reshape(layer_in, {T * B, in}), p[0], p[2]), {T, B, gates() * H});
+      // Given states are cast to it too (differentiably), as PyTorch's autocast does.
+      const auto initial = [&](const Tensor& s0) {
+        if (!s0.defined()) return zero_state(xi.dtype());
+        const Tensor s = select(s0, 0, l * dirs + d);
+        return s.dtype() == xi.dtype() ? s : mg::to(s, xi.dtype());
+      };
+      Tensor h = initial(h0);
+      Tensor c = lstm ? initial(c0) : Tensor();
+      Tensors steps(static_cast<std::size_t>(T));
+      for (int64_t s = 0; s < T; ++s) {
+        const int64_t t = d == 1 ? T - 1 - s : s;
+        const Tensor gi = select(xi, 0, t);
+        const Tensor gh = linear(h, p[1], p[3]);
+        if (lstm) {
+          const Tensor g = gi + gh;
+          const Tensor i = sigmoid(narrow(g, 1, 0, H)), f = sigmoid(narrow(g, 1, H, H));
+          const Tensor cand = tanh(narrow(g, 1, 2 * H, H)), out = sigmoid(narrow(g, 1, 3 * H, H));
+          c = f * c + i * cand;
+          h = out * tanh(c);
+        } else if (gru) {
+          const Tensor r = sigmoid(narrow(gi, 1, 0, H) + narrow(gh, 1, 0, H));
+          const Tensor z = sigmoid(narrow(gi, 1, H, H) + narrow(gh, 1, H, H));
+          const Tensor n = tanh(narrow(gi, 1, 2 * H, H) + r * narrow(gh, 1, 2 * H, H));
+          h = (1.0 - z) * n + z * h;
+        } else {
+          h = o.nonlinearity == RNNNonlinearity::Relu ? relu(gi + gh) : tanh(gi + gh);
+        }
+        steps[std::size_t(t)] = h;
+      }
+      dir_out.push_back(stack(steps, 0));  // [T, B, H]
+      h_n.push_back(h);
+      if (lstm) c_n.push_back(c);
+    }
+    layer_in = dirs == 1 ? dir_out[0] : cat(dir_out, 2);
+    if (l + 1 < L && o.dropout > 0.0 && is_training()) layer_in = dropout(layer_in, o.dropout, true, o.generator);
+  }
+  const Tensor output = o.batch_first ? transpose(layer_in, 0, 1) : layer_in;
+  return {output, stack(h_n, 0), lstm ? stack(c_n, 0) : Tensor()};
+}
+
+RNNOutput RNN::forward(const Tensor& x, const Tensor& h0) {
+  auto scope = module_scope(*this);
+  const std::vector<Tensor> r = run(x, h0, Tensor());
+  return {r[0], r[1]};
+}
+
+LSTMOutput LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c0) {
+  auto scope = module_scope(*this);
+  const std::vector<Tensor> r = run(x, h0, c0);
+  return {r[0], r[1], r[2]};
+}
+
+RNNOutput GRU::forward(const Tensor& x, const Tensor& h0) {
+  auto scope = module_scope(*this);
+  const std::vector<Tensor> r = run(x, h0, Tensor());
+  return {r[0], r[1]};
+}
+
+}  // namespace mg::nn

@@ -1,0 +1,100 @@
+// Recurrent layers with PyTorch's equations, options, parameter names and initialisation:
+// RNN (tanh or relu), LSTM and GRU, multi-layer, bidirectional, batch_first, dropout between
+// layers (training only). Each layer computes the input projections of every time step in one
+// linear() (a single GEMM over [T*B, in]) and then steps through time with the recurrent
+// projection; all through public ops, so they differentiate (backpropagation through time), run
+// on every device and follow autocast (the linear() products are lower-precision ops, DESIGN §4;
+// the gates' sigmoid/tanh keep the dtype).
+//
+//   auto lstm = nn::make<nn::LSTM>({.input_size = 32, .hidden_size = 64, .num_layers = 2, .batch_first = true});
+//   nn::LSTMOutput out = lstm->forward(x);          // x [B, T, 32] -> out.output [B, T, 64]
+//   // out.h_n, out.c_n: [num_layers * directions, B, 64]
+//
+// Equations (W_i*: input weights, W_h*: recurrent weights, b: their biases, per gate):
+//   RNN:  h' = tanh(W_ih x + b_ih + W_hh h + b_hh)                       (relu with nonlinearity Relu)
+//   LSTM: i, f, g, o = σ, σ, tanh, σ of (W_ih x + b_ih + W_hh h + b_hh) split in four (that order)
+//         c' = f c + i g,  h' = o tanh(c')
+//   GRU:  r, z = σ of the first two thirds of (W_ih x + b_ih + W_hh h + b_hh)
+//         n = tanh(W_in x + b_in + r (W_hn h + b_hn)),  h' = (1 - z) n + z h
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mixgrad/core/generator.h"
+#include "mixgrad/nn/module.h"
+
+namespace mg::nn {
+
+enum class RNNNonlinearity { Tanh, Relu };
+
+struct RNNOptions {
+  int64_t input_size = 0;    // features of x
+  int64_t hidden_size = 0;   // features of h
+  int64_t num_layers = 1;
+  bool bias = true;          // b_ih and b_hh
+  bool batch_first = false;  // x and output [B, T, F] instead of [T, B, F] (h0/h_n stay [layers*dirs, B, H])
+  double dropout = 0.0;      // on every layer's output but the last, in training
+  bool bidirectional = false;
+  RNNNonlinearity nonlinearity = RNNNonlinearity::Tanh;  // RNN only
+  Generator* generator = nullptr;  // dropout stream; the default generator when null
+};
+
+// output [T, B, dirs * H] (batch_first: [B, T, dirs * H]); h_n (and c_n for LSTM)
+// [num_layers * dirs, B, H], layer by layer, forward direction first.
+struct RNNOutput {
+  Tensor output;
+  Tensor h_n;
+};
+struct LSTMOutput {
+  Tensor output;
+  Tensor h_n;
+  Tensor c_n;
+};
+
+// Shared body: parameters weight_ih_l{k}[_reverse] [gates*H, in], weight_hh_l{k}[_reverse]
+// [gates*H, H], bias_ih_l{k}[_reverse], bias_hh_l{k}[_reverse] [gates*H], all U(-1/sqrt(H), 1/sqrt(H)).
+class RNNBase : public Module {
+ public:
+  void reset_parameters();
+  const RNNOptions& options() const { return options_; }
+  // The parameters of one layer and direction: {w_ih, w_hh, b_ih, b_hh} (biases undefined without bias).
+  std::vector<Tensor> layer_parameters(int64_t layer, bool reverse) const;
+
+ protected:
+  enum class Cell { Rnn, Lstm, Gru };
+  RNNBase(std::string type, Cell cell, RNNOptions options);
+  std::string extra_repr() const override;
+  // Runs every layer; h0/c0 may be undefined (zeros). Returns {output, h_n, c_n (LSTM)}.
+  std::vector<Tensor> run(const Tensor& x, const Tensor& h0, const Tensor& c0);
+
+ private:
+  int64_t gates() const;
+  Cell cell_;
+  RNNOptions options_;
+  std::vector<Tensor> params_;  // per layer and direction: w_ih, w_hh, b_ih, b_hh
+};
+
+class RNN : public RNNBase {
+ public:
+  using Options = RNNOptions;
+  explicit RNN(Options options) : RNNBase("RNN", Cell::Rnn, options) {}
+  // x [T, B, in] (batch_first: [B, T, in]); h0 [layers*dirs, B, H] or undefined (zeros).
+  RNNOutput forward(const Tensor& x, const Tensor& h0 = Tensor());
+};
+
+class LSTM : public RNNBase {
+ public:
+  using Options = RNNOptions;
+  explicit LSTM(Options options) : RNNBase("LSTM", Cell::Lstm, options) {}
+  LSTMOutput forward(const Tensor& x, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor());
+};
+
+class GRU : public RNNBase {
+ public:
+  using Options = RNNOptions;
+  explicit GRU(Options options) : RNNBase("GRU", Cell::Gru, options) {}
+  RNNOutput forward(const Tensor& x, const Tensor& h0 = Tensor());
+};
+
+}  // namespace mg::nn
