@@ -15,15 +15,31 @@ MultiheadAttention::MultiheadAttention(Options o) : Module("MultiheadAttention")
            "MultiheadAttention: num_heads (", o.num_heads, ") must be positive and divide embed_dim (", o.embed_dim,
            ")");
   MG_CHECK(o.dropout >= 0 && o.dropout < 1, Error, "MultiheadAttention: dropout must be in [0, 1), got ", o.dropout);
+  MG_CHECK(o.kdim >= 0 && o.vdim >= 0, Error, "MultiheadAttention: kdim and vdim must be >= 0 (0: embed_dim), got ",
+           o.kdim, " and ", o.vdim);
   const int64_t e = o.embed_dim;
-  in_proj_weight = register_parameter("in_proj_weight", empty({3 * e, e}));
+  if (options_.kdim == 0) options_.kdim = e;
+  if (options_.vdim == 0) options_.vdim = e;
+  if (options_.kdim == e && options_.vdim == e) {
+    in_proj_weight = register_parameter("in_proj_weight", empty({3 * e, e}));
+  } else {  // PyTorch's separate projections (its _qkv_same_embed_dim = False)
+    q_proj_weight = register_parameter("q_proj_weight", empty({e, e}));
+    k_proj_weight = register_parameter("k_proj_weight", empty({e, options_.kdim}));
+    v_proj_weight = register_parameter("v_proj_weight", empty({e, options_.vdim}));
+  }
   if (o.bias) in_proj_bias = register_parameter("in_proj_bias", empty({3 * e}));
   out_proj = register_module<Linear>("out_proj", {.in = e, .out = e, .bias = o.bias});
   reset_parameters();
 }
 
 void MultiheadAttention::reset_parameters() {
-  init::xavier_uniform_(in_proj_weight);
+  if (in_proj_weight.defined()) {
+    init::xavier_uniform_(in_proj_weight);
+  } else {
+    init::xavier_uniform_(q_proj_weight);
+    init::xavier_uniform_(k_proj_weight);
+    init::xavier_uniform_(v_proj_weight);
+  }
   if (in_proj_bias.defined()) init::zeros_(in_proj_bias);
   if (out_proj->bias.defined()) init::zeros_(out_proj->bias);
 }
@@ -45,20 +61,25 @@ Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const 
                                   const Tensor& key_padding_mask, const Tensor& attn_mask, Tensor* weights) {
   auto scope = module_scope(*this);
   const int64_t e = options_.embed_dim, h = options_.num_heads, d = e / h;
+  const int64_t kdim = options_.kdim, vdim = options_.vdim;
   const std::string name = layer_name();
   auto shape_of = [](const Tensor& t) { return t.defined() ? str_cat(t.shape()) : std::string("undefined"); };
   MG_CHECK(query.defined() && query.dim() == 3 && query.size(2) == e, ShapeError, name,
            ": expected query [B, L, ", e, "], got query ", shape_of(query));
   const int64_t b = query.size(0), l = query.size(1);
   MG_CHECK(key.defined() && value.defined() && key.dim() == 3 && value.dim() == 3 && key.size(0) == b &&
-               value.size(0) == b && key.size(2) == e && value.size(2) == e && key.size(1) == value.size(1),
-           ShapeError, name, ": expected key and value [", b, ", S, ", e, "] (batch of the query), got query ",
-           query.shape(), ", key ", shape_of(key), ", value ", shape_of(value));
+               value.size(0) == b && key.size(2) == kdim && value.size(2) == vdim && key.size(1) == value.size(1),
+           ShapeError, name, ": expected key [", b, ", S, ", kdim, "] and value [", b, ", S, ", vdim,
+           "] (batch of the query), got query ", query.shape(), ", key ", shape_of(key), ", value ", shape_of(value));
   const int64_t s = key.size(1);
 
-  // Projections with slices of the packed in_proj weight: q/k/v [B, *, E] -> [B, H, *, d].
+  // Projections with slices of the packed in_proj weight (or the separate ones): q/k/v
+  // [B, *, E | kdim | vdim] -> [B, H, *, d].
   auto project = [&](const Tensor& x, int64_t which) {
-    const Tensor w = in_proj_weight.narrow(0, which * e, e);
+    const Tensor w = in_proj_weight.defined() ? in_proj_weight.narrow(0, which * e, e)
+                     : which == 0           ? q_proj_weight
+                     : which == 1           ? k_proj_weight
+                                            : v_proj_weight;
     const Tensor bias = in_proj_bias.defined() ? in_proj_bias.narrow(0, which * e, e) : Tensor();
     const Tensor y = linear(x, w, bias);
     return y.reshape({x.size(0), x.size(1), h, d}).transpose(1, 2);
@@ -106,7 +127,11 @@ Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const 
 }
 
 std::string MultiheadAttention::extra_repr() const {
-  return str_cat("embed_dim=", options_.embed_dim, ", num_heads=", options_.num_heads, ", dropout=", options_.dropout);
+  std::string s = str_cat("embed_dim=", options_.embed_dim, ", num_heads=", options_.num_heads, ", dropout=",
+                          options_.dropout);
+  if (options_.kdim != options_.embed_dim) s += str_cat(", kdim=", options_.kdim);
+  if (options_.vdim != options_.embed_dim) s += str_cat(", vdim=", options_.vdim);
+  return s;
 }
 
 }  // namespace mg::nn

@@ -17,20 +17,24 @@ struct MultiheadAttentionOptions {
   int64_t num_heads = 1;          // H, must divide E
   double dropout = 0.0;           // on the attention weights, in training
   bool bias = true;               // in_proj_bias and out_proj.bias
+  int64_t kdim = 0;               // features of key (0: embed_dim)
+  int64_t vdim = 0;               // features of value (0: embed_dim)
   Generator* generator = nullptr; // dropout stream; the default generator when null
 };
 
 // out = out_proj(concat_h softmax(q_h k_h^T / sqrt(E/H) + mask) v_h) with [q; k; v] = in_proj(x).
 // The score and value products are lower-precision ops, the softmax an fp32 op (DESIGN §4).
 // Parameters: in_proj_weight [3E, E] (xavier_uniform), in_proj_bias [3E] (zeros), out_proj
-// (Linear E -> E, bias zeros) — the names and inits of torch.nn.MultiheadAttention.
+// (Linear E -> E, bias zeros) — the names and inits of torch.nn.MultiheadAttention. With a kdim or
+// vdim other than E, as PyTorch: q_proj_weight [E, E], k_proj_weight [E, kdim] and v_proj_weight
+// [E, vdim] (each xavier_uniform) replace in_proj_weight.
 class MultiheadAttention : public Module {
  public:
   using Options = MultiheadAttentionOptions;
   explicit MultiheadAttention(Options options);
   void reset_parameters();
 
-  // query [B, L, E], key/value [B, S, E] -> [B, L, E].
+  // query [B, L, E], key [B, S, kdim], value [B, S, vdim] -> [B, L, E].
   // key_padding_mask: bool [B, S], true = this key is padding (ignored), as PyTorch.
   // attn_mask: bool [L, S] or [B*H, L, S] with true = NOT allowed to attend (PyTorch's
   //   convention), or floating, added to the scores (e.g. -inf above the diagonal for causal).
@@ -43,7 +47,10 @@ class MultiheadAttention : public Module {
                                                  const Tensor& key_padding_mask = Tensor(),
                                                  const Tensor& attn_mask = Tensor(), bool average_attn_weights = true);
 
-  Tensor in_proj_weight;  // [3E, E]
+  Tensor in_proj_weight;  // [3E, E], or undefined with a kdim or vdim other than E
+  Tensor q_proj_weight;   // [E, E], [E, kdim], [E, vdim]: only with a kdim or vdim other than E
+  Tensor k_proj_weight;
+  Tensor v_proj_weight;
   Tensor in_proj_bias;    // [3E] or undefined
   std::shared_ptr<Linear> out_proj;
 

@@ -5,15 +5,19 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
 #include "core/generator.h"
 #include "nn/nn.h"
+#include "test_paths.h"
 #include "test_util.h"
 
 using namespace mg;
@@ -382,7 +386,7 @@ TEST_CASE("MultiheadAttention and TransformerEncoderLayer errors name the layer 
   MG_REQUIRE_ERROR(mha.forward(ones({2, 3, 5}), k, k), name + ": expected query [B, L, 4], got query [2, 3, 5]");
   MG_REQUIRE_ERROR(mha.forward(ones({3, 4}), k, k), name + ": expected query [B, L, 4], got query [3, 4]");
   MG_REQUIRE_ERROR(mha.forward(q, ones({1, 5, 4}), ones({1, 5, 4})),
-                   name + ": expected key and value [2, S, 4] (batch of the query), got query [2, 3, 4], key [1, 5, 4], "
+                   name + ": expected key [2, S, 4] and value [2, S, 4] (batch of the query), got query [2, 3, 4], key [1, 5, 4], "
                           "value [1, 5, 4]");
   MG_REQUIRE_ERROR(mha.forward(q, k, ones({2, 4, 4})), "key [2, 5, 4], value [2, 4, 4]");
 
@@ -398,4 +402,78 @@ TEST_CASE("MultiheadAttention and TransformerEncoderLayer errors name the layer 
   MG_REQUIRE_ERROR(layer(ones({2, 3, 5})), "TransformerEncoderLayer(d_model=4, nhead=2): expected src [B, L, 4], got src [2, 3, 5]");
   MG_REQUIRE_ERROR(layer.forward(ones({2, 3, 4}), Tensor(), zeros({2, 4}, {.dtype = DType::Bool})),
                    "expected key_padding_mask [2, 3] (B, S), got key_padding_mask [2, 4]");
+}
+
+namespace {
+
+Tensor json_tensor(const nlohmann::json& values, const nlohmann::json& shape) {
+  return from_vector<double>(values.get<std::vector<double>>(), shape.get<std::vector<int64_t>>());
+}
+
+void check_json_close(const Tensor& got, const nlohmann::json& want) {
+  const std::vector<double> g = test::values(got), w = want.get<std::vector<double>>();
+  REQUIRE(g.size() == w.size());
+  for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == Approx(w[i]).epsilon(1e-12).margin(1e-13));
+}
+
+}  // namespace
+
+TEST_CASE("MultiheadAttention with kdim and vdim equals PyTorch's: separate projections, weights and gradients",
+          "[nn][attention]") {
+  // tests/data/reference/torch_mha_kvdim.json, written by tools/reference/gen_torch_mha_kvdim.py
+  // (PyTorch 2.15, f64): kdim and vdim other than embed_dim, with and without bias and padding mask.
+  std::ifstream f(test::source_dir() + "/tests/data/reference/torch_mha_kvdim.json");
+  REQUIRE(f.good());
+  const nlohmann::json ref = nlohmann::json::parse(f);
+  int checked = 0;
+  for (const auto& c : ref["cases"]) {
+    nn::MultiheadAttention mha({.embed_dim = c["embed_dim"].get<int64_t>(), .num_heads = c["num_heads"].get<int64_t>(),
+                                .bias = c["bias"].get<bool>(), .kdim = c["kdim"].get<int64_t>(),
+                                .vdim = c["vdim"].get<int64_t>()});
+    mha.to(DType::F64);
+    mha.eval();
+    CHECK(!mha.in_proj_weight.defined());
+    const auto params = mha.named_parameters();
+    REQUIRE(params.size() == c["params"].size());
+    std::vector<std::string> names;
+    for (const auto& [n, p] : params) {
+      INFO(n);
+      REQUIRE(c["params"].contains(n));
+      const auto& want = c["params"][n];
+      REQUIRE(p.shape() == Shape(want["shape"].get<std::vector<int64_t>>()));
+      NoGradGuard no_grad;
+      Tensor(p).copy_(json_tensor(want["values"], want["shape"]));
+      names.push_back(n);
+    }
+    const Tensor q = json_tensor(c["q"], c["q_shape"]).requires_grad_();
+    const Tensor k = json_tensor(c["k"], c["k_shape"]).requires_grad_();
+    const Tensor v = json_tensor(c["v"], c["v_shape"]).requires_grad_();
+    Tensor mask;
+    if (!c["key_padding_mask"].is_null()) {
+      mask = to(from_vector<double>(c["key_padding_mask"].get<std::vector<double>>(), {2, 4}), DType::Bool);
+    }
+    const auto [out, weights] = mha.forward_with_weights(q, k, v, mask);
+    check_json_close(out, c["out"]);
+    check_json_close(weights, c["weights"]);
+    Tensors inputs{q, k, v};
+    for (const auto& [n, p] : params) inputs.push_back(p);
+    const Tensors g = autograd::grad({sum(out * json_tensor(c["r"], c["out_shape"]))}, inputs);
+    check_json_close(g[0], c["gq"]);
+    check_json_close(g[1], c["gk"]);
+    check_json_close(g[2], c["gv"]);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      INFO(names[i]);
+      check_json_close(g[3 + i], c["params"][names[i]]["grad"]);
+    }
+    ++checked;
+  }
+  CHECK(checked == 3);
+  nn::MultiheadAttention mha({.embed_dim = 8, .num_heads = 2, .kdim = 5});
+  CHECK(mha.str().find("kdim=5") != std::string::npos);
+  CHECK(mha.k_proj_weight.shape() == Shape{8, 5});
+  CHECK(mha.v_proj_weight.shape() == Shape{8, 8});
+  MG_REQUIRE_ERROR(mha.forward(ones({2, 3, 8}), ones({2, 4, 8}), ones({2, 4, 8})),
+                   "kdim=5): expected key [2, S, 5] and value [2, S, 8]");
+  MG_REQUIRE_ERROR(nn::MultiheadAttention({.embed_dim = 8, .num_heads = 2, .vdim = -1}),
+                   "MultiheadAttention: kdim and vdim must be >= 0 (0: embed_dim), got 0 and -1");
 }
