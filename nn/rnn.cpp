@@ -72,7 +72,7 @@ std::string RNNBase::extra_repr() const {
 
 std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor& c0) {
   const RNNOptions& o = options_;
-  const std::string& name = type_name();
+  const std::string name = layer_name();
   const int64_t dirs = o.bidirectional ? 2 : 1, H = o.hidden_size, L = o.num_layers;
   const std::string want_x = o.batch_first ? shape_of({"B", "T", std::to_string(o.input_size)})
                                            : shape_of({"T", "B", std::to_string(o.input_size)});
@@ -81,6 +81,7 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
            x_in.defined() && x_in.dim() == 2 ? "\n  hint: unsqueeze the batch dim for a single sequence" : "");
   const Tensor x = o.batch_first ? transpose(x_in, 0, 1) : x_in;  // [T, B, in]
   const int64_t T = x.size(0), B = x.size(1);
+  MG_CHECK(T > 0, ShapeError, name, ": expected a sequence length larger than 0, got x ", describe(x_in));
   const Shape state_shape{L * dirs, B, H};
   const auto check_state = [&](const Tensor& s, const char* what) {
     MG_CHECK(!s.defined() || s.shape() == state_shape, ShapeError, name, ": expected ", what, " ",
@@ -109,22 +110,33 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
         return s.dtype() == xi.dtype() ? s : mg::to(s, xi.dtype());
       };
       Tensor h = initial(h0);
-      Tensor c = lstm ? initial(c0) : Tensor();
+      Tensor c;
+      if (lstm) {
+        c = initial(c0);
+        if (c.dtype() == DType::F16 || c.dtype() == DType::BF16) c = mg::to(c, DType::F32);
+      }
+      // unbind, not select: T selects would each backpropagate into a zero [T, B, gates * H]
+      // tensor (O(T^2)); the gates likewise, from [B, gates, H].
+      const Tensors xs = unbind(xi, 0);
+      const auto gate_parts = [&](const Tensor& g) { return unbind(reshape(g, {B, gates(), H}), 1); };
       Tensors steps(static_cast<std::size_t>(T));
       for (int64_t s = 0; s < T; ++s) {
         const int64_t t = d == 1 ? T - 1 - s : s;
-        const Tensor gi = select(xi, 0, t);
+        const Tensor& gi = xs[std::size_t(t)];
         const Tensor gh = linear(h, p[1], p[3]);
         if (lstm) {
-          const Tensor g = gi + gh;
-          const Tensor i = sigmoid(narrow(g, 1, 0, H)), f = sigmoid(narrow(g, 1, H, H));
-          const Tensor cand = tanh(narrow(g, 1, 2 * H, H)), out = sigmoid(narrow(g, 1, 3 * H, H));
+          const Tensors g = gate_parts(gi + gh);
+          const Tensor i = sigmoid(g[0]), f = sigmoid(g[1]), cand = tanh(g[2]), out = sigmoid(g[3]);
+          // The cell state stays in opmath (f32 for f16/bf16 products): the sum over many steps
+          // would otherwise round at every step.
           c = f * c + i * cand;
           h = out * tanh(c);
+          if (h.dtype() != xi.dtype()) h = mg::to(h, xi.dtype());
         } else if (gru) {
-          const Tensor r = sigmoid(narrow(gi, 1, 0, H) + narrow(gh, 1, 0, H));
-          const Tensor z = sigmoid(narrow(gi, 1, H, H) + narrow(gh, 1, H, H));
-          const Tensor n = tanh(narrow(gi, 1, 2 * H, H) + r * narrow(gh, 1, 2 * H, H));
+          const Tensors a = gate_parts(gi), b = gate_parts(gh);
+          const Tensor r = sigmoid(a[0] + b[0]);
+          const Tensor z = sigmoid(a[1] + b[1]);
+          const Tensor n = tanh(a[2] + r * b[2]);
           h = (1.0 - z) * n + z * h;
         } else {
           h = o.nonlinearity == RNNNonlinearity::Relu ? relu(gi + gh) : tanh(gi + gh);

@@ -4,7 +4,10 @@
 // linear() (a single GEMM over [T*B, in]) and then steps through time with the recurrent
 // projection; all through public ops, so they differentiate (backpropagation through time), run
 // on every device and follow autocast (the linear() products are lower-precision ops, DESIGN §4;
-// the gates' sigmoid/tanh keep the dtype).
+// the gates' sigmoid/tanh keep that dtype, and the states are cast to it as PyTorch's autocast
+// does — except LSTM's cell state, kept in f32 for f16/bf16 so that its running sum does not round
+// at every step; c_n is then f32). Per-step slices come from unbind (ops/ops.h), so
+// backpropagation through T steps costs O(T), not the O(T^2) of T select()s.
 //
 //   auto lstm = nn::make<nn::LSTM>({.input_size = 32, .hidden_size = 64, .num_layers = 2, .batch_first = true});
 //   nn::LSTMOutput out = lstm->forward(x);          // x [B, T, 32] -> out.output [B, T, 64]

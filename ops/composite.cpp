@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <utility>
 
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/ops.h"
@@ -50,6 +53,23 @@ CompositeInputs composite_inputs(const char* name, Tensors inputs, std::initiali
     c.math.push_back(src.dtype() == math ? src : to(src, math));
   }
   return c;
+}
+
+Tensor host_constant(const std::string& key, Device device, const std::function<Tensor()>& make) {
+  if (device.is_cpu()) return make();
+  // Never destroyed: device tensors must not be freed after the backend shut down at exit.
+  static std::mutex& mutex = *new std::mutex;
+  static auto& cache = *new std::map<std::pair<std::string, std::string>, Tensor>;
+  const std::pair<std::string, std::string> k{key, device.str()};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto it = cache.find(k);
+    if (it != cache.end()) return it->second;
+  }
+  const Tensor made = to(make(), device);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (cache.size() >= 256) cache.clear();
+  return cache.emplace(k, made).first->second;
 }
 
 Tensor round_result(const Tensor& x, const CompositeInputs& c) { return x.dtype() == c.result ? x : to(x, c.result); }

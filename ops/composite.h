@@ -15,6 +15,7 @@
 //   const detail::CompositeInputs c = detail::composite_inputs("soft_margin_loss", {input, target});
 //   return detail::round_result(detail::reduce_composite(softplus(-(c.math[1] * c.math[0])), reduction), c);
 #pragma once
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -44,6 +45,11 @@ struct CompositeDesc {
 const std::vector<CompositeDesc>& composite_functions();
 // `x` rounded once to c.result (a differentiable cast; no-op when already there).
 Tensor round_result(const Tensor& x, const CompositeInputs& c);
+// A constant a composite builds on the host (index or weight tables), on `device`: built by
+// make() (a CPU tensor) and, off the CPU, copied once and kept per (key, device), so that later
+// calls copy nothing — a CUDA graph capture refuses host-to-device copies, and a captured step
+// then finds the tables its eager run made. The cache holds at most 256 tables (cleared when full).
+Tensor host_constant(const std::string& key, Device device, const std::function<Tensor()>& make);
 // Mean / Sum over every element, or x itself (None). BatchMean is refused by the callers.
 Tensor reduce_composite(const Tensor& x, Reduction reduction);
 // Throws naming `name` unless reduction is None, Mean or Sum.

@@ -49,14 +49,12 @@ void linear_source(int64_t i, int64_t in, int64_t out, bool align_corners, std::
   w0 = double(T(1) - lambda1);
 }
 
-// A [1, ..., n, ..., 1] tensor of `values` along `dim` of a rank-`rank` tensor.
-Tensor along(const std::vector<double>& values, int64_t dim, int64_t rank, DType dtype, Device device) {
+// A [1, ..., n, ..., 1] CPU tensor of `values` along `dim` of a rank-`rank` tensor.
+Tensor along(const std::vector<double>& values, int64_t dim, int64_t rank, DType dtype) {
   Shape s(std::size_t(rank), 1);
   s[std::size_t(dim)] = int64_t(values.size());
-  return to(to(from_vector(values, s), dtype), device);
+  return to(from_vector(values, s), dtype);
 }
-
-Tensor index_tensor(const std::vector<int64_t>& idx, Device device) { return to(from_vector(idx), device); }
 
 }  // namespace
 
@@ -117,12 +115,18 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   // The last spatial dim first (W, then H), as ATen's kernels weight W inside H.
   for (int64_t d = spatial - 1; d >= 0; --d) {
     const int64_t dim = 2 + d, in = x.size(dim), n = out[d];
+    // The tables depend on the mode, the sizes, align_corners and the kernel's scale only; off
+    // the CPU they are copied once and reused (detail::host_constant).
+    const std::string key = str_cat("interpolate ", interpolate_mode_name(o.mode), " ", in, " ", n, " ",
+                                    align_corners, " ", kernel_scale[d] ? str_cat(std::hexfloat, *kernel_scale[d]) : "-",
+                                    " ", f64 ? "f64" : "f32", " dim ", dim, " of ", y.dim());
     if (!linear) {
-      std::vector<int64_t> idx(static_cast<std::size_t>(n));
-      for (int64_t i = 0; i < n; ++i) {
-        idx[i] = nearest_source(o.mode == InterpolateMode::NearestExact, i, in, n, kernel_scale[d]);
-      }
-      y = index_select(y, dim, index_tensor(idx, y.device()));
+      const Tensor idx = detail::host_constant(key, y.device(), [&] {
+        std::vector<int64_t> v(static_cast<std::size_t>(n));
+        for (int64_t i = 0; i < n; ++i) v[i] = nearest_source(o.mode == InterpolateMode::NearestExact, i, in, n, kernel_scale[d]);
+        return from_vector(v);
+      });
+      y = index_select(y, dim, idx);
       continue;
     }
     std::vector<int64_t> i0(static_cast<std::size_t>(n)), i1(static_cast<std::size_t>(n));
@@ -131,9 +135,14 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
       if (f64) linear_source<double>(i, in, n, align_corners, kernel_scale[d], i0[i], i1[i], w0[i], w1[i]);
       else linear_source<float>(i, in, n, align_corners, kernel_scale[d], i0[i], i1[i], w0[i], w1[i]);
     }
-    const Tensor a = index_select(y, dim, index_tensor(i0, y.device()));
-    const Tensor b = index_select(y, dim, index_tensor(i1, y.device()));
-    y = a * along(w0, dim, y.dim(), y.dtype(), y.device()) + b * along(w1, dim, y.dim(), y.dtype(), y.device());
+    const Device dev = y.device();
+    const int64_t rank = y.dim();
+    const DType dt = y.dtype();
+    const Tensor a = index_select(y, dim, detail::host_constant(key + " i0", dev, [&] { return from_vector(i0); }));
+    const Tensor b = index_select(y, dim, detail::host_constant(key + " i1", dev, [&] { return from_vector(i1); }));
+    const Tensor wa = detail::host_constant(key + " w0", dev, [&] { return along(w0, dim, rank, dt); });
+    const Tensor wb = detail::host_constant(key + " w1", dev, [&] { return along(w1, dim, rank, dt); });
+    y = a * wa + b * wb;
   }
   return detail::round_result(y, c);
 }

@@ -196,6 +196,10 @@ Tensor stack(const Tensors& xs, int64_t dim = 0);
 Tensors split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 Tensors split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 Tensors chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+// The x.size(dim) slices along dim (views, each without that dim), as PyTorch's unbind; their
+// gradients are stacked once in backward (O(n), where n select()s cost O(n^2): each one's
+// backward fills a zero tensor of x's size).
+Tensors unbind(const Tensor& x, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 // out[i][j] = x[index[i][j]][j] (dim 0); out has index's shape. A 0-d operand counts as 1-D with
 // one element (gather and scatter_add), as in PyTorch.

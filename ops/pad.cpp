@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "mixgrad/core/factory.h"
+#include "mixgrad/ops/composite.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg {
@@ -86,10 +87,22 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& amounts, PadMode mode, d
       MG_CHECK(before <= n && after <= n, ShapeError, "pad: circular padding (", before, ", ", after, ") of dim ", dim,
                " must be at most its size ", n, "; input ", describe(x));
     }
-    std::vector<int64_t> index;
-    index.reserve(std::size_t(n + before + after));
-    for (int64_t i = -before; i < n + after; ++i) index.push_back(source_index(mode, i, n));
-    y = index_select(y, dim, to(from_vector(index), y.device()));
+    // Only the borders are gathered (index_select's backward costs O(size) per gathered element
+    // on CUDA); the input itself is copied by cat.
+    const auto border = [&](int64_t from, int64_t to_exclusive) {
+      const std::string key = str_cat("pad ", pad_mode_name(mode), " ", n, " ", from, " ", to_exclusive);
+      const Tensor index = detail::host_constant(key, y.device(), [&] {
+        std::vector<int64_t> idx;
+        for (int64_t i = from; i < to_exclusive; ++i) idx.push_back(source_index(mode, i, n));
+        return from_vector(idx);
+      });
+      return index_select(y, dim, index);
+    };
+    Tensors parts;
+    if (before > 0) parts.push_back(border(-before, 0));
+    parts.push_back(y);
+    if (after > 0) parts.push_back(border(n, n + after));
+    y = cat(parts, dim);
   }
   return y;
 }

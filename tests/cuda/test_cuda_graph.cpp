@@ -20,9 +20,11 @@
 #include "cuda_test_util.h"
 #include "nn/linear.h"
 #include "autograd/grad_mode.h"
+#include "ops/interpolate.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
 #include "ops/ops.h"
+#include "ops/pad.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "test_util.h"
@@ -414,5 +416,22 @@ TEST_CASE("CUDA graph: a capture abandoned in the middle of a scaled step leaves
   // w after two eager momentum steps on grad 2w: the captured one never ran.
   const double w1 = 1.0 - 0.1 * 2.0, w2 = w1 - 0.1 * (0.9 * 2.0 + 2.0 * w1);
   CHECK(test::values(w)[0] == Approx(w2).epsilon(1e-6));
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA graph: interpolate and reflect pad replay equal to eager (their index tables made by the warm-up)",
+          "[cuda][gpu][graph]") {
+  // Their index and weight tables are built on the host and copied once per shape (a capture
+  // refuses host copies): the warm-up step makes them, the capture reuses them.
+  manual_seed(9);
+  const Tensor x = randn({2, 3, 5, 7}, {.device = gpu()});
+  auto step = [](const Tensor& in) {
+    const Tensor up = interpolate(in, {.scale_factor = {1.5}, .mode = InterpolateMode::Bilinear});
+    return pad(up, {2, 1, 1, 2}, PadMode::Reflect);
+  };
+  const Tensor eager = step(x);
+  cuda::CapturedStep captured([&](const Tensors& in) { return Tensors{step(in[0])}; }, {},
+                              {.device = gpu(), .warmup_steps = 1});
+  for (int i = 0; i < 3; ++i) require_same_bits({eager}, {clone(captured.run({x})[0])});
   test::require_no_pending_cuda_error();
 }

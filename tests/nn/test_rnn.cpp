@@ -328,12 +328,12 @@ TEST_CASE("LSTM dropout between layers: training only, reproducible from a seede
 
 TEST_CASE("RNN layers: bad inputs and options are named errors", "[nn][rnn]") {
   nn::LSTM lstm({.input_size = 3, .hidden_size = 4, .num_layers = 2});
-  MG_REQUIRE_ERROR(lstm.forward(zeros({5, 3})), "LSTM: expected x [T, B, 3]");
-  MG_REQUIRE_ERROR(lstm.forward(zeros({5, 2, 4})), "LSTM: expected x [T, B, 3]");
-  MG_REQUIRE_ERROR(lstm.forward(zeros({5, 2, 3}), zeros({1, 2, 4})), "LSTM: expected h0 [2, 2, 4]");
-  MG_REQUIRE_ERROR(lstm.forward(zeros({5, 2, 3}), zeros({2, 3, 4})), "LSTM: expected h0 [2, 2, 4]");
+  MG_REQUIRE_ERROR(lstm.forward(zeros({5, 3})), "): expected x [T, B, 3]");
+  MG_REQUIRE_ERROR(lstm.forward(zeros({5, 2, 4})), "): expected x [T, B, 3]");
+  MG_REQUIRE_ERROR(lstm.forward(zeros({5, 2, 3}), zeros({1, 2, 4})), "): expected h0 [2, 2, 4]");
+  MG_REQUIRE_ERROR(lstm.forward(zeros({5, 2, 3}), zeros({2, 3, 4})), "): expected h0 [2, 2, 4]");
   nn::LSTM batch_first({.input_size = 3, .hidden_size = 4, .batch_first = true});
-  MG_REQUIRE_ERROR(batch_first.forward(zeros({2, 5, 4})), "LSTM: expected x [B, T, 3]");
+  MG_REQUIRE_ERROR(batch_first.forward(zeros({2, 5, 4})), "): expected x [B, T, 3]");
   MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 0}), "LSTM: input_size and hidden_size must be positive");
   MG_REQUIRE_ERROR(nn::LSTM({.input_size = 0, .hidden_size = 4}), "LSTM: input_size and hidden_size must be positive");
   MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 4, .num_layers = 0}), "LSTM: num_layers must be >= 1");
