@@ -56,6 +56,8 @@ void Conv1d::reset_parameters() { detail::reset_conv(weight, bias); }
 
 Tensor Conv1d::forward(const Tensor& x) {
   const Options& o = options_;
+  MG_CHECK(x.defined() && x.dim() == 3 && x.size(1) == o.in, ShapeError, layer_name(), ": expected input [N, ", o.in,
+           ", L], got ", x.defined() ? describe(x) : "undefined", ", weight ", describe(weight));
   return in_layer(layer_name(), [&] {
     if (o.padding_mode != PadMode::Constant) {
       // Padded by the mode, then convolved without padding (PyTorch's padding_mode); "same" splits
@@ -63,8 +65,6 @@ Tensor Conv1d::forward(const Tensor& x) {
       const int64_t total = o.dilation * (o.kernel - 1);
       const std::vector<int64_t> amounts = o.padding_same ? std::vector<int64_t>{total / 2, total - total / 2}
                                                           : std::vector<int64_t>{o.padding, o.padding};
-      MG_CHECK(x.defined() && x.dim() == 3, ShapeError, "conv1d: expected x [N, C, L] (3-D), got ",
-               x.defined() ? describe(x) : "undefined");
       return conv1d(pad(x, amounts, o.padding_mode), weight, bias,
                     {.stride = o.stride, .padding = 0, .dilation = o.dilation, .groups = o.groups});
     }

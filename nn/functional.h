@@ -1,15 +1,21 @@
 // nn::functional: the stateless form of every layer, i.e. the ops themselves, gathered under one
-// name as in LibTorch (`namespace F = mg::nn::functional;`). Each is the same dispatcher op as
-// mg::<name>, with the same autocast policy, so there is exactly one implementation.
+// name as in LibTorch (`namespace F = mg::nn::functional;`). Each is the same function as
+// mg::<name> (a dispatcher op, or a composite with its declared policy), so there is exactly one
+// implementation.
 //
 //   namespace F = mg::nn::functional;
 //   mg::Tensor y = F::relu(F::conv2d(x, w, b, {.padding = {1, 1}}));
 #pragma once
 #include "mixgrad/ops/attention.h"
 #include "mixgrad/ops/conv.h"
+#include "mixgrad/ops/conv1d.h"
+#include "mixgrad/ops/distance.h"
+#include "mixgrad/ops/interpolate.h"
 #include "mixgrad/ops/loss.h"
+#include "mixgrad/ops/margin_losses.h"
 #include "mixgrad/ops/norm.h"
 #include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/pad.h"
 
 namespace mg::nn::functional {
 
@@ -30,12 +36,19 @@ using mg::sigmoid;
 using mg::silu;
 using mg::softplus;
 using mg::tanh;
-// convolution and pooling
+// convolution, pooling, padding and resampling
+using mg::adaptive_avg_pool1d;
 using mg::adaptive_avg_pool2d;
+using mg::avg_pool1d;
 using mg::avg_pool2d;
+using mg::conv1d;
 using mg::conv2d;
+using mg::conv_transpose1d;
 using mg::conv_transpose2d;
+using mg::interpolate;
+using mg::max_pool1d;
 using mg::max_pool2d;
+using mg::pad;
 // normalisation, embedding, dropout, attention
 using mg::batch_norm;
 using mg::dropout;
@@ -56,5 +69,17 @@ using mg::nll_loss;
 using mg::huber_loss;
 using mg::smooth_l1_loss;
 using mg::softmax;
+using mg::cosine_embedding_loss;
+using mg::gaussian_nll_loss;
+using mg::hinge_embedding_loss;
+using mg::margin_ranking_loss;
+using mg::multi_margin_loss;
+using mg::multilabel_soft_margin_loss;
+using mg::poisson_nll_loss;
+using mg::soft_margin_loss;
+using mg::triplet_margin_loss;
+// distances
+using mg::cosine_similarity;
+using mg::pairwise_distance;
 
 }  // namespace mg::nn::functional
