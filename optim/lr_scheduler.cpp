@@ -29,60 +29,6 @@ std::string momentum_option(const Optimizer& optimizer, const char* owner) {
   return key;
 }
 
-// Each child's state dict under "schedulers.<i>." (SequentialLR, ChainedScheduler).
-void save_child_states(StateDict& s, const std::vector<std::unique_ptr<LRScheduler>>& children) {
-  for (std::size_t i = 0; i < children.size(); ++i) {
-    const StateDict part = children[i]->state_dict();
-    const std::string prefix = "schedulers." + std::to_string(i) + ".";
-    add_prefixed(s, prefix, part);
-    for (const auto& [k, v] : part.strings) s.strings[prefix + k] = v;
-  }
-}
-
-// Each child's part of a composite's state, found and naming that child's kind.
-std::vector<StateDict> child_parts(const StateDict& s, const std::vector<std::unique_ptr<LRScheduler>>& children,
-                                   const std::string& owner) {
-  std::vector<StateDict> parts;
-  for (std::size_t i = 0; i < children.size(); ++i) {
-    const std::string prefix = "schedulers." + std::to_string(i) + ".";
-    StateDict part = prefixed_part(s, prefix);
-    for (const auto& [k, v] : s.strings) {
-      if (k.rfind(prefix, 0) == 0) part.strings[k.substr(prefix.size())] = v;
-    }
-    const auto name = part.strings.find("scheduler");
-    MG_CHECK(name != part.strings.end(), Error, owner, ": load_state_dict: the state has no scheduler ", i, " (\"",
-             prefix, "scheduler\")");
-    MG_CHECK(name->second == children[i]->name(), Error, owner, ": load_state_dict: scheduler ", i, " of the state is a ",
-             name->second, ", not ", children[i]->name());
-    parts.push_back(std::move(part));
-  }
-  return parts;
-}
-
-void check_child_states(const StateDict& s, const std::vector<std::unique_ptr<LRScheduler>>& children,
-                        const std::string& owner) {
-  const std::vector<StateDict> parts = child_parts(s, children, owner);
-  for (std::size_t i = 0; i < children.size(); ++i) children[i]->check_state_dict(parts[i]);
-}
-
-// Called after check_child_states accepted every part.
-void load_child_states(const StateDict& s, const std::vector<std::unique_ptr<LRScheduler>>& children,
-                       const std::string& owner) {
-  const std::vector<StateDict> parts = child_parts(s, children, owner);
-  for (std::size_t i = 0; i < children.size(); ++i) children[i]->load_state_dict(parts[i]);
-}
-
-// The children of a composite scheduler: at least one, none null, all on `optimizer`.
-void check_child_list(const std::vector<std::unique_ptr<LRScheduler>>& children, const Optimizer& optimizer,
-                      const char* owner) {
-  MG_CHECK(!children.empty(), Error, owner, ": expected at least one scheduler, got none");
-  for (std::size_t i = 0; i < children.size(); ++i) {
-    MG_CHECK(children[i] != nullptr, Error, owner, ": scheduler ", i, " is null");
-    MG_CHECK(&children[i]->optimizer() == &optimizer, Error, owner, ": scheduler ", i, " (", children[i]->name(),
-             ") belongs to another optimizer");
-  }
-}
-
 }  // namespace
 
 // ---- base ----
@@ -579,9 +525,61 @@ std::vector<double> CyclicLR::compute_lrs() {
 
 // ---- ChainedScheduler ----
 
+// ---- CompositeScheduler ----
+
+CompositeScheduler::CompositeScheduler(Optimizer& optimizer, std::string name,
+                                       std::vector<std::unique_ptr<LRScheduler>> schedulers)
+    : LRScheduler(optimizer, std::move(name)), schedulers_(std::move(schedulers)) {
+  MG_CHECK(!schedulers_.empty(), Error, this->name(), ": expected at least one scheduler, got none");
+  for (std::size_t i = 0; i < schedulers_.size(); ++i) {
+    MG_CHECK(schedulers_[i] != nullptr, Error, this->name(), ": scheduler ", i, " is null");
+    MG_CHECK(&schedulers_[i]->optimizer() == &optimizer, Error, this->name(), ": scheduler ", i, " (",
+             schedulers_[i]->name(), ") belongs to another optimizer");
+  }
+}
+
+void CompositeScheduler::save_children(StateDict& s) const {
+  for (std::size_t i = 0; i < schedulers_.size(); ++i) {
+    const StateDict part = schedulers_[i]->state_dict();
+    const std::string prefix = "schedulers." + std::to_string(i) + ".";
+    add_prefixed(s, prefix, part);
+    for (const auto& [k, v] : part.strings) s.strings[prefix + k] = v;
+  }
+}
+
+std::vector<StateDict> CompositeScheduler::child_parts(const StateDict& s) const {
+  std::vector<StateDict> parts;
+  for (std::size_t i = 0; i < schedulers_.size(); ++i) {
+    const std::string prefix = "schedulers." + std::to_string(i) + ".";
+    StateDict part = prefixed_part(s, prefix);
+    for (const auto& [k, v] : s.strings) {
+      if (k.rfind(prefix, 0) == 0) part.strings[k.substr(prefix.size())] = v;
+    }
+    const auto kind = part.strings.find("scheduler");
+    MG_CHECK(kind != part.strings.end(), Error, name(), ": load_state_dict: the state has no scheduler ", i, " (\"",
+             prefix, "scheduler\")");
+    MG_CHECK(kind->second == schedulers_[i]->name(), Error, name(), ": load_state_dict: scheduler ", i,
+             " of the state is a ", kind->second, ", not ", schedulers_[i]->name());
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
+void CompositeScheduler::check_children(const StateDict& s) const {
+  const std::vector<StateDict> parts = child_parts(s);
+  for (std::size_t i = 0; i < schedulers_.size(); ++i) schedulers_[i]->check_state_dict(parts[i]);
+}
+
+// Called by load_state_dict after check_children accepted every part.
+void CompositeScheduler::load_children(const StateDict& s) {
+  const std::vector<StateDict> parts = child_parts(s);
+  for (std::size_t i = 0; i < schedulers_.size(); ++i) schedulers_[i]->load_state_dict(parts[i]);
+}
+
+// ---- ChainedScheduler ----
+
 ChainedScheduler::ChainedScheduler(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedulers)
-    : LRScheduler(optimizer, "ChainedScheduler"), schedulers_(std::move(schedulers)) {
-  check_child_list(schedulers_, optimizer, "ChainedScheduler");
+    : CompositeScheduler(optimizer, "ChainedScheduler", std::move(schedulers)) {
   initial_step();
 }
 
@@ -595,16 +593,12 @@ std::vector<double> ChainedScheduler::compute_lrs() {
   return lrs;
 }
 
-void ChainedScheduler::save_children(StateDict& s) const { save_child_states(s, schedulers_); }
-void ChainedScheduler::load_children(const StateDict& s) { load_child_states(s, schedulers_, "ChainedScheduler"); }
-void ChainedScheduler::check_children(const StateDict& s) const { check_child_states(s, schedulers_, "ChainedScheduler"); }
 
 // ---- SequentialLR ----
 
 SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedulers,
                            std::vector<int64_t> milestones)
-    : LRScheduler(optimizer, "SequentialLR"), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
-  check_child_list(schedulers_, optimizer, "SequentialLR");
+    : CompositeScheduler(optimizer, "SequentialLR", std::move(schedulers)), milestones_(std::move(milestones)) {
   MG_CHECK(milestones_.size() + 1 == schedulers_.size(), Error, "SequentialLR: expected one milestone fewer than the ",
            schedulers_.size(), " schedulers, got ", milestones_.size());
   for (std::size_t i = 0; i < milestones_.size(); ++i) {
@@ -626,8 +620,5 @@ std::vector<double> SequentialLR::compute_lrs() {
   return s.get_last_lr();
 }
 
-void SequentialLR::save_children(StateDict& s) const { save_child_states(s, schedulers_); }
-void SequentialLR::load_children(const StateDict& s) { load_child_states(s, schedulers_, "SequentialLR"); }
-void SequentialLR::check_children(const StateDict& s) const { check_child_states(s, schedulers_, "SequentialLR"); }
 
 }  // namespace mg::optim

@@ -365,6 +365,26 @@ class CyclicLR final : public LRScheduler {
   std::string momentum_key_;     // "momentum", "beta1", or empty without cycle_momentum
 };
 
+// A scheduler made of others on its optimizer (ChainedScheduler, SequentialLR): it owns them (at
+// least one, none null, all built on that optimizer), and its state dict holds each one's under
+// "schedulers.<i>.", every part checked before any is loaded.
+class CompositeScheduler : public LRScheduler {
+ public:
+  const std::vector<std::unique_ptr<LRScheduler>>& schedulers() const { return schedulers_; }
+
+ protected:
+  CompositeScheduler(Optimizer& optimizer, std::string name, std::vector<std::unique_ptr<LRScheduler>> schedulers);
+  void save_children(StateDict& s) const override;
+  void load_children(const StateDict& s) override;
+  void check_children(const StateDict& s) const override;
+
+  std::vector<std::unique_ptr<LRScheduler>> schedulers_;
+
+ private:
+  // Each child's part of the state, found and naming that child's kind.
+  std::vector<StateDict> child_parts(const StateDict& s) const;
+};
+
 // Steps several schedulers of one optimizer together, in order, on every step() (PyTorch's
 // ChainedScheduler): each multiplies or sets the lr the one before left, so chainable schedules
 // compose (e.g. ConstantLR's warmup factor on top of ExponentialLR's decay). Construction
@@ -375,19 +395,12 @@ class CyclicLR final : public LRScheduler {
 //   parts.push_back(std::make_unique<optim::ConstantLR>(opt, optim::ConstantLROptions{.factor = 0.1, .total_iters = 2}));
 //   parts.push_back(std::make_unique<optim::ExponentialLR>(opt, optim::ExponentialLROptions{.gamma = 0.9}));
 //   optim::ChainedScheduler sched(opt, std::move(parts));
-class ChainedScheduler final : public LRScheduler {
+class ChainedScheduler final : public CompositeScheduler {
  public:
   ChainedScheduler(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedulers);
-  const std::vector<std::unique_ptr<LRScheduler>>& schedulers() const { return schedulers_; }
 
  protected:
   std::vector<double> compute_lrs() override;
-  void save_children(StateDict& s) const override;
-  void load_children(const StateDict& s) override;
-  void check_children(const StateDict& s) const override;
-
- private:
-  std::vector<std::unique_ptr<LRScheduler>> schedulers_;
 };
 
 // Runs schedulers one after another (PyTorch's SequentialLR): schedulers[i] drives the lr from
@@ -400,20 +413,15 @@ class ChainedScheduler final : public LRScheduler {
 //   parts.push_back(std::make_unique<optim::LinearLR>(opt, optim::LinearLROptions{.start_factor = 0.1, .total_iters = 100}));
 //   parts.push_back(std::make_unique<optim::CosineAnnealingLR>(opt, optim::CosineAnnealingLROptions{.t_max = 900}));
 //   optim::SequentialLR sched(opt, std::move(parts), {100});   // warmup, then cosine
-class SequentialLR final : public LRScheduler {
+class SequentialLR final : public CompositeScheduler {
  public:
   SequentialLR(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedulers,
                std::vector<int64_t> milestones);
-  const std::vector<std::unique_ptr<LRScheduler>>& schedulers() const { return schedulers_; }
 
  protected:
   std::vector<double> compute_lrs() override;
-  void save_children(StateDict& s) const override;
-  void load_children(const StateDict& s) override;
-  void check_children(const StateDict& s) const override;
 
  private:
-  std::vector<std::unique_ptr<LRScheduler>> schedulers_;
   std::vector<int64_t> milestones_;
 };
 

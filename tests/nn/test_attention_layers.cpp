@@ -17,6 +17,7 @@
 #include "core/factory.h"
 #include "core/generator.h"
 #include "nn/nn.h"
+#include "reference/json_reference.h"
 #include "test_paths.h"
 #include "test_util.h"
 
@@ -404,27 +405,11 @@ TEST_CASE("MultiheadAttention and TransformerEncoderLayer errors name the layer 
                    "expected key_padding_mask [2, 3] (B, S), got key_padding_mask [2, 4]");
 }
 
-namespace {
-
-Tensor json_tensor(const nlohmann::json& values, const nlohmann::json& shape) {
-  return from_vector<double>(values.get<std::vector<double>>(), shape.get<std::vector<int64_t>>());
-}
-
-void check_json_close(const Tensor& got, const nlohmann::json& want) {
-  const std::vector<double> g = test::values(got), w = want.get<std::vector<double>>();
-  REQUIRE(g.size() == w.size());
-  for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == Approx(w[i]).epsilon(1e-12).margin(1e-13));
-}
-
-}  // namespace
-
 TEST_CASE("MultiheadAttention with kdim and vdim equals PyTorch's: separate projections, weights and gradients",
           "[nn][attention]") {
   // tests/data/reference/torch_mha_kvdim.json, written by tools/reference/gen_torch_mha_kvdim.py
   // (PyTorch 2.15, f64): kdim and vdim other than embed_dim, with and without bias and padding mask.
-  std::ifstream f(test::source_dir() + "/tests/data/reference/torch_mha_kvdim.json");
-  REQUIRE(f.good());
-  const nlohmann::json ref = nlohmann::json::parse(f);
+  const nlohmann::json ref = test::load_json_reference("torch_mha_kvdim.json");
   int checked = 0;
   for (const auto& c : ref["cases"]) {
     nn::MultiheadAttention mha({.embed_dim = c["embed_dim"].get<int64_t>(), .num_heads = c["num_heads"].get<int64_t>(),
@@ -442,28 +427,28 @@ TEST_CASE("MultiheadAttention with kdim and vdim equals PyTorch's: separate proj
       const auto& want = c["params"][n];
       REQUIRE(p.shape() == Shape(want["shape"].get<std::vector<int64_t>>()));
       NoGradGuard no_grad;
-      Tensor(p).copy_(json_tensor(want["values"], want["shape"]));
+      Tensor(p).copy_(test::json_tensor(want["values"], want["shape"]));
       names.push_back(n);
     }
-    const Tensor q = json_tensor(c["q"], c["q_shape"]).requires_grad_();
-    const Tensor k = json_tensor(c["k"], c["k_shape"]).requires_grad_();
-    const Tensor v = json_tensor(c["v"], c["v_shape"]).requires_grad_();
+    const Tensor q = test::json_tensor(c["q"], c["q_shape"]).requires_grad_();
+    const Tensor k = test::json_tensor(c["k"], c["k_shape"]).requires_grad_();
+    const Tensor v = test::json_tensor(c["v"], c["v_shape"]).requires_grad_();
     Tensor mask;
     if (!c["key_padding_mask"].is_null()) {
       mask = to(from_vector<double>(c["key_padding_mask"].get<std::vector<double>>(), {2, 4}), DType::Bool);
     }
     const auto [out, weights] = mha.forward_with_weights(q, k, v, mask);
-    check_json_close(out, c["out"]);
-    check_json_close(weights, c["weights"]);
+    test::check_json_close(out, c["out"]);
+    test::check_json_close(weights, c["weights"]);
     Tensors inputs{q, k, v};
     for (const auto& [n, p] : params) inputs.push_back(p);
-    const Tensors g = autograd::grad({sum(out * json_tensor(c["r"], c["out_shape"]))}, inputs);
-    check_json_close(g[0], c["gq"]);
-    check_json_close(g[1], c["gk"]);
-    check_json_close(g[2], c["gv"]);
+    const Tensors g = autograd::grad({sum(out * test::json_tensor(c["r"], c["out_shape"]))}, inputs);
+    test::check_json_close(g[0], c["gq"]);
+    test::check_json_close(g[1], c["gk"]);
+    test::check_json_close(g[2], c["gv"]);
     for (std::size_t i = 0; i < names.size(); ++i) {
       INFO(names[i]);
-      check_json_close(g[3 + i], c["params"][names[i]]["grad"]);
+      test::check_json_close(g[3 + i], c["params"][names[i]]["grad"]);
     }
     ++checked;
   }

@@ -27,6 +27,7 @@
 #include "core/generator.h"
 #include "nn/rnn.h"
 #include "ops/ops.h"
+#include "reference/json_reference.h"
 #include "test_paths.h"
 #include "test_util.h"
 
@@ -35,11 +36,7 @@ using mg::test::values;
 
 namespace {
 
-nlohmann::json load() {
-  std::ifstream f(test::source_dir() + "/tests/data/reference/torch_rnn.json");
-  REQUIRE(f.good());
-  return nlohmann::json::parse(f);
-}
+nlohmann::json load() { return test::load_json_reference("torch_rnn.json"); }
 
 // {"shape": [...], "values": [...]} -> an f64 tensor; null -> undefined.
 Tensor tensor_of(const nlohmann::json& j) {

@@ -27,6 +27,7 @@
 #include "ops/conv1d.h"
 #include "ops/ops.h"
 #include "ops/pad.h"
+#include "reference/json_reference.h"
 #include "test_paths.h"
 #include "test_util.h"
 
@@ -35,11 +36,7 @@ using mg::test::values;
 
 namespace {
 
-nlohmann::json load() {
-  std::ifstream f(test::source_dir() + "/tests/data/reference/torch_conv1d.json");
-  REQUIRE(f.good());
-  return nlohmann::json::parse(f);
-}
+nlohmann::json load() { return test::load_json_reference("torch_conv1d.json"); }
 
 std::vector<double> vec(const nlohmann::json& c, const char* key) { return c[key].get<std::vector<double>>(); }
 int64_t i64(const nlohmann::json& c, const char* key) { return c[key].get<int64_t>(); }

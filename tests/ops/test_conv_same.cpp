@@ -15,6 +15,7 @@
 #include "nn/conv.h"
 #include "ops/conv.h"
 #include "ops/ops.h"
+#include "reference/json_reference.h"
 #include "test_paths.h"
 #include "test_util.h"
 
@@ -22,22 +23,14 @@ using namespace mg;
 
 namespace {
 
-Tensor tensor(const nlohmann::json& c, const char* values, const char* shape) {
-  return from_vector<double>(c[values].get<std::vector<double>>(), c[shape].get<std::vector<int64_t>>());
-}
+Tensor tensor(const nlohmann::json& c, const char* values, const char* shape) { return test::json_tensor(c[values], c[shape]); }
 
-void check_close(const Tensor& got, const std::vector<double>& want, double tol) {
-  const std::vector<double> g = test::values(got);
-  REQUIRE(g.size() == want.size());
-  for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == Approx(want[i]).epsilon(tol).margin(1e-13));
-}
+void check_close(const Tensor& got, const nlohmann::json& want, double tol) { test::check_json_close(got, want, tol); }
 
 }  // namespace
 
 TEST_CASE("conv2d_same equals PyTorch's padding=\"same\": values and gradients", "[ops][conv]") {
-  std::ifstream f(test::source_dir() + "/tests/data/reference/torch_conv_same.json");
-  REQUIRE(f.good());
-  const nlohmann::json ref = nlohmann::json::parse(f);
+  const nlohmann::json ref = test::load_json_reference("torch_conv_same.json");
   int checked = 0;
   for (const auto& c : ref["cases"]) {
     const Tensor x = tensor(c, "x", "x_shape").requires_grad_();
@@ -49,12 +42,12 @@ TEST_CASE("conv2d_same equals PyTorch's padding=\"same\": values and gradients",
     REQUIRE(y.shape() == Shape(c["y_shape"].get<std::vector<int64_t>>()));
     CHECK(y.size(2) == x.size(2));
     CHECK(y.size(3) == x.size(3));
-    check_close(y, c["y"].get<std::vector<double>>(), 1e-12);
+    check_close(y, c["y"], 1e-12);
     const Tensor r = from_vector<double>(c["r"].get<std::vector<double>>(), y.shape());
     const Tensors g = autograd::grad({sum(y * r)}, {x, w, b});
-    check_close(g[0], c["gx"].get<std::vector<double>>(), 1e-12);
-    check_close(g[1], c["gw"].get<std::vector<double>>(), 1e-12);
-    check_close(g[2], c["gb"].get<std::vector<double>>(), 1e-12);
+    check_close(g[0], c["gx"], 1e-12);
+    check_close(g[1], c["gw"], 1e-12);
+    check_close(g[2], c["gb"], 1e-12);
     ++checked;
   }
   CHECK(checked == 4);

@@ -28,6 +28,7 @@
 #include "nn/upsample.h"
 #include "ops/interpolate.h"
 #include "ops/ops.h"
+#include "reference/json_reference.h"
 #include "test_paths.h"
 #include "test_util.h"
 
@@ -35,11 +36,7 @@ using namespace mg;
 
 namespace {
 
-nlohmann::json load() {
-  std::ifstream f(test::source_dir() + "/tests/data/reference/torch_interpolate.json");
-  REQUIRE(f.good());
-  return nlohmann::json::parse(f);
-}
+nlohmann::json load() { return test::load_json_reference("torch_interpolate.json"); }
 
 Tensor tensor(const nlohmann::json& c, const char* values, const char* shape) {
   return from_vector<double>(c[values].get<std::vector<double>>(), c[shape].get<std::vector<int64_t>>());

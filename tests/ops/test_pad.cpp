@@ -18,6 +18,7 @@
 #include "nn/padding.h"
 #include "ops/ops.h"
 #include "ops/pad.h"
+#include "reference/json_reference.h"
 #include "test_paths.h"
 #include "test_util.h"
 
@@ -25,15 +26,9 @@ using namespace mg;
 
 namespace {
 
-Tensor tensor(const nlohmann::json& c, const char* values, const char* shape) {
-  return from_vector<double>(c[values].get<std::vector<double>>(), c[shape].get<std::vector<int64_t>>());
-}
+Tensor tensor(const nlohmann::json& c, const char* values, const char* shape) { return test::json_tensor(c[values], c[shape]); }
 
-void check_close(const Tensor& got, const std::vector<double>& want, double tol) {
-  const std::vector<double> g = test::values(got);
-  REQUIRE(g.size() == want.size());
-  for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == Approx(want[i]).epsilon(tol).margin(1e-13));
-}
+void check_close(const Tensor& got, const nlohmann::json& want, double tol) { test::check_json_close(got, want, tol); }
 
 PadMode mode_of(const std::string& m) {
   if (m == "reflect") return PadMode::Reflect;
@@ -42,11 +37,7 @@ PadMode mode_of(const std::string& m) {
   return PadMode::Constant;
 }
 
-nlohmann::json load() {
-  std::ifstream f(test::source_dir() + "/tests/data/reference/torch_pad.json");
-  REQUIRE(f.good());
-  return nlohmann::json::parse(f);
-}
+nlohmann::json load() { return test::load_json_reference("torch_pad.json"); }
 
 nn::Size2 size2(const nlohmann::json& v) { return nn::Size2(v[0].get<int64_t>(), v[1].get<int64_t>()); }
 
@@ -61,9 +52,9 @@ TEST_CASE("pad equals PyTorch's F.pad in every mode: values and input gradients"
     INFO(c["mode"].get<std::string>() << " " << shape_str(x.shape()) << " pad " << c["pad"].dump());
     const Tensor y = pad(x, amounts, mode_of(c["mode"]), c["value"].get<double>());
     REQUIRE(y.shape() == Shape(c["y_shape"].get<std::vector<int64_t>>()));
-    check_close(y, c["y"].get<std::vector<double>>(), 1e-15);
+    check_close(y, c["y"], 1e-15);
     const Tensor r = from_vector<double>(c["r"].get<std::vector<double>>(), y.shape());
-    check_close(autograd::grad({sum(y * r)}, {x})[0], c["gx"].get<std::vector<double>>(), 1e-12);
+    check_close(autograd::grad({sum(y * r)}, {x})[0], c["gx"], 1e-12);
     ++checked;
   }
   CHECK(checked == 10);
@@ -88,12 +79,12 @@ TEST_CASE("Conv2d padding_mode reflect, replicate and circular equal PyTorch's: 
     INFO(c["mode"].get<std::string>() << " kernel " << shape_str(conv.weight.shape()) << (same ? " same" : ""));
     const Tensor y = conv(x);
     REQUIRE(y.shape() == Shape(c["y_shape"].get<std::vector<int64_t>>()));
-    check_close(y, c["y"].get<std::vector<double>>(), 1e-12);
+    check_close(y, c["y"], 1e-12);
     const Tensor r = from_vector<double>(c["r"].get<std::vector<double>>(), y.shape());
     const Tensors g = autograd::grad({sum(y * r)}, {x, conv.weight, conv.bias});
-    check_close(g[0], c["gx"].get<std::vector<double>>(), 1e-12);
-    check_close(g[1], c["gw"].get<std::vector<double>>(), 1e-12);
-    check_close(g[2], c["gb"].get<std::vector<double>>(), 1e-12);
+    check_close(g[0], c["gx"], 1e-12);
+    check_close(g[1], c["gw"], 1e-12);
+    check_close(g[2], c["gb"], 1e-12);
     ++checked;
   }
   CHECK(checked == 5);
