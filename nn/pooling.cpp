@@ -52,17 +52,21 @@ std::string MaxPool2d::extra_repr() const {
 
 AvgPool2d::AvgPool2d(Options o) : UnaryModule("AvgPool2d"), options_(o) {
   check_window("AvgPool2d", o.kernel, o.stride, o.padding);
+  MG_CHECK(!o.divisor_override || *o.divisor_override > 0, Error, "AvgPool2d: divisor_override must be > 0, got ",
+           o.divisor_override.value_or(0));
 }
 
 Tensor AvgPool2d::forward(const Tensor& x) {
   const Options& o = options_;
   check_input(layer_name(), x, o.kernel, o.padding);
-  return avg_pool2d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.count_include_pad, o.ceil_mode);
+  return avg_pool2d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.count_include_pad, o.ceil_mode,
+                    o.divisor_override);
 }
 
 std::string AvgPool2d::extra_repr() const {
   return window_repr(options_.kernel, options_.stride, options_.padding) +
-         (options_.count_include_pad ? "" : ", count_include_pad=false") + (options_.ceil_mode ? ", ceil_mode=true" : "");
+         (options_.count_include_pad ? "" : ", count_include_pad=false") + (options_.ceil_mode ? ", ceil_mode=true" : "") +
+         (options_.divisor_override ? str_cat(", divisor_override=", *options_.divisor_override) : "");
 }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Options o) : UnaryModule("AdaptiveAvgPool2d"), options_(o) {

@@ -3,6 +3,8 @@
 //   auto pool = nn::make<nn::MaxPool2d>({.kernel = 3, .stride = 2, .padding = 1});
 //   auto gap  = nn::make<nn::AdaptiveAvgPool2d>({.output = 1});   // [N, C, H, W] -> [N, C, 1, 1]
 #pragma once
+#include <optional>
+
 #include "mixgrad/nn/module.h"
 #include "mixgrad/nn/size2.h"
 
@@ -35,6 +37,7 @@ struct AvgPool2dOptions {
   Size2 padding = 0;  // zero padding, at most half the kernel
   bool count_include_pad = true;
   bool ceil_mode = false;  // round the output size up (PyTorch's ceil_mode)
+  std::optional<int64_t> divisor_override;  // > 0: divide every window's sum by it
 };
 
 class AvgPool2d : public UnaryModule {

@@ -10,6 +10,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 
 #include "mixgrad/core/tensor.h"
 
@@ -86,12 +87,15 @@ Tensor max_pool2d_backward(const Tensor& g, const Tensor& indices, std::array<in
 // count_include_pad the divisor is the window size clipped to the padded input, else the number
 // of real elements. `stride` {0, 0} means stride = kernel. ceil_mode as max_pool2d's; a window
 // hanging over the end divides by its size clipped to the padded input (PyTorch's divisor).
+// divisor_override (> 0): every window's sum is divided by it instead (PyTorch's).
 Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},
-                  std::array<int64_t, 2> padding = {0, 0}, bool count_include_pad = true, bool ceil_mode = false);
+                  std::array<int64_t, 2> padding = {0, 0}, bool count_include_pad = true, bool ceil_mode = false,
+                  std::optional<int64_t> divisor_override = std::nullopt);
 // Its input gradient: g [N, C, Ho, Wo] spread back over the windows -> [N, C, H, W].
 Tensor avg_pool2d_backward(const Tensor& g, std::array<int64_t, 2> input_hw, std::array<int64_t, 2> kernel,
                            std::array<int64_t, 2> stride = {0, 0}, std::array<int64_t, 2> padding = {0, 0},
-                           bool count_include_pad = true, bool ceil_mode = false);
+                           bool count_include_pad = true, bool ceil_mode = false,
+                           std::optional<int64_t> divisor_override = std::nullopt);
 
 // Mean over the windows [floor(i H / Ho), ceil((i + 1) H / Ho)) (likewise along W), so any
 // [N, C, H, W] becomes [N, C, Ho, Wo] with `output_hw` = {Ho, Wo}.

@@ -216,11 +216,14 @@ OpAttrs max_attrs(A2 k, A2 s, A2 p, A2 d, bool ceil_mode) {
   a.mode = ceil_mode ? 2 : 0;
   return a;
 }
-OpAttrs avg_attrs(A2 k, A2 s, A2 p, bool include_pad, bool ceil_mode) {
+OpAttrs avg_attrs(A2 k, A2 s, A2 p, bool include_pad, bool ceil_mode, std::optional<int64_t> divisor_override) {
   if (s[0] == 0 && s[1] == 0) s = k;
+  MG_CHECK(!divisor_override || *divisor_override > 0, Error, "avg_pool2d: divisor_override must be > 0, got ",
+           divisor_override.value_or(0));
   OpAttrs a;
   a.ints = {k[0], k[1], s[0], s[1], p[0], p[1]};
   a.mode = (include_pad ? 1 : 0) | (ceil_mode ? 2 : 0);
+  a.alpha = divisor_override ? double(*divisor_override) : 0.0;  // 0: the window's own divisor
   return a;
 }
 
@@ -251,12 +254,14 @@ Tensor max_pool2d_backward(const Tensor& g, const Tensor& indices, A2 input_hw, 
   a.ints.push_back(input_hw[1]);
   return dispatch1(OpId::max_pool2d_backward, {g, indices}, a);
 }
-Tensor avg_pool2d(const Tensor& x, A2 kernel, A2 stride, A2 padding, bool count_include_pad, bool ceil_mode) {
-  return dispatch1(OpId::avg_pool2d, {x}, avg_attrs(kernel, stride, padding, count_include_pad, ceil_mode));
+Tensor avg_pool2d(const Tensor& x, A2 kernel, A2 stride, A2 padding, bool count_include_pad, bool ceil_mode,
+                  std::optional<int64_t> divisor_override) {
+  return dispatch1(OpId::avg_pool2d, {x},
+                   avg_attrs(kernel, stride, padding, count_include_pad, ceil_mode, divisor_override));
 }
 Tensor avg_pool2d_backward(const Tensor& g, A2 input_hw, A2 kernel, A2 stride, A2 padding, bool count_include_pad,
-                           bool ceil_mode) {
-  OpAttrs a = avg_attrs(kernel, stride, padding, count_include_pad, ceil_mode);
+                           bool ceil_mode, std::optional<int64_t> divisor_override) {
+  OpAttrs a = avg_attrs(kernel, stride, padding, count_include_pad, ceil_mode, divisor_override);
   a.ints.push_back(input_hw[0]);
   a.ints.push_back(input_hw[1]);
   return dispatch1(OpId::avg_pool2d_backward, {g}, a);

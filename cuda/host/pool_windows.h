@@ -43,6 +43,7 @@ MG_HOST_DEVICE PoolRange pool_adaptive_range(int64_t n, int64_t out, int64_t i) 
 // The average windows (strided or adaptive) of [P, H, W] -> [P, Ho, Wo] and their divisor.
 struct AvgGeom {
   bool adaptive, include_pad;
+  int64_t divisor_override;  // > 0: every window divides by it (PyTorch's divisor_override)
   PoolWin h, w;          // strided pooling (dilation 1)
   int64_t H, W, Ho, Wo;  // input and output plane sizes
   MG_HOST_DEVICE PoolRange rh(int64_t i) const {
@@ -52,6 +53,7 @@ struct AvgGeom {
     return adaptive ? pool_adaptive_range(W, Wo, j) : pool_avg_range(w, j);
   }
   MG_HOST_DEVICE int64_t divisor(const PoolRange& a, const PoolRange& b) const {
+    if (divisor_override > 0) return divisor_override;
     return include_pad ? a.padded * b.padded : (a.hi - a.lo) * (b.hi - b.lo);
   }
   // The outputs [first, last] along one dim whose window may hold input row i (the caller checks
@@ -242,9 +244,10 @@ MG_HOST_DEVICE T max_pool_grad_at(int64_t i, int64_t Ho, int64_t Wo, const PoolW
 
 // The geometry from the ops' attrs: avg_pool2d(_backward) ints = {kH, kW, sH, sW, pH, pW, ...},
 // mode bit 0 = count_include_pad (bit 1, ceil_mode, only changes the output sizes, which the
-// kernels take from the tensors); adaptive ops read only the plane sizes.
+// kernels take from the tensors), `divisor_override` attrs.alpha (0: none); adaptive ops read
+// only the plane sizes.
 inline AvgGeom avg_geom(bool adaptive, const std::vector<int64_t>& ints, int64_t mode, int64_t H, int64_t W,
-                        int64_t Ho, int64_t Wo) {
+                        int64_t Ho, int64_t Wo, double divisor_override = 0.0) {
   AvgGeom g{};
   g.adaptive = adaptive;
   g.H = H, g.W = W, g.Ho = Ho, g.Wo = Wo;
@@ -252,6 +255,7 @@ inline AvgGeom avg_geom(bool adaptive, const std::vector<int64_t>& ints, int64_t
     g.h = {ints[0], ints[2], ints[4], 1, H};
     g.w = {ints[1], ints[3], ints[5], 1, W};
     g.include_pad = (mode & 1) != 0;
+    g.divisor_override = static_cast<int64_t>(divisor_override);
   }
   return g;
 }

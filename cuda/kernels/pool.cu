@@ -106,7 +106,7 @@ void avg_pool2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const Tensor x = contiguous(in[0], launch_format(l.nhwc));
   const int64_t total = out[0].numel();
   if (total == 0) return;
-  const AvgGeom g = avg_geom(kAdaptive, a.ints, a.mode, x.size(2), x.size(3), out[0].size(2), out[0].size(3));
+  const AvgGeom g = avg_geom(kAdaptive, a.ints, a.mode, x.size(2), x.size(3), out[0].size(2), out[0].size(3), a.alpha);
   const LaunchContext ctx(x.device());
   avg_pool2d_forward_kernel<T><<<ctx.blocks(total), kThreads, 0, ctx.stream>>>(
       total, g, l, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out[0].data_ptr()));
@@ -121,7 +121,7 @@ void avg_pool2d_backward_kernel_fn(const Tensors& in, Tensors& out, const OpAttr
   const Tensor gr = contiguous(in[0], launch_format(l.nhwc));  // [N, C, 1, 1] of a global pool: no copy
   const int64_t total = out[0].numel();
   if (total == 0) return;
-  const AvgGeom g = avg_geom(kAdaptive, a.ints, a.mode, out[0].size(2), out[0].size(3), gr.size(2), gr.size(3));
+  const AvgGeom g = avg_geom(kAdaptive, a.ints, a.mode, out[0].size(2), out[0].size(3), gr.size(2), gr.size(3), a.alpha);
   const LaunchContext ctx(gr.device());
   avg_pool2d_backward_kernel<T><<<ctx.blocks(total), kThreads, 0, ctx.stream>>>(
       total, g, l, static_cast<const T*>(gr.data_ptr()), static_cast<T*>(out[0].data_ptr()));

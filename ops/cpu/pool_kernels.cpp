@@ -100,9 +100,11 @@ struct AvgWindows {
   Window1d h, w;          // strided pooling
   int64_t H, W, Ho, Wo;   // both
   bool include_pad;
+  int64_t divisor_override;  // > 0: every window divides by it (PyTorch's divisor_override)
   AvgRange rh(int64_t i) const { return adaptive ? adaptive_range(H, Ho, i) : avg_range(h, i); }
   AvgRange rw(int64_t j) const { return adaptive ? adaptive_range(W, Wo, j) : avg_range(w, j); }
   int64_t divisor(const AvgRange& a, const AvgRange& b) const {
+    if (divisor_override > 0) return divisor_override;
     return include_pad ? a.padded * b.padded : (a.hi - a.lo) * (b.hi - b.lo);
   }
 };
@@ -115,6 +117,7 @@ AvgWindows avg_windows(OpId op, const OpAttrs& a, int64_t H, int64_t W, int64_t 
     aw.h = avg_dim(a, 0, H);
     aw.w = avg_dim(a, 1, W);
     aw.include_pad = (a.mode & 1) != 0;
+    aw.divisor_override = static_cast<int64_t>(a.alpha);
   }
   return aw;
 }

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,14 +44,17 @@ TEST_CASE("max_pool2d and avg_pool2d with ceil_mode equal PyTorch's: sizes, valu
     const bool is_max = c["kind"] == "max";
     const auto k = a2(c["kernel"]), s = a2(c["stride"]), p = a2(c["padding"]), d = a2(c["dilation"]);
     const bool inc = c["count_include_pad"].get<bool>();
+    const bool ceil_mode = !c.contains("ceil_mode") || c["ceil_mode"].get<bool>();
+    const std::optional<int64_t> divisor =
+        c.contains("divisor_override") ? std::optional<int64_t>(c["divisor_override"].get<int64_t>()) : std::nullopt;
     INFO(c["kind"] << " kernel " << k[0] << "x" << k[1] << " stride " << s[0] << "x" << s[1] << " padding " << p[0]
                    << "x" << p[1] << " dilation " << d[0] << "x" << d[1] << " include_pad " << inc);
     const auto pool = [&](const Tensor& x, bool ceil) {
-      return is_max ? max_pool2d(x, k, s, p, d, ceil) : avg_pool2d(x, k, s, p, inc, ceil);
+      return is_max ? max_pool2d(x, k, s, p, d, ceil) : avg_pool2d(x, k, s, p, inc, ceil, divisor);
     };
     for (bool channels_last : {false, true}) {
       const Tensor x = (channels_last ? contiguous(x0, MemoryFormat::ChannelsLast) : x0.clone()).requires_grad_();
-      const Tensor y = pool(x, true);
+      const Tensor y = pool(x, ceil_mode);
       REQUIRE(y.shape() == shape_of(c["shape"]));
       CHECK(pool(x0, false).shape() == shape_of(c["floor_shape"]));
       const std::vector<double> want = c["y"].get<std::vector<double>>(), got = flat(y);
@@ -62,7 +66,16 @@ TEST_CASE("max_pool2d and avg_pool2d with ceil_mode equal PyTorch's: sizes, valu
     }
     ++checked;
   }
-  CHECK(checked == 9);
+  CHECK(checked == 12);
+}
+
+TEST_CASE("avg_pool2d divisor_override: the layer passes it, prints it, and refuses 0", "[ops][pool][nn]") {
+  nn::AvgPool2d ap({.kernel = 2, .divisor_override = 3});
+  CHECK(ap.layer_name().find("divisor_override=3") != std::string::npos);
+  const Tensor x = ones({1, 1, 4, 4});
+  CHECK(test::values(ap(x)) == std::vector<double>(4, double(4.0f / 3.0f)));  // window sum 4, over 3
+  MG_REQUIRE_ERROR(nn::AvgPool2d({.kernel = 2, .divisor_override = 0}), "AvgPool2d: divisor_override must be > 0, got 0");
+  MG_REQUIRE_ERROR(avg_pool2d(x, {2, 2}, {0, 0}, {0, 0}, true, false, -1), "avg_pool2d: divisor_override must be > 0, got -1");
 }
 
 TEST_CASE("pooling layers pass ceil_mode and print it", "[ops][pool][nn]") {

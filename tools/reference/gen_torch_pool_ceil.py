@@ -1,5 +1,6 @@
 """Writes tests/data/reference/torch_pool_ceil.json: PyTorch's max_pool2d and avg_pool2d with
-ceil_mode (with and without padding, dilation, count_include_pad) on an f64 input of odd sizes,
+ceil_mode (with and without padding, dilation, count_include_pad), and avg_pool2d with
+divisor_override (ceil_mode on and off), on an f64 input of odd sizes,
 and the input gradient of sum(y * r) for a fixed r, for tests/ops/test_pool_ceil.cpp. Run once by
 hand; the tests need no Python:
     python -m venv v && v/bin/pip install torch
@@ -38,6 +39,17 @@ for kind, k, s, p, d, inc in configs:
     cases.append({"kind": kind, "kernel": k, "stride": s, "padding": p, "dilation": d, "count_include_pad": inc,
                   "shape": list(y.shape), "floor_shape": floor_shape, "y": y.detach().reshape(-1).tolist(),
                   "r": r.reshape(-1).tolist(), "grad": g.reshape(-1).tolist()})
+# divisor_override (appended: the cases above keep their random draws): floor and ceil mode.
+for k, s_, p, ceil, div in (([3, 3], [2, 2], [1, 1], False, 5), ([2, 3], [2, 2], [0, 1], True, 4),
+                            ([3, 2], [1, 2], [1, 0], False, 1)):
+    xr = x.clone().requires_grad_(True)
+    y = F.avg_pool2d(xr, k, s_, p, ceil_mode=ceil, divisor_override=div)
+    r = torch.randn(y.shape, dtype=torch.float64)
+    (g,) = torch.autograd.grad((y * r).sum(), xr)
+    cases.append({"kind": "avg", "kernel": k, "stride": s_, "padding": p, "dilation": [1, 1], "count_include_pad": True,
+                  "ceil_mode": ceil, "divisor_override": div, "shape": list(y.shape),
+                  "floor_shape": list(F.avg_pool2d(x, k, s_, p).shape),
+                  "y": y.detach().reshape(-1).tolist(), "r": r.reshape(-1).tolist(), "grad": g.reshape(-1).tolist()})
 with open(f"{sys.argv[1] if len(sys.argv) > 1 else '.'}/torch_pool_ceil.json", "w") as fh:
     json.dump({"torch": torch.__version__, "x": x.reshape(-1).tolist(), "x_shape": list(x.shape), "cases": cases}, fh,
               separators=(",", ":"))
