@@ -278,7 +278,9 @@ TEST_CASE("margin losses: bad inputs are named errors", "[ops][loss]") {
       {"poisson_nll_loss", [&] { return poisson_nll_loss(x, abs(y), true, false, 1e-8, bm); }},
       {"gaussian_nll_loss", [&] { return gaussian_nll_loss(x, y, ones({4, 3}), false, 1e-6, bm); }},
   };
-  for (const auto& [name, f] : losses) {
+  for (const auto& entry : losses) {  // not a structured binding: clang 14 cannot capture one
+    const char* name = entry.first;
+    const std::function<Tensor()>& f = entry.second;
     INFO(name);
     MG_REQUIRE_ERROR(f(), std::string(name) + ": reduction batchmean is only accepted by kl_div");
   }
