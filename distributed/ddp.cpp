@@ -13,6 +13,7 @@
 #include "mixgrad/core/factory.h"
 #include "mixgrad/cuda/cuda.h"
 #include "mixgrad/distributed/error.h"
+#include "mixgrad/distributed/rank_agreement.h"
 #include "mixgrad/distributed/sync_batch_norm.h"
 #include "mixgrad/nn/normalization.h"
 #include "mixgrad/ops/layout.h"
@@ -33,19 +34,6 @@ std::vector<std::string> describe_model(const nn::NamedTensors& params, const nn
     lines.push_back("buffer '" + name + "' " + shape_str(t.shape()) + " " + dtype_name(t.dtype()));
   }
   return lines;
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-std::vector<std::string> split_lines(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
 }
 
 }  // namespace
@@ -144,66 +132,28 @@ void DistributedDataParallel::check_no_sync_batch_norm_on_group() const {
   }
 }
 
-// Compares the ranks' parameter and buffer lists through an all-gather of {lines, length, hash};
-// only when they differ, a second all-gather of the descriptions themselves names the difference.
+// Compares the ranks' parameter and buffer lists (and the optimizers' master weights, which
+// broadcast_state sends from rank 0 too) before anything is broadcast.
 void DistributedDataParallel::check_models_match() {
-  const std::vector<std::string> lines = describe_model(module_->named_parameters(), module_->named_buffers());
-  std::string text;
-  for (const std::string& l : lines) text += l + "\n";
-  const int64_t trainable = int64_t(params_.size());
-  Tensor summary;
-  run_comm([&] {
-    summary = comm_->all_gather(from_vector<int64_t>({int64_t(lines.size()), trainable, int64_t(text.size()),
-                                                     int64_t(fnv1a(text) >> 1)}, {4}).to(device_))
-                  .to(Device::cpu());  // [W, 4] i64
-  });
-  const int world = comm_->world_size();
-  const int64_t* s = summary.data<int64_t>();
-  bool same = true;
-  int64_t longest = 0;
-  for (int r = 0; r < world; ++r) {
-    same = same && std::equal(s, s + 4, s + 4 * r);
-    longest = std::max(longest, s[4 * r + 2]);
+  std::vector<std::string> lines = describe_model(module_->named_parameters(), module_->named_buffers());
+  for (std::size_t k = 0; k < options_.optimizers.size(); ++k) {
+    const optim::Optimizer& opt = *options_.optimizers[k];
+    int64_t elements = 0;
+    for (const optim::MasterPair& m : opt.master_pairs()) elements += m.master.numel();
+    lines.push_back("optimizer " + std::to_string(k) + " (" + opt.name() + "): " +
+                    std::to_string(opt.master_pairs().size()) + " f32 master weights, " + std::to_string(elements) +
+                    " elements (a ZeroRedundantOptimizer's local() holds its rank's shard only: leave it out of "
+                    "DdpOptions::optimizers)");
   }
-  if (same) return;
-  Tensor mine = zeros({longest}, {.dtype = DType::U8});  // [longest] u8, the text zero-padded
-  std::memcpy(mine.data<uint8_t>(), text.data(), text.size());
-  Tensor all;
-  run_comm([&] { all = comm_->all_gather(mine.to(device_)).to(Device::cpu()); });  // [W, longest] u8
-  std::vector<std::vector<std::string>> per_rank;
-  for (int r = 0; r < world; ++r) {
-    const char* row = reinterpret_cast<const char*>(all.data<uint8_t>()) + r * longest;
-    per_rank.push_back(split_lines(std::string(row, std::size_t(s[4 * r + 2]))));
-  }
-  std::ostringstream msg;
-  msg << kWho << ": rank " << comm_->rank()
-      << ": the ranks' models differ (parameters and buffers must have the same names, shapes and dtypes in the "
-         "same order); nothing was broadcast:";
-  for (int r = 0; r < world; ++r) {
-    msg << "\n  rank " << r << ": " << per_rank[std::size_t(r)].size() << " entries (" << s[4 * r + 1]
-        << " trainable parameters)";
-  }
-  // The first entry where some rank differs from rank 0.
-  std::size_t most = 0;
-  for (const auto& l : per_rank) most = std::max(most, l.size());
-  for (std::size_t i = 0; i < most; ++i) {
-    bool differ = false;
-    for (int r = 1; r < world; ++r) {
-      const auto& a = per_rank[0];
-      const auto& b = per_rank[std::size_t(r)];
-      differ = differ || (i < a.size()) != (i < b.size()) || (i < a.size() && a[i] != b[i]);
-    }
-    if (!differ) continue;
-    msg << "\n  first difference, entry " << i << ":";
-    for (int r = 0; r < world; ++r) {
-      const auto& l = per_rank[std::size_t(r)];
-      msg << "\n    rank " << r << ": " << (i < l.size() ? l[i] : std::string("(none)"));
-    }
-    break;
-  }
-  msg << "\n  hint: build the same model on every rank (same configuration; amp::initialize at the same opt level "
-         "before wrapping)";
-  MG_THROW(distributed::DistributedError, msg.str());
+  std::string report;
+  run_comm([&] { report = compare_across_ranks(*comm_, device_, lines, int64_t(params_.size()), "trainable parameters"); });
+  if (report.empty()) return;
+  MG_THROW(distributed::DistributedError, kWho, ": rank ", comm_->rank(),
+           ": the ranks' models differ (parameters and buffers must have the same names, shapes and dtypes in the "
+           "same order); nothing was broadcast:",
+           report,
+           "\n  hint: build the same model on every rank (same configuration; amp::initialize at the same opt level "
+           "before wrapping)");
 }
 
 // Without optimizers to broadcast masters from, f16/bf16 parameters must already agree: a

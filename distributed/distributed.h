@@ -1,6 +1,6 @@
 // The distributed layer in one include: process groups (ProcessGroup, ProcessGroupGloo,
 // ProcessGroupNccl), the rendezvous store (TcpStore), init_process_group from the environment,
-// the errors, DistributedDataParallel, SyncBatchNorm and distributed_sampler.
+// the errors, DistributedDataParallel, ZeroRedundantOptimizer, SyncBatchNorm and distributed_sampler.
 // Only present when the library was built with Gloo (MG_WITH_GLOO; mixgrad_DISTRIBUTED in the
 // package config); docs/distributed.md is the guide.
 //
@@ -14,6 +14,9 @@
 #include "mixgrad/distributed/init.h"
 #include "mixgrad/distributed/nccl_process_group.h"
 #include "mixgrad/distributed/process_group.h"
+#include "mixgrad/distributed/rank_agreement.h"
 #include "mixgrad/distributed/reduce_op.h"
+#include "mixgrad/distributed/state_dict_broadcast.h"
 #include "mixgrad/distributed/sync_batch_norm.h"
 #include "mixgrad/distributed/tcp_store.h"
+#include "mixgrad/distributed/zero.h"

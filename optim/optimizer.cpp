@@ -91,6 +91,26 @@ void with_group_context(const std::string& owner, const std::string& name, std::
 
 void Optimizer::step() { gated_step(Tensor()); }
 
+int64_t Optimizer::register_step_post_hook(StepHook hook) {
+  MG_CHECK(static_cast<bool>(hook), Error, name_, "::register_step_post_hook: the hook is empty");
+  MG_CHECK(!graph_capturing_, Error, name_, "::register_step_post_hook: not while a CUDA graph captures the step");
+  post_hooks_.emplace_back(next_hook_handle_, std::move(hook));
+  return next_hook_handle_++;
+}
+
+void Optimizer::remove_step_post_hook(int64_t handle) {
+  const auto it = std::find_if(post_hooks_.begin(), post_hooks_.end(), [&](const auto& h) { return h.first == handle; });
+  MG_CHECK(it != post_hooks_.end(), Error, name_, "::remove_step_post_hook: no hook has handle ", handle,
+           " (removed already, or registered on another optimizer)");
+  post_hooks_.erase(it);
+}
+
+void Optimizer::run_post_hooks() {
+  // A copy: a hook may remove itself.
+  const auto hooks = post_hooks_;
+  for (const auto& [handle, hook] : hooks) hook(*this);
+}
+
 void Optimizer::gated_step(const Tensor& found_inf) {
   skipped_flag_ = Tensor();
   const StepGateDecision gate = gate_ ? gate_(*this) : StepGateDecision();
@@ -106,6 +126,7 @@ void Optimizer::gated_step(const Tensor& found_inf) {
   }
   if (!flag.defined()) {
     run_step();
+    run_post_hooks();
     return;
   }
   const Device dev = flag.device();
@@ -120,6 +141,7 @@ void Optimizer::gated_step(const Tensor& found_inf) {
       return;
     }
     run_step();
+    run_post_hooks();
     return;
   }
   found_inf_ = flag.data<float>();
@@ -132,6 +154,7 @@ void Optimizer::gated_step(const Tensor& found_inf) {
   found_inf_ = nullptr;
   skipped_flag_ = clone(flag);  // the flag's owner may clear it (GradScaler::update) before the read
   count_device_skip(flag, dev);
+  run_post_hooks();
 }
 
 void Optimizer::count_device_skip(const Tensor& flag, Device device) {
@@ -295,6 +318,9 @@ void Optimizer::graph_capture_begin() {
            "\n  hint: scale with amp::GradScaler, whose skip decision is a device value, and remove the gate: "
            "opt.set_step_gate(nullptr)");
   MG_CHECK(has_fused_step(), Error, name_, ": has no fused device step, so a CUDA graph would freeze its host math");
+  MG_CHECK(post_hooks_.empty(), Error, name_, ": cannot be captured into a CUDA graph while it has ", post_hooks_.size(),
+           " step post-hook(s) (a ZeroRedundantOptimizer's broadcast is one): a hook is host code, run once at the "
+           "capture");
   if (const char* why = graph_capture_refusal()) MG_THROW(Error, name_, ": cannot be captured into a CUDA graph: ", why);
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     with_group_context(name_, name_, g, [&] { check_options(groups_[g].options); });
@@ -417,27 +443,26 @@ void Optimizer::refresh_device_steps() const {
   }
 }
 
+namespace {
+void clear_grad(const Tensor& p, bool set_to_none) {
+  const Tensor g = p.grad();
+  if (!g.defined()) return;
+  if (set_to_none) {
+    p.set_grad(Tensor());
+  } else if (g.grad_fn()) {
+    p.set_grad(zeros_like(g));  // a gradient with history (create_graph): replace, don't mutate
+  } else {
+    Tensor(g).zero_();
+  }
+}
+}  // namespace
+
 void Optimizer::zero_grad(bool set_to_none) {
   for (const ParamGroup& group : groups_) {
-    for (const Tensor& p : group.params) {
-      const Tensor g = p.grad();
-      if (!g.defined()) continue;
-      if (set_to_none) {
-        p.set_grad(Tensor());
-      } else if (g.grad_fn()) {
-        p.set_grad(zeros_like(g));  // a gradient with history (create_graph): replace, don't mutate
-      } else {
-        Tensor(g).zero_();
-      }
-    }
+    for (const Tensor& p : group.params) clear_grad(p, set_to_none);
   }
-  for (const MasterPair& m : masters_) {
-    const Tensor g = m.model.grad();
-    if (!g.defined()) continue;
-    if (set_to_none) m.model.set_grad(Tensor());
-    else if (g.grad_fn()) m.model.set_grad(zeros_like(g));
-    else Tensor(g).zero_();
-  }
+  for (const MasterPair& m : masters_) clear_grad(m.model, set_to_none);
+  for (const Tensor& t : zero_grad_also_) clear_grad(t, set_to_none);
   master_grads_synced_ = false;
 }
 

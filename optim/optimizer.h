@@ -109,8 +109,13 @@ class Optimizer : public GraphParticipant {
   // the step runs or is skipped as a whole.
   void step_unless_found_inf(const Tensor& found_inf);
   // Clears the gradients (set_to_none: drops them; else zeros them in place); with master
-  // weights both the masters' and the model's.
+  // weights both the masters' and the model's; and those of set_zero_grad_also's tensors.
   void zero_grad(bool set_to_none = true);
+  // Tensors whose gradients zero_grad() clears too, though this optimizer never updates them: a
+  // ZeroRedundantOptimizer's shard is given the other ranks' parameters, whose gradients
+  // DistributedDataParallel still averages on this rank every step (stale ones would enter the
+  // average). Replaces the previous list.
+  void set_zero_grad_also(Tensors tensors) { zero_grad_also_ = std::move(tensors); }
   // Adds a group; options not given take the optimizer's defaults. Unknown option names, options
   // out of range and parameters already in a group are errors.
   void add_param_group(const Tensors& params, const OptionMap& options = {});
@@ -171,6 +176,19 @@ class Optimizer : public GraphParticipant {
   // Whether the last step() call was skipped (by the gate, or by the device flag of
   // step_unless_found_inf, read lazily here: one synchronisation the first time it is asked).
   bool last_step_skipped() const;
+
+  // ---- step post-hooks (PyTorch's register_step_post_hook) ----
+  // `hook` runs after every step() / step_unless_found_inf() that ran the update: not after one the
+  // host knows was skipped (a gate's no, a host-read flag), but after one a device flag decides
+  // (its kernels ran and may have changed nothing). Hooks run in registration order; an exception
+  // from one propagates after the update. distributed::ZeroRedundantOptimizer broadcasts each
+  // rank's updated shard through one. A step with hooks cannot be captured into a CUDA graph (the
+  // hook is host code that would run once, at the capture).
+  using StepHook = std::function<void(Optimizer&)>;
+  // Returns a handle for remove_step_post_hook.
+  int64_t register_step_post_hook(StepHook hook);
+  // Removes the hook with that handle; an unknown handle is an error.
+  void remove_step_post_hook(int64_t handle);
 
   // Layout (position i counts parameters over all groups, as parameters()):
   //   strings "optimizer"            the optimizer's name
@@ -289,9 +307,13 @@ class Optimizer : public GraphParticipant {
   std::vector<MasterPair> masters_;
   bool master_grads_synced_ = false;
   StepGate gate_;
+  Tensors zero_grad_also_;  // set_zero_grad_also
+  std::vector<std::pair<int64_t, StepHook>> post_hooks_;  // (handle, hook), in registration order
+  int64_t next_hook_handle_ = 0;
   mutable bool last_step_skipped_ = false;
   // step() and step_unless_found_inf(): the gate's decision, then the flag's (undefined: none).
   void gated_step(const Tensor& found_inf);
+  void run_post_hooks();
   // The step itself, after every skip decision.
   void run_step();
   const float* found_inf_ = nullptr;       // during step_unless_found_inf: the device flag

@@ -84,7 +84,10 @@ TEST_CASE("clipping model gradients after they went into the f32 masters is an e
       auto net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::UnaryModule>>{
           nn::make<nn::Linear>({.in = 8, .out = 4})});
       optim::SGD sgd(net->parameters(), {.lr = 0.1});
-      auto [model, opt] = amp::initialize(net, sgd, {.opt_level = "O2", .dtype = dtype, .verbosity = 0});
+      // Named results, not a structured binding: clang 14 cannot capture one in MG_REQUIRE_ERROR's lambda.
+      auto initialized = amp::initialize(net, sgd, {.opt_level = "O2", .dtype = dtype, .verbosity = 0});
+      const auto& model = initialized.first;
+      optim::Optimizer& opt = initialized.second;
       amp::scale_loss(amp::forward(*model, randn({4, 8})).pow(2.0).mean(), opt).backward();
       MG_REQUIRE_ERROR(optim::clip_grad_norm_(model->parameters(), 1.0),
                        std::string("clip_grad_norm_: parameter 0 is ") + (dtype[0] == 'f' ? "an " : "a ") + dtype +

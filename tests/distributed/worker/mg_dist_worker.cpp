@@ -18,6 +18,7 @@
 //                          (precision16.cpp)
 //   nccl, nccl_die, nccl_ddp  the NCCL group and DDP on it across GPUs (nccl_worker.cpp)
 //   new-group, ddp-syncbn, ddp-buffers  second groups and DDP on them (group_scenarios.cpp)
+//   zero-*                 ZeroRedundantOptimizer (zero_scenarios.cpp)
 // Decision: each rank computes every rank's inputs (they are functions of rank and index), so it
 // can check its own results without a second channel.
 #include <unistd.h>
@@ -390,6 +391,8 @@ int die(std::chrono::milliseconds timeout) {
 int dist_data_scenario(const std::string& mode, std::chrono::milliseconds timeout);  // dist_data_scenarios.cpp
 // The DistributedDataParallel modes (ddp-*), in ddp_scenarios.cpp.
 int ddp_scenario(const std::string& mode, std::chrono::milliseconds timeout, const std::string& arg);
+// The ZeroRedundantOptimizer modes (zero-*), in zero_scenarios.cpp.
+int zero_scenario(const std::string& mode, std::chrono::milliseconds timeout);
 // new_group and the DDP modes built on it (new-group, ddp-syncbn, ddp-buffers), in group_scenarios.cpp.
 int group_scenario(const std::string& mode, std::chrono::milliseconds timeout);
 
@@ -397,7 +400,7 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc != 3 && !(argc == 4 && std::strncmp(argv[1], "ddp-", 4) == 0)) {
     std::fprintf(stderr,
-                 "usage: mg_dist_worker collectives|join|die|mismatch|precision16|nccl|nccl_die|nccl_ddp|new-group|ddp-* TIMEOUT_MS [ARG]\n");
+                 "usage: mg_dist_worker collectives|join|die|mismatch|precision16|nccl|nccl_die|nccl_ddp|new-group|ddp-*|zero-* TIMEOUT_MS [ARG]\n");
     return 2;
   }
   if (const char* r = std::getenv("RANK")) g_rank = std::atoi(r);
@@ -415,6 +418,7 @@ int main(int argc, char** argv) {
     if (mode == "nccl_die") return test_worker::nccl_die(timeout);
     if (mode == "nccl_ddp") return test_worker::nccl_ddp(timeout);
     if (mode.rfind("ddp-", 0) == 0) return ddp_scenario(mode, timeout, argc == 4 ? argv[3] : "");
+    if (const int status = zero_scenario(mode, timeout); status >= 0) return status;
   } catch (const std::exception& e) {
     std::printf("rank %d: FAIL exception: %s\n", g_rank, e.what());
     return 1;
