@@ -358,7 +358,7 @@ Tensor correct_count(const Predictions& p) { return eq(argmax(p.logits, 1), p.ta
 // Under mixgrad-run the micro-batches but the last accumulate locally (no_sync); the last backward
 // averages the accumulated gradients across ranks.
 // Nothing is read back from a device: the results stay device tensors (DeviceStep).
-DeviceStep train_step(const Net& net, optim::AdamW& opt, optim::LRScheduler& sched, data::DataLoader& loader,
+DeviceStep train_step(const Net& net, optim::Optimizer& opt, optim::LRScheduler& sched, data::DataLoader& loader,
                       int64_t accumulate, double clip, Device device, DataParallel& dp) {
   DeviceStep r;
   opt.zero_grad();
@@ -378,7 +378,7 @@ DeviceStep train_step(const Net& net, optim::AdamW& opt, optim::LRScheduler& sch
     r.predicted += p.target.numel();
     r.examples += b.size();
   }
-  r.grad_norm = optim::clip_grad_norm_(amp::master_params(opt), clip > 0 ? clip : INFINITY);
+  r.grad_norm = dp.clip_grad_norm_(opt, amp::master_params(opt), clip > 0 ? clip : INFINITY);  // --zero: every shard's
   opt.step();
   sched.step();
   return r;
@@ -388,7 +388,7 @@ DeviceStep train_step(const Net& net, optim::AdamW& opt, optim::LRScheduler& sch
 // amp::GradScaler scales, unscales into the f32 master gradients and decides on the device, the
 // clipping norm stays a device value. in: the batch's tensors in `names` order; returns the device
 // tensors {loss, correct, grad_norm}.
-Tensors graph_step(const Net& net, optim::AdamW& opt, amp::GradScaler& scaler, double clip,
+Tensors graph_step(const Net& net, optim::Optimizer& opt, amp::GradScaler& scaler, double clip,
                    const std::vector<std::string>& names, const Tensors& in) {
   data::Batch b;
   for (std::size_t i = 0; i < names.size(); ++i) b.tensors.emplace_back(names[i], in[i]);
@@ -584,8 +584,12 @@ int run(int argc, char** argv) {
   // LayerNorm weights (every 1-D parameter).
   Tensors decay, no_decay;
   for (const Tensor& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  optim::AdamW opt({{.params = decay}, {.params = no_decay, .options = {{"weight_decay", 0.0}}}},
-                   {.lr = lr, .weight_decay = flags.get_double("weight-decay")});
+  // --zero under mixgrad-run: each rank keeps the moments (and O2 masters) of its shard.
+  const optim::AdamWOptions adamw_options{.lr = lr, .weight_decay = flags.get_double("weight-decay")};
+  optim::Optimizer& opt = dp.make_optimizer(
+      {{.params = decay}, {.params = no_decay, .options = {{"weight_decay", 0.0}}}},
+      [&](const std::vector<optim::ParamGroupSpec>& groups) { return std::make_unique<optim::AdamW>(groups, adamw_options); },
+      flags.get_bool("zero"));
   amp::initialize(model, opt, amp_options(flags));
   const double w = flags.get_double("warmup");
   // Clamped in double first: a huge --warmup would overflow llround.
@@ -630,6 +634,7 @@ int run(int argc, char** argv) {
                 dp.world_size(), (long long)rank_batch, (long long)loading.sampler->num_samples(), (long long)batch_size,
                 (long long)accumulate);
   }
+  std::printf("%s", dp.zero_summary(opt, flags.get_bool("zero")).c_str());
   std::printf("%s", amp::properties().str().c_str());
   if (flags.get_bool("precision-plan")) std::printf("%s", amp::precision_plan(*model, &opt).c_str());
 
@@ -649,7 +654,7 @@ int run(int argc, char** argv) {
     MG_CHECK(saved == config, Error, "", ck.path(), " was saved by a run with ", saved, ", not ", config,
              "\n  hint: resume with the flags of the saved run");
     check_resumed_schedule(ck.state("train"), ck.path(), schedule);
-    TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr}.restore(ck);
+    TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr, &dp}.restore(ck);
     const StateDict& t = ck.state("train");
     step = t.int_at("train_bert", "step");
     loss_sum = t.float_at("train_bert", "epoch_loss_sum");
@@ -688,6 +693,7 @@ int run(int argc, char** argv) {
   skipped_at_last_log = skipped_total();  // after the resume: the restored scaler's count
   dp.wrap(model, {&opt});  // after amp::initialize, the resume and the memory probe: rank 0's weights everywhere
   auto save = [&](const std::string& path) {
+    const StateDict optimizer_state = dp.optimizer_state(opt);  // --zero: gathered from every rank's shard
     if (!dp.is_main()) return;  // rank 0 writes the checkpoints
     if (tally) {  // lazy reads: a Ctrl-C after this step's logging decision left steps in the tally
       const DeviceTally::Totals t = tally->read();
@@ -708,7 +714,7 @@ int run(int argc, char** argv) {
     train.ints["epoch_predicted"] = predicted;
     train.ints["epoch_seen"] = seen;
     train.ints["epoch_skipped_start"] = skipped_at_epoch_start;
-    TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr}
+    TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr, &dp, &optimizer_state}
         .save(path, {{"tokenizer", tokenizer_state(tok)}, {"train", train}});
   };
 

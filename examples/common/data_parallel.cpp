@@ -10,11 +10,13 @@
 
 #include "core/error.h"
 #include "core/factory.h"
+#include "optim/clip_grad.h"
 
 #ifdef MG_HAVE_DISTRIBUTED
 #include "distributed/ddp.h"
 #include "distributed/distributed_sampler.h"
 #include "distributed/init.h"
+#include "distributed/zero.h"
 #endif
 
 namespace mg::example {
@@ -28,8 +30,10 @@ int env_int(const char* name, int fallback) {
 }  // namespace
 
 struct DataParallel::Impl {
+  std::unique_ptr<optim::Optimizer> optimizer;  // make_optimizer's, unsharded
 #ifdef MG_HAVE_DISTRIBUTED
   std::shared_ptr<distributed::ProcessGroup> group;
+  std::unique_ptr<distributed::ZeroRedundantOptimizer> zero;  // make_optimizer's with --zero
   std::unique_ptr<distributed::DistributedDataParallel> ddp;
 #endif
 };
@@ -39,6 +43,7 @@ DataParallel::~DataParallel() {
 #ifdef MG_HAVE_DISTRIBUTED
   if (impl_) {
     impl_->ddp.reset();
+    impl_->zero.reset();
     if (impl_->group) impl_->group->shutdown();
   }
 #endif
@@ -117,8 +122,80 @@ StateDict reshard_loader_state(const StateDict& saved, const data::DataLoader& l
   return s;
 }
 
+optim::Optimizer& DataParallel::make_optimizer(const std::vector<optim::ParamGroupSpec>& groups,
+                                               const OptimizerFactory& make, bool zero) {
+#ifdef MG_HAVE_DISTRIBUTED
+  MG_CHECK(!impl_->optimizer && !impl_->zero, Error, "DataParallel::make_optimizer: called twice");
+  if (zero && impl_->group) {
+    impl_->zero = std::make_unique<distributed::ZeroRedundantOptimizer>(groups, impl_->group, make);
+    return impl_->zero->local();
+  }
+#else
+  MG_CHECK(!impl_->optimizer, Error, "DataParallel::make_optimizer: called twice");
+  (void)zero;
+#endif
+  impl_->optimizer = make(groups);
+  MG_CHECK(impl_->optimizer != nullptr, Error, "DataParallel::make_optimizer: the factory returned null");
+  return *impl_->optimizer;
+}
+
+bool DataParallel::sharded() const {
+#ifdef MG_HAVE_DISTRIBUTED
+  return impl_->zero != nullptr;
+#else
+  return false;
+#endif
+}
+
+std::string DataParallel::zero_summary(const optim::Optimizer& opt, bool requested) const {
+  if (!requested) return "";
+  if (!sharded()) return "--zero: one process, nothing to shard; the optimizer is not sharded\n";
+#ifdef MG_HAVE_DISTRIBUTED
+  int64_t mine = 0, all = 0;
+  for (const Tensor& p : opt.parameters()) mine += p.numel();
+  for (const Tensor& p : impl_->zero->parameters()) all += p.numel();
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "ZeRO stage 1: optimizer state and master weights sharded over %d ranks; rank %d holds %zu of %zu "
+                "parameter tensors (%.1f%% of the elements)\n",
+                world_, rank_, opt.parameters().size(), impl_->zero->parameters().size(),
+                all ? 100.0 * double(mine) / double(all) : 0.0);
+  return line;
+#else
+  return "";
+#endif
+}
+
+Tensor DataParallel::clip_grad_norm_(const optim::Optimizer& opt, const Tensors& params, double max_norm) {
+#ifdef MG_HAVE_DISTRIBUTED
+  if (impl_->zero && &impl_->zero->local() == &opt) return impl_->zero->clip_grad_norm_(max_norm);
+#endif
+  return optim::clip_grad_norm_(params, max_norm);
+}
+
+StateDict DataParallel::optimizer_state(const optim::Optimizer& opt) {
+#ifdef MG_HAVE_DISTRIBUTED
+  if (impl_->zero && &impl_->zero->local() == &opt) return impl_->zero->state_dict(/*to=*/0);
+#endif
+  return is_main() ? opt.state_dict() : StateDict{};
+}
+
+void DataParallel::load_optimizer_state(optim::Optimizer& opt, const StateDict& state) {
+#ifdef MG_HAVE_DISTRIBUTED
+  if (impl_->zero && &impl_->zero->local() == &opt) {
+    impl_->zero->load_state_dict(state);
+    return;
+  }
+#endif
+  opt.load_state_dict(state);
+}
+
 void DataParallel::wrap(const std::shared_ptr<nn::Module>& model, std::vector<optim::Optimizer*> optimizers) {
 #ifdef MG_HAVE_DISTRIBUTED
+  if (impl_->zero) {
+    // A shard holds its own masters only; ZeRO broadcast rank 0's weights before amp made them.
+    std::erase(optimizers, &impl_->zero->local());
+  }
   if (impl_->group) {
     impl_->ddp = std::make_unique<distributed::DistributedDataParallel>(
         model, impl_->group, distributed::DdpOptions{.optimizers = std::move(optimizers)});

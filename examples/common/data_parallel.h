@@ -15,11 +15,13 @@
 //   DataParallel dp = DataParallel::from_environment();
 //   data::DataLoaderOptions o = dp.loader_options(train_set->size(), global_batch, seed);  // [B/W] per rank
 //   data::DataLoader loader(train_set, o);
+//   optim::Optimizer& opt = dp.make_optimizer(groups, make_sgd, flags.get_bool("zero"));
 //   ... amp::initialize(model, opt, ...);
 //   dp.wrap(model, {&opt});                                // after amp::initialize
 //   if (dp.is_main()) std::printf(...);
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,8 +63,32 @@ class DataParallel {
   // distributed::distributed_sampler, which checks that every rank passed the same size and seed
   // (a collective: every rank calls it).
   data::DataLoaderOptions loader_options(int64_t dataset_size, int64_t global_batch, uint64_t seed) const;
+  // The training optimizer over `groups`, made by `make` and kept by this object (the reference
+  // lives as long as it does). With `zero` under a group (--zero): a
+  // distributed::ZeroRedundantOptimizer whose shard make() builds, and the shard is returned —
+  // call this before amp::initialize (it broadcasts rank 0's weights). Else make(groups) itself
+  // (`zero` on one process: nothing to shard, the plain optimizer).
+  using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(const std::vector<optim::ParamGroupSpec>&)>;
+  optim::Optimizer& make_optimizer(const std::vector<optim::ParamGroupSpec>& groups, const OptimizerFactory& make,
+                                   bool zero);
+  // Whether make_optimizer sharded the optimizer (ZeRO).
+  bool sharded() const;
+  // A line for the run's header on what --zero did ("" when it was not asked for): the shard of
+  // rank 0, or that one process has nothing to shard.
+  std::string zero_summary(const optim::Optimizer& opt, bool requested) const;
+  // The optimizer's state dict in the unsharded layout, for rank 0's checkpoint: under ZeRO
+  // gathered from every rank's shard (a collective: every rank calls it, rank 0 gets the dict);
+  // else opt.state_dict() on rank 0. Other ranks get an empty dict.
+  StateDict optimizer_state(const optim::Optimizer& opt);
+  // Loads such a dict (saved on any number of ranks, with or without ZeRO): under ZeRO each rank
+  // keeps its shard's part; else opt.load_state_dict(state).
+  void load_optimizer_state(optim::Optimizer& opt, const StateDict& state);
+  // optim::clip_grad_norm_ of `params` (opt's parameters or amp::master_params(opt)), or under
+  // ZeRO the clip over every rank's shard (a collective); returns the total norm (0-d).
+  Tensor clip_grad_norm_(const optim::Optimizer& opt, const Tensors& params, double max_norm);
   // Wraps `model` in DistributedDataParallel (after amp::initialize; the optimizers' O2 master
-  // weights are broadcast from rank 0 with it); a no-op single-process.
+  // weights are broadcast from rank 0 with it, except a ZeRO shard's, which holds its own only);
+  // a no-op single-process.
   void wrap(const std::shared_ptr<nn::Module>& model, std::vector<optim::Optimizer*> optimizers = {});
   // While the returned handle lives, backward accumulates gradients locally (gradient
   // accumulation: all micro-batches but the last); null single-process.

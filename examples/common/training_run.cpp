@@ -42,6 +42,9 @@ void add_amp_flags(Flags& f) {
                {.metavar = "S"});
   f.add_string("device", "cpu", "where to train: cpu, cuda or cuda:N (under mixgrad-run, cuda is cuda:LOCAL_RANK)",
                {.metavar = "DEV"});
+  f.add_bool("zero", false,
+             "under mixgrad-run: shard the optimizer state and O2 master weights over the ranks (ZeRO stage 1; the "
+             "same weights, less memory per rank)");
 }
 
 void add_run_flags(Flags& f, int64_t log_every, const std::string& records, const std::string& curves) {
@@ -221,7 +224,8 @@ void restore_amp_checkpoint_state(const StateDict& state, amp::GradScaler* scale
 }
 
 void TrainingState::save(const std::string& path, const io::NamedStates& extra) const {
-  io::NamedStates states{{"optimizer", optimizer.state_dict()}, {"scheduler", scheduler.state_dict()},
+  io::NamedStates states{{"optimizer", optimizer_state ? *optimizer_state : optimizer.state_dict()},
+                         {"scheduler", scheduler.state_dict()},
                          {"loader", loader.state()},           {"rng", generator_state(default_generator())},
                          {"amp", amp_checkpoint_state(scaler)}, {"history", history.state()}};
   states.insert(states.end(), extra.begin(), extra.end());
@@ -230,7 +234,8 @@ void TrainingState::save(const std::string& path, const io::NamedStates& extra) 
 
 void TrainingState::restore(const io::Checkpoint& ck) const {
   ck.restore_model(model);
-  optimizer.load_state_dict(ck.state("optimizer"));
+  if (data_parallel) data_parallel->load_optimizer_state(optimizer, ck.state("optimizer"));
+  else optimizer.load_state_dict(ck.state("optimizer"));
   scheduler.load_state_dict(ck.state("scheduler"));
   loader.load_state(reshard_loader_state(ck.state("loader"), loader));  // saved on any number of ranks
   load_generator_state(default_generator(), ck.state("rng"));

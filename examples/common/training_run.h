@@ -31,6 +31,8 @@
 
 namespace mg::example {
 
+class DataParallel;  // examples/common/data_parallel.h
+
 // main(): stdout line-buffered (progress lines reach log files and pipes as they happen), then
 // run(argc, argv). A FlagError prints its message and returns 2; any other exception prints
 // "<program>: <message>" and returns 1. Never a crash for bad input.
@@ -124,6 +126,10 @@ struct TrainingState {
   data::DataLoader& loader;
   RunHistory& history;
   amp::GradScaler* scaler = nullptr;  // --cuda-graph's scaler, saved as amp's loss scaler 0
+  // Under data parallelism: the optimizer's state goes through it (--zero: gathered from every
+  // rank's shard by DataParallel::optimizer_state before save, loaded as a shard by restore).
+  DataParallel* data_parallel = nullptr;
+  const StateDict* optimizer_state = nullptr;  // save(): the gathered state (null: optimizer.state_dict())
 
   // Writes a checkpoint (atomically) with these states plus `extra` (the example's "train" state...).
   void save(const std::string& path, const io::NamedStates& extra) const;

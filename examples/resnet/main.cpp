@@ -115,7 +115,7 @@ struct StepResult {
 // One training step at the opt level amp::initialize set up: forward (inputs cast by the level),
 // scaled backward, unscale + inf/NaN check, step (skipped on overflow), schedule. Returns the
 // device tensors {loss, correct}: nothing is read back here.
-Tensors train_step(nn::models::ResNet& model, optim::SGD& opt, optim::LRScheduler& sched, const data::Batch& b) {
+Tensors train_step(nn::models::ResNet& model, optim::Optimizer& opt, optim::LRScheduler& sched, const data::Batch& b) {
   opt.zero_grad();
   const Tensor logits = amp::forward(model, b.at("input"));
   const Tensor loss = cross_entropy(logits, b.at("target"));
@@ -128,7 +128,7 @@ Tensors train_step(nn::models::ResNet& model, optim::SGD& opt, optim::LRSchedule
 // The same step for --cuda-graph, captured once and replayed (cuda::CapturedStep): the loss is
 // scaled by amp::GradScaler, whose skip and scale decisions stay on the device, and the results
 // are returned as device tensors {loss, correct} for a DeviceTally. in = {input, target}.
-Tensors graph_step(nn::models::ResNet& model, optim::SGD& opt, amp::GradScaler& scaler, const Tensors& in) {
+Tensors graph_step(nn::models::ResNet& model, optim::Optimizer& opt, amp::GradScaler& scaler, const Tensors& in) {
   opt.zero_grad();
   const Tensor logits = amp::forward(model, in[0]);
   const Tensor loss = cross_entropy(logits, in[1]);
@@ -238,8 +238,13 @@ int run(int argc, char** argv) {
   auto model = std::make_shared<nn::models::ResNet>(model_config);
   const std::string model_name = "ResNet-" + std::to_string(depth) + (imagenet_style ? " (ImageNet style)" : "");
   model->to(device);  // before the optimizer and amp::initialize see the parameters
-  optim::SGD opt(model->parameters(), {.lr = flags.get_double("lr"), .momentum = 0.9, .nesterov = true,
-                                       .weight_decay = flags.get_double("weight-decay")});
+  // --zero under mixgrad-run: each rank keeps the momentum of its shard of the parameters.
+  const optim::SGDOptions sgd_options{.lr = flags.get_double("lr"), .momentum = 0.9, .nesterov = true,
+                                      .weight_decay = flags.get_double("weight-decay")};
+  optim::Optimizer& opt = dp.make_optimizer(
+      {{.params = model->parameters()}},
+      [&](const std::vector<optim::ParamGroupSpec>& groups) { return std::make_unique<optim::SGD>(groups, sgd_options); },
+      flags.get_bool("zero"));
   amp::initialize(model, opt, amp_options(flags));
   // Clamped in double first: a huge --warmup-epochs would overflow llround.
   const int64_t warmup = std::llround(std::min(double(total_steps), flags.get_double("warmup-epochs") * double(steps_per_epoch)));
@@ -270,6 +275,7 @@ int run(int argc, char** argv) {
                 "epoch's shuffle (%lld images), global batch %lld\n",
                 dp.world_size(), (long long)rank_batch, (long long)loading.sampler->num_samples(), (long long)batch_size);
   }
+  std::printf("%s", dp.zero_summary(opt, flags.get_bool("zero")).c_str());
   std::printf("%s", amp::properties().str().c_str());
   if (flags.get_bool("precision-plan")) std::printf("%s", amp::precision_plan(*model, &opt).c_str());
 
@@ -290,7 +296,7 @@ int run(int argc, char** argv) {
     MG_CHECK(saved == config, Error, "", flags.value("resume"), " was saved by a run with ", saved,
              ", not ", config, "\n  hint: resume with the flags of the saved run");
     check_resumed_schedule(ck.state("train"), flags.value("resume"), schedule);
-    TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr}.restore(ck);
+    TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr, &dp}.restore(ck);
     const StateDict& t = ck.state("train");
     step = t.int_at("train_resnet", "step");
     loss_sum = t.float_at("train_resnet", "epoch_loss_sum");
@@ -324,6 +330,7 @@ int run(int argc, char** argv) {
   skipped_at_last_log = skipped_total();  // after the resume: the restored scaler's count
   dp.wrap(model, {&opt});  // after amp::initialize, the resume and the memory probe: rank 0's weights everywhere
   auto save = [&](const std::string& path) {
+    const StateDict optimizer_state = dp.optimizer_state(opt);  // --zero: gathered from every rank's shard
     if (!dp.is_main()) return;  // rank 0 writes the checkpoints
     if (tally) {  // lazy reads: a Ctrl-C after this step's logging decision left steps in the tally
       const DeviceTally::Totals t = tally->read();
@@ -338,7 +345,8 @@ int run(int argc, char** argv) {
     train.ints["epoch_correct"] = right;
     train.ints["epoch_seen"] = seen;
     train.ints["epoch_skipped_start"] = skipped_at_epoch_start;
-    TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr}.save(path, {{"train", train}});
+    TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr, &dp, &optimizer_state}
+        .save(path, {{"train", train}});
   };
 
   std::optional<MetricsWriter> metrics;
