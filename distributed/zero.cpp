@@ -371,15 +371,4 @@ void ZeroRedundantOptimizer::load_state_dict(const StateDict& state) {
   local_->load_state_dict(local);
 }
 
-int64_t ZeroRedundantOptimizer::local_state_bytes() const {
-  int64_t bytes = 0;
-  for (const Tensor& p : local_->parameters()) {
-    if (const optim::ParamState* st = local_->state(p)) {
-      for (const auto& [name, b] : st->buffers) bytes += b.numel() * int64_t(b.element_size());
-    }
-  }
-  for (const optim::MasterPair& m : local_->master_pairs()) bytes += m.master.numel() * int64_t(m.master.element_size());
-  return bytes;
-}
-
 }  // namespace mg::distributed

@@ -121,9 +121,6 @@ class ZeroRedundantOptimizer {
   // each group's positions); a mismatch throws before anything changes. Not collective.
   void load_state_dict(const StateDict& state);
 
-  // Bytes of this rank's optimizer state: state buffers and f32 master weights (what ZeRO divides).
-  int64_t local_state_bytes() const;
-
  private:
   std::vector<optim::ParamGroupSpec> specs_;  // the constructor's groups (all parameters)
   std::shared_ptr<ProcessGroup> group_;

@@ -517,6 +517,15 @@ const ParamState* Optimizer::state(const Tensor& p) const {
   return it == state_.end() ? nullptr : &it->second;
 }
 
+int64_t Optimizer::state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [impl, st] : state_) {
+    for (const auto& [name, b] : st.buffers) bytes += b.numel() * int64_t(b.element_size());
+  }
+  for (const MasterPair& m : masters_) bytes += m.master.numel() * int64_t(m.master.element_size());
+  return bytes;
+}
+
 int64_t Optimizer::position_of_group(std::size_t g) const {
   int64_t pos = 0;
   for (std::size_t k = 0; k < g; ++k) pos += int64_t(groups_[k].params.size());

@@ -149,6 +149,9 @@ class Optimizer : public GraphParticipant {
   const std::string& name() const { return name_; }
   // The state of parameter p, or nullptr before its first update.
   const ParamState* state(const Tensor& p) const;
+  // Bytes of this optimizer's state: every parameter's buffers and the f32 master weights (what
+  // distributed::ZeroRedundantOptimizer divides among the ranks).
+  int64_t state_bytes() const;
 
   // ---- fp32 master weights (optim/master_weights.h; amp's O2 turns them on) ----
   // Replaces every f16/bf16 parameter in the groups by an f32 master copy (same position) and

@@ -61,17 +61,6 @@ struct Result {
   Tensors weights;
 };
 
-int64_t plain_state_bytes(const optim::Optimizer& opt) {
-  int64_t bytes = 0;
-  for (const Tensor& p : opt.parameters()) {
-    if (const optim::ParamState* st = opt.state(p)) {
-      for (const auto& [name, b] : st->buffers) bytes += b.numel() * int64_t(b.element_size());
-    }
-  }
-  for (const optim::MasterPair& m : opt.master_pairs()) bytes += m.master.numel() * int64_t(m.master.element_size());
-  return bytes;
-}
-
 Result run(const Args& a, const std::shared_ptr<distributed::ProcessGroup>& pg, bool zero) {
   auto model = make_mlp(a);
   const optim::AdamWOptions opts{.lr = 1e-4, .weight_decay = 0.01};
@@ -99,7 +88,7 @@ Result run(const Args& a, const std::shared_ptr<distributed::ProcessGroup>& pg, 
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (s > 0) r.step_ms.push_back(ms);
   }
-  r.state_bytes = zero ? z->local_state_bytes() : plain_state_bytes(opt);
+  r.state_bytes = zero ? z->local().state_bytes() : opt.state_bytes();
   for (const Tensor& p : model->parameters()) r.weights.push_back(p.clone());
   amp::reset();
   return r;

@@ -13,35 +13,18 @@
 
 #include "distributed/ddp_buckets.h"
 #include "launcher/subprocess.h"
+#include "distributed/worker_run.h"
 #include "mg_test_paths.h"  // MG_SOURCE_DIR and the paths of the programs tests start
 
 using mg::DType;
-using mg::test::Subprocess;
 
 namespace {
 
-// Runs `mode` on `world` ranks and returns the launcher's output (after checking its status).
+// Runs a ddp-* mode of the worker (tests/distributed/worker_run.h).
 std::string run_ddp(const std::string& mode, int world = 2, const std::string& arg = "") {
-  std::vector<std::string> argv{MG_RUN, "--nproc-per-node", std::to_string(world), "--master-port", "0",
-                                "--grace-seconds", "1", MG_DIST_WORKER, mode, "60000"};
-  if (!arg.empty()) argv.push_back(arg);
-  Subprocess p(argv);
-  auto r = p.wait(180);
-  INFO(r.out << r.err);
-  REQUIRE_FALSE(r.timed_out);
-  CHECK(r.status == 0);
-  return r.out;
+  return mg::test::run_worker(mode, world, arg);
 }
-
-// Every rank printed "rank R: <what> N checks passed" with the same N = `expected`.
-void check_passed(const std::string& out, const std::string& what, int world, int expected) {
-  INFO(out);
-  for (int rank = 0; rank < world; ++rank) {
-    const std::string line = "[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) + ": " + what + " " +
-                             std::to_string(expected) + " checks passed";
-    CHECK(out.find(line) != std::string::npos);
-  }
-}
+using mg::test::check_passed;
 
 }  // namespace
 

@@ -9,26 +9,16 @@
 #include <vector>
 
 #include "launcher/subprocess.h"
+#include "distributed/worker_run.h"
 #include "mg_test_paths.h"  // MG_RUN, MG_DIST_WORKER
 
 using mg::test::Subprocess;
 
 namespace {
 
-// Runs `mode` on `world` ranks; checks the launcher's status and that every rank printed
-// "rank R: <what> <expected> checks passed".
+// Runs `mode` on `world` ranks and checks that every rank passed `expected` checks.
 void run_mode(const std::string& mode, int world, const std::string& what, int expected) {
-  Subprocess p({MG_RUN, "--nproc-per-node", std::to_string(world), "--master-port", "0", "--grace-seconds", "1",
-                MG_DIST_WORKER, mode, "60000"});
-  auto r = p.wait(180);
-  INFO(r.out << r.err);
-  REQUIRE_FALSE(r.timed_out);
-  CHECK(r.status == 0);
-  for (int rank = 0; rank < world; ++rank) {
-    const std::string line = "[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) + ": " + what + " " +
-                             std::to_string(expected) + " checks passed";
-    CHECK(r.out.find(line) != std::string::npos);
-  }
+  mg::test::check_passed(mg::test::run_worker(mode, world), what, world, expected);
 }
 
 }  // namespace

@@ -13,35 +13,17 @@
 #include "distributed/solo_group.h"
 #include "distributed/state_dict_broadcast.h"
 #include "distributed/zero.h"
-#include "launcher/subprocess.h"
-#include "mg_test_paths.h"
+#include "distributed/worker_run.h"
 #include "ops/ops.h"
 #include "optim/optim.h"
 #include "test_util.h"
 
 using namespace mg;
-using mg::test::Subprocess;
 
 namespace {
 
-std::string run_zero(const std::string& mode, int world) {
-  Subprocess p({MG_RUN, "--nproc-per-node", std::to_string(world), "--master-port", "0", "--grace-seconds", "1",
-                MG_DIST_WORKER, mode, "60000"});
-  auto r = p.wait(180);
-  INFO(r.out << r.err);
-  REQUIRE_FALSE(r.timed_out);
-  CHECK(r.status == 0);
-  return r.out;
-}
-
-void check_passed(const std::string& out, const std::string& what, int world, int expected) {
-  INFO(out);
-  for (int rank = 0; rank < world; ++rank) {
-    const std::string line = "[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) + ": " + what + " " +
-                             std::to_string(expected) + " checks passed";
-    CHECK(out.find(line) != std::string::npos);
-  }
-}
+std::string run_zero(const std::string& mode, int world) { return test::run_worker(mode, world); }
+using test::check_passed;
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   const Tensor x = a.contiguous(), y = b.contiguous();
@@ -137,7 +119,7 @@ TEST_CASE("zero: on one rank it is the plain optimizer, state dict included", "[
   CHECK(sz.floats == sp.floats);
   REQUIRE(sz.tensors.size() == sp.tensors.size());
   for (std::size_t i = 0; i < sp.tensors.size(); ++i) CHECK(sz.tensors[i].first == sp.tensors[i].first);
-  CHECK(zero.local_state_bytes() == 2 * (24 + 4 + 3) * 8);
+  CHECK(zero.local().state_bytes() == 2 * (24 + 4 + 3) * 8);
 }
 
 TEST_CASE("zero: bad input is refused with the reason", "[distributed][zero]") {

@@ -147,7 +147,7 @@ TEST_CASE("train_bert --zero at O2 trains as the unsharded run does", "[examples
   }
 }
 
-TEST_CASE("--zero on one process says there is nothing to shard", "[examples][smoke]") {
+TEST_CASE("train_resnet with --zero on one process says there is nothing to shard", "[examples][smoke]") {
   const RunResult r = run_program(MG_TRAIN_RESNET, kTinyDdp + " --train-examples 64 --zero");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "worker_check.h"
+#include "worker_tensors.h"
 #include "amp/grad_scaler.h"
 #include "amp/initialize.h"
 #include "autograd/engine.h"
@@ -92,46 +93,12 @@ std::pair<Tensor, Tensor> batch(int step, int64_t rows, DType dtype) {
   return {x, y};
 }
 
-// max |a - b| / max |b| over all parameters (f64).
-double rel_diff(const nn::Module& a, const nn::Module& b) {
-  const nn::NamedTensors pa = a.named_parameters(), pb = b.named_parameters();
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < pa.size(); ++i) {
-    const Tensor x = pa[i].second.to(DType::F64), y = pb[i].second.to(DType::F64);
-    diff = std::max(diff, (x - y).abs().max().item<double>());
-    scale = std::max(scale, y.abs().max().item<double>());
-  }
-  return diff / scale;
-}
-
+double rel_diff(const nn::Module& a, const nn::Module& b) { return worker_check::rel_diff(a.parameters(), b.parameters()); }
 bool bitwise_equal(const nn::Module& a, const nn::Module& b) {
-  const nn::NamedTensors pa = a.named_parameters(), pb = b.named_parameters();
-  for (std::size_t i = 0; i < pa.size(); ++i) {
-    const Tensor x = pa[i].second.contiguous(), y = pb[i].second.contiguous();
-    if (x.dtype() != y.dtype() || std::memcmp(x.data_ptr(), y.data_ptr(), std::size_t(x.numel()) * x.element_size()))
-      return false;
-  }
-  return true;
+  return worker_check::bitwise_equal(a.parameters(), b.parameters());
 }
-
-// Every rank's parameters bitwise equal (all-gather of the flattened parameters).
-bool replicas_equal(ProcessGroup& pg, const nn::Module& m) {
-  for (const Tensor& p : m.parameters()) {
-    const Tensor all = pg.all_gather(p.contiguous());  // [W, *p.shape]
-    const std::size_t bytes = std::size_t(p.numel()) * p.element_size();
-    const char* d = static_cast<const char*>(all.data_ptr());
-    for (int r = 1; r < pg.world_size(); ++r) {
-      if (std::memcmp(d, d + std::size_t(r) * bytes, bytes)) return false;
-    }
-  }
-  return true;
-}
-
-// Every rank's value of v, gathered.
-std::vector<double> gather(ProcessGroup& pg, double v) {
-  const Tensor all = pg.all_gather(from_vector<double>({v}, {1}));
-  return {all.data<double>(), all.data<double>() + all.numel()};
-}
+bool replicas_equal(ProcessGroup& pg, const nn::Module& m) { return worker_check::replicas_equal(pg, m.parameters()); }
+using worker_check::gather;
 
 struct Config {
   std::string name;

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "worker_check.h"
+#include "worker_tensors.h"
 #include "amp/grad_scaler.h"
 #include "amp/initialize.h"
 #include "autograd/grad_mode.h"
@@ -71,42 +72,10 @@ std::pair<Tensor, Tensor> batch(int step, int world, DType dtype) {
   return {randn({world * kB, 8}).to(dtype), randn({world * kB, 4}).to(dtype)};
 }
 
-bool bitwise_equal(const Tensors& a, const Tensors& b) {
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const Tensor x = a[i].contiguous(), y = b[i].contiguous();
-    if (x.dtype() != y.dtype() || x.shape() != y.shape() ||
-        std::memcmp(x.data_ptr(), y.data_ptr(), std::size_t(x.numel()) * x.element_size()))
-      return false;
-  }
-  return true;
-}
-
-double rel_diff(const Tensors& a, const Tensors& b) {
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const Tensor x = a[i].to(DType::F64), y = b[i].to(DType::F64);
-    diff = std::max(diff, (x - y).abs().max().item<double>());
-    scale = std::max(scale, y.abs().max().item<double>());
-  }
-  return diff / scale;
-}
-
-bool replicas_equal(ProcessGroup& pg, const Tensors& params) {
-  for (const Tensor& p : params) {
-    const Tensor all = pg.all_gather(p.contiguous());
-    const std::size_t bytes = std::size_t(p.numel()) * p.element_size();
-    const char* d = static_cast<const char*>(all.data_ptr());
-    for (int r = 1; r < pg.world_size(); ++r) {
-      if (std::memcmp(d, d + std::size_t(r) * bytes, bytes)) return false;
-    }
-  }
-  return true;
-}
-
-std::vector<double> gather(ProcessGroup& pg, double v) {
-  const Tensor all = pg.all_gather(from_vector<double>({v}, {1}));
-  return {all.data<double>(), all.data<double>() + all.numel()};
-}
+using worker_check::bitwise_equal;
+using worker_check::gather;
+using worker_check::rel_diff;
+using worker_check::replicas_equal;
 
 struct Config {
   std::string name;
@@ -193,17 +162,6 @@ void train(Run& run, const Config& c, ProcessGroup& pg, int first_step, int step
   }
 }
 
-int64_t state_bytes(const optim::Optimizer& opt) {
-  int64_t bytes = 0;
-  for (const Tensor& p : opt.parameters()) {
-    if (const optim::ParamState* st = opt.state(p)) {
-      for (const auto& [name, b] : st->buffers) bytes += b.numel() * int64_t(b.element_size());
-    }
-  }
-  for (const optim::MasterPair& m : opt.master_pairs()) bytes += m.master.numel() * int64_t(m.master.element_size());
-  return bytes;
-}
-
 int equivalence(std::chrono::milliseconds timeout) {
   auto pg = init_process_group({.timeout = timeout});
   const int rank = pg->rank(), world = pg->world_size();
@@ -230,7 +188,7 @@ int equivalence(std::chrono::milliseconds timeout) {
     if (!c.opt_level.empty()) amp::reset();
     const Tensors a = z.net->parameters(), b = ref.net->parameters();
     const double d = rel_diff(a, b);
-    const int64_t mine = z.zero->local_state_bytes(), full = state_bytes(*ref.plain);
+    const int64_t mine = z.zero->local().state_bytes(), full = ref.plain->state_bytes();
     std::printf("rank %d: %s: owns %zu of %zu parameters; optimizer state %lld of %lld bytes; max relative difference "
                 "to DDP alone %.3g\n",
                 rank, c.name.c_str(), z.zero->owned_positions().size(), a.size(), (long long)mine, (long long)full, d);
