@@ -25,22 +25,30 @@ RNNBase::RNNBase(std::string type, Cell cell, RNNOptions o) : Module(std::move(t
            o.input_size, " and ", o.hidden_size);
   MG_CHECK(o.num_layers >= 1, Error, name, ": num_layers must be >= 1, got ", o.num_layers);
   MG_CHECK(o.dropout >= 0.0 && o.dropout < 1.0, Error, name, ": dropout must be in [0, 1), got ", o.dropout);
-  const int64_t dirs = o.bidirectional ? 2 : 1, g = gates() * o.hidden_size;
-  // PyTorch's order and names: per layer, per direction, w_ih, w_hh, b_ih, b_hh.
+  MG_CHECK(o.proj_size >= 0, Error, name, ": proj_size must be >= 0, got ", o.proj_size);
+  MG_CHECK(o.proj_size == 0 || cell == Cell::Lstm, Error, name, ": proj_size is an LSTM option, got ", o.proj_size);
+  MG_CHECK(o.proj_size < o.hidden_size, Error, name, ": proj_size must be smaller than hidden_size (", o.hidden_size,
+           "), got ", o.proj_size);
+  const int64_t dirs = o.bidirectional ? 2 : 1, g = gates() * o.hidden_size, r = state_size();
+  // PyTorch's order and names: per layer, per direction, w_ih, w_hh, b_ih, b_hh (, w_hr).
   for (int64_t l = 0; l < o.num_layers; ++l) {
-    const int64_t in = l == 0 ? o.input_size : o.hidden_size * dirs;
+    const int64_t in = l == 0 ? o.input_size : r * dirs;
     for (int64_t d = 0; d < dirs; ++d) {
       const std::string suffix = str_cat("_l", l, d == 1 ? "_reverse" : "");
       params_.push_back(register_parameter("weight_ih" + suffix, empty({g, in})));
-      params_.push_back(register_parameter("weight_hh" + suffix, empty({g, o.hidden_size})));
+      params_.push_back(register_parameter("weight_hh" + suffix, empty({g, r})));
       params_.push_back(o.bias ? register_parameter("bias_ih" + suffix, empty({g})) : Tensor());
       params_.push_back(o.bias ? register_parameter("bias_hh" + suffix, empty({g})) : Tensor());
+      params_.push_back(o.proj_size > 0 ? register_parameter("weight_hr" + suffix, empty({o.proj_size, o.hidden_size}))
+                                        : Tensor());
     }
   }
   reset_parameters();
 }
 
 int64_t RNNBase::gates() const { return cell_ == Cell::Lstm ? 4 : (cell_ == Cell::Gru ? 3 : 1); }
+
+int64_t RNNBase::state_size() const { return options_.proj_size > 0 ? options_.proj_size : options_.hidden_size; }
 
 void RNNBase::reset_parameters() {
   const double bound = 1.0 / std::sqrt(double(options_.hidden_size));
@@ -54,8 +62,8 @@ std::vector<Tensor> RNNBase::layer_parameters(int64_t layer, bool reverse) const
   MG_CHECK(layer >= 0 && layer < options_.num_layers && (!reverse || dirs == 2), IndexError, type_name(),
            ": no layer ", layer, reverse ? " (reverse)" : "", "; the layer has ", options_.num_layers, " layers",
            dirs == 2 ? ", bidirectional" : "");
-  const std::size_t at = std::size_t((layer * dirs + (reverse ? 1 : 0)) * 4);
-  return {params_[at], params_[at + 1], params_[at + 2], params_[at + 3]};
+  const std::size_t at = std::size_t((layer * dirs + (reverse ? 1 : 0)) * 5);
+  return {params_[at], params_[at + 1], params_[at + 2], params_[at + 3], params_[at + 4]};
 }
 
 std::string RNNBase::extra_repr() const {
@@ -65,6 +73,7 @@ std::string RNNBase::extra_repr() const {
   if (cell_ == Cell::Rnn && o.nonlinearity == RNNNonlinearity::Relu) s += ", nonlinearity=relu";
   if (!o.bias) s += ", bias=false";
   if (o.batch_first) s += ", batch_first=true";
+  if (o.proj_size > 0) s += str_cat(", proj_size=", o.proj_size);
   if (o.dropout != 0.0) s += str_cat(", dropout=", o.dropout);
   if (o.bidirectional) s += ", bidirectional=true";
   return s;
@@ -73,7 +82,7 @@ std::string RNNBase::extra_repr() const {
 std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor& c0) {
   const RNNOptions& o = options_;
   const std::string name = layer_name();
-  const int64_t dirs = o.bidirectional ? 2 : 1, H = o.hidden_size, L = o.num_layers;
+  const int64_t dirs = o.bidirectional ? 2 : 1, H = o.hidden_size, L = o.num_layers, R = state_size();
   const std::string want_x = o.batch_first ? shape_of({"B", "T", std::to_string(o.input_size)})
                                            : shape_of({"T", "B", std::to_string(o.input_size)});
   MG_CHECK(x_in.defined() && x_in.dim() == 3 && x_in.size(2) == o.input_size, ShapeError, name, ": expected x ",
@@ -82,17 +91,17 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
   const Tensor x = o.batch_first ? transpose(x_in, 0, 1) : x_in;  // [T, B, in]
   const int64_t T = x.size(0), B = x.size(1);
   MG_CHECK(T > 0, ShapeError, name, ": expected a sequence length larger than 0, got x ", describe(x_in));
-  const Shape state_shape{L * dirs, B, H};
-  const auto check_state = [&](const Tensor& s, const char* what) {
-    MG_CHECK(!s.defined() || s.shape() == state_shape, ShapeError, name, ": expected ", what, " ",
-             shape_str(state_shape), " (layers * directions, batch, hidden), got ", describe(s));
+  const auto check_state = [&](const Tensor& s, const char* what, int64_t size) {
+    const Shape want{L * dirs, B, size};
+    MG_CHECK(!s.defined() || s.shape() == want, ShapeError, name, ": expected ", what, " ", shape_str(want),
+             " (layers * directions, batch, ", size == H ? "hidden" : "proj_size", "), got ", describe(s));
   };
-  check_state(h0, "h0");
-  check_state(c0, "c0");
+  check_state(h0, "h0", R);
+  check_state(c0, "c0", H);
   const bool lstm = cell_ == Cell::Lstm, gru = cell_ == Cell::Gru;
   // Initial states default to zeros in the dtype of the layer's input projection (the weights',
   // or the autocast dtype, so that the whole recurrence runs in it, as PyTorch's autocast RNNs).
-  const auto zero_state = [&](DType dt) { return zeros({B, H}, {.dtype = dt, .device = x.device()}); };
+  const auto zero_state = [&](DType dt, int64_t size) { return zeros({B, size}, {.dtype = dt, .device = x.device()}); };
 
   Tensor layer_in = x;
   Tensors h_n, c_n;
@@ -104,15 +113,15 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
       // Every step's input projection in one product: [T * B, in] -> [T, B, gates * H].
       const Tensor xi = reshape(linear(reshape(layer_in, {T * B, in}), p[0], p[2]), {T, B, gates() * H});
       // Given states are cast to it too (differentiably), as PyTorch's autocast does.
-      const auto initial = [&](const Tensor& s0) {
-        if (!s0.defined()) return zero_state(xi.dtype());
+      const auto initial = [&](const Tensor& s0, int64_t size) {
+        if (!s0.defined()) return zero_state(xi.dtype(), size);
         const Tensor s = select(s0, 0, l * dirs + d);
         return s.dtype() == xi.dtype() ? s : mg::to(s, xi.dtype());
       };
-      Tensor h = initial(h0);
+      Tensor h = initial(h0, R);
       Tensor c;
       if (lstm) {
-        c = initial(c0);
+        c = initial(c0, H);
         if (c.dtype() == DType::F16 || c.dtype() == DType::BF16) c = mg::to(c, DType::F32);
       }
       // unbind, not select: T selects would each backpropagate into a zero [T, B, gates * H]
@@ -131,6 +140,7 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
           // would otherwise round at every step.
           c = f * c + i * cand;
           h = out * tanh(c);
+          if (p[4].defined()) h = linear(h, p[4]);  // the projection to proj_size features
           if (h.dtype() != xi.dtype()) h = mg::to(h, xi.dtype());
         } else if (gru) {
           const Tensors a = gate_parts(gi), b = gate_parts(gh);
@@ -143,7 +153,7 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
         }
         steps[std::size_t(t)] = h;
       }
-      dir_out.push_back(stack(steps, 0));  // [T, B, H]
+      dir_out.push_back(stack(steps, 0));  // [T, B, R]
       h_n.push_back(h);
       if (lstm) c_n.push_back(c);
     }

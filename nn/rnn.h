@@ -16,7 +16,7 @@
 // Equations (W_i*: input weights, W_h*: recurrent weights, b: their biases, per gate):
 //   RNN:  h' = tanh(W_ih x + b_ih + W_hh h + b_hh)                       (relu with nonlinearity Relu)
 //   LSTM: i, f, g, o = σ, σ, tanh, σ of (W_ih x + b_ih + W_hh h + b_hh) split in four (that order)
-//         c' = f c + i g,  h' = o tanh(c')
+//         c' = f c + i g,  h' = o tanh(c')     (with proj_size: h' = W_hr (o tanh(c')))
 //   GRU:  r, z = σ of the first two thirds of (W_ih x + b_ih + W_hh h + b_hh)
 //         n = tanh(W_in x + b_in + r (W_hn h + b_hn)),  h' = (1 - z) n + z h
 #pragma once
@@ -40,11 +40,13 @@ struct RNNOptions {
   double dropout = 0.0;      // on every layer's output but the last, in training
   bool bidirectional = false;
   RNNNonlinearity nonlinearity = RNNNonlinearity::Tanh;  // RNN only
+  int64_t proj_size = 0;     // LSTM only: h = W_hr (o tanh(c)), of proj_size features (< hidden_size); 0: none
   Generator* generator = nullptr;  // dropout stream; the default generator when null
 };
 
-// output [T, B, dirs * H] (batch_first: [B, T, dirs * H]); h_n (and c_n for LSTM)
-// [num_layers * dirs, B, H], layer by layer, forward direction first.
+// output [T, B, dirs * R] (batch_first: [B, T, dirs * R]); h_n [num_layers * dirs, B, R] and an
+// LSTM's c_n [num_layers * dirs, B, H], layer by layer, forward direction first. R = H, or an
+// LSTM's proj_size when set.
 struct RNNOutput {
   Tensor output;
   Tensor h_n;
@@ -56,12 +58,15 @@ struct LSTMOutput {
 };
 
 // Shared body: parameters weight_ih_l{k}[_reverse] [gates*H, in], weight_hh_l{k}[_reverse]
-// [gates*H, H], bias_ih_l{k}[_reverse], bias_hh_l{k}[_reverse] [gates*H], all U(-1/sqrt(H), 1/sqrt(H)).
+// [gates*H, R], bias_ih_l{k}[_reverse], bias_hh_l{k}[_reverse] [gates*H], and with an LSTM's
+// proj_size P weight_hr_l{k}[_reverse] [P, H]; all U(-1/sqrt(H), 1/sqrt(H)). R, the size of h, is
+// P with a projection and H without; a layer above the first takes dirs * R features.
 class RNNBase : public Module {
  public:
   void reset_parameters();
   const RNNOptions& options() const { return options_; }
-  // The parameters of one layer and direction: {w_ih, w_hh, b_ih, b_hh} (biases undefined without bias).
+  // The parameters of one layer and direction: {w_ih, w_hh, b_ih, b_hh, w_hr} (biases undefined
+  // without bias, w_hr without proj_size).
   std::vector<Tensor> layer_parameters(int64_t layer, bool reverse) const;
 
  protected:
@@ -73,6 +78,7 @@ class RNNBase : public Module {
 
  private:
   int64_t gates() const;
+  int64_t state_size() const;  // R: proj_size, or hidden_size without a projection
   Cell cell_;
   RNNOptions options_;
   std::vector<Tensor> params_;  // per layer and direction: w_ih, w_hh, b_ih, b_hh
@@ -90,6 +96,7 @@ class LSTM : public RNNBase {
  public:
   using Options = RNNOptions;
   explicit LSTM(Options options) : RNNBase("LSTM", Cell::Lstm, options) {}
+  // h0 [layers*dirs, B, R], c0 [layers*dirs, B, H], each undefined for zeros.
   LSTMOutput forward(const Tensor& x, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor());
 };
 

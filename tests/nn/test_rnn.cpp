@@ -1,7 +1,7 @@
 // nn::RNN, nn::LSTM and nn::GRU (nn/rnn.h) against PyTorch 2.15's torch.nn.RNN / LSTM / GRU in f64
-// (tests/data/reference/torch_rnn.json, written by tools/reference/gen_torch_rnn.py): 10 cases,
+// (tests/data/reference/torch_rnn.json, written by tools/reference/gen_torch_rnn.py): 12 cases,
 // tanh and relu RNNs, LSTMs and GRUs with 1 and 2 layers, bidirectional, batch_first, without bias,
-// with and without h0/c0, T = 1 and B = 1. For each case the parameter names, order and shapes
+// with and without h0/c0, T = 1 and B = 1, LSTMs with proj_size. For each case the parameter names, order and shapes
 // must be PyTorch's exactly; PyTorch's parameters are copied in by name, and output, h_n, c_n and
 // the gradients of L = sum(output r_out) + sum(h_n r_h) (+ sum(c_n r_c)) with respect to x, h0, c0
 // and every parameter must match to 1e-11 relative (margin 1e-13). Then: the default
@@ -64,7 +64,8 @@ nn::RNNOptions options_of(const nlohmann::json& o) {
           .dropout = o["dropout"].get<double>(),
           .bidirectional = o["bidirectional"].get<bool>(),
           .nonlinearity = o["nonlinearity"].get<std::string>() == "relu" ? nn::RNNNonlinearity::Relu
-                                                                        : nn::RNNNonlinearity::Tanh};
+                                                                        : nn::RNNNonlinearity::Tanh,
+          .proj_size = o.value("proj_size", int64_t(0))};
 }
 
 // One of the three layers behind a common forward (c_n undefined for RNN and GRU).
@@ -171,7 +172,7 @@ TEST_CASE("RNN, LSTM and GRU equal PyTorch's in f64: parameter names, outputs an
     }
     ++checked;
   }
-  CHECK(checked == 10);
+  CHECK(checked == 12);
 }
 
 TEST_CASE("RNN layers: parameter names and shapes are PyTorch's, layer_parameters returns them", "[nn][rnn]") {
@@ -184,14 +185,23 @@ TEST_CASE("RNN layers: parameter names and shapes are PyTorch's, layer_parameter
                                           "weight_ih_l1", "weight_hh_l1", "weight_ih_l1_reverse", "weight_hh_l1_reverse"});
   CHECK(shapes == std::vector<Shape>{{12, 3}, {12, 4}, {12, 3}, {12, 4}, {12, 8}, {12, 4}, {12, 8}, {12, 4}});
   const std::vector<Tensor> l1r = gru->layer_parameters(1, true);
-  REQUIRE(l1r.size() == 4);
+  REQUIRE(l1r.size() == 5);
   CHECK(values(l1r[0]) == values(gru->named_parameters()[6].second));
   CHECK(values(l1r[1]) == values(gru->named_parameters()[7].second));
   CHECK(!l1r[2].defined());
   CHECK(!l1r[3].defined());
+  CHECK(!l1r[4].defined());  // no projection
   // torch.nn.LSTM(3, 4, 2): (16*3 + 16*4 + 2*16) + (16*4 + 16*4 + 2*16) = 144 + 160 = 304
   CHECK(nn::make<nn::LSTM>({.input_size = 3, .hidden_size = 4, .num_layers = 2})->num_parameters() == 304);
   CHECK(gru->options().hidden_size == 4);
+  // torch.nn.LSTM(3, 5, 2, proj_size=2, bidirectional=True): per direction of layer 0
+  // 20*3 + 20*2 + 2*20 + 2*5 = 150, of layer 1 (input 2 * 2) 20*4 + 20*2 + 2*20 + 2*5 = 170
+  auto proj = nn::make<nn::LSTM>({.input_size = 3, .hidden_size = 5, .num_layers = 2, .bidirectional = true, .proj_size = 2});
+  CHECK(proj->num_parameters() == 2 * (150 + 170));
+  CHECK(proj->named_parameters()[4].first == "weight_hr_l0");
+  CHECK(proj->named_parameters()[4].second.shape() == Shape{2, 5});
+  CHECK(proj->layer_parameters(1, true)[4].shape() == Shape{2, 5});
+  CHECK(proj->str().find("proj_size=2") != std::string::npos);
 }
 
 TEST_CASE("RNN, LSTM and GRU default initialisation: U(-1/sqrt(hidden), 1/sqrt(hidden)) on every parameter", "[nn][rnn][init]") {
@@ -336,4 +346,12 @@ TEST_CASE("RNN layers: bad inputs and options are named errors", "[nn][rnn]") {
   MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 4, .num_layers = 0}), "LSTM: num_layers must be >= 1");
   MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 4, .dropout = 1.5}), "LSTM: dropout must be in [0, 1)");
   MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 4, .dropout = -0.1}), "LSTM: dropout must be in [0, 1)");
+  MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 4, .proj_size = 4}),
+                   "LSTM: proj_size must be smaller than hidden_size (4), got 4");
+  MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 4, .proj_size = -1}), "LSTM: proj_size must be >= 0");
+  MG_REQUIRE_ERROR(nn::GRU({.input_size = 3, .hidden_size = 4, .proj_size = 2}), "GRU: proj_size is an LSTM option");
+  nn::LSTM projected({.input_size = 3, .hidden_size = 4, .proj_size = 2});
+  MG_REQUIRE_ERROR(projected.forward(zeros({5, 2, 3}), zeros({1, 2, 4})), "): expected h0 [1, 2, 2] (layers * directions, batch, proj_size)");
+  MG_REQUIRE_ERROR(projected.forward(zeros({5, 2, 3}), zeros({1, 2, 2}), zeros({1, 2, 2})),
+                   "): expected c0 [1, 2, 4] (layers * directions, batch, hidden)");
 }

@@ -25,6 +25,7 @@ def named(t):
 
 
 # name, mode, input, hidden, layers, bias, batch_first, bidirectional, nonlinearity, T, B, with h0 (and c0)
+# [, proj_size (LSTM)]
 CASES = (
     ("rnn_tanh_1layer", "RNN", 3, 4, 1, True, False, False, "tanh", 5, 3, False),
     ("rnn_relu_2layers_h0", "RNN", 3, 4, 2, True, False, False, "relu", 4, 2, True),
@@ -36,17 +37,23 @@ CASES = (
     ("lstm_T1_h0_c0", "LSTM", 3, 4, 1, True, False, False, "tanh", 1, 2, True),
     ("gru_T1_bidirectional_h0", "GRU", 3, 4, 1, True, False, True, "tanh", 1, 3, True),
     ("rnn_tanh_B1_bidirectional_batch_first_h0", "RNN", 3, 4, 1, True, True, True, "tanh", 4, 1, True),
+    # Appended later (the cases above keep their random draws): LSTM with a projection.
+    ("lstm_proj_2layers_bidirectional_h0_c0", "LSTM", 3, 5, 2, True, False, True, "tanh", 4, 2, True, 2),
+    ("lstm_proj_batch_first_no_bias", "LSTM", 3, 4, 1, False, True, False, "tanh", 3, 3, False, 3),
 )
 
 cases = []
-for name, mode, n_in, hidden, layers, bias, batch_first, bidir, nonlin, T, B, with_h0 in CASES:
+for name, mode, n_in, hidden, layers, bias, batch_first, bidir, nonlin, T, B, with_h0, *rest in CASES:
+    proj = rest[0] if rest else 0
     kw = dict(num_layers=layers, bias=bias, batch_first=batch_first, bidirectional=bidir, dropout=0.0)
+    if proj:
+        kw["proj_size"] = proj
     if mode == "RNN":
         kw["nonlinearity"] = nonlin
     m = getattr(torch.nn, mode)(n_in, hidden, **kw).double().eval()
     dirs = 2 if bidir else 1
     x = torch.randn(*((B, T, n_in) if batch_first else (T, B, n_in)), dtype=D, requires_grad=True)
-    h0 = torch.randn(layers * dirs, B, hidden, dtype=D, requires_grad=True) if with_h0 else None
+    h0 = torch.randn(layers * dirs, B, proj or hidden, dtype=D, requires_grad=True) if with_h0 else None
     c0 = torch.randn(layers * dirs, B, hidden, dtype=D, requires_grad=True) if with_h0 and mode == "LSTM" else None
     if mode == "LSTM":
         out, (h_n, c_n) = m(x, (h0, c0)) if with_h0 else m(x)
@@ -66,7 +73,8 @@ for name, mode, n_in, hidden, layers, bias, batch_first, bidir, nonlin, T, B, wi
     cases.append({
         "name": name, "mode": mode,
         "options": {"input_size": n_in, "hidden_size": hidden, "num_layers": layers, "bias": bias,
-                    "batch_first": batch_first, "bidirectional": bidir, "nonlinearity": nonlin, "dropout": 0.0},
+                    "batch_first": batch_first, "bidirectional": bidir, "nonlinearity": nonlin, "dropout": 0.0,
+                    "proj_size": proj},
         "params": [{"name": n, "shape": list(p.shape), "values": flat(p), "grad": flat(g)}
                    for (n, p), g in zip(params, grads)],
         "x": named(x), "h0": named(h0), "c0": named(c0),
