@@ -80,14 +80,29 @@ std::string RNNBase::extra_repr() const {
 }
 
 std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor& c0) {
+  // Unbatched input (PyTorch's 2-D form, whatever batch_first says): a batch of one, the batch
+  // dimension removed from the results again.
+  if (x_in.defined() && x_in.dim() == 2) {
+    const std::string name = layer_name();
+    MG_CHECK(x_in.size(1) == options_.input_size, ShapeError, name, ": expected unbatched x [T, ", options_.input_size,
+             "], got ", describe(x_in));
+    for (const auto& [s, what] : {std::pair(h0, "h0"), std::pair(c0, "c0")}) {
+      MG_CHECK(!s.defined() || s.dim() == 2, ShapeError, name, ": for unbatched 2-D input ", describe(x_in), " ", what,
+               " must be 2-D [layers * directions, features] too, got ", describe(s));
+    }
+    const auto one = [](const Tensor& s) { return s.defined() ? unsqueeze(s, 1) : s; };
+    std::vector<Tensor> r = run(unsqueeze(x_in, options_.batch_first ? 0 : 1), one(h0), one(c0));
+    r[0] = squeeze(r[0], options_.batch_first ? 0 : 1);
+    for (std::size_t k = 1; k < r.size(); ++k) r[k] = r[k].defined() ? squeeze(r[k], 1) : r[k];
+    return r;
+  }
   const RNNOptions& o = options_;
   const std::string name = layer_name();
   const int64_t dirs = o.bidirectional ? 2 : 1, H = o.hidden_size, L = o.num_layers, R = state_size();
   const std::string want_x = o.batch_first ? shape_of({"B", "T", std::to_string(o.input_size)})
                                            : shape_of({"T", "B", std::to_string(o.input_size)});
   MG_CHECK(x_in.defined() && x_in.dim() == 3 && x_in.size(2) == o.input_size, ShapeError, name, ": expected x ",
-           want_x, ", got ", x_in.defined() ? describe(x_in) : "undefined",
-           x_in.defined() && x_in.dim() == 2 ? "\n  hint: unsqueeze the batch dim for a single sequence" : "");
+           want_x, " (or [T, ", o.input_size, "] unbatched), got ", x_in.defined() ? describe(x_in) : "undefined");
   const Tensor x = o.batch_first ? transpose(x_in, 0, 1) : x_in;  // [T, B, in]
   const int64_t T = x.size(0), B = x.size(1);
   MG_CHECK(T > 0, ShapeError, name, ": expected a sequence length larger than 0, got x ", describe(x_in));

@@ -12,6 +12,7 @@
 //   auto lstm = nn::make<nn::LSTM>({.input_size = 32, .hidden_size = 64, .num_layers = 2, .batch_first = true});
 //   nn::LSTMOutput out = lstm->forward(x);          // x [B, T, 32] -> out.output [B, T, 64]
 //   // out.h_n, out.c_n: [num_layers * directions, B, 64]
+//   // unbatched, as PyTorch: x [T, 32] (h0, c0 [num_layers * directions, 64]) is a batch of one
 //
 // Equations (W_i*: input weights, W_h*: recurrent weights, b: their biases, per gate):
 //   RNN:  h' = tanh(W_ih x + b_ih + W_hh h + b_hh)                       (relu with nonlinearity Relu)
@@ -88,7 +89,8 @@ class RNN : public RNNBase {
  public:
   using Options = RNNOptions;
   explicit RNN(Options options) : RNNBase("RNN", Cell::Rnn, options) {}
-  // x [T, B, in] (batch_first: [B, T, in]); h0 [layers*dirs, B, H] or undefined (zeros).
+  // x [T, B, in] (batch_first: [B, T, in]) or unbatched [T, in]; h0 [layers*dirs, B, H] ([layers*dirs, H]
+  // unbatched) or undefined (zeros).
   RNNOutput forward(const Tensor& x, const Tensor& h0 = Tensor());
 };
 

@@ -333,9 +333,36 @@ TEST_CASE("LSTM dropout between layers: training only, reproducible from a seede
   CHECK(values(plain->forward(x).output) == values(p.output));
 }
 
+TEST_CASE("RNN layers take unbatched 2-D input as a batch of one, as PyTorch does", "[nn][rnn]") {
+  manual_seed(6);
+  for (bool batch_first : {false, true}) {
+    INFO("batch_first " << batch_first);
+    auto lstm = nn::make<nn::LSTM>({.input_size = 3, .hidden_size = 4, .num_layers = 2, .batch_first = batch_first,
+                                    .bidirectional = true, .proj_size = 2});
+    auto gru = nn::make<nn::GRU>({.input_size = 3, .hidden_size = 4, .batch_first = batch_first});
+    const Tensor x = randn({5, 3}), h0 = randn({4, 2}), c0 = randn({4, 4}), g0 = randn({1, 4});
+    const int64_t bdim = batch_first ? 0 : 1;
+    const nn::LSTMOutput one = lstm->forward(x, h0, c0);
+    const nn::LSTMOutput batched = lstm->forward(x.unsqueeze(bdim), h0.unsqueeze(1), c0.unsqueeze(1));
+    REQUIRE(one.output.shape() == Shape{5, 4});
+    CHECK(values(one.output) == values(batched.output.squeeze(bdim)));
+    CHECK(one.h_n.shape() == Shape{4, 2});
+    CHECK(values(one.h_n) == values(batched.h_n.squeeze(1)));
+    CHECK(one.c_n.shape() == Shape{4, 4});
+    CHECK(values(one.c_n) == values(batched.c_n.squeeze(1)));
+    const nn::RNNOutput g = gru->forward(x, g0), gb = gru->forward(x.unsqueeze(bdim), g0.unsqueeze(1));
+    CHECK(values(g.output) == values(gb.output.squeeze(bdim)));
+    CHECK(g.h_n.shape() == Shape{1, 4});
+    CHECK(gru->forward(x).output.shape() == Shape{5, 4});  // zeros for h0
+  }
+}
+
 TEST_CASE("RNN layers: bad inputs and options are named errors", "[nn][rnn]") {
   nn::LSTM lstm({.input_size = 3, .hidden_size = 4, .num_layers = 2});
-  MG_REQUIRE_ERROR(lstm.forward(zeros({5, 3})), "): expected x [T, B, 3]");
+  MG_REQUIRE_ERROR(lstm.forward(zeros({5, 4})), "): expected unbatched x [T, 3], got");
+  MG_REQUIRE_ERROR(lstm.forward(zeros({5, 3}), zeros({2, 1, 4})), "for unbatched 2-D input");
+  MG_REQUIRE_ERROR(lstm.forward(zeros({5, 3}), zeros({2, 4}), zeros({2, 1, 4})), "c0 must be 2-D");
+  MG_REQUIRE_ERROR(lstm.forward(zeros({5, 3}), zeros({2, 5})), "): expected h0 [2, 1, 4]");
   MG_REQUIRE_ERROR(lstm.forward(zeros({5, 2, 4})), "): expected x [T, B, 3]");
   MG_REQUIRE_ERROR(lstm.forward(zeros({5, 2, 3}), zeros({1, 2, 4})), "): expected h0 [2, 2, 4]");
   MG_REQUIRE_ERROR(lstm.forward(zeros({5, 2, 3}), zeros({2, 3, 4})), "): expected h0 [2, 2, 4]");
