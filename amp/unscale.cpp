@@ -1,5 +1,6 @@
 #include "mixgrad/amp/unscale.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <unordered_set>
@@ -244,9 +245,18 @@ UnscaleStats unscale_grads_to(const Tensors& src, const Tensors& dst, double inv
 }
 
 namespace {
-NonfiniteReducer& installed_reducer() {
-  static NonfiniteReducer reducer;
-  return reducer;
+struct Reducers {
+  NonfiniteReducer base;
+  std::vector<std::pair<int64_t, NonfiniteReducer>> pushed;  // (handle, reducer), oldest first
+  int64_t next_handle = 0;
+};
+Reducers& reducers() {
+  static Reducers r;
+  return r;
+}
+const NonfiniteReducer& installed_reducer() {
+  const Reducers& r = reducers();
+  return r.pushed.empty() ? r.base : r.pushed.back().second;
 }
 // The local count, or the count every process agreed on.
 UnscaleStats agreed(UnscaleStats s) {
@@ -256,9 +266,22 @@ UnscaleStats agreed(UnscaleStats s) {
 }  // namespace
 
 NonfiniteReducer set_nonfinite_reducer(NonfiniteReducer reducer) {
-  NonfiniteReducer previous = std::move(installed_reducer());
-  installed_reducer() = std::move(reducer);
+  NonfiniteReducer previous = std::move(reducers().base);
+  reducers().base = std::move(reducer);
   return previous;
+}
+
+int64_t push_nonfinite_reducer(NonfiniteReducer reducer) {
+  Reducers& r = reducers();
+  r.pushed.emplace_back(r.next_handle, std::move(reducer));
+  return r.next_handle++;
+}
+
+void remove_nonfinite_reducer(int64_t handle) {
+  auto& pushed = reducers().pushed;
+  const auto it = std::find_if(pushed.begin(), pushed.end(), [&](const auto& p) { return p.first == handle; });
+  MG_CHECK(it != pushed.end(), Error, "remove_nonfinite_reducer: no reducer has handle ", handle);
+  pushed.erase(it);
 }
 
 const NonfiniteReducer& nonfinite_reducer() { return installed_reducer(); }

@@ -78,9 +78,15 @@ struct NonfiniteReducer {
   std::function<void(Tensor flag)> flag;
   explicit operator bool() const { return bool(count) || bool(flag); }
 };
-// Installs `reducer` (an empty one: none) and returns the previous one so an owner can restore it.
+// Installs `reducer` as the base one (an empty one: none) and returns the previous base one.
 NonfiniteReducer set_nonfinite_reducer(NonfiniteReducer reducer);
-// The installed reducer (empty: none).
+// Owners that come and go (DistributedDataParallel, ZeroRedundantOptimizer) push theirs above the
+// base one and remove it by its handle when they go, in whatever order they go: the newest one
+// still pushed is the active one (so a removed owner's reducer, which may refer to it, is never
+// reinstated). remove_nonfinite_reducer of an unknown handle is an error.
+int64_t push_nonfinite_reducer(NonfiniteReducer reducer);
+void remove_nonfinite_reducer(int64_t handle);
+// The active reducer: the newest pushed one, else the base one (empty: none).
 const NonfiniteReducer& nonfinite_reducer();
 
 // Throws (message starting with `who`) when unscaling `opt` would divide f16 gradients in place:

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "mixgrad/amp/unscale.h"
@@ -108,14 +109,13 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     reducer.flag = [this](Tensor flag) {
       run_comm([&] { comm_->all_reduce(flag, ReduceOp::Max); });  // [1] f32, in place
     };
-    previous_reducer_ = amp::set_nonfinite_reducer(std::move(reducer));
-    installed_reducer_ = true;
+    reducer_handle_ = amp::push_nonfinite_reducer(std::move(reducer));
   }
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
   for (Param& p : params_) autograd::remove_post_accumulate_grad_hook(p.tensor, p.hook_id);
-  if (installed_reducer_) amp::set_nonfinite_reducer(std::move(previous_reducer_));
+  if (reducer_handle_ >= 0) amp::remove_nonfinite_reducer(reducer_handle_);
 }
 
 void DistributedDataParallel::check_no_sync_batch_norm_on_group() const {
@@ -136,14 +136,19 @@ void DistributedDataParallel::check_no_sync_batch_norm_on_group() const {
 // broadcast_state sends from rank 0 too) before anything is broadcast.
 void DistributedDataParallel::check_models_match() {
   std::vector<std::string> lines = describe_model(module_->named_parameters(), module_->named_buffers());
+  // Each master named by its model parameter: equal counts and sizes are not enough (a
+  // ZeroRedundantOptimizer's shards can have both and still hold different parameters).
+  std::unordered_map<const TensorImpl*, std::string> names;
+  for (const auto& [name, t] : module_->named_parameters()) names.emplace(t.impl(), name);
   for (std::size_t k = 0; k < options_.optimizers.size(); ++k) {
     const optim::Optimizer& opt = *options_.optimizers[k];
-    int64_t elements = 0;
-    for (const optim::MasterPair& m : opt.master_pairs()) elements += m.master.numel();
-    lines.push_back("optimizer " + std::to_string(k) + " (" + opt.name() + "): " +
-                    std::to_string(opt.master_pairs().size()) + " f32 master weights, " + std::to_string(elements) +
-                    " elements (a ZeroRedundantOptimizer's local() holds its rank's shard only: leave it out of "
-                    "DdpOptions::optimizers)");
+    const std::string who = "optimizer " + std::to_string(k) + " (" + opt.name() + ")";
+    lines.push_back(who + ": " + std::to_string(opt.master_pairs().size()) + " f32 master weights");
+    for (const optim::MasterPair& m : opt.master_pairs()) {
+      const auto it = names.find(m.model.impl());
+      lines.push_back(who + ": the master of parameter '" + (it == names.end() ? std::string("(not in the model)") : it->second) +
+                      "'");
+    }
   }
   std::string report;
   run_comm([&] { report = compare_across_ranks(*comm_, device_, lines, int64_t(params_.size()), "trainable parameters"); });
@@ -153,7 +158,8 @@ void DistributedDataParallel::check_models_match() {
            "same order); nothing was broadcast:",
            report,
            "\n  hint: build the same model on every rank (same configuration; amp::initialize at the same opt level "
-           "before wrapping)");
+           "before wrapping); a ZeroRedundantOptimizer's local() holds its rank's shard only: leave it out of "
+           "DdpOptions::optimizers");
 }
 
 // Without optimizers to broadcast masters from, f16/bf16 parameters must already agree: a

@@ -118,7 +118,7 @@ class DistributedDataParallel {
   // SyncBatchNorm on it is refused (NotImplementedError).
   DistributedDataParallel(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> group,
                           DdpOptions options = {});
-  // Removes the hooks and the found-inf reducer (restoring the previous one).
+  // Removes the hooks and its found-inf reducer (amp::remove_nonfinite_reducer).
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
@@ -215,8 +215,7 @@ class DistributedDataParallel {
   std::chrono::steady_clock::time_point start_;
   BackwardTimeline timeline_;
   int64_t reduced_backwards_ = 0;
-  bool installed_reducer_ = false;
-  amp::NonfiniteReducer previous_reducer_;
+  int64_t reducer_handle_ = -1;  // amp::push_nonfinite_reducer's, or -1
   CommWorker worker_;  // last: destroyed (joined) first, while everything its jobs touch exists
 };
 

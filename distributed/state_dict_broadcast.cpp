@@ -1,6 +1,7 @@
 #include "mixgrad/distributed/state_dict_broadcast.h"
 
 #include <cstring>
+#include <exception>
 #include <map>
 #include <string>
 #include <vector>
@@ -134,11 +135,22 @@ StateDict broadcast_state_dict(ProcessGroup& group, const StateDict& state, int 
   const bool is_root = group.rank() == root;
   NoGradGuard no_grad;
 
-  // 1. The header's length, then the header.
-  const std::string mine = is_root ? encode(state) : std::string();
-  Tensor length = from_vector<int64_t>({int64_t(mine.size())}, {1}).to(device);
+  // 1. The header's length (-1: the root cannot send its state, and every rank throws), then the header.
+  std::string mine;
+  std::exception_ptr refused;
+  if (is_root) {
+    try {
+      mine = encode(state);
+    } catch (...) {
+      refused = std::current_exception();
+    }
+  }
+  Tensor length = from_vector<int64_t>({refused ? int64_t(-1) : int64_t(mine.size())}, {1}).to(device);
   group.broadcast(length, root);
   const int64_t n = length.to(Device::cpu()).data<int64_t>()[0];
+  if (refused) std::rethrow_exception(refused);
+  MG_CHECK(n >= 0, distributed::DistributedError, kWho, ": rank ", root,
+           " could not send its state (its error says why); nothing was sent");
   Tensor header = empty({n}, {.dtype = DType::U8});
   if (is_root) std::memcpy(header.data_ptr(), mine.data(), mine.size());
   header = header.to(device);
@@ -147,7 +159,7 @@ StateDict broadcast_state_dict(ProcessGroup& group, const StateDict& state, int 
   std::vector<TensorMeta> metas;
   StateDict out = decode(std::string(static_cast<const char*>(header.data_ptr()), std::size_t(n)), &metas);
 
-  // 2. The tensors: one flat tensor per dtype (in the order of their first appearance).
+  // 2. The tensors: one flat tensor per dtype (in DType order, the same on every rank).
   std::map<DType, std::vector<std::size_t>> by_dtype;
   for (std::size_t i = 0; i < metas.size(); ++i) {
     if (shape_numel(metas[i].shape) > 0) by_dtype[metas[i].dtype].push_back(i);

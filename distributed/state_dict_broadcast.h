@@ -20,7 +20,8 @@ namespace mg::distributed {
 // group communicates on: the CPU for Gloo, the rank's CUDA device for NCCL). Root's `state` is
 // sent; the others' is ignored. Returns root's dict on every rank: the same keys, values and
 // tensor order, each tensor a new contiguous one on `device` with the same dtype, shape and bits
-// (on the root too: copies, never the root's own tensors). Undefined tensors are refused.
+// (on the root too: copies, never the root's own tensors). An undefined tensor in root's dict is
+// refused on every rank (the root throws its error, the others a DistributedError naming it).
 StateDict broadcast_state_dict(ProcessGroup& group, const StateDict& state, int root, Device device);
 
 }  // namespace mg::distributed

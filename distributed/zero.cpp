@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <map>
 #include <numeric>
 #include <set>
@@ -66,6 +67,25 @@ std::string join(const std::vector<int64_t>& v) {
 
 }  // namespace
 
+// Collective: the lowest rank whose `failed` is set, or -1 when none is.
+int ZeroRedundantOptimizer::first_failed_rank(bool failed) const {
+  const int world = group_->world_size();
+  Tensor t = from_vector<int64_t>({failed ? group_->rank() : world}, {1}).to(comm_device());
+  group_->all_reduce(t, ReduceOp::Min);
+  const int64_t r = t.to(Device::cpu()).data<int64_t>()[0];
+  return r < world ? int(r) : -1;
+}
+
+// After a rank-local step that may throw: every rank learns whether any threw, so all go on or
+// all throw (the rank's own error where it threw, a DistributedError naming that rank elsewhere).
+void ZeroRedundantOptimizer::throw_if_any_failed(const std::exception_ptr& error, const char* what) const {
+  const int failed = first_failed_rank(error != nullptr);
+  if (failed < 0) return;
+  if (error) std::rethrow_exception(error);
+  MG_THROW(distributed::DistributedError, kWho, ": rank ", group_->rank(), ": ", what, " failed on rank ", failed,
+           " (its error says why); nothing was changed here either");
+}
+
 std::vector<int> partition_parameters(const std::vector<int64_t>& numels, int world_size) {
   MG_CHECK(world_size >= 1, Error, "partition_parameters: world_size must be >= 1, got ", world_size);
   std::vector<std::size_t> order(numels.size());
@@ -96,27 +116,28 @@ ZeroRedundantOptimizer::ZeroRedundantOptimizer(const std::vector<optim::ParamGro
     : specs_(groups), group_(std::move(group)), options_(options) {
   MG_CHECK(group_ != nullptr, Error, kWho, ": the process group is null");
   MG_CHECK(static_cast<bool>(make), Error, kWho, ": the optimizer factory is empty");
+  for (const optim::ParamGroupSpec& g : specs_) params_.insert(params_.end(), g.params.begin(), g.params.end());
+  // The ranks compare their parameters first (a collective every rank reaches), so that the
+  // checks below, which follow from what was compared, throw on every rank alike.
+  check_same_parameters();
   std::set<const TensorImpl*> seen;
+  std::size_t position = 0;
   for (std::size_t g = 0; g < specs_.size(); ++g) {
-    for (std::size_t k = 0; k < specs_[g].params.size(); ++k) {
+    for (std::size_t k = 0; k < specs_[g].params.size(); ++k, ++position) {
       const Tensor& p = specs_[g].params[k];
       MG_CHECK(p.defined(), Error, kWho, ": parameter ", k, " of group ", g, " is undefined");
       MG_CHECK(p.is_floating_point() && p.is_leaf(), Error, kWho, ": parameter ", k, " of group ", g, " is ",
                describe(p), "; an optimizer takes floating leaf tensors");
       MG_CHECK(seen.insert(p.impl()).second, Error, kWho, ": parameter ", k, " of group ", g,
                " is given twice; a parameter belongs to one group once");
-      params_.push_back(p);
+      MG_CHECK(p.device() == params_.front().device(), DeviceError, kWho, ": the parameters are on ",
+               params_.front().device(), " and ", p.device(), "; one device per rank");
     }
   }
   const int world = group_->world_size(), rank = group_->rank();
   MG_CHECK(int64_t(params_.size()) >= world, Error, kWho, ": ", params_.size(),
            " parameters cannot be shared out over ", world, " ranks: each rank needs at least one",
            "\n  hint: use a plain optimizer (ZeRO saves nothing on so small a model)");
-  for (const Tensor& p : params_) {
-    MG_CHECK(p.device() == params_.front().device(), DeviceError, kWho, ": the parameters are on ",
-             params_.front().device(), " and ", p.device(), "; one device per rank");
-  }
-  check_same_parameters();
   if (options_.broadcast_parameters) {
     NoGradGuard no_grad;
     for (Tensor& p : params_) group_->broadcast(p, 0);
@@ -129,7 +150,7 @@ ZeroRedundantOptimizer::ZeroRedundantOptimizer(const std::vector<optim::ParamGro
 
   // This rank's groups: every group, with its options and only the owned parameters.
   std::vector<optim::ParamGroupSpec> shard;
-  std::size_t position = 0;
+  position = 0;
   for (const optim::ParamGroupSpec& g : specs_) {
     optim::ParamGroupSpec s{.params = {}, .options = g.options};
     for (const Tensor& p : g.params) {
@@ -157,8 +178,8 @@ ZeroRedundantOptimizer::ZeroRedundantOptimizer(const std::vector<optim::ParamGro
   local_->set_zero_grad_also(std::move(others));  // local().zero_grad() clears every gradient DDP averages
   hook_ = local_->register_step_post_hook([this](optim::Optimizer&) { broadcast_parameters(); });
   {
-    // The reducer holds the group, not this object: a DistributedDataParallel made later restores
-    // it when it goes, possibly after this object is gone.
+    // Pushed above any earlier one and removed by handle in the destructor (amp/unscale.h), so
+    // DistributedDataParallel and this object may go in either order.
     const std::shared_ptr<ProcessGroup> pg = group_;
     const Device device = comm_device();
     amp::NonfiniteReducer reducer;
@@ -168,26 +189,42 @@ ZeroRedundantOptimizer::ZeroRedundantOptimizer(const std::vector<optim::ParamGro
       return t.to(Device::cpu()).data<int64_t>()[0];
     };
     reducer.flag = [pg](Tensor flag) { pg->all_reduce(flag, ReduceOp::Max); };  // [1] f32, in place
-    previous_reducer_ = amp::set_nonfinite_reducer(std::move(reducer));
-    installed_reducer_ = true;
+    reducer_handle_ = amp::push_nonfinite_reducer(std::move(reducer));
   }
 }
 
 ZeroRedundantOptimizer::~ZeroRedundantOptimizer() {
   if (local_ && hook_ >= 0) local_->remove_step_post_hook(hook_);
-  if (installed_reducer_) amp::set_nonfinite_reducer(std::move(previous_reducer_));
+  if (reducer_handle_ >= 0) amp::remove_nonfinite_reducer(reducer_handle_);
 }
 
-Device ZeroRedundantOptimizer::comm_device() const { return params_.front().device(); }
+// The device of the first defined parameter (the CPU when there is none: the constructor refuses that).
+Device ZeroRedundantOptimizer::comm_device() const {
+  for (const Tensor& p : params_) {
+    if (p.defined()) return p.device();
+  }
+  return Device::cpu();
+}
 
-// Every rank describes its groups and parameters (count, shapes, dtypes); the ranks must agree.
+// Every rank describes its groups and parameters (shapes, dtypes, devices, what the constructor
+// refuses); the ranks must agree.
 void ZeroRedundantOptimizer::check_same_parameters() const {
   std::vector<std::string> lines;
+  std::map<const TensorImpl*, std::string> first;
   for (std::size_t g = 0; g < specs_.size(); ++g) {
     for (std::size_t k = 0; k < specs_[g].params.size(); ++k) {
       const Tensor& p = specs_[g].params[k];
-      lines.push_back("group " + std::to_string(g) + " parameter " + std::to_string(k) + " " + shape_str(p.shape()) +
-                      " " + dtype_name(p.dtype()));
+      std::string line = "group " + std::to_string(g) + " parameter " + std::to_string(k) + " ";
+      if (!p.defined()) {
+        lines.push_back(line + "undefined");
+        continue;
+      }
+      // (Not the device itself: each rank has its own GPU.)
+      line += shape_str(p.shape()) + " " + dtype_name(p.dtype()) + (p.is_leaf() ? "" : " (not a leaf)") +
+              (p.device() == comm_device() ? "" : " (on another device than the first parameter)");
+      const auto [it, fresh] = first.emplace(p.impl(), "group " + std::to_string(g) + " parameter " + std::to_string(k));
+      if (!fresh) line += " (the same tensor as " + it->second + ")";
+      lines.push_back(line);
     }
   }
   const std::string report =
@@ -235,7 +272,13 @@ Tensor ZeroRedundantOptimizer::clip_grad_norm_(double max_norm, double norm_type
   MG_CHECK(max_norm >= 0.0, Error, kOp, ": max_norm must be >= 0, got ", max_norm);
   MG_CHECK(norm_type > 0.0, Error, kOp, ": norm_type must be > 0 (or INFINITY), got ", norm_type);
   const Tensors params = local_->parameters();
-  optim::detail::check_clip_targets(params, kOp);
+  std::exception_ptr refused;
+  try {
+    optim::detail::check_clip_targets(params, kOp);  // looks at this rank's shard only
+  } catch (...) {
+    refused = std::current_exception();
+  }
+  throw_if_any_failed(refused, "clip_grad_norm_");
   NoGradGuard no_grad;
   const bool inf_norm = std::isinf(norm_type);
   // This rank's sum of |g|^p (or max |g|) in f64; a rank without gradients contributes 0.
@@ -289,7 +332,7 @@ StateDict ZeroRedundantOptimizer::state_dict(int to) {
     for (const auto& [k, t] : part.tensors) {
       MG_CHECK(remap_position_key(k, to_global, &key), Error, kWho, "::state_dict: rank ", r,
                "'s optimizer saved an unexpected tensor '", k, "'");
-      full.tensors.emplace_back(key, t);
+      full.tensors.emplace_back(key, t.to(Device::cpu()));  // the whole state: host memory, not the device's
     }
     if (r == (to == -1 ? 0 : to)) {
       // Options and counters: the same on every rank (each steps alike); taken from one.
@@ -321,6 +364,24 @@ StateDict ZeroRedundantOptimizer::state_dict(int to) {
 }
 
 void ZeroRedundantOptimizer::load_state_dict(const StateDict& state) {
+  // Each rank loads its part and checks only that; so the ranks agree afterwards, and where any
+  // refused, the others undo their load: all change, or none does.
+  const StateDict before = local_->state_dict();
+  std::exception_ptr refused;
+  try {
+    load_local_part(state);
+  } catch (...) {
+    refused = std::current_exception();
+  }
+  const int failed = first_failed_rank(refused != nullptr);
+  if (failed < 0) return;
+  if (refused) std::rethrow_exception(refused);
+  local_->load_state_dict(before);
+  MG_THROW(distributed::DistributedError, kWho, ": rank ", group_->rank(), ": load_state_dict failed on rank ", failed,
+           " (its error says why); this rank's part was loaded and restored again");
+}
+
+void ZeroRedundantOptimizer::load_local_part(const StateDict& state) {
   const std::string owner = std::string(kWho) + "::load_state_dict";
   const int64_t num_params = state.int_at(owner, "num_params");
   MG_CHECK(num_params == int64_t(params_.size()), Error, owner, ": the state has ", num_params,

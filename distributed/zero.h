@@ -37,6 +37,7 @@
 // it, naming the difference).
 #pragma once
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -83,7 +84,7 @@ class ZeroRedundantOptimizer {
                          Factory make, ZeroOptions options = {});
   ZeroRedundantOptimizer(const Tensors& params, std::shared_ptr<ProcessGroup> group, Factory make,
                          ZeroOptions options = {});
-  // Removes the step hook and restores the previous non-finite reducer (see the constructor).
+  // Removes the step hook and its non-finite reducer (amp::remove_nonfinite_reducer).
   ~ZeroRedundantOptimizer();
   ZeroRedundantOptimizer(const ZeroRedundantOptimizer&) = delete;
   ZeroRedundantOptimizer& operator=(const ZeroRedundantOptimizer&) = delete;
@@ -108,17 +109,21 @@ class ZeroRedundantOptimizer {
   // local() gradients together (the f32 master gradients at O2), each rank's sum of |g|^p (or
   // max |g|) in f64, all-reduced; every gradient scaled by min(1, max_norm / (total + 1e-6)), by 1
   // when the total is inf or NaN. Collective; returns the total (0-d f64 on the gradients' device).
-  // With error_if_nonfinite a non-finite total throws (on every rank) and changes nothing.
+  // With error_if_nonfinite a non-finite total throws (on every rank) and changes nothing. The
+  // O2 checks of optim::clip_grad_norm_ (master gradients not synced yet) run on each shard and
+  // are agreed: when one rank refuses, every rank throws.
   Tensor clip_grad_norm_(double max_norm, double norm_type = 2.0, bool error_if_nonfinite = false);
 
   // Collective: the state dict an unsharded optimizer of the same kind over parameters() would
   // have (optim::Optimizer::state_dict's layout, positions over all parameters), gathered from
-  // every rank's shard. On rank `to`, or on every rank when to == -1; the others get an empty dict.
+  // every rank's shard, its tensors in host memory. On rank `to`, or on every rank when
+  // to == -1; the others get an empty dict.
   StateDict state_dict(int to = -1);
-  // Loads an unsharded state dict (from state_dict() here, or from a plain optimizer of the same
-  // kind, saved with any number of ranks): this rank keeps its positions' state and masters, and
-  // local().load_state_dict checks them. Its layout is checked first (the number of groups and
-  // each group's positions); a mismatch throws before anything changes. Not collective.
+  // Collective: loads an unsharded state dict (from state_dict() here, or from a plain optimizer
+  // of the same kind, saved with any number of ranks): each rank keeps its positions' state and
+  // masters, which local().load_state_dict checks, after the layout (the number of groups and
+  // each group's positions). If any rank refuses, every rank throws (the refusing rank its own
+  // error, the others a DistributedError naming it) and none has changed.
   void load_state_dict(const StateDict& state);
 
  private:
@@ -130,11 +135,17 @@ class ZeroRedundantOptimizer {
   std::vector<int64_t> owned_;  // positions of this rank's parameters, in order
   std::unique_ptr<optim::Optimizer> local_;
   int64_t hook_ = -1;
-  bool installed_reducer_ = false;
-  amp::NonfiniteReducer previous_reducer_;
+  int64_t reducer_handle_ = -1;  // amp::push_nonfinite_reducer's, or -1
 
   void check_same_parameters() const;
   Device comm_device() const;
+  // Collective: the lowest rank with `failed` set, or -1.
+  int first_failed_rank(bool failed) const;
+  // Collective: rethrows `error` where it is set, and throws a DistributedError naming the first
+  // failing rank on the others, when any rank failed `what`.
+  void throw_if_any_failed(const std::exception_ptr& error, const char* what) const;
+  // load_state_dict's rank-local part: this rank's positions, loaded into local().
+  void load_local_part(const StateDict& state);
 };
 
 }  // namespace mg::distributed

@@ -760,6 +760,7 @@ int run(int argc, char** argv) {
     const int64_t seen_before = seen;  // a resumed epoch's verses before the resume: not in this epoch_clock's time
     if (tally) tally->reset(loss_sum, right);  // the epoch's sums so far (a resumed epoch's saved ones)
     bool stop = false;
+    bool interrupted = false;  // Ctrl-C on some rank, agreed over the ranks at every step
     for (int64_t i = first; i < steps_per_epoch && !stop; ++i) {
       Stopwatch step_clock;
       if (tracer) tracer->reset();
@@ -782,13 +783,15 @@ int run(int argc, char** argv) {
       } else {
         d = train_step(net, opt, sched, loader, accumulate, flags.get_double("clip"), device, dp);
       }
+      // Ctrl-C on any rank stops every rank after this same step (saving the checkpoint is collective).
+      interrupted = dp.any(interrupt.requested());
       r.examples = d.examples;
       if (lazy_reads) {
         tally->add(d.loss, d.correct, d.examples, d.predicted);
         const bool periodic = flags.get_int("checkpoint-every") > 0 && (step + 1) % flags.get_int("checkpoint-every") == 0;
         const bool eval_now = flags.get_int("eval-every") > 0 && (step + 1) % flags.get_int("eval-every") == 0;
         fresh = (step + 1) % flags.get_int("log-every") == 0 || i + 1 == steps_per_epoch || periodic || eval_now ||
-                interrupt.requested() || steps_this_run + 1 == flags.get_int("stop-after");
+                interrupted || steps_this_run + 1 == flags.get_int("stop-after");
       } else {
         r.loss = d.loss.item<double>();
         r.correct = d.correct.item<int64_t>();
@@ -838,7 +841,7 @@ int run(int argc, char** argv) {
                 (mlm ? ", perplexity " + format_number(last_eval.perplexity) : ""));
       }
       const bool periodic = flags.get_int("checkpoint-every") > 0 && step % flags.get_int("checkpoint-every") == 0;
-      stop = interrupt.requested() || ++steps_this_run == flags.get_int("stop-after");
+      stop = interrupted || ++steps_this_run == flags.get_int("stop-after");
       // A stop on the epoch's last step saves after the epoch's evaluation below, so that a resumed
       // run starts the next epoch with this one fully reported.
       if (!flags.value("checkpoint").empty() && (periodic || stop) && (!stop || i + 1 < steps_per_epoch)) save(flags.value("checkpoint"));
@@ -877,12 +880,13 @@ int run(int argc, char** argv) {
       if (!flags.value("checkpoint").empty()) save(flags.value("checkpoint"));
     }
     // --stop-after on the run's last step: the run is complete, so it ends as one (summary, plot).
-    if (stop && (interrupt.requested() || step < epochs * steps_per_epoch)) {
-      const std::string why = interrupt.requested() ? std::string("interrupted by ") + interrupt.signal_name() : "stopped (--stop-after)";
+    if (stop && (interrupted || step < epochs * steps_per_epoch)) {
+      const std::string why = interrupted ? std::string("interrupted by ") + (interrupt.requested() ? interrupt.signal_name() : "a signal on another rank")
+                : "stopped (--stop-after)";
       std::printf("\n%s at step %lld%s\n", why.c_str(), (long long)step,
                   flags.value("checkpoint").empty() ? " (no --checkpoint given: nothing saved)"
                                                     : ("; checkpoint saved to " + flags.value("checkpoint")).c_str());
-      return interrupt.requested() ? 130 : 0;
+      return interrupted ? 130 : 0;
     }
   }
 

@@ -230,6 +230,17 @@ double DataParallel::sum(double value) {
   return value;
 }
 
+bool DataParallel::any(bool flag) {
+#ifdef MG_HAVE_DISTRIBUTED
+  if (impl_->group) {
+    Tensor t = from_vector<int64_t>({flag ? 1 : 0}, {1});
+    impl_->group->all_reduce(t, distributed::ReduceOp::Max);
+    return t.data<int64_t>()[0] != 0;
+  }
+#endif
+  return flag;
+}
+
 void DataParallel::quiet_unless_main() const {
   if (active() && !is_main()) {
     std::fflush(stdout);

@@ -97,6 +97,9 @@ class DataParallel {
   void sync_buffers();
   // The sum of `value` over ranks (value itself single-process).
   double sum(double value);
+  // Whether `flag` is set on any rank (a collective: every rank calls it; the flag itself
+  // single-process). The examples agree on a Ctrl-C with it, so every rank stops at one step.
+  bool any(bool flag);
   // Ranks other than 0 send their standard output to /dev/null (the normal logs and progress
   // come from rank 0); their per-rank lines go to stderr, which mixgrad-run prefixes too.
   void quiet_unless_main() const;

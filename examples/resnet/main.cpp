@@ -361,12 +361,14 @@ int run(int argc, char** argv) {
   const bool tty = is_terminal(stdout);
   int64_t steps_this_run = 0;
   bool stop = false;  // Ctrl-C or --stop-after: save and leave
+  bool interrupted = false;  // Ctrl-C on some rank, agreed over the ranks at every step
   auto report_stop = [&] {
-    const std::string why = interrupt.requested() ? std::string("interrupted by ") + interrupt.signal_name() : "stopped (--stop-after)";
+    const std::string why = interrupted ? std::string("interrupted by ") + (interrupt.requested() ? interrupt.signal_name() : "a signal on another rank")
+                : "stopped (--stop-after)";
     std::printf("\n%s at step %lld%s\n", why.c_str(), (long long)step,
                 flags.value("checkpoint").empty() ? " (no --checkpoint given: nothing saved)"
                                                   : ("; checkpoint saved to " + flags.value("checkpoint")).c_str());
-    return interrupt.requested() ? 130 : 0;
+    return interrupted ? 130 : 0;
   };
 
   // ---- training ----
@@ -398,11 +400,13 @@ int run(int argc, char** argv) {
       } else {
         out = train_step(*model, opt, sched, to_device(*batch, device));
       }
+      // Ctrl-C on any rank stops every rank after this same step (saving the checkpoint is collective).
+      interrupted = dp.any(interrupt.requested());
       if (lazy_reads) {
         tally->add(out[0], out[1], batch->size());
         const bool periodic = flags.get_int("checkpoint-every") > 0 && (step + 1) % flags.get_int("checkpoint-every") == 0;
         fresh = (step + 1) % flags.get_int("log-every") == 0 || i + 1 == steps_per_epoch || periodic ||
-                interrupt.requested() || steps_this_run + 1 == flags.get_int("stop-after");
+                interrupted || steps_this_run + 1 == flags.get_int("stop-after");
       } else {
         r = {out[0].item<float>(), out[1].item<int64_t>(), opt.last_step_skipped(), batch->size()};
       }
@@ -440,7 +444,7 @@ int run(int argc, char** argv) {
                         {"peak_rss", peak_rss_bytes()}});
       }
       const bool periodic = flags.get_int("checkpoint-every") > 0 && step % flags.get_int("checkpoint-every") == 0;
-      stop = interrupt.requested() || ++steps_this_run == flags.get_int("stop-after");
+      stop = interrupted || ++steps_this_run == flags.get_int("stop-after");
       // A stop on the epoch's last step first finishes the epoch (evaluation, records, checkpoint).
       const bool last_step = i + 1 == steps_per_epoch;
       if (!flags.value("checkpoint").empty() && (periodic || stop) && !last_step) save(flags.value("checkpoint"));
@@ -480,7 +484,7 @@ int run(int argc, char** argv) {
     }
     if (!flags.value("checkpoint").empty()) save(flags.value("checkpoint"));
     // --stop-after on the run's last step: the run is complete, so it ends as one (summary, plot).
-    if (stop && (interrupt.requested() || epoch + 1 < epochs)) return report_stop();
+    if (stop && (interrupted || epoch + 1 < epochs)) return report_stop();
   }
 
   // ---- summary ----

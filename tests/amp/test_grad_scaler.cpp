@@ -515,3 +515,21 @@ TEST_CASE("GradScaler: a 16-bit loss is scaled in f32, a disabled scaler's state
   MG_REQUIRE_ERROR(scaler.unscale_(opt), "GradScaler::unscale_: called after step() for this SGD optimizer in this iteration");
   scaler.update();
 }
+
+TEST_CASE("pushed non-finite reducers: the newest still pushed is active, removed in any order", "[amp][scaler]") {
+  const auto counting = [](int64_t answer) {
+    amp::NonfiniteReducer r;
+    r.count = [answer](int64_t) { return answer; };
+    return r;
+  };
+  const amp::NonfiniteReducer base = amp::set_nonfinite_reducer(counting(1));
+  const int64_t a = amp::push_nonfinite_reducer(counting(2));
+  const int64_t b = amp::push_nonfinite_reducer(counting(3));
+  CHECK(amp::nonfinite_reducer().count(0) == 3);
+  amp::remove_nonfinite_reducer(a);  // the older owner goes first: the newer stays active
+  CHECK(amp::nonfinite_reducer().count(0) == 3);
+  amp::remove_nonfinite_reducer(b);
+  CHECK(amp::nonfinite_reducer().count(0) == 1);  // the base one again, never a removed one
+  MG_REQUIRE_ERROR(amp::remove_nonfinite_reducer(b), "no reducer has handle");
+  amp::set_nonfinite_reducer(base);
+}

@@ -278,6 +278,27 @@ int state(std::chrono::milliseconds timeout) {
     }
     check(what.find("the state has 5 parameters but the ZeroRedundantOptimizer has 6") != std::string::npos,
           c.name + ": expected the parameter-count refusal, got: " + what);
+    // A state only the last rank's shard refuses (a buffer of the wrong shape at a position it
+    // owns): every rank throws, and none has changed.
+    const int last = pg->world_size() - 1;
+    int64_t position = -1;
+    for (std::size_t i = 0; i < z2.zero->owners().size(); ++i) {
+      if (z2.zero->owners()[i] == last) position = int64_t(i);
+    }
+    StateDict odd = expected;
+    for (auto& [key, t] : odd.tensors) {
+      if (key == "state." + std::to_string(position) + ".exp_avg") t = zeros({7}, {.dtype = t.dtype()});
+    }
+    const StateDict before = z2.zero->state_dict();
+    what.clear();
+    try {
+      z2.zero->load_state_dict(odd);
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    const std::string expect = rank == last ? "'state." : "load_state_dict failed on rank " + std::to_string(last);
+    check(what.find(expect) != std::string::npos, c.name + ": expected '" + expect + "' in the refusal, got: " + what);
+    check(same_state(z2.zero->state_dict(), before, &why), c.name + ": a refused load changed the state: " + why);
     if (!c.opt_level.empty()) amp::reset();
   }
   pg->shutdown();
@@ -340,9 +361,20 @@ int mismatch(std::chrono::milliseconds timeout) {
               what.find("first difference, entry 1:") != std::string::npos && what.find("[6] f32") != std::string::npos,
           "expected an error naming the differing parameter");
   }
-  {
-    // DDP refuses a ZeRO shard's master weights in DdpOptions::optimizers (each rank has its own).
-    auto net = make_net(DType::F32, 2);
+  for (const bool equal_shards : {false, true}) {
+    // DDP refuses a ZeRO shard's master weights in DdpOptions::optimizers (each rank has its own),
+    // also when every rank's shard has the same number and sizes of masters: two equal layers
+    // over 2 ranks give each rank one [8, 8] weight and one [8] bias, of different layers.
+    struct Twin : nn::Module {
+      Twin() {
+        a = register_module<nn::Linear>("a", {.in = 8, .out = 8});
+        b = register_module<nn::Linear>("b", {.in = 8, .out = 8});
+      }
+      std::shared_ptr<nn::Linear> a, b;
+    };
+    manual_seed(2);
+    std::shared_ptr<nn::Module> net = equal_shards ? std::shared_ptr<nn::Module>(std::make_shared<Twin>())
+                                                   : std::shared_ptr<nn::Module>(make_net(DType::F32, 2));
     ZeroRedundantOptimizer zero(net->parameters(), pg, sgd);
     amp::initialize_models({net}, {&zero.local()}, {.opt_level = "O2", .dtype = "bf16", .verbosity = 0});
     std::string what;
@@ -352,7 +384,9 @@ int mismatch(std::chrono::milliseconds timeout) {
       what = e.what();
     }
     amp::reset();
-    check(what.find("leave it out of DdpOptions::optimizers") != std::string::npos,
+    std::printf("rank %d: equal shards %d: %s\n", rank, int(equal_shards), what.c_str());
+    check(what.find("first difference") != std::string::npos && what.find("optimizer 0 (SGD): ") != std::string::npos &&
+              what.find("leave it out of DdpOptions::optimizers") != std::string::npos,
           "expected DDP to refuse the shard's masters, got: " + what);
   }
   // The group still works.
