@@ -19,6 +19,7 @@
 #include "mixgrad/nn/normalization.h"
 #include "mixgrad/nn/padding.h"
 #include "mixgrad/nn/pooling.h"
+#include "mixgrad/nn/packed_sequence.h"
 #include "mixgrad/nn/rnn.h"
 #include "mixgrad/nn/transformer.h"
 #include "mixgrad/nn/upsample.h"

@@ -4,6 +4,7 @@
 
 #include "mixgrad/core/factory.h"
 #include "mixgrad/nn/init.h"
+#include "mixgrad/nn/packed_sequence.h"
 #include "mixgrad/ops/norm.h"
 #include "mixgrad/ops/ops.h"
 
@@ -79,10 +80,11 @@ std::string RNNBase::extra_repr() const {
   return s;
 }
 
-std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor& c0) {
+std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor& c0,
+                                 const std::vector<int64_t>* lengths) {
   // Unbatched input (PyTorch's 2-D form, whatever batch_first says): a batch of one, the batch
   // dimension removed from the results again.
-  if (x_in.defined() && x_in.dim() == 2) {
+  if (x_in.defined() && x_in.dim() == 2 && !lengths) {
     const std::string name = layer_name();
     MG_CHECK(x_in.size(1) == options_.input_size, ShapeError, name, ": expected unbatched x [T, ", options_.input_size,
              "], got ", describe(x_in));
@@ -98,12 +100,14 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
   }
   const RNNOptions& o = options_;
   const std::string name = layer_name();
+  // Packed input (PackedSequence) is time-major whatever batch_first says.
+  const bool batch_first = o.batch_first && !lengths;
   const int64_t dirs = o.bidirectional ? 2 : 1, H = o.hidden_size, L = o.num_layers, R = state_size();
-  const std::string want_x = o.batch_first ? shape_of({"B", "T", std::to_string(o.input_size)})
+  const std::string want_x = batch_first ? shape_of({"B", "T", std::to_string(o.input_size)})
                                            : shape_of({"T", "B", std::to_string(o.input_size)});
   MG_CHECK(x_in.defined() && x_in.dim() == 3 && x_in.size(2) == o.input_size, ShapeError, name, ": expected x ",
            want_x, " (or [T, ", o.input_size, "] unbatched), got ", x_in.defined() ? describe(x_in) : "undefined");
-  const Tensor x = o.batch_first ? transpose(x_in, 0, 1) : x_in;  // [T, B, in]
+  const Tensor x = batch_first ? transpose(x_in, 0, 1) : x_in;  // [T, B, in]
   const int64_t T = x.size(0), B = x.size(1);
   MG_CHECK(T > 0, ShapeError, name, ": expected a sequence length larger than 0, got x ", describe(x_in));
   const auto check_state = [&](const Tensor& s, const char* what, int64_t size) {
@@ -113,6 +117,14 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
   };
   check_state(h0, "h0", R);
   check_state(c0, "c0", H);
+  // Packed sequences: a step beyond a sequence's length leaves its state alone and outputs 0
+  // (valid[t]: [B, 1] bool), so h_n holds the state after its last step, and the reverse
+  // direction starts at its own last step with the initial state.
+  Tensors valid;
+  if (lengths) {
+    MG_CHECK(int64_t(lengths->size()) == B, ShapeError, name, ": ", lengths->size(), " lengths for a batch of ", B);
+    valid = unbind(reshape(length_mask(*lengths, T, x.device()), {T, B, 1}), 0);
+  }
   const bool lstm = cell_ == Cell::Lstm, gru = cell_ == Cell::Gru;
   // Initial states default to zeros in the dtype of the layer's input projection (the weights',
   // or the autocast dtype, so that the whole recurrence runs in it, as PyTorch's autocast RNNs).
@@ -148,25 +160,35 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
         const int64_t t = d == 1 ? T - 1 - s : s;
         const Tensor& gi = xs[std::size_t(t)];
         const Tensor gh = linear(h, p[1], p[3]);
+        Tensor h_new, c_new;
         if (lstm) {
           const Tensors g = gate_parts(gi + gh);
           const Tensor i = sigmoid(g[0]), f = sigmoid(g[1]), cand = tanh(g[2]), out = sigmoid(g[3]);
           // The cell state stays in opmath (f32 for f16/bf16 products): the sum over many steps
           // would otherwise round at every step.
-          c = f * c + i * cand;
-          h = out * tanh(c);
-          if (p[4].defined()) h = linear(h, p[4]);  // the projection to proj_size features
-          if (h.dtype() != xi.dtype()) h = mg::to(h, xi.dtype());
+          c_new = f * c + i * cand;
+          h_new = out * tanh(c_new);
+          if (p[4].defined()) h_new = linear(h_new, p[4]);  // the projection to proj_size features
+          if (h_new.dtype() != xi.dtype()) h_new = mg::to(h_new, xi.dtype());
         } else if (gru) {
           const Tensors a = gate_parts(gi), b = gate_parts(gh);
           const Tensor r = sigmoid(a[0] + b[0]);
           const Tensor z = sigmoid(a[1] + b[1]);
           const Tensor n = tanh(a[2] + r * b[2]);
-          h = (1.0 - z) * n + z * h;
+          h_new = (1.0 - z) * n + z * h;
         } else {
-          h = o.nonlinearity == RNNNonlinearity::Relu ? relu(gi + gh) : tanh(gi + gh);
+          h_new = o.nonlinearity == RNNNonlinearity::Relu ? relu(gi + gh) : tanh(gi + gh);
         }
-        steps[std::size_t(t)] = h;
+        if (lengths) {
+          const Tensor& v = valid[std::size_t(t)];
+          steps[std::size_t(t)] = where(v, h_new, scalar_like(0.0, h_new));
+          h = where(v, h_new, h);
+          if (lstm) c = where(v, c_new, c);
+        } else {
+          steps[std::size_t(t)] = h_new;
+          h = h_new;
+          if (lstm) c = c_new;
+        }
       }
       dir_out.push_back(stack(steps, 0));  // [T, B, R]
       h_n.push_back(h);
@@ -175,8 +197,36 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
     layer_in = dirs == 1 ? dir_out[0] : cat(dir_out, 2);
     if (l + 1 < L && o.dropout > 0.0 && is_training()) layer_in = dropout(layer_in, o.dropout, true, o.generator);
   }
-  const Tensor output = o.batch_first ? transpose(layer_in, 0, 1) : layer_in;
+  const Tensor output = batch_first ? transpose(layer_in, 0, 1) : layer_in;
   return {output, stack(h_n, 0), lstm ? stack(c_n, 0) : Tensor()};
+}
+
+namespace {
+void check_packed(const PackedSequence& x, const std::string& name) {
+  MG_CHECK(x.data.defined() && x.data.dim() == 3, ShapeError, name, ": expected packed data [T, B, in], got ",
+           x.data.defined() ? describe(x.data) : "undefined");
+}
+}  // namespace
+
+PackedRNNOutput RNN::forward(const PackedSequence& x, const Tensor& h0) {
+  auto scope = module_scope(*this);
+  check_packed(x, layer_name());
+  const std::vector<Tensor> r = run(x.data, h0, Tensor(), &x.lengths);
+  return {{r[0], x.lengths}, r[1]};
+}
+
+PackedLSTMOutput LSTM::forward(const PackedSequence& x, const Tensor& h0, const Tensor& c0) {
+  auto scope = module_scope(*this);
+  check_packed(x, layer_name());
+  const std::vector<Tensor> r = run(x.data, h0, c0, &x.lengths);
+  return {{r[0], x.lengths}, r[1], r[2]};
+}
+
+PackedRNNOutput GRU::forward(const PackedSequence& x, const Tensor& h0) {
+  auto scope = module_scope(*this);
+  check_packed(x, layer_name());
+  const std::vector<Tensor> r = run(x.data, h0, Tensor(), &x.lengths);
+  return {{r[0], x.lengths}, r[1]};
 }
 
 RNNOutput RNN::forward(const Tensor& x, const Tensor& h0) {

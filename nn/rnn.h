@@ -13,6 +13,7 @@
 //   nn::LSTMOutput out = lstm->forward(x);          // x [B, T, 32] -> out.output [B, T, 64]
 //   // out.h_n, out.c_n: [num_layers * directions, B, 64]
 //   // unbatched, as PyTorch: x [T, 32] (h0, c0 [num_layers * directions, 64]) is a batch of one
+//   // variable lengths: lstm->forward(nn::pack_padded_sequence(x, lengths, true)) (nn/packed_sequence.h)
 //
 // Equations (W_i*: input weights, W_h*: recurrent weights, b: their biases, per gate):
 //   RNN:  h' = tanh(W_ih x + b_ih + W_hh h + b_hh)                       (relu with nonlinearity Relu)
@@ -27,6 +28,7 @@
 
 #include "mixgrad/core/generator.h"
 #include "mixgrad/nn/module.h"
+#include "mixgrad/nn/packed_sequence.h"
 
 namespace mg::nn {
 
@@ -57,6 +59,17 @@ struct LSTMOutput {
   Tensor h_n;
   Tensor c_n;
 };
+// The same for a PackedSequence input (nn/packed_sequence.h): the output packed with the input's
+// lengths; h_n (c_n) after each sequence's last step.
+struct PackedRNNOutput {
+  PackedSequence output;
+  Tensor h_n;
+};
+struct PackedLSTMOutput {
+  PackedSequence output;
+  Tensor h_n;
+  Tensor c_n;
+};
 
 // Shared body: parameters weight_ih_l{k}[_reverse] [gates*H, in], weight_hh_l{k}[_reverse]
 // [gates*H, R], bias_ih_l{k}[_reverse], bias_hh_l{k}[_reverse] [gates*H], and with an LSTM's
@@ -74,8 +87,10 @@ class RNNBase : public Module {
   enum class Cell { Rnn, Lstm, Gru };
   RNNBase(std::string type, Cell cell, RNNOptions options);
   std::string extra_repr() const override;
-  // Runs every layer; h0/c0 may be undefined (zeros). Returns {output, h_n, c_n (LSTM)}.
-  std::vector<Tensor> run(const Tensor& x, const Tensor& h0, const Tensor& c0);
+  // Runs every layer; h0/c0 may be undefined (zeros). Returns {output, h_n, c_n (LSTM)}. With
+  // `lengths` (a PackedSequence's), x is time-major [T, B, in] and each sequence runs its length.
+  std::vector<Tensor> run(const Tensor& x, const Tensor& h0, const Tensor& c0,
+                          const std::vector<int64_t>* lengths = nullptr);
 
  private:
   int64_t gates() const;
@@ -92,6 +107,8 @@ class RNN : public RNNBase {
   // x [T, B, in] (batch_first: [B, T, in]) or unbatched [T, in]; h0 [layers*dirs, B, H] ([layers*dirs, H]
   // unbatched) or undefined (zeros).
   RNNOutput forward(const Tensor& x, const Tensor& h0 = Tensor());
+  // Variable-length sequences (pack_padded_sequence), as PyTorch's packed input.
+  PackedRNNOutput forward(const PackedSequence& x, const Tensor& h0 = Tensor());
 };
 
 class LSTM : public RNNBase {
@@ -100,6 +117,7 @@ class LSTM : public RNNBase {
   explicit LSTM(Options options) : RNNBase("LSTM", Cell::Lstm, options) {}
   // h0 [layers*dirs, B, R], c0 [layers*dirs, B, H], each undefined for zeros.
   LSTMOutput forward(const Tensor& x, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor());
+  PackedLSTMOutput forward(const PackedSequence& x, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor());
 };
 
 class GRU : public RNNBase {
@@ -107,6 +125,7 @@ class GRU : public RNNBase {
   using Options = RNNOptions;
   explicit GRU(Options options) : RNNBase("GRU", Cell::Gru, options) {}
   RNNOutput forward(const Tensor& x, const Tensor& h0 = Tensor());
+  PackedRNNOutput forward(const PackedSequence& x, const Tensor& h0 = Tensor());
 };
 
 }  // namespace mg::nn

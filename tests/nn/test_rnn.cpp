@@ -1,7 +1,8 @@
 // nn::RNN, nn::LSTM and nn::GRU (nn/rnn.h) against PyTorch 2.15's torch.nn.RNN / LSTM / GRU in f64
-// (tests/data/reference/torch_rnn.json, written by tools/reference/gen_torch_rnn.py): 12 cases,
+// (tests/data/reference/torch_rnn.json, written by tools/reference/gen_torch_rnn.py): 16 cases,
 // tanh and relu RNNs, LSTMs and GRUs with 1 and 2 layers, bidirectional, batch_first, without bias,
-// with and without h0/c0, T = 1 and B = 1, LSTMs with proj_size. For each case the parameter names, order and shapes
+// with and without h0/c0, T = 1 and B = 1, LSTMs with proj_size, and packed sequences (sorted and
+// unsorted lengths, through pack_padded_sequence and pad_packed_sequence). For each case the parameter names, order and shapes
 // must be PyTorch's exactly; PyTorch's parameters are copied in by name, and output, h_n, c_n and
 // the gradients of L = sum(output r_out) + sum(h_n r_h) (+ sum(c_n r_c)) with respect to x, h0, c0
 // and every parameter must match to 1e-11 relative (margin 1e-13). Then: the default
@@ -79,6 +80,23 @@ struct Layer {
                                           : std::static_pointer_cast<nn::RNN>(module)->forward(x, h0);
     return {o.output, o.h_n, Tensor()};
   }
+  // pack_padded_sequence(x, lengths), the layer, pad_packed_sequence back to x's T steps.
+  nn::LSTMOutput forward_packed(const Tensor& x, const std::vector<int64_t>& lengths, bool enforce_sorted,
+                                const Tensor& h0, const Tensor& c0) const {
+    const bool batch_first = module->options().batch_first;
+    const nn::PackedSequence packed = nn::pack_padded_sequence(x, lengths, batch_first, enforce_sorted);
+    const int64_t T = x.size(batch_first ? 1 : 0);
+    nn::LSTMOutput o;
+    if (mode == "LSTM") {
+      const nn::PackedLSTMOutput r = std::static_pointer_cast<nn::LSTM>(module)->forward(packed, h0, c0);
+      o = {nn::pad_packed_sequence(r.output, batch_first, 0.0, T).first, r.h_n, r.c_n};
+    } else {
+      const nn::PackedRNNOutput r = mode == "GRU" ? std::static_pointer_cast<nn::GRU>(module)->forward(packed, h0)
+                                                  : std::static_pointer_cast<nn::RNN>(module)->forward(packed, h0);
+      o = {nn::pad_packed_sequence(r.output, batch_first, 0.0, T).first, r.h_n, Tensor()};
+    }
+    return o;
+  }
 };
 
 Layer make_layer(const std::string& mode, const nn::RNNOptions& options) {
@@ -144,7 +162,10 @@ TEST_CASE("RNN, LSTM and GRU equal PyTorch's in f64: parameter names, outputs an
     Tensor h0 = tensor_of(c["h0"]), c0 = tensor_of(c["c0"]);
     if (h0.defined()) h0.requires_grad_();
     if (c0.defined()) c0.requires_grad_();
-    const nn::LSTMOutput o = layer.forward(x, h0, c0);
+    const bool packed = c.contains("lengths") && !c["lengths"].is_null();
+    const nn::LSTMOutput o = packed ? layer.forward_packed(x, c["lengths"].get<std::vector<int64_t>>(),
+                                                           c["enforce_sorted"].get<bool>(), h0, c0)
+                                    : layer.forward(x, h0, c0);
 
     REQUIRE(o.output.shape() == Shape(c["output"]["shape"].get<std::vector<int64_t>>()));
     REQUIRE(o.h_n.shape() == Shape(c["h_n"]["shape"].get<std::vector<int64_t>>()));
@@ -172,7 +193,7 @@ TEST_CASE("RNN, LSTM and GRU equal PyTorch's in f64: parameter names, outputs an
     }
     ++checked;
   }
-  CHECK(checked == 12);
+  CHECK(checked == 16);
 }
 
 TEST_CASE("RNN layers: parameter names and shapes are PyTorch's, layer_parameters returns them", "[nn][rnn]") {

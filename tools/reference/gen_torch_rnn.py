@@ -40,11 +40,19 @@ CASES = (
     # Appended later (the cases above keep their random draws): LSTM with a projection.
     ("lstm_proj_2layers_bidirectional_h0_c0", "LSTM", 3, 5, 2, True, False, True, "tanh", 4, 2, True, 2),
     ("lstm_proj_batch_first_no_bias", "LSTM", 3, 4, 1, False, True, False, "tanh", 3, 3, False, 3),
+    # Appended later: packed sequences (pack_padded_sequence with these lengths and enforce_sorted,
+    # the output padded back to T by pad_packed_sequence).
+    ("lstm_packed_2layers_bidirectional_h0_c0", "LSTM", 3, 4, 2, True, False, True, "tanh", 5, 3, True, 0, [5, 3, 2], True),
+    ("gru_packed_bidirectional_batch_first_unsorted", "GRU", 3, 4, 1, True, True, True, "tanh", 4, 3, False, 0, [2, 4, 1], False),
+    ("rnn_relu_packed_2layers_h0", "RNN", 3, 4, 2, True, False, False, "relu", 4, 2, True, 0, [4, 1], True),
+    ("lstm_proj_packed_bidirectional_batch_first_unsorted_h0_c0", "LSTM", 3, 5, 1, True, True, True, "tanh", 4, 3, True, 2, [3, 4, 2], False),
 )
 
 cases = []
 for name, mode, n_in, hidden, layers, bias, batch_first, bidir, nonlin, T, B, with_h0, *rest in CASES:
     proj = rest[0] if rest else 0
+    lengths = rest[1] if len(rest) > 1 else None
+    enforce_sorted = rest[2] if len(rest) > 2 else True
     kw = dict(num_layers=layers, bias=bias, batch_first=batch_first, bidirectional=bidir, dropout=0.0)
     if proj:
         kw["proj_size"] = proj
@@ -55,11 +63,16 @@ for name, mode, n_in, hidden, layers, bias, batch_first, bidir, nonlin, T, B, wi
     x = torch.randn(*((B, T, n_in) if batch_first else (T, B, n_in)), dtype=D, requires_grad=True)
     h0 = torch.randn(layers * dirs, B, proj or hidden, dtype=D, requires_grad=True) if with_h0 else None
     c0 = torch.randn(layers * dirs, B, hidden, dtype=D, requires_grad=True) if with_h0 and mode == "LSTM" else None
+    inp = x
+    if lengths is not None:
+        inp = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=batch_first, enforce_sorted=enforce_sorted)
     if mode == "LSTM":
-        out, (h_n, c_n) = m(x, (h0, c0)) if with_h0 else m(x)
+        out, (h_n, c_n) = m(inp, (h0, c0)) if with_h0 else m(inp)
     else:
-        out, h_n = m(x, h0) if with_h0 else m(x)
+        out, h_n = m(inp, h0) if with_h0 else m(inp)
         c_n = None
+    if lengths is not None:
+        out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=batch_first, total_length=T)
     r_out = torch.randn(out.shape, dtype=D)
     r_h = torch.randn(h_n.shape, dtype=D)
     r_c = torch.randn(c_n.shape, dtype=D) if c_n is not None else None
@@ -75,6 +88,7 @@ for name, mode, n_in, hidden, layers, bias, batch_first, bidir, nonlin, T, B, wi
         "options": {"input_size": n_in, "hidden_size": hidden, "num_layers": layers, "bias": bias,
                     "batch_first": batch_first, "bidirectional": bidir, "nonlinearity": nonlin, "dropout": 0.0,
                     "proj_size": proj},
+        "lengths": lengths, "enforce_sorted": enforce_sorted,
         "params": [{"name": n, "shape": list(p.shape), "values": flat(p), "grad": flat(g)}
                    for (n, p), g in zip(params, grads)],
         "x": named(x), "h0": named(h0), "c0": named(c0),
@@ -85,6 +99,9 @@ for name, mode, n_in, hidden, layers, bias, batch_first, bidir, nonlin, T, B, wi
 
     # Sanity (not stored): the same module in f32 against this f64 reference, the margin the
     # C++ f32 check relies on.
+    if lengths is not None:
+        print(f"{name}: {len(params)} parameters, packed lengths {lengths}, output {list(out.shape)}")
+        continue
     m32 = getattr(torch.nn, mode)(n_in, hidden, **kw).float().eval()
     m32.load_state_dict(m.state_dict())
     args = () if not with_h0 else (((h0.float(), c0.float()),) if mode == "LSTM" else (h0.float(),))

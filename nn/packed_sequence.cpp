@@ -1,0 +1,80 @@
+#include "mixgrad/nn/packed_sequence.h"
+
+#include <algorithm>
+#include <string>
+
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/ops/ops.h"
+
+namespace mg::nn {
+
+namespace {
+
+std::string list(const std::vector<int64_t>& v) {
+  std::string s = "{";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "}";
+}
+
+// x [T, B, ...] with the steps beyond each length set to `value` (where(): no gradient there).
+Tensor fill_beyond(const Tensor& x, const std::vector<int64_t>& lengths, double value) {
+  Shape mask_shape{x.size(0), x.size(1)};
+  for (int64_t d = 2; d < x.dim(); ++d) mask_shape.push_back(1);
+  const Tensor mask = reshape(length_mask(lengths, x.size(0), x.device()), mask_shape);
+  return where(mask, x, scalar_like(value, x));
+}
+
+}  // namespace
+
+Tensor length_mask(const std::vector<int64_t>& lengths, int64_t steps, Device device) {
+  const int64_t B = int64_t(lengths.size());
+  Tensor m = empty({steps, B}, {.dtype = DType::Bool});
+  bool* p = m.data<bool>();
+  for (int64_t t = 0; t < steps; ++t) {
+    for (int64_t b = 0; b < B; ++b) p[t * B + b] = t < lengths[std::size_t(b)];
+  }
+  return m.to(device);
+}
+
+PackedSequence pack_padded_sequence(const Tensor& x, const std::vector<int64_t>& lengths, bool batch_first,
+                                    bool enforce_sorted) {
+  constexpr const char* kWho = "pack_padded_sequence";
+  MG_CHECK(x.defined() && x.dim() >= 2, ShapeError, kWho, ": expected x ", batch_first ? "[B, T, *]" : "[T, B, *]",
+           ", got ", x.defined() ? describe(x) : "undefined");
+  const Tensor tx = batch_first ? transpose(x, 0, 1) : x;  // [T, B, ...]
+  const int64_t T = tx.size(0), B = tx.size(1);
+  MG_CHECK(int64_t(lengths.size()) == B, ShapeError, kWho, ": got ", lengths.size(), " lengths for a batch of ", B,
+           " (x ", describe(x), ")");
+  for (std::size_t b = 0; b < lengths.size(); ++b) {
+    MG_CHECK(lengths[b] >= 1 && lengths[b] <= T, Error, kWho, ": length ", lengths[b], " of sequence ", b,
+             " is outside [1, ", T, "] (x has ", T, " steps); lengths ", list(lengths));
+    MG_CHECK(!enforce_sorted || b == 0 || lengths[b] <= lengths[b - 1], Error, kWho, ": lengths ", list(lengths),
+             " are not in decreasing order\n  hint: sort the batch by length, or pass enforce_sorted = false");
+  }
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  return {fill_beyond(tx.narrow(0, 0, longest), lengths, 0.0), lengths};
+}
+
+std::pair<Tensor, std::vector<int64_t>> pad_packed_sequence(const PackedSequence& packed, bool batch_first,
+                                                            double padding_value, std::optional<int64_t> total_length) {
+  constexpr const char* kWho = "pad_packed_sequence";
+  const Tensor& d = packed.data;
+  MG_CHECK(d.defined() && d.dim() >= 2 && d.size(1) == int64_t(packed.lengths.size()), ShapeError, kWho,
+           ": the packed data must be [T, B, *] with B = ", packed.lengths.size(), " lengths, got ",
+           d.defined() ? describe(d) : "undefined");
+  const int64_t T = d.size(0);
+  Tensor out = padding_value == 0.0 ? d : fill_beyond(d, packed.lengths, padding_value);
+  if (total_length) {
+    MG_CHECK(*total_length >= T, Error, kWho, ": total_length ", *total_length,
+             " is shorter than the longest sequence (", T, " steps)");
+    if (*total_length > T) {
+      Shape pad_shape = d.shape();
+      pad_shape[0] = *total_length - T;
+      out = cat({out, full(pad_shape, padding_value, {.dtype = d.dtype(), .device = d.device()})}, 0);
+    }
+  }
+  return {batch_first ? transpose(out, 0, 1) : out, packed.lengths};
+}
+
+}  // namespace mg::nn
