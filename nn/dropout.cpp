@@ -1,5 +1,9 @@
 #include "mixgrad/nn/dropout.h"
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/nn/init.h"
@@ -14,8 +18,44 @@ Dropout::Dropout(Options o) : UnaryModule("Dropout"), options_(o) {
 
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, options_.p, is_training(), options_.generator); }
 
+int64_t embedding_renorm_(const Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
+  constexpr const char* kWho = "embedding_renorm_";
+  MG_CHECK(weight.defined() && weight.dim() == 2 && weight.is_floating_point(), ShapeError, kWho,
+           ": expected a floating weight [V, D], got ", weight.defined() ? describe(weight) : "undefined");
+  MG_CHECK(indices.defined() && (indices.dtype() == DType::I64 || indices.dtype() == DType::I32), DTypeError, kWho,
+           ": expected i64 or i32 indices, got ", indices.defined() ? describe(indices) : "undefined");
+  MG_CHECK(max_norm >= 0.0 && std::isfinite(max_norm), Error, kWho, ": max_norm must be finite and >= 0, got ", max_norm);
+  MG_CHECK(norm_type > 0.0, Error, kWho, ": norm_type must be > 0 (or INFINITY), got ", norm_type);
+  NoGradGuard no_grad;
+  const Tensor host = contiguous(to(to(indices, Device::cpu()), DType::I64));
+  std::vector<int64_t> rows(host.data<int64_t>(), host.data<int64_t>() + host.numel());
+  const int64_t V = weight.size(0);
+  for (int64_t r : rows) {
+    MG_CHECK(r >= 0 && r < V, IndexError, kWho, ": index ", r, " is out of range for ", V, " rows");
+  }
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  if (rows.empty()) return 0;
+  // Every row's norm in one pass (f64), one read to the host; only the rows over max_norm change.
+  const Tensor picked = to(index_select(weight, 0, from_vector<int64_t>(rows, {int64_t(rows.size())}).to(weight.device())),
+                           DType::F64);
+  const Tensor norms = contiguous(to(norm(picked, norm_type, {1}), Device::cpu()));
+  int64_t scaled = 0;
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    const double n = norms.data<double>()[k];
+    if (n > max_norm) {
+      Tensor(weight.select(0, rows[k])).mul_(max_norm / (n + 1e-7));
+      ++scaled;
+    }
+  }
+  return scaled;
+}
+
 Embedding::Embedding(Options o) : UnaryModule("Embedding"), options_(o) {
   MG_CHECK(o.num > 0 && o.dim > 0, Error, "Embedding: num and dim must be positive, got num=", o.num, ", dim=", o.dim);
+  MG_CHECK(!o.max_norm || (*o.max_norm >= 0.0 && std::isfinite(*o.max_norm)), Error,
+           "Embedding: max_norm must be finite and >= 0, got ", o.max_norm.value_or(0.0));
+  MG_CHECK(o.norm_type > 0.0, Error, "Embedding: norm_type must be > 0 (or INFINITY), got ", o.norm_type);
   if (o.padding_idx) {
     MG_CHECK(*o.padding_idx >= -o.num && *o.padding_idx < o.num, IndexError, "Embedding: padding_idx ",
              *o.padding_idx, " is out of range for ", o.num, " embeddings");
@@ -37,6 +77,7 @@ Tensor Embedding::forward(const Tensor& indices) {
   MG_CHECK(indices.defined() && (indices.dtype() == DType::I64 || indices.dtype() == DType::I32), DTypeError,
            layer_name(), ": expected i64 or i32 indices, got ", indices.defined() ? describe(indices) : "undefined");
   try {
+    if (options_.max_norm) embedding_renorm_(weight, indices, *options_.max_norm, options_.norm_type);
     return embedding(weight, indices, padding_idx_ >= 0 ? std::optional<int64_t>(padding_idx_) : std::nullopt);
   } catch (const IndexError& e) {
     // The op knows the bad index and names both operands; the layer adds which table it was.
@@ -47,6 +88,8 @@ Tensor Embedding::forward(const Tensor& indices) {
 std::string Embedding::extra_repr() const {
   std::string s = str_cat(options_.num, ", ", options_.dim);
   if (padding_idx_ >= 0) s += str_cat(", padding_idx=", padding_idx_);
+  if (options_.max_norm) s += str_cat(", max_norm=", *options_.max_norm);
+  if (options_.max_norm && options_.norm_type != 2.0) s += str_cat(", norm_type=", options_.norm_type);
   return s;
 }
 

@@ -33,10 +33,20 @@ struct EmbeddingOptions {
   int64_t num = 0;                      // vocabulary size V
   int64_t dim = 0;                      // embedding size D
   std::optional<int64_t> padding_idx;   // row that stays zero and gets no gradient (negative: from the end)
+  // PyTorch's max_norm: before each lookup, every row it reads whose norm_type-norm exceeds
+  // max_norm is scaled in place (no gradient) to max_norm / (norm + 1e-7) of itself, as
+  // torch.embedding_renorm_. The indices are read on the host (a synchronisation on a GPU).
+  std::optional<double> max_norm;
+  double norm_type = 2.0;
 };
 
+// torch.embedding_renorm_: each distinct row of `weight` [V, D] named by `indices` whose
+// norm_type-norm (computed in f64) exceeds max_norm is multiplied in place, without recording a
+// gradient, by max_norm / (norm + 1e-7). Returns the number of rows scaled.
+int64_t embedding_renorm_(const Tensor& weight, const Tensor& indices, double max_norm, double norm_type = 2.0);
+
 // Rows of weight [V, D] (initialised N(0, 1), the padding row zeroed) picked by integer indices:
-// [...] -> [..., D].
+// [...] -> [..., D]; with max_norm the rows read are renormalised first (embedding_renorm_).
 class Embedding : public UnaryModule {
  public:
   using Options = EmbeddingOptions;
