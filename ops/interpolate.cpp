@@ -4,6 +4,8 @@
 
 #include "mixgrad/core/factory.h"
 #include "mixgrad/ops/composite.h"
+#include "mixgrad/ops/conv.h"
+#include "mixgrad/ops/conv1d.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg {
@@ -49,6 +51,27 @@ void linear_source(int64_t i, int64_t in, int64_t out, bool align_corners, std::
   w0 = double(T(1) - lambda1);
 }
 
+// The four source indices (clamped to [0, in)) and weights of output i for bicubic (ATen's
+// HelperInterpCubic: the source position in opmath T without the clamp at 0, its floor capped at
+// in - 1, lambda in [0, 1], Keys' coefficients with A = -0.75).
+template <typename T>
+void cubic_source(int64_t i, int64_t in, int64_t out, bool align_corners, std::optional<double> scale_factor,
+                  int64_t idx[4], double w[4]) {
+  const T ratio = align_corners ? (out > 1 ? static_cast<T>(in - 1) / T(out - 1) : T(0))
+                                : scales_value<T>(scale_factor, in, out);
+  const T src = align_corners ? ratio * T(i) : ratio * (T(i) + T(0.5)) - T(0.5);
+  const int64_t i0 = std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<float>(src))), in - 1);
+  const T t = std::min(std::max(src - T(i0), T(0)), T(1));
+  constexpr T A = T(-0.75);
+  const auto near = [&](T x) { return ((A + T(2)) * x - (A + T(3))) * x * x + T(1); };   // |x| <= 1
+  const auto far = [&](T x) { return ((A * x - T(5) * A) * x + T(8) * A) * x - T(4) * A; };  // 1 < |x| < 2
+  const T c[4] = {far(t + T(1)), near(t), near(T(1) - t), far(T(2) - t)};
+  for (int k = 0; k < 4; ++k) {
+    idx[k] = std::min<int64_t>(std::max<int64_t>(i0 - 1 + k, 0), in - 1);
+    w[k] = double(c[k]);
+  }
+}
+
 // A [1, ..., n, ..., 1] CPU tensor of `values` along `dim` of a rank-`rank` tensor.
 Tensor along(const std::vector<double>& values, int64_t dim, int64_t rank, DType dtype) {
   Shape s(std::size_t(rank), 1);
@@ -64,6 +87,8 @@ const char* interpolate_mode_name(InterpolateMode mode) {
     case InterpolateMode::NearestExact: return "nearest-exact";
     case InterpolateMode::Linear: return "linear";
     case InterpolateMode::Bilinear: return "bilinear";
+    case InterpolateMode::Bicubic: return "bicubic";
+    case InterpolateMode::Area: return "area";
   }
   return "?";
 }
@@ -71,16 +96,18 @@ const char* interpolate_mode_name(InterpolateMode mode) {
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   MG_CHECK(x.defined(), Error, "interpolate: got an undefined tensor");
   const bool linear = o.mode == InterpolateMode::Linear || o.mode == InterpolateMode::Bilinear;
+  const bool cubic = o.mode == InterpolateMode::Bicubic;
   if (o.mode == InterpolateMode::Linear) {
     MG_CHECK(x.dim() == 3, ShapeError, "interpolate: linear expects x [N, C, L], got ", describe(x));
-  } else if (o.mode == InterpolateMode::Bilinear) {
-    MG_CHECK(x.dim() == 4, ShapeError, "interpolate: bilinear expects x [N, C, H, W], got ", describe(x));
+  } else if (o.mode == InterpolateMode::Bilinear || cubic) {
+    MG_CHECK(x.dim() == 4, ShapeError, "interpolate: ", interpolate_mode_name(o.mode), " expects x [N, C, H, W], got ",
+             describe(x));
   } else {
     MG_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError, "interpolate: ", interpolate_mode_name(o.mode),
              " expects x [N, C, L] or [N, C, H, W], got ", describe(x));
   }
-  MG_CHECK(linear || !o.align_corners.has_value(), Error,
-           "interpolate: align_corners is for linear and bilinear, not ", interpolate_mode_name(o.mode));
+  MG_CHECK(linear || cubic || !o.align_corners.has_value(), Error,
+           "interpolate: align_corners is for linear, bilinear and bicubic, not ", interpolate_mode_name(o.mode));
   MG_CHECK(!o.size.empty() || !o.scale_factor.empty(), Error, "interpolate: give size or scale_factor");
   MG_CHECK(o.size.empty() || o.scale_factor.empty(), Error, "interpolate: give size or scale_factor, not both");
   const int64_t spatial = x.dim() - 2;
@@ -111,6 +138,11 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
 
   const detail::CompositeInputs c = detail::composite_inputs("interpolate", {x});
   Tensor y = c.math[0];
+  if (o.mode == InterpolateMode::Area) {
+    // PyTorch's "area": adaptive average pooling to the output size.
+    y = spatial == 2 ? adaptive_avg_pool2d(y, {out[0], out[1]}) : adaptive_avg_pool1d(y, out[0]);
+    return detail::round_result(y, c);
+  }
   const bool f64 = y.dtype() == DType::F64;
   // The last spatial dim first (W, then H), as ATen's kernels weight W inside H.
   for (int64_t d = spatial - 1; d >= 0; --d) {
@@ -120,6 +152,26 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     const std::string key = str_cat("interpolate ", interpolate_mode_name(o.mode), " ", in, " ", n, " ",
                                     align_corners, " ", kernel_scale[d] ? str_cat(std::hexfloat, *kernel_scale[d]) : "-",
                                     " ", f64 ? "f64" : "f32", " dim ", dim, " of ", y.dim());
+    if (cubic) {
+      std::vector<std::vector<int64_t>> idx(4, std::vector<int64_t>(static_cast<std::size_t>(n)));
+      std::vector<std::vector<double>> w(4, std::vector<double>(static_cast<std::size_t>(n)));
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t ii[4];
+        double ww[4];
+        if (f64) cubic_source<double>(i, in, n, align_corners, kernel_scale[d], ii, ww);
+        else cubic_source<float>(i, in, n, align_corners, kernel_scale[d], ii, ww);
+        for (int k = 0; k < 4; ++k) idx[k][i] = ii[k], w[k][i] = ww[k];
+      }
+      Tensor sum;
+      for (int k = 0; k < 4; ++k) {
+        const std::string tap = str_cat(key, " tap ", k);
+        const Tensor a = index_select(y, dim, detail::host_constant(tap, y.device(), [&] { return from_vector(idx[k]); }));
+        const Tensor wk = detail::host_constant(tap + " w", y.device(), [&] { return along(w[k], dim, y.dim(), y.dtype()); });
+        sum = k == 0 ? a * wk : sum + a * wk;
+      }
+      y = sum;
+      continue;
+    }
     if (!linear) {
       const Tensor idx = detail::host_constant(key, y.device(), [&] {
         std::vector<int64_t> v(static_cast<std::size_t>(n));
