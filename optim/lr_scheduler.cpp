@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <numbers>
 #include <utility>
 
@@ -17,6 +18,19 @@ std::vector<double> per_group(const std::vector<double>& v, std::size_t groups, 
            " values; expected 1 or one per param group (", groups, ")");
   for (double x : v) MG_CHECK(x >= 0.0, Error, owner, ": ", what, " must be >= 0, got ", x);
   return v.size() == 1 ? std::vector<double>(groups, v[0]) : v;
+}
+
+// base_momentum and max_momentum per group, each pair checked to lie in [0, 1).
+std::pair<std::vector<double>, std::vector<double>> momenta_per_group(const std::vector<double>& base,
+                                                                      const std::vector<double>& max,
+                                                                      std::size_t groups, const char* owner) {
+  std::pair<std::vector<double>, std::vector<double>> m{per_group(base, groups, owner, "base_momentum"),
+                                                        per_group(max, groups, owner, "max_momentum")};
+  for (std::size_t g = 0; g < groups; ++g) {
+    MG_CHECK(m.first[g] < 1.0 && m.second[g] < 1.0, Error, owner, ": base_momentum and max_momentum must be in [0, 1), got ",
+             m.first[g], " and ", m.second[g], groups > 1 ? str_cat(" (param group ", g, ")") : std::string());
+  }
+  return m;
 }
 
 // The group option a scheduler cycles as momentum: "momentum" (SGD, RMSprop) or "beta1" (Adam,
@@ -305,11 +319,10 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, OneCycleLROptions options)
   for (double v : o.max_lr) MG_CHECK(v >= 0.0, Error, "OneCycleLR: max_lr must be >= 0, got ", v);
   MG_CHECK(o.div_factor > 0.0, Error, "OneCycleLR: div_factor must be > 0, got ", o.div_factor);
   MG_CHECK(o.final_div_factor > 0.0, Error, "OneCycleLR: final_div_factor must be > 0, got ", o.final_div_factor);
+  std::pair<std::vector<double>, std::vector<double>> momenta;
   if (o.cycle_momentum) {
     momentum_key_ = momentum_option(optimizer_, "OneCycleLR");
-    MG_CHECK(o.base_momentum >= 0.0 && o.base_momentum < 1.0 && o.max_momentum >= 0.0 && o.max_momentum < 1.0,
-             Error, "OneCycleLR: base_momentum and max_momentum must be in [0, 1), got ", o.base_momentum, " and ",
-             o.max_momentum);
+    momenta = momenta_per_group(o.base_momentum, o.max_momentum, groups.size(), "OneCycleLR");
   }
   const double total = double(o.total_steps);
   if (o.three_phase) {
@@ -329,9 +342,9 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, OneCycleLROptions options)
     groups[g].set_option("max_lr", max_lr);
     groups[g].set_option("min_lr", initial / o.final_div_factor);
     if (o.cycle_momentum) {
-      groups[g].set_option(momentum_key_, o.max_momentum);
-      groups[g].set_option("max_momentum", o.max_momentum);
-      groups[g].set_option("base_momentum", o.base_momentum);
+      groups[g].set_option(momentum_key_, momenta.second[g]);
+      groups[g].set_option("max_momentum", momenta.second[g]);
+      groups[g].set_option("base_momentum", momenta.first[g]);
     }
     base_lrs_.push_back(initial);
   }
@@ -463,9 +476,7 @@ Optimizer& CyclicLR::start_at_base_lrs(Optimizer& optimizer, const CyclicLROptio
   MG_CHECK(o.gamma > 0.0, Error, "CyclicLR: gamma must be > 0, got ", o.gamma);
   if (o.cycle_momentum) {
     momentum_option(optimizer, "CyclicLR");
-    MG_CHECK(o.base_momentum >= 0.0 && o.base_momentum < 1.0 && o.max_momentum >= 0.0 && o.max_momentum < 1.0,
-             Error, "CyclicLR: base_momentum and max_momentum must be in [0, 1), got ", o.base_momentum, " and ",
-             o.max_momentum);
+    momenta_per_group(o.base_momentum, o.max_momentum, groups.size(), "CyclicLR");
   }
   for (std::size_t g = 0; g < groups.size(); ++g) groups[g].set_lr(base[g]);
   return optimizer;
@@ -478,14 +489,17 @@ CyclicLR::CyclicLR(Optimizer& optimizer, CyclicLROptions options)
   max_lrs_ = per_group(o.max_lr, groups.size(), "CyclicLR", "max_lr");
   if (o.step_size_down == -1) o.step_size_down = o.step_size_up;
   if (!o.scale_fn) o.scale_mode = o.mode == CyclicMode::ExpRange ? ScaleMode::Iterations : ScaleMode::Cycle;
-  if (o.cycle_momentum) momentum_key_ = momentum_option(optimizer_, "CyclicLR");
+  if (o.cycle_momentum) {
+    momentum_key_ = momentum_option(optimizer_, "CyclicLR");
+    std::tie(base_momenta_, max_momenta_) = momenta_per_group(o.base_momentum, o.max_momentum, groups.size(), "CyclicLR");
+  }
   // As PyTorch: every group started at its base lr before the base constructor recorded it as
   // "initial_lr" (a group that had one keeps it), and starts at the top momentum.
   for (std::size_t g = 0; g < groups.size(); ++g) {
     if (o.cycle_momentum) {
-      groups[g].set_option(momentum_key_, o.max_momentum);
-      groups[g].set_option("max_momentum", o.max_momentum);
-      groups[g].set_option("base_momentum", o.base_momentum);
+      groups[g].set_option(momentum_key_, max_momenta_[g]);
+      groups[g].set_option("max_momentum", max_momenta_[g]);
+      groups[g].set_option("base_momentum", base_momenta_[g]);
     }
   }
   base_lrs_ = per_group(o.base_lr, groups.size(), "CyclicLR", "base_lr");
@@ -516,8 +530,8 @@ std::vector<double> CyclicLR::compute_lrs() {
   for (std::size_t g = 0; g < groups.size(); ++g) {
     lrs.push_back(base_lrs_[g] + (max_lrs_[g] - base_lrs_[g]) * f * s);
     if (!momentum_key_.empty()) {
-      const double height = (options_.max_momentum - options_.base_momentum) * f;
-      groups[g].set_option(momentum_key_, options_.max_momentum - height * s);
+      const double height = (max_momenta_[g] - base_momenta_[g]) * f;
+      groups[g].set_option(momentum_key_, max_momenta_[g] - height * s);
     }
   }
   return lrs;

@@ -236,8 +236,8 @@ struct OneCycleLROptions {
   double pct_start = 0.3;      // in [0, 1]
   AnnealStrategy anneal_strategy = AnnealStrategy::Cos;
   bool cycle_momentum = true;
-  double base_momentum = 0.85;
-  double max_momentum = 0.95;
+  std::vector<double> base_momentum = {0.85};  // one value for all groups, or one per group; in [0, 1)
+  std::vector<double> max_momentum = {0.95};   // likewise
   double div_factor = 25.0;         // initial lr = max_lr / div_factor
   double final_div_factor = 1e4;    // min lr = initial lr / final_div_factor
   bool three_phase = false;
@@ -344,8 +344,8 @@ struct CyclicLROptions {
   std::function<double(double)> scale_fn;  // set: replaces mode's scaling
   ScaleMode scale_mode = ScaleMode::Cycle;  // what scale_fn takes (mode's own: Cycle, ExpRange: Iterations)
   bool cycle_momentum = true;
-  double base_momentum = 0.8;     // in [0, 1)
-  double max_momentum = 0.9;      // in [0, 1)
+  std::vector<double> base_momentum = {0.8};  // one value for all groups, or one per group; in [0, 1)
+  std::vector<double> max_momentum = {0.9};   // likewise
 };
 class CyclicLR final : public LRScheduler {
  public:
@@ -362,6 +362,7 @@ class CyclicLR final : public LRScheduler {
 
   CyclicLROptions options_;
   std::vector<double> max_lrs_;  // per group
+  std::vector<double> base_momenta_, max_momenta_;  // per group (cycle_momentum)
   std::string momentum_key_;     // "momentum", "beta1", or empty without cycle_momentum
 };
 

@@ -66,8 +66,8 @@ std::unique_ptr<optim::LRScheduler> make_scheduler(const test::ReferenceFile& f,
                  .pct_start = f.f64_value(c + ".pct_start"),
                  .anneal_strategy = f.int_value(c + ".anneal") == 0 ? optim::AnnealStrategy::Cos : optim::AnnealStrategy::Linear,
                  .cycle_momentum = f.int_value(c + ".cycle_momentum") != 0,
-                 .base_momentum = f.f64_value(c + ".base_momentum"),
-                 .max_momentum = f.f64_value(c + ".max_momentum"),
+                 .base_momentum = {f.f64_value(c + ".base_momentum")},
+                 .max_momentum = {f.f64_value(c + ".max_momentum")},
                  .div_factor = f.f64_value(c + ".div_factor"),
                  .final_div_factor = f.f64_value(c + ".final_div_factor"),
                  .three_phase = f.int_value(c + ".three_phase") != 0});
@@ -426,6 +426,26 @@ TEST_CASE("ExponentialLR, CosineAnnealingLR (alone, past two periods, chained), 
                    "LambdaLR: expected one factor function or one per param group (2), got 3");
 }
 
+TEST_CASE("OneCycleLR cycles per-group momenta (Adam's beta1) as PyTorch 2.15", "[optim][lr_scheduler]") {
+  std::ifstream f(test::source_dir() + "/tests/data/reference/torch_lr_schedules.json");
+  REQUIRE(f.good());
+  const nlohmann::json ref = nlohmann::json::parse(f);
+  const nlohmann::json& c = ref["momentum_cases"]["onecycle_adam_beta1_per_group"];
+  auto opt = make_opt(test::kAdam, ref["lrs"].get<std::vector<double>>(), 0.9);
+  optim::OneCycleLR sched(*opt, {.max_lr = {0.1, 0.05}, .total_steps = int64_t(c["lrs"].size()), .pct_start = 0.4,
+                                 .base_momentum = {0.85, 0.7}, .max_momentum = {0.95, 0.9}});
+  for (std::size_t step = 0; step < c["lrs"].size(); ++step) {
+    if (step > 0) sched.step();
+    std::vector<double> got;
+    for (const auto& g : opt->param_groups()) got.push_back(g.lr());
+    INFO("step " << step);
+    check_close(got, c["lrs"][step].get<std::vector<double>>(), "onecycle");
+    check_close(momentums(*opt), c["momentums"][step].get<std::vector<double>>(), "onecycle momentum");
+  }
+  MG_REQUIRE_ERROR(optim::OneCycleLR(*opt, {.max_lr = {0.1}, .total_steps = 5, .base_momentum = {0.5, 1.0}}),
+                   "OneCycleLR: base_momentum and max_momentum must be in [0, 1), got 1 and 0.95 (param group 1)");
+}
+
 TEST_CASE("CyclicLR cycles SGD's momentum and Adam's beta1 as PyTorch 2.15", "[optim][lr_scheduler]") {
   std::ifstream f(test::source_dir() + "/tests/data/reference/torch_lr_schedules.json");
   REQUIRE(f.good());
@@ -435,9 +455,12 @@ TEST_CASE("CyclicLR cycles SGD's momentum and Adam's beta1 as PyTorch 2.15", "[o
       {"cyclic_sgd_momentum_up3_down4", {.base_lr = {0.01}, .max_lr = {0.1}, .step_size_up = 3, .step_size_down = 4}},
       {"cyclic_adam_beta1_triangular2",
        {.base_lr = {0.001}, .max_lr = {0.01, 0.004}, .step_size_up = 2, .mode = optim::CyclicMode::Triangular2,
-        .base_momentum = 0.85, .max_momentum = 0.95}},
+        .base_momentum = {0.85}, .max_momentum = {0.95}}},
+      {"cyclic_sgd_momentum_per_group",
+       {.base_lr = {0.01}, .max_lr = {0.1}, .step_size_up = 2, .step_size_down = 3, .base_momentum = {0.8, 0.6},
+        .max_momentum = {0.9, 0.95}}},
   };
-  REQUIRE(ref["momentum_cases"].size() == cases.size());
+  REQUIRE(ref["momentum_cases"].size() == cases.size() + 1);  // + the OneCycleLR case below
   for (const auto& [name, options] : cases) {
     INFO(name);
     const nlohmann::json& c = ref["momentum_cases"][name];
@@ -461,8 +484,12 @@ TEST_CASE("CyclicLR cycles SGD's momentum and Adam's beta1 as PyTorch 2.15", "[o
                    "CyclicLR: step_size_up must be > 0, got 0");
   MG_REQUIRE_ERROR(optim::CyclicLR(*opt, {.base_lr = {0.1}, .max_lr = {1}, .step_size_down = -2}),
                    "CyclicLR: step_size_down must be >= 0 (or -1: as step_size_up), got -2");
-  MG_REQUIRE_ERROR(optim::CyclicLR(*opt, {.base_lr = {0.1}, .max_lr = {1}, .max_momentum = 1.0}),
-                   "CyclicLR: base_momentum and max_momentum must be in [0, 1), got 0.8 and 1");
+  MG_REQUIRE_ERROR(optim::CyclicLR(*opt, {.base_lr = {0.1}, .max_lr = {1}, .max_momentum = {1.0}}),
+                   "CyclicLR: base_momentum and max_momentum must be in [0, 1), got 0.8 and 1 (param group 0)");
+  MG_REQUIRE_ERROR(optim::CyclicLR(*opt, {.base_lr = {0.1}, .max_lr = {1}, .max_momentum = {0.9, 1.2}}),
+                   "got 0.8 and 1.2 (param group 1)");
+  MG_REQUIRE_ERROR(optim::CyclicLR(*opt, {.base_lr = {0.1}, .max_lr = {1}, .base_momentum = {0.1, 0.2, 0.3}}),
+                   "CyclicLR: base_momentum has 3 values; expected 1 or one per param group (2)");
   auto p = zeros({2}).requires_grad_();
   optim::Adagrad adagrad({p});
   MG_REQUIRE_ERROR(optim::CyclicLR(adagrad, {.base_lr = {0.1}, .max_lr = {1}}),

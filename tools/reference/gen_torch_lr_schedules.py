@@ -105,6 +105,13 @@ momentum_cases = {
     "cyclic_adam_beta1_triangular2": run_momentum("adam", lambda o: torch.optim.lr_scheduler.CyclicLR(
         o, base_lr=0.001, max_lr=[0.01, 0.004], step_size_up=2, mode="triangular2", base_momentum=0.85,
         max_momentum=0.95)),
+    # Appended later: momenta per param group.
+    "cyclic_sgd_momentum_per_group": run_momentum("sgd", lambda o: torch.optim.lr_scheduler.CyclicLR(
+        o, base_lr=0.01, max_lr=0.1, step_size_up=2, step_size_down=3, base_momentum=[0.8, 0.6],
+        max_momentum=[0.9, 0.95])),
+    "onecycle_adam_beta1_per_group": run_momentum("adam", lambda o: torch.optim.lr_scheduler.OneCycleLR(
+        o, max_lr=[0.1, 0.05], total_steps=STEPS + 1, pct_start=0.4, base_momentum=[0.85, 0.7],
+        max_momentum=[0.95, 0.9])),
 }
 
 METRICS = [1.0, 0.9, 0.95, 0.93, 0.92, 0.5, 0.6, 0.6, 0.6, 0.6, 0.45, 0.45, 0.45, 0.45, 0.45, 0.45, 0.2,
