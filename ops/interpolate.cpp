@@ -89,25 +89,32 @@ const char* interpolate_mode_name(InterpolateMode mode) {
     case InterpolateMode::Bilinear: return "bilinear";
     case InterpolateMode::Bicubic: return "bicubic";
     case InterpolateMode::Area: return "area";
+    case InterpolateMode::Trilinear: return "trilinear";
   }
   return "?";
 }
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   MG_CHECK(x.defined(), Error, "interpolate: got an undefined tensor");
-  const bool linear = o.mode == InterpolateMode::Linear || o.mode == InterpolateMode::Bilinear;
+  const bool linear = o.mode == InterpolateMode::Linear || o.mode == InterpolateMode::Bilinear ||
+                      o.mode == InterpolateMode::Trilinear;
   const bool cubic = o.mode == InterpolateMode::Bicubic;
   if (o.mode == InterpolateMode::Linear) {
     MG_CHECK(x.dim() == 3, ShapeError, "interpolate: linear expects x [N, C, L], got ", describe(x));
   } else if (o.mode == InterpolateMode::Bilinear || cubic) {
     MG_CHECK(x.dim() == 4, ShapeError, "interpolate: ", interpolate_mode_name(o.mode), " expects x [N, C, H, W], got ",
              describe(x));
+  } else if (o.mode == InterpolateMode::Trilinear) {
+    MG_CHECK(x.dim() == 5, ShapeError, "interpolate: trilinear expects x [N, C, D, H, W], got ", describe(x));
+  } else if (o.mode == InterpolateMode::Area) {
+    MG_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError,
+             "interpolate: area expects x [N, C, L] or [N, C, H, W] (no 3-D adaptive pooling here), got ", describe(x));
   } else {
-    MG_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError, "interpolate: ", interpolate_mode_name(o.mode),
-             " expects x [N, C, L] or [N, C, H, W], got ", describe(x));
+    MG_CHECK(x.dim() >= 3 && x.dim() <= 5, ShapeError, "interpolate: ", interpolate_mode_name(o.mode),
+             " expects x [N, C, L], [N, C, H, W] or [N, C, D, H, W], got ", describe(x));
   }
   MG_CHECK(linear || cubic || !o.align_corners.has_value(), Error,
-           "interpolate: align_corners is for linear, bilinear and bicubic, not ", interpolate_mode_name(o.mode));
+           "interpolate: align_corners is for linear, bilinear, bicubic and trilinear, not ", interpolate_mode_name(o.mode));
   MG_CHECK(!o.size.empty() || !o.scale_factor.empty(), Error, "interpolate: give size or scale_factor");
   MG_CHECK(o.size.empty() || o.scale_factor.empty(), Error, "interpolate: give size or scale_factor, not both");
   const int64_t spatial = x.dim() - 2;

@@ -1,6 +1,7 @@
-// Resampling of [N, C, L] and [N, C, H, W] tensors, as torch.nn.functional.interpolate: modes
-// Nearest (PyTorch's "nearest": floor(i * scale)), NearestExact ("nearest-exact": floor((i + 0.5)
-// scale)), Linear ([N, C, L]) and Bilinear ([N, C, H, W]) with or without align_corners, Bicubic
+// Resampling of [N, C, L], [N, C, H, W] and [N, C, D, H, W] tensors, as
+// torch.nn.functional.interpolate: modes Nearest (PyTorch's "nearest": floor(i * scale)),
+// NearestExact ("nearest-exact": floor((i + 0.5) scale)), Linear ([N, C, L]), Bilinear
+// ([N, C, H, W]) and Trilinear ([N, C, D, H, W]) with or without align_corners, Bicubic
 // ([N, C, H, W]; Keys' cubic convolution with A = -0.75 over 4 neighbours, clamped at the borders,
 // with or without align_corners) and Area (adaptive average pooling to the output size). The output
 // size is `size`, or floor(input * scale_factor); the source positions use the scale factor itself
@@ -22,14 +23,14 @@
 
 namespace mg {
 
-enum class InterpolateMode { Nearest, NearestExact, Linear, Bilinear, Bicubic, Area };
+enum class InterpolateMode { Nearest, NearestExact, Linear, Bilinear, Bicubic, Area, Trilinear };
 const char* interpolate_mode_name(InterpolateMode mode);
 
 struct InterpolateOptions {
-  std::vector<int64_t> size;          // output length / {H, W}; or one value for every spatial dim
+  std::vector<int64_t> size;          // output length / {H, W} / {D, H, W}; or one value for every spatial dim
   std::vector<double> scale_factor;   // used when size is empty; one value, or one per spatial dim
   InterpolateMode mode = InterpolateMode::Nearest;
-  std::optional<bool> align_corners;  // Linear/Bilinear/Bicubic only (unset: false, PyTorch's default)
+  std::optional<bool> align_corners;  // the linear modes and Bicubic only (unset: false, PyTorch's default)
   bool recompute_scale_factor = false;  // positions from input / output instead of the scale factor
 };
 

@@ -175,9 +175,9 @@ TEST_CASE("interpolate: missing or doubled sizes, bad lengths, ranks and options
   MG_REQUIRE_ERROR(interpolate(x3, {.size = {7}, .mode = InterpolateMode::Bilinear}), "interpolate: bilinear expects x [N, C, H, W]");
   MG_REQUIRE_ERROR(interpolate(x4, {.scale_factor = {2.0}, .mode = InterpolateMode::Linear}), "interpolate: linear expects x [N, C, L]");
   MG_REQUIRE_ERROR(interpolate(x3, {.size = {7}, .mode = InterpolateMode::Nearest, .align_corners = false}),
-                   "interpolate: align_corners is for linear, bilinear and bicubic");
+                   "interpolate: align_corners is for linear, bilinear, bicubic and trilinear");
   MG_REQUIRE_ERROR(interpolate(x4, {.scale_factor = {2.0}, .mode = InterpolateMode::NearestExact, .align_corners = true}),
-                   "interpolate: align_corners is for linear, bilinear and bicubic");
+                   "interpolate: align_corners is for linear, bilinear, bicubic and trilinear");
   MG_REQUIRE_ERROR(interpolate(x3, {.size = {0}}), "interpolate: the output size must be positive");
   MG_REQUIRE_ERROR(interpolate(x4, {.size = {4, 0}, .mode = InterpolateMode::Bilinear}), "interpolate: the output size must be positive");
   MG_REQUIRE_ERROR(interpolate(x3, {.scale_factor = {0.1}}), "interpolate: the output size must be positive");  // floor(5 * 0.1) = 0

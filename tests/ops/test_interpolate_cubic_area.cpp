@@ -2,8 +2,9 @@
 // f64 (tests/data/reference/torch_interpolate_cubic_area.json, written by
 // tools/reference/gen_torch_interpolate_cubic_area.py): bicubic with align_corners off and on,
 // size and scale factors (recomputed or not; an output as large as the input with a scale factor
-// other than 1; 1 x 1), area in 1-D and 2-D up and down; the output and the gradient of x for
-// sum(y * r). Then bf16 (rounded once) and the refusals.
+// other than 1; 1 x 1), area in 1-D and 2-D up and down, and on [N, C, D, H, W] trilinear, nearest
+// and nearest-exact; the output and the gradient of x for sum(y * r). Then bf16 (rounded once) and
+// the refusals.
 #include <catch2/catch.hpp>
 
 #include "autograd/engine.h"
@@ -16,7 +17,8 @@
 using namespace mg;
 using namespace mg::test;
 
-TEST_CASE("interpolate bicubic and area equal PyTorch's in f64: values and input gradients", "[ops][interpolate]") {
+TEST_CASE("interpolate bicubic, area, trilinear and 3-D nearest equal PyTorch's in f64: values and input gradients",
+          "[ops][interpolate]") {
   const nlohmann::json ref = load_json_reference("torch_interpolate_cubic_area.json");
   int checked = 0;
   for (const auto& c : ref["cases"]) {
@@ -24,7 +26,12 @@ TEST_CASE("interpolate bicubic and area equal PyTorch's in f64: values and input
     InterpolateOptions o;
     if (!c["size"].is_null()) o.size = c["size"].get<std::vector<int64_t>>();
     if (!c["scale_factor"].is_null()) o.scale_factor = c["scale_factor"].get<std::vector<double>>();
-    o.mode = c["mode"].get<std::string>() == "bicubic" ? InterpolateMode::Bicubic : InterpolateMode::Area;
+    const std::string mode = c["mode"].get<std::string>();
+    o.mode = mode == "bicubic"     ? InterpolateMode::Bicubic
+             : mode == "area"      ? InterpolateMode::Area
+             : mode == "trilinear" ? InterpolateMode::Trilinear
+             : mode == "nearest"   ? InterpolateMode::Nearest
+                                   : InterpolateMode::NearestExact;
     if (!c["align_corners"].is_null()) o.align_corners = c["align_corners"].get<bool>();
     if (!c["recompute_scale_factor"].is_null()) o.recompute_scale_factor = c["recompute_scale_factor"].get<bool>();
     const Tensor x = json_tensor(c["x"], c["shape"]).requires_grad_();
@@ -35,7 +42,7 @@ TEST_CASE("interpolate bicubic and area equal PyTorch's in f64: values and input
     check_json_close(autograd::grad({sum(y * r)}, {x})[0], c["grad_x"], 1e-12, 1e-13);
     ++checked;
   }
-  CHECK(checked == 13);
+  CHECK(checked == 18);
 }
 
 TEST_CASE("interpolate bicubic and area keep bf16 (the f32 result rounded once), and refuse what PyTorch refuses",
@@ -50,7 +57,11 @@ TEST_CASE("interpolate bicubic and area keep bf16 (the f32 result rounded once),
   }
   MG_REQUIRE_ERROR(interpolate(zeros({1, 2, 5}), {.size = {7}, .mode = InterpolateMode::Bicubic}),
                    "interpolate: bicubic expects x [N, C, H, W]");
+  MG_REQUIRE_ERROR(interpolate(zeros({1, 1, 2, 2, 2}), {.size = {3}, .mode = InterpolateMode::Area}),
+                   "area expects x [N, C, L] or [N, C, H, W] (no 3-D adaptive pooling here)");
+  MG_REQUIRE_ERROR(interpolate(x, {.size = {3}, .mode = InterpolateMode::Trilinear}),
+                   "interpolate: trilinear expects x [N, C, D, H, W]");
   MG_REQUIRE_ERROR(interpolate(x, {.size = {3}, .mode = InterpolateMode::Area, .align_corners = true}),
-                   "align_corners is for linear, bilinear and bicubic, not area");
+                   "align_corners is for linear, bilinear, bicubic and trilinear, not area");
   CHECK(std::string(interpolate_mode_name(InterpolateMode::Bicubic)) == "bicubic");
 }

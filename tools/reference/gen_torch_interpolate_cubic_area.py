@@ -1,7 +1,8 @@
 """Writes tests/data/reference/torch_interpolate_cubic_area.json: torch.nn.functional.interpolate in
 the modes "bicubic" ([N, C, H, W]; align_corners False / True; size or scale_factor, up and down,
-recompute_scale_factor, an output size equal to the input's with a scale factor other than 1) and
-"area" ([N, C, L] and [N, C, H, W], up and down, sizes that do not divide), on f64 inputs, with the
+recompute_scale_factor, an output size equal to the input's with a scale factor other than 1),
+"area" ([N, C, L] and [N, C, H, W], up and down, sizes that do not divide), and on [N, C, D, H, W]
+"trilinear", "nearest" and "nearest-exact", on f64 inputs, with the
 gradient of x for sum(y * r), for tests/ops/test_interpolate_cubic_area.cpp. Run once by hand; the
 tests need no Python:
     python -m venv v && v/bin/pip install torch
@@ -33,6 +34,12 @@ CASES = (
     ("area_2d_scale", [1, 1, 6, 5], None, [0.5], "area", None, None),
     ("area_1d_down", [2, 3, 10], [4], None, "area", None, None),
     ("area_1d_up", [1, 2, 3], [8], None, "area", None, None),
+    # Appended later (the cases above keep their random draws): 5-D inputs.
+    ("trilinear_up_2", [1, 2, 3, 4, 2], None, [2.0], "trilinear", False, None),
+    ("trilinear_size_align_corners", [2, 1, 4, 3, 5], [2, 5, 3], None, "trilinear", True, None),
+    ("trilinear_scales_recompute", [1, 1, 3, 5, 4], None, [1.5, 0.6, 1.3], "trilinear", False, True),
+    ("nearest_3d", [1, 2, 3, 2, 4], [5, 3, 2], None, "nearest", None, None),
+    ("nearest_exact_3d", [1, 1, 4, 3, 3], None, [0.75, 1.7, 2.0], "nearest-exact", None, None),
 )
 
 cases = []
