@@ -46,6 +46,7 @@ PackedSequence pack_padded_sequence(const Tensor& x, const std::vector<int64_t>&
   const int64_t T = tx.size(0), B = tx.size(1);
   MG_CHECK(int64_t(lengths.size()) == B, ShapeError, kWho, ": got ", lengths.size(), " lengths for a batch of ", B,
            " (x ", describe(x), ")");
+  MG_CHECK(B > 0, ShapeError, kWho, ": expected at least one sequence, got x ", describe(x));
   for (std::size_t b = 0; b < lengths.size(); ++b) {
     MG_CHECK(lengths[b] >= 1 && lengths[b] <= T, Error, kWho, ": length ", lengths[b], " of sequence ", b,
              " is outside [1, ", T, "] (x has ", T, " steps); lengths ", list(lengths));
@@ -64,7 +65,8 @@ std::pair<Tensor, std::vector<int64_t>> pad_packed_sequence(const PackedSequence
            ": the packed data must be [T, B, *] with B = ", packed.lengths.size(), " lengths, got ",
            d.defined() ? describe(d) : "undefined");
   const int64_t T = d.size(0);
-  Tensor out = padding_value == 0.0 ? d : fill_beyond(d, packed.lengths, padding_value);
+  // Always filled: data changed elementwise after packing (sigmoid(p.data)) has changed its padding too.
+  Tensor out = fill_beyond(d, packed.lengths, padding_value);
   if (total_length) {
     MG_CHECK(*total_length >= T, Error, kWho, ": total_length ", *total_length,
              " is shorter than the longest sequence (", T, " steps)");

@@ -168,8 +168,10 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
           // would otherwise round at every step.
           c_new = f * c + i * cand;
           h_new = out * tanh(c_new);
-          if (p[4].defined()) h_new = linear(h_new, p[4]);  // the projection to proj_size features
+          // Back to the products' dtype before the projection (a bf16 model's weight_hr is bf16;
+          // PyTorch also projects the low-precision o tanh(c)).
           if (h_new.dtype() != xi.dtype()) h_new = mg::to(h_new, xi.dtype());
+          if (p[4].defined()) h_new = linear(h_new, p[4]);  // the projection to proj_size features
         } else if (gru) {
           const Tensors a = gate_parts(gi), b = gate_parts(gh);
           const Tensor r = sigmoid(a[0] + b[0]);
@@ -202,9 +204,19 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
 }
 
 namespace {
+// A PackedSequence may be built by hand: its lengths must be what pack_padded_sequence makes.
 void check_packed(const PackedSequence& x, const std::string& name) {
   MG_CHECK(x.data.defined() && x.data.dim() == 3, ShapeError, name, ": expected packed data [T, B, in], got ",
            x.data.defined() ? describe(x.data) : "undefined");
+  const int64_t T = x.data.size(0);
+  int64_t longest = 0;
+  for (std::size_t b = 0; b < x.lengths.size(); ++b) {
+    MG_CHECK(x.lengths[b] >= 1 && x.lengths[b] <= T, Error, name, ": packed length ", x.lengths[b], " of sequence ", b,
+             " is outside [1, ", T, "] (packed data ", describe(x.data), ")");
+    longest = std::max(longest, x.lengths[b]);
+  }
+  MG_CHECK(x.lengths.empty() || longest == T, Error, name, ": the packed data has ", T,
+           " steps but the longest length is ", longest, "\n  hint: build it with pack_padded_sequence");
 }
 }  // namespace
 

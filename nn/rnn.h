@@ -97,7 +97,7 @@ class RNNBase : public Module {
   int64_t state_size() const;  // R: proj_size, or hidden_size without a projection
   Cell cell_;
   RNNOptions options_;
-  std::vector<Tensor> params_;  // per layer and direction: w_ih, w_hh, b_ih, b_hh
+  std::vector<Tensor> params_;  // per layer and direction: w_ih, w_hh, b_ih, b_hh, w_hr (undefined ones kept)
 };
 
 class RNN : public RNNBase {

@@ -65,7 +65,7 @@ void cubic_source(int64_t i, int64_t in, int64_t out, bool align_corners, std::o
   constexpr T A = T(-0.75);
   const auto near = [&](T x) { return ((A + T(2)) * x - (A + T(3))) * x * x + T(1); };   // |x| <= 1
   const auto far = [&](T x) { return ((A * x - T(5) * A) * x + T(8) * A) * x - T(4) * A; };  // 1 < |x| < 2
-  const T c[4] = {far(t + T(1)), near(t), near(T(1) - t), far(T(2) - t)};
+  const T c[4] = {far(t + T(1)), near(t), near(T(1) - t), far((T(1) - t) + T(1))};  // ATen's roundings
   for (int k = 0; k < 4; ++k) {
     idx[k] = std::min<int64_t>(std::max<int64_t>(i0 - 1 + k, 0), in - 1);
     w[k] = double(c[k]);

@@ -44,4 +44,15 @@ TEST_CASE("packed sequences: bad lengths and data are named errors", "[nn][rnn][
   nn::LSTM lstm({.input_size = 2, .hidden_size = 3});
   MG_REQUIRE_ERROR(lstm.forward(nn::PackedSequence{zeros({3, 2}), {3, 2}}), "expected packed data [T, B, in]");
   MG_REQUIRE_ERROR(lstm.forward(nn::PackedSequence{zeros({3, 2, 2}), {3, 2, 1}}), "3 lengths for a batch of 2");
+  MG_REQUIRE_ERROR(lstm.forward(nn::PackedSequence{zeros({3, 3, 2}), {3, 2}}), "2 lengths for a batch of 3");
+  MG_REQUIRE_ERROR(lstm.forward(nn::PackedSequence{zeros({3, 2, 2}), {3, 0}}), "packed length 0 of sequence 1 is outside [1, 3]");
+  MG_REQUIRE_ERROR(lstm.forward(nn::PackedSequence{zeros({3, 2, 2}), {2, 1}}), "3 steps but the longest length is 2");
+  MG_REQUIRE_ERROR(nn::pack_padded_sequence(zeros({4, 0, 2}), {}), "expected at least one sequence");
+}
+
+TEST_CASE("pad_packed_sequence pads data changed after packing", "[nn][rnn][packed]") {
+  // As in PyTorch, an elementwise function of the packed data must not leak into the padding.
+  const nn::PackedSequence p = nn::pack_padded_sequence(zeros({3, 2, 1}), {3, 1});
+  const auto [padded, lengths] = nn::pad_packed_sequence({sigmoid(p.data), p.lengths});
+  CHECK(values(padded) == std::vector<double>{0.5, 0.5, 0.5, 0, 0.5, 0});
 }

@@ -1,8 +1,8 @@
 // nn::RNN, nn::LSTM and nn::GRU (nn/rnn.h) against PyTorch 2.15's torch.nn.RNN / LSTM / GRU in f64
-// (tests/data/reference/torch_rnn.json, written by tools/reference/gen_torch_rnn.py): 16 cases,
+// (tests/data/reference/torch_rnn.json, written by tools/reference/gen_torch_rnn.py): 18 cases,
 // tanh and relu RNNs, LSTMs and GRUs with 1 and 2 layers, bidirectional, batch_first, without bias,
 // with and without h0/c0, T = 1 and B = 1, LSTMs with proj_size, and packed sequences (sorted and
-// unsorted lengths, through pack_padded_sequence and pad_packed_sequence). For each case the parameter names, order and shapes
+// unsorted lengths, through pack_padded_sequence and pad_packed_sequence), and unbatched 2-D input. For each case the parameter names, order and shapes
 // must be PyTorch's exactly; PyTorch's parameters are copied in by name, and output, h_n, c_n and
 // the gradients of L = sum(output r_out) + sum(h_n r_h) (+ sum(c_n r_c)) with respect to x, h0, c0
 // and every parameter must match to 1e-11 relative (margin 1e-13). Then: the default
@@ -193,7 +193,7 @@ TEST_CASE("RNN, LSTM and GRU equal PyTorch's in f64: parameter names, outputs an
     }
     ++checked;
   }
-  CHECK(checked == 16);
+  CHECK(checked == 18);
 }
 
 TEST_CASE("RNN layers: parameter names and shapes are PyTorch's, layer_parameters returns them", "[nn][rnn]") {
@@ -376,6 +376,19 @@ TEST_CASE("RNN layers take unbatched 2-D input as a batch of one, as PyTorch doe
     CHECK(g.h_n.shape() == Shape{1, 4});
     CHECK(gru->forward(x).output.shape() == Shape{5, 4});  // zeros for h0
   }
+}
+
+TEST_CASE("LSTM with proj_size runs on a bf16 model (O2/O3: no autocast), close to f32", "[nn][rnn][amp]") {
+  manual_seed(8);
+  auto lstm = nn::make<nn::LSTM>({.input_size = 6, .hidden_size = 8, .num_layers = 2, .proj_size = 3});
+  const Tensor x = randn({5, 2, 6});
+  const nn::LSTMOutput f32 = lstm->forward(x);
+  lstm->to(DType::BF16);
+  const nn::LSTMOutput bf16 = lstm->forward(x.to(DType::BF16));
+  CHECK(bf16.output.dtype() == DType::BF16);
+  CHECK(bf16.output.shape() == Shape{5, 2, 3});
+  CHECK(bf16.c_n.dtype() == DType::F32);  // the cell state stays f32
+  CHECK((bf16.output.to(DType::F32) - f32.output).abs().max().item<double>() < 0.05);
 }
 
 TEST_CASE("RNN layers: bad inputs and options are named errors", "[nn][rnn]") {

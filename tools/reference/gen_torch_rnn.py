@@ -46,6 +46,9 @@ CASES = (
     ("gru_packed_bidirectional_batch_first_unsorted", "GRU", 3, 4, 1, True, True, True, "tanh", 4, 3, False, 0, [2, 4, 1], False),
     ("rnn_relu_packed_2layers_h0", "RNN", 3, 4, 2, True, False, False, "relu", 4, 2, True, 0, [4, 1], True),
     ("lstm_proj_packed_bidirectional_batch_first_unsorted_h0_c0", "LSTM", 3, 5, 1, True, True, True, "tanh", 4, 3, True, 2, [3, 4, 2], False),
+    # Appended later: unbatched 2-D input (B = 0 here: x [T, in], h0/c0 [layers * dirs, features]).
+    ("lstm_unbatched_proj_bidirectional_2layers_h0_c0", "LSTM", 3, 4, 2, True, True, True, "tanh", 5, 0, True, 2),
+    ("gru_unbatched", "GRU", 3, 4, 1, True, False, False, "tanh", 4, 0, False),
 )
 
 cases = []
@@ -60,9 +63,10 @@ for name, mode, n_in, hidden, layers, bias, batch_first, bidir, nonlin, T, B, wi
         kw["nonlinearity"] = nonlin
     m = getattr(torch.nn, mode)(n_in, hidden, **kw).double().eval()
     dirs = 2 if bidir else 1
-    x = torch.randn(*((B, T, n_in) if batch_first else (T, B, n_in)), dtype=D, requires_grad=True)
-    h0 = torch.randn(layers * dirs, B, proj or hidden, dtype=D, requires_grad=True) if with_h0 else None
-    c0 = torch.randn(layers * dirs, B, hidden, dtype=D, requires_grad=True) if with_h0 and mode == "LSTM" else None
+    batch = (B,) if B else ()  # B = 0: unbatched
+    x = torch.randn(*((T, n_in) if not B else (B, T, n_in) if batch_first else (T, B, n_in)), dtype=D, requires_grad=True)
+    h0 = torch.randn(layers * dirs, *batch, proj or hidden, dtype=D, requires_grad=True) if with_h0 else None
+    c0 = torch.randn(layers * dirs, *batch, hidden, dtype=D, requires_grad=True) if with_h0 and mode == "LSTM" else None
     inp = x
     if lengths is not None:
         inp = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=batch_first, enforce_sorted=enforce_sorted)
