@@ -12,7 +12,7 @@
 using namespace mg;
 using mg::test::values;
 
-TEST_CASE("pack_padded_sequence cuts to the longest length and zeroes the padding; pad_packed_sequence restores",
+TEST_CASE("pack_padded_sequence cuts to the longest length and zeroes the padding, and pad_packed_sequence restores it",
           "[nn][rnn][packed]") {
   // x [B=2, T=4, F=1] batch-first: rows 1..4 and 11..14; lengths 3 and 2.
   const Tensor x = from_vector<float>({1, 2, 3, 4, 11, 12, 13, 14}, {2, 4, 1}).requires_grad_();
