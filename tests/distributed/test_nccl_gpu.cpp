@@ -18,9 +18,11 @@
 #include "distributed/error.h"
 #include "distributed/nccl_process_group.h"
 #include "distributed/socket.h"
+#include "distributed/zero.h"
 #include "launcher/subprocess.h"
 #include "nn/linear.h"
 #include "ops/ops.h"
+#include "optim/adam.h"
 #include "optim/sgd.h"
 #include "mg_test_paths.h"  // MG_SOURCE_DIR and the paths of the programs tests start
 
@@ -189,5 +191,50 @@ TEST_CASE("DDP on a one-rank NCCL group: CUDA buckets and the device found-inf p
   CHECK(scaler.on_device());
   CHECK(scaler.get_scale() == 512.0);
   CHECK(scaler.skipped_iterations() == 1);
+  pg->shutdown();
+}
+
+TEST_CASE("ZeroRedundantOptimizer on a one-rank NCCL group: the CUDA path equals the plain optimizer's", "[gpu][distributed][nccl]") {
+  // One rank owns everything, so this checks the CUDA plumbing (the post-step broadcast and the
+  // found-inf flag reducer on NCCL, the state dict gathered into host memory), not the sharding
+  // itself (tests/distributed/test_zero.cpp, Gloo, 2 and 3 processes).
+  auto store = std::make_shared<TcpStore>(TcpStoreOptions{.port = 0, .is_server = true, .timeout = 30s});
+  auto pg = std::make_shared<ProcessGroupNccl>(store, 0, 1, NcclOptions{.timeout = 60s, .device = 0});
+  const auto make = [] {
+    manual_seed(6);
+    auto m = std::make_shared<nn::Linear>(nn::LinearOptions{.in = 8, .out = 4});
+    m->to(Device::cuda(0));
+    return m;
+  };
+  auto a = make(), b = make();
+  optim::AdamW plain(a->parameters(), {.lr = 0.01});
+  ZeroRedundantOptimizer zero(b->parameters(), pg, [](const auto& shard) {
+    return std::make_unique<optim::AdamW>(shard, optim::AdamWOptions{.lr = 0.01});
+  });
+  amp::GradScaler sa({.init_scale = 1024}), sb({.init_scale = 1024});
+  for (int s = 0; s < 3; ++s) {
+    manual_seed(100 + uint64_t(s));
+    const Tensor x = randn({6, 8}).to(Device::cuda(0));
+    plain.zero_grad();
+    zero.local().zero_grad();
+    sa.scale(a->forward(x).pow(2.0).mean()).backward();
+    sb.scale(b->forward(x).pow(2.0).mean()).backward();
+    if (s == 1) {
+      a->weight.grad().narrow(0, 0, 1).fill_(INFINITY);
+      b->weight.grad().narrow(0, 0, 1).fill_(INFINITY);
+    }
+    sa.step(plain);
+    sb.step(zero.local());  // the device flag through ZeRO's reducer, then the broadcast
+    sa.update();
+    sb.update();
+  }
+  CHECK(sb.skipped_iterations() == 1);
+  CHECK(sb.get_scale() == sa.get_scale());
+  for (std::size_t i = 0; i < a->parameters().size(); ++i) {
+    CHECK(host_values(a->parameters()[i]) == host_values(b->parameters()[i]));
+  }
+  const StateDict st = zero.state_dict();
+  REQUIRE(!st.tensors.empty());
+  CHECK(st.tensors.front().second.device().is_cpu());
   pg->shutdown();
 }
