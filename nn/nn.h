@@ -21,5 +21,6 @@
 #include "mixgrad/nn/padding.h"
 #include "mixgrad/nn/pooling.h"
 #include "mixgrad/nn/rnn.h"
+#include "mixgrad/nn/rnn_cell.h"
 #include "mixgrad/nn/transformer.h"
 #include "mixgrad/nn/upsample.h"

@@ -5,6 +5,7 @@
 #include "mixgrad/core/factory.h"
 #include "mixgrad/nn/init.h"
 #include "mixgrad/nn/packed_sequence.h"
+#include "mixgrad/nn/rnn_steps.h"
 #include "mixgrad/ops/norm.h"
 #include "mixgrad/ops/ops.h"
 
@@ -154,7 +155,6 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
       // unbind, not select: T selects would each backpropagate into a zero [T, B, gates * H]
       // tensor (O(T^2)); the gates likewise, from [B, gates, H].
       const Tensors xs = unbind(xi, 0);
-      const auto gate_parts = [&](const Tensor& g) { return unbind(reshape(g, {B, gates(), H}), 1); };
       Tensors steps(static_cast<std::size_t>(T));
       for (int64_t s = 0; s < T; ++s) {
         const int64_t t = d == 1 ? T - 1 - s : s;
@@ -162,24 +162,19 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
         const Tensor gh = linear(h, p[1], p[3]);
         Tensor h_new, c_new;
         if (lstm) {
-          const Tensors g = gate_parts(gi + gh);
-          const Tensor i = sigmoid(g[0]), f = sigmoid(g[1]), cand = tanh(g[2]), out = sigmoid(g[3]);
-          // The cell state stays in opmath (f32 for f16/bf16 products): the sum over many steps
-          // would otherwise round at every step.
-          c_new = f * c + i * cand;
-          h_new = out * tanh(c_new);
+          // The cell state stays in opmath (f32 for f16/bf16 products, c started so above): the
+          // sum over many steps would otherwise round at every step.
+          const detail::LstmStep next = detail::lstm_step(gi, gh, c, H);
+          c_new = next.c;
+          h_new = next.h;
           // Back to the products' dtype before the projection (a bf16 model's weight_hr is bf16;
           // PyTorch also projects the low-precision o tanh(c)).
           if (h_new.dtype() != xi.dtype()) h_new = mg::to(h_new, xi.dtype());
           if (p[4].defined()) h_new = linear(h_new, p[4]);  // the projection to proj_size features
         } else if (gru) {
-          const Tensors a = gate_parts(gi), b = gate_parts(gh);
-          const Tensor r = sigmoid(a[0] + b[0]);
-          const Tensor z = sigmoid(a[1] + b[1]);
-          const Tensor n = tanh(a[2] + r * b[2]);
-          h_new = (1.0 - z) * n + z * h;
+          h_new = detail::gru_step(gi, gh, h, H);
         } else {
-          h_new = o.nonlinearity == RNNNonlinearity::Relu ? relu(gi + gh) : tanh(gi + gh);
+          h_new = detail::rnn_step(gi, gh, o.nonlinearity == RNNNonlinearity::Relu);
         }
         if (lengths) {
           const Tensor& v = valid[std::size_t(t)];
@@ -219,6 +214,36 @@ void check_packed(const PackedSequence& x, const std::string& name) {
            " steps but the longest length is ", longest, "\n  hint: build it with pack_padded_sequence");
 }
 }  // namespace
+
+namespace detail {
+
+namespace {
+// [B, gates * H] -> the gates' [B, H] slices (unbind: one backward for all of them).
+Tensors gate_parts(const Tensor& g, int64_t gates, int64_t hidden) {
+  return unbind(reshape(g, {g.size(0), gates, hidden}), 1);
+}
+}  // namespace
+
+Tensor rnn_step(const Tensor& gi, const Tensor& gh, bool relu_nonlinearity) {
+  return relu_nonlinearity ? relu(gi + gh) : tanh(gi + gh);
+}
+
+LstmStep lstm_step(const Tensor& gi, const Tensor& gh, const Tensor& c, int64_t hidden) {
+  const Tensors g = gate_parts(gi + gh, 4, hidden);
+  const Tensor i = sigmoid(g[0]), f = sigmoid(g[1]), cand = tanh(g[2]), out = sigmoid(g[3]);
+  const Tensor c_next = f * c + i * cand;
+  return {out * tanh(c_next), c_next};
+}
+
+Tensor gru_step(const Tensor& gi, const Tensor& gh, const Tensor& h, int64_t hidden) {
+  const Tensors a = gate_parts(gi, 3, hidden), b = gate_parts(gh, 3, hidden);
+  const Tensor r = sigmoid(a[0] + b[0]);
+  const Tensor z = sigmoid(a[1] + b[1]);
+  const Tensor n = tanh(a[2] + r * b[2]);
+  return (1.0 - z) * n + z * h;
+}
+
+}  // namespace detail
 
 PackedRNNOutput RNN::forward(const PackedSequence& x, const Tensor& h0) {
   auto scope = module_scope(*this);

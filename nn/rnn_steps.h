@@ -1,0 +1,24 @@
+// One time step of each recurrent cell, from the two projections gi = W_ih x + b_ih and
+// gh = W_hh h + b_hh ([B, gates * H] each): the math written once for the multi-step layers
+// (nn/rnn.h) and the single-step cells (nn/rnn_cell.h), in PyTorch's gate order.
+#pragma once
+#include <cstdint>
+
+#include "mixgrad/core/tensor.h"
+
+namespace mg::nn::detail {
+
+// h' = tanh(gi + gh) or relu(gi + gh).
+Tensor rnn_step(const Tensor& gi, const Tensor& gh, bool relu);
+
+// i, f, g, o = σ, σ, tanh, σ of gi + gh split in four; c' = f c + i g, h' = o tanh(c'). c' takes
+// the promoted dtype of c and the gates (an f32 c stays f32 under bf16 products).
+struct LstmStep {
+  Tensor h, c;
+};
+LstmStep lstm_step(const Tensor& gi, const Tensor& gh, const Tensor& c, int64_t hidden);
+
+// r, z = σ of the first two thirds of gi + gh; n = tanh(gi_n + r gh_n); h' = (1 - z) n + z h.
+Tensor gru_step(const Tensor& gi, const Tensor& gh, const Tensor& h, int64_t hidden);
+
+}  // namespace mg::nn::detail

@@ -1,0 +1,123 @@
+// nn::RNNCell, LSTMCell and GRUCell (nn/rnn_cell.h) against PyTorch 2.15's cells in f64
+// (tests/data/reference/torch_rnn_cells.json, written by tools/reference/gen_torch_rnn_cells.py):
+// tanh and relu RNN cells, with and without bias, batched and unbatched, a given or a zero state,
+// two steps; parameter names and shapes, the final state and the gradients with respect to both
+// inputs, the initial state and every parameter (1e-11). Then a cell step equals one step of the
+// layer with the same weights, and the refusals.
+#include <catch2/catch.hpp>
+
+#include "autograd/engine.h"
+#include "core/factory.h"
+#include "nn/rnn.h"
+#include "nn/rnn_cell.h"
+#include "ops/ops.h"
+#include "reference/json_reference.h"
+#include "test_util.h"
+
+using namespace mg;
+using namespace mg::test;
+
+namespace {
+
+Tensor tensor_or_undefined(const nlohmann::json& j) {
+  return j.is_null() ? Tensor() : json_tensor(j["values"], j["shape"]);
+}
+
+}  // namespace
+
+TEST_CASE("RNNCell, LSTMCell and GRUCell equal PyTorch's in f64: two steps, the state and every gradient",
+          "[nn][rnn]") {
+  const nlohmann::json ref = load_json_reference("torch_rnn_cells.json");
+  int checked = 0;
+  for (const auto& c : ref["cases"]) {
+    INFO("case " << c["name"].get<std::string>());
+    const std::string kind = c["cell"].get<std::string>();
+    const nn::RNNCellOptions o{.input_size = c["input_size"].get<int64_t>(),
+                               .hidden_size = c["hidden_size"].get<int64_t>(),
+                               .bias = c["bias"].get<bool>(),
+                               .nonlinearity = c["nonlinearity"] == "relu" ? nn::RNNNonlinearity::Relu
+                                                                           : nn::RNNNonlinearity::Tanh};
+    std::shared_ptr<nn::RNNCellBase> cell;
+    if (kind == "LSTMCell") cell = nn::make<nn::LSTMCell>(o);
+    else if (kind == "GRUCell") cell = nn::make<nn::GRUCell>(o);
+    else cell = nn::make<nn::RNNCell>(o);
+    cell->to(DType::F64);
+    const nn::NamedTensors named = cell->named_parameters();
+    REQUIRE(named.size() == c["params"].size());
+    Tensors params;
+    for (std::size_t k = 0; k < named.size(); ++k) {
+      const auto& p = c["params"][k];
+      CHECK(named[k].first == p["name"].get<std::string>());
+      REQUIRE(named[k].second.shape() == Shape(p["shape"].get<std::vector<int64_t>>()));
+      NoGradGuard no_grad;
+      Tensor(named[k].second).copy_(json_tensor(p["values"], p["shape"]));
+      params.push_back(named[k].second);
+    }
+    const Tensors xs = {tensor_or_undefined(c["x"][0]).requires_grad_(), tensor_or_undefined(c["x"][1]).requires_grad_()};
+    Tensor h0 = tensor_or_undefined(c["h0"]), c0 = tensor_or_undefined(c["c0"]);
+    if (h0.defined()) h0.requires_grad_();
+    if (c0.defined()) c0.requires_grad_();
+    Tensor h = h0, cs = c0;
+    for (const Tensor& x : xs) {
+      if (kind == "LSTMCell") {
+        const nn::LSTMState s = std::static_pointer_cast<nn::LSTMCell>(cell)->forward(x, {h, cs});
+        h = s.h;
+        cs = s.c;
+      } else if (kind == "GRUCell") {
+        h = std::static_pointer_cast<nn::GRUCell>(cell)->forward(x, h);
+      } else {
+        h = std::static_pointer_cast<nn::RNNCell>(cell)->forward(x, h);
+      }
+    }
+    REQUIRE(h.shape() == Shape(c["h"]["shape"].get<std::vector<int64_t>>()));
+    check_json_close(h, c["h"]["values"], 1e-11, 1e-13);
+    Tensor loss = (h * json_tensor(c["r"], c["h"]["shape"])).sum();
+    if (kind == "LSTMCell") {
+      check_json_close(cs, c["c"]["values"], 1e-11, 1e-13);
+      loss = loss + (cs * json_tensor(c["rc"], c["c"]["shape"])).sum();
+    }
+    Tensors wrt = xs;
+    if (h0.defined()) wrt.push_back(h0);
+    if (c0.defined()) wrt.push_back(c0);
+    wrt.insert(wrt.end(), params.begin(), params.end());
+    const Tensors g = autograd::grad({loss}, wrt);
+    std::size_t k = 0;
+    check_json_close(g[k++], c["grad_x"][0], 1e-11, 1e-13);
+    check_json_close(g[k++], c["grad_x"][1], 1e-11, 1e-13);
+    if (h0.defined()) check_json_close(g[k++], c["grad_h0"], 1e-11, 1e-13);
+    if (c0.defined()) check_json_close(g[k++], c["grad_c0"], 1e-11, 1e-13);
+    for (const auto& p : c["params"]) check_json_close(g[k++], p["grad"], 1e-11, 1e-13);
+    ++checked;
+  }
+  CHECK(checked == 7);
+}
+
+TEST_CASE("an LSTMCell step equals one step of a one-layer LSTM with the same weights", "[nn][rnn]") {
+  manual_seed(12);
+  auto lstm = nn::make<nn::LSTM>({.input_size = 3, .hidden_size = 4});
+  auto cell = nn::make<nn::LSTMCell>({.input_size = 3, .hidden_size = 4});
+  {
+    NoGradGuard no_grad;
+    cell->weight_ih.copy_(lstm->layer_parameters(0, false)[0]);
+    cell->weight_hh.copy_(lstm->layer_parameters(0, false)[1]);
+    cell->bias_ih.copy_(lstm->layer_parameters(0, false)[2]);
+    cell->bias_hh.copy_(lstm->layer_parameters(0, false)[3]);
+  }
+  const Tensor x = randn({1, 2, 3}), h0 = randn({1, 2, 4}), c0 = randn({1, 2, 4});
+  const nn::LSTMOutput layer = lstm->forward(x, h0, c0);
+  const nn::LSTMState step = cell->forward(x.squeeze(0), {h0.squeeze(0), c0.squeeze(0)});
+  CHECK(values(step.h) == values(layer.h_n.squeeze(0)));
+  CHECK(values(step.c) == values(layer.c_n.squeeze(0)));
+}
+
+TEST_CASE("RNN cells: bad inputs and options are named errors", "[nn][rnn]") {
+  nn::GRUCell gru({.input_size = 3, .hidden_size = 4});
+  MG_REQUIRE_ERROR(gru.forward(zeros({2, 5})), "): expected x [B, 3] or [3], got");
+  MG_REQUIRE_ERROR(gru.forward(zeros({2, 3}), zeros({3, 4})), "): expected h [2, 4] for x");
+  MG_REQUIRE_ERROR(gru.forward(zeros({3}), zeros({1, 4})), "): expected h [4] for x");
+  nn::LSTMCell lstm({.input_size = 3, .hidden_size = 4});
+  MG_REQUIRE_ERROR(lstm.forward(zeros({2, 3}), {zeros({2, 4}), zeros({2, 5})}), "): expected c [2, 4]");
+  MG_REQUIRE_ERROR(nn::RNNCell({.input_size = 0, .hidden_size = 4}), "RNNCell: input_size and hidden_size must be positive");
+  CHECK(nn::RNNCell({.input_size = 3, .hidden_size = 4, .nonlinearity = nn::RNNNonlinearity::Relu}).str().find(
+            "nonlinearity=relu") != std::string::npos);
+}
