@@ -4,6 +4,7 @@
 //   auto net = mg::nn::Sequential({mg::nn::make<mg::nn::Linear>({.in = 4, .out = 2})});
 #pragma once
 #include "mixgrad/nn/activation.h"
+#include "mixgrad/nn/activation_more.h"
 #include "mixgrad/nn/attention.h"
 #include "mixgrad/nn/checkpoint_sequential.h"
 #include "mixgrad/nn/container.h"

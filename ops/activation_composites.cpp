@@ -1,0 +1,89 @@
+#include "mixgrad/ops/activation_composites.h"
+
+#include "mixgrad/core/shape.h"
+#include "mixgrad/ops/composite.h"
+#include "mixgrad/ops/loss.h"
+#include "mixgrad/ops/ops.h"
+
+namespace mg {
+
+namespace {
+
+// f(x) in opmath for the one-input composites, rounded once.
+template <typename F>
+Tensor unary(const char* name, const Tensor& x, F&& f) {
+  const detail::CompositeInputs c = detail::composite_inputs(name, {x});
+  return detail::round_result(f(c.math[0]), c);
+}
+
+}  // namespace
+
+Tensor softmin(const Tensor& x, int64_t dim) {
+  return unary("softmin", x, [&](const Tensor& a) { return softmax(-a, dim); });
+}
+
+Tensor glu(const Tensor& x, int64_t dim) {
+  MG_CHECK(x.defined() && x.dim() >= 1, ShapeError, "glu: expected a tensor of at least 1 dim, got ",
+           x.defined() ? describe(x) : "undefined");
+  const int64_t d = wrap_dim(dim, x.dim(), "glu");
+  MG_CHECK(x.size(d) % 2 == 0, ShapeError, "glu: dim ", d, " of ", describe(x), " must have an even size, got ",
+           x.size(d));
+  return unary("glu", x, [&](const Tensor& a) {
+    const int64_t h = a.size(d) / 2;
+    return a.narrow(d, 0, h) * sigmoid(a.narrow(d, h, h));
+  });
+}
+
+Tensor logsigmoid(const Tensor& x) {
+  return unary("logsigmoid", x, [](const Tensor& a) { return -softplus(-a); });
+}
+
+Tensor softsign(const Tensor& x) {
+  return unary("softsign", x, [](const Tensor& a) { return a / (abs(a) + 1.0); });
+}
+
+Tensor tanhshrink(const Tensor& x) {
+  return unary("tanhshrink", x, [](const Tensor& a) { return a - tanh(a); });
+}
+
+Tensor hardshrink(const Tensor& x, double lambd) {
+  MG_CHECK(lambd >= 0.0, Error, "hardshrink: lambd must be >= 0, got ", lambd);
+  // PyTorch's test, -lambd <= x <= lambd -> 0, so NaN passes through.
+  return unary("hardshrink", x, [&](const Tensor& a) {
+    const Tensor zero = scalar_like(0.0, a);
+    return where(a.ge(-lambd), where(a.le(lambd), zero, a), a);
+  });
+}
+
+Tensor softshrink(const Tensor& x, double lambd) {
+  MG_CHECK(lambd >= 0.0, Error, "softshrink: lambd must be >= 0, got ", lambd);
+  return unary("softshrink", x, [&](const Tensor& a) {
+    const Tensor zero = scalar_like(0.0, a);
+    // PyTorch's order of tests, so NaN passes through (as x + lambd).
+    return where(a.ge(-lambd), where(a.le(lambd), zero, a - lambd), a + lambd);
+  });
+}
+
+Tensor threshold(const Tensor& x, double threshold_value, double value) {
+  return unary("threshold", x, [&](const Tensor& a) { return where(a.le(threshold_value), scalar_like(value, a), a); });
+}
+
+Tensor prelu(const Tensor& x, const Tensor& weight) {
+  MG_CHECK(x.defined() && weight.defined(), Error, "prelu: got an undefined tensor");
+  MG_CHECK(weight.dim() <= 1, ShapeError, "prelu: expected weight [1] or [C], got ", describe(weight));
+  const int64_t channels = x.dim() >= 2 ? x.size(1) : (x.dim() == 1 ? x.size(0) : 1);
+  const int64_t n = weight.numel();
+  MG_CHECK(n == 1 || n == channels, ShapeError, "prelu: weight ", describe(weight), " must have 1 or ", channels,
+           " elements (the channels of x ", describe(x), ")");
+  const detail::CompositeInputs c = detail::composite_inputs("prelu", {x, weight});
+  const Tensor& a = c.math[0];
+  Tensor w = reshape(c.math[1], {n});
+  if (n > 1 && a.dim() >= 2) {
+    Shape s(std::size_t(a.dim()), 1);
+    s[1] = n;
+    w = reshape(w, s);  // per channel of dim 1
+  }
+  return detail::round_result(where(a.gt(0.0), a, w * a), c);
+}
+
+}  // namespace mg

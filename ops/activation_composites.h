@@ -1,0 +1,36 @@
+// The rest of PyTorch's activation functions, as composites of public ops (ops/composite.h):
+// each computes in opmath (f32; f64 stays f64) and rounds once to the input's dtype, with its
+// autocast policy in ops/composite_list.def (softmin fp32 like softmax; the others keep the
+// input's dtype, as PyTorch's autocast leaves them). Gradients through the ops, with PyTorch's
+// choices at the kinks (stated per function) and NaN propagated as PyTorch's kernels do.
+//
+//   mg::Tensor y = mg::glu(x);                       // x [..., 2n] -> a * sigmoid(b), [..., n]
+//   mg::Tensor z = mg::prelu(x, weight);             // x [N, C, ...], weight [1] or [C]
+#pragma once
+#include <cstdint>
+
+#include "mixgrad/core/tensor.h"
+
+namespace mg {
+
+// softmax(-x) along dim.
+Tensor softmin(const Tensor& x, int64_t dim);
+// x split in halves a, b along dim (its size even): a * sigmoid(b).
+Tensor glu(const Tensor& x, int64_t dim = -1);
+// log(sigmoid(x)) = -softplus(-x), without overflow.
+Tensor logsigmoid(const Tensor& x);
+// x / (1 + |x|).
+Tensor softsign(const Tensor& x);
+// x - tanh(x).
+Tensor tanhshrink(const Tensor& x);
+// 0 where -lambd <= x <= lambd, else x (gradient 0 on the closed interval); lambd >= 0.
+Tensor hardshrink(const Tensor& x, double lambd = 0.5);
+// x - lambd where x > lambd, x + lambd where x < -lambd, else 0; lambd >= 0.
+Tensor softshrink(const Tensor& x, double lambd = 0.5);
+// value where x <= threshold, else x (gradient 0 where x <= threshold).
+Tensor threshold(const Tensor& x, double threshold, double value);
+// x where x > 0, else weight * x; weight [1] (shared) or [C] (per channel: dim 1 of x [N, C, ...],
+// dim 0 of a 1-D x [C]), as torch.nn.functional.prelu.
+Tensor prelu(const Tensor& x, const Tensor& weight);
+
+}  // namespace mg

@@ -1,0 +1,135 @@
+// The activation composites (ops/activation_composites.h) and their layers (nn/activation_more.h)
+// against PyTorch 2.15's torch.nn.functional in f64 (tests/data/reference/torch_activations_more.json,
+// written by tools/reference/gen_torch_activations_more.py): inputs with the kinks (±lambd, the
+// threshold, 0), ±40 and random values; values, the input gradient (and PReLU's weight gradient) of
+// sum(y * r), and the forward with a NaN in the input (NaN where PyTorch gives NaN). Then dtypes
+// (bf16 kept, rounded once; softmin f32 under autocast), the layers and the refusals.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "amp/autocast.h"
+#include "autograd/engine.h"
+#include "core/factory.h"
+#include "nn/activation_more.h"
+#include "ops/activation_composites.h"
+#include "ops/loss.h"
+#include "ops/ops.h"
+#include "reference/json_reference.h"
+#include "test_util.h"
+
+using namespace mg;
+using namespace mg::test;
+
+namespace {
+
+// Stored values with null for NaN.
+std::vector<double> stored(const nlohmann::json& j) {
+  std::vector<double> v;
+  for (const auto& e : j) v.push_back(e.is_null() ? std::nan("") : e.get<double>());
+  return v;
+}
+
+using Fn = std::function<Tensor(const Tensor& x, const Tensor& w)>;
+
+const std::map<std::string, Fn>& functions() {
+  static const std::map<std::string, Fn> f = {
+      {"softmin_dim1", [](const Tensor& x, const Tensor&) { return softmin(x, 1); }},
+      {"softmin_dim0", [](const Tensor& x, const Tensor&) { return softmin(x, 0); }},
+      {"glu_last", [](const Tensor& x, const Tensor&) { return glu(x, -1); }},
+      {"glu_dim0", [](const Tensor& x, const Tensor&) { return glu(x, 0); }},
+      {"logsigmoid", [](const Tensor& x, const Tensor&) { return logsigmoid(x); }},
+      {"softsign", [](const Tensor& x, const Tensor&) { return softsign(x); }},
+      {"tanhshrink", [](const Tensor& x, const Tensor&) { return tanhshrink(x); }},
+      {"hardshrink_default", [](const Tensor& x, const Tensor&) { return hardshrink(x); }},
+      {"hardshrink_0_25", [](const Tensor& x, const Tensor&) { return hardshrink(x, 0.25); }},
+      {"softshrink_default", [](const Tensor& x, const Tensor&) { return softshrink(x); }},
+      {"softshrink_1", [](const Tensor& x, const Tensor&) { return softshrink(x, 1.0); }},
+      {"threshold_0_5_to_minus_1", [](const Tensor& x, const Tensor&) { return threshold(x, 0.5, -1.0); }},
+      {"prelu_shared_4d", [](const Tensor& x, const Tensor& w) { return prelu(x, w); }},
+      {"prelu_per_channel_4d", [](const Tensor& x, const Tensor& w) { return prelu(x, w); }},
+      {"prelu_per_channel_2d", [](const Tensor& x, const Tensor& w) { return prelu(x, w); }},
+      {"prelu_1d", [](const Tensor& x, const Tensor& w) { return prelu(x, w); }},
+  };
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("softmin, glu, logsigmoid, softsign, tanhshrink, hardshrink, softshrink, threshold and prelu equal PyTorch's "
+          "in f64: values, gradients and NaN",
+          "[ops][activation]") {
+  const nlohmann::json ref = load_json_reference("torch_activations_more.json");
+  int checked = 0;
+  for (const auto& c : ref["cases"]) {
+    const std::string name = c["name"].get<std::string>();
+    INFO(name);
+    REQUIRE(functions().count(name));
+    const Fn& f = functions().at(name);
+    const Tensor x = json_tensor(c["x"], c["shape"]).requires_grad_();
+    const Tensor w = c.contains("weight") ? json_tensor(c["weight"], c["weight_shape"]).requires_grad_() : Tensor();
+    const Tensor y = f(x, w);
+    REQUIRE(y.shape() == Shape(c["y_shape"].get<std::vector<int64_t>>()));
+    check_json_close(y, c["y"], 1e-13, 1e-15);
+    Tensors wrt = {x};
+    if (w.defined()) wrt.push_back(w);
+    const Tensors g = autograd::grad({sum(y * json_tensor(c["r"], c["y_shape"]))}, wrt);
+    check_json_close(g[0], c["grad_x"], 1e-13, 1e-15);
+    if (w.defined()) check_json_close(g[1], c["grad_weight"], 1e-13, 1e-15);
+    // A NaN in the input: NaN exactly where PyTorch gives NaN, the other values equal.
+    std::vector<double> xn = stored(c["x"]);
+    xn[1] = std::nan("");
+    const std::vector<double> got = values(f(from_vector<double>(xn, c["shape"].get<std::vector<int64_t>>()), w.defined() ? w.detach() : Tensor()));
+    const std::vector<double> want = stored(c["y_nan"]);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("element " << i);
+      CHECK(std::isnan(got[i]) == std::isnan(want[i]));
+      if (!std::isnan(want[i])) CHECK(got[i] == Approx(want[i]).epsilon(1e-13).margin(1e-15));
+    }
+    ++checked;
+  }
+  CHECK(checked == 16);
+}
+
+TEST_CASE("activation composites keep bf16 (rounded once from f32), and softmin runs f32 under autocast", "[ops][activation][amp]") {
+  manual_seed(3);
+  const Tensor x = randn({4, 6}) * 3.0;
+  const Tensor xb = x.to(DType::BF16);
+  const Tensor xr = xb.to(DType::F32);  // the bf16 input, exactly
+  CHECK(values(glu(xb)) == values(glu(xr).to(DType::BF16)));
+  CHECK(glu(xb).dtype() == DType::BF16);
+  CHECK(values(softshrink(xb)) == values(softshrink(xr).to(DType::BF16)));
+  CHECK(values(prelu(xb, full({6}, 0.25).to(DType::BF16))) == values(prelu(xr, full({6}, 0.25)).to(DType::BF16)));
+  {
+    amp::Autocast ac({.device = DeviceType::CPU, .dtype = DType::BF16});
+    CHECK(softmin(xb, 1).dtype() == DType::F32);
+    CHECK(logsigmoid(xb).dtype() == DType::BF16);
+  }
+}
+
+TEST_CASE("the activation layers: PyTorch's defaults, PReLU's learned slope, refusals", "[nn][activation]") {
+  manual_seed(2);
+  const Tensor x = randn({2, 3, 4});
+  CHECK(values(nn::Softmax({.dim = 1}).forward(x)) == values(softmax(x, 1)));
+  CHECK(values(nn::LogSoftmax({.dim = -1}).forward(x)) == values(log_softmax(x, -1)));
+  CHECK(values(nn::Softmin({.dim = 0}).forward(x)) == values(softmin(x, 0)));
+  CHECK(values(nn::GLU().forward(x)) == values(glu(x, -1)));
+  CHECK(values(nn::Hardshrink().forward(x)) == values(hardshrink(x, 0.5)));
+  CHECK(values(nn::Threshold({.threshold = 0.1, .value = 20}).forward(x)) == values(threshold(x, 0.1, 20)));
+  nn::PReLU prelu_layer({.num_parameters = 3});
+  CHECK(prelu_layer.weight.shape() == Shape{3});
+  CHECK(values(prelu_layer.weight) == std::vector<double>{0.25, 0.25, 0.25});
+  CHECK(prelu_layer.named_parameters().at(0).first == "weight");
+  prelu_layer.forward(x).sum().backward();
+  CHECK(prelu_layer.weight.grad().defined());
+  CHECK(prelu_layer.str().find("num_parameters=3") != std::string::npos);
+  MG_REQUIRE_ERROR(nn::PReLU({.num_parameters = 0}), "PReLU: num_parameters must be >= 1");
+  MG_REQUIRE_ERROR(nn::PReLU({.num_parameters = 4}).forward(x), "must have 1 or 3 elements");
+  MG_REQUIRE_ERROR(glu(zeros({2, 3})), "glu: dim 1 of");
+  MG_REQUIRE_ERROR(nn::Hardshrink({.lambd = -1}), "Hardshrink: lambd must be >= 0");
+  MG_REQUIRE_ERROR(softshrink(x, -0.5), "softshrink: lambd must be >= 0");
+  MG_REQUIRE_ERROR(prelu(x, zeros({3, 1})), "prelu: expected weight [1] or [C]");
+}
