@@ -21,6 +21,7 @@
 #include "mixgrad/nn/packed_sequence.h"
 #include "mixgrad/nn/padding.h"
 #include "mixgrad/nn/pooling.h"
+#include "mixgrad/nn/reshape_layers.h"
 #include "mixgrad/nn/rnn.h"
 #include "mixgrad/nn/rnn_cell.h"
 #include "mixgrad/nn/transformer.h"
