@@ -13,6 +13,7 @@
 #include "mixgrad/nn/dropout.h"
 #include "mixgrad/nn/functional.h"
 #include "mixgrad/nn/init.h"
+#include "mixgrad/nn/instance_norm.h"
 #include "mixgrad/nn/linear.h"
 #include "mixgrad/nn/loss.h"
 #include "mixgrad/nn/margin_loss.h"

@@ -1,0 +1,51 @@
+// InstanceNorm1d / InstanceNorm2d: each (sample, channel) normalised over its own positions, as
+// PyTorch's with its defaults (affine = false, track_running_stats = false): group_norm with one
+// group per channel (ops/norm.h; its fused backward, f32 statistics for f16/bf16, Keep policy).
+// Unbatched input ([C, L] / [C, H, W]) is a batch of one. Not here: track_running_stats = true
+// (refused by name).
+//
+//   auto norm = nn::make<nn::InstanceNorm2d>({.num_features = 64, .affine = true});
+#pragma once
+#include <string>
+
+#include "mixgrad/nn/module.h"
+
+namespace mg::nn {
+
+struct InstanceNormOptions {
+  int64_t num_features = 0;          // C
+  double eps = 1e-5;
+  double momentum = 0.1;             // kept for PyTorch's signature; unused without running stats
+  bool affine = false;               // per-channel weight (ones) and bias (zeros)
+  bool track_running_stats = false;  // true is refused
+};
+
+class InstanceNorm : public UnaryModule {
+ public:
+  using Options = InstanceNormOptions;
+  Tensor forward(const Tensor& x) override;
+
+  Tensor weight, bias;  // [C] with affine, else undefined
+
+ protected:
+  InstanceNorm(std::string type, int64_t spatial_dims, Options options);
+  std::string extra_repr() const override;
+
+ private:
+  int64_t spatial_dims_;
+  Options options_;
+};
+
+// x [N, C, L] or [C, L].
+class InstanceNorm1d : public InstanceNorm {
+ public:
+  explicit InstanceNorm1d(Options options) : InstanceNorm("InstanceNorm1d", 1, options) {}
+};
+
+// x [N, C, H, W] or [C, H, W].
+class InstanceNorm2d : public InstanceNorm {
+ public:
+  explicit InstanceNorm2d(Options options) : InstanceNorm("InstanceNorm2d", 2, options) {}
+};
+
+}  // namespace mg::nn

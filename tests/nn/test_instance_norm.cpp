@@ -1,0 +1,67 @@
+// nn::InstanceNorm1d / InstanceNorm2d (nn/instance_norm.h) against PyTorch 2.15's in f64
+// (tests/data/reference/torch_instance_norm.json, written by tools/reference/gen_torch_instance_norm.py):
+// affine or not, batched and unbatched, another eps; the output and the gradients of x, weight and
+// bias (1e-11). Then bf16 (Keep: bf16 out) and the refusals.
+#include <catch2/catch.hpp>
+
+#include "autograd/engine.h"
+#include "core/factory.h"
+#include "nn/instance_norm.h"
+#include "ops/ops.h"
+#include "reference/json_reference.h"
+#include "test_util.h"
+
+using namespace mg;
+using namespace mg::test;
+
+TEST_CASE("InstanceNorm1d and InstanceNorm2d equal PyTorch's in f64: outputs and gradients", "[nn][norm]") {
+  const nlohmann::json ref = load_json_reference("torch_instance_norm.json");
+  int checked = 0;
+  for (const auto& c : ref["cases"]) {
+    INFO(c["name"].get<std::string>());
+    const nn::InstanceNormOptions o{.num_features = c["channels"].get<int64_t>(), .eps = c["eps"].get<double>(),
+                                    .affine = c["affine"].get<bool>()};
+    std::shared_ptr<nn::InstanceNorm> m;
+    if (c["layer"] == "InstanceNorm1d") m = nn::make<nn::InstanceNorm1d>(o);
+    else m = nn::make<nn::InstanceNorm2d>(o);
+    m->to(DType::F64);
+    const nlohmann::json cshape = nlohmann::json::array({c["channels"]});
+    if (o.affine) {
+      NoGradGuard no_grad;
+      m->weight.copy_(json_tensor(c["weight"], cshape));
+      m->bias.copy_(json_tensor(c["bias"], cshape));
+    }
+    const Tensor x = json_tensor(c["x"], c["shape"]).requires_grad_();
+    const Tensor y = m->forward(x);
+    REQUIRE(y.shape() == x.shape());
+    check_json_close(y, c["y"], 1e-11, 1e-13);
+    Tensors wrt = {x};
+    if (o.affine) wrt.insert(wrt.end(), {m->weight, m->bias});
+    const Tensors g = autograd::grad({sum(y * json_tensor(c["r"], c["shape"]))}, wrt);
+    check_json_close(g[0], c["grad_x"], 1e-11, 1e-13);
+    if (o.affine) {
+      check_json_close(g[1], c["grad_weight"], 1e-11, 1e-13);
+      check_json_close(g[2], c["grad_bias"], 1e-11, 1e-13);
+    }
+    ++checked;
+  }
+  CHECK(checked == 5);
+}
+
+TEST_CASE("InstanceNorm keeps bf16 and refuses what PyTorch refuses", "[nn][norm]") {
+  manual_seed(4);
+  nn::InstanceNorm2d m({.num_features = 3, .affine = true});
+  const Tensor x = randn({2, 3, 4, 4});
+  const Tensor yb = m.forward(x.to(DType::BF16).to(DType::F32));
+  m.to(DType::BF16);
+  const Tensor y = m.forward(x.to(DType::BF16));
+  CHECK(y.dtype() == DType::BF16);
+  CHECK((y.to(DType::F32) - yb).abs().max().item<double>() < 0.05);
+  MG_REQUIRE_ERROR(m.forward(zeros({2, 4, 4, 4}, {.dtype = DType::BF16})), "expected 3 channels");
+  MG_REQUIRE_ERROR(m.forward(zeros({3, 4})), "expected x [N, C, H, W] or [C, H, W]");
+  MG_REQUIRE_ERROR(nn::InstanceNorm1d({.num_features = 2}).forward(zeros({3, 2, 1})),
+                   "expected more than 1 spatial element per channel");
+  MG_REQUIRE_ERROR(nn::InstanceNorm2d({.num_features = 2, .track_running_stats = true}),
+                   "track_running_stats = true is not supported");
+  MG_REQUIRE_ERROR(nn::InstanceNorm1d({.num_features = 0}), "num_features must be positive");
+}
