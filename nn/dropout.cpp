@@ -18,6 +18,31 @@ Dropout::Dropout(Options o) : UnaryModule("Dropout"), options_(o) {
 
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, options_.p, is_training(), options_.generator); }
 
+Tensor channel_dropout(const Tensor& x, int64_t spatial_dims, double p, bool training, Generator* gen) {
+  MG_CHECK(p >= 0 && p <= 1, Error, "channel_dropout: p must be in [0, 1], got ", p);
+  MG_CHECK(x.defined() && (x.dim() == spatial_dims + 2 || x.dim() == spatial_dims + 1), ShapeError,
+           "channel_dropout: expected x [N, C, ", spatial_dims, " spatial dims] or [C, ", spatial_dims,
+           " spatial dims], got ", x.defined() ? describe(x) : "undefined");
+  if (!training || p == 0.0) return x;
+  Shape mask_shape = x.shape();
+  for (int64_t d = x.dim() - spatial_dims; d < x.dim(); ++d) mask_shape[std::size_t(d)] = 1;
+  const Tensor keep = dropout(ones(mask_shape, {.dtype = x.dtype(), .device = x.device()}), p, true, gen);
+  return x * keep;
+}
+
+ChannelDropout::ChannelDropout(std::string type, int64_t spatial_dims, Options o)
+    : UnaryModule(std::move(type)), spatial_dims_(spatial_dims), options_(o) {
+  MG_CHECK(o.p >= 0 && o.p <= 1, Error, type_name(), ": p must be in [0, 1], got ", o.p);
+}
+
+Tensor ChannelDropout::forward(const Tensor& x) {
+  try {
+    return channel_dropout(x, spatial_dims_, options_.p, is_training(), options_.generator);
+  } catch (const ShapeError& e) {
+    throw ShapeError(str_cat(layer_name(), ": ", e.what()));
+  }
+}
+
 int64_t embedding_renorm_(const Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
   constexpr const char* kWho = "embedding_renorm_";
   MG_CHECK(weight.defined() && weight.dim() == 2 && weight.is_floating_point(), ShapeError, kWho,

@@ -29,6 +29,37 @@ class Dropout : public UnaryModule {
   Options options_;
 };
 
+// Channel dropout (PyTorch's Dropout1d / Dropout2d / Dropout3d): in training each channel of each
+// sample — x [N, C, *spatial] or unbatched [C, *spatial], `spatial_dims` of them — is zeroed
+// with probability p as a whole and the others scaled by 1/(1-p); identity in eval. The channel
+// mask is dropout() of ones [N, C, 1, ...] (the same Philox stream and scaling as Dropout).
+Tensor channel_dropout(const Tensor& x, int64_t spatial_dims, double p, bool training = true, Generator* gen = nullptr);
+
+class ChannelDropout : public UnaryModule {
+ public:
+  using Options = DropoutOptions;
+  Tensor forward(const Tensor& x) override;
+
+ protected:
+  ChannelDropout(std::string type, int64_t spatial_dims, Options options);
+  std::string extra_repr() const override { return str_cat("p=", options_.p); }
+
+ private:
+  int64_t spatial_dims_;
+  Options options_;
+};
+
+// x [N, C, L] or [C, L].
+class Dropout1d : public ChannelDropout {
+ public:
+  explicit Dropout1d(Options options = {}) : ChannelDropout("Dropout1d", 1, options) {}
+};
+// x [N, C, H, W] or [C, H, W].
+class Dropout2d : public ChannelDropout {
+ public:
+  explicit Dropout2d(Options options = {}) : ChannelDropout("Dropout2d", 2, options) {}
+};
+
 struct EmbeddingOptions {
   int64_t num = 0;                      // vocabulary size V
   int64_t dim = 0;                      // embedding size D

@@ -1,0 +1,50 @@
+// Dropout1d / Dropout2d (channel_dropout, nn/dropout.h): whole channels zeroed, the rest scaled by
+// 1/(1-p); the kept fraction near 1-p over many channels; a seeded Generator repeats the mask; eval,
+// p = 0 and p = 1; the gradient follows the mask; unbatched input; refusals.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "autograd/engine.h"
+#include "core/factory.h"
+#include "core/generator.h"
+#include "nn/dropout.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+using namespace mg;
+using mg::test::values;
+
+TEST_CASE("Dropout2d zeroes whole channels and scales the others by 1/(1-p)", "[nn][dropout]") {
+  Generator gen(21);
+  nn::Dropout2d drop({.p = 0.3, .generator = &gen});
+  const Tensor x = full({40, 50, 3, 2}, 2.0).requires_grad_();
+  const Tensor y = drop.forward(x);
+  const std::vector<double> v = values(y);
+  int64_t kept = 0;
+  for (int64_t ch = 0; ch < 40 * 50; ++ch) {
+    const double first = v[std::size_t(ch * 6)];
+    CHECK((first == 0.0 || std::abs(first - 2.0 / 0.7) < 1e-6));
+    for (int64_t k = 1; k < 6; ++k) CHECK(v[std::size_t(ch * 6 + k)] == first);  // the whole channel alike
+    kept += first != 0.0 ? 1 : 0;
+  }
+  // 2000 channels kept with probability 0.7: 1400 ± 4.5 sigma (sigma = 20.5).
+  CHECK(std::abs(double(kept) - 1400.0) < 92.0);
+  // The gradient is the mask times the scale.
+  const Tensor g = autograd::grad({y.sum()}, {x})[0];
+  CHECK(values(g * 2.0) == v);
+  // The same seed gives the same channels.
+  Generator again(21);
+  CHECK(values(nn::Dropout2d({.p = 0.3, .generator = &again}).forward(x)) == v);
+  drop.eval();
+  CHECK(values(drop.forward(x)) == values(x));
+}
+
+TEST_CASE("Dropout1d on batched and unbatched input, p = 0 and p = 1, and refusals", "[nn][dropout]") {
+  const Tensor x = randn({4, 6, 5});
+  CHECK(values(nn::Dropout1d({.p = 0.0}).forward(x)) == values(x));
+  CHECK(values(nn::Dropout1d({.p = 1.0}).forward(x)) == std::vector<double>(120, 0.0));
+  CHECK(nn::Dropout1d({.p = 0.5}).forward(randn({6, 5})).shape() == Shape{6, 5});
+  MG_REQUIRE_ERROR(nn::Dropout2d({.p = 0.5}).forward(randn({6, 5})), "Dropout2d");
+  MG_REQUIRE_ERROR(nn::Dropout1d({.p = 1.5}), "Dropout1d: p must be in [0, 1]");
+}
