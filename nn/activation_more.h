@@ -1,6 +1,6 @@
 // The remaining activation layers of torch.nn, each the function of the same name (ops/loss.h's
 // softmax/log_softmax, ops/activation_composites.h for the rest) with PyTorch's defaults:
-// Softmax, LogSoftmax, Softmin (dim required, as PyTorch's implicit dim is deprecated), GLU,
+// Softmax, LogSoftmax, Softmin (dim -1 unless given: PyTorch's implicit dim is deprecated), GLU,
 // LogSigmoid, Softsign, Tanhshrink, Hardshrink, Softshrink, Threshold, and PReLU with its learned
 // slope (one, or one per channel).
 //

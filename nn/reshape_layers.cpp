@@ -1,15 +1,22 @@
 #include "mixgrad/nn/reshape_layers.h"
 
+#include <limits>
+
 #include "mixgrad/core/shape.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg {
+
+namespace {
+constexpr int64_t kMaxFactor = 3037000499;  // floor(sqrt(2^63 - 1)): r * r fits in int64
+}  // namespace
 
 Tensor pixel_shuffle(const Tensor& x, int64_t r) {
   MG_CHECK(r >= 1, Error, "pixel_shuffle: upscale_factor must be >= 1, got ", r);
   MG_CHECK(x.defined() && x.dim() >= 3, ShapeError, "pixel_shuffle: expected x [*, C * r * r, H, W], got ",
            x.defined() ? describe(x) : "undefined");
   const int64_t d = x.dim(), c = x.size(d - 3), h = x.size(d - 2), w = x.size(d - 1);
+  MG_CHECK(r <= kMaxFactor, Error, "pixel_shuffle: upscale_factor ", r, " is too large");
   MG_CHECK(c % (r * r) == 0, ShapeError, "pixel_shuffle: the channels of ", describe(x), " (", c,
            ") are not divisible by upscale_factor^2 = ", r * r);
   Shape lead(x.shape().begin(), x.shape().end() - 3);
@@ -31,6 +38,8 @@ Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
   const int64_t d = x.dim(), c = x.size(d - 3), h = x.size(d - 2), w = x.size(d - 1);
   MG_CHECK(h % r == 0 && w % r == 0, ShapeError, "pixel_unshuffle: the height and width of ", describe(x),
            " are not divisible by downscale_factor = ", r);
+  MG_CHECK(r <= kMaxFactor && (c == 0 || r * r <= std::numeric_limits<int64_t>::max() / c), Error,
+           "pixel_unshuffle: downscale_factor ", r, " is too large for ", describe(x));
   Shape lead(x.shape().begin(), x.shape().end() - 3);
   const int64_t k = int64_t(lead.size());
   Shape split = lead;

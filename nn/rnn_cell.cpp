@@ -70,8 +70,12 @@ LSTMState LSTMCell::forward(const Tensor& x, const LSTMState& state) {
   const Prepared p = prepare(x);
   const Tensor gi = input_projection(p.x);
   const Tensor h0 = state_or_zeros(state.h, p, "h", gi.dtype());
-  const Tensor c0 = state_or_zeros(state.c, p, "c", gi.dtype());
-  const detail::LstmStep next = detail::lstm_step(gi, hidden_projection(h0), c0, options().hidden_size);
+  Tensor c0 = state_or_zeros(state.c, p, "c", gi.dtype());
+  // As the layer: the cell state in f32 for f16/bf16 (its running sum would round every step),
+  // h back in the products' dtype.
+  if (c0.dtype() == DType::F16 || c0.dtype() == DType::BF16) c0 = mg::to(c0, DType::F32);
+  detail::LstmStep next = detail::lstm_step(gi, hidden_projection(h0), c0, options().hidden_size);
+  if (next.h.dtype() != gi.dtype()) next.h = mg::to(next.h, gi.dtype());
   if (p.unbatched) return {squeeze(next.h, 0), squeeze(next.c, 0)};
   return {next.h, next.c};
 }

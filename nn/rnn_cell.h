@@ -8,8 +8,9 @@
 //   for (const Tensor& x_t : unbind(x, 0)) s = cell->forward(x_t, s);   // x_t [B, 16]
 //
 // Input [B, in] with a state [B, H], or unbatched [in] with [H] (a batch of one, as PyTorch).
-// Under autocast the products are bf16/f16 (DESIGN §4); the states keep what the math promotes
-// to (an f32 cell state stays f32 when the gates are bf16).
+// Under autocast the products are bf16/f16 (DESIGN §4) and h' is in their dtype; LSTMCell keeps
+// its cell state in f32 for f16/bf16, as the layers do (c' is f32), so a cell step equals a step of
+// the layer also under autocast.
 #pragma once
 #include <string>
 

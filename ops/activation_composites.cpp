@@ -35,7 +35,10 @@ Tensor glu(const Tensor& x, int64_t dim) {
 }
 
 Tensor logsigmoid(const Tensor& x) {
-  return unary("logsigmoid", x, [](const Tensor& a) { return -softplus(-a); });
+  // -softplus(-x) with the linear cutoff at 40, not softplus's default 20: below -20 the dropped
+  // e^x is still resolved in f64 (beyond 40 it is under f64's rounding of x). Smooth at 0, so the
+  // gradient there is PyTorch's 1/2 (min(x, 0) - log1p(exp(-|x|)) has kinks at 0).
+  return unary("logsigmoid", x, [](const Tensor& a) { return -softplus(-a, 1.0, 40.0); });
 }
 
 Tensor softsign(const Tensor& x) {
@@ -71,18 +74,16 @@ Tensor threshold(const Tensor& x, double threshold_value, double value) {
 Tensor prelu(const Tensor& x, const Tensor& weight) {
   MG_CHECK(x.defined() && weight.defined(), Error, "prelu: got an undefined tensor");
   MG_CHECK(weight.dim() <= 1, ShapeError, "prelu: expected weight [1] or [C], got ", describe(weight));
-  const int64_t channels = x.dim() >= 2 ? x.size(1) : (x.dim() == 1 ? x.size(0) : 1);
+  // PyTorch's channels: dim 1, or 1 for an input of fewer dims.
+  const int64_t channels = x.dim() >= 2 ? x.size(1) : 1;
   const int64_t n = weight.numel();
   MG_CHECK(n == 1 || n == channels, ShapeError, "prelu: weight ", describe(weight), " must have 1 or ", channels,
-           " elements (the channels of x ", describe(x), ")");
+           " elements (the channels of x ", describe(x), ", its dim 1)");
   const detail::CompositeInputs c = detail::composite_inputs("prelu", {x, weight});
   const Tensor& a = c.math[0];
-  Tensor w = reshape(c.math[1], {n});
-  if (n > 1 && a.dim() >= 2) {
-    Shape s(std::size_t(a.dim()), 1);
-    s[1] = n;
-    w = reshape(w, s);  // per channel of dim 1
-  }
+  Shape s(std::size_t(a.dim()), 1);  // x's rank, the channels at dim 1: the result keeps x's shape
+  if (a.dim() >= 2) s[1] = n;
+  const Tensor w = reshape(c.math[1], s);
   return detail::round_result(where(a.gt(0.0), a, w * a), c);
 }
 

@@ -17,7 +17,7 @@ namespace mg {
 Tensor softmin(const Tensor& x, int64_t dim);
 // x split in halves a, b along dim (its size even): a * sigmoid(b).
 Tensor glu(const Tensor& x, int64_t dim = -1);
-// log(sigmoid(x)) = -softplus(-x), without overflow.
+// log(sigmoid(x)) = -softplus(-x) (exact in f64 for every x, without overflow).
 Tensor logsigmoid(const Tensor& x);
 // x / (1 + |x|).
 Tensor softsign(const Tensor& x);
@@ -29,8 +29,8 @@ Tensor hardshrink(const Tensor& x, double lambd = 0.5);
 Tensor softshrink(const Tensor& x, double lambd = 0.5);
 // value where x <= threshold, else x (gradient 0 where x <= threshold).
 Tensor threshold(const Tensor& x, double threshold, double value);
-// x where x > 0, else weight * x; weight [1] (shared) or [C] (per channel: dim 1 of x [N, C, ...],
-// dim 0 of a 1-D x [C]), as torch.nn.functional.prelu.
+// x where x > 0, else weight * x; weight [1] (shared) or [C] (per channel: dim 1 of x [N, C, ...];
+// an input of fewer than 2 dims has one channel), as torch.nn.functional.prelu.
 Tensor prelu(const Tensor& x, const Tensor& weight);
 
 }  // namespace mg

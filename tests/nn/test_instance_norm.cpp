@@ -48,7 +48,7 @@ TEST_CASE("InstanceNorm1d and InstanceNorm2d equal PyTorch's in f64: outputs and
   CHECK(checked == 5);
 }
 
-TEST_CASE("InstanceNorm keeps bf16 and refuses what PyTorch refuses", "[nn][norm]") {
+TEST_CASE("InstanceNorm keeps bf16 and names its refusals", "[nn][norm]") {
   manual_seed(4);
   nn::InstanceNorm2d m({.num_features = 3, .affine = true});
   const Tensor x = randn({2, 3, 4, 4});

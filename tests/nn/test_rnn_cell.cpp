@@ -6,6 +6,7 @@
 // layer with the same weights, and the refusals.
 #include <catch2/catch.hpp>
 
+#include "amp/autocast.h"
 #include "autograd/engine.h"
 #include "core/factory.h"
 #include "nn/rnn.h"
@@ -106,6 +107,37 @@ TEST_CASE("an LSTMCell step equals one step of a one-layer LSTM with the same we
   const Tensor x = randn({1, 2, 3}), h0 = randn({1, 2, 4}), c0 = randn({1, 2, 4});
   const nn::LSTMOutput layer = lstm->forward(x, h0, c0);
   const nn::LSTMState step = cell->forward(x.squeeze(0), {h0.squeeze(0), c0.squeeze(0)});
+  CHECK(values(step.h) == values(layer.h_n.squeeze(0)));
+  CHECK(values(step.c) == values(layer.c_n.squeeze(0)));
+}
+
+TEST_CASE("GRUCell and RNNCell steps equal a layer step, and LSTMCell's under bf16 autocast too", "[nn][rnn][amp]") {
+  manual_seed(13);
+  const Tensor x = randn({1, 2, 3}), h0 = randn({1, 2, 4}), c0 = randn({1, 2, 4});
+  const auto copy_weights = [](nn::RNNBase& layer, nn::RNNCellBase& cell) {
+    NoGradGuard no_grad;
+    const std::vector<Tensor> p = layer.layer_parameters(0, false);
+    cell.weight_ih.copy_(p[0]);
+    cell.weight_hh.copy_(p[1]);
+    cell.bias_ih.copy_(p[2]);
+    cell.bias_hh.copy_(p[3]);
+  };
+  auto gru = nn::make<nn::GRU>({.input_size = 3, .hidden_size = 4});
+  auto gru_cell = nn::make<nn::GRUCell>({.input_size = 3, .hidden_size = 4});
+  copy_weights(*gru, *gru_cell);
+  CHECK(values(gru_cell->forward(x.squeeze(0), h0.squeeze(0))) == values(gru->forward(x, h0).h_n.squeeze(0)));
+  auto rnn = nn::make<nn::RNN>({.input_size = 3, .hidden_size = 4, .nonlinearity = nn::RNNNonlinearity::Relu});
+  auto rnn_cell = nn::make<nn::RNNCell>({.input_size = 3, .hidden_size = 4, .nonlinearity = nn::RNNNonlinearity::Relu});
+  copy_weights(*rnn, *rnn_cell);
+  CHECK(values(rnn_cell->forward(x.squeeze(0), h0.squeeze(0))) == values(rnn->forward(x, h0).h_n.squeeze(0)));
+  auto lstm = nn::make<nn::LSTM>({.input_size = 3, .hidden_size = 4});
+  auto lstm_cell = nn::make<nn::LSTMCell>({.input_size = 3, .hidden_size = 4});
+  copy_weights(*lstm, *lstm_cell);
+  amp::Autocast ac({.device = DeviceType::CPU, .dtype = DType::BF16});
+  const nn::LSTMOutput layer = lstm->forward(x);            // zero states
+  const nn::LSTMState step = lstm_cell->forward(x.squeeze(0));
+  CHECK(step.h.dtype() == DType::BF16);
+  CHECK(step.c.dtype() == DType::F32);  // the cell state stays f32, as the layer's
   CHECK(values(step.h) == values(layer.h_n.squeeze(0)));
   CHECK(values(step.c) == values(layer.c_n.squeeze(0)));
 }

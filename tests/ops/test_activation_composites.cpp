@@ -52,6 +52,7 @@ const std::map<std::string, Fn>& functions() {
       {"prelu_per_channel_4d", [](const Tensor& x, const Tensor& w) { return prelu(x, w); }},
       {"prelu_per_channel_2d", [](const Tensor& x, const Tensor& w) { return prelu(x, w); }},
       {"prelu_1d", [](const Tensor& x, const Tensor& w) { return prelu(x, w); }},
+      {"prelu_per_channel_3d", [](const Tensor& x, const Tensor& w) { return prelu(x, w); }},
   };
   return f;
 }
@@ -91,7 +92,7 @@ TEST_CASE("softmin, glu, logsigmoid, softsign, tanhshrink, hardshrink, softshrin
     }
     ++checked;
   }
-  CHECK(checked == 16);
+  CHECK(checked == 17);
 }
 
 TEST_CASE("activation composites keep bf16 (rounded once from f32), and softmin runs f32 under autocast", "[ops][activation][amp]") {
@@ -132,4 +133,8 @@ TEST_CASE("the activation layers: PyTorch's defaults, PReLU's learned slope, ref
   MG_REQUIRE_ERROR(nn::Hardshrink({.lambd = -1}), "Hardshrink: lambd must be >= 0");
   MG_REQUIRE_ERROR(softshrink(x, -0.5), "softshrink: lambd must be >= 0");
   MG_REQUIRE_ERROR(prelu(x, zeros({3, 1})), "prelu: expected weight [1] or [C]");
+  // As PyTorch: an input of fewer than 2 dims has one channel, and a 0-dim input stays 0-dim.
+  MG_REQUIRE_ERROR(prelu(randn({5}), full({5}, 0.25)), "must have 1 or 1 elements");
+  CHECK(prelu(scalar_tensor(-2.0), full({1}, 0.25)).dim() == 0);
+  CHECK(prelu(scalar_tensor(-2.0), full({1}, 0.25)).item<double>() == -0.5);
 }

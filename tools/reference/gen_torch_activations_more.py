@@ -1,7 +1,7 @@
 """Writes tests/data/reference/torch_activations_more.json: torch.nn.functional softmin, glu,
 logsigmoid, softsign, tanhshrink, hardshrink, softshrink, threshold and prelu (a shared and a
 per-channel slope, 1-D to 4-D inputs) in f64 on inputs that include the kinks (±lambd, the
-threshold, 0), large values (±40) and NaN, with the gradients of sum(y * r) (NaN-free inputs only),
+threshold, 0), large values (±25, ±40) and NaN, with the gradients of sum(y * r) (NaN-free inputs only),
 for tests/ops/test_activation_composites.cpp. Run once by hand; the tests need no Python:
     python -m venv v && v/bin/pip install torch
     v/bin/python tools/reference/gen_torch_activations_more.py tests/data/reference
@@ -17,7 +17,7 @@ torch.manual_seed(41)
 D = torch.float64
 flat = lambda t: [None if math.isnan(v) else v for v in t.detach().reshape(-1).tolist()]
 
-SPECIAL = [0.0, 0.5, -0.5, 0.25, -0.25, 1.0, -1.0, 40.0, -40.0, 2.0, -2.0, 0.1]
+SPECIAL = [0.0, 0.5, -0.5, 0.25, -0.25, 1.0, -1.0, 40.0, -40.0, 2.0, -2.0, 0.1, -25.0, 25.0]
 
 cases = []
 
@@ -66,6 +66,7 @@ add("prelu_shared_4d", F.prelu, special(2, 3, 2, 2), [torch.tensor([0.25], dtype
 add("prelu_per_channel_4d", F.prelu, special(2, 3, 2, 2), [torch.tensor([0.1, -0.2, 0.3], dtype=D, requires_grad=True)])
 add("prelu_per_channel_2d", F.prelu, special(4, 3), [torch.tensor([0.5, 0.25, 2.0], dtype=D, requires_grad=True)])
 add("prelu_1d", F.prelu, special(5), [torch.tensor([0.3], dtype=D, requires_grad=True)])
+add("prelu_per_channel_3d", F.prelu, special(2, 3, 4), [torch.tensor([0.1, 0.2, -0.3], dtype=D, requires_grad=True)])
 
 with open(f"{sys.argv[1] if len(sys.argv) > 1 else '.'}/torch_activations_more.json", "w") as fh:
     json.dump({"torch": torch.__version__, "cases": cases}, fh, separators=(",", ":"))
