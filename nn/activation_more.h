@@ -19,56 +19,40 @@ struct DimOptions {
   int64_t dim = -1;
 };
 
-class Softmax : public UnaryModule {
+// A layer applying fn(x, dim): the base of Softmax, LogSoftmax, Softmin and GLU.
+class DimActivation : public UnaryModule {
  public:
   using Options = DimOptions;
-  explicit Softmax(Options options) : UnaryModule("Softmax"), options_(options) {}
-  Tensor forward(const Tensor& x) override { return softmax(x, options_.dim); }
+  Tensor forward(const Tensor& x) override { return fn_(x, options_.dim); }
 
  protected:
+  using Fn = Tensor (*)(const Tensor&, int64_t);
+  DimActivation(std::string type, Fn fn, Options options) : UnaryModule(std::move(type)), fn_(fn), options_(options) {}
   std::string extra_repr() const override { return str_cat("dim=", options_.dim); }
 
  private:
+  Fn fn_;
   Options options_;
 };
 
-class LogSoftmax : public UnaryModule {
+class Softmax : public DimActivation {
  public:
-  using Options = DimOptions;
-  explicit LogSoftmax(Options options) : UnaryModule("LogSoftmax"), options_(options) {}
-  Tensor forward(const Tensor& x) override { return log_softmax(x, options_.dim); }
-
- protected:
-  std::string extra_repr() const override { return str_cat("dim=", options_.dim); }
-
- private:
-  Options options_;
+  explicit Softmax(Options options) : DimActivation("Softmax", softmax, options) {}
 };
 
-class Softmin : public UnaryModule {
+class LogSoftmax : public DimActivation {
  public:
-  using Options = DimOptions;
-  explicit Softmin(Options options) : UnaryModule("Softmin"), options_(options) {}
-  Tensor forward(const Tensor& x) override { return softmin(x, options_.dim); }
-
- protected:
-  std::string extra_repr() const override { return str_cat("dim=", options_.dim); }
-
- private:
-  Options options_;
+  explicit LogSoftmax(Options options) : DimActivation("LogSoftmax", log_softmax, options) {}
 };
 
-class GLU : public UnaryModule {
+class Softmin : public DimActivation {
  public:
-  using Options = DimOptions;
-  explicit GLU(Options options = {}) : UnaryModule("GLU"), options_(options) {}
-  Tensor forward(const Tensor& x) override { return glu(x, options_.dim); }
+  explicit Softmin(Options options) : DimActivation("Softmin", softmin, options) {}
+};
 
- protected:
-  std::string extra_repr() const override { return str_cat("dim=", options_.dim); }
-
- private:
-  Options options_;
+class GLU : public DimActivation {
+ public:
+  explicit GLU(Options options = {}) : DimActivation("GLU", glu, options) {}
 };
 
 class LogSigmoid : public UnaryModule {
@@ -93,34 +77,32 @@ struct ShrinkOptions {
   double lambd = 0.5;  // >= 0
 };
 
-class Hardshrink : public UnaryModule {
+// A layer applying fn(x, lambd), lambd >= 0: the base of Hardshrink and Softshrink.
+class ShrinkActivation : public UnaryModule {
  public:
   using Options = ShrinkOptions;
-  explicit Hardshrink(Options options = {}) : UnaryModule("Hardshrink"), options_(options) {
-    MG_CHECK(options_.lambd >= 0.0, Error, "Hardshrink: lambd must be >= 0, got ", options_.lambd);
-  }
-  Tensor forward(const Tensor& x) override { return hardshrink(x, options_.lambd); }
+  Tensor forward(const Tensor& x) override { return fn_(x, options_.lambd); }
 
  protected:
+  using Fn = Tensor (*)(const Tensor&, double);
+  ShrinkActivation(std::string type, Fn fn, Options options) : UnaryModule(std::move(type)), fn_(fn), options_(options) {
+    MG_CHECK(options_.lambd >= 0.0, Error, type_name(), ": lambd must be >= 0, got ", options_.lambd);
+  }
   std::string extra_repr() const override { return str_cat(options_.lambd); }
 
  private:
+  Fn fn_;
   Options options_;
 };
 
-class Softshrink : public UnaryModule {
+class Hardshrink : public ShrinkActivation {
  public:
-  using Options = ShrinkOptions;
-  explicit Softshrink(Options options = {}) : UnaryModule("Softshrink"), options_(options) {
-    MG_CHECK(options_.lambd >= 0.0, Error, "Softshrink: lambd must be >= 0, got ", options_.lambd);
-  }
-  Tensor forward(const Tensor& x) override { return softshrink(x, options_.lambd); }
+  explicit Hardshrink(Options options = {}) : ShrinkActivation("Hardshrink", hardshrink, options) {}
+};
 
- protected:
-  std::string extra_repr() const override { return str_cat(options_.lambd); }
-
- private:
-  Options options_;
+class Softshrink : public ShrinkActivation {
+ public:
+  explicit Softshrink(Options options = {}) : ShrinkActivation("Softshrink", softshrink, options) {}
 };
 
 struct ThresholdOptions {
