@@ -26,4 +26,6 @@
 #include "mixgrad/nn/rnn.h"
 #include "mixgrad/nn/rnn_cell.h"
 #include "mixgrad/nn/transformer.h"
+#include "mixgrad/nn/transformer_decoder.h"
+#include "mixgrad/nn/transformer_model.h"
 #include "mixgrad/nn/upsample.h"

@@ -4,10 +4,25 @@
 
 namespace mg::nn {
 
-TransformerEncoderLayer::TransformerEncoderLayer(Options o) : UnaryModule("TransformerEncoderLayer"), options_(o) {
-  MG_CHECK(o.d_model > 0 && o.dim_feedforward > 0, Error,
-           "TransformerEncoderLayer: d_model and dim_feedforward must be positive, got d_model=", o.d_model,
+namespace detail {
+
+Tensor transformer_feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2,
+                                Dropout& dropout_out, Activation activation) {
+  Tensor h = linear1(x);
+  h = activation == Activation::GELU ? gelu(h) : relu(h);
+  return dropout_out(linear2(dropout(h)));
+}
+
+void check_transformer_layer_options(const TransformerLayerOptions& o, const char* layer) {
+  MG_CHECK(o.d_model > 0 && o.dim_feedforward > 0, Error, layer,
+           ": d_model and dim_feedforward must be positive, got d_model=", o.d_model,
            ", dim_feedforward=", o.dim_feedforward);
+}
+
+}  // namespace detail
+
+TransformerEncoderLayer::TransformerEncoderLayer(Options o) : UnaryModule("TransformerEncoderLayer"), options_(o) {
+  detail::check_transformer_layer_options(o, "TransformerEncoderLayer");
   // Registration order is PyTorch's, so state dicts list the same names in the same order.
   self_attn = register_module<MultiheadAttention>(
       "self_attn", {.embed_dim = o.d_model, .num_heads = o.nhead, .dropout = o.dropout, .bias = o.bias,
@@ -21,18 +36,15 @@ TransformerEncoderLayer::TransformerEncoderLayer(Options o) : UnaryModule("Trans
   dropout2 = register_module<Dropout>("dropout2", {.p = o.dropout, .generator = o.generator});
 }
 
-Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
-  Tensor h = (*linear1)(x);
-  h = options_.activation == Activation::GELU ? gelu(h) : relu(h);
-  return (*dropout2)((*linear2)((*dropout)(h)));
-}
-
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask,
                                         const Tensor& src_key_padding_mask) {
   auto scope = module_scope(*this);  // a no-op when entered through operator()
   MG_CHECK(src.defined() && src.dim() == 3 && src.size(2) == options_.d_model, ShapeError,
            "TransformerEncoderLayer(d_model=", options_.d_model, ", nhead=", options_.nhead, "): expected src [B, L, ",
            options_.d_model, "], got src ", src.defined() ? str_cat(src.shape()) : "undefined");
+  auto feed_forward = [&](const Tensor& x) {
+    return detail::transformer_feed_forward(x, *linear1, *dropout, *linear2, *dropout2, options_.activation);
+  };
   auto attend = [&](const Tensor& x) {
     return (*dropout1)(self_attn->forward(x, x, x, src_key_padding_mask, src_mask));
   };

@@ -16,7 +16,8 @@ namespace mg::nn {
 
 enum class Activation { ReLU, GELU };
 
-struct TransformerEncoderLayerOptions {
+// The options of one encoder or decoder layer (PyTorch's constructor arguments, batch_first only).
+struct TransformerLayerOptions {
   int64_t d_model = 0;
   int64_t nhead = 1;
   int64_t dim_feedforward = 2048;
@@ -27,6 +28,7 @@ struct TransformerEncoderLayerOptions {
   bool bias = true;
   Generator* generator = nullptr;  // dropout stream; the default generator when null
 };
+using TransformerEncoderLayerOptions = TransformerLayerOptions;
 
 // Post-norm: x = norm1(x + dropout1(self_attn(x))); x = norm2(x + dropout2(linear2(dropout(act(linear1(x)))))).
 // Pre-norm:  x = x + dropout1(self_attn(norm1(x))); x = x + dropout2(linear2(dropout(act(linear1(norm2(x)))))).
@@ -46,8 +48,15 @@ class TransformerEncoderLayer : public UnaryModule {
   std::shared_ptr<LayerNorm> norm1, norm2;
 
  private:
-  Tensor feed_forward(const Tensor& x);
   Options options_;
 };
+
+namespace detail {
+// The layers' feed-forward block: dropout_out(linear2(dropout(act(linear1(x))))).
+Tensor transformer_feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2,
+                                Dropout& dropout_out, Activation activation);
+// d_model and dim_feedforward checked, naming the layer (MultiheadAttention checks nhead and dropout).
+void check_transformer_layer_options(const TransformerLayerOptions& o, const char* layer);
+}  // namespace detail
 
 }  // namespace mg::nn
