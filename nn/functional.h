@@ -6,6 +6,8 @@
 //   namespace F = mg::nn::functional;
 //   mg::Tensor y = F::relu(F::conv2d(x, w, b, {.padding = {1, 1}}));
 #pragma once
+#include "mixgrad/nn/fold.h"
+#include "mixgrad/nn/reshape_layers.h"
 #include "mixgrad/ops/attention.h"
 #include "mixgrad/ops/conv.h"
 #include "mixgrad/ops/conv1d.h"
@@ -49,6 +51,10 @@ using mg::interpolate;
 using mg::max_pool1d;
 using mg::max_pool2d;
 using mg::pad;
+using mg::pixel_shuffle;
+using mg::pixel_unshuffle;
+using mg::nn::fold;    // public ops composed in nn/fold.h
+using mg::nn::unfold;
 // normalisation, embedding, dropout, attention
 using mg::batch_norm;
 using mg::dropout;

@@ -1,0 +1,78 @@
+// nn layers built from public ops, on CUDA against the CPU (they have no kernels of their own, so
+// these check that every op they use runs on the device with the CPU's results): unfold/fold with
+// their gradients, and a Transformer step in f32 and under f16 autocast. Skipped without a GPU.
+#include <catch2/catch.hpp>
+
+#include "amp/autocast.h"
+#include "autograd/engine.h"
+#include "core/factory.h"
+#include "cuda_test_util.h"
+#include "nn/fold.h"
+#include "nn/transformer_model.h"
+#include "ops/ops.h"
+
+using namespace mg;
+using namespace mg::test;
+
+TEST_CASE("CUDA unfold and fold equal the CPU's, gradients included", "[cuda][gpu][nn]") {
+  manual_seed(7);
+  const nn::UnfoldOptions u{.kernel = {3, 2}, .dilation = {1, 2}, .padding = {1, 1}, .stride = {2, 1}};
+  const nn::FoldOptions f{.output_size = {9, 8}, .kernel = u.kernel, .dilation = u.dilation, .padding = u.padding,
+                          .stride = u.stride};
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const Tensor x = randn({2, 3, 9, 8}).to(dt);
+    check_same_on_gpu("unfold", {x}, [&](const std::vector<Tensor>& in) { return nn::unfold(in[0], u); });
+    const Tensor cols = nn::unfold(x, u);
+    check_same_on_gpu("fold", {cols}, [&](const std::vector<Tensor>& in) { return nn::fold(in[0], f); });
+    // Gradients: the backward passes are strided copies and adds in a fixed order on both devices.
+    auto grad_of = [&](const Tensor& at) {
+      const Tensor leaf = at.detach().requires_grad_();
+      const Tensor y = nn::fold(nn::unfold(leaf, u), f);
+      return autograd::grad({sum(y * y)}, {leaf})[0];
+    };
+    const std::vector<double> want = values(grad_of(x)), got = values(grad_of(x.to(gpu())).to(Device::cpu()));
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-5).margin(1e-5));
+  }
+  require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA Transformer forward and backward equal the CPU's in f32 and stay close under f16 autocast",
+          "[cuda][gpu][nn]") {
+  manual_seed(8);
+  nn::Transformer cpu({.d_model = 32, .nhead = 4, .num_encoder_layers = 2, .num_decoder_layers = 2,
+                       .dim_feedforward = 64, .dropout = 0.0});
+  nn::Transformer gpu_model({.d_model = 32, .nhead = 4, .num_encoder_layers = 2, .num_decoder_layers = 2,
+                             .dim_feedforward = 64, .dropout = 0.0});
+  gpu_model.load_state_dict(cpu.state_dict());
+  gpu_model.to(gpu());
+  const Tensor src = randn({3, 7, 32}), tgt = randn({3, 5, 32});
+  const Tensor pad = gt(arange(0, 7).unsqueeze(0), from_vector<int64_t>({6, 5, 3}, {3, 1}));
+  auto masks_on = [&](Device d) {
+    return nn::TransformerMasks{.tgt_mask = nn::generate_square_subsequent_mask(5, {.device = d}),
+                                .src_key_padding_mask = pad.to(d),
+                                .memory_key_padding_mask = pad.to(d)};
+  };
+  const Tensor want = cpu.forward(src, tgt, masks_on(Device::cpu()));
+  const Tensor got = gpu_model.forward(src.to(gpu()), tgt.to(gpu()), masks_on(gpu()));
+  REQUIRE(got.device() == gpu());
+  const std::vector<double> w = values(want), g = values(got.to(Device::cpu()));
+  for (std::size_t i = 0; i < w.size(); ++i) CHECK(g[i] == Approx(w[i]).epsilon(1e-4).margin(1e-4));
+  sum(want * want).backward();
+  sum(got * got).backward();
+  const auto cpu_params = cpu.named_parameters(), gpu_params = gpu_model.named_parameters();
+  for (std::size_t p = 0; p < cpu_params.size(); ++p) {
+    INFO(cpu_params[p].first);
+    const std::vector<double> wg = values(cpu_params[p].second.grad()),
+                              gg = values(gpu_params[p].second.grad().to(Device::cpu()));
+    for (std::size_t i = 0; i < wg.size(); ++i) CHECK(gg[i] == Approx(wg[i]).epsilon(1e-3).margin(1e-3));
+  }
+  {
+    amp::Autocast autocast({.device = DeviceType::CUDA});  // f16 on CUDA
+    const Tensor low = gpu_model.forward(src.to(gpu()), tgt.to(gpu()), masks_on(gpu()));
+    CHECK(low.dtype() == DType::F32);  // the final layer norm is an fp32 op
+    const Tensor diff = (low.to(Device::cpu()) - want).abs().max();
+    CHECK(diff.item<double>() < 0.05);
+  }
+  require_no_pending_cuda_error();
+}
