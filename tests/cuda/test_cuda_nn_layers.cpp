@@ -1,12 +1,13 @@
 // nn layers built from public ops, on CUDA against the CPU (they have no kernels of their own, so
 // these check that every op they use runs on the device with the CPU's results): unfold/fold with
-// their gradients, and a Transformer step in f32 and under f16 autocast. Skipped without a GPU.
+// their gradients, embedding_bag in every mode, and a Transformer step in f32 and under f16 autocast. Skipped without a GPU.
 #include <catch2/catch.hpp>
 
 #include "amp/autocast.h"
 #include "autograd/engine.h"
 #include "core/factory.h"
 #include "cuda_test_util.h"
+#include "nn/embedding_bag.h"
 #include "nn/fold.h"
 #include "nn/transformer_model.h"
 #include "ops/ops.h"
@@ -73,6 +74,27 @@ TEST_CASE("CUDA Transformer forward and backward equal the CPU's in f32 and stay
     CHECK(low.dtype() == DType::F32);  // the final layer norm is an fp32 op
     const Tensor diff = (low.to(Device::cpu()) - want).abs().max();
     CHECK(diff.item<double>() < 0.05);
+  }
+  require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA embedding_bag equals the CPU's in every mode, with offsets and padding", "[cuda][gpu][nn]") {
+  manual_seed(10);
+  const Tensor weight = randn({12, 5});
+  const Tensor input = from_vector<int64_t>({3, 0, 7, 7, 11, 2, 0, 5, 9}, {9});
+  const Tensor offsets = from_vector<int64_t>({0, 2, 2, 6}, {4});
+  for (nn::BagMode mode : {nn::BagMode::Sum, nn::BagMode::Mean, nn::BagMode::Max}) {
+    auto run = [&](const Tensor& w_at) {
+      const Tensor w = w_at.detach().requires_grad_();
+      const Device d = w.device();
+      const Tensor y = nn::embedding_bag(w, input.to(d), {.offsets = offsets.to(d), .mode = mode, .padding_idx = 7});
+      const Tensor g = autograd::grad({sum(y * y)}, {w})[0];
+      return std::pair{values(y.to(Device::cpu())), values(g.to(Device::cpu()))};
+    };
+    const auto [want_y, want_g] = run(weight);
+    const auto [got_y, got_g] = run(weight.to(gpu()));
+    for (std::size_t i = 0; i < want_y.size(); ++i) CHECK(got_y[i] == Approx(want_y[i]).epsilon(1e-6).margin(1e-6));
+    for (std::size_t i = 0; i < want_g.size(); ++i) CHECK(got_g[i] == Approx(want_g[i]).epsilon(1e-5).margin(1e-5));
   }
   require_no_pending_cuda_error();
 }

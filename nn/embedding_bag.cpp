@@ -1,0 +1,174 @@
+#include "mixgrad/nn/embedding_bag.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/factory.h"
+#include "mixgrad/nn/dropout.h"
+#include "mixgrad/nn/init.h"
+#include "mixgrad/ops/norm.h"
+#include "mixgrad/ops/ops.h"
+
+namespace mg::nn {
+
+namespace {
+
+constexpr const char* kWho = "embedding_bag";
+
+const char* mode_name(BagMode m) { return m == BagMode::Sum ? "sum" : m == BagMode::Mean ? "mean" : "max"; }
+
+bool is_index_dtype(DType d) { return d == DType::I64 || d == DType::I32; }
+
+// The bags of a 1-D input as a dense table: pos [B, L] holds each bag's positions in input, the
+// unused slots n (an extra entry appended to input), and used [B, L] says which slots hold one.
+struct BagTable {
+  Tensor pos, used;
+  int64_t bags = 0, longest = 0;
+};
+
+BagTable bag_table(const Tensor& offsets, int64_t n, bool include_last_offset) {
+  MG_CHECK(offsets.defined() && offsets.dim() == 1 && is_index_dtype(offsets.dtype()), ShapeError, kWho,
+           ": a 1-D input needs 1-D integer offsets (where each bag starts), got ",
+           offsets.defined() ? describe(offsets) : "undefined");
+  const Tensor host = contiguous(to(to(offsets, Device::cpu()), DType::I64));
+  const int64_t* o = host.data<int64_t>();
+  const int64_t count = host.numel();
+  MG_CHECK(count >= (include_last_offset ? 2 : 1), ShapeError, kWho, ": offsets ", describe(offsets),
+           " name no bag", include_last_offset ? " (include_last_offset: the last entry ends the last bag)" : "");
+  MG_CHECK(o[0] == 0, IndexError, kWho, ": offsets[0] must be 0 (the first bag starts the input), got ", o[0]);
+  BagTable t;
+  t.bags = include_last_offset ? count - 1 : count;
+  std::vector<int64_t> begin(std::size_t(t.bags)), end(std::size_t(t.bags));
+  for (int64_t b = 0; b < t.bags; ++b) {
+    begin[std::size_t(b)] = o[b];
+    end[std::size_t(b)] = b + 1 < count ? o[b + 1] : n;
+    MG_CHECK(begin[std::size_t(b)] <= end[std::size_t(b)] && end[std::size_t(b)] <= n, IndexError, kWho,
+             ": offsets must be non-decreasing and at most the input's length ", n, ", got offsets[", b, "] = ",
+             begin[std::size_t(b)], " and its bag's end ", end[std::size_t(b)]);
+    t.longest = std::max(t.longest, end[std::size_t(b)] - begin[std::size_t(b)]);
+  }
+  std::vector<int64_t> pos(std::size_t(t.bags * t.longest), n);
+  std::vector<uint8_t> used(pos.size(), 0);
+  for (int64_t b = 0; b < t.bags; ++b)
+    for (int64_t i = begin[std::size_t(b)]; i < end[std::size_t(b)]; ++i) {
+      const std::size_t slot = std::size_t(b * t.longest + i - begin[std::size_t(b)]);
+      pos[slot] = i;
+      used[slot] = 1;
+    }
+  const Device dev = offsets.device();
+  t.pos = from_vector<int64_t>(pos, {t.bags, t.longest}).to(dev);
+  t.used = from_vector<uint8_t>(used, {t.bags, t.longest}).to(DType::Bool).to(dev);
+  return t;
+}
+
+// x [n] with one zero appended, then its entries at pos [B, L].
+Tensor take(const Tensor& x, const Tensor& pos) {
+  const Tensor ext = cat({x, zeros({1}, {.dtype = x.dtype(), .device = x.device()})});
+  return index_select(ext, 0, pos.reshape({-1})).reshape(pos.shape());
+}
+
+}  // namespace
+
+Tensor embedding_bag(const Tensor& weight, const Tensor& input, const EmbeddingBagArgs& a) {
+  MG_CHECK(weight.defined() && weight.dim() == 2 && weight.is_floating_point(), ShapeError, kWho,
+           ": expected a floating weight [V, D], got ", weight.defined() ? describe(weight) : "undefined");
+  MG_CHECK(input.defined() && (input.dim() == 1 || input.dim() == 2) && is_index_dtype(input.dtype()), ShapeError,
+           kWho, ": expected integer (i64 or i32) input [B, N] or [n], got ",
+           input.defined() ? describe(input) : "undefined");
+  const Tensor& psw = a.per_sample_weights;
+  if (psw.defined()) {
+    MG_CHECK(a.mode == BagMode::Sum, Error, kWho, ": per_sample_weights are only supported with mode sum, not ",
+             mode_name(a.mode));
+    MG_CHECK(psw.shape() == input.shape() && psw.is_floating_point(), ShapeError, kWho,
+             ": per_sample_weights must be floating with the input's shape ", input.shape(), ", got ", describe(psw));
+  }
+  const int64_t v = weight.size(0), d = weight.size(1);
+  std::optional<int64_t> pad = a.padding_idx;
+  if (pad) {
+    MG_CHECK(*pad >= -v && *pad < v, IndexError, kWho, ": padding_idx ", *pad, " is out of range for ", v,
+             " rows");
+    if (*pad < 0) *pad += v;
+  }
+
+  Tensor idx, used, weights;  // [B, L]: the indices, which slots hold one, the per-sample weights
+  if (input.dim() == 2) {
+    MG_CHECK(!a.offsets.defined(), ShapeError, kWho,
+             ": a 2-D input is one bag per row, so offsets must be undefined, got ", describe(a.offsets));
+    idx = input;
+    used = ones(input.shape(), {.dtype = DType::Bool, .device = input.device()});
+    weights = psw;
+  } else {
+    const BagTable t = bag_table(a.offsets, input.size(0), a.include_last_offset);
+    idx = take(input, t.pos);
+    used = t.used;
+    if (psw.defined()) weights = take(psw, t.pos);
+  }
+  const int64_t bags = idx.size(0);
+  const DType out = weight.dtype();
+  if (idx.size(1) == 0) return zeros({bags, d}, {.dtype = out, .device = weight.device()});
+  const DType acc = out == DType::F16 || out == DType::BF16 ? DType::F32 : out;
+  Tensor counted = used.to(acc);  // [B, L]: 1 where a slot counts
+  if (pad) counted = counted * ne(idx, scalar_like(double(*pad), idx)).to(acc);
+  const Tensor skipped = eq(counted, scalar_like(0, counted));  // [B, L] bool
+  // Skipped slots read row 0 (a padding entry or a slot past its bag's end), then are masked.
+  const Tensor rows = embedding(weight, masked_fill(idx, skipped, 0.0));  // [B, L, D]
+  const Tensor skipped3 = skipped.unsqueeze(2);
+  if (a.mode == BagMode::Max) {
+    // max's first index takes the gradient, as PyTorch's embedding_bag.
+    const Tensor best = max(masked_fill(rows, skipped3, -std::numeric_limits<double>::infinity()), 1).first;
+    const Tensor empty = eq(sum(counted, {1}, /*keepdim=*/true), scalar_like(0, counted));  // [B, 1]
+    return masked_fill(best, empty, 0.0);
+  }
+  Tensor terms = masked_fill(rows.to(acc), skipped3, 0.0);
+  if (weights.defined()) terms = terms * weights.to(acc).unsqueeze(2);
+  Tensor total = sum(terms, {1});  // [B, D]
+  if (a.mode == BagMode::Mean) total = total / clamp_min(sum(counted, {1}, /*keepdim=*/true), 1.0);
+  return total.to(out);
+}
+
+EmbeddingBag::EmbeddingBag(Options o) : UnaryModule("EmbeddingBag"), options_(o) {
+  MG_CHECK(o.num > 0 && o.dim > 0, Error, "EmbeddingBag: num and dim must be positive, got ", o.num, " and ", o.dim);
+  if (o.padding_idx) {
+    MG_CHECK(*o.padding_idx >= -o.num && *o.padding_idx < o.num, Error, "EmbeddingBag: padding_idx ",
+             *o.padding_idx, " is out of range for ", o.num, " rows");
+    if (*options_.padding_idx < 0) *options_.padding_idx += o.num;
+  }
+  weight = register_parameter("weight", empty({o.num, o.dim}));
+  reset_parameters();
+}
+
+void EmbeddingBag::reset_parameters() {
+  init::normal_(weight);
+  if (options_.padding_idx) {
+    NoGradGuard no_grad;
+    Tensor(weight.select(0, *options_.padding_idx)).zero_();
+  }
+}
+
+Tensor EmbeddingBag::forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights) {
+  auto scope = module_scope(*this);
+  try {
+    if (options_.max_norm && input.defined() && input.numel() > 0)
+      embedding_renorm_(weight, input, *options_.max_norm, options_.norm_type);
+    return embedding_bag(weight, input,
+                         {.offsets = offsets,
+                          .per_sample_weights = per_sample_weights,
+                          .mode = options_.mode,
+                          .include_last_offset = options_.include_last_offset,
+                          .padding_idx = options_.padding_idx});
+  } catch (const IndexError& e) {
+    throw IndexError(str_cat(layer_name(), ": ", e.what()));
+  }
+}
+
+std::string EmbeddingBag::extra_repr() const {
+  std::string s = str_cat(options_.num, ", ", options_.dim, ", mode=", mode_name(options_.mode));
+  if (options_.padding_idx) s += str_cat(", padding_idx=", *options_.padding_idx);
+  if (options_.include_last_offset) s += ", include_last_offset=true";
+  if (options_.max_norm) s += str_cat(", max_norm=", *options_.max_norm);
+  return s;
+}
+
+}  // namespace mg::nn

@@ -1,0 +1,69 @@
+// EmbeddingBag: PyTorch's nn.EmbeddingBag / F.embedding_bag — the sum, mean or max of each bag
+// of embedding rows, without materialising the per-index rows for the user:
+//   input 2-D [B, N]: each row is a bag of N indices (offsets undefined);
+//   input 1-D [n] with offsets [B] (bag b = input[offsets[b] : offsets[b+1]], the last one to n) or,
+//   with include_last_offset, offsets [B + 1] (the last entry ends the last bag);
+// -> [B, D]. An index equal to padding_idx is left out of its bag (not counted by the mean, no
+// gradient); an empty bag gives zeros. per_sample_weights (input's shape, floating; mode Sum only)
+// scale each row before the sum and receive a gradient.
+//
+// Built from public ops (embedding, masks, sum/amax), so it runs on every device and dtype: the
+// bags are laid out as a dense [B, longest bag] table whose unused slots are masked, so memory is
+// B x longest x D. 1-D input reads the offsets on the host to build that table (a synchronisation
+// on a GPU; 2-D input reads nothing). f16/bf16 rows are summed in f32 and rounded once; in max
+// mode the first maximum of a bag takes the gradient, as in PyTorch.
+//
+//   auto bag = nn::make<nn::EmbeddingBag>({.num = 10000, .dim = 64, .mode = nn::BagMode::Mean});
+//   mg::Tensor y = bag->forward(tokens, offsets);          // tokens [n] i64, offsets [B] -> [B, 64]
+#pragma once
+#include <cstdint>
+#include <optional>
+
+#include "mixgrad/nn/module.h"
+
+namespace mg::nn {
+
+enum class BagMode { Sum, Mean, Max };
+
+struct EmbeddingBagArgs {
+  Tensor offsets;                      // 1-D input only: integer [B] (or [B + 1] with include_last_offset)
+  Tensor per_sample_weights;           // optional, input's shape; BagMode::Sum only
+  BagMode mode = BagMode::Mean;
+  bool include_last_offset = false;
+  std::optional<int64_t> padding_idx;  // left out of the bags (negative: from the end)
+};
+
+// weight [V, D] (floating), input integer (i64 or i32) [B, N] or [n] -> [B, D] in weight's dtype.
+Tensor embedding_bag(const Tensor& weight, const Tensor& input, const EmbeddingBagArgs& args = {});
+
+struct EmbeddingBagOptions {
+  int64_t num = 0;                     // vocabulary size V
+  int64_t dim = 0;                     // embedding size D
+  BagMode mode = BagMode::Mean;
+  bool include_last_offset = false;
+  std::optional<int64_t> padding_idx;  // excluded from the bags; its row starts at zero
+  std::optional<double> max_norm;      // as EmbeddingOptions::max_norm (rows renormalised before each lookup)
+  double norm_type = 2.0;
+};
+
+// weight [V, D] initialised N(0, 1) with the padding row zeroed (PyTorch's); forward(input,
+// offsets, per_sample_weights) as embedding_bag above.
+class EmbeddingBag : public UnaryModule {
+ public:
+  using Options = EmbeddingBagOptions;
+  explicit EmbeddingBag(Options options);
+  void reset_parameters();
+  Tensor forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights = Tensor());
+  Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
+  const Options& options() const { return options_; }
+
+  Tensor weight;  // [V, D]
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+}  // namespace mg::nn
