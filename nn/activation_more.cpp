@@ -1,5 +1,7 @@
 #include "mixgrad/nn/activation_more.h"
 
+#include <cmath>
+
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/factory.h"
 
@@ -14,6 +16,11 @@ PReLU::PReLU(Options o) : UnaryModule("PReLU"), options_(o) {
 void PReLU::reset_parameters() {
   NoGradGuard no_grad;
   weight.fill_(options_.init);
+}
+
+RReLU::RReLU(Options o) : UnaryModule("RReLU"), options_(o) {
+  MG_CHECK(0 <= o.lower && o.lower <= o.upper && std::isfinite(o.upper), Error,
+           "RReLU: expected 0 <= lower <= upper (finite), got lower=", o.lower, ", upper=", o.upper);
 }
 
 }  // namespace mg::nn

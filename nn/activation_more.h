@@ -144,4 +144,26 @@ class PReLU : public UnaryModule {
   Options options_;
 };
 
+struct RReLUOptions {
+  double lower = 1.0 / 8.0;
+  double upper = 1.0 / 3.0;
+  Generator* generator = nullptr;  // the slopes' Philox stream; the default generator when null
+};
+
+// mg::rrelu with training = is_training(): random slopes in training, their mean in eval.
+class RReLU : public UnaryModule {
+ public:
+  using Options = RReLUOptions;
+  explicit RReLU(Options options = {});
+  Tensor forward(const Tensor& x) override {
+    return rrelu(x, options_.lower, options_.upper, is_training(), options_.generator);
+  }
+
+ protected:
+  std::string extra_repr() const override { return str_cat("lower=", options_.lower, ", upper=", options_.upper); }
+
+ private:
+  Options options_;
+};
+
 }  // namespace mg::nn

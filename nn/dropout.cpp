@@ -43,6 +43,41 @@ Tensor ChannelDropout::forward(const Tensor& x) {
   }
 }
 
+Tensor alpha_dropout(const Tensor& x, double p, bool training, bool feature, Generator* gen) {
+  const char* who = feature ? "feature_alpha_dropout" : "alpha_dropout";
+  MG_CHECK(p >= 0 && p <= 1, Error, who, ": p must be in [0, 1], got ", p);
+  MG_CHECK(x.defined() && x.is_floating_point(), DTypeError, who, ": expected a floating tensor, got ",
+           x.defined() ? describe(x) : "undefined");
+  MG_CHECK(!feature || x.dim() >= 2, ShapeError, who, ": expected x of at least 2 dims [N, C, *], got ", describe(x));
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return x * scalar_like(0, x);
+  constexpr double kAlpha = 1.7580993408473766;  // SELU's -alpha * scale: its saturation value's magnitude
+  const double a = 1.0 / std::sqrt((kAlpha * kAlpha * p + 1) * (1 - p));
+  Shape mask_shape = x.shape();
+  if (feature)
+    for (int64_t d = 2; d < x.dim(); ++d) mask_shape[std::size_t(d)] = 1;
+  // kept: 1 or 0, as x's dtype (dropout of ones gives 1/(1-p) or 0).
+  const Tensor kept = ne(dropout(ones(mask_shape, {.dtype = x.dtype(), .device = x.device()}), p, true, gen),
+                         scalar_like(0, x)).to(x.dtype());
+  // PyTorch's: x * (kept * a) + ((kept - 1) * alpha * a + alpha * a * p)
+  return x * (kept * a) + ((kept - 1.0) * (kAlpha * a) + kAlpha * a * p);
+}
+
+AlphaDropout::AlphaDropout(Options o) : AlphaDropout("AlphaDropout", false, o) {}
+
+AlphaDropout::AlphaDropout(std::string type, bool feature, Options o)
+    : UnaryModule(std::move(type)), feature_(feature), options_(o) {
+  MG_CHECK(o.p >= 0 && o.p <= 1, Error, type_name(), ": p must be in [0, 1], got ", o.p);
+}
+
+Tensor AlphaDropout::forward(const Tensor& x) {
+  try {
+    return alpha_dropout(x, options_.p, is_training(), feature_, options_.generator);
+  } catch (const ShapeError& e) {
+    throw ShapeError(str_cat(layer_name(), ": ", e.what()));
+  }
+}
+
 int64_t embedding_renorm_(const Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
   constexpr const char* kWho = "embedding_renorm_";
   MG_CHECK(weight.defined() && weight.dim() == 2 && weight.is_floating_point(), ShapeError, kWho,

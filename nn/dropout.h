@@ -60,6 +60,36 @@ class Dropout2d : public ChannelDropout {
   explicit Dropout2d(Options options = {}) : ChannelDropout("Dropout2d", 2, options) {}
 };
 
+// Alpha dropout (Klambauer et al. 2017, for SELU networks): in training each element (or, with
+// feature = true, each (dim 0, dim 1) slice of x [N, C, *]) is kept with probability 1 - p or set to
+// SELU's saturation value -alpha' = -1.7580993408473766, then an affine map a·x + b restores the
+// input's mean 0 and variance 1: a = ((1 - p)(1 + p alpha'^2))^(-1/2), b = a alpha' p
+// (PyTorch's alpha_dropout / feature_alpha_dropout). Identity in eval; p = 1 gives zeros, as
+// PyTorch. The keep mask is dropout() of ones (the same Philox stream as Dropout).
+Tensor alpha_dropout(const Tensor& x, double p, bool training = true, bool feature = false, Generator* gen = nullptr);
+
+class AlphaDropout : public UnaryModule {
+ public:
+  using Options = DropoutOptions;
+  explicit AlphaDropout(Options options = {});
+  Tensor forward(const Tensor& x) override;
+
+ protected:
+  AlphaDropout(std::string type, bool feature, Options options);
+  std::string extra_repr() const override { return str_cat("p=", options_.p); }
+
+ private:
+  bool feature_ = false;
+  Options options_;
+};
+
+// Whole channels: the mask is [x.size(0), x.size(1), 1, ...], as PyTorch's (which reads an
+// unbatched [C, D, H, W] input the same way: dim 1 as the channels).
+class FeatureAlphaDropout : public AlphaDropout {
+ public:
+  explicit FeatureAlphaDropout(Options options = {}) : AlphaDropout("FeatureAlphaDropout", true, options) {}
+};
+
 struct EmbeddingOptions {
   int64_t num = 0;                      // vocabulary size V
   int64_t dim = 0;                      // embedding size D

@@ -6,6 +6,8 @@
 //   namespace F = mg::nn::functional;
 //   mg::Tensor y = F::relu(F::conv2d(x, w, b, {.padding = {1, 1}}));
 #pragma once
+#include "mixgrad/nn/dropout.h"
+#include "mixgrad/nn/embedding_bag.h"
 #include "mixgrad/nn/fold.h"
 #include "mixgrad/nn/reshape_layers.h"
 #include "mixgrad/ops/attention.h"
@@ -13,6 +15,8 @@
 #include "mixgrad/ops/conv1d.h"
 #include "mixgrad/ops/distance.h"
 #include "mixgrad/ops/interpolate.h"
+#include "mixgrad/ops/layer_composites.h"
+#include "mixgrad/ops/activation_composites.h"
 #include "mixgrad/ops/loss.h"
 #include "mixgrad/ops/margin_losses.h"
 #include "mixgrad/ops/norm.h"
@@ -34,6 +38,17 @@ using mg::mish;
 using mg::relu;
 using mg::relu6;
 using mg::selu;
+using mg::bilinear;
+using mg::glu;
+using mg::hardshrink;
+using mg::logsigmoid;
+using mg::prelu;
+using mg::rrelu;
+using mg::softmin;
+using mg::softshrink;
+using mg::softsign;
+using mg::tanhshrink;
+using mg::threshold;
 using mg::sigmoid;
 using mg::silu;
 using mg::softplus;
@@ -59,6 +74,10 @@ using mg::nn::unfold;
 using mg::batch_norm;
 using mg::dropout;
 using mg::embedding;
+using mg::local_response_norm;
+using mg::nn::alpha_dropout;    // public ops composed in nn/dropout.h and nn/embedding_bag.h
+using mg::nn::channel_dropout;
+using mg::nn::embedding_bag;
 using mg::group_norm;
 using mg::layer_norm;
 using mg::rms_norm;

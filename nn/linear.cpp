@@ -4,6 +4,7 @@
 
 #include "mixgrad/core/factory.h"
 #include "mixgrad/nn/init.h"
+#include "mixgrad/ops/layer_composites.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::nn {
@@ -43,6 +44,34 @@ Tensor Flatten::forward(const Tensor& x) { return flatten(x, options_.start_dim,
 
 std::string Flatten::extra_repr() const {
   return str_cat("start_dim=", options_.start_dim, ", end_dim=", options_.end_dim);
+}
+
+Bilinear::Bilinear(Options o) : Module("Bilinear"), options_(o) {
+  MG_CHECK(o.in1 > 0 && o.in2 > 0 && o.out > 0, Error, "Bilinear: in1, in2 and out must be positive, got in1=", o.in1,
+           ", in2=", o.in2, ", out=", o.out);
+  weight = register_parameter("weight", empty({o.out, o.in1, o.in2}));
+  if (o.bias) bias = register_parameter("bias", empty({o.out}));
+  reset_parameters();
+}
+
+void Bilinear::reset_parameters() {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(options_.in1));  // PyTorch's
+  init::uniform_(weight, -bound, bound);
+  if (bias.defined()) init::uniform_(bias, -bound, bound);
+}
+
+Tensor Bilinear::forward(const Tensor& x1, const Tensor& x2) {
+  auto scope = module_scope(*this);
+  try {
+    return bilinear(x1, x2, weight, bias);
+  } catch (const ShapeError& e) {
+    throw ShapeError(str_cat(layer_name(), ": ", e.what()));
+  }
+}
+
+std::string Bilinear::extra_repr() const {
+  return str_cat("in1_features=", options_.in1, ", in2_features=", options_.in2, ", out_features=", options_.out,
+                 ", bias=", options_.bias ? "True" : "False");
 }
 
 }  // namespace mg::nn

@@ -1,4 +1,4 @@
-// Linear, Identity and Flatten layers.
+// Linear, Bilinear, Identity and Flatten layers.
 //
 //   auto fc = nn::make<nn::Linear>({.in = 784, .out = 10});   // y = x W^T + b
 //   mg::Tensor y = (*fc)(x);                                     // x [B, 784] -> [B, 10]
@@ -25,6 +25,33 @@ class Linear : public UnaryModule {
   const Options& options() const { return options_; }
 
   Tensor weight;  // [out, in]
+  Tensor bias;    // [out] or undefined
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+struct BilinearOptions {
+  int64_t in1 = 0;   // features of the first input
+  int64_t in2 = 0;   // features of the second input
+  int64_t out = 0;   // output features
+  bool bias = true;
+};
+
+// y [..., out] = x1^T A_o x2 + b_o (mg::bilinear) with weight [out, in1, in2] and bias [out], both
+// initialised from U(-1/sqrt(in1), 1/sqrt(in1)) as in PyTorch. forward(x1, x2); the one-input
+// forward is refused (Bilinear takes two).
+class Bilinear : public Module {
+ public:
+  using Options = BilinearOptions;
+  explicit Bilinear(Options options);
+  Tensor forward(const Tensor& x1, const Tensor& x2);
+  void reset_parameters();
+
+  Tensor weight;  // [out, in1, in2]
   Tensor bias;    // [out] or undefined
 
  protected:

@@ -5,6 +5,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/ops/norm.h"
+#include "mixgrad/ops/layer_composites.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::nn {
@@ -141,6 +142,22 @@ Tensor RMSNorm::forward(const Tensor& x) {
 std::string RMSNorm::extra_repr() const {
   return str_cat(options_.shape, ", eps=", options_.eps ? str_cat(*options_.eps) : std::string("None"),
                  ", elementwise_affine=", options_.elementwise_affine ? "true" : "false");
+}
+
+LocalResponseNorm::LocalResponseNorm(Options o) : UnaryModule("LocalResponseNorm"), options_(o) {
+  MG_CHECK(o.size >= 1, Error, "LocalResponseNorm: size must be >= 1, got ", o.size);
+}
+
+Tensor LocalResponseNorm::forward(const Tensor& x) {
+  try {
+    return local_response_norm(x, options_.size, options_.alpha, options_.beta, options_.k);
+  } catch (const ShapeError& e) {
+    throw ShapeError(str_cat(layer_name(), ": ", e.what()));
+  }
+}
+
+std::string LocalResponseNorm::extra_repr() const {
+  return str_cat(options_.size, ", alpha=", options_.alpha, ", beta=", options_.beta, ", k=", options_.k);
 }
 
 }  // namespace mg::nn

@@ -146,4 +146,25 @@ class RMSNorm : public UnaryModule {
   Options options_;
 };
 
+struct LocalResponseNormOptions {
+  int64_t size = 0;    // channels in each window, >= 1
+  double alpha = 1e-4;
+  double beta = 0.75;
+  double k = 1.0;
+};
+
+// AlexNet's local response normalisation across channels (mg::local_response_norm): x [N, C, *].
+class LocalResponseNorm : public UnaryModule {
+ public:
+  using Options = LocalResponseNormOptions;
+  explicit LocalResponseNorm(Options options);
+  Tensor forward(const Tensor& x) override;
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
 }  // namespace mg::nn

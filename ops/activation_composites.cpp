@@ -1,5 +1,8 @@
 #include "mixgrad/ops/activation_composites.h"
 
+#include <cmath>
+
+#include "mixgrad/core/factory.h"
 #include "mixgrad/core/shape.h"
 #include "mixgrad/ops/composite.h"
 #include "mixgrad/ops/loss.h"
@@ -85,6 +88,16 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
   if (a.dim() >= 2) s[1] = n;
   const Tensor w = reshape(c.math[1], s);
   return detail::round_result(where(a.gt(0.0), a, w * a), c);
+}
+
+Tensor rrelu(const Tensor& x, double lower, double upper, bool training, Generator* gen) {
+  MG_CHECK(0 <= lower && lower <= upper && std::isfinite(upper), Error,
+           "rrelu: expected 0 <= lower <= upper (finite), got lower=", lower, ", upper=", upper);
+  return unary("rrelu", x, [&](const Tensor& a) {
+    Tensor slope = training ? rand(a.shape(), {.dtype = a.dtype(), .device = a.device()}, gen) * (upper - lower) + lower
+                            : scalar_like(0.5 * (lower + upper), a);
+    return where(a.gt(0.0), a, slope * a);  // x = 0 takes the slope's gradient, as PyTorch
+  });
 }
 
 }  // namespace mg

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 
+#include "mixgrad/core/generator.h"
 #include "mixgrad/core/tensor.h"
 
 namespace mg {
@@ -32,5 +33,10 @@ Tensor threshold(const Tensor& x, double threshold, double value);
 // x where x > 0, else weight * x; weight [1] (shared) or [C] (per channel: dim 1 of x [N, C, ...];
 // an input of fewer than 2 dims has one channel), as torch.nn.functional.prelu.
 Tensor prelu(const Tensor& x, const Tensor& weight);
+// Randomized leaky ReLU (Xu et al. 2015): x where x > 0, else a * x with, in training, a drawn
+// per element from U(lower, upper) (the Philox stream of `gen`, the default generator when null)
+// and, in eval, a = (lower + upper) / 2; the gradient is a where x <= 0. 0 <= lower <= upper.
+Tensor rrelu(const Tensor& x, double lower = 1.0 / 8.0, double upper = 1.0 / 3.0, bool training = false,
+             Generator* gen = nullptr);
 
 }  // namespace mg
