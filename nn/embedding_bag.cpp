@@ -28,7 +28,7 @@ struct BagTable {
   int64_t bags = 0, longest = 0;
 };
 
-BagTable bag_table(const Tensor& offsets, int64_t n, bool include_last_offset) {
+BagTable bag_table(const Tensor& offsets, int64_t n, bool include_last_offset, Device device) {
   MG_CHECK(offsets.defined() && offsets.dim() == 1 && is_index_dtype(offsets.dtype()), ShapeError, kWho,
            ": a 1-D input needs 1-D integer offsets (where each bag starts), got ",
            offsets.defined() ? describe(offsets) : "undefined");
@@ -38,6 +38,11 @@ BagTable bag_table(const Tensor& offsets, int64_t n, bool include_last_offset) {
   MG_CHECK(count >= (include_last_offset ? 2 : 1), ShapeError, kWho, ": offsets ", describe(offsets),
            " name no bag", include_last_offset ? " (include_last_offset: the last entry ends the last bag)" : "");
   MG_CHECK(o[0] == 0, IndexError, kWho, ": offsets[0] must be 0 (the first bag starts the input), got ", o[0]);
+  // PyTorch silently adds the entries past offsets[B] to the last bag; a CSR-style offsets vector
+  // ends at n, so anything else is refused.
+  MG_CHECK(!include_last_offset || o[count - 1] == n, IndexError, kWho,
+           ": with include_last_offset the last offset ends the last bag and must equal the input's length ", n,
+           ", got ", o[count - 1]);
   BagTable t;
   t.bags = include_last_offset ? count - 1 : count;
   std::vector<int64_t> begin(std::size_t(t.bags)), end(std::size_t(t.bags));
@@ -49,7 +54,10 @@ BagTable bag_table(const Tensor& offsets, int64_t n, bool include_last_offset) {
              begin[std::size_t(b)], " and its bag's end ", end[std::size_t(b)]);
     t.longest = std::max(t.longest, end[std::size_t(b)] - begin[std::size_t(b)]);
   }
-  std::vector<int64_t> pos(std::size_t(t.bags * t.longest), n);
+  int64_t slots = 0;
+  MG_CHECK(!__builtin_mul_overflow(t.bags, t.longest, &slots), Error, kWho, ": ", t.bags,
+           " bags of up to ", t.longest, " entries overflow 64-bit sizes");
+  std::vector<int64_t> pos(std::size_t(slots), n);
   std::vector<uint8_t> used(pos.size(), 0);
   for (int64_t b = 0; b < t.bags; ++b)
     for (int64_t i = begin[std::size_t(b)]; i < end[std::size_t(b)]; ++i) {
@@ -57,9 +65,8 @@ BagTable bag_table(const Tensor& offsets, int64_t n, bool include_last_offset) {
       pos[slot] = i;
       used[slot] = 1;
     }
-  const Device dev = offsets.device();
-  t.pos = from_vector<int64_t>(pos, {t.bags, t.longest}).to(dev);
-  t.used = from_vector<uint8_t>(used, {t.bags, t.longest}).to(DType::Bool).to(dev);
+  t.pos = from_vector<int64_t>(pos, {t.bags, t.longest}).to(device);
+  t.used = from_vector<uint8_t>(used, {t.bags, t.longest}).to(DType::Bool).to(device);
   return t;
 }
 
@@ -77,6 +84,13 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& input, const EmbeddingB
   MG_CHECK(input.defined() && (input.dim() == 1 || input.dim() == 2) && is_index_dtype(input.dtype()), ShapeError,
            kWho, ": expected integer (i64 or i32) input [B, N] or [n], got ",
            input.defined() ? describe(input) : "undefined");
+  MG_CHECK(input.device() == weight.device() && (!a.offsets.defined() || a.offsets.device() == input.device()) &&
+               (!a.per_sample_weights.defined() || a.per_sample_weights.device() == input.device()),
+           DeviceError, kWho, ": weight, input, offsets and per_sample_weights must be on one device, got weight on ",
+           weight.device(), ", input on ", input.device(),
+           a.offsets.defined() ? str_cat(", offsets on ", a.offsets.device()) : std::string(),
+           a.per_sample_weights.defined() ? str_cat(", per_sample_weights on ", a.per_sample_weights.device())
+                                          : std::string());
   const Tensor& psw = a.per_sample_weights;
   if (psw.defined()) {
     MG_CHECK(a.mode == BagMode::Sum, Error, kWho, ": per_sample_weights are only supported with mode sum, not ",
@@ -100,14 +114,12 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& input, const EmbeddingB
     used = ones(input.shape(), {.dtype = DType::Bool, .device = input.device()});
     weights = psw;
   } else {
-    const BagTable t = bag_table(a.offsets, input.size(0), a.include_last_offset);
+    const BagTable t = bag_table(a.offsets, input.size(0), a.include_last_offset, input.device());
     idx = take(input, t.pos);
     used = t.used;
     if (psw.defined()) weights = take(psw, t.pos);
   }
-  const int64_t bags = idx.size(0);
   const DType out = weight.dtype();
-  if (idx.size(1) == 0) return zeros({bags, d}, {.dtype = out, .device = weight.device()});
   const DType acc = out == DType::F16 || out == DType::BF16 ? DType::F32 : out;
   Tensor counted = used.to(acc);  // [B, L]: 1 where a slot counts
   if (pad) counted = counted * ne(idx, scalar_like(double(*pad), idx)).to(acc);
@@ -116,7 +128,11 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& input, const EmbeddingB
   const Tensor rows = embedding(weight, masked_fill(idx, skipped, 0.0));  // [B, L, D]
   const Tensor skipped3 = skipped.unsqueeze(2);
   if (a.mode == BagMode::Max) {
-    // max's first index takes the gradient, as PyTorch's embedding_bag.
+    if (idx.size(1) == 0) return sum(rows, {1});  // every bag empty: zeros [B, D], still on the graph
+    // max's first index takes the gradient, as PyTorch's embedding_bag. Unlike PyTorch (whose
+    // kernel compares with a strict >, so a NaN after the first slot is passed over), a NaN row
+    // gives NaN; and where every counted row of a column is -inf, a skipped slot before them ties
+    // and takes that column's gradient.
     const Tensor best = max(masked_fill(rows, skipped3, -std::numeric_limits<double>::infinity()), 1).first;
     const Tensor empty = eq(sum(counted, {1}, /*keepdim=*/true), scalar_like(0, counted));  // [B, 1]
     return masked_fill(best, empty, 0.0);
@@ -158,8 +174,14 @@ Tensor EmbeddingBag::forward(const Tensor& input, const Tensor& offsets, const T
                           .mode = options_.mode,
                           .include_last_offset = options_.include_last_offset,
                           .padding_idx = options_.padding_idx});
-  } catch (const IndexError& e) {
+  } catch (const IndexError& e) {  // the layer names itself in front of the function's text
     throw IndexError(str_cat(layer_name(), ": ", e.what()));
+  } catch (const ShapeError& e) {
+    throw ShapeError(str_cat(layer_name(), ": ", e.what()));
+  } catch (const DTypeError& e) {
+    throw DTypeError(str_cat(layer_name(), ": ", e.what()));
+  } catch (const DeviceError& e) {
+    throw DeviceError(str_cat(layer_name(), ": ", e.what()));
   }
 }
 

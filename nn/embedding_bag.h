@@ -2,16 +2,19 @@
 // of embedding rows, without materialising the per-index rows for the user:
 //   input 2-D [B, N]: each row is a bag of N indices (offsets undefined);
 //   input 1-D [n] with offsets [B] (bag b = input[offsets[b] : offsets[b+1]], the last one to n) or,
-//   with include_last_offset, offsets [B + 1] (the last entry ends the last bag);
+//   with include_last_offset, offsets [B + 1] (CSR: the last entry must be n);
 // -> [B, D]. An index equal to padding_idx is left out of its bag (not counted by the mean, no
 // gradient); an empty bag gives zeros. per_sample_weights (input's shape, floating; mode Sum only)
 // scale each row before the sum and receive a gradient.
 //
-// Built from public ops (embedding, masks, sum/amax), so it runs on every device and dtype: the
+// Built from public ops (embedding, masks, sum/max), so it runs on every device and dtype: the
 // bags are laid out as a dense [B, longest bag] table whose unused slots are masked, so memory is
 // B x longest x D. 1-D input reads the offsets on the host to build that table (a synchronisation
 // on a GPU; 2-D input reads nothing). f16/bf16 rows are summed in f32 and rounded once; in max
-// mode the first maximum of a bag takes the gradient, as in PyTorch.
+// mode the first maximum of a bag takes the gradient, as in PyTorch, but a NaN row gives NaN
+// (PyTorch's strict > passes over a NaN after the first slot). On CUDA the backward passes are
+// the deterministic scatter_add of index_select and embedding (docs/cuda.md): O(V x B x longest)
+// index reads per embedding column, slow for large vocabularies (a sorted path is future work).
 //
 //   auto bag = nn::make<nn::EmbeddingBag>({.num = 10000, .dim = 64, .mode = nn::BagMode::Mean});
 //   mg::Tensor y = bag->forward(tokens, offsets);          // tokens [n] i64, offsets [B] -> [B, 64]

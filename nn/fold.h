@@ -8,9 +8,11 @@
 //
 // Both are public ops (slices, a stack, pads, adds), so they run on every dtype and device, under
 // any autocast (they keep the input dtype, as PyTorch's), and are differentiable twice; their
-// backward passes are the other's shape of work, strided copies, with no scatter. fold adds the
-// taps in f32 for f16/bf16 and rounds once, in PyTorch's order (tap by tap), so f32 results are
-// PyTorch's bits.
+// backward passes are strided copies and adds, with no scatter. fold adds the taps in f32 for
+// f16/bf16 and rounds once (PyTorch's CPU kernel rounds after every add), tap by tap in PyTorch's
+// CPU order, so f32 results are its CPU's bits. Cost: unfold copies the input kh·kw times; fold
+// makes, per tap, a padded image-sized copy and an add (kh·kw passes over the output), except
+// when the blocks tile the image (stride = kernel, dilation 1: one permute, nothing summed).
 //
 //   mg::Tensor cols = nn::unfold(x, {.kernel = 3, .padding = 1});        // [N, 9C, H·W]
 //   mg::Tensor back = nn::fold(cols, {.output_size = {H, W}, .kernel = 3, .padding = 1});

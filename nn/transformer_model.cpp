@@ -42,7 +42,7 @@ TransformerEncoder::TransformerEncoder(Options o) : UnaryModule("TransformerEnco
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask) {
   auto scope = module_scope(*this);
   Tensor x = src;
-  for (const auto& m : *layers) x = static_cast<TransformerEncoderLayer&>(*m).forward(x, mask, src_key_padding_mask);
+  for (std::size_t i = 0; i < layers->size(); ++i) x = layer(i).forward(x, mask, src_key_padding_mask);
   return norm ? (*norm)(x) : x;
 }
 
@@ -56,7 +56,7 @@ TransformerDecoder::TransformerDecoder(Options o) : Module("TransformerDecoder")
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const DecoderMasks& masks) {
   auto scope = module_scope(*this);
   Tensor x = tgt;
-  for (const auto& m : *layers) x = static_cast<TransformerDecoderLayer&>(*m).forward(x, memory, masks);
+  for (std::size_t i = 0; i < layers->size(); ++i) x = layer(i).forward(x, memory, masks);
   return norm ? (*norm)(x) : x;
 }
 

@@ -58,6 +58,7 @@ TEST_CASE("CUDA Transformer forward and backward equal the CPU's in f32 and stay
   const Tensor got = gpu_model.forward(src.to(gpu()), tgt.to(gpu()), masks_on(gpu()));
   REQUIRE(got.device() == gpu());
   const std::vector<double> w = values(want), g = values(got.to(Device::cpu()));
+  REQUIRE(g.size() == w.size());
   for (std::size_t i = 0; i < w.size(); ++i) CHECK(g[i] == Approx(w[i]).epsilon(1e-4).margin(1e-4));
   sum(want * want).backward();
   sum(got * got).backward();
@@ -66,6 +67,7 @@ TEST_CASE("CUDA Transformer forward and backward equal the CPU's in f32 and stay
     INFO(cpu_params[p].first);
     const std::vector<double> wg = values(cpu_params[p].second.grad()),
                               gg = values(gpu_params[p].second.grad().to(Device::cpu()));
+    REQUIRE(gg.size() == wg.size());
     for (std::size_t i = 0; i < wg.size(); ++i) CHECK(gg[i] == Approx(wg[i]).epsilon(1e-3).margin(1e-3));
   }
   {
@@ -78,23 +80,48 @@ TEST_CASE("CUDA Transformer forward and backward equal the CPU's in f32 and stay
   require_no_pending_cuda_error();
 }
 
-TEST_CASE("CUDA embedding_bag equals the CPU's in every mode, with offsets and padding", "[cuda][gpu][nn]") {
+TEST_CASE("CUDA embedding_bag equals the CPU's in every mode, with offsets, padding and per-sample weights",
+          "[cuda][gpu][nn]") {
   manual_seed(10);
   const Tensor weight = randn({12, 5});
-  const Tensor input = from_vector<int64_t>({3, 0, 7, 7, 11, 2, 0, 5, 9}, {9});
-  const Tensor offsets = from_vector<int64_t>({0, 2, 2, 6}, {4});
-  for (nn::BagMode mode : {nn::BagMode::Sum, nn::BagMode::Mean, nn::BagMode::Max}) {
-    auto run = [&](const Tensor& w_at) {
-      const Tensor w = w_at.detach().requires_grad_();
-      const Device d = w.device();
-      const Tensor y = nn::embedding_bag(w, input.to(d), {.offsets = offsets.to(d), .mode = mode, .padding_idx = 7});
-      const Tensor g = autograd::grad({sum(y * y)}, {w})[0];
-      return std::pair{values(y.to(Device::cpu())), values(g.to(Device::cpu()))};
-    };
-    const auto [want_y, want_g] = run(weight);
-    const auto [got_y, got_g] = run(weight.to(gpu()));
-    for (std::size_t i = 0; i < want_y.size(); ++i) CHECK(got_y[i] == Approx(want_y[i]).epsilon(1e-6).margin(1e-6));
-    for (std::size_t i = 0; i < want_g.size(); ++i) CHECK(got_g[i] == Approx(want_g[i]).epsilon(1e-5).margin(1e-5));
+  struct Form {
+    Tensor input, offsets, psw;
+    bool include_last;
+  };
+  const std::vector<Form> forms = {
+      {from_vector<int64_t>({3, 0, 7, 7, 11, 2, 0, 5, 9}, {9}), from_vector<int64_t>({0, 2, 2, 6}, {4}), Tensor(), false},
+      {from_vector<int64_t>({3, 0, 7, 7, 11, 2, 0, 5, 9}, {9}), from_vector<int64_t>({0, 4, 9}, {3}), randn({9}), true},
+      {from_vector<int64_t>({1, 7, 4, 4, 10, 0}, {2, 3}), Tensor(), randn({2, 3}), false}};
+  for (const Form& f : forms) {
+    for (nn::BagMode mode : {nn::BagMode::Sum, nn::BagMode::Mean, nn::BagMode::Max}) {
+      if (f.psw.defined() && mode != nn::BagMode::Sum) continue;
+      INFO("mode " << int(mode) << ", input " << f.input.dim() << "-D");
+      auto run = [&](Device d) {
+        const Tensor w = weight.to(d).detach().requires_grad_();
+        const Tensor psw = f.psw.defined() ? f.psw.to(d).detach().requires_grad_() : Tensor();
+        const Tensor y = nn::embedding_bag(w, f.input.to(d),
+                                           {.offsets = f.offsets.defined() ? f.offsets.to(d) : Tensor(),
+                                            .per_sample_weights = psw,
+                                            .mode = mode,
+                                            .include_last_offset = f.include_last,
+                                            .padding_idx = 7});
+        Tensors wrt = {w};
+        if (psw.defined()) wrt.push_back(psw);
+        const Tensors g = autograd::grad({sum(y * y)}, wrt);
+        std::vector<std::vector<double>> out = {values(y.to(Device::cpu()))};
+        for (const Tensor& t : g) out.push_back(values(t.to(Device::cpu())));
+        return out;
+      };
+      const auto want = run(Device::cpu()), got = run(gpu());
+      REQUIRE(got.size() == want.size());
+      for (std::size_t k = 0; k < want.size(); ++k) {
+        REQUIRE(got[k].size() == want[k].size());
+        for (std::size_t i = 0; i < want[k].size(); ++i) CHECK(got[k][i] == Approx(want[k][i]).epsilon(1e-5).margin(1e-5));
+      }
+    }
   }
+  // Operands on two devices are refused by name.
+  MG_REQUIRE_ERROR(nn::embedding_bag(weight.to(gpu()), forms[0].input.to(gpu()), {.offsets = forms[0].offsets}),
+                   "must be on one device");
   require_no_pending_cuda_error();
 }

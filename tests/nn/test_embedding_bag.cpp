@@ -84,6 +84,22 @@ TEST_CASE("EmbeddingBag module: init, padding row, max_norm, forward forms", "[n
   CHECK(values(bag.weight.grad().select(0, 1)) == std::vector<double>{1, 1, 1});
 }
 
+TEST_CASE("embedding_bag with every bag empty gives zeros that stay on the graph", "[nn][embedding]") {
+  const Tensor w = randn({4, 3}).requires_grad_();
+  const Tensor none = zeros({0}, {.dtype = DType::I64});
+  for (nn::BagMode mode : {nn::BagMode::Sum, nn::BagMode::Mean, nn::BagMode::Max}) {
+    const Tensor y = nn::embedding_bag(w, none, {.offsets = from_vector<int64_t>({0, 0}, {2}), .mode = mode});
+    CHECK(y.shape() == Shape{2, 3});
+    CHECK(values(y) == std::vector<double>(6, 0.0));
+    CHECK(values(autograd::grad({sum(y)}, {w})[0]) == std::vector<double>(12, 0.0));
+  }
+  const Tensor psw = zeros({2, 0}).requires_grad_();
+  const Tensor y = nn::embedding_bag(w, zeros({2, 0}, {.dtype = DType::I64}),
+                                     {.per_sample_weights = psw, .mode = nn::BagMode::Sum});
+  const Tensors g = autograd::grad({sum(y)}, {w, psw});
+  CHECK(g[1].shape() == Shape{2, 0});
+}
+
 TEST_CASE("embedding_bag names its refusals", "[nn][embedding]") {
   const Tensor w = zeros({5, 2});
   const Tensor flat = from_vector<int64_t>({0, 1, 2}, {3});
@@ -97,6 +113,9 @@ TEST_CASE("embedding_bag names its refusals", "[nn][embedding]") {
                    "at most the input's length 3");
   MG_REQUIRE_ERROR(nn::embedding_bag(w, flat, {.offsets = from_vector<int64_t>({0}, {1}), .include_last_offset = true}),
                    "name no bag");
+  // PyTorch would add input[2:] to the last bag here.
+  MG_REQUIRE_ERROR(nn::embedding_bag(w, flat, {.offsets = from_vector<int64_t>({0, 1, 2}, {3}), .include_last_offset = true}),
+                   "the last offset ends the last bag and must equal the input's length 3, got 2");
   MG_REQUIRE_ERROR(nn::embedding_bag(w, flat, {.offsets = from_vector<int64_t>({0}, {1}), .per_sample_weights = zeros({3})}),
                    "per_sample_weights are only supported with mode sum, not mean");
   MG_REQUIRE_ERROR(nn::embedding_bag(w, flat, {.offsets = from_vector<int64_t>({0}, {1}), .per_sample_weights = zeros({2}),
@@ -109,4 +128,5 @@ TEST_CASE("embedding_bag names its refusals", "[nn][embedding]") {
   MG_REQUIRE_ERROR(nn::EmbeddingBag({.num = 0, .dim = 2}), "EmbeddingBag: num and dim must be positive");
   nn::EmbeddingBag layer({.num = 4, .dim = 2});
   MG_REQUIRE_ERROR(layer.forward(from_vector<int64_t>({0, 9}, {1, 2})), "EmbeddingBag");
+  MG_REQUIRE_ERROR(layer.forward(from_vector<int64_t>({0, 1}, {2})), "EmbeddingBag(4, 2, mode=mean): embedding_bag: a 1-D input");
 }

@@ -53,7 +53,7 @@ TEST_CASE("unfold and fold equal PyTorch's: f64 within 1e-12, f32 bit for bit, w
     }
     ++checked;
   }
-  CHECK(checked == 9);
+  CHECK(checked == 14);
 }
 
 TEST_CASE("fold(unfold(x)) is x times the number of blocks covering each pixel", "[nn][fold]") {
@@ -95,6 +95,18 @@ TEST_CASE("unfold and fold are differentiable twice", "[nn][fold]") {
   CHECK(max(abs(gg - cover * cover * 2.0)).item<double>() < 1e-12);
 }
 
+TEST_CASE("fold returns new memory, also when a 1x1 kernel makes it a reshape", "[nn][fold]") {
+  const Tensor x = zeros({1, 3, 4});
+  for (const nn::FoldOptions& o : {nn::FoldOptions{.output_size = {2, 2}, .kernel = 1},
+                                   nn::FoldOptions{.output_size = {2, 2}, .kernel = 2, .stride = 2}}) {
+    const Tensor cols = o.kernel.h == 1 ? x : zeros({1, 12, 1});
+    Tensor y = nn::fold(cols, o);
+    CHECK(&y.storage() != &cols.storage());
+    y.add_(scalar_like(1, y));
+    CHECK(max(abs(cols)).item<double>() == 0.0);
+  }
+}
+
 TEST_CASE("Unfold and Fold modules, and the refusals", "[nn][fold]") {
   nn::Unfold unfold_layer({.kernel = {2, 3}, .padding = 1});
   CHECK(unfold_layer.forward(zeros({2, 3, 4, 4})).shape() == Shape{2, 18, 5 * 4});
@@ -115,4 +127,6 @@ TEST_CASE("Unfold and Fold modules, and the refusals", "[nn][fold]") {
   MG_REQUIRE_ERROR(nn::fold(zeros({8}), {.output_size = 3, .kernel = 2}), "fold: expected x [N, C·kh·kw, L]");
   MG_REQUIRE_ERROR(nn::Fold({.output_size = 0, .kernel = 2}), "Fold: output_size must be positive");
   MG_REQUIRE_ERROR(nn::Unfold({.kernel = 2, .stride = 0}), "Unfold: stride must be positive");
+  MG_REQUIRE_ERROR(nn::unfold(zeros({1, 1, 2, 2}), {.kernel = 3, .dilation = int64_t(1) << 62}),
+                   "overflows 64-bit sizes");
 }

@@ -26,6 +26,13 @@ CASES = (
     ("fold_stride_larger_than_kernel", "fold", [1, 2, 9, 7], (2, 2), (1, 1), (0, 0), (3, 3), torch.float64),
     ("fold_f32_overlap_padded", "fold", [2, 3, 9, 9], (3, 3), (1, 1), (1, 1), (1, 1), torch.float32),
     ("unfold_f32", "unfold", [1, 2, 6, 6], (3, 2), (1, 2), (1, 0), (2, 1), torch.float32),
+    # Appended later: padding wider than the blocks' span (taps partly or wholly in the padding), every
+    # block in the padding, and blocks that tile the image (stride = kernel: the permute path).
+    ("fold_padding_wider_than_span", "fold", [1, 2, 4, 4], (5, 5), (1, 1), (2, 2), (4, 4), torch.float64),
+    ("fold_taps_past_the_image", "fold", [2, 1, 3, 3], (7, 7), (1, 1), (2, 2), (1, 1), torch.float64),
+    ("fold_every_block_in_padding", "fold", [1, 2, 1, 1], (2, 2), (1, 1), (2, 2), (4, 4), torch.float64),
+    ("fold_tiles_padded", "fold", [2, 3, 5, 7], (2, 3), (1, 1), (1, 1), (2, 3), torch.float64),
+    ("fold_tiles_f32", "fold", [1, 2, 4, 6], (2, 3), (1, 1), (0, 0), (2, 3), torch.float32),
 )
 
 cases = []
