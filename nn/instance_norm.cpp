@@ -1,5 +1,6 @@
 #include "mixgrad/nn/instance_norm.h"
 
+#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/ops/norm.h"
 #include "mixgrad/ops/ops.h"
@@ -10,11 +11,16 @@ InstanceNorm::InstanceNorm(std::string type, int64_t spatial_dims, Options o)
     : UnaryModule(std::move(type)), spatial_dims_(spatial_dims), options_(o) {
   MG_CHECK(o.num_features > 0, Error, type_name(), ": num_features must be positive, got ", o.num_features);
   MG_CHECK(o.eps > 0, Error, type_name(), ": eps must be positive, got ", o.eps);
-  MG_CHECK(!o.track_running_stats, NotImplementedError, type_name(),
-           ": track_running_stats = true is not supported (instance statistics are used in training and eval)");
+  MG_CHECK(o.momentum >= 0 && o.momentum <= 1, Error, type_name(), ": momentum must be in [0, 1], got ", o.momentum);
+  // Registration order is PyTorch's, so state dicts list the same names in the same order.
   if (o.affine) {
     weight = register_parameter("weight", ones({o.num_features}));
     bias = register_parameter("bias", zeros({o.num_features}));
+  }
+  if (o.track_running_stats) {
+    running_mean = register_buffer("running_mean", zeros({o.num_features}));
+    running_var = register_buffer("running_var", ones({o.num_features}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, {.dtype = DType::I64}));
   }
 }
 
@@ -28,12 +34,30 @@ Tensor InstanceNorm::forward(const Tensor& x) {
   MG_CHECK(xb.size(1) == C, ShapeError, layer_name(), ": expected ", C, " channels, got x ", describe(x));
   MG_CHECK(xb.numel() == 0 || xb.numel() / (xb.size(0) * C) > 1, Error, layer_name(),
            ": expected more than 1 spatial element per channel, got x ", describe(x));
+  if (options_.track_running_stats && !is_training()) {
+    const Tensor y = batch_norm(xb, weight, bias, running_mean, running_var, /*training=*/false, 0.0, options_.eps);
+    return unbatched ? squeeze(y, 0) : y;
+  }
   const Tensor y = group_norm(xb, C, weight, bias, options_.eps);
+  if (options_.track_running_stats && xb.numel() > 0) update_running_stats(xb);
   return unbatched ? squeeze(y, 0) : y;
 }
 
+void InstanceNorm::update_running_stats(const Tensor& x) {
+  NoGradGuard no_grad;
+  const DType acc = x.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  const Tensor per_instance = x.detach().to(acc).reshape({x.size(0), x.size(1), -1});  // [N, C, S]
+  const double m = options_.momentum;
+  const Tensor mean_of = mean(mean(per_instance, {2}), {0});
+  const Tensor var_of = mean(var(per_instance, {2}, /*correction=*/1), {0});
+  running_mean.copy_(running_mean.to(acc) * (1 - m) + mean_of * m);
+  running_var.copy_(running_var.to(acc) * (1 - m) + var_of * m);
+}
+
 std::string InstanceNorm::extra_repr() const {
-  return str_cat(options_.num_features, ", eps=", options_.eps, ", affine=", options_.affine ? "true" : "false");
+  return str_cat(options_.num_features, ", eps=", options_.eps, ", momentum=", options_.momentum,
+                 ", affine=", options_.affine ? "true" : "false", ", track_running_stats=",
+                 options_.track_running_stats ? "true" : "false");
 }
 
 }  // namespace mg::nn

@@ -1,8 +1,12 @@
 // InstanceNorm1d / InstanceNorm2d: each (sample, channel) normalised over its own positions, as
 // PyTorch's with its defaults (affine = false, track_running_stats = false): group_norm with one
 // group per channel (ops/norm.h; its fused backward, f32 statistics for f16/bf16, Keep policy).
-// Unbatched input ([C, L] / [C, H, W]) is a batch of one. Not here: track_running_stats = true
-// (refused by name).
+// Unbatched input ([C, L] / [C, H, W]) is a batch of one. With track_running_stats, as PyTorch's:
+// training normalises with the instance statistics and moves running_mean / running_var toward
+// their batch average (running = (1 - momentum) running + momentum mean over samples of each
+// instance's mean / unbiased variance, computed in f32, f64 for f64); eval normalises with the
+// running statistics (batch_norm's eval path). num_batches_tracked is kept for PyTorch's state
+// dict and, as there, never counts.
 //
 //   auto norm = nn::make<nn::InstanceNorm2d>({.num_features = 64, .affine = true});
 #pragma once
@@ -15,9 +19,9 @@ namespace mg::nn {
 struct InstanceNormOptions {
   int64_t num_features = 0;          // C
   double eps = 1e-5;
-  double momentum = 0.1;             // kept for PyTorch's signature; unused without running stats
+  double momentum = 0.1;             // running statistics' update rate, in [0, 1]
   bool affine = false;               // per-channel weight (ones) and bias (zeros)
-  bool track_running_stats = false;  // true is refused
+  bool track_running_stats = false;  // running_mean (zeros) and running_var (ones) buffers
 };
 
 class InstanceNorm : public UnaryModule {
@@ -26,12 +30,14 @@ class InstanceNorm : public UnaryModule {
   Tensor forward(const Tensor& x) override;
 
   Tensor weight, bias;  // [C] with affine, else undefined
+  Tensor running_mean, running_var, num_batches_tracked;  // [C], [C], [] with track_running_stats
 
  protected:
   InstanceNorm(std::string type, int64_t spatial_dims, Options options);
   std::string extra_repr() const override;
 
  private:
+  void update_running_stats(const Tensor& x);  // x [N, C, ...], training with track_running_stats
   int64_t spatial_dims_;
   Options options_;
 };

@@ -1,7 +1,8 @@
 // nn::InstanceNorm1d / InstanceNorm2d (nn/instance_norm.h) against PyTorch 2.15's in f64
 // (tests/data/reference/torch_instance_norm.json, written by tools/reference/gen_torch_instance_norm.py):
 // affine or not, batched and unbatched, another eps; the output and the gradients of x, weight and
-// bias (1e-11). Then bf16 (Keep: bf16 out) and the refusals.
+// bias (1e-11); with track_running_stats, two training steps (outputs and running statistics) and
+// eval (output and gradients). Then bf16 (Keep: bf16 out) and the refusals.
 #include <catch2/catch.hpp>
 
 #include "autograd/engine.h"
@@ -48,6 +49,59 @@ TEST_CASE("InstanceNorm1d and InstanceNorm2d equal PyTorch's in f64: outputs and
   CHECK(checked == 5);
 }
 
+TEST_CASE("InstanceNorm with track_running_stats equals PyTorch's: training updates, eval output and gradients",
+          "[nn][norm]") {
+  const nlohmann::json ref = load_json_reference("torch_instance_norm.json");
+  int checked = 0;
+  for (const auto& c : ref["tracking"]) {
+    INFO(c["name"].get<std::string>());
+    const nn::InstanceNormOptions o{.num_features = c["channels"].get<int64_t>(),
+                                    .momentum = c["momentum"].get<double>(),
+                                    .affine = c["affine"].get<bool>(),
+                                    .track_running_stats = true};
+    std::shared_ptr<nn::InstanceNorm> m;
+    if (c["layer"] == "InstanceNorm1d") m = nn::make<nn::InstanceNorm1d>(o);
+    else m = nn::make<nn::InstanceNorm2d>(o);
+    m->to(DType::F64);
+    const nlohmann::json cshape = nlohmann::json::array({c["channels"]});
+    if (o.affine) {
+      NoGradGuard no_grad;
+      m->weight.copy_(json_tensor(c["weight"], cshape));
+      m->bias.copy_(json_tensor(c["bias"], cshape));
+    }
+    for (const auto& step : c["steps"]) {
+      check_json_close(m->forward(json_tensor(step["x"], c["shape"])), step["y"], 1e-11, 1e-13);
+      check_json_close(m->running_mean, step["running_mean"], 1e-12, 1e-14);
+      check_json_close(m->running_var, step["running_var"], 1e-12, 1e-14);
+    }
+    m->eval();
+    const Tensor x = json_tensor(c["eval_x"], c["shape"]).requires_grad_();
+    const Tensor y = m->forward(x);
+    check_json_close(y, c["eval_y"], 1e-11, 1e-13);
+    Tensors wrt = {x};
+    if (o.affine) wrt.insert(wrt.end(), {m->weight, m->bias});
+    const Tensors g = autograd::grad({sum(y * json_tensor(c["r"], c["shape"]))}, wrt);
+    check_json_close(g[0], c["grad_x"], 1e-11, 1e-13);
+    if (o.affine) {
+      check_json_close(g[1], c["grad_weight"], 1e-11, 1e-13);
+      check_json_close(g[2], c["grad_bias"], 1e-11, 1e-13);
+    }
+    CHECK(m->num_batches_tracked.item<int64_t>() == c["num_batches_tracked"].get<int64_t>());
+    ++checked;
+  }
+  CHECK(checked == 3);
+  // PyTorch's state dict names and order.
+  nn::InstanceNorm2d m({.num_features = 2, .affine = true, .track_running_stats = true});
+  std::vector<std::string> names;
+  for (const auto& [n, t] : m.state_dict()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"weight", "bias", "running_mean", "running_var", "num_batches_tracked"});
+  // bf16 input: statistics in f32, the f32 buffers updated, the output bf16.
+  const Tensor xb = randn({2, 2, 3, 3}).to(DType::BF16);
+  CHECK(m.forward(xb).dtype() == DType::BF16);
+  CHECK(m.running_mean.dtype() == DType::F32);
+  CHECK(values(m.running_var) != std::vector<double>{1.0, 1.0});
+}
+
 TEST_CASE("InstanceNorm keeps bf16 and names its refusals", "[nn][norm]") {
   manual_seed(4);
   nn::InstanceNorm2d m({.num_features = 3, .affine = true});
@@ -61,7 +115,7 @@ TEST_CASE("InstanceNorm keeps bf16 and names its refusals", "[nn][norm]") {
   MG_REQUIRE_ERROR(m.forward(zeros({3, 4})), "expected x [N, C, H, W] or [C, H, W]");
   MG_REQUIRE_ERROR(nn::InstanceNorm1d({.num_features = 2}).forward(zeros({3, 2, 1})),
                    "expected more than 1 spatial element per channel");
-  MG_REQUIRE_ERROR(nn::InstanceNorm2d({.num_features = 2, .track_running_stats = true}),
-                   "track_running_stats = true is not supported");
+  MG_REQUIRE_ERROR(nn::InstanceNorm2d({.num_features = 2, .momentum = 1.5, .track_running_stats = true}),
+                   "momentum must be in [0, 1]");
   MG_REQUIRE_ERROR(nn::InstanceNorm1d({.num_features = 0}), "num_features must be positive");
 }

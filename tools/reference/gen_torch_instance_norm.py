@@ -1,5 +1,5 @@
 """Writes tests/data/reference/torch_instance_norm.json: torch.nn.InstanceNorm1d / InstanceNorm2d
-(affine or not, batched and unbatched, another eps) in f64, with the gradients of sum(y * r) with
+(affine or not, batched and unbatched, another eps; then track_running_stats: two training steps and eval) in f64, with the gradients of sum(y * r) with
 respect to x and the affine parameters, for tests/nn/test_instance_norm.cpp. Run once by hand; the
 tests need no Python:
     python -m venv v && v/bin/pip install torch
@@ -42,7 +42,43 @@ for name, layer, shape, affine, eps in CASES:
                   "grad_weight": flat(grads[1]) if affine else None, "grad_bias": flat(grads[2]) if affine else None})
     print(name, shape)
 
+# Appended later: track_running_stats. Two training steps on two batches (their outputs and the
+# running statistics after them), then eval on a third batch with the running statistics (its output
+# and the gradients of sum(y * r) with respect to x and the affine parameters).
+# name, layer, shape, affine, momentum
+TRACKING = (
+    ("in2d_tracking_affine", "InstanceNorm2d", [3, 2, 4, 3], True, 0.1),
+    ("in1d_tracking_momentum", "InstanceNorm1d", [2, 3, 6], False, 0.3),
+    ("in2d_tracking_unbatched", "InstanceNorm2d", [2, 3, 3], True, 0.2),
+)
+tracking = []
+for name, layer, shape, affine, momentum in TRACKING:
+    C = shape[0] if len(shape) == (2 if layer == "InstanceNorm1d" else 3) else shape[1]
+    m = getattr(torch.nn, layer)(C, affine=affine, momentum=momentum, track_running_stats=True).double()
+    if affine:
+        with torch.no_grad():
+            m.weight.copy_(torch.randn(C, dtype=D))
+            m.bias.copy_(torch.randn(C, dtype=D))
+    steps = []
+    for _ in range(2):
+        x = torch.randn(*shape, dtype=D) * 1.5 + 0.7
+        y = m(x)
+        steps.append({"x": flat(x), "y": flat(y), "running_mean": flat(m.running_mean), "running_var": flat(m.running_var)})
+    m.eval()
+    x = (torch.randn(*shape, dtype=D) + 0.3).requires_grad_(True)
+    y = m(x)
+    r = torch.randn(y.shape, dtype=D)
+    wrt = [x] + ([m.weight, m.bias] if affine else [])
+    grads = torch.autograd.grad((y * r).sum(), wrt)
+    tracking.append({"name": name, "layer": layer, "channels": C, "affine": affine, "momentum": momentum,
+                     "shape": shape, "steps": steps, "weight": flat(m.weight) if affine else None,
+                     "bias": flat(m.bias) if affine else None, "eval_x": flat(x), "eval_y": flat(y), "r": flat(r),
+                     "grad_x": flat(grads[0]), "grad_weight": flat(grads[1]) if affine else None,
+                     "grad_bias": flat(grads[2]) if affine else None,
+                     "num_batches_tracked": int(m.num_batches_tracked)})
+    print(name, shape)
+
 with open(f"{sys.argv[1] if len(sys.argv) > 1 else '.'}/torch_instance_norm.json", "w") as fh:
-    json.dump({"torch": torch.__version__, "cases": cases}, fh, separators=(",", ":"))
+    json.dump({"torch": torch.__version__, "cases": cases, "tracking": tracking}, fh, separators=(",", ":"))
     fh.write("\n")
 print(len(cases), "cases")
