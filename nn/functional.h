@@ -13,6 +13,7 @@
 #include "mixgrad/ops/attention.h"
 #include "mixgrad/ops/conv.h"
 #include "mixgrad/ops/conv1d.h"
+#include "mixgrad/ops/conv3d.h"
 #include "mixgrad/ops/distance.h"
 #include "mixgrad/ops/interpolate.h"
 #include "mixgrad/ops/layer_composites.h"
@@ -56,15 +57,19 @@ using mg::tanh;
 // convolution, pooling, padding and resampling
 using mg::adaptive_avg_pool1d;
 using mg::adaptive_avg_pool2d;
+using mg::adaptive_avg_pool3d;
 using mg::avg_pool1d;
 using mg::avg_pool2d;
+using mg::avg_pool3d;
 using mg::conv1d;
 using mg::conv2d;
+using mg::conv3d;
 using mg::conv_transpose1d;
 using mg::conv_transpose2d;
 using mg::interpolate;
 using mg::max_pool1d;
 using mg::max_pool2d;
+using mg::max_pool3d;
 using mg::pad;
 using mg::pixel_shuffle;
 using mg::pixel_unshuffle;

@@ -27,7 +27,10 @@ InstanceNorm::InstanceNorm(std::string type, int64_t spatial_dims, Options o)
 Tensor InstanceNorm::forward(const Tensor& x) {
   const int64_t C = options_.num_features, batched = spatial_dims_ + 2;
   MG_CHECK(x.defined() && (x.dim() == batched || x.dim() == batched - 1), ShapeError, layer_name(), ": expected x ",
-           spatial_dims_ == 1 ? "[N, C, L] or [C, L]" : "[N, C, H, W] or [C, H, W]", ", got ",
+           spatial_dims_ == 1   ? "[N, C, L] or [C, L]"
+           : spatial_dims_ == 2 ? "[N, C, H, W] or [C, H, W]"
+                                : "[N, C, D, H, W] or [C, D, H, W]",
+           ", got ",
            x.defined() ? describe(x) : "undefined");
   const bool unbatched = x.dim() == batched - 1;
   const Tensor xb = unbatched ? unsqueeze(x, 0) : x;

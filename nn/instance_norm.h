@@ -1,4 +1,4 @@
-// InstanceNorm1d / InstanceNorm2d: each (sample, channel) normalised over its own positions, as
+// InstanceNorm1d / InstanceNorm2d / InstanceNorm3d: each (sample, channel) normalised over its own positions, as
 // PyTorch's with its defaults (affine = false, track_running_stats = false): group_norm with one
 // group per channel (ops/norm.h; its fused backward, f32 statistics for f16/bf16, Keep policy).
 // Unbatched input ([C, L] / [C, H, W]) is a batch of one. With track_running_stats, as PyTorch's:
@@ -52,6 +52,12 @@ class InstanceNorm1d : public InstanceNorm {
 class InstanceNorm2d : public InstanceNorm {
  public:
   explicit InstanceNorm2d(Options options) : InstanceNorm("InstanceNorm2d", 2, options) {}
+};
+
+// x [N, C, D, H, W] or [C, D, H, W].
+class InstanceNorm3d : public InstanceNorm {
+ public:
+  explicit InstanceNorm3d(Options options) : InstanceNorm("InstanceNorm3d", 3, options) {}
 };
 
 }  // namespace mg::nn

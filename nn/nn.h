@@ -10,6 +10,7 @@
 #include "mixgrad/nn/container.h"
 #include "mixgrad/nn/conv.h"
 #include "mixgrad/nn/conv1d.h"
+#include "mixgrad/nn/conv3d.h"
 #include "mixgrad/nn/dropout.h"
 #include "mixgrad/nn/embedding_bag.h"
 #include "mixgrad/nn/fold.h"

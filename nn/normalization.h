@@ -1,4 +1,4 @@
-// Normalisation layers: BatchNorm1d/2d, LayerNorm, GroupNorm, RMSNorm. Statistics are computed in
+// Normalisation layers: BatchNorm1d/2d/3d, LayerNorm, GroupNorm, RMSNorm. Statistics are computed in
 // f32 (f64 for f64) whatever the input dtype; batch norm accepts an f16/bf16 input next to f32
 // parameters and statistics (keep it f32 with `m.to(DType::F16, nn::is_batch_norm)`).
 //
@@ -73,6 +73,12 @@ class BatchNorm1d : public BatchNorm {
 class BatchNorm2d : public BatchNorm {
  public:
   explicit BatchNorm2d(Options options) : BatchNorm("BatchNorm2d", options, {4}) {}
+};
+
+// Over [N, C, D, H, W] (batch_norm is rank-generic: the same kernels and statistics).
+class BatchNorm3d : public BatchNorm {
+ public:
+  explicit BatchNorm3d(Options options) : BatchNorm("BatchNorm3d", options, {5}) {}
 };
 
 // `keep` predicate for Module::to: true for batch-norm layers (Apex's keep_batchnorm_fp32).

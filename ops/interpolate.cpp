@@ -6,6 +6,7 @@
 #include "mixgrad/ops/composite.h"
 #include "mixgrad/ops/conv.h"
 #include "mixgrad/ops/conv1d.h"
+#include "mixgrad/ops/conv3d.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg {
@@ -107,8 +108,8 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   } else if (o.mode == InterpolateMode::Trilinear) {
     MG_CHECK(x.dim() == 5, ShapeError, "interpolate: trilinear expects x [N, C, D, H, W], got ", describe(x));
   } else if (o.mode == InterpolateMode::Area) {
-    MG_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError,
-             "interpolate: area expects x [N, C, L] or [N, C, H, W] (no 3-D adaptive pooling here), got ", describe(x));
+    MG_CHECK(x.dim() >= 3 && x.dim() <= 5, ShapeError,
+             "interpolate: area expects x [N, C, L], [N, C, H, W] or [N, C, D, H, W], got ", describe(x));
   } else {
     MG_CHECK(x.dim() >= 3 && x.dim() <= 5, ShapeError, "interpolate: ", interpolate_mode_name(o.mode),
              " expects x [N, C, L], [N, C, H, W] or [N, C, D, H, W], got ", describe(x));
@@ -147,7 +148,9 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   Tensor y = c.math[0];
   if (o.mode == InterpolateMode::Area) {
     // PyTorch's "area": adaptive average pooling to the output size.
-    y = spatial == 2 ? adaptive_avg_pool2d(y, {out[0], out[1]}) : adaptive_avg_pool1d(y, out[0]);
+    y = spatial == 3   ? adaptive_avg_pool3d(y, {out[0], out[1], out[2]})
+        : spatial == 2 ? adaptive_avg_pool2d(y, {out[0], out[1]})
+                       : adaptive_avg_pool1d(y, out[0]);
     return detail::round_result(y, c);
   }
   const bool f64 = y.dtype() == DType::F64;

@@ -1,6 +1,6 @@
 // nn layers built from public ops, on CUDA against the CPU (they have no kernels of their own, so
 // these check that every op they use runs on the device with the CPU's results): unfold/fold with
-// their gradients, embedding_bag in every mode, and a Transformer step in f32 and under f16 autocast. Skipped without a GPU.
+// their gradients, embedding_bag in every mode, the 3-D convolution and pools, and a Transformer step in f32 and under f16 autocast. Skipped without a GPU.
 #include <catch2/catch.hpp>
 
 #include "amp/autocast.h"
@@ -10,6 +10,7 @@
 #include "nn/embedding_bag.h"
 #include "nn/fold.h"
 #include "nn/transformer_model.h"
+#include "ops/conv3d.h"
 #include "ops/ops.h"
 
 using namespace mg;
@@ -123,5 +124,25 @@ TEST_CASE("CUDA embedding_bag equals the CPU's in every mode, with offsets, padd
   // Operands on two devices are refused by name.
   MG_REQUIRE_ERROR(nn::embedding_bag(weight.to(gpu()), forms[0].input.to(gpu()), {.offsets = forms[0].offsets}),
                    "must be on one device");
+  require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA conv3d and the 3-D pools equal the CPU's, gradients included", "[cuda][gpu][nn]") {
+  manual_seed(11);
+  const Tensor x = randn({2, 4, 5, 6, 7}), w = randn({6, 2, 3, 2, 3}) * 0.3, b = randn({6});
+  auto run = [&](Device d) {
+    const Tensor xl = x.to(d).detach().requires_grad_(), wl = w.to(d).detach().requires_grad_();
+    const Tensor c = conv3d(xl, wl, b.to(d), {.stride = {2, 1, 1}, .padding = {1, 1, 0}, .groups = 2});
+    const Tensor y = sum(max_pool3d(c, {2, 2, 2}, {1, 2, 1}, {1, 1, 0})) + sum(avg_pool3d(c, {2, 3, 2}, {0, 0, 0}, {1, 1, 1}, false, true)) +
+                     sum(adaptive_avg_pool3d(c, {2, 3, 2}) * adaptive_avg_pool3d(c, {2, 3, 2}));
+    const Tensors g = autograd::grad({y}, {xl, wl});
+    return std::vector<std::vector<double>>{values(c.to(Device::cpu())), values(g[0].to(Device::cpu())),
+                                            values(g[1].to(Device::cpu()))};
+  };
+  const auto want = run(Device::cpu()), got = run(gpu());
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    REQUIRE(got[k].size() == want[k].size());
+    for (std::size_t i = 0; i < want[k].size(); ++i) CHECK(got[k][i] == Approx(want[k][i]).epsilon(1e-4).margin(1e-4));
+  }
   require_no_pending_cuda_error();
 }

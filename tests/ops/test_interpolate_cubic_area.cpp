@@ -57,8 +57,8 @@ TEST_CASE("interpolate bicubic and area keep bf16 (the f32 result rounded once),
   }
   MG_REQUIRE_ERROR(interpolate(zeros({1, 2, 5}), {.size = {7}, .mode = InterpolateMode::Bicubic}),
                    "interpolate: bicubic expects x [N, C, H, W]");
-  MG_REQUIRE_ERROR(interpolate(zeros({1, 1, 2, 2, 2}), {.size = {3}, .mode = InterpolateMode::Area}),
-                   "area expects x [N, C, L] or [N, C, H, W] (no 3-D adaptive pooling here)");
+  MG_REQUIRE_ERROR(interpolate(zeros({2, 2}), {.size = {3}, .mode = InterpolateMode::Area}),
+                   "area expects x [N, C, L], [N, C, H, W] or [N, C, D, H, W]");
   MG_REQUIRE_ERROR(interpolate(x, {.size = {3}, .mode = InterpolateMode::Trilinear}),
                    "interpolate: trilinear expects x [N, C, D, H, W]");
   MG_REQUIRE_ERROR(interpolate(x, {.size = {3}, .mode = InterpolateMode::Area, .align_corners = true}),

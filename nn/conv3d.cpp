@@ -1,0 +1,115 @@
+#include "mixgrad/nn/conv3d.h"
+
+#include "mixgrad/core/factory.h"
+#include "mixgrad/nn/conv.h"
+#include "mixgrad/ops/conv3d.h"
+
+namespace mg::nn {
+
+namespace {
+
+// Rethrows a shape error of the op with the layer's name in front.
+template <typename F>
+Tensor named(const Module& m, F&& f) {
+  try {
+    return f();
+  } catch (const ShapeError& e) {
+    throw ShapeError(str_cat(m.layer_name(), ": ", e.what()));
+  }
+}
+
+void check_window(const char* layer, const Size3& kernel, const Size3& stride, const Size3& padding,
+                  const Size3& dilation, bool stride_may_be_zero) {
+  const auto positive = [](const Size3& s) { return s.d > 0 && s.h > 0 && s.w > 0; };
+  MG_CHECK(positive(kernel), Error, layer, ": kernel must be positive, got ", kernel.str(),
+           "\n  hint: set .kernel, e.g. .kernel = 3");
+  MG_CHECK(positive(stride) || (stride_may_be_zero && stride == Size3(0)), Error, layer,
+           ": stride must be positive", stride_may_be_zero ? " (or 0: the kernel)" : "", ", got ", stride.str());
+  MG_CHECK(positive(dilation), Error, layer, ": dilation must be positive, got ", dilation.str());
+  MG_CHECK(padding.d >= 0 && padding.h >= 0 && padding.w >= 0, Error, layer, ": padding must be non-negative, got ",
+           padding.str());
+}
+
+}  // namespace
+
+Conv3d::Conv3d(Options o) : UnaryModule("Conv3d"), options_(o) {
+  MG_CHECK(o.in > 0 && o.out > 0, Error, "Conv3d: in and out channels must be positive, got in=", o.in, ", out=",
+           o.out);
+  check_window("Conv3d", o.kernel, o.stride, o.padding, o.dilation, false);
+  MG_CHECK(o.groups > 0 && o.in % o.groups == 0 && o.out % o.groups == 0, Error, "Conv3d: groups (", o.groups,
+           ") must divide in (", o.in, ") and out (", o.out, ")");
+  weight = register_parameter("weight", empty({o.out, o.in / o.groups, o.kernel.d, o.kernel.h, o.kernel.w}));
+  if (o.bias) bias = register_parameter("bias", empty({o.out}));
+  reset_parameters();
+}
+
+void Conv3d::reset_parameters() { detail::reset_conv(weight, bias); }
+
+Tensor Conv3d::forward(const Tensor& x) {
+  return named(*this, [&] {
+    return conv3d(x, weight, bias,
+                  {.stride = options_.stride.array(),
+                   .padding = options_.padding.array(),
+                   .dilation = options_.dilation.array(),
+                   .groups = options_.groups});
+  });
+}
+
+std::string Conv3d::extra_repr() const {
+  const Options& o = options_;
+  std::string s = str_cat(o.in, ", ", o.out, ", kernel_size=", o.kernel.str(), ", stride=", o.stride.str());
+  if (!(o.padding == Size3(0))) s += str_cat(", padding=", o.padding.str());
+  if (!(o.dilation == Size3(1))) s += str_cat(", dilation=", o.dilation.str());
+  if (o.groups != 1) s += str_cat(", groups=", o.groups);
+  if (!o.bias) s += ", bias=false";
+  return s;
+}
+
+MaxPool3d::MaxPool3d(Options o) : UnaryModule("MaxPool3d"), options_(o) {
+  check_window("MaxPool3d", o.kernel, o.stride, o.padding, o.dilation, true);
+}
+
+Tensor MaxPool3d::forward(const Tensor& x) {
+  const Options& o = options_;
+  return named(*this, [&] {
+    return max_pool3d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.dilation.array(), o.ceil_mode);
+  });
+}
+
+std::string MaxPool3d::extra_repr() const {
+  const Options& o = options_;
+  return str_cat("kernel_size=", o.kernel.str(), ", stride=", (o.stride == Size3(0) ? o.kernel : o.stride).str(),
+                 ", padding=", o.padding.str(), ", dilation=", o.dilation.str(), ", ceil_mode=",
+                 o.ceil_mode ? "true" : "false");
+}
+
+AvgPool3d::AvgPool3d(Options o) : UnaryModule("AvgPool3d"), options_(o) {
+  check_window("AvgPool3d", o.kernel, o.stride, o.padding, Size3(1), true);
+}
+
+Tensor AvgPool3d::forward(const Tensor& x) {
+  const Options& o = options_;
+  return named(*this, [&] {
+    return avg_pool3d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.count_include_pad, o.ceil_mode);
+  });
+}
+
+std::string AvgPool3d::extra_repr() const {
+  const Options& o = options_;
+  return str_cat("kernel_size=", o.kernel.str(), ", stride=", (o.stride == Size3(0) ? o.kernel : o.stride).str(),
+                 ", padding=", o.padding.str(), ", ceil_mode=", o.ceil_mode ? "true" : "false",
+                 ", count_include_pad=", o.count_include_pad ? "true" : "false");
+}
+
+AdaptiveAvgPool3d::AdaptiveAvgPool3d(Options o) : UnaryModule("AdaptiveAvgPool3d"), options_(o) {
+  MG_CHECK(o.output.d >= 1 && o.output.h >= 1 && o.output.w >= 1, Error,
+           "AdaptiveAvgPool3d: output sizes must be >= 1, got ", o.output.str());
+}
+
+Tensor AdaptiveAvgPool3d::forward(const Tensor& x) {
+  return named(*this, [&] { return adaptive_avg_pool3d(x, options_.output.array()); });
+}
+
+std::string AdaptiveAvgPool3d::extra_repr() const { return str_cat("output_size=", options_.output.str()); }
+
+}  // namespace mg::nn

@@ -1,0 +1,102 @@
+// 3-D layers over [N, C, D, H, W] (or unbatched [C, D, H, W]) volumes: Conv3d, MaxPool3d,
+// AvgPool3d and AdaptiveAvgPool3d, PyTorch's options and parameter names, on the ops of
+// ops/conv3d.h (built on the 2-D kernels; see there for how and what it costs).
+//
+//   auto conv = nn::make<nn::Conv3d>({.in = 1, .out = 8, .kernel = 3, .padding = 1});
+//   mg::Tensor y = (*conv)(x);                       // x [N, 1, D, H, W] -> [N, 8, D, H, W]
+#pragma once
+#include "mixgrad/nn/module.h"
+#include "mixgrad/nn/size3.h"
+
+namespace mg::nn {
+
+struct Conv3dOptions {
+  int64_t in = 0;       // input channels
+  int64_t out = 0;      // output channels
+  Size3 kernel;         // required
+  Size3 stride = 1;
+  Size3 padding = 0;    // zeros on every side
+  Size3 dilation = 1;
+  int64_t groups = 1;   // must divide in and out
+  bool bias = true;
+};
+
+// weight [out, in/groups, kd, kh, kw] and bias [out], initialised as PyTorch's
+// (kaiming_uniform(a = sqrt 5), bias U(±1/sqrt(fan_in))).
+class Conv3d : public UnaryModule {
+ public:
+  using Options = Conv3dOptions;
+  explicit Conv3d(Options options);
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+
+  Tensor weight;  // [out, in/groups, kd, kh, kw]
+  Tensor bias;    // [out] or undefined
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+struct MaxPool3dOptions {
+  Size3 kernel;
+  Size3 stride = 0;     // 0: the kernel
+  Size3 padding = 0;
+  Size3 dilation = 1;
+  bool ceil_mode = false;
+};
+
+class MaxPool3d : public UnaryModule {
+ public:
+  using Options = MaxPool3dOptions;
+  explicit MaxPool3d(Options options);
+  Tensor forward(const Tensor& x) override;
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+struct AvgPool3dOptions {
+  Size3 kernel;
+  Size3 stride = 0;     // 0: the kernel
+  Size3 padding = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+};
+
+class AvgPool3d : public UnaryModule {
+ public:
+  using Options = AvgPool3dOptions;
+  explicit AvgPool3d(Options options);
+  Tensor forward(const Tensor& x) override;
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+struct AdaptiveAvgPool3dOptions {
+  Size3 output;  // output D, H, W, each >= 1
+};
+
+class AdaptiveAvgPool3d : public UnaryModule {
+ public:
+  using Options = AdaptiveAvgPool3dOptions;
+  explicit AdaptiveAvgPool3d(Options options);
+  Tensor forward(const Tensor& x) override;
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+}  // namespace mg::nn

@@ -1,0 +1,43 @@
+// 3-D convolution and pooling over [N, C, D, H, W] (or unbatched [C, D, H, W]) tensors, as
+// torch.nn.functional's conv3d, max_pool3d, avg_pool3d and adaptive_avg_pool3d, built on the 2-D
+// ops so their kernels (oneDNN, cuDNN), autocast policies (conv: lower, pooling: keep) and
+// gradients carry over to every device:
+//   conv3d: the kd depth taps of each output depth become channels, so one conv2d over a batch of
+//     N·Do images of C·kd channels (weight [O, C/g·kd, kh, kw]) computes every output with one
+//     accumulation and one rounding. Cost: the depth-gathered input is kd / sd times the input.
+//   pooling: separable — the 2-D pool over (H, W), then the 1-D pool over D (max of maxima, mean of
+//     means, with each dim's window, padding, ceil_mode and count_include_pad rules as PyTorch's);
+//     average pools of f16/bf16 run in f32 and round once. A max window's gradient goes to one of
+//     its maxima; on exact ties it may be another maximum than PyTorch's (which scans d, h, w).
+//
+//   mg::Tensor y = mg::conv3d(x, w, b, {.padding = {1, 1, 1}});   // x [N, C, D, H, W], w [O, C, 3, 3, 3]
+#pragma once
+#include <array>
+#include <cstdint>
+
+#include "mixgrad/core/tensor.h"
+
+namespace mg {
+
+using Int3 = std::array<int64_t, 3>;  // {depth, height, width}
+
+struct Conv3dOptions {
+  Int3 stride{1, 1, 1};
+  Int3 padding{0, 0, 0};   // zeros on both sides
+  Int3 dilation{1, 1, 1};
+  int64_t groups = 1;      // must divide C and O
+};
+
+// y [N, O, Do, Ho, Wo] = cross-correlation of x [N, C, D, H, W] with w [O, C/groups, kd, kh, kw]
+// plus an optional bias [O]; Do = (D + 2 pad_d - dil_d (kd - 1) - 1) / stride_d + 1 (likewise H, W).
+Tensor conv3d(const Tensor& x, const Tensor& w, const Tensor& bias = {}, const Conv3dOptions& opt = {});
+
+// stride {0, 0, 0} means the kernel.
+Tensor max_pool3d(const Tensor& x, Int3 kernel, Int3 stride = {0, 0, 0}, Int3 padding = {0, 0, 0},
+                  Int3 dilation = {1, 1, 1}, bool ceil_mode = false);
+Tensor avg_pool3d(const Tensor& x, Int3 kernel, Int3 stride = {0, 0, 0}, Int3 padding = {0, 0, 0},
+                  bool count_include_pad = true, bool ceil_mode = false);
+// Mean over the windows [floor(i D / Do), ceil((i + 1) D / Do)) of each dim.
+Tensor adaptive_avg_pool3d(const Tensor& x, Int3 output_size);
+
+}  // namespace mg
