@@ -65,6 +65,41 @@ std::string Conv3d::extra_repr() const {
   return s;
 }
 
+ConvTranspose3d::ConvTranspose3d(Options o) : UnaryModule("ConvTranspose3d"), options_(o) {
+  MG_CHECK(o.in > 0 && o.out > 0, Error, "ConvTranspose3d: in and out channels must be positive, got in=", o.in,
+           ", out=", o.out);
+  check_window("ConvTranspose3d", o.kernel, o.stride, o.padding, o.dilation, false);
+  MG_CHECK(o.groups > 0 && o.in % o.groups == 0 && o.out % o.groups == 0, Error, "ConvTranspose3d: groups (",
+           o.groups, ") must divide in (", o.in, ") and out (", o.out, ")");
+  weight = register_parameter("weight", empty({o.in, o.out / o.groups, o.kernel.d, o.kernel.h, o.kernel.w}));
+  if (o.bias) bias = register_parameter("bias", empty({o.out}));
+  reset_parameters();
+}
+
+void ConvTranspose3d::reset_parameters() { detail::reset_conv(weight, bias); }
+
+Tensor ConvTranspose3d::forward(const Tensor& x) {
+  return named(*this, [&] {
+    return conv_transpose3d(x, weight, bias,
+                            {.stride = options_.stride.array(),
+                             .padding = options_.padding.array(),
+                             .dilation = options_.dilation.array(),
+                             .groups = options_.groups},
+                            options_.output_padding.array());
+  });
+}
+
+std::string ConvTranspose3d::extra_repr() const {
+  const Options& o = options_;
+  std::string s = str_cat(o.in, ", ", o.out, ", kernel_size=", o.kernel.str(), ", stride=", o.stride.str());
+  if (!(o.padding == Size3(0))) s += str_cat(", padding=", o.padding.str());
+  if (!(o.output_padding == Size3(0))) s += str_cat(", output_padding=", o.output_padding.str());
+  if (!(o.dilation == Size3(1))) s += str_cat(", dilation=", o.dilation.str());
+  if (o.groups != 1) s += str_cat(", groups=", o.groups);
+  if (!o.bias) s += ", bias=false";
+  return s;
+}
+
 MaxPool3d::MaxPool3d(Options o) : UnaryModule("MaxPool3d"), options_(o) {
   check_window("MaxPool3d", o.kernel, o.stride, o.padding, o.dilation, true);
 }

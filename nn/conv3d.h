@@ -1,4 +1,4 @@
-// 3-D layers over [N, C, D, H, W] (or unbatched [C, D, H, W]) volumes: Conv3d, MaxPool3d,
+// 3-D layers over [N, C, D, H, W] (or unbatched [C, D, H, W]) volumes: Conv3d, ConvTranspose3d, MaxPool3d,
 // AvgPool3d and AdaptiveAvgPool3d, PyTorch's options and parameter names, on the ops of
 // ops/conv3d.h (built on the 2-D kernels; see there for how and what it costs).
 //
@@ -31,6 +31,37 @@ class Conv3d : public UnaryModule {
   void reset_parameters();
 
   Tensor weight;  // [out, in/groups, kd, kh, kw]
+  Tensor bias;    // [out] or undefined
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+struct ConvTranspose3dOptions {
+  int64_t in = 0;
+  int64_t out = 0;
+  Size3 kernel;
+  Size3 stride = 1;
+  Size3 padding = 0;
+  Size3 output_padding = 0;  // extra planes/rows/cols on one side; smaller than stride or dilation
+  Size3 dilation = 1;
+  int64_t groups = 1;
+  bool bias = true;
+};
+
+// The transposed convolution (mg::conv_transpose3d): weight [in, out/groups, kd, kh, kw],
+// initialised as PyTorch's (fan_in = out/groups·kd·kh·kw).
+class ConvTranspose3d : public UnaryModule {
+ public:
+  using Options = ConvTranspose3dOptions;
+  explicit ConvTranspose3d(Options options);
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+
+  Tensor weight;  // [in, out/groups, kd, kh, kw]
   Tensor bias;    // [out] or undefined
 
  protected:

@@ -64,6 +64,7 @@ using mg::avg_pool3d;
 using mg::conv1d;
 using mg::conv2d;
 using mg::conv3d;
+using mg::conv_transpose3d;
 using mg::conv_transpose1d;
 using mg::conv_transpose2d;
 using mg::interpolate;

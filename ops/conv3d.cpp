@@ -1,5 +1,7 @@
 #include "mixgrad/ops/conv3d.h"
 
+#include <algorithm>
+
 #include "mixgrad/ops/conv.h"
 #include "mixgrad/ops/conv1d.h"
 #include "mixgrad/ops/ops.h"
@@ -84,6 +86,57 @@ Tensor conv3d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3d
                             .padding = {o.padding[1], o.padding[2]},
                             .dilation = {o.dilation[1], o.dilation[2]},
                             .groups = o.groups});  // [N·Do, O, Ho, Wo]
+  const Tensor y = contiguous(y2.reshape({n, dout, y2.size(1), y2.size(2), y2.size(3)}).permute({0, 2, 1, 3, 4}));
+  return unbatch(y, unbatched);
+}
+
+Tensor conv_transpose3d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dOptions& o,
+                        Int3 output_padding) {
+  bool unbatched = false;
+  const Tensor x5 = batched_input("conv_transpose3d", x, unbatched);
+  MG_CHECK(w.defined() && w.dim() == 5, ShapeError,
+           "conv_transpose3d: expected weight [Cin, Cout/groups, kd, kh, kw], got ", w.defined() ? describe(w) : "undefined");
+  MG_CHECK(o.groups >= 1 && w.size(0) == x5.size(1) && x5.size(1) % o.groups == 0, ShapeError,
+           "conv_transpose3d: expected weight [Cin, Cout/groups, kd, kh, kw] with Cin = ", x5.size(1),
+           " divisible by groups ", o.groups, " for x ", describe(x), ", got weight ", describe(w));
+  for (int i = 0; i < 3; ++i) {
+    MG_CHECK(o.stride[i] >= 1 && o.dilation[i] >= 1 && o.padding[i] >= 0, Error, "conv_transpose3d: stride and ",
+             "dilation must be >= 1 and padding >= 0, got stride ", o.stride[i], ", dilation ", o.dilation[i],
+             ", padding ", o.padding[i], " along ", kDims[i]);
+    MG_CHECK(output_padding[i] >= 0 && (output_padding[i] < o.stride[i] || output_padding[i] < o.dilation[i]), Error,
+             "conv_transpose3d: output_padding must be smaller than the stride ", o.stride[i], " or the dilation ",
+             o.dilation[i], ", got ", output_padding[i], " along ", kDims[i]);
+  }
+  const int64_t n = x5.size(0), cin = x5.size(1), d = x5.size(2), kd = w.size(2);
+  const int64_t sd = o.stride[0], pd = o.padding[0], dd = o.dilation[0], opd = output_padding[0];
+  const int64_t dout = (d - 1) * sd - 2 * pd + dd * (kd - 1) + opd + 1;
+  MG_CHECK(dout >= 1, ShapeError, "conv_transpose3d: the output depth (", dout, ") would be empty for x ", describe(x),
+           " with padding ", pd);
+  // Depth: the input spread by the stride, padded by dil (kd - 1) - pad on both sides (negative:
+  // cropped) and output_padding at the end, then a stride-1 convolution with the flipped kernel.
+  Tensor spread = x5;
+  if (sd > 1) {
+    spread = pad(x5.unsqueeze(3), {0, 0, 0, 0, 0, sd - 1})  // [N, C, D, sd, H, W]
+                 .reshape({n, cin, d * sd, x5.size(3), x5.size(4)})
+                 .slice(2, 0, (d - 1) * sd + 1);
+  }
+  const int64_t edge = dd * (kd - 1) - pd;
+  const Tensor xp = pad(spread, {0, 0, 0, 0, edge, edge + opd});
+  Tensors taps;
+  taps.reserve(std::size_t(kd));
+  for (int64_t t = 0; t < kd; ++t) taps.push_back(xp.slice(2, t * dd, t * dd + dout));
+  const Tensor gathered =
+      stack(taps, 2).permute({0, 3, 1, 2, 4, 5}).reshape({n * dout, cin * kd, x5.size(3), x5.size(4)});
+  // w [Cin, Cout/g, kd, kh, kw], flipped in depth -> [Cin·kd, Cout/g, kh, kw], row c·kd + t.
+  Tensors depth = unbind(w, 2);
+  std::reverse(depth.begin(), depth.end());
+  const Tensor wf = stack(depth, 1).reshape({cin * kd, w.size(1), w.size(3), w.size(4)});  // [Cin, kd, Cout/g, kh, kw]
+  const Tensor y2 = conv_transpose2d(gathered, wf, bias,
+                                     {.stride = {o.stride[1], o.stride[2]},
+                                      .padding = {o.padding[1], o.padding[2]},
+                                      .dilation = {o.dilation[1], o.dilation[2]},
+                                      .groups = o.groups},
+                                     {output_padding[1], output_padding[2]});  // [N·Do, Cout, Ho, Wo]
   const Tensor y = contiguous(y2.reshape({n, dout, y2.size(1), y2.size(2), y2.size(3)}).permute({0, 2, 1, 3, 4}));
   return unbatch(y, unbatched);
 }

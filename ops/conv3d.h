@@ -2,7 +2,7 @@
 // torch.nn.functional's conv3d, max_pool3d, avg_pool3d and adaptive_avg_pool3d, built on the 2-D
 // ops so their kernels (oneDNN, cuDNN), autocast policies (conv: lower, pooling: keep) and
 // gradients carry over to every device:
-//   conv3d: the kd depth taps of each output depth become channels, so one conv2d over a batch of
+//   conv3d (and conv_transpose3d, below): the kd depth taps of each output depth become channels, so one conv2d over a batch of
 //     N·Do images of C·kd channels (weight [O, C/g·kd, kh, kw]) computes every output with one
 //     accumulation and one rounding. Cost: the depth-gathered input is kd / sd times the input.
 //   pooling: separable — the 2-D pool over (H, W), then the 1-D pool over D (max of maxima, mean of
@@ -31,6 +31,15 @@ struct Conv3dOptions {
 // y [N, O, Do, Ho, Wo] = cross-correlation of x [N, C, D, H, W] with w [O, C/groups, kd, kh, kw]
 // plus an optional bias [O]; Do = (D + 2 pad_d - dil_d (kd - 1) - 1) / stride_d + 1 (likewise H, W).
 Tensor conv3d(const Tensor& x, const Tensor& w, const Tensor& bias = {}, const Conv3dOptions& opt = {});
+
+// Transposed convolution (the input gradient of conv3d, plus bias): x [N, Cin, D, H, W],
+// w [Cin, Cout/groups, kd, kh, kw], bias [Cout] -> [N, Cout, Do, Ho, Wo] with
+// Do = (D - 1) stride_d - 2 pad_d + dil_d (kd - 1) + output_padding_d + 1 (likewise H, W);
+// output_padding must be smaller than the stride or the dilation. In depth it is a convolution
+// of the input spread by the stride (zeros between) with the depth-flipped kernel, whose taps
+// become channels of one conv_transpose2d over (H, W): one accumulation, one rounding.
+Tensor conv_transpose3d(const Tensor& x, const Tensor& w, const Tensor& bias = {}, const Conv3dOptions& opt = {},
+                        Int3 output_padding = {0, 0, 0});
 
 // stride {0, 0, 0} means the kernel.
 Tensor max_pool3d(const Tensor& x, Int3 kernel, Int3 stride = {0, 0, 0}, Int3 padding = {0, 0, 0},

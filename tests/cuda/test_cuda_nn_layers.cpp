@@ -127,7 +127,7 @@ TEST_CASE("CUDA embedding_bag equals the CPU's in every mode, with offsets, padd
   require_no_pending_cuda_error();
 }
 
-TEST_CASE("CUDA conv3d and the 3-D pools equal the CPU's, gradients included", "[cuda][gpu][nn]") {
+TEST_CASE("CUDA conv3d, conv_transpose3d and the 3-D pools equal the CPU's, gradients included", "[cuda][gpu][nn]") {
   manual_seed(11);
   const Tensor x = randn({2, 4, 5, 6, 7}), w = randn({6, 2, 3, 2, 3}) * 0.3, b = randn({6});
   auto run = [&](Device d) {
@@ -135,9 +135,11 @@ TEST_CASE("CUDA conv3d and the 3-D pools equal the CPU's, gradients included", "
     const Tensor c = conv3d(xl, wl, b.to(d), {.stride = {2, 1, 1}, .padding = {1, 1, 0}, .groups = 2});
     const Tensor y = sum(max_pool3d(c, {2, 2, 2}, {1, 2, 1}, {1, 1, 0})) + sum(avg_pool3d(c, {2, 3, 2}, {0, 0, 0}, {1, 1, 1}, false, true)) +
                      sum(adaptive_avg_pool3d(c, {2, 3, 2}) * adaptive_avg_pool3d(c, {2, 3, 2}));
-    const Tensors g = autograd::grad({y}, {xl, wl});
-    return std::vector<std::vector<double>>{values(c.to(Device::cpu())), values(g[0].to(Device::cpu())),
-                                            values(g[1].to(Device::cpu()))};
+    const Tensor up = conv_transpose3d(c, wl.narrow(0, 0, 6).reshape({6, 2, 3, 2, 3}).narrow(1, 0, 1), Tensor(),
+                                       {.stride = {2, 1, 2}, .padding = {1, 0, 1}, .groups = 2}, {1, 0, 0});
+    const Tensors g = autograd::grad({y + sum(up * up)}, {xl, wl});
+    return std::vector<std::vector<double>>{values(c.to(Device::cpu())), values(up.to(Device::cpu())),
+                                            values(g[0].to(Device::cpu())), values(g[1].to(Device::cpu()))};
   };
   const auto want = run(Device::cpu()), got = run(gpu());
   for (std::size_t k = 0; k < want.size(); ++k) {

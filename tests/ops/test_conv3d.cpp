@@ -1,5 +1,5 @@
 // conv3d, max_pool3d, avg_pool3d, adaptive_avg_pool3d (ops/conv3d.h), interpolate's area mode on
-// 5-D input, BatchNorm3d and InstanceNorm3d against PyTorch 2.15 in f64
+// 5-D input, conv_transpose3d, BatchNorm3d and InstanceNorm3d against PyTorch 2.15 in f64
 // (tests/data/reference/torch_conv3d.json, written by tools/reference/gen_torch_conv3d.py): stride,
 // padding, dilation, groups, no bias, unbatched, ceil_mode, count_include_pad; outputs and the
 // gradients of every input (1e-11). Then bf16 (conv under autocast, average pools rounded once),
@@ -46,6 +46,11 @@ TEST_CASE("3-D convolution, pooling and normalisation equal PyTorch's in f64, gr
       y = conv3d(in[0], in[1], in[2],
                  {.stride = int3(kw["stride"]), .padding = int3(kw["padding"]), .dilation = int3(kw["dilation"]),
                   .groups = kw["groups"].get<int64_t>()});
+    } else if (op == "conv_transpose3d") {
+      y = conv_transpose3d(in[0], in[1], in[2],
+                           {.stride = int3(kw["stride"]), .padding = int3(kw["padding"]),
+                            .dilation = int3(kw["dilation"]), .groups = kw["groups"].get<int64_t>()},
+                           int3(kw["output_padding"]));
     } else if (op == "max_pool3d") {
       y = max_pool3d(in[0], int3(kw["kernel_size"]), int3(kw["stride"]), int3(kw["padding"]), int3(kw["dilation"]),
                      kw["ceil_mode"].get<bool>());
@@ -82,7 +87,7 @@ TEST_CASE("3-D convolution, pooling and normalisation equal PyTorch's in f64, gr
     for (std::size_t i = 0; i < g.size(); ++i) check_json_close(g[i], c["grads"][i], 1e-11, 1e-13);
     ++checked;
   }
-  CHECK(checked == 13);
+  CHECK(checked == 16);
 }
 
 TEST_CASE("3-D ops in bf16: conv under autocast, average pools rounded once, max exact", "[ops][conv3d]") {
@@ -111,6 +116,13 @@ TEST_CASE("3-D layers: shapes, reprs and refusals", "[ops][conv3d]") {
   CHECK(conv.weight.shape() == Shape{4, 2, 3, 1, 1});
   CHECK(conv.forward(randn({1, 2, 5, 3, 3})).shape() == Shape{1, 4, 5, 3, 3});
   CHECK(conv.str().find("Conv3d(2, 4, kernel_size=3x1x1, stride=1, padding=1x0x0)") != std::string::npos);
+  nn::ConvTranspose3d up({.in = 4, .out = 2, .kernel = 2, .stride = 2});
+  CHECK(up.weight.shape() == Shape{4, 2, 2, 2, 2});
+  CHECK(up.forward(randn({1, 4, 5, 3, 3})).shape() == Shape{1, 2, 10, 6, 6});
+  MG_REQUIRE_ERROR(conv_transpose3d(randn({1, 4, 2, 2, 2}), randn({4, 2, 2, 2, 2}), Tensor(), {.stride = {2, 2, 2}},
+                                    {2, 0, 0}),
+                   "output_padding must be smaller than the stride 2 or the dilation 1, got 2 along D");
+  MG_REQUIRE_ERROR(conv_transpose3d(randn({1, 3, 2, 2, 2}), randn({4, 2, 2, 2, 2})), "with Cin = 3");
   CHECK(nn::MaxPool3d({.kernel = 2}).forward(randn({1, 1, 4, 4, 4})).shape() == Shape{1, 1, 2, 2, 2});
   CHECK(nn::AvgPool3d({.kernel = 2, .stride = 1}).forward(randn({3, 4, 4, 4})).shape() == Shape{3, 3, 3, 3});
   CHECK(nn::AdaptiveAvgPool3d({.output = 1}).forward(randn({2, 3, 4, 5, 6})).shape() == Shape{2, 3, 1, 1, 1});

@@ -69,6 +69,20 @@ add("batch_norm3d_training", "batch_norm3d", lambda x, w, b: F.batch_norm(x, Non
 add("instance_norm3d_affine", "instance_norm3d", lambda x, w, b: F.instance_norm(x, None, None, w, b),
     [t(2, 3, 3, 2, 4), torch.randn(3, dtype=D, requires_grad=True), torch.randn(3, dtype=D, requires_grad=True)], {})
 
+# Appended later: conv_transpose3d (stride, padding past the kernel's reach, output_padding, dilation, groups).
+def conv_t(name, x, w, b, stride, padding, output_padding, dilation, groups):
+    kw = {"stride": stride, "padding": padding, "output_padding": output_padding, "dilation": dilation,
+          "groups": groups}
+    add(name, "conv_transpose3d", lambda x, w, b: F.conv_transpose3d(x, w, b, **kw), [x, w, b], kw)
+
+
+conv_t("conv_transpose3d_strided", t(2, 3, 3, 4, 2), t(3, 2, 3, 2, 3), t(2), [2, 1, 2], [1, 0, 1], [1, 0, 0],
+       [1, 1, 1], 1)
+conv_t("conv_transpose3d_dilated_groups_no_bias", t(1, 4, 2, 3, 3), t(4, 3, 2, 3, 2), None, [1, 2, 1], [0, 1, 0],
+       [0, 1, 0], [2, 1, 1], 2)
+conv_t("conv_transpose3d_padding_crops", t(1, 2, 4, 3, 3), t(2, 2, 2, 2, 2), t(2), [1, 1, 1], [2, 1, 1], [0, 0, 0],
+       [1, 1, 1], 1)
+
 with open(f"{sys.argv[1] if len(sys.argv) > 1 else '.'}/torch_conv3d.json", "w") as fh:
     json.dump({"torch": torch.__version__, "cases": cases}, fh, separators=(",", ":"))
     fh.write("\n")
