@@ -183,6 +183,128 @@ struct AdagradStep {
   }
 };
 
+// ATen's lerp (torch.lerp, exp_avg.lerp_(g, w) in PyTorch 2.x's optimizers): a + w (b - a) for
+// w < 0.5, else b - (b - a)(1 - w).
+template <typename T>
+MG_HOST_DEVICE T aten_lerp(T a, T b, T w) {
+  return w < T(0.5) ? a + w * (b - a) : b - (b - a) * (T(1) - w);
+}
+
+// Adamax (torch.optim.Adamax, Kingma & Ba 2015 §7.1):
+//   g = grad_sign * g + weight_decay * p
+//   m = lerp(m, g, 1 - beta1)                                 ("exp_avg")
+//   u = max(beta2 * u, |g| + eps)                             ("exp_inf"; NaN propagates)
+//   p -= lr / (1 - beta1^t) * (m / u)                         (neg_clr: host, double)
+template <typename T>
+struct AdamaxStep {
+  T one_minus_beta1;
+  T beta2;
+  T eps;
+  T weight_decay;
+  T neg_clr;    // -lr / (1 - beta1^t)
+  T grad_sign;  // 1, or -1 to maximize
+  MG_HOST_DEVICE void operator()(T& p, T g, T& m, T& u) const {
+    g = g * grad_sign;
+    if (weight_decay != T(0)) g = g + weight_decay * p;
+    m = aten_lerp(m, g, one_minus_beta1);
+    const T a = u * beta2, b = (g < T(0) ? -g : g) + eps;
+    u = (a != a || b != b) ? a + b : (a > b ? a : b);  // torch.maximum: NaN wins
+    p = p + neg_clr * (m / u);
+  }
+};
+
+// NAdam (torch.optim.NAdam, Dozat 2016), with PyTorch's momentum decay:
+//   g = grad_sign * g;  decoupled ? p *= 1 - lr * weight_decay : g += weight_decay * p
+//   m = lerp(m, g, 1 - beta1);  v = beta2 * v + (1 - beta2) g^2
+//   d = sqrt(v / (1 - beta2^t)) + eps
+//   p += coef_grad * (g / d);  p += coef_avg * (m / d)
+// with mu_t = beta1 (1 - 0.5 * 0.96^(t * momentum_decay)), coef_grad = -lr (1 - mu_t) / (1 - prod mu_1..t),
+// coef_avg = -lr mu_(t+1) / (1 - prod mu_1..t+1) (host, double).
+template <typename T>
+struct NadamStep {
+  T one_minus_beta1;
+  T beta2;
+  T one_minus_beta2;
+  T eps;
+  T weight_decay;
+  bool decoupled;
+  T decay;              // 1 - lr * weight_decay (decoupled)
+  T bias_correction2;   // 1 - beta2^t
+  T coef_grad;
+  T coef_avg;
+  T grad_sign;
+  MG_HOST_DEVICE void operator()(T& p, T g, T& m, T& v) const {
+    g = g * grad_sign;
+    if (weight_decay != T(0)) {
+      if (decoupled) p = p * decay;
+      else g = g + weight_decay * p;
+    }
+    m = aten_lerp(m, g, one_minus_beta1);
+    v = v * beta2 + one_minus_beta2 * g * g;
+    const T d = std::sqrt(v / bias_correction2) + eps;
+    p = p + coef_grad * (g / d);
+    p = p + coef_avg * (m / d);
+  }
+};
+
+// RAdam (torch.optim.RAdam, Liu et al. 2020):
+//   g and weight decay as NAdam's;  m = lerp(m, g, 1 - beta1);  v = beta2 * v + (1 - beta2) g^2
+//   rectified (rho_t > 5): p -= (m / (1 - beta1^t)) * lr * (sqrt(1 - beta2^t) / (sqrt(v) + eps)) * r_t
+//   otherwise:             p -= (m / (1 - beta1^t)) * lr
+// with rho_t and r_t from the step (host, double).
+template <typename T>
+struct RadamStep {
+  T one_minus_beta1;
+  T beta2;
+  T one_minus_beta2;
+  T eps;
+  T weight_decay;
+  bool decoupled;
+  T decay;
+  T bias_correction1;
+  T lr;
+  bool rectified;
+  T rect;                // r_t
+  T sqrt_bias_correction2;
+  T grad_sign;
+  MG_HOST_DEVICE void operator()(T& p, T g, T& m, T& v) const {
+    g = g * grad_sign;
+    if (weight_decay != T(0)) {
+      if (decoupled) p = p * decay;
+      else g = g + weight_decay * p;
+    }
+    m = aten_lerp(m, g, one_minus_beta1);
+    v = v * beta2 + one_minus_beta2 * g * g;
+    const T corrected = m / bias_correction1;
+    if (rectified) p = p - corrected * lr * (sqrt_bias_correction2 / (std::sqrt(v) + eps)) * rect;
+    else p = p - corrected * lr;
+  }
+};
+
+// Adadelta (torch.optim.Adadelta, Zeiler 2012):
+//   g = grad_sign * g + weight_decay * p
+//   sq = rho * sq + (1 - rho) g^2                             ("square_avg")
+//   delta = sqrt(acc + eps) / sqrt(sq + eps) * g
+//   acc = rho * acc + (1 - rho) delta^2                       ("acc_delta")
+//   p -= lr * delta
+template <typename T>
+struct AdadeltaStep {
+  T rho;
+  T one_minus_rho;
+  T eps;
+  T weight_decay;
+  T lr;
+  T grad_sign;
+  MG_HOST_DEVICE void operator()(T& p, T g, T& sq, T& acc) const {
+    g = g * grad_sign;
+    if (weight_decay != T(0)) g = g + weight_decay * p;
+    sq = sq * rho + one_minus_rho * g * g;
+    const T delta = std::sqrt(acc + eps) / std::sqrt(sq + eps) * g;
+    acc = acc * rho + one_minus_rho * delta * delta;
+    p = p + (-lr) * delta;
+  }
+};
+
 // Sum of |x|^p for a p-norm (p = 2 and p = 1 without pow); the caller accumulates in f32 (f64
 // for f64 tensors).
 template <typename T>

@@ -2,6 +2,7 @@
 #include "mixgrad/optim/generic_path.h"
 
 #include "mixgrad/core/error.h"
+#include "mixgrad/ops/ops.h"
 
 namespace mg::optim {
 namespace {
@@ -20,6 +21,10 @@ bool use_generic_path(const Tensors& tensors) {
 
 ForceGenericPathGuard::ForceGenericPathGuard() { ++force_depth; }
 ForceGenericPathGuard::~ForceGenericPathGuard() { --force_depth; }
+
+Tensor aten_lerp(const Tensor& a, const Tensor& b, double w) {
+  return w < 0.5 ? a + (b - a) * w : b - (b - a) * (1.0 - w);
+}
 
 Device common_device(const Tensors& tensors, const char* who, const char* what) {
   const Tensor* first = nullptr;

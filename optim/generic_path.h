@@ -31,6 +31,10 @@ class ForceGenericPathGuard {
   ForceGenericPathGuard& operator=(const ForceGenericPathGuard&) = delete;
 };
 
+// fn::aten_lerp with ops (a + w (b - a) for w < 0.5, else b - (b - a)(1 - w)): PyTorch 2.x's
+// exp_avg.lerp_(g, w), for the generic path of the optimizers that use it.
+Tensor aten_lerp(const Tensor& a, const Tensor& b, double w);
+
 // Throws DeviceError "<who>: <what> <i> is on <dev> but <what> 0 is on <dev0>" unless every
 // defined tensor is on one device; returns that device (the CPU when none is defined).
 Device common_device(const Tensors& tensors, const char* who, const char* what);

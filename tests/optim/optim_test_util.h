@@ -21,8 +21,11 @@
 
 namespace mg::test {
 
-enum OptimizerKind : int64_t { kSGD = 0, kAdam = 1, kAdamW = 2, kLAMB = 3, kRMSprop = 4, kAdagrad = 5 };
-inline constexpr int64_t kNumOptimizerKinds = 6;
+enum OptimizerKind : int64_t {
+  kSGD = 0, kAdam = 1, kAdamW = 2, kLAMB = 3, kRMSprop = 4, kAdagrad = 5,
+  kAdamax = 6, kNAdam = 7, kRAdam = 8, kAdadelta = 9
+};
+inline constexpr int64_t kNumOptimizerKinds = 10;
 
 inline std::unique_ptr<optim::Optimizer> make_optimizer(int64_t kind, const std::vector<optim::ParamGroupSpec>& groups) {
   switch (kind) {
@@ -32,6 +35,10 @@ inline std::unique_ptr<optim::Optimizer> make_optimizer(int64_t kind, const std:
     case kLAMB: return std::make_unique<optim::LAMB>(groups);
     case kRMSprop: return std::make_unique<optim::RMSprop>(groups);
     case kAdagrad: return std::make_unique<optim::Adagrad>(groups);
+    case kAdamax: return std::make_unique<optim::Adamax>(groups);
+    case kNAdam: return std::make_unique<optim::NAdam>(groups);
+    case kRAdam: return std::make_unique<optim::RAdam>(groups);
+    case kAdadelta: return std::make_unique<optim::Adadelta>(groups);
   }
   FAIL("unknown optimizer kind " << kind);
   return nullptr;

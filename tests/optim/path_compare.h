@@ -51,6 +51,10 @@ inline std::vector<OptimCase> optim_cases() {
       {"RMSprop centered alpha 0.45", kRMSprop, {{"lr", 1e-2}, {"alpha", 0.45}, {"centered", 1}, {"eps", 1e-4}}},
       {"Adagrad", kAdagrad, {{"lr", 0.1}}},
       {"Adagrad lr_decay weight_decay init maximize", kAdagrad, {{"lr", 0.1}, {"lr_decay", 0.05}, {"weight_decay", 0.02}, {"initial_accumulator_value", 0.5}, {"maximize", 1}}},
+      {"Adamax weight_decay maximize", kAdamax, {{"lr", 1e-2}, {"weight_decay", 0.05}, {"maximize", 1}}},
+      {"NAdam decoupled", kNAdam, {{"lr", 1e-2}, {"weight_decay", 0.1}, {"decoupled_weight_decay", 1}}},
+      {"RAdam beta2 0.9 weight_decay", kRAdam, {{"lr", 1e-2}, {"beta2", 0.9}, {"weight_decay", 0.05}}},
+      {"Adadelta rho weight_decay", kAdadelta, {{"lr", 0.5}, {"rho", 0.8}, {"weight_decay", 0.02}}},
   };
 }
 

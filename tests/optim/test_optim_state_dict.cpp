@@ -34,6 +34,10 @@ std::unique_ptr<optim::Optimizer> make(int64_t kind, const Tensors& ps, double l
       return std::make_unique<optim::RMSprop>(groups, optim::RMSpropOptions{.lr = lr, .momentum = 0.5, .centered = true});
     case test::kAdagrad:
       return std::make_unique<optim::Adagrad>(groups, optim::AdagradOptions{.lr = lr, .lr_decay = 0.1, .initial_accumulator_value = 0.3});
+    case test::kAdamax: return std::make_unique<optim::Adamax>(groups, optim::AdamaxOptions{.lr = lr, .betas = {0.8, 0.9}});
+    case test::kNAdam: return std::make_unique<optim::NAdam>(groups, optim::NAdamOptions{.lr = lr, .momentum_decay = 0.01});
+    case test::kRAdam: return std::make_unique<optim::RAdam>(groups, optim::RAdamOptions{.lr = lr, .betas = {0.9, 0.9}});
+    case test::kAdadelta: return std::make_unique<optim::Adadelta>(groups, optim::AdadeltaOptions{.lr = lr, .rho = 0.7, .eps = 0.1});
     default: return std::make_unique<optim::LAMB>(groups, optim::LAMBOptions{.lr = lr});
   }
 }

@@ -45,8 +45,10 @@ from gen_reference import RefWriter, q  # noqa: E402  (same folder: the shared w
 torch.set_default_dtype(torch.float64)
 F64 = torch.float64
 STEPS = 5
-KINDS = {"sgd": 0, "adam": 1, "adamw": 2, "lamb": 3, "rmsprop": 4, "adagrad": 5}
-TORCH_CLASSES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "rmsprop": "RMSprop", "adagrad": "Adagrad"}
+KINDS = {"sgd": 0, "adam": 1, "adamw": 2, "lamb": 3, "rmsprop": 4, "adagrad": 5, "adamax": 6, "nadam": 7, "radam": 8,
+         "adadelta": 9}
+TORCH_CLASSES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "rmsprop": "RMSprop", "adagrad": "Adagrad",
+                 "adamax": "Adamax", "nadam": "NAdam", "radam": "RAdam", "adadelta": "Adadelta"}
 
 
 def i64(v):
@@ -129,7 +131,8 @@ Optimizers: five steps on loss = sum(a1 (w1 - c1)^2)/2 + sum(a2 (w2 - c2)^2)/2 (
 
 def write_cases(w, cases, a1, c1, a2, c2, w1_0, w2_0):
     """Five steps of each case on the quadratic problem, written as the module docstring says."""
-    for name, kind, opt, group1, zero_w2 in cases:
+    for name, kind, opt, group1, zero_w2, *rest in cases:
+        steps_of_case = rest[0] if rest else STEPS  # a sixth element: more steps than STEPS
         w1 = w1_0.clone()
         w2 = torch.zeros(5) if zero_w2 else w2_0.clone()
         w.comment(f"case {name}: {kind} {opt}" + (f", w2 in group 1 with {group1}" if group1 else "")
@@ -157,7 +160,7 @@ def write_cases(w, cases, a1, c1, a2, c2, w1_0, w2_0):
                 groups = [{"params": params}]
             optimizer = cls(groups, **torch_kwargs(kind, opt))
         steps = [[], []]
-        for _ in range(STEPS):
+        for _ in range(steps_of_case):
             grads = [a1 * (w1 - c1), a2 * (w2 - c2)]
             if kind == "lamb":
                 with torch.no_grad():
@@ -178,6 +181,8 @@ def write_cases(w, cases, a1, c1, a2, c2, w1_0, w2_0):
             for key in sorted(st):
                 v = st[key]
                 if v is None:  # SGD without momentum keeps momentum_buffer = None
+                    continue
+                if key == "mu_product":  # NAdam's running product: mixgrad recomputes it from the step
                     continue
                 if key == "step":
                     w.tensor(f"{name}.w{k + 1}.state.step", i64(int(v)))

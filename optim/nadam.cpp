@@ -1,0 +1,93 @@
+#include "mixgrad/optim/nadam.h"
+
+#include <cmath>
+
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/optim/functors.h"
+#include "mixgrad/optim/opmath_blocks.h"
+
+namespace mg::optim {
+
+namespace {
+
+double mu_of(double beta1, double momentum_decay, int64_t t) {
+  return beta1 * (1.0 - 0.5 * std::pow(0.96, double(t) * momentum_decay));
+}
+
+// The host scalars of one update (step t).
+struct NadamCoeffs {
+  double bias_correction2, coef_grad, coef_avg;
+};
+
+}  // namespace
+
+NAdam::NAdam(const Tensors& params, NAdamOptions options) : NAdam(std::vector<ParamGroupSpec>{{params}}, options) {}
+
+NAdam::NAdam(const std::vector<ParamGroupSpec>& groups, NAdamOptions defaults)
+    : TwoBufferOptimizer("NAdam", options_to_map(defaults)) {
+  init_groups(groups);
+}
+
+void NAdam::check_options(const OptionMap& m) const {
+  check_bool_options<NAdamOptions>(m, "NAdam");
+  const NAdamOptions o = options_from_map<NAdamOptions>(m, "NAdam");
+  MG_CHECK(o.lr >= 0.0, Error, "NAdam: lr must be >= 0, got ", o.lr);
+  MG_CHECK(o.eps >= 0.0, Error, "NAdam: eps must be >= 0, got ", o.eps);
+  MG_CHECK(o.betas.first >= 0.0 && o.betas.first < 1.0 && o.betas.second >= 0.0 && o.betas.second < 1.0, Error,
+           "NAdam: betas must be in [0, 1), got (", o.betas.first, ", ", o.betas.second, ")");
+  MG_CHECK(o.weight_decay >= 0.0, Error, "NAdam: weight_decay must be >= 0, got ", o.weight_decay);
+  MG_CHECK(o.momentum_decay >= 0.0, Error, "NAdam: momentum_decay must be >= 0, got ", o.momentum_decay);
+}
+
+double NAdam::mu_product(double beta1, double momentum_decay, int64_t t) {
+  std::vector<double>& prefix = mu_products_[{beta1, momentum_decay}];
+  if (prefix.empty()) prefix.push_back(1.0);  // the empty product
+  while (int64_t(prefix.size()) <= t) prefix.push_back(prefix.back() * mu_of(beta1, momentum_decay, int64_t(prefix.size())));
+  return prefix[std::size_t(t)];
+}
+
+void NAdam::step_group(ParamGroup& group) {
+  const NAdamOptions o = options_from_map<NAdamOptions>(group.options, name());
+  const double beta1 = o.betas.first, beta2 = o.betas.second, md = o.momentum_decay;
+  const double decay = 1.0 - o.lr * o.weight_decay;
+  step_two_buffers(
+      group, "exp_avg", "exp_avg_sq", o.multi_tensor,
+      [&](int64_t t) {
+        const double mu = mu_of(beta1, md, t), mu_next = mu_of(beta1, md, t + 1);
+        const double product = mu_product(beta1, md, t);
+        return NadamCoeffs{1.0 - std::pow(beta2, double(t)), -o.lr * (1.0 - mu) / (1.0 - product),
+                           (-o.lr * mu_next) / (1.0 - product * mu_next)};
+      },
+      [&]<typename P>(const TensorSlot& s, const NadamCoeffs& c, int64_t b, int64_t e) {
+        using T = opmath_t<P>;
+        const fn::NadamStep<T> f{T(1.0 - beta1), T(beta2),   T(1.0 - beta2),         T(o.eps),
+                                 T(o.weight_decay), o.decoupled_weight_decay, T(decay), T(c.bias_correction2),
+                                 T(c.coef_grad), T(c.coef_avg), T(o.maximize ? -1.0 : 1.0)};
+        T* m = static_cast<T*>(s.state[0]);
+        T* v = static_cast<T*>(s.state[1]);
+        for_each_opmath_block(static_cast<P*>(s.param), static_cast<const P*>(s.grad), b, e,
+                              [&](T* p, const T* g, int64_t i0, int64_t n) {
+                                const fn::NadamStep<T> step = f;
+                                for (int64_t j = 0; j < n; ++j) step(p[j], g[j], m[i0 + j], v[i0 + j]);
+                              });
+      },
+      [&](const Work& w, Tensor m, Tensor v, DType opmath, const NadamCoeffs& c) {
+        NoGradGuard no_grad;
+        Tensor p = to(w.param, opmath);
+        Tensor g = to(w.grad, opmath);
+        if (o.maximize) g = neg(g);
+        if (o.weight_decay != 0.0) {
+          if (o.decoupled_weight_decay) p.mul_(decay);
+          else g = add(g, p, o.weight_decay);
+        }
+        m.copy_(aten_lerp(m, g, 1.0 - beta1));
+        v.mul_(beta2).add_(mul(g * (1.0 - beta2), g));
+        const Tensor d = sqrt(v / c.bias_correction2) + o.eps;
+        p.add_(div(g, d), c.coef_grad);
+        p.add_(div(m, d), c.coef_avg);
+        if (!p.is_same(w.param)) Tensor(w.param).copy_(p);
+      });
+}
+
+}  // namespace mg::optim

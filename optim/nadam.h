@@ -1,0 +1,65 @@
+// NAdam (Dozat 2016: Adam with Nesterov momentum), as torch.optim.NAdam with its momentum decay:
+//   g = maximize ? -grad : grad;  decoupled ? p *= 1 - lr * weight_decay : g += weight_decay * p
+//   mu_t = beta1 (1 - 0.5 * 0.96^(t * momentum_decay))
+//   m = lerp(m, g, 1 - beta1)  ("exp_avg");  v = beta2 v + (1 - beta2) g^2  ("exp_avg_sq")
+//   d = sqrt(v / (1 - beta2^t)) + eps
+//   p -= lr (1 - mu_t) / (1 - prod_{i<=t} mu_i) * g / d + lr mu_{t+1} / (1 - prod_{i<=t+1} mu_i) * m / d
+// The product of the mu's is recomputed from the step count and the group's current beta1 and
+// momentum_decay (PyTorch keeps it as state "mu_product", so changing beta1 mid-run differs).
+// State in f32 (f64 for f64 parameters); f16/bf16 parameters updated in f32 and rounded once.
+//
+//   mg::optim::NAdam opt(net.parameters(), {.lr = 2e-3});
+#pragma once
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mixgrad/optim/two_buffer_optimizer.h"
+
+namespace mg::optim {
+
+struct NAdamOptions {
+  double lr = 2e-3;
+  std::pair<double, double> betas = {0.9, 0.999};  // each in [0, 1); group options "beta1", "beta2"
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum_decay = 4e-3;
+  bool decoupled_weight_decay = false;  // true: p *= 1 - lr * weight_decay instead of L2 (NAdamW)
+  bool maximize = false;
+  bool multi_tensor = true;
+
+  template <typename F>
+  void for_each(F&& f) {
+    f("lr", lr);
+    f("beta1", betas.first);
+    f("beta2", betas.second);
+    f("eps", eps);
+    f("weight_decay", weight_decay);
+    f("momentum_decay", momentum_decay);
+    f("decoupled_weight_decay", decoupled_weight_decay);
+    f("maximize", maximize);
+    f("multi_tensor", multi_tensor);
+  }
+};
+
+class NAdam final : public TwoBufferOptimizer {
+ public:
+  using Options = NAdamOptions;
+  explicit NAdam(const Tensors& params, NAdamOptions options = {});
+  explicit NAdam(const std::vector<ParamGroupSpec>& groups, NAdamOptions defaults = {});
+
+ protected:
+  void check_options(const OptionMap& options) const override;
+  void step_group(ParamGroup& group) override;
+  std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> buffers_of_every_step() const override { return {"exp_avg", "exp_avg_sq"}; }
+
+ private:
+  // prod_{i=1..t} mu_i for (beta1, momentum_decay), from prefix products kept per pair (one double
+  // per step reached: O(1) per lookup, 8 MB after a million steps).
+  double mu_product(double beta1, double momentum_decay, int64_t t);
+  std::map<std::pair<double, double>, std::vector<double>> mu_products_;
+};
+
+}  // namespace mg::optim

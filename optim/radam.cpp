@@ -1,0 +1,87 @@
+#include "mixgrad/optim/radam.h"
+
+#include <cmath>
+
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/optim/functors.h"
+#include "mixgrad/optim/opmath_blocks.h"
+
+namespace mg::optim {
+
+namespace {
+
+// The host scalars of one update (step t).
+struct RadamCoeffs {
+  double bias_correction1, sqrt_bias_correction2, rect;
+  bool rectified;
+};
+
+RadamCoeffs radam_coeffs(double beta1, double beta2, int64_t step) {
+  const double t = double(step);
+  const double bc1 = 1.0 - std::pow(beta1, t), bc2 = 1.0 - std::pow(beta2, t);
+  const double rho_inf = 2.0 / (1.0 - beta2) - 1.0;
+  const double rho_t = rho_inf - 2.0 * t * std::pow(beta2, t) / bc2;
+  RadamCoeffs c{bc1, std::pow(bc2, 0.5), 0.0, rho_t > 5.0};
+  if (c.rectified) c.rect = std::pow((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t), 0.5);
+  return c;
+}
+
+}  // namespace
+
+RAdam::RAdam(const Tensors& params, RAdamOptions options) : RAdam(std::vector<ParamGroupSpec>{{params}}, options) {}
+
+RAdam::RAdam(const std::vector<ParamGroupSpec>& groups, RAdamOptions defaults)
+    : TwoBufferOptimizer("RAdam", options_to_map(defaults)) {
+  init_groups(groups);
+}
+
+void RAdam::check_options(const OptionMap& m) const {
+  check_bool_options<RAdamOptions>(m, "RAdam");
+  const RAdamOptions o = options_from_map<RAdamOptions>(m, "RAdam");
+  MG_CHECK(o.lr >= 0.0, Error, "RAdam: lr must be >= 0, got ", o.lr);
+  MG_CHECK(o.eps >= 0.0, Error, "RAdam: eps must be >= 0, got ", o.eps);
+  MG_CHECK(o.betas.first >= 0.0 && o.betas.first < 1.0 && o.betas.second >= 0.0 && o.betas.second < 1.0, Error,
+           "RAdam: betas must be in [0, 1), got (", o.betas.first, ", ", o.betas.second, ")");
+  MG_CHECK(o.weight_decay >= 0.0, Error, "RAdam: weight_decay must be >= 0, got ", o.weight_decay);
+}
+
+void RAdam::step_group(ParamGroup& group) {
+  const RAdamOptions o = options_from_map<RAdamOptions>(group.options, name());
+  const double beta1 = o.betas.first, beta2 = o.betas.second;
+  const double decay = 1.0 - o.lr * o.weight_decay;
+  step_two_buffers(
+      group, "exp_avg", "exp_avg_sq", o.multi_tensor, [&](int64_t t) { return radam_coeffs(beta1, beta2, t); },
+      [&]<typename P>(const TensorSlot& s, const RadamCoeffs& c, int64_t b, int64_t e) {
+        using T = opmath_t<P>;
+        const fn::RadamStep<T> f{T(1.0 - beta1),      T(beta2),    T(1.0 - beta2), T(o.eps),
+                                 T(o.weight_decay),   o.decoupled_weight_decay, T(decay),
+                                 T(c.bias_correction1), T(o.lr),   c.rectified,    T(c.rect),
+                                 T(c.sqrt_bias_correction2), T(o.maximize ? -1.0 : 1.0)};
+        T* m = static_cast<T*>(s.state[0]);
+        T* v = static_cast<T*>(s.state[1]);
+        for_each_opmath_block(static_cast<P*>(s.param), static_cast<const P*>(s.grad), b, e,
+                              [&](T* p, const T* g, int64_t i0, int64_t n) {
+                                const fn::RadamStep<T> step = f;
+                                for (int64_t j = 0; j < n; ++j) step(p[j], g[j], m[i0 + j], v[i0 + j]);
+                              });
+      },
+      [&](const Work& w, Tensor m, Tensor v, DType opmath, const RadamCoeffs& c) {
+        NoGradGuard no_grad;
+        Tensor p = to(w.param, opmath);
+        Tensor g = to(w.grad, opmath);
+        if (o.maximize) g = neg(g);
+        if (o.weight_decay != 0.0) {
+          if (o.decoupled_weight_decay) p.mul_(decay);
+          else g = add(g, p, o.weight_decay);
+        }
+        m.copy_(aten_lerp(m, g, 1.0 - beta1));
+        v.mul_(beta2).add_(mul(g * (1.0 - beta2), g));
+        const Tensor corrected = m / c.bias_correction1;
+        if (c.rectified) p.sub_(corrected * o.lr * (c.sqrt_bias_correction2 / (sqrt(v) + o.eps)) * c.rect);
+        else p.sub_(corrected * o.lr);
+        if (!p.is_same(w.param)) Tensor(w.param).copy_(p);
+      });
+}
+
+}  // namespace mg::optim
