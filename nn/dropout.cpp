@@ -48,19 +48,21 @@ Tensor alpha_dropout(const Tensor& x, double p, bool training, bool feature, Gen
   MG_CHECK(p >= 0 && p <= 1, Error, who, ": p must be in [0, 1], got ", p);
   MG_CHECK(x.defined() && x.is_floating_point(), DTypeError, who, ": expected a floating tensor, got ",
            x.defined() ? describe(x) : "undefined");
-  MG_CHECK(!feature || x.dim() >= 2, ShapeError, who, ": expected x of at least 2 dims [N, C, *], got ", describe(x));
   if (!training || p == 0.0) return x;
+  MG_CHECK(!feature || x.dim() >= 2, ShapeError, who, ": expected x of at least 2 dims [N, C, *], got ", describe(x));
   if (p == 1.0) return x * scalar_like(0, x);
   constexpr double kAlpha = 1.7580993408473766;  // SELU's -alpha * scale: its saturation value's magnitude
   const double a = 1.0 / std::sqrt((kAlpha * kAlpha * p + 1) * (1 - p));
+  const DType dt = x.dtype();
+  const DType math = dt == DType::F16 || dt == DType::BF16 ? DType::F32 : dt;  // rounded once at the end
   Shape mask_shape = x.shape();
   if (feature)
     for (int64_t d = 2; d < x.dim(); ++d) mask_shape[std::size_t(d)] = 1;
-  // kept: 1 or 0, as x's dtype (dropout of ones gives 1/(1-p) or 0).
-  const Tensor kept = ne(dropout(ones(mask_shape, {.dtype = x.dtype(), .device = x.device()}), p, true, gen),
-                         scalar_like(0, x)).to(x.dtype());
+  // kept: 1 or 0 (dropout of ones gives 1/(1-p) or 0).
+  const Tensor kept = ne(dropout(ones(mask_shape, {.dtype = math, .device = x.device()}), p, true, gen),
+                         zeros({}, {.dtype = math, .device = x.device()})).to(math);
   // PyTorch's: x * (kept * a) + ((kept - 1) * alpha * a + alpha * a * p)
-  return x * (kept * a) + ((kept - 1.0) * (kAlpha * a) + kAlpha * a * p);
+  return (x.to(math) * (kept * a) + ((kept - 1.0) * (kAlpha * a) + kAlpha * a * p)).to(dt);
 }
 
 AlphaDropout::AlphaDropout(Options o) : AlphaDropout("AlphaDropout", false, o) {}

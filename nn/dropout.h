@@ -66,7 +66,7 @@ class Dropout2d : public ChannelDropout {
 // input's mean 0 and variance 1: a = ((1 - p)(1 + p alpha'^2))^(-1/2), b = a alpha' p
 // (PyTorch's alpha_dropout / feature_alpha_dropout). Identity in eval; p = 1 gives zeros, as
 // PyTorch. The keep mask is dropout() of ones (the same Philox stream as Dropout).
-Tensor alpha_dropout(const Tensor& x, double p, bool training = true, bool feature = false, Generator* gen = nullptr);
+Tensor alpha_dropout(const Tensor& x, double p, bool training = false, bool feature = false, Generator* gen = nullptr);
 
 class AlphaDropout : public UnaryModule {
  public:

@@ -35,12 +35,12 @@ Tensor InstanceNorm::forward(const Tensor& x) {
   const bool unbatched = x.dim() == batched - 1;
   const Tensor xb = unbatched ? unsqueeze(x, 0) : x;
   MG_CHECK(xb.size(1) == C, ShapeError, layer_name(), ": expected ", C, " channels, got x ", describe(x));
-  MG_CHECK(xb.numel() == 0 || xb.numel() / (xb.size(0) * C) > 1, Error, layer_name(),
-           ": expected more than 1 spatial element per channel, got x ", describe(x));
-  if (options_.track_running_stats && !is_training()) {
+  if (options_.track_running_stats && !is_training()) {  // the running statistics: any spatial size
     const Tensor y = batch_norm(xb, weight, bias, running_mean, running_var, /*training=*/false, 0.0, options_.eps);
     return unbatched ? squeeze(y, 0) : y;
   }
+  MG_CHECK(xb.numel() == 0 || xb.numel() / (xb.size(0) * C) > 1, Error, layer_name(),
+           ": expected more than 1 spatial element per channel, got x ", describe(x));
   const Tensor y = group_norm(xb, C, weight, bias, options_.eps);
   if (options_.track_running_stats && xb.numel() > 0) update_running_stats(xb);
   return unbatched ? squeeze(y, 0) : y;

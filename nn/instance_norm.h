@@ -1,12 +1,12 @@
 // InstanceNorm1d / InstanceNorm2d / InstanceNorm3d: each (sample, channel) normalised over its own positions, as
 // PyTorch's with its defaults (affine = false, track_running_stats = false): group_norm with one
 // group per channel (ops/norm.h; its fused backward, f32 statistics for f16/bf16, Keep policy).
-// Unbatched input ([C, L] / [C, H, W]) is a batch of one. With track_running_stats, as PyTorch's:
+// Unbatched input ([C, L] / [C, H, W] / [C, D, H, W]) is a batch of one. With track_running_stats, as PyTorch's:
 // training normalises with the instance statistics and moves running_mean / running_var toward
 // their batch average (running = (1 - momentum) running + momentum mean over samples of each
 // instance's mean / unbiased variance, computed in f32, f64 for f64); eval normalises with the
 // running statistics (batch_norm's eval path). num_batches_tracked is kept for PyTorch's state
-// dict and, as there, never counts.
+// dict and, as there, never counts. An empty batch leaves them unchanged (PyTorch's become NaN).
 //
 //   auto norm = nn::make<nn::InstanceNorm2d>({.num_features = 64, .affine = true});
 #pragma once

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "mixgrad/core/factory.h"
+
 #include "mixgrad/ops/conv.h"
 #include "mixgrad/ops/conv1d.h"
 #include "mixgrad/ops/ops.h"
@@ -25,18 +27,66 @@ Tensor batched_input(const char* op, const Tensor& x, bool& unbatched) {
 Tensor unbatch(const Tensor& y, bool unbatched) { return unbatched ? y.squeeze(0) : y; }
 
 // Each dim's window (kernel, stride, padding, dilation) as the 2-D and 1-D ops will check it, but
-// named by the 3-D op and the dim, so a bad window never surfaces as a 2-D or 1-D op's error.
-void check_window(const char* op, const Tensor& x5, Int3 k, Int3 s, Int3 p, Int3 d, bool pooling) {
+// named by the 3-D op and the dim, so a bad window never surfaces as a 2-D or 1-D op's error:
+// sizes that would overflow, an empty dim, a window larger than the padded input and (pooling) a
+// padding over half the window, an output window with no input element (dilation).
+void check_window(const char* op, const Tensor& x5, Int3 k, Int3 s, Int3 p, Int3 d, bool pooling,
+                  bool ceil_mode = false) {
+  MG_CHECK(!pooling || x5.size(1) > 0, ShapeError, op, ": expected at least one channel, got x ", describe(x5));
   for (int i = 0; i < 3; ++i) {
     MG_CHECK(k[i] >= 1 && s[i] >= 1 && d[i] >= 1 && p[i] >= 0, Error, op,
              ": kernel, stride and dilation must be >= 1 and padding >= 0, got kernel ", k[i], ", stride ", s[i],
              ", padding ", p[i], ", dilation ", d[i], " along ", kDims[i]);
-    const int64_t keff = d[i] * (k[i] - 1) + 1, n = x5.size(2 + i);
+    const int64_t n = x5.size(2 + i);
+    MG_CHECK(n >= 1, ShapeError, op, ": the input has no elements along ", kDims[i], "; got x ", describe(x5));
+    int64_t keff = 0, room = 0;
+    const bool overflow = __builtin_mul_overflow(d[i], k[i] - 1, &keff) || __builtin_add_overflow(keff, 1, &keff) ||
+                          __builtin_mul_overflow(p[i], int64_t(2), &room) || __builtin_add_overflow(room, n, &room);
+    MG_CHECK(!overflow, Error, op, ": kernel ", k[i], ", dilation ", d[i], " and padding ", p[i], " along ", kDims[i],
+             " overflow 64-bit sizes");
     MG_CHECK(!pooling || 2 * p[i] <= keff, Error, op, ": padding (", p[i], ") must be at most half the kernel (", keff,
              ") along ", kDims[i]);
-    MG_CHECK(keff <= n + 2 * p[i], ShapeError, op, ": the window (", keff, ") is larger than the padded input (", n,
+    MG_CHECK(keff <= room, ShapeError, op, ": the window (", keff, ") is larger than the padded input (", n,
              " + 2 * ", p[i], ") along ", kDims[i], "; got x ", describe(x5));
+    if (!pooling || d[i] == 1) continue;
+    // PyTorch's output size (ceil_mode: the last window must start inside the input or the left padding).
+    int64_t out = (room - keff + (ceil_mode ? s[i] - 1 : 0)) / s[i] + 1;
+    if (ceil_mode && (out - 1) * s[i] >= n + p[i]) --out;
+    for (int64_t o = 0; o < out; ++o) {
+      const int64_t first = o * s[i] - p[i];
+      bool hit = false;
+      for (int64_t j = 0; j < k[i] && !hit; ++j) hit = first + j * d[i] >= 0 && first + j * d[i] < n;
+      MG_CHECK(hit, ShapeError, op, ": output ", o, " along ", kDims[i], " has a window with no input element (taps at ",
+               first, ", ", first + d[i], ", ... of an input of ", n, " with padding ", p[i], ", dilation ", d[i],
+               "); got x ", describe(x5), "\n  hint: lower the padding or the dilation");
+    }
   }
+}
+
+// t along dim 2 with `before` elements added in front and `after` at the end, zeros (a negative
+// amount crops): the kept range is sliced first, so any combination works, also one that crops
+// every element before padding again (then zeros that stay on the graph).
+Tensor pad_depth(const Tensor& t, int64_t before, int64_t after) {
+  const int64_t n = t.size(2), first = std::max<int64_t>(0, -before), last = std::min(n, n + after);
+  if (first >= last) {
+    Shape shape = t.shape();
+    shape[2] = n + before + after;
+    const Tensor none = sum(t, {2}, /*keepdim=*/true);
+    return masked_fill(none.expand(shape), ones({1}, {.dtype = DType::Bool, .device = t.device()}), 0.0);
+  }
+  const Tensor kept = first > 0 || last < n ? t.slice(2, first, last) : t;
+  const int64_t lead = std::max<int64_t>(0, before), tail = std::max<int64_t>(0, after);
+  return lead || tail ? pad(kept, {0, 0, 0, 0, lead, tail}) : kept;
+}
+
+// The kd depth taps of a stride-`s` sweep over x [N, C, D', H, W] (tap t starts at t * dil) as
+// channels: [N·Do, C·kd, H, W], channel c·kd + t. One copy (the stack).
+Tensor depth_taps_as_channels(const Tensor& x, int64_t kd, int64_t dil, int64_t s, int64_t dout) {
+  Tensors taps;
+  taps.reserve(std::size_t(kd));
+  for (int64_t t = 0; t < kd; ++t) taps.push_back(x.slice(2, t * dil, t * dil + (dout - 1) * s + 1, s).transpose(1, 2));
+  // each tap [N, Do, C, H, W]; stacked at dim 3: [N, Do, C, kd, H, W], a view away from the result
+  return stack(taps, 3).reshape({x.size(0) * dout, x.size(1) * kd, x.size(3), x.size(4)});
 }
 
 Int3 or_kernel(Int3 stride, Int3 kernel) {
@@ -71,16 +121,13 @@ Tensor conv3d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3d
            o.groups >= 1 ? x5.size(1) / o.groups : 0, " and O divisible by groups ", o.groups, " for x ", describe(x),
            ", got weight ", describe(w));
   check_window("conv3d", x5, {w.size(2), w.size(3), w.size(4)}, o.stride, o.padding, o.dilation, false);
-  const int64_t n = x5.size(0), c = x5.size(1), kd = w.size(2);
+  const int64_t n = x5.size(0), kd = w.size(2);
   const int64_t sd = o.stride[0], pd = o.padding[0], dd = o.dilation[0];
   const int64_t dout = (x5.size(2) + 2 * pd - dd * (kd - 1) - 1) / sd + 1;
   // The depth taps of every output depth as channels: [N, C, kd, Do, H, W] -> [N·Do, C·kd, H, W],
   // channel c·kd + t, matching w viewed as [O, C/g·kd, kh, kw] (and the groups' channel blocks).
   const Tensor xp = pd > 0 ? pad(x5, {0, 0, 0, 0, pd, pd}) : x5;
-  Tensors taps;
-  taps.reserve(std::size_t(kd));
-  for (int64_t t = 0; t < kd; ++t) taps.push_back(xp.slice(2, t * dd, t * dd + (dout - 1) * sd + 1, sd));
-  const Tensor gathered = stack(taps, 2).permute({0, 3, 1, 2, 4, 5}).reshape({n * dout, c * kd, x5.size(3), x5.size(4)});
+  const Tensor gathered = depth_taps_as_channels(xp, kd, dd, sd, dout);
   const Tensor y2 = conv2d(gathered, w.reshape({w.size(0), w.size(1) * kd, w.size(3), w.size(4)}), bias,
                            {.stride = {o.stride[1], o.stride[2]},
                             .padding = {o.padding[1], o.padding[2]},
@@ -100,6 +147,10 @@ Tensor conv_transpose3d(const Tensor& x, const Tensor& w, const Tensor& bias, co
            "conv_transpose3d: expected weight [Cin, Cout/groups, kd, kh, kw] with Cin = ", x5.size(1),
            " divisible by groups ", o.groups, " for x ", describe(x), ", got weight ", describe(w));
   for (int i = 0; i < 3; ++i) {
+    MG_CHECK(w.size(2 + i) >= 1, ShapeError, "conv_transpose3d: the kernel has no taps along ", kDims[i],
+             "; got weight ", describe(w));
+    MG_CHECK(x5.size(2 + i) >= 1, ShapeError, "conv_transpose3d: the input has no elements along ", kDims[i],
+             " (only an empty batch or channels are allowed); got x ", describe(x));
     MG_CHECK(o.stride[i] >= 1 && o.dilation[i] >= 1 && o.padding[i] >= 0, Error, "conv_transpose3d: stride and ",
              "dilation must be >= 1 and padding >= 0, got stride ", o.stride[i], ", dilation ", o.dilation[i],
              ", padding ", o.padding[i], " along ", kDims[i]);
@@ -121,12 +172,8 @@ Tensor conv_transpose3d(const Tensor& x, const Tensor& w, const Tensor& bias, co
                  .slice(2, 0, (d - 1) * sd + 1);
   }
   const int64_t edge = dd * (kd - 1) - pd;
-  const Tensor xp = pad(spread, {0, 0, 0, 0, edge, edge + opd});
-  Tensors taps;
-  taps.reserve(std::size_t(kd));
-  for (int64_t t = 0; t < kd; ++t) taps.push_back(xp.slice(2, t * dd, t * dd + dout));
-  const Tensor gathered =
-      stack(taps, 2).permute({0, 3, 1, 2, 4, 5}).reshape({n * dout, cin * kd, x5.size(3), x5.size(4)});
+  const Tensor xp = pad_depth(spread, edge, edge + opd);
+  const Tensor gathered = depth_taps_as_channels(xp, kd, dd, 1, dout);
   // w [Cin, Cout/g, kd, kh, kw], flipped in depth -> [Cin·kd, Cout/g, kh, kw], row c·kd + t.
   Tensors depth = unbind(w, 2);
   std::reverse(depth.begin(), depth.end());
@@ -145,7 +192,7 @@ Tensor max_pool3d(const Tensor& x, Int3 kernel, Int3 stride, Int3 padding, Int3 
   bool unbatched = false;
   const Tensor x5 = batched_input("max_pool3d", x, unbatched);
   stride = or_kernel(stride, kernel);
-  check_window("max_pool3d", x5, kernel, stride, padding, dilation, true);
+  check_window("max_pool3d", x5, kernel, stride, padding, dilation, true, ceil_mode);
   const Tensor y = separable(
       x5,
       [&](const Tensor& t) {
@@ -160,7 +207,7 @@ Tensor avg_pool3d(const Tensor& x, Int3 kernel, Int3 stride, Int3 padding, bool 
   bool unbatched = false;
   const Tensor x5 = batched_input("avg_pool3d", x, unbatched);
   stride = or_kernel(stride, kernel);
-  check_window("avg_pool3d", x5, kernel, stride, padding, {1, 1, 1}, true);
+  check_window("avg_pool3d", x5, kernel, stride, padding, {1, 1, 1}, true, ceil_mode);
   // The mean over a box is the mean over D of the means over (H, W), each with its own divisor
   // rule; in f32 for f16/bf16 so the result is rounded once.
   const DType dt = x5.dtype();
@@ -177,6 +224,7 @@ Tensor avg_pool3d(const Tensor& x, Int3 kernel, Int3 stride, Int3 padding, bool 
 Tensor adaptive_avg_pool3d(const Tensor& x, Int3 output_size) {
   bool unbatched = false;
   const Tensor x5 = batched_input("adaptive_avg_pool3d", x, unbatched);
+  MG_CHECK(x5.size(1) > 0, ShapeError, "adaptive_avg_pool3d: expected at least one channel, got x ", describe(x));
   for (int i = 0; i < 3; ++i) {
     MG_CHECK(output_size[i] >= 1, Error, "adaptive_avg_pool3d: output sizes must be >= 1, got ", output_size[i],
              " along ", kDims[i]);

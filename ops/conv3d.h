@@ -7,8 +7,11 @@
 //     accumulation and one rounding. Cost: the depth-gathered input is kd / sd times the input.
 //   pooling: separable — the 2-D pool over (H, W), then the 1-D pool over D (max of maxima, mean of
 //     means, with each dim's window, padding, ceil_mode and count_include_pad rules as PyTorch's);
-//     average pools of f16/bf16 run in f32 and round once. A max window's gradient goes to one of
-//     its maxima; on exact ties it may be another maximum than PyTorch's (which scans d, h, w).
+//     average pools of f16/bf16 run in f32 and round once. A max window's gradient goes to its
+//     first maximum in (d, h, w) order, as PyTorch's (the first over depth of each plane's first).
+//   Cost: conv_transpose3d spreads the input by the depth stride (zeros between), so its depth
+//     work is sd times the input's and the gathered tensor kd·sd times the input. Outputs are
+//     contiguous (PyTorch keeps channels_last_3d); no divisor_override, no padding modes yet.
 //
 //   mg::Tensor y = mg::conv3d(x, w, b, {.padding = {1, 1, 1}});   // x [N, C, D, H, W], w [O, C, 3, 3, 3]
 #pragma once

@@ -34,6 +34,7 @@ Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double b
            x.defined() ? describe(x) : "undefined");
   const detail::CompositeInputs c = detail::composite_inputs("local_response_norm", {x});
   const Tensor& a = c.math[0];
+  if (a.numel() == 0) return detail::round_result(a, c);  // an empty batch or no channels, as PyTorch
   const int64_t n = a.size(0), ch = a.size(1);
   // x^2 as [N, C, rest], zero-padded along C, then each channel's window summed in order.
   const Tensor sq = pad((a * a).reshape({n, ch, -1}), {0, 0, size / 2, (size - 1) / 2});

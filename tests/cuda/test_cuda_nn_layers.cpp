@@ -9,8 +9,14 @@
 #include "cuda_test_util.h"
 #include "nn/embedding_bag.h"
 #include "nn/fold.h"
+#include "nn/instance_norm.h"
+#include "nn/normalization.h"
 #include "nn/transformer_model.h"
+#include "ops/activation_composites.h"
 #include "ops/conv3d.h"
+#include "ops/interpolate.h"
+#include "ops/layer_composites.h"
+#include "ops/norm.h"
 #include "ops/ops.h"
 
 using namespace mg;
@@ -135,7 +141,7 @@ TEST_CASE("CUDA conv3d, conv_transpose3d and the 3-D pools equal the CPU's, grad
     const Tensor c = conv3d(xl, wl, b.to(d), {.stride = {2, 1, 1}, .padding = {1, 1, 0}, .groups = 2});
     const Tensor y = sum(max_pool3d(c, {2, 2, 2}, {1, 2, 1}, {1, 1, 0})) + sum(avg_pool3d(c, {2, 3, 2}, {0, 0, 0}, {1, 1, 1}, false, true)) +
                      sum(adaptive_avg_pool3d(c, {2, 3, 2}) * adaptive_avg_pool3d(c, {2, 3, 2}));
-    const Tensor up = conv_transpose3d(c, wl.narrow(0, 0, 6).reshape({6, 2, 3, 2, 3}).narrow(1, 0, 1), Tensor(),
+    const Tensor up = conv_transpose3d(c, wl.narrow(1, 0, 1), Tensor(),
                                        {.stride = {2, 1, 2}, .padding = {1, 0, 1}, .groups = 2}, {1, 0, 0});
     const Tensors g = autograd::grad({y + sum(up * up)}, {xl, wl});
     return std::vector<std::vector<double>>{values(c.to(Device::cpu())), values(up.to(Device::cpu())),
@@ -146,5 +152,61 @@ TEST_CASE("CUDA conv3d, conv_transpose3d and the 3-D pools equal the CPU's, grad
     REQUIRE(got[k].size() == want[k].size());
     for (std::size_t i = 0; i < want[k].size(); ++i) CHECK(got[k][i] == Approx(want[k][i]).epsilon(1e-4).margin(1e-4));
   }
+  require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA bilinear, local_response_norm, rrelu, alpha_dropout, 3-D norms and 5-D area equal the CPU's",
+          "[cuda][gpu][nn]") {
+  manual_seed(12);
+  const Tensor x5 = randn({2, 3, 4, 5, 6}), a = randn({4, 3}), b = randn({4, 5}), w = randn({2, 3, 5}) * 0.3;
+  // Each function of CPU f32 leaves, run on both devices: value and the gradient of sum(y * y).
+  using Fn = std::function<Tensor(const Tensors&)>;
+  const std::vector<std::pair<const char*, std::pair<Tensors, Fn>>> cases = {
+      {"bilinear", {{a, b, w}, [](const Tensors& t) { return bilinear(t[0], t[1], t[2]); }}},
+      {"local_response_norm", {{x5}, [](const Tensors& t) { return local_response_norm(t[0], 3, 0.5, 0.75, 1.0); }}},
+      {"rrelu eval", {{x5}, [](const Tensors& t) { return rrelu(t[0], 0.1, 0.3, false); }}},
+      {"area 5-D", {{x5}, [](const Tensors& t) {
+         return interpolate(t[0], {.size = {3, 2, 4}, .mode = InterpolateMode::Area});
+       }}},
+      {"batch_norm 5-D", {{x5}, [](const Tensors& t) { return batch_norm(t[0], Tensor(), Tensor(), Tensor(), Tensor(), true); }}},
+      {"avg_pool3d bf16", {{x5}, [](const Tensors& t) {
+         return avg_pool3d(t[0].to(DType::BF16), {2, 3, 2}, {1, 1, 1}, {1, 1, 1}, false, true).to(DType::F32);
+       }}},
+  };
+  for (const auto& [name, c] : cases) {
+    INFO(name);
+    auto run = [&](Device d) {
+      Tensors leaves;
+      for (const Tensor& t : c.first) leaves.push_back(t.to(d).detach().requires_grad_());
+      const Tensor y = c.second(leaves);
+      const Tensors g = autograd::grad({sum(y * y)}, leaves);
+      std::vector<std::vector<double>> out = {values(y.to(Device::cpu()))};
+      for (const Tensor& t : g) out.push_back(values(t.to(Device::cpu())));
+      return out;
+    };
+    const auto want = run(Device::cpu()), got = run(gpu());
+    REQUIRE(got.size() == want.size());
+    for (std::size_t k = 0; k < want.size(); ++k) {
+      REQUIRE(got[k].size() == want[k].size());
+      for (std::size_t i = 0; i < want[k].size(); ++i) CHECK(got[k][i] == Approx(want[k][i]).epsilon(1e-4).margin(1e-4));
+    }
+  }
+  // Random ones: the same Philox stream gives the same masks and slopes on both devices.
+  Generator g_cpu(5), g_gpu(5);
+  const std::vector<double> drop_cpu = values(nn::alpha_dropout(x5, 0.3, true, true, &g_cpu));
+  const std::vector<double> drop_gpu = values(nn::alpha_dropout(x5.to(gpu()), 0.3, true, true, &g_gpu).to(Device::cpu()));
+  REQUIRE(drop_gpu.size() == drop_cpu.size());
+  for (std::size_t i = 0; i < drop_cpu.size(); ++i) CHECK(drop_gpu[i] == Approx(drop_cpu[i]).epsilon(1e-6).margin(1e-6));
+  // InstanceNorm3d with running statistics: a training step then eval, the buffers on the GPU.
+  nn::InstanceNorm3d cpu_norm({.num_features = 3, .affine = true, .track_running_stats = true});
+  nn::InstanceNorm3d gpu_norm({.num_features = 3, .affine = true, .track_running_stats = true});
+  gpu_norm.to(gpu());
+  cpu_norm.forward(x5);
+  gpu_norm.forward(x5.to(gpu()));
+  cpu_norm.eval();
+  gpu_norm.eval();
+  const std::vector<double> ev_cpu = values(cpu_norm.forward(x5)), ev_gpu = values(gpu_norm.forward(x5.to(gpu())).to(Device::cpu()));
+  REQUIRE(ev_gpu.size() == ev_cpu.size());
+  for (std::size_t i = 0; i < ev_cpu.size(); ++i) CHECK(ev_gpu[i] == Approx(ev_cpu[i]).epsilon(1e-5).margin(1e-5));
   require_no_pending_cuda_error();
 }

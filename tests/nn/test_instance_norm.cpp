@@ -95,6 +95,10 @@ TEST_CASE("InstanceNorm with track_running_stats equals PyTorch's: training upda
   std::vector<std::string> names;
   for (const auto& [n, t] : m.state_dict()) names.push_back(n);
   CHECK(names == std::vector<std::string>{"weight", "bias", "running_mean", "running_var", "num_batches_tracked"});
+  // Eval with running statistics takes any spatial size (1x1 maps too), as PyTorch.
+  m.eval();
+  CHECK(m.forward(randn({3, 2, 1, 1})).shape() == Shape{3, 2, 1, 1});
+  m.train();
   // bf16 input: statistics in f32, the f32 buffers updated, the output bf16.
   const Tensor xb = randn({2, 2, 3, 3}).to(DType::BF16);
   CHECK(m.forward(xb).dtype() == DType::BF16);

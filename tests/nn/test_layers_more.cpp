@@ -113,6 +113,16 @@ TEST_CASE("alpha_dropout keeps or saturates by one mask and keeps mean 0 and var
     CHECK(var(y).item<double>() == Approx(1.0).margin(0.05));
   }
   const Tensor x = randn({3, 4});
+  CHECK(values(nn::alpha_dropout(x, 0.5)) == values(x));  // training defaults to false, as F.alpha_dropout
+  CHECK(values(nn::alpha_dropout(randn({4}), 0.5, false, true)).size() == 4);  // eval: no dim check either
+  {
+    // bf16: computed in f32 and rounded once (the same mask: the same generator position).
+    Generator g1(3), g2(3);
+    const Tensor xb = randn({50, 40}).to(DType::BF16);
+    const Tensor low = nn::alpha_dropout(xb, 0.2, true, false, &g1);
+    CHECK(low.dtype() == DType::BF16);
+    CHECK(values(low) == values(nn::alpha_dropout(xb.to(DType::F32), 0.2, true, false, &g2).to(DType::BF16)));
+  }
   CHECK(values(nn::alpha_dropout(x, 0.5, false)) == values(x));
   CHECK(values(nn::alpha_dropout(x, 1.0, true)) == std::vector<double>(12, 0.0));
   nn::FeatureAlphaDropout layer({.p = 0.2});
@@ -136,6 +146,7 @@ TEST_CASE("Bilinear and LocalResponseNorm modules: init, dtypes under autocast, 
     CHECK(lrn.forward(randn({2, 4, 3}).to(DType::BF16)).dtype() == DType::F32);  // fp32 policy
   }
   CHECK(local_response_norm(randn({2, 4, 3}).to(DType::BF16), 3).dtype() == DType::BF16);
+  CHECK(local_response_norm(zeros({0, 4, 3}), 3).shape() == Shape{0, 4, 3});  // an empty batch, as PyTorch
   MG_REQUIRE_ERROR(bl.forward(x1, randn({5, 3})), "): bilinear: expected x1 [*, 4] and x2 [*, 3]");
   MG_REQUIRE_ERROR(bilinear(x1, x2, randn({5, 4}), Tensor()), "expected weight [out, in1, in2]");
   MG_REQUIRE_ERROR(bilinear(x1, x2, bl.weight, randn({4})), "expected bias [5]");

@@ -87,7 +87,7 @@ TEST_CASE("3-D convolution, pooling and normalisation equal PyTorch's in f64, gr
     for (std::size_t i = 0; i < g.size(); ++i) check_json_close(g[i], c["grads"][i], 1e-11, 1e-13);
     ++checked;
   }
-  CHECK(checked == 16);
+  CHECK(checked == 21);
 }
 
 TEST_CASE("3-D ops in bf16: conv under autocast, average pools rounded once, max exact", "[ops][conv3d]") {
@@ -137,6 +137,13 @@ TEST_CASE("3-D layers: shapes, reprs and refusals", "[ops][conv3d]") {
   MG_REQUIRE_ERROR(avg_pool3d(randn({1, 1, 4, 4, 4}), {2, 0, 2}), "avg_pool3d: kernel, stride and dilation must be >= 1");
   MG_REQUIRE_ERROR(adaptive_avg_pool3d(randn({1, 1, 4, 4, 4}), {2, 0, 2}), "output sizes must be >= 1, got 0 along H");
   MG_REQUIRE_ERROR(max_pool3d(zeros({1, 1, 2, 2, 2}, {.dtype = DType::I32}), {1, 1, 1}), "expected a floating input");
+  MG_REQUIRE_ERROR(max_pool3d(randn({1, 1, 1, 3, 3}), {2, 1, 1}, {1, 1, 1}, {1, 0, 0}, {2, 1, 1}),
+                   "max_pool3d: output 0 along D has a window with no input element");
+  MG_REQUIRE_ERROR(avg_pool3d(randn({1, 0, 2, 2, 2}), {1, 1, 1}), "avg_pool3d: expected at least one channel");
+  MG_REQUIRE_ERROR(avg_pool3d(randn({1, 1, 0, 2, 2}), {1, 1, 1}), "the input has no elements along D");
+  MG_REQUIRE_ERROR(conv_transpose3d(randn({1, 1, 2, 2, 2}), randn({1, 1, 0, 1, 1})), "the kernel has no taps along D");
+  MG_REQUIRE_ERROR(conv3d(randn({1, 1, 2, 2, 2}), randn({1, 1, 3, 1, 1}), Tensor(), {.dilation = {int64_t(1) << 62, 1, 1}}),
+                   "overflow 64-bit sizes");
   MG_REQUIRE_ERROR(nn::Conv3d({.in = 2, .out = 3, .kernel = 3, .groups = 2}), "Conv3d: groups (2) must divide");
   MG_REQUIRE_ERROR(nn::Conv3d({.in = 2, .out = 4}), "Conv3d: kernel must be positive");
   MG_REQUIRE_ERROR(nn::MaxPool3d({.kernel = 2, .stride = -1}), "MaxPool3d: stride must be positive (or 0: the kernel)");

@@ -83,6 +83,20 @@ conv_t("conv_transpose3d_dilated_groups_no_bias", t(1, 4, 2, 3, 3), t(4, 3, 2, 3
 conv_t("conv_transpose3d_padding_crops", t(1, 2, 4, 3, 3), t(2, 2, 2, 2, 2), t(2), [1, 1, 1], [2, 1, 1], [0, 0, 0],
        [1, 1, 1], 1)
 
+# Appended later (a review's cases): a transposed convolution whose padding crops the whole spread
+# input before output_padding adds it back (D = 1), H/W dilation, count_include_pad with ceil_mode,
+# H/W padding past the transposed kernel's reach, and max pooling of integer values (ties).
+conv_t("conv_transpose3d_crop_then_pad", t(1, 1, 1, 2, 2), t(1, 1, 1, 1, 1), t(1), [5, 1, 1], [2, 0, 0], [4, 0, 0],
+       [1, 1, 1], 1)
+conv("conv3d_hw_dilation", t(1, 2, 4, 7, 7), t(2, 2, 2, 3, 3), t(2), [1, 2, 1], [0, 2, 1], [1, 2, 3], 1)
+pool("avg_pool3d_include_pad_ceil", "avg_pool3d", F.avg_pool3d, t(1, 2, 6, 5, 7),
+     {"kernel_size": [3, 2, 3], "stride": [2, 2, 2], "padding": [1, 1, 1], "ceil_mode": True, "count_include_pad": True})
+conv_t("conv_transpose3d_hw_padding_crops", t(1, 2, 2, 4, 4), t(2, 2, 2, 2, 2), t(2), [1, 2, 2], [0, 2, 3], [0, 1, 0],
+       [1, 1, 1], 1)
+ties = torch.randint(0, 3, (1, 2, 4, 4, 4)).to(D).requires_grad_(True)
+pool("max_pool3d_ties", "max_pool3d", F.max_pool3d, ties,
+     {"kernel_size": [2, 2, 2], "stride": [1, 1, 1], "padding": [0, 0, 0], "dilation": [1, 1, 1], "ceil_mode": False})
+
 with open(f"{sys.argv[1] if len(sys.argv) > 1 else '.'}/torch_conv3d.json", "w") as fh:
     json.dump({"torch": torch.__version__, "cases": cases}, fh, separators=(",", ":"))
     fh.write("\n")
