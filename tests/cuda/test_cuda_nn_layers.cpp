@@ -173,8 +173,9 @@ TEST_CASE("CUDA bilinear, local_response_norm, rrelu, alpha_dropout, 3-D norms a
          return avg_pool3d(t[0].to(DType::BF16), {2, 3, 2}, {1, 1, 1}, {1, 1, 1}, false, true).to(DType::F32);
        }}},
   };
-  for (const auto& [name, c] : cases) {
-    INFO(name);
+  for (const auto& entry : cases) {
+    const auto& c = entry.second;  // (a plain reference: clang 14 cannot capture a structured binding)
+    INFO(entry.first);
     auto run = [&](Device d) {
       Tensors leaves;
       for (const Tensor& t : c.first) leaves.push_back(t.to(d).detach().requires_grad_());
