@@ -30,7 +30,7 @@
 #include "mixgrad/nn/models/bert_hf.h"    // nn::models::bert_state_dict_from_hf (Hugging Face checkpoints)
 #include "mixgrad/nn/models/resnet.h"     // nn::models::ResNet (CIFAR and ImageNet style)
 #include "mixgrad/nn/nn.h"                // nn::Module, layers, containers, losses, functional, init
-#include "mixgrad/optim/optim.h"          // optim::SGD, Adam, AdamW, LAMB, RMSprop, Adagrad, schedulers, clip_grad_norm_
+#include "mixgrad/optim/optim.h"          // optim::SGD, Adam, AdamW, LAMB, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, schedulers, clip_grad_norm_
 #include "mixgrad/ops/attention.h"        // scaled_dot_product_attention
 #include "mixgrad/ops/checkpoint.h"       // checkpoint: activations recomputed in backward
 #include "mixgrad/ops/custom_function.h"  // Function<Derived>: user-defined forward/backward

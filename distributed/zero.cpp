@@ -329,6 +329,9 @@ StateDict ZeroRedundantOptimizer::state_dict(int to) {
     for (const auto& [k, v] : part.ints) {
       if (remap_position_key(k, to_global, &key)) full.ints[key] = v;
     }
+    for (const auto& [k, v] : part.floats) {  // per-parameter scalars (NAdam's mu_product)
+      if (k.rfind("state.", 0) == 0 && remap_position_key(k, to_global, &key)) full.floats[key] = v;
+    }
     for (const auto& [k, t] : part.tensors) {
       MG_CHECK(remap_position_key(k, to_global, &key), Error, kWho, "::state_dict: rank ", r,
                "'s optimizer saved an unexpected tensor '", k, "'");
@@ -338,7 +341,9 @@ StateDict ZeroRedundantOptimizer::state_dict(int to) {
       // Options and counters: the same on every rank (each steps alike); taken from one.
       full.strings["optimizer"] = part.strings.at("optimizer");
       full.ints["step_count"] = part.ints.at("step_count");
-      for (const auto& [k, v] : part.floats) full.floats[k] = v;
+      for (const auto& [k, v] : part.floats) {
+        if (k.rfind("state.", 0) != 0) full.floats[k] = v;  // group options
+      }
     }
   }
   if (!keep) return {};
@@ -410,7 +415,9 @@ void ZeroRedundantOptimizer::load_local_part(const StateDict& state) {
     local.strings[key] = join(mine);
     first += int64_t(positions.size());
   }
-  for (const auto& [k, v] : state.floats) local.floats[k] = v;
+  for (const auto& [k, v] : state.floats) {
+    if (k.rfind("state.", 0) != 0) local.floats[k] = v;  // group options; per-parameter scalars below
+  }
   // Position keys of this rank's parameters are renumbered; the others' are dropped. Anything
   // else that is not the layout's is an error, as in an unsharded load.
   const auto check_position = [&](const std::string& k, const char* what) {
@@ -424,6 +431,11 @@ void ZeroRedundantOptimizer::load_local_part(const StateDict& state) {
     if (k == "step_count" || k == "num_groups" || k == "num_params") continue;
     check_position(k, "integer");
     if (remap_position_key(k, to_local, &key)) local.ints[key] = v;
+  }
+  for (const auto& [k, v] : state.floats) {
+    if (k.rfind("state.", 0) != 0) continue;
+    check_position(k, "float");
+    if (remap_position_key(k, to_local, &key)) local.floats[key] = v;
   }
   for (const auto& [k, t] : state.tensors) {
     check_position(k, "tensor");

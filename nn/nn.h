@@ -23,6 +23,7 @@
 #include "mixgrad/nn/module.h"
 #include "mixgrad/nn/normalization.h"
 #include "mixgrad/nn/packed_sequence.h"
+#include "mixgrad/nn/parameter_vector.h"
 #include "mixgrad/nn/padding.h"
 #include "mixgrad/nn/pooling.h"
 #include "mixgrad/nn/reshape_layers.h"

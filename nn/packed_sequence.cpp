@@ -6,6 +6,7 @@
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/pad.h"
 
 namespace mg::nn {
 
@@ -77,6 +78,58 @@ std::pair<Tensor, std::vector<int64_t>> pad_packed_sequence(const PackedSequence
     }
   }
   return {batch_first ? transpose(out, 0, 1) : out, packed.lengths};
+}
+
+Tensor pad_sequence(const Tensors& sequences, bool batch_first, double padding_value, bool pad_left) {
+  MG_CHECK(!sequences.empty(), ShapeError, "pad_sequence: expected at least one sequence");
+  const Tensor& first = sequences.front();
+  MG_CHECK(first.defined() && first.dim() >= 1, ShapeError, "pad_sequence: expected sequences [L, *], got ",
+           first.defined() ? describe(first) : "undefined");
+  const Shape trailing(first.shape().begin() + 1, first.shape().end());
+  int64_t longest = 0;
+  for (std::size_t i = 0; i < sequences.size(); ++i) {
+    const Tensor& s = sequences[i];
+    MG_CHECK(s.defined() && s.dim() == first.dim() && Shape(s.shape().begin() + 1, s.shape().end()) == trailing,
+             ShapeError, "pad_sequence: sequence ", i, " is ", s.defined() ? describe(s) : "undefined",
+             ", but sequence 0 is ", describe(first), " (every sequence must be [L, *] with the same trailing dims)");
+    MG_CHECK(s.dtype() == first.dtype() && s.device() == first.device(), DTypeError, "pad_sequence: sequence ", i,
+             " is ", describe(s), ", but sequence 0 is ", describe(first), " (one dtype and device)");
+    longest = std::max(longest, s.size(0));
+  }
+  Tensors padded;
+  padded.reserve(sequences.size());
+  for (const Tensor& s : sequences) {
+    std::vector<int64_t> amounts(std::size_t(2 * s.dim()), 0);  // last dim first; the time dim is the last pair
+    amounts[amounts.size() - (pad_left ? 2 : 1)] = longest - s.size(0);
+    padded.push_back(longest == s.size(0) ? s : pad(s, amounts, PadMode::Constant, padding_value));
+  }
+  return stack(padded, batch_first ? 0 : 1);
+}
+
+Tensors unpad_sequence(const Tensor& padded, const std::vector<int64_t>& lengths, bool batch_first) {
+  MG_CHECK(padded.defined() && padded.dim() >= 2, ShapeError, "unpad_sequence: expected padded [T, B, *], got ",
+           padded.defined() ? describe(padded) : "undefined");
+  const int64_t tdim = batch_first ? 1 : 0, bdim = batch_first ? 0 : 1;
+  MG_CHECK(int64_t(lengths.size()) == padded.size(bdim), ShapeError, "unpad_sequence: ", lengths.size(),
+           " lengths for a batch of ", padded.size(bdim), " (", describe(padded), ")");
+  Tensors out;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    MG_CHECK(lengths[i] >= 0 && lengths[i] <= padded.size(tdim), IndexError, "unpad_sequence: length ", lengths[i],
+             " of sequence ", i, " is outside [0, ", padded.size(tdim), "]");
+    out.push_back(padded.select(bdim, int64_t(i)).narrow(0, 0, lengths[i]));
+  }
+  return out;
+}
+
+PackedSequence pack_sequence(const Tensors& sequences, bool enforce_sorted) {
+  std::vector<int64_t> lengths;
+  for (const Tensor& s : sequences) lengths.push_back(s.defined() && s.dim() >= 1 ? s.size(0) : 0);
+  return pack_padded_sequence(pad_sequence(sequences), lengths, /*batch_first=*/false, enforce_sorted);
+}
+
+Tensors unpack_sequence(const PackedSequence& packed) {
+  const auto [padded, lengths] = pad_packed_sequence(packed);
+  return unpad_sequence(padded, lengths);
 }
 
 }  // namespace mg::nn

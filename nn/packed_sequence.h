@@ -14,6 +14,7 @@
 //   nn::PackedSequence packed = nn::pack_padded_sequence(x, {5, 3, 2}, /*batch_first=*/true);  // x [3, 7, F]
 //   nn::PackedLSTMOutput out = lstm->forward(packed);
 //   auto [padded, lengths] = nn::pad_packed_sequence(out.output, /*batch_first=*/true);        // [3, 5, H]
+//   mg::Tensor batch = nn::pad_sequence({a, b, c}, /*batch_first=*/true);   // [L_i, F] each -> [3, max L, F]
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -41,6 +42,19 @@ PackedSequence pack_padded_sequence(const Tensor& x, const std::vector<int64_t>&
 std::pair<Tensor, std::vector<int64_t>> pad_packed_sequence(const PackedSequence& packed, bool batch_first = false,
                                                             double padding_value = 0.0,
                                                             std::optional<int64_t> total_length = std::nullopt);
+
+// PyTorch's pad_sequence: sequences [L_i, *] (the same trailing dims, dtype and device) stacked
+// into [T, B, *] ([B, T, *] when batch_first), T = the longest L_i, padding_value beyond each
+// sequence ("right") or before it ("left": each sequence ends at T). Differentiable.
+Tensor pad_sequence(const Tensors& sequences, bool batch_first = false, double padding_value = 0.0,
+                    bool pad_left = false);
+// The inverse of pad_sequence (right padding): the first lengths[i] steps of sequence i, views of
+// `padded` [T, B, *] ([B, T, *] when batch_first).
+Tensors unpad_sequence(const Tensor& padded, const std::vector<int64_t>& lengths, bool batch_first = false);
+// PyTorch's pack_sequence: pack_padded_sequence(pad_sequence(sequences), their lengths).
+PackedSequence pack_sequence(const Tensors& sequences, bool enforce_sorted = true);
+// PyTorch's unpack_sequence: the packed sequences as a list, each cut to its length.
+Tensors unpack_sequence(const PackedSequence& packed);
 
 // [T, B] bool on `device`: whether step t is within sequence b's length.
 Tensor length_mask(const std::vector<int64_t>& lengths, int64_t steps, Device device);

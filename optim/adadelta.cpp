@@ -27,7 +27,8 @@ void Adadelta::check_options(const OptionMap& m) const {
 void Adadelta::step_group(ParamGroup& group) {
   const AdadeltaOptions o = options_from_map<AdadeltaOptions>(group.options, name());
   step_two_buffers(
-      group, "square_avg", "acc_delta", o.multi_tensor, [](int64_t) { return 0; },
+      group, "square_avg", "acc_delta", o.multi_tensor, [](const ParamState&, int64_t) { return 0; },
+      [](ParamState&, int) {},
       [&]<typename P>(const TensorSlot& s, int, int64_t b, int64_t e) {
         using T = opmath_t<P>;
         const fn::AdadeltaStep<T> f{T(o.rho), T(1.0 - o.rho), T(o.eps), T(o.weight_decay), T(o.lr),

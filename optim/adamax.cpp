@@ -21,8 +21,8 @@ void Adamax::check_options(const OptionMap& m) const {
   const AdamaxOptions o = options_from_map<AdamaxOptions>(m, "Adamax");
   MG_CHECK(o.lr >= 0.0, Error, "Adamax: lr must be >= 0, got ", o.lr);
   MG_CHECK(o.eps >= 0.0, Error, "Adamax: eps must be >= 0, got ", o.eps);
-  MG_CHECK(o.betas.first >= 0.0 && o.betas.first < 1.0 && o.betas.second >= 0.0 && o.betas.second < 1.0, Error,
-           "Adamax: betas must be in [0, 1), got (", o.betas.first, ", ", o.betas.second, ")");
+  MG_CHECK(o.betas.first >= 0.0 && o.betas.first < 1.0, Error, "Adamax: beta1 must be in [0, 1), got ", o.betas.first);
+  MG_CHECK(o.betas.second >= 0.0 && o.betas.second < 1.0, Error, "Adamax: beta2 must be in [0, 1), got ", o.betas.second);
   MG_CHECK(o.weight_decay >= 0.0, Error, "Adamax: weight_decay must be >= 0, got ", o.weight_decay);
 }
 
@@ -31,7 +31,8 @@ void Adamax::step_group(ParamGroup& group) {
   const double beta1 = o.betas.first, beta2 = o.betas.second;
   step_two_buffers(
       group, "exp_avg", "exp_inf", o.multi_tensor,
-      [&](int64_t t) { return -o.lr / (1.0 - std::pow(beta1, double(t))); },  // -clr
+      [&](const ParamState&, int64_t t) { return -o.lr / (1.0 - std::pow(beta1, double(t))); },  // -clr
+      [](ParamState&, double) {},
       [&]<typename P>(const TensorSlot& s, double neg_clr, int64_t b, int64_t e) {
         using T = opmath_t<P>;
         const fn::AdamaxStep<T> f{T(1.0 - beta1), T(beta2), T(o.eps), T(o.weight_decay), T(neg_clr),
@@ -52,7 +53,7 @@ void Adamax::step_group(ParamGroup& group) {
         if (o.weight_decay != 0.0) g = add(g, p, o.weight_decay);
         m.copy_(aten_lerp(m, g, 1.0 - beta1));
         u.copy_(maximum(u * beta2, abs(g) + o.eps));
-        p.add_(div(m, u), neg_clr);
+        p.add_(div(m * neg_clr, u));  // ATen's addcdiv: (value * m) / u
         if (!p.is_same(w.param)) Tensor(w.param).copy_(p);
       });
 }

@@ -194,7 +194,7 @@ MG_HOST_DEVICE T aten_lerp(T a, T b, T w) {
 //   g = grad_sign * g + weight_decay * p
 //   m = lerp(m, g, 1 - beta1)                                 ("exp_avg")
 //   u = max(beta2 * u, |g| + eps)                             ("exp_inf"; NaN propagates)
-//   p -= lr / (1 - beta1^t) * (m / u)                         (neg_clr: host, double)
+//   p -= lr / (1 - beta1^t) * m / u                           (neg_clr: host, double)
 template <typename T>
 struct AdamaxStep {
   T one_minus_beta1;
@@ -209,7 +209,7 @@ struct AdamaxStep {
     m = aten_lerp(m, g, one_minus_beta1);
     const T a = u * beta2, b = (g < T(0) ? -g : g) + eps;
     u = (a != a || b != b) ? a + b : (a > b ? a : b);  // torch.maximum: NaN wins
-    p = p + neg_clr * (m / u);
+    p = p + neg_clr * m / u;  // ATen's addcdiv: (value * m) / u
   }
 };
 
@@ -217,7 +217,7 @@ struct AdamaxStep {
 //   g = grad_sign * g;  decoupled ? p *= 1 - lr * weight_decay : g += weight_decay * p
 //   m = lerp(m, g, 1 - beta1);  v = beta2 * v + (1 - beta2) g^2
 //   d = sqrt(v / (1 - beta2^t)) + eps
-//   p += coef_grad * (g / d);  p += coef_avg * (m / d)
+//   p += coef_grad * g / d;  p += coef_avg * m / d
 // with mu_t = beta1 (1 - 0.5 * 0.96^(t * momentum_decay)), coef_grad = -lr (1 - mu_t) / (1 - prod mu_1..t),
 // coef_avg = -lr mu_(t+1) / (1 - prod mu_1..t+1) (host, double).
 template <typename T>
@@ -242,8 +242,8 @@ struct NadamStep {
     m = aten_lerp(m, g, one_minus_beta1);
     v = v * beta2 + one_minus_beta2 * g * g;
     const T d = std::sqrt(v / bias_correction2) + eps;
-    p = p + coef_grad * (g / d);
-    p = p + coef_avg * (m / d);
+    p = p + coef_grad * g / d;  // ATen's addcdiv: (value * g) / d
+    p = p + coef_avg * m / d;
   }
 };
 
@@ -276,7 +276,8 @@ struct RadamStep {
     m = aten_lerp(m, g, one_minus_beta1);
     v = v * beta2 + one_minus_beta2 * g * g;
     const T corrected = m / bias_correction1;
-    if (rectified) p = p - corrected * lr * (sqrt_bias_correction2 / (std::sqrt(v) + eps)) * rect;
+    // PyTorch's sqrt(1 - beta2^t) / tensor is reciprocal(tensor) * sqrt(1 - beta2^t)
+    if (rectified) p = p - corrected * lr * ((T(1) / (std::sqrt(v) + eps)) * sqrt_bias_correction2) * rect;
     else p = p - corrected * lr;
   }
 };

@@ -226,7 +226,7 @@ enum class AnnealStrategy { Cos, Linear };
 // The 1cycle policy (Smith & Topin 2018) as PyTorch's OneCycleLR: the lr rises from
 // max_lr / div_factor to max_lr over the first pct_start of total_steps, then anneals to
 // initial_lr / final_div_factor (three_phase: back to the initial lr first, then down to the
-// minimum). With cycle_momentum the group's "momentum" (SGD) or "beta1" (Adam, AdamW, LAMB)
+// minimum). With cycle_momentum the group's "momentum" (SGD) or "beta1" (Adam, AdamW, LAMB, Adamax, NAdam, RAdam)
 // moves the opposite way between max_momentum and base_momentum; without it they are left alone.
 // Stepping past total_steps is an error. Per phase, with pct the fraction of the phase done:
 //   cos:    end + (start - end) / 2 * (1 + cos(pi * pct))     linear: start + (end - start) * pct
@@ -324,7 +324,7 @@ class PolynomialLR final : public LRScheduler {
 // and back down over step_size_down, cycle after cycle; the cycle's amplitude is scaled by
 //   Triangular: 1     Triangular2: 1 / 2^(cycle - 1)     ExpRange: gamma^t (t: steps so far)
 // or by a custom scale_fn of the cycle number (ScaleMode::Cycle) or of t (ScaleMode::Iterations).
-// With cycle_momentum the group's "momentum" (SGD, RMSprop) or "beta1" (Adam, AdamW, LAMB) moves
+// With cycle_momentum the group's "momentum" (SGD, RMSprop) or "beta1" (Adam, AdamW, LAMB, Adamax, NAdam, RAdam) moves
 // the opposite way, from max_momentum down to base_momentum and back. The constructor sets every
 // group's lr to its base_lr (and the momentum to max_momentum); base_lrs() are these base lrs.
 // Per step t, with T = step_size_up + step_size_down:

@@ -18,6 +18,7 @@ double mu_of(double beta1, double momentum_decay, int64_t t) {
 // The host scalars of one update (step t).
 struct NadamCoeffs {
   double bias_correction2, coef_grad, coef_avg;
+  double mu_product;  // prod_{i<=t} mu_i, kept as the parameter's "mu_product"
 };
 
 }  // namespace
@@ -34,17 +35,10 @@ void NAdam::check_options(const OptionMap& m) const {
   const NAdamOptions o = options_from_map<NAdamOptions>(m, "NAdam");
   MG_CHECK(o.lr >= 0.0, Error, "NAdam: lr must be >= 0, got ", o.lr);
   MG_CHECK(o.eps >= 0.0, Error, "NAdam: eps must be >= 0, got ", o.eps);
-  MG_CHECK(o.betas.first >= 0.0 && o.betas.first < 1.0 && o.betas.second >= 0.0 && o.betas.second < 1.0, Error,
-           "NAdam: betas must be in [0, 1), got (", o.betas.first, ", ", o.betas.second, ")");
+  MG_CHECK(o.betas.first >= 0.0 && o.betas.first < 1.0, Error, "NAdam: beta1 must be in [0, 1), got ", o.betas.first);
+  MG_CHECK(o.betas.second >= 0.0 && o.betas.second < 1.0, Error, "NAdam: beta2 must be in [0, 1), got ", o.betas.second);
   MG_CHECK(o.weight_decay >= 0.0, Error, "NAdam: weight_decay must be >= 0, got ", o.weight_decay);
   MG_CHECK(o.momentum_decay >= 0.0, Error, "NAdam: momentum_decay must be >= 0, got ", o.momentum_decay);
-}
-
-double NAdam::mu_product(double beta1, double momentum_decay, int64_t t) {
-  std::vector<double>& prefix = mu_products_[{beta1, momentum_decay}];
-  if (prefix.empty()) prefix.push_back(1.0);  // the empty product
-  while (int64_t(prefix.size()) <= t) prefix.push_back(prefix.back() * mu_of(beta1, momentum_decay, int64_t(prefix.size())));
-  return prefix[std::size_t(t)];
 }
 
 void NAdam::step_group(ParamGroup& group) {
@@ -53,12 +47,21 @@ void NAdam::step_group(ParamGroup& group) {
   const double decay = 1.0 - o.lr * o.weight_decay;
   step_two_buffers(
       group, "exp_avg", "exp_avg_sq", o.multi_tensor,
-      [&](int64_t t) {
+      [&](const ParamState& st, int64_t t) {
         const double mu = mu_of(beta1, md, t), mu_next = mu_of(beta1, md, t + 1);
-        const double product = mu_product(beta1, md, t);
+        // The product so far: the parameter's own (PyTorch's state), or, for a state saved without
+        // it, rebuilt from the group's current beta1 and momentum_decay.
+        double before = 1.0;
+        if (const auto it = st.scalars.find("mu_product"); it != st.scalars.end()) {
+          before = it->second;
+        } else {
+          for (int64_t i = 1; i < t; ++i) before *= mu_of(beta1, md, i);
+        }
+        const double product = before * mu;
         return NadamCoeffs{1.0 - std::pow(beta2, double(t)), -o.lr * (1.0 - mu) / (1.0 - product),
-                           (-o.lr * mu_next) / (1.0 - product * mu_next)};
+                           (-o.lr * mu_next) / (1.0 - product * mu_next), product};
       },
+      [](ParamState& st, const NadamCoeffs& c) { st.scalars["mu_product"] = c.mu_product; },
       [&]<typename P>(const TensorSlot& s, const NadamCoeffs& c, int64_t b, int64_t e) {
         using T = opmath_t<P>;
         const fn::NadamStep<T> f{T(1.0 - beta1), T(beta2),   T(1.0 - beta2),         T(o.eps),
@@ -84,8 +87,8 @@ void NAdam::step_group(ParamGroup& group) {
         m.copy_(aten_lerp(m, g, 1.0 - beta1));
         v.mul_(beta2).add_(mul(g * (1.0 - beta2), g));
         const Tensor d = sqrt(v / c.bias_correction2) + o.eps;
-        p.add_(div(g, d), c.coef_grad);
-        p.add_(div(m, d), c.coef_avg);
+        p.add_(div(g * c.coef_grad, d));  // ATen's addcdiv: (value * g) / d
+        p.add_(div(m * c.coef_avg, d));
         if (!p.is_same(w.param)) Tensor(w.param).copy_(p);
       });
 }

@@ -4,13 +4,13 @@
 //   m = lerp(m, g, 1 - beta1)  ("exp_avg");  v = beta2 v + (1 - beta2) g^2  ("exp_avg_sq")
 //   d = sqrt(v / (1 - beta2^t)) + eps
 //   p -= lr (1 - mu_t) / (1 - prod_{i<=t} mu_i) * g / d + lr mu_{t+1} / (1 - prod_{i<=t+1} mu_i) * m / d
-// The product of the mu's is recomputed from the step count and the group's current beta1 and
-// momentum_decay (PyTorch keeps it as state "mu_product", so changing beta1 mid-run differs).
+// The product of the mu's is each parameter's scalar state "mu_product" (in double; saved with the
+// state dict), as PyTorch's, so a beta1 that a scheduler cycles (OneCycleLR, CyclicLR) multiplies
+// each step's mu into it as there.
 // State in f32 (f64 for f64 parameters); f16/bf16 parameters updated in f32 and rounded once.
 //
 //   mg::optim::NAdam opt(net.parameters(), {.lr = 2e-3});
 #pragma once
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,12 +54,7 @@ class NAdam final : public TwoBufferOptimizer {
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   std::vector<std::string> buffers_of_every_step() const override { return {"exp_avg", "exp_avg_sq"}; }
-
- private:
-  // prod_{i=1..t} mu_i for (beta1, momentum_decay), from prefix products kept per pair (one double
-  // per step reached: O(1) per lookup, 8 MB after a million steps).
-  double mu_product(double beta1, double momentum_decay, int64_t t);
-  std::map<std::pair<double, double>, std::vector<double>> mu_products_;
+  std::vector<std::string> scalar_names() const override { return {"mu_product"}; }
 };
 
 }  // namespace mg::optim

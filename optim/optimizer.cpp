@@ -645,6 +645,7 @@ StateDict Optimizer::state_dict() const {
         const std::string sp = "state." + std::to_string(index) + ".";
         s.ints[sp + "step"] = st->step;
         for (const auto& [name, b] : st->buffers) s.tensors.emplace_back(sp + name, clone(b));
+        for (const auto& [name, v] : st->scalars) s.floats[sp + name] = v;
       }
       ++index;
     }
@@ -696,7 +697,8 @@ void Optimizer::load_state_dict(const StateDict& s) {
     with_group_context(owner, name_, g, [&] { check_options(new_options[g]); });
   }
   for (const auto& [key, value] : s.floats) {
-    if (key.rfind("group.", 0) != 0) continue;
+    if (key.rfind("state.", 0) == 0) continue;  // per-parameter scalars: below
+    MG_CHECK(key.rfind("group.", 0) == 0, Error, owner, ": unexpected float '", key, "'");
     const std::size_t dot = key.find('.', 6);
     const int64_t g = dot == std::string::npos ? -1 : std::strtoll(key.substr(6, dot - 6).c_str(), nullptr, 10);
     MG_CHECK(g >= 0 && g < num_groups, Error, owner, ": unexpected float '", key, "' (the state has ", num_groups,
@@ -717,6 +719,17 @@ void Optimizer::load_state_dict(const StateDict& s) {
     MG_CHECK(value >= 0, Error, owner, ": '", key, "' must be >= 0, got ", value);
     new_state[params[i].impl()].step = value;
     with_step.insert(i);
+  }
+  const std::vector<std::string> scalars = scalar_names();
+  for (const auto& [key, value] : s.floats) {
+    int64_t i = -1;
+    std::string name;
+    if (!parse_state_key(key, &i, &name)) continue;
+    MG_CHECK(i < num_params && std::find(scalars.begin(), scalars.end(), name) != scalars.end(), Error, owner,
+             ": unexpected float '", key, "'");
+    MG_CHECK(with_step.count(i), Error, owner, ": '", key, "' has no 'state.", i, ".step'");
+    MG_CHECK(std::isfinite(value), Error, owner, ": '", key, "' must be finite, got ", value);
+    new_state[params[std::size_t(i)].impl()].scalars[name] = value;
   }
   std::unordered_map<const TensorImpl*, Tensor> new_masters;  // master -> saved value
   for (const auto& [key, t] : s.tensors) {

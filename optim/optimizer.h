@@ -1,4 +1,4 @@
-// Optimizer: the base of SGD, Adam, AdamW, LAMB, RMSprop and Adagrad. It owns parameter groups (parameters plus
+// Optimizer: the base of SGD, Adam, AdamW, LAMB, RMSprop, Adagrad, Adamax, NAdam, RAdam and Adadelta. It owns parameter groups (parameters plus
 // per-group options), per-parameter state (an update count and named buffers), a step counter,
 // and a state dict keyed by parameter position as PyTorch's.
 //
@@ -59,6 +59,8 @@ struct ParamGroupSpec {
 struct ParamState {
   int64_t step = 0;
   std::map<std::string, Tensor> buffers;
+  // Per-parameter host scalars (NAdam's mu_product), saved as the floats state.<i>.<name>.
+  std::map<std::string, double> scalars;
   // The fused device path (CUDA) counts updates on the device: [1] i64, created from `step` at the
   // first fused update. While `step_on_device` is set it is the truth and `step` is refreshed
   // from it when read (Optimizer::state, state_dict: one synchronisation).
@@ -145,7 +147,7 @@ class Optimizer : public GraphParticipant {
   bool stepped_since(const StepMark& mark) const;
   // step_count() as it was at `mark` (one read of a device counter after device-decided steps).
   int64_t step_count_at(const StepMark& mark) const;
-  // "SGD", "Adam", "AdamW", "LAMB", "RMSprop", "Adagrad".
+  // "SGD", "Adam", "AdamW", "LAMB", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta".
   const std::string& name() const { return name_; }
   // The state of parameter p, or nullptr before its first update.
   const ParamState* state(const Tensor& p) const;
@@ -233,6 +235,8 @@ class Optimizer : public GraphParticipant {
   // The buffers every parameter that took a step has (Adam's moments); load_state_dict refuses a
   // state without them instead of starting them at zero under the saved step count.
   virtual std::vector<std::string> buffers_of_every_step() const { return {}; }
+  // The names of the per-parameter scalars it keeps (ParamState::scalars); load_state_dict refuses others.
+  virtual std::vector<std::string> scalar_names() const { return {}; }
   // Options this optimizer gained after states were first saved, with the value that reproduces
   // the old behaviour (e.g. {"maximize", 0}): load_state_dict takes it where a saved group lacks one,
   // as PyTorch's __setstate__ setdefault does.

@@ -41,8 +41,8 @@ void RAdam::check_options(const OptionMap& m) const {
   const RAdamOptions o = options_from_map<RAdamOptions>(m, "RAdam");
   MG_CHECK(o.lr >= 0.0, Error, "RAdam: lr must be >= 0, got ", o.lr);
   MG_CHECK(o.eps >= 0.0, Error, "RAdam: eps must be >= 0, got ", o.eps);
-  MG_CHECK(o.betas.first >= 0.0 && o.betas.first < 1.0 && o.betas.second >= 0.0 && o.betas.second < 1.0, Error,
-           "RAdam: betas must be in [0, 1), got (", o.betas.first, ", ", o.betas.second, ")");
+  MG_CHECK(o.betas.first >= 0.0 && o.betas.first < 1.0, Error, "RAdam: beta1 must be in [0, 1), got ", o.betas.first);
+  MG_CHECK(o.betas.second >= 0.0 && o.betas.second < 1.0, Error, "RAdam: beta2 must be in [0, 1), got ", o.betas.second);
   MG_CHECK(o.weight_decay >= 0.0, Error, "RAdam: weight_decay must be >= 0, got ", o.weight_decay);
 }
 
@@ -51,7 +51,8 @@ void RAdam::step_group(ParamGroup& group) {
   const double beta1 = o.betas.first, beta2 = o.betas.second;
   const double decay = 1.0 - o.lr * o.weight_decay;
   step_two_buffers(
-      group, "exp_avg", "exp_avg_sq", o.multi_tensor, [&](int64_t t) { return radam_coeffs(beta1, beta2, t); },
+      group, "exp_avg", "exp_avg_sq", o.multi_tensor,
+      [&](const ParamState&, int64_t t) { return radam_coeffs(beta1, beta2, t); }, [](ParamState&, const RadamCoeffs&) {},
       [&]<typename P>(const TensorSlot& s, const RadamCoeffs& c, int64_t b, int64_t e) {
         using T = opmath_t<P>;
         const fn::RadamStep<T> f{T(1.0 - beta1),      T(beta2),    T(1.0 - beta2), T(o.eps),
@@ -78,7 +79,8 @@ void RAdam::step_group(ParamGroup& group) {
         m.copy_(aten_lerp(m, g, 1.0 - beta1));
         v.mul_(beta2).add_(mul(g * (1.0 - beta2), g));
         const Tensor corrected = m / c.bias_correction1;
-        if (c.rectified) p.sub_(corrected * o.lr * (c.sqrt_bias_correction2 / (sqrt(v) + o.eps)) * c.rect);
+        // PyTorch's float / tensor is reciprocal(tensor) * float
+        if (c.rectified) p.sub_(corrected * o.lr * ((1.0 / (sqrt(v) + o.eps)) * c.sqrt_bias_correction2) * c.rect);
         else p.sub_(corrected * o.lr);
         if (!p.is_same(w.param)) Tensor(w.param).copy_(p);
       });

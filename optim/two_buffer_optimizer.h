@@ -5,7 +5,9 @@
 // parameter; CPU parameters are updated by fused chunk loops (multi-tensor or per parameter, the
 // same bits), other devices by the generic path of public ops (optim/generic_path.h).
 #pragma once
+#include <array>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mixgrad/core/visit_dtype.h"
@@ -19,30 +21,39 @@ class TwoBufferOptimizer : public Optimizer {
  protected:
   using Optimizer::Optimizer;
 
-  // make(t) -> Coeffs for the parameter's t-th update; chunk.template operator()<P>(slot, coeffs,
-  // begin, end) updates elements [begin, end) of a CPU slot (state[0], state[1]: the buffers);
-  // generic(work, buffer0, buffer1, opmath, coeffs) updates one parameter with public ops.
-  template <typename Make, typename Chunk, typename Generic>
+  // make(state, t) -> Coeffs for the parameter's t-th update (state: its ParamState before it);
+  // commit(state, coeffs) then records what the update keeps besides the buffers (NAdam's
+  // mu_product). chunk.template operator()<P>(slot, coeffs, begin, end) updates elements
+  // [begin, end) of a CPU slot (state[0], state[1]: the buffers); generic(work, buffer0, buffer1,
+  // opmath, coeffs) updates one parameter with public ops. Every buffer and coefficient is made
+  // before any step is counted, so a refusal there leaves every parameter's step as it was.
+  template <typename Make, typename Commit, typename Chunk, typename Generic>
   void step_two_buffers(const ParamGroup& group, const char* buffer0, const char* buffer1, bool multi_tensor,
-                        Make&& make, Chunk&& chunk, Generic&& generic) {
+                        Make&& make, Commit&& commit, Chunk&& chunk, Generic&& generic) {
     const std::vector<Work> work = collect(group);
+    std::vector<std::array<Tensor, 2>> buffers;
+    std::vector<decltype(make(std::declval<const ParamState&>(), int64_t(1)))> coeffs;
+    for (const Work& w : work) {
+      buffers.push_back({buffer(w, buffer0, /*zero=*/true), buffer(w, buffer1, /*zero=*/true)});
+      coeffs.push_back(make(*w.state, w.state->step + 1));
+    }
+    for (std::size_t i = 0; i < work.size(); ++i) {
+      ++work[i].state->step;
+      commit(*work[i].state, coeffs[i]);
+    }
     Tensors params;
     for (const Work& w : work) params.push_back(w.param);
     if (use_generic_path(params)) {
-      for (const Work& w : work) {
-        const auto coeffs = make(++w.state->step);
-        generic(w, buffer(w, buffer0, /*zero=*/true), buffer(w, buffer1, /*zero=*/true), opmath_dtype(w), coeffs);
-      }
+      for (std::size_t i = 0; i < work.size(); ++i)
+        generic(work[i], buffers[i][0], buffers[i][1], opmath_dtype(work[i]), coeffs[i]);
       return;
     }
     std::vector<TensorSlot> slots;
-    std::vector<decltype(make(int64_t(1)))> coeffs;
-    for (const Work& w : work) {
-      TensorSlot slot = slot_of(w);
-      slot.state[0] = buffer(w, buffer0, /*zero=*/true).data_ptr();
-      slot.state[1] = buffer(w, buffer1, /*zero=*/true).data_ptr();
+    for (std::size_t i = 0; i < work.size(); ++i) {
+      TensorSlot slot = slot_of(work[i]);
+      slot.state[0] = buffers[i][0].data_ptr();
+      slot.state[1] = buffers[i][1].data_ptr();
       slots.push_back(slot);
-      coeffs.push_back(make(++w.state->step));
     }
     for_each_chunk(slots, multi_tensor, [&](int64_t, const TensorChunk& c) {
       const TensorSlot& t = slots[c.tensor];

@@ -592,6 +592,10 @@ TEST_CASE("amp: the precision plan lists dtypes, masters and memory", "[amp][ini
   CHECK_THAT(amp::precision_plan(*net2, &plain), Catch::Matchers::Contains("RMSprop: 1 f32 buffer per parameter"));
   optim::Adagrad ada(net2->parameters(), {.lr = 0.01});
   CHECK_THAT(amp::precision_plan(*net2, &ada), Catch::Matchers::Contains("Adagrad: 1 f32 buffer per parameter"));
+  optim::NAdam nadam(net2->parameters(), {.lr = 0.01});
+  CHECK_THAT(amp::precision_plan(*net2, &nadam), Catch::Matchers::Contains("NAdam: 2 f32 buffers per parameter"));
+  optim::Adadelta adadelta(net2->parameters());
+  CHECK_THAT(amp::precision_plan(*net2, &adadelta), Catch::Matchers::Contains("Adadelta: 2 f32 buffers per parameter"));
 }
 
 TEST_CASE("amp: the dynamic loss scale starts at min(max_loss_scale, 2^16), raised to min_loss_scale",

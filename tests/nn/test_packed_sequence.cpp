@@ -56,3 +56,39 @@ TEST_CASE("pad_packed_sequence pads data changed after packing", "[nn][rnn][pack
   const auto [padded, lengths] = nn::pad_packed_sequence({sigmoid(p.data), p.lengths});
   CHECK(values(padded) == std::vector<double>{0.5, 0.5, 0.5, 0, 0.5, 0});
 }
+
+TEST_CASE("pad_sequence, unpad_sequence, pack_sequence and unpack_sequence follow PyTorch", "[nn][rnn]") {
+  const Tensor a = from_vector<double>({1, 2, 3, 4, 5, 6}, {3, 2});
+  const Tensor b = from_vector<double>({7, 8}, {1, 2});
+  const Tensor c = from_vector<double>({9, 10, 11, 12}, {2, 2});
+  // torch.nn.utils.rnn.pad_sequence([a, b, c], padding_value=-1): [3, 3, 2], time-major
+  const Tensor t = nn::pad_sequence({a, b, c}, false, -1.0);
+  CHECK(t.shape() == Shape{3, 3, 2});
+  CHECK(test::values(t) == std::vector<double>{1, 2, 7, 8, 9, 10, 3, 4, -1, -1, 11, 12, 5, 6, -1, -1, -1, -1});
+  const Tensor bf = nn::pad_sequence({a, b, c}, true);
+  CHECK(bf.shape() == Shape{3, 3, 2});
+  CHECK(test::values(bf.select(0, 1)) == std::vector<double>{7, 8, 0, 0, 0, 0});
+  // padding_side="left": each sequence ends at the last step
+  CHECK(test::values(nn::pad_sequence({a, b}, true, 0.0, true).select(0, 1)) == std::vector<double>{0, 0, 0, 0, 7, 8});
+  const Tensors back = nn::unpad_sequence(bf, {3, 1, 2}, true);
+  REQUIRE(back.size() == 3);
+  CHECK(test::values(back[0]) == test::values(a));
+  CHECK(test::values(back[1]) == test::values(b));
+  CHECK(test::values(back[2]) == test::values(c));
+  const nn::PackedSequence packed = nn::pack_sequence({a, c, b});
+  CHECK(packed.lengths == std::vector<int64_t>{3, 2, 1});
+  const Tensors unpacked = nn::unpack_sequence(packed);
+  CHECK(test::values(unpacked[1]) == test::values(c));
+  MG_REQUIRE_ERROR(nn::pack_sequence({b, a}), "");  // enforce_sorted: decreasing lengths or an error
+  CHECK(nn::pack_sequence({b, a}, false).lengths == std::vector<int64_t>{1, 3});
+  // Gradients flow back to each sequence.
+  const Tensor x = from_vector<double>({1, 2}, {2}).requires_grad_();
+  const Tensor y = from_vector<double>({3}, {1}).requires_grad_();
+  sum(nn::pad_sequence({x, y}) * 2.0).backward();
+  CHECK(test::values(x.grad()) == std::vector<double>{2, 2});
+  CHECK(test::values(y.grad()) == std::vector<double>{2});
+  MG_REQUIRE_ERROR(nn::pad_sequence({}), "expected at least one sequence");
+  MG_REQUIRE_ERROR(nn::pad_sequence({a, from_vector<double>({1, 2, 3}, {1, 3})}), "the same trailing dims");
+  MG_REQUIRE_ERROR(nn::pad_sequence({a, b.to(DType::F32)}), "one dtype and device");
+  MG_REQUIRE_ERROR(nn::unpad_sequence(bf, {3, 4, 1}, true), "length 4 of sequence 1 is outside [0, 3]");
+}

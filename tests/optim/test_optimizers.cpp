@@ -142,8 +142,7 @@ std::unique_ptr<optim::Optimizer> make_full(int64_t kind, const Tensors& ps, boo
       return std::make_unique<optim::NAdam>(
           ps, optim::NAdamOptions{.lr = 0.01, .weight_decay = 0.1, .decoupled_weight_decay = true, .multi_tensor = multi_tensor});
     case test::kRAdam:
-      // beta2 0.9: rho_t stays below 5 for the 3 steps here (the un-rectified branch; the reference
-      // cases of optim_extra.txt run the rectified one)
+      // beta2 0.9: rho_t passes 5 at step 6 of the kSteps, so both branches run
       return std::make_unique<optim::RAdam>(
           ps, optim::RAdamOptions{.lr = 0.01, .betas = {0.9, 0.9}, .weight_decay = 0.05, .multi_tensor = multi_tensor});
     case test::kAdadelta:
@@ -153,6 +152,9 @@ std::unique_ptr<optim::Optimizer> make_full(int64_t kind, const Tensors& ps, boo
       return std::make_unique<optim::LAMB>(ps, optim::LAMBOptions{.lr = 0.01, .multi_tensor = multi_tensor});
   }
 }
+
+// Steps of the multi-tensor and low-precision tests: RAdam's rectified branch starts at step 6.
+constexpr int kSteps = 7;
 
 const char* kind_name(int64_t kind) {
   static const char* names[] = {"SGD", "Adam", "AdamW", "LAMB", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta"};
@@ -228,7 +230,7 @@ TEST_CASE("optimizers: the multi-tensor path is bit-identical to the per-paramet
         const Tensors b = clones(a);
         auto fused = make_full(kind, a, true);
         auto single = make_full(kind, b, false);
-        for (int step = 0; step < 3; ++step) {
+        for (int step = 0; step < kSteps; ++step) {
           set_grads(a, step);
           set_grads(b, step);
           fused->step();
@@ -241,7 +243,7 @@ TEST_CASE("optimizers: the multi-tensor path is bit-identical to the per-paramet
           const optim::ParamState* sb = single->state(b[k]);
           REQUIRE((sa == nullptr) == (sb == nullptr));
           if (!sa) continue;
-          CHECK(sa->step == 3);
+          CHECK(sa->step == kSteps);
           for (const auto& [name, t] : sa->buffers) CHECK(bits_equal(t, sb->buffers.at(name)));
         }
         // The parameters moved, and the one without a gradient did not.
@@ -265,7 +267,7 @@ TEST_CASE("optimizers: f16/bf16 parameters are updated in f32 with f32 state and
         }
         auto o16 = make_full(kind, p16, true);
         auto o32 = make_full(kind, p32, true);
-        for (int step = 0; step < 3; ++step) {
+        for (int step = 0; step < kSteps; ++step) {
           set_grads(p16, step);
           for (std::size_t k = 0; k + 1 < p16.size(); ++k) p32[k].set_grad(to(p16[k].grad(), DType::F32));
           {
@@ -393,6 +395,14 @@ TEST_CASE("optimizers: bad options and bad parameters give clear errors", "[opti
   MG_REQUIRE_ERROR(optim::Adagrad({a}, {.initial_accumulator_value = -1}),
                    "Adagrad: initial_accumulator_value must be >= 0, got -1");
   MG_REQUIRE_ERROR(optim::Adagrad({a}, {.eps = -1}), "Adagrad: eps must be >= 0, got -1");
+  MG_REQUIRE_ERROR(optim::Adamax({a}, {.betas = {1.0, 0.9}}), "Adamax: beta1 must be in [0, 1), got 1");
+  MG_REQUIRE_ERROR(optim::Adamax({a}, {.eps = -1}), "Adamax: eps must be >= 0, got -1");
+  MG_REQUIRE_ERROR(optim::NAdam({a}, {.momentum_decay = -1e-3}), "NAdam: momentum_decay must be >= 0, got -0.001");
+  MG_REQUIRE_ERROR(optim::NAdam({a}, {.betas = {0.9, 1.0}}), "NAdam: beta2 must be in [0, 1), got 1");
+  MG_REQUIRE_ERROR(optim::RAdam({a}, {.lr = NAN}), "RAdam: lr must be >= 0, got nan");
+  MG_REQUIRE_ERROR(optim::RAdam({a}, {.weight_decay = -1}), "RAdam: weight_decay must be >= 0, got -1");
+  MG_REQUIRE_ERROR(optim::Adadelta({a}, {.rho = 1.5}), "Adadelta: rho must be in [0, 1], got 1.5");
+  MG_REQUIRE_ERROR(optim::Adadelta({a}, {.eps = -1}), "Adadelta: eps must be >= 0, got -1");
   MG_REQUIRE_ERROR(optim::Adam(std::vector<optim::ParamGroupSpec>{{{a}, {{"maximize", 0.5}}}}),
                    "Adam: option 'maximize' is a boolean (0 or 1), got 0.5");
 
@@ -497,4 +507,33 @@ TEST_CASE("optimizers: Adagrad starts each group's sums at that group's initial_
   CHECK(test::values(opt.state(a)->buffers.at("sum")) == std::vector<double>{0.5, 0.5});    // 0.25 + 0.25
   CHECK(test::values(opt.state(b)->buffers.at("sum")) == std::vector<double>{1.25, 1.25});  // 1 + 0.25
   CHECK(test::values(b)[0] == Approx(-0.5 * 0.5 / std::sqrt(1.25)).epsilon(1e-6));
+}
+
+TEST_CASE("NAdam keeps PyTorch's per-parameter mu_product: a changed beta1 multiplies into it, a state dict carries it",
+          "[optim]") {
+  Tensor a = ones({3}).requires_grad_();
+  optim::NAdam opt({a}, {.lr = 0.01, .momentum_decay = 0.004});
+  const auto mu = [](double beta1, int t) { return beta1 * (1.0 - 0.5 * std::pow(0.96, t * 0.004)); };
+  for (int t = 1; t <= 3; ++t) {
+    if (t == 3) opt.param_groups()[0].options["beta1"] = 0.8;  // as a cycling scheduler would
+    a.set_grad(full({3}, 0.5));
+    opt.step();
+  }
+  const double want = mu(0.9, 1) * mu(0.9, 2) * mu(0.8, 3);
+  CHECK(opt.state(a)->scalars.at("mu_product") == Approx(want).epsilon(1e-15));
+  const StateDict saved = opt.state_dict();
+  CHECK(saved.floats.at("state.0.mu_product") == opt.state(a)->scalars.at("mu_product"));
+  optim::NAdam other({a}, {.lr = 0.01});
+  other.load_state_dict(saved);
+  CHECK(other.state(a)->scalars.at("mu_product") == opt.state(a)->scalars.at("mu_product"));
+  StateDict bad = saved;
+  bad.floats["state.0.mu_producct"] = 1.0;
+  MG_REQUIRE_ERROR(other.load_state_dict(bad), "unexpected float 'state.0.mu_producct'");
+  // A state saved without it (an older file): rebuilt from the step with the group's beta1.
+  StateDict old = saved;
+  old.floats.erase("state.0.mu_product");
+  other.load_state_dict(old);
+  a.set_grad(full({3}, 0.5));
+  other.step();
+  CHECK(other.state(a)->scalars.at("mu_product") == Approx(mu(0.8, 1) * mu(0.8, 2) * mu(0.8, 3) * mu(0.8, 4)).epsilon(1e-15));
 }

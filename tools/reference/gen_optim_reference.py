@@ -20,10 +20,12 @@ Cases (names "<case>.<tensor>"):
   PyTorch has no LAMB: lamb_step() below is the paper's / Apex FusedLAMB's formula in plain torch
   tensor math (Adam direction with bias correction, decoupled weight decay added to the update,
   per-tensor trust ratio ||w|| / ||u||, 1 when either norm is 0; no global gradient clipping).
-  Per case: kind [] (i64: 0 SGD, 1 Adam, 2 AdamW, 3 LAMB, 4 RMSprop, 5 Adagrad); opt.<option> [] (f64, mixgrad's option
+  Per case: kind [] (i64: 0 SGD, 1 Adam, 2 AdamW, 3 LAMB, 4 RMSprop, 5 Adagrad, 6 Adamax, 7 NAdam, 8 RAdam,
+  9 Adadelta); opt.<option> [] (f64, mixgrad's option
   names, booleans 0/1) for all parameters; group1.<option> [] when w2 sits in a second param group
-  with these overrides; w1.init, a1, c1, w2.init, a2, c2; wk.steps [5, ...] (the parameter after
-  each step); wk.state.<buffer> (after step 5) and wk.state.step [] (i64).
+  with these overrides; w1.init, a1, c1, w2.init, a2, c2; wk.steps [5 (or a case's own count), ...]
+  (the parameter after each step); wk.state.<buffer> (after the last step) and wk.state.step [] (i64);
+  NAdam's scalar mu_product is not written (it is checked through the parameters).
 * Schedulers: the lr of every group after construction and after each of n steps, [n + 1, groups]
   ("lrs"), for StepLR, MultiStepLR and OneCycleLR on an SGD or Adam optimizer; OneCycle also
   records the cycled momentum ("momentums": SGD's momentum or Adam's beta1). Per case: scheduler []

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes tests/data/reference/optim_extra.txt: maximize, Adam's decoupled_weight_decay, RMSprop and
-Adagrad against a current PyTorch (torch.optim, foreach=False: the single-tensor code).
+"""Writes tests/data/reference/optim_extra.txt: maximize, Adam's decoupled_weight_decay, RMSprop,
+Adagrad, Adamax, NAdam, RAdam and Adadelta against a current PyTorch (torch.optim, foreach=False: the single-tensor code).
 
 Run once by a developer, by hand, when a case is added or changed; never by the build or the tests:
 
