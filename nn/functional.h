@@ -14,6 +14,7 @@
 #include "mixgrad/ops/conv.h"
 #include "mixgrad/ops/conv1d.h"
 #include "mixgrad/ops/conv3d.h"
+#include "mixgrad/ops/ctc_loss.h"
 #include "mixgrad/ops/distance.h"
 #include "mixgrad/ops/interpolate.h"
 #include "mixgrad/ops/layer_composites.h"
@@ -92,6 +93,7 @@ using mg::scaled_dot_product_attention;
 using mg::binary_cross_entropy;
 using mg::binary_cross_entropy_with_logits;
 using mg::cross_entropy;
+using mg::ctc_loss;
 using mg::kl_div;
 using mg::l1_loss;
 using mg::log_softmax;

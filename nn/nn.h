@@ -11,6 +11,7 @@
 #include "mixgrad/nn/conv.h"
 #include "mixgrad/nn/conv1d.h"
 #include "mixgrad/nn/conv3d.h"
+#include "mixgrad/nn/ctc_loss.h"
 #include "mixgrad/nn/dropout.h"
 #include "mixgrad/nn/embedding_bag.h"
 #include "mixgrad/nn/fold.h"

@@ -14,6 +14,8 @@
 #include "nn/transformer_model.h"
 #include "ops/activation_composites.h"
 #include "ops/conv3d.h"
+#include "ops/ctc_loss.h"
+#include "ops/loss.h"
 #include "ops/interpolate.h"
 #include "ops/layer_composites.h"
 #include "ops/norm.h"
@@ -209,5 +211,24 @@ TEST_CASE("CUDA bilinear, local_response_norm, rrelu, alpha_dropout, 3-D norms a
   const std::vector<double> ev_cpu = values(cpu_norm.forward(x5)), ev_gpu = values(gpu_norm.forward(x5.to(gpu())).to(Device::cpu()));
   REQUIRE(ev_gpu.size() == ev_cpu.size());
   for (std::size_t i = 0; i < ev_cpu.size(); ++i) CHECK(ev_gpu[i] == Approx(ev_cpu[i]).epsilon(1e-5).margin(1e-5));
+  require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA ctc_loss equals the CPU's, gradient included", "[cuda][gpu][nn]") {
+  manual_seed(13);
+  const Tensor logits = randn({20, 3, 6});
+  const Tensor targets = from_vector<int64_t>({1, 2, 2, 3, 5, 4, 1, 1, 3, 2, 0, 0}, {3, 4});
+  auto run = [&](Device d) {
+    const Tensor x = logits.to(d).detach().requires_grad_();
+    const Tensor loss = ctc_loss(log_softmax(x, 2), targets.to(d), std::vector<int64_t>{20, 17, 9},
+                                 std::vector<int64_t>{4, 4, 2}, 0, Reduction::Mean);
+    const Tensor g = autograd::grad({loss}, {x})[0];
+    return std::pair{loss.to(Device::cpu()).item<double>(), values(g.to(Device::cpu()))};
+  };
+  const auto [want, want_g] = run(Device::cpu());
+  const auto [got, got_g] = run(gpu());
+  CHECK(got == Approx(want).epsilon(1e-5));
+  REQUIRE(got_g.size() == want_g.size());
+  for (std::size_t i = 0; i < want_g.size(); ++i) CHECK(got_g[i] == Approx(want_g[i]).epsilon(1e-4).margin(1e-5));
   require_no_pending_cuda_error();
 }
