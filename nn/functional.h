@@ -10,6 +10,7 @@
 #include "mixgrad/nn/embedding_bag.h"
 #include "mixgrad/nn/fold.h"
 #include "mixgrad/nn/reshape_layers.h"
+#include "mixgrad/ops/adaptive_max_pool.h"
 #include "mixgrad/ops/attention.h"
 #include "mixgrad/ops/conv.h"
 #include "mixgrad/ops/conv1d.h"
@@ -59,6 +60,9 @@ using mg::tanh;
 using mg::adaptive_avg_pool1d;
 using mg::adaptive_avg_pool2d;
 using mg::adaptive_avg_pool3d;
+using mg::adaptive_max_pool1d;
+using mg::adaptive_max_pool2d;
+using mg::adaptive_max_pool3d;
 using mg::avg_pool1d;
 using mg::avg_pool2d;
 using mg::avg_pool3d;

@@ -5,6 +5,7 @@
 #pragma once
 #include "mixgrad/nn/activation.h"
 #include "mixgrad/nn/activation_more.h"
+#include "mixgrad/nn/adaptive_max_pool.h"
 #include "mixgrad/nn/attention.h"
 #include "mixgrad/nn/checkpoint_sequential.h"
 #include "mixgrad/nn/container.h"

@@ -13,6 +13,7 @@
 #include "nn/normalization.h"
 #include "nn/transformer_model.h"
 #include "ops/activation_composites.h"
+#include "ops/adaptive_max_pool.h"
 #include "ops/conv3d.h"
 #include "ops/ctc_loss.h"
 #include "ops/loss.h"
@@ -171,6 +172,8 @@ TEST_CASE("CUDA bilinear, local_response_norm, rrelu, alpha_dropout, 3-D norms a
          return interpolate(t[0], {.size = {3, 2, 4}, .mode = InterpolateMode::Area});
        }}},
       {"batch_norm 5-D", {{x5}, [](const Tensors& t) { return batch_norm(t[0], Tensor(), Tensor(), Tensor(), Tensor(), true); }}},
+      {"adaptive_max_pool3d", {{x5}, [](const Tensors& t) { return adaptive_max_pool3d(t[0], {3, 2, 4}); }}},
+      {"adaptive_max_pool2d", {{a.reshape({1, 1, 4, 3})}, [](const Tensors& t) { return adaptive_max_pool2d(t[0], {3, 2}); }}},
       {"avg_pool3d bf16", {{x5}, [](const Tensors& t) {
          return avg_pool3d(t[0].to(DType::BF16), {2, 3, 2}, {1, 1, 1}, {1, 1, 1}, false, true).to(DType::F32);
        }}},
