@@ -147,6 +147,21 @@ Tensor Embedding::forward(const Tensor& indices) {
   }
 }
 
+std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, bool freeze, Options options) {
+  MG_CHECK(embeddings.defined() && embeddings.dim() == 2 && embeddings.is_floating_point(), ShapeError,
+           "Embedding::from_pretrained: expected floating embeddings [V, D], got ",
+           embeddings.defined() ? describe(embeddings) : "undefined");
+  options.num = embeddings.size(0);
+  options.dim = embeddings.size(1);
+  auto e = std::make_shared<Embedding>(options);
+  e->to(embeddings.device());
+  e->to(embeddings.dtype());
+  NoGradGuard no_grad;
+  e->weight.copy_(embeddings.detach());
+  e->weight.requires_grad_(!freeze);
+  return e;
+}
+
 std::string Embedding::extra_repr() const {
   std::string s = str_cat(options_.num, ", ", options_.dim);
   if (padding_idx_ >= 0) s += str_cat(", padding_idx=", padding_idx_);

@@ -3,6 +3,7 @@
 //   auto drop = nn::make<nn::Dropout>({.p = 0.1});
 //   auto emb  = nn::make<nn::Embedding>({.num = 8192, .dim = 256, .padding_idx = 0});
 #pragma once
+#include <memory>
 #include <optional>
 
 #include "mixgrad/core/generator.h"
@@ -114,6 +115,11 @@ class Embedding : public UnaryModule {
   explicit Embedding(Options options);
   Tensor forward(const Tensor& indices) override;
   void reset_parameters();
+  // PyTorch's Embedding.from_pretrained: a table holding a copy of embeddings [V, D] (its dtype and
+  // device), frozen (no gradient) unless freeze is false; the padding row is not zeroed. `options`
+  // supplies padding_idx, max_norm and norm_type (num and dim come from the tensor).
+  static std::shared_ptr<Embedding> from_pretrained(const Tensor& embeddings, bool freeze = true,
+                                                    Options options = {});
   // The padding row in [0, V), or -1 when there is none.
   int64_t padding_idx() const { return padding_idx_; }
 

@@ -163,6 +163,21 @@ void EmbeddingBag::reset_parameters() {
   }
 }
 
+std::shared_ptr<EmbeddingBag> EmbeddingBag::from_pretrained(const Tensor& embeddings, bool freeze, Options options) {
+  MG_CHECK(embeddings.defined() && embeddings.dim() == 2 && embeddings.is_floating_point(), ShapeError,
+           "EmbeddingBag::from_pretrained: expected floating embeddings [V, D], got ",
+           embeddings.defined() ? describe(embeddings) : "undefined");
+  options.num = embeddings.size(0);
+  options.dim = embeddings.size(1);
+  auto e = std::make_shared<EmbeddingBag>(options);
+  e->to(embeddings.device());
+  e->to(embeddings.dtype());
+  NoGradGuard no_grad;
+  e->weight.copy_(embeddings.detach());
+  e->weight.requires_grad_(!freeze);
+  return e;
+}
+
 Tensor EmbeddingBag::forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights) {
   auto scope = module_scope(*this);
   try {

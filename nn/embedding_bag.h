@@ -20,6 +20,7 @@
 //   mg::Tensor y = bag->forward(tokens, offsets);          // tokens [n] i64, offsets [B] -> [B, 64]
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "mixgrad/nn/module.h"
@@ -56,6 +57,10 @@ class EmbeddingBag : public UnaryModule {
   using Options = EmbeddingBagOptions;
   explicit EmbeddingBag(Options options);
   void reset_parameters();
+  // PyTorch's EmbeddingBag.from_pretrained: a copy of embeddings [V, D], frozen unless freeze is
+  // false; `options` supplies the mode, padding_idx, max_norm (num and dim come from the tensor).
+  static std::shared_ptr<EmbeddingBag> from_pretrained(const Tensor& embeddings, bool freeze = true,
+                                                       Options options = {});
   Tensor forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights = Tensor());
   Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
   const Options& options() const { return options_; }

@@ -8,6 +8,7 @@
 
 #include "autograd/engine.h"
 #include "core/factory.h"
+#include "nn/dropout.h"
 #include "nn/embedding_bag.h"
 #include "ops/ops.h"
 #include "reference/json_reference.h"
@@ -129,4 +130,22 @@ TEST_CASE("embedding_bag names its refusals", "[nn][embedding]") {
   nn::EmbeddingBag layer({.num = 4, .dim = 2});
   MG_REQUIRE_ERROR(layer.forward(from_vector<int64_t>({0, 9}, {1, 2})), "EmbeddingBag");
   MG_REQUIRE_ERROR(layer.forward(from_vector<int64_t>({0, 1}, {2})), "EmbeddingBag(4, 2, mode=mean): embedding_bag: a 1-D input");
+}
+
+TEST_CASE("Embedding and EmbeddingBag from_pretrained copy the table and freeze it unless told", "[nn][embedding]") {
+  const Tensor table = from_vector<double>({1, 2, 3, 4, 5, 6}, {3, 2});
+  auto frozen = nn::Embedding::from_pretrained(table);
+  CHECK(frozen->weight.dtype() == DType::F64);
+  CHECK(!frozen->weight.requires_grad());
+  CHECK(values(frozen->forward(from_vector<int64_t>({2, 0}, {2}))) == std::vector<double>{5, 6, 1, 2});
+  CHECK(frozen->weight.data_ptr() != table.data_ptr());  // a copy
+  auto trained = nn::Embedding::from_pretrained(table, /*freeze=*/false, {.padding_idx = 1});
+  CHECK(trained->weight.requires_grad());
+  CHECK(values(trained->weight.select(0, 1)) == std::vector<double>{3, 4});  // not zeroed, as PyTorch
+  sum(trained->forward(from_vector<int64_t>({1, 2}, {2}))).backward();
+  CHECK(values(trained->weight.grad()) == std::vector<double>{0, 0, 0, 0, 1, 1});  // the padding row gets none
+  auto bag = nn::EmbeddingBag::from_pretrained(table, true, {.mode = nn::BagMode::Sum});
+  CHECK(values(bag->forward(from_vector<int64_t>({0, 1, 2}, {1, 3}))) == std::vector<double>{9, 12});
+  MG_REQUIRE_ERROR(nn::Embedding::from_pretrained(zeros({3})), "expected floating embeddings [V, D]");
+  MG_REQUIRE_ERROR(nn::EmbeddingBag::from_pretrained(zeros({3, 2}, {.dtype = DType::I64})), "expected floating embeddings");
 }
