@@ -315,4 +315,40 @@ std::string Module::str() const {
   return os.str();
 }
 
+int64_t UnaryModule::register_forward_pre_hook(ForwardPreHook hook) {
+  MG_CHECK(hook != nullptr, Error, layer_name(), ": register_forward_pre_hook got an empty function");
+  pre_hooks_.emplace_back(next_hook_, std::move(hook));
+  return next_hook_++;
+}
+
+int64_t UnaryModule::register_forward_hook(ForwardHook hook) {
+  MG_CHECK(hook != nullptr, Error, layer_name(), ": register_forward_hook got an empty function");
+  hooks_.emplace_back(next_hook_, std::move(hook));
+  return next_hook_++;
+}
+
+void UnaryModule::remove_hook(int64_t handle) {
+  const auto drop = [&](auto& list) {
+    const auto it = std::find_if(list.begin(), list.end(), [&](const auto& h) { return h.first == handle; });
+    if (it == list.end()) return false;
+    list.erase(it);
+    return true;
+  };
+  MG_CHECK(drop(pre_hooks_) || drop(hooks_), Error, layer_name(), ": no forward hook with handle ", handle);
+}
+
+Tensor UnaryModule::call_with_hooks(const Tensor& x) {
+  auto scope = module_scope(*this);
+  // Copies: a hook may register or remove hooks while it runs.
+  Tensor input = x;
+  for (const auto& [handle, hook] : std::vector(pre_hooks_)) {
+    if (std::optional<Tensor> replaced = hook(*this, input)) input = std::move(*replaced);
+  }
+  Tensor output = forward(input);
+  for (const auto& [handle, hook] : std::vector(hooks_)) {
+    if (std::optional<Tensor> replaced = hook(*this, input, output)) output = std::move(*replaced);
+  }
+  return output;
+}
+
 }  // namespace mg::nn

@@ -18,6 +18,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -143,14 +144,36 @@ class UnaryModule : public Module {
  public:
   using Module::Module;
   virtual Tensor forward(const Tensor& x) = 0;
-  // The call entry, like PyTorch's __call__: call children as (*child)(x). While an op observer
-  // is installed it runs forward(x) inside the module's path scope, so the ops inside report
-  // "<parent path>.<name>"; otherwise it just calls forward(x).
+  // The call entry, like PyTorch's __call__: call children as (*child)(x). It runs the forward
+  // hooks around forward(x), and while an op observer is installed it runs forward(x) inside the
+  // module's path scope, so the ops inside report "<parent path>.<name>"; with neither it just
+  // calls forward(x).
   Tensor operator()(const Tensor& x) {
-    if (!op_observer()) [[likely]] return forward(x);
-    auto scope = module_scope(*this);
-    return forward(x);
+    if (!op_observer() && pre_hooks_.empty() && hooks_.empty()) [[likely]] return forward(x);
+    return call_with_hooks(x);
   }
+
+  // Forward hooks, PyTorch's register_forward_pre_hook / register_forward_hook: run by
+  // operator() (a direct forward() call runs none) in registration order, each seeing what the one
+  // before it returned. A pre-hook gets (module, input) and may return a replacement input; a hook
+  // gets (module, input, output) and may return a replacement output (std::nullopt: keep it).
+  // Typical uses: capturing intermediate activations, logging shapes, patching an input.
+  //   auto h = layer->register_forward_hook([&](nn::UnaryModule&, const Tensor&, const Tensor& y) {
+  //     features = y.detach(); return std::optional<Tensor>(); });
+  //   ...; layer->remove_hook(h);
+  using ForwardPreHook = std::function<std::optional<Tensor>(UnaryModule& module, const Tensor& input)>;
+  using ForwardHook =
+      std::function<std::optional<Tensor>(UnaryModule& module, const Tensor& input, const Tensor& output)>;
+  int64_t register_forward_pre_hook(ForwardPreHook hook);
+  int64_t register_forward_hook(ForwardHook hook);
+  // Removes the hook of either kind with this handle; an unknown handle is an error.
+  void remove_hook(int64_t handle);
+
+ private:
+  Tensor call_with_hooks(const Tensor& x);
+  std::vector<std::pair<int64_t, ForwardPreHook>> pre_hooks_;
+  std::vector<std::pair<int64_t, ForwardHook>> hooks_;
+  int64_t next_hook_ = 1;
 };
 
 // make<Linear>({.in = 4, .out = 2}) / make<ReLU>(): a shared layer from its options.
