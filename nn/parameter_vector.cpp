@@ -11,7 +11,7 @@ Tensor parameters_to_vector(const Tensors& params) {
   for (std::size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i];
     MG_CHECK(p.defined(), Error, "parameters_to_vector: parameter ", i, " is undefined");
-    MG_CHECK(p.device() == params[0].device() && p.dtype() == params[0].dtype(), DeviceError,
+    MG_CHECK(p.device() == params[0].device() && p.dtype() == params[0].dtype(), DTypeError,
              "parameters_to_vector: parameter ", i, " is ", describe(p), ", but parameter 0 is ", describe(params[0]),
              " (one device and dtype)");
     flat.push_back(p.reshape({-1}));

@@ -16,8 +16,10 @@ namespace {
 constexpr const char* kWho = "ctc_loss";
 
 std::vector<int64_t> host_lengths(const Tensor& t, const char* what) {
-  MG_CHECK(t.defined() && t.dim() == 1 && (t.dtype() == DType::I64 || t.dtype() == DType::I32), ShapeError, kWho,
-           ": expected ", what, " as a 1-D integer tensor, got ", t.defined() ? describe(t) : "undefined");
+  MG_CHECK(t.defined() && t.dim() <= 1, ShapeError, kWho, ": expected ", what, " as a 1-D (or, unbatched, 0-d) tensor, got ",
+           t.defined() ? describe(t) : "undefined");
+  MG_CHECK(!t.is_floating_point() && t.dtype() != DType::Bool, DTypeError, kWho, ": ", what,
+           " must be integral, got ", describe(t));
   const Tensor h = contiguous(to(to(t, Device::cpu()), DType::I64));
   return std::vector<int64_t>(h.data<int64_t>(), h.data<int64_t>() + h.numel());
 }
@@ -79,7 +81,7 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const std::vecto
   detail::check_plain_reduction(kWho, reduction);
   MG_CHECK(log_probs.defined() && (log_probs.dim() == 3 || log_probs.dim() == 2), ShapeError, kWho,
            ": expected log_probs [T, N, C] or [T, C], got ", log_probs.defined() ? describe(log_probs) : "undefined");
-  MG_CHECK(targets.defined() && (targets.dtype() == DType::I64 || targets.dtype() == DType::I32), DTypeError, kWho,
+  MG_CHECK(targets.defined() && !targets.is_floating_point() && targets.dtype() != DType::Bool, DTypeError, kWho,
            ": expected integer targets, got ", targets.defined() ? describe(targets) : "undefined");
   const bool unbatched = log_probs.dim() == 2;
   const Tensor lp3 = unbatched ? log_probs.unsqueeze(1) : log_probs;
@@ -108,8 +110,10 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const std::vecto
              " is outside [0, ", rows ? th.size(1) : th.numel(), "]");
     total += len;
   }
-  MG_CHECK(rows || th.numel() >= total, ShapeError, kWho, ": the target lengths add up to ", total,
-           " but targets has ", th.numel(), " elements");
+  // Concatenated targets hold exactly the targets (as PyTorch); [1, S] unbatched rows may pad.
+  const bool concatenated = targets.dim() == 1;
+  MG_CHECK(rows || (concatenated ? th.numel() == total : th.numel() >= total), ShapeError, kWho,
+           ": the target lengths add up to ", total, " but targets has ", th.numel(), " elements");
   std::vector<std::vector<int64_t>> per_sample(static_cast<std::size_t>(batch));
   int64_t offset = 0;
   for (int64_t n = 0; n < batch; ++n) {
@@ -135,17 +139,22 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const std::vecto
   const Tensor start = bools(e.start, {batch, width}, dev);
   const Tensor low = full({}, neg, {.dtype = lp.dtype(), .device = dev});
   // Emission log-probabilities of every extended label at every step: [T, N, L].
-  const Tensor emit = gather(lp, 2, labels.unsqueeze(0).expand({steps, batch, width}));
+  // -inf log-probabilities (masked logits) clamp to "log 0", so no inf - inf makes a NaN.
+  const Tensor raw = gather(lp, 2, labels.unsqueeze(0).expand({steps, batch, width}));
+  const Tensor emit = where(lt(raw, low), low, raw);
   Tensor alpha = where(start, emit.select(0, 0), low);  // [N, L]
-  for (int64_t t = 1; t < steps; ++t) {
+  // Which samples still run at each step, one host table copied once: [T, N, 1].
+  const int64_t longest = *std::max_element(input_lengths.begin(), input_lengths.end());
+  std::vector<uint8_t> running(static_cast<std::size_t>(steps * batch));
+  for (int64_t t = 0; t < steps; ++t)
+    for (int64_t n = 0; n < batch; ++n) running[std::size_t(t * batch + n)] = t < input_lengths[std::size_t(n)];
+  const Tensor runs = bools(running, {steps, batch, 1}, dev);
+  for (int64_t t = 1; t < longest; ++t) {
     const Tensor one = pad(alpha.narrow(1, 0, width - 1), {1, 0}, PadMode::Constant, neg);
     const Tensor two = width > 2 ? where(skip, pad(alpha.narrow(1, 0, width - 2), {2, 0}, PadMode::Constant, neg), low)
                                  : full_like(alpha, neg);
     const Tensor next = where(valid, log_add_exp3(alpha, one, two) + emit.select(0, t), low);
-    // Samples whose input has ended keep their alpha.
-    std::vector<uint8_t> running(static_cast<std::size_t>(batch));
-    for (int64_t n = 0; n < batch; ++n) running[std::size_t(n)] = t < input_lengths[std::size_t(n)] ? 1 : 0;
-    alpha = where(bools(running, {batch, 1}, dev), next, alpha);
+    alpha = where(runs.select(0, t), next, alpha);  // samples whose input has ended keep their alpha
   }
   // The likelihood ends on the last label or the blank after it.
   const Tensor ends = from_vector<int64_t>(e.ends, {batch, 2}).to(dev);

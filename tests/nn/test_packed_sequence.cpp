@@ -79,7 +79,7 @@ TEST_CASE("pad_sequence, unpad_sequence, pack_sequence and unpack_sequence follo
   CHECK(packed.lengths == std::vector<int64_t>{3, 2, 1});
   const Tensors unpacked = nn::unpack_sequence(packed);
   CHECK(test::values(unpacked[1]) == test::values(c));
-  MG_REQUIRE_ERROR(nn::pack_sequence({b, a}), "");  // enforce_sorted: decreasing lengths or an error
+  MG_REQUIRE_ERROR(nn::pack_sequence({b, a}), "decreasing");  // enforce_sorted: decreasing lengths or an error
   CHECK(nn::pack_sequence({b, a}, false).lengths == std::vector<int64_t>{1, 3});
   // Gradients flow back to each sequence.
   const Tensor x = from_vector<double>({1, 2}, {2}).requires_grad_();

@@ -28,9 +28,19 @@ CASES = (
     ("none_unbatched", 7, 1, 6, [[5, 2, 2, 4]], [7], 0, "none", True, False, True),
 )
 
+# Appended later (a review's cases): masked logits (-inf log-probabilities) with targets that still
+# align, and an input of length 0 with a non-empty target under zero_infinity.
+CASES = CASES + (
+    ("none_masked_logits", 6, 2, 4, [[1, 2, 3], [2]], [6, 5], 0, "none", False, False, False),
+    ("sum_zero_infinity_no_input", 5, 2, 4, [[1, 2], [3]], [0, 5], 0, "sum", True, True, False),
+)
+MASKED = {"none_masked_logits": [(2, 0, [0, 1, 2]), (4, 1, [1, 3])]}  # (t, n, classes set to -inf)
+
 cases = []
 for name, T, N, C, targets, in_lens, blank, reduction, concatenated, zero_inf, unbatched in CASES:
     logits = torch.randn(T, N, C, dtype=D) if not unbatched else torch.randn(T, C, dtype=D)
+    for t, n, cls in MASKED.get(name, []):
+        logits[t, n, cls] = float("-inf")
     logits.requires_grad_(True)
     lp = F.log_softmax(logits, -1)
     tl = [len(t) for t in targets]
@@ -44,10 +54,14 @@ for name, T, N, C, targets, in_lens, blank, reduction, concatenated, zero_inf, u
                       zero_infinity=zero_inf)
     r = torch.randn(loss.shape, dtype=D)
     (g,) = torch.autograd.grad((loss * r).sum(), [logits])
-    cases.append({"name": name, "logits_shape": list(logits.shape), "logits": flat(logits),
+    # JSON has no infinities: a masked logit is written as null.
+    logit_values = [None if v == float("-inf") else v for v in flat(logits)]
+    cases.append({"name": name, "logits_shape": list(logits.shape), "logits": logit_values,
                   "targets": flat(tgt), "targets_shape": list(tgt.shape), "input_lengths": in_lens,
                   "target_lengths": tl, "blank": blank, "reduction": reduction, "zero_infinity": zero_inf,
-                  "loss": flat(loss), "loss_shape": list(loss.shape), "r": flat(r), "grad_logits": flat(g)})
+                  "loss": flat(loss), "loss_shape": list(loss.shape), "r": flat(r),
+                  # PyTorch's gradient at a masked logit is NaN (its backward computes -inf - -inf): null
+                  "grad_logits": [None if v != v else v for v in flat(g)]})
     print(name, flat(loss)[:4])
 
 with open(f"{sys.argv[1] if len(sys.argv) > 1 else '.'}/torch_ctc.json", "w") as fh:
