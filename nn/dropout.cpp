@@ -147,18 +147,29 @@ Tensor Embedding::forward(const Tensor& indices) {
   }
 }
 
+namespace detail {
+
+void check_pretrained_table(const Tensor& embeddings, const char* who) {
+  MG_CHECK(embeddings.defined() && embeddings.dim() == 2 && embeddings.is_floating_point(), ShapeError, who,
+           ": expected floating embeddings [V, D], got ", embeddings.defined() ? describe(embeddings) : "undefined");
+}
+
+void load_pretrained_table(Module& module, Tensor& weight, const Tensor& embeddings, bool freeze) {
+  module.to(embeddings.device());
+  module.to(embeddings.dtype());
+  NoGradGuard no_grad;
+  weight.copy_(embeddings.detach());
+  weight.requires_grad_(!freeze);
+}
+
+}  // namespace detail
+
 std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, bool freeze, Options options) {
-  MG_CHECK(embeddings.defined() && embeddings.dim() == 2 && embeddings.is_floating_point(), ShapeError,
-           "Embedding::from_pretrained: expected floating embeddings [V, D], got ",
-           embeddings.defined() ? describe(embeddings) : "undefined");
+  detail::check_pretrained_table(embeddings, "Embedding::from_pretrained");
   options.num = embeddings.size(0);
   options.dim = embeddings.size(1);
   auto e = std::make_shared<Embedding>(options);
-  e->to(embeddings.device());
-  e->to(embeddings.dtype());
-  NoGradGuard no_grad;
-  e->weight.copy_(embeddings.detach());
-  e->weight.requires_grad_(!freeze);
+  detail::load_pretrained_table(*e, e->weight, embeddings, freeze);
   return e;
 }
 

@@ -102,6 +102,14 @@ struct EmbeddingOptions {
   double norm_type = 2.0;
 };
 
+namespace detail {
+// from_pretrained's parts for Embedding and EmbeddingBag: `embeddings` must be floating [V, D]
+// (an error naming `who`); the module moved to its device and dtype, the table copied into
+// `weight`, frozen when asked.
+void check_pretrained_table(const Tensor& embeddings, const char* who);
+void load_pretrained_table(Module& module, Tensor& weight, const Tensor& embeddings, bool freeze);
+}  // namespace detail
+
 // torch.embedding_renorm_: each distinct row of `weight` [V, D] named by `indices` whose
 // norm_type-norm (computed in f64) exceeds max_norm is multiplied in place, without recording a
 // gradient, by max_norm / (norm + 1e-7). Returns the number of rows scaled.

@@ -164,17 +164,11 @@ void EmbeddingBag::reset_parameters() {
 }
 
 std::shared_ptr<EmbeddingBag> EmbeddingBag::from_pretrained(const Tensor& embeddings, bool freeze, Options options) {
-  MG_CHECK(embeddings.defined() && embeddings.dim() == 2 && embeddings.is_floating_point(), ShapeError,
-           "EmbeddingBag::from_pretrained: expected floating embeddings [V, D], got ",
-           embeddings.defined() ? describe(embeddings) : "undefined");
+  detail::check_pretrained_table(embeddings, "EmbeddingBag::from_pretrained");
   options.num = embeddings.size(0);
   options.dim = embeddings.size(1);
   auto e = std::make_shared<EmbeddingBag>(options);
-  e->to(embeddings.device());
-  e->to(embeddings.dtype());
-  NoGradGuard no_grad;
-  e->weight.copy_(embeddings.detach());
-  e->weight.requires_grad_(!freeze);
+  detail::load_pretrained_table(*e, e->weight, embeddings, freeze);
   return e;
 }
 

@@ -26,6 +26,20 @@ Tensor aten_lerp(const Tensor& a, const Tensor& b, double w) {
   return w < 0.5 ? a + (b - a) * w : b - (b - a) * (1.0 - w);
 }
 
+AdamLikeStart adam_like_start(const Tensor& param, const Tensor& grad, Tensor m, Tensor v, DType opmath, bool maximize,
+                              double weight_decay, bool decoupled, double lr, double beta1, double beta2) {
+  Tensor p = to(param, opmath);
+  Tensor g = to(grad, opmath);
+  if (maximize) g = neg(g);
+  if (weight_decay != 0.0) {
+    if (decoupled) p.mul_(1.0 - lr * weight_decay);
+    else g = add(g, p, weight_decay);
+  }
+  m.copy_(aten_lerp(m, g, 1.0 - beta1));
+  v.mul_(beta2).add_(mul(g * (1.0 - beta2), g));
+  return {p, g};
+}
+
 Device common_device(const Tensors& tensors, const char* who, const char* what) {
   const Tensor* first = nullptr;
   std::size_t first_i = 0;

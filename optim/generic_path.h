@@ -35,6 +35,17 @@ class ForceGenericPathGuard {
 // exp_avg.lerp_(g, w), for the generic path of the optimizers that use it.
 Tensor aten_lerp(const Tensor& a, const Tensor& b, double w);
 
+// The generic path's start of an Adam-like step (NAdam, RAdam): the parameter and gradient in
+// opmath, the gradient negated to maximize, weight decay applied (decoupled: p *= 1 - lr *
+// weight_decay; else g += weight_decay * p), then m = aten_lerp(m, g, 1 - beta1) and
+// v = beta2 v + (1 - beta2) g^2 in place. Returns {p, g} (p is param itself when no conversion
+// was needed; the caller copies it back otherwise). Call it under NoGradGuard.
+struct AdamLikeStart {
+  Tensor p, g;
+};
+AdamLikeStart adam_like_start(const Tensor& param, const Tensor& grad, Tensor m, Tensor v, DType opmath, bool maximize,
+                              double weight_decay, bool decoupled, double lr, double beta1, double beta2);
+
 // Throws DeviceError "<who>: <what> <i> is on <dev> but <what> 0 is on <dev0>" unless every
 // defined tensor is on one device; returns that device (the CPU when none is defined).
 Device common_device(const Tensors& tensors, const char* who, const char* what);

@@ -77,15 +77,8 @@ void NAdam::step_group(ParamGroup& group) {
       },
       [&](const Work& w, Tensor m, Tensor v, DType opmath, const NadamCoeffs& c) {
         NoGradGuard no_grad;
-        Tensor p = to(w.param, opmath);
-        Tensor g = to(w.grad, opmath);
-        if (o.maximize) g = neg(g);
-        if (o.weight_decay != 0.0) {
-          if (o.decoupled_weight_decay) p.mul_(decay);
-          else g = add(g, p, o.weight_decay);
-        }
-        m.copy_(aten_lerp(m, g, 1.0 - beta1));
-        v.mul_(beta2).add_(mul(g * (1.0 - beta2), g));
+        auto [p, g] = adam_like_start(w.param, w.grad, m, v, opmath, o.maximize, o.weight_decay,
+                                      o.decoupled_weight_decay, o.lr, beta1, beta2);
         const Tensor d = sqrt(v / c.bias_correction2) + o.eps;
         p.add_(div(g * c.coef_grad, d));  // ATen's addcdiv: (value * g) / d
         p.add_(div(m * c.coef_avg, d));
