@@ -4,26 +4,12 @@
 
 namespace mg::nn {
 
-namespace {
-
-// The op's shape errors with the layer's name in front.
-template <typename F>
-Tensor named(const Module& m, F&& f) {
-  try {
-    return f();
-  } catch (const ShapeError& e) {
-    throw ShapeError(str_cat(m.layer_name(), ": ", e.what()));
-  }
-}
-
-}  // namespace
-
 AdaptiveMaxPool1d::AdaptiveMaxPool1d(Options o) : UnaryModule("AdaptiveMaxPool1d"), options_(o) {
   MG_CHECK(o.output >= 1, Error, "AdaptiveMaxPool1d: output must be >= 1, got ", o.output);
 }
 
 Tensor AdaptiveMaxPool1d::forward(const Tensor& x) {
-  return named(*this, [&] { return adaptive_max_pool1d(x, options_.output); });
+  return detail::with_layer_name(*this, [&] { return adaptive_max_pool1d(x, options_.output); });
 }
 
 AdaptiveMaxPool2d::AdaptiveMaxPool2d(Options o) : UnaryModule("AdaptiveMaxPool2d"), options_(o) {
@@ -32,7 +18,7 @@ AdaptiveMaxPool2d::AdaptiveMaxPool2d(Options o) : UnaryModule("AdaptiveMaxPool2d
 }
 
 Tensor AdaptiveMaxPool2d::forward(const Tensor& x) {
-  return named(*this, [&] { return adaptive_max_pool2d(x, options_.output.array()); });
+  return detail::with_layer_name(*this, [&] { return adaptive_max_pool2d(x, options_.output.array()); });
 }
 
 AdaptiveMaxPool3d::AdaptiveMaxPool3d(Options o) : UnaryModule("AdaptiveMaxPool3d"), options_(o) {
@@ -41,7 +27,7 @@ AdaptiveMaxPool3d::AdaptiveMaxPool3d(Options o) : UnaryModule("AdaptiveMaxPool3d
 }
 
 Tensor AdaptiveMaxPool3d::forward(const Tensor& x) {
-  return named(*this, [&] { return adaptive_max_pool3d(x, options_.output.array()); });
+  return detail::with_layer_name(*this, [&] { return adaptive_max_pool3d(x, options_.output.array()); });
 }
 
 }  // namespace mg::nn

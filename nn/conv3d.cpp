@@ -8,16 +8,6 @@ namespace mg::nn {
 
 namespace {
 
-// Rethrows a shape error of the op with the layer's name in front.
-template <typename F>
-Tensor named(const Module& m, F&& f) {
-  try {
-    return f();
-  } catch (const ShapeError& e) {
-    throw ShapeError(str_cat(m.layer_name(), ": ", e.what()));
-  }
-}
-
 void check_window(const char* layer, const Size3& kernel, const Size3& stride, const Size3& padding,
                   const Size3& dilation, bool stride_may_be_zero) {
   const auto positive = [](const Size3& s) { return s.d > 0 && s.h > 0 && s.w > 0; };
@@ -46,7 +36,7 @@ Conv3d::Conv3d(Options o) : UnaryModule("Conv3d"), options_(o) {
 void Conv3d::reset_parameters() { detail::reset_conv(weight, bias); }
 
 Tensor Conv3d::forward(const Tensor& x) {
-  return named(*this, [&] {
+  return detail::with_layer_name(*this, [&] {
     return conv3d(x, weight, bias,
                   {.stride = options_.stride.array(),
                    .padding = options_.padding.array(),
@@ -79,7 +69,7 @@ ConvTranspose3d::ConvTranspose3d(Options o) : UnaryModule("ConvTranspose3d"), op
 void ConvTranspose3d::reset_parameters() { detail::reset_conv(weight, bias); }
 
 Tensor ConvTranspose3d::forward(const Tensor& x) {
-  return named(*this, [&] {
+  return detail::with_layer_name(*this, [&] {
     return conv_transpose3d(x, weight, bias,
                             {.stride = options_.stride.array(),
                              .padding = options_.padding.array(),
@@ -106,7 +96,7 @@ MaxPool3d::MaxPool3d(Options o) : UnaryModule("MaxPool3d"), options_(o) {
 
 Tensor MaxPool3d::forward(const Tensor& x) {
   const Options& o = options_;
-  return named(*this, [&] {
+  return detail::with_layer_name(*this, [&] {
     return max_pool3d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.dilation.array(), o.ceil_mode);
   });
 }
@@ -124,7 +114,7 @@ AvgPool3d::AvgPool3d(Options o) : UnaryModule("AvgPool3d"), options_(o) {
 
 Tensor AvgPool3d::forward(const Tensor& x) {
   const Options& o = options_;
-  return named(*this, [&] {
+  return detail::with_layer_name(*this, [&] {
     return avg_pool3d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.count_include_pad, o.ceil_mode);
   });
 }
@@ -142,7 +132,7 @@ AdaptiveAvgPool3d::AdaptiveAvgPool3d(Options o) : UnaryModule("AdaptiveAvgPool3d
 }
 
 Tensor AdaptiveAvgPool3d::forward(const Tensor& x) {
-  return named(*this, [&] { return adaptive_avg_pool3d(x, options_.output.array()); });
+  return detail::with_layer_name(*this, [&] { return adaptive_avg_pool3d(x, options_.output.array()); });
 }
 
 std::string AdaptiveAvgPool3d::extra_repr() const { return str_cat("output_size=", options_.output.str()); }

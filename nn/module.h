@@ -176,6 +176,19 @@ class UnaryModule : public Module {
   int64_t next_hook_ = 1;
 };
 
+namespace detail {
+// f()'s result; a ShapeError it throws is rethrown with `m`'s layer name in front, so a layer built
+// on an op names itself ("Conv3d(2, 4, ...): conv3d: ...").
+template <typename F>
+Tensor with_layer_name(const Module& m, F&& f) {
+  try {
+    return f();
+  } catch (const ShapeError& e) {
+    throw ShapeError(str_cat(m.layer_name(), ": ", e.what()));
+  }
+}
+}  // namespace detail
+
 // make<Linear>({.in = 4, .out = 2}) / make<ReLU>(): a shared layer from its options.
 template <typename M>
 std::shared_ptr<M> make(typename M::Options options) {

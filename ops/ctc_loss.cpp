@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <limits>
 
-#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/ops/composite.h"
 #include "mixgrad/ops/ops.h"
