@@ -11,14 +11,19 @@
 # MG_NCCL_BUILT (cuda/nccl_comm.cpp over NCCL; otherwise cuda/absent/nccl_absent.cpp).
 include(CheckLanguage)
 
-set_property(CACHE MG_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
+set_property(CACHE MG_WITH_CUDA PROPERTY STRINGS AUTO ON OFF EMULATE)
 string(TOUPPER "${MG_WITH_CUDA}" mg_cuda_mode)
-if(NOT mg_cuda_mode MATCHES "^(AUTO|ON|OFF)$")
-  message(FATAL_ERROR "mixgrad: MG_WITH_CUDA must be AUTO, ON or OFF; got '${MG_WITH_CUDA}'")
+if(NOT mg_cuda_mode MATCHES "^(AUTO|ON|OFF|EMULATE)$")
+  message(FATAL_ERROR "mixgrad: MG_WITH_CUDA must be AUTO, ON, OFF or EMULATE; got '${MG_WITH_CUDA}'")
 endif()
 
 set(MG_CUDA_BUILT OFF)
 set(MG_NCCL_BUILT OFF)
+set(MG_CUDA_EMULATED OFF)
+if(mg_cuda_mode STREQUAL "EMULATE")
+  include(${CMAKE_CURRENT_LIST_DIR}/cuda_emulator.cmake)
+  return()
+endif()
 set(mg_cuda_missing)  # what the backend needs and was not found, one "what (hint)" per entry
 
 if(mg_cuda_mode STREQUAL "OFF")

@@ -26,6 +26,7 @@ class BackwardCtx {
   // The memory format input i had (its suggest_memory_format when the op ran): backward ops
   // whose gradient cannot tell (a [N, C, 1, 1] grad is dense in both) lay dx out in it.
   MemoryFormat input_format(int i) const { return input_meta_.at(i).format; }
+  Device input_device(int i) const { return input_meta_.at(i).device; }
   const Shape& output_shape(int j) const { return output_meta_.at(j).shape; }
   int num_inputs() const { return int(input_meta_.size()); }
   bool needs_grad(int i) const { return (needs_grad_ >> i) & 1u; }

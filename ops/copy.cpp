@@ -36,11 +36,8 @@ InferResult infer_copy(const Tensors& in, const OpAttrs&) {
 
 // d clone = identity; d to_dtype = cast back (by the dispatcher)
 Tensors identity_bw(const BackwardCtx&, const Tensors& g) { return {g[0]}; }
-// d to_device = move back
-Tensors to_device_bw(const BackwardCtx& c, const Tensors& g) {
-  (void)c;
-  return {g[0]};
-}
+// d to_device = move back to the source's device (a CPU leaf moved to a GPU gets a CPU gradient)
+Tensors to_device_bw(const BackwardCtx& c, const Tensors& g) { return {to(g[0], c.input_device(0))}; }
 // d copy(dst, src) = (0, 1) — the old destination values are overwritten
 Tensors copy_bw(const BackwardCtx&, const Tensors& g) { return {Tensor(), g[0]}; }
 

@@ -25,7 +25,8 @@ OpNode::OpNode(OpId op, const OpAttrs& attrs, const Tensors& inputs, const Tenso
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     input_meta_.push_back({inputs[i].defined() ? inputs[i].shape() : Shape{},
                            inputs[i].defined() ? inputs[i].dtype() : DType::F32,
-                           inputs[i].defined() ? inputs[i].suggest_memory_format() : MemoryFormat::Contiguous});
+                           inputs[i].defined() ? inputs[i].suggest_memory_format() : MemoryFormat::Contiguous,
+                           inputs[i].defined() ? inputs[i].device() : Device::cpu()});
     if (save_mask & kSaveInput(int(i))) saved_inputs_[i] = autograd::SavedTensor(inputs[i], false);
     next_edges.push_back((needs_grad >> i) & 1u ? autograd::gradient_edge(inputs[i]) : autograd::Edge{});
   }

@@ -19,6 +19,8 @@ struct TensorMeta {
   // The layout the dispatcher allocates the output in (ops/layout.h has the rules); kernels
   // write through the output's strides or branch on its format.
   MemoryFormat format = MemoryFormat::Contiguous;
+  // The device the tensor lived on (inputs of a recorded op; a move's backward returns there).
+  Device device = Device::cpu();
 };
 
 struct InferResult {

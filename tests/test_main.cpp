@@ -1,6 +1,7 @@
 // Catch2 main shared by every test executable. Test cases tagged [gpu] need a CUDA device, those
-// tagged [gpu2] two: without enough (a CPU-only build, no driver or GPU, one GPU), a run whose
-// selected test cases all need more devices than the machine has prints why and exits with
+// tagged [gpu2] two, those tagged both [gpu] and [nccl] a build with NCCL: without them (a
+// CPU-only build, no driver or GPU, one GPU, the CUDA emulator), a run whose selected test cases
+// all need what the machine lacks prints why and exits with
 // kSkipCode, which CTest reports as skipped (SKIP_RETURN_CODE in tests/CMakeLists.txt), never as
 // passed. CTest runs one test case per process, so each such case shows up as skipped on its own;
 // a run of a whole executable, or of a filter that also selects cases the machine can run, leaves
@@ -12,8 +13,10 @@
 #include <algorithm>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "mixgrad/cuda/cuda.h"
+#include "mixgrad/cuda/nccl_comm.h"
 
 namespace {
 
@@ -46,60 +49,65 @@ int main(int argc, char** argv) {
   if (const int rc = session.applyCommandLine(argc, argv); rc != 0) return rc;
   Catch::ConfigData& data = session.configData();
   const bool listing = data.listTests || data.listTestNamesOnly || data.listTags || data.listReporters;
+  if (listing) return session.run();
   const int devices = mg::cuda::device_count();  // 0 without the backend, a driver or a GPU
-  const std::string why = devices == 0 ? mg::cuda::unavailable_reason()
-                                       : "this machine has " + std::to_string(devices) + " CUDA device";
-  if (!listing && data.testsOrTags.empty()) {
-    // A whole-executable run runs everything but the cases needing more devices, and says so
-    // (one test spec: its exclusions all apply).
-    if (devices == 0) {
-      data.testsOrTags.push_back("~[gpu]~[gpu2]");
-      std::cout << "note: test cases tagged [gpu] and [gpu2] are not run: " << why << "\n";
-    } else if (devices < 2) {
-      data.testsOrTags.push_back("~[gpu2]");
-      std::cout << "note: test cases tagged [gpu2] (two CUDA devices) are not run: " << why << "\n";
+  const bool nccl = mg::cuda::nccl_built();
+  // Why a test case cannot run here ("" when it can): too few devices, or NCCL on a GPU in a build
+  // without it (the host-side [nccl] cases test exactly that build, so they run).
+  const auto missing = [&](const Catch::TestCase& t) -> std::string {
+    if (devices_needed(t) > devices) {
+      return devices == 0 ? mg::cuda::unavailable_reason()
+                          : "this machine has " + std::to_string(devices) + " CUDA device";
     }
-  } else if (!listing) {
-    const Catch::Config& config = session.config();
-    // -# tags each case with its file ([#test_cuda_graph]); Catch2 does it only inside run(),
-    // after this check, so do it now (again in run() is harmless: tags are deduplicated).
-    if (data.filenamesAsTags) Catch::applyFilenamesAsTags(config);
-    const auto selected = Catch::filterTests(Catch::getAllTestCasesSorted(config), config.testSpec(), config);
-    if (selected.empty()) {
-      // Catch2 passes a run that matches nothing, so a CTest entry whose name no longer matches
-      // (a renamed case, a name CTest split at a ';') would pass without running anything.
-      std::cerr << "error: no test case matches the filter";
-      for (const std::string& f : data.testsOrTags) std::cerr << " \"" << f << "\"";
-      std::cerr << "\n";
-      return kNoMatchCode;
+    if (!nccl && has_tag(t, "gpu") && has_tag(t, "nccl")) {
+      return "this build has no NCCL (" + mg::cuda::nccl_unavailable_reason() + ")";
     }
-    const auto too_many = [devices](const Catch::TestCase& t) { return devices_needed(t) > devices; };
-    if (std::all_of(selected.begin(), selected.end(), too_many)) {
-      std::cout << "skipped: " << selected.size() << " test case(s) tagged [gpu] or [gpu2] need "
-                << (std::any_of(selected.begin(), selected.end(), [](const Catch::TestCase& t) { return devices_needed(t) == 1; })
-                        ? "a CUDA device"
-                        : "two CUDA devices")
-                << ": " << why << "\n";
-      return kSkipCode;
+    return "";
+  };
+  const Catch::Config& config = session.config();
+  // -# tags each case with its file ([#test_cuda_graph]); Catch2 does it only inside run(),
+  // after this check, so do it now (again in run() is harmless: tags are deduplicated).
+  if (data.filenamesAsTags) Catch::applyFilenamesAsTags(config);
+  const bool whole = data.testsOrTags.empty();
+  std::vector<Catch::TestCase> selected;
+  if (whole) {  // what Catch2 runs without a filter: every case not hidden
+    for (const Catch::TestCase& t : Catch::getAllTestCasesSorted(config)) {
+      if (!t.isHidden()) selected.push_back(t);
     }
-    if (std::any_of(selected.begin(), selected.end(), too_many)) {
-      // Some selected cases need more devices than there are: run the others, by name, and say so
-      // (a filter such as "[nccl]" on one GPU would otherwise fail its [gpu2] cases).
-      std::string names;  // one spec, the names separated by commas (Catch2's "or")
-      std::size_t left_out = 0;
-      for (const Catch::TestCase& t : selected) {
-        if (too_many(t)) {
-          ++left_out;
-        } else {
-          names += (names.empty() ? "" : ",") + exact_name_spec(t.name);
-        }
-      }
-      Catch::ConfigData narrowed = data;
-      narrowed.testsOrTags = {names};
-      std::cout << "note: " << left_out << " selected test case(s) tagged [gpu] or [gpu2] are not run: " << why
-                << "\n";
-      session.useConfigData(narrowed);
+  } else {
+    selected = Catch::filterTests(Catch::getAllTestCasesSorted(config), config.testSpec(), config);
+  }
+  if (selected.empty()) {
+    if (whole) return session.run();
+    // Catch2 passes a run that matches nothing, so a CTest entry whose name no longer matches
+    // (a renamed case, a name CTest split at a ';') would pass without running anything.
+    std::cerr << "error: no test case matches the filter";
+    for (const std::string& f : data.testsOrTags) std::cerr << " \"" << f << "\"";
+    std::cerr << "\n";
+    return kNoMatchCode;
+  }
+  std::string names, why;  // the runnable cases, one spec (Catch2's "or"); the first reason
+  std::size_t left_out = 0;
+  for (const Catch::TestCase& t : selected) {
+    const std::string m = missing(t);
+    if (m.empty()) {
+      names += (names.empty() ? "" : ",") + exact_name_spec(t.name);
+    } else {
+      ++left_out;
+      if (why.empty()) why = m;
     }
+  }
+  if (left_out == selected.size()) {
+    std::cout << "skipped: " << left_out << " test case(s) tagged [gpu], [gpu2] or [nccl] cannot run: " << why << "\n";
+    return kSkipCode;
+  }
+  if (left_out > 0) {
+    // Run the others, by name, and say so (a filter such as "[nccl]" on one GPU would otherwise
+    // fail its [gpu2] cases; a whole-executable run would fail every [gpu] case without a GPU).
+    Catch::ConfigData narrowed = data;
+    narrowed.testsOrTags = {names};
+    std::cout << "note: " << left_out << " test case(s) tagged [gpu], [gpu2] or [nccl] are not run: " << why << "\n";
+    session.useConfigData(narrowed);
   }
   return session.run();
 }

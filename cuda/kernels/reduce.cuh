@@ -31,7 +31,7 @@ template <typename T, typename R>
 __global__ void __launch_bounds__(kReduceThreads)
     reduce_kernel(const ReducePlan p, const T* __restrict__ data, const R r, typename R::Acc* __restrict__ partials) {
   using Acc = typename R::Acc;
-  __shared__ alignas(16) unsigned char raw[kReduceThreads * sizeof(Acc)];
+  alignas(16) __shared__ unsigned char raw[kReduceThreads * sizeof(Acc)];
   Acc* slots = reinterpret_cast<Acc*>(raw);
   const ReduceLane l = reduce_lane(p, blockIdx.x, int(threadIdx.x));
   slots[l.slot] = l.valid ? reduce_thread<T>(p, r, data, p.kept.offset(l.o), l.g, l.step) : r.init();
@@ -48,7 +48,7 @@ template <typename R>
 __global__ void __launch_bounds__(kReduceThreads)
     reduce_partials_kernel(const ReducePlan p, const R r, const typename R::Acc* __restrict__ partials) {
   using Acc = typename R::Acc;
-  __shared__ alignas(16) unsigned char raw[kReduceThreads * sizeof(Acc)];
+  alignas(16) __shared__ unsigned char raw[kReduceThreads * sizeof(Acc)];
   Acc* slots = reinterpret_cast<Acc*>(raw);
   const ReduceLane2 l = reduce_lane2(p, blockIdx.x, int(threadIdx.x));
   slots[l.slot] = l.valid ? reduce_partials(p, r, partials, l.o, l.red_lane) : r.init();

@@ -185,7 +185,7 @@ TEST_CASE("CUDA conv results repeat bit for bit in deterministic mode and launch
   mg::test::require_no_pending_cuda_error();
 }
 
-TEST_CASE("CUDA conv of a batch whose im2col columns would exceed 1 GiB", "[cuda][conv][gpu]") {
+TEST_CASE("CUDA conv of a batch whose im2col columns would exceed 1 GiB", "[cuda][conv][gpu][big]") {
   // x [30, 64, 128, 128], w [64, 64, 3, 3], padding 1: one image's im2col columns are 64 * 9 *
   // 16384 = 9,437,184 elements (37.7 MB in f32), so the im2col path would have chunked the batch
   // (28 + 2 images); cuDNN's implicit GEMM takes it whole. Large planes, many channels, f32 and bf16.

@@ -40,12 +40,14 @@ Tolerance tolerance(DType dt) {
 // Runs f on CPU tensors and on copies of them on the GPU; the results must agree.
 // `exact`: the op moves or converts bits (casts, comparisons, selections) and must agree exactly.
 // `abs_floor`: an absolute slack for results that are small differences of larger terms.
+// `rel_factor`: a wider relative slack for results that amplify the rounding of an intermediate.
 void check_same(const std::string& what, const std::vector<Tensor>& cpu_inputs,
                 const std::function<Tensor(const std::vector<Tensor>&)>& f, bool exact = false,
-                double abs_floor = 0) {
+                double abs_floor = 0, double rel_factor = 1) {
   const mg::test::CpuGpuResults r = mg::test::run_on_cpu_and_gpu(what, cpu_inputs, f);
   const std::vector<double> g = values(r.got), w = values(r.want);
-  const Tolerance tol = exact ? Tolerance{0, 0} : tolerance(r.want.dtype());
+  Tolerance tol = exact ? Tolerance{0, 0} : tolerance(r.want.dtype());
+  tol.rel *= rel_factor;
   for (std::size_t i = 0; i < w.size(); ++i) {
     const bool same = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
                       std::abs(g[i] - w[i]) <= tol.rel * std::abs(w[i]) + tol.abs + abs_floor;
@@ -80,9 +82,13 @@ TEST_CASE("CUDA unary ops match the CPU on odd sizes and strided inputs", "[cuda
     // where the rounding of x^2 is amplified by x^2 and a contraction difference between nvcc and
     // g++ shows as tens of ulps; the CPU's tail accuracy is checked by the unary sweep, and the
     // GPU's tail below within 1e-4 relative.
+    // Inside [-4, 4] the negative half still computes x e^(2u) / (1 + e^(2u)) (or its erf form),
+    // which multiplies the rounding of u = c (x + 0.044715 x^3) by |2u| <= 10: a contraction
+    // difference in u (FMA or not) moves the result by up to ~30 ulps, so 4x the slack (seen under
+    // the CUDA emulator without contraction against g++'s FMAs: 17 ulps).
     const Tensor core = clamp(x, -4.0, 4.0);
-    check_same("gelu", {core}, [](const auto& in) { return gelu(in[0]); });
-    check_same("gelu tanh", {core}, [](const auto& in) { return gelu(in[0], GeluApprox::Tanh); });
+    check_same("gelu", {core}, [](const auto& in) { return gelu(in[0]); }, false, 0, 4);
+    check_same("gelu tanh", {core}, [](const auto& in) { return gelu(in[0], GeluApprox::Tanh); }, false, 0, 4);
     // gelu_backward = g (Phi(x) + x phi(x)): the two terms cancel for negative x (zero near
     // x = -0.75), so the slack is a few ulps of |g|, the size of the terms, not of the result.
     const Tensor g = inputs_in(dt, {4097}, 1.0, 11);

@@ -57,7 +57,7 @@ struct Batch {
 std::vector<Batch> make_batches(int n, DType dt) {
   Generator g(3);
   std::vector<Batch> out;
-  for (int i = 0; i < n; ++i) out.push_back({(randn({16, 32}, {}, &g) * 2.0).to(dt), randint(0, 10, {16}, {}, &g)});
+  for (int i = 0; i < n; ++i) out.push_back({(randn({16, 32}, {}, &g) * 2.0).to(dt), randint(0, 10, {16}, {.dtype = DType::I64}, &g)});
   return out;
 }
 

@@ -239,7 +239,7 @@ TEST_CASE("GradScaler on CUDA follows the CPU scaler's transitions exactly with 
 }
 
 TEST_CASE("100 O2 ResNet-8 steps with dynamic scaling and clipping issue no host synchronisation on CUDA",
-          "[cuda][gpu][amp]") {
+          "[cuda][gpu][amp][big]") {
   manual_seed(12);
   auto model = std::make_shared<nn::models::ResNet>(nn::models::ResNetConfig::cifar(8, 3, 10));
   model->to(gpu());
@@ -334,7 +334,7 @@ Resnet8Run resnet8_amp_run(bool front_door, int steps, const std::vector<int>& i
 }  // namespace
 
 TEST_CASE("100 O2 ResNet-8 steps through amp::scale_loss issue no host synchronisation and equal the GradScaler's",
-          "[cuda][gpu][amp]") {
+          "[cuda][gpu][amp][big]") {
   // Inf inputs at 3 and 4 (a backoff each) and at 60: the device decides those skips. cuDNN's
   // deterministic mode: the default heuristics may pick backward algorithms with atomics, which
   // need not repeat bit for bit between the two runs.

@@ -3,6 +3,9 @@
 // their gradients, embedding_bag in every mode, the 3-D convolution and pools, and a Transformer step in f32 and under f16 autocast. Skipped without a GPU.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
+
 #include "amp/autocast.h"
 #include "autograd/engine.h"
 #include "core/factory.h"
@@ -153,7 +156,14 @@ TEST_CASE("CUDA conv3d, conv_transpose3d and the 3-D pools equal the CPU's, grad
   const auto want = run(Device::cpu()), got = run(gpu());
   for (std::size_t k = 0; k < want.size(); ++k) {
     REQUIRE(got[k].size() == want[k].size());
-    for (std::size_t i = 0; i < want[k].size(); ++i) CHECK(got[k][i] == Approx(want[k][i]).epsilon(1e-4).margin(1e-4));
+    // f32 sums of terms up to ~1e3 in another order (cuDNN's) cancel to small results: the
+    // slack scales with the largest value of the output (seen: 1.5e-4 on a weight gradient of
+    // entries up to 5.8e3 under the CUDA emulator).
+    double scale = 0;
+    for (const double v : want[k]) scale = std::max(scale, std::abs(v));
+    for (std::size_t i = 0; i < want[k].size(); ++i) {
+      CHECK(got[k][i] == Approx(want[k][i]).epsilon(1e-4).margin(1e-4 + 2e-6 * scale));
+    }
   }
   require_no_pending_cuda_error();
 }

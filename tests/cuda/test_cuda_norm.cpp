@@ -375,7 +375,7 @@ TEST_CASE("CUDA norms of a constant channel, group or row are exactly 0, as on t
 }
 
 TEST_CASE("CUDA layer_norm's weight and bias gradients over more rows than one grid column of chunks",
-          "[cuda][gpu][norm]") {
+          "[cuda][gpu][norm][big]") {
   // 2^28 + 4096 rows of one feature: 65537 chunks of 4096 rows, one more than a grid's y extent, so
   // a block also sums a second chunk. With one feature xhat is 0 on every row, so dweight is exactly
   // 0 and dbias exactly the row count (every partial and total is an integer below 2^29, a multiple
@@ -412,7 +412,7 @@ TEST_CASE("CUDA norms over lines long enough for 1024-thread blocks match the CP
   mg::test::require_no_pending_cuda_error();
 }
 
-TEST_CASE("CUDA layer_norm's bias gradient over 2^20 rows stays within the column sums' bound", "[cuda][gpu][norm]") {
+TEST_CASE("CUDA layer_norm's bias gradient over 2^20 rows stays within the column sums' bound", "[cuda][gpu][norm][big]") {
   // dbias = Σ_rows g with g = 0.1f everywhere: exactly rows · 0.1f in real arithmetic. The column
   // sums add each lane's rows and the chunk partials in leaves of 32 (LeafSums), so the error stays
   // near 32 u · Σ|g|; plain running sums of 128 rows per lane and of 256 chunk partials measured

@@ -1,0 +1,630 @@
+// The CUDA runtime API on the CPU (MG_WITH_CUDA=EMULATE, docs/cuda_emulator.md): the subset of
+// libcudart that cuda/ calls, with the GPU's observable behaviour where the backend depends on it.
+// - Device memory is host memory, filled with 0xff bytes when allocated (NaN in every float dtype,
+//   -1 in the integers), so a kernel that reads memory nobody wrote shows it; the emulated
+//   devices have MG_CUDA_EMULATOR_MEMORY_MB of memory (default 16384) and cudaMalloc fails beyond.
+// - Every stream runs its work when it is submitted, one launch at a time process-wide, so
+//   streams, events and synchronisation are trivially ordered; event times are host times.
+// - Stream capture records kernels, copies and fills into a graph that cudaGraphLaunch replays,
+//   with the runtime's capture rules: no capture on the legacy stream, a synchronising or
+//   allocating call from a thread the capture mode prohibits fails with
+//   cudaErrorStreamCaptureUnsupported and invalidates the capture.
+// - A kernel that fails (grid_runner.h) makes every later call return cudaErrorLaunchFailure, as a
+//   device fault does; the reason is printed to stderr once.
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mixgrad/cuda/emulator/device_side.h"
+#include "mixgrad/cuda/emulator/emulator.h"
+
+namespace mg_emu {
+namespace {
+
+struct Node {
+  enum Kind { Kernel, Copy, Fill, Task } kind = Kernel;
+  LaunchShape shape;
+  void (*body)(void*) = nullptr;
+  void (*destroy)(void*) = nullptr;
+  void* arg = nullptr;  // owned
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;
+  int value = 0;
+  std::shared_ptr<std::function<void()>> task;
+};
+
+struct GraphObject {
+  std::vector<Node> nodes;
+  ~GraphObject() {
+    for (Node& n : nodes) {
+      if (n.destroy != nullptr) n.destroy(n.arg);
+    }
+  }
+};
+
+struct ExecObject {
+  std::shared_ptr<GraphObject> graph;
+};
+
+struct StreamObject {
+  int device = 0;
+  bool legacy = false;
+  std::shared_ptr<GraphObject> capture;  // while capturing
+  bool invalidated = false;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  std::thread::id thread;
+  StreamObject* origin = nullptr;  // a stream joined into another stream's capture
+};
+
+struct EventObject {
+  bool timing = true;
+  bool recorded = false;
+  double ms = 0;
+  std::shared_ptr<GraphObject> captured;  // recorded inside a capture
+  StreamObject* capture_stream = nullptr;
+};
+
+struct Allocation {
+  std::size_t bytes = 0;
+  bool host = false;
+  int device = 0;
+};
+
+std::recursive_mutex g_mutex;  // one emulated operation at a time, process-wide
+std::map<uintptr_t, Allocation> g_allocations;
+std::vector<std::size_t> g_device_bytes;
+std::vector<StreamObject*> g_captures;  // streams whose capture is in progress
+cudaError_t g_sticky = cudaSuccess;
+std::string g_sticky_reason;
+thread_local cudaError_t t_last = cudaSuccess;
+thread_local int t_device = 0;
+thread_local cudaStreamCaptureMode t_mode = cudaStreamCaptureModeGlobal;
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+int device_count() {
+  static const int n = std::max(0, env_int("MG_CUDA_EMULATOR_DEVICES", 1));
+  return n;
+}
+
+std::size_t device_memory() {
+  static const std::size_t bytes = std::size_t(std::max(1, env_int("MG_CUDA_EMULATOR_MEMORY_MB", 16384))) << 20;
+  return bytes;
+}
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+cudaError_t fail(cudaError_t e) {
+  t_last = e;
+  return e;
+}
+
+StreamObject* legacy_stream(int device) {
+  static std::vector<StreamObject> streams(std::size_t(std::max(1, device_count())));
+  StreamObject* s = &streams[std::size_t(device)];
+  s->device = device;
+  s->legacy = true;
+  return s;
+}
+
+StreamObject* stream_of(cudaStream_t s) {
+  if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return legacy_stream(t_device);
+  return reinterpret_cast<StreamObject*>(s);
+}
+
+// Whether this thread may make a potentially unsafe call now (the runtime's capture rules).
+bool prohibited() {
+  if (t_mode == cudaStreamCaptureModeRelaxed) return false;
+  for (StreamObject* s : g_captures) {
+    if (s->mode == cudaStreamCaptureModeRelaxed) continue;
+    if (s->thread == std::this_thread::get_id()) return true;
+    if (t_mode == cudaStreamCaptureModeGlobal && s->mode == cudaStreamCaptureModeGlobal) return true;
+  }
+  return false;
+}
+
+// A prohibited call: fails and invalidates the captures it conflicts with.
+cudaError_t unsafe_call() {
+  for (StreamObject* s : g_captures) s->invalidated = true;
+  return fail(cudaErrorStreamCaptureUnsupported);
+}
+
+void run_node(const Node& n) {
+  switch (n.kind) {
+    case Node::Kernel: {
+      const std::string why = run_grid(n.shape, n.body, n.arg);
+      if (!why.empty() && g_sticky == cudaSuccess) {
+        g_sticky = cudaErrorLaunchFailure;
+        g_sticky_reason = why;
+        std::fprintf(stderr, "CUDA emulator: a kernel failed: %s\n", why.c_str());
+      }
+      break;
+    }
+    case Node::Copy:
+      if (n.bytes > 0) std::memmove(n.dst, n.src, n.bytes);
+      break;
+    case Node::Fill:
+      std::memset(n.dst, n.value, n.bytes);
+      break;
+    case Node::Task:
+      (*n.task)();
+      break;
+  }
+}
+
+// Runs `n` now, or records it when `stream` is being captured (taking ownership of n.arg).
+cudaError_t submit(cudaStream_t stream, Node n) {
+  StreamObject* s = stream_of(stream);
+  if (s->capture) {
+    s->capture->nodes.push_back(n);
+    return cudaSuccess;
+  }
+  run_node(n);
+  if (n.destroy != nullptr) n.destroy(n.arg);
+  return cudaSuccess;
+}
+
+bool is_device_pointer(const void* p) {
+  auto it = g_allocations.upper_bound(uintptr_t(p));
+  if (it == g_allocations.begin()) return false;
+  --it;
+  return uintptr_t(p) < it->first + it->second.bytes;
+}
+
+}  // namespace
+
+void submit_launch(const LaunchShape& shape, cudaStream_t stream, void (*body)(void*), void* arg,
+                   void (*copy)(const void*, void**), void (*destroy)(void*)) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  if (g_sticky != cudaSuccess) return;
+  const std::string bad = invalid_launch_reason(shape);
+  if (!bad.empty()) {
+    std::fprintf(stderr, "CUDA emulator: invalid launch configuration: %s\n", bad.c_str());
+    t_last = cudaErrorInvalidConfiguration;
+    return;
+  }
+  Node n;
+  n.kind = Node::Kernel;
+  n.shape = shape;
+  n.body = body;
+  StreamObject* s = stream_of(stream);
+  if (s->capture) {
+    copy(arg, &n.arg);
+    n.destroy = destroy;
+    s->capture->nodes.push_back(n);
+    return;
+  }
+  n.arg = arg;
+  run_node(n);
+}
+
+void submit_task(void* stream, std::function<void()> task) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  if (g_sticky != cudaSuccess) return;
+  Node n;
+  n.kind = Node::Task;
+  n.task = std::make_shared<std::function<void()>>(std::move(task));
+  (void)submit(static_cast<cudaStream_t>(stream), n);
+}
+
+bool is_device_memory(const void* p, std::size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  auto it = g_allocations.upper_bound(uintptr_t(p));
+  if (it == g_allocations.begin()) return false;
+  --it;
+  return !it->second.host && uintptr_t(p) + bytes <= it->first + it->second.bytes;
+}
+
+std::string sticky_failure() {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  return g_sticky_reason;
+}
+
+}  // namespace mg_emu
+
+using namespace mg_emu;
+
+#define MG_EMU_ENTER()                                 \
+  std::lock_guard<std::recursive_mutex> lock(g_mutex); \
+  if (g_sticky != cudaSuccess) return fail(g_sticky)
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  *count = device_count();
+  return device_count() > 0 ? cudaSuccess : fail(cudaErrorNoDevice);
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  *device = t_device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  t_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
+  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  *p = cudaDeviceProp{};
+  std::snprintf(p->name, sizeof(p->name), "mixgrad CUDA emulator (CPU)");
+  p->totalGlobalMem = device_memory();
+  p->sharedMemPerBlock = 48 * 1024;
+  p->warpSize = 32;
+  p->maxThreadsPerBlock = 1024;
+  p->maxThreadsDim[0] = p->maxThreadsDim[1] = 1024;
+  p->maxThreadsDim[2] = 64;
+  p->maxGridSize[0] = 2147483647;
+  p->maxGridSize[1] = p->maxGridSize[2] = 65535;
+  p->major = 9;
+  p->minor = 0;
+  p->multiProcessorCount = kEmulatedSms;
+  p->pciBusID = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = kEmulatedSms; return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; return cudaSuccess;
+    case cudaDevAttrWarpSize: *value = 32; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    default: return fail(cudaErrorNotSupported);
+  }
+}
+
+cudaError_t cudaGetLastError(void) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  const cudaError_t e = t_last;
+  t_last = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return g_sticky != cudaSuccess ? g_sticky : t_last; }
+
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    default: return "cudaErrorUnknown";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    default: return cudaGetErrorName(e);
+  }
+}
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  MG_EMU_ENTER();
+  *p = nullptr;
+  if (prohibited()) return unsafe_call();
+  if (g_device_bytes.size() < std::size_t(device_count())) g_device_bytes.resize(std::size_t(device_count()));
+  std::size_t& used = g_device_bytes[std::size_t(t_device)];
+  const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + 255) / 256 * 256;
+  if (rounded > device_memory() - used) return fail(cudaErrorMemoryAllocation);
+  void* q = std::aligned_alloc(256, rounded);
+  if (q == nullptr) return fail(cudaErrorMemoryAllocation);
+  std::memset(q, 0xff, rounded);
+  used += rounded;
+  g_allocations[uintptr_t(q)] = Allocation{rounded, false, t_device};
+  *p = q;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* p) {
+  MG_EMU_ENTER();
+  if (p == nullptr) return cudaSuccess;
+  if (prohibited()) return unsafe_call();
+  auto it = g_allocations.find(uintptr_t(p));
+  if (it == g_allocations.end() || it->second.host) return fail(cudaErrorInvalidValue);
+  g_device_bytes[std::size_t(it->second.device)] -= it->second.bytes;
+  g_allocations.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int flags) {
+  MG_EMU_ENTER();
+  *p = nullptr;
+  if (prohibited()) return unsafe_call();
+  const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + 255) / 256 * 256;
+  void* q = std::aligned_alloc(256, rounded);
+  if (q == nullptr) return fail(cudaErrorMemoryAllocation);
+  g_allocations[uintptr_t(q)] = Allocation{rounded, true, t_device};
+  *p = q;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void* p) {
+  MG_EMU_ENTER();
+  if (p == nullptr) return cudaSuccess;
+  if (prohibited()) return unsafe_call();
+  auto it = g_allocations.find(uintptr_t(p));
+  if (it == g_allocations.end() || !it->second.host) return fail(cudaErrorInvalidValue);
+  g_allocations.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned int flags) {
+  MG_EMU_ENTER();
+  auto it = g_allocations.find(uintptr_t(host));
+  if (it == g_allocations.end() || !it->second.host) return fail(cudaErrorInvalidValue);
+  *device = host;
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
+  MG_EMU_ENTER();
+  *a = cudaPointerAttributes{};
+  a->type = cudaMemoryTypeUnregistered;
+  a->device = -2;
+  auto it = g_allocations.upper_bound(uintptr_t(p));
+  if (it != g_allocations.begin()) {
+    --it;
+    if (uintptr_t(p) < it->first + it->second.bytes) {
+      a->type = it->second.host ? cudaMemoryTypeHost : cudaMemoryTypeDevice;
+      a->device = it->second.device;
+      a->devicePointer = const_cast<void*>(p);
+      a->hostPointer = it->second.host ? const_cast<void*>(p) : nullptr;
+    }
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  MG_EMU_ENTER();
+  if ((kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) && bytes > 0 && !is_device_pointer(dst)) {
+    return fail(cudaErrorInvalidValue);
+  }
+  if ((kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) && bytes > 0 && !is_device_pointer(src)) {
+    return fail(cudaErrorInvalidValue);
+  }
+  Node n;
+  n.kind = Node::Copy;
+  n.dst = dst;
+  n.src = src;
+  n.bytes = bytes;
+  return submit(stream, n);
+}
+
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t bytes,
+                                cudaStream_t stream) {
+  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream);
+}
+
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream) {
+  MG_EMU_ENTER();
+  if (bytes > 0 && !is_device_pointer(dst)) return fail(cudaErrorInvalidValue);
+  Node n;
+  n.kind = Node::Fill;
+  n.dst = dst;
+  n.value = value;
+  n.bytes = bytes;
+  return submit(stream, n);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
+  MG_EMU_ENTER();
+  auto* obj = new StreamObject();
+  obj->device = t_device;
+  *s = reinterpret_cast<cudaStream_t>(obj);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  MG_EMU_ENTER();
+  StreamObject* s = stream_of(stream);
+  if (s->capture) {
+    s->invalidated = true;
+    return fail(cudaErrorStreamCaptureUnsupported);
+  }
+  if (prohibited()) return unsafe_call();
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+  MG_EMU_ENTER();
+  if (!g_captures.empty() && prohibited()) return unsafe_call();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  MG_EMU_ENTER();
+  auto* e = reinterpret_cast<EventObject*>(event);
+  StreamObject* s = stream_of(stream);
+  if (e->captured && !s->capture) {
+    // A stream waiting on an event of a capture joins that capture (fork).
+    if (s->legacy) return fail(cudaErrorStreamCaptureUnsupported);
+    s->capture = e->captured;
+    s->origin = e->capture_stream;
+    s->mode = e->capture_stream->mode;
+    s->thread = e->capture_stream->thread;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  MG_EMU_ENTER();
+  StreamObject* s = stream_of(stream);
+  if (s->legacy) return fail(cudaErrorStreamCaptureUnsupported);
+  if (s->capture) return fail(cudaErrorIllegalState);
+  s->capture = std::make_shared<GraphObject>();
+  s->invalidated = false;
+  s->mode = mode;
+  s->thread = std::this_thread::get_id();
+  s->origin = nullptr;
+  g_captures.push_back(s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  *graph = nullptr;
+  StreamObject* s = stream_of(stream);
+  if (!s->capture || s->origin != nullptr) return fail(cudaErrorIllegalState);
+  if (s->mode != cudaStreamCaptureModeRelaxed && s->thread != std::this_thread::get_id()) {
+    return fail(cudaErrorStreamCaptureWrongThread);
+  }
+  std::shared_ptr<GraphObject> g = s->capture;
+  const bool invalidated = s->invalidated;
+  s->capture.reset();
+  s->invalidated = false;
+  std::erase(g_captures, s);
+  // Streams forked into the capture leave it with the origin (the runtime would call an unjoined
+  // fork an error; the backend joins every fork before ending).
+  if (invalidated) return fail(cudaErrorStreamCaptureInvalidated);
+  if (g_sticky != cudaSuccess) return fail(g_sticky);
+  *graph = reinterpret_cast<cudaGraph_t>(new std::shared_ptr<GraphObject>(g));
+  return cudaSuccess;
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  std::swap(*mode, t_mode);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+  MG_EMU_ENTER();
+  auto* g = reinterpret_cast<std::shared_ptr<GraphObject>*>(graph);
+  *exec = reinterpret_cast<cudaGraphExec_t>(new ExecObject{*g});
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
+  MG_EMU_ENTER();
+  auto* g = reinterpret_cast<std::shared_ptr<GraphObject>*>(graph);
+  if (nodes != nullptr) return fail(cudaErrorNotSupported);
+  *count = (*g)->nodes.size();
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  MG_EMU_ENTER();
+  StreamObject* s = stream_of(stream);
+  if (s->capture) return fail(cudaErrorNotSupported);  // a graph inside a capture: not emulated
+  for (const Node& n : reinterpret_cast<ExecObject*>(exec)->graph->nodes) run_node(n);
+  return g_sticky != cudaSuccess ? fail(g_sticky) : cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  delete reinterpret_cast<std::shared_ptr<GraphObject>*>(graph);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  delete reinterpret_cast<ExecObject*>(exec);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  MG_EMU_ENTER();
+  auto* e = new EventObject();
+  e->timing = (flags & cudaEventDisableTiming) == 0;
+  *event = reinterpret_cast<cudaEvent_t>(e);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  MG_EMU_ENTER();
+  auto* e = reinterpret_cast<EventObject*>(event);
+  StreamObject* s = stream_of(stream);
+  if (s->capture) {
+    e->captured = s->capture;
+    e->capture_stream = s->origin != nullptr ? s->origin : s;
+    return cudaSuccess;
+  }
+  e->captured.reset();
+  e->capture_stream = nullptr;
+  e->recorded = true;
+  e->ms = now_ms();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  MG_EMU_ENTER();
+  auto* e = reinterpret_cast<EventObject*>(event);
+  if (e->captured) return unsafe_call();
+  if (prohibited()) return unsafe_call();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  MG_EMU_ENTER();
+  auto* e = reinterpret_cast<EventObject*>(event);
+  if (e->captured || prohibited()) return unsafe_call();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  MG_EMU_ENTER();
+  auto* a = reinterpret_cast<EventObject*>(start);
+  auto* b = reinterpret_cast<EventObject*>(end);
+  if (!a->timing || !b->timing) return fail(cudaErrorInvalidResourceHandle);
+  if (!a->recorded || !b->recorded) return fail(cudaErrorInvalidResourceHandle);
+  *ms = float(b->ms - a->ms);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  delete reinterpret_cast<EventObject*>(event);
+  return cudaSuccess;
+}
+
+}  // extern "C"

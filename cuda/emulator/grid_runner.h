@@ -1,0 +1,48 @@
+// The CUDA emulator's execution model (MG_WITH_CUDA=EMULATE, docs/cuda_emulator.md): a kernel
+// launch runs its blocks one after another on the calling host thread, and the threads of a block
+// as cooperative fibers, so __syncthreads and the warp shuffles suspend a thread until every
+// thread they wait for has arrived — the same results as a GPU for any kernel whose outcome does
+// not depend on the order in which independent threads run (which is what a correct kernel is).
+// Divergent barriers (threads waiting at different barriers), a shuffle that reads a lane that
+// did not take part, and an invalid launch configuration are reported as the GPU would fail
+// (a launch error, or a kernel failure surfacing at the next synchronisation), with the reason.
+#pragma once
+#include <vector_types.h>
+
+#include <cstddef>
+#include <string>
+
+namespace mg_emu {
+
+// The geometry of one launch.
+struct LaunchShape {
+  dim3 grid, block;
+  std::size_t shared_bytes = 0;
+};
+
+// Why a launch configuration is invalid ("" when it is valid), as cudaErrorInvalidConfiguration's
+// cases on an sm_90 device: empty grid or block, more than 1024 threads per block, a block z above
+// 64, a grid y or z above 65535, more than 48 KiB of dynamic shared memory.
+std::string invalid_launch_reason(const LaunchShape& s);
+
+// Runs body(arg) once per thread of the grid. Returns "" or why the kernel failed (a divergent
+// barrier, a bad shuffle, an exception thrown inside the kernel); a failed block stops the launch.
+std::string run_grid(const LaunchShape& s, void (*body)(void*), void* arg);
+
+// The running thread's coordinates (valid only inside run_grid's body).
+const uint3& thread_idx();
+const uint3& block_idx();
+const dim3& block_dim();
+const dim3& grid_dim();
+
+// __syncthreads(): waits until every live thread of the block has arrived.
+void sync_threads();
+// __syncwarp(mask): waits until every live lane of `mask` in this thread's warp has arrived.
+void sync_warp(unsigned mask);
+// The shuffles' data movement: every lane of `mask` offers `bytes` bytes of `value`; the caller
+// gets lane `src_lane`'s offer (its own when src_lane is outside [0, 32)).
+void warp_exchange(unsigned mask, const void* value, void* out, std::size_t bytes, int src_lane);
+// The calling thread's lane in its warp (linear thread index within the block, modulo 32).
+int lane_id();
+
+}  // namespace mg_emu
