@@ -43,8 +43,12 @@ struct Node {
   std::shared_ptr<std::function<void()>> task;
 };
 
+struct StreamObject;
+
 struct GraphObject {
   std::vector<Node> nodes;
+  bool capturing = true;                // until its capture ends
+  std::vector<StreamObject*> members;   // the capturing stream and the streams forked into it
   ~GraphObject() {
     for (Node& n : nodes) {
       if (n.destroy != nullptr) n.destroy(n.arg);
@@ -67,6 +71,7 @@ struct StreamObject {
 };
 
 struct EventObject {
+  int device = 0;
   bool timing = true;
   bool recorded = false;
   double ms = 0;
@@ -129,19 +134,26 @@ StreamObject* stream_of(cudaStream_t s) {
 }
 
 // Whether this thread may make a potentially unsafe call now (the runtime's capture rules).
+bool forbids(const StreamObject* s);
 bool prohibited() {
-  if (t_mode == cudaStreamCaptureModeRelaxed) return false;
   for (StreamObject* s : g_captures) {
-    if (s->mode == cudaStreamCaptureModeRelaxed) continue;
-    if (s->thread == std::this_thread::get_id()) return true;
-    if (t_mode == cudaStreamCaptureModeGlobal && s->mode == cudaStreamCaptureModeGlobal) return true;
+    if (forbids(s)) return true;
   }
   return false;
 }
 
-// A prohibited call: fails and invalidates the captures it conflicts with.
+// Whether capture `s` forbids this thread's potentially unsafe calls.
+bool forbids(const StreamObject* s) {
+  if (t_mode == cudaStreamCaptureModeRelaxed || s->mode == cudaStreamCaptureModeRelaxed) return false;
+  return s->thread == std::this_thread::get_id() ||
+         (t_mode == cudaStreamCaptureModeGlobal && s->mode == cudaStreamCaptureModeGlobal);
+}
+
+// A prohibited call: fails and invalidates the captures that forbid it.
 cudaError_t unsafe_call() {
-  for (StreamObject* s : g_captures) s->invalidated = true;
+  for (StreamObject* s : g_captures) {
+    if (forbids(s)) s->invalidated = true;
+  }
   return fail(cudaErrorStreamCaptureUnsupported);
 }
 
@@ -180,11 +192,12 @@ cudaError_t submit(cudaStream_t stream, Node n) {
   return cudaSuccess;
 }
 
-bool is_device_pointer(const void* p) {
+// Whether [p, p + bytes) lies inside one device allocation.
+bool is_device_range(const void* p, std::size_t bytes) {
   auto it = g_allocations.upper_bound(uintptr_t(p));
   if (it == g_allocations.begin()) return false;
   --it;
-  return uintptr_t(p) < it->first + it->second.bytes;
+  return !it->second.host && uintptr_t(p) + std::max<std::size_t>(bytes, 1) <= it->first + it->second.bytes;
 }
 
 }  // namespace
@@ -204,6 +217,13 @@ void submit_launch(const LaunchShape& shape, cudaStream_t stream, void (*body)(v
   n.shape = shape;
   n.body = body;
   StreamObject* s = stream_of(stream);
+  if (s->device != t_device) {
+    // The runtime refuses a launch into a stream of another device than the current one.
+    std::fprintf(stderr, "CUDA emulator: a kernel launched on a stream of device %d while device %d is current\n",
+                 s->device, t_device);
+    t_last = cudaErrorInvalidResourceHandle;
+    return;
+  }
   if (s->capture) {
     copy(arg, &n.arg);
     n.destroy = destroy;
@@ -225,10 +245,7 @@ void submit_task(void* stream, std::function<void()> task) {
 
 bool is_device_memory(const void* p, std::size_t bytes) {
   std::lock_guard<std::recursive_mutex> lock(g_mutex);
-  auto it = g_allocations.upper_bound(uintptr_t(p));
-  if (it == g_allocations.begin()) return false;
-  --it;
-  return !it->second.host && uintptr_t(p) + bytes <= it->first + it->second.bytes;
+  return is_device_range(p, bytes);
 }
 
 std::string sticky_failure() {
@@ -305,13 +322,17 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaGetLastError(void) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
   if (g_sticky != cudaSuccess) return g_sticky;
   const cudaError_t e = t_last;
   t_last = cudaSuccess;
   return e;
 }
 
-cudaError_t cudaPeekAtLastError(void) { return g_sticky != cudaSuccess ? g_sticky : t_last; }
+cudaError_t cudaPeekAtLastError(void) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  return g_sticky != cudaSuccess ? g_sticky : t_last;
+}
 
 const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
@@ -330,6 +351,7 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
     case cudaErrorIllegalState: return "cudaErrorIllegalState";
     case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    case cudaErrorCapturedEvent: return "cudaErrorCapturedEvent";
     default: return "cudaErrorUnknown";
   }
 }
@@ -427,10 +449,11 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
   MG_EMU_ENTER();
-  if ((kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) && bytes > 0 && !is_device_pointer(dst)) {
+  // The device side of a copy must lie inside one allocation (past its end a GPU faults).
+  if ((kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) && bytes > 0 && !is_device_range(dst, bytes)) {
     return fail(cudaErrorInvalidValue);
   }
-  if ((kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) && bytes > 0 && !is_device_pointer(src)) {
+  if ((kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) && bytes > 0 && !is_device_range(src, bytes)) {
     return fail(cudaErrorInvalidValue);
   }
   Node n;
@@ -448,7 +471,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
 
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream) {
   MG_EMU_ENTER();
-  if (bytes > 0 && !is_device_pointer(dst)) return fail(cudaErrorInvalidValue);
+  if (bytes > 0 && !is_device_range(dst, bytes)) return fail(cudaErrorInvalidValue);
   Node n;
   n.kind = Node::Fill;
   n.dst = dst;
@@ -486,9 +509,10 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   MG_EMU_ENTER();
   auto* e = reinterpret_cast<EventObject*>(event);
   StreamObject* s = stream_of(stream);
-  if (e->captured && !s->capture) {
-    // A stream waiting on an event of a capture joins that capture (fork).
+  if (e->captured && e->captured->capturing && !s->capture) {
+    // A stream waiting on an event of a capture in progress joins that capture (fork).
     if (s->legacy) return fail(cudaErrorStreamCaptureUnsupported);
+    e->captured->members.push_back(s);
     s->capture = e->captured;
     s->origin = e->capture_stream;
     s->mode = e->capture_stream->mode;
@@ -503,6 +527,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
   if (s->legacy) return fail(cudaErrorStreamCaptureUnsupported);
   if (s->capture) return fail(cudaErrorIllegalState);
   s->capture = std::make_shared<GraphObject>();
+  s->capture->members.push_back(s);
   s->invalidated = false;
   s->mode = mode;
   s->thread = std::this_thread::get_id();
@@ -521,11 +546,15 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   }
   std::shared_ptr<GraphObject> g = s->capture;
   const bool invalidated = s->invalidated;
-  s->capture.reset();
-  s->invalidated = false;
+  // Every stream forked into the capture leaves it with the origin (the runtime also requires
+  // each fork to have been joined back, cudaErrorStreamCaptureUnjoined: not checked here).
+  for (StreamObject* m : g->members) {
+    m->capture.reset();
+    m->origin = nullptr;
+    m->invalidated = false;
+  }
+  g->capturing = false;
   std::erase(g_captures, s);
-  // Streams forked into the capture leave it with the origin (the runtime would call an unjoined
-  // fork an error; the backend joins every fork before ending).
   if (invalidated) return fail(cudaErrorStreamCaptureInvalidated);
   if (g_sticky != cudaSuccess) return fail(g_sticky);
   *graph = reinterpret_cast<cudaGraph_t>(new std::shared_ptr<GraphObject>(g));
@@ -575,6 +604,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   MG_EMU_ENTER();
   auto* e = new EventObject();
+  e->device = t_device;
   e->timing = (flags & cudaEventDisableTiming) == 0;
   *event = reinterpret_cast<cudaEvent_t>(e);
   return cudaSuccess;
@@ -584,6 +614,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   MG_EMU_ENTER();
   auto* e = reinterpret_cast<EventObject*>(event);
   StreamObject* s = stream_of(stream);
+  if (s->device != e->device) return fail(cudaErrorInvalidResourceHandle);  // the runtime's rule
   if (s->capture) {
     e->captured = s->capture;
     e->capture_stream = s->origin != nullptr ? s->origin : s;
@@ -599,7 +630,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   MG_EMU_ENTER();
   auto* e = reinterpret_cast<EventObject*>(event);
-  if (e->captured) return unsafe_call();
+  if (e->captured && e->captured->capturing) return fail(cudaErrorCapturedEvent);
   if (prohibited()) return unsafe_call();
   return cudaSuccess;
 }
@@ -607,7 +638,8 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   MG_EMU_ENTER();
   auto* e = reinterpret_cast<EventObject*>(event);
-  if (e->captured || prohibited()) return unsafe_call();
+  if (e->captured && e->captured->capturing) return fail(cudaErrorCapturedEvent);
+  if (prohibited()) return unsafe_call();
   return cudaSuccess;
 }
 

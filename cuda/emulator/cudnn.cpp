@@ -97,6 +97,9 @@ const char* problem_error(const Problem& p) {
     return "a compute type that does not go with the data type";
   }
   const ConvObject& c = p.conv;
+  if (p.x.dims[2] + 2 * c.ph < c.dh * (p.w.r - 1) + 1 || p.x.dims[3] + 2 * c.pw < c.dw * (p.w.s - 1) + 1) {
+    return "a filter larger than the padded input";
+  }
   if (c.groups < 1 || p.x.dims[1] != p.w.c * c.groups || p.w.k % c.groups != 0) return "channels do not match the groups";
   if (p.y.dims[0] != p.x.dims[0] || p.y.dims[1] != p.w.k) return "y's batch or channels do not match";
   const int P = (p.x.dims[2] + 2 * c.ph - c.dh * (p.w.r - 1) - 1) / c.sh + 1;

@@ -107,7 +107,9 @@ bool release_barriers(Block& b) {
     if (f.wait == Wait::Block) ++at_block;
   }
   if (live > 0 && at_block == live) {
-    for (Fiber& f : b.fibers) f.wait = Wait::Running;
+    for (Fiber& f : b.fibers) {
+      if (f.wait == Wait::Block) f.wait = Wait::Running;  // exited threads stay exited
+    }
     return true;
   }
   const int n = int(b.fibers.size());
@@ -214,6 +216,9 @@ std::string run_grid(const LaunchShape& s, void (*body)(void*), void* arg) {
   b.body = body;
   b.arg = arg;
   t_block = &b;
+  struct Reset {
+    ~Reset() { t_block = nullptr; }
+  } reset;  // also when make_fibers throws
   make_fibers(b);
   std::string failure;
   for (unsigned z = 0; z < s.grid.z && failure.empty(); ++z) {
@@ -224,7 +229,6 @@ std::string run_grid(const LaunchShape& s, void (*body)(void*), void* arg) {
       }
     }
   }
-  t_block = nullptr;
   return failure;
 }
 

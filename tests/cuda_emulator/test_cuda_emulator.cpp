@@ -134,6 +134,42 @@ TEST_CASE("CUDA emulator: divergent barriers, a shuffle of an absent lane and an
   CHECK(mg_emu::run_grid(shape, [](void*) { __syncthreads(); }, nullptr) == "");
 }
 
+TEST_CASE("CUDA emulator: a thread that exited is not run again when a barrier opens", "[emulator]") {
+  int count = 0;
+  const std::string why = mg_emu::run_grid(mg_emu::LaunchShape{dim3(2), dim3(64), 0}, [](void* arg) {
+    if (threadIdx.x >= 32) {
+      atomicAdd(static_cast<int*>(arg), 1);
+      return;
+    }
+    __syncthreads();
+    __syncthreads();
+  }, &count);
+  CHECK(why.empty());
+  CHECK(count == 2 * 32);
+}
+
+TEST_CASE("CUDA emulator: a launch on a stream of another device than the current one fails", "[emulator]") {
+  int devices = 0;
+  REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess);
+  if (devices < 2) {
+    SUCCEED("one emulated device (MG_CUDA_EMULATOR_DEVICES=2 runs this)");
+    return;
+  }
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  cudaStream_t s1 = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) == cudaSuccess);
+  float* out = device_floats(1);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  (::mg_emu::Launch(1, 64, 0, s1) | [=](auto&... a) { block_sums(a...); })(out, out);
+  CHECK(cudaGetLastError() == cudaErrorInvalidResourceHandle);
+  cudaEvent_t e = nullptr;
+  REQUIRE(cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess);  // on device 0
+  CHECK(cudaEventRecord(e, s1) == cudaErrorInvalidResourceHandle);
+  (void)cudaGetLastError();
+  CHECK(cudaEventDestroy(e) == cudaSuccess);
+  CHECK(cudaFree(out) == cudaSuccess);
+}
+
 TEST_CASE("CUDA emulator: launch configurations a GPU refuses are launch errors", "[emulator]") {
   CHECK(mg_emu::invalid_launch_reason({dim3(0), dim3(32), 0}) == "an empty grid");
   CHECK(mg_emu::invalid_launch_reason({dim3(1), dim3(33, 32), 0}) == "1056 threads per block (at most 1024)");
