@@ -82,41 +82,19 @@ T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
 }
 
 // Atomics: the threads of the emulator run one at a time, so a read-modify-write is atomic.
-template <typename T>
-T atomicAdd(T* p, T v) {
+template <typename T, typename F>
+T atomic_update(T* p, F f) {
   const T old = *p;
-  *p = old + v;
+  *p = f(old);
   return old;
 }
-template <typename T>
-T atomicMax(T* p, T v) {
-  const T old = *p;
-  if (v > old) *p = v;
-  return old;
-}
-template <typename T>
-T atomicMin(T* p, T v) {
-  const T old = *p;
-  if (v < old) *p = v;
-  return old;
-}
-template <typename T>
-T atomicExch(T* p, T v) {
-  const T old = *p;
-  *p = v;
-  return old;
-}
-template <typename T>
-T atomicCAS(T* p, T compare, T v) {
-  const T old = *p;
-  if (old == compare) *p = v;
-  return old;
-}
-template <typename T>
-T atomicOr(T* p, T v) {
-  const T old = *p;
-  *p = old | v;
-  return old;
+template <typename T> T atomicAdd(T* p, T v) { return atomic_update(p, [=](T o) { return o + v; }); }
+template <typename T> T atomicMax(T* p, T v) { return atomic_update(p, [=](T o) { return v > o ? v : o; }); }
+template <typename T> T atomicMin(T* p, T v) { return atomic_update(p, [=](T o) { return v < o ? v : o; }); }
+template <typename T> T atomicExch(T* p, T v) { return atomic_update(p, [=](T) { return v; }); }
+template <typename T> T atomicOr(T* p, T v) { return atomic_update(p, [=](T o) { return o | v; }); }
+template <typename T> T atomicCAS(T* p, T compare, T v) {
+  return atomic_update(p, [=](T o) { return o == compare ? v : o; });
 }
 
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
