@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -50,6 +51,7 @@ struct Block {
   // Shuffle slots: 16 bytes per lane, stamped with the warp's barrier round at the write.
   std::vector<std::array<unsigned char, 16>> slots;
   std::vector<uint64_t> slot_round, warp_round;
+  std::vector<const void*> poisoned;  // the __shared__ variables this block has filled
 };
 
 thread_local Block* t_block = nullptr;
@@ -170,6 +172,7 @@ void make_fibers(Block& b) {
 std::string run_block(Block& b) {
   const std::size_t threads = b.fibers.size();
   for (Fiber& f : b.fibers) f.wait = Wait::Running;
+  b.poisoned.clear();
   b.slot_round.assign(threads + kWarp, ~uint64_t(0));
   b.warp_round.assign((threads + kWarp - 1) / kWarp, 0);
   for (;;) {
@@ -240,6 +243,13 @@ const dim3& grid_dim() { return t_block->shape.grid; }
 int lane_id() { return t_block->current % kWarp; }
 
 void sync_threads() { suspend(Wait::Block, 0); }
+
+void poison_shared(void* p, std::size_t bytes) {
+  Block& b = *t_block;
+  if (std::find(b.poisoned.begin(), b.poisoned.end(), p) != b.poisoned.end()) return;
+  b.poisoned.push_back(p);
+  std::memset(p, 0xff, bytes);
+}
 
 void sync_warp(unsigned mask) { suspend(Wait::Warp, mask | (1u << lane_id())); }
 

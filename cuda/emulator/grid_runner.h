@@ -42,6 +42,9 @@ void sync_warp(unsigned mask);
 // The shuffles' data movement: every lane of `mask` offers `bytes` bytes of `value`; the caller
 // gets lane `src_lane`'s offer (its own when src_lane is outside [0, 32)).
 void warp_exchange(unsigned mask, const void* value, void* out, std::size_t bytes, int src_lane);
+// Fills a __shared__ variable with 0xff bytes the first time a thread of the running block reaches
+// its declaration (launch_rewrite.h adds the call): every block starts with garbage in it.
+void poison_shared(void* p, std::size_t bytes);
 // The calling thread's lane in its warp (linear thread index within the block, modulo 32).
 int lane_id();
 

@@ -3,7 +3,11 @@
 //   kernel<template args><<<grid, block, shared, stream>>>(args)
 // becomes
 //   (::mg_emu::Launch(grid, block, shared, stream) | [=](auto&... mg_emu_a) { kernel<template args>(mg_emu_a...); })(args)
-// so that a C++ compiler builds the kernel sources against cuda/emulator/device_side.h. Comments,
+// so that a C++ compiler builds the kernel sources against cuda/emulator/device_side.h, and every
+// declaration `__shared__ T name[...];` is followed (on the same line) by
+//   ::mg_emu::poison_shared(&name, sizeof(name));
+// which fills the variable with 0xff bytes once per block, as a GPU's shared memory holds whatever
+// was there: a kernel reading a slot no thread wrote then reads NaN, not a stale value. Comments,
 // string and character literals are copied untouched, and line breaks are kept, so the compiler's
 // line numbers are the source's. Header-only: the build tool (rewrite_launches.cpp) and its test.
 #pragma once
@@ -33,6 +37,18 @@ inline std::size_t kernel_start(const std::string& s, std::size_t end) {
   return i;
 }
 
+// The declared name of the declaration s[begin, end) (end at its ';'): the last identifier before
+// the first '[' or '=' (or before the end).
+inline std::string declared_name(const std::string& s, std::size_t begin, std::size_t end) {
+  std::size_t stop = s.find_first_of("[=", begin);
+  if (stop == std::string::npos || stop > end) stop = end;
+  std::size_t e = stop;
+  while (e > begin && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  std::size_t b = e;
+  while (b > begin && (std::isalnum(static_cast<unsigned char>(s[b - 1])) || s[b - 1] == '_')) --b;
+  return s.substr(b, e - b);
+}
+
 }  // namespace detail
 
 // The rewritten text of `s`; `error` gets the byte offset of a launch it cannot parse (and the
@@ -52,6 +68,17 @@ inline std::string rewrite_launches(const std::string& s, std::string& error, in
       const char q = s[i++];
       while (i < s.size() && s[i] != q) i += s[i] == '\\' ? 2 : 1;
       ++i;
+    } else if (s.compare(i, 10, "__shared__") == 0 && (i == 0 || !detail::launch_ident_char(s[i - 1])) &&
+               (i + 10 >= s.size() || !detail::launch_ident_char(s[i + 10]))) {
+      const std::size_t end = s.find(';', i);
+      const std::string name = end == std::string::npos ? "" : detail::declared_name(s, i + 10, end);
+      if (name.empty() || name == "extern") {
+        error = "a __shared__ declaration that cannot be parsed at byte " + std::to_string(i);
+        return out;
+      }
+      out.append(s, copied, end + 1 - copied);
+      out += " ::mg_emu::poison_shared(&" + name + ", sizeof(" + name + "));";
+      copied = i = end + 1;
     } else if (s.compare(i, 3, "<<<") == 0) {
       const std::size_t start = detail::kernel_start(s, i);
       std::size_t j = i + 3;

@@ -70,6 +70,17 @@ TEST_CASE("rewrite_launches: launches with template arguments, long configuratio
   CHECK(std::count(out.begin(), out.end(), '\n') == std::count(src.begin(), src.end(), '\n'));  // lines kept
   mg_emu::rewrite_launches("  <<<1, 2>>>();", error);
   CHECK_THAT(error, Catch::Contains("cannot be parsed"));
+  // Shared memory is filled with garbage once per block, on the declaration's line.
+  error.clear();
+  const std::string sh = mg_emu::rewrite_launches(
+      "  alignas(16) __shared__ unsigned char raw[kN * sizeof(A)];\n  __shared__ A sh[2][32][33];\n  __shared__ bool last;\n"
+      "  int my__shared__x;\n",
+      error);
+  CHECK(error.empty());
+  CHECK(sh.find("raw[kN * sizeof(A)]; ::mg_emu::poison_shared(&raw, sizeof(raw));\n") != std::string::npos);
+  CHECK(sh.find("sh[2][32][33]; ::mg_emu::poison_shared(&sh, sizeof(sh));\n") != std::string::npos);
+  CHECK(sh.find("bool last; ::mg_emu::poison_shared(&last, sizeof(last));\n") != std::string::npos);
+  CHECK(sh.find("int my__shared__x;\n") != std::string::npos);
 }
 
 TEST_CASE("CUDA emulator: a shared-memory tree reduction runs with real barriers, block by block", "[emulator]") {
