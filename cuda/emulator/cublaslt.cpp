@@ -8,6 +8,7 @@
 #include <cublasLt.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -38,6 +39,11 @@ struct DescObject {
 struct PreferenceObject {
   uint64_t workspace = 0;
 };
+
+// The emulated algorithm asks for a workspace of this many bytes (at most the preference's
+// maximum), so the backend's workspace path runs; it fills the workspace with garbage at each
+// call, so a workspace that aliases a live tensor shows.
+constexpr uint64_t kAlgoWorkspace = 4096;
 
 template <typename T>
 bool read_attribute(T& out, const void* buf, size_t bytes) {
@@ -253,7 +259,7 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
                                               cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
-                                              cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t,
+                                              cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref,
                                               int requested, cublasLtMatmulHeuristicResult_t results[],
                                               int* returned) {
   const auto& dd = *reinterpret_cast<DescObject*>(desc);
@@ -265,7 +271,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   if (const char* why = shape_error(dd, la, lb, lc, lo); *why != '\0') return invalid(why);
   results[0] = cublasLtMatmulHeuristicResult_t{};
   results[0].state = CUBLAS_STATUS_SUCCESS;
-  results[0].workspaceSize = 0;
+  results[0].workspaceSize = std::min(kAlgoWorkspace, reinterpret_cast<PreferenceObject*>(pref)->workspace);
+  results[0].algo.data[0] = results[0].workspaceSize;  // what cublasLtMatmul will require
   *returned = 1;
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -273,7 +280,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void* alpha, const void* A,
                               cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta,
                               const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
-                              const cublasLtMatmulAlgo_t*, void* workspace, size_t workspace_bytes,
+                              const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes,
                               cudaStream_t stream) {
   const DescObject dd = *reinterpret_cast<DescObject*>(desc);
   const LayoutObject la = *reinterpret_cast<LayoutObject*>(a), lb = *reinterpret_cast<LayoutObject*>(b),
@@ -283,6 +290,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
   if (!mg_emu::is_device_memory(A, span_bytes(la)) || !mg_emu::is_device_memory(B, span_bytes(lb)) ||
       !mg_emu::is_device_memory(C, span_bytes(lc)) || !mg_emu::is_device_memory(D, span_bytes(lo))) {
     return invalid("an operand outside device memory (or past the end of its allocation)");
+  }
+  const uint64_t need = algo != nullptr ? algo->data[0] : 0;
+  if (need > 0 && (workspace_bytes < need || !mg_emu::is_device_memory(workspace, need))) {
+    return invalid("the algorithm run without the device workspace its heuristic asked for");
   }
   const cudaDataType_t bias_type = dd.bias_type >= 0 ? cudaDataType_t(dd.bias_type) : lo.type;
   if (dd.epilogue == CUBLASLT_EPILOGUE_BIAS &&
@@ -294,7 +305,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
   const double al = f64 ? *static_cast<const double*>(alpha) : *static_cast<const float*>(alpha);
   const double be = f64 ? *static_cast<const double*>(beta) : *static_cast<const float*>(beta);
   const bool tf32 = dd.compute == CUBLAS_COMPUTE_32F_FAST_TF32 && la.type == CUDA_R_32F;
-  mg_emu::submit_task(stream, [=] { matmul(dd, la, lb, lc, lo, al, be, tf32, A, B, C, D); });
+  mg_emu::submit_task(stream, [=] {
+    if (need > 0) std::memset(workspace, 0xff, need);
+    matmul(dd, la, lb, lc, lo, al, be, tf32, A, B, C, D);
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
 
