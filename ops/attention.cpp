@@ -3,24 +3,23 @@
 #include <cmath>
 
 #include "mixgrad/core/factory.h"
+#include "mixgrad/ops/attention_fused.h"
 #include "mixgrad/ops/loss.h"
 #include "mixgrad/ops/norm.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg {
 
-namespace {
-
-// The weights of scaled_dot_product_attention (check_operands ran first; the mask is checked
-// here); `op` names the caller in errors.
-Tensor attention_weights(const char* op, const Tensor& q, const Tensor& k, const Tensor& mask, double dropout_p,
-                         bool is_causal, std::optional<double> scale, Generator* gen) {
-  const int64_t e = q.size(-1), lq = q.size(-2), lk = k.size(-2);
-  MG_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, Error, op, ": dropout_p must be in [0, 1], got ", dropout_p);
+double attention_scale(const Tensor& q, std::optional<double> scale) {
   // E = 0: the scores are empty sums (0) whatever the scale, so the weights are uniform, as
   // PyTorch's; the default 1/sqrt(0) = inf would make them inf * 0 = NaN.
-  const double s = scale.value_or(e == 0 ? 1.0 : 1.0 / std::sqrt(double(e)));
+  const int64_t e = q.size(-1);
+  return scale.value_or(e == 0 ? 1.0 : 1.0 / std::sqrt(double(e)));
+}
 
+Tensor attention_probs(const char* op, const Tensor& q, const Tensor& k, const Tensor& mask, bool is_causal,
+                       double s) {
+  const int64_t lq = q.size(-2), lk = k.size(-2);
   Tensor scores = matmul(q, transpose(k, -1, -2)) * s;  // [..., Lq, Lk], lower precision under autocast
   if (mask.defined()) {
     const Shape want = scores.shape();
@@ -43,7 +42,6 @@ Tensor attention_weights(const char* op, const Tensor& q, const Tensor& k, const
     const Tensor above = gt(arange(0, lk, 1, i64).unsqueeze(0), arange(0, lq, 1, i64).unsqueeze(1));  // [Lq, Lk]
     scores = masked_fill(scores, above, -INFINITY);
   }
-  Tensor weights;  // [..., Lq, Lk], f32 under autocast
   if (mask.defined() && lk > 0) {  // no keys: nothing to mask, and no row maximum to take
     // A query row whose keys are all masked (a causal mask over left padding, say) gets zero
     // weights, as PyTorch's safe softmax: softmax of an all -inf row is NaN, and the NaN reached
@@ -53,10 +51,19 @@ Tensor attention_weights(const char* op, const Tensor& q, const Tensor& k, const
     const Tensor row_max = amax(scores, {-1}, /*keepdim=*/true);  // [..., Lq, 1]
     const Tensor dead = eq(row_max, scalar_like(-INFINITY, row_max));
     const Tensor w = softmax(where(dead, scalar_like(0.0, scores), scores), -1);
-    weights = where(dead, scalar_like(0.0, w), w);
-  } else {
-    weights = softmax(scores, -1);
+    return where(dead, scalar_like(0.0, w), w);
   }
+  return softmax(scores, -1);  // [..., Lq, Lk], f32 under autocast
+}
+
+namespace {
+
+// The weights of scaled_dot_product_attention (check_operands ran first; the mask is checked
+// here); `op` names the caller in errors.
+Tensor attention_weights(const char* op, const Tensor& q, const Tensor& k, const Tensor& mask, double dropout_p,
+                         bool is_causal, std::optional<double> scale, Generator* gen) {
+  MG_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, Error, op, ": dropout_p must be in [0, 1], got ", dropout_p);
+  Tensor weights = attention_probs(op, q, k, mask, is_causal, attention_scale(q, scale));
   if (dropout_p > 0.0) weights = dropout(weights, dropout_p, /*training=*/true, gen);
   return weights;
 }
@@ -81,6 +88,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     Generator* gen) {
   const char* op = "scaled_dot_product_attention";
   check_operands(op, q, k, &v);
+  MG_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, Error, op, ": dropout_p must be in [0, 1], got ", dropout_p);
+  if (fused_attention_applies(q, k, v, mask, dropout_p)) {
+    return fused_attention(q, k, v, mask, dropout_p, is_causal, attention_scale(q, scale), gen);
+  }
   return matmul(attention_weights(op, q, k, mask, dropout_p, is_causal, scale, gen), v);  // [..., Lq, Ev]
 }
 

@@ -43,6 +43,7 @@ void register_cpu_kernels() {
   cpu::register_loss_kernels();
   cpu::register_conv_kernels();
   cpu::register_norm_kernels();
+  cpu::register_attention_kernels();
 }
 
 void init() {
@@ -58,6 +59,7 @@ void init() {
     register_loss_rules();
     register_conv_rules();
     register_norm_rules();
+    register_attention_rules();
     register_cpu_kernels();
 #if defined(MG_WITH_CUDA)
     cuda::register_cuda_kernels();

@@ -14,6 +14,7 @@ void register_indexing_rules();
 void register_loss_rules();
 void register_conv_rules();
 void register_norm_rules();
+void register_attention_rules();  // ops/attention_fused.cpp
 
 void register_cpu_kernels();  // calls the per-group functions below
 namespace cpu {
@@ -26,6 +27,7 @@ void register_indexing_kernels();
 void register_loss_kernels();
 void register_conv_kernels();
 void register_norm_kernels();
+void register_attention_kernels();
 }  // namespace cpu
 
 }  // namespace mg

@@ -350,9 +350,10 @@ void load_beta_c(const GemmProblem& p, const T* c, C* o) {
   });
 }
 
-// One matrix: out = beta * c + alpha * a @ b.
-template <typename T>
-void gemm_one(const GemmProblem& p, const T* a, const T* b, const T* c, T* out) {
+// One matrix: out = beta * c + alpha * a @ b, out in T (rounded once) or, for gemm_acc, in the
+// accumulation type O = acc_t<T> (f16/bf16 sums then stay in f32, unrounded).
+template <typename T, typename O>
+void gemm_one(const GemmProblem& p, const T* a, const T* b, const T* c, O* out) {
   const int64_t n = p.n, k = p.k, m = p.m;
   const bool use_c = c != nullptr && p.beta != 0.0;
   const GemmPaths paths = gemm_paths();
@@ -372,8 +373,13 @@ void gemm_one(const GemmProblem& p, const T* a, const T* b, const T* c, T* out) 
   } else {
     // f16/bf16: f32 accumulation into f32 scratch, beta * c added in f32, one rounding on store.
     Scratch<float>& s = scratch<float>();
-    s.out.resize(std::size_t(n * m));
-    float* o = s.out.data();
+    float* o = nullptr;
+    if constexpr (std::is_same_v<O, float>) {
+      o = out;  // gemm_acc: the f32 sums are the result
+    } else {
+      s.out.resize(std::size_t(n * m));
+      o = s.out.data();
+    }
     if (use_c) load_beta_c(p, c, o);
     const bool bf16_onednn = std::is_same_v<T, BFloat16> && n * k * m >= kOnednnMinWork && paths.bf16_native;
     if constexpr (std::is_same_v<T, BFloat16>) {
@@ -401,7 +407,7 @@ void gemm_one(const GemmProblem& p, const T* a, const T* b, const T* c, T* out) 
       const MatRef<float> B = load<T, float>(b, k, m, p.b.rs, p.b.cs, s.b, b_pad);
       gemm_compute<float>(A, B, o, n, k, m, static_cast<float>(p.alpha), use_c);
     }
-    store_f32(o, out, n * m);
+    if constexpr (!std::is_same_v<O, float>) store_f32(o, out, n * m);
     release_if_large(s);
   }
 }
@@ -473,8 +479,11 @@ void gemm_force_paths(const std::optional<GemmPaths>& paths) {
                        std::memory_order_relaxed);
 }
 
-template <typename T>
-void gemm(const GemmProblem& problem) {
+namespace {
+
+// The batch loop of gemm (O = T) and gemm_acc (O = acc_t<T>).
+template <typename T, typename O>
+void gemm_batched(const GemmProblem& problem) {
   GemmProblem p = problem;
   fold_batch(p);
   const int64_t batch = shape_numel(p.batch);
@@ -482,9 +491,9 @@ void gemm(const GemmProblem& problem) {
   const T* a = static_cast<const T*>(p.a.ptr);
   const T* b = static_cast<const T*>(p.b.ptr);
   const T* c = static_cast<const T*>(p.c.ptr);
-  T* out = static_cast<T*>(p.out);
+  O* out = static_cast<O*>(p.out);
   if (batch == 1) {
-    gemm_one<T>(p, a, b, c, out);
+    gemm_one<T, O>(p, a, b, c, out);
     return;
   }
   // Element offsets of every batch entry (odometer over the batch shape).
@@ -515,7 +524,7 @@ void gemm(const GemmProblem& problem) {
   auto body = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const std::size_t u = std::size_t(i);
-      gemm_one<T>(p, a + oa[u], b + ob[u], c ? c + oc[u] : nullptr, out + i * out_stride);
+      gemm_one<T, O>(p, a + oa[u], b + ob[u], c ? c + oc[u] : nullptr, out + i * out_stride);
     }
   };
   // Enough matrices for every thread: one GEMM per thread at a time (oneDNN and Eigen see they are
@@ -528,9 +537,24 @@ void gemm(const GemmProblem& problem) {
   }
 }
 
+}  // namespace
+
+template <typename T>
+void gemm(const GemmProblem& p) {
+  gemm_batched<T, T>(p);
+}
+template <typename T>
+void gemm_acc(const GemmProblem& p) {
+  gemm_batched<T, acc_t<T>>(p);
+}
+
 template void gemm<double>(const GemmProblem&);
 template void gemm<float>(const GemmProblem&);
 template void gemm<Half>(const GemmProblem&);
 template void gemm<BFloat16>(const GemmProblem&);
+template void gemm_acc<double>(const GemmProblem&);
+template void gemm_acc<float>(const GemmProblem&);
+template void gemm_acc<Half>(const GemmProblem&);
+template void gemm_acc<BFloat16>(const GemmProblem&);
 
 }  // namespace mg::cpu

@@ -24,6 +24,11 @@ namespace mg::cpu {
 // T is the dtype of a, b, c and out: double, float, Half or BFloat16.
 template <typename T>
 void gemm(const GemmProblem& p);
+// The same product with out in the accumulation type acc_t<T> (float for f16/bf16/f32, double for
+// f64) and not rounded: a, b and c are T, out is acc_t<T>*. For kernels that go on computing with
+// the sums (fused attention's scores and gradients), so f16/bf16 products round only at the end.
+template <typename T>
+void gemm_acc(const GemmProblem& p);
 
 // Whether oneDNN has a bf16 GEMM on this processor (oneDNN 2.6 needs avx512_core: AVX512-BF16 and
 // AMX natively, emulated below). The driver uses it where native_bf16_preferred() too

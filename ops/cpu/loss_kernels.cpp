@@ -20,6 +20,7 @@
 #include "mixgrad/core/parallel.h"
 #include "mixgrad/ops/cpu/composite_losses.h"
 #include "mixgrad/ops/cpu/leaf_sum.h"
+#include "mixgrad/ops/cpu/softmax_line.h"
 #include "mixgrad/ops/cpu/reducers.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/loss.h"
@@ -51,42 +52,6 @@ Lines lines_along(const Shape& shape, int64_t dim) {
   return g;
 }
 int64_t line_grain(const Lines& g) { return std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(1, g.size)); }
-
-// max of x[i * stride], i < n, in Acc (-inf when empty; NaN when any term is NaN). Contiguous
-// lines in 16 lanes, so the loop vectorizes (max is exact: the lanes change no value, only which
-// NaN or signed zero comes out when there are several; the shift by it is the same).
-template <typename Acc, typename T>
-Acc line_max(const T* x, int64_t n, int64_t stride) {
-  if (stride == 1) return lanes_extremum<true, Acc>(x, n);
-  Acc m = -std::numeric_limits<Acc>::infinity();
-  for (int64_t i = 0; i < n; ++i) m = extremum_step<true>(m, static_cast<Acc>(x[i * stride]));
-  return m;
-}
-
-// Σ exp(x[i * stride] - m), i < n, by the summation rule: each leaf's exps are computed into a
-// buffer first (fast::exp_rounded: correctly rounded e^x in f32, vectorized; libm for f64), then
-// folded in 8 lanes — the same leaves, lanes and tree as line_sum. With `keep`, the exps are also
-// stored at keep[i] (softmax reuses them instead of evaluating each exp twice).
-template <typename Acc, typename T>
-Acc exp_sum(const T* x, int64_t n, int64_t stride, Acc m, Acc* keep = nullptr) {
-  Cascade<Acc> tree;
-  Acc buf[kSumLeaf];
-  for (int64_t b = 0; b < n; b += kSumLeaf) {
-    const int64_t len = std::min(kSumLeaf, n - b);
-    // The exps go straight to `keep` when it is given (a copy from the buffer was a fifth of
-    // this function's time in cross_entropy's backward).
-    Acc* e = keep != nullptr ? keep + b : buf;
-    if (stride == 1) {
-      for (int64_t i = 0; i < len; ++i) e[i] = fast::exp_rounded(static_cast<Acc>(x[b + i]) - m);
-    } else {
-      for (int64_t i = 0; i < len; ++i) e[i] = fast::exp_rounded(static_cast<Acc>(x[(b + i) * stride]) - m);
-    }
-    const Acc leaf = lane_fold<Acc>(len, [e](int64_t i) { return e[i]; });
-    if (n <= kSumLeaf) return leaf;
-    tree.push(leaf);
-  }
-  return tree.result(Acc(0));
-}
 
 // ---- softmax / log_softmax: out [x's shape] ----
 template <typename T, bool kLog>

@@ -890,6 +890,7 @@ const std::vector<OpCase>& all_op_cases() {
     add_late_loss_cases(t.cases);
     add_late_pool_cases(t.cases);
     scalar_arith_cases(t);
+    add_attention_cases(t.cases);
     return std::move(t.cases);
   }();
   return cases;

@@ -42,6 +42,9 @@ struct OpCase {
   Tolerance grad{1e-5, 1e-6};    // autograd vs central differences, in f64
   double grad_h = 1e-6;          // central-difference step
   bool skip_lowp = false;        // integer-only ops
+  // Floating inputs that keep their own dtype whatever dtype the case is made in (an op's f32
+  // statistics input, as the forward returns it for f16/bf16).
+  std::vector<int> own_dtype_inputs;
   bool not_differentiable = false;
   // The output dtype when it is not the floating input dtype (bool, i64, a cast's target).
   std::optional<DType> out_dtype;
@@ -61,6 +64,7 @@ void add_late_loss_cases(std::vector<OpCase>& cases);  // called last: the earli
 void add_late_pool_cases(std::vector<OpCase>& cases);  // likewise
 void add_conv_cases(std::vector<OpCase>& cases);
 void add_norm_cases(std::vector<OpCase>& cases);
+void add_attention_cases(std::vector<OpCase>& cases);  // tests/ops/op_cases_attention.cpp, called last
 
 // ---- builders shared by the op_cases*.cpp files ----
 using Gen = std::function<Tensor(DType)>;    // makes one input in the requested dtype

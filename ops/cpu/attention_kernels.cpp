@@ -1,0 +1,345 @@
+// CPU kernels of fused attention (`attention`, `attention_backward`; ops/attention_fused.cpp says
+// when they run). Per batch entry (one head of one sample):
+//   forward   S = scale q kᵀ (f32 sums, not rounded), the mask and causal mask applied, P = softmax
+//             rows in f32 (max-shifted, Σ by the summation rule), dropout on P by the Philox
+//             stream, out = P v (P rounded to the input dtype for the product, f32 accumulation,
+//             one rounding); each row's {max, 1/Σexp} is the second output.
+//   backward  S and P recomputed from q, k and the row statistics (the same bits as the forward:
+//             nothing [.., Lq, Lk] is kept between them), dv = Pᵀ dO, dP = dO vᵀ (f32), dS =
+//             P (dP - Σ P dP) scale in f32, dq = dS k, dk = dSᵀ q (dS rounded to the input dtype
+//             for the products, f32 accumulation, one rounding each).
+// So scores, probabilities and their gradients never round to f16/bf16 — the composite rounded
+// each to the input dtype (its matmuls' outputs) — and the products take their operands in the
+// input dtype as FlashAttention does. f64 computes in f64 throughout. The products run the GEMM
+// driver (ops/cpu/gemm.h); entries run in parallel, one per thread, when there are enough of
+// them, else one at a time with threaded products and rows.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "mixgrad/core/convert.h"
+#include "mixgrad/core/half.h"
+#include "mixgrad/core/parallel.h"
+#include "mixgrad/core/philox.h"
+#include "mixgrad/core/philox_batch.h"
+#include "mixgrad/ops/attention_args.h"
+#include "mixgrad/ops/cpu/gemm.h"
+#include "mixgrad/ops/cpu/leaf_sum.h"
+#include "mixgrad/ops/cpu/softmax_line.h"
+#include "mixgrad/ops/kernel_registry.h"
+#include "mixgrad/ops/register.h"
+
+namespace mg::cpu {
+namespace {
+
+// Element offsets of each batch entry of t (its dims before the last two, broadcast to `batch`
+// with stride 0 where t has size 1 or lacks the dim), row-major over `batch`.
+std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
+  const int64_t nd = int64_t(batch.size()), lead = t.dim() - 2;
+  std::vector<int64_t> strides(std::size_t(nd), 0);
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t td = d - (nd - lead);  // t's dim aligned to batch dim d (right-aligned)
+    if (td >= 0 && t.size(td) != 1) strides[std::size_t(d)] = t.stride(td);
+  }
+  const int64_t count = shape_numel(batch);
+  std::vector<int64_t> off(static_cast<std::size_t>(count));
+  std::vector<int64_t> idx(std::size_t(nd), 0);
+  int64_t x = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    off[std::size_t(i)] = x;
+    for (int64_t d = nd; d-- > 0;) {
+      const std::size_t u = std::size_t(d);
+      if (++idx[u] < batch[u]) {
+        x += strides[u];
+        break;
+      }
+      x -= (batch[u] - 1) * strides[u];
+      idx[u] = 0;
+    }
+  }
+  return off;
+}
+
+// A [rows, cols] operand of the GEMM driver at element strides (rs, cs).
+GemmOperand operand(const void* p, int64_t rs, int64_t cs) {
+  GemmOperand o;
+  o.ptr = p;
+  o.rs = rs;
+  o.cs = cs;
+  return o;
+}
+// out [n, m] (dense) = alpha a [n, k] @ b [k, m], one matrix.
+GemmProblem product(int64_t n, int64_t k, int64_t m, GemmOperand a, GemmOperand b, void* out, double alpha = 1.0) {
+  GemmProblem p;
+  p.n = n;
+  p.k = k;
+  p.m = m;
+  p.a = a;
+  p.b = b;
+  p.out = out;
+  p.alpha = alpha;
+  return p;
+}
+
+// Where everything of one call lives: q [B.., Lq, E], k [B.., Lk, E], v [B.., Lk, Ev], the
+// mask broadcast to [B.., Lq, Lk], the output gradient [B.., Lq, Ev].
+struct Geometry {
+  Shape batch;
+  int64_t entries = 0, lq = 0, lk = 0, e = 0, ev = 0;
+  std::vector<int64_t> q_off, k_off, v_off, mask_off, grad_off;
+  int64_t mask_rs = 0, mask_cs = 0;  // the mask's strides along queries and keys (0: broadcast)
+
+  Geometry(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask, const Tensor* grad) {
+    batch = Shape(q.shape().begin(), q.shape().end() - 2);
+    entries = shape_numel(batch);
+    lq = q.size(-2);
+    lk = k.size(-2);
+    e = q.size(-1);
+    ev = v.size(-1);
+    q_off = batch_offsets(q, batch);
+    k_off = batch_offsets(k, batch);
+    v_off = batch_offsets(v, batch);
+    if (grad) grad_off = batch_offsets(*grad, batch);
+    if (mask) {
+      const Tensor& m = *mask;
+      mask_off = batch_offsets(m, batch);
+      mask_rs = m.dim() >= 2 && m.size(-2) != 1 ? m.stride(-2) : 0;
+      mask_cs = m.dim() >= 1 && m.size(-1) != 1 ? m.stride(-1) : 0;
+    }
+  }
+};
+
+// Row i of entry b's scores `s` [Lk], in place: the mask (bool: false -> -inf; floating: added)
+// and the causal mask (key j > query i -> -inf), as the composite applies them.
+template <typename T, typename A>
+void mask_row(A* s, int64_t b, int64_t i, const Geometry& g, const AttentionArgs& a, const void* mask) {
+  constexpr A kNegInf = -std::numeric_limits<A>::infinity();
+  if (a.mask) {
+    const int64_t base = g.mask_off[std::size_t(b)] + i * g.mask_rs;
+    if (a.bool_mask) {
+      const bool* m = static_cast<const bool*>(mask) + base;
+      for (int64_t j = 0; j < g.lk; ++j) s[j] = m[j * g.mask_cs] ? s[j] : kNegInf;
+    } else {
+      const T* m = static_cast<const T*>(mask) + base;
+      for (int64_t j = 0; j < g.lk; ++j) s[j] += static_cast<A>(m[j * g.mask_cs]);
+    }
+  }
+  if (a.causal) {
+    for (int64_t j = i + 1; j < g.lk; ++j) s[j] = kNegInf;
+  }
+}
+
+// The dropout's keep decisions for the n elements from element `first` of the [B.., Lq, Lk]
+// weights: element e is kept when the e-th uniform of the Philox stream is >= p (the dropout op's
+// rule, so the mask is the one the composite's dropout draws from the same stream position).
+void keep_row(const AttentionArgs& a, int64_t first, int64_t n, uint8_t* keep, std::vector<uint32_t>& words) {
+  if (n == 0) return;
+  const int64_t block0 = first / 4, blocks = (first + n - 1) / 4 - block0 + 1;
+  words.resize(std::size_t(4 * blocks));
+  philox_blocks(a.seed, a.offset, uint64_t(block0), blocks, words.data());
+  const float p = float(a.dropout_p);
+  const uint32_t* w = words.data() + (first - 4 * block0);
+  for (int64_t j = 0; j < n; ++j) keep[j] = philox_uniform(w[j]) >= p ? 1 : 0;
+}
+
+// Softmax of a masked scores row in place, from its statistics: P = exp(s - max) / Σ, 0 for a dead
+// row (max = -inf: every key masked), as the forward computed it (the same expression, so the
+// same bits).
+template <typename A>
+void probs_from_stats(A* s, int64_t n, A m, A inv) {
+  if (m == -std::numeric_limits<A>::infinity()) {
+    std::fill(s, s + n, A(0));
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) s[j] = fast::exp_rounded(s[j] - m) * inv;
+}
+
+int64_t row_grain(int64_t lk) { return std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(lk, 1)); }
+
+// Runs entry(b, scratch) for every batch entry: in parallel over entries (single-threaded
+// products) when there are at least as many as threads, else one at a time.
+template <typename Scratch, typename F>
+void for_entries(int64_t entries, const F& entry) {
+  if (entries > 1 && entries >= num_threads()) {
+    parallel_for(0, entries, 1, [&](int64_t b0, int64_t b1) {
+      Scratch s;
+      for (int64_t b = b0; b < b1; ++b) entry(b, s);
+    });
+  } else {
+    Scratch s;
+    for (int64_t b = 0; b < entries; ++b) entry(b, s);
+  }
+}
+
+// in: (q, k, v[, mask]) -> (out [B.., Lq, Ev], stats [B.., Lq, 2] in acc_t<T>)
+template <typename T>
+void attention_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  using A = acc_t<T>;
+  const AttentionArgs a = AttentionArgs::from(attrs);
+  const Tensor& q = in[0];
+  const Tensor& k = in[1];
+  const Tensor& v = in[2];
+  const Tensor* mask = a.mask ? &in[3] : nullptr;
+  const Geometry g(q, k, v, mask, nullptr);
+  const T* qp = q.data<T>();
+  const T* kp = k.data<T>();
+  const T* vp = v.data<T>();
+  const void* mp = mask ? mask->data_ptr() : nullptr;
+  T* op = out[0].data<T>();
+  A* stats = out[1].data<A>();
+  const A sc = A(1.0 / (1.0 - a.dropout_p));
+  struct Scratch {
+    std::vector<A> s;
+    std::vector<T> pt;  // P in T for the product (f16/bf16)
+    std::vector<uint8_t> keep;
+    std::vector<uint32_t> words;
+  };
+  for_entries<Scratch>(g.entries, [&](int64_t b, Scratch& w) {
+    const std::size_t n = std::size_t(g.lq * g.lk);
+    w.s.resize(n);
+    A* s = w.s.data();
+    const std::size_t u = std::size_t(b);
+    gemm_acc<T>(product(g.lq, g.e, g.lk, operand(qp + g.q_off[u], q.stride(-2), q.stride(-1)),
+                        operand(kp + g.k_off[u], k.stride(-1), k.stride(-2)), s, a.scale));
+    parallel_for(0, g.lq, row_grain(g.lk), [&](int64_t i0, int64_t i1) {
+      std::vector<uint8_t> keep;
+      std::vector<uint32_t> words;
+      if (a.dropout_p > 0.0) keep.resize(std::size_t(g.lk));
+      for (int64_t i = i0; i < i1; ++i) {
+        A* row = s + i * g.lk;
+        mask_row<T>(row, b, i, g, a, mp);
+        const A m = line_max<A>(row, g.lk, 1);
+        A* st = stats + (b * g.lq + i) * 2;
+        if (g.lk == 0 || m == -std::numeric_limits<A>::infinity()) {  // dead row: zero weights
+          std::fill(row, row + g.lk, A(0));
+          st[0] = -std::numeric_limits<A>::infinity();
+          st[1] = A(0);
+          continue;
+        }
+        const A inv = A(1) / exp_sum<A>(row, g.lk, 1, m, row);
+        for (int64_t j = 0; j < g.lk; ++j) row[j] *= inv;
+        st[0] = m;
+        st[1] = inv;
+        if (a.dropout_p > 0.0) {
+          keep_row(a, (b * g.lq + i) * g.lk, g.lk, keep.data(), words);
+          for (int64_t j = 0; j < g.lk; ++j) row[j] = keep[std::size_t(j)] ? row[j] * sc : A(0);
+        }
+      }
+    });
+    const void* p = s;
+    if constexpr (!std::is_same_v<T, A>) {
+      w.pt.resize(n);
+      store_f32(s, w.pt.data(), int64_t(n));
+      p = w.pt.data();
+    }
+    gemm<T>(product(g.lq, g.lk, g.ev, operand(p, g.lk, 1), operand(vp + g.v_off[u], v.stride(-2), v.stride(-1)),
+                    op + b * g.lq * g.ev));
+  });
+}
+
+// in: (grad [B.., Lq, Ev], q, k, v, stats[, mask]) -> (dq, dk, dv), dense, in T
+template <typename T>
+void attention_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  using A = acc_t<T>;
+  const AttentionArgs a = AttentionArgs::from(attrs);
+  const Tensor& gr = in[0];
+  const Tensor& q = in[1];
+  const Tensor& k = in[2];
+  const Tensor& v = in[3];
+  const Tensor stats_t = in[4].is_contiguous() ? in[4] : in[4].contiguous();
+  const Tensor* mask = a.mask ? &in[5] : nullptr;
+  const Geometry g(q, k, v, mask, &gr);
+  const T* gp = gr.data<T>();
+  const T* qp = q.data<T>();
+  const T* kp = k.data<T>();
+  const T* vp = v.data<T>();
+  const A* stats = stats_t.data<A>();
+  const void* mp = mask ? mask->data_ptr() : nullptr;
+  T* dq = out[0].data<T>();
+  T* dk = out[1].data<T>();
+  T* dv = out[2].data<T>();
+  const A sc = A(1.0 / (1.0 - a.dropout_p)), scale = A(a.scale);
+  const bool drop = a.dropout_p > 0.0;
+  struct Scratch {
+    std::vector<A> p, dp, pda;  // P (before dropout); dP, then dS; the dropped P (T == A)
+    std::vector<T> pd, ds;      // the dropped P and dS in T for the products (f16/bf16)
+    std::vector<uint8_t> keep;
+  };
+  for_entries<Scratch>(g.entries, [&](int64_t b, Scratch& w) {
+    const std::size_t n = std::size_t(g.lq * g.lk), u = std::size_t(b);
+    w.p.resize(n);
+    w.dp.resize(n);
+    if (drop) w.keep.resize(n);
+    A* p = w.p.data();
+    A* dp = w.dp.data();
+    uint8_t* keep = drop ? w.keep.data() : nullptr;
+    const GemmOperand qb = operand(qp + g.q_off[u], q.stride(-2), q.stride(-1));
+    const GemmOperand kb = operand(kp + g.k_off[u], k.stride(-2), k.stride(-1));
+    const GemmOperand gb = operand(gp + g.grad_off[u], gr.stride(-2), gr.stride(-1));
+    // P again: the forward's scores, masks and statistics.
+    gemm_acc<T>(product(g.lq, g.e, g.lk, qb, operand(kp + g.k_off[u], k.stride(-1), k.stride(-2)), p, a.scale));
+    // dP = dO vᵀ in f32 (read by the second row pass).
+    gemm_acc<T>(product(g.lq, g.ev, g.lk, gb, operand(vp + g.v_off[u], v.stride(-1), v.stride(-2)), dp));
+    // The dropped P for the dv product: in A (f32/f64), or rounded to T (f16/bf16).
+    void* pd = nullptr;
+    if constexpr (std::is_same_v<T, A>) {
+      w.pda.resize(n);
+      pd = w.pda.data();
+    } else {
+      w.pd.resize(n);
+      pd = w.pd.data();
+    }
+    parallel_for(0, g.lq, row_grain(g.lk), [&](int64_t i0, int64_t i1) {
+      std::vector<uint32_t> words;
+      std::vector<A> tmp(std::is_same_v<T, A> ? 0 : std::size_t(g.lk));
+      for (int64_t i = i0; i < i1; ++i) {
+        A* row = p + i * g.lk;
+        mask_row<T>(row, b, i, g, a, mp);
+        const A* st = stats + (b * g.lq + i) * 2;
+        probs_from_stats(row, g.lk, st[0], st[1]);
+        uint8_t* kr = drop ? keep + i * g.lk : nullptr;
+        if (drop) keep_row(a, (b * g.lq + i) * g.lk, g.lk, kr, words);
+        A* dst = std::is_same_v<T, A> ? static_cast<A*>(pd) + i * g.lk : tmp.data();
+        for (int64_t j = 0; j < g.lk; ++j) dst[j] = drop ? (kr[j] ? row[j] * sc : A(0)) : row[j];
+        if constexpr (!std::is_same_v<T, A>) store_f32(tmp.data(), static_cast<T*>(pd) + i * g.lk, g.lk);
+        // dS = P (dP - Σ P dP) scale, dP the gradient of the weights before dropout.
+        A* d = dp + i * g.lk;
+        if (drop) {
+          for (int64_t j = 0; j < g.lk; ++j) d[j] = kr[j] ? d[j] * sc : A(0);
+        }
+        const A dot = line_sum<A>(g.lk, [&](int64_t j) { return row[j] * d[j]; });
+        for (int64_t j = 0; j < g.lk; ++j) d[j] = row[j] * (d[j] - dot) * scale;
+      }
+    });
+    // dv = (dropped P)ᵀ dO
+    gemm<T>(product(g.lk, g.lq, g.ev, operand(pd, 1, g.lk), gb, dv + b * g.lk * g.ev));
+    const void* ds = dp;
+    if constexpr (!std::is_same_v<T, A>) {
+      w.ds.resize(n);
+      store_f32(dp, w.ds.data(), int64_t(n));
+      ds = w.ds.data();
+    }
+    // dq = dS k, dk = dSᵀ q
+    gemm<T>(product(g.lq, g.lk, g.e, operand(ds, g.lk, 1), kb, dq + b * g.lq * g.e));
+    gemm<T>(product(g.lk, g.lq, g.e, operand(ds, 1, g.lk), qb, dk + b * g.lk * g.e));
+  });
+}
+
+}  // namespace
+
+void register_attention_kernels() {
+  const DeviceType cpu = DeviceType::CPU;
+  register_kernel(OpId::attention, cpu, DType::F64, attention_kernel<double>);
+  register_kernel(OpId::attention, cpu, DType::F32, attention_kernel<float>);
+  register_kernel(OpId::attention, cpu, DType::F16, attention_kernel<Half>);
+  register_kernel(OpId::attention, cpu, DType::BF16, attention_kernel<BFloat16>);
+  register_kernel(OpId::attention_backward, cpu, DType::F64, attention_backward_kernel<double>);
+  register_kernel(OpId::attention_backward, cpu, DType::F32, attention_backward_kernel<float>);
+  register_kernel(OpId::attention_backward, cpu, DType::F16, attention_backward_kernel<Half>);
+  register_kernel(OpId::attention_backward, cpu, DType::BF16, attention_backward_kernel<BFloat16>);
+}
+
+}  // namespace mg::cpu
