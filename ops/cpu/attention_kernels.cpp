@@ -14,6 +14,7 @@
 // driver (ops/cpu/gemm.h); entries run in parallel, one per thread, when there are enough of
 // them, else one at a time with threaded products and rows.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -133,16 +134,28 @@ void mask_row(A* s, int64_t b, int64_t i, const Geometry& g, const AttentionArgs
 }
 
 // The dropout's keep decisions for the n elements from element `first` of the [B.., Lq, Lk]
-// weights: element e is kept when the e-th uniform of the Philox stream is >= p (the dropout op's
-// rule, so the mask is the one the composite's dropout draws from the same stream position).
-void keep_row(const AttentionArgs& a, int64_t first, int64_t n, uint8_t* keep, std::vector<uint32_t>& words) {
+// weights, as 1 (kept) or 0: element e is kept when the e-th uniform of the Philox stream is >= p
+// (the dropout op's rule, so the mask is the one the composite's dropout draws from the same
+// stream position).
+template <typename A>
+void keep_row(const AttentionArgs& a, int64_t first, int64_t n, A* keep, std::vector<uint32_t>& words) {
   if (n == 0) return;
   const int64_t block0 = first / 4, blocks = (first + n - 1) / 4 - block0 + 1;
   words.resize(std::size_t(4 * blocks));
   philox_blocks(a.seed, a.offset, uint64_t(block0), blocks, words.data());
   const float p = float(a.dropout_p);
   const uint32_t* w = words.data() + (first - 4 * block0);
-  for (int64_t j = 0; j < n; ++j) keep[j] = philox_uniform(w[j]) >= p ? 1 : 0;
+  for (int64_t j = 0; j < n; ++j) keep[j] = philox_uniform(w[j]) >= p ? A(1) : A(0);
+}
+
+// The dropout op's forward on a row, branch-free (so it vectorizes): x * sc where kept, +0 where
+// dropped (a bit mask, as ops/cpu/norm_kernels.cpp's dropout: +0 even for a NaN x).
+template <typename A>
+void drop_row(const A* x, const A* keep, A sc, int64_t n, A* out) {
+  using Bits = std::conditional_t<sizeof(A) == 8, uint64_t, uint32_t>;
+  for (int64_t j = 0; j < n; ++j) {
+    out[j] = std::bit_cast<A>(std::bit_cast<Bits>(x[j] * sc) & (Bits(0) - Bits(keep[j] != A(0))));
+  }
 }
 
 // Softmax of a masked scores row in place, from its statistics: P = exp(s - max) / Σ, 0 for a dead
@@ -194,8 +207,6 @@ void attention_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
   struct Scratch {
     std::vector<A> s;
     std::vector<T> pt;  // P in T for the product (f16/bf16)
-    std::vector<uint8_t> keep;
-    std::vector<uint32_t> words;
   };
   for_entries<Scratch>(g.entries, [&](int64_t b, Scratch& w) {
     const std::size_t n = std::size_t(g.lq * g.lk);
@@ -205,7 +216,7 @@ void attention_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
     gemm_acc<T>(product(g.lq, g.e, g.lk, operand(qp + g.q_off[u], q.stride(-2), q.stride(-1)),
                         operand(kp + g.k_off[u], k.stride(-1), k.stride(-2)), s, a.scale));
     parallel_for(0, g.lq, row_grain(g.lk), [&](int64_t i0, int64_t i1) {
-      std::vector<uint8_t> keep;
+      std::vector<A> keep;
       std::vector<uint32_t> words;
       if (a.dropout_p > 0.0) keep.resize(std::size_t(g.lk));
       for (int64_t i = i0; i < i1; ++i) {
@@ -225,7 +236,7 @@ void attention_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
         st[1] = inv;
         if (a.dropout_p > 0.0) {
           keep_row(a, (b * g.lq + i) * g.lk, g.lk, keep.data(), words);
-          for (int64_t j = 0; j < g.lk; ++j) row[j] = keep[std::size_t(j)] ? row[j] * sc : A(0);
+          drop_row(row, keep.data(), sc, g.lk, row);
         }
       }
     });
@@ -264,65 +275,61 @@ void attention_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a
   const A sc = A(1.0 / (1.0 - a.dropout_p)), scale = A(a.scale);
   const bool drop = a.dropout_p > 0.0;
   struct Scratch {
-    std::vector<A> p, dp, pda;  // P (before dropout); dP, then dS; the dropped P (T == A)
-    std::vector<T> pd, ds;      // the dropped P and dS in T for the products (f16/bf16)
-    std::vector<uint8_t> keep;
+    std::vector<A> p, dp, pd;  // P (before dropout); dP, then dS; the dropped P
+    std::vector<T> pdt, dst;         // the dropped P and dS in T for the products (f16/bf16)
   };
   for_entries<Scratch>(g.entries, [&](int64_t b, Scratch& w) {
     const std::size_t n = std::size_t(g.lq * g.lk), u = std::size_t(b);
     w.p.resize(n);
     w.dp.resize(n);
-    if (drop) w.keep.resize(n);
     A* p = w.p.data();
     A* dp = w.dp.data();
-    uint8_t* keep = drop ? w.keep.data() : nullptr;
+    A* pd = p;  // without dropout the dropped P is P
+    if (drop) {
+      w.pd.resize(n);
+      pd = w.pd.data();
+    }
     const GemmOperand qb = operand(qp + g.q_off[u], q.stride(-2), q.stride(-1));
     const GemmOperand kb = operand(kp + g.k_off[u], k.stride(-2), k.stride(-1));
     const GemmOperand gb = operand(gp + g.grad_off[u], gr.stride(-2), gr.stride(-1));
     // P again: the forward's scores, masks and statistics.
     gemm_acc<T>(product(g.lq, g.e, g.lk, qb, operand(kp + g.k_off[u], k.stride(-1), k.stride(-2)), p, a.scale));
-    // dP = dO vᵀ in f32 (read by the second row pass).
+    // dP = dO vᵀ in f32 (read by the row pass).
     gemm_acc<T>(product(g.lq, g.ev, g.lk, gb, operand(vp + g.v_off[u], v.stride(-1), v.stride(-2)), dp));
-    // The dropped P for the dv product: in A (f32/f64), or rounded to T (f16/bf16).
-    void* pd = nullptr;
-    if constexpr (std::is_same_v<T, A>) {
-      w.pda.resize(n);
-      pd = w.pda.data();
-    } else {
-      w.pd.resize(n);
-      pd = w.pd.data();
-    }
     parallel_for(0, g.lq, row_grain(g.lk), [&](int64_t i0, int64_t i1) {
       std::vector<uint32_t> words;
-      std::vector<A> tmp(std::is_same_v<T, A> ? 0 : std::size_t(g.lk));
+      std::vector<A> keep(drop ? std::size_t(g.lk) : 0);  // 1/0 per weight of the row
       for (int64_t i = i0; i < i1; ++i) {
         A* row = p + i * g.lk;
         mask_row<T>(row, b, i, g, a, mp);
         const A* st = stats + (b * g.lq + i) * 2;
         probs_from_stats(row, g.lk, st[0], st[1]);
-        uint8_t* kr = drop ? keep + i * g.lk : nullptr;
-        if (drop) keep_row(a, (b * g.lq + i) * g.lk, g.lk, kr, words);
-        A* dst = std::is_same_v<T, A> ? static_cast<A*>(pd) + i * g.lk : tmp.data();
-        for (int64_t j = 0; j < g.lk; ++j) dst[j] = drop ? (kr[j] ? row[j] * sc : A(0)) : row[j];
-        if constexpr (!std::is_same_v<T, A>) store_f32(tmp.data(), static_cast<T*>(pd) + i * g.lk, g.lk);
-        // dS = P (dP - Σ P dP) scale, dP the gradient of the weights before dropout.
+        // dS = P (dP - Σ P dP) scale, dP the gradient of the weights before dropout: the
+        // dropout_backward op's (g * keep) * sc, so a dropped weight's gradient is ±0.
         A* d = dp + i * g.lk;
         if (drop) {
-          for (int64_t j = 0; j < g.lk; ++j) d[j] = kr[j] ? d[j] * sc : A(0);
+          const A* kr = keep.data();
+          keep_row(a, (b * g.lq + i) * g.lk, g.lk, keep.data(), words);
+          drop_row(row, kr, sc, g.lk, pd + i * g.lk);
+          for (int64_t j = 0; j < g.lk; ++j) d[j] = (d[j] * kr[j]) * sc;
         }
         const A dot = line_sum<A>(g.lk, [&](int64_t j) { return row[j] * d[j]; });
         for (int64_t j = 0; j < g.lk; ++j) d[j] = row[j] * (d[j] - dot) * scale;
       }
     });
-    // dv = (dropped P)ᵀ dO
-    gemm<T>(product(g.lk, g.lq, g.ev, operand(pd, 1, g.lk), gb, dv + b * g.lk * g.ev));
+    // The products' operands in T: the dropped P and dS rounded once (f16/bf16).
+    const void* pdx = pd;
     const void* ds = dp;
     if constexpr (!std::is_same_v<T, A>) {
-      w.ds.resize(n);
-      store_f32(dp, w.ds.data(), int64_t(n));
-      ds = w.ds.data();
+      w.pdt.resize(n);
+      w.dst.resize(n);
+      store_f32(pd, w.pdt.data(), int64_t(n));
+      store_f32(dp, w.dst.data(), int64_t(n));
+      pdx = w.pdt.data();
+      ds = w.dst.data();
     }
-    // dq = dS k, dk = dSᵀ q
+    // dv = (dropped P)ᵀ dO, dq = dS k, dk = dSᵀ q
+    gemm<T>(product(g.lk, g.lq, g.ev, operand(pdx, 1, g.lk), gb, dv + b * g.lk * g.ev));
     gemm<T>(product(g.lq, g.lk, g.e, operand(ds, g.lk, 1), kb, dq + b * g.lq * g.e));
     gemm<T>(product(g.lk, g.lq, g.e, operand(ds, 1, g.lk), qb, dk + b * g.lk * g.e));
   });
