@@ -108,7 +108,11 @@ Tensors attention_bw_composite(const BackwardCtx& c, const Tensor& grad, const A
   const Tensor pd = keep.defined() ? p * keep : p;
   const Tensor dpd = matmul(g, transpose(v, -1, -2));
   const Tensor dp = keep.defined() ? dpd * keep : dpd;
-  const Tensor ds = p * (dp - sum(p * dp, {-1}, /*keepdim=*/true)) * a.scale;
+  // A dead row (every key masked: P all 0; a live row sums to 1) gets no gradient, as in the
+  // kernel and the composite's where(dead, 0, w).
+  const Tensor dead = eq(sum(p, {-1}, /*keepdim=*/true), scalar_like(0.0, p));
+  const Tensor ds_live = p * (dp - sum(p * dp, {-1}, /*keepdim=*/true)) * a.scale;
+  const Tensor ds = where(dead, scalar_like(0.0, ds_live), ds_live);
   Tensors grads(c.num_inputs());
   if (c.needs_grad(0)) grads[0] = matmul(ds, k);
   if (c.needs_grad(1)) grads[1] = matmul(transpose(ds, -1, -2), q);
@@ -144,6 +148,12 @@ bool fused_attention_applies(const Tensor& q, const Tensor& k, const Tensor& v, 
   if (!(dropout_p < 1.0)) return false;
   if (mask.defined()) {
     if (mask.device() != q.device() || mask.dim() > q.dim()) return false;
+    // A mask that does not broadcast to the scores goes to the composite, which names the error
+    // before its dropout takes anything from the generator.
+    for (int64_t d = 1; d <= mask.dim(); ++d) {
+      const int64_t want = d == 1 ? k.size(-2) : q.size(-d);
+      if (mask.size(-d) != 1 && mask.size(-d) != want) return false;
+    }
     if (mask.dtype() != DType::Bool) {
       if (!is_floating(mask.dtype())) return false;  // the composite names the error
       if (mask.requires_grad() && GradMode::is_enabled()) return false;  // the op gives the mask no gradient

@@ -159,11 +159,15 @@ void drop_row(const A* x, const A* keep, A sc, int64_t n, A* out) {
 }
 
 // Softmax of a masked scores row in place, from its statistics: P = exp(s - max) / Σ, 0 for a dead
-// row (max = -inf: every key masked), as the forward computed it (the same expression, so the
-// same bits).
+// row (every key masked: stats {0, 0}; a live row's 1/Σ is in (0, 1] or NaN), as the forward
+// computed it (the same expression, so the same bits).
+template <typename A>
+bool dead_row(A inv) {
+  return inv == A(0);
+}
 template <typename A>
 void probs_from_stats(A* s, int64_t n, A m, A inv) {
-  if (m == -std::numeric_limits<A>::infinity()) {
+  if (dead_row(inv)) {
     std::fill(s, s + n, A(0));
     return;
   }
@@ -224,9 +228,11 @@ void attention_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
         mask_row<T>(row, b, i, g, a, mp);
         const A m = line_max<A>(row, g.lk, 1);
         A* st = stats + (b * g.lq + i) * 2;
-        if (g.lk == 0 || m == -std::numeric_limits<A>::infinity()) {  // dead row: zero weights
+        if (g.lk == 0 || m == -std::numeric_limits<A>::infinity()) {
+          // A dead row: zero weights. Its statistics are {0, 0}, finite (an -inf there would be
+          // an overflow to amp::OverflowTracer), 1/Σ = 0 marking it.
           std::fill(row, row + g.lk, A(0));
-          st[0] = -std::numeric_limits<A>::infinity();
+          st[0] = A(0);
           st[1] = A(0);
           continue;
         }
@@ -304,9 +310,17 @@ void attention_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a
         mask_row<T>(row, b, i, g, a, mp);
         const A* st = stats + (b * g.lq + i) * 2;
         probs_from_stats(row, g.lk, st[0], st[1]);
+        A* d = dp + i * g.lk;
+        if (dead_row(st[1])) {
+          // No gradient through a dead row, as the composite's where(dead, 0, w) gives: its
+          // weights are constant 0 (0 * (dP - Σ) would let an inf or NaN dP through).
+          std::fill(row, row + g.lk, A(0));
+          if (drop) std::fill(pd + i * g.lk, pd + (i + 1) * g.lk, A(0));
+          std::fill(d, d + g.lk, A(0));
+          continue;
+        }
         // dS = P (dP - Σ P dP) scale, dP the gradient of the weights before dropout: the
         // dropout_backward op's (g * keep) * sc, so a dropped weight's gradient is ±0.
-        A* d = dp + i * g.lk;
         if (drop) {
           const A* kr = keep.data();
           keep_row(a, (b * g.lq + i) * g.lk, g.lk, keep.data(), words);

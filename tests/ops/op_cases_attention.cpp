@@ -40,7 +40,7 @@ AttentionArgs args(double scale, bool mask, bool bool_mask, bool causal, double 
 Tensor run_attention(const Tensors& in, const AttentionArgs& a) { return dispatch(OpId::attention, in, a.attrs())[0]; }
 
 // The row statistics the forward returns, with public ops in the compute dtype: {max, 1/Σexp} of
-// the masked scores (a row whose keys are all masked: {-inf, 0}).
+// the masked scores (a row whose keys are all masked: {0, 0}).
 Tensor row_stats(const Tensor& q, const Tensor& k, const Tensor* mask, const AttentionArgs& a) {
   const DType c = q.dtype() == DType::F64 ? DType::F64 : DType::F32;
   Tensor s = matmul(to(q, c), transpose(to(k, c), -1, -2)) * a.scale;
@@ -56,7 +56,7 @@ Tensor row_stats(const Tensor& q, const Tensor& k, const Tensor* mask, const Att
   const Tensor dead = eq(m, scalar_like(-INFINITY, m));
   const Tensor total = sum(exp(s - where(dead, scalar_like(0.0, m), m)), {-1}, true);
   const Tensor inv = where(dead, scalar_like(0.0, total), reciprocal(total));
-  return cat({m, inv}, -1);
+  return cat({where(dead, scalar_like(0.0, m), m), inv}, -1);
 }
 
 // The statistics input of an attention_backward case, from its q, k (and mask) generators: in f32

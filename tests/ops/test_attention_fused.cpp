@@ -9,6 +9,7 @@
 #include <string>
 
 #include "amp/autocast.h"
+#include "amp/overflow_tracer.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -224,4 +225,50 @@ TEST_CASE("fused attention ops refuse inconsistent operands with named errors", 
   MG_REQUIRE_ERROR(dispatch(OpId::attention_backward, {fwd[0], q, k, v, zeros({2, 3, 2}, {.dtype = DType::F64})},
                             a.attrs()),
                    "attention_backward: expected stats [2, 3, 2] f32 (the forward's second output)");
+}
+
+TEST_CASE("fused attention: a dead row passes no inf or NaN gradient to q and k, as the composite",
+          "[ops][attention][fused][grad]") {
+  // Query 0 of batch 1 sees only padding; the loss's gradient at that (zero) output row is inf,
+  // as a derivative singular at 0 gives (sqrt, x / |x|).
+  const Tensor q = rnd({2, 3, 4}, 71).requires_grad_(), k = rnd({2, 5, 4}, 72).requires_grad_();
+  const Tensor v = rnd({2, 5, 2}, 73);
+  const Tensor mask = from_vector<double>({1, 1, 1, 1, 1, 0, 0, 1, 1, 1}, {2, 1, 5}).to(DType::Bool);
+  std::vector<double> cv(12, 1.0);
+  cv[6] = cv[7] = INFINITY;  // batch 1, query 0
+  const Tensor c = from_vector(cv, {2, 3, 2});
+  for (const bool fused : {true, false}) {
+    INFO((fused ? "fused" : "composite"));
+    const Tensor y = fused ? scaled_dot_product_attention(q, k, v, mask, 0.0, /*is_causal=*/true)
+                           : reference(q, k, v,
+                                       (mask.to(DType::F64) * from_vector<double>({1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0},
+                                                                                   {3, 5})).to(DType::Bool),
+                                       0.5);
+    const Tensors g = autograd::grad({sum(y * c)}, {q, k});
+    for (const Tensor& t : g) {
+      for (const double x : values(t)) CHECK(std::isfinite(x));
+    }
+    CHECK(max_abs(g[0].select(0, 1).select(0, 0)) == 0.0);
+  }
+}
+
+TEST_CASE("fused attention: dead rows leave finite statistics, so the overflow tracer stays quiet",
+          "[ops][attention][fused][amp]") {
+  const Tensor q = rnd({1, 3, 4}, 81, DType::F16), k = rnd({1, 5, 4}, 82, DType::F16), v = rnd({1, 5, 2}, 83, DType::F16);
+  const Tensor mask = from_vector<double>({0, 0, 1, 1, 1}, {1, 1, 5}).to(DType::Bool);  // queries 0, 1 dead
+  amp::OverflowTracer tracer;
+  const Tensor y = scaled_dot_product_attention(q, k, v, mask, 0.0, /*is_causal=*/true);
+  INFO(tracer.report());
+  CHECK_FALSE(tracer.found());
+  CHECK(max_abs(y.narrow(-2, 0, 2)) == 0.0);
+}
+
+TEST_CASE("fused attention: a mask that does not broadcast is refused before dropout draws",
+          "[ops][attention][fused][errors]") {
+  const Tensor q = zeros({2, 3, 4}), k = zeros({2, 5, 4}), v = zeros({2, 5, 6});
+  Generator g(5);
+  const uint64_t before = g.offset();
+  MG_REQUIRE_ERROR(scaled_dot_product_attention(q, k, v, zeros({4, 5}), 0.5, false, std::nullopt, &g),
+                   "scaled_dot_product_attention: shapes [4, 5] and [2, 3, 5] cannot be broadcast together");
+  CHECK(g.offset() == before);
 }
