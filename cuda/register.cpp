@@ -28,6 +28,7 @@ void register_norm_kernels();      // cuda/kernels/norm.cu
 void register_conv_kernels();      // cuda/conv_kernels.cpp (im2col + cuBLASLt)
 void register_factory_kernels();   // cuda/kernels/factory.cu (the device fill of core/factory.cpp)
 void register_multi_tensor_kernels();  // cuda/kernels/multi_tensor.cu (core/multi_tensor_kernels.h)
+void register_attention_kernels();     // cuda/kernels/attention.cu (fused attention)
 
 void register_cuda_kernels() {
   set_allocator(DeviceType::CUDA, &device_allocator());
@@ -49,6 +50,7 @@ void register_cuda_kernels() {
   register_conv_kernels();
   register_factory_kernels();
   register_multi_tensor_kernels();
+  register_attention_kernels();
 }
 
 }  // namespace mg::cuda

@@ -2,7 +2,9 @@
 // decoded in one place for the op rules (ops/attention_fused.cpp) and the kernels
 // (ops/cpu/attention_kernels.cpp):
 //   attrs.alpha = scale, attrs.beta = dropout p, attrs.mode = the kAttention* bits,
-//   attrs.ints = {seed, offset} of the dropout's Philox stream (when p > 0).
+//   attrs.ints = {seed, offset} of the dropout's Philox stream (when p > 0), and on CUDA during a
+//   graph capture a third: the address of the device {seed, base offset} the offset adds to
+//   (core/graph_rng.h, as the dropout op's).
 //
 //   const mg::AttentionArgs a = mg::AttentionArgs::from(attrs);
 #pragma once
@@ -23,6 +25,7 @@ struct AttentionArgs {
   bool bool_mask = false;
   bool causal = false;
   uint64_t seed = 0, offset = 0;  // the Philox stream of the dropout (element e: word e)
+  int64_t device_base = 0;        // a CUDA graph capture's device {seed, base}; 0: none
 
   static AttentionArgs from(const OpAttrs& a) {
     AttentionArgs r;
@@ -35,6 +38,7 @@ struct AttentionArgs {
       r.seed = uint64_t(a.ints[0]);
       r.offset = uint64_t(a.ints[1]);
     }
+    if (a.ints.size() >= 3) r.device_base = a.ints[2];
     return r;
   }
   OpAttrs attrs() const {
@@ -43,6 +47,7 @@ struct AttentionArgs {
     a.beta = dropout_p;
     a.mode = (mask ? kAttentionMask : 0) | (bool_mask ? kAttentionBoolMask : 0) | (causal ? kAttentionCausal : 0);
     if (dropout_p > 0.0) a.ints = {int64_t(seed), int64_t(offset)};
+    if (dropout_p > 0.0 && device_base != 0) a.ints.push_back(device_base);
     return a;
   }
 };

@@ -1,5 +1,6 @@
 // The fused attention ops' rules (shape/dtype inference, backward) and their entry point; the
-// CPU kernels are ops/cpu/attention_kernels.cpp. See ops/attention_fused.h for when they run.
+// kernels are ops/cpu/attention_kernels.cpp and cuda/kernels/attention.cu. When they run:
+// ops/attention_fused.h.
 #include "mixgrad/ops/attention_fused.h"
 
 #include <cmath>
@@ -101,7 +102,7 @@ Tensors attention_bw_composite(const BackwardCtx& c, const Tensor& grad, const A
   Tensor keep;  // the forward's dropout, as 1 / (1 - p) or 0 per weight
   if (a.dropout_p > 0.0) {
     NoGradGuard no_grad;
-    OpAttrs d{.ints = {int64_t(a.seed), int64_t(a.offset)}, .alpha = a.dropout_p};
+    OpAttrs d{.ints = a.attrs().ints, .alpha = a.dropout_p};  // the same stream position (and capture base)
     const Tensor bits = dispatch(OpId::dropout, {ones(p.shape(), {.dtype = p.dtype(), .device = p.device()})}, d)[1];
     keep = where(bits, scalar_like(1.0 / (1.0 - a.dropout_p), p), scalar_like(0.0, p));
   }
@@ -181,11 +182,13 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   if (dropout_p > 0.0) {
     // The weights' Philox stream, reserved as dropout() on the [.., Lq, Lk] weights would.
     Generator& g = gen ? *gen : default_generator();
-    check_not_captured(g, "scaled_dot_product_attention's fused dropout");
+    // The CUDA kernels can read their stream position from device memory (graph-safe); the CPU's cannot.
+    if (!q.device().is_cuda()) check_not_captured(g, "scaled_dot_product_attention's fused dropout on the CPU");
     const int64_t weights = shape_numel(with_last_two(q, q.size(-2), k.size(-2)));
     const PhiloxArgs r = reserve_graph_safe(g, uint64_t(weights + 3) / 4);
     a.seed = r.seed;
     a.offset = r.offset;
+    a.device_base = int64_t(reinterpret_cast<std::intptr_t>(r.device_base));
   }
   return dispatch(OpId::attention, in, a.attrs())[0];
 }

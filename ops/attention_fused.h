@@ -6,9 +6,10 @@
 // the scores, the probabilities and their gradients stay in f32 for f16/bf16 inputs (the
 // composite rounded each of them to the input dtype: its matmuls return it) and nothing of size
 // [.., Lq, Lk] is saved for the backward (it recomputes the scores from q and k and each row's
-// {max, 1/Σexp}). The composite stays for what the op does not take — a floating mask that
-// needs a gradient, q/k/v of different dtypes or batch shapes, devices without a kernel — and
-// builds double backward (create_graph) from public ops.
+// {max, 1/Σexp}). Kernels: ops/cpu/attention_kernels.cpp, cuda/kernels/attention.cu, the row math
+// shared (ops/attention_rows.h). The composite stays for what the op does not take — a floating
+// mask that needs a gradient, q/k/v of different dtypes or batch shapes — and builds double
+// backward (create_graph) from public ops.
 //
 //   if (fused_attention_applies(q, k, v, mask, p)) return fused_attention(q, k, v, mask, p, causal, s, gen);
 #pragma once

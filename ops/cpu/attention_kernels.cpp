@@ -14,7 +14,6 @@
 // driver (ops/cpu/gemm.h); entries run in parallel, one per thread, when there are enough of
 // them, else one at a time with threaded products and rows.
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -27,6 +26,7 @@
 #include "mixgrad/core/philox.h"
 #include "mixgrad/core/philox_batch.h"
 #include "mixgrad/ops/attention_args.h"
+#include "mixgrad/ops/attention_rows.h"
 #include "mixgrad/ops/cpu/gemm.h"
 #include "mixgrad/ops/cpu/leaf_sum.h"
 #include "mixgrad/ops/cpu/softmax_line.h"
@@ -148,26 +148,17 @@ void keep_row(const AttentionArgs& a, int64_t first, int64_t n, A* keep, std::ve
   for (int64_t j = 0; j < n; ++j) keep[j] = philox_uniform(w[j]) >= p ? A(1) : A(0);
 }
 
-// The dropout op's forward on a row, branch-free (so it vectorizes): x * sc where kept, +0 where
-// dropped (a bit mask, as ops/cpu/norm_kernels.cpp's dropout: +0 even for a NaN x).
+// The dropout op's forward on a row, branch-free (so it vectorizes): ops/attention_rows.h.
 template <typename A>
 void drop_row(const A* x, const A* keep, A sc, int64_t n, A* out) {
-  using Bits = std::conditional_t<sizeof(A) == 8, uint64_t, uint32_t>;
-  for (int64_t j = 0; j < n; ++j) {
-    out[j] = std::bit_cast<A>(std::bit_cast<Bits>(x[j] * sc) & (Bits(0) - Bits(keep[j] != A(0))));
-  }
+  for (int64_t j = 0; j < n; ++j) out[j] = attention_dropped(x[j], keep[j] != A(0), sc);
 }
 
 // Softmax of a masked scores row in place, from its statistics: P = exp(s - max) / Σ, 0 for a dead
-// row (every key masked: stats {0, 0}; a live row's 1/Σ is in (0, 1] or NaN), as the forward
-// computed it (the same expression, so the same bits).
-template <typename A>
-bool dead_row(A inv) {
-  return inv == A(0);
-}
+// row, as the forward computed it (the same expression, so the same bits).
 template <typename A>
 void probs_from_stats(A* s, int64_t n, A m, A inv) {
-  if (dead_row(inv)) {
+  if (attention_dead_row(inv)) {
     std::fill(s, s + n, A(0));
     return;
   }
@@ -311,7 +302,7 @@ void attention_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a
         const A* st = stats + (b * g.lq + i) * 2;
         probs_from_stats(row, g.lk, st[0], st[1]);
         A* d = dp + i * g.lk;
-        if (dead_row(st[1])) {
+        if (attention_dead_row(st[1])) {
           // No gradient through a dead row, as the composite's where(dead, 0, w) gives: its
           // weights are constant 0 (0 * (dP - Σ) would let an inf or NaN dP through).
           std::fill(row, row + g.lk, A(0));
@@ -325,10 +316,10 @@ void attention_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a
           const A* kr = keep.data();
           keep_row(a, (b * g.lq + i) * g.lk, g.lk, keep.data(), words);
           drop_row(row, kr, sc, g.lk, pd + i * g.lk);
-          for (int64_t j = 0; j < g.lk; ++j) d[j] = (d[j] * kr[j]) * sc;
+          for (int64_t j = 0; j < g.lk; ++j) d[j] = attention_undropped_grad(d[j], kr[j], sc);
         }
         const A dot = line_sum<A>(g.lk, [&](int64_t j) { return row[j] * d[j]; });
-        for (int64_t j = 0; j < g.lk; ++j) d[j] = row[j] * (d[j] - dot) * scale;
+        for (int64_t j = 0; j < g.lk; ++j) d[j] = attention_score_grad(row[j], d[j], dot, scale);
       }
     });
     // The products' operands in T: the dropped P and dS rounded once (f16/bf16).
