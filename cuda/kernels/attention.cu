@@ -3,7 +3,8 @@
 // walks one head at a time, the GPU runs each step over the whole batch:
 //   forward   S = scale q kᵀ by cuBLASLt with f32 output (f16/bf16 operands on Tensor Cores, f32
 //             accumulation, not rounded: GemmPlanOptions::out_dtype), one block per row for the
-//             masks, the softmax (fast::exp_rounded, the CPU's e^x, so the same exps) and the
+//             masks, the softmax (fast::exp_rounded, the CPU's e^x formula; nvcc may contract its
+//             multiply-adds where g++ did not, so an exp can differ in its last bit) and the
 //             dropout (the dropout op's Philox rule, cuda/host/dropout_mask.h), writing P̃ in the
 //             operand dtype and each row's {max, 1/Σexp}; out = P̃ v by cuBLASLt, rounded once.
 //   backward  S and dP = dO vᵀ by cuBLASLt in f32, one block per row for P (from the statistics),

@@ -133,3 +133,25 @@ TEST_CASE("CUDA graph: fused attention's dropout masks differ per replay and equ
                    "its dropout drew from a generator that is not part of the CUDA graph being captured");
   require_no_pending_cuda_error();
 }
+
+TEST_CASE("CUDA fused attention: more rows than blocks, rows longer than a block, and rows past one leaf per thread",
+          "[cuda][gpu][attention]") {
+  // 160 rows (the row kernels' grid-stride loop takes several per block where the grid is
+  // smaller), 300 keys (several per thread), and 2 rows of 4200 keys (more than 32 terms per
+  // thread: the leaf sums flush), with and without dropout.
+  Generator g0(31);
+  for (const Shape& qs : {Shape{2, 2, 40, 16}, Shape{1, 1, 2, 16}}) {
+    const int64_t lk = qs[2] == 40 ? 300 : 4200;
+    const Tensor q = randn(qs, {}, &g0), k = randn({qs[0], qs[1], lk, 16}, {}, &g0);
+    const Tensor v = randn({qs[0], qs[1], lk, 8}, {}, &g0), c = randn({qs[0], qs[1], qs[2], 8}, {}, &g0);
+    for (DType t : {DType::F32, DType::BF16}) {
+      INFO(dtype_name(t) << " keys " << lk);
+      for (const double p : {0.0, 0.2}) {
+        check_same_on_gpu("long rows", {q.to(t), k.to(t), v.to(t), c.to(t)},
+                          [p](const std::vector<Tensor>& in) { return attention_and_grads(in, p, false, 3); },
+                          tolerance(t), 1.0);
+      }
+    }
+  }
+  require_no_pending_cuda_error();
+}
