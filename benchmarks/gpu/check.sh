@@ -11,7 +11,8 @@
 #
 # OUT_DIR gets summary.txt, check.log (everything) and gpu-check.tar.gz, which holds those and the
 # rest (alone only with MG_GPU_KEEP_FILES=1): tests.xml / ops_amp_tests.xml / nccl_tests.xml / examples_tests.xml (CTest's JUnit),
-# bench_cuda_graph.json (eager vs CUDA-graph step times), bench_cuda.json, bench_factory.json, bench_pinned.json, torch.json, bench_cudnn_conv.json and
+# bench_cuda_graph.json (eager vs CUDA-graph step times), bench_cuda.json, bench_attention.json (fused attention vs the
+# composite), bench_factory.json, bench_pinned.json, torch.json, bench_cudnn_conv.json and
 # torch_conv.json (ResNet-50's conv shapes through cuDNN, mixgrad and PyTorch), train_resnet.jsonl (a short
 # ResNet-20 O2 f16 run on the GPU), train_resnet50.jsonl (20 NHWC ResNet-50 steps on synthetic
 # 224 x 224 images), amp/ (bench_amp's O0-O3 training steps of ResNet-50 b256 and
@@ -137,7 +138,7 @@ step "configure (sm_$ARCH)" 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TY
 # -k 0: a target that fails to build leaves the others built, and each step below runs when its
 # program is there (step skips it otherwise).
 step "build (-j$JOBS)" 300 cmake --build "$BUILD" -j "$JOBS" --target test_cuda test_ops test_amp test_autograd bench_cuda \
-  bench_cudnn_conv bench_factory bench_pinned bench_cuda_graph train_resnet train_bert bench_amp test_io \
+  bench_cudnn_conv bench_factory bench_pinned bench_cuda_graph bench_attention train_resnet train_bert bench_amp test_io \
   test_datasets test_examples_common test_examples_smoke -- -k 0
 # The NCCL process group's tests live in tests/distributed, built when Gloo was found (the
 # packages of .gpu-deps); without it the check says so and goes on.
@@ -178,6 +179,8 @@ if [ -f "$BUILD/build.ninja" ]; then
   # Then the time per step of ResNet-20 and BERT-mini O2 f16, eager against graphed.
   step "bench_cuda_graph" 90 "$BUILD/benchmarks/bench_cuda_graph" --json "$OUT/bench_cuda_graph.json"
   step "bench_cuda" 120 "$BUILD/benchmarks/bench_cuda" --json "$OUT/bench_cuda.json"
+  # Fused attention against the composite it replaced, BERT-mini's and BERT-base's shapes.
+  step "bench_attention" 60 "$BUILD/benchmarks/bench_attention" --device cuda --json "$OUT/bench_attention.json"
   # The factories on the device against the host fill + copy they replaced (its table is in the log).
   step "bench_factory" 90 "$BUILD/benchmarks/bench_factory" --threads "$JOBS" --json "$OUT/bench_factory.json"
   step "bench_pinned" 60 "$BUILD/benchmarks/bench_pinned" --json "$OUT/bench_pinned.json"
@@ -325,7 +328,7 @@ PY
 # Named one by one: OUT may be a folder that holds other things.
 PACKED=()
 for f in tests.xml ops_amp_tests.xml nccl_tests.xml examples_tests.xml fused_names.txt graph_names.txt \
-         bench_cuda_graph.json bench_cuda.json bench_factory.json bench_pinned.json bench_cudnn_conv.json \
+         bench_cuda_graph.json bench_cuda.json bench_attention.json bench_factory.json bench_pinned.json bench_cudnn_conv.json \
          torch.json torch_conv.json train_resnet50.jsonl train_resnet50.txt train_resnet.jsonl train_resnet.txt \
          amp_nchw.jsonl amp/ours.jsonl amp/ours.tmp.jsonl amp/torch.jsonl amp/pairs.jsonl amp/pairs.md amp/compare.txt; do
   [ -f "$OUT/$f" ] && PACKED+=("$f")
