@@ -21,6 +21,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "bench_common.h"
+#include "bench_cuda_timing.h"
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "cuda/cuda.h"
@@ -34,22 +35,9 @@ namespace {
 using bench::Row;
 using namespace mg;
 
-// Seconds per call on `device`: the best of `reps` (CUDA: of 5 batches of `reps` calls, timed with
-// events).
+// Seconds per call on `device`: the best of `reps` (CUDA: bench_cuda_timing.h).
 double seconds_per_call(const Device& device, int reps, const std::function<void()>& fn) {
-  if (!device.is_cuda()) return bench::seconds_best_of(reps, fn);
-  fn();
-  cuda::synchronize();
-  double best = 1e300;
-  for (int batch = 0; batch < 5; ++batch) {
-    cuda::Event start, end;
-    start.record();
-    for (int r = 0; r < reps; ++r) fn();
-    end.record();
-    end.synchronize();
-    best = std::min(best, double(start.elapsed_ms(end)) * 1e-3 / reps);
-  }
-  return best;
+  return device.is_cuda() ? bench::cuda_ms_per_call(reps, fn) * 1e-3 : bench::seconds_best_of(reps, fn);
 }
 
 // The composite the fused op replaced (ops/attention.cpp before it): the same masks and dropout.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "bench_cuda_timing.h"
 #include "core/factory.h"
 #include "core/storage.h"
 #include "cuda/cuda.h"
@@ -33,21 +34,6 @@ namespace {
 using bench::Row;
 using namespace mg;
 
-// Milliseconds per call: the best of 5 batches of `reps` calls, timed with CUDA events.
-double ms_per_call(int reps, const std::function<void()>& fn) {
-  fn();
-  cuda::synchronize();
-  double best = 1e300;
-  for (int batch = 0; batch < 5; ++batch) {
-    cuda::Event start, end;
-    start.record();
-    for (int r = 0; r < reps; ++r) fn();
-    end.record();
-    end.synchronize();
-    best = std::min(best, double(start.elapsed_ms(end)) / reps);
-  }
-  return best;
-}
 
 double gbps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
 
@@ -56,7 +42,7 @@ double memcpy_gbps(int64_t bytes, int reps) {
   const Device d = Device::cuda(0);
   const Tensor src = empty({bytes}, {.dtype = DType::U8, .device = d});
   const Tensor dst = empty({bytes}, {.dtype = DType::U8, .device = d});
-  const double ms = ms_per_call(reps, [&] { copy_bytes(dst.data_ptr(), d, src.data_ptr(), d, std::size_t(bytes)); });
+  const double ms = bench::cuda_ms_per_call(reps, [&] { copy_bytes(dst.data_ptr(), d, src.data_ptr(), d, std::size_t(bytes)); });
   return gbps(2.0 * double(bytes), ms);
 }
 
@@ -76,7 +62,7 @@ Row gemm_row(const std::string& name, DType dtype, int64_t n, int reps, bool tf3
   const Device d = Device::cuda(0);
   const Tensor a = to(to(randn({n, n}), d), dtype), b = to(to(randn({n, n}), d), dtype);
   cuda::set_allow_tf32(tf32);
-  const double ms = ms_per_call(reps, [&] { (void)mm(a, b); });
+  const double ms = bench::cuda_ms_per_call(reps, [&] { (void)mm(a, b); });
   cuda::set_allow_tf32(false);
   const std::string size = std::to_string(n);
   Row r{name, dtype_name(dtype), size + "^3"};
@@ -119,30 +105,30 @@ int main(int argc, char** argv) {
   const Tensor a = randn({n}, {.device = d}), b = randn({n}, {.device = d});
   attempt("add", [&] {
     const double traffic = 3.0 * 4 * double(n);
-    const double ms = ms_per_call(reps, [&] { (void)add(a, b); });
+    const double ms = bench::cuda_ms_per_call(reps, [&] { (void)add(a, b); });
     rows.push_back(row("add", "f32", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
   });
   attempt("gelu", [&] {
     const double traffic = 2.0 * 4 * double(n);
-    const double ms = ms_per_call(reps, [&] { (void)gelu(a); });
+    const double ms = bench::cuda_ms_per_call(reps, [&] { (void)gelu(a); });
     rows.push_back(row("gelu (erf)", "f32", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
   });
   attempt("cast f32->bf16", [&] {
     const double traffic = (4.0 + 2.0) * double(n);
-    const double ms = ms_per_call(reps, [&] { (void)to(a, DType::BF16); });
+    const double ms = bench::cuda_ms_per_call(reps, [&] { (void)to(a, DType::BF16); });
     rows.push_back(row("cast f32->bf16", "bf16", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
   });
   attempt("mul", [&] {
     const Tensor h = to(a, DType::BF16), g = to(b, DType::BF16);
     const double traffic = 3.0 * 2 * double(n);
-    const double ms = ms_per_call(reps, [&] { (void)mul(h, g); });
+    const double ms = bench::cuda_ms_per_call(reps, [&] { (void)mul(h, g); });
     rows.push_back(row("mul", "bf16", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
   });
   attempt("transpose copy", [&] {
     const int64_t cols = 4096, rows_n = n / cols;
     const Tensor m = a.reshape({rows_n, cols});
     const double traffic = 2.0 * 4 * double(n);
-    const double ms = ms_per_call(reps, [&] { (void)contiguous(m.t()); });
+    const double ms = bench::cuda_ms_per_call(reps, [&] { (void)contiguous(m.t()); });
     rows.push_back(row("transpose copy", "f32", "[" + std::to_string(cols) + ", " + std::to_string(rows_n) + "]",
                        gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
   });
@@ -166,11 +152,11 @@ int main(int argc, char** argv) {
       const Tensor x = to(to(randn({N, C, HW, HW}), d), dt), w = to(to(randn({C, C, 3, 3}), d), dt);
       const Tensor g = to(to(randn({N, C, HW, HW}), d), dt);
       const Tensor ga = to(to(randn({C, C * 9}), d), dt), gb = to(to(randn({C * 9, N * HW * HW}), d), dt);
-      const double gemm_tflops = flops / (ms_per_call(reps, [&] { (void)mm(ga, gb); }) * 1e-3) / 1e12;
+      const double gemm_tflops = flops / (bench::cuda_ms_per_call(reps, [&] { (void)mm(ga, gb); }) * 1e-3) / 1e12;
       const Conv2dOptions o{.padding = {1, 1}};
       auto conv_row = [&](const std::string& name, const std::function<void()>& fn) {
         Row r{name, dtype_name(dt), cshape};
-        r.value = flops / (ms_per_call(reps, fn) * 1e-3) / 1e12;
+        r.value = flops / (bench::cuda_ms_per_call(reps, fn) * 1e-3) / 1e12;
         r.unit = "TFLOP/s";
         r.reference = "mm of the same size";
         r.reference_value = gemm_tflops;
@@ -185,14 +171,14 @@ int main(int argc, char** argv) {
   // Reductions: a read-only pass, so the memcpy of the same traffic copies half the bytes read.
   attempt("sum", [&] {
     const double traffic = 4.0 * double(n);
-    const double ms = ms_per_call(reps, [&] { (void)sum(a); });
+    const double ms = bench::cuda_ms_per_call(reps, [&] { (void)sum(a); });
     rows.push_back(row("sum", "f32", shape, gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
   });
   attempt("sum dim 0", [&] {
     const int64_t side = int64_t(1) << (cfg.quick ? 10 : 14);  // side² = n
     const Tensor m = a.reshape({side, side});
     const double traffic = 4.0 * double(n);
-    const double ms = ms_per_call(reps, [&] { (void)sum(m, {0}); });
+    const double ms = bench::cuda_ms_per_call(reps, [&] { (void)sum(m, {0}); });
     rows.push_back(row("sum dim 0", "f32", "[" + std::to_string(side) + ", " + std::to_string(side) + "]",
                        gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
   });
@@ -200,7 +186,7 @@ int main(int argc, char** argv) {
     const int64_t cols = 32768, rows_n = cfg.quick ? 32 : 4096;
     const Tensor h = to(a.slice(0, 0, rows_n * cols), DType::BF16).reshape({rows_n, cols});
     const double traffic = 2.0 * double(rows_n * cols);
-    const double ms = ms_per_call(reps, [&] { (void)logsumexp(h, {1}); });
+    const double ms = bench::cuda_ms_per_call(reps, [&] { (void)logsumexp(h, {1}); });
     rows.push_back(row("logsumexp rows", "bf16", "[" + std::to_string(rows_n) + ", " + std::to_string(cols) + "]",
                        gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
   });
@@ -210,7 +196,7 @@ int main(int argc, char** argv) {
     const int64_t cols = 32768, rows_n = cfg.quick ? 32 : 4096;
     const Tensor h = to(a.slice(0, 0, rows_n * cols), DType::BF16).reshape({rows_n, cols});
     const double traffic = 2.0 * 2 * double(rows_n * cols);
-    const double ms = ms_per_call(reps, [&] { (void)softmax(h, 1); });
+    const double ms = bench::cuda_ms_per_call(reps, [&] { (void)softmax(h, 1); });
     rows.push_back(row("softmax rows", "bf16", "[" + std::to_string(rows_n) + ", " + std::to_string(cols) + "]",
                        gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
   });

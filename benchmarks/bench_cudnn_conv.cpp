@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "bench_cuda_timing.h"
 #include "core/factory.h"
 #include "cuda/conv_settings.h"
 #include "cuda/cuda.h"
@@ -54,20 +55,6 @@ const std::vector<Layer> kResNet50 = {
     {"l4 1x1 2048>512", 2048, 7, 512, 1, 1},  {"l4 3x3 512", 512, 7, 512, 3, 1},
 };
 
-double ms_per_call(int reps, const std::function<void()>& fn) {
-  fn();  // the algorithm search (benchmark mode) happens here, outside the timing
-  cuda::synchronize();
-  double best = 1e300;
-  for (int batch = 0; batch < 5; ++batch) {
-    cuda::Event start, end;
-    start.record();
-    for (int r = 0; r < reps; ++r) fn();
-    end.record();
-    end.synchronize();
-    best = std::min(best, double(start.elapsed_ms(end)) / reps);
-  }
-  return best;
-}
 
 Tensor nhwc_randn(const Shape& s, DType dt) {
   return cuda::in_layout(to(randn(s, {.device = Device::cuda(0)}), dt), cuda::ConvLayout::NHWC);
@@ -106,7 +93,7 @@ int main(int argc, char** argv) {
       auto add = [&](const char* dir, const std::function<void()>& fn) {
         Row r{std::string("r50 ") + l.name + " " + dir, dtype_name(dt), shape};
         try {
-          r.value = flops / (ms_per_call(reps, fn) * 1e-3) / 1e12;
+          r.value = flops / (bench::cuda_ms_per_call(reps, fn) * 1e-3) / 1e12;
         } catch (const std::exception& e) {  // one shape cuDNN refuses: report it, measure the rest
           std::fflush(stdout);
           std::fprintf(stderr, "bench_cudnn_conv: %s %s failed: %s\n", r.name.c_str(), r.dtype.c_str(), e.what());

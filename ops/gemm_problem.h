@@ -42,6 +42,28 @@ struct GemmProblem {
   bool c_is_row_bias = false;  // c is a vector [m] broadcast over every row and batch (linear)
 };
 
+// One matrix operand at element strides (rs, cs), for kernels that build their own products.
+inline GemmOperand gemm_matrix(const void* ptr, int64_t rs, int64_t cs) {
+  GemmOperand o;
+  o.ptr = ptr;
+  o.rs = rs;
+  o.cs = cs;
+  return o;
+}
+// out [n, m] (dense row-major) = alpha a [n, k] @ b [k, m]: one matrix, no c.
+inline GemmProblem single_gemm(int64_t n, int64_t k, int64_t m, const GemmOperand& a, const GemmOperand& b, void* out,
+                               double alpha = 1.0) {
+  GemmProblem p;
+  p.n = n;
+  p.k = k;
+  p.m = m;
+  p.a = a;
+  p.b = b;
+  p.out = out;
+  p.alpha = alpha;
+  return p;
+}
+
 // The GEMM that computes op `op` (matmul, mm, bmm, addmm, baddbmm or linear) on inputs `in`
 // (validated by the op's infer rule) into `out` (dense, the inferred shape). Throws mg::Error
 // for any other op.

@@ -64,27 +64,6 @@ std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
   return off;
 }
 
-// A [rows, cols] operand of the GEMM driver at element strides (rs, cs).
-GemmOperand operand(const void* p, int64_t rs, int64_t cs) {
-  GemmOperand o;
-  o.ptr = p;
-  o.rs = rs;
-  o.cs = cs;
-  return o;
-}
-// out [n, m] (dense) = alpha a [n, k] @ b [k, m], one matrix.
-GemmProblem product(int64_t n, int64_t k, int64_t m, GemmOperand a, GemmOperand b, void* out, double alpha = 1.0) {
-  GemmProblem p;
-  p.n = n;
-  p.k = k;
-  p.m = m;
-  p.a = a;
-  p.b = b;
-  p.out = out;
-  p.alpha = alpha;
-  return p;
-}
-
 // Where everything of one call lives: q [B.., Lq, E], k [B.., Lk, E], v [B.., Lk, Ev], the
 // mask broadcast to [B.., Lq, Lk], the output gradient [B.., Lq, Ev].
 struct Geometry {
@@ -208,8 +187,8 @@ void attention_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
     w.s.resize(n);
     A* s = w.s.data();
     const std::size_t u = std::size_t(b);
-    gemm_acc<T>(product(g.lq, g.e, g.lk, operand(qp + g.q_off[u], q.stride(-2), q.stride(-1)),
-                        operand(kp + g.k_off[u], k.stride(-1), k.stride(-2)), s, a.scale));
+    gemm_acc<T>(single_gemm(g.lq, g.e, g.lk, gemm_matrix(qp + g.q_off[u], q.stride(-2), q.stride(-1)),
+                        gemm_matrix(kp + g.k_off[u], k.stride(-1), k.stride(-2)), s, a.scale));
     parallel_for(0, g.lq, row_grain(g.lk), [&](int64_t i0, int64_t i1) {
       std::vector<A> keep;
       std::vector<uint32_t> words;
@@ -243,7 +222,7 @@ void attention_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
       store_f32(s, w.pt.data(), int64_t(n));
       p = w.pt.data();
     }
-    gemm<T>(product(g.lq, g.lk, g.ev, operand(p, g.lk, 1), operand(vp + g.v_off[u], v.stride(-2), v.stride(-1)),
+    gemm<T>(single_gemm(g.lq, g.lk, g.ev, gemm_matrix(p, g.lk, 1), gemm_matrix(vp + g.v_off[u], v.stride(-2), v.stride(-1)),
                     op + b * g.lq * g.ev));
   });
 }
@@ -286,13 +265,13 @@ void attention_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a
       w.pd.resize(n);
       pd = w.pd.data();
     }
-    const GemmOperand qb = operand(qp + g.q_off[u], q.stride(-2), q.stride(-1));
-    const GemmOperand kb = operand(kp + g.k_off[u], k.stride(-2), k.stride(-1));
-    const GemmOperand gb = operand(gp + g.grad_off[u], gr.stride(-2), gr.stride(-1));
+    const GemmOperand qb = gemm_matrix(qp + g.q_off[u], q.stride(-2), q.stride(-1));
+    const GemmOperand kb = gemm_matrix(kp + g.k_off[u], k.stride(-2), k.stride(-1));
+    const GemmOperand gb = gemm_matrix(gp + g.grad_off[u], gr.stride(-2), gr.stride(-1));
     // P again: the forward's scores, masks and statistics.
-    gemm_acc<T>(product(g.lq, g.e, g.lk, qb, operand(kp + g.k_off[u], k.stride(-1), k.stride(-2)), p, a.scale));
+    gemm_acc<T>(single_gemm(g.lq, g.e, g.lk, qb, gemm_matrix(kp + g.k_off[u], k.stride(-1), k.stride(-2)), p, a.scale));
     // dP = dO vᵀ in f32 (read by the row pass).
-    gemm_acc<T>(product(g.lq, g.ev, g.lk, gb, operand(vp + g.v_off[u], v.stride(-1), v.stride(-2)), dp));
+    gemm_acc<T>(single_gemm(g.lq, g.ev, g.lk, gb, gemm_matrix(vp + g.v_off[u], v.stride(-1), v.stride(-2)), dp));
     parallel_for(0, g.lq, row_grain(g.lk), [&](int64_t i0, int64_t i1) {
       std::vector<uint32_t> words;
       std::vector<A> keep(drop ? std::size_t(g.lk) : 0);  // 1/0 per weight of the row
@@ -334,9 +313,9 @@ void attention_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a
       ds = w.dst.data();
     }
     // dv = (dropped P)ᵀ dO, dq = dS k, dk = dSᵀ q
-    gemm<T>(product(g.lk, g.lq, g.ev, operand(pdx, 1, g.lk), gb, dv + b * g.lk * g.ev));
-    gemm<T>(product(g.lq, g.lk, g.e, operand(ds, g.lk, 1), kb, dq + b * g.lq * g.e));
-    gemm<T>(product(g.lk, g.lq, g.e, operand(ds, 1, g.lk), qb, dk + b * g.lk * g.e));
+    gemm<T>(single_gemm(g.lk, g.lq, g.ev, gemm_matrix(pdx, 1, g.lk), gb, dv + b * g.lk * g.ev));
+    gemm<T>(single_gemm(g.lq, g.lk, g.e, gemm_matrix(ds, g.lk, 1), kb, dq + b * g.lq * g.e));
+    gemm<T>(single_gemm(g.lk, g.lq, g.e, gemm_matrix(ds, 1, g.lk), qb, dk + b * g.lk * g.e));
   });
 }
 

@@ -91,27 +91,14 @@ void narrow(const Tensor& f, Tensor& out) {
   else convert_f32_to_bf16(src, static_cast<BFloat16*>(out.data_ptr()), f.numel());
 }
 
-GemmOperand matrix(const void* ptr, int64_t rs, int64_t cs) {
-  GemmOperand op;
-  op.ptr = ptr;
-  op.rs = rs;
-  op.cs = cs;
-  return op;
-}
 
 // out [n, m] (dense, compute type) = a @ b (+ c broadcast along rows when c is given).
 template <typename C>
 void gemm_c(int64_t n, int64_t k, int64_t m, GemmOperand a, GemmOperand b, C* out,
             const C* row_bias = nullptr) {
-  GemmProblem p;
-  p.n = n;
-  p.k = k;
-  p.m = m;
-  p.a = a;
-  p.b = b;
-  p.out = out;
+  GemmProblem p = single_gemm(n, k, m, a, b, out);
   if (row_bias) {
-    p.c = matrix(row_bias, 1, 0);
+    p.c = gemm_matrix(row_bias, 1, 0);
     p.beta = 1.0;
   }
   gemm<C>(p);
@@ -138,7 +125,7 @@ void conv2d_im2col(const Tensor& x, const Tensor& w, const Tensors& in, Tensor& 
         Cm* dst = nullptr;
         if constexpr (std::is_same_v<T, Cm>) dst = y; else dst = acc.data();
         // f32 accumulation for f16/bf16 (f64 for f64) inside the GEMM; bias added in Cm
-        gemm_c<Cm>(g.og(), K, hw, matrix(wc.data() + gr * g.og() * K, K, 1), matrix(col.data(), hw, 1),
+        gemm_c<Cm>(g.og(), K, hw, gemm_matrix(wc.data() + gr * g.og() * K, K, 1), gemm_matrix(col.data(), hw, 1),
                    dst, bias.empty() ? nullptr : bias.data() + gr * g.og());
         if constexpr (!std::is_same_v<T, Cm>) {
           for (int64_t i = 0; i < g.og() * hw; ++i) y[i] = T(acc[std::size_t(i)]);  // one rounding
@@ -189,7 +176,7 @@ void transposed_conv_im2col(const Tensor& gy, const Tensor& w, const Tensor& bia
       for (int64_t gr = 0; gr < g.groups; ++gr) {
         const T* gsrc = gp + (n * g.O + gr * g.og()) * hw;
         for (int64_t i = 0; i < g.og() * hw; ++i) gc[std::size_t(i)] = Cm(gsrc[i]);
-        gemm_c<Cm>(K, g.og(), hw, matrix(wc.data() + gr * g.og() * K, 1, K), matrix(gc.data(), hw, 1),
+        gemm_c<Cm>(K, g.og(), hw, gemm_matrix(wc.data() + gr * g.og() * K, 1, K), gemm_matrix(gc.data(), hw, 1),
                    col.data());
         for (int64_t c = 0; c < g.cg(); ++c) {
           const Cm b0 = bias.empty() ? Cm(0) : bias[std::size_t(gr * g.cg() + c)];
@@ -302,7 +289,7 @@ void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttr
             for (int64_t i = 0; i < hw; ++i) dst[i] = Cm(src[i]);
           }
         }
-        gemm_c<Cm>(g.og(), L, K, matrix(gc.data(), L, 1), matrix(col.data(), 1, L), partial.data() + p * wn);
+        gemm_c<Cm>(g.og(), L, K, gemm_matrix(gc.data(), L, 1), gemm_matrix(col.data(), 1, L), partial.data() + p * wn);
       }
     });
     pairwise_rows(partial.data(), parts, wn);  // the slices' partials, by the rule (in Cm)
