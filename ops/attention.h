@@ -1,6 +1,8 @@
-// Scaled dot-product attention, composed from public ops so autocast treats it as DESIGN §4 asks:
-// the score and value products are `matmul` (lower precision) and the softmax is `softmax` (f32);
-// backward and double backward come from those ops' rules.
+// Scaled dot-product attention. It runs one fused op (`attention`, ops/attention_fused.h: policy
+// lower, as matmul, with the scores, softmax and gradients in f32 for f16/bf16 operands and
+// nothing of size [.., Lq, Lk] saved for the backward) on the CPU and CUDA; operands it does not
+// take (a floating mask that needs a gradient, different dtypes or leading dims) run the composite
+// of public ops (`matmul` in lower precision, `softmax` in f32). Double backward works either way.
 //
 //   mg::Tensor out = mg::scaled_dot_product_attention(q, k, v, mask);   // q [B, H, L, E]
 #pragma once
