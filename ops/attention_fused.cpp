@@ -97,8 +97,8 @@ Tensors attention_bw_composite(const BackwardCtx& c, const Tensor& grad, const A
   const Tensor q = to_compute(c.input(0)), k = to_compute(c.input(1)), v = to_compute(c.input(2));
   const Tensor mask = a.mask ? c.input(3) : Tensor();
   const Tensor g = to_compute(grad);
-  const Tensor p = attention_probs("attention_backward", q, k, mask.defined() && !a.bool_mask ? to(mask, q.dtype()) : mask,
-                                   a.causal, a.scale);
+  const Tensor m = mask.defined() && !a.bool_mask ? to(mask, q.dtype()) : mask;
+  const Tensor p = attention_probs("attention_backward", q, k, m, a.causal, a.scale);
   Tensor keep;  // the forward's dropout, as 1 / (1 - p) or 0 per weight
   if (a.dropout_p > 0.0) {
     NoGradGuard no_grad;

@@ -188,7 +188,7 @@ void attention_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
     A* s = w.s.data();
     const std::size_t u = std::size_t(b);
     gemm_acc<T>(single_gemm(g.lq, g.e, g.lk, gemm_matrix(qp + g.q_off[u], q.stride(-2), q.stride(-1)),
-                        gemm_matrix(kp + g.k_off[u], k.stride(-1), k.stride(-2)), s, a.scale));
+                            gemm_matrix(kp + g.k_off[u], k.stride(-1), k.stride(-2)), s, a.scale));
     parallel_for(0, g.lq, row_grain(g.lk), [&](int64_t i0, int64_t i1) {
       std::vector<A> keep;
       std::vector<uint32_t> words;
@@ -222,8 +222,8 @@ void attention_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
       store_f32(s, w.pt.data(), int64_t(n));
       p = w.pt.data();
     }
-    gemm<T>(single_gemm(g.lq, g.lk, g.ev, gemm_matrix(p, g.lk, 1), gemm_matrix(vp + g.v_off[u], v.stride(-2), v.stride(-1)),
-                    op + b * g.lq * g.ev));
+    gemm<T>(single_gemm(g.lq, g.lk, g.ev, gemm_matrix(p, g.lk, 1),
+                        gemm_matrix(vp + g.v_off[u], v.stride(-2), v.stride(-1)), op + b * g.lq * g.ev));
   });
 }
 
@@ -269,7 +269,8 @@ void attention_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a
     const GemmOperand kb = gemm_matrix(kp + g.k_off[u], k.stride(-2), k.stride(-1));
     const GemmOperand gb = gemm_matrix(gp + g.grad_off[u], gr.stride(-2), gr.stride(-1));
     // P again: the forward's scores, masks and statistics.
-    gemm_acc<T>(single_gemm(g.lq, g.e, g.lk, qb, gemm_matrix(kp + g.k_off[u], k.stride(-1), k.stride(-2)), p, a.scale));
+    gemm_acc<T>(
+        single_gemm(g.lq, g.e, g.lk, qb, gemm_matrix(kp + g.k_off[u], k.stride(-1), k.stride(-2)), p, a.scale));
     // dP = dO vᵀ in f32 (read by the row pass).
     gemm_acc<T>(single_gemm(g.lq, g.ev, g.lk, gb, gemm_matrix(vp + g.v_off[u], v.stride(-1), v.stride(-2)), dp));
     parallel_for(0, g.lq, row_grain(g.lk), [&](int64_t i0, int64_t i1) {
