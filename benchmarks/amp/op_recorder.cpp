@@ -37,6 +37,13 @@ double gemm_conv_flops(const OpEvent& e) {
     // (c, a, b): the reduced dimension is the last of a, the second input
     return 2.0 * n_out * double(b.shape().back());
   }
+  if (std::strcmp(op, "attention") == 0 && e.inputs->size() >= 3 && b.dim() >= 2 && a.shape().back() > 0 &&
+      out.shape().back() > 0) {
+    // (q [.., Lq, E], k [.., Lk, E], v [.., Lk, Ev]) -> out [.., Lq, Ev]: q kᵀ and P v, each
+    // 2 * (rows x Lk) * (E or Ev), as the composite's two matmuls counted
+    const double rows = n_out / double(out.shape().back()), lk = double(b.shape()[b.dim() - 2]);
+    return 2.0 * rows * lk * double(a.shape().back() + out.shape().back());
+  }
   if (std::strcmp(op, "conv2d") == 0 && b.shape().size() == 4) {
     // w [Cout, Cin/g, kH, kW]: each output element reduces Cin/g * kH * kW products
     return 2.0 * n_out * double(b.numel() / b.shape()[0]);

@@ -38,7 +38,7 @@ struct OpStats {
   DType low_dtype = DType::F32;  // the low dtype seen (F32: none); f16 and bf16 both: the last
   int64_t mixed_low = 0;      // calls with a low output of the other low dtype than low_dtype
   int64_t channels_last_outputs = 0;  // calls whose first floating output is 4-D and suggests NHWC
-  double flops = 0;           // 2 * multiply-adds of matmul/mm/bmm/addmm/baddbmm/linear/conv2d
+  double flops = 0;           // 2 * multiply-adds of matmul/mm/bmm/addmm/baddbmm/linear/conv2d/attention
   double seconds = 0;         // timed recorders only
 };
 
@@ -84,8 +84,8 @@ class OpRecorder {
   OpObserver previous_ = nullptr;
 };
 
-// The flops of one matmul-family or conv2d call from its inputs and outputs (0 for other ops):
-// 2 * (output elements) * (the reduced dimension).
+// The flops of one matmul-family, conv2d or fused attention call from its inputs and outputs (0 for
+// other ops): 2 * (output elements) * (the reduced dimension) per product (attention: q kᵀ and P v).
 double gemm_conv_flops(const OpEvent& event);
 
 // The name under which time outside any op is reported.

@@ -13,7 +13,7 @@
 using mg::bench::OpKey;
 using mg::bench::OpRecorder;
 
-TEST_CASE("op recorder: flops of linear, matmul and conv2d calls", "[bench]") {
+TEST_CASE("op recorder: flops of linear, matmul, conv2d and attention calls", "[bench]") {
   const mg::Tensors lin_in{mg::zeros({4, 8}), mg::zeros({16, 8})};
   const mg::Tensors lin_out{mg::zeros({4, 16})};
   mg::OpEvent e;
@@ -29,6 +29,12 @@ TEST_CASE("op recorder: flops of linear, matmul and conv2d calls", "[bench]") {
   const mg::Tensors conv_out{mg::zeros({2, 16, 8, 8})};
   e.op = "conv2d", e.inputs = &conv_in, e.outputs = &conv_out;
   CHECK(mg::bench::gemm_conv_flops(e) == 2.0 * (2 * 16 * 8 * 8) * (3 * 3 * 3));
+
+  // Fused attention, q [2, 3, 5, 8] k [2, 3, 7, 8] v [2, 3, 7, 4]: q kᵀ 2·(2·3·5)·7·8, P v 2·(2·3·5)·7·4.
+  const mg::Tensors att_in{mg::zeros({2, 3, 5, 8}), mg::zeros({2, 3, 7, 8}), mg::zeros({2, 3, 7, 4})};
+  const mg::Tensors att_out{mg::zeros({2, 3, 5, 4}), mg::zeros({2, 3, 5, 2})};
+  e.op = "attention", e.inputs = &att_in, e.outputs = &att_out;
+  CHECK(mg::bench::gemm_conv_flops(e) == 2.0 * 30 * 7 * 8 + 2.0 * 30 * 7 * 4);
 
   e.op = "add";
   CHECK(mg::bench::gemm_conv_flops(e) == 0);
