@@ -20,9 +20,9 @@ struct AdamScalars {
 };
 
 // The scalars of an update with step count t (host, double).
-AdamScalars adam_scalars(const AdamOptions& o, double t) {
-  const double bias_correction1 = 1.0 - std::pow(o.betas.first, t);
-  const double bias_correction2 = 1.0 - std::pow(o.betas.second, t);
+AdamScalars adam_scalars(const AdamOptions& o, int64_t t) {
+  const double bias_correction1 = fn::bias_correction(o.betas.first, t);
+  const double bias_correction2 = fn::bias_correction(o.betas.second, t);
   return {-(o.lr / bias_correction1), std::sqrt(bias_correction2)};
 }
 
@@ -132,7 +132,7 @@ void adam_group(const std::vector<WorkT>& work, const AdamOptions& o, bool decou
       const Tensor vmax = o.amsgrad ? buffer(w, "max_exp_avg_sq") : Tensor();
       const DType opmath = w.param.dtype() == DType::F64 ? DType::F64 : DType::F32;
       adam_generic(w.param, w.grad, buffer(w, "exp_avg"), buffer(w, "exp_avg_sq"), vmax, opmath, o, decoupled,
-                   adam_scalars(o, double(++w.state->step)));
+                   adam_scalars(o, ++w.state->step));
     }
     return;
   }
@@ -145,7 +145,7 @@ void adam_group(const std::vector<WorkT>& work, const AdamOptions& o, bool decou
     slots.push_back(s);
   }
   std::vector<AdamScalars> scalars;
-  for (const WorkT& w : work) scalars.push_back(adam_scalars(o, double(++w.state->step)));
+  for (const WorkT& w : work) scalars.push_back(adam_scalars(o, ++w.state->step));
   for_each_chunk(slots, o.multi_tensor, [&](int64_t, const TensorChunk& c) {
     const TensorSlot& t = slots[c.tensor];
     visit_floating(t.dtype, decoupled ? "AdamW" : "Adam", [&]<typename P>() {

@@ -31,7 +31,7 @@ void Adamax::step_group(ParamGroup& group) {
   const double beta1 = o.betas.first, beta2 = o.betas.second;
   step_two_buffers(
       group, "exp_avg", "exp_inf", o.multi_tensor,
-      [&](const ParamState&, int64_t t) { return -o.lr / (1.0 - std::pow(beta1, double(t))); },  // -clr
+      [&](const ParamState&, int64_t t) { return -o.lr / fn::bias_correction(beta1, t); },  // -clr
       [](ParamState&, double) {},
       [&]<typename P>(const TensorSlot& s, double neg_clr, int64_t b, int64_t e) {
         using T = opmath_t<P>;

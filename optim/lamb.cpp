@@ -145,10 +145,10 @@ void LAMB::step_group(ParamGroup& group) {
   for (const Work& w : work) params.push_back(w.param);
   if (use_generic_path(params)) {
     for (const Work& w : work) {
-      const double t = double(++w.state->step);
+      const int64_t t = ++w.state->step;
       const Tensor m = buffer(w, "exp_avg", /*zero=*/true), v = buffer(w, "exp_avg_sq", /*zero=*/true);
-      lamb_generic(w.param, w.grad, m, v, opmath_dtype(w), o, o.bias_correction ? 1.0 - std::pow(o.betas.first, t) : 1.0,
-                   o.bias_correction ? 1.0 - std::pow(o.betas.second, t) : 1.0);
+      lamb_generic(w.param, w.grad, m, v, opmath_dtype(w), o, o.bias_correction ? fn::bias_correction(o.betas.first, t) : 1.0,
+                   o.bias_correction ? fn::bias_correction(o.betas.second, t) : 1.0);
     }
     return;
   }
@@ -162,9 +162,9 @@ void LAMB::step_group(ParamGroup& group) {
   // Bias corrections of each tensor (its own step count).
   std::vector<std::pair<double, double>> corrections;
   for (const Work& w : work) {
-    const double t = double(++w.state->step);
-    corrections.emplace_back(o.bias_correction ? 1.0 - std::pow(o.betas.first, t) : 1.0,
-                             o.bias_correction ? 1.0 - std::pow(o.betas.second, t) : 1.0);
+    const int64_t t = ++w.state->step;
+    corrections.emplace_back(o.bias_correction ? fn::bias_correction(o.betas.first, t) : 1.0,
+                             o.bias_correction ? fn::bias_correction(o.betas.second, t) : 1.0);
   }
 
   // Stage 1: moments, and per-chunk sums of p^2 and u^2.

@@ -232,9 +232,9 @@ struct AdamChunk {
     // The step's scalars, in double as the CPU computes them on the host (t = updates so far + 1).
     __shared__ double scalars[2];
     if (threadIdx.x == 0) {
-      const double t = double(*a.step[c.slot] + 1);
-      scalars[0] = -(h.lr / (1.0 - pow(h.beta1, t)));  // -lr / (1 - beta1^t)
-      scalars[1] = sqrt(1.0 - pow(h.beta2, t));         // sqrt(1 - beta2^t)
+      const long long t = *a.step[c.slot] + 1;
+      scalars[0] = -(h.lr / fn::bias_correction(h.beta1, t));  // -lr / (1 - beta1^t)
+      scalars[1] = sqrt(fn::bias_correction(h.beta2, t));      // sqrt(1 - beta2^t)
     }
     __syncthreads();
     const fn::AdamStep<T> f{T(h.beta1),
@@ -319,9 +319,9 @@ struct LambCorrections {
 __device__ __forceinline__ LambCorrections lamb_corrections(const LambHyper& h, const int64_t* step) {
   __shared__ double c[2];
   if (threadIdx.x == 0) {
-    const double t = double(*step + 1);
-    c[0] = h.bias_correction ? 1.0 - pow(h.beta1, t) : 1.0;
-    c[1] = h.bias_correction ? 1.0 - pow(h.beta2, t) : 1.0;
+    const long long t = *step + 1;
+    c[0] = h.bias_correction ? fn::bias_correction(h.beta1, t) : 1.0;
+    c[1] = h.bias_correction ? fn::bias_correction(h.beta2, t) : 1.0;
   }
   __syncthreads();
   return {c[0], c[1]};

@@ -7,12 +7,14 @@
 // f32 and rounded once; skipped parameters; step counting; zero_grad; param groups; option errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "core/factory.h"
+#include "optim/functors.h"
 #include "optim_test_util.h"
 
 using namespace mg;
@@ -536,4 +538,23 @@ TEST_CASE("NAdam keeps PyTorch's per-parameter mu_product: a changed beta1 multi
   a.set_grad(full({3}, 0.5));
   other.step();
   CHECK(other.state(a)->scalars.at("mu_product") == Approx(mu(0.8, 1) * mu(0.8, 2) * mu(0.8, 3) * mu(0.8, 4)).epsilon(1e-15));
+}
+
+TEST_CASE("optimizers: the bias correction 1 - beta^t by binary exponentiation is within 2^-53 (1 + 2 t beta^t)",
+          "[optim]") {
+  // fn::bias_correction is what both devices compute (the CUDA kernels read t from device memory):
+  // its error bound (documented in optim/functors.h) checked against long double powl.
+  CHECK(fn::bias_correction(0.9, 1) == 1.0 - 0.9);
+  CHECK(fn::bias_correction(0.999, 2) == 1.0 - 0.999 * 0.999);
+  CHECK(fn::bias_correction(0.5, 10) == 1.0 - 1.0 / 1024.0);
+  double worst = 0.0;  // the largest error as a fraction of the bound
+  for (double beta : {0.3, 0.5, 0.9, 0.95, 0.99, 0.999, 0.9999, 0.99999}) {
+    for (long long t = 1; t < (1LL << 40); t = t < 64 ? t + 1 : t * 3 + 1) {
+      const long double power = powl((long double)beta, (long double)t);
+      const long double bound = 0x1p-53L * (1.0L + 2.0L * (long double)t * power);
+      worst = std::max(worst, double(fabsl((long double)fn::bias_correction(beta, t) - (1.0L - power)) / bound));
+    }
+  }
+  CHECK(worst <= 1.0);
+  CHECK(fn::bias_correction(0.9, 100000) == 1.0);  // beta^t underflows to 0: the correction is 1
 }
