@@ -62,7 +62,8 @@ int64_t out_size(const char* op, int64_t in, int64_t k, int64_t s, int64_t p, in
 }
 
 // The activations' layout of a conv (PyTorch's rule): channels-last when the input or the weight
-// suggests it, else contiguous. The weight keeps its own layout; its gradient is contiguous.
+// suggests it, else contiguous. The weight keeps its own layout, and its gradient is written in it
+// (conv2d_backward_weight's optional layout int, set by the backward rules from the weight's format).
 // Both devices' kernels write either layout: oneDNN on nhwc descriptors, cuDNN in NHWC
 // (cuda/conv_kernels.cpp; its im2col fallback computes NCHW into a temporary and copies out).
 MemoryFormat conv_layout(const Tensor& x, const Tensor& w) {
@@ -132,7 +133,11 @@ InferResult infer_conv2d_backward_input(const Tensors& in, const OpAttrs& a) {
 InferResult infer_conv2d_backward_weight(const Tensors& in, const OpAttrs& a) {
   const char* op = "conv2d_backward_weight";
   check_operands(op, in);
-  check_geometry(op, a, 9);
+  // geometry + {kH, kW}, and optionally dw's layout (0 contiguous, 1 channels-last)
+  const bool has_layout = a.ints.size() == 10;
+  check_geometry(op, a, has_layout ? 10 : 9);
+  MG_CHECK(!has_layout || a.ints[9] == 0 || a.ints[9] == 1, Error, op,
+           ": the output layout int must be 0 (contiguous) or 1 (channels-last), got ", a.ints[9]);
   const Tensor& x = in[0];
   const Tensor& g = in[1];
   check_4d(op, "input", "[N, C, H, W]", x);
@@ -146,7 +151,8 @@ InferResult infer_conv2d_backward_weight(const Tensors& in, const OpAttrs& a) {
   const auto [ho, wo] = check_conv(op, x.shape(), w_shape, describe(x),
                                    "(the conv's) " + shape_str(w_shape), a);
   check_grad_out(op, g, {x.size(0), g.size(1), ho, wo});
-  return {{{w_shape, x.dtype()}}, x.dtype()};
+  const MemoryFormat fmt = has_layout && a.ints[9] == 1 ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  return {{{w_shape, x.dtype(), fmt}}, x.dtype()};
 }
 
 InferResult infer_conv_transpose2d(const Tensors& in, const OpAttrs& a) {
@@ -198,7 +204,7 @@ Tensors conv2d_bw(const BackwardCtx& c, const Tensors& grads) {
   const Conv2dOptions o = conv_options(c.attrs());
   Tensor gx, gw, gb;
   if (c.needs_grad(0)) gx = conv2d_backward_input(g, c.input(1), hw(c.input_shape(0)), o);
-  if (c.needs_grad(1)) gw = conv2d_backward_weight(c.input(0), g, hw(c.input_shape(1)), o);
+  if (c.needs_grad(1)) gw = conv2d_backward_weight(c.input(0), g, hw(c.input_shape(1)), o, c.input_format(1));
   if (c.num_inputs() > 2 && c.needs_grad(2)) gb = sum(g, {0, 2, 3});
   return {gx, gw, gb};
 }
@@ -210,7 +216,7 @@ Tensors conv2d_backward_input_bw(const BackwardCtx& c, const Tensors& grads) {
   const Conv2dOptions o = conv_options(c.attrs());
   Tensor gg, gw;
   if (c.needs_grad(0)) gg = conv2d(u, c.input(1), {}, o);
-  if (c.needs_grad(1)) gw = conv2d_backward_weight(u, c.input(0), hw(c.input_shape(1)), o);
+  if (c.needs_grad(1)) gw = conv2d_backward_weight(u, c.input(0), hw(c.input_shape(1)), o, c.input_format(1));
   return {gg, gw};
 }
 
@@ -247,7 +253,7 @@ Tensors conv_transpose2d_bw(const BackwardCtx& c, const Tensors& grads) {
     if (extra_w != 0) {
       x = cat({x, zeros({xs[0], xs[1], xs[2] + extra_h, extra_w}, {.dtype = x.dtype(), .device = x.device()})}, 3);
     }
-    gw = conv2d_backward_weight(g, x, hw(c.input_shape(1)), o);
+    gw = conv2d_backward_weight(g, x, hw(c.input_shape(1)), o, c.input_format(1));
   }
   if (c.num_inputs() > 2 && c.needs_grad(2)) gb = sum(g, {0, 2, 3});
   return {gx, gw, gb};
@@ -295,8 +301,10 @@ Tensor conv2d_backward_input(const Tensor& g, const Tensor& w, std::array<int64_
   return dispatch1(OpId::conv2d_backward_input, {g, w}, conv_attrs(opt, input_hw));
 }
 Tensor conv2d_backward_weight(const Tensor& x, const Tensor& g, std::array<int64_t, 2> kernel_hw,
-                              const Conv2dOptions& opt) {
-  return dispatch1(OpId::conv2d_backward_weight, {x, g}, conv_attrs(opt, kernel_hw));
+                              const Conv2dOptions& opt, MemoryFormat weight_format) {
+  OpAttrs a = conv_attrs(opt, kernel_hw);
+  if (weight_format == MemoryFormat::ChannelsLast) a.ints.push_back(1);  // the optional output-layout int
+  return dispatch1(OpId::conv2d_backward_weight, {x, g}, a);
 }
 
 }  // namespace mg

@@ -42,9 +42,11 @@ Tensor conv2d_backward_input(const Tensor& g, const Tensor& w, std::array<int64_
                              const Conv2dOptions& opt = {});
 
 // The weight gradient of conv2d: dw [O, C/groups, kH, kW] from the input x [N, C, H, W] and the
-// output gradient g [N, O, Ho, Wo]; `kernel_hw` = {kH, kW}.
+// output gradient g [N, O, Ho, Wo]; `kernel_hw` = {kH, kW}. `weight_format` is the memory layout
+// dw is written in — the weight's own, so a channels-last parameter's gradient becomes its .grad
+// with no copy (cuDNN writes it in place; the CPU kernels compute NCHW and copy once).
 Tensor conv2d_backward_weight(const Tensor& x, const Tensor& g, std::array<int64_t, 2> kernel_hw,
-                              const Conv2dOptions& opt = {});
+                              const Conv2dOptions& opt = {}, MemoryFormat weight_format = MemoryFormat::Contiguous);
 
 // Transposed convolution (the input gradient of conv2d, plus bias): x [N, Cin, H, W],
 // w [Cin, Cout/groups, kH, kW], bias [Cout] optional -> [N, Cout, Hout, Wout] with

@@ -237,9 +237,9 @@ void conv_transpose2d_kernel(const Tensors& in, Tensors& out, const OpAttrs& att
 // slices of S = weight_grad_slice(N) images: one GEMM per slice and group, [og, S*Ho*Wo] @ [S*Ho*Wo, cg*kk],
 // into its own partial (Cm), the partials combined by the summation rule's pairwise tree. The
 // slices run in parallel, each GEMM on one thread, so the result does not depend on the number of
-// threads. in = (x [N, C, H, W], g [N, O, Ho, Wo]); attrs.ints[7..8] = {kH, kW}.
+// threads. in = (x [N, C, H, W], g [N, O, Ho, Wo]); attrs.ints[7..8] = {kH, kW}; dw dense OIHW.
 template <typename T>
-void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+void weight_grad_oihw(const Tensors& in, Tensor& dw_out, const OpAttrs& attrs) {
   using Cm = opmath_t<T>;
   // oneDNN reads both activations in one layout: NHWC when either is channels-last
   const MemoryFormat fmt = layout_of(in[0]) == MemoryFormat::ChannelsLast || layout_of(in[1]) == MemoryFormat::ChannelsLast
@@ -250,26 +250,26 @@ void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttr
   const ConvGeom g = conv_geom(attrs, x.size(0), x.size(1), x.size(2), x.size(3), gy.size(1),
                                attrs.ints[7], attrs.ints[8]);
   if constexpr (kOnednnConv<T>) {
-    if (onednn_conv2d_backward_weights(x, gy, out[0], g)) return;
+    if (onednn_conv2d_backward_weights(x, gy, dw_out, g)) return;
   }
   if constexpr (kWidenConv<T>) {
     if (onednn_conv_picks(ConvDir::BackwardWeights, DType::F32, g)) {
-      Tensor dw = empty(out[0].shape(), {.dtype = DType::F32});
+      Tensor dw = empty(dw_out.shape(), {.dtype = DType::F32});
       const bool ran = onednn_conv2d_backward_weights(widen<T>(x), widen<T>(gy), dw, g);
       MG_ASSERT(ran, "conv2d weight gradient: oneDNN refused an f32 convolution it picked");
-      return narrow<T>(dw, out[0]);
+      return narrow<T>(dw, dw_out);
     }
   }
   // the im2col path reads NCHW
   const Tensor xn = dense(in[0]), gn = dense(in[1]);
   const T* xp = static_cast<const T*>(xn.data_ptr());
   const T* gp = static_cast<const T*>(gn.data_ptr());
-  T* dwp = static_cast<T*>(out[0].data_ptr());
+  T* dwp = static_cast<T*>(dw_out.data_ptr());
   const int64_t K = g.cg() * g.kk(), hw = g.hw_out(), wn = g.og() * K;
   const int64_t S = weight_grad_slice(g.N), parts = g.N == 0 ? 0 : (g.N + S - 1) / S;
   std::vector<Cm> partial(std::size_t(parts * wn));  // [parts, og, cg*kk], f32 accumulation for f16/bf16
   if (parts == 0) {  // an empty batch: a zero gradient
-    for (int64_t i = 0; i < out[0].numel(); ++i) dwp[i] = T(0.0f);
+    for (int64_t i = 0; i < dw_out.numel(); ++i) dwp[i] = T(0.0f);
     return;
   }
   for (int64_t gr = 0; gr < g.groups; ++gr) {
@@ -296,6 +296,12 @@ void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttr
     T* dst = dwp + gr * wn;
     for (int64_t i = 0; i < wn; ++i) dst[i] = T(partial[std::size_t(i)]);  // one rounding
   }
+}
+
+// dw in the layout inference chose (a channels-last weight's own): OIHW computed, copied once.
+template <typename T>
+void conv2d_backward_weight_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
+  into_nchw(out[0], [&](Tensor& dw) { weight_grad_oihw<T>(in, dw, attrs); });
 }
 
 template <typename T> struct Conv2dK { static constexpr KernelFn fn = conv2d_kernel<T>; };

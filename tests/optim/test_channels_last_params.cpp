@@ -17,6 +17,7 @@
 #include "io/checkpoint.h"
 #include "nn/models/resnet.h"
 #include "ops/conv.h"
+#include "ops/dispatcher.h"
 #include "ops/loss.h"
 #include "ops/ops.h"
 #include "optim/adagrad.h"
@@ -92,7 +93,7 @@ TEST_CASE("Module::to(ChannelsLast) lays 4-D parameters out NHWC and keeps their
 TEST_CASE("a channels-last leaf's gradient is channels-last (the gradient layout contract)", "[autograd][channels_last]") {
   const Tensor w = randn({4, 3, 3, 3}).contiguous(MemoryFormat::ChannelsLast).requires_grad_();
   const Tensor x = randn({2, 3, 6, 6});
-  sum(conv2d(x, w)).backward();  // the weight's gradient arrives NCHW from conv2d_backward_weight
+  sum(conv2d(x, w)).backward();  // conv2d_backward_weight writes the weight's own layout
   CHECK(is_channels_last_4d(w.grad()));
   const std::vector<double> first = values(w.grad());
   sum(conv2d(x, w)).backward();  // accumulated in place, layout kept
@@ -281,4 +282,40 @@ TEST_CASE("a model moved to channels-last after the optimizer's first step (stat
   }
   for (const Tensor& p : model->parameters()) CHECK(std::isfinite(values(p)[0]));
   amp::reset();
+}
+
+TEST_CASE("conv2d_backward_weight writes dw in the weight's layout: no copy on the way to .grad", "[autograd][channels_last]") {
+  for (DType dt : {DType::F32, DType::BF16, DType::F64}) {
+    const Tensor x = to(randn({3, 4, 7, 7}), dt), g = to(randn({3, 6, 5, 5}), dt);
+    const Tensor nchw = conv2d_backward_weight(x, g, {3, 3});
+    const Tensor nhwc = conv2d_backward_weight(x, g, {3, 3}, {}, MemoryFormat::ChannelsLast);
+    CHECK(nchw.is_contiguous());
+    CHECK(is_channels_last_4d(nhwc));
+    CHECK(!nhwc.is_contiguous());
+    CHECK(values(nhwc) == values(nchw));  // the same bits, laid out NHWC
+    // Through autograd: the gradient the hook sees (what AccumulateGrad receives) is already NHWC,
+    // for conv2d, conv_transpose2d and the double backward's conv2d_backward_input.
+    const Tensor w = to(randn({6, 4, 3, 3}), dt).contiguous(MemoryFormat::ChannelsLast).requires_grad_();
+    bool arrived_nhwc = false;
+    w.register_hook([&](const Tensor& grad) {
+      arrived_nhwc = is_channels_last_4d(grad) && grad.strides() == w.strides();
+      return Tensor();
+    });
+    sum(conv2d(x, w)).backward();
+    CHECK(arrived_nhwc);
+    CHECK(values(w.grad()) == values(conv2d_backward_weight(x, ones({3, 6, 5, 5}, {.dtype = dt}), {3, 3})));
+    const Tensor wt = to(randn({4, 6, 3, 3}), dt).contiguous(MemoryFormat::ChannelsLast).requires_grad_();
+    sum(conv_transpose2d(x, wt)).backward();
+    CHECK(is_channels_last_4d(wt.grad()));
+  }
+  // A 1x1 weight is dense in both layouts; its gradient stays contiguous and is stolen as is.
+  const Tensor w1 = randn({6, 4, 1, 1}).contiguous(MemoryFormat::ChannelsLast).requires_grad_();
+  sum(conv2d(randn({2, 4, 5, 5}), w1)).backward();
+  CHECK(w1.grad().is_contiguous());
+  const auto bad = [] {
+    OpAttrs a;
+    a.ints = {1, 1, 0, 0, 1, 1, 1, 3, 3, 2};
+    return dispatch(OpId::conv2d_backward_weight, {randn({1, 2, 5, 5}), randn({1, 2, 3, 3})}, a);
+  };
+  CHECK_THROWS_WITH(bad(), Catch::Contains("output layout int must be 0 (contiguous) or 1 (channels-last), got 2"));
 }
