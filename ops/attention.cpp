@@ -42,12 +42,13 @@ Tensor attention_probs(const char* op, const Tensor& q, const Tensor& k, const T
     const Tensor above = gt(arange(0, lk, 1, i64).unsqueeze(0), arange(0, lq, 1, i64).unsqueeze(1));  // [Lq, Lk]
     scores = masked_fill(scores, above, -INFINITY);
   }
-  if (mask.defined() && lk > 0) {  // no keys: nothing to mask, and no row maximum to take
+  if (lk > 0) {  // no keys: nothing to mask, and no row maximum to take
     // A query row whose keys are all masked (a causal mask over left padding, say) gets zero
     // weights, as PyTorch's safe softmax: softmax of an all -inf row is NaN, and the NaN reached
     // every key and value gradient through the backward (0 * NaN) even when the loss never read
     // the row. Such rows are softmaxed from zeros instead (finite) and then zeroed, so their
-    // gradients are 0. (A causal mask alone always leaves key 0 to every row.)
+    // gradients are 0. Without a mask a row is dead only when every score overflowed to -inf;
+    // it is treated the same, as the fused kernels treat any row whose maximum is -inf.
     const Tensor row_max = amax(scores, {-1}, /*keepdim=*/true);  // [..., Lq, 1]
     const Tensor dead = eq(row_max, scalar_like(-INFINITY, row_max));
     const Tensor w = softmax(where(dead, scalar_like(0.0, scores), scores), -1);

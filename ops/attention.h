@@ -19,7 +19,7 @@ namespace mg {
 //   the scores, e.g. -inf). is_causal masks key j > query i (top-left aligned, as PyTorch).
 //   scale defaults to 1 / sqrt(E); dropout_p drops attention weights (Philox, `gen`) when > 0.
 // A query row whose keys are all masked gives 0 (zero weights) and zero gradients, as PyTorch's
-// (2.5 on) safe softmax.
+// (2.5 on) safe softmax; so does a row whose scores all overflowed to -inf.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& mask = Tensor(), double dropout_p = 0.0,
                                     bool is_causal = false, std::optional<double> scale = std::nullopt,

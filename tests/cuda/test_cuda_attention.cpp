@@ -70,11 +70,16 @@ TEST_CASE("CUDA fused attention equals the CPU's: masks, dead rows, dropout, str
     added.push_back(fmask.to(t));
     check_same_on_gpu("float mask", added,
                       [](const std::vector<Tensor>& in) { return attention_and_grads(in, 0.0, false, 1); }, tol, 1.0);
-    // Strided q and v: views of larger tensors.
-    const std::vector<Tensor> strided{transpose(transpose(q, -1, -2).contiguous(), -1, -2).to(t), k.to(t),
-                                      v.to(t).narrow(-1, 0, 3), c.narrow(-1, 0, 3).to(t)};
-    check_same_on_gpu("strided", strided,
-                      [](const std::vector<Tensor>& in) { return attention_and_grads(in, 0.1, false, 9); }, tol, 1.0);
+    // Strided q, k and v: q and k transposed in memory (made in dtype t, as a cast would lay them
+    // out contiguous again), v a narrow view of a wider tensor; checked on each device.
+    const auto transposed = [t](const Tensor& x) { return transpose(transpose(x.to(t), -1, -2).contiguous(), -1, -2); };
+    const std::vector<Tensor> strided{transposed(q), transposed(k), v.to(t).narrow(-1, 0, 3), c.narrow(-1, 0, 3).to(t)};
+    check_same_on_gpu("strided", strided, [](const std::vector<Tensor>& in) {
+      REQUIRE(!in[0].is_contiguous());
+      REQUIRE(!in[1].is_contiguous());
+      REQUIRE(!in[2].is_contiguous());
+      return attention_and_grads(in, 0.1, false, 9);
+    }, tol, 1.0);
   }
   require_no_pending_cuda_error();
 }
@@ -136,12 +141,13 @@ TEST_CASE("CUDA graph: fused attention's dropout masks differ per replay and equ
 
 TEST_CASE("CUDA fused attention: more rows than blocks, rows longer than a block, and rows past one leaf per thread",
           "[cuda][gpu][attention]") {
-  // 160 rows (the row kernels' grid-stride loop takes several per block where the grid is
-  // smaller), 300 keys (several per thread), and 2 rows of 4200 keys (more than 32 terms per
-  // thread: the leaf sums flush), with and without dropout.
+  // 160 rows of 300 keys (several keys per thread; several rows per block on the emulator's 4
+  // SMs), 5120 rows of 64 keys (more rows than the grid of 32 blocks per SM has blocks on a
+  // 132-SM H100/H200: the grid-stride loop takes several rows per block there too), and 2 rows of
+  // 4200 keys (more than 32 terms per thread: the leaf sums flush), with and without dropout.
   Generator g0(31);
-  for (const Shape& qs : {Shape{2, 2, 40, 16}, Shape{1, 1, 2, 16}}) {
-    const int64_t lk = qs[2] == 40 ? 300 : 4200;
+  for (const Shape& qs : {Shape{2, 2, 40, 16}, Shape{4, 8, 160, 16}, Shape{1, 1, 2, 16}}) {
+    const int64_t lk = qs[2] == 40 ? 300 : qs[2] == 160 ? 64 : 4200;
     const Tensor q = randn(qs, {}, &g0), k = randn({qs[0], qs[1], lk, 16}, {}, &g0);
     const Tensor v = randn({qs[0], qs[1], lk, 8}, {}, &g0), c = randn({qs[0], qs[1], qs[2], 8}, {}, &g0);
     for (DType t : {DType::F32, DType::BF16}) {

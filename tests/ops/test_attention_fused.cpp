@@ -110,6 +110,7 @@ TEST_CASE("fused attention: double backward (create_graph) through public ops", 
   auto second = [&](bool fused) {
     const Tensor y = fused ? scaled_dot_product_attention(q, k, v, fmask, 0.0, false, 0.7)
                            : matmul(softmax(matmul(q, transpose(k, -1, -2)) * 0.7 + fmask, -1), v);
+    CHECK(made_by(y) == (fused ? "attention_backward" : "matmul_backward"));
     const Tensors g = autograd::grad({sum(y * c)}, {q, k, v}, {}, std::nullopt, /*create_graph=*/true);
     const Tensor s = sum(g[0] * g[0]) + sum(g[1] * g[2].narrow(-1, 0, 1).expand({2, 5, 3})) + sum(g[2]);
     return autograd::grad({s}, {q, k, v});
@@ -119,6 +120,72 @@ TEST_CASE("fused attention: double backward (create_graph) through public ops", 
     INFO("input " << i);
     CHECK(max_abs_diff(a[i], b[i]) < 1e-11);
   }
+}
+
+TEST_CASE("fused attention: double backward with a bool mask, causal, dead rows and dropout equals the composite's",
+          "[ops][attention][fused][grad]") {
+  // Batch 1 masks keys 0 and 1: with the causal mask its queries 0 and 1 see nothing (dead rows).
+  const Tensor q = rnd({2, 4, 3}, 41).requires_grad_(), k = rnd({2, 5, 3}, 42).requires_grad_();
+  const Tensor v = rnd({2, 5, 2}, 43).requires_grad_();
+  const Tensor mask = from_vector<double>({1, 1, 1, 1, 1, 0, 0, 1, 1, 1}, {2, 1, 5}).to(DType::Bool);
+  std::vector<double> lower(20);  // [4, 5]: key j <= query i
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 5; ++j) lower[std::size_t(i * 5 + j)] = j <= i ? 1.0 : 0.0;
+  }
+  const Tensor both = (mask.to(DType::F64) * from_vector(lower, {4, 5})).to(DType::Bool);
+  const Tensor c = rnd({2, 4, 2}, 44);
+  auto second = [&](bool fused) {
+    Generator gen(77);
+    Tensor y;
+    if (fused) {
+      y = scaled_dot_product_attention(q, k, v, mask, 0.3, /*is_causal=*/true, 0.7, &gen);
+      CHECK(made_by(y) == "attention_backward");
+    } else {
+      const Tensor scores = where(both, matmul(q, transpose(k, -1, -2)) * 0.7, scalar_like(-INFINITY, q));
+      const Tensor m = amax(scores, {-1}, true);
+      const Tensor dead = eq(m, scalar_like(-INFINITY, m));
+      const Tensor w = softmax(where(dead, scalar_like(0.0, scores), scores), -1);
+      y = matmul(dropout(where(dead, scalar_like(0.0, w), w), 0.3, true, &gen), v);
+    }
+    const Tensors g = autograd::grad({sum(y * c)}, {q, k, v}, {}, std::nullopt, /*create_graph=*/true);
+    const Tensor s = sum(g[0] * g[0]) + sum(g[1] * g[1]) + sum(g[2] * g[2]) + sum(g[1] * g[2].narrow(-1, 0, 1).expand({2, 5, 3}));
+    const Tensors gg = autograd::grad({s}, {q, k, v});
+    Tensors all = g;
+    all.insert(all.end(), gg.begin(), gg.end());
+    return all;
+  };
+  const Tensors a = second(true), b = second(false);
+  for (int i = 0; i < 6; ++i) {
+    INFO((i < 3 ? "first" : "second") << " derivative of input " << i % 3);
+    CHECK(max_abs_diff(a[std::size_t(i)], b[std::size_t(i)]) < 1e-11);
+    CHECK(max_abs(a[std::size_t(i)]) > 0.0);
+    for (const double x : values(a[std::size_t(i)])) CHECK(std::isfinite(x));
+  }
+  CHECK(max_abs(a[0].select(0, 1).narrow(0, 0, 2)) == 0.0);  // the dead rows' dq
+}
+
+TEST_CASE("fused attention: a row whose scores all overflow to -inf without a mask is dead, with or without create_graph",
+          "[ops][attention][fused][grad]") {
+  // Query 0's scores are 1e200 * -1e200 * s = -inf for every key; query 1's are finite.
+  const Tensor q = from_vector<double>({1e200, 1.0}, {1, 2, 1}).requires_grad_();
+  const Tensor k = from_vector<double>({-1e200, -2e200, -3e200}, {1, 3, 1}).requires_grad_();
+  const Tensor v = rnd({1, 3, 2}, 45).requires_grad_();
+  const Tensor y = scaled_dot_product_attention(q, k, v);
+  CHECK(made_by(y) == "attention_backward");
+  CHECK(max_abs(y.select(1, 0)) == 0.0);
+  const Tensor c = rnd({1, 2, 2}, 46);
+  const Tensors plain = autograd::grad({sum(y * c)}, {q, k, v});
+  const Tensor y2 = scaled_dot_product_attention(q, k, v);
+  const Tensors graph = autograd::grad({sum(y2 * c)}, {q, k, v}, {}, std::nullopt, /*create_graph=*/true);
+  for (int i = 0; i < 3; ++i) {
+    INFO("input " << i);
+    for (const double x : values(graph[std::size_t(i)])) CHECK(std::isfinite(x));
+    CHECK(values(graph[std::size_t(i)]) == values(plain[std::size_t(i)]));
+  }
+  // The composite (the weights function, MultiheadAttention's need_weights) zeroes the row too.
+  const Tensor weights = scaled_dot_product_attention_weights(q.detach(), k.detach());
+  CHECK(max_abs(weights.select(1, 0)) == 0.0);
+  CHECK(max_abs_diff(matmul(weights, v.detach()), y.detach()) < 1e-15);
 }
 
 TEST_CASE("fused attention draws the composite's dropout mask from the same stream", "[ops][attention][fused]") {
