@@ -15,6 +15,9 @@ namespace mg::checkpoint_detail {
 // Called by mg::checkpoint with grad mode on, a function and no graph capture running.
 Tensors checkpoint_reentrant(const CheckpointFn& fn, const Tensors& inputs);     // checkpoint_reentrant.cpp
 Tensors checkpoint_recomputing(const CheckpointFn& fn, const Tensors& inputs);   // checkpoint_recompute.cpp
+// Refuses a checkpoint (its forward or its recomputation) inside a CUDA graph capture that holds
+// the default generator, with an error that says so (checkpoint.cpp).
+void refuse_inside_capture();
 
 // The autocast states of both device types, set for a scope and restored after it.
 struct AutocastSnapshot {

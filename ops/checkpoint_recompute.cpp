@@ -149,7 +149,7 @@ class Frame : public std::enable_shared_from_this<Frame> {
   }
 
   std::shared_ptr<CapturedValues> recompute() {
-    check_not_captured(default_generator(), kName);
+    refuse_inside_capture();
     Tensors inputs;
     for (std::size_t i = 0; i < inputs_.size(); ++i) {  // version-checked
       inputs.push_back(inputs_[i].unpack(str_cat(kName, " (input ", i, " of the checkpointed function)")));

@@ -4,6 +4,8 @@
 // backward through the recomputed graph and hands the inputs' gradients on.
 #include "mixgrad/ops/checkpoint_detail.h"
 
+#include <algorithm>
+
 #include "mixgrad/autograd/backward_callbacks.h"
 #include "mixgrad/autograd/engine.h"
 #include "mixgrad/autograd/grad_mode.h"
@@ -46,8 +48,17 @@ class CheckpointNode final : public autograd::Node {
              ": autograd::grad through a checkpointed function is not supported (its recomputation's backward "
              "would write the .grad of the parameters inside it)\n  hint: use backward(), or run that part without "
              "mg::checkpoint");
-    check_not_captured(default_generator(), kName);
-    fill_missing_grads(grads, output_meta_);
+    refuse_inside_capture();
+    // The graph was freed by an earlier backward (no retain_graph): say so even when fn had no
+    // saved input whose unpack would.
+    MG_CHECK(bool(fn_), AutogradError, kName,
+             ": tried to backward through the graph a second time, but the checkpointed function was released "
+             "by the first backward\n  hint: pass retain_graph=true to the first backward");
+    // Only the outputs that received a gradient seed the nested backward (no zeros are made for
+    // the others); none: nothing to recompute.
+    if (std::none_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); })) {
+      return Tensors(saved_.size());
+    }
     // fn again, on history-free inputs, as the forward ran it.
     Tensors inputs;
     for (std::size_t i = 0; i < saved_.size(); ++i) {
@@ -130,7 +141,7 @@ Tensors checkpoint_reentrant(const CheckpointFn& fn, const Tensors& inputs) {
   }
   for (const Tensor& o : outputs) {
     MG_CHECK(o.defined(), Error, kName, ": the function returned an undefined tensor");
-    out_meta.push_back({o.shape(), o.dtype()});
+    out_meta.push_back({o.shape(), o.dtype(), MemoryFormat::Contiguous, o.device()});
   }
   // Outputs sharing memory with an input refuse in-place writes (they would bypass the recomputation).
   std::vector<bool> aliases = mark_input_aliases(outputs, inputs);

@@ -111,7 +111,7 @@ Tensors FunctionRunner::run(const char* name, CastPolicy policy, ForwardFn forwa
   }
   for (const Tensor& o : outputs) {
     MG_CHECK(o.defined(), AutogradError, name, ": forward returned an undefined tensor");
-    out_meta.push_back({o.shape(), o.dtype()});
+    out_meta.push_back({o.shape(), o.dtype(), MemoryFormat::Contiguous, o.device()});
   }
   std::vector<bool> aliases = mark_input_aliases(outputs, inputs);
   auto node = std::make_shared<FunctionNode>(uint32_t(outputs.size()), ctx, backward, in_meta, out_meta,

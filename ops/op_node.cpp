@@ -1,5 +1,7 @@
 #include "mixgrad/ops/op_node.h"
 
+#include <optional>
+
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/ops.h"
 
@@ -51,13 +53,13 @@ void OpNode::save_outputs(const Tensors& outputs, uint32_t save_mask) {
 }
 
 void fill_missing_grads(Tensors& grads, const std::vector<TensorMeta>& output_meta) {
-  Device device;
+  std::optional<Device> device;  // a gradient's that arrived; else each output's recorded one
   for (const Tensor& g : grads) {
     if (g.defined()) device = g.device();
   }
   for (std::size_t j = 0; j < grads.size(); ++j) {
     if (!grads[j].defined() && is_floating(output_meta[j].dtype)) {
-      grads[j] = zeros(output_meta[j].shape, {.dtype = output_meta[j].dtype, .device = device});
+      grads[j] = zeros(output_meta[j].shape, {.dtype = output_meta[j].dtype, .device = device.value_or(output_meta[j].device)});
     }
   }
 }

@@ -448,6 +448,8 @@ int run(int argc, char** argv) {
                       .accumulate = flags.get_int("accumulate")});
     MG_CHECK(!mlm, Error, "--cuda-graph needs fixed shapes, but --task mlm gathers a different number of "
              "masked positions in every batch on the host\n  hint: use --task testament or book, or drop --cuda-graph");
+    MG_CHECK(!flags.get_bool("checkpoint-activations"), Error, "--cuda-graph and --checkpoint-activations do not go "
+             "together: activation checkpointing is not supported inside a CUDA graph capture\n  hint: drop one of them");
   }
   // Step results summed on the device and read at logging points only (--read-metrics; --cuda-graph).
   const bool lazy_reads = metrics_read_at_log_points(flags, device);

@@ -19,6 +19,7 @@
 #include "nn/linear.h"
 #include "nn/models/bert.h"
 #include "ops/checkpoint.h"
+#include "ops/custom_function.h"
 #include "ops/norm.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -71,6 +72,14 @@ Result run(const Block& block, const Block& after, bool ckpt, bool x_requires_gr
 }
 
 const CheckpointOptions kRecomputing{.reentrant = false}, kReentrant{.reentrant = true};
+
+// x -> 2x whose backward passes no gradient on (a user function that cuts the graph).
+struct NoGradBack : Function<NoGradBack> {
+  static constexpr const char* name = "no_grad_back";
+  static constexpr CastPolicy policy = CastPolicy::Keep;
+  static Tensors forward(FunctionCtx&, const Tensors& in) { return {in[0] * 2.0}; }
+  static Tensors backward(FunctionCtx&, const Tensors&) { return {Tensor()}; }
+};
 
 }  // namespace
 
@@ -269,4 +278,35 @@ TEST_CASE("checkpoint: the recomputation outside any autocast region leaves no c
     sum(y.to(DType::F32)).backward();          // the recomputation casts the weights again
     CHECK(amp::weight_cache_size() == 0);
   }
+}
+
+TEST_CASE("checkpoint, reentrant form: outputs without a gradient make no zeros; a released one is a named error",
+          "[autograd][checkpoint]") {
+  const Block block;
+  // The only consumer passes no gradient back: nothing is recomputed and the parameters inside
+  // keep no .grad, as in the plain run (zeros would let weight decay and momentum touch them).
+  int runs = 0;
+  const Tensor x = randn({4, 8});
+  const auto fn = [&](const Tensors& in) {
+    ++runs;
+    return Tensors{block(in[0])};
+  };
+  for (const CheckpointOptions& form : {kReentrant, kRecomputing}) {
+    runs = 0;
+    const Tensor h = checkpoint(fn, {x}, form)[0];
+    const Tensor w = randn({4, 8}).requires_grad_();
+    sum(NoGradBack::apply({h})[0] + w).backward();
+    CHECK(w.grad().defined());
+    for (const Tensor& p : block.params()) CHECK(!p.grad().defined());
+    CHECK(runs == 1);  // the forward only
+  }
+  // Two outputs, only the second used: the nested backward is seeded by that one alone.
+  const Tensor x2 = randn({4, 8}).requires_grad_();
+  const Tensors two = checkpoint([&](const Tensors& in) { return Tensors{block(in[0]), in[0] * 3.0}; }, {x2}, kReentrant);
+  sum(two[1]).backward();
+  CHECK(values(x2.grad()) == std::vector<double>(32, 3.0));
+  // A second backward through a function with no saved input (it reads only parameters).
+  const Tensor y = checkpoint([&](const Tensors&) { return Tensors{block(ones({2, 8}))}; }, {}, kReentrant)[0];
+  sum(y).backward();
+  MG_REQUIRE_ERROR(sum(y).backward(), "checkpoint: tried to backward through the graph a second time");
 }

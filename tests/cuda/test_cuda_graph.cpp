@@ -19,6 +19,7 @@
 #include "cuda/host/captured_step.h"
 #include "cuda_test_util.h"
 #include "nn/linear.h"
+#include "ops/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "ops/interpolate.h"
 #include "ops/loss.h"
@@ -433,5 +434,19 @@ TEST_CASE("CUDA graph: interpolate and reflect pad replay equal to eager (their 
   cuda::CapturedStep captured([&](const Tensors& in) { return Tensors{step(in[0])}; }, {},
                               {.device = gpu(), .warmup_steps = 1});
   for (int i = 0; i < 3; ++i) require_same_bits({eager}, {clone(captured.run({x})[0])});
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA graph: mg::checkpoint inside a capture is refused with the checkpoint's own error",
+          "[cuda][gpu][graph][checkpoint]") {
+  const Tensor x = randn({2, 3}, {.device = gpu()}).requires_grad_();
+  for (const bool reentrant : {false, true}) {
+    cuda::Graph graph;
+    MG_REQUIRE_ERROR(([&] {
+                       cuda::GraphCapture capture(graph);
+                       (void)checkpoint([](const Tensors& in) { return Tensors{in[0] * 2.0}; }, {x}, {.reentrant = reentrant});
+                     }()),
+                     "checkpoint: activation checkpointing is not supported inside a CUDA graph capture");
+  }
   test::require_no_pending_cuda_error();
 }
