@@ -443,6 +443,33 @@ void Optimizer::refresh_device_steps() const {
   }
 }
 
+std::vector<const ParamState*> Optimizer::states_before_first_update() const {
+  std::vector<const ParamState*> pending, fresh;
+  for (const auto& [impl, st] : state_) {
+    if (st.device_first_step.defined()) pending.push_back(&st);
+  }
+  while (!pending.empty()) {
+    const Device dev = pending.front()->device_first_step.device();
+    std::vector<const ParamState*> here, rest;
+    Tensors firsts;
+    for (const ParamState* st : pending) {
+      if (st->device_first_step.device() == dev) {
+        here.push_back(st);
+        firsts.push_back(st->device_first_step);
+      } else {
+        rest.push_back(st);
+      }
+    }
+    const Tensor host = contiguous(cat(firsts).to(Device::cpu()));
+    const int64_t* v = host.data<int64_t>();
+    for (std::size_t i = 0; i < here.size(); ++i) {
+      if (v[i] == here[i]->step) fresh.push_back(here[i]);
+    }
+    pending = std::move(rest);
+  }
+  return fresh;
+}
+
 namespace {
 void clear_grad(const Tensor& p, bool set_to_none) {
   const Tensor g = p.grad();
@@ -630,6 +657,9 @@ bool parse_state_key(const std::string& key, int64_t* index, std::string* rest) 
 
 StateDict Optimizer::state_dict() const {
   refresh_device_steps();
+  const std::vector<std::string> unstarted_names = buffers_started_by_first_update();
+  std::vector<const ParamState*> unstarted;
+  if (!unstarted_names.empty()) unstarted = states_before_first_update();
   StateDict s;
   s.strings["optimizer"] = name_;
   s.ints["step_count"] = step_count();
@@ -644,7 +674,12 @@ StateDict Optimizer::state_dict() const {
       if (st) {
         const std::string sp = "state." + std::to_string(index) + ".";
         s.ints[sp + "step"] = st->step;
-        for (const auto& [name, b] : st->buffers) s.tensors.emplace_back(sp + name, clone(b));
+        const bool before_first = std::find(unstarted.begin(), unstarted.end(), st) != unstarted.end();
+        for (const auto& [name, b] : st->buffers) {
+          const bool unstarted_buffer =
+              before_first && std::find(unstarted_names.begin(), unstarted_names.end(), name) != unstarted_names.end();
+          if (!unstarted_buffer) s.tensors.emplace_back(sp + name, clone(b));
+        }
         for (const auto& [name, v] : st->scalars) s.floats[sp + name] = v;
       }
       ++index;

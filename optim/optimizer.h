@@ -235,6 +235,11 @@ class Optimizer : public GraphParticipant {
   // The buffers every parameter that took a step has (Adam's moments); load_state_dict refuses a
   // state without them instead of starting them at zero under the saved step count.
   virtual std::vector<std::string> buffers_of_every_step() const { return {}; }
+  // The buffers that start as the first update's value (SGD's momentum: the gradient), whose
+  // creation on the fused device path ParamState::device_first_step records. Until that update
+  // runs (every step since was skipped) state_dict leaves them out, so a loaded state starts
+  // them at its first update too, as the CPU path, which makes none on a skipped step.
+  virtual std::vector<std::string> buffers_started_by_first_update() const { return {}; }
   // The names of the per-parameter scalars it keeps (ParamState::scalars); load_state_dict refuses others.
   virtual std::vector<std::string> scalar_names() const { return {}; }
   // Options this optimizer gained after states were first saved, with the value that reproduces
@@ -290,6 +295,9 @@ class Optimizer : public GraphParticipant {
 
   // Reads every device step counter that is ahead of its host copy (one synchronisation).
   void refresh_device_steps() const;
+  // The states whose device_first_step still equals their step count (refreshed): a buffer the
+  // fused path made has had no update yet. One read per device.
+  std::vector<const ParamState*> states_before_first_update() const;
   // The device copy of group g's device_option_names() on `device`, rewritten (asynchronously)
   // where the host values changed, except during a capture. Created when missing.
   const double* device_options(std::size_t g, Device device);

@@ -46,6 +46,7 @@ class SGD final : public Optimizer {
   void check_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"momentum_buffer"}; }
+  std::vector<std::string> buffers_started_by_first_update() const override { return {"momentum_buffer"}; }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override { return {"lr", "momentum", "dampening", "weight_decay"}; }
   // momentum 0 or not: a captured step with momentum 0 has no buffers to update.

@@ -280,7 +280,7 @@ TEST_CASE("checkpoint: the recomputation outside any autocast region leaves no c
   }
 }
 
-TEST_CASE("checkpoint, reentrant form: outputs without a gradient make no zeros; a released one is a named error",
+TEST_CASE("checkpoint, reentrant form: outputs without a gradient make no zeros, and a released function is a named error",
           "[autograd][checkpoint]") {
   const Block block;
   // The only consumer passes no gradient back: nothing is recomputed and the parameters inside

@@ -175,6 +175,39 @@ TEST_CASE("CUDA SGD: momentum switched on after steps starts its buffer as the g
   test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("CUDA SGD: a state saved while every step was skipped starts momentum as the gradient after loading",
+          "[cuda][gpu][optim]") {
+  // The fused step makes the (zero) momentum buffer even on a step its found-inf flag skips; saved
+  // as is, a loaded state would take it for a started buffer and the first real update would use
+  // (1 - dampening) g instead of g. state_dict leaves such a buffer out, so both devices (and a
+  // CPU-made state, which has no buffer then) continue alike.
+  const std::vector<float> w0 = {1.0f, -2.0f, 3.0f, 0.5f}, g = {0.5f, 1.0f, -1.0f, 2.0f};
+  for (const Device dev : {Device::cpu(), gpu()}) {
+    INFO(dev.str());
+    Tensor w = to(from_vector(w0), dev).requires_grad_();
+    optim::SGD opt({w}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.5});
+    amp::GradScaler scaler({.init_scale = 1024.0});
+    w.set_grad(to(from_vector(std::vector<float>{1.0f, INFINITY, 2.0f, 0.0f}), dev));
+    scaler.step(opt);  // skipped
+    scaler.update();
+    CHECK(opt.last_step_skipped());
+    const StateDict saved = opt.state_dict();
+    for (const auto& [key, t] : saved.tensors) CHECK(key.find("momentum_buffer") == std::string::npos);
+    Tensor w2 = to(from_vector(w0), dev).requires_grad_();
+    optim::SGD loaded({w2}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.5});
+    loaded.load_state_dict(saved);
+    w2.set_grad(to(from_vector(g), dev));
+    loaded.step();
+    const std::vector<double> got = test::values(w2.detach());
+    for (std::size_t i = 0; i < g.size(); ++i) CHECK(got[i] == Approx(w0[i] - 0.1 * g[i]).epsilon(1e-6));
+    // Once a real update ran, the buffer is saved.
+    bool has_buffer = false;
+    for (const auto& [key, t] : loaded.state_dict().tensors) has_buffer = has_buffer || key == "state.0.momentum_buffer";
+    CHECK(has_buffer);
+  }
+  test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("CUDA: a gradient on another device, or gradients on two devices, are errors", "[cuda][gpu][optim]") {
   Tensor w = zeros({3}, {.device = gpu()}).requires_grad_();
   CHECK(test::error_of([&] { w.set_grad(zeros({3})); }).find("set_grad: gradient") == 0);
