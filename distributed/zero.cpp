@@ -158,25 +158,38 @@ ZeroRedundantOptimizer::ZeroRedundantOptimizer(const std::vector<optim::ParamGro
     }
     shard.push_back(std::move(s));
   }
-  local_ = make(shard);
-  MG_CHECK(local_ != nullptr, Error, kWho, ": the optimizer factory returned null");
-  const Tensors got = local_->parameters();
-  bool same = got.size() == owned_.size() && local_->param_groups().size() == specs_.size();
-  for (std::size_t k = 0; same && k < got.size(); ++k) same = got[k].is_same(params_[std::size_t(owned_[k])]);
-  MG_CHECK(same, Error, kWho, ": the factory's ", local_->name(), " holds ", got.size(), " parameters in ",
-           local_->param_groups().size(), " groups, not the ", owned_.size(), " of this rank's shard in ",
-           specs_.size(), " groups as given",
-           "\n  hint: pass the shard through unchanged: [](const auto& shard) { return "
-           "std::make_unique<optim::SGD>(shard, options); }");
-  MG_CHECK(!local_->has_master_weights(), Error, kWho, ": the factory's ", local_->name(),
-           " already has master weights; call amp::initialize on local() after constructing the ZeroRedundantOptimizer");
+  // The factory and its result are checked on each rank, then the ranks agree before going on, so
+  // an error on one rank (a factory that drops an empty group, say) is an error on all, not a
+  // mismatch at the next collective.
+  std::exception_ptr refused;
+  try {
+    local_ = make(shard);
+    MG_CHECK(local_ != nullptr, Error, kWho, ": the optimizer factory returned null");
+    const Tensors got = local_->parameters();
+    bool same = got.size() == owned_.size() && local_->param_groups().size() == specs_.size();
+    for (std::size_t k = 0; same && k < got.size(); ++k) same = got[k].is_same(params_[std::size_t(owned_[k])]);
+    MG_CHECK(same, Error, kWho, ": the factory's ", local_->name(), " holds ", got.size(), " parameters in ",
+             local_->param_groups().size(), " groups, not the ", owned_.size(), " of this rank's shard in ",
+             specs_.size(), " groups as given",
+             "\n  hint: pass the shard through unchanged: [](const auto& shard) { return "
+             "std::make_unique<optim::SGD>(shard, options); }");
+    MG_CHECK(!local_->has_master_weights(), Error, kWho, ": the factory's ", local_->name(),
+             " already has master weights; call amp::initialize on local() after constructing the "
+             "ZeroRedundantOptimizer");
+  } catch (...) {
+    refused = std::current_exception();
+  }
+  throw_if_any_failed(refused, "the optimizer factory");
 
   Tensors others;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     if (owners_[i] != rank) others.push_back(params_[i]);
   }
   local_->set_zero_grad_also(std::move(others));  // local().zero_grad() clears every gradient DDP averages
-  hook_ = local_->register_step_post_hook([this](optim::Optimizer&) { broadcast_parameters(); });
+  // Also after a step that threw on this rank: the other ranks wait in this broadcast, and all
+  // end with the same parameters (this shard as the failed step left it); the error is this rank's.
+  hook_ = local_->register_step_post_hook([this](optim::Optimizer&) { broadcast_parameters(); },
+                                          /*also_after_error=*/true);
   {
     // Pushed above any earlier one and removed by handle in the destructor (amp/unscale.h), so
     // DistributedDataParallel and this object may go in either order.

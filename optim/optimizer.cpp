@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <exception>
 #include <set>
 #include <utility>
 
@@ -91,15 +92,15 @@ void with_group_context(const std::string& owner, const std::string& name, std::
 
 void Optimizer::step() { gated_step(Tensor()); }
 
-int64_t Optimizer::register_step_post_hook(StepHook hook) {
+int64_t Optimizer::register_step_post_hook(StepHook hook, bool also_after_error) {
   MG_CHECK(static_cast<bool>(hook), Error, name_, "::register_step_post_hook: the hook is empty");
   MG_CHECK(!graph_capturing_, Error, name_, "::register_step_post_hook: not while a CUDA graph captures the step");
-  post_hooks_.emplace_back(next_hook_handle_, std::move(hook));
+  post_hooks_.push_back({next_hook_handle_, std::move(hook), also_after_error});
   return next_hook_handle_++;
 }
 
 void Optimizer::remove_step_post_hook(int64_t handle) {
-  const auto it = std::find_if(post_hooks_.begin(), post_hooks_.end(), [&](const auto& h) { return h.first == handle; });
+  const auto it = std::find_if(post_hooks_.begin(), post_hooks_.end(), [&](const auto& h) { return h.handle == handle; });
   MG_CHECK(it != post_hooks_.end(), Error, name_, "::remove_step_post_hook: no hook has handle ", handle,
            " (removed already, or registered on another optimizer)");
   post_hooks_.erase(it);
@@ -108,7 +109,24 @@ void Optimizer::remove_step_post_hook(int64_t handle) {
 void Optimizer::run_post_hooks() {
   // A copy: a hook may remove itself.
   const auto hooks = post_hooks_;
-  for (const auto& [handle, hook] : hooks) hook(*this);
+  for (const PostHook& h : hooks) h.hook(*this);
+}
+
+void Optimizer::run_step_or_error_hooks() {
+  try {
+    run_step();
+  } catch (...) {
+    const std::exception_ptr error = std::current_exception();
+    const auto hooks = post_hooks_;
+    for (const PostHook& h : hooks) {
+      if (!h.also_after_error) continue;
+      try {
+        h.hook(*this);
+      } catch (...) {  // the update's error is the one to report
+      }
+    }
+    std::rethrow_exception(error);
+  }
 }
 
 void Optimizer::gated_step(const Tensor& found_inf) {
@@ -125,7 +143,7 @@ void Optimizer::gated_step(const Tensor& found_inf) {
     flag = flag.defined() ? reshape(maximum(reshape(flag, {1}), reshape(g, {1})), {1}) : g;
   }
   if (!flag.defined()) {
-    run_step();
+    run_step_or_error_hooks();
     run_post_hooks();
     return;
   }
@@ -140,13 +158,13 @@ void Optimizer::gated_step(const Tensor& found_inf) {
       last_step_skipped_ = true;
       return;
     }
-    run_step();
+    run_step_or_error_hooks();
     run_post_hooks();
     return;
   }
   found_inf_ = flag.data<float>();
   try {
-    run_step();
+    run_step_or_error_hooks();
   } catch (...) {
     found_inf_ = nullptr;
     throw;

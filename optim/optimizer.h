@@ -189,9 +189,13 @@ class Optimizer : public GraphParticipant {
   // from one propagates after the update. distributed::ZeroRedundantOptimizer broadcasts each
   // rank's updated shard through one. A step with hooks cannot be captured into a CUDA graph (the
   // hook is host code that would run once, at the capture).
+  // With `also_after_error` the hook runs too when the update throws (before the error goes on;
+  // the hook's own exception is dropped then, the update's is the one reported): what a hook owes
+  // other processes still happens — ZeroRedundantOptimizer's broadcast, which the other ranks
+  // would otherwise wait for until their collective timeout.
   using StepHook = std::function<void(Optimizer&)>;
   // Returns a handle for remove_step_post_hook.
-  int64_t register_step_post_hook(StepHook hook);
+  int64_t register_step_post_hook(StepHook hook, bool also_after_error = false);
   // Removes the hook with that handle; an unknown handle is an error.
   void remove_step_post_hook(int64_t handle);
 
@@ -323,7 +327,12 @@ class Optimizer : public GraphParticipant {
   bool master_grads_synced_ = false;
   StepGate gate_;
   Tensors zero_grad_also_;  // set_zero_grad_also
-  std::vector<std::pair<int64_t, StepHook>> post_hooks_;  // (handle, hook), in registration order
+  struct PostHook {
+    int64_t handle;
+    StepHook hook;
+    bool also_after_error;
+  };
+  std::vector<PostHook> post_hooks_;  // in registration order
   int64_t next_hook_handle_ = 0;
   mutable bool last_step_skipped_ = false;
   // step() and step_unless_found_inf(): the gate's decision, then the flag's (undefined: none).
@@ -331,6 +340,8 @@ class Optimizer : public GraphParticipant {
   void run_post_hooks();
   // The step itself, after every skip decision.
   void run_step();
+  // run_step; when it throws, the post-hooks registered also_after_error, then the error again.
+  void run_step_or_error_hooks();
   const float* found_inf_ = nullptr;       // during step_unless_found_inf: the device flag
   mutable Tensor skipped_flag_;            // [1] f32 device copy of that flag, until read
   std::vector<const TensorImpl*> model_written_;  // masters whose model copy a fused step wrote

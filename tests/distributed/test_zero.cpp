@@ -162,6 +162,7 @@ TEST_CASE("zero: an inf in one rank's shard makes every rank skip", "[distribute
   check_passed(run_zero("zero-inf", 3), "zero inf", 3, 1 + 3 + 1);
 }
 
-TEST_CASE("zero: ranks passing different parameters get an error naming the difference", "[distributed][zero]") {
-  check_passed(run_zero("zero-mismatch", 2), "zero mismatch", 2, 4);
+TEST_CASE("zero: different parameters, or a factory or a step failing on one rank, give errors and no wait",
+          "[distributed][zero]") {
+  check_passed(run_zero("zero-mismatch", 2), "zero mismatch", 2, 7);
 }

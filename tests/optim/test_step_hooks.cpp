@@ -52,3 +52,24 @@ TEST_CASE("zero_grad also clears set_zero_grad_also's gradients, which step neve
   CHECK_FALSE(other.grad().defined());
   CHECK_FALSE(w.grad().defined());
 }
+
+TEST_CASE("a step post-hook registered also_after_error runs after a step that threw; the step's error is reported",
+          "[optim][hooks]") {
+  Tensor w = ones({3}).requires_grad_();
+  optim::SGD opt({w}, {.lr = 0.1});
+  std::vector<int> ran;
+  opt.register_step_post_hook([&](optim::Optimizer&) { ran.push_back(1); });
+  opt.register_step_post_hook([&](optim::Optimizer&) {
+    ran.push_back(2);
+    MG_THROW(Error, "the hook's own error");
+  }, /*also_after_error=*/true);
+  w.set_grad(ones({3}));
+  opt.param_groups()[0].options["lr"] = -1.0;  // refused by the step, before any parameter changes
+  MG_REQUIRE_ERROR(opt.step(), "SGD: param group 0: lr must be >= 0, got -1");
+  CHECK(ran == std::vector<int>{2});  // only the also_after_error hook; its error is dropped
+  CHECK(mg::test::values(w) == std::vector<double>{1.0, 1.0, 1.0});
+  opt.param_groups()[0].options["lr"] = 0.1;
+  ran.clear();
+  MG_REQUIRE_ERROR(opt.step(), "the hook's own error");  // after a good update a hook's error propagates
+  CHECK(ran == std::vector<int>{1, 2});
+}

@@ -389,6 +389,44 @@ int mismatch(std::chrono::milliseconds timeout) {
               what.find("leave it out of DdpOptions::optimizers") != std::string::npos,
           "expected DDP to refuse the shard's masters, got: " + what);
   }
+  {
+    // The factory throws on rank 1 only: every rank throws (rank 1 its own error, the others a
+    // DistributedError naming rank 1), none goes on to a collective the others never join.
+    auto net = make_net(DType::F32, 3);
+    std::string what;
+    try {
+      ZeroRedundantOptimizer zero(net->parameters(), pg, [rank](const auto& shard) -> std::unique_ptr<optim::Optimizer> {
+        MG_CHECK(rank != 1, Error, "test factory: no optimizer on rank 1");
+        return std::make_unique<optim::SGD>(shard, optim::SGDOptions{.lr = 0.1});
+      });
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    std::printf("rank %d: factory: %s\n", rank, what.c_str());
+    check(rank == 1 ? what.find("test factory: no optimizer on rank 1") != std::string::npos
+                    : what.find("the optimizer factory failed on rank 1") != std::string::npos,
+          "expected every rank to throw after the factory failed on rank 1, got: " + what);
+  }
+  {
+    // A step that throws on rank 1 only (an option its shard refuses): rank 1 still takes part in
+    // the broadcast, so rank 0 is not left waiting in it; rank 1 reports its error, and every rank
+    // ends with the same parameters (rank 1's shard unchanged).
+    auto net = make_net(DType::F32, 4);
+    ZeroRedundantOptimizer zero(net->parameters(), pg, sgd);
+    const Tensors params = net->parameters();
+    for (const Tensor& p : params) p.set_grad(ones_like(p));
+    if (rank == 1) zero.local().param_groups()[0].options["lr"] = -1.0;
+    std::string what;
+    try {
+      zero.local().step();
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    std::printf("rank %d: failed step: %s\n", rank, what.c_str());
+    check(rank == 1 ? what.find("lr") != std::string::npos : what.empty(),
+          "expected the step to throw on rank 1 only, got: " + what);
+    check(replicas_equal(*pg, params), "the replicas must stay equal after a step that failed on one rank");
+  }
   // The group still works.
   auto net = make_net(DType::F32, rank + 1);
   ZeroRedundantOptimizer zero(net->parameters(), pg, sgd);
