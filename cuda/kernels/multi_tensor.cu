@@ -415,6 +415,8 @@ struct LambStage2Chunk {
 };
 
 void lamb_cuda(const MultiTensorStepArgs& args, const LambHyper& h) {
+  MG_ASSERT(args.steps.size() == args.params.size() && args.grads.size() == args.params.size(), "LAMB: ",
+            args.params.size(), " parameters with ", args.grads.size(), " gradients and ", args.steps.size(), " step counters");
   const Device dev = device_of(args.params);
   for_each_step_group(args, "LAMB", [&]<typename P, typename M>(const MtaLists<6>& lists) {
     const MultiTensorPlan plan = plan_multi_tensor(

@@ -27,6 +27,7 @@
 #include "ops/ops.h"
 #include "ops/pad.h"
 #include "optim/adam.h"
+#include "optim/lamb.h"
 #include "optim/sgd.h"
 #include "test_util.h"
 
@@ -154,6 +155,37 @@ TEST_CASE("CUDA graph: AdamW with an lr changed before every replay equals the e
   // A by-value option changed after the capture cannot be followed: a clear error.
   opt_g.param_groups()[0].set_option("amsgrad", 1.0);
   MG_REQUIRE_ERROR(captured.run({batches[0].x, batches[0].y}), "changed since the CUDA graph was captured");
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA graph: LAMB with an lr changed before every replay equals the eager steps", "[cuda][gpu][graph]") {
+  // LAMB's trust ratios come from stage 1's chunk sums on the device, so its step is capturable.
+  const std::vector<Batch> batches = make_batches(8, DType::F32);
+  auto step = [](const Mlp& m, optim::LAMB& opt, const Tensor& x, const Tensor& y) {
+    opt.zero_grad();
+    const Tensor loss = cross_entropy(m.forward(x, 0.0), y);
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  auto lr_at = [](int i) { return 1e-2 * (1.0 + 0.25 * i); };
+  const Mlp a = make_mlp(3, DType::F32);
+  optim::LAMB opt_a(a.params(), {.lr = lr_at(0), .weight_decay = 0.01});
+  for (int i = 0; i < 8; ++i) {
+    opt_a.param_groups()[0].set_lr(lr_at(i));
+    step(a, opt_a, batches[std::size_t(i)].x.to(gpu()), batches[std::size_t(i)].y.to(gpu()));
+  }
+  const Mlp g = make_mlp(3, DType::F32);
+  optim::LAMB opt_g(g.params(), {.lr = lr_at(0), .weight_decay = 0.01});
+  cuda::CapturedStep captured([&](const Tensors& in) { return Tensors{step(g, opt_g, in[0], in[1])}; }, {&opt_g},
+                              {.device = gpu(), .warmup_steps = 1});
+  for (int i = 0; i < 8; ++i) {
+    opt_g.param_groups()[0].set_lr(lr_at(i));
+    captured.run({batches[std::size_t(i)].x, batches[std::size_t(i)].y});
+  }
+  REQUIRE(captured.captured());
+  require_same_bits(a.params(), g.params());
+  CHECK(opt_g.state(g.w1)->step == 8);
   test::require_no_pending_cuda_error();
 }
 
