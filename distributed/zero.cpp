@@ -249,6 +249,7 @@ void ZeroRedundantOptimizer::check_same_parameters() const {
 }
 
 void ZeroRedundantOptimizer::broadcast_parameters() {
+  if (group_->world_size() == 1) return;  // one rank owns everything: nothing to send
   NoGradGuard no_grad;
   const int rank = group_->rank();
   for (int r = 0; r < group_->world_size(); ++r) {

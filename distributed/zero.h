@@ -7,7 +7,9 @@
 //
 // Gradients are still averaged in full (DistributedDataParallel, or your own all_reduce), so the
 // owner of a parameter computes exactly the update an unsharded optimizer computes: the trained
-// weights are bitwise those of DDP with the same optimizer, at every opt level.
+// weights are bitwise those of DDP with the same optimizer, at every opt level — without gradient
+// clipping: clip_grad_norm_ here sums the shards' squares in f64, the unsharded clip in f32 chunks,
+// so a clipped run differs in the last bits of the norm.
 //
 // Decision: the shard is an ordinary optimizer of optim/ (any of them), made by a factory from
 // this rank's parameter groups, so amp::initialize, GradScaler, amp::scale_loss, LR schedulers and
