@@ -30,7 +30,8 @@ namespace mg::io {
 
 namespace {
 
-using detail::json;
+using detail::json;                 // the contents written
+using pjson = detail::parsed_json;  // the contents read
 
 constexpr const char* kKindKey = "mixgrad.kind";
 constexpr const char* kKind = "checkpoint";
@@ -202,10 +203,14 @@ Checkpoint load_checkpoint(const std::string& path) try {
 
   auto cit = file.metadata.find(kContentsKey);
   if (cit == file.metadata.end()) fail("the metadata has no \"", kContentsKey, "\"");
-  const json contents = detail::parse_json(who, path, str_cat("the \"", kContentsKey, "\" metadata"), cit->second);
+  const pjson contents = detail::parse_json(who, path, str_cat("the \"", kContentsKey, "\" metadata"), cit->second);
   if (!contents.is_object() || !contents.contains("model") || !contents["model"].is_array() ||
       !contents.contains("states") || !contents["states"].is_array()) {
     fail("the \"", kContentsKey, "\" metadata must be an object with arrays \"model\" and \"states\"");
+  }
+  // Nothing unknown: a misspelt section ("int" for "ints") would otherwise vanish silently.
+  for (const auto& [k, unused] : contents.items()) {
+    if (k != "model" && k != "states") fail("the \"", kContentsKey, "\" metadata has an unknown entry ", quoted_excerpt(k));
   }
 
   // Every tensor of the file is claimed exactly once, by the model or by one state.
@@ -223,26 +228,32 @@ Checkpoint load_checkpoint(const std::string& path) try {
   Checkpoint ck;
   ck.path_ = path;
   ck.version_ = version;
-  for (const json& name : contents["model"]) {
+  for (const pjson& name : contents["model"]) {
     if (!name.is_string()) fail("the model's tensor list has a non-string entry ", excerpt(name));
     const std::string n = name.get<std::string>();
     ck.model_.emplace_back(n, take(kModelPrefix + n, "the model"));
   }
   std::set<std::string> seen_states;
-  for (const json& s : contents["states"]) {
+  for (const pjson& s : contents["states"]) {
     if (!s.is_object() || !s.contains("name") || !s["name"].is_string()) {
       fail("a state entry has no string \"name\": ", excerpt(s));
     }
     const std::string sname = s["name"].get<std::string>();
+    for (const auto& [k, unused] : s.items()) {
+      if (k != "name" && k != "tensors" && k != "ints" && k != "floats" && k != "strings") {
+        fail("state ", quoted_excerpt(sname), " has an unknown entry ", quoted_excerpt(k),
+             " (a state has name, tensors, ints, floats and strings)");
+      }
+    }
     if (sname.empty() || sname.find('.') != std::string::npos || sname == "model" ||
         !seen_states.insert(sname).second) {
       fail("invalid or repeated state name ", quoted_excerpt(sname));
     }
     // The object s[key] (empty when absent), every value checked by is_ok.
-    auto section = [&](const char* key, auto is_ok, const char* what) -> const json& {
-      static const json kEmpty = json::object();
+    auto section = [&](const char* key, auto is_ok, const char* what) -> const pjson& {
+      static const pjson kEmpty = pjson::object();
       if (!s.contains(key)) return kEmpty;
-      const json& sec = s[key];
+      const pjson& sec = s[key];
       if (!sec.is_object()) fail("state ", quoted_excerpt(sname), ": \"", key, "\" is a JSON ", sec.type_name(), ", expected an object");
       for (const auto& [k, v] : sec.items()) {
         if (!is_ok(v)) fail("state ", quoted_excerpt(sname), ": ", what, " ", quoted_excerpt(k), " is ", excerpt(v));
@@ -252,24 +263,24 @@ Checkpoint load_checkpoint(const std::string& path) try {
     StateDict sd;
     if (s.contains("tensors")) {
       if (!s["tensors"].is_array()) fail("state ", quoted_excerpt(sname), ": \"tensors\" must be an array of keys");
-      for (const json& key : s["tensors"]) {
+      for (const pjson& key : s["tensors"]) {
         if (!key.is_string()) fail("state ", quoted_excerpt(sname), ": a tensor key is ", excerpt(key));
         const std::string k = key.get<std::string>();
         sd.tensors.emplace_back(k, take(sname + "." + k, str_cat("state ", quoted_excerpt(sname))));
       }
     }
-    const json& ints = section(
+    const pjson& ints = section(
         "ints",
-        [](const json& v) {
+        [](const pjson& v) {
           return v.is_number_integer() && (!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t(INT64_MAX));
         },
         "integer");
     for (const auto& [k, v] : ints.items()) sd.ints[k] = v.get<int64_t>();
-    const json& floats = section(
-        "floats", [](const json& v) { return v.is_string() && decode_float(v.get<std::string>()).has_value(); },
+    const pjson& floats = section(
+        "floats", [](const pjson& v) { return v.is_string() && decode_float(v.get<std::string>()).has_value(); },
         "float");
     for (const auto& [k, v] : floats.items()) sd.floats[k] = *decode_float(v.get<std::string>());
-    const json& strings = section("strings", [](const json& v) { return v.is_string(); }, "string");
+    const pjson& strings = section("strings", [](const pjson& v) { return v.is_string(); }, "string");
     for (const auto& [k, v] : strings.items()) sd.strings[k] = v.get<std::string>();
     ck.states_.emplace_back(sname, std::move(sd));
   }

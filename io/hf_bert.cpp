@@ -18,7 +18,7 @@
 namespace mg::io {
 namespace {
 
-using detail::json;
+using json = detail::parsed_json;  // everything here is read
 
 constexpr const char* kWho = "load_hf_bert";
 

@@ -53,7 +53,8 @@ int scan_depth(const std::string& text, int limit, std::size_t* where) {
 }
 
 // Appends compact JSON for v to out, stopping once out is longer than `limit`.
-void dump_bounded(const json& v, std::string& out, std::size_t limit) {
+template <typename Json>
+void dump_bounded(const Json& v, std::string& out, std::size_t limit) {
   if (out.size() > limit) return;
   if (v.is_object()) {
     out += '{';
@@ -70,7 +71,7 @@ void dump_bounded(const json& v, std::string& out, std::size_t limit) {
   } else if (v.is_array()) {
     out += '[';
     bool first = true;
-    for (const json& x : v) {
+    for (const Json& x : v) {
       if (out.size() > limit) return;
       if (!first) out += ',';
       first = false;
@@ -78,9 +79,9 @@ void dump_bounded(const json& v, std::string& out, std::size_t limit) {
     }
     out += ']';
   } else if (v.is_string()) {
-    out += quoted(cut_utf8(v.get_ref<const std::string&>(), limit + 1));
+    out += quoted(cut_utf8(v.template get_ref<const std::string&>(), limit + 1));
   } else {
-    out += v.dump(-1, ' ', false, json::error_handler_t::replace);
+    out += v.dump(-1, ' ', false, Json::error_handler_t::replace);
   }
 }
 
@@ -91,19 +92,26 @@ std::string bounded(const std::string& s) {
   return cut_utf8(s, kExcerptChars) + " ...";
 }
 
-std::string excerpt(const json& v) {
+namespace {
+template <typename Json>
+std::string excerpt_of(const Json& v) {
   std::string out;
   dump_bounded(v, out, kExcerptChars);
   if (out.size() <= kExcerptChars) return out;
   return cut_utf8(out, kExcerptChars) + " ... (cut)";
 }
+}  // namespace
+
+std::string excerpt(const json& v) { return excerpt_of(v); }
+std::string excerpt(const parsed_json& v) { return excerpt_of(v); }
 
 std::string quoted_excerpt(const std::string& s) {
   if (s.size() <= kExcerptChars) return quoted(s);
   return quoted(cut_utf8(s, kExcerptChars)) + str_cat(" (cut; ", s.size(), " bytes)");
 }
 
-json parse_json(const char* who, const std::string& path, const std::string& what, const std::string& text) {
+parsed_json parse_json(const char* who, const std::string& path, const std::string& what, const std::string& text,
+                       std::vector<std::string>* top_level_keys) {
   const std::string prefix = str_cat(who, ": ", quoted(path), ": ", what);
   std::size_t where = 0;
   const int depth = scan_depth(text, kMaxJsonDepth, &where);
@@ -114,14 +122,18 @@ json parse_json(const char* who, const std::string& path, const std::string& wha
   std::vector<std::set<std::string>> keys;  // keys seen in each open object
   std::string top_key;                      // the top-level entry being parsed
   std::string duplicate;
-  auto callback = [&](int level, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) {
+  if (top_level_keys) top_level_keys->clear();
+  auto callback = [&](int level, parsed_json::parse_event_t event, parsed_json& parsed) {
+    if (event == parsed_json::parse_event_t::object_start) {
       keys.emplace_back();
-    } else if (event == json::parse_event_t::object_end) {
+    } else if (event == parsed_json::parse_event_t::object_end) {
       keys.pop_back();
-    } else if (event == json::parse_event_t::key) {
+    } else if (event == parsed_json::parse_event_t::key) {
       const std::string k = parsed.get<std::string>();
-      if (level == 1) top_key = k;
+      if (level == 1) {
+        top_key = k;
+        if (top_level_keys) top_level_keys->push_back(k);
+      }
       if (!keys.back().insert(k).second && duplicate.empty()) {
         duplicate = level == 1 ? str_cat(what, " names ", quoted_excerpt(k), " twice")
                                : str_cat("in ", what, ", the entry of ", quoted_excerpt(top_key), " has the key ",
@@ -130,14 +142,14 @@ json parse_json(const char* who, const std::string& path, const std::string& wha
     }
     return true;
   };
-  json out;
+  parsed_json out;
   try {
-    out = json::parse(text, callback);
-  } catch (const json::parse_error& e) {
+    out = parsed_json::parse(text, callback);
+  } catch (const parsed_json::parse_error& e) {
     MG_THROW(Error, prefix, " is not valid JSON: ", bounded(e.what()));
-  } catch (const json::out_of_range& e) {
+  } catch (const parsed_json::out_of_range& e) {
     MG_THROW(Error, prefix, " has a number beyond the range of a double: ", bounded(e.what()));
-  } catch (const json::exception& e) {
+  } catch (const parsed_json::exception& e) {
     MG_THROW(Error, prefix, " cannot be read: ", bounded(e.what()));
   }
   MG_CHECK(duplicate.empty(), Error, who, ": ", quoted(path), ": ", duplicate);

@@ -34,7 +34,8 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-using detail::json;
+using detail::json;          // the header written
+using pjson = detail::parsed_json;  // the header read
 
 // The reference implementation refuses headers above 100 MB; so do we (a corrupt length must not
 // make us allocate gigabytes).
@@ -194,22 +195,22 @@ std::string offsets_str(const Entry& e) { return str_cat("[", e.begin, ", ", e.e
 
 // Parses the header (io/json_parse.h: nesting limit, duplicate keys, every JSON exception an
 // mg::Error) and requires an object.
-json parse_header(const char* who, const std::string& path, const std::string& text) {
-  json header = detail::parse_json(who, path, "the header", text);
+pjson parse_header(const char* who, const std::string& path, const std::string& text, std::vector<std::string>& order) {
+  pjson header = detail::parse_json(who, path, "the header", text, &order);
   MG_CHECK(header.is_object(), Error, who, ": ", quoted(path), ": the header is a JSON ", header.type_name(),
            ", expected an object");
   return header;
 }
 
 // A non-negative JSON integer that fits in int64, or nullopt.
-std::optional<uint64_t> as_size(const json& v) {
+std::optional<uint64_t> as_size(const pjson& v) {
   if (!v.is_number_unsigned()) return std::nullopt;
   const uint64_t u = v.get<uint64_t>();
   if (u > uint64_t(INT64_MAX)) return std::nullopt;
   return u;
 }
 
-Entry parse_entry(const char* who, const std::string& path, const std::string& name, const json& v) {
+Entry parse_entry(const char* who, const std::string& path, const std::string& name, const pjson& v) {
   auto fail_prefix = [&] { return str_cat(who, ": ", quoted(path), ": tensor ", quoted_excerpt(name), ": "); };
   MG_CHECK(v.is_object(), Error, fail_prefix(), "its header entry is a JSON ", v.type_name(),
            ", expected {\"dtype\", \"shape\", \"data_offsets\"}");
@@ -235,7 +236,7 @@ Entry parse_entry(const char* who, const std::string& path, const std::string& n
            v["shape"].size(), " dimensions; mixgrad reads at most ", kMaxDims);
   uint64_t numel = 1;
   bool overflow = false, has_zero = false;
-  for (const json& dim : v["shape"]) {
+  for (const pjson& dim : v["shape"]) {
     const std::optional<uint64_t> s = as_size(dim);
     MG_CHECK(s.has_value(), Error, fail_prefix(), "shape ", excerpt(v["shape"]),
              " has an entry that is not a non-negative 64-bit integer: ", excerpt(dim));
@@ -249,7 +250,7 @@ Entry parse_entry(const char* who, const std::string& path, const std::string& n
   if (has_zero) numel = 0;
   // data_offsets
   MG_CHECK(v.contains("data_offsets"), Error, fail_prefix(), "missing field \"data_offsets\"");
-  const json& off = v["data_offsets"];
+  const pjson& off = v["data_offsets"];
   MG_CHECK(off.is_array() && off.size() == 2 && as_size(off[0]) && as_size(off[1]), Error, fail_prefix(),
            "\"data_offsets\" is ", excerpt(off), ", expected [begin, end] with non-negative integers");
   e.begin = *as_size(off[0]);
@@ -452,11 +453,13 @@ SafetensorsFile load_unchecked(const char* who, const std::string& path) {
   MG_CHECK(n > 0 && text[0] == '{', Error, who, ": ", quoted(path),
            ": the header does not start with '{'; this is not a safetensors file");
 
-  const json header = parse_header(who, path, text);
+  std::vector<std::string> order_in_file;  // the tensors keep the header's order
+  const pjson header = parse_header(who, path, text, order_in_file);
   SafetensorsFile out;
   out.path = path;
   std::vector<Entry> entries;
-  for (const auto& [key, value] : header.items()) {
+  for (const std::string& key : order_in_file) {
+    const pjson& value = header.at(key);
     if (key == kMetadataKey) {
       MG_CHECK(value.is_object(), Error, who, ": ", quoted(path), ": \"__metadata__\" is a JSON ",
                value.type_name(), ", expected an object of strings");

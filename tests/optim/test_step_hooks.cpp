@@ -53,7 +53,7 @@ TEST_CASE("zero_grad also clears set_zero_grad_also's gradients, which step neve
   CHECK_FALSE(w.grad().defined());
 }
 
-TEST_CASE("a step post-hook registered also_after_error runs after a step that threw; the step's error is reported",
+TEST_CASE("a step post-hook registered also_after_error runs after a step that threw, and the step's error is reported",
           "[optim][hooks]") {
   Tensor w = ones({3}).requires_grad_();
   optim::SGD opt({w}, {.lr = 0.1});
