@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "mixgrad/core/error.h"
 
@@ -73,6 +75,19 @@ std::size_t read_some(gzFile f, uint8_t* dst, std::size_t n, const std::string& 
 
 uint32_t load_be32(const uint8_t* p) {
   return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
+}
+
+// The last 4 bytes of a file (a gzip member's ISIZE: its uncompressed size mod 2^32, little
+// endian), or nullopt when it cannot be read. gzread ignores bytes after the last gzip member, so
+// this is how trailing data shows: the file's last 4 bytes are then not the inflated size.
+std::optional<uint32_t> last_le32(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return std::nullopt;
+  uint8_t b[4];
+  const bool ok = std::fseek(f, -4, SEEK_END) == 0 && std::fread(b, 1, 4, f) == 4;
+  std::fclose(f);
+  if (!ok) return std::nullopt;
+  return uint32_t(b[0]) | (uint32_t(b[1]) << 8) | (uint32_t(b[2]) << 16) | (uint32_t(b[3]) << 24);
 }
 
 }  // namespace
@@ -157,6 +172,12 @@ IdxArray read_idx(const std::string& path, int ndim) {
   MG_CHECK(trailing == 0, Error, "read_idx: ", path, ": extra data: dims ", out.dims, " need ",
            count, " data bytes but the file holds more",
            trailing < sizeof extra ? str_cat(" (", trailing, " bytes more)") : std::string());
+  if (!gzdirect(file.f)) {
+    const std::optional<uint32_t> isize = last_le32(path);
+    MG_CHECK(isize && *isize == uint32_t(header_bytes + count), Error, "read_idx: ", path,
+             ": extra data after the gzip stream (the file does not end with the stream's size field; "
+             "or it holds several gzip members)\n  hint: the file was appended to or corrupted; download it again");
+  }
   return out;
 }
 

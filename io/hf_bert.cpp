@@ -22,7 +22,19 @@ using json = detail::parsed_json;  // everything here is read
 
 constexpr const char* kWho = "load_hf_bert";
 
+// The most bytes of a configuration or tokenizer file (a 250,000-token tokenizer.json has ~10 MB).
+constexpr std::uintmax_t kMaxTextBytes = std::uintmax_t(256) << 20;
+
+// A JSON or text file of the directory, read whole. Only a regular file of at most kMaxTextBytes:
+// a FIFO would block the read and /dev/zero never end.
 std::string read_text(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  MG_CHECK(fs::is_regular_file(path, ec), Error, kWho, ": cannot open '", path, "': ",
+           fs::exists(path, ec) ? "not a regular file" : "no such file");
+  const std::uintmax_t size = fs::file_size(path, ec);
+  MG_CHECK(!ec && size <= kMaxTextBytes, Error, kWho, ": '", path, "' has ", ec ? 0 : size,
+           " bytes; a configuration or tokenizer file has at most ", kMaxTextBytes, " (is it the right file?)");
   std::ifstream f(path, std::ios::binary);
   MG_CHECK(f.good(), Error, kWho, ": cannot open '", path, "'");
   std::ostringstream s;

@@ -245,8 +245,7 @@ std::string ec02_decompress_window(std::string_view bytes, const Ec02Header& h, 
 
 std::string ec02_decompress(std::string_view bytes, const std::string& name) {
   const Ec02Header h = ec02_parse_header(bytes, name);
-  std::string text;
-  text.reserve(std::size_t(h.window_size) * h.num_windows());
+  std::string text;  // not reserved from the header: its claim is only checked window by window
   for (std::size_t i = 0; i < h.num_windows(); ++i) text += ec02_decompress_window(bytes, h, i, name);
   return text;
 }

@@ -96,10 +96,19 @@ NamedTensors bert_state_dict_from_hf(const NamedTensors& hf) {
   std::map<std::string, std::array<Tensor, 3>> qkv;
   std::vector<std::pair<std::size_t, std::string>> qkv_slots;  // position in `out`, key of qkv
   static const char* kRoles[] = {"query", "key", "value"};
+  // Each mixgrad name comes from one file name: two spellings of one tensor in a file
+  // (LayerNorm.gamma and LayerNorm.weight, say) would otherwise leave it to the loader to pick one.
+  std::map<std::string, std::string> source;
+  const auto claim = [&](const std::string& ours, const std::string& theirs) {
+    const auto [it, fresh] = source.emplace(ours, theirs);
+    MG_CHECK(fresh, Error, "bert_state_dict_from_hf: ", theirs, " and ", it->second, " are both mixgrad's ", ours,
+             "\n  hint: the file holds one tensor under two names; keep one of them");
+  };
   for (const auto& [name, t] : hf) {
     if (dropped(name)) continue;
     const std::size_t at = name.find(".attention.self.");
     if (at == std::string::npos) {
+      claim(renamed(name), name);
       out.emplace_back(renamed(name), t);
       continue;
     }
@@ -118,6 +127,7 @@ NamedTensors bert_state_dict_from_hf(const NamedTensors& hf) {
     MG_CHECK(!it->second[std::size_t(r)].defined(), Error, "bert_state_dict_from_hf: ", name, " appears twice");
     it->second[std::size_t(r)] = t;
     if (fresh) {
+      claim(renamed(name.substr(0, at)) + ".self_attn.in_proj_" + kind, name);
       qkv_slots.emplace_back(out.size(), key);
       out.emplace_back(std::string(), Tensor());  // filled below
     }

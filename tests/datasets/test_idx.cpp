@@ -181,6 +181,19 @@ TEST_CASE("idx: a truncated or corrupt gzip stream is an error, not short data",
   CHECK(msg.find("read_idx: " + path) == 0);  // whatever zlib detects first, the file is named
 }
 
+TEST_CASE("idx: bytes after the gzip stream are extra data, as in a plain file", "[data][idx][errors]") {
+  // zlib's gzread ignores what follows the last gzip member; the stream's size field then is not
+  // where the file ends.
+  TempDir dir;
+  const std::string path = dir.file("labels.gz");
+  write_idx(path, {5}, {1, 2, 3, 4, 5}, true);
+  REQUIRE(read_idx(path, 1).data.size() == 5);
+  std::vector<uint8_t> bytes = read_bytes(path);
+  for (const char c : std::string("GARBAGE")) bytes.push_back(uint8_t(c));
+  write_bytes(path, bytes);
+  MG_REQUIRE_ERROR(read_idx(path, 1), "extra data after the gzip stream");
+}
+
 TEST_CASE("idx: missing files and bad writer arguments", "[data][idx]") {
   TempDir dir;
   MG_REQUIRE_ERROR(read_idx(dir.file("nope.gz"), 1), "read_idx: cannot open " + dir.file("nope.gz"));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "autograd/grad_mode.h"
@@ -71,7 +72,14 @@ TEST_CASE("load_hf_bert: bad directories and configurations are named errors", "
   fs::create_directories(dir);
   const std::string src = reference("hf_bert_dir");
   MG_REQUIRE_ERROR(io::load_hf_bert((dir / "missing").string()), "is not a directory");
-  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "config.json");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "config.json': no such file");
+  // A FIFO blocked the read forever; a directory is no file either.
+  REQUIRE(::mkfifo((dir / "config.json").c_str(), 0600) == 0);
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "config.json': not a regular file");
+  fs::remove(dir / "config.json");
+  fs::create_directory(dir / "config.json");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "config.json': not a regular file");
+  fs::remove(dir / "config.json");
   fs::copy_file(src + "/config.json", dir / "config.json");
   MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "has no model.safetensors");
   std::ofstream(dir / "pytorch_model.bin") << "pickle";

@@ -85,4 +85,13 @@ TEST_CASE("bert_state_dict_from_hf: old names, dropped buffers and an incomplete
     if (name != "encoder.layer.1.attention.self.value.bias") partial.emplace_back(name, t);
   }
   MG_REQUIRE_ERROR(bert_state_dict_from_hf(partial), "encoder.1 has no attention.self.value.bias");
+
+  // One tensor under two names (an old and a new spelling) is refused, not resolved by the loader.
+  NamedTensors twice = hf;
+  for (const auto& [name, t] : hf) {
+    if (name == "embeddings.LayerNorm.weight") twice.emplace_back("embeddings.LayerNorm.gamma", t);
+  }
+  REQUIRE(twice.size() == hf.size() + 1);
+  MG_REQUIRE_ERROR(bert_state_dict_from_hf(twice),
+                   "embeddings.LayerNorm.gamma and embeddings.LayerNorm.weight are both mixgrad's embeddings.LayerNorm.weight");
 }

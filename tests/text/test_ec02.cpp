@@ -137,6 +137,19 @@ TEST_CASE("ec02: header errors", "[data]") {
   MG_REQUIRE_ERROR(ec02_read_file("/nonexistent/bible.data"), "cannot open it for reading");
 }
 
+TEST_CASE("ec02: a header that claims a huge text reserves nothing before its windows decode", "[data]") {
+  // 200,000 windows of 2^26 bytes in a 1.2 MB file: reserving window size x windows up front
+  // threw std::bad_alloc; now window 0 (2 bytes cannot decode to 2^26) is the named error.
+  const uint32_t windows = 200000;
+  const std::size_t table_end = 92 + 4 * (std::size_t(windows) + 1);
+  std::string b(table_end + 2 * std::size_t(windows), 'A');
+  b.replace(0, 4, "EC02");
+  put_be32(b, 0x54, 1u << 26);
+  put_be32(b, 0x58, windows);
+  for (uint32_t i = 0; i <= windows; ++i) put_be32(b, 0x5c + 4 * std::size_t(i), uint32_t(table_end + 2 * std::size_t(i)));
+  MG_REQUIRE_ERROR(ec02_decompress(b, "f"), "EC02 file 'f': window 0");
+}
+
 TEST_CASE("ec02: corrupted windows are reported, never decoded past their bounds", "[data]") {
   const std::string text = random_text(20000, 11, 40);
   const std::string good = ec02_compress(text, 4096, "t");
