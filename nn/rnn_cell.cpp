@@ -50,7 +50,10 @@ Tensor RNNCellBase::state_or_zeros(const Tensor& s, const Prepared& p, const cha
   const Shape want = p.unbatched ? Shape{H} : Shape{B, H};
   MG_CHECK(s.shape() == want, ShapeError, layer_name(), ": expected ", what, " ", shape_str(want), " for x ",
            describe(p.unbatched ? squeeze(p.x, 0) : p.x), ", got ", describe(s));
-  return p.unbatched ? unsqueeze(s, 0) : s;
+  // A given state in the products' dtype, as the layer casts its h0/c0 (and PyTorch's autocast
+  // its cells' hx): an f32 h beside bf16 gates would promote the step's result to f32.
+  const Tensor t = s.dtype() == dtype ? s : mg::to(s, dtype);
+  return p.unbatched ? unsqueeze(t, 0) : t;
 }
 
 Tensor RNNCellBase::input_projection(const Tensor& x) const { return linear(x, weight_ih, bias_ih); }

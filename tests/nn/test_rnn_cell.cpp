@@ -1,6 +1,6 @@
 // nn::RNNCell, LSTMCell and GRUCell (nn/rnn_cell.h) against PyTorch 2.15's cells in f64
 // (tests/data/reference/torch_rnn_cells.json, written by tools/reference/gen_torch_rnn_cells.py):
-// tanh and relu RNN cells, with and without bias, batched and unbatched, a given or a zero state,
+// RNN (tanh and relu), LSTM and GRU cells, with and without bias, batched and unbatched, a given or a zero state,
 // two steps; parameter names and shapes, the final state and the gradients with respect to both
 // inputs, the initial state and every parameter (1e-11). Then a cell step equals one step of the
 // layer with the same weights, and the refusals.
@@ -140,6 +140,16 @@ TEST_CASE("GRUCell and RNNCell steps equal a layer step, and LSTMCell's under bf
   CHECK(step.c.dtype() == DType::F32);  // the cell state stays f32, as the layer's
   CHECK(values(step.h) == values(layer.h_n.squeeze(0)));
   CHECK(values(step.c) == values(layer.c_n.squeeze(0)));
+  // Given f32 states under autocast: cast to the products' dtype as the layer casts h0/c0, so
+  // GRUCell returns bf16 (an f32 h made z * h promote to f32) and equals the layer's step.
+  const nn::RNNOutput gru_layer = gru->forward(x, h0);
+  const Tensor gru_step = gru_cell->forward(x.squeeze(0), h0.squeeze(0));
+  CHECK(gru_step.dtype() == DType::BF16);
+  CHECK(values(gru_step) == values(gru_layer.h_n.squeeze(0)));
+  const nn::LSTMOutput given = lstm->forward(x, h0, c0);
+  const nn::LSTMState given_step = lstm_cell->forward(x.squeeze(0), {h0.squeeze(0), c0.squeeze(0)});
+  CHECK(values(given_step.h) == values(given.h_n.squeeze(0)));
+  CHECK(values(given_step.c) == values(given.c_n.squeeze(0)));
 }
 
 TEST_CASE("RNN cells: bad inputs and options are named errors", "[nn][rnn]") {
