@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -154,6 +155,33 @@ void read_bool(const json& j, const char* key, const std::string& path, std::opt
   out = v;
 }
 
+// config.json against the weights' shapes: the model a caller builds from hf.config is the one
+// the file holds (a config.json of another model — or one that asks for 2^47 parameters — is
+// refused here, before anything is built from it). Checked: the embeddings' sizes, the number of
+// encoder layers and their intermediate size.
+void check_config_matches_weights(const HfBert& hf, const std::string& config_path, const std::string& weights_path) {
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, t] : hf.state) shapes.emplace(name, t.shape());
+  const nn::models::BertConfig& c = hf.config;
+  const auto expect = [&](const std::string& name, const Shape& want) {
+    const auto it = shapes.find(name);
+    MG_CHECK(it != shapes.end(), Error, kWho, ": '", weights_path, "' has no ", name,
+             " (a BERT checkpoint has it)");
+    MG_CHECK(it->second == want, Error, kWho, ": '", config_path, "' describes ", name, " ", shape_str(want),
+             " but '", weights_path, "' holds ", shape_str(it->second),
+             "\n  hint: config.json and model.safetensors come from different models");
+  };
+  expect("bert.embeddings.word_embeddings.weight", {c.vocab_size, c.hidden});
+  expect("bert.embeddings.position_embeddings.weight", {c.max_position, c.hidden});
+  expect("bert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, c.hidden});
+  for (int64_t l = 0; l < c.layers; ++l) {
+    expect(str_cat("bert.encoder.", l, ".linear1.weight"), {c.intermediate, c.hidden});
+  }
+  MG_CHECK(!shapes.contains(str_cat("bert.encoder.", c.layers, ".linear1.weight")), Error, kWho, ": '", config_path,
+           "' describes ", c.layers, " encoder layers but '", weights_path, "' holds more",
+           "\n  hint: config.json and model.safetensors come from different models");
+}
+
 // tokenizer.json's WordPiece model: its vocabulary as a list (ids 0..n-1, each once) and the
 // longest word it encodes; its normaliser settings into `norm`.
 std::vector<std::string> read_tokenizer_json(const std::string& path, Normalizer& norm, int64_t& max_chars) {
@@ -273,6 +301,9 @@ HfBert load_hf_bert(const std::string& dir) {
            !norm.chinese ? "does not split CJK characters (tokenize_chinese_chars = false)" : "does not clean the text (clean_text = false)",
            "; mixgrad's WordPiece always does, as BERT's default");
   hf.lowercase = norm.lowercase;
+  // Last, so the tokenizer's own errors come first (and the fuzzer, whose model.safetensors holds
+  // no tensors, still reaches them).
+  check_config_matches_weights(hf, config_path, weights.string());
   return hf;
 }
 

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/factory.h"
 #include "data/idx.h"
 #include "data/text/wordpiece.h"
 #include "io/checkpoint.h"
@@ -120,11 +121,15 @@ int fuzz_hf_bert(const uint8_t* data, std::size_t size) {
       path = fs::temp_directory_path() / ("mg_fuzz_hf_bert_" + std::to_string(::getpid()) + "_" +
                                           std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id())));
       fs::create_directories(path);
-      // A safetensors file with no tensors: an 8-byte header length, then "{}" padded to 8 bytes.
-      const std::string header = "{}      ";
-      std::string bytes(8, '\0');
-      bytes[0] = char(header.size());
-      std::ofstream(path / "model.safetensors", std::ios::binary) << bytes << header;
+      // The weights load_hf_bert compares with the seed's config.json (vocab 8, hidden 4, one
+      // layer of intermediate size 8, 16 positions, 2 token types): a fuzzed config that
+      // describes another model is refused there, after the tokenizer files were read.
+      const TensorOptions f32{.dtype = DType::F32};
+      io::save_safetensors((path / "model.safetensors").string(),
+                           {{"embeddings.word_embeddings.weight", zeros({8, 4}, f32)},
+                            {"embeddings.position_embeddings.weight", zeros({16, 4}, f32)},
+                            {"embeddings.token_type_embeddings.weight", zeros({2, 4}, f32)},
+                            {"encoder.layer.0.intermediate.dense.weight", zeros({8, 4}, f32)}});
     }
     ~Dir() {
       std::error_code ec;

@@ -17,6 +17,7 @@
 #include "data/text/mlm.h"
 #include "data/text/wordpiece.h"
 #include "io/hf_bert.h"
+#include "io_test_util.h"
 #include "io/safetensors.h"
 #include "nn/models/bert.h"
 #include "nn/models/bert_hf.h"
@@ -91,6 +92,23 @@ TEST_CASE("load_hf_bert: bad directories and configurations are named errors", "
   MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "\"do_lower_case\" must be true or false");
   std::ofstream(dir / "tokenizer_config.json") << "{\"do_lower_case\": false}";
   CHECK_FALSE(io::load_hf_bert(dir.string()).lowercase);
+  // A config.json of another model than the weights (checked before anything is built from it).
+  const std::string config = mg::test::read_bytes(src + "/config.json");
+  const auto with_config = [&](const std::string& from, const std::string& to) {
+    std::string c = config;
+    const std::size_t at = c.find(from);
+    REQUIRE(at != std::string::npos);
+    std::ofstream(dir / "config.json", std::ios::trunc) << c.replace(at, from.size(), to);
+  };
+  with_config("\"num_hidden_layers\": 2", "\"num_hidden_layers\": 3");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "model.safetensors' has no bert.encoder.2.linear1.weight");
+  with_config("\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "describes 1 encoder layers but");
+  with_config("\"vocab_size\": 2190", "\"vocab_size\": 2147483647");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()),
+                   "describes bert.embeddings.word_embeddings.weight [2147483647, 16] but");
+  with_config("\"intermediate_size\": 32", "\"intermediate_size\": 64");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "describes bert.encoder.0.linear1.weight [64, 16] but");
   fs::remove_all(dir);
 
   const std::string ok = R"({"model_type": "bert", "vocab_size": 100, "hidden_size": 16, "num_hidden_layers": 2,
