@@ -73,12 +73,13 @@ BertOutput BertModel::forward(const Tensor& input_ids, const Tensor& token_type_
   {
     auto encoder_scope = module_scope(*encoder);  // a ModuleList is not called: open its scope here
     for (const auto& layer : *encoder) {
-      auto& l = static_cast<TransformerEncoderLayer&>(*layer);
+      const auto l = std::static_pointer_cast<TransformerEncoderLayer>(layer);
       if (checkpoint_layers_ && is_training()) {
-        h = checkpoint([&l](const Tensors& in) { return Tensors{l.forward(in[0], Tensor(), in[1])}; }, {h, padding},
+        // The layer by shared_ptr: the graph keeps it alive until the backward recomputes it.
+        h = checkpoint([l](const Tensors& in) { return Tensors{l->forward(in[0], Tensor(), in[1])}; }, {h, padding},
                        checkpoint_options_)[0];
       } else {
-        h = l.forward(h, Tensor(), padding);
+        h = l->forward(h, Tensor(), padding);
       }
     }
   }
