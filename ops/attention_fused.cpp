@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "mixgrad/autograd/grad_mode.h"
-#include "mixgrad/core/autocast_state.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/graph_rng.h"
 #include "mixgrad/ops/attention_args.h"
@@ -160,10 +159,11 @@ bool fused_attention_applies(const Tensor& q, const Tensor& k, const Tensor& v, 
       if (mask.requires_grad() && GradMode::is_enabled()) return false;  // the op gives the mask no gradient
     }
   }
+  // Kernels for q's dtype and, for f32, for both dtypes autocast may lower it to (the op never
+  // reads the autocast state itself: DESIGN §1; the dispatcher's hook casts).
   const DeviceType dev = q.device().type;
-  const AutocastState& st = autocast_state(dev);
-  const DType runs_in = st.enabled && q.dtype() != DType::F64 ? st.dtype : q.dtype();
-  return has_kernel(OpId::attention, dev, runs_in) && has_kernel(OpId::attention_backward, dev, runs_in);
+  const auto has = [&](DType t) { return has_kernel(OpId::attention, dev, t) && has_kernel(OpId::attention_backward, dev, t); };
+  return has(q.dtype()) && (q.dtype() != DType::F32 || (has(DType::F16) && has(DType::BF16)));
 }
 
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
