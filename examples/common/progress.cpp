@@ -38,6 +38,9 @@ Progress::Progress(int64_t total_steps, std::string label, std::ostream& out, bo
   MG_CHECK(bool(opts_.clock), Error, "Progress: the clock is empty");
   if (opts_.log_every == 0) opts_.log_every = std::max<int64_t>(1, (total_ + 9) / 10);
   opts_.bar_width = std::max(opts_.bar_width, 1);
+  MG_CHECK(opts_.first_step >= 0 && opts_.first_step <= total_, Error, "Progress: first_step must be in [0, ",
+           total_, "], got ", opts_.first_step);
+  printed_block_ = opts_.first_step / opts_.log_every;
   start_ = opts_.clock();
 }
 
@@ -70,7 +73,8 @@ std::string Progress::render(int64_t step, const std::vector<ProgressField>& fie
   if (step >= total_) {
     line += " | done in " + format_duration(elapsed);
   } else {
-    const double eta = step > 0 ? elapsed / double(step) * double(total_ - step) : -1.0;
+    const int64_t run = step - opts_.first_step;  // steps timed since the bar started
+    const double eta = run > 0 ? elapsed / double(run) * double(total_ - step) : -1.0;
     line += " | ETA " + format_duration(eta);
   }
   return line;
@@ -96,7 +100,10 @@ void Progress::update(int64_t step, const std::vector<ProgressField>& fields, do
     last_draw_ = now;
     if (last) finish();
     out_.flush();
-  } else if (last || (step > 0 && step % opts_.log_every == 0)) {
+  } else if (last || step / opts_.log_every > printed_block_) {
+    // Each time the step passes a multiple of log_every: also when updates come only every few
+    // steps (metrics read at logging points), which may never land on a multiple.
+    printed_block_ = step / opts_.log_every;
     out_ << render(step, fields, samples_per_second, now - start_) << '\n';
     out_.flush();
   }

@@ -34,7 +34,8 @@ struct ProgressField {
 };
 
 struct ProgressOptions {
-  int64_t log_every = 0;        // plain mode: a line every this many steps (0: every 10% of the epoch)
+  int64_t log_every = 0;        // plain mode: a line each time the step passes a multiple of this (0: 10% of the epoch)
+  int64_t first_step = 0;       // the step the epoch resumes from: the ETA counts the steps run since
   double redraw_seconds = 0.1;  // terminal mode: at most one redraw per this interval
   int bar_width = 24;           // terminal mode: characters between the brackets
   int columns = 0;              // terminal mode: cut lines to columns - 1 characters (0: never)
@@ -72,6 +73,7 @@ class Progress {
   ProgressOptions opts_;
   double start_;
   double last_draw_ = 0;
+  int64_t printed_block_ = 0;  // plain mode: step / log_every at the last line (or at first_step)
   bool drawn_ = false;        // terminal mode: something was drawn since construction
   bool open_ = false;         // terminal mode: a bar line is on screen without its '\n'
   std::size_t last_len_ = 0;  // terminal mode: characters of the line on screen (to blank leftovers)

@@ -116,6 +116,22 @@ bool parse_flags(Flags& flags, int argc, char** argv) {
     std::cout << flags.usage();
     return false;
   }
+  // A file flag given an empty name (an unset shell variable: --resume "$CKPT") would silently mean
+  // "none": a fresh run that overwrites the checkpoint it was meant to continue.
+  for (const char* name : {"checkpoint", "resume", "metrics", "plot"}) {
+    if (flags.declared(name) && flags.given(name) && flags.value(name).empty()) {
+      throw FlagError(flags.program() + ": --" + name + " was given an empty file name\n  hint: is the shell " +
+                      "variable in --" + name + " \"$VAR\" unset? leave the flag out for none");
+    }
+  }
+  // Flags that would be accepted and then do nothing.
+  if (flags.get_int("checkpoint-every") > 0 && flags.value("checkpoint").empty()) {
+    throw FlagError(flags.program() + ": --checkpoint-every needs --checkpoint FILE to write to");
+  }
+  if (flags.declared("checkpoint-form") && flags.given("checkpoint-form") && !flags.get_bool("checkpoint-activations")) {
+    throw FlagError(flags.program() + ": --checkpoint-form chooses the form of --checkpoint-activations, which is off" +
+                    "\n  hint: add --checkpoint-activations");
+  }
   // Where the run writes at its end or after an epoch: checked now, not after the training.
   check_output_path(flags.program(), "checkpoint", flags.value("checkpoint"));
   check_output_path(flags.program(), "plot", flags.value("plot"));

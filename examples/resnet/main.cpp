@@ -374,7 +374,11 @@ int run(int argc, char** argv) {
   // ---- training ----
   for (int64_t epoch = step / steps_per_epoch; epoch < epochs; ++epoch) {
     loader.start_epoch(epoch);
-    Progress bar(steps_per_epoch, "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs), std::cout, tty);
+    // A line every 10% of the epoch or every --log-every steps, whichever is more often; a resumed
+    // epoch's ETA counts from its first step here.
+    Progress bar(steps_per_epoch, "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs), std::cout, tty,
+                 {.log_every = std::min((steps_per_epoch + 9) / 10, std::max<int64_t>(1, flags.get_int("log-every"))),
+                  .first_step = std::clamp<int64_t>(step - epoch * steps_per_epoch, 0, steps_per_epoch)});
     amp::set_log_sink([&](const std::string& s) { bar.log(s.substr(0, s.find_last_not_of('\n') + 1)); });
     RateMeter rate;
     Stopwatch epoch_clock;

@@ -44,6 +44,36 @@ TEST_CASE("progress: plain mode defaults to every 10% of the epoch, and the last
   CHECK(s.find('\r') == std::string::npos);
 }
 
+TEST_CASE("progress: plain mode with sparse updates prints when a multiple is passed, and a resumed epoch's ETA",
+          "[examples][progress]") {
+  // Updates every 7 steps (metrics read at logging points) with a line due every 5: each update
+  // that passed a multiple of 5 prints (a step % 5 == 0 rule printed only step 35).
+  double now = 0.0;
+  std::ostringstream out;
+  {
+    Progress bar(40, "ep", out, false, {.log_every = 5, .clock = [&] { return now; }});
+    for (int step = 7; step <= 40; step += 7) {
+      now = double(step);
+      bar.update(step, {});
+    }
+    now = 40.0;
+    bar.update(40, {});
+  }
+  CHECK(out.str() ==
+        "ep | step 7/40 | ETA 0:33\nep | step 14/40 | ETA 0:26\nep | step 21/40 | ETA 0:19\n"
+        "ep | step 28/40 | ETA 0:12\nep | step 35/40 | ETA 0:05\nep | step 40/40 | done in 0:40\n");
+  // Resumed at step 30 of 40: two steps of 1 s each leave 8 steps, 8 s (not 8 x 2/32 s).
+  std::ostringstream resumed;
+  now = 0.0;
+  Progress bar(40, "ep", resumed, false, {.log_every = 1, .first_step = 30, .clock = [&] { return now; }});
+  now = 1.0;
+  bar.update(31, {});
+  now = 2.0;
+  bar.update(32, {});
+  CHECK(resumed.str() == "ep | step 31/40 | ETA 0:09\nep | step 32/40 | ETA 0:08\n");
+  MG_REQUIRE_ERROR(Progress(40, "ep", resumed, false, {.first_step = 41}), "first_step must be in [0, 40], got 41");
+}
+
 TEST_CASE("progress: plain mode log() prints the line as is", "[examples][progress]") {
   std::ostringstream out;
   Progress bar(10, "ep", out, false, {.clock = [] { return 0.0; }});

@@ -88,6 +88,9 @@ TEST_CASE("train_bert: bad input gives a clear message and a non-zero exit", "[e
   CHECK_THAT(r.output, Catch::Matchers::Contains("train_bert: --cuda-graph needs a CUDA device, got --device cpu"));
   r = run_program(MG_TRAIN_BERT, "--keep-batchnorm-fp32 true");
   CHECK(r.exit_code == 2);
+  r = run_program(MG_TRAIN_BERT, "--task testament" + kTiny + " --checkpoint-form reentrant");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("--checkpoint-form chooses the form of --checkpoint-activations"));
   r = run_program(MG_TRAIN_BERT, "--task testament" + kTiny + " --pretrained " + dir.file("missing.ck"));
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.output, Catch::Matchers::Contains("missing.ck"));

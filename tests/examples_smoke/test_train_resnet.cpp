@@ -107,6 +107,17 @@ TEST_CASE("train_resnet: bad input gives a clear message and a non-zero exit", "
   r = run_program(MG_TRAIN_RESNET, kTiny + " --device gpu");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Matchers::Contains("hint: use cpu, cuda or cuda:N"));
+  // An empty file name (an unset shell variable) would silently start a fresh run over the
+  // checkpoint; --checkpoint-every without --checkpoint would silently save nothing.
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --checkpoint " + dir.file("c.ck") + " --resume=");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("--resume was given an empty file name"));
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --checkpoint-every 5");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("--checkpoint-every needs --checkpoint FILE"));
+  // The quickstart's dtype is the default, so O0 through it is not refused for "--dtype at O0".
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --opt-level O0 --stop-after 1");
+  CHECK(r.exit_code == 0);
   r = run_program(MG_TRAIN_RESNET, kTiny, "MG_FASHION_MNIST_DIR=" + dir.file("missing"));
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.output, Catch::Matchers::Contains("apt-get install dataset-fashion-mnist"));
