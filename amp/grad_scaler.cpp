@@ -133,6 +133,7 @@ GradScaler::PerOptimizer& GradScaler::entry(const optim::Optimizer& opt) { retur
 
 void GradScaler::unscale_(optim::Optimizer& opt) {
   if (!options_.enabled) return;
+  check_no_f16_in_place(opt, "GradScaler::unscale_");  // before the iteration records this optimizer
   PerOptimizer& e = entry(opt);
   MG_CHECK(e.stage != Stage::Stepped, Error, "GradScaler::unscale_: called after step() for this ", opt.name(),
            " optimizer in this iteration (step() unscales itself)",
@@ -140,7 +141,6 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   MG_CHECK(e.stage == Stage::Ready, Error, "GradScaler::unscale_: already called for this ", opt.name(),
            " optimizer since the last update()",
            "\n  hint: call unscale_ at most once per optimizer per iteration, before step(); update() starts the next");
-  check_no_f16_in_place(opt, "GradScaler::unscale_");
   const Device device = opt.parameters().front().device();
   if (use_device(device)) {
     // The fused device pass: the flag and the counts stay on the device.
@@ -175,6 +175,7 @@ bool GradScaler::step(optim::Optimizer& opt) {
     opt.step();
     return true;
   }
+  check_no_f16_in_place(opt, "GradScaler::step");  // before the iteration records this optimizer
   PerOptimizer& e = entry(opt);
   MG_CHECK(e.stage != Stage::Stepped, Error, "GradScaler::step: already called for this ", opt.name(),
            " optimizer since the last update()\n  hint: call update() once per iteration after every step()");

@@ -94,7 +94,7 @@ void check_models(const std::vector<std::shared_ptr<nn::Module>>& models) {
 }
 
 void check_optimizers(const std::vector<std::shared_ptr<nn::Module>>& models,
-                      const std::vector<optim::Optimizer*>& optimizers) {
+                      const std::vector<optim::Optimizer*>& optimizers, bool master_weights) {
   std::unordered_set<const TensorImpl*> model_params;
   for (const auto& m : models) {
     for (const Tensor& p : m->parameters()) model_params.insert(p.impl());
@@ -104,6 +104,8 @@ void check_optimizers(const std::vector<std::shared_ptr<nn::Module>>& models,
     MG_CHECK(opt != nullptr, Error, "amp::initialize: optimizer ", k, " is null");
     MG_CHECK(!opt->has_master_weights(), Error, "amp::initialize: optimizer ", k, " (", opt->name(),
              ") already keeps master weights");
+    // O2's masters need an optimizer that has not stepped: refused here, before the model is cast.
+    if (master_weights) opt->check_can_use_master_weights();
     const Tensors params = opt->parameters();
     for (std::size_t i = 0; i < params.size(); ++i) {
       MG_CHECK(model_params.count(params[i].impl()), Error, "amp::initialize: parameter ", i, " of optimizer ", k, " (",
@@ -129,7 +131,7 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
            "amp::initialize: called inside an Autocast region, whose exit would turn O1's autocast off again",
            "\n  hint: call amp::initialize before any Autocast region");
   check_models(models);
-  check_optimizers(models, optimizers);
+  check_optimizers(models, optimizers, props.enabled && props.master_weights);
   if (options.device.is_cuda()) cuda::check_device(options.device);  // e.g. "cuda:0 is not available: ..."
   if (state_ptr()) {
     if (state_ptr()->props.verbosity >= 1) log_sink()("amp: initialize called again; the previous amp state is replaced\n");
@@ -293,7 +295,10 @@ ScaledLoss scale_loss(const Tensor& loss, const std::vector<optim::Optimizer*>& 
     return s;
   }
   s.scale_ = scaler.get_scale();
-  s.scaled_ = s.scale_ == 1.0 ? loss : loss * s.scale_;
+  // In f32, as Apex's loss.float() * scale and GradScaler::scale: an f16 loss times 65536 would be
+  // inf in f16 (every iteration skipped until the scale fell below the loss's headroom).
+  const Tensor wide = loss.dtype() == DType::F16 || loss.dtype() == DType::BF16 ? to(loss, DType::F32) : loss;
+  s.scaled_ = s.scale_ == 1.0 ? loss : wide * s.scale_;
   return s;
 }
 

@@ -1,5 +1,6 @@
 #include "mixgrad/amp/precision_plan.h"
 
+#include <algorithm>
 #include <iomanip>
 #include <map>
 #include <set>
@@ -10,6 +11,15 @@
 #include "mixgrad/ops/op.h"
 
 namespace mg::amp {
+
+namespace {
+// A scale as the plan prints it: 65536, 1024, 0.5.
+std::string format_scale(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+}  // namespace
 namespace {
 
 // The op that does a layer's arithmetic: its cast policy decides the dtype the layer runs in
@@ -163,8 +173,12 @@ std::string precision_plan(const nn::Module& model, const Properties& p, const o
             : std::string("none"))
     << "\n"
     << "  loss scale      : "
-    << (p.loss_scale.dynamic ? "dynamic (from 65536, x2 after 2000 clean steps, x0.5 on overflow)"
-                             : "static " + p.loss_scale.str())
+    << (p.loss_scale.dynamic
+            // GradScaler's start: its default 2^16 clamped to [min_loss_scale, max_loss_scale]
+            ? "dynamic (from " + format_scale(std::max(p.min_loss_scale.value_or(0.0),
+                                                       std::min(p.max_loss_scale.value_or(65536.0), 65536.0))) +
+                  ", x2 after 2000 clean steps, x0.5 on overflow)"
+            : "static " + p.loss_scale.str())
     << "\n";
   return s.str();
 }

@@ -118,7 +118,13 @@ Properties opt_level_properties(OptLevel level, DType dtype) {
 
 Properties resolve_properties(const InitializeOptions& o) {
   const OptLevel level = parse_opt_level(o.opt_level);
-  const DType dtype = o.dtype.is_set() ? o.dtype.as_float_dtype("dtype") : DType::F16;
+  DType dtype = o.dtype.is_set() ? o.dtype.as_float_dtype("dtype") : DType::F16;
+  // At O2/O3 a low-precision cast_model_type without dtype names the level's dtype, so the
+  // defaults that follow it (bf16: a static loss scale of 1) are bf16's too.
+  if (!o.dtype.is_set() && o.cast_model_type.is_set() && (level == OptLevel::O2 || level == OptLevel::O3)) {
+    const DType t = o.cast_model_type.as_float_dtype("cast_model_type");
+    if (t == DType::F16 || t == DType::BF16) dtype = t;
+  }
   MG_CHECK(dtype != DType::F32, Error, "amp: dtype is the low-precision dtype (f16 or bf16), got f32",
            "\n  hint: for f32 training use opt_level O0");
   Properties p = opt_level_properties(level, dtype);

@@ -511,11 +511,15 @@ void Optimizer::zero_grad(bool set_to_none) {
   master_grads_synced_ = false;
 }
 
-void Optimizer::use_master_weights() {
+void Optimizer::check_can_use_master_weights() const {
   MG_CHECK(masters_.empty(), Error, name_, ": use_master_weights was already called");
   MG_CHECK(step_count_ == 0 && state_.empty(), Error, name_,
            ": master weights must be set up before the first step (the optimizer already has state)",
            "\n  hint: create the optimizer, then amp::initialize / use_master_weights, then train");
+}
+
+void Optimizer::use_master_weights() {
+  check_can_use_master_weights();
   NoGradGuard no_grad;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     for (Tensor& p : groups_[g].params) {

@@ -159,6 +159,9 @@ class Optimizer : public GraphParticipant {
   // Replaces every f16/bf16 parameter in the groups by an f32 master copy (same position) and
   // links it to the model's tensor (on the parameter's device). Only before the first step, at most once.
   void use_master_weights();
+  // Throws the error use_master_weights would (called twice, or after the first step), changing
+  // nothing: amp::initialize checks it before it casts the model.
+  void check_can_use_master_weights() const;
   bool has_master_weights() const { return !masters_.empty(); }
   const std::vector<MasterPair>& master_pairs() const { return masters_; }
   // Copies the model gradients into the master gradients (×1) unless an unscale already wrote

@@ -356,6 +356,10 @@ TEST_CASE("unscale_ refuses f16 gradients without f32 masters - bf16 and master 
   MG_REQUIRE_ERROR(scaler.step(opt), "hint: keep f32 master weights");
   CHECK(values(w.grad()) == std::vector<double>{2048, 2048, 2048, 2048});  // untouched
   CHECK(values(w) == std::vector<double>{1, 1, 1, 1});
+  // The refused calls recorded nothing: an update() now has no iteration to close (it would have
+  // counted a clean one and could grow the scale with no step taken).
+  MG_REQUIRE_ERROR(scaler.update(), "no optimizer was unscaled or stepped since the last update()");
+  CHECK(scaler.get_scale() == 1024.0);
 
   Tensor b = ones({4}, {.dtype = DType::BF16, .requires_grad = true});
   optim::SGD opt_b(Tensors{b}, {.lr = 0.5});

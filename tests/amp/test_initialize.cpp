@@ -106,6 +106,11 @@ TEST_CASE("amp: overrides are parsed from strings and validated with explanation
   CHECK(p.loss_scale.value == 128.0);
   CHECK(p.num_losses == 2);
   CHECK(amp::resolve_properties({.opt_level = "O3", .dtype = "bf16", .loss_scale = "dynamic"}).loss_scale.dynamic);
+  // cast_model_type bf16 without dtype is bf16's level: its static scale of 1, not f16's dynamic one.
+  const amp::Properties cast_bf16 = amp::resolve_properties({.opt_level = "O2", .cast_model_type = "bf16"});
+  CHECK(cast_bf16.dtype == DType::BF16);
+  CHECK(!cast_bf16.loss_scale.dynamic);
+  CHECK(cast_bf16.loss_scale.value == 1.0);
   // f16 parameters without masters cannot be unscaled in place: refused when resolving already.
   MG_REQUIRE_ERROR(amp::resolve_properties({.opt_level = "O3", .loss_scale = "dynamic"}),
                    "O3 with dynamic loss scaling on f16 parameters without f32 master weights");
@@ -177,6 +182,16 @@ TEST_CASE("amp: initialize rejects what Apex rejects, with the fix in the messag
   MG_REQUIRE_ERROR(amp::initialize(mlp, sgd, {.opt_level = "O2", .keep_batchnorm_fp32 = "maybe"}), "true or false");
   CHECK(mlp->parameters()[0].dtype() == DType::F32);
   CHECK(!sgd.has_step_gate());
+  CHECK(!amp::is_initialized());
+
+  // O2 after the optimizer stepped cannot add masters: refused before the model is cast.
+  auto stepped = make_mlp(5);
+  optim::SGD stepped_sgd(stepped->parameters(), {.lr = 0.1, .momentum = 0.9});
+  for (const Tensor& p : stepped->parameters()) p.set_grad(ones_like(p));
+  stepped_sgd.step();
+  MG_REQUIRE_ERROR(amp::initialize(stepped, stepped_sgd, {.opt_level = "O2"}),
+                   "master weights must be set up before the first step");
+  for (const Tensor& p : stepped->parameters()) CHECK(p.dtype() == DType::F32);
   CHECK(!amp::is_initialized());
 
   amp::initialize(mlp, sgd, {.opt_level = "O1", .verbosity = 0});
@@ -365,6 +380,29 @@ TEST_CASE("amp: delay_unscale accumulates 4 micro-batches like one big batch", "
   sgd.step();
   // Summation order differs (4 partial sums of 4 rows vs one of 16): f32 rounding only.
   CHECK(max_abs_diff(flat(big->parameters()), flat(micro->parameters())) < 1e-6);
+}
+
+TEST_CASE("amp: scale_loss scales an f16 loss in f32, as Apex's loss.float() * scale", "[amp][initialize]") {
+  // O2 with f16 outputs: a loss of 10 times the initial 65536 is inf in f16 (every iteration would
+  // be skipped until the scale fell below 6550), finite in f32.
+  AmpFixture fx;
+  auto mlp = make_mlp(42);
+  optim::SGD sgd(mlp->parameters(), {.lr = 0.01});
+  amp::initialize(mlp, sgd, {.opt_level = "O2", .cast_model_outputs = "f16", .verbosity = 0});
+  for (const double scale : {65536.0, 32768.0}) {
+    const Tensor out = amp::forward(*mlp, randn({4, 8}));
+    REQUIRE(out.dtype() == DType::F16);
+    const Tensor loss = out.mean() * 0.001 + 10.0;  // f16, about 10
+    amp::ScaledLoss scaled = amp::scale_loss(loss, sgd);
+    CHECK(scaled.value().dtype() == DType::F32);
+    CHECK(std::isfinite(scaled.value().item<double>()));
+    CHECK(std::fabs(scaled.value().item<double>() - 10.0 * scale) < 0.01 * scale);
+    scaled.backward();
+    sgd.step();
+    // As in PyTorch the first backward's seed, 65536, is inf once cast to the f16 loss: skipped.
+    // Then the scale is 32768 and the step runs (an f16 scaled loss would stay inf until < 6550).
+    CHECK(sgd.last_step_skipped() == (scale == 65536.0));
+  }
 }
 
 TEST_CASE("amp: an overflow skips the step, backs off the scale and says so", "[amp][initialize]") {
@@ -605,6 +643,7 @@ TEST_CASE("amp: the dynamic loss scale starts at min(max_loss_scale, 2^16), rais
   optim::SGD sgd(mlp->parameters(), {.lr = 0.1});
   amp::initialize(mlp, sgd, {.opt_level = "O1", .max_loss_scale = "1024", .verbosity = 0});
   CHECK(amp::loss_scale() == 1024.0);  // Apex: min(max_loss_scale, init_scale)
+  CHECK_THAT(amp::precision_plan(*mlp, &sgd), Catch::Matchers::Contains("dynamic (from 1024, x2"));  // as it starts
   amp::initialize(mlp, sgd, {.opt_level = "O1", .min_loss_scale = 1e6, .verbosity = 0});
   CHECK(amp::loss_scale() == 1e6);
   amp::initialize(mlp, sgd, {.opt_level = "O2", .verbosity = 0});
