@@ -33,7 +33,8 @@ SyntheticImages::SyntheticImages(SyntheticImagesOptions options) : options_(opti
            "SyntheticImages: num_classes must be in [1, 2^31], got ", o.num_classes);
   MG_CHECK(o.channels >= 1, Error, "SyntheticImages: channels must be >= 1, got ", o.channels);
   MG_CHECK(o.image_size >= 1, Error, "SyntheticImages: image_size must be >= 1, got ", o.image_size);
-  MG_CHECK(o.first_index >= 0 && o.first_index + o.size < (int64_t(1) << 48), Error,
+  // (first_index checked before the sum, which could overflow int64 for huge values)
+  MG_CHECK(o.first_index >= 0 && o.first_index < (int64_t(1) << 48) && o.size < (int64_t(1) << 48) - o.first_index, Error,
            "SyntheticImages: expected 0 <= first_index and first_index + size < 2^48, got first_index ",
            o.first_index, ", size ", o.size);
   classes_.resize(std::size_t(o.num_classes));
