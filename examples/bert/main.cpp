@@ -656,6 +656,7 @@ int run(int argc, char** argv) {
     MG_CHECK(saved == config, Error, "", ck.path(), " was saved by a run with ", saved, ", not ", config,
              "\n  hint: resume with the flags of the saved run");
     check_resumed_schedule(ck.state("train"), ck.path(), schedule);
+    check_resumed_settings(ck.state("train"), ck.path(), resume_settings(flags));
     TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr, &dp}.restore(ck);
     const StateDict& t = ck.state("train");
     step = t.int_at("train_bert", "step");
@@ -711,6 +712,7 @@ int run(int argc, char** argv) {
     train.strings["init"] = init.empty() ? "-" : init;
     train.strings["config"] = config;
     train.strings["schedule"] = schedule;
+    train.strings["settings"] = resume_settings(flags);
     train.floats["epoch_loss_sum"] = loss_sum;
     train.ints["epoch_correct"] = right;
     train.ints["epoch_predicted"] = predicted;

@@ -86,6 +86,22 @@ std::string schedule_text(const std::vector<std::pair<std::string, double>>& set
   return out;
 }
 
+std::string resume_settings(const Flags& flags) {
+  std::string out = "--seed " + flags.value("seed");
+  if (flags.declared("keep-batchnorm-fp32")) {
+    const std::string& keep = flags.value("keep-batchnorm-fp32");
+    out += ", --keep-batchnorm-fp32 " + (keep.empty() ? std::string("(the level's)") : keep);
+  }
+  return out;
+}
+
+void check_resumed_settings(const StateDict& train, const std::string& path, const std::string& settings) {
+  const auto it = train.strings.find("settings");
+  if (it == train.strings.end()) return;  // saved before the settings were recorded
+  MG_CHECK(it->second == settings, Error, path, " was saved by a run with ", it->second, ", not ", settings,
+           "\n  hint: resume with the flags of the saved run");
+}
+
 void check_resumed_schedule(const StateDict& train, const std::string& path, const std::string& schedule) {
   const auto it = train.strings.find("schedule");
   if (it == train.strings.end()) return;  // saved before the schedule was recorded

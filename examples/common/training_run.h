@@ -61,6 +61,12 @@ bool metrics_read_at_log_points(const Flags& flags, Device device);
 // and the new settings silently). A checkpoint saved before "schedule" existed resumes unchecked.
 std::string schedule_text(const std::vector<std::pair<std::string, double>>& settings);
 void check_resumed_schedule(const StateDict& train, const std::string& path, const std::string& schedule);
+// The flags a resumed run must repeat that neither the config line nor the schedule names, as
+// text ("--seed 42, --keep-batchnorm-fp32 (the level's)"): the data order's seed and O2's
+// batch-norm dtypes would otherwise fail deep in the restore (the loader's sampler_seed, the
+// model's dtypes) with messages that name no flag. Saved as "settings"; absent: unchecked.
+std::string resume_settings(const Flags& flags);
+void check_resumed_settings(const StateDict& train, const std::string& path, const std::string& settings);
 
 // A file the run will write (--checkpoint, --plot), checked before any work: a FlagError when it
 // names a directory, or its directory does not exist or is not writable. Empty: nothing to check.

@@ -78,7 +78,8 @@ Flags make_flags() {
   f.add_string("keep-batchnorm-fp32", "", "O2/O3: keep batch norm in f32 (true|false; default: the opt level's)", {.metavar = "B"});
   f.add_choice("arch", "cifar", {"cifar", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152"},
                "cifar: CIFAR-style ResNet of --depth; resnetNN: ImageNet style (7x7 stem, max pool, 4 stages)");
-  f.add_int("depth", 20, "CIFAR-style ResNet depth: 6n+2 (20, 32, 44, 56, 110)", {.min = 8});
+  // At most ResNet-1202, the deepest of He et al. 2016 (a depth in the billions would only exhaust memory).
+  f.add_int("depth", 20, "CIFAR-style ResNet depth: 6n+2 (20, 32, 44, 56, 110, ..., 1202)", {.min = 8, .max = 1202});
   f.add_choice("data", "auto", {"auto", "fashion-mnist", "synthetic"},
                "training data (auto: fashion-mnist for --arch cifar, synthetic for resnetNN)");
   f.add_int("image-size", 224, "synthetic data: images are 3 x S x S", {.min = 8, .max = 4096});
@@ -296,6 +297,7 @@ int run(int argc, char** argv) {
     MG_CHECK(saved == config, Error, "", flags.value("resume"), " was saved by a run with ", saved,
              ", not ", config, "\n  hint: resume with the flags of the saved run");
     check_resumed_schedule(ck.state("train"), flags.value("resume"), schedule);
+    check_resumed_settings(ck.state("train"), flags.value("resume"), resume_settings(flags));
     TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr, &dp}.restore(ck);
     const StateDict& t = ck.state("train");
     step = t.int_at("train_resnet", "step");
@@ -341,6 +343,7 @@ int run(int argc, char** argv) {
     train.ints["step"] = step;
     train.strings["config"] = config;
     train.strings["schedule"] = schedule;
+    train.strings["settings"] = resume_settings(flags);
     train.floats["epoch_loss_sum"] = loss_sum;
     train.ints["epoch_correct"] = right;
     train.ints["epoch_seen"] = seen;

@@ -130,6 +130,10 @@ TEST_CASE("train_resnet: bad input gives a clear message and a non-zero exit", "
   r = run_program(MG_TRAIN_RESNET, kTiny + " --opt-level O2 --resume " + dir.file("o1.ck"));
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.output, Catch::Matchers::Contains("was saved by a run with ResNet-8 O1 bf16"));
+  // Another --seed is named as the flag to fix (it failed deep in the loader's state before).
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --seed 7 --resume " + dir.file("o1.ck"));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("was saved by a run with --seed 42, --keep-batchnorm-fp32 (the level's), not --seed 7"));
   // A batch that cannot fit is refused before training, with a batch size that fits.
   // (MG_AVAILABLE_MEMORY pretends the machine has 100 MB, so the test does not depend on its RAM.)
   // (--stop-after 1 bounds the run should the check ever let it through.)
