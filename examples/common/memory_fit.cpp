@@ -64,7 +64,10 @@ int64_t available_memory_bytes() {
 }
 
 MemoryEstimate check_batch_fits(const std::function<void(int64_t)>& probe, int64_t batch_size) {
-  constexpr int64_t kSmall = 8, kLarge = 32;
+  // Probes of 8 and 32 samples, or for a smaller batch of about a quarter of it and the batch
+  // itself (never more than the run will use: a large model at --batch-size 2 is not probed at 32).
+  const int64_t kSmall = std::min<int64_t>(8, std::max<int64_t>(1, batch_size / 4));
+  const int64_t kLarge = std::min<int64_t>(32, std::max(batch_size, kSmall + 1));
   MemoryEstimate e;
   // A first probe pays one-time costs (oneDNN's JIT kernels and primitive caches, autocast's
   // weight casts, lazily loaded libraries) that would otherwise make the small probe look larger

@@ -1,7 +1,8 @@
 // "Does this batch size fit in memory?", answered before training starts rather than by the
 // kernel's OOM killer an hour in. After a warm-up probe (one-time costs: JIT kernels, caches),
-// two probe steps (8 and 32 samples) measure the larger of the process's peak resident memory and
-// mixgrad's allocator peak, giving bytes per sample; the step at the requested batch size is
+// two probe steps (8 and 32 samples; for a batch under 32, about a quarter of it and the batch)
+// measure the larger of the process's peak resident memory and mixgrad's allocator peak, giving
+// bytes per sample; the step at the requested batch size is
 // predicted linearly and, with a safety margin of 1.25, compared with the memory the system has
 // available (MemAvailable). Resident memory counts what oneDNN keeps outside our allocator
 // (blocked-layout copies, scratchpads). Measured: ResNet-20 at batch 2048 was predicted at
