@@ -270,6 +270,9 @@ WordPiece WordPiece::load(const std::string& path, Options options) {
              " is empty (one token per line expected)");
     vocab.push_back(line);
   }
+  // An I/O error ends getline as the end of the file does: without this a read that failed
+  // half-way would be a silently shorter vocabulary.
+  MG_CHECK(!f.bad(), Error, "WordPiece::load: reading '", path, "' failed after ", vocab.size(), " tokens");
   try {
     options.vocab_size = int64_t(vocab.size());
     return WordPiece(std::move(vocab), options);
