@@ -32,7 +32,12 @@ Shape with_last_two(const Tensor& t, int64_t a, int64_t b) {
 // The checks both ops share: q [B.., Lq, E], k [B.., Lk, E], v [B.., Lk, Ev] of one floating dtype
 // and equal leading dims, and the mask (the input at `mask_at`) broadcastable to [B.., Lq, Lk].
 void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
-               const AttentionArgs& a) {
+               const AttentionArgs& a, const OpAttrs& attrs) {
+  // Dropout reads its Philox stream from attrs.ints ({seed, offset[, device base]}, as
+  // fused_attention reserves it): without them every call would draw the same stream (0, 0).
+  MG_CHECK(!(a.dropout_p > 0.0) || attrs.ints.size() == 2 || attrs.ints.size() == 3, Error, op, ": dropout p = ",
+           a.dropout_p, " needs its Philox stream in attrs.ints ({seed, offset[, device base]}), got ",
+           attrs.ints.size(), " ints\n  hint: call scaled_dot_product_attention, which reserves it");
   check_floating(op, q);
   MG_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), DTypeError, op,
            ": query, key and value must have one dtype, got ", describe(q), ", ", describe(k), ", ", describe(v));
@@ -63,7 +68,7 @@ InferResult infer_attention(const Tensors& in, const OpAttrs& attrs) {
   MG_CHECK(in.size() == (a.mask ? 4u : 3u), Error, "attention: expected (q, k, v", a.mask ? ", mask" : "",
            ") as attrs.mode says, got ", in.size(), " inputs");
   const Tensor &q = in[0], &k = in[1], &v = in[2];
-  check_qkv("attention", q, k, v, a.mask ? &in[3] : nullptr, a);
+  check_qkv("attention", q, k, v, a.mask ? &in[3] : nullptr, a, attrs);
   return {{{with_last_two(q, q.size(-2), v.size(-1)), q.dtype()},
            {with_last_two(q, q.size(-2), 2), stats_dtype(q.dtype())}},
           q.dtype()};
@@ -75,7 +80,7 @@ InferResult infer_attention_backward(const Tensors& in, const OpAttrs& attrs) {
   MG_CHECK(in.size() == (a.mask ? 6u : 5u), Error, op, ": expected (grad, q, k, v, stats", a.mask ? ", mask" : "",
            ") as attrs.mode says, got ", in.size(), " inputs");
   const Tensor &g = in[0], &q = in[1], &k = in[2], &v = in[3], &st = in[4];
-  check_qkv(op, q, k, v, a.mask ? &in[5] : nullptr, a);
+  check_qkv(op, q, k, v, a.mask ? &in[5] : nullptr, a, attrs);
   MG_CHECK(g.dtype() == q.dtype() && g.shape() == with_last_two(q, q.size(-2), v.size(-1)), ShapeError, op,
            ": expected grad ", with_last_two(q, q.size(-2), v.size(-1)), " ", dtype_name(q.dtype()), ", got ",
            describe(g));

@@ -285,6 +285,10 @@ TEST_CASE("fused attention ops refuse inconsistent operands with named errors", 
   a.mask = false;
   a.dropout_p = 1.0;
   MG_REQUIRE_ERROR(dispatch(OpId::attention, {q, k, v}, a.attrs()), "dropout p must be in [0, 1)");
+  OpAttrs no_stream = a.attrs();  // dropout without the Philox stream fused_attention reserves
+  no_stream.beta = 0.3;
+  no_stream.ints.clear();
+  MG_REQUIRE_ERROR(dispatch(OpId::attention, {q, k, v}, no_stream), "attention: dropout p = 0.3 needs its Philox stream");
   a.dropout_p = 0.0;
   const Tensors fwd = dispatch(OpId::attention, {q, k, v}, a.attrs());
   MG_REQUIRE_ERROR(dispatch(OpId::attention_backward, {zeros({2, 3, 5}), q, k, v, fwd[1]}, a.attrs()),
