@@ -97,7 +97,11 @@ Tensor Module::register_parameter(const std::string& name, const Tensor& t, bool
 Tensor Module::register_buffer(const std::string& name, const Tensor& t) {
   check_new_name(name, "buffer");
   MG_CHECK(t.defined(), Error, type_name(), ": buffer \"", name, "\" is undefined");
-  buffers_.emplace_back(name, t.detach());
+  // The tensor itself when it carries no autograd history (as parameters are registered): a buffer
+  // registered in two modules is then one tensor, listed once and converted once by to(). A
+  // detach() would be a new tensor object each time, sharing memory until the first to().
+  const bool plain = !t.requires_grad() && !t.grad_fn();
+  buffers_.emplace_back(name, plain ? t : t.detach());
   return buffers_.back().second;
 }
 
@@ -235,6 +239,8 @@ void Module::zero_grad(bool set_to_none) {
   for (const Tensor& p : parameters()) {
     if (set_to_none || !p.grad().defined()) {
       p.set_grad(Tensor());
+    } else if (p.grad().grad_fn()) {
+      p.set_grad(zeros_like(p.grad()));  // a gradient with history (create_graph): replace, don't mutate
     } else {
       NoGradGuard no_grad;
       p.grad().zero_();
@@ -282,7 +288,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     list("missing keys", strict ? missing : std::vector<std::string>{});
     list("unexpected keys", strict ? unexpected : std::vector<std::string>{});
     list("shape mismatches", mismatched);
-    if (!strict || (missing.empty() && unexpected.empty())) {
+    if (!mismatched.empty() || !strict || (missing.empty() && unexpected.empty())) {  // strict=false would not help
       os << "\n  hint: the checkpoint was saved from a different architecture or configuration";
     } else {
       os << "\n  hint: pass strict=false to load the matching keys only";

@@ -2,6 +2,7 @@
 // types, zero_grad, state dict round trip and strict-load errors, the printed tree.
 #include <catch2/catch.hpp>
 
+#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "nn/conv.h"
 #include "nn/module.h"
@@ -118,6 +119,35 @@ TEST_CASE("zero_grad clears or zeroes gradients", "[nn][module]") {
   REQUIRE(values(a.weight.grad()) == std::vector<double>(6, 0.0));
   a.zero_grad();
   REQUIRE(!a.weight.grad().defined());
+  // A gradient with history (create_graph) is replaced by zeros without history, not zeroed in
+  // place (the next backward would add into the old graph's tensor), as the optimizers do.
+  const Tensor loss = (a.forward(ones({1, 3})) * a.forward(ones({1, 3}))).sum();
+  autograd::backward({loss}, {}, /*retain_graph=*/false, /*create_graph=*/true);
+  REQUIRE(a.weight.grad().grad_fn());
+  a.zero_grad(/*set_to_none=*/false);
+  CHECK(!a.weight.grad().grad_fn());
+  CHECK(values(a.weight.grad()) == std::vector<double>(6, 0.0));
+}
+
+TEST_CASE("a buffer registered in two modules is one tensor: listed once, converted once", "[nn][module]") {
+  struct Holder : nn::Module {
+    explicit Holder(const Tensor& shared) : Module("Holder") { buf = register_buffer("buf", shared); }
+    Tensor buf;
+  };
+  struct Pair : nn::Module {
+    Pair() : Module("Pair") {
+      const Tensor shared = zeros({3});
+      a = register_module("a", std::make_shared<Holder>(shared));
+      b = register_module("b", std::make_shared<Holder>(shared));
+    }
+    std::shared_ptr<Holder> a, b;
+  };
+  Pair p;
+  CHECK(p.buffers().size() == 1);
+  CHECK(p.state_dict().size() == 2);  // every name of a shared tensor, as PyTorch
+  p.to(DType::F64);
+  CHECK(p.a->buf.is_same(p.b->buf));
+  CHECK(p.b->buf.dtype() == DType::F64);
 }
 
 TEST_CASE("state dict round trip", "[nn][module]") {
