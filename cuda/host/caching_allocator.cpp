@@ -363,13 +363,15 @@ void CachingAllocator::release_pool(PoolId pool, const std::vector<StreamId>& re
   released_pools_.insert(pool);
   // The pool's segments become general segments: free blocks follow the last replay, live blocks
   // wait for it when they are freed.
-  std::vector<Block*> to_free;
+  std::vector<Block*> to_free, pending;
   for (auto& [base, seg] : segments_) {
     if (seg.head->pool != pool) continue;
     for (Block* b = seg.head; b != nullptr; b = b->next) {
       if (b->state == State::Free) {
         pool_of(b).erase(b);  // under its old key
         to_free.push_back(b);
+      } else if (b->state == State::Pending) {
+        pending.push_back(b);  // freed, waiting for other streams (record_stream): and for the replays
       } else if (b->state == State::Allocated) {
         for (StreamId s : replay_streams) {
           if (s != b->stream && std::find(b->stream_uses.begin(), b->stream_uses.end(), s) == b->stream_uses.end()) {
@@ -378,6 +380,16 @@ void CachingAllocator::release_pool(PoolId pool, const std::vector<StreamId>& re
         }
       }
       b->pool = 0;
+    }
+  }
+  // A pending block becomes free when its events complete, in the general pool of its stream: it
+  // must wait for the replays too, or another allocation on that stream could take it while a
+  // replay still writes it.
+  for (Block* b : pending) {
+    for (StreamId s : replay_streams) {
+      if (s == b->stream) continue;
+      pending_.push_back({memory_.record_event(s), b});
+      ++b->event_count;
     }
   }
   // Free blocks of a pool are never adjacent (they merged), so each goes back as it is.

@@ -151,6 +151,32 @@ TEST_CASE("graph pool: the pool stays reserved while the graph lives and returns
   CHECK(a.stats().reserved_bytes == 0);
 }
 
+TEST_CASE("graph pool: a pool block still pending on another stream when the graph goes also waits for the replays",
+          "[cuda][allocator][graph]") {
+  // A static output used on a side stream (record_stream), then freed: pending on that stream.
+  // When the graph is released its replays (default stream) may still write the block, so it must
+  // not become reusable when only the side stream's work is done.
+  FakeDeviceMemory mem;
+  CachingAllocator a(mem, 0);
+  constexpr StreamId kSide = 0x200;
+  a.begin_capture(3, kCapture);
+  void* out = a.allocate(64 * KiB, kCapture);
+  a.end_capture(kCapture);
+  a.record_stream(out, kSide);
+  a.deallocate(out);
+  REQUIRE(a.stats().pending_bytes > 0);
+  a.release_pool(3, {kDefault});
+  mem.complete_events_on(kSide);  // the side stream is done; a replay on the default one may not be
+  void* reuse = a.allocate(64 * KiB, kCapture);
+  CHECK(reuse != out);
+  CHECK(a.stats().pending_bytes > 0);  // still waiting for the default stream
+  mem.complete_events_on(kDefault);
+  void* later = a.allocate(64 * KiB, kCapture);  // collects the completed events
+  CHECK(a.stats().pending_bytes == 0);  // after the replays it is an ordinary free block
+  for (void* p : {reuse, later}) a.deallocate(p);
+  check_balance(a.stats());
+}
+
 TEST_CASE("graph pool: nothing synchronises or frees device memory during a capture", "[cuda][allocator][graph]") {
   FakeDeviceMemory mem(30 * MiB);
   CachingAllocator a(mem, 0);
