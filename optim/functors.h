@@ -25,10 +25,20 @@ namespace mg::fn {
 // Each squaring doubles the relative error it inherits, so beta^t carries about t roundings: the
 // result is within 2^-53 (1 + 2 t beta^t) of 1 - beta^t (tests/optim/test_optimizers.cpp), at most
 // 2^-52 / (e (1 - beta)) + 2^-53, 4e-13 for beta = 0.9999 — five orders below f32's rounding.
+// Each product rounded on its own on both sides: a compiler may not fuse the last one into the
+// subtraction (an FMA), which g++ with -march=native or nvcc's --fmad could do differently.
+MG_HOST_DEVICE double product_rounded(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  volatile double p = a * b;  // stored: no contraction across it
+  return p;
+#endif
+}
 MG_HOST_DEVICE double bias_correction(double beta, long long t) {
   double power = 1.0;
-  for (double square = beta; t > 0; t >>= 1, square *= square) {
-    if (t & 1) power *= square;
+  for (double square = beta; t > 0; t >>= 1, square = product_rounded(square, square)) {
+    if (t & 1) power = product_rounded(power, square);
   }
   return 1.0 - power;
 }

@@ -91,6 +91,7 @@ StateDict LRScheduler::state_dict() const {
 void LRScheduler::restart() {
   std::vector<ParamGroup>& groups = optimizer_.param_groups();
   for (std::size_t g = 0; g < groups.size() && g < base_lrs_.size(); ++g) groups[g].set_lr(base_lrs_[g]);
+  restart_parts();
   last_epoch_ = -1;
   step();
 }
@@ -595,6 +596,10 @@ void CompositeScheduler::load_children(const StateDict& s) {
 ChainedScheduler::ChainedScheduler(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedulers)
     : CompositeScheduler(optimizer, "ChainedScheduler", std::move(schedulers)) {
   initial_step();
+}
+
+void ChainedScheduler::restart_parts() {
+  for (const auto& s : schedulers_) s->rewind();
 }
 
 std::vector<double> ChainedScheduler::compute_lrs() {

@@ -67,14 +67,24 @@ class LRScheduler {
   // The lr of every group for last_epoch().
   virtual std::vector<double> compute_lrs() = 0;
 
+  // What restart() does between resetting the lrs and step 0: a chain takes its parts' step 0
+  // there, on top of one another (PyTorch's _initial_step of each part).
+  virtual void restart_parts() {}
+
   Optimizer& optimizer_;
   std::vector<double> base_lrs_;
 
  private:
   friend class SequentialLR;
+  friend class ChainedScheduler;
   // Starts the schedule again: every group's lr back to its initial lr, then step 0 (what
   // PyTorch's SequentialLR does to the scheduler it switches to).
   void restart();
+  // Step 0 again on the groups' current lrs (a chain's part).
+  void rewind() {
+    last_epoch_ = -1;
+    step();
+  }
   std::string name_;
   int64_t last_epoch_ = -1;
   Optimizer::StepMark mark_;  // where the optimizer was at the last step()
@@ -402,6 +412,7 @@ class ChainedScheduler final : public CompositeScheduler {
 
  protected:
   std::vector<double> compute_lrs() override;
+  void restart_parts() override;  // inside a SequentialLR: every part's step 0 again, in order
 };
 
 // Runs schedulers one after another (PyTorch's SequentialLR): schedulers[i] drives the lr from

@@ -36,8 +36,14 @@ bool ReduceLROnPlateau::is_better(double a) const {
 
 void ReduceLROnPlateau::step(double metric) {
   std::vector<ParamGroup>& groups = optimizer_.param_groups();
+  // Groups added since (add_param_group) take the single min_lr, as PyTorch extends it; a per-group
+  // list cannot say what a new group's floor is.
+  if (groups.size() > min_lrs_.size() && options_.min_lr.size() <= 1) {
+    min_lrs_.resize(groups.size(), options_.min_lr.empty() ? 0.0 : options_.min_lr[0]);
+  }
   MG_CHECK(groups.size() == min_lrs_.size(), Error, "ReduceLROnPlateau: the optimizer has ", groups.size(),
-           " param groups but the scheduler was created for ", min_lrs_.size());
+           " param groups but the scheduler was created for ", min_lrs_.size(),
+           " with one min_lr per group\n  hint: give min_lr one value, or make the scheduler after add_param_group");
   ++last_epoch_;
   if (is_better(metric)) {
     best_ = metric;

@@ -662,3 +662,51 @@ TEST_CASE("ReduceLROnPlateau equals PyTorch's lrs over fixed metrics (min/max, r
   MG_REQUIRE_ERROR(optim::ReduceLROnPlateau(*opt, {.min_lr = {0.1, 0.1, 0.1}}),
                    "ReduceLROnPlateau: min_lr needs one value or one per param group (2), got 3");
 }
+
+TEST_CASE("SequentialLR restarts a ChainedScheduler with every part's step 0", "[optim][lr_scheduler]") {
+  // ConstantLR's factor is its step 0's effect: a chain restarted at lr 1 lost it (1, 0.9, 8.1, ...).
+  auto p = zeros({2}).requires_grad_();
+  optim::SGD o({p}, {.lr = 1.0});
+  std::vector<std::unique_ptr<optim::LRScheduler>> chain;
+  chain.push_back(std::make_unique<optim::ConstantLR>(o, optim::ConstantLROptions{.factor = 0.1, .total_iters = 2}));
+  chain.push_back(std::make_unique<optim::ExponentialLR>(o, optim::ExponentialLROptions{.gamma = 0.9}));
+  std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+  parts.push_back(std::make_unique<optim::ChainedScheduler>(o, std::move(chain)));
+  parts.push_back(std::make_unique<optim::ExponentialLR>(o, optim::ExponentialLROptions{.gamma = 0.5}));
+  optim::SequentialLR sched(o, std::move(parts), {5});
+  const std::vector<double> want = {0.1, 0.09, 0.81, 0.729, 0.6561, 1.0, 0.5};  // the chain alone, then 0.5^k
+  for (std::size_t t = 0; t < want.size(); ++t) {
+    if (t > 0) sched.step();
+    INFO("step " << t);
+    CHECK(o.param_groups()[0].lr() == Approx(want[t]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("OneCycleLR: a phase of length 0 ends at once, also where a fused multiply-add would leave 5.6e-17",
+          "[optim][lr_scheduler]") {
+  // pct_start 0.1 of 10 steps: the first phase is 0.1 * 10 - 1 = 0 steps, so step 0 is its end
+  // (max_lr, base_momentum), as docs/optim.md says; contracted to an FMA it was 5.55e-17 long.
+  auto p = zeros({2}).requires_grad_();
+  optim::SGD o({p}, {.lr = 0.1, .momentum = 0.9});
+  optim::OneCycleLR sched(o, {.max_lr = {1.0}, .total_steps = 10, .pct_start = 0.1});
+  CHECK(o.param_groups()[0].lr() == 1.0);
+  CHECK(o.param_groups()[0].option("momentum") == 0.85);
+}
+
+TEST_CASE("ReduceLROnPlateau: a group added later takes the single min_lr, as PyTorch's", "[optim][lr_scheduler]") {
+  auto p = zeros({2}).requires_grad_(), q = zeros({2}).requires_grad_();
+  optim::SGD o({p}, {.lr = 1.0});
+  optim::ReduceLROnPlateau sched(o, {.factor = 0.5, .patience = 0, .min_lr = {0.3}});
+  o.add_param_group({q}, {{"lr", 0.4}});
+  sched.step(1.0);
+  sched.step(2.0);  // worse: both groups reduced, the new one to its floor
+  CHECK(o.param_groups()[0].lr() == 0.5);
+  CHECK(o.param_groups()[1].lr() == 0.3);
+  // One min_lr per group cannot cover a new group: a named error.
+  optim::SGD o2({p}, {.lr = 1.0});
+  o2.add_param_group({q}, {{"lr", 0.4}});
+  optim::ReduceLROnPlateau per_group(o2, {.min_lr = {0.1, 0.2}});
+  auto r = zeros({2}).requires_grad_();
+  o2.add_param_group({r});
+  MG_REQUIRE_ERROR(per_group.step(1.0), "the optimizer has 3 param groups but the scheduler was created for 2");
+}
