@@ -308,18 +308,28 @@ std::vector<double> WarmupLinearLR::compute_lrs() {
 
 // ---- OneCycleLR ----
 
-OneCycleLR::OneCycleLR(Optimizer& optimizer, OneCycleLROptions options)
-    : LRScheduler(optimizer, "OneCycleLR"), options_(std::move(options)) {
-  const OneCycleLROptions& o = options_;
-  std::vector<ParamGroup>& groups = optimizer_.param_groups();
+Optimizer& OneCycleLR::checked(Optimizer& optimizer, const OneCycleLROptions& o) {
+  // Every check before the base constructor records initial_lr: a refusal leaves the optimizer as it was.
+  const std::size_t groups = optimizer.param_groups().size();
   MG_CHECK(o.total_steps > 0, Error, "OneCycleLR: total_steps must be > 0, got ", o.total_steps);
   MG_CHECK(o.pct_start >= 0.0 && o.pct_start <= 1.0, Error, "OneCycleLR: pct_start must be in [0, 1], got ",
            o.pct_start);
-  MG_CHECK(o.max_lr.size() == 1 || o.max_lr.size() == groups.size(), Error, "OneCycleLR: max_lr has ",
-           o.max_lr.size(), " values; expected 1 or one per param group (", groups.size(), ")");
+  MG_CHECK(o.max_lr.size() == 1 || o.max_lr.size() == groups, Error, "OneCycleLR: max_lr has ",
+           o.max_lr.size(), " values; expected 1 or one per param group (", groups, ")");
   for (double v : o.max_lr) MG_CHECK(v >= 0.0, Error, "OneCycleLR: max_lr must be >= 0, got ", v);
   MG_CHECK(o.div_factor > 0.0, Error, "OneCycleLR: div_factor must be > 0, got ", o.div_factor);
   MG_CHECK(o.final_div_factor > 0.0, Error, "OneCycleLR: final_div_factor must be > 0, got ", o.final_div_factor);
+  if (o.cycle_momentum) {
+    momentum_option(optimizer, "OneCycleLR");
+    momenta_per_group(o.base_momentum, o.max_momentum, groups, "OneCycleLR");
+  }
+  return optimizer;
+}
+
+OneCycleLR::OneCycleLR(Optimizer& optimizer, OneCycleLROptions options)
+    : LRScheduler(checked(optimizer, options), "OneCycleLR"), options_(std::move(options)) {
+  const OneCycleLROptions& o = options_;
+  std::vector<ParamGroup>& groups = optimizer_.param_groups();
   std::pair<std::vector<double>, std::vector<double>> momenta;
   if (o.cycle_momentum) {
     momentum_key_ = momentum_option(optimizer_, "OneCycleLR");

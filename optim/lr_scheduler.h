@@ -268,6 +268,8 @@ class OneCycleLR final : public LRScheduler {
     const char* end_momentum;
   };
   double anneal(double start, double end, double pct) const;
+  // Checks the options (a named error) and returns `optimizer`, before the base constructor runs.
+  static Optimizer& checked(Optimizer& optimizer, const OneCycleLROptions& options);
 
   OneCycleLROptions options_;
   std::vector<Phase> phases_;

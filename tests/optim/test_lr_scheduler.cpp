@@ -691,6 +691,10 @@ TEST_CASE("OneCycleLR: a phase of length 0 ends at once, also where a fused mult
   optim::OneCycleLR sched(o, {.max_lr = {1.0}, .total_steps = 10, .pct_start = 0.1});
   CHECK(o.param_groups()[0].lr() == 1.0);
   CHECK(o.param_groups()[0].option("momentum") == 0.85);
+  // A refused OneCycleLR leaves the optimizer as it was (no initial_lr recorded).
+  optim::SGD fresh({p}, {.lr = 0.1});
+  MG_REQUIRE_ERROR(optim::OneCycleLR(fresh, {.max_lr = {1.0}, .total_steps = 0}), "total_steps must be > 0");
+  CHECK_FALSE(fresh.param_groups()[0].has_option("initial_lr"));
 }
 
 TEST_CASE("ReduceLROnPlateau: a group added later takes the single min_lr, as PyTorch's", "[optim][lr_scheduler]") {
