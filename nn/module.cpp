@@ -255,7 +255,7 @@ NamedTensors Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const NamedTensors& state, bool strict) {
+Module::LoadResult Module::load_state_dict(const NamedTensors& state, bool strict) {
   const NamedTensors own = state_dict();
   std::vector<std::string> missing, unexpected, mismatched;
   std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source), applied only if all is well
@@ -299,6 +299,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   // (or a view of the parameter) still holds, and would drop a channels-last layout.
   NoGradGuard no_grad;
   for (auto& [dst, src] : copies) dst.copy_(src);
+  return {std::move(missing), std::move(unexpected)};
 }
 
 std::string Module::str() const {

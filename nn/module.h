@@ -96,8 +96,12 @@ class Module {
   // tensor's memory, as PyTorch does: a tensor keeps its address and layout (channels-last stays
   // channels-last), so a CUDA graph captured before the load replays with the loaded values.
   // strict: the key sets must match. Every problem (missing, unexpected, shape mismatch) is listed
-  // in one error and nothing is changed.
-  void load_state_dict(const NamedTensors& state, bool strict = true);
+  // in one error and nothing is changed. Returns the keys a non-strict load skipped (PyTorch's
+  // missing_keys / unexpected_keys), so a prefix mismatch ("module.") that loads nothing shows.
+  struct LoadResult {
+    std::vector<std::string> missing_keys, unexpected_keys;
+  };
+  LoadResult load_state_dict(const NamedTensors& state, bool strict = true);
 
   // The explicit name given to the constructor, else the class name of the dynamic type with
   // namespaces and enclosing scopes removed ("my::Block" -> "Block", template arguments kept),

@@ -207,11 +207,14 @@ TEST_CASE("strict loading lists every problem and changes nothing", "[nn][module
   REQUIRE_THAT(msg, Catch::Matchers::Contains("missing keys (1):\n    layer1.fc.weight"));
   REQUIRE_THAT(msg, Catch::Matchers::Contains("unexpected keys (1):\n    layer1.extra"));
   REQUIRE_THAT(msg, Catch::Matchers::Contains("shape mismatches (1):\n    layer1.fc.bias: checkpoint [5] f32 cpu, model [2] f32 cpu"));
+  REQUIRE_THAT(msg, Catch::Matchers::Contains("hint: the checkpoint was saved from a different architecture"));
   REQUIRE(values(net.layer1->norm->weight) == before);
-  // non-strict: missing/unexpected keys are allowed, shape mismatches are not
+  // non-strict: missing/unexpected keys are allowed (and returned), shape mismatches are not
   sd[0].second = zeros({2});
-  net.load_state_dict(sd, /*strict=*/false);
+  const nn::Module::LoadResult skipped = net.load_state_dict(sd, /*strict=*/false);
   REQUIRE(values(net.layer1->fc->bias) == std::vector<double>{0, 0});
+  CHECK(skipped.missing_keys == std::vector<std::string>{"layer1.fc.weight"});
+  CHECK(skipped.unexpected_keys == std::vector<std::string>{"layer1.extra"});
 }
 
 TEST_CASE("the module tree prints like PyTorch's repr", "[nn][module]") {
