@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <exception>
+#include <numeric>
 #include <set>
 #include <utility>
 
@@ -433,57 +434,59 @@ void Optimizer::finish_fused_step(const std::vector<Work>& work, const MultiTens
   }
 }
 
-void Optimizer::refresh_device_steps() const {
-  std::vector<ParamState*> stale;
-  for (auto& [impl, st] : state_) {
-    if (st.step_on_device) stale.push_back(&st);
-  }
-  while (!stale.empty()) {
-    // One read per device.
-    const Device dev = stale.front()->device_step.device();
-    std::vector<ParamState*> here, rest;
-    Tensors steps;
-    for (ParamState* st : stale) {
-      if (st->device_step.device() == dev) {
-        here.push_back(st);
-        steps.push_back(st->device_step);
+namespace {
+// The value of each tensor, [1] i64 counters on any devices, with one read per device.
+std::vector<int64_t> read_counters(const Tensors& counters) {
+  std::vector<int64_t> out(counters.size());
+  std::vector<std::size_t> left(counters.size());
+  std::iota(left.begin(), left.end(), std::size_t(0));
+  while (!left.empty()) {
+    const Device dev = counters[left.front()].device();
+    std::vector<std::size_t> here, rest;
+    Tensors parts;
+    for (std::size_t i : left) {
+      if (counters[i].device() == dev) {
+        here.push_back(i);
+        parts.push_back(counters[i]);
       } else {
-        rest.push_back(st);
+        rest.push_back(i);
       }
     }
-    const Tensor host = contiguous(cat(steps).to(Device::cpu()));
+    const Tensor host = contiguous(cat(parts).to(Device::cpu()));
     const int64_t* v = host.data<int64_t>();
-    for (std::size_t i = 0; i < here.size(); ++i) {
-      here[i]->step = v[i];
-      here[i]->step_on_device = false;
-    }
-    stale = std::move(rest);
+    for (std::size_t k = 0; k < here.size(); ++k) out[here[k]] = v[k];
+    left = std::move(rest);
+  }
+  return out;
+}
+}  // namespace
+
+void Optimizer::refresh_device_steps() const {
+  std::vector<ParamState*> stale;
+  Tensors counters;
+  for (auto& [impl, st] : state_) {
+    if (!st.step_on_device) continue;
+    stale.push_back(&st);
+    counters.push_back(st.device_step);
+  }
+  const std::vector<int64_t> steps = read_counters(counters);
+  for (std::size_t i = 0; i < stale.size(); ++i) {
+    stale[i]->step = steps[i];
+    stale[i]->step_on_device = false;
   }
 }
 
 std::vector<const ParamState*> Optimizer::states_before_first_update() const {
-  std::vector<const ParamState*> pending, fresh;
+  std::vector<const ParamState*> made, fresh;
+  Tensors firsts;
   for (const auto& [impl, st] : state_) {
-    if (st.device_first_step.defined()) pending.push_back(&st);
+    if (!st.device_first_step.defined()) continue;
+    made.push_back(&st);
+    firsts.push_back(st.device_first_step);
   }
-  while (!pending.empty()) {
-    const Device dev = pending.front()->device_first_step.device();
-    std::vector<const ParamState*> here, rest;
-    Tensors firsts;
-    for (const ParamState* st : pending) {
-      if (st->device_first_step.device() == dev) {
-        here.push_back(st);
-        firsts.push_back(st->device_first_step);
-      } else {
-        rest.push_back(st);
-      }
-    }
-    const Tensor host = contiguous(cat(firsts).to(Device::cpu()));
-    const int64_t* v = host.data<int64_t>();
-    for (std::size_t i = 0; i < here.size(); ++i) {
-      if (v[i] == here[i]->step) fresh.push_back(here[i]);
-    }
-    pending = std::move(rest);
+  const std::vector<int64_t> first = read_counters(firsts);
+  for (std::size_t i = 0; i < made.size(); ++i) {
+    if (first[i] == made[i]->step) fresh.push_back(made[i]);
   }
   return fresh;
 }

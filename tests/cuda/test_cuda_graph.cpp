@@ -125,67 +125,62 @@ TEST_CASE("CUDA graph: an O2 f16 SGD step with dynamic loss scaling replays bit 
   test::require_no_pending_cuda_error();
 }
 
-TEST_CASE("CUDA graph: AdamW with an lr changed before every replay equals the eager steps", "[cuda][gpu][graph]") {
+// Eight steps of an MLP with the lr set before every step (what a scheduler writes), eagerly and
+// as replays of a captured step, each with a fresh optimizer from `make`: the parameters must be
+// bitwise equal. Returns the captured run's model and optimizer for further checks.
+template <typename Opt, typename Make>
+std::pair<Mlp, std::unique_ptr<Opt>> captured_equals_eager(uint64_t seed, double (*lr_at)(int), Make make,
+                                                            std::unique_ptr<cuda::CapturedStep>* keep = nullptr) {
   const std::vector<Batch> batches = make_batches(8, DType::F32);
-  auto step = [](const Mlp& m, optim::AdamW& opt, const Tensor& x, const Tensor& y) {
+  auto step = [](const Mlp& m, Opt& opt, const Tensor& x, const Tensor& y) {
     opt.zero_grad();
     const Tensor loss = cross_entropy(m.forward(x, 0.0), y);
     loss.backward();
     opt.step();
     return loss;
   };
-  auto lr_at = [](int i) { return 1e-3 * (1.0 + 0.5 * i); };  // what a scheduler would write
-  const Mlp a = make_mlp(2, DType::F32);
-  optim::AdamW opt_a(a.params(), {.lr = lr_at(0), .weight_decay = 0.01});
+  const Mlp a = make_mlp(seed, DType::F32);
+  std::unique_ptr<Opt> opt_a = make(a.params(), lr_at(0));
   for (int i = 0; i < 8; ++i) {
-    opt_a.param_groups()[0].set_lr(lr_at(i));
-    step(a, opt_a, batches[std::size_t(i)].x.to(gpu()), batches[std::size_t(i)].y.to(gpu()));
+    opt_a->param_groups()[0].set_lr(lr_at(i));
+    step(a, *opt_a, batches[std::size_t(i)].x.to(gpu()), batches[std::size_t(i)].y.to(gpu()));
   }
-  const Mlp g = make_mlp(2, DType::F32);
-  optim::AdamW opt_g(g.params(), {.lr = lr_at(0), .weight_decay = 0.01});
-  cuda::CapturedStep captured([&](const Tensors& in) { return Tensors{step(g, opt_g, in[0], in[1])}; }, {&opt_g},
-                              {.device = gpu(), .warmup_steps = 1});
+  Mlp g = make_mlp(seed, DType::F32);
+  std::unique_ptr<Opt> opt_g = make(g.params(), lr_at(0));
+  Opt* og = opt_g.get();
+  auto captured = std::make_unique<cuda::CapturedStep>(
+      [g, og, step](const Tensors& in) { return Tensors{step(g, *og, in[0], in[1])}; },  // g: tensor handles
+      std::vector<GraphParticipant*>{og}, cuda::CapturedStepOptions{.device = gpu(), .warmup_steps = 1});
   for (int i = 0; i < 8; ++i) {
-    opt_g.param_groups()[0].set_lr(lr_at(i));
-    captured.run({batches[std::size_t(i)].x, batches[std::size_t(i)].y});
+    opt_g->param_groups()[0].set_lr(lr_at(i));
+    captured->run({batches[std::size_t(i)].x, batches[std::size_t(i)].y});
   }
+  REQUIRE(captured->captured());
   require_same_bits(a.params(), g.params());
-  CHECK(opt_g.state(g.w1)->step == 8);  // the device step counts, read back
-  CHECK(opt_g.step_count() == 8);
+  CHECK(opt_g->state(g.w1)->step == 8);  // the device step counts, read back
+  CHECK(opt_g->step_count() == 8);
+  if (keep) *keep = std::move(captured);
+  return {std::move(g), std::move(opt_g)};
+}
+
+TEST_CASE("CUDA graph: AdamW with an lr changed before every replay equals the eager steps", "[cuda][gpu][graph]") {
+  std::unique_ptr<cuda::CapturedStep> captured;
+  auto [g, opt] = captured_equals_eager<optim::AdamW>(
+      2, [](int i) { return 1e-3 * (1.0 + 0.5 * i); },
+      [](const Tensors& p, double lr) { return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{.lr = lr, .weight_decay = 0.01}); },
+      &captured);
   // A by-value option changed after the capture cannot be followed: a clear error.
-  opt_g.param_groups()[0].set_option("amsgrad", 1.0);
-  MG_REQUIRE_ERROR(captured.run({batches[0].x, batches[0].y}), "changed since the CUDA graph was captured");
+  opt->param_groups()[0].set_option("amsgrad", 1.0);
+  const std::vector<Batch> batches = make_batches(1, DType::F32);
+  MG_REQUIRE_ERROR(captured->run({batches[0].x, batches[0].y}), "changed since the CUDA graph was captured");
   test::require_no_pending_cuda_error();
 }
 
 TEST_CASE("CUDA graph: LAMB with an lr changed before every replay equals the eager steps", "[cuda][gpu][graph]") {
   // LAMB's trust ratios come from stage 1's chunk sums on the device, so its step is capturable.
-  const std::vector<Batch> batches = make_batches(8, DType::F32);
-  auto step = [](const Mlp& m, optim::LAMB& opt, const Tensor& x, const Tensor& y) {
-    opt.zero_grad();
-    const Tensor loss = cross_entropy(m.forward(x, 0.0), y);
-    loss.backward();
-    opt.step();
-    return loss;
-  };
-  auto lr_at = [](int i) { return 1e-2 * (1.0 + 0.25 * i); };
-  const Mlp a = make_mlp(3, DType::F32);
-  optim::LAMB opt_a(a.params(), {.lr = lr_at(0), .weight_decay = 0.01});
-  for (int i = 0; i < 8; ++i) {
-    opt_a.param_groups()[0].set_lr(lr_at(i));
-    step(a, opt_a, batches[std::size_t(i)].x.to(gpu()), batches[std::size_t(i)].y.to(gpu()));
-  }
-  const Mlp g = make_mlp(3, DType::F32);
-  optim::LAMB opt_g(g.params(), {.lr = lr_at(0), .weight_decay = 0.01});
-  cuda::CapturedStep captured([&](const Tensors& in) { return Tensors{step(g, opt_g, in[0], in[1])}; }, {&opt_g},
-                              {.device = gpu(), .warmup_steps = 1});
-  for (int i = 0; i < 8; ++i) {
-    opt_g.param_groups()[0].set_lr(lr_at(i));
-    captured.run({batches[std::size_t(i)].x, batches[std::size_t(i)].y});
-  }
-  REQUIRE(captured.captured());
-  require_same_bits(a.params(), g.params());
-  CHECK(opt_g.state(g.w1)->step == 8);
+  captured_equals_eager<optim::LAMB>(
+      3, [](int i) { return 1e-2 * (1.0 + 0.25 * i); },
+      [](const Tensors& p, double lr) { return std::make_unique<optim::LAMB>(p, optim::LAMBOptions{.lr = lr, .weight_decay = 0.01}); });
   test::require_no_pending_cuda_error();
 }
 
