@@ -98,6 +98,12 @@ Tensors AccumulateGrad::apply(Tensors&& grads) {
   MG_CHECK(g.shape() == leaf.shape(), AutogradError, "backward: the gradient of leaf ", describe(leaf), " is ",
            describe(g), ": the leaf's shape changed after the graph was built (set_data?)",
            "\n  hint: build the graph again after replacing a tensor's data");
+  // .grad has the leaf's dtype and device (docs/autograd.md): a custom function's backward that
+  // returns its gradient elsewhere, or a leaf whose data changed dtype since (set_data), is refused.
+  MG_CHECK(g.dtype() == leaf.dtype() && g.device() == leaf.device(), AutogradError, "backward: the gradient of leaf ",
+           describe(leaf), " is ", describe(g), ": .grad must have the leaf's dtype and device",
+           "\n  hint: a custom Function's backward returns each input's gradient on its device; after set_data to "
+           "another dtype or device, build the graph again");
   std::unique_lock<std::mutex> lock(g_accumulate_mutex);  // not held while the hooks below run
   Tensor current = leaf.grad();
   GradMath& math = grad_math();

@@ -1,13 +1,27 @@
 #include "mixgrad/core/tensor.h"
 
+#include <cmath>
+
 #include <limits>
 
 #include "mixgrad/core/visit_dtype.h"
 
 namespace mg {
 
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+// (A 0-d tensor has no dim to ask about: wrap_dim would accept 0 and -1 for it, as for ops.)
+int64_t Tensor::size(int64_t d) const {
+  MG_CHECK(dim() > 0, IndexError, "size(", d, "): the tensor ", describe(*this), " has no dimensions");
+  return shape()[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  MG_CHECK(dim() > 0, IndexError, "stride(", d, "): the tensor ", describe(*this), " has no dimensions");
+  return strides()[wrap_dim(d, dim(), "stride")];
+}
+
+void Tensor::throw_item_range(double v, const char* type) const {
+  MG_THROW(Error, "item<", type, ">: the value ", v, " of ", describe(*this), " cannot be converted to ", type,
+           " without overflow");
+}
 
 bool Tensor::is_contiguous() const {
   const Shape& sh = shape();

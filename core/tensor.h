@@ -7,9 +7,11 @@
 //   mg::Tensor y = (x * x).sum();
 //   y.backward();                      // x.grad() == 2 * x
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -143,15 +145,40 @@ class Tensor {
   // ---- element access (defined in core/tensor.cpp) ----
   // The value of a one-element tensor converted to T; throws for more than one element.
   // Integer results from integer tensors are exact over the whole int64 range.
+  // An integer T the value does not fit (NaN, inf, out of T's range, a float's or a wider
+  // integer's) is an error, as PyTorch's checked conversion; a float's fraction is truncated.
   template <typename T>
   T item() const {
-    if constexpr (std::is_integral_v<T>) {
-      if (!is_floating(dtype())) return static_cast<T>(item_int64());
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      constexpr long double lo = (long double)std::numeric_limits<T>::min();
+      constexpr long double hi = (long double)std::numeric_limits<T>::max();
+      if (!is_floating(dtype())) {
+        const int64_t v = item_int64();
+        if (!std::in_range<T>(v)) throw_item_range(double(v), item_type_name<T>());
+        return static_cast<T>(v);
+      }
+      const double v = item_double();
+      // v's integer part in [lo, hi] (long double holds both bounds exactly); NaN fails too.
+      const long double whole = v < 0 ? -std::floor(-(long double)v) : std::floor((long double)v);
+      if (!(whole >= lo && whole <= hi)) throw_item_range(v, item_type_name<T>());
+      return static_cast<T>(v);
     }
     return static_cast<T>(item_double());
   }
   double item_double() const;
   int64_t item_int64() const;  // integer and bool tensors only
+  // item<T>'s error for a value T cannot hold: an mg::Error naming the value and T.
+  [[noreturn]] void throw_item_range(double v, const char* type) const;
+  template <typename T>
+  static constexpr const char* item_type_name() {
+    if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, long long>) return "int64";
+    else if constexpr (std::is_same_v<T, int32_t>) return "int32";
+    else if constexpr (std::is_same_v<T, int16_t>) return "int16";
+    else if constexpr (std::is_same_v<T, int8_t>) return "int8";
+    else if constexpr (std::is_same_v<T, uint8_t>) return "uint8";
+    else if constexpr (std::is_unsigned_v<T>) return "an unsigned integer";
+    else return "an integer";
+  }
 
   // ---- LibTorch-style methods, defined in ops/tensor_methods.cpp ----
   // Each is a one-line forward to the free function of the same name in ops/ops.h or ops/loss.h

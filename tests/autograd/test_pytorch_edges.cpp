@@ -121,6 +121,13 @@ TEST_CASE("a leaf changed after its graph was built", "[autograd][errors]") {
     x.set_data(from_vector<double>({1, 2, 3}));
     MG_REQUIRE_ERROR(y.backward(), "the gradient of leaf [3] f64 cpu is [2] f64 cpu: the leaf's shape changed");
   }
+  SECTION("a new dtype (set_data): refused, not an f64 .grad on a bf16 leaf") {
+    Tensor x = leaf({1, 2});
+    Tensor y = sum(x * 2.0);
+    x.set_data(x.detach().to(DType::BF16));
+    MG_REQUIRE_ERROR(y.backward(), "the gradient of leaf [2] bf16 cpu is [2] f64 cpu: .grad must have the leaf's dtype");
+    CHECK(!x.grad().defined());
+  }
 }
 
 TEST_CASE("a custom function that saves its own output is freed with it", "[autograd][custom]") {

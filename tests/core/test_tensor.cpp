@@ -88,6 +88,22 @@ TEST_CASE("tensor: item and data errors", "[core]") {
   CHECK_FALSE(undefined.requires_grad());
 }
 
+TEST_CASE("tensor: item<integer> refuses what the integer cannot hold, size() of a 0-d tensor is an error",
+          "[core]") {
+  using mg::full;
+  CHECK(full({}, 2.7).item<int64_t>() == 2);  // truncated, as a C++ cast
+  CHECK(full({}, -2.7).item<int32_t>() == -2);
+  CHECK(full({}, double(int64_t(1) << 62), {.dtype = DType::I64}).item<int64_t>() == (int64_t(1) << 62));  // exact
+  MG_REQUIRE_ERROR(full({}, NAN).item<int64_t>(), "item<int64>: the value nan of [] f32 cpu cannot be converted");
+  MG_REQUIRE_ERROR(full({}, INFINITY).item<int64_t>(), "cannot be converted to int64 without overflow");
+  MG_REQUIRE_ERROR(full({}, 1e10, {.dtype = DType::F64}).item<int32_t>(), "item<int32>: the value 1e+10");
+  MG_REQUIRE_ERROR(full({}, 300, {.dtype = DType::I64}).item<uint8_t>(), "item<uint8>: the value 300");
+  MG_REQUIRE_ERROR(full({}, -1, {.dtype = DType::I32}).item<uint8_t>(), "item<uint8>: the value -1");
+  CHECK(full({}, 255, {.dtype = DType::I64}).item<uint8_t>() == 255);
+  MG_REQUIRE_ERROR(mg::scalar_tensor(1.0).size(0), "size(0): the tensor [] f32 cpu has no dimensions");
+  MG_REQUIRE_ERROR(mg::scalar_tensor(1.0).stride(-1), "stride(-1): the tensor [] f32 cpu has no dimensions");
+}
+
 TEST_CASE("tensor: empty validates the shape", "[core]") {
   CHECK_THROWS_MATCHES(mg::empty({2, -1}), mg::ShapeError,
                        Message("empty: negative size in shape [2, -1]"));
