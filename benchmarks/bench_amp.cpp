@@ -5,7 +5,7 @@
 // forward, loss, scaled backward, unscale + inf/NaN check, optimizer step; on CUDA timed by
 // events, with no host wait inside: benchmarks/amp/runner.h). For each configuration it prints
 // the median step time and its spread, CPU time, samples/s, the speed-up over O0 f32, GEMM/conv
-// GFLOP/s (3x the forward's, beside the f32 FMA peak measured in the same run), peak memory,
+// GFLOP/s (forward and backward, beside the f32 FMA peak measured in the same run), peak memory,
 // the loss after the same number of steps next to O0's, host synchronisations per step (CUDA)
 // and the conv layout that ran; and it refuses (exit 3) a level that silently did nothing
 // (benchmarks/amp/level_check.h). With --compare it runs nothing and puts earlier JSON lines
@@ -244,7 +244,7 @@ int run(int argc, char** argv) {
   }
   if (results.empty()) return status;
   std::printf("\n%s", mg::bench::format_table(results).c_str());
-  std::printf("GFLOP/s: 3x the forward's GEMM/conv flops per median step (f32 FMA peak %.0f); peak RSS: the "
+  std::printf("GFLOP/s: the GEMM/conv flops of the forward and backward per median step (f32 FMA peak %.0f); peak RSS: the "
               "process's, reset before each model is built%s%s\n",
               fma_peak, on_cuda ? "; step ms: CUDA events around each step, one event wait after the last (syncs/step "
                                   "counts the host waits of the timed steps); tensors MiB: the caching allocator's peak"

@@ -96,6 +96,11 @@ std::vector<std::string> level_problems(amp::OptLevel level, DType dtype, const 
   } else if (level == amp::OptLevel::O1 && ev.lower_ops_low < ev.lower_ops - ev.lower_ops_overridden) {
     say("only ", ev.lower_ops_low, " of ", ev.lower_ops - ev.lower_ops_overridden,
         " GEMM/convolution calls ran in ", want, "; autocast should cast every one not overridden by set_policy");
+  } else if (level != amp::OptLevel::O1 && ev.lower_ops_low < ev.lower_ops) {
+    // O2/O3 run no autocast (set_policy overrides do not apply): a GEMM/conv left in f32 means a
+    // layer or the input was not cast.
+    say("only ", ev.lower_ops_low, " of ", ev.lower_ops, " GEMM/convolution calls ran in ", want,
+        "; the cast model should run every one in it");
   }
   if (ev.low_dtype != DType::F32 && ev.low_dtype != dtype) {
     say("ops produced ", dtype_name(ev.low_dtype), " but the level was asked for ", want);

@@ -49,8 +49,8 @@ LevelEvidence collect_evidence(const OpRecorder& recorder, const nn::Module& mod
 // One line per promise of `level` (with low-precision dtype `dtype`) the evidence breaks; empty
 // when the level did what it says. O0: no f16/bf16 op or parameter, no masters. O1: f32
 // parameters, every lower-policy op in `dtype` (those a set_policy override keeps in f32
-// excepted, but at least one must be low). O2: low parameters, f32 masters, lower ops in
-// `dtype`. O3: low parameters, no masters, lower ops in `dtype`. Every level but O0: no low op
+// excepted, but at least one must be low). O2: low parameters, f32 masters, every lower op in
+// `dtype`. O3: low parameters, no masters, every lower op in `dtype`. Every level but O0: no low op
 // in the other low dtype.
 std::vector<std::string> level_problems(amp::OptLevel level, DType dtype, const LevelEvidence& evidence);
 

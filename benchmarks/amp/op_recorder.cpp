@@ -51,6 +51,27 @@ double gemm_conv_flops(const OpEvent& e) {
   return 0;
 }
 
+double gemm_conv_backward_flops(const OpEvent& e) {
+  const double forward = gemm_conv_flops(e);
+  if (forward == 0 || !(*e.outputs)[0].requires_grad()) return 0;
+  const Tensors& in = *e.inputs;
+  auto needs = [&](size_t i) { return i < in.size() && in[i].defined() && in[i].requires_grad() ? 1.0 : 0.0; };
+  if (std::strcmp(e.op, "attention") == 0) {
+    // q kᵀ (G1) and P v (G2): dq and dk cost G1 each, dv = Pᵀ dO costs G2, and dP = dO vᵀ (G2)
+    // is needed by dq or dk.
+    const Tensor& q = in[0];
+    const Tensor& k = in[1];
+    const double g1 = 2.0 * double(q.numel()) * double(k.shape()[k.dim() - 2]);
+    const double g2 = forward - g1;
+    const double qk = needs(0) + needs(1);
+    return qk * g1 + needs(2) * g2 + (qk > 0 ? g2 : 0.0);
+  }
+  // One product per operand gradient, each as costly as the forward: (a, b) operands, or
+  // (c, a, b) for addmm/baddbmm whose c gradient is a copy.
+  const size_t first = std::strcmp(e.op, "addmm") == 0 || std::strcmp(e.op, "baddbmm") == 0 ? 1 : 0;
+  return forward * (needs(first) + needs(first + 1));
+}
+
 OpRecorder::OpRecorder(OpRecorderOptions options) : options_(options), thread_(std::this_thread::get_id()) {
   MG_CHECK(g_recorder == nullptr, Error, "OpRecorder: another recorder is installed; one at a time");
   g_recorder = this;
@@ -115,6 +136,7 @@ void OpRecorder::record(const OpEvent& e) {
     }
   }
   s.flops += gemm_conv_flops(e);
+  s.backward_flops += gemm_conv_backward_flops(e);
   if (options_.timed && in_step_) {
     const double t = now_seconds();
     s.seconds += t - last_;

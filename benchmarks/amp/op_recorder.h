@@ -39,6 +39,7 @@ struct OpStats {
   int64_t mixed_low = 0;      // calls with a low output of the other low dtype than low_dtype
   int64_t channels_last_outputs = 0;  // calls whose first floating output is 4-D and suggests NHWC
   double flops = 0;           // 2 * multiply-adds of matmul/mm/bmm/addmm/baddbmm/linear/conv2d/attention
+  double backward_flops = 0;  // what the backward of those calls will run (gemm_conv_backward_flops)
   double seconds = 0;         // timed recorders only
 };
 
@@ -87,6 +88,12 @@ class OpRecorder {
 // The flops of one matmul-family, conv2d or fused attention call from its inputs and outputs (0 for
 // other ops): 2 * (output elements) * (the reduced dimension) per product (attention: q kᵀ and P v).
 double gemm_conv_flops(const OpEvent& event);
+
+// The flops the backward of such a forward call runs when it is reached: one product as costly as
+// the forward per operand that requires a gradient (a network's first layer computes no input
+// gradient), attention's four products as they are needed; 0 when the output requires no
+// gradient (no_grad) and for other ops and backward events.
+double gemm_conv_backward_flops(const OpEvent& event);
 
 // The name under which time outside any op is reported.
 inline constexpr const char* kBetweenOps = "(between ops)";

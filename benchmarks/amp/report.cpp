@@ -111,7 +111,7 @@ void write_json_lines(const std::string& path, const std::vector<RunResult>& res
                         {"loop_wall_s", r.loop_wall_s},
                         {"wall_median_s", r.wall_median}, {"wall_min_s", r.wall_min}, {"wall_max_s", r.wall_max},
                         {"cpu_median_s", r.cpu_median}, {"samples_per_s", r.samples_per_s},
-                        {"forward_flops", r.forward_flops}, {"gflops", r.gflops},
+                        {"forward_flops", r.forward_flops}, {"step_flops", r.step_flops}, {"gflops", r.gflops},
                         {"peak_rss_bytes", r.peak_rss_bytes}, {"peak_rss_reset", r.rss_reset},
                         {"peak_tensor_bytes", r.peak_tensor_bytes}, {"loss_first", r.loss_first},
                         {"loss_step", r.loss_step}, {"loss_final", r.loss_final}, {"loss_scale", r.loss_scale},

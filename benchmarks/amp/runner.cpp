@@ -122,7 +122,10 @@ RunResult run_level(const std::string& model, amp::OptLevel level, DType dtype, 
     OpRecorder rec;
     r.loss_first = step().item<double>();
     r.evidence = collect_evidence(rec, *w.net, opt);
-    for (const auto& [key, s] : rec.stats()) r.forward_flops += s.flops;
+    for (const auto& [key, s] : rec.stats()) {
+      r.forward_flops += s.flops;
+      r.step_flops += s.flops + s.backward_flops;
+    }
   }
   check_level(level, r.dtype, r.evidence, w.name);
   for (int i = 1; i < o.warmup; ++i) step();
@@ -166,7 +169,7 @@ RunResult run_level(const std::string& model, amp::OptLevel level, DType dtype, 
   r.wall_min = *std::min_element(r.wall_s.begin(), r.wall_s.end());
   r.wall_max = *std::max_element(r.wall_s.begin(), r.wall_s.end());
   r.samples_per_s = double(r.batch) / r.wall_median;
-  r.gflops = 3.0 * r.forward_flops / r.wall_median / 1e9;
+  r.gflops = r.step_flops / r.wall_median / 1e9;
   r.loss_scale = amp::loss_scale();
   r.skipped_steps = amp::loss_scaler().skipped_iterations();
   if (cuda) {

@@ -76,7 +76,8 @@ struct RunResult {
   double wall_median = 0, wall_min = 0, wall_max = 0, cpu_median = 0;
   double samples_per_s = 0;       // batch / wall_median
   double forward_flops = 0;       // GEMM/conv flops of one forward (op recorder)
-  double gflops = 0;              // 3 x forward_flops / wall_median / 1e9 (forward + 2 backward GEMMs)
+  double step_flops = 0;          // forward_flops + the backward GEMM/conv flops (op recorder)
+  double gflops = 0;              // step_flops / wall_median / 1e9
   int64_t peak_rss_bytes = -1;    // CPU: process peak RSS since the reset (-1: unknown)
   bool rss_reset = false;         // false: the kernel refused the reset; the peak is since start
   int64_t peak_tensor_bytes = 0;  // the tensor allocator's peak (CPU or CUDA)

@@ -78,6 +78,13 @@ TEST_CASE("level check: each broken promise is named", "[bench]") {
   e.params_low = 0;  // the model was never cast
   CHECK(any_contains(level_problems(OptLevel::O2, b, e), "was not cast"));
 
+  for (OptLevel l : {OptLevel::O2, OptLevel::O3}) {
+    e = healthy(l, b);
+    e.lower_ops_low = 2;  // one layer left in f32 (not cast); no set_policy override applies
+    e.lower_ops_overridden = 1;
+    CHECK(any_contains(level_problems(l, b, e), "only 2 of 3 GEMM/convolution calls ran in bf16"));
+  }
+
   e = healthy(OptLevel::O3, b);
   e.master_weights = true;
   CHECK(any_contains(level_problems(OptLevel::O3, b, e), "only O2 has them"));

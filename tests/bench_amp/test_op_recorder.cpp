@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "autograd/grad_mode.h"
 #include "benchmarks/amp/op_recorder.h"
 #include "core/factory.h"
 #include "ops/conv.h"
@@ -42,6 +43,52 @@ TEST_CASE("op recorder: flops of linear, matmul, conv2d and attention calls", "[
   CHECK(mg::bench::gemm_conv_flops(e) == 0);  // forward flops only
 }
 
+TEST_CASE("op recorder: backward flops, one product per operand that requires a gradient", "[bench]") {
+  // linear x [4, 8] @ w [16, 8]ᵀ: a first layer (x needs no gradient) runs dW only, a hidden one dX and dW.
+  const mg::Tensor w = mg::zeros({16, 8}).requires_grad_(true);
+  const mg::Tensor x = mg::zeros({4, 8});
+  const mg::Tensors first_in{x, w};
+  const mg::Tensors first_out{mg::linear(x, w)};
+  mg::OpEvent e;
+  e.op = "linear", e.inputs = &first_in, e.outputs = &first_out;
+  CHECK(mg::bench::gemm_conv_backward_flops(e) == 2.0 * 4 * 16 * 8);
+  const mg::Tensor h = mg::zeros({4, 8}).requires_grad_(true);
+  const mg::Tensors hidden_in{h, w};
+  const mg::Tensors hidden_out{mg::linear(h, w)};
+  e.inputs = &hidden_in, e.outputs = &hidden_out;
+  CHECK(mg::bench::gemm_conv_backward_flops(e) == 2 * 2.0 * 4 * 16 * 8);
+  {
+    const mg::NoGradGuard no_grad;  // an output that needs no gradient: no backward
+    const mg::Tensors eval_out{mg::linear(h, w)};
+    e.outputs = &eval_out;
+    CHECK(mg::bench::gemm_conv_backward_flops(e) == 0);
+  }
+  // addmm (c, a, b): a and b's gradients are products, c's a copy.
+  const mg::Tensor c = mg::zeros({4, 6}).requires_grad_(true);
+  const mg::Tensor a = mg::zeros({4, 5}).requires_grad_(true);
+  const mg::Tensor b = mg::zeros({5, 6});
+  const mg::Tensors addmm_in{c, a, b};
+  const mg::Tensors addmm_out{mg::addmm(c, a, b)};
+  e.op = "addmm", e.inputs = &addmm_in, e.outputs = &addmm_out;
+  CHECK(mg::bench::gemm_conv_backward_flops(e) == 2.0 * 4 * 6 * 5);
+  // attention q [2, 5, 8] k [2, 7, 8] v [2, 7, 4]: G1 = q kᵀ, G2 = P v. All three need gradients:
+  // dq, dk (G1 each), dv and dP (G2 each); only v: dv alone.
+  const double g1 = 2.0 * 10 * 7 * 8, g2 = 2.0 * 10 * 7 * 4;
+  const mg::Tensor q = mg::zeros({2, 5, 8}), k = mg::zeros({2, 7, 8}), v = mg::zeros({2, 7, 4});
+  const mg::Tensor qg = q.detach().requires_grad_(true), kg = k.detach().requires_grad_(true);
+  const mg::Tensor vg = v.detach().requires_grad_(true);
+  const mg::Tensors att_all{qg, kg, vg};
+  const mg::Tensors att_v{q, k, vg};
+  const mg::Tensors att_out{mg::zeros({2, 5, 4}).requires_grad_(true)};
+  e.op = "attention", e.inputs = &att_all, e.outputs = &att_out;
+  REQUIRE(mg::bench::gemm_conv_flops(e) == g1 + g2);
+  CHECK(mg::bench::gemm_conv_backward_flops(e) == 2 * g1 + 2 * g2);
+  e.inputs = &att_v;
+  CHECK(mg::bench::gemm_conv_backward_flops(e) == g2);
+  e.op = "linear", e.backward = true, e.inputs = &hidden_in, e.outputs = &hidden_out;
+  CHECK(mg::bench::gemm_conv_backward_flops(e) == 0);  // a backward event counts nothing itself
+}
+
 TEST_CASE("op recorder: counts real ops by output dtype, forward and backward apart", "[bench]") {
   OpRecorder rec;
   const mg::Tensor a = mg::randn({8, 8}).to(mg::DType::BF16).requires_grad_(true);
@@ -57,6 +104,7 @@ TEST_CASE("op recorder: counts real ops by output dtype, forward and backward ap
   CHECK(m.f32_outputs == 1);
   CHECK(m.low_dtype == mg::DType::BF16);
   CHECK(m.flops == 2.0 * 8 * 8 * 8 + 2.0 * 2 * 2 * 2);
+  CHECK(m.backward_flops == 2.0 * 8 * 8 * 8);  // only a needs a gradient, and only in the first call
   bool saw_backward = false;
   for (const auto& [key, st] : s) saw_backward = saw_backward || key.backward;
   CHECK(saw_backward);
