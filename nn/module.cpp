@@ -252,6 +252,9 @@ NamedTensors Module::state_dict() const {
   NamedTensors out;  // every name of a shared tensor, as PyTorch's state_dict
   collect("", true, out, nullptr);
   collect("", false, out, nullptr);
+  // Detached aliases, as PyTorch's: the same memory (an in-place write changes the model, a load
+  // copies into it) without the parameter's requires_grad, so the caller may edit them in place.
+  for (auto& entry : out) entry.second = entry.second.detach();
   return out;
 }
 

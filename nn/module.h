@@ -90,7 +90,9 @@ class Module {
   void zero_grad(bool set_to_none = true);
 
   // ---- state ----
-  // Parameters then buffers, with dotted names.
+  // Parameters then buffers, with dotted names, as detached aliases (PyTorch's): they share the
+  // model's memory and version counters — an in-place write through one changes the model — but
+  // require no gradient. Copy (clone) them for a snapshot that later steps must not change.
   NamedTensors state_dict() const;
   // Copies values in (casting to each tensor's dtype, moving to its device) without replacing any
   // tensor's memory, as PyTorch does: a tensor keeps its address and layout (channels-last stays

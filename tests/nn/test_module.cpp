@@ -195,6 +195,24 @@ TEST_CASE("load_state_dict writes into each tensor's memory and keeps its layout
   CHECK(conv.weight.data_ptr() == address);
 }
 
+TEST_CASE("state_dict hands out detached aliases: the model's memory, no gradient", "[nn][module]") {
+  // PyTorch's state_dict: an in-place edit through an entry changes the model (and is allowed:
+  // the entry requires no gradient), and the entry leaves the parameter's autograd alone.
+  Affine layer(2, 3);
+  const nn::NamedTensors sd = layer.state_dict();
+  REQUIRE(sd.size() == 2);
+  CHECK(sd[0].first == "weight");
+  Tensor w = sd[0].second;
+  CHECK_FALSE(w.requires_grad());
+  CHECK(w.data_ptr() == layer.weight.data_ptr());
+  CHECK(layer.weight.requires_grad());
+  const uint64_t version = layer.weight.version();
+  w.mul_(2.0);
+  CHECK(values(layer.weight) == std::vector<double>(6, 1.0));
+  CHECK(layer.weight.version() > version);  // shared version counter: saved graphs see the edit
+  CHECK_THROWS(layer.weight.mul_(2.0));  // the parameter itself: a leaf that requires grad
+}
+
 TEST_CASE("strict loading lists every problem and changes nothing", "[nn][module][errors]") {
   Net net;
   nn::NamedTensors sd = net.state_dict();

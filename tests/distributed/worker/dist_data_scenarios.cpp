@@ -203,7 +203,7 @@ int sync_bn(std::chrono::milliseconds timeout) {
     const auto keys_after = local->state_dict();
     check(keys_before.size() == keys_after.size(), "state dict size after conversion");
     for (std::size_t i = 0; i < keys_before.size(); ++i) {
-      check(keys_before[i].first == keys_after[i].first && keys_before[i].second.is_same(keys_after[i].second),
+      check(keys_before[i].first == keys_after[i].first && keys_before[i].second.data_ptr() == keys_after[i].second.data_ptr(),
             "state dict entry " + keys_before[i].first + " after conversion");
     }
     Tensors xs, gs;
