@@ -21,6 +21,13 @@
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/op_observer.h"
 
+namespace mg {
+// Registers every rule and kernel once, GradMath included (ops/init.cpp; the library is one unit,
+// as core/storage.cpp calls it too). Called by backward and grad: a pass whose roots are leaves
+// (backward({w, w}, {g1, g2}) first thing in a program) adds gradients before any op ran.
+void init();
+}  // namespace mg
+
 namespace mg::autograd {
 namespace {
 
@@ -198,6 +205,9 @@ void add_roots(GraphTask& task, const Tensors& outputs, const Tensors& grad_outp
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
     MG_CHECK(out.defined(), AutogradError, api, ": output ", i, " is undefined");
+    MG_CHECK(make_view_current(out), AutogradError, api, ": output ", i, " (", describe(out),
+             ") is a view whose base was modified in place after the view was taken",
+             "\n  hint: take the view again after the in-place operation");
     const Edge edge = gradient_edge(out);
     MG_CHECK(edge.valid(), AutogradError, api, ": output ", i, " (", describe(out),
              ") does not require grad and has no grad_fn",
@@ -236,11 +246,14 @@ class PassKind {
 bool pass_accumulates_grad() { return t_accumulates; }
 
 void backward(const Tensors& outputs, const Tensors& grad_outputs, bool retain_graph, bool create_graph) {
+  init();
   OpObserverMute mute;  // the observer sees nodes, not the ops inside them
   PassKind kind(/*accumulates=*/true);
   GraphTask task(retain_graph || create_graph, /*accumulate=*/true, /*grad_mode=*/create_graph);
-  add_roots(task, outputs, grad_outputs, "backward");
+  // Before the roots: two gradients of one output are summed with a history exactly when
+  // create_graph asks for one, whatever the caller's grad mode.
   EnableGradGuard mode(create_graph);
+  add_roots(task, outputs, grad_outputs, "backward");
   AutocastOffGuard no_autocast;  // backward ops run in the dtypes the forward chose
   BackwardCallbacks callbacks;   // queue_callback (autograd/hooks.h) during this pass
   task.run();
@@ -249,18 +262,22 @@ void backward(const Tensors& outputs, const Tensors& grad_outputs, bool retain_g
 
 Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs,
              std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
+  init();
   OpObserverMute mute;  // the observer sees nodes, not the ops inside them
   PassKind kind(/*accumulates=*/false);
   GraphTask task(retain_graph.value_or(create_graph), /*accumulate=*/false, /*grad_mode=*/create_graph);
+  EnableGradGuard mode(create_graph);  // before the roots, as in backward
   add_roots(task, outputs, grad_outputs, "grad");
   MG_CHECK(!inputs.empty(), AutogradError, "grad: expected at least one input");
   for (std::size_t i = 0; i < inputs.size(); ++i) {
+    MG_CHECK(make_view_current(inputs[i]), AutogradError, "grad: input ", i, " (", describe(inputs[i]),
+             ") is a view whose base was modified in place after the view was taken",
+             "\n  hint: take the view again after the in-place operation");
     const Edge edge = gradient_edge(inputs[i]);
     MG_CHECK(edge.valid(), AutogradError, "grad: input ", i, " (", describe(inputs[i]),
              ") does not require grad");
     task.add_capture(edge);
   }
-  EnableGradGuard mode(create_graph);
   AutocastOffGuard no_autocast;  // backward ops run in the dtypes the forward chose
   BackwardCallbacks callbacks;   // queue_callback (autograd/hooks.h) during this pass
   Tensors result = task.run();

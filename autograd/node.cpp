@@ -155,6 +155,13 @@ Edge gradient_edge(const Tensor& t) {
   return {impl->autograd.grad_accumulator, 0};
 }
 
+bool make_view_current(const Tensor& t) {
+  if (!t.defined()) return true;
+  const TensorImpl* impl = t.impl();
+  if (!impl->is_view || t.version() == impl->view_version || t.is_leaf()) return true;
+  return grad_math().refresh_view != nullptr && grad_math().refresh_view(t);
+}
+
 void set_history(const Tensors& outputs, const std::shared_ptr<Node>& node) {
   if (op_observer()) [[unlikely]] node->module_path = current_module_path();
   for (std::size_t j = 0; j < outputs.size(); ++j) {

@@ -104,6 +104,15 @@ class AccumulateGrad final : public Node {
 // first use) when it is a leaf that requires grad; invalid when it needs no gradient.
 Edge gradient_edge(const Tensor& t);
 
+// A view whose base was written in place after the view was taken (through another view of the
+// base, or the base itself) has a history that describes its old values. make_view_current gives
+// such a view the history "its elements of the base's current value" (GradMath::refresh_view,
+// ops/inplace_view.h) and returns false when it cannot: then the caller refuses the view rather
+// than follow the old history to a wrong gradient. True for every other tensor. Every entry
+// point that turns a user's tensor into a graph edge (recorded ops, backward/grad, hooks, custom
+// Functions, the reentrant checkpoint) calls it first.
+bool make_view_current(const Tensor& t);
+
 // Makes `node` the grad_fn of the floating outputs (output j -> input slot j of the node), and,
 // while an op observer is installed, records the current module path in the node.
 void set_history(const Tensors& outputs, const std::shared_ptr<Node>& node);
@@ -117,6 +126,7 @@ struct GradMath {
   Tensor (*dense_copy)(const Tensor& a, const Tensor& like) = nullptr;
   Tensor (*copy)(const Tensor& a) = nullptr;        // clone() recorded when grad mode is on
   void (*add_inplace)(const Tensor& dst, const Tensor& src) = nullptr;
+  bool (*refresh_view)(const Tensor& view) = nullptr;  // ops/inplace_view.h's refresh_view_history
 };
 GradMath& grad_math();
 

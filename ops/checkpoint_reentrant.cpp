@@ -14,6 +14,7 @@
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/generator.h"
 #include "mixgrad/core/graph_rng.h"
+#include "mixgrad/ops/inplace_view.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/op_node.h"
 #include "mixgrad/ops/ops.h"
@@ -124,6 +125,8 @@ class CheckpointNode final : public autograd::Node {
 }  // namespace
 
 Tensors checkpoint_reentrant(const CheckpointFn& fn, const Tensors& inputs) {
+  // Recorded (grad mode is on): stale views refreshed or refused as for any op (ops/inplace_view.h).
+  for (std::size_t i = 0; i < inputs.size(); ++i) check_recorded_input_view(kName, i, inputs[i]);
   const AutocastSnapshot autocast = AutocastSnapshot::take();
   Tensors outputs;
   GeneratorDraws draws;

@@ -5,6 +5,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/autocast_state.h"
 #include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/inplace_view.h"
 #include "mixgrad/ops/op_node.h"
 #include "mixgrad/ops/op_rule.h"
 #include "mixgrad/ops/ops.h"
@@ -93,6 +94,8 @@ Tensors FunctionRunner::run(const char* name, CastPolicy policy, ForwardFn forwa
     ctx->needs_.push_back(needs);
     any = any || needs;
   }
+  // Stale views refreshed or refused, as for any recorded op (ops/inplace_view.h).
+  for (std::size_t i = 0; any && i < inputs.size(); ++i) check_recorded_input_view(name, i, inputs[i]);
   Tensors outputs;
   {
     // The declared policy already cast the inputs: the body runs without recording and with

@@ -47,28 +47,13 @@ uint32_t needs_grad_mask(OpId op, const Tensors& inputs) {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     if (!t.requires_grad()) continue;
-    // A view whose storage was modified in place after the view was taken no longer matches
-    // the history recorded for it: it gets its base's current history (ops/inplace_view.h), or,
-    // where it cannot (a base that needs no gradient, is not dense or was given other data), is
-    // refused rather than give a wrong gradient.
-    if (t.impl()->is_view && t.version() != t.impl()->view_version && !t.is_leaf()) (void)refresh_view_history(t);
-    MG_CHECK(!t.impl()->is_view || t.version() == t.impl()->view_version || t.is_leaf(),
-             AutogradError, op_name(op), ": input ", i, " (", describe(t),
-             ") is a view whose base was modified in place after the view was taken",
-             "\n  hint: take the view again after the in-place operation");
+    // A stale view gets its base's current history, or is refused (ops/inplace_view.h).
+    check_recorded_input_view(op_name(op), i, t);
     MG_CHECK(i < 16, NotImplementedError, op_name(op), ": autograd supports at most 16 inputs");
     mask |= 1u << i;
   }
-  // A view taken while its base had no history reads, once the base was modified in place with
-  // history (an in-place op on another view of it), values that history produced, but carries
-  // none of it: recorded as a constant, it would silently lose those gradients.
   for (std::size_t i = 0; mask != 0 && i < inputs.size(); ++i) {
-    const Tensor& t = inputs[i];
-    if (!t.defined() || t.requires_grad() || !t.impl()->view_base) continue;
-    MG_CHECK(!t.impl()->view_base->autograd.grad_fn || t.version() == t.impl()->view_version, AutogradError,
-             op_name(op), ": input ", i, " (", describe(t), ") is a view that does not require grad, but its base "
-             "was modified in place since the view was taken and now has gradient history",
-             "\n  hint: take the view again after the in-place operation");
+    if (!inputs[i].requires_grad()) check_recorded_input_view(op_name(op), i, inputs[i]);
   }
   return mask;
 }

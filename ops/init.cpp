@@ -6,6 +6,7 @@
 #include "mixgrad/autograd/node.h"
 #include "mixgrad/core/parallel.h"
 #include "mixgrad/ops/dispatcher.h"
+#include "mixgrad/ops/inplace_view.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/register.h"
 
@@ -69,6 +70,7 @@ void init() {
     math.dense_copy = grad_dense_copy;
     math.copy = grad_copy;
     math.add_inplace = grad_add_inplace;
+    math.refresh_view = refresh_view_history;
   });
   apply_num_threads();  // every op: this thread's OpenMP setting follows set_num_threads
 }

@@ -175,6 +175,20 @@ bool refresh_view_history(const Tensor& view) {
   return true;
 }
 
+void check_recorded_input_view(const char* op, std::size_t i, const Tensor& t) {
+  if (!t.defined()) return;
+  if (t.requires_grad()) {
+    MG_CHECK(autograd::make_view_current(t), AutogradError, op, ": input ", i, " (", describe(t),
+             ") is a view whose base was modified in place after the view was taken",
+             "\n  hint: take the view again after the in-place operation");
+    return;
+  }
+  MG_CHECK(!t.impl()->view_base || !t.impl()->view_base->autograd.grad_fn || t.version() == t.impl()->view_version,
+           AutogradError, op, ": input ", i, " (", describe(t), ") is a view that does not require grad, but its base "
+           "was modified in place since the view was taken and now has gradient history",
+           "\n  hint: take the view again after the in-place operation");
+}
+
 void check_view_rebase(const Tensor& self, const char* op) {
   const TensorImpl* s = self.impl();
   MG_ASSERT(s->view_base, "check_view_rebase: ", describe(self), " is not a differentiable view");

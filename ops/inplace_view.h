@@ -31,4 +31,14 @@ void rebase_view_history(const Tensor& self, const Tensor& result);
 // or does not fill its memory densely, or the base was given other data.
 bool refresh_view_history(const Tensor& view);
 
+// The view checks of a recorded call (the dispatcher's ops, custom Functions, the reentrant
+// checkpoint) on input `i`, named `op` in errors:
+// - an input that requires grad and is a stale view gets its base's current history
+//   (autograd::make_view_current), and is refused where it cannot;
+// - an input that needs no gradient but is a view of a base that has gained gradient history
+//   since the view was taken (an in-place op through another view) is refused: recorded as a
+//   constant, it would silently lose the gradient of what was written into it.
+// Call it for every input that requires grad, and for the others when the call records at all.
+void check_recorded_input_view(const char* op, std::size_t i, const Tensor& t);
+
 }  // namespace mg

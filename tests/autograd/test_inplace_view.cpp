@@ -7,6 +7,8 @@
 #include "autograd/node.h"
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
+#include "ops/checkpoint.h"
+#include "ops/custom_function.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
@@ -211,6 +213,91 @@ TEST_CASE("in-place ops on views that cannot be recorded right are refused", "[a
     CHECK(!buf.requires_grad());
     CHECK(values(buf) == std::vector<double>{0, 1, 2});
   }
+}
+
+namespace {
+// The identity as a user-defined function: its inputs become graph edges outside the dispatcher.
+struct Identity : Function<Identity> {
+  static constexpr const char* name = "identity";
+  static constexpr CastPolicy policy = CastPolicy::Keep;
+  static Tensors forward(FunctionCtx&, const Tensors& in) { return {in[0].clone()}; }
+  static Tensors backward(FunctionCtx&, const Tensors& g) { return {g[0]}; }
+};
+}  // namespace
+
+TEST_CASE("a stale view used as a root, a grad() input, a hooked tensor or a function input follows its base's history",
+          "[autograd][inplace]") {
+  // y = 2x, v = y[0:2], then y *= 3: v holds 6 x[0:2], and every entry point must see that
+  // (PyTorch regenerates a stale view's grad_fn wherever it is read): d sum(v) / dx = [6, 6, 0, 0].
+  const std::vector<double> want{6, 6, 0, 0};
+  Tensor x = leaf({1, 2, 3, 4}, {4});
+  auto stale_view = [&] {
+    Tensor y = x * 2.0;
+    Tensor v = y.slice(0, 0, 2);
+    y.mul_(3.0);
+    return v;
+  };
+  SECTION("backward from the view") {
+    stale_view().backward(ones({2}, {.dtype = DType::F64}));
+    CHECK(values(x.grad()) == want);
+  }
+  SECTION("autograd::grad of the view") {
+    const Tensor g = autograd::grad({stale_view()}, {x}, {ones({2}, {.dtype = DType::F64})})[0];
+    CHECK(values(g) == want);
+  }
+  SECTION("grad() with the view as an input") {
+    Tensor v = stale_view();
+    const Tensor g = autograd::grad({sum(v * 5.0)}, {v})[0];
+    CHECK(values(g) == std::vector<double>{5, 5});
+  }
+  SECTION("a hook and a retained gradient on the view") {
+    Tensor v = stale_view();
+    int calls = 0;
+    v.register_hook([&](const Tensor& g) {
+      ++calls;
+      CHECK(values(g) == std::vector<double>{1, 1});
+      return Tensor();
+    });
+    v.retain_grad();
+    sum(v).backward();
+    CHECK(calls == 1);
+    CHECK(values(v.grad()) == std::vector<double>{1, 1});
+    CHECK(values(x.grad()) == want);
+  }
+  SECTION("a user-defined function's input") {
+    sum(Identity::apply({stale_view()})[0]).backward();
+    CHECK(values(x.grad()) == want);
+  }
+  SECTION("a reentrant checkpoint's input") {
+    const Tensors out = checkpoint([](const Tensors& in) { return Tensors{in[0] * 1.0}; }, {stale_view()},
+                                   {.reentrant = true});
+    sum(out[0]).backward();
+    CHECK(values(x.grad()) == want);
+  }
+  SECTION("a view that needs no gradient, of a base that gained history, as a function input") {
+    Tensor buf = zeros({4}, {.dtype = DType::F64});
+    Tensor tail = buf.slice(0, 1, 3);
+    buf.slice(0, 0, 2).copy_(x.slice(0, 0, 2) * 1.0);
+    MG_REQUIRE_ERROR(Identity::apply({tail, x}), "identity: input 0 ([2] f64 cpu) is a view that does not require grad, "
+                                                 "but its base was modified in place");
+  }
+}
+
+TEST_CASE("two gradients of one output are summed without history unless create_graph asks", "[autograd]") {
+  // The roots are the leaf itself, so the sum reaches .grad as it is.
+  Tensor w = leaf({1, 2}, {2});
+  Tensor g1 = leaf({1, 1}, {2}), g2 = from_vector<double>({2, 2}, {2});
+  autograd::backward({w, w}, {g1, g2});
+  CHECK(values(w.grad()) == std::vector<double>{3, 3});
+  CHECK(w.grad().grad_fn() == nullptr);  // PyTorch: .grad never has a history without create_graph
+  Tensor g;
+  {
+    NoGradGuard no_grad;  // create_graph records the sum even when the caller's grad mode is off
+    g = autograd::grad({w, w}, {w}, {g1, g2}, true, /*create_graph=*/true)[0];
+  }
+  REQUIRE(g.requires_grad());
+  sum(g).backward();
+  CHECK(values(g1.grad()) == std::vector<double>{1, 1});
 }
 
 TEST_CASE("a graph whose node saved a view of a base written later is freed (no view -> base cycle)", "[autograd][inplace]") {
