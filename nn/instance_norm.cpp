@@ -41,7 +41,10 @@ Tensor InstanceNorm::forward(const Tensor& x) {
   }
   MG_CHECK(xb.numel() == 0 || xb.numel() / (xb.size(0) * C) > 1, Error, layer_name(),
            ": expected more than 1 spatial element per channel, got x ", describe(x));
-  const Tensor y = group_norm(xb, C, weight, bias, options_.eps);
+  // group_norm has the fp32 policy; instance norm keeps the input's dtype (PyTorch lists it under
+  // no autocast policy), as the eval path's batch_norm does, so train and eval agree.
+  Tensor y = group_norm(xb, C, weight, bias, options_.eps);
+  if (y.dtype() != xb.dtype() && is_floating(xb.dtype())) y = y.to(xb.dtype());
   if (options_.track_running_stats && xb.numel() > 0) update_running_stats(xb);
   return unbatched ? squeeze(y, 0) : y;
 }

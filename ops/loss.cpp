@@ -155,14 +155,22 @@ Tensor onehot_mask(const Tensor& target, const Shape& logits, DType dtype) {
   return to(eq(classes, unsqueeze(target, cdim)), dtype);
 }
 // The valid count a Mean divides by, at least 1: with every target ignored the gradient is 0, as
-// PyTorch's (0 / 0 would make every upstream gradient NaN), while the loss itself is NaN.
-Tensor mean_count(const Tensor& valid) { return clamp_min(sum(valid), 1.0); }
+// PyTorch's (0 / 0 would make every upstream gradient NaN), while the loss itself is NaN. Counted
+// in f32 (f64 for f64): an f16 count is inf from 65,520 targets on, and bf16's inexact from 257.
+Tensor mean_count(const Tensor& valid) {
+  return clamp_min(sum(to(valid, valid.dtype() == DType::F64 ? DType::F64 : DType::F32)), 1.0);
+}
+// x / mean_count(valid) in the count's precision, rounded once to x's dtype.
+Tensor per_valid(const Tensor& x, const Tensor& valid) {
+  const Tensor count = mean_count(valid);
+  return to(to(x, count.dtype()) / count, x.dtype());
+}
 // The per-sample weight w, broadcastable to the logits: the upstream gradient (unsqueezed over the
 // class dim for None), times the valid mask, divided by the valid count for Mean.
 Tensor class_weight(const Tensor& g, const Tensor& valid, Reduction r, int64_t cdim) {
   if (r == Reduction::None) return unsqueeze(g, cdim) * valid;
   if (r == Reduction::Sum) return g * valid;
-  return g * valid / mean_count(valid);
+  return per_valid(g, valid) * valid;
 }
 // The gradient of a reduced elementwise loss broadcast over its elements: g, g / numel for Mean,
 // g / size(0) for BatchMean.
@@ -239,7 +247,7 @@ Tensors cross_entropy_backward_bw(const BackwardCtx& c, const Tensors& u) {
     const Tensor ud = u[0] * (p - q) * valid;
     if (r == Reduction::None) out[0] = squeeze(sum(ud, {cdim}, true), cdim);
     else if (r == Reduction::Sum) out[0] = sum(ud);
-    else out[0] = sum(ud) / mean_count(valid);
+    else out[0] = per_valid(sum(ud), valid);
   }
   if (c.needs_grad(1)) out[1] = softmax_backward(u[0] * class_weight(g, valid, r, cdim), p, cdim);
   return out;

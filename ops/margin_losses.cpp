@@ -235,7 +235,7 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
   MG_CHECK(vs == xs || one_per_row || one_dim_broadcast, ShapeError, kName, ": expected var of the input's shape ",
            shape_str(xs), ", of it without the last dim ", shape_str(without_last),
            ", or of it with one dim of size 1; got ", describe(var));
-  if (var.device().is_cpu()) {
+  if (var.device().is_cpu() && var.numel() > 0) {
     // A negative variance is an error, as PyTorch's; checked on the CPU only (a host read on CUDA).
     NoGradGuard no_grad;
     const double lowest = min(var).item<double>();

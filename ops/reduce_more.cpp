@@ -93,19 +93,29 @@ double var_divisor(const BackwardCtx& c) {
 }
 
 // ---- backward rules ----
-// d prod / d x_i = prod_{j != i} x_j. With P the product of the slice's nonzero elements and Z
-// its number of zeros: Z == 0 gives P / x_i; Z == 1 gives P at the zero and 0 elsewhere; Z >= 2
-// gives 0 everywhere.
+// d prod / d x_i = prod_{j != i} x_j, written so that its own gradient is right too (double
+// backward through slices holding zeros, as PyTorch's prod_safe_zeros_backward). Per slice, with
+// P the product of its nonzero elements, Q the product of its zero elements (0 in value, but a
+// function of them), S their sum (0 in value) and Z their count:
+//   at a nonzero x_i:  Q P / x_i         (P / x_i when Z == 0; for Z >= 1 a 0 that still moves
+//                                         with the zeros: d/dx_zero is P / x_i when Z == 1)
+//   at a zero x_i:     P                 when Z == 1
+//                      P (S - x_i)       when Z == 2 (the other zero, times P)
+//                      0                 when Z >= 3 (and so are its first derivatives)
+// Exact to the second derivative; only third derivatives with three or more zeros are lost.
 Tensors prod_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0);
   const std::vector<int64_t>& dims = c.attrs().dims;
-  const Tensor is_zero = eq(x, zero_like_scalar(x));
-  const Tensor x_safe = where(is_zero, one_like_scalar(x), x);
-  const Tensor p = prod(x_safe, dims, /*keepdim=*/true);    // [kept] product of the nonzeros
-  const Tensor zeros_n = sum(is_zero, dims, /*keepdim=*/true);  // [kept] i64 count of zeros
-  const Tensor at_zero = where(eq(zeros_n, scalar_like(1.0, zeros_n)), p, zero_like_scalar(p));
-  const Tensor at_nonzero = where(eq(zeros_n, scalar_like(0.0, zeros_n)), p / x_safe, zero_like_scalar(p));
-  return {expanded(c, g[0]) * where(is_zero, at_zero, at_nonzero)};
+  const Tensor zero = zero_like_scalar(x), one = one_like_scalar(x);
+  const Tensor is_zero = eq(x, zero);
+  const Tensor x_safe = where(is_zero, one, x);
+  const Tensor p = prod(x_safe, dims, /*keepdim=*/true);                     // [kept] P
+  const Tensor q = prod(where(is_zero, x, one), dims, /*keepdim=*/true);     // [kept] Q
+  const Tensor s = sum(where(is_zero, x, zero), dims, /*keepdim=*/true);     // [kept] S
+  const Tensor zeros_n = sum(is_zero, dims, /*keepdim=*/true);               // [kept] i64 Z
+  const Tensor at_zero = where(eq(zeros_n, scalar_like(1.0, zeros_n)), p,
+                               where(eq(zeros_n, scalar_like(2.0, zeros_n)), p * (s - x), zero));
+  return {expanded(c, g[0]) * where(is_zero, at_zero, q * p / x_safe)};
 }
 
 // d amax / d x_i = [x_i == amax] / (number of ties in the slice): the gradient is split evenly

@@ -32,7 +32,16 @@ Tensor reduce(const Tensor& per_element, Reduction r, const Tensor& mean_denomin
   switch (r) {
     case Reduction::None: return per_element;
     case Reduction::Sum: return sum(per_element);
-    default: return mean_denominator.defined() ? sum(per_element) / mean_denominator : mean(per_element);
+    default: {
+      if (!mean_denominator.defined()) return mean(per_element);
+      // A zero denominator (every target ignored) gives a NaN loss with a zero gradient, as
+      // PyTorch's: the division runs on a safe denominator and where() picks NaN, so no 0/0 (and
+      // no inf * 0 in the backward) reaches the inputs' gradients.
+      const Tensor& d = mean_denominator;
+      const Tensor none = eq(d, scalar_like(0.0, d));
+      const Tensor q = sum(per_element) / where(none, scalar_like(1.0, d), d);
+      return where(none, scalar_like(std::numeric_limits<double>::quiet_NaN(), q), q);
+    }
   }
 }
 

@@ -44,7 +44,7 @@ std::string cpu_text(const DeviceCheckReport& r) {
     case DeviceCheck::Gather:
     case DeviceCheck::ScatterAdd:
       return str_cat(index_op_name(c), ": index ", v, " is out of range for dim ", r.extra, " of size ", n,
-                     " (expected ", -n, " <= index < ", n, ")");
+                     " (expected 0 <= index < ", n, ")");
     case DeviceCheck::Embedding:
       return str_cat("embedding: index ", v, " is out of range for a table of ", n, " rows\n  hint: indices must lie in [0, ",
                      n, ")");

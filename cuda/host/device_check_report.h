@@ -26,7 +26,7 @@ namespace mg::cuda {
 
 // Which check failed; fixes the op name and the message's wording.
 enum class DeviceCheck : int32_t {
-  IndexSelect = 1,       // -size <= index < size along dim
+  IndexSelect = 1,       // 0 <= index < size along dim
   Gather,                // "
   ScatterAdd,            // "
   Embedding,             // 0 <= index < rows

@@ -125,9 +125,9 @@ void check_index_values(const Tensor& index, int64_t lo, int64_t hi, DeviceCheck
   MG_CUDA_CHECK_LAUNCH("index check kernel");
 }
 
-// The CPU's rule for index_select, gather and scatter_add: -size <= index < size.
+// The CPU's rule for index_select, gather and scatter_add: 0 <= index < size (PyTorch's).
 void check_indices(DeviceCheck check, const Tensor& index, int64_t size, int64_t dim) {
-  check_index_values(index, -size, size, check, size, dim);
+  check_index_values(index, 0, size, check, size, dim);
 }
 
 // ---- strided bit copy: dst (src's shape, dst's strides) <- src ----
@@ -168,16 +168,14 @@ void cat_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
 
 // ---- index_select: out[.., j, ..] = x[.., index[j], ..] ----
 // Operands over out's shape: 0 out, 1 x with its dim stride zeroed (added per index), 2 index
-// (stride only along dim). kWrap: a negative index counts from the end (index_select's rule);
-// embedding's rule is 0 <= index < rows, so it launches without.
-template <typename U, typename I, bool kWrap = true>
+// (stride only along dim). Embedding launches it too (the same rule, 0 <= index < rows).
+template <typename U, typename I>
 __global__ void index_select_kernel_impl(int64_t n, Calc3 calc, char* out, const char* x, const char* index,
                                          int64_t size, int64_t x_dim_stride) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[3];
     calc.offsets(i, off);
     int64_t v = load_index<I>(index + off[2]);
-    if (kWrap && v < 0) v += size;
     // A bad index (reported by check_index_values): read nothing, write zero.
     *reinterpret_cast<U*>(out + off[0]) = v >= 0 && v < size ? *reinterpret_cast<const U*>(x + off[1] + v * x_dim_stride) : U(0);
   }
@@ -238,9 +236,9 @@ void embedding_kernel(const Tensors& in, Tensors& out, const OpAttrs&) {
   const auto* ip = static_cast<const char*>(index.data_ptr());
   const int64_t wsd = w.strides()[0] * es;
   if (i64) {
-    index_select_kernel_impl<U, int64_t, false><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, op, wp, ip, v, wsd);
+    index_select_kernel_impl<U, int64_t><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, op, wp, ip, v, wsd);
   } else {
-    index_select_kernel_impl<U, int32_t, false><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, op, wp, ip, v, wsd);
+    index_select_kernel_impl<U, int32_t><<<ctx.blocks(n), kThreads, 0, ctx.stream>>>(n, calc, op, wp, ip, v, wsd);
   }
   MG_CUDA_CHECK_LAUNCH("embedding kernel");
 }
@@ -254,7 +252,6 @@ __global__ void gather_kernel_impl(int64_t n, Calc3 calc, char* out, const char*
     int64_t off[3];
     calc.offsets(i, off);
     int64_t v = load_index<I>(index + off[1]);
-    if (v < 0) v += size;
     // A bad index (reported by check_index_values): read nothing, write zero.
     *reinterpret_cast<U*>(out + off[0]) = v >= 0 && v < size ? *reinterpret_cast<const U*>(x + off[2] + v * x_dim_stride) : U(0);
   }
@@ -323,7 +320,6 @@ __global__ void scatter_add_kernel_impl(int64_t n, int64_t outer, Calc3 calc, ch
     typename A::type acc = static_cast<typename A::type>(*dst);
     for (int64_t j = 0; j < k; ++j) {
       int64_t t = load_index<I>(index + off[1] + j * index_d);
-      if (t < 0) t += size;
       if (t == v) acc = A::add(acc, *reinterpret_cast<const T*>(src + off[2] + j * src_d));
     }
     *dst = static_cast<T>(acc);

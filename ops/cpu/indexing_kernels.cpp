@@ -7,8 +7,9 @@
 // target it is the plain in-order sum.
 //
 // Index values are validated while they are read: an index out of range throws IndexError with
-// the value and the valid range, and nothing is ever read or written out of bounds. Negative
-// indices count from the end (-size <= index < size) in index_select, gather and scatter_add.
+// the value and the valid range, and nothing is ever read or written out of bounds. The range is
+// 0 <= index < size, as PyTorch's: a negative index is an error, not a count from the end (a -100
+// padding label given to gather would otherwise read a real row silently).
 //
 // Speed: every kernel walks its operands with the strided plans of ops/cpu/loops.h (contiguous
 // dims merged), copies contiguous rows with memcpy, and for gather/scatter_add runs whole lines
@@ -24,6 +25,7 @@
 #include "mixgrad/core/cascade_sum.h"
 #include "mixgrad/core/visit_dtype.h"
 #include "mixgrad/ops/cpu/loops.h"
+#include "mixgrad/ops/cpu/reducers.h"
 #include "mixgrad/ops/cpu/scatter_add_lines.h"
 #include "mixgrad/ops/cpu/scatter_add_rows.h"
 #include "mixgrad/ops/kernel_registry.h"
@@ -39,9 +41,9 @@ Strides strides_1d(const Tensor& t) { return t.dim() == 0 ? Strides{1} : t.strid
 template <typename I>
 int64_t checked_index(const char* op, I raw, int64_t size, int64_t dim) {
   const int64_t v = int64_t(raw);
-  MG_CHECK(v >= -size && v < size, IndexError, op, ": index ", v, " is out of range for dim ", dim,
-           " of size ", size, " (expected ", -size, " <= index < ", size, ")");
-  return v < 0 ? v + size : v;
+  MG_CHECK(v >= 0 && v < size, IndexError, op, ": index ", v, " is out of range for dim ", dim,
+           " of size ", size, " (expected 0 <= index < ", size, ")");
+  return v;
 }
 
 // Calls f.template operator()<I>() with I = int64_t or int32_t, the index tensor's type.
@@ -309,6 +311,8 @@ void scatter_add_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
                 T& dst = op[checked_index("scatter_add", ip[j * is_d], g.size, g.dim) * os_d];
                 if constexpr (std::is_same_v<T, bool>) {
                   dst = dst || sp[j * ss_d];
+                } else if constexpr (std::is_integral_v<T>) {
+                  dst = wrapping_add(dst, sp[j * ss_d]);  // integers wrap, as PyTorch's (no UB)
                 } else {
                   dst = static_cast<T>(dst + sp[j * ss_d]);
                 }

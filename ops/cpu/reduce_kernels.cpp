@@ -2,6 +2,7 @@
 // and bool; the summation rule of core/cascade_sum.h (leaves of 128, 8 lanes when contiguous,
 // pairwise above), applied by reduce_loop.
 #include "mixgrad/ops/cpu/reduce_loop.h"
+#include "mixgrad/ops/cpu/reducers.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/register.h"
 
@@ -14,14 +15,21 @@ struct SumReducer {
   static constexpr bool kInOrderStrided = true;  // the strided run below is a plain in-order sum
   Acc init() const { return Acc(0); }
   Acc run(Acc acc, const T* p, int64_t n, int64_t stride, int64_t) const {
-    if (stride != 1) {
-      for (int64_t i = 0; i < n; ++i) acc += static_cast<Acc>(p[i * stride]);
+    if constexpr (std::is_integral_v<Acc>) {
+      // Integers wrap around (two's complement, as PyTorch's) instead of overflowing (UB); their
+      // sum is the same in any order, so no lanes.
+      for (int64_t i = 0; i < n; ++i) acc = wrapping_add(acc, static_cast<Acc>(p[i * stride]));
       return acc;
+    } else {
+      if (stride != 1) {
+        for (int64_t i = 0; i < n; ++i) acc += static_cast<Acc>(p[i * stride]);
+        return acc;
+      }
+      // A contiguous leaf: 8 lanes (core/cascade_sum.h's lane_fold), then added to the leaf's total.
+      return acc + lane_fold<Acc>(n, [p](int64_t i) { return static_cast<Acc>(p[i]); });
     }
-    // A contiguous leaf: 8 lanes (core/cascade_sum.h's lane_fold), then added to the leaf's total.
-    return acc + lane_fold<Acc>(n, [p](int64_t i) { return static_cast<Acc>(p[i]); });
   }
-  Acc combine(Acc a, Acc b) const { return a + b; }
+  Acc combine(Acc a, Acc b) const { return wrapping_add(a, b); }
 };
 
 template <typename T, typename O>

@@ -262,8 +262,8 @@ TEST_CASE("CUDA embedding matches the CPU bit for bit", "[cuda][gpu][nn]") {
   CHECK(got.substr(0, want.find("; weight")) == want.substr(0, want.find("; weight")));
   CHECK(got.find("hint: indices must lie in [0, 10)") != std::string::npos);
   CHECK(got.find("raised at the host's next wait (cuda::synchronize)") != std::string::npos);
-  // A negative index (bad for embedding: 0 <= index < rows) reads nothing, and its gradient goes
-  // nowhere — not to the last row, as index_select's and scatter_add's wrap-around would send it.
+  // A negative index (bad: 0 <= index < rows) reads nothing, and its gradient goes nowhere — not
+  // to the last row, as a count from the end would send it.
   {
     Tensor wg = w.to(gpu());
     wg.requires_grad_();
@@ -352,7 +352,7 @@ TEST_CASE("CUDA indexing ops reject bad indices with the CPU's message", "[cuda]
     many.data<int64_t>()[300001] = -9;
     many.data<int64_t>()[900000] = 12;
     CHECK(deferred_error_of([&] { index_select(x.to(gpu()), 1, many.to(gpu())); }) ==
-          "index_select: index -9 is out of range for dim 1 of size 5 (expected -5 <= index < 5)");
+          "index_select: index -9 is out of range for dim 1 of size 5 (expected 0 <= index < 5)");
   }
   mg::test::require_no_pending_cuda_error();
 }

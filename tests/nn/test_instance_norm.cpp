@@ -7,6 +7,7 @@
 
 #include "autograd/engine.h"
 #include "core/factory.h"
+#include "amp/autocast.h"
 #include "nn/instance_norm.h"
 #include "ops/ops.h"
 #include "reference/json_reference.h"
@@ -115,6 +116,16 @@ TEST_CASE("InstanceNorm keeps bf16 and names its refusals", "[nn][norm]") {
   const Tensor y = m.forward(x.to(DType::BF16));
   CHECK(y.dtype() == DType::BF16);
   CHECK((y.to(DType::F32) - yb).abs().max().item<double>() < 0.05);
+  // Under autocast too, in training and in eval, as PyTorch's (no autocast policy): the statistics
+  // in f32, the output in the input's dtype.
+  nn::InstanceNorm2d tracked({.num_features = 3, .track_running_stats = true});
+  {
+    amp::Autocast ac({.dtype = DType::BF16});
+    CHECK(tracked.forward(x.to(DType::BF16)).dtype() == DType::BF16);
+    tracked.eval();
+    CHECK(tracked.forward(x.to(DType::BF16)).dtype() == DType::BF16);
+    CHECK(tracked.forward(x).dtype() == DType::F32);
+  }
   MG_REQUIRE_ERROR(m.forward(zeros({2, 4, 4, 4}, {.dtype = DType::BF16})), "expected 3 channels");
   MG_REQUIRE_ERROR(m.forward(zeros({3, 4})), "expected x [N, C, H, W] or [C, H, W]");
   MG_REQUIRE_ERROR(nn::InstanceNorm1d({.num_features = 2}).forward(zeros({3, 2, 1})),

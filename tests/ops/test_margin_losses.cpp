@@ -352,3 +352,10 @@ TEST_CASE("gaussian_nll_loss: var with one dim of size 1, one per row, or one nu
         DType::F32);
   CHECK(margin_ranking_loss(hb, hb, pm).dtype() == DType::F32);
 }
+
+TEST_CASE("gaussian_nll_loss of an empty batch: NaN mean, 0 sum, empty none (PyTorch 2.15)", "[ops][loss]") {
+  const Tensor x = zeros({0, 3}), v = ones({0, 3});
+  CHECK(std::isnan(gaussian_nll_loss(x, x, v).item<double>()));
+  CHECK(gaussian_nll_loss(x, x, v, false, 1e-6, Reduction::Sum).item<double>() == 0.0);
+  CHECK(gaussian_nll_loss(x, x, v, false, 1e-6, Reduction::None).shape() == Shape{0, 3});
+}

@@ -382,6 +382,21 @@ TEST_CASE("reductions: double backward", "[ops][reduce][grad]") {
   check_grad(grad_of([](const Tensor& t) { return max(t, 1).first * amax(t, {1}); }, {3}), x, 1e-5);
 }
 
+TEST_CASE("prod: double backward through slices with one, two and three zeros", "[ops][reduce][grad]") {
+  // PyTorch 2.15: the gradient of sum(d prod / dx) at [0, 2, 3] is [5, 3, 2], at [0, 0, 3] [3, 3, 0].
+  for (const auto& [row, want] : std::vector<std::pair<std::vector<double>, std::vector<double>>>{
+           {{0, 2, 3}, {5, 3, 2}}, {{0, 0, 3}, {3, 3, 0}}, {{0, 0, 0}, {0, 0, 0}}}) {
+    const Tensor x = f64(row).requires_grad_();
+    const Tensor g = autograd::grad({prod(x)}, {x}, {}, true, /*create_graph=*/true)[0];
+    sum(g).backward();
+    require_close(vals(x.grad()), want);
+  }
+  // The gradient is a polynomial, so central differences hold at the zeros (rows of 0 to 3 zeros).
+  const Tensor z = f64({0, 2, 3, 4, 0, 0, 3, 4, 0, 0, 0, 4, 1, 2, 3, 4}, {4, 4});
+  check_grad(grad_of([](const Tensor& t) { return prod(t, {1}); }, {4}), z, 1e-5);
+  check_grad(grad_of([](const Tensor& t) { return prod(t, {0}); }, {4}), z, 1e-5);
+}
+
 // ---------------------------------------------------------------------------------------------
 // low precision
 

@@ -143,6 +143,34 @@ TEST_CASE("weighted class losses: uniform weights give the unweighted loss, and 
   const Tensor none = full({8}, -100.0, {.dtype = DType::I64});
   CHECK(std::isnan(cross_entropy(logits, none, Reduction::Mean, -100, 0.0, w).item<double>()));
   CHECK(cross_entropy(logits, none, Reduction::Sum, -100, 0.0, w).item<double>() == 0.0);
+  // ... and the gradient is 0, not NaN (PyTorch 2.15: nan loss, zero grad), with and without
+  // smoothing: a GradScaler must not skip every all-padding batch.
+  for (const double eps : {0.0, 0.1}) {
+    Tensor x = logits.detach().requires_grad_();
+    const Tensor l = cross_entropy(x, none, Reduction::Mean, -100, eps, w);
+    CHECK(std::isnan(l.item<double>()));
+    l.backward();
+    CHECK(test::values(x.grad()) == std::vector<double>(std::size_t(x.numel()), 0.0));
+  }
+  Tensor x = logits.detach().requires_grad_();
+  nll_loss(log_softmax(x, 1), none, Reduction::Mean, -100, w).backward();
+  CHECK(test::values(x.grad()) == std::vector<double>(std::size_t(x.numel()), 0.0));
+}
+
+TEST_CASE("nll_loss's f16 mean gradient counts its targets in f32", "[ops][loss]") {
+  // 65,536 targets: an f16 count is inf and the gradient 0 (PyTorch 2.15 gives 0 too); the count
+  // in f32 gives -1/65536 at each target, which f16 holds exactly.
+  const Tensor lp = full({65536, 2}, -0.5, {.dtype = DType::F16}).requires_grad_();
+  const Tensor t = zeros({65536}, {.dtype = DType::I64});
+  nll_loss(lp, t).backward();
+  CHECK(lp.grad().dtype() == DType::F16);
+  CHECK(lp.grad().select(0, 0).select(0, 0).item<double>() == -1.0 / 65536);
+  CHECK(lp.grad().select(0, 7).select(0, 1).item<double>() == 0.0);
+  // The fused cross_entropy's double backward divides the same way.
+  const Tensor x = zeros({4096, 2}, {.dtype = DType::F16}).requires_grad_();
+  const Tensor t2 = zeros({4096}, {.dtype = DType::I64});
+  const Tensor g = autograd::grad({cross_entropy(x, t2)}, {x}, {}, true, /*create_graph=*/true)[0];
+  CHECK(g.select(0, 0).select(0, 0).item<double>() == Approx(-0.5 / 4096).epsilon(1e-3));
 }
 
 TEST_CASE("weighted losses: bad weights and targets are named errors", "[ops][loss]") {
