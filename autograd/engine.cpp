@@ -113,9 +113,15 @@ class GraphTask {
       const bool is_sink = dynamic_cast<AccumulateGrad*>(node) != nullptr;
       // AccumulateGrad (a leaf's sink) is not reported: its input is a gradient already reported
       // as the output of the node that produced it.
-      Tensors input_grads = op_observer() && !is_sink ? apply_observed(*node, std::move(grads))
-                                                      : node->apply(std::move(grads));
-      if (!retain_graph_) node->release_saved();
+      Tensors input_grads;
+      if (is_sink) {
+        input_grads = node->apply(std::move(grads));  // AccumulateGrad locks for itself
+      } else {
+        // One pass at a time through a node shared by several threads' graphs (Node::apply_mutex).
+        std::lock_guard<std::recursive_mutex> lock(node->apply_mutex());
+        input_grads = op_observer() ? apply_observed(*node, std::move(grads)) : node->apply(std::move(grads));
+        if (!retain_graph_) node->release_saved();
+      }
       for (std::size_t j = 0; j < node->next_edges.size(); ++j) {
         const Edge& e = node->next_edges[j];
         Node* next = e.node.get();

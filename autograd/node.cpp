@@ -21,7 +21,13 @@ Node::Node(uint32_t num_outputs)
     : num_outputs_(num_outputs), sequence_nr_(g_next_sequence_nr.fetch_add(1)) {}
 
 Tensor Node::run_pre_hooks(uint32_t output_nr, Tensor grad) const {
-  const auto hooks = pre_hooks_;  // a hook may remove itself (or others): run over a copy
+  std::vector<PreHook> hooks;  // a hook may remove itself (or others): run over a copy
+  std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained;
+  {
+    std::lock_guard<std::mutex> lock(hooks_mutex_);
+    hooks = pre_hooks_;
+    retained = retained_;
+  }
   for (const auto& [nr, id, hook] : hooks) {
     if (nr != output_nr || !grad.defined()) continue;
     Tensor replaced = hook(grad);
@@ -35,10 +41,12 @@ Tensor Node::run_pre_hooks(uint32_t output_nr, Tensor grad) const {
     }
   }
   if (!grad.defined()) return grad;
-  for (const auto& [nr, weak] : retained_) {
+  for (const auto& [nr, weak] : retained) {
     if (nr != output_nr) continue;
     const std::shared_ptr<TensorImpl> impl = weak.lock();
     if (!impl) continue;
+    // .grad is read, replaced and written one pass at a time, as AccumulateGrad's.
+    std::lock_guard<std::mutex> lock(g_accumulate_mutex);
     const Tensor current(impl->autograd.grad);
     GradMath& math = grad_math();
     // A copy (recorded under create_graph), never the gradient itself: the engine goes on with it.
@@ -50,21 +58,25 @@ Tensor Node::run_pre_hooks(uint32_t output_nr, Tensor grad) const {
 }
 
 void Node::set_retained(uint32_t output_nr, const std::shared_ptr<TensorImpl>& tensor) {
-  clear_retained(output_nr);
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  std::erase_if(retained_, [&](const auto& r) { return r.first == output_nr; });
   retained_.emplace_back(output_nr, tensor);
 }
 
 void Node::clear_retained(uint32_t output_nr) {
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
   std::erase_if(retained_, [&](const auto& r) { return r.first == output_nr; });
 }
 
 uint64_t Node::add_pre_hook(uint32_t output_nr, TensorHook hook) {
   const uint64_t id = g_next_hook_id.fetch_add(1);
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
   pre_hooks_.push_back({output_nr, id, std::move(hook)});
   return id;
 }
 
 bool Node::remove_pre_hook(uint64_t id) {
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
   return std::erase_if(pre_hooks_, [&](const PreHook& h) { return h.id == id; }) > 0;
 }
 
@@ -122,18 +134,24 @@ Tensors AccumulateGrad::apply(Tensors&& grads) {
   }
   lock.unlock();
   // A hook may remove itself (or others): run over a copy.
-  const auto hooks = post_hooks_;
+  std::vector<std::pair<uint64_t, PostAccumulateHook>> hooks;
+  {
+    std::lock_guard<std::mutex> hooks_lock(hooks_mutex_);
+    hooks = post_hooks_;
+  }
   for (const auto& [id, hook] : hooks) hook(leaf);
   return {};
 }
 
 uint64_t AccumulateGrad::add_post_hook(PostAccumulateHook hook) {
   const uint64_t id = g_next_hook_id.fetch_add(1);
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
   post_hooks_.emplace_back(id, std::move(hook));
   return id;
 }
 
 bool AccumulateGrad::remove_post_hook(uint64_t id) {
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
   for (auto it = post_hooks_.begin(); it != post_hooks_.end(); ++it) {
     if (it->first == id) {
       post_hooks_.erase(it);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -59,8 +60,14 @@ class Node : public std::enable_shared_from_this<Node> {
   uint32_t num_outputs() const { return num_outputs_; }
   // Creation order; the engine runs later nodes first.
   uint64_t sequence_nr() const { return sequence_nr_; }
-  bool released() const { return released_; }
-  void mark_released() { released_ = true; }
+  bool released() const { return released_.load(std::memory_order_relaxed); }
+  void mark_released() { released_.store(true, std::memory_order_relaxed); }
+  // Held by the engine around apply() and release_saved() (AccumulateGrad locks for itself), so
+  // two threads running backward through one shared graph take turns on each node, as PyTorch's
+  // per-node mutex: with retain_graph both passes read what the node saved, and one pass freeing
+  // it makes the other's read a clean "second time" error instead of a use-after-free. Recursive:
+  // a node's backward that starts a nested backward on this thread may come back to it.
+  std::recursive_mutex& apply_mutex() const { return apply_mutex_; }
 
   // The module path current when the node was recorded ("layer1.0.conv2"), kept only while an op
   // observer is installed (core/op_observer.h); the engine reports the node under it.
@@ -69,7 +76,15 @@ class Node : public std::enable_shared_from_this<Node> {
  private:
   uint32_t num_outputs_;
   uint64_t sequence_nr_;
-  bool released_ = false;
+  std::atomic<bool> released_{false};
+  mutable std::recursive_mutex apply_mutex_;
+
+ protected:
+  // Guards the hook and retained-tensor lists (and AccumulateGrad's post-hooks): held only while a
+  // list is copied or changed, never while a hook runs, so hooks may add or remove hooks.
+  mutable std::mutex hooks_mutex_;
+
+ private:
   struct PreHook {
     uint32_t output_nr;
     uint64_t id;

@@ -51,7 +51,14 @@ bool is_random(FillKind k) { return k == FillKind::Rand || k == FillKind::Randn 
 // Allocates the output on options.device, reserves the random kinds' Philox blocks of `gen` (the
 // default generator when null), and fills it there.
 Tensor make_filled(const Shape& shape, TensorOptions options, FillSpec spec, Generator* gen = nullptr) {
-  Tensor out = empty(shape, {.dtype = options.dtype, .device = options.device});
+  // zeros/ones/full honour options.memory_format (their values do not depend on the order); the
+  // random draws, arange, linspace and eye are defined in the logical order, and a channels-last
+  // randn holding other values than randn(...).to(ChannelsLast) would surprise: refused.
+  MG_CHECK(options.memory_format == MemoryFormat::Contiguous || spec.kind == FillKind::Full, Error,
+           "rand, randn, randint, arange, linspace and eye make contiguous tensors; got memory_format ",
+           memory_format_name(options.memory_format), " for shape ", shape,
+           "\n  hint: convert the result with .to(MemoryFormat::ChannelsLast)");
+  Tensor out = empty(shape, {.dtype = options.dtype, .device = options.device, .memory_format = options.memory_format});
   const int64_t n = out.numel();
   if (is_random(spec.kind)) {
     Generator& g = gen ? *gen : default_generator();
@@ -109,7 +116,10 @@ Tensor arange(int64_t start, int64_t end, int64_t step, TensorOptions options) {
   // In 128 bits: end - start + step overflowed int64 near its ends (arange(INT64_MIN, INT64_MAX)).
   const __int128 span = step > 0 ? __int128(end) - start : __int128(start) - end;
   const __int128 by = step > 0 ? __int128(step) : -__int128(step);
-  const int64_t n = span <= 0 ? 0 : int64_t((span + by - 1) / by);
+  const __int128 count = span <= 0 ? 0 : (span + by - 1) / by;
+  MG_CHECK(count <= std::numeric_limits<int64_t>::max(), Error, "arange: [", start, ", ", end, ") by ", step,
+           " has more elements than a tensor can hold");
+  const int64_t n = int64_t(count);
   return make_filled({n}, options, {.kind = FillKind::Arange, .start = start, .step = step});
 }
 
@@ -119,6 +129,12 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
   // keeps an integer dtype's conversions defined.
   MG_CHECK(integral_holds(options.dtype, start) && integral_holds(options.dtype, end), Error, "linspace: start ",
            start, " or end ", end, " cannot be converted to ", dtype_name(options.dtype), " without overflow");
+  // An integer dtype takes its ends as integers first (truncated), as PyTorch's: linspace(0.5,
+  // 3.7, 3) in i64 steps from 0 to 3 by 1.5, giving [0, 1, 3].
+  if (is_integral(options.dtype) && options.dtype != DType::Bool) {
+    start = std::trunc(start);
+    end = std::trunc(end);
+  }
   const double d = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
   return make_filled({steps}, options,
                      {.kind = FillKind::Linspace, .lin_start = start, .lin_end = end, .lin_delta = d});
@@ -165,6 +181,9 @@ Tensor full_like(const Tensor& t, double value) {
 
 Tensor from_buffer(const void* data, const Shape& shape, TensorOptions options) {
   MG_CHECK(data != nullptr || shape_numel(shape) == 0, Error, "from_buffer: null data pointer");
+  MG_CHECK(options.memory_format == MemoryFormat::Contiguous, Error, "from_buffer: the data is in row-major order, "
+           "so the tensor is contiguous; got memory_format ", memory_format_name(options.memory_format),
+           "\n  hint: convert the result with .to(MemoryFormat::ChannelsLast)");
   Tensor out = empty(shape, {.dtype = options.dtype, .device = options.device});
   // Host memory straight into the output (one copy, host to device when the device is not the CPU).
   if (out.numel()) copy_bytes(out.data_ptr(), out.device(), data, Device::cpu(), std::size_t(out.numel()) * out.element_size());

@@ -36,7 +36,7 @@ MemOverlap memory_overlap(const Tensor& a, const Tensor& b) {
 }
 
 bool has_internal_overlap(const Tensor& t) {
-  if (!t.defined()) return false;
+  if (!t.defined() || t.numel() == 0) return false;  // no element, no two sharing one (PyTorch's)
   for (std::size_t d = 0; d < t.shape().size(); ++d) {
     if (t.shape()[d] > 1 && t.strides()[d] == 0) return true;
   }

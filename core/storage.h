@@ -8,6 +8,7 @@
 // allocator from register_cuda_kernels(). A storage also owns the version counter that
 // all views of it share, so an in-place write through any view invalidates saved tensors.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -77,9 +78,11 @@ class Storage {
   Device device() const { return device_; }
   // The allocator that made the memory; nullptr for wrapped memory.
   Allocator* allocator() const { return allocator_; }
-  // Version counter shared by all tensors viewing this storage; bumped by in-place ops.
-  uint64_t version() const { return version_; }
-  void bump_version() { ++version_; }
+  // Version counter shared by all tensors viewing this storage; bumped by in-place ops. Atomic
+  // (relaxed), as PyTorch's: one thread's optimizer step may bump it while another's backward
+  // checks a saved tensor (Hogwild-style training), and no bump may be lost.
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   void* data_ = nullptr;
@@ -87,7 +90,7 @@ class Storage {
   Device device_;
   std::function<void(void*)> deleter_;
   Allocator* allocator_ = nullptr;  // the allocator that made data_ (null when wrapped)
-  uint64_t version_ = 0;
+  std::atomic<uint64_t> version_{0};
 };
 
 }  // namespace mg

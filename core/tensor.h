@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -122,7 +122,7 @@ class Tensor {
   bool requires_grad() const { return defined() && impl_->autograd.requires_grad; }
   // Marks a leaf as requiring grad; floating dtypes only.
   Tensor& requires_grad_(bool on = true);
-  bool is_leaf() const { return !impl_->autograd.grad_fn; }
+  bool is_leaf() const { return !checked()->autograd.grad_fn; }
   // Makes this tensor (every handle to it) view `src`'s data: storage, shape, strides, offset and
   // dtype are replaced, requires_grad is kept, .grad is cleared. For leaves only (module.to(),
   // loading a state dict); throws for a tensor with history.
@@ -159,7 +159,7 @@ class Tensor {
       }
       const double v = item_double();
       // v's integer part in [lo, hi] (long double holds both bounds exactly); NaN fails too.
-      const long double whole = v < 0 ? -std::floor(-(long double)v) : std::floor((long double)v);
+      const long double whole = std::trunc((long double)v);
       if (!(whole >= lo && whole <= hi)) throw_item_range(v, item_type_name<T>());
       return static_cast<T>(v);
     }

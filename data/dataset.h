@@ -37,7 +37,14 @@ struct Batch {
   int64_t epoch = 0;             // the epoch this batch belongs to
   int64_t index = 0;             // its position in the epoch (0 .. num_batches - 1)
 
-  int64_t size() const { return int64_t(indices.size()); }
+  // The number of examples: the indices the loader filled in, or, for a batch a dataset's
+  // get_batch made directly (no indices), the first tensor's length.
+  int64_t size() const {
+    if (!indices.empty() || tensors.empty() || !tensors.front().second.defined() || tensors.front().second.dim() == 0) {
+      return int64_t(indices.size());
+    }
+    return tensors.front().second.size(0);
+  }
   bool contains(const std::string& name) const {
     for (const auto& [n, t] : tensors) {
       if (n == name) return true;
@@ -85,7 +92,7 @@ inline constexpr uint32_t kSyntheticClassStream = 5;    // SyntheticImages: a cl
 // Four random 32-bit words for (seed, epoch, index, stream, block): one Philox4x32-10 block with
 // key `seed` and counter {block, index[0:32], epoch[0:32], index[32:48] | stream << 16}, so a
 // value depends on nothing else. `block` numbers the groups of four words one example needs
-// (a 128-token MLM example uses blocks 0..31). Requires 0 <= index < 2^48, 0 <= epoch < 2^32.
+// (a 128-token MLM example uses blocks 0..127: one per position). Requires 0 <= index < 2^48, 0 <= epoch < 2^32.
 inline Philox4 random_words(uint64_t seed, int64_t epoch, int64_t index, uint32_t stream,
                             uint32_t block = 0) {
   MG_CHECK(index >= 0 && index < (int64_t(1) << 48) && epoch >= 0 && epoch < (int64_t(1) << 32) &&

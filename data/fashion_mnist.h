@@ -35,7 +35,7 @@ struct FashionMnistOptions {
   bool train = true;         // the 60,000 training images (train-*) or the 10,000 test images (t10k-*)
   bool normalize = true;     // input = (x / 255 - 0.2860) / 0.3530; false: x / 255 in [0, 1]
   bool augment = false;      // random crop with zero padding, then horizontal flip
-  int crop_padding = 4;      // zero border for the random crop (0: no crop); 0..14
+  int crop_padding = 4;      // zero border for the random crop (0: no crop); 0..27
   double flip_probability = 0.5;
 };
 

@@ -29,8 +29,35 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) 
 
 namespace {
 
-// Batch `b` of an epoch whose order is `order`; a get_batch failure becomes an mg::Error that
-// names the dataset, the batch, the epoch and the first indices. With `pin`, every
+// Rethrows the exception being handled with `prefix` before its message, as the same mg error
+// class (a dataset's IndexError stays catchable as one, an OutOfMemoryError as one); anything
+// else becomes an mg::Error.
+[[noreturn]] void rethrow_with_context(const std::string& prefix) {
+  try {
+    throw;
+  } catch (const IndexError& e) {
+    throw IndexError(prefix + e.what());
+  } catch (const ShapeError& e) {
+    throw ShapeError(prefix + e.what());
+  } catch (const DTypeError& e) {
+    throw DTypeError(prefix + e.what());
+  } catch (const DeviceError& e) {
+    throw DeviceError(prefix + e.what());
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(prefix + e.what());
+  } catch (const CudaError& e) {
+    throw CudaError(prefix + e.what());
+  } catch (const NotImplementedError& e) {
+    throw NotImplementedError(prefix + e.what());
+  } catch (const std::exception& e) {
+    throw Error(prefix + e.what());
+  } catch (...) {
+    throw Error(prefix + "unknown exception");
+  }
+}
+
+// Batch `b` of an epoch whose order is `order`; a get_batch failure is rethrown, as its own mg
+// error class, with a message that names the dataset, the batch, the epoch and the first indices. With `pin`, every
 // tensor of the batch is copied into pinned host memory (a failure names the tensor and batch).
 Batch compute_batch(const Dataset& dataset, const std::vector<int64_t>& order, int64_t batch_size,
                     uint64_t seed, int64_t epoch, int64_t b, bool pin) {
@@ -47,10 +74,8 @@ Batch compute_batch(const Dataset& dataset, const std::vector<int64_t>& order, i
   Batch batch;
   try {
     batch = dataset.get_batch(indices, BatchContext{.seed = seed, .epoch = epoch});
-  } catch (const std::exception& e) {
-    throw Error(context("failed on") + e.what());
   } catch (...) {
-    throw Error(context("failed on") + "unknown exception");
+    rethrow_with_context(context("failed on"));
   }
   // A dataset's batch holds one row per example: a tensor of another length would be paired with
   // the wrong examples downstream (Batch::size() is the number of indices).
@@ -255,8 +280,14 @@ std::optional<Batch> DataLoader::next() {
 std::vector<int64_t> DataLoader::batch_indices(int64_t epoch, int64_t b) const {
   MG_CHECK(b >= 0 && b < num_batches_, IndexError, "DataLoader::batch_indices: batch ", b,
            " out of range for ", num_batches_, " batches");
-  const std::vector<int64_t> order =
-      epoch == epoch_ && order_seed_ == options_.seed ? *order_ : epoch_order(epoch);
+  MG_CHECK(epoch >= 0 && epoch < (int64_t(1) << 32), Error,
+           "DataLoader::batch_indices: epoch must be in [0, 2^32), got ", epoch);
+  // The current epoch's order is read in place (a copy per call made logging every batch's
+  // indices quadratic in the dataset's size).
+  std::vector<int64_t> other;
+  const bool current = epoch == epoch_ && order_seed_ == options_.seed;
+  if (!current) other = epoch_order(epoch);
+  const std::vector<int64_t>& order = current ? *order_ : other;
   const int64_t begin = b * options_.batch_size;
   const int64_t end = begin + std::min(options_.batch_size, samples_ - begin);
   return std::vector<int64_t>(order.begin() + begin, order.begin() + end);

@@ -321,7 +321,9 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
     OpObserverMute mute;  // the op was reported by dispatch() above; the copy is bookkeeping
     dispatch_inplace(OpId::copy, self, {result});
   }
-  if (s->view_base) {  // a view: its base's values changed too (PyTorch's CopySlices)
+  // A view: its base's values changed too (PyTorch's CopySlices). An integer or bool view holds
+  // no gradient (set_history's rule), whatever the source of the write required.
+  if (s->view_base && is_floating(self.dtype())) {
     rebase_view_history(self, result);
     return;
   }

@@ -24,7 +24,9 @@ Tensor Tensor::permute(const Shape& dims) const { return mg::permute(*this, dims
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return mg::transpose(*this, d0, d1); }
 Tensor Tensor::t() const {
   MG_CHECK(dim() <= 2, ShapeError, "t: expected a tensor with at most 2 dims, got ", describe(*this));
-  return dim() < 2 ? *this : mg::transpose(*this, 0, 1);
+  // A vector or a scalar: a new view all the same (an identity permute), as PyTorch's.
+  if (dim() < 2) return mg::permute(*this, dim() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{0});
+  return mg::transpose(*this, 0, 1);
 }
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   return mg::narrow(*this, d, start, length);

@@ -22,15 +22,20 @@ Tensor alias(const Tensor& x, Shape shape, Strides strides, int64_t offset) {
 Shape infer_size(const char* op, const Shape& shape, int64_t numel, const Tensor& x) {
   Shape out = shape;
   int64_t known = 1, infer_at = -1;
+  bool overflow = false;
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
       MG_CHECK(infer_at < 0, ShapeError, op, ": only one dimension can be -1, got ", shape);
       infer_at = int64_t(i);
     } else {
       MG_CHECK(out[i] >= 0, ShapeError, op, ": invalid size ", out[i], " in shape ", shape);
-      known *= out[i];
+      overflow = __builtin_mul_overflow(known, out[i], &known) || overflow;  // no signed overflow (UB)
     }
   }
+  if (std::find(out.begin(), out.end(), 0) != out.end()) {
+    known = 0, overflow = false;  // a 0 anywhere: empty, however large the other sizes
+  }
+  MG_CHECK(!overflow, ShapeError, op, ": shape ", shape, " has more than 2^63 - 1 elements (input ", describe(x), ")");
   if (infer_at >= 0) {
     MG_CHECK(known != 0 && numel % known == 0, ShapeError, op, ": shape ", shape,
              " is invalid for input ", describe(x), " with ", numel, " elements");
@@ -134,7 +139,9 @@ Tensor slice_fn(const Tensor& x, const OpAttrs& a) {
   Shape shape = x.shape();
   Strides strides = x.strides();
   shape[d] = end > start ? 1 + (end - start - 1) / step : 0;  // no overflow for a step near INT64_MAX
-  strides[d] *= step;
+  // With two or more elements, step < size keeps stride * step inside the storage's reach; with
+  // one or none the stride is never used, and a step near INT64_MAX would overflow it.
+  if (shape[d] > 1) strides[d] *= step;
   return alias(x, shape, strides, x.offset() + start * x.strides()[d]);
 }
 
@@ -167,14 +174,17 @@ Tensors slice_bw(const BackwardCtx& c, const Tensors& g) {
   const int64_t n = grad.shape()[d];
   Tensor base = zeros(in_shape, {.dtype = grad.dtype(), .device = grad.device()});
   if (n == 0) return {base};
+  // One past the last position: start + step * n could overflow for one element and a step near
+  // INT64_MAX; this stays below the dim's size.
+  const int64_t stop = start + step * (n - 1) + 1;
   if (!GradMode::is_enabled()) {
-    slice(base, d, start, start + step * (n - 1) + 1, step).copy_(grad);
+    slice(base, d, start, stop, step).copy_(grad);
     return {base};
   }
   Shape idx_shape(in_shape.size(), 1);
   idx_shape[d] = n;
   const Tensor idx =
-      arange(start, start + step * n, step, {.dtype = DType::I64, .device = grad.device()}).view(idx_shape).expand(grad.shape());
+      arange(start, stop, step, {.dtype = DType::I64, .device = grad.device()}).view(idx_shape).expand(grad.shape());
   return {scatter_add(base, d, idx, grad)};
 }
 
@@ -199,12 +209,23 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
   return dispatch1(OpId::permute, {x}, {.dims = dims});
 }
 
+// A view op that changes nothing (squeeze of a dim that is not 1, transpose of a 0-d tensor, t()
+// of a vector) still returns a new view, as PyTorch's: a hook, retain_grad or requires_grad_ on
+// the result must not act on the input itself.
+namespace {
+Tensor same_view(const Tensor& x) {
+  std::vector<int64_t> dims(std::size_t(x.dim()));
+  std::iota(dims.begin(), dims.end(), 0);
+  return permute(x, dims);
+}
+}  // namespace
+
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
   const int64_t n = x.dim();
   if (n == 0) {  // a 0-d tensor takes dims -1 and 0 only, as PyTorch
     wrap_dim(d0, 0, "transpose");
     wrap_dim(d1, 0, "transpose");
-    return x;
+    return same_view(x);
   }
   d0 = wrap_dim(d0, n, "transpose");
   d1 = wrap_dim(d1, n, "transpose");
@@ -246,16 +267,16 @@ Tensor squeeze(const Tensor& x) {
   for (int64_t s : x.shape()) {
     if (s != 1) shape.push_back(s);
   }
-  return shape == x.shape() ? x : view(x, shape);
+  return shape == x.shape() ? same_view(x) : view(x, shape);
 }
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
   if (x.dim() == 0) {  // dims -1 and 0 only, as PyTorch
     wrap_dim(dim, 0, "squeeze");
-    return x;
+    return same_view(x);
   }
   const int64_t d = wrap_dim(dim, x.dim(), "squeeze");
-  if (x.shape()[d] != 1) return x;
+  if (x.shape()[d] != 1) return same_view(x);
   Shape shape = x.shape();
   shape.erase(shape.begin() + d);
   return view(x, shape);
@@ -279,7 +300,14 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   MG_CHECK(s <= e, Error, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim);
   Shape shape(x.shape().begin(), x.shape().begin() + s);
   int64_t merged = 1;
-  for (int64_t d = s; d <= e; ++d) merged *= x.shape()[d];
+  bool overflow = false, has_zero = false;
+  for (int64_t d = s; d <= e; ++d) {
+    has_zero = has_zero || x.shape()[d] == 0;
+    overflow = __builtin_mul_overflow(merged, x.shape()[d], &merged) || overflow;  // no signed overflow (UB)
+  }
+  if (has_zero) merged = 0;
+  MG_CHECK(has_zero || !overflow, ShapeError, "flatten: dims ", s, " to ", e, " of ", describe(x),
+           " merge into more than 2^63 - 1 elements");
   shape.push_back(merged);
   shape.insert(shape.end(), x.shape().begin() + e + 1, x.shape().end());
   return reshape(x, shape);

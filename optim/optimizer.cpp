@@ -269,8 +269,11 @@ const MultiTensorKernels* Optimizer::fused_step_args(const ParamGroup& group, co
     args.params.push_back(w.param);
     args.grads.push_back(w.grad);
     const auto it = model_of.find(w.param.impl());
+    // The kernels write an f16 or bf16 model copy (cuda/kernels/multi_tensor.cu); a model moved
+    // to another dtype since use_master_weights (Module::to) gets the generic copy afterwards.
     const bool model = it != model_of.end() && same_memory_order(it->second, w.param) &&
-                       is_dense_layout(it->second) && it->second.device() == dev;
+                       is_dense_layout(it->second) && it->second.device() == dev &&
+                       (it->second.dtype() == DType::F16 || it->second.dtype() == DType::BF16);
     args.model.push_back(model ? it->second : Tensor());
     ParamState& st = *w.state;
     if (!st.device_step.defined()) {

@@ -279,6 +279,8 @@ void for_each_step_group(const MultiTensorStepArgs& args, const char* who, const
       std::vector<std::size_t> idx;
       for (std::size_t i : pidx) {
         const Tensor m = i < args.model.size() ? args.model[i] : Tensor();
+        MG_ASSERT(!m.defined() || m.dtype() == DType::F16 || m.dtype() == DType::BF16, who,
+                  ": a model copy of dtype ", dtype_name(m.dtype()), " (the kernels write f16 or bf16)");
         const int kind = !m.defined() ? 0 : (m.dtype() == DType::F16 ? 1 : 2);
         if (kind == mk) idx.push_back(i);
       }

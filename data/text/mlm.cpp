@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/factory.h"
@@ -105,6 +106,9 @@ MlmCollator::MlmCollator(int64_t vocab_size, const SpecialTokenIds& specials, Op
              "MlmCollator: two special tokens share the id ", sorted_specials_[k]);
   }
   MG_CHECK(vocab_size > 5, Error, "MlmCollator: vocab_size must exceed the 5 special tokens, got ", vocab_size);
+  // Token ids are int32 (the random replacement draws one below vocab_size - 5).
+  MG_CHECK(vocab_size <= std::numeric_limits<int32_t>::max(), Error, "MlmCollator: vocab_size ", vocab_size,
+           " exceeds the int32 token ids (at most ", std::numeric_limits<int32_t>::max(), ")");
   MG_CHECK(options.select_prob > 0 && options.select_prob <= 1, Error,
            "MlmCollator: select_prob must be in (0, 1], got ", options.select_prob);
   MG_CHECK(options.mask_prob >= 0 && options.random_prob >= 0 && options.mask_prob + options.random_prob <= 1,

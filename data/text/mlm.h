@@ -27,7 +27,7 @@ std::vector<int32_t> make_bert_sequence(const std::vector<int32_t>& tokens, int6
 // padded with [PAD] to seq_len (>= 3), token type 0 for [CLS] a [SEP] (and the padding), 1 for
 // b [SEP]. Too long, the pair is cut from the end of its texts by Hugging Face's "longest_first"
 // rule (the longer text gives up tokens first; when both are too long they split the room, the
-// second text taking the odd token), so the ids equal transformers' tokenizer(a, b,
+// longer text taking the odd token), so the ids equal transformers' tokenizer(a, b,
 // truncation=True, max_length=seq_len, padding="max_length").
 struct BertPair {
   std::vector<int32_t> ids;          // [seq_len]

@@ -41,6 +41,8 @@ const char* split_name(Split s) {
 }
 
 bool in_split(int64_t index, Split split, int64_t holdout_every) {
+  MG_CHECK(holdout_every >= 2, Error, "in_split: holdout_every must be >= 2, got ", holdout_every);
+  MG_CHECK(index >= 0, IndexError, "in_split: verse index must be >= 0, got ", index);
   const bool held_out = index % holdout_every == holdout_every - 1;
   return split == Split::All || (split == Split::HeldOut) == held_out;
 }

@@ -129,7 +129,10 @@ TEST_CASE("fill values: full, arange, linspace and eye equal the old CPU loops b
         // Named copies for the lambda: clang before 16 cannot capture structured bindings.
         const double a = ends.first, b = ends.second;
         if (dt == DType::U8 && (a < 0 || b < 0 || b > 255)) continue;
-        require_same_bytes(linspace(a, b, n, {.dtype = dt}), n, [&]<typename T>(T* p) { old_linspace(p, a, b, n); });
+        // An integer dtype takes its ends as integers first (PyTorch's rule; the old loop did not).
+        const bool whole = is_integral(dt) && dt != DType::Bool;
+        const double ia = whole ? std::trunc(a) : a, ib = whole ? std::trunc(b) : b;
+        require_same_bytes(linspace(a, b, n, {.dtype = dt}), n, [&]<typename T>(T* p) { old_linspace(p, ia, ib, n); });
       }
       for (const int64_t m : {int64_t(0), int64_t(1), int64_t(3), n + 2}) {
         require_same_bytes(eye(n, m, {.dtype = dt}), n * m, [&]<typename T>(T* p) { old_eye(p, n, m); });

@@ -219,6 +219,32 @@ TEST_CASE("CUDA: a gradient on another device, or gradients on two devices, are 
   test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("a master-weight model copy moved to f32 after use_master_weights gets the master's values on CUDA",
+          "[cuda][gpu][optim]") {
+  // The fused kernels write f16 or bf16 model copies; an f32 one (Module::to after
+  // use_master_weights) takes the generic copy instead of bf16 bits written into its memory.
+  Tensor w = to(to(randn({1000}), DType::F16), gpu()).requires_grad_();
+  optim::SGD opt({w}, {.lr = 0.1});
+  opt.use_master_weights();
+  const std::vector<double> start = test::values(w);
+  {
+    NoGradGuard no_grad;
+    w.set_data(w.to(DType::F32));  // what Module::to(DType::F32) does to the parameter
+  }
+  const Tensor g = randn({1000});
+  w.set_grad(g.to(gpu()));
+  opt.step();
+  REQUIRE(w.dtype() == DType::F32);
+  const std::vector<double> got = test::values(w), gv = test::values(g);
+  int wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double want = double(float(start[i]) - float(0.1f * float(gv[i])));
+    if (std::fabs(got[i] - want) > 1e-6 * (1.0 + std::fabs(want))) ++wrong;
+  }
+  CHECK(wrong == 0);
+  test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("CUDA GradScaler with master weights: unscale_ and step cost no synchronisation",
           "[cuda][gpu][amp]") {
   Tensor w16 = to(to(randn({64}), DType::F16), gpu()).requires_grad_();  // the model's f16 weight

@@ -138,3 +138,88 @@ TEST_CASE("integers print exactly, and a summarised tensor formats only what it 
   CHECK(big.find("...") != std::string::npos);
   CHECK(seconds < 0.5);  // formatting 10^7 elements to find the width took 3.7 s
 }
+
+TEST_CASE("copy_ of a tensor that requires grad into an integer view leaves the integer base without history",
+          "[ops][autograd]") {
+  // PyTorch 2.15: B[0:2].copy_(p) with p requiring grad leaves an i64 B with requires_grad False.
+  Tensor b = zeros({4}, {.dtype = DType::I64});
+  const Tensor p = ones({2}).requires_grad_();
+  b.narrow(0, 0, 2).copy_(p);
+  CHECK_FALSE(b.requires_grad());
+  CHECK(b.grad_fn() == nullptr);
+  CHECK(test::values(b) == std::vector<double>{1, 1, 0, 0});
+  b.requires_grad_(false);  // still a leaf
+}
+
+TEST_CASE("an undefined tensor's autograd queries are errors, not crashes", "[core]") {
+  MG_REQUIRE_ERROR(Tensor().is_leaf(), "undefined");
+  MG_REQUIRE_ERROR(Tensor().requires_grad_(false), "undefined");
+  MG_REQUIRE_ERROR(Tensor().set_data(zeros({1})), "undefined");
+}
+
+TEST_CASE("in-place writes into a zero-element expanded tensor are no-ops, as PyTorch", "[ops]") {
+  Tensor x = zeros({1, 0}).expand({3, 0});
+  x.add_(1.0);
+  CHECK(x.shape() == Shape{3, 0});
+  MG_REQUIRE_ERROR(zeros({1, 2}).expand({3, 2}).add_(1.0), "share one memory location");  // still refused with elements
+}
+
+TEST_CASE("zeros/ones/full take memory_format, the ordered factories refuse it", "[core]") {
+  const Tensor z = zeros({2, 3, 4, 5}, {.memory_format = MemoryFormat::ChannelsLast});
+  CHECK(z.is_contiguous(MemoryFormat::ChannelsLast));
+  CHECK_FALSE(z.is_contiguous());
+  CHECK(test::values(z) == std::vector<double>(120, 0.0));
+  CHECK(full({2, 3, 4, 5}, 7.0, {.memory_format = MemoryFormat::ChannelsLast}).is_contiguous(MemoryFormat::ChannelsLast));
+  MG_REQUIRE_ERROR(zeros({3}, {.memory_format = MemoryFormat::ChannelsLast}), "4-D");
+  MG_REQUIRE_ERROR(zeros({3}, {.memory_format = MemoryFormat::Preserve}), "Preserve needs an input");
+  MG_REQUIRE_ERROR(randn({2, 3, 4, 5}, {.memory_format = MemoryFormat::ChannelsLast}), "make contiguous tensors");
+  MG_REQUIRE_ERROR(from_vector<float>({1, 2}, {2}, {.memory_format = MemoryFormat::ChannelsLast}),
+                   "from_buffer: the data is in row-major order");
+}
+
+TEST_CASE("linspace into an integer dtype truncates its ends first, as PyTorch", "[core]") {
+  CHECK(test::values(linspace(0.5, 3.7, 3, {.dtype = DType::I64})) == std::vector<double>{0, 1, 3});  // torch 2.15
+  CHECK(test::values(linspace(-2.5, 2.5, 5, {.dtype = DType::I32})) == std::vector<double>{-2, -1, 0, 1, 2});
+  MG_REQUIRE_ERROR(arange(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 1,
+                          {.dtype = DType::I64}),
+                   "has more elements than a tensor can hold");
+}
+
+TEST_CASE("views with huge steps and sizes: no signed overflow, clear errors", "[ops][views]") {
+  // A step near INT64_MAX on a 2-D tensor: one row, and the stride is left alone.
+  const Tensor x = arange(0, 25, 1, {.dtype = DType::F32}).reshape({5, 5});
+  const Tensor s = x.slice(0, 3, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max() - 5);
+  CHECK(s.shape() == Shape{1, 5});
+  CHECK(test::values(s) == std::vector<double>{15, 16, 17, 18, 19});
+  Tensor xg = x.detach().requires_grad_();
+  const Tensor g = autograd::grad({sum(xg.slice(0, 3, 100, std::numeric_limits<int64_t>::max() - 5))}, {xg}, {}, true,
+                                  /*create_graph=*/true)[0];
+  CHECK(sum(g).item<double>() == 5.0);
+  // Empty tensors with huge other sizes: a 0 makes them empty; without one, the product is an error.
+  CHECK(zeros({0}).reshape({int64_t(1) << 62, 4, 0}).shape() == Shape{int64_t(1) << 62, 4, 0});
+  MG_REQUIRE_ERROR(zeros({0}).reshape({int64_t(1) << 62, 4, -1}), "has more than 2^63 - 1 elements");
+  const Tensor e = zeros({0, int64_t(1) << 32, int64_t(1) << 32});  // 0 elements
+  MG_REQUIRE_ERROR(e.flatten(1), "merge into more than 2^63 - 1 elements");
+  CHECK(zeros({3, 0, int64_t(1) << 40}).flatten(1).shape() == Shape{3, 0});
+}
+
+TEST_CASE("a view op that changes nothing still returns a new view", "[ops][views][autograd]") {
+  // PyTorch 2.15: x.squeeze() is not x; a hook on it sees only what flows through it.
+  const Tensor w = from_vector<double>({1, 2, 3}).requires_grad_();
+  const Tensor x = w * 1.0;
+  const Tensor y = x.squeeze(0);
+  CHECK_FALSE(y.is_same(x));
+  CHECK_FALSE(x.squeeze().is_same(x));
+  CHECK_FALSE(x.t().is_same(x));
+  const Tensor s = sum(w) * 1.0;
+  CHECK_FALSE(s.transpose(0, -1).is_same(s));
+  int seen = 0;
+  y.register_hook([&](const Tensor& g) {
+    seen += int(g.numel());
+    CHECK(test::values(g) == std::vector<double>{2, 2, 2});
+    return Tensor();
+  });
+  sum(y * 2.0 + x).backward();
+  CHECK(seen == 3);
+  CHECK(test::values(w.grad()) == std::vector<double>{3, 3, 3});
+}
