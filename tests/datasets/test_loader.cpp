@@ -39,6 +39,7 @@ class IndexDataset : public mg::data::Dataset {
       if (i == fail_on && failures_left.load() != 0) {
         failures_left.fetch_sub(1);
         if (throw_std) throw std::runtime_error("disk on fire at " + std::to_string(i));
+        if (throw_index) MG_THROW(IndexError, "IndexDataset: no example ", i);
         MG_THROW(Error, "IndexDataset: cannot read example ", i);
       }
     }
@@ -57,6 +58,7 @@ class IndexDataset : public mg::data::Dataset {
   int64_t fail_on = -1;
   mutable std::atomic<int> failures_left{-1};  // -1: forever
   bool throw_std = false;
+  bool throw_index = false;
   mutable std::atomic<int> calls{0};
 };
 
@@ -390,6 +392,36 @@ TEST_CASE("loader: an exception in get_batch surfaces on the caller's thread wit
       CHECK(rest == 6);
     }
   }
+}
+
+TEST_CASE("loader: a dataset's error reaches the caller as its own class", "[data][loader]") {
+  // PyTorch re-raises a worker's exception as its class: catch (const mg::IndexError&) works.
+  for (const int prefetch : {0, 2}) {
+    auto ds = std::make_shared<IndexDataset>(20);
+    ds->fail_on = 12;
+    ds->throw_index = true;
+    DataLoader loader(ds, {.batch_size = 10, .prefetch = prefetch});
+    REQUIRE(loader.next());
+    try {
+      (void)loader.next();
+      FAIL("no error");
+    } catch (const mg::IndexError& e) {
+      CHECK(std::string(e.what()).find("IndexDataset::get_batch failed on batch 1 of epoch 0 (examples [10, 11, 12, "
+                                       "13, ...]): IndexDataset: no example 12") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("loader: batch_indices checks the epoch, and a dataset's own batch knows its size", "[data][loader]") {
+  auto ds = std::make_shared<IndexDataset>(25);
+  DataLoader loader(ds, {.batch_size = 10});
+  CHECK(loader.batch_indices(0, 2) == std::vector<int64_t>{20, 21, 22, 23, 24});
+  MG_REQUIRE_ERROR(loader.batch_indices(-1, 0), "epoch must be in [0, 2^32)");
+  // get_batch called directly (no loader): the batch's size is its tensors' length.
+  const Batch b = ds->get_batch({3, 4, 5}, BatchContext{});
+  CHECK(b.indices.empty());
+  CHECK(b.size() == 3);
+  CHECK(Batch{}.size() == 0);
 }
 
 TEST_CASE("loader: options are validated", "[data][loader]") {

@@ -204,6 +204,8 @@ TEST_CASE("mlm: collator edge cases and errors", "[data]") {
   CHECK(row(m.at("input_ids"), 0) == std::vector<int64_t>{2, 4, 4, 4, 3, 0});
   CHECK(row(m.at("target"), 0) == std::vector<int64_t>{-100, 9, 10, 11, -100, -100});
   MG_REQUIRE_ERROR(MlmCollator(5, kSp), "vocab_size must exceed the 5 special tokens");
+  // The random replacement is an int32 token id: a larger vocabulary would give negative ids.
+  MG_REQUIRE_ERROR(MlmCollator(int64_t(1) << 33, kSp), "exceeds the int32 token ids");
   MG_REQUIRE_ERROR(MlmCollator(100, kSp, {.select_prob = 0}), "select_prob must be in (0, 1]");
   MG_REQUIRE_ERROR(MlmCollator(100, kSp, {.mask_prob = 0.8, .random_prob = 0.3}), "with a sum <= 1");
   MG_REQUIRE_ERROR(mlm.collate({make_bert_sequence({9}, 4, kSp)}, {0, 1}, {}), "1 sequences but 2 example ids");

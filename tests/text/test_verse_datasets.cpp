@@ -31,6 +31,8 @@ TEST_CASE("verse datasets: the held-out split rule", "[data]") {
   CHECK(in_split(19, Split::HeldOut));
   CHECK(in_split(0, Split::Train));
   CHECK(in_split(4, Split::HeldOut, 5));
+  MG_REQUIRE_ERROR(in_split(5, Split::Train, 0), "holdout_every must be >= 2");  // was a division by zero
+  MG_REQUIRE_ERROR(in_split(-1, Split::Train), "verse index must be >= 0");
 }
 
 TEST_CASE("verse datasets: testament classification", "[data]") {
