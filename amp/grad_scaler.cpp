@@ -12,6 +12,18 @@
 namespace mg::amp {
 
 namespace {
+// Whether any parameter the optimizer steps (or a model tensor behind its f32 masters) holds a
+// gradient: a host look at the handles, no device read.
+bool has_any_grad(const optim::Optimizer& opt) {
+  for (const Tensor& p : opt.parameters()) {
+    if (p.grad().defined()) return true;
+  }
+  for (const optim::MasterPair& m : opt.master_pairs()) {
+    if (m.model.grad().defined()) return true;
+  }
+  return false;
+}
+
 // The device state buffer: the fn::LossScaleState's 7 words, then the outcome word.
 static_assert(sizeof(fn::LossScaleState) == 7 * sizeof(double), "LossScaleState is 7 plain 8-byte words");
 constexpr int64_t kDeviceStateWords = 8;
@@ -176,6 +188,12 @@ bool GradScaler::step(optim::Optimizer& opt) {
     return true;
   }
   check_no_f16_in_place(opt, "GradScaler::step");  // before the iteration records this optimizer
+  // No gradient at all (checked before the iteration records this optimizer): nothing was checked
+  // for inf, so a step would count as a clean iteration (and grow the scale) having learned
+  // nothing. PyTorch refuses it ("No inf checks were recorded").
+  MG_CHECK(has_any_grad(opt), Error, "GradScaler::step: no parameter of this ", opt.name(),
+           " optimizer has a gradient, so there is nothing to check for inf/NaN or to step",
+           "\n  hint: check that the loss depends on the optimizer's parameters and that backward ran before step()");
   PerOptimizer& e = entry(opt);
   MG_CHECK(e.stage != Stage::Stepped, Error, "GradScaler::step: already called for this ", opt.name(),
            " optimizer since the last update()\n  hint: call update() once per iteration after every step()");
@@ -196,6 +214,9 @@ bool GradScaler::step(optim::Optimizer& opt) {
 
 void GradScaler::update(std::optional<double> new_scale) {
   if (!options_.enabled) return;
+  // Checked before anything changes: a refused value leaves the iteration to a correct update().
+  MG_CHECK(!new_scale || (std::isfinite(*new_scale) && *new_scale > 0), Error,
+           "GradScaler::update: new_scale must be positive and finite, got ", new_scale.value_or(0.0));
   MG_CHECK(!per_optimizer_.empty() || new_scale, Error,
            "GradScaler::update: no optimizer was unscaled or stepped since the last update()",
            "\n  hint: call scaler.step(optimizer) before scaler.update()");
@@ -283,9 +304,7 @@ void GradScaler::run_device_update() {
 void GradScaler::advance(bool found_inf, std::optional<double> new_scale) {
   fn::LossScaleOutcome outcome;
   if (new_scale) {
-    ++state_.iterations;
-    MG_CHECK(std::isfinite(*new_scale) && *new_scale > 0, Error, "GradScaler::update: new_scale must be positive and finite, got ",
-             *new_scale);
+    ++state_.iterations;  // new_scale was checked by update()
     state_.scale = fn::loss_scale_clamp(*new_scale, rule_);  // the growth tracker runs on, as PyTorch's
     outcome = fn::loss_scale_count(state_, rule_, found_inf);
   } else {

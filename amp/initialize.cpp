@@ -229,7 +229,7 @@ void reset() {
     // Inside a region the region's exit would restore the O1 state it saved: autocast left on.
     MG_CHECK(a.depth == 0, Error, "amp::reset: called inside an Autocast region, whose exit would turn O1's autocast "
              "back on\n  hint: leave the region first");
-    a = AutocastState{};
+    a = default_autocast_state(state_ptr()->device);
   }
   clear_weight_cache();
   state_ptr().reset();

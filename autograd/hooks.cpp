@@ -34,7 +34,12 @@ uint64_t register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateHo
 }
 
 bool remove_post_accumulate_grad_hook(const Tensor& leaf, uint64_t id) {
-  return accumulator_of(leaf, "remove_post_accumulate_grad_hook").remove_post_hook(id);
+  // Works whatever the tensor became since the hook was registered (frozen with
+  // requires_grad_(false), moved into a graph): a removal must never fail, as PyTorch's handle's
+  // (DistributedDataParallel removes its hooks in its destructor).
+  if (!leaf.defined()) return false;
+  auto* acc = dynamic_cast<AccumulateGrad*>(leaf.impl()->autograd.grad_accumulator.get());
+  return acc != nullptr && acc->remove_post_hook(id);
 }
 
 void queue_callback(std::function<void()> callback) {

@@ -24,7 +24,8 @@ namespace mg::autograd {
 // backward that reaches the leaf; not in grad(), which leaves .grad alone). `leaf` must be a leaf
 // that requires grad. Returns an id for remove_post_accumulate_grad_hook.
 uint64_t register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateHook hook);
-// Removes a hook registered on `leaf`; false when it is not there.
+// Removes a hook registered on `leaf`; false when it is not there. Never throws: the leaf may have
+// stopped requiring grad since (a layer frozen after DistributedDataParallel wrapped it).
 bool remove_post_accumulate_grad_hook(const Tensor& leaf, uint64_t id);
 
 // Queues `callback` to run when the backward() or grad() running on this thread has run all its

@@ -20,6 +20,9 @@ struct AutocastState {
 
 // The calling thread's state for ops on devices of type `device` (mutable).
 AutocastState& autocast_state(DeviceType device = DeviceType::CPU);
+// The state outside any region: disabled, with the device's default dtype (bf16 on the CPU, f16
+// on CUDA, as PyTorch's get_autocast_dtype).
+AutocastState default_autocast_state(DeviceType device);
 
 // Turns autocast off on this thread for a scope and restores it, also when an exception unwinds.
 // The backward engine runs under it (backward ops run in the dtypes the forward chose, never

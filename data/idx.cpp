@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "mixgrad/core/error.h"
+#include "mixgrad/core/regular_file.h"
 
 namespace mg::data {
 
@@ -94,6 +95,7 @@ std::optional<uint32_t> last_le32(const std::string& path) {
 
 IdxArray read_idx(const std::string& path, int ndim) {
   MG_CHECK(ndim >= 1 && ndim <= 8, Error, "read_idx: ndim must be in [1, 8], got ", ndim);
+  refuse_non_regular_file("read_idx", path);  // before the open: a FIFO would block it
   GzFile file;
   errno = 0;
   file.f = gzopen(path.c_str(), "rb");

@@ -59,6 +59,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
            "\n  hint: pass the group init_process_group() returned");
   MG_CHECK(!options_.reduce_dtype || is_floating(*options_.reduce_dtype), DTypeError, kWho,
            ": reduce_dtype must be floating, got ", dtype_name(*options_.reduce_dtype));
+  for (std::size_t k = 0; k < options_.optimizers.size(); ++k) {  // checked alike on every rank
+    MG_CHECK(options_.optimizers[k] != nullptr, Error, kWho, ": optimizers[", k, "] is null");
+  }
   try {
     comm_ = group_->new_group();
   } catch (const NotImplementedError&) {

@@ -22,7 +22,8 @@ std::shared_ptr<data::DistributedSampler> distributed_sampler(ProcessGroup& pg, 
   // call together (thrown before it, the peers' all_gather would pair with that rank's next call).
   const std::vector<int64_t> mine{dataset_size, options.shuffle, static_cast<int64_t>(options.seed),
                                   options.drop_last, bad_rank};
-  const Tensor all = pg.all_gather(from_vector<int64_t>(mine, {5}));  // [W, 5] i64
+  // [W, 5] i64 on the host, exchanged on the group's device (an NCCL group refuses host tensors).
+  const Tensor all = pg.all_gather(from_vector<int64_t>(mine, {5}).to(pg.collective_device())).to(Device::cpu());
   const int64_t* p = all.data<int64_t>();
   MG_CHECK(!bad_rank, Error, bad_rank_error);
   for (int64_t r = 0; r < pg.world_size(); ++r) {

@@ -78,6 +78,7 @@ class ProcessGroupNccl : public ProcessGroup {
   std::string backend() const override { return "nccl"; }
   std::chrono::milliseconds timeout() const override { return options_.timeout; }
   int device() const { return device_; }
+  Device collective_device() const override { return Device::cuda(device_); }
 
   using ProcessGroup::all_reduce;
   using ProcessGroup::reduce_scatter;

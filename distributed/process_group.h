@@ -30,6 +30,10 @@ class ProcessGroup {
   virtual int world_size() const = 0;
   // "gloo" or "nccl".
   virtual std::string backend() const = 0;
+  // Where the tensors of this group's collectives live: the CPU (Gloo), or the CUDA device the
+  // group's communicator is bound to (NCCL). Library code that exchanges a few host numbers
+  // (distributed_sampler's settings) moves them there and back.
+  virtual Device collective_device() const { return Device::cpu(); }
 
   // Combines `tensor` across ranks with `op`; every rank receives the result in `tensor`.
   // f16/bf16 are communicated in their own dtype (one rounding per hop, see reduce_op.h).

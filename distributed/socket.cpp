@@ -4,6 +4,7 @@
 #include "mixgrad/distributed/socket.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -11,7 +12,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -60,6 +63,35 @@ int Socket::port() const {
   return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
 }
 
+namespace {
+// connect(2) bounded by the deadline: non-blocking, then poll(2) for the time left. A blocking
+// connect to an address that drops SYN packets (a wrong MASTER_ADDR) waits for the kernel's retries,
+// about two minutes, whatever the timeout. The socket is left blocking, as before. False with
+// errno set when it did not connect.
+bool connect_before(int fd, const sockaddr* addr, socklen_t len, Clock::time_point deadline) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return ::connect(fd, addr, len) == 0;
+  bool ok = ::connect(fd, addr, len) == 0;
+  if (!ok && errno == EINPROGRESS) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd, POLLOUT, 0};
+    const int ready = ::poll(&p, 1, int(std::clamp<long long>(left, 0, 1000 * 1000)));
+    if (ready > 0) {
+      int err = 0;
+      socklen_t n = sizeof(err);
+      ok = ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &n) == 0 && err == 0;
+      if (!ok) errno = err != 0 ? err : errno;
+    } else {
+      errno = ready == 0 ? ETIMEDOUT : errno;
+    }
+  }
+  const int saved = errno;
+  ::fcntl(fd, F_SETFL, flags);
+  errno = saved;
+  return ok;
+}
+}  // namespace
+
 Socket Socket::connect(const std::string& host, int port, Clock::time_point deadline,
                        const std::string& who) {
   std::string last_error = "no attempt";
@@ -77,7 +109,7 @@ Socket Socket::connect(const std::string& host, int port, Clock::time_point dead
     for (addrinfo* ai = res; ai; ai = ai->ai_next) {
       int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
       if (fd < 0) continue;
-      if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+      if (connect_before(fd, ai->ai_addr, ai->ai_addrlen, deadline)) {
         ::freeaddrinfo(res);
         int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -177,29 +177,29 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const Nam
 // escape the checks in the body.
 Checkpoint load_checkpoint(const std::string& path) try {
   const char* who = "load_checkpoint";
-  SafetensorsFile file = detail::load_safetensors_as(who, path);
   auto fail = [&](const auto&... what) { MG_THROW(Error, who, ": ", quoted(path), ": ", what...); };
-
-  // Kind and version come first: a newer format must be refused before anything else is parsed.
-  auto kind = file.metadata.find(kKindKey);
-  if (kind == file.metadata.end() || kind->second != kKind) {
-    fail("not a mixgrad checkpoint (its metadata has no \"", kKindKey, "\": \"", kKind, "\")",
-         "\n  hint: a plain safetensors file is read with io::load_safetensors");
-  }
-  auto ver = file.metadata.find(kVersionKey);
-  if (ver == file.metadata.end()) fail("the metadata has no \"", kVersionKey, "\"");
+  // Kind and version come first: a newer format must be refused before anything else is parsed,
+  // its tensor entries included (a new dtype would otherwise be named instead).
   int64_t version = 0;
-  {
+  const auto check_kind_and_version = [&](const std::map<std::string, std::string>& metadata) {
+    auto kind = metadata.find(kKindKey);
+    if (kind == metadata.end() || kind->second != kKind) {
+      fail("not a mixgrad checkpoint (its metadata has no \"", kKindKey, "\": \"", kKind, "\")",
+           "\n  hint: a plain safetensors file is read with io::load_safetensors");
+    }
+    auto ver = metadata.find(kVersionKey);
+    if (ver == metadata.end()) fail("the metadata has no \"", kVersionKey, "\"");
     const std::string& v = ver->second;
     const auto r = std::from_chars(v.data(), v.data() + v.size(), version);
     if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size() || version < 1) {
       fail("invalid checkpoint format version ", quoted_excerpt(v), " (expected a positive integer)");
     }
-  }
-  if (version > kCheckpointVersion) {
-    fail("written by a newer mixgrad (checkpoint format version ", version, "; this build reads version ",
-         kCheckpointVersion, ")\n  hint: load it with a newer mixgrad");
-  }
+    if (version > kCheckpointVersion) {
+      fail("written by a newer mixgrad (checkpoint format version ", version, "; this build reads version ",
+           kCheckpointVersion, ")\n  hint: load it with a newer mixgrad");
+    }
+  };
+  SafetensorsFile file = detail::load_safetensors_as(who, path, check_kind_and_version);
 
   auto cit = file.metadata.find(kContentsKey);
   if (cit == file.metadata.end()) fail("the metadata has no \"", kContentsKey, "\"");

@@ -23,6 +23,22 @@ using json = detail::parsed_json;  // everything here is read
 
 constexpr const char* kWho = "load_hf_bert";
 
+// Path tests that never throw: the std::filesystem overloads without an error_code throw
+// filesystem_error on a symlink loop, a permission error or a name too long, which is not an
+// mg::Error; here such a path is simply not there (the caller's check names it).
+bool is_dir(const std::filesystem::path& p) {
+  std::error_code ec;
+  return std::filesystem::is_directory(p, ec);
+}
+bool is_file(const std::filesystem::path& p) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(p, ec);
+}
+bool exists_path(const std::filesystem::path& p) {
+  std::error_code ec;
+  return std::filesystem::exists(p, ec);
+}
+
 // The most bytes of a configuration or tokenizer file (a 250,000-token tokenizer.json has ~10 MB).
 constexpr std::uintmax_t kMaxTextBytes = std::uintmax_t(256) << 20;
 
@@ -40,8 +56,11 @@ std::string read_text(const std::string& path) {
   MG_CHECK(f.good(), Error, kWho, ": cannot open '", path, "'");
   std::ostringstream s;
   s << f.rdbuf();
-  MG_CHECK(!f.bad(), Error, kWho, ": reading '", path, "' failed");
-  return s.str();
+  // A read error sets failbit on `s`, not on `f`: compare what arrived with the file's size, so a
+  // failed read is an error rather than a shorter vocabulary.
+  std::string text = s.str();
+  MG_CHECK(text.size() == size, Error, kWho, ": reading '", path, "' failed after ", text.size(), " of ", size, " bytes");
+  return text;
 }
 
 // config[key] as a positive integer below `max` (required unless `fallback` >= 0).
@@ -234,7 +253,7 @@ nn::models::BertConfig bert_config_from_hf_json(const std::string& text, const s
 
 HfBert load_hf_bert(const std::string& dir) {
   namespace fs = std::filesystem;
-  MG_CHECK(fs::is_directory(dir), Error, kWho, ": '", dir, "' is not a directory",
+  MG_CHECK(is_dir(dir), Error, kWho, ": '", dir, "' is not a directory",
            "\n  hint: pass the directory transformers' save_pretrained wrote (config.json, model.safetensors, vocab.txt)");
   const fs::path root(dir);
   HfBert hf;
@@ -246,11 +265,11 @@ HfBert load_hf_bert(const std::string& dir) {
     hf.architecture = config.at("architectures")[0].get<std::string>();
   }
   const fs::path weights = root / "model.safetensors";
-  MG_CHECK(fs::is_regular_file(weights), Error, kWho, ": '", dir, "' has no model.safetensors",
-           fs::exists(root / "model.safetensors.index.json")
+  MG_CHECK(is_file(weights), Error, kWho, ": '", dir, "' has no model.safetensors",
+           exists_path(root / "model.safetensors.index.json")
                ? "\n  hint: the checkpoint is sharded (model.safetensors.index.json); save it as one file with "
                  "transformers: model.save_pretrained(dir, max_shard_size=\"100GB\")"
-           : fs::exists(root / "pytorch_model.bin")
+           : exists_path(root / "pytorch_model.bin")
                ? "\n  hint: it has pytorch_model.bin (a Python pickle, which mixgrad does not read); convert it with "
                  "transformers: AutoModel.from_pretrained(dir).save_pretrained(dir, safe_serialization=True)"
                : "");
@@ -270,7 +289,7 @@ HfBert load_hf_bert(const std::string& dir) {
   // writes only that); tokenizer_config.json's settings, overridden by tokenizer.json's normaliser.
   Normalizer norm;
   const fs::path tokenizer_config = root / "tokenizer_config.json";
-  if (fs::is_regular_file(tokenizer_config)) {
+  if (is_file(tokenizer_config)) {
     const json t = detail::parse_json(kWho, tokenizer_config.string(), "the tokenizer configuration",
                                       read_text(tokenizer_config.string()));
     if (t.is_object()) {
@@ -281,14 +300,14 @@ HfBert load_hf_bert(const std::string& dir) {
   }
   const fs::path vocab_txt = root / "vocab.txt", tokenizer_json = root / "tokenizer.json";
   std::vector<std::string> from_json;
-  if (fs::is_regular_file(tokenizer_json)) {
+  if (is_file(tokenizer_json)) {
     from_json = read_tokenizer_json(tokenizer_json.string(), norm, hf.max_input_chars_per_word);
   }
-  if (fs::is_regular_file(vocab_txt)) {
+  if (is_file(vocab_txt)) {
     hf.vocab = read_vocab_txt(vocab_txt.string());
     hf.vocab_path = vocab_txt.string();
   } else {
-    MG_CHECK(fs::is_regular_file(tokenizer_json), Error, kWho, ": '", dir, "' has neither vocab.txt nor tokenizer.json",
+    MG_CHECK(is_file(tokenizer_json), Error, kWho, ": '", dir, "' has neither vocab.txt nor tokenizer.json",
              "\n  hint: save the tokenizer beside the model: AutoTokenizer.from_pretrained(...).save_pretrained(dir)");
     hf.vocab = std::move(from_json);
     hf.vocab_path = tokenizer_json.string();

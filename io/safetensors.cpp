@@ -26,6 +26,7 @@
 #include "mixgrad/io/checksum.h"
 #include "mixgrad/io/json_parse.h"
 #include "mixgrad/io/json_text.h"
+#include "mixgrad/core/regular_file.h"
 
 namespace mg::io {
 
@@ -383,6 +384,11 @@ void save_safetensors_as(const char* who, const std::string& path, const nn::Nam
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // pad to 8 bytes, as the reference writer does
   const uint64_t n = text.size();
+  // Refused before the file is created: the reader (and the reference one) refuse such a header,
+  // so the file written would never load (a checkpoint's contents holding a 150 MB string).
+  MG_CHECK(n <= kMaxHeaderBytes, Error, who, ": ", quoted(path), ": the header would take ", n,
+           " bytes, more than the ", kMaxHeaderBytes, " a reader accepts\n  hint: store large data as tensors, not "
+           "in the metadata or a checkpoint's state");
   // Where the checksums' digits start in the file. "key":"000..." occurs once: any other quote
   // inside a JSON string is escaped, and the metadata object comes first.
   uint64_t crc_offset = 0;
@@ -424,7 +430,8 @@ void save_safetensors_as(const char* who, const std::string& path, const nn::Nam
 
 namespace {
 
-SafetensorsFile load_unchecked(const char* who, const std::string& path) {
+SafetensorsFile load_unchecked(const char* who, const std::string& path, const MetadataCheck& check_metadata) {
+  refuse_non_regular_file(who, path);  // before the open: a FIFO would block it (core/regular_file.h)
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
   MG_CHECK(f != nullptr, Error, who, ": cannot open ", quoted(path), ": ", errno_text());
   struct stat st {};
@@ -457,20 +464,22 @@ SafetensorsFile load_unchecked(const char* who, const std::string& path) {
   const pjson header = parse_header(who, path, text, order_in_file);
   SafetensorsFile out;
   out.path = path;
+  // The metadata first, and the caller's look at it (a checkpoint's format version) before any
+  // tensor entry is parsed: a newer format's new dtype or field must not be reported instead.
+  if (header.contains(kMetadataKey)) {
+    const pjson& value = header.at(kMetadataKey);
+    MG_CHECK(value.is_object(), Error, who, ": ", quoted(path), ": \"__metadata__\" is a JSON ",
+             value.type_name(), ", expected an object of strings");
+    for (const auto& [mk, mv] : value.items()) {
+      MG_CHECK(mv.is_string(), Error, who, ": ", quoted(path), ": metadata entry ", quoted_excerpt(mk), " is a JSON ",
+               mv.type_name(), "; safetensors metadata values are strings");
+      out.metadata[mk] = mv.get<std::string>();
+    }
+  }
+  if (check_metadata) check_metadata(out.metadata);
   std::vector<Entry> entries;
   for (const std::string& key : order_in_file) {
-    const pjson& value = header.at(key);
-    if (key == kMetadataKey) {
-      MG_CHECK(value.is_object(), Error, who, ": ", quoted(path), ": \"__metadata__\" is a JSON ",
-               value.type_name(), ", expected an object of strings");
-      for (const auto& [mk, mv] : value.items()) {
-        MG_CHECK(mv.is_string(), Error, who, ": ", quoted(path), ": metadata entry ", quoted_excerpt(mk), " is a JSON ",
-                 mv.type_name(), "; safetensors metadata values are strings");
-        out.metadata[mk] = mv.get<std::string>();
-      }
-      continue;
-    }
-    entries.push_back(parse_entry(who, path, key, value));
+    if (key != kMetadataKey) entries.push_back(parse_entry(who, path, key, header.at(key)));
   }
   const uint64_t buffer_bytes = size - 8 - n;
   check_layout(who, path, entries, buffer_bytes);
@@ -505,9 +514,9 @@ SafetensorsFile load_unchecked(const char* who, const std::string& path) {
 }  // namespace
 
 // Every exception of the JSON library is an mg::Error too, should one escape the checks above.
-SafetensorsFile load_safetensors_as(const char* who, const std::string& path) {
+SafetensorsFile load_safetensors_as(const char* who, const std::string& path, const MetadataCheck& check_metadata) {
   try {
-    return load_unchecked(who, path);
+    return load_unchecked(who, path, check_metadata);
   } catch (const json::exception& e) {
     MG_THROW(Error, who, ": ", quoted(path), ": the header cannot be read: ", detail::bounded(e.what()));
   }

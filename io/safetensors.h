@@ -14,6 +14,7 @@
 //   mg::io::SafetensorsFile f = mg::io::load_safetensors("model.safetensors");
 //   mg::Tensor w = f.at("fc.weight");  // a fresh contiguous CPU tensor
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 
@@ -53,7 +54,10 @@ namespace detail {
 // digits per tensor in the header's order, computed from the bytes as they are written.
 void save_safetensors_as(const char* who, const std::string& path, const nn::NamedTensors& tensors,
                          const std::map<std::string, std::string>& metadata, const std::string& crc32_key = {});
-SafetensorsFile load_safetensors_as(const char* who, const std::string& path);
+// check_metadata, when given, sees the metadata before any tensor entry is parsed (it throws to
+// refuse the file: a checkpoint of a newer format version).
+using MetadataCheck = std::function<void(const std::map<std::string, std::string>& metadata)>;
+SafetensorsFile load_safetensors_as(const char* who, const std::string& path, const MetadataCheck& check_metadata = {});
 }  // namespace detail
 
 }  // namespace mg::io

@@ -141,6 +141,20 @@ class Supervisor {
                "mixgrad-run: cannot create the log folder '", o_.log_dir, "': ", std::strerror(errno));
     }
     const int world = o_.nnodes * o_.nproc_per_node;
+    try {
+      start_ranks(port, world);
+    } catch (...) {
+      // A later rank could not start (its log file, a pipe, fork): the ranks already running
+      // would wait at the rendezvous for the whole timeout, holding MASTER_PORT. Stop them first.
+      stop_started_ranks();
+      throw;
+    }
+    loop();
+    return finish();
+  }
+
+ private:
+  void start_ranks(int port, int world) {
     for (int l = 0; l < o_.nproc_per_node; ++l) {
       Rank r;
       r.local_rank = l;
@@ -175,11 +189,27 @@ class Supervisor {
       for (auto& s : r.streams) ::fcntl(s.fd, F_SETFL, O_NONBLOCK);
       ranks_.push_back(std::move(r));
     }
-    loop();
-    return finish();
   }
 
- private:
+  // SIGTERM to the started ranks, SIGKILL after the grace period, then every one reaped.
+  void stop_started_ranks() {
+    signal_all(SIGTERM);
+    const auto kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(o_.grace_seconds));
+    auto reap_some = [&](int flags) {
+      for (auto& r : ranks_) {
+        int st = 0;
+        if (!r.exited && ::waitpid(r.pid, &st, flags) == r.pid) r.exited = true;
+      }
+    };
+    while (live() > 0 && Clock::now() < kill_at) {
+      reap_some(WNOHANG);
+      if (live() > 0) ::usleep(20 * 1000);
+    }
+    signal_all(SIGKILL);
+    reap_some(0);
+  }
+
   void install_signal_handlers() {
     MG_CHECK(::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) == 0, launcher::LaunchError,
              "mixgrad-run: pipe failed: ", std::strerror(errno));

@@ -14,10 +14,13 @@ void check_window(const char* layer, const Size2& kernel, const Size2& stride, c
            ": padding ", padding.str(), " must be non-negative and at most half the kernel ", kernel.str());
 }
 
-// x must be [N, C, H, W] with the padded plane at least as large as the (dilated) window.
-void check_input(const std::string& layer, const Tensor& x, const Size2& window, const Size2& padding) {
+// x must be [N, C, H, W] with the padded plane at least as large as the (dilated) window; in ceil
+// mode the op itself decides (a window may reach up to stride - 1 past it, as PyTorch's).
+void check_input(const std::string& layer, const Tensor& x, const Size2& window, const Size2& padding,
+                 bool ceil_mode) {
   MG_CHECK(x.defined() && x.dim() == 4, ShapeError, layer, ": expected a 4-D input [N, C, H, W], got input ",
            x.defined() ? str_cat(x.shape()) : "undefined");
+  if (ceil_mode) return;
   MG_CHECK(x.size(2) + 2 * padding.h >= window.h && x.size(3) + 2 * padding.w >= window.w, ShapeError, layer,
            ": window ", window.str(), " is larger than the padded input ", x.size(2) + 2 * padding.h, "x",
            x.size(3) + 2 * padding.w, "; got input ", x.shape());
@@ -39,7 +42,7 @@ MaxPool2d::MaxPool2d(Options o) : UnaryModule("MaxPool2d"), options_(o) {
 Tensor MaxPool2d::forward(const Tensor& x) {
   const Options& o = options_;
   const Size2 window(o.dilation.h * (o.kernel.h - 1) + 1, o.dilation.w * (o.kernel.w - 1) + 1);
-  check_input(layer_name(), x, window, o.padding);
+  check_input(layer_name(), x, window, o.padding, o.ceil_mode);
   return max_pool2d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.dilation.array(), o.ceil_mode);
 }
 
@@ -58,7 +61,7 @@ AvgPool2d::AvgPool2d(Options o) : UnaryModule("AvgPool2d"), options_(o) {
 
 Tensor AvgPool2d::forward(const Tensor& x) {
   const Options& o = options_;
-  check_input(layer_name(), x, o.kernel, o.padding);
+  check_input(layer_name(), x, o.kernel, o.padding, o.ceil_mode);
   return avg_pool2d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.count_include_pad, o.ceil_mode,
                     o.divisor_override);
 }

@@ -30,8 +30,10 @@ Tensor unbatch(const Tensor& y, bool unbatched) { return unbatched ? y.squeeze(0
 // named by the 3-D op and the dim, so a bad window never surfaces as a 2-D or 1-D op's error:
 // sizes that would overflow, an empty dim, a window larger than the padded input and (pooling) a
 // padding over half the window, an output window with no input element (dilation).
+// ceil_overhang (max_pool3d in ceil mode, as PyTorch's): the one window may reach up to stride - 1
+// past the padded input (avg_pool3d refuses that, as PyTorch's does).
 void check_window(const char* op, const Tensor& x5, Int3 k, Int3 s, Int3 p, Int3 d, bool pooling,
-                  bool ceil_mode = false) {
+                  bool ceil_mode = false, bool ceil_overhang = false) {
   MG_CHECK(!pooling || x5.size(1) > 0, ShapeError, op, ": expected at least one channel, got x ", describe(x5));
   for (int i = 0; i < 3; ++i) {
     MG_CHECK(k[i] >= 1 && s[i] >= 1 && d[i] >= 1 && p[i] >= 0, Error, op,
@@ -44,9 +46,9 @@ void check_window(const char* op, const Tensor& x5, Int3 k, Int3 s, Int3 p, Int3
                           __builtin_mul_overflow(p[i], int64_t(2), &room) || __builtin_add_overflow(room, n, &room);
     MG_CHECK(!overflow, Error, op, ": kernel ", k[i], ", dilation ", d[i], " and padding ", p[i], " along ", kDims[i],
              " overflow 64-bit sizes");
-    MG_CHECK(!pooling || 2 * p[i] <= keff, Error, op, ": padding (", p[i], ") must be at most half the kernel (", keff,
-             ") along ", kDims[i]);
-    MG_CHECK(keff <= room, ShapeError, op, ": the window (", keff, ") is larger than the padded input (", n,
+    MG_CHECK(!pooling || 2 * p[i] <= k[i], Error, op, ": padding (", p[i], ") must be at most half the kernel (",
+             k[i], ") along ", kDims[i]);
+    MG_CHECK(keff <= room || (ceil_overhang && room - keff + s[i] - 1 >= 0), ShapeError, op, ": the window (", keff, ") is larger than the padded input (", n,
              " + 2 * ", p[i], ") along ", kDims[i], "; got x ", describe(x5));
     if (!pooling || d[i] == 1) continue;
     // PyTorch's output size (ceil_mode: the last window must start inside the input or the left padding).
@@ -192,7 +194,7 @@ Tensor max_pool3d(const Tensor& x, Int3 kernel, Int3 stride, Int3 padding, Int3 
   bool unbatched = false;
   const Tensor x5 = batched_input("max_pool3d", x, unbatched);
   stride = or_kernel(stride, kernel);
-  check_window("max_pool3d", x5, kernel, stride, padding, dilation, true, ceil_mode);
+  check_window("max_pool3d", x5, kernel, stride, padding, dilation, true, ceil_mode, /*ceil_overhang=*/ceil_mode);
   const Tensor y = separable(
       x5,
       [&](const Tensor& t) {

@@ -32,10 +32,13 @@ int64_t window_out(const char* op, const char* dim, const cpu::Window1d& w, cons
            "and padding >= 0, got kernel ", w.k, ", stride ", w.s, ", padding ", w.p, ", dilation ", w.d,
            " along ", dim);
   const int64_t keff = w.d * (w.k - 1) + 1;
-  MG_CHECK(2 * w.p <= keff, Error, op, ": padding (", w.p, ") must be at most half the kernel (", keff,
+  // PyTorch's rule: the padding is at most half the kernel itself (not the dilated window).
+  MG_CHECK(2 * w.p <= w.k, Error, op, ": padding (", w.p, ") must be at most half the kernel (", w.k,
            ") along ", dim, "; got input ", describe(x));
-  MG_CHECK(keff <= w.n + 2 * w.p, ShapeError, op, ": the window (", keff, ") is larger than the padded input (",
-           w.n, " + 2 * ", w.p, ") along ", dim, "; got input ", describe(x));
+  // ceil_mode lets the one window reach up to stride - 1 past the padded input (PyTorch's output
+  // size: MaxPool2d(3, 2, ceil_mode=true) of a 2 x 2 map is 1 x 1); out() is then 1, else 0.
+  MG_CHECK(keff <= w.n + 2 * w.p || (w.ceil && w.out() >= 1), ShapeError, op, ": the window (", keff,
+           ") is larger than the padded input (", w.n, " + 2 * ", w.p, ") along ", dim, "; got input ", describe(x));
   const int64_t out = w.out();
   // With dilation > 1 the rules above still let a window's taps (d apart) all miss the input: all
   // on padding, or on both sides of a short input. Such a window has no maximum (the kernels would

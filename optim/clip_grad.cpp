@@ -8,6 +8,8 @@
 // error_if_nonfinite asks for the norm's value.
 #include "mixgrad/optim/clip_grad.h"
 
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include "mixgrad/autograd/grad_mode.h"
@@ -57,12 +59,17 @@ struct DenseGrads {
 // The defined gradients of `params` (floating, all on one device).
 Tensors grads_of(const Tensors& params, const char* op) {
   Tensors out;
+  // A gradient listed twice (a parameter given twice, a list joined from two modules sharing a
+  // layer) is one gradient: counted once in the norm and scaled once. Scaled twice, its two
+  // chunks raced on the same memory in the parallel pass (PyTorch counts and scales it twice).
+  std::set<std::tuple<const void*, Shape, Strides, DType>> seen;
   for (std::size_t k = 0; k < params.size(); ++k) {
     const Tensor& p = params[k];
     MG_CHECK(p.defined(), Error, op, ": parameter ", k, " is undefined");
     const Tensor g = p.grad();
     if (!g.defined()) continue;
     MG_CHECK(g.is_floating_point(), DTypeError, op, ": the gradient of parameter ", k, " is ", describe(g));
+    if (!seen.emplace(g.data_ptr(), g.shape(), g.strides(), g.dtype()).second) continue;
     out.push_back(g);
   }
   common_device(out, op, "gradient");

@@ -11,19 +11,19 @@
 namespace mg::optim {
 namespace {
 
-// Casts between the pairs' two sides chunk by chunk; `to_model` picks the direction.
+// Casts between the pairs' two sides chunk by chunk; `to_model` picks the direction. Every
+// floating model dtype: a model moved to f64 after use_master_weights (Module::to keeps the
+// tensor) is copied too, not skipped (its weights never moved, its masters read stale gradients).
 void fused_cast(const std::vector<TensorSlot>& slots, bool to_model) {
   for_each_chunk(slots, /*fused=*/true, [&](int64_t, const TensorChunk& ch) {
     const TensorSlot& s = slots[std::size_t(ch.tensor)];
     visit_floating(s.dtype, "master weights", [&]<typename T>() {
-      if constexpr (!std::is_same_v<T, double>) {
-        T* model = static_cast<T*>(s.param);
-        float* master = static_cast<float*>(const_cast<void*>(s.grad));
-        if (to_model) {
-          for (int64_t k = ch.begin; k < ch.end; ++k) model[k] = static_cast<T>(master[k]);
-        } else {
-          for (int64_t k = ch.begin; k < ch.end; ++k) master[k] = static_cast<float>(model[k]);
-        }
+      T* model = static_cast<T*>(s.param);
+      float* master = static_cast<float*>(const_cast<void*>(s.grad));
+      if (to_model) {
+        for (int64_t k = ch.begin; k < ch.end; ++k) model[k] = static_cast<T>(master[k]);
+      } else {
+        for (int64_t k = ch.begin; k < ch.end; ++k) master[k] = static_cast<float>(model[k]);
       }
     });
   });

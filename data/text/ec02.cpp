@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "mixgrad/core/error.h"
+#include "mixgrad/core/regular_file.h"
 
 namespace mg::data {
 namespace {
@@ -251,12 +252,18 @@ std::string ec02_decompress(std::string_view bytes, const std::string& name) {
 }
 
 std::string ec02_read_file(const std::string& path) {
+  refuse_non_regular_file("EC02 file", path);  // before the open: a FIFO would block it
   std::ifstream in(path, std::ios::binary);
   MG_CHECK(in.good(), Error, "EC02 file '", path, "': cannot open it for reading");
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
   std::ostringstream buf;
   buf << in.rdbuf();
-  MG_CHECK(!in.bad(), Error, "EC02 file '", path, "': read error");
+  // A read error sets failbit on `buf`, not on `in`: compare what arrived with the file's size.
   const std::string bytes = buf.str();
+  MG_CHECK(size >= 0 && std::streamoff(bytes.size()) == size, Error, "EC02 file '", path, "': read error after ",
+           bytes.size(), " of ", size, " bytes");
   return ec02_decompress(bytes, path);
 }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "mixgrad/core/error.h"
+#include "mixgrad/core/regular_file.h"
 
 namespace mg::data {
 
@@ -260,6 +261,7 @@ void WordPiece::save(const std::string& path) const {
 }
 
 WordPiece WordPiece::load(const std::string& path, Options options) {
+  refuse_non_regular_file("WordPiece::load", path);  // before the open: a FIFO would block it
   std::ifstream f(path, std::ios::binary);
   MG_CHECK(f.good(), Error, "WordPiece::load: cannot open '", path, "'");
   std::vector<std::string> vocab;

@@ -15,9 +15,12 @@ struct Window1d {
   int64_t k, s, p, d, n;
   bool ceil = false;
   int64_t out() const {
-    const int64_t span = n + 2 * p - d * (k - 1) - 1;  // >= 0 once validated
+    const int64_t span = n + 2 * p - d * (k - 1) - 1;  // >= 0 once validated, or > -s in ceil mode
     if (!ceil) return span / s + 1;
-    const int64_t o = (span + s - 1) / s + 1;
+    // PyTorch's div_rtn (rounding toward -inf): a window up to s - 1 longer than the padded input
+    // still gives one output in ceil mode, and a longer one none (refused by the caller).
+    const int64_t num = span + s - 1;
+    const int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
     return (o - 1) * s >= n + p ? o - 1 : o;
   }
   int64_t start(int64_t i) const { return i * s - p; }  // first tap (may lie in the padding)

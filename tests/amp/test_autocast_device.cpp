@@ -19,6 +19,9 @@ using namespace mg;
 TEST_CASE("the default autocast dtype is bf16 on the CPU and f16 on CUDA", "[amp][autocast]") {
   REQUIRE(amp::default_autocast_dtype(DeviceType::CPU) == DType::BF16);
   REQUIRE(amp::default_autocast_dtype(DeviceType::CUDA) == DType::F16);
+  // Outside any region too, as PyTorch's get_autocast_dtype.
+  CHECK(amp::autocast_dtype(DeviceType::CPU) == DType::BF16);
+  CHECK(amp::autocast_dtype(DeviceType::CUDA) == DType::F16);
   const Tensor a = ones({2, 2}), b = ones({2, 2});
   amp::Autocast cpu_region;
   CHECK(amp::autocast_dtype(DeviceType::CPU) == DType::BF16);

@@ -277,6 +277,25 @@ TEST_CASE("several optimizers: each checks its own gradients, one update per ite
   CHECK(b.opt.step_count() == 0);
 }
 
+TEST_CASE("step with no gradient is refused, and a refused update(new_scale) changes nothing", "[amp][scaler]") {
+  // PyTorch 2.15: "No inf checks were recorded for this optimizer." A step that checked nothing
+  // must not count as a clean iteration (it would grow the scale having learned nothing).
+  amp::GradScaler scaler({.init_scale = 8, .growth_interval = 1});
+  Toy t;
+  MG_REQUIRE_ERROR(scaler.step(t.opt), "GradScaler::step: no parameter of this SGD optimizer has a gradient");
+  CHECK(t.opt.step_count() == 0);
+  MG_REQUIRE_ERROR(scaler.update(), "no optimizer was unscaled or stepped");
+  CHECK(scaler.get_scale() == 8.0);
+  // update(new_scale) with a bad value: the iteration stays open for a correct update.
+  t.set_grad({8, 8, 8, 8});
+  CHECK(scaler.step(t.opt));
+  MG_REQUIRE_ERROR(scaler.update(-1.0), "new_scale must be positive and finite, got -1");
+  CHECK(scaler.iterations() == 0);
+  scaler.update();
+  CHECK(scaler.iterations() == 1);
+  CHECK(scaler.get_scale() == 16.0);
+}
+
 TEST_CASE("GradScaler state dict round trip continues identically", "[amp][scaler]") {
   amp::GradScalerOptions o{.init_scale = 16, .growth_interval = 3, .min_scale = 1, .max_scale = 1024, .hysteresis = 2};
   amp::GradScaler a(o);

@@ -42,6 +42,13 @@ TEST_CASE("post-accumulate hooks see the accumulated gradient, later layers firs
   CHECK(order.size() == 5);
   CHECK_THROWS_WITH(autograd::register_post_accumulate_grad_hook(a * 2.0, [](const Tensor&) {}),
                     Catch::Contains("register_post_accumulate_grad_hook: expected a leaf tensor that requires grad"));
+  // A leaf frozen after its hook was registered: the removal still works and never throws
+  // (DistributedDataParallel's destructor removes its hooks; a throw there terminated the process).
+  const uint64_t hb = autograd::register_post_accumulate_grad_hook(b, [](const Tensor&) {});
+  b.requires_grad_(false);
+  CHECK(autograd::remove_post_accumulate_grad_hook(b, hb));
+  CHECK_FALSE(autograd::remove_post_accumulate_grad_hook(Tensor(), hb));
+  CHECK_FALSE(autograd::remove_post_accumulate_grad_hook(zeros({2}), hb));
 }
 
 TEST_CASE("queued callbacks run once after every node of the backward ran", "[autograd]") {

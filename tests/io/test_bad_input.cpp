@@ -227,6 +227,35 @@ TEST_CASE("bad input: a header with 200,000 keys is refused in linear time, not 
              Catch::Matchers::Contains("needs 8 bytes but data_offsets [0, 9] span 9"));
 }
 
+TEST_CASE("bad input: 100,000 objects in one container parse in linear time", "[io][safetensors][errors]") {
+  // nlohmann's callback parser rescans a container's children each time one of its objects
+  // closes: a 1 MB header of 100,000 empty entries took 65 s. The key check is its own SAX pass now.
+  TempDir dir;
+  std::string many = "{";
+  for (int i = 0; i < 100000; ++i) many += (i ? ",\"" : "\"") + std::to_string(i) + "\":{}";
+  many += "}";
+  CHECK_THAT(load_error(dir, st_bytes(many, "")),  // load_error: under 5 s
+             Catch::Matchers::Contains("\"0\""));
+  // and the duplicate check still runs over the whole text, at any level
+  TempDir dir2;
+  std::string dup = "{";
+  for (int i = 0; i < 100000; ++i) dup += (i ? ",\"" : "\"") + std::to_string(i) + "\":{}";
+  dup += ",\"7\":{}}";
+  CHECK_THAT(load_error(dir2, st_bytes(dup, "")), Catch::Matchers::Contains("names \"7\" twice"));
+}
+
+TEST_CASE("bad input: a newer checkpoint format is named before its tensor entries are parsed",
+          "[io][checkpoint][errors]") {
+  // A version-3 file may use a dtype or field this build does not know: the version is the error.
+  TempDir dir;
+  const std::string msg = load_error(dir,
+                                     st_bytes(R"({"__metadata__":{"mixgrad.kind":"checkpoint","mixgrad.checkpoint_version":"3"},)"
+                                              R"("t":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1],"scale":2}})",
+                                              std::string(1, '\0')),
+                                     /*checkpoint=*/true);
+  CHECK_THAT(msg, Catch::Matchers::Contains("written by a newer mixgrad (checkpoint format version 3"));
+}
+
 TEST_CASE("bad input: a checkpoint's contents with an unknown entry are refused, not ignored",
           "[io][checkpoint][errors]") {
   TempDir dir;

@@ -83,6 +83,10 @@ TEST_CASE("load_hf_bert: bad directories and configurations are named errors", "
   fs::remove(dir / "config.json");
   fs::copy_file(src + "/config.json", dir / "config.json");
   MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "has no model.safetensors");
+  // A symlink loop: std::filesystem's throwing tests raised filesystem_error, not an mg::Error.
+  fs::create_symlink("model.safetensors", dir / "model.safetensors");
+  MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "has no model.safetensors");
+  fs::remove(dir / "model.safetensors");
   std::ofstream(dir / "pytorch_model.bin") << "pickle";
   MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "it has pytorch_model.bin");
   fs::copy_file(src + "/model.safetensors", dir / "model.safetensors");

@@ -8,6 +8,12 @@
 #include <limits>
 #include <utility>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/idx.h"
+#include "data/text/wordpiece.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "io_test_util.h"
 #include "test_util.h"
@@ -68,6 +74,16 @@ std::pair<uint64_t, uint64_t> offsets_in_header(const std::string& header, const
 }
 
 }  // namespace
+
+TEST_CASE("safetensors: a header the reader would refuse is refused at save, before the file exists",
+          "[io][safetensors][errors]") {
+  TempDir dir;
+  const std::string path = dir.file("big.safetensors");
+  const std::string huge(100'000'001, 'x');
+  MG_REQUIRE_ERROR(io::save_safetensors(path, {{"a", zeros({2})}}, {{"big", huge}}),
+                   "more than the 100000000 a reader accepts");
+  CHECK_FALSE(std::filesystem::exists(path));
+}
 
 TEST_CASE("safetensors: every dtype round-trips bit for bit", "[io][safetensors]") {
   TempDir dir;
@@ -243,6 +259,15 @@ TEST_CASE("safetensors: every corruption is a clear error naming the file and th
   }
   SECTION("a directory") {
     MG_REQUIRE_ERROR(io::load_safetensors(dir.file("")), "is not a regular file");
+  }
+  SECTION("a FIFO is refused before it is opened (the open blocked until a writer came)") {
+    const std::string fifo = dir.file("pipe.safetensors");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    MG_REQUIRE_ERROR(io::load_safetensors(fifo), "is not a regular file (a FIFO)");
+    MG_REQUIRE_ERROR(io::load_checkpoint(fifo), "is not a regular file (a FIFO)");
+    MG_REQUIRE_ERROR(data::read_idx(fifo, 1), "read_idx: '" + fifo + "' is not a regular file (a FIFO)");
+    MG_REQUIRE_ERROR(data::WordPiece::load(fifo), "WordPiece::load: '" + fifo + "' is not a regular file");
+    ::unlink(fifo.c_str());
   }
   SECTION("file too small") {
     write_bytes(path, good.substr(0, 5));

@@ -4,7 +4,14 @@
 #include <catch2/catch.hpp>
 #include <signal.h>
 
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <regex>
+#include <string>
 
 #include "launcher/launch_options.h"
 #include "launcher/subprocess.h"
@@ -20,6 +27,21 @@ std::vector<std::string> run_cmd(std::vector<std::string> launcher_flags, std::v
   argv.push_back(MG_LAUNCH_CHILD);
   argv.insert(argv.end(), child.begin(), child.end());
   return argv;
+}
+
+// Whether a process of this user runs the test child with MASTER_PORT=<port> in its environment.
+bool child_running_with_port(int port) {
+  const std::string want = "MASTER_PORT=" + std::to_string(port);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmd(entry.path() / "cmdline", std::ios::binary), env(entry.path() / "environ", std::ios::binary);
+    const std::string c((std::istreambuf_iterator<char>(cmd)), {}), e((std::istreambuf_iterator<char>(env)), {});
+    if (c.find("mg_launch_child") == std::string::npos) continue;
+    std::size_t at = e.find(want);
+    if (at != std::string::npos && (at + want.size() == e.size() || e[at + want.size()] == '\0')) return true;
+  }
+  return false;
 }
 
 int count(const std::string& s, const std::string& what) {
@@ -124,6 +146,27 @@ TEST_CASE("mixgrad-run writes each rank's output to --log-dir", "[launcher]") {
     CHECK(text.find("stderr of rank " + std::to_string(rank) + "\n") != std::string::npos);
     std::remove((dir + "/rank_" + std::to_string(rank) + ".log").c_str());
   }
+  ::rmdir(dir.c_str());
+}
+
+TEST_CASE("mixgrad-run stops the ranks it started when a later one cannot start", "[launcher]") {
+  // rank_1.log is a folder, so rank 1 cannot start after rank 0 did: rank 0 must not be left
+  // waiting at the rendezvous (for the whole timeout, holding the port).
+  const std::string dir = "mixgrad_run_badlog_" + std::to_string(::getpid());
+  ::mkdir(dir.c_str(), 0777);
+  ::mkdir((dir + "/rank_1.log").c_str(), 0777);
+  const int port = 20000 + int(::getpid() % 20000);
+  Subprocess p(run_cmd({"--nproc-per-node", "2", "--master-port", std::to_string(port), "--log-dir", dir,
+                        "--grace-seconds", "2"},
+                       {"trap"}));
+  auto r = p.wait(60);
+  INFO(r.out << r.err);
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status == 2);
+  CHECK(r.err.find("mixgrad-run: cannot write " + dir + "/rank_1.log") != std::string::npos);
+  CHECK_FALSE(child_running_with_port(port));
+  std::remove((dir + "/rank_0.log").c_str());
+  ::rmdir((dir + "/rank_1.log").c_str());
   ::rmdir(dir.c_str());
 }
 

@@ -101,9 +101,9 @@ void add_conv_cases(std::vector<OpCase>& cases) {
   // overlapping windows (kernel [3, 2], stride [2, 1]) with -inf padding [1, 1]
   cases.push_back(make_case(O::max_pool2d, "max_pool2d/overlap_pad", {normal({2, 3, 5, 6})},
                             [](const Tensors& in) { return max_pool2d(in[0], {3, 2}, {2, 1}, {1, 1}); }, {0}));
-  // dilation 2 (effective window 5), stride 2, padding 2, on a transposed view
+  // dilation 2 (effective window 5), stride 2, padding 1 (at most half the kernel, as PyTorch), on a transposed view
   cases.push_back(make_case(O::max_pool2d, "max_pool2d/dilation", {transposed(normal({1, 2, 7, 8}))},
-                            [](const Tensors& in) { return max_pool2d(in[0], {3, 3}, {2, 2}, {2, 2}, {2, 2}); },
+                            [](const Tensors& in) { return max_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, {2, 2}); },
                             {0}));
   // positions h * 4 + w of the maxima above: 5, 7, 13, 15
   OpCase mi = make_case(O::max_pool2d_indices, "max_pool2d_indices/golden", {x16},

@@ -108,6 +108,11 @@ TEST_CASE("activation composites keep bf16 (rounded once from f32), and softmin 
     amp::Autocast ac({.device = DeviceType::CPU, .dtype = DType::BF16});
     CHECK(softmin(xb, 1).dtype() == DType::F32);
     CHECK(logsigmoid(xb).dtype() == DType::BF16);
+    // prelu is a lower op (DESIGN §4; PyTorch 2.15's CPU autocast gives bf16 for f32 and mixed
+    // inputs alike): the inputs rounded to bf16, the slope product in f32, rounded once.
+    CHECK(prelu(x, full({6}, 0.25)).dtype() == DType::BF16);
+    CHECK(prelu(xb, full({6}, 0.25)).dtype() == DType::BF16);
+    CHECK(values(prelu(x, full({6}, 0.3))) == values(prelu(xr, full({6}, 0.3).to(DType::BF16).to(DType::F32)).to(DType::BF16)));
   }
 }
 

@@ -15,6 +15,8 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "ops/conv.h"
+#include "ops/conv1d.h"
+#include "ops/conv3d.h"
 #include "ops/cpu/conv_onednn.h"
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/ops.h"
@@ -511,7 +513,7 @@ TEST_CASE("max_pool2d and avg_pool2d match a naive reference", "[conv][pool]") {
   };
   const std::vector<P> ps = {
       {{2, 3, 6, 6}, {2, 2}, {2, 2}, {0, 0}, {1, 1}},  {{1, 2, 7, 5}, {3, 3}, {2, 2}, {1, 1}, {1, 1}},
-      {{1, 2, 7, 9}, {3, 2}, {1, 3}, {1, 1}, {1, 1}},  {{2, 1, 9, 8}, {3, 3}, {2, 1}, {2, 1}, {2, 1}},
+      {{1, 2, 7, 9}, {3, 2}, {1, 3}, {1, 1}, {1, 1}},  {{2, 1, 9, 8}, {3, 3}, {2, 1}, {1, 1}, {2, 1}},
       {{1, 1, 1, 5}, {1, 3}, {1, 2}, {0, 1}, {1, 1}},
   };
   for (const P& q : ps) {
@@ -578,7 +580,7 @@ TEST_CASE("max_pool2d_backward equals the scatter_add of g at the window maxima,
   // plane for every input element); the sums are the same, in the same order.
   Generator gen(31);
   const std::vector<std::vector<int64_t>> geoms = {
-      {3, 3, 2, 2, 1, 1, 1, 1}, {2, 3, 1, 2, 1, 1, 2, 1}, {3, 3, 1, 1, 1, 1, 1, 1}, {3, 3, 2, 2, 2, 2, 2, 2}};
+      {3, 3, 2, 2, 1, 1, 1, 1}, {2, 3, 1, 2, 1, 1, 2, 1}, {3, 3, 1, 1, 1, 1, 1, 1}, {3, 3, 2, 2, 1, 1, 2, 2}};
   for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
     // clamped values: many windows share a maximum, so elements collect several terms
     const Tensor x = to(clamp(randn({2, 3, 9, 11}, {.dtype = DType::F64}, &gen), -0.4, 0.4), dt);
@@ -625,6 +627,30 @@ TEST_CASE("max_pool2d_backward equals the scatter_add of g at the window maxima,
   CHECK(second[0].shape() == Shape{0, 2, 2, 2});
 }
 
+TEST_CASE("ceil_mode pools a window that reaches up to stride - 1 past the padded input, as PyTorch", "[conv][pool]") {
+  // PyTorch 2.15: MaxPool2d(3, 2, ceil_mode=True) of a 2 x 2 map is its maximum, the gradient at
+  // it; AvgPool2d the same window divides by the 2 x 2 it covers inside the padded input.
+  const Tensor x = from_vector<double>({0, 1, 2, 3}, {1, 1, 2, 2}).requires_grad_();
+  const Tensor m = max_pool2d(x, {3, 3}, {2, 2}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
+  REQUIRE(m.shape() == Shape{1, 1, 1, 1});
+  CHECK(m.item<double>() == 3.0);
+  sum(m).backward();
+  CHECK(vals(x.grad()) == std::vector<double>{0, 0, 0, 1});
+  CHECK(avg_pool2d(x.detach(), {3, 3}, {2, 2}, {0, 0}, true, /*ceil_mode=*/true).item<double>() == 1.5);
+  const Tensor v = from_vector<double>({0, 1}, {1, 1, 2});
+  CHECK(max_pool1d(v, 3, 2, 0, 1, /*ceil_mode=*/true).item<double>() == 1.0);
+  CHECK(avg_pool1d(v, 3, 2, 0, true, /*ceil_mode=*/true).item<double>() == 0.5);
+  CHECK(max_pool3d(rnd({1, 1, 2, 2, 2}), {3, 3, 3}, {2, 2, 2}, {0, 0, 0}, {1, 1, 1}, true).shape() ==
+        Shape{1, 1, 1, 1, 1});
+  // Farther than stride - 1, or without ceil_mode: still refused (PyTorch: output size too small).
+  CHECK_THROWS_WITH(max_pool2d(x.detach(), {3, 3}, {2, 2}), Catch::StartsWith("max_pool2d: the window (3) is larger"));
+  CHECK_THROWS_WITH(max_pool1d(from_vector<double>({0}, {1, 1, 1}), 3, 2, 0, 1, true),
+                    Catch::Contains("the window (3) is larger than the padded input (1 + 2 * 0)"));
+  // avg_pool3d refuses it, as PyTorch's "input image smaller than kernel size".
+  CHECK_THROWS_WITH(avg_pool3d(rnd({1, 1, 2, 2, 2}), {3, 3, 3}, {2, 2, 2}, {0, 0, 0}, true, true),
+                    Catch::Contains("is larger than the padded input"));
+}
+
 TEST_CASE("pooling errors name the op and the input", "[conv][pool][errors]") {
   const Tensor x = rnd({2, 3, 4, 4});
   CHECK_THROWS_WITH(max_pool2d(x, {5, 5}),
@@ -646,8 +672,12 @@ TEST_CASE("pooling errors name the op and the input", "[conv][pool][errors]") {
   CHECK_THROWS_WITH(max_pool2d(rnd({1, 1, 2, 2}), {2, 2}, {1, 1}, {1, 1}, {3, 3}),
                     Catch::StartsWith("max_pool2d: output 0 along H has a window with no input element (taps at -1, 2, "
                                       "... 2 of an input of 2 with padding 1, dilation 3)"));
-  CHECK_THROWS_WITH(max_pool2d_indices(rnd({1, 1, 3, 3}), {2, 2}, {1, 1}, {2, 2}, {4, 4}),
-                    Catch::StartsWith("max_pool2d_indices: output 1 along H has a window with no input element"));
+  CHECK_THROWS_WITH(max_pool2d_indices(rnd({1, 1, 2, 2}), {2, 2}, {1, 1}, {1, 1}, {3, 3}),
+                    Catch::StartsWith("max_pool2d_indices: output 0 along H has a window with no input element"));
+  // The padding limit is half the kernel itself, not the dilated window (PyTorch 2.15 refuses
+  // max_pool2d(k=2, dilation=3, padding=2): "pad should be smaller than or equal to half of kernel size").
+  CHECK_THROWS_WITH(max_pool2d(rnd({1, 1, 6, 6}), {2, 2}, {1, 1}, {2, 2}, {3, 3}),
+                    Catch::StartsWith("max_pool2d: padding (2) must be at most half the kernel (2) along H"));
   // A dilated window that keeps one real tap is fine, and its maximum is that element.
   const Tensor one = rnd({1, 1, 2, 2});
   const Tensor y = max_pool2d(one, {2, 2}, {1, 1}, {1, 1}, {2, 2});  // taps {-1, 1} and {0, 2} per dim

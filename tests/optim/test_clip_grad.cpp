@@ -145,3 +145,31 @@ TEST_CASE("clip_grad_value_: clamps each element, NaN stays NaN", "[optim]") {
   CHECK(!untouched.grad().defined());
   MG_REQUIRE_ERROR(optim::clip_grad_value_(all, -1.0), "clip_grad_value_: clip_value must be >= 0, got -1");
 }
+
+TEST_CASE("clip_grad_norm_: a gradient listed twice is counted and scaled once, the same every run", "[optim]") {
+  // Scaled twice, its two entries raced on one memory in the parallel pass (above 32,768 elements).
+  Tensor a = zeros({40000}).requires_grad_(true);
+  a.set_grad(full({40000}, 1.0));
+  const double norm = optim::clip_grad_norm_({a, a}, 1.0).item<double>();
+  CHECK(norm == Approx(200.0).epsilon(1e-6));  // sqrt(40000): once
+  const std::vector<double> g = test::values(a.grad());
+  const double want = double(float(1.0 / (200.0 + 1e-6)));
+  int wrong = 0;
+  for (double v : g) wrong += std::fabs(v - want) > 1e-6 * want;
+  CHECK(wrong == 0);
+  optim::clip_grad_value_({a, a}, 1e-6);
+  CHECK(test::values(a.grad())[123] == Approx(1e-6).epsilon(1e-6));
+}
+
+TEST_CASE("master weights: a model moved to f64 after use_master_weights is copied, not skipped", "[optim]") {
+  Tensor w = from_vector<float>({1, 2, 3}).to(DType::F16).requires_grad_(true);
+  optim::SGD opt({w}, {.lr = 0.5});
+  opt.use_master_weights();
+  {
+    NoGradGuard no_grad;
+    w.set_data(w.to(DType::F64));  // what Module::to(DType::F64) does to the parameter
+  }
+  w.set_grad(from_vector<double>({2, 2, 2}));
+  opt.step();
+  CHECK(test::values(w) == std::vector<double>{0, 1, 2});
+}
