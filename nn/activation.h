@@ -144,8 +144,8 @@ class Hardtanh : public UnaryModule {
  public:
   using Options = HardtanhOptions;
   explicit Hardtanh(Options options = {}) : UnaryModule("Hardtanh"), options_(options) {
-    MG_CHECK(!(options_.min_val > options_.max_val), Error, "Hardtanh: min_val (", options_.min_val,
-             ") is greater than max_val (", options_.max_val, ")");
+    MG_CHECK(options_.max_val > options_.min_val, Error, "Hardtanh: max_val (", options_.max_val,
+             ") must be greater than min_val (", options_.min_val, "), as PyTorch's");
   }
   Tensor forward(const Tensor& x) override { return hardtanh(x, options_.min_val, options_.max_val); }
 

@@ -42,7 +42,10 @@ class MultiheadAttention : public Module {
                  const Tensor& key_padding_mask = Tensor(), const Tensor& attn_mask = Tensor());
   // forward() and the attention weights (PyTorch's need_weights = true): softmax of the scores
   // with both masks applied, after dropout in training, averaged over the heads [B, L, S]
-  // (average_attn_weights) or per head [B, H, L, S]. The output is forward()'s, bit for bit.
+  // (average_attn_weights) or per head [B, H, L, S]. The output is forward()'s bit for bit in f64
+  // and f32; for f16/bf16 (or under autocast) it comes from the composite, whose scores are
+  // rounded where the fused op's are not, so it and the weights differ from forward() in the
+  // last bits.
   std::pair<Tensor, Tensor> forward_with_weights(const Tensor& query, const Tensor& key, const Tensor& value,
                                                  const Tensor& key_padding_mask = Tensor(),
                                                  const Tensor& attn_mask = Tensor(), bool average_attn_weights = true);

@@ -16,7 +16,8 @@ namespace mg {
 // softmax(q k^T * scale + mask) v.
 //   q [..., Lq, E], k [..., Lk, E], v [..., Lk, Ev] (leading dims broadcast) -> [..., Lq, Ev].
 //   mask (optional) broadcastable to [..., Lq, Lk]: bool (true = attend) or floating (added to
-//   the scores, e.g. -inf). is_causal masks key j > query i (top-left aligned, as PyTorch).
+//   the scores, e.g. -inf). is_causal masks key j > query i (top-left aligned, as PyTorch);
+//   given with a mask, both apply (PyTorch refuses the pair).
 //   scale defaults to 1 / sqrt(E); dropout_p drops attention weights (Philox, `gen`) when > 0.
 // A query row whose keys are all masked gives 0 (zero weights) and zero gradients, as PyTorch's
 // (2.5 on) safe softmax; so does a row whose scores all overflowed to -inf.

@@ -118,6 +118,8 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
            "interpolate: align_corners is for linear, bilinear, bicubic and trilinear, not ", interpolate_mode_name(o.mode));
   MG_CHECK(!o.size.empty() || !o.scale_factor.empty(), Error, "interpolate: give size or scale_factor");
   MG_CHECK(o.size.empty() || o.scale_factor.empty(), Error, "interpolate: give size or scale_factor, not both");
+  MG_CHECK(o.size.empty() || !o.recompute_scale_factor, Error,
+           "interpolate: recompute_scale_factor is meaningful only with scale_factor, not with an explicit size");
   const int64_t spatial = x.dim() - 2;
   MG_CHECK(o.size.empty() || o.size.size() == 1 || int64_t(o.size.size()) == spatial, Error,
            "interpolate: expected 1 or ", spatial, " sizes for ", describe(x), ", got ", o.size.size());

@@ -537,7 +537,8 @@ TEST_CASE("the piecewise activation layers: their ops with PyTorch's defaults, n
   MG_REQUIRE_ERROR(nn::LeakyReLU({.negative_slope = NAN}), "LeakyReLU: negative_slope must be finite, got nan");
   MG_REQUIRE_ERROR(nn::CELU({.alpha = 0.0}), "CELU: alpha must be finite and not 0, got 0");
   MG_REQUIRE_ERROR(nn::ELU({.alpha = INFINITY}), "ELU: alpha must be finite, got inf");
-  MG_REQUIRE_ERROR(nn::Hardtanh({.min_val = 1.0, .max_val = -1.0}), "Hardtanh: min_val (1) is greater than max_val (-1)");
+  MG_REQUIRE_ERROR(nn::Hardtanh({.min_val = 1.0, .max_val = -1.0}), "Hardtanh: max_val (-1) must be greater than min_val (1)");
+  MG_REQUIRE_ERROR(nn::Hardtanh({.min_val = 1.0, .max_val = 1.0}), "must be greater than min_val");  // PyTorch asserts it
   MG_REQUIRE_ERROR(nn::Softplus({.beta = 0.0}), "Softplus: beta must be finite and not 0, got 0");
   MG_REQUIRE_ERROR(celu(x, 0.0), "celu: alpha must be finite and not 0, got 0");
   MG_REQUIRE_ERROR(leaky_relu(x, INFINITY), "leaky_relu: negative_slope must be finite, got inf");

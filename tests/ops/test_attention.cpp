@@ -7,6 +7,7 @@
 #include "autograd/engine.h"
 #include "core/factory.h"
 #include "ops/attention.h"
+#include "ops/interpolate.h"
 #include "ops/loss.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -157,4 +158,10 @@ TEST_CASE("attention shape errors name both operands", "[ops][attention][errors]
   MG_REQUIRE_ERROR(scaled_dot_product_attention(q, zeros({2, 5, 8}), zeros({2, 5, 3}), zeros({3, 5}).to(DType::Bool)),
                    "cannot be broadcast");
   MG_REQUIRE_ERROR(scaled_dot_product_attention(zeros({8}), k, v), "expected query, key and value with at least 2 dims");
+}
+
+TEST_CASE("interpolate refuses recompute_scale_factor with an explicit size", "[ops]") {
+  // PyTorch 2.15: "recompute_scale_factor is not meaningful with an explicit size".
+  MG_REQUIRE_ERROR(interpolate(zeros({1, 1, 4}), {.size = {8}, .recompute_scale_factor = true}),
+                   "recompute_scale_factor is meaningful only with scale_factor");
 }
