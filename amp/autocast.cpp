@@ -114,7 +114,8 @@ void install_autocast() {
   std::call_once(once, [] { set_autocast_hook(autocast_hook); });
 }
 
-DType default_autocast_dtype(DeviceType device) { return device == DeviceType::CUDA ? DType::F16 : DType::BF16; }
+// One rule, kept by core (the state outside any region): bf16 on the CPU, f16 on CUDA.
+DType default_autocast_dtype(DeviceType device) { return default_autocast_state(device).dtype; }
 
 Autocast::Autocast(AutocastOptions o) : device_(o.device), saved_(autocast_state(o.device)) {
   // Unset: the current dtype where a region (or amp's O1) set one, as PyTorch reads
