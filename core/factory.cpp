@@ -172,12 +172,16 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
                      {.kind = FillKind::Randint, .low = low, .range = uint64_t(high) - uint64_t(low)}, gen);
 }
 
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
-Tensor full_like(const Tensor& t, double value) {
-  return full(t.shape(), value, {.dtype = t.dtype(), .device = t.device()});
+// PyTorch's default memory_format=torch.preserve_format: a channels-last input gives a
+// channels-last result, anything else a contiguous one (mixgrad's tensors are dense in one of the
+// two; a view with other strides gets its suggested format, as PyTorch's non-dense inputs do).
+static TensorOptions like_options(const Tensor& t) {
+  return {.dtype = t.dtype(), .device = t.device(), .memory_format = t.suggest_memory_format()};
 }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), like_options(t)); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), like_options(t)); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), like_options(t)); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, like_options(t)); }
 
 Tensor from_buffer(const void* data, const Shape& shape, TensorOptions options) {
   MG_CHECK(data != nullptr || shape_numel(shape) == 0, Error, "from_buffer: null data pointer");

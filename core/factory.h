@@ -33,6 +33,8 @@ Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* gen = nu
 Tensor randint(int64_t low, int64_t high, const Shape& shape,
                TensorOptions options = {.dtype = DType::I64}, Generator* gen = nullptr);
 
+// The shape, dtype and device of `t`, in its memory format (t.suggest_memory_format(): a
+// channels-last `t` gives a channels-last result), as PyTorch's default preserve_format.
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);

@@ -171,3 +171,17 @@ TEST_CASE("factory: *_like keep shape, dtype and device", "[core]") {
   CHECK(ones_bits == std::vector<uint16_t>(10, 0x3f80));
   CHECK(full_bits == std::vector<uint16_t>(10, 0xbf80));
 }
+
+// PyTorch's *_like default to preserve_format: a channels-last input gives a channels-last result.
+TEST_CASE("factory: *_like keep the input's memory format", "[core]") {
+  const mg::Tensor nchw = mg::full({2, 3, 4, 5}, 2.0);
+  const mg::Tensor nhwc = nchw.to(mg::MemoryFormat::ChannelsLast);
+  for (const mg::Tensor& t : {mg::empty_like(nhwc), mg::zeros_like(nhwc), mg::ones_like(nhwc), mg::full_like(nhwc, 7)}) {
+    CHECK(t.shape() == nhwc.shape());
+    CHECK(t.is_contiguous(mg::MemoryFormat::ChannelsLast));
+    CHECK_FALSE(t.is_contiguous());
+  }
+  CHECK(mg::full_like(nhwc, 7).sum().item<double>() == 7.0 * 120);
+  for (const mg::Tensor& t : {mg::empty_like(nchw), mg::zeros_like(nchw), mg::full_like(nchw.transpose(2, 3), 1)})
+    CHECK(t.is_contiguous());  // a transposed (non-dense-in-either-format) input gives a contiguous result
+}
