@@ -14,7 +14,7 @@ MultiheadAttention::MultiheadAttention(Options o) : Module("MultiheadAttention")
   MG_CHECK(o.embed_dim > 0 && o.num_heads > 0 && o.embed_dim % o.num_heads == 0, Error,
            "MultiheadAttention: num_heads (", o.num_heads, ") must be positive and divide embed_dim (", o.embed_dim,
            ")");
-  MG_CHECK(o.dropout >= 0 && o.dropout < 1, Error, "MultiheadAttention: dropout must be in [0, 1), got ", o.dropout);
+  MG_CHECK(o.dropout >= 0 && o.dropout <= 1, Error, "MultiheadAttention: dropout must be in [0, 1], got ", o.dropout);
   MG_CHECK(o.kdim >= 0 && o.vdim >= 0, Error, "MultiheadAttention: kdim and vdim must be >= 0 (0: embed_dim), got ",
            o.kdim, " and ", o.vdim);
   const int64_t e = o.embed_dim;

@@ -347,14 +347,14 @@ void UnaryModule::remove_hook(int64_t handle) {
   MG_CHECK(drop(pre_hooks_) || drop(hooks_), Error, layer_name(), ": no forward hook with handle ", handle);
 }
 
-Tensor UnaryModule::call_with_hooks(const Tensor& x) {
+Tensor UnaryModule::call_with_hooks(const Tensor& x, const std::function<Tensor(const Tensor&)>& run) {
   auto scope = module_scope(*this);
   // Copies: a hook may register or remove hooks while it runs.
   Tensor input = x;
   for (const auto& [handle, hook] : std::vector(pre_hooks_)) {
     if (std::optional<Tensor> replaced = hook(*this, input)) input = std::move(*replaced);
   }
-  Tensor output = forward(input);
+  Tensor output = run(input);
   for (const auto& [handle, hook] : std::vector(hooks_)) {
     if (std::optional<Tensor> replaced = hook(*this, input, output)) output = std::move(*replaced);
   }

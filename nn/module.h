@@ -156,7 +156,16 @@ class UnaryModule : public Module {
   // calls forward(x).
   Tensor operator()(const Tensor& x) {
     if (!op_observer() && pre_hooks_.empty() && hooks_.empty()) [[likely]] return forward(x);
-    return call_with_hooks(x);
+    return call_with_hooks(x, [this](const Tensor& in) { return forward(in); });
+  }
+  // The same entry for a forward with more inputs than x (a Transformer layer's masks): the hooks
+  // see and may replace x and the output, `run(x)` does the work. A stack calls its children this
+  // way, so a hook on one of its layers runs as PyTorch's does:
+  //   x = layer.call(x, [&](const Tensor& in) { return layer.forward(in, mask, padding); });
+  template <typename F>
+  Tensor call(const Tensor& x, F&& run) {
+    if (!op_observer() && pre_hooks_.empty() && hooks_.empty()) [[likely]] return run(x);
+    return call_with_hooks(x, run);
   }
 
   // Forward hooks, PyTorch's register_forward_pre_hook / register_forward_hook: run by
@@ -176,7 +185,7 @@ class UnaryModule : public Module {
   void remove_hook(int64_t handle);
 
  private:
-  Tensor call_with_hooks(const Tensor& x);
+  Tensor call_with_hooks(const Tensor& x, const std::function<Tensor(const Tensor&)>& run);
   std::vector<std::pair<int64_t, ForwardPreHook>> pre_hooks_;
   std::vector<std::pair<int64_t, ForwardHook>> hooks_;
   int64_t next_hook_ = 1;

@@ -26,7 +26,7 @@ RNNBase::RNNBase(std::string type, Cell cell, RNNOptions o) : Module(std::move(t
   MG_CHECK(o.input_size > 0 && o.hidden_size > 0, Error, name, ": input_size and hidden_size must be positive, got ",
            o.input_size, " and ", o.hidden_size);
   MG_CHECK(o.num_layers >= 1, Error, name, ": num_layers must be >= 1, got ", o.num_layers);
-  MG_CHECK(o.dropout >= 0.0 && o.dropout < 1.0, Error, name, ": dropout must be in [0, 1), got ", o.dropout);
+  MG_CHECK(o.dropout >= 0.0 && o.dropout <= 1.0, Error, name, ": dropout must be in [0, 1], got ", o.dropout);
   MG_CHECK(o.proj_size >= 0, Error, name, ": proj_size must be >= 0, got ", o.proj_size);
   MG_CHECK(o.proj_size == 0 || cell == Cell::Lstm, Error, name, ": proj_size is an LSTM option, got ", o.proj_size);
   MG_CHECK(o.proj_size < o.hidden_size, Error, name, ": proj_size must be smaller than hidden_size (", o.hidden_size,
@@ -141,17 +141,18 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
       // Every step's input projection in one product: [T * B, in] -> [T, B, gates * H].
       const Tensor xi = reshape(linear(reshape(layer_in, {T * B, in}), p[0], p[2]), {T, B, gates() * H});
       // Given states are cast to it too (differentiably), as PyTorch's autocast does.
-      const auto initial = [&](const Tensor& s0, int64_t size) {
-        if (!s0.defined()) return zero_state(xi.dtype(), size);
-        const Tensor s = select(s0, 0, l * dirs + d);
-        return s.dtype() == xi.dtype() ? s : mg::to(s, xi.dtype());
+      // (The LSTM's cell state runs in f32 beside f16/bf16 products: detail::initial_state.)
+      const auto initial = [&](const Tensor& s0, int64_t size, bool cell_state, const char* what) {
+        const DType products = xi.dtype();
+        if (!s0.defined()) {
+          const bool low = products == DType::F16 || products == DType::BF16;
+          return zero_state(cell_state && low ? DType::F32 : products, size);
+        }
+        return detail::initial_state(select(s0, 0, l * dirs + d), products, cell_state, name.c_str(), what);
       };
-      Tensor h = initial(h0, R);
+      Tensor h = initial(h0, R, false, "h0");
       Tensor c;
-      if (lstm) {
-        c = initial(c0, H);
-        if (c.dtype() == DType::F16 || c.dtype() == DType::BF16) c = mg::to(c, DType::F32);
-      }
+      if (lstm) c = initial(c0, H, true, "c0");
       // unbind, not select: T selects would each backpropagate into a zero [T, B, gates * H]
       // tensor (O(T^2)); the gates likewise, from [B, gates, H].
       const Tensors xs = unbind(xi, 0);
@@ -223,6 +224,13 @@ Tensors gate_parts(const Tensor& g, int64_t gates, int64_t hidden) {
   return unbind(reshape(g, {g.size(0), gates, hidden}), 1);
 }
 }  // namespace
+
+Tensor initial_state(const Tensor& s, DType products, bool cell_state, const char* who, const char* what) {
+  MG_CHECK(is_floating(s.dtype()), DTypeError, who, ": expected a floating ", what, ", got ", dtype_name(s.dtype()));
+  const bool low = products == DType::F16 || products == DType::BF16;
+  const DType want = cell_state && low ? DType::F32 : products;
+  return s.dtype() == want ? s : mg::to(s, want);
+}
 
 Tensor rnn_step(const Tensor& gi, const Tensor& gh, bool relu_nonlinearity) {
   return relu_nonlinearity ? relu(gi + gh) : tanh(gi + gh);

@@ -52,7 +52,7 @@ Tensor RNNCellBase::state_or_zeros(const Tensor& s, const Prepared& p, const cha
            describe(p.unbatched ? squeeze(p.x, 0) : p.x), ", got ", describe(s));
   // A given state in the products' dtype, as the layer casts its h0/c0 (and PyTorch's autocast
   // its cells' hx): an f32 h beside bf16 gates would promote the step's result to f32.
-  const Tensor t = s.dtype() == dtype ? s : mg::to(s, dtype);
+  const Tensor t = detail::initial_state(s, dtype, false, layer_name().c_str(), what);
   return p.unbatched ? unsqueeze(t, 0) : t;
 }
 
@@ -73,10 +73,10 @@ LSTMState LSTMCell::forward(const Tensor& x, const LSTMState& state) {
   const Prepared p = prepare(x);
   const Tensor gi = input_projection(p.x);
   const Tensor h0 = state_or_zeros(state.h, p, "h", gi.dtype());
-  Tensor c0 = state_or_zeros(state.c, p, "c", gi.dtype());
-  // As the layer: the cell state in f32 for f16/bf16 (its running sum would round every step),
-  // h back in the products' dtype.
-  if (c0.dtype() == DType::F16 || c0.dtype() == DType::BF16) c0 = mg::to(c0, DType::F32);
+  // As the layer: the cell state in f32 for f16/bf16 products (its running sum would round every
+  // step; an f32 c, such as the previous step's, is used as it is), h back in the products' dtype.
+  const bool low = gi.dtype() == DType::F16 || gi.dtype() == DType::BF16;
+  const Tensor c0 = state_or_zeros(state.c, p, "c", low ? DType::F32 : gi.dtype());
   detail::LstmStep next = detail::lstm_step(gi, hidden_projection(h0), c0, options().hidden_size);
   if (next.h.dtype() != gi.dtype()) next.h = mg::to(next.h, gi.dtype());
   if (p.unbatched) return {squeeze(next.h, 0), squeeze(next.c, 0)};

@@ -8,6 +8,13 @@
 
 namespace mg::nn::detail {
 
+// A given initial state in the dtype the recurrence runs in: the products' dtype (the weights' or
+// the autocast dtype, as PyTorch's autocast casts hx), except an LSTM cell state (cell_state),
+// which runs in f32 beside f16/bf16 products (its running sum would round every step) — so an f32
+// c, such as a returned c_n fed back, is used as it is. A non-floating state is a DTypeError
+// naming `who` and `what` ("LSTM", "c0").
+Tensor initial_state(const Tensor& s, DType products, bool cell_state, const char* who, const char* what);
+
 // h' = tanh(gi + gh) or relu(gi + gh).
 Tensor rnn_step(const Tensor& gi, const Tensor& gh, bool relu);
 

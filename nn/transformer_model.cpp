@@ -42,7 +42,10 @@ TransformerEncoder::TransformerEncoder(Options o) : UnaryModule("TransformerEnco
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask) {
   auto scope = module_scope(*this);
   Tensor x = src;
-  for (std::size_t i = 0; i < layers->size(); ++i) x = layer(i).forward(x, mask, src_key_padding_mask);
+  for (std::size_t i = 0; i < layers->size(); ++i) {
+    TransformerEncoderLayer& l = layer(i);
+    x = l.call(x, [&](const Tensor& in) { return l.forward(in, mask, src_key_padding_mask); });  // runs its hooks
+  }
   return norm ? (*norm)(x) : x;
 }
 
@@ -94,7 +97,8 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Transfor
   MG_CHECK(src.size(2) == e && tgt.size(2) == e, ShapeError,
            "Transformer: the feature sizes of src and tgt must equal d_model (", e, "), got src ", src.shape(),
            ", tgt ", tgt.shape());
-  const Tensor memory = encoder->forward(src, masks.src_mask, masks.src_key_padding_mask);
+  const Tensor memory =
+      encoder->call(src, [&](const Tensor& in) { return encoder->forward(in, masks.src_mask, masks.src_key_padding_mask); });
   return decoder->forward(tgt, memory,
                           {.tgt_mask = masks.tgt_mask,
                            .memory_mask = masks.memory_mask,

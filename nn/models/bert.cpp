@@ -76,10 +76,14 @@ BertOutput BertModel::forward(const Tensor& input_ids, const Tensor& token_type_
       const auto l = std::static_pointer_cast<TransformerEncoderLayer>(layer);
       if (checkpoint_layers_ && is_training()) {
         // The layer by shared_ptr: the graph keeps it alive until the backward recomputes it.
-        h = checkpoint([l](const Tensors& in) { return Tensors{l->forward(in[0], Tensor(), in[1])}; }, {h, padding},
-                       checkpoint_options_)[0];
+        // (call: the layer's forward hooks run, also when the backward recomputes it.)
+        h = checkpoint(
+            [l](const Tensors& in) {
+              return Tensors{l->call(in[0], [&](const Tensor& x) { return l->forward(x, Tensor(), in[1]); })};
+            },
+            {h, padding}, checkpoint_options_)[0];
       } else {
-        h = l->forward(h, Tensor(), padding);
+        h = l->call(h, [&](const Tensor& x) { return l->forward(x, Tensor(), padding); });
       }
     }
   }

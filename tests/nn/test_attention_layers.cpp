@@ -393,8 +393,17 @@ TEST_CASE("MultiheadAttention and TransformerEncoderLayer errors name the layer 
 
   MG_REQUIRE_ERROR(nn::MultiheadAttention({.embed_dim = 8, .num_heads = 3}),
                    "MultiheadAttention: num_heads (3) must be positive and divide embed_dim (8)");
-  MG_REQUIRE_ERROR(nn::MultiheadAttention({.embed_dim = 8, .num_heads = 2, .dropout = 1.0}),
-                   "MultiheadAttention: dropout must be in [0, 1), got 1");
+  MG_REQUIRE_ERROR(nn::MultiheadAttention({.embed_dim = 8, .num_heads = 2, .dropout = 1.5}),
+                   "MultiheadAttention: dropout must be in [0, 1], got 1.5");
+  {  // p = 1 is allowed, as PyTorch's: every attention weight dropped in training, so the output is the bias
+    nn::MultiheadAttention all_dropped({.embed_dim = 8, .num_heads = 2, .dropout = 1.0});
+    const Tensor x = randn({2, 3, 8});
+    const Tensor y = all_dropped.forward(x, x, x);
+    Tensor bias;
+    for (const auto& [n, t] : all_dropped.named_parameters())
+      if (n == "out_proj.bias") bias = t;
+    CHECK(values(y) == values(expand(reshape(bias, {1, 1, 8}), {2, 3, 8})));
+  }
   MG_REQUIRE_ERROR(nn::TransformerEncoderLayer({.d_model = 8, .nhead = 3}),
                    "MultiheadAttention: num_heads (3) must be positive and divide embed_dim (8)");
   MG_REQUIRE_ERROR(nn::TransformerEncoderLayer({.d_model = 0}), "TransformerEncoderLayer: d_model and dim_feedforward must be positive");

@@ -72,3 +72,40 @@ TEST_CASE("forward hooks capture, replace and chain, and come off by handle", "[
   MG_REQUIRE_ERROR(act->remove_hook(h1), "ReLU(): no forward hook with handle");
   MG_REQUIRE_ERROR(act->register_forward_hook(nullptr), "register_forward_hook got an empty function");
 }
+
+// A stack calls its layers' multi-input forward through call(x, run), so hooks on a layer run once
+// per stack call (PyTorch: a hook on enc.layers[0] fires on every enc(x, mask=...)), and a replaced
+// output feeds the next layer.
+TEST_CASE("forward hooks on the layers of a TransformerEncoder run inside the stack, masks and all", "[nn][hooks]") {
+  manual_seed(5);
+  auto enc = nn::make<nn::TransformerEncoder>(
+      {.layer = {.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.0}, .num_layers = 2});
+  const Tensor x = randn({2, 3, 8});
+  const Tensor pad = from_vector<uint8_t>({0, 0, 1, 0, 0, 0}, {2, 3}).to(DType::Bool);
+  int layer_calls = 0, stack_calls = 0;
+  Tensor seen;
+  enc->layer(0).register_forward_hook([&](nn::UnaryModule&, const Tensor&, const Tensor& y) {
+    ++layer_calls;
+    seen = y.detach();
+    return std::optional<Tensor>();
+  });
+  enc->register_forward_pre_hook([&](nn::UnaryModule&, const Tensor&) {
+    ++stack_calls;
+    return std::optional<Tensor>();
+  });
+  const Tensor y = enc->forward(x, Tensor(), pad);  // a direct forward(): the stack's own hooks do not run
+  CHECK(layer_calls == 1);
+  CHECK(stack_calls == 0);
+  CHECK(values(seen) == values(enc->layer(0).forward(x, Tensor(), pad)));
+  // A hook that replaces layer 0's output: layer 1 then sees the replacement.
+  enc->layer(1).register_forward_pre_hook([&](nn::UnaryModule&, const Tensor& in) {
+    CHECK(values(in) == std::vector<double>(48, 0.0));
+    return std::optional<Tensor>();
+  });
+  enc->layer(0).register_forward_hook(
+      [](nn::UnaryModule&, const Tensor&, const Tensor& out) { return std::optional<Tensor>(zeros_like(out)); });
+  (void)enc->call(x, [&](const Tensor& in) { return enc->forward(in, Tensor(), pad); });
+  CHECK(layer_calls == 2);
+  CHECK(stack_calls == 1);
+  CHECK(y.shape() == x.shape());
+}

@@ -405,8 +405,11 @@ TEST_CASE("RNN layers: bad inputs and options are named errors", "[nn][rnn]") {
   MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 0}), "LSTM: input_size and hidden_size must be positive");
   MG_REQUIRE_ERROR(nn::LSTM({.input_size = 0, .hidden_size = 4}), "LSTM: input_size and hidden_size must be positive");
   MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 4, .num_layers = 0}), "LSTM: num_layers must be >= 1");
-  MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 4, .dropout = 1.5}), "LSTM: dropout must be in [0, 1)");
-  MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 4, .dropout = -0.1}), "LSTM: dropout must be in [0, 1)");
+  MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 4, .dropout = 1.5}), "LSTM: dropout must be in [0, 1]");
+  MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 4, .dropout = -0.1}), "LSTM: dropout must be in [0, 1]");
+  CHECK_NOTHROW(nn::LSTM({.input_size = 3, .hidden_size = 4, .num_layers = 2, .dropout = 1.0}));  // as PyTorch
+  MG_REQUIRE_ERROR(lstm.forward(zeros({5, 2, 3}), zeros({2, 2, 4}, {.dtype = DType::I64})),
+                   "): expected a floating h0, got i64");
   MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 4, .proj_size = 4}),
                    "LSTM: proj_size must be smaller than hidden_size (4), got 4");
   MG_REQUIRE_ERROR(nn::LSTM({.input_size = 3, .hidden_size = 4, .proj_size = -1}), "LSTM: proj_size must be >= 0");

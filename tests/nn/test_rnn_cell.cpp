@@ -152,11 +152,41 @@ TEST_CASE("GRUCell and RNNCell steps equal a layer step, and LSTMCell's under bf
   CHECK(values(given_step.c) == values(given.c_n.squeeze(0)));
 }
 
+// The f32 cell state must not be rounded to the autocast dtype between steps: an unrolled LSTMCell
+// loop equals the layer over the whole sequence, and so does the layer run in two chunks with
+// (h_n, c_n) fed back (truncated backpropagation through time), bit for bit.
+TEST_CASE("under bf16 autocast an unrolled LSTMCell and a chunked LSTM keep c in f32 between steps", "[nn][rnn][amp]") {
+  manual_seed(14);
+  auto lstm = nn::make<nn::LSTM>({.input_size = 3, .hidden_size = 4});
+  auto cell = nn::make<nn::LSTMCell>({.input_size = 3, .hidden_size = 4});
+  {
+    NoGradGuard no_grad;
+    const std::vector<Tensor> p = lstm->layer_parameters(0, false);
+    cell->weight_ih.copy_(p[0]);
+    cell->weight_hh.copy_(p[1]);
+    cell->bias_ih.copy_(p[2]);
+    cell->bias_hh.copy_(p[3]);
+  }
+  const Tensor x = randn({6, 2, 3});
+  amp::Autocast ac({.device = DeviceType::CPU, .dtype = DType::BF16});
+  const nn::LSTMOutput whole = lstm->forward(x);
+  nn::LSTMState s;
+  for (const Tensor& xt : unbind(x, 0)) s = cell->forward(xt, s);
+  CHECK(s.c.dtype() == DType::F32);
+  CHECK(values(s.c) == values(whole.c_n.squeeze(0)));
+  CHECK(values(s.h) == values(whole.h_n.squeeze(0)));
+  const nn::LSTMOutput first = lstm->forward(x.slice(0, 0, 3));
+  const nn::LSTMOutput second = lstm->forward(x.slice(0, 3, 6), first.h_n, first.c_n);
+  CHECK(values(second.c_n) == values(whole.c_n));
+  CHECK(values(second.h_n) == values(whole.h_n));
+}
+
 TEST_CASE("RNN cells: bad inputs and options are named errors", "[nn][rnn]") {
   nn::GRUCell gru({.input_size = 3, .hidden_size = 4});
   MG_REQUIRE_ERROR(gru.forward(zeros({2, 5})), "): expected x [B, 3] or [3], got");
   MG_REQUIRE_ERROR(gru.forward(zeros({2, 3}), zeros({3, 4})), "): expected h [2, 4] for x");
   MG_REQUIRE_ERROR(gru.forward(zeros({3}), zeros({1, 4})), "): expected h [4] for x");
+  MG_REQUIRE_ERROR(gru.forward(zeros({2, 3}), zeros({2, 4}, {.dtype = DType::Bool})), "): expected a floating h, got bool");
   nn::LSTMCell lstm({.input_size = 3, .hidden_size = 4});
   MG_REQUIRE_ERROR(lstm.forward(zeros({2, 3}), {zeros({2, 4}), zeros({2, 5})}), "): expected c [2, 4]");
   MG_REQUIRE_ERROR(nn::RNNCell({.input_size = 0, .hidden_size = 4}), "RNNCell: input_size and hidden_size must be positive");
