@@ -634,6 +634,13 @@ SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::unique_ptr<LRS
     MG_CHECK(milestones_[i] > 0 && (i == 0 || milestones_[i] > milestones_[i - 1]), Error,
              "SequentialLR: milestones must be positive and strictly increasing, got ", milestones_[i], " at ", i);
   }
+  // PyTorch's SequentialLR starts from the groups' initial_lr as it is now: a later part such as
+  // OneCycleLR rewrote it when it was built (max_lr / div_factor), so the first part restarts from
+  // that value, not from the lr it saw at its own construction.
+  LRScheduler& first = *schedulers_.front();
+  const std::vector<ParamGroup>& groups = optimizer.param_groups();
+  for (std::size_t g = 0; g < groups.size() && g < first.base_lrs_.size(); ++g)
+    first.base_lrs_[g] = groups[g].option("initial_lr");
   initial_step();  // restarts the first scheduler: the lrs its own construction changed are reset
 }
 

@@ -30,6 +30,7 @@ Optimizer::~Optimizer() {
 
 void Optimizer::init_groups(const std::vector<ParamGroupSpec>& groups) {
   check_options(defaults_);
+  check_new_group_options(defaults_);
   int64_t total = 0;
   for (const ParamGroupSpec& g : groups) {
     add_param_group(g.params, g.options);
@@ -73,6 +74,7 @@ void Optimizer::add_param_group(const Tensors& params, const OptionMap& options)
     m[key] = value;
   }
   check_options(m);
+  check_new_group_options(m);
   groups_.push_back({params, std::move(m)});
 }
 

@@ -235,6 +235,10 @@ class Optimizer : public GraphParticipant {
 
   // Throws an mg::Error naming the optimizer and the option when an option is out of range.
   virtual void check_options(const OptionMap& options) const = 0;
+  // Checks that apply only where a group is made (the constructor, add_param_group), not at every
+  // step or load: PyTorch checks some options in __init__ alone (SGD's nesterov needs momentum > 0,
+  // and a scheduler may then cycle momentum down to 0: a plain step). Default: none.
+  virtual void check_new_group_options(const OptionMap& options) const { (void)options; }
   // Updates the parameters of one group (its options already checked).
   virtual void step_group(ParamGroup& group) = 0;
   // The buffer names this optimizer keeps in ParamState::buffers.

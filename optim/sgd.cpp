@@ -70,9 +70,16 @@ void SGD::check_options(const OptionMap& m) const {
   MG_CHECK(o.momentum >= 0.0, Error, "SGD: momentum must be >= 0, got ", o.momentum);
   MG_CHECK(o.weight_decay >= 0.0, Error, "SGD: weight_decay must be >= 0, got ", o.weight_decay);
   MG_CHECK(o.dampening == o.dampening, Error, "SGD: dampening must be a number, got ", o.dampening);
-  MG_CHECK(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0), Error,
-           "SGD: nesterov momentum needs momentum > 0 and dampening = 0; got momentum ", o.momentum,
-           ", dampening ", o.dampening, "\n  hint: set .momentum (e.g. 0.9) or .nesterov = false");
+  MG_CHECK(!o.nesterov || o.dampening == 0.0, Error, "SGD: nesterov momentum needs dampening = 0; got dampening ",
+           o.dampening, "\n  hint: set .dampening = 0 or .nesterov = false");
+}
+
+// Only where a group is made, as PyTorch's __init__: OneCycleLR or CyclicLR may later cycle the
+// momentum down to 0, and such a step is a plain SGD step (the buffer kept for the next one).
+void SGD::check_new_group_options(const OptionMap& m) const {
+  const SGDOptions o = options_from_map<SGDOptions>(m, "SGD");
+  MG_CHECK(!o.nesterov || o.momentum > 0.0, Error, "SGD: nesterov momentum needs momentum > 0 and dampening = 0; got momentum ",
+           o.momentum, ", dampening ", o.dampening, "\n  hint: set .momentum (e.g. 0.9) or .nesterov = false");
 }
 
 std::string SGD::graph_structure(const ParamGroup& group) const {

@@ -18,7 +18,7 @@ struct SGDOptions {
   double lr = 1e-3;
   double momentum = 0.0;      // >= 0
   double dampening = 0.0;     // applied from the second step on
-  bool nesterov = false;      // needs momentum > 0 and dampening = 0
+  bool nesterov = false;      // needs momentum > 0 (where the group is made) and dampening = 0
   double weight_decay = 0.0;  // L2, added to the gradient
   bool maximize = false;      // ascend: the gradient is negated first (torch.optim's maximize)
   bool multi_tensor = true;   // update a group in one pass over all its tensors (bit-identical)
@@ -44,6 +44,7 @@ class SGD final : public Optimizer {
 
  protected:
   void check_options(const OptionMap& options) const override;
+  void check_new_group_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"momentum_buffer"}; }
   std::vector<std::string> buffers_started_by_first_update() const override { return {"momentum_buffer"}; }

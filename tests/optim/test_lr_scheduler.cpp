@@ -682,6 +682,25 @@ TEST_CASE("SequentialLR restarts a ChainedScheduler with every part's step 0", "
   }
 }
 
+// OneCycleLR rewrites the groups' initial_lr when it is built; PyTorch's SequentialLR then starts
+// its first part from that initial_lr (torch 2.15: 0.004, 0.005, ..., 0.008, 0.02633...), not from
+// the lr the first part saw (which gave 0.05, ..., 0.0875, then a drop to 0.008 at the milestone).
+TEST_CASE("SequentialLR starts its first scheduler from the initial_lr a later one set, as PyTorch", "[optim][lr_scheduler]") {
+  auto p = zeros({2}).requires_grad_();
+  optim::SGD o({p}, {.lr = 0.1});
+  std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+  parts.push_back(std::make_unique<optim::LinearLR>(o, optim::LinearLROptions{.start_factor = 0.5, .total_iters = 4}));
+  parts.push_back(std::make_unique<optim::OneCycleLR>(o, optim::OneCycleLROptions{.max_lr = {0.2}, .total_steps = 20}));
+  optim::SequentialLR sched(o, std::move(parts), {4});
+  const std::vector<double> want = {0.004, 0.005, 0.006, 0.007000000000000001, 0.008000000000000007,
+                                    0.026334368540005065, 0.07433436854000505, 0.13366563145999494};
+  for (std::size_t t = 0; t < want.size(); ++t) {
+    if (t > 0) sched.step();
+    INFO("step " << t);
+    CHECK(o.param_groups()[0].lr() == Approx(want[t]).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("OneCycleLR: a phase of length 0 ends at once, also where a fused multiply-add would leave 5.6e-17",
           "[optim][lr_scheduler]") {
   // pct_start 0.1 of 10 steps: the first phase is 0.1 * 10 - 1 = 0 steps, so step 0 is its end

@@ -15,6 +15,7 @@
 
 #include "core/factory.h"
 #include "optim/functors.h"
+#include "optim/lr_scheduler.h"
 #include "optim_test_util.h"
 
 using namespace mg;
@@ -380,7 +381,13 @@ TEST_CASE("optimizers: bad options and bad parameters give clear errors", "[opti
   MG_REQUIRE_ERROR(optim::SGD({a}, {.lr = NAN}), "SGD: lr must be >= 0, got nan");
   MG_REQUIRE_ERROR(optim::SGD({a}, {.momentum = -0.5}), "SGD: momentum must be >= 0, got -0.5");
   MG_REQUIRE_ERROR(optim::SGD({a}, {.lr = 0.1, .nesterov = true}), "SGD: nesterov momentum needs momentum > 0 and dampening = 0");
-  MG_REQUIRE_ERROR(optim::SGD({a}, {.momentum = 0.9, .dampening = 0.1, .nesterov = true}), "got momentum 0.9, dampening 0.1");
+  MG_REQUIRE_ERROR(optim::SGD({a}, {.momentum = 0.9, .dampening = 0.1, .nesterov = true}),
+                   "SGD: nesterov momentum needs dampening = 0; got dampening 0.1");
+  {
+    optim::SGD one({a}, {.lr = 0.1, .momentum = 0.9, .nesterov = true});
+    MG_REQUIRE_ERROR(one.add_param_group({ones({2}).requires_grad_()}, {{"momentum", 0.0}}),
+                     "SGD: nesterov momentum needs momentum > 0");
+  }
   MG_REQUIRE_ERROR(optim::SGD({a}, {.weight_decay = -1}), "SGD: weight_decay must be >= 0, got -1");
   MG_REQUIRE_ERROR(optim::Adam({a}, {.betas = {1.0, 0.999}}), "Adam: beta1 must be in [0, 1), got 1");
   MG_REQUIRE_ERROR(optim::Adam({a}, {.betas = {0.9, -0.1}}), "Adam: beta2 must be in [0, 1), got -0.1");
@@ -557,4 +564,27 @@ TEST_CASE("optimizers: the bias correction 1 - beta^t by binary exponentiation i
   }
   CHECK(worst <= 1.0);
   CHECK(fn::bias_correction(0.9, 100000) == 1.0);  // beta^t underflows to 0: the correction is 1
+}
+
+// PyTorch checks nesterov's momentum > 0 in SGD's constructor only: OneCycleLR (base_momentum 0)
+// cycles the momentum to exactly 0 at the end of its first phase, and that step is a plain SGD
+// step, the buffer kept for the steps after it (torch 2.15 runs all ten steps).
+TEST_CASE("SGD with nesterov steps on when a scheduler cycles its momentum to 0", "[optim]") {
+  Tensor w = from_vector<double>({1.0, -2.0}).requires_grad_();
+  optim::SGD opt({w}, {.lr = 0.1, .momentum = 0.9, .nesterov = true});
+  optim::OneCycleLR sched(opt, {.max_lr = {0.1}, .total_steps = 10, .base_momentum = {0.0}, .max_momentum = {0.9}});
+  int zero_momentum_steps = 0;
+  for (int k = 0; k < 10; ++k) {
+    w.set_grad(from_vector<double>({0.5, 0.25}));
+    const double m = opt.param_groups()[0].option("momentum"), lr = opt.param_groups()[0].lr();
+    const std::vector<double> before = test::values(w);
+    REQUIRE_NOTHROW(opt.step());
+    if (m == 0.0) {  // a plain step: p -= lr * g
+      ++zero_momentum_steps;
+      CHECK(test::values(w)[0] == before[0] - lr * 0.5);
+      CHECK(test::values(w)[1] == before[1] - lr * 0.25);
+    }
+    sched.step();
+  }
+  CHECK(zero_momentum_steps >= 1);
 }
