@@ -56,7 +56,26 @@ void Optimizer::check_new_params(const Tensors& params) const {
                  ") is already in group ", g, "; a parameter may belong to one group only");
       }
     }
+    // After use_master_weights the groups hold the f32 masters: a model parameter that has one is
+    // in a group too.
+    for (const MasterPair& m : masters_) {
+      MG_CHECK(!m.model.is_same(p), Error, name_, ": parameter ", k, " of the new group (", describe(p),
+               ") is already optimized through its f32 master; a parameter may belong to one group only");
+    }
   }
+}
+
+Tensor Optimizer::make_master(Tensor& p) {
+  NoGradGuard no_grad;
+  // The master keeps the model's layout (a channels-last weight gets a channels-last master), so
+  // the casts between them walk both as flat memory.
+  Tensor master = to(p, DType::F32);
+  if (!is_dense_layout(master)) master = contiguous(master);
+  if (master.is_same(p)) master = clone(master);
+  master.requires_grad_(true);
+  masters_.push_back({p, master});
+  p = master;
+  return master;
 }
 
 void Optimizer::add_param_group(const Tensors& params, const OptionMap& options) {
@@ -76,6 +95,13 @@ void Optimizer::add_param_group(const Tensors& params, const OptionMap& options)
   check_options(m);
   check_new_group_options(m);
   groups_.push_back({params, std::move(m)});
+  // A group added after use_master_weights gets f32 masters for its f16/bf16 parameters, as Apex's
+  // add_param_group: stepping them in their own dtype would lose the small updates.
+  if (has_master_weights()) {
+    for (Tensor& p : groups_.back().params) {
+      if (p.dtype() == DType::F16 || p.dtype() == DType::BF16) make_master(p);
+    }
+  }
 }
 
 namespace {
@@ -528,18 +554,9 @@ void Optimizer::check_can_use_master_weights() const {
 
 void Optimizer::use_master_weights() {
   check_can_use_master_weights();
-  NoGradGuard no_grad;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     for (Tensor& p : groups_[g].params) {
-      if (p.dtype() != DType::F16 && p.dtype() != DType::BF16) continue;
-      // The master keeps the model's layout (a channels-last weight gets a channels-last master),
-      // so the casts between them walk both as flat memory.
-      Tensor master = to(p, DType::F32);
-      if (!is_dense_layout(master)) master = contiguous(master);
-      if (master.is_same(p)) master = clone(master);
-      master.requires_grad_(true);
-      masters_.push_back({p, master});
-      p = master;
+      if (p.dtype() == DType::F16 || p.dtype() == DType::BF16) make_master(p);
     }
   }
   MG_CHECK(!masters_.empty(), Error, name_, ": use_master_weights found no f16/bf16 parameter to keep an f32 master of",

@@ -119,7 +119,9 @@ class Optimizer : public GraphParticipant {
   // average). Replaces the previous list.
   void set_zero_grad_also(Tensors tensors) { zero_grad_also_ = std::move(tensors); }
   // Adds a group; options not given take the optimizer's defaults. Unknown option names, options
-  // out of range and parameters already in a group are errors.
+  // out of range and parameters already in a group (or, after use_master_weights, already behind
+  // an f32 master) are errors. After use_master_weights the new group's f16/bf16 parameters get
+  // f32 masters too (Apex's add_param_group).
   void add_param_group(const Tensors& params, const OptionMap& options = {});
 
   std::vector<ParamGroup>& param_groups() { return groups_; }
@@ -299,6 +301,8 @@ class Optimizer : public GraphParticipant {
 
  private:
   void check_new_params(const Tensors& params) const;
+  // Replaces the f16/bf16 group parameter `p` by a new f32 master of it (recorded in masters_).
+  Tensor make_master(Tensor& p);
   // Throws when parameter p (position i) has a gradient but cannot be updated: not contiguous, a
   // gradient of another dtype/shape/device, or state buffers of another dtype/shape/device.
   void check_param(const Tensor& p, int64_t i) const;

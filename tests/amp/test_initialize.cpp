@@ -311,6 +311,35 @@ TEST_CASE("amp: master weights keep updates that f16 weights round away - zero_g
   CHECK(!sgd.master_pairs()[0].master.grad().defined());
 }
 
+// Apex's add_param_group makes f32 masters for the new group's half parameters; without them the
+// new layer would step in f16 and lose every update below half an ulp.
+TEST_CASE("amp: a group added after O2's initialize gets f32 masters, and a mastered parameter is refused",
+          "[amp][initialize]") {
+  AmpFixture fx;
+  auto body = nn::make<nn::Linear>({.in = 4, .out = 1, .bias = false});
+  auto head = nn::make<nn::Linear>({.in = 4, .out = 1, .bias = false});
+  head->to(DType::F16);
+  {
+    NoGradGuard g;
+    Tensor(head->weight).fill_(1.0);
+  }
+  optim::SGD sgd(body->parameters(), {.lr = 1e-4});
+  amp::initialize(body, sgd, {.opt_level = "O2", .loss_scale = 1.0, .verbosity = 0});
+  MG_REQUIRE_ERROR(sgd.add_param_group(body->parameters()), "is already optimized through its f32 master");
+  sgd.add_param_group(head->parameters());
+  REQUIRE(sgd.master_pairs().size() == 2);
+  CHECK(sgd.master_pairs()[1].model.is_same(head->weight));
+  CHECK(sgd.param_groups()[1].params[0].dtype() == DType::F32);
+  const Tensor x = ones({1, 4}, {.dtype = DType::F16});
+  for (int i = 0; i < 10; ++i) {
+    sgd.zero_grad();
+    amp::scale_loss(head->forward(x).sum(), sgd).backward();
+    sgd.step();
+  }
+  CHECK(test::values(sgd.master_pairs()[1].master)[0] == Approx(1.0 - 10 * 1e-4).epsilon(1e-6));
+  CHECK(test::values(head->weight)[0] < 1.0);  // pure f16 SGD would have stayed at exactly 1.0
+}
+
 TEST_CASE("amp: O2 without scale_loss still steps the masters from the model gradients", "[amp][initialize]") {
   AmpFixture fx;
   auto mlp = make_mlp(12);
