@@ -1,6 +1,7 @@
 #include "mixgrad/optim/lr_scheduler.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <tuple>
 #include <numbers>
@@ -439,7 +440,9 @@ std::vector<double> CosineAnnealingWarmRestarts::compute_lrs() {
   } else {
     while (t_cur >= t_i) {
       t_cur -= t_i;
-      t_i *= options_.t_mult;
+      // Saturated: a period past 2^63 steps is longer than any run (PyTorch's ints do not overflow).
+      t_i = t_i > std::numeric_limits<int64_t>::max() / options_.t_mult ? std::numeric_limits<int64_t>::max()
+                                                                         : t_i * options_.t_mult;
     }
   }
   std::vector<double> lrs;

@@ -589,6 +589,13 @@ TEST_CASE("SequentialLR: a resume continues every scheduler, and bad arguments a
   MG_REQUIRE_ERROR(optim::ConstantLR(o3, {.factor = 0.0}), "ConstantLR: factor must be in (0, 1], got 0");
   MG_REQUIRE_ERROR(optim::CosineAnnealingWarmRestarts(o3, {.t_0 = 2, .t_mult = 0}),
                    "CosineAnnealingWarmRestarts: t_mult must be >= 1, got 0");
+  {  // a huge t_mult: the second period (10^19 steps) saturates instead of overflowing (UBSan checks)
+    auto q = zeros({2}).requires_grad_();
+    optim::SGD o4({q}, {.lr = 1.0});
+    optim::CosineAnnealingWarmRestarts huge(o4, {.t_0 = 10, .t_mult = int64_t(1e18)});
+    for (int k = 0; k < 12; ++k) huge.step();
+    CHECK(o4.param_groups()[0].lr() == Approx((1.0 + std::cos(std::numbers::pi * 2.0 / 9.223372036854775807e18)) / 2.0));
+  }
 }
 
 TEST_CASE("LRScheduler: optimizer_stepped() after a resume compares with the saved step", "[optim][lr_scheduler]") {
