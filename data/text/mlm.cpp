@@ -80,9 +80,14 @@ Batch make_sequence_batch(const std::vector<std::vector<int32_t>>& sequences, in
   for (std::size_t b = 0; b < B; ++b) {
     MG_CHECK(sequences[b].size() == L, ShapeError, "make_sequence_batch: sequence ", b, " has length ",
              sequences[b].size(), " but sequence 0 has ", L);
+    // The padding is the run of [PAD] after the last other token (sequences are padded on the
+    // right): a [PAD] written in the text itself is content and is attended to, as in
+    // transformers' tokenizer("a [PAD] b", padding="max_length").
+    std::size_t content = L;
+    while (content > 0 && sequences[b][content - 1] == pad_id) --content;
     for (std::size_t l = 0; l < L; ++l) {
       ids[b * L + l] = sequences[b][l];
-      mask[b * L + l] = sequences[b][l] != pad_id;
+      mask[b * L + l] = l < content;
     }
   }
   Batch batch;

@@ -39,7 +39,8 @@ BertPair make_bert_pair(const std::vector<int32_t>& a, const std::vector<int32_t
 Batch make_pair_batch(const std::vector<BertPair>& pairs, int32_t pad_id);
 
 // A batch of equal-length sequences: "input_ids" i64 [B, L] and "attention_mask" i64 [B, L]
-// (1 = [CLS], text or [SEP]; 0 = the tokenizer's [PAD] id, `pad_id`).
+// (1 = [CLS], text or [SEP]; 0 = the padding: the trailing run of the tokenizer's [PAD] id,
+// `pad_id` — a [PAD] inside the text is attended to, as in Hugging Face's tokenizer).
 Batch make_sequence_batch(const std::vector<std::vector<int32_t>>& sequences, int32_t pad_id);
 
 struct MlmOptions {

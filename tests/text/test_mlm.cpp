@@ -67,6 +67,11 @@ TEST_CASE("mlm: [CLS] tokens [SEP] [PAD] sequences and attention mask", "[data]"
   CHECK(row(b.at("attention_mask"), 1) == std::vector<int64_t>{1, 1, 1, 0, 0, 0});
   CHECK_FALSE(b.contains("target"));
   MG_REQUIRE_ERROR(make_sequence_batch({{2, 3}, {2, 3, 0}}, 0), "sequence 1 has length 3 but sequence 0 has 2");
+  // "a [PAD] b": the [PAD] written in the text is content (transformers 5.25 gives the attention
+  // mask [1, 1, 1, 1, 1, 0, 0, 0] for max_length 8); only the trailing padding is masked.
+  const Batch literal = make_sequence_batch({make_bert_sequence({7, kSp.pad, 8}, 8, kSp)}, kSp.pad);
+  CHECK(row(literal.at("input_ids"), 0) == std::vector<int64_t>{2, 7, 0, 8, 3, 0, 0, 0});
+  CHECK(row(literal.at("attention_mask"), 0) == std::vector<int64_t>{1, 1, 1, 1, 1, 0, 0, 0});
 }
 
 TEST_CASE("mlm: collator statistics on a fixed seed", "[data]") {
