@@ -127,6 +127,13 @@ nn::models::BertConfig config_from(const json& config, const std::string& path) 
   MG_CHECK(hidden_p == attention_p, Error, kWho, ": '", path, "': hidden_dropout_prob ", hidden_p,
            " and attention_probs_dropout_prob ", attention_p,
            " differ; mixgrad's BERT has one dropout probability for both\n  hint: set both to one value in the file");
+  // transformers' BertForSequenceClassification drops out the pooled output with
+  // classifier_dropout when it is set (else hidden_dropout_prob); mixgrad's uses the one dropout.
+  const double classifier_p = number(config, "classifier_dropout", path, hidden_p, 0.0, 1.0);
+  MG_CHECK(classifier_p == hidden_p, Error, kWho, ": '", path, "': classifier_dropout ", classifier_p,
+           " differs from hidden_dropout_prob ", hidden_p,
+           "; mixgrad's BERT has one dropout probability for both\n  hint: set classifier_dropout to null or to ",
+           hidden_p, " in the file");
   c.dropout = hidden_p;
   c.layer_norm_eps = number(config, "layer_norm_eps", path, 1e-12, 0.0, 1.0);
   c.initializer_range = number(config, "initializer_range", path, 0.02, 0.0, 10.0);

@@ -128,6 +128,10 @@ TEST_CASE("load_hf_bert: bad directories and configurations are named errors", "
                    "position_embedding_type \"relative_key\" is not supported");
   MG_REQUIRE_ERROR(io::bert_config_from_hf_json(with(R"("attention_probs_dropout_prob": 0.2)"), "c.json"),
                    "hidden_dropout_prob 0.1 and attention_probs_dropout_prob 0.2 differ");
+  MG_REQUIRE_ERROR(io::bert_config_from_hf_json(with(R"("classifier_dropout": 0.3)"), "c.json"),
+                   "classifier_dropout 0.3 differs from hidden_dropout_prob 0.1");
+  CHECK(io::bert_config_from_hf_json(with(R"("classifier_dropout": null)"), "c.json").dropout == 0.1);
+  CHECK(io::bert_config_from_hf_json(with(R"("classifier_dropout": 0.1)"), "c.json").dropout == 0.1);
   MG_REQUIRE_ERROR(io::bert_config_from_hf_json(with(R"("pad_token_id": 100)"), "c.json"), "pad_token_id must be an id");
   const std::string bad_heads = R"({"vocab_size": 100, "hidden_size": 18, "num_hidden_layers": 2,
       "num_attention_heads": 4, "intermediate_size": 32, "max_position_embeddings": 64})";
