@@ -98,7 +98,9 @@ std::vector<Verse> parse_kjv_text(std::string_view text, const std::string& name
     const bool space = i < line.size() && line[i] == ' ';
     const bool is_verse_line = book_it != book_of.end() && chapter > 0 && verse > 0 && space;
     if (!is_verse_line) {
-      if (verses.empty() && line_no <= 3) continue;  // the title line(s) before Genesis 1:1
+      // The title line(s) before Genesis 1:1 — but not a damaged verse line ("Gf1:1 ..."), which
+      // would silently drop the first verse.
+      if (verses.empty() && line_no <= 3 && !(chapter > 0 && colon)) continue;
       if (!abbrev.empty() && book_it == book_of.end() && chapter > 0) fail("unknown book abbreviation '", abbrev, "'");
       fail("not a verse line (expected \"<Book><chapter>:<verse> <text>\")");
     }

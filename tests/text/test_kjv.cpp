@@ -183,6 +183,8 @@ TEST_CASE("kjv: truncated and corrupted copies of bible.data give clear errors",
 TEST_CASE("kjv: parser errors name the line", "[data]") {
   CHECK(parse_kjv_text("T\nGe1:1 a\nGe1:2 b").size() == 2);  // no final newline needed
   MG_REQUIRE_ERROR(parse_kjv_text("T\nGe1:1 a\nXyz1:2 b\n"), "line 3 \"Xyz1:2 b\": unknown book abbreviation 'Xyz'");
+  // A damaged first verse line is an error, not a title line (it would drop Genesis 1:1 silently).
+  MG_REQUIRE_ERROR(parse_kjv_text("T\nGf1:1 In the beginning\nGe1:2 b\n"), "line 2 \"Gf1:1 In the beginning\": unknown book abbreviation 'Gf'");
   MG_REQUIRE_ERROR(parse_kjv_text("T\nExo1:1 a\nGe1:2 b\n"), "Genesis after Exodus: books out of canonical order");
   MG_REQUIRE_ERROR(parse_kjv_text("T\nGe1:2 a\nGe1:2 b\n"), "Genesis 1:2 does not follow Genesis 1:2");
   MG_REQUIRE_ERROR(parse_kjv_text("T\nGe2:1 a\nGe1:9 b\n"), "Genesis 1:9 does not follow Genesis 2:1");
