@@ -158,6 +158,16 @@ std::string ec02_decompress_window(std::string_view bytes, const Ec02Header& h, 
                                    const std::string& name) {
   MG_CHECK(index < h.num_windows(), Error, "EC02 file '", name, "': window ", index, " out of range 0..",
            h.num_windows() - 1);
+  // The fields ec02_parse_header validated, checked again for this window: the header is a
+  // public struct a caller may have built or changed (a max_bits below 9 would make the
+  // dictionary smaller than its 256 single-byte entries).
+  MG_CHECK(h.max_bits >= kInitBits && h.max_bits <= 16, Error, "EC02 file '", name, "': max_bits ", h.max_bits,
+           " is outside ", kInitBits, "..16 (use the header ec02_parse_header returns)");
+  MG_CHECK(h.window_size >= 1 && h.window_size <= kMaxWindowSize, Error, "EC02 file '", name, "': window size ",
+           h.window_size, " is outside 1..", kMaxWindowSize);
+  MG_CHECK(h.offsets[index] < h.offsets[index + 1] && h.offsets[index + 1] <= bytes.size(), Error, "EC02 file '",
+           name, "': window ", index, " spans bytes [", h.offsets[index], ", ", h.offsets[index + 1],
+           "), which is empty, reversed or beyond the ", bytes.size(), " bytes given");
   const bool last = index + 1 == h.num_windows();
   auto fail = [&](const auto&... why) {
     MG_THROW(Error, "EC02 file '", name, "': window ", index, " of ", h.num_windows(), " (bytes ", h.offsets[index],

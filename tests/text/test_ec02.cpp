@@ -196,6 +196,30 @@ TEST_CASE("ec02: corrupted windows are reported, never decoded past their bounds
   CHECK(errors > 200);  // most corruptions are caught by the code or size checks (measured: 241)
 }
 
+// ec02_decompress_window takes a public header struct: fields a caller changed are refused
+// before anything is sized from them (max_bits 4 gave a 16-entry dictionary that the 256
+// single-byte entries overflowed).
+TEST_CASE("ec02: a window is not decoded with a header ec02_parse_header would refuse", "[data]") {
+  const std::string good = ec02_compress(random_text(9000, 3, 40), 4096, "t");
+  const Ec02Header h = ec02_parse_header(good, "t");
+  CHECK(!ec02_decompress_window(good, h, 0, "t").empty());
+  Ec02Header bad = h;
+  bad.max_bits = 4;
+  MG_REQUIRE_ERROR(ec02_decompress_window(good, bad, 0, "t"), "max_bits 4 is outside 9..16");
+  bad = h;
+  bad.max_bits = 40;
+  MG_REQUIRE_ERROR(ec02_decompress_window(good, bad, 0, "t"), "max_bits 40 is outside 9..16");
+  bad = h;
+  bad.window_size = 0;
+  MG_REQUIRE_ERROR(ec02_decompress_window(good, bad, 0, "t"), "window size 0 is outside");
+  bad = h;
+  bad.offsets[1] = uint32_t(good.size() + 100);
+  MG_REQUIRE_ERROR(ec02_decompress_window(good, bad, 0, "t"), "beyond the");
+  bad = h;
+  bad.offsets[1] = bad.offsets[0];
+  MG_REQUIRE_ERROR(ec02_decompress_window(good, bad, 0, "t"), "which is empty, reversed");
+}
+
 TEST_CASE("ec02: compress argument errors", "[data]") {
   MG_REQUIRE_ERROR(ec02_compress("", 10), "the text is empty");
   MG_REQUIRE_ERROR(ec02_compress("abc", 0), "window_size must be in 1..");
