@@ -5,6 +5,7 @@
 #include "mixgrad/data/text/wordpiece.h"
 
 #include <algorithm>
+#include <limits>
 #include <fstream>
 #include <map>
 #include <queue>
@@ -60,16 +61,21 @@ constexpr std::string_view kContinuation = "##";
 
 bool is_continuation(std::string_view t) { return t.size() > 2 && t.substr(0, 2) == kContinuation; }
 
-// Byte offsets of the characters of `word` plus its end.
-void char_boundaries(std::string_view word, std::vector<std::size_t>& out) {
+// Byte offsets of the characters of `word` plus its end; false (out unspecified) when the word
+// has more than max_chars characters, found without listing them all (a 200 MB line without
+// spaces would otherwise fill 1.6 GB of offsets that a thread_local vector keeps).
+bool char_boundaries(std::string_view word, std::vector<std::size_t>& out,
+                     std::size_t max_chars = std::numeric_limits<std::size_t>::max()) {
   out.clear();
   std::size_t i = 0;
   while (i < word.size()) {
+    if (out.size() == max_chars) return false;
     out.push_back(i);
     uint32_t cp;
     i += detail::wp_decode_utf8(word, i, &cp);
   }
   out.push_back(word.size());
+  return true;
 }
 
 struct HeapEntry {
@@ -152,12 +158,11 @@ void WordPiece::encode_word(std::string_view word, std::vector<int32_t>& out, st
   // Greedy longest-match-first (BERT's WordpieceTokenizer): at each position take the longest
   // vocabulary piece ("##"-prefixed after the first); no match anywhere -> the word is [UNK].
   thread_local std::vector<std::size_t> bounds;
-  char_boundaries(word, bounds);
-  const std::size_t n_chars = bounds.size() - 1;
-  if (int64_t(n_chars) > options_.max_input_chars_per_word) {
-    out.push_back(specials_.unk);
+  if (!char_boundaries(word, bounds, std::size_t(options_.max_input_chars_per_word))) {
+    out.push_back(specials_.unk);  // longer than max_input_chars_per_word
     return;
   }
+  const std::size_t n_chars = bounds.size() - 1;
   const std::size_t first_piece = out.size();
   std::size_t start = 0;
   while (start < n_chars) {
@@ -240,7 +245,8 @@ std::string WordPiece::decode(const std::vector<int32_t>& ids, bool skip_special
   for (int32_t id : ids) {
     const std::string& t = id_to_token(id);
     if (skip_special && (id == specials_.pad || id == specials_.cls || id == specials_.sep)) continue;
-    if (!first && !specials_.contains(id) && is_continuation(t)) {
+    // Any "##"-prefixed token glues on, "##" itself too (transformers' " ##" removal).
+    if (!first && !specials_.contains(id) && t.starts_with(kContinuation)) {
       piece.assign(t, 2);
     } else {
       piece.assign(first ? "" : " ");

@@ -84,6 +84,9 @@ TEST_CASE("wordpiece: special tokens and greedy longest-match encoding", "[data]
   // Words longer than max_input_chars_per_word are [UNK], as in BERT.
   const WordPiece short_words(tok.vocab(), {.max_input_chars_per_word = 4});
   CHECK(short_words.tokenize("the beginning") == Strings{"the", "[UNK]"});
+  const WordPiece three(tok.vocab(), {.max_input_chars_per_word = 3});  // exactly the limit is not [UNK]
+  CHECK(three.tokenize("the") == Strings{"the"});
+  CHECK(three.tokenize(std::string(1 << 20, 'x')) == Strings{"[UNK]"});
 }
 
 TEST_CASE("wordpiece: training merges the most frequent pairs", "[data]") {
@@ -206,6 +209,8 @@ TEST_CASE("wordpiece: malformed vocab.txt files are named errors (bad-input swee
   CHECK_THAT(load_error(specials + "a\tb\n"), Catch::Matchers::Contains("token 5 'a\tb'"));
   write_bytes(path, specials + "##\nab\n");  // "##" alone is a token like any other (Hugging Face loads it)
   CHECK(WordPiece::load(path).token_to_id("##") == 5);
+  // Decoded, "##" glues on as every "##" piece (transformers 5.25: decode([ab, ##, ab]) == "ab ab").
+  CHECK(WordPiece::load(path).decode({6, 5, 6}) == "ab ab");
   CHECK_THAT(load_error(specials + "x\n" + "x\r\n"), Catch::Matchers::Contains("token 'x' appears twice (ids 5 and 6)"));
   CHECK_THAT(load_error("[UNK]\n[PAD]\n[CLS]\n[SEP]\n[mask]\n"), Catch::Matchers::Contains("has no [MASK] token"));
   // Bytes that are not UTF-8, a NUL and a 100,000-byte token are tokens like any other.
