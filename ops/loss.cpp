@@ -306,7 +306,7 @@ Tensors bce_with_logits_bw(const BackwardCtx& c, const Tensors& g) {
   if (c.needs_grad(2)) out[2] = ge * t * sp;
   return out;
 }
-// kl_div: d/dx = -t, d/dt = log t + 1 - x (0 where t == 0);
+// kl_div: d/dx = -t, d/dt = log t + 1 - x (0 where t == 0, where PyTorch's is NaN; NaN for t < 0);
 // log_target: d/dx = -exp(t), d/dt = exp(t) (t - x + 1)
 Tensors kl_div_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0), t = c.input(1);
@@ -316,9 +316,9 @@ Tensors kl_div_bw(const BackwardCtx& c, const Tensors& g) {
     const Tensor et = exp(t);
     return {-(ge * et), ge * et * (t - x + 1.0)};
   }
-  const Tensor pos = gt(t, s0(0.0, t));
-  const Tensor t_safe = where(pos, t, s0(1.0, t));
-  return {-(ge * t), ge * where(pos, log(t_safe) + 1.0 - x, s0(0.0, x))};
+  const Tensor zero = eq(t, s0(0.0, t));
+  const Tensor t_safe = where(zero, s0(1.0, t), t);
+  return {-(ge * t), ge * where(zero, s0(0.0, x), log(t_safe) + 1.0 - x)};
 }
 // bce: d/dp = (p - t) / max(p (1 - p), 1e-12), d/dt = max(log(1 - p), -100) - max(log p, -100)
 Tensors bce_bw(const BackwardCtx& c, const Tensors& g) {

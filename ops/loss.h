@@ -80,7 +80,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction reduction = Reduction::Mean,
                             const Tensor& weight = Tensor());
 // Kullback-Leibler divergence with log-probability input: target (log target - input), 0 where
-// target == 0; log_target = true takes log-probability targets: exp(t) (t - input).
+// target == 0 (NaN for a negative or NaN target, as PyTorch's); log_target = true takes
+// log-probability targets: exp(t) (t - input).
 // Reduction::BatchMean divides the sum by size(0).
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
               bool log_target = false);

@@ -321,14 +321,15 @@ Tensor bce_with_logits_fn(const Tensors& in, const OpAttrs&) {
   if (in.size() == 2) return (1.0 - t) * x + sp;
   return (1.0 - t) * x + (1.0 + (in[2] - 1.0) * t) * sp;
 }
-// t (log t - x), 0 where t == 0; log_target: exp(t) (t - x)
+// t (log t - x), 0 where t == 0 (PyTorch's xlogy); a negative or NaN target gives NaN, as
+// PyTorch's (a NaN teacher distribution must not hide as a zero loss); log_target: exp(t) (t - x)
 Tensor kl_div_fn(const Tensors& in, const OpAttrs& a) {
   const Tensor& x = in[0];
   const Tensor& t = in[1];
   if (a.ints.at(0) != 0) return exp(t) * (t - x);
-  const Tensor pos = gt(t, scalar_like(0.0, t));
-  const Tensor t_safe = where(pos, t, scalar_like(1.0, t));
-  return where(pos, t * (log(t_safe) - x), scalar_like(0.0, t));
+  const Tensor zero = eq(t, scalar_like(0.0, t));
+  const Tensor t_safe = where(zero, scalar_like(1.0, t), t);
+  return where(zero, scalar_like(0.0, t), t * (log(t_safe) - x));
 }
 // On the CPU, the probabilities must lie in [0, 1], as PyTorch requires (outside it log(1 - p) or
 // log p is NaN: a loss that silently never trains). NaN passes: it is an overflow upstream, which

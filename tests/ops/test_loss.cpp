@@ -214,6 +214,24 @@ TEST_CASE("loss: reductions and options", "[loss]") {
   const Tensor tg2 = f64({0.25, 0.75, 0.5, 0.5}, {2, 2});
   CHECK(kl_div(in, log(tg2), Reduction::Sum, true).item<double>() ==
         Approx(kl_div(in, tg2, Reduction::Sum).item<double>()).epsilon(1e-12));
+  {  // a NaN or negative target gives NaN, as PyTorch 2.15's [0, nan, nan, 0.1534]; 0 stays 0
+    const Tensor x = f64({-1, -1, -1, -1}, {4}).requires_grad_();
+    const Tensor t = f64({0, -0.5, NAN, 0.5}, {4}).requires_grad_();
+    const Tensor l = kl_div(x, t, Reduction::None);
+    const std::vector<double> v = values(l);
+    CHECK(v[0] == 0.0);
+    CHECK(std::isnan(v[1]));
+    CHECK(std::isnan(v[2]));
+    CHECK(v[3] == Approx(0.5 * (std::log(0.5) + 1.0)));
+    l.sum().backward();
+    const std::vector<double> gt = values(t.grad());  // PyTorch: [nan, nan, nan, 1.3069]; 0 at t == 0 here
+    CHECK(gt[0] == 0.0);
+    CHECK(std::isnan(gt[1]));
+    CHECK(std::isnan(gt[2]));
+    CHECK(gt[3] == Approx(std::log(0.5) + 2.0));
+    const std::vector<double> gx = values(x.grad());  // -t
+    CHECK((gx[0] == 0.0 && gx[1] == 0.5 && std::isnan(gx[2]) && gx[3] == -0.5));
+  }
   // binary_cross_entropy clamps log at -100: p = 0 with t = 1 gives 100, not inf
   CHECK(binary_cross_entropy(f64({0.0}, {1}), f64({1.0}, {1})).item<double>() == 100.0);
   // smooth_l1 with beta 0 is l1
