@@ -104,6 +104,9 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& amounts, PadMode mode, d
     if (after > 0) parts.push_back(border(n, n + after));
     y = cat(parts, dim);
   }
+  // Always new memory, as PyTorch's F.pad: zero amounts (or crops alone) left x or a view of it,
+  // and an in-place op on the result would have written the caller's tensor.
+  if (&y.storage() == &x.storage()) y = clone(y);
   return y;
 }
 

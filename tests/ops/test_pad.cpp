@@ -109,6 +109,23 @@ TEST_CASE("pad keeps the dtype (bf16 exact, integers) and nn::Pad is F.pad", "[o
   CHECK(layer.str() == "Pad(pad=(1, 1, 1, 1), mode=replicate)");
 }
 
+// PyTorch's F.pad always returns new memory; zero amounts or crops alone returned x or a view of
+// it, so an in-place op on the result changed the input.
+TEST_CASE("pad returns new memory also for zero amounts and crops", "[ops][pad]") {
+  for (const PadMode mode : {PadMode::Constant, PadMode::Reflect, PadMode::Replicate, PadMode::Circular}) {
+    const Tensor x = ones({2, 3, 4});
+    Tensor y = pad(x, {0, 0}, mode);
+    y.add_(1.0);
+    CHECK(test::values(x) == std::vector<double>(24, 1.0));
+  }
+  const Tensor x = ones({2, 3}).requires_grad_();
+  Tensor cropped = pad(x, {-1, 0});
+  CHECK(cropped.shape() == Shape{2, 2});
+  CHECK(&cropped.storage() != &x.storage());
+  cropped.sum().backward();  // still differentiable through the copy
+  CHECK(test::values(x.grad()) == std::vector<double>{0, 1, 1, 0, 1, 1});
+}
+
 TEST_CASE("pad: bad amounts and modes are named errors", "[ops][pad]") {
   const Tensor x = zeros({2, 3});
   MG_REQUIRE_ERROR(pad(x, {1, 2, 3}), "pad: expected an even number of amounts");
