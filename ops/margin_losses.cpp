@@ -27,9 +27,12 @@ Tensor finish(const Tensor& per_element, Reduction reduction, const CompositeInp
 
 Tensor zeros_of(const Tensor& like) { return scalar_like(0.0, like); }
 
-// A tensor of the input's shape, dtype and device holding `value` (no gradient).
+// A tensor of the input's shape, dtype and device holding `value` rounded to that dtype as a cast
+// rounds (no gradient): PyTorch's `value * ones_like(input)`, so a value beyond f16's range is
+// inf there as in PyTorch, not an error of full().
 Tensor full_like_value(const Tensor& like, double value) {
-  return full(like.shape(), value, {.dtype = like.dtype(), .device = like.device()});
+  if (!is_floating(like.dtype())) return full(like.shape(), value, {.dtype = like.dtype(), .device = like.device()});
+  return to(full(like.shape(), value, {.dtype = DType::F64, .device = like.device()}), like.dtype());
 }
 
 void check_same_shape(const char* name, const Tensor& input, const Tensor& target) {
@@ -246,8 +249,10 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
   const Tensor& x = c.math[0];
   const Tensor& y = c.math[1];
   const Tensor& v = c.math[2];
-  // The clamp at eps passes the gradient straight through (PyTorch clamps a clone under no_grad).
-  const Tensor vc = v + (clamp_min(v, eps) - v).detach();
+  // The clamp at eps passes the gradient straight through (PyTorch clamps a clone under no_grad):
+  // v + max(eps - v, 0), held constant; written so that an infinite variance stays inf (the loss
+  // is then inf, as PyTorch's) where clamp_min(v, eps) - v would be inf - inf = NaN.
+  const Tensor vc = v + relu(eps - v).detach();
   const Tensor d = x - y;
   Tensor loss = 0.5 * (log(vc) + d * d / vc);
   if (full) loss = loss + 0.5 * std::log(2.0 * std::numbers::pi);

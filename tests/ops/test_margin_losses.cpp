@@ -266,6 +266,11 @@ TEST_CASE("margin losses: bad inputs are named errors", "[ops][loss]") {
   MG_REQUIRE_ERROR(multi_margin_loss(x, labels, 3), "multi_margin_loss: p must be 1 or 2");
   MG_REQUIRE_ERROR(gaussian_nll_loss(x, y, from_vector<float>({1.0f, 0.5f, -0.25f, 2.0f})),
                    "gaussian_nll_loss: var has a negative value");
+  // A scalar var rounds to the input's dtype as PyTorch's var * ones_like(input): 1e5 is inf in
+  // f16, so the loss is inf (PyTorch 2.15), not an error of full().
+  CHECK(std::isinf(gaussian_nll_loss(to(x, DType::F16), to(y, DType::F16), 1e5).item<double>()));
+  CHECK(gaussian_nll_loss(to(x, DType::F16), to(y, DType::F16), 100.0).item<double>() ==
+        gaussian_nll_loss(to(x, DType::F16), to(y, DType::F16), full({4}, 100.0, {.dtype = DType::F16})).item<double>());
   const Reduction bm = Reduction::BatchMean;
   const std::vector<std::pair<const char*, std::function<Tensor()>>> losses = {
       {"margin_ranking_loss", [&] { return margin_ranking_loss(x, y, pm, 0.0, bm); }},
