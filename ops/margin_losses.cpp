@@ -132,11 +132,11 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
   detail::check_plain_reduction(kName, reduction);
   MG_CHECK(anchor.defined() && positive.defined() && negative.defined(), Error, kName, ": got an undefined tensor");
   MG_CHECK(margin > 0.0, Error, kName, ": margin must be > 0, got ", margin);
-  MG_CHECK(p > 0.0, Error, kName, ": p must be > 0, got ", p);
-  MG_CHECK((anchor.dim() == 1 || anchor.dim() == 2) && positive.dim() == anchor.dim() &&
-               negative.dim() == anchor.dim(),
-           ShapeError, kName, ": expected anchor, positive and negative of 1 or 2 dims, all the same, got ",
-           describe(anchor), ", ", describe(positive), " and ", describe(negative));
+  MG_CHECK(p >= 0.0, Error, kName, ": p must be >= 0, got ", p);
+  // Any number of dims >= 1, the distance along the last (PyTorch: [2, 3, 4] gives [2, 3]).
+  MG_CHECK(anchor.dim() >= 1 && positive.dim() == anchor.dim() && negative.dim() == anchor.dim(), ShapeError, kName,
+           ": expected anchor, positive and negative of the same number of dims (at least 1), got ", describe(anchor),
+           ", ", describe(positive), " and ", describe(negative));
   const CompositeInputs c = composite_inputs(kName, {anchor, positive, negative});
   const Tensor& a = c.math[0];
   const Tensor& pos = c.math[1];
@@ -175,8 +175,8 @@ Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, co
   constexpr const char* kName = "multilabel_soft_margin_loss";
   detail::check_plain_reduction(kName, reduction);
   MG_CHECK(input.defined() && target.defined(), Error, kName, ": got an undefined tensor");
-  MG_CHECK(input.dim() == 1 || input.dim() == 2, ShapeError, kName,
-           ": expected an input of 1 or 2 dims ([C] or [N, C]), got ", describe(input));
+  MG_CHECK(input.dim() >= 1, ShapeError, kName, ": expected an input with a class dim ([C], [N, C], [N, ..., C]), got ",
+           describe(input));
   check_same_shape(kName, input, target);
   const int64_t classes = input.shape().back();
   check_class_weight(kName, weight, classes);

@@ -32,7 +32,8 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& t
                              Reduction reduction = Reduction::Mean);
 // max(0, margin + d(a, p) - d(a, n)) per row, d = pairwise_distance(., ., p, eps); with swap,
 // d(a, n) is replaced by min(d(a, n), d(p, n)) (Balntas et al. 2016). anchor, positive and
-// negative [N, D] or [D] (the same number of dims); margin > 0, p > 0.
+// negative [N, D], [D] or [N, ..., D] (the same number of dims; the distance along the last);
+// margin > 0, p >= 0.
 Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
                            double margin = 1.0, double p = 2.0, double eps = 1e-6, bool swap = false,
                            Reduction reduction = Reduction::Mean);
@@ -40,7 +41,7 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
 // sum over i != y of w[y] max(0, margin - x[y] + x[i])^p / C, p = 1 or 2; weight [C] optional.
 Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p = 1, double margin = 1.0,
                          const Tensor& weight = Tensor(), Reduction reduction = Reduction::Mean);
-// Per row of input [N, C] (or [C]) with targets of the same shape in {0, 1}:
+// Per row of input [N, C] (or [C], or [N, ..., C]) with targets of the same shape in {0, 1}:
 // -mean over classes of w_c (y log sigmoid(x) + (1 - y) log sigmoid(-x)); weight [C] optional.
 Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
                                    Reduction reduction = Reduction::Mean);

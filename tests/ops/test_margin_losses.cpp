@@ -263,6 +263,25 @@ TEST_CASE("margin losses: bad inputs are named errors", "[ops][loss]") {
                    "cosine_embedding_loss: expected x1 and x2 of 1 or 2 dims");
   MG_REQUIRE_ERROR(triplet_margin_loss(x, y, x * 2.0, 0.0), "triplet_margin_loss: margin must be > 0");
   MG_REQUIRE_ERROR(triplet_margin_loss(x, y, x * 2.0, -0.5), "triplet_margin_loss: margin must be > 0");
+  MG_REQUIRE_ERROR(triplet_margin_loss(x, y, x * 2.0, 1.0, -1.0), "triplet_margin_loss: p must be >= 0, got -1");
+  {  // More than 2 dims (the distance along the last) and p = 0, as PyTorch 2.15 computes them.
+    const Tensor i = reshape(arange(0, 24, 1, {.dtype = DType::F64}), {2, 3, 4});
+    const Tensor a = i / 7.0, b = cos(i), c = sin(i);
+    const std::vector<double> want = {1.9343066701111093, 0.0, 1.3927583557089847,
+                                      1.4603845316068775, 0.0, 2.1389168424379887};
+    const std::vector<double> got = test::values(triplet_margin_loss(a, b, c, 1.0, 2.0, 1e-6, false, Reduction::None));
+    REQUIRE(got.size() == 6);
+    for (std::size_t k = 0; k < 6; ++k) CHECK(got[k] == Approx(want[k]).epsilon(1e-12));
+    CHECK(triplet_margin_loss(a, b, c, 1.0, 0.0).item<double>() == 1.0);
+    std::vector<double> every_third(24);
+    for (std::size_t k = 0; k < 24; ++k) every_third[k] = k % 3 == 0 ? 1.0 : 0.0;
+    const Tensor bits = from_vector<double>(every_third, {2, 3, 4});
+    const std::vector<double> ml = test::values(multilabel_soft_margin_loss(b, bits, Tensor(), Reduction::None));
+    const std::vector<double> ml_want = {0.7812843815864867, 0.681865828541578, 0.7316582969212244,
+                                         0.8778688402123798, 0.6528429514798021, 0.6742486447687127};
+    REQUIRE(ml.size() == 6);
+    for (std::size_t k = 0; k < 6; ++k) CHECK(ml[k] == Approx(ml_want[k]).epsilon(1e-12));
+  }
   MG_REQUIRE_ERROR(multi_margin_loss(x, labels, 3), "multi_margin_loss: p must be 1 or 2");
   MG_REQUIRE_ERROR(gaussian_nll_loss(x, y, from_vector<float>({1.0f, 0.5f, -0.25f, 2.0f})),
                    "gaussian_nll_loss: var has a negative value");
