@@ -294,10 +294,13 @@ Tensors split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
   int64_t total = 0;
   for (int64_t s : sizes) {
     MG_CHECK(s >= 0, Error, "split: split sizes must be non-negative, got ", sizes);
-    total += s;
+    // Each size is >= 0, so a sum past the dim's size can stop growing there (no overflow).
+    total = s > x.shape()[d] - total ? x.shape()[d] + 1 : total + s;
   }
-  MG_CHECK(total == x.shape()[d], ShapeError, "split: split sizes ", sizes, " sum to ", total,
-           " but dim ", d, " has size ", x.shape()[d], " in ", describe(x));
+  MG_CHECK(total <= x.shape()[d], ShapeError, "split: split sizes ", sizes, " sum to more than the size ",
+           x.shape()[d], " of dim ", d, " in ", describe(x));
+  MG_CHECK(total == x.shape()[d], ShapeError, "split: split sizes ", sizes, " sum to ", total, " but dim ", d,
+           " has size ", x.shape()[d], " in ", describe(x));
   Tensors parts;
   parts.reserve(sizes.size());
   int64_t start = 0;

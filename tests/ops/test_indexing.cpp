@@ -4,6 +4,7 @@
 // random cotangent, the parallel/strided kernel paths against a serial reference, and the error
 // messages users see.
 #include <catch2/catch.hpp>
+#include <limits>
 
 #include <cmath>
 #include <cstring>
@@ -551,6 +552,9 @@ TEST_CASE("indexing ops: error messages", "[ops][indexing][errors]") {
   MG_REQUIRE_ERROR(masked_fill(zeros({2}, {.dtype = DType::U8}), mask({1, 0}), 300), "masked_fill: value 300 cannot be converted to u8");
 
   MG_REQUIRE_ERROR(split(zeros({4, 2}), std::vector<int64_t>{1, 2}, 0), "split: split sizes [1, 2] sum to 3 but dim 0 has size 4 in [4, 2] f32 cpu");
+  MG_REQUIRE_ERROR(split(zeros({4, 2}), std::vector<int64_t>{3, 2}, 0), "split: split sizes [3, 2] sum to more than the size 4 of dim 0");
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();  // a sum that would wrap around to 2
+  MG_REQUIRE_ERROR(split(zeros({2, 2}), std::vector<int64_t>{kMax, kMax, 4}, 0), "sum to more than the size 2 of dim 0");
   REQUIRE_THROWS_AS(split(zeros({4, 2}), std::vector<int64_t>{1, 2}, 0), ShapeError);
   MG_REQUIRE_ERROR(split(x, 0), "split: split_size must be positive, got 0");
   MG_REQUIRE_ERROR(chunk(x, 0), "chunk: number of chunks must be positive, got 0");
