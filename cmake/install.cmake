@@ -7,11 +7,21 @@
 # project asking for 0.1 accepts 0.1.x and refuses 0.2.
 include(CMakePackageConfigHelpers)
 
+# Internal headers that include a build-only dependency (CUDA's runtime and libraries, nlohmann,
+# oneDNN) — and the headers that include them — are not installed: a consumer has none of those
+# headers, and mixgrad.h reaches none of them (the packaging test checks every installed header).
+set(MG_INTERNAL_HEADERS
+    cuda/kernels cuda/emulator/device_side.h cuda/check.h cuda/blas_check.h cuda/dnn_check.h cuda/capture.h
+    cuda/multi_tensor_apply.cuh io/json_parse.h ops/cpu/onednn_runtime.h)
+set(MG_INTERNAL_PATTERNS)
+foreach(h ${MG_INTERNAL_HEADERS})
+  list(APPEND MG_INTERNAL_PATTERNS PATTERN "${h}" EXCLUDE)
+endforeach()
 foreach(layer ${MG_LAYERS})
   if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/${layer})
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mixgrad
             COMPONENT mixgrad_development
-            FILES_MATCHING PATTERN "*.h" PATTERN "*.def" PATTERN "*.cuh")
+            FILES_MATCHING PATTERN "*.h" PATTERN "*.def" PATTERN "*.cuh" ${MG_INTERNAL_PATTERNS})
   endif()
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/mixgrad.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mixgrad

@@ -86,7 +86,7 @@ Flags make_flags() {
   f.add_string("pretrained", "", "testament/book: start from the encoder of this mlm checkpoint (empty: from scratch)", {.metavar = "FILE"});
   f.add_string("hf", "", "start from a Hugging Face BERT directory (config.json, model.safetensors, vocab.txt or tokenizer.json, as transformers' save_pretrained writes them): mlm continues pretraining it, testament/book fine-tune its encoder; its size and vocabulary are used", {.metavar = "DIR"});
   add_amp_flags(f);
-  f.add_int("epochs", 0, "passes over the training verses (0: 5 for mlm, 3 for testament/book)", {.min = 0});
+  f.add_int("epochs", 0, "passes over the training verses (0: 5 for mlm, 3 for testament/book)", {.min = 0, .max = 1000000});
   f.add_int("batch-size", 32, "verses per micro-batch (the global micro-batch: split over the ranks under mixgrad-run)", {.min = 1});
   f.add_int("accumulate", 1, "micro-batches per optimizer step (gradient accumulation; effective batch = batch-size x accumulate)", {.min = 1});
   f.add_bool("checkpoint-activations", false, "recompute each encoder layer's activations in backward instead of keeping them (activation checkpointing: less memory, one more forward pass)");

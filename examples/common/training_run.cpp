@@ -48,7 +48,7 @@ void add_amp_flags(Flags& f) {
 }
 
 void add_run_flags(Flags& f, int64_t log_every, const std::string& records, const std::string& curves) {
-  f.add_int("threads", 0, "CPU threads (0: all cores)", {.min = 0});
+  f.add_int("threads", 0, "CPU threads (0: all cores; at most 1024)", {.min = 0, .max = 1024});
   f.add_int("log-every", log_every, "steps between metrics records", {.min = 1});
   f.add_choice("read-metrics", "auto", {"auto", "step", "log"},
                "when the host reads the step's loss and accuracy: every step, or at logging points only (a GPU "

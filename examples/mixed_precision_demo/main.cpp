@@ -257,7 +257,8 @@ std::string parse_flags(int argc, char** argv, Config& cfg, bool& help) {
     } else if (flag == "--seed") {
       if (!parse_number(value, cfg.seed)) return bad + " (expected an integer >= 0)";
     } else if (flag == "--threads") {
-      if (!parse_number(value, cfg.threads) || cfg.threads < 1) return want_int;
+      if (!parse_number(value, cfg.threads) || cfg.threads < 1 || cfg.threads > 1024)
+        return bad + " (expected an integer in 1..1024)";
     } else if (flag == "--loss-scale") {
       const bool ok = parse_number(value, cfg.loss_scale) && cfg.loss_scale > 0;
       if (!ok || !std::isfinite(cfg.loss_scale)) return want_pos;

@@ -15,7 +15,8 @@
 //   build/examples/train_resnet --device cuda --opt-level O2 --dtype f16 --cuda-graph   # one graph launch per step
 //   build/examples/train_resnet --arch resnet50 --device cuda --opt-level O2 --dtype f16 --channels-last
 //       --batch-size 256 --train-examples 25600 --epochs 1       # (one line) the ResNet-50 benchmark model
-//   build/examples/train_resnet --arch resnet18 --image-size 64 --classes 100   # small, on a CPU
+//   build/examples/train_resnet --arch resnet18 --image-size 64 --classes 100 --train-examples 3200 --epochs 1
+//                                                                # (one line) small, on a CPU
 //   build/examples/train_resnet --help
 //   build/launcher/mixgrad-run --nproc-per-node 2 build/examples/train_resnet   # data parallel
 //
@@ -84,13 +85,14 @@ Flags make_flags() {
                "training data (auto: fashion-mnist for --arch cifar, synthetic for resnetNN)");
   f.add_int("image-size", 224, "synthetic data: images are 3 x S x S", {.min = 8, .max = 4096});
   f.add_int("classes", 1000, "synthetic data: number of classes", {.min = 2, .max = 1000000});
-  f.add_int("epochs", 10, "passes over the training set", {.min = 1});
+  f.add_int("epochs", 10, "passes over the training set", {.min = 1, .max = 1000000});
   f.add_int("batch-size", 128, "examples per step (the global batch: split over the ranks under mixgrad-run)", {.min = 1});
   f.add_double("lr", 0.1, "peak learning rate", {.min = 0, .min_exclusive = true});
   f.add_double("weight-decay", 5e-4, "SGD weight decay", {.min = 0});
   f.add_double("warmup-epochs", 1, "linear warmup length in epochs", {.min = 0});
   f.add_int("seed", 42, "seed of the weights, the data order and the augmentation", {.min = 0});
-  f.add_int("train-examples", 0, "train on N / batch-size steps of each epoch (rounded down, at least one; 0: all 60,000 images)", {.min = 0});
+  f.add_int("train-examples", 0, "train on N / batch-size steps of each epoch (rounded down, at least one; 0: the whole training set, 60,000 "
+           "Fashion-MNIST images or 1,281,167 synthetic ImageNet-sized ones)", {.min = 0});
   f.add_int("eval-examples", 0, "evaluate on the first N test images (0: all 10,000)", {.min = 0});
   f.add_bool("zero-init-residual", false,
              "start the last batch norm of every residual block at weight 0, so each block begins as the identity "

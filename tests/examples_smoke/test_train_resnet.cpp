@@ -88,6 +88,12 @@ TEST_CASE("train_resnet: bad input gives a clear message and a non-zero exit", "
   CHECK_THAT(r.output, Catch::Matchers::Contains("expected one of O0, O1, O2, O3"));
   r = run_program(MG_TRAIN_RESNET, "--batch-size many");
   CHECK(r.exit_code == 2);
+  // 2^32 + 1 threads was narrowed to 1 (int), 10^5 asked OpenMP for them at the first parallel loop.
+  r = run_program(MG_TRAIN_RESNET, "--threads 4294967297");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("expected an integer in [0, 1024]"));
+  r = run_program(MG_TRAIN_RESNET, "--epochs 9223372036854775807");
+  CHECK(r.exit_code == 2);
   r = run_program(MG_TRAIN_RESNET, kTiny + " --loss-scale lots");
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.output, Catch::Matchers::Contains("loss_scale must be a finite number"));

@@ -77,6 +77,14 @@ foreach(header ${headers})
     message(FATAL_ERROR "run_consumer: ${header} includes without the mixgrad/ prefix: ${unprefixed}\n"
                         "  hint: run tools/prefix_includes.sh")
   endif()
+  # Nor a header of a build-only dependency the consumer does not have (CUDA's runtime, nlohmann,
+  # oneDNN, Eigen, Gloo): such internal headers are left out of the install (cmake/install.cmake).
+  file(STRINGS ${header} private_dependency REGEX
+       "^[ \t]*#[ \t]*include[ \t]+<(cuda|cublas|cudnn|nccl|nlohmann/|dnnl|oneapi/|Eigen/|gloo/)")
+  if(private_dependency)
+    message(FATAL_ERROR "run_consumer: ${header} includes a build-only dependency: ${private_dependency}\n"
+                        "  hint: add it to MG_INTERNAL_HEADERS in cmake/install.cmake")
+  endif()
 endforeach()
 list(LENGTH headers header_count)
 
