@@ -62,7 +62,8 @@ class DeviceGuard {
 };
 
 // A CUDA stream of one device. The default stream of each device is the legacy default stream
-// (handle 0); Stream::create makes a new non-blocking stream, destroyed with its last copy.
+// (handle 0); Stream::create hands out one of a pool of 32 non-blocking streams per device, round
+// robin (PyTorch's stream pool: never destroyed, so the 33rd call returns the first one again).
 class Stream {
  public:
   Stream() = default;  // the default stream of device 0

@@ -56,14 +56,17 @@ void PinnedHostCache::process_pending() {
 }
 
 void PinnedHostCache::release_free_blocks() {
-  for (const auto& [size, addr] : free_) {
+  // Each entry leaves free_ right after its raw_free: when one throws, the blocks already freed are
+  // gone from every list and the rest stay cached, so the statistics and lists stay consistent.
+  while (!free_.empty()) {
+    const auto [size, addr] = *free_.begin();
     memory_.raw_free(reinterpret_cast<void*>(addr));
+    free_.erase(free_.begin());
     blocks_.erase(addr);
     stats_.cached_bytes -= size;
     stats_.reserved_bytes -= size;
     ++stats_.num_raw_frees;
   }
-  free_.clear();
 }
 
 void* PinnedHostCache::allocate(std::size_t bytes) {

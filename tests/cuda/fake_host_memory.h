@@ -38,6 +38,7 @@ class FakeHostMemory : public mg::cuda::HostMemory {
   }
   void raw_free(void* p) override {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (frees_until_failure_ > 0 && --frees_until_failure_ == 0) throw std::runtime_error("FakeHostMemory: injected free failure");
     auto it = live_.find(p);
     if (it == live_.end()) throw std::logic_error("FakeHostMemory: raw_free of an unknown pointer");
     used_ -= it->second;
@@ -58,6 +59,12 @@ class FakeHostMemory : public mg::cuda::HostMemory {
     return find_event(e).completed;
   }
   bool can_query_events() override { return !locked([&] { return capturing_; }); }
+  // Test control: the n-th raw_free from now throws std::runtime_error (as a failing cudaFreeHost
+  // would) and frees nothing.
+  void fail_free_after(int n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    frees_until_failure_ = n;
+  }
   // Test control: the calling code runs inside a CUDA graph capture (event queries refused).
   void set_capturing(bool on) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -108,6 +115,7 @@ class FakeHostMemory : public mg::cuda::HostMemory {
   }
 
   mutable std::mutex mutex_;
+  int frees_until_failure_ = 0;
   std::size_t capacity_;
   std::size_t used_ = 0;
   std::unordered_map<void*, std::size_t> live_;

@@ -191,6 +191,33 @@ TEST_CASE("pinned cache: only live blocks are pinned memory for the copies", "[c
   REQUIRE(host.events_recorded() == 0);
 }
 
+// A raw free that throws midway (cudaFreeHost failing) leaves the cache consistent: the freed
+// blocks are gone from every list, the rest stay cached and reusable.
+TEST_CASE("pinned cache: a failing raw free in empty_cache leaves the lists and statistics consistent", "[cuda][pinned]") {
+  FakeHostMemory host;
+  PinnedHostCache cache(host);
+  void* small = cache.allocate(KiB);
+  void* large = cache.allocate(64 * KiB);
+  cache.deallocate(small);
+  cache.deallocate(large);
+  host.fail_free_after(2);  // the first (smallest) block frees, the second throws
+  REQUIRE_THROWS_AS(cache.empty_cache(), std::runtime_error);
+  PinnedCacheStats s = cache.stats();
+  CHECK(s.cached_bytes == 64 * KiB);
+  CHECK(s.reserved_bytes == 64 * KiB);
+  CHECK(s.num_raw_frees == 1);
+  CHECK(host.used() == 64 * KiB);
+  void* fresh = nullptr;  // the freed small block is no longer listed as free (it was: a stale address)
+  REQUIRE_NOTHROW(fresh = cache.allocate(KiB));
+  cache.deallocate(fresh);
+  void* again = cache.allocate(64 * KiB);  // the block that stayed cached is reused
+  CHECK(again == large);
+  cache.deallocate(again);
+  cache.empty_cache();
+  CHECK(cache.stats().reserved_bytes == 0);
+  CHECK(host.used() == 0);
+}
+
 TEST_CASE("pinned cache: empty_cache returns free blocks and keeps live and pending ones", "[cuda][pinned]") {
   FakeHostMemory host;
   PinnedHostCache cache(host);
