@@ -72,6 +72,17 @@ class CudaDeviceMemory final : public DeviceMemory {
     if (event == kNoEvent) return;
     MG_CUDA_CHECK(cudaEventDestroy(reinterpret_cast<cudaEvent_t>(event)));
   }
+  bool stream_is_capturing(StreamId stream) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const cudaError_t e = cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &status);
+    if (e != cudaSuccess) {
+      // The legacy default stream while another stream captures in global mode
+      // (cudaErrorStreamCaptureImplicit): not part of a capture; the error is not sticky.
+      (void)cudaGetLastError();
+      return false;
+    }
+    return status == cudaStreamCaptureStatusActive;
+  }
   void synchronize() override {
     DeviceGuard guard(device_);
     detail::check_host_wait("the caching allocator's synchronisation (out-of-memory retry, teardown)", HostWait::Device, device_);

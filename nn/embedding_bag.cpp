@@ -98,7 +98,7 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& input, const EmbeddingB
     MG_CHECK(psw.shape() == input.shape() && psw.is_floating_point(), ShapeError, kWho,
              ": per_sample_weights must be floating with the input's shape ", input.shape(), ", got ", describe(psw));
   }
-  const int64_t v = weight.size(0), d = weight.size(1);
+  const int64_t v = weight.size(0);
   std::optional<int64_t> pad = a.padding_idx;
   if (pad) {
     MG_CHECK(*pad >= -v && *pad < v, IndexError, kWho, ": padding_idx ", *pad, " is out of range for ", v,

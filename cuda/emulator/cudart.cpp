@@ -521,6 +521,15 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   return cudaSuccess;
 }
 
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  MG_EMU_ENTER();
+  const StreamObject* s = stream_of(stream);
+  *status = !s->capture     ? cudaStreamCaptureStatusNone
+            : s->invalidated ? cudaStreamCaptureStatusInvalidated
+                             : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
   MG_EMU_ENTER();
   StreamObject* s = stream_of(stream);

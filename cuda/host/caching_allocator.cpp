@@ -176,7 +176,16 @@ void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
   const std::size_t size = round_size(bytes);
   const bool small = size <= kSmallSize;
   const auto capture = capturing_.find(stream);
-  const PoolId pool = capture == capturing_.end() ? 0 : capture->second;
+  PoolId pool = capture == capturing_.end() ? 0 : capture->second;
+  if (pool == 0 && !capturing_.empty() && memory_.stream_is_capturing(stream)) {
+    // A side stream forked into the capture: the graph writes this block at every replay, so it
+    // belongs to the graph's pool (from the general pool it could go back there while the graph lives).
+    MG_CHECK(capturing_.size() == 1, Error, "CachingAllocator::allocate on cuda:", device_, ": stream ",
+             reinterpret_cast<void*>(stream), " joined a CUDA graph capture but ", capturing_.size(),
+             " captures are in progress, so its private pool is ambiguous\n  hint: capture one graph at a time, or "
+             "allocate on the capturing stream");
+    pool = capturing_.begin()->second;
+  }
   Block* b = find_free_block(small, pool, stream, size);
   if (b == nullptr) b = new_segment(small, pool, stream, size, bytes);
   return take_block(b, size, bytes);
@@ -218,10 +227,18 @@ void CachingAllocator::deallocate(void* p) {
     stats_.allocated_bytes -= b->size;
     stats_.requested_bytes -= b->requested;
     b->requested = 0;
-    if (b->pool != 0) {
-      // Reused only by its own pool's allocations, which the graph orders (its record_stream
-      // streams, if any, are part of the captured work too).
+    if (b->pool != 0 && b->stream_uses.empty()) {
+      // Reused only by its own pool's allocations on its stream, which the graph orders.
       free_block(b);
+      return;
+    }
+    if (b->pool != 0) {
+      // Used on another stream too (record_stream): a captured side stream runs concurrently
+      // with the capture stream's later nodes until they join, so a reuse could overwrite what it
+      // still reads at every replay. Held until the pool is released (PyTorch defers such blocks
+      // until the capture ends).
+      b->state = State::Held;
+      held_.push_back(HeldBlock{b, {b->pool}});
       return;
     }
     // The graph being captured may read this block at every replay: hold it for the graph.

@@ -35,7 +35,12 @@
 // CUDA graph pools (PyTorch's private pools): a graph replays with the addresses it captured, so
 // - between begin_capture(pool, stream) and end_capture(stream), allocations on `stream` come
 //   from the private pool `pool` (its own segments; nothing of the general pools), and blocks of
-//   that pool freed during the capture are reused only by allocations of that pool;
+//   that pool freed during the capture are reused only by allocations of that pool — except a
+//   block used on another stream too (record_stream), which is held until the pool is released:
+//   the captured side stream may still read it when a later node of the capture stream runs;
+// - an allocation on a side stream that joined the capture (DeviceMemory::stream_is_capturing)
+//   comes from the capture's private pool too (with two captures in progress it is an error: the
+//   pool would be a guess);
 // - a general-pool block freed while any capture is in progress may be read by the graph being
 //   captured: it is held (not reusable) until every pool captured at that time is released;
 // - a pool's segments stay reserved while its graph lives (empty_cache and the out-of-memory
@@ -80,6 +85,12 @@ class DeviceMemory {
   virtual void destroy_event(EventHandle event) = 0;
   // Waits for all work on the device; every recorded event has completed afterwards.
   virtual void synchronize() = 0;
+  // Whether work queued on `stream` now is being captured into a CUDA graph: also a side stream
+  // that joined a capture by waiting on an event of the capturing stream (cudaStreamIsCapturing).
+  virtual bool stream_is_capturing(StreamId stream) {
+    (void)stream;
+    return false;
+  }
 };
 
 // The allocator's statistics. Byte counts of blocks are rounded block sizes (what the pools hand
@@ -103,7 +114,7 @@ struct AllocatorStats {
   std::size_t num_alloc_retries = 0;     // raw_alloc failures answered by freeing the cache
   std::size_t num_ooms = 0;              // allocate() calls that threw OutOfMemoryError
   std::size_t graph_pool_bytes = 0;      // bytes of segments owned by private (graph) pools
-  std::size_t graph_held_bytes = 0;      // general-pool blocks freed during a capture, held for its graph
+  std::size_t graph_held_bytes = 0;      // blocks freed during a capture, held for its graph (general-pool ones, and private ones another stream used)
   std::size_t num_graph_pools = 0;       // private pools not yet released
 
   // 1 - largest_free_block / cached_bytes: 0 when the cached free memory is one block (or none),

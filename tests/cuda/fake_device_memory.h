@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <set>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -70,6 +71,18 @@ class FakeDeviceMemory : public mg::cuda::DeviceMemory {
     for (auto& [e, ev] : events_) ev.completed = true;
   }
 
+  bool stream_is_capturing(mg::cuda::StreamId stream) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return joined_.count(stream) != 0;
+  }
+  // Test control: `stream` has joined a capture (a side stream waited on the capturing stream's
+  // event), or left it.
+  void set_stream_capturing(mg::cuda::StreamId stream, bool on) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (on) joined_.insert(stream);
+    else joined_.erase(stream);
+  }
+
   // Test controls: the work queued on `stream` (or on every stream) has finished.
   void complete_events_on(mg::cuda::StreamId stream) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -120,6 +133,7 @@ class FakeDeviceMemory : public mg::cuda::DeviceMemory {
   mg::cuda::EventHandle next_event_ = 1;
   std::size_t events_recorded_ = 0;
   std::size_t sync_calls_ = 0;
+  std::set<mg::cuda::StreamId> joined_;  // side streams that joined a capture
 };
 
 // Runs f and returns the message of the mg::Error it throws ("" when it throws none).

@@ -85,6 +85,49 @@ TEST_CASE("graph pool: a block freed during the capture is reused only by that c
   check_balance(a.stats());
 }
 
+// A captured step that forks a side stream: a private block the side stream reads (record_stream)
+// and that is freed during the capture must not be reused by a later allocation of the capture
+// stream (the side branch may still read it at every replay), and the side stream's own
+// allocations belong to the graph's pool (from the general pool they could go back there while
+// the graph still writes them).
+TEST_CASE("graph pool: a forked side stream allocates from the pool, and its blocks are not reused early",
+          "[cuda][allocator][graph]") {
+  constexpr StreamId kSide = 0x200;
+  FakeDeviceMemory mem;
+  CachingAllocator a(mem, 0);
+  a.begin_capture(9, kCapture);
+  mem.set_stream_capturing(kCapture, true);
+  void* x = a.allocate(1 * MiB, kCapture);
+  mem.set_stream_capturing(kSide, true);  // the side stream waited on the capture stream's event
+  void* y = a.allocate(64 * KiB, kSide);
+  CHECK(a.stats().graph_pool_bytes == 4 * MiB);  // y's segment is the pool's too (two 2 MiB segments)
+  a.record_stream(x, kSide);
+  a.deallocate(x);                               // x is read on the side stream
+  void* z = a.allocate(1 * MiB, kCapture);
+  CHECK(z != x);                                 // not handed out while the side branch may read it
+  AllocatorStats s = a.stats();
+  CHECK(s.graph_held_bytes == 1 * MiB);
+  check_balance(s);
+  // Two captures in progress: a joined side stream's pool would be a guess.
+  a.begin_capture(10, kCapture + 1);
+  CHECK_THAT(mg::test::error_message([&] { (void)a.allocate(512, kSide); }),
+             Catch::Matchers::Contains("2 captures are in progress, so its private pool is ambiguous"));
+  a.end_capture(kCapture + 1);
+  a.release_pool(10, {kCapture + 1});
+  mem.set_stream_capturing(kSide, false);
+  mem.set_stream_capturing(kCapture, false);
+  a.end_capture(kCapture);
+  for (void* p : {y, z}) a.deallocate(p);
+  a.release_pool(9, {kCapture, kSide});
+  mem.complete_all_events();
+  a.empty_cache();
+  s = a.stats();
+  CHECK(s.graph_held_bytes == 0);
+  CHECK(s.num_graph_pools == 0);
+  CHECK(s.reserved_bytes == 0);
+  check_balance(s);
+}
+
 TEST_CASE("graph pool: general blocks freed during a capture are held until the graph is released",
           "[cuda][allocator][graph]") {
   FakeDeviceMemory mem;
