@@ -74,10 +74,10 @@ class Tanhshrink : public UnaryModule {
 };
 
 struct ShrinkOptions {
-  double lambd = 0.5;  // >= 0
+  double lambd = 0.5;  // Softshrink: >= 0; Hardshrink: any number (negative keeps every x, as PyTorch)
 };
 
-// A layer applying fn(x, lambd), lambd >= 0: the base of Hardshrink and Softshrink.
+// A layer applying fn(x, lambd): the base of Hardshrink and Softshrink.
 class ShrinkActivation : public UnaryModule {
  public:
   using Options = ShrinkOptions;
@@ -85,8 +85,10 @@ class ShrinkActivation : public UnaryModule {
 
  protected:
   using Fn = Tensor (*)(const Tensor&, double);
-  ShrinkActivation(std::string type, Fn fn, Options options) : UnaryModule(std::move(type)), fn_(fn), options_(options) {
-    MG_CHECK(options_.lambd >= 0.0, Error, type_name(), ": lambd must be >= 0, got ", options_.lambd);
+  ShrinkActivation(std::string type, Fn fn, Options options, bool negative_ok)
+      : UnaryModule(std::move(type)), fn_(fn), options_(options) {
+    MG_CHECK(options_.lambd >= 0.0 || (negative_ok && options_.lambd < 0.0), Error, type_name(), ": lambd must be ",
+             negative_ok ? "a number" : ">= 0", ", got ", options_.lambd);
   }
   std::string extra_repr() const override { return str_cat(options_.lambd); }
 
@@ -97,12 +99,12 @@ class ShrinkActivation : public UnaryModule {
 
 class Hardshrink : public ShrinkActivation {
  public:
-  explicit Hardshrink(Options options = {}) : ShrinkActivation("Hardshrink", hardshrink, options) {}
+  explicit Hardshrink(Options options = {}) : ShrinkActivation("Hardshrink", hardshrink, options, true) {}
 };
 
 class Softshrink : public ShrinkActivation {
  public:
-  explicit Softshrink(Options options = {}) : ShrinkActivation("Softshrink", softshrink, options) {}
+  explicit Softshrink(Options options = {}) : ShrinkActivation("Softshrink", softshrink, options, false) {}
 };
 
 struct ThresholdOptions {

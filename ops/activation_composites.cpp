@@ -53,8 +53,9 @@ Tensor tanhshrink(const Tensor& x) {
 }
 
 Tensor hardshrink(const Tensor& x, double lambd) {
-  MG_CHECK(lambd >= 0.0, Error, "hardshrink: lambd must be >= 0, got ", lambd);
-  // PyTorch's test, -lambd <= x <= lambd -> 0, so NaN passes through.
+  MG_CHECK(!std::isnan(lambd), Error, "hardshrink: lambd must be a number, got ", lambd);
+  // PyTorch's test, -lambd <= x <= lambd -> 0, so NaN passes through (and a negative lambd, which
+  // PyTorch accepts, keeps every x).
   return unary("hardshrink", x, [&](const Tensor& a) {
     const Tensor zero = scalar_like(0.0, a);
     return where(a.ge(-lambd), where(a.le(lambd), zero, a), a);
@@ -91,8 +92,9 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
 }
 
 Tensor rrelu(const Tensor& x, double lower, double upper, bool training, Generator* gen) {
-  MG_CHECK(0 <= lower && lower <= upper && std::isfinite(upper), Error,
-           "rrelu: expected 0 <= lower <= upper (finite), got lower=", lower, ", upper=", upper);
+  MG_CHECK(std::isfinite(lower) && std::isfinite(upper) && lower <= upper, Error,
+           "rrelu: expected finite lower <= upper (PyTorch's rule; a negative lower is allowed), got lower=", lower,
+           ", upper=", upper);
   return unary("rrelu", x, [&](const Tensor& a) {
     Tensor slope = training ? rand(a.shape(), {.dtype = a.dtype(), .device = a.device()}, gen) * (upper - lower) + lower
                             : scalar_like(0.5 * (lower + upper), a);

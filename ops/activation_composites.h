@@ -24,7 +24,8 @@ Tensor logsigmoid(const Tensor& x);
 Tensor softsign(const Tensor& x);
 // x - tanh(x).
 Tensor tanhshrink(const Tensor& x);
-// 0 where -lambd <= x <= lambd, else x (gradient 0 on the closed interval); lambd >= 0.
+// 0 where -lambd <= x <= lambd, else x (gradient 0 on the closed interval); a negative lambd
+// keeps every x (PyTorch accepts it).
 Tensor hardshrink(const Tensor& x, double lambd = 0.5);
 // x - lambd where x > lambd, x + lambd where x < -lambd, else 0; lambd >= 0.
 Tensor softshrink(const Tensor& x, double lambd = 0.5);
@@ -35,7 +36,8 @@ Tensor threshold(const Tensor& x, double threshold, double value);
 Tensor prelu(const Tensor& x, const Tensor& weight);
 // Randomized leaky ReLU (Xu et al. 2015): x where x > 0, else a * x with, in training, a drawn
 // per element from U(lower, upper) (the Philox stream of `gen`, the default generator when null)
-// and, in eval, a = (lower + upper) / 2; the gradient is a where x <= 0. 0 <= lower <= upper.
+// and, in eval, a = (lower + upper) / 2; the gradient is a where x <= 0. lower <= upper, both finite
+// (lower may be negative, as in PyTorch).
 Tensor rrelu(const Tensor& x, double lower = 1.0 / 8.0, double upper = 1.0 / 3.0, bool training = false,
              Generator* gen = nullptr);
 

@@ -135,7 +135,18 @@ TEST_CASE("the activation layers: PyTorch's defaults, PReLU's learned slope, ref
   MG_REQUIRE_ERROR(nn::PReLU({.num_parameters = 0}), "PReLU: num_parameters must be >= 1");
   MG_REQUIRE_ERROR(nn::PReLU({.num_parameters = 4}).forward(x), "must have 1 or 3 elements");
   MG_REQUIRE_ERROR(glu(zeros({2, 3})), "glu: dim 1 of");
-  MG_REQUIRE_ERROR(nn::Hardshrink({.lambd = -1}), "Hardshrink: lambd must be >= 0");
+  MG_REQUIRE_ERROR(nn::Softshrink({.lambd = -1}), "Softshrink: lambd must be >= 0");
+  MG_REQUIRE_ERROR(nn::Hardshrink({.lambd = NAN}), "Hardshrink: lambd must be a number");
+  {  // PyTorch 2.15: hardshrink with a negative lambd keeps every x; rrelu takes a negative lower
+    const Tensor v = from_vector<double>({-1.0, -0.2, 0.0, 0.3, 2.0});
+    CHECK(test::values(nn::Hardshrink({.lambd = -0.5})(v)) == test::values(v));
+    const std::vector<double> r = test::values(rrelu(v, -0.5, 0.3, false));  // slope (-0.5 + 0.3) / 2 = -0.1
+    CHECK(r[0] == Approx(0.1));
+    CHECK(r[1] == Approx(0.02));
+    CHECK(r[4] == 2.0);
+    MG_REQUIRE_ERROR(rrelu(v, 0.5, 0.3, false), "rrelu: expected finite lower <= upper");
+    MG_REQUIRE_ERROR(rrelu(v, -INFINITY, 0.3, false), "rrelu: expected finite lower <= upper");
+  }
   MG_REQUIRE_ERROR(softshrink(x, -0.5), "softshrink: lambd must be >= 0");
   MG_REQUIRE_ERROR(prelu(x, zeros({3, 1})), "prelu: expected weight [1] or [C]");
   // As PyTorch: an input of fewer than 2 dims has one channel, and a 0-dim input stays 0-dim.
