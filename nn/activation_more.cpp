@@ -19,8 +19,9 @@ void PReLU::reset_parameters() {
 }
 
 RReLU::RReLU(Options o) : UnaryModule("RReLU"), options_(o) {
-  MG_CHECK(0 <= o.lower && o.lower <= o.upper && std::isfinite(o.upper), Error,
-           "RReLU: expected 0 <= lower <= upper (finite), got lower=", o.lower, ", upper=", o.upper);
+  MG_CHECK(std::isfinite(o.lower) && std::isfinite(o.upper) && o.lower <= o.upper, Error,
+           "RReLU: expected finite lower <= upper (a negative lower is allowed, as PyTorch's), got lower=", o.lower,
+           ", upper=", o.upper);
 }
 
 }  // namespace mg::nn

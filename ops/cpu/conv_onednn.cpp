@@ -198,14 +198,17 @@ Key make_key(ConvDir dir, DType dt, Layout layout, bool bias, bool nhwc, int thr
 struct Descs {
   memory::dims src, wei, dst, strides, dilates, pad_l, pad_r;
   bool nhwc = false;
-  memory::desc md(const memory::dims& d, Dt t, Layout layout) const {
-    const bool weights = d == wei;
-    if (nhwc && !weights) return memory::desc(d, t, Tag::nhwc);
-    if (layout == Layout::Blocked) return memory::desc(d, t, Tag::any);
-    if (d.size() == 5) return memory::desc(d, t, Tag::goihw);
-    return memory::desc(d, t, weights ? Tag::oihw : Tag::nchw);
+  // An activation (src or dst) and the weights, told apart by role: an activation's dims may
+  // equal the weights' ([4, 3, 3, 3] against a 4x3x3x3 kernel), which once made an NHWC
+  // activation read as NCHW.
+  memory::desc act(const memory::dims& d, Dt t, Layout layout) const {
+    if (nhwc) return memory::desc(d, t, Tag::nhwc);
+    return memory::desc(d, t, layout == Layout::Blocked ? Tag::any : Tag::nchw);
   }
-  memory::desc plain(const memory::dims& d, Dt t) const { return md(d, t, Layout::Plain); }
+  memory::desc weights(Dt t, Layout layout) const {
+    if (layout == Layout::Blocked) return memory::desc(wei, t, Tag::any);
+    return memory::desc(wei, t, wei.size() == 5 ? Tag::goihw : Tag::oihw);
+  }
 };
 
 Descs descs(const ConvGeom& g, bool nhwc) {
@@ -231,8 +234,8 @@ using onednn::user_scratchpad;  // ours, per thread: safe for concurrent calls
 dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, Dt t, Layout layout, bool bias) {
   const memory::desc bias_md = bias ? memory::desc({d.dst[1]}, t, Tag::x) : memory::desc();
   const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                             d.md(d.src, t, layout), d.md(d.wei, t, layout), bias_md,
-                                             d.md(d.dst, t, layout), d.strides, d.dilates, d.pad_l, d.pad_r);
+                                             d.act(d.src, t, layout), d.weights(t, layout), bias_md,
+                                             d.act(d.dst, t, layout), d.strides, d.dilates, d.pad_l, d.pad_r);
   return dnnl::convolution_forward::primitive_desc(desc, user_scratchpad(), cpu_engine(), true);
 }
 
@@ -264,36 +267,36 @@ std::shared_ptr<const Plan> make_plan(ConvDir dir, DType dt, Layout layout, bool
     if (dir == ConvDir::Forward) {
       p->prim = dnnl::convolution_forward(fwd);
       p->scratchpad = fwd.scratchpad_desc();
-      add_arg(*p, DNNL_ARG_SRC, false, d.plain(d.src, t), fwd.src_desc());
-      add_arg(*p, DNNL_ARG_WEIGHTS, false, d.plain(d.wei, t), fwd.weights_desc());
+      add_arg(*p, DNNL_ARG_SRC, false, d.act(d.src, t, Layout::Plain), fwd.src_desc());
+      add_arg(*p, DNNL_ARG_WEIGHTS, false, d.weights(t, Layout::Plain), fwd.weights_desc());
       if (bias) add_arg(*p, DNNL_ARG_BIAS, false, fwd.bias_desc(), fwd.bias_desc());
-      add_arg(*p, DNNL_ARG_DST, true, d.plain(d.dst, t), fwd.dst_desc());
+      add_arg(*p, DNNL_ARG_DST, true, d.act(d.dst, t, Layout::Plain), fwd.dst_desc());
     } else if (dir == ConvDir::BackwardData) {
       // With a bias (conv_transpose2d) bf16 writes f32, to add the bias in f32 and round once.
       const Dt out = bias ? Dt::f32 : t;
-      const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.md(d.src, out, layout),
-                                                       d.md(d.wei, t, layout), d.md(d.dst, t, layout), d.strides,
+      const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.act(d.src, out, layout),
+                                                       d.weights(t, layout), d.act(d.dst, t, layout), d.strides,
                                                        d.dilates, d.pad_l, d.pad_r);
       const dnnl::convolution_backward_data::primitive_desc bwd(desc, user_scratchpad(), cpu_engine(), fwd, true);
       if (!bwd) return p;
       p->prim = dnnl::convolution_backward_data(bwd);
       p->scratchpad = bwd.scratchpad_desc();
-      add_arg(*p, DNNL_ARG_DIFF_DST, false, d.plain(d.dst, t), bwd.diff_dst_desc());
-      add_arg(*p, DNNL_ARG_WEIGHTS, false, d.plain(d.wei, t), bwd.weights_desc());
-      add_arg(*p, DNNL_ARG_DIFF_SRC, true, d.plain(d.src, out), bwd.diff_src_desc());
+      add_arg(*p, DNNL_ARG_DIFF_DST, false, d.act(d.dst, t, Layout::Plain), bwd.diff_dst_desc());
+      add_arg(*p, DNNL_ARG_WEIGHTS, false, d.weights(t, Layout::Plain), bwd.weights_desc());
+      add_arg(*p, DNNL_ARG_DIFF_SRC, true, d.act(d.src, out, Layout::Plain), bwd.diff_src_desc());
     } else {
       // The weight gradient accumulates in f32 and is written in f32; bf16 is rounded once by us.
       const dnnl::convolution_backward_weights::desc desc(
-          dnnl::algorithm::convolution_direct, d.md(d.src, t, layout), d.md(d.wei, Dt::f32, layout),
-          d.md(d.dst, t, layout), d.strides, d.dilates, d.pad_l, d.pad_r);
+          dnnl::algorithm::convolution_direct, d.act(d.src, t, layout), d.weights(Dt::f32, layout),
+          d.act(d.dst, t, layout), d.strides, d.dilates, d.pad_l, d.pad_r);
       const dnnl::convolution_backward_weights::primitive_desc bwd(desc, user_scratchpad(), cpu_engine(), fwd,
                                                                    true);
       if (!bwd) return p;
       p->prim = dnnl::convolution_backward_weights(bwd);
       p->scratchpad = bwd.scratchpad_desc();
-      add_arg(*p, DNNL_ARG_SRC, false, d.plain(d.src, t), bwd.src_desc());
-      add_arg(*p, DNNL_ARG_DIFF_DST, false, d.plain(d.dst, t), bwd.diff_dst_desc());
-      add_arg(*p, DNNL_ARG_DIFF_WEIGHTS, true, d.plain(d.wei, Dt::f32), bwd.diff_weights_desc());
+      add_arg(*p, DNNL_ARG_SRC, false, d.act(d.src, t, Layout::Plain), bwd.src_desc());
+      add_arg(*p, DNNL_ARG_DIFF_DST, false, d.act(d.dst, t, Layout::Plain), bwd.diff_dst_desc());
+      add_arg(*p, DNNL_ARG_DIFF_WEIGHTS, true, d.weights(Dt::f32, Layout::Plain), bwd.diff_weights_desc());
     }
   } catch (const dnnl::error& e) {
     rethrow(e, "convolution primitive creation");

@@ -121,6 +121,35 @@ TEST_CASE("conv2d on channels-last: NHWC output and gradients, NCHW values", "[o
   }
 }
 
+// oneDNN's descriptors once told the weights from an activation by comparing dims, so an NHWC
+// activation whose dims equal the kernel's ([4, 3, 3, 3] against a 4x3x3x3 weight, or [4, 4, 3,
+// 3] against 4x4x3x3 with padding 1, where the output collides too) was read as NCHW: values off
+// by up to 14. Forward, both backward passes and conv_transpose2d, f32 and bf16, on every path.
+TEST_CASE("conv2d on channels-last where an activation's shape equals the weight's", "[ops][memory_format][conv]") {
+  manual_seed(11);
+  for (const DType dt : {DType::F32, DType::BF16}) {
+    for (const cpu::ConvPath path : {cpu::ConvPath::Auto, cpu::ConvPath::OnednnPlain, cpu::ConvPath::OnednnBlocked}) {
+      const cpu::ConvPathGuard guard(path);
+      for (const Shape& shape : {Shape{4, 3, 3, 3}, Shape{4, 4, 3, 3}}) {
+        INFO("dtype " << dtype_name(dt) << " path " << int(path) << " x " << shape_str(shape));
+        const Tensor x0 = to(randn(shape), dt), w0 = to(randn({4, shape[1], 3, 3}) * 0.3, dt);
+        Tensor w = w0.clone().requires_grad_(), wc = w0.clone().requires_grad_();
+        Tensor y, dx, yc, dxc;
+        both_layouts(
+            x0, [&](const Tensor& v) { return conv2d(v, v.is_contiguous() ? w : wc, {}, {.padding = {1, 1}}); }, y,
+            dx, yc, dxc);
+        const double tol = dt == DType::F32 ? 1e-5 : 2e-2;
+        CHECK(max_rel_diff(yc, y) < tol);
+        CHECK(max_rel_diff(dxc, dx) < tol);
+        CHECK(max_rel_diff(wc.grad(), w.grad()) < tol);
+        // conv_transpose2d: its input [4, 4, 3, 3] is the weight's shape too.
+        const Tensor wt = to(randn({4, 4, 3, 3}) * 0.3, dt), xt = to(randn({4, 4, 3, 3}), dt);
+        CHECK(max_rel_diff(conv_transpose2d(xt.to(kCL), wt), conv_transpose2d(xt, wt)) < tol);
+      }
+    }
+  }
+}
+
 TEST_CASE("conv2d f64, f16 and bf16 on channels-last", "[ops][memory_format][conv][lowp]") {
   manual_seed(8);
   const Tensor x = randn({2, 4, 6, 6}), w = randn({8, 4, 3, 3}) * 0.3;
