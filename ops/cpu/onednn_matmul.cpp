@@ -167,15 +167,19 @@ bool run(const T* a, bool a_col, int64_t lda, const T* b, bool b_col, int64_t ld
 
 }  // namespace
 
+// dnnl_cpu_isa_t is a bit mask, not an order: avx2_vnni (0x407) is numerically above
+// avx512_core_amx (0x3e7) though it has no AVX-512, so "at least ISA x" is "every bit of x set".
+bool onednn_isa_includes(unsigned isa, unsigned want) { return (isa & want) == want; }
+
 bool onednn_amx_available() {
-  static const bool amx = dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core_amx;
+  static const bool amx = onednn_isa_includes(dnnl_get_effective_cpu_isa(), dnnl_cpu_isa_avx512_core_amx);
   return amx;
 }
 
 bool native_bf16_preferred() {
   static const bool preferred = [] {
     if (onednn_amx_available()) return true;
-    if (dnnl_get_effective_cpu_isa() < dnnl_cpu_isa_avx512_core_bf16) return false;
+    if (!onednn_isa_includes(dnnl_get_effective_cpu_isa(), dnnl_cpu_isa_avx512_core_bf16)) return false;
 #if defined(__x86_64__) || defined(__i386__)
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
@@ -208,7 +212,7 @@ bool matmul_bf16(const BFloat16* a, bool a_col, int64_t lda, const BFloat16* b, 
 int64_t matmul_bf16_calls() { return g_calls_bf16.load(std::memory_order_relaxed); }
 
 bool onednn_f32_brgemm_available() {
-  static const bool brgemm = dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core;
+  static const bool brgemm = onednn_isa_includes(dnnl_get_effective_cpu_isa(), dnnl_cpu_isa_avx512_core);
   return brgemm;
 }
 

@@ -17,8 +17,13 @@
 
 namespace mg::cpu {
 
-// Whether oneDNN runs bf16 matmul primitives on AMX on this processor (its effective ISA is
-// avx512_core_amx or above: AMX exposed by the CPU and allowed by the kernel).
+// Whether oneDNN's effective ISA `isa` (a dnnl_cpu_isa_t) includes `want`: the values are bit
+// masks, not an order (avx2_vnni, 0x407, is numerically above avx512_core_amx, 0x3e7, without
+// any AVX-512), so "at least" is "every bit of want set".
+bool onednn_isa_includes(unsigned isa, unsigned want);
+
+// Whether oneDNN runs bf16 matmul primitives on AMX on this processor (its effective ISA
+// includes avx512_core_amx: AMX exposed by the CPU and allowed by the kernel).
 bool onednn_amx_available();
 
 // Whether bf16 GEMMs and convolutions should run natively in bf16 here (oneDNN's AVX512-BF16 or

@@ -60,6 +60,19 @@ std::vector<cpu::GemmPaths> all_paths() {
 
 }  // namespace
 
+// oneDNN's ISA values are bit masks (oneDNN 2.6: avx2 0x7, avx512_core 0x27, avx512_core_bf16
+// 0xe7, avx512_core_amx 0x3e7, avx2_vnni 0x407): compared with >=, an AVX-VNNI client processor
+// without AVX-512 was taken for an AMX one.
+TEST_CASE("GEMM paths: oneDNN's ISA is tested by its bits, not by its value", "[ops][linalg][gemm]") {
+  constexpr unsigned avx2 = 0x7, avx512_core = 0x27, avx512_bf16 = 0xe7, amx = 0x3e7, avx2_vnni = 0x407;
+  CHECK_FALSE(cpu::onednn_isa_includes(avx2_vnni, amx));
+  CHECK_FALSE(cpu::onednn_isa_includes(avx2_vnni, avx512_core));
+  CHECK(cpu::onednn_isa_includes(avx2_vnni, avx2));
+  CHECK(cpu::onednn_isa_includes(amx, avx512_bf16));
+  CHECK(cpu::onednn_isa_includes(avx512_bf16, avx512_core));
+  CHECK_FALSE(cpu::onednn_isa_includes(avx512_core, avx512_bf16));
+}
+
 TEST_CASE("GEMM paths: detection, forcing and restoring", "[ops][linalg][gemm]") {
   const cpu::GemmPaths detected = cpu::gemm_detected_paths();
   // native bf16 is detected where its dot products outrun f32 FMAs (AMX, AMD's AVX512-BF16)
