@@ -60,6 +60,7 @@
 
 #include <algorithm>
 #include <array>
+#include <omp.h>
 #include <atomic>
 #include <cstddef>
 #include <dnnl.hpp>
@@ -344,11 +345,13 @@ void execute(const Plan& plan, const std::vector<void*>& ptrs) {
 // a tensor dense in both, such as [N, C, 1, 1], is the same bytes either way and reads as NCHW).
 bool is_nhwc(const Tensor& t) { return !t.is_contiguous() && t.is_contiguous(MemoryFormat::ChannelsLast); }
 
-// Sets the OpenMP thread count for a scope (oneDNN reads it when it creates a primitive).
+// Sets the calling thread's OpenMP thread count for a scope (oneDNN reads it when it creates a
+// primitive). Only this thread's: set_num_threads is process-wide, and two threads making plans at
+// once could leave the whole process on one thread (each restoring what the other had set).
 class ThreadsGuard {
  public:
-  explicit ThreadsGuard(int n) : prev_(num_threads()) { set_num_threads(n); }
-  ~ThreadsGuard() { set_num_threads(prev_); }
+  explicit ThreadsGuard(int n) : prev_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~ThreadsGuard() { omp_set_num_threads(prev_); }
   ThreadsGuard(const ThreadsGuard&) = delete;
   ThreadsGuard& operator=(const ThreadsGuard&) = delete;
 

@@ -11,9 +11,11 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <thread>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "core/parallel.h"
 #include "ops/conv.h"
 #include "ops/conv1d.h"
 #include "ops/conv3d.h"
@@ -684,4 +686,28 @@ TEST_CASE("pooling errors name the op and the input", "[conv][pool][errors]") {
   REQUIRE(y.shape() == Shape{1, 1, 2, 2});
   CHECK(vals(y)[0] == vals(one)[3]);  // window (0, 0) holds only x(1, 1)
   CHECK(vals(y)[3] == vals(one)[0]);  // window (1, 1) holds only x(0, 0)
+}
+
+// oneDNN sizes a primitive for the OpenMP thread count at its creation; the plan builder set it
+// process-wide (set_num_threads) and restored it afterwards, so two threads building plans at
+// once could leave the process on one thread. It now sets the calling thread's count only.
+TEST_CASE("conv plans built on two threads at once leave the process's thread count alone", "[ops][conv]") {
+  const int before = num_threads();
+  set_num_threads(2);
+  const cpu::ConvPathGuard path(cpu::ConvPath::OnednnPlain);  // global: both threads build oneDNN plans
+  const int64_t calls = cpu::onednn_conv_calls();
+  const auto work = [](int64_t base) {
+    for (int64_t k = 0; k < 12; ++k) {  // distinct geometries: a new plan each, single-threaded slices included
+      const Tensor x = randn({32, 3, 6 + base + k, 6}), w = randn({4, 3, 3, 3});
+      const Tensor g = randn({32, 4, 4 + base + k, 4});
+      (void)conv2d_backward_weight(x, g, {3, 3}, {});
+      (void)conv2d(x, w);
+    }
+  };
+  std::thread a(work, 0), b(work, 20);
+  a.join();
+  b.join();
+  CHECK(cpu::onednn_conv_calls() - calls >= 48);
+  CHECK(num_threads() == 2);
+  set_num_threads(before);
 }
