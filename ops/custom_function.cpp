@@ -37,7 +37,13 @@ class FunctionNode final : public autograd::Node {
         g = Tensor();
         continue;
       }
-      g = grad_for_input(g, input_meta_[i]);
+      try {
+        g = grad_for_input(g, input_meta_[i]);  // a broadcast gradient is summed to the input's shape
+      } catch (const ShapeError&) {
+        MG_THROW(AutogradError, ctx_->name(), ": backward returned an invalid gradient for input ", i, ": got ",
+                 describe(g), " but expected the input's shape ", shape_str(input_meta_[i].shape),
+                 " (or one that sums to it)");
+      }
     }
     return result;
   }
@@ -94,8 +100,9 @@ Tensors FunctionRunner::run(const char* name, CastPolicy policy, ForwardFn forwa
     ctx->needs_.push_back(needs);
     any = any || needs;
   }
-  // Stale views refreshed or refused, as for any recorded op (ops/inplace_view.h).
-  for (std::size_t i = 0; any && i < inputs.size(); ++i) check_recorded_input_view(name, i, inputs[i]);
+  // Stale views refreshed or refused, as for any op in grad mode (ops/inplace_view.h), also when
+  // no input needs a gradient (a stale view would otherwise enter as a constant).
+  for (std::size_t i = 0; GradMode::is_enabled() && i < inputs.size(); ++i) check_recorded_input_view(name, i, inputs[i]);
   Tensors outputs;
   {
     // The declared policy already cast the inputs: the body runs without recording and with

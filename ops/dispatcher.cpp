@@ -52,7 +52,10 @@ uint32_t needs_grad_mask(OpId op, const Tensors& inputs) {
     MG_CHECK(i < 16, NotImplementedError, op_name(op), ": autograd supports at most 16 inputs");
     mask |= 1u << i;
   }
-  for (std::size_t i = 0; mask != 0 && i < inputs.size(); ++i) {
+  // Also when nothing is recorded (mask 0): a stale view that needs no gradient of a base that
+  // now has history would otherwise enter as a constant and silently drop that gradient (PyTorch
+  // gives such a view the base's history; here it is refused with a hint).
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].requires_grad()) check_recorded_input_view(op_name(op), i, inputs[i]);
   }
   return mask;

@@ -42,6 +42,14 @@ struct SumProd : Function<SumProd> {
   }
 };
 
+// A backward that returns a gradient of the wrong shape ([2] for a [3] input).
+struct WrongShape : Function<WrongShape> {
+  static constexpr const char* name = "wrong_shape";
+  static constexpr CastPolicy policy = CastPolicy::Keep;
+  static Tensors forward(FunctionCtx&, const Tensors& in) { return {in[0] * 2.0}; }
+  static Tensors backward(FunctionCtx&, const Tensors& g) { return {g[0].slice(0, 0, 2)}; }
+};
+
 // Records the policy it was called with and casts lower -> f16 (a stand-in for amp's hook).
 CastPolicy g_seen_policy = CastPolicy::Keep;
 std::string g_seen_op;
@@ -131,4 +139,14 @@ TEST_CASE("the dispatcher passes each op's policy to the autocast hook", "[autog
   REQUIRE(exp_policy == CastPolicy::Fp32);
   REQUIRE(exp_name == "exp");
   REQUIRE(g_seen_op.empty());
+}
+
+// PyTorch: "Function XBackward returned an invalid gradient at index 0 - got [2] but expected
+// shape compatible with [3]"; the error names the function, the input and both shapes.
+TEST_CASE("custom function: a backward gradient of the wrong shape is a named error", "[autograd][custom]") {
+  Tensor x = from_vector<double>({1, 2, 3}).requires_grad_();
+  Tensor y = WrongShape::apply({x})[0];
+  MG_REQUIRE_ERROR(y.sum().backward(),
+                   "wrong_shape: backward returned an invalid gradient for input 0: got [2] f64 cpu but expected the "
+                   "input's shape [3] (or one that sums to it)");
 }

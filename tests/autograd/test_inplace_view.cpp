@@ -183,6 +183,9 @@ TEST_CASE("in-place ops on views that cannot be recorded right are refused", "[a
     buf.slice(0, 0, 2).copy_(h);
     MG_REQUIRE_ERROR(tail * w, "is a view that does not require grad, but its base was modified in place since the view was "
                                "taken and now has gradient history");
+    // Also in an op nothing else makes recorded (PyTorch: h.grad [1, 1, 11] for sum(tail * 10) +
+    // sum(h)); as a constant it silently dropped h's gradient through buf.
+    MG_REQUIRE_ERROR(tail * 10.0, "is a view that does not require grad, but its base was modified in place");
     sum(buf.slice(0, 1, 3) * w).backward();
     CHECK(values(h.grad()) == std::vector<double>{0, 3});
   }
