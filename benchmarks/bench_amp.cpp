@@ -54,14 +54,7 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-std::string join_command(int argc, char** argv) {
-  std::string s;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    s += (i ? " " : "") + (a.find_first_of(" \t\"'") == std::string::npos ? a : "'" + a + "'");
-  }
-  return s;
-}
+std::string join_command(int argc, char** argv) { return mg::bench::shell_command(std::vector<std::string>(argv, argv + argc)); }
 
 example::Flags make_flags() {
   example::Flags f("bench_amp", "Times training steps of the benchmark models at O0-O3 with f16 and bf16.");

@@ -23,7 +23,7 @@ lr 1e-4 weight decay 0.01); on a GPU also ResNet-50 (3x224x224, batch 256) and B
 30522, batch 64); --batch overrides. On the CPU a step is zero_grad, forward, loss, (scaled)
 backward, (unscale,) optimizer step, then loss.item(); each of N steps is timed alone after a
 warm-up, wall (perf_counter) and process CPU time (process_time), and the median is reported. Peak memory: the worker process's peak RSS
-(ru_maxrss; one fresh process per measurement) and on a GPU torch.cuda.max_memory_allocated.
+(VmHWM; one fresh process per measurement) and on a GPU torch.cuda.max_memory_allocated.
 
 For each configuration the environment variants that matter are tried on both sides in turn —
 OMP_WAIT_POLICY unset (libgomp's default: idle workers spin a while before sleeping) and PASSIVE
@@ -156,11 +156,16 @@ def build_models(torch):
             self.transform = nn.Linear(hidden, hidden)
             self.transform_norm = nn.LayerNorm(hidden, eps=eps)
             self.decoder_bias = nn.Parameter(torch.zeros(vocab))
+            # mixgrad's bert_init: N(0, 0.02) for every Linear, Embedding and attention
+            # projection (in_proj_weight is not a Linear), zero biases.
             for m in self.modules():
                 if isinstance(m, (nn.Linear, nn.Embedding)):
                     nn.init.normal_(m.weight, std=0.02)
                     if isinstance(m, nn.Linear) and m.bias is not None:
                         nn.init.zeros_(m.bias)
+                elif isinstance(m, nn.MultiheadAttention):
+                    nn.init.normal_(m.in_proj_weight, std=0.02)
+                    nn.init.zeros_(m.in_proj_bias)
 
         def forward(self, ids):
             pos = torch.arange(ids.shape[1], device=ids.device)
@@ -212,11 +217,25 @@ def make_workload(torch, name, device, smoke, batch_override=0):
     return model.to(device), opt, x.to(device), y.to(device), batch
 
 
+def peak_rss_bytes():
+    """This process's own peak RSS (VmHWM, as bench_amp reads it). Not ru_maxrss: Linux folds the
+    parent's high-water mark from before the exec into it, so a worker started by this driver
+    (which imported torch) never read below the driver's ~0.5 GiB."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def worker(args):
     import torch
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    model, make_opt, x, y, _ = make_workload(torch, args.model, device, args.smoke)
+    model, make_opt, x, y, _ = make_workload(torch, args.model, device, args.smoke, args.batch)
     mode = args.mode
     if mode == "bf16":  # pure bf16: the O3 peer
         model = model.to(torch.bfloat16)
@@ -257,7 +276,7 @@ def worker(args):
            "threads": torch.get_num_threads(), "wall_s": wall, "cpu_s": cpu,
            "wall_median_s": statistics.median(wall), "cpu_median_s": statistics.median(cpu),
            "loss_final": loss, "loss_step": args.warmup + args.steps,
-           "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+           "peak_rss_bytes": peak_rss_bytes(),
            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(unset)")}
     if cuda:
         rec["peak_device_bytes"] = torch.cuda.max_memory_allocated()
@@ -440,6 +459,7 @@ def gpu_driver(args, torch, models):
         open(path, "w").close()
     common = ["--warmup", str(args.warmup), "--steps", str(args.steps), "--threads", str(args.threads),
               "--batch", str(args.batch), "--memory-format", args.memory_format]
+    failed = []  # processes that exited non-zero: their configurations have no row, so say so
 
     def ours(model, levels, dtypes, o0):
         tmp = os.path.join(args.out, "ours.tmp.jsonl")
@@ -447,7 +467,9 @@ def gpu_driver(args, torch, models):
             os.unlink(tmp)
         cmd = [args.bench_amp, "--device", "cuda", "--models", model, "--levels", levels, "--dtypes", dtypes,
                "--o0", o0, "--json", tmp] + common + (["--quick"] if args.smoke else [])
-        out, _ = run_logged(cmd, args.process_timeout, f"bench_amp {model} {levels}")
+        out, ok = run_logged(cmd, args.process_timeout, f"bench_amp {model} {levels}")
+        if not ok:
+            failed.append(f"bench_amp {model} levels {levels} dtypes {dtypes}")
         print(out[-4000:], flush=True)
         if os.path.exists(tmp):  # bench_amp rewrites it after every configuration
             with open(tmp) as f, open(ours_path, "a") as o:
@@ -458,7 +480,9 @@ def gpu_driver(args, torch, models):
         # The worker appends each row to torch.jsonl itself: a stopped worker or driver keeps its rows.
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--device", "cuda", "--model", model,
                "--mode", ",".join(modes), "--append", torch_path] + common + (["--smoke"] if args.smoke else [])
-        out, _ = run_logged(cmd, args.process_timeout, f"PyTorch {model} {','.join(modes)}")
+        out, ok = run_logged(cmd, args.process_timeout, f"PyTorch {model} {','.join(modes)}")
+        if not ok:
+            failed.append(f"PyTorch {model} modes {','.join(modes)}")
         for r in json_lines(out):
             print(f"  PyTorch {model:<10} {r['mode']:<14} {1e3 * r['wall_median_s']:9.2f} ms  "
                   f"peak {r['peak_device_bytes'] / 2**20:.0f} MiB  syncs {r['syncs_per_step']}", flush=True)
@@ -482,6 +506,8 @@ def gpu_driver(args, torch, models):
             f"timed steps, {args.rounds} round(s), one process per {args.group}, mixgrad and PyTorch alternately; "
             f"PyTorch: cudnn.benchmark, fused SGD/AdamW, channels-last ResNets ({args.memory_format}), its default "
             f"reduced-precision GEMM reductions; bench_amp: --cudnn-benchmark on (default)")
+    if failed:  # a configuration of ours that failed has no row in the comparison: name it there
+        note += "; FAILED (no row, or a partial one): " + "; ".join(failed)
     if args.note:
         note += f"; {args.note}"
     cmd = [args.bench_amp, "--compare", ours_path, "--peer", torch_path, "--json", os.path.join(args.out, "pairs.jsonl"),
@@ -493,7 +519,9 @@ def gpu_driver(args, torch, models):
     if ok and args.markdown:
         with open(os.path.join(args.out, "pairs.md")) as f, open(args.markdown, "a") as m:
             m.write(f.read())
-    return 0 if ok else 1
+    for what in failed:
+        print(f"torch_amp_peer: FAILED: {what}", flush=True)
+    return 0 if ok and not failed else 1
 
 
 def run_ours(args, model, level, dtype, wait_policy):
@@ -501,7 +529,8 @@ def run_ours(args, model, level, dtype, wait_policy):
         path = f.name
     cmd = [args.bench_amp, "--models", model, "--levels", level, "--dtypes", "bf16" if dtype == "f32" else dtype,
            "--threads", str(args.threads), "--warmup", str(args.warmup), "--steps", str(args.steps),
-           "--device", args.device, "--json", path] + (["--quick"] if args.smoke else [])
+           "--device", args.device, "--json", path] + (["--quick"] if args.smoke else []) + \
+          (["--batch", str(args.batch)] if args.batch else [])
     env = dict(os.environ)
     env.pop("OMP_WAIT_POLICY", None)
     if wait_policy:
@@ -521,7 +550,7 @@ def run_ours(args, model, level, dtype, wait_policy):
 def run_torch(args, model, mode, wait_policy):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--mode", mode,
            "--threads", str(args.threads), "--warmup", str(args.warmup), "--steps", str(args.steps),
-           "--device", args.device] + (["--smoke"] if args.smoke else [])
+           "--device", args.device, "--batch", str(args.batch)] + (["--smoke"] if args.smoke else [])
     env = dict(os.environ)
     env.pop("OMP_WAIT_POLICY", None)
     if wait_policy:
@@ -569,8 +598,9 @@ def main():
     p.add_argument("--process-timeout", type=int, default=900, help="GPU: seconds per process before it is stopped")
     p.add_argument("--out", default="amp-peer", help="GPU: folder for ours.jsonl, torch.jsonl, pairs.jsonl, pairs.md")
     args = p.parse_args()
-    if args.threads < 1 or args.steps < 1 or args.warmup < 0 or args.rounds < 1:
-        p.error("--threads, --steps and --rounds must be at least 1, --warmup at least 0")
+    if args.threads < 1 or args.steps < 1 or args.warmup < 1 or args.rounds < 1 or args.batch < 0:
+        p.error("--threads, --steps, --warmup and --rounds must be at least 1 (bench_amp warms up at least once), "
+                "--batch at least 0")
     if args.worker:
         return cuda_worker(args) if args.device == "cuda" else worker(args)
     try:

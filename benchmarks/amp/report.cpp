@@ -1,6 +1,7 @@
 // The table, JSON lines and Markdown of bench_amp (see report.h).
 #include "benchmarks/amp/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -147,6 +148,36 @@ void write_json_lines(const std::string& path, const std::vector<RunResult>& res
   MG_CHECK(bool(out), Error, "writing '", path, "' failed");
 }
 
+std::string shell_command(const std::vector<std::string>& args) {
+  std::string s;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (i) s += ' ';
+    const bool plain = !a.empty() && a.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                          "0123456789_@%+=:,./-") == std::string::npos;
+    if (plain) {
+      s += a;
+      continue;
+    }
+    s += '\'';
+    for (char c : a) s += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    s += '\'';
+  }
+  return s;
+}
+
+std::string markdown_code(const std::string& text) {
+  std::size_t longest = 0, run = 0;
+  for (char c : text) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  const std::string fence(longest + 1, '`');
+  // A space inside the fence when the text starts or ends with a backtick (CommonMark strips one).
+  const bool pad = !text.empty() && (text.front() == '`' || text.back() == '`');
+  return fence + (pad ? " " : "") + text + (pad ? " " : "") + fence;
+}
+
 void append_markdown(const std::string& path, const std::vector<RunResult>& results, const Machine& m,
                      const std::string& command, const std::string& note) {
   std::ofstream out(path, std::ios::app);
@@ -160,7 +191,7 @@ void append_markdown(const std::string& path, const std::vector<RunResult>& resu
   for (std::size_t i = 0; i < m.env.size(); ++i) out << (i ? ", " : "") << "`" << m.env[i] << "`";
   out << "; load average at start: " << m.load_average << "\n"
       << "- commit: " << m.commit << "\n"
-      << "- command: `" << command << "`\n";
+      << "- command: " << markdown_code(command) << "\n";
   if (!note.empty()) out << "- note: " << note << "\n";
   out << "- step = zero_grad, forward, loss, scaled backward (unscale + inf/NaN check), optimizer step; "
          "step ms is the median of the timed steps (CUDA: between events around each step, no host wait inside "

@@ -28,6 +28,12 @@ std::string format_table(const std::vector<RunResult>& results);
 // The profile of each result that has one: op type, direction, calls/step, ms/step, share.
 std::string format_profiles(const std::vector<RunResult>& results, int top);
 
+// The arguments as one POSIX shell command that re-runs them: an argument with characters the
+// shell treats specially is single-quoted (a ' inside as '\''), an empty one is ''.
+std::string shell_command(const std::vector<std::string>& args);
+// `text` as one Markdown code span, fenced with more backticks than any run inside it.
+std::string markdown_code(const std::string& text);
+
 // One JSON object per result; throws mg::Error when the file cannot be written.
 void write_json_lines(const std::string& path, const std::vector<RunResult>& results, const Machine& machine,
                       const std::string& command);

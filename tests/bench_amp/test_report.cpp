@@ -132,3 +132,16 @@ TEST_CASE("report: the Markdown section says machine, commit and command, one ta
   while ((pos = md.find("\n| mlp | ", pos)) != std::string::npos) ++rows, ++pos;
   CHECK(rows == 4);
 }
+
+// The recorded command must re-run: a ' inside an argument, shell metacharacters and an empty
+// argument were written unquoted or half-quoted ("--note 'other engineers' builds'").
+TEST_CASE("report: the recorded command is quoted for the shell and fenced for Markdown", "[bench]") {
+  CHECK(mg::bench::shell_command({"bench_amp", "--models", "mlp,resnet20", "--threads", "2"}) ==
+        "bench_amp --models mlp,resnet20 --threads 2");
+  CHECK(mg::bench::shell_command({"bench_amp", "--note", "other engineers' builds", ""}) ==
+        R"(bench_amp --note 'other engineers'\'' builds' '')");
+  CHECK(mg::bench::shell_command({"x", "a;b", "$HOME", "a`b`"}) == "x 'a;b' '$HOME' 'a`b`'");
+  CHECK(mg::bench::markdown_code("bench_amp --threads 2") == "`bench_amp --threads 2`");
+  CHECK(mg::bench::markdown_code("x 'a`b`'") == "``x 'a`b`'``");
+  CHECK(mg::bench::markdown_code("`x`") == "`` `x` ``");
+}
