@@ -20,13 +20,9 @@ MG_HOST_DEVICE bool attention_dead_row(A inv) {
   return inv == A(0);
 }
 
-// x * sc where kept, +0 where dropped (the dropout op's forward, ops/cpu/norm_kernels.cpp).
-MG_HOST_DEVICE float attention_dropped(float x, bool kept, float sc) {
-  return f32_from_bits(f32_bits(x * sc) & (0u - uint32_t(kept)));
-}
-MG_HOST_DEVICE double attention_dropped(double x, bool kept, double sc) {
-  return fast::f64_from_bits(fast::f64_bits(x * sc) & (uint64_t(0) - uint64_t(kept)));
-}
+// x * (kept ? sc : 0), the dropout op's forward (ops/cpu/norm_kernels.cpp): a dropped NaN stays NaN.
+MG_HOST_DEVICE float attention_dropped(float x, bool kept, float sc) { return x * (kept ? sc : 0.0f); }
+MG_HOST_DEVICE double attention_dropped(double x, bool kept, double sc) { return x * (kept ? sc : 0.0); }
 
 // The gradient of a weight before dropout from the gradient after it (keep = 1 or 0).
 template <typename A>

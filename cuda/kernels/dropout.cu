@@ -41,7 +41,8 @@ __global__ void dropout_forward_kernel(int64_t n, const T* __restrict__ x, T* __
       if (i >= n) break;
       const bool k = (bits >> j) & 1u;
       keep[i] = k;
-      y[i] = k ? static_cast<T>(static_cast<A>(x[i]) * scale) : static_cast<T>(A(0));
+      // x * (keep ? scale : 0), PyTorch's x * noise: a dropped NaN or inf stays NaN (the CPU's rule).
+      y[i] = static_cast<T>(static_cast<A>(x[i]) * (k ? scale : A(0)));
     }
   }
 }

@@ -522,10 +522,10 @@ void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t first = c * kChunk * 4, n = std::min(numel - first, kChunk * 4);
       philox_blocks(seed, offset, uint64_t(c * kChunk), (n + 3) / 4, words);
-      // Branch-free: a kept/dropped branch mispredicts p of the time, and the select is a bit
-      // mask because GCC will not if-convert a multiply it thinks may trap. Local copies of the
-      // constants (the bool mask may alias anything), then one bulk store.
-      using Bits = std::conditional_t<sizeof(A) == 8, uint64_t, uint32_t>;
+      // Branch-free: a kept/dropped branch mispredicts p of the time, so the factor is a select
+      // of two constants and the multiply always runs: x * (keep ? 1/(1-p) : 0), PyTorch's
+      // x * noise, so a dropped NaN or inf stays NaN (never a silent 0) and a dropped negative
+      // is -0. Local copies of the constants (the bool mask may alias anything), then one bulk store.
       A kept[4 * kChunk];
       bool keep[4 * kChunk];
       const A* xs = xt ? opmath_chunk<A>(xt, first, n, buf) : staged.data() + first;
@@ -534,7 +534,7 @@ void dropout_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
       for (int64_t j = 0; j < n; ++j) {
         const bool k = philox_uniform(words[j]) >= dp;
         keep[j] = k;
-        kept[j] = std::bit_cast<A>(std::bit_cast<Bits>(xs[j] * sc) & (Bits(0) - Bits(k)));
+        kept[j] = xs[j] * (k ? sc : A(0));
       }
       std::copy(keep, keep + n, mask + first);
       store_values(kept, y + first, n);

@@ -380,6 +380,34 @@ TEST_CASE("embedding: repeated indices accumulate, padding rows get no gradient"
   }
 }
 
+// PyTorch's dropout is x * noise: a dropped NaN or inf gives NaN (a step a GradScaler must skip),
+// a dropped negative -0. The bit mask made every dropped element +0, hiding the NaN.
+TEST_CASE("dropout: a dropped NaN or inf stays NaN, a dropped negative is -0, in every dtype", "[norm]") {
+  for (const DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+    INFO(dtype_name(dt));
+    std::vector<double> src;
+    for (int i = 0; i < 64; ++i) src.push_back(i % 3 == 0 ? NAN : (i % 3 == 1 ? INFINITY : -2.0));
+    const Tensor x = to(from_vector<double>(src), dt);
+    Generator g(5);
+    const Tensor keep = dropout(ones({64}), 0.5, true, &g);  // the same stream: 0 where dropped
+    Generator g2(5);
+    const std::vector<double> y = vals(dropout(x, 0.5, true, &g2));
+    const std::vector<double> k = vals(keep);
+    int dropped = 0;
+    for (std::size_t i = 0; i < src.size(); ++i) {
+      if (k[i] != 0.0) continue;
+      ++dropped;
+      if (i % 3 == 2) {
+        CHECK(y[i] == 0.0);
+        CHECK(std::signbit(y[i]));
+      } else {
+        CHECK(std::isnan(y[i]));
+      }
+    }
+    CHECK(dropped > 10);
+  }
+}
+
 TEST_CASE("dropout: reproducible from the seed, keep fraction, scaling, eval identity", "[norm]") {
   const int64_t n = 100000;
   const Tensor x = ones({n});
