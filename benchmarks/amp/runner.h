@@ -17,7 +17,10 @@
 // is built: on the CPU the process's peak resident set (VmHWM, reset through
 // /proc/self/clear_refs after the tensor cache is emptied), beside it the tensor allocator's own
 // peak; on CUDA the caching allocator's peak. Each configuration builds and frees its own model,
-// so earlier ones do not count.
+// but per-thread scratch that earlier configurations grew stays (the CPU GEMM driver's conversion
+// buffers, oneDNN's scratchpad): a level's CPU peak in a run of several levels can read a few MiB
+// above the same level run alone (measured: MLP O3 bf16 205 -> 226 MiB RSS, 26 -> 31 MiB tensors).
+// The PyTorch peer runs one configuration per process, so its pairs are not affected.
 //
 //   mg::bench::RunResult r = mg::bench::run_level("mlp", mg::amp::OptLevel::O1, mg::DType::BF16, {.steps = 20});
 #pragma once
