@@ -151,8 +151,10 @@ Acc cascade_reduce(int64_t n, Acc empty, const Fold& fold, const Combine& combin
 }
 
 // The fold of one contiguous leaf of up to kSumLeaf values in 8 interleaved lanes (vectorizes):
-// lane k adds terms k, k + 8, ...; the lanes then combine as ((0+1)+(2+3))+((4+5)+(6+7)) and the
-// tail (n mod 8 terms) is added in order. term(i) gives the i-th term in the accumulator type.
+// lane k adds terms k, k + 8, ... — the tail's (n mod 8) terms too — and the lanes then combine
+// as ((0+1)+(2+3))+((4+5)+(6+7)): docs/numerics.md's rule (term t in lane t mod 8, leaf depth at
+// most 16 + 3), bit for bit the norm kernels' RuleSums. term(i) gives the i-th term in the
+// accumulator type.
 template <typename Acc, typename Term>
 inline Acc lane_fold(int64_t n, const Term& term) {
   Acc lanes[8] = {};
@@ -163,9 +165,8 @@ inline Acc lane_fold(int64_t n, const Term& term) {
 #pragma GCC unroll 1
     for (int k = 0; k < 8; ++k) lanes[k] += term(i + k);
   }
-  Acc s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  for (; i < n; ++i) s += term(i);
-  return s;
+  for (int k = 0; i < n; ++i, ++k) lanes[k] += term(i);  // i is a multiple of 8 here: term i in lane i mod 8
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
 // Sum of term(0..n-1) by the rule with lane-folded leaves. For kernels whose terms are a cheap

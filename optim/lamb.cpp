@@ -50,16 +50,14 @@ void lamb_stage1_chunk(const TensorSlot& t, const fn::LambStage1<opmath_t<P>>& f
         lu[k] += u * u;
       }
     }
-    T leaf_p = ((lp[0] + lp[1]) + (lp[2] + lp[3])) + ((lp[4] + lp[5]) + (lp[6] + lp[7]));
-    T leaf_u = ((lu[0] + lu[1]) + (lu[2] + lu[3])) + ((lu[4] + lu[5]) + (lu[6] + lu[7]));
-    for (; i < l1; ++i) {
+    for (int k = 0; i < l1; ++i, ++k) {  // the tail into its lanes, as lane_fold
       const T pi = T(p[i]);
       const T u = f(pi, T(g[i]), m[i], v[i]);
-      leaf_p += pi * pi;
-      leaf_u += u * u;
+      lp[k] += pi * pi;
+      lu[k] += u * u;
     }
-    sp.push(leaf_p);
-    su.push(leaf_u);
+    sp.push(((lp[0] + lp[1]) + (lp[2] + lp[3])) + ((lp[4] + lp[5]) + (lp[6] + lp[7])));
+    su.push(((lu[0] + lu[1]) + (lu[2] + lu[3])) + ((lu[4] + lu[5]) + (lu[6] + lu[7])));
   }
   *p_sq = double(sp.result(T(0)));  // exact: a float widens to double and narrows back unchanged
   *u_sq = double(su.result(T(0)));

@@ -194,13 +194,13 @@ struct VarReducer {
           lq[k] += d * d;
         }
       }
-      A sd = ((ld[0] + ld[1]) + (ld[2] + ld[3])) + ((ld[4] + ld[5]) + (ld[6] + ld[7]));
-      A sq = ((lq[0] + lq[1]) + (lq[2] + lq[3])) + ((lq[4] + lq[5]) + (lq[6] + lq[7]));
-      for (; i < n; ++i) {
+      for (int k = 0; i < n; ++i, ++k) {  // the tail into its lanes, as lane_fold
         const A d = load(i) - m0;
-        sd += d;
-        sq += d * d;
+        ld[k] += d;
+        lq[k] += d * d;
       }
+      const A sd = ((ld[0] + ld[1]) + (ld[2] + ld[3])) + ((ld[4] + ld[5]) + (ld[6] + ld[7]));
+      const A sq = ((lq[0] + lq[1]) + (lq[2] + lq[3])) + ((lq[4] + lq[5]) + (lq[6] + lq[7]));
       // Clamped at 0 against rounding, but a NaN (a NaN or an infinity in the line) stays NaN:
       // std::max(0, NaN) is 0, which made var([1, NaN]) 0.
       const A m2 = sq - sd * sd / A(n);
