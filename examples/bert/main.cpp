@@ -758,7 +758,12 @@ int run(int argc, char** argv) {
                   .first_step = std::clamp<int64_t>(step - epoch * steps_per_epoch, 0, steps_per_epoch)});
     amp::set_log_sink([&](const std::string& s) { bar.log(s.substr(0, s.find_last_not_of('\n') + 1)); });
     RateMeter rate;
+    // Under mixgrad-run only rank 0 evaluates and saves at an epoch's end: the other ranks meet it
+    // here (a collective) before their clocks start, so rank 0's evaluation is not counted in
+    // their next epoch's time (their first all-reduce waited for it: the global rate read low).
+    (void)dp.any(false);
     Stopwatch epoch_clock;
+    double excluded_s = 0;  // mid-epoch evaluations and periodic saves: not training time
     const int64_t first = step % steps_per_epoch;
     if (first == 0) {
       loss_sum = 0;
@@ -844,20 +849,27 @@ int run(int argc, char** argv) {
                         {"samples_per_s", rate.per_second()}, {"peak_rss", peak_rss_bytes()}});
       }
       if (flags.get_int("eval-every") > 0 && step % flags.get_int("eval-every") == 0 && i + 1 < steps_per_epoch) {
+        const Stopwatch eval_clock;
         evaluate_and_log(epoch);
+        excluded_s += eval_clock.seconds();
         bar.log("step " + std::to_string(step) + ": " + eval_name + " " + format_fixed(last_eval.accuracy, 4) +
                 (mlm ? ", perplexity " + format_number(last_eval.perplexity) : ""));
       }
       const bool periodic = flags.get_int("checkpoint-every") > 0 && step % flags.get_int("checkpoint-every") == 0;
       stop = interrupted || ++steps_this_run == flags.get_int("stop-after");
-      // A stop on the epoch's last step saves after the epoch's evaluation below, so that a resumed
-      // run starts the next epoch with this one fully reported.
-      if (!flags.value("checkpoint").empty() && (periodic || stop) && (!stop || i + 1 < steps_per_epoch)) save(flags.value("checkpoint"));
+      // A save due on the epoch's last step (periodic or a stop) happens after the epoch's
+      // evaluation below, once, so that a resumed run starts the next epoch with this one fully
+      // reported (as train_resnet).
+      if (!flags.value("checkpoint").empty() && (periodic || stop) && i + 1 < steps_per_epoch) {
+        const Stopwatch save_clock;
+        save(flags.value("checkpoint"));
+        excluded_s += save_clock.seconds();
+      }
     }
     bar.finish();
     amp::set_log_sink(nullptr);
     if (step % steps_per_epoch == 0) {
-      const double epoch_time = epoch_clock.seconds();
+      const double epoch_time = epoch_clock.seconds() - excluded_s;  // training time only
       const double rank_verses_per_s = double(seen - seen_before) / epoch_time;
       const double global_verses_per_s = dp.sum(rank_verses_per_s);
       if (dp.active()) {
