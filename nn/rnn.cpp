@@ -144,10 +144,7 @@ std::vector<Tensor> RNNBase::run(const Tensor& x_in, const Tensor& h0, const Ten
       // (The LSTM's cell state runs in f32 beside f16/bf16 products: detail::initial_state.)
       const auto initial = [&](const Tensor& s0, int64_t size, bool cell_state, const char* what) {
         const DType products = xi.dtype();
-        if (!s0.defined()) {
-          const bool low = products == DType::F16 || products == DType::BF16;
-          return zero_state(cell_state && low ? DType::F32 : products, size);
-        }
+        if (!s0.defined()) return zero_state(detail::state_dtype(products, cell_state), size);
         return detail::initial_state(select(s0, 0, l * dirs + d), products, cell_state, name.c_str(), what);
       };
       Tensor h = initial(h0, R, false, "h0");
@@ -227,9 +224,12 @@ Tensors gate_parts(const Tensor& g, int64_t gates, int64_t hidden) {
 
 Tensor initial_state(const Tensor& s, DType products, bool cell_state, const char* who, const char* what) {
   MG_CHECK(is_floating(s.dtype()), DTypeError, who, ": expected a floating ", what, ", got ", dtype_name(s.dtype()));
-  const bool low = products == DType::F16 || products == DType::BF16;
-  const DType want = cell_state && low ? DType::F32 : products;
+  const DType want = state_dtype(products, cell_state);
   return s.dtype() == want ? s : mg::to(s, want);
+}
+
+DType state_dtype(DType products, bool cell_state) {
+  return cell_state && (products == DType::F16 || products == DType::BF16) ? DType::F32 : products;
 }
 
 Tensor rnn_step(const Tensor& gi, const Tensor& gh, bool relu_nonlinearity) {

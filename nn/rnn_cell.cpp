@@ -75,8 +75,7 @@ LSTMState LSTMCell::forward(const Tensor& x, const LSTMState& state) {
   const Tensor h0 = state_or_zeros(state.h, p, "h", gi.dtype());
   // As the layer: the cell state in f32 for f16/bf16 products (its running sum would round every
   // step; an f32 c, such as the previous step's, is used as it is), h back in the products' dtype.
-  const bool low = gi.dtype() == DType::F16 || gi.dtype() == DType::BF16;
-  const Tensor c0 = state_or_zeros(state.c, p, "c", low ? DType::F32 : gi.dtype());
+  const Tensor c0 = state_or_zeros(state.c, p, "c", detail::state_dtype(gi.dtype(), /*cell_state=*/true));
   detail::LstmStep next = detail::lstm_step(gi, hidden_projection(h0), c0, options().hidden_size);
   if (next.h.dtype() != gi.dtype()) next.h = mg::to(next.h, gi.dtype());
   if (p.unbatched) return {squeeze(next.h, 0), squeeze(next.c, 0)};

@@ -14,6 +14,8 @@ namespace mg::nn::detail {
 // c, such as a returned c_n fed back, is used as it is. A non-floating state is a DTypeError
 // naming `who` and `what` ("LSTM", "c0").
 Tensor initial_state(const Tensor& s, DType products, bool cell_state, const char* who, const char* what);
+// The dtype a state runs in beside `products`: f32 for an LSTM cell state beside f16/bf16, else products.
+DType state_dtype(DType products, bool cell_state);
 
 // h' = tanh(gi + gh) or relu(gi + gh).
 Tensor rnn_step(const Tensor& gi, const Tensor& gh, bool relu);
