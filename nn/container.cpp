@@ -1,6 +1,17 @@
 #include "mixgrad/nn/container.h"
 
+#include <algorithm>
+
 namespace mg::nn {
+
+namespace {
+// i in [-size, size) as a position; an IndexError naming the container otherwise.
+std::size_t position(int64_t i, std::size_t size, const char* container, const char* what) {
+  const auto n = static_cast<int64_t>(size);
+  MG_CHECK(i >= -n && i < n, IndexError, container, ": index ", i, " is out of range for ", n, " ", what);
+  return static_cast<std::size_t>(i < 0 ? i + n : i);
+}
+}  // namespace
 
 Sequential::Sequential(std::vector<std::shared_ptr<UnaryModule>> layers) : UnaryModule("Sequential") {
   for (auto& l : layers) push_back(std::move(l));
@@ -21,10 +32,8 @@ Tensor Sequential::forward(const Tensor& x) {
   return h;
 }
 
-const std::shared_ptr<UnaryModule>& Sequential::operator[](std::size_t i) const {
-  MG_CHECK(i < layers_.size(), IndexError, "Sequential: index ", i, " is out of range for ", layers_.size(),
-           " layers");
-  return layers_[i];
+const std::shared_ptr<UnaryModule>& Sequential::operator[](int64_t i) const {
+  return layers_[position(i, layers_.size(), "Sequential", "layers")];
 }
 
 ModuleList::ModuleList(std::vector<std::shared_ptr<Module>> modules) : Module("ModuleList") {
@@ -36,10 +45,37 @@ void ModuleList::push_back(std::shared_ptr<Module> m) {
   modules_.push_back(std::move(m));
 }
 
-const std::shared_ptr<Module>& ModuleList::operator[](std::size_t i) const {
-  MG_CHECK(i < modules_.size(), IndexError, "ModuleList: index ", i, " is out of range for ", modules_.size(),
-           " modules");
-  return modules_[i];
+const std::shared_ptr<Module>& ModuleList::operator[](int64_t i) const {
+  return modules_[position(i, modules_.size(), "ModuleList", "modules")];
+}
+
+ModuleDict::ModuleDict(std::vector<std::pair<std::string, std::shared_ptr<Module>>> modules) : Module("ModuleDict") {
+  for (auto& [key, m] : modules) insert(key, std::move(m));
+}
+
+void ModuleDict::insert(const std::string& key, std::shared_ptr<Module> m) {
+  register_module(key, m);  // validates the key and refuses a duplicate or a null module
+  modules_.emplace_back(key, std::move(m));
+}
+
+bool ModuleDict::contains(const std::string& key) const {
+  return std::any_of(modules_.begin(), modules_.end(), [&](const auto& p) { return p.first == key; });
+}
+
+const std::shared_ptr<Module>& ModuleDict::operator[](const std::string& key) const {
+  const auto it = std::find_if(modules_.begin(), modules_.end(), [&](const auto& p) { return p.first == key; });
+  if (it == modules_.end()) {
+    std::string known;
+    for (const auto& [k, m] : modules_) known += (known.empty() ? "\"" : ", \"") + k + "\"";
+    throw IndexError(str_cat("ModuleDict: no module \"", key, "\" (keys: ", known.empty() ? "none" : known, ")"));
+  }
+  return it->second;
+}
+
+std::vector<std::string> ModuleDict::keys() const {
+  std::vector<std::string> out;
+  for (const auto& [k, m] : modules_) out.push_back(k);
+  return out;
 }
 
 }  // namespace mg::nn

@@ -1,5 +1,7 @@
 // Containers: Sequential (a chain of unary layers), ModuleList (an indexed list of modules whose
-// forward the owner writes) and Functional (a function as a layer, e.g. a reshape in a Sequential).
+// forward the owner writes), ModuleDict (modules by name, in insertion order) and Functional (a
+// function as a layer, e.g. a reshape in a Sequential). Indices may be negative, counted from the
+// end, as in PyTorch (seq[-1] is the last layer).
 //
 //   auto mlp = nn::Sequential({nn::make<nn::Linear>({.in = 784, .out = 256}), nn::make<nn::ReLU>(),
 //                              nn::make<nn::Linear>({.in = 256, .out = 10})});
@@ -7,6 +9,8 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "mixgrad/nn/module.h"
@@ -25,10 +29,10 @@ class Sequential : public UnaryModule {
   Tensor forward(const Tensor& x) override;
 
   std::size_t size() const { return layers_.size(); }
-  const std::shared_ptr<UnaryModule>& operator[](std::size_t i) const;
+  const std::shared_ptr<UnaryModule>& operator[](int64_t i) const;
   // The i-th layer as its concrete type; an error when it is another type.
   template <typename M>
-  std::shared_ptr<M> at(std::size_t i) const {
+  std::shared_ptr<M> at(int64_t i) const {
     auto m = std::dynamic_pointer_cast<M>((*this)[i]);
     MG_CHECK(m != nullptr, Error, "Sequential: layer ", i, " is a ", (*this)[i]->type_name(),
              ", not the requested type");
@@ -46,9 +50,9 @@ class ModuleList : public Module {
   // Appends a module named by its position.
   void push_back(std::shared_ptr<Module> m);
   std::size_t size() const { return modules_.size(); }
-  const std::shared_ptr<Module>& operator[](std::size_t i) const;
+  const std::shared_ptr<Module>& operator[](int64_t i) const;
   template <typename M>
-  std::shared_ptr<M> at(std::size_t i) const {
+  std::shared_ptr<M> at(int64_t i) const {
     auto m = std::dynamic_pointer_cast<M>((*this)[i]);
     MG_CHECK(m != nullptr, Error, "ModuleList: module ", i, " is a ", (*this)[i]->type_name(),
              ", not the requested type");
@@ -59,6 +63,38 @@ class ModuleList : public Module {
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// Modules by name in insertion order (PyTorch's ModuleDict), for a model whose forward picks its
+// parts by key (one head per task). Each module is registered under its key, so parameters are
+// named "<key>.weight".
+//   nn::ModuleDict heads({{"cls", nn::make<nn::Linear>({.in = 64, .out = 2})}});
+//   heads.insert("tag", nn::make<nn::Linear>({.in = 64, .out = 9}));
+//   Tensor y = (*heads.at<nn::Linear>("tag"))(h);
+class ModuleDict : public Module {
+ public:
+  ModuleDict() : Module("ModuleDict") {}
+  explicit ModuleDict(std::vector<std::pair<std::string, std::shared_ptr<Module>>> modules);
+  // Adds `m` under `key` (a valid module name: non-empty, no '.', not taken).
+  void insert(const std::string& key, std::shared_ptr<Module> m);
+  std::size_t size() const { return modules_.size(); }
+  bool contains(const std::string& key) const;
+  // The module under `key`; an IndexError naming the keys when there is none.
+  const std::shared_ptr<Module>& operator[](const std::string& key) const;
+  template <typename M>
+  std::shared_ptr<M> at(const std::string& key) const {
+    auto m = std::dynamic_pointer_cast<M>((*this)[key]);
+    MG_CHECK(m != nullptr, Error, "ModuleDict: module \"", key, "\" is a ", (*this)[key]->type_name(),
+             ", not the requested type");
+    return m;
+  }
+  std::vector<std::string> keys() const;
+  // (key, module) pairs in insertion order.
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ private:
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> modules_;
 };
 
 // A parameter-free layer from a function: Functional([](const Tensor& x) { return x.flatten(1); }).

@@ -60,6 +60,11 @@ class Dropout2d : public ChannelDropout {
  public:
   explicit Dropout2d(Options options = {}) : ChannelDropout("Dropout2d", 2, options) {}
 };
+// x [N, C, D, H, W] or [C, D, H, W].
+class Dropout3d : public ChannelDropout {
+ public:
+  explicit Dropout3d(Options options = {}) : ChannelDropout("Dropout3d", 3, options) {}
+};
 
 // Alpha dropout (Klambauer et al. 2017, for SELU networks): in training each element (or, with
 // feature = true, each (dim 0, dim 1) slice of x [N, C, *]) is kept with probability 1 - p or set to

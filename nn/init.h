@@ -46,8 +46,11 @@ Tensor kaiming_uniform_(Tensor t, const KaimingOptions& options = {}, Generator*
 // N(0, s^2) with s = gain / sqrt(fan).
 Tensor kaiming_normal_(Tensor t, const KaimingOptions& options = {}, Generator* gen = nullptr);
 
-// N(mean, std^2) restricted to [low, high] (values outside are redrawn; BERT uses std 0.02 with
-// the default +-2 bounds, i.e. effectively untruncated at +-100 std).
+// N(mean, std^2) restricted to [low, high] (BERT uses std 0.02 with the default +-2 bounds, i.e.
+// effectively untruncated at +-100 std), sampled exactly at any distance from the mean: by
+// rejection from the normal when the bounds hold at least 30% of its mass, else from Robert's
+// uniform or exponential proposals (a [5, 6] or [40, inf) interval of N(0, 1) works, where
+// PyTorch's inverse-CDF method returns the bound). Sampled in f64, rounded once into t's dtype.
 Tensor trunc_normal_(Tensor t, double mean = 0.0, double std = 1.0, double low = -2.0, double high = 2.0,
                      Generator* gen = nullptr);
 

@@ -94,7 +94,7 @@ Tensor Module::register_parameter(const std::string& name, const Tensor& t, bool
   return p;
 }
 
-Tensor Module::register_buffer(const std::string& name, const Tensor& t) {
+Tensor Module::register_buffer(const std::string& name, const Tensor& t, bool persistent) {
   check_new_name(name, "buffer");
   MG_CHECK(t.defined(), Error, type_name(), ": buffer \"", name, "\" is undefined");
   // The tensor itself when it carries no autograd history (as parameters are registered): a buffer
@@ -102,6 +102,7 @@ Tensor Module::register_buffer(const std::string& name, const Tensor& t) {
   // detach() would be a new tensor object each time, sharing memory until the first to().
   const bool plain = !t.requires_grad() && !t.grad_fn();
   buffers_.emplace_back(name, plain ? t : t.detach());
+  if (!persistent) non_persistent_buffers_.insert(name);
   return buffers_.back().second;
 }
 
@@ -146,9 +147,18 @@ Tensors Module::buffers() const {
   return out;
 }
 
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  std::unordered_set<const Module*> seen;
+  for (const auto& entry : children_) {
+    if (seen.insert(entry.second.get()).second) out.push_back(entry);
+  }
+  return out;
+}
+
 std::vector<std::shared_ptr<Module>> Module::children() const {
   std::vector<std::shared_ptr<Module>> out;
-  for (const auto& [name, child] : children_) out.push_back(child);
+  for (auto& [name, child] : named_children()) out.push_back(child);
   return out;
 }
 
@@ -248,10 +258,17 @@ void Module::zero_grad(bool set_to_none) {
   }
 }
 
+void Module::collect_state(const std::string& prefix, NamedTensors& out) const {
+  for (const auto& [name, t] : params_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, t] : buffers_) {
+    if (!non_persistent_buffers_.contains(name)) out.emplace_back(prefix + name, t);
+  }
+  for (const auto& [name, child] : children_) child->collect_state(prefix + name + ".", out);
+}
+
 NamedTensors Module::state_dict() const {
   NamedTensors out;  // every name of a shared tensor, as PyTorch's state_dict
-  collect("", true, out, nullptr);
-  collect("", false, out, nullptr);
+  collect_state("", out);
   // Detached aliases, as PyTorch's: the same memory (an in-place write changes the model, a load
   // copies into it) without the parameter's requires_grad, so the caller may edit them in place.
   for (auto& entry : out) entry.second = entry.second.detach();

@@ -45,8 +45,11 @@ class Module {
   // ---- registration (names: non-empty, no dots, unique within the module) ----
   // Registers `t` as a parameter (a leaf; requires_grad as given) and returns a handle to it.
   Tensor register_parameter(const std::string& name, const Tensor& t, bool requires_grad = true);
-  // Registers state that is saved and moved with the module but not trained.
-  Tensor register_buffer(const std::string& name, const Tensor& t);
+  // Registers state that is moved with the module but not trained. A persistent buffer (batch
+  // norm's running statistics) is part of state_dict(); a non-persistent one (a cached mask or
+  // table the module can rebuild) is not, and load_state_dict neither expects nor accepts it, as
+  // PyTorch's register_buffer(..., persistent=False).
+  Tensor register_buffer(const std::string& name, const Tensor& t, bool persistent = true);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     add_child(name, m);
@@ -65,7 +68,8 @@ class Module {
   NamedTensors named_parameters() const;
   Tensors buffers() const;
   NamedTensors named_buffers() const;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  // The direct children; one registered under several names is listed once, under its first.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
   std::vector<std::shared_ptr<Module>> children() const;
   // This module ("") and every descendant with its dotted path.
   std::vector<std::pair<std::string, const Module*>> named_modules() const;
@@ -90,7 +94,8 @@ class Module {
   void zero_grad(bool set_to_none = true);
 
   // ---- state ----
-  // Parameters then buffers, with dotted names, as detached aliases (PyTorch's): they share the
+  // Each module's parameters, then its persistent buffers, then its children's state, in
+  // registration order with dotted names (PyTorch's order), as detached aliases: they share the
   // model's memory and version counters — an in-place write through one changes the model — but
   // require no gradient. Copy (clone) them for a snapshot that later steps must not change.
   NamedTensors state_dict() const;
@@ -131,12 +136,15 @@ class Module {
                std::unordered_set<const TensorImpl*>* seen) const;
   void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, const Module*>>& out,
                        std::unordered_set<const Module*>& seen) const;
+  // Every name of the state under `prefix`: own parameters, persistent buffers, then children's.
+  void collect_state(const std::string& prefix, NamedTensors& out) const;
 
   std::string type_name_;  // explicit; empty: derived from the dynamic type
   std::string name_;  // set by the first parent's add_child
   bool training_ = true;
   NamedTensors params_;
   NamedTensors buffers_;
+  std::unordered_set<std::string> non_persistent_buffers_;  // names in buffers_ left out of state_dict
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 

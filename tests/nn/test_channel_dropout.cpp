@@ -48,3 +48,22 @@ TEST_CASE("Dropout1d on batched and unbatched input, p = 0 and p = 1, and refusa
   MG_REQUIRE_ERROR(nn::Dropout2d({.p = 0.5}).forward(randn({6, 5})), "Dropout2d");
   MG_REQUIRE_ERROR(nn::Dropout1d({.p = 1.5}), "Dropout1d: p must be in [0, 1]");
 }
+
+TEST_CASE("Dropout3d zeroes whole channels of [N, C, D, H, W] and of unbatched [C, D, H, W]", "[nn][dropout]") {
+  Generator gen(5);
+  nn::Dropout3d drop({.p = 0.5, .generator = &gen});
+  const Tensor x = full({3, 8, 2, 2, 2}, 1.0);
+  const std::vector<double> v = values(drop.forward(x));
+  int64_t zeros_seen = 0;
+  for (int64_t ch = 0; ch < 24; ++ch) {
+    const double first = v[std::size_t(ch * 8)];
+    CHECK((first == 0.0 || first == 2.0));
+    for (int64_t k = 1; k < 8; ++k) CHECK(v[std::size_t(ch * 8 + k)] == first);
+    zeros_seen += first == 0.0 ? 1 : 0;
+  }
+  CHECK(zeros_seen > 0);  // 24 channels at p = 0.5: all kept has probability 6e-8
+  CHECK(zeros_seen < 24);
+  CHECK(drop.forward(full({8, 2, 2, 2}, 1.0)).shape() == Shape{8, 2, 2, 2});
+  MG_REQUIRE_ERROR(drop.forward(randn({8, 2, 2})), "Dropout3d");
+  CHECK(drop.layer_name() == "Dropout3d(p=0.5)");
+}

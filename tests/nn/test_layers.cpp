@@ -622,6 +622,9 @@ TEST_CASE("Sequential: positional names, forward, at<T>, push_back and the print
   MG_REQUIRE_ERROR(net.at<nn::Linear>(0), "Sequential: layer 0 is a Conv2d, not the requested type");
   REQUIRE_THROWS_AS(net[5], IndexError);
   MG_REQUIRE_ERROR(net[5], "Sequential: index 5 is out of range for 5 layers");
+  CHECK(net[-1] == net[4]);  // from the end, as PyTorch's seq[-1]
+  CHECK(net.at<nn::Linear>(-1) == fc);
+  MG_REQUIRE_ERROR(net[-6], "Sequential: index -6 is out of range for 5 layers");
 
   // push_back: by position or by name; nested containers indent
   nn::Sequential outer;
@@ -676,6 +679,8 @@ TEST_CASE("ModuleList, register_module with options, and Functional", "[nn][laye
   CHECK(tower.blocks->at<nn::Linear>(1)->weight.is_same(tower.parameters()[3]));
   MG_REQUIRE_ERROR(tower.blocks->at<nn::ReLU>(0), "ModuleList: module 0 is a Linear, not the requested type");
   MG_REQUIRE_ERROR((*tower.blocks)[2], "ModuleList: index 2 is out of range for 2 modules");
+  CHECK((*tower.blocks)[-2] == (*tower.blocks)[0]);
+  MG_REQUIRE_ERROR((*tower.blocks)[-3], "ModuleList: index -3 is out of range for 2 modules");
   int count = 0;
   for (const auto& m : *tower.blocks) count += m->type_name() == "Linear";
   CHECK(count == 2);
@@ -1001,4 +1006,38 @@ TEST_CASE("Linear names a 0-d input as such", "[nn][layers][errors]") {
 TEST_CASE("BCEWithLogitsLoss refuses a pos_weight that requires grad (its buffer has none)", "[nn][layers][loss]") {
   MG_REQUIRE_ERROR(nn::BCEWithLogitsLoss({.pos_weight = full({3}, 2.0).requires_grad_()}),
                    "BCEWithLogitsLoss: pos_weight [3] f32 cpu requires grad");
+}
+
+TEST_CASE("ModuleDict holds modules by key in insertion order", "[nn][layers][container]") {
+  struct Heads : nn::Module {
+    Heads() : Module("Heads") {
+      heads = register_module("heads", std::make_shared<nn::ModuleDict>(std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>>{
+                                           {"cls", nn::make<nn::Linear>({.in = 4, .out = 2})}}));
+      heads->insert("tag", nn::make<nn::Linear>({.in = 4, .out = 3, .bias = false}));
+    }
+    std::shared_ptr<nn::ModuleDict> heads;
+  } net;
+  CHECK(names(net.named_parameters()) == std::vector<std::string>{"heads.cls.weight", "heads.cls.bias", "heads.tag.weight"});
+  CHECK(net.heads->keys() == std::vector<std::string>{"cls", "tag"});
+  CHECK(net.heads->size() == 2);
+  CHECK(net.heads->contains("tag"));
+  CHECK(!net.heads->contains("pos"));
+  const Tensor h = rnd({5, 4}, 3, DType::F32);
+  auto tag = net.heads->at<nn::Linear>("tag");
+  CHECK(values((*tag)(h)) == values(linear(h, tag->weight)));
+  int n = 0;
+  for (const auto& [key, m] : *net.heads) n += (key == "cls" || key == "tag") && m->type_name() == "Linear";
+  CHECK(n == 2);
+  MG_REQUIRE_ERROR((*net.heads)["pos"], "ModuleDict: no module \"pos\" (keys: \"cls\", \"tag\")");
+  REQUIRE_THROWS_AS((*net.heads)["pos"], IndexError);
+  MG_REQUIRE_ERROR(net.heads->at<nn::ReLU>("cls"), "ModuleDict: module \"cls\" is a Linear, not the requested type");
+  MG_REQUIRE_ERROR(net.heads->insert("cls", nn::make<nn::ReLU>()), "ModuleDict: module name \"cls\" is already registered");
+  MG_REQUIRE_ERROR(net.heads->insert("a.b", nn::make<nn::ReLU>()), "must be non-empty and contain no '.'");
+  CHECK(net.str() ==
+        "Heads(\n"
+        "  (heads): ModuleDict(\n"
+        "    (cls): Linear(in=4, out=2, bias=true)\n"
+        "    (tag): Linear(in=4, out=3, bias=false)\n"
+        "  )\n"
+        ")");
 }

@@ -288,3 +288,53 @@ TEST_CASE("to(dtype) and to(device) keep the accumulated gradients, converted, a
   net.to(Device::cpu());
   CHECK(values(net.layer1->fc->weight.grad()) == g);
 }
+
+TEST_CASE("state_dict lists each module's parameters, then its buffers, then its children's, as PyTorch",
+          "[nn][module]") {
+  // PyTorch: a module with buffer rb, parameter w, child c (Linear), a non-persistent buffer tmp and
+  // parameter z (registered in that order) gives ['w', 'z', 'rb', 'c.weight', 'c.bias'].
+  struct Mixed : nn::Module {
+    Mixed() : Module("Mixed") {
+      rb = register_buffer("rb", zeros({1}));
+      w = register_parameter("w", ones({1}));
+      c = register_module("c", std::make_shared<Affine>(1, 1));
+      tmp = register_buffer("tmp", zeros({2}), /*persistent=*/false);
+      z = register_parameter("z", ones({1}));
+    }
+    Tensor rb, w, tmp, z;
+    std::shared_ptr<Affine> c;
+  } m;
+  CHECK(names(m.state_dict()) == std::vector<std::string>{"w", "z", "rb", "c.weight", "c.bias"});
+  // A non-persistent buffer is still a buffer: listed, and converted by to().
+  CHECK(names(m.named_buffers()) == std::vector<std::string>{"rb", "tmp"});
+  m.to(DType::F64);
+  CHECK(m.tmp.dtype() == DType::F64);
+  // load_state_dict neither expects it nor accepts it (PyTorch: unexpected_keys=['tmp']).
+  m.load_state_dict(m.state_dict());
+  nn::NamedTensors with_tmp = m.state_dict();
+  with_tmp.emplace_back("tmp", ones({2}));
+  MG_REQUIRE_ERROR(m.load_state_dict(with_tmp), "unexpected keys (1):\n    tmp");
+  const auto skipped = m.load_state_dict(with_tmp, /*strict=*/false);
+  CHECK(skipped.unexpected_keys == std::vector<std::string>{"tmp"});
+  CHECK(values(m.tmp) == std::vector<double>{0, 0});
+  Net net;  // the nested example: own tensors before the children's at every level
+  CHECK(names(net.state_dict()) == std::vector<std::string>{"layer1.fc.weight", "layer1.fc.bias", "layer1.norm.weight",
+                                                            "layer1.norm.running_mean", "head.weight"});
+}
+
+TEST_CASE("children() lists a child registered under two names once, under its first name", "[nn][module]") {
+  // PyTorch: [n for n, _ in nn.Sequential(lin, nn.ReLU(), lin).named_children()] == ['0', '1'].
+  auto lin = std::make_shared<Affine>(2, 2);
+  struct Twice : nn::Module {
+    explicit Twice(const std::shared_ptr<Affine>& a) : Module("Twice") {
+      register_module("a", a);
+      register_module("n", std::make_shared<Norm>(2));
+      register_module("b", a);
+    }
+  } net(lin);
+  std::vector<std::string> seen;
+  for (const auto& [name, child] : net.named_children()) seen.push_back(name);
+  CHECK(seen == std::vector<std::string>{"a", "n"});
+  REQUIRE(net.children().size() == 2);
+  CHECK(net.children()[0] == lin);
+}
