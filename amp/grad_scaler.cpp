@@ -153,6 +153,7 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   MG_CHECK(e.stage == Stage::Ready, Error, "GradScaler::unscale_: already called for this ", opt.name(),
            " optimizer since the last update()",
            "\n  hint: call unscale_ at most once per optimizer per iteration, before step(); update() starts the next");
+  e.checked = has_any_grad(opt);
   const Device device = opt.parameters().front().device();
   if (use_device(device)) {
     // The fused device pass: the flag and the counts stay on the device.
@@ -220,6 +221,15 @@ void GradScaler::update(std::optional<double> new_scale) {
   MG_CHECK(!per_optimizer_.empty() || new_scale, Error,
            "GradScaler::update: no optimizer was unscaled or stepped since the last update()",
            "\n  hint: call scaler.step(optimizer) before scaler.update()");
+  // unscale_ of an optimizer without gradients checked nothing: an update would count a clean
+  // iteration (and grow the scale) having learned nothing. PyTorch: "No inf checks were recorded".
+  // Nothing was unscaled either, so the iteration is dropped and the next one starts clean.
+  if (!new_scale && std::none_of(per_optimizer_.begin(), per_optimizer_.end(), [](const auto& p) { return p.second.checked; })) {
+    per_optimizer_.clear();
+    throw Error("GradScaler::update: no inf/NaN check was recorded since the last update(): the optimizers unscaled "
+                "had no gradient\n  hint: check that the loss depends on the optimizer's parameters and that "
+                "backward ran before unscale_()");
+  }
   if (device_) {
     // The iteration's flag: any optimizer's (a device max, no host read).
     NoGradGuard no_grad;

@@ -142,6 +142,7 @@ class GradScaler : public GraphParticipant {
     StepStats stats;     // host statistics (CPU), or only `values` on the device
     Tensor counts;       // on the device: [3] i64 {zeros, underflowed, nonfinite}
     Tensor found_inf;    // on the device: [1] f32, this optimizer's flag
+    bool checked = false;  // some gradient was checked for inf/NaN (unscale_ of no gradient checks none)
   };
   // Statistics that may still be on the device.
   struct LazyStats {

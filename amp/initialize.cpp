@@ -1,5 +1,6 @@
 #include "mixgrad/amp/initialize.h"
 
+#include <algorithm>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -150,6 +151,11 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
   if (options.memory_format == MemoryFormat::ChannelsLast) {
     for (const auto& m : models) m->to(MemoryFormat::ChannelsLast);
   }
+  // Disabled, the loss scalers are PyTorch's GradScaler(enabled=False): scale 1, nothing changes,
+  // so amp::loss_scale() and state_dict() work the same with amp on or off.
+  for (int i = 0; i < props.num_losses; ++i) {
+    st->scalers.push_back(props.enabled ? make_scaler(props) : GradScaler(GradScalerOptions{.enabled = false}));
+  }
   if (props.enabled) {
     if (props.verbosity >= 1) log_sink()(props.str());
     if (props.cast_model_type && *props.cast_model_type != DType::F32) {
@@ -166,7 +172,15 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
       st->output_dtype = *props.cast_model_outputs;
     }
     if (props.master_weights) {
-      for (optim::Optimizer* opt : optimizers) opt->use_master_weights();
+      // An optimizer whose parameters all stayed f32 (one for batch norm's, kept f32 at O2) needs
+      // no masters, as Apex's empty master groups: it steps its f32 parameters directly.
+      for (optim::Optimizer* opt : optimizers) {
+        const Tensors params = opt->parameters();
+        if (std::any_of(params.begin(), params.end(),
+                        [](const Tensor& p) { return p.dtype() == DType::F16 || p.dtype() == DType::BF16; })) {
+          opt->use_master_weights();
+        }
+      }
     }
     if (props.patch_functions) {
       install_autocast();
@@ -174,7 +188,6 @@ void initialize_models(const std::vector<std::shared_ptr<nn::Module>>& models,
       a.enabled = true;
       a.dtype = props.dtype;
     }
-    for (int i = 0; i < props.num_losses; ++i) st->scalers.push_back(make_scaler(props));
     if (props.verbosity >= 1) {
       // The overflow line of the device path (scale_loss on CUDA), which learns of a skip only
       // when the scaler's state is read; the host path writes its own line at once.
@@ -268,11 +281,15 @@ ScaledLoss scale_loss(const Tensor& loss, const std::vector<optim::Optimizer*>& 
   MG_CHECK(options.loss_id >= 0 && options.loss_id < st.props.num_losses, Error, who, ": loss_id ", options.loss_id,
            " is out of range; amp::initialize was given num_losses = ", st.props.num_losses,
            "\n  hint: pass num_losses = <number of losses> to amp::initialize");
+  // Every optimizer is checked before any gradient is set aside: a refusal leaves them all as they were.
   for (optim::Optimizer* opt : optimizers) {
     OptimizerEntry& e = entry_of(st, opt, who);
     MG_CHECK(e.pending_loss_id < 0 || e.pending_loss_id == options.loss_id, Error, who, ": loss ", options.loss_id,
              " while the gradients still hold loss ", e.pending_loss_id, "'s delay_unscale'd values",
              "\n  hint: finish an accumulation (a scale_loss without delay_unscale) before switching loss_id");
+  }
+  for (optim::Optimizer* opt : optimizers) {
+    OptimizerEntry& e = entry_of(st, opt, who);
     // Gradients of earlier losses in this step are already unscaled: set them aside, so this loss's
     // scaled gradients arrive alone, and add them back after unscaling (Apex's stash). Masters
     // need none: the unscale accumulates into the master gradients.
@@ -369,9 +386,13 @@ void ScaledLoss::finish() {
   }
   MG_ASSERT(host_checked || optimizers_.empty(), "amp::ScaledLoss::finish: no optimizer was unscaled");
   overflow_ = total.found_inf();
-  scaler.update_from(overflow_);
+  // The step is gated before the scale update, which throws at the floor (min_loss_scale) or after
+  // too many skips: a caller who catches that error must still not step on inf/NaN gradients.
   if (overflow_) {
     for (optim::Optimizer* opt : optimizers_) entry_of(st, opt, who).skip_next = true;
+  }
+  scaler.update_from(overflow_);
+  if (overflow_) {
     if (p.verbosity >= 1 && !scaler.on_device()) {  // else the on_skip line of initialize_models
       std::ostringstream line;
       line << "amp: gradient overflow (" << total.nonfinite << " inf/NaN values); skipping the step, loss scaler "

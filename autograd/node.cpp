@@ -20,6 +20,27 @@ std::mutex g_accumulate_mutex;
 Node::Node(uint32_t num_outputs)
     : num_outputs_(num_outputs), sequence_nr_(g_next_sequence_nr.fetch_add(1)) {}
 
+Node::~Node() {
+  // The outermost destructor on this thread drains a stack of the nodes whose last reference an
+  // inner destructor would have dropped; each inner one only pushes its own (as PyTorch's
+  // deleteNode). Saved tensors (derived members, gone before this body runs) do not hold the
+  // chain: their producers are in next_edges too.
+  thread_local std::vector<std::shared_ptr<Node>> orphans;
+  thread_local bool draining = false;
+  for (Edge& e : next_edges) {
+    if (e.node && e.node.use_count() == 1) orphans.push_back(std::move(e.node));
+  }
+  next_edges.clear();
+  if (draining) return;
+  draining = true;
+  while (!orphans.empty()) {
+    std::shared_ptr<Node> last = std::move(orphans.back());
+    orphans.pop_back();
+    last.reset();  // its destructor pushes the nodes it alone held
+  }
+  draining = false;
+}
+
 Tensor Node::run_pre_hooks(uint32_t output_nr, Tensor grad) const {
   std::vector<PreHook> hooks;  // a hook may remove itself (or others): run over a copy
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained;

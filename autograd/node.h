@@ -27,7 +27,10 @@ struct Edge {
 class Node : public std::enable_shared_from_this<Node> {
  public:
   explicit Node(uint32_t num_outputs);
-  virtual ~Node() = default;
+  // Frees the nodes this one alone kept alive iteratively, not by recursion: a graph of a few
+  // hundred thousand nodes in a chain (a loss summed over many steps, a long unroll) would
+  // otherwise overflow the stack when its last output goes.
+  virtual ~Node();
 
   // Gradients of this node's forward outputs in, gradients for next_edges out (same order and
   // length as next_edges; an undefined Tensor means "no gradient").

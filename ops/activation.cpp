@@ -107,6 +107,11 @@ Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double negative_
   MG_CHECK(grad.defined() && x.defined(), Error, "leaky_relu_backward: undefined tensor operand");
   return dispatch1(OpId::leaky_relu_backward, {grad, x}, {.alpha = negative_slope});
 }
+Tensor softplus_backward(const Tensor& grad, const Tensor& x, double beta, double threshold) {
+  MG_CHECK(grad.defined() && x.defined(), Error, "softplus_backward: undefined tensor operand");
+  MG_CHECK(beta != 0 && std::isfinite(beta), Error, "softplus_backward: beta must be finite and not 0, got ", beta);
+  return dispatch1(OpId::softplus_backward, {grad, x}, {.alpha = beta, .beta = threshold});
+}
 Tensor elu_backward(const Tensor& grad, const Tensor& x, double alpha, double scale, bool celu_input_scale) {
   MG_CHECK(grad.defined() && x.defined(), Error, "elu_backward: undefined tensor operand");
   MG_CHECK(!celu_input_scale || alpha != 0.0, Error, "elu_backward: a CELU input scale needs alpha != 0");

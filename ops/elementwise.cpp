@@ -126,11 +126,17 @@ Tensors silu_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor s = sigmoid(x);
   return {g[0] * (s * (1.0 + x * (1.0 - s)))};
 }
-// d softplus = sigmoid(beta x), or 1 where beta x > threshold
+// d softplus = sigmoid(beta x), or 1 where beta x > threshold. The fused op keeps beta x in f32
+// for f16/bf16 (rounded to f16, 0.3335 * 3 fell to 1.0 and took the other branch than the forward);
+// the recorded form (double backward) computes in f32 too and rounds once.
 Tensors softplus_bw(const BackwardCtx& c, const Tensors& g) {
-  const Tensor bx = c.input(0) * c.attrs().alpha;
+  const Tensor x = c.input(0);
+  if (fused_backward(g[0], x)) return {dispatch1(OpId::softplus_backward, {g[0], x}, c.attrs())};
+  const DType dt = g[0].dtype();
+  const bool low = dt == DType::F16 || dt == DType::BF16;
+  const Tensor bx = (low ? to(x, DType::F32) : x) * c.attrs().alpha;
   const Tensor d = where(gt(bx, scalar_like(c.attrs().beta, bx)), scalar_like(1.0, bx), sigmoid(bx));
-  return {g[0] * d};
+  return {low ? to(to(g[0], DType::F32) * d, dt) : g[0] * d};
 }
 // d erf x = 2 / sqrt(pi) e^(-x^2) (fused: fn::ErfBackward)
 Tensors erf_bw(const BackwardCtx& c, const Tensors& g) {
@@ -148,7 +154,7 @@ Tensors div_scalar_bw(const BackwardCtx& c, const Tensors& g) {
 // d x^p = p x^(p-1)
 Tensors pow_scalar_bw(const BackwardCtx& c, const Tensors& g) {
   const double p = c.attrs().alpha;
-  if (p == 0.0) return {g[0] * 0.0};
+  if (p == 0.0) return {zeros_like(g[0])};  // a constant: 0 even for an inf or NaN gradient, as PyTorch's
   const Tensor x = c.input(0);
   return {g[0] * (p * (p == 2.0 ? x : pow(x, p - 1.0)))};
 }
@@ -195,14 +201,16 @@ Tensors div_bw(const BackwardCtx& c, const Tensors& g) {
 }
 uint32_t div_saves(uint32_t needs) { return kSaveInput(1) | ((needs & 2u) ? kSaveInput(0) : 0u); }
 // d a^b = (b a^(b-1), a^b log a): the former 0 where b == 0 (a^0 is constant; at a == 0 the
-// product is 0 * inf), the latter 0 where a == 0, as PyTorch's
+// product is 0 * inf), the latter 0 where a == 0 and b >= 0, as PyTorch's (0^b log 0 for b < 0 is
+// inf * -inf = -inf; a NaN b gives NaN)
 Tensors pow_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor a = c.input(0), b = c.input(1);
   Tensor ga, gb;
   if (c.needs_grad(0)) ga = where(eq(b, zero_like_scalar(b)), zero_like_scalar(g[0]), g[0] * b * pow(a, b - 1.0));
   if (c.needs_grad(1)) {
     const Tensor y = c.output(0);
-    gb = where(eq(a, zero_like_scalar(a)), zero_like_scalar(g[0]), g[0] * y * log(a));
+    const Tensor zero_base = mul(eq(a, zero_like_scalar(a)), ge(b, zero_like_scalar(b)));
+    gb = where(zero_base, zero_like_scalar(g[0]), g[0] * y * log(a));
   }
   return {ga, gb};
 }
@@ -422,8 +430,8 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 }
 Tensor erf(const Tensor& x) { return unary(OpId::erf, x); }
 Tensor pow(const Tensor& x, double exponent) { return unary(OpId::pow_scalar, x, {.alpha = exponent}); }
+// min > max is PyTorch's: every value is max, and the gradient 0 (clamp_bw: no x lies inside).
 Tensor clamp(const Tensor& x, double min, double max) {
-  MG_CHECK(!(min > max), Error, "clamp: min (", min, ") is greater than max (", max, ")");
   // A bound an integer tensor cannot hold exactly makes an f32 result, as `x op v` does (and as
   // PyTorch's clamp): clamp(i, 2.5) is 2.5, not a bound truncated to 2 that the result then breaks.
   if (x.defined() && !is_floating(x.dtype()) && (clamp_bound_needs_float(min) || clamp_bound_needs_float(max))) {

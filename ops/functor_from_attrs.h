@@ -49,6 +49,10 @@ template <>
 inline fn::LeakyReluBackward functor_from_attrs<fn::LeakyReluBackward>(const OpAttrs& a) {
   return {a.alpha};
 }
+template <>
+inline fn::SoftplusBackward functor_from_attrs<fn::SoftplusBackward>(const OpAttrs& a) {
+  return {a.alpha, a.beta};
+}
 // The ELU family: attrs.alpha = alpha, attrs.beta = scale, attrs.mode 1 = CELU's input scale
 // 1 / alpha (else 1).
 inline double elu_input_scale(const OpAttrs& a) { return a.mode == 1 ? 1.0 / a.alpha : 1.0; }

@@ -30,15 +30,39 @@ MG_HOST_DEVICE D cast_value(S x) {
   }
 }
 
+// ---- integer wrap-around ----
+// Integer arithmetic wraps (two's complement, modulo 2^bits) as PyTorch's; in C++ a signed
+// overflow is undefined behaviour, so integers go through their unsigned type (u8 is promoted to
+// int, which cannot overflow, and narrowed back modulo 256). Floating types use plain arithmetic.
+template <typename T>
+inline constexpr bool kWrapsInUnsigned = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+template <typename T> MG_HOST_DEVICE T wrapping_add(T a, T b) {
+  if constexpr (kWrapsInUnsigned<T>) return T(std::make_unsigned_t<T>(a) + std::make_unsigned_t<T>(b));
+  else return a + b;
+}
+template <typename T> MG_HOST_DEVICE T wrapping_sub(T a, T b) {
+  if constexpr (kWrapsInUnsigned<T>) return T(std::make_unsigned_t<T>(a) - std::make_unsigned_t<T>(b));
+  else return a - b;
+}
+template <typename T> MG_HOST_DEVICE T wrapping_mul(T a, T b) {
+  if constexpr (kWrapsInUnsigned<T>) return T(std::make_unsigned_t<T>(a) * std::make_unsigned_t<T>(b));
+  else return a * b;
+}
+template <typename T> MG_HOST_DEVICE T wrapping_neg(T x) {
+  if constexpr (kWrapsInUnsigned<T>) return T(std::make_unsigned_t<T>(0) - std::make_unsigned_t<T>(x));
+  else return -x;
+}
+
 // ---- unary ----
+// -INT_MIN is INT_MIN, as PyTorch's.
 struct Neg {
-  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return -x; }
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return wrapping_neg(x); }
 };
-// |-0| = +0, as fabs; NaN stays NaN.
+// |-0| = +0, as fabs; NaN stays NaN; |INT_MIN| is INT_MIN, as PyTorch's.
 struct Abs {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const {
     if constexpr (std::is_unsigned_v<T>) return x;
-    else return x < T(0) ? -x : (x == T(0) ? T(0) : x);
+    else return x < T(0) ? wrapping_neg(x) : (x == T(0) ? T(0) : x);
   }
 };
 struct Sign {
@@ -87,8 +111,9 @@ struct Sigmoid {
     return x >= T(0) ? r : (x == x ? e * r : x);
   }
 };
+// NaN and -0 pass through (relu(-0) = -0), as PyTorch's.
 struct Relu {
-  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return x > T(0) ? x : (x == x ? T(0) : x); }
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const { return x < T(0) ? T(0) : x; }
 };
 // relu's backward from its output y: +0 where y <= 0, else the gradient — so a NaN y passes the
 // gradient, as PyTorch's threshold_backward does (where(y <= 0, 0, g)). A select, so exact in
@@ -275,6 +300,15 @@ struct Softplus {
     return bx > T(threshold) ? x : std::log1p(std::exp(bx)) / T(beta);
   }
 };
+// g * softplus'(x) = g * sigmoid(beta x), or g where beta x > threshold (the forward's linear
+// side); beta x in opmath, as the forward, so f16/bf16 take the forward's branch and round once.
+struct SoftplusBackward {
+  double beta, threshold;
+  template <typename T> MG_HOST_DEVICE T operator()(T g, T x) const {
+    const T bx = T(beta) * x;
+    return bx > T(threshold) ? g : g * Sigmoid{}(bx);
+  }
+};
 // ---- the piecewise activations (PyTorch's formulas; NaN propagates through the forward) ----
 // x where x > 0, else x * slope.
 struct LeakyRelu {
@@ -400,7 +434,8 @@ struct PowScalar {
     return std::pow(x, T(exponent));
   }
 };
-// min/max given as doubles; NaN propagates.
+// min/max given as doubles; NaN propagates. min > max gives max everywhere, as PyTorch's
+// min(max(x, min), max).
 // Integer tensors: the bounds are whole (clamp promotes to f32 otherwise, ops/elementwise.cpp) and
 // are compared in the integer type, saturated (cast_value): clamp(x_i32, 1e20, 2e20) is INT_MAX, and
 // an i64 beyond 2^53 is not rounded to a double first (which let 2^53 + 1 pass a bound of 2^53).
@@ -409,29 +444,31 @@ struct Clamp {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const {
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       const T l = cast_value<T>(lo), h = cast_value<T>(hi);
-      return x < l ? l : (x > h ? h : x);
+      const T low = x < l ? l : x;
+      return low > h ? h : low;
     } else {
       if (!(x == x)) return x;
       if (!(lo == lo)) return cast_value<T>(lo);  // a NaN bound makes every result NaN, as PyTorch's
       if (!(hi == hi)) return cast_value<T>(hi);
+      if (double(x) > hi || lo > hi) return cast_value<T>(hi);
       if (double(x) < lo) return cast_value<T>(lo);
-      if (double(x) > hi) return cast_value<T>(hi);
       return x;
     }
   }
 };
 
 // ---- binary ----
+// Integers wrap (wrapping_add); bool's a + b is a logical or.
 struct Add {
   double alpha;
   template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const {
-    return alpha == 1.0 ? a + b : a + T(alpha) * b;
+    return alpha == 1.0 ? wrapping_add(a, b) : wrapping_add(a, wrapping_mul(T(alpha), b));
   }
 };
 struct Sub {
   double alpha;
   template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const {
-    return alpha == 1.0 ? a - b : a - T(alpha) * b;
+    return alpha == 1.0 ? wrapping_sub(a, b) : wrapping_sub(a, wrapping_mul(T(alpha), b));
   }
 };
 struct Mul {
@@ -439,7 +476,7 @@ struct Mul {
     if constexpr (sizeof(T) == 1 && T(2) == T(1)) {
       return a && b;  // bool: logical and
     } else {
-      return a * b;
+      return wrapping_mul(a, b);
     }
   }
 };
@@ -477,18 +514,19 @@ struct Pow {
   }
 };
 // NaN propagates from either side (as torch.maximum).
+// A tie (+0 against -0 included) returns a, as PyTorch's.
 struct Maximum {
   template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const {
     if (!(a == a)) return a;
     if (!(b == b)) return b;
-    return a > b ? a : b;
+    return a < b ? b : a;
   }
 };
 struct Minimum {
   template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const {
     if (!(a == a)) return a;
     if (!(b == b)) return b;
-    return a < b ? a : b;
+    return b < a ? b : a;
   }
 };
 struct Eq {

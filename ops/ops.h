@@ -81,6 +81,8 @@ Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double negative_
 Tensor elu_backward(const Tensor& grad, const Tensor& x, double alpha, double scale = 1.0,
                     bool celu_input_scale = false);
 Tensor hardswish_backward(const Tensor& grad, const Tensor& x);
+// grad * softplus'(x) = grad * sigmoid(beta x), or grad where beta x > threshold.
+Tensor softplus_backward(const Tensor& grad, const Tensor& x, double beta = 1.0, double threshold = 20.0);
 Tensor hardsigmoid_backward(const Tensor& grad, const Tensor& x);
 Tensor mish_backward(const Tensor& grad, const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);

@@ -124,15 +124,23 @@ Tensors prod_bw(const BackwardCtx& c, const Tensors& g) {
 // elements (attrs.mode = kEvenlyToNan) split it among the NaN elements instead, as PyTorch's
 // evenly_distribute_backward.
 constexpr int64_t kEvenlyToNan = 1;
+// g / count, for a gradient split among `count` elements: f16/bf16 divide in f32 and round once
+// (the count itself in f16 is inf from 65520 on, which made every share 0; in bf16 it rounds
+// from 257 on).
+Tensor divided_by_count(const Tensor& g, const Tensor& count) {
+  const DType dt = g.dtype();
+  if (dt != DType::F16 && dt != DType::BF16) return g / to(count, dt);
+  return to(to(g, DType::F32) / to(count, DType::F32), dt);
+}
 Tensors extremum_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0);
   const Tensor result = expanded(c, c.output(0));
   Tensor is_extremum = eq(x, result);
   if (c.attrs().mode == kEvenlyToNan) is_extremum = where(ne(result, result), ne(x, x), is_extremum);
-  const Tensor ties = to(sum(is_extremum, c.attrs().dims, /*keepdim=*/true), g[0].dtype());  // [kept]
+  const Tensor ties = sum(is_extremum, c.attrs().dims, /*keepdim=*/true);  // [kept] i64
   const Tensor ge = expanded(c, g[0]);
   const Tensor none = expanded(c, eq(ties, zero_like_scalar(ties)));  // a NaN result
-  return {where(is_extremum, ge / ties, where(none, scalar_like(NAN, ge), zero_like_scalar(ge)))};
+  return {where(is_extremum, divided_by_count(ge, ties), where(none, scalar_like(NAN, ge), zero_like_scalar(ge)))};
 }
 
 // d max(x, dim)[0] / d x_i = [i == index]: the gradient is scattered to the index position.
@@ -146,21 +154,24 @@ Tensors max_dim_bw(const BackwardCtx& c, const Tensors& g) {
   return {scatter_add(base, dim, index, reshape(g[0], kept))};
 }
 
-// d var / d x_i = 2 (x_i - mean) / (N - correction)
+// d var / d x_i = 2 (x_i - mean) / (N - correction). The gradient is scaled by 2 / (N - c) before
+// it meets x - mean, as PyTorch's: in f16 a loss-scaled g times x - mean overflowed first.
 Tensors var_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0);
   const Tensor centered = x - mean(x, c.attrs().dims, /*keepdim=*/true);
-  return {expanded(c, g[0]) * centered * (2.0 / var_divisor(c))};
+  return {(expanded(c, g[0]) * (2.0 / var_divisor(c))) * centered};
 }
 
-// d std / d x_i = (x_i - mean) / ((N - correction) std), taken as 0 where std == 0
+// d std / d x_i = (x_i - mean) / ((N - correction) std), taken as 0 where std == 0; in PyTorch's
+// order, g / (2 std) then var's backward: std * (N - correction) as one f16 factor overflowed
+// from 65504 on and made the whole gradient 0.
 Tensors std_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0);
   const Tensor s = expanded(c, c.output(0));
   const Tensor centered = x - mean(x, c.attrs().dims, /*keepdim=*/true);
-  const Tensor d = centered / (nonzero_or_one(s) * var_divisor(c));
   const Tensor ge = expanded(c, g[0]);
-  return {where(eq(s, zero_like_scalar(s)), zero_like_scalar(ge), ge * d)};
+  const Tensor g_var = where(eq(s, zero_like_scalar(s)), zero_like_scalar(ge), ge / (nonzero_or_one(s) * 2.0));
+  return {(g_var * (2.0 / var_divisor(c))) * centered};
 }
 
 // p = 2:    d ||x|| / d x_i = x_i / ||x||                      (0 where ||x|| == 0)
@@ -174,16 +185,17 @@ Tensors norm_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0);
   const Tensor ge = expanded(c, g[0]);
   const Tensor zero = zero_like_scalar(ge);
-  if (p == 0.0) return {ge * 0.0};
+  if (p == 0.0) return {zeros_like(ge)};  // a count: 0 even for an inf or NaN gradient, as PyTorch's
   if (p == 1.0) return {ge * sign(x)};
   const Tensor n = expanded(c, c.output(0));
   if (std::isinf(p)) {
     const Tensor is_extremum = eq(abs(x), n);
-    const Tensor ties = to(sum(is_extremum, c.attrs().dims, /*keepdim=*/true), ge.dtype());
-    return {where(is_extremum, ge * sign(x) / ties, zero)};
+    const Tensor ties = sum(is_extremum, c.attrs().dims, /*keepdim=*/true);
+    return {where(is_extremum, divided_by_count(ge * sign(x), ties), zero)};
   }
   const Tensor n_is_zero = eq(n, zero_like_scalar(n));
-  if (p == 2.0) return {where(n_is_zero, zero, ge * x / nonzero_or_one(n))};
+  // x * (g / n), as PyTorch's: g * x first overflowed f16 for a loss-scaled g.
+  if (p == 2.0) return {where(n_is_zero, zero, x * (ge / nonzero_or_one(n)))};
   // For p < 1, |0|^(p-1) is inf; sign(0) = 0 makes those entries 0 once |x| is replaced by 1 there.
   const Tensor base = p < 1.0 ? nonzero_or_one(abs(x)) : abs(x);
   const Tensor d = sign(x) * pow(base, p - 1.0) / pow(nonzero_or_one(n), p - 1.0);

@@ -241,7 +241,6 @@ Tensor& Tensor::relu_() { return unary_(OpId::relu, *this); }
 Tensor& Tensor::erf_() { return unary_(OpId::erf, *this); }
 Tensor& Tensor::pow_(double exponent) { return unary_(OpId::pow_scalar, *this, {.alpha = exponent}); }
 Tensor& Tensor::clamp_(double min, double max) {
-  MG_CHECK(!(min > max), Error, "clamp_: min (", min, ") is greater than max (", max, ")");
   return unary_(OpId::clamp, *this, {.alpha = min, .beta = max});
 }
 Tensor& Tensor::clamp_min_(double min) { return clamp_(min, INFINITY); }

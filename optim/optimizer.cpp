@@ -162,7 +162,12 @@ void Optimizer::gated_step(const Tensor& found_inf) {
   skipped_flag_ = Tensor();
   const StepGateDecision gate = gate_ ? gate_(*this) : StepGateDecision();
   last_step_skipped_ = !gate.run;
-  if (last_step_skipped_) return;
+  if (last_step_skipped_) {
+    // The skipped step used up this iteration's master gradients (inf/NaN): the next loss must
+    // overwrite them, not add to them, even when only the model's gradients are zeroed.
+    master_grads_synced_ = false;
+    return;
+  }
   Tensor flag = found_inf;
   if (gate.found_inf.defined()) {
     const Tensor& g = gate.found_inf;

@@ -173,7 +173,7 @@ class Optimizer : public GraphParticipant {
   // Tells the optimizer that the master gradients were written (by a fused unscale) for this step.
   void mark_master_grads_synced() { master_grads_synced_ = true; }
   // Whether the master gradients hold this step's gradients (set by a sync or an unscale, cleared
-  // by step() and zero_grad()); amp accumulates several losses into them when set.
+  // by step(), a skipped step and zero_grad()); amp accumulates several losses into them when set.
   bool master_grads_synced() const { return master_grads_synced_; }
 
   // ---- step gate (amp's Apex front door skips a step on overflow through it) ----

@@ -13,6 +13,7 @@
 
 #include "mixgrad/core/cascade_sum.h"
 #include "mixgrad/core/dtype.h"
+#include "mixgrad/ops/functors.h"
 
 namespace mg::cpu {
 
@@ -22,22 +23,8 @@ inline bool is_nan(V v) {
 }
 
 // Integer products and sums wrap around (two's complement) instead of overflowing (UB).
-template <typename A>
-inline A wrapping_mul(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    return A(static_cast<std::make_unsigned_t<A>>(a) * static_cast<std::make_unsigned_t<A>>(b));
-  } else {
-    return a * b;
-  }
-}
-template <typename A>
-inline A wrapping_add(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    return A(static_cast<std::make_unsigned_t<A>>(a) + static_cast<std::make_unsigned_t<A>>(b));
-  } else {
-    return a + b;
-  }
-}
+using fn::wrapping_add;
+using fn::wrapping_mul;
 
 // Smallest / largest value of the opmath type: ±inf for floats, the limits for integers.
 template <typename A>

@@ -296,6 +296,22 @@ TEST_CASE("step with no gradient is refused, and a refused update(new_scale) cha
   CHECK(scaler.get_scale() == 16.0);
 }
 
+TEST_CASE("update() after unscale_ of an optimizer without gradients is refused, as PyTorch's", "[amp][scaler]") {
+  // PyTorch 2.15: scaler.unscale_(opt) with no .grad, then update(): "No inf checks were recorded
+  // prior to update." Counting it clean would grow the scale having checked nothing.
+  amp::GradScaler scaler({.init_scale = 8, .growth_interval = 1});
+  Toy t;
+  scaler.unscale_(t.opt);
+  MG_REQUIRE_ERROR(scaler.update(), "GradScaler::update: no inf/NaN check was recorded since the last update()");
+  CHECK(scaler.get_scale() == 8.0);
+  CHECK(scaler.iterations() == 0);
+  // The refused iteration is dropped: the next one runs as usual.
+  t.set_grad({8, 8, 8, 8});
+  CHECK(scaler.step(t.opt));
+  scaler.update();
+  CHECK(scaler.get_scale() == 16.0);
+}
+
 TEST_CASE("GradScaler state dict round trip continues identically", "[amp][scaler]") {
   amp::GradScalerOptions o{.init_scale = 16, .growth_interval = 3, .min_scale = 1, .max_scale = 1024, .hysteresis = 2};
   amp::GradScaler a(o);

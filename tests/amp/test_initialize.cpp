@@ -465,6 +465,91 @@ TEST_CASE("amp: an overflow skips the step, backs off the scale and says so", "[
   CHECK_FALSE(sched.optimizer_stepped());
 }
 
+TEST_CASE("amp: an overflow at the scale's floor is an error, and a caller who catches it still skips the step",
+          "[amp][initialize]") {
+  AmpFixture fx;
+  auto mlp = make_mlp(45);
+  optim::SGD sgd(mlp->parameters(), {.lr = 0.1});
+  amp::initialize(mlp, sgd, {.opt_level = "O1", .min_loss_scale = "65536"});  // starts at its floor
+  const Tensor x = randn({4, 8});
+  const std::vector<double> before = flat(sgd.parameters());
+  MG_REQUIRE_ERROR(amp::scale_loss(amp::forward(*mlp, x).to(DType::F32).sum() * 1e30, sgd).backward(),
+                   "already at its floor");
+  sgd.step();  // the gradients are inf/NaN: skipped, not applied
+  CHECK(sgd.last_step_skipped());
+  CHECK(flat(sgd.parameters()) == before);
+}
+
+TEST_CASE("amp: after a skipped O2 step the next loss overwrites the master gradients, not adds to them",
+          "[amp][initialize]") {
+  AmpFixture fx;
+  auto mlp = make_mlp(46);
+  optim::SGD sgd(mlp->parameters(), {.lr = 0.1});
+  amp::initialize(mlp, sgd, {.opt_level = "O2"});
+  const Tensor x = randn({4, 8});
+  amp::scale_loss(amp::forward(*mlp, x).to(DType::F32).sum() * 1e30, sgd).backward();
+  sgd.step();
+  REQUIRE(sgd.last_step_skipped());
+  mlp->zero_grad();  // the model's gradients only: the masters still hold the inf of the skipped step
+  amp::scale_loss(amp::forward(*mlp, x).to(DType::F32).mean(), sgd).backward();
+  sgd.step();
+  CHECK(!sgd.last_step_skipped());
+  for (double v : flat(sgd.parameters())) CHECK(std::isfinite(v));
+}
+
+TEST_CASE("amp: O2 accepts an optimizer holding only batch-norm parameters (kept f32, no masters)", "[amp][initialize]") {
+  AmpFixture fx;
+  auto mlp = make_mlp(47, /*batch_norm=*/true);
+  auto bn = mlp->at<nn::BatchNorm1d>(1);
+  Tensors weights;
+  for (const Tensor& p : mlp->parameters()) {
+    if (!p.is_same(bn->weight) && !p.is_same(bn->bias)) weights.push_back(p);
+  }
+  optim::SGD main_opt(weights, {.lr = 0.1, .weight_decay = 1e-4});
+  optim::SGD bn_opt({bn->weight, bn->bias}, {.lr = 0.1});
+  amp::initialize_models({mlp}, {&main_opt, &bn_opt}, {.opt_level = "O2"});
+  CHECK(main_opt.has_master_weights());
+  CHECK(!bn_opt.has_master_weights());
+  CHECK(bn->weight.dtype() == DType::F32);
+  const Tensor before = bn->weight.detach().clone();
+  amp::scale_loss(amp::forward(*mlp, randn({4, 8})).to(DType::F32).mean(), {&main_opt, &bn_opt}).backward();
+  main_opt.step();
+  bn_opt.step();
+  CHECK(!bn_opt.last_step_skipped());
+  CHECK(test::values(bn->weight) != test::values(before));
+}
+
+TEST_CASE("amp: a scale_loss refused for one optimizer leaves the others' gradients in place", "[amp][initialize]") {
+  AmpFixture fx;
+  auto mlp = make_mlp(48);
+  optim::SGD sgd(mlp->parameters(), {.lr = 0.1});
+  optim::SGD stranger(make_mlp(49)->parameters(), {.lr = 0.1});
+  amp::initialize(mlp, sgd, {.opt_level = "O1"});
+  const Tensor x = randn({4, 8});
+  amp::scale_loss(amp::forward(*mlp, x).to(DType::F32).mean(), sgd).backward();
+  const std::vector<double> first = flat([&] {
+    Tensors g;
+    for (const Tensor& p : sgd.parameters()) g.push_back(p.grad());
+    return g;
+  }());
+  MG_REQUIRE_ERROR(amp::scale_loss(amp::forward(*mlp, x).to(DType::F32).mean(), {&sgd, &stranger}),
+                   "optimizer was not passed to amp::initialize");
+  Tensors after;
+  for (const Tensor& p : sgd.parameters()) after.push_back(p.grad());
+  for (const Tensor& g : after) REQUIRE(g.defined());
+  CHECK(flat(after) == first);
+}
+
+TEST_CASE("amp: with amp disabled the loss scale is 1, as a disabled GradScaler's", "[amp][initialize]") {
+  AmpFixture fx;
+  auto mlp = make_mlp(50);
+  optim::SGD sgd(mlp->parameters(), {.lr = 0.1});
+  amp::initialize(mlp, sgd, {.enabled = false, .opt_level = "O1"});
+  CHECK(amp::loss_scale() == 1.0);
+  CHECK(!amp::loss_scaler().is_enabled());
+  CHECK(amp::state_dict().ints.at("num_losses") == 1);
+}
+
 TEST_CASE("amp: a static loss scale skips an overflowing step, keeps its scale, and resumes static", "[amp][initialize]") {
   AmpFixture fx;
   auto mlp = make_mlp(42);

@@ -840,6 +840,10 @@ void activation_cases(Table& t) {
   t.add_nd(O::elu_backward, "elu_backward/celu", {normal(s), normal_away(s, {0.0}, 0.1, 2.0)},
            [](const Tensors& in) { return elu_backward(in[0], in[1], 0.5, 1.0, /*celu_input_scale=*/true); })
       .ref = [](const std::vector<double>& v) { return v[0] * test::act::elu_grad(v[1], 0.5, 1.0, 2.0); };
+  // softplus_backward (not differentiable): grad * sigmoid(beta x), or grad where beta x > threshold
+  t.add_nd(O::softplus_backward, "softplus_backward/beta2 threshold1", {normal(s), normal_away(s, {0.5}, 0.1, 2.0)},
+           [](const Tensors& in) { return softplus_backward(in[0], in[1], 2.0, 1.0); })
+      .ref = [](const std::vector<double>& v) { return 2.0 * v[1] > 1.0 ? v[0] : v[0] * sigmoid_ref(2.0 * v[1]); };
   t.add(O::hardswish, "hardswish", {normal_away(s, {-3.0, 3.0}, 0.1, 3.0)},
         [](const Tensors& in) { return hardswish(in[0]); }, {0})
       .ref = unary_ref(test::act::hardswish);

@@ -506,9 +506,7 @@ TEST_CASE("tensor methods: errors come from the free function and name the op", 
   MG_REQUIRE_ERROR(x.matmul(ones({2, 3})), "matmul");
   MG_REQUIRE_ERROR(x.sum({2}), "sum");
   MG_REQUIRE_ERROR(x.softmax(5), "softmax");
-  MG_REQUIRE_ERROR(x.clamp(1, 0), "clamp: min (1) is greater than max (0)");
   Tensor y = ones({2, 3});
-  MG_REQUIRE_ERROR(y.clamp_(1, 0), "clamp_: min (1) is greater than max (0)");
   MG_REQUIRE_ERROR(y.masked_fill_(ones({2, 3}), 0.0), "masked_fill: expected a bool mask");
   MG_REQUIRE_ERROR(Tensor().exp(), "undefined");
 }

@@ -83,7 +83,7 @@ std::vector<Case> cases() {
   c.push_back({"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, 1});
   c.push_back({"sigmoid", [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, 2});
   c.push_back({"relu", [](const Tensor& x) { return relu(x); },
-               [](double x) { return x > 0 ? x : (x == x ? 0.0 : x); }, 0});
+               [](double x) { return x < 0 ? 0.0 : x; }, 0});  // -0 and NaN pass through, as PyTorch's
   c.push_back({"gelu", [](const Tensor& x) { return gelu(x); }, gelu_erf_ref, 7});
   c.push_back({"gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); }, gelu_tanh_ref, 14, -3.0, 160});
   c.push_back({"silu", [](const Tensor& x) { return silu(x); }, [](double x) { return x * sigmoid_ref(x); }, 4});

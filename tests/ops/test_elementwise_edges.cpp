@@ -1,0 +1,107 @@
+// Elementwise ops at their edges, each against PyTorch 2.15's value: integer arithmetic wraps
+// (defined behaviour, checked by the UBSan pass), clamp with min > max, the sign of zero in relu
+// and maximum/minimum ties, pow's gradients at base 0, and softplus's backward for f16/bf16 with
+// beta != 1.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "core/factory.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+using namespace mg;
+using mg::test::values;
+
+namespace {
+std::vector<bool> signbits(const Tensor& t) {
+  std::vector<bool> out;
+  for (double v : values(t)) out.push_back(std::signbit(v));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("integer add, sub, mul, neg and abs wrap around as PyTorch's", "[ops][elementwise][integer]") {
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max(), kMin = std::numeric_limits<int32_t>::min();
+  const Tensor top = from_vector<int32_t>({kMax, kMax}, {2});
+  const Tensor one = from_vector<int32_t>({1, 2}, {2});
+  CHECK(values(top + one) == std::vector<double>{double(kMin), double(kMin) + 1});
+  CHECK(values(from_vector<int32_t>({kMin}, {1}) - from_vector<int32_t>({1}, {1})) == std::vector<double>{double(kMax)});
+  CHECK(values(neg(from_vector<int32_t>({kMin}, {1}))) == std::vector<double>{double(kMin)});
+  CHECK(values(abs(from_vector<int32_t>({kMin, -5}, {2}))) == std::vector<double>{double(kMin), 5});
+  CHECK(values(top * from_vector<int32_t>({2, 3}, {2})) == std::vector<double>{-2, double(kMax - 2)});
+  // i64: 2^62 * 4 = 2^64 = 0 (mod 2^64); add with alpha
+  const int64_t big = int64_t(1) << 62;
+  CHECK(values(from_vector<int64_t>({big}, {1}) * from_vector<int64_t>({4}, {1})) == std::vector<double>{0});
+  CHECK(values(add(from_vector<int64_t>({big}, {1}), from_vector<int64_t>({big}, {1}), 2)) ==
+        std::vector<double>{-double(big)});  // 2^62 + 2 * 2^62 = 3 * 2^62 = -2^62 (mod 2^64)
+  // u8 still wraps modulo 256
+  CHECK(values(from_vector<uint8_t>({250}, {1}) + from_vector<uint8_t>({10}, {1})) == std::vector<double>{4});
+}
+
+TEST_CASE("clamp with min > max gives max everywhere and a zero gradient, as PyTorch's", "[ops][elementwise]") {
+  // PyTorch: tensor([0., 1.5, 3.]).clamp(2, 1) = [1, 1, 1], grad [0, 0, 0]; NaN stays NaN.
+  const Tensor x = from_vector<double>({0.0, 1.5, 3.0, NAN}, {4}).requires_grad_();
+  const Tensor y = clamp(x, 2.0, 1.0);
+  const std::vector<double> v = values(y);
+  CHECK(v[0] == 1.0);
+  CHECK(v[1] == 1.0);
+  CHECK(v[2] == 1.0);
+  CHECK(std::isnan(v[3]));
+  CHECK(values(autograd::grad({sum(y)}, {x})[0]) == std::vector<double>{0, 0, 0, 0});
+  CHECK(values(clamp(from_vector<int32_t>({0, 5}, {2}), 3, 1)) == std::vector<double>{1, 1});
+  Tensor z = from_vector<float>({0.f, 5.f}, {2});
+  z.clamp_(3, 1);
+  CHECK(values(z) == std::vector<double>{1, 1});
+}
+
+TEST_CASE("relu keeps -0 and maximum/minimum return their first operand on a tie, as PyTorch's",
+          "[ops][elementwise]") {
+  // PyTorch: relu(-0.) has its sign bit set; maximum([0, -0], [-0, 0]).signbit() = [F, T], minimum alike.
+  CHECK(signbits(relu(from_vector<float>({-0.f, 0.f}, {2}))) == std::vector<bool>{true, false});
+  const Tensor a = from_vector<float>({0.f, -0.f}, {2}), b = from_vector<float>({-0.f, 0.f}, {2});
+  CHECK(signbits(maximum(a, b)) == std::vector<bool>{false, true});
+  CHECK(signbits(minimum(a, b)) == std::vector<bool>{false, true});
+  const std::vector<double> r = values(relu(from_vector<float>({NAN, -1.f, 2.f}, {3})));
+  CHECK(std::isnan(r[0]));
+  CHECK(r[1] == 0.0);
+  CHECK(r[2] == 2.0);
+}
+
+TEST_CASE("pow's gradients at base 0 and for exponent 0 match PyTorch's", "[ops][elementwise][autograd]") {
+  // PyTorch: a = 0, b = [-1, -0.5, 2, nan]: a.grad = b.grad = [-inf, -inf, 0, nan].
+  const Tensor a = zeros({4}, {.dtype = DType::F64}).requires_grad_();
+  const Tensor b = from_vector<double>({-1.0, -0.5, 2.0, NAN}, {4}).requires_grad_();
+  const Tensors g = autograd::grad({sum(pow(a, b))}, {a, b});
+  for (const Tensor& gi : g) {
+    const std::vector<double> v = values(gi);
+    CHECK(v[0] == -INFINITY);
+    CHECK(v[1] == -INFINITY);
+    CHECK(v[2] == 0.0);
+    CHECK(std::isnan(v[3]));
+  }
+  // x^0 is a constant: its gradient is 0 even for an inf or NaN incoming gradient.
+  const Tensor x = from_vector<double>({2.0, 3.0}, {2}).requires_grad_();
+  const Tensor gx = autograd::grad({pow(x, 0.0)}, {x}, {from_vector<double>({INFINITY, NAN}, {2})})[0];
+  CHECK(values(gx) == std::vector<double>{0, 0});
+}
+
+TEST_CASE("softplus's backward keeps beta x in f32 for f16 and bf16, as its forward", "[ops][elementwise][autograd]") {
+  // PyTorch: f16 x = 1366/4096, softplus(x, beta 3, threshold 1): beta x = 1.00049 > 1 in f32,
+  // the linear side, gradient 1.0 (beta x rounded to f16 is 1.0 and took the sigmoid side: 0.731).
+  const Tensor h = full({1}, 1366.0 / 4096.0, {.dtype = DType::F16}).requires_grad_();
+  CHECK(values(autograd::grad({sum(softplus(h, 3.0, 1.0))}, {h})[0]) == std::vector<double>{1.0});
+  // bf16 x = -10.0625, beta 3: sigmoid(-30.1875) rounded once is PyTorch's 7.771561172376096e-14
+  // (beta x rounded to bf16 first gave 7.28e-14).
+  const Tensor bx = full({1}, -10.0625, {.dtype = DType::BF16}).requires_grad_();
+  CHECK(values(autograd::grad({sum(softplus(bx, 3.0))}, {bx})[0]) == std::vector<double>{7.771561172376096e-14});
+  // the recorded (double-backward) form agrees with the fused op
+  const Tensor r = full({1}, -10.0625, {.dtype = DType::BF16}).requires_grad_();
+  const Tensor gr = autograd::grad({sum(softplus(r, 3.0))}, {r}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+  CHECK(values(gr) == std::vector<double>{7.771561172376096e-14});
+  MG_REQUIRE_ERROR(softplus_backward(ones({1}), ones({1}), 0.0), "softplus_backward: beta must be finite and not 0");
+}
