@@ -83,6 +83,11 @@ void Tensor::set_grad(const Tensor& g) const {
   if (g.defined()) {
     MG_CHECK(g.shape() == shape() && g.dtype() == dtype() && g.device() == device(), Error,
              "set_grad: gradient ", describe(g), " does not match tensor ", describe(*this));
+    // Backward adds into .grad in place: a gradient in the tensor's own memory would overwrite
+    // the tensor (PyTorch: "can't assign Variable as its own grad").
+    MG_CHECK(!g.is_same(*this) && (numel() == 0 || g.storage().data() != storage().data()), Error,
+             "set_grad: the gradient shares the tensor's own memory (", describe(*this),
+             "); backward would write the gradient into the tensor\n  hint: pass a copy (clone())");
   }
   checked()->autograd.grad = g.impl_ptr();
 }

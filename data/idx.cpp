@@ -192,6 +192,10 @@ void write_idx(const std::string& path, const std::vector<int64_t>& dims,
   for (const int64_t d : dims) {
     MG_CHECK(d > 0 && d <= int64_t(UINT32_MAX), Error, "write_idx: ", path,
              ": every dimension must be in [1, 2^32), got ", dims);
+    // Bounded as read_idx bounds a file (2^40 bytes), so the product cannot wrap: four dims of
+    // 2^16 made 2^64 = 0 and "matched" empty data.
+    MG_CHECK(count <= (uint64_t(1) << 40) / uint64_t(d), Error, "write_idx: ", path, ": dims ", dims,
+             " describe more than 2^40 bytes");
     count *= uint64_t(d);
     for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(uint8_t(uint64_t(d) >> shift));
   }

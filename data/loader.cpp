@@ -49,6 +49,10 @@ namespace {
     throw CudaError(prefix + e.what());
   } catch (const NotImplementedError& e) {
     throw NotImplementedError(prefix + e.what());
+  } catch (const AutogradError& e) {
+    throw AutogradError(prefix + e.what());
+  } catch (const InternalError& e) {
+    throw InternalError(prefix + e.what());
   } catch (const std::exception& e) {
     throw Error(prefix + e.what());
   } catch (...) {
@@ -89,9 +93,9 @@ Batch compute_batch(const Dataset& dataset, const std::vector<int64_t>& order, i
     for (auto& [name, t] : batch.tensors) {
       try {
         t = t.pin_memory();
-      } catch (const std::exception& e) {
-        throw Error(str_cat("DataLoader: pinning tensor '", name, "' of batch ", b, " of epoch ", epoch,
-                            " failed: ", e.what()));
+      } catch (...) {  // as its own class: an OutOfMemoryError of the pinned allocator stays one
+        rethrow_with_context(str_cat("DataLoader: pinning tensor '", name, "' of batch ", b, " of epoch ", epoch,
+                                     " failed: "));
       }
     }
   }

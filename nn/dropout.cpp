@@ -113,7 +113,7 @@ int64_t embedding_renorm_(const Tensor& weight, const Tensor& indices, double ma
   return scaled;
 }
 
-Embedding::Embedding(Options o) : UnaryModule("Embedding"), options_(o) {
+Embedding::Embedding(Options o, bool initialize) : UnaryModule("Embedding"), options_(o) {
   MG_CHECK(o.num > 0 && o.dim > 0, Error, "Embedding: num and dim must be positive, got num=", o.num, ", dim=", o.dim);
   MG_CHECK(!o.max_norm || (*o.max_norm >= 0.0 && std::isfinite(*o.max_norm)), Error,
            "Embedding: max_norm must be finite and >= 0, got ", o.max_norm.value_or(0.0));
@@ -124,7 +124,7 @@ Embedding::Embedding(Options o) : UnaryModule("Embedding"), options_(o) {
     padding_idx_ = *o.padding_idx < 0 ? *o.padding_idx + o.num : *o.padding_idx;
   }
   weight = register_parameter("weight", empty({o.num, o.dim}));
-  reset_parameters();
+  if (initialize) reset_parameters();
 }
 
 void Embedding::reset_parameters() {
@@ -168,7 +168,7 @@ std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, 
   detail::check_pretrained_table(embeddings, "Embedding::from_pretrained");
   options.num = embeddings.size(0);
   options.dim = embeddings.size(1);
-  auto e = std::make_shared<Embedding>(options);
+  std::shared_ptr<Embedding> e(new Embedding(options, /*initialize=*/false));  // no throwaway draws
   detail::load_pretrained_table(*e, e->weight, embeddings, freeze);
   return e;
 }

@@ -125,7 +125,7 @@ int64_t embedding_renorm_(const Tensor& weight, const Tensor& indices, double ma
 class Embedding : public UnaryModule {
  public:
   using Options = EmbeddingOptions;
-  explicit Embedding(Options options);
+  explicit Embedding(Options options) : Embedding(std::move(options), true) {}
   Tensor forward(const Tensor& indices) override;
   void reset_parameters();
   // PyTorch's Embedding.from_pretrained: a table holding a copy of embeddings [V, D] (its dtype and
@@ -142,6 +142,9 @@ class Embedding : public UnaryModule {
   std::string extra_repr() const override;
 
  private:
+  // initialize = false: the weight is left uninitialised (from_pretrained overwrites it; drawing a
+  // table first would move the default generator, changing every later seeded draw).
+  Embedding(Options options, bool initialize);
   Options options_;
   int64_t padding_idx_ = -1;  // normalised to [0, V) or -1
 };

@@ -144,7 +144,7 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& input, const EmbeddingB
   return total.to(out);
 }
 
-EmbeddingBag::EmbeddingBag(Options o) : UnaryModule("EmbeddingBag"), options_(o) {
+EmbeddingBag::EmbeddingBag(Options o, bool initialize) : UnaryModule("EmbeddingBag"), options_(o) {
   MG_CHECK(o.num > 0 && o.dim > 0, Error, "EmbeddingBag: num and dim must be positive, got ", o.num, " and ", o.dim);
   if (o.padding_idx) {
     MG_CHECK(*o.padding_idx >= -o.num && *o.padding_idx < o.num, Error, "EmbeddingBag: padding_idx ",
@@ -152,7 +152,7 @@ EmbeddingBag::EmbeddingBag(Options o) : UnaryModule("EmbeddingBag"), options_(o)
     if (*options_.padding_idx < 0) *options_.padding_idx += o.num;
   }
   weight = register_parameter("weight", empty({o.num, o.dim}));
-  reset_parameters();
+  if (initialize) reset_parameters();
 }
 
 void EmbeddingBag::reset_parameters() {
@@ -167,7 +167,7 @@ std::shared_ptr<EmbeddingBag> EmbeddingBag::from_pretrained(const Tensor& embedd
   detail::check_pretrained_table(embeddings, "EmbeddingBag::from_pretrained");
   options.num = embeddings.size(0);
   options.dim = embeddings.size(1);
-  auto e = std::make_shared<EmbeddingBag>(options);
+  std::shared_ptr<EmbeddingBag> e(new EmbeddingBag(options, /*initialize=*/false));  // no throwaway draws
   detail::load_pretrained_table(*e, e->weight, embeddings, freeze);
   return e;
 }

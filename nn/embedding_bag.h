@@ -55,7 +55,7 @@ struct EmbeddingBagOptions {
 class EmbeddingBag : public UnaryModule {
  public:
   using Options = EmbeddingBagOptions;
-  explicit EmbeddingBag(Options options);
+  explicit EmbeddingBag(Options options) : EmbeddingBag(std::move(options), true) {}
   void reset_parameters();
   // PyTorch's EmbeddingBag.from_pretrained: a copy of embeddings [V, D], frozen unless freeze is
   // false; `options` supplies the mode, padding_idx, max_norm (num and dim come from the tensor).
@@ -71,6 +71,8 @@ class EmbeddingBag : public UnaryModule {
   std::string extra_repr() const override;
 
  private:
+  // initialize = false: the weight is left uninitialised, for from_pretrained (as Embedding's).
+  EmbeddingBag(Options options, bool initialize);
   Options options_;
 };
 

@@ -35,6 +35,8 @@ class InstanceNorm : public UnaryModule {
  protected:
   InstanceNorm(std::string type, int64_t spatial_dims, Options options);
   std::string extra_repr() const override;
+  // As BatchNorm's: a state dict without num_batches_tracked loads and keeps the counter.
+  bool state_may_be_missing(const std::string& name) const override { return name == "num_batches_tracked"; }
 
  private:
   void update_running_stats(const Tensor& x);  // x [N, C, ...], training with track_running_stats

@@ -4,6 +4,7 @@
 #include "mixgrad/nn/module.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <sstream>
 #include <typeindex>
@@ -266,6 +267,15 @@ void Module::collect_state(const std::string& prefix, NamedTensors& out) const {
   for (const auto& [name, child] : children_) child->collect_state(prefix + name + ".", out);
 }
 
+void Module::collect_optional_state(const std::string& prefix, std::unordered_set<std::string>& out) const {
+  for (const auto* list : {&params_, &buffers_}) {
+    for (const auto& [name, t] : *list) {
+      if (state_may_be_missing(name)) out.insert(prefix + name);
+    }
+  }
+  for (const auto& [name, child] : children_) child->collect_optional_state(prefix + name + ".", out);
+}
+
 NamedTensors Module::state_dict() const {
   NamedTensors out;  // every name of a shared tensor, as PyTorch's state_dict
   collect_state("", out);
@@ -277,24 +287,33 @@ NamedTensors Module::state_dict() const {
 
 Module::LoadResult Module::load_state_dict(const NamedTensors& state, bool strict) {
   const NamedTensors own = state_dict();
+  std::unordered_set<std::string> optional;
+  collect_optional_state("", optional);
+  // Keys looked up by hash: a linear search per key was quadratic in the number of tensors.
+  std::unordered_map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : state) given.emplace(name, &t);  // the first of a repeated key, as find did
+  std::unordered_set<std::string> own_names;
   std::vector<std::string> missing, unexpected, mismatched;
   std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source), applied only if all is well
   for (const auto& [name, dst] : own) {
-    // A named copy for the lambda: clang before 16 cannot capture structured bindings.
-    const std::string& key = name;
-    auto it = std::find_if(state.begin(), state.end(), [&](const auto& p) { return p.first == key; });
-    if (it == state.end()) {
-      missing.push_back(name);
-    } else if (!it->second.defined() || it->second.shape() != dst.shape()) {
-      mismatched.push_back(str_cat(name, ": checkpoint ", it->second.defined() ? describe(it->second) : "undefined",
+    own_names.insert(name);
+    const auto it = given.find(name);
+    if (it == given.end()) {
+      if (!optional.contains(name)) missing.push_back(name);
+      continue;
+    }
+    Tensor src = *it->second;
+    // A one-element [1] value for a 0-d tensor, as PyTorch's _load_from_state_dict takes input[0].
+    if (src.defined() && dst.dim() == 0 && src.dim() == 1 && src.numel() == 1) src = src.reshape({});
+    if (!src.defined() || src.shape() != dst.shape()) {
+      mismatched.push_back(str_cat(name, ": checkpoint ", src.defined() ? describe(src) : "undefined",
                                    ", model ", describe(dst)));
     } else {
-      copies.emplace_back(dst, it->second);
+      copies.emplace_back(dst, src);
     }
   }
   for (const auto& entry : state) {
-    const std::string& name = entry.first;
-    if (std::none_of(own.begin(), own.end(), [&](const auto& p) { return p.first == name; })) unexpected.push_back(name);
+    if (!own_names.contains(entry.first)) unexpected.push_back(entry.first);
   }
   const bool bad = !mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()));
   if (bad) {
@@ -324,9 +343,14 @@ Module::LoadResult Module::load_state_dict(const NamedTensors& state, bool stric
 
 std::string Module::str() const {
   std::ostringstream os;
-  os << type_name() << '(' << extra_repr();
+  // The configuration inline when there are no children, else on its own line above them, as
+  // PyTorch's repr.
+  const std::string extra = extra_repr();
+  os << type_name() << '(';
+  if (children_.empty()) os << extra;
   if (!children_.empty()) {
     os << '\n';
+    if (!extra.empty()) os << "  " << extra << '\n';
     for (const auto& [name, child] : children_) {
       std::string sub = child->str();
       // Indent the child's lines by two spaces.
@@ -342,16 +366,27 @@ std::string Module::str() const {
   return os.str();
 }
 
+namespace {
+// Hook handles are unique in the process, so removing another module's handle is an error
+// instead of silently removing this module's hook with the same number.
+int64_t next_hook_handle() {
+  static std::atomic<int64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
 int64_t UnaryModule::register_forward_pre_hook(ForwardPreHook hook) {
   MG_CHECK(hook != nullptr, Error, layer_name(), ": register_forward_pre_hook got an empty function");
-  pre_hooks_.emplace_back(next_hook_, std::move(hook));
-  return next_hook_++;
+  const int64_t handle = next_hook_handle();
+  pre_hooks_.emplace_back(handle, std::move(hook));
+  return handle;
 }
 
 int64_t UnaryModule::register_forward_hook(ForwardHook hook) {
   MG_CHECK(hook != nullptr, Error, layer_name(), ": register_forward_hook got an empty function");
-  hooks_.emplace_back(next_hook_, std::move(hook));
-  return next_hook_++;
+  const int64_t handle = next_hook_handle();
+  hooks_.emplace_back(handle, std::move(hook));
+  return handle;
 }
 
 void UnaryModule::remove_hook(int64_t handle) {

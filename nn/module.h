@@ -105,6 +105,7 @@ class Module {
   // strict: the key sets must match. Every problem (missing, unexpected, shape mismatch) is listed
   // in one error and nothing is changed. Returns the keys a non-strict load skipped (PyTorch's
   // missing_keys / unexpected_keys), so a prefix mismatch ("module.") that loads nothing shows.
+  // A 0-d tensor also takes a one-element [1] value (PyTorch's rule for old checkpoints).
   struct LoadResult {
     std::vector<std::string> missing_keys, unexpected_keys;
   };
@@ -127,6 +128,13 @@ class Module {
  protected:
   // One line of configuration shown after the type name, e.g. "in=784, out=10, bias=true".
   virtual std::string extra_repr() const { return ""; }
+  // Whether this module's own state entry `name` may be absent from a state dict being loaded; it
+  // then keeps its value and is not reported missing (batch norm's num_batches_tracked, which
+  // checkpoints from PyTorch before 0.4.1 and many converted files lack, as PyTorch's).
+  virtual bool state_may_be_missing(const std::string& name) const {
+    (void)name;
+    return false;
+  }
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> m);
@@ -138,6 +146,8 @@ class Module {
                        std::unordered_set<const Module*>& seen) const;
   // Every name of the state under `prefix`: own parameters, persistent buffers, then children's.
   void collect_state(const std::string& prefix, NamedTensors& out) const;
+  // The dotted names under `prefix` that state_may_be_missing allows to be absent.
+  void collect_optional_state(const std::string& prefix, std::unordered_set<std::string>& out) const;
 
   std::string type_name_;  // explicit; empty: derived from the dynamic type
   std::string name_;  // set by the first parent's add_child
@@ -189,14 +199,14 @@ class UnaryModule : public Module {
       std::function<std::optional<Tensor>(UnaryModule& module, const Tensor& input, const Tensor& output)>;
   int64_t register_forward_pre_hook(ForwardPreHook hook);
   int64_t register_forward_hook(ForwardHook hook);
-  // Removes the hook of either kind with this handle; an unknown handle is an error.
+  // Removes the hook of either kind with this handle; an unknown handle (one of another module:
+  // handles are unique in the process) is an error.
   void remove_hook(int64_t handle);
 
  private:
   Tensor call_with_hooks(const Tensor& x, const std::function<Tensor(const Tensor&)>& run);
   std::vector<std::pair<int64_t, ForwardPreHook>> pre_hooks_;
   std::vector<std::pair<int64_t, ForwardHook>> hooks_;
-  int64_t next_hook_ = 1;
 };
 
 namespace detail {

@@ -56,6 +56,9 @@ class BatchNorm : public UnaryModule {
   // `ranks`: the input ranks the layer accepts, e.g. {2, 3} for BatchNorm1d.
   BatchNorm(const char* type_name, Options options, std::vector<int64_t> ranks);
   std::string extra_repr() const override;
+  // A state dict without num_batches_tracked (PyTorch before 0.4.1, many converted files) loads
+  // and keeps the counter, as PyTorch's _NormBase.
+  bool state_may_be_missing(const std::string& name) const override { return name == "num_batches_tracked"; }
 
  private:
   Options options_;

@@ -3,7 +3,8 @@
 //   a dead row (every key masked) has statistics {0, 0}: 1/Σ = 0 marks it (a live row's is in
 //   (0, 1], or NaN);
 //   the dropout keeps a weight as the dropout op does (cuda/host/dropout_mask.h: element e of the
-//   [.., Lq, Lk] weights reads Philox word e) and drops it to +0 by a bit mask, even a NaN;
+//   [.., Lq, Lk] weights reads Philox word e) and drops it as w * 0 (a NaN stays NaN, as the
+//   dropout op's);
 //   the weights' gradient before dropout is the dropout_backward op's (g * keep) * (1 / (1 - p));
 //   the scores' gradient is dS = P (dP - Σ P dP) scale.
 #pragma once

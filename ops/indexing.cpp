@@ -4,9 +4,11 @@
 // Decisions a reader must know:
 // - stack, split and chunk are composites (unsqueeze + cat; narrow views), so they need no
 //   kernel or rule of their own and their gradients come from cat and slice.
-// - Index values may be negative and then count from the end (-size <= i < size), for
-//   index_select, gather and scatter_add alike; one_hot takes class values 0 <= v < num_classes.
-//   Out-of-range values throw IndexError naming the value and the valid range (the kernels check).
+// - Index values must lie in [0, size) for index_select, gather and scatter_add alike (a negative
+//   one is refused, as PyTorch's); one_hot takes class values 0 <= v < num_classes. Out-of-range
+//   values throw IndexError naming the value and the valid range (the kernels check).
+// - scatter_add needs self and src of one dtype (PyTorch's rule); under autocast its promote
+//   policy converts them first.
 // - Every backward rule is written with public ops, so double backward works.
 #include <algorithm>
 #include <limits>
@@ -99,14 +101,15 @@ Tensors index_select_bw(const BackwardCtx& c, const Tensors& g) {
 
 // ---- gather / scatter_add ----
 // gather/scatter shape rule: index has the input's rank, and index.size(d) <= input.size(d) for
-// every d != dim (PyTorch's rule); for scatter also index.size(d) <= src.size(d) for all d.
+// every d != dim (PyTorch's rule); for scatter also index.size(d) <= src.size(d) for all d. An
+// empty index reads and writes nothing, so its sizes are not compared (as PyTorch's).
 void check_gather_shapes(const char* op, const Tensor& x, int64_t dim, const Tensor& index,
                          const Tensor* src) {
   check_index(op, index);
   MG_CHECK(index.dim() == x.dim(), ShapeError, op,
            ": index must have the same number of dims as the input; got index ", describe(index),
            " and input ", describe(x));
-  for (int64_t d = 0; d < x.dim(); ++d) {
+  for (int64_t d = 0; d < x.dim() && index.numel() > 0; ++d) {
     MG_CHECK(d == dim || index.shape()[d] <= x.shape()[d], ShapeError, op, ": index ", describe(index),
              " is larger than input ", describe(x), " in dim ", d);
     if (src) {
@@ -367,9 +370,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
     (void)wrap_dim(dim, 1, "scatter_add");
     return reshape(scatter_add(as_1d(self), 0, as_1d(index), as_1d(src)), self.shape());
   }
-  const DType t = promote_types(self.dtype(), src.dtype());
-  return dispatch1(OpId::scatter_add, {self.dtype() == t ? self : to(self, t), index, src.dtype() == t ? src : to(src, t)},
-                   {.dim = wrap_dim(dim, std::max<int64_t>(self.dim(), 1), "scatter_add")});
+  return dispatch1(OpId::scatter_add, {self, index, src}, {.dim = wrap_dim(dim, std::max<int64_t>(self.dim(), 1), "scatter_add")});
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
@@ -403,6 +404,8 @@ Tensor one_hot(const Tensor& index, int64_t num_classes) {
     const int64_t max_value = max_index_value(index);
     MG_CHECK(max_value >= 0, IndexError, "one_hot: class values must be non-negative, got a largest value of ",
              max_value, " in ", describe(index));
+    MG_CHECK(max_value < std::numeric_limits<int64_t>::max(), IndexError, "one_hot: the largest class value ",
+             max_value, " leaves no room for num_classes = value + 1");
     num_classes = max_value + 1;
   }
   return dispatch1(OpId::one_hot, {index}, {.ints = {num_classes}});

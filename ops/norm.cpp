@@ -400,8 +400,8 @@ Tensors embedding_bw(const BackwardCtx& c, const Tensors& g) {
   }
   const Tensor base = zeros(ws, {.dtype = g2.dtype(), .device = g2.device()});
   // Only reachable with a bad index on CUDA, whose forward reports it at the host's next wait
-  // (the CPU's forward throws): scatter_add would count a negative index from the end, so it is
-  // sent out of range instead, where scatter_add adds nothing.
+  // (the CPU's forward throws): a negative index is sent to ws[0], past the end, so this backward
+  // never reads or writes through it whatever scatter_add's kernel does with it.
   const Tensor safe_idx =
       idx.device().is_cpu() ? idx : where(lt(idx, scalar_like(0.0, idx)), scalar_like(double(ws[0]), idx), idx);
   const Tensor index = contiguous(expand(reshape(safe_idx, {n, 1}), {n, d}));

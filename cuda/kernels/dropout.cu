@@ -1,9 +1,10 @@
 // CUDA kernel of dropout (f64/f32/f16/bf16), mirroring ops/cpu/norm_kernels.cpp: x -> (y, bool
 // keep mask). The keep decision is cuda/host/dropout_mask.h, the CPU's Philox rule element by
 // element, so the mask equals the CPU's bit for bit for the same attrs.ints = {seed, offset}.
-// One thread per Philox block (4 consecutive elements), grid-stride. Kept values are x / (1 - p)
-// in opmath (acc_t: f32 for f16/bf16/f32, f64 for f64) rounded once; dropped values are +0 (the
-// CPU masks the bits, so a dropped NaN or inf is +0 too). Under a CUDA graph capture ints[2] is the
+// One thread per Philox block (4 consecutive elements), grid-stride. Kept values are
+// x * (1 / (1 - p)) in opmath (acc_t: f32 for f16/bf16/f32, f64 for f64) rounded once; dropped
+// values are x * 0, as the CPU's and PyTorch's: a dropped NaN or inf stays NaN (GradScaler sees
+// it) and a dropped negative is -0. Under a CUDA graph capture ints[2] is the
 // address of the device {seed, base offset} of each replay (core/graph_rng.h) and ints[1] the
 // offset within the graph.
 #include <cuda_runtime.h>

@@ -39,6 +39,7 @@
 #include "mixgrad/cuda/index_math.h"
 #include "mixgrad/cuda/kernels/device_check.cuh"
 #include "mixgrad/cuda/kernels/launch.h"
+#include "mixgrad/ops/functors.h"
 #include "mixgrad/ops/kernel_registry.h"
 #include "mixgrad/ops/loop_plan.h"
 #include "mixgrad/ops/ops.h"
@@ -297,7 +298,7 @@ struct ScatterAcc {
     } else if constexpr (std::is_floating_point_v<type>) {
       return acc + static_cast<type>(v);
     } else {
-      return static_cast<type>(acc + v);
+      return fn::wrapping_add(acc, static_cast<type>(v));  // integers wrap, as the CPU's (no UB)
     }
   }
 };

@@ -66,8 +66,8 @@ struct ScatterLineScratch {
 // lines lines; line t's operands start at out + t * line_stride[0], index + t * line_stride[1],
 // src + t * line_stride[2] (elements). out (T, already holding self) += the scattered src, each
 // element's sum by the rule in C = opmath_t<T> (f32 for f16/bf16, one rounding on store).
-// fix(v) handles a raw index v outside [0, size): returns v + size for a valid negative index or
-// throws. On a throw the lines written so far keep their sums; the scratch is reset.
+// fix(v) handles a raw index v outside [0, size): it throws (every caller refuses such an index,
+// negative ones included, as PyTorch's). On a throw the lines written so far keep their sums; the scratch is reset.
 template <typename T, typename I, typename Fix>
 void scatter_add_lines(T* out, const I* index, const T* src, int64_t lines, const std::array<int64_t, 3>& line_stride,
                        const ScatterLineGeom& g, const Fix& fix) {

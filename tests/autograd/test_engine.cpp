@@ -366,3 +366,15 @@ TEST_CASE("freeing a graph of 300k nodes in a chain does not overflow the stack"
   z.sum().backward();
   CHECK(values(x.grad())[0] == 1.0);
 }
+
+TEST_CASE("set_grad refuses a gradient in the tensor's own memory", "[autograd]") {
+  // PyTorch: x.grad = x raises "can't assign Variable as its own grad"; backward would add the
+  // gradient into the weight itself.
+  Tensor w = leaf({1.0, 1.0, 1.0});
+  MG_REQUIRE_ERROR(w.set_grad(w), "set_grad: the gradient shares the tensor's own memory");
+  MG_REQUIRE_ERROR(w.set_grad(w.detach()), "set_grad: the gradient shares the tensor's own memory");
+  w.set_grad(w.detach().clone());
+  (w * 2.0).sum().backward();
+  CHECK(values(w) == std::vector<double>{1, 1, 1});
+  CHECK(values(w.grad()) == std::vector<double>{3, 3, 3});
+}

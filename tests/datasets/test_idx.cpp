@@ -200,6 +200,8 @@ TEST_CASE("idx: missing files and bad writer arguments", "[data][idx]") {
   MG_REQUIRE_ERROR(read_idx(dir.file("nope.gz"), 0), "ndim must be in [1, 8], got 0");
   MG_REQUIRE_ERROR(write_idx(dir.file("w"), {2, 3}, {1, 2, 3}, false), "dims [2, 3] need 6 bytes but 3 were given");
   MG_REQUIRE_ERROR(write_idx(dir.file("w"), {2, 0}, {}, false), "every dimension must be in [1, 2^32)");
+  // 2^16 four times is 2^64, which wrapped to 0 and "matched" empty data
+  MG_REQUIRE_ERROR(write_idx(dir.file("w"), {65536, 65536, 65536, 65536}, {}, false), "describe more than 2^40 bytes");
   MG_REQUIRE_ERROR(write_idx((dir.path / "no_such_dir" / "w").string(), {1}, {1}, true), "write_idx: cannot create");
 }
 

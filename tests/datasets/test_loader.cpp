@@ -40,6 +40,7 @@ class IndexDataset : public mg::data::Dataset {
         failures_left.fetch_sub(1);
         if (throw_std) throw std::runtime_error("disk on fire at " + std::to_string(i));
         if (throw_index) MG_THROW(IndexError, "IndexDataset: no example ", i);
+        if (throw_internal) MG_THROW(InternalError, "IndexDataset: broken invariant at ", i);
         MG_THROW(Error, "IndexDataset: cannot read example ", i);
       }
     }
@@ -58,6 +59,7 @@ class IndexDataset : public mg::data::Dataset {
   int64_t fail_on = -1;
   mutable std::atomic<int> failures_left{-1};  // -1: forever
   bool throw_std = false;
+  bool throw_internal = false;
   bool throw_index = false;
   mutable std::atomic<int> calls{0};
 };
@@ -409,6 +411,16 @@ TEST_CASE("loader: a dataset's error reaches the caller as its own class", "[dat
       CHECK(std::string(e.what()).find("IndexDataset::get_batch failed on batch 1 of epoch 0 (examples [10, 11, 12, "
                                        "13, ...]): IndexDataset: no example 12") != std::string::npos);
     }
+  }
+}
+
+TEST_CASE("loader: an InternalError of a dataset stays one", "[data][loader]") {
+  for (const int prefetch : {0, 2}) {
+    auto ds = std::make_shared<IndexDataset>(20);
+    ds->fail_on = 3;
+    ds->throw_internal = true;
+    DataLoader loader(ds, {.batch_size = 10, .prefetch = prefetch});
+    CHECK_THROWS_AS(loader.next(), mg::InternalError);
   }
 }
 

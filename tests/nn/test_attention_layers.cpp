@@ -111,7 +111,8 @@ TEST_CASE("MultiheadAttention: PyTorch's parameter names, shapes and init", "[nn
   CHECK(m > 0.98 * 0.125);
   CHECK(mha.num_parameters() == 192 * 64 + 192 + 64 * 64 + 64);
   CHECK(mha.str() ==
-        "MultiheadAttention(embed_dim=64, num_heads=4, dropout=0\n"
+        "MultiheadAttention(\n"
+        "  embed_dim=64, num_heads=4, dropout=0\n"
         "  (out_proj): Linear(in=64, out=64, bias=true)\n"
         ")");
 

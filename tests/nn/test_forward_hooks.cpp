@@ -109,3 +109,18 @@ TEST_CASE("forward hooks on the layers of a TransformerEncoder run inside the st
   CHECK(stack_calls == 1);
   CHECK(y.shape() == x.shape());
 }
+
+TEST_CASE("a hook handle of another module is an error, not a hook of this one removed", "[nn][hooks]") {
+  auto a = nn::make<nn::Linear>({.in = 2, .out = 2});
+  auto b = nn::make<nn::Linear>({.in = 2, .out = 2});
+  int b_calls = 0;
+  const int64_t ha = a->register_forward_hook([](nn::UnaryModule&, const Tensor&, const Tensor&) { return std::optional<Tensor>(); });
+  b->register_forward_hook([&](nn::UnaryModule&, const Tensor&, const Tensor&) {
+    ++b_calls;
+    return std::optional<Tensor>();
+  });
+  MG_REQUIRE_ERROR(b->remove_hook(ha), "no forward hook with handle");
+  (*b)(ones({1, 2}));
+  CHECK(b_calls == 1);
+  a->remove_hook(ha);
+}

@@ -5,6 +5,11 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "nn/conv.h"
+#include "nn/dropout.h"
+#include "nn/embedding_bag.h"
+#include "nn/linear.h"
+#include "nn/normalization.h"
+#include "core/generator.h"
 #include "nn/module.h"
 #include "ops/ops.h"
 #include "optim/sgd.h"
@@ -337,4 +342,54 @@ TEST_CASE("children() lists a child registered under two names once, under its f
   CHECK(seen == std::vector<std::string>{"a", "n"});
   REQUIRE(net.children().size() == 2);
   CHECK(net.children()[0] == lin);
+}
+
+TEST_CASE("load_state_dict: batch norm without num_batches_tracked, and a [1] value for a 0-d buffer, load as PyTorch's",
+          "[nn][module]") {
+  // PyTorch: bn.load_state_dict(sd without num_batches_tracked) matches all keys and keeps the
+  // counter; a [1] tensor for the 0-d counter is taken as its element.
+  nn::BatchNorm1d bn({.features = 2});
+  {
+    NoGradGuard no_grad;
+    bn.num_batches_tracked.fill_(3.0);
+  }
+  nn::NamedTensors sd = bn.state_dict();
+  for (auto& [name, t] : sd) t = t.clone();
+  sd.pop_back();
+  REQUIRE(sd.size() == 4);
+  const auto result = bn.load_state_dict(sd);
+  CHECK(result.missing_keys.empty());
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 3);
+  sd.emplace_back("num_batches_tracked", from_vector<int64_t>({7}, {1}));
+  bn.load_state_dict(sd);
+  CHECK(bn.num_batches_tracked.dim() == 0);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 7);
+  // Other keys stay required, and a [2] value for a 0-d tensor is still a mismatch.
+  sd.back().second = from_vector<int64_t>({1, 2}, {2});
+  MG_REQUIRE_ERROR(bn.load_state_dict(sd), "num_batches_tracked: checkpoint [2] i64 cpu, model [] i64 cpu");
+  sd.pop_back();
+  sd.erase(sd.begin());
+  MG_REQUIRE_ERROR(bn.load_state_dict(sd), "missing keys (1):\n    weight\n");
+}
+
+TEST_CASE("a module with configuration and children prints the configuration on its own line, as PyTorch's",
+          "[nn][module]") {
+  struct Wrap : nn::Module {
+    Wrap() : Module("Wrap") { register_module("fc", std::make_shared<Affine>(1, 1)); }
+    std::string extra_repr() const override { return "k=1"; }
+  } w;
+  CHECK(w.str() == "Wrap(\n  k=1\n  (fc): Affine(in=1, out=1, bias=true)\n)");
+}
+
+TEST_CASE("from_pretrained draws no throwaway table: the default generator is where it was", "[nn][module]") {
+  // PyTorch: manual_seed(0); Embedding.from_pretrained(t); rand(2) equals manual_seed(0); rand(2).
+  const Tensor table = from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2});
+  manual_seed(11);
+  const std::vector<double> want = values(rand({4}));
+  manual_seed(11);
+  auto e = nn::Embedding::from_pretrained(table);
+  auto b = nn::EmbeddingBag::from_pretrained(table);
+  CHECK(values(rand({4})) == want);
+  CHECK(values(e->weight) == values(table));
+  CHECK(values(b->weight) == values(table));
 }

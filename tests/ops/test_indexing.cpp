@@ -566,3 +566,17 @@ TEST_CASE("indexing ops: error messages", "[ops][indexing][errors]") {
   MG_REQUIRE_ERROR(one_hot(f32({1}), 2), "one_hot: expected an i64 or i32 index tensor, got [1] f32 cpu");
   MG_REQUIRE_ERROR(one_hot(i64({1}), 0), "one_hot: num_classes must be positive");
 }
+
+TEST_CASE("scatter_add refuses self and src of different dtypes, as PyTorch's; an empty index is not size-checked",
+          "[ops][indexing]") {
+  // PyTorch: "scatter(): Expected self.dtype to be equal to src.dtype" (mixgrad converted silently).
+  const Tensor idx = i64({0}, {1});
+  MG_REQUIRE_ERROR(scatter_add(zeros({3}), 0, idx, ones({1}, {.dtype = DType::F64})), "scatter_add");
+  MG_REQUIRE_ERROR(scatter_add(zeros({3}, {.dtype = DType::I64}), 0, idx, ones({1})), "scatter_add");
+  // PyTorch: gather(zeros(3, 4), 0, zeros(0, 5)) is [0, 5]; scatter_add with it returns self.
+  const Tensor empty_idx = zeros({0, 5}, {.dtype = DType::I64});
+  CHECK(gather(zeros({3, 4}), 0, empty_idx).shape() == Shape{0, 5});
+  CHECK(values(scatter_add(ones({3, 4}), 0, empty_idx, zeros({1, 1}))) == std::vector<double>(12, 1.0));
+  // one_hot: a class value of INT64_MAX leaves no room for num_classes (was signed overflow)
+  MG_REQUIRE_ERROR(one_hot(i64({std::numeric_limits<int64_t>::max()}, {1}), -1), "leaves no room for num_classes");
+}
