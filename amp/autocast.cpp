@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <tuple>
 #include <mutex>
 #include <utility>
@@ -82,9 +83,15 @@ void autocast_hook(CastPolicy policy, const char* op, Tensors& inputs, DeviceTyp
       }
       return;
     case CastPolicy::Banned:
-      MG_CHECK(st.dtype != DType::F16, DTypeError, op, ": banned under f16 autocast: its inputs or result leave f16's range",
-               "\n  hint: use binary_cross_entropy_with_logits (it fuses the sigmoid and is safe under autocast), "
-               "or compute this op in an Autocast({.enabled = false}) region on f32 inputs");
+      if (std::string_view(op) == "binary_cross_entropy") {
+        MG_CHECK(st.dtype != DType::F16, DTypeError, op,
+                 ": banned under f16 autocast: its inputs or result leave f16's range",
+                 "\n  hint: use binary_cross_entropy_with_logits (it fuses the sigmoid and is safe under autocast), "
+                 "or compute this op in an Autocast({.enabled = false}) region on f32 inputs");
+      }
+      MG_CHECK(st.dtype != DType::F16, DTypeError, op, ": banned under f16 autocast (set_policy made it so)",
+               "\n  hint: compute this op in an Autocast({.enabled = false}) region on f32 inputs, or reset_policy(\"",
+               op, "\")");
       [[fallthrough]];  // under bf16 (f32's range) it runs in f32
     case CastPolicy::Fp32:
       for (Tensor& t : inputs) {

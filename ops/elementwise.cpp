@@ -151,6 +151,9 @@ Tensors mul_scalar_bw(const BackwardCtx& c, const Tensors& g) {
 Tensors div_scalar_bw(const BackwardCtx& c, const Tensors& g) {
   return {dispatch1(OpId::div_scalar, {g[0]}, {.alpha = c.attrs().alpha})};
 }
+// d sign = 0: sign(x) stays in the graph (requires_grad as its input, as PyTorch's), so a loss
+// built on it backpropagates zeros instead of "does not require grad".
+Tensors sign_bw(const BackwardCtx&, const Tensors& g) { return {zeros_like(g[0])}; }
 // d x^p = p x^(p-1)
 Tensors pow_scalar_bw(const BackwardCtx& c, const Tensors& g) {
   const double p = c.attrs().alpha;
@@ -341,7 +344,7 @@ void register_elementwise_rules() {
   const uint32_t in0 = kSaveInput(0), out0 = kSaveOutput(0);
   set_op_rule(OpId::neg, {.infer = infer_signed, .backward = neg_bw});
   set_op_rule(OpId::abs, {.infer = infer_any, .backward = abs_bw, .save = in0});
-  set_op_rule(OpId::sign, {.infer = infer_any});
+  set_op_rule(OpId::sign, {.infer = infer_any, .backward = sign_bw});
   set_op_rule(OpId::exp, {.infer = infer_exp, .backward = exp_bw, .save = out0});
   set_op_rule(OpId::log, {.infer = infer_log, .backward = log_bw, .save = in0});
   set_op_rule(OpId::log1p, {.infer = infer_log1p, .backward = log1p_bw, .save = in0});

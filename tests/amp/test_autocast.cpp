@@ -194,6 +194,25 @@ TEST_CASE("user-defined functions get their declared policy - overrides conflict
   }
 }
 
+TEST_CASE("set_policy refuses casts, views and backward ops; a user's ban names itself", "[amp]") {
+  // to_dtype at fp32 recursed without end (the hook's cast dispatches to_dtype); a lowered view
+  // would be a view of a cast copy, so writes through it would not reach its base.
+  for (const char* op : {"to_dtype", "to_device", "copy", "view", "permute", "expand", "slice", "softmax_backward"}) {
+    INFO(op);
+    MG_REQUIRE_ERROR(set_policy(op, CastPolicy::Lower), "is a cast, a view or a backward op, whose policy cannot change");
+  }
+  set_policy("view", CastPolicy::Keep);  // its own default is accepted
+  reset_policies();
+  set_policy("exp", CastPolicy::Banned);
+  {
+    amp::Autocast autocast({.dtype = DType::F16});
+    MG_REQUIRE_ERROR(exp(ones({2})), "exp: banned under f16 autocast (set_policy made it so)");
+    MG_REQUIRE_ERROR(binary_cross_entropy(full({2}, 0.5), full({2}, 1.0)),
+                     "hint: use binary_cross_entropy_with_logits");
+  }
+  reset_policies();
+}
+
 TEST_CASE("a region without a dtype inherits the enclosing one, as PyTorch's autocast", "[amp]") {
   const Tensor a = ones({2, 2}), b = ones({2, 2});
   {

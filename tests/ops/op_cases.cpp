@@ -179,6 +179,9 @@ void unary_cases(Table& t) {
   t.add_nd(O::sign, "sign", {fixed({-2.5, 0, 1.5, -0.25, 3, 0, -1, 0.5}, {2, 4})},
            [](const Tensors& in) { return sign(in[0]); })
       .ref = unary_ref(sgn);
+  // the gradient is 0 (away from the jump at 0, where a finite difference is not)
+  t.add(O::sign, "sign/gradient", {normal_away(s, {0.0}, 0.1)}, [](const Tensors& in) { return sign(in[0]); }, {0})
+      .ref = unary_ref(sgn);
   t.add(O::exp, "exp", {normal(s)}, [](const Tensors& in) { return exp(in[0]); }, {0})
       .ref = unary_ref(std::exp);
   t.add(O::exp, "exp/strided", {strided(normal({6, 4}), 0, 2)},

@@ -105,3 +105,12 @@ TEST_CASE("softplus's backward keeps beta x in f32 for f16 and bf16, as its forw
   CHECK(values(gr) == std::vector<double>{7.771561172376096e-14});
   MG_REQUIRE_ERROR(softplus_backward(ones({1}), ones({1}), 0.0), "softplus_backward: beta must be finite and not 0");
 }
+
+TEST_CASE("sign stays in the graph with a zero gradient, as PyTorch's", "[ops][elementwise][autograd]") {
+  // PyTorch: torch.sign(x).requires_grad is True and backward gives zeros.
+  const Tensor x = from_vector<double>({-2.0, 0.0, 3.0}, {3}).requires_grad_();
+  const Tensor s = sign(x);
+  CHECK(s.requires_grad());
+  sum(s * x).backward();  // d(sign(x) x) = sign(x) through the product, 0 through sign
+  CHECK(values(x.grad()) == std::vector<double>{-1, 0, 1});
+}
