@@ -289,21 +289,28 @@ Tensors huber_loss_bw(const BackwardCtx& c, const Tensors& g) {
   return {gx, -gx};
 }
 // loss = (1 - t) x + lw sp, sp = softplus(-x), lw = 1 + (pw - 1) t (pw = 1 without pos_weight):
-//   d/dx = (1 - t) - lw sigmoid(-x),  d/dt = -x + (pw - 1) sp,  d/dpw = t sp
+//   d/dx = (1 - t) sigmoid(x) - pw t sigmoid(-x),  d/dt = -x + (pw - 1) sp,  d/dpw = t sp
+// d/dx in that form has no cancellation at t = 0 or 1 (as (1 - t) - lw sigmoid(-x) had: 1 -
+// sigmoid(-x) was exactly 0 for a confident negative, in bf16 from x = -7 on). f16/bf16 compute in
+// f32 and round each gradient once.
 Tensors bce_with_logits_bw(const BackwardCtx& c, const Tensors& g) {
-  const Tensor x = c.input(0), t = c.input(1);
-  const Tensor ge = reduced_grad(c, g[0]);
+  const DType dt = c.input(0).dtype();
+  const bool low = dt == DType::F16 || dt == DType::BF16;
+  const auto wide = [&](const Tensor& v) { return low && v.dtype() == dt ? to(v, DType::F32) : v; };
+  const auto back = [&](const Tensor& v, int i) { return low && c.input(i).dtype() == dt ? to(v, dt) : v; };
+  const Tensor x = wide(c.input(0)), t = wide(c.input(1));
+  const Tensor ge = reduced_grad(c, wide(g[0]));
   Tensors out(c.num_inputs());
   if (c.num_inputs() == 2) {
-    if (c.needs_grad(0)) out[0] = ge * (sigmoid(x) - t);
-    if (c.needs_grad(1)) out[1] = -(ge * x);
+    if (c.needs_grad(0)) out[0] = back(ge * (sigmoid(x) - t), 0);
+    if (c.needs_grad(1)) out[1] = back(-(ge * x), 1);
     return out;
   }
-  const Tensor pw = c.input(2);
+  const Tensor pw = wide(c.input(2));
   const Tensor sp = softplus_neg(x);
-  if (c.needs_grad(0)) out[0] = ge * ((1.0 - t) - (1.0 + (pw - 1.0) * t) * sigmoid(-x));
-  if (c.needs_grad(1)) out[1] = ge * ((pw - 1.0) * sp - x);
-  if (c.needs_grad(2)) out[2] = ge * t * sp;
+  if (c.needs_grad(0)) out[0] = back(ge * ((1.0 - t) * sigmoid(x) - pw * t * sigmoid(-x)), 0);
+  if (c.needs_grad(1)) out[1] = back(ge * ((pw - 1.0) * sp - x), 1);
+  if (c.needs_grad(2)) out[2] = back(ge * t * sp, 2);
   return out;
 }
 // kl_div: d/dx = -t, d/dt = log t + 1 - x (0 where t == 0, where PyTorch's is NaN; NaN for t < 0);

@@ -70,8 +70,20 @@ Tensor weighted_class_loss(const char* op, const Tensor& input, const Tensor& ta
   const Tensor x = input.dtype() == acc ? input : to(input, acc);
   const Tensor lp = from_logits ? log_softmax(x, cdim) : x;
   const Tensor w = weight.dtype() == acc ? weight : to(weight, acc);
-  // -lp[t] (0 where ignored) by the op itself: it checks the target's shape, dtype and range
-  const Tensor nll = nll_loss(lp, target, Reduction::None, ignore_index);
+  // -lp[t] (0 where ignored) by the op itself: it checks the target's shape, dtype and range. Its
+  // errors name the op the caller called (cross_entropy), not this inner one.
+  Tensor nll;
+  try {
+    nll = nll_loss(lp, target, Reduction::None, ignore_index);
+  } catch (const Error& e) {
+    if (!from_logits) throw;
+    std::string msg = e.what();
+    if (msg.rfind("nll_loss", 0) == 0) msg.replace(0, 8, "cross_entropy");
+    if (dynamic_cast<const IndexError*>(&e)) throw IndexError(msg);
+    if (dynamic_cast<const ShapeError*>(&e)) throw ShapeError(msg);
+    if (dynamic_cast<const DTypeError*>(&e)) throw DTypeError(msg);
+    throw Error(msg);
+  }
   const Tensor t = target.dtype() == DType::I64 ? target : to(target, DType::I64);
   const Tensor valid = ne(t, scalar_like(double(ignore_index), t));
   const Tensor safe = where(valid, t, zeros_like(t));

@@ -305,7 +305,9 @@ Tensor smooth_l1_fn(const Tensors& in, const OpAttrs& a) {
   const double beta = a.alpha;
   const Tensor d = abs(in[0] - in[1]);
   if (beta == 0.0) return d;
-  return where(lt(d, scalar_like(beta, d)), d * d * (0.5 / beta), d - 0.5 * beta);
+  // (0.5 d^2) / beta, PyTorch's order: 0.5 / beta is inf in f32 for a beta below ~1.5e-39, which
+  // made 0 * inf = NaN at d = 0.
+  return where(lt(d, scalar_like(beta, d)), (d * d * 0.5) / beta, d - 0.5 * beta);
 }
 // 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta) (PyTorch's huber_loss)
 Tensor huber_fn(const Tensors& in, const OpAttrs& a) {

@@ -11,6 +11,7 @@
 
 #include "autograd/engine.h"
 #include "core/factory.h"
+#include "ops/loss.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
@@ -113,4 +114,18 @@ TEST_CASE("sign stays in the graph with a zero gradient, as PyTorch's", "[ops][e
   CHECK(s.requires_grad());
   sum(s * x).backward();  // d(sign(x) x) = sign(x) through the product, 0 through sign
   CHECK(values(x.grad()) == std::vector<double>{-1, 0, 1});
+}
+
+TEST_CASE("binary_cross_entropy_with_logits with pos_weight: the gradient of a confident negative is not 0",
+          "[ops][loss][autograd]") {
+  // bf16, t = 0 (and t = 1 at x = 4), pos_weight 3, sum: the gradient is sigmoid(x) (resp.
+  // -3 sigmoid(-x)) rounded once. For t = 0 these are PyTorch 2.15's values; 1 - sigmoid(-x)
+  // rounded to bf16 first gave 0 from x = -7. At t = 1 PyTorch's own 3 sigmoid(4) - 3 in bf16
+  // cancels to -0.0625; -3 sigmoid(-4) = -0.0539638... rounds to -0.0539550781.
+  const Tensor x = from_vector<double>({-3, -5, -7, -9, 4}, {5}).to(DType::BF16).requires_grad_();
+  const Tensor t = from_vector<double>({0, 0, 0, 0, 1}, {5}).to(DType::BF16);
+  const Tensor pw = full({5}, 3.0, {.dtype = DType::BF16});
+  const Tensor loss = binary_cross_entropy_with_logits(x, t, pw, Reduction::Sum);
+  CHECK(values(autograd::grad({loss}, {x})[0]) ==
+        std::vector<double>{0.04736328125, 0.006683349609375, 0.000911712646484375, 0.00012302398681640625, -0.053955078125});
 }

@@ -184,6 +184,14 @@ TEST_CASE("weighted losses: bad weights and targets are named errors", "[ops][lo
                    "nll_loss: target 3 is out of range for 3 classes");
   MG_REQUIRE_ERROR(nll_loss(logits, from_vector<int64_t>({0, 1}), Reduction::Mean, -100, ones({3})),
                    "nll_loss: expected target of shape [4]");
+  // the weighted cross_entropy names itself, not the nll_loss it runs inside
+  MG_REQUIRE_ERROR(cross_entropy(logits, from_vector<int64_t>({0, 3, 1, 1}), Reduction::Mean, -100, 0.0, ones({3})),
+                   "cross_entropy: target 3 is out of range for 3 classes");
+  REQUIRE_THROWS_AS(cross_entropy(logits, from_vector<int64_t>({0, 3, 1, 1}), Reduction::Mean, -100, 0.0, ones({3})),
+                    IndexError);
+  // smooth_l1 with a beta whose 0.5 / beta is inf in f32: 0 at d = 0, as PyTorch's (was NaN)
+  CHECK(test::values(smooth_l1_loss(from_vector<double>({0, 1e-41, 1}, {3}), zeros({3}, {.dtype = DType::F64}),
+                              Reduction::None, 1e-39))[0] == 0.0);
   MG_REQUIRE_ERROR(binary_cross_entropy_with_logits(logits, zeros({4, 3}), Tensor(), Reduction::Mean, ones({4})),
                    "binary_cross_entropy_with_logits: weight [4] f32 cpu must broadcast to the input's shape");
   MG_REQUIRE_ERROR(binary_cross_entropy_with_logits(logits, zeros({4, 3}), Tensor(), Reduction::Mean, ones({2, 4, 3})),
