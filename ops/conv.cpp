@@ -42,6 +42,11 @@ void check_geometry(const char* op, const OpAttrs& a, std::size_t n_ints) {
   MG_CHECK(i[2] >= 0 && i[3] >= 0, Error, op, ": padding must be >= 0, got [", i[2], ", ", i[3], "]");
   MG_CHECK(i[4] >= 1 && i[5] >= 1, Error, op, ": dilation must be >= 1, got [", i[4], ", ", i[5], "]");
   MG_CHECK(i[6] >= 1, Error, op, ": groups must be >= 1, got ", i[6]);
+  // Bounded so that the size arithmetic below (d (k - 1), in + 2 p, (in - 1) s) cannot overflow.
+  constexpr int64_t kMax = int64_t(1) << 40;
+  for (std::size_t k = 0; k < 6; ++k) {
+    MG_CHECK(i[k] <= kMax, Error, op, ": stride, padding and dilation must be at most 2^40, got ", i[k]);
+  }
 }
 
 void check_4d(const char* op, const char* what, const char* layout, const Tensor& t) {
@@ -53,6 +58,11 @@ void check_4d(const char* op, const char* what, const char* layout, const Tensor
 // xd, wd: the operands as describe() prints them.
 int64_t out_size(const char* op, int64_t in, int64_t k, int64_t s, int64_t p, int64_t d,
                  const std::string& xd, const std::string& wd) {
+  // PyTorch's refusals: a zero-size kernel made K = 0 (a bias-only output of an invented size), and
+  // an empty spatial input with padding a non-empty output.
+  MG_CHECK(k >= 1, ShapeError, op, ": the kernel size must be greater than zero; got input ", xd, ", weight ", wd);
+  MG_CHECK(in >= 1, ShapeError, op, ": only an empty batch or channels are supported, not an empty spatial dim; got input ",
+           xd, ", weight ", wd);
   const int64_t keff = d * (k - 1) + 1;
   MG_CHECK(keff <= in + 2 * p, ShapeError, op, ": the kernel (size ", k, ", dilation ", d,
            ", effective ", keff, ") is larger than the padded input (", in, " + 2 * ", p,
@@ -175,6 +185,9 @@ InferResult infer_conv_transpose2d(const Tensors& in, const OpAttrs& a) {
     const int64_t s = a.ints[d], p = a.ints[2 + d], dil = a.ints[4 + d], opad = a.ints[7 + d];
     MG_CHECK(opad >= 0 && (opad < s || opad < dil), Error, op, ": output_padding must be smaller than the stride ",
              "or the dilation, got output_padding ", opad, ", stride ", s, ", dilation ", dil);
+    MG_CHECK(w.size(2 + d) >= 1, ShapeError, op, ": the kernel size must be greater than zero; got weight ", describe(w));
+    MG_CHECK(x.size(2 + d) >= 1, ShapeError, op,
+             ": only an empty batch or channels are supported, not an empty spatial dim; got input ", describe(x));
     hw_out[d] = (x.size(2 + d) - 1) * s - 2 * p + dil * (w.size(2 + d) - 1) + opad + 1;
     MG_CHECK(hw_out[d] >= 1, ShapeError, op, ": the output would be empty (size ", hw_out[d],
              ") along ", d == 0 ? "H" : "W", "; got input ", describe(x), ", weight ", describe(w),

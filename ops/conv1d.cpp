@@ -34,6 +34,9 @@ void check_conv(const char* op, const Tensor& x, const Tensor& w, int64_t paddin
   const bool fits = transposed ? w.size(0) == c : w.size(1) * groups == c;
   MG_CHECK(fits, ShapeError, op, ": expected weight ", transposed ? "[C, O/groups, k] with C = " : "[O, C/groups, k] with C/groups = ",
            transposed ? c : c / groups, " for x ", describe(x), " and groups ", groups, ", got weight ", describe(w));
+  MG_CHECK(w.size(2) >= 1, ShapeError, op, ": the kernel size must be greater than zero; got weight ", describe(w));
+  MG_CHECK(x.size(2) >= 1, ShapeError, op, ": only an empty batch or channels are supported, not an empty length; got x ",
+           describe(x));
   if (transposed) return;
   const int64_t span = dilation * (w.size(2) - 1) + 1;
   MG_CHECK(x.size(2) + 2 * padding >= span, ShapeError, op, ": kernel ", w.size(2), " (dilated ", span,

@@ -31,6 +31,11 @@ int64_t window_out(const char* op, const char* dim, const cpu::Window1d& w, cons
   MG_CHECK(w.k >= 1 && w.s >= 1 && w.d >= 1 && w.p >= 0, Error, op, ": kernel, stride and dilation must be >= 1 ",
            "and padding >= 0, got kernel ", w.k, ", stride ", w.s, ", padding ", w.p, ", dilation ", w.d,
            " along ", dim);
+  // Bounded so that the window arithmetic (d (k - 1), n + 2 p, o s) cannot overflow.
+  constexpr int64_t kMax = int64_t(1) << 40;
+  MG_CHECK(w.k <= kMax && w.s <= kMax && w.d <= kMax && w.p <= kMax, Error, op,
+           ": kernel, stride, padding and dilation must be at most 2^40, got kernel ", w.k, ", stride ", w.s,
+           ", padding ", w.p, ", dilation ", w.d, " along ", dim);
   const int64_t keff = w.d * (w.k - 1) + 1;
   // PyTorch's rule: the padding is at most half the kernel itself (not the dilated window).
   MG_CHECK(2 * w.p <= w.k, Error, op, ": padding (", w.p, ") must be at most half the kernel (", w.k,

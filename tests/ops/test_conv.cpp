@@ -22,6 +22,7 @@
 #include "ops/cpu/conv_onednn.h"
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/ops.h"
+#include "test_util.h"
 
 using namespace mg;
 
@@ -710,4 +711,24 @@ TEST_CASE("conv plans built on two threads at once leave the process's thread co
   CHECK(cpu::onednn_conv_calls() - calls >= 48);
   CHECK(num_threads() == 2);
   set_num_threads(before);
+}
+
+TEST_CASE("conv refuses a zero-size kernel and an empty spatial input, as PyTorch's", "[ops][conv]") {
+  // PyTorch: "kernel size should be greater than zero"; "Only zero batch or zero channel inputs
+  // are supported". mixgrad returned the bias at an invented size ([1, 1, 5, 2] here).
+  MG_REQUIRE_ERROR(conv2d(randn({1, 1, 4, 4}), randn({1, 1, 0, 3})), "conv2d: the kernel size must be greater than zero");
+  MG_REQUIRE_ERROR(conv2d(randn({1, 1, 0, 4}), randn({1, 1, 1, 1}), Tensor(), {.padding = {1, 1}}),
+                   "conv2d: only an empty batch or channels are supported");
+  MG_REQUIRE_ERROR(conv_transpose2d(randn({1, 1, 4, 4}), randn({1, 1, 0, 3})),
+                   "conv_transpose2d: the kernel size must be greater than zero");
+  MG_REQUIRE_ERROR(conv_transpose2d(randn({1, 1, 0, 4}), randn({1, 1, 3, 3})),
+                   "conv_transpose2d: only an empty batch or channels are supported");
+  MG_REQUIRE_ERROR(conv1d(randn({1, 1, 4}), randn({1, 1, 0})), "conv1d: the kernel size must be greater than zero");
+  MG_REQUIRE_ERROR(conv1d(randn({1, 1, 0}), randn({1, 1, 1}), Tensor(), {.padding = 1}), "conv1d: only an empty batch");
+  // an empty batch still works
+  CHECK(conv2d(randn({0, 1, 4, 4}), randn({2, 1, 3, 3})).shape() == Shape{0, 2, 2, 2});
+  // geometry whose size arithmetic would overflow int64 is refused up front
+  MG_REQUIRE_ERROR(conv2d(randn({1, 1, 4, 4}), randn({1, 1, 2, 2}), Tensor(), {.dilation = {1, int64_t(1) << 62}}),
+                   "must be at most 2^40");
+  MG_REQUIRE_ERROR(max_pool2d(randn({1, 1, 4, 4}), {2, 3}, {1, 1}, {0, 0}, {1, int64_t(1) << 62}), "at most 2^40");
 }

@@ -567,7 +567,7 @@ TEST_CASE("indexing ops: error messages", "[ops][indexing][errors]") {
   MG_REQUIRE_ERROR(one_hot(i64({1}), 0), "one_hot: num_classes must be positive");
 }
 
-TEST_CASE("scatter_add refuses self and src of different dtypes, as PyTorch's; an empty index is not size-checked",
+TEST_CASE("scatter_add refuses self and src of different dtypes, as PyTorch's, and an empty index is not size-checked",
           "[ops][indexing]") {
   // PyTorch: "scatter(): Expected self.dtype to be equal to src.dtype" (mixgrad converted silently).
   const Tensor idx = i64({0}, {1});
