@@ -194,7 +194,7 @@ TEST_CASE("user-defined functions get their declared policy - overrides conflict
   }
 }
 
-TEST_CASE("set_policy refuses casts, views and backward ops; a user's ban names itself", "[amp]") {
+TEST_CASE("set_policy refuses casts, views and backward ops, and a user's ban names itself", "[amp]") {
   // to_dtype at fp32 recursed without end (the hook's cast dispatches to_dtype); a lowered view
   // would be a view of a cast copy, so writes through it would not reach its base.
   for (const char* op : {"to_dtype", "to_device", "copy", "view", "permute", "expand", "slice", "softmax_backward"}) {
