@@ -111,6 +111,11 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const Nam
   json contents = json::object();
   json model_names = json::array();
   for (const auto& [name, t] : model.state_dict()) {
+    // Module names may hold any bytes; the contents are JSON text (the library would throw its own
+    // exception type at dump()).
+    MG_CHECK(valid_utf8(name), Error, who, ": ", quoted(path), ": the model's state name ", quoted(name),
+             " is not valid UTF-8 (checkpoint names are text)\n  hint: register parameters, buffers and modules under "
+             "UTF-8 names");
     tensors.emplace_back(kModelPrefix + name, t);
     model_names.push_back(name);
   }

@@ -249,6 +249,25 @@ std::vector<std::string> read_tokenizer_json(const std::string& path, Normalizer
     seen[std::size_t(id)] = true;
     vocab[std::size_t(id)] = it.key();
   }
+  // Tokens added after training (tokenizer.add_tokens) live only in "added_tokens", with ids past
+  // the WordPiece vocabulary; Hugging Face splits them out of the text before WordPiece. mixgrad's
+  // WordPiece does not, and would silently encode them as word pieces: refused. The special tokens
+  // listed there too ([CLS], [PAD], ...) are vocabulary entries with the same id, and pass.
+  if (t.contains("added_tokens") && t.at("added_tokens").is_array()) {
+    for (const json& a : t.at("added_tokens")) {
+      const bool has = a.is_object() && a.contains("id") && a.at("id").is_number_integer() && a.contains("content") &&
+                       a.at("content").is_string();
+      MG_CHECK(has, Error, kWho, ": '", path, "': an added token is not {\"id\": int, \"content\": string}: ",
+               detail::excerpt(a));
+      const int64_t id = a.at("id").get<int64_t>();
+      const std::string content = a.at("content").get<std::string>();
+      MG_CHECK(id >= 0 && id < int64_t(vocab.size()) && vocab[std::size_t(id)] == content, Error, kWho, ": '", path,
+               "' adds token ", detail::quoted_excerpt(content), " (id ", id, ") outside the WordPiece vocabulary of ",
+               vocab.size(), " tokens; mixgrad's WordPiece does not split added tokens out of the text, so it would "
+               "encode them differently from Hugging Face",
+               "\n  hint: train without added tokens, or add them to the vocabulary itself");
+    }
+  }
   return vocab;
 }
 
@@ -306,6 +325,15 @@ HfBert load_hf_bert(const std::string& dir) {
     }
   }
   const fs::path vocab_txt = root / "vocab.txt", tokenizer_json = root / "tokenizer.json";
+  // The older layout of tokens added after training (see read_tokenizer_json): refused alike.
+  const fs::path added_json = root / "added_tokens.json";
+  if (is_file(added_json)) {
+    const json a = detail::parse_json(kWho, added_json.string(), "the added tokens", read_text(added_json.string()));
+    MG_CHECK(a.is_object() && a.empty(), Error, kWho, ": '", added_json.string(), "' adds ",
+             a.is_object() ? a.size() : 0, " tokens outside the WordPiece vocabulary; mixgrad's WordPiece does not "
+             "split added tokens out of the text, so it would encode them differently from Hugging Face",
+             "\n  hint: train without added tokens, or add them to vocab.txt itself");
+  }
   std::vector<std::string> from_json;
   if (is_file(tokenizer_json)) {
     from_json = read_tokenizer_json(tokenizer_json.string(), norm, hf.max_input_chars_per_word);
@@ -327,6 +355,10 @@ HfBert load_hf_bert(const std::string& dir) {
            !norm.chinese ? "does not split CJK characters (tokenize_chinese_chars = false)" : "does not clean the text (clean_text = false)",
            "; mixgrad's WordPiece always does, as BERT's default");
   hf.lowercase = norm.lowercase;
+  // An id past the embedding's rows would fail only inside the first forward.
+  MG_CHECK(int64_t(hf.vocab.size()) <= hf.config.vocab_size, Error, kWho, ": '", hf.vocab_path, "' holds ",
+           hf.vocab.size(), " tokens but config.json's vocab_size is ", hf.config.vocab_size,
+           "\n  hint: the tokenizer and the model come from different checkpoints");
   // Last, so the tokenizer's own errors come first (and the fuzzer, whose model.safetensors holds
   // no tensors, still reaches them).
   check_config_matches_weights(hf, config_path, weights.string());

@@ -22,11 +22,11 @@ int64_t to_int(const std::string& flag, const std::string& v, int64_t min, int64
   return x;
 }
 
-double to_double(const std::string& flag, const std::string& v, double min) {
+double to_double(const std::string& flag, const std::string& v, double min, double max) {
   char* end = nullptr;
   double x = std::strtod(v.c_str(), &end);
-  MG_CHECK(!v.empty() && *end == '\0' && std::isfinite(x) && x >= min, launcher::LaunchError, "mixgrad-run: --",
-           flag, " expects a number >= ", min, ", got '", v, "'", kHint);
+  MG_CHECK(!v.empty() && *end == '\0' && std::isfinite(x) && x >= min && x <= max, launcher::LaunchError,
+           "mixgrad-run: --", flag, " expects a number in [", min, ", ", max, "], got '", v, "'", kHint);
   return x;
 }
 
@@ -101,7 +101,9 @@ LaunchOptions parse_launch_args(int argc, const char* const* argv) {
     } else if (name == "log-dir") {
       o.log_dir = value;
     } else if (name == "grace-seconds") {
-      o.grace_seconds = to_double(name, value, 0);
+      // At most a day: the deadline is a steady_clock time point, which 1e10 s overflowed (the
+      // processes were then killed at once instead of after the grace).
+      o.grace_seconds = to_double(name, value, 0, 86400);
     } else if (name == "tail-lines") {
       o.tail_lines = int(to_int(name, value, 0, 100000));
     }

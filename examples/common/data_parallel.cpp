@@ -3,6 +3,7 @@
 // error naming the build option.
 #include "examples/common/data_parallel.h"
 
+#include <iostream>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -44,7 +45,15 @@ DataParallel::~DataParallel() {
   if (impl_) {
     impl_->ddp.reset();
     impl_->zero.reset();
-    if (impl_->group) impl_->group->shutdown();
+    // A destructor must not throw (std::terminate would hide the error that is unwinding): a
+    // failed shutdown barrier (a peer gone, or in another collective) is reported and dropped.
+    if (impl_->group) {
+      try {
+        impl_->group->shutdown();
+      } catch (const std::exception& e) {
+        std::cerr << "data parallel: shutting the process group down failed: " << e.what() << "\n";
+      }
+    }
   }
 #endif
 }

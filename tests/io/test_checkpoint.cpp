@@ -450,3 +450,12 @@ TEST_CASE("checkpoint: a save that fails part-way keeps the previous checkpoint"
   ck.restore_model(*fresh);
   CHECK(snapshot(*fresh) == snapshot(*model));
 }
+
+TEST_CASE("checkpoint: a model state name that is not UTF-8 is an mg::Error at save", "[io][checkpoint][errors]") {
+  // The contents are JSON text: the JSON library threw its own type_error (316) at dump().
+  TempDir dir;
+  struct Odd : nn::Module {
+    Odd() : Module("Odd") { register_parameter("w\xff", zeros({1})); }
+  } odd;
+  MG_REQUIRE_ERROR(io::save_checkpoint(dir.file("c.mgc"), odd, {}), "is not valid UTF-8 (checkpoint names are text)");
+}

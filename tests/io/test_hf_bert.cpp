@@ -159,6 +159,29 @@ TEST_CASE("load_hf_bert: a transformers 5 directory (tokenizer.json, no vocab.tx
   CHECK(hf.lowercase);
   CHECK(hf.max_input_chars_per_word == 100);
 
+  // A token added after training (transformers: tok.add_tokens(["newtoken"]) writes it only in
+  // "added_tokens", id 2190) is refused: HF splits it out of the text, mixgrad's WordPiece would not.
+  {
+    std::ifstream in(v5 + "/tokenizer.json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::size_t at = text.find("\"added_tokens\": [");
+    REQUIRE(at != std::string::npos);
+    text.insert(at + 17, R"({"id": 2190, "content": "newtoken", "special": false},)");
+    std::ofstream(dir / "tokenizer.json", std::ios::trunc) << text;
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "adds token \"newtoken\" (id 2190) outside the WordPiece vocabulary");
+    fs::copy_file(v5 + "/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+    std::ofstream(dir / "added_tokens.json") << R"({"newtoken": 2190})";
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "adds 1 tokens outside the WordPiece vocabulary");
+    std::ofstream(dir / "added_tokens.json", std::ios::trunc) << "{}";
+    CHECK(io::load_hf_bert(dir.string()).vocab.size() == 2190);
+    fs::remove(dir / "added_tokens.json");
+    // a vocabulary longer than the embedding table is refused at load, not in the first forward
+    fs::copy_file(src + "/vocab.txt", dir / "vocab.txt");
+    std::ofstream(dir / "vocab.txt", std::ios::app) << "extratoken\n";
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "holds 2191 tokens but config.json's vocab_size is 2190");
+    fs::remove(dir / "vocab.txt");
+  }
+
   // Settings mixgrad's WordPiece cannot reproduce are refused, not ignored.
   auto with_config = [&](const std::string& text) {
     std::ofstream(dir / "tokenizer_config.json", std::ios::trunc) << text;

@@ -203,6 +203,10 @@ TEST_CASE("mixgrad-run's command line is validated before anything starts", "[la
   CHECK_THROWS_WITH(parse({"--nproc-per-node", "2", "--output", "fancy", "x"}),
                     Catch::Contains("--output expects prefix or plain"));
   CHECK_THROWS_WITH(parse({"--nproc-per-nod", "2", "x"}), Catch::Contains("unknown flag --nproc-per-nod"));
+  // a grace period past a day overflowed the deadline (the ranks were killed at once)
+  CHECK_THROWS_WITH(parse({"--nproc-per-node", "2", "--grace-seconds", "1e10", "x"}),
+                    Catch::Contains("--grace-seconds expects a number in [0, 86400], got '1e10'"));
+  CHECK(parse({"--nproc-per-node", "2", "--grace-seconds", "0.5", "x"}).grace_seconds == 0.5);
   CHECK_THROWS_AS(parse({"--nproc-per-node"}), LaunchError);
   // The same error from the program itself: exit status 2, the message on stderr.
   Subprocess p({MG_RUN, "--nproc-per-node", "two", "x"});
