@@ -19,6 +19,7 @@
 #include <set>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "mixgrad/core/error.h"
 #include "mixgrad/io/checksum.h"
@@ -302,22 +303,29 @@ Checkpoint load_checkpoint(const std::string& path) try {
 void Checkpoint::restore_model(nn::Module& model, bool strict) const {
   const nn::NamedTensors own = model.state_dict();
   std::vector<std::string> missing, unexpected, dtypes, shapes;
-  auto find = [](const nn::NamedTensors& v, const std::string& name) {
-    return std::find_if(v.begin(), v.end(), [&](const auto& p) { return p.first == name; });
-  };
+  // By hash: a linear search per key was quadratic in the number of tensors.
+  std::unordered_map<std::string, const Tensor*> saved;
+  for (const auto& [name, t] : model_) saved.emplace(name, &t);
+  std::unordered_set<std::string> own_names;
   for (const auto& [name, dst] : own) {
-    auto it = find(model_, name);
-    if (it == model_.end()) {
+    own_names.insert(name);
+    const auto it = saved.find(name);
+    if (it == saved.end()) {
       missing.push_back(name);
       continue;
     }
-    const Tensor& src = it->second;
+    const Tensor& src = *it->second;
     const std::string both = str_cat(name, ": checkpoint ", describe(src), ", model ", describe(dst));
     if (src.dtype() != dst.dtype()) dtypes.push_back(both);
     if (src.shape() != dst.shape()) shapes.push_back(both);
   }
   for (const auto& [name, t] : model_) {
-    if (find(own, name) == own.end()) unexpected.push_back(name);
+    // A name from the file is printed as is when short and plain, else quoted and cut (it may be
+    // megabytes long, or hold a newline that would fake a line of the message).
+    if (own_names.contains(name)) continue;
+    const bool plain = name.size() <= detail::kExcerptChars &&
+                       std::none_of(name.begin(), name.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20; });
+    unexpected.push_back(plain ? name : quoted_excerpt(name));
   }
   const bool key_problem = strict && (!missing.empty() || !unexpected.empty());
   if (key_problem || !dtypes.empty() || !shapes.empty()) {
@@ -356,7 +364,7 @@ const StateDict& Checkpoint::state(const std::string& name) const {
     if (n == name) return s;
   }
   std::string names;
-  for (const auto& [n, s] : states_) names += (names.empty() ? "" : ", ") + quoted(n);
+  for (const auto& [n, s] : states_) names += (names.empty() ? "" : ", ") + quoted_excerpt(n);
   MG_THROW(Error, "Checkpoint: ", quoted(path_), " has no state ", quoted(name), "; it has ",
            names.empty() ? std::string("no states") : names);
 }

@@ -118,15 +118,18 @@ struct KeyCheck {
   int depth = 0;                            // open arrays and objects
   std::string top_key;                      // the top-level entry being read
   std::string duplicate;
+  std::size_t values = 0;  // counted up to one past kMaxJsonValues, where the pass stops
 
-  bool null() { return true; }
-  bool boolean(bool) { return true; }
-  bool number_integer(number_integer_t) { return true; }
-  bool number_unsigned(number_unsigned_t) { return true; }
-  bool number_float(number_float_t, const string_t&) { return true; }
-  bool string(string_t&) { return true; }
-  bool binary(binary_t&) { return true; }
+  bool more() { return ++values <= kMaxJsonValues; }
+  bool null() { return more(); }
+  bool boolean(bool) { return more(); }
+  bool number_integer(number_integer_t) { return more(); }
+  bool number_unsigned(number_unsigned_t) { return more(); }
+  bool number_float(number_float_t, const string_t&) { return more(); }
+  bool string(string_t&) { return more(); }
+  bool binary(binary_t&) { return more(); }
   bool start_object(std::size_t) {
+    if (!more()) return false;
     ++depth;
     keys.emplace_back();
     return true;
@@ -137,6 +140,7 @@ struct KeyCheck {
     return true;
   }
   bool start_array(std::size_t) {
+    if (!more()) return false;
     ++depth;
     return true;
   }
@@ -184,6 +188,10 @@ parsed_json parse_json(const char* who, const std::string& path, const std::stri
   if (top_level_keys) top_level_keys->clear();
   KeyCheck check{what, top_level_keys};
   (void)parsed_json::sax_parse(text, &check);  // a syntax error is reported by the parse below
+  // Before the tree is built: each value costs ~80 bytes there, so a 100 MB text of "{}," took
+  // 3.4 GB (docs/fuzzing.md promises no multi-gigabyte allocation from a small file).
+  MG_CHECK(check.values <= kMaxJsonValues, Error, prefix, " holds more than ", kMaxJsonValues,
+           " JSON values\n  hint: no safetensors header, checkpoint or tokenizer holds that many; the file is corrupt or hostile");
   parsed_json out;
   try {
     out = parsed_json::parse(text);

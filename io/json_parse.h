@@ -25,6 +25,10 @@ using parsed_json = nlohmann::json;
 // The deepest nesting of arrays and objects accepted. A safetensors header nests 3 levels, a
 // checkpoint's contents 4; 64 is far above both and far below what overflows a thread's stack.
 inline constexpr int kMaxJsonDepth = 64;
+// The most JSON values (numbers, strings, arrays, objects, ...) a text may hold: counted by the
+// key-checking pass before the tree is built (~80 bytes a value there), so a hostile text costs at
+// most ~320 MB. A safetensors header holds ~10 values a tensor, a 250k-token tokenizer.json ~0.5M.
+inline constexpr std::size_t kMaxJsonValues = 4'000'000;
 // The most characters of a value or name that an error message prints.
 inline constexpr std::size_t kExcerptChars = 200;
 

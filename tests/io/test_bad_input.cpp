@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "io_test_util.h"
 #include "nn/linear.h"
+#include "io/json_parse.h"
 #include "test_util.h"
 
 using namespace mg;
@@ -159,6 +160,17 @@ TEST_CASE("bad input: duplicate names at every level", "[io][safetensors][checkp
              Catch::Matchers::Contains("has the key \"a\" twice"));
   CHECK_THAT(load_error(dir, checkpoint_bytes(R"({"model":[],"states":[{"name":"s"},{"name":"s"}]})"), true),
              Catch::Matchers::Contains("invalid or repeated state name \"s\""));
+}
+
+TEST_CASE("bad input: a header of millions of tiny values is refused before the tree is built", "[io][safetensors][errors]") {
+  // {"a":[{},{},...]} of 4M+1 values (12 MB): each costs ~80 bytes in the parsed tree, so a 100 MB
+  // header peaked at 3.4 GB before. The count stops the key pass early and refuses it.
+  TempDir dir;
+  std::string text = R"({"a":[)";
+  text.reserve(13'000'000);
+  for (std::size_t i = 0; i < io::detail::kMaxJsonValues; ++i) text += "{},";
+  text += "{}]}";
+  CHECK_THAT(load_error(dir, st_bytes(text)), Catch::Matchers::Contains("the header holds more than 4000000 JSON values"));
 }
 
 TEST_CASE("bad input: deep nesting is refused before the parser recurses", "[io][safetensors][checkpoint][errors]") {
