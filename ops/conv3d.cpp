@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/factory.h"
 
 #include "mixgrad/ops/conv.h"
@@ -195,14 +196,19 @@ Tensor max_pool3d(const Tensor& x, Int3 kernel, Int3 stride, Int3 padding, Int3 
   const Tensor x5 = batched_input("max_pool3d", x, unbatched);
   stride = or_kernel(stride, kernel);
   check_window("max_pool3d", x5, kernel, stride, padding, dilation, true, ceil_mode, /*ceil_overhang=*/ceil_mode);
+  // The maxima are exact in any dtype, but the separable backward adds the 1-D pass's gradients
+  // in the 2-D pass: for f16/bf16 that is a second rounding unless the passes run in f32, so a
+  // gradient that will be taken is computed in f32 and rounded once (the forward's bits are the same).
+  const DType dt = x5.dtype();
+  const bool wide = is_16bit(dt) && x5.requires_grad() && GradMode::is_enabled();
   const Tensor y = separable(
-      x5,
+      wide ? x5.to(DType::F32) : x5,
       [&](const Tensor& t) {
         return max_pool2d(t, {kernel[1], kernel[2]}, {stride[1], stride[2]}, {padding[1], padding[2]},
                           {dilation[1], dilation[2]}, ceil_mode);
       },
       [&](const Tensor& t) { return max_pool1d(t, kernel[0], stride[0], padding[0], dilation[0], ceil_mode); });
-  return unbatch(y, unbatched);
+  return unbatch(wide ? y.to(dt) : y, unbatched);
 }
 
 Tensor avg_pool3d(const Tensor& x, Int3 kernel, Int3 stride, Int3 padding, bool count_include_pad, bool ceil_mode) {

@@ -732,3 +732,22 @@ TEST_CASE("conv refuses a zero-size kernel and an empty spatial input, as PyTorc
                    "must be at most 2^40");
   MG_REQUIRE_ERROR(max_pool2d(randn({1, 1, 4, 4}), {2, 3}, {1, 1}, {0, 0}, {1, int64_t(1) << 62}), "at most 2^40");
 }
+
+TEST_CASE("max_pool3d's f16 input gradient is summed in f32 and rounded once, as PyTorch's", "[ops][conv][pool]") {
+  // All 8 windows of a 2x2x2 pool over 3x3x3 pick the centre: its gradient is the sum of the 8
+  // upstream values, 1.5908203125 in f16 (PyTorch 2.15; the separable passes rounded twice: 1.58984375).
+  Tensor x = zeros({1, 1, 3, 3, 3}, {.dtype = DType::F16});
+  {
+    NoGradGuard no_grad;
+    x.select(2, 1).select(2, 1).select(2, 1).fill_(5.0);
+  }
+  x.requires_grad_();
+  const Tensor y = max_pool3d(x, {2, 2, 2}, {1, 1, 1});
+  const Tensor g = from_vector<double>({0.345703125, 0.82177734375, 0.330322265625, -1.302734375, 0.9052734375, 0.4462890625,
+                                        -0.537109375, 0.5810546875},
+                                       {1, 1, 2, 2, 2})
+                       .to(DType::F16);
+  const Tensor gx = autograd::grad({y}, {x}, {g})[0];
+  CHECK(test::values(gx)[13] == 1.5908203125);
+  CHECK(test::values(y) == std::vector<double>(8, 5.0));
+}
