@@ -68,6 +68,8 @@ cpu::Window1d avg_dim(const OpAttrs& a, int axis, int64_t n) {
 }
 
 Shape pooled_shape(const char* op, const Tensor& x, const cpu::Window1d& h, const cpu::Window1d& w) {
+  // PyTorch's rule: only the batch may be empty.
+  MG_CHECK(x.size(1) >= 1, ShapeError, op, ": expected at least one channel, got input ", describe(x));
   return {x.size(0), x.size(1), window_out(op, "H", h, x), window_out(op, "W", w, x)};
 }
 
@@ -148,8 +150,9 @@ InferResult infer_adaptive(const Tensors& in, const OpAttrs& a) {
   MG_CHECK(a.ints[0] >= 0 && a.ints[1] >= 0, ShapeError, "adaptive_avg_pool2d: output size must not be negative, got [",
            a.ints[0], ", ", a.ints[1], "]");
   // Every window averages at least one element: an empty H or W has nothing to average (the
-  // kernels gave NaN). An empty output has no window, as PyTorch.
-  MG_CHECK(a.ints[0] * a.ints[1] == 0 || (in[0].size(2) >= 1 && in[0].size(3) >= 1), ShapeError,
+  // kernels gave NaN), refused even for an empty output, as PyTorch (whose backward, like this
+  // op's, has no rule for it).
+  MG_CHECK(in[0].size(2) >= 1 && in[0].size(3) >= 1, ShapeError,
            "adaptive_avg_pool2d: the input's H and W must be positive, got input ", describe(in[0]));
   return {{{{in[0].size(0), in[0].size(1), a.ints[0], a.ints[1]}, in[0].dtype(), layout_of(in[0])}}, in[0].dtype()};
 }
