@@ -194,7 +194,7 @@ int run(int argc, char** argv) {
               fma_peak);
 
   std::vector<mg::bench::RunResult> results;
-  int status = 0;
+  bool level_did_nothing = false, config_failed = false;  // exit 3 and exit 1
   for (const std::string& model : models) {
     struct Config {
       amp::OptLevel level;
@@ -222,19 +222,21 @@ int run(int argc, char** argv) {
       } catch (const mg::bench::LevelDidNothingError& e) {
         std::fflush(stdout);
         std::fprintf(stderr, "%s\n", e.what());
-        if (status == 0) status = 3;
+        level_did_nothing = true;
         continue;
       } catch (const Error& e) {  // one configuration failed (e.g. out of device memory): the others still run
         std::fflush(stdout);
         std::fprintf(stderr, "bench_amp: %s %s failed: %s\n", model.c_str(),
                      mg::bench::config_label(c.level, c.dtype, c.tf32).c_str(), e.what());
-        status = 1;
+        config_failed = true;
         continue;
       }
       // Rewritten after every configuration, so a run cut short (a time limit) keeps what it measured.
       if (!flags.value("json").empty()) mg::bench::write_json_lines(flags.value("json"), results, machine, command);
     }
   }
+  // Both kinds are reported; a broken level promise (3) outranks a failed configuration (1).
+  const int status = level_did_nothing ? 3 : config_failed ? 1 : 0;
   if (results.empty()) return status;
   std::printf("\n%s", mg::bench::format_table(results).c_str());
   std::printf("GFLOP/s: the GEMM/conv flops of the forward and backward per median step (f32 FMA peak %.0f); peak RSS: the "
@@ -246,14 +248,14 @@ int run(int argc, char** argv) {
   if (ro.profile_steps > 0) std::printf("%s", mg::bench::format_profiles(results, int(flags.get_int("profile-top"))).c_str());
   if (!flags.value("json").empty()) mg::bench::write_json_lines(flags.value("json"), results, machine, command);
   std::string note = flags.value("note");
-  if (status == 3) note += std::string(note.empty() ? "" : "; ") + "a level did nothing (exit 3): see stderr";
-  if (status == 1) note += std::string(note.empty() ? "" : "; ") + "a configuration failed (exit 1): see stderr";
+  if (level_did_nothing) note += std::string(note.empty() ? "" : "; ") + "a level did nothing (exit 3): see stderr";
+  if (config_failed) note += std::string(note.empty() ? "" : "; ") + "a configuration failed (exit 1): see stderr";
   if (!flags.value("markdown").empty()) mg::bench::append_markdown(flags.value("markdown"), results, machine, command, note);
   if (flags.get_bool("record")) {
     mg::bench::append_markdown(std::string(MG_SOURCE_DIR) + "/benchmarks/RESULTS.md", results, machine, command, note);
   }
-  if (status == 3) std::fprintf(stderr, "bench_amp: a level did nothing; its row is missing from the table (exit 3)\n");
-  if (status == 1) std::fprintf(stderr, "bench_amp: a configuration failed; its row is missing from the table (exit 1)\n");
+  if (level_did_nothing) std::fprintf(stderr, "bench_amp: a level did nothing; its row is missing from the table (exit 3)\n");
+  if (config_failed) std::fprintf(stderr, "bench_amp: a configuration failed; its row is missing from the table (exit 1)\n");
   return status;
 }
 
