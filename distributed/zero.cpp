@@ -86,11 +86,18 @@ void ZeroRedundantOptimizer::throw_if_any_failed(const std::exception_ptr& error
            " (its error says why); nothing was changed here either");
 }
 
-std::vector<int> partition_parameters(const std::vector<int64_t>& numels, int world_size) {
+std::vector<int> partition_parameters(const std::vector<int64_t>& numels, int world_size,
+                                      const std::vector<bool>& trainable) {
   MG_CHECK(world_size >= 1, Error, "partition_parameters: world_size must be >= 1, got ", world_size);
+  MG_CHECK(trainable.empty() || trainable.size() == numels.size(), Error, "partition_parameters: ", trainable.size(),
+           " trainable flags for ", numels.size(), " parameters");
+  const auto is_trainable = [&](std::size_t i) { return trainable.empty() || trainable[i]; };
   std::vector<std::size_t> order(numels.size());
   std::iota(order.begin(), order.end(), std::size_t(0));
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return numels[a] > numels[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (is_trainable(a) != is_trainable(b)) return is_trainable(a);  // trainable ones first
+    return numels[a] > numels[b];
+  });
   std::vector<int64_t> elements(std::size_t(world_size), 0), count(std::size_t(world_size), 0);
   std::vector<int> owners(numels.size(), 0);
   for (std::size_t i : order) {
@@ -138,6 +145,13 @@ ZeroRedundantOptimizer::ZeroRedundantOptimizer(const std::vector<optim::ParamGro
   MG_CHECK(int64_t(params_.size()) >= world, Error, kWho, ": ", params_.size(),
            " parameters cannot be shared out over ", world, " ranks: each rank needs at least one",
            "\n  hint: use a plain optimizer (ZeRO saves nothing on so small a model)");
+  std::vector<bool> trainable;
+  for (const Tensor& p : params_) trainable.push_back(p.requires_grad());
+  const auto n_trainable = std::count(trainable.begin(), trainable.end(), true);
+  MG_CHECK(n_trainable >= world || n_trainable == int64_t(params_.size()), Error, kWho, ": ", n_trainable,
+           " trainable parameters (of ", params_.size(), ") cannot be shared out over ", world,
+           " ranks: a rank owning only frozen ones would have no gradient to step",
+           "\n  hint: leave frozen parameters out of the optimizer, or use a plain optimizer");
   if (options_.broadcast_parameters) {
     NoGradGuard no_grad;
     for (Tensor& p : params_) group_->broadcast(p, 0);
@@ -145,7 +159,7 @@ ZeroRedundantOptimizer::ZeroRedundantOptimizer(const std::vector<optim::ParamGro
 
   std::vector<int64_t> numels;
   for (const Tensor& p : params_) numels.push_back(p.numel());
-  owners_ = partition_parameters(numels, world);
+  owners_ = partition_parameters(numels, world, trainable);
   owned_ = positions_of(owners_, rank);
 
   // This rank's groups: every group, with its options and only the owned parameters.

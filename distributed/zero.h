@@ -63,8 +63,12 @@ struct ZeroOptions {
 // the rank with the fewest elements so far (ties: the fewest parameters, then the lower rank).
 // Deterministic from the sizes, so every rank computes the same one. owners[i] is the rank of
 // parameter i (positions over all groups, in order). With at least world_size parameters every
-// rank gets one or more.
-std::vector<int> partition_parameters(const std::vector<int64_t>& numels, int world_size);
+// rank gets one or more. `trainable` (empty: all are): frozen parameters (requires_grad false) are
+// placed after every trainable one, so with at least world_size trainable parameters every rank
+// owns a trainable one — a shard of frozen ones only would have no gradient to step or to check
+// for inf (GradScaler refuses that on its rank alone, and the others would wait).
+std::vector<int> partition_parameters(const std::vector<int64_t>& numels, int world_size,
+                                      const std::vector<bool>& trainable = {});
 
 class ZeroRedundantOptimizer {
  public:

@@ -48,6 +48,10 @@ TEST_CASE("zero: the partition balances elements greedily and gives every rank a
     for (int r = 0; r < world; ++r) CHECK(std::count(owners.begin(), owners.end(), r) >= 1);
   }
   MG_REQUIRE_ERROR(partition_parameters({1}, 0), "world_size must be >= 1");
+  // Frozen parameters go after every trainable one: a frozen embedding larger than the rest no
+  // longer makes rank 0's whole shard (which then had no gradient for GradScaler to check).
+  CHECK(partition_parameters({1000, 10, 20}, 2, {false, true, true}) == std::vector<int>{1, 1, 0});
+  CHECK(partition_parameters({1000, 10, 20}, 2) == std::vector<int>{0, 1, 1});
 }
 
 TEST_CASE("zero: broadcast_state_dict sends every kind of entry exactly", "[distributed][zero]") {
