@@ -247,7 +247,9 @@ void ZeroRedundantOptimizer::check_same_parameters() const {
         continue;
       }
       // (Not the device itself: each rank has its own GPU.)
+      // requires_grad too: the partition places frozen parameters last, so the ranks must agree.
       line += shape_str(p.shape()) + " " + dtype_name(p.dtype()) + (p.is_leaf() ? "" : " (not a leaf)") +
+              (p.requires_grad() ? "" : " (frozen)") +
               (p.device() == comm_device() ? "" : " (on another device than the first parameter)");
       const auto [it, fresh] = first.emplace(p.impl(), "group " + std::to_string(g) + " parameter " + std::to_string(k));
       if (!fresh) line += " (the same tensor as " + it->second + ")";
