@@ -29,6 +29,20 @@ void fused_cast(const std::vector<TensorSlot>& slots, bool to_model) {
   });
 }
 
+// The copies below write one tensor's memory from the other's on the host or one device: a model
+// moved to another device after its masters were made (Module::to keeps the tensors, swapping
+// their storage) would have a device pointer written on the host. Refused, naming the fix.
+void check_same_devices(const std::vector<MasterPair>& pairs, const char* who) {
+  for (std::size_t k = 0; k < pairs.size(); ++k) {
+    const MasterPair& p = pairs[k];
+    MG_CHECK(p.model.device() == p.master.device(), DeviceError, who, ": model weight ", k, " (", describe(p.model),
+             ") is on another device than its f32 master (", describe(p.master),
+             "): the model was moved after the master weights were made",
+             "\n  hint: move the model to its device before creating the optimizer and calling amp::initialize / "
+             "use_master_weights");
+  }
+}
+
 }  // namespace
 
 void lay_masters_like_models(const std::vector<MasterPair>& pairs) {
@@ -42,6 +56,7 @@ void lay_masters_like_models(const std::vector<MasterPair>& pairs) {
 }
 
 void copy_masters_to_model(const std::vector<MasterPair>& pairs) {
+  check_same_devices(pairs, "master weights");
   lay_masters_like_models(pairs);
   Tensors masters;
   for (const MasterPair& p : pairs) masters.push_back(p.master);
@@ -63,6 +78,7 @@ void copy_masters_to_model(const std::vector<MasterPair>& pairs) {
 }
 
 void copy_model_grads_to_masters(const std::vector<MasterPair>& pairs) {
+  check_same_devices(pairs, "master weights");
   lay_masters_like_models(pairs);
   std::vector<TensorSlot> slots;
   Tensors sources;  // keeps contiguous copies alive until the pass ran

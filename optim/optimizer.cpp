@@ -190,6 +190,7 @@ void Optimizer::gated_step(const Tensor& found_inf) {
     // A path without the device flag: decide on the host.
     if (flag.item<float>() != 0.0f) {
       last_step_skipped_ = true;
+      master_grads_synced_ = false;  // as a gate's skip: the next loss overwrites the masters' gradients
       return;
     }
     run_step_or_error_hooks();

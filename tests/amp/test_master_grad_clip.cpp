@@ -117,6 +117,22 @@ TEST_CASE("clipping the f32 masters before they hold the step's gradients is an 
   optim::clip_grad_norm_(n.opt->parameters(), 1.0);  // no gradients: nothing to lose, no error
 }
 
+TEST_CASE("a GradScaler step skipped on the host leaves the masters' gradients to be rewritten", "[amp][clip]") {
+  // The host-read skip (GradScaler on the CPU) kept master_grads_synced set, so the next loss was
+  // added to the inf gradients of the skipped step, and clipping before unscale_ passed silently.
+  AmpFixture fx;
+  Bf16Net n(5);
+  amp::GradScaler scaler;
+  scaler.scale(n.loss() * 1e38).backward();  // the scaled bf16 gradients overflow: a skip
+  CHECK_FALSE(scaler.step(*n.opt));
+  scaler.update();
+  CHECK(n.opt->last_step_skipped());
+  CHECK_FALSE(n.opt->master_grads_synced());
+  n.net->zero_grad();
+  scaler.scale(n.loss()).backward();
+  MG_REQUIRE_ERROR(optim::clip_grad_norm_(n.opt->parameters(), 1.0), "does not hold this step's gradient yet");
+}
+
 TEST_CASE("both right orders clip what the step uses", "[amp][clip]") {
   AmpFixture fx;
   const double max_norm = 0.05;

@@ -15,6 +15,9 @@
 #include "core/factory.h"
 #include "cuda_test_util.h"
 #include "optim/path_compare.h"
+#include "test_util.h"
+#include "optim/sgd.h"
+#include "nn/linear.h"
 
 using namespace mg;
 using test::bits_equal;
@@ -62,6 +65,20 @@ TEST_CASE("CUDA O2 master weights match the CPU", "[cuda][gpu][optim][amp]") {
       test::compare_runs(cuda, cpu, DType::F32, c.name + " cuda masters " + dtype_name(dt));
     }
   }
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("a model moved to CUDA after its masters were made is a named error, not a host write into the device",
+          "[cuda][gpu][optim][amp]") {
+  // Module::to keeps the parameters (their storage swapped): the masters stayed on the CPU and the
+  // fused copy wrote the model's device memory on the host.
+  auto net = nn::make<nn::Linear>({.in = 4, .out = 2});
+  net->to(DType::BF16);
+  optim::SGD opt(net->parameters(), {.lr = 0.1});
+  opt.use_master_weights();
+  net->to(gpu());
+  (*net)(ones({3, 4}, {.dtype = DType::BF16, .device = gpu()})).to(DType::F32).sum().backward();
+  MG_REQUIRE_ERROR(opt.step(), "is on another device than its f32 master");
   test::require_no_pending_cuda_error();
 }
 
