@@ -139,6 +139,24 @@ Tensor as_rows(const Tensor& x) {
   return reshape(x, {rows, x.size(-1)});
 }
 
+// x [B..., r, c] as [B, r, c], B = the product of the batch dims (written out, as as_rows).
+Tensor as_batches(const Tensor& x) {
+  int64_t batches = 1;
+  for (int64_t i = 0; i + 2 < x.dim(); ++i) batches *= x.size(i);
+  return reshape(x, {batches, x.size(-2), x.size(-1)});
+}
+
+// sum over the batch of x[b] @ y[b]^T for x [B, r, m], y [B, c, m]: one GEMM [r, B m] @ [B m, c],
+// so a shared operand's gradient is accumulated in f32 and rounded once (per-batch products
+// summed afterwards were rounded twice in f16/bf16, and a partial past the range was inf, or NaN
+// beside an opposite one, where the total was finite).
+Tensor batch_summed_product(const Tensor& x, const Tensor& y) {
+  const int64_t batches = x.size(0), r = x.size(1), m = x.size(2), c = y.size(1);
+  const Tensor xs = reshape(permute(x, {1, 0, 2}), {r, batches * m});  // [r, B m]
+  const Tensor ys = reshape(permute(y, {0, 2, 1}), {batches * m, c});  // [B m, c]
+  return mm(xs, ys);                                                  // [r, c]
+}
+
 // Saves for y = f(.., a, b) with gradients da needing b and db needing a (inputs ia, ib).
 template <int ia, int ib>
 uint32_t product_saves(uint32_t needs) {
@@ -175,16 +193,30 @@ Tensors matmul_bw(const BackwardCtx& c, const Tensors& grads) {
   } else if (da == 1) {
     // a [k], b [..., k, m], g [..., m]
     const Tensor g2 = unsqueeze(g, -2);                              // [..., 1, m]
-    if (need_a) ga = squeeze(matmul(g2, mT(b)), -2);                 // [..., k]
+    if (need_a) {
+      // a shared by every batch entry: one GEMM, sum_b b[b] g[b] = [k, B m] @ [B m, 1].
+      ga = db > 2 ? squeeze(batch_summed_product(as_batches(b), as_batches(g2)), -1)  // [k]
+                  : squeeze(matmul(g2, mT(b)), -2);
+    }
     if (need_b) gb = matmul(unsqueeze(a, -1), g2);                   // [..., k, m]
   } else if (db == 1) {
     // a [..., n, k], b [k], g [..., n]
     const Tensor g2 = unsqueeze(g, -1);                              // [..., n, 1]
     if (need_a) ga = matmul(g2, unsqueeze(b, 0));                    // [..., n, k]
-    if (need_b) gb = squeeze(matmul(mT(a), g2), -1);                 // [..., k]
+    if (need_b) {
+      // b shared by every row of every batch entry: one GEMM over the flattened rows, [k, N] @ [N, 1].
+      gb = da > 2 ? squeeze(mm(mT(as_rows(a)), as_rows(g2)), -1) : squeeze(matmul(mT(a), g2), -1);  // [k]
+    }
   } else {
     // a [..., n, k], b [..., k, m], g [bcast..., n, m]
-    if (need_a) ga = matmul(g, mT(b));                               // [bcast..., n, k]
+    if (need_a) {
+      if (da == 2 && db > 2) {
+        // a shared by every batch entry: one GEMM, sum_b g[b] b[b]^T = [n, B m] @ [B m, k].
+        ga = batch_summed_product(as_batches(g), as_batches(b));     // [n, k]
+      } else {
+        ga = matmul(g, mT(b));                                       // [bcast..., n, k]
+      }
+    }
     if (need_b) {
       if (db == 2 && da > 2) {
         // b shared by every batch entry: one GEMM over the flattened rows, [k, N] @ [N, m].

@@ -129,3 +129,31 @@ TEST_CASE("binary_cross_entropy_with_logits with pos_weight: the gradient of a c
   CHECK(values(autograd::grad({loss}, {x})[0]) ==
         std::vector<double>{0.04736328125, 0.006683349609375, 0.000911712646484375, 0.00012302398681640625, -0.053955078125});
 }
+
+TEST_CASE("matmul's gradient of an operand shared by a batch is one f32 sum, rounded once", "[ops][linalg][autograd]") {
+  // PyTorch 2.15: a = [300, -300] f16 [2, 1, 1], v [1]: (a @ v).backward(300) gives v.grad = [0]
+  // (the per-batch partials +-90000 were inf and -inf in f16, summed to NaN). Same for w [1, 1] @ a
+  // and a 1-D [1] @ a.
+  const Tensor a = from_vector<double>({300, -300}, {2, 1, 1}).to(DType::F16);
+  const Tensor v = ones({1}, {.dtype = DType::F16}).requires_grad_();
+  const Tensor g = full({2, 1}, 300.0, {.dtype = DType::F16});
+  CHECK(values(autograd::grad({matmul(a, v)}, {v}, {g})[0]) == std::vector<double>{0});
+  const Tensor w = ones({1, 1}, {.dtype = DType::F16}).requires_grad_();
+  CHECK(values(autograd::grad({matmul(w, a)}, {w}, {full({2, 1, 1}, 300.0, {.dtype = DType::F16})})[0]) ==
+        std::vector<double>{0});
+  CHECK(values(autograd::grad({matmul(v, a)}, {v}, {full({2, 1}, 300.0, {.dtype = DType::F16})})[0]) ==
+        std::vector<double>{0});
+  // and the f64 values of a bigger case agree with the per-batch sum
+  const Tensor A = randn({3, 4, 5}, {.dtype = DType::F64}), B = randn({5, 2}, {.dtype = DType::F64}).requires_grad_();
+  const Tensor W = randn({4, 5}, {.dtype = DType::F64}).requires_grad_(), V = randn({5}, {.dtype = DType::F64}).requires_grad_();
+  const Tensor G = randn({3, 4, 6}, {.dtype = DType::F64}), C = randn({3, 5, 6}, {.dtype = DType::F64});
+  const Tensor gw = autograd::grad({matmul(W, C)}, {W}, {G})[0];
+  const Tensor want_w = sum(matmul(G, transpose(C, -1, -2)), {0});
+  const std::vector<double> x = values(gw), y = values(want_w);
+  for (std::size_t i = 0; i < x.size(); ++i) CHECK(std::abs(x[i] - y[i]) < 1e-12);
+  const Tensor gv = autograd::grad({matmul(A, V)}, {V}, {randn({3, 4}, {.dtype = DType::F64})})[0];
+  CHECK(gv.shape() == Shape{5});
+  const Tensor gv2 = autograd::grad({matmul(V, C)}, {V}, {randn({3, 6}, {.dtype = DType::F64})})[0];
+  CHECK(gv2.shape() == Shape{5});
+  (void)B;
+}
