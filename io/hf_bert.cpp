@@ -97,14 +97,14 @@ std::string text_field(const json& config, const char* key, const std::string& p
 nn::models::BertConfig config_from(const json& config, const std::string& path) {
   MG_CHECK(config.is_object(), Error, kWho, ": '", path, "' must hold a JSON object, got ", detail::excerpt(config));
   const std::string model_type = text_field(config, "model_type", path);
-  MG_CHECK(model_type.empty() || model_type == "bert", Error, kWho, ": '", path, "' describes a \"", model_type,
-           "\" model, not \"bert\"");
+  MG_CHECK(model_type.empty() || model_type == "bert", Error, kWho, ": '", path, "' describes a ",
+           detail::quoted_excerpt(model_type), " model, not \"bert\"");
   const std::string act = text_field(config, "hidden_act", path);
-  MG_CHECK(act.empty() || act == "gelu", Error, kWho, ": '", path, "': hidden_act \"", act,
-           "\" is not supported; mixgrad's BERT uses \"gelu\" (the erf form)");
+  MG_CHECK(act.empty() || act == "gelu", Error, kWho, ": '", path, "': hidden_act ", detail::quoted_excerpt(act),
+           " is not supported; mixgrad's BERT uses \"gelu\" (the erf form)");
   const std::string positions = text_field(config, "position_embedding_type", path);
-  MG_CHECK(positions.empty() || positions == "absolute", Error, kWho, ": '", path, "': position_embedding_type \"",
-           positions, "\" is not supported; mixgrad's BERT has absolute position embeddings");
+  MG_CHECK(positions.empty() || positions == "absolute", Error, kWho, ": '", path, "': position_embedding_type ",
+           detail::quoted_excerpt(positions), " is not supported; mixgrad's BERT has absolute position embeddings");
   for (const char* flag : {"is_decoder", "add_cross_attention"}) {
     MG_CHECK(!config.contains(flag) || config.at(flag).is_null() ||
                  (config.at(flag).is_boolean() && !config.at(flag).get<bool>()),

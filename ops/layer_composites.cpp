@@ -19,9 +19,11 @@ Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const 
   const detail::CompositeInputs c = bias.defined() ? detail::composite_inputs("bilinear", {x1, x2, weight, bias})
                                                     : detail::composite_inputs("bilinear", {x1, x2, weight});
   Shape lead(x1.shape().begin(), x1.shape().end() - 1);
-  const Tensor a = c.math[0].reshape({-1, in1}), b = c.math[1].reshape({-1, in2});
+  // Sizes written out, not -1, which reshape cannot infer beside a 0 (out = 0, or no rows).
+  const int64_t rows = shape_numel(lead);
+  const Tensor a = c.math[0].reshape({rows, in1}), b = c.math[1].reshape({rows, in2});
   // t[n, o, j] = sum_i a[n, i] w[o, i, j]: one GEMM with w as [in1, out * in2].
-  const Tensor t = matmul(a, c.math[2].permute({1, 0, 2}).reshape({in1, out * in2})).reshape({-1, out, in2});
+  const Tensor t = matmul(a, c.math[2].permute({1, 0, 2}).reshape({in1, out * in2})).reshape({rows, out, in2});
   Tensor y = sum(t * b.unsqueeze(1), {2});
   if (bias.defined()) y = y + c.math[3];
   lead.push_back(out);

@@ -788,7 +788,11 @@ void Optimizer::load_state_dict(const StateDict& s) {
     if (key.rfind("state.", 0) == 0) continue;  // per-parameter scalars: below
     MG_CHECK(key.rfind("group.", 0) == 0, Error, owner, ": unexpected float '", key, "'");
     const std::size_t dot = key.find('.', 6);
-    const int64_t g = dot == std::string::npos ? -1 : std::strtoll(key.substr(6, dot - 6).c_str(), nullptr, 10);
+    // The group number must be all digits ("group.abc.lr" read as group 0 with strtoll).
+    const std::string num = dot == std::string::npos ? std::string() : key.substr(6, dot - 6);
+    const bool digits = !num.empty() && num.size() <= 18 &&
+                        std::all_of(num.begin(), num.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    const int64_t g = digits ? std::strtoll(num.c_str(), nullptr, 10) : -1;
     MG_CHECK(g >= 0 && g < num_groups, Error, owner, ": unexpected float '", key, "' (the state has ", num_groups,
              " groups)");
   }

@@ -13,6 +13,16 @@
 namespace mg::nn::models {
 namespace {
 
+// A tensor name from a file, as error messages show it: at most 200 bytes, control characters as
+// '?' (a name may be megabytes long, or hold a newline that would fake a line of the message).
+std::string shown(const std::string& name) {
+  std::string out = name.substr(0, 200);
+  for (char& ch : out) {
+    if (static_cast<unsigned char>(ch) < 0x20) ch = '?';
+  }
+  return name.size() > 200 ? out + str_cat("... (", name.size(), " bytes)") : out;
+}
+
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -101,7 +111,7 @@ NamedTensors bert_state_dict_from_hf(const NamedTensors& hf) {
   std::map<std::string, std::string> source;
   const auto claim = [&](const std::string& ours, const std::string& theirs) {
     const auto [it, fresh] = source.emplace(ours, theirs);
-    MG_CHECK(fresh, Error, "bert_state_dict_from_hf: ", theirs, " and ", it->second, " are both mixgrad's ", ours,
+    MG_CHECK(fresh, Error, "bert_state_dict_from_hf: ", shown(theirs), " and ", shown(it->second), " are both mixgrad's ", shown(ours),
              "\n  hint: the file holds one tensor under two names; keep one of them");
   };
   for (const auto& [name, t] : hf) {
@@ -121,10 +131,10 @@ NamedTensors bert_state_dict_from_hf(const NamedTensors& hf) {
       if (role == kRoles[i]) r = i;
     }
     MG_CHECK(r >= 0 && (kind == "weight" || kind == "bias"), Error, "bert_state_dict_from_hf: unexpected tensor ",
-             name, " (expected attention.self.{query,key,value}.{weight,bias})");
+             shown(name), " (expected attention.self.{query,key,value}.{weight,bias})");
     const std::string key = renamed(name.substr(0, at)) + "|" + kind;
     auto [it, fresh] = qkv.try_emplace(key);
-    MG_CHECK(!it->second[std::size_t(r)].defined(), Error, "bert_state_dict_from_hf: ", name, " appears twice");
+    MG_CHECK(!it->second[std::size_t(r)].defined(), Error, "bert_state_dict_from_hf: ", shown(name), " appears twice");
     it->second[std::size_t(r)] = t;
     if (fresh) {
       claim(renamed(name.substr(0, at)) + ".self_attn.in_proj_" + kind, name);
@@ -136,7 +146,7 @@ NamedTensors bert_state_dict_from_hf(const NamedTensors& hf) {
     const std::array<Tensor, 3>& parts = qkv.at(key);
     const std::string layer = key.substr(0, key.find('|')), kind = key.substr(key.find('|') + 1);
     for (int i = 0; i < 3; ++i) {
-      MG_CHECK(parts[std::size_t(i)].defined(), Error, "bert_state_dict_from_hf: ", layer, " has no attention.self.",
+      MG_CHECK(parts[std::size_t(i)].defined(), Error, "bert_state_dict_from_hf: ", shown(layer), " has no attention.self.",
                kRoles[i], ".", kind, " (query, key and value are concatenated into one in_proj_", kind, ")");
     }
     out[slot] = {layer + ".self_attn.in_proj_" + kind, cat({parts[0], parts[1], parts[2]}, 0)};

@@ -11,6 +11,7 @@
 
 #include "autograd/engine.h"
 #include "core/factory.h"
+#include "ops/layer_composites.h"
 #include "ops/loss.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -156,4 +157,12 @@ TEST_CASE("matmul's gradient of an operand shared by a batch is one f32 sum, rou
   const Tensor gv2 = autograd::grad({matmul(V, C)}, {V}, {randn({3, 6}, {.dtype = DType::F64})})[0];
   CHECK(gv2.shape() == Shape{5});
   (void)B;
+}
+
+TEST_CASE("bilinear with no outputs or no rows returns an empty result, as PyTorch's", "[ops][linalg]") {
+  // PyTorch: bilinear(ones(2, 2), ones(2, 3), ones(0, 2, 3)) has shape (2, 0); reshape's -1 could
+  // not be inferred beside the 0.
+  CHECK(bilinear(ones({2, 2}), ones({2, 3}), ones({0, 2, 3})).shape() == Shape{2, 0});
+  CHECK(bilinear(ones({0, 2}), ones({0, 3}), ones({4, 2, 3})).shape() == Shape{0, 4});
+  CHECK(values(bilinear(ones({1, 2}), ones({1, 3}), ones({1, 2, 3}))) == std::vector<double>{6});
 }

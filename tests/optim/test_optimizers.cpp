@@ -538,6 +538,9 @@ TEST_CASE("NAdam keeps PyTorch's per-parameter mu_product: a changed beta1 multi
   StateDict bad = saved;
   bad.floats["state.0.mu_producct"] = 1.0;
   MG_REQUIRE_ERROR(other.load_state_dict(bad), "unexpected float 'state.0.mu_producct'");
+  StateDict bad_group = saved;
+  bad_group.floats["group.abc.lr"] = 0.5;  // read as group 0 by strtoll before
+  MG_REQUIRE_ERROR(other.load_state_dict(bad_group), "unexpected float 'group.abc.lr'");
   // A state saved without it (an older file): rebuilt from the step with the group's beta1.
   StateDict old = saved;
   old.floats.erase("state.0.mu_product");
