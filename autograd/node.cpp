@@ -21,24 +21,33 @@ Node::Node(uint32_t num_outputs)
     : num_outputs_(num_outputs), sequence_nr_(g_next_sequence_nr.fetch_add(1)) {}
 
 Node::~Node() {
-  // The outermost destructor on this thread drains a stack of the nodes whose last reference an
+  // The outermost destructor on this thread drains a list of the nodes whose last reference an
   // inner destructor would have dropped; each inner one only pushes its own (as PyTorch's
   // deleteNode). Saved tensors (derived members, gone before this body runs) do not hold the
-  // chain: their producers are in next_edges too.
-  thread_local std::vector<std::shared_ptr<Node>> orphans;
-  thread_local bool draining = false;
-  for (Edge& e : next_edges) {
-    if (e.node && e.node.use_count() == 1) orphans.push_back(std::move(e.node));
+  // chain: their producers are in next_edges too. The list lives in the outermost frame and the
+  // thread_local is a plain pointer to it: a thread_local vector could already be destroyed when
+  // another thread_local (a cache of tensors with history) frees nodes at thread exit.
+  thread_local std::vector<std::shared_ptr<Node>>* orphans = nullptr;
+  const auto push_sole_owned = [this](std::vector<std::shared_ptr<Node>>& to) {
+    for (Edge& e : next_edges) {
+      if (e.node && e.node.use_count() == 1) to.push_back(std::move(e.node));
+    }
+    next_edges.clear();
+  };
+  if (orphans != nullptr) {
+    push_sole_owned(*orphans);
+    return;
   }
-  next_edges.clear();
-  if (draining) return;
-  draining = true;
-  while (!orphans.empty()) {
-    std::shared_ptr<Node> last = std::move(orphans.back());
-    orphans.pop_back();
+  std::vector<std::shared_ptr<Node>> list;
+  push_sole_owned(list);
+  if (list.empty()) return;
+  orphans = &list;
+  while (!list.empty()) {
+    std::shared_ptr<Node> last = std::move(list.back());
+    list.pop_back();
     last.reset();  // its destructor pushes the nodes it alone held
   }
-  draining = false;
+  orphans = nullptr;
 }
 
 Tensor Node::run_pre_hooks(uint32_t output_nr, Tensor grad) const {
