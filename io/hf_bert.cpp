@@ -4,6 +4,7 @@
 // model of the wrong shape.
 #include "mixgrad/io/hf_bert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include "mixgrad/core/error.h"
+#include "mixgrad/data/text/wordpiece.h"
 #include "mixgrad/io/json_parse.h"
 #include "mixgrad/io/safetensors.h"
 #include "mixgrad/nn/models/bert_hf.h"
@@ -208,36 +210,77 @@ void check_config_matches_weights(const HfBert& hf, const std::string& config_pa
            "\n  hint: config.json and model.safetensors come from different models");
 }
 
-// tokenizer.json's WordPiece model: its vocabulary as a list (ids 0..n-1, each once) and the
-// longest word it encodes; its normaliser settings into `norm`.
-std::vector<std::string> read_tokenizer_json(const std::string& path, Normalizer& norm, int64_t& max_chars) {
+// A JSON value's excerpt for errors: a string token as itself, an added-token object by content.
+std::string token_text(const json& v) {
+  if (v.is_string()) return detail::quoted_excerpt(v.get<std::string>());
+  if (v.is_object() && v.contains("content") && v.at("content").is_string()) {
+    return detail::quoted_excerpt(v.at("content").get<std::string>());
+  }
+  return detail::excerpt(v);
+}
+
+bool is_special_token(const std::string& s) {
+  const auto& sp = data::WordPiece::special_tokens();
+  return std::find(sp.begin(), sp.end(), s) != sp.end();
+}
+
+// Tokens added after training (tokenizer.add_tokens, additional special tokens) are split out of
+// the text by Hugging Face before WordPiece runs, even when they are also vocabulary entries
+// ("cat" added would cut "concatenate" around it). mixgrad's WordPiece splits out only BERT's five
+// special tokens, so any other added token is refused: it would encode differently.
+void refuse_added_token(const std::string& path, const std::string& shown) {
+  MG_THROW(Error, kWho, ": '", path, "' adds the token ", shown,
+           "; mixgrad's WordPiece splits only BERT's five special tokens out of the text, so it would "
+           "encode text holding this one differently from Hugging Face",
+           "\n  hint: train without added tokens, or add them to the vocabulary itself");
+}
+
+// tokenizer.json as transformers writes it for BERT: its WordPiece vocabulary (ids 0..n-1, each
+// once), its normaliser's settings, and the longest word it encodes. Another normaliser, model or
+// pre-tokeniser is refused (mixgrad's WordPiece reproduces BERT's pipeline only).
+struct TokenizerJson {
+  std::vector<std::string> vocab;
+  Normalizer norm;
+  std::optional<int64_t> max_chars;
+};
+
+TokenizerJson read_tokenizer_json(const std::string& path) {
+  TokenizerJson out;
   const json t = detail::parse_json(kWho, path, "the tokenizer", read_text(path));
   MG_CHECK(t.is_object() && t.contains("model") && t.at("model").is_object(), Error, kWho, ": '", path,
            "' has no \"model\" object");
-  if (t.contains("normalizer") && !t.at("normalizer").is_null()) {
-    const json& n = t.at("normalizer");
-    const std::string type = n.is_object() && n.contains("type") && n.at("type").is_string() ? n.at("type").get<std::string>() : "";
-    MG_CHECK(type == "BertNormalizer", Error, kWho, ": '", path, "': the normalizer is ", detail::excerpt(n.contains("type") ? n.at("type") : n),
-             ", not BertNormalizer; mixgrad's WordPiece reproduces BERT's");
-    read_bool(n, "lowercase", path, norm.lowercase);
-    read_bool(n, "strip_accents", path, norm.strip_accents);
-    read_bool(n, "handle_chinese_chars", path, norm.chinese);
-    read_bool(n, "clean_text", path, norm.clean);
-  }
+  const auto type_of = [](const json& j) {
+    return j.is_object() && j.contains("type") && j.at("type").is_string() ? j.at("type").get<std::string>()
+                                                                           : std::string();
+  };
   const json& m = t.at("model");
   MG_CHECK(m.contains("type") && m.at("type") == "WordPiece", Error, kWho, ": '", path, "': the model is ",
            detail::excerpt(m.contains("type") ? m.at("type") : m), ", not WordPiece");
   MG_CHECK(!m.contains("continuing_subword_prefix") || m.at("continuing_subword_prefix") == "##", Error, kWho, ": '",
            path, "': continuing_subword_prefix ", detail::excerpt(m.at("continuing_subword_prefix")), " is not \"##\"");
+  // A null normaliser or pre-tokeniser means none runs: not BERT's pipeline either.
+  const json null_value;
+  const json& n = t.contains("normalizer") ? t.at("normalizer") : null_value;
+  MG_CHECK(type_of(n) == "BertNormalizer", Error, kWho, ": '", path, "': the normalizer is ",
+           detail::excerpt(n.is_object() && n.contains("type") ? n.at("type") : n),
+           ", not BertNormalizer; mixgrad's WordPiece reproduces BERT's");
+  read_bool(n, "lowercase", path, out.norm.lowercase);
+  read_bool(n, "strip_accents", path, out.norm.strip_accents);
+  read_bool(n, "handle_chinese_chars", path, out.norm.chinese);
+  read_bool(n, "clean_text", path, out.norm.clean);
+  const json& pre = t.contains("pre_tokenizer") ? t.at("pre_tokenizer") : null_value;
+  MG_CHECK(type_of(pre) == "BertPreTokenizer", Error, kWho, ": '", path, "': the pre_tokenizer is ",
+           detail::excerpt(pre.is_object() && pre.contains("type") ? pre.at("type") : pre),
+           ", not BertPreTokenizer; mixgrad's WordPiece reproduces BERT's");
   if (m.contains("max_input_chars_per_word")) {
     const json& v = m.at("max_input_chars_per_word");
     MG_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1, Error, kWho, ": '", path,
              "': max_input_chars_per_word must be a positive integer, got ", detail::excerpt(v));
-    max_chars = v.get<int64_t>();
+    out.max_chars = v.get<int64_t>();
   }
   MG_CHECK(m.contains("vocab") && m.at("vocab").is_object(), Error, kWho, ": '", path, "' has no WordPiece vocab object");
   const json& v = m.at("vocab");
-  std::vector<std::string> vocab(v.size());
+  out.vocab.resize(v.size());
   std::vector<bool> seen(v.size(), false);
   for (auto it = v.begin(); it != v.end(); ++it) {
     MG_CHECK(it.value().is_number_integer(), Error, kWho, ": '", path, "': the id of ", detail::quoted_excerpt(it.key()),
@@ -247,12 +290,10 @@ std::vector<std::string> read_tokenizer_json(const std::string& path, Normalizer
              detail::quoted_excerpt(it.key()), " has id ", id, "; a vocabulary of ", v.size(),
              " tokens needs the ids 0..", v.size() - 1, " once each");
     seen[std::size_t(id)] = true;
-    vocab[std::size_t(id)] = it.key();
+    out.vocab[std::size_t(id)] = it.key();
   }
-  // Tokens added after training (tokenizer.add_tokens) live only in "added_tokens", with ids past
-  // the WordPiece vocabulary; Hugging Face splits them out of the text before WordPiece. mixgrad's
-  // WordPiece does not, and would silently encode them as word pieces: refused. The special tokens
-  // listed there too ([CLS], [PAD], ...) are vocabulary entries with the same id, and pass.
+  // "added_tokens" lists the special tokens too ([CLS], [PAD], ...: vocabulary entries with the
+  // same id, which pass); anything else is refused (refuse_added_token).
   if (t.contains("added_tokens") && t.at("added_tokens").is_array()) {
     for (const json& a : t.at("added_tokens")) {
       const bool has = a.is_object() && a.contains("id") && a.at("id").is_number_integer() && a.contains("content") &&
@@ -261,14 +302,137 @@ std::vector<std::string> read_tokenizer_json(const std::string& path, Normalizer
                detail::excerpt(a));
       const int64_t id = a.at("id").get<int64_t>();
       const std::string content = a.at("content").get<std::string>();
-      MG_CHECK(id >= 0 && id < int64_t(vocab.size()) && vocab[std::size_t(id)] == content, Error, kWho, ": '", path,
-               "' adds token ", detail::quoted_excerpt(content), " (id ", id, ") outside the WordPiece vocabulary of ",
-               vocab.size(), " tokens; mixgrad's WordPiece does not split added tokens out of the text, so it would "
-               "encode them differently from Hugging Face",
-               "\n  hint: train without added tokens, or add them to the vocabulary itself");
+      const bool in_vocab = id >= 0 && id < int64_t(out.vocab.size()) && out.vocab[std::size_t(id)] == content;
+      if (!in_vocab || !is_special_token(content)) refuse_added_token(path, str_cat(token_text(a.at("content")), " (id ", id, ")"));
     }
   }
-  return vocab;
+  return out;
+}
+
+// What tokenizer_config.json says: the normaliser settings, whether transformers builds a
+// BertTokenizer from it (tokenizer_class absent or BertTokenizer[Fast]), and no added tokens or
+// special tokens other than BERT's five.
+struct TokenizerConfig {
+  bool present = false;
+  bool bert_class = false;
+  Normalizer norm;  // do_lower_case, strip_accents, tokenize_chinese_chars; defaults where absent
+};
+
+TokenizerConfig read_tokenizer_config(const std::string& path) {
+  TokenizerConfig out;
+  out.present = true;
+  const json t = detail::parse_json(kWho, path, "the tokenizer configuration", read_text(path));
+  MG_CHECK(t.is_object(), Error, kWho, ": '", path, "' is not a JSON object");
+  read_bool(t, "do_lower_case", path, out.norm.lowercase);
+  read_bool(t, "strip_accents", path, out.norm.strip_accents);
+  read_bool(t, "tokenize_chinese_chars", path, out.norm.chinese);
+  std::string cls;
+  if (t.contains("tokenizer_class") && !t.at("tokenizer_class").is_null()) {
+    MG_CHECK(t.at("tokenizer_class").is_string(), Error, kWho, ": '", path, "': \"tokenizer_class\" must be a string, got ",
+             detail::excerpt(t.at("tokenizer_class")));
+    cls = t.at("tokenizer_class").get<std::string>();
+  }
+  out.bert_class = cls.empty() || cls == "BertTokenizer" || cls == "BertTokenizerFast";
+  // The special tokens' names: BERT's, or the tokenizer marks other text as [UNK], [MASK], ...
+  const std::vector<std::pair<const char*, const char*>> named = {
+      {"pad_token", "[PAD]"}, {"unk_token", "[UNK]"}, {"cls_token", "[CLS]"}, {"sep_token", "[SEP]"}, {"mask_token", "[MASK]"}};
+  for (const auto& [key, want] : named) {
+    if (!t.contains(key) || t.at(key).is_null()) continue;
+    const json& v = t.at(key);
+    const bool ok = (v.is_string() && v.get<std::string>() == want) ||
+                    (v.is_object() && v.contains("content") && v.at("content") == want);
+    MG_CHECK(ok, Error, kWho, ": '", path, "': ", key, " is ", token_text(v), ", not \"", want,
+             "\"; mixgrad's WordPiece uses BERT's special tokens");
+  }
+  // transformers 4.34+ records added tokens here (added_tokens_decoder: id -> token) and extra
+  // special tokens in lists.
+  if (t.contains("added_tokens_decoder") && t.at("added_tokens_decoder").is_object()) {
+    for (auto it = t.at("added_tokens_decoder").begin(); it != t.at("added_tokens_decoder").end(); ++it) {
+      const json& a = it.value();
+      const bool special = a.is_object() && a.contains("content") && a.at("content").is_string() &&
+                           is_special_token(a.at("content").get<std::string>());
+      if (!special) refuse_added_token(path, str_cat(token_text(a), " (id ", detail::quoted_excerpt(it.key()), ")"));
+    }
+  }
+  for (const char* key : {"additional_special_tokens", "extra_special_tokens"}) {
+    if (!t.contains(key) || t.at(key).is_null()) continue;
+    const json& list = t.at(key);
+    MG_CHECK(list.is_array() || list.is_object(), Error, kWho, ": '", path, "': \"", key,
+             "\" must be a list, got ", detail::excerpt(list));
+    for (const json& a : list) {
+      const bool special = (a.is_string() && is_special_token(a.get<std::string>())) ||
+                           (a.is_object() && a.contains("content") && a.at("content").is_string() &&
+                            is_special_token(a.at("content").get<std::string>()));
+      if (!special) refuse_added_token(path, token_text(a));
+    }
+  }
+  return out;
+}
+
+// The tokenizer as transformers builds it from the directory (checked against transformers 5.25,
+// whose AutoTokenizer makes a BertTokenizer when tokenizer_config.json names that class or none,
+// and else runs tokenizer.json as written):
+// - the vocabulary: tokenizer.json's when it exists (a vocab.txt beside it must agree: transformers'
+//   fast and slow tokenizers read different files), else vocab.txt;
+// - lowercasing, accents and CJK: a BertTokenizer takes them from tokenizer_config.json (lowercase
+//   when do_lower_case is absent) and ignores tokenizer.json's normaliser; otherwise they are
+//   tokenizer.json's;
+// - the longest word: 100 for a BertTokenizer, else tokenizer.json's. transformers 4 used
+//   tokenizer.json's in both cases, so a BertTokenizer whose tokenizer.json says otherwise is
+//   refused as ambiguous.
+void read_tokenizer(const std::filesystem::path& root, HfBert& hf) {
+  const std::filesystem::path config = root / "tokenizer_config.json", vocab_txt = root / "vocab.txt",
+                              tokenizer_json = root / "tokenizer.json", added_json = root / "added_tokens.json";
+  TokenizerConfig cfg;
+  if (is_file(config)) cfg = read_tokenizer_config(config.string());
+  // The older layout of tokens added after training: refused alike.
+  if (is_file(added_json)) {
+    const json a = detail::parse_json(kWho, added_json.string(), "the added tokens", read_text(added_json.string()));
+    MG_CHECK(a.is_object(), Error, kWho, ": '", added_json.string(), "' is not a JSON object");
+    if (!a.empty()) refuse_added_token(added_json.string(), detail::quoted_excerpt(a.begin().key()));
+  }
+  Normalizer norm = cfg.norm;
+  if (is_file(tokenizer_json)) {
+    TokenizerJson tj = read_tokenizer_json(tokenizer_json.string());
+    if (is_file(vocab_txt)) {
+      const std::vector<std::string> txt = read_vocab_txt(vocab_txt.string());
+      std::size_t i = 0;
+      while (i < txt.size() && i < tj.vocab.size() && txt[i] == tj.vocab[i]) ++i;
+      MG_CHECK(i == txt.size() && i == tj.vocab.size(), Error, kWho, ": '", vocab_txt.string(), "' and '",
+               tokenizer_json.string(), "' hold different vocabularies (",
+               i < txt.size() && i < tj.vocab.size()
+                   ? str_cat("id ", i, " is ", detail::quoted_excerpt(txt[i]), " in one and ",
+                             detail::quoted_excerpt(tj.vocab[i]), " in the other")
+                   : str_cat(txt.size(), " and ", tj.vocab.size(), " tokens"),
+               "); transformers' fast tokenizer reads tokenizer.json and its slow one vocab.txt",
+               "\n  hint: save the tokenizer again with save_pretrained, or remove the stale file");
+    }
+    hf.vocab = std::move(tj.vocab);
+    hf.vocab_path = tokenizer_json.string();
+    if (cfg.present && cfg.bert_class) {
+      MG_CHECK(!tj.max_chars || *tj.max_chars == 100, Error, kWho, ": '", tokenizer_json.string(),
+               "': max_input_chars_per_word is ", *tj.max_chars, "; transformers 5's BertTokenizer uses 100 and "
+               "transformers 4's used this file's value, so the directory encodes differently by version");
+      norm.clean = tj.norm.clean;
+    } else {
+      norm = tj.norm;
+      hf.max_input_chars_per_word = tj.max_chars.value_or(100);
+    }
+  } else {
+    MG_CHECK(is_file(vocab_txt), Error, kWho, ": '", root.string(), "' has neither vocab.txt nor tokenizer.json",
+             "\n  hint: save the tokenizer beside the model: AutoTokenizer.from_pretrained(...).save_pretrained(dir)");
+    hf.vocab = read_vocab_txt(vocab_txt.string());
+    hf.vocab_path = vocab_txt.string();
+  }
+  const std::string dir = root.string();
+  const bool strip = norm.strip_accents.value_or(norm.lowercase);
+  MG_CHECK(strip == norm.lowercase, Error, kWho, ": '", dir, "': the tokenizer ", norm.lowercase ? "lowercases" : "keeps case",
+           " but ", strip ? "strips" : "keeps", " accents; mixgrad's WordPiece strips accents exactly when it lowercases "
+           "(BERT uncased / cased)");
+  MG_CHECK(norm.chinese && norm.clean, Error, kWho, ": '", dir, "': the tokenizer ",
+           !norm.chinese ? "does not split CJK characters (tokenize_chinese_chars = false)" : "does not clean the text (clean_text = false)",
+           "; mixgrad's WordPiece always does, as BERT's default");
+  hf.lowercase = norm.lowercase;
 }
 
 }  // namespace
@@ -311,50 +475,7 @@ HfBert load_hf_bert(const std::string& dir) {
   }
   hf.state = std::move(mapped);
 
-  // The tokenizer: vocab.txt (transformers 4 and the Hub's BERTs) or tokenizer.json (transformers 5
-  // writes only that); tokenizer_config.json's settings, overridden by tokenizer.json's normaliser.
-  Normalizer norm;
-  const fs::path tokenizer_config = root / "tokenizer_config.json";
-  if (is_file(tokenizer_config)) {
-    const json t = detail::parse_json(kWho, tokenizer_config.string(), "the tokenizer configuration",
-                                      read_text(tokenizer_config.string()));
-    if (t.is_object()) {
-      read_bool(t, "do_lower_case", tokenizer_config.string(), norm.lowercase);
-      read_bool(t, "strip_accents", tokenizer_config.string(), norm.strip_accents);
-      read_bool(t, "tokenize_chinese_chars", tokenizer_config.string(), norm.chinese);
-    }
-  }
-  const fs::path vocab_txt = root / "vocab.txt", tokenizer_json = root / "tokenizer.json";
-  // The older layout of tokens added after training (see read_tokenizer_json): refused alike.
-  const fs::path added_json = root / "added_tokens.json";
-  if (is_file(added_json)) {
-    const json a = detail::parse_json(kWho, added_json.string(), "the added tokens", read_text(added_json.string()));
-    MG_CHECK(a.is_object() && a.empty(), Error, kWho, ": '", added_json.string(), "' adds ",
-             a.is_object() ? a.size() : 0, " tokens outside the WordPiece vocabulary; mixgrad's WordPiece does not "
-             "split added tokens out of the text, so it would encode them differently from Hugging Face",
-             "\n  hint: train without added tokens, or add them to vocab.txt itself");
-  }
-  std::vector<std::string> from_json;
-  if (is_file(tokenizer_json)) {
-    from_json = read_tokenizer_json(tokenizer_json.string(), norm, hf.max_input_chars_per_word);
-  }
-  if (is_file(vocab_txt)) {
-    hf.vocab = read_vocab_txt(vocab_txt.string());
-    hf.vocab_path = vocab_txt.string();
-  } else {
-    MG_CHECK(is_file(tokenizer_json), Error, kWho, ": '", dir, "' has neither vocab.txt nor tokenizer.json",
-             "\n  hint: save the tokenizer beside the model: AutoTokenizer.from_pretrained(...).save_pretrained(dir)");
-    hf.vocab = std::move(from_json);
-    hf.vocab_path = tokenizer_json.string();
-  }
-  const bool strip = norm.strip_accents.value_or(norm.lowercase);
-  MG_CHECK(strip == norm.lowercase, Error, kWho, ": '", dir, "': the tokenizer ", norm.lowercase ? "lowercases" : "keeps case",
-           " but ", strip ? "strips" : "keeps", " accents; mixgrad's WordPiece strips accents exactly when it lowercases "
-           "(BERT uncased / cased)");
-  MG_CHECK(norm.chinese && norm.clean, Error, kWho, ": '", dir, "': the tokenizer ",
-           !norm.chinese ? "does not split CJK characters (tokenize_chinese_chars = false)" : "does not clean the text (clean_text = false)",
-           "; mixgrad's WordPiece always does, as BERT's default");
-  hf.lowercase = norm.lowercase;
+  read_tokenizer(root, hf);
   // An id past the embedding's rows would fail only inside the first forward.
   MG_CHECK(int64_t(hf.vocab.size()) <= hf.config.vocab_size, Error, kWho, ": '", hf.vocab_path, "' holds ",
            hf.vocab.size(), " tokens but config.json's vocab_size is ", hf.config.vocab_size,

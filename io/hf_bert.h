@@ -29,14 +29,18 @@ struct HfBert {
   // head ("transform.*", "transform_norm.*", "decoder_bias") or the classifier ("classifier.*")
   // when the file has one.
   nn::NamedTensors state;
-  // The tokenizer: the token of each id, from vocab.txt (one per line) or else tokenizer.json's
-  // WordPiece vocabulary, and the file it came from.
+  // The tokenizer: the token of each id, from tokenizer.json's WordPiece vocabulary or else
+  // vocab.txt (one per line; beside tokenizer.json it must agree), and the file it came from.
   std::vector<std::string> vocab;
   std::string vocab_path;
-  // BERT uncased or cased: tokenizer.json's BertNormalizer, else tokenizer_config.json's
-  // do_lower_case (true when neither says). A tokenizer mixgrad's WordPiece cannot reproduce
-  // (accents stripped without lowercasing or the reverse, CJK characters not split, no text
-  // cleaning, another normalizer or model) is refused by load_hf_bert.
+  // BERT uncased or cased, and the longest word encoded, as transformers 5.25 builds the
+  // tokenizer: a BertTokenizer (tokenizer_config.json names that class or none) takes
+  // do_lower_case from tokenizer_config.json (true when absent) and 100; with no
+  // tokenizer_config.json or another class, tokenizer.json's BertNormalizer and WordPiece model
+  // count. A tokenizer mixgrad's WordPiece cannot reproduce is refused by load_hf_bert: accents
+  // stripped without lowercasing or the reverse, CJK characters not split, no text cleaning,
+  // another normalizer, pre-tokenizer or model, special tokens not named as BERT's, and tokens
+  // added after training (Hugging Face splits them out of the text first).
   bool lowercase = true;
   int64_t max_input_chars_per_word = 100;
   std::string architecture;  // config.json's "architectures"[0] ("BertForMaskedLM"), or ""

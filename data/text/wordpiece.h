@@ -67,7 +67,8 @@ class WordPiece {
   // ideograph a word of its own and, when options.lowercase, lowercases and strips accents.
   std::vector<std::string> pre_tokenize(std::string_view text) const;
   // The pre-tokens joined by single spaces: what decode(encode(text)) returns when every word
-  // is encodable.
+  // is encodable and no special token is written in the text (normalize splits "[MASK]" into
+  // "[ mask ]"; decode drops a written [CLS], [SEP] or [PAD]).
   std::string normalize(std::string_view text) const;
   // Token ids of `text` (no [CLS]/[SEP] added); a word that cannot be covered becomes one [UNK].
   // A special token written in the text ("a [MASK] b") is that token, as in transformers.
@@ -77,7 +78,8 @@ class WordPiece {
   // Joins pieces with spaces, gluing "##" pieces to the previous one (a "##" piece that comes
   // first keeps its "##", as in transformers). skip_special drops [PAD], [CLS] and [SEP]; [UNK] and
   // [MASK] always print as themselves. The text is the normalised one (lowercase, accents stripped
-  // when options.lowercase): decode(encode(t)) == normalize(t). clean_up_spaces removes the space
+  // when options.lowercase): decode(encode(t)) == normalize(t) for text with no special token
+  // written in it (see normalize). clean_up_spaces removes the space
   // before "." "?" "!" "," (and joins "'s", "n't", ... pieces), as transformers' WordPiece decoder
   // does: decode(ids, false, true) equals BertTokenizer.decode(ids).
   std::string decode(const std::vector<int32_t>& ids, bool skip_special = true, bool clean_up_spaces = false) const;
@@ -128,10 +130,19 @@ void for_each_pre_token(std::string_view text, bool lowercase, std::string& buff
     for (const auto& [ccc, cp] : run) detail::append_utf8(cp, buffer);
     run.clear();
   };
+  // An invalid byte is a character of its own (wp_decode_utf8), written to the buffer as that
+  // byte. Two such bytes that were never adjacent in the text meet there once a removed character
+  // or a stripped mark between them is dropped, and a lone lead byte would then re-decode with the
+  // continuation bytes after it into a valid character ("\xc3", U+200B, "\xa9" into "é"). So a
+  // continuation byte that would follow an invalid byte across a dropped character starts a new
+  // word instead.
+  bool after_invalid = false;  // the buffer ends with an invalid byte
+  bool dropped = false;        // a character was dropped since the buffer's last one
   const auto flush = [&] {
     settle();
     if (!buffer.empty()) fn(std::string_view(buffer));
     buffer.clear();
+    after_invalid = dropped = false;
   };
   std::size_t i = 0;
   while (i < text.size()) {
@@ -139,7 +150,16 @@ void for_each_pre_token(std::string_view text, bool lowercase, std::string& buff
     const std::size_t n = detail::wp_decode_utf8(text, i, &cp);
     const std::string_view ch = text.substr(i, n);
     i += n;
+    const bool invalid = cp >= 0xDC80 && cp <= 0xDCFF;
+    if (invalid && cp <= 0xDCBF && after_invalid && dropped) flush();
     const BertCharClass cls = detail::bert_char_class(cp);
+    if (cls == BertCharClass::kRemoved || (lowercase && (cls == BertCharClass::kMark ||
+                                                         cls == BertCharClass::kMarkNonStarter))) {
+      dropped = true;
+    } else {
+      after_invalid = invalid;
+      dropped = false;
+    }
     if (cls == BertCharClass::kWhitespace) {
       flush();
     } else if (cls == BertCharClass::kRemoved) {

@@ -159,27 +159,103 @@ TEST_CASE("load_hf_bert: a transformers 5 directory (tokenizer.json, no vocab.tx
   CHECK(hf.lowercase);
   CHECK(hf.max_input_chars_per_word == 100);
 
-  // A token added after training (transformers: tok.add_tokens(["newtoken"]) writes it only in
-  // "added_tokens", id 2190) is refused: HF splits it out of the text, mixgrad's WordPiece would not.
-  {
-    std::ifstream in(v5 + "/tokenizer.json");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::size_t at = text.find("\"added_tokens\": [");
+  const std::string v5_json = mg::test::read_bytes(v5 + "/tokenizer.json");
+  // v5's tokenizer.json with `from` replaced by `to` (once).
+  const auto json_with = [&](const std::string& from, const std::string& to) {
+    std::string text = v5_json;
+    const std::size_t at = text.find(from);
     REQUIRE(at != std::string::npos);
-    text.insert(at + 17, R"({"id": 2190, "content": "newtoken", "special": false},)");
-    std::ofstream(dir / "tokenizer.json", std::ios::trunc) << text;
-    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "adds token \"newtoken\" (id 2190) outside the WordPiece vocabulary");
+    std::ofstream(dir / "tokenizer.json", std::ios::trunc) << text.replace(at, from.size(), to);
+  };
+  const auto config_is = [&](const std::string& text) {
+    std::ofstream(dir / "tokenizer_config.json", std::ios::trunc) << text;
+  };
+  const std::string v5_config = mg::test::read_bytes(v5 + "/tokenizer_config.json");
+
+  // Tokens added after training are split out of the text by Hugging Face before WordPiece, even
+  // ones that are vocabulary entries too (an added "the" cuts "theme" around it): refused, in each
+  // place transformers records them. Only BERT's five special tokens pass.
+  {
+    // tok.add_tokens(["newtoken"]) writes it only in "added_tokens", id 2190
+    json_with("\"added_tokens\": [", R"("added_tokens": [{"id": 2190, "content": "newtoken", "special": false},)");
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "adds the token \"newtoken\" (id 2190); mixgrad's WordPiece splits only");
+    const int64_t piece = 1566;  // "##x", a vocabulary entry
+    REQUIRE(hf.vocab[piece] == "##x");
+    json_with("\"added_tokens\": [", str_cat(R"("added_tokens": [{"id": )", piece, R"(, "content": "##x", "special": false},)"));
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), str_cat("adds the token \"##x\" (id ", piece, ")"));
     fs::copy_file(v5 + "/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
     std::ofstream(dir / "added_tokens.json") << R"({"newtoken": 2190})";
-    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "adds 1 tokens outside the WordPiece vocabulary");
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "added_tokens.json' adds the token \"newtoken\"");
     std::ofstream(dir / "added_tokens.json", std::ios::trunc) << "{}";
     CHECK(io::load_hf_bert(dir.string()).vocab.size() == 2190);
     fs::remove(dir / "added_tokens.json");
+    // transformers 4.34+'s tokenizer_config.json: added_tokens_decoder and extra special tokens
+    config_is(R"({"added_tokens_decoder": {"0": {"content": "[PAD]", "special": true},
+                                           "7": {"content": "the", "special": false}}})");
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "adds the token \"the\" (id \"7\")");
+    config_is(R"({"additional_special_tokens": ["[unused0]"]})");
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "adds the token \"[unused0]\"");
+    config_is(R"({"extra_special_tokens": [{"content": "<x>"}]})");
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "adds the token \"<x>\"");
+    config_is(R"({"additional_special_tokens": ["[MASK]"], "unk_token": "[UNK]", "mask_token": {"content": "[MASK]"}})");
+    CHECK_NOTHROW(io::load_hf_bert(dir.string()));
+    // other special-token names would mark other text as [UNK], [MASK], ...
+    config_is(R"({"unk_token": "<unk>"})");
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "unk_token is \"<unk>\", not \"[UNK]\"");
+    config_is(v5_config);
     // a vocabulary longer than the embedding table is refused at load, not in the first forward
+    fs::remove(dir / "tokenizer.json");
     fs::copy_file(src + "/vocab.txt", dir / "vocab.txt");
     std::ofstream(dir / "vocab.txt", std::ios::app) << "extratoken\n";
     MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "holds 2191 tokens but config.json's vocab_size is 2190");
+    // beside tokenizer.json, vocab.txt must hold the same vocabulary (transformers' fast and slow
+    // tokenizers read different files)
+    fs::copy_file(v5 + "/tokenizer.json", dir / "tokenizer.json");
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "hold different vocabularies (2191 and 2190 tokens)");
+    std::string swapped = mg::test::read_bytes(src + "/vocab.txt");
+    const std::size_t line2 = swapped.find('\n') + 1;
+    swapped = swapped.substr(line2, swapped.find('\n', line2) + 1 - line2) + swapped.substr(0, line2) +
+              swapped.substr(swapped.find('\n', line2) + 1);
+    std::ofstream(dir / "vocab.txt", std::ios::trunc) << swapped;
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), str_cat("(id 0 is \"", hf.vocab[1], "\" in one and \"", hf.vocab[0]));
+    fs::copy_file(src + "/vocab.txt", dir / "vocab.txt", fs::copy_options::overwrite_existing);
+    CHECK(io::load_hf_bert(dir.string()).vocab_path == (dir / "tokenizer.json").string());  // it agrees
     fs::remove(dir / "vocab.txt");
+  }
+
+  // Whose settings count, as transformers 5.25 decides (tools/reference checked each case): a
+  // BertTokenizer (tokenizer_config.json names it or no class) takes lowercasing from
+  // tokenizer_config.json — lowercase when do_lower_case is absent — and ignores tokenizer.json's
+  // normaliser; with no tokenizer_config.json or another class, tokenizer.json runs as written.
+  {
+    const std::string cased_json = R"("lowercase": false)", uncased_json = R"("lowercase": true)";
+    REQUIRE(v5_json.find(uncased_json) != std::string::npos);
+    json_with(uncased_json, cased_json);
+    CHECK(io::load_hf_bert(dir.string()).lowercase);  // v5's config: do_lower_case true
+    config_is(R"({"tokenizer_class": "BertTokenizer"})");
+    CHECK(io::load_hf_bert(dir.string()).lowercase);  // absent: true
+    config_is(R"({"do_lower_case": false})");
+    fs::copy_file(v5 + "/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+    CHECK_FALSE(io::load_hf_bert(dir.string()).lowercase);  // the config's false over tokenizer.json's true
+    config_is(R"({"tokenizer_class": "PreTrainedTokenizerFast", "do_lower_case": false})");
+    CHECK(io::load_hf_bert(dir.string()).lowercase);  // another class: tokenizer.json's true
+    fs::remove(dir / "tokenizer_config.json");
+    json_with(uncased_json, cased_json);
+    CHECK_FALSE(io::load_hf_bert(dir.string()).lowercase);  // no config: tokenizer.json's false
+    // The longest word: tokenizer.json's without a BertTokenizer; ambiguous with one (transformers
+    // 5 uses 100, transformers 4 used the file's).
+    json_with(R"("max_input_chars_per_word": 100)", R"("max_input_chars_per_word": 200)");
+    CHECK(io::load_hf_bert(dir.string()).max_input_chars_per_word == 200);
+    config_is(v5_config);
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "max_input_chars_per_word is 200; transformers 5's BertTokenizer uses 100");
+    // Another pipeline than BERT's: refused (none at all included).
+    json_with(R"("type": "BertPreTokenizer")", R"("type": "WhitespaceSplit")");
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "the pre_tokenizer is \"WhitespaceSplit\", not BertPreTokenizer");
+    const std::size_t n0 = v5_json.find("\"normalizer\": {"), n1 = v5_json.find('}', n0);
+    REQUIRE((n0 != std::string::npos && n1 != std::string::npos));
+    json_with(v5_json.substr(n0, n1 + 1 - n0), "\"normalizer\": null");
+    MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "the normalizer is null, not BertNormalizer");
+    fs::copy_file(v5 + "/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
   }
 
   // Settings mixgrad's WordPiece cannot reproduce are refused, not ignored.
@@ -200,7 +276,10 @@ TEST_CASE("load_hf_bert: a transformers 5 directory (tokenizer.json, no vocab.tx
   MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "has neither vocab.txt nor tokenizer.json");
   std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "BPE", "vocab": {}}})";
   MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "the model is \"BPE\", not WordPiece");
-  std::ofstream(dir / "tokenizer.json", std::ios::trunc) << R"({"model": {"type": "WordPiece", "vocab": {"a": 0, "b": 0}}})";
+  const std::string bert_pipeline =
+      R"({"normalizer": {"type": "BertNormalizer"}, "pre_tokenizer": {"type": "BertPreTokenizer"}, )";
+  std::ofstream(dir / "tokenizer.json", std::ios::trunc)
+      << bert_pipeline << R"("model": {"type": "WordPiece", "vocab": {"a": 0, "b": 0}}})";
   MG_REQUIRE_ERROR(io::load_hf_bert(dir.string()), "needs the ids 0..1 once each");
   std::ofstream(dir / "tokenizer.json", std::ios::trunc)
       << R"({"normalizer": {"type": "Sequence"}, "model": {"type": "WordPiece", "vocab": {"a": 0}}})";

@@ -55,11 +55,20 @@ TEST_CASE("wordpiece: BERT pre-tokenisation", "[data]") {
   CHECK(tok.pre_tokenize("x\xe1\xbf\xafy") == Strings{"x", "`", "y"});  // GREEK VARIA folds to a grave accent
   CHECK(tok.pre_tokenize("a\xc2\xa0" "b\xe2\x80\x94" "c") == Strings{"a", "b", "\xe2\x80\x94", "c"});  // NBSP, em dash
   CHECK(tok.pre_tokenize("x\xff" "y") == Strings{"x\xff" "y"});  // an invalid byte stays a character
+  // Invalid bytes never become a valid character once a dropped character between them is gone:
+  // a lone lead byte, U+200B (removed), a lone continuation byte ("é" if joined) ...
+  CHECK(tok.pre_tokenize("x\xc3\xe2\x80\x8b\xa9y") == Strings{"x\xc3", "\xa9y"});
+  CHECK(tok.pre_tokenize("\xe4\xb8" + std::string(1, '\0') + "\xad") == Strings{"\xe4\xb8", "\xad"});  // not 中
+  CHECK(tok.pre_tokenize("\xc3\xcc\x81\xa9") == Strings{"\xc3", "\xa9"});  // a stripped accent between
+  CHECK(tok.pre_tokenize("\xe2\xe2\x80\x8b\x80\x80z") == Strings{"\xe2", "\x80\x80z"});  // not U+2000
+  CHECK(tok.pre_tokenize("\xc3\xe2\x80\x8b" "a\xa9") == Strings{"\xc3" "a\xa9"});  // a kept letter between
   CHECK(tok.pre_tokenize("").empty());
   CHECK(tok.normalize(" And God said,  Let there be light:") == "and god said , let there be light :");
   const WordPiece cased(WordPiece::special_tokens(), {.lowercase = false});
   CHECK(cased.pre_tokenize("LORD God") == Strings{"LORD", "God"});
   CHECK(cased.pre_tokenize("Caf\xc3\xa9 e\xcc\x81") == Strings{"Caf\xc3\xa9", "e\xcc\x81"});  // accents kept
+  CHECK(cased.pre_tokenize("X\xc3\xe2\x80\x8b\xa9Y") == Strings{"X\xc3", "\xa9Y"});
+  CHECK(cased.pre_tokenize("\xc3\xcc\x81\xa9") == Strings{"\xc3\xcc\x81\xa9"});  // the accent kept between
 }
 
 TEST_CASE("wordpiece: special tokens and greedy longest-match encoding", "[data]") {
