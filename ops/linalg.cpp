@@ -279,6 +279,19 @@ Tensor baddbmm(const Tensor& c, const Tensor& a, const Tensor& b, double beta, d
   return dispatch1(OpId::baddbmm, {c, a, b}, {.alpha = alpha, .beta = beta});
 }
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  // PyTorch's other forms, on the one linear op (so its cast policy applies): a 1-D weight [in]
+  // gives [...] (one output feature, its dim dropped), and a 0-d or [1] bias adds to every output
+  // feature. Anything else goes to the op unchanged, whose checks name it.
+  if (weight.defined() && weight.dim() == 1) {
+    const Tensor row = unsqueeze(weight, 0);
+    const bool scalar_bias = bias.defined() && bias.numel() == 1 && bias.dim() <= 1;
+    Tensor y = linear(x, row, scalar_bias ? reshape(bias, {1}) : bias);
+    return squeeze(y, -1);
+  }
+  if (bias.defined() && weight.defined() && weight.dim() == 2 && bias.numel() == 1 && bias.dim() <= 1 &&
+      weight.size(0) != 1) {
+    return linear(x, weight, contiguous(expand(reshape(bias, {1}), {weight.size(0)})));
+  }
   if (bias.defined()) return dispatch1(OpId::linear, {x, weight, bias});
   return dispatch1(OpId::linear, {x, weight});
 }

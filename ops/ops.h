@@ -158,7 +158,8 @@ Tensor mm(const Tensor& a, const Tensor& b);                  // [n, k] @ [k, m]
 Tensor bmm(const Tensor& a, const Tensor& b);                 // [B, n, k] @ [B, k, m]
 Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, double beta = 1.0, double alpha = 1.0);
 Tensor baddbmm(const Tensor& c, const Tensor& a, const Tensor& b, double beta = 1.0, double alpha = 1.0);
-// x [..., in] @ weight[out, in]^T + bias[out].
+// x [..., in] @ weight[out, in]^T + bias[out]. As PyTorch's: a 1-D weight [in] gives [...] (the
+// feature dim dropped), and a 0-d or [1] bias is added to every output feature.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- views (share storage with the input) ----

@@ -357,6 +357,28 @@ TEST_CASE("linear gradients with and without bias, 1-D to 3-D input", "[ops][lin
   }
 }
 
+TEST_CASE("linear takes PyTorch's 1-D weight and a one-element bias", "[ops][linalg][grad]") {
+  // A 1-D weight [in] is one output feature with its dim dropped: x [..., in] -> [...].
+  const Tensor x = rnd({3, 4}), w = rnd({4}), w2 = rnd({5, 4});
+  const Tensor y = linear(x, w);
+  REQUIRE(y.shape() == Shape{3});
+  REQUIRE(values(y) == values(matmul(x, w)));
+  REQUIRE(linear(rnd({4}), w).dim() == 0);
+  REQUIRE(linear(rnd({2, 3, 4}), w).shape() == Shape{2, 3});
+  // A 0-d or [1] bias is added to every output feature, as PyTorch broadcasts it.
+  const Tensor b0 = scalar_tensor(0.75, {.dtype = DType::F64});
+  const std::vector<double> with_b = values(linear(x, w2, b0));
+  const std::vector<double> plain = values(linear(x, w2));
+  REQUIRE(with_b.size() == 15);
+  for (size_t i = 0; i < with_b.size(); ++i) REQUIRE(with_b[i] == plain[i] + 0.75);
+  REQUIRE(values(linear(x, w, b0)) == values(add(matmul(x, w), b0)));
+  // Gradients reach the 1-D weight and the one-element bias (summed over the features).
+  check_grad_twice([](const Tensors& t) { return linear(t[0], t[1]); }, {rnd({3, 4}), rnd({4})});
+  check_grad([](const Tensors& t) { return linear(t[0], t[1], t[2]); }, {rnd({3, 4}), rnd({4}), rnd({})});
+  check_grad([](const Tensors& t) { return linear(t[0], t[1], t[2]); }, {rnd({3, 4}), rnd({5, 4}), rnd({})});
+  check_grad([](const Tensors& t) { return linear(t[0], t[1], t[2]); }, {rnd({2, 4}), rnd({5, 4}), rnd({1})});
+}
+
 TEST_CASE("gradients flow to the input dtype for f16 operands", "[ops][linalg][grad]") {
   const Tensor a = rnd({3, 4}, DType::F16).requires_grad_(true);
   const Tensor b = rnd({4, 2}, DType::F16).requires_grad_(true);
@@ -398,7 +420,9 @@ TEST_CASE("linalg error messages", "[ops][linalg][errors]") {
   REQUIRE_THROWS_WITH(linear(zeros({128, 3}), zeros({10, 784})),
                       "linear: input has 3 features but weight expects 784; got input [128, 3] f32 cpu, "
                       "weight [10, 784] f32 cpu");
-  REQUIRE_THROWS_WITH(linear(zeros({2, 3}), zeros({3})), Catch::StartsWith("linear: expected a 2-D weight"));
+  REQUIRE_THROWS_WITH(linear(zeros({2, 3}), zeros({1, 4, 3})), Catch::StartsWith("linear: expected a 2-D weight"));
+  REQUIRE_THROWS_WITH(linear(zeros({2, 3}), zeros({3}), zeros({2})),
+                      "linear: expected a bias of shape [1], got bias [2] f32 cpu");
   REQUIRE_THROWS_WITH(linear(zeros({2, 3}), zeros({4, 3}), zeros({5})),
                       "linear: expected a bias of shape [4], got bias [5] f32 cpu");
   REQUIRE_THROWS_WITH(linear(zeros({2, 3}), zeros({4, 3}), zeros({4}, {.dtype = DType::F64})),
