@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "mixgrad/core/storage_bytes.h"
 #include "mixgrad/core/visit_dtype.h"
 
 namespace mg {
@@ -132,14 +133,7 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, Strides stride
 }
 
 Tensor empty(const Shape& shape, TensorOptions options) {
-  for (int64_t s : shape) {
-    MG_CHECK(s >= 0, ShapeError, "empty: negative size in shape ", shape);
-  }
-  const int64_t n = shape_numel(shape);
-  MG_CHECK(n <= std::numeric_limits<int64_t>::max() / int64_t(dtype_size(options.dtype)), ShapeError, "empty: shape ",
-           shape, " of ", dtype_name(options.dtype), " needs more than 2^63 bytes");
-  auto storage =
-      std::make_shared<Storage>(std::size_t(n) * dtype_size(options.dtype), options.device);
+  auto storage = std::make_shared<Storage>(checked_storage_bytes("empty", shape, options.dtype), options.device);
   MG_CHECK(options.memory_format != MemoryFormat::Preserve, Error,
            "empty: MemoryFormat::Preserve needs an input to preserve; got shape ", shape,
            "\n  hint: pass Contiguous or ChannelsLast");

@@ -10,6 +10,7 @@
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/pinned_memory.h"
+#include "mixgrad/core/storage_bytes.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/ops.h"
 
@@ -26,8 +27,8 @@ Tensor empty_pinned(const Shape& shape, DType dtype, MemoryFormat format) {
   if (format == MemoryFormat::ChannelsLast) check_channels_last_shape("empty_pinned", shape);
   MG_CHECK(format != MemoryFormat::Preserve, Error, "empty_pinned: a new tensor has no layout to preserve\n"
            "  hint: ask for MemoryFormat::Contiguous or MemoryFormat::ChannelsLast");
+  const std::size_t nbytes = checked_storage_bytes("empty_pinned", shape, dtype);
   check_pin_memory_available("pin_memory");
-  const std::size_t nbytes = std::size_t(shape_numel(shape)) * dtype_size(dtype);
   auto storage = std::make_shared<Storage>(nbytes, Device::cpu(), *find_pinned_allocator());
   return make_tensor(std::move(storage), shape, memory_format_strides(shape, format), 0, dtype);
 }

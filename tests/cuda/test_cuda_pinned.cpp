@@ -85,10 +85,16 @@ TEST_CASE("pin_memory of an undefined tensor is an mg::Error", "[cuda][pinned]")
   MG_REQUIRE_ERROR(Tensor().pin_memory(), "pin_memory: the tensor is undefined");
 }
 
-TEST_CASE("empty_pinned refuses a layout it cannot make before asking for a device", "[cuda][pinned]") {
+TEST_CASE("empty_pinned refuses a layout or a size it cannot make before asking for a device", "[cuda][pinned]") {
   MG_REQUIRE_ERROR(empty_pinned({2, 3}, DType::F32, MemoryFormat::ChannelsLast), "empty_pinned");
   MG_REQUIRE_ERROR(empty_pinned({2, 3}, DType::F32, MemoryFormat::ChannelsLast), "4-D");
   MG_REQUIRE_ERROR(empty_pinned({2, 3, 4, 5}, DType::F32, MemoryFormat::Preserve), "no layout to preserve");
+  // The byte count is checked as empty()'s: 2^62 f32 elements wrapped to a 0-byte block before.
+  REQUIRE_THROWS_AS(empty_pinned({int64_t(1) << 62}, DType::F32), ShapeError);
+  MG_REQUIRE_ERROR(empty_pinned({int64_t(1) << 62}, DType::F32), "empty_pinned: shape [4611686018427387904] of f32 needs more than 2^63 bytes");
+  MG_REQUIRE_ERROR(empty_pinned({int64_t(1) << 61}, DType::F64), "needs more than 2^63 bytes");
+  MG_REQUIRE_ERROR(empty_pinned({-3, -5}, DType::F32), "empty_pinned: negative size in shape [-3, -5]");
+  MG_REQUIRE_ERROR(empty_pinned({-1}, DType::F32), "negative size");
 }
 
 TEST_CASE("pinned round trips keep every bit, in every dtype", "[cuda][gpu][pinned]") {
