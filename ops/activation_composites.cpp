@@ -1,8 +1,10 @@
 #include "mixgrad/ops/activation_composites.h"
 
 #include <cmath>
+#include <limits>
 
 #include "mixgrad/core/factory.h"
+#include "mixgrad/core/half.h"
 #include "mixgrad/core/shape.h"
 #include "mixgrad/ops/composite.h"
 #include "mixgrad/ops/loss.h"
@@ -17,6 +19,23 @@ template <typename F>
 Tensor unary(const char* name, const Tensor& x, F&& f) {
   const detail::CompositeInputs c = detail::composite_inputs(name, {x});
   return detail::round_result(f(c.math[0]), c);
+}
+
+// The shrinks' lambd as PyTorch's kernels use it: converted to the input's dtype first (through
+// f32 for f16/bf16), so bf16 hardshrink(0.30078125, 0.3) is 0 as there (0.3 rounds to 0.30078125).
+// A finite lambd that overflows the dtype is refused, as PyTorch refuses it.
+double shrink_lambd(const char* name, double lambd, const Tensor& x) {
+  MG_CHECK(x.defined(), Error, name, ": the input is undefined");
+  double v = lambd;
+  switch (x.dtype()) {
+    case DType::F16: v = float(Half(float(lambd))); break;
+    case DType::BF16: v = float(BFloat16(float(lambd))); break;
+    case DType::F32: v = double(float(lambd)); break;
+    default: break;
+  }
+  MG_CHECK(std::isfinite(v) || !std::isfinite(lambd), Error, name, ": lambd ", lambd, " cannot be converted to ",
+           dtype_name(x.dtype()), " (the input's dtype) without overflow");
+  return v;
 }
 
 }  // namespace
@@ -41,7 +60,9 @@ Tensor logsigmoid(const Tensor& x) {
   // -softplus(-x) with the linear cutoff at 40, not softplus's default 20: below -20 the dropped
   // e^x is still resolved in f64 (beyond 40 it is under f64's rounding of x). Smooth at 0, so the
   // gradient there is PyTorch's 1/2 (min(x, 0) - log1p(exp(-|x|)) has kinks at 0).
-  return unary("logsigmoid", x, [](const Tensor& a) { return -softplus(-a, 1.0, 40.0); });
+  // 0 - softplus rather than its negation: +0 where softplus underflows to 0 (x >= ~104 in f32,
+  // +inf), as PyTorch's.
+  return unary("logsigmoid", x, [](const Tensor& a) { return scalar_like(0.0, a) - softplus(-a, 1.0, 40.0); });
 }
 
 Tensor softsign(const Tensor& x) {
@@ -56,6 +77,7 @@ Tensor hardshrink(const Tensor& x, double lambd) {
   MG_CHECK(!std::isnan(lambd), Error, "hardshrink: lambd must be a number, got ", lambd);
   // PyTorch's test, -lambd <= x <= lambd -> 0, so NaN passes through (and a negative lambd, which
   // PyTorch accepts, keeps every x).
+  lambd = shrink_lambd("hardshrink", lambd, x);
   return unary("hardshrink", x, [&](const Tensor& a) {
     const Tensor zero = scalar_like(0.0, a);
     return where(a.ge(-lambd), where(a.le(lambd), zero, a), a);
@@ -64,6 +86,14 @@ Tensor hardshrink(const Tensor& x, double lambd) {
 
 Tensor softshrink(const Tensor& x, double lambd) {
   MG_CHECK(lambd >= 0.0, Error, "softshrink: lambd must be >= 0, got ", lambd);
+  MG_CHECK(x.defined(), Error, "softshrink: the input is undefined");
+  // PyTorch's range: [0, the largest finite value of the input's dtype].
+  const double most = x.dtype() == DType::F16 ? 65504.0 : x.dtype() == DType::BF16 ? 3.3895313892515355e38
+                    : x.dtype() == DType::F32 ? double(std::numeric_limits<float>::max())
+                                              : std::numeric_limits<double>::max();
+  MG_CHECK(lambd <= most, Error, "softshrink: lambd must be in [0, ", most, "] for a ", dtype_name(x.dtype()),
+           " input, got ", lambd);
+  lambd = shrink_lambd("softshrink", lambd, x);
   return unary("softshrink", x, [&](const Tensor& a) {
     const Tensor zero = scalar_like(0.0, a);
     // PyTorch's order of tests, so NaN passes through (as x + lambd).
@@ -88,7 +118,10 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
   Shape s(std::size_t(a.dim()), 1);  // x's rank, the channels at dim 1: the result keeps x's shape
   if (a.dim() >= 2) s[1] = n;
   const Tensor w = reshape(c.math[1], s);
-  return detail::round_result(where(a.gt(0.0), a, w * a), c);
+  // w times x masked to its non-positive part: the positive branch's unused product would give
+  // the weight's gradient 0 * x, NaN for x = +inf (PyTorch's dw is 0 there).
+  const Tensor positive = a.gt(0.0);
+  return detail::round_result(where(positive, a, w * where(positive, scalar_like(0.0, a), a)), c);
 }
 
 Tensor rrelu(const Tensor& x, double lower, double upper, bool training, Generator* gen) {

@@ -25,9 +25,11 @@ Tensor softsign(const Tensor& x);
 // x - tanh(x).
 Tensor tanhshrink(const Tensor& x);
 // 0 where -lambd <= x <= lambd, else x (gradient 0 on the closed interval); a negative lambd
-// keeps every x (PyTorch accepts it).
+// keeps every x (PyTorch accepts it). As PyTorch, lambd is first converted to x's dtype (0.3 is
+// 0.30078125 for bf16); a finite lambd that overflows it is refused.
 Tensor hardshrink(const Tensor& x, double lambd = 0.5);
-// x - lambd where x > lambd, x + lambd where x < -lambd, else 0; lambd >= 0.
+// x - lambd where x > lambd, x + lambd where x < -lambd, else 0; lambd in [0, the largest finite
+// value of x's dtype], converted to that dtype first, as PyTorch.
 Tensor softshrink(const Tensor& x, double lambd = 0.5);
 // value where x <= threshold, else x (gradient 0 where x <= threshold).
 Tensor threshold(const Tensor& x, double threshold, double value);

@@ -116,6 +116,43 @@ TEST_CASE("activation composites keep bf16 (rounded once from f32), and softmin 
   }
 }
 
+TEST_CASE("prelu at +inf, the shrinks' lambd in the input's dtype, logsigmoid's +0 (PyTorch 2.15's values)",
+          "[ops][activation]") {
+  {  // The weight's gradient comes from the non-positive x only: 0 at +inf, not 0 * inf = NaN.
+    const Tensor x = from_vector<float>({INFINITY, -1.0f, 2.0f}, {1, 3}).requires_grad_();
+    const Tensor w = full({1}, 0.25).requires_grad_();
+    prelu(x, w).sum().backward();
+    CHECK(values(w.grad()) == std::vector<double>{-1.0});
+    CHECK(values(x.grad()) == std::vector<double>{1.0, 0.25, 1.0});
+    CHECK(values(prelu(x.detach(), w.detach())) == std::vector<double>{INFINITY, -0.25, 2.0});
+  }
+  {  // lambd 0.3 is 0.30078125 in bf16 and 0.300048828125 in f16, as PyTorch converts it.
+    const Tensor b = from_vector<float>({0.30078125f, 0.5f, -0.30078125f}).to(DType::BF16).requires_grad_();
+    const Tensor y = hardshrink(b, 0.3);
+    y.sum().backward();
+    CHECK(values(y) == std::vector<double>{0.0, 0.5, 0.0});
+    CHECK(values(b.grad()) == std::vector<double>{0.0, 1.0, 0.0});
+    CHECK(values(softshrink(b.detach(), 0.3)) == std::vector<double>{0.0, 0.19921875, 0.0});
+    const Tensor h = from_vector<float>({0.30078125f}).to(DType::F16);
+    CHECK(values(softshrink(h, 0.3)) == std::vector<double>{0.000732421875});
+    // f32 and f64 keep their own rounding of lambd: 0.3f > 0.3, so 0.3 (f64) is kept in f64.
+    CHECK(values(hardshrink(from_vector<double>({0.3}), 0.3)) == std::vector<double>{0.0});
+    CHECK(values(softshrink(from_vector<double>({0.5}), 0.25)) == std::vector<double>{0.25});
+    MG_REQUIRE_ERROR(softshrink(randn({2}), INFINITY), "softshrink: lambd must be in [0, 3.40282e+38] for a f32 input, got inf");
+    MG_REQUIRE_ERROR(softshrink(randn({2}).to(DType::F16), 70000.0), "softshrink: lambd must be in [0, 65504] for a f16 input");
+    MG_REQUIRE_ERROR(hardshrink(randn({2}).to(DType::F16), 70000.0),
+                     "hardshrink: lambd 70000 cannot be converted to f16 (the input's dtype) without overflow");
+    CHECK(values(hardshrink(from_vector<float>({5.0f, -1e30f}), INFINITY)) == std::vector<double>{0.0, 0.0});
+  }
+  {  // logsigmoid of a large x is +0 where softplus(-x) underflows, in every dtype.
+    for (DType dt : {DType::F32, DType::F64, DType::BF16}) {
+      const double big = dt == DType::F64 ? 800.0 : 110.0;  // f64 resolves e^-110: -1.69e-48
+      const Tensor y = logsigmoid(from_vector<double>({big, 1000.0, INFINITY}).to(dt));
+      for (double v : values(y)) CHECK((v == 0.0 && !std::signbit(v)));
+    }
+  }
+}
+
 TEST_CASE("the activation layers: PyTorch's defaults, PReLU's learned slope, refusals", "[nn][activation]") {
   manual_seed(2);
   const Tensor x = randn({2, 3, 4});
