@@ -206,7 +206,9 @@ Edge gradient_edge(const Tensor& t) {
 bool make_view_current(const Tensor& t) {
   if (!t.defined()) return true;
   const TensorImpl* impl = t.impl();
-  if (!impl->is_view || t.version() == impl->view_version || t.is_leaf()) return true;
+  // A detach()ed tensor (a view with no base) is a root of its own: writes into it outside
+  // autograd keep its history, as for any other tensor (PyTorch's).
+  if (!impl->is_view || !impl->view_base || t.version() == impl->view_version || t.is_leaf()) return true;
   return grad_math().refresh_view != nullptr && grad_math().refresh_view(t);
 }
 

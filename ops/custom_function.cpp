@@ -71,6 +71,8 @@ bool is_custom_function_alias(const Tensor& t) {
   return t.defined() && (aliases_through_node(t.impl()) || aliases_through_node(t.impl()->view_base.get()));
 }
 
+bool is_custom_function_alias_output(const Tensor& t) { return t.defined() && aliases_through_node(t.impl()); }
+
 void FunctionCtx::save_for_backward(const Tensors& tensors) { to_save_ = tensors; }
 
 void FunctionCtx::pack_saved(const Tensors& outputs) {

@@ -65,6 +65,9 @@ struct FunctionRunner {
 // or a view of one). Writing into such a tensor in place would bypass the function's backward:
 // refused, as PyTorch does.
 bool is_custom_function_alias(const Tensor& t);
+// Whether `t` itself is such an output (not a view taken of one). Views taken of it keep it as
+// their view base, so is_custom_function_alias refuses writes through them too.
+bool is_custom_function_alias_output(const Tensor& t);
 
 // CRTP base: Derived provides `policy`, `forward` and `backward` (static), and optionally a
 // `static constexpr const char* name`.

@@ -89,9 +89,10 @@ Tensors run(OpId op, const Tensors& inputs, const OpAttrs& attrs) {
     const TensorImpl* b = base.impl();
     // The root of the chain of views, except that a leaf requiring grad is a root of its own even
     // when it is a view (x = a.view(...).requires_grad_()): writes through views of it must be
-    // refused as writes into a leaf (check_view_rebase), as PyTorch refuses them.
-    const bool differentiable_root = base.is_leaf() && base.requires_grad();
-    out.impl()->view_base = b->view_base && !differentiable_root ? b->view_base : base.impl_ptr();
+    // refused as writes into a leaf (check_view_rebase), as PyTorch refuses them. Likewise a
+    // custom function's output that aliases its input (is_custom_function_alias).
+    const bool own_root = (base.is_leaf() && base.requires_grad()) || is_custom_function_alias_output(base);
+    out.impl()->view_base = b->view_base && !own_root ? b->view_base : base.impl_ptr();
     return {out};
   }
   const InferResult r = rule.infer(inputs, attrs);
@@ -283,6 +284,13 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
              "mode on so that the write is recorded");
   }
 
+  if (!recording && GradMode::is_enabled() && op_desc(op).differentiable) {
+    // As needs_grad_mask does for an op that records nothing: an operand that is a stale view
+    // needing no gradient, of a base that now has history, would be read as a constant and its
+    // gradient silently dropped (out.add_(tail)); refused with the out-of-place ops' hint.
+    const std::string inplace_name = std::string(name) + "_";
+    for (std::size_t i = 1; i < inputs.size(); ++i) check_recorded_input_view(inplace_name.c_str(), i, inputs[i]);
+  }
   if (!recording) {
     if (op_observer()) [[unlikely]] {
       run_inplace_observed(op, self, inputs, attrs);

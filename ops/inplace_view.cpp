@@ -8,6 +8,7 @@
 
 #include "mixgrad/autograd/node.h"
 #include "mixgrad/core/factory.h"
+#include "mixgrad/ops/custom_function.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg {
@@ -168,6 +169,9 @@ void set_view_of_base_history(const Tensor& view, const std::shared_ptr<const Vi
 }  // namespace
 
 bool refresh_view_history(const Tensor& view) {
+  // A custom function's output aliasing its input, or a view of one, whose memory was written
+  // since: "the base's current value" would bypass the function's backward (PyTorch refuses too).
+  if (is_custom_function_alias(view)) return false;
   TensorImpl* v = view.impl();
   if (!v->view_base || v->view_base->storage != v->storage || !dense_order(*v->view_base)) return false;
   if (!v->view_base->autograd.requires_grad) return false;
@@ -212,8 +216,7 @@ void rebase_view_history(const Tensor& self, const Tensor& result) {
   const auto p = view_positions(*s, *s->view_base);
   auto copy_slices = std::make_shared<CopySlices>(p, base.requires_grad());
   copy_slices->next_edges = {autograd::gradient_edge(base), autograd::gradient_edge(result)};
-  // Both histories describe their values again (a detach()ed base is itself version-checked as a
-  // view of the tensor it was detached from).
+  // Both histories describe their values again.
   set_history_of(base, copy_slices);
   set_view_of_base_history(self, p);
 }

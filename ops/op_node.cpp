@@ -73,6 +73,16 @@ std::vector<bool> mark_input_aliases(Tensors& outputs, const Tensors& inputs) {
       if (!t.defined() || t.impl()->storage != o.impl()->storage) continue;
       aliases[j] = true;
       if (o.is_same(t)) o = make_tensor(t.impl()->storage, t.shape(), t.strides(), t.offset(), t.dtype());
+      // A view of the input's memory for the version check: a write into the input afterwards
+      // makes the output stale, and using it then is refused (refresh_view_history) instead of
+      // reading the new values through the function's old history.
+      TensorImpl* oi = o.impl();
+      if (!oi->view_base) {
+        const bool own_root = t.is_leaf() && t.requires_grad();
+        oi->view_base = t.impl()->view_base && !own_root ? t.impl()->view_base : t.impl_ptr();
+        oi->is_view = true;
+        oi->view_version = o.version();
+      }
     }
   }
   return aliases;

@@ -186,6 +186,18 @@ TEST_CASE("in-place ops on views that cannot be recorded right are refused", "[a
     // Also in an op nothing else makes recorded (PyTorch: h.grad [1, 1, 11] for sum(tail * 10) +
     // sum(h)); as a constant it silently dropped h's gradient through buf.
     MG_REQUIRE_ERROR(tail * 10.0, "is a view that does not require grad, but its base was modified in place");
+    // And as the operand of an in-place op on a tensor that needs no gradient: out.add_(tail) read
+    // it as a constant, out stayed without history and h's gradient was silently lost.
+    Tensor out = zeros({2}, {.dtype = DType::F64});
+    MG_REQUIRE_ERROR(out.add_(tail), "add_: input 1 ([2] f64 cpu) is a view that does not require grad, but its base");
+    MG_REQUIRE_ERROR(out.copy_(tail), "is a view that does not require grad, but its base");
+    MG_REQUIRE_ERROR(out.mul_(tail), "is a view that does not require grad, but its base");
+    CHECK(values(out) == std::vector<double>{0, 0});  // refused before writing
+    {
+      NoGradGuard no_grad;  // outside autograd the values are simply read
+      out.add_(tail);
+      CHECK(values(out) == std::vector<double>{2, 0});
+    }
     sum(buf.slice(0, 1, 3) * w).backward();
     CHECK(values(h.grad()) == std::vector<double>{0, 3});
   }

@@ -156,6 +156,13 @@ TEST_CASE("a custom function's output that shares memory with an input is not wr
   CHECK(values(y) == std::vector<double>{1, 2});  // unchanged
   Tensor v = FirstTwo::apply({leaf({1, 2, 3})})[0];
   MG_REQUIRE_ERROR(v.zero_(), "shares memory with an input");
+  // A view of an output that is itself a view of a non-leaf input: refused too (it was accepted,
+  // and the written output then skipped the function's backward for its other elements).
+  Tensor z = leaf({1, 2, 3}) * 1.0;
+  Tensor w = FirstTwo::apply({z})[0];
+  MG_REQUIRE_ERROR(w.slice(0, 0, 1).mul_(2.0), "shares memory with an input of the custom function");
+  MG_REQUIRE_ERROR(w.slice(0, 0, 2).slice(0, 1, 2).mul_(2.0), "shares memory with an input of the custom function");
+  CHECK(values(z) == std::vector<double>{1, 2, 3});
   // Reading it is fine, and its custom backward runs.
   sum(o * constant({5, 7})).backward();
   CHECK(values(x.grad()) == std::vector<double>{-5, -7});
@@ -163,6 +170,38 @@ TEST_CASE("a custom function's output that shares memory with an input is not wr
   Tensor c = clone(ReverseGradient::apply({y})[0]);
   c.mul_(2.0);
   CHECK(values(c) == std::vector<double>{2, 4});
+}
+
+TEST_CASE("a custom function's aliasing output is refused once its input is written in place", "[autograd][custom][errors]") {
+  // PyTorch refuses it too ("... its base or another view of its base has been modified inplace.
+  // This view was created inside a custom Function"): the output's history is the function's, its
+  // values are no longer what the function returned.
+  for (int as_view = 0; as_view < 2; ++as_view) {
+    INFO((as_view ? "a view of the input" : "the input as is"));
+    Tensor x = leaf({1, 2, 3});
+    Tensor y = x * 1.0;
+    Tensor o = as_view ? FirstTwo::apply({y})[0] : ReverseGradient::apply({y})[0];
+    Tensor p = o.slice(0, 0, 1);
+    y.mul_(2.0);
+    MG_REQUIRE_ERROR(o * 3.0, "is a view whose base was modified in place after the view was taken");
+    MG_REQUIRE_ERROR(p * 3.0, "is a view whose base was modified in place after the view was taken");
+  }
+}
+
+TEST_CASE("a detach()ed tensor with history keeps it after a write outside autograd", "[autograd]") {
+  // PyTorch 2.15: w.grad = [3, 3]. The write under NoGradGuard was taken for a write into the
+  // tensor it was detached from, and every later op was refused.
+  Tensor w = leaf({2, 3});
+  Tensor e = zeros({2}, {.dtype = DType::F64}).detach();
+  e.add_(w);
+  {
+    NoGradGuard no_grad;
+    e.add_(1.0);
+  }
+  Tensor z = e * 3.0;
+  CHECK(values(z) == std::vector<double>{9, 12});
+  sum(z).backward();
+  CHECK(values(w.grad()) == std::vector<double>{3, 3});
 }
 
 TEST_CASE("clamp's gradient is 0 at its bounds, as PyTorch 2", "[autograd][ops]") {
