@@ -11,6 +11,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/tensor.h"
+#include "mixgrad/cuda/graph.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/ops.h"
 
@@ -40,8 +41,11 @@ WeightCache& weight_cache() {
 }
 
 bool cacheable(const Tensor& t) {
+  // Never while this thread captures a CUDA graph: a cast served from the cache would not be
+  // recorded (each replay would read the weights of the capture's time, from memory the cache may
+  // free), and a cast made by the capture holds no values yet.
   return autocast_state(t.device().type).cache_enabled && t.dtype() == DType::F32 && t.is_leaf() && t.requires_grad() &&
-         !t.impl()->is_view;
+         !t.impl()->is_view && !cuda::is_capturing();
 }
 
 // Drops the entries of weights that no longer exist, whenever the cache has doubled since the last
@@ -136,7 +140,7 @@ Autocast::Autocast(AutocastOptions o) : device_(o.device), saved_(autocast_state
   AutocastState& st = autocast_state(o.device);
   st.enabled = o.enabled;
   st.dtype = dtype;
-  st.cache_enabled = o.cache_enabled;
+  st.cache_enabled = o.cache_enabled.value_or(saved_.depth > 0 ? saved_.cache_enabled : true);
   st.depth = saved_.depth + 1;
 }
 

@@ -37,7 +37,10 @@ struct AutocastOptions {
   // as PyTorch's autocast reads the current one; at top level f16 on CUDA, bf16 on the CPU.
   std::optional<DType> dtype;
   bool enabled = true;        // false: a region with autocast off (e.g. around a numerically sensitive part)
-  bool cache_enabled = true;  // reuse the cast of each weight within the outermost region
+  // Reuse the cast of each weight within the outermost region. Default: the enclosing region's
+  // setting (true at top level), as PyTorch's cache_enabled=None, so a plain region opened inside
+  // one with caching off keeps it off.
+  std::optional<bool> cache_enabled;
 };
 
 class Autocast {

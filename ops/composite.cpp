@@ -46,12 +46,13 @@ CompositeInputs composite_inputs(const char* name, Tensors inputs, std::initiali
   }
   if (!result) result = floating[0].dtype();
   const DType math = *result == DType::F64 ? DType::F64 : DType::F32;
-  CompositeInputs c{{}, *result};
+  CompositeInputs c{{}, *result, nullptr};
   std::size_t next = 0;
   for (const Tensor& t : inputs) {
     const Tensor& src = is_floating(t.dtype()) ? floating[next++] : t;
     c.math.push_back(src.dtype() == math ? src : to(src, math));
   }
+  c.autocast_off = std::make_unique<AutocastOffGuard>();
   return c;
 }
 

@@ -17,9 +17,11 @@
 #pragma once
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "mixgrad/core/autocast_state.h"
 #include "mixgrad/core/tensor.h"
 #include "mixgrad/ops/loss.h"
 #include "mixgrad/ops/op.h"
@@ -29,6 +31,10 @@ namespace mg::detail {
 struct CompositeInputs {
   Tensors math;   // the floating inputs after autocast, in opmath (undefined stay undefined)
   DType result;   // the dtype the function returns: the promoted floating dtype after autocast
+  // Autocast is off while this lives: the policy was applied once, above, and the body's ops run
+  // in opmath (a lower op inside, such as bilinear's matmul, would otherwise round its operands
+  // to f16/bf16 again: every intermediate stays f32).
+  std::unique_ptr<AutocastOffGuard> autocast_off;
 };
 // Checks the inputs are defined and one at least floating, applies autocast with the policy
 // ops/composite_list.def gives `name`, and widens the floating ones to opmath. Integer and bool

@@ -2,6 +2,7 @@
 // -> op observer (only when one is installed: core/op_observer.h).
 #include "mixgrad/ops/dispatcher.h"
 
+#include <atomic>
 #include <memory>
 
 #include "mixgrad/autograd/grad_mode.h"
@@ -20,7 +21,9 @@
 namespace mg {
 namespace {
 
-AutocastHook g_autocast_hook = nullptr;
+// Set once (by amp, under call_once) and read by every dispatch on every thread: atomic, so a
+// thread dispatching while another opens the first Autocast region reads one value or the other.
+std::atomic<AutocastHook> g_autocast_hook{nullptr};
 
 void check_inputs(OpId op, const Tensors& inputs) {
   const OpDesc& desc = op_desc(op);
@@ -201,11 +204,12 @@ void run_inplace_observed(OpId op, const Tensor& self, const Tensors& inputs, co
 
 }  // namespace
 
-void set_autocast_hook(AutocastHook hook) { g_autocast_hook = hook; }
+void set_autocast_hook(AutocastHook hook) { g_autocast_hook.store(hook, std::memory_order_release); }
 
 // The region that applies is that of the device the op runs on: its first defined input's.
 void apply_autocast(CastPolicy policy, const char* op, Tensors& inputs) {
-  if (!g_autocast_hook) return;
+  const AutocastHook hook = g_autocast_hook.load(std::memory_order_acquire);
+  if (!hook) return;
   DeviceType device = DeviceType::CPU;
   for (const Tensor& t : inputs) {
     if (t.defined()) {
@@ -213,7 +217,7 @@ void apply_autocast(CastPolicy policy, const char* op, Tensors& inputs) {
       break;
     }
   }
-  if (autocast_state(device).enabled) g_autocast_hook(policy, op, inputs, device);
+  if (autocast_state(device).enabled) hook(policy, op, inputs, device);
 }
 
 Tensors dispatch(OpId op, Tensors inputs, const OpAttrs& attrs) {

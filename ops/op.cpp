@@ -74,13 +74,15 @@ void set_policy(OpId op, CastPolicy policy) {
   // Casts and views are how the autocast hook itself works and how aliasing is kept: a cast
   // policy on to_dtype would recurse without end (the hook's cast dispatches to_dtype), and a view
   // of a cast copy would no longer write its base. Backward ops get their dtypes from the forward.
+  // batch_norm updates its running statistics in place: a cast copy of them would be updated
+  // instead, and the module's statistics would silently never move.
   const std::string name = op_name(op);
   const bool structural = op == OpId::to_dtype || op == OpId::to_device || op == OpId::copy || op == OpId::view ||
-                          op == OpId::permute || op == OpId::expand || op == OpId::slice ||
+                          op == OpId::permute || op == OpId::expand || op == OpId::slice || op == OpId::batch_norm ||
                           (name.size() > 9 && name.ends_with("_backward"));
   MG_CHECK(!structural || policy == kOpDescs[int(op)].default_policy, Error, "set_policy: ", name,
-           " is a cast, a view or a backward op, whose policy cannot change (it stays ",
-           policy_name(kOpDescs[int(op)].default_policy), ")");
+           " is a cast, a view, a backward op or an op that updates its inputs in place, whose policy cannot "
+           "change (it stays ", policy_name(kOpDescs[int(op)].default_policy), ")");
   const CastPolicy current = op_policy(op);
   // Two registrations that disagree (Apex: register_half_function and register_float_function
   // on one function) would silently depend on call order; refuse the second.

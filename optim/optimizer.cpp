@@ -449,7 +449,11 @@ void Optimizer::graph_replay_check() const {
 void Optimizer::graph_replay_prepare() {
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     if (!groups_[g].params.empty()) device_options(g, groups_[g].params.front().device());
+    // The replay writes them, as an eager step would: their new versions tell version-checked
+    // readers (autocast's weight cache, saved tensors) that the values changed.
+    for (const Tensor& p : groups_[g].params) p.bump_version();
   }
+  for (const MasterPair& m : masters_) m.model.bump_version();
   step_count_ += graph_steps_per_replay_;
   device_skips_stale_ = device_skips_.defined();  // the replay counts its skips there
   skipped_flag_ = graph_skipped_flag_;  // read lazily by last_step_skipped()

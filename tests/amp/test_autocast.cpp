@@ -123,6 +123,13 @@ TEST_CASE("the weight cast cache is bounded, never stale, and emptied at the reg
     amp::Autocast autocast({.dtype = DType::F16, .cache_enabled = false});
     (void)fc(x);
     CHECK(amp::weight_cache_size() == 0);
+    // A plain region inside inherits it, as PyTorch's cache_enabled=None (it turned caching on).
+    amp::Autocast inner;
+    (void)fc(x);
+    CHECK(amp::weight_cache_size() == 0);
+    amp::Autocast on({.cache_enabled = true});  // asked for explicitly
+    (void)fc(x);
+    CHECK(amp::weight_cache_size() == 2);
   }
   // A cast made under NoGradGuard is not served to a forward that records gradients.
   {
@@ -194,12 +201,16 @@ TEST_CASE("user-defined functions get their declared policy - overrides conflict
   }
 }
 
-TEST_CASE("set_policy refuses casts, views and backward ops, and a user's ban names itself", "[amp]") {
+TEST_CASE("set_policy refuses casts, views, backward ops and batch_norm, and a user's ban names itself", "[amp]") {
   // to_dtype at fp32 recursed without end (the hook's cast dispatches to_dtype); a lowered view
   // would be a view of a cast copy, so writes through it would not reach its base.
-  for (const char* op : {"to_dtype", "to_device", "copy", "view", "permute", "expand", "slice", "softmax_backward"}) {
+  // batch_norm updates its running statistics in place: under a lowered policy a cast copy of them
+  // was updated, and the module's statistics silently stayed 0 and 1.
+  for (const char* op : {"to_dtype", "to_device", "copy", "view", "permute", "expand", "slice", "softmax_backward",
+                         "batch_norm"}) {
     INFO(op);
-    MG_REQUIRE_ERROR(set_policy(op, CastPolicy::Lower), "is a cast, a view or a backward op, whose policy cannot change");
+    MG_REQUIRE_ERROR(set_policy(op, CastPolicy::Lower),
+                     "is a cast, a view, a backward op or an op that updates its inputs in place, whose policy cannot change");
   }
   set_policy("view", CastPolicy::Keep);  // its own default is accepted
   reset_policies();

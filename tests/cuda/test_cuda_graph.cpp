@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "core/factory.h"
 #include "core/generator.h"
@@ -122,6 +123,54 @@ TEST_CASE("CUDA graph: an O2 f16 SGD step with dynamic loss scaling replays bit 
   CHECK(opt_a.step_count() == 12 - scaler_a.skipped_iterations());  // the device skips are not counted
   CHECK(opt_g.state(opt_g.parameters()[0])->step == opt_a.state(opt_a.parameters()[0])->step);
   CHECK(opt_g.last_step_skipped() == opt_a.last_step_skipped());
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA graph: autocast's weight cache serves no cast across a capture or its replays", "[cuda][gpu][graph][amp]") {
+  // O1's setting: autocast on around everything (an outer region keeps the cache alive), eager
+  // forwards between the replays of a captured step that changes the f32 weights. Before: a
+  // capture that found a current cast in the cache recorded no cast, so every replay read the
+  // weights of the capture's time (the loss stopped moving), and the replays wrote the weights
+  // without new versions, so eager forwards were served casts of the old weights.
+  const std::vector<Batch> batches = make_batches(1, DType::F32);
+  const Tensor x = batches[0].x.to(gpu());
+  const Mlp m = make_mlp(4, DType::F32);
+  optim::SGD opt(m.params(), {.lr = 0.1});
+  amp::Autocast outer({.device = DeviceType::CUDA, .dtype = DType::F16});
+  auto eval = [&] {
+    NoGradGuard no_grad;
+    return bytes_of(m.forward(x, 0.0));
+  };
+  cuda::CapturedStep captured(
+      [&](const Tensors& in) {
+        opt.zero_grad();
+        const Tensor loss = cross_entropy(m.forward(in[0], 0.0).to(DType::F32), in[1]);
+        loss.backward();
+        opt.step();
+        return Tensors{loss};
+      },
+      {&opt}, {.device = gpu(), .warmup_steps = 1});
+  // The loss a replay returns is computed with the weights it starts from: the eager loss of the
+  // same batch just before it (the cache cleared, so those casts are fresh).
+  auto eager_loss = [&] {
+    NoGradGuard no_grad;
+    amp::clear_weight_cache();
+    return bytes_of(cross_entropy(m.forward(x, 0.0).to(DType::F32), batches[0].y.to(gpu())));
+  };
+  (void)captured.run({batches[0].x, batches[0].y});  // the eager warm-up
+  (void)m.forward(x, 0.0);  // casts of the current weights under grad mode, as the capture's
+  (void)captured.run({batches[0].x, batches[0].y});  // the capture
+  REQUIRE(captured.captured());
+  for (int i = 0; i < 3; ++i) {
+    INFO("replay " << i);
+    const auto cached = eval();  // casts the current weights into the cache (no-grad key)
+    const auto expected = eager_loss();
+    CHECK(bytes_of(captured.run({batches[0].x, batches[0].y})[0]) == expected);
+    const auto after = eval();  // the replay changed the weights: not the cached casts of before
+    CHECK(after != cached);
+    amp::clear_weight_cache();
+    CHECK(after == eval());
+  }
   test::require_no_pending_cuda_error();
 }
 

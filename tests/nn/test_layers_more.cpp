@@ -142,6 +142,18 @@ TEST_CASE("Bilinear and LocalResponseNorm modules: init, dtypes under autocast, 
   {
     amp::Autocast autocast({.dtype = DType::BF16});
     CHECK(bl.forward(x1, x2).dtype() == DType::F32);  // keep: PyTorch's autocast leaves bilinear alone
+    // ... and its values are f32's: the GEMM inside is not lowered again (it was, and bf16's
+    // rounding of the operands showed).
+    CHECK(values(bl.forward(x1, x2)) == values(y));
+  }
+  {
+    // Under f16 autocast the product 300 * 300 * 1 = 90000 overflowed f16 inside: inf.
+    amp::Autocast autocast({.dtype = DType::F16});
+    const Tensor big = bilinear(full({1, 1}, 300.0), full({1, 1}, 1.0), full({1, 1, 1}, 300.0), Tensor());
+    CHECK(values(big) == std::vector<double>{90000.0});
+  }
+  {
+    amp::Autocast autocast({.dtype = DType::BF16});
     nn::LocalResponseNorm lrn({.size = 3});
     CHECK(lrn.forward(randn({2, 4, 3}).to(DType::BF16)).dtype() == DType::F32);  // fp32 policy
   }
