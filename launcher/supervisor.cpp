@@ -235,13 +235,26 @@ class Supervisor {
     }
   }
 
+  // A failing rank: the others get `sig`, and SIGKILL once the grace period is over.
   void start_stopping(int sig) {
-    if (!stopping_) {
-      stopping_ = true;
-      kill_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(o_.grace_seconds));
-    }
+    stopping_ = true;
+    arm_kill();
     signal_all(sig);
+  }
+
+  // A signal the launcher received (Ctrl-C, SIGTERM): forwarded, and the ranks take the time they
+  // need to answer it (the examples finish the step and save a checkpoint). A second one is
+  // forwarded too, and ranks still running a grace period after it are killed.
+  void forward_signal(int sig) {
+    stopping_ = true;
+    if (++signals_received_ >= 2) arm_kill();
+    signal_all(sig);
+  }
+
+  void arm_kill() {
+    if (kill_armed_) return;
+    kill_armed_ = true;
+    kill_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.grace_seconds));
   }
 
   void reap() {
@@ -328,7 +341,7 @@ class Supervisor {
         int v = int(std::max<int64_t>(0, std::min<int64_t>(ms, 1 << 30)));
         timeout_ms = timeout_ms < 0 ? v : std::min(timeout_ms, v);
       };
-      if (stopping_ && !killed) until(kill_at_);
+      if (kill_armed_ && !killed) until(kill_at_);
       if (drain_until) until(*drain_until);
       ::poll(fds.data(), fds.size(), timeout_ms);
       if (fds[0].revents & POLLIN) {
@@ -339,7 +352,7 @@ class Supervisor {
             const int sig = sigs[i];
             if (sig == SIGCHLD) continue;
             if (received_ == 0) received_ = sig;
-            start_stopping(sig);  // forward SIGINT / SIGTERM to every rank
+            forward_signal(sig);  // to every rank
           }
         }
       }
@@ -347,7 +360,7 @@ class Supervisor {
       for (std::size_t i = 1; i < fds.size(); ++i) {
         if (fds[i].revents) pump(*owners[i].first, *owners[i].second);
       }
-      if (stopping_ && !killed && Clock::now() >= kill_at_) {
+      if (kill_armed_ && !killed && Clock::now() >= kill_at_) {
         signal_all(SIGKILL);
         killed = true;
       }
@@ -391,6 +404,8 @@ class Supervisor {
   std::vector<Rank> ranks_;
   bool stopping_ = false;
   Clock::time_point kill_at_{};
+  bool kill_armed_ = false;    // SIGKILL at kill_at_
+  int signals_received_ = 0;  // SIGINT/SIGTERM received and forwarded
   int failed_ = -1;   // index into ranks_ of the first failing rank
   int received_ = 0;  // SIGINT or SIGTERM received by the launcher
 };

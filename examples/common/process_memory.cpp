@@ -1,6 +1,9 @@
 #include "examples/common/process_memory.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <fstream>
 #include <cstring>
 
 namespace mg::example {
@@ -26,9 +29,21 @@ int64_t status_kib_field(const char* key) {
   return bytes;
 }
 
+// The highest VmHWM seen before a reset: the process's peak lives on after the counter restarts.
+std::atomic<int64_t> g_peak_before_resets{-1};
+
 }  // namespace
 
-int64_t peak_rss_bytes() { return status_kib_field("VmHWM"); }
+int64_t peak_rss_since_reset_bytes() { return status_kib_field("VmHWM"); }
+
+int64_t peak_rss_bytes() { return std::max(peak_rss_since_reset_bytes(), g_peak_before_resets.load()); }
+
+void reset_peak_rss() {
+  const int64_t peak = peak_rss_bytes();
+  if (peak > g_peak_before_resets.load()) g_peak_before_resets.store(peak);
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+}
 
 int64_t current_rss_bytes() { return status_kib_field("VmRSS"); }
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -92,13 +93,45 @@ std::string resume_settings(const Flags& flags) {
     const std::string& keep = flags.value("keep-batchnorm-fp32");
     out += ", --keep-batchnorm-fp32 " + (keep.empty() ? std::string("(the level's)") : keep);
   }
+  // The layout changes the CPU's results; the evaluation set is what the history's accuracies mean.
+  if (flags.declared("channels-last")) out += std::string(", --channels-last ") + (flags.get_bool("channels-last") ? "true" : "false");
+  if (flags.declared("eval-examples")) out += ", --eval-examples " + flags.value("eval-examples");
   return out;
 }
+
+namespace {
+
+// "--seed 42, --channels-last false" as (flag, value) pairs in order.
+std::vector<std::pair<std::string, std::string>> settings_items(const std::string& s) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::size_t at = 0;
+  while (at < s.size()) {
+    std::size_t end = s.find(", --", at);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(at, end - at);
+    const std::size_t space = item.find(' ');
+    out.emplace_back(item.substr(0, space), space == std::string::npos ? "" : item.substr(space + 1));
+    at = end == s.size() ? end : end + 2;
+  }
+  return out;
+}
+
+}  // namespace
 
 void check_resumed_settings(const StateDict& train, const std::string& path, const std::string& settings) {
   const auto it = train.strings.find("settings");
   if (it == train.strings.end()) return;  // saved before the settings were recorded
-  MG_CHECK(it->second == settings, Error, path, " was saved by a run with ", it->second, ", not ", settings,
+  // Setting by setting: one a checkpoint predates (recorded by a later version) is not compared;
+  // the error names the settings that differ.
+  const auto saved = settings_items(it->second);
+  std::string saved_shown, now_shown;
+  for (const auto& [flag, value] : settings_items(settings)) {
+    const auto s = std::find_if(saved.begin(), saved.end(), [&](const auto& kv) { return kv.first == flag; });
+    if (s == saved.end() || s->second == value) continue;
+    saved_shown += (saved_shown.empty() ? "" : ", ") + flag + " " + s->second;
+    now_shown += (now_shown.empty() ? "" : ", ") + flag + " " + value;
+  }
+  MG_CHECK(saved_shown.empty(), Error, path, " was saved by a run with ", saved_shown, ", not ", now_shown,
            "\n  hint: resume with the flags of the saved run");
 }
 
@@ -134,10 +167,18 @@ bool parse_flags(Flags& flags, int argc, char** argv) {
   }
   // A file flag given an empty name (an unset shell variable: --resume "$CKPT") would silently mean
   // "none": a fresh run that overwrites the checkpoint it was meant to continue.
-  for (const char* name : {"checkpoint", "resume", "metrics", "plot"}) {
+  // Likewise the starting weights (--pretrained "" fine-tuned from scratch) and the amp settings
+  // (an empty one meant the level's default).
+  for (const char* name : {"checkpoint", "resume", "metrics", "plot", "pretrained", "hf"}) {
     if (flags.declared(name) && flags.given(name) && flags.value(name).empty()) {
       throw FlagError(flags.program() + ": --" + name + " was given an empty file name\n  hint: is the shell " +
                       "variable in --" + name + " \"$VAR\" unset? leave the flag out for none");
+    }
+  }
+  for (const char* name : {"loss-scale", "keep-batchnorm-fp32"}) {
+    if (flags.declared(name) && flags.given(name) && flags.value(name).empty()) {
+      throw FlagError(flags.program() + ": --" + name + " was given an empty value\n  hint: is the shell " +
+                      "variable in --" + name + " \"$VAR\" unset? leave the flag out for the opt level's default");
     }
   }
   // Flags that would be accepted and then do nothing.

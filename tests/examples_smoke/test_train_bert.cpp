@@ -91,6 +91,12 @@ TEST_CASE("train_bert: bad input gives a clear message and a non-zero exit", "[e
   r = run_program(MG_TRAIN_BERT, "--task testament" + kTiny + " --checkpoint-form reentrant");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Matchers::Contains("--checkpoint-form chooses the form of --checkpoint-activations"));
+  // An empty starting point (an unset "$CKPT") is refused: it fine-tuned from scratch, exit 0.
+  for (const char* flag : {" --pretrained ''", " --hf ''"}) {
+    r = run_program(MG_TRAIN_BERT, "--task testament" + kTiny + flag);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Matchers::Contains("was given an empty file name"));
+  }
   r = run_program(MG_TRAIN_BERT, "--task testament" + kTiny + " --pretrained " + dir.file("missing.ck"));
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.output, Catch::Matchers::Contains("missing.ck"));

@@ -139,7 +139,18 @@ TEST_CASE("train_resnet: bad input gives a clear message and a non-zero exit", "
   // Another --seed is named as the flag to fix (it failed deep in the loader's state before).
   r = run_program(MG_TRAIN_RESNET, kTiny + " --seed 7 --resume " + dir.file("o1.ck"));
   CHECK(r.exit_code != 0);
-  CHECK_THAT(r.output, Catch::Matchers::Contains("was saved by a run with --seed 42, --keep-batchnorm-fp32 (the level's), not --seed 7"));
+  CHECK_THAT(r.output, Catch::Matchers::Contains("was saved by a run with --seed 42, not --seed 7\n"));
+  // So is another layout or evaluation set (the results differ, and so would the accuracies).
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --channels-last --resume " + dir.file("o1.ck"));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("was saved by a run with --channels-last false, not --channels-last true"));
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --eval-examples 7 --resume " + dir.file("o1.ck"));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains(", not --eval-examples 7"));
+  // An empty amp setting or starting point (an unset shell variable) is refused, not the default.
+  r = run_program(MG_TRAIN_RESNET, kTiny + " --loss-scale ''");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("--loss-scale was given an empty value"));
   // A batch that cannot fit is refused before training, with a batch size that fits.
   // (MG_AVAILABLE_MEMORY pretends the machine has 100 MB, so the test does not depend on its RAM.)
   // (--stop-after 1 bounds the run should the check ever let it through.)

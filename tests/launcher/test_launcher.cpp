@@ -3,6 +3,7 @@
 // Every run is bounded by Subprocess::wait's timeout.
 #include <catch2/catch.hpp>
 #include <signal.h>
+#include <unistd.h>
 
 #include <sys/stat.h>
 
@@ -128,6 +129,35 @@ TEST_CASE("mixgrad-run forwards SIGTERM to every rank", "[launcher]") {
   CHECK(count(r.out, "[rank 0] rank 0 got SIGTERM\n") == 1);
   CHECK(count(r.out, "[rank 1] rank 1 got SIGTERM\n") == 1);
   CHECK(r.err.find("mixgrad-run: received Terminated; forwarded it to every rank") != std::string::npos);
+}
+
+TEST_CASE("mixgrad-run lets the ranks answer a forwarded signal, and kills them after a second one", "[launcher]") {
+  // The ranks take 2 s to "save" after the signal, longer than --grace-seconds: a forwarded signal
+  // is no failure, so they are not killed (they were, 5 s after a Ctrl-C, losing the checkpoint).
+  {
+    Subprocess p(run_cmd({"--nproc-per-node", "2", "--master-port", "0", "--grace-seconds", "0.5"}, {"slow_trap", "2000"}));
+    REQUIRE(p.read_until([](const std::string& out) { return count(out, "ready\n") == 2; }, 60));
+    ::kill(p.pid(), SIGTERM);
+    auto r = p.wait(60);
+    INFO(r.out << r.err);
+    REQUIRE_FALSE(r.timed_out);
+    CHECK(r.status == 128 + SIGTERM);
+    CHECK(count(r.out, "[rank 0] rank 0 saved\n") == 1);
+    CHECK(count(r.out, "[rank 1] rank 1 saved\n") == 1);
+  }
+  // A second signal: forwarded too, and the ranks still running the grace period later are killed.
+  {
+    Subprocess p(run_cmd({"--nproc-per-node", "2", "--master-port", "0", "--grace-seconds", "0.5"}, {"slow_trap", "30000"}));
+    REQUIRE(p.read_until([](const std::string& out) { return count(out, "ready\n") == 2; }, 60));
+    ::kill(p.pid(), SIGTERM);
+    ::usleep(300 * 1000);
+    ::kill(p.pid(), SIGTERM);
+    auto r = p.wait(20);
+    INFO(r.out << r.err);
+    REQUIRE_FALSE(r.timed_out);
+    CHECK(r.status == 128 + SIGTERM);
+    CHECK(count(r.out, "saved") == 0);
+  }
 }
 
 TEST_CASE("mixgrad-run writes each rank's output to --log-dir", "[launcher]") {

@@ -5,10 +5,13 @@
 //   killed <rank>             rank <rank> prints a line and kills itself (SIGKILL); the others sleep
 //   trap                      prints "ready", then waits (up to 60 s) for SIGTERM and prints
 //                             "rank R got SIGTERM" before exiting 0
+//   slow_trap <ms>            as trap, but takes <ms> milliseconds after the signal (a checkpoint
+//                             being saved) before printing "rank R saved" and exiting 0
 // Decision: no libmixgrad: the launcher is tested on its own.
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -68,6 +71,18 @@ int main(int argc, char** argv) {
     std::printf("ready\n");
     sleep_until_stopped();
     std::printf("rank %d got %s\n", rank(), g_term ? "SIGTERM" : "no signal");
+    return 0;
+  }
+  if (mode == "slow_trap" && argc == 3) {
+    struct sigaction sa {};
+    sa.sa_handler = on_term;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    std::printf("ready\n");
+    sleep_until_stopped();
+    // A second signal interrupts a sleep: keep sleeping until the time has passed.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::atoi(argv[2]));
+    while (std::chrono::steady_clock::now() < until) ::usleep(20 * 1000);
+    std::printf("rank %d saved\n", rank());
     return 0;
   }
   std::fprintf(stderr, "mg_launch_child: unknown mode '%s'\n", mode.c_str());
