@@ -330,6 +330,8 @@ void Graph::replay() {
   }
   ++g.replays;
   if (detail::sync_after_launch()) {  // MG_CUDA_SYNC=1: the replay's errors surface here, at the replay
+    // Asked of the registry first, as every other device wait: another thread may be capturing.
+    detail::check_host_wait("MG_CUDA_SYNC=1's device synchronisation after a graph replay", HostWait::Device, g.device);
     detail::count_sync();
     MG_CUDA_CHECK(cudaDeviceSynchronize());
     detail::raise_device_check(g.device, "MG_CUDA_SYNC=1's wait after a graph replay");

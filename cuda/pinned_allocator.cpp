@@ -6,6 +6,7 @@
 #include "mixgrad/cuda/pinned_allocator.h"
 
 #include "mixgrad/core/error.h"
+#include "mixgrad/cuda/capture.h"
 #include "mixgrad/cuda/check.h"
 #include "mixgrad/cuda/graph.h"
 #include "mixgrad/cuda/cuda.h"
@@ -23,6 +24,12 @@ class CudaHostMemory final : public HostMemory {
     return status == cudaErrorCudartUnloading || status == cudaErrorContextIsDestroyed;
   }
   void* raw_alloc(std::size_t bytes) override {
+    // On a thread that captures a CUDA graph, cudaHostAlloc would invalidate the capture with a
+    // bare CUDA error: the registry's refusal instead, whatever the cache holds (a pinned output of
+    // to(cpu, non_blocking) is allocated before its copy asks the registry).
+    detail::check_host_wait(str_cat("an allocation of ", bytes,
+                                    " bytes of pinned host memory (to(cpu, non_blocking), pin_memory(), empty_pinned())"),
+                            HostWait::HostCopy, current_device());
     void* p = nullptr;
     const cudaError_t status = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
     if (status == cudaErrorMemoryAllocation) {

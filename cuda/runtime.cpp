@@ -260,6 +260,7 @@ void Event::block(const Stream& stream) const {
 
 bool Event::query() const {
   if (!recorded_) return true;
+  DeviceGuard guard(device_);  // an error names the event's device (CudaError reads the current one)
   const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
   if (status == cudaErrorNotReady) {
     // Not an error: clear it only if it is what is pending, never an earlier launch's failure.
@@ -274,6 +275,7 @@ void Event::synchronize() const {
   if (!recorded_) return;
   detail::check_host_wait("Event::synchronize (cudaEventSynchronize)", HostWait::Stream, device_);
   detail::count_sync();
+  DeviceGuard guard(device_);
   MG_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
   detail::raise_device_check(device_, "Event::synchronize");
 }
@@ -281,6 +283,7 @@ void Event::synchronize() const {
 float Event::elapsed_ms(const Event& end) const {
   MG_CHECK(recorded_ && end.recorded_, Error, "Event::elapsed_ms: both events must be recorded first");
   float ms = 0;
+  DeviceGuard guard(device_);
   MG_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(handle_), static_cast<cudaEvent_t>(end.handle_)));
   return ms;
 }

@@ -82,7 +82,7 @@ void* PinnedHostCache::allocate(std::size_t bytes) {
     ++stats_.num_reuses;
   } else {
     void* p = memory_.raw_alloc(size);
-    if (p == nullptr && !free_.empty()) {  // give the cache back and retry once
+    if (p == nullptr && !free_.empty() && memory_.can_query_events()) {  // give the cache back and retry once
       release_free_blocks();
       p = memory_.raw_alloc(size);
     }
@@ -167,7 +167,10 @@ bool PinnedHostCache::contains(const void* p) const {
 
 void PinnedHostCache::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (memory_.can_query_events()) process_pending();
+  // A no-op on a thread that captures a CUDA graph, as the device allocator's: cudaFreeHost there
+  // would invalidate the capture.
+  if (!memory_.can_query_events()) return;
+  process_pending();
   release_free_blocks();
 }
 

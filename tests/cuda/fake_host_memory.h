@@ -38,6 +38,7 @@ class FakeHostMemory : public mg::cuda::HostMemory {
   }
   void raw_free(void* p) override {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (capturing_) throw std::logic_error("FakeHostMemory: cudaFreeHost during a CUDA graph capture");
     if (frees_until_failure_ > 0 && --frees_until_failure_ == 0) throw std::runtime_error("FakeHostMemory: injected free failure");
     auto it = live_.find(p);
     if (it == live_.end()) throw std::logic_error("FakeHostMemory: raw_free of an unknown pointer");
@@ -65,7 +66,8 @@ class FakeHostMemory : public mg::cuda::HostMemory {
     std::lock_guard<std::mutex> lock(mutex_);
     frees_until_failure_ = n;
   }
-  // Test control: the calling code runs inside a CUDA graph capture (event queries refused).
+  // Test control: the calling code runs inside a CUDA graph capture (event queries and frees
+  // refused, as cudaEventQuery and cudaFreeHost would invalidate the capture).
   void set_capturing(bool on) {
     std::lock_guard<std::mutex> lock(mutex_);
     capturing_ = on;

@@ -17,6 +17,7 @@
 #include "amp/grad_scaler.h"
 #include "core/factory.h"
 #include "core/generator.h"
+#include "core/pinned_memory.h"
 #include "cuda/host/captured_step.h"
 #include "cuda_test_util.h"
 #include "nn/linear.h"
@@ -330,6 +331,30 @@ TEST_CASE("CUDA graph: an SGD momentum buffer that would be created inside the c
   }
   graph.replay();  // buf = 0.9 * 1 + 1 = 1.9: w -= 0.19
   CHECK(test::values(w)[0] == Approx(0.61).epsilon(1e-6));
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA graph: to(cpu, non_blocking) in a capture is the registry's error, whatever the pinned cache holds",
+          "[cuda][gpu][graph]") {
+  // Its pinned output was allocated before the copy asked the registry: with nothing cached,
+  // cudaHostAlloc invalidated the capture with a bare CUDA error.
+  const Tensor x = ones({1000}, {.device = gpu()});
+  for (int cached = 0; cached < 2; ++cached) {
+    INFO((cached ? "a block cached" : "an empty cache"));
+    cuda::empty_pinned_cache();
+    if (cached) (void)empty_pinned({1000}, DType::F32);  // freed at once: cached for the next request
+    cuda::Graph graph;
+    std::string msg;
+    try {
+      cuda::GraphCapture capture(graph);
+      (void)(x * 2.0).to(Device::cpu(), /*non_blocking=*/true);
+    } catch (const CudaError& e) {
+      msg = e.what();
+    }
+    CHECK_THAT(msg, Catch::Matchers::Contains("during a CUDA graph capture"));
+    CHECK_FALSE(cuda::is_capturing());
+  }
+  cuda::empty_pinned_cache();
   test::require_no_pending_cuda_error();
 }
 

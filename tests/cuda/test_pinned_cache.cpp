@@ -119,14 +119,18 @@ TEST_CASE("pinned cache: a block freed while a copy uses it waits for the copy's
   for (void* x : {q, r, again}) cache.deallocate(x);
 }
 
-TEST_CASE("pinned cache: inside a CUDA graph capture no event is queried and freed blocks wait", "[cuda][pinned]") {
+TEST_CASE("pinned cache: inside a CUDA graph capture no event is queried, nothing is freed and freed blocks wait", "[cuda][pinned]") {
   // cudaEventQuery on a capturing thread invalidates the capture: the fake throws on one.
   FakeHostMemory host;
   PinnedHostCache cache(host);
+  cache.deallocate(cache.allocate(64 * KiB));  // a free block, cached before the capture
   void* p = cache.allocate(4 * KiB);
   REQUIRE(cache.record_use(p, 0, 7));
   host.complete_events_on(0, 7);  // the copy is done, but the cache cannot ask during the capture
   host.set_capturing(true);
+  // cudaFreeHost would invalidate the capture too (the fake throws on it): empty_cache waits.
+  cache.empty_cache();
+  CHECK(cache.stats().cached_bytes == 64 * KiB);
   cache.deallocate(p);
   CHECK(cache.stats().pending_bytes == 4 * KiB);
   void* q = cache.allocate(4 * KiB);  // fresh memory: the pending block is not looked at
@@ -139,6 +143,8 @@ TEST_CASE("pinned cache: inside a CUDA graph capture no event is queried and fre
   CHECK((again == p || again == q));
   CHECK(cache.stats().pending_bytes == 0);
   cache.deallocate(again);
+  cache.empty_cache();  // after the capture it gives the memory back
+  CHECK(cache.stats().reserved_bytes == 0);
 }
 
 TEST_CASE("pinned cache: a block keeps one event per stream - a completed copy does not delay a free", "[cuda][pinned]") {
