@@ -137,7 +137,7 @@ struct PoolLeafSum {
 
 // Output o (in memory order) of max pooling over x [N, C, H = h.n, W = w.n] -> [N, C, Ho, Wo], both
 // in layout `l`: the flat index (ih * W + iw) of the window's first maximum in the compute type,
-// padding skipped, a NaN wins and stays; *base is the offset of x's plane (the value sits at
+// padding skipped, a NaN wins (the window's last NaN, as PyTorch's); *base is the offset of x's plane (the value sits at
 // x[*base + index * l.step()]).
 template <typename T>
 MG_HOST_DEVICE int64_t max_pool_argmax(int64_t o, int64_t Ho, int64_t Wo, const PoolWin& h, const PoolWin& w,
@@ -156,7 +156,7 @@ MG_HOST_DEVICE int64_t max_pool_argmax(int64_t o, int64_t Ho, int64_t Wo, const 
       const int64_t iw = ow * w.s - w.p + kj * w.d;
       if (iw < 0 || iw >= w.n) continue;
       const Cm v = static_cast<Cm>(x[b + (ih * w.n + iw) * st]);
-      if (best_i < 0 || v > best || (v != v && !(best != best))) {
+      if (best_i < 0 || v > best || v != v) {  // PyTorch's rule: a later NaN takes over
         best = v;
         best_i = ih * w.n + iw;
       }

@@ -46,7 +46,8 @@ Window1d avg_dim(const OpAttrs& a, int axis, int64_t n) {
 }
 
 // Index (ih * W + iw) of the first maximum of the window at (oh, ow) of the plane x [H, W] (element
-// (ih, iw) at pl.at(ih, iw)); taps in the padding are skipped (-inf); a NaN wins and stays.
+// (ih, iw) at pl.at(ih, iw)); taps in the padding are skipped (-inf); a NaN wins, the last one of
+// the window as in PyTorch's kernels.
 template <typename T>
 int64_t window_argmax(const T* x, const Planes& pl, const Window1d& h, const Window1d& w, int64_t oh, int64_t ow) {
   using Cm = opmath_t<T>;
@@ -59,7 +60,7 @@ int64_t window_argmax(const T* x, const Planes& pl, const Window1d& h, const Win
       const int64_t iw = w.start(ow) + kj * w.d;
       if (iw < 0 || iw >= w.n) continue;
       const Cm v = Cm(x[pl.at(ih, iw)]);
-      if (best_i < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+      if (best_i < 0 || v > best || std::isnan(v)) {  // PyTorch's rule: a later NaN takes over
         best = v;
         best_i = ih * w.n + iw;
       }

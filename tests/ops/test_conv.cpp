@@ -537,7 +537,7 @@ TEST_CASE("max_pool2d and avg_pool2d match a naive reference", "[conv][pool]") {
   }
 }
 
-TEST_CASE("max_pool2d sends the gradient to the first maximum - NaN propagates", "[conv][pool][grad]") {
+TEST_CASE("max_pool2d sends the gradient to the first maximum - NaN propagates, the last NaN wins", "[conv][pool][grad]") {
   // one 2x2 window of equal values: all the gradient goes to element 0
   const Tensor x = full({1, 1, 2, 2}, 3.0, {.dtype = DType::F64}).requires_grad_();
   const Tensor g = autograd::grad({max_pool2d(x, {2, 2})}, {x}, {full({1, 1, 1, 1}, 5.0, {.dtype = DType::F64})})[0];
@@ -545,6 +545,19 @@ TEST_CASE("max_pool2d sends the gradient to the first maximum - NaN propagates",
   const Tensor xn = from_vector<double>({1, NAN, 7, 2}, {1, 1, 2, 2});
   CHECK(std::isnan(vals(max_pool2d(xn, {2, 2}))[0]));
   CHECK(vals(max_pool2d_indices(xn, {2, 2}))[0] == 1);
+  // Several NaNs: the last one takes the index and the gradient, as PyTorch 2.15 (index 2; the
+  // first NaN before). max_pool1d and max_pool3d likewise (adaptive max pooling, which pools one
+  // dim at a time, still sends it to the first NaN: docs/ops.md).
+  const Tensor two_nans = from_vector<double>({NAN, 1, NAN, 2}, {1, 1, 2, 2}).requires_grad_();
+  CHECK(vals(max_pool2d_indices(two_nans.detach(), {2, 2}))[0] == 2);
+  const Tensor gn = autograd::grad({max_pool2d(two_nans, {2, 2})}, {two_nans}, {full({1, 1, 1, 1}, 1.0, {.dtype = DType::F64})})[0];
+  CHECK(vals(gn) == std::vector<double>{0, 0, 1, 0});
+  const Tensor nans1 = from_vector<double>({NAN, 1, NAN, 2}, {1, 1, 4}).requires_grad_();
+  const Tensor g1 = autograd::grad({max_pool1d(nans1, 4)}, {nans1}, {full({1, 1, 1}, 1.0, {.dtype = DType::F64})})[0];
+  CHECK(vals(g1) == std::vector<double>{0, 0, 1, 0});
+  const Tensor nans3 = from_vector<double>({NAN, 1, NAN, 2, 3, NAN, 4, 5}, {1, 1, 2, 2, 2}).requires_grad_();
+  const Tensor g3 = autograd::grad({max_pool3d(nans3, {2, 2, 2})}, {nans3}, {full({1, 1, 1, 1, 1}, 1.0, {.dtype = DType::F64})})[0];
+  CHECK(vals(g3) == std::vector<double>{0, 0, 0, 0, 0, 1, 0, 0});
   // f16 keeps the winning value exactly
   const Tensor xh = to(rnd({1, 2, 4, 4}), DType::F16);
   CHECK(max_abs_diff(vals(max_pool2d(xh, {2, 2})), vals(max_pool2d(to(xh, DType::F64), {2, 2}))) == 0);
