@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "mixgrad/core/autocast_state.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/ops/attention_fused.h"
 #include "mixgrad/ops/loss.h"
@@ -20,7 +21,15 @@ double attention_scale(const Tensor& q, std::optional<double> scale) {
 Tensor attention_probs(const char* op, const Tensor& q, const Tensor& k, const Tensor& mask, bool is_causal,
                        double s) {
   const int64_t lq = q.size(-2), lk = k.size(-2);
-  Tensor scores = matmul(q, transpose(k, -1, -2)) * s;  // [..., Lq, Lk], lower precision under autocast
+  // [..., Lq, Lk], lower precision under autocast. Scores rounded to f16 (f16 operands, or f16
+  // autocast) take the scale on q before the product, as PyTorch scales its operands: an unscaled
+  // q.k above 65504 (8188 * sqrt(E) for E = 64) would be inf before the scale could bring it
+  // down. Otherwise (f32's range) the scale follows the product, as the fused kernels apply it,
+  // so the two paths agree bit for bit in f32/f64.
+  const AutocastState& ac = autocast_state(q.device().type);
+  const bool f16_scores = q.dtype() == DType::F16 || k.dtype() == DType::F16 ||
+                          (ac.enabled && ac.dtype == DType::F16 && q.dtype() != DType::F64);
+  Tensor scores = f16_scores ? matmul(q * s, transpose(k, -1, -2)) : matmul(q, transpose(k, -1, -2)) * s;
   if (mask.defined()) {
     const Shape want = scores.shape();
     const Shape b = broadcast_shapes(mask.shape(), want, op);

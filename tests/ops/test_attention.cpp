@@ -165,3 +165,25 @@ TEST_CASE("interpolate refuses recompute_scale_factor with an explicit size", "[
   MG_REQUIRE_ERROR(interpolate(zeros({1, 1, 4}), {.size = {8}, .recompute_scale_factor = true}),
                    "recompute_scale_factor is meaningful only with scale_factor");
 }
+
+TEST_CASE("f16 attention on the composite path scales before the scores' rounding, as PyTorch", "[ops][attention]") {
+  // Raw q.k = 69696 and 67584 overflow f16; scaled by 1/8 they are 8712 and 8448. The composite
+  // path (here: k and v shared by two heads, so the leading dims differ) multiplied by the scale
+  // after the f16 product: +inf scores gave NaN rows, -inf ones dead (zero) rows. PyTorch 2.15
+  // (F.scaled_dot_product_attention, f16 CPU) gives rows [0, 1, 2, ...] and [64, 65, 66, ...].
+  const TensorOptions f16{.dtype = DType::F16};
+  const Tensor q = full({1, 2, 1, 64}, 33.0, f16);
+  const Tensor k = cat({full({1, 1, 1, 64}, 33.0, f16), full({1, 1, 1, 64}, 32.0, f16)}, 2);  // [1, 1, 2, 64]
+  const Tensor v = arange(0, 128, 1, f16).reshape({1, 1, 2, 64});
+  const std::vector<double> y = test::values(scaled_dot_product_attention(q, k, v));
+  const std::vector<double> y2 = test::values(scaled_dot_product_attention(neg(q), k, v));
+  REQUIRE(y.size() == 128);
+  for (int h = 0; h < 2; ++h) {
+    for (int e = 0; e < 64; ++e) {
+      CHECK(y[std::size_t(h * 64 + e)] == double(e));        // all weight on key 0 (e^-264 rounds away)
+      CHECK(y2[std::size_t(h * 64 + e)] == double(64 + e));  // all weight on key 1
+    }
+  }
+  // The weights alone (MultiheadAttention's need_weights path): [1, 0].
+  CHECK(test::values(scaled_dot_product_attention_weights(q.narrow(1, 0, 1), k)) == std::vector<double>{1.0, 0.0});
+}
