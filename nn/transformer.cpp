@@ -17,6 +17,8 @@ void check_transformer_layer_options(const TransformerLayerOptions& o, const cha
   MG_CHECK(o.d_model > 0 && o.dim_feedforward > 0, Error, layer,
            ": d_model and dim_feedforward must be positive, got d_model=", o.d_model,
            ", dim_feedforward=", o.dim_feedforward);
+  MG_CHECK(!o.activation_dropout || (*o.activation_dropout >= 0.0 && *o.activation_dropout <= 1.0), Error, layer,
+           ": activation_dropout must be in [0, 1], got ", o.activation_dropout.value_or(0.0));
 }
 
 }  // namespace detail
@@ -28,7 +30,7 @@ TransformerEncoderLayer::TransformerEncoderLayer(Options o) : UnaryModule("Trans
       "self_attn", {.embed_dim = o.d_model, .num_heads = o.nhead, .dropout = o.dropout, .bias = o.bias,
                     .generator = o.generator});
   linear1 = register_module<Linear>("linear1", {.in = o.d_model, .out = o.dim_feedforward, .bias = o.bias});
-  dropout = register_module<Dropout>("dropout", {.p = o.dropout, .generator = o.generator});
+  dropout = register_module<Dropout>("dropout", {.p = o.activation_dropout.value_or(o.dropout), .generator = o.generator});
   linear2 = register_module<Linear>("linear2", {.in = o.dim_feedforward, .out = o.d_model, .bias = o.bias});
   norm1 = register_module<LayerNorm>("norm1", {.shape = {o.d_model}, .eps = o.layer_norm_eps, .bias = o.bias});
   norm2 = register_module<LayerNorm>("norm2", {.shape = {o.d_model}, .eps = o.layer_norm_eps, .bias = o.bias});

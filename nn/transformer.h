@@ -4,6 +4,7 @@
 //   auto layer = nn::make<nn::TransformerEncoderLayer>({.d_model = 256, .nhead = 4, .dim_feedforward = 1024});
 //   mg::Tensor y = layer->forward(x, {}, pad);      // x [B, L, 256], pad bool [B, L] (true = padding)
 #pragma once
+#include <optional>
 #include <memory>
 
 #include "mixgrad/core/generator.h"
@@ -22,6 +23,9 @@ struct TransformerLayerOptions {
   int64_t nhead = 1;
   int64_t dim_feedforward = 2048;
   double dropout = 0.1;
+  // The feed-forward's dropout after the activation (the submodule "dropout"): `dropout` when
+  // unset, as PyTorch's layers. BERT sets 0: Hugging Face's BERT has no dropout there.
+  std::optional<double> activation_dropout;
   Activation activation = Activation::ReLU;
   double layer_norm_eps = 1e-5;
   bool norm_first = false;         // false: x = norm(x + f(x)); true: x = x + f(norm(x))

@@ -12,7 +12,7 @@ TransformerDecoderLayer::TransformerDecoderLayer(Options o) : Module("Transforme
   self_attn = register_module<MultiheadAttention>("self_attn", attention);
   multihead_attn = register_module<MultiheadAttention>("multihead_attn", attention);
   linear1 = register_module<Linear>("linear1", {.in = o.d_model, .out = o.dim_feedforward, .bias = o.bias});
-  dropout = register_module<Dropout>("dropout", {.p = o.dropout, .generator = o.generator});
+  dropout = register_module<Dropout>("dropout", {.p = o.activation_dropout.value_or(o.dropout), .generator = o.generator});
   linear2 = register_module<Linear>("linear2", {.in = o.dim_feedforward, .out = o.d_model, .bias = o.bias});
   const LayerNorm::Options norm{.shape = {o.d_model}, .eps = o.layer_norm_eps, .bias = o.bias};
   norm1 = register_module<LayerNorm>("norm1", norm);

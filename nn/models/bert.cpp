@@ -45,7 +45,8 @@ BertModel::BertModel(BertConfig c, bool add_pooler) : Module("BertModel"), confi
   MG_CHECK(c.vocab_size > 0 && c.hidden > 0 && c.layers > 0 && c.heads > 0 && c.hidden % c.heads == 0 &&
                c.intermediate > 0 && c.max_position > 0 && c.type_vocab_size > 0,
            Error, "BertModel: invalid config (vocab_size=", c.vocab_size, ", hidden=", c.hidden, ", layers=", c.layers,
-           ", heads=", c.heads, ", intermediate=", c.intermediate, "); heads must divide hidden");
+           ", heads=", c.heads, ", intermediate=", c.intermediate, ", max_position=", c.max_position,
+           ", type_vocab_size=", c.type_vocab_size, "): every size must be positive and heads must divide hidden");
   embeddings = register_module("embeddings", std::make_shared<BertEmbeddings>(c));
   encoder = register_module("encoder", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < c.layers; ++i) {
@@ -53,6 +54,9 @@ BertModel::BertModel(BertConfig c, bool add_pooler) : Module("BertModel"), confi
                                                       .nhead = c.heads,
                                                       .dim_feedforward = c.intermediate,
                                                       .dropout = c.dropout,
+                                                      // Hugging Face's BertIntermediate has no dropout
+                                                      // after its GELU (BertOutput's is dropout2)
+                                                      .activation_dropout = 0.0,
                                                       .activation = Activation::GELU,
                                                       .layer_norm_eps = c.layer_norm_eps,
                                                       .norm_first = false}));

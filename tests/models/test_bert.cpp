@@ -142,4 +142,31 @@ TEST_CASE("BERT rejects bad inputs with the layer and shapes named", "[nn][model
   MG_REQUIRE_ERROR(mlm.forward(full({1, 4}, 500, {.dtype = DType::I64})), "Embedding(500, 256, padding_idx=0)");
   MG_REQUIRE_ERROR(mlm.forward(zeros({2, 8})), "expected i64 or i32 indices");
   MG_REQUIRE_ERROR(BertModel(BertConfig{.hidden = 100, .heads = 3}), "heads must divide hidden");
+  MG_REQUIRE_ERROR(BertModel(BertConfig{.max_position = 0}), "max_position=0");
+}
+
+TEST_CASE("BERT's encoder layers drop out where Hugging Face's BERT does: not after the GELU", "[nn][models]") {
+  // transformers' BertIntermediate is dense + GELU with no dropout; BertOutput's dropout is the
+  // layer's dropout2. Each layer kept PyTorch's TransformerEncoderLayer's third dropout (p = 0.1
+  // on [B, L, intermediate] in training) before.
+  BertConfig c = small_config();
+  c.dropout = 0.1;
+  const BertModel m(c);
+  int checked = 0;
+  for (const auto& [name, mod] : m.named_modules()) {
+    if (!name.starts_with("encoder.")) continue;
+    if (name.ends_with(".dropout")) {
+      CHECK(mod->layer_name() == "Dropout(p=0)");
+      ++checked;
+    } else if (name.ends_with(".dropout1") || name.ends_with(".dropout2")) {
+      CHECK(mod->layer_name() == "Dropout(p=0.1)");
+    }
+  }
+  CHECK(checked == c.layers);
+  // PyTorch's own layer keeps it, and it can be set.
+  CHECK(nn::TransformerEncoderLayer({.d_model = 8, .nhead = 2, .dropout = 0.2}).dropout->layer_name() == "Dropout(p=0.2)");
+  CHECK(nn::TransformerEncoderLayer({.d_model = 8, .nhead = 2, .activation_dropout = 0.3}).dropout->layer_name() ==
+        "Dropout(p=0.3)");
+  MG_REQUIRE_ERROR(nn::TransformerEncoderLayer({.d_model = 8, .nhead = 2, .activation_dropout = 1.5}),
+                   "activation_dropout must be in [0, 1]");
 }
