@@ -5,9 +5,12 @@
 // ours, so a pretrained checkpoint (e.g. bert-base-uncased's model.safetensors) loads with the
 // strict load_state_dict and computes what transformers computes (tests/nn/test_bert_hf.cpp).
 //
-//   mg::io::SafetensorsFile f = mg::io::load_safetensors("bert-base-uncased/model.safetensors");
+//   // a BertForMaskedLM checkpoint (bert.-prefixed encoder, MLM head):
+//   mg::io::SafetensorsFile f = mg::io::load_safetensors("my-mlm/model.safetensors");
 //   nn::models::BertForMaskedLM mlm(nn::models::BertConfig::base());
 //   mlm.load_state_dict(nn::models::bert_state_dict_from_hf(f.tensors));
+//   // bert-base-uncased (BertForPreTraining: it also has a pooler, which BertForMaskedLM has not):
+//   // io::load_hf_bert, then drop "bert.pooler.*" (io/hf_bert.h shows it).
 #pragma once
 #include "mixgrad/nn/module.h"
 
