@@ -683,7 +683,7 @@ int run(int argc, char** argv) {
         const data::Batch probe = train_set->get_batch(std::vector<int64_t>(std::size_t(b), probe_example), {.seed = seed});
         const Predictions p = amp::forward(net, probe);
         cross_entropy(p.logits, p.target).backward();
-      }, rank_batch);
+      }, rank_batch, flags.get_int("batch-size"));
       std::printf("memory: one micro-batch of %lld needs about %s MiB (%s KiB per verse); %s MiB available\n",
                   (long long)rank_batch, format_count(int64_t(e.predicted_bytes) >> 20).c_str(),
                   format_count(int64_t(e.bytes_per_sample) >> 10).c_str(), format_count(e.available_bytes >> 20).c_str());

@@ -60,7 +60,18 @@ int64_t available_memory_bytes() {
   return -1;
 }
 
-MemoryEstimate check_batch_fits(const std::function<void(int64_t)>& probe, int64_t batch_size) {
+// The processes mixgrad-run started on this machine (LOCAL_WORLD_SIZE), which share its memory.
+int64_t ranks_sharing_memory() {
+  const char* v = std::getenv("LOCAL_WORLD_SIZE");
+  if (v == nullptr || *v == '\0') return 1;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  return end && *end == '\0' && n >= 1 ? int64_t(n) : 1;
+}
+
+MemoryEstimate check_batch_fits(const std::function<void(int64_t)>& probe, int64_t batch_size,
+                                int64_t flag_batch_size) {
+  if (flag_batch_size <= 0) flag_batch_size = batch_size;
   // Probes of 8 and 32 samples, or for a smaller batch of about a quarter of it and the batch
   // itself (never more than the run will use: a large model at --batch-size 2 is not probed at 32).
   const int64_t kSmall = std::min<int64_t>(8, std::max<int64_t>(1, batch_size / 4));
@@ -76,14 +87,24 @@ MemoryEstimate check_batch_fits(const std::function<void(int64_t)>& probe, int64
   e.base_bytes = std::max(0.0, small - e.bytes_per_sample * kSmall);
   e.predicted_bytes = e.base_bytes + e.bytes_per_sample * double(batch_size);
   e.available_bytes = available_memory_bytes();
+  e.ranks_here = ranks_sharing_memory();
   if (e.available_bytes < 0 || e.bytes_per_sample <= 0) return e;
-  const double budget = 0.9 * double(e.available_bytes);
+  const double budget = 0.9 * double(e.available_bytes) / double(e.ranks_here);
   if (kSafetyMargin * e.predicted_bytes > budget) {
     const int64_t fits = int64_t(std::max(0.0, (budget / kSafetyMargin - e.base_bytes) / e.bytes_per_sample));
-    MG_THROW(Error, "batch size ", batch_size, " needs about ", gib(kSafetyMargin * e.predicted_bytes),
-             " for one training step but ", gib(double(e.available_bytes)), " are available",
-             fits >= 1 ? str_cat("\n  hint: use --batch-size ", fits, " or less")
-                       : std::string("\n  hint: even a batch of 1 does not fit; use a smaller model or free memory"));
+    // In --batch-size's units: this process's share scaled to the whole step.
+    const int64_t fits_flag = int64_t(double(fits) * double(flag_batch_size) / double(batch_size));
+    const std::string share = e.ranks_here > 1 || flag_batch_size != batch_size
+                                  ? str_cat(" (", batch_size, " samples on this process)")
+                                  : std::string();
+    const std::string where = e.ranks_here > 1 ? str_cat(" are available to be shared by the ", e.ranks_here,
+                                                         " processes on this machine (LOCAL_WORLD_SIZE)")
+                                               : std::string(" are available");
+    MG_THROW(Error, "batch size ", flag_batch_size, share, " needs about ", gib(kSafetyMargin * e.predicted_bytes),
+             " per process for one training step but ", gib(double(e.available_bytes)), where,
+             fits_flag >= 1 ? str_cat("\n  hint: use --batch-size ", fits_flag, " or less")
+                            : std::string("\n  hint: even a batch of 1 does not fit; use a smaller model, fewer "
+                                          "processes or free memory"));
   }
   return e;
 }

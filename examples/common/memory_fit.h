@@ -10,8 +10,8 @@
 // close to the limit may be refused although it would have fit.
 //
 //   check_batch_fits([&](int64_t b) { forward_backward(b); }, flags.get_int("batch-size"));
-//   // throws: "batch size 100000 needs about 96.1 GiB for one training step but 21.3 GiB are
-//   //          available\n  hint: use --batch-size 20000 or less"
+//   // throws: "batch size 100000 needs about 96.1 GiB per process for one training step but
+//   //          21.3 GiB are available\n  hint: use --batch-size 20000 or less"
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -23,14 +23,19 @@ struct MemoryEstimate {
   double base_bytes = 0;        // intercept: weights, gradients, optimizer state, workspaces
   double predicted_bytes = 0;   // base + slope * batch_size (before the safety margin)
   int64_t available_bytes = -1; // MemAvailable, -1 when unknown (then nothing is checked)
+  int64_t ranks_here = 1;       // processes sharing it (LOCAL_WORLD_SIZE)
 };
 
 // probe(b) runs one forward and backward pass on b samples (the caller restores whatever it
-// changes: gradients, batch-norm statistics, random state). Throws an mg::Error with a smaller
-// batch size in its hint when kSafetyMargin times the predicted peak exceeds 90% of the available
-// memory.
+// changes: gradients, batch-norm statistics, random state); batch_size is this process's share of
+// the step. Throws an mg::Error with a smaller --batch-size in its hint when kSafetyMargin times
+// the predicted peak exceeds 90% of this process's share of the available memory: the memory
+// divided among the LOCAL_WORLD_SIZE processes mixgrad-run started on this machine (1 when
+// unset). `flag_batch_size` is the --batch-size the share comes from (the whole step over every
+// rank; 0: batch_size), so the hint is a value for the flag.
 inline constexpr double kSafetyMargin = 1.25;
-MemoryEstimate check_batch_fits(const std::function<void(int64_t)>& probe, int64_t batch_size);
+MemoryEstimate check_batch_fits(const std::function<void(int64_t)>& probe, int64_t batch_size,
+                                int64_t flag_batch_size = 0);
 
 // MemAvailable from /proc/meminfo in bytes, -1 when unavailable; the environment variable
 // MG_AVAILABLE_MEMORY (bytes) replaces it, to cap a run's memory (and to test the check).

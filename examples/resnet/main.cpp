@@ -325,7 +325,7 @@ int run(int argc, char** argv) {
         const data::Batch probe = train_set->get_batch(std::vector<int64_t>(std::size_t(b), 0), {.seed = seed});
         const Tensor loss = cross_entropy(amp::forward(*model, probe.at("input")), probe.at("target"));
         loss.backward();
-      }, rank_batch);
+      }, rank_batch, flags.get_int("batch-size"));
       std::printf("memory: one step at batch %lld needs about %s MiB (%s KiB per example); %s MiB available\n",
                   (long long)rank_batch, format_count(int64_t(e.predicted_bytes) >> 20).c_str(),
                   format_count(int64_t(e.bytes_per_sample) >> 10).c_str(), format_count(e.available_bytes >> 20).c_str());
