@@ -123,8 +123,12 @@ std::string hex(uint64_t v) {
   std::snprintf(s, sizeof s, "%016llx", (unsigned long long)v);
   return s;
 }
-StateDict tokenizer_state(const data::WordPiece& tok) {
+// requested: the --vocab-size the vocabulary was trained for (0: not trained by train_bert, e.g.
+// Hugging Face's). A corpus may yield fewer tokens than asked for; a resume with the same flag
+// compares it with this, not with the size.
+StateDict tokenizer_state(const data::WordPiece& tok, int64_t requested) {
   StateDict s;
+  if (requested > 0) s.ints["requested_vocab_size"] = requested;
   std::string vocab;
   for (const std::string& t : tok.vocab()) vocab += t + "\n";
   s.strings["vocab"] = vocab;
@@ -505,7 +509,19 @@ int run(int argc, char** argv) {
                                        : data::WordPiece::train(data::verse_texts(train_verses), {.vocab_size = flags.get_int("vocab-size")});
   MG_CHECK(!hf || tok.vocab_size() <= hf->config.vocab_size, Error, "--hf ", flags.value("hf"), ": vocab.txt holds ",
            tok.vocab_size(), " tokens but the model's embedding has ", hf->config.vocab_size, " rows");
-  MG_CHECK(!source || !flags.given("vocab-size") || flags.get_int("vocab-size") == tok.vocab_size(), Error,
+  // The --vocab-size this vocabulary was trained for (saved with it), else the one asked now.
+  int64_t requested_vocab = 0;
+  if (source && source->has_state("tokenizer") && source->state("tokenizer").ints.count("requested_vocab_size")) {
+    requested_vocab = source->state("tokenizer").ints.at("requested_vocab_size");
+  } else if (!source && !hf) {
+    requested_vocab = flags.get_int("vocab-size");
+    if (tok.vocab_size() < requested_vocab) {
+      std::printf("tokenizer: --vocab-size %s asked for more tokens than the training verses yield (%s)\n",
+                  format_count(requested_vocab).c_str(), format_count(tok.vocab_size()).c_str());
+    }
+  }
+  MG_CHECK(!source || !flags.given("vocab-size") || flags.get_int("vocab-size") == tok.vocab_size() ||
+               flags.get_int("vocab-size") == requested_vocab, Error,
            "--vocab-size ", flags.get_int("vocab-size"), " but ", source->path(), " holds a vocabulary of ",
            tok.vocab_size(), " tokens\n  hint: leave --vocab-size out; the checkpoint's vocabulary is used");
   std::printf("tokenizer: %s WordPiece tokens %s (fingerprint %s; corpus and tokenizer %.2f s)\n", format_count(tok.vocab_size()).c_str(),
@@ -719,7 +735,7 @@ int run(int argc, char** argv) {
     train.ints["epoch_seen"] = seen;
     train.ints["epoch_skipped_start"] = skipped_at_epoch_start;
     TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr, &dp, &optimizer_state}
-        .save(path, {{"tokenizer", tokenizer_state(tok)}, {"train", train}});
+        .save(path, {{"tokenizer", tokenizer_state(tok, requested_vocab)}, {"train", train}});
   };
 
   std::optional<MetricsWriter> metrics;

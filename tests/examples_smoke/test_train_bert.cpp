@@ -123,6 +123,18 @@ TEST_CASE("train_bert: a resume with another schedule is refused, and one of a f
   r = run_program(MG_TRAIN_BERT, "--task mlm" + kTiny + " --resume " + dir.file("c.ck"));
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Matchers::Contains("holds a finished run (step 16 of 16): nothing to do"));
+  // A --vocab-size the corpus cannot fill trains fewer tokens (said so); the same command resumes
+  // (it was refused: the flag was compared with the smaller size), another size is refused.
+  const std::string big = " --vocab-size 200000 --checkpoint " + dir.file("v.ck");
+  r = run_program(MG_TRAIN_BERT, "--task mlm" + kTiny + big + " --stop-after 1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("--vocab-size 200,000 asked for more tokens than the training verses yield"));
+  r = run_program(MG_TRAIN_BERT, "--task mlm" + kTiny + big + " --stop-after 2 --resume " + dir.file("v.ck"));
+  CHECK(r.exit_code == 0);
+  r = run_program(MG_TRAIN_BERT, "--task mlm" + kTiny + " --vocab-size 100000 --resume " + dir.file("v.ck"));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("--vocab-size 100000 but"));
 }
 
 TEST_CASE("train_bert: --hf fine-tunes and pretrains a Hugging Face BERT directory, and its runs resume bit-identically",
