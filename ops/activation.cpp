@@ -99,6 +99,11 @@ Tensor hardsigmoid(const Tensor& x) { return dispatch1(OpId::hardsigmoid, {x}); 
 Tensor mish(const Tensor& x) { return dispatch1(OpId::mish, {x}); }
 Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
   MG_CHECK(!(min_val > max_val), Error, "hardtanh: min_val (", min_val, ") is greater than max_val (", max_val, ")");
+  // An integer input keeps its dtype, the bounds truncated toward zero as PyTorch converts them
+  // (hardtanh(int [3, -3], -1.5, 2.7) is [2, -1]); clamp would promote to a float for them.
+  if (x.defined() && !is_floating(x.dtype()) && x.dtype() != DType::Bool) {
+    return clamp(x, std::trunc(min_val), std::trunc(max_val));
+  }
   return clamp(x, min_val, max_val);
 }
 Tensor relu6(const Tensor& x) { return clamp(x, 0.0, 6.0); }

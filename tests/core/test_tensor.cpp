@@ -120,7 +120,8 @@ TEST_CASE("device: parse and print", "[core]") {
   CHECK(mg::Device::cpu().str() == "cpu");
   CHECK(mg::Device::parse("cuda:12").index == 12);
   CHECK(mg::Device::cuda(1) != mg::Device::cuda(2));
-  for (const char* bad : {"gpu", "CPU", "cuda:", "cuda:x", "cuda:-1", "cuda:1a", " cpu", ""}) {
+  CHECK(mg::Device::parse("cuda:0").index == 0);
+  for (const char* bad : {"gpu", "CPU", "cuda:", "cuda:x", "cuda:-1", "cuda:1a", " cpu", "", "cuda:01", "cuda:00"}) {
     INFO(bad);
     CHECK_THROWS_MATCHES(mg::Device::parse(bad), mg::DeviceError,
                          Message(std::string("Device: cannot parse \"") + bad +

@@ -144,6 +144,13 @@ TEST_CASE("prelu at +inf, the shrinks' lambd in the input's dtype, logsigmoid's 
                      "hardshrink: lambd 70000 cannot be converted to f16 (the input's dtype) without overflow");
     CHECK(values(hardshrink(from_vector<float>({5.0f, -1e30f}), INFINITY)) == std::vector<double>{0.0, 0.0});
   }
+  {  // hardtanh of an integer tensor keeps its dtype, the bounds truncated (PyTorch: [2, -1, 0]);
+     // it was f32 [2.7, -1.5, 0].
+    const Tensor y = hardtanh(from_vector<int32_t>({3, -3, 0}), -1.5, 2.7);
+    CHECK(y.dtype() == DType::I32);
+    CHECK(values(y) == std::vector<double>{2, -1, 0});
+    CHECK(relu6(from_vector<int64_t>({3, -3, 9})).dtype() == DType::I64);
+  }
   {  // logsigmoid of a large x is +0 where softplus(-x) underflows, in every dtype.
     for (DType dt : {DType::F32, DType::F64, DType::BF16}) {
       const double big = dt == DType::F64 ? 800.0 : 110.0;  // f64 resolves e^-110: -1.69e-48
