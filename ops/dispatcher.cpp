@@ -141,6 +141,23 @@ void run_inplace(OpId op, const Tensor& self, const Tensors& operands, const OpA
   const char* name = op_name(op);
   const OpRule& rule = op_rule(op);
   MG_ASSERT(rule.infer != nullptr, name, " cannot run in place");
+  if (op == OpId::fill && has_internal_overlap(self)) {
+    // fill_/zero_ write one value everywhere, so an expanded tensor has a single answer (PyTorch
+    // allows it; a .grad set to an expanded tensor is zeroed this way): each memory location is
+    // written once, through the view without its stride-0 dims.
+    Shape distinct = self.shape();
+    for (std::size_t d = 0; d < distinct.size(); ++d) {
+      if (self.strides()[d] == 0 && distinct[d] > 1) distinct[d] = 1;
+    }
+    const TensorImpl* s = self.impl();
+    const Tensor once = make_tensor(s->storage, distinct, s->strides, s->offset, s->dtype);
+    Tensors inputs = operands;  // input 0 is self
+    for (Tensor& t : inputs) {
+      if (t.is_same(self)) t = once;
+    }
+    run_inplace(op, once, inputs, attrs);
+    return;
+  }
   MG_CHECK(!has_internal_overlap(self), Error, name, "_: ", describe(self),
            " has elements that share one memory location (a stride of 0: an expanded or broadcast view), so "
            "writing into it in place has no single answer\n  hint: contiguous() or clone() it first");

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "autograd/grad_mode.h"
 #include "core/factory.h"
 #include "core/memory_overlap.h"
 #include "ops/ops.h"
@@ -81,12 +82,32 @@ TEST_CASE("in-place ops read an operand that overlaps the written tensor as it w
   }
 }
 
-TEST_CASE("an in-place write into an expanded view is refused", "[core][overlap]") {
+TEST_CASE("an in-place write into an expanded view is refused, but for fill_", "[core][overlap]") {
   Tensor row = iota(4);
   Tensor wide = row.unsqueeze(0).expand({3, 4});
   MG_REQUIRE_ERROR(wide.add_(iota(12).reshape({3, 4})), "has elements that share one memory location");
   MG_REQUIRE_ERROR(wide.copy_(iota(12).reshape({3, 4})), "contiguous() or clone() it first");
   MG_REQUIRE_ERROR(wide.exp_(), "exp_: ");
-  MG_REQUIRE_ERROR(wide.fill_(1.0), "fill_: ");
   CHECK(values(row) == std::vector<double>{0, 1, 2, 3});  // untouched
+}
+
+TEST_CASE("fill_ and zero_ of an expanded view write each memory location once, as PyTorch", "[core][overlap]") {
+  // One value everywhere has a single answer; they were refused (and so was zero_grad(false) of a
+  // .grad set to an expanded tensor).
+  Tensor row = iota(4);
+  Tensor wide = row.unsqueeze(0).expand({3, 4});
+  wide.fill_(1.5);
+  CHECK(values(row) == std::vector<double>{1.5, 1.5, 1.5, 1.5});
+  CHECK(values(wide) == std::vector<double>(12, 1.5));
+  row.unsqueeze(1).expand({4, 5}).zero_();
+  CHECK(values(row) == std::vector<double>{0, 0, 0, 0});
+  Tensor one = full({1}, 7.0);
+  one.expand({6}).fill_(2.0);
+  CHECK(values(one) == std::vector<double>{2.0});
+  CHECK(zeros({3}).expand({0, 3}).fill_(1.0).numel() == 0);  // an empty expansion writes nothing
+  Tensor w = zeros({2, 3}).requires_grad_();
+  w.set_grad(ones({1, 1}).expand({2, 3}));
+  mg::NoGradGuard no_grad;
+  w.grad().zero_();
+  CHECK(values(w.grad()) == std::vector<double>(6, 0.0));
 }

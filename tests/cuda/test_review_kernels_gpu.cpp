@@ -106,8 +106,11 @@ TEST_CASE("CUDA in-place ops read an overlapping operand as it was before the wr
     gm.add_(gm.select(0, 3));
     CHECK(bytes_of(gm) == bytes_of(m));
   }
-  MG_REQUIRE_ERROR(zeros({4}, {.device = gpu()}).unsqueeze(0).expand({3, 4}).fill_(1.0),
+  MG_REQUIRE_ERROR(zeros({4}, {.device = gpu()}).unsqueeze(0).expand({3, 4}).add_(1.0),
                    "has elements that share one memory location");
+  const Tensor r = zeros({4}, {.device = gpu()});
+  r.unsqueeze(0).expand({3, 4}).fill_(1.0);  // one value: each location written once
+  CHECK(test::values(r) == std::vector<double>{1, 1, 1, 1});
   test::require_no_pending_cuda_error();
 }
 
