@@ -416,12 +416,23 @@ void CachingAllocator::release_pool(PoolId pool, const std::vector<StreamId>& re
   }
   std::vector<HeldBlock> kept;
   for (HeldBlock& h : held_) {
+    const auto was = h.pools.size();
     h.pools.erase(std::remove(h.pools.begin(), h.pools.end(), pool), h.pools.end());
     if (!h.pools.empty()) {
+      if (h.pools.size() != was) {
+        for (StreamId s : replay_streams) {
+          if (std::find(h.released_streams.begin(), h.released_streams.end(), s) == h.released_streams.end()) {
+            h.released_streams.push_back(s);
+          }
+        }
+      }
       kept.push_back(std::move(h));
       continue;
     }
     std::vector<StreamId> streams = replay_streams;
+    for (StreamId s : h.released_streams) {
+      if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
+    }
     for (StreamId s : h.block->stream_uses) streams.push_back(s);
     h.block->stream_uses.clear();
     free_after(h.block, streams);

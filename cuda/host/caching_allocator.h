@@ -222,6 +222,9 @@ class CachingAllocator {
   struct HeldBlock {
     Block* block;
     std::vector<PoolId> pools;  // the pools capturing when it was freed, not yet released
+    // The replay streams of the pools already released: their graphs' last replays may still be
+    // queued there, so the block waits for them too when the last pool goes.
+    std::vector<StreamId> released_streams;
   };
   Block* find_free_block(bool small, PoolId pool, StreamId stream, std::size_t size);
   Block* new_segment(bool small, PoolId pool, StreamId stream, std::size_t size, std::size_t requested);

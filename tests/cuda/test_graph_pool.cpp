@@ -154,6 +154,32 @@ TEST_CASE("graph pool: general blocks freed during a capture are held until the 
   a.deallocate(reused);
 }
 
+TEST_CASE("graph pool: a block held for two graphs waits for both graphs' replays", "[cuda][allocator][graph]") {
+  // Two threads capture at once (pools 3 and 4); an eager tensor dropped meanwhile is held for
+  // both. Graph 3 goes first, after replays on R1 that may still be queued; when graph 4 goes
+  // (replays on R2), the block must wait for R1 too: it waited for R2 only before.
+  FakeDeviceMemory mem;
+  CachingAllocator a(mem, 0);
+  constexpr StreamId kCapture2 = 0x101, kR1 = 0x300, kR2 = 0x301;
+  void* input = a.allocate(256 * KiB, kDefault);
+  a.begin_capture(3, kCapture);
+  a.begin_capture(4, kCapture2);
+  a.deallocate(input);
+  a.end_capture(kCapture);
+  a.end_capture(kCapture2);
+  a.release_pool(3, {kR1});
+  CHECK(a.stats().graph_held_bytes == 256 * KiB);  // graph 4 may still read it
+  a.release_pool(4, {kR2});
+  mem.complete_events_on(kR2);  // graph 4's replays are done, graph 3's may not be
+  void* early = a.allocate(256 * KiB, kDefault);
+  CHECK(early != input);
+  mem.complete_events_on(kR1);
+  void* late = a.allocate(256 * KiB, kDefault);
+  CHECK(late == input);
+  for (void* p : {early, late}) a.deallocate(p);
+  check_balance(a.stats());
+}
+
 TEST_CASE("graph pool: the pool stays reserved while the graph lives and returns after its replays",
           "[cuda][allocator][graph]") {
   FakeDeviceMemory mem;
