@@ -29,13 +29,15 @@ std::size_t PinnedHostCache::round_size(std::size_t bytes) {
 }
 
 bool PinnedHostCache::collect(Block& b) {
-  auto done = [&](const Use& u) {
-    if (!memory_.event_completed(u.event)) return false;
-    memory_.destroy_event(u.event);
+  // Every event is queried before anything changes: a query that throws (a sticky CUDA fault)
+  // leaves the block's uses as they were, none of them destroyed yet.
+  std::vector<Use> left, completed;
+  for (const Use& u : b.uses) (memory_.event_completed(u.event) ? completed : left).push_back(u);
+  b.uses = std::move(left);
+  for (const Use& u : completed) {
     --stats_.num_live_events;
-    return true;
-  };
-  b.uses.erase(std::remove_if(b.uses.begin(), b.uses.end(), done), b.uses.end());
+    memory_.destroy_event(u.event);
+  }
   return b.uses.empty();
 }
 
@@ -116,9 +118,10 @@ void PinnedHostCache::deallocate(void* p) {
            it == blocks_.end() ? "a pointer that is not a pinned block of this cache"
                                : "a block that was already freed");
   Block& b = it->second;
+  const bool done = memory_.can_query_events() && collect(b);  // may throw: nothing counted yet
   stats_.allocated_bytes -= b.size;
   ++stats_.num_frees;
-  if (memory_.can_query_events() && collect(b)) {
+  if (done) {
     b.state = State::Free;
     stats_.cached_bytes += b.size;
     free_.emplace(b.size, addr);

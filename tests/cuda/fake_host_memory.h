@@ -57,9 +57,18 @@ class FakeHostMemory : public mg::cuda::HostMemory {
   bool event_completed(mg::cuda::EventHandle e) override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (capturing_) throw std::logic_error("FakeHostMemory: an event query during a CUDA graph capture");
+    if (queries_until_failure_ > 0 && --queries_until_failure_ == 0) {
+      throw std::runtime_error("FakeHostMemory: injected event query failure");
+    }
     return find_event(e).completed;
   }
   bool can_query_events() override { return !locked([&] { return capturing_; }); }
+  // Test control: the n-th event query from now throws std::runtime_error (as cudaEventQuery after
+  // a sticky fault would).
+  void fail_query_after(int n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queries_until_failure_ = n;
+  }
   // Test control: the n-th raw_free from now throws std::runtime_error (as a failing cudaFreeHost
   // would) and frees nothing.
   void fail_free_after(int n) {
@@ -100,6 +109,7 @@ class FakeHostMemory : public mg::cuda::HostMemory {
 
  private:
   bool capturing_ = false;
+  int queries_until_failure_ = 0;
   struct Event {
     int device;
     mg::cuda::StreamId stream;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -145,6 +146,31 @@ TEST_CASE("pinned cache: inside a CUDA graph capture no event is queried, nothin
   cache.deallocate(again);
   cache.empty_cache();  // after the capture it gives the memory back
   CHECK(cache.stats().reserved_bytes == 0);
+}
+
+TEST_CASE("pinned cache: an event query that throws in deallocate changes nothing", "[cuda][pinned]") {
+  // The header's promise: the cache's state is unchanged by a throw. The statistics were counted
+  // before the queries, and a completed event was destroyed before a later query threw.
+  FakeHostMemory host;
+  PinnedHostCache cache(host);
+  void* p = cache.allocate(4 * KiB);
+  REQUIRE(cache.record_use(p, 0, 7));
+  REQUIRE(cache.record_use(p, 0, 8));
+  host.complete_events_on(0, 7);
+  const PinnedCacheStats before = cache.stats();
+  host.fail_query_after(2);  // the second event's query
+  CHECK_THROWS_AS(cache.deallocate(p), std::runtime_error);
+  const PinnedCacheStats after = cache.stats();
+  CHECK(after.allocated_bytes == before.allocated_bytes);
+  CHECK(after.num_frees == before.num_frees);
+  CHECK(after.num_live_events == 2);
+  CHECK(host.live_events() == 2);
+  CHECK(cache.contains(p));  // still live: it can be freed again
+  host.complete_events_on(0, 8);
+  cache.deallocate(p);
+  CHECK(cache.stats().cached_bytes == 4 * KiB);
+  CHECK(cache.stats().num_live_events == 0);
+  CHECK(host.live_events() == 0);
 }
 
 TEST_CASE("pinned cache: a block keeps one event per stream - a completed copy does not delay a free", "[cuda][pinned]") {
