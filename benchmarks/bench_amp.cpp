@@ -146,11 +146,23 @@ int run(int argc, char** argv) {
     }
     o0_tf32.push_back(m == "tf32");
   }
+  // The library's parsers throw mg::Error; a bad flag value is a FlagError (exit status 2).
+  const auto as_flag_error = [](const auto& parse) {
+    try {
+      return parse();
+    } catch (const example::FlagError&) {
+      throw;
+    } catch (const Error& e) {
+      throw example::FlagError(std::string("bench_amp: ") + e.what());
+    }
+  };
   std::vector<amp::OptLevel> levels;
-  for (const std::string& l : split(flags.value("levels"))) levels.push_back(amp::parse_opt_level(l));
+  for (const std::string& l : split(flags.value("levels"))) {
+    levels.push_back(as_flag_error([&] { return amp::parse_opt_level(l); }));
+  }
   std::vector<DType> dtypes;
   for (const std::string& d : split(flags.value("dtypes"))) {
-    const DType t = amp::Setting(d).as_float_dtype("--dtypes");
+    const DType t = as_flag_error([&] { return amp::Setting(d).as_float_dtype("--dtypes"); });
     if (t != DType::F16 && t != DType::BF16) throw example::FlagError("bench_amp: --dtypes takes f16 and bf16, got '" + d + "'");
     dtypes.push_back(t);
   }
@@ -158,7 +170,10 @@ int run(int argc, char** argv) {
   for (const std::string& p : split(flags.value("policy"))) {
     const auto eq = p.find('=');
     if (eq == std::string::npos) throw example::FlagError("bench_amp: --policy expects op=policy, got '" + p + "'");
-    set_policy(p.substr(0, eq), policy_from_name(p.substr(eq + 1)));
+    as_flag_error([&] {
+      set_policy(p.substr(0, eq), policy_from_name(p.substr(eq + 1)));
+      return 0;
+    });
   }
   if (device.type == DeviceType::CUDA) cuda::check_device(device);  // DeviceError without a usable GPU
   std::vector<std::string> models = split(flags.value("models"));

@@ -153,6 +153,10 @@ def build_models(torch):
                 nn.TransformerEncoderLayer(hidden, heads, ffn, dropout, activation="gelu", layer_norm_eps=eps,
                                            batch_first=True, norm_first=False)
                 for _ in range(layers))
+            # BERT has no dropout after the feed-forward's GELU (Hugging Face's BertIntermediate;
+            # mixgrad's BertModel sets it to 0): PyTorch's layer has one, so it goes.
+            for layer in self.encoder:
+                layer.dropout = nn.Identity()
             self.transform = nn.Linear(hidden, hidden)
             self.transform_norm = nn.LayerNorm(hidden, eps=eps)
             self.decoder_bias = nn.Parameter(torch.zeros(vocab))
@@ -524,6 +528,14 @@ def gpu_driver(args, torch, models):
     return 0 if ok and not failed else 1
 
 
+def run_bounded(cmd, env, timeout, what):
+    """Runs one measured process, stopped after `timeout` seconds (a hung one stopped the driver)."""
+    try:
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"torch_amp_peer: {what} ran longer than --process-timeout {timeout} s: {' '.join(cmd)}")
+
+
 def run_ours(args, model, level, dtype, wait_policy):
     with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as f:
         path = f.name
@@ -536,7 +548,7 @@ def run_ours(args, model, level, dtype, wait_policy):
     if wait_policy:
         env["OMP_WAIT_POLICY"] = wait_policy
     t0 = time.time()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = run_bounded(cmd, env, args.process_timeout, "bench_amp")
     if proc.returncode != 0:
         raise SystemExit(f"torch_amp_peer: bench_amp failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
     with open(path) as f:
@@ -556,7 +568,7 @@ def run_torch(args, model, mode, wait_policy):
     if wait_policy:
         env["OMP_WAIT_POLICY"] = wait_policy
     env["OMP_NUM_THREADS"] = str(args.threads)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = run_bounded(cmd, env, args.process_timeout, "the PyTorch worker")
     if proc.returncode != 0:
         raise SystemExit(f"torch_amp_peer: the PyTorch worker failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -595,7 +607,7 @@ def main():
                    help="GPU: the ResNets' layout on both sides (auto: channels-last)")
     p.add_argument("--group", default="config", choices=["config", "model"],
                    help="GPU: one process per configuration (default) or per model and framework (cheaper)")
-    p.add_argument("--process-timeout", type=int, default=900, help="GPU: seconds per process before it is stopped")
+    p.add_argument("--process-timeout", type=int, default=900, help="seconds per measured process before it is stopped")
     p.add_argument("--out", default="amp-peer", help="GPU: folder for ours.jsonl, torch.jsonl, pairs.jsonl, pairs.md")
     args = p.parse_args()
     if args.threads < 1 or args.steps < 1 or args.warmup < 1 or args.rounds < 1 or args.batch < 0:

@@ -160,7 +160,11 @@ std::vector<Comparison> compare_with_peer(const std::vector<Measurement>& ours, 
     c.ours_rounds = b.rounds;
     const std::string mode = peer_mode(b.m.config);
     const auto p = peer_best.find(b.m.model + "\n" + mode);
-    if (p != peer_best.end()) {
+    if (p != peer_best.end() && p->second.m.batch != b.m.batch) {
+      // Another batch (a smoke file beside a full one): step times that cannot be compared.
+      c.missed.push_back("PyTorch's " + mode + " ran batch " + std::to_string(p->second.m.batch) + ", ours " +
+                         std::to_string(b.m.batch) + ": not compared");
+    } else if (p != peer_best.end()) {
       c.peer = p->second.m;
       c.peer_rounds = p->second.rounds;
       c.ratio = b.m.wall_median_s / p->second.m.wall_median_s;

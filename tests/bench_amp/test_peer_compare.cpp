@@ -157,6 +157,19 @@ TEST_CASE("compare: ratios, speed-ups over O0 f32, best rounds and the targets",
   CHECK(cells[1][19] == "met");
 }
 
+TEST_CASE("compare: a PyTorch measurement of another batch is not compared", "[bench]") {
+  // A smoke file beside a full one: the ratio said 0.03 and "every target met" before.
+  nlohmann::json small = nlohmann::json::parse(peer("resnet50", "autocast-f16", 0.001));
+  small["batch"] = 8;
+  const auto rows = mg::bench::compare_with_peer(parse({ours("resnet50", "O1", "f16", false, 0.040, 0)}),
+                                                 parse({small.dump()}));
+  REQUIRE(rows.size() == 1);
+  CHECK_FALSE(rows[0].peer.has_value());
+  CHECK(rows[0].ratio == -1);
+  CHECK(has(rows[0].missed, "PyTorch's autocast-f16 ran batch 8, ours 256: not compared"));
+  CHECK(mg::bench::format_comparison(rows).find("every target met") == std::string::npos);
+}
+
 TEST_CASE("compare: every target met says so, and JSON and Markdown carry both sides", "[bench]") {
   const auto rows = mg::bench::compare_with_peer(
       parse({ours("bert-base", "O0", "f32", false, 0.2, 0), ours("bert-base", "O1", "bf16", false, 0.05, 0)}),
