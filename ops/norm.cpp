@@ -65,6 +65,12 @@ void check_param(const char* op, const char* what, const Tensor& x, const Tensor
   check_floating(op, p);
   MG_CHECK(p.shape() == want, ShapeError, op, ": expected ", what, " of shape ", want, " for input ",
            describe(x), ", got ", describe(p), hint);
+  // The statistics are computed in f32 for any input but f64: f64 parameters or running
+  // statistics beside such an input would be read and written back through f32, their precision
+  // silently lost (a module moved to f64, its input not). PyTorch refuses this mix too.
+  MG_CHECK(p.dtype() != DType::F64 || x.dtype() == DType::F64, DTypeError, op, ": ", what, " ", describe(p),
+           " is f64 but input ", describe(x), " is not; the statistics would be computed in f32",
+           "\n  hint: convert the module (module.to(dtype)) or the input so that they match");
 }
 
 // Shape with the last k sizes set to 1 (the keepdim shape of the per-row statistics).
@@ -116,6 +122,12 @@ InferResult infer_channel_norm(const char* op, const Tensors& in, const OpAttrs&
       check_param(op, j == 0 ? "running_mean" : "running_var", x, r, want, hint);
       MG_CHECK(r.is_contiguous(), Error, op, ": running statistics must be contiguous, got ", describe(r),
                "\n  hint: pass a dense buffer (it is updated in place)");
+      // Updated in place outside autograd: a tensor that requires grad there is a parameter passed
+      // in the wrong place (PyTorch's F.batch_norm takes the running statistics second).
+      MG_CHECK(!r.requires_grad(), AutogradError, op, ": ", j == 0 ? "running_mean" : "running_var", " ",
+               describe(r), " requires grad, but running statistics are buffers updated in place",
+               "\n  hint: mg::batch_norm takes (x, weight, bias, running_mean, running_var, training, ...); "
+               "PyTorch's F.batch_norm puts the running statistics before weight and bias");
     }
   }
   return {{{x.shape(), x.dtype()}}, x.dtype()};

@@ -18,6 +18,7 @@
 #include "ops/dispatcher.h"
 #include "ops/norm.h"
 #include "ops/ops.h"
+#include "test_util.h"
 
 using namespace mg;
 
@@ -544,6 +545,26 @@ TEST_CASE("norm layers: error messages name the op and both shapes", "[norm]") {
   REQUIRE_THROWS_WITH(batch_norm(ones({2, 3, 4}), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 0.0),
                       Catch::Contains("batch_norm: eps must be positive in training, got 0"));
   CHECK(batch_norm(ones({2, 3, 4}), Tensor(), Tensor(), ones({3}) * 0.0, ones({3}), false, 0.1, 0.0).defined());
+
+  // Running statistics that require grad: parameters in the running slots (a call ported from
+  // PyTorch's F.batch_norm, which puts the statistics second) were silently overwritten.
+  {
+    const Tensor w = ones({3}).requires_grad_(), b = zeros({3}).requires_grad_();
+    MG_REQUIRE_ERROR(batch_norm(randn({2, 3, 4}), ones({3}), zeros({3}), w, b, true),
+                     "batch_norm: running_mean [3] f32 cpu requires grad, but running statistics are buffers");
+    MG_REQUIRE_ERROR(batch_norm(randn({2, 3, 4}), ones({3}), zeros({3}), w, b, false), "PyTorch's F.batch_norm");
+    CHECK(vals(w) == std::vector<double>{1, 1, 1});  // untouched
+  }
+  // f64 statistics or parameters beside an f32 input would go through f32 (a module moved to f64,
+  // its input not); PyTorch refuses the mix too. f32 ones beside f16/bf16 (or f64) inputs are fine.
+  {
+    const TensorOptions d64{.dtype = DType::F64};
+    MG_REQUIRE_ERROR(batch_norm(randn({2, 3, 4}), Tensor(), Tensor(), zeros({3}, d64), ones({3}, d64), true),
+                     "batch_norm: running_mean [3] f64 cpu is f64 but input [2, 3, 4] f32 cpu is not");
+    MG_REQUIRE_ERROR(layer_norm(randn({2, 4}), {4}, ones({4}, d64)), "layer_norm: weight [4] f64 cpu is f64");
+    CHECK(batch_norm(randn({2, 3, 4}).to(DType::BF16), ones({3}), zeros({3}), zeros({3}), ones({3}), true).dtype() ==
+          DType::BF16);
+  }
 
   const Tensor table = zeros({8192, 4});
   REQUIRE_THROWS_AS(embedding(table, from_vector<int64_t>({1, 8192})), IndexError);
