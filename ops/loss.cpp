@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/autocast_state.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/dispatcher.h"
@@ -470,7 +471,11 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction
   check_defined("huber_loss", {&input, &target});
   check_reduction("huber_loss", reduction);
   MG_CHECK(delta > 0.0 && std::isfinite(delta), Error, "huber_loss: delta must be finite and > 0, got ", delta);
-  return dispatch1(OpId::huber_loss, promote_all({input, target}), {.alpha = delta, .mode = int64_t(reduction)});
+  const Tensor y = dispatch1(OpId::huber_loss, promote_all({input, target}), {.alpha = delta, .mode = int64_t(reduction)});
+  // The input's dtype, as PyTorch's huber_loss (unlike mse/l1/smooth_l1, which promote): computed
+  // in the promoted dtype and rounded once into it. Under autocast its fp32 policy decides.
+  const bool autocast = autocast_state(input.device().type).enabled;
+  return !autocast && is_floating(input.dtype()) && y.dtype() != input.dtype() ? to(y, input.dtype()) : y;
 }
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& pos_weight,
                                         Reduction reduction, const Tensor& weight) {
@@ -496,6 +501,9 @@ Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bool log_target) {
   check_defined("kl_div", {&input, &target});
   check_reduction("kl_div", reduction, /*allow_batchmean=*/true);
+  MG_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), DTypeError,
+           "kl_div: expected floating input and target (log-probabilities and probabilities), got input ",
+           describe(input), ", target ", describe(target));
   return dispatch1(OpId::kl_div, promote_all({input, target}),
                    {.ints = {int64_t(log_target)}, .mode = int64_t(reduction)});
 }

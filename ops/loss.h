@@ -81,7 +81,10 @@ Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction
                             const Tensor& weight = Tensor());
 // Kullback-Leibler divergence with log-probability input: target (log target - input), 0 where
 // target == 0 (NaN for a negative or NaN target, as PyTorch's); log_target = true takes
-// log-probability targets: exp(t) (t - input).
+// log-probability targets: exp(t) (t - input). Deliberately, a zero target beside an input of
+// -inf (a masked logit's log-probability) contributes 0, where PyTorch's xlogy(t, t) - t x gives
+// 0 * -inf = NaN for the whole sum: the term is 0 in the limit, and distillation with masked
+// logits stays finite. Floating input and target only (PyTorch refuses integral ones too).
 // Reduction::BatchMean divides the sum by size(0).
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
               bool log_target = false);

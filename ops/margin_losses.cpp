@@ -241,9 +241,11 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
   if (var.device().is_cpu() && var.numel() > 0) {
     // A negative variance is an error, as PyTorch's; checked on the CPU only (a host read on CUDA).
     NoGradGuard no_grad;
-    const double lowest = min(var).item<double>();
-    MG_CHECK(!(lowest < 0.0), Error, kName, ": var has a negative value (", lowest,
-             "); variances must be >= 0");
+    // Negative entries counted, not the minimum: a NaN wins every min and hid a -1 beside it.
+    const Tensor negative = lt(var, scalar_like(0.0, var));
+    const int64_t count = sum(negative.to(DType::I64)).item<int64_t>();
+    MG_CHECK(count == 0, Error, kName, ": var has ", count, " negative value(s) (the lowest ",
+             min(where(negative, var, scalar_like(0.0, var))).item<double>(), "); variances must be >= 0");
   }
   const CompositeInputs c = composite_inputs(kName, {input, target, one_per_row ? unsqueeze(var, -1) : var});
   const Tensor& x = c.math[0];

@@ -284,7 +284,10 @@ TEST_CASE("margin losses: bad inputs are named errors", "[ops][loss]") {
   }
   MG_REQUIRE_ERROR(multi_margin_loss(x, labels, 3), "multi_margin_loss: p must be 1 or 2");
   MG_REQUIRE_ERROR(gaussian_nll_loss(x, y, from_vector<float>({1.0f, 0.5f, -0.25f, 2.0f})),
-                   "gaussian_nll_loss: var has a negative value");
+                   "gaussian_nll_loss: var has 1 negative value(s) (the lowest -0.25)");
+  // A NaN beside it no longer hides it (NaN wins every min; PyTorch refuses this var too).
+  MG_REQUIRE_ERROR(gaussian_nll_loss(zeros({2}), ones({2}), from_vector<float>({-1.0f, NAN}), false, 1e-6, Reduction::None),
+                   "gaussian_nll_loss: var has 1 negative value(s) (the lowest -1)");
   // A scalar var rounds to the input's dtype as PyTorch's var * ones_like(input): 1e5 is inf in
   // f16, so the loss is inf (PyTorch 2.15), not an error of full().
   CHECK(std::isinf(gaussian_nll_loss(to(x, DType::F16), to(y, DType::F16), 1e5).item<double>()));
@@ -382,4 +385,17 @@ TEST_CASE("gaussian_nll_loss of an empty batch: NaN mean, 0 sum, empty none (PyT
   CHECK(std::isnan(gaussian_nll_loss(x, x, v).item<double>()));
   CHECK(gaussian_nll_loss(x, x, v, false, 1e-6, Reduction::Sum).item<double>() == 0.0);
   CHECK(gaussian_nll_loss(x, x, v, false, 1e-6, Reduction::None).shape() == Shape{0, 3});
+}
+
+TEST_CASE("huber_loss keeps the input's dtype and kl_div refuses integer tensors, as PyTorch 2.15", "[ops][loss]") {
+  // F.huber_loss(f16 [0.5, -1, 2], f32 [1, -1, 1]) is f16 0.2084 (mse/l1/smooth_l1 promote; huber
+  // does not): computed in f32, rounded once. It was f32.
+  const Tensor x = from_vector<float>({0.5f, -1.0f, 2.0f}).to(DType::F16);
+  const Tensor y = huber_loss(x, from_vector<float>({1.0f, -1.0f, 1.0f}));
+  CHECK(y.dtype() == DType::F16);
+  CHECK(y.item<double>() == from_vector<double>({0.625 / 3.0}).to(DType::F16).item<double>());
+  CHECK(huber_loss(from_vector<float>({0.5f, 3.0f}), from_vector<double>({1.0, 1.0})).dtype() == DType::F32);
+  // kl_div: "Integral inputs not supported" in PyTorch; they were promoted and ran.
+  MG_REQUIRE_ERROR(kl_div(from_vector<int64_t>({-1}), from_vector<float>({1.0f})), "kl_div: expected floating input");
+  MG_REQUIRE_ERROR(kl_div(from_vector<float>({-1.0f}), from_vector<int64_t>({1})), "kl_div: expected floating input");
 }
