@@ -33,6 +33,7 @@
 #include "benchmarks/amp/peer_compare.h"
 #include "benchmarks/amp/report.h"
 #include "benchmarks/amp/runner.h"
+#include "mg_build_commit.h"  // MG_BUILD_COMMIT: the commit this program was built from
 #include "benchmarks/amp/workload.h"
 #include "core/parallel.h"
 #include "cuda/cuda.h"
@@ -192,7 +193,7 @@ int run(int argc, char** argv) {
     }
   }
 
-  mg::bench::Machine machine = mg::bench::describe_machine(threads, MG_SOURCE_DIR);
+  mg::bench::Machine machine = mg::bench::describe_machine(threads, MG_SOURCE_DIR, MG_BUILD_COMMIT);
   if (on_cuda) {
     const cuda::DeviceProperties p = cuda::device_properties(device.index);
     machine.gpu = p.name;

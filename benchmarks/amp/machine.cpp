@@ -71,7 +71,7 @@ std::string Machine::summary() const {
   return s.str();
 }
 
-Machine describe_machine(int threads, const std::string& source_dir) {
+Machine describe_machine(int threads, const std::string& source_dir, const std::string& build_commit) {
   Machine m;
   m.threads = threads;
   m.processor = "unknown";
@@ -106,11 +106,17 @@ Machine describe_machine(int threads, const std::string& source_dir) {
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   m.date_utc = date;
   const std::string git = "git -C '" + source_dir + "' ";
-  m.commit = command_line_output(git + "rev-parse --short HEAD 2>/dev/null");
-  if (m.commit.empty()) {
-    m.commit = "unknown";
+  std::string tree = command_line_output(git + "rev-parse --short HEAD 2>/dev/null");
+  if (tree.empty()) {
+    tree = "unknown";
   } else if (!command_line_output(git + "status --porcelain --untracked-files=no 2>/dev/null").empty()) {
-    m.commit += " (modified)";
+    tree += " (modified)";
+  }
+  if (build_commit.empty() || build_commit == "unknown") {
+    m.commit = tree;  // no record of the build's: the tree's, as before
+  } else {
+    m.commit = build_commit;
+    if (tree != build_commit) m.commit += "; the source tree is now at " + tree;
   }
   return m;
 }

@@ -40,8 +40,10 @@ struct Machine {
   std::string features() const;
 };
 
-// `source_dir` is the repository the commit is read from (git -C). Never throws: fields it
-// cannot read say "unknown".
-Machine describe_machine(int threads, const std::string& source_dir);
+// `build_commit` is the commit the program was built from (MG_BUILD_COMMIT); `source_dir` the
+// repository, read at run time (git -C): when the tree has moved on since the build, the commit
+// says so ("abc1234; the source tree is now at def5678"). Never throws: fields it cannot read say
+// "unknown".
+Machine describe_machine(int threads, const std::string& source_dir, const std::string& build_commit = "");
 
 }  // namespace mg::bench

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "benchmarks/amp/machine.h"
 #include "benchmarks/amp/report.h"
 
 using mg::amp::OptLevel;
@@ -144,4 +145,13 @@ TEST_CASE("report: the recorded command is quoted for the shell and fenced for M
   CHECK(mg::bench::markdown_code("bench_amp --threads 2") == "`bench_amp --threads 2`");
   CHECK(mg::bench::markdown_code("x 'a`b`'") == "``x 'a`b`'``");
   CHECK(mg::bench::markdown_code("`x`") == "`` `x` ``");
+}
+
+TEST_CASE("the recorded commit is the one the program was built from, and says when the tree moved on", "[bench]") {
+  // It was read from the source tree when the benchmark ran: a binary built before a pull was
+  // recorded as the new commit. Outside a repository the tree's is "unknown".
+  CHECK(mg::bench::describe_machine(1, "/nonexistent-dir", "abc1234").commit ==
+        "abc1234; the source tree is now at unknown");
+  CHECK(mg::bench::describe_machine(1, "/nonexistent-dir", "").commit == "unknown");
+  CHECK(mg::bench::describe_machine(1, "/nonexistent-dir", "unknown").commit == "unknown");
 }
