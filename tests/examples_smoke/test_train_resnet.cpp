@@ -133,20 +133,21 @@ TEST_CASE("train_resnet: bad input gives a clear message and a non-zero exit", "
   CHECK_THAT(r.output, Catch::Matchers::Contains("garbage.ck"));
   // A checkpoint of another configuration is refused with the flags it was saved with.
   REQUIRE(run_program(MG_TRAIN_RESNET, kTiny + " --stop-after 1 --checkpoint " + dir.file("o1.ck")).exit_code == 0);
-  r = run_program(MG_TRAIN_RESNET, kTiny + " --opt-level O2 --resume " + dir.file("o1.ck"));
-  CHECK(r.exit_code != 0);
-  CHECK_THAT(r.output, Catch::Matchers::Contains("was saved by a run with ResNet-8 O1 bf16"));
-  // Another --seed is named as the flag to fix (it failed deep in the loader's state before).
-  r = run_program(MG_TRAIN_RESNET, kTiny + " --seed 7 --resume " + dir.file("o1.ck"));
-  CHECK(r.exit_code != 0);
-  CHECK_THAT(r.output, Catch::Matchers::Contains("was saved by a run with --seed 42, not --seed 7\n"));
-  // So is another layout or evaluation set (the results differ, and so would the accuracies).
-  r = run_program(MG_TRAIN_RESNET, kTiny + " --channels-last --resume " + dir.file("o1.ck"));
-  CHECK(r.exit_code != 0);
-  CHECK_THAT(r.output, Catch::Matchers::Contains("was saved by a run with --channels-last false, not --channels-last true"));
-  r = run_program(MG_TRAIN_RESNET, kTiny + " --eval-examples 7 --resume " + dir.file("o1.ck"));
-  CHECK(r.exit_code != 0);
-  CHECK_THAT(r.output, Catch::Matchers::Contains(", not --eval-examples 7"));
+  // Each resume below is refused, naming what differs from the saved run:
+  // - another configuration, with the flags it was saved with;
+  // - another --seed, as the flag to fix (it failed deep in the loader's state before);
+  // - another layout or evaluation set (the results differ, and so would the accuracies).
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {" --opt-level O2", "was saved by a run with ResNet-8 O1 bf16"},
+      {" --seed 7", "was saved by a run with --seed 42, not --seed 7\n"},
+      {" --channels-last", "was saved by a run with --channels-last false, not --channels-last true"},
+      {" --eval-examples 7", ", not --eval-examples 7"}};
+  for (const auto& [flags, says] : refused) {
+    INFO(flags);
+    r = run_program(MG_TRAIN_RESNET, kTiny + flags + " --resume " + dir.file("o1.ck"));
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.output, Catch::Matchers::Contains(says));
+  }
   // An empty amp setting or starting point (an unset shell variable) is refused, not the default.
   r = run_program(MG_TRAIN_RESNET, kTiny + " --loss-scale ''");
   CHECK(r.exit_code == 2);

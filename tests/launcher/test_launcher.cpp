@@ -51,6 +51,17 @@ int count(const std::string& s, const std::string& what) {
   return n;
 }
 
+// mixgrad-run starting `child` on 2 ranks (a free port), with `flags` added.
+std::vector<std::string> two_ranks(std::vector<std::string> child, std::vector<std::string> flags = {}) {
+  flags.insert(flags.begin(), {"--nproc-per-node", "2", "--master-port", "0"});
+  return run_cmd(flags, child);
+}
+
+// Waits until both ranks of a "trap" child printed "ready" (their signal handlers are set).
+void require_both_ready(Subprocess& p) {
+  REQUIRE(p.read_until([](const std::string& out) { return count(out, "ready\n") == 2; }, 60));
+}
+
 }  // namespace
 
 TEST_CASE("mixgrad-run sets each rank's environment and prefixes its output", "[launcher]") {
@@ -119,8 +130,8 @@ TEST_CASE("mixgrad-run reports a rank killed by a signal as 128+signal", "[launc
 }
 
 TEST_CASE("mixgrad-run forwards SIGTERM to every rank", "[launcher]") {
-  Subprocess p(run_cmd({"--nproc-per-node", "2", "--master-port", "0"}, {"trap"}));
-  REQUIRE(p.read_until([](const std::string& out) { return count(out, "ready\n") == 2; }, 60));
+  Subprocess p(two_ranks({"trap"}));
+  require_both_ready(p);
   ::kill(p.pid(), SIGTERM);
   auto r = p.wait(60);
   INFO(r.out << r.err);
@@ -135,8 +146,8 @@ TEST_CASE("mixgrad-run lets the ranks answer a forwarded signal, and kills them 
   // The ranks take 2 s to "save" after the signal, longer than --grace-seconds: a forwarded signal
   // is no failure, so they are not killed (they were, 5 s after a Ctrl-C, losing the checkpoint).
   {
-    Subprocess p(run_cmd({"--nproc-per-node", "2", "--master-port", "0", "--grace-seconds", "0.5"}, {"slow_trap", "2000"}));
-    REQUIRE(p.read_until([](const std::string& out) { return count(out, "ready\n") == 2; }, 60));
+    Subprocess p(two_ranks({"slow_trap", "2000"}, {"--grace-seconds", "0.5"}));
+    require_both_ready(p);
     ::kill(p.pid(), SIGTERM);
     auto r = p.wait(60);
     INFO(r.out << r.err);
@@ -147,8 +158,8 @@ TEST_CASE("mixgrad-run lets the ranks answer a forwarded signal, and kills them 
   }
   // A second signal: forwarded too, and the ranks still running the grace period later are killed.
   {
-    Subprocess p(run_cmd({"--nproc-per-node", "2", "--master-port", "0", "--grace-seconds", "0.5"}, {"slow_trap", "30000"}));
-    REQUIRE(p.read_until([](const std::string& out) { return count(out, "ready\n") == 2; }, 60));
+    Subprocess p(two_ranks({"slow_trap", "30000"}, {"--grace-seconds", "0.5"}));
+    require_both_ready(p);
     ::kill(p.pid(), SIGTERM);
     ::usleep(300 * 1000);
     ::kill(p.pid(), SIGTERM);
