@@ -125,7 +125,9 @@ void check_resumed_settings(const StateDict& train, const std::string& path, con
   // the error names the settings that differ.
   const auto saved = settings_items(it->second);
   std::string saved_shown, now_shown;
-  for (const auto& [flag, value] : settings_items(settings)) {
+  for (const auto& item : settings_items(settings)) {
+    const std::string& flag = item.first;  // not a structured binding: clang 14 cannot capture one
+    const std::string& value = item.second;
     const auto s = std::find_if(saved.begin(), saved.end(), [&](const auto& kv) { return kv.first == flag; });
     if (s == saved.end() || s->second == value) continue;
     saved_shown += (saved_shown.empty() ? "" : ", ") + flag + " " + s->second;
