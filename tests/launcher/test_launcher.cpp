@@ -57,9 +57,22 @@ std::vector<std::string> two_ranks(std::vector<std::string> child, std::vector<s
   return run_cmd(flags, child);
 }
 
-// Waits until both ranks of a "trap" child printed "ready" (their signal handlers are set).
-void require_both_ready(Subprocess& p) {
+// Starts `child` (a "trap" mode) on 2 ranks, waits until both printed "ready" (their handlers are
+// set), sends mixgrad-run SIGTERM `signals` times 300 ms apart and returns how it ended: within
+// `timeout_s`, with 128 + SIGTERM.
+Subprocess::Result terminated(std::vector<std::string> child, std::vector<std::string> flags, int signals,
+                              int timeout_s) {
+  Subprocess p(two_ranks(std::move(child), std::move(flags)));
   REQUIRE(p.read_until([](const std::string& out) { return count(out, "ready\n") == 2; }, 60));
+  for (int i = 0; i < signals; ++i) {
+    if (i > 0) ::usleep(300 * 1000);
+    ::kill(p.pid(), SIGTERM);
+  }
+  auto r = p.wait(timeout_s);
+  INFO(r.out << r.err);
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status == 128 + SIGTERM);
+  return r;
 }
 
 }  // namespace
@@ -130,13 +143,8 @@ TEST_CASE("mixgrad-run reports a rank killed by a signal as 128+signal", "[launc
 }
 
 TEST_CASE("mixgrad-run forwards SIGTERM to every rank", "[launcher]") {
-  Subprocess p(two_ranks({"trap"}));
-  require_both_ready(p);
-  ::kill(p.pid(), SIGTERM);
-  auto r = p.wait(60);
+  const auto r = terminated({"trap"}, {}, 1, 60);
   INFO(r.out << r.err);
-  REQUIRE_FALSE(r.timed_out);
-  CHECK(r.status == 128 + SIGTERM);
   CHECK(count(r.out, "[rank 0] rank 0 got SIGTERM\n") == 1);
   CHECK(count(r.out, "[rank 1] rank 1 got SIGTERM\n") == 1);
   CHECK(r.err.find("mixgrad-run: received Terminated; forwarded it to every rank") != std::string::npos);
@@ -145,30 +153,13 @@ TEST_CASE("mixgrad-run forwards SIGTERM to every rank", "[launcher]") {
 TEST_CASE("mixgrad-run lets the ranks answer a forwarded signal, and kills them after a second one", "[launcher]") {
   // The ranks take 2 s to "save" after the signal, longer than --grace-seconds: a forwarded signal
   // is no failure, so they are not killed (they were, 5 s after a Ctrl-C, losing the checkpoint).
-  {
-    Subprocess p(two_ranks({"slow_trap", "2000"}, {"--grace-seconds", "0.5"}));
-    require_both_ready(p);
-    ::kill(p.pid(), SIGTERM);
-    auto r = p.wait(60);
-    INFO(r.out << r.err);
-    REQUIRE_FALSE(r.timed_out);
-    CHECK(r.status == 128 + SIGTERM);
-    CHECK(count(r.out, "[rank 0] rank 0 saved\n") == 1);
-    CHECK(count(r.out, "[rank 1] rank 1 saved\n") == 1);
-  }
+  const auto answered = terminated({"slow_trap", "2000"}, {"--grace-seconds", "0.5"}, 1, 60);
+  INFO(answered.out << answered.err);
+  CHECK(count(answered.out, "[rank 0] rank 0 saved\n") == 1);
+  CHECK(count(answered.out, "[rank 1] rank 1 saved\n") == 1);
   // A second signal: forwarded too, and the ranks still running the grace period later are killed.
-  {
-    Subprocess p(two_ranks({"slow_trap", "30000"}, {"--grace-seconds", "0.5"}));
-    require_both_ready(p);
-    ::kill(p.pid(), SIGTERM);
-    ::usleep(300 * 1000);
-    ::kill(p.pid(), SIGTERM);
-    auto r = p.wait(20);
-    INFO(r.out << r.err);
-    REQUIRE_FALSE(r.timed_out);
-    CHECK(r.status == 128 + SIGTERM);
-    CHECK(count(r.out, "saved") == 0);
-  }
+  const auto killed = terminated({"slow_trap", "30000"}, {"--grace-seconds", "0.5"}, 2, 20);
+  CHECK(count(killed.out, "saved") == 0);
 }
 
 TEST_CASE("mixgrad-run writes each rank's output to --log-dir", "[launcher]") {
