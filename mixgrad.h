@@ -10,6 +10,7 @@
 #include "mixgrad/amp/initialize.h"       // amp::initialize, scale_loss, forward (Apex-style O0–O3)
 #include "mixgrad/amp/overflow_tracer.h"  // amp::OverflowTracer
 #include "mixgrad/amp/precision_plan.h"   // amp::precision_plan
+#include "mixgrad/autograd/backward_callbacks.h"  // current_pass_id, at_pass_end, JoinRunningPass
 #include "mixgrad/autograd/engine.h"      // backward, grad
 #include "mixgrad/autograd/grad_mode.h"   // NoGradGuard, EnableGradGuard
 #include "mixgrad/autograd/hooks.h"       // queue_callback, post-accumulate-grad hooks, in_backward
@@ -37,7 +38,7 @@
 #include "mixgrad/ops/conv.h"             // conv2d, conv_transpose2d, pooling
 #include "mixgrad/ops/conv1d.h"           // conv1d, conv_transpose1d, 1-D pooling
 #include "mixgrad/ops/distance.h"         // cosine_similarity, pairwise_distance
-#include "mixgrad/ops/interpolate.h"      // interpolate (nearest, nearest-exact, linear, bilinear)
+#include "mixgrad/ops/interpolate.h"      // interpolate (nearest, nearest-exact, linear, bilinear, bicubic, trilinear, area)
 #include "mixgrad/ops/loss.h"             // softmax, log_softmax, cross_entropy and the other losses
 #include "mixgrad/ops/margin_losses.h"    // margin, embedding, triplet and likelihood losses
 #include "mixgrad/ops/norm.h"             // layer/rms/batch/group norm, embedding, dropout

@@ -453,20 +453,25 @@ void load_state_dict(const StateDict& s) {
   for (std::size_t i = 0; i < st.scalers.size(); ++i) {
     parts.push_back(prefixed_part(s, loss_scaler_state_prefix(int(i))));
     const StateDict& part = parts.back();
-    // The loss scaling is part of the level's properties, as the opt level is.
-    if (part.ints.count("dynamic")) {
+    // Parsed and validated on the host first, by a scaler configured as the real one (an enabled
+    // state in a disabled amp, or the reverse, is its error).
+    GradScaler(st.props.enabled ? GradScalerOptions{.dynamic = want.dynamic} : GradScalerOptions{.enabled = false})
+        .load_state_dict(part);
+    // The loss scaling is part of the level's properties, as the opt level is. A disabled amp
+    // (enabled = false) keeps disabled scalers whatever the level's loss scale says: only their own
+    // check (disabled beside disabled) applies.
+    if (st.props.enabled && part.ints.count("dynamic")) {
       const bool dynamic = part.ints.at("dynamic") != 0;
       MG_CHECK(dynamic == want.dynamic, Error, who, ": loss scaler ", i, " was saved with ",
                dynamic ? "a dynamic loss scale" : "a static loss scale", " but amp was initialized with ",
                want.dynamic ? "a dynamic one" : "a static one",
                "\n  hint: resume with the same loss_scale (the checkpoint's scale and skip counts depend on it)");
     }
-    if (!want.dynamic) {
+    if (st.props.enabled && !want.dynamic) {
       const double scale = part.float_at(who, "scale");
       MG_CHECK(scale == want.value, Error, who, ": loss scaler ", i, " was saved with the static loss scale ", scale,
                " but amp was initialized with ", want.value, "\n  hint: resume with the same loss_scale");
     }
-    GradScaler({.dynamic = want.dynamic}).load_state_dict(part);  // parsed and validated on the host first
   }
   // Every part is valid: now the scalers (whose device state a load writes in place).
   for (std::size_t i = 0; i < st.scalers.size(); ++i) st.scalers[i].load_state_dict(parts[i]);

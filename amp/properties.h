@@ -52,6 +52,7 @@ class Setting {
 enum class OptLevel { O0, O1, O2, O3 };
 // "O0".."O3"; anything else throws with advice (the error for "00" says that O is a letter).
 OptLevel parse_opt_level(const std::string& text);
+// The level's name, "O0" .. "O3" (what checkpoints store and --opt-level takes).
 const char* opt_level_name(OptLevel level);
 
 // Static 1 or another number, or dynamic (a GradScaler per loss).

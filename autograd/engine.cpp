@@ -43,6 +43,10 @@ Tensors apply_observed(Node& node, Tensors&& grads) {
   Tensors produced;
   {
     ModulePathScope scope(node.module_path);
+    // The node is reported once, below; its ops are not (backward() muted them only when an
+    // observer was already installed as it started: one installed meanwhile, by another thread or
+    // a hook, saw them as forward ops).
+    OpObserverMute mute;
     produced = node.apply(std::move(grads));
   }
   if (const OpObserver obs = op_observer()) {

@@ -300,7 +300,7 @@ Checkpoint load_checkpoint(const std::string& path) try {
            detail::bounded(e.what()));
 }
 
-void Checkpoint::restore_model(nn::Module& model, bool strict) const {
+nn::Module::LoadResult Checkpoint::restore_model(nn::Module& model, bool strict) const {
   const nn::NamedTensors own = model.state_dict();
   std::vector<std::string> missing, unexpected, dtypes, shapes;
   // By hash: a linear search per key was quadratic in the number of tensors.
@@ -352,7 +352,7 @@ void Checkpoint::restore_model(nn::Module& model, bool strict) const {
     }
     throw Error(os.str());
   }
-  model.load_state_dict(model_, strict);
+  return model.load_state_dict(model_, strict);
 }
 
 bool Checkpoint::has_state(const std::string& name) const {

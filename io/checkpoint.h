@@ -43,8 +43,10 @@ class Checkpoint {
   const nn::NamedTensors& model_state() const { return model_; }
   // Copies the saved state into `model`. Every key must exist on both sides (strict = false
   // ignores missing and unexpected keys), and every dtype and shape must match the model's;
-  // all problems are listed in one mg::Error and then nothing is changed.
-  void restore_model(nn::Module& model, bool strict = true) const;
+  // all problems are listed in one mg::Error and then nothing is changed. Returns the keys a
+  // non-strict restore skipped (Module::load_state_dict's), so a prefix mismatch ("module.") that
+  // restores nothing shows.
+  nn::Module::LoadResult restore_model(nn::Module& model, bool strict = true) const;
 
   bool has_state(const std::string& name) const;
   // The StateDict saved under `name`; throws mg::Error listing the saved names when absent.

@@ -139,6 +139,8 @@ nn::models::BertConfig config_from(const json& config, const std::string& path) 
   c.dropout = hidden_p;
   c.layer_norm_eps = number(config, "layer_norm_eps", path, 1e-12, 0.0, 1.0);
   c.initializer_range = number(config, "initializer_range", path, 0.02, 0.0, 10.0);
+  // Absent: BERT's 0; null: no padding row (transformers then builds nn.Embedding without one).
+  if (config.contains("pad_token_id") && config.at("pad_token_id").is_null()) c.pad_token_id = std::nullopt;
   if (config.contains("pad_token_id") && !config.at("pad_token_id").is_null()) {
     const json& v = config.at("pad_token_id");
     MG_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < c.vocab_size, Error, kWho, ": '",

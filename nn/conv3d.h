@@ -96,8 +96,8 @@ struct AvgPool3dOptions {
   Size3 kernel;
   Size3 stride = 0;     // 0: the kernel
   Size3 padding = 0;
+  bool count_include_pad = true;  // the field order of AvgPool1d/2d's options and of avg_pool3d's arguments
   bool ceil_mode = false;
-  bool count_include_pad = true;
 };
 
 class AvgPool3d : public UnaryModule {

@@ -36,6 +36,8 @@ class Dropout : public UnaryModule {
 // mask is dropout() of ones [N, C, 1, ...] (the same Philox stream and scaling as Dropout).
 Tensor channel_dropout(const Tensor& x, int64_t spatial_dims, double p, bool training = true, Generator* gen = nullptr);
 
+// The module form of channel_dropout, the base of Dropout1d/2d/3d below (which fix spatial_dims);
+// `p` and the generator come from DropoutOptions, training mode from the module.
 class ChannelDropout : public UnaryModule {
  public:
   using Options = DropoutOptions;

@@ -10,7 +10,7 @@ namespace mg::nn {
 InstanceNorm::InstanceNorm(std::string type, int64_t spatial_dims, Options o)
     : UnaryModule(std::move(type)), spatial_dims_(spatial_dims), options_(o) {
   MG_CHECK(o.num_features > 0, Error, type_name(), ": num_features must be positive, got ", o.num_features);
-  MG_CHECK(o.eps > 0, Error, type_name(), ": eps must be positive, got ", o.eps);
+  MG_CHECK(o.eps >= 0, Error, type_name(), ": eps must be >= 0, got ", o.eps);
   MG_CHECK(o.momentum >= 0 && o.momentum <= 1, Error, type_name(), ": momentum must be in [0, 1], got ", o.momentum);
   // Registration order is PyTorch's, so state dicts list the same names in the same order.
   if (o.affine) {

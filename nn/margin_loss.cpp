@@ -27,6 +27,15 @@ Tensor TripletMarginLoss::forward(const Tensor& anchor, const Tensor& positive, 
                              options_.reduction);
 }
 
+Tensor TripletMarginWithDistanceLoss::forward(const Tensor& anchor, const Tensor& positive, const Tensor& negative) {
+  return triplet_margin_with_distance_loss(anchor, positive, negative, options_.distance_function, options_.margin,
+                                           options_.swap, options_.reduction);
+}
+
+Tensor MultiLabelMarginLoss::forward(const Tensor& input, const Tensor& target) {
+  return multilabel_margin_loss(input, target, options_.reduction);
+}
+
 MultiMarginLoss::MultiMarginLoss(Options o) : Loss("MultiMarginLoss"), options_(std::move(o)) {
   options_.weight = weight_buffer("weight", options_.weight);
 }

@@ -6,6 +6,9 @@
 //   mg::Tensor loss = triplet(anchor, positive, negative);   // [N, D] each -> []
 //   nn::MultiMarginLoss svm({.weight = class_weights});       // the buffer "weight"
 #pragma once
+#include <functional>
+#include <utility>
+
 #include "mixgrad/nn/loss.h"
 #include "mixgrad/ops/margin_losses.h"
 
@@ -89,7 +92,7 @@ class CosineEmbeddingLoss : public ThreeInputLoss {
 
 struct TripletMarginLossOptions {
   double margin = 1.0;  // > 0
-  double p = 2.0;       // the norm of the pairwise distance, > 0
+  double p = 2.0;       // the norm of the pairwise distance (any real p, as pairwise_distance)
   double eps = 1e-6;
   bool swap = false;    // use min(d(a, n), d(p, n)) as the negative distance
   Reduction reduction = Reduction::Mean;
@@ -99,6 +102,25 @@ class TripletMarginLoss : public ThreeInputLoss {
  public:
   using Options = TripletMarginLossOptions;
   explicit TripletMarginLoss(Options options = {}) : ThreeInputLoss("TripletMarginLoss"), options_(options) {}
+  Tensor forward(const Tensor& anchor, const Tensor& positive, const Tensor& negative) override;
+
+ private:
+  Options options_;
+};
+
+struct TripletMarginWithDistanceLossOptions {
+  // d(u, v) per row; nullptr: pairwise_distance (the 2-norm).
+  std::function<Tensor(const Tensor&, const Tensor&)> distance_function;
+  double margin = 1.0;  // > 0
+  bool swap = false;    // use min(d(a, n), d(p, n)) as the negative distance
+  Reduction reduction = Reduction::Mean;
+};
+// forward(anchor, positive, negative): max(0, margin + d(a, p) - d(a, n)) with any distance d.
+class TripletMarginWithDistanceLoss : public ThreeInputLoss {
+ public:
+  using Options = TripletMarginWithDistanceLossOptions;
+  explicit TripletMarginWithDistanceLoss(Options options = {})
+      : ThreeInputLoss("TripletMarginWithDistanceLoss"), options_(std::move(options)) {}
   Tensor forward(const Tensor& anchor, const Tensor& positive, const Tensor& negative) override;
 
  private:
@@ -116,6 +138,20 @@ class MultiMarginLoss : public Loss {
  public:
   using Options = MultiMarginLossOptions;
   explicit MultiMarginLoss(Options options = {});
+  Tensor forward(const Tensor& input, const Tensor& target) override;
+
+ private:
+  Options options_;
+};
+
+struct MultiLabelMarginLossOptions {
+  Reduction reduction = Reduction::Mean;
+};
+// forward(x [N, C], y i64 [N, C]: each row's classes, ended by -1): the multi-label hinge loss.
+class MultiLabelMarginLoss : public Loss {
+ public:
+  using Options = MultiLabelMarginLossOptions;
+  explicit MultiLabelMarginLoss(Options options = {}) : Loss("MultiLabelMarginLoss"), options_(options) {}
   Tensor forward(const Tensor& input, const Tensor& target) override;
 
  private:

@@ -107,6 +107,27 @@ Tensor Module::register_buffer(const std::string& name, const Tensor& t, bool pe
   return buffers_.back().second;
 }
 
+namespace {
+// Removes and returns the entry `name` of `list`; `what` names the list in the error.
+Tensor take_named(NamedTensors& list, const std::string& name, const std::string& owner, const char* what) {
+  const auto it = std::find_if(list.begin(), list.end(), [&](const auto& p) { return p.first == name; });
+  MG_CHECK(it != list.end(), Error, owner, ": no ", what, " named \"", name, "\" to unregister");
+  Tensor t = it->second;
+  list.erase(it);
+  return t;
+}
+}  // namespace
+
+Tensor Module::unregister_parameter(const std::string& name) {
+  return take_named(params_, name, type_name(), "parameter");
+}
+
+Tensor Module::unregister_buffer(const std::string& name) {
+  Tensor t = take_named(buffers_, name, type_name(), "buffer");
+  non_persistent_buffers_.erase(name);
+  return t;
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   check_new_name(name, "module");
   MG_CHECK(m != nullptr, Error, type_name(), ": module \"", name, "\" is null");

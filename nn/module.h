@@ -50,6 +50,12 @@ class Module {
   // table the module can rebuild) is not, and load_state_dict neither expects nor accepts it, as
   // PyTorch's register_buffer(..., persistent=False).
   Tensor register_buffer(const std::string& name, const Tensor& t, bool persistent = true);
+  // Removes this module's own parameter (or buffer) `name` and returns it, PyTorch's
+  // `del module._parameters[name]`: it leaves parameters(), state_dict() and later to() calls; a
+  // handle a layer or optimizer holds stays valid. Weight reparametrizations (nn/weight_norm.h)
+  // use it to replace a weight. An unknown name is an error.
+  Tensor unregister_parameter(const std::string& name);
+  Tensor unregister_buffer(const std::string& name);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     add_child(name, m);

@@ -30,7 +30,7 @@ void check_trailing(const std::string& layer, const Tensor& x, const Shape& shap
 BatchNorm::BatchNorm(const char* type_name, Options o, std::vector<int64_t> ranks)
     : UnaryModule(type_name), options_(o), ranks_(std::move(ranks)) {
   MG_CHECK(o.features > 0, Error, type_name, ": features must be positive, got ", o.features);
-  MG_CHECK(o.eps > 0, Error, type_name, ": eps must be positive, got ", o.eps);
+  MG_CHECK(o.eps >= 0, Error, type_name, ": eps must be >= 0, got ", o.eps);  // 0: PyTorch allows it
   MG_CHECK(!o.momentum || (*o.momentum >= 0 && *o.momentum <= 1), Error, type_name,
            ": momentum must be in [0, 1], got ", *o.momentum);
   if (o.affine) {
@@ -88,7 +88,7 @@ bool is_batch_norm(const Module& m) { return dynamic_cast<const BatchNorm*>(&m) 
 LayerNorm::LayerNorm(Options o) : UnaryModule("LayerNorm"), options_(std::move(o)) {
   MG_CHECK(!options_.shape.empty(), Error, "LayerNorm: shape must name at least one dim, e.g. .shape = {768}");
   for (int64_t d : options_.shape) MG_CHECK(d > 0, Error, "LayerNorm: shape dims must be positive, got ", options_.shape);
-  MG_CHECK(options_.eps > 0, Error, "LayerNorm: eps must be positive, got ", options_.eps);
+  MG_CHECK(options_.eps >= 0, Error, "LayerNorm: eps must be >= 0, got ", options_.eps);
   if (options_.elementwise_affine) {
     weight = register_parameter("weight", ones(options_.shape));
     if (options_.bias) bias = register_parameter("bias", zeros(options_.shape));
@@ -108,7 +108,7 @@ std::string LayerNorm::extra_repr() const {
 GroupNorm::GroupNorm(Options o) : UnaryModule("GroupNorm"), options_(o) {
   MG_CHECK(o.groups > 0 && o.channels > 0 && o.channels % o.groups == 0, Error, "GroupNorm: groups (", o.groups,
            ") must be positive and divide channels (", o.channels, ")");
-  MG_CHECK(o.eps > 0, Error, "GroupNorm: eps must be positive, got ", o.eps);
+  MG_CHECK(o.eps >= 0, Error, "GroupNorm: eps must be >= 0, got ", o.eps);
   if (o.affine) {
     weight = register_parameter("weight", ones({o.channels}));
     bias = register_parameter("bias", zeros({o.channels}));
@@ -130,7 +130,7 @@ std::string GroupNorm::extra_repr() const {
 RMSNorm::RMSNorm(Options o) : UnaryModule("RMSNorm"), options_(std::move(o)) {
   MG_CHECK(!options_.shape.empty(), Error, "RMSNorm: shape must name at least one dim, e.g. .shape = {768}");
   for (int64_t d : options_.shape) MG_CHECK(d > 0, Error, "RMSNorm: shape dims must be positive, got ", options_.shape);
-  MG_CHECK(!options_.eps || *options_.eps > 0, Error, "RMSNorm: eps must be positive, got ", *options_.eps);
+  MG_CHECK(!options_.eps || *options_.eps >= 0, Error, "RMSNorm: eps must be >= 0, got ", *options_.eps);
   if (options_.elementwise_affine) weight = register_parameter("weight", ones(options_.shape));
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "mixgrad/core/autocast_state.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/half.h"
 #include "mixgrad/core/shape.h"
@@ -38,6 +39,12 @@ double shrink_lambd(const char* name, double lambd, const Tensor& x) {
   return v;
 }
 
+// An integer input of the ops PyTorch computes by true division or tanh (softsign, tanhshrink) as
+// f32, the default floating dtype, as PyTorch's type promotion gives them.
+Tensor integers_as_float(const Tensor& x) {
+  return x.defined() && is_integral(x.dtype()) ? x.to(DType::F32) : x;
+}
+
 }  // namespace
 
 Tensor softmin(const Tensor& x, int64_t dim) {
@@ -66,11 +73,11 @@ Tensor logsigmoid(const Tensor& x) {
 }
 
 Tensor softsign(const Tensor& x) {
-  return unary("softsign", x, [](const Tensor& a) { return a / (abs(a) + 1.0); });
+  return unary("softsign", integers_as_float(x), [](const Tensor& a) { return a / (abs(a) + 1.0); });
 }
 
 Tensor tanhshrink(const Tensor& x) {
-  return unary("tanhshrink", x, [](const Tensor& a) { return a - tanh(a); });
+  return unary("tanhshrink", integers_as_float(x), [](const Tensor& a) { return a - tanh(a); });
 }
 
 Tensor hardshrink(const Tensor& x, double lambd) {
@@ -102,6 +109,13 @@ Tensor softshrink(const Tensor& x, double lambd) {
 }
 
 Tensor threshold(const Tensor& x, double threshold_value, double value) {
+  // An integer input keeps its dtype, threshold and value truncated toward zero as PyTorch
+  // converts them (threshold(int [-1, 2, -2], -1.5, 7.9) is [7, 2, 7]).
+  if (x.defined() && is_integral(x.dtype())) {
+    MG_CHECK(integral_holds(x.dtype(), threshold_value) && integral_holds(x.dtype(), value), Error, "threshold: ",
+             threshold_value, " or ", value, " cannot be converted to ", dtype_name(x.dtype()), " without overflow");
+    return where(x.le(std::trunc(threshold_value)), scalar_like(std::trunc(value), x), x);
+  }
   return unary("threshold", x, [&](const Tensor& a) { return where(a.le(threshold_value), scalar_like(value, a), a); });
 }
 
@@ -113,6 +127,14 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
   const int64_t n = weight.numel();
   MG_CHECK(n == 1 || n == channels, ShapeError, "prelu: weight ", describe(weight), " must have 1 or ", channels,
            " elements (the channels of x ", describe(x), ", its dim 1)");
+  // One dtype, as PyTorch's prelu, which does not promote ("Type promoting not supported"): under
+  // autocast its lower policy casts both (f64 is left alone, so f64 beside f32 is still refused).
+  const AutocastState& ac = autocast_state(x.device().type);
+  const bool autocast_casts = ac.enabled && x.dtype() != DType::F64 && weight.dtype() != DType::F64 &&
+                              is_floating(x.dtype()) && is_floating(weight.dtype());
+  MG_CHECK(autocast_casts || x.dtype() == weight.dtype(), DTypeError,
+           "prelu: expected the input and the weight in one dtype (PyTorch does not promote them), got ", describe(x),
+           " and ", describe(weight));
   const detail::CompositeInputs c = detail::composite_inputs("prelu", {x, weight});
   const Tensor& a = c.math[0];
   Shape s(std::size_t(a.dim()), 1);  // x's rank, the channels at dim 1: the result keeps x's shape

@@ -1,6 +1,7 @@
 #include "mixgrad/ops/attention.h"
 
 #include <cmath>
+#include <utility>
 
 #include "mixgrad/core/autocast_state.h"
 #include "mixgrad/core/factory.h"
@@ -91,13 +92,46 @@ void check_operands(const char* op, const Tensor& q, const Tensor& k, const Tens
            v ? v->size(-2) : 0, "; got key ", describe(k), ", value ", v ? describe(*v) : std::string());
 }
 
+// Grouped-query attention's key or value [..., Hkv, L, E] with each head repeated `groups` times
+// in place ([..., Hkv * groups, L, E], head h at h*groups .. h*groups+groups-1): the gradient sums
+// over each group through expand's backward.
+Tensor repeat_heads(const Tensor& t, int64_t groups) {
+  if (groups == 1) return t;
+  Shape grouped = t.shape();
+  grouped.insert(grouped.end() - 2, groups);  // [..., Hkv, groups, L, E]
+  Shape heads = t.shape();
+  heads[heads.size() - 3] *= groups;
+  return reshape(expand(t.unsqueeze(-3), grouped), heads);
+}
+
+// enable_gqa's checks (PyTorch's): q, k and v have a head dim (-3), and the key's and the value's
+// head counts each divide the query's. Returns the query heads per key head and per value head.
+std::pair<int64_t, int64_t> gqa_groups(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+  MG_CHECK(q.dim() >= 3 && k.dim() >= 3 && v.dim() >= 3, ShapeError, op,
+           ": enable_gqa needs query, key and value with a head dim ([..., H, L, E]); got query ", describe(q),
+           ", key ", describe(k), ", value ", describe(v));
+  const int64_t hq = q.size(-3), hk = k.size(-3), hv = v.size(-3);
+  auto divides = [hq](int64_t h) { return h > 0 ? hq % h == 0 : hq == 0; };
+  MG_CHECK(divides(hk) && divides(hv), ShapeError, op,
+           ": enable_gqa needs the key's and the value's heads to divide the query's; got query ", describe(q),
+           " (", hq, " heads), key ", describe(k), " (", hk, "), value ", describe(v), " (", hv, ")");
+  return {hk > 0 ? hq / hk : 1, hv > 0 ? hq / hv : 1};
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                                     double dropout_p, bool is_causal, std::optional<double> scale,
-                                    Generator* gen) {
+                                    Generator* gen, bool enable_gqa) {
   const char* op = "scaled_dot_product_attention";
   check_operands(op, q, k, &v);
+  if (enable_gqa) {
+    const auto [k_groups, v_groups] = gqa_groups(op, q, k, v);
+    if (k_groups != 1 || v_groups != 1) {
+      return scaled_dot_product_attention(q, repeat_heads(k, k_groups), repeat_heads(v, v_groups), mask, dropout_p,
+                                          is_causal, scale, gen);
+    }
+  }
   MG_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, Error, op, ": dropout_p must be in [0, 1], got ", dropout_p);
   if (fused_attention_applies(q, k, v, mask, dropout_p)) {
     return fused_attention(q, k, v, mask, dropout_p, is_causal, attention_scale(q, scale), gen);

@@ -2,6 +2,7 @@
 // replay when they run the function again: the autocast states of the first run and every random
 // draw it made, from any generator.
 #pragma once
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -102,8 +103,9 @@ class GeneratorReplayer final : public GeneratorTape {
   GeneratorReplayer(const GeneratorReplayer&) = delete;
   GeneratorReplayer& operator=(const GeneratorReplayer&) = delete;
   Generator::Position draw(Generator& g, uint64_t blocks) override {
+    const Generator* recorded = recorded_as(&g);
     for (std::size_t i = 0; i < draws_.size(); ++i) {  // the first unused draw of g (a few per function)
-      if (used_[i] || draws_[i].generator != &g) continue;
+      if (used_[i] || draws_[i].generator != recorded) continue;
       MG_CHECK(draws_[i].blocks == blocks, AutogradError, who_, ": the recomputation drew ", blocks,
                " random blocks where the first run drew ", draws_[i].blocks,
                "\n  hint: a checkpointed function must compute the same thing each time it runs");
@@ -115,10 +117,38 @@ class GeneratorReplayer final : public GeneratorTape {
   }
 
  private:
+  // The generator whose recorded draws g's draws replay. Normally g itself; a generator the first
+  // run never drew from at this address is one the function creates itself (a seeded local), which
+  // now lives elsewhere: it takes the generator of the first unused draw no generator of this
+  // replay has claimed, and keeps it for its later draws.
+  const Generator* recorded_as(const Generator* g) {
+    for (const auto& [now, then] : aliases_) {
+      if (now == g) return then;
+    }
+    const auto claimed = [&](const Generator* r) {
+      for (const auto& [now, then] : aliases_) {
+        if (then == r) return true;
+      }
+      return false;
+    };
+    const Generator* then = g;
+    if (std::none_of(draws_.begin(), draws_.end(), [&](const GeneratorDraw& d) { return d.generator == g; })) {
+      for (std::size_t i = 0; i < draws_.size(); ++i) {
+        if (!used_[i] && !claimed(draws_[i].generator)) {
+          then = draws_[i].generator;
+          break;
+        }
+      }
+    }
+    aliases_.emplace_back(g, then);
+    return then;
+  }
+
   const GeneratorDraws& draws_;
   std::vector<bool> used_;
   const char* who_;
   GeneratorTape* previous_;
+  std::vector<std::pair<const Generator*, const Generator*>> aliases_;  // (generator now, recorded one)
 };
 
 }  // namespace mg::checkpoint_detail

@@ -30,12 +30,13 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double
 }
 
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
-  MG_CHECK(p >= 0.0, Error, "pairwise_distance: p must be >= 0, got ", p);
+  // Any real p, as PyTorch (p < 0: (sum |d|^p)^(1/p), 0 when an element of d is 0); NaN is norm's
+  // error.
   const detail::CompositeInputs c = detail::composite_inputs("pairwise_distance", {x1, x2});
   const int64_t rank = std::max(x1.dim(), x2.dim());
-  MG_CHECK(rank >= 1, ShapeError, "pairwise_distance: expected inputs of at least 1 dim, got ", describe(x1), " and ",
-           describe(x2));
-  return detail::round_result(norm(c.math[0] - c.math[1] + eps, p, {rank - 1}, keepdim), c);
+  const Tensor d = c.math[0] - c.math[1] + eps;
+  // Two 0-d inputs: the distance of two numbers, |x1 - x2 + eps|, 0-d (PyTorch's).
+  return detail::round_result(rank == 0 ? norm(d, p) : norm(d, p, {rank - 1}, keepdim), c);
 }
 
 }  // namespace mg

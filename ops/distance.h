@@ -14,8 +14,8 @@ namespace mg {
 // sum(x1 * x2, dim) / max(||x1||_2 * ||x2||_2, eps) along `dim` (x1 and x2 broadcast; each
 // norm is clamped to eps separately first, as PyTorch 2.x: sum / (max(||x1||, eps) max(||x2||, eps))).
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
-// ||x1 - x2 + eps||_p along the last dim (x1 and x2 broadcast; p >= 0, inf allowed); keepdim keeps
-// that dim as size 1.
+// ||x1 - x2 + eps||_p along the last dim (x1 and x2 broadcast; any real p, ±inf allowed; two
+// 0-d inputs give |x1 - x2 + eps|, 0-d); keepdim keeps that dim as size 1.
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6, bool keepdim = false);
 
 }  // namespace mg

@@ -24,6 +24,7 @@
 namespace mg {
 
 enum class InterpolateMode { Nearest, NearestExact, Linear, Bilinear, Bicubic, Area, Trilinear };
+// The mode's name as printed in errors and layer names ("bilinear").
 const char* interpolate_mode_name(InterpolateMode mode);
 
 struct InterpolateOptions {

@@ -46,8 +46,10 @@ void check_class_target(const char* name, const Tensor& input, const Tensor& tar
            describe(input));
   MG_CHECK(target.dtype() == DType::I64 || target.dtype() == DType::I32, DTypeError, name,
            ": expected integer class indices as the target, got ", describe(target));
+  // A [C] input takes a 0-d or a one-element [1] target, as PyTorch's.
   const Shape want = input.dim() == 2 ? Shape{input.shape()[0]} : Shape{};
-  MG_CHECK(target.shape() == want, ShapeError, name, ": expected a target of shape ", shape_str(want), " for input ",
+  MG_CHECK(target.shape() == want || (input.dim() == 1 && target.shape() == Shape{1}), ShapeError, name,
+           ": expected a target of shape ", shape_str(want), input.dim() == 1 ? " or [1]" : "", " for input ",
            describe(input), ", got ", describe(target));
 }
 
@@ -132,11 +134,11 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
   detail::check_plain_reduction(kName, reduction);
   MG_CHECK(anchor.defined() && positive.defined() && negative.defined(), Error, kName, ": got an undefined tensor");
   MG_CHECK(margin > 0.0, Error, kName, ": margin must be > 0, got ", margin);
-  MG_CHECK(p >= 0.0, Error, kName, ": p must be >= 0, got ", p);
-  // Any number of dims >= 1, the distance along the last (PyTorch: [2, 3, 4] gives [2, 3]).
-  MG_CHECK(anchor.dim() >= 1 && positive.dim() == anchor.dim() && negative.dim() == anchor.dim(), ShapeError, kName,
-           ": expected anchor, positive and negative of the same number of dims (at least 1), got ", describe(anchor),
-           ", ", describe(positive), " and ", describe(negative));
+  // Any real p, as pairwise_distance. Any number of dims, the distance along the last (PyTorch:
+  // [2, 3, 4] gives [2, 3]; 0-d inputs are single numbers).
+  MG_CHECK(positive.dim() == anchor.dim() && negative.dim() == anchor.dim(), ShapeError, kName,
+           ": expected anchor, positive and negative of the same number of dims, got ", describe(anchor), ", ",
+           describe(positive), " and ", describe(negative));
   const CompositeInputs c = composite_inputs(kName, {anchor, positive, negative});
   const Tensor& a = c.math[0];
   const Tensor& pos = c.math[1];
@@ -167,7 +169,66 @@ Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, d
   // The target's own class contributes nothing.
   const Tensor own = eq(reshape(arange(0, classes, 1, {.dtype = DType::I64, .device = x.device()}), {1, classes}), t);
   const Tensor per_row = sum(where(own, zeros_of(z), z), {1}) / double(classes);
+  return finish(rows ? per_row : reshape(per_row, target.shape()), reduction, c);  // [1] for a [1] target
+}
+
+Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  constexpr const char* kName = "multilabel_margin_loss";
+  detail::check_plain_reduction(kName, reduction);
+  MG_CHECK(input.defined() && target.defined(), Error, kName, ": got an undefined tensor");
+  MG_CHECK(input.dim() == 1 || input.dim() == 2, ShapeError, kName,
+           ": expected an input of 1 or 2 dims ([C] or [N, C]), got ", describe(input));
+  MG_CHECK(target.dtype() == DType::I64 || target.dtype() == DType::I32, DTypeError, kName,
+           ": expected integer class indices as the target, got ", describe(target));
+  check_same_shape(kName, input, target);
+  const CompositeInputs c = composite_inputs(kName, {input});
+  const bool rows = input.dim() == 2;
+  const Tensor x = rows ? c.math[0] : unsqueeze(c.math[0], 0);  // [N, C]
+  const int64_t n = x.size(0), classes = x.size(1);
+  // How often each class is listed before the row's first -1 (its count weights its hinge terms,
+  // as PyTorch's loop over the list does), built on the host: the list's end is data-dependent.
+  const Tensor t = to(rows ? target : unsqueeze(target, 0), DType::I64).to(Device::cpu()).contiguous();
+  const int64_t* tp = t.data<int64_t>();
+  std::vector<double> listed(std::size_t(n * classes), 0.0);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t k = 0; k < classes; ++k) {
+      const int64_t y = tp[r * classes + k];
+      MG_CHECK(y >= -1 && y < classes, IndexError, kName, ": target value ", y, " (row ", r, ", position ", k,
+               ") is out of range [-1, ", classes, ")");
+      if (y == -1) break;
+      listed[std::size_t(r * classes + y)] += 1.0;
+    }
+  }
+  const Tensor count = from_vector<double>(listed, {n, classes}).to(x.dtype()).to(x.device());  // [N, C]
+  const Tensor unlisted = eq(count, scalar_like(0.0, count));                                    // [N, C]
+  // hinge[n, j, i] = max(0, 1 - x[n, j] + x[n, i]), weighted by count[n, j] and kept for unlisted i.
+  const Tensor hinge = clamp_min(1.0 - unsqueeze(x, 2) + unsqueeze(x, 1), 0.0);  // [N, C, C]
+  const Tensor kept = where(unsqueeze(unlisted, 1), hinge, zeros_of(hinge)) * unsqueeze(count, 2);
+  const Tensor per_row = sum(kept, {1, 2}) / double(std::max<int64_t>(classes, 1));
   return finish(rows ? per_row : reshape(per_row, {}), reduction, c);
+}
+
+Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                                         const std::function<Tensor(const Tensor&, const Tensor&)>& distance_function,
+                                         double margin, bool swap, Reduction reduction) {
+  constexpr const char* kName = "triplet_margin_with_distance_loss";
+  detail::check_plain_reduction(kName, reduction);
+  MG_CHECK(anchor.defined() && positive.defined() && negative.defined(), Error, kName, ": got an undefined tensor");
+  MG_CHECK(margin > 0.0, Error, kName, ": margin must be > 0, got ", margin);
+  MG_CHECK(positive.dim() == anchor.dim() && negative.dim() == anchor.dim(), ShapeError, kName,
+           ": expected anchor, positive and negative of the same number of dims, got ", describe(anchor), ", ",
+           describe(positive), " and ", describe(negative));
+  auto d = [&](const Tensor& u, const Tensor& v) {
+    const Tensor r = distance_function ? distance_function(u, v) : pairwise_distance(u, v);
+    MG_CHECK(r.defined() && is_floating(r.dtype()), Error, kName,
+             ": the distance function must return a floating tensor, got ", r.defined() ? describe(r) : "undefined");
+    return r;
+  };
+  const Tensor d_pos = d(anchor, positive);
+  Tensor d_neg = d(anchor, negative);
+  if (swap) d_neg = minimum(d_neg, d(positive, negative));
+  const CompositeInputs c = composite_inputs(kName, {d_pos, d_neg});
+  return finish(clamp_min(margin + c.math[0] - c.math[1], 0.0), reduction, c);
 }
 
 Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, const Tensor& weight,

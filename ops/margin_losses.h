@@ -7,8 +7,11 @@
 //
 //   mg::Tensor l = mg::triplet_margin_loss(anchor, positive, negative);  // [N, D] each -> []
 //   mg::Tensor m = mg::multi_margin_loss(scores, labels);                // [N, C], i64 [N] -> []
+//   mg::Tensor t = mg::triplet_margin_with_distance_loss(a, p, n, [](const mg::Tensor& u, const mg::Tensor& v) {
+//     return 1.0 - mg::cosine_similarity(u, v); });
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "mixgrad/core/tensor.h"
 #include "mixgrad/ops/loss.h"
@@ -33,14 +36,27 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& t
 // max(0, margin + d(a, p) - d(a, n)) per row, d = pairwise_distance(., ., p, eps); with swap,
 // d(a, n) is replaced by min(d(a, n), d(p, n)) (Balntas et al. 2016). anchor, positive and
 // negative [N, D], [D] or [N, ..., D] (the same number of dims; the distance along the last);
-// margin > 0, p >= 0.
+// margin > 0, any real p (as pairwise_distance); 0-d inputs are single numbers.
 Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
                            double margin = 1.0, double p = 2.0, double eps = 1e-6, bool swap = false,
                            Reduction reduction = Reduction::Mean);
-// Per row n of input [N, C] (or [C]) with an i64 target [N] (or []) in [0, C):
+// Per row n of input [N, C] (or [C]) with an i64 target [N] (or [] or [1]) in [0, C):
 // sum over i != y of w[y] max(0, margin - x[y] + x[i])^p / C, p = 1 or 2; weight [C] optional.
 Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p = 1, double margin = 1.0,
                          const Tensor& weight = Tensor(), Reduction reduction = Reduction::Mean);
+// Per row n of input [N, C] (or [C]) with an i64 target of the same shape listing the row's classes
+// and ended by the first -1 (the rest ignored): sum over listed classes j (a class listed twice
+// counts twice, as PyTorch's) and unlisted classes i of max(0, 1 - (x[j] - x[i])) / C. Target
+// values must be in [-1, C) (checked on the host). Memory: [N, C, C] of the input's opmath.
+Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// triplet_margin_loss with any distance: max(0, margin + d(a, p) - d(a, n)) per element of d's
+// result, with swap min(d(a, n), d(p, n)) for d(a, n); d defaults to pairwise_distance (p = 2).
+// anchor, positive and negative of the same number of dims; margin > 0. d runs on the inputs as
+// given (under autocast, in its ops' policies), as PyTorch's; the loss is then the fp32 policy's.
+Tensor triplet_margin_with_distance_loss(
+    const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+    const std::function<Tensor(const Tensor&, const Tensor&)>& distance_function = nullptr, double margin = 1.0,
+    bool swap = false, Reduction reduction = Reduction::Mean);
 // Per row of input [N, C] (or [C], or [N, ..., C]) with targets of the same shape in {0, 1}:
 // -mean over classes of w_c (y log sigmoid(x) + (1 - y) log sigmoid(-x)); weight [C] optional.
 Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),

@@ -34,6 +34,9 @@ enum class OpId : uint16_t {
 };
 inline constexpr int kNumOps = int(OpId::kCount);
 
+// One row of the op list (ops/op_list.def): the op's name (errors, docs/ops.md), its number of
+// tensor inputs, the cast policy autocast applies unless overridden (DESIGN §4), and whether
+// autograd records it.
 struct OpDesc {
   const char* name;
   int arity;  // -1: variadic
@@ -41,6 +44,7 @@ struct OpDesc {
   bool differentiable;
 };
 
+// The op list's row of `op`, and its name ("matmul").
 const OpDesc& op_desc(OpId op);
 inline const char* op_name(OpId op) { return op_desc(op).name; }
 // Finds an op by name; throws mg::Error listing nothing but the bad name when unknown.

@@ -18,6 +18,7 @@
 namespace mg {
 
 enum class PadMode { Constant, Reflect, Replicate, Circular };
+// The mode's name as printed in errors and layer names ("reflect").
 const char* pad_mode_name(PadMode mode);
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, PadMode mode = PadMode::Constant, double value = 0.0);

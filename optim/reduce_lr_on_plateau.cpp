@@ -76,6 +76,7 @@ StateDict ReduceLROnPlateau::state_dict() const {
   s.ints["num_bad_epochs"] = num_bad_epochs_;
   s.ints["cooldown_counter"] = cooldown_counter_;
   s.ints["num_groups"] = int64_t(min_lrs_.size());
+  for (std::size_t g = 0; g < last_lr_.size(); ++g) s.floats["last_lr." + std::to_string(g)] = last_lr_[g];
   return s;
 }
 
@@ -89,12 +90,19 @@ void ReduceLROnPlateau::load_state_dict(const StateDict& s) {
                 epoch = s.int_at(owner, "last_epoch");
   MG_CHECK(bad >= 0 && cool >= 0 && epoch >= 0, Error, owner, ": the counters must be >= 0, got num_bad_epochs ", bad,
            ", cooldown_counter ", cool, ", last_epoch ", epoch);
+  // The last lrs as saved (PyTorch's _last_lr), so get_last_lr() is right whether the optimizer's
+  // state is loaded before or after; a state from before they were saved takes the optimizer's.
+  std::vector<double> last;
+  const auto& groups = optimizer_.param_groups();
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const std::string key = "last_lr." + std::to_string(g);
+    last.push_back(s.floats.count(key) ? s.float_at(owner, key) : groups[g].lr());
+  }
   best_ = s.float_at(owner, "best");
   num_bad_epochs_ = bad;
   cooldown_counter_ = cool;
   last_epoch_ = epoch;
-  last_lr_.clear();
-  for (const ParamGroup& g : optimizer_.param_groups()) last_lr_.push_back(g.lr());
+  last_lr_ = std::move(last);
 }
 
 }  // namespace mg::optim

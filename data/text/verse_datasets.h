@@ -28,6 +28,7 @@
 namespace mg::data {
 
 enum class Split { Train, HeldOut, All };
+// The split's name as printed in errors ("Train", "HeldOut", "All").
 const char* split_name(Split s);
 
 // True when corpus verse `index` belongs to `split` under the every-n-th rule above.

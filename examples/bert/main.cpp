@@ -158,7 +158,7 @@ void store_config(StateDict& train, const BertConfig& c) {
   train.ints["bert.intermediate"] = c.intermediate;
   train.ints["bert.max_position"] = c.max_position;
   train.ints["bert.type_vocab_size"] = c.type_vocab_size;
-  train.ints["bert.pad_token_id"] = c.pad_token_id;
+  train.ints["bert.pad_token_id"] = c.pad_token_id.value_or(-1);  // -1: none
   train.floats["bert.dropout"] = c.dropout;
   train.floats["bert.layer_norm_eps"] = c.layer_norm_eps;
   train.floats["bert.initializer_range"] = c.initializer_range;
@@ -176,7 +176,8 @@ BertConfig config_of(const io::Checkpoint* ck, const std::string& model_name, in
   c.intermediate = t.int_at("train_bert", "bert.intermediate");
   c.max_position = t.int_at("train_bert", "bert.max_position");
   c.type_vocab_size = t.int_at("train_bert", "bert.type_vocab_size");
-  c.pad_token_id = t.int_at("train_bert", "bert.pad_token_id");
+  const int64_t pad = t.int_at("train_bert", "bert.pad_token_id");
+  c.pad_token_id = pad >= 0 ? std::optional<int64_t>(pad) : std::nullopt;
   c.dropout = t.float_at("train_bert", "bert.dropout");
   c.layer_norm_eps = t.float_at("train_bert", "bert.layer_norm_eps");
   c.initializer_range = t.float_at("train_bert", "bert.initializer_range");

@@ -9,6 +9,7 @@
 //   mg::Tensor logits = mlm.forward(ids, {}, mask);   // ids i64 [B, L], mask [B, L] (1 = token) -> [B, L, V]
 #pragma once
 #include <memory>
+#include <optional>
 
 #include "mixgrad/nn/container.h"
 #include "mixgrad/nn/dropout.h"
@@ -30,7 +31,9 @@ struct BertConfig {
   double dropout = 0.1;            // hidden and attention-probability dropout
   double layer_norm_eps = 1e-12;
   double initializer_range = 0.02; // std of the normal init of weights and embeddings
-  int64_t pad_token_id = 0;
+  // The word embedding's padding row (zero at init, no gradient); std::nullopt: none, as a Hugging
+  // Face config's `"pad_token_id": null`.
+  std::optional<int64_t> pad_token_id = 0;
 
   // The compact models of Turc et al. 2019 ("Well-Read Students Learn Better") and BERT-base.
   static BertConfig tiny(int64_t vocab = 30522) { return sized(vocab, 128, 2, 2); }

@@ -666,6 +666,35 @@ TEST_CASE("amp: state dict of the loss scalers round-trips and is checked", "[am
   MG_REQUIRE_ERROR(amp::load_state_dict(s), "saved at opt_level O1");
 }
 
+TEST_CASE("amp: a disabled amp loads its own state dict, and refuses an enabled one's", "[amp][initialize]") {
+  // Its scalers are disabled whatever the level's loss scale says (O1 f16: dynamic; O3: static);
+  // the load checked them against an enabled scaler and always threw (PyTorch's disabled
+  // GradScaler loads its own state).
+  AmpFixture fx;
+  for (const char* level : {"O1", "O3"}) {
+    INFO(level);
+    amp::reset();
+    auto mlp = make_mlp(62);
+    optim::SGD sgd(mlp->parameters(), {.lr = 0.1});
+    amp::initialize(mlp, sgd, {.enabled = false, .opt_level = level, .verbosity = 0});
+    const StateDict off = amp::state_dict();
+    amp::load_state_dict(off);
+    CHECK_FALSE(amp::loss_scaler(0).is_enabled());
+
+    amp::reset();
+    auto mlp2 = make_mlp(62);
+    optim::SGD sgd2(mlp2->parameters(), {.lr = 0.1});
+    amp::initialize(mlp2, sgd2, {.opt_level = level, .verbosity = 0});
+    MG_REQUIRE_ERROR(amp::load_state_dict(off), "disabled");  // an enabled amp refuses a disabled one's state
+    const StateDict on = amp::state_dict();
+    amp::reset();
+    auto mlp3 = make_mlp(62);
+    optim::SGD sgd3(mlp3->parameters(), {.lr = 0.1});
+    amp::initialize(mlp3, sgd3, {.enabled = false, .opt_level = level, .verbosity = 0});
+    MG_REQUIRE_ERROR(amp::load_state_dict(on), "enabled");
+  }
+}
+
 TEST_CASE("amp: O2 optimizer state dict carries the f32 masters - resume continues bit-identically",
           "[amp][initialize]") {
   AmpFixture fx;

@@ -118,6 +118,29 @@ TEST_CASE("checkpoint: the recomputation leaves the generator where the forward 
   CHECK_FALSE(checkpoint([&](const Tensors& in) { return Tensors{block(in[0])}; }, {x})[0].requires_grad());
 }
 
+TEST_CASE("checkpoint: a generator the function creates itself replays its draws (both forms)",
+          "[autograd][checkpoint]") {
+  // A seeded local generator lives at another address when backward runs the function again: its
+  // draws were looked up by address and the recomputation threw "drew random numbers the first run
+  // did not draw". PyTorch 2.15 recomputes such a function (its local generator reseeded alike).
+  for (const CheckpointOptions form : {kRecomputing, kReentrant}) {
+    manual_seed(8);
+    const Tensor x = randn({4, 8}).requires_grad_();
+    Tensor mask;
+    std::vector<std::unique_ptr<Generator>> made;  // kept alive: each run's generator has its own address
+    auto fn = [&](const Tensors& in) {
+      made.push_back(std::make_unique<Generator>(123));
+      const Tensor m = rand({4, 8}, {}, made.back().get());
+      if (!mask.defined()) mask = m;
+      // A draw from the default generator beside it keeps its own stream.
+      return Tensors{in[0] * m + dropout(in[0], 0.5, true) * 0.0};
+    };
+    const Tensor y = checkpoint(fn, {x}, form)[0];
+    sum(y).backward();
+    CHECK(values(x.grad()) == values(mask));
+  }
+}
+
 TEST_CASE("checkpoint, reentrant form: bad use is a named error", "[autograd][checkpoint][errors]") {
   const Block block;
   const Tensor x = randn({4, 8}).requires_grad_();

@@ -254,8 +254,10 @@ TEST_CASE("checkpoint: restore_model refuses mismatches, names each tensor and c
     CHECK_THAT(msg, Catch::Matchers::Contains("hint: pass strict=false"));
     CHECK(snapshot(*smaller) == before);
 
-    // strict = false restores what matches.
-    ck.restore_model(*smaller, /*strict=*/false);
+    // strict = false restores what matches, and returns what it skipped.
+    const nn::Module::LoadResult skipped = ck.restore_model(*smaller, /*strict=*/false);
+    CHECK(skipped.missing_keys.empty());
+    CHECK(skipped.unexpected_keys.size() == 5);
     CHECK(same_bits(smaller->at<nn::Linear>(0)->weight, model->at<nn::Linear>(0)->weight));
     ck.restore_model(*bigger, /*strict=*/false);
     CHECK(same_bits(bigger->at<nn::BatchNorm1d>(1)->running_var, model->at<nn::BatchNorm1d>(1)->running_var));

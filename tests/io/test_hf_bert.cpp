@@ -133,6 +133,17 @@ TEST_CASE("load_hf_bert: bad directories and configurations are named errors", "
   CHECK(io::bert_config_from_hf_json(with(R"("classifier_dropout": null)"), "c.json").dropout == 0.1);
   CHECK(io::bert_config_from_hf_json(with(R"("classifier_dropout": 0.1)"), "c.json").dropout == 0.1);
   MG_REQUIRE_ERROR(io::bert_config_from_hf_json(with(R"("pad_token_id": 100)"), "c.json"), "pad_token_id must be an id");
+  // pad_token_id: absent is BERT's 0, null no padding row (transformers' nn.Embedding without one):
+  // every row drawn at init and trained.
+  CHECK(c.pad_token_id == 0);
+  CHECK(io::bert_config_from_hf_json(with(R"("pad_token_id": 3)"), "c.json").pad_token_id == 3);
+  nn::models::BertConfig no_pad = io::bert_config_from_hf_json(with(R"("pad_token_id": null)"), "c.json");
+  CHECK_FALSE(no_pad.pad_token_id.has_value());
+  manual_seed(3);
+  const Tensor words = nn::models::BertEmbeddings(no_pad).word_embeddings->weight;
+  REQUIRE(words.shape() == Shape{100, 16});
+  CHECK(sum(abs(words.select(0, 0))).item<double>() > 0.0);
+  CHECK(sum(abs(nn::models::BertEmbeddings(c).word_embeddings->weight.select(0, 0))).item<double>() == 0.0);
   const std::string bad_heads = R"({"vocab_size": 100, "hidden_size": 18, "num_hidden_layers": 2,
       "num_attention_heads": 4, "intermediate_size": 32, "max_position_embeddings": 64})";
   MG_REQUIRE_ERROR(io::bert_config_from_hf_json(bad_heads, "c.json"), "hidden_size 18 is not divisible by num_attention_heads 4");

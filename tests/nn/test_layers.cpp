@@ -945,7 +945,7 @@ TEST_CASE("bad constructor options are refused with the layer name", "[nn][layer
   MG_REQUIRE_ERROR(nn::AdaptiveAvgPool2d({.output = {2, -1}}), "AdaptiveAvgPool2d: output size must not be negative, got 2x-1");
   MG_REQUIRE_ERROR(nn::BatchNorm2d({.features = 0}), "BatchNorm2d: features must be positive, got 0");
   MG_REQUIRE_ERROR(nn::BatchNorm2d({.features = 2, .momentum = 1.5}), "BatchNorm2d: momentum must be in [0, 1], got 1.5");
-  MG_REQUIRE_ERROR(nn::BatchNorm1d({.features = 2, .eps = 0}), "BatchNorm1d: eps must be positive, got 0");
+  MG_REQUIRE_ERROR(nn::BatchNorm1d({.features = 2, .eps = -1e-5}), "BatchNorm1d: eps must be >= 0, got -1e-05");
   MG_REQUIRE_ERROR(nn::LayerNorm({.shape = {}}), "LayerNorm: shape must name at least one dim");
   MG_REQUIRE_ERROR(nn::LayerNorm({.shape = {4, 0}}), "LayerNorm: shape dims must be positive, got [4, 0]");
   MG_REQUIRE_ERROR(nn::GroupNorm({.groups = 3, .channels = 4}), "GroupNorm: groups (3) must be positive and divide channels (4)");
@@ -993,9 +993,20 @@ TEST_CASE("BCEWithLogitsLoss keeps pos_weight as a buffer, as PyTorch", "[nn][la
   CHECK(nn::BCEWithLogitsLoss().state_dict().empty());
 }
 
-TEST_CASE("GroupNorm and RMSNorm refuse an eps that is not positive, as BatchNorm and LayerNorm", "[nn][layers][norm]") {
-  MG_REQUIRE_ERROR(nn::GroupNorm({.groups = 2, .channels = 4, .eps = 0.0}), "GroupNorm: eps must be positive, got 0");
-  MG_REQUIRE_ERROR(nn::RMSNorm({.shape = {4}, .eps = -1.0}), "RMSNorm: eps must be positive, got -1");
+TEST_CASE("norm layers refuse a negative eps and accept 0, as PyTorch's", "[nn][layers][norm]") {
+  MG_REQUIRE_ERROR(nn::GroupNorm({.groups = 2, .channels = 4, .eps = -1.0}), "GroupNorm: eps must be >= 0, got -1");
+  MG_REQUIRE_ERROR(nn::RMSNorm({.shape = {4}, .eps = -1.0}), "RMSNorm: eps must be >= 0, got -1");
+  // eps = 0 is accepted, as PyTorch 2.15's layers accept it (only batch norm's training forward
+  // refuses it, below): the layers normalise by the plain standard deviation.
+  CHECK(values(nn::GroupNorm({.groups = 2, .channels = 4, .eps = 0.0}).forward(
+            from_vector<float>({1, 3, 1, 3, 0, 4, 4, 0}, {1, 4, 2}))) ==
+        std::vector<double>{-1, 1, -1, 1, -1, 1, 1, -1});
+  CHECK_NOTHROW(nn::LayerNorm({.shape = {4}, .eps = 0.0}));
+  CHECK_NOTHROW(nn::RMSNorm({.shape = {4}, .eps = 0.0}));
+  auto bn0 = nn::BatchNorm1d({.features = 2, .eps = 0});
+  MG_REQUIRE_ERROR(bn0.forward(ones({3, 2})), "batch_norm: eps must be positive in training, got 0");
+  bn0.eval();
+  CHECK(bn0.forward(ones({3, 2})).shape() == Shape{3, 2});
 }
 
 TEST_CASE("Linear names a 0-d input as such", "[nn][layers][errors]") {

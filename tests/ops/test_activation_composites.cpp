@@ -198,3 +198,28 @@ TEST_CASE("the activation layers: PyTorch's defaults, PReLU's learned slope, ref
   CHECK(prelu(scalar_tensor(-2.0), full({1}, 0.25)).dim() == 0);
   CHECK(prelu(scalar_tensor(-2.0), full({1}, 0.25)).item<double>() == -0.5);
 }
+
+TEST_CASE("prelu refuses mixed dtypes outside autocast, threshold keeps integers, softsign and tanhshrink give f32",
+          "[ops][activation]") {
+  // PyTorch 2.15: prelu(f64 x, f32 w) -> "prelu: Type promoting not supported. Got Double and Float".
+  MG_REQUIRE_ERROR(prelu(ones({2}, {.dtype = DType::F64}), full({1}, 0.25)),
+                   "prelu: expected the input and the weight in one dtype");
+  MG_REQUIRE_ERROR(prelu(ones({2}), full({1}, 0.25).to(DType::F16)), "prelu: expected the input and the weight in one dtype");
+  {  // Under autocast the lower policy casts both; f64 stays f64 and is still refused beside f32.
+    amp::Autocast ac({.device = DeviceType::CPU, .dtype = DType::BF16});
+    CHECK(prelu(ones({2}), full({1}, 0.25).to(DType::F16)).dtype() == DType::BF16);
+    MG_REQUIRE_ERROR(prelu(ones({2}, {.dtype = DType::F64}), full({1}, 0.25)), "prelu: expected the input");
+  }
+  // threshold(int [-1, 2, -2], -1.5, 7.9) is [7, 2, 7] in PyTorch 2.15: both numbers truncated.
+  const Tensor i = from_vector<int64_t>({-1, 2, -2});
+  const Tensor t = threshold(i, -1.5, 7.9);
+  CHECK(t.dtype() == DType::I64);
+  CHECK(values(t) == std::vector<double>{7, 2, 7});
+  CHECK(threshold(i.to(DType::I32), -1.5, -7.9).dtype() == DType::I32);
+  MG_REQUIRE_ERROR(threshold(i.to(DType::U8), 0.0, 300.0), "threshold: 0 or 300 cannot be converted to u8 without overflow");
+  // softsign and tanhshrink of integers: f32, as PyTorch's promotion ([0.5, 0.6667]; [0.2384, 1.0360]).
+  const Tensor s = softsign(from_vector<int64_t>({1, 2}));
+  CHECK(s.dtype() == DType::F32);
+  CHECK(values(s)[1] == Approx(2.0 / 3.0));
+  CHECK(values(tanhshrink(from_vector<int32_t>({1, 2})))[0] == Approx(1.0 - std::tanh(1.0)));
+}

@@ -187,3 +187,54 @@ TEST_CASE("f16 attention on the composite path scales before the scores' roundin
   // The weights alone (MultiheadAttention's need_weights path): [1, 0].
   CHECK(test::values(scaled_dot_product_attention_weights(q.narrow(1, 0, 1), k)) == std::vector<double>{1.0, 0.0});
 }
+
+TEST_CASE("grouped-query attention repeats each key/value head over its group of query heads",
+          "[ops][attention][grad]") {
+  // Hq = 4 query heads over Hkv = 2 key/value heads: key head h serves query heads 2h and 2h + 1,
+  // as PyTorch's enable_gqa (repeat_interleave); checked against index_select of the heads
+  // [0, 0, 1, 1], values and every gradient.
+  Tensor q = rnd({2, 4, 3, 8}, 11).requires_grad_();
+  Tensor k = rnd({2, 2, 5, 8}, 12).requires_grad_();
+  Tensor v = rnd({2, 2, 5, 6}, 13).requires_grad_();
+  const Tensor mask = rnd({3, 5}, 14);
+  const Tensor c = rnd({2, 4, 3, 6}, 15);
+  const Tensor y = scaled_dot_product_attention(q, k, v, mask, 0.0, /*is_causal=*/true, 0.3, nullptr,
+                                                /*enable_gqa=*/true);
+  sum(y * c).backward();
+  const std::vector<double> gq = values(q.grad()), gk = values(k.grad()), gv = values(v.grad());
+  for (const Tensor& t : {q, k, v}) t.set_grad(Tensor());
+  const Tensor heads = from_vector<int64_t>({0, 0, 1, 1}, {4});
+  const Tensor want = scaled_dot_product_attention(q, index_select(k, 1, heads), index_select(v, 1, heads), mask,
+                                                   0.0, true, 0.3);
+  sum(want * c).backward();
+  require_close(values(y), values(want), 1e-12);
+  require_close(gq, values(q.grad()), 1e-12);
+  require_close(gk, values(k.grad()), 1e-12);
+  require_close(gv, values(v.grad()), 1e-12);
+  // Equal head counts: plain attention.
+  const Tensor k4 = rnd({2, 4, 5, 8}, 16), v4 = rnd({2, 4, 5, 6}, 17);
+  CHECK(values(scaled_dot_product_attention(q, k4, v4, Tensor(), 0.0, false, std::nullopt, nullptr, true)) ==
+        values(scaled_dot_product_attention(q, k4, v4)));
+}
+
+TEST_CASE("grouped-query attention repeats key and value heads by their own groups", "[ops][attention]") {
+  // PyTorch 2.15 accepts a key of 2 heads beside a value of 1 under 4 query heads: each repeated
+  // to 4 by its own factor.
+  const Tensor q = rnd({1, 4, 3, 4}, 21), k = rnd({1, 2, 5, 4}, 22), v = rnd({1, 1, 5, 3}, 23);
+  const Tensor got = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, false, std::nullopt, nullptr, true);
+  const Tensor want = scaled_dot_product_attention(q, index_select(k, 1, from_vector<int64_t>({0, 0, 1, 1}, {4})),
+                                                   expand(v, {1, 4, 5, 3}));
+  require_close(values(got), values(want), 1e-12);
+}
+
+TEST_CASE("grouped-query attention refuses head counts that do not divide", "[ops][attention][errors]") {
+  const Tensor q = zeros({1, 3, 2, 4}), k = zeros({1, 2, 2, 4}), v = zeros({1, 2, 2, 4});
+  MG_REQUIRE_ERROR(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, false, std::nullopt, nullptr, true),
+                   "enable_gqa needs the key's and the value's heads to divide the query's; got query [1, 3, 2, 4] f32 "
+                   "cpu (3 heads), key [1, 2, 2, 4] f32 cpu (2), value [1, 2, 2, 4] f32 cpu (2)");
+  MG_REQUIRE_ERROR(scaled_dot_product_attention(zeros({2, 4}), zeros({2, 4}), zeros({2, 4}), Tensor(), 0.0, false,
+                                                std::nullopt, nullptr, true),
+                   "enable_gqa needs query, key and value with a head dim");
+  // Without enable_gqa the heads must broadcast (the matmul's error).
+  CHECK_THROWS(scaled_dot_product_attention(zeros({1, 4, 2, 4}), k, v));
+}

@@ -24,6 +24,7 @@
 #include "core/factory.h"
 #include "ops/distance.h"
 #include "ops/loss.h"
+#include "nn/margin_loss.h"
 #include "ops/margin_losses.h"
 #include "ops/ops.h"
 #include "test_paths.h"
@@ -263,7 +264,7 @@ TEST_CASE("margin losses: bad inputs are named errors", "[ops][loss]") {
                    "cosine_embedding_loss: expected x1 and x2 of 1 or 2 dims");
   MG_REQUIRE_ERROR(triplet_margin_loss(x, y, x * 2.0, 0.0), "triplet_margin_loss: margin must be > 0");
   MG_REQUIRE_ERROR(triplet_margin_loss(x, y, x * 2.0, -0.5), "triplet_margin_loss: margin must be > 0");
-  MG_REQUIRE_ERROR(triplet_margin_loss(x, y, x * 2.0, 1.0, -1.0), "triplet_margin_loss: p must be >= 0, got -1");
+  MG_REQUIRE_ERROR(triplet_margin_loss(x, y, x * 2.0, 1.0, NAN), "norm: p must be a number");
   {  // More than 2 dims (the distance along the last) and p = 0, as PyTorch 2.15 computes them.
     const Tensor i = reshape(arange(0, 24, 1, {.dtype = DType::F64}), {2, 3, 4});
     const Tensor a = i / 7.0, b = cos(i), c = sin(i);
@@ -398,4 +399,95 @@ TEST_CASE("huber_loss keeps the input's dtype and kl_div refuses integer tensors
   // kl_div: "Integral inputs not supported" in PyTorch; they were promoted and ran.
   MG_REQUIRE_ERROR(kl_div(from_vector<int64_t>({-1}), from_vector<float>({1.0f})), "kl_div: expected floating input");
   MG_REQUIRE_ERROR(kl_div(from_vector<float>({-1.0f}), from_vector<int64_t>({1})), "kl_div: expected floating input");
+}
+
+TEST_CASE("pairwise_distance and triplet_margin_loss take p < 0 and 0-d inputs, as PyTorch", "[ops][loss]") {
+  // PyTorch 2.15, f64: pairwise_distance(a, b, p=-1.5) and its gradient; triplet with p = -1;
+  // 0-d inputs are single numbers (|1 - 3 + 1e-6|).
+  Tensor a = from_vector<double>({1.0, 2.0, 0.5, -1.0}, {2, 2}).requires_grad_();
+  const Tensor b = from_vector<double>({3.0, 1.0, 0.25, 2.0}, {2, 2});
+  const Tensor d = pairwise_distance(a, b, -1.5);
+  sum(d).backward();
+  const std::vector<double> want_d{0.8172407306632126, 0.2460702762442523};
+  const std::vector<double> want_g{-0.10673345360219871, 0.6037733264189424, 0.9611552166161541,
+                                   -0.0019268376206116008};
+  for (std::size_t i = 0; i < 2; ++i) CHECK(test::values(d)[i] == Approx(want_d[i]).epsilon(1e-12));
+  for (std::size_t i = 0; i < 4; ++i) CHECK(test::values(a.grad())[i] == Approx(want_g[i]).epsilon(1e-12));
+  const std::vector<double> t = test::values(
+      triplet_margin_loss(a.detach(), b, a.detach() * 0.5, 1.0, -1.0, 1e-6, false, Reduction::None));
+  CHECK(t[0] == Approx(1.333333111110852).epsilon(1e-12));
+  CHECK(t[1] == Approx(1.0641030769241024).epsilon(1e-12));
+  const TensorOptions f64{.dtype = DType::F64};
+  const Tensor d0 = pairwise_distance(scalar_tensor(1.0, f64), scalar_tensor(3.0, f64));
+  CHECK(d0.dim() == 0);
+  CHECK(d0.item<double>() == Approx(1.999999).epsilon(1e-12));
+  CHECK(triplet_margin_loss(scalar_tensor(1.0, f64), scalar_tensor(3.0, f64), scalar_tensor(0.0, f64)).item<double>() ==
+        Approx(1.999998).epsilon(1e-12));
+}
+
+TEST_CASE("multi_margin_loss takes a [1] target for a [C] input, as PyTorch", "[ops][loss]") {
+  // PyTorch 2.15: multi_margin_loss([0.1, 0.2, 0.4], [1], reduction='none') = [0.7]; a 0-d target
+  // gives a 0-d loss.
+  const Tensor x = from_vector<double>({0.1, 0.2, 0.4}, {3});
+  const Tensor per = multi_margin_loss(x, from_vector<int64_t>({1}, {1}), 1, 1.0, Tensor(), Reduction::None);
+  CHECK(per.shape() == Shape{1});
+  CHECK(per.item<double>() == Approx(0.7).epsilon(1e-12));
+  CHECK(multi_margin_loss(x, scalar_tensor(1.0, {.dtype = DType::I64}), 1, 1.0, Tensor(), Reduction::None).dim() == 0);
+  MG_REQUIRE_ERROR(multi_margin_loss(x, from_vector<int64_t>({1, 2}, {2})),
+                   "multi_margin_loss: expected a target of shape [] or [1] for input [3] f64 cpu, got [2] i64 cpu");
+}
+
+TEST_CASE("multilabel_margin_loss equals PyTorch's: the list up to -1, repeated classes, gradients", "[ops][loss]") {
+  // PyTorch 2.15, f64. Row 1 lists class 1 twice: its hinge terms count twice.
+  Tensor x = from_vector<double>({0.1, 0.2, 0.4, 0.8, 0.5, -0.3, 0.9, 0.05}, {2, 4}).requires_grad_();
+  const Tensor y = from_vector<int64_t>({3, 0, -1, 1, 1, 1, 2, -1}, {2, 4});
+  const Tensor l = multilabel_margin_loss(x, y, Reduction::None);
+  REQUIRE(l.shape() == Shape{2});
+  CHECK(test::values(l)[0] == Approx(0.85).epsilon(1e-12));
+  CHECK(test::values(l)[1] == Approx(1.7625).epsilon(1e-12));
+  sum(l).backward();
+  const std::vector<double> want_g{-0.5, 0.5, 0.5, -0.5, 0.75, -1.0, -0.5, 0.75};
+  for (std::size_t i = 0; i < 8; ++i) CHECK(test::values(x.grad())[i] == Approx(want_g[i]).epsilon(1e-12));
+  CHECK(multilabel_margin_loss(x.detach(), y).item<double>() == Approx(1.30625).epsilon(1e-12));
+  CHECK(multilabel_margin_loss(x.detach(), y, Reduction::Sum).item<double>() == Approx(2.6125).epsilon(1e-12));
+  // One row [C]: a 0-d loss.
+  const Tensor one = multilabel_margin_loss(x.detach().select(0, 0), y.select(0, 0), Reduction::None);
+  CHECK(one.dim() == 0);
+  CHECK(one.item<double>() == Approx(0.85).epsilon(1e-12));
+  // f32 in, f32 out; bf16 under autocast is computed in f32.
+  CHECK(multilabel_margin_loss(x.detach().to(DType::F32), y).dtype() == DType::F32);
+  // PyTorch: "argument #2 'target' is out of range" for -2 and for C.
+  MG_REQUIRE_ERROR(multilabel_margin_loss(x.detach(), from_vector<int64_t>({3, 0, -2, 1, 1, 1, 2, -1}, {2, 4})),
+                   "multilabel_margin_loss: target value -2 (row 0, position 2) is out of range [-1, 4)");
+  MG_REQUIRE_ERROR(multilabel_margin_loss(x.detach(), from_vector<int64_t>({4, 0, -1, 1, 1, 1, 2, -1}, {2, 4})),
+                   "is out of range [-1, 4)");
+  MG_REQUIRE_ERROR(multilabel_margin_loss(x.detach(), y.to(DType::F32)), "expected integer class indices");
+  MG_REQUIRE_ERROR(multilabel_margin_loss(x.detach(), y.narrow(1, 0, 3)), "of the same shape");
+}
+
+TEST_CASE("triplet_margin_with_distance_loss equals PyTorch's with a custom distance and swap", "[ops][loss]") {
+  // PyTorch 2.15, f64: distance 1 - cosine_similarity, margin 0.5, swap.
+  Tensor a = from_vector<double>({1.0, 2.0, 0.5, -1.0}, {2, 2}).requires_grad_();
+  const Tensor p = from_vector<double>({3.0, 1.0, 0.25, 2.0}, {2, 2});
+  const Tensor n = from_vector<double>({0.0, 1.0, 1.0, 1.0}, {2, 2});
+  auto cosine_distance = [](const Tensor& u, const Tensor& v) { return 1.0 - cosine_similarity(u, v); };
+  nn::TripletMarginWithDistanceLoss loss({.distance_function = cosine_distance, .margin = 0.5, .swap = true,
+                                          .reduction = Reduction::None});
+  const Tensor l = loss(a, p, n);
+  sum(l).backward();
+  CHECK(test::values(l)[0] == Approx(0.6873204098133684).epsilon(1e-12));
+  CHECK(test::values(l)[1] == Approx(2.12140251171417).epsilon(1e-12));
+  const std::vector<double> want_g{-0.46172815067460216, 0.23086407533730108, -0.44376015698018334,
+                                   -0.22188007849009173};
+  for (std::size_t i = 0; i < 4; ++i) CHECK(test::values(a.grad())[i] == Approx(want_g[i]).epsilon(1e-12));
+  CHECK(triplet_margin_with_distance_loss(a.detach(), p, n).item<double>() == Approx(1.885349342383547).epsilon(1e-12));
+  // The default distance is pairwise_distance: equal to triplet_margin_loss.
+  CHECK(triplet_margin_with_distance_loss(a.detach(), p, n).item<double>() ==
+        Approx(triplet_margin_loss(a.detach(), p, n).item<double>()).epsilon(1e-15));
+  MG_REQUIRE_ERROR(triplet_margin_with_distance_loss(a, p, n, nullptr, 0.0),
+                   "triplet_margin_with_distance_loss: margin must be > 0");
+  MG_REQUIRE_ERROR(triplet_margin_with_distance_loss(a, p.select(0, 0), n),
+                   "expected anchor, positive and negative of the same number of dims");
+  MG_REQUIRE_ERROR(triplet_margin_with_distance_loss(a, p, n, [](const Tensor& u, const Tensor&) { return u.gt(0.0); }),
+                   "the distance function must return a floating tensor");
 }

@@ -740,3 +740,25 @@ TEST_CASE("ReduceLROnPlateau: a group added later takes the single min_lr, as Py
   o2.add_param_group({r});
   MG_REQUIRE_ERROR(per_group.step(1.0), "the optimizer has 3 param groups but the scheduler was created for 2");
 }
+
+TEST_CASE("ReduceLROnPlateau's state carries the last lrs, as PyTorch's _last_lr", "[optim][lr_scheduler]") {
+  // PyTorch 2.15: after a reduction to 0.5, a scheduler loaded into a fresh one (optimizer at lr 1,
+  // its state not loaded yet) reports get_last_lr() [0.5]; the lrs were read from the optimizer.
+  auto p = zeros({2}).requires_grad_();
+  optim::SGD o({p}, {.lr = 1.0});
+  optim::ReduceLROnPlateau sched(o, {.factor = 0.5, .patience = 0});
+  sched.step(1.0);
+  sched.step(2.0);
+  REQUIRE(sched.get_last_lr() == std::vector<double>{0.5});
+  const StateDict saved = sched.state_dict();
+  optim::SGD fresh({p}, {.lr = 1.0});
+  optim::ReduceLROnPlateau resumed(fresh, {.factor = 0.5, .patience = 0});
+  resumed.load_state_dict(saved);
+  CHECK(resumed.get_last_lr() == std::vector<double>{0.5});
+  // A state saved before the last lrs were (no "last_lr.0") takes the optimizer's.
+  StateDict old = saved;
+  old.floats.erase("last_lr.0");
+  optim::ReduceLROnPlateau older(fresh, {.factor = 0.5, .patience = 0});
+  older.load_state_dict(old);
+  CHECK(older.get_last_lr() == std::vector<double>{1.0});
+}
