@@ -60,6 +60,18 @@ void check_class_weight(const char* name, const Tensor& weight, int64_t classes)
            describe(weight));
 }
 
+// The triplet losses' common checks: a plain reduction, defined inputs of one number of dims,
+// margin > 0 (PyTorch's).
+void check_triplet(const char* name, const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                   double margin, Reduction reduction) {
+  detail::check_plain_reduction(name, reduction);
+  MG_CHECK(anchor.defined() && positive.defined() && negative.defined(), Error, name, ": got an undefined tensor");
+  MG_CHECK(margin > 0.0, Error, name, ": margin must be > 0, got ", margin);
+  MG_CHECK(positive.dim() == anchor.dim() && negative.dim() == anchor.dim(), ShapeError, name,
+           ": expected anchor, positive and negative of the same number of dims, got ", describe(anchor), ", ",
+           describe(positive), " and ", describe(negative));
+}
+
 }  // namespace
 
 Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& target, double margin,
@@ -131,14 +143,9 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& t
 Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative, double margin,
                            double p, double eps, bool swap, Reduction reduction) {
   constexpr const char* kName = "triplet_margin_loss";
-  detail::check_plain_reduction(kName, reduction);
-  MG_CHECK(anchor.defined() && positive.defined() && negative.defined(), Error, kName, ": got an undefined tensor");
-  MG_CHECK(margin > 0.0, Error, kName, ": margin must be > 0, got ", margin);
   // Any real p, as pairwise_distance. Any number of dims, the distance along the last (PyTorch:
   // [2, 3, 4] gives [2, 3]; 0-d inputs are single numbers).
-  MG_CHECK(positive.dim() == anchor.dim() && negative.dim() == anchor.dim(), ShapeError, kName,
-           ": expected anchor, positive and negative of the same number of dims, got ", describe(anchor), ", ",
-           describe(positive), " and ", describe(negative));
+  check_triplet(kName, anchor, positive, negative, margin, reduction);
   const CompositeInputs c = composite_inputs(kName, {anchor, positive, negative});
   const Tensor& a = c.math[0];
   const Tensor& pos = c.math[1];
@@ -212,12 +219,7 @@ Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& pos
                                          const std::function<Tensor(const Tensor&, const Tensor&)>& distance_function,
                                          double margin, bool swap, Reduction reduction) {
   constexpr const char* kName = "triplet_margin_with_distance_loss";
-  detail::check_plain_reduction(kName, reduction);
-  MG_CHECK(anchor.defined() && positive.defined() && negative.defined(), Error, kName, ": got an undefined tensor");
-  MG_CHECK(margin > 0.0, Error, kName, ": margin must be > 0, got ", margin);
-  MG_CHECK(positive.dim() == anchor.dim() && negative.dim() == anchor.dim(), ShapeError, kName,
-           ": expected anchor, positive and negative of the same number of dims, got ", describe(anchor), ", ",
-           describe(positive), " and ", describe(negative));
+  check_triplet(kName, anchor, positive, negative, margin, reduction);
   auto d = [&](const Tensor& u, const Tensor& v) {
     const Tensor r = distance_function ? distance_function(u, v) : pairwise_distance(u, v);
     MG_CHECK(r.defined() && is_floating(r.dtype()), Error, kName,
