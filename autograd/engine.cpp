@@ -119,6 +119,7 @@ class GraphTask {
       // as the output of the node that produced it.
       Tensors input_grads;
       if (is_sink) {
+        OpObserverMute mute;  // not reported, nor its ops (see apply_observed)
         input_grads = node->apply(std::move(grads));  // AccumulateGrad locks for itself
       } else {
         // One pass at a time through a node shared by several threads' graphs (Node::apply_mutex).

@@ -479,3 +479,27 @@ TEST_CASE("OverflowTracer cost on a ResNet-20 forward+backward", "[.][tracer-cos
             << " MB of outputs scanned per step\n";
   CHECK(ops > 0);
 }
+
+namespace {
+int g_forward_events = 0, g_backward_events = 0;
+void count_events(const OpEvent& e) { ++(e.backward ? g_backward_events : g_forward_events); }
+}  // namespace
+
+TEST_CASE("an op observer installed during backward sees the remaining nodes, not the ops inside them",
+          "[amp][observer]") {
+  // backward() mutes the ops inside nodes only when an observer is installed as it starts; one
+  // installed by a hook (or another thread) meanwhile saw tanh_backward's ops as forward ops.
+  manual_seed(2);
+  const Tensor x = randn({3, 4}).requires_grad_();
+  const Tensor h = tanh(x);
+  const Tensor y = sum(matmul(h, transpose(h, 0, 1)));
+  h.register_hook([](const Tensor&) {
+    set_op_observer(count_events);
+    return Tensor();
+  });
+  g_forward_events = g_backward_events = 0;
+  y.backward();
+  set_op_observer(nullptr);
+  CHECK(g_backward_events >= 1);  // tanh's node, reported whole
+  CHECK(g_forward_events == 0);
+}
