@@ -11,7 +11,8 @@ InstanceNorm::InstanceNorm(std::string type, int64_t spatial_dims, Options o)
     : UnaryModule(std::move(type)), spatial_dims_(spatial_dims), options_(o) {
   MG_CHECK(o.num_features > 0, Error, type_name(), ": num_features must be positive, got ", o.num_features);
   MG_CHECK(o.eps >= 0, Error, type_name(), ": eps must be >= 0, got ", o.eps);
-  MG_CHECK(o.momentum >= 0 && o.momentum <= 1, Error, type_name(), ": momentum must be in [0, 1], got ", o.momentum);
+  MG_CHECK(!o.momentum || (*o.momentum >= 0 && *o.momentum <= 1), Error, type_name(), ": momentum must be in [0, 1], got ",
+           o.momentum.value_or(0.0));
   // Registration order is PyTorch's, so state dicts list the same names in the same order.
   if (o.affine) {
     weight = register_parameter("weight", ones({o.num_features}));
@@ -53,15 +54,32 @@ void InstanceNorm::update_running_stats(const Tensor& x) {
   NoGradGuard no_grad;
   const DType acc = x.dtype() == DType::F64 ? DType::F64 : DType::F32;
   const Tensor per_instance = x.detach().to(acc).reshape({x.size(0), x.size(1), -1});  // [N, C, S]
-  const double m = options_.momentum;
+  const double m = options_.momentum.value_or(0.0);
+  if (m == 0.0) return;  // momentum None (or 0): the statistics stay
   const Tensor mean_of = mean(mean(per_instance, {2}), {0});
   const Tensor var_of = mean(var(per_instance, {2}, /*correction=*/1), {0});
   running_mean.copy_(running_mean.to(acc) * (1 - m) + mean_of * m);
   running_var.copy_(running_var.to(acc) * (1 - m) + var_of * m);
 }
 
+void InstanceNorm::reset_running_stats() {
+  if (!options_.track_running_stats) return;
+  NoGradGuard no_grad;
+  running_mean.zero_();
+  running_var.fill_(1.0);
+  num_batches_tracked.zero_();
+}
+
+void InstanceNorm::reset_parameters() {
+  reset_running_stats();
+  NoGradGuard no_grad;
+  if (weight.defined()) weight.fill_(1.0);
+  if (bias.defined()) bias.zero_();
+}
+
 std::string InstanceNorm::extra_repr() const {
-  return str_cat(options_.num_features, ", eps=", options_.eps, ", momentum=", options_.momentum,
+  return str_cat(options_.num_features, ", eps=", options_.eps, ", momentum=",
+                 options_.momentum ? str_cat(*options_.momentum) : std::string("None"),
                  ", affine=", options_.affine ? "true" : "false", ", track_running_stats=",
                  options_.track_running_stats ? "true" : "false");
 }

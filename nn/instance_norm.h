@@ -10,6 +10,7 @@
 //
 //   auto norm = nn::make<nn::InstanceNorm2d>({.num_features = 64, .affine = true});
 #pragma once
+#include <optional>
 #include <string>
 
 #include "mixgrad/nn/module.h"
@@ -19,7 +20,9 @@ namespace mg::nn {
 struct InstanceNormOptions {
   int64_t num_features = 0;          // C
   double eps = 1e-5;
-  double momentum = 0.1;             // running statistics' update rate, in [0, 1]
+  // The running statistics' update rate, in [0, 1]; std::nullopt: they never change, as PyTorch's
+  // InstanceNorm with momentum=None (it passes 0: instance norm counts no batches to average over).
+  std::optional<double> momentum = 0.1;
   bool affine = false;               // per-channel weight (ones) and bias (zeros)
   bool track_running_stats = false;  // running_mean (zeros) and running_var (ones) buffers
 };
@@ -28,6 +31,10 @@ class InstanceNorm : public UnaryModule {
  public:
   using Options = InstanceNormOptions;
   Tensor forward(const Tensor& x) override;
+  // Running statistics back to mean 0, variance 1 and the counter to 0 (no-op without them).
+  void reset_running_stats();
+  // reset_running_stats, and weight 1, bias 0 with affine (PyTorch's reset_parameters).
+  void reset_parameters();
 
   Tensor weight, bias;  // [C] with affine, else undefined
   Tensor running_mean, running_var, num_batches_tracked;  // [C], [C], [] with track_running_stats

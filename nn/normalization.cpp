@@ -52,6 +52,28 @@ void BatchNorm::reset_running_stats() {
   num_batches_tracked.zero_();
 }
 
+namespace {
+// Affine parameters back to the identity (weight 1, bias 0; undefined ones skipped), in place so
+// optimizers and captured graphs keep them.
+void reset_affine(Tensor& weight, Tensor& bias) {
+  NoGradGuard no_grad;
+  if (weight.defined()) weight.fill_(1.0);
+  if (bias.defined()) bias.zero_();
+}
+}  // namespace
+
+void BatchNorm::reset_parameters() {
+  reset_running_stats();
+  reset_affine(weight, bias);
+}
+
+void LayerNorm::reset_parameters() { reset_affine(weight, bias); }
+void GroupNorm::reset_parameters() { reset_affine(weight, bias); }
+void RMSNorm::reset_parameters() {
+  Tensor none;
+  reset_affine(weight, none);
+}
+
 Tensor BatchNorm::forward(const Tensor& x) {
   const Options& o = options_;
   MG_CHECK(x.defined() && std::find(ranks_.begin(), ranks_.end(), x.dim()) != ranks_.end() &&

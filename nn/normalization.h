@@ -42,7 +42,10 @@ class BatchNorm : public UnaryModule {
  public:
   using Options = BatchNormOptions;
   Tensor forward(const Tensor& x) override;
+  // Running statistics back to mean 0, variance 1 and the counter to 0 (no-op without them).
   void reset_running_stats();
+  // reset_running_stats, and weight 1, bias 0 (PyTorch's reset_parameters).
+  void reset_parameters();
   const Options& options() const { return options_; }
   // Training-mode statistics through `sync` (over every rank's batch) instead of this batch alone;
   // eval mode never uses it. Null restores the local statistics.
@@ -99,6 +102,7 @@ class LayerNorm : public UnaryModule {
   using Options = LayerNormOptions;
   explicit LayerNorm(Options options);
   Tensor forward(const Tensor& x) override;
+  void reset_parameters();  // weight 1, bias 0
   const Options& options() const { return options_; }
 
   Tensor weight, bias;  // `shape` or undefined
@@ -123,6 +127,7 @@ class GroupNorm : public UnaryModule {
   using Options = GroupNormOptions;
   explicit GroupNorm(Options options);
   Tensor forward(const Tensor& x) override;
+  void reset_parameters();  // weight 1, bias 0
 
   Tensor weight, bias;  // [C] or undefined
 
@@ -145,6 +150,7 @@ class RMSNorm : public UnaryModule {
   using Options = RMSNormOptions;
   explicit RMSNorm(Options options);
   Tensor forward(const Tensor& x) override;
+  void reset_parameters();  // weight 1
 
   Tensor weight;  // `shape` or undefined
 

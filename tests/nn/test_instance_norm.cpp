@@ -8,7 +8,9 @@
 #include "autograd/engine.h"
 #include "core/factory.h"
 #include "amp/autocast.h"
+#include "autograd/grad_mode.h"
 #include "nn/instance_norm.h"
+#include "nn/normalization.h"
 #include "ops/ops.h"
 #include "reference/json_reference.h"
 #include "test_util.h"
@@ -133,4 +135,56 @@ TEST_CASE("InstanceNorm keeps bf16 and names its refusals", "[nn][norm]") {
   MG_REQUIRE_ERROR(nn::InstanceNorm2d({.num_features = 2, .momentum = 1.5, .track_running_stats = true}),
                    "momentum must be in [0, 1]");
   MG_REQUIRE_ERROR(nn::InstanceNorm1d({.num_features = 0}), "num_features must be positive");
+}
+
+TEST_CASE("InstanceNorm with momentum = nullopt keeps its running statistics, as PyTorch's None; the norms reset",
+          "[nn][norm]") {
+  // PyTorch 2.15: InstanceNorm1d(2, momentum=None, track_running_stats=True) after a training call
+  // still has running_mean [0, 0], running_var [1, 1].
+  manual_seed(6);
+  nn::InstanceNorm1d frozen({.num_features = 2, .momentum = std::nullopt, .track_running_stats = true});
+  frozen.forward(randn({3, 2, 5}) * 3.0 + 1.0);
+  CHECK(values(frozen.running_mean) == std::vector<double>{0, 0});
+  CHECK(values(frozen.running_var) == std::vector<double>{1, 1});
+  CHECK(frozen.str().find("momentum=None") != std::string::npos);
+
+  // reset_running_stats / reset_parameters, in place (the same tensors).
+  nn::InstanceNorm1d moving({.num_features = 2, .affine = true, .track_running_stats = true});
+  moving.forward(randn({3, 2, 5}) * 3.0 + 1.0);
+  CHECK(values(moving.running_mean) != std::vector<double>{0, 0});
+  const Tensor held = moving.running_var;
+  {
+    NoGradGuard no_grad;
+    moving.weight.fill_(2.0);
+  }
+  moving.reset_parameters();
+  CHECK(values(moving.running_mean) == std::vector<double>{0, 0});
+  CHECK(values(held) == std::vector<double>{1, 1});
+  CHECK(values(moving.weight) == std::vector<double>{1, 1});
+
+  nn::BatchNorm1d bn({.features = 2});
+  bn.forward(randn({4, 2}) + 2.0);
+  {
+    NoGradGuard no_grad;
+    bn.bias.fill_(0.5);
+  }
+  bn.reset_parameters();
+  CHECK(values(bn.running_mean) == std::vector<double>{0, 0});
+  CHECK(values(bn.bias) == std::vector<double>{0, 0});
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 0);
+  nn::LayerNorm ln({.shape = {2}});
+  nn::GroupNorm gn({.groups = 1, .channels = 2});
+  nn::RMSNorm rms({.shape = {2}});
+  {
+    NoGradGuard no_grad;
+    for (Tensor t : {ln.weight, ln.bias, gn.weight, gn.bias, rms.weight}) t.fill_(3.0);
+  }
+  ln.reset_parameters();
+  gn.reset_parameters();
+  rms.reset_parameters();
+  CHECK(values(ln.weight) == std::vector<double>{1, 1});
+  CHECK(values(ln.bias) == std::vector<double>{0, 0});
+  CHECK(values(gn.weight) == std::vector<double>{1, 1});
+  CHECK(values(gn.bias) == std::vector<double>{0, 0});
+  CHECK(values(rms.weight) == std::vector<double>{1, 1});
 }
