@@ -12,11 +12,15 @@
 // each to the input dtype (its matmuls' outputs) — and the products take their operands in the
 // input dtype as FlashAttention does. f64 computes in f64 throughout. The products run the GEMM
 // driver (ops/cpu/gemm.h); entries run in parallel, one per thread, when there are enough of
-// them, else one at a time with threaded products and rows.
+// them, else one at a time with threaded products and rows. Each entry runs a block of query rows
+// at a time (attention_block_rows: about a million scores, one block up to Lq x Lk = 2^20), so the
+// scratch stays a few MiB per thread at any sequence length; the backward sums dk and dv over the
+// blocks in f32 (f64) and rounds once.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -161,6 +165,26 @@ void for_entries(int64_t entries, const F& entry) {
   }
 }
 
+// Query rows per block: an entry's scores are computed, softmaxed and multiplied a block of rows at
+// a time, so the scratch per thread is about kAttentionBlockScores scores of each kind (4 MiB in
+// f32), not Lq x Lk (1 GiB at Lq = Lk = 16384). Rows are independent, so the forward's numbers do
+// not depend on the blocking; the backward, which sums dk and dv over the blocks, sums them in
+// acc_t<T> and rounds once. Sequences of up to about a thousand tokens (BERT's 512) are one block.
+inline constexpr int64_t kAttentionBlockScores = int64_t(1) << 20;
+int64_t attention_block_rows(int64_t lq, int64_t lk) {
+  return std::min(lq, std::max<int64_t>(16, kAttentionBlockScores / std::max<int64_t>(lk, 1)));
+}
+
+// n accumulated values into T, rounded once (a copy when T is the accumulation type).
+template <typename T, typename A>
+void store_acc(const A* src, T* dst, int64_t n) {
+  if constexpr (std::is_same_v<T, A>) {
+    std::copy(src, src + n, dst);
+  } else {
+    store_f32(src, dst, n);
+  }
+}
+
 // in: (q, k, v[, mask]) -> (out [B.., Lq, Ev], stats [B.., Lq, 2] in acc_t<T>)
 template <typename T>
 void attention_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
@@ -182,48 +206,52 @@ void attention_kernel(const Tensors& in, Tensors& out, const OpAttrs& attrs) {
     std::vector<A> s;
     std::vector<T> pt;  // P in T for the product (f16/bf16)
   };
+  const int64_t block = attention_block_rows(g.lq, g.lk);
   for_entries<Scratch>(g.entries, [&](int64_t b, Scratch& w) {
-    const std::size_t n = std::size_t(g.lq * g.lk);
-    w.s.resize(n);
-    A* s = w.s.data();
     const std::size_t u = std::size_t(b);
-    gemm_acc<T>(single_gemm(g.lq, g.e, g.lk, gemm_matrix(qp + g.q_off[u], q.stride(-2), q.stride(-1)),
-                            gemm_matrix(kp + g.k_off[u], k.stride(-1), k.stride(-2)), s, a.scale));
-    parallel_for(0, g.lq, row_grain(g.lk), [&](int64_t i0, int64_t i1) {
-      std::vector<A> keep;
-      std::vector<uint32_t> words;
-      if (a.dropout_p > 0.0) keep.resize(std::size_t(g.lk));
-      for (int64_t i = i0; i < i1; ++i) {
-        A* row = s + i * g.lk;
-        mask_row<T>(row, b, i, g, a, mp);
-        const A m = line_max<A>(row, g.lk, 1);
-        A* st = stats + (b * g.lq + i) * 2;
-        if (g.lk == 0 || m == -std::numeric_limits<A>::infinity()) {
-          // A dead row: zero weights. Its statistics are {0, 0}, finite (an -inf there would be
-          // an overflow to amp::OverflowTracer), 1/Σ = 0 marking it.
-          std::fill(row, row + g.lk, A(0));
-          st[0] = A(0);
-          st[1] = A(0);
-          continue;
+    for (int64_t r0 = 0; r0 < g.lq; r0 += block) {  // query rows r0 .. r0 + nr - 1
+      const int64_t nr = std::min(block, g.lq - r0);
+      const std::size_t n = std::size_t(nr * g.lk);
+      w.s.resize(n);
+      A* s = w.s.data();
+      const GemmOperand qb = gemm_matrix(qp + g.q_off[u] + r0 * q.stride(-2), q.stride(-2), q.stride(-1));
+      gemm_acc<T>(single_gemm(nr, g.e, g.lk, qb, gemm_matrix(kp + g.k_off[u], k.stride(-1), k.stride(-2)), s, a.scale));
+      parallel_for(0, nr, row_grain(g.lk), [&](int64_t i0, int64_t i1) {
+        std::vector<A> keep;
+        std::vector<uint32_t> words;
+        if (a.dropout_p > 0.0) keep.resize(std::size_t(g.lk));
+        for (int64_t i = r0 + i0; i < r0 + i1; ++i) {
+          A* row = s + (i - r0) * g.lk;
+          mask_row<T>(row, b, i, g, a, mp);
+          const A m = line_max<A>(row, g.lk, 1);
+          A* st = stats + (b * g.lq + i) * 2;
+          if (g.lk == 0 || m == -std::numeric_limits<A>::infinity()) {
+            // A dead row: zero weights. Its statistics are {0, 0}, finite (an -inf there would be
+            // an overflow to amp::OverflowTracer), 1/Σ = 0 marking it.
+            std::fill(row, row + g.lk, A(0));
+            st[0] = A(0);
+            st[1] = A(0);
+            continue;
+          }
+          const A inv = A(1) / exp_sum<A>(row, g.lk, 1, m, row);
+          for (int64_t j = 0; j < g.lk; ++j) row[j] *= inv;
+          st[0] = m;
+          st[1] = inv;
+          if (a.dropout_p > 0.0) {
+            keep_row(a, (b * g.lq + i) * g.lk, g.lk, keep.data(), words);
+            drop_row(row, keep.data(), sc, g.lk, row);
+          }
         }
-        const A inv = A(1) / exp_sum<A>(row, g.lk, 1, m, row);
-        for (int64_t j = 0; j < g.lk; ++j) row[j] *= inv;
-        st[0] = m;
-        st[1] = inv;
-        if (a.dropout_p > 0.0) {
-          keep_row(a, (b * g.lq + i) * g.lk, g.lk, keep.data(), words);
-          drop_row(row, keep.data(), sc, g.lk, row);
-        }
+      });
+      const void* p = s;
+      if constexpr (!std::is_same_v<T, A>) {
+        w.pt.resize(n);
+        store_f32(s, w.pt.data(), int64_t(n));
+        p = w.pt.data();
       }
-    });
-    const void* p = s;
-    if constexpr (!std::is_same_v<T, A>) {
-      w.pt.resize(n);
-      store_f32(s, w.pt.data(), int64_t(n));
-      p = w.pt.data();
+      gemm<T>(single_gemm(nr, g.lk, g.ev, gemm_matrix(p, g.lk, 1),
+                          gemm_matrix(vp + g.v_off[u], v.stride(-2), v.stride(-1)), op + (b * g.lq + r0) * g.ev));
     }
-    gemm<T>(single_gemm(g.lq, g.lk, g.ev, gemm_matrix(p, g.lk, 1),
-                        gemm_matrix(vp + g.v_off[u], v.stride(-2), v.stride(-1)), op + b * g.lq * g.ev));
   });
 }
 
@@ -252,71 +280,103 @@ void attention_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a
   const bool drop = a.dropout_p > 0.0;
   struct Scratch {
     std::vector<A> p, dp, pd;  // P (before dropout); dP, then dS; the dropped P
-    std::vector<T> pdt, dst;         // the dropped P and dS in T for the products (f16/bf16)
+    std::vector<T> pdt, dst;   // the dropped P and dS in T for the products (f16/bf16)
+    std::vector<A> dk, dv, part;  // several row blocks: dk and dv summed over them, one block's share
   };
+  const int64_t block = attention_block_rows(g.lq, g.lk);
+  const bool blocked = block < g.lq;
   for_entries<Scratch>(g.entries, [&](int64_t b, Scratch& w) {
-    const std::size_t n = std::size_t(g.lq * g.lk), u = std::size_t(b);
-    w.p.resize(n);
-    w.dp.resize(n);
-    A* p = w.p.data();
-    A* dp = w.dp.data();
-    A* pd = p;  // without dropout the dropped P is P
-    if (drop) {
-      w.pd.resize(n);
-      pd = w.pd.data();
-    }
-    const GemmOperand qb = gemm_matrix(qp + g.q_off[u], q.stride(-2), q.stride(-1));
+    const std::size_t u = std::size_t(b);
     const GemmOperand kb = gemm_matrix(kp + g.k_off[u], k.stride(-2), k.stride(-1));
-    const GemmOperand gb = gemm_matrix(gp + g.grad_off[u], gr.stride(-2), gr.stride(-1));
-    // P again: the forward's scores, masks and statistics.
-    gemm_acc<T>(
-        single_gemm(g.lq, g.e, g.lk, qb, gemm_matrix(kp + g.k_off[u], k.stride(-1), k.stride(-2)), p, a.scale));
-    // dP = dO vᵀ in f32 (read by the row pass).
-    gemm_acc<T>(single_gemm(g.lq, g.ev, g.lk, gb, gemm_matrix(vp + g.v_off[u], v.stride(-1), v.stride(-2)), dp));
-    parallel_for(0, g.lq, row_grain(g.lk), [&](int64_t i0, int64_t i1) {
-      std::vector<uint32_t> words;
-      std::vector<A> keep(drop ? std::size_t(g.lk) : 0);  // 1/0 per weight of the row
-      for (int64_t i = i0; i < i1; ++i) {
-        A* row = p + i * g.lk;
-        mask_row<T>(row, b, i, g, a, mp);
-        const A* st = stats + (b * g.lq + i) * 2;
-        probs_from_stats(row, g.lk, st[0], st[1]);
-        A* d = dp + i * g.lk;
-        if (attention_dead_row(st[1])) {
-          // No gradient through a dead row, as the composite's where(dead, 0, w) gives: its
-          // weights are constant 0 (0 * (dP - Σ) would let an inf or NaN dP through).
-          std::fill(row, row + g.lk, A(0));
-          if (drop) std::fill(pd + i * g.lk, pd + (i + 1) * g.lk, A(0));
-          std::fill(d, d + g.lk, A(0));
-          continue;
-        }
-        // dS = P (dP - Σ P dP) scale, dP the gradient of the weights before dropout: the
-        // dropout_backward op's (g * keep) * sc, so a dropped weight's gradient is ±0.
-        if (drop) {
-          const A* kr = keep.data();
-          keep_row(a, (b * g.lq + i) * g.lk, g.lk, keep.data(), words);
-          drop_row(row, kr, sc, g.lk, pd + i * g.lk);
-          for (int64_t j = 0; j < g.lk; ++j) d[j] = attention_undropped_grad(d[j], kr[j], sc);
-        }
-        const A dot = line_sum<A>(g.lk, [&](int64_t j) { return row[j] * d[j]; });
-        for (int64_t j = 0; j < g.lk; ++j) d[j] = attention_score_grad(row[j], d[j], dot, scale);
-      }
-    });
-    // The products' operands in T: the dropped P and dS rounded once (f16/bf16).
-    const void* pdx = pd;
-    const void* ds = dp;
-    if constexpr (!std::is_same_v<T, A>) {
-      w.pdt.resize(n);
-      w.dst.resize(n);
-      store_f32(pd, w.pdt.data(), int64_t(n));
-      store_f32(dp, w.dst.data(), int64_t(n));
-      pdx = w.pdt.data();
-      ds = w.dst.data();
+    if (blocked) {
+      w.dk.assign(std::size_t(g.lk * g.e), A(0));
+      w.dv.assign(std::size_t(g.lk * g.ev), A(0));
     }
-    // dv = (dropped P)ᵀ dO, dq = dS k, dk = dSᵀ q
-    gemm<T>(single_gemm(g.lk, g.lq, g.ev, gemm_matrix(pdx, 1, g.lk), gb, dv + b * g.lk * g.ev));
-    gemm<T>(single_gemm(g.lq, g.lk, g.e, gemm_matrix(ds, g.lk, 1), kb, dq + b * g.lq * g.e));
-    gemm<T>(single_gemm(g.lk, g.lq, g.e, gemm_matrix(ds, 1, g.lk), qb, dk + b * g.lk * g.e));
+    for (int64_t r0 = 0; r0 < g.lq; r0 += block) {  // query rows r0 .. r0 + nr - 1
+      const int64_t nr = std::min(block, g.lq - r0);
+      const std::size_t n = std::size_t(nr * g.lk);
+      w.p.resize(n);
+      w.dp.resize(n);
+      A* p = w.p.data();
+      A* dp = w.dp.data();
+      A* pd = p;  // without dropout the dropped P is P
+      if (drop) {
+        w.pd.resize(n);
+        pd = w.pd.data();
+      }
+      const GemmOperand qb = gemm_matrix(qp + g.q_off[u] + r0 * q.stride(-2), q.stride(-2), q.stride(-1));
+      const GemmOperand gb = gemm_matrix(gp + g.grad_off[u] + r0 * gr.stride(-2), gr.stride(-2), gr.stride(-1));
+      // P again: the forward's scores, masks and statistics.
+      gemm_acc<T>(
+          single_gemm(nr, g.e, g.lk, qb, gemm_matrix(kp + g.k_off[u], k.stride(-1), k.stride(-2)), p, a.scale));
+      // dP = dO vᵀ in f32 (read by the row pass).
+      gemm_acc<T>(single_gemm(nr, g.ev, g.lk, gb, gemm_matrix(vp + g.v_off[u], v.stride(-1), v.stride(-2)), dp));
+      parallel_for(0, nr, row_grain(g.lk), [&](int64_t i0, int64_t i1) {
+        std::vector<uint32_t> words;
+        std::vector<A> keep(drop ? std::size_t(g.lk) : 0);  // 1/0 per weight of the row
+        for (int64_t i = r0 + i0; i < r0 + i1; ++i) {
+          const int64_t local = (i - r0) * g.lk;
+          A* row = p + local;
+          mask_row<T>(row, b, i, g, a, mp);
+          const A* st = stats + (b * g.lq + i) * 2;
+          probs_from_stats(row, g.lk, st[0], st[1]);
+          A* d = dp + local;
+          if (attention_dead_row(st[1])) {
+            // No gradient through a dead row, as the composite's where(dead, 0, w) gives: its
+            // weights are constant 0 (0 * (dP - Σ) would let an inf or NaN dP through).
+            std::fill(row, row + g.lk, A(0));
+            if (drop) std::fill(pd + local, pd + local + g.lk, A(0));
+            std::fill(d, d + g.lk, A(0));
+            continue;
+          }
+          // dS = P (dP - Σ P dP) scale, dP the gradient of the weights before dropout: the
+          // dropout_backward op's (g * keep) * sc, so a dropped weight's gradient is ±0.
+          if (drop) {
+            const A* kr = keep.data();
+            keep_row(a, (b * g.lq + i) * g.lk, g.lk, keep.data(), words);
+            drop_row(row, kr, sc, g.lk, pd + local);
+            for (int64_t j = 0; j < g.lk; ++j) d[j] = attention_undropped_grad(d[j], kr[j], sc);
+          }
+          const A dot = line_sum<A>(g.lk, [&](int64_t j) { return row[j] * d[j]; });
+          for (int64_t j = 0; j < g.lk; ++j) d[j] = attention_score_grad(row[j], d[j], dot, scale);
+        }
+      });
+      // The products' operands in T: the dropped P and dS rounded once (f16/bf16).
+      const void* pdx = pd;
+      const void* ds = dp;
+      if constexpr (!std::is_same_v<T, A>) {
+        w.pdt.resize(n);
+        w.dst.resize(n);
+        store_f32(pd, w.pdt.data(), int64_t(n));
+        store_f32(dp, w.dst.data(), int64_t(n));
+        pdx = w.pdt.data();
+        ds = w.dst.data();
+      }
+      // dq = dS k (this block's rows); dv = (dropped P)ᵀ dO and dk = dSᵀ q, summed over the blocks.
+      gemm<T>(single_gemm(nr, g.lk, g.e, gemm_matrix(ds, g.lk, 1), kb, dq + (b * g.lq + r0) * g.e));
+      const GemmProblem dv_block = single_gemm(g.lk, nr, g.ev, gemm_matrix(pdx, 1, g.lk), gb, nullptr);
+      const GemmProblem dk_block = single_gemm(g.lk, nr, g.e, gemm_matrix(ds, 1, g.lk), qb, nullptr);
+      if (!blocked) {
+        GemmProblem pv = dv_block, pk = dk_block;
+        pv.out = dv + b * g.lk * g.ev;
+        pk.out = dk + b * g.lk * g.e;
+        gemm<T>(pv);
+        gemm<T>(pk);
+        continue;
+      }
+      for (auto [problem, total, size] :
+           {std::tuple{dv_block, &w.dv, g.lk * g.ev}, std::tuple{dk_block, &w.dk, g.lk * g.e}}) {
+        w.part.resize(std::size_t(size));
+        problem.out = w.part.data();
+        gemm_acc<T>(problem);
+        A* acc = total->data();
+        for (int64_t e = 0; e < size; ++e) acc[e] += w.part[std::size_t(e)];
+      }
+    }
+    if (blocked) {
+      store_acc<T>(w.dv.data(), dv + b * g.lk * g.ev, g.lk * g.ev);
+      store_acc<T>(w.dk.data(), dk + b * g.lk * g.e, g.lk * g.e);
+    }
   });
 }
 

@@ -343,3 +343,54 @@ TEST_CASE("fused attention: a mask that does not broadcast is refused before dro
                    "scaled_dot_product_attention: shapes [4, 5] and [2, 3, 5] cannot be broadcast together");
   CHECK(g.offset() == before);
 }
+
+TEST_CASE("fused attention over several blocks of query rows equals the composite, with gradients and dropout",
+          "[ops][attention][fused]") {
+  // Lq x Lk = 1100 x 1000 is past one block (2^20 scores): the kernels run 1048 rows, then 52, and
+  // the backward sums dk and dv over the two. Causal with key padding (dead rows in the first
+  // block), then dropout against the composite on the same stream.
+  const Tensor q = rnd({1, 2, 1100, 4}, 41).requires_grad_(), k = rnd({1, 2, 1000, 4}, 42).requires_grad_();
+  const Tensor v = rnd({1, 2, 1000, 3}, 43).requires_grad_();
+  std::vector<double> pad(1000, 1.0);
+  for (int j = 0; j < 5; ++j) pad[std::size_t(j)] = 0.0;  // rows 0-4 see only padding: dead
+  const Tensor mask = from_vector(pad, {1, 1, 1, 1000}).to(DType::Bool);
+  const Tensor c = rnd({1, 2, 1100, 3}, 44);
+  const Tensor y = scaled_dot_product_attention(q, k, v, mask, 0.0, /*is_causal=*/true, 0.6);
+  CHECK(made_by(y) == "attention_backward");
+  const Tensor lower = le(arange(0, 1000, 1, {.dtype = DType::I64}).unsqueeze(0),
+                          arange(0, 1100, 1, {.dtype = DType::I64}).unsqueeze(1));  // key j <= query i
+  const Tensor both = (mask.to(DType::F64) * lower.to(DType::F64)).to(DType::Bool);
+  const Tensor want = reference(q, k, v, both, 0.6);
+  CHECK(max_abs_diff(y, want) < 1e-13);
+  const Tensors g = autograd::grad({sum(y * c)}, {q, k, v});
+  const Tensors gw = autograd::grad({sum(want * c)}, {q, k, v});
+  for (int i = 0; i < 3; ++i) {
+    INFO("input " << i);
+    CHECK(max_abs_diff(g[i], gw[i]) < 1e-12);
+  }
+  CHECK(max_abs(y.select(1, 1).narrow(-2, 0, 5)) == 0.0);
+
+  Generator g1(7), g2(7);
+  const Tensor yd = scaled_dot_product_attention(q, k, v, Tensor(), 0.3, false, std::nullopt, &g1);
+  const Tensor wd = matmul(dropout(softmax(matmul(q, transpose(k, -1, -2)) * 0.5, -1), 0.3, true, &g2), v);
+  CHECK(max_abs_diff(yd, wd) < 1e-13);
+  const Tensors gd = autograd::grad({sum(yd * c)}, {q, k, v});
+  const Tensors gdw = autograd::grad({sum(wd * c)}, {q, k, v});
+  for (int i = 0; i < 3; ++i) {
+    INFO("dropout, input " << i);
+    CHECK(max_abs_diff(gd[i], gdw[i]) < 1e-12);
+  }
+
+  // bf16: the blocked sums of dk and dv stay as accurate as one block's (f32 sums, one rounding).
+  const Tensor qb = q.detach().to(DType::BF16).requires_grad_(), kb = k.detach().to(DType::BF16).requires_grad_();
+  const Tensor vb = v.detach().to(DType::BF16).requires_grad_();
+  const Tensor cb = c.to(DType::BF16);
+  const Tensors gb = autograd::grad({sum(scaled_dot_product_attention(qb, kb, vb, mask, 0.0, true, 0.6) * cb)}, {qb, kb, vb});
+  const Tensor q64 = qb.detach().to(DType::F64).requires_grad_(), k64 = kb.detach().to(DType::F64).requires_grad_();
+  const Tensor v64 = vb.detach().to(DType::F64).requires_grad_();
+  const Tensors g64 = autograd::grad({sum(reference(q64, k64, v64, both, 0.6) * cb.to(DType::F64))}, {q64, k64, v64});
+  for (int i = 0; i < 3; ++i) {
+    INFO("bf16, input " << i);
+    CHECK(rms_error(gb[i], g64[i]) < 1e-2);
+  }
+}
