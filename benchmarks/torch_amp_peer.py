@@ -588,6 +588,24 @@ def run_torch(args, model, mode, wait_policy):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+# Issue 16's CPU targets: our step time <= 1.0x PyTorch's for every pair (<= 0.8x for the MLP and
+# BERT-mini pairs), and our peak memory <= PyTorch's.
+CPU_TIME_TARGET = {"mlp": 0.8, "bert-mini": 0.8}
+
+
+def cpu_targets_missed(row):
+    """The CPU targets a result row misses, one line each (empty: all met)."""
+    missed = []
+    limit = CPU_TIME_TARGET.get(row["model"], 1.0)
+    if row["wall_ratio"] > limit:
+        missed.append(f"{row['model']} {row['ours']} vs {row['pytorch']}: step time {row['wall_ratio']:.2f}x "
+                      f"PyTorch's (target <= {limit})")
+    if row["ours_peak_bytes"] > row["torch_peak_bytes"]:
+        missed.append(f"{row['model']} {row['ours']} vs {row['pytorch']}: peak RSS "
+                      f"{row['ours_peak_bytes'] / 2**20:.0f} MiB > PyTorch's {row['torch_peak_bytes'] / 2**20:.0f} MiB")
+    return missed
+
+
 def processor():
     try:
         with open("/proc/cpuinfo") as f:
@@ -673,7 +691,9 @@ def main():
                    "torch_variants_wall_s": {(v or "(unset)"): r["wall_median_s"] for v, r in best_v.items()},
                    "ours_variants_wall_s": {v: min(r["wall_median_s"] for r in ours if r["omp_wait_policy"] == v)
                                             for v in sorted({r["omp_wait_policy"] for r in ours})},
-                   "threads": args.threads, "torch": torch.__version__, "commit": best_ours.get("commit", "?")}
+                   "threads": args.threads, "torch": torch.__version__, "commit": best_ours.get("commit", "?"),
+                   "machine": best_ours.get("machine", {})}
+            row["targets_missed"] = cpu_targets_missed(row)
             rows.append(row)
             print(f"  {model:<10} {row['ours']:<8} vs {mode:<14} ours {1e3 * row['ours_wall_s']:9.2f} ms  "
                   f"PyTorch {1e3 * row['torch_wall_s']:9.2f} ms  ratio {row['wall_ratio']:.2f}  "
@@ -681,32 +701,43 @@ def main():
                   flush=True)
     mem = "peak RSS MiB" if not gpu else "device peak MiB"
     header = ["model", "ours", "PyTorch", "ours ms", "PyTorch ms", "wall ours/PT", "CPU ours/PT",
-              f"ours {mem}", f"PT {mem}", "ours loss", "PT loss", "ours best env", "PT best env"]
+              f"ours {mem}", f"PT {mem}", "ours loss", "PT loss", "ours best env", "PT best env", "targets"]
     table = [[r["model"], r["ours"], r["pytorch"], f"{1e3 * r['ours_wall_s']:.1f}", f"{1e3 * r['torch_wall_s']:.1f}",
               f"{r['wall_ratio']:.2f}", f"{r['cpu_ratio']:.2f}", f"{r['ours_peak_bytes'] / 2**20:.0f}",
               f"{r['torch_peak_bytes'] / 2**20:.0f}", f"{r['ours_loss']:.4f}", f"{r['torch_loss']:.4f}",
-              r["ours_best_env"], r["torch_best_env"]] for r in rows]
+              r["ours_best_env"], r["torch_best_env"], "missed" if r["targets_missed"] else "met"] for r in rows]
     widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(header)]
     print("\n" + " | ".join(h.ljust(w) for h, w in zip(header, widths)))
     print("-+-".join("-" * w for w in widths))
     for t in table:
         print(" | ".join(c.ljust(w) for c, w in zip(t, widths)))
+    missed = [m for r in rows for m in r["targets_missed"]]
+    for m in missed:
+        print(f"missed: {m}")
     print("ratio < 1: mixgrad is faster. Losses differ by design (different initial weights and dropout streams).")
+    print("targets (issue 16): step time <= 1.0x PyTorch's (0.8x for mlp and bert-mini), peak RSS <= PyTorch's"
+          + ("; smoke sizes (--smoke): not the targets' sizes" if args.smoke else ""))
+    machine = rows[0]["machine"] if rows else {}
+    isa = f"{machine.get('features', '?')}; oneDNN ISA {machine.get('onednn_isa', '?')}; bf16 kernels {machine.get('bf16_kernels', '?')}"
     if args.json:
         with open(args.json, "w") as f:
             for r in rows:
                 f.write(json.dumps(r) + "\n")
     if args.markdown:
         with open(args.markdown, "a") as f:
-            f.write(f"\n## bench_amp vs PyTorch, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n")
+            sizes = " (smoke sizes, --smoke: not the targets' sizes)" if args.smoke else ""
+            f.write(f"\n## bench_amp vs PyTorch{sizes}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n")
             f.write(f"- machine: {processor()}, {os.cpu_count()} logical CPUs; torch {torch.__version__}; "
                     f"{args.threads} thread(s) each; commit {rows[0]['commit'] if rows else '?'}\n")
+            f.write(f"- ISA: {isa}\n")
             f.write(f"- command: `{shlex.join([os.path.basename(sys.executable)] + sys.argv)}`\n")
             if args.note:
                 f.write(f"- note: {args.note}\n")
             f.write("\n| " + " | ".join(header) + " |\n|" + "|".join(" --- " for _ in header) + "|\n")
             for t in table:
                 f.write("| " + " | ".join(t) + " |\n")
+            if missed:
+                f.write("\n" + "".join(f"- missed: {m}\n" for m in missed))
 
 
 if __name__ == "__main__":
