@@ -693,7 +693,7 @@ def main():
                                             for v in sorted({r["omp_wait_policy"] for r in ours})},
                    "threads": args.threads, "torch": torch.__version__, "commit": best_ours.get("commit", "?"),
                    "machine": best_ours.get("machine", {})}
-            row["targets_missed"] = cpu_targets_missed(row)
+            row["targets_missed"] = cpu_targets_missed(row) if not gpu else []
             rows.append(row)
             print(f"  {model:<10} {row['ours']:<8} vs {mode:<14} ours {1e3 * row['ours_wall_s']:9.2f} ms  "
                   f"PyTorch {1e3 * row['torch_wall_s']:9.2f} ms  ratio {row['wall_ratio']:.2f}  "

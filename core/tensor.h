@@ -70,6 +70,9 @@ struct TensorImpl {
   // base), whose history an in-place op on the view rebases (ops/inplace_view.h). Null for
   // tensors that are not views and for detach(), whose result is a root of its own.
   std::shared_ptr<TensorImpl> view_base;
+  // Made by a view op while grad mode was off (or a view of such a view): an in-place op on it
+  // that autograd would record is refused, as PyTorch's NO_GRAD_MODE creation meta.
+  bool view_made_in_no_grad = false;
   AutogradMeta autograd;
 };
 

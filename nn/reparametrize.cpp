@@ -30,4 +30,15 @@ void check_reparametrized_weight(const char* op, const Module& m, const Tensor& 
            "'s parameter \"", name, "\" (pass the member its forward reads, e.g. fc->weight)");
 }
 
+void check_handle(const char* op, const ReparametrizationHandle& handle, ReparametrizationHandle::Kind kind,
+                  const Tensor& weight) {
+  using Kind = ReparametrizationHandle::Kind;
+  MG_CHECK(handle.kind == kind, Error, op, ": the handle was returned by ",
+           handle.kind == Kind::WeightNorm ? "weight_norm" : "spectral_norm", " (of parameter \"", handle.name,
+           "\"); pass it to ", handle.kind == Kind::WeightNorm ? "remove_weight_norm" : "remove_spectral_norm");
+  MG_CHECK(!handle.name.empty(), Error, op, ": an empty handle (pass what the reparametrization returned)");
+  MG_CHECK(handle.member == &weight, Error, op, ": the handle belongs to parameter \"", handle.name,
+           "\" of another member or module (pass the member it was applied to)");
+}
+
 }  // namespace mg::nn::detail

@@ -9,12 +9,17 @@
 
 namespace mg::nn {
 
-// What weight_norm and spectral_norm return, for remove_weight_norm / remove_spectral_norm: the
-// forward pre-hook they registered and the dim they normalize by (std::nullopt: weight_norm over
-// the whole weight).
+// What weight_norm and spectral_norm return, for remove_weight_norm / remove_spectral_norm: which
+// of the two, the parameter's name, the forward pre-hook they registered and the dim they
+// normalize by (std::nullopt: weight_norm over the whole weight). A remove_ function refuses a
+// handle of the other kind or of another module's hook.
 struct ReparametrizationHandle {
+  enum class Kind { WeightNorm, SpectralNorm };
+  Kind kind = Kind::WeightNorm;
+  std::string name;
   int64_t hook = 0;
   std::optional<int64_t> dim;
+  const Tensor* member = nullptr;  // the layer's member the hook sets
 };
 
 }  // namespace mg::nn
@@ -28,5 +33,8 @@ Tensor own_buffer(const char* op, const Module& m, const std::string& name);
 // Checks that `weight` is m's own floating parameter `name` (the member the layer's forward reads
 // must be the tensor registered under that name, or the hook would set the wrong handle).
 void check_reparametrized_weight(const char* op, const Module& m, const Tensor& weight, const std::string& name);
+// Checks that `handle` is one `kind` returned for the member `weight` (nothing is changed otherwise).
+void check_handle(const char* op, const ReparametrizationHandle& handle, ReparametrizationHandle::Kind kind,
+                  const Tensor& weight);
 
 }  // namespace mg::nn::detail

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/autocast_state.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/shape.h"
 #include "mixgrad/nn/conv.h"
@@ -38,7 +39,10 @@ struct SpectralState {
   double eps = 1e-12;
 
   // W / sigma; with power_iteration, the buffers step first (in place, without a gradient).
+  // Autocast off: the estimate in the weight's dtype, as PyTorch's (its autocast lowers neither mv
+  // nor dot), so an autocast region does not move it.
   Tensor weight(bool power_iteration) {
+    AutocastOffGuard no_autocast;
     const Tensor w = weight_matrix(orig, dim);
     Tensor uu = u, vv = v;
     if (power_iteration && iterations > 0) {
@@ -67,7 +71,10 @@ int64_t default_dim(const UnaryModule& m) {
 
 }  // namespace
 
-ReparametrizationHandle spectral_norm(UnaryModule& m, Tensor& weight, SpectralNormOptions o, const std::string& name) {
+namespace detail {
+
+ReparametrizationHandle spectral_norm_member(UnaryModule& m, Tensor& weight, SpectralNormOptions o,
+                                             const std::string& name) {
   const char* op = "spectral_norm";
   detail::check_reparametrized_weight(op, m, weight, name);
   MG_CHECK(o.n_power_iterations >= 0, Error, op, ": n_power_iterations must be >= 0, got ", o.n_power_iterations);
@@ -92,17 +99,19 @@ ReparametrizationHandle spectral_norm(UnaryModule& m, Tensor& weight, SpectralNo
   m.register_parameter(name + "_orig", s->orig, trained);
   s->u = m.register_buffer(name + "_u", u0);
   s->v = m.register_buffer(name + "_v", v0);
-  weight = s->weight(/*power_iteration=*/false);
+  weight = s->orig.detach();  // the raw weight until the first call, as PyTorch's weight.data
   const int64_t hook = m.register_forward_pre_hook([s, &weight](UnaryModule& self, const Tensor&) {
     weight = s->weight(self.is_training());
     return std::optional<Tensor>();
   });
-  return {hook, s->dim};
+  return {.kind = ReparametrizationHandle::Kind::SpectralNorm, .name = name, .hook = hook, .dim = s->dim,
+          .member = &weight};
 }
 
-void remove_spectral_norm(UnaryModule& m, Tensor& weight, const ReparametrizationHandle& handle,
-                          const std::string& name) {
+void remove_spectral_norm_member(UnaryModule& m, Tensor& weight, const ReparametrizationHandle& handle) {
   const char* op = "remove_spectral_norm";
+  detail::check_handle(op, handle, ReparametrizationHandle::Kind::SpectralNorm, weight);
+  const std::string& name = handle.name;
   SpectralState s;
   s.orig = detail::own_parameter(op, m, name + "_orig");
   s.u = detail::own_buffer(op, m, name + "_u");
@@ -111,8 +120,7 @@ void remove_spectral_norm(UnaryModule& m, Tensor& weight, const Reparametrizatio
   MG_CHECK(s.dim >= 0 && s.dim < s.orig.dim() && s.orig.size(s.dim) == s.u.numel() &&
                s.u.numel() * s.v.numel() == s.orig.numel(),
            ShapeError, op, ": ", m.layer_name(), "'s buffers ", name, "_u ", describe(s.u), " and ", name, "_v ",
-           describe(s.v), " do not fit ", name, "_orig ", describe(s.orig), " along dim ", s.dim,
-           " (pass the handle spectral_norm returned)");
+           describe(s.v), " do not fit ", name, "_orig ", describe(s.orig), " along dim ", s.dim);
   m.remove_hook(handle.hook);
   Tensor w;
   {
@@ -124,5 +132,7 @@ void remove_spectral_norm(UnaryModule& m, Tensor& weight, const Reparametrizatio
   m.unregister_buffer(name + "_v");
   weight = m.register_parameter(name, w, s.orig.requires_grad());
 }
+
+}  // namespace detail
 
 }  // namespace mg::nn

@@ -22,7 +22,10 @@ Tensor weight_norm_weight(const Tensor& v, const Tensor& g, std::optional<int64_
   return v * (g / norm_except_dim(v, dim));
 }
 
-ReparametrizationHandle weight_norm(UnaryModule& m, Tensor& weight, std::optional<int64_t> dim, const std::string& name) {
+namespace detail {
+
+ReparametrizationHandle weight_norm_member(UnaryModule& m, Tensor& weight, std::optional<int64_t> dim,
+                                           const std::string& name) {
   const char* op = "weight_norm";
   detail::check_reparametrized_weight(op, m, weight, name);
   MG_CHECK(!dim || weight.dim() > 0, ShapeError, op, ": ", m.layer_name(), ".", name, " is 0-d; pass dim = std::nullopt");
@@ -42,13 +45,18 @@ ReparametrizationHandle weight_norm(UnaryModule& m, Tensor& weight, std::optiona
     return std::optional<Tensor>();
   };
   weight = weight_norm_weight(v_param, g_param, dim);
-  return {m.register_forward_pre_hook(recompute), dim};
+  const int64_t hook = m.register_forward_pre_hook(recompute);
+  return {.kind = ReparametrizationHandle::Kind::WeightNorm, .name = name, .hook = hook, .dim = dim, .member = &weight};
 }
 
-void remove_weight_norm(UnaryModule& m, Tensor& weight, const ReparametrizationHandle& handle,
-                        const std::string& name) {
-  const Tensor g = detail::own_parameter("remove_weight_norm", m, name + "_g");
-  const Tensor v = detail::own_parameter("remove_weight_norm", m, name + "_v");
+void remove_weight_norm_member(UnaryModule& m, Tensor& weight, const ReparametrizationHandle& handle) {
+  const char* op = "remove_weight_norm";
+  detail::check_handle(op, handle, ReparametrizationHandle::Kind::WeightNorm, weight);
+  const std::string& name = handle.name;
+  const Tensor g = detail::own_parameter(op, m, name + "_g");
+  const Tensor v = detail::own_parameter(op, m, name + "_v");
+  MG_CHECK(g.shape() == norm_except_dim(v.detach(), handle.dim).shape(), ShapeError, op, ": ", name, "_g ",
+           describe(g), " does not fit ", name, "_v ", describe(v), " along the handle's dim");
   m.remove_hook(handle.hook);
   Tensor w;
   {
@@ -59,5 +67,7 @@ void remove_weight_norm(UnaryModule& m, Tensor& weight, const ReparametrizationH
   m.unregister_parameter(name + "_v");
   weight = m.register_parameter(name, w, v.requires_grad());
 }
+
+}  // namespace detail
 
 }  // namespace mg::nn

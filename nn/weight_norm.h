@@ -4,15 +4,21 @@
 // of convolutional and recurrent models without batch statistics).
 //
 //   auto fc = nn::make<nn::Linear>({.in = 20, .out = 40});
-//   const nn::ReparametrizationHandle h = nn::weight_norm(*fc, fc->weight);   // fc's parameters: weight_g [40, 1], weight_v [40, 20]
-//   auto opt = optim::Adam(fc->parameters(), {});           // build the optimizer after: it trains g and v
+//   const auto h = nn::weight_norm(*fc, &nn::Linear::weight);  // parameters weight_g [40, 1], weight_v [40, 20]
+//   auto opt = optim::Adam(fc->parameters(), {});                // build the optimizer after: it trains g and v
 //   ...
-//   nn::remove_weight_norm(*fc, fc->weight, h);              // weight is one parameter again
+//   nn::remove_weight_norm(*fc, &nn::Linear::weight, h);         // weight is one parameter again
+//
+// The layer's member is named by a pointer to member (&nn::Linear::weight, &nn::Conv2d::weight,
+// &nn::Linear::bias with name "bias"): the hook sets it before each call, so it must be the
+// member the layer's forward reads, which a pointer to member guarantees (a reference could be a
+// copy that the hook would write instead).
 //
 // State dicts carry `weight_g` and `weight_v` as PyTorch's torch.nn.utils.weight_norm writes them
 // (the newer torch.nn.utils.parametrizations.weight_norm names them
 // `parametrizations.weight.original0/1`: rename those keys to load such a file).
 #pragma once
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,24 +28,37 @@
 
 namespace mg::nn {
 
-// Replaces m's parameter `name` — `weight`, the member handle m's forward reads — by the
+namespace detail {
+ReparametrizationHandle weight_norm_member(UnaryModule& m, Tensor& weight, std::optional<int64_t> dim,
+                                           const std::string& name);
+void remove_weight_norm_member(UnaryModule& m, Tensor& weight, const ReparametrizationHandle& handle);
+}  // namespace detail
+
+// Replaces m's parameter `name` — held by the member `weight` that m's forward reads — by the
 // parameters `<name>_g` (the 2-norm of each slice of the weight along `dim`, sizes 1 elsewhere:
 // [out, 1] for a Linear, [out, 1, 1, 1] for a Conv2d; one 0-d number when dim is std::nullopt,
 // PyTorch's dim=None) and `<name>_v` (the weight itself, so w is unchanged at first). Before every
 // call through m's operator() (not a direct forward() call) a pre-hook sets
-// weight = g * v / ||v||_(all dims but dim), so the gradients reach g and v; weight is also set
-// at once. Returns the hook and dim for remove_weight_norm. A negative dim counts from the end
-// (PyTorch's dim=-1 means None; here it is the last dim). Errors: `weight` is not m's parameter
+// m.*weight = g * v / ||v||_(all dims but dim), so the gradients reach g and v; it is also set at
+// once. Returns the handle remove_weight_norm takes. A negative dim counts from the end
+// (PyTorch's dim=-1 means None; here it is the last dim). Errors: the member is not m's parameter
 // `name`, or dim is out of range.
-ReparametrizationHandle weight_norm(UnaryModule& m, Tensor& weight, std::optional<int64_t> dim = 0,
-                                    const std::string& name = "weight");
+template <typename M, typename Owner>
+  requires std::derived_from<M, UnaryModule> && std::derived_from<M, Owner>
+ReparametrizationHandle weight_norm(M& m, Tensor Owner::*weight, std::optional<int64_t> dim = 0,
+                                    const std::string& name = "weight") {
+  return detail::weight_norm_member(m, m.*weight, dim, name);
+}
 
-// Undoes weight_norm: removes the hook of `handle` (weight_norm's return value) and the parameters
-// `<name>_g`, `<name>_v`, and registers `name` again with the current g * v / ||v|| (a new leaf,
-// which `weight` then holds; rebuild the optimizer). Errors: no `<name>_g`/`<name>_v` parameters,
-// or an unknown hook.
-void remove_weight_norm(UnaryModule& m, Tensor& weight, const ReparametrizationHandle& handle,
-                        const std::string& name = "weight");
+// Undoes weight_norm: removes the hook of `handle` (weight_norm's return value for this member)
+// and the parameters `<name>_g`, `<name>_v`, and registers `<name>` again with the current
+// g * v / ||v|| (a new leaf, which the member then holds; rebuild the optimizer). Errors: a handle
+// of spectral_norm or of another member, no `<name>_g`/`<name>_v` parameters of the handle's shapes.
+template <typename M, typename Owner>
+  requires std::derived_from<M, UnaryModule> && std::derived_from<M, Owner>
+void remove_weight_norm(M& m, Tensor Owner::*weight, const ReparametrizationHandle& handle) {
+  detail::remove_weight_norm_member(m, m.*weight, handle);
+}
 
 // g * v / ||v||, the norm taken over every dim but `dim` (over all of v when dim is std::nullopt),
 // PyTorch's torch._weight_norm; differentiable.

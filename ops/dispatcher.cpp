@@ -96,6 +96,7 @@ Tensors run(OpId op, const Tensors& inputs, const OpAttrs& attrs) {
     // custom function's output that aliases its input (is_custom_function_alias).
     const bool own_root = (base.is_leaf() && base.requires_grad()) || is_custom_function_alias_output(base);
     out.impl()->view_base = b->view_base && !own_root ? b->view_base : base.impl_ptr();
+    out.impl()->view_made_in_no_grad = !GradMode::is_enabled() || (b->is_view && b->view_made_in_no_grad);
     return {out};
   }
   const InferResult r = rule.infer(inputs, attrs);
@@ -285,6 +286,13 @@ void dispatch_inplace(OpId op, const Tensor& self, const Tensors& others, const 
              " shares memory with an input of the custom function (or checkpoint) that returned it (an input returned as is, "
              "or a view of one); writing into it in place would bypass the function's backward",
              "\n  hint: clone() the output before modifying it, or return a copy from forward");
+    // Whether the write should reach the base's history is ambiguous for a view taken with grad
+    // mode off (the caller meant no tracking then), so PyTorch refuses it, and so does this.
+    MG_CHECK(!(self.impl()->view_base && self.impl()->view_made_in_no_grad), AutogradError, name, "_: ",
+             describe(self), " is a view made while grad mode was off, and this in-place op would be recorded "
+             "(grad mode is on and an operand requires grad)",
+             "\n  hint: take the view and write into it both under the NoGradGuard (untracked), or both outside it "
+             "(tracked)");
     if (self.impl()->view_base) {
       check_view_rebase(self, name);
       // The old value the op reads must carry the view's current history: a view that is stale

@@ -183,11 +183,17 @@ Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reducti
   constexpr const char* kName = "multilabel_margin_loss";
   detail::check_plain_reduction(kName, reduction);
   MG_CHECK(input.defined() && target.defined(), Error, kName, ": got an undefined tensor");
-  MG_CHECK(input.dim() == 1 || input.dim() == 2, ShapeError, kName,
-           ": expected an input of 1 or 2 dims ([C] or [N, C]), got ", describe(input));
+  MG_CHECK(input.dim() <= 2, ShapeError, kName, ": expected an input of at most 2 dims ([], [C] or [N, C]), got ",
+           describe(input));
   MG_CHECK(target.dtype() == DType::I64 || target.dtype() == DType::I32, DTypeError, kName,
            ": expected integer class indices as the target, got ", describe(target));
   check_same_shape(kName, input, target);
+  // As PyTorch: a 0-d input is one class; no classes (C = 0) is refused.
+  MG_CHECK(input.dim() == 0 || input.size(-1) > 0, ShapeError, kName, ": expected at least one class, got ",
+           describe(input));
+  if (input.dim() == 0) {
+    return reshape(multilabel_margin_loss(reshape(input, {1}), reshape(target, {1}), reduction), {});
+  }
   const CompositeInputs c = composite_inputs(kName, {input});
   const bool rows = input.dim() == 2;
   const Tensor x = rows ? c.math[0] : unsqueeze(c.math[0], 0);  // [N, C]
@@ -222,9 +228,9 @@ Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& pos
   check_triplet(kName, anchor, positive, negative, margin, reduction);
   auto d = [&](const Tensor& u, const Tensor& v) {
     const Tensor r = distance_function ? distance_function(u, v) : pairwise_distance(u, v);
-    MG_CHECK(r.defined() && is_floating(r.dtype()), Error, kName,
-             ": the distance function must return a floating tensor, got ", r.defined() ? describe(r) : "undefined");
-    return r;
+    MG_CHECK(r.defined() && r.dtype() != DType::Bool, Error, kName,
+             ": the distance function must return a number tensor, got ", r.defined() ? describe(r) : "undefined");
+    return is_floating(r.dtype()) ? r : r.to(DType::F32);  // integer distances promote, as PyTorch's
   };
   const Tensor d_pos = d(anchor, positive);
   Tensor d_neg = d(anchor, negative);

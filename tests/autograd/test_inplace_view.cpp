@@ -332,3 +332,33 @@ TEST_CASE("a graph whose node saved a view of a base written later is freed (no 
   }
   CHECK(watch.expired());
 }
+
+TEST_CASE("a view made with grad mode off refuses a recorded in-place write, as PyTorch's", "[autograd][inplace]") {
+  // PyTorch 2.15: "A view was created in no_grad mode and is being modified inplace with grad mode
+  // enabled" for each of these. The write went through, rebasing the base's history onto the
+  // operand, though the view was taken as untracked.
+  const Tensor w = randn({2}).requires_grad_();
+  Tensor b2 = randn({4}).requires_grad_() * 1.0;
+  Tensor plain = zeros({4});  // needs no gradient itself
+  Tensor v, vp, vv;
+  {
+    NoGradGuard no_grad;
+    v = b2.narrow(0, 0, 2);
+    vp = plain.narrow(0, 0, 2);
+  }
+  vv = v.narrow(0, 0, 1);  // a view of such a view, taken with grad mode on, inherits it
+  MG_REQUIRE_ERROR(v.add_(w), "add_: [2] f32 cpu is a view made while grad mode was off");
+  MG_REQUIRE_ERROR(vp.mul_(w), "is a view made while grad mode was off");
+  MG_REQUIRE_ERROR(vv.add_(w.narrow(0, 0, 1)), "is a view made while grad mode was off");
+  CHECK_FALSE(plain.requires_grad());  // nothing changed
+  // Both under the guard (untracked) or both outside (tracked) work.
+  {
+    NoGradGuard no_grad;
+    vp.add_(1.0);
+  }
+  CHECK(values(plain) == std::vector<double>{1, 1, 0, 0});
+  Tensor tracked = plain.narrow(0, 0, 2);
+  tracked.mul_(w);
+  sum(plain).backward();
+  CHECK(values(w.grad()) == std::vector<double>{1, 1});
+}

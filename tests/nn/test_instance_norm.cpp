@@ -137,7 +137,7 @@ TEST_CASE("InstanceNorm keeps bf16 and names its refusals", "[nn][norm]") {
   MG_REQUIRE_ERROR(nn::InstanceNorm1d({.num_features = 0}), "num_features must be positive");
 }
 
-TEST_CASE("InstanceNorm with momentum = nullopt keeps its running statistics, as PyTorch's None; the norms reset",
+TEST_CASE("InstanceNorm with momentum = nullopt keeps its running statistics, as PyTorch's None, and the norms reset",
           "[nn][norm]") {
   // PyTorch 2.15: InstanceNorm1d(2, momentum=None, track_running_stats=True) after a training call
   // still has running_mean [0, 0], running_var [1, 1].

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "amp/autocast.h"
 #include "core/factory.h"
 #include "nn/nn.h"
 #include "ops/ops.h"
@@ -53,7 +54,7 @@ const Tensor kC = from_vector<double>({1.0, -2.0, 0.5, 0.25, 1.0, -1.0}, {2, 3})
 TEST_CASE("weight_norm equals PyTorch's: g and v parameters, values and gradients", "[nn][weight_norm]") {
   auto fc = fixed_linear();
   const Tensor original = fc->weight;
-  const nn::ReparametrizationHandle h = nn::weight_norm(*fc, fc->weight);
+  const nn::ReparametrizationHandle h = nn::weight_norm(*fc, &nn::Linear::weight);
   CHECK(state_keys(*fc) == std::vector<std::string>{"weight_g", "weight_v"});
   Tensor g = fc->named_parameters()[0].second, v = fc->named_parameters()[1].second;
   CHECK(g.shape() == Shape{3, 1});
@@ -71,19 +72,19 @@ TEST_CASE("weight_norm equals PyTorch's: g and v parameters, values and gradient
 
   // Removal folds g * v / ||v|| into one parameter `weight` again.
   const std::vector<double> folded = values(fc->weight);
-  nn::remove_weight_norm(*fc, fc->weight, h);
+  nn::remove_weight_norm(*fc, &nn::Linear::weight, h);
   CHECK(state_keys(*fc) == std::vector<std::string>{"weight"});
   CHECK(fc->weight.is_leaf());
   CHECK(fc->weight.requires_grad());
   CHECK(fc->parameters()[0].is_same(fc->weight));
   require_close(values(fc->weight), folded);
-  CHECK_THROWS(nn::remove_weight_norm(*fc, fc->weight, h));  // nothing to remove any more
+  CHECK_THROWS(nn::remove_weight_norm(*fc, &nn::Linear::weight, h));  // nothing to remove any more
 }
 
 TEST_CASE("weight_norm's dims: a conv's g is [out, 1, 1, 1], dim = nullopt gives one number", "[nn][weight_norm]") {
   manual_seed(3);
   auto conv = nn::make<nn::Conv2d>({.in = 2, .out = 4, .kernel = 3});
-  nn::weight_norm(*conv, conv->weight);
+  nn::weight_norm(*conv, &nn::Conv2d::weight);
   CHECK(conv->named_parameters()[0].first == "bias");
   const Tensor g = conv->named_parameters()[1].second;
   CHECK(conv->named_parameters()[1].first == "weight_g");
@@ -93,13 +94,13 @@ TEST_CASE("weight_norm's dims: a conv's g is [out, 1, 1, 1], dim = nullopt gives
   CHECK(y.shape() == Shape{1, 4, 3, 3});
 
   auto fc = fixed_linear();
-  nn::weight_norm(*fc, fc->weight, std::nullopt);
+  nn::weight_norm(*fc, &nn::Linear::weight, std::nullopt);
   const Tensor g0 = fc->named_parameters()[0].second;
   CHECK(g0.dim() == 0);
   CHECK(g0.item<double>() == Approx(std::sqrt(0.25 + 1.0 + 4.0 + 0.0625 + 0.5625 + 2.25)));
   // dim 1 (a [1, in] magnitude, one per input column).
   auto fc2 = fixed_linear();
-  nn::weight_norm(*fc2, fc2->weight, 1);
+  nn::weight_norm(*fc2, &nn::Linear::weight, 1);
   CHECK(fc2->named_parameters()[0].second.shape() == Shape{1, 2});
   require_close(values((*fc2)(kX)), values(matmul(kX, transpose(fixed_linear()->weight, 0, 1))));
 }
@@ -107,7 +108,7 @@ TEST_CASE("weight_norm's dims: a conv's g is [out, 1, 1, 1], dim = nullopt gives
 TEST_CASE("weight_norm trains under an optimizer and survives to(dtype)", "[nn][weight_norm]") {
   manual_seed(5);
   auto fc = nn::make<nn::Linear>({.in = 3, .out = 2});
-  nn::weight_norm(*fc, fc->weight);
+  nn::weight_norm(*fc, &nn::Linear::weight);
   const Tensor x = randn({4, 3});
   const Tensor g = fc->named_parameters()[1].second;  // bias, weight_g, weight_v
   const std::vector<double> before = values(g);
@@ -127,7 +128,7 @@ TEST_CASE("spectral_norm equals PyTorch's: buffers, one power iteration, values 
           "[nn][spectral_norm]") {
   auto fc = fixed_linear();
   Generator gen(1);
-  const nn::ReparametrizationHandle h = nn::spectral_norm(*fc, fc->weight, {.generator = &gen});
+  const nn::ReparametrizationHandle h = nn::spectral_norm(*fc, &nn::Linear::weight, {.generator = &gen});
   CHECK(state_keys(*fc) == std::vector<std::string>{"weight_orig", "weight_u", "weight_v"});
   CHECK(h.dim == 0);
   const Tensor orig = fc->named_parameters()[0].second;
@@ -156,7 +157,7 @@ TEST_CASE("spectral_norm equals PyTorch's: buffers, one power iteration, values 
 
   // Removal keeps W / sigma as the weight.
   const std::vector<double> w = values(fc->weight);
-  nn::remove_spectral_norm(*fc, fc->weight, h);
+  nn::remove_spectral_norm(*fc, &nn::Linear::weight, h);
   CHECK(state_keys(*fc) == std::vector<std::string>{"weight"});
   require_close(values(fc->weight), w);
   CHECK(fc->buffers().empty());
@@ -174,7 +175,7 @@ TEST_CASE("spectral_norm's sigma converges to the largest singular value", "[nn]
     fc->weight.copy_(w);
   }
   Generator gen(7);
-  nn::spectral_norm(*fc, fc->weight, {.n_power_iterations = 60, .generator = &gen});
+  nn::spectral_norm(*fc, &nn::Linear::weight, {.n_power_iterations = 60, .generator = &gen});
   (*fc)(zeros({1, 2}, {.dtype = DType::F64}));
   require_close(values(fc->weight), values(w / 3.0), 1e-9);
 }
@@ -182,28 +183,65 @@ TEST_CASE("spectral_norm's sigma converges to the largest singular value", "[nn]
 TEST_CASE("spectral_norm's default dim is 1 for transposed convolutions, as PyTorch's", "[nn][spectral_norm]") {
   manual_seed(2);
   auto up = nn::make<nn::ConvTranspose2d>({.in = 3, .out = 5, .kernel = 2});
-  const nn::ReparametrizationHandle h = nn::spectral_norm(*up, up->weight);
+  const nn::ReparametrizationHandle h = nn::spectral_norm(*up, &nn::ConvTranspose2d::weight);
   CHECK(h.dim == 1);
   CHECK(up->named_buffers()[0].second.shape() == Shape{5});       // u: out channels
   CHECK(up->named_buffers()[1].second.shape() == Shape{3 * 2 * 2});  // v: the rest
   CHECK((*up)(randn({1, 3, 4, 4})).shape() == Shape{1, 5, 5, 5});
   auto conv = nn::make<nn::Conv2d>({.in = 3, .out = 5, .kernel = 2});
-  CHECK(nn::spectral_norm(*conv, conv->weight).dim == 0);
-  nn::remove_spectral_norm(*up, up->weight, h);
+  CHECK(nn::spectral_norm(*conv, &nn::Conv2d::weight).dim == 0);
+  nn::remove_spectral_norm(*up, &nn::ConvTranspose2d::weight, h);
   CHECK(up->weight.shape() == Shape{3, 5, 2, 2});
 }
 
-TEST_CASE("weight reparametrizations refuse a tensor that is not the named parameter", "[nn][errors]") {
+TEST_CASE("weight reparametrizations refuse a member that is not the named parameter, and a foreign handle",
+          "[nn][errors]") {
   auto fc = fixed_linear();
-  Tensor other = zeros({3, 2});
-  MG_REQUIRE_ERROR(nn::weight_norm(*fc, other), "weight_norm: the tensor given is not Linear(");
-  MG_REQUIRE_ERROR(nn::weight_norm(*fc, fc->weight, 0, "kernel"), "weight_norm: Linear(");
-  MG_REQUIRE_ERROR(nn::weight_norm(*fc, fc->weight, 2), "weight_norm");
-  MG_REQUIRE_ERROR(nn::spectral_norm(*fc, fc->weight, {.n_power_iterations = -1}),
+  MG_REQUIRE_ERROR(nn::weight_norm(*fc, &nn::Linear::bias), "weight_norm: the tensor given is not Linear(");
+  MG_REQUIRE_ERROR(nn::weight_norm(*fc, &nn::Linear::weight, 0, "kernel"), "weight_norm: Linear(");
+  MG_REQUIRE_ERROR(nn::weight_norm(*fc, &nn::Linear::weight, 2), "weight_norm");
+  MG_REQUIRE_ERROR(nn::spectral_norm(*fc, &nn::Linear::weight, {.n_power_iterations = -1}),
                    "spectral_norm: n_power_iterations must be >= 0, got -1");
-  MG_REQUIRE_ERROR(nn::spectral_norm(*fc, fc->weight, {.eps = 0.0}), "spectral_norm: eps must be a positive number");
+  MG_REQUIRE_ERROR(nn::spectral_norm(*fc, &nn::Linear::weight, {.eps = 0.0}),
+                   "spectral_norm: eps must be a positive number");
   MG_REQUIRE_ERROR(fc->unregister_parameter("nope"), "Linear: no parameter named \"nope\" to unregister");
   MG_REQUIRE_ERROR(fc->unregister_buffer("nope"), "Linear: no buffer named \"nope\" to unregister");
   // After a refused call the layer is untouched.
   CHECK(state_keys(*fc) == std::vector<std::string>{"weight"});
+
+  // A handle of another member, or of the other reparametrization, is refused before anything
+  // changes (the wrong hook would have come off and the right one kept rewriting the member).
+  auto both = nn::make<nn::Linear>({.in = 2, .out = 2});
+  const auto hw = nn::weight_norm(*both, &nn::Linear::weight);
+  const auto hb = nn::weight_norm(*both, &nn::Linear::bias, 0, "bias");
+  MG_REQUIRE_ERROR(nn::remove_weight_norm(*both, &nn::Linear::weight, hb),
+                   "remove_weight_norm: the handle belongs to parameter \"bias\" of another member");
+  MG_REQUIRE_ERROR(nn::remove_spectral_norm(*both, &nn::Linear::weight, hw),
+                   "remove_spectral_norm: the handle was returned by weight_norm");
+  CHECK(state_keys(*both) == std::vector<std::string>{"bias_g", "bias_v", "weight_g", "weight_v"});
+  nn::remove_weight_norm(*both, &nn::Linear::weight, hw);
+  nn::remove_weight_norm(*both, &nn::Linear::bias, hb);
+  CHECK(state_keys(*both) == std::vector<std::string>{"bias", "weight"});
+}
+
+TEST_CASE("spectral_norm's estimate ignores autocast, and the member holds the raw weight until the first call",
+          "[nn][spectral_norm][amp]") {
+  // PyTorch 2.15's CPU autocast lowers neither mv nor dot: the same weight with and without it.
+  Generator g1(3), g2(3);
+  auto a = fixed_linear(), b = fixed_linear();
+  a->to(DType::F32);
+  b->to(DType::F32);
+  const Tensor raw = a->weight;
+  nn::spectral_norm(*a, &nn::Linear::weight, {.generator = &g1});
+  nn::spectral_norm(*b, &nn::Linear::weight, {.generator = &g2});
+  CHECK(values(a->weight) == values(raw));  // PyTorch's module.weight = weight.data at apply time
+  CHECK_FALSE(a->weight.requires_grad());
+  const Tensor x = ones({1, 2});
+  (*a)(x);
+  {
+    amp::Autocast ac({.device = DeviceType::CPU, .dtype = DType::BF16});
+    (*b)(x);
+  }
+  CHECK(values(a->weight) == values(b->weight));
+  CHECK(b->weight.dtype() == DType::F32);
 }

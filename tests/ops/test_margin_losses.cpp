@@ -463,6 +463,11 @@ TEST_CASE("multilabel_margin_loss equals PyTorch's: the list up to -1, repeated 
                    "is out of range [-1, 4)");
   MG_REQUIRE_ERROR(multilabel_margin_loss(x.detach(), y.to(DType::F32)), "expected integer class indices");
   MG_REQUIRE_ERROR(multilabel_margin_loss(x.detach(), y.narrow(1, 0, 3)), "of the same shape");
+  // 0-d: one class (PyTorch: tensor(0.)); no classes is refused, as PyTorch's.
+  CHECK(multilabel_margin_loss(scalar_tensor(0.5, {.dtype = DType::F64}), scalar_tensor(0.0, {.dtype = DType::I64}))
+            .item<double>() == 0.0);
+  MG_REQUIRE_ERROR(multilabel_margin_loss(zeros({2, 0}), zeros({2, 0}, {.dtype = DType::I64})),
+                   "expected at least one class");
 }
 
 TEST_CASE("triplet_margin_with_distance_loss equals PyTorch's with a custom distance and swap", "[ops][loss]") {
@@ -489,5 +494,11 @@ TEST_CASE("triplet_margin_with_distance_loss equals PyTorch's with a custom dist
   MG_REQUIRE_ERROR(triplet_margin_with_distance_loss(a, p.select(0, 0), n),
                    "expected anchor, positive and negative of the same number of dims");
   MG_REQUIRE_ERROR(triplet_margin_with_distance_loss(a, p, n, [](const Tensor& u, const Tensor&) { return u.gt(0.0); }),
-                   "the distance function must return a floating tensor");
+                   "the distance function must return a number tensor");
+  // An integer distance promotes (PyTorch 2.15: tensor(3.) for this one).
+  const Tensor l1 = triplet_margin_with_distance_loss(
+      from_vector<double>({1, 2}, {1, 2}), from_vector<double>({3, 1}, {1, 2}), from_vector<double>({1, 2}, {1, 2}),
+      [](const Tensor& u, const Tensor& v) { return sum(abs(u - v), {-1}).to(DType::I64); });
+  CHECK(l1.dtype() == DType::F32);
+  CHECK(l1.item<double>() == 4.0);
 }
