@@ -2,6 +2,7 @@
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/factory.h"
+#include "mixgrad/nn/normalization.h"
 #include "mixgrad/ops/norm.h"
 #include "mixgrad/ops/ops.h"
 
@@ -63,11 +64,7 @@ void InstanceNorm::update_running_stats(const Tensor& x) {
 }
 
 void InstanceNorm::reset_running_stats() {
-  if (!options_.track_running_stats) return;
-  NoGradGuard no_grad;
-  running_mean.zero_();
-  running_var.fill_(1.0);
-  num_batches_tracked.zero_();
+  if (options_.track_running_stats) detail::reset_running_stats(running_mean, running_var, num_batches_tracked);
 }
 
 void InstanceNorm::reset_parameters() {

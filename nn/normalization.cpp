@@ -44,12 +44,15 @@ BatchNorm::BatchNorm(const char* type_name, Options o, std::vector<int64_t> rank
   }
 }
 
-void BatchNorm::reset_running_stats() {
-  if (!options_.track_running_stats) return;
+void detail::reset_running_stats(Tensor& running_mean, Tensor& running_var, Tensor& num_batches_tracked) {
   NoGradGuard no_grad;
   running_mean.zero_();
   running_var.fill_(1.0);
   num_batches_tracked.zero_();
+}
+
+void BatchNorm::reset_running_stats() {
+  if (options_.track_running_stats) detail::reset_running_stats(running_mean, running_var, num_batches_tracked);
 }
 
 namespace {

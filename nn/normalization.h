@@ -87,6 +87,12 @@ class BatchNorm3d : public BatchNorm {
   explicit BatchNorm3d(Options options) : BatchNorm("BatchNorm3d", options, {5}) {}
 };
 
+namespace detail {
+// Running statistics back to mean 0, variance 1 and the batch counter to 0, in place, without a
+// gradient (the norm layers' reset_running_stats).
+void reset_running_stats(Tensor& running_mean, Tensor& running_var, Tensor& num_batches_tracked);
+}  // namespace detail
+
 // `keep` predicate for Module::to: true for batch-norm layers (Apex's keep_batchnorm_fp32).
 bool is_batch_norm(const Module& m);
 

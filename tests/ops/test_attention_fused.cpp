@@ -68,6 +68,16 @@ double max_abs(const Tensor& a) {
   return m;
 }
 
+// The gradients of sum(y * c) and sum(want * c) with respect to `wrt` agree within tol.
+void check_same_grads(const Tensor& y, const Tensor& want, const Tensor& c, const Tensors& wrt, double tol) {
+  const Tensors g = autograd::grad({sum(y * c)}, wrt);
+  const Tensors gw = autograd::grad({sum(want * c)}, wrt);
+  for (std::size_t i = 0; i < wrt.size(); ++i) {
+    INFO("input " << i);
+    CHECK(max_abs_diff(g[i], gw[i]) < tol);
+  }
+}
+
 // The op that made y (its autograd node's name): "attention_backward" when the fused op ran.
 std::string made_by(const Tensor& y) { return y.impl()->autograd.grad_fn ? y.impl()->autograd.grad_fn->name() : ""; }
 
@@ -362,24 +372,14 @@ TEST_CASE("fused attention over several blocks of query rows equals the composit
   const Tensor both = (mask.to(DType::F64) * lower.to(DType::F64)).to(DType::Bool);
   const Tensor want = reference(q, k, v, both, 0.6);
   CHECK(max_abs_diff(y, want) < 1e-13);
-  const Tensors g = autograd::grad({sum(y * c)}, {q, k, v});
-  const Tensors gw = autograd::grad({sum(want * c)}, {q, k, v});
-  for (int i = 0; i < 3; ++i) {
-    INFO("input " << i);
-    CHECK(max_abs_diff(g[i], gw[i]) < 1e-12);
-  }
+  check_same_grads(y, want, c, {q, k, v}, 1e-12);
   CHECK(max_abs(y.select(1, 1).narrow(-2, 0, 5)) == 0.0);
 
   Generator g1(7), g2(7);
   const Tensor yd = scaled_dot_product_attention(q, k, v, Tensor(), 0.3, false, std::nullopt, &g1);
   const Tensor wd = matmul(dropout(softmax(matmul(q, transpose(k, -1, -2)) * 0.5, -1), 0.3, true, &g2), v);
   CHECK(max_abs_diff(yd, wd) < 1e-13);
-  const Tensors gd = autograd::grad({sum(yd * c)}, {q, k, v});
-  const Tensors gdw = autograd::grad({sum(wd * c)}, {q, k, v});
-  for (int i = 0; i < 3; ++i) {
-    INFO("dropout, input " << i);
-    CHECK(max_abs_diff(gd[i], gdw[i]) < 1e-12);
-  }
+  check_same_grads(yd, wd, c, {q, k, v}, 1e-12);
 
   // bf16: the blocked sums of dk and dv stay as accurate as one block's (f32 sums, one rounding).
   const Tensor qb = q.detach().to(DType::BF16).requires_grad_(), kb = k.detach().to(DType::BF16).requires_grad_();
