@@ -284,7 +284,7 @@ void attention_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& a
     std::vector<A> dk, dv, part;  // several row blocks: dk and dv summed over them, one block's share
   };
   const int64_t block = attention_block_rows(g.lq, g.lk);
-  const bool blocked = block < g.lq;
+  const bool blocked = block < g.lq || g.lq == 0;  // no query rows: dk and dv are the zeros of the sums
   for_entries<Scratch>(g.entries, [&](int64_t b, Scratch& w) {
     const std::size_t u = std::size_t(b);
     const GemmOperand kb = gemm_matrix(kp + g.k_off[u], k.stride(-2), k.stride(-1));

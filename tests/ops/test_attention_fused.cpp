@@ -17,6 +17,7 @@
 #include "core/parallel.h"
 #include "ops/attention.h"
 #include "ops/attention_args.h"
+#include "ops/attention_fused.h"
 #include "ops/dispatcher.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
@@ -392,5 +393,20 @@ TEST_CASE("fused attention over several blocks of query rows equals the composit
   for (int i = 0; i < 3; ++i) {
     INFO("bf16, input " << i);
     CHECK(rms_error(gb[i], g64[i]) < 1e-2);
+  }
+}
+
+TEST_CASE("fused attention with no query rows gives zero key and value gradients", "[ops][attention][fused]") {
+  // Lq = 0 runs no block of rows; dk and dv must still be written (zeros), not left as allocated.
+  for (int trial = 0; trial < 3; ++trial) {
+    const Tensor big = randn({64, 64}) * 1e30;  // dirty the allocator's free blocks first
+    (void)big;
+    const Tensor q = rnd({1, 2, 0, 4}, 51).requires_grad_(), k = rnd({1, 2, 5, 4}, 52).requires_grad_();
+    const Tensor v = rnd({1, 2, 5, 3}, 53).requires_grad_();
+    const Tensor y = fused_attention(q, k, v, Tensor(), 0.0, false, 0.5, nullptr);
+    CHECK(made_by(y) == "attention_backward");
+    const Tensors g = autograd::grad({sum(y)}, {k, v});
+    CHECK(max_abs(g[0]) == 0.0);
+    CHECK(max_abs(g[1]) == 0.0);
   }
 }
