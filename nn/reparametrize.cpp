@@ -27,7 +27,7 @@ Tensor own_buffer(const char* op, const Module& m, const std::string& name) {
 void check_reparametrized_weight(const char* op, const Module& m, const Tensor& weight, const std::string& name) {
   const Tensor p = own_parameter(op, m, name);
   MG_CHECK(weight.defined() && weight.is_same(p), Error, op, ": the tensor given is not ", m.layer_name(),
-           "'s parameter \"", name, "\" (pass the member its forward reads, e.g. fc->weight)");
+           "'s parameter \"", name, "\"\n  hint: the member and the name go together, e.g. &nn::Linear::bias with name \"bias\"");
 }
 
 void check_handle(const char* op, const ReparametrizationHandle& handle, ReparametrizationHandle::Kind kind,

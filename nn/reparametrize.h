@@ -30,8 +30,8 @@ namespace mg::nn::detail {
 Tensor own_parameter(const char* op, const Module& m, const std::string& name);
 Tensor own_buffer(const char* op, const Module& m, const std::string& name);
 
-// Checks that `weight` is m's own floating parameter `name` (the member the layer's forward reads
-// must be the tensor registered under that name, or the hook would set the wrong handle).
+// Checks that the member `weight` holds m's own parameter `name` (the hook sets that member, so it
+// must be the one registered under the name).
 void check_reparametrized_weight(const char* op, const Module& m, const Tensor& weight, const std::string& name);
 // Checks that `handle` is one `kind` returned for the member `weight` (nothing is changed otherwise).
 void check_handle(const char* op, const ReparametrizationHandle& handle, ReparametrizationHandle::Kind kind,
