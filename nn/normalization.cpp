@@ -51,6 +51,12 @@ void detail::reset_running_stats(Tensor& running_mean, Tensor& running_var, Tens
   num_batches_tracked.zero_();
 }
 
+void BatchNorm::set_momentum(std::optional<double> momentum) {
+  MG_CHECK(!momentum || (*momentum >= 0 && *momentum <= 1), Error, layer_name(), ": momentum must be in [0, 1], got ",
+           *momentum);
+  options_.momentum = momentum;
+}
+
 void BatchNorm::reset_running_stats() {
   if (options_.track_running_stats) detail::reset_running_stats(running_mean, running_var, num_batches_tracked);
 }

@@ -47,6 +47,9 @@ class BatchNorm : public UnaryModule {
   // reset_running_stats, and weight 1, bias 0 (PyTorch's reset_parameters).
   void reset_parameters();
   const Options& options() const { return options_; }
+  // Changes the momentum of later training steps (nullopt: cumulative average), as assigning
+  // PyTorch's `bn.momentum` does; nn::update_bn uses it.
+  void set_momentum(std::optional<double> momentum);
   // Training-mode statistics through `sync` (over every rank's batch) instead of this batch alone;
   // eval mode never uses it. Null restores the local statistics.
   void set_sync(std::shared_ptr<BatchNormSync> sync) { sync_ = std::move(sync); }

@@ -236,13 +236,19 @@ std::vector<double> CosineAnnealingLR::compute_lrs() {
   return lrs;
 }
 
+namespace {
+// One function for every group or one per group, none empty (LambdaLR's and MultiplicativeLR's rule).
+void check_factor_functions(const char* name, const std::vector<std::function<double(int64_t)>>& factors,
+                            std::size_t groups) {
+  MG_CHECK(factors.size() == 1 || factors.size() == groups, Error, name,
+           ": expected one factor function or one per param group (", groups, "), got ", factors.size());
+  for (const auto& f : factors) MG_CHECK(bool(f), Error, name, ": a factor function is empty");
+}
+}  // namespace
+
 LambdaLR::LambdaLR(Optimizer& optimizer, LambdaLROptions options)
     : LRScheduler(optimizer, "LambdaLR"), options_(std::move(options)) {
-  const std::size_t groups = optimizer.param_groups().size();
-  MG_CHECK(options_.factors.size() == 1 || options_.factors.size() == groups, Error,
-           "LambdaLR: expected one factor function or one per param group (", groups, "), got ",
-           options_.factors.size());
-  for (const auto& f : options_.factors) MG_CHECK(bool(f), Error, "LambdaLR: a factor function is empty");
+  check_factor_functions("LambdaLR", options_.factors, optimizer.param_groups().size());
   initial_step();
 }
 
@@ -251,6 +257,22 @@ std::vector<double> LambdaLR::compute_lrs() {
   for (std::size_t i = 0; i < base_lrs_.size(); ++i) {
     const auto& f = options_.factors.size() == 1 ? options_.factors[0] : options_.factors[i];
     lrs.push_back(base_lrs_[i] * f(last_epoch()));
+  }
+  return lrs;
+}
+
+MultiplicativeLR::MultiplicativeLR(Optimizer& optimizer, MultiplicativeLROptions options)
+    : LRScheduler(optimizer, "MultiplicativeLR"), options_(std::move(options)) {
+  check_factor_functions("MultiplicativeLR", options_.factors, optimizer.param_groups().size());
+  initial_step();
+}
+
+std::vector<double> MultiplicativeLR::compute_lrs() {
+  std::vector<double> lrs;
+  const auto& groups = optimizer_.param_groups();
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const auto& f = options_.factors.size() == 1 ? options_.factors[0] : options_.factors[i];
+    lrs.push_back(last_epoch() == 0 ? groups[i].lr() : groups[i].lr() * f(last_epoch()));
   }
   return lrs;
 }

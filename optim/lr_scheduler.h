@@ -192,6 +192,23 @@ class LambdaLR final : public LRScheduler {
   LambdaLROptions options_;
 };
 
+// lr *= factor(last_epoch) at every step after step 0, per group (one function for all groups,
+// or one per group), as PyTorch's MultiplicativeLR: the chainable cousin of LambdaLR (the factors
+// multiply the current lr, not the initial one). The functions are not part of the state dict.
+struct MultiplicativeLROptions {
+  std::vector<std::function<double(int64_t)>> factors;
+};
+class MultiplicativeLR final : public LRScheduler {
+ public:
+  MultiplicativeLR(Optimizer& optimizer, MultiplicativeLROptions options);
+
+ protected:
+  std::vector<double> compute_lrs() override;
+
+ private:
+  MultiplicativeLROptions options_;
+};
+
 // Linear warmup from 0 to the group's initial lr over warmup_steps, then half a cosine down to
 // min_lr at total_steps, min_lr after (t = last_epoch, base = initial lr):
 //   t < W:       base * t / W
