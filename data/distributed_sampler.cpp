@@ -8,14 +8,6 @@
 #include "mixgrad/data/loader.h"
 
 namespace mg::data {
-namespace {
-
-void check_epoch(const char* what, int64_t epoch) {
-  MG_CHECK(epoch >= 0 && epoch < (int64_t(1) << 32), Error, "DistributedSampler::", what,
-           ": epoch must be in [0, 2^32), got ", epoch);
-}
-
-}  // namespace
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, Options options)
     : dataset_size_(dataset_size), options_(options) {
@@ -30,7 +22,7 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, Options options)
 }
 
 std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
-  check_epoch("indices", epoch);
+  check_epoch("DistributedSampler::indices", epoch);
   std::vector<int64_t> order;
   if (options_.shuffle) {
     order = epoch_permutation(dataset_size_, options_.seed, epoch);  // the loader's shuffle
@@ -45,8 +37,20 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
   return mine;
 }
 
+void DistributedSampler::check_dataset_size(int64_t size, const std::string& dataset_name) const {
+  MG_CHECK(size == dataset_size_, Error, "DataLoader: the sampler was made for ", dataset_size_, " examples but ",
+           dataset_name, " has ", size);
+}
+
+std::map<std::string, int64_t> DistributedSampler::settings() const {
+  return {{"world_size", options_.world_size},
+          {"shuffle", options_.shuffle},
+          {"seed", static_cast<int64_t>(options_.seed)},  // bit for bit
+          {"drop_last", options_.drop_last}};
+}
+
 void DistributedSampler::set_epoch(int64_t epoch) {
-  check_epoch("set_epoch", epoch);
+  check_epoch("DistributedSampler::set_epoch", epoch);
   epoch_ = epoch;
 }
 

@@ -14,8 +14,11 @@
 //   loader.start_epoch(e);   // the sampler's epoch is the loader's: no set_epoch to forget
 #pragma once
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
+#include "mixgrad/data/sampler.h"
 
 namespace mg::data {
 
@@ -27,14 +30,14 @@ struct DistributedSamplerOptions {
   bool drop_last = false;  // cut the order to floor(N / W) · W instead of padding it to ceil(N / W) · W
 };
 
-class DistributedSampler {
+class DistributedSampler final : public Sampler {
  public:
   using Options = DistributedSamplerOptions;
   // Throws mg::Error for a negative dataset size, a world size < 1 or a rank outside [0, W).
   DistributedSampler(int64_t dataset_size, Options options = {});
 
   // Examples per rank and epoch: ceil(N / W), or floor(N / W) with drop_last.
-  int64_t num_samples() const { return num_samples_; }
+  int64_t num_samples() const override { return num_samples_; }
   // num_samples() · W: the padded (or cut) length of the epoch's order.
   int64_t total_size() const { return num_samples_ * options_.world_size; }
   int64_t dataset_size() const { return dataset_size_; }
@@ -42,7 +45,13 @@ class DistributedSampler {
 
   // This rank's examples in `epoch` (0 <= epoch < 2^32), in order: positions rank, rank + W, ...
   // of the epoch's order padded with its own first positions (repeated when N < W).
-  std::vector<int64_t> indices(int64_t epoch) const;
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  // The dataset must have the size this sampler was made for.
+  void check_dataset_size(int64_t size, const std::string& dataset_name) const override;
+  std::string name() const override { return "DistributedSampler"; }
+  // world_size, shuffle, seed (its 64 bits), drop_last; not the rank: every rank is at the same
+  // position, so rank 0's loader state resumes every rank.
+  std::map<std::string, int64_t> settings() const override;
 
   // For loops without a DataLoader (PyTorch's sampler.set_epoch(e); for i in sampler):
   // indices() is indices(epoch()). A DataLoader ignores this: it passes its own epoch.

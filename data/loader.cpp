@@ -175,10 +175,10 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   samples_ = size_;
   if (const auto& s = options_.sampler) {
     MG_CHECK(!options_.shuffle, Error, "DataLoader: shuffle = true and a sampler exclude each other",
-             "\n  hint: the DistributedSampler shuffles (its .shuffle and .seed); set the loader's .shuffle = false");
-    MG_CHECK(s->dataset_size() == size_, Error, "DataLoader: the sampler was made for ", s->dataset_size(),
-             " examples but ", dataset_->name(), " has ", size_);
+             "\n  hint: the ", s->name(), " decides the order (its own seed); set the loader's .shuffle = false");
+    s->check_dataset_size(size_, dataset_->name());
     samples_ = s->num_samples();
+    MG_CHECK(samples_ >= 0, Error, "DataLoader: ", s->name(), "::num_samples() returned ", samples_);
   }
   // Rounded up without samples_ + batch_size - 1, which overflows for a batch_size near INT64_MAX.
   const int64_t bs = options_.batch_size;
@@ -197,7 +197,17 @@ DataLoader::~DataLoader() {
 }
 
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
-  if (options_.sampler) return options_.sampler->indices(epoch);
+  if (options_.sampler) {
+    std::vector<int64_t> order = options_.sampler->indices(epoch);
+    // A user's sampler is checked here, where a wrong index would otherwise read out of bounds.
+    MG_CHECK(int64_t(order.size()) == samples_, Error, "DataLoader: ", options_.sampler->name(), "::indices(", epoch,
+             ") returned ", order.size(), " indices but its num_samples() is ", samples_);
+    for (int64_t i : order) {
+      MG_CHECK(i >= 0 && i < size_, Error, "DataLoader: ", options_.sampler->name(), "::indices(", epoch,
+               ") returned index ", i, ", outside ", dataset_->name(), "'s [0, ", size_, ")");
+    }
+    return order;
+  }
   if (options_.shuffle) return epoch_permutation(size_, options_.seed, epoch);
   std::vector<int64_t> order(static_cast<std::size_t>(size_));
   std::iota(order.begin(), order.end(), int64_t(0));
@@ -307,10 +317,8 @@ StateDict DataLoader::state() const {
   s.ints["shuffle"] = options_.shuffle;
   s.ints["drop_last"] = options_.drop_last;
   if (const auto& sm = options_.sampler) {
-    s.ints["sampler_world_size"] = sm->options().world_size;
-    s.ints["sampler_shuffle"] = sm->options().shuffle;
-    s.ints["sampler_seed"] = static_cast<int64_t>(sm->options().seed);  // bit-for-bit
-    s.ints["sampler_drop_last"] = sm->options().drop_last;
+    s.strings["sampler"] = sm->name();
+    for (const auto& [name, value] : sm->settings()) s.ints["sampler_" + name] = value;
   }
   return s;
 }
@@ -326,15 +334,18 @@ void DataLoader::load_state(const StateDict& s) {
   expect("batch_size", options_.batch_size);
   expect("shuffle", options_.shuffle);
   expect("drop_last", options_.drop_last);
-  const bool saved_sampler = s.ints.count("sampler_world_size") > 0;
-  MG_CHECK(saved_sampler == (options_.sampler != nullptr), Error, owner, ": the state was saved ",
-           saved_sampler ? "with" : "without", " a DistributedSampler but this loader has ",
-           options_.sampler ? "one" : "none", "; resuming would produce different batches");
+  // The saved sampler's name; states from before other samplers existed name none but carry a
+  // DistributedSampler's sampler_world_size.
+  const auto saved_name = s.strings.find("sampler");
+  const std::string saved_sampler = saved_name != s.strings.end()  ? saved_name->second
+                                    : s.ints.count("sampler_world_size") ? "DistributedSampler"
+                                                                         : "";
+  const std::string here = options_.sampler ? options_.sampler->name() : "";
+  MG_CHECK(saved_sampler == here, Error, owner, ": the state was saved ",
+           saved_sampler.empty() ? std::string("without a sampler") : "with a " + saved_sampler, " but this loader has ",
+           here.empty() ? std::string("none") : "a " + here, "; resuming would produce different batches");
   if (const auto& sm = options_.sampler) {
-    expect("sampler_world_size", sm->options().world_size);
-    expect("sampler_shuffle", sm->options().shuffle);
-    expect("sampler_seed", static_cast<int64_t>(sm->options().seed));
-    expect("sampler_drop_last", sm->options().drop_last);
+    for (const auto& [name, value] : sm->settings()) expect(("sampler_" + name).c_str(), value);
   }
   const int64_t epoch = s.int_at(owner, "epoch");
   const int64_t next_batch = s.int_at(owner, "next_batch");

@@ -33,6 +33,8 @@
 #include "mixgrad/core/state_dict.h"
 #include "mixgrad/data/dataset.h"
 #include "mixgrad/data/distributed_sampler.h"
+#include "mixgrad/data/random_samplers.h"
+#include "mixgrad/data/sampler.h"
 
 namespace mg::data {
 
@@ -46,12 +48,14 @@ struct DataLoaderOptions {
   // background thread, so the training loop's to(cuda, /*non_blocking=*/true) runs asynchronously
   // and overlaps compute. Needs a usable CUDA device: the constructor throws DeviceError otherwise.
   bool pin_memory = false;
-  // One rank's shard of a data-parallel job (data/distributed_sampler.h): the epoch's examples are
+  // Which examples an epoch reads (data/sampler.h): the epoch's examples are
   // sampler->indices(epoch) (start_epoch(e) is the sampler's epoch) instead of the whole dataset,
-  // and num_batches() counts the shard's. The sampler shuffles, so `shuffle` must stay false; `seed`
-  // still keys the datasets' augmentation (the same seed on every rank gives each example the
-  // augmentation a single process would). Null: the whole dataset.
-  std::shared_ptr<const DistributedSampler> sampler;
+  // and num_batches() counts the sampler's num_samples(). A DistributedSampler gives one rank's
+  // shard of a data-parallel job; WeightedRandomSampler and SubsetRandomSampler
+  // (data/random_samplers.h) draw by weight or from a subset. The sampler decides the order, so
+  // `shuffle` must stay false; `seed` still keys the datasets' augmentation (the same seed on every
+  // rank gives each example the augmentation a single process would). Null: the whole dataset.
+  std::shared_ptr<const Sampler> sampler;
 };
 
 // The order of the N examples in `epoch`: a Fisher-Yates shuffle whose step i (i = N-1 .. 1)
@@ -88,21 +92,23 @@ class DataLoader {
 
   // Position for a checkpoint: ints seed, epoch, next_batch (batches the caller has received,
   // not the ones prefetched) and, for checking on load, dataset_size, batch_size, shuffle,
-  // drop_last; with a sampler also sampler_world_size, sampler_shuffle, sampler_seed and
-  // sampler_drop_last (not the rank: every rank is at the same position, so rank 0's state
+  // drop_last; with a sampler also the string "sampler" (its name) and its settings() as ints
+  // "sampler_<name>" (a DistributedSampler's: sampler_world_size, sampler_shuffle, sampler_seed,
+  // sampler_drop_last — not the rank: every rank is at the same position, so rank 0's state
   // resumes them all).
   StateDict state() const;
   // Restores seed, epoch and next_batch; throws mg::Error when the state was saved with another
-  // dataset size, batch size, shuffle or drop_last, or another sampler world size, shuffle, seed
-  // or drop_last, or with a sampler where this loader has none or the reverse (the batches would
-  // differ).
+  // dataset size, batch size, shuffle or drop_last, another kind of sampler or other sampler
+  // settings, or with a sampler where this loader has none or the reverse (the batches would
+  // differ). A state without the "sampler" string but with sampler_world_size (saved before other
+  // samplers existed) is a DistributedSampler's.
   void load_state(const StateDict& state);
 
  private:
   struct Prefetcher;  // the background thread and its queue (loader.cpp)
 
   void reposition(int64_t epoch, int64_t next_batch);
-  // The examples of `epoch` in order: the sampler's shard, the shuffle, or 0..N-1.
+  // The examples of `epoch` in order: the sampler's, the shuffle, or 0..N-1.
   std::vector<int64_t> epoch_order(int64_t epoch) const;
 
   std::shared_ptr<const Dataset> dataset_;

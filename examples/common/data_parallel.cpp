@@ -109,7 +109,7 @@ data::DataLoaderOptions DataParallel::loader_options(int64_t dataset_size, int64
 }
 
 StateDict reshard_loader_state(const StateDict& saved, const data::DataLoader& loader) {
-  const data::DistributedSampler* sampler = loader.options().sampler.get();
+  const auto* sampler = dynamic_cast<const data::DistributedSampler*>(loader.options().sampler.get());
   if (!sampler || !saved.ints.count("batch_size") || !saved.ints.count("shuffle")) return saved;
   StateDict s = saved;
   if (!s.ints.count("sampler_world_size") && s.ints.at("shuffle") == 1 && s.ints.count("seed")) {
