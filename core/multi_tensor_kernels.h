@@ -1,7 +1,7 @@
 // The hook through which a device backend provides fused multi-tensor kernels (DESIGN §5): the
-// unscale + inf/NaN check + gradient statistics pass, the SGD, Adam/AdamW and LAMB steps that also write
-// the low-precision model copy, the deterministic L2 norm for clipping, and the one-thread loss
-// scale update. optim/ and amp/ call them for tensors on that device; cuda/kernels/multi_tensor.cu
+// unscale + inf/NaN check + gradient statistics pass, the SGD, Adam/AdamW, LAMB, RMSprop and
+// Adagrad steps that also write the low-precision model copy, the deterministic L2 norm for
+// clipping, and the one-thread loss scale update. optim/ and amp/ call them for tensors on that device; cuda/kernels/multi_tensor.cu
 // registers the CUDA table from register_cuda_kernels().
 // Decision: a per-DeviceType table of function pointers set once at init, the pattern of
 // set_device_fill_fn (core/device_fill.h), because cuda/ sits below optim/ and amp/ (DESIGN §1)
@@ -42,14 +42,16 @@ struct MultiTensorStepArgs {
   Tensors grads;                  // same numel and dtype as params
   // SGD {momentum, the [1] i64 step at which the fused step created the momentum buffer (undefined:
   // the buffer is not new)},
-  // Adam {exp_avg, exp_avg_sq, max_exp_avg_sq}, LAMB {exp_avg, exp_avg_sq}
+  // Adam {exp_avg, exp_avg_sq, max_exp_avg_sq}, LAMB {exp_avg, exp_avg_sq},
+  // RMSprop {square_avg, grad_avg (centered), momentum_buffer (momentum > 0)}, Adagrad {sum}
   std::array<Tensors, 3> state;
   Tensors model;                  // empty, or per param the f16/bf16 model tensor set to round(param) in the same pass
   std::vector<int64_t*> steps;    // device i64 per param: updates applied so far (read; see count_steps)
   const float* found_inf = nullptr;  // device [1] f32 or null: when nonzero the step changes nothing
   // device f64 or null: the hyper-parameter struct's doubles in declaration order (SgdHyper: lr,
   // momentum, dampening, weight_decay; AdamHyper and LambHyper: lr, beta1, beta2, eps,
-  // weight_decay); when set the kernels read these instead of the struct's, so a CUDA graph
+  // weight_decay; RmspropHyper: lr, alpha, eps, weight_decay, momentum; AdagradHyper: lr, lr_decay,
+  // eps, weight_decay); when set the kernels read these instead of the struct's, so a CUDA graph
   // replays with the lr a scheduler set since (the optimizer rewrites them before each replay).
   const double* hyper = nullptr;
 };
@@ -69,6 +71,16 @@ struct AdamHyper {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled;  // AdamW
   bool amsgrad;
+  bool maximize;
+};
+
+struct RmspropHyper {
+  double lr, alpha, eps, weight_decay, momentum;
+  bool centered;
+  bool maximize;
+};
+struct AdagradHyper {
+  double lr, lr_decay, eps, weight_decay;
   bool maximize;
 };
 
@@ -92,6 +104,11 @@ struct MultiTensorKernels {
   // (fn::LossScaleOutcome; the first non-Ok value is kept), then *found_inf is cleared for the next
   // iteration.
   void (*scale_update)(void* state, const void* rule, float* found_inf, int32_t* outcome, Device device);
+  // fn::RmspropStep per element (grad_avg and momentum_buffer null unless centered / momentum > 0:
+  // the kernel runs with the group's flags, not the buffers' presence).
+  void (*rmsprop)(const MultiTensorStepArgs& args, const RmspropHyper& h);
+  // fn::AdagradStep per element with -lr / (1 + (t - 1) lr_decay), t = *steps[i] + 1, in double on the device.
+  void (*adagrad)(const MultiTensorStepArgs& args, const AdagradHyper& h);
 };
 
 void set_multi_tensor_kernels(DeviceType type, const MultiTensorKernels* kernels);

@@ -71,6 +71,14 @@ void Adagrad::step_group(ParamGroup& group) {
     if (created) s.fill_(o.initial_accumulator_value);
     return s;
   };
+  MultiTensorStepArgs args;
+  if (const MultiTensorKernels* k = fused_step_args(group, work, args)) {
+    for (const Work& w : work) args.state[0].push_back(sum_of(w));
+    k->adagrad(args, {.lr = o.lr, .lr_decay = o.lr_decay, .eps = o.eps, .weight_decay = o.weight_decay,
+                      .maximize = o.maximize});
+    finish_fused_step(work, k, args);
+    return;
+  }
   Tensors params;
   for (const Work& w : work) params.push_back(w.param);
   if (use_generic_path(params)) {

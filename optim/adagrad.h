@@ -4,8 +4,9 @@
 //   p -= clr * g / (sqrt(sum) + eps),       clr = lr / (1 + (t - 1) * lr_decay)
 // t counts the updates of each parameter (ParamState::step). The sum is kept in f32 (f64 for f64
 // parameters); f16/bf16 parameters are updated in f32 and rounded once. On the CPU one fused loop
-// per chunk (optim/functors.h); on other devices the device-generic path of public ops (no fused
-// CUDA kernel: under step_unless_found_inf the found-inf flag is read on the host).
+// per chunk (optim/functors.h); on CUDA the fused multi-tensor kernel (the same functor, clr from
+// the device step count; no host read under step_unless_found_inf); elsewhere the device-generic
+// path of public ops.
 //
 //   mg::optim::Adagrad opt(net.parameters(), {.lr = 0.05, .initial_accumulator_value = 0.1});
 #pragma once
@@ -48,6 +49,8 @@ class Adagrad final : public Optimizer {
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"sum"}; }
   std::vector<std::string> buffers_of_every_step() const override { return {"sum"}; }
+  bool has_fused_step() const override { return true; }
+  std::vector<std::string> device_option_names() const override { return {"lr", "lr_decay", "eps", "weight_decay"}; }
 };
 
 }  // namespace mg::optim

@@ -94,6 +94,11 @@ void RMSprop::check_options(const OptionMap& m) const {
   MG_CHECK(o.weight_decay >= 0.0, Error, "RMSprop: weight_decay must be >= 0, got ", o.weight_decay);
 }
 
+std::string RMSprop::graph_structure(const ParamGroup& group) const {
+  return str_cat(group.option("centered") != 0.0 ? "centered;" : "not centered;",
+                 group.option("momentum") > 0.0 ? "momentum;" : "no momentum;");
+}
+
 void RMSprop::step_group(ParamGroup& group) {
   const RMSpropOptions o = options_from_map<RMSpropOptions>(group.options, name());
   const std::vector<Work> work = collect(group);
@@ -102,6 +107,17 @@ void RMSprop::step_group(ParamGroup& group) {
                                  o.centered ? buffer(w, "grad_avg", /*zero=*/true) : Tensor(),
                                  o.momentum > 0.0 ? buffer(w, "momentum_buffer", /*zero=*/true) : Tensor()};
   };
+  MultiTensorStepArgs args;
+  if (const MultiTensorKernels* k = fused_step_args(group, work, args)) {
+    for (const Work& w : work) {
+      const std::array<Tensor, 3> s = buffers(w);
+      for (int j = 0; j < 3; ++j) args.state[std::size_t(j)].push_back(s[std::size_t(j)]);
+    }
+    k->rmsprop(args, {.lr = o.lr, .alpha = o.alpha, .eps = o.eps, .weight_decay = o.weight_decay,
+                      .momentum = o.momentum, .centered = o.centered, .maximize = o.maximize});
+    finish_fused_step(work, k, args);
+    return;
+  }
   Tensors params;
   for (const Work& w : work) params.push_back(w.param);
   if (use_generic_path(params)) {

@@ -7,8 +7,8 @@
 //   otherwise:     p -= lr * g / avg
 // State is kept in f32 (f64 for f64 parameters), zero-initialised; f16/bf16 parameters are
 // updated in f32 and rounded once. On the CPU one fused loop per chunk (optim/functors.h); on
-// other devices the device-generic path of public ops (no fused CUDA kernel: under
-// step_unless_found_inf the found-inf flag is read on the host, one synchronisation per step).
+// CUDA the fused multi-tensor kernel (the same functor; no host read under step_unless_found_inf,
+// and a step CUDA graphs can capture); elsewhere the device-generic path of public ops.
 //
 //   mg::optim::RMSprop opt(net.parameters(), {.lr = 1e-3, .alpha = 0.9, .momentum = 0.9});
 #pragma once
@@ -53,6 +53,12 @@ class RMSprop final : public Optimizer {
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"square_avg", "grad_avg", "momentum_buffer"}; }
   std::vector<std::string> buffers_of_every_step() const override { return {"square_avg"}; }
+  bool has_fused_step() const override { return true; }
+  std::vector<std::string> device_option_names() const override {
+    return {"lr", "alpha", "eps", "weight_decay", "momentum"};
+  }
+  // Which buffers the step keeps (centered, momentum > 0): a captured step's kernels use them.
+  std::string graph_structure(const ParamGroup& group) const override;
 };
 
 }  // namespace mg::optim

@@ -1,9 +1,9 @@
 // The fused multi-tensor kernels of mixed-precision training (core/multi_tensor_kernels.h) over
 // cuda/multi_tensor_apply.cuh: unscale + inf/NaN check + gradient statistics in one pass, SGD,
-// Adam/AdamW and LAMB steps that update f32 masters and write the f16/bf16 model copy in the same pass,
-// the deterministic L2 norm, the step counters and the one-thread loss-scale update. The
-// per-element math is the CPU's: fn::SgdStep / fn::AdamStep / fn::LambStage1 / fn::LambApply
-// (optim/functors.h) and
+// Adam/AdamW, LAMB, RMSprop and Adagrad steps that update f32 masters and write the f16/bf16 model
+// copy in the same pass, the deterministic L2 norm, the step counters and the one-thread
+// loss-scale update. The per-element math is the CPU's: fn::SgdStep / fn::AdamStep /
+// fn::LambStage1 / fn::LambApply / fn::RmspropStep / fn::AdagradStep (optim/functors.h) and
 // fn::loss_scale_update (optim/loss_scale_update.h), header-only functors both compilers read.
 //
 // Decision: the scaler's values (scale, found-inf flag, statistics, step counters) stay on the
@@ -266,6 +266,90 @@ struct AdamChunk {
   }
 };
 
+// RMSprop: lr, alpha, eps, weight_decay, momentum (RmspropHyper's doubles, in order).
+__device__ __forceinline__ RmspropHyper load_hyper(RmspropHyper h, const double* d) {
+  if (d) {
+    h.lr = d[0];
+    h.alpha = d[1];
+    h.eps = d[2];
+    h.weight_decay = d[3];
+    h.momentum = d[4];
+  }
+  return h;
+}
+
+template <typename P, typename M>
+struct RmspropChunk {
+  RmspropHyper hv;
+  const float* found_inf;
+  const double* hyper;
+  __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
+    if (skip_step(found_inf)) return;
+    const RmspropHyper h = load_hyper(hv, hyper);
+    using T = opmath_t<P>;
+    T* sq = static_cast<T*>(a.addr[2][c.slot]);
+    T* ga = static_cast<T*>(a.addr[3][c.slot]);
+    T* buf = static_cast<T*>(a.addr[4][c.slot]);
+    // The buffers the host made decide the branches: a momentum a CUDA graph's replay reads as > 0
+    // where the capture had no buffer stays 0 here (a new capture is demanded: graph_structure).
+    const fn::RmspropStep<T> f{T(h.lr),           T(h.alpha), T(1.0 - h.alpha), T(h.eps), T(h.weight_decay),
+                               T(buf ? h.momentum : 0.0), h.centered && ga != nullptr, T(h.maximize ? -1.0 : 1.0)};
+    P* p = static_cast<P*>(a.addr[0][c.slot]);
+    const P* g = static_cast<const P*>(a.addr[1][c.slot]);
+    M* model = static_cast<M*>(a.addr[5][c.slot]);
+    for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
+      T pi = T(p[i]);
+      T unused_ga = T(0), unused_buf = T(0);
+      f(pi, T(g[i]), sq[i], ga ? ga[i] : unused_ga, buf ? buf[i] : unused_buf);
+      const P stored = P(pi);
+      p[i] = stored;
+      if (model) model[i] = M(T(stored));
+    }
+  }
+};
+
+// Adagrad: lr, lr_decay, eps, weight_decay (AdagradHyper's doubles, in order).
+__device__ __forceinline__ AdagradHyper load_hyper(AdagradHyper h, const double* d) {
+  if (d) {
+    h.lr = d[0];
+    h.lr_decay = d[1];
+    h.eps = d[2];
+    h.weight_decay = d[3];
+  }
+  return h;
+}
+
+template <typename P, typename M>
+struct AdagradChunk {
+  AdagradHyper hv;
+  const float* found_inf;
+  const double* hyper;
+  __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
+    if (skip_step(found_inf)) return;
+    const AdagradHyper h = load_hyper(hv, hyper);
+    using T = opmath_t<P>;
+    // -clr in double as the CPU computes it on the host (t = updates so far + 1).
+    __shared__ double neg_clr;
+    if (threadIdx.x == 0) {
+      const double t = double(*a.step[c.slot] + 1);
+      neg_clr = -(h.lr / (1.0 + (t - 1.0) * h.lr_decay));
+    }
+    __syncthreads();
+    const fn::AdagradStep<T> f{T(neg_clr), T(h.eps), T(h.weight_decay), T(h.maximize ? -1.0 : 1.0)};
+    P* p = static_cast<P*>(a.addr[0][c.slot]);
+    const P* g = static_cast<const P*>(a.addr[1][c.slot]);
+    T* sum = static_cast<T*>(a.addr[2][c.slot]);
+    M* model = static_cast<M*>(a.addr[5][c.slot]);
+    for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
+      T pi = T(p[i]);
+      f(pi, T(g[i]), sum[i]);
+      const P stored = P(pi);
+      p[i] = stored;
+      if (model) model[i] = M(T(stored));
+    }
+  }
+};
+
 void* ptr_or_null(const Tensors& list, std::size_t i) {
   return i < list.size() && list[i].defined() ? list[i].data_ptr() : nullptr;
 }
@@ -433,6 +517,14 @@ void lamb_cuda(const MultiTensorStepArgs& args, const LambHyper& h) {
 }
 
 void sgd_cuda(const MultiTensorStepArgs& args, const SgdHyper& h) { step_cuda<SgdChunk>(args, h, "SGD"); }
+void rmsprop_cuda(const MultiTensorStepArgs& args, const RmspropHyper& h) {
+  MG_ASSERT(args.state[0].size() == args.params.size(), "RMSprop: a square_avg buffer per parameter");
+  step_cuda<RmspropChunk>(args, h, "RMSprop");
+}
+void adagrad_cuda(const MultiTensorStepArgs& args, const AdagradHyper& h) {
+  MG_ASSERT(args.state[0].size() == args.params.size(), "Adagrad: a sum buffer per parameter");
+  step_cuda<AdagradChunk>(args, h, "Adagrad");
+}
 void adam_cuda(const MultiTensorStepArgs& args, const AdamHyper& h) {
   MG_ASSERT(!h.amsgrad || args.state[2].size() == args.params.size(), "Adam: amsgrad without a max buffer per parameter");
   step_cuda<AdamChunk>(args, h, h.decoupled ? "AdamW" : "Adam");
@@ -532,8 +624,8 @@ void scale_update_cuda(void* state, const void* rule, float* found_inf, int32_t*
   MG_CUDA_CHECK_LAUNCH("scale_update_kernel");
 }
 
-const MultiTensorKernels kTable{&unscale_cuda,     &sgd_cuda,     &adam_cuda,        &lamb_cuda,
-                                &count_steps_cuda, &l2_norm_cuda, &scale_update_cuda};
+const MultiTensorKernels kTable{&unscale_cuda,     &sgd_cuda,     &adam_cuda,         &lamb_cuda,   &count_steps_cuda,
+                                &l2_norm_cuda,     &scale_update_cuda, &rmsprop_cuda, &adagrad_cuda};
 
 }  // namespace
 

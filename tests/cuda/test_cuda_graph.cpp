@@ -28,8 +28,10 @@
 #include "ops/norm.h"
 #include "ops/ops.h"
 #include "ops/pad.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/lamb.h"
+#include "optim/rmsprop.h"
 #include "optim/sgd.h"
 #include "test_util.h"
 
@@ -231,6 +233,29 @@ TEST_CASE("CUDA graph: LAMB with an lr changed before every replay equals the ea
   captured_equals_eager<optim::LAMB>(
       3, [](int i) { return 1e-2 * (1.0 + 0.25 * i); },
       [](const Tensors& p, double lr) { return std::make_unique<optim::LAMB>(p, optim::LAMBOptions{.lr = lr, .weight_decay = 0.01}); });
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA graph: RMSprop and Adagrad with an lr changed before every replay equal the eager steps",
+          "[cuda][gpu][graph]") {
+  std::unique_ptr<cuda::CapturedStep> captured;
+  auto [g, opt] = captured_equals_eager<optim::RMSprop>(
+      4, [](int i) { return 1e-3 * (1.0 + 0.5 * i); },
+      [](const Tensors& p, double lr) {
+        return std::make_unique<optim::RMSprop>(
+            p, optim::RMSpropOptions{.lr = lr, .weight_decay = 0.01, .momentum = 0.9, .centered = true});
+      },
+      &captured);
+  // Its kernels run with the buffers of the capture: dropping the momentum buffer's use needs a new capture.
+  opt->param_groups()[0].set_option("momentum", 0.0);
+  const std::vector<Batch> batches = make_batches(1, DType::F32);
+  MG_REQUIRE_ERROR(captured->run({batches[0].x, batches[0].y}), "changed since the CUDA graph was captured");
+  // Adagrad's lr decay follows the device step count in every replay.
+  captured_equals_eager<optim::Adagrad>(
+      5, [](int i) { return 1e-2 * (1.0 + 0.25 * i); },
+      [](const Tensors& p, double lr) {
+        return std::make_unique<optim::Adagrad>(p, optim::AdagradOptions{.lr = lr, .lr_decay = 0.1, .initial_accumulator_value = 0.1});
+      });
   test::require_no_pending_cuda_error();
 }
 

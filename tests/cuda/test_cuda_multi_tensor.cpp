@@ -37,9 +37,11 @@
 #include "nn/models/resnet.h"
 #include "ops/loss.h"
 #include "ops/ops.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"
+#include "optim/rmsprop.h"
 #include "optim/optim_test_util.h"
 #include "optim/sgd.h"
 
@@ -137,10 +139,15 @@ TEST_CASE("fused CUDA unscale equals the CPU pass bit for bit (NaN payloads asid
 
 TEST_CASE("a step the device found-inf flag skips changes nothing, and the next one is the CPU's first",
           "[cuda][gpu][optim]") {
-  for (int kind : {0, 1}) {  // SGD with momentum, AdamW
-    INFO((kind == 0 ? "SGD" : "AdamW"));
+  for (int kind : {0, 1, 2, 3}) {  // SGD with momentum, AdamW, RMSprop centered with momentum, Adagrad with lr decay
+    INFO("optimizer " << kind);
     auto make = [&](const Tensors& ps) -> std::unique_ptr<optim::Optimizer> {
       if (kind == 0) return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.2});
+      if (kind == 2) {
+        return std::make_unique<optim::RMSprop>(ps, optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5, .centered = true});
+      }
+      // Adagrad: a skipped step must not advance the step count its lr decay reads.
+      if (kind == 3) return std::make_unique<optim::Adagrad>(ps, optim::AdagradOptions{.lr = 0.1, .lr_decay = 0.5});
       return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1});
     };
     manual_seed(3);
@@ -160,7 +167,9 @@ TEST_CASE("a step the device found-inf flag skips changes nothing, and the next 
     CHECK(test::bits_equal(dw.detach().to(Device::cpu()), w0));
     CHECK(dev_opt->state(dw)->step == 0);
     const Tensor down = zeros({1}, {.dtype = DType::F32, .device = gpu()});
+    const uint64_t syncs = cuda::sync_count();
     dev_opt->step_unless_found_inf(down);
+    CHECK(cuda::sync_count() == syncs);  // the flag stays on the device
     CHECK_FALSE(dev_opt->last_step_skipped());
     CHECK(dev_opt->state(dw)->step == 1);
     CHECK(test::rel_error(dw.detach().to(Device::cpu()), test::values(cw.detach())) <= 4 * 5.96e-8);
