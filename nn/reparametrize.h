@@ -22,6 +22,20 @@ struct ReparametrizationHandle {
   const Tensor* member = nullptr;  // the layer's member the hook sets
 };
 
+// The state-dict keys of PyTorch's newer parametrizations (torch.nn.utils.parametrizations,
+// PyTorch >= 2.1, what its deprecated weight_norm now recommends) renamed to those of the hook
+// forms here, so such a checkpoint loads into layers given nn::weight_norm / nn::spectral_norm:
+//   <path>parametrizations.<name>.original0 -> <path><name>_g   (weight_norm's magnitude)
+//   <path>parametrizations.<name>.original1 -> <path><name>_v   (its direction)
+//   <path>parametrizations.<name>.original  -> <path><name>_orig  (spectral_norm's weight)
+//   <path>parametrizations.<name>.0._u / 0._v -> <path><name>_u / <path><name>_v
+// Other keys are kept as they are. A parametrization these forms cannot hold (original0 without
+// original1, an `original` without spectral norm's u and v — orthogonal, say — or more than one
+// parametrization on a tensor) is an mg::Error naming the key; so is a renamed key that is
+// already in the state.
+//   model->load_state_dict(nn::from_torch_parametrizations(io::load_safetensors("vocoder.safetensors").tensors));
+NamedTensors from_torch_parametrizations(const NamedTensors& state);
+
 }  // namespace mg::nn
 
 namespace mg::nn::detail {

@@ -245,3 +245,51 @@ TEST_CASE("spectral_norm's estimate ignores autocast, and the member holds the r
   CHECK(values(a->weight) == values(b->weight));
   CHECK(b->weight.dtype() == DType::F32);
 }
+
+TEST_CASE("from_torch_parametrizations loads torch.nn.utils.parametrizations checkpoints into the hook forms",
+          "[nn][weight_norm][spectral_norm]") {
+  // PyTorch 2.15: parametrizations.weight_norm on Linear(2, 3) and parametrizations.spectral_norm on
+  // Conv1d(2, 2, 3), with these values set, in eval mode; its outputs printed for the same inputs.
+  auto fc = nn::make<nn::Linear>({.in = 2, .out = 3});
+  auto conv = nn::make<nn::Conv1d>({.in = 2, .out = 2, .kernel = 3});
+  nn::Sequential net(std::vector<std::shared_ptr<nn::UnaryModule>>{fc, conv});
+  net.to(DType::F64);
+  nn::weight_norm(*fc, &nn::Linear::weight);
+  nn::spectral_norm(*conv, &nn::Conv1d::weight);
+  net.eval();
+  const Tensor v = from_vector<double>({1, 2, 3, 4, 5, 6}, {6});
+  const nn::NamedTensors torch_state{
+      {"0.bias", from_vector<double>({0.1, -0.2, 0.3}, {3})},
+      {"0.parametrizations.weight.original0", from_vector<double>({2.0, 0.5, 1.0}, {3, 1})},
+      {"0.parametrizations.weight.original1", from_vector<double>({0.5, -1.0, 2.0, 0.25, -0.75, 1.5}, {3, 2})},
+      {"1.bias", from_vector<double>({0.05, -0.05}, {2})},
+      {"1.parametrizations.weight.original", arange(0, 12, 1, {.dtype = DType::F64}).reshape({2, 2, 3}) * 0.1 - 0.5},
+      {"1.parametrizations.weight.0._u", from_vector<double>({0.6, 0.8}, {2})},
+      {"1.parametrizations.weight.0._v", v / std::sqrt(91.0)},
+  };
+  const nn::NamedTensors renamed = nn::from_torch_parametrizations(torch_state);
+  std::vector<std::string> names;
+  for (const auto& [k, t] : renamed) names.push_back(k);
+  CHECK(names == std::vector<std::string>{"0.bias", "0.weight_g", "0.weight_v", "1.bias", "1.weight_orig", "1.weight_u",
+                                          "1.weight_v"});
+  net.load_state_dict(renamed);
+  require_close(values((*fc)(from_vector<double>({1.0, 2.0, -0.5, 0.25}, {2, 2}))),
+                {-2.5832815729997476, 0.4201736729460423, 1.641640786499874, -0.7944271909999159, -0.4325651273547659,
+                 0.7472135954999579});
+  require_close(values((*conv)(from_vector<double>({1.0, 2.0, -1.0, 0.5, 0.0, 1.5, -0.5, 2.0}, {1, 2, 4}))),
+                {-2.067818690404416, -1.791581469916883, 1.1470279554459744, 3.080688498858702});
+
+  // Keys at the top level, and keys that are not parametrizations, pass through.
+  CHECK(nn::from_torch_parametrizations({{"parametrizations.weight.original0", kX}, {"parametrizations.weight.original1", kX},
+                                          {"bias", kX}})[0].first == "weight_g");
+  // Parametrizations the hook forms cannot hold are named.
+  MG_REQUIRE_ERROR(nn::from_torch_parametrizations({{"fc.parametrizations.weight.original", kX}}),
+                   "'fc.parametrizations.weight.original' belongs to a parametrization of 'fc.weight' that nn::weight_norm "
+                   "and nn::spectral_norm cannot hold");
+  MG_REQUIRE_ERROR(nn::from_torch_parametrizations({{"parametrizations.weight.original0", kX}}),
+                   "cannot hold (weight norm has original0 and original1");
+  MG_REQUIRE_ERROR(nn::from_torch_parametrizations({{"parametrizations.weight.original0", kX},
+                                                    {"parametrizations.weight.original1", kX},
+                                                    {"weight_g", kX}}),
+                   "'parametrizations.weight.original0' would be renamed to 'weight_g', which the state already has");
+}
