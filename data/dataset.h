@@ -88,7 +88,7 @@ inline constexpr uint32_t kAugmentStream = 2;   // image augmentation (index = e
 inline constexpr uint32_t kMaskStream = 3;      // MLM masking (index = example)
 inline constexpr uint32_t kSyntheticExampleStream = 4;  // SyntheticImages: an example's label and look
 inline constexpr uint32_t kSyntheticClassStream = 5;    // SyntheticImages: a class's pattern (index = class)
-inline constexpr uint32_t kSamplerStream = 6;   // WeightedRandomSampler, SubsetRandomSampler (index = draw or example)
+inline constexpr uint32_t kSamplerStream = 6;   // WeightedRandomSampler (index = draw or example)
 
 // Four random 32-bit words for (seed, epoch, index, stream, block): one Philox4x32-10 block with
 // key `seed` and counter {block, index[0:32], epoch[0:32], index[32:48] | stream << 16}, so a

@@ -106,23 +106,40 @@ void AveragedModelBase::update_parameters(const Module& model) {
   }
   // The weight of the model's value: 1 / (n + 1) for the mean of n + 1 values, 1 - decay for EMA.
   const double w = options_.averaging == Averaging::Equal ? 1.0 / double(n + 1) : 1.0 - options_.decay;
-  for (std::size_t i = 0; i < averaged_pairs.averaged.size(); ++i) {
-    const auto& [name, a_handle] = averaged_pairs.averaged[i];
-    Tensor a = a_handle;
-    if (!a.defined()) continue;
-    const Tensor m = averaged_pairs.model[i].second.device() == a.device() ? averaged_pairs.model[i].second
-                                                                           : mg::to(averaged_pairs.model[i].second, a.device());
-    if (n == 0 || a.dtype() == DType::Bool) {
-      a.copy_(m);
-    } else if (options_.average) {
-      const Tensor r = options_.average(a, m, n);
-      MG_CHECK(r.defined() && r.shape() == a.shape(), ShapeError, "AveragedModel: the average function returned ",
-               shape_text(r), " for '", name, "' of shape ", a.shape());
-      a.copy_(r);
-    } else if (is_floating(a.dtype())) {
-      a.copy_(lerp_opmath(a, m, w));
-    } else {
-      a.copy_(average_integral(a, m, w));
+  const auto model_tensor = [&](std::size_t i, const Tensor& a) {
+    const Tensor& m = averaged_pairs.model[i].second;
+    return m.device() == a.device() ? m : mg::to(m, a.device());
+  };
+  if (options_.average && n > 0) {
+    // The user's function may throw or return a wrong shape part-way: every result is made and
+    // checked before any is written, so a failed update changes nothing.
+    std::vector<Tensor> results(averaged_pairs.averaged.size());
+    for (std::size_t i = 0; i < averaged_pairs.averaged.size(); ++i) {
+      const auto& [name, a] = averaged_pairs.averaged[i];
+      if (!a.defined() || a.dtype() == DType::Bool) continue;
+      results[i] = options_.average(a, model_tensor(i, a), n);
+      MG_CHECK(results[i].defined() && results[i].shape() == a.shape(), ShapeError,
+               "AveragedModel: the average function returned ", shape_text(results[i]), " for '", name, "' of shape ",
+               a.shape());
+    }
+    for (std::size_t i = 0; i < averaged_pairs.averaged.size(); ++i) {
+      Tensor a = averaged_pairs.averaged[i].second;
+      if (!a.defined()) continue;
+      if (results[i].defined()) a.copy_(results[i]);
+      else a.copy_(model_tensor(i, a));  // a bool buffer: copied
+    }
+  } else {
+    for (std::size_t i = 0; i < averaged_pairs.averaged.size(); ++i) {
+      Tensor a = averaged_pairs.averaged[i].second;
+      if (!a.defined()) continue;
+      const Tensor m = model_tensor(i, a);
+      if (n == 0 || a.dtype() == DType::Bool) {
+        a.copy_(m);
+      } else if (is_floating(a.dtype())) {
+        a.copy_(lerp_opmath(a, m, w));
+      } else {
+        a.copy_(average_integral(a, m, w));
+      }
     }
   }
   if (!options_.use_buffers) {

@@ -53,8 +53,9 @@ class AveragedModelBase : public Module {
   // Folds the model's current weights into the average: the first update copies them; later
   // ones average every parameter (and, with use_buffers, every buffer), then copy the buffers
   // when use_buffers is false. The model must have the averaged copy's parameter and buffer
-  // names and shapes (an mg::Error names the first difference; nothing is changed then).
-  // Runs without recording a graph.
+  // names and shapes (an mg::Error names the first difference; nothing is changed then). A
+  // custom average that throws or returns another shape also changes nothing (every result is
+  // made before any is written). Runs without recording a graph.
   void update_parameters(const Module& model);
   // The number of update_parameters calls (a loaded state dict's count after a load).
   int64_t n_averaged() const;

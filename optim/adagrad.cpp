@@ -12,7 +12,7 @@ namespace mg::optim {
 namespace {
 
 // -clr for an update with step count t (host, double): -lr / (1 + (t - 1) * lr_decay).
-double neg_clr(const AdagradOptions& o, double t) { return -(o.lr / (1.0 + (t - 1.0) * o.lr_decay)); }
+double neg_clr(const AdagradOptions& o, int64_t t) { return fn::adagrad_neg_clr(o.lr, o.lr_decay, t); }
 
 template <typename P>
 void adagrad_chunk(const TensorSlot& t, const AdagradOptions& o, double neg_step, int64_t b, int64_t e) {
@@ -84,7 +84,7 @@ void Adagrad::step_group(ParamGroup& group) {
   if (use_generic_path(params)) {
     for (const Work& w : work) {
       const Tensor s = sum_of(w);
-      adagrad_generic(w.param, w.grad, s, opmath_dtype(w), o, neg_clr(o, double(++w.state->step)));
+      adagrad_generic(w.param, w.grad, s, opmath_dtype(w), o, neg_clr(o, ++w.state->step));
     }
     return;
   }
@@ -94,7 +94,7 @@ void Adagrad::step_group(ParamGroup& group) {
     TensorSlot slot = slot_of(w);
     slot.state[0] = sum_of(w).data_ptr();
     slots.push_back(slot);
-    steps.push_back(neg_clr(o, double(++w.state->step)));
+    steps.push_back(neg_clr(o, ++w.state->step));
   }
   for_each_chunk(slots, o.multi_tensor, [&](int64_t, const TensorChunk& c) {
     const TensorSlot& t = slots[c.tensor];

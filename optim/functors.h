@@ -43,6 +43,12 @@ MG_HOST_DEVICE double bias_correction(double beta, long long t) {
   return 1.0 - power;
 }
 
+// Adagrad's decayed step, -lr / (1 + (t - 1) lr_decay), for the t-th update: the product rounded
+// on its own, so the host and the CUDA kernel (t from device memory) agree to the bit.
+MG_HOST_DEVICE double adagrad_neg_clr(double lr, double lr_decay, long long t) {
+  return -(lr / (1.0 + product_rounded(double(t) - 1.0, lr_decay)));
+}
+
 // Every step functor takes grad_sign: -1 with `maximize` (the gradient is negated first, as
 // torch.optim's maximize=True: the step ascends), else 1. A multiply by +-1 is exact, so it is the
 // negation bit for bit, and unlike a runtime branch it keeps the CPU loops vectorized.

@@ -89,12 +89,23 @@ StateDict LRScheduler::state_dict() const {
   return s;
 }
 
+void LRScheduler::initial_step() {
+  initial_step_running_ = true;
+  try {
+    step();
+  } catch (...) {
+    initial_step_running_ = false;
+    throw;
+  }
+  initial_step_running_ = false;
+}
+
 void LRScheduler::restart() {
   std::vector<ParamGroup>& groups = optimizer_.param_groups();
   for (std::size_t g = 0; g < groups.size() && g < base_lrs_.size(); ++g) groups[g].set_lr(base_lrs_[g]);
   restart_parts();
   last_epoch_ = -1;
-  step();
+  initial_step();
 }
 
 void LRScheduler::check_state_dict(const StateDict& s) const {
@@ -272,7 +283,7 @@ std::vector<double> MultiplicativeLR::compute_lrs() {
   const auto& groups = optimizer_.param_groups();
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const auto& f = options_.factors.size() == 1 ? options_.factors[0] : options_.factors[i];
-    lrs.push_back(last_epoch() == 0 ? groups[i].lr() : groups[i].lr() * f(last_epoch()));
+    lrs.push_back(in_initial_step() ? groups[i].lr() : groups[i].lr() * f(last_epoch()));
   }
   return lrs;
 }
@@ -673,8 +684,10 @@ std::vector<double> SequentialLR::compute_lrs() {
   const int64_t t = last_epoch();
   const std::size_t idx = std::size_t(std::upper_bound(milestones_.begin(), milestones_.end(), t) - milestones_.begin());
   LRScheduler& s = *schedulers_[idx];
-  if (t == 0 || (idx > 0 && milestones_[idx - 1] == t)) {
+  if (t == 0 || (idx > 0 && milestones_[idx - 1] == t && s.restarts_from_initial_lr())) {
     s.restart();
+  } else if (idx > 0 && milestones_[idx - 1] == t) {
+    s.rewind();  // PyTorch's get_lr at epoch 0 on the current lrs
   } else {
     s.step();
   }

@@ -63,7 +63,15 @@ class LRScheduler {
   // Records "initial_lr" = "lr" in every group that has none, and the base lrs.
   LRScheduler(Optimizer& optimizer, std::string name);
   // Step 0: called at the end of the most-derived constructor.
-  void initial_step() { step(); }
+  void initial_step();
+  // Whether the step running now is a step 0 on the groups' initial lrs (the constructor's, or a
+  // SequentialLR's start), PyTorch's _is_initial: MultiplicativeLR leaves the lr alone then.
+  bool in_initial_step() const { return initial_step_running_; }
+  // Whether a SequentialLR reaching this scheduler's milestone resets the lrs to the initial ones
+  // before its step 0 (true: PyTorch's closed-form restart, which for every scheduler with a
+  // closed form or one computed from the base lrs is the same). False for the schedulers PyTorch
+  // steps from the current lr there (its get_lr at epoch 0): MultiplicativeLR, SWALR.
+  virtual bool restarts_from_initial_lr() const { return true; }
   // The lr of every group for last_epoch().
   virtual std::vector<double> compute_lrs() = 0;
 
@@ -87,6 +95,7 @@ class LRScheduler {
   }
   std::string name_;
   int64_t last_epoch_ = -1;
+  bool initial_step_running_ = false;
   Optimizer::StepMark mark_;  // where the optimizer was at the last step()
   std::vector<double> last_lr_;
 };
@@ -194,7 +203,9 @@ class LambdaLR final : public LRScheduler {
 
 // lr *= factor(last_epoch) at every step after step 0, per group (one function for all groups,
 // or one per group), as PyTorch's MultiplicativeLR: the chainable cousin of LambdaLR (the factors
-// multiply the current lr, not the initial one). The functions are not part of the state dict.
+// multiply the current lr, not the initial one). Inside a SequentialLR it takes over at its
+// milestone from the current lr, multiplied by factor(0), as PyTorch's. The functions are not part
+// of the state dict.
 struct MultiplicativeLROptions {
   std::vector<std::function<double(int64_t)>> factors;
 };
@@ -204,6 +215,7 @@ class MultiplicativeLR final : public LRScheduler {
 
  protected:
   std::vector<double> compute_lrs() override;
+  bool restarts_from_initial_lr() const override { return false; }
 
  private:
   MultiplicativeLROptions options_;

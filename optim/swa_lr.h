@@ -1,7 +1,9 @@
 // SWALR: the learning-rate schedule of stochastic weight averaging (Izmailov et al. 2018), as
 // torch.optim.swa_utils.SWALR: over anneal_epochs steps each group's lr moves from where it is to
 // its swa_lr (a cosine or linear ramp), then stays there. Written in PyTorch's chainable form, so
-// it takes over from another scheduler's lr mid-training. It records "swa_lr" in every group's
+// it takes over from another scheduler's lr mid-training (also at its milestone inside a
+// SequentialLR, as PyTorch's). Build it when SWA starts: its constructor's step 0 already moves the
+// lr when anneal_epochs is 0. It records "swa_lr" in every group's
 // options (saved with the optimizer's state dict); the rest of its state is the base's.
 //
 //   optim::SWALR swa_sched(opt, {.swa_lr = {0.05}, .anneal_epochs = 5});
@@ -20,7 +22,7 @@ namespace mg::optim {
 
 struct SWALROptions {
   std::vector<double> swa_lr;  // one value for all groups, or one per group; each >= 0
-  int64_t anneal_epochs = 10;  // >= 0 (0: swa_lr from the first step() on)
+  int64_t anneal_epochs = 10;  // >= 0 (0: swa_lr at once, from the constructor's step 0 on, as PyTorch's)
   AnnealStrategy anneal_strategy = AnnealStrategy::Cos;
 };
 
@@ -30,6 +32,7 @@ class SWALR final : public LRScheduler {
 
  protected:
   std::vector<double> compute_lrs() override;
+  bool restarts_from_initial_lr() const override { return false; }
 
  private:
   // The fraction of the ramp done at t in [0, 1]: t (linear) or (1 - cos(pi t)) / 2.

@@ -328,12 +328,9 @@ struct AdagradChunk {
     if (skip_step(found_inf)) return;
     const AdagradHyper h = load_hyper(hv, hyper);
     using T = opmath_t<P>;
-    // -clr in double as the CPU computes it on the host (t = updates so far + 1).
+    // -clr in double with the host's function (t = updates so far + 1): the same bits.
     __shared__ double neg_clr;
-    if (threadIdx.x == 0) {
-      const double t = double(*a.step[c.slot] + 1);
-      neg_clr = -(h.lr / (1.0 + (t - 1.0) * h.lr_decay));
-    }
+    if (threadIdx.x == 0) neg_clr = fn::adagrad_neg_clr(h.lr, h.lr_decay, *a.step[c.slot] + 1);
     __syncthreads();
     const fn::AdagradStep<T> f{T(neg_clr), T(h.eps), T(h.weight_decay), T(h.maximize ? -1.0 : 1.0)};
     P* p = static_cast<P*>(a.addr[0][c.slot]);

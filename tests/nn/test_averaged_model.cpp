@@ -136,6 +136,16 @@ TEST_CASE("AveragedModel starts as a copy of the model, and takes a custom avera
     require_close(values(dynamic_cast<nn::Linear&>(*(*mx.module())[0]).weight), {1.0, -1.0, 2.0, 1.0, -0.75, 1.5});
     CHECK(counts == std::vector<int64_t>{1, 1, 1, 1});  // the four parameters of the second update
   }
+  SECTION("a custom average that fails part-way changes nothing") {
+    nn::AveragedModel<nn::Sequential> bad(small_model(), *net, {.average = [](const Tensor& a, const Tensor&, int64_t) {
+                                            return a.dim() == 1 ? sum(a) : a * 2.0;  // the weight fine, the bias not
+                                          }});
+    bad.update_parameters(*net);
+    const std::vector<double> before = values(bad.module()->state_dict()[0].second);
+    MG_REQUIRE_ERROR(bad.update_parameters(*net), "AveragedModel: the average function returned [] for '0.bias' of shape [3]");
+    CHECK(values(bad.module()->state_dict()[0].second) == before);
+    CHECK(bad.n_averaged() == 1);
+  }
 }
 
 TEST_CASE("AveragedModel of a bf16 model: an f32 average follows it, a bf16 one stalls (the documented contract)",
@@ -281,6 +291,30 @@ TEST_CASE("SWALR equals PyTorch's: cosine and linear ramps per group, anneal_epo
   MG_REQUIRE_ERROR(optim::SWALR(opt, {.swa_lr = {-0.1}}), "SWALR: swa_lr must be >= 0, got -0.1");
   MG_REQUIRE_ERROR(optim::SWALR(opt, {.swa_lr = {0.1}, .anneal_epochs = -1}), "SWALR: anneal_epochs must be >= 0, got -1");
   CHECK(opt.param_groups()[0].option("swa_lr") == 0.02);  // a refusal wrote nothing
+}
+
+TEST_CASE("SWALR and MultiplicativeLR inside a SequentialLR take over from the current lr, as PyTorch's",
+          "[optim][scheduler][swa]") {
+  // PyTorch 2.15: StepLR(step_size 1, gamma 0.5) then, from milestone 2, the second scheduler; at
+  // its milestone PyTorch runs get_lr at epoch 0 on the current lr (neither has a closed form).
+  const auto run = [](bool swa, int steps) {
+    Tensor p = zeros({1}, {.requires_grad = true});
+    optim::SGD opt({p}, {.lr = 0.1});
+    std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+    parts.push_back(std::make_unique<optim::StepLR>(opt, optim::StepLROptions{.step_size = 1, .gamma = 0.5}));
+    if (swa) parts.push_back(std::make_unique<optim::SWALR>(opt, optim::SWALROptions{.swa_lr = {0.01}, .anneal_epochs = 3}));
+    else parts.push_back(std::make_unique<optim::MultiplicativeLR>(
+             opt, optim::MultiplicativeLROptions{.factors = {[](int64_t) { return 0.9; }}}));
+    optim::SequentialLR seq(opt, std::move(parts), {2});
+    std::vector<double> lrs{opt.param_groups()[0].lr()};
+    for (int i = 0; i < steps; ++i) {
+      seq.step();
+      lrs.push_back(opt.param_groups()[0].lr());
+    }
+    return lrs;
+  };
+  require_close(run(true, 7), {0.1, 0.05, 0.05, 0.04000000000000001, 0.020000000000000007, 0.01, 0.01, 0.01}, 1e-15);
+  require_close(run(false, 4), {0.1, 0.05, 0.045000000000000005, 0.04050000000000001, 0.03645000000000001}, 1e-15);
 }
 
 TEST_CASE("MultiplicativeLR equals PyTorch's: the factor multiplies the current lr from step 1 on",
