@@ -7,9 +7,10 @@
 //   mg::data::Batch b = dataset.get_batch({3, 1, 4}, {.seed = 42, .epoch = 0});
 //   const mg::Tensor& x = b.at("input");    // f32 [3, 1, 28, 28]
 //
-// Randomness inside get_batch (augmentation, MLM masking) must come from random_words() keyed
-// by (ctx.seed, ctx.epoch, example index): then an example looks the same whichever batch,
-// position or thread it is produced in, and a resumed run sees exactly the same data.
+// Randomness inside get_batch (augmentation, MLM masking) must come from example_words() (random
+// words keyed by ctx.seed, ctx.epoch, the example index and its repeat in the epoch): then an
+// example looks the same whichever batch, position or thread it is produced in, a repeated draw
+// looks different, and a resumed run sees exactly the same data.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -27,6 +28,11 @@ namespace mg::data {
 struct BatchContext {
   uint64_t seed = 0;
   int64_t epoch = 0;
+  // Per position of the batch: how many times its example was drawn earlier in this epoch (a
+  // sampler with replacement, a repeated subset index, a DistributedSampler's padding); empty when
+  // no example of the epoch repeats. Datasets key per-example randomness through example_words(),
+  // which gives a repeat fresh words, as PyTorch's __getitem__ draws anew.
+  std::vector<uint32_t> repeats;
 };
 
 // A batch: named tensors whose first dimension is the batch (B = indices.size()), plus where it
@@ -104,6 +110,18 @@ inline Philox4 random_words(uint64_t seed, int64_t epoch, int64_t index, uint32_
   return philox4x32_10(Philox4{{block, uint32_t(i), uint32_t(uint64_t(epoch)),
                                 uint32_t(i >> 32) | (stream << 16)}},
                        seed);
+}
+
+// random_words for the example `index` at `position` of a batch: its k-th repeat in the epoch
+// (ctx.repeats) draws from block + k * 2^16, so a first draw keeps the words of (seed, epoch,
+// index) alone and every repeat gets its own. With a repeat, block and k must be < 2^16.
+inline Philox4 example_words(const BatchContext& ctx, std::size_t position, int64_t index, uint32_t stream,
+                             uint32_t block = 0) {
+  const uint32_t repeat = position < ctx.repeats.size() ? ctx.repeats[position] : 0;
+  if (repeat == 0) return random_words(ctx.seed, ctx.epoch, index, stream, block);
+  MG_CHECK(block < (1u << 16) && repeat < (1u << 16), Error, "example_words: a repeated draw needs block < 2^16 and ",
+           "fewer than 2^16 repeats of one example per epoch; got block ", block, ", repeat ", repeat);
+  return random_words(ctx.seed, ctx.epoch, index, stream, block + (repeat << 16));
 }
 
 // Unbiased enough integer in [0, n) from a 32-bit word (Lemire's multiply-shift; bias < n/2^32).

@@ -97,7 +97,7 @@ Batch FashionMnist::get_batch(const std::vector<int64_t>& indices, const BatchCo
     }
     // Crop a 28x28 window at offset (dy, dx) in [-p, p]^2 of the zero-padded image, then flip:
     // out[r][c] = image[r + dy][(flip ? 27 - c : c) + dx], 0 outside the image.
-    const Philox4 w = random_words(ctx.seed, ctx.epoch, i, kAugmentStream);
+    const Philox4 w = example_words(ctx, std::size_t(k), i, kAugmentStream);
     const int dy = int(random_below(w.v[0], uint32_t(2 * p + 1))) - p;
     const int dx = int(random_below(w.v[1], uint32_t(2 * p + 1))) - p;
     const bool flip = philox_uniform(w.v[2]) < options_.flip_probability;

@@ -3,7 +3,8 @@
 // The one decision a reader must know: the images stay in memory as the file's u8 bytes (47 MB
 // for the training split) and get_batch converts, normalises and augments them straight into one
 // f32 [B, 1, 28, 28] tensor; every augmentation decision of an example is drawn from
-// random_words(seed, epoch, example index, kAugmentStream), so it does not depend on the batch.
+// example_words(ctx, position, example index, kAugmentStream) — (seed, epoch, index) and the
+// example's repeat in the epoch — so it does not depend on the batch.
 //
 //   auto train = std::make_shared<mg::data::FashionMnist>(
 //       mg::data::FashionMnistOptions{.train = true, .augment = true});

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <numeric>
 #include <thread>
+#include <unordered_map>
 
 #include "mixgrad/core/pinned_memory.h"
 
@@ -63,11 +64,13 @@ namespace {
 // Batch `b` of an epoch whose order is `order`; a get_batch failure is rethrown, as its own mg
 // error class, with a message that names the dataset, the batch, the epoch and the first indices. With `pin`, every
 // tensor of the batch is copied into pinned host memory (a failure names the tensor and batch).
-Batch compute_batch(const Dataset& dataset, const std::vector<int64_t>& order, int64_t batch_size,
-                    uint64_t seed, int64_t epoch, int64_t b, bool pin) {
+Batch compute_batch(const Dataset& dataset, const std::vector<int64_t>& order, const std::vector<uint32_t>* repeats,
+                    int64_t batch_size, uint64_t seed, int64_t epoch, int64_t b, bool pin) {
   const int64_t begin = b * batch_size;  // < order.size(): b < num_batches
   const int64_t end = begin + std::min<int64_t>(batch_size, int64_t(order.size()) - begin);
   std::vector<int64_t> indices(order.begin() + begin, order.begin() + end);
+  BatchContext ctx{.seed = seed, .epoch = epoch};
+  if (repeats) ctx.repeats.assign(repeats->begin() + begin, repeats->begin() + end);
   const auto context = [&](const char* what) {
     std::string first;
     for (std::size_t k = 0; k < indices.size() && k < 4; ++k) first += (k ? ", " : "") + std::to_string(indices[k]);
@@ -77,7 +80,7 @@ Batch compute_batch(const Dataset& dataset, const std::vector<int64_t>& order, i
   };
   Batch batch;
   try {
-    batch = dataset.get_batch(indices, BatchContext{.seed = seed, .epoch = epoch});
+    batch = dataset.get_batch(indices, ctx);
   } catch (...) {
     rethrow_with_context(context("failed on"));
   }
@@ -105,6 +108,20 @@ Batch compute_batch(const Dataset& dataset, const std::vector<int64_t>& order, i
   return batch;
 }
 
+// Per position of `order`: how many times its example came earlier in it; null when none repeats.
+std::shared_ptr<const std::vector<uint32_t>> repeat_counts(const std::vector<int64_t>& order) {
+  std::unordered_map<int64_t, uint32_t> seen;
+  seen.reserve(order.size());
+  std::vector<uint32_t> repeats(order.size());
+  bool any = false;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    repeats[k] = seen[order[k]]++;
+    any = any || repeats[k] != 0;
+  }
+  if (!any) return nullptr;
+  return std::make_shared<const std::vector<uint32_t>>(std::move(repeats));
+}
+
 }  // namespace
 
 struct DataLoader::Prefetcher {
@@ -127,6 +144,7 @@ struct DataLoader::Prefetcher {
   uint64_t seed = 0;
   int64_t epoch = 0;
   std::shared_ptr<const std::vector<int64_t>> order;
+  std::shared_ptr<const std::vector<uint32_t>> repeats;
   int64_t produce = 0;  // next batch to make
   int64_t end = 0;      // one past the last batch to make (0 when idle)
   bool failed = false;  // a batch of this job failed: make no more until re-armed
@@ -146,10 +164,11 @@ struct DataLoader::Prefetcher {
       const uint64_t job_seed = seed;
       const int64_t job_epoch = epoch;
       const std::shared_ptr<const std::vector<int64_t>> job_order = order;
+      const std::shared_ptr<const std::vector<uint32_t>> job_repeats = repeats;
       lock.unlock();
       Item item{.b = b};
       try {
-        item.batch = compute_batch(*dataset, *job_order, batch_size, job_seed, job_epoch, b, pin);
+        item.batch = compute_batch(*dataset, *job_order, job_repeats.get(), batch_size, job_seed, job_epoch, b, pin);
       } catch (...) {
         item.error = std::current_exception();
       }
@@ -217,6 +236,8 @@ std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
 void DataLoader::reposition(int64_t epoch, int64_t next_batch) {
   if (!order_ || epoch != epoch_ || order_seed_ != options_.seed) {
     order_ = std::make_shared<const std::vector<int64_t>>(epoch_order(epoch));
+    // Only a sampler's order can repeat an example (a shuffle or 0..N-1 cannot).
+    repeats_ = options_.sampler ? repeat_counts(*order_) : nullptr;
     order_seed_ = options_.seed;
   }
   epoch_ = epoch;
@@ -245,7 +266,7 @@ std::optional<Batch> DataLoader::next() {
   resumed_ = false;
   if (next_batch_ >= num_batches_) return std::nullopt;
   if (options_.prefetch == 0) {
-    Batch batch = compute_batch(*dataset_, *order_, options_.batch_size, options_.seed, epoch_,
+    Batch batch = compute_batch(*dataset_, *order_, repeats_.get(), options_.batch_size, options_.seed, epoch_,
                                 next_batch_, options_.pin_memory);
     ++next_batch_;
     return batch;
@@ -267,6 +288,7 @@ std::optional<Batch> DataLoader::next() {
     p.seed = options_.seed;
     p.epoch = epoch_;
     p.order = order_;
+    p.repeats = repeats_;
     p.produce = next_batch_;
     p.end = num_batches_;
     p.failed = false;

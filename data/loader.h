@@ -121,6 +121,9 @@ class DataLoader {
   bool resumed_ = false;     // load_state() was the last positioning call
   bool armed_ = false;       // the prefetch thread's job starts at (epoch_, next_batch_)
   std::shared_ptr<const std::vector<int64_t>> order_;  // the current epoch's permutation
+  // Per position of order_: how many times its example came earlier in the epoch; null when no
+  // example repeats (BatchContext::repeats).
+  std::shared_ptr<const std::vector<uint32_t>> repeats_;
   uint64_t order_seed_ = 0;  // the seed order_ was made with
   std::unique_ptr<Prefetcher> prefetcher_;
 };

@@ -122,7 +122,7 @@ MlmCollator::MlmCollator(int64_t vocab_size, const SpecialTokenIds& specials, Op
 }
 
 void MlmCollator::mask_row(int32_t* ids, int64_t* target, int64_t length, int64_t example_id,
-                           const BatchContext& ctx) const {
+                           const BatchContext& ctx, std::size_t position) const {
   // Candidates with their priority; the lowest priorities are selected, ties by position.
   thread_local std::vector<std::pair<uint32_t, int64_t>> cand;
   cand.clear();
@@ -131,7 +131,7 @@ void MlmCollator::mask_row(int32_t* ids, int64_t* target, int64_t length, int64_
     MG_CHECK(ids[p] >= 0 && ids[p] < vocab_size_, IndexError, "MlmCollator: token id ", ids[p], " at position ", p,
              " of example ", example_id, " is outside the vocabulary of ", vocab_size_);
     if (!specials_.contains(ids[p])) {
-      cand.emplace_back(random_words(ctx.seed, ctx.epoch, example_id, kMaskStream, uint32_t(p)).v[0], p);
+      cand.emplace_back(example_words(ctx, position, example_id, kMaskStream, uint32_t(p)).v[0], p);
     }
   }
   if (cand.empty()) return;
@@ -141,7 +141,7 @@ void MlmCollator::mask_row(int32_t* ids, int64_t* target, int64_t length, int64_
   const uint32_t n_regular = uint32_t(vocab_size_ - 5);
   for (std::size_t k = 0; k < n_select; ++k) {
     const int64_t p = cand[k].second;
-    const Philox4 r = random_words(ctx.seed, ctx.epoch, example_id, kMaskStream, uint32_t(p));
+    const Philox4 r = example_words(ctx, position, example_id, kMaskStream, uint32_t(p));
     target[p] = ids[p];
     const double u = philox_uniform_double(r.v[1], r.v[3]);
     if (u < options_.mask_prob) {
@@ -166,7 +166,7 @@ Batch MlmCollator::collate(const std::vector<std::vector<int32_t>>& sequences,
   int64_t* ids = batch.at("input_ids").data<int64_t>();  // [B, L]
   for (int64_t b = 0; b < B; ++b) {
     std::copy(sequences[std::size_t(b)].begin(), sequences[std::size_t(b)].end(), row.begin());
-    mask_row(row.data(), target.data() + b * L, L, example_ids[std::size_t(b)], ctx);
+    mask_row(row.data(), target.data() + b * L, L, example_ids[std::size_t(b)], ctx, std::size_t(b));
     std::copy(row.begin(), row.end(), ids + b * L);
   }
   batch.add("target", from_vector(target, {B, L}));  // [B, L]

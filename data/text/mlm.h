@@ -1,8 +1,9 @@
 // BERT inputs: fixed-length sequences "[CLS] tokens [SEP] [PAD]..." with their attention mask,
 // and the masked-language-model collator. The decision a reader must know: every random choice
-// for an example comes from random_words(ctx.seed, ctx.epoch, example id, kMaskStream, position)
-// (data/dataset.h), so a row is the same whichever batch it lands in, in whatever order, on any
-// thread, and a new epoch masks differently (dynamic masking).
+// for an example comes from example_words(ctx, row, example id, kMaskStream, position)
+// (data/dataset.h: the seed, the epoch, the id and the example's repeat in the epoch), so a row is
+// the same whichever batch it lands in, in whatever order, on any thread, while a new epoch — or a
+// repeat of the example within one — masks differently (dynamic masking).
 //
 //   mg::data::MlmCollator mlm(tok);
 //   mg::data::Batch b = mlm.collate(sequences, example_ids, {.seed = 1, .epoch = 3});
@@ -71,8 +72,10 @@ class MlmCollator {
   Batch collate(const std::vector<std::vector<int32_t>>& sequences, const std::vector<int64_t>& example_ids,
                 const BatchContext& ctx) const;
 
-  // Masks one row in place: ids [L] (changed) and target [L] (written).
-  void mask_row(int32_t* ids, int64_t* target, int64_t length, int64_t example_id, const BatchContext& ctx) const;
+  // Masks one row in place: ids [L] (changed) and target [L] (written); `position`: the row's place
+  // in the batch, whose ctx.repeats entry gives a repeated example its own masking.
+  void mask_row(int32_t* ids, int64_t* target, int64_t length, int64_t example_id, const BatchContext& ctx,
+                std::size_t position = 0) const;
 
   int64_t vocab_size() const { return vocab_size_; }
   const SpecialTokenIds& specials() const { return specials_; }

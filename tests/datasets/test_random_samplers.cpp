@@ -19,6 +19,7 @@
 #include "data/loader.h"
 #include "data/random_samplers.h"
 #include "data/tensor_dataset.h"
+#include "data/text/mlm.h"
 #include "test_util.h"
 
 using mg::data::DataLoader;
@@ -212,4 +213,76 @@ TEST_CASE("Random samplers refuse bad arguments, and the loader a dataset they c
                                              .sampler = std::make_shared<SubsetRandomSampler>(std::vector<int64_t>{0})});
              }),
              Catch::Contains("the SubsetRandomSampler decides the order (its own seed); set the loader's .shuffle = false"));
+}
+
+namespace {
+
+// Records what the loader passes: each example's index, its repeat count and its first random word.
+class RecordingDataset final : public mg::data::Dataset {
+ public:
+  explicit RecordingDataset(int64_t n) : n_(n) {}
+  int64_t size() const override { return n_; }
+  mg::data::Batch get_batch(const std::vector<int64_t>& indices, const mg::data::BatchContext& ctx) const override {
+    std::vector<int64_t> idx, rep, word;
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      idx.push_back(indices[k]);
+      rep.push_back(k < ctx.repeats.size() ? ctx.repeats[k] : 0);
+      word.push_back(mg::data::example_words(ctx, k, indices[k], mg::data::kAugmentStream).v[0]);
+    }
+    mg::data::Batch b;
+    const int64_t B = int64_t(indices.size());
+    b.add("index", mg::from_vector(idx, {B}));
+    b.add("repeat", mg::from_vector(rep, {B}));
+    b.add("word", mg::from_vector(word, {B}));
+    return b;
+  }
+  std::string name() const override { return "RecordingDataset"; }
+
+ private:
+  int64_t n_;
+};
+
+std::vector<int64_t> column(const mg::data::Batch& b, const char* name) {
+  const mg::Tensor& t = b.at(name);
+  return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+}
+
+}  // namespace
+
+TEST_CASE("A repeated draw gets its own per-example randomness, and a first draw keeps (seed, epoch, index)'s",
+          "[data][sampler]") {
+  auto sampler = std::make_shared<WeightedRandomSampler>(std::vector<double>{1.0, 0.0, 0.5},
+                                                         mg::data::WeightedRandomSamplerOptions{.num_samples = 12, .seed = 2});
+  const auto ds = std::make_shared<RecordingDataset>(3);
+  for (int prefetch : {0, 2}) {
+    DataLoader loader(ds, {.batch_size = 5, .seed = 9, .prefetch = prefetch, .sampler = sampler});
+    loader.start_epoch(3);
+    std::map<int64_t, int64_t> count;
+    std::set<std::pair<int64_t, int64_t>> words;  // (index, word): all different
+    while (auto b = loader.next()) {
+      const std::vector<int64_t> idx = column(*b, "index"), rep = column(*b, "repeat"), word = column(*b, "word");
+      for (std::size_t k = 0; k < idx.size(); ++k) {
+        CHECK(rep[k] == count[idx[k]]++);
+        if (rep[k] == 0) CHECK(uint32_t(word[k]) == mg::data::random_words(9, 3, idx[k], mg::data::kAugmentStream).v[0]);
+        CHECK(words.insert({idx[k], word[k]}).second);
+      }
+    }
+    CHECK(count[1] == 0);
+    CHECK(count[0] + count[2] == 12);
+  }
+  // A loader whose order never repeats passes no repeats.
+  DataLoader plain(ds, {.batch_size = 3, .shuffle = true});
+  CHECK(column(*plain.next(), "repeat") == std::vector<int64_t>{0, 0, 0});
+  // The MLM collator masks a repeat differently from the first draw, and the first draw as before.
+  const mg::data::SpecialTokenIds sp{};
+  mg::data::MlmCollator collator(100, sp);
+  std::vector<int32_t> seq{2};
+  for (int i = 0; i < 60; ++i) seq.push_back(10 + i);
+  seq.push_back(3);
+  mg::data::BatchContext ctx{.seed = 5, .epoch = 1, .repeats = {0, 1}};
+  const mg::data::Batch twice = collator.collate({seq, seq}, {7, 7}, ctx);
+  const mg::data::Batch once = collator.collate({seq}, {7}, {.seed = 5, .epoch = 1});
+  const std::vector<int64_t> ids = column(twice, "input_ids"), first = column(once, "input_ids");
+  CHECK(std::vector<int64_t>(ids.begin(), ids.begin() + 62) == first);
+  CHECK(std::vector<int64_t>(ids.begin() + 62, ids.end()) != first);
 }
