@@ -189,6 +189,23 @@ __device__ __forceinline__ H load_hyper(H h, const double* d) {
   return h;
 }
 
+// The element loop of every step kernel: each element of the chunk's parameter in opmath, updated
+// in place by step(pi, i), stored rounded once, and the f16/bf16 model copy (addr[5], when the slot
+// has one) set from the stored value in the same pass.
+template <typename P, typename M, typename Step>
+__device__ __forceinline__ void update_params(const MtaArgs<6>& a, MtaChunk c, const Step& step) {
+  using T = opmath_t<P>;
+  P* p = static_cast<P*>(a.addr[0][c.slot]);
+  M* model = static_cast<M*>(a.addr[5][c.slot]);
+  for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
+    T pi = T(p[i]);
+    step(pi, i);
+    const P stored = P(pi);
+    p[i] = stored;
+    if (model) model[i] = M(T(stored));
+  }
+}
+
 // P: the parameter (master) storage type; M: the model copy's (unused when the slot has none).
 template <typename P, typename M>
 struct SgdChunk {
@@ -205,18 +222,12 @@ struct SgdChunk {
     const bool first = first_step != nullptr && *a.step[c.slot] == *first_step;
     const fn::SgdStep<T> f{T(h.lr),   T(h.momentum), T(1.0 - h.dampening), T(h.weight_decay),
                            h.nesterov, first,         T(h.maximize ? -1.0 : 1.0)};
-    P* p = static_cast<P*>(a.addr[0][c.slot]);
     const P* g = static_cast<const P*>(a.addr[1][c.slot]);
     T* buf = static_cast<T*>(a.addr[2][c.slot]);
-    M* model = static_cast<M*>(a.addr[5][c.slot]);
-    for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
-      T pi = T(p[i]);
+    update_params<P, M>(a, c, [&](T& pi, int64_t i) {
       T unused = T(0);
       f(pi, T(g[i]), buf ? buf[i] : unused);
-      const P stored = P(pi);
-      p[i] = stored;
-      if (model) model[i] = M(T(stored));
-    }
+    });
   }
 };
 
@@ -249,20 +260,14 @@ struct AdamChunk {
                             h.decoupled,
                             h.amsgrad,
                             T(h.maximize ? -1.0 : 1.0)};
-    P* p = static_cast<P*>(a.addr[0][c.slot]);
     const P* g = static_cast<const P*>(a.addr[1][c.slot]);
     T* m = static_cast<T*>(a.addr[2][c.slot]);
     T* v = static_cast<T*>(a.addr[3][c.slot]);
     T* vmax = static_cast<T*>(a.addr[4][c.slot]);
-    M* model = static_cast<M*>(a.addr[5][c.slot]);
-    for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
-      T pi = T(p[i]);
+    update_params<P, M>(a, c, [&](T& pi, int64_t i) {
       T unused = T(0);
       f(pi, T(g[i]), m[i], v[i], vmax ? vmax[i] : unused);
-      const P stored = P(pi);
-      p[i] = stored;
-      if (model) model[i] = M(T(stored));
-    }
+    });
   }
 };
 
@@ -294,17 +299,11 @@ struct RmspropChunk {
     // where the capture had no buffer stays 0 here (a new capture is demanded: graph_structure).
     const fn::RmspropStep<T> f{T(h.lr),           T(h.alpha), T(1.0 - h.alpha), T(h.eps), T(h.weight_decay),
                                T(buf ? h.momentum : 0.0), h.centered && ga != nullptr, T(h.maximize ? -1.0 : 1.0)};
-    P* p = static_cast<P*>(a.addr[0][c.slot]);
     const P* g = static_cast<const P*>(a.addr[1][c.slot]);
-    M* model = static_cast<M*>(a.addr[5][c.slot]);
-    for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
-      T pi = T(p[i]);
+    update_params<P, M>(a, c, [&](T& pi, int64_t i) {
       T unused_ga = T(0), unused_buf = T(0);
       f(pi, T(g[i]), sq[i], ga ? ga[i] : unused_ga, buf ? buf[i] : unused_buf);
-      const P stored = P(pi);
-      p[i] = stored;
-      if (model) model[i] = M(T(stored));
-    }
+    });
   }
 };
 
@@ -333,17 +332,9 @@ struct AdagradChunk {
     if (threadIdx.x == 0) neg_clr = fn::adagrad_neg_clr(h.lr, h.lr_decay, *a.step[c.slot] + 1);
     __syncthreads();
     const fn::AdagradStep<T> f{T(neg_clr), T(h.eps), T(h.weight_decay), T(h.maximize ? -1.0 : 1.0)};
-    P* p = static_cast<P*>(a.addr[0][c.slot]);
     const P* g = static_cast<const P*>(a.addr[1][c.slot]);
     T* sum = static_cast<T*>(a.addr[2][c.slot]);
-    M* model = static_cast<M*>(a.addr[5][c.slot]);
-    for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
-      T pi = T(p[i]);
-      f(pi, T(g[i]), sum[i]);
-      const P stored = P(pi);
-      p[i] = stored;
-      if (model) model[i] = M(T(stored));
-    }
+    update_params<P, M>(a, c, [&](T& pi, int64_t i) { f(pi, T(g[i]), sum[i]); });
   }
 };
 
@@ -484,16 +475,9 @@ struct LambStage2Chunk {
     __syncthreads();
     const fn::LambStage1<T> f = lamb_stage1<T>(h, lamb_corrections(h, a.step[c.slot]));
     const fn::LambApply<T> apply{T(neg_step)};
-    P* p = static_cast<P*>(a.addr[0][c.slot]);
     const T* m = static_cast<const T*>(a.addr[2][c.slot]);
     const T* v = static_cast<const T*>(a.addr[3][c.slot]);
-    M* model = static_cast<M*>(a.addr[5][c.slot]);
-    for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
-      const T pi = T(p[i]);
-      const P stored = P(apply(pi, f.update(pi, m[i], v[i])));
-      p[i] = stored;
-      if (model) model[i] = M(T(stored));
-    }
+    update_params<P, M>(a, c, [&](T& pi, int64_t i) { pi = apply(pi, f.update(pi, m[i], v[i])); });
   }
 };
 
