@@ -1,7 +1,8 @@
 // The hook through which a device backend provides fused multi-tensor kernels (DESIGN §5): the
-// unscale + inf/NaN check + gradient statistics pass, the SGD, Adam/AdamW, LAMB, RMSprop and
-// Adagrad steps that also write the low-precision model copy, the deterministic L2 norm for
-// clipping, and the one-thread loss scale update. optim/ and amp/ call them for tensors on that device; cuda/kernels/multi_tensor.cu
+// unscale + inf/NaN check + gradient statistics pass, the steps of every optimizer in optim/
+// (SGD, Adam/AdamW, LAMB, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta) that also write the
+// low-precision model copy, the deterministic L2 norm for clipping, and the one-thread loss scale
+// update. optim/ and amp/ call them for tensors on that device; cuda/kernels/multi_tensor.cu
 // registers the CUDA table from register_cuda_kernels().
 // Decision: a per-DeviceType table of function pointers set once at init, the pattern of
 // set_device_fill_fn (core/device_fill.h), because cuda/ sits below optim/ and amp/ (DESIGN §1)
@@ -43,7 +44,9 @@ struct MultiTensorStepArgs {
   // SGD {momentum, the [1] i64 step at which the fused step created the momentum buffer (undefined:
   // the buffer is not new)},
   // Adam {exp_avg, exp_avg_sq, max_exp_avg_sq}, LAMB {exp_avg, exp_avg_sq},
-  // RMSprop {square_avg, grad_avg (centered), momentum_buffer (momentum > 0)}, Adagrad {sum}
+  // RMSprop {square_avg, grad_avg (centered), momentum_buffer (momentum > 0)}, Adagrad {sum},
+  // Adamax {exp_avg, exp_inf}, RAdam {exp_avg, exp_avg_sq}, Adadelta {square_avg, acc_delta},
+  // NAdam {exp_avg, exp_avg_sq, the [1] f64 product of the mu's so far ("mu_product")}
   std::array<Tensors, 3> state;
   Tensors model;                  // empty, or per param the f16/bf16 model tensor set to round(param) in the same pass
   std::vector<int64_t*> steps;    // device i64 per param: updates applied so far (read; see count_steps)
@@ -51,7 +54,8 @@ struct MultiTensorStepArgs {
   // device f64 or null: the hyper-parameter struct's doubles in declaration order (SgdHyper: lr,
   // momentum, dampening, weight_decay; AdamHyper and LambHyper: lr, beta1, beta2, eps,
   // weight_decay; RmspropHyper: lr, alpha, eps, weight_decay, momentum; AdagradHyper: lr, lr_decay,
-  // eps, weight_decay); when set the kernels read these instead of the struct's, so a CUDA graph
+  // eps, weight_decay; AdamaxHyper and RadamHyper: lr, beta1, beta2, eps, weight_decay; NadamHyper:
+  // those and momentum_decay; AdadeltaHyper: lr, rho, eps, weight_decay); when set the kernels read these instead of the struct's, so a CUDA graph
   // replays with the lr a scheduler set since (the optimizer rewrites them before each replay).
   const double* hyper = nullptr;
 };
@@ -83,6 +87,24 @@ struct AdagradHyper {
   double lr, lr_decay, eps, weight_decay;
   bool maximize;
 };
+struct AdamaxHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool maximize;
+};
+struct RadamHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;
+  bool maximize;
+};
+struct NadamHyper {
+  double lr, beta1, beta2, eps, weight_decay, momentum_decay;
+  bool decoupled;
+  bool maximize;
+};
+struct AdadeltaHyper {
+  double lr, rho, eps, weight_decay;
+  bool maximize;
+};
 
 struct MultiTensorKernels {
   void (*unscale)(const MultiTensorUnscaleArgs& args);
@@ -109,6 +131,16 @@ struct MultiTensorKernels {
   void (*rmsprop)(const MultiTensorStepArgs& args, const RmspropHyper& h);
   // fn::AdagradStep per element with -lr / (1 + (t - 1) lr_decay), t = *steps[i] + 1, in double on the device.
   void (*adagrad)(const MultiTensorStepArgs& args, const AdagradHyper& h);
+  // fn::AdamaxStep per element with -lr / (1 - beta1^t), t = *steps[i] + 1, in double on the device.
+  void (*adamax)(const MultiTensorStepArgs& args, const AdamaxHyper& h);
+  // fn::RadamStep per element with fn::radam_scalars(beta1, beta2, t) computed on the device.
+  void (*radam)(const MultiTensorStepArgs& args, const RadamHyper& h);
+  // fn::NadamStep per element with fn::nadam_scalars from t and the parameter's mu_product
+  // (state[2]), which a second launch then multiplies by mu_t unless *found_inf is set; call before
+  // count_steps (it reads t).
+  void (*nadam)(const MultiTensorStepArgs& args, const NadamHyper& h);
+  // fn::AdadeltaStep per element (no step-dependent scalar).
+  void (*adadelta)(const MultiTensorStepArgs& args, const AdadeltaHyper& h);
 };
 
 void set_multi_tensor_kernels(DeviceType type, const MultiTensorKernels* kernels);

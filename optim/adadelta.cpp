@@ -52,6 +52,9 @@ void Adadelta::step_group(ParamGroup& group) {
         acc.mul_(o.rho).add_(mul(delta * (1.0 - o.rho), delta));
         p.add_(delta, -o.lr);
         if (!p.is_same(w.param)) Tensor(w.param).copy_(p);
+      },
+      [&](const MultiTensorKernels& k, const MultiTensorStepArgs& args, const std::vector<Work>&) {
+        k.adadelta(args, {.lr = o.lr, .rho = o.rho, .eps = o.eps, .weight_decay = o.weight_decay, .maximize = o.maximize});
       });
 }
 

@@ -4,7 +4,10 @@
 //   delta = sqrt(acc + eps) / sqrt(sq + eps) * g
 //   acc = rho acc + (1 - rho) delta^2                 ("acc_delta")
 //   p -= lr * delta
-// State in f32 (f64 for f64 parameters); f16/bf16 parameters updated in f32 and rounded once.
+// State in f32 (f64 for f64 parameters); f16/bf16 parameters updated in f32 and rounded once. On the
+// CPU, fused chunk loops (optim/functors.h); on CUDA the fused multi-tensor kernel (the same
+// functor; no host read under step_unless_found_inf, and a step CUDA graphs can capture);
+// elsewhere the generic path of public ops.
 //
 //   mg::optim::Adadelta opt(net.parameters(), {.lr = 1.0});
 #pragma once
@@ -45,6 +48,7 @@ class Adadelta final : public TwoBufferOptimizer {
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"square_avg", "acc_delta"}; }
   std::vector<std::string> buffers_of_every_step() const override { return {"square_avg", "acc_delta"}; }
+  std::vector<std::string> device_option_names() const override { return {"lr", "rho", "eps", "weight_decay"}; }
 };
 
 }  // namespace mg::optim

@@ -55,6 +55,10 @@ void Adamax::step_group(ParamGroup& group) {
         u.copy_(maximum(u * beta2, abs(g) + o.eps));
         p.add_(div(m * neg_clr, u));  // ATen's addcdiv: (value * m) / u
         if (!p.is_same(w.param)) Tensor(w.param).copy_(p);
+      },
+      [&](const MultiTensorKernels& k, const MultiTensorStepArgs& args, const std::vector<Work>&) {
+        k.adamax(args, {.lr = o.lr, .beta1 = beta1, .beta2 = beta2, .eps = o.eps, .weight_decay = o.weight_decay,
+                        .maximize = o.maximize});
       });
 }
 

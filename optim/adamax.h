@@ -3,8 +3,10 @@
 //   m = lerp(m, g, 1 - beta1)               ("exp_avg")
 //   u = max(beta2 * u, |g| + eps)           ("exp_inf")
 //   p -= lr / (1 - beta1^t) * m / u
-// State in f32 (f64 for f64 parameters); f16/bf16 parameters updated in f32 and rounded once. On
-// the CPU fused chunk loops (optim/functors.h); elsewhere the generic path of public ops.
+// State in f32 (f64 for f64 parameters); f16/bf16 parameters updated in f32 and rounded once. On the
+// CPU, fused chunk loops (optim/functors.h); on CUDA the fused multi-tensor kernel (the same
+// functor; no host read under step_unless_found_inf, and a step CUDA graphs can capture);
+// elsewhere the generic path of public ops.
 //
 //   mg::optim::Adamax opt(net.parameters(), {.lr = 2e-3});
 #pragma once
@@ -47,6 +49,7 @@ class Adamax final : public TwoBufferOptimizer {
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_inf"}; }
   std::vector<std::string> buffers_of_every_step() const override { return {"exp_avg", "exp_inf"}; }
+  std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay"}; }
 };
 
 }  // namespace mg::optim

@@ -35,12 +35,54 @@ MG_HOST_DEVICE double product_rounded(double a, double b) {
   return p;
 #endif
 }
-MG_HOST_DEVICE double bias_correction(double beta, long long t) {
+// beta^t by binary exponentiation (see bias_correction).
+MG_HOST_DEVICE double power_of(double beta, long long t) {
   double power = 1.0;
   for (double square = beta; t > 0; t >>= 1, square = product_rounded(square, square)) {
     if (t & 1) power = product_rounded(power, square);
   }
-  return 1.0 - power;
+  return power;
+}
+MG_HOST_DEVICE double bias_correction(double beta, long long t) { return 1.0 - power_of(beta, t); }
+
+// RAdam's scalars for the t-th update (Liu et al. 2020, torch.optim.RAdam's formulas term for
+// term): the bias corrections, the length of the approximated SMA rho_t and, when rho_t > 5, the
+// variance rectification r_t. Shared by the host and the CUDA kernel: powers by power_of and
+// square roots (correctly rounded on both) instead of pow(x, 0.5), so both agree to the bit.
+struct RadamScalars {
+  double bias_correction1, sqrt_bias_correction2, rect;
+  bool rectified;
+};
+MG_HOST_DEVICE RadamScalars radam_scalars(double beta1, double beta2, long long t) {
+  const double beta2_t = power_of(beta2, t);
+  const double bc2 = 1.0 - beta2_t;
+  const double rho_inf = 2.0 / (1.0 - beta2) - 1.0;
+  const double rho_t = rho_inf - product_rounded(2.0 * double(t), beta2_t) / bc2;
+  RadamScalars c{bias_correction(beta1, t), std::sqrt(bc2), 0.0, rho_t > 5.0};
+  if (c.rectified) {
+    c.rect = std::sqrt(product_rounded(product_rounded(rho_t - 4.0, rho_t - 2.0), rho_inf) /
+                       product_rounded(product_rounded(rho_inf - 4.0, rho_inf - 2.0), rho_t));
+  }
+  return c;
+}
+
+// NAdam's momentum coefficient mu_t = beta1 (1 - 0.5 * 0.96^(t * momentum_decay)) and the scalars
+// of its t-th update from the product of the mu's before it (PyTorch's per-parameter mu_product):
+// the bias correction 1 - beta2^t, coef_grad = -lr (1 - mu_t) / (1 - prod mu_1..t) and
+// coef_avg = -lr mu_(t+1) / (1 - prod mu_1..t+1) (torch.optim.NAdam's formulas term for term), and
+// the new product. Shared by the host and the CUDA kernel; pow's last bit is each library's.
+MG_HOST_DEVICE double nadam_mu(double beta1, double momentum_decay, long long t) {
+  return beta1 * (1.0 - 0.5 * std::pow(0.96, double(t) * momentum_decay));
+}
+struct NadamScalars {
+  double bias_correction2, coef_grad, coef_avg, mu_product;
+};
+MG_HOST_DEVICE NadamScalars nadam_scalars(double lr, double beta1, double beta2, double momentum_decay, long long t,
+                                          double mu_product_before) {
+  const double mu = nadam_mu(beta1, momentum_decay, t), mu_next = nadam_mu(beta1, momentum_decay, t + 1);
+  const double product = product_rounded(mu_product_before, mu);
+  return {bias_correction(beta2, t), -lr * (1.0 - mu) / (1.0 - product),
+          (-lr * mu_next) / (1.0 - product_rounded(product, mu_next)), product};
 }
 
 // Adagrad's decayed step, -lr / (1 + (t - 1) lr_decay), for the t-th update: the product rounded

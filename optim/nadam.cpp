@@ -1,8 +1,7 @@
 #include "mixgrad/optim/nadam.h"
 
-#include <cmath>
-
 #include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/factory.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/functors.h"
 #include "mixgrad/optim/opmath_blocks.h"
@@ -11,15 +10,14 @@ namespace mg::optim {
 
 namespace {
 
-double mu_of(double beta1, double momentum_decay, int64_t t) {
-  return beta1 * (1.0 - 0.5 * std::pow(0.96, double(t) * momentum_decay));
+// The product of the mu's before update t: the parameter's own (PyTorch's state), or, for a state
+// saved without it, rebuilt from the group's current beta1 and momentum_decay.
+double mu_product_before(const ParamState& st, double beta1, double momentum_decay, int64_t t) {
+  if (const auto it = st.scalars.find("mu_product"); it != st.scalars.end()) return it->second;
+  double before = 1.0;
+  for (int64_t i = 1; i < t; ++i) before = fn::product_rounded(before, fn::nadam_mu(beta1, momentum_decay, i));
+  return before;
 }
-
-// The host scalars of one update (step t).
-struct NadamCoeffs {
-  double bias_correction2, coef_grad, coef_avg;
-  double mu_product;  // prod_{i<=t} mu_i, kept as the parameter's "mu_product"
-};
 
 }  // namespace
 
@@ -48,21 +46,10 @@ void NAdam::step_group(ParamGroup& group) {
   step_two_buffers(
       group, "exp_avg", "exp_avg_sq", o.multi_tensor,
       [&](const ParamState& st, int64_t t) {
-        const double mu = mu_of(beta1, md, t), mu_next = mu_of(beta1, md, t + 1);
-        // The product so far: the parameter's own (PyTorch's state), or, for a state saved without
-        // it, rebuilt from the group's current beta1 and momentum_decay.
-        double before = 1.0;
-        if (const auto it = st.scalars.find("mu_product"); it != st.scalars.end()) {
-          before = it->second;
-        } else {
-          for (int64_t i = 1; i < t; ++i) before *= mu_of(beta1, md, i);
-        }
-        const double product = before * mu;
-        return NadamCoeffs{1.0 - std::pow(beta2, double(t)), -o.lr * (1.0 - mu) / (1.0 - product),
-                           (-o.lr * mu_next) / (1.0 - product * mu_next), product};
+        return fn::nadam_scalars(o.lr, beta1, beta2, md, t, mu_product_before(st, beta1, md, t));
       },
-      [](ParamState& st, const NadamCoeffs& c) { st.scalars["mu_product"] = c.mu_product; },
-      [&]<typename P>(const TensorSlot& s, const NadamCoeffs& c, int64_t b, int64_t e) {
+      [](ParamState& st, const fn::NadamScalars& c) { st.scalars["mu_product"] = c.mu_product; },
+      [&]<typename P>(const TensorSlot& s, const fn::NadamScalars& c, int64_t b, int64_t e) {
         using T = opmath_t<P>;
         const fn::NadamStep<T> f{T(1.0 - beta1), T(beta2),   T(1.0 - beta2),         T(o.eps),
                                  T(o.weight_decay), o.decoupled_weight_decay, T(decay), T(c.bias_correction2),
@@ -75,7 +62,7 @@ void NAdam::step_group(ParamGroup& group) {
                                 for (int64_t j = 0; j < n; ++j) step(p[j], g[j], m[i0 + j], v[i0 + j]);
                               });
       },
-      [&](const Work& w, Tensor m, Tensor v, DType opmath, const NadamCoeffs& c) {
+      [&](const Work& w, Tensor m, Tensor v, DType opmath, const fn::NadamScalars& c) {
         NoGradGuard no_grad;
         auto [p, g] = adam_like_start(w.param, w.grad, m, v, opmath, o.maximize, o.weight_decay,
                                       o.decoupled_weight_decay, o.lr, beta1, beta2);
@@ -83,6 +70,22 @@ void NAdam::step_group(ParamGroup& group) {
         p.add_(div(g * c.coef_grad, d));  // ATen's addcdiv: (value * g) / d
         p.add_(div(m * c.coef_avg, d));
         if (!p.is_same(w.param)) Tensor(w.param).copy_(p);
+      },
+      [&](const MultiTensorKernels& k, MultiTensorStepArgs& args, const std::vector<Work>& work) {
+        // The product lives on the device from the first fused update on, made then from the host
+        // value (whose step count is current: the device counter is made in the same call).
+        for (const Work& w : work) {
+          ParamState& st = *w.state;
+          Tensor& product = st.device_scalars["mu_product"];
+          if (!product.defined()) {
+            MG_ASSERT(!graph_capturing() && !st.step_on_device, "NAdam: mu_product made after the device step counter");
+            product = full({1}, mu_product_before(st, beta1, md, st.step + 1),
+                           {.dtype = DType::F64, .device = w.param.device()});
+          }
+          args.state[2].push_back(product);
+        }
+        k.nadam(args, {.lr = o.lr, .beta1 = beta1, .beta2 = beta2, .eps = o.eps, .weight_decay = o.weight_decay,
+                       .momentum_decay = md, .decoupled = o.decoupled_weight_decay, .maximize = o.maximize});
       });
 }
 

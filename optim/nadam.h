@@ -6,8 +6,13 @@
 //   p -= lr (1 - mu_t) / (1 - prod_{i<=t} mu_i) * g / d + lr mu_{t+1} / (1 - prod_{i<=t+1} mu_i) * m / d
 // The product of the mu's is each parameter's scalar state "mu_product" (in double; saved with the
 // state dict), as PyTorch's, so a beta1 that a scheduler cycles (OneCycleLR, CyclicLR) multiplies
-// each step's mu into it as there.
-// State in f32 (f64 for f64 parameters); f16/bf16 parameters updated in f32 and rounded once.
+// each step's mu into it as there. On CUDA the product lives on the device (a [1] f64 per
+// parameter, ParamState::device_scalars) and is read back with the step count by state() and
+// state_dict() (one synchronisation).
+// State in f32 (f64 for f64 parameters); f16/bf16 parameters updated in f32 and rounded once. On the
+// CPU, fused chunk loops (optim/functors.h); on CUDA the fused multi-tensor kernel (the same
+// functor; no host read under step_unless_found_inf, and a step CUDA graphs can capture);
+// elsewhere the generic path of public ops.
 //
 //   mg::optim::NAdam opt(net.parameters(), {.lr = 2e-3});
 #pragma once
@@ -54,6 +59,7 @@ class NAdam final : public TwoBufferOptimizer {
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   std::vector<std::string> buffers_of_every_step() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay", "momentum_decay"}; }
   std::vector<std::string> scalar_names() const override { return {"mu_product"}; }
 };
 

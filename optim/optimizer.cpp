@@ -454,6 +454,11 @@ void Optimizer::graph_replay_prepare() {
     for (const Tensor& p : groups_[g].params) p.bump_version();
   }
   for (const MasterPair& m : masters_) m.model.bump_version();
+  // The replay advances the device step counters (and device scalars): a host copy read since the
+  // last replay is stale again.
+  for (auto& [impl, st] : state_) {
+    if (st.device_step.defined()) st.step_on_device = true;
+  }
   step_count_ += graph_steps_per_replay_;
   device_skips_stale_ = device_skips_.defined();  // the replay counts its skips there
   skipped_flag_ = graph_skipped_flag_;  // read lazily by last_step_skipped()
@@ -465,7 +470,10 @@ void Optimizer::finish_fused_step(const std::vector<Work>& work, const MultiTens
   k->count_steps(args.steps, args.found_inf, work.front().param.device());
   for (std::size_t i = 0; i < work.size(); ++i) {
     const Work& w = work[i];
-    if (args.found_inf || w.state->step_on_device || graph_capturing_) w.state->step_on_device = true;  // known on the device only
+    // Known on the device only (device scalars change with every fused update).
+    if (args.found_inf || w.state->step_on_device || graph_capturing_ || !w.state->device_scalars.empty()) {
+      w.state->step_on_device = true;
+    }
     else w.state->step += 1;
     w.param.bump_version();
     if (args.model[i].defined()) {
@@ -476,9 +484,11 @@ void Optimizer::finish_fused_step(const std::vector<Work>& work, const MultiTens
 }
 
 namespace {
-// The value of each tensor, [1] i64 counters on any devices, with one read per device.
-std::vector<int64_t> read_counters(const Tensors& counters) {
-  std::vector<int64_t> out(counters.size());
+// The value of each tensor, [1] tensors of dtype T (int64_t counters, double scalars) on any
+// devices, with one read per device.
+template <typename T = int64_t>
+std::vector<T> read_counters(const Tensors& counters) {
+  std::vector<T> out(counters.size());
   std::vector<std::size_t> left(counters.size());
   std::iota(left.begin(), left.end(), std::size_t(0));
   while (!left.empty()) {
@@ -494,7 +504,7 @@ std::vector<int64_t> read_counters(const Tensors& counters) {
       }
     }
     const Tensor host = contiguous(cat(parts).to(Device::cpu()));
-    const int64_t* v = host.data<int64_t>();
+    const T* v = host.data<T>();
     for (std::size_t k = 0; k < here.size(); ++k) out[here[k]] = v[k];
     left = std::move(rest);
   }
@@ -511,10 +521,18 @@ void Optimizer::refresh_device_steps() const {
     counters.push_back(st.device_step);
   }
   const std::vector<int64_t> steps = read_counters(counters);
+  std::vector<std::pair<ParamState*, std::string>> scalar_of;
+  Tensors scalars;
   for (std::size_t i = 0; i < stale.size(); ++i) {
     stale[i]->step = steps[i];
     stale[i]->step_on_device = false;
+    for (const auto& [name, t] : stale[i]->device_scalars) {
+      scalar_of.emplace_back(stale[i], name);
+      scalars.push_back(t);
+    }
   }
+  const std::vector<double> values = read_counters<double>(scalars);
+  for (std::size_t i = 0; i < values.size(); ++i) scalar_of[i].first->scalars[scalar_of[i].second] = values[i];
 }
 
 std::vector<const ParamState*> Optimizer::states_before_first_update() const {

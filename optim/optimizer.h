@@ -66,6 +66,10 @@ struct ParamState {
   // from it when read (Optimizer::state, state_dict: one synchronisation).
   Tensor device_step;
   bool step_on_device = false;
+  // The fused device path's copies of `scalars` ([1] f64 on the device, NAdam's mu_product), made at
+  // the parameter's first fused update and updated by its kernels from then on: like device_step
+  // the truth while step_on_device is set, read back into `scalars` with it.
+  std::map<std::string, Tensor> device_scalars;
   // The fused device path: device_step's value when a buffer that starts as the gradient (SGD's
   // momentum) was created there ([1] i64, a device copy); the kernel's first update of it is the one
   // where device_step still equals this (a skipped step leaves both). Undefined (a buffer loaded,
@@ -100,8 +104,10 @@ class Optimizer : public GraphParticipant {
   // gradient (parameters without one are skipped and keep their state). With master weights the
   // master gradients are synced first and the masters copied back into the model afterwards.
   // A step gate that says no (amp: an overflow) skips it: nothing changes, nothing is counted.
-  // A group whose parameters are all on the CPU takes the fused multi-tensor path; a group with a
-  // parameter elsewhere (CUDA) the device-generic path of public ops (optim/generic_path.h).
+  // A group whose parameters are all on the CPU takes the fused multi-tensor path; a group on one
+  // device with fused multi-tensor kernels (CUDA) the optimizer's fused kernel; any other group
+  // (several devices, an optimizer without a fused step) the device-generic path of public ops
+  // (optim/generic_path.h).
   void step();
   // step() whose skip decision is the device flag `found_inf` (f32 [1], nonzero: skip): groups on
   // a device with fused multi-tensor kernels (CUDA) pass it to the kernels, which change nothing
@@ -308,7 +314,8 @@ class Optimizer : public GraphParticipant {
   void check_param(const Tensor& p, int64_t i) const;
   int64_t position_of_group(std::size_t g) const;
 
-  // Reads every device step counter that is ahead of its host copy (one synchronisation).
+  // Reads every device step counter that is ahead of its host copy, and the device scalars of those
+  // states (one synchronisation per device and dtype).
   void refresh_device_steps() const;
   // The states whose device_first_step still equals their step count (refreshed): a buffer the
   // fused path made has had no update yet. One read per device.

@@ -1,7 +1,5 @@
 #include "mixgrad/optim/radam.h"
 
-#include <cmath>
-
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/functors.h"
@@ -9,25 +7,6 @@
 
 namespace mg::optim {
 
-namespace {
-
-// The host scalars of one update (step t).
-struct RadamCoeffs {
-  double bias_correction1, sqrt_bias_correction2, rect;
-  bool rectified;
-};
-
-RadamCoeffs radam_coeffs(double beta1, double beta2, int64_t step) {
-  const double t = double(step);
-  const double bc1 = 1.0 - std::pow(beta1, t), bc2 = 1.0 - std::pow(beta2, t);
-  const double rho_inf = 2.0 / (1.0 - beta2) - 1.0;
-  const double rho_t = rho_inf - 2.0 * t * std::pow(beta2, t) / bc2;
-  RadamCoeffs c{bc1, std::pow(bc2, 0.5), 0.0, rho_t > 5.0};
-  if (c.rectified) c.rect = std::pow((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t), 0.5);
-  return c;
-}
-
-}  // namespace
 
 RAdam::RAdam(const Tensors& params, RAdamOptions options) : RAdam(std::vector<ParamGroupSpec>{{params}}, options) {}
 
@@ -52,8 +31,9 @@ void RAdam::step_group(ParamGroup& group) {
   const double decay = 1.0 - o.lr * o.weight_decay;
   step_two_buffers(
       group, "exp_avg", "exp_avg_sq", o.multi_tensor,
-      [&](const ParamState&, int64_t t) { return radam_coeffs(beta1, beta2, t); }, [](ParamState&, const RadamCoeffs&) {},
-      [&]<typename P>(const TensorSlot& s, const RadamCoeffs& c, int64_t b, int64_t e) {
+      [&](const ParamState&, int64_t t) { return fn::radam_scalars(beta1, beta2, t); },
+      [](ParamState&, const fn::RadamScalars&) {},
+      [&]<typename P>(const TensorSlot& s, const fn::RadamScalars& c, int64_t b, int64_t e) {
         using T = opmath_t<P>;
         const fn::RadamStep<T> f{T(1.0 - beta1),      T(beta2),    T(1.0 - beta2), T(o.eps),
                                  T(o.weight_decay),   o.decoupled_weight_decay, T(decay),
@@ -67,7 +47,7 @@ void RAdam::step_group(ParamGroup& group) {
                                 for (int64_t j = 0; j < n; ++j) step(p[j], g[j], m[i0 + j], v[i0 + j]);
                               });
       },
-      [&](const Work& w, Tensor m, Tensor v, DType opmath, const RadamCoeffs& c) {
+      [&](const Work& w, Tensor m, Tensor v, DType opmath, const fn::RadamScalars& c) {
         NoGradGuard no_grad;
         auto [p, g] = adam_like_start(w.param, w.grad, m, v, opmath, o.maximize, o.weight_decay,
                                       o.decoupled_weight_decay, o.lr, beta1, beta2);
@@ -76,6 +56,10 @@ void RAdam::step_group(ParamGroup& group) {
         if (c.rectified) p.sub_(corrected * o.lr * ((1.0 / (sqrt(v) + o.eps)) * c.sqrt_bias_correction2) * c.rect);
         else p.sub_(corrected * o.lr);
         if (!p.is_same(w.param)) Tensor(w.param).copy_(p);
+      },
+      [&](const MultiTensorKernels& k, const MultiTensorStepArgs& args, const std::vector<Work>&) {
+        k.radam(args, {.lr = o.lr, .beta1 = beta1, .beta2 = beta2, .eps = o.eps, .weight_decay = o.weight_decay,
+                       .decoupled = o.decoupled_weight_decay, .maximize = o.maximize});
       });
 }
 

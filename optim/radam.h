@@ -6,7 +6,10 @@
 //   rho_t > 5: p -= lr m / (1 - beta1^t) * sqrt(1 - beta2^t) / (sqrt(v) + eps) * r_t,
 //              r_t = sqrt((rho_t - 4)(rho_t - 2) rho_inf / ((rho_inf - 4)(rho_inf - 2) rho_t))
 //   else:      p -= lr m / (1 - beta1^t)            (SGD with momentum while the variance is unreliable)
-// State in f32 (f64 for f64 parameters); f16/bf16 parameters updated in f32 and rounded once.
+// State in f32 (f64 for f64 parameters); f16/bf16 parameters updated in f32 and rounded once. On the
+// CPU, fused chunk loops (optim/functors.h); on CUDA the fused multi-tensor kernel (the same
+// functor; no host read under step_unless_found_inf, and a step CUDA graphs can capture);
+// elsewhere the generic path of public ops.
 //
 //   mg::optim::RAdam opt(net.parameters(), {.lr = 1e-3});
 #pragma once
@@ -51,6 +54,7 @@ class RAdam final : public TwoBufferOptimizer {
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   std::vector<std::string> buffers_of_every_step() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay"}; }
 };
 
 }  // namespace mg::optim

@@ -3,7 +3,9 @@
 // parameter with a gradient gets its buffers (zero-filled at first use) and its step count; the
 // host computes the scalars that depend only on the step (bias corrections, step sizes) once per
 // parameter; CPU parameters are updated by fused chunk loops (multi-tensor or per parameter, the
-// same bits), other devices by the generic path of public ops (optim/generic_path.h).
+// same bits); a device with fused multi-tensor kernels (CUDA) runs the optimizer's kernel, which
+// computes those scalars itself from the device step count (no host read, capturable into a CUDA
+// graph); other devices take the generic path of public ops (optim/generic_path.h).
 #pragma once
 #include <array>
 #include <string>
@@ -20,17 +22,30 @@ namespace mg::optim {
 class TwoBufferOptimizer : public Optimizer {
  protected:
   using Optimizer::Optimizer;
+  bool has_fused_step() const override { return true; }
 
   // make(state, t) -> Coeffs for the parameter's t-th update (state: its ParamState before it);
   // commit(state, coeffs) then records what the update keeps besides the buffers (NAdam's
   // mu_product). chunk.template operator()<P>(slot, coeffs, begin, end) updates elements
   // [begin, end) of a CPU slot (state[0], state[1]: the buffers); generic(work, buffer0, buffer1,
-  // opmath, coeffs) updates one parameter with public ops. Every buffer and coefficient is made
-  // before any step is counted, so a refusal there leaves every parameter's step as it was.
-  template <typename Make, typename Commit, typename Chunk, typename Generic>
+  // opmath, coeffs) updates one parameter with public ops. fused(kernels, args, work) launches the
+  // device's kernel: args holds the parameters, gradients, model copies, step counters and both
+  // buffers as state[0] and state[1]; the step is counted afterwards. Every buffer and coefficient
+  // is made before any step is counted, so a refusal there leaves every parameter's step as it was.
+  template <typename Make, typename Commit, typename Chunk, typename Generic, typename Fused>
   void step_two_buffers(const ParamGroup& group, const char* buffer0, const char* buffer1, bool multi_tensor,
-                        Make&& make, Commit&& commit, Chunk&& chunk, Generic&& generic) {
+                        Make&& make, Commit&& commit, Chunk&& chunk, Generic&& generic, Fused&& fused) {
     const std::vector<Work> work = collect(group);
+    MultiTensorStepArgs args;
+    if (const MultiTensorKernels* k = fused_step_args(group, work, args)) {
+      for (const Work& w : work) {
+        args.state[0].push_back(buffer(w, buffer0, /*zero=*/true));
+        args.state[1].push_back(buffer(w, buffer1, /*zero=*/true));
+      }
+      fused(*k, args, work);
+      finish_fused_step(work, k, args);
+      return;
+    }
     std::vector<std::array<Tensor, 2>> buffers;
     std::vector<decltype(make(std::declval<const ParamState&>(), int64_t(1)))> coeffs;
     for (const Work& w : work) {

@@ -1,9 +1,10 @@
 // The fused multi-tensor kernels of mixed-precision training (core/multi_tensor_kernels.h) over
 // cuda/multi_tensor_apply.cuh: unscale + inf/NaN check + gradient statistics in one pass, SGD,
-// Adam/AdamW, LAMB, RMSprop and Adagrad steps that update f32 masters and write the f16/bf16 model
-// copy in the same pass, the deterministic L2 norm, the step counters and the one-thread
-// loss-scale update. The per-element math is the CPU's: fn::SgdStep / fn::AdamStep /
-// fn::LambStage1 / fn::LambApply / fn::RmspropStep / fn::AdagradStep (optim/functors.h) and
+// Adam/AdamW, LAMB, RMSprop, Adagrad, Adamax, RAdam, NAdam and Adadelta steps that update f32
+// masters and write the f16/bf16 model copy in the same pass, the deterministic L2 norm, the step
+// counters and the one-thread loss-scale update. The per-element math is the CPU's: the step
+// functors of optim/functors.h (fn::SgdStep, fn::AdamStep, ...) with their step scalars from the
+// same host/device functions (fn::bias_correction, fn::radam_scalars, fn::nadam_scalars), and
 // fn::loss_scale_update (optim/loss_scale_update.h), header-only functors both compilers read.
 //
 // Decision: the scaler's values (scale, found-inf flag, statistics, step counters) stay on the
@@ -338,6 +339,123 @@ struct AdagradChunk {
   }
 };
 
+// Adamax and RAdam: lr, beta1, beta2, eps, weight_decay; NAdam: those and momentum_decay.
+template <typename H>
+__device__ __forceinline__ H load_adam_like_hyper(H h, const double* d) {
+  if (d) {
+    h.lr = d[0];
+    h.beta1 = d[1];
+    h.beta2 = d[2];
+    h.eps = d[3];
+    h.weight_decay = d[4];
+    if constexpr (std::is_same_v<H, NadamHyper>) h.momentum_decay = d[5];
+  }
+  return h;
+}
+
+template <typename P, typename M>
+struct AdamaxChunk {
+  AdamaxHyper hv;
+  const float* found_inf;
+  const double* hyper;
+  __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
+    if (skip_step(found_inf)) return;
+    const AdamaxHyper h = load_adam_like_hyper(hv, hyper);
+    using T = opmath_t<P>;
+    // -lr / (1 - beta1^t) in double, as the host computes it (t = updates so far + 1).
+    __shared__ double neg_clr;
+    if (threadIdx.x == 0) neg_clr = -h.lr / fn::bias_correction(h.beta1, *a.step[c.slot] + 1);
+    __syncthreads();
+    const fn::AdamaxStep<T> f{T(1.0 - h.beta1), T(h.beta2), T(h.eps), T(h.weight_decay), T(neg_clr),
+                              T(h.maximize ? -1.0 : 1.0)};
+    const P* g = static_cast<const P*>(a.addr[1][c.slot]);
+    T* m = static_cast<T*>(a.addr[2][c.slot]);
+    T* u = static_cast<T*>(a.addr[3][c.slot]);
+    update_params<P, M>(a, c, [&](T& pi, int64_t i) { f(pi, T(g[i]), m[i], u[i]); });
+  }
+};
+
+template <typename P, typename M>
+struct RadamChunk {
+  RadamHyper hv;
+  const float* found_inf;
+  const double* hyper;
+  __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
+    if (skip_step(found_inf)) return;
+    const RadamHyper h = load_adam_like_hyper(hv, hyper);
+    using T = opmath_t<P>;
+    __shared__ fn::RadamScalars sc;
+    if (threadIdx.x == 0) sc = fn::radam_scalars(h.beta1, h.beta2, *a.step[c.slot] + 1);
+    __syncthreads();
+    const fn::RadamStep<T> f{T(1.0 - h.beta1),     T(h.beta2),       T(1.0 - h.beta2),
+                             T(h.eps),             T(h.weight_decay), h.decoupled,
+                             T(1.0 - fn::product_rounded(h.lr, h.weight_decay)), T(sc.bias_correction1), T(h.lr),
+                             sc.rectified,         T(sc.rect),       T(sc.sqrt_bias_correction2),
+                             T(h.maximize ? -1.0 : 1.0)};
+    const P* g = static_cast<const P*>(a.addr[1][c.slot]);
+    T* m = static_cast<T*>(a.addr[2][c.slot]);
+    T* v = static_cast<T*>(a.addr[3][c.slot]);
+    update_params<P, M>(a, c, [&](T& pi, int64_t i) { f(pi, T(g[i]), m[i], v[i]); });
+  }
+};
+
+// NAdam: the coefficients from t and the parameter's mu_product before this update (addr[4], a
+// [1] f64), which nadam_commit_kernel advances after every block has read it.
+template <typename P, typename M>
+struct NadamChunk {
+  NadamHyper hv;
+  const float* found_inf;
+  const double* hyper;
+  __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
+    if (skip_step(found_inf)) return;
+    const NadamHyper h = load_adam_like_hyper(hv, hyper);
+    using T = opmath_t<P>;
+    __shared__ fn::NadamScalars sc;
+    if (threadIdx.x == 0) {
+      const double before = *static_cast<const double*>(a.addr[4][c.slot]);
+      sc = fn::nadam_scalars(h.lr, h.beta1, h.beta2, h.momentum_decay, *a.step[c.slot] + 1, before);
+    }
+    __syncthreads();
+    const fn::NadamStep<T> f{T(1.0 - h.beta1), T(h.beta2),          T(1.0 - h.beta2),  T(h.eps),
+                             T(h.weight_decay), h.decoupled,        T(1.0 - fn::product_rounded(h.lr, h.weight_decay)),
+                             T(sc.bias_correction2), T(sc.coef_grad), T(sc.coef_avg),
+                             T(h.maximize ? -1.0 : 1.0)};
+    const P* g = static_cast<const P*>(a.addr[1][c.slot]);
+    T* m = static_cast<T*>(a.addr[2][c.slot]);
+    T* v = static_cast<T*>(a.addr[3][c.slot]);
+    update_params<P, M>(a, c, [&](T& pi, int64_t i) { f(pi, T(g[i]), m[i], v[i]); });
+  }
+};
+
+// Adadelta: lr, rho, eps, weight_decay (AdadeltaHyper's doubles, in order).
+__device__ __forceinline__ AdadeltaHyper load_hyper(AdadeltaHyper h, const double* d) {
+  if (d) {
+    h.lr = d[0];
+    h.rho = d[1];
+    h.eps = d[2];
+    h.weight_decay = d[3];
+  }
+  return h;
+}
+
+template <typename P, typename M>
+struct AdadeltaChunk {
+  AdadeltaHyper hv;
+  const float* found_inf;
+  const double* hyper;
+  __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
+    if (skip_step(found_inf)) return;
+    const AdadeltaHyper h = load_hyper(hv, hyper);
+    using T = opmath_t<P>;
+    const fn::AdadeltaStep<T> f{T(h.rho), T(1.0 - h.rho), T(h.eps), T(h.weight_decay), T(h.lr),
+                                T(h.maximize ? -1.0 : 1.0)};
+    const P* g = static_cast<const P*>(a.addr[1][c.slot]);
+    T* sq = static_cast<T*>(a.addr[2][c.slot]);
+    T* acc = static_cast<T*>(a.addr[3][c.slot]);
+    update_params<P, M>(a, c, [&](T& pi, int64_t i) { f(pi, T(g[i]), sq[i], acc[i]); });
+  }
+};
+
 void* ptr_or_null(const Tensors& list, std::size_t i) {
   return i < list.size() && list[i].defined() ? list[i].data_ptr() : nullptr;
 }
@@ -511,6 +629,59 @@ void adam_cuda(const MultiTensorStepArgs& args, const AdamHyper& h) {
   step_cuda<AdamChunk>(args, h, h.decoupled ? "AdamW" : "Adam");
 }
 
+void adamax_cuda(const MultiTensorStepArgs& args, const AdamaxHyper& h) {
+  MG_ASSERT(args.state[0].size() == args.params.size() && args.state[1].size() == args.params.size(),
+            "Adamax: exp_avg and exp_inf buffers per parameter");
+  step_cuda<AdamaxChunk>(args, h, "Adamax");
+}
+void radam_cuda(const MultiTensorStepArgs& args, const RadamHyper& h) {
+  MG_ASSERT(args.state[0].size() == args.params.size() && args.state[1].size() == args.params.size(),
+            "RAdam: exp_avg and exp_avg_sq buffers per parameter");
+  step_cuda<RadamChunk>(args, h, "RAdam");
+}
+void adadelta_cuda(const MultiTensorStepArgs& args, const AdadeltaHyper& h) {
+  MG_ASSERT(args.state[0].size() == args.params.size() && args.state[1].size() == args.params.size(),
+            "Adadelta: square_avg and acc_delta buffers per parameter");
+  step_cuda<AdadeltaChunk>(args, h, "Adadelta");
+}
+
+// NAdam's products after the step kernel: mu_product *= mu_t (t = *step + 1, the count not yet
+// advanced) unless the step is skipped; the same product the step kernel used (fn::nadam_scalars).
+struct NadamProducts {
+  double* product[64];
+  const int64_t* step[64];
+  int n;
+};
+
+__global__ void nadam_commit_kernel(NadamProducts s, NadamHyper hv, const double* hyper, const float* found_inf) {
+  if (skip_step(found_inf)) return;
+  const NadamHyper h = load_adam_like_hyper(hv, hyper);
+  for (int i = threadIdx.x; i < s.n; i += blockDim.x) {
+    *s.product[i] = fn::product_rounded(*s.product[i], fn::nadam_mu(h.beta1, h.momentum_decay, *s.step[i] + 1));
+  }
+}
+
+void nadam_cuda(const MultiTensorStepArgs& args, const NadamHyper& h) {
+  const std::size_t n = args.params.size();
+  MG_ASSERT(args.state[0].size() == n && args.state[1].size() == n && args.state[2].size() == n,
+            "NAdam: exp_avg, exp_avg_sq and mu_product per parameter");
+  for (const Tensor& t : args.state[2]) {
+    MG_ASSERT(t.defined() && t.dtype() == DType::F64 && t.numel() == 1, "NAdam: mu_product must be a [1] f64 tensor");
+  }
+  step_cuda<NadamChunk>(args, h, "NAdam");
+  LaunchContext ctx(device_of(args.params));
+  for (std::size_t b = 0; b < n; b += 64) {
+    NadamProducts s{};
+    s.n = int(std::min<std::size_t>(64, n - b));
+    for (int i = 0; i < s.n; ++i) {
+      s.product[i] = args.state[2][b + std::size_t(i)].data<double>();
+      s.step[i] = args.steps[b + std::size_t(i)];
+    }
+    nadam_commit_kernel<<<1, 64, 0, ctx.stream>>>(s, h, args.hyper, args.found_inf);
+    MG_CUDA_CHECK_LAUNCH("nadam_commit_kernel");
+  }
+}
+
 // ---- step counters ----
 
 struct StepPointers {
@@ -605,8 +776,10 @@ void scale_update_cuda(void* state, const void* rule, float* found_inf, int32_t*
   MG_CUDA_CHECK_LAUNCH("scale_update_kernel");
 }
 
-const MultiTensorKernels kTable{&unscale_cuda,     &sgd_cuda,     &adam_cuda,         &lamb_cuda,   &count_steps_cuda,
-                                &l2_norm_cuda,     &scale_update_cuda, &rmsprop_cuda, &adagrad_cuda};
+const MultiTensorKernels kTable{&unscale_cuda,      &sgd_cuda,          &adam_cuda,    &lamb_cuda,
+                                &count_steps_cuda,  &l2_norm_cuda,      &scale_update_cuda, &rmsprop_cuda,
+                                &adagrad_cuda,      &adamax_cuda,       &radam_cuda,   &nadam_cuda,
+                                &adadelta_cuda};
 
 }  // namespace
 

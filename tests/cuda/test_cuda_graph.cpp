@@ -28,9 +28,14 @@
 #include "ops/norm.h"
 #include "ops/ops.h"
 #include "ops/pad.h"
+#include "optim/adadelta.h"
 #include "optim/adagrad.h"
 #include "optim/adam.h"
+#include "optim/adamax.h"
+#include "optim/functors.h"
 #include "optim/lamb.h"
+#include "optim/nadam.h"
+#include "optim/radam.h"
 #include "optim/rmsprop.h"
 #include "optim/sgd.h"
 #include "test_util.h"
@@ -256,6 +261,37 @@ TEST_CASE("CUDA graph: RMSprop and Adagrad with an lr changed before every repla
       [](const Tensors& p, double lr) {
         return std::make_unique<optim::Adagrad>(p, optim::AdagradOptions{.lr = lr, .lr_decay = 0.1, .initial_accumulator_value = 0.1});
       });
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA graph: Adamax, RAdam, NAdam and Adadelta with an lr changed before every replay equal the eager steps",
+          "[cuda][gpu][graph]") {
+  // Their step scalars come from the device step count (and NAdam's device mu_product) in every replay;
+  // RAdam's rectification starts at step 6 of the 8.
+  captured_equals_eager<optim::Adamax>(
+      6, [](int i) { return 1e-2 * (1.0 + 0.25 * i); },
+      [](const Tensors& p, double lr) { return std::make_unique<optim::Adamax>(p, optim::AdamaxOptions{.lr = lr, .weight_decay = 0.01}); });
+  captured_equals_eager<optim::RAdam>(
+      7, [](int i) { return 1e-2 * (1.0 + 0.25 * i); },
+      [](const Tensors& p, double lr) {
+        return std::make_unique<optim::RAdam>(p, optim::RAdamOptions{.lr = lr, .weight_decay = 0.01, .decoupled_weight_decay = true});
+      });
+  std::unique_ptr<cuda::CapturedStep> captured;
+  auto [g, nadam] = captured_equals_eager<optim::NAdam>(
+      8, [](int i) { return 1e-2 * (1.0 + 0.25 * i); },
+      [](const Tensors& p, double lr) { return std::make_unique<optim::NAdam>(p, optim::NAdamOptions{.lr = lr, .weight_decay = 0.01}); },
+      &captured);
+  // Replays after the state was read (above) count on the device too, and multiply their mu's into
+  // every parameter's product: ten updates, read back from the device.
+  const std::vector<Batch> batches = make_batches(2, DType::F32);
+  for (const Batch& b : batches) captured->run({b.x, b.y});
+  CHECK(nadam->state(g.w1)->step == 10);
+  double product = 1.0;
+  for (int t = 1; t <= 10; ++t) product = fn::product_rounded(product, fn::nadam_mu(0.9, 4e-3, t));
+  CHECK(std::fabs(nadam->state(g.w1)->scalars.at("mu_product") - product) <= 4e-16 * product);
+  captured_equals_eager<optim::Adadelta>(
+      9, [](int i) { return 0.5 * (1.0 + 0.25 * i); },
+      [](const Tensors& p, double lr) { return std::make_unique<optim::Adadelta>(p, optim::AdadeltaOptions{.lr = lr, .rho = 0.8}); });
   test::require_no_pending_cuda_error();
 }
 

@@ -37,10 +37,14 @@
 #include "nn/models/resnet.h"
 #include "ops/loss.h"
 #include "ops/ops.h"
+#include "optim/adadelta.h"
 #include "optim/adagrad.h"
 #include "optim/adam.h"
+#include "optim/adamax.h"
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"
+#include "optim/nadam.h"
+#include "optim/radam.h"
 #include "optim/rmsprop.h"
 #include "optim/optim_test_util.h"
 #include "optim/sgd.h"
@@ -139,16 +143,23 @@ TEST_CASE("fused CUDA unscale equals the CPU pass bit for bit (NaN payloads asid
 
 TEST_CASE("a step the device found-inf flag skips changes nothing, and the next one is the CPU's first",
           "[cuda][gpu][optim]") {
-  for (int kind : {0, 1, 2, 3}) {  // SGD with momentum, AdamW, RMSprop centered with momentum, Adagrad with lr decay
+  // SGD with momentum, AdamW, RMSprop centered with momentum, Adagrad with lr decay, Adamax, RAdam,
+  // NAdam (decoupled), Adadelta
+  for (int kind = 0; kind < 8; ++kind) {
     INFO("optimizer " << kind);
     auto make = [&](const Tensors& ps) -> std::unique_ptr<optim::Optimizer> {
-      if (kind == 0) return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.2});
-      if (kind == 2) {
-        return std::make_unique<optim::RMSprop>(ps, optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5, .centered = true});
+      switch (kind) {
+        case 0: return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.2});
+        case 1: return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1});
+        case 2: return std::make_unique<optim::RMSprop>(ps, optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5, .centered = true});
+        // Adagrad: a skipped step must not advance the step count its lr decay reads.
+        case 3: return std::make_unique<optim::Adagrad>(ps, optim::AdagradOptions{.lr = 0.1, .lr_decay = 0.5});
+        case 4: return std::make_unique<optim::Adamax>(ps, optim::AdamaxOptions{.lr = 0.01, .weight_decay = 0.1});
+        case 5: return std::make_unique<optim::RAdam>(ps, optim::RAdamOptions{.lr = 0.01, .weight_decay = 0.1});
+        // NAdam: nor the product of the mu's its coefficients read.
+        case 6: return std::make_unique<optim::NAdam>(ps, optim::NAdamOptions{.lr = 0.01, .weight_decay = 0.1, .decoupled_weight_decay = true});
+        default: return std::make_unique<optim::Adadelta>(ps, optim::AdadeltaOptions{.lr = 0.5, .weight_decay = 0.1});
       }
-      // Adagrad: a skipped step must not advance the step count its lr decay reads.
-      if (kind == 3) return std::make_unique<optim::Adagrad>(ps, optim::AdagradOptions{.lr = 0.1, .lr_decay = 0.5});
-      return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1});
     };
     manual_seed(3);
     const Tensor w0 = randn({70000});
@@ -173,6 +184,12 @@ TEST_CASE("a step the device found-inf flag skips changes nothing, and the next 
     CHECK_FALSE(dev_opt->last_step_skipped());
     CHECK(dev_opt->state(dw)->step == 1);
     CHECK(test::rel_error(dw.detach().to(Device::cpu()), test::values(cw.detach())) <= 4 * 5.96e-8);
+    // Host scalars (NAdam's mu_product) come back from the device with the step count.
+    for (const auto& [name, v] : cpu_opt->state(cw)->scalars) {
+      INFO(name);
+      REQUIRE(dev_opt->state(dw)->scalars.count(name) == 1);
+      CHECK(std::fabs(dev_opt->state(dw)->scalars.at(name) - v) <= 4e-16 * std::fabs(v));
+    }
   }
   test::require_no_pending_cuda_error();
 }
