@@ -45,16 +45,47 @@ MG_HOST_DEVICE double power_of(double beta, long long t) {
 }
 MG_HOST_DEVICE double bias_correction(double beta, long long t) { return 1.0 - power_of(beta, t); }
 
+// beta^t to within about an ulp: binary exponentiation in double-double arithmetic (each product's
+// rounding error recovered exactly with a fused multiply-add, correctly rounded on the host and in
+// CUDA alike, and every other product rounded on its own, so both devices give the same bits).
+// RAdam needs it: its rho_t subtracts two nearly equal terms, which magnifies the t roundings of
+// power_of a thousandfold at its first rectified steps.
+MG_HOST_DEVICE double fused_multiply_add(double a, double b, double c) {
+#ifdef __CUDA_ARCH__
+  return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+MG_HOST_DEVICE void double_double_multiply(double& hi, double& lo, double bh, double bl) {
+  const double p = product_rounded(hi, bh);
+  const double e = fused_multiply_add(hi, bh, -p) + (product_rounded(hi, bl) + product_rounded(lo, bh));
+  hi = p + e;
+  lo = e - (hi - p);
+}
+MG_HOST_DEVICE double power_of_accurate(double beta, long long t) {
+  double ph = 1.0, pl = 0.0, sh = beta, sl = 0.0;  // the power so far and beta^(2^k), each hi + lo
+  for (; t > 0; t >>= 1) {
+    if (t & 1) double_double_multiply(ph, pl, sh, sl);
+    if (t > 1) {
+      const double h = sh, l = sl;
+      double_double_multiply(sh, sl, h, l);
+    }
+  }
+  return ph + pl;
+}
+
 // RAdam's scalars for the t-th update (Liu et al. 2020, torch.optim.RAdam's formulas term for
 // term): the bias corrections, the length of the approximated SMA rho_t and, when rho_t > 5, the
-// variance rectification r_t. Shared by the host and the CUDA kernel: powers by power_of and
-// square roots (correctly rounded on both) instead of pow(x, 0.5), so both agree to the bit.
+// variance rectification r_t. Shared by the host and the CUDA kernel: beta2^t by
+// power_of_accurate and square roots (correctly rounded on both) instead of pow(x, 0.5), so both
+// agree to the bit.
 struct RadamScalars {
   double bias_correction1, sqrt_bias_correction2, rect;
   bool rectified;
 };
 MG_HOST_DEVICE RadamScalars radam_scalars(double beta1, double beta2, long long t) {
-  const double beta2_t = power_of(beta2, t);
+  const double beta2_t = power_of_accurate(beta2, t);
   const double bc2 = 1.0 - beta2_t;
   const double rho_inf = 2.0 / (1.0 - beta2) - 1.0;
   const double rho_t = rho_inf - product_rounded(2.0 * double(t), beta2_t) / bc2;

@@ -291,12 +291,12 @@ const MultiTensorKernels* Optimizer::fused_step_args(const ParamGroup& group, co
                                                      MultiTensorStepArgs& args) {
   if (work.empty()) return nullptr;
   const Device dev = work.front().param.device();
-  if (dev.is_cpu()) return nullptr;
+  const bool one_device =
+      std::all_of(work.begin(), work.end(), [&](const Work& w) { return w.param.device() == dev; });
+  if (!one_device) leave_fused_path(work);  // a parameter of the group may have been on it before
+  if (!one_device || dev.is_cpu()) return nullptr;
   const MultiTensorKernels* k = multi_tensor_kernels(dev.type);
   if (!k) return nullptr;
-  for (const Work& w : work) {
-    if (w.param.device() != dev) return nullptr;
-  }
   std::unordered_map<const TensorImpl*, Tensor> model_of;
   for (const MasterPair& m : masters_) model_of[m.master.impl()] = m.model;
   for (const Work& w : work) {
@@ -321,6 +321,31 @@ const MultiTensorKernels* Optimizer::fused_step_args(const ParamGroup& group, co
   args.found_inf = found_inf_;
   args.hyper = device_options(std::size_t(&group - groups_.data()), dev);
   return k;
+}
+
+void Optimizer::leave_fused_path(const std::vector<Work>& work) {
+  const bool any = std::any_of(work.begin(), work.end(), [](const Work& w) {
+    return w.state->device_step.defined() || !w.state->device_scalars.empty() || w.state->device_first_step.defined();
+  });
+  if (!any) return;
+  refresh_device_steps();  // the host copies become the truth again
+  // A buffer the fused path made whose first update never ran (every step since skipped) holds
+  // nothing yet: dropped, so the generic path starts it as its first update, as the CPU path.
+  const std::vector<std::string> first_update = buffers_started_by_first_update();
+  if (!first_update.empty()) {
+    for (const ParamState* fresh : states_before_first_update()) {
+      for (const Work& w : work) {
+        if (w.state != fresh) continue;
+        for (const std::string& name : first_update) w.state->buffers.erase(name);
+      }
+    }
+  }
+  for (const Work& w : work) {
+    w.state->device_step = Tensor();
+    w.state->device_scalars.clear();
+    w.state->device_first_step = Tensor();
+    w.state->step_on_device = false;
+  }
 }
 
 const double* Optimizer::device_options(std::size_t g, Device device) {

@@ -314,6 +314,11 @@ class Optimizer : public GraphParticipant {
   void check_param(const Tensor& p, int64_t i) const;
   int64_t position_of_group(std::size_t g) const;
 
+  // A group that took the fused device path before and cannot now (its parameters with gradients
+  // span devices this step): the host state is read back and the device copies dropped, so the
+  // generic path continues from the true counts and scalars and a later fused step remakes them
+  // from the host values. One synchronisation, only when device copies exist.
+  void leave_fused_path(const std::vector<Work>& work);
   // Reads every device step counter that is ahead of its host copy, and the device scalars of those
   // states (one synchronisation per device and dtype).
   void refresh_device_steps() const;
