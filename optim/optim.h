@@ -1,5 +1,5 @@
 // Everything in optim: the optimizers (SGD, Adam, AdamW, LAMB, RMSprop, Adagrad, Adamax, NAdam, RAdam,
-// Adadelta), learning-rate schedulers (SWALR for weight averaging among them) and gradient clipping. See docs/optim.md.
+// Adadelta, and LBFGS with its closure-driven step), learning-rate schedulers (SWALR for weight averaging among them) and gradient clipping. See docs/optim.md.
 //
 //   #include "optim/optim.h"
 //   mg::optim::AdamW opt(net.parameters(), {.lr = 1e-3, .weight_decay = 0.01});
@@ -10,6 +10,7 @@
 #include "mixgrad/optim/adamax.h"
 #include "mixgrad/optim/clip_grad.h"
 #include "mixgrad/optim/lamb.h"
+#include "mixgrad/optim/lbfgs.h"
 #include "mixgrad/optim/lr_scheduler.h"
 #include "mixgrad/optim/nadam.h"
 #include "mixgrad/optim/radam.h"
