@@ -49,7 +49,10 @@ int optimizer_buffers(const optim::Optimizer& opt) {
   if (opt.name() == "LAMB") return 2;
   if (opt.name() == "RMSprop") return 1 + (option("centered") != 0.0 ? 1 : 0) + (option("momentum") > 0.0 ? 1 : 0);
   if (opt.name() == "Adagrad") return 1;
-  if (opt.name() == "Adamax" || opt.name() == "NAdam" || opt.name() == "RAdam" || opt.name() == "Adadelta") return 2;
+  if (opt.name() == "Adamax" || opt.name() == "NAdam" || opt.name() == "RAdam" || opt.name() == "Adadelta" ||
+      opt.name() == "Rprop") {
+    return 2;
+  }
   return 0;
 }
 

@@ -410,6 +410,32 @@ struct AdadeltaStep {
   }
 };
 
+// Rprop (torch.optim.Rprop, Riedmiller & Braun 1993), per element:
+//   g = grad_sign * g;  s = sign(g * prev) (NaN: 0, as ATen's sign)
+//   step_size = clamp(step_size * (s > 0 ? etaplus : s < 0 ? etaminus : 1), step_size_min, step_size_max)
+//   s < 0: g = 0 (the sign flipped: no move, and no flip counted next step)
+//   p -= sign(g) * step_size;  prev = g
+// So a NaN gradient leaves p and step_size as they were (PyTorch's CPU behaviour) and becomes prev.
+template <typename T>
+struct RpropStep {
+  T etaminus;
+  T etaplus;
+  T step_size_min;
+  T step_size_max;
+  T grad_sign;
+  MG_HOST_DEVICE void operator()(T& p, T g, T& prev, T& step_size) const {
+    g = g * grad_sign;
+    const T prod = g * prev;
+    const T factor = prod > T(0) ? etaplus : (prod < T(0) ? etaminus : T(1));
+    const T s = step_size * factor;
+    step_size = s != s ? s : (s < step_size_min ? step_size_min : (s > step_size_max ? step_size_max : s));
+    if (prod < T(0)) g = T(0);
+    const T direction = g > T(0) ? T(1) : (g < T(0) ? T(-1) : T(0));
+    p = p - direction * step_size;
+    prev = g;
+  }
+};
+
 // Sum of |x|^p for a p-norm (p = 2 and p = 1 without pow); the caller accumulates in f32 (f64
 // for f64 tensors).
 template <typename T>

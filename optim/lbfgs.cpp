@@ -65,6 +65,7 @@ LBFGS::LBFGS(const Tensors& params, LBFGSOptions options) : params_(params), opt
     any_f64 = any_f64 || p.dtype() == DType::F64;
     numel_ += p.numel();
   }
+  MG_CHECK(numel_ > 0, Error, kName, ": every parameter has zero elements; there is nothing to optimize");
   flat_dtype_ = any_f64 ? DType::F64 : DType::F32;
 }
 
@@ -131,12 +132,20 @@ double LBFGS::objective(const Tensor& loss) const {
 }
 
 std::pair<double, Tensor> LBFGS::evaluate_at(const Closure& closure, const Tensors& x, double t, const Tensor& d) {
+  const auto restore = [&] {
+    NoGradGuard no_grad;
+    for (std::size_t i = 0; i < params_.size(); ++i) params_[i].copy_(x[i]);
+  };
   add_to_params(t, d);
-  const double loss = objective(run_closure(closure));
-  Tensor flat_grad = gather_flat_grad();
-  NoGradGuard no_grad;
-  for (std::size_t i = 0; i < params_.size(); ++i) params_[i].copy_(x[i]);
-  return {loss, flat_grad};
+  try {
+    const double loss = objective(run_closure(closure));
+    Tensor flat_grad = gather_flat_grad();
+    restore();
+    return {loss, flat_grad};
+  } catch (...) {
+    restore();  // a closure that throws leaves the parameters where the line search started
+    throw;
+  }
 }
 
 // Nocedal & Wright's Algorithms 3.5 (bracketing) and 3.6 (zoom) with cubic interpolation, c1 =
@@ -162,7 +171,9 @@ LBFGS::LineSearchResult LBFGS::strong_wolfe(const Closure& closure, double t, co
   std::vector<double> bracket, bracket_f, bracket_gtd;
   std::vector<Tensor> bracket_g;
   while (ls_iter < max_ls) {
-    if (f_new > f + c1 * t * gtd || (ls_iter > 1 && f_new >= f_prev)) {
+    // !(f_new <= ...): a NaN loss fails the sufficient-decrease test (PyTorch's f_new > ... passes
+    // it and extrapolates on, then may return the NaN point).
+    if (!(f_new <= f + c1 * t * gtd) || (ls_iter > 1 && f_new >= f_prev)) {
       bracket = {t_prev, t}, bracket_f = {f_prev, f_new}, bracket_g = {g_prev, g_new}, bracket_gtd = {gtd_prev, gtd_new};
       break;
     }
@@ -189,7 +200,9 @@ LBFGS::LineSearchResult LBFGS::strong_wolfe(const Closure& closure, double t, co
 
   // Zoom into the bracket until the strong Wolfe conditions hold.
   bool insufficient_progress = false;
-  std::size_t low = bracket_f.front() <= bracket_f.back() ? 0 : 1, high = 1 - low;
+  // The low end: the smaller loss, and never a NaN one when the other is not.
+  const auto lower_first = [](double a, double b) { return a <= b || std::isnan(b); };
+  std::size_t low = lower_first(bracket_f.front(), bracket_f.back()) ? 0 : 1, high = 1 - low;
   while (!done && ls_iter < max_ls) {
     if (std::fabs(bracket[1] - bracket[0]) * d_norm < tolerance_change) break;
     t = cubic_interpolate(bracket[0], bracket_f[0], bracket_gtd[0], bracket[1], bracket_f[1], bracket_gtd[1]);
@@ -211,9 +224,9 @@ LBFGS::LineSearchResult LBFGS::strong_wolfe(const Closure& closure, double t, co
     ++evals;
     gtd_new = dot(g_new, d);
     ++ls_iter;
-    if (f_new > f + c1 * t * gtd || f_new >= bracket_f[low]) {
+    if (!(f_new <= f + c1 * t * gtd) || f_new >= bracket_f[low]) {
       bracket[high] = t, bracket_f[high] = f_new, bracket_g[high] = g_new, bracket_gtd[high] = gtd_new;
-      low = bracket_f[0] <= bracket_f[1] ? 0 : 1, high = 1 - low;
+      low = lower_first(bracket_f[0], bracket_f[1]) ? 0 : 1, high = 1 - low;
     } else {
       if (std::fabs(gtd_new) <= -c2 * gtd) {
         done = true;
@@ -361,6 +374,20 @@ void LBFGS::load_state_dict(const StateDict& s) {
   MG_CHECK(length >= 0 && length <= o.history_size, Error, kName, ": 'history_length' ", length,
            " must be in [0, history_size = ", o.history_size, "]");
   const double t = s.float_at(kName, "t"), h_diag = s.float_at(kName, "H_diag"), prev_loss = s.float_at(kName, "prev_loss");
+  // Every float and integer key known, every float finite (a NaN curvature scalar would turn the
+  // parameters into NaN at the next step).
+  for (const auto& [key, value] : s.floats) {
+    bool known = key == "lr" || key == "tolerance_grad" || key == "tolerance_change" || key == "t" || key == "H_diag" ||
+                 key == "prev_loss";
+    for (int64_t i = 0; i < length && !known; ++i) known = key == "ro." + std::to_string(i);
+    MG_CHECK(known, Error, kName, ": unexpected float '", key, "' in the state");
+    MG_CHECK(std::isfinite(value), Error, kName, ": '", key, "' must be finite, got ", value);
+  }
+  for (const auto& [key, value] : s.ints) {
+    const bool known = key == "max_iter" || key == "max_eval" || key == "history_size" || key == "line_search" ||
+                       key == "maximize" || key == "func_evals" || key == "n_iter" || key == "history_length";
+    MG_CHECK(known, Error, kName, ": unexpected integer '", key, "' in the state");
+  }
 
   // Every tensor key known, of the parameters' total size, converted to the flat dtype.
   std::map<std::string, Tensor> vectors;

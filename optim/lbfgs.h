@@ -14,7 +14,13 @@
 //   in the parameters' dtype) and its parameters are updated as p += t * d rounded once.
 // - Every parameter on one device, floating, a leaf that requires grad; a parameter without a
 //   gradient counts as a zero gradient. The closure must return a one-element loss.
-// - Memory: (2 * history_size + 3) vectors of the parameters' total size in the flat dtype.
+// - A non-finite loss met inside a step: the strong-Wolfe search treats it as a failed trial and
+//   backtracks (PyTorch's may return the NaN point); a fixed step has moved already, so the next
+//   step() refuses to start. A closure that throws during the line search leaves the parameters
+//   where the search started.
+// - Memory: 2 * history_size + 3 vectors of the parameters' total size in the flat dtype kept
+//   between steps; at the peak (the two-loop recursion, the line search) about 2 * history_size + 6
+//   and a copy of the parameters.
 //
 //   mg::optim::LBFGS opt(net.parameters(), {.line_search = mg::optim::LineSearch::StrongWolfe});
 //   opt.step([&] { opt.zero_grad(); Tensor loss = mse_loss(net.forward(x), y); loss.backward(); return loss; });
@@ -34,7 +40,8 @@ enum class LineSearch { None, StrongWolfe };
 struct LBFGSOptions {
   double lr = 1.0;                         // the step (StrongWolfe: the first trial step), >= 0
   int64_t max_iter = 20;                   // iterations per step(), >= 1
-  std::optional<int64_t> max_eval;         // closure calls per step(), >= 1; default max_iter * 5 / 4
+  std::optional<int64_t> max_eval;         // >= 1; no new iteration once a step() made this many closure
+                                           // calls (the last may overshoot by one, as PyTorch's); default max_iter * 5 / 4
   double tolerance_grad = 1e-7;            // stop when max |g| <= this
   double tolerance_change = 1e-9;          // stop when the loss or max |t d| changes less
   int64_t history_size = 100;              // curvature pairs kept, >= 1
@@ -69,8 +76,8 @@ class LBFGS {
   // (0 none, 1 strong Wolfe), "maximize", "func_evals", "n_iter", "history_length"; tensors "d",
   // "prev_flat_grad", "old_dirs.<i>", "old_stps.<i>" (absent before the first iteration).
   StateDict state_dict() const;
-  // Restores options and state; checks every key, the vectors' size (the parameters' total) and
-  // dtype (converted to the flat dtype), and changes nothing on a mismatch.
+  // Restores options and state; checks every key, that every float is finite, the vectors' size
+  // (the parameters' total) and dtype (converted to the flat dtype), and changes nothing on a mismatch.
   void load_state_dict(const StateDict& state);
 
  private:

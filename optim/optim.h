@@ -1,5 +1,5 @@
 // Everything in optim: the optimizers (SGD, Adam, AdamW, LAMB, RMSprop, Adagrad, Adamax, NAdam, RAdam,
-// Adadelta, and LBFGS with its closure-driven step), learning-rate schedulers (SWALR for weight averaging among them) and gradient clipping. See docs/optim.md.
+// Adadelta, Rprop, and LBFGS with its closure-driven step), learning-rate schedulers (SWALR for weight averaging among them) and gradient clipping. See docs/optim.md.
 //
 //   #include "optim/optim.h"
 //   mg::optim::AdamW opt(net.parameters(), {.lr = 1e-3, .weight_decay = 0.01});
@@ -17,5 +17,6 @@
 #include "mixgrad/optim/optimizer.h"
 #include "mixgrad/optim/reduce_lr_on_plateau.h"
 #include "mixgrad/optim/rmsprop.h"
+#include "mixgrad/optim/rprop.h"
 #include "mixgrad/optim/sgd.h"
 #include "mixgrad/optim/swa_lr.h"

@@ -1,6 +1,6 @@
 // The fused multi-tensor kernels of mixed-precision training (core/multi_tensor_kernels.h) over
 // cuda/multi_tensor_apply.cuh: unscale + inf/NaN check + gradient statistics in one pass, SGD,
-// Adam/AdamW, LAMB, RMSprop, Adagrad, Adamax, RAdam, NAdam and Adadelta steps that update f32
+// Adam/AdamW, LAMB, RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta and Rprop steps that update f32
 // masters and write the f16/bf16 model copy in the same pass, the deterministic L2 norm, the step
 // counters and the one-thread loss-scale update. The per-element math is the CPU's: the step
 // functors of optim/functors.h (fn::SgdStep, fn::AdamStep, ...) with their step scalars from the
@@ -456,6 +456,36 @@ struct AdadeltaChunk {
   }
 };
 
+// Rprop: lr (unused: it only seeds new step sizes, on the host), etaminus, etaplus, step_size_min,
+// step_size_max.
+__device__ __forceinline__ RpropHyper load_hyper(RpropHyper h, const double* d) {
+  if (d) {
+    h.etaminus = d[1];
+    h.etaplus = d[2];
+    h.step_size_min = d[3];
+    h.step_size_max = d[4];
+  }
+  return h;
+}
+
+template <typename P, typename M>
+struct RpropChunk {
+  RpropHyper hv;
+  const float* found_inf;
+  const double* hyper;
+  __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
+    if (skip_step(found_inf)) return;
+    const RpropHyper h = load_hyper(hv, hyper);
+    using T = opmath_t<P>;
+    const fn::RpropStep<T> f{T(h.etaminus), T(h.etaplus), T(h.step_size_min), T(h.step_size_max),
+                             T(h.maximize ? -1.0 : 1.0)};
+    const P* g = static_cast<const P*>(a.addr[1][c.slot]);
+    T* prev = static_cast<T*>(a.addr[2][c.slot]);
+    T* size = static_cast<T*>(a.addr[3][c.slot]);
+    update_params<P, M>(a, c, [&](T& pi, int64_t i) { f(pi, T(g[i]), prev[i], size[i]); });
+  }
+};
+
 void* ptr_or_null(const Tensors& list, std::size_t i) {
   return i < list.size() && list[i].defined() ? list[i].data_ptr() : nullptr;
 }
@@ -645,6 +675,12 @@ void adadelta_cuda(const MultiTensorStepArgs& args, const AdadeltaHyper& h) {
   step_cuda<AdadeltaChunk>(args, h, "Adadelta");
 }
 
+void rprop_cuda(const MultiTensorStepArgs& args, const RpropHyper& h) {
+  MG_ASSERT(args.state[0].size() == args.params.size() && args.state[1].size() == args.params.size(),
+            "Rprop: prev and step_size buffers per parameter");
+  step_cuda<RpropChunk>(args, h, "Rprop");
+}
+
 // NAdam's products after the step kernel: mu_product *= mu_t (t = *step + 1, the count not yet
 // advanced) unless the step is skipped; the same product the step kernel used (fn::nadam_scalars).
 struct NadamProducts {
@@ -779,7 +815,7 @@ void scale_update_cuda(void* state, const void* rule, float* found_inf, int32_t*
 const MultiTensorKernels kTable{&unscale_cuda,      &sgd_cuda,          &adam_cuda,    &lamb_cuda,
                                 &count_steps_cuda,  &l2_norm_cuda,      &scale_update_cuda, &rmsprop_cuda,
                                 &adagrad_cuda,      &adamax_cuda,       &radam_cuda,   &nadam_cuda,
-                                &adadelta_cuda};
+                                &adadelta_cuda,     &rprop_cuda};
 
 }  // namespace
 

@@ -37,6 +37,7 @@
 #include "optim/nadam.h"
 #include "optim/radam.h"
 #include "optim/rmsprop.h"
+#include "optim/rprop.h"
 #include "optim/sgd.h"
 #include "test_util.h"
 
@@ -264,7 +265,7 @@ TEST_CASE("CUDA graph: RMSprop and Adagrad with an lr changed before every repla
   test::require_no_pending_cuda_error();
 }
 
-TEST_CASE("CUDA graph: Adamax, RAdam, NAdam and Adadelta with an lr changed before every replay equal the eager steps",
+TEST_CASE("CUDA graph: Adamax, RAdam, NAdam, Adadelta and Rprop with an lr changed before every replay equal the eager steps",
           "[cuda][gpu][graph]") {
   // Their step scalars come from the device step count (and NAdam's device mu_product) in every replay;
   // RAdam's rectification starts at step 6 of the 8.
@@ -292,6 +293,10 @@ TEST_CASE("CUDA graph: Adamax, RAdam, NAdam and Adadelta with an lr changed befo
   captured_equals_eager<optim::Adadelta>(
       9, [](int i) { return 0.5 * (1.0 + 0.25 * i); },
       [](const Tensors& p, double lr) { return std::make_unique<optim::Adadelta>(p, optim::AdadeltaOptions{.lr = lr, .rho = 0.8}); });
+  // Rprop's lr only seeds its step sizes; its eta and bounds are read from the device copy.
+  captured_equals_eager<optim::Rprop>(
+      10, [](int i) { return 1e-2 * (1.0 + 0.25 * i); },
+      [](const Tensors& p, double lr) { return std::make_unique<optim::Rprop>(p, optim::RpropOptions{.lr = lr, .step_sizes = {1e-4, 0.02}}); });
   test::require_no_pending_cuda_error();
 }
 

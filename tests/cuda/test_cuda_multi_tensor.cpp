@@ -46,6 +46,7 @@
 #include "optim/nadam.h"
 #include "optim/radam.h"
 #include "optim/rmsprop.h"
+#include "optim/rprop.h"
 #include "optim/optim_test_util.h"
 #include "optim/sgd.h"
 
@@ -144,8 +145,8 @@ TEST_CASE("fused CUDA unscale equals the CPU pass bit for bit (NaN payloads asid
 TEST_CASE("a step the device found-inf flag skips changes nothing, and the next one is the CPU's first",
           "[cuda][gpu][optim]") {
   // SGD with momentum, AdamW, RMSprop centered with momentum, Adagrad with lr decay, Adamax, RAdam,
-  // NAdam (decoupled), Adadelta
-  for (int kind = 0; kind < 8; ++kind) {
+  // NAdam (decoupled), Adadelta, Rprop
+  for (int kind = 0; kind < 9; ++kind) {
     INFO("optimizer " << kind);
     auto make = [&](const Tensors& ps) -> std::unique_ptr<optim::Optimizer> {
       switch (kind) {
@@ -158,7 +159,8 @@ TEST_CASE("a step the device found-inf flag skips changes nothing, and the next 
         case 5: return std::make_unique<optim::RAdam>(ps, optim::RAdamOptions{.lr = 0.01, .weight_decay = 0.1});
         // NAdam: nor the product of the mu's its coefficients read.
         case 6: return std::make_unique<optim::NAdam>(ps, optim::NAdamOptions{.lr = 0.01, .weight_decay = 0.1, .decoupled_weight_decay = true});
-        default: return std::make_unique<optim::Adadelta>(ps, optim::AdadeltaOptions{.lr = 0.5, .weight_decay = 0.1});
+        case 7: return std::make_unique<optim::Adadelta>(ps, optim::AdadeltaOptions{.lr = 0.5, .weight_decay = 0.1});
+        default: return std::make_unique<optim::Rprop>(ps, optim::RpropOptions{.lr = 0.05, .etas = {0.3, 1.5}});
       }
     };
     manual_seed(3);

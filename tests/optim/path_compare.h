@@ -58,6 +58,8 @@ inline std::vector<OptimCase> optim_cases() {
       {"NAdam weight_decay maximize", kNAdam, {{"lr", 1e-2}, {"weight_decay", 0.05}, {"maximize", 1}}},
       {"RAdam decoupled", kRAdam, {{"lr", 1e-2}, {"weight_decay", 0.1}, {"decoupled_weight_decay", 1}}, 7},
       {"Adadelta rho weight_decay", kAdadelta, {{"lr", 0.5}, {"rho", 0.8}, {"weight_decay", 0.02}}},
+      {"Rprop", kRprop, {{"lr", 1e-2}}},
+      {"Rprop etas step sizes maximize", kRprop, {{"lr", 0.05}, {"etaminus", 0.3}, {"etaplus", 1.5}, {"step_size_min", 1e-3}, {"step_size_max", 0.1}, {"maximize", 1}}},
   };
 }
 

@@ -248,6 +248,32 @@ TEST_CASE("LBFGS: a parameter without a gradient counts as a zero gradient, and 
   CHECK(still.n_iter() == 0);
 }
 
+TEST_CASE("LBFGS: the line search backs off a NaN loss, and a closure that throws leaves the parameters at the start",
+          "[optim][lbfgs]") {
+  // sqrt is NaN left of 0, where the first trials land: PyTorch's search extrapolates through the
+  // NaN trials and returns one (PyTorch 2.15: x = (-1.5e14, -1.0e15), loss NaN); this one brackets
+  // and backtracks.
+  Tensor x = from_vector<double>({0.3, 2.0}, {2}).requires_grad_();
+  const auto f = [&] { return sum(x * x) + sum(sqrt(x)) * 1e-3; };
+  const double start = f().item<double>();
+  LBFGS opt({x}, {.lr = 10, .max_iter = 3, .max_eval = 20, .line_search = LineSearch::StrongWolfe});
+  opt.step(closure_of(opt, f));
+  const double after = f().item<double>();
+  CHECK(std::isfinite(after));
+  CHECK(after < start);
+
+  // Rosenbrock with a closure that fails at its third call, the line search's second trial.
+  Tensor r = from_vector<double>({-1.5, 2.0}, {2}).requires_grad_();
+  LBFGS search({r}, {.line_search = LineSearch::StrongWolfe});
+  int calls = 0;
+  MG_REQUIRE_ERROR(search.step(closure_of(search, [&] {
+                     if (++calls == 3) throw Error("the data loader failed");
+                     return rosenbrock(r);
+                   })),
+                   "the data loader failed");
+  CHECK(test::values(r.detach()) == std::vector<double>{-1.5, 2.0});
+}
+
 TEST_CASE("LBFGS refuses bad options, parameters, closures and states with the reason", "[optim][lbfgs]") {
   const Tensor w = zeros({3}).requires_grad_();
   MG_REQUIRE_ERROR(LBFGS({w}, {.lr = -1.0}), "LBFGS: lr must be finite and >= 0, got -1");
@@ -257,6 +283,7 @@ TEST_CASE("LBFGS refuses bad options, parameters, closures and states with the r
   MG_REQUIRE_ERROR(LBFGS({w}, {.tolerance_grad = -1e-3}), "LBFGS: tolerance_grad must be >= 0");
   MG_REQUIRE_ERROR(LBFGS(Tensors{}), "LBFGS: got an empty parameter list");
   MG_REQUIRE_ERROR(LBFGS({w, w}), "LBFGS: parameter 1 appears twice");
+  MG_REQUIRE_ERROR(LBFGS({zeros({0}).requires_grad_()}), "LBFGS: every parameter has zero elements");
   MG_REQUIRE_ERROR(LBFGS({zeros({3})}), "LBFGS: parameter 0 must be a leaf tensor that requires grad");
   MG_REQUIRE_ERROR(LBFGS({zeros({3}, {.dtype = DType::I64})}), "it optimizes floating-point tensors");
   LBFGS opt({w});
@@ -286,6 +313,15 @@ TEST_CASE("LBFGS refuses bad options, parameters, closures and states with the r
   StateDict too_long = s;
   too_long.ints["history_length"] = 1000;
   MG_REQUIRE_ERROR(good.load_state_dict(too_long), "'history_length' 1000 must be in [0, history_size = 100]");
+  StateDict nan_ro = s;
+  nan_ro.floats["ro.0"] = std::nan("");
+  MG_REQUIRE_ERROR(good.load_state_dict(nan_ro), "LBFGS: 'ro.0' must be finite, got nan");
+  StateDict extra_float = s;
+  extra_float.floats["ro.77"] = 1.0;
+  MG_REQUIRE_ERROR(good.load_state_dict(extra_float), "LBFGS: unexpected float 'ro.77'");
+  StateDict extra_int = s;
+  extra_int.ints["step"] = 3;
+  MG_REQUIRE_ERROR(good.load_state_dict(extra_int), "LBFGS: unexpected integer 'step'");
   const int64_t evals = good.func_evals();
   MG_REQUIRE_ERROR(good.load_state_dict(extra), "unexpected tensor");
   CHECK(good.func_evals() == evals);  // a refused state changes nothing

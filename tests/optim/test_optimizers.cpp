@@ -1,7 +1,7 @@
 // SGD, Adam, AdamW, LAMB, RMSprop and Adagrad: the first five steps against PyTorch (LAMB against
 // its formula in torch tensor math): tools/reference/gen_optim_reference.py wrote
 // tests/data/reference/optim.txt with PyTorch 1.13, tools/reference/gen_torch_optim_extra.py wrote
-// optim_extra.txt (maximize, Adam's decoupled_weight_decay, RMSprop, Adagrad) with PyTorch 2.15
+// optim_extra.txt (maximize, Adam's decoupled_weight_decay, RMSprop, Adagrad, ..., Rprop) with PyTorch 2.15
 // (f64 to 1e-12, f32 to 2e-6 relative to each tensor's magnitude);
 // the multi-tensor path bit-identical to the per-parameter path; f16/bf16 parameters updated in
 // f32 and rounded once; skipped parameters; step counting; zero_grad; param groups; option errors.
@@ -151,6 +151,11 @@ std::unique_ptr<optim::Optimizer> make_full(int64_t kind, const Tensors& ps, boo
     case test::kAdadelta:
       return std::make_unique<optim::Adadelta>(
           ps, optim::AdadeltaOptions{.lr = 0.5, .rho = 0.8, .weight_decay = 0.02, .multi_tensor = multi_tensor});
+    case test::kRprop:
+      // A small eta range and tight step bounds, so growth, shrinking and both clamps occur.
+      return std::make_unique<optim::Rprop>(
+          ps, optim::RpropOptions{.lr = 0.02, .etas = {0.4, 1.6}, .step_sizes = {1e-3, 0.05}, .maximize = true,
+                                  .multi_tensor = multi_tensor});
     default:
       return std::make_unique<optim::LAMB>(ps, optim::LAMBOptions{.lr = 0.01, .multi_tensor = multi_tensor});
   }
@@ -160,7 +165,8 @@ std::unique_ptr<optim::Optimizer> make_full(int64_t kind, const Tensors& ps, boo
 constexpr int kSteps = 7;
 
 const char* kind_name(int64_t kind) {
-  static const char* names[] = {"SGD", "Adam", "AdamW", "LAMB", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta"};
+  static const char* names[] = {"SGD",   "Adam",  "AdamW", "LAMB",     "RMSprop", "Adagrad",
+                                "Adamax", "NAdam", "RAdam", "Adadelta", "Rprop"};
   return names[kind];
 }
 
@@ -189,7 +195,7 @@ TEST_CASE("optimizers: the first five steps match PyTorch (LAMB: its formula) in
   CHECK(run_reference_file("optim.txt", [](const test::ReferenceFile&, const std::string&) { return kRtolF32; }) == 17);
 }
 
-TEST_CASE("optimizers: maximize, Adam's decoupled_weight_decay, RMSprop, Adagrad, Adamax, NAdam, RAdam and Adadelta match PyTorch 2.15 in f64 and f32",
+TEST_CASE("optimizers: maximize, Adam's decoupled_weight_decay, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta and Rprop match PyTorch 2.15 in f64 and f32",
           "[optim]") {
   // Centered RMSprop divides by sqrt(sq - ga^2), a difference that cancels: PyTorch's own f32 run
   // of rmsprop_centered_momentum_maximize is 1.7e-6 off its f64 one in the momentum buffer, so f32
@@ -198,7 +204,7 @@ TEST_CASE("optimizers: maximize, Adam's decoupled_weight_decay, RMSprop, Adagrad
     const auto on = [&](const std::string& n) { return f.has(n) && f.f64_value(n) != 0.0; };
     return on(c + ".opt.centered") || on(c + ".group1.centered") ? 1e-5 : kRtolF32;
   };
-  CHECK(run_reference_file("optim_extra.txt", rtol) == 26);
+  CHECK(run_reference_file("optim_extra.txt", rtol) == 28);
 }
 
 TEST_CASE("optimizers: maximize ascends - the step is the minimizing step of the negated gradient", "[optim]") {

@@ -48,9 +48,9 @@ torch.set_default_dtype(torch.float64)
 F64 = torch.float64
 STEPS = 5
 KINDS = {"sgd": 0, "adam": 1, "adamw": 2, "lamb": 3, "rmsprop": 4, "adagrad": 5, "adamax": 6, "nadam": 7, "radam": 8,
-         "adadelta": 9}
+         "adadelta": 9, "rprop": 10}
 TORCH_CLASSES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "rmsprop": "RMSprop", "adagrad": "Adagrad",
-                 "adamax": "Adamax", "nadam": "NAdam", "radam": "RAdam", "adadelta": "Adadelta"}
+                 "adamax": "Adamax", "nadam": "NAdam", "radam": "RAdam", "adadelta": "Adadelta", "rprop": "Rprop"}
 
 
 def i64(v):
@@ -90,6 +90,10 @@ def torch_kwargs(kind, opt):
         kw[k] = bool(v) if k in ("nesterov", "amsgrad", "maximize", "centered", "decoupled_weight_decay") else v
     if "beta1" in opt:
         kw["betas"] = (opt["beta1"], opt["beta2"])
+    for ours, theirs in ((("etaminus", "etaplus"), "etas"), (("step_size_min", "step_size_max"), "step_sizes")):
+        if ours[0] in opt:
+            kw.pop(ours[0]), kw.pop(ours[1])
+            kw[theirs] = (opt[ours[0]], opt[ours[1]])
     if kind != "lamb":
         kw["foreach"] = False
     return kw
