@@ -48,7 +48,7 @@ int optimizer_buffers(const optim::Optimizer& opt) {
   if (opt.name() == "Adam" || opt.name() == "AdamW") return option("amsgrad") != 0.0 ? 3 : 2;
   if (opt.name() == "LAMB") return 2;
   if (opt.name() == "RMSprop") return 1 + (option("centered") != 0.0 ? 1 : 0) + (option("momentum") > 0.0 ? 1 : 0);
-  if (opt.name() == "Adagrad") return 1;
+  if (opt.name() == "Adagrad" || opt.name() == "ASGD") return 1;
   if (opt.name() == "Adamax" || opt.name() == "NAdam" || opt.name() == "RAdam" || opt.name() == "Adadelta" ||
       opt.name() == "Rprop") {
     return 2;

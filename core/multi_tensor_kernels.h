@@ -1,6 +1,6 @@
 // The hook through which a device backend provides fused multi-tensor kernels (DESIGN §5): the
 // unscale + inf/NaN check + gradient statistics pass, the steps of every optimizer in optim/
-// (SGD, Adam/AdamW, LAMB, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop) that also write the
+// (SGD, Adam/AdamW, LAMB, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD) that also write the
 // low-precision model copy, the deterministic L2 norm for clipping, and the one-thread loss scale
 // update. optim/ and amp/ call them for tensors on that device; cuda/kernels/multi_tensor.cu
 // registers the CUDA table from register_cuda_kernels().
@@ -46,7 +46,7 @@ struct MultiTensorStepArgs {
   // Adam {exp_avg, exp_avg_sq, max_exp_avg_sq}, LAMB {exp_avg, exp_avg_sq},
   // RMSprop {square_avg, grad_avg (centered), momentum_buffer (momentum > 0)}, Adagrad {sum},
   // Adamax {exp_avg, exp_inf}, RAdam {exp_avg, exp_avg_sq}, Adadelta {square_avg, acc_delta},
-  // Rprop {prev, step_size},
+  // Rprop {prev, step_size}, ASGD {ax, the [1] f64 eta and mu of the step},
   // NAdam {exp_avg, exp_avg_sq, the [1] f64 product of the mu's so far ("mu_product")}
   std::array<Tensors, 3> state;
   Tensors model;                  // empty, or per param the f16/bf16 model tensor set to round(param) in the same pass
@@ -57,7 +57,8 @@ struct MultiTensorStepArgs {
   // weight_decay; RmspropHyper: lr, alpha, eps, weight_decay, momentum; AdagradHyper: lr, lr_decay,
   // eps, weight_decay; AdamaxHyper and RadamHyper: lr, beta1, beta2, eps, weight_decay; NadamHyper:
   // those and momentum_decay; AdadeltaHyper: lr, rho, eps, weight_decay; RpropHyper: lr (which
-  // the kernel does not read), etaminus, etaplus, step_size_min, step_size_max); when set the kernels read these instead of the struct's, so a CUDA graph
+  // the kernel does not read), etaminus, etaplus, step_size_min, step_size_max; AsgdHyper: lr,
+  // lambd, alpha, t0, weight_decay); when set the kernels read these instead of the struct's, so a CUDA graph
   // replays with the lr a scheduler set since (the optimizer rewrites them before each replay).
   const double* hyper = nullptr;
 };
@@ -107,6 +108,10 @@ struct AdadeltaHyper {
   double lr, rho, eps, weight_decay;
   bool maximize;
 };
+struct AsgdHyper {
+  double lr, lambd, alpha, t0, weight_decay;
+  bool maximize;
+};
 struct RpropHyper {
   double etaminus, etaplus, step_size_min, step_size_max;
   bool maximize;
@@ -149,6 +154,10 @@ struct MultiTensorKernels {
   void (*adadelta)(const MultiTensorStepArgs& args, const AdadeltaHyper& h);
   // fn::RpropStep per element (no step-dependent scalar).
   void (*rprop)(const MultiTensorStepArgs& args, const RpropHyper& h);
+  // fn::AsgdStep per element with the parameter's eta and mu (state[1], state[2]), which a second
+  // launch then sets to fn::asgd_eta / fn::asgd_mu of t = *steps[i] + 1 unless *found_inf is set;
+  // call before count_steps.
+  void (*asgd)(const MultiTensorStepArgs& args, const AsgdHyper& h);
 };
 
 void set_multi_tensor_kernels(DeviceType type, const MultiTensorKernels* kernels);

@@ -436,6 +436,36 @@ struct RpropStep {
   }
 };
 
+// ASGD (torch.optim.ASGD: SGD with Polyak-Ruppert averaging and a decaying step, Polyak &
+// Juditsky 1992), per element with the parameter's eta and mu of this step:
+//   g = grad_sign * g + weight_decay * p;  p *= 1 - lambd * eta;  p -= eta * g
+//   ax = mu != 1 ? ax + (p - ax) * mu : p          ("ax", the average)
+template <typename T>
+struct AsgdStep {
+  T decay;    // 1 - lambd * eta
+  T neg_eta;  // -eta
+  T weight_decay;
+  T mu;
+  bool average;  // mu != 1
+  T grad_sign;
+  MG_HOST_DEVICE void operator()(T& p, T g, T& ax) const {
+    g = g * grad_sign;
+    if (weight_decay != T(0)) g = g + weight_decay * p;
+    p = p * decay;
+    p = p + neg_eta * g;  // ATen's add_(g, alpha = -eta)
+    ax = average ? ax + (p - ax) * mu : p;
+  }
+};
+// ASGD's eta and mu after update t (torch.optim.ASGD's formulas term for term, the products
+// rounded on their own: the host and the CUDA kernel agree up to pow's last bit).
+MG_HOST_DEVICE double asgd_eta(double lr, double lambd, double alpha, long long t) {
+  return lr / std::pow(1.0 + product_rounded(product_rounded(lambd, lr), double(t)), alpha);
+}
+MG_HOST_DEVICE double asgd_mu(double t0, long long t) {
+  const double since = double(t) - t0;
+  return 1.0 / (since > 1.0 ? since : 1.0);
+}
+
 // Sum of |x|^p for a p-norm (p = 2 and p = 1 without pow); the caller accumulates in f32 (f64
 // for f64 tensors).
 template <typename T>

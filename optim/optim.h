@@ -1,5 +1,5 @@
 // Everything in optim: the optimizers (SGD, Adam, AdamW, LAMB, RMSprop, Adagrad, Adamax, NAdam, RAdam,
-// Adadelta, Rprop, and LBFGS with its closure-driven step), learning-rate schedulers (SWALR for weight averaging among them) and gradient clipping. See docs/optim.md.
+// Adadelta, Rprop, ASGD, and LBFGS with its closure-driven step), learning-rate schedulers (SWALR for weight averaging among them) and gradient clipping. See docs/optim.md.
 //
 //   #include "optim/optim.h"
 //   mg::optim::AdamW opt(net.parameters(), {.lr = 1e-3, .weight_decay = 0.01});
@@ -8,6 +8,7 @@
 #include "mixgrad/optim/adagrad.h"
 #include "mixgrad/optim/adam.h"
 #include "mixgrad/optim/adamax.h"
+#include "mixgrad/optim/asgd.h"
 #include "mixgrad/optim/clip_grad.h"
 #include "mixgrad/optim/lamb.h"
 #include "mixgrad/optim/lbfgs.h"

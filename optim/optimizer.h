@@ -155,7 +155,8 @@ class Optimizer : public GraphParticipant {
   bool stepped_since(const StepMark& mark) const;
   // step_count() as it was at `mark` (one read of a device counter after device-decided steps).
   int64_t step_count_at(const StepMark& mark) const;
-  // "SGD", "Adam", "AdamW", "LAMB", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta", "Rprop".
+  // "SGD", "Adam", "AdamW", "LAMB", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta", "Rprop",
+  // "ASGD".
   const std::string& name() const { return name_; }
   // The state of parameter p, or nullptr before its first update.
   const ParamState* state(const Tensor& p) const;

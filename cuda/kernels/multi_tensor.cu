@@ -1,10 +1,11 @@
 // The fused multi-tensor kernels of mixed-precision training (core/multi_tensor_kernels.h) over
 // cuda/multi_tensor_apply.cuh: unscale + inf/NaN check + gradient statistics in one pass, SGD,
-// Adam/AdamW, LAMB, RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta and Rprop steps that update f32
+// Adam/AdamW, LAMB, RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta, Rprop and ASGD steps that update f32
 // masters and write the f16/bf16 model copy in the same pass, the deterministic L2 norm, the step
 // counters and the one-thread loss-scale update. The per-element math is the CPU's: the step
 // functors of optim/functors.h (fn::SgdStep, fn::AdamStep, ...) with their step scalars from the
-// same host/device functions (fn::bias_correction, fn::radam_scalars, fn::nadam_scalars), and
+// same host/device functions (fn::bias_correction, fn::radam_scalars, fn::nadam_scalars,
+// fn::asgd_eta), and
 // fn::loss_scale_update (optim/loss_scale_update.h), header-only functors both compilers read.
 //
 // Decision: the scaler's values (scale, found-inf flag, statistics, step counters) stay on the
@@ -486,6 +487,39 @@ struct RpropChunk {
   }
 };
 
+// ASGD: lr, lambd, alpha, t0, weight_decay (AsgdHyper's doubles, in order).
+__device__ __forceinline__ AsgdHyper load_hyper(AsgdHyper h, const double* d) {
+  if (d) {
+    h.lr = d[0];
+    h.lambd = d[1];
+    h.alpha = d[2];
+    h.t0 = d[3];
+    h.weight_decay = d[4];
+  }
+  return h;
+}
+
+// ASGD: the parameter's eta and mu of this step (addr[3], addr[4]: [1] f64), which
+// asgd_commit_kernel advances after every block has read them.
+template <typename P, typename M>
+struct AsgdChunk {
+  AsgdHyper hv;
+  const float* found_inf;
+  const double* hyper;
+  __device__ void operator()(const MtaArgs<6>& a, MtaChunk c) const {
+    if (skip_step(found_inf)) return;
+    const AsgdHyper h = load_hyper(hv, hyper);
+    using T = opmath_t<P>;
+    const double eta = *static_cast<const double*>(a.addr[3][c.slot]);
+    const double mu = *static_cast<const double*>(a.addr[4][c.slot]);
+    const fn::AsgdStep<T> f{T(1.0 - fn::product_rounded(h.lambd, eta)), T(-eta), T(h.weight_decay), T(mu), mu != 1.0,
+                            T(h.maximize ? -1.0 : 1.0)};
+    const P* g = static_cast<const P*>(a.addr[1][c.slot]);
+    T* ax = static_cast<T*>(a.addr[2][c.slot]);
+    update_params<P, M>(a, c, [&](T& pi, int64_t i) { f(pi, T(g[i]), ax[i]); });
+  }
+};
+
 void* ptr_or_null(const Tensors& list, std::size_t i) {
   return i < list.size() && list[i].defined() ? list[i].data_ptr() : nullptr;
 }
@@ -681,6 +715,49 @@ void rprop_cuda(const MultiTensorStepArgs& args, const RpropHyper& h) {
   step_cuda<RpropChunk>(args, h, "Rprop");
 }
 
+// ASGD's eta and mu after the step kernel: those of update t = *step + 1 (the count not yet
+// advanced) unless the step is skipped.
+struct AsgdScalarPointers {
+  double* eta[64];
+  double* mu[64];
+  const int64_t* step[64];
+  int n;
+};
+
+__global__ void asgd_commit_kernel(AsgdScalarPointers s, AsgdHyper hv, const double* hyper, const float* found_inf) {
+  if (skip_step(found_inf)) return;
+  const AsgdHyper h = load_hyper(hv, hyper);
+  for (int i = threadIdx.x; i < s.n; i += blockDim.x) {
+    const long long t = *s.step[i] + 1;
+    *s.eta[i] = fn::asgd_eta(h.lr, h.lambd, h.alpha, t);
+    *s.mu[i] = fn::asgd_mu(h.t0, t);
+  }
+}
+
+void asgd_cuda(const MultiTensorStepArgs& args, const AsgdHyper& h) {
+  const std::size_t n = args.params.size();
+  MG_ASSERT(args.state[0].size() == n && args.state[1].size() == n && args.state[2].size() == n,
+            "ASGD: ax, eta and mu per parameter");
+  for (std::size_t j = 1; j <= 2; ++j) {
+    for (const Tensor& t : args.state[j]) {
+      MG_ASSERT(t.defined() && t.dtype() == DType::F64 && t.numel() == 1, "ASGD: eta and mu must be [1] f64 tensors");
+    }
+  }
+  step_cuda<AsgdChunk>(args, h, "ASGD");
+  LaunchContext ctx(device_of(args.params));
+  for (std::size_t b = 0; b < n; b += 64) {
+    AsgdScalarPointers s{};
+    s.n = int(std::min<std::size_t>(64, n - b));
+    for (int i = 0; i < s.n; ++i) {
+      s.eta[i] = args.state[1][b + std::size_t(i)].data<double>();
+      s.mu[i] = args.state[2][b + std::size_t(i)].data<double>();
+      s.step[i] = args.steps[b + std::size_t(i)];
+    }
+    asgd_commit_kernel<<<1, 64, 0, ctx.stream>>>(s, h, args.hyper, args.found_inf);
+    MG_CUDA_CHECK_LAUNCH("asgd_commit_kernel");
+  }
+}
+
 // NAdam's products after the step kernel: mu_product *= mu_t (t = *step + 1, the count not yet
 // advanced) unless the step is skipped; the same product the step kernel used (fn::nadam_scalars).
 struct NadamProducts {
@@ -815,7 +892,7 @@ void scale_update_cuda(void* state, const void* rule, float* found_inf, int32_t*
 const MultiTensorKernels kTable{&unscale_cuda,      &sgd_cuda,          &adam_cuda,    &lamb_cuda,
                                 &count_steps_cuda,  &l2_norm_cuda,      &scale_update_cuda, &rmsprop_cuda,
                                 &adagrad_cuda,      &adamax_cuda,       &radam_cuda,   &nadam_cuda,
-                                &adadelta_cuda,     &rprop_cuda};
+                                &adadelta_cuda,     &rprop_cuda,        &asgd_cuda};
 
 }  // namespace
 

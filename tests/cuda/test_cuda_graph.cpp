@@ -32,6 +32,7 @@
 #include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/adamax.h"
+#include "optim/asgd.h"
 #include "optim/functors.h"
 #include "optim/lamb.h"
 #include "optim/nadam.h"
@@ -265,7 +266,7 @@ TEST_CASE("CUDA graph: RMSprop and Adagrad with an lr changed before every repla
   test::require_no_pending_cuda_error();
 }
 
-TEST_CASE("CUDA graph: Adamax, RAdam, NAdam, Adadelta and Rprop with an lr changed before every replay equal the eager steps",
+TEST_CASE("CUDA graph: Adamax, RAdam, NAdam, Adadelta, Rprop and ASGD with an lr changed before every replay equal the eager steps",
           "[cuda][gpu][graph]") {
   // Their step scalars come from the device step count (and NAdam's device mu_product) in every replay;
   // RAdam's rectification starts at step 6 of the 8.
@@ -297,6 +298,10 @@ TEST_CASE("CUDA graph: Adamax, RAdam, NAdam, Adadelta and Rprop with an lr chang
   captured_equals_eager<optim::Rprop>(
       10, [](int i) { return 1e-2 * (1.0 + 0.25 * i); },
       [](const Tensors& p, double lr) { return std::make_unique<optim::Rprop>(p, optim::RpropOptions{.lr = lr, .step_sizes = {1e-4, 0.02}}); });
+  // ASGD's eta follows each replay's lr on the device, and its average starts at update 4.
+  captured_equals_eager<optim::ASGD>(
+      11, [](int i) { return 1e-2 * (1.0 + 0.25 * i); },
+      [](const Tensors& p, double lr) { return std::make_unique<optim::ASGD>(p, optim::ASGDOptions{.lr = lr, .lambd = 0.05, .t0 = 2}); });
   test::require_no_pending_cuda_error();
 }
 

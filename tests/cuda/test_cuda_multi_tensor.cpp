@@ -41,6 +41,7 @@
 #include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/adamax.h"
+#include "optim/asgd.h"
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"
 #include "optim/nadam.h"
@@ -145,8 +146,8 @@ TEST_CASE("fused CUDA unscale equals the CPU pass bit for bit (NaN payloads asid
 TEST_CASE("a step the device found-inf flag skips changes nothing, and the next one is the CPU's first",
           "[cuda][gpu][optim]") {
   // SGD with momentum, AdamW, RMSprop centered with momentum, Adagrad with lr decay, Adamax, RAdam,
-  // NAdam (decoupled), Adadelta, Rprop
-  for (int kind = 0; kind < 9; ++kind) {
+  // NAdam (decoupled), Adadelta, Rprop, ASGD (averaging from its first update)
+  for (int kind = 0; kind < 10; ++kind) {
     INFO("optimizer " << kind);
     auto make = [&](const Tensors& ps) -> std::unique_ptr<optim::Optimizer> {
       switch (kind) {
@@ -160,7 +161,9 @@ TEST_CASE("a step the device found-inf flag skips changes nothing, and the next 
         // NAdam: nor the product of the mu's its coefficients read.
         case 6: return std::make_unique<optim::NAdam>(ps, optim::NAdamOptions{.lr = 0.01, .weight_decay = 0.1, .decoupled_weight_decay = true});
         case 7: return std::make_unique<optim::Adadelta>(ps, optim::AdadeltaOptions{.lr = 0.5, .weight_decay = 0.1});
-        default: return std::make_unique<optim::Rprop>(ps, optim::RpropOptions{.lr = 0.05, .etas = {0.3, 1.5}});
+        case 8: return std::make_unique<optim::Rprop>(ps, optim::RpropOptions{.lr = 0.05, .etas = {0.3, 1.5}});
+        // ASGD: nor its eta and mu.
+        default: return std::make_unique<optim::ASGD>(ps, optim::ASGDOptions{.lr = 0.05, .lambd = 0.1, .t0 = 0});
       }
     };
     manual_seed(3);

@@ -60,6 +60,8 @@ inline std::vector<OptimCase> optim_cases() {
       {"Adadelta rho weight_decay", kAdadelta, {{"lr", 0.5}, {"rho", 0.8}, {"weight_decay", 0.02}}},
       {"Rprop", kRprop, {{"lr", 1e-2}}},
       {"Rprop etas step sizes maximize", kRprop, {{"lr", 0.05}, {"etaminus", 0.3}, {"etaplus", 1.5}, {"step_size_min", 1e-3}, {"step_size_max", 0.1}, {"maximize", 1}}},
+      {"ASGD averaging from step 2 weight_decay", kASGD, {{"lr", 0.05}, {"lambd", 0.1}, {"alpha", 0.5}, {"t0", 2}, {"weight_decay", 0.05}}},
+      {"ASGD maximize", kASGD, {{"lr", 0.1}, {"maximize", 1}}},
   };
 }
 

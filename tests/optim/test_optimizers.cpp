@@ -1,7 +1,7 @@
 // SGD, Adam, AdamW, LAMB, RMSprop and Adagrad: the first five steps against PyTorch (LAMB against
 // its formula in torch tensor math): tools/reference/gen_optim_reference.py wrote
 // tests/data/reference/optim.txt with PyTorch 1.13, tools/reference/gen_torch_optim_extra.py wrote
-// optim_extra.txt (maximize, Adam's decoupled_weight_decay, RMSprop, Adagrad, ..., Rprop) with PyTorch 2.15
+// optim_extra.txt (maximize, Adam's decoupled_weight_decay, RMSprop, Adagrad, ..., Rprop, ASGD) with PyTorch 2.15
 // (f64 to 1e-12, f32 to 2e-6 relative to each tensor's magnitude);
 // the multi-tensor path bit-identical to the per-parameter path; f16/bf16 parameters updated in
 // f32 and rounded once; skipped parameters; step counting; zero_grad; param groups; option errors.
@@ -75,9 +75,13 @@ void run_reference_case(const test::ReferenceFile& f, const std::string& c, DTyp
     int stored = 0;
     for (const std::string& n : f.names()) {
       if (n.rfind(prefix, 0) != 0 || n == prefix + "step") continue;
-      ++stored;
       const std::string buf = n.substr(prefix.size());
       INFO(dtype_name(dtype) << " state " << n);
+      if (st->scalars.count(buf)) {  // a per-parameter scalar (ASGD's eta, mu): a double on both sides
+        CHECK(st->scalars.at(buf) == Approx(f.f64_value(n)).epsilon(1e-14));
+        continue;
+      }
+      ++stored;
       REQUIRE(st->buffers.count(buf) == 1);
       const Tensor& b = st->buffers.at(buf);
       CHECK(b.dtype() == dtype);  // f32 state for f32, f64 for f64
@@ -156,6 +160,11 @@ std::unique_ptr<optim::Optimizer> make_full(int64_t kind, const Tensors& ps, boo
       return std::make_unique<optim::Rprop>(
           ps, optim::RpropOptions{.lr = 0.02, .etas = {0.4, 1.6}, .step_sizes = {1e-3, 0.05}, .maximize = true,
                                   .multi_tensor = multi_tensor});
+    case test::kASGD:
+      // t0 = 3: the average starts within the steps; lambd large enough that the decay shows.
+      return std::make_unique<optim::ASGD>(
+          ps, optim::ASGDOptions{.lr = 0.05, .lambd = 0.2, .alpha = 0.6, .t0 = 3, .weight_decay = 0.01,
+                                 .multi_tensor = multi_tensor});
     default:
       return std::make_unique<optim::LAMB>(ps, optim::LAMBOptions{.lr = 0.01, .multi_tensor = multi_tensor});
   }
@@ -166,7 +175,7 @@ constexpr int kSteps = 7;
 
 const char* kind_name(int64_t kind) {
   static const char* names[] = {"SGD",   "Adam",  "AdamW", "LAMB",     "RMSprop", "Adagrad",
-                                "Adamax", "NAdam", "RAdam", "Adadelta", "Rprop"};
+                                "Adamax", "NAdam", "RAdam", "Adadelta", "Rprop", "ASGD"};
   return names[kind];
 }
 
@@ -195,7 +204,7 @@ TEST_CASE("optimizers: the first five steps match PyTorch (LAMB: its formula) in
   CHECK(run_reference_file("optim.txt", [](const test::ReferenceFile&, const std::string&) { return kRtolF32; }) == 17);
 }
 
-TEST_CASE("optimizers: maximize, Adam's decoupled_weight_decay, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta and Rprop match PyTorch 2.15 in f64 and f32",
+TEST_CASE("optimizers: maximize, Adam's decoupled_weight_decay, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop and ASGD match PyTorch 2.15 in f64 and f32",
           "[optim]") {
   // Centered RMSprop divides by sqrt(sq - ga^2), a difference that cancels: PyTorch's own f32 run
   // of rmsprop_centered_momentum_maximize is 1.7e-6 off its f64 one in the momentum buffer, so f32
@@ -204,7 +213,7 @@ TEST_CASE("optimizers: maximize, Adam's decoupled_weight_decay, RMSprop, Adagrad
     const auto on = [&](const std::string& n) { return f.has(n) && f.f64_value(n) != 0.0; };
     return on(c + ".opt.centered") || on(c + ".group1.centered") ? 1e-5 : kRtolF32;
   };
-  CHECK(run_reference_file("optim_extra.txt", rtol) == 28);
+  CHECK(run_reference_file("optim_extra.txt", rtol) == 30);
 }
 
 TEST_CASE("optimizers: maximize ascends - the step is the minimizing step of the negated gradient", "[optim]") {

@@ -48,9 +48,9 @@ torch.set_default_dtype(torch.float64)
 F64 = torch.float64
 STEPS = 5
 KINDS = {"sgd": 0, "adam": 1, "adamw": 2, "lamb": 3, "rmsprop": 4, "adagrad": 5, "adamax": 6, "nadam": 7, "radam": 8,
-         "adadelta": 9, "rprop": 10}
+         "adadelta": 9, "rprop": 10, "asgd": 11}
 TORCH_CLASSES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "rmsprop": "RMSprop", "adagrad": "Adagrad",
-                 "adamax": "Adamax", "nadam": "NAdam", "radam": "RAdam", "adadelta": "Adadelta", "rprop": "Rprop"}
+                 "adamax": "Adamax", "nadam": "NAdam", "radam": "RAdam", "adadelta": "Adadelta", "rprop": "Rprop", "asgd": "ASGD"}
 
 
 def i64(v):
