@@ -56,8 +56,8 @@ struct MultiTensorStepArgs {
   // momentum, dampening, weight_decay; AdamHyper and LambHyper: lr, beta1, beta2, eps,
   // weight_decay; RmspropHyper: lr, alpha, eps, weight_decay, momentum; AdagradHyper: lr, lr_decay,
   // eps, weight_decay; AdamaxHyper and RadamHyper: lr, beta1, beta2, eps, weight_decay; NadamHyper:
-  // those and momentum_decay; AdadeltaHyper: lr, rho, eps, weight_decay; RpropHyper: lr (which
-  // the kernel does not read), etaminus, etaplus, step_size_min, step_size_max; AsgdHyper: lr,
+  // those and momentum_decay; AdadeltaHyper: lr, rho, eps, weight_decay; RpropHyper: lr (each
+  // step size's value before the first update), etaminus, etaplus, step_size_min, step_size_max; AsgdHyper: lr,
   // lambd, alpha, t0, weight_decay); when set the kernels read these instead of the struct's, so a CUDA graph
   // replays with the lr a scheduler set since (the optimizer rewrites them before each replay).
   const double* hyper = nullptr;
@@ -113,7 +113,7 @@ struct AsgdHyper {
   bool maximize;
 };
 struct RpropHyper {
-  double etaminus, etaplus, step_size_min, step_size_max;
+  double lr, etaminus, etaplus, step_size_min, step_size_max;
   bool maximize;
 };
 
@@ -152,9 +152,10 @@ struct MultiTensorKernels {
   void (*nadam)(const MultiTensorStepArgs& args, const NadamHyper& h);
   // fn::AdadeltaStep per element (no step-dependent scalar).
   void (*adadelta)(const MultiTensorStepArgs& args, const AdadeltaHyper& h);
-  // fn::RpropStep per element (no step-dependent scalar).
+  // fn::RpropStep per element; a parameter's first update (*steps[i] == 0) starts every step size at lr.
   void (*rprop)(const MultiTensorStepArgs& args, const RpropHyper& h);
-  // fn::AsgdStep per element with the parameter's eta and mu (state[1], state[2]), which a second
+  // fn::AsgdStep per element with the parameter's eta and mu (state[1], state[2]; lr and 1 at its
+  // first update, *steps[i] == 0), which a second
   // launch then sets to fn::asgd_eta / fn::asgd_mu of t = *steps[i] + 1 unless *found_inf is set;
   // call before count_steps.
   void (*asgd)(const MultiTensorStepArgs& args, const AsgdHyper& h);

@@ -14,19 +14,23 @@ namespace mg::optim {
 
 namespace {
 
-// The step's scalars of one parameter: eta and mu before it (the state's, or lr and 1 at first).
+// The step's scalars of one parameter: eta and mu before it. lr and 1 at its first update (step
+// count 0); else the state's, or, for a state saved without them, those of its step count and the
+// group's current options (as NAdam rebuilds its mu_product).
 struct AsgdScalars {
   double eta, mu;
 };
 
 AsgdScalars scalars_of(const ParamState& st, const ASGDOptions& o) {
+  if (st.step == 0) return {o.lr, 1.0};
   const auto eta = st.scalars.find("eta"), mu = st.scalars.find("mu");
-  return {eta != st.scalars.end() ? eta->second : o.lr, mu != st.scalars.end() ? mu->second : 1.0};
+  return {eta != st.scalars.end() ? eta->second : fn::asgd_eta(o.lr, o.lambd, o.alpha, st.step),
+          mu != st.scalars.end() ? mu->second : fn::asgd_mu(o.t0, st.step)};
 }
 
 template <typename T>
 fn::AsgdStep<T> asgd_step(const ASGDOptions& o, const AsgdScalars& c) {
-  return {T(1.0 - o.lambd * c.eta), T(-c.eta), T(o.weight_decay), T(c.mu), c.mu != 1.0, T(o.maximize ? -1.0 : 1.0)};
+  return {T(1.0 - fn::product_rounded(o.lambd, c.eta)), T(-c.eta), T(o.weight_decay), T(c.mu), c.mu != 1.0, T(o.maximize ? -1.0 : 1.0)};
 }
 
 template <typename P>
@@ -49,7 +53,7 @@ void asgd_generic(const Tensor& param, const Tensor& grad, Tensor ax, DType opma
   Tensor g = to(grad, opmath);
   if (o.maximize) g = neg(g);
   if (o.weight_decay != 0.0) g = add(g, p, o.weight_decay);
-  p.mul_(1.0 - o.lambd * c.eta);
+  p.mul_(1.0 - fn::product_rounded(o.lambd, c.eta));
   p.add_(g, -c.eta);
   if (c.mu != 1.0) ax.add_(sub(p, ax) * c.mu);
   else ax.copy_(p);
@@ -76,8 +80,8 @@ void ASGD::check_options(const OptionMap& m) const {
   const ASGDOptions o = options_from_map<ASGDOptions>(m, "ASGD");
   MG_CHECK(o.lr >= 0.0, Error, "ASGD: lr must be >= 0, got ", o.lr);
   MG_CHECK(o.lambd >= 0.0, Error, "ASGD: lambd must be >= 0, got ", o.lambd);
-  MG_CHECK(std::isfinite(o.alpha), Error, "ASGD: alpha must be finite, got ", o.alpha);
-  MG_CHECK(std::isfinite(o.t0), Error, "ASGD: t0 must be finite, got ", o.t0);
+  MG_CHECK(std::isfinite(o.alpha) && o.alpha >= 0.0, Error, "ASGD: alpha must be finite and >= 0, got ", o.alpha);
+  MG_CHECK(!std::isnan(o.t0), Error, "ASGD: t0 must not be NaN (inf: never average)");
   MG_CHECK(o.weight_decay >= 0.0, Error, "ASGD: weight_decay must be >= 0, got ", o.weight_decay);
 }
 
@@ -86,8 +90,9 @@ void ASGD::step_group(ParamGroup& group) {
   const std::vector<Work> work = collect(group);
   MultiTensorStepArgs args;
   if (const MultiTensorKernels* k = fused_step_args(group, work, args)) {
-    // eta and mu live on the device from the parameter's first fused update on, made then from the
-    // host values (current: the device step counter is made in the same call).
+    // eta and mu live on the device from the parameter's first fused step on, made then from the
+    // host values (current: the device step counter is made in the same call); the kernel uses lr
+    // and 1 instead while the parameter has had no update.
     for (const Work& w : work) {
       ParamState& st = *w.state;
       args.state[0].push_back(buffer(w, "ax", /*zero=*/true));

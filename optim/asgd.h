@@ -5,9 +5,10 @@
 //   p *= 1 - lambd * eta;  p -= eta * g
 //   ax = mu != 1 ? ax + (p - ax) * mu : p
 //   then eta = lr / (1 + lambd lr t)^alpha,  mu = 1 / max(1, t - t0)
-// eta (starting at lr) and mu (starting at 1) are each parameter's scalar state, in double (saved
-// as the floats state.<i>.eta / .mu); PyTorch keeps them as tensors of its default dtype, f32
-// unless set otherwise. "ax" is in f32 (f64 for f64 parameters); f16/bf16 parameters are updated
+// eta (lr at the parameter's first update) and mu (1 then) are each parameter's scalar state, in
+// double (saved as the floats state.<i>.eta / .mu; a state saved without them takes those of its
+// step count and the group's options, where PyTorch's load raises a KeyError); PyTorch keeps them
+// as tensors of its default dtype, f32 unless set otherwise. "ax" is in f32 (f64 for f64 parameters); f16/bf16 parameters are updated
 // in f32 and rounded once. The average is for reading (opt.state(p)->buffers.at("ax")), e.g. to
 // evaluate with; the parameters themselves follow plain SGD. On the CPU, fused chunk loops
 // (optim/functors.h); on CUDA the fused multi-tensor kernel (the same functor, eta and mu on the
@@ -26,8 +27,8 @@ namespace mg::optim {
 struct ASGDOptions {
   double lr = 1e-2;           // >= 0
   double lambd = 1e-4;        // decay term, >= 0
-  double alpha = 0.75;        // power of the eta decay
-  double t0 = 1e6;            // the update after which averaging starts
+  double alpha = 0.75;        // power of the eta decay, >= 0
+  double t0 = 1e6;            // the update after which averaging starts (inf: never)
   double weight_decay = 0.0;  // L2, added to the gradient
   bool maximize = false;      // ascend: the gradient is negated first
   bool multi_tensor = true;   // update a group in one pass over all its tensors (bit-identical)

@@ -77,12 +77,15 @@ void Rprop::check_options(const OptionMap& m) const {
 void Rprop::step_group(ParamGroup& group) {
   const RpropOptions o = options_from_map<RpropOptions>(group.options, name());
   const std::vector<Work> work = collect(group);
-  // Every step size starts at the group's lr when the parameter's state is made (as PyTorch's).
+  // Every step size starts at the group's lr of the parameter's first update, as PyTorch's. On the
+  // fused CUDA path the kernel seeds it (a step the device skips makes the buffers but is no
+  // update: a scheduler may change lr before the first real one); here while no update ran.
   const auto buffers = [&](const Work& w) {
-    bool created = false;
-    Tensor size = buffer(w, "step_size", /*zero=*/false, &created);
-    if (created) size.fill_(o.lr);
+    Tensor size = buffer(w, "step_size", /*zero=*/true);  // never uninitialised memory in a saved state
     return std::pair{buffer(w, "prev", /*zero=*/true), size};
+  };
+  const auto seed = [&](const Work& w, Tensor& size) {
+    if (w.state->step == 0) size.fill_(o.lr);
   };
   MultiTensorStepArgs args;
   if (const MultiTensorKernels* k = fused_step_args(group, work, args)) {
@@ -91,7 +94,7 @@ void Rprop::step_group(ParamGroup& group) {
       args.state[0].push_back(prev);
       args.state[1].push_back(size);
     }
-    k->rprop(args, {.etaminus = o.etas.first, .etaplus = o.etas.second, .step_size_min = o.step_sizes.first,
+    k->rprop(args, {.lr = o.lr, .etaminus = o.etas.first, .etaplus = o.etas.second, .step_size_min = o.step_sizes.first,
                     .step_size_max = o.step_sizes.second, .maximize = o.maximize});
     finish_fused_step(work, k, args);
     return;
@@ -101,6 +104,7 @@ void Rprop::step_group(ParamGroup& group) {
   if (use_generic_path(params)) {
     for (const Work& w : work) {
       auto [prev, size] = buffers(w);
+      seed(w, size);
       ++w.state->step;
       rprop_generic(w.param, w.grad, prev, size, opmath_dtype(w), o);
     }
@@ -110,6 +114,7 @@ void Rprop::step_group(ParamGroup& group) {
   for (const Work& w : work) {
     TensorSlot slot = slot_of(w);
     auto [prev, size] = buffers(w);
+    seed(w, size);
     slot.state[0] = prev.data_ptr();
     slot.state[1] = size.data_ptr();
     slots.push_back(slot);

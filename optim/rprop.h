@@ -5,7 +5,7 @@
 //   step_size = clamp(step_size * (s > 0 ? etaplus : s < 0 ? etaminus : 1), step_size_min, step_size_max)
 //   s < 0: g = 0  (no move this step, and none counted as a flip the next)
 //   p -= sign(g) * step_size;  prev = g
-// State: "prev" (zero at first) and "step_size" (lr at first), in f32 (f64 for f64 parameters);
+// State: "prev" (zero at first) and "step_size" (the group's lr at the parameter's first update), in f32 (f64 for f64 parameters);
 // f16/bf16 parameters are updated in f32 and rounded once. A NaN gradient element leaves its
 // parameter and step size unchanged (ATen's sign of NaN is 0), as PyTorch's. Full-batch by design:
 // with noisy minibatch gradients the signs flip at random. On the CPU, fused chunk loops
@@ -53,8 +53,8 @@ class Rprop final : public Optimizer {
   std::vector<std::string> buffer_names() const override { return {"prev", "step_size"}; }
   std::vector<std::string> buffers_of_every_step() const override { return {"prev", "step_size"}; }
   bool has_fused_step() const override { return true; }
-  // lr only seeds new step sizes (on the host), but a scheduler may change it between CUDA graph
-  // replays: listed here it is not part of what a capture bakes in.
+  // lr only seeds the step sizes at a parameter's first update (the kernel reads it then), and a
+  // scheduler may change it between CUDA graph replays.
   std::vector<std::string> device_option_names() const override {
     return {"lr", "etaminus", "etaplus", "step_size_min", "step_size_max"};
   }

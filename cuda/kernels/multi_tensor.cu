@@ -457,10 +457,11 @@ struct AdadeltaChunk {
   }
 };
 
-// Rprop: lr (unused: it only seeds new step sizes, on the host), etaminus, etaplus, step_size_min,
+// Rprop: lr (the step sizes' value before the first update), etaminus, etaplus, step_size_min,
 // step_size_max.
 __device__ __forceinline__ RpropHyper load_hyper(RpropHyper h, const double* d) {
   if (d) {
+    h.lr = d[0];
     h.etaminus = d[1];
     h.etaplus = d[2];
     h.step_size_min = d[3];
@@ -483,7 +484,12 @@ struct RpropChunk {
     const P* g = static_cast<const P*>(a.addr[1][c.slot]);
     T* prev = static_cast<T*>(a.addr[2][c.slot]);
     T* size = static_cast<T*>(a.addr[3][c.slot]);
-    update_params<P, M>(a, c, [&](T& pi, int64_t i) { f(pi, T(g[i]), prev[i], size[i]); });
+    // The first update seeds the step sizes with its lr (skipped steps made the buffer, no update).
+    const bool first = *a.step[c.slot] == 0;
+    update_params<P, M>(a, c, [&](T& pi, int64_t i) {
+      if (first) size[i] = T(h.lr);
+      f(pi, T(g[i]), prev[i], size[i]);
+    });
   }
 };
 
@@ -510,8 +516,10 @@ struct AsgdChunk {
     if (skip_step(found_inf)) return;
     const AsgdHyper h = load_hyper(hv, hyper);
     using T = opmath_t<P>;
-    const double eta = *static_cast<const double*>(a.addr[3][c.slot]);
-    const double mu = *static_cast<const double*>(a.addr[4][c.slot]);
+    // The first update (step count 0) starts from lr and 1, whatever skipped steps left there.
+    const bool first = *a.step[c.slot] == 0;
+    const double eta = first ? h.lr : *static_cast<const double*>(a.addr[3][c.slot]);
+    const double mu = first ? 1.0 : *static_cast<const double*>(a.addr[4][c.slot]);
     const fn::AsgdStep<T> f{T(1.0 - fn::product_rounded(h.lambd, eta)), T(-eta), T(h.weight_decay), T(mu), mu != 1.0,
                             T(h.maximize ? -1.0 : 1.0)};
     const P* g = static_cast<const P*>(a.addr[1][c.slot]);

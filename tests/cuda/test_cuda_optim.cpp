@@ -226,6 +226,35 @@ TEST_CASE("CUDA SGD: a state saved while every step was skipped starts momentum 
   test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("CUDA: a first step the device flag skips, then an lr change, steps as on the CPU for every optimizer",
+          "[cuda][gpu][optim]") {
+  // The fused path makes the state at the skipped step (the CPU path makes none): what a first
+  // update takes from the lr (Rprop's step sizes, ASGD's eta) must come from the real one.
+  for (const test::OptimCase& c : test::optim_cases()) {
+    INFO(c.name);
+    Generator gen(78);
+    const Tensor w0 = randn({500}, {}, &gen);
+    Tensor cw = clone(w0).requires_grad_();
+    Tensor dw = w0.to(gpu()).requires_grad_();
+    auto cpu = test::make_optimizer(c.kind, {{{cw}, c.options}});
+    auto dev = test::make_optimizer(c.kind, {{{dw}, c.options}});
+    for (int s = 0; s < 4; ++s) {
+      const Tensor g = randn({500}, {}, &gen);
+      cw.set_grad(clone(g));
+      dw.set_grad(g.to(gpu()));
+      const double flag = s == 0 ? 1.0 : 0.0;
+      cpu->step_unless_found_inf(full({1}, flag, {.dtype = DType::F32}));
+      dev->step_unless_found_inf(full({1}, flag, {.dtype = DType::F32, .device = gpu()}));
+      if (s == 0) {
+        for (auto* o : {cpu.get(), dev.get()}) o->param_groups()[0].set_lr(2.5 * o->param_groups()[0].lr());
+      }
+    }
+    CHECK(test::path_rel_error(dw.detach().to(Device::cpu()), cw.detach()) <= 16 * 5.96e-8);
+    CHECK(dev->state(dw)->step == 3);
+  }
+  test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("CUDA: a group whose parameters with gradients span devices on some steps only steps as on the CPU",
           "[cuda][gpu][optim]") {
   // Parameter a on the GPU has a gradient every step, b on the CPU every other step: the group

@@ -533,6 +533,40 @@ TEST_CASE("optimizers: Adagrad starts each group's sums at that group's initial_
   CHECK(test::values(b)[0] == Approx(-0.5 * 0.5 / std::sqrt(1.25)).epsilon(1e-6));
 }
 
+TEST_CASE("ASGD: a state saved without eta and mu continues from its step count, and bad options are refused",
+          "[optim]") {
+  const optim::ASGDOptions o{.lr = 0.1, .lambd = 0.05, .alpha = 0.5, .t0 = 2};
+  Tensor a = from_vector<double>({1.0, -2.0, 0.5}, {3}).requires_grad_();
+  Tensor b = from_vector<double>({1.0, -2.0, 0.5}, {3}).requires_grad_();
+  optim::ASGD whole({a}, o), resumed({b}, o);
+  const auto grad_at = [](int s) { return from_vector<double>({0.3 * s, -0.1, 0.2 - 0.05 * s}, {3}); };
+  for (int s = 0; s < 5; ++s) {
+    a.set_grad(grad_at(s));
+    whole.step();
+    b.set_grad(grad_at(s));
+    resumed.step();
+  }
+  StateDict saved = resumed.state_dict();
+  REQUIRE(saved.floats.erase("state.0.eta") == 1);
+  REQUIRE(saved.floats.erase("state.0.mu") == 1);
+  optim::ASGD loaded({b}, o);
+  loaded.load_state_dict(saved);
+  for (int s = 5; s < 8; ++s) {
+    a.set_grad(grad_at(s));
+    whole.step();
+    b.set_grad(grad_at(s));
+    loaded.step();
+  }
+  CHECK(test::bits_equal(a.detach(), b.detach()));
+  CHECK(test::bits_equal(whole.state(a)->buffers.at("ax"), loaded.state(b)->buffers.at("ax")));
+  MG_REQUIRE_ERROR(optim::ASGD({a}, {.alpha = -0.5}), "ASGD: alpha must be finite and >= 0, got -0.5");
+  MG_REQUIRE_ERROR(optim::ASGD({a}, {.t0 = std::nan("")}), "ASGD: t0 must not be NaN");
+  optim::ASGD never({a}, {.t0 = INFINITY});  // inf: never average, as PyTorch allows
+  a.set_grad(grad_at(1));
+  never.step();
+  CHECK(never.state(a)->scalars.at("mu") == 1.0);
+}
+
 TEST_CASE("NAdam keeps PyTorch's per-parameter mu_product: a changed beta1 multiplies into it, a state dict carries it",
           "[optim]") {
   Tensor a = ones({3}).requires_grad_();
