@@ -160,20 +160,23 @@ TEST_CASE("LBFGS fits least squares as PyTorch's does, in f64 and in f32", "[opt
                            .line_search = c.line_search});
     const LBFGS::Closure closure = closure_of(opt, [&] { return p.loss(); });
     // f64: to rounding. f32: PyTorch keeps its curvature scalars (ys, ro, the two-loop
-    // coefficients) as f32 tensors, this optimizer in double, so PyTorch's f32 fit strays up to
-    // 5e-5 from its f64 one and ours stays within 1e-6 of it: checked against both.
+    // coefficients) as f32 tensors, this optimizer in double, so with the strong-Wolfe search
+    // PyTorch's f32 fit strays up to 5e-5 from its f64 one and ours stays within 1e-6 of it:
+    // checked against both. With the fixed step the f32 runs stop where the f32 loss stalls
+    // below tolerance_change, which its rounding decides (PyTorch's two evaluations early; ours
+    // there too in some builds, the sanitizer's among them): checked against PyTorch's only.
+    const bool wolfe = c.line_search == LineSearch::StrongWolfe;
     for (double want : c.losses) CHECK(opt.step(closure).item<double>() == Approx(want).epsilon(f64 ? 1e-10 : 2e-6));
-    // (PyTorch's f32 fixed-step run stops two evaluations early: its f32 loss stalls below tolerance_change.)
-    if (f64 || c.line_search == LineSearch::StrongWolfe) CHECK(opt.func_evals() == c.evals);
+    if (f64 || wolfe) CHECK(opt.func_evals() == c.evals);
     const std::vector<double> w = test::values(p.w.detach()), b = test::values(p.b.detach());
     const Case& exact = cases[f64 ? k : k - 2];
     for (std::size_t i = 0; i < w.size(); ++i) {
       CHECK(w[i] == Approx(c.w[i]).epsilon(f64 ? 1e-10 : 0).margin(f64 ? 1e-12 : 1e-4));
-      CHECK(w[i] == Approx(exact.w[i]).epsilon(f64 ? 1e-10 : 0).margin(f64 ? 1e-12 : 1e-6));
+      if (f64 || wolfe) CHECK(w[i] == Approx(exact.w[i]).epsilon(f64 ? 1e-10 : 0).margin(f64 ? 1e-12 : 1e-6));
     }
     for (std::size_t i = 0; i < b.size(); ++i) {
       CHECK(b[i] == Approx(c.b[i]).epsilon(f64 ? 1e-10 : 0).margin(f64 ? 1e-12 : 1e-4));
-      CHECK(b[i] == Approx(exact.b[i]).epsilon(f64 ? 1e-10 : 0).margin(f64 ? 1e-12 : 1e-6));
+      if (f64 || wolfe) CHECK(b[i] == Approx(exact.b[i]).epsilon(f64 ? 1e-10 : 0).margin(f64 ? 1e-12 : 1e-6));
     }
   }
 }
