@@ -723,84 +723,81 @@ void rprop_cuda(const MultiTensorStepArgs& args, const RpropHyper& h) {
   step_cuda<RpropChunk>(args, h, "Rprop");
 }
 
-// ASGD's eta and mu after the step kernel: those of update t = *step + 1 (the count not yet
-// advanced) unless the step is skipped.
-struct AsgdScalarPointers {
-  double* eta[64];
-  double* mu[64];
+// ---- per-parameter device scalars after a step (NAdam's mu_product, ASGD's eta and mu) ----
+
+// Up to two [1] f64 scalars per parameter and its step counter, 64 parameters per launch.
+struct DeviceScalars {
+  double* value[2][64];
   const int64_t* step[64];
   int n;
 };
 
-__global__ void asgd_commit_kernel(AsgdScalarPointers s, AsgdHyper hv, const double* hyper, const float* found_inf) {
+// update(hyper, value0, value1, t) for each parameter with t = *step + 1 (the count not yet
+// advanced), unless the step is skipped. Launched after the step kernel, which read the old values.
+template <typename Update>
+__global__ void commit_scalars_kernel(DeviceScalars s, Update update, const double* hyper, const float* found_inf) {
   if (skip_step(found_inf)) return;
-  const AsgdHyper h = load_hyper(hv, hyper);
-  for (int i = threadIdx.x; i < s.n; i += blockDim.x) {
-    const long long t = *s.step[i] + 1;
-    *s.eta[i] = fn::asgd_eta(h.lr, h.lambd, h.alpha, t);
-    *s.mu[i] = fn::asgd_mu(h.t0, t);
+  for (int i = threadIdx.x; i < s.n; i += blockDim.x) update(hyper, s.value[0][i], s.value[1][i], *s.step[i] + 1);
+}
+
+// Runs commit_scalars_kernel over args.state[first .. first + count) (count 1 or 2), each a [1]
+// f64 tensor per parameter.
+template <typename Update>
+void commit_scalars(const MultiTensorStepArgs& args, std::size_t first, std::size_t count, const Update& update,
+                    const char* who) {
+  const std::size_t n = args.params.size();
+  for (std::size_t j = first; j < first + count; ++j) {
+    MG_ASSERT(args.state[j].size() == n, who, ": a device scalar per parameter");
+    for (const Tensor& t : args.state[j]) {
+      MG_ASSERT(t.defined() && t.dtype() == DType::F64 && t.numel() == 1, who, ": device scalars must be [1] f64 tensors");
+    }
   }
+  LaunchContext ctx(device_of(args.params));
+  for (std::size_t b = 0; b < n; b += 64) {
+    DeviceScalars s{};
+    s.n = int(std::min<std::size_t>(64, n - b));
+    for (int i = 0; i < s.n; ++i) {
+      for (std::size_t j = 0; j < count; ++j) s.value[j][i] = args.state[first + j][b + std::size_t(i)].data<double>();
+      s.step[i] = args.steps[b + std::size_t(i)];
+    }
+    commit_scalars_kernel<<<1, 64, 0, ctx.stream>>>(s, update, args.hyper, args.found_inf);
+    MG_CUDA_CHECK_LAUNCH("commit_scalars_kernel");
+  }
+}
+
+// NAdam: mu_product *= mu_t, the product the step kernel used (fn::nadam_scalars).
+struct NadamCommit {
+  NadamHyper hv;
+  __device__ void operator()(const double* hyper, double* product, double*, long long t) const {
+    const NadamHyper h = load_adam_like_hyper(hv, hyper);
+    *product = fn::product_rounded(*product, fn::nadam_mu(h.beta1, h.momentum_decay, t));
+  }
+};
+
+// ASGD: eta and mu after update t.
+struct AsgdCommit {
+  AsgdHyper hv;
+  __device__ void operator()(const double* hyper, double* eta, double* mu, long long t) const {
+    const AsgdHyper h = load_hyper(hv, hyper);
+    *eta = fn::asgd_eta(h.lr, h.lambd, h.alpha, t);
+    *mu = fn::asgd_mu(h.t0, t);
+  }
+};
+
+void nadam_cuda(const MultiTensorStepArgs& args, const NadamHyper& h) {
+  const std::size_t n = args.params.size();
+  MG_ASSERT(args.state[0].size() == n && args.state[1].size() == n && args.state[2].size() == n,
+            "NAdam: exp_avg, exp_avg_sq and mu_product per parameter");
+  step_cuda<NadamChunk>(args, h, "NAdam");
+  commit_scalars(args, 2, 1, NadamCommit{h}, "NAdam");
 }
 
 void asgd_cuda(const MultiTensorStepArgs& args, const AsgdHyper& h) {
   const std::size_t n = args.params.size();
   MG_ASSERT(args.state[0].size() == n && args.state[1].size() == n && args.state[2].size() == n,
             "ASGD: ax, eta and mu per parameter");
-  for (std::size_t j = 1; j <= 2; ++j) {
-    for (const Tensor& t : args.state[j]) {
-      MG_ASSERT(t.defined() && t.dtype() == DType::F64 && t.numel() == 1, "ASGD: eta and mu must be [1] f64 tensors");
-    }
-  }
   step_cuda<AsgdChunk>(args, h, "ASGD");
-  LaunchContext ctx(device_of(args.params));
-  for (std::size_t b = 0; b < n; b += 64) {
-    AsgdScalarPointers s{};
-    s.n = int(std::min<std::size_t>(64, n - b));
-    for (int i = 0; i < s.n; ++i) {
-      s.eta[i] = args.state[1][b + std::size_t(i)].data<double>();
-      s.mu[i] = args.state[2][b + std::size_t(i)].data<double>();
-      s.step[i] = args.steps[b + std::size_t(i)];
-    }
-    asgd_commit_kernel<<<1, 64, 0, ctx.stream>>>(s, h, args.hyper, args.found_inf);
-    MG_CUDA_CHECK_LAUNCH("asgd_commit_kernel");
-  }
-}
-
-// NAdam's products after the step kernel: mu_product *= mu_t (t = *step + 1, the count not yet
-// advanced) unless the step is skipped; the same product the step kernel used (fn::nadam_scalars).
-struct NadamProducts {
-  double* product[64];
-  const int64_t* step[64];
-  int n;
-};
-
-__global__ void nadam_commit_kernel(NadamProducts s, NadamHyper hv, const double* hyper, const float* found_inf) {
-  if (skip_step(found_inf)) return;
-  const NadamHyper h = load_adam_like_hyper(hv, hyper);
-  for (int i = threadIdx.x; i < s.n; i += blockDim.x) {
-    *s.product[i] = fn::product_rounded(*s.product[i], fn::nadam_mu(h.beta1, h.momentum_decay, *s.step[i] + 1));
-  }
-}
-
-void nadam_cuda(const MultiTensorStepArgs& args, const NadamHyper& h) {
-  const std::size_t n = args.params.size();
-  MG_ASSERT(args.state[0].size() == n && args.state[1].size() == n && args.state[2].size() == n,
-            "NAdam: exp_avg, exp_avg_sq and mu_product per parameter");
-  for (const Tensor& t : args.state[2]) {
-    MG_ASSERT(t.defined() && t.dtype() == DType::F64 && t.numel() == 1, "NAdam: mu_product must be a [1] f64 tensor");
-  }
-  step_cuda<NadamChunk>(args, h, "NAdam");
-  LaunchContext ctx(device_of(args.params));
-  for (std::size_t b = 0; b < n; b += 64) {
-    NadamProducts s{};
-    s.n = int(std::min<std::size_t>(64, n - b));
-    for (int i = 0; i < s.n; ++i) {
-      s.product[i] = args.state[2][b + std::size_t(i)].data<double>();
-      s.step[i] = args.steps[b + std::size_t(i)];
-    }
-    nadam_commit_kernel<<<1, 64, 0, ctx.stream>>>(s, h, args.hyper, args.found_inf);
-    MG_CUDA_CHECK_LAUNCH("nadam_commit_kernel");
-  }
+  commit_scalars(args, 1, 2, AsgdCommit{h}, "ASGD");
 }
 
 // ---- step counters ----
