@@ -122,6 +122,44 @@ TEST_CASE("LBFGS with the strong-Wolfe line search equals PyTorch's on the Rosen
                    1e-7);
 }
 
+TEST_CASE("LBFGS's zoom phase moves a trial off the bracket's end as PyTorch's does", "[optim][lbfgs]") {
+  // a0 sin(b0 x0) + a1 sin(b1 x1 + x0) + 0.1 |x|^2: wavy enough that the cubic trial lands near a
+  // bracket end and the search moves it 10% inside (found by a search over such problems with an
+  // instrumented copy of PyTorch's line search; rare on smooth problems).
+  struct Wavy {
+    double lr, a0, a1, b0, b1, x0, x1;
+    std::vector<RosenbrockStep> want;
+  };
+  const std::vector<Wavy> problems = {
+      {3, 1.1461289848430902, 1.1756730280170367, 3.3649864289444906, 3.8367905714551087, -0.36679692260118291,
+       0.51986097040949675,
+       {{0.13240454000063862, -0.76040652772558415, -0.1313645317816412, 13, 4, 3},
+        {-1.6922008634137438, -0.46085710984502776, -0.2859812459779541, 25, 9, 7}}},
+      {10, 1.7028369323086967, 1.5340176702556305, 3.9829398909857123, 2.895940452632582, -1.2838331317987164,
+       1.220482194223488,
+       {{3.0744952047064293, -0.29203586920326885, -0.23198149350597355, 13, 4, 3},
+        {-2.8094219406812626, -0.39245607660954379, -0.40071261802268543, 25, 8, 6}}},
+  };
+  for (const Wavy& w : problems) {
+    INFO("lr " << w.lr);
+    Tensor x = from_vector<double>({w.x0, w.x1}, {2}).requires_grad_();
+    const auto f = [&] {
+      const Tensor x0 = narrow(x, 0, 0, 1), x1 = narrow(x, 0, 1, 1);
+      return sum(w.a0 * sin(w.b0 * x0) + w.a1 * sin(w.b1 * x1 + x0)) + 0.1 * sum(x * x);
+    };
+    LBFGS opt({x}, {.lr = w.lr, .max_iter = 10, .line_search = LineSearch::StrongWolfe});
+    for (const RosenbrockStep& want : w.want) {
+      CHECK(opt.step(closure_of(opt, f)).item<double>() == Approx(want.loss).epsilon(1e-9));
+      const std::vector<double> v = test::values(x.detach());
+      CHECK(v[0] == Approx(want.x0).epsilon(1e-9));
+      CHECK(v[1] == Approx(want.x1).epsilon(1e-9));
+      CHECK(opt.func_evals() == want.func_evals);
+      CHECK(opt.n_iter() == want.n_iter);
+      CHECK(opt.history_length() == want.history);
+    }
+  }
+}
+
 TEST_CASE("LBFGS fits least squares as PyTorch's does, in f64 and in f32", "[optim][lbfgs]") {
   struct Case {
     DType dtype;
