@@ -401,7 +401,7 @@ struct RadamChunk {
 };
 
 // NAdam: the coefficients from t and the parameter's mu_product before this update (addr[4], a
-// [1] f64), which nadam_commit_kernel advances after every block has read it.
+// [1] f64), which commit_scalars (NadamCommit) advances after every block has read it.
 template <typename P, typename M>
 struct NadamChunk {
   NadamHyper hv;
@@ -506,7 +506,7 @@ __device__ __forceinline__ AsgdHyper load_hyper(AsgdHyper h, const double* d) {
 }
 
 // ASGD: the parameter's eta and mu of this step (addr[3], addr[4]: [1] f64), which
-// asgd_commit_kernel advances after every block has read them.
+// commit_scalars (AsgdCommit) advances after every block has read them.
 template <typename P, typename M>
 struct AsgdChunk {
   AsgdHyper hv;
