@@ -40,22 +40,6 @@ std::string mib(int64_t bytes) {
   return s.str();
 }
 
-// Buffers an optimizer keeps per parameter (f32 each), known before its first step.
-int optimizer_buffers(const optim::Optimizer& opt) {
-  const optim::OptionMap& d = opt.param_groups().empty() ? opt.defaults() : opt.param_groups()[0].options;
-  auto option = [&](const char* k) { return d.count(k) ? d.at(k) : 0.0; };
-  if (opt.name() == "SGD") return option("momentum") != 0.0 ? 1 : 0;
-  if (opt.name() == "Adam" || opt.name() == "AdamW") return option("amsgrad") != 0.0 ? 3 : 2;
-  if (opt.name() == "LAMB") return 2;
-  if (opt.name() == "RMSprop") return 1 + (option("centered") != 0.0 ? 1 : 0) + (option("momentum") > 0.0 ? 1 : 0);
-  if (opt.name() == "Adagrad" || opt.name() == "ASGD") return 1;
-  if (opt.name() == "Adamax" || opt.name() == "NAdam" || opt.name() == "RAdam" || opt.name() == "Adadelta" ||
-      opt.name() == "Rprop") {
-    return 2;
-  }
-  return 0;
-}
-
 }  // namespace
 
 std::string precision_plan(const nn::Module& model, const optim::Optimizer* optimizer) {
@@ -161,11 +145,24 @@ std::string precision_plan(const nn::Module& model, const Properties& p, const o
   if (master_params) s << mib(2 * master_bytes) << " (f32 masters and their gradients, " << master_params << " values, in the optimizer)\n";
   else s << (p.master_weights ? "none yet (no optimizer given)\n" : "none\n");
   if (optimizer) {
-    const int buffers = optimizer_buffers(*optimizer);
-    int64_t state_values = 0;
-    for (const Tensor& t : optimizer->parameters()) state_values += t.numel();
-    s << "  optimizer state : " << mib(int64_t(buffers) * state_values * 4) << " (" << optimizer->name() << ": "
-      << buffers << " f32 buffer" << (buffers == 1 ? "" : "s") << " per parameter)\n";
+    // What each parameter's state will hold once updated, from the optimizer itself (its buffers
+    // follow its options, and Adafactor's are factored).
+    int64_t params = 0, values = 0, bytes = 0;
+    for (const optim::ParamGroup& g : optimizer->param_groups()) {
+      for (const Tensor& t : g.params) {
+        const int64_t v = optimizer->planned_state_values(t, g.options);
+        params += t.numel();
+        values += v;
+        bytes += v * (t.dtype() == DType::F64 ? 8 : 4);
+      }
+    }
+    s << "  optimizer state : " << mib(bytes) << " (" << optimizer->name() << ": ";
+    if (params > 0 && values % params == 0) {
+      const int64_t per = values / params;
+      s << per << " f32 buffer" << (per == 1 ? "" : "s") << " per parameter)\n";
+    } else {
+      s << values << " f32 values for " << params << " parameters)\n";
+    }
   }
   s << "  autocast        : " << (autocast ? std::string("on (") + dtype_name(p.dtype) + ") on the training thread" : "off")
     << "\n"

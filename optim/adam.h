@@ -67,6 +67,12 @@ struct AdamWOptions {
   }
 };
 
+// The buffers Adam and AdamW create: the moments, and max_exp_avg_sq with amsgrad.
+inline std::vector<std::string> adam_buffers_created(const OptionMap& o) {
+  if (option_or(o, "amsgrad", 0.0) != 0.0) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  return {"exp_avg", "exp_avg_sq"};
+}
+
 class Adam final : public Optimizer {
  public:
   using Options = AdamOptions;
@@ -78,6 +84,7 @@ class Adam final : public Optimizer {
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
   std::vector<std::string> buffers_of_every_step() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> buffers_created(const OptionMap& o) const override { return adam_buffers_created(o); }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay"}; }
   OptionMap options_added_later() const override;
@@ -94,6 +101,7 @@ class AdamW final : public Optimizer {
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
   std::vector<std::string> buffers_of_every_step() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> buffers_created(const OptionMap& o) const override { return adam_buffers_created(o); }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay"}; }
   OptionMap options_added_later() const override;

@@ -1,10 +1,11 @@
 // Everything in optim: the optimizers (SGD, Adam, AdamW, LAMB, RMSprop, Adagrad, Adamax, NAdam, RAdam,
-// Adadelta, Rprop, ASGD, and LBFGS with its closure-driven step), learning-rate schedulers (SWALR for weight averaging among them) and gradient clipping. See docs/optim.md.
+// Adadelta, Rprop, ASGD, Adafactor, and LBFGS with its closure-driven step), learning-rate schedulers (SWALR for weight averaging among them) and gradient clipping. See docs/optim.md.
 //
 //   #include "optim/optim.h"
 //   mg::optim::AdamW opt(net.parameters(), {.lr = 1e-3, .weight_decay = 0.01});
 #pragma once
 #include "mixgrad/optim/adadelta.h"
+#include "mixgrad/optim/adafactor.h"
 #include "mixgrad/optim/adagrad.h"
 #include "mixgrad/optim/adam.h"
 #include "mixgrad/optim/adamax.h"

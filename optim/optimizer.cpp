@@ -644,6 +644,24 @@ const ParamState* Optimizer::state(const Tensor& p) const {
   return it == state_.end() ? nullptr : &it->second;
 }
 
+std::optional<Shape> Optimizer::buffer_shape(const std::string& name, const Tensor& p) const {
+  (void)name;
+  return p.shape();
+}
+
+std::vector<std::string> Optimizer::buffers_created(const OptionMap& options) const {
+  (void)options;
+  return buffer_names();
+}
+
+int64_t Optimizer::planned_state_values(const Tensor& p, const OptionMap& options) const {
+  int64_t values = 0;
+  for (const std::string& name : buffers_created(options)) {
+    if (const std::optional<Shape> shape = buffer_shape(name, p)) values += shape_numel(*shape);
+  }
+  return values;
+}
+
 int64_t Optimizer::state_bytes() const {
   int64_t bytes = 0;
   for (const auto& [impl, st] : state_) {
@@ -674,9 +692,10 @@ void Optimizer::check_param(const Tensor& p, int64_t i) const {
   for (const auto& [name, b] : it->second.buffers) {
     // Any dense layout: a state laid out unlike its parameter (the model moved to channels-last
     // since) is re-laid by buffer() before use.
-    MG_CHECK(b.dtype() == dt && b.shape() == p.shape() && b.device() == p.device() && is_dense_layout(b), Error,
+    const std::optional<Shape> shape = buffer_shape(name, p);
+    MG_CHECK(shape && b.dtype() == dt && b.shape() == *shape && b.device() == p.device() && is_dense_layout(b), Error,
              name_, ": state '", name, "' of parameter ", i, " is ", describe(b), " but parameter ", i, " (",
-             describe(p), ") needs ", shape_str(p.shape()), " ", dtype_name(dt),
+             describe(p), ") needs ", shape ? shape_str(*shape) + " " + dtype_name(dt) : std::string("no such state"),
              "\n  hint: the parameter changed dtype or shape after the optimizer was created; "
              "create the optimizer after converting the model");
   }
@@ -707,18 +726,25 @@ Tensor Optimizer::buffer(const Work& w, const std::string& name, bool zero, bool
              "' would be created inside a CUDA graph capture (an option switched on, or a parameter without state, "
              "since the last eager step); the graph would re-initialise it at every replay"
              "\n  hint: run one eager step() with these options before capturing");
-    // In the parameter's layout (channels-last weights get channels-last state).
-    const TensorOptions opts{.dtype = dt, .device = w.param.device(), .memory_format = layout_of(w.param)};
-    Tensor b = empty(w.param.shape(), opts);
-    MG_ASSERT(same_memory_order(b, w.param), "buffer: state '", name, "' laid out unlike its parameter");
+    const std::optional<Shape> shape = buffer_shape(name, w.param);
+    MG_ASSERT(shape, "buffer: ", name_, " keeps no state '", name, "' for ", describe(w.param));
+    // In the parameter's layout (channels-last weights get channels-last state); a state of
+    // another shape (a factored one) is contiguous.
+    const bool like_param = *shape == w.param.shape();
+    const TensorOptions opts{.dtype = dt, .device = w.param.device(),
+                             .memory_format = like_param ? layout_of(w.param) : MemoryFormat::Contiguous};
+    Tensor b = empty(*shape, opts);
+    MG_ASSERT(!like_param || same_memory_order(b, w.param), "buffer: state '", name, "' laid out unlike its parameter");
     if (zero) b.zero_();
     w.state->buffers.emplace(name, b);
     if (created) *created = true;
     return b;
   }
   Tensor& b = it->second;
-  MG_ASSERT(b.dtype() == dt && b.shape() == w.param.shape() && b.device() == w.param.device(), "buffer: state '", name, "' was not checked");
-  if (!same_memory_order(b, w.param)) {
+  const std::optional<Shape> shape = buffer_shape(name, w.param);
+  MG_ASSERT(shape && b.dtype() == dt && b.shape() == *shape && b.device() == w.param.device(), "buffer: state '", name,
+            "' was not checked");
+  if (*shape == w.param.shape() && !same_memory_order(b, w.param)) {
     // The parameter changed layout since (Module::to(MemoryFormat)): the state follows it.
     MG_CHECK(!graph_capturing_, Error, name_, ": optimizer state '", name,
              "' is laid out unlike its parameter (changed layout since the last eager step) inside a CUDA graph capture",
@@ -902,12 +928,16 @@ void Optimizer::load_state_dict(const StateDict& s) {
     }
     MG_CHECK(with_step.count(i), Error, owner, ": '", key, "' has no 'state.", i, ".step'");
     const Tensor& p = params[i];
-    MG_CHECK(t.defined() && t.shape() == p.shape(), ShapeError, owner, ": '", key, "' is ", describe(t),
-             " but parameter ", i, " is ", describe(p));
+    const std::optional<Shape> shape = buffer_shape(name, p);
+    MG_CHECK(shape, Error, owner, ": unexpected tensor '", key, "': ", name_, " keeps no '", name, "' for parameter ", i,
+             " (", describe(p), ")");
+    MG_CHECK(t.defined() && t.shape() == *shape, ShapeError, owner, ": '", key, "' is ", describe(t),
+             " but parameter ", i, " (", describe(p), ") needs ", shape_str(*shape));
     MG_CHECK(t.is_floating_point(), DTypeError, owner, ": '", key, "' is ", describe(t), "; expected a floating tensor");
     const DType dt = p.dtype() == DType::F64 ? DType::F64 : DType::F32;
     Tensor c = to(to(t, p.device()), dt);
-    c = c.is_same(t) ? clone(t, layout_of(p)) : in_layout_of(c, p);
+    if (*shape == p.shape()) c = c.is_same(t) ? clone(t, layout_of(p)) : in_layout_of(c, p);
+    else c = c.is_same(t) ? clone(t, MemoryFormat::Contiguous) : c.contiguous();
     new_state[p.impl()].buffers[name] = c;
   }
 
@@ -915,6 +945,7 @@ void Optimizer::load_state_dict(const StateDict& s) {
     const ParamState& st = new_state[params[std::size_t(i)].impl()];
     if (st.step == 0) continue;
     for (const std::string& name : buffers_of_every_step()) {
+      if (!buffer_shape(name, params[std::size_t(i)])) continue;  // not kept for this parameter
       MG_CHECK(st.buffers.count(name), Error, owner, ": 'state.", i, ".", name, "' is missing; parameter ", i,
                " took ", st.step, " steps, and ", name_, " keeps '", name, "' for every parameter that did",
                "\n  hint: load the whole state dict the optimizer saved");

@@ -1,4 +1,5 @@
-// Optimizer: the base of SGD, Adam, AdamW, LAMB, RMSprop, Adagrad, Adamax, NAdam, RAdam and Adadelta. It owns parameter groups (parameters plus
+// Optimizer: the base of SGD, Adam, AdamW, LAMB, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop,
+// ASGD and Adafactor. It owns parameter groups (parameters plus
 // per-group options), per-parameter state (an update count and named buffers), a step counter,
 // and a state dict keyed by parameter position as PyTorch's.
 //
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -54,8 +56,8 @@ struct ParamGroupSpec {
 };
 
 // The state of one parameter: how many updates it received and the optimizer's buffers
-// ("exp_avg", "momentum_buffer", ...), each with the parameter's shape in opmath dtype (f32 for
-// f16/bf16/f32 parameters, f64 for f64).
+// ("exp_avg", "momentum_buffer", ...), each with the parameter's shape (Adafactor's factors:
+// Optimizer::buffer_shape) in opmath dtype (f32 for f16/bf16/f32 parameters, f64 for f64).
 struct ParamState {
   int64_t step = 0;
   std::map<std::string, Tensor> buffers;
@@ -156,13 +158,17 @@ class Optimizer : public GraphParticipant {
   // step_count() as it was at `mark` (one read of a device counter after device-decided steps).
   int64_t step_count_at(const StepMark& mark) const;
   // "SGD", "Adam", "AdamW", "LAMB", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta", "Rprop",
-  // "ASGD".
+  // "ASGD", "Adafactor".
   const std::string& name() const { return name_; }
   // The state of parameter p, or nullptr before its first update.
   const ParamState* state(const Tensor& p) const;
   // Bytes of this optimizer's state: every parameter's buffers and the f32 master weights (what
   // distributed::ZeroRedundantOptimizer divides among the ranks).
   int64_t state_bytes() const;
+  // The number of state values (f32; f64 for an f64 parameter) parameter p holds once updated under
+  // group options `options`: known before any step, so amp::precision_plan reports the optimizer's
+  // memory up front. The sum over buffers_created(options) of each buffer_shape(name, p)'s size.
+  int64_t planned_state_values(const Tensor& p, const OptionMap& options) const;
 
   // ---- fp32 master weights (optim/master_weights.h; amp's O2 turns them on) ----
   // Replaces every f16/bf16 parameter in the groups by an f32 master copy (same position) and
@@ -252,6 +258,13 @@ class Optimizer : public GraphParticipant {
   virtual void step_group(ParamGroup& group) = 0;
   // The buffer names this optimizer keeps in ParamState::buffers.
   virtual std::vector<std::string> buffer_names() const = 0;
+  // The shape of buffer `name` (one of buffer_names()) for parameter p, or nullopt when p keeps no
+  // such buffer. Default: p's shape. buffer(), the step's checks and load_state_dict hold every
+  // buffer to it (Adafactor keeps a matrix's second moments as a row and a column).
+  virtual std::optional<Shape> buffer_shape(const std::string& name, const Tensor& p) const;
+  // The buffers a step creates under group options `options` (SGD's momentum_buffer only with
+  // momentum): planned_state_values counts these. Default: buffer_names().
+  virtual std::vector<std::string> buffers_created(const OptionMap& options) const;
   // The buffers every parameter that took a step has (Adam's moments); load_state_dict refuses a
   // state without them instead of starting them at zero under the saved step count.
   virtual std::vector<std::string> buffers_of_every_step() const { return {}; }
@@ -385,6 +398,12 @@ class Optimizer : public GraphParticipant {
   int64_t state_generation_ = 0;
   int64_t graph_state_generation_ = 0;
 };
+
+// The option `name` of a map, or `fallback` when it has none.
+inline double option_or(const OptionMap& m, const std::string& name, double fallback) {
+  const auto it = m.find(name);
+  return it == m.end() ? fallback : it->second;
+}
 
 // ---- typed options <-> OptionMap ----
 // An options struct lists its fields once with a member template

@@ -52,6 +52,12 @@ class RMSprop final : public Optimizer {
   void check_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"square_avg", "grad_avg", "momentum_buffer"}; }
+  std::vector<std::string> buffers_created(const OptionMap& o) const override {
+    std::vector<std::string> names{"square_avg"};
+    if (option_or(o, "centered", 0.0) != 0.0) names.push_back("grad_avg");
+    if (option_or(o, "momentum", 0.0) > 0.0) names.push_back("momentum_buffer");
+    return names;
+  }
   std::vector<std::string> buffers_of_every_step() const override { return {"square_avg"}; }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override {

@@ -47,6 +47,9 @@ class SGD final : public Optimizer {
   void check_new_group_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"momentum_buffer"}; }
+  std::vector<std::string> buffers_created(const OptionMap& o) const override {
+    return option_or(o, "momentum", 0.0) != 0.0 ? buffer_names() : std::vector<std::string>{};
+  }
   std::vector<std::string> buffers_started_by_first_update() const override { return {"momentum_buffer"}; }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override { return {"lr", "momentum", "dampening", "weight_decay"}; }

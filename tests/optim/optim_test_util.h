@@ -23,9 +23,9 @@ namespace mg::test {
 
 enum OptimizerKind : int64_t {
   kSGD = 0, kAdam = 1, kAdamW = 2, kLAMB = 3, kRMSprop = 4, kAdagrad = 5,
-  kAdamax = 6, kNAdam = 7, kRAdam = 8, kAdadelta = 9, kRprop = 10, kASGD = 11
+  kAdamax = 6, kNAdam = 7, kRAdam = 8, kAdadelta = 9, kRprop = 10, kASGD = 11, kAdafactor = 12
 };
-inline constexpr int64_t kNumOptimizerKinds = 12;
+inline constexpr int64_t kNumOptimizerKinds = 13;
 
 inline std::unique_ptr<optim::Optimizer> make_optimizer(int64_t kind, const std::vector<optim::ParamGroupSpec>& groups) {
   switch (kind) {
@@ -41,6 +41,7 @@ inline std::unique_ptr<optim::Optimizer> make_optimizer(int64_t kind, const std:
     case kAdadelta: return std::make_unique<optim::Adadelta>(groups);
     case kRprop: return std::make_unique<optim::Rprop>(groups);
     case kASGD: return std::make_unique<optim::ASGD>(groups);
+    case kAdafactor: return std::make_unique<optim::Adafactor>(groups);
   }
   FAIL("unknown optimizer kind " << kind);
   return nullptr;

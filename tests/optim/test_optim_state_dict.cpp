@@ -38,8 +38,14 @@ std::unique_ptr<optim::Optimizer> make(int64_t kind, const Tensors& ps, double l
     case test::kNAdam: return std::make_unique<optim::NAdam>(groups, optim::NAdamOptions{.lr = lr, .momentum_decay = 0.01});
     case test::kRAdam: return std::make_unique<optim::RAdam>(groups, optim::RAdamOptions{.lr = lr, .betas = {0.9, 0.9}});
     case test::kAdadelta: return std::make_unique<optim::Adadelta>(groups, optim::AdadeltaOptions{.lr = lr, .rho = 0.7, .eps = 0.1});
-    default: return std::make_unique<optim::LAMB>(groups, optim::LAMBOptions{.lr = lr});
+    case test::kRprop: return std::make_unique<optim::Rprop>(groups, optim::RpropOptions{.lr = lr, .etas = {0.4, 1.5}});
+    case test::kASGD: return std::make_unique<optim::ASGD>(groups, optim::ASGDOptions{.lr = lr, .lambd = 0.1, .t0 = 2});
+    case test::kAdafactor:
+      return std::make_unique<optim::Adafactor>(groups, optim::AdafactorOptions{.lr = lr, .d = 1.5, .weight_decay = 0.1});
+    case test::kLAMB: return std::make_unique<optim::LAMB>(groups, optim::LAMBOptions{.lr = lr});
   }
+  FAIL("no options for optimizer kind " << kind);
+  return nullptr;
 }
 
 void set_grads(const Tensors& ps, int step) {
@@ -202,7 +208,7 @@ TEST_CASE("optimizer state dict: a mismatch is a clear error and nothing is appl
   }
   StateDict s = good;
   s.tensors[1].second = zeros({3, 4});  // state.0.exp_avg_sq, transposed shape
-  MG_REQUIRE_ERROR(ob->load_state_dict(s), "Adam: load_state_dict: 'state.0.exp_avg_sq' is [3, 4] f32 cpu but parameter 0 is [4, 3] f32 cpu");
+  MG_REQUIRE_ERROR(ob->load_state_dict(s), "Adam: load_state_dict: 'state.0.exp_avg_sq' is [3, 4] f32 cpu but parameter 0 ([4, 3] f32 cpu) needs [4, 3]");
   untouched();
 
   s = good;

@@ -165,9 +165,17 @@ std::unique_ptr<optim::Optimizer> make_full(int64_t kind, const Tensors& ps, boo
       return std::make_unique<optim::ASGD>(
           ps, optim::ASGDOptions{.lr = 0.05, .lambd = 0.2, .alpha = 0.6, .t0 = 3, .weight_decay = 0.01,
                                  .multi_tensor = multi_tensor});
-    default:
+    case test::kAdafactor:
+      // One path (public ops, no multi-tensor loop): multi_tensor does not apply. eps1 given, so
+      // the low-precision test compares the same options (its default follows the dtype); d 1.2
+      // and the weight decay so that every branch runs.
+      return std::make_unique<optim::Adafactor>(
+          ps, optim::AdafactorOptions{.lr = 0.05, .eps1 = 1e-6, .d = 1.2, .weight_decay = 0.05, .maximize = true});
+    case test::kLAMB:
       return std::make_unique<optim::LAMB>(ps, optim::LAMBOptions{.lr = 0.01, .multi_tensor = multi_tensor});
   }
+  FAIL("no options for optimizer kind " << kind);
+  return nullptr;
 }
 
 // Steps of the multi-tensor and low-precision tests: RAdam's rectified branch starts at step 6.
@@ -175,7 +183,7 @@ constexpr int kSteps = 7;
 
 const char* kind_name(int64_t kind) {
   static const char* names[] = {"SGD",   "Adam",  "AdamW", "LAMB",     "RMSprop", "Adagrad",
-                                "Adamax", "NAdam", "RAdam", "Adadelta", "Rprop", "ASGD"};
+                                "Adamax", "NAdam", "RAdam", "Adadelta", "Rprop", "ASGD", "Adafactor"};
   return names[kind];
 }
 
@@ -204,7 +212,7 @@ TEST_CASE("optimizers: the first five steps match PyTorch (LAMB: its formula) in
   CHECK(run_reference_file("optim.txt", [](const test::ReferenceFile&, const std::string&) { return kRtolF32; }) == 17);
 }
 
-TEST_CASE("optimizers: maximize, Adam's decoupled_weight_decay, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop and ASGD match PyTorch 2.15 in f64 and f32",
+TEST_CASE("optimizers: maximize, Adam's decoupled_weight_decay, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD and Adafactor match PyTorch 2.15 in f64 and f32",
           "[optim]") {
   // Centered RMSprop divides by sqrt(sq - ga^2), a difference that cancels: PyTorch's own f32 run
   // of rmsprop_centered_momentum_maximize is 1.7e-6 off its f64 one in the momentum buffer, so f32
@@ -213,7 +221,7 @@ TEST_CASE("optimizers: maximize, Adam's decoupled_weight_decay, RMSprop, Adagrad
     const auto on = [&](const std::string& n) { return f.has(n) && f.f64_value(n) != 0.0; };
     return on(c + ".opt.centered") || on(c + ".group1.centered") ? 1e-5 : kRtolF32;
   };
-  CHECK(run_reference_file("optim_extra.txt", rtol) == 30);
+  CHECK(run_reference_file("optim_extra.txt", rtol) == 35);
 }
 
 TEST_CASE("optimizers: maximize ascends - the step is the minimizing step of the negated gradient", "[optim]") {
@@ -242,6 +250,7 @@ TEST_CASE("optimizers: the multi-tensor path is bit-identical to the per-paramet
   const std::vector<std::vector<DType>> dtype_sets = {
       {DType::F32}, {DType::F16}, {DType::BF16}, {DType::F64}, {DType::F32, DType::F16, DType::BF16}};
   for (int64_t kind = 0; kind < test::kNumOptimizerKinds; ++kind) {
+    if (kind == test::kAdafactor) continue;  // one path only: public ops for every device
     for (const auto& dts : dtype_sets) {
       DYNAMIC_SECTION(kind_name(kind) << " " << dtype_name(dts[0]) << (dts.size() > 1 ? " mixed" : "")) {
         const Tensors a = make_params(dts, 7);

@@ -48,9 +48,10 @@ torch.set_default_dtype(torch.float64)
 F64 = torch.float64
 STEPS = 5
 KINDS = {"sgd": 0, "adam": 1, "adamw": 2, "lamb": 3, "rmsprop": 4, "adagrad": 5, "adamax": 6, "nadam": 7, "radam": 8,
-         "adadelta": 9, "rprop": 10, "asgd": 11}
+         "adadelta": 9, "rprop": 10, "asgd": 11, "adafactor": 12}
 TORCH_CLASSES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "rmsprop": "RMSprop", "adagrad": "Adagrad",
-                 "adamax": "Adamax", "nadam": "NAdam", "radam": "RAdam", "adadelta": "Adadelta", "rprop": "Rprop", "asgd": "ASGD"}
+                 "adamax": "Adamax", "nadam": "NAdam", "radam": "RAdam", "adadelta": "Adadelta", "rprop": "Rprop", "asgd": "ASGD",
+                 "adafactor": "Adafactor"}
 
 
 def i64(v):
@@ -94,6 +95,9 @@ def torch_kwargs(kind, opt):
         if ours[0] in opt:
             kw.pop(ours[0]), kw.pop(ours[1])
             kw[theirs] = (opt[ours[0]], opt[ours[1]])
+    if "eps1" in opt:  # Adafactor's eps=(eps1, eps2); mixgrad's eps1 -1 is PyTorch's None
+        e1 = kw.pop("eps1")
+        kw["eps"] = (None if e1 < 0 else e1, kw.pop("eps2"))
     if kind != "lamb":
         kw["foreach"] = False
     return kw

@@ -1,0 +1,103 @@
+// Adafactor: one implementation with public ops for every device (optim/adafactor.h says why).
+#include "mixgrad/optim/adafactor.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/optim/generic_path.h"
+
+namespace mg::optim {
+
+namespace {
+
+// The machine epsilon of a floating dtype (torch.finfo(dtype).eps).
+double dtype_epsilon(DType dt) {
+  switch (dt) {
+    case DType::F64: return 0x1p-52;
+    case DType::F16: return 0x1p-10;
+    case DType::BF16: return 0x1p-7;
+    default: return 0x1p-23;
+  }
+}
+
+// One Adafactor update of one parameter at its step t (>= 1), in opmath (f32, f64 for f64): the
+// formulas of adafactor.h in PyTorch's order. row/col (matrices) or var (the others) are updated
+// in place; the other(s) undefined.
+void adafactor_update(const Tensor& param, const Tensor& grad, Tensor row, Tensor col, Tensor var, DType opmath,
+                      const AdafactorOptions& o, int64_t t) {
+  NoGradGuard no_grad;
+  Tensor p = to(param, opmath);
+  Tensor g = to(grad, opmath);
+  if (o.maximize) g = neg(g);
+  const double step = double(t);
+  const double w = std::pow(step, o.beta2_decay);
+  const double rho = std::min(o.lr, 1.0 / std::sqrt(step));
+  const double eps1 = o.eps1 >= 0.0 ? o.eps1 : dtype_epsilon(param.dtype());
+  const double root_numel = std::sqrt(double(p.numel()));
+  // alpha from the parameter before the weight decay, a 0-d tensor (no host read).
+  const Tensor alpha = clamp_min(norm(p) / root_numel, o.eps2) * rho;
+  if (o.weight_decay != 0.0) p.mul_(1.0 - o.lr * o.weight_decay);
+  const Tensor g2 = mul(g, g);
+  Tensor v;
+  if (p.dim() > 1) {
+    const int64_t n = p.shape()[std::size_t(p.dim() - 2)], m = p.shape().back();
+    row.copy_(aten_lerp(row, sum(g2, {-1}, /*keepdim=*/true) / double(m), w));
+    col.copy_(aten_lerp(col, sum(g2, {-2}, /*keepdim=*/true) / double(n), w));
+    v = mul(row, col) / clamp_min(mean(row, {-2}, /*keepdim=*/true), eps1);  // [..., n, 1] x [..., 1, m]
+  } else {
+    var.copy_(aten_lerp(var, g2, w));
+    v = var;
+  }
+  const Tensor u = mul(rsqrt(clamp_min(v, eps1 * eps1)), g);
+  const Tensor clip = clamp_min(norm(u) / (root_numel * o.d), 1.0);
+  p.sub_(mul(u, alpha / clip));
+  if (!p.is_same(param)) Tensor(param).copy_(p);
+}
+
+}  // namespace
+
+Adafactor::Adafactor(const Tensors& params, AdafactorOptions options)
+    : Adafactor(std::vector<ParamGroupSpec>{{params}}, options) {}
+
+Adafactor::Adafactor(const std::vector<ParamGroupSpec>& groups, AdafactorOptions defaults)
+    : Optimizer("Adafactor", options_to_map(defaults)) {
+  init_groups(groups);
+}
+
+void Adafactor::check_options(const OptionMap& m) const {
+  check_bool_options<AdafactorOptions>(m, "Adafactor");
+  const AdafactorOptions o = options_from_map<AdafactorOptions>(m, "Adafactor");
+  MG_CHECK(o.lr >= 0.0, Error, "Adafactor: lr must be >= 0, got ", o.lr);
+  MG_CHECK(o.beta2_decay <= 0.0, Error, "Adafactor: beta2_decay must be <= 0, got ", o.beta2_decay);
+  MG_CHECK(o.eps1 >= 0.0 || o.eps1 == AdafactorOptions::kDtypeEpsilon, Error,
+           "Adafactor: eps1 must be >= 0, or -1 for the machine epsilon of the parameter's dtype; got ", o.eps1);
+  MG_CHECK(o.eps2 >= 0.0, Error, "Adafactor: eps2 must be >= 0, got ", o.eps2);
+  MG_CHECK(o.d >= 1.0, Error, "Adafactor: the clipping threshold d must be >= 1, got ", o.d);
+  MG_CHECK(o.weight_decay >= 0.0, Error, "Adafactor: weight_decay must be >= 0, got ", o.weight_decay);
+}
+
+std::optional<Shape> Adafactor::buffer_shape(const std::string& name, const Tensor& p) const {
+  Shape s = p.shape();
+  if (s.size() < 2) return name == "variance" ? std::optional<Shape>(s) : std::nullopt;
+  if (name == "row_var") s.back() = 1;
+  else if (name == "col_var") s[s.size() - 2] = 1;
+  else return std::nullopt;
+  return s;
+}
+
+void Adafactor::step_group(ParamGroup& group) {
+  const AdafactorOptions o = options_from_map<AdafactorOptions>(group.options, name());
+  for (const Work& w : collect(group)) {
+    const bool factored = w.param.dim() > 1;
+    const Tensor row = factored ? buffer(w, "row_var", /*zero=*/true) : Tensor();
+    const Tensor col = factored ? buffer(w, "col_var", /*zero=*/true) : Tensor();
+    const Tensor var = factored ? Tensor() : buffer(w, "variance", /*zero=*/true);
+    const int64_t t = ++w.state->step;
+    if (w.param.numel() == 0) continue;  // nothing to update (and no mean over an empty row)
+    adafactor_update(w.param, w.grad, row, col, var, opmath_dtype(w), o, t);  // in-place ops: versions bumped
+  }
+}
+
+}  // namespace mg::optim
