@@ -1,4 +1,5 @@
-// Adafactor: one implementation with public ops for every device (optim/adafactor.h says why).
+// Adafactor: the fused CPU step (optim/adafactor_cpu.cpp) for contiguous CPU parameters, the
+// generic path of public ops for the others (other devices, channels-last weights).
 #include "mixgrad/optim/adafactor.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/ops/ops.h"
+#include "mixgrad/optim/adafactor_cpu.h"
 #include "mixgrad/optim/generic_path.h"
 
 namespace mg::optim {
@@ -22,19 +24,23 @@ double dtype_epsilon(DType dt) {
   }
 }
 
-// One Adafactor update of one parameter at its step t (>= 1), in opmath (f32, f64 for f64): the
-// formulas of adafactor.h in PyTorch's order. row/col (matrices) or var (the others) are updated
-// in place; the other(s) undefined.
-void adafactor_update(const Tensor& param, const Tensor& grad, Tensor row, Tensor col, Tensor var, DType opmath,
-                      const AdafactorOptions& o, int64_t t) {
+// The scalars of a step at the parameter's update count t (>= 1), as PyTorch computes them.
+detail::AdafactorStepScalars step_scalars(const AdafactorOptions& o, int64_t t, DType dtype) {
+  const double step = double(t);
+  return {.w = std::pow(step, o.beta2_decay), .rho = std::min(o.lr, 1.0 / std::sqrt(step)),
+          .eps1 = o.eps1 >= 0.0 ? o.eps1 : dtype_epsilon(dtype)};
+}
+
+// The generic path (optim/generic_path.h): one update of one parameter in opmath (f32, f64 for
+// f64) with public ops, the formulas of adafactor.h in PyTorch's order. row/col (matrices) or var
+// (the others) are updated in place; the other(s) undefined.
+void adafactor_generic(const Tensor& param, const Tensor& grad, Tensor row, Tensor col, Tensor var, DType opmath,
+                       const AdafactorOptions& o, const detail::AdafactorStepScalars& s) {
   NoGradGuard no_grad;
   Tensor p = to(param, opmath);
   Tensor g = to(grad, opmath);
   if (o.maximize) g = neg(g);
-  const double step = double(t);
-  const double w = std::pow(step, o.beta2_decay);
-  const double rho = std::min(o.lr, 1.0 / std::sqrt(step));
-  const double eps1 = o.eps1 >= 0.0 ? o.eps1 : dtype_epsilon(param.dtype());
+  const double w = s.w, rho = s.rho, eps1 = s.eps1;
   const double root_numel = std::sqrt(double(p.numel()));
   // alpha from the parameter before the weight decay, a 0-d tensor (no host read).
   const Tensor alpha = clamp_min(norm(p) / root_numel, o.eps2) * rho;
@@ -94,9 +100,15 @@ void Adafactor::step_group(ParamGroup& group) {
     const Tensor row = factored ? buffer(w, "row_var", /*zero=*/true) : Tensor();
     const Tensor col = factored ? buffer(w, "col_var", /*zero=*/true) : Tensor();
     const Tensor var = factored ? Tensor() : buffer(w, "variance", /*zero=*/true);
-    const int64_t t = ++w.state->step;
+    const detail::AdafactorStepScalars s = step_scalars(o, ++w.state->step, w.param.dtype());
     if (w.param.numel() == 0) continue;  // nothing to update (and no mean over an empty row)
-    adafactor_update(w.param, w.grad, row, col, var, opmath_dtype(w), o, t);  // in-place ops: versions bumped
+    if (use_generic_path(w.param) || !w.param.is_contiguous()) {
+      adafactor_generic(w.param, w.grad, row, col, var, opmath_dtype(w), o, s);  // in-place ops: versions bumped
+      continue;
+    }
+    detail::adafactor_cpu_step(w.param, w.grad, factored ? row.data_ptr() : nullptr,
+                               factored ? col.data_ptr() : nullptr, factored ? nullptr : var.data_ptr(), o, s);
+    w.param.bump_version();
   }
 }
 

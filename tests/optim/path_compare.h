@@ -62,7 +62,6 @@ inline std::vector<OptimCase> optim_cases() {
       {"Rprop etas step sizes maximize", kRprop, {{"lr", 0.05}, {"etaminus", 0.3}, {"etaplus", 1.5}, {"step_size_min", 1e-3}, {"step_size_max", 0.1}, {"maximize", 1}}},
       {"ASGD averaging from step 2 weight_decay", kASGD, {{"lr", 0.05}, {"lambd", 0.1}, {"alpha", 0.5}, {"t0", 2}, {"weight_decay", 0.05}}},
       {"ASGD maximize", kASGD, {{"lr", 0.1}, {"maximize", 1}}},
-      // Adafactor has one path (public ops): these cases compare devices (tests/cuda), not paths.
       {"Adafactor", kAdafactor, {{"lr", 0.05}}},
       {"Adafactor weight_decay d eps1 maximize", kAdafactor, {{"lr", 0.1}, {"weight_decay", 0.05}, {"d", 1.2}, {"eps1", 1e-3}, {"maximize", 1}}},
   };

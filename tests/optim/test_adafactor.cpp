@@ -12,6 +12,7 @@
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
 #include "core/generator.h"
+#include "core/parallel.h"
 #include "core/state_dict.h"
 #include "nn/linear.h"
 #include "ops/ops.h"
@@ -216,4 +217,28 @@ TEST_CASE("Adafactor: a channels-last weight steps as its contiguous copy, its f
   CHECK(st->buffers.at("row_var").shape() == Shape{4, 3, 2, 1});
   CHECK(st->buffers.at("col_var").shape() == Shape{4, 3, 1, 5});
   CHECK(st->buffers.at("col_var").is_contiguous());
+}
+
+TEST_CASE("Adafactor: the fused CPU step does not depend on the thread count", "[optim][adafactor]") {
+  // Shapes past the parallel grains: rows, column blocks of 256 and sums of more than one chunk.
+  const std::vector<Shape> shapes = {{300, 700}, {2, 130, 520}, {20000}};
+  std::vector<Tensors> runs;
+  const int threads = num_threads();
+  for (int t : {1, 2, 3}) {
+    set_num_threads(t);
+    Generator gen(9);
+    Tensors ps;
+    for (const Shape& s : shapes) ps.push_back(randn(s, {}, &gen).requires_grad_());
+    optim::Adafactor opt(ps, {.lr = 0.05, .weight_decay = 0.1});
+    for (int s = 0; s < 3; ++s) {
+      for (Tensor& p : ps) p.set_grad(randn(p.shape(), {}, &gen));
+      opt.step();
+    }
+    runs.push_back(ps);
+  }
+  set_num_threads(threads);
+  for (std::size_t k = 0; k < shapes.size(); ++k) {
+    CHECK(test::bits_equal(runs[0][k], runs[1][k]));
+    CHECK(test::bits_equal(runs[0][k], runs[2][k]));
+  }
 }

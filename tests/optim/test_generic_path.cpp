@@ -49,7 +49,6 @@ Tensors params_with_grads(const Tensors& grads) {
 TEST_CASE("generic optimizer path matches the fused CPU path for every optimizer and option set",
           "[optim][generic]") {
   for (const test::OptimCase& c : test::optim_cases()) {
-    if (c.kind == test::kAdafactor) continue;  // one path only: the same ops on both sides
     for (DType dt : kAllFloats) {
       const std::string what = c.name + " " + dtype_name(dt);
       const auto fused = test::run_optim_case(c, dt, Device::cpu(), /*generic=*/false, 5);

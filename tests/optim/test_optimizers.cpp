@@ -166,7 +166,7 @@ std::unique_ptr<optim::Optimizer> make_full(int64_t kind, const Tensors& ps, boo
           ps, optim::ASGDOptions{.lr = 0.05, .lambd = 0.2, .alpha = 0.6, .t0 = 3, .weight_decay = 0.01,
                                  .multi_tensor = multi_tensor});
     case test::kAdafactor:
-      // One path (public ops, no multi-tensor loop): multi_tensor does not apply. eps1 given, so
+      // No multi-tensor loop (a fused pass per parameter): multi_tensor does not apply. eps1 given, so
       // the low-precision test compares the same options (its default follows the dtype); d 1.2
       // and the weight decay so that every branch runs.
       return std::make_unique<optim::Adafactor>(
@@ -250,7 +250,7 @@ TEST_CASE("optimizers: the multi-tensor path is bit-identical to the per-paramet
   const std::vector<std::vector<DType>> dtype_sets = {
       {DType::F32}, {DType::F16}, {DType::BF16}, {DType::F64}, {DType::F32, DType::F16, DType::BF16}};
   for (int64_t kind = 0; kind < test::kNumOptimizerKinds; ++kind) {
-    if (kind == test::kAdafactor) continue;  // one path only: public ops for every device
+    if (kind == test::kAdafactor) continue;  // no multi_tensor option: one fused pass per parameter
     for (const auto& dts : dtype_sets) {
       DYNAMIC_SECTION(kind_name(kind) << " " << dtype_name(dts[0]) << (dts.size() > 1 ? " mixed" : "")) {
         const Tensors a = make_params(dts, 7);
