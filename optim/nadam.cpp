@@ -56,11 +56,18 @@ void NAdam::step_group(ParamGroup& group) {
                                  T(c.coef_grad), T(c.coef_avg), T(o.maximize ? -1.0 : 1.0)};
         T* m = static_cast<T*>(s.state[0]);
         T* v = static_cast<T*>(s.state[1]);
-        for_each_opmath_block(static_cast<P*>(s.param), static_cast<const P*>(s.grad), b, e,
-                              [&](T* p, const T* g, int64_t i0, int64_t n) {
-                                const fn::NadamStep<T> step = f;
-                                for (int64_t j = 0; j < n; ++j) step(p[j], g[j], m[i0 + j], v[i0 + j]);
-                              });
+        const auto loop = [&]<fn::WeightDecayMode M>() {
+          for_each_opmath_block(static_cast<P*>(s.param), static_cast<const P*>(s.grad), b, e,
+                                [&](T* p, const T* g, int64_t i0, int64_t n) {
+                                  const fn::NadamStep<T> step = f;  // a local copy: no store can alias it
+                                  for (int64_t j = 0; j < n; ++j) step.template operator()<M>(p[j], g[j], m[i0 + j], v[i0 + j]);
+                                });
+        };
+        switch (fn::weight_decay_mode(o.weight_decay, o.decoupled_weight_decay)) {  // vectorizable loops
+          case fn::WeightDecayMode::L2: loop.template operator()<fn::WeightDecayMode::L2>(); break;
+          case fn::WeightDecayMode::Decoupled: loop.template operator()<fn::WeightDecayMode::Decoupled>(); break;
+          default: loop.template operator()<fn::WeightDecayMode::None>(); break;
+        }
       },
       [&](const Work& w, Tensor m, Tensor v, DType opmath, const fn::NadamScalars& c) {
         NoGradGuard no_grad;

@@ -41,11 +41,23 @@ void RAdam::step_group(ParamGroup& group) {
                                  T(c.sqrt_bias_correction2), T(o.maximize ? -1.0 : 1.0)};
         T* m = static_cast<T*>(s.state[0]);
         T* v = static_cast<T*>(s.state[1]);
-        for_each_opmath_block(static_cast<P*>(s.param), static_cast<const P*>(s.grad), b, e,
-                              [&](T* p, const T* g, int64_t i0, int64_t n) {
-                                const fn::RadamStep<T> step = f;
-                                for (int64_t j = 0; j < n; ++j) step(p[j], g[j], m[i0 + j], v[i0 + j]);
-                              });
+        const auto loop = [&]<fn::WeightDecayMode M, int Rectified>() {
+          for_each_opmath_block(static_cast<P*>(s.param), static_cast<const P*>(s.grad), b, e,
+                                [&](T* p, const T* g, int64_t i0, int64_t n) {
+                                  const fn::RadamStep<T> step = f;  // a local copy: no store can alias it
+                                  for (int64_t j = 0; j < n; ++j)
+                                    step.template operator()<M, Rectified>(p[j], g[j], m[i0 + j], v[i0 + j]);
+                                });
+        };
+        const auto with_rect = [&]<fn::WeightDecayMode M>() {  // vectorizable loops: no runtime test inside
+          if (c.rectified) loop.template operator()<M, 1>();
+          else loop.template operator()<M, 0>();
+        };
+        switch (fn::weight_decay_mode(o.weight_decay, o.decoupled_weight_decay)) {
+          case fn::WeightDecayMode::L2: with_rect.template operator()<fn::WeightDecayMode::L2>(); break;
+          case fn::WeightDecayMode::Decoupled: with_rect.template operator()<fn::WeightDecayMode::Decoupled>(); break;
+          default: with_rect.template operator()<fn::WeightDecayMode::None>(); break;
+        }
       },
       [&](const Work& w, Tensor m, Tensor v, DType opmath, const fn::RadamScalars& c) {
         NoGradGuard no_grad;
