@@ -74,6 +74,9 @@ GemmProblem addmm_problem(const Tensors& in, const Tensor& out, const OpAttrs& a
   p.b = operand(in, 2, p.batch);
   p.alpha = attrs.alpha;
   p.beta = attrs.beta;
+  // alpha = 0: the product is not formed, as BLAS (A and B "need not be set") and PyTorch: a NaN
+  // or inf in a or b does not reach the output. An empty inner sum gives exactly beta * c.
+  if (attrs.alpha == 0.0) p.k = 0;
   return p;
 }
 

@@ -39,6 +39,7 @@ struct GemmProblem {
   void* out = nullptr; // dense row-major [batch..., n, m]
   double alpha = 1.0;
   double beta = 0.0;   // c is read only when present and beta != 0 (so NaN in c is ignored at 0)
+                       // (addmm/baddbmm with alpha = 0 come with k = 0: a and b are not read either)
   bool c_is_row_bias = false;  // c is a vector [m] broadcast over every row and batch (linear)
 };
 

@@ -228,6 +228,13 @@ TEST_CASE("CUDA addmm and baddbmm: beta, alpha and broadcast c", "[cuda][gpu][ge
   cases.push_back({"baddbmm c [127, 1]", {{127, 1}, {3, 127, 65}, {3, 65, 33}}, 65, baddbmm_f, -0.5, 1.0});
   cases.push_back({"baddbmm empty batch", {{0, 5, 3}, {0, 5, 4}, {0, 4, 3}}, 4, baddbmm_f, 0.5, 2.0});
   cases.push_back({"baddbmm k=0", {{3, 5, 3}, {3, 5, 0}, {3, 0, 3}}, 0, baddbmm_f, 0.5, 2.0});
+  // alpha = 0: a (all NaN here) and b are not read, as PyTorch's; the output is beta * c.
+  cases.push_back({"addmm alpha 0 ignores NaN a", {{127, 33}, {127, 65}, {65, 33}}, 65,
+                   [](const Tensors& in, double beta, double alpha) { return addmm(in[0], in[1] * NAN, in[2], beta, alpha); },
+                   1.5, 0.0});
+  cases.push_back({"baddbmm alpha 0 ignores NaN b", {{3, 127, 33}, {3, 127, 65}, {3, 65, 33}}, 65,
+                   [](const Tensors& in, double beta, double alpha) { return baddbmm(in[0], in[1], in[2] * NAN, beta, alpha); },
+                   -0.5, 0.0});
   check_all_dtypes(cases);
   mg::test::require_no_pending_cuda_error();
 }

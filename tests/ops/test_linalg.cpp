@@ -202,6 +202,19 @@ TEST_CASE("beta = 0 ignores c, even NaN - an empty inner dim gives beta * c", "[
   REQUIRE(values(mm(rnd({2, 0}), rnd({0, 3}))) == std::vector<double>(6, 0.0));
 }
 
+TEST_CASE("alpha = 0 ignores a and b, even NaN and inf - as PyTorch, the output is beta * c", "[ops][linalg]") {
+  for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+    INFO(dtype_name(dt));
+    const Tensor a = to(from_vector<double>({NAN, 1, 2, 3, INFINITY, 5}, {2, 3}), dt), b = rnd({3, 2}, dt);
+    const Tensor c = to(from_vector<double>({1, -2, 3.5, 0.25}, {2, 2}), dt);
+    CHECK(values(addmm(c, a, b, 2.0, 0.0)) == std::vector<double>{2, -4, 7, 0.5});
+    CHECK(values(addmm(c, a, b, 0.0, 0.0)) == std::vector<double>(4, 0.0));
+    const Tensor ab = to(from_vector<double>({NAN, 1, 2, 3, INFINITY, 5, 1, 1, 1, 1, 1, 1}, {2, 2, 3}), dt);
+    const Tensor bb = to(rnd({2, 3, 2}), dt);
+    CHECK(values(baddbmm(c, ab, bb, 1.0, 0.0)) == std::vector<double>{1, -2, 3.5, 0.25, 1, -2, 3.5, 0.25});
+  }
+}
+
 TEST_CASE("transposed, sliced and broadcast operands", "[ops][linalg]") {
   for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
     INFO(dtype_name(dt));
