@@ -96,6 +96,8 @@ std::string resume_settings(const Flags& flags) {
   // The layout changes the CPU's results; the evaluation set is what the history's accuracies mean.
   if (flags.declared("channels-last")) out += std::string(", --channels-last ") + (flags.get_bool("channels-last") ? "true" : "false");
   if (flags.declared("eval-examples")) out += ", --eval-examples " + flags.value("eval-examples");
+  // Restoring another optimizer's state is refused deep in the restore, naming no flag.
+  if (flags.declared("optimizer")) out += ", --optimizer " + flags.value("optimizer");
   return out;
 }
 

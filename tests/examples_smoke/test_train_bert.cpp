@@ -68,6 +68,33 @@ TEST_CASE("train_bert: --stop-after then --resume continues bit-identically (O2 
   CHECK(without_timing(read_metrics(dir.file("b.jsonl")).all) == without_timing(read_metrics(dir.file("a.jsonl")).all));
 }
 
+TEST_CASE("train_bert: --optimizer lamb and adafactor train and resume bit-identically, another optimizer's checkpoint is refused",
+          "[examples][smoke]") {
+  TempDir dir;
+  for (const std::string opt : {"lamb", "adafactor"}) {
+    INFO(opt);
+    const std::string flags = "--task mlm" + kTiny + " --epochs 2 --opt-level O2 --dtype bf16 --optimizer " + opt;
+    const RunResult whole = run_program(MG_TRAIN_BERT, flags + " --metrics " + dir.file(opt + "a.jsonl"));
+    INFO(whole.output);
+    REQUIRE(whole.exit_code == 0);
+    CHECK_THAT(whole.output, Catch::Matchers::Contains(opt == "lamb" ? "LAMB lr 0.01" : "Adafactor lr 0.01"));
+    const Metrics m = read_metrics(dir.file(opt + "a.jsonl"));
+    REQUIRE(m.steps.size() == 32);
+    CHECK(mean_of(m.steps, "loss", 27, 32) < mean_of(m.steps, "loss", 0, 5) - 0.3);  // it trains
+    const std::string ck = " --checkpoint " + dir.file(opt + ".ck") + " --metrics " + dir.file(opt + "b.jsonl");
+    REQUIRE(run_program(MG_TRAIN_BERT, flags + ck + " --stop-after 5").exit_code == 0);
+    const RunResult second = run_program(MG_TRAIN_BERT, flags + ck + " --resume " + dir.file(opt + ".ck"));
+    INFO(second.output);
+    REQUIRE(second.exit_code == 0);
+    CHECK(without_timing(read_metrics(dir.file(opt + "b.jsonl")).all) ==
+          without_timing(read_metrics(dir.file(opt + "a.jsonl")).all));
+  }
+  const RunResult other = run_program(MG_TRAIN_BERT, "--task mlm" + kTiny + " --epochs 2 --opt-level O2 --dtype bf16 "
+                                                     "--lr 0.01 --optimizer adamw --resume " + dir.file("lamb.ck"));
+  CHECK(other.exit_code != 0);
+  CHECK_THAT(other.output, Catch::Matchers::Contains("was saved by a run with --optimizer lamb, not --optimizer adamw"));
+}
+
 TEST_CASE("train_bert: --read-metrics log gives the records of reading every step (MLM, accumulation)",
           "[examples][smoke]") {
   TempDir dir;
