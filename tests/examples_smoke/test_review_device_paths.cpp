@@ -127,3 +127,14 @@ TEST_CASE("review: train_bert --task testament --cuda-graph on --device cuda res
   const std::string ck = check_resume(dir, MG_TRAIN_BERT, "--task testament" + kBert + " --cuda-graph --opt-level O2 --dtype f16", 7);
   CHECK(io::load_checkpoint(ck).state("amp").ints.at("loss_scaler.0.iterations") == 16);
 }
+
+TEST_CASE("review: train_bert --optimizer adafactor on --device cuda trains and resumes bit-identically, and refuses --cuda-graph",
+          "[examples][smoke][gpu]") {
+  if (!have_bible()) return;
+  TempDir dir;
+  // Adafactor's generic path on the device (public ops: no fused CUDA step yet).
+  check_resume(dir, MG_TRAIN_BERT, "--task mlm" + kBert + " --opt-level O2 --dtype f16 --optimizer adafactor", 5);
+  const RunResult graphed = run_program(MG_TRAIN_BERT, "--task testament" + kBert + " --cuda-graph --optimizer adafactor");
+  CHECK(graphed.exit_code != 0);
+  CHECK_THAT(graphed.output, Catch::Matchers::Contains("--cuda-graph needs an optimizer with a fused CUDA step"));
+}
