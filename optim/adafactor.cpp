@@ -43,7 +43,10 @@ void adafactor_generic(const Tensor& param, const Tensor& grad, Tensor row, Tens
   const double w = s.w, rho = s.rho, eps1 = s.eps1;
   const double root_numel = std::sqrt(double(p.numel()));
   // alpha from the parameter before the weight decay, a 0-d tensor (no host read).
-  const Tensor alpha = clamp_min(norm(p) / root_numel, o.eps2) * rho;
+  // PyTorch takes alpha's and the clip's max on the host (Python's max: a NaN norm gives the
+  // floor), so a non-finite element spoils only itself in a vector's step: where, not clamp_min.
+  const Tensor rms = norm(p) / root_numel;
+  const Tensor alpha = where(gt(rms, scalar_like(o.eps2, rms)), rms, scalar_like(o.eps2, rms)) * rho;
   if (o.weight_decay != 0.0) p.mul_(1.0 - o.lr * o.weight_decay);
   const Tensor g2 = mul(g, g);
   Tensor v;
@@ -57,7 +60,8 @@ void adafactor_generic(const Tensor& param, const Tensor& grad, Tensor row, Tens
     v = var;
   }
   const Tensor u = mul(rsqrt(clamp_min(v, eps1 * eps1)), g);
-  const Tensor clip = clamp_min(norm(u) / (root_numel * o.d), 1.0);
+  const Tensor ratio = norm(u) / (root_numel * o.d);
+  const Tensor clip = where(gt(ratio, scalar_like(1.0, ratio)), ratio, scalar_like(1.0, ratio));
   p.sub_(mul(u, alpha / clip));
   if (!p.is_same(param)) Tensor(param).copy_(p);
 }

@@ -14,7 +14,9 @@
 // As PyTorch's, which differs from the paper on purpose: lr caps the relative step size rho and
 // scales the (decoupled) weight decay, and eps1 guards the variance estimate, not the factors.
 // eps1 defaults to the machine epsilon of the parameter's dtype (PyTorch's eps=(None, ...)): 2^-23
-// for f32 (and for an O2 master), 2^-7 for a bf16 parameter.
+// for f32 (and for an O2 master), 2^-7 for a bf16 parameter — each parameter its own, where
+// PyTorch 2.15 keeps the first parameter's value for the rest of its group (a group mixing bf16
+// and f32 parameters steps its f32 ones with bf16's floor there).
 //
 // Precision: the state and the arithmetic are f32 (f64 for f64 parameters) whatever the parameter's
 // dtype, and an f16/bf16 parameter is rounded once; the means and norms are the sum op's

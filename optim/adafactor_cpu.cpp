@@ -23,8 +23,14 @@ namespace mg::optim::detail {
 
 namespace {
 
-// Columns per task of the column sums: one ColumnCascade row of this width stays in L1.
+// Columns per task of the column sums: at most this many (one ColumnCascade row stays in L1), and
+// fewer when that gives every worker thread a block (an embedding's 256 columns were one task).
+// Each column's tree does not depend on the width, so neither do the sums.
 constexpr int64_t kColumnBlock = 256;
+int64_t column_block(int64_t m) {
+  const int64_t per_thread = (m + num_threads() - 1) / std::max(1, num_threads());
+  return std::clamp<int64_t>((per_thread + 15) / 16 * 16, 16, kColumnBlock);
+}
 
 // The per-parameter scalars in opmath, as the generic path's scalar ops produce them.
 template <typename T>
@@ -41,11 +47,18 @@ Scalars<T> scalars_of(const AdafactorOptions& o, const AdafactorStepScalars& s, 
           T(double(n)),    T(o.maximize ? -1.0 : 1.0)};
 }
 
-// alpha = max(sqrt(sum p^2) / sqrt(numel), eps2) * rho.
+// PyTorch's host max(a, x) (Python's): x only when x > a, so a NaN x gives a. A non-finite element
+// then spoils only itself in a vector's step, not alpha or the clipping divisor of the whole one.
+template <typename T>
+inline T python_max(T a, T x) {
+  return x > a ? x : a;
+}
+
+// alpha = max(eps2, sqrt(sum p^2) / sqrt(numel)) * rho.
 template <typename P, typename T = opmath_t<P>>
 T alpha_of(const P* p, int64_t numel, const Scalars<T>& c) {
   const T sum = cascade_sum<T>(numel, [p](int64_t i) { const T x = T(p[i]); return x * x; }, /*parallel=*/true);
-  return std::max(std::sqrt(sum) / c.root_numel, c.eps2) * c.rho;
+  return python_max(c.eps2, std::sqrt(sum) / c.root_numel) * c.rho;
 }
 
 // u = g / sqrt(max(v, eps1^2)), with g's sign flipped to maximize.
@@ -54,43 +67,87 @@ inline T update_of(T g, T v, const Scalars<T>& c) {
   return (c.sign * g) * (T(1) / std::sqrt(std::max(v, c.eps1_sq)));
 }
 
-// The factored second moments of matrix b ([n, m] at g): R and C folded, and max(mean(R), eps1).
+// Scratch of the column sums of one task: a leaf row and a ColumnCascade `width` wide.
+template <typename T>
+struct ColumnScratch {
+  explicit ColumnScratch(int64_t width)
+      : leaf(static_cast<std::size_t>(width)), sums(static_cast<std::size_t>(width)), cascade(width) {}
+  std::vector<T> leaf, sums;
+  ColumnCascade<T> cascade;
+};
+
+// Row sums of g^2 for rows [r0, r1) of an [n, m] matrix, folded into R: one rule sum per row.
 template <typename P, typename T = opmath_t<P>>
-T fold_factors(const P* g, int64_t n, int64_t m, T* row, T* col, const Scalars<T>& c) {
-  // Row sums: one rule sum per row.
-  parallel_for(0, n, std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(m, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const P* gr = g + r * m;
-      const T sum = cascade_sum<T>(m, [gr](int64_t j) { const T x = T(gr[j]); return x * x; });
-      row[r] = fn::aten_lerp(row[r], sum / c.n_cols, c.w);
-    }
-  });
-  // Column sums: leaves of kSumLeaf rows (each summed in row order), combined by the rule.
-  const int64_t blocks = (m + kColumnBlock - 1) / kColumnBlock;
-  parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<T> leaf(kColumnBlock), sums(kColumnBlock);
-    ColumnCascade<T> cascade(kColumnBlock);
-    const auto plus = [](T a, T b) { return a + b; };
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t j0 = b * kColumnBlock, width = std::min(kColumnBlock, m - j0);
-      cascade.reset();
-      for (int64_t r0 = 0; r0 < n; r0 += kSumLeaf) {
-        std::fill(leaf.begin(), leaf.begin() + width, T(0));
-        for (int64_t r = r0; r < std::min(n, r0 + kSumLeaf); ++r) {
-          const P* gr = g + r * m + j0;
-          for (int64_t k = 0; k < width; ++k) {
-            const T x = T(gr[k]);
-            leaf[std::size_t(k)] += x * x;
-          }
-        }
-        cascade.push(leaf.data(), width, plus);
+void fold_rows(const P* g, int64_t m, int64_t r0, int64_t r1, T* row, const Scalars<T>& c) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const P* gr = g + r * m;
+    const T sum = cascade_sum<T>(m, [gr](int64_t j) { const T x = T(gr[j]); return x * x; });
+    row[r] = fn::aten_lerp(row[r], sum / c.n_cols, c.w);
+  }
+}
+
+// Column sums of g^2 for columns [j0, j0 + width) of an [n, m] matrix (width <= the scratch's),
+// folded into C: leaves of kSumLeaf rows (each summed in row order), combined by the rule. A
+// column's tree does not depend on j0 or width.
+template <typename P, typename T = opmath_t<P>>
+void fold_columns(const P* g, int64_t n, int64_t m, int64_t j0, int64_t width, T* col, const Scalars<T>& c,
+                  ColumnScratch<T>& s) {
+  const auto plus = [](T a, T b) { return a + b; };
+  s.cascade.reset();
+  for (int64_t r0 = 0; r0 < n; r0 += kSumLeaf) {
+    std::fill(s.leaf.begin(), s.leaf.begin() + width, T(0));
+    for (int64_t r = r0; r < std::min(n, r0 + kSumLeaf); ++r) {
+      const P* gr = g + r * m + j0;
+      for (int64_t k = 0; k < width; ++k) {
+        const T x = T(gr[k]);
+        s.leaf[std::size_t(k)] += x * x;
       }
-      cascade.result(sums.data(), width, T(0), plus);
-      for (int64_t k = 0; k < width; ++k) col[j0 + k] = fn::aten_lerp(col[j0 + k], sums[std::size_t(k)] / c.n_rows, c.w);
+    }
+    s.cascade.push(s.leaf.data(), width, plus);
+  }
+  s.cascade.result(s.sums.data(), width, T(0), plus);
+  for (int64_t k = 0; k < width; ++k) col[j0 + k] = fn::aten_lerp(col[j0 + k], s.sums[std::size_t(k)] / c.n_rows, c.w);
+}
+
+// max(mean(R), eps1) of one matrix's folded R.
+template <typename T>
+T mean_row_floor(const T* row, int64_t n, const Scalars<T>& c) {
+  return std::max(cascade_sum<T>(n, [row](int64_t r) { return row[r]; }) / c.n_rows, c.eps1);
+}
+
+// The factored second moments of every matrix of a [B, n, m] gradient: R and C folded, and each
+// matrix's max(mean(R), eps1) into mean_row. A large matrix runs its rows and its column blocks on
+// the worker threads; small ones (a conv weight's 3 x 3 kernels: B = out x in of them) run one
+// task per range of matrices with one scratch each. The same sums either way.
+template <typename P, typename T = opmath_t<P>>
+void fold_factors(const P* g, int64_t batch, int64_t n, int64_t m, T* row, T* col, T* mean_row, const Scalars<T>& c) {
+  const int64_t size = n * m;
+  if (size >= kDefaultGrain || batch == 1) {
+    for (int64_t b = 0; b < batch; ++b) {
+      const P* gb = g + b * size;
+      T* rb = row + b * n;
+      T* cb = col + b * m;
+      parallel_for(0, n, std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(m, 1)),
+                   [&](int64_t r0, int64_t r1) { fold_rows(gb, m, r0, r1, rb, c); });
+      const int64_t block = column_block(m), blocks = (m + block - 1) / block;
+      parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+        ColumnScratch<T> s(block);
+        for (int64_t k = b0; k < b1; ++k) fold_columns(gb, n, m, k * block, std::min(block, m - k * block), cb, c, s);
+      });
+      mean_row[b] = mean_row_floor(rb, n, c);
+    }
+    return;
+  }
+  const int64_t width = std::min(m, kColumnBlock);
+  parallel_for(0, batch, std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(size, 1)), [&](int64_t b0, int64_t b1) {
+    ColumnScratch<T> s(width);
+    for (int64_t b = b0; b < b1; ++b) {
+      const P* gb = g + b * size;
+      fold_rows(gb, m, 0, n, row + b * n, c);
+      for (int64_t j0 = 0; j0 < m; j0 += width) fold_columns(gb, n, m, j0, std::min(width, m - j0), col + b * m, c, s);
+      mean_row[b] = mean_row_floor(row + b * n, n, c);
     }
   });
-  const T mean = cascade_sum<T>(n, [row](int64_t r) { return row[r]; }) / c.n_rows;
-  return std::max(mean, c.eps1);
 }
 
 template <typename P>
@@ -100,7 +157,7 @@ void matrix_step(P* p, const P* g, int64_t batch, int64_t n, int64_t m, opmath_t
   const int64_t numel = batch * n * m;
   const T alpha = alpha_of(p, numel, c);
   std::vector<T> mean_row(static_cast<std::size_t>(batch));
-  for (int64_t b = 0; b < batch; ++b) mean_row[std::size_t(b)] = fold_factors(g + b * n * m, n, m, row + b * n, col + b * m, c);
+  fold_factors(g, batch, n, m, row, col, mean_row.data(), c);
   // Row r (of all B n rows): u = g / sqrt(max(V, eps1^2)), V = (R_r C_j) / max(mean(R), eps1) of
   // its matrix, over columns [j0, j0 + len) of g's values gv.
   const auto row_updates = [&](int64_t r, int64_t j0, int64_t len, const auto& gv, T* u) {
@@ -126,7 +183,7 @@ void matrix_step(P* p, const P* g, int64_t batch, int64_t n, int64_t m, opmath_t
         return lane_fold<T>(i1 - i0, [&](int64_t q) { return buf[q] * buf[q]; });
       },
       [](T a, T b) { return a + b; }, /*parallel=*/true);
-  const T step = alpha / std::max(std::sqrt(sum_u2) / c.root_numel_d, T(1));
+  const T step = alpha / python_max(T(1), std::sqrt(sum_u2) / c.root_numel_d);
   const bool decay = c.decay != T(1);
   parallel_for(0, batch * n, std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(m, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -154,7 +211,7 @@ void vector_step(P* p, const P* g, int64_t numel, opmath_t<P>* var, const Scalar
   });
   const T sum_u2 = cascade_sum<T>(numel, [&](int64_t i) { const T u = update_of(T(g[i]), var[i], c); return u * u; },
                                   /*parallel=*/true);
-  const T step = alpha / std::max(std::sqrt(sum_u2) / c.root_numel_d, T(1));
+  const T step = alpha / python_max(T(1), std::sqrt(sum_u2) / c.root_numel_d);
   const bool decay = c.decay != T(1);
   parallel_for(0, numel, kDefaultGrain, [&](int64_t i0, int64_t i1) {
     for_each_opmath_block(p, g, i0, i1, [&](T* pb, const T* gb, int64_t first, int64_t len) {

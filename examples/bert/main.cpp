@@ -690,8 +690,10 @@ int run(int argc, char** argv) {
     const std::string saved = ck.state("train").string_at("train_bert", "config");
     MG_CHECK(saved == config, Error, "", ck.path(), " was saved by a run with ", saved, ", not ", config,
              "\n  hint: resume with the flags of the saved run");
-    check_resumed_schedule(ck.state("train"), ck.path(), schedule);
+    // The settings first: the default lr follows --optimizer, so another optimizer would be
+    // reported as another lr.
     check_resumed_settings(ck.state("train"), ck.path(), resume_settings(flags));
+    check_resumed_schedule(ck.state("train"), ck.path(), schedule);
     TrainingState{*model, opt, sched, loader, history, graph_scaler ? &*graph_scaler : nullptr, &dp}.restore(ck);
     const StateDict& t = ck.state("train");
     step = t.int_at("train_bert", "step");

@@ -202,7 +202,7 @@ TEST_CASE("beta = 0 ignores c, even NaN - an empty inner dim gives beta * c", "[
   REQUIRE(values(mm(rnd({2, 0}), rnd({0, 3}))) == std::vector<double>(6, 0.0));
 }
 
-TEST_CASE("alpha = 0 ignores a and b, even NaN and inf - as PyTorch, the output is beta * c", "[ops][linalg]") {
+TEST_CASE("alpha = 0 ignores a and b, even NaN and inf - as BLAS, the output is beta * c", "[ops][linalg]") {
   for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
     INFO(dtype_name(dt));
     const Tensor a = to(from_vector<double>({NAN, 1, 2, 3, INFINITY, 5}, {2, 3}), dt), b = rnd({3, 2}, dt);

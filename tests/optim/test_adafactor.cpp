@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "nn/linear.h"
 #include "ops/loss.h"
 #include "ops/ops.h"
+#include "optim/generic_path.h"
 #include "optim/optim.h"
 #include "optim_test_util.h"
 #include "test_util.h"
@@ -225,7 +227,7 @@ TEST_CASE("Adafactor: a channels-last weight steps as its contiguous copy, its f
 
 TEST_CASE("Adafactor: the fused CPU step does not depend on the thread count", "[optim][adafactor]") {
   // Shapes past the parallel grains: rows, column blocks of 256 and sums of more than one chunk.
-  const std::vector<Shape> shapes = {{300, 700}, {2, 130, 520}, {20000}};
+  const std::vector<Shape> shapes = {{300, 700}, {2, 130, 520}, {20000}, {64, 40, 3, 3}};
   std::vector<Tensors> runs;
   const int threads = num_threads();
   for (int t : {1, 2, 3}) {
@@ -308,4 +310,54 @@ TEST_CASE("Adafactor at O2 f16: f32 masters, dynamic loss scaling, an overflow s
   CHECK(opt.state(opt.parameters()[0])->step == 1);
   CHECK(test::bits_equal(opt.state(opt.parameters()[0])->buffers.at("row_var"), row));
   CHECK(test::values(opt.parameters()[0]) == masters);
+}
+
+TEST_CASE("Adafactor: a non-finite element of a vector spoils only itself, as PyTorch's host max", "[optim][adafactor]") {
+  // PyTorch 2.15 (tools: torch.optim.Adafactor, lr 1e-2, f64): alpha = max(eps2, RMS(p)) * rho and
+  // the divisor max(1, RMS(u) / d) are Python's max, which keeps the floor for a NaN.
+  struct Case {
+    std::vector<double> p, g, want;
+  };
+  const std::vector<Case> cases = {{{1, 1, 1, 1}, {INFINITY, 1e-2, 2e-2, 3e-2}, {NAN, 0.99, 0.99, 0.99}},
+                                   {{NAN, 1, 2, 3}, {1e-2, 2e-2, 3e-2, 4e-2}, {NAN, 0.99999, 1.99999, 2.99999}}};
+  for (bool generic : {false, true}) {
+    for (DType dt : {DType::F64, DType::F32}) {
+      for (const Case& c : cases) {
+        INFO((generic ? "generic" : "fused") << " " << dtype_name(dt));
+        Tensor p = to(from_vector<double>(c.p, {4}), dt).requires_grad_();
+        optim::Adafactor opt({p}, {.lr = 1e-2});
+        p.set_grad(to(from_vector<double>(c.g, {4}), dt));
+        std::unique_ptr<optim::ForceGenericPathGuard> force;
+        if (generic) force = std::make_unique<optim::ForceGenericPathGuard>();
+        opt.step();
+        const std::vector<double> got = test::values(p);
+        CHECK(std::isnan(got[0]));
+        for (std::size_t i = 1; i < 4; ++i) CHECK(got[i] == Approx(c.want[i]).epsilon(dt == DType::F64 ? 1e-14 : 1e-6));
+      }
+    }
+  }
+}
+
+TEST_CASE("Adafactor: the fused CPU step equals the generic path on a conv weight (many 3 x 3 matrices) and a large matrix",
+          "[optim][adafactor]") {
+  for (const Shape& shape : std::vector<Shape>{{64, 32, 3, 3}, {3, 2, 250, 300}}) {
+    INFO(shape_str(shape));
+    Generator gen(31);
+    const Tensor w0 = randn(shape, {}, &gen);
+    Tensor a = clone(w0).requires_grad_(), b = clone(w0).requires_grad_();
+    optim::Adafactor fused({a}, {.lr = 0.05, .weight_decay = 0.1});
+    optim::Adafactor generic({b}, {.lr = 0.05, .weight_decay = 0.1});
+    for (int s = 0; s < 3; ++s) {
+      const Tensor g = randn(shape, {}, &gen);
+      a.set_grad(g);
+      b.set_grad(clone(g));
+      fused.step();
+      optim::ForceGenericPathGuard force;
+      generic.step();
+    }
+    CHECK(test::rel_error(a, test::values(b)) <= 1e-6);
+    for (const char* name : {"row_var", "col_var"}) {
+      CHECK(test::rel_error(fused.state(a)->buffers.at(name), test::values(generic.state(b)->buffers.at(name))) <= 1e-6);
+    }
+  }
 }
