@@ -10,6 +10,7 @@
 #include "mixgrad/amp/initialize.h"       // amp::initialize, scale_loss, forward (Apex-style O0–O3)
 #include "mixgrad/amp/overflow_tracer.h"  // amp::OverflowTracer
 #include "mixgrad/amp/precision_plan.h"   // amp::precision_plan
+#include "mixgrad/amp/update_averaged.h"  // amp::update_averaged (SWA/EMA of O2 masters)
 #include "mixgrad/autograd/backward_callbacks.h"  // current_pass_id, at_pass_end, JoinRunningPass
 #include "mixgrad/autograd/engine.h"      // backward, grad
 #include "mixgrad/autograd/grad_mode.h"   // NoGradGuard, EnableGradGuard

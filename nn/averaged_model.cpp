@@ -93,11 +93,25 @@ int64_t AveragedModelBase::n_averaged() const {
   return n_host_;
 }
 
-void AveragedModelBase::update_parameters(const Module& model) {
+void AveragedModelBase::update_parameters(const Module& model) { update_parameters(model, nullptr); }
+
+void AveragedModelBase::update_parameters(const Module& model, const std::function<Tensor(const Tensor&)>& source) {
   check_same_structure(model);
+  NamedTensors model_params = model.named_parameters();
+  if (source) {
+    // Every replacement is checked before anything is averaged: a wrong one changes nothing.
+    for (auto& [name, p] : model_params) {
+      if (!p.defined()) continue;
+      Tensor s = source(p);
+      if (!s.defined()) continue;
+      MG_CHECK(s.shape() == p.shape() && is_floating(s.dtype()), ShapeError, "AveragedModel: the source of '", name,
+               "' is ", describe(s), " but the parameter is ", describe(p));
+      p = std::move(s);
+    }
+  }
   const int64_t n = n_averaged();
   NoGradGuard no_grad;
-  const NamedTensors params = averaged_->named_parameters(), model_params = model.named_parameters();
+  const NamedTensors params = averaged_->named_parameters();
   const NamedTensors buffers = averaged_->named_buffers(), model_buffers = model.named_buffers();
   Pairs averaged_pairs{params, model_params};
   if (options_.use_buffers) {

@@ -14,7 +14,9 @@
 //   Tensor y = (*ema.module())(x);                       // evaluate with the averaged weights
 //
 // Mixed precision: the average is computed in f32 (f64 for f64 tensors) and rounded once to the
-// averaged copy's dtype, whatever the model's dtype. Keep the averaged copy in f32 when the model
+// averaged copy's dtype, whatever the model's dtype. At O2 the model holds bf16/f16 copies of the
+// optimizer's f32 masters: average the masters with amp::update_averaged(avg, *net, opt)
+// (amp/update_averaged.h) instead of update_parameters(*net). Keep the averaged copy in f32 when the model
 // trains in f16/bf16 (O3): a bf16 EMA with decay 0.999 stops moving once (1 - decay) times the
 // distance to the model falls under half a bf16 ulp of the average (about 0.4% of it), while an
 // f32 one follows. The copy may also live on another device (the model's tensors are moved
@@ -57,6 +59,11 @@ class AveragedModelBase : public Module {
   // custom average that throws or returns another shape also changes nothing (every result is
   // made before any is written). Runs without recording a graph.
   void update_parameters(const Module& model);
+  // The same, averaging source(p) in place of each model parameter p where it returns a defined
+  // tensor (same shape, floating): amp::update_averaged passes the optimizer's f32 master of each
+  // f16/bf16 parameter at O2, so the average is of the weights the optimizer keeps, not of their
+  // rounded copies. Every replacement is checked before anything changes.
+  void update_parameters(const Module& model, const std::function<Tensor(const Tensor&)>& source);
   // The number of update_parameters calls (a loaded state dict's count after a load).
   int64_t n_averaged() const;
   const AveragedModelOptions& options() const { return options_; }
