@@ -147,21 +147,25 @@ std::string precision_plan(const nn::Module& model, const Properties& p, const o
   if (optimizer) {
     // What each parameter's state will hold once updated, from the optimizer itself (its buffers
     // follow its options, and Adafactor's are factored).
-    int64_t params = 0, values = 0, bytes = 0;
+    int64_t params = 0, values = 0, bytes = 0, per = -2;  // per: buffers per parameter (-1: not uniform)
+    bool all_f64 = true;
     for (const optim::ParamGroup& g : optimizer->param_groups()) {
       for (const Tensor& t : g.params) {
         const int64_t v = optimizer->planned_state_values(t, g.options);
+        const int64_t k = optimizer->planned_buffers_like_parameter(t, g.options);
+        per = per == -2 || per == k ? k : -1;
         params += t.numel();
         values += v;
         bytes += v * (t.dtype() == DType::F64 ? 8 : 4);
+        all_f64 = all_f64 && t.dtype() == DType::F64;
       }
     }
+    const char* state_dtype = all_f64 ? "f64" : "f32";  // f64 parameters keep f64 state
     s << "  optimizer state : " << mib(bytes) << " (" << optimizer->name() << ": ";
-    if (params > 0 && values % params == 0) {
-      const int64_t per = values / params;
-      s << per << " f32 buffer" << (per == 1 ? "" : "s") << " per parameter)\n";
+    if (per >= 0) {
+      s << per << " " << state_dtype << " buffer" << (per == 1 ? "" : "s") << " per parameter)\n";
     } else {
-      s << values << " f32 values for " << params << " parameters)\n";
+      s << values << " " << state_dtype << " values for " << params << " parameters)\n";
     }
   }
   s << "  autocast        : " << (autocast ? std::string("on (") + dtype_name(p.dtype) + ") on the training thread" : "off")

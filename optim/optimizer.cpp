@@ -662,6 +662,17 @@ int64_t Optimizer::planned_state_values(const Tensor& p, const OptionMap& option
   return values;
 }
 
+int64_t Optimizer::planned_buffers_like_parameter(const Tensor& p, const OptionMap& options) const {
+  int64_t count = 0;
+  for (const std::string& name : buffers_created(options)) {
+    const std::optional<Shape> shape = buffer_shape(name, p);
+    if (!shape) continue;
+    if (*shape != p.shape()) return -1;
+    ++count;
+  }
+  return count;
+}
+
 int64_t Optimizer::state_bytes() const {
   int64_t bytes = 0;
   for (const auto& [impl, st] : state_) {

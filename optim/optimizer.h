@@ -169,6 +169,9 @@ class Optimizer : public GraphParticipant {
   // group options `options`: known before any step, so amp::precision_plan reports the optimizer's
   // memory up front. The sum over buffers_created(options) of each buffer_shape(name, p)'s size.
   int64_t planned_state_values(const Tensor& p, const OptionMap& options) const;
+  // The number of buffers parameter p keeps under `options` when each has p's shape, or -1 when
+  // some buffer has another shape (Adafactor's factors): the precision plan's "per parameter".
+  int64_t planned_buffers_like_parameter(const Tensor& p, const OptionMap& options) const;
 
   // ---- fp32 master weights (optim/master_weights.h; amp's O2 turns them on) ----
   // Replaces every f16/bf16 parameter in the groups by an f32 master copy (same position) and

@@ -361,3 +361,14 @@ TEST_CASE("Adafactor: the fused CPU step equals the generic path on a conv weigh
     }
   }
 }
+
+TEST_CASE("Adafactor: the precision plan does not call a factored state that happens to match a parameter's size per-parameter buffers",
+          "[optim][adafactor][amp]") {
+  auto net = std::make_shared<nn::Linear>(nn::LinearOptions{.in = 2, .out = 2, .bias = false});  // 2 + 2 = 4 values
+  optim::Adafactor opt(net->parameters());
+  CHECK_THAT(amp::precision_plan(*net, &opt), Catch::Matchers::Contains("(Adafactor: 4 f32 values for 4 parameters)"));
+  auto f64 = std::make_shared<nn::Linear>(nn::LinearOptions{.in = 3, .out = 2});
+  f64->to(DType::F64);
+  optim::SGD sgd(f64->parameters(), {.lr = 0.1, .momentum = 0.9});
+  CHECK_THAT(amp::precision_plan(*f64, &sgd), Catch::Matchers::Contains("(SGD: 1 f64 buffer per parameter)"));
+}
