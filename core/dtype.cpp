@@ -43,6 +43,16 @@ bool is_floating(DType t) {
 bool is_low_precision(DType t) { return t == DType::F16 || t == DType::BF16; }
 bool is_integral(DType t) { return t == DType::I64 || t == DType::I32 || t == DType::U8; }
 
+double machine_epsilon(DType t) {
+  switch (t) {
+    case DType::F64: return 0x1p-52;
+    case DType::F32: return 0x1p-23;
+    case DType::F16: return 0x1p-10;
+    case DType::BF16: return 0x1p-7;
+    default: MG_THROW(Error, "machine_epsilon: ", dtype_name(t), " is not a floating dtype");
+  }
+}
+
 bool integral_holds(DType t, double v) {
   // [lo, hi) as doubles: every bound is a power of two (or zero), so exact; trunc(v) < hi.
   double lo = 0, hi = 0;

@@ -45,6 +45,9 @@ std::size_t dtype_size(DType t);
 bool is_floating(DType t);       // f64 f32 f16 bf16
 bool is_low_precision(DType t);  // f16 bf16
 bool is_integral(DType t);       // i64 i32 u8 (not bool)
+// torch.finfo(t).eps: the gap between 1 and the next value of a floating dtype (f64 2^-52, f32
+// 2^-23, f16 2^-10, bf16 2^-7). Throws mg::Error for a dtype that is not floating.
+double machine_epsilon(DType t);
 // Whether the integral dtype t (i64, i32, u8) holds v truncated toward zero: false for NaN, +-inf
 // and values outside its range (C++ leaves such conversions undefined), true for every other dtype.
 // Factories and scalar attributes check this before a double becomes an integer, as PyTorch's

@@ -1,6 +1,6 @@
 // The hook through which a device backend provides fused multi-tensor kernels (DESIGN §5): the
 // unscale + inf/NaN check + gradient statistics pass, the steps of every optimizer in optim/
-// (SGD, Adam/AdamW, LAMB, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD) that also write the
+// (SGD, Adam/AdamW, LAMB, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD, Adafactor) that also write the
 // low-precision model copy, the deterministic L2 norm for clipping, and the one-thread loss scale
 // update. optim/ and amp/ call them for tensors on that device; cuda/kernels/multi_tensor.cu
 // registers the CUDA table from register_cuda_kernels().
@@ -47,7 +47,8 @@ struct MultiTensorStepArgs {
   // RMSprop {square_avg, grad_avg (centered), momentum_buffer (momentum > 0)}, Adagrad {sum},
   // Adamax {exp_avg, exp_inf}, RAdam {exp_avg, exp_avg_sq}, Adadelta {square_avg, acc_delta},
   // Rprop {prev, step_size}, ASGD {ax, the [1] f64 eta and mu of the step},
-  // NAdam {exp_avg, exp_avg_sq, the [1] f64 product of the mu's so far ("mu_product")}
+  // NAdam {exp_avg, exp_avg_sq, the [1] f64 product of the mu's so far ("mu_product")},
+  // Adafactor {row_var, col_var (parameters of 2+ dimensions), variance (the others); the unused undefined}
   std::array<Tensors, 3> state;
   Tensors model;                  // empty, or per param the f16/bf16 model tensor set to round(param) in the same pass
   std::vector<int64_t*> steps;    // device i64 per param: updates applied so far (read; see count_steps)
@@ -58,7 +59,7 @@ struct MultiTensorStepArgs {
   // eps, weight_decay; AdamaxHyper and RadamHyper: lr, beta1, beta2, eps, weight_decay; NadamHyper:
   // those and momentum_decay; AdadeltaHyper: lr, rho, eps, weight_decay; RpropHyper: lr (each
   // step size's value before the first update), etaminus, etaplus, step_size_min, step_size_max; AsgdHyper: lr,
-  // lambd, alpha, t0, weight_decay); when set the kernels read these instead of the struct's, so a CUDA graph
+  // lambd, alpha, t0, weight_decay; AdafactorHyper: lr, beta2_decay, eps1, eps2, d, weight_decay); when set the kernels read these instead of the struct's, so a CUDA graph
   // replays with the lr a scheduler set since (the optimizer rewrites them before each replay).
   const double* hyper = nullptr;
 };
@@ -116,6 +117,10 @@ struct RpropHyper {
   double lr, etaminus, etaplus, step_size_min, step_size_max;
   bool maximize;
 };
+struct AdafactorHyper {
+  double lr, beta2_decay, eps1, eps2, d, weight_decay;  // eps1 < 0: the parameter dtype's machine epsilon
+  bool maximize;
+};
 
 struct MultiTensorKernels {
   void (*unscale)(const MultiTensorUnscaleArgs& args);
@@ -159,6 +164,11 @@ struct MultiTensorKernels {
   // launch then sets to fn::asgd_eta / fn::asgd_mu of t = *steps[i] + 1 unless *found_inf is set;
   // call before count_steps.
   void (*asgd)(const MultiTensorStepArgs& args, const AsgdHyper& h);
+  // Adafactor (optim/adafactor.h), parameter by parameter: sum p^2, the factored (or full) second
+  // moments folded in, sum u^2, then the update and the model copy, with the scalars of t =
+  // *steps[i] + 1 (fn::adafactor_scalars) computed on the device; the sums follow the CUDA
+  // reductions' tree (cuda/host/reducers.h). Call before count_steps (it reads t).
+  void (*adafactor)(const MultiTensorStepArgs& args, const AdafactorHyper& h);
 };
 
 void set_multi_tensor_kernels(DeviceType type, const MultiTensorKernels* kernels);

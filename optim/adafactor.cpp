@@ -1,53 +1,42 @@
 // Adafactor: the fused CPU step (optim/adafactor_cpu.cpp) for contiguous CPU parameters, the
-// generic path of public ops for the others (other devices, channels-last weights).
+// device's fused kernel (cuda/kernels/adafactor.cu) for a group on one CUDA device, the generic path
+// of public ops for the others (channels-last CPU weights, a group spanning devices).
 #include "mixgrad/optim/adafactor.h"
 
-#include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/multi_tensor_kernels.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/adafactor_cpu.h"
+#include "mixgrad/optim/functors.h"
 #include "mixgrad/optim/generic_path.h"
 
 namespace mg::optim {
 
 namespace {
 
-// The machine epsilon of a floating dtype (torch.finfo(dtype).eps).
-double dtype_epsilon(DType dt) {
-  switch (dt) {
-    case DType::F64: return 0x1p-52;
-    case DType::F16: return 0x1p-10;
-    case DType::BF16: return 0x1p-7;
-    default: return 0x1p-23;
-  }
-}
-
-// The scalars of a step at the parameter's update count t (>= 1), as PyTorch computes them.
-detail::AdafactorStepScalars step_scalars(const AdafactorOptions& o, int64_t t, DType dtype) {
-  const double step = double(t);
-  return {.w = std::pow(step, o.beta2_decay), .rho = std::min(o.lr, 1.0 / std::sqrt(step)),
-          .eps1 = o.eps1 >= 0.0 ? o.eps1 : dtype_epsilon(dtype)};
-}
-
 // The generic path (optim/generic_path.h): one update of one parameter in opmath (f32, f64 for
 // f64) with public ops, the formulas of adafactor.h in PyTorch's order. row/col (matrices) or var
 // (the others) are updated in place; the other(s) undefined.
 void adafactor_generic(const Tensor& param, const Tensor& grad, Tensor row, Tensor col, Tensor var, DType opmath,
-                       const AdafactorOptions& o, const detail::AdafactorStepScalars& s) {
+                       const AdafactorOptions& o, int64_t t) {
   NoGradGuard no_grad;
   Tensor p = to(param, opmath);
   Tensor g = to(grad, opmath);
   if (o.maximize) g = neg(g);
+  const fn::AdafactorScalars<double> s = fn::adafactor_scalars<double>(
+      o.lr, o.beta2_decay, o.eps1, o.eps2, o.d, o.weight_decay, o.maximize, machine_epsilon(param.dtype()), t,
+      p.numel(), 1, 1);
   const double w = s.w, rho = s.rho, eps1 = s.eps1;
-  const double root_numel = std::sqrt(double(p.numel()));
+  const double root_numel = s.root_numel;
   // alpha from the parameter before the weight decay, a 0-d tensor (no host read).
   // PyTorch takes alpha's and the clip's max on the host (Python's max: a NaN norm gives the
   // floor), so a non-finite element spoils only itself in a vector's step: where, not clamp_min.
   const Tensor rms = norm(p) / root_numel;
   const Tensor alpha = where(gt(rms, scalar_like(o.eps2, rms)), rms, scalar_like(o.eps2, rms)) * rho;
-  if (o.weight_decay != 0.0) p.mul_(1.0 - o.lr * o.weight_decay);
+  if (o.weight_decay != 0.0) p.mul_(s.decay);
   const Tensor g2 = mul(g, g);
   Tensor v;
   if (p.dim() > 1) {
@@ -59,8 +48,8 @@ void adafactor_generic(const Tensor& param, const Tensor& grad, Tensor row, Tens
     var.copy_(aten_lerp(var, g2, w));
     v = var;
   }
-  const Tensor u = mul(rsqrt(clamp_min(v, eps1 * eps1)), g);
-  const Tensor ratio = norm(u) / (root_numel * o.d);
+  const Tensor u = mul(rsqrt(clamp_min(v, s.eps1_sq)), g);
+  const Tensor ratio = norm(u) / s.root_numel_d;
   const Tensor clip = where(gt(ratio, scalar_like(1.0, ratio)), ratio, scalar_like(1.0, ratio));
   p.sub_(mul(u, alpha / clip));
   if (!p.is_same(param)) Tensor(param).copy_(p);
@@ -99,19 +88,39 @@ std::optional<Shape> Adafactor::buffer_shape(const std::string& name, const Tens
 
 void Adafactor::step_group(ParamGroup& group) {
   const AdafactorOptions o = options_from_map<AdafactorOptions>(group.options, name());
-  for (const Work& w : collect(group)) {
+  const std::vector<Work> work = collect(group);
+  // Every buffer is made before any step is counted: a refusal there leaves every step as it was.
+  std::vector<std::array<Tensor, 3>> state;  // row_var, col_var (matrices) or variance
+  for (const Work& w : work) {
     const bool factored = w.param.dim() > 1;
-    const Tensor row = factored ? buffer(w, "row_var", /*zero=*/true) : Tensor();
-    const Tensor col = factored ? buffer(w, "col_var", /*zero=*/true) : Tensor();
-    const Tensor var = factored ? Tensor() : buffer(w, "variance", /*zero=*/true);
-    const detail::AdafactorStepScalars s = step_scalars(o, ++w.state->step, w.param.dtype());
+    state.push_back({factored ? buffer(w, "row_var", /*zero=*/true) : Tensor(),
+                     factored ? buffer(w, "col_var", /*zero=*/true) : Tensor(),
+                     factored ? Tensor() : buffer(w, "variance", /*zero=*/true)});
+  }
+  MultiTensorStepArgs args;
+  if (const MultiTensorKernels* k = fused_step_args(group, work, args)) {
+    for (const auto& [row, col, var] : state) {
+      args.state[0].push_back(row);
+      args.state[1].push_back(col);
+      args.state[2].push_back(var);
+    }
+    k->adafactor(args, {.lr = o.lr, .beta2_decay = o.beta2_decay, .eps1 = o.eps1, .eps2 = o.eps2, .d = o.d,
+                        .weight_decay = o.weight_decay, .maximize = o.maximize});
+    finish_fused_step(work, k, args);
+    return;
+  }
+  for (std::size_t i = 0; i < work.size(); ++i) {
+    const Work& w = work[i];
+    const auto& [row, col, var] = state[i];
+    const int64_t t = ++w.state->step;
     if (w.param.numel() == 0) continue;  // nothing to update (and no mean over an empty row)
     if (use_generic_path(w.param) || !w.param.is_contiguous()) {
-      adafactor_generic(w.param, w.grad, row, col, var, opmath_dtype(w), o, s);  // in-place ops: versions bumped
+      adafactor_generic(w.param, w.grad, row, col, var, opmath_dtype(w), o, t);  // in-place ops: versions bumped
       continue;
     }
+    const bool factored = w.param.dim() > 1;
     detail::adafactor_cpu_step(w.param, w.grad, factored ? row.data_ptr() : nullptr,
-                               factored ? col.data_ptr() : nullptr, factored ? nullptr : var.data_ptr(), o, s);
+                               factored ? col.data_ptr() : nullptr, factored ? nullptr : var.data_ptr(), o, t);
     w.param.bump_version();
   }
 }

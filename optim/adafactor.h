@@ -25,10 +25,12 @@
 // clipping divisor stay on the device (PyTorch reads both per parameter per step).
 //
 // Paths: a contiguous CPU parameter takes the fused CPU step (optim/adafactor_cpu.h: four passes,
-// no temporary of the parameter's size, 6x faster than the ops on BERT-mini's parameters); every
-// other one (CUDA, channels-last weights) the generic path of public ops (optim/generic_path.h).
-// No fused CUDA kernel yet, so there step_unless_found_inf reads its flag on the host first and a
-// CUDA graph capture is refused. There is no multi_tensor option: each parameter is one pass.
+// no temporary of the parameter's size, 6x faster than the ops on BERT-mini's parameters); a group
+// on one CUDA device the fused kernels (cuda/kernels/adafactor.cu: the step's scalars from the
+// device step count, the found-inf flag read on the device, so no host read under
+// step_unless_found_inf and a step CUDA graphs can capture); every other one (channels-last CPU
+// weights, a group spanning devices) the generic path of public ops (optim/generic_path.h). There
+// is no multi_tensor option: each parameter is its own passes.
 //
 //   mg::optim::Adafactor opt(bert->parameters(), {.lr = 1e-2, .weight_decay = 0.01});
 #pragma once
@@ -78,6 +80,10 @@ class Adafactor final : public Optimizer {
   // variance (the parameter's shape) for a vector or a 0-d parameter.
   std::optional<Shape> buffer_shape(const std::string& name, const Tensor& p) const override;
   std::vector<std::string> buffers_of_every_step() const override { return buffer_names(); }
+  bool has_fused_step() const override { return true; }
+  std::vector<std::string> device_option_names() const override {
+    return {"lr", "beta2_decay", "eps1", "eps2", "d", "weight_decay"};
+  }
 };
 
 }  // namespace mg::optim

@@ -32,39 +32,13 @@ int64_t column_block(int64_t m) {
   return std::clamp<int64_t>((per_thread + 15) / 16 * 16, 16, kColumnBlock);
 }
 
-// The per-parameter scalars in opmath, as the generic path's scalar ops produce them.
 template <typename T>
-struct Scalars {
-  T w, rho, eps1, eps1_sq, eps2, decay, root_numel, root_numel_d, n_cols, n_rows, sign;
-};
+using Scalars = fn::AdafactorScalars<T>;
 
-template <typename T>
-Scalars<T> scalars_of(const AdafactorOptions& o, const AdafactorStepScalars& s, int64_t numel, int64_t n, int64_t m) {
-  const double root_numel = std::sqrt(double(numel));
-  return {T(s.w),          T(s.rho),       T(s.eps1),
-          T(s.eps1 * s.eps1), T(o.eps2),   T(1.0 - o.lr * o.weight_decay),
-          T(root_numel),   T(root_numel * o.d), T(double(m)),
-          T(double(n)),    T(o.maximize ? -1.0 : 1.0)};
-}
-
-// PyTorch's host max(a, x) (Python's): x only when x > a, so a NaN x gives a. A non-finite element
-// then spoils only itself in a vector's step, not alpha or the clipping divisor of the whole one.
-template <typename T>
-inline T python_max(T a, T x) {
-  return x > a ? x : a;
-}
-
-// alpha = max(eps2, sqrt(sum p^2) / sqrt(numel)) * rho.
+// sum p^2 (alpha's RMS, taken before the weight decay).
 template <typename P, typename T = opmath_t<P>>
-T alpha_of(const P* p, int64_t numel, const Scalars<T>& c) {
-  const T sum = cascade_sum<T>(numel, [p](int64_t i) { const T x = T(p[i]); return x * x; }, /*parallel=*/true);
-  return python_max(c.eps2, std::sqrt(sum) / c.root_numel) * c.rho;
-}
-
-// u = g / sqrt(max(v, eps1^2)), with g's sign flipped to maximize.
-template <typename T>
-inline T update_of(T g, T v, const Scalars<T>& c) {
-  return (c.sign * g) * (T(1) / std::sqrt(std::max(v, c.eps1_sq)));
+T sum_squares(const P* p, int64_t numel) {
+  return cascade_sum<T>(numel, [p](int64_t i) { const T x = T(p[i]); return x * x; }, /*parallel=*/true);
 }
 
 // Scratch of the column sums of one task: a leaf row and a ColumnCascade `width` wide.
@@ -155,7 +129,7 @@ void matrix_step(P* p, const P* g, int64_t batch, int64_t n, int64_t m, opmath_t
                  const Scalars<opmath_t<P>>& c) {
   using T = opmath_t<P>;
   const int64_t numel = batch * n * m;
-  const T alpha = alpha_of(p, numel, c);
+  const T sum_p2 = sum_squares(p, numel);
   std::vector<T> mean_row(static_cast<std::size_t>(batch));
   fold_factors(g, batch, n, m, row, col, mean_row.data(), c);
   // Row r (of all B n rows): u = g / sqrt(max(V, eps1^2)), V = (R_r C_j) / max(mean(R), eps1) of
@@ -164,7 +138,7 @@ void matrix_step(P* p, const P* g, int64_t batch, int64_t n, int64_t m, opmath_t
     const int64_t b = r / n;
     const T rr = row[r], mr = mean_row[std::size_t(b)];
     const T* cb = col + b * m + j0;
-    for (int64_t q = 0; q < len; ++q) u[q] = update_of(T(gv(q)), (rr * cb[q]) / mr, c);
+    for (int64_t q = 0; q < len; ++q) u[q] = fn::adafactor_update(T(gv(q)), fn::adafactor_factored_variance(rr, cb[q], mr), c);
   };
   // sum u^2 by the rule over the flat index: each leaf's u into a buffer, row run by row run.
   const T sum_u2 = cascade_reduce<T>(
@@ -183,8 +157,9 @@ void matrix_step(P* p, const P* g, int64_t batch, int64_t n, int64_t m, opmath_t
         return lane_fold<T>(i1 - i0, [&](int64_t q) { return buf[q] * buf[q]; });
       },
       [](T a, T b) { return a + b; }, /*parallel=*/true);
-  const T step = alpha / python_max(T(1), std::sqrt(sum_u2) / c.root_numel_d);
-  const bool decay = c.decay != T(1);
+  const T step = fn::adafactor_step_size(sum_p2, sum_u2, c);
+  // Always multiplied by the decay (1 without weight decay: the same bits): a select on it per
+  // element keeps g++ from vectorizing the loop.
   parallel_for(0, batch * n, std::max<int64_t>(1, kDefaultGrain / std::max<int64_t>(m, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       for_each_opmath_block(p, g, r * m, (r + 1) * m, [&](T* pb, const T* gb, int64_t first, int64_t len) {
@@ -192,7 +167,7 @@ void matrix_step(P* p, const P* g, int64_t batch, int64_t n, int64_t m, opmath_t
         for (int64_t q0 = 0; q0 < len; q0 += kOpmathBlock) {  // f32/f64 come as one block of the whole row
           const int64_t k = std::min(kOpmathBlock, len - q0);
           row_updates(r, first - r * m + q0, k, [gb, q0](int64_t q) { return gb[q0 + q]; }, u);
-          for (int64_t q = 0; q < k; ++q) pb[q0 + q] = (decay ? pb[q0 + q] * c.decay : pb[q0 + q]) - u[q] * step;
+          for (int64_t q = 0; q < k; ++q) pb[q0 + q] = pb[q0 + q] * c.decay - u[q] * step;
         }
       });
     }
@@ -202,23 +177,19 @@ void matrix_step(P* p, const P* g, int64_t batch, int64_t n, int64_t m, opmath_t
 template <typename P>
 void vector_step(P* p, const P* g, int64_t numel, opmath_t<P>* var, const Scalars<opmath_t<P>>& c) {
   using T = opmath_t<P>;
-  const T alpha = alpha_of(p, numel, c);
+  const T sum_p2 = sum_squares(p, numel);
   parallel_for(0, numel, kDefaultGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const T x = T(g[i]);
       var[i] = fn::aten_lerp(var[i], x * x, c.w);
     }
   });
-  const T sum_u2 = cascade_sum<T>(numel, [&](int64_t i) { const T u = update_of(T(g[i]), var[i], c); return u * u; },
+  const T sum_u2 = cascade_sum<T>(numel, [&](int64_t i) { const T u = fn::adafactor_update(T(g[i]), var[i], c); return u * u; },
                                   /*parallel=*/true);
-  const T step = alpha / python_max(T(1), std::sqrt(sum_u2) / c.root_numel_d);
-  const bool decay = c.decay != T(1);
+  const T step = fn::adafactor_step_size(sum_p2, sum_u2, c);
   parallel_for(0, numel, kDefaultGrain, [&](int64_t i0, int64_t i1) {
     for_each_opmath_block(p, g, i0, i1, [&](T* pb, const T* gb, int64_t first, int64_t len) {
-      for (int64_t q = 0; q < len; ++q) {
-        const T pv = decay ? pb[q] * c.decay : pb[q];
-        pb[q] = pv - update_of(gb[q], var[first + q], c) * step;
-      }
+      for (int64_t q = 0; q < len; ++q) pb[q] = pb[q] * c.decay - fn::adafactor_update(gb[q], var[first + q], c) * step;
     });
   });
 }
@@ -226,18 +197,22 @@ void vector_step(P* p, const P* g, int64_t numel, opmath_t<P>* var, const Scalar
 }  // namespace
 
 void adafactor_cpu_step(const Tensor& param, const Tensor& grad, void* row, void* col, void* var,
-                        const AdafactorOptions& o, const AdafactorStepScalars& s) {
+                        const AdafactorOptions& o, int64_t t) {
   const int64_t numel = param.numel();
   if (numel == 0) return;
   visit_floating(param.dtype(), "Adafactor", [&]<typename P>() {
     using T = opmath_t<P>;
+    const auto scalars = [&](int64_t n, int64_t m) {
+      return fn::adafactor_scalars<T>(o.lr, o.beta2_decay, o.eps1, o.eps2, o.d, o.weight_decay, o.maximize,
+                                      machine_epsilon(param.dtype()), t, numel, n, m);
+    };
     P* p = static_cast<P*>(param.data_ptr());
     const P* g = static_cast<const P*>(grad.data_ptr());
     if (param.dim() > 1) {
       const int64_t m = param.shape().back(), n = param.shape()[std::size_t(param.dim() - 2)];
-      matrix_step(p, g, numel / (n * m), n, m, static_cast<T*>(row), static_cast<T*>(col), scalars_of<T>(o, s, numel, n, m));
+      matrix_step(p, g, numel / (n * m), n, m, static_cast<T*>(row), static_cast<T*>(col), scalars(n, m));
     } else {
-      vector_step(p, g, numel, static_cast<T*>(var), scalars_of<T>(o, s, numel, 1, 1));
+      vector_step(p, g, numel, static_cast<T*>(var), scalars(1, 1));
     }
   });
 }

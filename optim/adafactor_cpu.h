@@ -10,19 +10,12 @@
 
 namespace mg::optim::detail {
 
-// The scalars of one parameter's step, from its step count t (>= 1) and the group's options.
-struct AdafactorStepScalars {
-  double w;     // t^beta2_decay: the lerp weight of the second moments
-  double rho;   // min(lr, 1 / sqrt(t))
-  double eps1;  // the options' eps1, or the parameter dtype's machine epsilon
-};
-
-// One step of a contiguous CPU parameter (f32, f64, f16 or bf16) with its contiguous gradient of
+// Update t (>= 1) of a contiguous CPU parameter (f32, f64, f16 or bf16) with its contiguous gradient of
 // the same dtype and its opmath state: row [B, n] and col [B, m] for a parameter of two or more
 // dimensions viewed as [B, n, m], else var (its numel values); the others null. The sums follow
 // the summation rule (core/cascade_sum.h) and run on the worker threads; the result does not
 // depend on the thread count.
 void adafactor_cpu_step(const Tensor& param, const Tensor& grad, void* row, void* col, void* var,
-                        const AdafactorOptions& o, const AdafactorStepScalars& s);
+                        const AdafactorOptions& o, int64_t t);
 
 }  // namespace mg::optim::detail

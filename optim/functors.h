@@ -489,6 +489,50 @@ MG_HOST_DEVICE double asgd_mu(double t0, long long t) {
   return 1.0 / (since > 1.0 ? since : 1.0);
 }
 
+// Adafactor (optim/adafactor.h): the scalars of one parameter's update t (>= 1) in opmath T, the
+// fused CPU step's and the CUDA kernels' (cuda/kernels/adafactor.cu), which compute them from the
+// device step count. eps1 < 0 means the machine epsilon of the parameter's dtype (dtype_eps).
+// [n, m]: the last two dimensions (1, 1 for a vector).
+template <typename T>
+struct AdafactorScalars {
+  T w, rho, eps1, eps1_sq, eps2, decay, root_numel, root_numel_d, n_cols, n_rows, sign;
+};
+template <typename T>
+MG_HOST_DEVICE AdafactorScalars<T> adafactor_scalars(double lr, double beta2_decay, double eps1, double eps2, double d,
+                                                     double weight_decay, bool maximize, double dtype_eps,
+                                                     long long t, long long numel, long long n, long long m) {
+  const double step = double(t), e1 = eps1 >= 0.0 ? eps1 : dtype_eps;
+  const double inv_root_step = 1.0 / std::sqrt(step), root_numel = std::sqrt(double(numel));
+  return {T(std::pow(step, beta2_decay)), T(lr < inv_root_step ? lr : inv_root_step), T(e1),
+          T(product_rounded(e1, e1)),     T(eps2),      T(1.0 - product_rounded(lr, weight_decay)),
+          T(root_numel),                  T(product_rounded(root_numel, d)), T(double(m)),
+          T(double(n)),                   T(maximize ? -1.0 : 1.0)};
+}
+// PyTorch's host max(a, x) (Python's): x only when x > a, so a NaN x gives a. A non-finite element
+// then spoils only itself in a vector's step, not alpha or the clipping divisor of the whole one.
+template <typename T>
+MG_HOST_DEVICE T python_max(T a, T x) {
+  return x > a ? x : a;
+}
+// u = g / sqrt(max(v, eps1^2)), g's sign flipped to maximize (v: the second-moment estimate). The
+// max is std::max's (and clamp_min's): a NaN v stays NaN.
+template <typename T>
+MG_HOST_DEVICE T adafactor_update(T g, T v, const AdafactorScalars<T>& c) {
+  return (c.sign * g) * (T(1) / std::sqrt(v < c.eps1_sq ? c.eps1_sq : v));
+}
+// V of a factored element: (R_row C_col) / max(mean(R), eps1), the last already floored.
+template <typename T>
+MG_HOST_DEVICE T adafactor_factored_variance(T row, T col, T mean_row_floor) {
+  return (row * col) / mean_row_floor;
+}
+// alpha / max(1, RMS(u) / d), alpha = max(eps2, RMS(p)) rho: what u is multiplied by, from the
+// tensor's sums of p^2 (before the weight decay) and of u^2.
+template <typename T>
+MG_HOST_DEVICE T adafactor_step_size(T sum_p2, T sum_u2, const AdafactorScalars<T>& c) {
+  const T alpha = python_max(c.eps2, T(std::sqrt(sum_p2)) / c.root_numel) * c.rho;
+  return alpha / python_max(T(1), T(std::sqrt(sum_u2)) / c.root_numel_d);
+}
+
 // Sum of |x|^p for a p-norm (p = 2 and p = 1 without pow); the caller accumulates in f32 (f64
 // for f64 tensors).
 template <typename T>

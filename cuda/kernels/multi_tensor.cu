@@ -2,7 +2,8 @@
 // cuda/multi_tensor_apply.cuh: unscale + inf/NaN check + gradient statistics in one pass, SGD,
 // Adam/AdamW, LAMB, RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta, Rprop and ASGD steps that update f32
 // masters and write the f16/bf16 model copy in the same pass, the deterministic L2 norm, the step
-// counters and the one-thread loss-scale update. The per-element math is the CPU's: the step
+// counters and the one-thread loss-scale update (Adafactor's step, whose sums are per row and column,
+// is cuda/kernels/adafactor.cu's, in the same table). The per-element math is the CPU's: the step
 // functors of optim/functors.h (fn::SgdStep, fn::AdamStep, ...) with their step scalars from the
 // same host/device functions (fn::bias_correction, fn::radam_scalars, fn::nadam_scalars,
 // fn::asgd_eta), and
@@ -22,6 +23,7 @@
 #include "mixgrad/core/half.h"
 #include "mixgrad/core/multi_tensor_kernels.h"
 #include "mixgrad/core/visit_dtype.h"
+#include "mixgrad/cuda/kernels/adafactor.h"
 #include "mixgrad/cuda/kernels/block_reduce.cuh"
 #include "mixgrad/cuda/multi_tensor_apply.cuh"
 #include "mixgrad/optim/functors.h"
@@ -897,7 +899,7 @@ void scale_update_cuda(void* state, const void* rule, float* found_inf, int32_t*
 const MultiTensorKernels kTable{&unscale_cuda,      &sgd_cuda,          &adam_cuda,    &lamb_cuda,
                                 &count_steps_cuda,  &l2_norm_cuda,      &scale_update_cuda, &rmsprop_cuda,
                                 &adagrad_cuda,      &adamax_cuda,       &radam_cuda,   &nadam_cuda,
-                                &adadelta_cuda,     &rprop_cuda,        &asgd_cuda};
+                                &adadelta_cuda,     &rprop_cuda,        &asgd_cuda,    &adafactor_cuda};
 
 }  // namespace
 

@@ -29,6 +29,7 @@
 #include "ops/ops.h"
 #include "ops/pad.h"
 #include "optim/adadelta.h"
+#include "optim/adafactor.h"
 #include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/adamax.h"
@@ -302,6 +303,17 @@ TEST_CASE("CUDA graph: Adamax, RAdam, NAdam, Adadelta, Rprop and ASGD with an lr
   captured_equals_eager<optim::ASGD>(
       11, [](int i) { return 1e-2 * (1.0 + 0.25 * i); },
       [](const Tensors& p, double lr) { return std::make_unique<optim::ASGD>(p, optim::ASGDOptions{.lr = lr, .lambd = 0.05, .t0 = 2}); });
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA graph: Adafactor with an lr changed before every replay equals the eager steps", "[cuda][gpu][graph]") {
+  // Its step scalars come from the device step count and the device options, and its sums from the
+  // reductions' fixed tree, so a captured step replays the eager bits.
+  captured_equals_eager<optim::Adafactor>(
+      12, [](int i) { return 1e-2 * (1.0 + 0.25 * i); },
+      [](const Tensors& p, double lr) {
+        return std::make_unique<optim::Adafactor>(p, optim::AdafactorOptions{.lr = lr, .weight_decay = 0.01});
+      });
   test::require_no_pending_cuda_error();
 }
 

@@ -59,7 +59,7 @@ TEST_CASE("CUDA optimizers match the fused CPU path for every optimizer and opti
 
 TEST_CASE("CUDA O2 master weights match the CPU", "[cuda][gpu][optim][amp]") {
   for (DType dt : {DType::F16, DType::BF16}) {
-    for (std::size_t k : {1u, 3u, 7u, 9u, 16u, 19u, 20u, 21u, 22u, 23u}) {  // as tests/optim/test_generic_path.cpp
+    for (std::size_t k : {1u, 3u, 7u, 9u, 16u, 19u, 20u, 21u, 22u, 23u, 31u}) {  // as tests/optim/test_generic_path.cpp
       const test::OptimCase c = test::optim_cases()[k];
       const auto cpu = test::run_optim_case(c, dt, Device::cpu(), false, 4, /*masters=*/true);
       const auto cuda = test::run_optim_case(c, dt, gpu(), false, 4, /*masters=*/true);

@@ -74,8 +74,8 @@ TEST_CASE("generic path: O2 master weights (f32 masters, f16/bf16 model) match t
           "[optim][generic][amp]") {
   for (DType dt : {DType::F16, DType::BF16}) {
     // SGD momentum, nesterov, AdamW, LAMB, RMSprop centered momentum maximize, Adagrad with every option,
-    // Adamax, NAdam, RAdam (7 steps: both branches), Adadelta
-    for (std::size_t k : {1u, 3u, 7u, 9u, 16u, 19u, 20u, 21u, 22u, 23u}) {
+    // Adamax, NAdam, RAdam (7 steps: both branches), Adadelta, Adafactor with every option
+    for (std::size_t k : {1u, 3u, 7u, 9u, 16u, 19u, 20u, 21u, 22u, 23u, 31u}) {
       const test::OptimCase c = test::optim_cases()[k];
       const std::string what = c.name + " masters " + dtype_name(dt);
       const auto fused = test::run_optim_case(c, dt, Device::cpu(), false, 4, /*masters=*/true);
