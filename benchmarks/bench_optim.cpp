@@ -2,7 +2,9 @@
 // parameters; --quick: BERT-tiny with a 1,024-token vocabulary) for every optimizer of optim/, in
 // ms per step, beside AdamW's time measured in the same run, and the state each keeps (MiB, after
 // the step). Adafactor runs twice: its fused CPU step and its generic path of public ops (what it
-// runs on other devices), so the fusion's gain is measured.
+// runs on other devices), so the fusion's gain is measured. Muon, for 2-D hidden-layer weights
+// only, steps the encoder's and the MLM head's matrices (not the embeddings: the "muon parameters"
+// row), with its Newton–Schulz iteration in bf16 (its default) and in f32.
 // Timing: the gradients are set once; one warm-up step (it makes the state), then the best of N
 // steps in wall time and, as a second row, in process CPU time (all threads' CPU seconds).
 // benchmarks/torch_optim_peer.py runs PyTorch's optimizers on the same shapes (it reads the
@@ -60,7 +62,15 @@ struct Case {
   std::string name;
   std::function<std::unique_ptr<mg::optim::Optimizer>(const mg::Tensors&)> make;
   bool generic = false;  // through the generic path (ForceGenericPathGuard)
+  bool hidden_matrices = false;  // only the hidden layers' 2-D weights (Muon)
 };
+
+// The 2-D weights whose sides are both the hidden or the intermediate size: the attention and
+// feed-forward matrices and the MLM head's transform, not the embeddings.
+bool is_hidden_matrix(const mg::Tensor& p, const mg::nn::models::BertConfig& c) {
+  const auto inner = [&](int64_t d) { return d == c.hidden || d == c.intermediate; };
+  return p.dim() == 2 && inner(p.shape()[0]) && inner(p.shape()[1]);
+}
 
 std::vector<Case> cases() {
   using namespace mg::optim;
@@ -80,6 +90,11 @@ std::vector<Case> cases() {
       {"Adafactor", [](const mg::Tensors& ps) { return std::make_unique<Adafactor>(ps, AdafactorOptions{.lr = 1e-2}); }},
       {"Adafactor (generic path)",
        [](const mg::Tensors& ps) { return std::make_unique<Adafactor>(ps, AdafactorOptions{.lr = 1e-2}); }, true},
+      {"Muon (hidden matrices)", [](const mg::Tensors& ps) { return std::make_unique<Muon>(ps, MuonOptions{.lr = 0.02}); },
+       false, true},
+      {"Muon (hidden matrices, f32 iteration)",
+       [](const mg::Tensors& ps) { return std::make_unique<Muon>(ps, MuonOptions{.lr = 0.02, .ns_bf16 = false}); },
+       false, true},
   };
 }
 
@@ -97,19 +112,24 @@ int main(int argc, char** argv) {
     mg::manual_seed(0);
     mg::nn::models::BertForMaskedLM model(config);
     const mg::Tensors params = model.parameters();
-    int64_t numel = 0;
-    std::string shapes;
+    int64_t numel = 0, hidden_numel = 0;
+    std::string shapes, hidden_shapes;
     for (const mg::Tensor& p : params) {
       numel += p.numel();
       std::string s;
       for (int64_t d : p.shape()) s += (s.empty() ? "" : "x") + std::to_string(d);
       shapes += (shapes.empty() ? "" : ",") + (s.empty() ? std::string("scalar") : s);
+      if (is_hidden_matrix(p, config)) {
+        hidden_numel += p.numel();
+        hidden_shapes += (hidden_shapes.empty() ? "" : ",") + s;
+      }
     }
     std::printf("bench_optim: BERT-%s MLM, %zu parameters, %lld values (f32), %d threads, best of %d\n",
                 cfg.quick ? "tiny (vocab 1024)" : "mini", params.size(), static_cast<long long>(numel), cfg.threads,
                 reps);
     bench::print_load_average();
     rows.push_back({"parameters", "f32", shapes, double(numel), "values", "", 0, 0});
+    rows.push_back({"muon parameters", "f32", hidden_shapes, double(hidden_numel), "values", "", 0, 0});
     std::vector<std::pair<Case, Timing>> measured;
     std::vector<double> state_mib;
     for (const Case& c : cases()) {
@@ -117,6 +137,7 @@ int main(int argc, char** argv) {
       mg::Tensors ps;
       mg::Generator gen(1);
       for (const mg::Tensor& p : params) {
+        if (c.hidden_matrices && !is_hidden_matrix(p, config)) continue;
         mg::Tensor q = mg::clone(p.detach()).requires_grad_();
         q.set_grad(mg::randn(q.shape(), {}, &gen) * 1e-2);
         ps.push_back(q);
@@ -141,7 +162,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_optim: %s\n", e.what());
     return 1;
   }
-  std::vector<Row> table(rows.begin() + 1, rows.end());  // the shapes row is for the peer script
+  std::vector<Row> table(rows.begin() + 2, rows.end());  // the shapes rows are for the peer script
   bench::print_table(table);
   if (!cfg.json.empty() && !bench::write_json(cfg.json, rows)) {
     std::fprintf(stderr, "bench_optim: cannot write %s\n", cfg.json.c_str());

@@ -35,6 +35,7 @@ PEERS = {
     "Rprop": ("Rprop", dict(lr=1e-2)),
     "ASGD": ("ASGD", dict(lr=1e-2)),
     "Adafactor": ("Adafactor", dict(lr=1e-2)),
+    "Muon (hidden matrices)": ("Muon", dict(lr=0.02)),  # on the "muon parameters" row's shapes
 }
 
 
@@ -48,12 +49,13 @@ def run_ours(binary, threads):
     finally:
         os.unlink(path)
     shapes = next(r for r in rows if r["name"] == "parameters")["shape"].split(",")
+    muon_shapes = next(r for r in rows if r["name"] == "muon parameters")["shape"].split(",")
     times = {}
     for r in rows:
         for kind in ("wall", "cpu"):
             if r["name"].endswith(" " + kind):
                 times.setdefault(r["name"][: -len(kind) - 1], {})[kind] = r["value"]
-    return shapes, times
+    return shapes, muon_shapes, times
 
 
 def time_torch(shapes, cls_name, options, foreach, reps):
@@ -86,13 +88,14 @@ def main():
     ours, theirs = {}, {}
     shapes = None
     for _ in range(args.rounds):
-        shapes, times = run_ours(args.bench_optim, args.threads)
+        shapes, muon_shapes, times = run_ours(args.bench_optim, args.threads)
         for name, t in times.items():
             best = ours.setdefault(name, {"wall": float("inf"), "cpu": float("inf")})
             best["wall"], best["cpu"] = min(best["wall"], t["wall"]), min(best["cpu"], t["cpu"])
         for name, (cls_name, options) in PEERS.items():
-            for foreach in (False, True):
-                wall, cpu = time_torch(shapes, cls_name, options, foreach, args.reps)
+            for foreach in ((False,) if cls_name == "Muon" else (False, True)):  # Muon has no foreach code
+                wall, cpu = time_torch(muon_shapes if cls_name == "Muon" else shapes, cls_name, options, foreach,
+                                       args.reps)
                 best = theirs.get(name)
                 if best is None or wall < best[0]:
                     theirs[name] = (wall, cpu, "foreach" if foreach else "single-tensor")

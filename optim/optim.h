@@ -1,5 +1,5 @@
 // Everything in optim: the optimizers (SGD, Adam, AdamW, LAMB, RMSprop, Adagrad, Adamax, NAdam, RAdam,
-// Adadelta, Rprop, ASGD, Adafactor, and LBFGS with its closure-driven step), learning-rate schedulers (SWALR for weight averaging among them) and gradient clipping. See docs/optim.md.
+// Adadelta, Rprop, ASGD, Adafactor, Muon, and LBFGS with its closure-driven step), learning-rate schedulers (SWALR for weight averaging among them) and gradient clipping. See docs/optim.md.
 //
 //   #include "optim/optim.h"
 //   mg::optim::AdamW opt(net.parameters(), {.lr = 1e-3, .weight_decay = 0.01});
@@ -14,6 +14,7 @@
 #include "mixgrad/optim/lamb.h"
 #include "mixgrad/optim/lbfgs.h"
 #include "mixgrad/optim/lr_scheduler.h"
+#include "mixgrad/optim/muon.h"
 #include "mixgrad/optim/nadam.h"
 #include "mixgrad/optim/radam.h"
 #include "mixgrad/optim/optimizer.h"

@@ -15,6 +15,7 @@
 #include "core/factory.h"
 #include "core/generator.h"
 #include "cuda_test_util.h"
+#include "optim/muon.h"
 #include "optim/path_compare.h"
 #include "test_util.h"
 #include "optim/sgd.h"
@@ -91,6 +92,37 @@ TEST_CASE("CUDA optimizer steps make no counted synchronisation", "[cuda][gpu][o
   const uint64_t before = cuda::sync_count();
   opt.step();
   CHECK(cuda::sync_count() == before);
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA Muon matches the CPU with the Newton-Schulz iteration in f32 and in bf16", "[cuda][gpu][optim]") {
+  // Public ops on the device: the iteration's GEMMs run on cuBLASLt.
+  for (const bool ns_bf16 : {false, true}) {
+    Generator gen(44);
+    Tensors cpu, dev;
+    for (const Shape& s : std::vector<Shape>{{40, 24}, {24, 40}}) {
+      const Tensor w = randn(s, {}, &gen);
+      cpu.push_back(clone(w).requires_grad_());
+      dev.push_back(w.to(gpu()).requires_grad_());
+    }
+    optim::Muon oc(cpu, {.lr = 0.02, .ns_bf16 = ns_bf16}), od(dev, {.lr = 0.02, .ns_bf16 = ns_bf16});
+    for (int s = 0; s < 4; ++s) {
+      for (std::size_t k = 0; k < cpu.size(); ++k) {
+        const Tensor g = randn(cpu[k].shape(), {}, &gen);
+        cpu[k].set_grad(clone(g));
+        dev[k].set_grad(g.to(gpu()));
+      }
+      oc.step();
+      const uint64_t syncs = cuda::sync_count();
+      od.step();
+      CHECK(cuda::sync_count() == syncs);
+    }
+    for (std::size_t k = 0; k < cpu.size(); ++k) {
+      INFO((ns_bf16 ? "bf16" : "f32") << " iteration, parameter " << k);
+      // f32: the GEMMs' summation orders differ; bf16: a rounding of X may land on a neighbour.
+      CHECK(test::path_rel_error(dev[k].detach().to(Device::cpu()), cpu[k].detach()) <= (ns_bf16 ? 2e-3 : 1e-5));
+    }
+  }
   test::require_no_pending_cuda_error();
 }
 

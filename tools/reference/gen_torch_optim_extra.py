@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/data/reference/optim_extra.txt: maximize, Adam's decoupled_weight_decay, RMSprop,
-Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD and Adafactor against a current PyTorch (torch.optim, foreach=False: the single-tensor code).
+Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD, Adafactor and Muon against a current PyTorch (torch.optim, foreach=False: the single-tensor code).
 
 Run once by a developer, by hand, when a case is added or changed; never by the build or the tests:
 
@@ -116,6 +116,73 @@ lr 0.05, weight_decay 0.1, d 1.2: steps [steps, ...] are the parameters after ea
                 w.tensor(f"{n}.state.{key}", st[key])
 
 
+def ns_f64(grad, ns_coefficients, ns_steps, eps):
+    """Muon's Newton-Schulz iteration (torch.optim._muon's order: normalise, then X = a X + (b G +
+    c G G) X with G = X X^T, transposed when tall) in float64 instead of bfloat16."""
+    a, b, c = ns_coefficients
+    x = grad.to(torch.float64, copy=True)
+    tall = x.size(0) > x.size(1)
+    if tall:
+        x = x.T
+    x = x / x.norm().clamp(min=eps)
+    for _ in range(ns_steps):
+        g = x @ x.T
+        x = torch.addmm(x, torch.addmm(g, g, g, beta=b, alpha=c), x, beta=a)
+    return x.T if tall else x
+
+
+def muon_cases(w):
+    """torch.optim.Muon on a wide [3, 4], a tall [5, 2] (iterated transposed) and a square [6, 6]
+    matrix with seeded gradients, 6 steps, three option sets; each once as PyTorch runs it (the
+    iteration in bfloat16: muon.<case>.bf16.p<k>.steps) and once with the iteration in float64
+    (muon.<case>.f64.p<k>.steps), the rest of the step unchanged."""
+    import torch.optim._muon as muon_module
+    w.comment("""
+Muon on shapes [3, 4], [5, 2], [6, 6] with seeded gradients (grads [steps, ...]); steps [steps, ...] are
+the parameters after each step, with PyTorch's bfloat16 Newton-Schulz iteration (bf16) or the same
+iteration in float64 (f64). Options per case: lr, weight_decay, momentum, nesterov, ns_a, ns_b, ns_c,
+eps, ns_steps, adjust_lr (0 original, 1 match_rms_adamw, 2 spectral_unclamped).""")
+    cases = [
+        ("default", dict(lr=0.02), dict(lr=0.02, weight_decay=0.1, momentum=0.95, nesterov=1, ns=(3.4445, -4.7750, 2.0315),
+                                         eps=1e-7, ns_steps=5, adjust_lr=0)),
+        ("plain_match_rms", dict(lr=0.05, weight_decay=0.05, momentum=0.9, nesterov=False,
+                                 adjust_lr_fn="match_rms_adamw"),
+         dict(lr=0.05, weight_decay=0.05, momentum=0.9, nesterov=0, ns=(3.4445, -4.7750, 2.0315), eps=1e-7, ns_steps=5,
+              adjust_lr=1)),
+        ("spectral_custom", dict(lr=0.03, weight_decay=0.0, momentum=0.5, ns_coefficients=(2.0, -1.5, 0.5), eps=1e-3,
+                                 ns_steps=3, adjust_lr_fn="spectral_unclamped"),
+         dict(lr=0.03, weight_decay=0.0, momentum=0.5, nesterov=1, ns=(2.0, -1.5, 0.5), eps=1e-3, ns_steps=3,
+              adjust_lr=2)),
+    ]
+    shapes = [(3, 4), (5, 2), (6, 6)]
+    steps = 6
+    torch.manual_seed(2027)
+    inits = [q(torch.randn(s)) for s in shapes]
+    grads = [[q(torch.randn(s) * (1.0 + 0.5 * t)) for t in range(steps)] for s in shapes]
+    for k in range(len(shapes)):
+        w.tensor(f"muon.p{k}.init", inits[k])
+        w.tensor(f"muon.p{k}.grads", torch.stack(grads[k]))
+    original = muon_module._zeropower_via_newtonschulz
+    for name, torch_opts, ours in cases:
+        w.tensor(f"muon.{name}.options", torch.tensor([ours["lr"], ours["weight_decay"], ours["momentum"],
+                                                       ours["nesterov"], *ours["ns"], ours["eps"], ours["ns_steps"],
+                                                       ours["adjust_lr"]], dtype=torch.float64))
+        for variant in ("bf16", "f64"):
+            muon_module._zeropower_via_newtonschulz = original if variant == "bf16" else ns_f64
+            params = [p.clone().requires_grad_() for p in inits]
+            opt = torch.optim.Muon(params, **torch_opts)
+            history = [[] for _ in shapes]
+            for t in range(steps):
+                for k, p in enumerate(params):
+                    p.grad = grads[k][t].clone()
+                opt.step()
+                for k, p in enumerate(params):
+                    history[k].append(p.detach().clone())
+            for k in range(len(shapes)):
+                w.tensor(f"muon.{name}.{variant}.p{k}.steps", torch.stack(history[k]))
+    muon_module._zeropower_via_newtonschulz = original
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     default_out = os.path.normpath(os.path.join(here, "..", "..", "tests", "data", "reference"))
@@ -124,7 +191,7 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(1)
     w = RefWriter("optim_extra", """
-maximize (SGD, Adam, AdamW, LAMB), Adam's decoupled_weight_decay, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD and Adafactor from torch.optim
+maximize (SGD, Adam, AdamW, LAMB), Adam's decoupled_weight_decay, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD, Adafactor and Muon from torch.optim
 (LAMB from its formula). See tools/reference/gen_torch_optim_extra.py.""")
     w.lines[1] = f"# generated by tools/reference/gen_torch_optim_extra.py with torch {torch.__version__}, float64, CPU"
     w.comment("""
@@ -202,6 +269,7 @@ Optimizers: five steps on loss = sum(a1 (w1 - c1)^2)/2 + sum(a2 (w2 - c2)^2)/2 (
                                                                                  weight_decay=0.05), False, 8),
     ], a1, c1, a2, c2, w1_0, w2_0)
     adafactor_shapes(w)
+    muon_cases(w)
     w.save(os.path.join(args.out, "optim_extra.txt"))
 
 

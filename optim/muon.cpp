@@ -1,0 +1,105 @@
+// Muon: the formulas of optim/muon.h with public ops, in torch.optim.Muon's order.
+#include "mixgrad/optim/muon.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/ops/ops.h"
+#include "mixgrad/optim/generic_path.h"
+
+namespace mg::optim {
+
+namespace {
+
+// The lr multiplier of an [A, B] matrix (PyTorch's _adjust_lr).
+double lr_adjustment(int64_t adjust, double a, double b) {
+  switch (adjust) {
+    case MuonOptions::kMatchRmsAdamW: return 0.2 * std::sqrt(std::max(a, b));
+    case MuonOptions::kSpectralUnclamped: return std::sqrt(a / b);
+    default: return std::sqrt(std::max(1.0, a / b));
+  }
+}
+
+// index: the parameter's position in parameters().
+void check_matrix(const Tensor& p, std::size_t index, std::size_t group) {
+  MG_CHECK(p.dim() == 2, ShapeError, "Muon: parameter ", index, " (group ", group, ") is ", describe(p),
+           "; Muon updates 2-D matrices only\n  hint: give biases, norms and embeddings to AdamW "
+           "(docs/optim.md, \"Muon\")");
+}
+
+}  // namespace
+
+Tensor newton_schulz_orthogonalize(const Tensor& u, const MuonOptions& o, DType dtype) {
+  MG_CHECK(u.dim() == 2, ShapeError, "newton_schulz_orthogonalize: expected a 2-D tensor, got ", describe(u));
+  NoGradGuard no_grad;
+  Tensor x = to(u, dtype);
+  const bool tall = x.shape()[0] > x.shape()[1];
+  if (tall) x = transpose(x, 0, 1);  // X X^T is then the smaller Gram matrix
+  x = div(x, clamp_min(norm(x), o.eps));  // spectral norm <= Frobenius norm <= 1
+  const auto [a, b, c] = o.ns_coefficients;
+  for (int64_t k = 0; k < o.ns_steps; ++k) {
+    const Tensor gram = matmul(x, transpose(x, 0, 1));
+    const Tensor poly = addmm(gram, gram, gram, /*beta=*/b, /*alpha=*/c);  // b G + c G G
+    x = addmm(x, poly, x, /*beta=*/a);                                     // a X + (b G + c G G) X
+  }
+  return tall ? transpose(x, 0, 1) : x;
+}
+
+Muon::Muon(const Tensors& params, MuonOptions options) : Muon(std::vector<ParamGroupSpec>{{params}}, options) {}
+
+Muon::Muon(const std::vector<ParamGroupSpec>& groups, MuonOptions defaults) : Optimizer("Muon", options_to_map(defaults)) {
+  init_groups(groups);
+  std::size_t index = 0;
+  for (std::size_t g = 0; g < param_groups().size(); ++g) {
+    for (const Tensor& p : param_groups()[g].params) check_matrix(p, index++, g);
+  }
+}
+
+void Muon::check_options(const OptionMap& m) const {
+  check_bool_options<MuonOptions>(m, "Muon");
+  const MuonOptions o = options_from_map<MuonOptions>(m, "Muon");
+  MG_CHECK(o.lr >= 0.0, Error, "Muon: lr must be >= 0, got ", o.lr);
+  MG_CHECK(o.weight_decay >= 0.0, Error, "Muon: weight_decay must be >= 0, got ", o.weight_decay);
+  MG_CHECK(o.momentum >= 0.0, Error, "Muon: momentum must be >= 0, got ", o.momentum);
+  MG_CHECK(o.eps >= 0.0, Error, "Muon: eps must be >= 0, got ", o.eps);
+  const double steps = m.at("ns_steps");
+  MG_CHECK(steps >= 0.0 && steps < 100.0 && steps == std::floor(steps), Error,
+           "Muon: ns_steps must be an integer in [0, 100), got ", steps);
+  const double adjust = m.at("adjust_lr");
+  MG_CHECK(adjust == double(MuonOptions::kOriginal) || adjust == double(MuonOptions::kMatchRmsAdamW) ||
+               adjust == double(MuonOptions::kSpectralUnclamped),
+           Error, "Muon: adjust_lr must be 0 (original), 1 (match_rms_adamw) or 2 (spectral_unclamped), got ", adjust);
+  for (const char* k : {"ns_a", "ns_b", "ns_c"}) {
+    MG_CHECK(std::isfinite(m.at(k)), Error, "Muon: the Newton–Schulz coefficient ", k, " must be finite, got ", m.at(k));
+  }
+}
+
+void Muon::step_group(ParamGroup& group) {
+  const MuonOptions o = options_from_map<MuonOptions>(group.options, name());
+  const std::size_t g = std::size_t(&group - param_groups().data());
+  const std::vector<Work> work = collect(group);
+  for (const Work& w : work) check_matrix(w.param, std::size_t(w.index), g);  // add_param_group's too
+  std::vector<Tensor> buffers;
+  for (const Work& w : work) buffers.push_back(buffer(w, "momentum_buffer", /*zero=*/true));
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < work.size(); ++i) {
+    const Work& w = work[i];
+    ++w.state->step;
+    if (w.param.numel() == 0) continue;  // nothing to update (and no shape ratio of an empty side)
+    const DType opmath = opmath_dtype(w);
+    Tensor buf = buffers[i];
+    const Tensor grad = to(w.grad, opmath);
+    buf.copy_(aten_lerp(buf, grad, 1.0 - o.momentum));
+    const Tensor u = o.nesterov ? aten_lerp(grad, buf, o.momentum) : buf;
+    const Tensor orth = newton_schulz_orthogonalize(u, o, o.ns_bf16 ? DType::BF16 : opmath);
+    const double adjusted_lr =
+        o.lr * lr_adjustment(o.adjust_lr, double(w.param.shape()[0]), double(w.param.shape()[1]));
+    Tensor p = to(w.param, opmath);
+    if (o.weight_decay != 0.0) p.mul_(1.0 - o.lr * o.weight_decay);
+    p.add_(to(orth, opmath), -adjusted_lr);
+    if (!p.is_same(w.param)) Tensor(w.param).copy_(p);  // rounded once
+  }
+}
+
+}  // namespace mg::optim

@@ -1,0 +1,92 @@
+// Muon (Jordan et al. 2024, "Muon: An optimizer for hidden layers in neural networks"), as
+// torch.optim.Muon (PyTorch 2.15): momentum whose update is orthogonalised. For a 2-D parameter p
+// (an [A, B] matrix: fan-out x fan-in) with gradient g:
+//   buf = lerp(buf, g, 1 - momentum)                          ("momentum_buffer")
+//   u = nesterov ? lerp(g, buf, momentum) : buf
+//   O = NS_k(u): X = u / max(||u||_F, eps), transposed when A > B (so X X^T is the smaller Gram
+//       matrix), then k times  G = X X^T;  X = a X + (b G + c G G) X   (a quintic Newton–Schulz
+//       iteration, coefficients (a, b, c): X's singular values go to about 1, its singular vectors stay)
+//   p *= 1 - lr * weight_decay;   p -= lr * adjust(A, B) * O
+// adjust: sqrt(max(1, A / B)) (kOriginal, the default: Keller Jordan's), 0.2 sqrt(max(A, B))
+// (kMatchRmsAdamW, Moonshot's: AdamW's lr and weight decay carry over), sqrt(A / B)
+// (kSpectralUnclamped, Bernstein's).
+//
+// Only for matrices: the constructor and the step refuse a parameter that is not 2-D. Give biases,
+// norms and embeddings to AdamW, as PyTorch's documentation advises.
+//
+// Precision: the iteration runs in bf16, as PyTorch's (each product accumulated in f32 and rounded
+// to bf16 once, so X is rounded after every operation; the iteration only needs X's singular values
+// near 1): it is five pairs of GEMMs per matrix per step, which bf16 makes fast where the processor
+// has AVX512-BF16 or AMX, and on Tensor Cores. ns_bf16 = false runs it in the parameter's opmath
+// instead (f32; f64 for f64 parameters), which tests/optim/test_muon.cpp compares with an f64
+// reference. The momentum buffer and the update are f32 (f64 for f64 parameters) whatever the
+// parameter's dtype, and an f16/bf16 parameter is rounded once; PyTorch keeps the buffer in the
+// gradient's dtype.
+//
+// Paths: public ops only (optim/generic_path.h's device-generic style), so it runs on every device:
+// on CUDA no value is read on the host during a step(), but step_unless_found_inf reads its flag on
+// the host (one synchronisation) and a CUDA graph capture is refused (no fused step).
+//
+//   std::vector<mg::Tensor> matrices, others;   // p.dim() == 2 (not the embeddings) / the rest
+//   mg::optim::Muon muon(matrices, {.lr = 0.02});
+//   mg::optim::AdamW adamw(others, {.lr = 3e-4, .weight_decay = 0.01});
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mixgrad/optim/optimizer.h"
+
+namespace mg::optim {
+
+struct MuonOptions {
+  // adjust_lr: how the lr scales with the matrix's shape [A, B] (PyTorch's adjust_lr_fn).
+  static constexpr int64_t kOriginal = 0;           // sqrt(max(1, A / B))
+  static constexpr int64_t kMatchRmsAdamW = 1;      // 0.2 sqrt(max(A, B))
+  static constexpr int64_t kSpectralUnclamped = 2;  // sqrt(A / B)
+
+  double lr = 1e-3;                                   // >= 0
+  double weight_decay = 0.1;                          // decoupled: p *= 1 - lr * weight_decay; >= 0
+  double momentum = 0.95;                             // >= 0
+  bool nesterov = true;
+  std::array<double, 3> ns_coefficients = {3.4445, -4.7750, 2.0315};  // (a, b, c); options "ns_a", "ns_b", "ns_c"
+  double eps = 1e-7;                                  // the norm's floor in the normalisation; >= 0
+  int64_t ns_steps = 5;                               // Newton–Schulz iterations, in [0, 100)
+  int64_t adjust_lr = kOriginal;
+  bool ns_bf16 = true;                                // false: the iteration in opmath (f32, f64)
+
+  template <typename F>
+  void for_each(F&& f) {
+    f("lr", lr);
+    f("weight_decay", weight_decay);
+    f("momentum", momentum);
+    f("nesterov", nesterov);
+    f("ns_a", ns_coefficients[0]);
+    f("ns_b", ns_coefficients[1]);
+    f("ns_c", ns_coefficients[2]);
+    f("eps", eps);
+    f("ns_steps", ns_steps);
+    f("adjust_lr", adjust_lr);
+    f("ns_bf16", ns_bf16);
+  }
+};
+
+class Muon final : public Optimizer {
+ public:
+  using Options = MuonOptions;
+  explicit Muon(const Tensors& params, MuonOptions options = {});
+  explicit Muon(const std::vector<ParamGroupSpec>& groups, MuonOptions defaults = {});
+
+ protected:
+  void check_options(const OptionMap& options) const override;
+  void step_group(ParamGroup& group) override;
+  std::vector<std::string> buffer_names() const override { return {"momentum_buffer"}; }
+  std::vector<std::string> buffers_of_every_step() const override { return buffer_names(); }
+};
+
+// NS_k(u) of Muon above for a 2-D u, in `dtype` (bf16: Muon's default), returned in that dtype.
+// Exposed for tests and for users who orthogonalise updates of their own.
+Tensor newton_schulz_orthogonalize(const Tensor& u, const MuonOptions& options, DType dtype);
+
+}  // namespace mg::optim
