@@ -65,11 +65,10 @@ struct Case {
   bool hidden_matrices = false;  // only the hidden layers' 2-D weights (Muon)
 };
 
-// The 2-D weights whose sides are both the hidden or the intermediate size: the attention and
-// feed-forward matrices and the MLM head's transform, not the embeddings.
-bool is_hidden_matrix(const mg::Tensor& p, const mg::nn::models::BertConfig& c) {
-  const auto inner = [&](int64_t d) { return d == c.hidden || d == c.intermediate; };
-  return p.dim() == 2 && inner(p.shape()[0]) && inner(p.shape()[1]);
+// The 2-D weights of the hidden layers: the attention and feed-forward matrices and the MLM head's
+// transform, not the embeddings (BERT-tiny's [512, 128] position table has a hidden layer's shape).
+bool is_hidden_matrix(const std::string& name, const mg::Tensor& p) {
+  return p.dim() == 2 && name.find("embeddings") == std::string::npos;
 }
 
 std::vector<Case> cases() {
@@ -112,14 +111,18 @@ int main(int argc, char** argv) {
     mg::manual_seed(0);
     mg::nn::models::BertForMaskedLM model(config);
     const mg::Tensors params = model.parameters();
+    std::vector<bool> hidden;
+    for (const auto& [name, p] : model.named_parameters()) hidden.push_back(is_hidden_matrix(name, p));
+    MG_CHECK(hidden.size() == params.size(), InternalError, "bench_optim: named_parameters() and parameters() differ");
     int64_t numel = 0, hidden_numel = 0;
     std::string shapes, hidden_shapes;
-    for (const mg::Tensor& p : params) {
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      const mg::Tensor& p = params[k];
       numel += p.numel();
       std::string s;
       for (int64_t d : p.shape()) s += (s.empty() ? "" : "x") + std::to_string(d);
       shapes += (shapes.empty() ? "" : ",") + (s.empty() ? std::string("scalar") : s);
-      if (is_hidden_matrix(p, config)) {
+      if (hidden[k]) {
         hidden_numel += p.numel();
         hidden_shapes += (hidden_shapes.empty() ? "" : ",") + s;
       }
@@ -136,9 +139,9 @@ int main(int argc, char** argv) {
       // Fresh copies of the model's values for each optimizer, with fixed gradients.
       mg::Tensors ps;
       mg::Generator gen(1);
-      for (const mg::Tensor& p : params) {
-        if (c.hidden_matrices && !is_hidden_matrix(p, config)) continue;
-        mg::Tensor q = mg::clone(p.detach()).requires_grad_();
+      for (std::size_t k = 0; k < params.size(); ++k) {
+        if (c.hidden_matrices && !hidden[k]) continue;
+        mg::Tensor q = mg::clone(params[k].detach()).requires_grad_();
         q.set_grad(mg::randn(q.shape(), {}, &gen) * 1e-2);
         ps.push_back(q);
       }

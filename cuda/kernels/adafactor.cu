@@ -12,8 +12,10 @@
 // The sums are launch_reduce's (cuda/kernels/reduce.cuh: leaves of 128 combined pairwise, no
 // atomics, so the same bits on every run); the reducers below fold g^2 or u^2 and store into the
 // state. With the found-inf flag set, 2 and 4 write nothing (0, 1 and 3 fill the scratch only), and
-// count_steps leaves t: a skipped step changes nothing. The per-element math is the CPU step's
-// (optim/functors.h); the fused CPU step sums in another tree, so the two agree to a few ulps.
+// count_steps leaves t: a skipped step changes nothing. The formulas are the CPU step's
+// (optim/functors.h), but the two do not agree bit for bit: the sums follow another tree, and nvcc
+// contracts the folds' and lerps' products into FMAs (its default; the CPU file is built without
+// contraction, and only the update's two products are rounded apart here), so they agree to a few ulps.
 // A parameter that is not contiguous (a channels-last conv weight) steps on contiguous copies of
 // it and its gradient, copied back (the factors belong to the logical last two dimensions).
 #include <cuda_runtime.h>

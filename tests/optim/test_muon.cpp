@@ -1,5 +1,6 @@
 // Muon (optim/muon.h) against PyTorch 2.15's torch.optim.Muon (tools/reference/gen_torch_optim_extra.py:
-// a wide, a tall and a square matrix, three option sets, 6 steps): with the Newton–Schulz iteration
+// a wide, a tall and a square matrix, one with gradients under eps and one with zero gradients, four
+// option sets, 6 steps): with the Newton–Schulz iteration
 // in f64 against the same iteration in f64 (every formula of the step), and in bf16 against PyTorch's
 // own bf16 run; then option and shape errors, the state-dict round trip, and O2 training beside AdamW.
 #include <catch2/catch.hpp>
@@ -22,7 +23,8 @@ using namespace mg;
 
 namespace {
 
-const char* const kCases[] = {"default", "plain_match_rms", "spectral_custom"};
+const char* const kCases[] = {"default", "plain_match_rms", "spectral_custom", "no_momentum"};
+constexpr int kParams = 5;  // [3, 4], [5, 2], [6, 6], [4, 3] (gradients 1e-6 smaller), [2, 2] (zero gradients)
 
 optim::MuonOptions options_of(const test::ReferenceFile& f, const std::string& c, bool ns_bf16) {
   const std::vector<double> v = test::values(f.tensor("muon." + c + ".options"));
@@ -37,16 +39,16 @@ optim::MuonOptions options_of(const test::ReferenceFile& f, const std::string& c
 double run_case(const test::ReferenceFile& f, const std::string& c, const std::string& variant, DType dtype,
                 bool ns_bf16) {
   Tensors ps;
-  for (int k = 0; k < 3; ++k) ps.push_back(to(f.tensor("muon.p" + std::to_string(k) + ".init"), dtype).requires_grad_());
+  for (int k = 0; k < kParams; ++k) ps.push_back(to(f.tensor("muon.p" + std::to_string(k) + ".init"), dtype).requires_grad_());
   optim::Muon opt(ps, options_of(f, c, ns_bf16));
   double worst = 0.0;
   const int64_t steps = f.tensor("muon.p0.grads").size(0);
   for (int64_t s = 0; s < steps; ++s) {
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < kParams; ++k) {
       ps[std::size_t(k)].set_grad(to(f.tensor("muon.p" + std::to_string(k) + ".grads").select(0, s), dtype));
     }
     opt.step();
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < kParams; ++k) {
       const std::string n = "muon." + c + "." + variant + ".p" + std::to_string(k) + ".steps";
       worst = std::max(worst, test::rel_error(ps[std::size_t(k)], test::stored_row(f, n, s)));
     }

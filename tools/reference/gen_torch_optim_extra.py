@@ -133,12 +133,15 @@ def ns_f64(grad, ns_coefficients, ns_steps, eps):
 
 def muon_cases(w):
     """torch.optim.Muon on a wide [3, 4], a tall [5, 2] (iterated transposed) and a square [6, 6]
-    matrix with seeded gradients, 6 steps, three option sets; each once as PyTorch runs it (the
+    matrix with seeded gradients, a [4, 3] one whose gradients are 1e-6 times smaller (its norm
+    under eps 1e-3: the floor of the normalisation) and a [2, 2] one with zero gradients (no update
+    but the decay), 6 steps, four option sets; each once as PyTorch runs it (the
     iteration in bfloat16: muon.<case>.bf16.p<k>.steps) and once with the iteration in float64
     (muon.<case>.f64.p<k>.steps), the rest of the step unchanged."""
     import torch.optim._muon as muon_module
     w.comment("""
-Muon on shapes [3, 4], [5, 2], [6, 6] with seeded gradients (grads [steps, ...]); steps [steps, ...] are
+Muon on shapes [3, 4], [5, 2], [6, 6], [4, 3] (gradients 1e-6 smaller) and [2, 2] (zero gradients) with
+seeded gradients (grads [steps, ...]); steps [steps, ...] are
 the parameters after each step, with PyTorch's bfloat16 Newton-Schulz iteration (bf16) or the same
 iteration in float64 (f64). Options per case: lr, weight_decay, momentum, nesterov, ns_a, ns_b, ns_c,
 eps, ns_steps, adjust_lr (0 original, 1 match_rms_adamw, 2 spectral_unclamped).""")
@@ -153,12 +156,16 @@ eps, ns_steps, adjust_lr (0 original, 1 match_rms_adamw, 2 spectral_unclamped)."
                                  ns_steps=3, adjust_lr_fn="spectral_unclamped"),
          dict(lr=0.03, weight_decay=0.0, momentum=0.5, nesterov=1, ns=(2.0, -1.5, 0.5), eps=1e-3, ns_steps=3,
               adjust_lr=2)),
+        ("no_momentum", dict(lr=0.01, weight_decay=0.2, momentum=0.0),
+         dict(lr=0.01, weight_decay=0.2, momentum=0.0, nesterov=1, ns=(3.4445, -4.7750, 2.0315), eps=1e-7, ns_steps=5,
+              adjust_lr=0)),
     ]
-    shapes = [(3, 4), (5, 2), (6, 6)]
+    shapes = [(3, 4), (5, 2), (6, 6), (4, 3), (2, 2)]
+    scales = [1.0, 1.0, 1.0, 1e-6, 0.0]
     steps = 6
     torch.manual_seed(2027)
     inits = [q(torch.randn(s)) for s in shapes]
-    grads = [[q(torch.randn(s) * (1.0 + 0.5 * t)) for t in range(steps)] for s in shapes]
+    grads = [[q(torch.randn(s) * (1.0 + 0.5 * t)) * scale for t in range(steps)] for s, scale in zip(shapes, scales)]
     for k in range(len(shapes)):
         w.tensor(f"muon.p{k}.init", inits[k])
         w.tensor(f"muon.p{k}.grads", torch.stack(grads[k]))
