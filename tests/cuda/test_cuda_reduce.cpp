@@ -38,15 +38,7 @@ using mg::test::values;
 namespace {
 
 double acc_unit(DType dt) { return dt == DType::F64 ? 0x1p-53 : 0x1p-24; }
-double out_ulp(DType dt) {
-  switch (dt) {
-    case DType::F64: return 0x1p-52;
-    case DType::F32: return 0x1p-23;
-    case DType::F16: return 0x1p-10;
-    case DType::BF16: return 0x1p-7;
-    default: return 0;
-  }
-}
+double out_ulp(DType dt) { return is_floating(dt) ? machine_epsilon(dt) : 0.0; }
 // The output dtype's smallest subnormal: results that round into the subnormal range differ by it.
 double out_denorm(DType dt) {
   switch (dt) {

@@ -82,6 +82,19 @@ def adafactor(lr, beta2_decay=-0.8, eps1=-1.0, eps2=1e-3, d=1.0, weight_decay=0.
                 maximize=maximize)
 
 
+def run_steps(opt, params, grads, steps):
+    """Steps opt `steps` times with grads[k][t] on params[k]; returns each parameter's values after
+    every step, stacked ([steps, ...])."""
+    history = [[] for _ in params]
+    for t in range(steps):
+        for k, p in enumerate(params):
+            p.grad = grads[k][t].clone()
+        opt.step()
+        for k, p in enumerate(params):
+            history[k].append(p.detach().clone())
+    return [torch.stack(h) for h in history]
+
+
 def adafactor_shapes(w):
     """Adafactor on a 3-D parameter (factored over its last two dimensions, per leading index), a
     [1, 5] matrix and a 0-d parameter, with seeded gradients: what the quadratic problem's [3, 4]
@@ -96,18 +109,12 @@ lr 0.05, weight_decay 0.1, d 1.2: steps [steps, ...] are the parameters after ea
     grads = [[q(torch.randn(s) * (1.0 + 0.5 * t)) for t in range(steps)] for s in shapes]
     inits = [p.clone() for p in params]
     opt = torch.optim.Adafactor(params, lr=0.05, weight_decay=0.1, d=1.2, foreach=False)
-    history = [[] for _ in shapes]
-    for t in range(steps):
-        for k, p in enumerate(params):
-            p.grad = grads[k][t].clone()
-        opt.step()
-        for k, p in enumerate(params):
-            history[k].append(p.detach().clone())
+    history = run_steps(opt, params, grads, steps)
     for k, p in enumerate(params):
         n = f"adafactor_shapes.p{k}"
         w.tensor(f"{n}.init", inits[k])
         w.tensor(f"{n}.grads", torch.stack(grads[k]))
-        w.tensor(f"{n}.steps", torch.stack(history[k]))
+        w.tensor(f"{n}.steps", history[k])
         st = opt.state[p]
         for key in sorted(st):
             if key == "step":
@@ -177,16 +184,9 @@ eps, ns_steps, adjust_lr (0 original, 1 match_rms_adamw, 2 spectral_unclamped)."
         for variant in ("bf16", "f64"):
             muon_module._zeropower_via_newtonschulz = original if variant == "bf16" else ns_f64
             params = [p.clone().requires_grad_() for p in inits]
-            opt = torch.optim.Muon(params, **torch_opts)
-            history = [[] for _ in shapes]
-            for t in range(steps):
-                for k, p in enumerate(params):
-                    p.grad = grads[k][t].clone()
-                opt.step()
-                for k, p in enumerate(params):
-                    history[k].append(p.detach().clone())
+            history = run_steps(torch.optim.Muon(params, **torch_opts), params, grads, steps)
             for k in range(len(shapes)):
-                w.tensor(f"muon.{name}.{variant}.p{k}.steps", torch.stack(history[k]))
+                w.tensor(f"muon.{name}.{variant}.p{k}.steps", history[k])
     muon_module._zeropower_via_newtonschulz = original
 
 
