@@ -66,7 +66,8 @@ def time_torch(shapes, cls_name, options, foreach, reps):
         p = torch.randn(dims, generator=gen).requires_grad_()
         p.grad = torch.randn(dims, generator=gen) * 1e-2
         params.append(p)
-    opt = getattr(torch.optim, cls_name)(params, foreach=foreach, **options)
+    extra = {} if cls_name == "Muon" else {"foreach": foreach}  # Muon takes no foreach argument
+    opt = getattr(torch.optim, cls_name)(params, **extra, **options)
     opt.step()
     wall = cpu = float("inf")
     for _ in range(reps):

@@ -33,9 +33,11 @@ void check_matrix(const Tensor& p, std::size_t index, std::size_t group) {
 Tensor newton_schulz_orthogonalize(const Tensor& u, const MuonOptions& o, DType dtype) {
   MG_CHECK(u.dim() == 2, ShapeError, "newton_schulz_orthogonalize: expected a 2-D tensor, got ", describe(u));
   NoGradGuard no_grad;
-  Tensor x = to(u, dtype);
-  const bool tall = x.shape()[0] > x.shape()[1];
-  if (tall) x = transpose(x, 0, 1);  // X X^T is then the smaller Gram matrix
+  // Tall matrices iterate transposed (X X^T is then the smaller Gram matrix), on a contiguous copy:
+  // elementwise ops over a transposed view stride through memory (ops/cpu/copy_kernels.cpp's tiled
+  // transpose makes the copy cheap).
+  const bool tall = u.shape()[0] > u.shape()[1];
+  Tensor x = to(tall ? transpose(u, 0, 1).contiguous() : u, dtype);
   x = div(x, clamp_min(norm(x), o.eps));  // spectral norm <= Frobenius norm <= 1
   const auto [a, b, c] = o.ns_coefficients;
   for (int64_t k = 0; k < o.ns_steps; ++k) {
@@ -43,7 +45,7 @@ Tensor newton_schulz_orthogonalize(const Tensor& u, const MuonOptions& o, DType 
     const Tensor poly = addmm(gram, gram, gram, /*beta=*/b, /*alpha=*/c);  // b G + c G G
     x = addmm(x, poly, x, /*beta=*/a);                                     // a X + (b G + c G G) X
   }
-  return tall ? transpose(x, 0, 1) : x;
+  return tall ? transpose(x, 0, 1).contiguous() : x;  // so the caller's update reads it in order
 }
 
 Muon::Muon(const Tensors& params, MuonOptions options) : Muon(std::vector<ParamGroupSpec>{{params}}, options) {}

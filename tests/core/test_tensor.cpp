@@ -311,3 +311,35 @@ TEST_CASE("shapes whose element or byte count overflows are a ShapeError, never 
   CHECK(empty({max, 0, max, max}, {.memory_format = MemoryFormat::ChannelsLast}).numel() == 0);
   CHECK(shape_numel({0, max, max}) == 0);
 }
+
+TEST_CASE("tensor: transposed copies and conversions (the tiled path) equal the element loop's", "[core]") {
+  // contiguous() / to(dtype) of x.transpose(-1, -2) take 32 x 32 tiles; each element must be what
+  // a dense conversion of the same values in the same logical order gives.
+  mg::Generator gen(17);
+  for (const mg::Shape& s : std::vector<mg::Shape>{{70, 33}, {8, 8}, {3, 40, 65}, {1, 2, 100, 9}}) {
+    const mg::Tensor base = mg::randn(s, {.dtype = DType::F64}, &gen) * 100.0;
+    const int64_t rows = s[s.size() - 2], cols = s.back(), batch = base.numel() / (rows * cols);
+    for (DType from : {DType::F64, DType::F32, DType::BF16, DType::F16, DType::I64}) {
+      const mg::Tensor dense = mg::to(base, from);
+      const mg::Tensor x = dense.transpose(-1, -2);  // strides [..., 1, R]
+      REQUIRE_FALSE(x.is_contiguous());
+      // x's values in its logical order, by index arithmetic over the dense tensor's (exact in f64).
+      const std::vector<double> v = mg::test::values(mg::to(dense, DType::F64));
+      std::vector<double> logical(v.size());
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t i = 0; i < cols; ++i) {
+          for (int64_t j = 0; j < rows; ++j) {
+            logical[std::size_t(b * rows * cols + i * rows + j)] = v[std::size_t(b * rows * cols + j * cols + i)];
+          }
+        }
+      }
+      const mg::Tensor expected = mg::from_vector<double>(logical, x.shape());
+      for (DType to : {from, DType::F32, DType::BF16, DType::F64, DType::I32}) {
+        INFO(mg::dtype_name(from) << " -> " << mg::dtype_name(to) << ", " << x.dim() << " dims");
+        const mg::Tensor tiled = to == from ? x.contiguous() : mg::to(x, to);
+        CHECK(tiled.is_contiguous());
+        CHECK(mg::test::values(tiled) == mg::test::values(mg::to(expected, to)));  // a dense conversion
+      }
+    }
+  }
+}
