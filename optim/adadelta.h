@@ -47,7 +47,7 @@ class Adadelta final : public TwoBufferOptimizer {
   void check_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"square_avg", "acc_delta"}; }
-  std::vector<std::string> buffers_of_every_step() const override { return {"square_avg", "acc_delta"}; }
+  std::vector<std::string> buffers_of_every_step(const OptionMap&) const override { return {"square_avg", "acc_delta"}; }
   std::vector<std::string> device_option_names() const override { return {"lr", "rho", "eps", "weight_decay"}; }
 };
 

@@ -79,7 +79,7 @@ class Adafactor final : public Optimizer {
   // row_var [..., n, 1] and col_var [..., 1, m] for a parameter of two or more dimensions,
   // variance (the parameter's shape) for a vector or a 0-d parameter.
   std::optional<Shape> buffer_shape(const std::string& name, const Tensor& p) const override;
-  std::vector<std::string> buffers_of_every_step() const override { return buffer_names(); }
+  std::vector<std::string> buffers_of_every_step(const OptionMap&) const override { return buffer_names(); }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override {
     return {"lr", "beta2_decay", "eps1", "eps2", "d", "weight_decay"};

@@ -48,7 +48,7 @@ class Adagrad final : public Optimizer {
   void check_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"sum"}; }
-  std::vector<std::string> buffers_of_every_step() const override { return {"sum"}; }
+  std::vector<std::string> buffers_of_every_step(const OptionMap&) const override { return {"sum"}; }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override { return {"lr", "lr_decay", "eps", "weight_decay"}; }
 };

@@ -121,38 +121,16 @@ void check_adam(const OptionMap& m, const std::string& name) {
   MG_CHECK(o.weight_decay >= 0.0, Error, name, ": weight_decay must be >= 0, got ", o.weight_decay);
 }
 
-// The update of one group, shared by Adam (decoupled = false) and AdamW (decoupled = true).
-// `buffer(w, name)` returns w's zero-initialised state buffer.
+// The update of one group's parameters with a gradient, shared by Adam and AdamW (their decay in
+// o.decoupled_weight_decay). `buffer(w, name)` returns w's zero-initialised state buffer.
 template <typename WorkT, typename BufferFn>
-void adam_group(const std::vector<WorkT>& work, const AdamOptions& o, bool decoupled, const BufferFn& buffer) {
-  Tensors params;
-  for (const WorkT& w : work) params.push_back(w.param);
-  if (use_generic_path(params)) {
-    for (const WorkT& w : work) {
-      const Tensor vmax = o.amsgrad ? buffer(w, "max_exp_avg_sq") : Tensor();
-      const DType opmath = w.param.dtype() == DType::F64 ? DType::F64 : DType::F32;
-      adam_generic(w.param, w.grad, buffer(w, "exp_avg"), buffer(w, "exp_avg_sq"), vmax, opmath, o, decoupled,
-                   adam_scalars(o, ++w.state->step));
-    }
-    return;
-  }
-  std::vector<TensorSlot> slots;
+void adam_group(const std::vector<WorkT>& work, const AdamOptions& o, const BufferFn& buffer) {
+  std::vector<AdamUpdateTensor> tensors;
   for (const WorkT& w : work) {
-    TensorSlot s{w.param.dtype(), w.param.numel(), w.param.data_ptr(), w.grad.data_ptr(), {}};
-    s.state[0] = buffer(w, "exp_avg").data_ptr();
-    s.state[1] = buffer(w, "exp_avg_sq").data_ptr();
-    if (o.amsgrad) s.state[2] = buffer(w, "max_exp_avg_sq").data_ptr();
-    slots.push_back(s);
+    tensors.push_back({w.param, w.grad, buffer(w, "exp_avg"), buffer(w, "exp_avg_sq"),
+                       o.amsgrad ? buffer(w, "max_exp_avg_sq") : Tensor(), &w.state->step});
   }
-  std::vector<AdamScalars> scalars;
-  for (const WorkT& w : work) scalars.push_back(adam_scalars(o, ++w.state->step));
-  for_each_chunk(slots, o.multi_tensor, [&](int64_t, const TensorChunk& c) {
-    const TensorSlot& t = slots[c.tensor];
-    visit_floating(t.dtype, decoupled ? "AdamW" : "Adam", [&]<typename P>() {
-      adam_chunk<P>(t, o, decoupled, scalars[c.tensor], c.begin, c.end);
-    });
-  });
-  for (const WorkT& w : work) w.param.bump_version();
+  adam_update(tensors, o);
 }
 
 // The fused device path of one group: the state lists, then the device's Adam kernel
@@ -177,6 +155,37 @@ AdamOptions as_adam(const AdamWOptions& w) {
 
 }  // namespace
 
+void adam_update(const std::vector<AdamUpdateTensor>& tensors, const AdamOptions& o) {
+  const bool decoupled = o.decoupled_weight_decay;
+  Tensors params;
+  for (const AdamUpdateTensor& t : tensors) params.push_back(t.param);
+  if (use_generic_path(params)) {
+    for (const AdamUpdateTensor& t : tensors) {
+      const DType opmath = t.param.dtype() == DType::F64 ? DType::F64 : DType::F32;
+      adam_generic(t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.max_exp_avg_sq, opmath, o, decoupled,
+                   adam_scalars(o, ++*t.step));
+    }
+    return;
+  }
+  std::vector<TensorSlot> slots;
+  std::vector<AdamScalars> scalars;
+  for (const AdamUpdateTensor& t : tensors) {
+    TensorSlot s{t.param.dtype(), t.param.numel(), t.param.data_ptr(), t.grad.data_ptr(), {}};
+    s.state[0] = t.exp_avg.data_ptr();
+    s.state[1] = t.exp_avg_sq.data_ptr();
+    if (o.amsgrad) s.state[2] = t.max_exp_avg_sq.data_ptr();
+    slots.push_back(s);
+    scalars.push_back(adam_scalars(o, ++*t.step));
+  }
+  for_each_chunk(slots, o.multi_tensor, [&](int64_t, const TensorChunk& c) {
+    const TensorSlot& t = slots[c.tensor];
+    visit_floating(t.dtype, decoupled ? "AdamW" : "Adam", [&]<typename P>() {
+      adam_chunk<P>(t, o, decoupled, scalars[c.tensor], c.begin, c.end);
+    });
+  });
+  for (const AdamUpdateTensor& t : tensors) t.param.bump_version();
+}
+
 // Options a state saved before they existed lacks; such a state loads with these values, which
 // reproduce what it did then.
 OptionMap Adam::options_added_later() const { return {{"maximize", 0.0}, {"decoupled_weight_decay", 0.0}}; }
@@ -200,7 +209,7 @@ void Adam::step_group(ParamGroup& group) {
     finish_fused_step(work, k, args);
     return;
   }
-  adam_group(work, o, o.decoupled_weight_decay, [&](const Work& w, const char* n) { return buffer(w, n, /*zero=*/true); });
+  adam_group(work, o, [&](const Work& w, const char* n) { return buffer(w, n, /*zero=*/true); });
 }
 
 AdamW::AdamW(const Tensors& params, AdamWOptions options)
@@ -222,7 +231,7 @@ void AdamW::step_group(ParamGroup& group) {
     finish_fused_step(work, k, args);
     return;
   }
-  adam_group(work, o, /*decoupled=*/true, [&](const Work& w, const char* n) { return buffer(w, n, /*zero=*/true); });
+  adam_group(work, o, [&](const Work& w, const char* n) { return buffer(w, n, /*zero=*/true); });
 }
 
 }  // namespace mg::optim

@@ -73,6 +73,20 @@ inline std::vector<std::string> adam_buffers_created(const OptionMap& o) {
   return {"exp_avg", "exp_avg_sq"};
 }
 
+// One Adam/AdamW update of several tensors outside an Adam object (Muon's use_muon = 0 groups):
+// the math above, with the decay of options.decoupled_weight_decay, on the CPU's fused
+// multi-tensor loop, or on the device-generic path of public ops when any tensor is elsewhere.
+// Adam and AdamW step their groups through it where their fused device kernel does not run.
+struct AdamUpdateTensor {
+  Tensor param;           // dense, any floating dtype; updated in place (f16/bf16 rounded once)
+  Tensor grad;            // param's shape, dtype, device and layout
+  Tensor exp_avg;         // opmath (f32; f64 for f64 params), param's shape and layout
+  Tensor exp_avg_sq;      // likewise
+  Tensor max_exp_avg_sq;  // likewise with amsgrad; else undefined
+  int64_t* step;          // the tensor's update count: incremented, then t of the bias corrections
+};
+void adam_update(const std::vector<AdamUpdateTensor>& tensors, const AdamOptions& options);
+
 class Adam final : public Optimizer {
  public:
   using Options = AdamOptions;
@@ -83,7 +97,7 @@ class Adam final : public Optimizer {
   void check_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
-  std::vector<std::string> buffers_of_every_step() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> buffers_of_every_step(const OptionMap&) const override { return {"exp_avg", "exp_avg_sq"}; }
   std::vector<std::string> buffers_created(const OptionMap& o) const override { return adam_buffers_created(o); }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay"}; }
@@ -100,7 +114,7 @@ class AdamW final : public Optimizer {
   void check_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
-  std::vector<std::string> buffers_of_every_step() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> buffers_of_every_step(const OptionMap&) const override { return {"exp_avg", "exp_avg_sq"}; }
   std::vector<std::string> buffers_created(const OptionMap& o) const override { return adam_buffers_created(o); }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay"}; }

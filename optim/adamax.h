@@ -48,7 +48,7 @@ class Adamax final : public TwoBufferOptimizer {
   void check_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_inf"}; }
-  std::vector<std::string> buffers_of_every_step() const override { return {"exp_avg", "exp_inf"}; }
+  std::vector<std::string> buffers_of_every_step(const OptionMap&) const override { return {"exp_avg", "exp_inf"}; }
   std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay"}; }
 };
 

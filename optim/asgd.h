@@ -55,7 +55,7 @@ class ASGD final : public Optimizer {
   void check_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"ax"}; }
-  std::vector<std::string> buffers_of_every_step() const override { return {"ax"}; }
+  std::vector<std::string> buffers_of_every_step(const OptionMap&) const override { return {"ax"}; }
   std::vector<std::string> scalar_names() const override { return {"eta", "mu"}; }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override {

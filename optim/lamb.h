@@ -55,7 +55,7 @@ class LAMB final : public Optimizer {
   void check_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
-  std::vector<std::string> buffers_of_every_step() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> buffers_of_every_step(const OptionMap&) const override { return {"exp_avg", "exp_avg_sq"}; }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override { return {"lr", "beta1", "beta2", "eps", "weight_decay"}; }
   OptionMap options_added_later() const override { return {{"maximize", 0.0}}; }

@@ -6,6 +6,7 @@
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/ops/ops.h"
+#include "mixgrad/optim/adam.h"
 #include "mixgrad/optim/generic_path.h"
 
 namespace mg::optim {
@@ -24,8 +25,16 @@ double lr_adjustment(int64_t adjust, double a, double b) {
 // index: the parameter's position in parameters().
 void check_matrix(const Tensor& p, std::size_t index, std::size_t group) {
   MG_CHECK(p.dim() == 2, ShapeError, "Muon: parameter ", index, " (group ", group, ") is ", describe(p),
-           "; Muon updates 2-D matrices only\n  hint: give biases, norms and embeddings to AdamW "
-           "(docs/optim.md, \"Muon\")");
+           "; Muon updates 2-D matrices only\n  hint: give biases, norms and embeddings to AdamW: an AdamW "
+           "optimizer, or a group of this one with use_muon = 0 (docs/optim.md, \"Muon\")");
+}
+
+bool uses_muon(const OptionMap& options) { return option_or(options, "use_muon", 1.0) != 0.0; }
+
+// The AdamW step of a use_muon = 0 group, as optim::AdamW's.
+AdamOptions adamw_options(const MuonOptions& o) {
+  return {.lr = o.lr, .betas = {o.adamw_beta1, o.adamw_beta2}, .eps = o.adamw_eps, .weight_decay = o.weight_decay,
+          .decoupled_weight_decay = true};
 }
 
 }  // namespace
@@ -54,8 +63,23 @@ Muon::Muon(const std::vector<ParamGroupSpec>& groups, MuonOptions defaults) : Op
   init_groups(groups);
   std::size_t index = 0;
   for (std::size_t g = 0; g < param_groups().size(); ++g) {
-    for (const Tensor& p : param_groups()[g].params) check_matrix(p, index++, g);
+    const bool muon = uses_muon(param_groups()[g].options);
+    for (const Tensor& p : param_groups()[g].params) {
+      if (muon) check_matrix(p, index, g);
+      ++index;
+    }
   }
+}
+
+std::vector<std::string> Muon::buffers_created(const OptionMap& options) const {
+  if (uses_muon(options)) return {"momentum_buffer"};
+  return {"exp_avg", "exp_avg_sq"};
+}
+
+// States saved before the AdamW groups existed load as Muon groups.
+OptionMap Muon::options_added_later() const {
+  const MuonOptions d;
+  return {{"use_muon", 1.0}, {"adamw_beta1", d.adamw_beta1}, {"adamw_beta2", d.adamw_beta2}, {"adamw_eps", d.adamw_eps}};
 }
 
 void Muon::check_options(const OptionMap& m) const {
@@ -72,6 +96,9 @@ void Muon::check_options(const OptionMap& m) const {
   MG_CHECK(adjust == double(MuonOptions::kOriginal) || adjust == double(MuonOptions::kMatchRmsAdamW) ||
                adjust == double(MuonOptions::kSpectralUnclamped),
            Error, "Muon: adjust_lr must be 0 (original), 1 (match_rms_adamw) or 2 (spectral_unclamped), got ", adjust);
+  MG_CHECK(o.adamw_beta1 >= 0.0 && o.adamw_beta1 < 1.0, Error, "Muon: adamw_beta1 must be in [0, 1), got ", o.adamw_beta1);
+  MG_CHECK(o.adamw_beta2 >= 0.0 && o.adamw_beta2 < 1.0, Error, "Muon: adamw_beta2 must be in [0, 1), got ", o.adamw_beta2);
+  MG_CHECK(o.adamw_eps >= 0.0, Error, "Muon: adamw_eps must be >= 0, got ", o.adamw_eps);
   for (const char* k : {"ns_a", "ns_b", "ns_c"}) {
     MG_CHECK(std::isfinite(m.at(k)), Error, "Muon: the Newton–Schulz coefficient ", k, " must be finite, got ", m.at(k));
   }
@@ -81,6 +108,15 @@ void Muon::step_group(ParamGroup& group) {
   const MuonOptions o = options_from_map<MuonOptions>(group.options, name());
   const std::size_t g = std::size_t(&group - param_groups().data());
   const std::vector<Work> work = collect(group);
+  if (!o.use_muon) {
+    std::vector<AdamUpdateTensor> tensors;
+    for (const Work& w : work) {
+      tensors.push_back({w.param, w.grad, buffer(w, "exp_avg", true), buffer(w, "exp_avg_sq", true), Tensor(),
+                         &w.state->step});
+    }
+    adam_update(tensors, adamw_options(o));
+    return;
+  }
   for (const Work& w : work) check_matrix(w.param, std::size_t(w.index), g);  // add_param_group's too
   std::vector<Tensor> buffers;
   for (const Work& w : work) buffers.push_back(buffer(w, "momentum_buffer", /*zero=*/true));

@@ -11,8 +11,15 @@
 // (kMatchRmsAdamW, Moonshot's: AdamW's lr and weight decay carry over), sqrt(A / B)
 // (kSpectralUnclamped, Bernstein's).
 //
-// Only for matrices: the constructor and the step refuse a parameter that is not 2-D. Give biases,
-// norms and embeddings to AdamW, as PyTorch's documentation advises.
+// Muon is for matrices: in a Muon group (the default) the constructor and the step refuse a
+// parameter that is not 2-D. Give biases,
+// norms, embeddings and output heads to AdamW, as PyTorch's documentation advises: to a
+// torch.optim.AdamW-like optimizer of their own, or to a group of this one with use_muon = false,
+// which steps them with AdamW (decoupled weight decay, betas adamw_beta1/adamw_beta2, eps adamw_eps,
+// the group's lr and weight_decay; state exp_avg and exp_avg_sq; optim::AdamW's own update code).
+// One optimizer then trains the whole model, as Keller Jordan's MuonWithAuxAdam and Moonshot's
+// Moonlight do: one amp::initialize, one scheduler, one state dict. With adjust_lr =
+// kMatchRmsAdamW the matrices' updates have AdamW's RMS, so one lr and weight decay serve all groups.
 //
 // Precision: the iteration runs in bf16, as PyTorch's (each product accumulated in f32 and rounded
 // to bf16 once, so X is rounded after every operation; the iteration only needs X's singular values
@@ -30,6 +37,9 @@
 //   std::vector<mg::Tensor> matrices, others;   // p.dim() == 2 (not the embeddings) / the rest
 //   mg::optim::Muon muon(matrices, {.lr = 0.02});
 //   mg::optim::AdamW adamw(others, {.lr = 3e-4, .weight_decay = 0.01});
+// or, as one optimizer:
+//   mg::optim::Muon opt({{.params = matrices}, {.params = others, .options = {{"use_muon", 0}}}},
+//                       {.lr = 3e-4, .weight_decay = 0.01, .adjust_lr = mg::optim::MuonOptions::kMatchRmsAdamW});
 #pragma once
 #include <array>
 #include <cstdint>
@@ -55,6 +65,12 @@ struct MuonOptions {
   int64_t ns_steps = 5;                               // Newton–Schulz iterations, in [0, 100)
   int64_t adjust_lr = kOriginal;
   bool ns_bf16 = true;                                // false: the iteration in opmath (f32, f64)
+  // A group with use_muon = false steps its parameters (any shape) with AdamW instead; these three
+  // are its betas and eps (AdamW's defaults).
+  bool use_muon = true;
+  double adamw_beta1 = 0.9;                           // in [0, 1)
+  double adamw_beta2 = 0.999;                         // in [0, 1)
+  double adamw_eps = 1e-8;                            // >= 0
 
   template <typename F>
   void for_each(F&& f) {
@@ -69,6 +85,10 @@ struct MuonOptions {
     f("ns_steps", ns_steps);
     f("adjust_lr", adjust_lr);
     f("ns_bf16", ns_bf16);
+    f("use_muon", use_muon);
+    f("adamw_beta1", adamw_beta1);
+    f("adamw_beta2", adamw_beta2);
+    f("adamw_eps", adamw_eps);
   }
 };
 
@@ -81,8 +101,13 @@ class Muon final : public Optimizer {
  protected:
   void check_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
-  std::vector<std::string> buffer_names() const override { return {"momentum_buffer"}; }
-  std::vector<std::string> buffers_of_every_step() const override { return buffer_names(); }
+  std::vector<std::string> buffer_names() const override { return {"momentum_buffer", "exp_avg", "exp_avg_sq"}; }
+  // momentum_buffer in a Muon group, the moments in an AdamW one (use_muon = 0).
+  std::vector<std::string> buffers_created(const OptionMap& options) const override;
+  std::vector<std::string> buffers_of_every_step(const OptionMap& options) const override {
+    return buffers_created(options);
+  }
+  OptionMap options_added_later() const override;
 };
 
 // NS_k(u) of Muon above for a 2-D u, in `dtype` (bf16: Muon's default), returned in that dtype.

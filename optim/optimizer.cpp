@@ -952,10 +952,12 @@ void Optimizer::load_state_dict(const StateDict& s) {
     new_state[p.impl()].buffers[name] = c;
   }
 
+  std::vector<std::size_t> group_of;  // parameter position -> its group
+  for (std::size_t g = 0; g < groups_.size(); ++g) group_of.insert(group_of.end(), groups_[g].params.size(), g);
   for (const int64_t i : with_step) {
     const ParamState& st = new_state[params[std::size_t(i)].impl()];
     if (st.step == 0) continue;
-    for (const std::string& name : buffers_of_every_step()) {
+    for (const std::string& name : buffers_of_every_step(new_options[group_of[std::size_t(i)]])) {
       if (!buffer_shape(name, params[std::size_t(i)])) continue;  // not kept for this parameter
       MG_CHECK(st.buffers.count(name), Error, owner, ": 'state.", i, ".", name, "' is missing; parameter ", i,
                " took ", st.step, " steps, and ", name_, " keeps '", name, "' for every parameter that did",

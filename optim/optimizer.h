@@ -268,9 +268,13 @@ class Optimizer : public GraphParticipant {
   // The buffers a step creates under group options `options` (SGD's momentum_buffer only with
   // momentum): planned_state_values counts these. Default: buffer_names().
   virtual std::vector<std::string> buffers_created(const OptionMap& options) const;
-  // The buffers every parameter that took a step has (Adam's moments); load_state_dict refuses a
-  // state without them instead of starting them at zero under the saved step count.
-  virtual std::vector<std::string> buffers_of_every_step() const { return {}; }
+  // The buffers every parameter that took a step under group options `options` has (Adam's
+  // moments); load_state_dict refuses a state without them instead of starting them at zero under
+  // the saved step count.
+  virtual std::vector<std::string> buffers_of_every_step(const OptionMap& options) const {
+    (void)options;
+    return {};
+  }
   // The buffers that start as the first update's value (SGD's momentum: the gradient), whose
   // creation on the fused device path ParamState::device_first_step records. Until that update
   // runs (every step since was skipped) state_dict leaves them out, so a loaded state starts

@@ -58,7 +58,7 @@ class RMSprop final : public Optimizer {
     if (option_or(o, "momentum", 0.0) > 0.0) names.push_back("momentum_buffer");
     return names;
   }
-  std::vector<std::string> buffers_of_every_step() const override { return {"square_avg"}; }
+  std::vector<std::string> buffers_of_every_step(const OptionMap&) const override { return {"square_avg"}; }
   bool has_fused_step() const override { return true; }
   std::vector<std::string> device_option_names() const override {
     return {"lr", "alpha", "eps", "weight_decay", "momentum"};

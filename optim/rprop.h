@@ -51,7 +51,7 @@ class Rprop final : public Optimizer {
   void check_options(const OptionMap& options) const override;
   void step_group(ParamGroup& group) override;
   std::vector<std::string> buffer_names() const override { return {"prev", "step_size"}; }
-  std::vector<std::string> buffers_of_every_step() const override { return {"prev", "step_size"}; }
+  std::vector<std::string> buffers_of_every_step(const OptionMap&) const override { return {"prev", "step_size"}; }
   bool has_fused_step() const override { return true; }
   // lr only seeds the step sizes at a parameter's first update (the kernel reads it then), and a
   // scheduler may change it between CUDA graph replays.

@@ -10,7 +10,7 @@
 // vocabulary.
 // Real data from Debian's bible-kjv-text package; a WordPiece tokenizer trained on the training
 // verses at start-up and stored in every checkpoint, so resumed and fine-tuning runs use exactly
-// the pretraining vocabulary; AdamW (or --optimizer lamb, adafactor) with linear warmup and decay, gradient clipping on the f32
+// the pretraining vocabulary; AdamW (or --optimizer lamb, adafactor, muon) with linear warmup and decay, gradient clipping on the f32
 // master gradients, gradient accumulation. Held out: corpus verse i with i % 10 == 9.
 //
 //   build/examples/train_bert --task mlm --checkpoint mlm.ckpt          # BERT-mini, O1 bf16
@@ -93,12 +93,14 @@ Flags make_flags() {
   f.add_choice("checkpoint-form", "recompute", {"recompute", "reentrant"}, "with --checkpoint-activations: the recomputing form (saved-tensor hooks, PyTorch's use_reentrant=False) or the reentrant one (a nested backward per layer)");
   f.add_int("seq-len", 64, "tokens per sequence with [CLS] and [SEP] (64 holds 98.3% of the verses whole)", {.min = 3, .max = 512});
   f.add_int("vocab-size", 8192, "WordPiece vocabulary trained on the training verses (with --pretrained/--resume: the checkpoint's)", {.min = 64});
-  f.add_choice("optimizer", "adamw", {"adamw", "lamb", "adafactor"},
-               "AdamW; LAMB (Adam with a per-tensor trust ratio, for large batches); or Adafactor (factored second "
+  f.add_choice("optimizer", "adamw", {"adamw", "lamb", "adafactor", "muon"},
+               "AdamW; LAMB (Adam with a per-tensor trust ratio, for large batches); Adafactor (factored second "
                "moments: n + m values of state per [n, m] matrix instead of AdamW's 2nm; its lr caps the relative "
-               "step size)");
-  f.add_double("lr", 0, "peak learning rate (0: AdamW 5e-4 for mlm, 3e-4 for testament/book; LAMB and Adafactor 1e-2, their steps being relative to each tensor's size)", {.min = 0});
-  f.add_double("weight-decay", 0.01, "decoupled weight decay (AdamW's, LAMB's and Adafactor's; not applied to biases and LayerNorm weights)", {.min = 0});
+               "step size); or Muon (orthogonalised momentum) on the hidden layers' matrices with AdamW on the "
+               "embeddings, the classifier, biases and LayerNorm weights, in one optimizer (Moonlight's match-RMS "
+               "lr scale: AdamW's lr and weight decay serve both)");
+  f.add_double("lr", 0, "peak learning rate (0: AdamW and Muon 5e-4 for mlm, 3e-4 for testament/book; LAMB and Adafactor 1e-2, their steps being relative to each tensor's size)", {.min = 0});
+  f.add_double("weight-decay", 0.01, "decoupled weight decay (every optimizer's; not applied to biases and LayerNorm weights)", {.min = 0});
   f.add_double("warmup", 0.1, "linear warmup: a fraction of all steps when < 1, else a number of steps", {.min = 0});
   f.add_double("clip", 1.0, "max global gradient norm (0: no clipping; the norm is still reported)", {.min = 0});
   f.add_int("seed", 42, "seed of the weights, the data order, the masking and dropout", {.min = 0});
@@ -357,6 +359,20 @@ struct StepResult {
   bool skipped = false;
 };
 
+// --optimizer muon's groups: Muon on the hidden layers' matrices (the encoder's, the pooler's, the
+// MLM transform's), AdamW (use_muon = 0) on the embeddings and the classifier with weight decay and
+// on every 1-D parameter without, as Muon's authors split a transformer.
+std::vector<optim::ParamGroupSpec> muon_groups(const nn::Module& model) {
+  Tensors hidden, other_matrices, vectors;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const bool input_or_output = name.find("embeddings") != std::string::npos || name.find("classifier") != std::string::npos;
+    (p.dim() < 2 ? vectors : input_or_output ? other_matrices : hidden).push_back(p);
+  }
+  return {{.params = hidden},
+          {.params = other_matrices, .options = {{"use_muon", 0.0}}},
+          {.params = vectors, .options = {{"use_muon", 0.0}, {"weight_decay", 0.0}}}};
+}
+
 // Right predictions: a one-element i64 count on the predictions' device.
 Tensor correct_count(const Predictions& p) { return eq(argmax(p.logits, 1), p.target).to(DType::I64).sum(); }
 
@@ -459,6 +475,9 @@ int run(int argc, char** argv) {
              "masked positions in every batch on the host\n  hint: use --task testament or book, or drop --cuda-graph");
     MG_CHECK(!flags.get_bool("checkpoint-activations"), Error, "--cuda-graph and --checkpoint-activations do not go "
              "together: activation checkpointing is not supported inside a CUDA graph capture\n  hint: drop one of them");
+    MG_CHECK(flags.value("optimizer") != "muon", Error, "--cuda-graph needs an optimizer with a fused CUDA step, and "
+             "Muon has none (its Newton-Schulz iteration runs on public ops; the step reads the overflow flag on the host)"
+             "\n  hint: use --optimizer adamw, lamb or adafactor with --cuda-graph");
   }
   // Step results summed on the device and read at logging points only (--read-metrics; --cuda-graph).
   const bool lazy_reads = metrics_read_at_log_points(flags, device);
@@ -471,7 +490,7 @@ int run(int argc, char** argv) {
   // LAMB and Adafactor step by a fraction of each tensor's norm: 1e-2 matched AdamW's 5e-4 in a
   // short BERT-tiny MLM run (held-out loss after 3 epochs of 2,048 verses: 5.78 / 5.82 / 5.82).
   const double lr = flags.get_double("lr") > 0 ? flags.get_double("lr")
-                    : optimizer_name == "adamw"  ? (mlm ? 5e-4 : 3e-4)
+                    : optimizer_name == "adamw" || optimizer_name == "muon" ? (mlm ? 5e-4 : 3e-4)
                                                  : 1e-2;
   const uint64_t seed = uint64_t(flags.get_int("seed"));
   // Checkpoints read before the model exists: they carry the tokenizer (and the pretrained model).
@@ -610,18 +629,32 @@ int run(int argc, char** argv) {
   model->to(device);  // before the optimizer and amp::initialize see the parameters
   // BERT's grouping: weight decay on matrices (linear and embedding weights), none on biases and
   // LayerNorm weights (every 1-D parameter).
-  Tensors decay, no_decay;
-  for (const Tensor& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  // --zero under mixgrad-run: each rank keeps the moments (and O2 masters) of its shard.
   const double weight_decay = flags.get_double("weight-decay");
+  std::vector<optim::ParamGroupSpec> groups;
+  if (optimizer_name == "muon") {
+    groups = muon_groups(*model);
+    int64_t on_muon = 0;
+    for (const Tensor& p : groups[0].params) on_muon += p.numel();
+    std::printf("muon: %zu hidden matrices (%s parameters) on Muon, the rest (%s) on AdamW\n", groups[0].params.size(),
+                format_count(on_muon).c_str(), format_count(model->num_parameters() - on_muon).c_str());
+  } else {
+    Tensors decay, no_decay;
+    for (const Tensor& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    groups = {{.params = decay}, {.params = no_decay, .options = {{"weight_decay", 0.0}}}};
+  }
+  // --zero under mixgrad-run: each rank keeps the moments (and O2 masters) of its shard.
   optim::Optimizer& opt = dp.make_optimizer(
-      {{.params = decay}, {.params = no_decay, .options = {{"weight_decay", 0.0}}}},
-      [&](const std::vector<optim::ParamGroupSpec>& groups) -> std::unique_ptr<optim::Optimizer> {
-        if (optimizer_name == "lamb") return std::make_unique<optim::LAMB>(groups, optim::LAMBOptions{.lr = lr, .weight_decay = weight_decay});
+      groups,
+      [&](const std::vector<optim::ParamGroupSpec>& shard) -> std::unique_ptr<optim::Optimizer> {
+        if (optimizer_name == "lamb") return std::make_unique<optim::LAMB>(shard, optim::LAMBOptions{.lr = lr, .weight_decay = weight_decay});
         if (optimizer_name == "adafactor") {
-          return std::make_unique<optim::Adafactor>(groups, optim::AdafactorOptions{.lr = lr, .weight_decay = weight_decay});
+          return std::make_unique<optim::Adafactor>(shard, optim::AdafactorOptions{.lr = lr, .weight_decay = weight_decay});
         }
-        return std::make_unique<optim::AdamW>(groups, optim::AdamWOptions{.lr = lr, .weight_decay = weight_decay});
+        if (optimizer_name == "muon") {
+          return std::make_unique<optim::Muon>(
+              shard, optim::MuonOptions{.lr = lr, .weight_decay = weight_decay, .adjust_lr = optim::MuonOptions::kMatchRmsAdamW});
+        }
+        return std::make_unique<optim::AdamW>(shard, optim::AdamWOptions{.lr = lr, .weight_decay = weight_decay});
       },
       flags.get_bool("zero"));
   amp::initialize(model, opt, amp_options(flags));

@@ -68,16 +68,20 @@ TEST_CASE("train_bert: --stop-after then --resume continues bit-identically (O2 
   CHECK(without_timing(read_metrics(dir.file("b.jsonl")).all) == without_timing(read_metrics(dir.file("a.jsonl")).all));
 }
 
-TEST_CASE("train_bert: --optimizer lamb and adafactor train and resume bit-identically, another optimizer's checkpoint is refused",
+TEST_CASE("train_bert: --optimizer lamb, adafactor and muon train and resume bit-identically, another optimizer's "
+          "checkpoint is refused",
           "[examples][smoke]") {
   TempDir dir;
-  for (const std::string opt : {"lamb", "adafactor"}) {
+  for (const std::string opt : {"lamb", "adafactor", "muon"}) {
     INFO(opt);
     const std::string flags = "--task mlm" + kTiny + " --epochs 2 --opt-level O2 --dtype bf16 --optimizer " + opt;
     const RunResult whole = run_program(MG_TRAIN_BERT, flags + " --metrics " + dir.file(opt + "a.jsonl"));
     INFO(whole.output);
     REQUIRE(whole.exit_code == 0);
-    CHECK_THAT(whole.output, Catch::Matchers::Contains(opt == "lamb" ? "LAMB lr 0.01" : "Adafactor lr 0.01"));
+    CHECK_THAT(whole.output, Catch::Matchers::Contains(opt == "lamb"        ? "LAMB lr 0.01"
+                                                       : opt == "adafactor" ? "Adafactor lr 0.01"
+                                                                            : "Muon lr 0.0005"));
+    if (opt == "muon") CHECK_THAT(whole.output, Catch::Matchers::Contains("hidden matrices"));
     const Metrics m = read_metrics(dir.file(opt + "a.jsonl"));
     REQUIRE(m.steps.size() == 32);
     CHECK(mean_of(m.steps, "loss", 27, 32) < mean_of(m.steps, "loss", 0, 5) - 0.3);  // it trains

@@ -5,6 +5,7 @@
 // own bf16 run; then option and shape errors, the state-dict round trip, and O2 training beside AdamW.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -193,4 +194,105 @@ TEST_CASE("Muon: an O2 bf16 MLP trains with Muon on its matrices and AdamW on it
   CHECK(test::bits_equal(muon.parameters()[0].detach(), master));
   CHECK(test::bits_equal(muon.state(muon.parameters()[0])->buffers.at("momentum_buffer"), buf));
   CHECK(test::bits_equal(w1.detach(), model));
+}
+
+// use_muon = 0 groups run optim::AdamW's update: a Muon over both kinds of group must step each
+// parameter bit for bit as a Muon over the matrices plus an AdamW over the rest (each tested
+// against PyTorch on its own), on the fused CPU path and on the device-generic one.
+TEST_CASE("Muon: use_muon = 0 groups step bit for bit as optim::AdamW, the matrices as a plain Muon",
+          "[optim][muon]") {
+  const DType dtype = GENERATE(DType::F32, DType::BF16, DType::F64);
+  const bool generic = GENERATE(false, true);
+  INFO(dtype_name(dtype) << (generic ? ", generic path" : ", fused CPU path"));
+  Generator gen(5);
+  const std::vector<Shape> shapes = {{6, 4}, {4, 9}, {7}, {3, 5}, {1, 1, 3}};
+  const std::vector<bool> matrix = {true, true, false, false, false};  // [3, 5]: an embedding-like matrix on AdamW
+  std::vector<Tensor> init;
+  for (const Shape& s : shapes) init.push_back(to(randn(s, {}, &gen), dtype));
+  std::vector<std::vector<Tensor>> grads(5);
+  for (int step = 0; step < 4; ++step) {
+    for (std::size_t k = 0; k < shapes.size(); ++k) grads[k].push_back(to(randn(shapes[k], {}, &gen), dtype));
+  }
+  const optim::MuonOptions mo{.lr = 0.03, .weight_decay = 0.05, .adjust_lr = optim::MuonOptions::kMatchRmsAdamW,
+                              .adamw_beta1 = 0.8, .adamw_beta2 = 0.95, .adamw_eps = 1e-6};
+  Tensors hybrid, alone;
+  for (const Tensor& t : init) {
+    hybrid.push_back(clone(t).requires_grad_());
+    alone.push_back(clone(t).requires_grad_());
+  }
+  optim::Muon combined({{.params = {hybrid[0], hybrid[1]}},
+                        {.params = {hybrid[2], hybrid[3]}, .options = {{"use_muon", 0}}},
+                        {.params = {hybrid[4]}, .options = {{"use_muon", 0}, {"weight_decay", 0}}}},
+                       mo);
+  optim::Muon muon({alone[0], alone[1]}, mo);
+  optim::AdamW adamw({{.params = {alone[2], alone[3]}}, {.params = {alone[4]}, .options = {{"weight_decay", 0}}}},
+                     {.lr = mo.lr, .betas = {0.8, 0.95}, .eps = 1e-6, .weight_decay = mo.weight_decay});
+  for (int step = 0; step < 4; ++step) {
+    for (std::size_t k = 0; k < shapes.size(); ++k) {
+      hybrid[k].set_grad(grads[k][std::size_t(step)]);
+      alone[k].set_grad(grads[k][std::size_t(step)]);
+    }
+    if (generic) {
+      optim::ForceGenericPathGuard force;
+      combined.step();
+      muon.step();
+      adamw.step();
+    } else {
+      combined.step();
+      muon.step();
+      adamw.step();
+    }
+  }
+  for (std::size_t k = 0; k < shapes.size(); ++k) {
+    INFO("parameter " << k);
+    CHECK(test::bits_equal(hybrid[k].detach(), alone[k].detach()));
+    CHECK_FALSE(test::bits_equal(hybrid[k].detach(), init[k]));
+    const optim::Optimizer& owner = matrix[k] ? static_cast<const optim::Optimizer&>(muon) : adamw;
+    for (const auto& [name, b] : owner.state(alone[k])->buffers) {
+      INFO(name);
+      CHECK(test::bits_equal(combined.state(hybrid[k])->buffers.at(name), b));
+    }
+    CHECK(combined.state(hybrid[k])->buffers.size() == owner.state(alone[k])->buffers.size());
+  }
+}
+
+TEST_CASE("Muon: use_muon = 0 groups take any shape, check their AdamW options, and round-trip the state dict",
+          "[optim][muon]") {
+  Tensor w = zeros({3, 4}).requires_grad_();
+  Tensor b = zeros({4}).requires_grad_();
+  const std::vector<optim::ParamGroupSpec> groups = {{.params = {w}}, {.params = {b}, .options = {{"use_muon", 0}}}};
+  MG_REQUIRE_ERROR(optim::Muon(groups, {.adamw_beta1 = 1.0}), "adamw_beta1 must be in [0, 1)");
+  MG_REQUIRE_ERROR(optim::Muon(groups, {.adamw_beta2 = -0.5}), "adamw_beta2 must be in [0, 1)");
+  MG_REQUIRE_ERROR(optim::Muon(groups, {.adamw_eps = -1.0}), "adamw_eps must be >= 0");
+  MG_REQUIRE_ERROR(optim::Muon({{.params = {b}, .options = {{"use_muon", 0.5}}}}), "'use_muon' is a boolean");
+  optim::Muon opt(groups, {.lr = 0.02});
+  // The precision plan's count: one buffer per matrix element, two per AdamW element.
+  CHECK(opt.planned_state_values(w, opt.param_groups()[0].options) == 12);
+  CHECK(opt.planned_state_values(b, opt.param_groups()[1].options) == 8);
+  Generator gen(3);
+  for (int s = 0; s < 2; ++s) {
+    w.set_grad(randn({3, 4}, {}, &gen));
+    b.set_grad(randn({4}, {}, &gen));
+    opt.step();
+  }
+  const StateDict saved = opt.state_dict();
+  CHECK(saved.has_tensor("state.0.momentum_buffer"));
+  CHECK(saved.has_tensor("state.1.exp_avg_sq"));
+  CHECK_FALSE(saved.has_tensor("state.1.momentum_buffer"));
+  optim::Muon resumed(groups, {.lr = 0.02});
+  resumed.load_state_dict(saved);
+  CHECK(test::bits_equal(resumed.state(b)->buffers.at("exp_avg"), opt.state(b)->buffers.at("exp_avg")));
+  // The AdamW group's moments are part of every step's state: a dict without them is refused.
+  StateDict missing = saved;
+  std::erase_if(missing.tensors, [](const auto& kv) { return kv.first == "state.1.exp_avg"; });
+  MG_REQUIRE_ERROR(resumed.load_state_dict(missing), "'state.1.exp_avg' is missing");
+  // A state saved before the AdamW options existed loads as Muon groups.
+  optim::Muon plain({w}, {.lr = 0.02});
+  StateDict old_one_group = plain.state_dict();
+  for (const char* k : {"use_muon", "adamw_beta1", "adamw_beta2", "adamw_eps"}) {
+    old_one_group.floats.erase(std::string("group.0.") + k);
+  }
+  plain.param_groups()[0].set_option("use_muon", 0.0);
+  plain.load_state_dict(old_one_group);
+  CHECK(plain.param_groups()[0].option("use_muon") == 1.0);
 }
