@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/factory.h"  // zeros_like
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/adam.h"
 #include "mixgrad/optim/generic_path.h"
@@ -104,10 +105,89 @@ void Muon::check_options(const OptionMap& m) const {
   }
 }
 
+namespace {
+
+// lr and weight_decay of one Muon update: host values (the CPU path) or [1] f64 tensors on the
+// parameter's device (the fused device path: the device copies every CUDA graph replay reads).
+struct MuonScalars {
+  double lr = 0, weight_decay = 0;
+  Tensor device_lr, device_weight_decay;  // defined on the device path
+};
+
+// One Muon update of a 2-D parameter: the formulas of optim/muon.h with public ops, written once
+// for every path. skip (bool [1]) or undefined: when set nothing changes, as in the fused kernels
+// under a found-inf flag. model: the f16/bf16 model copy of an f32 master to write, or undefined.
+void muon_update(const Tensor& param, const Tensor& grad, Tensor buf, const Tensor& model, const MuonOptions& o,
+                 const MuonScalars& s, const Tensor& skip) {
+  NoGradGuard no_grad;
+  const DType opmath = buf.dtype();
+  const Tensor g = to(grad, opmath);
+  Tensor next_buf = aten_lerp(buf, g, 1.0 - o.momentum);
+  if (skip.defined()) next_buf = where(skip, buf, next_buf);
+  buf.copy_(next_buf);
+  const Tensor u = o.nesterov ? aten_lerp(g, buf, o.momentum) : Tensor(buf);
+  const Tensor orth = to(newton_schulz_orthogonalize(u, o, o.ns_bf16 ? DType::BF16 : opmath), opmath);
+  const double adjust = lr_adjustment(o.adjust_lr, double(param.shape()[0]), double(param.shape()[1]));
+  const Tensor p = to(param, opmath);
+  Tensor next;
+  if (s.device_lr.defined()) {
+    const Tensor decay = to(1.0 - s.device_lr * s.device_weight_decay, opmath);  // in f64, as the host's double
+    next = sub(mul(p, decay), mul(orth, to(s.device_lr * adjust, opmath)));
+  } else {
+    // PyTorch's p.mul_(1 - lr wd).add_(O, alpha=-lr adjust): add's alpha makes it one fused
+    // multiply-add, as PyTorch's, which the tensor-valued form above cannot.
+    next = add(p * (1.0 - s.lr * s.weight_decay), orth, -s.lr * adjust);
+  }
+  if (skip.defined()) next = where(skip, p, next);
+  Tensor(param).copy_(next);  // rounded once
+  if (model.defined()) {
+    Tensor rounded = to(next, model.dtype());
+    if (skip.defined()) rounded = where(skip, model, rounded);
+    Tensor(model).copy_(rounded);
+  }
+}
+
+// The AdamW step of a use_muon = 0 group, as optim::AdamW's.
+AdamHyper adamw_hyper(const MuonOptions& o) {
+  return {.lr = o.lr, .beta1 = o.adamw_beta1, .beta2 = o.adamw_beta2, .eps = o.adamw_eps,
+          .weight_decay = o.weight_decay, .decoupled = true, .amsgrad = false, .maximize = false};
+}
+
+}  // namespace
+
 void Muon::step_group(ParamGroup& group) {
   const MuonOptions o = options_from_map<MuonOptions>(group.options, name());
   const std::size_t g = std::size_t(&group - param_groups().data());
   const std::vector<Work> work = collect(group);
+  if (o.use_muon) {
+    for (const Work& w : work) check_matrix(w.param, std::size_t(w.index), g);  // add_param_group's too
+  }
+  // The fused device path: AdamW groups on the device's AdamW kernel, Muon groups on public ops
+  // whose scalars and skip flag are device values; no host read, so a CUDA graph can capture it.
+  MultiTensorStepArgs args;
+  if (const MultiTensorKernels* k = fused_step_args(group, work, args)) {
+    if (!o.use_muon) {
+      for (const Work& w : work) {
+        args.state[0].push_back(buffer(w, "exp_avg", true));
+        args.state[1].push_back(buffer(w, "exp_avg_sq", true));
+        args.state[2].push_back(Tensor());
+      }
+      k->adam(args, adamw_hyper(o));  // device_option_names() lists AdamHyper's order
+    } else {
+      NoGradGuard no_grad;
+      const MuonScalars scalars{.device_lr = device_option(group, "lr"),
+                                .device_weight_decay = device_option(group, "weight_decay")};
+      const Tensor& flag = device_found_inf();
+      const Tensor skip = flag.defined() ? ne(flag, zeros_like(flag)) : Tensor();
+      for (std::size_t i = 0; i < work.size(); ++i) {
+        const Work& w = work[i];
+        Tensor buf = buffer(w, "momentum_buffer", /*zero=*/true);
+        if (w.param.numel() > 0) muon_update(w.param, w.grad, buf, args.model[i], o, scalars, skip);
+      }
+    }
+    finish_fused_step(work, k, args);
+    return;
+  }
   if (!o.use_muon) {
     std::vector<AdamUpdateTensor> tensors;
     for (const Work& w : work) {
@@ -117,7 +197,6 @@ void Muon::step_group(ParamGroup& group) {
     adam_update(tensors, adamw_options(o));
     return;
   }
-  for (const Work& w : work) check_matrix(w.param, std::size_t(w.index), g);  // add_param_group's too
   std::vector<Tensor> buffers;
   for (const Work& w : work) buffers.push_back(buffer(w, "momentum_buffer", /*zero=*/true));
   NoGradGuard no_grad;
@@ -125,18 +204,7 @@ void Muon::step_group(ParamGroup& group) {
     const Work& w = work[i];
     ++w.state->step;
     if (w.param.numel() == 0) continue;  // nothing to update (and no shape ratio of an empty side)
-    const DType opmath = opmath_dtype(w);
-    Tensor buf = buffers[i];
-    const Tensor grad = to(w.grad, opmath);
-    buf.copy_(aten_lerp(buf, grad, 1.0 - o.momentum));
-    const Tensor u = o.nesterov ? aten_lerp(grad, buf, o.momentum) : buf;
-    const Tensor orth = newton_schulz_orthogonalize(u, o, o.ns_bf16 ? DType::BF16 : opmath);
-    const double adjusted_lr =
-        o.lr * lr_adjustment(o.adjust_lr, double(w.param.shape()[0]), double(w.param.shape()[1]));
-    Tensor p = to(w.param, opmath);
-    if (o.weight_decay != 0.0) p.mul_(1.0 - o.lr * o.weight_decay);
-    p.add_(to(orth, opmath), -adjusted_lr);
-    if (!p.is_same(w.param)) Tensor(w.param).copy_(p);  // rounded once
+    muon_update(w.param, w.grad, buffers[i], Tensor(), o, {.lr = o.lr, .weight_decay = o.weight_decay}, Tensor());
   }
 }
 

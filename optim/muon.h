@@ -30,9 +30,11 @@
 // parameter's dtype, and an f16/bf16 parameter is rounded once; PyTorch keeps the buffer in the
 // gradient's dtype.
 //
-// Paths: public ops only (optim/generic_path.h's device-generic style), so it runs on every device:
-// on CUDA no value is read on the host during a step(), but step_unless_found_inf reads its flag on
-// the host (one synchronisation) and a CUDA graph capture is refused (no fused step).
+// Paths: the update is written once with public ops, so it runs on every device. On CUDA it is a
+// fused device step all the same (has_fused_step): lr and weight_decay come from the optimizer's
+// device copy of the options and step_unless_found_inf's flag gates every write through `where`,
+// so nothing is read on the host and a CUDA graph can capture the step; use_muon = 0 groups run
+// the AdamW kernel.
 //
 //   std::vector<mg::Tensor> matrices, others;   // p.dim() == 2 (not the embeddings) / the rest
 //   mg::optim::Muon muon(matrices, {.lr = 0.02});
@@ -108,6 +110,12 @@ class Muon final : public Optimizer {
     return buffers_created(options);
   }
   OptionMap options_added_later() const override;
+  // The fused device path (CUDA): AdamW groups on the AdamW kernel, which reads these in AdamHyper's
+  // order; Muon groups read lr and weight_decay.
+  bool has_fused_step() const override { return true; }
+  std::vector<std::string> device_option_names() const override {
+    return {"lr", "adamw_beta1", "adamw_beta2", "adamw_eps", "weight_decay"};
+  }
 };
 
 // NS_k(u) of Muon above for a 2-D u, in `dtype` (bf16: Muon's default), returned in that dtype.

@@ -198,13 +198,16 @@ void Optimizer::gated_step(const Tensor& found_inf) {
     return;
   }
   found_inf_ = flag.data<float>();
+  found_inf_flag_ = flag;
   try {
     run_step_or_error_hooks();
   } catch (...) {
     found_inf_ = nullptr;
+    found_inf_flag_ = Tensor();
     throw;
   }
   found_inf_ = nullptr;
+  found_inf_flag_ = Tensor();
   skipped_flag_ = clone(flag);  // the flag's owner may clear it (GradScaler::update) before the read
   count_device_skip(flag, dev);
   run_post_hooks();
@@ -321,6 +324,15 @@ const MultiTensorKernels* Optimizer::fused_step_args(const ParamGroup& group, co
   args.found_inf = found_inf_;
   args.hyper = device_options(std::size_t(&group - groups_.data()), dev);
   return k;
+}
+
+Tensor Optimizer::device_option(const ParamGroup& group, const std::string& name) const {
+  const std::size_t g = std::size_t(&group - groups_.data());
+  const std::vector<std::string> names = device_option_names();
+  const auto it = std::find(names.begin(), names.end(), name);
+  MG_ASSERT(g < device_options_.size() && device_options_[g].defined() && it != names.end(), name_,
+            ": device_option('", name, "') before fused_step_args made the group's device options");
+  return narrow(device_options_[g], 0, int64_t(it - names.begin()), 1);
 }
 
 void Optimizer::leave_fused_path(const std::vector<Work>& work) {

@@ -322,6 +322,12 @@ class Optimizer : public GraphParticipant {
   // counters and the found-inf flag of step_unless_found_inf; the optimizer adds its state lists.
   const MultiTensorKernels* fused_step_args(const ParamGroup& group, const std::vector<Work>& work,
                                            MultiTensorStepArgs& args);
+  // For a fused device step written with public ops (Muon's): the device copy of option `name` of
+  // `group` (one of device_option_names()) as a [1] f64 tensor, which every CUDA graph replay
+  // reads, and the found-inf flag of step_unless_found_inf (f32 [1], nonzero: change nothing;
+  // undefined when the step has none). Valid after fused_step_args, during step_group.
+  Tensor device_option(const ParamGroup& group, const std::string& name) const;
+  const Tensor& device_found_inf() const { return found_inf_flag_; }
   // After the optimizer's fused kernel: counts the step on the device, keeps the host count in
   // step where no flag can skip it, bumps versions and marks the model copies as written.
   void finish_fused_step(const std::vector<Work>& work, const MultiTensorKernels* k, const MultiTensorStepArgs& args);
@@ -387,6 +393,7 @@ class Optimizer : public GraphParticipant {
   // run_step; when it throws, the post-hooks registered also_after_error, then the error again.
   void run_step_or_error_hooks();
   const float* found_inf_ = nullptr;       // during step_unless_found_inf: the device flag
+  Tensor found_inf_flag_;                  // the same flag as a tensor (device_found_inf)
   mutable Tensor skipped_flag_;            // [1] f32 device copy of that flag, until read
   std::vector<const TensorImpl*> model_written_;  // masters whose model copy a fused step wrote
   // ---- CUDA graphs ----

@@ -475,9 +475,6 @@ int run(int argc, char** argv) {
              "masked positions in every batch on the host\n  hint: use --task testament or book, or drop --cuda-graph");
     MG_CHECK(!flags.get_bool("checkpoint-activations"), Error, "--cuda-graph and --checkpoint-activations do not go "
              "together: activation checkpointing is not supported inside a CUDA graph capture\n  hint: drop one of them");
-    MG_CHECK(flags.value("optimizer") != "muon", Error, "--cuda-graph needs an optimizer with a fused CUDA step, and "
-             "Muon has none (its Newton-Schulz iteration runs on public ops; the step reads the overflow flag on the host)"
-             "\n  hint: use --optimizer adamw, lamb or adafactor with --cuda-graph");
   }
   // Step results summed on the device and read at logging points only (--read-metrics; --cuda-graph).
   const bool lazy_reads = metrics_read_at_log_points(flags, device);

@@ -30,6 +30,7 @@
 #include "ops/pad.h"
 #include "optim/adadelta.h"
 #include "optim/adafactor.h"
+#include "optim/muon.h"
 #include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/adamax.h"
@@ -313,6 +314,22 @@ TEST_CASE("CUDA graph: Adafactor with an lr changed before every replay equals t
       12, [](int i) { return 1e-2 * (1.0 + 0.25 * i); },
       [](const Tensors& p, double lr) {
         return std::make_unique<optim::Adafactor>(p, optim::AdafactorOptions{.lr = lr, .weight_decay = 0.01});
+      });
+  test::require_no_pending_cuda_error();
+}
+
+TEST_CASE("CUDA graph: Muon with AdamW groups and an lr changed before every replay equals the eager steps",
+          "[cuda][gpu][graph]") {
+  // Muon's groups run public ops whose lr, weight decay and skip flag are device values, its AdamW
+  // groups the AdamW kernel: nothing read on the host, so the step is captured and replays the eager bits.
+  captured_equals_eager<optim::Muon>(
+      13, [](int i) { return 2e-2 * (1.0 + 0.25 * i); },
+      [](const Tensors& p, double lr) {
+        Tensors matrices, rest;
+        for (const Tensor& t : p) (t.dim() == 2 ? matrices : rest).push_back(t);
+        return std::make_unique<optim::Muon>(
+            std::vector<optim::ParamGroupSpec>{{.params = matrices}, {.params = rest, .options = {{"use_muon", 0}}}},
+            optim::MuonOptions{.lr = lr, .weight_decay = 0.01});
       });
   test::require_no_pending_cuda_error();
 }
