@@ -80,7 +80,7 @@ TEST_CASE("train_bert: --optimizer lamb, adafactor and muon train and resume bit
     REQUIRE(whole.exit_code == 0);
     CHECK_THAT(whole.output, Catch::Matchers::Contains(opt == "lamb"        ? "LAMB lr 0.01"
                                                        : opt == "adafactor" ? "Adafactor lr 0.01"
-                                                                            : "Muon lr 0.0005"));
+                                                                            : "Muon lr 0.002"));
     if (opt == "muon") CHECK_THAT(whole.output, Catch::Matchers::Contains("hidden matrices"));
     const Metrics m = read_metrics(dir.file(opt + "a.jsonl"));
     REQUIRE(m.steps.size() == 32);
