@@ -94,8 +94,9 @@ int main(int argc, char** argv) {
     return 77;
   }
   const cuda::DeviceProperties p = cuda::device_properties(0);
-  std::printf("bench_cuda: %s (sm_%d%d, %d SMs, %.1f GiB), driver %d, runtime %d\n", p.name.c_str(), p.major,
-              p.minor, p.sm_count, double(p.total_memory) / (1 << 30), p.driver_version, p.runtime_version);
+  std::printf("bench_cuda: %s (sm_%d%d, %d SMs, %.1f GiB), driver %d, runtime %d, %s\n", p.name.c_str(), p.major,
+              p.minor, p.sm_count, double(p.total_memory) / (1 << 30), p.driver_version, p.runtime_version,
+              cuda::blas_library().c_str());
   const int64_t n = cfg.quick ? (int64_t(1) << 20) : (int64_t(1) << 28);
   const int reps = cfg.quick ? 3 : 20;
   const std::string shape = "2^" + std::to_string(cfg.quick ? 20 : 28);

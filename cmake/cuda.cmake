@@ -143,8 +143,13 @@ target_sources(mixgrad PRIVATE ${MG_CUDA_SOURCES})
 set_property(SOURCE ${PROJECT_SOURCE_DIR}/ops/init.cpp TARGET_DIRECTORY mixgrad APPEND PROPERTY
              COMPILE_DEFINITIONS MG_WITH_CUDA=1)
 target_include_directories(mixgrad PRIVATE ${MG_CUDNN_INCLUDE_DIR})
-target_link_libraries(mixgrad PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt
-                              PRIVATE ${MG_CUDNN_LIBRARY})
+# cuBLASLt is not linked: cuda/lazy/cublaslt_loader.cpp opens it at the first GEMM (linking it costs
+# every process about 210 MiB of resident memory at start, GPU or not), from the loader's search
+# path or else the toolkit's library folder.
+target_sources(mixgrad PRIVATE ${PROJECT_SOURCE_DIR}/cuda/lazy/cublaslt_loader.cpp)
+set_property(SOURCE ${PROJECT_SOURCE_DIR}/cuda/lazy/cublaslt_loader.cpp TARGET_DIRECTORY mixgrad APPEND PROPERTY
+             COMPILE_DEFINITIONS MG_CUBLASLT_DIR="${CUDAToolkit_LIBRARY_DIR}")
+target_link_libraries(mixgrad PUBLIC CUDA::cudart PRIVATE ${MG_CUDNN_LIBRARY} ${CMAKE_DL_LIBS})
 if(MG_NCCL_LIBRARY AND MG_NCCL_INCLUDE_DIR)
   # cuda/nccl_comm.cpp is the only file that includes nccl.h.
   target_include_directories(mixgrad PRIVATE ${MG_NCCL_INCLUDE_DIR})

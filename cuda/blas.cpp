@@ -22,8 +22,8 @@ namespace detail {
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
   int device = -1;
   const bool known = cudaGetDevice(&device) == cudaSuccess;
-  MG_THROW(CudaError, "cuBLAS error: ", call, " returned ", cublasGetStatusName(status), " (",
-           cublasGetStatusString(status), ") on ", known ? "cuda:" + std::to_string(device) : "an unknown device",
+  MG_THROW(CudaError, "cuBLAS error: ", call, " returned ", cublasLtGetStatusName(status), " (",
+           cublasLtGetStatusString(status), ") on ", known ? "cuda:" + std::to_string(device) : "an unknown device",
            " [", file, ":", line, "]");
 }
 

@@ -177,6 +177,13 @@ void reset_peak_pinned_memory();
 // their copies stay until those complete; never synchronises.
 void empty_pinned_cache();
 
+// The cuBLASLt library GEMMs run on, as "cuBLASLt 13.1.0 (/usr/local/cuda/lib64/libcublasLt.so.13,
+// loaded on first use)". A CUDA build does not link cuBLASLt (mapping it costs every process about
+// 210 MiB of resident memory at start); the first GEMM on a GPU, or this call, opens it. The
+// emulator's: "cuBLASLt emulated on the CPU (cuda/emulator)"; without the CUDA backend: "none
+// (built without CUDA)". Throws CudaError naming the reason when the library cannot be loaded.
+std::string blas_library();
+
 // Whether f32 GEMMs may use TF32 Tensor Cores (PyTorch's allow_tf32); false: strict f32.
 void set_allow_tf32(bool allow);
 bool allow_tf32();

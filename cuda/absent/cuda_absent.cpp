@@ -57,6 +57,7 @@ void empty_cache() {}  // nothing is cached without a device
 PinnedMemoryStats pinned_memory_stats() { return {}; }  // nothing can be pinned
 void reset_peak_pinned_memory() {}
 void empty_pinned_cache() {}
+std::string blas_library() { return "none (built without CUDA)"; }
 void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
 bool allow_tf32() { return g_allow_tf32; }
 std::size_t gemm_heuristic_cache_size() { return 0; }  // cuda/blas.h: no GEMM was planned

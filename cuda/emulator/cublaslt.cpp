@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "mixgrad/cuda/emulator/elements.h"
+#include "mixgrad/cuda/cuda.h"
 #include "mixgrad/cuda/emulator/emulator.h"
 
 namespace {
@@ -163,7 +164,7 @@ uint64_t span_bytes(const LayoutObject& l) {
 
 extern "C" {
 
-const char* cublasGetStatusName(cublasStatus_t s) {
+const char* cublasLtGetStatusName(cublasStatus_t s) {
   switch (s) {
     case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
     case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
@@ -175,7 +176,7 @@ const char* cublasGetStatusName(cublasStatus_t s) {
   }
 }
 
-const char* cublasGetStatusString(cublasStatus_t s) { return cublasGetStatusName(s); }
+const char* cublasLtGetStatusString(cublasStatus_t s) { return cublasLtGetStatusName(s); }
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
   static int dummy;
@@ -313,3 +314,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
 }
 
 }  // extern "C"
+
+namespace mg::cuda {
+std::string blas_library() { return "cuBLASLt emulated on the CPU (cuda/emulator)"; }
+}  // namespace mg::cuda
