@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "mixgrad/autograd/grad_mode.h"
+#include "mixgrad/core/autocast_state.h"
 #include "mixgrad/core/factory.h"  // zeros_like
+#include "mixgrad/core/parallel.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/optim/adam.h"
 #include "mixgrad/optim/generic_path.h"
@@ -107,6 +109,12 @@ void Muon::check_options(const OptionMap& m) const {
 
 namespace {
 
+// Whether every parameter of `work` is on the CPU (its ops then run on the calling thread).
+template <typename WorkT>
+bool all_on_cpu(const std::vector<WorkT>& work) {
+  return std::all_of(work.begin(), work.end(), [](const WorkT& w) { return w.param.device().is_cpu(); });
+}
+
 // lr and weight_decay of one Muon update: host values (the CPU path) or [1] f64 tensors on the
 // parameter's device (the fused device path: the device copies every CUDA graph replay reads).
 struct MuonScalars {
@@ -120,6 +128,7 @@ struct MuonScalars {
 void muon_update(const Tensor& param, const Tensor& grad, Tensor buf, const Tensor& model, const MuonOptions& o,
                  const MuonScalars& s, const Tensor& skip) {
   NoGradGuard no_grad;
+  AutocastOffGuard no_autocast;  // the optimizer's math keeps its dtypes (and a worker thread has no region)
   const DType opmath = buf.dtype();
   const Tensor g = to(grad, opmath);
   Tensor next_buf = aten_lerp(buf, g, 1.0 - o.momentum);
@@ -198,14 +207,24 @@ void Muon::step_group(ParamGroup& group) {
     return;
   }
   std::vector<Tensor> buffers;
-  for (const Work& w : work) buffers.push_back(buffer(w, "momentum_buffer", /*zero=*/true));
-  NoGradGuard no_grad;
-  for (std::size_t i = 0; i < work.size(); ++i) {
-    const Work& w = work[i];
+  for (const Work& w : work) {
+    buffers.push_back(buffer(w, "momentum_buffer", /*zero=*/true));
     ++w.state->step;
-    if (w.param.numel() == 0) continue;  // nothing to update (and no shape ratio of an empty side)
-    muon_update(w.param, w.grad, buffers[i], Tensor(), o, {.lr = o.lr, .weight_decay = o.weight_decay}, Tensor());
   }
+  // The matrices are independent, so the threads take whole matrices (each one's GEMMs run on one
+  // thread inside the parallel region): BERT-mini's Newton–Schulz GEMMs have 256 rows, and split
+  // across 2 threads the [256, 256] ones ran 1.1-1.6x slower than on one.
+  const bool per_thread = all_on_cpu(work);
+  const auto update = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const Work& w = work[std::size_t(i)];
+      if (w.param.numel() == 0) continue;  // nothing to update (and no shape ratio of an empty side)
+      muon_update(w.param, w.grad, buffers[std::size_t(i)], Tensor(), o, {.lr = o.lr, .weight_decay = o.weight_decay},
+                  Tensor());
+    }
+  };
+  if (per_thread) parallel_for(0, int64_t(work.size()), 1, update);
+  else update(0, int64_t(work.size()));
 }
 
 }  // namespace mg::optim

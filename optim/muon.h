@@ -30,7 +30,9 @@
 // parameter's dtype, and an f16/bf16 parameter is rounded once; PyTorch keeps the buffer in the
 // gradient's dtype.
 //
-// Paths: the update is written once with public ops, so it runs on every device. On CUDA it is a
+// Paths: the update is written once with public ops, so it runs on every device. On the CPU the
+// threads take whole matrices (parallel_for over a group's parameters, each one's GEMMs on one
+// thread): Newton–Schulz GEMMs of a few hundred rows gain little from being split. On CUDA it is a
 // fused device step all the same (has_fused_step): lr and weight_decay come from the optimizer's
 // device copy of the options and step_unless_found_inf's flag gates every write through `where`,
 // so nothing is read on the host and a CUDA graph can capture the step; use_muon = 0 groups run

@@ -7,17 +7,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "amp/grad_scaler.h"
 #include "core/factory.h"
 #include "core/generator.h"
+#include "core/parallel.h"
 #include "core/state_dict.h"
 #include "ops/loss.h"
 #include "ops/ops.h"
 #include "optim/optim.h"
 #include "optim_test_util.h"
+#include "path_compare.h"
 #include "test_util.h"
 
 using namespace mg;
@@ -295,4 +298,41 @@ TEST_CASE("Muon: use_muon = 0 groups take any shape, check their AdamW options, 
   plain.param_groups()[0].set_option("use_muon", 0.0);
   plain.load_state_dict(old_one_group);
   CHECK(plain.param_groups()[0].option("use_muon") == 1.0);
+}
+
+// The CPU step gives whole matrices to the threads: a group of several matrices stepped at 2 threads
+// must equal each matrix stepped alone at 1 thread (f64 with the f64 iteration, so only the GEMMs'
+// summation order may differ).
+TEST_CASE("Muon: the threads' share of a group's matrices equals each matrix stepped alone", "[optim][muon]") {
+  Generator gen(17);
+  const std::vector<Shape> shapes = {{12, 7}, {7, 12}, {9, 9}, {16, 5}, {5, 16}, {3, 11}, {8, 8}};
+  Tensors together, alone;
+  for (const Shape& s : shapes) {
+    const Tensor w = randn(s, {.dtype = DType::F64}, &gen);
+    together.push_back(clone(w).requires_grad_());
+    alone.push_back(clone(w).requires_grad_());
+  }
+  const optim::MuonOptions o{.lr = 0.05, .weight_decay = 0.02, .ns_bf16 = false};
+  optim::Muon group(together, o);
+  std::vector<std::unique_ptr<optim::Muon>> single;
+  for (const Tensor& p : alone) single.push_back(std::make_unique<optim::Muon>(Tensors{p}, o));
+  const int threads = num_threads();
+  for (int step = 0; step < 3; ++step) {
+    for (std::size_t k = 0; k < shapes.size(); ++k) {
+      const Tensor g = randn(shapes[k], {.dtype = DType::F64}, &gen);
+      together[k].set_grad(clone(g));
+      alone[k].set_grad(g);
+    }
+    set_num_threads(2);
+    group.step();
+    set_num_threads(1);
+    for (auto& opt : single) opt->step();
+    set_num_threads(threads);
+  }
+  for (std::size_t k = 0; k < shapes.size(); ++k) {
+    INFO("matrix " << k);
+    CHECK(test::path_rel_error(together[k].detach(), alone[k].detach()) <= 1e-13);
+    CHECK(test::path_rel_error(group.state(together[k])->buffers.at("momentum_buffer"),
+                               single[k]->state(alone[k])->buffers.at("momentum_buffer")) == 0.0);
+  }
 }
