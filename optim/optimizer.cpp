@@ -197,16 +197,13 @@ void Optimizer::gated_step(const Tensor& found_inf) {
     run_post_hooks();
     return;
   }
-  found_inf_ = flag.data<float>();
   found_inf_flag_ = flag;
   try {
     run_step_or_error_hooks();
   } catch (...) {
-    found_inf_ = nullptr;
     found_inf_flag_ = Tensor();
     throw;
   }
-  found_inf_ = nullptr;
   found_inf_flag_ = Tensor();
   skipped_flag_ = clone(flag);  // the flag's owner may clear it (GradScaler::update) before the read
   count_device_skip(flag, dev);
@@ -321,7 +318,7 @@ const MultiTensorKernels* Optimizer::fused_step_args(const ParamGroup& group, co
     }
     args.steps.push_back(st.device_step.data<int64_t>());
   }
-  args.found_inf = found_inf_;
+  args.found_inf = found_inf_flag_.defined() ? found_inf_flag_.data<float>() : nullptr;
   args.hyper = device_options(std::size_t(&group - groups_.data()), dev);
   return k;
 }

@@ -392,8 +392,7 @@ class Optimizer : public GraphParticipant {
   void run_step();
   // run_step; when it throws, the post-hooks registered also_after_error, then the error again.
   void run_step_or_error_hooks();
-  const float* found_inf_ = nullptr;       // during step_unless_found_inf: the device flag
-  Tensor found_inf_flag_;                  // the same flag as a tensor (device_found_inf)
+  Tensor found_inf_flag_;                  // during step_unless_found_inf: the device flag (f32 [1])
   mutable Tensor skipped_flag_;            // [1] f32 device copy of that flag, until read
   std::vector<const TensorImpl*> model_written_;  // masters whose model copy a fused step wrote
   // ---- CUDA graphs ----
