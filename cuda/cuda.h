@@ -155,6 +155,11 @@ void reset_peak_memory(int device = -1);
 void record_stream(const Tensor& t, const Stream& stream);
 // Returns every cached, entirely free segment of every device to the driver.
 void empty_cache();
+// False when the environment has MG_CUDA_CACHING_ALLOCATOR=0: every device tensor is then its own
+// cudaMalloc of exactly its bytes, freed at once (for memory checkers: an access past a tensor's
+// end leaves its allocation; see CachingAllocator's caching flag). Read once; any value other than
+// 0 or 1 throws mg::Error naming it.
+bool caching_allocator_enabled();
 
 // The pinned (page-locked) host memory cache behind Tensor::pin_memory(), to(cpu, true) and the
 // DataLoader's pin_memory option (cuda/host/pinned_cache.h has the policy). Sizes are the rounded

@@ -1,7 +1,9 @@
 // The CUDA device allocator that Storage uses for cuda:N tensors: one CachingAllocator
 // (cuda/host/caching_allocator.h, the policy) per device over cudaMalloc/cudaFree and CUDA events
 // (this file, the raw operations). Blocks are tagged with the current stream at allocation.
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <mutex>
 #include <vector>
 
@@ -110,7 +112,7 @@ class DeviceAllocators {
     PerDevice& d = devices_[std::size_t(device)];
     if (!d.allocator) {
       d.memory = std::make_unique<CudaDeviceMemory>(device);
-      d.allocator = std::make_unique<CachingAllocator>(*d.memory, device);
+      d.allocator = std::make_unique<CachingAllocator>(*d.memory, device, caching_allocator_enabled());
     }
     return *d.allocator;
   }
@@ -179,6 +181,17 @@ void reset_peak_memory(int device) { allocators().of(resolve(device)).reset_peak
 
 void empty_cache() {
   for (CachingAllocator* a : allocators().all()) a->empty_cache();
+}
+
+bool caching_allocator_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("MG_CUDA_CACHING_ALLOCATOR");
+    const std::string text = v == nullptr ? "" : v;
+    MG_CHECK(text.empty() || text == "0" || text == "1", Error, "MG_CUDA_CACHING_ALLOCATOR=", text,
+             ": expected 0 (every tensor its own cudaMalloc, for memory checkers) or 1 (the caching allocator, the default)");
+    return text != "0";
+  }();
+  return enabled;
 }
 
 }  // namespace mg::cuda

@@ -239,6 +239,22 @@ else
     --device cuda --models resnet50,bert-base --warmup 2 --steps 5 --threads 4 --json "$OUT/amp/ours.jsonl"
 fi
 
+# Memory and race checking on the GPU (the toolkit's compute-sanitizer) over the kernel-heavy test
+# files, memcheck with the caching allocator off (MG_CUDA_CACHING_ALLOCATOR=0: an access past a
+# tensor's end leaves its allocation). Last, as the slowest per result: a first call's budget
+# seldom reaches it; a second call on the warm machine does with
+# MG_GPU_SKIP=configure,build,tests,bench,train,PyTorch,AMP,ResNet (the build folder is kept).
+SANITIZER="$(command -v compute-sanitizer || ls "$TOOLKIT/bin/compute-sanitizer" "$TOOLKIT/compute-sanitizer/compute-sanitizer" 2> /dev/null | head -1)"
+if [ -n "$SANITIZER" ] && [ -f "$BUILD/build.ninja" ]; then
+  step "memcheck (compute-sanitizer)" 150 env MG_CUDA_CACHING_ALLOCATOR=0 "$SANITIZER" --tool memcheck \
+    --error-exitcode 97 "$BUILD/tests/test_cuda" -# \
+    "[#test_cuda_elementwise],[#test_cuda_reduce],[#test_cuda_norm],[#test_cuda_multi_tensor],[#test_cuda_nn_ops]"
+  step "racecheck (compute-sanitizer)" 120 "$SANITIZER" --tool racecheck --error-exitcode 97 \
+    "$BUILD/tests/test_cuda" -# "[#test_cuda_reduce],[#test_cuda_norm],[#test_cuda_attention],[#test_cuda_nn_ops]"
+else
+  say "no compute-sanitizer next to nvcc ($TOOLKIT): no memcheck or racecheck"
+fi
+
 {
   if [ -f "$OUT/bench_cuda.json" ]; then
     python3 - "$OUT/bench_cuda.json" "$OUT/torch.json" <<'PY' 2>/dev/null || cat "$OUT/bench_cuda.json"

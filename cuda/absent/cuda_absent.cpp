@@ -54,6 +54,7 @@ DeviceMemoryStats memory_stats(int device) { unavailable(Device::cuda(device < 0
 void reset_peak_memory(int device) { unavailable(Device::cuda(device < 0 ? 0 : device).str()); }
 void record_stream(const Tensor&, const Stream& stream) { unavailable(Device::cuda(stream.device()).str()); }
 void empty_cache() {}  // nothing is cached without a device
+bool caching_allocator_enabled() { return true; }  // no device allocator to turn off
 PinnedMemoryStats pinned_memory_stats() { return {}; }  // nothing can be pinned
 void reset_peak_pinned_memory() {}
 void empty_pinned_cache() {}

@@ -3,6 +3,12 @@
 // - Device memory is host memory, filled with 0xff bytes when allocated (NaN in every float dtype,
 //   -1 in the integers), so a kernel that reads memory nobody wrote shows it; the emulated
 //   devices have MG_CUDA_EMULATOR_MEMORY_MB of memory (default 16384) and cudaMalloc fails beyond.
+// - Each device allocation is a mapping of its own between two pages nobody may touch, its
+//   256-byte-aligned end against the second: a kernel that reads or writes past an allocation
+//   faults at once, and the fault handler names the allocation (or the freed one) first; the
+//   bytes between the request's end and the guard, and before its start, must still hold 0xff at
+//   cudaFree, else the write past the end becomes a kernel failure. With the caching allocator off
+//   (MG_CUDA_CACHING_ALLOCATOR=0) an allocation is one tensor, so this checks every kernel's bounds.
 // - Every stream runs its work when it is submitted, one launch at a time process-wide, so
 //   streams, events and synchronisation are trivially ordered; event times are host times.
 // - Stream capture records kernels, copies and fills into a graph that cudaGraphLaunch replays,
@@ -12,7 +18,12 @@
 // - A kernel that fails (grid_runner.h) makes every later call return cudaErrorLaunchFailure, as a
 //   device fault does; the reason is printed to stderr once.
 #include <cuda_runtime.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -80,9 +91,12 @@ struct EventObject {
 };
 
 struct Allocation {
-  std::size_t bytes = 0;
+  std::size_t bytes = 0;    // as asked for: copies and library operands must stay inside
   bool host = false;
   int device = 0;
+  std::size_t rounded = 0;  // counted against the device's memory (bytes rounded up to 256)
+  char* map = nullptr;      // device memory: its mapping, guard pages included
+  std::size_t map_bytes = 0;
 };
 
 std::recursive_mutex g_mutex;  // one emulated operation at a time, process-wide
@@ -118,6 +132,99 @@ double now_ms() {
 cudaError_t fail(cudaError_t e) {
   t_last = e;
   return e;
+}
+
+// ---- Guarded device memory (the file comment) ----
+
+std::size_t page_bytes() {
+  static const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// The last mappings cudaFree returned, so that a fault there is named a use after free.
+struct FreedRange {
+  uintptr_t begin = 0, end = 0;
+  std::size_t bytes = 0;
+};
+std::array<FreedRange, 64> g_freed;
+std::size_t g_freed_next = 0;
+struct sigaction g_previous_fault_handler;
+
+// A fault in or next to device memory: say which allocation, then hand the fault to the handler
+// that was there before (Catch2's report, or the default core dump) by returning with it restored:
+// the access faults again. Runs while the faulting kernel holds g_mutex, so nothing changes the
+// allocations meanwhile; snprintf and write are enough (the process ends here).
+void on_fault(int, siginfo_t* info, void*) {
+  const uintptr_t a = uintptr_t(info->si_addr);
+  char msg[400];
+  int n = 0;
+  for (const auto& [p, al] : g_allocations) {
+    if (al.host || a < uintptr_t(al.map) || a >= uintptr_t(al.map) + al.map_bytes) continue;
+    n = std::snprintf(msg, sizeof msg,
+                      "CUDA emulator: a kernel touched byte %lld of a device allocation of %zu bytes at %p (address %p): out "
+                      "of bounds (on a GPU: garbage, another tensor's data or an illegal address)\n",
+                      static_cast<long long>(a) - static_cast<long long>(p), al.bytes, reinterpret_cast<void*>(p),
+                      info->si_addr);
+    break;
+  }
+  for (std::size_t k = 1; k <= g_freed.size() && n == 0; ++k) {  // the newest first: addresses are reused
+    const FreedRange& f = g_freed[(g_freed_next + g_freed.size() - k) % g_freed.size()];
+    if (a >= f.begin && a < f.end) {
+      n = std::snprintf(msg, sizeof msg,
+                        "CUDA emulator: a kernel touched a device allocation of %zu bytes after cudaFree (address %p): a use "
+                        "after free\n",
+                        f.bytes, info->si_addr);
+    }
+  }
+  if (n > 0) (void)!write(STDERR_FILENO, msg, std::size_t(std::min<int>(n, int(sizeof msg) - 1)));
+  sigaction(SIGSEGV, &g_previous_fault_handler, nullptr);
+}
+
+// At every cudaMalloc, not once: a test framework that installs its own handler per test case
+// and restores the one it found afterwards would otherwise leave ours out.
+void install_fault_handler() {
+  struct sigaction now {};
+  if (sigaction(SIGSEGV, nullptr, &now) != 0) return;
+  if ((now.sa_flags & SA_SIGINFO) != 0 && now.sa_sigaction == on_fault) return;
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, &g_previous_fault_handler);
+}
+
+// `rounded` bytes at the end of a fresh mapping, 0xff-filled, between two inaccessible pages;
+// nullptr when the host has no memory for it.
+char* map_guarded(std::size_t rounded, Allocation& a) {
+  const std::size_t page = page_bytes();
+  const std::size_t body = (rounded + page - 1) / page * page;
+  a.map_bytes = body + 2 * page;
+  void* m = mmap(nullptr, a.map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  a.map = static_cast<char*>(m);
+  if (mprotect(a.map, page, PROT_NONE) != 0 || mprotect(a.map + page + body, page, PROT_NONE) != 0) {
+    munmap(m, a.map_bytes);
+    return nullptr;
+  }
+  std::memset(a.map + page, 0xff, body);
+  install_fault_handler();
+  return a.map + page + body - rounded;
+}
+
+// Where a kernel wrote into the 0xff bytes around the allocation at `p`: "" when nowhere.
+std::string overwritten_guard_bytes(uintptr_t p, const Allocation& a) {
+  const char* begin = a.map + page_bytes();
+  const char* end = a.map + a.map_bytes - page_bytes();
+  const char* start = reinterpret_cast<const char*>(p);
+  const auto changed = [](const char* lo, const char* hi) {
+    return std::find_if(lo, hi, [](char c) { return static_cast<unsigned char>(c) != 0xff; });
+  };
+  const char* before = changed(begin, start);
+  const char* after = changed(start + a.bytes, end);
+  if (before == start && after == end) return "";
+  const long long at = static_cast<long long>((before != start ? before : after) - start);
+  return "a kernel wrote byte " + std::to_string(at) + " of the device allocation of " + std::to_string(a.bytes) +
+         " bytes at " + std::to_string(p) + ", outside it (found at cudaFree; on a GPU it overwrites another tensor)";
 }
 
 StreamObject* legacy_stream(int device) {
@@ -377,11 +484,11 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   std::size_t& used = g_device_bytes[std::size_t(t_device)];
   const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + 255) / 256 * 256;
   if (rounded > device_memory() - used) return fail(cudaErrorMemoryAllocation);
-  void* q = std::aligned_alloc(256, rounded);
+  Allocation a{std::max<std::size_t>(bytes, 1), false, t_device, rounded};
+  char* q = map_guarded(rounded, a);
   if (q == nullptr) return fail(cudaErrorMemoryAllocation);
-  std::memset(q, 0xff, rounded);
   used += rounded;
-  g_allocations[uintptr_t(q)] = Allocation{rounded, false, t_device};
+  g_allocations[uintptr_t(q)] = a;
   *p = q;
   return cudaSuccess;
 }
@@ -392,9 +499,19 @@ cudaError_t cudaFree(void* p) {
   if (prohibited()) return unsafe_call();
   auto it = g_allocations.find(uintptr_t(p));
   if (it == g_allocations.end() || it->second.host) return fail(cudaErrorInvalidValue);
-  g_device_bytes[std::size_t(it->second.device)] -= it->second.bytes;
+  const Allocation a = it->second;
+  const std::string outside = overwritten_guard_bytes(it->first, a);
+  if (!outside.empty()) {
+    // A device fault, as a kernel failure: sticky, the reason printed once.
+    g_sticky = cudaErrorLaunchFailure;
+    g_sticky_reason = outside;
+    std::fprintf(stderr, "CUDA emulator: a kernel failed: %s\n", outside.c_str());
+    return fail(g_sticky);
+  }
+  g_device_bytes[std::size_t(a.device)] -= a.rounded;
   g_allocations.erase(it);
-  std::free(p);
+  munmap(a.map, a.map_bytes);
+  g_freed[g_freed_next++ % g_freed.size()] = FreedRange{uintptr_t(a.map), uintptr_t(a.map) + a.map_bytes, a.bytes};
   return cudaSuccess;
 }
 
@@ -405,7 +522,7 @@ cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int flags) {
   const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + 255) / 256 * 256;
   void* q = std::aligned_alloc(256, rounded);
   if (q == nullptr) return fail(cudaErrorMemoryAllocation);
-  g_allocations[uintptr_t(q)] = Allocation{rounded, true, t_device};
+  g_allocations[uintptr_t(q)] = Allocation{rounded, true, t_device, rounded};
   *p = q;
   return cudaSuccess;
 }

@@ -17,7 +17,10 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <cstdlib>
 #include <exception>
+#include <mutex>
+#include <numeric>
 #include <stdexcept>
 #include <vector>
 
@@ -55,6 +58,79 @@ struct Block {
 };
 
 thread_local Block* t_block = nullptr;
+
+// SplitMix64: a small, good generator for the shuffles (the same seed, the same order everywhere).
+uint64_t next_random(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// The schedule of later launches: MG_CUDA_EMULATOR_ORDER's, read at the first launch, unless
+// set_schedule came first. `error` fails every launch while the variable's text is bad.
+// `launches` counts the launches since then: a shuffled launch draws its order from the seed and
+// its number, so two launches of one kernel run in different orders (atomics then add in another
+// order each time, as on a GPU), and a process with the same seed repeats all of them.
+struct ScheduleState {
+  std::mutex mutex;
+  bool loaded = false;
+  Schedule schedule;
+  std::string error;
+  uint64_t launches = 0;
+};
+
+ScheduleState& schedule_state() {
+  static ScheduleState s;
+  return s;
+}
+
+// The schedule now (reading the variable at the first call); `error` gets why its text is bad.
+// With `for_launch`, a shuffled schedule's seed becomes this launch's own.
+Schedule current_schedule(std::string& error, bool for_launch) {
+  ScheduleState& st = schedule_state();
+  std::lock_guard<std::mutex> lock(st.mutex);
+  if (!st.loaded) {
+    st.loaded = true;
+    st.error = parse_schedule(std::getenv("MG_CUDA_EMULATOR_ORDER"), st.schedule);
+  }
+  error = st.error;
+  Schedule s = st.schedule;
+  if (for_launch && s.order == Order::Shuffle) {
+    uint64_t state = s.seed ^ (st.launches++ * 0xd1342543de82ef95ull);
+    s.seed = next_random(state);
+  }
+  return s;
+}
+
+
+// The order in which one round runs the block's threads: `order` gets 0..n-1 permuted.
+void order_threads(std::vector<std::size_t>& order, std::size_t n, const Schedule& s, uint64_t& rng) {
+  order.resize(n);
+  std::iota(order.begin(), order.end(), std::size_t(0));
+  if (s.order == Order::Reverse) std::reverse(order.begin(), order.end());
+  if (s.order == Order::Shuffle) {
+    for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[next_random(rng) % i]);
+  }
+}
+
+// The blocks' order as a bijection of their linear index (x fastest): i -> a * i + c mod n with a
+// coprime to n for Shuffle (no table: a grid may have billions of blocks).
+struct BlockOrder {
+  uint64_t n = 1, a = 1, c = 0;
+  bool reverse = false;
+  BlockOrder(uint64_t blocks, const Schedule& s) : n(blocks), reverse(s.order == Order::Reverse) {
+    if (s.order != Order::Shuffle || n < 2) return;
+    uint64_t rng = s.seed ^ 0x5bd1e995ull;
+    a = next_random(rng) % n;
+    while (std::gcd(a, n) != 1) a = a + 1 == n ? 1 : a + 1;
+    c = next_random(rng) % n;
+  }
+  uint64_t operator()(uint64_t i) const {
+    if (reverse) return n - 1 - i;
+    return uint64_t((static_cast<unsigned __int128>(a) * i + c) % n);
+  }
+};
 thread_local std::vector<void*> t_stacks;
 
 void* stack_for(std::size_t i) {
@@ -169,15 +245,18 @@ void make_fibers(Block& b) {
   }
 }
 
-std::string run_block(Block& b) {
+std::string run_block(Block& b, const Schedule& schedule, uint64_t block_number) {
   const std::size_t threads = b.fibers.size();
   for (Fiber& f : b.fibers) f.wait = Wait::Running;
   b.poisoned.clear();
   b.slot_round.assign(threads + kWarp, ~uint64_t(0));
   b.warp_round.assign((threads + kWarp - 1) / kWarp, 0);
+  uint64_t rng = schedule.seed ^ (block_number * 0x2545f4914f6cdd1dull);
+  std::vector<std::size_t> order;
   for (;;) {
     bool done = true;
-    for (std::size_t i = 0; i < threads; ++i) {
+    order_threads(order, threads, schedule, rng);
+    for (const std::size_t i : order) {
       if (b.fibers[i].wait != Wait::Running) {
         done = done && b.fibers[i].wait == Wait::Done;
         continue;
@@ -222,17 +301,57 @@ std::string run_grid(const LaunchShape& s, void (*body)(void*), void* arg) {
   struct Reset {
     ~Reset() { t_block = nullptr; }
   } reset;  // also when make_fibers throws
+  std::string bad_order;
+  const Schedule order = current_schedule(bad_order, /*for_launch=*/true);
+  if (!bad_order.empty()) return bad_order;
   make_fibers(b);
+  const uint64_t gx = s.grid.x, gy = s.grid.y, blocks = gx * gy * s.grid.z;
+  const BlockOrder block_order(blocks, order);
   std::string failure;
-  for (unsigned z = 0; z < s.grid.z && failure.empty(); ++z) {
-    for (unsigned y = 0; y < s.grid.y && failure.empty(); ++y) {
-      for (unsigned x = 0; x < s.grid.x && failure.empty(); ++x) {
-        b.bid = uint3{x, y, z};
-        failure = run_block(b);
-      }
-    }
+  for (uint64_t i = 0; i < blocks && failure.empty(); ++i) {
+    const uint64_t linear = block_order(i);
+    b.bid = uint3{unsigned(linear % gx), unsigned(linear / gx % gy), unsigned(linear / (gx * gy))};
+    failure = run_block(b, order, linear);
   }
   return failure;
+}
+
+std::string parse_schedule(const char* text, Schedule& out) {
+  const std::string t = text == nullptr ? "" : text;
+  Schedule s;
+  if (t.empty() || t == "forward") {
+    s.order = Order::Forward;
+  } else if (t == "reverse") {
+    s.order = Order::Reverse;
+  } else if (t.rfind("shuffle", 0) == 0 && (t.size() == 7 || t[7] == ':')) {
+    s.order = Order::Shuffle;
+    if (t.size() > 7) {
+      const std::string digits = t.substr(8);
+      char* end = nullptr;
+      s.seed = std::strtoull(digits.c_str(), &end, 10);
+      if (digits.empty() || *end != '\0' || digits[0] == '-') {
+        return "MG_CUDA_EMULATOR_ORDER=" + t + ": the seed after 'shuffle:' must be a non-negative integer";
+      }
+    }
+  } else {
+    return "MG_CUDA_EMULATOR_ORDER=" + t + ": expected forward, reverse, shuffle or shuffle:SEED";
+  }
+  out = s;
+  return "";
+}
+
+void set_schedule(const Schedule& s) {
+  ScheduleState& st = schedule_state();
+  std::lock_guard<std::mutex> lock(st.mutex);
+  st.loaded = true;
+  st.error.clear();
+  st.schedule = s;
+  st.launches = 0;
+}
+
+Schedule schedule() {
+  std::string ignored;
+  return current_schedule(ignored, /*for_launch=*/false);
 }
 
 const uint3& thread_idx() { return running().tid; }

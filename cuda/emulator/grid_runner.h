@@ -14,6 +14,30 @@
 
 namespace mg_emu {
 
+// The order in which the emulator runs a block's runnable threads (each round between barriers)
+// and a grid's blocks. A correct kernel computes the same bits in every order; a kernel whose
+// threads or blocks communicate without a barrier (a race, or warp-synchronous code without
+// __syncwarp) reads garbage or stale values in some order, as it may on a GPU.
+//   Forward  thread 0 first, block (0, 0, 0) first (the default);
+//   Reverse  the last thread and the last block first;
+//   Shuffle  a fresh pseudo-random permutation of the threads each round, and of the blocks,
+//            different for every launch (so atomics add in another order each time, as on a GPU);
+//            from `seed` and the launch's number since the schedule was set: the same seed
+//            repeats a process's orders.
+// MG_CUDA_EMULATOR_ORDER=forward|reverse|shuffle[:SEED] sets it for a process (read at the first
+// launch; a bad value fails every launch with the reason).
+enum class Order { Forward, Reverse, Shuffle };
+struct Schedule {
+  Order order = Order::Forward;
+  unsigned long long seed = 0;
+};
+// Parses MG_CUDA_EMULATOR_ORDER's text into `out`; "" or why the text is not an order.
+std::string parse_schedule(const char* text, Schedule& out);
+// The order of later launches of this process (tests set it around a launch; not thread-safe
+// against launches running at the same time). Setting it restarts the launch count.
+void set_schedule(const Schedule& s);
+Schedule schedule();
+
 // The geometry of one launch.
 struct LaunchShape {
   dim3 grid, block;

@@ -44,8 +44,8 @@ bool CachingAllocator::BlockLess::operator()(const Block* a, const Block* b) con
   return reinterpret_cast<std::uintptr_t>(a->ptr) < reinterpret_cast<std::uintptr_t>(b->ptr);
 }
 
-CachingAllocator::CachingAllocator(DeviceMemory& memory, int device)
-    : memory_(memory), device_(device) {}
+CachingAllocator::CachingAllocator(DeviceMemory& memory, int device, bool caching)
+    : memory_(memory), device_(device), caching_(caching) {}
 
 CachingAllocator::~CachingAllocator() {
   try {
@@ -100,7 +100,8 @@ CachingAllocator::Block* CachingAllocator::find_free_block(bool small, PoolId po
 
 CachingAllocator::Block* CachingAllocator::new_segment(bool small, PoolId pool, StreamId stream,
                                                        std::size_t size, std::size_t requested) {
-  const std::size_t bytes = segment_size(size);
+  // Without the cache a segment is exactly the request, so nothing follows the tensor's last byte.
+  const std::size_t bytes = caching_ ? segment_size(size) : std::max<std::size_t>(requested, 1);
   void* p = memory_.raw_alloc(bytes);
   if (p == nullptr && !capturing_.empty()) {
     // No synchronisation and no cudaFree may run during a capture: report at once.
@@ -114,7 +115,9 @@ CachingAllocator::Block* CachingAllocator::new_segment(bool small, PoolId pool, 
       // of them may fit.
       memory_.synchronize();
       process_events();
-      if (Block* b = find_free_block(small, pool, stream, size)) return b;
+      if (caching_) {
+        if (Block* b = find_free_block(small, pool, stream, size)) return b;
+      }
     }
     release_free_segments();
     p = memory_.raw_alloc(bytes);
@@ -186,9 +189,9 @@ void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
              "allocate on the capturing stream");
     pool = capturing_.begin()->second;
   }
-  Block* b = find_free_block(small, pool, stream, size);
+  Block* b = caching_ ? find_free_block(small, pool, stream, size) : nullptr;
   if (b == nullptr) b = new_segment(small, pool, stream, size, bytes);
-  return take_block(b, size, bytes);
+  return take_block(b, caching_ ? size : b->size, bytes);
 }
 
 // Marks `b` free, merges it with free neighbours and puts the result in its pool.
@@ -213,6 +216,10 @@ void CachingAllocator::free_block(Block* b) {
     delete next;
   }
   pool.insert(b);
+  // Without the cache the segment goes back now (not during a capture: cudaFree may not run).
+  if (!caching_ && capturing_.empty() && b->pool == 0 && b->prev == nullptr && b->next == nullptr) {
+    release_segment(b);
+  }
 }
 
 void CachingAllocator::deallocate(void* p) {
@@ -310,18 +317,20 @@ void CachingAllocator::process_events() {
 void CachingAllocator::release_free_segments() {
   for (auto it = segments_.begin(); it != segments_.end();) {
     Block* head = it->second.head;
-    if (head->state != State::Free || head->next != nullptr || head->pool != 0) {
-      ++it;
-      continue;
-    }
-    memory_.raw_free(head->ptr);
-    pool_of(head).erase(head);
-    ++stats_.num_raw_frees;
-    --stats_.num_segments;
-    stats_.reserved_bytes -= it->second.size;
-    delete head;
-    it = segments_.erase(it);
+    ++it;
+    if (head->state == State::Free && head->next == nullptr && head->pool == 0) release_segment(head);
   }
+}
+
+void CachingAllocator::release_segment(Block* head) {
+  const auto it = segments_.find(reinterpret_cast<std::uintptr_t>(head->ptr));
+  memory_.raw_free(head->ptr);
+  pool_of(head).erase(head);
+  ++stats_.num_raw_frees;
+  --stats_.num_segments;
+  stats_.reserved_bytes -= it->second.size;
+  delete head;
+  segments_.erase(it);
 }
 
 void CachingAllocator::empty_cache() {

@@ -142,7 +142,14 @@ class CachingAllocator {
   static constexpr std::size_t kMaxSplitSurplus = 1 << 20;  // large blocks split above this
 
   // `memory` must outlive the allocator; `device` names it in messages ("cuda:0").
-  CachingAllocator(DeviceMemory& memory, int device);
+  // caching = false (MG_CUDA_CACHING_ALLOCATOR=0) turns the cache off, for memory checkers: every
+  // allocation is its own raw_alloc of exactly the requested bytes, never reused, and a block is
+  // returned to the device (raw_free) as soon as it is free — after its record_stream events, and,
+  // for a block a CUDA graph may read, when its pool is released. So an access past a tensor's
+  // end leaves its allocation (the CUDA emulator's guard page, compute-sanitizer's memcheck)
+  // instead of landing in a neighbour inside a cached segment. Slower (a cudaMalloc and a
+  // cudaFree per tensor); statistics, streams and graph pools behave as documented otherwise.
+  CachingAllocator(DeviceMemory& memory, int device, bool caching = true);
   // Collects pending events (synchronising when there are any) and returns every entirely free
   // segment. Segments that still hold live blocks are left to the device (their pointers may be
   // in use); never throws.
@@ -187,6 +194,7 @@ class CachingAllocator {
   // Sets both peaks to the current allocated and reserved bytes.
   void reset_peak();
   int device() const { return device_; }
+  bool caching() const { return caching_; }
 
  private:
   // Held: a general-pool block freed during a capture, kept for the graph (held_).
@@ -234,11 +242,14 @@ class CachingAllocator {
   void free_block(Block* b);
   void process_events();
   void release_free_segments();
+  // Returns the general-pool segment whose only block is the free block `head` to the device.
+  void release_segment(Block* head);
   [[noreturn]] void throw_oom(std::size_t requested, std::size_t segment);
   [[noreturn]] void throw_bad_pointer(const char* fn, void* p) const;
 
   DeviceMemory& memory_;
   int device_;
+  bool caching_;
   mutable std::mutex mutex_;
   Pool small_pool_;
   Pool large_pool_;

@@ -3,10 +3,14 @@
 // hang or compute garbage on, launch-configuration checks, fresh memory, and stream capture with
 // the runtime's rules. The backend's own kernels are tested by every [gpu] case of the other folders.
 #include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,6 +22,13 @@
 #include "cuda/emulator/device_side.h"
 
 namespace {
+
+// Sets the emulator's schedule for one test and puts the previous one back.
+struct ScheduleGuard {
+  mg_emu::Schedule saved = mg_emu::schedule();
+  explicit ScheduleGuard(mg_emu::Schedule s) { mg_emu::set_schedule(s); }
+  ~ScheduleGuard() { mg_emu::set_schedule(saved); }
+};
 
 float* device_floats(std::size_t n) {
   void* p = nullptr;
@@ -36,6 +47,24 @@ __global__ void block_sums(const float* in, float* out) {
     __syncthreads();
   }
   if (t == 0) out[blockIdx.x] = sh[0];
+}
+
+// A race: thread t reads the slot thread t - 1 wrote, with no barrier between the write and the
+// read. Thread 0 reads the last slot. On a GPU the result depends on the order threads run in.
+__global__ void neighbour_without_barrier(float* out) {
+  __shared__ float sh[32];
+  ::mg_emu::poison_shared(&sh, sizeof(sh));  // what rewrite_launches adds in the backend's kernels
+  const unsigned t = threadIdx.x;
+  sh[t] = float(t);
+  out[t] = sh[(t + 31) % 32];
+}
+
+// One byte written at p[i] or read from p[i] into *out, by thread 0.
+__global__ void write_byte(char* p, long long i) {
+  if (threadIdx.x == 0) p[i] = 1;
+}
+__global__ void read_byte(const char* p, long long i, char* out) {
+  if (threadIdx.x == 0) *out = p[i];
 }
 
 // Per lane: the xor partner's value, the value 3 lanes down and 2 lanes up, each within segments
@@ -123,6 +152,7 @@ TEST_CASE("CUDA emulator: shuffles follow the GPU's lane and segment rules", "[e
 TEST_CASE("CUDA emulator: divergent barriers, a shuffle of an absent lane and an exception fail the kernel",
           "[emulator]") {
   const mg_emu::LaunchShape shape{dim3(2), dim3(64), 0};
+  const ScheduleGuard forward({mg_emu::Order::Forward, 0});  // block (0, 0, 0) fails first
   // Half of warp 0 waits at the block's barrier, the other half at the warp's, each for the other:
   // a GPU hangs (warp 1 passes its own warp barrier and exits).
   std::string why = mg_emu::run_grid(shape, [](void*) {
@@ -269,4 +299,258 @@ TEST_CASE("CUDA emulator: stream capture records and replays, and refuses what t
   CHECK(cudaFree(buf) == cudaSuccess);
   CHECK(cudaFree(sums) == cudaSuccess);
   CHECK(mg_emu::sticky_failure().empty());
+}
+
+namespace {
+
+struct RunOrder {
+  std::vector<unsigned> threads_round0, threads_round1, blocks;
+};
+
+// The order in which one launch of 3 x 2 blocks of 40 threads ran its blocks, and block (0, 0)'s
+// threads before and after a barrier.
+RunOrder record_order() {
+  RunOrder r;
+  const std::string why = mg_emu::run_grid(mg_emu::LaunchShape{dim3(3, 2), dim3(40), 0}, [](void* arg) {
+    RunOrder& o = *static_cast<RunOrder*>(arg);
+    const bool first_block = blockIdx.x == 0 && blockIdx.y == 0;
+    if (threadIdx.x == 0) o.blocks.push_back(blockIdx.x + 3 * blockIdx.y);
+    if (first_block) o.threads_round0.push_back(threadIdx.x);
+    __syncthreads();
+    if (first_block) o.threads_round1.push_back(threadIdx.x);
+  }, &r);
+  REQUIRE(why.empty());
+  return r;
+}
+
+std::vector<unsigned> sorted(std::vector<unsigned> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA emulator: MG_CUDA_EMULATOR_ORDER's texts", "[emulator]") {
+  mg_emu::Schedule s;
+  CHECK(mg_emu::parse_schedule(nullptr, s).empty());
+  CHECK(s.order == mg_emu::Order::Forward);
+  CHECK(mg_emu::parse_schedule("reverse", s).empty());
+  CHECK(s.order == mg_emu::Order::Reverse);
+  CHECK(mg_emu::parse_schedule("shuffle:12345", s).empty());
+  CHECK((s.order == mg_emu::Order::Shuffle && s.seed == 12345));
+  CHECK(mg_emu::parse_schedule("shuffle", s).empty());
+  CHECK((s.order == mg_emu::Order::Shuffle && s.seed == 0));
+  CHECK(mg_emu::parse_schedule("forward", s).empty());
+  CHECK(s.order == mg_emu::Order::Forward);
+  CHECK_THAT(mg_emu::parse_schedule("backwards", s),
+             Catch::Contains("MG_CUDA_EMULATOR_ORDER=backwards: expected forward, reverse, shuffle or shuffle:SEED"));
+  CHECK_THAT(mg_emu::parse_schedule("shuffle:x", s), Catch::Contains("must be a non-negative integer"));
+  CHECK_THAT(mg_emu::parse_schedule("shuffle:-3", s), Catch::Contains("must be a non-negative integer"));
+  CHECK_THAT(mg_emu::parse_schedule("shuffle:", s), Catch::Contains("must be a non-negative integer"));
+  CHECK_THAT(mg_emu::parse_schedule("shuffle7", s), Catch::Contains("expected forward"));
+  CHECK(s.order == mg_emu::Order::Forward);  // a bad text leaves the schedule as it was
+}
+
+TEST_CASE("CUDA emulator: threads and blocks run forward, reverse or shuffled", "[emulator]") {
+  std::vector<unsigned> ascending(40), blocks(6);
+  std::iota(ascending.begin(), ascending.end(), 0u);
+  std::iota(blocks.begin(), blocks.end(), 0u);
+  {
+    const ScheduleGuard g({mg_emu::Order::Forward, 0});
+    const RunOrder r = record_order();
+    CHECK(r.threads_round0 == ascending);
+    CHECK(r.threads_round1 == ascending);
+    CHECK(r.blocks == blocks);
+  }
+  {
+    const ScheduleGuard g({mg_emu::Order::Reverse, 0});
+    const RunOrder r = record_order();
+    CHECK(r.threads_round0 == std::vector<unsigned>(ascending.rbegin(), ascending.rend()));
+    CHECK(r.threads_round1 == std::vector<unsigned>(ascending.rbegin(), ascending.rend()));
+    CHECK(r.blocks == std::vector<unsigned>(blocks.rbegin(), blocks.rend()));
+  }
+  const ScheduleGuard g({mg_emu::Order::Shuffle, 7});
+  const RunOrder a = record_order(), b = record_order();
+  // Every thread and block exactly once, in an order that is neither forward nor the same each round.
+  CHECK(sorted(a.threads_round0) == ascending);
+  CHECK(sorted(a.threads_round1) == ascending);
+  CHECK(sorted(a.blocks) == blocks);
+  CHECK(a.threads_round0 != ascending);
+  CHECK(a.threads_round0 != a.threads_round1);
+  CHECK(a.blocks != blocks);
+  // The next launch runs another order; the same seed set again repeats the launches' orders.
+  CHECK(b.threads_round0 != a.threads_round0);
+  mg_emu::set_schedule({mg_emu::Order::Shuffle, 7});
+  const RunOrder a2 = record_order(), b2 = record_order();
+  CHECK(a2.threads_round0 == a.threads_round0);
+  CHECK(a2.threads_round1 == a.threads_round1);
+  CHECK(a2.blocks == a.blocks);
+  CHECK(b2.threads_round0 == b.threads_round0);
+  mg_emu::set_schedule({mg_emu::Order::Shuffle, 8});
+  CHECK(record_order().threads_round0 != a.threads_round0);
+}
+
+TEST_CASE("CUDA emulator: another order exposes a race that the forward order hides, not a correct kernel",
+          "[emulator]") {
+  float* out = device_floats(32);
+  auto run_race = [&] {
+    (::mg_emu::Launch(1, 32, 0, nullptr) | [=](auto&... a) { neighbour_without_barrier(a...); })(out);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> got(32);
+    REQUIRE(cudaMemcpyAsync(got.data(), out, 32 * 4, cudaMemcpyDeviceToHost, nullptr) == cudaSuccess);
+    return got;
+  };
+  {
+    // Forward: every thread but 0 finds its neighbour's value (thread 0 reads slot 31: garbage).
+    const ScheduleGuard g({mg_emu::Order::Forward, 0});
+    const std::vector<float> got = run_race();
+    CHECK(std::isnan(got[0]));
+    for (int t = 1; t < 32; ++t) CHECK(got[std::size_t(t)] == float(t - 1));
+  }
+  {
+    // Reverse: threads 1..31 read their neighbour's slot before the neighbour wrote it (garbage);
+    // thread 0, run last, finds thread 31's value.
+    const ScheduleGuard g({mg_emu::Order::Reverse, 0});
+    const std::vector<float> got = run_race();
+    CHECK(got[0] == 31.0f);
+    for (int t = 1; t < 32; ++t) CHECK(std::isnan(got[std::size_t(t)]));
+  }
+  CHECK(cudaFree(out) == cudaSuccess);
+  // The tree reduction (barriers between every write and read) sums the same in every order.
+  std::vector<float> host(4 * 64);
+  for (std::size_t i = 0; i < host.size(); ++i) host[i] = float(i % 13) * 0.25f - 1.0f;
+  float* in = device_floats(host.size());
+  float* sums = device_floats(4);
+  REQUIRE(cudaMemcpyAsync(in, host.data(), host.size() * 4, cudaMemcpyHostToDevice, nullptr) == cudaSuccess);
+  std::vector<std::vector<float>> results;
+  for (const mg_emu::Schedule s : {mg_emu::Schedule{mg_emu::Order::Forward, 0}, mg_emu::Schedule{mg_emu::Order::Reverse, 0},
+                                   mg_emu::Schedule{mg_emu::Order::Shuffle, 3}}) {
+    const ScheduleGuard g(s);
+    (::mg_emu::Launch(4, 64, 0, nullptr) | [=](auto&... a) { block_sums(a...); })(in, sums);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> got(4);
+    REQUIRE(cudaMemcpyAsync(got.data(), sums, 16, cudaMemcpyDeviceToHost, nullptr) == cudaSuccess);
+    results.push_back(got);
+  }
+  CHECK(results[1] == results[0]);
+  CHECK(results[2] == results[0]);
+  CHECK(cudaFree(in) == cudaSuccess);
+  CHECK(cudaFree(sums) == cudaSuccess);
+}
+
+namespace {
+
+struct ChildOutcome {
+  bool exited_normally = false;
+  int exit_code = -1;
+  std::string stderr_text;
+};
+
+// Runs `body` in a child process (a device fault is sticky for the whole process, so the faulting
+// kernels of these tests run where nothing else needs the device afterwards): its stderr comes
+// back, its stdout goes nowhere (Catch2's handler reports a fatal signal there).
+ChildOutcome run_in_child(void (*body)()) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(fds[1], STDERR_FILENO);
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, STDOUT_FILENO);
+    close(fds[0]);
+    body();
+    _exit(0);
+  }
+  close(fds[1]);
+  ChildOutcome r;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) r.stderr_text.append(buf, std::size_t(n));
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  r.exited_normally = WIFEXITED(status);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+char* device_bytes(std::size_t n) {
+  void* p = nullptr;
+  if (cudaMalloc(&p, n) != cudaSuccess) _exit(3);
+  return static_cast<char*>(p);
+}
+
+void launch_write(char* p, long long i) {
+  (::mg_emu::Launch(1, 32, 0, nullptr) | [=](auto&... a) { write_byte(a...); })(p, i);
+}
+
+void launch_read(const char* p, long long i, char* out) {
+  (::mg_emu::Launch(1, 32, 0, nullptr) | [=](auto&... a) { read_byte(a...); })(p, i, out);
+}
+
+}  // namespace
+
+TEST_CASE("CUDA emulator: device memory is exactly as long as asked: a kernel inside it runs as before",
+          "[emulator]") {
+  // Every byte of 1000, first and last included, may be read and written, and the allocation frees cleanly.
+  char* p = device_bytes(1000);
+  char* out = device_bytes(1);
+  for (const long long i : {0LL, 999LL}) {
+    launch_write(p, i);
+    launch_read(p, i, out);
+  }
+  char got = 0;
+  REQUIRE(cudaMemcpyAsync(&got, out, 1, cudaMemcpyDeviceToHost, nullptr) == cudaSuccess);
+  CHECK(got == 1);
+  // A copy of the 256-byte-rounded size reaches past the request: refused, as a range check.
+  std::vector<char> host(1024);
+  CHECK(cudaMemcpyAsync(host.data(), p, 1024, cudaMemcpyDeviceToHost, nullptr) == cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  CHECK(cudaMemcpyAsync(host.data(), p, 1000, cudaMemcpyDeviceToHost, nullptr) == cudaSuccess);
+  CHECK(cudaFree(p) == cudaSuccess);
+  CHECK(cudaFree(out) == cudaSuccess);
+  CHECK(mg_emu::sticky_failure().empty());
+}
+
+TEST_CASE("CUDA emulator: a kernel writing just past or before its allocation fails at cudaFree", "[emulator]") {
+  for (const long long at : {1000LL, -1LL}) {
+    INFO("byte " << at);
+    static long long s_at;
+    s_at = at;
+    const ChildOutcome r = run_in_child([] {
+      char* p = device_bytes(1000);
+      launch_write(p, s_at);  // inside the 256-byte rounding, or in the padding before: no fault yet
+      if (cudaGetLastError() != cudaSuccess) _exit(4);
+      _exit(cudaFree(p) == cudaErrorLaunchFailure ? 10 : 11);
+    });
+    CHECK(r.exit_code == 10);
+    CHECK_THAT(r.stderr_text, Catch::Contains("a kernel wrote byte " + std::to_string(at) +
+                                              " of the device allocation of 1000 bytes"));
+  }
+}
+
+TEST_CASE("CUDA emulator: a kernel touching memory past its allocation or after cudaFree faults, named",
+          "[emulator]") {
+  ChildOutcome r = run_in_child([] {
+    char* p = device_bytes(1000);
+    char* out = device_bytes(1);
+    launch_read(p, 1024, out);  // the guard page after the 256-byte rounding
+  });
+  CHECK_FALSE(r.exited_normally);
+  CHECK_THAT(r.stderr_text, Catch::Contains("CUDA emulator: a kernel touched byte 1024 of a device allocation of 1000 "
+                                            "bytes"));
+  r = run_in_child([] {
+    char* p = device_bytes(64 * 1024);
+    launch_write(p, -1);  // whole pages: no padding before it, the guard page in front
+  });
+  CHECK_FALSE(r.exited_normally);
+  CHECK_THAT(r.stderr_text, Catch::Contains("touched byte -1 of a device allocation of 65536 bytes"));
+  r = run_in_child([] {
+    char* p = device_bytes(4096);
+    char* out = device_bytes(1);
+    if (cudaFree(p) != cudaSuccess) _exit(4);
+    launch_read(p, 0, out);
+  });
+  CHECK_FALSE(r.exited_normally);
+  CHECK_THAT(r.stderr_text, Catch::Contains("touched a device allocation of 4096 bytes after cudaFree"));
 }
