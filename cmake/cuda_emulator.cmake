@@ -51,9 +51,13 @@ target_link_libraries(mixgrad PUBLIC CUDA::toolkit)
 target_include_directories(mixgrad PRIVATE ${MG_CUDNN_INCLUDE_DIR})
 # Kernels: their rewritten headers first (-iquote: the kernels include them in quotes), the
 # device-side language, no FMA contraction (each product rounded, as the emulator's __fmul_rn
-# promises), and CUDA's #pragma unroll ignored.
+# promises), and CUDA's #pragma unroll ignored. And the GPU's alignment rule: a GPU faults
+# ("misaligned address") on a load or store not aligned to its type's size (a 16-byte vector from
+# a view one element in), where x86 does not care; UBSan's alignment check stops the process there
+# with the kernel's file and line.
 set_source_files_properties(${mg_emu_rewritten} PROPERTIES
-  COMPILE_OPTIONS "-iquote;${mg_emu_root};-include;mixgrad/cuda/emulator/device_side.h;-Wno-unknown-pragmas;-ffp-contract=off")
+  COMPILE_OPTIONS "-iquote;${mg_emu_root};-include;mixgrad/cuda/emulator/device_side.h;-Wno-unknown-pragmas;-ffp-contract=off;-fsanitize=alignment;-fno-sanitize-recover=alignment")
+target_link_options(mixgrad PUBLIC -fsanitize=alignment)
 set_property(SOURCE ${PROJECT_SOURCE_DIR}/ops/init.cpp TARGET_DIRECTORY mixgrad APPEND PROPERTY
              COMPILE_DEFINITIONS MG_WITH_CUDA=1)
 message(STATUS "mixgrad: CUDA backend: emulated on the CPU (MG_WITH_CUDA=EMULATE; CUDA ${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR} headers, no GPU used)")

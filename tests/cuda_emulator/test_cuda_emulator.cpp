@@ -59,6 +59,14 @@ __global__ void neighbour_without_barrier(float* out) {
   out[t] = sh[(t + 31) % 32];
 }
 
+// 16 bytes read as one vector from p + offset (a GPU needs offset % 16 == 0), by thread 0.
+struct alignas(16) Vec16 {
+  float v[4];
+};
+__global__ void read_vector(const char* p, long long offset, float* out) {
+  if (threadIdx.x == 0) *out = reinterpret_cast<const Vec16*>(p + offset)->v[0];
+}
+
 // One byte written at p[i] or read from p[i] into *out, by thread 0.
 __global__ void write_byte(char* p, long long i) {
   if (threadIdx.x == 0) p[i] = 1;
@@ -553,4 +561,26 @@ TEST_CASE("CUDA emulator: a kernel touching memory past its allocation or after 
   });
   CHECK_FALSE(r.exited_normally);
   CHECK_THAT(r.stderr_text, Catch::Contains("touched a device allocation of 4096 bytes after cudaFree"));
+}
+
+TEST_CASE("CUDA emulator: a vector load from a misaligned address stops the kernel, as a GPU faults", "[emulator]") {
+  // Aligned: runs.
+  ChildOutcome r = run_in_child([] {
+    char* p = device_bytes(64);
+    void* out = nullptr;
+    if (cudaMalloc(&out, 4) != cudaSuccess) _exit(3);
+    (::mg_emu::Launch(1, 32, 0, nullptr) | [=](auto&... a) { read_vector(a...); })(p, 16LL, static_cast<float*>(out));
+    _exit(cudaGetLastError() == cudaSuccess ? 0 : 4);
+  });
+  CHECK(r.exit_code == 0);
+  // 4 bytes in: a GPU's "misaligned address"; UBSan's alignment check (the kernels' build flag).
+  r = run_in_child([] {
+    char* p = device_bytes(64);
+    void* out = nullptr;
+    if (cudaMalloc(&out, 4) != cudaSuccess) _exit(3);
+    (::mg_emu::Launch(1, 32, 0, nullptr) | [=](auto&... a) { read_vector(a...); })(p, 4LL, static_cast<float*>(out));
+  });
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.stderr_text, Catch::Contains("misaligned address"));
+  CHECK_THAT(r.stderr_text, Catch::Contains("16 byte alignment"));
 }
