@@ -11,6 +11,12 @@
 //   (MG_CUDA_CACHING_ALLOCATOR=0) an allocation is one tensor, so this checks every kernel's bounds.
 // - Every stream runs its work when it is submitted, one launch at a time process-wide, so
 //   streams, events and synchronisation are trivially ordered; event times are host times.
+//   MG_CUDA_EMULATOR_STREAMS=deferred instead queues each stream's work and runs it as late as
+//   the program allows: at a synchronisation (stream, event, device, a blocking copy, cudaFree),
+//   when another stream waits on one of its events, or at the second query of an unfinished event
+//   (the first says cudaErrorNotReady). A stream that reads what another stream writes without
+//   waiting on its event, or a host that reads a pinned buffer before synchronising, then sees the
+//   old bytes, as on a GPU that is slow to get there.
 // - Stream capture records kernels, copies and fills into a graph that cudaGraphLaunch replays,
 //   with the runtime's capture rules: no capture on the legacy stream, a synchronising or
 //   allocating call from a thread the capture mode prohibits fails with
@@ -28,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,6 +62,20 @@ struct Node {
 };
 
 struct StreamObject;
+struct EventObject;
+struct GraphObject;
+
+// One queued piece of a stream's work (deferred streams): an operation (a node, or a whole graph
+// launch), an event's record, or a wait until another stream has run `position` of its items.
+struct Work {
+  enum Kind { Run, Record, Wait } kind = Run;
+  Node node;                           // Run: owns node.arg (node.destroy)
+  std::shared_ptr<GraphObject> graph;  // Run: a graph launch instead of the node
+  std::vector<char> staged;            // Run: a copy's pageable source, read at submission
+  EventObject* event = nullptr;        // Record
+  StreamObject* after = nullptr;       // Wait
+  uint64_t position = 0;               // Wait
+};
 
 struct GraphObject {
   std::vector<Node> nodes;
@@ -79,6 +100,11 @@ struct StreamObject {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
   std::thread::id thread;
   StreamObject* origin = nullptr;  // a stream joined into another stream's capture
+  // Deferred streams: the queued work, how many items were ever queued and run.
+  bool blocking = false;  // made without cudaStreamNonBlocking: ordered with the legacy stream
+  std::deque<Work> queue;
+  uint64_t enqueued = 0, executed = 0;
+  bool running = false;
 };
 
 struct EventObject {
@@ -88,6 +114,12 @@ struct EventObject {
   double ms = 0;
   std::shared_ptr<GraphObject> captured;  // recorded inside a capture
   StreamObject* capture_stream = nullptr;
+  // Deferred streams: the last record is done when `stream` has run `position` items. A record
+  // still queued keeps a destroyed event alive until it runs.
+  StreamObject* stream = nullptr;
+  uint64_t position = 0, serial = 0, told_not_ready = 0;
+  int pending = 0;
+  bool destroyed = false;
 };
 
 struct Allocation {
@@ -235,6 +267,9 @@ StreamObject* legacy_stream(int device) {
   return s;
 }
 
+std::vector<StreamObject*> g_streams;  // made by cudaStreamCreateWithFlags (never destroyed here)
+uint64_t g_record_serial = 0;          // numbers event records (deferred streams)
+
 StreamObject* stream_of(cudaStream_t s) {
   if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return legacy_stream(t_device);
   return reinterpret_cast<StreamObject*>(s);
@@ -287,16 +322,151 @@ void run_node(const Node& n) {
   }
 }
 
-// Runs `n` now, or records it when `stream` is being captured (taking ownership of n.arg).
-cudaError_t submit(cudaStream_t stream, Node n) {
+// ---- Deferred streams (the file comment) ----
+
+// MG_CUDA_EMULATOR_STREAMS: "immediate" (or unset) or "deferred"; another text makes the first
+// call that asks a sticky failure naming it.
+int& stream_mode() {
+  static int mode = [] {
+    const char* v = std::getenv("MG_CUDA_EMULATOR_STREAMS");
+    const std::string t = v == nullptr ? "" : v;
+    if (t.empty() || t == "immediate") return 0;
+    if (t == "deferred") return 1;
+    return -1;
+  }();
+  return mode;
+}
+
+bool deferred_streams() {
+  const int mode = stream_mode();
+  if (mode < 0 && g_sticky == cudaSuccess) {
+    g_sticky = cudaErrorInvalidValue;
+    g_sticky_reason = std::string("MG_CUDA_EMULATOR_STREAMS=") + std::getenv("MG_CUDA_EMULATOR_STREAMS") +
+                      ": expected immediate or deferred";
+    std::fprintf(stderr, "CUDA emulator: %s\n", g_sticky_reason.c_str());
+  }
+  return mode == 1;
+}
+
+void run_until(StreamObject* s, uint64_t position);
+
+// Drops every queued item (after a device fault nothing more runs), releasing what they own.
+void drop_queues() {
+  std::vector<StreamObject*> all = g_streams;
+  for (int d = 0; d < std::max(1, device_count()); ++d) all.push_back(legacy_stream(d));
+  for (StreamObject* s : all) {
+    for (Work& w : s->queue) {
+      if (w.node.destroy != nullptr) w.node.destroy(w.node.arg);
+      if (w.kind == Work::Record && --w.event->pending == 0 && w.event->destroyed) delete w.event;
+    }
+    s->executed += s->queue.size();
+    s->queue.clear();
+  }
+}
+
+void execute(Work& w) {
+  switch (w.kind) {
+    case Work::Run:
+      if (w.graph) {
+        for (const Node& n : w.graph->nodes) run_node(n);
+      } else {
+        if (!w.staged.empty()) w.node.src = w.staged.data();
+        run_node(w.node);
+      }
+      break;
+    case Work::Record:
+      w.event->recorded = true;
+      w.event->ms = now_ms();
+      if (--w.event->pending == 0 && w.event->destroyed) delete w.event;
+      break;
+    case Work::Wait:
+      run_until(w.after, w.position);
+      break;
+  }
+}
+
+// Runs `s`'s queue until it has run `position` items (and whatever those wait for).
+void run_until(StreamObject* s, uint64_t position) {
+  if (s->executed >= position || s->queue.empty()) return;
+  if (s->running) {
+    // s waits (through other streams) for its own later work. An event names work queued before
+    // its record, so the runtime's calls cannot build this; kept as a guard against a wrong queue.
+    if (g_sticky == cudaSuccess) {
+      g_sticky = cudaErrorLaunchFailure;
+      g_sticky_reason = "streams wait on each other's events in a cycle (a GPU hangs here)";
+      std::fprintf(stderr, "CUDA emulator: %s\n", g_sticky_reason.c_str());
+    }
+    return;
+  }
+  s->running = true;
+  while (s->executed < position && !s->queue.empty() && g_sticky == cudaSuccess) {
+    Work w = std::move(s->queue.front());
+    s->queue.pop_front();
+    execute(w);
+    if (w.node.destroy != nullptr) w.node.destroy(w.node.arg);
+    ++s->executed;
+  }
+  s->running = false;
+  if (g_sticky != cudaSuccess) drop_queues();
+}
+
+void run_all() {
+  for (int d = 0; d < std::max(1, device_count()); ++d) run_until(legacy_stream(d), legacy_stream(d)->enqueued);
+  for (StreamObject* s : g_streams) run_until(s, s->enqueued);
+}
+
+// Queues `w` on `s`, after the work it must follow by the legacy stream's rule: the legacy stream
+// waits for the blocking streams of its device, and they wait for it.
+void enqueue(StreamObject* s, Work w) {
+  auto wait_for = [&](StreamObject* other) {
+    if (other == s || other->executed >= other->enqueued) return;
+    Work before;
+    before.kind = Work::Wait;
+    before.after = other;
+    before.position = other->enqueued;
+    s->queue.push_back(std::move(before));
+    ++s->enqueued;
+  };
+  if (s->legacy) {
+    for (StreamObject* b : g_streams) {
+      if (b->blocking && b->device == s->device) wait_for(b);
+    }
+  } else if (s->blocking) {
+    wait_for(legacy_stream(s->device));
+  }
+  s->queue.push_back(std::move(w));
+  ++s->enqueued;
+}
+
+// Whether [p, p + bytes) lies inside one pinned host allocation (cudaHostAlloc).
+bool is_pinned_range(const void* p, std::size_t bytes) {
+  auto it = g_allocations.upper_bound(uintptr_t(p));
+  if (it == g_allocations.begin()) return false;
+  --it;
+  return it->second.host && uintptr_t(p) + std::max<std::size_t>(bytes, 1) <= it->first + it->second.bytes;
+}
+
+// Runs `n` now, or records it when `stream` is being captured (taking ownership of n.arg), or
+// queues it on a deferred stream (taking ownership too). `staged`: a copy's pageable source,
+// whose bytes the runtime reads before returning; `blocking`: the call returns only when the
+// operation is done (a copy into pageable host memory).
+cudaError_t submit(cudaStream_t stream, Node n, bool staged = false, bool blocking = false) {
   StreamObject* s = stream_of(stream);
   if (s->capture) {
     s->capture->nodes.push_back(n);
     return cudaSuccess;
   }
-  run_node(n);
-  if (n.destroy != nullptr) n.destroy(n.arg);
-  return cudaSuccess;
+  if (!deferred_streams()) {
+    run_node(n);
+    if (n.destroy != nullptr) n.destroy(n.arg);
+    return cudaSuccess;
+  }
+  Work w;
+  w.node = n;
+  if (staged) w.staged.assign(static_cast<const char*>(n.src), static_cast<const char*>(n.src) + n.bytes);
+  enqueue(s, std::move(w));
+  if (blocking) run_until(s, s->enqueued);
+  return g_sticky != cudaSuccess ? fail(g_sticky) : cudaSuccess;
 }
 
 // Whether [p, p + bytes) lies inside one device allocation.
@@ -331,10 +501,10 @@ void submit_launch(const LaunchShape& shape, cudaStream_t stream, void (*body)(v
     t_last = cudaErrorInvalidResourceHandle;
     return;
   }
-  if (s->capture) {
+  if (s->capture || deferred_streams()) {
     copy(arg, &n.arg);
     n.destroy = destroy;
-    s->capture->nodes.push_back(n);
+    (void)submit(stream, n);
     return;
   }
   n.arg = arg;
@@ -353,6 +523,23 @@ void submit_task(void* stream, std::function<void()> task) {
 bool is_device_memory(const void* p, std::size_t bytes) {
   std::lock_guard<std::recursive_mutex> lock(g_mutex);
   return is_device_range(p, bytes);
+}
+
+void set_deferred_streams(bool deferred) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  run_all();
+  stream_mode() = deferred ? 1 : 0;
+}
+
+bool deferred_streams_on() {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  return stream_mode() == 1;
+}
+
+void run_stream_now(void* stream) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  StreamObject* s = stream_of(static_cast<cudaStream_t>(stream));
+  if (!s->capture) run_until(s, s->enqueued);
 }
 
 std::string sticky_failure() {
@@ -497,6 +684,8 @@ cudaError_t cudaFree(void* p) {
   MG_EMU_ENTER();
   if (p == nullptr) return cudaSuccess;
   if (prohibited()) return unsafe_call();
+  run_all();  // cudaFree waits for the device
+  if (g_sticky != cudaSuccess) return fail(g_sticky);
   auto it = g_allocations.find(uintptr_t(p));
   if (it == g_allocations.end() || it->second.host) return fail(cudaErrorInvalidValue);
   const Allocation a = it->second;
@@ -531,6 +720,8 @@ cudaError_t cudaFreeHost(void* p) {
   MG_EMU_ENTER();
   if (p == nullptr) return cudaSuccess;
   if (prohibited()) return unsafe_call();
+  run_all();  // cudaFreeHost waits for the device
+  if (g_sticky != cudaSuccess) return fail(g_sticky);
   auto it = g_allocations.find(uintptr_t(p));
   if (it == g_allocations.end() || !it->second.host) return fail(cudaErrorInvalidValue);
   g_allocations.erase(it);
@@ -578,7 +769,11 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   n.dst = dst;
   n.src = src;
   n.bytes = bytes;
-  return submit(stream, n);
+  // The runtime reads pageable host memory before the call returns and writes it before the call
+  // returns; pinned host memory is read and written when the copy runs on the stream.
+  const bool host_src = bytes > 0 && !is_device_range(src, bytes), host_dst = bytes > 0 && !is_device_range(dst, bytes);
+  return submit(stream, n, /*staged=*/host_src && !is_pinned_range(src, bytes),
+                /*blocking=*/host_dst && !is_pinned_range(dst, bytes));
 }
 
 cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t bytes,
@@ -601,6 +796,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
   MG_EMU_ENTER();
   auto* obj = new StreamObject();
   obj->device = t_device;
+  obj->blocking = (flags & cudaStreamNonBlocking) == 0;
+  g_streams.push_back(obj);
   *s = reinterpret_cast<cudaStream_t>(obj);
   return cudaSuccess;
 }
@@ -613,13 +810,15 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     return fail(cudaErrorStreamCaptureUnsupported);
   }
   if (prohibited()) return unsafe_call();
-  return cudaSuccess;
+  run_until(s, s->enqueued);
+  return g_sticky != cudaSuccess ? fail(g_sticky) : cudaSuccess;
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
   MG_EMU_ENTER();
   if (!g_captures.empty() && prohibited()) return unsafe_call();
-  return cudaSuccess;
+  run_all();
+  return g_sticky != cudaSuccess ? fail(g_sticky) : cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
@@ -634,6 +833,13 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     s->origin = e->capture_stream;
     s->mode = e->capture_stream->mode;
     s->thread = e->capture_stream->thread;
+  } else if (!s->capture && e->stream != nullptr && e->stream != s && e->stream->executed < e->position) {
+    // Deferred streams: s's later work runs after e's stream has run up to the record.
+    Work w;
+    w.kind = Work::Wait;
+    w.after = e->stream;
+    w.position = e->position;
+    enqueue(s, std::move(w));
   }
   return cudaSuccess;
 }
@@ -711,6 +917,12 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   MG_EMU_ENTER();
   StreamObject* s = stream_of(stream);
   if (s->capture) return fail(cudaErrorNotSupported);  // a graph inside a capture: not emulated
+  if (deferred_streams()) {
+    Work w;
+    w.graph = reinterpret_cast<ExecObject*>(exec)->graph;
+    enqueue(s, std::move(w));
+    return cudaSuccess;
+  }
   for (const Node& n : reinterpret_cast<ExecObject*>(exec)->graph->nodes) run_node(n);
   return g_sticky != cudaSuccess ? fail(g_sticky) : cudaSuccess;
 }
@@ -748,6 +960,17 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   }
   e->captured.reset();
   e->capture_stream = nullptr;
+  if (deferred_streams()) {
+    Work w;
+    w.kind = Work::Record;
+    w.event = e;
+    ++e->pending;
+    enqueue(s, std::move(w));
+    e->stream = s;
+    e->position = s->enqueued;
+    e->serial = ++g_record_serial;
+    return cudaSuccess;
+  }
   e->recorded = true;
   e->ms = now_ms();
   return cudaSuccess;
@@ -758,7 +981,16 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   auto* e = reinterpret_cast<EventObject*>(event);
   if (e->captured && e->captured->capturing) return fail(cudaErrorCapturedEvent);
   if (prohibited()) return unsafe_call();
-  return cudaSuccess;
+  if (e->stream != nullptr && e->stream->executed < e->position) {
+    // Deferred streams: not yet the first time this record is asked about; the GPU gets there
+    // afterwards, so a loop that polls ends.
+    if (e->told_not_ready != e->serial) {
+      e->told_not_ready = e->serial;
+      return fail(cudaErrorNotReady);
+    }
+    run_until(e->stream, e->position);
+  }
+  return g_sticky != cudaSuccess ? fail(g_sticky) : cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
@@ -766,7 +998,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   auto* e = reinterpret_cast<EventObject*>(event);
   if (e->captured && e->captured->capturing) return fail(cudaErrorCapturedEvent);
   if (prohibited()) return unsafe_call();
-  return cudaSuccess;
+  if (e->stream != nullptr) run_until(e->stream, e->position);
+  return g_sticky != cudaSuccess ? fail(g_sticky) : cudaSuccess;
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
@@ -774,6 +1007,9 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   auto* a = reinterpret_cast<EventObject*>(start);
   auto* b = reinterpret_cast<EventObject*>(end);
   if (!a->timing || !b->timing) return fail(cudaErrorInvalidResourceHandle);
+  for (const EventObject* e : {a, b}) {
+    if (e->stream != nullptr && e->stream->executed < e->position) return fail(cudaErrorNotReady);
+  }
   if (!a->recorded || !b->recorded) return fail(cudaErrorInvalidResourceHandle);
   *ms = float(b->ms - a->ms);
   return cudaSuccess;
@@ -781,7 +1017,12 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   std::lock_guard<std::recursive_mutex> lock(g_mutex);
-  delete reinterpret_cast<EventObject*>(event);
+  auto* e = reinterpret_cast<EventObject*>(event);
+  if (e->pending > 0) {
+    e->destroyed = true;  // its queued record deletes it (the runtime frees it on completion)
+  } else {
+    delete e;
+  }
   return cudaSuccess;
 }
 

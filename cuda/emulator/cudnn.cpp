@@ -253,6 +253,7 @@ cudnnStatus_t find(cudnnHandle_t h, const Problem& p, Dir dir, const void* X, co
     const auto t0 = std::chrono::steady_clock::now();
     perf[i].status = run(h, p, dir, int(perf[i].algo), p.f64() ? static_cast<const void*>(&one64) : &one,
                          p.f64() ? static_cast<const void*>(&zero64) : &zero, X, W, Y, out, ws, ws_bytes);
+    mg_emu::run_stream_now(reinterpret_cast<HandleObject*>(h)->stream);  // Find*Ex blocks until its runs are done
     perf[i].time = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   std::stable_sort(perf, perf + *returned, [](const Perf& a, const Perf& b) {

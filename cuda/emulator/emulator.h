@@ -20,6 +20,15 @@ std::string sticky_failure();
 // capture its operands by value.
 void submit_task(void* stream, std::function<void()> task);
 
+// MG_CUDA_EMULATOR_STREAMS=deferred's switch for tests: queued work runs first, then later work
+// is queued (true) or runs when submitted (false).
+void set_deferred_streams(bool deferred);
+bool deferred_streams_on();
+
+// Runs the work queued on `stream` (a cudaStream_t) now, for calls that block the host until
+// their work is done (cuDNN's Find*Ex). Nothing to do unless MG_CUDA_EMULATOR_STREAMS=deferred.
+void run_stream_now(void* stream);
+
 // Whether [p, p + bytes) lies inside one emulated device allocation.
 bool is_device_memory(const void* p, std::size_t bytes);
 

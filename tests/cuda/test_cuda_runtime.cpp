@@ -202,3 +202,28 @@ TEST_CASE("a CUDA tensor as a process's first call finds the backend", "[cuda]")
     CHECK(message.find("no CUDA support") != std::string::npos);
   }
 }
+
+// Peer copies (cuda/copy.cpp): queued on the source device's stream, after the destination's
+// stream has done what it had queued (the destination block may be one it just freed), and before
+// the destination's later work. Under the emulator's deferred streams each stream runs as late as
+// its waits allow, so a missing wait shows as stale or overwritten values.
+TEST_CASE("a tensor copied between two GPUs arrives whole, and each device's later work sees it", "[cuda][gpu][gpu2]") {
+  const Device gpu0 = Device::cuda(0), gpu1 = Device::cuda(1);
+  const Tensor host = arange(0, 4096, 1, {.dtype = DType::F32});
+  const Tensor x = host.to(gpu0);
+  {
+    // A block of cuda:1 written by queued work and freed: the copy below may get it.
+    const Tensor old = full({4096}, 7.0, {.device = gpu1});
+  }
+  const Tensor y = x.to(gpu1);
+  cuda::synchronize(0);  // cuda:0 runs first: the copy must still come after cuda:1's fill
+  const Tensor doubled = mul(y, y);  // cuda:1's work after the copy
+  const Tensor back = add(doubled.to(gpu0), x);  // and cuda:0's after the copy back
+  const std::vector<double> got = mg::test::values(back.to(Device::cpu()));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double v = double(i);
+    if (got[i] != v * v + v) FAIL("element " << i << ": " << got[i] << ", expected " << v * v + v);
+  }
+  CHECK(mg::test::values(y.to(Device::cpu())) == mg::test::values(host));
+  mg::test::require_no_pending_cuda_error();
+}

@@ -67,6 +67,12 @@ __global__ void read_vector(const char* p, long long offset, float* out) {
   if (threadIdx.x == 0) *out = reinterpret_cast<const Vec16*>(p + offset)->v[0];
 }
 
+// out[i] = in[i] + 1 for i < n (one block of 64 threads).
+__global__ void add_one(const float* in, float* out, int n) {
+  const int i = int(threadIdx.x);
+  if (i < n) out[i] = in[i] + 1.0f;
+}
+
 // One byte written at p[i] or read from p[i] into *out, by thread 0.
 __global__ void write_byte(char* p, long long i) {
   if (threadIdx.x == 0) p[i] = 1;
@@ -543,6 +549,7 @@ TEST_CASE("CUDA emulator: a kernel touching memory past its allocation or after 
     char* p = device_bytes(1000);
     char* out = device_bytes(1);
     launch_read(p, 1024, out);  // the guard page after the 256-byte rounding
+    (void)cudaDeviceSynchronize();  // a deferred stream runs it here
   });
   CHECK_FALSE(r.exited_normally);
   CHECK_THAT(r.stderr_text, Catch::Contains("CUDA emulator: a kernel touched byte 1024 of a device allocation of 1000 "
@@ -550,6 +557,7 @@ TEST_CASE("CUDA emulator: a kernel touching memory past its allocation or after 
   r = run_in_child([] {
     char* p = device_bytes(64 * 1024);
     launch_write(p, -1);  // whole pages: no padding before it, the guard page in front
+    (void)cudaDeviceSynchronize();  // a deferred stream runs it here
   });
   CHECK_FALSE(r.exited_normally);
   CHECK_THAT(r.stderr_text, Catch::Contains("touched byte -1 of a device allocation of 65536 bytes"));
@@ -558,6 +566,7 @@ TEST_CASE("CUDA emulator: a kernel touching memory past its allocation or after 
     char* out = device_bytes(1);
     if (cudaFree(p) != cudaSuccess) _exit(4);
     launch_read(p, 0, out);
+    (void)cudaDeviceSynchronize();  // a deferred stream runs it here
   });
   CHECK_FALSE(r.exited_normally);
   CHECK_THAT(r.stderr_text, Catch::Contains("touched a device allocation of 4096 bytes after cudaFree"));
@@ -579,8 +588,126 @@ TEST_CASE("CUDA emulator: a vector load from a misaligned address stops the kern
     void* out = nullptr;
     if (cudaMalloc(&out, 4) != cudaSuccess) _exit(3);
     (::mg_emu::Launch(1, 32, 0, nullptr) | [=](auto&... a) { read_vector(a...); })(p, 4LL, static_cast<float*>(out));
+    (void)cudaDeviceSynchronize();  // a deferred stream runs it here
   });
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.stderr_text, Catch::Contains("misaligned address"));
   CHECK_THAT(r.stderr_text, Catch::Contains("16 byte alignment"));
+}
+
+namespace {
+
+// Turns deferred streams on for one test (queued work runs when it ends) and back as they were.
+struct DeferredStreams {
+  bool saved = mg_emu::deferred_streams_on();
+  DeferredStreams() { mg_emu::set_deferred_streams(true); }
+  ~DeferredStreams() { mg_emu::set_deferred_streams(saved); }
+};
+
+void launch_add_one(const float* in, float* out, int n, cudaStream_t s) {
+  (::mg_emu::Launch(1, 64, 0, s) | [=](auto&... a) { add_one(a...); })(in, out, n);
+}
+
+std::vector<float> read_floats(const float* device, int n) {
+  std::vector<float> host(std::size_t(n), 0.0f);
+  REQUIRE(cudaMemcpyAsync(host.data(), device, std::size_t(n) * 4, cudaMemcpyDeviceToHost, nullptr) == cudaSuccess);
+  return host;  // pageable: the copy is done when the call returns
+}
+
+}  // namespace
+
+TEST_CASE("CUDA emulator, deferred streams: a stream that reads without waiting sees the old bytes", "[emulator]") {
+  const DeferredStreams deferred;
+  cudaStream_t a = nullptr, b = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) == cudaSuccess);
+  const std::vector<float> ones(8, 1.0f);
+  float* x = device_floats(8);
+  float* y = device_floats(8);
+  float* z = device_floats(8);
+  REQUIRE(cudaMemcpyAsync(x, ones.data(), 32, cudaMemcpyHostToDevice, nullptr) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  // a: y = x + 1; b: z = y + 1 with no wait on a. b runs first when b alone is synchronised.
+  launch_add_one(x, y, 8, a);
+  launch_add_one(y, z, 8, b);
+  REQUIRE(cudaStreamSynchronize(b) == cudaSuccess);
+  CHECK(std::isnan(read_floats(z, 8)[0]));  // y was still fresh memory (NaN) when b read it
+  // With the event wait, b's kernel runs after a's.
+  cudaEvent_t done = nullptr;
+  REQUIRE(cudaEventCreateWithFlags(&done, cudaEventDisableTiming) == cudaSuccess);
+  launch_add_one(x, y, 8, a);
+  REQUIRE(cudaEventRecord(done, a) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(b, done, 0) == cudaSuccess);
+  launch_add_one(y, z, 8, b);
+  REQUIRE(cudaStreamSynchronize(b) == cudaSuccess);
+  CHECK(read_floats(z, 8) == std::vector<float>(8, 3.0f));
+  // An event's first query before its stream got there says not ready; the GPU gets there after.
+  launch_add_one(x, y, 8, a);
+  REQUIRE(cudaEventRecord(done, a) == cudaSuccess);
+  CHECK(cudaEventQuery(done) == cudaErrorNotReady);
+  (void)cudaGetLastError();
+  CHECK(cudaEventQuery(done) == cudaSuccess);
+  CHECK(read_floats(y, 8) == std::vector<float>(8, 2.0f));
+  // Destroyed with its record still queued: freed when the record runs.
+  launch_add_one(x, y, 8, a);
+  REQUIRE(cudaEventRecord(done, a) == cudaSuccess);
+  CHECK(cudaEventDestroy(done) == cudaSuccess);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  for (float* p : {x, y, z}) CHECK(cudaFree(p) == cudaSuccess);
+  CHECK(mg_emu::sticky_failure().empty());
+}
+
+TEST_CASE("CUDA emulator, deferred streams: pinned memory is read and written when the copy runs", "[emulator]") {
+  const DeferredStreams deferred;
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  float* d = device_floats(4);
+  void* pinned_raw = nullptr;
+  REQUIRE(cudaHostAlloc(&pinned_raw, 16, 0) == cudaSuccess);
+  auto* pinned = static_cast<float*>(pinned_raw);
+  // Host to device from pinned memory: the bytes the buffer holds when the copy runs.
+  for (int i = 0; i < 4; ++i) pinned[i] = 5.0f;
+  REQUIRE(cudaMemcpyAsync(d, pinned, 16, cudaMemcpyHostToDevice, s) == cudaSuccess);
+  for (int i = 0; i < 4; ++i) pinned[i] = 6.0f;  // a bug on a GPU too: the copy may not have run
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(read_floats(d, 4) == std::vector<float>(4, 6.0f));
+  // From pageable memory the runtime has read the bytes before returning.
+  std::vector<float> pageable(4, 7.0f);
+  REQUIRE(cudaMemcpyAsync(d, pageable.data(), 16, cudaMemcpyHostToDevice, s) == cudaSuccess);
+  pageable.assign(4, 8.0f);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(read_floats(d, 4) == std::vector<float>(4, 7.0f));
+  // Device to pinned host memory: written only when the stream gets there.
+  for (int i = 0; i < 4; ++i) pinned[i] = 0.0f;
+  REQUIRE(cudaMemcpyAsync(pinned, d, 16, cudaMemcpyDeviceToHost, s) == cudaSuccess);
+  CHECK(pinned[0] == 0.0f);  // read before synchronising: the old bytes
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(pinned[0] == 7.0f);
+  CHECK(cudaFreeHost(pinned_raw) == cudaSuccess);
+  CHECK(cudaFree(d) == cudaSuccess);
+}
+
+TEST_CASE("CUDA emulator, deferred streams: the legacy stream waits for blocking streams, not for non-blocking ones",
+          "[emulator]") {
+  const DeferredStreams deferred;
+  cudaStream_t blocking = nullptr, non_blocking = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&blocking, cudaStreamDefault) == cudaSuccess);
+  REQUIRE(cudaStreamCreateWithFlags(&non_blocking, cudaStreamNonBlocking) == cudaSuccess);
+  const std::vector<float> ones(4, 1.0f);
+  float* x = device_floats(4);
+  float* y = device_floats(4);
+  float* z = device_floats(4);
+  REQUIRE(cudaMemcpyAsync(x, ones.data(), 16, cudaMemcpyHostToDevice, nullptr) == cudaSuccess);
+  launch_add_one(x, y, 4, blocking);
+  launch_add_one(y, z, 4, nullptr);  // the legacy stream: after the blocking stream's kernel
+  REQUIRE(cudaStreamSynchronize(nullptr) == cudaSuccess);
+  CHECK(read_floats(z, 4) == std::vector<float>(4, 3.0f));
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(y, 0xff, 16, nullptr) == cudaSuccess);
+  launch_add_one(x, y, 4, non_blocking);
+  launch_add_one(y, z, 4, nullptr);  // no wait for the non-blocking stream
+  REQUIRE(cudaStreamSynchronize(nullptr) == cudaSuccess);
+  CHECK(std::isnan(read_floats(z, 4)[0]));
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  for (float* p : {x, y, z}) CHECK(cudaFree(p) == cudaSuccess);
 }
