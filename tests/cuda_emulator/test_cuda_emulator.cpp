@@ -608,6 +608,25 @@ void launch_add_one(const float* in, float* out, int n, cudaStream_t s) {
   (::mg_emu::Launch(1, 64, 0, s) | [=](auto&... a) { add_one(a...); })(in, out, n);
 }
 
+cudaStream_t new_stream(unsigned flags) {
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, flags) == cudaSuccess);
+  return s;
+}
+
+// x, y, z of n floats on the device: x all ones (written and done), y and z fresh (NaN).
+struct ThreeBuffers {
+  float *x, *y, *z;
+  explicit ThreeBuffers(int n) : x(device_floats(n)), y(device_floats(n)), z(device_floats(n)) {
+    const std::vector<float> ones(std::size_t(n), 1.0f);
+    REQUIRE(cudaMemcpyAsync(x, ones.data(), std::size_t(n) * 4, cudaMemcpyHostToDevice, nullptr) == cudaSuccess);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  }
+  ~ThreeBuffers() {
+    for (float* p : {x, y, z}) CHECK(cudaFree(p) == cudaSuccess);
+  }
+};
+
 std::vector<float> read_floats(const float* device, int n) {
   std::vector<float> host(std::size_t(n), 0.0f);
   REQUIRE(cudaMemcpyAsync(host.data(), device, std::size_t(n) * 4, cudaMemcpyDeviceToHost, nullptr) == cudaSuccess);
@@ -618,15 +637,9 @@ std::vector<float> read_floats(const float* device, int n) {
 
 TEST_CASE("CUDA emulator, deferred streams: a stream that reads without waiting sees the old bytes", "[emulator]") {
   const DeferredStreams deferred;
-  cudaStream_t a = nullptr, b = nullptr;
-  REQUIRE(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) == cudaSuccess);
-  REQUIRE(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) == cudaSuccess);
-  const std::vector<float> ones(8, 1.0f);
-  float* x = device_floats(8);
-  float* y = device_floats(8);
-  float* z = device_floats(8);
-  REQUIRE(cudaMemcpyAsync(x, ones.data(), 32, cudaMemcpyHostToDevice, nullptr) == cudaSuccess);
-  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  const cudaStream_t a = new_stream(cudaStreamNonBlocking), b = new_stream(cudaStreamNonBlocking);
+  const ThreeBuffers buffers(8);
+  float *x = buffers.x, *y = buffers.y, *z = buffers.z;
   // a: y = x + 1; b: z = y + 1 with no wait on a. b runs first when b alone is synchronised.
   launch_add_one(x, y, 8, a);
   launch_add_one(y, z, 8, b);
@@ -653,14 +666,12 @@ TEST_CASE("CUDA emulator, deferred streams: a stream that reads without waiting 
   REQUIRE(cudaEventRecord(done, a) == cudaSuccess);
   CHECK(cudaEventDestroy(done) == cudaSuccess);
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
-  for (float* p : {x, y, z}) CHECK(cudaFree(p) == cudaSuccess);
   CHECK(mg_emu::sticky_failure().empty());
 }
 
 TEST_CASE("CUDA emulator, deferred streams: pinned memory is read and written when the copy runs", "[emulator]") {
   const DeferredStreams deferred;
-  cudaStream_t s = nullptr;
-  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  const cudaStream_t s = new_stream(cudaStreamNonBlocking);
   float* d = device_floats(4);
   void* pinned_raw = nullptr;
   REQUIRE(cudaHostAlloc(&pinned_raw, 16, 0) == cudaSuccess);
@@ -690,14 +701,9 @@ TEST_CASE("CUDA emulator, deferred streams: pinned memory is read and written wh
 TEST_CASE("CUDA emulator, deferred streams: the legacy stream waits for blocking streams, not for non-blocking ones",
           "[emulator]") {
   const DeferredStreams deferred;
-  cudaStream_t blocking = nullptr, non_blocking = nullptr;
-  REQUIRE(cudaStreamCreateWithFlags(&blocking, cudaStreamDefault) == cudaSuccess);
-  REQUIRE(cudaStreamCreateWithFlags(&non_blocking, cudaStreamNonBlocking) == cudaSuccess);
-  const std::vector<float> ones(4, 1.0f);
-  float* x = device_floats(4);
-  float* y = device_floats(4);
-  float* z = device_floats(4);
-  REQUIRE(cudaMemcpyAsync(x, ones.data(), 16, cudaMemcpyHostToDevice, nullptr) == cudaSuccess);
+  const cudaStream_t blocking = new_stream(cudaStreamDefault), non_blocking = new_stream(cudaStreamNonBlocking);
+  const ThreeBuffers buffers(4);
+  float *x = buffers.x, *y = buffers.y, *z = buffers.z;
   launch_add_one(x, y, 4, blocking);
   launch_add_one(y, z, 4, nullptr);  // the legacy stream: after the blocking stream's kernel
   REQUIRE(cudaStreamSynchronize(nullptr) == cudaSuccess);
@@ -709,5 +715,4 @@ TEST_CASE("CUDA emulator, deferred streams: the legacy stream waits for blocking
   REQUIRE(cudaStreamSynchronize(nullptr) == cudaSuccess);
   CHECK(std::isnan(read_floats(z, 4)[0]));
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  for (float* p : {x, y, z}) CHECK(cudaFree(p) == cudaSuccess);
 }
