@@ -83,7 +83,7 @@ TEST_CASE("CachingAllocator without the cache: a block used on another stream go
   check_balance(alloc.stats());
 }
 
-TEST_CASE("CachingAllocator without the cache: nothing is freed during a capture; the graph's blocks go when it does",
+TEST_CASE("CachingAllocator without the cache: nothing is freed during a capture, and the graph's blocks go when it does",
           "[cuda][allocator][graph]") {
   FakeDeviceMemory dev;
   CachingAllocator alloc(dev, 0, /*caching=*/false);
