@@ -55,9 +55,21 @@ target_include_directories(mixgrad PRIVATE ${MG_CUDNN_INCLUDE_DIR})
 # ("misaligned address") on a load or store not aligned to its type's size (a 16-byte vector from
 # a view one element in), where x86 does not care; UBSan's alignment check stops the process there
 # with the kernel's file and line.
-set_source_files_properties(${mg_emu_rewritten} PROPERTIES
-  COMPILE_OPTIONS "-iquote;${mg_emu_root};-include;mixgrad/cuda/emulator/device_side.h;-Wno-unknown-pragmas;-ffp-contract=off;-fsanitize=alignment;-fno-sanitize-recover=alignment")
-target_link_options(mixgrad PUBLIC -fsanitize=alignment)
+# (A compiler without the UBSan runtime, e.g. clang without compiler-rt, builds without it.)
+include(CheckCXXSourceCompiles)
+set(CMAKE_REQUIRED_FLAGS -fsanitize=alignment)
+set(CMAKE_REQUIRED_LINK_OPTIONS -fsanitize=alignment)
+check_cxx_source_compiles("int main(int c, char** v) { return *reinterpret_cast<int*>(v[0] + c); }" MG_EMU_HAS_UBSAN_ALIGNMENT)
+unset(CMAKE_REQUIRED_FLAGS)
+unset(CMAKE_REQUIRED_LINK_OPTIONS)
+set(mg_emu_kernel_options "-iquote;${mg_emu_root};-include;mixgrad/cuda/emulator/device_side.h;-Wno-unknown-pragmas;-ffp-contract=off")
+if(MG_EMU_HAS_UBSAN_ALIGNMENT)
+  list(APPEND mg_emu_kernel_options -fsanitize=alignment -fno-sanitize-recover=alignment)
+  target_link_options(mixgrad PUBLIC -fsanitize=alignment)
+else()
+  message(STATUS "mixgrad: the CUDA emulator's alignment check is off: ${CMAKE_CXX_COMPILER} cannot link -fsanitize=alignment")
+endif()
+set_source_files_properties(${mg_emu_rewritten} PROPERTIES COMPILE_OPTIONS "${mg_emu_kernel_options}")
 set_property(SOURCE ${PROJECT_SOURCE_DIR}/ops/init.cpp TARGET_DIRECTORY mixgrad APPEND PROPERTY
              COMPILE_DEFINITIONS MG_WITH_CUDA=1)
 message(STATUS "mixgrad: CUDA backend: emulated on the CPU (MG_WITH_CUDA=EMULATE; CUDA ${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR} headers, no GPU used)")
