@@ -264,6 +264,17 @@ void ZeroRedundantOptimizer::check_same_parameters() const {
            report, "\n  hint: build the same model on every rank and construct this before amp::initialize");
 }
 
+namespace {
+
+// Whether the owner's step may have changed `p`: an optimizer steps only parameters with a
+// gradient, and a frozen one (requires_grad false, no gradient) keeps the value every rank got at
+// construction, so it is not sent again. Both flags follow the model's structure and DDP's
+// averaged gradients, the same on every rank (a rank that differs sends another size: Gloo's
+// per-call check refuses that broadcast on every rank, NCCL's with check_consistency).
+bool may_have_stepped(const Tensor& p) { return p.requires_grad() || p.grad().defined(); }
+
+}  // namespace
+
 void ZeroRedundantOptimizer::broadcast_parameters() {
   if (group_->world_size() == 1) return;  // one rank owns everything: nothing to send
   NoGradGuard no_grad;
@@ -272,7 +283,9 @@ void ZeroRedundantOptimizer::broadcast_parameters() {
     // The owner's parameters of each dtype travel as one flat tensor (dtypes in a fixed order).
     std::map<DType, std::vector<std::size_t>> by_dtype;
     for (std::size_t i = 0; i < params_.size(); ++i) {
-      if (owners_[i] == r && params_[i].numel() > 0) by_dtype[params_[i].dtype()].push_back(i);
+      if (owners_[i] == r && params_[i].numel() > 0 && may_have_stepped(params_[i])) {
+        by_dtype[params_[i].dtype()].push_back(i);
+      }
     }
     for (const auto& [dtype, indices] : by_dtype) {
       Tensor flat;

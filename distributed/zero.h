@@ -2,7 +2,8 @@
 // torch.distributed.optim.ZeroRedundantOptimizer; Apex's DistributedFusedAdam shards the same
 // state). Every rank keeps the optimizer state — and at O2 the f32 master weights — of its own
 // shard of the parameters only, steps that shard, and broadcasts the updated parameters to the
-// other ranks. With AdamW at O2 that is 12 of the 14 bytes per parameter (f32 master, two f32
+// other ranks (those with requires_grad or a gradient: a frozen layer is sent only once, at
+// construction). With AdamW at O2 that is 12 of the 14 bytes per parameter (f32 master, two f32
 // moments; the bf16 weight stays replicated) divided by the number of ranks.
 //
 // Gradients are still averaged in full (DistributedDataParallel, or your own all_reduce), so the

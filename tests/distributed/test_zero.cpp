@@ -170,3 +170,8 @@ TEST_CASE("zero: different parameters, or a factory or a step failing on one ran
           "[distributed][zero]") {
   check_passed(run_zero("zero-mismatch", 2), "zero mismatch", 2, 7);
 }
+
+TEST_CASE("zero: frozen parameters are not broadcast after each step, and are once unfrozen", "[distributed][zero]") {
+  check_passed(run_zero("zero-frozen", 2), "zero frozen", 2, 6);
+  check_passed(run_zero("zero-frozen", 3), "zero frozen", 3, 6);
+}

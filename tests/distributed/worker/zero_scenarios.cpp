@@ -12,6 +12,8 @@
 //   zero-inf          an inf gradient in one rank's shard makes every rank skip, scales equal
 //   zero-mismatch     ranks that pass different parameters get an error naming the difference;
 //                     DDP refuses a ZeRO shard's masters in DdpOptions::optimizers
+//   zero-frozen       with a frozen layer: bitwise DDP's weights, and each step broadcasts the
+//                     trainable parameters only; unfrozen later, the layer is sent again
 // Decision: as in ddp_scenarios.cpp, the reference runs inside each rank on the same data.
 #include <cmath>
 #include <cstdio>
@@ -436,6 +438,79 @@ int mismatch(std::chrono::milliseconds timeout) {
   return 0;
 }
 
+// Forwards every collective to `inner` and counts the elements broadcast (what ZeRO sends).
+class CountingGroup : public ProcessGroup {
+ public:
+  explicit CountingGroup(std::shared_ptr<ProcessGroup> inner) : inner_(std::move(inner)) {}
+  using ProcessGroup::all_reduce;
+  using ProcessGroup::reduce_scatter;
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  std::string backend() const override { return inner_->backend(); }
+  void all_reduce(Tensor& t, ReduceOp op) override { inner_->all_reduce(t, op); }
+  void broadcast(Tensor& t, int root) override {
+    broadcast_elements += t.numel();
+    inner_->broadcast(t, root);
+  }
+  Tensor all_gather(const Tensor& t) override { return inner_->all_gather(t); }
+  Tensor reduce_scatter(const Tensor& t, ReduceOp op) override { return inner_->reduce_scatter(t, op); }
+  void barrier() override { inner_->barrier(); }
+  void shutdown() override { inner_->shutdown(); }
+  std::chrono::milliseconds timeout() const override { return inner_->timeout(); }
+  int64_t broadcast_elements = 0;
+
+ private:
+  std::shared_ptr<ProcessGroup> inner_;
+};
+
+int frozen(std::chrono::milliseconds timeout) {
+  auto pg = init_process_group({.timeout = timeout});
+  const int rank = pg->rank();
+  auto counting = std::make_shared<CountingGroup>(pg);
+  const Config c{.name = "f64 sgd, fc1 frozen"};
+  const auto freeze = [](Net& net, bool frozen) {
+    for (Tensor p : net.fc1->parameters()) p.requires_grad_(!frozen);
+  };
+  Run ref, z;
+  ref.net = make_net(c.dtype, 11);
+  freeze(*ref.net, true);
+  ref.plain = make_opt(c, groups_of(c, *ref.net));
+  ref.ddp = std::make_unique<DistributedDataParallel>(ref.net, pg, DdpOptions{.optimizers = {ref.plain.get()}});
+  z.net = make_net(c.dtype, rank == 0 ? 11 : 40 + uint64_t(rank));
+  freeze(*z.net, true);
+  z.zero = std::make_unique<ZeroRedundantOptimizer>(groups_of(c, *z.net), counting,
+                                                    [&](const auto& shard) { return make_opt(c, shard); });
+  z.ddp = std::make_unique<DistributedDataParallel>(z.net, pg);
+  int64_t trainable = 0, all = 0;
+  for (const Tensor& p : z.net->parameters()) (p.requires_grad() ? trainable : all) += p.numel();
+  all += trainable;
+  constexpr int kSteps = 3;
+  train(ref, c, *pg, 0, kSteps);
+  const int64_t before = counting->broadcast_elements;
+  train(z, c, *pg, 0, kSteps);
+  const int64_t per_step = (counting->broadcast_elements - before) / kSteps;
+  std::printf("rank %d: %s: %lld of %lld parameter elements broadcast per step\n", rank, c.name.c_str(),
+              (long long)per_step, (long long)all);
+  check(bitwise_equal(z.net->parameters(), ref.net->parameters()), c.name + ": the weights differ from DDP's");
+  check(replicas_equal(*pg, z.net->parameters()), c.name + ": the replicas differ");
+  check(per_step == trainable, c.name + ": expected the " + std::to_string(trainable) +
+                                   " trainable elements broadcast per step, got " + std::to_string(per_step));
+  // Unfrozen after construction: its owner steps fc1 and sends it (equal gradients on every rank
+  // here, without DDP, which averages only what was trainable when it was built).
+  freeze(*z.net, false);
+  const Tensor fc1_before = z.net->fc1->weight.clone();
+  const Tensors params = z.net->parameters();
+  for (const Tensor& p : params) p.set_grad(full_like(p, 0.25));
+  const int64_t before_unfrozen = counting->broadcast_elements;
+  z.zero->local().step();
+  check(counting->broadcast_elements - before_unfrozen == all, "unfrozen: every parameter must be broadcast");
+  check(!bitwise_equal({z.net->fc1->weight}, {fc1_before}), "unfrozen: fc1 did not change");
+  check(replicas_equal(*pg, params), "unfrozen: the replicas differ");
+  pg->shutdown();
+  std::printf("rank %d: zero frozen %d checks passed\n", rank, g_checks);
+  return 0;
+}
+
 }  // namespace
 
 int zero_scenario(const std::string& mode, std::chrono::milliseconds timeout) {
@@ -444,5 +519,6 @@ int zero_scenario(const std::string& mode, std::chrono::milliseconds timeout) {
   if (mode == "zero-state") return state(timeout);
   if (mode == "zero-inf") return inf_agreement(timeout);
   if (mode == "zero-mismatch") return mismatch(timeout);
+  if (mode == "zero-frozen") return frozen(timeout);
   return -1;
 }
