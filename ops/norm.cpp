@@ -159,6 +159,7 @@ InferResult infer_group_norm(const Tensors& in, const OpAttrs& a) {
   const int64_t g = a.dim, c = x.shape()[1];
   MG_CHECK(g >= 1 && c % g == 0, ShapeError, "group_norm: ", c, " channels cannot be split into ", g,
            " groups; got input ", describe(x), "\n  hint: num_groups must divide the channel count");
+  r.outputs[0].format = layout_of(x);  // y keeps x's layout, as PyTorch's group_norm
   const TensorMeta stat{{x.shape()[0], g}, stat_dtype(x.dtype())};
   r.outputs.push_back(stat);
   r.outputs.push_back(stat);
@@ -216,7 +217,9 @@ InferResult infer_group_norm_backward(const Tensors& in, const OpAttrs& a) {
   const int64_t g = a.dim, c = x.shape()[1];
   MG_CHECK(g >= 1 && c % g == 0, ShapeError, "group_norm_backward: ", c, " channels cannot be split into ", g,
            " groups; got input ", describe(x));
-  return infer_norm_backward("group_norm_backward", in, a, {x.shape()[0], g}, {c});
+  InferResult r = infer_norm_backward("group_norm_backward", in, a, {x.shape()[0], g}, {c});
+  r.outputs[0].format = layout_of(x);  // dx in x's layout
+  return r;
 }
 
 InferResult infer_embedding(const Tensors& in, const OpAttrs& a) {

@@ -511,6 +511,12 @@ void rms_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   launch_rows_forward<T>(p, x, out[0], nullptr, out[1]);
 }
 
+// out itself when it is row-major, else a row-major tensor of its shape for the rows kernels to
+// write (then copied into out: group_norm's y and dx keep a channels-last x's layout).
+Tensor dense_output(const Tensor& out) {
+  return out.is_contiguous() ? out : empty(out.shape(), {.dtype = out.dtype(), .device = out.device()});
+}
+
 template <typename T>
 void group_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   using A = acc_t<T>;
@@ -529,7 +535,9 @@ void group_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   p.b = ptr<A>(b);
   p.eps = static_cast<A>(a.alpha);
   if (p.s == 0) p.s = 1;  // no elements: param_index is never evaluated, but keep the divisor non-zero
-  launch_rows_forward<T>(p, x, out[0], &out[1], out[2]);
+  const Tensor y = dense_output(out[0]);
+  launch_rows_forward<T>(p, x, y, &out[1], out[2]);
+  if (!y.is_same(out[0])) out[0].copy_(y);  // a channels-last y (x's layout, the infer rule)
 }
 
 // Where the optional outputs of a fused backward are (dweight: mode bit0, dbias: bit1).
@@ -567,7 +575,9 @@ void layer_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   p.d = trailing(x, a.dim);
   p.rows = mean.numel();
   p.w = ptr<A>(w);
-  launch_rows_backward<T>(p, g, x, mean, rstd, out[0]);
+  const Tensor dx = dense_output(out[0]);
+  launch_rows_backward<T>(p, g, x, mean, rstd, dx);
+  if (!dx.is_same(out[0])) out[0].copy_(dx);  // a channels-last dx (x's layout)
   const GradOutputs<A> pg(out, a.mode);
   if (!pg.dweight && !pg.dbias) return;
   if (p.d == 0) return;
@@ -642,7 +652,9 @@ void group_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   p.d = p.cg * s;
   p.rows = n * grp;
   p.w = ptr<A>(w);
-  launch_rows_backward<T>(p, g, x, mean, rstd, out[0]);
+  const Tensor dx = dense_output(out[0]);
+  launch_rows_backward<T>(p, g, x, mean, rstd, dx);
+  if (!dx.is_same(out[0])) out[0].copy_(dx);  // a channels-last dx (x's layout)
   const GradOutputs<A> pg(out, a.mode);
   if (!pg.dweight && !pg.dbias) return;
   const LaunchContext ctx(x.device());

@@ -308,6 +308,15 @@ class ChannelRows {
 // Whether a kernel's [N, C, H, W] output was allocated channels-last (and is not also NCHW).
 bool nhwc_output(const Tensor& out) { return out.dim() == 4 && !out.is_contiguous(); }
 
+// Where element (sample ni, channel ch, position k) of an [N, C, S] output lies: row-major, or
+// channels-last ([N, S, C] in memory) when the infer rule allocated it so.
+struct OutputIndex {
+  int64_t c, s;
+  bool nhwc;
+  OutputIndex(const Tensor& out, int64_t c, int64_t s) : c(c), s(s), nhwc(nhwc_output(out)) {}
+  int64_t operator()(int64_t ni, int64_t ch, int64_t k) const { return nhwc ? (ni * s + k) * c + ch : (ni * c + ch) * s + k; }
+};
+
 // batch_norm: x [N, C, S] (S = product of the trailing sizes) -> y, mean [C], invstd [C].
 // Channels-last (y allocated NHWC by the infer rule): the statistics are the same sums over the same
 // value order (x gathered channel-major), and y is written a pixel row of C channels at a time with
@@ -459,6 +468,7 @@ void group_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
   const int64_t s = n * c == 0 ? 0 : xt.numel() / (n * c);
   const int64_t len = cg * s;  // elements per (sample, group), contiguous in row-major order
   T* y = out[0].data<T>();
+  const OutputIndex at(out[0], c, s);  // y keeps x's layout (the infer rule): the same values either way
   A* mean_out = out[1].data<A>();
   A* rstd_out = out[2].data<A>();
   parallel_for(0, n * g, 1, [&](int64_t r0, int64_t r1) {
@@ -472,7 +482,9 @@ void group_norm_kernel(const Tensors& in, Tensors& out, const OpAttrs& a) {
       for (int64_t j = 0; j < cg; ++j) {
         const A wc = w.empty() ? A(1) : w[c_first + j];
         const A bc = b.empty() ? A(0) : b[c_first + j];
-        for (int64_t k = 0; k < s; ++k) y[r * len + j * s + k] = store<T>((xr[j * s + k] - mu) * rs * wc + bc);
+        T* yj = y + at(r / g, c_first + j, 0);
+        const int64_t step = at.nhwc ? c : 1;
+        for (int64_t k = 0; k < s; ++k) yj[k * step] = store<T>((xr[j * s + k] - mu) * rs * wc + bc);
       }
     }
   });
@@ -811,6 +823,7 @@ void group_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
   const std::vector<A> mean = load_values<A>(in[2]), rstd = load_values<A>(in[3]);  // any layout
   const std::vector<A> w = backward_weight<A>(in, a.mode);
   T* dx = out[0].data<T>();
+  const OutputIndex at(out[0], c, s);  // dx in x's layout (the infer rule)
   const ParamGradOutputs<A> pg(out, a.mode);
   // sum(g) and sum(g * xhat) per (sample, channel) over S, in A.
   std::vector<A> sum_g(std::size_t(n * c)), sum_gx(std::size_t(n * c));
@@ -837,9 +850,11 @@ void group_norm_backward_kernel(const Tensors& in, Tensors& out, const OpAttrs& 
       const A m1 = len > 0 ? gs.v[0] / A(len) : A(0), m2 = len > 0 ? gs.v[1] / A(len) : A(0);
       for (int64_t j = 0; j < cg; ++j) {
         const A wc = w.empty() ? A(1) : w[(r % grp) * cg + j];
+        T* dxj = dx + at(r / grp, (r % grp) * cg + j, 0);
+        const int64_t step = at.nhwc ? c : 1;
         for (int64_t k = 0; k < s; ++k) {
           const A xh = (xr[j * s + k] - mu) * rs;
-          dx[r * len + j * s + k] = store<T>(rs * (gr[j * s + k] * wc - m1 - xh * m2));
+          dxj[k * step] = store<T>(rs * (gr[j * s + k] * wc - m1 - xh * m2));
         }
       }
     }

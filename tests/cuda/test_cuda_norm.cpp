@@ -308,6 +308,37 @@ TEST_CASE("CUDA batch_norm on channels-last tensors: NHWC y and dx, CPU values, 
   mg::test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("CUDA group_norm on channels-last tensors: NHWC y and dx with the CPU's values", "[cuda][gpu][norm]") {
+  const auto cl = MemoryFormat::ChannelsLast;
+  const Shape shape{3, 6, 17, 19};
+  for (DType dt : kFloats) {
+    const Tensor x = randn_in(dt, shape, 3.0, 2.0, 71), g = randn_in(dt, shape, 1.0, 0.0, 72);
+    const Tensor w = randn_in(dt, {6}, 0.5, 1.0, 73), b = randn_in(dt, {6}, 0.5, 0.0, 74);
+    const Tensor xl = x.to(gpu()).to(cl), gl = g.to(gpu()).to(cl);
+    for (int64_t groups : {2, 6}) {
+      const std::string what = "NHWC group_norm groups " + std::to_string(groups);
+      const Tensors want = dispatch(OpId::group_norm, {x, w, b}, {.dim = groups, .alpha = 1e-5, .mode = 3});
+      const Tensors got =
+          dispatch(OpId::group_norm, {xl, w.to(gpu()), b.to(gpu())}, {.dim = groups, .alpha = 1e-5, .mode = 3});
+      CHECK(got[0].is_contiguous(cl));
+      CHECK_FALSE(got[0].is_contiguous());
+      require_close(what + " y", got[0], want[0], dt, 1.0, true);
+      require_close(what + " mean", got[1], want[1], dt, 4.0, false);
+      const Tensors bw = dispatch(OpId::group_norm_backward, {g, x, want[1], want[2], w}, {.dim = groups, .mode = 3});
+      for (const Tensor& gx : {gl, g.to(gpu())}) {  // an NHWC or NCHW g: dx follows x
+        const Tensors bg = dispatch(OpId::group_norm_backward,
+                                    {gx, xl, want[1].to(gpu()), want[2].to(gpu()), w.to(gpu())},
+                                    {.dim = groups, .mode = 3});
+        CHECK(bg[0].is_contiguous(cl));
+        CHECK_FALSE(bg[0].is_contiguous());
+        require_close(what + " dx", bg[0], bw[0], dt, 1.0, true);
+        require_param_grads(what, bw, bg, dt, 3 * 17 * 19);
+      }
+    }
+  }
+  mg::test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("CUDA norms take f32 parameters next to f16/bf16 inputs, as the CPU does", "[cuda][gpu][norm]") {
   for (DType dt : {DType::F16, DType::BF16}) {
     const Tensor x = randn_in(dt, {16, 6, 7, 9}, 3.0, 2.0, 41), g = randn_in(dt, {16, 6, 7, 9}, 1.0, 0.0, 42);

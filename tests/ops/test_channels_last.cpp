@@ -1,5 +1,5 @@
 // Channels-last through the ops: each op that keeps the layout (elementwise, conv2d and its
-// gradients, conv_transpose2d, batch norm, pooling) gives the NCHW path's values — bit for bit
+// gradients, conv_transpose2d, batch norm, group norm, pooling) gives the NCHW path's values — bit for bit
 // where the arithmetic is the same (elementwise, batch norm, pooling, im2col convs), within a few
 // ulps where oneDNN's NHWC kernels sum in another order — and its outputs and gradients come out
 // channels-last where they must. The elementwise rule (the first full-shape input decides) and
@@ -207,6 +207,43 @@ TEST_CASE("batch_norm on channels-last gives the NCHW bits, forward and backward
     CHECK(is_cl(ec));
     CHECK(values(ec) == values(e));
   }
+}
+
+TEST_CASE("group_norm on channels-last gives the NCHW bits, NHWC y and dx", "[ops][memory_format][norm]") {
+  manual_seed(12);
+  const Tensor x0 = randn({3, 6, 5, 7}) * 3.0 + 1.0;
+  for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t groups : {1, 3, 6}) {  // one group (layer norm per sample), groups, instance norm
+      INFO(dtype_name(dt) << " groups " << groups);
+      const Tensor weight = randn({6}), bias = randn({6});
+      Tensor w1 = weight.clone().requires_grad_(), w2 = weight.clone().requires_grad_();
+      Tensor y, dx, yc, dxc;
+      both_layouts(
+          x0.to(dt),
+          [&](const Tensor& v) { return group_norm(v, groups, v.is_contiguous() ? w1 : w2, bias, 1e-5); }, y, dx, yc,
+          dxc);
+      CHECK(is_cl(yc));
+      CHECK(is_cl(dxc));
+      CHECK(values(yc) == values(y));
+      CHECK(values(dxc) == values(dx));
+      CHECK(values(w2.grad()) == values(w1.grad()));
+      // An NCHW gradient for an NHWC x: dx still follows x.
+      const Tensor xc = x0.to(dt).to(kCL);
+      NoGradGuard no_grad;
+      const Tensors fwd = dispatch(OpId::group_norm, {xc}, {.dim = groups, .alpha = 1e-5, .mode = 0});
+      const Tensor g = randn(x0.shape()).to(dt);
+      const Tensors bw = dispatch(OpId::group_norm_backward, {g, xc, fwd[1], fwd[2]}, {.dim = groups, .mode = 0});
+      const Tensors bw_nchw =
+          dispatch(OpId::group_norm_backward, {g, x0.to(dt), fwd[1], fwd[2]}, {.dim = groups, .mode = 0});
+      CHECK(is_cl(bw[0]));
+      CHECK(bw_nchw[0].is_contiguous());
+      CHECK(values(bw[0]) == values(bw_nchw[0]));
+    }
+  }
+  // Other ranks and layouts are unchanged: a 3-D input and a transposed 4-D view give row-major outputs.
+  const Tensor x3 = randn({2, 4, 9});
+  CHECK(group_norm(x3, 2, {}, {}, 1e-5).is_contiguous());
+  CHECK(group_norm(x0.transpose(2, 3), 2, {}, {}, 1e-5).is_contiguous());
 }
 
 TEST_CASE("pooling on channels-last gives the NCHW bits and NHWC gradients", "[ops][memory_format][pool]") {
