@@ -1,11 +1,13 @@
-// DataLoader (loader.h). The background thread owns nothing but a job description — generation,
+// DataLoader (loader.h). The background workers own nothing but a job description — generation,
 // seed, epoch, permutation, next batch to make — all under one mutex; repositioning bumps the
-// generation, empties the queue and lets the thread drop a batch it was making for the old job.
+// generation, empties the finished batches and lets each worker drop a batch it was making for
+// the old job.
 #include "mixgrad/data/loader.h"
 
+#include <algorithm>
 #include <condition_variable>
-#include <deque>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -126,38 +128,57 @@ std::shared_ptr<const std::vector<uint32_t>> repeat_counts(const std::vector<int
 
 struct DataLoader::Prefetcher {
   struct Item {
-    int64_t b = 0;
     Batch batch;
     std::exception_ptr error;
   };
 
   std::mutex mu;
-  std::condition_variable cv_work;   // the thread waits here for a job with room in the queue
+  std::condition_variable cv_work;   // the workers wait here for a job with room ahead of the caller
   std::condition_variable cv_ready;  // the caller waits here for the next batch
   // ---- guarded by mu ----
-  std::deque<Item> queue;  // batches produce-ahead of the caller, in batch order
+  std::map<int64_t, Item> ready;  // finished batches not yet taken, by batch index
   uint64_t generation = 0;
   const Dataset* dataset = nullptr;
   int64_t batch_size = 1;
-  int64_t depth = 1;
+  int64_t depth = 1;     // batches made or being made ahead of the caller, at most
   bool pin = false;
   uint64_t seed = 0;
   int64_t epoch = 0;
   std::shared_ptr<const std::vector<int64_t>> order;
   std::shared_ptr<const std::vector<uint32_t>> repeats;
-  int64_t produce = 0;  // next batch to make
+  int64_t consume = 0;  // the batch the caller takes next
+  int64_t produce = 0;  // next batch to hand to a worker
   int64_t end = 0;      // one past the last batch to make (0 when idle)
-  bool failed = false;  // a batch of this job failed: make no more until re-armed
+  bool failed = false;  // a batch of this job failed: hand out no more until re-armed
   bool stop = false;
   // ----
-  std::thread thread;
+  std::vector<std::thread> workers;
 
+  // Starts `n` workers; a failure to start one stops and joins those already running.
+  void start(int n) {
+    try {
+      for (int k = 0; k < n; ++k) workers.emplace_back([this] { run(); });
+    } catch (...) {
+      shut_down();
+      throw;
+    }
+  }
+  void shut_down() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    cv_work.notify_all();
+    for (std::thread& t : workers) t.join();
+    workers.clear();
+  }
+
+  // One worker: takes the lowest batch not yet handed out, makes it without the lock, and files it
+  // under its index (the workers finish in any order; the caller takes them in order).
   void run() {
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
-      cv_work.wait(lock, [&] {
-        return stop || (!failed && produce < end && int64_t(queue.size()) < depth);
-      });
+      cv_work.wait(lock, [&] { return stop || (!failed && produce < end && produce < consume + depth); });
       if (stop) return;
       const uint64_t gen = generation;
       const int64_t b = produce++;
@@ -166,7 +187,7 @@ struct DataLoader::Prefetcher {
       const std::shared_ptr<const std::vector<int64_t>> job_order = order;
       const std::shared_ptr<const std::vector<uint32_t>> job_repeats = repeats;
       lock.unlock();
-      Item item{.b = b};
+      Item item;
       try {
         item.batch = compute_batch(*dataset, *job_order, job_repeats.get(), batch_size, job_seed, job_epoch, b, pin);
       } catch (...) {
@@ -174,9 +195,11 @@ struct DataLoader::Prefetcher {
       }
       lock.lock();
       if (gen != generation) continue;  // repositioned meanwhile: the batch is stale
+      // After a failure no later batch is handed out; the earlier ones, already handed out, still
+      // arrive, so the caller gets every batch before the failed one and then its error.
       if (item.error) failed = true;
-      queue.push_back(std::move(item));
-      cv_ready.notify_one();
+      ready.emplace(b, std::move(item));
+      cv_ready.notify_all();
     }
   }
 };
@@ -188,6 +211,10 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
            options_.batch_size);
   MG_CHECK(options_.prefetch >= 0, Error, "DataLoader: prefetch must be >= 0, got ",
            options_.prefetch);
+  MG_CHECK(options_.num_workers >= 1, Error, "DataLoader: num_workers must be >= 1, got ", options_.num_workers);
+  MG_CHECK(options_.prefetch > 0 || options_.num_workers == 1, Error, "DataLoader: num_workers = ",
+           options_.num_workers, " needs prefetch > 0",
+           "\n  hint: prefetch = 0 makes each batch inside next(), on the caller's thread; set prefetch >= 1");
   if (options_.pin_memory) check_pin_memory_available("DataLoader: pin_memory");
   size_ = dataset_->size();
   MG_CHECK(size_ >= 0, Error, "DataLoader: ", dataset_->name(), "::size() returned ", size_);
@@ -206,13 +233,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
 }
 
 DataLoader::~DataLoader() {
-  if (!prefetcher_) return;
-  {
-    std::lock_guard<std::mutex> lock(prefetcher_->mu);
-    prefetcher_->stop = true;
-  }
-  prefetcher_->cv_work.notify_all();
-  prefetcher_->thread.join();
+  if (prefetcher_) prefetcher_->shut_down();
 }
 
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
@@ -247,7 +268,7 @@ void DataLoader::reposition(int64_t epoch, int64_t next_batch) {
   if (prefetcher_) {
     std::lock_guard<std::mutex> lock(prefetcher_->mu);
     ++prefetcher_->generation;
-    prefetcher_->queue.clear();
+    prefetcher_->ready.clear();
     prefetcher_->produce = prefetcher_->end = 0;
   }
 }
@@ -275,39 +296,39 @@ std::optional<Batch> DataLoader::next() {
     auto p = std::make_unique<Prefetcher>();
     p->dataset = dataset_.get();
     p->batch_size = options_.batch_size;
-    p->depth = options_.prefetch;
+    p->depth = std::max<int64_t>(options_.prefetch, options_.num_workers);  // each worker has one in hand
     p->pin = options_.pin_memory;
-    p->thread = std::thread([q = p.get()] { q->run(); });  // kept only once the thread runs
+    p->start(options_.num_workers);  // kept only once the workers run
     prefetcher_ = std::move(p);
   }
   Prefetcher& p = *prefetcher_;
   std::unique_lock<std::mutex> lock(p.mu);
-  if (!armed_) {  // give the thread the job: this epoch from next_batch_ on
+  if (!armed_) {  // give the workers the job: this epoch from next_batch_ on
     ++p.generation;
-    p.queue.clear();
+    p.ready.clear();
     p.seed = options_.seed;
     p.epoch = epoch_;
     p.order = order_;
     p.repeats = repeats_;
-    p.produce = next_batch_;
+    p.consume = p.produce = next_batch_;
     p.end = num_batches_;
     p.failed = false;
     armed_ = true;
-    p.cv_work.notify_one();
+    p.cv_work.notify_all();
   }
-  p.cv_ready.wait(lock, [&] { return !p.queue.empty(); });
-  Prefetcher::Item item = std::move(p.queue.front());
-  p.queue.pop_front();
-  MG_ASSERT(item.b == next_batch_, "prefetched batch ", item.b, " but expected ", next_batch_);
+  p.cv_ready.wait(lock, [&] { return p.ready.count(next_batch_) != 0; });
+  auto node = p.ready.extract(next_batch_);
+  Prefetcher::Item& item = node.mapped();
   if (item.error) {  // stay at this batch; the next call re-arms and retries it
     ++p.generation;
-    p.queue.clear();
+    p.ready.clear();
     p.produce = p.end = 0;
     armed_ = false;
     lock.unlock();
     std::rethrow_exception(item.error);
   }
-  p.cv_work.notify_one();  // room in the queue
+  p.consume = next_batch_ + 1;
+  p.cv_work.notify_all();  // room ahead of the caller
   lock.unlock();
   ++next_batch_;
   return std::move(item.batch);

@@ -1,4 +1,4 @@
-// DataLoader: batches of a Dataset in a seeded order, prepared ahead by one background thread.
+// DataLoader: batches of a Dataset in a seeded order, prepared ahead by background threads.
 // The one decision a reader must know: the order is a pure function of (seed, epoch, dataset
 // size, batch size, drop_last) — epoch_permutation(), or a DistributedSampler's shard of it — and every random decision inside a batch
 // is keyed by (seed, epoch, example index), so the batches do not depend on thread timing or on
@@ -17,13 +17,14 @@
 // With .pin_memory = true the batches come out pinned, for asynchronous copies to the GPU:
 //   const mg::Tensor x = batch->at("input").to(mg::Device::cuda(), /*non_blocking=*/true);
 //
-// Threading: with prefetch > 0 a background thread computes the next `prefetch` batches into a
-// bounded queue (condition variables, no polling) while the caller trains; batches still come
-// out in order. The thread starts at the first next() and is stopped and joined by the
-// destructor, also mid-epoch or while an exception unwinds (it finishes the one get_batch call
-// it may be inside first). An exception thrown by get_batch is rethrown by next() on the
-// caller's thread as an mg::Error naming the dataset, epoch and batch; the position stays at that
-// batch, so a later next() retries it. A DataLoader is used from one thread at a time.
+// Threading: with prefetch > 0 a background thread (num_workers threads) computes the next
+// `prefetch` batches into a bounded buffer (condition variables, no polling) while the caller
+// trains; batches still come out in order. The threads start at the first next() and are stopped
+// and joined by the destructor, also mid-epoch or while an exception unwinds (each finishes the
+// one get_batch call it may be inside first). An exception thrown by get_batch is rethrown by
+// next() on the caller's thread, in batch order, as an mg::Error naming the dataset, epoch and
+// batch; the position stays at that batch, so a later next() retries it. A DataLoader is used
+// from one thread at a time.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -44,6 +45,13 @@ struct DataLoaderOptions {
   bool drop_last = false;  // drop the last batch when it has fewer than batch_size examples
   uint64_t seed = 0;       // the shuffle and the datasets' augmentation derive from it
   int prefetch = 2;        // batches prepared ahead on a background thread; 0: none, in next()
+  // Background threads that make batches (with prefetch > 0), one batch each at a time: for a
+  // dataset whose examples are expensive (decoding, heavy augmentation). The batches still come out
+  // in order and are the same bits for any count (each is a function of seed, epoch and batch).
+  // Above 1, get_batch runs on several threads at once, so it must be thread-safe (the bundled
+  // datasets are: their get_batch reads only). Up to max(prefetch, num_workers) batches are made
+  // ahead of the caller.
+  int num_workers = 1;
   // Copies every tensor of each batch into pinned host memory (Tensor::pin_memory) on the
   // background thread, so the training loop's to(cuda, /*non_blocking=*/true) runs asynchronously
   // and overlaps compute. Needs a usable CUDA device: the constructor throws DeviceError otherwise.

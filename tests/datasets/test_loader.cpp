@@ -1,6 +1,6 @@
 // DataLoader: every index once per epoch, drop_last, seeded orders (reproducible, different across
-// epochs and seeds, independent of the prefetch depth), resume mid-epoch from state(), bounded
-// prefetch, clean shutdown mid-epoch and while an exception unwinds, dataset errors surfacing on
+// epochs and seeds, independent of the prefetch depth and the number of workers), resume mid-epoch
+// from state(), bounded prefetch, clean shutdown mid-epoch and while an exception unwinds, dataset errors surfacing on
 // the caller's thread; epoch_permutation and TensorDataset.
 #include <catch2/catch.hpp>
 
@@ -34,7 +34,16 @@ class IndexDataset : public mg::data::Dataset {
   std::string name() const override { return "IndexDataset"; }
   Batch get_batch(const std::vector<int64_t>& indices, const BatchContext& ctx) const override {
     calls.fetch_add(1);
+    const int now = in_flight.fetch_add(1) + 1;
+    for (int m = max_in_flight.load(); now > m && !max_in_flight.compare_exchange_weak(m, now);) {
+    }
+    struct Leave {
+      std::atomic<int>& n;
+      ~Leave() { n.fetch_sub(1); }
+    } leave{in_flight};
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    // 0-4 ms by the first index, so that batches made side by side finish out of order.
+    if (jitter && !indices.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(indices[0] * 7919 % 5));
     for (int64_t i : indices) {
       if (i == fail_on && failures_left.load() != 0) {
         failures_left.fetch_sub(1);
@@ -62,6 +71,8 @@ class IndexDataset : public mg::data::Dataset {
   bool throw_internal = false;
   bool throw_index = false;
   mutable std::atomic<int> calls{0};
+  bool jitter = false;
+  mutable std::atomic<int> in_flight{0}, max_in_flight{0};  // get_batch calls running at once
 };
 
 std::vector<int64_t> as_i64(const mg::Tensor& t) {
@@ -313,13 +324,53 @@ TEST_CASE("loader: the background thread prepares at most `prefetch` batches ahe
   CHECK(loader.next_batch() == 2);
 }
 
+TEST_CASE("loader: several workers give the batches of one, in order, made side by side", "[data][loader]") {
+  auto ds = std::make_shared<IndexDataset>(203);
+  ds->jitter = true;
+  DataLoader ref(ds, {.batch_size = 8, .shuffle = true, .seed = 5, .prefetch = 0});
+  std::vector<std::vector<int64_t>> want_noise[2];
+  const std::vector<std::vector<int64_t>> want[2] = {run_epoch(ref, 0, &want_noise[0]), run_epoch(ref, 1, &want_noise[1])};
+  for (const int workers : {2, 4}) {
+    for (const int prefetch : {1, 6}) {
+      INFO("num_workers " << workers << " prefetch " << prefetch);
+      ds->max_in_flight = 0;
+      DataLoader loader(ds, {.batch_size = 8, .shuffle = true, .seed = 5, .prefetch = prefetch, .num_workers = workers});
+      for (int64_t e : {0, 1}) {
+        std::vector<std::vector<int64_t>> noise;
+        CHECK(run_epoch(loader, e, &noise) == want[e]);
+        CHECK(noise == want_noise[e]);
+      }
+      CHECK(ds->max_in_flight.load() >= 2);  // the workers did run get_batch at the same time
+      CHECK(ds->max_in_flight.load() <= workers);
+    }
+  }
+}
+
+TEST_CASE("loader: several workers make at most max(prefetch, num_workers) batches ahead", "[data][loader]") {
+  auto ds = std::make_shared<IndexDataset>(1000);
+  DataLoader loader(ds, {.batch_size = 10, .prefetch = 2, .num_workers = 3});
+  REQUIRE(loader.next());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ds->calls.load() < 4 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(ds->calls.load() == 4);  // batch 0, then 1, 2, 3 ahead of the caller
+  for (int k = 0; k < 3; ++k) REQUIRE(loader.next());
+  while (ds->calls.load() < 7 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(ds->calls.load() == 7);
+}
+
 TEST_CASE("loader: the thread is stopped and joined mid-epoch, on restart and while unwinding",
           "[data][loader]") {
   auto ds = std::make_shared<IndexDataset>(10000);
   ds->delay = std::chrono::milliseconds(20);
   const auto t0 = std::chrono::steady_clock::now();
-  {
-    DataLoader loader(ds, {.batch_size = 10, .shuffle = true, .prefetch = 4});
+  for (const int workers : {1, 4}) {
+    DataLoader loader(ds, {.batch_size = 10, .shuffle = true, .prefetch = 4, .num_workers = workers});
     REQUIRE(loader.next());
   }  // 999 batches left: the destructor must not wait for them
   {
@@ -366,13 +417,14 @@ TEST_CASE("loader: many short epochs and restarts (thread handover)", "[data][lo
 
 TEST_CASE("loader: an exception in get_batch surfaces on the caller's thread with context",
           "[data][loader]") {
-  for (const int prefetch : {0, 2}) {
+  for (const auto& [prefetch, workers] : {std::pair{0, 1}, std::pair{2, 1}, std::pair{3, 3}}) {
     for (const bool throw_std : {false, true}) {
-      INFO("prefetch " << prefetch << " std::exception " << throw_std);
+      INFO("prefetch " << prefetch << " num_workers " << workers << " std::exception " << throw_std);
       auto ds = std::make_shared<IndexDataset>(100);
       ds->fail_on = 37;
       ds->throw_std = throw_std;
-      DataLoader loader(ds, {.batch_size = 10, .prefetch = prefetch});
+      ds->jitter = workers > 1;
+      DataLoader loader(ds, {.batch_size = 10, .prefetch = prefetch, .num_workers = workers});
       for (int k = 0; k < 3; ++k) REQUIRE(loader.next());
       const std::string cause = throw_std ? "disk on fire at 37" : "IndexDataset: cannot read example 37";
       MG_REQUIRE_ERROR(loader.next(), "DataLoader: IndexDataset::get_batch failed on batch 3 of epoch 0 "
@@ -440,6 +492,9 @@ TEST_CASE("loader: options are validated", "[data][loader]") {
   auto ds = std::make_shared<IndexDataset>(10);
   MG_REQUIRE_ERROR(DataLoader(ds, {.batch_size = 0}), "DataLoader: batch_size must be >= 1, got 0");
   MG_REQUIRE_ERROR(DataLoader(ds, {.prefetch = -1}), "DataLoader: prefetch must be >= 0, got -1");
+  MG_REQUIRE_ERROR(DataLoader(ds, {.num_workers = 0}), "DataLoader: num_workers must be >= 1, got 0");
+  MG_REQUIRE_ERROR(DataLoader(ds, {.prefetch = 0, .num_workers = 2}),
+                   "DataLoader: num_workers = 2 needs prefetch > 0");
   MG_REQUIRE_ERROR(DataLoader(nullptr), "DataLoader: the dataset is null");
   DataLoader loader(ds);
   MG_REQUIRE_ERROR(loader.start_epoch(-1), "epoch must be in [0, 2^32), got -1");
