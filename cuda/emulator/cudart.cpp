@@ -3,8 +3,8 @@
 // - Device memory is host memory, filled with 0xff bytes when allocated (NaN in every float dtype,
 //   -1 in the integers), so a kernel that reads memory nobody wrote shows it; the emulated
 //   devices have MG_CUDA_EMULATOR_MEMORY_MB of memory (default 16384) and cudaMalloc fails beyond.
-// - Each device allocation is a mapping of its own between two pages nobody may touch, its
-//   256-byte-aligned end against the second: a kernel that reads or writes past an allocation
+// - Each device allocation is a mapping of its own between two pages nobody may touch, its end
+//   rounded up to 16 bytes against the second: a kernel that reads or writes past an allocation
 //   faults at once, and the fault handler names the allocation (or the freed one) first; the
 //   bytes between the request's end and the guard, and before its start, must still hold 0xff at
 //   cudaFree, else the write past the end becomes a kernel failure. With the caching allocator off
@@ -225,11 +225,11 @@ void install_fault_handler() {
   sigaction(SIGSEGV, &sa, &g_previous_fault_handler);
 }
 
-// `rounded` bytes at the end of a fresh mapping, 0xff-filled, between two inaccessible pages;
-// nullptr when the host has no memory for it.
-char* map_guarded(std::size_t rounded, Allocation& a) {
+// The start of `placed` bytes at the end of a fresh mapping, 0xff-filled, between two
+// inaccessible pages; nullptr when the host has no memory for it.
+char* map_guarded(std::size_t placed, Allocation& a) {
   const std::size_t page = page_bytes();
-  const std::size_t body = (rounded + page - 1) / page * page;
+  const std::size_t body = (placed + page - 1) / page * page;
   a.map_bytes = body + 2 * page;
   void* m = mmap(nullptr, a.map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) return nullptr;
@@ -240,7 +240,7 @@ char* map_guarded(std::size_t rounded, Allocation& a) {
   }
   std::memset(a.map + page, 0xff, body);
   install_fault_handler();
-  return a.map + page + body - rounded;
+  return a.map + page + body - placed;
 }
 
 // Where a kernel wrote into the 0xff bytes around the allocation at `p`: "" when nowhere.
@@ -672,7 +672,11 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + 255) / 256 * 256;
   if (rounded > device_memory() - used) return fail(cudaErrorMemoryAllocation);
   Allocation a{std::max<std::size_t>(bytes, 1), false, t_device, rounded};
-  char* q = map_guarded(rounded, a);
+  // The end rounded to 16 bytes (the widest vector a kernel loads), not to the 256 a GPU aligns
+  // starts to, lies against the guard page: a read one element past most tensors faults (a
+  // start is then 16-aligned only; kernels must not assume more, and ours choose their vector
+  // width from the pointers).
+  char* q = map_guarded((a.bytes + 15) / 16 * 16, a);
   if (q == nullptr) return fail(cudaErrorMemoryAllocation);
   used += rounded;
   g_allocations[uintptr_t(q)] = a;

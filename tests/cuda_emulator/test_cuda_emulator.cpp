@@ -533,7 +533,7 @@ TEST_CASE("CUDA emulator: a kernel writing just past or before its allocation fa
     s_at = at;
     const ChildOutcome r = run_in_child([] {
       char* p = device_bytes(1000);
-      launch_write(p, s_at);  // inside the 256-byte rounding, or in the padding before: no fault yet
+      launch_write(p, s_at);  // inside the 16-byte rounding, or in the padding before: no fault yet
       if (cudaGetLastError() != cudaSuccess) _exit(4);
       _exit(cudaFree(p) == cudaErrorLaunchFailure ? 10 : 11);
     });
@@ -548,12 +548,20 @@ TEST_CASE("CUDA emulator: a kernel touching memory past its allocation or after 
   ChildOutcome r = run_in_child([] {
     char* p = device_bytes(1000);
     char* out = device_bytes(1);
-    launch_read(p, 1024, out);  // the guard page after the 256-byte rounding
+    launch_read(p, 1008, out);  // the guard page after the 16-byte rounding
     (void)cudaDeviceSynchronize();  // a deferred stream runs it here
   });
   CHECK_FALSE(r.exited_normally);
-  CHECK_THAT(r.stderr_text, Catch::Contains("CUDA emulator: a kernel touched byte 1024 of a device allocation of 1000 "
+  CHECK_THAT(r.stderr_text, Catch::Contains("CUDA emulator: a kernel touched byte 1008 of a device allocation of 1000 "
                                             "bytes"));
+  r = run_in_child([] {
+    char* p = device_bytes(4 * 252);  // 252 floats: a whole number of 16-byte vectors
+    char* out = device_bytes(1);
+    launch_read(p, 4 * 252, out);  // the first byte of float 252, one past the end
+    (void)cudaDeviceSynchronize();
+  });
+  CHECK_FALSE(r.exited_normally);
+  CHECK_THAT(r.stderr_text, Catch::Contains("touched byte 1008 of a device allocation of 1008 bytes"));
   r = run_in_child([] {
     char* p = device_bytes(64 * 1024);
     launch_write(p, -1);  // whole pages: no padding before it, the guard page in front
