@@ -72,7 +72,10 @@ void check_class_inputs(const char* op, const Tensor& logits, const Tensor& targ
            describe(logits));
   MG_CHECK(target.dtype() == DType::I64, DTypeError, op, ": expected an i64 target of class indices, got target ",
            describe(target), " for input ", describe(logits),
-           "\n  hint: convert labels with to(target, DType::I64); class-probability targets are not supported");
+           "\n  hint: convert labels with to(target, DType::I64)",
+           std::string(op) == "cross_entropy" ? "; cross_entropy also takes class probabilities (a floating target of "
+                                                "the input's shape)"
+                                              : "");
   const Shape want = class_target_shape(logits.shape());
   MG_CHECK(target.shape() == want, ShapeError, op, ": expected target of shape ", want,
            " (the input shape without the class dim), got target ", describe(target), " for input ",
@@ -420,6 +423,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   check_reduction("cross_entropy", reduction);
   MG_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, Error,
            "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
+  if (target.is_floating_point()) {  // class probabilities (soft labels: mixup, distillation)
+    return detail::probability_cross_entropy(logits, target, weight, reduction, ignore_index, label_smoothing);
+  }
   if (weight.defined()) {
     check_floating("cross_entropy", logits);
     return detail::weighted_class_loss("cross_entropy", logits, index_target(target), weight, reduction, ignore_index,

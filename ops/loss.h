@@ -38,6 +38,10 @@ Tensor log_softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim);
 // w[t_n] (1 - eps) (-log p[n, t_n]) + (eps / C) sum_c w_c (-log p[n, c]) and Mean divides by
 // sum_n w[t_n] over the counted targets. The weighted form is composed of public ops in f32
 // (ops/weighted_loss.h): the same results on every device, at the cost of the fused kernel's speed.
+// A floating target of the logits' shape holds class probabilities (PyTorch's soft targets:
+// mixup, distillation): loss_n = -sum_c w_c t'[n, c] log_softmax(logits)[n, c] with
+// t' = (1 - eps) t + eps / C; Mean divides by the number of samples; ignore_index must stay -100.
+// Composed of public ops in f32 too (detail::probability_cross_entropy); the target gets a gradient.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::Mean,
                      int64_t ignore_index = -100, double label_smoothing = 0.0, const Tensor& weight = Tensor());
 // d cross_entropy / d logits for the upstream gradient `grad` ([] for Mean/Sum, the target's

@@ -99,6 +99,43 @@ Tensor weighted_class_loss(const char* op, const Tensor& input, const Tensor& ta
   return r.dtype() == out ? r : to(r, out);
 }
 
+Tensor probability_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
+                                 int64_t ignore_index, double eps) {
+  const char* op = "cross_entropy";
+  MG_CHECK(input.is_floating_point() && target.is_floating_point(), DTypeError, op,
+           ": class-probability targets need a floating input and target, got input ", describe(input), " and target ",
+           describe(target));
+  MG_CHECK(input.dim() >= 1, ShapeError, op, ": expected input [N, C] or [N, C, d1, ...] (or [C]), got ",
+           describe(input));
+  MG_CHECK(target.shape() == input.shape(), ShapeError, op,
+           ": a floating target holds class probabilities and must have the input's shape ", input.shape(),
+           ", got target ", describe(target), " for input ", describe(input),
+           "\n  hint: for class indices pass an i64 target of the input's shape without the class dim");
+  MG_CHECK(target.device() == input.device(), DeviceError, op, ": target is on ", target.device(),
+           " but input is on ", input.device());
+  MG_CHECK(ignore_index == -100, Error, op, ": ignore_index (", ignore_index,
+           ") is not supported with class-probability targets, as in PyTorch",
+           "\n  hint: give an ignored position a zero probability row instead");
+  if (weight.defined()) check_class_weight(op, weight, input);
+  const DType out = result_dtype(OpId::cross_entropy, input);
+  AutocastOffGuard no_autocast;  // the policy is applied above, once; the math runs in opmath
+  const DType acc = opmath_of(input);
+  const int64_t cdim = input.dim() == 1 ? 0 : 1;
+  const int64_t classes = input.size(cdim);
+  const Tensor lp = log_softmax(input.dtype() == acc ? input : to(input, acc), cdim);
+  Tensor t = target.dtype() == acc ? target : to(target, acc);
+  if (eps > 0.0) t = t * (1.0 - eps) + eps / double(classes);  // PyTorch smooths the probabilities
+  Tensor terms = lp * t;
+  if (weight.defined()) {
+    Shape wshape(std::size_t(lp.dim()), 1);
+    wshape[std::size_t(cdim)] = classes;
+    terms = terms * reshape(weight.dtype() == acc ? weight : to(weight, acc), wshape);
+  }
+  // Mean divides by the number of samples (positions), not by a sum of weights, as PyTorch.
+  const Tensor r = reduce(-sum(terms, {cdim}), reduction, Tensor());
+  return r.dtype() == out ? r : to(r, out);
+}
+
 Tensor weighted_binary_loss(const char* op, const Tensor& input, const Tensor& target, const Tensor& pos_weight,
                             const Tensor& weight, Reduction reduction, bool from_logits) {
   MG_CHECK(weight.is_floating_point(), DTypeError, op, ": expected a floating weight, got weight ", describe(weight));
