@@ -1,3 +1,4 @@
+#include "mixgrad/ops/unbatched.h"
 #include "mixgrad/nn/conv.h"
 
 #include <cmath>
@@ -31,7 +32,8 @@ void check_input(const std::string& layer, const Tensor& x, int64_t in, const Te
                  const Size2& padding, const Size2& dilation, bool transposed) {
   MG_CHECK(x.defined(), ShapeError, layer, ": input is undefined");
   MG_CHECK(x.dim() == 4 && x.size(1) == in, ShapeError, layer, ": expected input [N, ", in,
-           ", H, W] (4-D with ", in, " channels), got input ", x.shape(), ", weight ", weight.shape());
+           ", H, W] (4-D with ", in, " channels, or an unbatched [", in, ", H, W]), got input ", x.shape(),
+           ", weight ", weight.shape());
   if (transposed) return;
   const int64_t eff_h = dilation.h * (kernel.h - 1) + 1, eff_w = dilation.w * (kernel.w - 1) + 1;
   MG_CHECK(x.size(2) + 2 * padding.h >= eff_h && x.size(3) + 2 * padding.w >= eff_w, ShapeError, layer,
@@ -78,28 +80,30 @@ Conv2d::Conv2d(Options o) : UnaryModule("Conv2d"), options_(o) {
 
 void Conv2d::reset_parameters() { detail::reset_conv(weight, bias); }
 
-Tensor Conv2d::forward(const Tensor& x) {
-  const Options& o = options_;
-  if (o.padding_mode != PadMode::Constant) {
-    // Padded by the mode first, then convolved with no padding; "same" splits each dim's total
-    // dil (k - 1) as PyTorch: the smaller half before, the larger after.
-    const Size2 p = o.padding;
-    check_input(layer_name(), x, o.in, weight, o.padding_same ? Size2(1) : o.kernel, p, o.padding_same ? Size2(1) : o.dilation,
-                false);
-    std::vector<int64_t> amounts{p.w, p.w, p.h, p.h};
-    if (o.padding_same) {
-      const int64_t th = o.dilation.h * (o.kernel.h - 1), tw = o.dilation.w * (o.kernel.w - 1);
-      amounts = {tw / 2, tw - tw / 2, th / 2, th - th / 2};
+Tensor Conv2d::forward(const Tensor& input) {
+  return mg::detail::as_batch_of_one(input, 4, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
+    const Options& o = options_;
+    if (o.padding_mode != PadMode::Constant) {
+      // Padded by the mode first, then convolved with no padding; "same" splits each dim's total
+      // dil (k - 1) as PyTorch: the smaller half before, the larger after.
+      const Size2 p = o.padding;
+      check_input(layer_name(), x, o.in, weight, o.padding_same ? Size2(1) : o.kernel, p, o.padding_same ? Size2(1) : o.dilation,
+                  false);
+      std::vector<int64_t> amounts{p.w, p.w, p.h, p.h};
+      if (o.padding_same) {
+        const int64_t th = o.dilation.h * (o.kernel.h - 1), tw = o.dilation.w * (o.kernel.w - 1);
+        amounts = {tw / 2, tw - tw / 2, th / 2, th - th / 2};
+      }
+      const Tensor padded = pad(x, amounts, o.padding_mode);
+      return conv2d(padded, weight, bias, op_options(o.stride, Size2(0), o.dilation, o.groups));
     }
-    const Tensor padded = pad(x, amounts, o.padding_mode);
-    return conv2d(padded, weight, bias, op_options(o.stride, Size2(0), o.dilation, o.groups));
-  }
-  if (o.padding_same) {
-    check_input(layer_name(), x, o.in, weight, Size2(1), o.padding, Size2(1), false);
-    return conv2d_same(x, weight, bias, o.dilation.array(), o.groups);
-  }
-  check_input(layer_name(), x, o.in, weight, o.kernel, o.padding, o.dilation, false);
-  return conv2d(x, weight, bias, op_options(o.stride, o.padding, o.dilation, o.groups));
+    if (o.padding_same) {
+      check_input(layer_name(), x, o.in, weight, Size2(1), o.padding, Size2(1), false);
+      return conv2d_same(x, weight, bias, o.dilation.array(), o.groups);
+    }
+    check_input(layer_name(), x, o.in, weight, o.kernel, o.padding, o.dilation, false);
+    return conv2d(x, weight, bias, op_options(o.stride, o.padding, o.dilation, o.groups));
+  });
 }
 
 std::string Conv2d::extra_repr() const {
@@ -123,11 +127,13 @@ ConvTranspose2d::ConvTranspose2d(Options o) : UnaryModule("ConvTranspose2d"), op
 
 void ConvTranspose2d::reset_parameters() { detail::reset_conv(weight, bias); }
 
-Tensor ConvTranspose2d::forward(const Tensor& x) {
-  const Options& o = options_;
-  check_input(layer_name(), x, o.in, weight, o.kernel, o.padding, o.dilation, true);
-  return conv_transpose2d(x, weight, bias, op_options(o.stride, o.padding, o.dilation, o.groups),
-                          o.output_padding.array());
+Tensor ConvTranspose2d::forward(const Tensor& input) {
+  return mg::detail::as_batch_of_one(input, 4, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
+    const Options& o = options_;
+    check_input(layer_name(), x, o.in, weight, o.kernel, o.padding, o.dilation, true);
+    return conv_transpose2d(x, weight, bias, op_options(o.stride, o.padding, o.dilation, o.groups),
+                            o.output_padding.array());
+  });
 }
 
 std::string ConvTranspose2d::extra_repr() const {

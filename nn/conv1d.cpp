@@ -1,3 +1,4 @@
+#include "mixgrad/ops/unbatched.h"
 #include "mixgrad/nn/conv1d.h"
 
 #include <vector>
@@ -54,22 +55,24 @@ Conv1d::Conv1d(Options o) : UnaryModule("Conv1d"), options_(o) {
 
 void Conv1d::reset_parameters() { detail::reset_conv(weight, bias); }
 
-Tensor Conv1d::forward(const Tensor& x) {
-  const Options& o = options_;
-  MG_CHECK(x.defined() && x.dim() == 3 && x.size(1) == o.in, ShapeError, layer_name(), ": expected input [N, ", o.in,
-           ", L], got ", x.defined() ? describe(x) : "undefined", ", weight ", describe(weight));
-  return in_layer(layer_name(), [&] {
-    if (o.padding_mode != PadMode::Constant) {
-      // Padded by the mode, then convolved without padding (PyTorch's padding_mode); "same" splits
-      // dilation (k - 1) with the smaller half first.
-      const int64_t total = o.dilation * (o.kernel - 1);
-      const std::vector<int64_t> amounts = o.padding_same ? std::vector<int64_t>{total / 2, total - total / 2}
-                                                          : std::vector<int64_t>{o.padding, o.padding};
-      return conv1d(pad(x, amounts, o.padding_mode), weight, bias,
-                    {.stride = o.stride, .padding = 0, .dilation = o.dilation, .groups = o.groups});
-    }
-    if (o.padding_same) return conv1d_same(x, weight, bias, o.dilation, o.groups);
-    return conv1d(x, weight, bias, {.stride = o.stride, .padding = o.padding, .dilation = o.dilation, .groups = o.groups});
+Tensor Conv1d::forward(const Tensor& input) {
+  return mg::detail::as_batch_of_one(input, 3, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
+    const Options& o = options_;
+    MG_CHECK(x.defined() && x.dim() == 3 && x.size(1) == o.in, ShapeError, layer_name(), ": expected input [N, ", o.in,
+             ", L] (or an unbatched [", o.in, ", L]), got ", x.defined() ? describe(x) : "undefined", ", weight ", describe(weight));
+    return in_layer(layer_name(), [&] {
+      if (o.padding_mode != PadMode::Constant) {
+        // Padded by the mode, then convolved without padding (PyTorch's padding_mode); "same" splits
+        // dilation (k - 1) with the smaller half first.
+        const int64_t total = o.dilation * (o.kernel - 1);
+        const std::vector<int64_t> amounts = o.padding_same ? std::vector<int64_t>{total / 2, total - total / 2}
+                                                            : std::vector<int64_t>{o.padding, o.padding};
+        return conv1d(pad(x, amounts, o.padding_mode), weight, bias,
+                      {.stride = o.stride, .padding = 0, .dilation = o.dilation, .groups = o.groups});
+      }
+      if (o.padding_same) return conv1d_same(x, weight, bias, o.dilation, o.groups);
+      return conv1d(x, weight, bias, {.stride = o.stride, .padding = o.padding, .dilation = o.dilation, .groups = o.groups});
+    });
   });
 }
 
@@ -92,12 +95,14 @@ ConvTranspose1d::ConvTranspose1d(Options o) : UnaryModule("ConvTranspose1d"), op
 
 void ConvTranspose1d::reset_parameters() { detail::reset_conv(weight, bias); }
 
-Tensor ConvTranspose1d::forward(const Tensor& x) {
-  const Options& o = options_;
-  return in_layer(layer_name(), [&] {
-    return conv_transpose1d(x, weight, bias,
-                            {.stride = o.stride, .padding = o.padding, .dilation = o.dilation, .groups = o.groups},
-                            o.output_padding);
+Tensor ConvTranspose1d::forward(const Tensor& input) {
+  return mg::detail::as_batch_of_one(input, 3, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
+    const Options& o = options_;
+    return in_layer(layer_name(), [&] {
+      return conv_transpose1d(x, weight, bias,
+                              {.stride = o.stride, .padding = o.padding, .dilation = o.dilation, .groups = o.groups},
+                              o.output_padding);
+    });
   });
 }
 
@@ -113,9 +118,11 @@ MaxPool1d::MaxPool1d(Options o) : UnaryModule("MaxPool1d"), options_(o) {
            ", stride=", o.stride, ", padding=", o.padding, ", dilation=", o.dilation);
 }
 
-Tensor MaxPool1d::forward(const Tensor& x) {
-  const Options& o = options_;
-  return in_layer(layer_name(), [&] { return max_pool1d(x, o.kernel, o.stride, o.padding, o.dilation, o.ceil_mode); });
+Tensor MaxPool1d::forward(const Tensor& input) {
+  return mg::detail::as_batch_of_one(input, 3, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
+    const Options& o = options_;
+    return in_layer(layer_name(), [&] { return max_pool1d(x, o.kernel, o.stride, o.padding, o.dilation, o.ceil_mode); });
+  });
 }
 
 std::string MaxPool1d::extra_repr() const {
@@ -130,10 +137,12 @@ AvgPool1d::AvgPool1d(Options o) : UnaryModule("AvgPool1d"), options_(o) {
            o.stride, ", padding=", o.padding);
 }
 
-Tensor AvgPool1d::forward(const Tensor& x) {
-  const Options& o = options_;
-  return in_layer(layer_name(),
-                  [&] { return avg_pool1d(x, o.kernel, o.stride, o.padding, o.count_include_pad, o.ceil_mode); });
+Tensor AvgPool1d::forward(const Tensor& input) {
+  return mg::detail::as_batch_of_one(input, 3, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
+    const Options& o = options_;
+    return in_layer(layer_name(),
+                    [&] { return avg_pool1d(x, o.kernel, o.stride, o.padding, o.count_include_pad, o.ceil_mode); });
+  });
 }
 
 std::string AvgPool1d::extra_repr() const {
@@ -146,8 +155,10 @@ AdaptiveAvgPool1d::AdaptiveAvgPool1d(Options o) : UnaryModule("AdaptiveAvgPool1d
   MG_CHECK(o.output >= 1, Error, "AdaptiveAvgPool1d: output must be >= 1, got ", o.output);
 }
 
-Tensor AdaptiveAvgPool1d::forward(const Tensor& x) {
-  return in_layer(layer_name(), [&] { return adaptive_avg_pool1d(x, options_.output); });
+Tensor AdaptiveAvgPool1d::forward(const Tensor& input) {
+  return mg::detail::as_batch_of_one(input, 3, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
+    return in_layer(layer_name(), [&] { return adaptive_avg_pool1d(x, options_.output); });
+  });
 }
 
 std::string AdaptiveAvgPool1d::extra_repr() const { return str_cat("output=", options_.output); }

@@ -1,3 +1,4 @@
+#include "mixgrad/ops/unbatched.h"
 #include "mixgrad/nn/pooling.h"
 
 #include "mixgrad/ops/conv.h"
@@ -18,7 +19,7 @@ void check_window(const char* layer, const Size2& kernel, const Size2& stride, c
 // mode the op itself decides (a window may reach up to stride - 1 past it, as PyTorch's).
 void check_input(const std::string& layer, const Tensor& x, const Size2& window, const Size2& padding,
                  bool ceil_mode) {
-  MG_CHECK(x.defined() && x.dim() == 4, ShapeError, layer, ": expected a 4-D input [N, C, H, W], got input ",
+  MG_CHECK(x.defined() && x.dim() == 4, ShapeError, layer, ": expected a 4-D input [N, C, H, W] (or an unbatched [C, H, W]), got input ",
            x.defined() ? str_cat(x.shape()) : "undefined");
   if (ceil_mode) return;
   MG_CHECK(x.size(2) + 2 * padding.h >= window.h && x.size(3) + 2 * padding.w >= window.w, ShapeError, layer,
@@ -39,11 +40,13 @@ MaxPool2d::MaxPool2d(Options o) : UnaryModule("MaxPool2d"), options_(o) {
            o.dilation.str());
 }
 
-Tensor MaxPool2d::forward(const Tensor& x) {
-  const Options& o = options_;
-  const Size2 window(o.dilation.h * (o.kernel.h - 1) + 1, o.dilation.w * (o.kernel.w - 1) + 1);
-  check_input(layer_name(), x, window, o.padding, o.ceil_mode);
-  return max_pool2d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.dilation.array(), o.ceil_mode);
+Tensor MaxPool2d::forward(const Tensor& input) {
+  return mg::detail::as_batch_of_one(input, 4, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
+    const Options& o = options_;
+    const Size2 window(o.dilation.h * (o.kernel.h - 1) + 1, o.dilation.w * (o.kernel.w - 1) + 1);
+    check_input(layer_name(), x, window, o.padding, o.ceil_mode);
+    return max_pool2d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.dilation.array(), o.ceil_mode);
+  });
 }
 
 std::string MaxPool2d::extra_repr() const {
@@ -59,11 +62,13 @@ AvgPool2d::AvgPool2d(Options o) : UnaryModule("AvgPool2d"), options_(o) {
            o.divisor_override.value_or(0));
 }
 
-Tensor AvgPool2d::forward(const Tensor& x) {
-  const Options& o = options_;
-  check_input(layer_name(), x, o.kernel, o.padding, o.ceil_mode);
-  return avg_pool2d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.count_include_pad, o.ceil_mode,
-                    o.divisor_override);
+Tensor AvgPool2d::forward(const Tensor& input) {
+  return mg::detail::as_batch_of_one(input, 4, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
+    const Options& o = options_;
+    check_input(layer_name(), x, o.kernel, o.padding, o.ceil_mode);
+    return avg_pool2d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.count_include_pad, o.ceil_mode,
+                      o.divisor_override);
+  });
 }
 
 std::string AvgPool2d::extra_repr() const {
@@ -77,10 +82,12 @@ AdaptiveAvgPool2d::AdaptiveAvgPool2d(Options o) : UnaryModule("AdaptiveAvgPool2d
            o.output.str());
 }
 
-Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
-  MG_CHECK(x.defined() && x.dim() == 4, ShapeError, layer_name(), ": expected a 4-D input [N, C, H, W], got input ",
-           x.defined() ? str_cat(x.shape()) : "undefined");
-  return adaptive_avg_pool2d(x, options_.output.array());
+Tensor AdaptiveAvgPool2d::forward(const Tensor& input) {
+  return mg::detail::as_batch_of_one(input, 4, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
+    MG_CHECK(x.defined() && x.dim() == 4, ShapeError, layer_name(), ": expected a 4-D input [N, C, H, W] (or an unbatched [C, H, W]), got input ",
+             x.defined() ? str_cat(x.shape()) : "undefined");
+    return adaptive_avg_pool2d(x, options_.output.array());
+  });
 }
 
 }  // namespace mg::nn

@@ -4,6 +4,7 @@
 // and the gradients of those two are again conv2d / conv2d_backward_* — so every rule is written
 // with these public ops and double backward works to any order.
 #include "mixgrad/ops/conv.h"
+#include "mixgrad/ops/unbatched.h"
 
 #include <string>
 
@@ -51,7 +52,7 @@ void check_geometry(const char* op, const OpAttrs& a, std::size_t n_ints) {
 
 void check_4d(const char* op, const char* what, const char* layout, const Tensor& t) {
   MG_CHECK(t.dim() == 4, ShapeError, op, ": expected a 4-D ", what, " ", layout, ", got ", what, " ",
-           describe(t), t.dim() == 3 ? "\n  hint: add a batch dim with unsqueeze(x, 0)" : "");
+           describe(t));
 }
 
 // Output size along one spatial dim; throws when the dilated kernel exceeds the padded input.
@@ -107,7 +108,7 @@ InferResult infer_conv2d(const Tensors& in, const OpAttrs& a) {
   check_geometry("conv2d", a, 7);
   const Tensor& x = in[0];
   const Tensor& w = in[1];
-  check_4d("conv2d", "input", "[N, C, H, W]", x);
+  check_4d("conv2d", "input", "[N, C, H, W] (or an unbatched [C, H, W])", x);
   check_4d("conv2d", "weight", "[O, C/groups, kH, kW]", w);
   const auto [ho, wo] = check_conv("conv2d", x.shape(), w.shape(), describe(x), describe(w), a);
   if (in.size() == 3) {
@@ -173,7 +174,7 @@ InferResult infer_conv_transpose2d(const Tensors& in, const OpAttrs& a) {
   check_geometry(op, a, 9);
   const Tensor& x = in[0];
   const Tensor& w = in[1];
-  check_4d(op, "input", "[N, Cin, H, W]", x);
+  check_4d(op, "input", "[N, Cin, H, W] (or an unbatched [Cin, H, W])", x);
   check_4d(op, "weight", "[Cin, Cout/groups, kH, kW]", w);
   const int64_t groups = a.ints[6];
   MG_CHECK(x.size(1) == w.size(0), ShapeError, op, ": input has ", x.size(1), " channels but weight expects ",
@@ -289,8 +290,10 @@ void register_conv_rules() {
 
 // ---- public API ----
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opt) {
-  if (bias.defined()) return dispatch1(OpId::conv2d, {x, w, bias}, conv_attrs(opt));
-  return dispatch1(OpId::conv2d, {x, w}, conv_attrs(opt));
+  return detail::as_batch_of_one(x, 4, [&](const Tensor& xb) {
+    if (bias.defined()) return dispatch1(OpId::conv2d, {xb, w, bias}, conv_attrs(opt));
+    return dispatch1(OpId::conv2d, {xb, w}, conv_attrs(opt));
+  });
 }
 Tensor conv2d_same(const Tensor& x, const Tensor& w, const Tensor& bias, std::array<int64_t, 2> dilation,
                    int64_t groups) {
@@ -304,10 +307,12 @@ Tensor conv2d_same(const Tensor& x, const Tensor& w, const Tensor& bias, std::ar
     pad[i] = total - total / 2;  // the larger (bottom/right) side
     crop[i] = pad[i] - total / 2;
   }
-  Tensor y = conv2d(x, w, bias, {.stride = {1, 1}, .padding = pad, .dilation = dilation, .groups = groups});
-  if (crop[0]) y = slice(y, 2, 1, y.size(2));
-  if (crop[1]) y = slice(y, 3, 1, y.size(3));
-  return y;
+  return detail::as_batch_of_one(x, 4, [&](const Tensor& xb) {
+    Tensor y = conv2d(xb, w, bias, {.stride = {1, 1}, .padding = pad, .dilation = dilation, .groups = groups});
+    if (crop[0]) y = slice(y, 2, 1, y.size(2));
+    if (crop[1]) y = slice(y, 3, 1, y.size(3));
+    return y;
+  });
 }
 Tensor conv2d_backward_input(const Tensor& g, const Tensor& w, std::array<int64_t, 2> input_hw,
                              const Conv2dOptions& opt) {
@@ -326,7 +331,9 @@ namespace mg {
 Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opt,
                         std::array<int64_t, 2> output_padding) {
   const OpAttrs a = conv_attrs(opt, output_padding);
-  if (bias.defined()) return dispatch1(OpId::conv_transpose2d, {x, w, bias}, a);
-  return dispatch1(OpId::conv_transpose2d, {x, w}, a);
+  return detail::as_batch_of_one(x, 4, [&](const Tensor& xb) {
+    if (bias.defined()) return dispatch1(OpId::conv_transpose2d, {xb, w, bias}, a);
+    return dispatch1(OpId::conv_transpose2d, {xb, w}, a);
+  });
 }
 }  // namespace mg

@@ -12,6 +12,7 @@
 #include "mixgrad/ops/infer.h"
 #include "mixgrad/ops/layout.h"
 #include "mixgrad/ops/ops.h"
+#include "mixgrad/ops/unbatched.h"
 #include "mixgrad/core/factory.h"
 
 namespace mg {
@@ -21,8 +22,8 @@ using A2 = std::array<int64_t, 2>;
 
 void check_input(const char* op, const Tensor& x) {
   check_floating(op, x);
-  MG_CHECK(x.dim() == 4, ShapeError, op, ": expected a 4-D input [N, C, H, W], got input ", describe(x),
-           x.dim() == 3 ? "\n  hint: add a batch dim with unsqueeze(x, 0)" : "");
+  MG_CHECK(x.dim() == 4, ShapeError, op, ": expected a 4-D input [N, C, H, W] (or an unbatched [C, H, W]), got input ",
+           describe(x));
 }
 
 // Validates one dim of a window and returns its output size.
@@ -253,10 +254,14 @@ void register_pool_rules() {
 
 // ---- public API ----
 Tensor max_pool2d(const Tensor& x, A2 kernel, A2 stride, A2 padding, A2 dilation, bool ceil_mode) {
-  return dispatch1(OpId::max_pool2d, {x}, max_attrs(kernel, stride, padding, dilation, ceil_mode));
+  return detail::as_batch_of_one(x, 4, [&](const Tensor& xb) {
+    return dispatch1(OpId::max_pool2d, {xb}, max_attrs(kernel, stride, padding, dilation, ceil_mode));
+  });
 }
 Tensor max_pool2d_indices(const Tensor& x, A2 kernel, A2 stride, A2 padding, A2 dilation, bool ceil_mode) {
-  return dispatch1(OpId::max_pool2d_indices, {x}, max_attrs(kernel, stride, padding, dilation, ceil_mode));
+  return detail::as_batch_of_one(x, 4, [&](const Tensor& xb) {
+    return dispatch1(OpId::max_pool2d_indices, {xb}, max_attrs(kernel, stride, padding, dilation, ceil_mode));
+  });
 }
 Tensor max_pool2d_backward(const Tensor& g, const Tensor& indices, A2 input_hw, A2 kernel, A2 stride, A2 padding,
                            A2 dilation, bool ceil_mode) {
@@ -267,8 +272,10 @@ Tensor max_pool2d_backward(const Tensor& g, const Tensor& indices, A2 input_hw, 
 }
 Tensor avg_pool2d(const Tensor& x, A2 kernel, A2 stride, A2 padding, bool count_include_pad, bool ceil_mode,
                   std::optional<int64_t> divisor_override) {
-  return dispatch1(OpId::avg_pool2d, {x},
-                   avg_attrs(kernel, stride, padding, count_include_pad, ceil_mode, divisor_override));
+  return detail::as_batch_of_one(x, 4, [&](const Tensor& xb) {
+    return dispatch1(OpId::avg_pool2d, {xb},
+                     avg_attrs(kernel, stride, padding, count_include_pad, ceil_mode, divisor_override));
+  });
 }
 Tensor avg_pool2d_backward(const Tensor& g, A2 input_hw, A2 kernel, A2 stride, A2 padding, bool count_include_pad,
                            bool ceil_mode, std::optional<int64_t> divisor_override) {
@@ -280,7 +287,7 @@ Tensor avg_pool2d_backward(const Tensor& g, A2 input_hw, A2 kernel, A2 stride, A
 Tensor adaptive_avg_pool2d(const Tensor& x, A2 output_hw) {
   OpAttrs a;
   a.ints = {output_hw[0], output_hw[1]};
-  return dispatch1(OpId::adaptive_avg_pool2d, {x}, a);
+  return detail::as_batch_of_one(x, 4, [&](const Tensor& xb) { return dispatch1(OpId::adaptive_avg_pool2d, {xb}, a); });
 }
 Tensor adaptive_avg_pool2d_backward(const Tensor& g, A2 input_hw) {
   OpAttrs a;

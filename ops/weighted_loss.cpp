@@ -107,10 +107,15 @@ Tensor probability_cross_entropy(const Tensor& input, const Tensor& target, cons
            describe(target));
   MG_CHECK(input.dim() >= 1, ShapeError, op, ": expected input [N, C] or [N, C, d1, ...] (or [C]), got ",
            describe(input));
-  MG_CHECK(target.shape() == input.shape(), ShapeError, op,
-           ": a floating target holds class probabilities and must have the input's shape ", input.shape(),
-           ", got target ", describe(target), " for input ", describe(input),
-           "\n  hint: for class indices pass an i64 target of the input's shape without the class dim");
+  if (target.shape() != input.shape()) {
+    Shape labels = input.shape();  // the shape class indices would have: without the class dim
+    labels.erase(labels.begin() + (input.dim() == 1 ? 0 : 1));
+    MG_THROW(ShapeError, op, ": a floating target holds class probabilities and must have the input's shape ",
+             input.shape(), ", got target ", describe(target), " for input ", describe(input),
+             target.shape() == labels
+                 ? "\n  hint: it has the shape of class indices: convert them with to(target, DType::I64)"
+                 : "\n  hint: class indices are an i64 target of the input's shape without the class dim");
+  }
   MG_CHECK(target.device() == input.device(), DeviceError, op, ": target is on ", target.device(),
            " but input is on ", input.device());
   MG_CHECK(ignore_index == -100, Error, op, ": ignore_index (", ignore_index,

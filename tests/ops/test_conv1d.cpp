@@ -307,8 +307,8 @@ TEST_CASE("conv1d, Conv1d and max_pool1d: bad inputs are named errors", "[ops][c
   CHECK(conv1d(zeros({1, 2, 4}), zeros({3, 2, 5}), {}, {.padding = 1}).shape() == Shape{1, 3, 2});
   MG_REQUIRE_ERROR(nn::Conv1d({.in = 2, .out = 3, .kernel = 3, .stride = 2, .padding_same = true}),
                    "Conv1d: padding_same needs stride 1");
-  MG_REQUIRE_ERROR(max_pool1d(zeros({2, 8}), 2), "max_pool1d: expected x [N, C, L]");
+  MG_REQUIRE_ERROR(max_pool1d(zeros({8}), 2), "max_pool1d: expected x [N, C, L]");
   nn::Conv1d layer({.in = 2, .out = 3, .kernel = 3});
-  MG_REQUIRE_ERROR(layer(zeros({1, 4, 8})), "Conv1d(2, 3, kernel=3, stride=1): expected input [N, 2, L], got [1, 4, 8]");
+  MG_REQUIRE_ERROR(layer(zeros({1, 4, 8})), "Conv1d(2, 3, kernel=3, stride=1): expected input [N, 2, L] (or an unbatched [2, L]), got [1, 4, 8]");
   MG_REQUIRE_ERROR(layer(zeros({1, 2, 1})), "Conv1d(2, 3, kernel=3, stride=1): conv1d: kernel 3 (dilated 3) is longer");
 }

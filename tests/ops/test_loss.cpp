@@ -259,9 +259,13 @@ TEST_CASE("loss: error messages name the op and both shapes", "[loss][errors]") 
   CHECK_THROWS_WITH(cross_entropy(x, labels({0, 1, 2}, {3})),
                     Contains("cross_entropy: expected target of shape [2]") && Contains("[3]") &&
                         Contains("[2, 3]"));
-  CHECK_THROWS_AS(cross_entropy(x, f64({0, 1}, {2})), DTypeError);
-  CHECK_THROWS_WITH(cross_entropy(x, f64({0, 1}, {2})), Contains("cross_entropy: expected an i64 target") &&
-                                                             Contains("hint:"));
+  // A floating target is a distribution over classes; one of the labels' shape is named as such.
+  CHECK_THROWS_AS(cross_entropy(x, f64({0, 1}, {2})), ShapeError);
+  CHECK_THROWS_WITH(cross_entropy(x, f64({0, 1}, {2})),
+                    Contains("cross_entropy: a floating target holds class probabilities and must have the input's "
+                             "shape [2, 3], got target [2] f64 cpu") &&
+                        Contains("hint: it has the shape of class indices: convert them with to(target, DType::I64)"));
+  CHECK_THROWS_AS(nll_loss(x, f64({0, 1}, {2})), DTypeError);
   CHECK_THROWS_AS(mse_loss(x, f64({1, 2, 3}, {3})), ShapeError);
   CHECK_THROWS_WITH(mse_loss(x, f64({1, 2, 3}, {3})), Contains("mse_loss: expected input and target of the same shape") &&
                                                            Contains("[2, 3]") && Contains("[3]"));
