@@ -23,18 +23,16 @@
 //   cudaErrorStreamCaptureUnsupported and invalidates the capture.
 // - A kernel that fails (grid_runner.h) makes every later call return cudaErrorLaunchFailure, as a
 //   device fault does; the reason is printed to stderr once.
+//
+// The state these share, and the guarded memory and deferred streams, live in runtime_state.h,
+// guarded_memory.cpp and deferred_streams.cpp.
 #include <cuda_runtime.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,92 +42,9 @@
 
 #include "mixgrad/cuda/emulator/device_side.h"
 #include "mixgrad/cuda/emulator/emulator.h"
+#include "mixgrad/cuda/emulator/runtime_state.h"
 
-namespace mg_emu {
-namespace {
-
-struct Node {
-  enum Kind { Kernel, Copy, Fill, Task } kind = Kernel;
-  LaunchShape shape;
-  void (*body)(void*) = nullptr;
-  void (*destroy)(void*) = nullptr;
-  void* arg = nullptr;  // owned
-  void* dst = nullptr;
-  const void* src = nullptr;
-  std::size_t bytes = 0;
-  int value = 0;
-  std::shared_ptr<std::function<void()>> task;
-};
-
-struct StreamObject;
-struct EventObject;
-struct GraphObject;
-
-// One queued piece of a stream's work (deferred streams): an operation (a node, or a whole graph
-// launch), an event's record, or a wait until another stream has run `position` of its items.
-struct Work {
-  enum Kind { Run, Record, Wait } kind = Run;
-  Node node;                           // Run: owns node.arg (node.destroy)
-  std::shared_ptr<GraphObject> graph;  // Run: a graph launch instead of the node
-  std::vector<char> staged;            // Run: a copy's pageable source, read at submission
-  EventObject* event = nullptr;        // Record
-  StreamObject* after = nullptr;       // Wait
-  uint64_t position = 0;               // Wait
-};
-
-struct GraphObject {
-  std::vector<Node> nodes;
-  bool capturing = true;                // until its capture ends
-  std::vector<StreamObject*> members;   // the capturing stream and the streams forked into it
-  ~GraphObject() {
-    for (Node& n : nodes) {
-      if (n.destroy != nullptr) n.destroy(n.arg);
-    }
-  }
-};
-
-struct ExecObject {
-  std::shared_ptr<GraphObject> graph;
-};
-
-struct StreamObject {
-  int device = 0;
-  bool legacy = false;
-  std::shared_ptr<GraphObject> capture;  // while capturing
-  bool invalidated = false;
-  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
-  std::thread::id thread;
-  StreamObject* origin = nullptr;  // a stream joined into another stream's capture
-  // Deferred streams: the queued work, how many items were ever queued and run.
-  bool blocking = false;  // made without cudaStreamNonBlocking: ordered with the legacy stream
-  std::deque<Work> queue;
-  uint64_t enqueued = 0, executed = 0;
-  bool running = false;
-};
-
-struct EventObject {
-  int device = 0;
-  bool timing = true;
-  bool recorded = false;
-  double ms = 0;
-  std::shared_ptr<GraphObject> captured;  // recorded inside a capture
-  StreamObject* capture_stream = nullptr;
-  // Deferred streams: the last record is done when `stream` has run `position` items. A record
-  // still queued keeps a destroyed event alive until it runs.
-  StreamObject* stream = nullptr;
-  uint64_t position = 0, serial = 0, told_not_ready = 0;
-  int pending = 0;
-  bool destroyed = false;
-};
-
-struct Allocation {
-  std::size_t bytes = 0;    // as asked for: copies and library operands must stay inside
-  bool host = false;
-  int device = 0;
-  std::size_t rounded = 0;  // counted against the device's memory (bytes rounded up to 256)
-  char* map = nullptr;      // device memory: its mapping, guard pages included
-  std::size_t map_bytes = 0;
-};
+namespace mg_emu::rt {
 
 std::recursive_mutex g_mutex;  // one emulated operation at a time, process-wide
 std::map<uintptr_t, Allocation> g_allocations;
@@ -140,6 +55,8 @@ std::string g_sticky_reason;
 thread_local cudaError_t t_last = cudaSuccess;
 thread_local int t_device = 0;
 thread_local cudaStreamCaptureMode t_mode = cudaStreamCaptureModeGlobal;
+std::vector<StreamObject*> g_streams;
+uint64_t g_record_serial = 0;
 
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -166,99 +83,6 @@ cudaError_t fail(cudaError_t e) {
   return e;
 }
 
-// ---- Guarded device memory (the file comment) ----
-
-std::size_t page_bytes() {
-  static const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
-  return page;
-}
-
-// The last mappings cudaFree returned, so that a fault there is named a use after free.
-struct FreedRange {
-  uintptr_t begin = 0, end = 0;
-  std::size_t bytes = 0;
-};
-std::array<FreedRange, 64> g_freed;
-std::size_t g_freed_next = 0;
-struct sigaction g_previous_fault_handler;
-
-// A fault in or next to device memory: say which allocation, then hand the fault to the handler
-// that was there before (Catch2's report, or the default core dump) by returning with it restored:
-// the access faults again. Runs while the faulting kernel holds g_mutex, so nothing changes the
-// allocations meanwhile; snprintf and write are enough (the process ends here).
-void on_fault(int, siginfo_t* info, void*) {
-  const uintptr_t a = uintptr_t(info->si_addr);
-  char msg[400];
-  int n = 0;
-  for (const auto& [p, al] : g_allocations) {
-    if (al.host || a < uintptr_t(al.map) || a >= uintptr_t(al.map) + al.map_bytes) continue;
-    n = std::snprintf(msg, sizeof msg,
-                      "CUDA emulator: a kernel touched byte %lld of a device allocation of %zu bytes at %p (address %p): out "
-                      "of bounds (on a GPU: garbage, another tensor's data or an illegal address)\n",
-                      static_cast<long long>(a) - static_cast<long long>(p), al.bytes, reinterpret_cast<void*>(p),
-                      info->si_addr);
-    break;
-  }
-  for (std::size_t k = 1; k <= g_freed.size() && n == 0; ++k) {  // the newest first: addresses are reused
-    const FreedRange& f = g_freed[(g_freed_next + g_freed.size() - k) % g_freed.size()];
-    if (a >= f.begin && a < f.end) {
-      n = std::snprintf(msg, sizeof msg,
-                        "CUDA emulator: a kernel touched a device allocation of %zu bytes after cudaFree (address %p): a use "
-                        "after free\n",
-                        f.bytes, info->si_addr);
-    }
-  }
-  if (n > 0) (void)!write(STDERR_FILENO, msg, std::size_t(std::min<int>(n, int(sizeof msg) - 1)));
-  sigaction(SIGSEGV, &g_previous_fault_handler, nullptr);
-}
-
-// At every cudaMalloc, not once: a test framework that installs its own handler per test case
-// and restores the one it found afterwards would otherwise leave ours out.
-void install_fault_handler() {
-  struct sigaction now {};
-  if (sigaction(SIGSEGV, nullptr, &now) != 0) return;
-  if ((now.sa_flags & SA_SIGINFO) != 0 && now.sa_sigaction == on_fault) return;
-  struct sigaction sa {};
-  sa.sa_sigaction = on_fault;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGSEGV, &sa, &g_previous_fault_handler);
-}
-
-// The start of `placed` bytes at the end of a fresh mapping, 0xff-filled, between two
-// inaccessible pages; nullptr when the host has no memory for it.
-char* map_guarded(std::size_t placed, Allocation& a) {
-  const std::size_t page = page_bytes();
-  const std::size_t body = (placed + page - 1) / page * page;
-  a.map_bytes = body + 2 * page;
-  void* m = mmap(nullptr, a.map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) return nullptr;
-  a.map = static_cast<char*>(m);
-  if (mprotect(a.map, page, PROT_NONE) != 0 || mprotect(a.map + page + body, page, PROT_NONE) != 0) {
-    munmap(m, a.map_bytes);
-    return nullptr;
-  }
-  std::memset(a.map + page, 0xff, body);
-  install_fault_handler();
-  return a.map + page + body - placed;
-}
-
-// Where a kernel wrote into the 0xff bytes around the allocation at `p`: "" when nowhere.
-std::string overwritten_guard_bytes(uintptr_t p, const Allocation& a) {
-  const char* begin = a.map + page_bytes();
-  const char* end = a.map + a.map_bytes - page_bytes();
-  const char* start = reinterpret_cast<const char*>(p);
-  const auto changed = [](const char* lo, const char* hi) {
-    return std::find_if(lo, hi, [](char c) { return static_cast<unsigned char>(c) != 0xff; });
-  };
-  const char* before = changed(begin, start);
-  const char* after = changed(start + a.bytes, end);
-  if (before == start && after == end) return "";
-  const long long at = static_cast<long long>((before != start ? before : after) - start);
-  return "a kernel wrote byte " + std::to_string(at) + " of the device allocation of " + std::to_string(a.bytes) +
-         " bytes at " + std::to_string(p) + ", outside it (found at cudaFree; on a GPU it overwrites another tensor)";
-}
-
 StreamObject* legacy_stream(int device) {
   static std::vector<StreamObject> streams(std::size_t(std::max(1, device_count())));
   StreamObject* s = &streams[std::size_t(device)];
@@ -267,16 +91,12 @@ StreamObject* legacy_stream(int device) {
   return s;
 }
 
-std::vector<StreamObject*> g_streams;  // made by cudaStreamCreateWithFlags (never destroyed here)
-uint64_t g_record_serial = 0;          // numbers event records (deferred streams)
-
 StreamObject* stream_of(cudaStream_t s) {
   if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return legacy_stream(t_device);
   return reinterpret_cast<StreamObject*>(s);
 }
 
 // Whether this thread may make a potentially unsafe call now (the runtime's capture rules).
-bool forbids(const StreamObject* s);
 bool prohibited() {
   for (StreamObject* s : g_captures) {
     if (forbids(s)) return true;
@@ -322,153 +142,6 @@ void run_node(const Node& n) {
   }
 }
 
-// ---- Deferred streams (the file comment) ----
-
-// MG_CUDA_EMULATOR_STREAMS: "immediate" (or unset) or "deferred"; another text makes the first
-// call that asks a sticky failure naming it.
-int& stream_mode() {
-  static int mode = [] {
-    const char* v = std::getenv("MG_CUDA_EMULATOR_STREAMS");
-    const std::string t = v == nullptr ? "" : v;
-    if (t.empty() || t == "immediate") return 0;
-    if (t == "deferred") return 1;
-    return -1;
-  }();
-  return mode;
-}
-
-bool deferred_streams() {
-  const int mode = stream_mode();
-  if (mode < 0 && g_sticky == cudaSuccess) {
-    g_sticky = cudaErrorInvalidValue;
-    g_sticky_reason = std::string("MG_CUDA_EMULATOR_STREAMS=") + std::getenv("MG_CUDA_EMULATOR_STREAMS") +
-                      ": expected immediate or deferred";
-    std::fprintf(stderr, "CUDA emulator: %s\n", g_sticky_reason.c_str());
-  }
-  return mode == 1;
-}
-
-void run_until(StreamObject* s, uint64_t position);
-
-// Drops every queued item (after a device fault nothing more runs), releasing what they own.
-void drop_queues() {
-  std::vector<StreamObject*> all = g_streams;
-  for (int d = 0; d < std::max(1, device_count()); ++d) all.push_back(legacy_stream(d));
-  for (StreamObject* s : all) {
-    for (Work& w : s->queue) {
-      if (w.node.destroy != nullptr) w.node.destroy(w.node.arg);
-      if (w.kind == Work::Record && --w.event->pending == 0 && w.event->destroyed) delete w.event;
-    }
-    s->executed += s->queue.size();
-    s->queue.clear();
-  }
-}
-
-void execute(Work& w) {
-  switch (w.kind) {
-    case Work::Run:
-      if (w.graph) {
-        for (const Node& n : w.graph->nodes) run_node(n);
-      } else {
-        if (!w.staged.empty()) w.node.src = w.staged.data();
-        run_node(w.node);
-      }
-      break;
-    case Work::Record:
-      w.event->recorded = true;
-      w.event->ms = now_ms();
-      if (--w.event->pending == 0 && w.event->destroyed) delete w.event;
-      break;
-    case Work::Wait:
-      run_until(w.after, w.position);
-      break;
-  }
-}
-
-// Runs `s`'s queue until it has run `position` items (and whatever those wait for).
-void run_until(StreamObject* s, uint64_t position) {
-  if (s->executed >= position || s->queue.empty()) return;
-  if (s->running) {
-    // s waits (through other streams) for its own later work. An event names work queued before
-    // its record, so the runtime's calls cannot build this; kept as a guard against a wrong queue.
-    if (g_sticky == cudaSuccess) {
-      g_sticky = cudaErrorLaunchFailure;
-      g_sticky_reason = "streams wait on each other's events in a cycle (a GPU hangs here)";
-      std::fprintf(stderr, "CUDA emulator: %s\n", g_sticky_reason.c_str());
-    }
-    return;
-  }
-  s->running = true;
-  while (s->executed < position && !s->queue.empty() && g_sticky == cudaSuccess) {
-    Work w = std::move(s->queue.front());
-    s->queue.pop_front();
-    execute(w);
-    if (w.node.destroy != nullptr) w.node.destroy(w.node.arg);
-    ++s->executed;
-  }
-  s->running = false;
-  if (g_sticky != cudaSuccess) drop_queues();
-}
-
-void run_all() {
-  for (int d = 0; d < std::max(1, device_count()); ++d) run_until(legacy_stream(d), legacy_stream(d)->enqueued);
-  for (StreamObject* s : g_streams) run_until(s, s->enqueued);
-}
-
-// Queues `w` on `s`, after the work it must follow by the legacy stream's rule: the legacy stream
-// waits for the blocking streams of its device, and they wait for it.
-void enqueue(StreamObject* s, Work w) {
-  auto wait_for = [&](StreamObject* other) {
-    if (other == s || other->executed >= other->enqueued) return;
-    Work before;
-    before.kind = Work::Wait;
-    before.after = other;
-    before.position = other->enqueued;
-    s->queue.push_back(std::move(before));
-    ++s->enqueued;
-  };
-  if (s->legacy) {
-    for (StreamObject* b : g_streams) {
-      if (b->blocking && b->device == s->device) wait_for(b);
-    }
-  } else if (s->blocking) {
-    wait_for(legacy_stream(s->device));
-  }
-  s->queue.push_back(std::move(w));
-  ++s->enqueued;
-}
-
-// Whether [p, p + bytes) lies inside one pinned host allocation (cudaHostAlloc).
-bool is_pinned_range(const void* p, std::size_t bytes) {
-  auto it = g_allocations.upper_bound(uintptr_t(p));
-  if (it == g_allocations.begin()) return false;
-  --it;
-  return it->second.host && uintptr_t(p) + std::max<std::size_t>(bytes, 1) <= it->first + it->second.bytes;
-}
-
-// Runs `n` now, or records it when `stream` is being captured (taking ownership of n.arg), or
-// queues it on a deferred stream (taking ownership too). `staged`: a copy's pageable source,
-// whose bytes the runtime reads before returning; `blocking`: the call returns only when the
-// operation is done (a copy into pageable host memory).
-cudaError_t submit(cudaStream_t stream, Node n, bool staged = false, bool blocking = false) {
-  StreamObject* s = stream_of(stream);
-  if (s->capture) {
-    s->capture->nodes.push_back(n);
-    return cudaSuccess;
-  }
-  if (!deferred_streams()) {
-    run_node(n);
-    if (n.destroy != nullptr) n.destroy(n.arg);
-    return cudaSuccess;
-  }
-  Work w;
-  w.node = n;
-  if (staged) w.staged.assign(static_cast<const char*>(n.src), static_cast<const char*>(n.src) + n.bytes);
-  enqueue(s, std::move(w));
-  if (blocking) run_until(s, s->enqueued);
-  return g_sticky != cudaSuccess ? fail(g_sticky) : cudaSuccess;
-}
-
 // Whether [p, p + bytes) lies inside one device allocation.
 bool is_device_range(const void* p, std::size_t bytes) {
   auto it = g_allocations.upper_bound(uintptr_t(p));
@@ -477,7 +150,11 @@ bool is_device_range(const void* p, std::size_t bytes) {
   return !it->second.host && uintptr_t(p) + std::max<std::size_t>(bytes, 1) <= it->first + it->second.bytes;
 }
 
-}  // namespace
+}  // namespace mg_emu::rt
+
+namespace mg_emu {
+
+using namespace rt;
 
 void submit_launch(const LaunchShape& shape, cudaStream_t stream, void (*body)(void*), void* arg,
                    void (*copy)(const void*, void**), void (*destroy)(void*)) {
@@ -550,6 +227,7 @@ std::string sticky_failure() {
 }  // namespace mg_emu
 
 using namespace mg_emu;
+using namespace mg_emu::rt;
 
 #define MG_EMU_ENTER()                                 \
   std::lock_guard<std::recursive_mutex> lock(g_mutex); \
@@ -703,8 +381,7 @@ cudaError_t cudaFree(void* p) {
   }
   g_device_bytes[std::size_t(a.device)] -= a.rounded;
   g_allocations.erase(it);
-  munmap(a.map, a.map_bytes);
-  g_freed[g_freed_next++ % g_freed.size()] = FreedRange{uintptr_t(a.map), uintptr_t(a.map) + a.map_bytes, a.bytes};
+  unmap_freed(a);
   return cudaSuccess;
 }
 
