@@ -23,6 +23,9 @@ Tensor unary(OpId op, const Tensor& x, const OpAttrs& attrs = {}) { return dispa
 // (±inf are how clamp_min / clamp_max leave a side open).
 bool clamp_bound_needs_float(double v) { return std::isnan(v) || (std::isfinite(v) && v != std::trunc(v)); }
 
+// Whether an integer tensor raised to `e` stays an integer: a whole e in [0, 2^63).
+bool integer_exponent(double e) { return e >= 0.0 && e < 0x1p63 && e == std::trunc(e); }
+
 // Casts a and b to their promoted dtype (DESIGN §3) before a binary op.
 Tensors promoted(const Tensor& a, const Tensor& b, bool floating_result = false) {
   MG_CHECK(a.defined() && b.defined(), Error, "binary op: undefined tensor operand");
@@ -272,7 +275,18 @@ InferResult infer_relu_backward(const Tensors& in, const OpAttrs&) { return infe
 MG_UNARY_INFER(silu)
 MG_UNARY_INFER(softplus)
 MG_UNARY_INFER(erf)
-MG_UNARY_INFER(pow_scalar)
+// pow_scalar: floating, or an integer tensor with a whole exponent >= 0 (the public pow makes an
+// f32 result for any other exponent, so only pow_ reaches the refusal).
+InferResult infer_pow_scalar(const Tensors& in, const OpAttrs& a) {
+  if (in[0].is_floating_point()) return infer_unary_floating("pow_scalar", in);
+  MG_CHECK(in[0].dtype() != DType::Bool && integer_exponent(a.alpha), DTypeError, "pow_: ", describe(in[0]), " ** ",
+           a.alpha, " is not an integer of its dtype (",
+           in[0].dtype() == DType::Bool ? "a bool tensor's power is i64" : "the exponent is not a whole number >= 0",
+           ") and cannot be written in place",
+           "\n  hint: use pow(), which returns the ", in[0].dtype() == DType::Bool ? "i64" : "f32",
+           " result, or convert the tensor first");
+  return infer_unary_any("pow_scalar", in);
+}
 MG_UNARY_INFER(mul_scalar)
 MG_UNARY_INFER(div_scalar)
 #undef MG_UNARY_INFER
@@ -432,7 +446,21 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
   return unary(OpId::softplus, x, {.alpha = beta, .beta = threshold});
 }
 Tensor erf(const Tensor& x) { return unary(OpId::erf, x); }
-Tensor pow(const Tensor& x, double exponent) { return unary(OpId::pow_scalar, x, {.alpha = exponent}); }
+Tensor pow(const Tensor& x, double exponent) {
+  if (x.defined() && !is_floating(x.dtype())) {
+    // Integers, as PyTorch's: a whole exponent >= 0 keeps the dtype (bool becomes i64, as its
+    // scalars do) and wraps; a negative whole one is refused; any other (a fraction, NaN, inf)
+    // gives f32, as `x op v` does for a scalar the dtype cannot hold.
+    if (integer_exponent(exponent)) {
+      return unary(OpId::pow_scalar, x.dtype() == DType::Bool ? to(x, DType::I64) : x, {.alpha = exponent});
+    }
+    MG_CHECK(!(std::isfinite(exponent) && exponent == std::trunc(exponent)), Error,
+             "pow: integers to negative integer powers are not allowed, got ", describe(x), " ** ", exponent,
+             "\n  hint: convert to a floating dtype first: pow(to(x, DType::F32), ", exponent, ")");
+    return unary(OpId::pow_scalar, to(x, DType::F32), {.alpha = exponent});
+  }
+  return unary(OpId::pow_scalar, x, {.alpha = exponent});
+}
 // min > max is PyTorch's: every value is max, and the gradient 0 (clamp_bw: no x lies inside).
 Tensor clamp(const Tensor& x, double min, double max) {
   // A bound an integer tensor cannot hold exactly makes an f32 result, as `x op v` does (and as

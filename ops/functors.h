@@ -426,12 +426,23 @@ struct DivScalar {
   double s;
   template <typename T> MG_HOST_DEVICE T operator()(T x) const { return x / T(s); }
 };
+// Integers take a whole exponent in [0, 2^63) (ops/elementwise.cpp's pow sees to it): squaring,
+// wrapping as PyTorch's integer pow (0 ** 0 is 1).
 struct PowScalar {
   double exponent;
   template <typename T> MG_HOST_DEVICE T operator()(T x) const {
-    if (exponent == 2.0) return x * x;
-    if (exponent == 1.0) return x;
-    return std::pow(x, T(exponent));
+    if constexpr (std::is_integral_v<T>) {
+      T result = T(1), base = x;
+      for (unsigned long long e = static_cast<unsigned long long>(exponent); e != 0; e >>= 1) {
+        if (e & 1) result = wrapping_mul(result, base);
+        base = wrapping_mul(base, base);
+      }
+      return result;
+    } else {
+      if (exponent == 2.0) return x * x;
+      if (exponent == 1.0) return x;
+      return std::pow(x, T(exponent));
+    }
   }
 };
 // min/max given as doubles; NaN propagates. min > max gives max everywhere, as PyTorch's

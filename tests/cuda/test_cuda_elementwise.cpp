@@ -148,6 +148,22 @@ TEST_CASE("CUDA binary ops match the CPU with broadcasting", "[cuda][gpu][elemen
   mg::test::require_no_pending_cuda_error();
 }
 
+TEST_CASE("CUDA pow of integer tensors wraps as the CPU's", "[cuda][gpu][elementwise]") {
+  const Tensor a = arange(-40, 4057);  // odd size, negative bases, overflow for large exponents
+  for (const DType dt : {DType::I64, DType::I32, DType::U8}) {
+    for (const double e : {0.0, 1.0, 2.0, 7.0, 31.0}) {
+      INFO(dtype_name(dt) << " ** " << e);
+      const Tensor x = to(a, dt);
+      const Tensor want = pow(x, e), got = pow(x.to(gpu()), e);
+      REQUIRE(got.dtype() == dt);
+      CHECK(values(got) == values(want));
+      CHECK(values(pow(x.to(gpu()).narrow(0, 1, 4000).unsqueeze(0).expand({2, 4000}), e)) ==
+            values(pow(x.narrow(0, 1, 4000).unsqueeze(0).expand({2, 4000}), e)));
+    }
+  }
+  mg::test::require_no_pending_cuda_error();
+}
+
 TEST_CASE("CUDA comparisons, where and fill_ are exact", "[cuda][gpu][elementwise]") {
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I64}) {
     const Tensor a = to(inputs_in(DType::F32, {4097}, 4.0, 8), dt);

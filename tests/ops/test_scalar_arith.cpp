@@ -85,3 +85,46 @@ TEST_CASE("mul_scalar / div_scalar: gradients, autocast and integer tensors", "[
   CHECK((i * 2.0).dtype() == DType::I32);
   CHECK((i / 2.0).dtype() == DType::F32);
 }
+
+TEST_CASE("pow of integer tensors: whole exponents keep the dtype and wrap, others give f32, as PyTorch's",
+          "[ops][scalar]") {
+  // Expected values printed by PyTorch 2.15 for torch.arange(-3, 5) ** e.
+  const Tensor a = arange(-3, 5);
+  const auto ints = [](const Tensor& t) {
+    std::vector<int64_t> v;
+    for (double x : test::values(t)) v.push_back(int64_t(x));
+    return v;
+  };
+  CHECK(pow(a, 2.0).dtype() == DType::I64);
+  CHECK(ints(pow(a, 2.0)) == std::vector<int64_t>{9, 4, 1, 0, 1, 4, 9, 16});
+  CHECK(ints(pow(a, 3.0)) == std::vector<int64_t>{-27, -8, -1, 0, 1, 8, 27, 64});
+  CHECK(ints(pow(a, 0.0)) == std::vector<int64_t>{1, 1, 1, 1, 1, 1, 1, 1});  // 0 ** 0 is 1
+  // u8 and i32 wrap: (-3 as u8 = 253) ** 2 = 9 mod 256; i32 ** 31 overflows as PyTorch's does.
+  const Tensor u = pow(to(a, DType::U8), 2.0);
+  CHECK(u.dtype() == DType::U8);
+  CHECK(ints(u) == std::vector<int64_t>{9, 4, 1, 0, 1, 4, 9, 16});
+  const Tensor i = pow(to(a, DType::I32), 31.0);
+  CHECK(i.dtype() == DType::I32);
+  CHECK(ints(i) == std::vector<int64_t>{-1264544299, -2147483648LL, -1, 0, 1, -2147483648LL, 1264544299, 0});
+  // bool is i64 (its scalars' rule)
+  const Tensor b = pow(gt(a, zeros_like(a)), 2.0);
+  CHECK(b.dtype() == DType::I64);
+  CHECK(ints(b) == std::vector<int64_t>{0, 0, 0, 0, 1, 1, 1, 1});
+  // A fractional exponent gives f32; a negative whole one is refused, as PyTorch refuses it.
+  const Tensor f = pow(a, 0.5);
+  CHECK(f.dtype() == DType::F32);
+  const std::vector<double> fv = test::values(f);
+  CHECK(std::isnan(fv[0]));
+  CHECK(fv[3] == 0.0);
+  CHECK(fv[5] == Approx(std::sqrt(2.0)).epsilon(1e-7));
+  MG_REQUIRE_ERROR(pow(a, -1.0), "pow: integers to negative integer powers are not allowed, got [8] i64 cpu ** -1");
+  // In place: a whole exponent stays in the tensor; any other is refused with the reason.
+  Tensor c = a.clone();
+  c.pow_(2.0);
+  CHECK(ints(c) == std::vector<int64_t>{9, 4, 1, 0, 1, 4, 9, 16});
+  Tensor d = a.clone();
+  MG_REQUIRE_ERROR(d.pow_(0.5), "pow_: [8] i64 cpu ** 0.5 is not an integer of its dtype");
+  // Strided and broadcast views take the same kernel.
+  const Tensor m = reshape(arange(0, 12), {3, 4}).transpose(0, 1);
+  CHECK(ints(pow(m, 2.0)) == ints(pow(contiguous(m), 2.0)));
+}
