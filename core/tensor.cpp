@@ -7,6 +7,11 @@
 #include "mixgrad/core/storage_bytes.h"
 #include "mixgrad/core/visit_dtype.h"
 
+// Every program that uses a tensor links the processor check of core/isa_guard.cpp (a file of
+// the static library is linked only when something refers to it).
+extern "C" const char mg_isa_guard_anchor;
+[[maybe_unused]] __attribute__((used)) static const char* const kIsaGuard = &mg_isa_guard_anchor;
+
 namespace mg {
 
 // (A 0-d tensor has no dim to ask about: wrap_dim would accept 0 and -1 for it, as for ops.)
