@@ -40,8 +40,10 @@
 #include "mixgrad/ops/conv1d.h"           // conv1d, conv_transpose1d, 1-D pooling
 #include "mixgrad/ops/distance.h"         // cosine_similarity, pairwise_distance
 #include "mixgrad/ops/interpolate.h"      // interpolate (nearest, nearest-exact, linear, bilinear, bicubic, trilinear, area)
+#include "mixgrad/ops/logical.h"          // logical_not/and/or/xor, ~ & | ^ on masks, isnan/isinf/isfinite, all, any, isclose
 #include "mixgrad/ops/loss.h"             // softmax, log_softmax, cross_entropy and the other losses
 #include "mixgrad/ops/margin_losses.h"    // margin, embedding, triplet and likelihood losses
 #include "mixgrad/ops/norm.h"             // layer/rms/batch/group norm, embedding, dropout
 #include "mixgrad/ops/ops.h"              // elementwise, reductions, linear algebra, views, indexing
+#include "mixgrad/ops/rearrange.h"        // flip, roll, repeat, tile, tril, triu
 #include "mixgrad/ops/pad.h"              // pad (constant, reflect, replicate, circular)

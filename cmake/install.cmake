@@ -11,7 +11,7 @@ include(CMakePackageConfigHelpers)
 # oneDNN) — and the headers that include them — are not installed: a consumer has none of those
 # headers, and mixgrad.h reaches none of them (the packaging test checks every installed header).
 set(MG_INTERNAL_HEADERS
-    cuda/kernels cuda/emulator/device_side.h cuda/check.h cuda/blas_check.h cuda/dnn_check.h cuda/capture.h
+    cuda/kernels cuda/emulator/device_side.h cuda/emulator/runtime_state.h cuda/check.h cuda/blas_check.h cuda/dnn_check.h cuda/capture.h
     cuda/multi_tensor_apply.cuh io/json_parse.h ops/cpu/onednn_runtime.h)
 set(MG_INTERNAL_PATTERNS)
 foreach(h ${MG_INTERNAL_HEADERS})
