@@ -46,4 +46,5 @@
 #include "mixgrad/ops/norm.h"             // layer/rms/batch/group norm, embedding, dropout
 #include "mixgrad/ops/ops.h"              // elementwise, reductions, linear algebra, views, indexing
 #include "mixgrad/ops/rearrange.h"        // flip, roll, repeat, tile, tril, triu
+#include "mixgrad/ops/sort.h"             // argsort, sort, topk
 #include "mixgrad/ops/pad.h"              // pad (constant, reflect, replicate, circular)

@@ -53,6 +53,23 @@ template <typename T> MG_HOST_DEVICE T wrapping_neg(T x) {
   else return -x;
 }
 
+// ---- sorting (argsort, ops/sort.h) ----
+// Whether element (a, at index ia) comes before (b, ib) in argsort's order: ascending or
+// descending by value, NaN the largest, equal values by index (a stable total order). K is the
+// widened key: int64_t for integers, float for f32/f16/bf16, double for f64.
+template <typename K>
+MG_HOST_DEVICE bool sorts_before(K a, int64_t ia, K b, int64_t ib, bool descending) {
+  const bool a_nan = !(a == a), b_nan = !(b == b);
+  if (a_nan || b_nan) {
+    if (a_nan && b_nan) return ia < ib;
+    return descending ? a_nan : b_nan;  // NaN last ascending, first descending
+  }
+  if (a == b) return ia < ib;  // -0 == +0 too
+  return descending ? b < a : a < b;
+}
+template <typename T>
+using sort_key_t = std::conditional_t<std::is_integral_v<T>, int64_t, std::conditional_t<std::is_same_v<T, double>, double, float>>;
+
 // ---- unary ----
 // -INT_MIN is INT_MIN, as PyTorch's.
 struct Neg {

@@ -41,6 +41,7 @@ void register_cpu_kernels() {
   cpu::register_linalg_kernels();
   cpu::register_copy_kernels();
   cpu::register_indexing_kernels();
+  cpu::register_sort_kernels();
   cpu::register_loss_kernels();
   cpu::register_conv_kernels();
   cpu::register_norm_kernels();
@@ -57,6 +58,7 @@ void init() {
     register_view_rules();
     register_copy_rules();
     register_indexing_rules();
+    register_sort_rules();
     register_loss_rules();
     register_conv_rules();
     register_norm_rules();

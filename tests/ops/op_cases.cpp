@@ -12,6 +12,7 @@
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
 #include "ops/dispatcher.h"
+#include "ops/sort.h"
 
 namespace mg::optable {
 
@@ -448,6 +449,11 @@ void reduction_cases(Table& t) {
   t.add(O::min_dim, "min_dim", {normal_distinct(s)}, [](const Tensors& in) { return min(in[0], 1).first; }, {0});
   t.add(O::min_dim, "min_dim/neg_dim", {transposed(normal_distinct({4, 3}))},
         [](const Tensors& in) { return min(in[0], -2).first; }, {0});
+  // argsort (sort, topk): indices (i64); ties (some made by rounding to f16/bf16) keep index order
+  t.add_nd(O::argsort, "argsort", {normal(s)}, [](const Tensors& in) { return argsort(in[0]); }).out_dtype = DType::I64;
+  t.add_nd(O::argsort, "argsort/descending_dim0", {normal(s3)},
+           [](const Tensors& in) { return argsort(in[0], 0, true); })
+      .out_dtype = DType::I64;
   // argmax/argmin: indices (i64); ties created by rounding resolve the same way in the reference
   t.add_nd(O::argmax, "argmax", {normal(s)}, [](const Tensors& in) { return argmax(in[0], 1); })
       .out_dtype = DType::I64;

@@ -1,0 +1,27 @@
+// Sorting along a dim, as PyTorch's: argsort, sort and topk. The order is stable (equal elements
+// keep their order, ascending or descending) and NaN sorts as the largest value (last ascending,
+// first descending); -0 and +0 are equal. One op does the work — `argsort`, the indices that sort
+// the last dim (ops/op_list.def), with CPU and CUDA kernels — and the values are gather(x, dim,
+// indices), so sort's and topk's values differentiate through gather (the gradient goes back to
+// the element each value came from).
+//
+//   auto [values, indices] = mg::topk(logits, 5);          // the 5 largest per row, largest first
+//   mg::Tensor order = mg::argsort(scores, 0, /*descending=*/true);
+//
+// Cost: the CPU sorts each row with std::stable_sort (n log n). The CUDA kernel ranks each
+// element against its row (n^2 / threads comparisons per row): fine for rows of up to a few
+// thousand (classes, a sequence), slow for vocabulary-sized rows.
+#pragma once
+#include <cstdint>
+#include <utility>
+
+#include "mixgrad/core/tensor.h"
+
+namespace mg {
+
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false);  // (values, indices)
+// The k largest (smallest with largest = false) along dim, in order: (values, indices).
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true);
+
+}  // namespace mg
