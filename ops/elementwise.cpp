@@ -474,7 +474,21 @@ Tensor clamp_min(const Tensor& x, double min) { return clamp(x, min, INFINITY); 
 Tensor clamp_max(const Tensor& x, double max) { return clamp(x, -INFINITY, max); }
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) { return binary(OpId::add, a, b, {.alpha = alpha}); }
-Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return binary(OpId::sub, a, b, {.alpha = alpha}); }
+namespace detail {
+// PyTorch's rule: no subtraction with a bool operand (tensor or, through scalar_like, a scalar's
+// i64 beside a bool tensor), which would read as set difference or negation but is neither.
+void check_bool_subtraction(const Tensor& a, const Tensor& b) {
+  MG_CHECK(!(a.defined() && b.defined() && (a.dtype() == DType::Bool || b.dtype() == DType::Bool)), DTypeError,
+           "sub: subtraction with a bool tensor is not supported, got ", describe(a), " and ", describe(b),
+           "\n  hint: to invert a mask use ~m or logical_not(m); the difference of two masks is logical_xor(a, b), "
+           "what one has and the other lacks logical_and(a, ~b)");
+}
+}  // namespace detail
+
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  detail::check_bool_subtraction(a, b);
+  return binary(OpId::sub, a, b, {.alpha = alpha});
+}
 Tensor mul(const Tensor& a, const Tensor& b) { return binary(OpId::mul, a, b); }
 Tensor div(const Tensor& a, const Tensor& b) { return binary(OpId::div, a, b, {}, /*floating_result=*/true); }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(OpId::pow, a, b); }

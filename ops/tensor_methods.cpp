@@ -9,6 +9,10 @@
 #include "mixgrad/ops/loss.h"
 #include "mixgrad/ops/ops.h"
 
+namespace mg::detail {
+void check_bool_subtraction(const Tensor& a, const Tensor& b);  // ops/elementwise.cpp
+}  // namespace mg::detail
+
 namespace mg {
 
 Tensor Tensor::detach() const {
@@ -74,6 +78,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 }
 Tensor& Tensor::add_(double value) { return add_(scalar_like(value, *this)); }
 Tensor& Tensor::sub_(const Tensor& other, double alpha) {
+  detail::check_bool_subtraction(*this, other);
   dispatch_inplace(OpId::sub, *this, {other}, {.alpha = alpha});
   return *this;
 }

@@ -48,6 +48,12 @@ TEST_CASE("logical ops take any dtype (nonzero and NaN are true) and broadcast, 
   MG_REQUIRE_ERROR(~arange(0, 3), "operator~: expected a bool mask, got [3] i64 cpu");
   MG_REQUIRE_ERROR(m & arange(0, 4), "operator&: expected bool masks, got [4] bool cpu and [4] i64 cpu");
   MG_REQUIRE_ERROR(logical_not(Tensor()), "logical_not: got an undefined tensor");
+  // Subtraction with a mask is refused, as PyTorch's, with the logical op to use instead.
+  MG_REQUIRE_ERROR(m - n, "sub: subtraction with a bool tensor is not supported, got [4] bool cpu and [4] bool cpu");
+  MG_REQUIRE_ERROR(m - 1.0, "hint: to invert a mask use ~m or logical_not(m)");
+  MG_REQUIRE_ERROR(1.0 - m, "sub: subtraction with a bool tensor is not supported");
+  Tensor mc = m.clone();
+  MG_REQUIRE_ERROR(mc.sub_(n), "sub: subtraction with a bool tensor is not supported");
 }
 
 TEST_CASE("isnan, isinf, isfinite and nan_to_num as PyTorch's", "[ops][logical]") {
