@@ -359,6 +359,9 @@ void register_elementwise_rules() {
   set_op_rule(OpId::neg, {.infer = infer_signed, .backward = neg_bw});
   set_op_rule(OpId::abs, {.infer = infer_any, .backward = abs_bw, .save = in0});
   set_op_rule(OpId::sign, {.infer = infer_any, .backward = sign_bw});
+  for (OpId op : {OpId::floor, OpId::ceil, OpId::trunc, OpId::round}) {  // piecewise constant: sign's zero gradient
+    set_op_rule(op, {.infer = infer_any, .backward = sign_bw});
+  }
   set_op_rule(OpId::exp, {.infer = infer_exp, .backward = exp_bw, .save = out0});
   set_op_rule(OpId::log, {.infer = infer_log, .backward = log_bw, .save = in0});
   set_op_rule(OpId::log1p, {.infer = infer_log1p, .backward = log1p_bw, .save = in0});
@@ -411,6 +414,10 @@ Tensor log(const Tensor& x) { return unary(OpId::log, x); }
 Tensor log1p(const Tensor& x) { return unary(OpId::log1p, x); }
 Tensor expm1(const Tensor& x) { return unary(OpId::expm1, x); }
 Tensor sqrt(const Tensor& x) { return unary(OpId::sqrt, x); }
+Tensor floor(const Tensor& x) { return unary(OpId::floor, x); }
+Tensor ceil(const Tensor& x) { return unary(OpId::ceil, x); }
+Tensor trunc(const Tensor& x) { return unary(OpId::trunc, x); }
+Tensor round(const Tensor& x) { return unary(OpId::round, x); }
 Tensor rsqrt(const Tensor& x) { return unary(OpId::rsqrt, x); }
 Tensor reciprocal(const Tensor& x) { return unary(OpId::reciprocal, x); }
 Tensor sin(const Tensor& x) { return unary(OpId::sin, x); }

@@ -88,6 +88,28 @@ struct Sign {
     else return x > T(0) ? T(1) : (x < T(0) ? T(-1) : (x == T(0) ? T(0) : x));  // NaN stays NaN
   }
 };
+// Rounding to integral values: floor, ceil, trunc, and round half to even (rint in the default
+// rounding mode, as PyTorch's round); integers are unchanged; NaN and infinities stay.
+struct Floor {
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) return x; else return std::floor(x);
+  }
+};
+struct Ceil {
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) return x; else return std::ceil(x);
+  }
+};
+struct Trunc {
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) return x; else return std::trunc(x);
+  }
+};
+struct Round {
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) return x; else return std::rint(x);
+  }
+};
 // exp, tanh and erf use mg::fast (vectorisable) for f32 and libm for f64.
 struct Exp {
   template <typename T> MG_HOST_DEVICE T operator()(T x) const { return fast::exp(x); }

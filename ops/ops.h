@@ -13,10 +13,17 @@
 
 namespace mg {
 
-// ---- unary elementwise (floating inputs; neg/abs/sign/relu/clamp also take i64, i32 and u8) ----
+// ---- unary elementwise (floating inputs; neg/abs/sign/relu/clamp and the rounding ops also take
+// i64, i32 and u8) ----
 Tensor neg(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);
+// To integral values in x's dtype (integers unchanged), with a zero gradient, as PyTorch's:
+// round is half to even (round(0.5) = 0, round(1.5) = 2).
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor trunc(const Tensor& x);
+Tensor round(const Tensor& x);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor log1p(const Tensor& x);

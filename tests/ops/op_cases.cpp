@@ -194,6 +194,16 @@ void unary_cases(Table& t) {
       .ref = unary_ref(std::log1p);
   t.add(O::expm1, "expm1", {normal(s)}, [](const Tensors& in) { return expm1(in[0]); }, {0})
       .ref = unary_ref(std::expm1);
+  // the rounding ops: inputs away from their steps (between integers; round's away from the
+  // halves too), where the gradient is zero and finite differences see it
+  t.add(O::floor, "floor", {uniform(s, -2.95, -2.05)}, [](const Tensors& in) { return floor(in[0]); }, {0}).ref =
+      unary_ref([](double v) { return std::floor(v); });
+  t.add(O::ceil, "ceil", {uniform(s, -2.95, -2.05)}, [](const Tensors& in) { return ceil(in[0]); }, {0}).ref =
+      unary_ref([](double v) { return std::ceil(v); });
+  t.add(O::trunc, "trunc", {uniform(s, -2.95, -2.05)}, [](const Tensors& in) { return trunc(in[0]); }, {0}).ref =
+      unary_ref([](double v) { return std::trunc(v); });
+  t.add(O::round, "round", {uniform(s, 1.55, 1.95)}, [](const Tensors& in) { return round(in[0]); }, {0}).ref =
+      unary_ref([](double v) { return std::nearbyint(v); });
   t.add(O::sqrt, "sqrt", {uniform(s, 0.2, 3.0)}, [](const Tensors& in) { return sqrt(in[0]); }, {0})
       .ref = unary_ref(std::sqrt);
   t.add(O::sqrt, "sqrt/transposed", {transposed(uniform({4, 3}, 0.2, 3.0))},

@@ -165,3 +165,37 @@ TEST_CASE("bilinear with no outputs or no rows returns an empty result, as PyTor
   CHECK(bilinear(ones({0, 2}), ones({0, 3}), ones({4, 2, 3})).shape() == Shape{0, 4});
   CHECK(values(bilinear(ones({1, 2}), ones({1, 3}), ones({1, 2, 3}))) == std::vector<double>{6});
 }
+
+TEST_CASE("floor, ceil, trunc and round as PyTorch's: halves to even, signed zeros, NaN and infinities kept",
+          "[ops][elementwise]") {
+  // Expected values printed by PyTorch 2.15 for the same input.
+  const Tensor x = from_vector<float>({-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, -1.7f, 1.7f, NAN, INFINITY, -INFINITY, -0.2f});
+  const auto same = [](const Tensor& got, std::vector<double> want) {
+    const std::vector<double> g = values(got);
+    REQUIRE(g.size() == want.size());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      INFO("element " << i);
+      if (std::isnan(want[i])) {
+        CHECK(std::isnan(g[i]));
+      } else {
+        CHECK(g[i] == want[i]);
+        CHECK(std::signbit(g[i]) == std::signbit(want[i]));  // -0 where PyTorch gives -0
+      }
+    }
+  };
+  const double inf = INFINITY, nan = NAN;
+  same(floor(x), {-3, -2, -1, 0, 1, 2, -2, 1, nan, inf, -inf, -1});
+  same(ceil(x), {-2, -1, -0.0, 1, 2, 3, -1, 2, nan, inf, -inf, -0.0});
+  same(trunc(x), {-2, -1, -0.0, 0, 1, 2, -1, 1, nan, inf, -inf, -0.0});
+  same(round(x), {-2, -2, -0.0, 0, 2, 2, -2, 2, nan, inf, -inf, -0.0});
+  same(round(to(from_vector<float>({2.5f, 3.5f}), DType::BF16)), {2, 4});
+  CHECK(round(to(x, DType::F16)).dtype() == DType::F16);
+  // integers unchanged, in their dtype
+  const Tensor i = arange(-2, 3);
+  CHECK(floor(i).dtype() == DType::I64);
+  CHECK(values(round(i)) == values(i));
+  // a zero gradient, as PyTorch's
+  Tensor y = from_vector<double>({0.3, -1.2, 2.7}).requires_grad_();
+  sum(floor(y) + ceil(y) + trunc(y) + round(y)).backward();
+  CHECK(values(y.grad()) == std::vector<double>{0, 0, 0});
+}
