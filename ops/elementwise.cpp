@@ -220,6 +220,26 @@ Tensors pow_bw(const BackwardCtx& c, const Tensors& g) {
   }
   return {ga, gb};
 }
+// div rounded toward zero or -inf: piecewise constant in both operands, a zero gradient (as PyTorch's)
+Tensors rounded_div_bw(const BackwardCtx& c, const Tensors& g) {
+  Tensor ga, gb;
+  if (c.needs_grad(0)) ga = zeros_like(g[0]);
+  if (c.needs_grad(1)) gb = zeros_like(g[0]);
+  return {ga, gb};
+}
+// d (a - b q) with q = floor(a / b) (remainder) or trunc(a / b) (fmod) constant between its steps:
+// (1, -q)
+Tensors remainder_bw(const BackwardCtx& c, const Tensors& g) {
+  Tensor gb;
+  if (c.needs_grad(1)) gb = -(g[0] * div(c.input(0), c.input(1), RoundingMode::Floor));
+  return {g[0], gb};
+}
+Tensors fmod_bw(const BackwardCtx& c, const Tensors& g) {
+  Tensor gb;
+  if (c.needs_grad(1)) gb = -(g[0] * div(c.input(0), c.input(1), RoundingMode::Trunc));
+  return {g[0], gb};
+}
+uint32_t quotient_saves(uint32_t needs) { return (needs & 2u) ? kSaveInput(0) | kSaveInput(1) : 0u; }
 // d max(a, b) for a: 0 where a < b, g / 2 where a == b, else g (and symmetrically for b), as
 // PyTorch's: where a or b is NaN (unordered, and the result NaN) both get g.
 Tensors maximum_bw(const BackwardCtx& c, const Tensors& g) {
@@ -326,6 +346,17 @@ InferResult infer_add_sub(const char* name, const Tensors& in, const OpAttrs& a)
 InferResult infer_add(const Tensors& in, const OpAttrs& a) { return infer_add_sub("add", in, a); }
 InferResult infer_sub(const Tensors& in, const OpAttrs& a) { return infer_add_sub("sub", in, a); }
 
+// The rounded divisions and remainders: numeric operands (PyTorch has no bool kernels for them).
+InferResult infer_division(const char* name, const Tensors& in) {
+  MG_CHECK(in[0].dtype() != DType::Bool, DTypeError, name, ": not supported for bool tensors, got ",
+           describe(in[0]), " and ", describe(in[1]), "\n  hint: convert them with to(t, DType::I64) first");
+  return infer_broadcast(name, in, std::nullopt);
+}
+InferResult infer_div_trunc(const Tensors& in, const OpAttrs&) { return infer_division("div (trunc)", in); }
+InferResult infer_div_floor(const Tensors& in, const OpAttrs&) { return infer_division("div (floor)", in); }
+InferResult infer_remainder(const Tensors& in, const OpAttrs&) { return infer_division("remainder", in); }
+InferResult infer_fmod(const Tensors& in, const OpAttrs&) { return infer_division("fmod", in); }
+
 #define MG_BINARY_INFER(name, out)                                         \
   InferResult infer_##name(const Tensors& in, const OpAttrs&) {            \
     return infer_broadcast(#name, in, out);                                \
@@ -394,6 +425,10 @@ void register_elementwise_rules() {
   set_op_rule(OpId::div, {.infer = infer_div, .backward = div_bw, .saves = div_saves});
   set_op_rule(OpId::pow, {.infer = infer_pow, .backward = pow_bw,
                           .save = kSaveInput(0) | kSaveInput(1) | kSaveOutput(0)});
+  set_op_rule(OpId::div_trunc, {.infer = infer_div_trunc, .backward = rounded_div_bw});
+  set_op_rule(OpId::div_floor, {.infer = infer_div_floor, .backward = rounded_div_bw});
+  set_op_rule(OpId::remainder, {.infer = infer_remainder, .backward = remainder_bw, .saves = quotient_saves});
+  set_op_rule(OpId::fmod, {.infer = infer_fmod, .backward = fmod_bw, .saves = quotient_saves});
   set_op_rule(OpId::maximum, {.infer = infer_maximum, .backward = maximum_bw, .save = in0 | kSaveInput(1)});
   set_op_rule(OpId::minimum, {.infer = infer_minimum, .backward = minimum_bw, .save = in0 | kSaveInput(1)});
   set_op_rule(OpId::eq, {.infer = infer_eq});
@@ -499,6 +534,38 @@ Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
 Tensor mul(const Tensor& a, const Tensor& b) { return binary(OpId::mul, a, b); }
 Tensor div(const Tensor& a, const Tensor& b) { return binary(OpId::div, a, b, {}, /*floating_result=*/true); }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(OpId::pow, a, b); }
+
+namespace {
+// The rounded divisions and remainders after promotion. An integer divisor with a zero is refused
+// on the host, as PyTorch's CPU refuses it (C++ integer division by zero traps; the kernels give
+// 0 there). Reading the answer synchronises a CUDA stream, only for integer operands.
+Tensor integer_safe_division(OpId op, const char* name, const Tensor& a, const Tensor& b) {
+  const Tensors ab = promoted(a, b);
+  if (is_integral(ab[1].dtype()) && ab[1].dtype() != DType::Bool && ab[1].numel() > 0) {
+    const bool has_zero =
+        amax(eq(ab[1], scalar_like(0.0, ab[1])).to(DType::U8)).to(Device::cpu()).item<uint8_t>() != 0;
+    MG_CHECK(!has_zero, Error, name, ": integer division by zero (the divisor ", describe(b),
+             " holds a 0)\n  hint: convert the operands to a floating dtype for inf/NaN results");
+  }
+  return dispatch1(op, ab);
+}
+}  // namespace
+
+Tensor div(const Tensor& a, const Tensor& b, RoundingMode mode) {
+  switch (mode) {
+    case RoundingMode::None: return div(a, b);
+    case RoundingMode::Trunc: return integer_safe_division(OpId::div_trunc, "div (trunc)", a, b);
+    case RoundingMode::Floor: return integer_safe_division(OpId::div_floor, "div (floor)", a, b);
+  }
+  MG_THROW(Error, "div: unknown rounding mode ", static_cast<int>(mode));
+}
+Tensor floor_divide(const Tensor& a, const Tensor& b) { return div(a, b, RoundingMode::Floor); }
+Tensor remainder(const Tensor& a, const Tensor& b) { return integer_safe_division(OpId::remainder, "remainder", a, b); }
+Tensor fmod(const Tensor& a, const Tensor& b) { return integer_safe_division(OpId::fmod, "fmod", a, b); }
+Tensor remainder(const Tensor& a, double b) { return remainder(a, scalar_like(b, a)); }
+Tensor fmod(const Tensor& a, double b) { return fmod(a, scalar_like(b, a)); }
+Tensor operator%(const Tensor& a, const Tensor& b) { return remainder(a, b); }
+Tensor operator%(const Tensor& a, double b) { return remainder(a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(OpId::maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(OpId::minimum, a, b); }
 Tensor eq(const Tensor& a, const Tensor& b) { return binary(OpId::eq, a, b); }

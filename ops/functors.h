@@ -563,6 +563,72 @@ struct Pow {
     }
   }
 };
+// Division rounded toward zero and toward -inf, and the remainders that go with them, as
+// PyTorch's div(rounding_mode), remainder (the divisor's sign) and fmod (the dividend's sign).
+// Integers: C++'s two undefined cases are defined here. A zero divisor gives 0 (the public
+// functions refuse it on the host before any kernel runs: PyTorch raises there), and the most
+// negative value divided by -1 wraps, as every integer op.
+template <typename T> MG_HOST_DEVICE T int_div_trunc(T a, T b) {
+  if (b == T(0)) return T(0);
+  if constexpr (std::is_signed_v<T>) {
+    if (b == T(-1)) return wrapping_sub(T(0), a);
+  }
+  return T(a / b);
+}
+template <typename T> MG_HOST_DEVICE T int_fmod(T a, T b) {
+  if (b == T(0)) return T(0);
+  if constexpr (std::is_signed_v<T>) {
+    if (b == T(-1)) return T(0);
+  }
+  return T(a % b);
+}
+struct DivTrunc {
+  template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) return int_div_trunc(a, b); else return std::trunc(a / b);
+  }
+};
+// Floats: the quotient from the exact fmod, (a - fmod(a, b)) / b, is within a rounding of an
+// integer; stepping it down where the remainder's sign differs from b's and then rounding to the
+// nearest integer gives the floor of the true quotient where floor(a / b) would round a / b up
+// across an integer first (CPython's float floor division does the same). A zero quotient keeps
+// the sign of a / b; b = 0 gives a / b (inf or NaN).
+struct DivFloor {
+  template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      const T q = int_div_trunc(a, b);
+      if constexpr (std::is_signed_v<T>) {
+        if (int_fmod(a, b) != T(0) && ((a < T(0)) != (b < T(0)))) return T(q - T(1));
+      }
+      return q;
+    } else {
+      if (b == T(0)) return a / b;
+      const T r = std::fmod(a, b);
+      T q = (a - r) / b;
+      if (r != T(0) && ((b < T(0)) != (r < T(0)))) q -= T(1);
+      if (q == T(0)) return std::copysign(T(0), a / b);
+      T f = std::floor(q);
+      if (q - f > T(0.5)) f += T(1);
+      return f;
+    }
+  }
+};
+struct Fmod {
+  template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) return int_fmod(a, b); else return std::fmod(a, b);
+  }
+};
+// fmod moved onto the divisor's side: a - b floor(a / b).
+struct Remainder {
+  template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const {
+    const T r = Fmod{}(a, b);
+    if constexpr (std::is_integral_v<T> && !std::is_signed_v<T>) {
+      return r;
+    } else {
+      if (r != T(0) && ((r < T(0)) != (b < T(0)))) return T(r + b);
+      return r;
+    }
+  }
+};
 // NaN propagates from either side (as torch.maximum).
 // A tie (+0 against -0 included) returns a, as PyTorch's.
 struct Maximum {

@@ -103,6 +103,20 @@ Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a - alpha 
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
+// Division rounded toward zero (Trunc: C's integer division) or toward -inf (Floor: Python's //),
+// as PyTorch's div(a, b, rounding_mode): integers stay integers (an integer divisor holding a 0 is
+// refused, which reads it on the host: a synchronisation on CUDA), floats round the exact quotient
+// (floor of -7 / 2 is -4; x / 0 is inf or NaN). A zero gradient. floor_divide is the Floor mode.
+enum class RoundingMode { None, Trunc, Floor };
+Tensor div(const Tensor& a, const Tensor& b, RoundingMode mode);
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+// a - b floor(a / b), with the divisor's sign (Python's %, torch.remainder, operator%), and
+// a - b trunc(a / b), with the dividend's sign (C's fmod, torch.fmod). Exact for floats, integer
+// divisors as div's. Gradient (1, -floor(a / b)) and (1, -trunc(a / b)).
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, double b);
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, double b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 // Comparisons return bool tensors and are not differentiable.
@@ -131,6 +145,8 @@ Tensor operator+(double a, const Tensor& b);
 Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
+Tensor operator%(const Tensor& a, const Tensor& b);  // remainder(a, b)
+Tensor operator%(const Tensor& a, double b);
 
 // ---- reductions: `dims` empty means all dims; accumulate in f32 for f16/bf16 ----
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);

@@ -366,6 +366,27 @@ void binary_cases(Table& t) {
   t.add(O::pow, "pow/broadcast", {uniform(s, 0.5, 2.0), normal({4})},
         [](const Tensors& in) { return pow(in[0], in[1]); }, {0, 1})
       .ref = pow_ref;
+  // the rounded divisions and remainders: values exact in f16/bf16, both signs on both sides,
+  // a / b at least 0.125 away from an integer (off the steps, where finite differences see the
+  // piecewise gradient)
+  {
+    const Gen na = fixed({5.25, -5.25, 7.5, -7.5, 3.75, -3.75, 1.25, -1.25, 9.5, -9.5, 0.75, -0.75}, s);
+    const Gen nb = fixed({2, 2, -2, -2, 1.5, 1.5, -0.5, -0.5, 3, 3, -1, -1}, s);
+    const auto floor_ref = [](const V& v) { return std::floor(v[0] / v[1]); };
+    t.add(O::div_floor, "div_floor", {na, nb},
+          [](const Tensors& in) { return div(in[0], in[1], RoundingMode::Floor); }, {0, 1})
+        .ref = floor_ref;
+    t.add(O::div_trunc, "div_trunc", {na, nb},
+          [](const Tensors& in) { return div(in[0], in[1], RoundingMode::Trunc); }, {0, 1})
+        .ref = [](const V& v) { return std::trunc(v[0] / v[1]); };
+    t.add(O::remainder, "remainder", {na, nb}, [](const Tensors& in) { return remainder(in[0], in[1]); }, {0, 1})
+        .ref = [](const V& v) { return v[0] - v[1] * std::floor(v[0] / v[1]); };
+    t.add(O::remainder, "remainder/broadcast", {na, fixed({2.5, -1.5, 3.5, -2}, {4})},
+          [](const Tensors& in) { return in[0] % in[1]; }, {0, 1})
+        .ref = [](const V& v) { return v[0] - v[1] * std::floor(v[0] / v[1]); };
+    t.add(O::fmod, "fmod", {na, nb}, [](const Tensors& in) { return fmod(in[0], in[1]); }, {0, 1})
+        .ref = [](const V& v) { return std::fmod(v[0], v[1]); };
+  }
   // maximum/minimum: a and b at least 0.1 apart everywhere (no ties)
   {
     const V b = randn_values(4, next_seed());
