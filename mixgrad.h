@@ -47,4 +47,5 @@
 #include "mixgrad/ops/ops.h"              // elementwise, reductions, linear algebra, views, indexing
 #include "mixgrad/ops/rearrange.h"        // flip, roll, repeat, tile, tril, triu
 #include "mixgrad/ops/sort.h"             // argsort, sort, topk
+#include "mixgrad/ops/nonzero.h"          // nonzero, argwhere, masked_select, count_nonzero
 #include "mixgrad/ops/pad.h"              // pad (constant, reflect, replicate, circular)

@@ -20,6 +20,7 @@ void register_linalg_kernels();  // cuda/linalg_kernels.cpp (cuBLASLt)
 void register_reduce_kernels();
 void register_indexing_kernels();  // cuda/kernels/indexing.cu
 void register_sort_kernels();      // cuda/kernels/sort.cu
+void register_nonzero_kernels();   // cuda/kernels/nonzero.cu
 void register_softmax_kernels();   // cuda/kernels/softmax.cu
 void register_dropout_kernels();   // cuda/kernels/dropout.cu
 void register_dropout_backward_kernels();  // cuda/kernels/dropout_backward.cu
@@ -43,6 +44,7 @@ void register_cuda_kernels() {
   register_reduce_kernels();
   register_indexing_kernels();
   register_sort_kernels();
+  register_nonzero_kernels();
   register_softmax_kernels();
   register_dropout_kernels();
   register_dropout_backward_kernels();

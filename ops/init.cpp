@@ -42,6 +42,7 @@ void register_cpu_kernels() {
   cpu::register_copy_kernels();
   cpu::register_indexing_kernels();
   cpu::register_sort_kernels();
+  cpu::register_nonzero_kernels();
   cpu::register_loss_kernels();
   cpu::register_conv_kernels();
   cpu::register_norm_kernels();
@@ -59,6 +60,7 @@ void init() {
     register_copy_rules();
     register_indexing_rules();
     register_sort_rules();
+    register_nonzero_rules();
     register_loss_rules();
     register_conv_rules();
     register_norm_rules();

@@ -12,6 +12,7 @@
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
 #include "ops/dispatcher.h"
+#include "ops/nonzero.h"
 #include "ops/sort.h"
 
 namespace mg::optable {
@@ -480,6 +481,14 @@ void reduction_cases(Table& t) {
   t.add(O::min_dim, "min_dim", {normal_distinct(s)}, [](const Tensors& in) { return min(in[0], 1).first; }, {0});
   t.add(O::min_dim, "min_dim/neg_dim", {transposed(normal_distinct({4, 3}))},
         [](const Tensors& in) { return min(in[0], -2).first; }, {0});
+  // nonzero (masked_select): the coordinates of the nonzero elements, row-major
+  {
+    OpCase& c = t.add_nd(O::nonzero_from_prefix, "nonzero_from_prefix/nonzero", {fixed({0, 1.5, 0, -2, 0, 0, 3, 0.25}, {2, 4})},
+                         [](const Tensors& in) { return nonzero(in[0]); });
+    c.out_dtype = DType::I64;
+    c.golden = {0, 1, 0, 3, 1, 2, 1, 3};
+    c.golden_shape = {4, 2};
+  }
   // argsort (sort, topk): indices (i64); ties (some made by rounding to f16/bf16) keep index order
   t.add_nd(O::argsort, "argsort", {normal(s)}, [](const Tensors& in) { return argsort(in[0]); }).out_dtype = DType::I64;
   t.add_nd(O::argsort, "argsort/descending_dim0", {normal(s3)},

@@ -40,7 +40,7 @@ std::vector<DType> required_cpu_dtypes(OpId op) {
     return all;
   };
   switch (op) {
-    case O::one_hot:
+    case O::one_hot: case O::nonzero_from_prefix:  // i64 in (indices, a prefix count)
       return {DType::I64};
     case O::fill: case O::clone: case O::to_dtype: case O::to_device: case O::copy:
       return with({DType::I64, DType::I32, DType::U8, DType::Bool});
