@@ -539,9 +539,10 @@ namespace {
 // The rounded divisions and remainders after promotion. An integer divisor with a zero is refused
 // on the host, as PyTorch's CPU refuses it (C++ integer division by zero traps; the kernels give
 // 0 there). Reading the answer synchronises a CUDA stream, only for integer operands.
-Tensor integer_safe_division(OpId op, const char* name, const Tensor& a, const Tensor& b) {
+Tensor integer_safe_division(OpId op, const char* name, const Tensor& a, const Tensor& b,
+                              bool divisor_checked = false) {
   const Tensors ab = promoted(a, b);
-  if (is_integral(ab[1].dtype()) && ab[1].dtype() != DType::Bool && ab[1].numel() > 0) {
+  if (!divisor_checked && is_integral(ab[1].dtype()) && ab[1].dtype() != DType::Bool && ab[1].numel() > 0) {
     const bool has_zero =
         amax(eq(ab[1], scalar_like(0.0, ab[1])).to(DType::U8)).to(Device::cpu()).item<uint8_t>() != 0;
     MG_CHECK(!has_zero, Error, name, ": integer division by zero (the divisor ", describe(b),
@@ -549,21 +550,35 @@ Tensor integer_safe_division(OpId op, const char* name, const Tensor& a, const T
   }
   return dispatch1(op, ab);
 }
+// A scalar divisor is checked here, with no read of the device.
+Tensor scalar_division(OpId op, const char* name, const Tensor& a, double b) {
+  MG_CHECK(a.defined(), Error, name, ": got an undefined tensor");
+  const Tensor s = scalar_like(b, a);
+  MG_CHECK(b != 0.0 || !is_integral(promote_types(a.dtype(), s.dtype())), Error, name,
+           ": integer division by zero (the divisor is 0 and ", describe(a), " is an integer tensor)"
+           "\n  hint: convert the tensor to a floating dtype for inf/NaN results");
+  return integer_safe_division(op, name, a, s, /*divisor_checked=*/true);
+}
+OpId rounded_division_op(RoundingMode mode) { return mode == RoundingMode::Trunc ? OpId::div_trunc : OpId::div_floor; }
+const char* rounded_division_name(RoundingMode mode) {
+  return mode == RoundingMode::Trunc ? "div (trunc)" : "div (floor)";
+}
 }  // namespace
 
 Tensor div(const Tensor& a, const Tensor& b, RoundingMode mode) {
-  switch (mode) {
-    case RoundingMode::None: return div(a, b);
-    case RoundingMode::Trunc: return integer_safe_division(OpId::div_trunc, "div (trunc)", a, b);
-    case RoundingMode::Floor: return integer_safe_division(OpId::div_floor, "div (floor)", a, b);
-  }
-  MG_THROW(Error, "div: unknown rounding mode ", static_cast<int>(mode));
+  if (mode == RoundingMode::None) return div(a, b);
+  return integer_safe_division(rounded_division_op(mode), rounded_division_name(mode), a, b);
+}
+Tensor div(const Tensor& a, double b, RoundingMode mode) {
+  if (mode == RoundingMode::None) return a / b;
+  return scalar_division(rounded_division_op(mode), rounded_division_name(mode), a, b);
 }
 Tensor floor_divide(const Tensor& a, const Tensor& b) { return div(a, b, RoundingMode::Floor); }
+Tensor floor_divide(const Tensor& a, double b) { return div(a, b, RoundingMode::Floor); }
 Tensor remainder(const Tensor& a, const Tensor& b) { return integer_safe_division(OpId::remainder, "remainder", a, b); }
 Tensor fmod(const Tensor& a, const Tensor& b) { return integer_safe_division(OpId::fmod, "fmod", a, b); }
-Tensor remainder(const Tensor& a, double b) { return remainder(a, scalar_like(b, a)); }
-Tensor fmod(const Tensor& a, double b) { return fmod(a, scalar_like(b, a)); }
+Tensor remainder(const Tensor& a, double b) { return scalar_division(OpId::remainder, "remainder", a, b); }
+Tensor fmod(const Tensor& a, double b) { return scalar_division(OpId::fmod, "fmod", a, b); }
 Tensor operator%(const Tensor& a, const Tensor& b) { return remainder(a, b); }
 Tensor operator%(const Tensor& a, double b) { return remainder(a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(OpId::maximum, a, b); }

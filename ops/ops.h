@@ -109,7 +109,9 @@ Tensor pow(const Tensor& a, const Tensor& b);
 // (floor of -7 / 2 is -4; x / 0 is inf or NaN). A zero gradient. floor_divide is the Floor mode.
 enum class RoundingMode { None, Trunc, Floor };
 Tensor div(const Tensor& a, const Tensor& b, RoundingMode mode);
+Tensor div(const Tensor& a, double b, RoundingMode mode);  // a scalar divisor: checked with no device read
 Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor floor_divide(const Tensor& a, double b);
 // a - b floor(a / b), with the divisor's sign (Python's %, torch.remainder, operator%), and
 // a - b trunc(a / b), with the dividend's sign (C's fmod, torch.fmod). Exact for floats, integer
 // divisors as div's. Gradient (1, -floor(a / b)) and (1, -trunc(a / b)).

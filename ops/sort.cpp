@@ -1,9 +1,13 @@
 #include "mixgrad/ops/sort.h"
 
+#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/error.h"
+#include "mixgrad/core/factory.h"
 #include "mixgrad/core/shape.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/logical.h"
+#include "mixgrad/ops/nonzero.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/register.h"
 
@@ -52,5 +56,85 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
   const Tensor indices = contiguous(narrow(argsort(x, d, largest), d, 0, k));
   return {gather(x, d, indices), indices};
 }
+
+namespace {
+
+// The element at sorted position `position` (i64, x's shape with dim d of size 1) of each slice
+// along d: (values, indices), d squeezed unless keepdim.
+std::pair<Tensor, Tensor> at_sorted_position(const Tensor& x, int64_t d, const Tensor& position, bool keepdim) {
+  Tensor indices = gather(argsort(x, d), d, position);
+  Tensor values = gather(x, d, indices);
+  if (!keepdim) {
+    indices = squeeze(indices, d);
+    values = squeeze(values, d);
+  }
+  return {values, indices};
+}
+
+// The slices along d are non-empty, as PyTorch requires; a 0-d x counts as one element.
+int64_t checked_slice_dim(const char* op, const Tensor& x, int64_t dim) {
+  MG_CHECK(x.defined(), Error, op, ": got an undefined tensor");
+  const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), op);
+  MG_CHECK(x.dim() == 0 || x.size(d) > 0, ShapeError, op, ": dim ", dim, " of ", describe(x),
+           " is empty: there is no element to pick");
+  return d;
+}
+
+// median (skip_nan false) and nanmedian along one dim: the lower median's sorted position per
+// slice. NaN sorts last, so with c NaN in a slice of n the first NaN is at n - c and the lower
+// median of the others at (n - c - 1) / 2 (at (n - 1) / 2 when all are NaN: a NaN either way).
+std::pair<Tensor, Tensor> median_along(const char* op, const Tensor& x, int64_t dim, bool keepdim, bool skip_nan) {
+  const int64_t d = checked_slice_dim(op, x, dim);
+  if (x.dim() == 0) {
+    auto [v, i] = median_along(op, reshape(x, {1}), 0, true, skip_nan);
+    return {reshape(v, {}), reshape(i, {})};
+  }
+  const int64_t n = x.size(d);
+  const Tensor nan_count = sum(isnan(x), {d}, /*keepdim=*/true);  // i64
+  const Tensor others = static_cast<double>(n) - nan_count;
+  const Tensor middle = full_like(nan_count, static_cast<double>((n - 1) / 2));
+  const Tensor zero = zeros_like(nan_count);
+  const Tensor position = skip_nan ? where(gt(others, zero), floor_divide(others - 1.0, 2.0), middle)
+                                   : where(gt(nan_count, zero), others, middle);
+  return at_sorted_position(x, d, position, keepdim);
+}
+
+// The median of every element: the value from the sort; when recorded, the gradient split evenly
+// among the elements equal to it (or the NaN ones), through amax over just those elements.
+Tensor median_of_all(const char* op, const Tensor& x, bool skip_nan) {
+  MG_CHECK(x.defined(), Error, op, ": got an undefined tensor");
+  if (x.numel() == 0) {
+    MG_CHECK(is_floating(x.dtype()), Error, op, ": ", describe(x), " is empty: an integer median has no NaN to return");
+    return full({}, NAN, {.dtype = x.dtype(), .device = x.device()});
+  }
+  const Tensor flat = reshape(x, {-1});
+  const Tensor m = median_along(op, flat.detach(), 0, false, skip_nan).first;
+  if (!(GradMode::is_enabled() && x.requires_grad())) return m;
+  const Tensor tied = logical_or(eq(flat, m), logical_and(isnan(flat), isnan(m)));
+  return amax(masked_select(flat, tied));
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
+  const int64_t d = checked_slice_dim("kthvalue", x, dim);
+  const int64_t n = x.dim() == 0 ? 1 : x.size(d);
+  MG_CHECK(k >= 1 && k <= n, Error, "kthvalue: k (", k, ") must be in [1, ", n, "], the size of dim ", dim, " of ",
+           describe(x));
+  if (x.dim() == 0) return {x.clone(), zeros({}, {.dtype = DType::I64, .device = x.device()})};
+  Shape one = x.shape();
+  one[std::size_t(d)] = 1;
+  return at_sorted_position(x, d, full(one, static_cast<double>(k - 1), {.dtype = DType::I64, .device = x.device()}),
+                            keepdim);
+}
+
+std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim) {
+  return median_along("median", x, dim, keepdim, /*skip_nan=*/false);
+}
+std::pair<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim) {
+  return median_along("nanmedian", x, dim, keepdim, /*skip_nan=*/true);
+}
+Tensor median(const Tensor& x) { return median_of_all("median", x, /*skip_nan=*/false); }
+Tensor nanmedian(const Tensor& x) { return median_of_all("nanmedian", x, /*skip_nan=*/true); }
 
 }  // namespace mg

@@ -8,6 +8,8 @@
 //   auto [values, indices] = mg::topk(logits, 5);          // the 5 largest per row, largest first
 //   mg::Tensor order = mg::argsort(scores, 0, /*descending=*/true);
 //
+// kthvalue, median and nanmedian pick one position per slice of the same sorted order.
+//
 // Cost: the CPU sorts each row with std::stable_sort (n log n). The CUDA kernel ranks each
 // element against its row (n^2 / threads comparisons per row): fine for rows of up to a few
 // thousand (classes, a sequence), slow for vocabulary-sized rows.
@@ -23,5 +25,22 @@ Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
 std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false);  // (values, indices)
 // The k largest (smallest with largest = false) along dim, in order: (values, indices).
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true);
+
+// Order statistics along dim, as PyTorch's, from the same sort: (values, i64 indices), dim kept
+// with keepdim. The values differentiate through gather. Among equal values the index is the
+// stable sort's (the element at that sorted position, ties in index order; PyTorch leaves it
+// unspecified).
+// The k-th smallest, k from 1 (NaN the largest).
+std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false);
+// The lower median, the ((n - 1) / 2)-th smallest of n (no averaging of the middle two); a slice
+// holding NaN gives NaN and its first NaN's index. nanmedian ignores NaN (NaN only for a slice of
+// nothing but NaN).
+std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim = false);
+// Of every element: a 0-d tensor (NaN for an empty floating tensor). Its gradient is split evenly
+// among the elements equal to the median (among the NaN ones when it is NaN), as PyTorch's; a
+// recorded call reads how many there are on the host (a synchronisation on CUDA).
+Tensor median(const Tensor& x);
+Tensor nanmedian(const Tensor& x);
 
 }  // namespace mg

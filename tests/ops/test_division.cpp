@@ -60,6 +60,10 @@ TEST_CASE("div rounded toward -inf and toward zero, remainder and fmod on floats
   CHECK((i % 3.0).dtype() == DType::I64);
   check_same(floor_divide(from_vector<float>({-7}), full({}, 2.0)), {-4});
   CHECK(remainder(i, from_vector<float>({2.5f})).dtype() == DType::F32);
+  check_same(div(i, 2.0, RoundingMode::Floor), {2, -3});
+  check_same(div(i, 2.0, RoundingMode::Trunc), {2, -2});
+  check_same(floor_divide(i, -2.0), {-3, 2});
+  check_same(div(i, 2.0, RoundingMode::None), {2.5, -2.5});
 }
 
 TEST_CASE("remainder, fmod and the rounded divisions in f16 and bf16 round PyTorch's way",
@@ -113,6 +117,8 @@ TEST_CASE("an integer zero divisor and bool operands are refused by name", "[ops
   MG_REQUIRE_ERROR(div(a, z, RoundingMode::Floor), "div (floor): integer division by zero");
   MG_REQUIRE_ERROR(div(a, z, RoundingMode::Trunc), "div (trunc): integer division by zero");
   MG_REQUIRE_ERROR(a % z, "remainder: integer division by zero");
+  MG_REQUIRE_ERROR(floor_divide(a, 0.0), "div (floor): integer division by zero");
+  check_same(floor_divide(to(a, DType::F32), 0.0), {inf, inf, inf});
   // a float divisor of 0 is fine: inf and NaN
   check_same(remainder(to(a, DType::F32), to(z, DType::F32)), {0, nan_, 0});
   // an empty integer divisor has no zero

@@ -9,6 +9,7 @@
 
 #include "autograd/engine.h"
 #include "core/factory.h"
+#include "ops/nonzero.h"
 #include "ops/ops.h"
 #include "ops/sort.h"
 #include "test_util.h"
@@ -80,4 +81,104 @@ TEST_CASE("argsort, sort and topk: CUDA gives the CPU's indices, ties and NaN in
   }
   const Tensor ints = to(x * 4.0, DType::I64);  // NaN became 0 (saturating cast): ties
   CHECK(values(argsort(ints.to(g), 1, true)) == values(argsort(ints, 1, true)));
+}
+
+TEST_CASE("kthvalue, median and nanmedian as PyTorch's: NaN largest or skipped, the lower median, keepdim",
+          "[ops][sort][median]") {
+  // PyTorch 2.15 on the same rows: median values [nan, 4, nan] indices [2, 1, 0]; nanmedian
+  // [2, 4, nan] / [3, 1, 2]; kthvalue k = 2: [2, 1, nan] / [3, 3, 2] (its all-NaN row's index is
+  // unspecified: ours is the stable order's 1); k = 5: [nan, 6, nan] / [4, 2, 4]
+  const Tensor x = from_vector<float>({3, 1, NAN, 2, NAN, 5, 4, 6, 1, 0, NAN, NAN, NAN, NAN, NAN}, {3, 5});
+  const auto same = [](const Tensor& got, std::vector<double> want) {
+    const std::vector<double> g = values(got);
+    REQUIRE(g.size() == want.size());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      INFO("element " << i);
+      if (std::isnan(want[i])) CHECK(std::isnan(g[i])); else CHECK(g[i] == want[i]);
+    }
+  };
+  auto [mv, mi] = median(x, 1);
+  same(mv, {NAN, 4, NAN});
+  CHECK(values(mi) == V({2, 1, 0}));
+  auto [nv, ni] = nanmedian(x, 1);
+  same(nv, {2, 4, NAN});
+  CHECK(values(ni) == V({3, 1, 2}));
+  auto [kv, ki] = kthvalue(x, 2, 1);
+  same(kv, {2, 1, NAN});
+  CHECK(values(ki) == V({3, 3, 1}));
+  auto [lv, li] = kthvalue(x, 5, -1);
+  same(lv, {NAN, 6, NAN});
+  CHECK(values(li) == V({4, 2, 4}));
+  // keepdim, another dim, integers (PyTorch: median([[1, 5], [3, 2]], 0) = [1, 2] at [0, 1])
+  CHECK(median(x, 1, true).first.shape() == Shape{3, 1});
+  const Tensor m = from_vector<int64_t>({1, 5, 3, 2}, {2, 2});
+  auto [iv, ii] = median(m, 0);
+  CHECK(iv.dtype() == DType::I64);
+  CHECK(values(iv) == V({1, 2}));
+  CHECK(values(ii) == V({0, 1}));
+  // every element: the lower median; NaN when one is; nanmedian skips it
+  CHECK(values(median(from_vector<float>({4, 1, 3, 2}))) == V({2}));
+  CHECK(std::isnan(values(median(x))[0]));
+  CHECK(values(nanmedian(x)) == V({2}));
+  CHECK(median(x).shape() == Shape{});
+  CHECK(std::isnan(values(median(zeros({0})))[0]));
+  // 0-d; f16 / bf16 keep their dtype
+  CHECK(values(median(full({}, 7.0), 0).first) == V({7}));
+  CHECK(median(to(x, DType::BF16), 1).first.dtype() == DType::BF16);
+  same(median(to(x, DType::F16), 1).first, {NAN, 4, NAN});
+  // errors: k out of range, an empty dim (PyTorch: "Expected reduction dim 1 to have non-zero size")
+  MG_REQUIRE_ERROR(kthvalue(x, 6, 1), "kthvalue: k (6) must be in [1, 5]");
+  MG_REQUIRE_ERROR(kthvalue(x, 0, 1), "kthvalue: k (0)");
+  MG_REQUIRE_ERROR(median(zeros({3, 0}), 1), "median: dim 1 of [3, 0] f32 cpu is empty");
+  CHECK(median(zeros({0, 3}), 1).first.shape() == Shape{0});
+}
+
+TEST_CASE("median's gradient: to the picked element along a dim, split among ties over every element",
+          "[ops][sort][median][autograd]") {
+  // PyTorch 2.15: median([1, 2, 2, 2, 3], 0) picks index 2 (ours: the stable order's middle
+  // element, 2 too) and the gradient goes there alone; median of every element splits it,
+  // [0, 1/3, 1/3, 1/3, 0]
+  Tensor t = from_vector<double>({1, 2, 2, 2, 3}).requires_grad_();
+  auto [v, i] = median(t, 0);
+  CHECK(values(i) == V({2}));
+  v.backward();
+  CHECK(values(t.grad()) == V({0, 0, 1, 0, 0}));
+  Tensor u = from_vector<double>({1, 2, 2, 2, 3}).requires_grad_();
+  median(u).backward();
+  const std::vector<double> g = values(u.grad());
+  CHECK(g[0] == 0);
+  CHECK(g[1] == Approx(1.0 / 3));
+  CHECK(g[3] == Approx(1.0 / 3));
+  CHECK(g[4] == 0);
+  // the value is the median's exactly, -0 and infinities included
+  Tensor w = from_vector<double>({-INFINITY, -INFINITY, 5}).requires_grad_();
+  const Tensor mw = median(w);
+  CHECK(values(mw) == V({-INFINITY}));
+  mw.backward();
+  CHECK(values(w.grad()) == V({0.5, 0.5, 0}));
+  Tensor z = from_vector<double>({-0.0, 1}).requires_grad_();
+  CHECK(std::signbit(values(median(z))[0]));
+  // kthvalue's values differentiate through gather
+  Tensor k = from_vector<double>({4, 1, 3}, {1, 3}).requires_grad_();
+  sum(kthvalue(k, 3, 1).first).backward();
+  CHECK(values(k.grad()) == V({1, 0, 0}));
+}
+
+TEST_CASE("kthvalue and median: CUDA gives the CPU's values and indices", "[ops][sort][median][cuda][gpu]") {
+  manual_seed(6);
+  Tensor x = to(to(randn({19, 33}) * 3.0, DType::I64), DType::F32) / 2.0;
+  x = where(gt(rand({19, 33}), full({}, 0.9)), full({}, NAN), x);
+  const Device g = Device::cuda(0);
+  for (const DType dt : {DType::F32, DType::BF16, DType::F64}) {
+    INFO(dtype_name(dt));
+    const Tensor c = to(x, dt);
+    CHECK(values(median(c.to(g), 1).second) == values(median(c, 1).second));
+    CHECK(values(nanmedian(c.to(g), 0).second) == values(nanmedian(c, 0).second));
+    CHECK(values(kthvalue(c.to(g), 4, 1).second) == values(kthvalue(c, 4, 1).second));
+  }
+  Tensor w = to(x, DType::F32).to(g).requires_grad_();
+  const Tensor m = nanmedian(w);
+  CHECK(values(m) == values(nanmedian(x)));
+  m.backward();
+  CHECK(values(w.grad()) == values(to(eq(x, nanmedian(x)), DType::F32) / values(count_nonzero(eq(x, nanmedian(x))))[0]));
 }
