@@ -21,6 +21,7 @@ void register_reduce_kernels();
 void register_indexing_kernels();  // cuda/kernels/indexing.cu
 void register_sort_kernels();      // cuda/kernels/sort.cu
 void register_nonzero_kernels();   // cuda/kernels/nonzero.cu
+void register_cumprod_kernels();   // cuda/kernels/cumprod.cu
 void register_softmax_kernels();   // cuda/kernels/softmax.cu
 void register_dropout_kernels();   // cuda/kernels/dropout.cu
 void register_dropout_backward_kernels();  // cuda/kernels/dropout_backward.cu
@@ -45,6 +46,7 @@ void register_cuda_kernels() {
   register_indexing_kernels();
   register_sort_kernels();
   register_nonzero_kernels();
+  register_cumprod_kernels();
   register_softmax_kernels();
   register_dropout_kernels();
   register_dropout_backward_kernels();

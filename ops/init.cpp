@@ -43,6 +43,7 @@ void register_cpu_kernels() {
   cpu::register_indexing_kernels();
   cpu::register_sort_kernels();
   cpu::register_nonzero_kernels();
+  cpu::register_cumprod_kernels();
   cpu::register_loss_kernels();
   cpu::register_conv_kernels();
   cpu::register_norm_kernels();

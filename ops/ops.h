@@ -173,6 +173,9 @@ Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, double correc
 Tensor norm(const Tensor& x, double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor cumsum(const Tensor& x, int64_t dim);
+// The running product along dim, as PyTorch's: in opmath in order, each output rounded once;
+// integers and bool give i64 (wrapping). Its gradient is exact where x holds zeros too.
+Tensor cumprod(const Tensor& x, int64_t dim);
 // Sums a broadcast tensor back to `shape` (the reverse of expand).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 

@@ -9,6 +9,7 @@
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/infer.h"
+#include "mixgrad/ops/logical.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/reduce_common.h"
 #include "mixgrad/ops/register.h"
@@ -211,12 +212,31 @@ Tensors logsumexp_bw(const BackwardCtx& c, const Tensors& g) {
 // cumsum of g reversed along dim, reversed back (index_select with n-1 ... 0). Never
 // sum(g) - cumsum(g) + g, which cancels (g = [1e8, 1, 1] in f32 gave [1e8, 1, 1], not [1e8, 2, 1])
 // and spreads one inf or NaN to every position.
+Tensor reverse_cumsum(const Tensor& t, int64_t dim) {
+  const Tensor reversed = arange(t.size(dim) - 1, -1, -1, {.dtype = DType::I64, .device = t.device()});
+  return index_select(cumsum(index_select(t, dim, reversed), dim), dim, reversed);
+}
 Tensors cumsum_bw(const BackwardCtx& c, const Tensors& g) {
   if (c.input_shape(0).empty()) return {g[0]};
-  const int64_t dim = c.attrs().dim;
-  const int64_t n = c.input_shape(0)[std::size_t(dim)];
-  const Tensor reversed = arange(n - 1, -1, -1, {.dtype = DType::I64, .device = g[0].device()});
-  return {index_select(cumsum(index_select(g[0], dim, reversed), dim), dim, reversed)};
+  return {reverse_cumsum(g[0], c.attrs().dim)};
+}
+// cumprod along the last dim: dx_i = sum_{j >= i} g_j prod_{k <= j, k != i} x_k. Before a line's
+// first zero that is reverse_cumsum(g y)_i / x_i (every later term holds the zero: 0 both ways);
+// at the first zero z it is reverse_cumsum(g y')_z with y' = cumprod(x with x_z := 1); after z it is
+// 0 (x_z is a factor of every term). Public ops, so the rule is differentiable again; a zero-free
+// line costs the zero bookkeeping too (no host read decides).
+Tensors cumprod_bw(const BackwardCtx& c, const Tensors& g) {
+  const Tensor x = c.input(0), y = c.output(0);
+  if (x.dim() == 0) return {g[0]};  // y = x
+  const int64_t d = x.dim() - 1;
+  const Tensor one = one_like_scalar(x);
+  const Tensor is_zero = eq(x, zero_like_scalar(x));
+  const Tensor zeros_so_far = cumsum(is_zero, d);  // i64
+  const Tensor before_first = eq(zeros_so_far, zero_like_scalar(zeros_so_far));
+  const Tensor first = logical_and(is_zero, eq(zeros_so_far, one_like_scalar(zeros_so_far)));
+  const Tensor left = reverse_cumsum(g[0] * y, d) / where(is_zero, one, x);
+  const Tensor at_first = reverse_cumsum(g[0] * cumprod(where(first, one, x), d), d);
+  return {where(before_first, left, where(first, at_first, zero_like_scalar(g[0])))};
 }
 
 OpAttrs dim_attrs(const char* op, const Tensor& x, int64_t dim, bool keepdim) {
@@ -240,6 +260,7 @@ void register_reduce_rules_extra() {
   set_op_rule(OpId::norm, {.infer = infer_norm, .backward = norm_bw, .save = in0_out0});
   set_op_rule(OpId::logsumexp, {.infer = infer_logsumexp, .backward = logsumexp_bw, .save = in0_out0});
   set_op_rule(OpId::cumsum, {.infer = infer_cumsum, .backward = cumsum_bw});
+  set_op_rule(OpId::cumprod, {.infer = infer_cumsum, .backward = cumprod_bw, .save = in0 | kSaveOutput(0)});
 }
 
 Tensor prod(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
@@ -306,6 +327,15 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
   return dispatch1(OpId::cumsum, {x}, dim_attrs("cumsum", x, dim, false));
+}
+
+// The op scans the last dim: another dim goes there and back (two copies).
+Tensor cumprod(const Tensor& x, int64_t dim) {
+  MG_CHECK(x.defined(), Error, "cumprod: undefined input tensor");
+  const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "cumprod");
+  const int64_t last = x.dim() - 1;
+  if (x.dim() == 0 || d == last) return dispatch1(OpId::cumprod, {x});
+  return contiguous(transpose(dispatch1(OpId::cumprod, {transpose(x, d, last)}), d, last));
 }
 
 }  // namespace mg

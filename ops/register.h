@@ -28,6 +28,7 @@ void register_copy_kernels();
 void register_indexing_kernels();
 void register_sort_kernels();
 void register_nonzero_kernels();
+void register_cumprod_kernels();
 void register_loss_kernels();
 void register_conv_kernels();
 void register_norm_kernels();

@@ -536,6 +536,11 @@ void reduction_cases(Table& t) {
   t.add(O::cumsum, "cumsum/dim1", {normal(s3)}, [](const Tensors& in) { return cumsum(in[0], 1); }, {0});
   t.add(O::cumsum, "cumsum/transposed_last", {transposed(normal({4, 3}))},
         [](const Tensors& in) { return cumsum(in[0], -1); }, {0});
+  // cumprod: a polynomial, so finite differences hold at zeros too (the gradient's special case)
+  t.add(O::cumprod, "cumprod/last", {normal(s3)}, [](const Tensors& in) { return cumprod(in[0], -1); }, {0});
+  t.add(O::cumprod, "cumprod/dim0", {normal(s3)}, [](const Tensors& in) { return cumprod(in[0], 0); }, {0});
+  t.add(O::cumprod, "cumprod/zeros", {fixed({1.5, 0, -2, 0.5, 0, 2, 0, 3, -1, 0.5, 2, -0.5}, s)},
+        [](const Tensors& in) { return cumprod(in[0], 1); }, {0});
 }
 
 void linalg_cases(Table& t) {
