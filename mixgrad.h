@@ -48,4 +48,6 @@
 #include "mixgrad/ops/rearrange.h"        // flip, roll, repeat, tile, tril, triu
 #include "mixgrad/ops/sort.h"             // argsort, sort, topk
 #include "mixgrad/ops/nonzero.h"          // nonzero, argwhere, masked_select, count_nonzero
+#include "mixgrad/ops/quantile.h"         // quantile, nanquantile
+#include "mixgrad/ops/unique.h"           // unique, unique_consecutive
 #include "mixgrad/ops/pad.h"              // pad (constant, reflect, replicate, circular)
