@@ -5,12 +5,11 @@
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/error.h"
+#include "mixgrad/ops/arg_checks.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg {
 namespace {
-
-void check_defined(const char* op, const Tensor& t) { MG_CHECK(t.defined(), Error, op, ": got an undefined tensor"); }
 
 // The truth of each element: x itself for bool, x != 0 otherwise (NaN is true, as in C and PyTorch).
 Tensor truth(const Tensor& x) { return x.dtype() == DType::Bool ? x : ne(x, scalar_like(0.0, x)); }

@@ -12,6 +12,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/autocast_state.h"
 #include "mixgrad/core/factory.h"
+#include "mixgrad/ops/arg_checks.h"
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/infer.h"
@@ -342,9 +343,6 @@ Tensors bce_bw(const BackwardCtx& c, const Tensors& g) {
 }
 
 // ---- public-function helpers ----
-void check_defined(const char* op, std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts) MG_CHECK(t->defined(), Error, op, ": undefined tensor argument");
-}
 void check_reduction(const char* op, Reduction r, bool allow_batchmean = false) {
   const int64_t m = int64_t(r);
   MG_CHECK(m >= 0 && m <= 3 && (allow_batchmean || r != Reduction::BatchMean), Error, op,
@@ -365,7 +363,7 @@ Tensors promote_all(Tensors ts) {
 OpAttrs dim_attrs(const char* op, const Tensor& x, int64_t dim) { return {.dim = wrap_dim(dim, x.dim(), op)}; }
 
 Tensor softmax_like(OpId op, const char* name, const Tensor& x, int64_t dim) {
-  check_defined(name, {&x});
+  check_defined(name, x);
   if (x.dim() == 0) {
     wrap_dim(dim, 1, name);
     return reshape(dispatch1(op, {reshape(x, {1})}, {.dim = 0}), {});
@@ -373,7 +371,7 @@ Tensor softmax_like(OpId op, const char* name, const Tensor& x, int64_t dim) {
   return dispatch1(op, {x}, dim_attrs(name, x, dim));
 }
 Tensor softmax_bw_like(OpId op, const char* name, const Tensor& grad, const Tensor& y, int64_t dim) {
-  check_defined(name, {&grad, &y});
+  check_defined(name, grad, y);
   const Tensor g = grad.dtype() == y.dtype() ? grad : to(grad, y.dtype());
   if (y.dim() == 0) {
     wrap_dim(dim, 1, name);
@@ -419,7 +417,7 @@ Tensor log_softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim) {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing, const Tensor& weight) {
-  check_defined("cross_entropy", {&logits, &target});
+  check_defined("cross_entropy", logits, target);
   check_reduction("cross_entropy", reduction);
   MG_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, Error,
            "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
@@ -437,7 +435,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 
 Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, Reduction reduction,
                               int64_t ignore_index, double label_smoothing) {
-  check_defined("cross_entropy_backward", {&grad, &logits, &target});
+  check_defined("cross_entropy_backward", grad, logits, target);
   check_reduction("cross_entropy_backward", reduction);
   const Tensor g = grad.dtype() == logits.dtype() ? grad : to(grad, logits.dtype());
   return dispatch1(OpId::cross_entropy_backward, {g, logits, index_target(target)},
@@ -446,7 +444,7 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index,
                 const Tensor& weight) {
-  check_defined("nll_loss", {&log_probs, &target});
+  check_defined("nll_loss", log_probs, target);
   check_reduction("nll_loss", reduction);
   if (weight.defined()) {
     check_floating("nll_loss", log_probs);
@@ -458,23 +456,23 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  check_defined("mse_loss", {&input, &target});
+  check_defined("mse_loss", input, target);
   check_reduction("mse_loss", reduction);
   return dispatch1(OpId::mse_loss, promote_all({input, target}), {.mode = int64_t(reduction)});
 }
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  check_defined("l1_loss", {&input, &target});
+  check_defined("l1_loss", input, target);
   check_reduction("l1_loss", reduction);
   return dispatch1(OpId::l1_loss, promote_all({input, target}), {.mode = int64_t(reduction)});
 }
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
-  check_defined("smooth_l1_loss", {&input, &target});
+  check_defined("smooth_l1_loss", input, target);
   check_reduction("smooth_l1_loss", reduction);
   MG_CHECK(beta >= 0.0, Error, "smooth_l1_loss: beta must be >= 0, got ", beta);
   return dispatch1(OpId::smooth_l1_loss, promote_all({input, target}), {.alpha = beta, .mode = int64_t(reduction)});
 }
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
-  check_defined("huber_loss", {&input, &target});
+  check_defined("huber_loss", input, target);
   check_reduction("huber_loss", reduction);
   MG_CHECK(delta > 0.0 && std::isfinite(delta), Error, "huber_loss: delta must be finite and > 0, got ", delta);
   const Tensor y = dispatch1(OpId::huber_loss, promote_all({input, target}), {.alpha = delta, .mode = int64_t(reduction)});
@@ -485,7 +483,7 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction
 }
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& pos_weight,
                                         Reduction reduction, const Tensor& weight) {
-  check_defined("binary_cross_entropy_with_logits", {&input, &target});
+  check_defined("binary_cross_entropy_with_logits", input, target);
   check_reduction("binary_cross_entropy_with_logits", reduction);
   if (weight.defined()) {
     return detail::weighted_binary_loss("binary_cross_entropy_with_logits", input, target, pos_weight, weight,
@@ -496,7 +494,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   return dispatch1(OpId::binary_cross_entropy_with_logits, promote_all(in), {.mode = int64_t(reduction)});
 }
 Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction reduction, const Tensor& weight) {
-  check_defined("binary_cross_entropy", {&probs, &target});
+  check_defined("binary_cross_entropy", probs, target);
   check_reduction("binary_cross_entropy", reduction);
   if (weight.defined()) {
     return detail::weighted_binary_loss("binary_cross_entropy", probs, target, Tensor(), weight, reduction,
@@ -505,7 +503,7 @@ Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction
   return dispatch1(OpId::binary_cross_entropy, promote_all({probs, target}), {.mode = int64_t(reduction)});
 }
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bool log_target) {
-  check_defined("kl_div", {&input, &target});
+  check_defined("kl_div", input, target);
   check_reduction("kl_div", reduction, /*allow_batchmean=*/true);
   MG_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), DTypeError,
            "kl_div: expected floating input and target (log-probabilities and probabilities), got input ",

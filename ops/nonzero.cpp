@@ -3,6 +3,7 @@
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/shape.h"
+#include "mixgrad/ops/arg_checks.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/infer.h"
 #include "mixgrad/ops/ops.h"
@@ -41,7 +42,7 @@ std::pair<Tensor, int64_t> prefix_count(const Tensor& x) {
 void register_nonzero_rules() { set_op_rule(OpId::nonzero_from_prefix, {.infer = infer_nonzero_from_prefix}); }
 
 Tensor nonzero(const Tensor& x) {
-  MG_CHECK(x.defined(), Error, "nonzero: got an undefined tensor");
+  check_defined("nonzero", x);
   const auto [prefix, count] = prefix_count(x);
   OpAttrs a{.ints = {count}};
   for (int64_t s : x.shape()) a.ints.push_back(s);
@@ -51,7 +52,7 @@ Tensor nonzero(const Tensor& x) {
 Tensor argwhere(const Tensor& x) { return nonzero(x); }
 
 Tensor masked_select(const Tensor& x, const Tensor& mask) {
-  MG_CHECK(x.defined() && mask.defined(), Error, "masked_select: got an undefined tensor");
+  check_defined("masked_select", x, mask);
   MG_CHECK(mask.dtype() == DType::Bool, DTypeError, "masked_select: expected a bool mask, got ", describe(mask),
            "\n  hint: make one with a comparison, e.g. ne(m, zeros_like(m))");
   MG_CHECK(x.device() == mask.device(), DeviceError, "masked_select: x is ", describe(x), " but the mask is ",
@@ -64,7 +65,7 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) {
 }
 
 Tensor count_nonzero(const Tensor& x, const std::vector<int64_t>& dims) {
-  MG_CHECK(x.defined(), Error, "count_nonzero: got an undefined tensor");
+  check_defined("count_nonzero", x);
   const Tensor flags = x.dtype() == DType::Bool ? x : ne(x, zeros({}, {.dtype = x.dtype(), .device = x.device()}));
   return sum(flags, dims);  // i64 for bool
 }

@@ -12,6 +12,7 @@
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/graph_rng.h"
+#include "mixgrad/ops/arg_checks.h"
 #include "mixgrad/ops/backward_ctx.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/infer.h"
@@ -435,10 +436,6 @@ Tensors dropout_backward_bw(const BackwardCtx& c, const Tensors& g) {
 uint32_t save_all_inputs(uint32_t) { return 0xFFFFu; }
 // Also the statistics outputs (mean, rstd / invstd) that the fused backward reads.
 uint32_t save_inputs_and_stats(uint32_t) { return 0xFFFFu | kSaveOutput(1) | kSaveOutput(2); }
-
-void check_defined(const char* op, const Tensor& x) {
-  MG_CHECK(x.defined(), Error, op, ": undefined input tensor");
-}
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/shape.h"
+#include "mixgrad/ops/arg_checks.h"
 #include "mixgrad/ops/logical.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/sort.h"
@@ -48,7 +49,7 @@ Tensor quantile_of(const Slices& s, double q, bool skip_nan, QuantileInterpolati
 
 Tensor quantile_impl(const char* op, const Tensor& x, const std::vector<double>& qs, bool q_is_tensor,
                      std::optional<int64_t> dim, bool keepdim, QuantileInterpolation how, bool skip_nan) {
-  MG_CHECK(x.defined(), Error, op, ": got an undefined tensor");
+  check_defined(op, x);
   MG_CHECK(is_floating(x.dtype()), DTypeError, op, ": expected a floating tensor, got ", describe(x),
            "\n  hint: convert it with to(x, DType::F32)");
   MG_CHECK(x.numel() > 0, ShapeError, op, ": the input ", describe(x), " is empty");

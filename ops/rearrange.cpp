@@ -5,12 +5,11 @@
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/shape.h"
+#include "mixgrad/ops/arg_checks.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg {
 namespace {
-
-void check_defined(const char* op, const Tensor& t) { MG_CHECK(t.defined(), Error, op, ": got an undefined tensor"); }
 
 // The dims wrapped and checked distinct.
 std::vector<int64_t> distinct_dims(const char* op, const Tensor& x, const std::vector<int64_t>& dims) {

@@ -4,6 +4,7 @@
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/shape.h"
+#include "mixgrad/ops/arg_checks.h"
 #include "mixgrad/ops/dispatcher.h"
 #include "mixgrad/ops/infer.h"
 #include "mixgrad/ops/logical.h"
@@ -27,7 +28,7 @@ InferResult infer_argsort(const Tensors& in, const OpAttrs&) {
 void register_sort_rules() { set_op_rule(OpId::argsort, {.infer = infer_argsort}); }
 
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
-  MG_CHECK(x.defined(), Error, "argsort: got an undefined tensor");
+  check_defined("argsort", x);
   if (x.dim() == 0) {
     wrap_dim(dim, 1, "argsort");
     return zeros({}, {.dtype = DType::I64, .device = x.device()});
@@ -47,7 +48,7 @@ std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
 }
 
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
-  MG_CHECK(x.defined(), Error, "topk: got an undefined tensor");
+  check_defined("topk", x);
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "topk");
   const int64_t n = x.dim() == 0 ? 1 : x.size(d);
   MG_CHECK(k >= 0 && k <= n, Error, "topk: k (", k, ") must be in [0, ", n, "], the size of dim ", dim, " of ",
@@ -73,7 +74,7 @@ std::pair<Tensor, Tensor> at_sorted_position(const Tensor& x, int64_t d, const T
 
 // The slices along d are non-empty, as PyTorch requires; a 0-d x counts as one element.
 int64_t checked_slice_dim(const char* op, const Tensor& x, int64_t dim) {
-  MG_CHECK(x.defined(), Error, op, ": got an undefined tensor");
+  check_defined(op, x);
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), op);
   MG_CHECK(x.dim() == 0 || x.size(d) > 0, ShapeError, op, ": dim ", dim, " of ", describe(x),
            " is empty: there is no element to pick");
@@ -102,7 +103,7 @@ std::pair<Tensor, Tensor> median_along(const char* op, const Tensor& x, int64_t 
 // The median of every element: the value from the sort; when recorded, the gradient split evenly
 // among the elements equal to it (or the NaN ones), through amax over just those elements.
 Tensor median_of_all(const char* op, const Tensor& x, bool skip_nan) {
-  MG_CHECK(x.defined(), Error, op, ": got an undefined tensor");
+  check_defined(op, x);
   if (x.numel() == 0) {
     MG_CHECK(is_floating(x.dtype()), Error, op, ": ", describe(x), " is empty: an integer median has no NaN to return");
     return full({}, NAN, {.dtype = x.dtype(), .device = x.device()});

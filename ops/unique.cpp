@@ -3,6 +3,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/factory.h"
+#include "mixgrad/ops/arg_checks.h"
 #include "mixgrad/ops/nonzero.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/sort.h"
@@ -28,7 +29,7 @@ UniqueResult runs(const Tensor& line, bool want_group, bool want_counts) {
 }
 
 UniqueResult unique_impl(const char* op, const Tensor& x, bool sorted, bool return_inverse, bool return_counts) {
-  MG_CHECK(x.defined(), Error, op, ": got an undefined tensor");
+  check_defined(op, x);
   NoGradGuard no_grad;  // not differentiable, as PyTorch's
   // bool has no sort of its own: as u8 and back
   const bool is_bool = x.dtype() == DType::Bool;

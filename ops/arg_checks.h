@@ -1,0 +1,17 @@
+// Argument checks shared by the public ops, so that every op words the same mistake the same way.
+#pragma once
+#include <type_traits>
+
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/tensor.h"
+
+namespace mg {
+
+// "<op>: got an undefined tensor" (an Error) unless every tensor is defined.
+template <typename... Ts>
+void check_defined(const char* op, const Ts&... tensors) {
+  static_assert((std::is_same_v<Ts, Tensor> && ...), "check_defined takes tensors");
+  MG_CHECK((tensors.defined() && ...), Error, op, ": got an undefined tensor");
+}
+
+}  // namespace mg
