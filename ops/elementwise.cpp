@@ -542,7 +542,9 @@ namespace {
 Tensor integer_safe_division(OpId op, const char* name, const Tensor& a, const Tensor& b,
                               bool divisor_checked = false) {
   const Tensors ab = promoted(a, b);
-  if (!divisor_checked && is_integral(ab[1].dtype()) && ab[1].dtype() != DType::Bool && ab[1].numel() > 0) {
+  // (a divisor whose zeros divide nothing, the broadcast result being empty, is fine, as PyTorch's)
+  if (!divisor_checked && is_integral(ab[1].dtype()) && ab[1].numel() > 0 &&
+      shape_numel(broadcast_shapes(ab[0].shape(), ab[1].shape(), name)) > 0) {
     const bool has_zero =
         amax(eq(ab[1], scalar_like(0.0, ab[1])).to(DType::U8)).to(Device::cpu()).item<uint8_t>() != 0;
     MG_CHECK(!has_zero, Error, name, ": integer division by zero (the divisor ", describe(b),

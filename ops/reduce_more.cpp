@@ -221,22 +221,25 @@ Tensors cumsum_bw(const BackwardCtx& c, const Tensors& g) {
   return {reverse_cumsum(g[0], c.attrs().dim)};
 }
 // cumprod along the last dim: dx_i = sum_{j >= i} g_j prod_{k <= j, k != i} x_k. Before a line's
-// first zero that is reverse_cumsum(g y)_i / x_i (every later term holds the zero: 0 both ways);
-// at the first zero z it is reverse_cumsum(g y')_z with y' = cumprod(x with x_z := 1); after z it is
-// 0 (x_z is a factor of every term). Public ops, so the rule is differentiable again; a zero-free
-// line costs the zero bookkeeping too (no host read decides).
+// first zero z that is reverse_cumsum(g y)_i / x_i over the terms j < z (the later ones hold the
+// zero: 0, which a NaN or inf after it must not turn into NaN); at z it is reverse_cumsum(g y')_z
+// with y' = cumprod(x with x_z := 1), over the terms before the second zero; after z it is 0
+// (x_z is a factor of every term). A line of one is a copy (gradient g, whatever x holds).
+// Public ops, so the rule is differentiable again; a zero-free line costs the zero bookkeeping
+// too (no host read decides). As PyTorch's, an inf before the first zero makes its terms inf / inf.
 Tensors cumprod_bw(const BackwardCtx& c, const Tensors& g) {
   const Tensor x = c.input(0), y = c.output(0);
-  if (x.dim() == 0) return {g[0]};  // y = x
+  if (x.dim() == 0 || x.size(-1) == 1) return {g[0]};  // y = x
   const int64_t d = x.dim() - 1;
-  const Tensor one = one_like_scalar(x);
+  const Tensor one = one_like_scalar(x), zero_g = zero_like_scalar(g[0]);
   const Tensor is_zero = eq(x, zero_like_scalar(x));
   const Tensor zeros_so_far = cumsum(is_zero, d);  // i64
   const Tensor before_first = eq(zeros_so_far, zero_like_scalar(zeros_so_far));
+  const Tensor upto_second = le(zeros_so_far, one_like_scalar(zeros_so_far));
   const Tensor first = logical_and(is_zero, eq(zeros_so_far, one_like_scalar(zeros_so_far)));
-  const Tensor left = reverse_cumsum(g[0] * y, d) / where(is_zero, one, x);
-  const Tensor at_first = reverse_cumsum(g[0] * cumprod(where(first, one, x), d), d);
-  return {where(before_first, left, where(first, at_first, zero_like_scalar(g[0])))};
+  const Tensor left = reverse_cumsum(where(before_first, g[0] * y, zero_g), d) / where(is_zero, one, x);
+  const Tensor at_first = reverse_cumsum(where(upto_second, g[0] * cumprod(where(first, one, x), d), zero_g), d);
+  return {where(before_first, left, where(first, at_first, zero_g))};
 }
 
 OpAttrs dim_attrs(const char* op, const Tensor& x, int64_t dim, bool keepdim) {

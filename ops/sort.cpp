@@ -101,18 +101,21 @@ std::pair<Tensor, Tensor> median_along(const char* op, const Tensor& x, int64_t 
 }
 
 // The median of every element: the value from the sort; when recorded, the gradient split evenly
-// among the elements equal to it (or the NaN ones), through amax over just those elements.
+// among the elements equal to it (or the NaN ones), through max over just those elements (max,
+// not amax: it splits a NaN result's gradient among the NaN elements).
 Tensor median_of_all(const char* op, const Tensor& x, bool skip_nan) {
   check_defined(op, x);
   if (x.numel() == 0) {
     MG_CHECK(is_floating(x.dtype()), Error, op, ": ", describe(x), " is empty: an integer median has no NaN to return");
-    return full({}, NAN, {.dtype = x.dtype(), .device = x.device()});
+    const Tensor nan = full({}, NAN, {.dtype = x.dtype(), .device = x.device()});
+    // recorded, NaN + 0 * sum(x) keeps x in the graph (its gradient is empty), as PyTorch's
+    return GradMode::is_enabled() && x.requires_grad() ? nan + sum(x) * 0.0 : nan;
   }
   const Tensor flat = reshape(x, {-1});
   const Tensor m = median_along(op, flat.detach(), 0, false, skip_nan).first;
   if (!(GradMode::is_enabled() && x.requires_grad())) return m;
   const Tensor tied = logical_or(eq(flat, m), logical_and(isnan(flat), isnan(m)));
-  return amax(masked_select(flat, tied));
+  return max(masked_select(flat, tied));
 }
 
 }  // namespace

@@ -826,3 +826,19 @@ TEST_CASE("unbatched [C, L] and [C, H, W] inputs run as a batch of one, as PyTor
                     Catch::Contains("expected input [N, 3, H, W] (4-D with 3 channels, or an unbatched [3, H, W]), got "
                                     "input [9, 8]"));
 }
+
+TEST_CASE("an error for an unbatched input names the input as passed, and keeps its class", "[ops][conv][errors]") {
+  // the op sees [1, 2, 5, 5]; the note says where that came from
+  try {
+    conv2d(randn({2, 5, 5}), randn({4, 3, 3, 3}));
+    FAIL("no error");
+  } catch (const ShapeError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("conv2d: input has 2 channels but weight expects 3") == 0);
+    CHECK(m.find("note: the unbatched input [2, 5, 5] f32 cpu ran as the batch of one [1, 2, 5, 5]") != std::string::npos);
+  } catch (const Error& e) {
+    FAIL("not a ShapeError: " << e.what());
+  }
+  MG_REQUIRE_ERROR(max_pool2d(randn({2, 1, 1}), {3, 3}), "note: the unbatched input [2, 1, 1] f32 cpu");
+  MG_REQUIRE_ERROR(conv1d(randn({2, 5}), randn({4, 3, 3})), "note: the unbatched input [2, 5] f32 cpu");
+}

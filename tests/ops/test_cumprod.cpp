@@ -36,6 +36,23 @@ TEST_CASE("cumprod and its gradient as PyTorch's, lines with zeros included", "[
   sum(cumprod(z, 0)).backward();
   CHECK(values(z.grad()) == V({1 + 3 + 12, 0, 0}));
   CHECK(values(cumprod(full({}, 3.0), 0)) == V({3}));
+  // NaN and inf: a line of one is a copy (gradient 1); terms after a zero are 0, not NaN
+  // (PyTorch 2.15: [1, 1], [1], and [1, nan, 0] for [3, 0, nan])
+  Tensor c1 = from_vector<double>({2, NAN}, {2, 1}).requires_grad_();
+  sum(cumprod(c1, 1)).backward();
+  CHECK(values(c1.grad()) == V({1, 1}));
+  Tensor c2 = from_vector<double>({INFINITY}).requires_grad_();
+  sum(cumprod(c2, 0)).backward();
+  CHECK(values(c2.grad()) == V({1}));
+  Tensor c3 = from_vector<double>({3, 0, NAN}).requires_grad_();
+  sum(cumprod(c3, 0)).backward();
+  const std::vector<double> g3 = values(c3.grad());
+  CHECK(g3[0] == 1);
+  CHECK(std::isnan(g3[1]));
+  CHECK(g3[2] == 0);
+  Tensor c4 = from_vector<double>({2, 0, 5, 0, INFINITY}).requires_grad_();
+  sum(cumprod(c4, 0)).backward();
+  CHECK(values(c4.grad()) == V({1, 2 + 10, 0, 0, 0}));
   CHECK(std::signbit(values(cumprod(from_vector<float>({-0.f, 2.f}), 0))[1]));
 }
 

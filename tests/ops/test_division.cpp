@@ -121,6 +121,8 @@ TEST_CASE("an integer zero divisor and bool operands are refused by name", "[ops
   check_same(floor_divide(to(a, DType::F32), 0.0), {inf, inf, inf});
   // a float divisor of 0 is fine: inf and NaN
   check_same(remainder(to(a, DType::F32), to(z, DType::F32)), {0, nan_, 0});
+  // a zero that divides nothing (an empty broadcast result) is fine, as PyTorch's
+  CHECK(div(zeros({0, 3}, {.dtype = DType::I64}), z, RoundingMode::Trunc).shape() == Shape{0, 3});
   // an empty integer divisor has no zero
   CHECK(remainder(zeros({0}, {.dtype = DType::I64}), zeros({0}, {.dtype = DType::I64})).shape() == Shape{0});
   const Tensor t = gt(a, full({}, 4.0));

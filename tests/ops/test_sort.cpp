@@ -158,6 +158,23 @@ TEST_CASE("median's gradient: to the picked element along a dim, split among tie
   CHECK(values(w.grad()) == V({0.5, 0.5, 0}));
   Tensor z = from_vector<double>({-0.0, 1}).requires_grad_();
   CHECK(std::signbit(values(median(z))[0]));
+  // a NaN median: the gradient split among the NaN elements (PyTorch 2.15: [0, 1, 0] and
+  // [0, 0.5, 0.5, 0]; nanmedian of a lone NaN: [1])
+  Tensor n1 = from_vector<double>({1, NAN, 2}).requires_grad_();
+  median(n1).backward();
+  CHECK(values(n1.grad()) == V({0, 1, 0}));
+  Tensor n2 = from_vector<double>({2, NAN, NAN, 1}).requires_grad_();
+  median(n2).backward();
+  CHECK(values(n2.grad()) == V({0, 0.5, 0.5, 0}));
+  Tensor n3 = from_vector<double>({NAN}).requires_grad_();
+  nanmedian(n3).backward();
+  CHECK(values(n3.grad()) == V({1}));
+  // an empty tensor's NaN median stays in the graph: an empty gradient, as PyTorch's
+  Tensor e = zeros({0}, {.dtype = DType::F64}).requires_grad_();
+  const Tensor me = median(e);
+  CHECK(std::isnan(values(me)[0]));
+  me.backward();
+  CHECK(e.grad().shape() == Shape{0});
   // kthvalue's values differentiate through gather
   Tensor k = from_vector<double>({4, 1, 3}, {1, 3}).requires_grad_();
   sum(kthvalue(k, 3, 1).first).backward();
