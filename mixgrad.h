@@ -47,6 +47,7 @@
 #include "mixgrad/ops/ops.h"              // elementwise, reductions, linear algebra, views, indexing
 #include "mixgrad/ops/rearrange.h"        // flip, roll, repeat, tile, tril, triu
 #include "mixgrad/ops/sort.h"             // argsort, sort, topk
+#include "mixgrad/ops/bitwise.h"          // bitwise_and/or/xor/not, shifts, << >>
 #include "mixgrad/ops/nonzero.h"          // nonzero, argwhere, masked_select, count_nonzero
 #include "mixgrad/ops/quantile.h"         // quantile, nanquantile
 #include "mixgrad/ops/unique.h"           // unique, unique_consecutive

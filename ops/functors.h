@@ -629,6 +629,44 @@ struct Remainder {
     }
   }
 };
+// Bitwise ops on integers and bool (bool's not is logical). Shifts as PyTorch's: a shift count
+// outside [0, bits) gives 0 to the left and the sign fill to the right (-1 for a negative signed
+// value, else 0), where C++ leaves them undefined; a left shift wraps, through the unsigned type.
+struct BitAnd {
+  template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const { return T(a & b); }
+};
+struct BitOr {
+  template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const { return T(a | b); }
+};
+struct BitXor {
+  template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const { return T(a ^ b); }
+};
+struct BitNot {
+  template <typename T> MG_HOST_DEVICE T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>) return !x; else return T(~x);
+  }
+};
+template <typename T> MG_HOST_DEVICE bool shift_in_range(T b) {
+  if constexpr (std::is_signed_v<T>) {
+    if (b < T(0)) return false;
+  }
+  return b < T(sizeof(T) * 8);
+}
+struct ShiftLeft {
+  template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const {
+    if (!shift_in_range(b)) return T(0);
+    using U = std::make_unsigned_t<T>;
+    return T(U(U(a) << unsigned(b)));
+  }
+};
+struct ShiftRight {
+  template <typename T> MG_HOST_DEVICE T operator()(T a, T b) const {
+    if (!shift_in_range(b)) {
+      if constexpr (std::is_signed_v<T>) return a < T(0) ? T(-1) : T(0); else return T(0);
+    }
+    return T(a >> unsigned(b));  // arithmetic for signed values (C++20)
+  }
+};
 // NaN propagates from either side (as torch.maximum).
 // A tie (+0 against -0 included) returns a, as PyTorch's.
 struct Maximum {

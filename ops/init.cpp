@@ -62,6 +62,7 @@ void init() {
     register_indexing_rules();
     register_sort_rules();
     register_nonzero_rules();
+    register_bitwise_rules();
     register_loss_rules();
     register_conv_rules();
     register_norm_rules();

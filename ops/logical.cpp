@@ -6,6 +6,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/error.h"
 #include "mixgrad/ops/arg_checks.h"
+#include "mixgrad/ops/bitwise.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg {
@@ -17,15 +18,6 @@ Tensor truth(const Tensor& x) { return x.dtype() == DType::Bool ? x : ne(x, scal
 // A bool tensor of x's shape and device filled with `value` (the tests' answer for integer dtypes).
 Tensor constant_mask(const Tensor& x, bool value) {
   return full(x.shape(), value ? 1.0 : 0.0, {.dtype = DType::Bool, .device = x.device()});
-}
-
-void check_masks(const char* op, const Tensor& a, const Tensor& b) {
-  check_defined(op, a);
-  check_defined(op, b);
-  MG_CHECK(a.dtype() == DType::Bool && b.dtype() == DType::Bool, DTypeError, op, ": expected bool masks, got ",
-           describe(a), " and ", describe(b),
-           "\n  hint: mixgrad has no bitwise ops on integers; for truth values use logical_and/or/xor, which take "
-           "any dtype");
 }
 
 // The largest finite value of a floating dtype.
@@ -60,24 +52,12 @@ Tensor logical_xor(const Tensor& a, const Tensor& b) {
   return ne(truth(a), truth(b));
 }
 
-Tensor operator~(const Tensor& m) {
-  check_defined("operator~", m);
-  MG_CHECK(m.dtype() == DType::Bool, DTypeError, "operator~: expected a bool mask, got ", describe(m),
-           "\n  hint: mixgrad has no bitwise ops on integers; logical_not takes any dtype");
-  return logical_not(m);
-}
-Tensor operator&(const Tensor& a, const Tensor& b) {
-  check_masks("operator&", a, b);
-  return logical_and(a, b);
-}
-Tensor operator|(const Tensor& a, const Tensor& b) {
-  check_masks("operator|", a, b);
-  return logical_or(a, b);
-}
-Tensor operator^(const Tensor& a, const Tensor& b) {
-  check_masks("operator^", a, b);
-  return logical_xor(a, b);
-}
+// The bitwise ops (ops/bitwise.h): logical on bool masks, bitwise on integers, refused for floats
+// (for truth values of any dtype: logical_and/or/xor/not).
+Tensor operator~(const Tensor& m) { return bitwise_not(m); }
+Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
+Tensor operator^(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
 
 Tensor isnan(const Tensor& x) {
   check_defined("isnan", x);

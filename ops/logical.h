@@ -20,8 +20,8 @@ Tensor logical_not(const Tensor& x);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_xor(const Tensor& a, const Tensor& b);
-// On bool tensors only (the masks PyTorch's operators are used for); mixgrad has no bitwise ops
-// on integers, so an integer operand is refused by name.
+// bitwise_not/and/or/xor (ops/bitwise.h): logical on bool masks, bitwise on integers (a bool
+// with an integer promotes to the integer), refused for floating operands.
 Tensor operator~(const Tensor& m);
 Tensor operator&(const Tensor& a, const Tensor& b);
 Tensor operator|(const Tensor& a, const Tensor& b);

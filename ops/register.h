@@ -13,6 +13,7 @@ void register_copy_rules();
 void register_indexing_rules();
 void register_sort_rules();
 void register_nonzero_rules();
+void register_bitwise_rules();
 void register_loss_rules();
 void register_conv_rules();
 void register_norm_rules();

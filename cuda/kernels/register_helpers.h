@@ -25,6 +25,18 @@ void register_cuda_Numeric(OpId op) {
   register_kernel(op, DeviceType::CUDA, DType::I32, K::template fn<int32_t>);
   register_kernel(op, DeviceType::CUDA, DType::U8, K::template fn<uint8_t>);
 }
+// i64 i32 u8 (the shifts), and with bool (the other bitwise ops)
+template <typename K>
+void register_cuda_Integer(OpId op) {
+  register_kernel(op, DeviceType::CUDA, DType::I64, K::template fn<int64_t>);
+  register_kernel(op, DeviceType::CUDA, DType::I32, K::template fn<int32_t>);
+  register_kernel(op, DeviceType::CUDA, DType::U8, K::template fn<uint8_t>);
+}
+template <typename K>
+void register_cuda_Bits(OpId op) {
+  register_cuda_Integer<K>(op);
+  register_kernel(op, DeviceType::CUDA, DType::Bool, K::template fn<bool>);
+}
 // Every dtype, bool included.
 template <typename K>
 void register_cuda_All(OpId op) {

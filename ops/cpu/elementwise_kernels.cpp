@@ -234,6 +234,25 @@ void reg_binary_Numeric(OpId op) {
   register_kernel(op, DeviceType::CPU, DType::I32, binary_kernel<int32_t, F>);
   register_kernel(op, DeviceType::CPU, DType::U8, binary_kernel<uint8_t, F>);
 }
+// The bitwise ops: i64 i32 u8 ("Integer"), and bool ("Bits").
+template <typename F>
+void reg_binary_Integer(OpId op) {
+  register_kernel(op, DeviceType::CPU, DType::I64, binary_kernel<int64_t, F>);
+  register_kernel(op, DeviceType::CPU, DType::I32, binary_kernel<int32_t, F>);
+  register_kernel(op, DeviceType::CPU, DType::U8, binary_kernel<uint8_t, F>);
+}
+template <typename F>
+void reg_binary_Bits(OpId op) {
+  reg_binary_Integer<F>(op);
+  register_kernel(op, DeviceType::CPU, DType::Bool, binary_kernel<bool, F>);
+}
+template <typename F>
+void reg_unary_Bits(OpId op) {
+  register_kernel(op, DeviceType::CPU, DType::I64, unary_kernel<int64_t, F>);
+  register_kernel(op, DeviceType::CPU, DType::I32, unary_kernel<int32_t, F>);
+  register_kernel(op, DeviceType::CPU, DType::U8, unary_kernel<uint8_t, F>);
+  register_kernel(op, DeviceType::CPU, DType::Bool, unary_kernel<bool, F>);
+}
 // Every dtype, bool included.
 template <typename F>
 void reg_compare(OpId op) {

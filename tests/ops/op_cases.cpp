@@ -12,6 +12,8 @@
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
 #include "ops/dispatcher.h"
+#include "ops/bitwise.h"
+#include "ops/logical.h"
 #include "ops/nonzero.h"
 #include "ops/sort.h"
 
@@ -794,6 +796,24 @@ void golden_cases(Table& t) {
            [](const Tensors& in) { return clamp(in[0], -1, 4); }, {-1, 0, 4}, {3}, DType::I64);
   int_case(O::add, "add/golden_i64", {index({1, 2}, {2}), index({10, 20}, {2})},
            [](const Tensors& in) { return add(in[0], in[1]); }, {11, 22}, {2}, DType::I64);
+  // the bitwise ops (two's complement: -7 & 3 = 1, -7 | 3 = -5, -7 ^ 3 = -6, ~-7 = 6); shifts
+  // outside [0, 64) give 0 (left) and the sign fill (right), as PyTorch's
+  const Gen bit_a = index({12, -7, 5}, {3}), bit_b = index({10, 3, -1}, {3});
+  int_case(O::bitwise_and, "bitwise_and/golden_i64", {bit_a, bit_b}, [](const Tensors& in) { return bitwise_and(in[0], in[1]); },
+           {8, 1, 5}, {3}, DType::I64);
+  int_case(O::bitwise_and, "bitwise_and/golden_bool", {mask({1, 0, 1, 0}, {4}), mask({1, 1, 0, 0}, {4})},
+           [](const Tensors& in) { return in[0] & in[1]; }, {1, 0, 0, 0}, {4}, DType::Bool);
+  int_case(O::bitwise_or, "bitwise_or/golden_i64", {bit_a, bit_b}, [](const Tensors& in) { return bitwise_or(in[0], in[1]); },
+           {14, -5, -1}, {3}, DType::I64);
+  int_case(O::bitwise_xor, "bitwise_xor/golden_i64", {bit_a, bit_b}, [](const Tensors& in) { return in[0] ^ in[1]; },
+           {6, -6, -6}, {3}, DType::I64);
+  int_case(O::bitwise_not, "bitwise_not/golden_i64", {bit_a}, [](const Tensors& in) { return bitwise_not(in[0]); },
+           {-13, 6, -6}, {3}, DType::I64);
+  int_case(O::bitwise_left_shift, "bitwise_left_shift/golden_i64", {index({5, -5, 1, 3}, {4}), index({1, 1, 63, 64}, {4})},
+           [](const Tensors& in) { return in[0] << in[1]; }, {10, -10, -9223372036854775808.0, 0}, {4}, DType::I64);
+  int_case(O::bitwise_right_shift, "bitwise_right_shift/golden_i64",
+           {index({5, -5, -1, 7}, {4}), index({1, 1, 64, -1}, {4})}, [](const Tensors& in) { return in[0] >> in[1]; },
+           {2, -3, -1, 0}, {4}, DType::I64);
   gold(O::view, "view/golden", {g}, [](const Tensors& in) { return view(in[0], {3, 2}); }, {0},
        {1, -2, 3, 4, 0.5, -1}, {3, 2});
 }

@@ -46,6 +46,10 @@ std::vector<DType> required_cpu_dtypes(OpId op) {
       return with({DType::I64, DType::I32, DType::U8, DType::Bool});
     case O::neg: case O::abs: case O::sign: case O::relu: case O::clamp:
       return with({DType::I64, DType::I32, DType::U8});
+    case O::bitwise_and: case O::bitwise_or: case O::bitwise_xor: case O::bitwise_not:
+      return {DType::I64, DType::I32, DType::U8, DType::Bool};
+    case O::bitwise_left_shift: case O::bitwise_right_shift:
+      return {DType::I64, DType::I32, DType::U8};
     case O::eq: case O::ne: case O::lt: case O::le: case O::gt: case O::ge:
     case O::add: case O::sub: case O::mul: case O::where: case O::cat: case O::index_select:
     case O::gather: case O::masked_fill: case O::argmax: case O::argmin: case O::amax: case O::amin:
