@@ -20,6 +20,9 @@ inline std::vector<double> values(const Tensor& t) {
   return std::vector<double>(p, p + c.numel());
 }
 
+// Expected values written inline: CHECK(values(y) == V({1, 2, 3})).
+inline std::vector<double> V(std::initializer_list<double> v) { return v; }
+
 // Runs f and returns the mg::Error message it throws ("" when it does not throw).
 template <typename F>
 std::string error_of(F&& f) {

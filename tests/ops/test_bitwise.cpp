@@ -14,10 +14,10 @@
 #include "test_util.h"
 
 using namespace mg;
+using mg::test::V;
 using mg::test::values;
 
 namespace {
-std::vector<double> V(std::initializer_list<double> v) { return v; }
 Tensor u8(std::vector<int64_t> v) { return to(from_vector<int64_t>(v), DType::U8); }
 }  // namespace
 

@@ -13,11 +13,8 @@
 #include "test_util.h"
 
 using namespace mg;
+using mg::test::V;
 using mg::test::values;
-
-namespace {
-std::vector<double> V(std::initializer_list<double> v) { return v; }
-}  // namespace
 
 TEST_CASE("cumprod and its gradient as PyTorch's, lines with zeros included", "[ops][cumprod][autograd]") {
   // PyTorch 2.15: y = [[2, 0, 0, 0, 0], [1.5, -3, -1.5, -6, 6]]; the gradient of (y * w).sum()

@@ -14,6 +14,7 @@
 #include "test_util.h"
 
 using namespace mg;
+using mg::test::V;
 using mg::test::values;
 
 namespace {
@@ -24,7 +25,6 @@ Tensor mask(std::vector<int> v) {
   return ne(from_vector<float>(f), zeros({int64_t(v.size())}));
 }
 std::vector<double> bits(const Tensor& t) { return values(to(t, DType::F64)); }
-std::vector<double> V(std::initializer_list<double> v) { return v; }
 
 }  // namespace
 

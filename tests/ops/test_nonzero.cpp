@@ -14,11 +14,8 @@
 #include "test_util.h"
 
 using namespace mg;
+using mg::test::V;
 using mg::test::values;
-
-namespace {
-std::vector<double> V(std::initializer_list<double> v) { return v; }
-}  // namespace
 
 TEST_CASE("nonzero and argwhere as PyTorch's: row-major coordinates, NaN nonzero, -0 zero", "[ops][nonzero]") {
   const Tensor x = from_vector<float>({0.f, NAN, -0.f, 2.f, 0.f, -1.f}, {2, 3});

@@ -13,10 +13,10 @@
 #include "test_util.h"
 
 using namespace mg;
+using mg::test::V;
 using mg::test::values;
 
 namespace {
-std::vector<double> V(std::initializer_list<double> v) { return v; }
 void check_same(const Tensor& got, const std::vector<double>& want) {
   const std::vector<double> g = values(got);
   REQUIRE(g.size() == want.size());

@@ -13,12 +13,12 @@
 #include "test_util.h"
 
 using namespace mg;
+using mg::test::V;
 using mg::test::values;
 
 namespace {
 
 Tensor grid() { return reshape(arange(0, 12, 1, {.dtype = DType::F32}), {3, 4}); }
-std::vector<double> V(std::initializer_list<double> v) { return v; }
 
 }  // namespace
 

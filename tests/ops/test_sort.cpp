@@ -15,13 +15,8 @@
 #include "test_util.h"
 
 using namespace mg;
+using mg::test::V;
 using mg::test::values;
-
-namespace {
-
-std::vector<double> V(std::initializer_list<double> v) { return v; }
-
-}  // namespace
 
 TEST_CASE("argsort and sort as PyTorch's stable sort: ties, NaN largest, -0 equal to +0, descending", "[ops][sort]") {
   const Tensor x = from_vector<float>({3.f, NAN, 1.f, 3.f, -0.f, 0.f, NAN, -2.f});

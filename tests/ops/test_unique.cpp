@@ -12,11 +12,8 @@
 #include "test_util.h"
 
 using namespace mg;
+using mg::test::V;
 using mg::test::values;
-
-namespace {
-std::vector<double> V(std::initializer_list<double> v) { return v; }
-}  // namespace
 
 TEST_CASE("unique as PyTorch's: sorted values, inverse, counts, NaN each its own value", "[ops][unique]") {
   // PyTorch 2.15: unique([[3, 1, nan], [1, 3, nan]]) = [1, 3, nan, nan], inverse [[1, 0, 2], [0, 1, 3]],
