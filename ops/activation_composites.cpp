@@ -114,7 +114,8 @@ Tensor threshold(const Tensor& x, double threshold_value, double value) {
   if (x.defined() && is_integral(x.dtype())) {
     MG_CHECK(integral_holds(x.dtype(), threshold_value) && integral_holds(x.dtype(), value), Error, "threshold: ",
              threshold_value, " or ", value, " cannot be converted to ", dtype_name(x.dtype()), " without overflow");
-    return where(x.le(std::trunc(threshold_value)), scalar_like(std::trunc(value), x), x);
+    // (+ 0.0: trunc(-0.5) is -0.0, which scalar_like would make an f32 scalar)
+    return where(x.le(std::trunc(threshold_value)), scalar_like(std::trunc(value) + 0.0, x), x);
   }
   return unary("threshold", x, [&](const Tensor& a) { return where(a.le(threshold_value), scalar_like(value, a), a); });
 }

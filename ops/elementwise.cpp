@@ -602,10 +602,13 @@ Tensor scalar_like(double value, const Tensor& like) {
   // A bool tensor's scalar is an integer, as PyTorch's int scalar (mask + 1 and mask * 1 are i64;
   // a 0/1 bool scalar made mask + 1.0 look for a bool add), or f32 when fractional (below).
   if (t == DType::Bool) t = DType::I64;
-  // A value the integer dtype cannot hold exactly (a fraction, NaN, +-inf, out of its range) is an
-  // f32 scalar, so x + 0.5 and x * 1e20 on an i32 x compute in f32 instead of truncating or
-  // overflowing.
-  if (is_integral(t) && !(value == std::trunc(value) && integral_holds(t, value))) t = DType::F32;
+  // A value the integer dtype cannot hold exactly (a fraction, NaN, +-inf, out of its range, -0) is
+  // an f32 scalar, so x + 0.5 and x * 1e20 on an i32 x compute in f32 instead of truncating or
+  // overflowing, and x / -0.0 is -inf for a positive x, as PyTorch's.
+  const bool negative_zero = value == 0.0 && std::signbit(value);
+  if (is_integral(t) && !(value == std::trunc(value) && integral_holds(t, value) && !negative_zero)) {
+    t = DType::F32;
+  }
   return scalar_tensor(value, {.dtype = t, .device = like.device()});
 }
 

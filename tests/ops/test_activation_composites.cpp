@@ -216,6 +216,7 @@ TEST_CASE("prelu refuses mixed dtypes outside autocast, threshold keeps integers
   CHECK(t.dtype() == DType::I64);
   CHECK(values(t) == std::vector<double>{7, 2, 7});
   CHECK(threshold(i.to(DType::I32), -1.5, -7.9).dtype() == DType::I32);
+  CHECK(values(threshold(i, 0.0, -0.5)) == std::vector<double>{0, 2, 0});  // -0.5 truncates to 0, an integer
   MG_REQUIRE_ERROR(threshold(i.to(DType::U8), 0.0, 300.0), "threshold: 0 or 300 cannot be converted to u8 without overflow");
   // softsign and tanhshrink of integers: f32, as PyTorch's promotion ([0.5, 0.6667]; [0.2384, 1.0360]).
   const Tensor s = softsign(from_vector<int64_t>({1, 2}));

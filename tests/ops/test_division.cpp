@@ -119,6 +119,11 @@ TEST_CASE("an integer zero divisor and bool operands are refused by name", "[ops
   MG_REQUIRE_ERROR(a % z, "remainder: integer division by zero");
   MG_REQUIRE_ERROR(floor_divide(a, 0.0), "div (floor): integer division by zero");
   check_same(floor_divide(to(a, DType::F32), 0.0), {inf, inf, inf});
+  // -0.0 is no integer: an f32 scalar, so the signs follow it (PyTorch 2.15: [3, -5] / -0.0 is
+  // [-inf, inf], and remainder gives NaN rather than the integer error)
+  check_same(div(from_vector<int64_t>({3, -5}), -0.0, RoundingMode::None), {-inf, inf});
+  check_same(from_vector<int64_t>({3, -5}) * -0.0, {-0.0, 0.0});
+  CHECK(std::isnan(values(remainder(from_vector<int64_t>({3}), -0.0))[0]));
   // a float divisor of 0 is fine: inf and NaN
   check_same(remainder(to(a, DType::F32), to(z, DType::F32)), {0, nan_, 0});
   // a zero that divides nothing (an empty broadcast result) is fine, as PyTorch's
