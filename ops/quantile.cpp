@@ -89,7 +89,7 @@ std::vector<double> q_values(const char* op, const Tensor& q) {
   MG_CHECK(q.defined(), Error, op, ": got an undefined q");
   MG_CHECK(q.dim() <= 1, ShapeError, op, ": q must be 0-d or 1-D, got ", describe(q));
   MG_CHECK(is_floating(q.dtype()), DTypeError, op, ": q must be a floating tensor, got ", describe(q));
-  const Tensor host = to(q, DType::F64).to(Device::cpu());
+  const Tensor host = contiguous(to(q, DType::F64).to(Device::cpu()));  // a strided q view read in order
   return std::vector<double>(host.data<double>(), host.data<double>() + host.numel());
 }
 

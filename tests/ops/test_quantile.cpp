@@ -44,6 +44,9 @@ TEST_CASE("quantile and nanquantile as PyTorch's for every interpolation", "[ops
   // several q over one row: [1, 2.5, 4, 7]; q first in the shape, keepdim
   check_same(quantile(select(x, 0, 0), from_vector<double>({0, 0.25, 0.5, 1})), {1, 2.5, 4, 7});
   CHECK(quantile(x, from_vector<double>({0.25, 0.5}), 1, true).shape() == Shape{2, 2, 1});
+  // a strided q view: every other of [0, 9, 0.25, 9, 0.5, 9, 1]
+  check_same(quantile(select(x, 0, 0), slice(from_vector<double>({0, 9, 0.25, 9, 0.5, 9, 1}), 0, 0, 7, 2)),
+             {1, 2.5, 4, 7});
   // every element: nanquantile 4, quantile NaN; keepdim keeps every dim as 1
   check_same(nanquantile(x, 0.5), {4});
   check_same(quantile(x, 0.5), {NAN});
