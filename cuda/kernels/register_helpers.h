@@ -17,14 +17,6 @@ void register_cuda_Floating(OpId op) {
   register_kernel(op, DeviceType::CUDA, DType::F16, K::template fn<Half>);
   register_kernel(op, DeviceType::CUDA, DType::BF16, K::template fn<BFloat16>);
 }
-// + i64 i32 u8
-template <typename K>
-void register_cuda_Numeric(OpId op) {
-  register_cuda_Floating<K>(op);
-  register_kernel(op, DeviceType::CUDA, DType::I64, K::template fn<int64_t>);
-  register_kernel(op, DeviceType::CUDA, DType::I32, K::template fn<int32_t>);
-  register_kernel(op, DeviceType::CUDA, DType::U8, K::template fn<uint8_t>);
-}
 // i64 i32 u8 (the shifts), and with bool (the other bitwise ops)
 template <typename K>
 void register_cuda_Integer(OpId op) {
@@ -36,6 +28,12 @@ template <typename K>
 void register_cuda_Bits(OpId op) {
   register_cuda_Integer<K>(op);
   register_kernel(op, DeviceType::CUDA, DType::Bool, K::template fn<bool>);
+}
+// + i64 i32 u8
+template <typename K>
+void register_cuda_Numeric(OpId op) {
+  register_cuda_Floating<K>(op);
+  register_cuda_Integer<K>(op);
 }
 // Every dtype, bool included.
 template <typename K>

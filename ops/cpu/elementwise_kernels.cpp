@@ -215,13 +215,18 @@ template <typename F>
 void reg_unary_Floating(OpId op) {
   reg_floating<UnaryK<F>>(op);
 }
+// K's kernels for i64, i32 and u8 ("Integer": the shifts).
+template <typename K>
+void reg_integer(OpId op) {
+  register_kernel(op, DeviceType::CPU, DType::I64, K::template fn<int64_t>);
+  register_kernel(op, DeviceType::CPU, DType::I32, K::template fn<int32_t>);
+  register_kernel(op, DeviceType::CPU, DType::U8, K::template fn<uint8_t>);
+}
 // Floating and integer dtypes (neg, abs, sign, relu, clamp, ...); u8's neg wraps, as PyTorch's.
 template <typename F>
 void reg_unary_Numeric(OpId op) {
   reg_floating<UnaryK<F>>(op);
-  register_kernel(op, DeviceType::CPU, DType::I64, unary_kernel<int64_t, F>);
-  register_kernel(op, DeviceType::CPU, DType::I32, unary_kernel<int32_t, F>);
-  register_kernel(op, DeviceType::CPU, DType::U8, unary_kernel<uint8_t, F>);
+  reg_integer<UnaryK<F>>(op);
 }
 template <typename F>
 void reg_binary_Floating(OpId op) {
@@ -230,36 +235,28 @@ void reg_binary_Floating(OpId op) {
 template <typename F>
 void reg_binary_Numeric(OpId op) {
   reg_floating<BinaryK<F>>(op);
-  register_kernel(op, DeviceType::CPU, DType::I64, binary_kernel<int64_t, F>);
-  register_kernel(op, DeviceType::CPU, DType::I32, binary_kernel<int32_t, F>);
-  register_kernel(op, DeviceType::CPU, DType::U8, binary_kernel<uint8_t, F>);
+  reg_integer<BinaryK<F>>(op);
 }
-// The bitwise ops: i64 i32 u8 ("Integer"), and bool ("Bits").
 template <typename F>
 void reg_binary_Integer(OpId op) {
-  register_kernel(op, DeviceType::CPU, DType::I64, binary_kernel<int64_t, F>);
-  register_kernel(op, DeviceType::CPU, DType::I32, binary_kernel<int32_t, F>);
-  register_kernel(op, DeviceType::CPU, DType::U8, binary_kernel<uint8_t, F>);
+  reg_integer<BinaryK<F>>(op);
 }
+// The other bitwise ops: the integers and bool ("Bits").
 template <typename F>
 void reg_binary_Bits(OpId op) {
-  reg_binary_Integer<F>(op);
+  reg_integer<BinaryK<F>>(op);
   register_kernel(op, DeviceType::CPU, DType::Bool, binary_kernel<bool, F>);
 }
 template <typename F>
 void reg_unary_Bits(OpId op) {
-  register_kernel(op, DeviceType::CPU, DType::I64, unary_kernel<int64_t, F>);
-  register_kernel(op, DeviceType::CPU, DType::I32, unary_kernel<int32_t, F>);
-  register_kernel(op, DeviceType::CPU, DType::U8, unary_kernel<uint8_t, F>);
+  reg_integer<UnaryK<F>>(op);
   register_kernel(op, DeviceType::CPU, DType::Bool, unary_kernel<bool, F>);
 }
 // Every dtype, bool included.
 template <typename F>
 void reg_compare(OpId op) {
   reg_floating<CompareK<F>>(op);
-  register_kernel(op, DeviceType::CPU, DType::I64, compare_kernel<int64_t, F>);
-  register_kernel(op, DeviceType::CPU, DType::I32, compare_kernel<int32_t, F>);
-  register_kernel(op, DeviceType::CPU, DType::U8, compare_kernel<uint8_t, F>);
+  reg_integer<CompareK<F>>(op);
   register_kernel(op, DeviceType::CPU, DType::Bool, compare_kernel<bool, F>);
 }
 
