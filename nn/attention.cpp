@@ -28,6 +28,10 @@ MultiheadAttention::MultiheadAttention(Options o) : Module("MultiheadAttention")
     v_proj_weight = register_parameter("v_proj_weight", empty({e, options_.vdim}));
   }
   if (o.bias) in_proj_bias = register_parameter("in_proj_bias", empty({3 * e}));
+  if (o.add_bias_kv) {
+    bias_k = register_parameter("bias_k", empty({1, 1, e}));
+    bias_v = register_parameter("bias_v", empty({1, 1, e}));
+  }
   out_proj = register_module<Linear>("out_proj", {.in = e, .out = e, .bias = o.bias});
   reset_parameters();
 }
@@ -41,6 +45,10 @@ void MultiheadAttention::reset_parameters() {
     init::xavier_uniform_(v_proj_weight);
   }
   if (in_proj_bias.defined()) init::zeros_(in_proj_bias);
+  if (bias_k.defined()) {
+    init::xavier_normal_(bias_k);
+    init::xavier_normal_(bias_v);
+  }
   if (out_proj->bias.defined()) init::zeros_(out_proj->bias);
 }
 
@@ -74,17 +82,30 @@ Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const 
   const int64_t s = key.size(1);
 
   // Projections with slices of the packed in_proj weight (or the separate ones): q/k/v
-  // [B, *, E | kdim | vdim] -> [B, H, *, d].
+  // [B, *, E | kdim | vdim] -> [B, *, E].
   auto project = [&](const Tensor& x, int64_t which) {
     const Tensor w = in_proj_weight.defined() ? in_proj_weight.narrow(0, which * e, e)
                      : which == 0           ? q_proj_weight
                      : which == 1           ? k_proj_weight
                                             : v_proj_weight;
     const Tensor bias = in_proj_bias.defined() ? in_proj_bias.narrow(0, which * e, e) : Tensor();
-    const Tensor y = linear(x, w, bias);
-    return y.reshape({x.size(0), x.size(1), h, d}).transpose(1, 2);
+    return linear(x, w, bias);
   };
-  const Tensor q = project(query, 0), k = project(key, 1), v = project(value, 2);
+  Tensor k_e = project(key, 1), v_e = project(value, 2);
+  if (options_.add_bias_kv) {  // one more key and value: the learned biases, the same for every batch
+    k_e = cat({k_e, bias_k.expand({b, 1, e})}, 1);
+    v_e = cat({v_e, bias_v.expand({b, 1, e})}, 1);
+  }
+  // [B, *, E] -> [B, H, *, d]
+  auto heads = [&](const Tensor& x) { return x.reshape({b, x.size(1), h, d}).transpose(1, 2); };
+  const Tensor q = heads(project(query, 0));
+  Tensor k = heads(k_e), v = heads(v_e);
+  if (options_.add_zero_attn) {  // and a key and value of zeros in every head
+    const Tensor zero = zeros({b, h, 1, d}, {.dtype = k.dtype(), .device = k.device()});
+    k = cat({k, zero}, 2);
+    v = cat({v, zero}, 2);
+  }
+  const int64_t extra = k.size(2) - s;  // keys added above, never masked
 
   // One additive mask [B or 1, H or 1, L, S] from both masks (true = excluded -> -inf).
   Tensor mask;
@@ -113,6 +134,11 @@ Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const 
                              key_padding_mask.reshape({b, 1, 1, s}), neg_inf);
     mask = mask.defined() ? add(mask, pad) : pad;
   }
+  if (mask.defined() && extra > 0) {  // the added keys: columns of 0 (allowed)
+    Shape cols = mask.shape();
+    cols.back() = extra;
+    mask = cat({mask, zeros(cols, {.dtype = mask.dtype(), .device = mask.device()})}, -1);
+  }
 
   const double p = is_training() ? options_.dropout : 0.0;
   Tensor att;
@@ -131,6 +157,8 @@ std::string MultiheadAttention::extra_repr() const {
                           options_.dropout);
   if (options_.kdim != options_.embed_dim) s += str_cat(", kdim=", options_.kdim);
   if (options_.vdim != options_.embed_dim) s += str_cat(", vdim=", options_.vdim);
+  if (options_.add_bias_kv) s += ", add_bias_kv=True";
+  if (options_.add_zero_attn) s += ", add_zero_attn=True";
   return s;
 }
 

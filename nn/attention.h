@@ -19,6 +19,8 @@ struct MultiheadAttentionOptions {
   bool bias = true;               // in_proj_bias and out_proj.bias
   int64_t kdim = 0;               // features of key (0: embed_dim)
   int64_t vdim = 0;               // features of value (0: embed_dim)
+  bool add_bias_kv = false;       // learned bias_k, bias_v appended to the keys and values (one more key)
+  bool add_zero_attn = false;     // a key and value of zeros appended after the projections (one more key)
   Generator* generator = nullptr; // dropout stream; the default generator when null
 };
 
@@ -27,7 +29,10 @@ struct MultiheadAttentionOptions {
 // Parameters: in_proj_weight [3E, E] (xavier_uniform), in_proj_bias [3E] (zeros), out_proj
 // (Linear E -> E, bias zeros) — the names and inits of torch.nn.MultiheadAttention. With a kdim or
 // vdim other than E, as PyTorch: q_proj_weight [E, E], k_proj_weight [E, kdim] and v_proj_weight
-// [E, vdim] (each xavier_uniform) replace in_proj_weight.
+// [E, vdim] (each xavier_uniform) replace in_proj_weight. add_bias_kv appends bias_k and bias_v
+// ([1, 1, E], xavier_normal) to the projected keys and values, and add_zero_attn a key and a value
+// of zeros to each head's (in that order, as PyTorch): the masks gain a column that never excludes
+// them, so a query whose keys are all masked attends to them.
 class MultiheadAttention : public Module {
  public:
   using Options = MultiheadAttentionOptions;
@@ -55,6 +60,8 @@ class MultiheadAttention : public Module {
   Tensor k_proj_weight;
   Tensor v_proj_weight;
   Tensor in_proj_bias;    // [3E] or undefined
+  Tensor bias_k;          // [1, 1, E]: only with add_bias_kv
+  Tensor bias_v;
   std::shared_ptr<Linear> out_proj;
 
  protected:

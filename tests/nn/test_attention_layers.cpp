@@ -415,6 +415,60 @@ TEST_CASE("MultiheadAttention and TransformerEncoderLayer errors name the layer 
                    "expected key_padding_mask [2, 3] (B, S), got key_padding_mask [2, 4]");
 }
 
+namespace {
+
+// One case of a torch_mha_*.json reference (tools/reference/gen_torch_mha_*.py): PyTorch's
+// parameters copied in by name, then the output, the head-averaged weights and the gradients of
+// sum(out * r) w.r.t. the inputs and every parameter compared. Optional keys: add_bias_kv,
+// add_zero_attn, attn_mask (bool or float, with its shape).
+void check_mha_case(const nlohmann::json& c) {
+  nn::MultiheadAttention mha({.embed_dim = c["embed_dim"].get<int64_t>(), .num_heads = c["num_heads"].get<int64_t>(),
+                              .bias = c["bias"].get<bool>(), .kdim = c["kdim"].get<int64_t>(),
+                              .vdim = c["vdim"].get<int64_t>(), .add_bias_kv = c.value("add_bias_kv", false),
+                              .add_zero_attn = c.value("add_zero_attn", false)});
+  mha.to(DType::F64);
+  mha.eval();
+  const auto params = mha.named_parameters();
+  REQUIRE(params.size() == c["params"].size());
+  std::vector<std::string> names;
+  for (const auto& [n, p] : params) {
+    INFO(n);
+    REQUIRE(c["params"].contains(n));
+    const auto& want = c["params"][n];
+    REQUIRE(p.shape() == Shape(want["shape"].get<std::vector<int64_t>>()));
+    NoGradGuard no_grad;
+    Tensor(p).copy_(test::json_tensor(want["values"], want["shape"]));
+    names.push_back(n);
+  }
+  const Tensor q = test::json_tensor(c["q"], c["q_shape"]).requires_grad_();
+  const Tensor k = test::json_tensor(c["k"], c["k_shape"]).requires_grad_();
+  const Tensor v = test::json_tensor(c["v"], c["v_shape"]).requires_grad_();
+  Tensor mask, attn;
+  if (!c["key_padding_mask"].is_null()) {
+    mask = to(from_vector<double>(c["key_padding_mask"].get<std::vector<double>>(), {q.size(0), k.size(1)}), DType::Bool);
+  }
+  if (c.contains("attn_mask") && !c["attn_mask"].is_null()) {
+    attn = test::json_tensor(c["attn_mask"], c["attn_mask_shape"]);
+    if (c["attn_mask_bool"].get<bool>()) attn = to(attn, DType::Bool);
+  }
+  const auto [out, weights] = mha.forward_with_weights(q, k, v, mask, attn);
+  test::check_json_close(out, c["out"]);
+  REQUIRE(weights.shape() == Shape(c["weights_shape"].get<std::vector<int64_t>>()));
+  test::check_json_close(weights, c["weights"]);
+  Tensors inputs{q, k, v};
+  for (const auto& [n, p] : params) inputs.push_back(p);
+  const Tensors g = autograd::grad({sum(out * test::json_tensor(c["r"], c["out_shape"]))}, inputs);
+  test::check_json_close(g[0], c["gq"]);
+  test::check_json_close(g[1], c["gk"]);
+  test::check_json_close(g[2], c["gv"]);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    INFO(names[i]);
+    test::check_json_close(g[3 + i], c["params"][names[i]]["grad"]);
+  }
+}
+
+}  // namespace
+
 TEST_CASE("MultiheadAttention with kdim and vdim equals PyTorch's: separate projections, weights and gradients",
           "[nn][attention]") {
   // tests/data/reference/torch_mha_kvdim.json, written by tools/reference/gen_torch_mha_kvdim.py
@@ -422,44 +476,8 @@ TEST_CASE("MultiheadAttention with kdim and vdim equals PyTorch's: separate proj
   const nlohmann::json ref = test::load_json_reference("torch_mha_kvdim.json");
   int checked = 0;
   for (const auto& c : ref["cases"]) {
-    nn::MultiheadAttention mha({.embed_dim = c["embed_dim"].get<int64_t>(), .num_heads = c["num_heads"].get<int64_t>(),
-                                .bias = c["bias"].get<bool>(), .kdim = c["kdim"].get<int64_t>(),
-                                .vdim = c["vdim"].get<int64_t>()});
-    mha.to(DType::F64);
-    mha.eval();
-    CHECK(!mha.in_proj_weight.defined());
-    const auto params = mha.named_parameters();
-    REQUIRE(params.size() == c["params"].size());
-    std::vector<std::string> names;
-    for (const auto& [n, p] : params) {
-      INFO(n);
-      REQUIRE(c["params"].contains(n));
-      const auto& want = c["params"][n];
-      REQUIRE(p.shape() == Shape(want["shape"].get<std::vector<int64_t>>()));
-      NoGradGuard no_grad;
-      Tensor(p).copy_(test::json_tensor(want["values"], want["shape"]));
-      names.push_back(n);
-    }
-    const Tensor q = test::json_tensor(c["q"], c["q_shape"]).requires_grad_();
-    const Tensor k = test::json_tensor(c["k"], c["k_shape"]).requires_grad_();
-    const Tensor v = test::json_tensor(c["v"], c["v_shape"]).requires_grad_();
-    Tensor mask;
-    if (!c["key_padding_mask"].is_null()) {
-      mask = to(from_vector<double>(c["key_padding_mask"].get<std::vector<double>>(), {2, 4}), DType::Bool);
-    }
-    const auto [out, weights] = mha.forward_with_weights(q, k, v, mask);
-    test::check_json_close(out, c["out"]);
-    test::check_json_close(weights, c["weights"]);
-    Tensors inputs{q, k, v};
-    for (const auto& [n, p] : params) inputs.push_back(p);
-    const Tensors g = autograd::grad({sum(out * test::json_tensor(c["r"], c["out_shape"]))}, inputs);
-    test::check_json_close(g[0], c["gq"]);
-    test::check_json_close(g[1], c["gk"]);
-    test::check_json_close(g[2], c["gv"]);
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      INFO(names[i]);
-      test::check_json_close(g[3 + i], c["params"][names[i]]["grad"]);
-    }
+    INFO("case " << checked);
+    check_mha_case(c);
     ++checked;
   }
   CHECK(checked == 3);
@@ -471,4 +489,31 @@ TEST_CASE("MultiheadAttention with kdim and vdim equals PyTorch's: separate proj
                    "kdim=5): expected key [2, S, 5] and value [2, S, 8]");
   MG_REQUIRE_ERROR(nn::MultiheadAttention({.embed_dim = 8, .num_heads = 2, .vdim = -1}),
                    "MultiheadAttention: kdim and vdim must be >= 0 (0: embed_dim), got 0 and -1");
+}
+
+TEST_CASE("MultiheadAttention with add_bias_kv and add_zero_attn equals PyTorch's: the added keys, masks and gradients",
+          "[nn][attention]") {
+  // tests/data/reference/torch_mha_bias_kv.json, written by tools/reference/gen_torch_mha_bias_kv.py
+  // (PyTorch 2.15, f64): each option alone and both, with padding masks (one masking every key of
+  // a batch row, which the added keys keep finite), bool and per-head float attention masks, kdim
+  // and vdim other than embed_dim.
+  const nlohmann::json ref = test::load_json_reference("torch_mha_bias_kv.json");
+  int checked = 0;
+  for (const auto& c : ref["cases"]) {
+    INFO("case " << checked);
+    check_mha_case(c);
+    ++checked;
+  }
+  CHECK(checked == 4);
+  nn::MultiheadAttention mha({.embed_dim = 8, .num_heads = 2, .add_bias_kv = true, .add_zero_attn = true});
+  CHECK(mha.bias_k.shape() == Shape{1, 1, 8});
+  CHECK(mha.bias_v.shape() == Shape{1, 1, 8});
+  CHECK(mha.str().find("add_bias_kv=True, add_zero_attn=True") != std::string::npos);
+  // xavier_normal on [1, 1, 8]: fan_in = fan_out = 8, std 0.25; not zeros
+  CHECK(values(mha.bias_k) != std::vector<double>(8, 0.0));
+  // S + 2 keys in the weights
+  const auto [y, w] = mha.forward_with_weights(rnd({2, 3, 8}, 1, DType::F32), rnd({2, 5, 8}, 2, DType::F32),
+                                               rnd({2, 5, 8}, 3, DType::F32));
+  CHECK(w.shape() == Shape{2, 3, 7});
+  CHECK(y.shape() == Shape{2, 3, 8});
 }
