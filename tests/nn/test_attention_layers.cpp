@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "amp/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
@@ -516,4 +517,13 @@ TEST_CASE("MultiheadAttention with add_bias_kv and add_zero_attn equals PyTorch'
                                                rnd({2, 5, 8}, 3, DType::F32));
   CHECK(w.shape() == Shape{2, 3, 7});
   CHECK(y.shape() == Shape{2, 3, 8});
+  // under autocast the f32 biases meet bf16 keys (cat promotes) and the attention runs in bf16
+  const Tensor xb = rnd({2, 3, 8}, 4, DType::F32);
+  const Tensor y32 = mha.forward(xb, xb, xb);
+  {
+    amp::Autocast autocast({.dtype = DType::BF16});
+    const Tensor yb = mha.forward(xb, xb, xb);
+    CHECK(yb.dtype() == DType::BF16);
+    require_close(values(yb), values(y32), 3e-2);
+  }
 }
