@@ -2,7 +2,8 @@
 // call must read and write, beside a device-to-device memcpy of the same traffic measured in the
 // same run (the memory-bound reference; about 4.3 TB/s measured on an H200): elementwise ops, casts,
 // the reductions (sum of 2^28 f32, column sums of [2^14, 2^14] f32, logsumexp over the rows of
-// [4096, 32768] bf16) and softmax over the rows of the same [4096, 32768] bf16. Convolutions (a
+// [4096, 32768] bf16) and softmax over the rows of the same [4096, 32768] bf16. argsort in elements
+// sorted per second (rows of [256, 32768] bf16, one row of 2^24 f32). Convolutions (a
 // ResNet-50 3x3 conv, each direction, beside the GEMM of the same size alone measured in the same
 // run) in TFLOP/s. GEMMs (cuBLASLt, mg::mm on square matrices) in TFLOP/s of 2 n^3 flops, with
 // no reference column: the device's nominal Tensor Core peak is not something the CUDA runtime
@@ -28,6 +29,7 @@
 #include "ops/conv.h"
 #include "ops/loss.h"
 #include "ops/ops.h"
+#include "ops/sort.h"
 
 namespace {
 
@@ -200,6 +202,22 @@ int main(int argc, char** argv) {
     const double ms = bench::cuda_ms_per_call(reps, [&] { (void)softmax(h, 1); });
     rows.push_back(row("softmax rows", "bf16", "[" + std::to_string(rows_n) + ", " + std::to_string(cols) + "]",
                        gbps(traffic, ms), memcpy_gbps(int64_t(traffic / 2), reps)));
+  });
+  attempt("argsort", [&] {
+    // Sorting (stable, as sort/topk/unique/median use it) in elements sorted per second: rows of
+    // a vocabulary (top-k sampling over logits) and one long row (unique or median of a tensor).
+    const int64_t cols = 32768, rows_n = cfg.quick ? 8 : 256, flat = int64_t(1) << (cfg.quick ? 16 : 24);
+    const Tensor h = to(a.slice(0, 0, rows_n * cols), DType::BF16).reshape({rows_n, cols});
+    const Tensor f = a.slice(0, 0, flat);
+    for (const auto& [input, shape_text] : {std::pair{h, "[" + std::to_string(rows_n) + ", 32768]"},
+                                            std::pair{f, "2^" + std::to_string(cfg.quick ? 16 : 24)}}) {
+      const Tensor& t = input;  // a plain reference for the lambda (no capture of a structured binding)
+      const double ms = bench::cuda_ms_per_call(cfg.quick ? 1 : 3, [&] { (void)argsort(t); });
+      Row r{"argsort", dtype_name(t.dtype()), shape_text};
+      r.value = double(t.numel()) / (ms * 1e-3) / 1e9;
+      r.unit = "Gelem/s";
+      rows.push_back(r);
+    }
   });
   bench::print_table(rows);
   const cuda::DeviceMemoryStats s = cuda::memory_stats(0);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The PyTorch peer of bench_cuda: the same ops, shapes and dtypes on the same GPU, timed the same
 way (CUDA events around 20 back-to-back calls after a warm-up, best of 5 batches), in GB/s of the
-bytes each call must read and write, and GEMMs (torch.matmul) in TFLOP/s of 2 n^3 flops, convolutions (torch.nn.functional.conv2d and
+bytes each call must read and write, argsort in elements sorted per second, and GEMMs (torch.matmul) in TFLOP/s of 2 n^3 flops, convolutions (torch.nn.functional.conv2d and
 torch.nn.grad, i.e. cuDNN) in TFLOP/s of 2 N O C kH kW Ho Wo flops. Writes
 one JSON object per row (name, dtype, shape, value, unit) so benchmarks/gpu/check.sh can put the
 figure beside mixgrad's. Like mixgrad, f16/bf16 GEMMs keep split-K sums in f32 (the reduced-
@@ -133,6 +133,15 @@ def main():
         value = traffic / (ms * 1e-3) / 1e9
         out.append({"name": name, "dtype": dtype, "shape": shp, "value": value, "unit": "GB/s"})
         print(f"{name:<22} {dtype:<6} {shp:<18} {value:10.1f} GB/s")
+    # argsort (stable, as mixgrad's) in elements sorted per second: bench_cuda's rows of a
+    # vocabulary and one long row.
+    sort_rows, flat_log2 = (8, 16) if args.quick else (256, 24)
+    srt = a[: sort_rows * 32768].to(torch.bfloat16).view(sort_rows, 32768)
+    for dtype, t, shp in [("bf16", srt, f"[{sort_rows}, 32768]"), ("f32", a[: 1 << flat_log2], f"2^{flat_log2}")]:
+        ms = ms_per_call(lambda: torch.argsort(t, dim=-1, stable=True), 1 if args.quick else 3)
+        value = t.numel() / (ms * 1e-3) / 1e9
+        out.append({"name": "argsort", "dtype": dtype, "shape": shp, "value": value, "unit": "Gelem/s"})
+        print(f"{'argsort':<22} {dtype:<6} {shp:<18} {value:10.1f} Gelem/s")
     # GEMMs: bf16/f16 at 8192^3, f32 (strict and TF32) at 4096^3; --quick: 1024^3.
     big, f32n = (1024, 1024) if args.quick else (8192, 4096)
     for name, dtype, tdt, size, tf32 in [("gemm", "bf16", torch.bfloat16, big, False),

@@ -78,6 +78,33 @@ TEST_CASE("argsort, sort and topk: CUDA gives the CPU's indices, ties and NaN in
   CHECK(values(argsort(ints.to(g), 1, true)) == values(argsort(ints, 1, true)));
 }
 
+TEST_CASE("argsort on CUDA: row lengths around the tile and the merge widths give the CPU's indices",
+          "[ops][sort][cuda][gpu]") {
+  // The CUDA kernel sorts tiles of 32 by rank, then merges runs of 32, 64, ...: lengths just
+  // below, at and above those widths leave a last run with no sibling or a short one.
+  const Device g = Device::cuda(0);
+  manual_seed(9);
+  for (const int64_t n : {1, 2, 31, 32, 33, 63, 64, 65, 100, 257, 1000, 4099}) {
+    INFO("row length " << n);
+    const int64_t rows = n > 1000 ? 2 : 5;
+    // few distinct values (ties across runs), signed zeros and NaN
+    Tensor x = to(to(randn({rows, n}) * 2.0, DType::I64), DType::F32);
+    x = where(gt(rand({rows, n}), full({}, 0.9)), full({}, -0.0), x);
+    x = where(gt(rand({rows, n}), full({}, 0.95)), full({}, NAN), x);
+    for (const DType dt : {DType::F32, DType::BF16, DType::F64}) {
+      INFO(dtype_name(dt));
+      const Tensor c = to(x, dt);
+      CHECK(values(argsort(c.to(g))) == values(argsort(c)));
+      CHECK(values(argsort(c.to(g), -1, true)) == values(argsort(c, -1, true)));
+    }
+    const Tensor ints = to(randint(0, 7, {rows, n}), DType::I32);
+    CHECK(values(argsort(ints.to(g))) == values(argsort(ints)));
+    // distinct values: a permutation with no ties
+    const Tensor perm = to(argsort(rand({rows, n})), DType::F32);
+    CHECK(values(argsort(perm.to(g), -1, true)) == values(argsort(perm, -1, true)));
+  }
+}
+
 TEST_CASE("kthvalue, median and nanmedian as PyTorch's: NaN largest or skipped, the lower median, keepdim",
           "[ops][sort][median]") {
   // PyTorch 2.15 on the same rows: median values [nan, 4, nan] indices [2, 1, 0]; nanmedian
