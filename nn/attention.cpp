@@ -54,32 +54,60 @@ void MultiheadAttention::reset_parameters() {
 
 Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                    const Tensor& key_padding_mask, const Tensor& attn_mask) {
-  return attend(query, key, value, key_padding_mask, attn_mask, nullptr);
+  return attend_any(query, key, value, key_padding_mask, attn_mask, nullptr);
 }
 
 std::pair<Tensor, Tensor> MultiheadAttention::forward_with_weights(const Tensor& query, const Tensor& key,
                                                                    const Tensor& value, const Tensor& key_padding_mask,
                                                                    const Tensor& attn_mask, bool average_attn_weights) {
-  Tensor weights;
-  Tensor out = attend(query, key, value, key_padding_mask, attn_mask, &weights);
-  return {out, average_attn_weights ? mean(weights, {1}) : weights};
+  Tensor weights;  // [B, H, L, S]; B = 1 for an unbatched query
+  Tensor out = attend_any(query, key, value, key_padding_mask, attn_mask, &weights);
+  if (average_attn_weights) weights = mean(weights, {1});
+  return {out, query.dim() == 2 ? weights.squeeze(0) : weights};
+}
+
+Tensor MultiheadAttention::attend_any(const Tensor& query, const Tensor& key, const Tensor& value,
+                                      const Tensor& key_padding_mask, const Tensor& attn_mask, Tensor* weights) {
+  if (!query.defined() || query.dim() != 2) {
+    return attend(query, key, value, key_padding_mask, attn_mask, weights, options_.batch_first);
+  }
+  // Unbatched, as PyTorch: query [L, E], key [S, kdim], value [S, vdim], key_padding_mask [S],
+  // attn_mask [L, S] or [H, L, S]; run as a batch of one.
+  const std::string name = layer_name();
+  auto shape_of = [](const Tensor& t) { return t.defined() ? str_cat(t.shape()) : std::string("undefined"); };
+  MG_CHECK(key.defined() && value.defined() && key.dim() == 2 && value.dim() == 2, ShapeError, name,
+           ": an unbatched query [L, ", options_.embed_dim, "] takes key [S, ", options_.kdim, "] and value [S, ",
+           options_.vdim, "], got query ", query.shape(), ", key ", shape_of(key), ", value ", shape_of(value));
+  MG_CHECK(!key_padding_mask.defined() || key_padding_mask.dim() == 1, ShapeError, name,
+           ": an unbatched query takes key_padding_mask [S], got key_padding_mask ", key_padding_mask.shape());
+  const Tensor out = attend(query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0),
+                            key_padding_mask.defined() ? key_padding_mask.unsqueeze(0) : key_padding_mask, attn_mask,
+                            weights, /*batch_first=*/true);
+  return out.squeeze(0);
 }
 
 Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const Tensor& value,
-                                  const Tensor& key_padding_mask, const Tensor& attn_mask, Tensor* weights) {
+                                  const Tensor& key_padding_mask, const Tensor& attn_mask, Tensor* weights,
+                                  bool batch_first) {
   auto scope = module_scope(*this);
   const int64_t e = options_.embed_dim, h = options_.num_heads, d = e / h;
   const int64_t kdim = options_.kdim, vdim = options_.vdim;
   const std::string name = layer_name();
+  // Checked in the layout given (batch_first = false: sequence first), then run batch first.
+  const bool bf = batch_first;
+  const int64_t bd = bf ? 0 : 1, sd = bf ? 1 : 0;  // the batch and sequence dims as given
+  const char* q_layout = bf ? "[B, L, " : "[L, B, ";
   auto shape_of = [](const Tensor& t) { return t.defined() ? str_cat(t.shape()) : std::string("undefined"); };
   MG_CHECK(query.defined() && query.dim() == 3 && query.size(2) == e, ShapeError, name,
-           ": expected query [B, L, ", e, "], got query ", shape_of(query));
-  const int64_t b = query.size(0), l = query.size(1);
-  MG_CHECK(key.defined() && value.defined() && key.dim() == 3 && value.dim() == 3 && key.size(0) == b &&
-               value.size(0) == b && key.size(2) == kdim && value.size(2) == vdim && key.size(1) == value.size(1),
-           ShapeError, name, ": expected key [", b, ", S, ", kdim, "] and value [", b, ", S, ", vdim,
+           ": expected query ", q_layout, e, "], got query ", shape_of(query));
+  const int64_t b = query.size(bd), l = query.size(sd);
+  MG_CHECK(key.defined() && value.defined() && key.dim() == 3 && value.dim() == 3 && key.size(bd) == b &&
+               value.size(bd) == b && key.size(2) == kdim && value.size(2) == vdim && key.size(sd) == value.size(sd),
+           ShapeError, name, ": expected key ", bf ? "[" : "[S, ", bf ? str_cat(b, ", S, ") : str_cat(b, ", "), kdim,
+           "] and value ", bf ? "[" : "[S, ", bf ? str_cat(b, ", S, ") : str_cat(b, ", "), vdim,
            "] (batch of the query), got query ", query.shape(), ", key ", shape_of(key), ", value ", shape_of(value));
-  const int64_t s = key.size(1);
+  const int64_t s = key.size(sd);
+  auto batch_major = [&](const Tensor& t) { return bf ? t : t.transpose(0, 1); };
 
   // Projections with slices of the packed in_proj weight (or the separate ones): q/k/v
   // [B, *, E | kdim | vdim] -> [B, *, E].
@@ -91,14 +119,14 @@ Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const 
     const Tensor bias = in_proj_bias.defined() ? in_proj_bias.narrow(0, which * e, e) : Tensor();
     return linear(x, w, bias);
   };
-  Tensor k_e = project(key, 1), v_e = project(value, 2);
+  Tensor k_e = project(batch_major(key), 1), v_e = project(batch_major(value), 2);
   if (options_.add_bias_kv) {  // one more key and value: the learned biases, the same for every batch
     k_e = cat({k_e, bias_k.expand({b, 1, e})}, 1);
     v_e = cat({v_e, bias_v.expand({b, 1, e})}, 1);
   }
   // [B, *, E] -> [B, H, *, d]
   auto heads = [&](const Tensor& x) { return x.reshape({b, x.size(1), h, d}).transpose(1, 2); };
-  const Tensor q = heads(project(query, 0));
+  const Tensor q = heads(project(batch_major(query), 0));
   Tensor k = heads(k_e), v = heads(v_e);
   if (options_.add_zero_attn) {  // and a key and value of zeros in every head
     const Tensor zero = zeros({b, h, 1, d}, {.dtype = k.dtype(), .device = k.device()});
@@ -148,8 +176,8 @@ Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const 
   } else {
     att = scaled_dot_product_attention(q, k, v, mask, p, false, std::nullopt, options_.generator);
   }
-  // [B, H, L, d] -> [B, L, E]
-  return (*out_proj)(att.transpose(1, 2).reshape({b, l, e}));
+  // [B, H, L, d] -> [B, L, E] (or [L, B, E])
+  return batch_major((*out_proj)(att.transpose(1, 2).reshape({b, l, e})));
 }
 
 std::string MultiheadAttention::extra_repr() const {
@@ -159,6 +187,7 @@ std::string MultiheadAttention::extra_repr() const {
   if (options_.vdim != options_.embed_dim) s += str_cat(", vdim=", options_.vdim);
   if (options_.add_bias_kv) s += ", add_bias_kv=True";
   if (options_.add_zero_attn) s += ", add_zero_attn=True";
+  if (!options_.batch_first) s += ", batch_first=False";
   return s;
 }
 

@@ -1,4 +1,5 @@
-// MultiheadAttention with PyTorch's parameter names and mask conventions (batch-first only).
+// MultiheadAttention with PyTorch's parameter names and mask conventions (batch first by default;
+// batch_first = false takes PyTorch's default sequence-first layout).
 //
 //   auto mha = nn::make<nn::MultiheadAttention>({.embed_dim = 256, .num_heads = 4});
 //   mg::Tensor y = mha->forward(x, x, x, /*key_padding_mask=*/pad);   // x [B, L, 256] -> [B, L, 256]
@@ -21,6 +22,7 @@ struct MultiheadAttentionOptions {
   int64_t vdim = 0;               // features of value (0: embed_dim)
   bool add_bias_kv = false;       // learned bias_k, bias_v appended to the keys and values (one more key)
   bool add_zero_attn = false;     // a key and value of zeros appended after the projections (one more key)
+  bool batch_first = true;        // false: PyTorch's default layout, sequence first (query [L, B, E], ...)
   Generator* generator = nullptr; // dropout stream; the default generator when null
 };
 
@@ -39,7 +41,11 @@ class MultiheadAttention : public Module {
   explicit MultiheadAttention(Options options);
   void reset_parameters();
 
-  // query [B, L, E], key [B, S, kdim], value [B, S, vdim] -> [B, L, E].
+  // query [B, L, E], key [B, S, kdim], value [B, S, vdim] -> [B, L, E]; with batch_first = false
+  // query [L, B, E], key [S, B, kdim], value [S, B, vdim] -> [L, B, E] (a transposed view). The
+  // masks and the attention weights have the same shapes in both layouts. Unbatched, as PyTorch:
+  // query [L, E], key [S, kdim], value [S, vdim], key_padding_mask [S], attn_mask [L, S] or
+  // [H, L, S] -> [L, E] (weights [L, S] or [H, L, S]).
   // key_padding_mask: bool [B, S], true = this key is padding (ignored), as PyTorch.
   // attn_mask: bool [L, S] or [B*H, L, S] with true = NOT allowed to attend (PyTorch's
   //   convention), or floating, added to the scores (e.g. -inf above the diagonal for causal).
@@ -68,9 +74,12 @@ class MultiheadAttention : public Module {
   std::string extra_repr() const override;
 
  private:
-  // forward()'s body; fills *weights ([B, H, L, S]) when given.
+  // forward()'s body: an unbatched query run as a batch of one, then attend().
+  Tensor attend_any(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask,
+                    const Tensor& attn_mask, Tensor* weights);
+  // Batched inputs in the given layout; fills *weights ([B, H, L, S]) when given.
   Tensor attend(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask,
-                const Tensor& attn_mask, Tensor* weights);
+                const Tensor& attn_mask, Tensor* weights, bool batch_first);
   Options options_;
 };
 

@@ -28,7 +28,7 @@ TransformerEncoderLayer::TransformerEncoderLayer(Options o) : UnaryModule("Trans
   // Registration order is PyTorch's, so state dicts list the same names in the same order.
   self_attn = register_module<MultiheadAttention>(
       "self_attn", {.embed_dim = o.d_model, .num_heads = o.nhead, .dropout = o.dropout, .bias = o.bias,
-                    .generator = o.generator});
+                    .batch_first = o.batch_first, .generator = o.generator});
   linear1 = register_module<Linear>("linear1", {.in = o.d_model, .out = o.dim_feedforward, .bias = o.bias});
   dropout = register_module<Dropout>("dropout", {.p = o.activation_dropout.value_or(o.dropout), .generator = o.generator});
   linear2 = register_module<Linear>("linear2", {.in = o.dim_feedforward, .out = o.d_model, .bias = o.bias});
@@ -41,9 +41,10 @@ TransformerEncoderLayer::TransformerEncoderLayer(Options o) : UnaryModule("Trans
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask,
                                         const Tensor& src_key_padding_mask) {
   auto scope = module_scope(*this);  // a no-op when entered through operator()
-  MG_CHECK(src.defined() && src.dim() == 3 && src.size(2) == options_.d_model, ShapeError,
-           "TransformerEncoderLayer(d_model=", options_.d_model, ", nhead=", options_.nhead, "): expected src [B, L, ",
-           options_.d_model, "], got src ", src.defined() ? str_cat(src.shape()) : "undefined");
+  MG_CHECK(src.defined() && (src.dim() == 3 || src.dim() == 2) && src.size(-1) == options_.d_model, ShapeError,
+           "TransformerEncoderLayer(d_model=", options_.d_model, ", nhead=", options_.nhead, "): expected src ",
+           options_.batch_first ? "[B, L, " : "[L, B, ", options_.d_model, "] or unbatched [L, ", options_.d_model,
+           "], got src ", src.defined() ? str_cat(src.shape()) : "undefined");
   auto feed_forward = [&](const Tensor& x) {
     return detail::transformer_feed_forward(x, *linear1, *dropout, *linear2, *dropout2, options_.activation);
   };

@@ -1,4 +1,4 @@
-// TransformerEncoderLayer (batch-first), post-norm (original Transformer, BERT) or pre-norm, with
+// TransformerEncoderLayer (batch first, or sequence first with batch_first = false), post-norm (original Transformer, BERT) or pre-norm, with
 // PyTorch's submodule names so its state dict loads into torch.nn.TransformerEncoderLayer and back.
 //
 //   auto layer = nn::make<nn::TransformerEncoderLayer>({.d_model = 256, .nhead = 4, .dim_feedforward = 1024});
@@ -17,7 +17,7 @@ namespace mg::nn {
 
 enum class Activation { ReLU, GELU };
 
-// The options of one encoder or decoder layer (PyTorch's constructor arguments, batch_first only).
+// The options of one encoder or decoder layer (PyTorch's constructor arguments).
 struct TransformerLayerOptions {
   int64_t d_model = 0;
   int64_t nhead = 1;
@@ -30,6 +30,8 @@ struct TransformerLayerOptions {
   double layer_norm_eps = 1e-5;
   bool norm_first = false;         // false: x = norm(x + f(x)); true: x = x + f(norm(x))
   bool bias = true;
+  // false: PyTorch's default layout, sequence first (src [L, B, d_model]); the masks keep their shapes
+  bool batch_first = true;
   Generator* generator = nullptr;  // dropout stream; the default generator when null
 };
 using TransformerEncoderLayerOptions = TransformerLayerOptions;
@@ -40,7 +42,7 @@ class TransformerEncoderLayer : public UnaryModule {
  public:
   using Options = TransformerEncoderLayerOptions;
   explicit TransformerEncoderLayer(Options options);
-  // src [B, L, d_model]; src_mask and src_key_padding_mask as MultiheadAttention's attn_mask and
+  // src [B, L, d_model] ([L, B, d_model] with batch_first = false); src_mask and src_key_padding_mask as MultiheadAttention's attn_mask and
   // key_padding_mask.
   Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask);
   Tensor forward(const Tensor& src) override { return forward(src, Tensor(), Tensor()); }

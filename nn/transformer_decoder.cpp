@@ -8,7 +8,8 @@ TransformerDecoderLayer::TransformerDecoderLayer(Options o) : Module("Transforme
   detail::check_transformer_layer_options(o, "TransformerDecoderLayer");
   // Registration order is PyTorch's, so state dicts list the same names in the same order.
   const MultiheadAttention::Options attention{
-      .embed_dim = o.d_model, .num_heads = o.nhead, .dropout = o.dropout, .bias = o.bias, .generator = o.generator};
+      .embed_dim = o.d_model, .num_heads = o.nhead, .dropout = o.dropout, .bias = o.bias,
+      .batch_first = o.batch_first, .generator = o.generator};
   self_attn = register_module<MultiheadAttention>("self_attn", attention);
   multihead_attn = register_module<MultiheadAttention>("multihead_attn", attention);
   linear1 = register_module<Linear>("linear1", {.in = o.d_model, .out = o.dim_feedforward, .bias = o.bias});
@@ -27,10 +28,15 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
   auto scope = module_scope(*this);
   const int64_t e = options_.d_model;
   auto shape_of = [](const Tensor& t) { return t.defined() ? str_cat(t.shape()) : std::string("undefined"); };
-  MG_CHECK(tgt.defined() && memory.defined() && tgt.dim() == 3 && memory.dim() == 3 && tgt.size(2) == e &&
-               memory.size(2) == e && tgt.size(0) == memory.size(0),
-           ShapeError, "TransformerDecoderLayer(d_model=", e, ", nhead=", options_.nhead, "): expected tgt [B, L, ", e,
-           "] and memory [B, S, ", e, "], got tgt ", shape_of(tgt), ", memory ", shape_of(memory));
+  const bool bf = options_.batch_first;
+  const int64_t bd = bf ? 0 : 1;  // the batch dim
+  // batched, or both unbatched ([L, e] and [S, e]) as PyTorch
+  const bool ranks_ok = tgt.defined() && memory.defined() && tgt.dim() == memory.dim() &&
+                        (tgt.dim() == 3 || tgt.dim() == 2);
+  MG_CHECK(ranks_ok && tgt.size(-1) == e && memory.size(-1) == e && (tgt.dim() == 2 || tgt.size(bd) == memory.size(bd)),
+           ShapeError, "TransformerDecoderLayer(d_model=", e, ", nhead=", options_.nhead, "): expected tgt ",
+           bf ? "[B, L, " : "[L, B, ", e, "] and memory ", bf ? "[B, S, " : "[S, B, ", e, "] (or unbatched [L, ", e,
+           "] and [S, ", e, "]), got tgt ", shape_of(tgt), ", memory ", shape_of(memory));
   auto self_block = [&](const Tensor& x) {
     return (*dropout1)(self_attn->forward(x, x, x, masks.tgt_key_padding_mask, masks.tgt_mask));
   };

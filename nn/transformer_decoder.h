@@ -1,4 +1,4 @@
-// TransformerDecoderLayer (batch-first): self-attention over the target, attention from the target
+// TransformerDecoderLayer (batch first; sequence first with batch_first = false): self-attention over the target, attention from the target
 // to the encoder's output (memory), and the feed-forward block; post-norm (original Transformer)
 // or pre-norm. PyTorch's submodule names and order, so its state dict loads into
 // torch.nn.TransformerDecoderLayer and back.
@@ -34,7 +34,8 @@ class TransformerDecoderLayer : public Module {
  public:
   using Options = TransformerDecoderLayerOptions;
   explicit TransformerDecoderLayer(Options options);
-  // tgt [B, L, d_model], memory [B, S, d_model] -> [B, L, d_model].
+  // tgt [B, L, d_model], memory [B, S, d_model] -> [B, L, d_model] (with batch_first = false
+  // [L, B, d_model], [S, B, d_model] -> [L, B, d_model]).
   Tensor forward(const Tensor& tgt, const Tensor& memory, const DecoderMasks& masks = {});
   const Options& options() const { return options_; }
 

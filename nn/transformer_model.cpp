@@ -72,6 +72,7 @@ Transformer::Transformer(Options o) : Module("Transformer"), options_(o) {
                                       .layer_norm_eps = o.layer_norm_eps,
                                       .norm_first = o.norm_first,
                                       .bias = o.bias,
+                                      .batch_first = o.batch_first,
                                       .generator = o.generator};
   encoder = register_module<TransformerEncoder>(
       "encoder", {.layer = layer, .num_layers = o.num_encoder_layers, .norm = true});
@@ -89,12 +90,15 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Transfor
   auto scope = module_scope(*this);
   const int64_t e = options_.d_model;
   auto shape_of = [](const Tensor& t) { return t.defined() ? str_cat(t.shape()) : std::string("undefined"); };
-  MG_CHECK(src.defined() && tgt.defined() && src.dim() == 3 && tgt.dim() == 3, ShapeError,
-           "Transformer: expected src [B, S, ", e, "] and tgt [B, L, ", e, "] (batch first; unsqueeze(0) a single ",
-           "sequence), got src ", shape_of(src), ", tgt ", shape_of(tgt));
-  MG_CHECK(src.size(0) == tgt.size(0), ShapeError, "Transformer: the batch sizes of src and tgt must be equal, got src ",
-           src.shape(), ", tgt ", tgt.shape());
-  MG_CHECK(src.size(2) == e && tgt.size(2) == e, ShapeError,
+  const bool bf = options_.batch_first;
+  // batched, or both unbatched ([S, e] and [L, e]) as PyTorch
+  MG_CHECK(src.defined() && tgt.defined() && src.dim() == tgt.dim() && (src.dim() == 3 || src.dim() == 2), ShapeError,
+           "Transformer: expected src ", bf ? "[B, S, " : "[S, B, ", e, "] and tgt ", bf ? "[B, L, " : "[L, B, ", e,
+           "] or both unbatched, src [S, ", e, "] and tgt [L, ", e, "], got src ", shape_of(src), ", tgt ", shape_of(tgt));
+  const int64_t bd = bf ? 0 : 1;  // the batch dim
+  MG_CHECK(src.dim() == 2 || src.size(bd) == tgt.size(bd), ShapeError,
+           "Transformer: the batch sizes of src and tgt must be equal, got src ", src.shape(), ", tgt ", tgt.shape());
+  MG_CHECK(src.size(-1) == e && tgt.size(-1) == e, ShapeError,
            "Transformer: the feature sizes of src and tgt must equal d_model (", e, "), got src ", src.shape(),
            ", tgt ", tgt.shape());
   const Tensor memory =

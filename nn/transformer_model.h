@@ -1,4 +1,4 @@
-// Stacks of Transformer layers and the whole encoder-decoder model (batch-first), with PyTorch's
+// Stacks of Transformer layers and the whole encoder-decoder model (batch first by default), with PyTorch's
 // names ("layers.0.self_attn.in_proj_weight", "encoder.norm.weight", ...) so state dicts move
 // between torch.nn.TransformerEncoder / TransformerDecoder / Transformer and these:
 //
@@ -35,7 +35,7 @@ class TransformerEncoder : public UnaryModule {
  public:
   using Options = TransformerEncoderOptions;
   explicit TransformerEncoder(Options options);
-  // src [B, S, d_model]; mask and src_key_padding_mask as TransformerEncoderLayer's, given to every layer.
+  // src [B, S, d_model] ([S, B, d_model] with the layers' batch_first = false); mask and src_key_padding_mask as TransformerEncoderLayer's, given to every layer.
   Tensor forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask);
   Tensor forward(const Tensor& src) override { return forward(src, Tensor(), Tensor()); }
   TransformerEncoderLayer& layer(std::size_t i) const { return *layers->at<TransformerEncoderLayer>(i); }
@@ -59,7 +59,8 @@ class TransformerDecoder : public Module {
  public:
   using Options = TransformerDecoderOptions;
   explicit TransformerDecoder(Options options);
-  // tgt [B, L, d_model], memory [B, S, d_model]; the masks given to every layer.
+  // tgt [B, L, d_model], memory [B, S, d_model] (sequence first with the layers' batch_first =
+  // false); the masks given to every layer.
   Tensor forward(const Tensor& tgt, const Tensor& memory, const DecoderMasks& masks = {});
   TransformerDecoderLayer& layer(std::size_t i) const { return *layers->at<TransformerDecoderLayer>(i); }
   const Options& options() const { return options_; }
@@ -83,6 +84,7 @@ struct TransformerOptions {
   double layer_norm_eps = 1e-5;
   bool norm_first = false;
   bool bias = true;
+  bool batch_first = true;         // false: src [S, B, d_model], tgt [L, B, d_model] (PyTorch's default)
   Generator* generator = nullptr;  // dropout stream; the default generator when null
 };
 
@@ -106,7 +108,8 @@ class Transformer : public Module {
   using Options = TransformerOptions;
   explicit Transformer(Options options = {});
   void reset_parameters();
-  // src [B, S, d_model], tgt [B, L, d_model] -> [B, L, d_model]: decoder(tgt, encoder(src)).
+  // src [B, S, d_model], tgt [B, L, d_model] -> [B, L, d_model]: decoder(tgt, encoder(src)); with
+  // batch_first = false [S, B, d_model], [L, B, d_model] -> [L, B, d_model].
   Tensor forward(const Tensor& src, const Tensor& tgt, const TransformerMasks& masks = {});
   const Options& options() const { return options_; }
 

@@ -387,7 +387,9 @@ TEST_CASE("MultiheadAttention and TransformerEncoderLayer errors name the layer 
   MG_REQUIRE_ERROR(mha.forward(q, k, k, Tensor(), zeros({3, 5}, {.dtype = DType::I64})),
                    name + ": attn_mask must be bool (true = not allowed) or floating (added to the scores), got [3, 5] i64 cpu");
   MG_REQUIRE_ERROR(mha.forward(ones({2, 3, 5}), k, k), name + ": expected query [B, L, 4], got query [2, 3, 5]");
-  MG_REQUIRE_ERROR(mha.forward(ones({3, 4}), k, k), name + ": expected query [B, L, 4], got query [3, 4]");
+  MG_REQUIRE_ERROR(mha.forward(ones({3, 4}), k, k),
+                   name + ": an unbatched query [L, 4] takes key [S, 4] and value [S, 4], got query [3, 4], key [2, 5, 4]");
+  MG_REQUIRE_ERROR(mha.forward(ones({4}), k, k), name + ": expected query [B, L, 4], got query [4]");
   MG_REQUIRE_ERROR(mha.forward(q, ones({1, 5, 4}), ones({1, 5, 4})),
                    name + ": expected key [2, S, 4] and value [2, S, 4] (batch of the query), got query [2, 3, 4], key [1, 5, 4], "
                           "value [1, 5, 4]");
@@ -411,7 +413,7 @@ TEST_CASE("MultiheadAttention and TransformerEncoderLayer errors name the layer 
   MG_REQUIRE_ERROR(nn::TransformerEncoderLayer({.d_model = 0}), "TransformerEncoderLayer: d_model and dim_feedforward must be positive");
 
   nn::TransformerEncoderLayer layer({.d_model = 4, .nhead = 2, .dim_feedforward = 8});
-  MG_REQUIRE_ERROR(layer(ones({2, 3, 5})), "TransformerEncoderLayer(d_model=4, nhead=2): expected src [B, L, 4], got src [2, 3, 5]");
+  MG_REQUIRE_ERROR(layer(ones({2, 3, 5})), "TransformerEncoderLayer(d_model=4, nhead=2): expected src [B, L, 4] or unbatched [L, 4], got src [2, 3, 5]");
   MG_REQUIRE_ERROR(layer.forward(ones({2, 3, 4}), Tensor(), zeros({2, 4}, {.dtype = DType::Bool})),
                    "expected key_padding_mask [2, 3] (B, S), got key_padding_mask [2, 4]");
 }

@@ -217,7 +217,7 @@ TEST_CASE("Transformer layers and stacks name their refusals", "[nn][transformer
                      .dim_feedforward = 16});
   MG_REQUIRE_ERROR(t.forward(zeros({2, 3, 8}), zeros({3, 3, 8})), "the batch sizes of src and tgt must be equal");
   MG_REQUIRE_ERROR(t.forward(zeros({2, 3, 8}), zeros({2, 3, 4})), "must equal d_model (8)");
-  MG_REQUIRE_ERROR(t.forward(zeros({3, 8}), zeros({3, 8})), "unsqueeze(0) a single sequence");
+  MG_REQUIRE_ERROR(t.forward(zeros({3, 8}), zeros({2, 3, 8})), "or both unbatched, src [S, 8] and tgt [L, 8]");
   MG_REQUIRE_ERROR(t.forward(zeros({2, 3, 8}), zeros({2, 4, 8}), {.tgt_mask = zeros({3, 3})}),
                    "expected attn_mask [4, 4]");
   nn::TransformerDecoderLayer layer({.d_model = 8, .nhead = 2, .dim_feedforward = 16});
@@ -227,4 +227,117 @@ TEST_CASE("Transformer layers and stacks name their refusals", "[nn][transformer
                    "TransformerEncoder: num_layers must be >= 1");
   MG_REQUIRE_ERROR(nn::TransformerDecoderLayer({.d_model = 0}), "TransformerDecoderLayer: d_model and dim_feedforward");
   MG_REQUIRE_ERROR(nn::TransformerDecoderLayer({.d_model = 8, .nhead = 3}), "must be positive and divide embed_dim");
+}
+
+namespace {
+
+// The largest |a - b| over two tensors of one shape.
+double max_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  return values(amax(abs(sub(to(a, DType::F64), to(b, DType::F64))))).at(0);
+}
+
+}  // namespace
+
+TEST_CASE("batch_first = false: attention, layers, stacks and the model give the batch-first results on transposed inputs",
+          "[nn][transformer]") {
+  // PyTorch's default layout is sequence first; the same parameters must give the same output
+  // (transposed) and the same gradients, masks included.
+  const int64_t b = 2, l = 3, s = 4, e = 8;
+  Generator gen(5);
+  const Tensor src = randn({b, s, e}, {.dtype = DType::F64}, &gen);
+  const Tensor tgt = randn({b, l, e}, {.dtype = DType::F64}, &gen);
+  const Tensor pad = from_vector<double>({0, 0, 1, 0, 0, 1, 1, 0}, {b, s}).to(DType::Bool);
+  const Tensor causal = nn::generate_square_subsequent_mask(l, {.dtype = DType::F64});
+  auto seq_first = [](const Tensor& t) { return t.transpose(0, 1).clone().requires_grad_(); };
+
+  SECTION("MultiheadAttention with kdim, add_bias_kv and add_zero_attn") {
+    nn::MultiheadAttention bf({.embed_dim = e, .num_heads = 2, .kdim = 5, .add_bias_kv = true, .add_zero_attn = true});
+    nn::MultiheadAttention sf({.embed_dim = e, .num_heads = 2, .kdim = 5, .add_bias_kv = true, .add_zero_attn = true,
+                               .batch_first = false});
+    bf.to(DType::F64);
+    sf.to(DType::F64);
+    sf.load_state_dict(bf.state_dict());
+    CHECK(sf.str().find("batch_first=False") != std::string::npos);
+    const Tensor k = randn({b, s, 5}, {.dtype = DType::F64}, &gen);
+    const Tensor q1 = tgt.clone().requires_grad_(), k1 = k.clone().requires_grad_();
+    const Tensor q2 = seq_first(tgt), k2 = seq_first(k);
+    const auto [y1, w1] = bf.forward_with_weights(q1, k1, src, pad);
+    const auto [y2, w2] = sf.forward_with_weights(q2, k2, src.transpose(0, 1), pad);
+    CHECK(y2.shape() == Shape{l, b, e});
+    CHECK(max_diff(y2.transpose(0, 1), y1) < 1e-13);
+    CHECK(max_diff(w2, w1) < 1e-13);
+    sum(y1 * y1).backward();
+    sum(y2 * y2).backward();
+    CHECK(max_diff(q2.grad().transpose(0, 1), q1.grad()) < 1e-12);
+    CHECK(max_diff(k2.grad().transpose(0, 1), k1.grad()) < 1e-12);
+    CHECK(max_diff(sf.bias_k.grad(), bf.bias_k.grad()) < 1e-12);
+    MG_REQUIRE_ERROR(sf.forward(zeros({l, b, e}), zeros({s, b + 1, 5}), zeros({s, b + 1, e})),
+                     "expected key [S, 2, 5] and value [S, 2, 8] (batch of the query)");
+    MG_REQUIRE_ERROR(sf.forward(zeros({l, b, 4}), zeros({s, b, 5}), zeros({s, b, e})), "expected query [L, B, 8]");
+  }
+  SECTION("Transformer: encoder and decoder stacks with every mask") {
+    const nn::TransformerOptions o{.d_model = e, .nhead = 2, .num_encoder_layers = 2, .num_decoder_layers = 2,
+                                   .dim_feedforward = 16, .dropout = 0.0, .activation = nn::Activation::GELU};
+    nn::TransformerOptions o_sf = o;
+    o_sf.batch_first = false;
+    nn::Transformer bf(o), sf(o_sf);
+    bf.to(DType::F64);
+    sf.to(DType::F64);
+    sf.load_state_dict(bf.state_dict());
+    const nn::TransformerMasks masks{.tgt_mask = causal, .src_key_padding_mask = pad, .memory_key_padding_mask = pad};
+    const Tensor s1 = src.clone().requires_grad_(), s2 = seq_first(src);
+    const Tensor y1 = bf.forward(s1, tgt, masks);
+    const Tensor y2 = sf.forward(s2, tgt.transpose(0, 1), masks);
+    CHECK(y2.shape() == Shape{l, b, e});
+    CHECK(max_diff(y2.transpose(0, 1), y1) < 1e-12);
+    sum(y1 * y1).backward();
+    sum(y2 * y2).backward();
+    CHECK(max_diff(s2.grad().transpose(0, 1), s1.grad()) < 1e-11);
+    const auto p1 = bf.named_parameters(), p2 = sf.named_parameters();
+    for (std::size_t i = 0; i < p1.size(); ++i) {
+      INFO(p1[i].first);
+      CHECK(max_diff(p2[i].second.grad(), p1[i].second.grad()) < 1e-11);
+    }
+    MG_REQUIRE_ERROR(sf.forward(zeros({s, b, e}), zeros({l, b + 1, e})), "the batch sizes of src and tgt must be equal");
+    MG_REQUIRE_ERROR(sf.decoder->layer(0).forward(zeros({l, b, e}), zeros({s, b + 1, e})),
+                     "expected tgt [L, B, 8] and memory [S, B, 8]");
+    MG_REQUIRE_ERROR(sf.encoder->layer(0).forward(zeros({s, b, 4})), "expected src [L, B, 8]");
+  }
+}
+
+TEST_CASE("Unbatched inputs, as PyTorch: attention, layers and the model give the batch-of-one results",
+          "[nn][transformer]") {
+  const int64_t l = 3, s = 4, e = 8, h = 2;
+  Generator gen(6);
+  const Tensor src = randn({s, e}, {.dtype = DType::F64}, &gen);
+  const Tensor tgt = randn({l, e}, {.dtype = DType::F64}, &gen);
+  const Tensor pad = from_vector<double>({0, 1, 0, 0}, {s}).to(DType::Bool);
+  const Tensor head_mask = randn({h, l, s}, {.dtype = DType::F64}, &gen);  // [H, L, S]: per head
+  for (const bool batch_first : {true, false}) {
+    INFO("batch_first " << batch_first);
+    nn::MultiheadAttention mha({.embed_dim = e, .num_heads = h, .batch_first = batch_first});
+    mha.to(DType::F64);
+    const int64_t bd = batch_first ? 0 : 1;
+    const auto [y, w] = mha.forward_with_weights(tgt, src, src, pad, head_mask, /*average_attn_weights=*/false);
+    const auto [yb, wb] = mha.forward_with_weights(tgt.unsqueeze(bd), src.unsqueeze(bd), src.unsqueeze(bd),
+                                                   pad.unsqueeze(0), head_mask, false);
+    CHECK(y.shape() == Shape{l, e});
+    CHECK(w.shape() == Shape{h, l, s});
+    CHECK(max_diff(y, yb.squeeze(bd)) == 0.0);
+    CHECK(max_diff(w, wb.squeeze(0)) == 0.0);
+    CHECK(mha.forward_with_weights(tgt, src, src).second.shape() == Shape{l, s});
+    MG_REQUIRE_ERROR(mha.forward(tgt, src, src, pad.unsqueeze(0)), "an unbatched query takes key_padding_mask [S]");
+
+    nn::Transformer t({.d_model = e, .nhead = h, .num_encoder_layers = 1, .num_decoder_layers = 1,
+                       .dim_feedforward = 16, .dropout = 0.0, .batch_first = batch_first});
+    t.to(DType::F64);
+    const nn::TransformerMasks masks{.tgt_mask = nn::generate_square_subsequent_mask(l, {.dtype = DType::F64}),
+                                     .src_key_padding_mask = pad, .memory_key_padding_mask = pad};
+    const nn::TransformerMasks masks_b{.tgt_mask = masks.tgt_mask, .src_key_padding_mask = pad.unsqueeze(0),
+                                       .memory_key_padding_mask = pad.unsqueeze(0)};
+    const Tensor out = t.forward(src, tgt, masks);
+    CHECK(out.shape() == Shape{l, e});
+    CHECK(max_diff(out, t.forward(src.unsqueeze(bd), tgt.unsqueeze(bd), masks_b).squeeze(bd)) == 0.0);
+  }
 }
