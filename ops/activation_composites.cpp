@@ -126,8 +126,9 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
   // PyTorch's channels: dim 1, or 1 for an input of fewer dims.
   const int64_t channels = x.dim() >= 2 ? x.size(1) : 1;
   const int64_t n = weight.numel();
-  MG_CHECK(n == 1 || n == channels, ShapeError, "prelu: weight ", describe(weight), " must have 1 or ", channels,
-           " elements (the channels of x ", describe(x), ", its dim 1)");
+  MG_CHECK(n == 1 || n == channels, ShapeError, "prelu: weight ", describe(weight), " must have ",
+           channels == 1 ? std::string("1 element (x ") : str_cat("1 or ", channels, " elements (the channels of x "),
+           describe(x), channels == 1 && x.dim() < 2 ? " has fewer than 2 dims, so one channel)" : ", its dim 1)");
   // One dtype, as PyTorch's prelu, which does not promote ("Type promoting not supported"): under
   // autocast its lower policy casts both (f64 is left alone, so f64 beside f32 is still refused).
   const AutocastState& ac = autocast_state(x.device().type);

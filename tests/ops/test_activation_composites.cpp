@@ -194,7 +194,8 @@ TEST_CASE("the activation layers: PyTorch's defaults, PReLU's learned slope, ref
   MG_REQUIRE_ERROR(softshrink(x, -0.5), "softshrink: lambd must be >= 0");
   MG_REQUIRE_ERROR(prelu(x, zeros({3, 1})), "prelu: expected weight [1] or [C]");
   // As PyTorch: an input of fewer than 2 dims has one channel, and a 0-dim input stays 0-dim.
-  MG_REQUIRE_ERROR(prelu(randn({5}), full({5}, 0.25)), "must have 1 or 1 elements");
+  MG_REQUIRE_ERROR(prelu(randn({5}), full({5}, 0.25)),
+                   "prelu: weight [5] f32 cpu must have 1 element (x [5] f32 cpu has fewer than 2 dims, so one channel)");
   CHECK(prelu(scalar_tensor(-2.0), full({1}, 0.25)).dim() == 0);
   CHECK(prelu(scalar_tensor(-2.0), full({1}, 0.25)).item<double>() == -0.5);
 }
