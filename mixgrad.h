@@ -52,3 +52,4 @@
 #include "mixgrad/ops/quantile.h"         // quantile, nanquantile
 #include "mixgrad/ops/unique.h"           // unique, unique_consecutive
 #include "mixgrad/ops/pad.h"              // pad (constant, reflect, replicate, circular)
+#include "mixgrad/ops/lp_pool.h"          // lp_pool1d, lp_pool2d

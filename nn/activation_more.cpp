@@ -24,4 +24,10 @@ RReLU::RReLU(Options o) : UnaryModule("RReLU"), options_(o) {
            ", upper=", o.upper);
 }
 
+Tensor Softmax2d::forward(const Tensor& x) {
+  MG_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 4), ShapeError, "Softmax2d",
+           ": expected x [N, C, H, W] or [C, H, W], got ", x.defined() ? describe(x) : "undefined");
+  return softmax(x, -3);
+}
+
 }  // namespace mg::nn

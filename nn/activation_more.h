@@ -50,6 +50,13 @@ class Softmin : public DimActivation {
   explicit Softmin(Options options) : DimActivation("Softmin", softmin, options) {}
 };
 
+// Softmax over the channels of x [N, C, H, W] or [C, H, W] (dim -3), as PyTorch's Softmax2d.
+class Softmax2d : public UnaryModule {
+ public:
+  Softmax2d() : UnaryModule("Softmax2d") {}
+  Tensor forward(const Tensor& x) override;
+};
+
 class GLU : public DimActivation {
  public:
   explicit GLU(Options options = {}) : DimActivation("GLU", glu, options) {}

@@ -19,6 +19,7 @@
 #include "mixgrad/ops/distance.h"
 #include "mixgrad/ops/interpolate.h"
 #include "mixgrad/ops/layer_composites.h"
+#include "mixgrad/ops/lp_pool.h"
 #include "mixgrad/ops/activation_composites.h"
 #include "mixgrad/ops/loss.h"
 #include "mixgrad/ops/margin_losses.h"
@@ -66,6 +67,9 @@ using mg::adaptive_max_pool3d;
 using mg::avg_pool1d;
 using mg::avg_pool2d;
 using mg::avg_pool3d;
+using mg::channel_shuffle;
+using mg::lp_pool1d;
+using mg::lp_pool2d;
 using mg::conv1d;
 using mg::conv2d;
 using mg::conv3d;

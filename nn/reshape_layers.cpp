@@ -52,6 +52,19 @@ Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
   return reshape(permute(reshape(x, split), order), out);
 }
 
+Tensor channel_shuffle(const Tensor& x, int64_t groups) {
+  MG_CHECK(groups >= 1, Error, "channel_shuffle: groups must be >= 1, got ", groups);
+  MG_CHECK(x.defined() && x.dim() >= 3, ShapeError, "channel_shuffle: expected x [N, C, *] with 3 or more dims, got ",
+           x.defined() ? describe(x) : "undefined");
+  const int64_t c = x.size(1);
+  MG_CHECK(c % groups == 0, ShapeError, "channel_shuffle: the channels of ", describe(x), " (", c,
+           ") are not divisible by groups = ", groups);
+  Shape split = x.shape();
+  split[1] = c / groups;
+  split.insert(split.begin() + 1, groups);  // [N, g, C/g, *]
+  return reshape(transpose(reshape(x, split), 1, 2), x.shape());
+}
+
 }  // namespace mg
 
 namespace mg::nn {
@@ -95,5 +108,10 @@ PixelUnshuffle::PixelUnshuffle(Options o) : UnaryModule("PixelUnshuffle"), optio
   MG_CHECK(o.downscale_factor >= 1, Error, "PixelUnshuffle: downscale_factor must be >= 1, got ", o.downscale_factor);
 }
 std::string PixelUnshuffle::extra_repr() const { return str_cat("downscale_factor=", options_.downscale_factor); }
+
+ChannelShuffle::ChannelShuffle(Options o) : UnaryModule("ChannelShuffle"), options_(o) {
+  MG_CHECK(o.groups >= 1, Error, "ChannelShuffle: groups must be >= 1, got ", o.groups);
+}
+std::string ChannelShuffle::extra_repr() const { return str_cat("groups=", options_.groups); }
 
 }  // namespace mg::nn

@@ -1,0 +1,120 @@
+// LPPool1d / LPPool2d, ChannelShuffle, Softmax2d, CosineSimilarity and PairwiseDistance against
+// PyTorch 2.15 in f64 (tests/data/reference/torch_small_layers.json, written by
+// tools/reference/gen_torch_small_layers.py): outputs and input gradients for norm types 1, 1.5,
+// 2, 3, strides, ceil_mode and unbatched input; then the edge cases (a negative window sum, a zero
+// window), reprs and refusals.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "core/factory.h"
+#include "nn/nn.h"
+#include "ops/distance.h"
+#include "ops/lp_pool.h"
+#include "ops/ops.h"
+#include "reference/json_reference.h"
+#include "test_util.h"
+
+using namespace mg;
+using mg::test::V;
+using mg::test::values;
+
+namespace {
+
+std::shared_ptr<nn::Module> layer_of(const nlohmann::json& c) {
+  const std::string kind = c["kind"].get<std::string>();
+  const nlohmann::json& o = c["options"];
+  if (kind == "lp_pool1d") {
+    return nn::make<nn::LPPool1d>({.norm_type = o["norm_type"].get<double>(), .kernel = o["kernel"].get<int64_t>(),
+                                   .stride = o["stride"].get<int64_t>(), .ceil_mode = o["ceil_mode"].get<bool>()});
+  }
+  if (kind == "lp_pool2d") {
+    const auto k = o["kernel"].get<std::vector<int64_t>>(), s = o["stride"].get<std::vector<int64_t>>();
+    return nn::make<nn::LPPool2d>({.norm_type = o["norm_type"].get<double>(), .kernel = {k[0], k[1]},
+                                   .stride = {s[0], s[1]}, .ceil_mode = o["ceil_mode"].get<bool>()});
+  }
+  if (kind == "channel_shuffle") return nn::make<nn::ChannelShuffle>({.groups = o["groups"].get<int64_t>()});
+  REQUIRE(kind == "softmax2d");
+  return nn::make<nn::Softmax2d>();
+}
+
+}  // namespace
+
+TEST_CASE("LPPool1d, LPPool2d, ChannelShuffle and Softmax2d equal PyTorch's in f64, gradients included",
+          "[nn][pooling]") {
+  const nlohmann::json ref = test::load_json_reference("torch_small_layers.json");
+  int checked = 0;
+  for (const auto& c : ref["cases"]) {
+    INFO("case " << checked << ": " << c["kind"].get<std::string>() << " " << c["options"].dump());
+    auto layer = std::dynamic_pointer_cast<nn::UnaryModule>(layer_of(c));
+    REQUIRE(layer);
+    const Tensor x = test::json_tensor(c["x"], c["x_shape"]).requires_grad_();
+    const Tensor y = (*layer)(x);
+    REQUIRE(y.shape() == Shape(c["out_shape"].get<std::vector<int64_t>>()));
+    test::check_json_close(y, c["out"]);
+    const Tensors g = autograd::grad({sum(y * test::json_tensor(c["r"], c["out_shape"]))}, {x});
+    test::check_json_close(g[0], c["grad"]);
+    ++checked;
+  }
+  CHECK(checked == 14);
+}
+
+TEST_CASE("lp_pool edge cases as PyTorch's: negative sums, zero windows, f32 and bf16, refusals", "[nn][pooling]") {
+  // PyTorch 2.15: LPPool1d(1, 2) of [1, -2, 3, -4] = [-1, -1] (p = 1 keeps the sign); LPPool1d(3, 2)
+  // of [1, -2] is NaN (a negative sum under a cube root)
+  CHECK(values(lp_pool1d(from_vector<double>({1, -2, 3, -4}, {1, 1, 4}), 1.0, 2)) == V({-1, -1}));
+  CHECK(std::isnan(values(lp_pool1d(from_vector<double>({1, -2}, {1, 1, 2}), 3.0, 2))[0]));
+  // PyTorch: LPPool1d(2, 2) of [0, 0, 1, 2] = [0, sqrt(5)], gradient [0, 0, 1/sqrt(5), 2/sqrt(5)]
+  const Tensor x = from_vector<double>({0, 0, 1, 2}, {1, 1, 4}).requires_grad_();
+  const Tensor y = lp_pool1d(x, 2.0, 2);
+  CHECK(values(y)[0] == 0.0);
+  CHECK(values(y)[1] == Approx(std::sqrt(5.0)));
+  sum(y).backward();
+  const std::vector<double> g = values(x.grad());
+  CHECK((g[0] == 0.0 && g[1] == 0.0));
+  CHECK(g[2] == Approx(1 / std::sqrt(5.0)));
+  CHECK(g[3] == Approx(2 / std::sqrt(5.0)));
+  // PyTorch: LPPool2d(2, 3, ceil_mode=True) of ones [1, 1, 5, 5] = 3 everywhere (a window hanging
+  // over the end is scaled by the whole kernel's 9)
+  CHECK(values(lp_pool2d(ones({1, 1, 5, 5}), 2.0, {3, 3}, {0, 0}, true)) == V({3, 3, 3, 3}));
+  // low precision: close to f32
+  const Tensor xf = abs(randn({2, 3, 8, 8})) + 0.1;
+  const Tensor yf = lp_pool2d(xf, 2.0, {2, 2});
+  const Tensor yb = lp_pool2d(to(xf, DType::BF16), 2.0, {2, 2});
+  CHECK(yb.dtype() == DType::BF16);
+  CHECK(values(amax(abs(to(yb, DType::F32) - yf) / yf))[0] < 2e-2);
+  MG_REQUIRE_ERROR(lp_pool2d(xf, 0.0, {2, 2}), "lp_pool2d: norm_type must be finite and nonzero, got 0");
+  MG_REQUIRE_ERROR(lp_pool1d(randn({1, 1, 4}), INFINITY, 2), "for p = inf use max pooling");
+  MG_REQUIRE_ERROR(lp_pool2d(xf, 2.0, {9, 9}), "lp_pool2d: ");
+  MG_REQUIRE_ERROR(nn::LPPool2d({.kernel = 0}), "LPPool2d: kernel must be positive, got 0");
+  MG_REQUIRE_ERROR(nn::LPPool1d({.norm_type = -INFINITY, .kernel = 2}), "LPPool1d: norm_type must be finite and nonzero");
+  nn::LPPool2d pool({.norm_type = 1.5, .kernel = {2, 3}, .ceil_mode = true});
+  CHECK(pool.str() == "LPPool2d(norm_type=1.5, kernel=2x3, stride=2x3, ceil_mode=true)");
+  MG_REQUIRE_ERROR(pool(randn({4, 4})), "LPPool2d(norm_type=1.5, kernel=2x3, stride=2x3, ceil_mode=true): lp_pool2d: ");
+}
+
+TEST_CASE("ChannelShuffle, Softmax2d, CosineSimilarity and PairwiseDistance layers", "[nn]") {
+  // channel g * (C / groups) + i goes to i * groups + g: [0..5] with 2 groups -> [0, 3, 1, 4, 2, 5]
+  const Tensor c = reshape(arange(0, 6, 1, {.dtype = DType::F32}), {1, 6, 1});
+  CHECK(values(nn::ChannelShuffle({.groups = 2})(c)) == V({0, 3, 1, 4, 2, 5}));
+  MG_REQUIRE_ERROR(channel_shuffle(c, 4), "channel_shuffle: the channels of [1, 6, 1] f32 cpu (6) are not divisible by groups = 4");
+  MG_REQUIRE_ERROR(channel_shuffle(zeros({2, 4}), 2), "channel_shuffle: expected x [N, C, *] with 3 or more dims");
+  MG_REQUIRE_ERROR(nn::ChannelShuffle({.groups = 0}), "ChannelShuffle: groups must be >= 1, got 0");
+  CHECK(nn::ChannelShuffle({.groups = 3}).str() == "ChannelShuffle(groups=3)");
+
+  const Tensor x = randn({2, 3, 4, 5});
+  nn::Softmax2d sm;
+  CHECK(values(sm(x)) == values(softmax(x, 1)));
+  MG_REQUIRE_ERROR(sm(randn({3, 4})), "Softmax2d: expected x [N, C, H, W] or [C, H, W], got [3, 4] f32 cpu");
+
+  const Tensor a = randn({4, 6}), b = randn({4, 6});
+  nn::CosineSimilarity cos({.dim = 1, .eps = 1e-6});
+  CHECK(values(cos.forward(a, b)) == values(cosine_similarity(a, b, 1, 1e-6)));
+  CHECK(cos.str() == "CosineSimilarity(dim=1, eps=1e-06)");
+  nn::PairwiseDistance dist({.p = 1.0, .keepdim = true});
+  CHECK(dist.forward(a, b).shape() == Shape{4, 1});
+  CHECK(values(dist.forward(a, b)) == values(pairwise_distance(a, b, 1.0, 1e-6, true)));
+  CHECK(dist.str() == "PairwiseDistance(p=1, eps=1e-06, keepdim=true)");
+}
