@@ -66,6 +66,26 @@ void reset_conv(Tensor& weight, Tensor& bias) {
   }
 }
 
+std::vector<int64_t> transposed_output_padding(const std::string& layer, const Tensor& x,
+                                               const std::vector<int64_t>& want, const std::vector<int64_t>& kernel,
+                                               const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                                               const std::vector<int64_t>& dilation) {
+  const int64_t n = int64_t(want.size());
+  MG_CHECK(x.defined() && x.dim() > n, ShapeError, layer, ": expected an input with ", n,
+           " spatial dims after its channels, got ", x.defined() ? describe(x) : "undefined");
+  std::vector<int64_t> out(want.size());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t in = x.size(x.dim() - n + i);
+    const int64_t smallest = (in - 1) * stride[i] - 2 * padding[i] + dilation[i] * (kernel[i] - 1) + 1;
+    const int64_t largest = smallest + stride[i] - 1;
+    MG_CHECK(want[i] >= smallest && want[i] <= largest, ShapeError, layer, ": output_size ", str_cat(want),
+             " cannot come from input ", describe(x), ": spatial dim ", i, " must be in [", smallest, ", ", largest,
+             "] (stride ", stride[i], ")");
+    out[i] = want[i] - smallest;
+  }
+  return out;
+}
+
 }  // namespace detail
 
 Conv2d::Conv2d(Options o) : UnaryModule("Conv2d"), options_(o) {
@@ -127,12 +147,22 @@ ConvTranspose2d::ConvTranspose2d(Options o) : UnaryModule("ConvTranspose2d"), op
 
 void ConvTranspose2d::reset_parameters() { detail::reset_conv(weight, bias); }
 
-Tensor ConvTranspose2d::forward(const Tensor& input) {
+Tensor ConvTranspose2d::forward(const Tensor& input) { return run(input, options_.output_padding); }
+
+Tensor ConvTranspose2d::forward(const Tensor& input, Size2 output_size) {
+  const Options& o = options_;
+  const std::vector<int64_t> pad = detail::transposed_output_padding(
+      layer_name(), input, {output_size.h, output_size.w}, {o.kernel.h, o.kernel.w}, {o.stride.h, o.stride.w},
+      {o.padding.h, o.padding.w}, {o.dilation.h, o.dilation.w});
+  return run(input, Size2(pad[0], pad[1]));
+}
+
+Tensor ConvTranspose2d::run(const Tensor& input, Size2 output_padding) {
   return mg::detail::as_batch_of_one(input, 4, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
     const Options& o = options_;
     check_input(layer_name(), x, o.in, weight, o.kernel, o.padding, o.dilation, true);
     return conv_transpose2d(x, weight, bias, op_options(o.stride, o.padding, o.dilation, o.groups),
-                            o.output_padding.array());
+                            output_padding.array());
   });
 }
 

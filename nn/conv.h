@@ -3,6 +3,8 @@
 //   auto conv = nn::make<nn::Conv2d>({.in = 3, .out = 16, .kernel = 3, .padding = 1, .bias = false});
 //   mg::Tensor y = (*conv)(x);                                  // x [N, 3, H, W] -> [N, 16, H, W]
 #pragma once
+#include <string>
+#include <vector>
 #include "mixgrad/nn/module.h"
 #include "mixgrad/nn/size2.h"
 #include "mixgrad/ops/pad.h"
@@ -64,6 +66,9 @@ class ConvTranspose2d : public UnaryModule {
   using Options = ConvTranspose2dOptions;
   explicit ConvTranspose2d(Options options);
   Tensor forward(const Tensor& x) override;
+  // PyTorch's forward(input, output_size): the output's {H, W} chosen instead of output_padding
+  // (each within stride - 1 above the smallest size).
+  Tensor forward(const Tensor& x, Size2 output_size);
   void reset_parameters();
   const Options& options() const { return options_; }
 
@@ -74,6 +79,7 @@ class ConvTranspose2d : public UnaryModule {
   std::string extra_repr() const override;
 
  private:
+  Tensor run(const Tensor& x, Size2 output_padding);
   Options options_;
 };
 
@@ -81,6 +87,13 @@ namespace detail {
 // PyTorch's default init of a conv weight (kaiming_uniform, a = sqrt 5) and bias
 // (U(-1/sqrt(fan_in), 1/sqrt(fan_in))), for weights of any rank (Conv1d/2d and the transposed ones).
 void reset_conv(Tensor& weight, Tensor& bias);
+// PyTorch's output_size of a transposed convolution: the output_padding per spatial dim that
+// gives `want` from x's last want.size() dims. Each wanted size must lie in [m, m + stride - 1],
+// m = (in - 1) stride - 2 pad + dil (k - 1) + 1; a ShapeError names the layer and the range.
+std::vector<int64_t> transposed_output_padding(const std::string& layer, const Tensor& x,
+                                               const std::vector<int64_t>& want, const std::vector<int64_t>& kernel,
+                                               const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                                               const std::vector<int64_t>& dilation);
 }  // namespace detail
 
 }  // namespace mg::nn

@@ -95,13 +95,21 @@ ConvTranspose1d::ConvTranspose1d(Options o) : UnaryModule("ConvTranspose1d"), op
 
 void ConvTranspose1d::reset_parameters() { detail::reset_conv(weight, bias); }
 
-Tensor ConvTranspose1d::forward(const Tensor& input) {
+Tensor ConvTranspose1d::forward(const Tensor& input) { return run(input, options_.output_padding); }
+
+Tensor ConvTranspose1d::forward(const Tensor& input, int64_t output_size) {
+  const Options& o = options_;
+  return run(input, detail::transposed_output_padding(layer_name(), input, {output_size}, {o.kernel}, {o.stride},
+                                                      {o.padding}, {o.dilation})[0]);
+}
+
+Tensor ConvTranspose1d::run(const Tensor& input, int64_t output_padding) {
   return mg::detail::as_batch_of_one(input, 3, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
     const Options& o = options_;
     return in_layer(layer_name(), [&] {
       return conv_transpose1d(x, weight, bias,
                               {.stride = o.stride, .padding = o.padding, .dilation = o.dilation, .groups = o.groups},
-                              o.output_padding);
+                              output_padding);
     });
   });
 }

@@ -61,6 +61,9 @@ class ConvTranspose1d : public UnaryModule {
   using Options = ConvTranspose1dOptions;
   explicit ConvTranspose1d(Options options);
   Tensor forward(const Tensor& x) override;
+  // PyTorch's forward(input, output_size): the output's length chosen instead of output_padding
+  // (within stride - 1 above the smallest length).
+  Tensor forward(const Tensor& x, int64_t output_size);
   void reset_parameters();
   const Options& options() const { return options_; }
 
@@ -71,6 +74,7 @@ class ConvTranspose1d : public UnaryModule {
   std::string extra_repr() const override;
 
  private:
+  Tensor run(const Tensor& x, int64_t output_padding);
   Options options_;
 };
 

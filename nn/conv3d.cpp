@@ -68,14 +68,24 @@ ConvTranspose3d::ConvTranspose3d(Options o) : UnaryModule("ConvTranspose3d"), op
 
 void ConvTranspose3d::reset_parameters() { detail::reset_conv(weight, bias); }
 
-Tensor ConvTranspose3d::forward(const Tensor& x) {
+Tensor ConvTranspose3d::forward(const Tensor& x) { return run(x, options_.output_padding); }
+
+Tensor ConvTranspose3d::forward(const Tensor& x, Size3 output_size) {
+  const Options& o = options_;
+  auto vec = [](const Size3& s) { return std::vector<int64_t>{s.d, s.h, s.w}; };
+  const std::vector<int64_t> pad = detail::transposed_output_padding(
+      layer_name(), x, vec(output_size), vec(o.kernel), vec(o.stride), vec(o.padding), vec(o.dilation));
+  return run(x, Size3(pad[0], pad[1], pad[2]));
+}
+
+Tensor ConvTranspose3d::run(const Tensor& x, Size3 output_padding) {
   return detail::with_layer_name(*this, [&] {
     return conv_transpose3d(x, weight, bias,
                             {.stride = options_.stride.array(),
                              .padding = options_.padding.array(),
                              .dilation = options_.dilation.array(),
                              .groups = options_.groups},
-                            options_.output_padding.array());
+                            output_padding.array());
   });
 }
 

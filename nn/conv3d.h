@@ -59,6 +59,9 @@ class ConvTranspose3d : public UnaryModule {
   using Options = ConvTranspose3dOptions;
   explicit ConvTranspose3d(Options options);
   Tensor forward(const Tensor& x) override;
+  // PyTorch's forward(input, output_size): the output's {D, H, W} chosen instead of
+  // output_padding (each within stride - 1 above the smallest size).
+  Tensor forward(const Tensor& x, Size3 output_size);
   void reset_parameters();
 
   Tensor weight;  // [in, out/groups, kd, kh, kw]
@@ -68,6 +71,7 @@ class ConvTranspose3d : public UnaryModule {
   std::string extra_repr() const override;
 
  private:
+  Tensor run(const Tensor& x, Size3 output_padding);
   Options options_;
 };
 

@@ -118,3 +118,33 @@ TEST_CASE("ChannelShuffle, Softmax2d, CosineSimilarity and PairwiseDistance laye
   CHECK(values(dist.forward(a, b)) == values(pairwise_distance(a, b, 1.0, 1e-6, true)));
   CHECK(dist.str() == "PairwiseDistance(p=1, eps=1e-06, keepdim=true)");
 }
+
+TEST_CASE("ConvTranspose1d/2d/3d forward with output_size: PyTorch's sizes and ranges, the output_padding result",
+          "[nn][conv]") {
+  // PyTorch 2.15: ConvTranspose2d(2, 3, 3, stride=(2, 3), padding=1) of [1, 2, 4, 5] takes
+  // output_size from [7, 13] to [8, 15]; (9, 13) and (7, 16) are refused
+  nn::ConvTranspose2d t2({.in = 2, .out = 3, .kernel = 3, .stride = {2, 3}, .padding = 1});
+  nn::ConvTranspose2d t2p({.in = 2, .out = 3, .kernel = 3, .stride = {2, 3}, .padding = 1, .output_padding = {1, 2}});
+  t2p.load_state_dict(t2.state_dict());
+  const Tensor x = randn({1, 2, 4, 5});
+  CHECK(t2.forward(x, {7, 13}).shape() == Shape{1, 3, 7, 13});
+  const Tensor y = t2.forward(x, {8, 15});
+  CHECK(y.shape() == Shape{1, 3, 8, 15});
+  CHECK(values(y) == values(t2p(x)));
+  CHECK(t2.forward(x.squeeze(0), {8, 14}).shape() == Shape{3, 8, 14});  // unbatched
+  MG_REQUIRE_ERROR(t2.forward(x, {9, 13}), "output_size [9, 13] cannot come from input [1, 2, 4, 5] f32 cpu: spatial dim 0 must be in [7, 8] (stride 2)");
+  MG_REQUIRE_ERROR(t2.forward(x, {7, 16}), "spatial dim 1 must be in [13, 15] (stride 3)");
+  // 1-D with stride 1 and dilation 2: only 8 (PyTorch: [8] to [8])
+  nn::ConvTranspose1d t1({.in = 2, .out = 3, .kernel = 3, .dilation = 2});
+  const Tensor x1 = randn({1, 2, 4});
+  CHECK(values(t1.forward(x1, 8)) == values(t1(x1)));
+  MG_REQUIRE_ERROR(t1.forward(x1, 9), "spatial dim 0 must be in [8, 8] (stride 1)");
+  // 3-D
+  nn::ConvTranspose3d t3({.in = 1, .out = 2, .kernel = 2, .stride = 2});
+  nn::ConvTranspose3d t3p({.in = 1, .out = 2, .kernel = 2, .stride = 2, .output_padding = {1, 0, 1}});
+  t3p.load_state_dict(t3.state_dict());
+  const Tensor x3 = randn({1, 1, 2, 3, 2});
+  const Tensor y3 = t3.forward(x3, {5, 6, 5});
+  CHECK(y3.shape() == Shape{1, 2, 5, 6, 5});
+  CHECK(values(y3) == values(t3p(x3)));
+}
