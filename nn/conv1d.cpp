@@ -5,6 +5,7 @@
 
 #include "mixgrad/nn/conv.h"
 #include "mixgrad/ops/conv1d.h"
+#include "mixgrad/ops/max_unpool.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg::nn {
@@ -131,6 +132,14 @@ Tensor MaxPool1d::forward(const Tensor& input) {
     const Options& o = options_;
     return in_layer(layer_name(), [&] { return max_pool1d(x, o.kernel, o.stride, o.padding, o.dilation, o.ceil_mode); });
   });
+}
+
+std::pair<Tensor, Tensor> MaxPool1d::forward_with_indices(const Tensor& x) {
+  const Options& o = options_;
+  Tensor values = (*this)(x);  // checks and names errors; the hooks run once
+  Tensor indices = in_layer(layer_name(),
+                            [&] { return max_pool1d_indices(x, o.kernel, o.stride, o.padding, o.dilation, o.ceil_mode); });
+  return {values, indices};
 }
 
 std::string MaxPool1d::extra_repr() const {

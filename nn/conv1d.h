@@ -4,6 +4,7 @@
 //   auto conv = nn::make<nn::Conv1d>({.in = 64, .out = 128, .kernel = 5, .padding = 2});
 //   mg::Tensor y = (*conv)(x);                                   // x [N, 64, L] -> [N, 128, L]
 #pragma once
+#include <utility>
 #include "mixgrad/nn/module.h"
 #include "mixgrad/ops/pad.h"
 
@@ -90,6 +91,9 @@ class MaxPool1d : public UnaryModule {
   using Options = MaxPool1dOptions;
   explicit MaxPool1d(Options options);
   Tensor forward(const Tensor& x) override;
+  // PyTorch's return_indices = true: the maxima and their i64 positions in the input's length
+  // (for MaxUnpool1d, nn/max_unpool.h).
+  std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);
 
  protected:
   std::string extra_repr() const override;

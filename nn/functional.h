@@ -20,6 +20,7 @@
 #include "mixgrad/ops/interpolate.h"
 #include "mixgrad/ops/layer_composites.h"
 #include "mixgrad/ops/lp_pool.h"
+#include "mixgrad/ops/max_unpool.h"
 #include "mixgrad/ops/activation_composites.h"
 #include "mixgrad/ops/loss.h"
 #include "mixgrad/ops/margin_losses.h"
@@ -70,6 +71,10 @@ using mg::avg_pool3d;
 using mg::channel_shuffle;
 using mg::lp_pool1d;
 using mg::lp_pool2d;
+using mg::max_pool1d_indices;
+using mg::max_unpool1d;
+using mg::max_unpool2d;
+using mg::max_pool2d_indices;
 using mg::conv1d;
 using mg::conv2d;
 using mg::conv3d;

@@ -25,6 +25,7 @@
 #include "mixgrad/nn/lp_pool.h"
 #include "mixgrad/nn/loss.h"
 #include "mixgrad/nn/margin_loss.h"
+#include "mixgrad/nn/max_unpool.h"
 #include "mixgrad/nn/module.h"
 #include "mixgrad/nn/normalization.h"
 #include "mixgrad/nn/packed_sequence.h"

@@ -49,6 +49,16 @@ Tensor MaxPool2d::forward(const Tensor& input) {
   });
 }
 
+std::pair<Tensor, Tensor> MaxPool2d::forward_with_indices(const Tensor& x) {
+  Tensor values = (*this)(x);  // checks and names errors; the hooks run once
+  const Options& o = options_;
+  Tensor indices = mg::detail::as_batch_of_one(x, 4, [&](const Tensor& xb) {
+    return max_pool2d_indices(xb, o.kernel.array(), o.stride.array(), o.padding.array(), o.dilation.array(),
+                              o.ceil_mode);
+  });
+  return {values, indices};
+}
+
 std::string MaxPool2d::extra_repr() const {
   std::string s = window_repr(options_.kernel, options_.stride, options_.padding);
   if (options_.dilation != Size2(1)) s += ", dilation=" + options_.dilation.str();

@@ -4,6 +4,7 @@
 //   auto gap  = nn::make<nn::AdaptiveAvgPool2d>({.output = 1});   // [N, C, H, W] -> [N, C, 1, 1]
 #pragma once
 #include <optional>
+#include <utility>
 
 #include "mixgrad/nn/module.h"
 #include "mixgrad/nn/size2.h"
@@ -23,6 +24,9 @@ class MaxPool2d : public UnaryModule {
   using Options = MaxPool2dOptions;
   explicit MaxPool2d(Options options);
   Tensor forward(const Tensor& x) override;
+  // PyTorch's return_indices = true: the maxima and their i64 positions h * W + w in the input's
+  // plane (for MaxUnpool2d, nn/max_unpool.h).
+  std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);
 
  protected:
   std::string extra_repr() const override;

@@ -2,10 +2,13 @@
 // PyTorch 2.15 in f64 (tests/data/reference/torch_small_layers.json, written by
 // tools/reference/gen_torch_small_layers.py): outputs and input gradients for norm types 1, 1.5,
 // 2, 3, strides, ceil_mode and unbatched input; then the edge cases (a negative window sum, a zero
-// window), reprs and refusals.
+// window), reprs and refusals; MaxPool's indices and MaxUnpool against PyTorch, and the unpool's
+// rule for a repeated index.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <optional>
+#include <tuple>
 #include <vector>
 
 #include "autograd/engine.h"
@@ -13,6 +16,7 @@
 #include "nn/nn.h"
 #include "ops/distance.h"
 #include "ops/lp_pool.h"
+#include "ops/max_unpool.h"
 #include "ops/ops.h"
 #include "reference/json_reference.h"
 #include "test_util.h"
@@ -147,4 +151,73 @@ TEST_CASE("ConvTranspose1d/2d/3d forward with output_size: PyTorch's sizes and r
   const Tensor y3 = t3.forward(x3, {5, 6, 5});
   CHECK(y3.shape() == Shape{1, 2, 5, 6, 5});
   CHECK(values(y3) == values(t3p(x3)));
+}
+
+TEST_CASE("MaxPool forward_with_indices and MaxUnpool1d/2d equal PyTorch's: indices, unpooled values, gradients",
+          "[nn][pooling]") {
+  // tests/data/reference/torch_max_unpool.json (tools/reference/gen_torch_max_unpool.py, PyTorch
+  // 2.15, f64, distinct values): 2-D and 1-D, padding, a kernel of two sizes, unbatched input,
+  // the default and a given output_size.
+  const nlohmann::json ref = test::load_json_reference("torch_max_unpool.json");
+  int checked = 0;
+  for (const auto& c : ref["cases"]) {
+    INFO("case " << checked);
+    const auto k = c["kernel"].get<std::vector<int64_t>>(), s = c["stride"].get<std::vector<int64_t>>(),
+               p = c["padding"].get<std::vector<int64_t>>();
+    const Tensor x = test::json_tensor(c["x"], c["x_shape"]);
+    Tensor y, i, u;
+    const Tensor yr = test::json_tensor(c["y"], c["y_shape"]).requires_grad_();
+    if (c["dims"].get<int>() == 2) {
+      nn::MaxPool2d pool({.kernel = {k[0], k[1]}, .stride = {s[0], s[1]}, .padding = {p[0], p[1]}});
+      std::tie(y, i) = pool.forward_with_indices(x);
+      nn::MaxUnpool2d unpool({.kernel = {k[0], k[1]}, .stride = {s[0], s[1]}, .padding = {p[0], p[1]}});
+      std::optional<nn::Size2> size;
+      if (!c["output_size"].is_null()) size = nn::Size2(c["output_size"][0].get<int64_t>(), c["output_size"][1].get<int64_t>());
+      u = unpool.forward(yr, i, size);
+    } else {
+      nn::MaxPool1d pool({.kernel = k[0], .stride = s[0], .padding = p[0]});
+      std::tie(y, i) = pool.forward_with_indices(x);
+      nn::MaxUnpool1d unpool({.kernel = k[0], .stride = s[0], .padding = p[0]});
+      std::optional<int64_t> size;
+      if (!c["output_size"].is_null()) size = c["output_size"][0].get<int64_t>();
+      u = unpool.forward(yr, i, size);
+    }
+    CHECK(i.dtype() == DType::I64);
+    test::check_json_close(y, c["y"]);
+    CHECK(values(i) == c["indices"].get<std::vector<double>>());
+    REQUIRE(u.shape() == Shape(c["u_shape"].get<std::vector<int64_t>>()));
+    test::check_json_close(u, c["u"]);
+    const Tensors g = autograd::grad({sum(u * test::json_tensor(c["r"], c["u_shape"]))}, {yr});
+    test::check_json_close(g[0], c["grad"]);
+    ++checked;
+  }
+  CHECK(checked == 6);
+}
+
+TEST_CASE("max_unpool: a repeated index writes the last value, bad indices and sizes are refused", "[nn][pooling]") {
+  // overlapping windows that picked one maximum: indices [2, 2, 2]; the last value (7) is written
+  // and only it gets a gradient (PyTorch 2.15 wrote 6 here and gave each the position's gradient)
+  const Tensor z = from_vector<double>({5, 6, 7}, {1, 1, 3}).requires_grad_();
+  const Tensor idx = from_vector<int64_t>({2, 2, 2}, {1, 1, 3});
+  const Tensor u = max_unpool1d(z, idx, 5);
+  CHECK(values(u) == V({0, 0, 7, 0, 0}));
+  (u * from_vector<double>({1, 10, 100, 1000, 10000}, {1, 1, 5})).sum().backward();
+  CHECK(values(z.grad()) == V({0, 0, 100}));
+  // PyTorch: "Found an invalid max index: 30 (output volumes are of size 5x5)"
+  MG_REQUIRE_ERROR(max_unpool2d(ones({1, 1, 2, 2}), full({1, 1, 2, 2}, 30.0, {.dtype = DType::I64}), {5, 5}),
+                   "max_unpool2d: found the index 30, outside the output plane of 25 elements");
+  MG_REQUIRE_ERROR(max_unpool2d(ones({1, 1, 2, 2}), zeros({1, 1, 2, 2}), {5, 5}), "max_unpool2d: indices must be i64");
+  MG_REQUIRE_ERROR(max_unpool2d(ones({1, 1, 2, 2}), zeros({1, 1, 2}, {.dtype = DType::I64}), {5, 5}),
+                   "must have the shape of x");
+  // PyTorch: MaxUnpool2d(3, 2) of a [1, 1, 2, 2] pooling takes output sizes strictly between 3 and 7
+  nn::MaxUnpool2d unpool({.kernel = 3, .stride = 2});
+  const Tensor y = ones({1, 1, 2, 2}), i = zeros({1, 1, 2, 2}, {.dtype = DType::I64});
+  CHECK(unpool.forward(y, i).shape() == Shape{1, 1, 5, 5});
+  CHECK(unpool.forward(y, i, nn::Size2(6, 4)).shape() == Shape{1, 1, 6, 4});
+  MG_REQUIRE_ERROR(unpool.forward(y, i, nn::Size2(7, 5)),
+                   "MaxUnpool2d(kernel=3, stride=2, padding=0): output_size 7 must be in [4, 6] for x [1, 1, 2, 2] f32 cpu (within the stride of the default 5)");
+  CHECK(unpool.str() == "MaxUnpool2d(kernel=3, stride=2, padding=0)");
+  MG_REQUIRE_ERROR(nn::MaxUnpool1d({.kernel = 0}), "MaxUnpool1d: kernel must be positive");
+  // empty input: an all-zero output
+  CHECK(values(max_unpool1d(zeros({1, 2, 0}), zeros({1, 2, 0}, {.dtype = DType::I64}), 3)) == V({0, 0, 0, 0, 0, 0}));
 }

@@ -1,0 +1,77 @@
+#include "mixgrad/nn/max_unpool.h"
+
+#include "mixgrad/ops/max_unpool.h"
+
+namespace mg::nn {
+namespace {
+
+void check_options(const char* layer, int64_t k, int64_t s, int64_t p) {
+  MG_CHECK(k > 0 && s >= 0 && p >= 0, Error, layer,
+           ": kernel must be positive and stride, padding non-negative, got kernel=", k, ", stride=", s, ", padding=", p);
+}
+
+// PyTorch's _unpool_output_size for one dim: the default, or a wanted size within the stride of it.
+int64_t out_size(const std::string& layer, const Tensor& x, int64_t dim_from_end, int64_t k, int64_t s, int64_t p,
+                 std::optional<int64_t> want) {
+  MG_CHECK(x.defined() && x.dim() > dim_from_end, ShapeError, layer, ": got x ",
+           x.defined() ? describe(x) : "undefined");
+  const int64_t stride = s == 0 ? k : s;
+  const int64_t def = (x.size(x.dim() - dim_from_end) - 1) * stride - 2 * p + k;
+  if (!want) return def;
+  MG_CHECK(*want > def - stride && *want < def + stride, ShapeError, layer, ": output_size ", *want,
+           " must be in [", def - stride + 1, ", ", def + stride - 1, "] for x ", describe(x),
+           " (within the stride of the default ", def, ")");
+  return *want;
+}
+
+// Errors of the op under the layer's name.
+template <typename Fn>
+Tensor in_layer(const std::string& name, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const ShapeError& e) {
+    throw ShapeError(str_cat(name, ": ", e.what()));
+  }
+}
+
+}  // namespace
+
+MaxUnpool1d::MaxUnpool1d(Options o) : Module("MaxUnpool1d"), options_(o) {
+  check_options("MaxUnpool1d", o.kernel, o.stride, o.padding);
+}
+
+Tensor MaxUnpool1d::forward(const Tensor& x, const Tensor& indices, std::optional<int64_t> output_size) {
+  auto scope = module_scope(*this);
+  const Options& o = options_;
+  const int64_t l = out_size(layer_name(), x, 1, o.kernel, o.stride, o.padding, output_size);
+  return in_layer(layer_name(), [&] { return max_unpool1d(x, indices, l); });
+}
+
+std::string MaxUnpool1d::extra_repr() const {
+  const Options& o = options_;
+  return str_cat("kernel=", o.kernel, ", stride=", o.stride == 0 ? o.kernel : o.stride, ", padding=", o.padding);
+}
+
+MaxUnpool2d::MaxUnpool2d(Options o) : Module("MaxUnpool2d"), options_(o) {
+  check_options("MaxUnpool2d", o.kernel.h, o.stride.h, o.padding.h);
+  check_options("MaxUnpool2d", o.kernel.w, o.stride.w, o.padding.w);
+}
+
+Tensor MaxUnpool2d::forward(const Tensor& x, const Tensor& indices, std::optional<Size2> output_size) {
+  auto scope = module_scope(*this);
+  const Options& o = options_;
+  const std::string name = layer_name();
+  const int64_t h = out_size(name, x, 2, o.kernel.h, o.stride.h, o.padding.h,
+                             output_size ? std::optional<int64_t>(output_size->h) : std::nullopt);
+  const int64_t w = out_size(name, x, 1, o.kernel.w, o.stride.w, o.padding.w,
+                             output_size ? std::optional<int64_t>(output_size->w) : std::nullopt);
+  return in_layer(name, [&] { return max_unpool2d(x, indices, {h, w}); });
+}
+
+std::string MaxUnpool2d::extra_repr() const {
+  const Options& o = options_;
+  const Size2 stride = o.stride == Size2(0) ? o.kernel : o.stride;
+  return str_cat("kernel=", o.kernel.str(), ", stride=", stride.str(), ", padding=", o.padding.str());
+}
+
+}  // namespace mg::nn

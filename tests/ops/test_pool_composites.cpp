@@ -1,0 +1,43 @@
+// The pooling functions built from public ops (ops/lp_pool.h, ops/max_unpool.h) on CUDA: the
+// CPU's values and gradients (their PyTorch checks are in tests/nn/test_small_layers.cpp).
+#include <catch2/catch.hpp>
+
+#include <tuple>
+
+#include "autograd/engine.h"
+#include "core/factory.h"
+#include "ops/conv.h"
+#include "ops/lp_pool.h"
+#include "ops/max_unpool.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+using namespace mg;
+using mg::test::values;
+
+TEST_CASE("max_unpool2d, max_pool1d_indices and lp_pool2d on CUDA give the CPU's values and gradients",
+          "[ops][pool][cuda][gpu]") {
+  manual_seed(11);
+  const Device g = Device::cuda(0);
+  const Tensor x = randn({2, 3, 6, 7});
+  // overlapping windows: repeated indices, whose last value must win on the device too
+  const Tensor y = max_pool2d(x, {3, 3}, {1, 1});
+  const Tensor i = max_pool2d_indices(x, {3, 3}, {1, 1});
+  CHECK(values(max_pool2d_indices(x.to(g), {3, 3}, {1, 1})) == values(i));
+  const Tensor src = randn(y.shape());
+  const Tensor a = src.clone().requires_grad_(), b = src.to(g).requires_grad_();
+  const Tensor ua = max_unpool2d(a, i, {6, 7}), ub = max_unpool2d(b, i.to(g), {6, 7});
+  CHECK(ub.device() == g);
+  CHECK(values(ub) == values(ua));
+  const Tensor r = randn(ua.shape());
+  sum(ua * r).backward();
+  sum(ub * r.to(g)).backward();
+  CHECK(values(b.grad()) == values(a.grad()));
+  const Tensor s = randn({2, 3, 11});
+  CHECK(values(max_pool1d_indices(s.to(g), 3, 2, 1)) == values(max_pool1d_indices(s, 3, 2, 1)));
+  const Tensor p = abs(x) + 0.1;
+  const Tensor lc = lp_pool2d(p, 1.5, {2, 3}, {1, 2}, true), lg = lp_pool2d(p.to(g), 1.5, {2, 3}, {1, 2}, true);
+  const std::vector<double> vc = values(lc), vg = values(lg);
+  REQUIRE(vc.size() == vg.size());
+  for (std::size_t k = 0; k < vc.size(); ++k) CHECK(vg[k] == Approx(vc[k]).epsilon(1e-5));
+}

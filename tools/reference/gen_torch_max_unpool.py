@@ -1,0 +1,38 @@
+"""Writes tests/data/reference/torch_max_unpool.json: torch.nn.MaxPool1d/2d(return_indices=True) and
+MaxUnpool1d/2d on f64 inputs of distinct values (no two windows pick one element, where PyTorch's
+order is unspecified): the pooled values, the indices, the unpooled output (default and given
+output_size) and the gradient of sum(unpooled * r) w.r.t. the pooled values, for
+tests/nn/test_small_layers.cpp. Run once by hand; the tests need no Python:
+    python -m venv v && v/bin/pip install torch
+    v/bin/python tools/reference/gen_torch_max_unpool.py tests/data/reference
+"""
+import json
+import sys
+
+import torch
+
+torch.manual_seed(45)
+D = torch.float64
+flat = lambda t: t.detach().reshape(-1).tolist()
+cases = []
+# (dims, kernel, stride, padding, input shape, output_size or None)
+for dims, k, s, p, shape, size in ((2, 2, 2, 0, (2, 3, 4, 6), None), (2, 3, 3, 1, (1, 2, 7, 8), (7, 8)),
+                                   (2, (2, 3), (2, 3), 0, (1, 1, 5, 7), (5, 7)), (2, 2, 2, 0, (3, 4, 4), None),
+                                   (1, 2, 2, 0, (2, 3, 9), None), (1, 3, 3, 1, (1, 2, 10), (11,))):
+    pool = (torch.nn.MaxPool2d if dims == 2 else torch.nn.MaxPool1d)(k, s, p, return_indices=True)
+    unpool = (torch.nn.MaxUnpool2d if dims == 2 else torch.nn.MaxUnpool1d)(k, s, p)
+    x = torch.randperm(torch.Size(shape).numel(), dtype=D).reshape(shape) / 7.0 - 3.0
+    y, i = pool(x)
+    y = y.detach().requires_grad_(True)
+    u = unpool(y, i, output_size=list(size) if size else None)
+    r = torch.randn(u.shape, dtype=D)
+    (g,) = torch.autograd.grad((u * r).sum(), [y])
+    cases.append({"dims": dims, "kernel": list(k) if isinstance(k, tuple) else [k] * dims,
+                  "stride": list(s) if isinstance(s, tuple) else [s] * dims, "padding": [p] * dims,
+                  "output_size": list(size) if size else None, "x_shape": list(shape), "x": flat(x),
+                  "y_shape": list(y.shape), "y": flat(y), "indices": flat(i), "u_shape": list(u.shape), "u": flat(u),
+                  "r": flat(r), "grad": flat(g)})
+with open(f"{sys.argv[1] if len(sys.argv) > 1 else '.'}/torch_max_unpool.json", "w") as fh:
+    json.dump({"torch": torch.__version__, "cases": cases}, fh, separators=(",", ":"))
+    fh.write("\n")
+print(len(cases), "cases")
