@@ -22,16 +22,6 @@ void check_geometry_1d(const char* layer, int64_t in, int64_t out, int64_t kerne
            in, ") and out (", out, ")");
 }
 
-// The layer's name in front of an op's shape error (the op names itself and both shapes).
-template <typename F>
-Tensor in_layer(const std::string& layer, F&& f) {
-  try {
-    return f();
-  } catch (const ShapeError& e) {
-    throw ShapeError(str_cat(layer, ": ", e.what()));
-  }
-}
-
 std::string geometry_1d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation,
                         int64_t groups, bool bias) {
   std::string s = str_cat(in, ", ", out, ", kernel=", kernel, ", stride=", stride);
@@ -61,7 +51,7 @@ Tensor Conv1d::forward(const Tensor& input) {
     const Options& o = options_;
     MG_CHECK(x.defined() && x.dim() == 3 && x.size(1) == o.in, ShapeError, layer_name(), ": expected input [N, ", o.in,
              ", L] (or an unbatched [", o.in, ", L]), got ", x.defined() ? describe(x) : "undefined", ", weight ", describe(weight));
-    return in_layer(layer_name(), [&] {
+    return detail::with_layer_name(*this, [&] {
       if (o.padding_mode != PadMode::Constant) {
         // Padded by the mode, then convolved without padding (PyTorch's padding_mode); "same" splits
         // dilation (k - 1) with the smaller half first.
@@ -107,7 +97,7 @@ Tensor ConvTranspose1d::forward(const Tensor& input, int64_t output_size) {
 Tensor ConvTranspose1d::run(const Tensor& input, int64_t output_padding) {
   return mg::detail::as_batch_of_one(input, 3, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
     const Options& o = options_;
-    return in_layer(layer_name(), [&] {
+    return detail::with_layer_name(*this, [&] {
       return conv_transpose1d(x, weight, bias,
                               {.stride = o.stride, .padding = o.padding, .dilation = o.dilation, .groups = o.groups},
                               output_padding);
@@ -130,15 +120,16 @@ MaxPool1d::MaxPool1d(Options o) : UnaryModule("MaxPool1d"), options_(o) {
 Tensor MaxPool1d::forward(const Tensor& input) {
   return mg::detail::as_batch_of_one(input, 3, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
     const Options& o = options_;
-    return in_layer(layer_name(), [&] { return max_pool1d(x, o.kernel, o.stride, o.padding, o.dilation, o.ceil_mode); });
+    return detail::with_layer_name(
+        *this, [&] { return max_pool1d(x, o.kernel, o.stride, o.padding, o.dilation, o.ceil_mode); });
   });
 }
 
 std::pair<Tensor, Tensor> MaxPool1d::forward_with_indices(const Tensor& x) {
   const Options& o = options_;
   Tensor values = (*this)(x);  // checks and names errors; the hooks run once
-  Tensor indices = in_layer(layer_name(),
-                            [&] { return max_pool1d_indices(x, o.kernel, o.stride, o.padding, o.dilation, o.ceil_mode); });
+  Tensor indices = detail::with_layer_name(
+      *this, [&] { return max_pool1d_indices(x, o.kernel, o.stride, o.padding, o.dilation, o.ceil_mode); });
   return {values, indices};
 }
 
@@ -157,7 +148,7 @@ AvgPool1d::AvgPool1d(Options o) : UnaryModule("AvgPool1d"), options_(o) {
 Tensor AvgPool1d::forward(const Tensor& input) {
   return mg::detail::as_batch_of_one(input, 3, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
     const Options& o = options_;
-    return in_layer(layer_name(),
+    return detail::with_layer_name(*this,
                     [&] { return avg_pool1d(x, o.kernel, o.stride, o.padding, o.count_include_pad, o.ceil_mode); });
   });
 }
@@ -174,7 +165,7 @@ AdaptiveAvgPool1d::AdaptiveAvgPool1d(Options o) : UnaryModule("AdaptiveAvgPool1d
 
 Tensor AdaptiveAvgPool1d::forward(const Tensor& input) {
   return mg::detail::as_batch_of_one(input, 3, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
-    return in_layer(layer_name(), [&] { return adaptive_avg_pool1d(x, options_.output); });
+    return detail::with_layer_name(*this, [&] { return adaptive_avg_pool1d(x, options_.output); });
   });
 }
 

@@ -14,16 +14,6 @@ void check_options(const char* layer, double p, int64_t kh, int64_t kw, int64_t 
            sh == sw ? str_cat(sh) : str_cat(sh, "x", sw));
 }
 
-// Layer errors name the layer, as the other pooling layers' do.
-template <typename Fn>
-Tensor in_layer(const std::string& name, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const ShapeError& e) {
-    throw ShapeError(str_cat(name, ": ", e.what()));
-  }
-}
-
 }  // namespace
 
 LPPool1d::LPPool1d(Options o) : UnaryModule("LPPool1d"), options_(o) {
@@ -32,7 +22,7 @@ LPPool1d::LPPool1d(Options o) : UnaryModule("LPPool1d"), options_(o) {
 
 Tensor LPPool1d::forward(const Tensor& x) {
   const Options& o = options_;
-  return in_layer(layer_name(), [&] { return lp_pool1d(x, o.norm_type, o.kernel, o.stride, o.ceil_mode); });
+  return detail::with_layer_name(*this, [&] { return lp_pool1d(x, o.norm_type, o.kernel, o.stride, o.ceil_mode); });
 }
 
 std::string LPPool1d::extra_repr() const {
@@ -48,8 +38,8 @@ LPPool2d::LPPool2d(Options o) : UnaryModule("LPPool2d"), options_(o) {
 
 Tensor LPPool2d::forward(const Tensor& x) {
   const Options& o = options_;
-  return in_layer(layer_name(),
-                  [&] { return lp_pool2d(x, o.norm_type, o.kernel.array(), o.stride.array(), o.ceil_mode); });
+  return detail::with_layer_name(
+      *this, [&] { return lp_pool2d(x, o.norm_type, o.kernel.array(), o.stride.array(), o.ceil_mode); });
 }
 
 std::string LPPool2d::extra_repr() const {

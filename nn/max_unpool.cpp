@@ -24,16 +24,6 @@ int64_t out_size(const std::string& layer, const Tensor& x, int64_t dim_from_end
   return *want;
 }
 
-// Errors of the op under the layer's name.
-template <typename Fn>
-Tensor in_layer(const std::string& name, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const ShapeError& e) {
-    throw ShapeError(str_cat(name, ": ", e.what()));
-  }
-}
-
 }  // namespace
 
 MaxUnpool1d::MaxUnpool1d(Options o) : Module("MaxUnpool1d"), options_(o) {
@@ -44,7 +34,7 @@ Tensor MaxUnpool1d::forward(const Tensor& x, const Tensor& indices, std::optiona
   auto scope = module_scope(*this);
   const Options& o = options_;
   const int64_t l = out_size(layer_name(), x, 1, o.kernel, o.stride, o.padding, output_size);
-  return in_layer(layer_name(), [&] { return max_unpool1d(x, indices, l); });
+  return detail::with_layer_name(*this, [&] { return max_unpool1d(x, indices, l); });
 }
 
 std::string MaxUnpool1d::extra_repr() const {
@@ -65,7 +55,7 @@ Tensor MaxUnpool2d::forward(const Tensor& x, const Tensor& indices, std::optiona
                              output_size ? std::optional<int64_t>(output_size->h) : std::nullopt);
   const int64_t w = out_size(name, x, 1, o.kernel.w, o.stride.w, o.padding.w,
                              output_size ? std::optional<int64_t>(output_size->w) : std::nullopt);
-  return in_layer(name, [&] { return max_unpool2d(x, indices, {h, w}); });
+  return detail::with_layer_name(*this, [&] { return max_unpool2d(x, indices, {h, w}); });
 }
 
 std::string MaxUnpool2d::extra_repr() const {
