@@ -10,8 +10,8 @@
 //
 // Two values naming one position (overlapping windows that picked the same maximum): the last in
 // x's order is written, on every device, and only it gets a gradient. PyTorch writes one of them
-// (not always the last, and differently on CUDA) and its backward gives each of them the
-// position's gradient. An index outside the output plane is an IndexError. Public ops (argsort,
+// (on the CPU not always the last: the middle of three in a probe; on CUDA its docs call the
+// choice nondeterministic) and its backward gives each of them the position's gradient. An index outside the output plane is an IndexError. Public ops (argsort,
 // gather, masked_select, scatter_add): every device and dtype, differentiable in x.
 #pragma once
 #include <array>
