@@ -25,7 +25,8 @@ Tensor unpool_planes(const char* op, const Tensor& x, const Tensor& idx, int64_t
   const Tensor x2 = reshape(x, {rows, p}), i2 = reshape(idx, {rows, p});
   if (x.numel() > 0) {  // one host read, as PyTorch's check
     NoGradGuard no_grad;
-    const int64_t lo = amin(i2).item<int64_t>(), hi = amax(i2).item<int64_t>();
+    const Tensor range = stack({amin(i2), amax(i2)}).to(Device::cpu());  // both bounds in one device read
+    const int64_t lo = range.data<int64_t>()[0], hi = range.data<int64_t>()[1];
     MG_CHECK(lo >= 0 && hi < plane, IndexError, op, ": found the index ", lo < 0 ? lo : hi,
              ", outside the output plane of ", plane, " elements");
   }
