@@ -1,5 +1,8 @@
 #include "mixgrad/nn/conv3d.h"
 
+#include <array>
+#include <vector>
+
 #include "mixgrad/core/factory.h"
 #include "mixgrad/nn/conv.h"
 #include "mixgrad/ops/conv3d.h"
@@ -28,6 +31,9 @@ Conv3d::Conv3d(Options o) : UnaryModule("Conv3d"), options_(o) {
   check_window("Conv3d", o.kernel, o.stride, o.padding, o.dilation, false);
   MG_CHECK(o.groups > 0 && o.in % o.groups == 0 && o.out % o.groups == 0, Error, "Conv3d: groups (", o.groups,
            ") must divide in (", o.in, ") and out (", o.out, ")");
+  MG_CHECK(!o.padding_same || (o.stride == Size3(1) && o.padding == Size3(0)), Error,
+           "Conv3d: padding_same needs stride 1 and padding 0, got stride=", o.stride.str(), ", padding=",
+           o.padding.str(), "\n  hint: PyTorch refuses padding=\"same\" for strided convolutions too");
   weight = register_parameter("weight", empty({o.out, o.in / o.groups, o.kernel.d, o.kernel.h, o.kernel.w}));
   if (o.bias) bias = register_parameter("bias", empty({o.out}));
   reset_parameters();
@@ -36,12 +42,26 @@ Conv3d::Conv3d(Options o) : UnaryModule("Conv3d"), options_(o) {
 void Conv3d::reset_parameters() { detail::reset_conv(weight, bias); }
 
 Tensor Conv3d::forward(const Tensor& x) {
+  const Options& o = options_;
   return detail::with_layer_name(*this, [&] {
-    return conv3d(x, weight, bias,
-                  {.stride = options_.stride.array(),
-                   .padding = options_.padding.array(),
-                   .dilation = options_.dilation.array(),
-                   .groups = options_.groups});
+    if (!o.padding_same && o.padding_mode == PadMode::Constant)
+      return conv3d(x, weight, bias,
+                    {.stride = o.stride.array(), .padding = o.padding.array(), .dilation = o.dilation.array(),
+                     .groups = o.groups});
+    // Padded first (pad's amounts: W, then H, then D), then convolved without padding. "same"
+    // splits each dim's total dil (k - 1) as PyTorch does: the smaller half before, the larger after.
+    std::vector<int64_t> amounts;
+    const std::array<int64_t, 3> k = o.kernel.array(), dil = o.dilation.array(), p = o.padding.array();
+    for (int i = 2; i >= 0; --i) {
+      const int64_t total = o.padding_same ? dil[i] * (k[i] - 1) : 2 * p[i];
+      amounts.push_back(total / 2);
+      amounts.push_back(total - total / 2);
+    }
+    MG_CHECK(x.defined() && (x.dim() == 4 || x.dim() == 5), ShapeError,
+             "conv3d: expected x [N, C, D, H, W] or [C, D, H, W], got ", x.defined() ? describe(x) : "undefined");
+    return conv3d(pad(x, amounts, o.padding_mode), weight, bias,
+                  {.stride = o.stride.array(), .padding = {0, 0, 0}, .dilation = o.dilation.array(),
+                   .groups = o.groups});
   });
 }
 
@@ -52,6 +72,8 @@ std::string Conv3d::extra_repr() const {
   if (!(o.dilation == Size3(1))) s += str_cat(", dilation=", o.dilation.str());
   if (o.groups != 1) s += str_cat(", groups=", o.groups);
   if (!o.bias) s += ", bias=false";
+  if (o.padding_same) s += ", padding=same";
+  if (o.padding_mode != PadMode::Constant) s += str_cat(", padding_mode=", pad_mode_name(o.padding_mode));
   return s;
 }
 
@@ -120,12 +142,15 @@ std::string MaxPool3d::extra_repr() const {
 
 AvgPool3d::AvgPool3d(Options o) : UnaryModule("AvgPool3d"), options_(o) {
   check_window("AvgPool3d", o.kernel, o.stride, o.padding, Size3(1), true);
+  MG_CHECK(!o.divisor_override || *o.divisor_override > 0, Error, "AvgPool3d: divisor_override must be > 0, got ",
+           o.divisor_override.value_or(0));
 }
 
 Tensor AvgPool3d::forward(const Tensor& x) {
   const Options& o = options_;
   return detail::with_layer_name(*this, [&] {
-    return avg_pool3d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.count_include_pad, o.ceil_mode);
+    return avg_pool3d(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.count_include_pad, o.ceil_mode,
+                      o.divisor_override);
   });
 }
 
@@ -133,7 +158,8 @@ std::string AvgPool3d::extra_repr() const {
   const Options& o = options_;
   return str_cat("kernel_size=", o.kernel.str(), ", stride=", (o.stride == Size3(0) ? o.kernel : o.stride).str(),
                  ", padding=", o.padding.str(), ", ceil_mode=", o.ceil_mode ? "true" : "false",
-                 ", count_include_pad=", o.count_include_pad ? "true" : "false");
+                 ", count_include_pad=", o.count_include_pad ? "true" : "false",
+                 o.divisor_override ? str_cat(", divisor_override=", *o.divisor_override) : std::string());
 }
 
 AdaptiveAvgPool3d::AdaptiveAvgPool3d(Options o) : UnaryModule("AdaptiveAvgPool3d"), options_(o) {

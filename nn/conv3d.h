@@ -5,8 +5,11 @@
 //   auto conv = nn::make<nn::Conv3d>({.in = 1, .out = 8, .kernel = 3, .padding = 1});
 //   mg::Tensor y = (*conv)(x);                       // x [N, 1, D, H, W] -> [N, 8, D, H, W]
 #pragma once
+#include <optional>
+
 #include "mixgrad/nn/module.h"
 #include "mixgrad/nn/size3.h"
+#include "mixgrad/ops/pad.h"
 
 namespace mg::nn {
 
@@ -19,6 +22,11 @@ struct Conv3dOptions {
   Size3 dilation = 1;
   int64_t groups = 1;   // must divide in and out
   bool bias = true;
+  bool padding_same = false;  // PyTorch's padding="same" (stride 1; `padding` must stay 0): D, H, W kept
+  // What the padding holds: Constant = zeros (PyTorch's "zeros"), or Reflect, Replicate, Circular.
+  // Other than zeros, and for "same", the input is padded by ops/pad.h first (one copy of the
+  // input), then convolved without padding, as PyTorch does.
+  PadMode padding_mode = PadMode::Constant;
 };
 
 // weight [out, in/groups, kd, kh, kw] and bias [out], initialised as PyTorch's
@@ -102,6 +110,7 @@ struct AvgPool3dOptions {
   Size3 padding = 0;
   bool count_include_pad = true;  // the field order of AvgPool1d/2d's options and of avg_pool3d's arguments
   bool ceil_mode = false;
+  std::optional<int64_t> divisor_override;  // > 0: divide every window's sum by it
 };
 
 class AvgPool3d : public UnaryModule {

@@ -140,7 +140,8 @@ Tensor Embedding::forward(const Tensor& indices) {
            layer_name(), ": expected i64 or i32 indices, got ", indices.defined() ? describe(indices) : "undefined");
   try {
     if (options_.max_norm) embedding_renorm_(weight, indices, *options_.max_norm, options_.norm_type);
-    return embedding(weight, indices, padding_idx_ >= 0 ? std::optional<int64_t>(padding_idx_) : std::nullopt);
+    return embedding(weight, indices, padding_idx_ >= 0 ? std::optional<int64_t>(padding_idx_) : std::nullopt,
+                     options_.scale_grad_by_freq);
   } catch (const IndexError& e) {
     // The op knows the bad index and names both operands; the layer adds which table it was.
     throw IndexError(str_cat(layer_name(), ": ", e.what()));
@@ -178,6 +179,7 @@ std::string Embedding::extra_repr() const {
   if (padding_idx_ >= 0) s += str_cat(", padding_idx=", padding_idx_);
   if (options_.max_norm) s += str_cat(", max_norm=", *options_.max_norm);
   if (options_.max_norm && options_.norm_type != 2.0) s += str_cat(", norm_type=", options_.norm_type);
+  if (options_.scale_grad_by_freq) s += ", scale_grad_by_freq=true";
   return s;
 }
 

@@ -107,6 +107,9 @@ struct EmbeddingOptions {
   // torch.embedding_renorm_. The indices are read on the host (a synchronisation on a GPU).
   std::optional<double> max_norm;
   double norm_type = 2.0;
+  // PyTorch's scale_grad_by_freq: each lookup's gradient divided by how often its index occurs in
+  // the batch. (PyTorch's `sparse` has no counterpart: the gradient is always a dense [V, D].)
+  bool scale_grad_by_freq = false;
 };
 
 namespace detail {

@@ -211,21 +211,31 @@ Tensor max_pool3d(const Tensor& x, Int3 kernel, Int3 stride, Int3 padding, Int3 
   return unbatch(wide ? y.to(dt) : y, unbatched);
 }
 
-Tensor avg_pool3d(const Tensor& x, Int3 kernel, Int3 stride, Int3 padding, bool count_include_pad, bool ceil_mode) {
+Tensor avg_pool3d(const Tensor& x, Int3 kernel, Int3 stride, Int3 padding, bool count_include_pad, bool ceil_mode,
+                  std::optional<int64_t> divisor_override) {
   bool unbatched = false;
   const Tensor x5 = batched_input("avg_pool3d", x, unbatched);
+  MG_CHECK(!divisor_override || *divisor_override > 0, Error, "avg_pool3d: divisor_override must be > 0, got ",
+           divisor_override.value_or(0));
   stride = or_kernel(stride, kernel);
   check_window("avg_pool3d", x5, kernel, stride, padding, {1, 1, 1}, true, ceil_mode);
   // The mean over a box is the mean over D of the means over (H, W), each with its own divisor
-  // rule; in f32 for f16/bf16 so the result is rounded once.
+  // rule; with divisor_override, the sum over D of the sums over (H, W) (a divisor of 1) divided
+  // once. In f32 for f16/bf16 so the result is rounded once.
   const DType dt = x5.dtype();
   const Tensor y = separable(
       is_16bit(dt) ? x5.to(DType::F32) : x5,
       [&](const Tensor& t) {
         return avg_pool2d(t, {kernel[1], kernel[2]}, {stride[1], stride[2]}, {padding[1], padding[2]},
-                          count_include_pad, ceil_mode);
+                          count_include_pad, ceil_mode, divisor_override ? std::optional<int64_t>(1) : std::nullopt);
       },
-      [&](const Tensor& t) { return avg_pool1d(t, kernel[0], stride[0], padding[0], count_include_pad, ceil_mode); });
+      [&](const Tensor& t) {
+        if (!divisor_override) return avg_pool1d(t, kernel[0], stride[0], padding[0], count_include_pad, ceil_mode);
+        // [N·C, Ho·Wo, D] as a one-row image: the 2-D pool's divisor_override along D alone.
+        return avg_pool2d(t.unsqueeze(2), {1, kernel[0]}, {1, stride[0]}, {0, padding[0]}, count_include_pad,
+                          ceil_mode, divisor_override)
+            .squeeze(2);
+      });
   return unbatch(y.to(dt), unbatched);
 }
 

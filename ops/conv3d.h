@@ -17,6 +17,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 
 #include "mixgrad/core/tensor.h"
 
@@ -47,8 +48,10 @@ Tensor conv_transpose3d(const Tensor& x, const Tensor& w, const Tensor& bias = {
 // stride {0, 0, 0} means the kernel.
 Tensor max_pool3d(const Tensor& x, Int3 kernel, Int3 stride = {0, 0, 0}, Int3 padding = {0, 0, 0},
                   Int3 dilation = {1, 1, 1}, bool ceil_mode = false);
+// divisor_override (> 0): every window's sum divided by it instead of by a count (PyTorch's).
 Tensor avg_pool3d(const Tensor& x, Int3 kernel, Int3 stride = {0, 0, 0}, Int3 padding = {0, 0, 0},
-                  bool count_include_pad = true, bool ceil_mode = false);
+                  bool count_include_pad = true, bool ceil_mode = false,
+                  std::optional<int64_t> divisor_override = std::nullopt);
 // Mean over the windows [floor(i D / Do), ceil((i + 1) D / Do)) of each dim.
 Tensor adaptive_avg_pool3d(const Tensor& x, Int3 output_size);
 

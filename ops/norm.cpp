@@ -403,7 +403,9 @@ Tensors group_norm_bw(const BackwardCtx& c, const Tensors& g) {
 }
 
 // embedding: dweight[v] = sum of g[k] over the positions k with index v (repeated indices
-// accumulate), except v == padding_idx, which gets none: a scatter_add into zeros [V, D].
+// accumulate), except v == padding_idx, which gets none: a scatter_add into zeros [V, D]. With
+// scale_grad_by_freq (attrs.mode 1) each g[k] is first divided by the count of its index, in
+// opmath (f32 for f16/bf16) and rounded once.
 Tensors embedding_bw(const BackwardCtx& c, const Tensors& g) {
   const Shape& ws = c.input_shape(0);
   const int64_t d = ws[1];
@@ -420,6 +422,13 @@ Tensors embedding_bw(const BackwardCtx& c, const Tensors& g) {
   // never reads or writes through it whatever scatter_add's kernel does with it.
   const Tensor safe_idx =
       idx.device().is_cpu() ? idx : where(lt(idx, scalar_like(0.0, idx)), scalar_like(double(ws[0]), idx), idx);
+  if (c.attrs().mode == 1 && n > 0) {
+    const DType opmath = g2.dtype() == DType::F64 ? DType::F64 : DType::F32;
+    // ws[0] + 1 rows: room for the out-of-range slot of safe_idx.
+    const Tensor counts = scatter_add(zeros({ws[0] + 1}, {.dtype = opmath, .device = g2.device()}), 0, safe_idx,
+                                      ones({n}, {.dtype = opmath, .device = g2.device()}));
+    g2 = to(div(to(g2, opmath), reshape(index_select(counts, 0, safe_idx), {n, 1})), g2.dtype());
+  }
   const Tensor index = contiguous(expand(reshape(safe_idx, {n, 1}), {n, d}));
   return {scatter_add(base, 0, index, g2), Tensor()};
 }
@@ -550,7 +559,8 @@ NormGrads group_norm_backward(const Tensor& grad, const Tensor& x, const Tensor&
   return norm_backward(OpId::group_norm_backward, grad, x, mean, rstd, weight, with_dbias, {.dim = num_groups});
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx,
+                 bool scale_grad_by_freq) {
   check_defined("embedding", weight);
   check_defined("embedding", indices);
   int64_t row = -1;  // the op's attribute: the padding row, or -1 for none
@@ -560,7 +570,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
              " is out of range for a table of ", v, " rows; weight ", describe(weight));
     row = *padding_idx < 0 ? *padding_idx + v : *padding_idx;
   }
-  return dispatch1(OpId::embedding, {weight, indices}, {.dim = row});
+  return dispatch1(OpId::embedding, {weight, indices}, {.dim = row, .mode = scale_grad_by_freq ? 1 : 0});
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {

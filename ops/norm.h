@@ -77,8 +77,11 @@ NormGrads group_norm_backward(const Tensor& grad, const Tensor& x, const Tensor&
 
 // Rows of weight [V, D] picked by i64/i32 indices [...]: returns [..., D] in weight's dtype.
 // The row at padding_idx (unset: none; negative counts from the end, as PyTorch's) receives no
-// gradient. Out-of-range indices throw IndexError.
-Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt);
+// gradient. Out-of-range indices throw IndexError. scale_grad_by_freq (PyTorch's): each position's
+// gradient is divided by how often its index occurs in `indices`, so frequent words do not dominate
+// the table's update.
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt,
+                 bool scale_grad_by_freq = false);
 
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) while training.
 // Element i's decision depends only on (seed, offset, i) of the Philox stream of `gen` (default
