@@ -6,6 +6,7 @@
 #include "mixgrad/nn/activation.h"
 #include "mixgrad/nn/activation_more.h"
 #include "mixgrad/nn/adaptive_max_pool.h"
+#include "mixgrad/nn/adaptive_softmax.h"
 #include "mixgrad/nn/attention.h"
 #include "mixgrad/nn/averaged_model.h"
 #include "mixgrad/nn/checkpoint_sequential.h"
