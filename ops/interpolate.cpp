@@ -1,6 +1,10 @@
 #include "mixgrad/ops/interpolate.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numbers>
+#include <string>
+#include <vector>
 
 #include "mixgrad/core/factory.h"
 #include "mixgrad/ops/composite.h"
@@ -73,6 +77,62 @@ void cubic_source(int64_t i, int64_t in, int64_t out, bool align_corners, std::o
   }
 }
 
+// The antialiased filters (ATen's aa_filter of each mode): bilinear's triangle, bicubic's Keys
+// cubic with PIL's A = -0.5, Lanczos-3.
+template <typename T>
+T aa_filter(InterpolateMode mode, T x) {
+  x = std::abs(x);
+  if (mode == InterpolateMode::Bilinear) return x < T(1) ? T(1) - x : T(0);
+  if (mode == InterpolateMode::Bicubic) {
+    constexpr T A = T(-0.5);
+    if (x < T(1)) return ((A + T(2)) * x - (A + T(3))) * x * x + T(1);
+    if (x < T(2)) return ((A * x - T(5) * A) * x + T(8) * A) * x - T(4) * A;
+    return T(0);
+  }
+  const auto sinc = [](T t) { return t == T(0) ? T(1) : T(std::sin(std::numbers::pi * double(t)) / (std::numbers::pi * double(t))); };
+  return x < T(3) ? sinc(x) * sinc(x / T(3)) : T(0);
+}
+
+// The taps of every output of one antialiased dim (ATen's _compute_indices_min_size_weights_aa,
+// with its mix of double and opmath T): output i reads in[xmin .. xmin + xsize) around the centre
+// scale (i + 0.5), weighted by the filter at (j - centre + 0.5) / scale when shrinking (scale >= 1)
+// and normalised to sum 1. Every output gets `taps` slots; the unused ones read xmin with weight 0.
+struct AaTaps {
+  int64_t taps = 0;
+  std::vector<std::vector<int64_t>> index;  // [taps][out]
+  std::vector<std::vector<double>> weight;  // [taps][out]
+};
+
+template <typename T>
+AaTaps aa_taps(InterpolateMode mode, int64_t in, int64_t out, bool align_corners, std::optional<double> scale_factor) {
+  const T scale = align_corners ? (out > 1 ? static_cast<T>(in - 1) / T(out - 1) : T(0))
+                                : scales_value<T>(scale_factor, in, out);
+  const double interp = mode == InterpolateMode::Bilinear ? 2.0 : mode == InterpolateMode::Bicubic ? 4.0 : 6.0;
+  const T support = static_cast<T>(scale >= T(1) ? interp * 0.5 * double(scale) : interp * 0.5);
+  AaTaps r;
+  r.taps = static_cast<int64_t>(std::ceil(double(support))) * 2 + 1;
+  r.index.assign(static_cast<std::size_t>(r.taps), std::vector<int64_t>(static_cast<std::size_t>(out)));
+  r.weight.assign(static_cast<std::size_t>(r.taps), std::vector<double>(static_cast<std::size_t>(out), 0.0));
+  const T invscale = scale >= T(1) ? static_cast<T>(1.0 / double(scale)) : T(1);
+  std::vector<T> w(static_cast<std::size_t>(r.taps));
+  for (int64_t i = 0; i < out; ++i) {
+    const T center = static_cast<T>(double(scale) * (double(i) + 0.5));
+    const int64_t xmin = std::max<int64_t>(static_cast<int64_t>(double(center - support) + 0.5), 0);
+    const int64_t xsize = std::clamp<int64_t>(
+        std::min<int64_t>(static_cast<int64_t>(double(center + support) + 0.5), in) - xmin, 0, r.taps);
+    T total = T(0);
+    for (int64_t j = 0; j < xsize; ++j) {
+      w[j] = aa_filter<T>(mode, static_cast<T>((double(static_cast<T>(j + xmin) - center) + 0.5) * double(invscale)));
+      total += w[j];
+    }
+    for (int64_t k = 0; k < r.taps; ++k) {
+      r.index[k][i] = k < xsize ? xmin + k : std::min(xmin, in - 1);
+      r.weight[k][i] = k < xsize && total != T(0) ? double(w[k] / total) : 0.0;
+    }
+  }
+  return r;
+}
+
 // A [1, ..., n, ..., 1] CPU tensor of `values` along `dim` of a rank-`rank` tensor.
 Tensor along(const std::vector<double>& values, int64_t dim, int64_t rank, DType dtype) {
   Shape s(std::size_t(rank), 1);
@@ -91,6 +151,7 @@ const char* interpolate_mode_name(InterpolateMode mode) {
     case InterpolateMode::Bicubic: return "bicubic";
     case InterpolateMode::Area: return "area";
     case InterpolateMode::Trilinear: return "trilinear";
+    case InterpolateMode::Lanczos: return "lanczos";
   }
   return "?";
 }
@@ -102,7 +163,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   const bool cubic = o.mode == InterpolateMode::Bicubic;
   if (o.mode == InterpolateMode::Linear) {
     MG_CHECK(x.dim() == 3, ShapeError, "interpolate: linear expects x [N, C, L], got ", describe(x));
-  } else if (o.mode == InterpolateMode::Bilinear || cubic) {
+  } else if (o.mode == InterpolateMode::Bilinear || cubic || o.mode == InterpolateMode::Lanczos) {
     MG_CHECK(x.dim() == 4, ShapeError, "interpolate: ", interpolate_mode_name(o.mode), " expects x [N, C, H, W], got ",
              describe(x));
   } else if (o.mode == InterpolateMode::Trilinear) {
@@ -114,8 +175,16 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     MG_CHECK(x.dim() >= 3 && x.dim() <= 5, ShapeError, "interpolate: ", interpolate_mode_name(o.mode),
              " expects x [N, C, L], [N, C, H, W] or [N, C, D, H, W], got ", describe(x));
   }
-  MG_CHECK(linear || cubic || !o.align_corners.has_value(), Error,
-           "interpolate: align_corners is for linear, bilinear, bicubic and trilinear, not ", interpolate_mode_name(o.mode));
+  MG_CHECK(!o.antialias || o.mode == InterpolateMode::Bilinear || cubic || o.mode == InterpolateMode::Lanczos, Error,
+           "interpolate: antialias is for bilinear, bicubic and lanczos over x [N, C, H, W], not ",
+           interpolate_mode_name(o.mode), "\n  hint: area mode is the antialiased downsampling of the other ranks");
+  MG_CHECK(o.mode != InterpolateMode::Lanczos || o.antialias, Error,
+           "interpolate: lanczos needs antialias = true (PyTorch's rule: its filter is only defined antialiased)");
+  MG_CHECK(o.mode != InterpolateMode::Lanczos || !o.align_corners.value_or(false), Error,
+           "interpolate: lanczos does not take align_corners = true, as PyTorch's");
+  MG_CHECK(linear || cubic || o.mode == InterpolateMode::Lanczos || !o.align_corners.has_value(), Error,
+           "interpolate: align_corners is for linear, bilinear, bicubic, trilinear and lanczos, not ",
+           interpolate_mode_name(o.mode));
   MG_CHECK(!o.size.empty() || !o.scale_factor.empty(), Error, "interpolate: give size or scale_factor");
   MG_CHECK(o.size.empty() || o.scale_factor.empty(), Error, "interpolate: give size or scale_factor, not both");
   MG_CHECK(o.size.empty() || !o.recompute_scale_factor, Error,
@@ -163,7 +232,24 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     // the CPU they are copied once and reused (detail::host_constant).
     const std::string key = str_cat("interpolate ", interpolate_mode_name(o.mode), " ", in, " ", n, " ",
                                     align_corners, " ", kernel_scale[d] ? str_cat(std::hexfloat, *kernel_scale[d]) : "-",
-                                    " ", f64 ? "f64" : "f32", " dim ", dim, " of ", y.dim());
+                                    " ", f64 ? "f64" : "f32", " dim ", dim, " of ", y.dim(),
+                                    o.antialias ? " antialias" : "");
+    if (o.antialias) {
+      if (in == n) continue;  // a dim whose size stays is not resampled, as PyTorch's
+      const AaTaps taps = f64 ? aa_taps<double>(o.mode, in, n, align_corners, kernel_scale[d])
+                              : aa_taps<float>(o.mode, in, n, align_corners, kernel_scale[d]);
+      // The taps in ATen's order, each output's sum starting from its first source element.
+      Tensor sum;
+      for (int64_t k = 0; k < taps.taps; ++k) {
+        const std::string tap = str_cat(key, " tap ", k);
+        const Tensor a = index_select(y, dim, detail::host_constant(tap, y.device(), [&] { return from_vector(taps.index[k]); }));
+        const Tensor wk =
+            detail::host_constant(tap + " w", y.device(), [&] { return along(taps.weight[k], dim, y.dim(), y.dtype()); });
+        sum = k == 0 ? a * wk : sum + a * wk;
+      }
+      y = sum;
+      continue;
+    }
     if (cubic) {
       std::vector<std::vector<int64_t>> idx(4, std::vector<int64_t>(static_cast<std::size_t>(n)));
       std::vector<std::vector<double>> w(4, std::vector<double>(static_cast<std::size_t>(n)));

@@ -168,7 +168,8 @@ TEST_CASE("CUDA conv3d, conv_transpose3d and the 3-D pools equal the CPU's, grad
   require_no_pending_cuda_error();
 }
 
-TEST_CASE("CUDA bilinear, local_response_norm, rrelu, alpha_dropout, 3-D norms and 5-D area equal the CPU's",
+TEST_CASE("CUDA bilinear, local_response_norm, rrelu, alpha_dropout, 3-D norms, 5-D area, antialiased resizing and "
+          "scale_grad_by_freq equal the CPU's",
           "[cuda][gpu][nn]") {
   manual_seed(12);
   const Tensor x5 = randn({2, 3, 4, 5, 6}), a = randn({4, 3}), b = randn({4, 5}), w = randn({2, 3, 5}) * 0.3;
@@ -186,6 +187,19 @@ TEST_CASE("CUDA bilinear, local_response_norm, rrelu, alpha_dropout, 3-D norms a
       {"adaptive_max_pool2d", {{a.reshape({1, 1, 4, 3})}, [](const Tensors& t) { return adaptive_max_pool2d(t[0], {3, 2}); }}},
       {"avg_pool3d bf16", {{x5}, [](const Tensors& t) {
          return avg_pool3d(t[0].to(DType::BF16), {2, 3, 2}, {1, 1, 1}, {1, 1, 1}, false, true).to(DType::F32);
+       }}},
+      {"avg_pool3d divisor_override", {{x5}, [](const Tensors& t) {
+         return avg_pool3d(t[0], {2, 3, 2}, {1, 2, 1}, {1, 1, 0}, true, true, 5);
+       }}},
+      {"bicubic antialias", {{x5.reshape({2, 3, 20, 6})}, [](const Tensors& t) {
+         return interpolate(t[0], {.size = {7, 4}, .mode = InterpolateMode::Bicubic, .antialias = true});
+       }}},
+      {"lanczos", {{x5.reshape({2, 3, 20, 6})}, [](const Tensors& t) {
+         return interpolate(t[0], {.size = {6, 9}, .mode = InterpolateMode::Lanczos, .antialias = true});
+       }}},
+      {"embedding scale_grad_by_freq", {{a}, [](const Tensors& t) {
+         const Tensor idx = from_vector<int64_t>({0, 2, 2, 3, 0, 2}, {2, 3}).to(t[0].device());
+         return embedding(t[0], idx, 3, /*scale_grad_by_freq=*/true);
        }}},
   };
   for (const auto& entry : cases) {
