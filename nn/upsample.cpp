@@ -19,6 +19,7 @@ std::string Upsample::extra_repr() const {
   }
   s += str_cat("), mode=", interpolate_mode_name(options_.mode));
   if (options_.align_corners) s += str_cat(", align_corners=", *options_.align_corners ? "true" : "false");
+  if (options_.antialias) s += ", antialias=true";
   return s;
 }
 

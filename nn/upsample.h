@@ -1,4 +1,5 @@
-// nn::Upsample: interpolate (ops/interpolate.h) as a layer, PyTorch's nn.Upsample.
+// nn::Upsample: interpolate (ops/interpolate.h) as a layer, PyTorch's nn.Upsample (its options
+// include antialias and the Lanczos mode, which PyTorch offers only in F.interpolate).
 //
 //   auto up = nn::make<nn::Upsample>({.scale_factor = {2.0}, .mode = mg::InterpolateMode::Bilinear});
 #pragma once

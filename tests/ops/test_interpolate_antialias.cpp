@@ -10,6 +10,7 @@
 
 #include "autograd/engine.h"
 #include "core/factory.h"
+#include "nn/upsample.h"
 #include "ops/interpolate.h"
 #include "ops/ops.h"
 #include "reference/json_reference.h"
@@ -73,6 +74,9 @@ TEST_CASE("interpolate antialias: constants stay, stripes average out, bf16 roun
     CHECK(y.dtype() == DType::BF16);
     CHECK(values(y) == values(interpolate(x.to(DType::BF16).to(DType::F32), o).to(DType::BF16)));
   }
+  nn::Upsample down({.size = {5, 4}, .mode = InterpolateMode::Lanczos, .antialias = true});
+  CHECK(values(down(x)) == values(interpolate(x, {.size = {5, 4}, .mode = InterpolateMode::Lanczos, .antialias = true})));
+  CHECK(down.str().find("mode=lanczos, antialias=true") != std::string::npos);
   MG_REQUIRE_ERROR(interpolate(x, {.size = {5, 4}, .mode = InterpolateMode::Nearest, .antialias = true}),
                    "interpolate: antialias is for bilinear, bicubic and lanczos over x [N, C, H, W], not nearest");
   MG_REQUIRE_ERROR(interpolate(zeros({1, 1, 8}), {.size = {4}, .mode = InterpolateMode::Linear, .antialias = true}),
