@@ -42,6 +42,7 @@
 #include "mixgrad/ops/interpolate.h"      // interpolate (nearest, nearest-exact, linear, bilinear, bicubic, trilinear, area)
 #include "mixgrad/ops/logical.h"          // logical_not/and/or/xor, ~ & | ^ on masks, isnan/isinf/isfinite, all, any, isclose
 #include "mixgrad/ops/loss.h"             // softmax, log_softmax, cross_entropy and the other losses
+#include "mixgrad/ops/linear_cross_entropy.h"  // fused, chunked linear + cross_entropy (LM heads)
 #include "mixgrad/ops/margin_losses.h"    // margin, embedding, triplet and likelihood losses
 #include "mixgrad/ops/norm.h"             // layer/rms/batch/group norm, embedding, dropout
 #include "mixgrad/ops/ops.h"              // elementwise, reductions, linear algebra, views, indexing

@@ -23,6 +23,7 @@
 #include "mixgrad/nn/init.h"
 #include "mixgrad/nn/instance_norm.h"
 #include "mixgrad/nn/linear.h"
+#include "mixgrad/nn/linear_cross_entropy.h"
 #include "mixgrad/nn/lp_pool.h"
 #include "mixgrad/nn/loss.h"
 #include "mixgrad/nn/margin_loss.h"

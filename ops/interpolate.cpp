@@ -183,8 +183,8 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   MG_CHECK(o.mode != InterpolateMode::Lanczos || !o.align_corners.value_or(false), Error,
            "interpolate: lanczos does not take align_corners = true, as PyTorch's");
   MG_CHECK(linear || cubic || o.mode == InterpolateMode::Lanczos || !o.align_corners.has_value(), Error,
-           "interpolate: align_corners is for linear, bilinear, bicubic, trilinear and lanczos, not ",
-           interpolate_mode_name(o.mode));
+           "interpolate: align_corners is for linear, bilinear, bicubic and trilinear, not ",
+           interpolate_mode_name(o.mode));  // (lanczos takes false, as PyTorch's)
   MG_CHECK(!o.size.empty() || !o.scale_factor.empty(), Error, "interpolate: give size or scale_factor");
   MG_CHECK(o.size.empty() || o.scale_factor.empty(), Error, "interpolate: give size or scale_factor, not both");
   MG_CHECK(o.size.empty() || !o.recompute_scale_factor, Error,

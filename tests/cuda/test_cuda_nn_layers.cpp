@@ -22,6 +22,7 @@
 #include "ops/loss.h"
 #include "ops/interpolate.h"
 #include "ops/layer_composites.h"
+#include "ops/linear_cross_entropy.h"
 #include "ops/norm.h"
 #include "ops/ops.h"
 
@@ -168,8 +169,8 @@ TEST_CASE("CUDA conv3d, conv_transpose3d and the 3-D pools equal the CPU's, grad
   require_no_pending_cuda_error();
 }
 
-TEST_CASE("CUDA bilinear, local_response_norm, rrelu, alpha_dropout, 3-D norms, 5-D area, antialiased resizing and "
-          "scale_grad_by_freq equal the CPU's",
+TEST_CASE("CUDA bilinear, local_response_norm, rrelu, alpha_dropout, 3-D norms, 5-D area, antialiased resizing, "
+          "linear_cross_entropy and scale_grad_by_freq equal the CPU's",
           "[cuda][gpu][nn]") {
   manual_seed(12);
   const Tensor x5 = randn({2, 3, 4, 5, 6}), a = randn({4, 3}), b = randn({4, 5}), w = randn({2, 3, 5}) * 0.3;
@@ -196,6 +197,10 @@ TEST_CASE("CUDA bilinear, local_response_norm, rrelu, alpha_dropout, 3-D norms, 
        }}},
       {"lanczos", {{x5.reshape({2, 3, 20, 6})}, [](const Tensors& t) {
          return interpolate(t[0], {.size = {6, 9}, .mode = InterpolateMode::Lanczos, .antialias = true});
+       }}},
+      {"linear_cross_entropy", {{randn({6, 5}), randn({7, 5}), randn({7})}, [](const Tensors& t) {
+         const Tensor target = from_vector<int64_t>({0, 6, 2, 2, 5, 1}, {6}).to(t[0].device());
+         return linear_cross_entropy(t[0], t[1], target, {.bias = t[2], .label_smoothing = 0.1, .chunk_rows = 4});
        }}},
       {"embedding scale_grad_by_freq", {{a}, [](const Tensors& t) {
          const Tensor idx = from_vector<int64_t>({0, 2, 2, 3, 0, 2}, {2, 3}).to(t[0].device());
