@@ -49,4 +49,23 @@ std::string LPPool2d::extra_repr() const {
   return s;
 }
 
+LPPool3d::LPPool3d(Options o) : UnaryModule("LPPool3d"), options_(o) {
+  check_options("LPPool3d", o.norm_type, o.kernel.h, o.kernel.w, o.stride.h, o.stride.w);
+  MG_CHECK(o.kernel.d > 0 && o.stride.d >= 0, Error, "LPPool3d: kernel must be positive and stride >= 0, got kernel ",
+           o.kernel.str(), ", stride ", o.stride.str());
+}
+
+Tensor LPPool3d::forward(const Tensor& x) {
+  const Options& o = options_;
+  return detail::with_layer_name(
+      *this, [&] { return lp_pool3d(x, o.norm_type, o.kernel.array(), o.stride.array(), o.ceil_mode); });
+}
+
+std::string LPPool3d::extra_repr() const {
+  const Size3 stride = options_.stride == Size3(0) ? options_.kernel : options_.stride;
+  std::string s = str_cat("norm_type=", options_.norm_type, ", kernel=", options_.kernel.str(), ", stride=", stride.str());
+  if (options_.ceil_mode) s += ", ceil_mode=true";
+  return s;
+}
+
 }  // namespace mg::nn

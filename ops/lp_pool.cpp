@@ -5,6 +5,7 @@
 #include "mixgrad/core/error.h"
 #include "mixgrad/ops/conv.h"
 #include "mixgrad/ops/conv1d.h"
+#include "mixgrad/ops/conv3d.h"
 #include "mixgrad/ops/ops.h"
 
 namespace mg {
@@ -46,6 +47,15 @@ Tensor lp_pool2d(const Tensor& x, double norm_type, std::array<int64_t, 2> kerne
   const Tensor m =
       named("lp_pool2d", [&] { return avg_pool2d(pow(x, norm_type), kernel, stride, {0, 0}, true, ceil_mode); });
   return finish(m, norm_type, kernel[0] * kernel[1]);
+}
+
+Tensor lp_pool3d(const Tensor& x, double norm_type, std::array<int64_t, 3> kernel, std::array<int64_t, 3> stride,
+                 bool ceil_mode) {
+  check_norm_type("lp_pool3d", norm_type);
+  MG_CHECK(x.defined(), Error, "lp_pool3d: got an undefined tensor");
+  const Tensor m =
+      named("lp_pool3d", [&] { return avg_pool3d(pow(x, norm_type), kernel, stride, {0, 0, 0}, true, ceil_mode); });
+  return finish(m, norm_type, kernel[0] * kernel[1] * kernel[2]);
 }
 
 }  // namespace mg

@@ -1,7 +1,7 @@
 // Layer options a PyTorch user sets, against PyTorch 2.15 in f64
 // (tests/data/reference/torch_layer_options.json, written by
 // tools/reference/gen_torch_layer_options.py): Embedding's scale_grad_by_freq, Conv3d's
-// padding_same and padding_mode, AvgPool3d's divisor_override — outputs and the gradients of the
+// padding_same and padding_mode, AvgPool3d's divisor_override, LPPool3d — outputs and the gradients of the
 // input and every parameter; then the same options in bf16 and their refusals.
 #include <catch2/catch.hpp>
 
@@ -56,6 +56,12 @@ std::shared_ptr<nn::UnaryModule> layer_of(const nlohmann::json& c) {
                                  .padding_same = same,
                                  .padding_mode = pad_mode(o["padding_mode"].get<std::string>())});
   }
+  if (kind == "lp_pool3d") {
+    return nn::make<nn::LPPool3d>({.norm_type = o["norm_type"].get<double>(),
+                                   .kernel = size3(o["kernel"]),
+                                   .stride = size3(o["stride"]),
+                                   .ceil_mode = o["ceil_mode"].get<bool>()});
+  }
   REQUIRE(kind == "avg_pool3d");
   return nn::make<nn::AvgPool3d>({.kernel = size3(o["kernel"]),
                                   .stride = size3(o["stride"]),
@@ -67,8 +73,8 @@ std::shared_ptr<nn::UnaryModule> layer_of(const nlohmann::json& c) {
 
 }  // namespace
 
-TEST_CASE("Embedding scale_grad_by_freq, Conv3d padding_same and padding_mode, AvgPool3d divisor_override "
-          "equal PyTorch's in f64, every gradient included",
+TEST_CASE("Embedding scale_grad_by_freq, Conv3d padding_same and padding_mode, AvgPool3d divisor_override, "
+          "LPPool3d equal PyTorch's in f64, every gradient included",
           "[nn][conv3d][embedding]") {
   const nlohmann::json ref = test::load_json_reference("torch_layer_options.json");
   int checked = 0;
@@ -107,7 +113,7 @@ TEST_CASE("Embedding scale_grad_by_freq, Conv3d padding_same and padding_mode, A
     }
     ++checked;
   }
-  CHECK(checked == 9);
+  CHECK(checked == 12);
 }
 
 TEST_CASE("scale_grad_by_freq divides each lookup's gradient by its index's count, in every dtype and through "

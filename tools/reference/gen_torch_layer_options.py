@@ -4,6 +4,7 @@ with the gradients of sum(y * r) w.r.t. the input and every parameter:
   - nn.Conv3d(padding="same") (odd and even kernels, dilation) and padding_mode reflect,
     replicate, circular (explicit padding and "same"), batched and unbatched;
   - nn.AvgPool3d(divisor_override=...) with padding and ceil_mode;
+  - nn.LPPool3d (appended later: p = 2 and 3, stride, ceil_mode, unbatched);
 for tests/nn/test_layer_options.cpp. Run once by hand; the tests need no Python:
     python -m venv v && v/bin/pip install torch
     v/bin/python tools/reference/gen_torch_layer_options.py tests/data/reference
@@ -69,6 +70,19 @@ def avg3d(name, kernel, stride, padding, ceil_mode, count_include_pad, divisor, 
 
 avg3d("avg_pool3d_divisor", [2, 2, 3], [2, 2, 1], [1, 0, 1], False, True, 5, t(2, 2, 5, 4, 6))
 avg3d("avg_pool3d_divisor_ceil", [3, 2, 2], [2, 2, 2], [1, 1, 0], True, False, 7, t(1, 3, 6, 5, 5))
+
+
+
+# Appended later (the cases above keep their random draws).
+def lp3d(name, p, kernel, stride, ceil_mode, x):
+    m = torch.nn.LPPool3d(p, kernel, stride, ceil_mode=ceil_mode)
+    x.requires_grad_(True)
+    add(name, "lp_pool3d", {"norm_type": p, "kernel": kernel, "stride": stride, "ceil_mode": ceil_mode}, m, x)
+
+
+lp3d("lp_pool3d_p2", 2.0, [2, 2, 2], [2, 2, 2], False, t(2, 2, 4, 5, 4))
+lp3d("lp_pool3d_p3_strided_ceil", 3.0, [2, 3, 2], [1, 2, 2], True, t(1, 3, 3, 6, 5).abs())
+lp3d("lp_pool3d_unbatched", 1.5, [3, 2, 2], [2, 1, 2], False, t(2, 5, 3, 4).abs())
 
 with open(f"{sys.argv[1] if len(sys.argv) > 1 else '.'}/torch_layer_options.json", "w") as fh:
     json.dump({"torch": torch.__version__, "cases": cases}, fh, separators=(",", ":"))
