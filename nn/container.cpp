@@ -78,4 +78,69 @@ std::vector<std::string> ModuleDict::keys() const {
   return out;
 }
 
+namespace {
+
+// "[3, 4] f32" for each entry, as PyTorch's "Parameter containing: [torch.float32 of size 3x4]".
+std::string parameter_summary(const std::string& name, const Tensor& p) {
+  return str_cat("(", name, "): ", p.shape(), " ", dtype_name(p.dtype()), p.device().is_cpu() ? "" : str_cat(" ", p.device()));
+}
+
+}  // namespace
+
+ParameterList::ParameterList(const Tensors& params) : Module("ParameterList") {
+  for (const Tensor& p : params) push_back(p);
+}
+
+Tensor ParameterList::push_back(const Tensor& p) {
+  params_.push_back(register_parameter(std::to_string(params_.size()), p));
+  return params_.back();
+}
+
+const Tensor& ParameterList::operator[](int64_t i) const {
+  const int64_t n = int64_t(params_.size());
+  MG_CHECK(i >= -n && i < n, IndexError, "ParameterList: index ", i, " is out of range for ", n, " parameters");
+  return params_[std::size_t(i < 0 ? i + n : i)];
+}
+
+std::string ParameterList::extra_repr() const {
+  std::string s;
+  for (std::size_t i = 0; i < params_.size(); ++i) s += (i ? ", " : "") + parameter_summary(std::to_string(i), params_[i]);
+  return s;
+}
+
+ParameterDict::ParameterDict(const std::vector<std::pair<std::string, Tensor>>& params) : Module("ParameterDict") {
+  for (const auto& [key, p] : params) insert(key, p);
+}
+
+Tensor ParameterDict::insert(const std::string& key, const Tensor& p) {
+  params_.emplace_back(key, register_parameter(key, p));  // validates the key and refuses a duplicate
+  return params_.back().second;
+}
+
+bool ParameterDict::contains(const std::string& key) const {
+  return std::any_of(params_.begin(), params_.end(), [&](const auto& p) { return p.first == key; });
+}
+
+const Tensor& ParameterDict::operator[](const std::string& key) const {
+  const auto it = std::find_if(params_.begin(), params_.end(), [&](const auto& p) { return p.first == key; });
+  if (it == params_.end()) {
+    std::string known;
+    for (const auto& [k, p] : params_) known += (known.empty() ? "\"" : ", \"") + k + "\"";
+    throw IndexError(str_cat("ParameterDict: no parameter \"", key, "\" (keys: ", known.empty() ? "none" : known, ")"));
+  }
+  return it->second;
+}
+
+std::vector<std::string> ParameterDict::keys() const {
+  std::vector<std::string> out;
+  for (const auto& [k, p] : params_) out.push_back(k);
+  return out;
+}
+
+std::string ParameterDict::extra_repr() const {
+  std::string s;
+  for (const auto& [k, p] : params_) s += (s.empty() ? "" : ", ") + parameter_summary(k, p);
+  return s;
+}
+
 }  // namespace mg::nn

@@ -97,6 +97,55 @@ class ModuleDict : public Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> modules_;
 };
 
+// Parameters by position (PyTorch's ParameterList), for a model with a variable number of tensors
+// (a scale per layer, a mixture's weights): each is registered under its index, so it is named
+// "0", "1", ... in named_parameters() and the state dict, trains, moves and casts as any parameter.
+// A tensor with history is copied without it (a parameter is a leaf); requires_grad is set.
+//   nn::ParameterList scales({mg::ones({64}), mg::ones({64})});
+//   Tensor y = x * scales[1];
+class ParameterList : public Module {
+ public:
+  ParameterList() : Module("ParameterList") {}
+  explicit ParameterList(const Tensors& params);
+  // Registers `p` under the next index and returns the parameter (a handle that stays valid
+  // through to(dtype / device)).
+  Tensor push_back(const Tensor& p);
+  std::size_t size() const { return params_.size(); }
+  // The parameter at i (negative counts from the end); an IndexError outside the list.
+  const Tensor& operator[](int64_t i) const;
+  auto begin() const { return params_.begin(); }
+  auto end() const { return params_.end(); }
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Tensors params_;
+};
+
+// Parameters by name in insertion order (PyTorch's ParameterDict): each registered under its key.
+//   nn::ParameterDict p;  p.insert("temperature", mg::ones({1}));
+class ParameterDict : public Module {
+ public:
+  ParameterDict() : Module("ParameterDict") {}
+  explicit ParameterDict(const std::vector<std::pair<std::string, Tensor>>& params);
+  // Registers `p` under `key` (a valid name: non-empty, no '.', not taken); returns the parameter.
+  Tensor insert(const std::string& key, const Tensor& p);
+  std::size_t size() const { return params_.size(); }
+  bool contains(const std::string& key) const;
+  // The parameter under `key`; an IndexError naming the keys when there is none.
+  const Tensor& operator[](const std::string& key) const;
+  std::vector<std::string> keys() const;
+  auto begin() const { return params_.begin(); }
+  auto end() const { return params_.end(); }
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  std::vector<std::pair<std::string, Tensor>> params_;
+};
+
 // A parameter-free layer from a function: Functional([](const Tensor& x) { return x.flatten(1); }).
 class Functional : public UnaryModule {
  public:
