@@ -2,10 +2,10 @@
 
 namespace mg::nn {
 
-Upsample::Upsample(Options o) : UnaryModule("Upsample"), options_(std::move(o)) {
-  MG_CHECK(!options_.size.empty() || !options_.scale_factor.empty(), Error, "Upsample: give size or scale_factor");
-  MG_CHECK(options_.size.empty() || options_.scale_factor.empty(), Error,
-           "Upsample: give size or scale_factor, not both");
+Upsample::Upsample(std::string type_name, Options o) : UnaryModule(type_name), options_(std::move(o)) {
+  MG_CHECK(!options_.size.empty() || !options_.scale_factor.empty(), Error, type_name, ": give size or scale_factor");
+  MG_CHECK(options_.size.empty() || options_.scale_factor.empty(), Error, type_name,
+           ": give size or scale_factor, not both");
 }
 
 std::string Upsample::extra_repr() const {

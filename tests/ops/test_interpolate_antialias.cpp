@@ -89,3 +89,16 @@ TEST_CASE("interpolate antialias: constants stay, stripes average out, bf16 roun
   MG_REQUIRE_ERROR(interpolate(zeros({1, 8, 8}), {.size = {4, 4}, .mode = InterpolateMode::Lanczos, .antialias = true}),
                    "interpolate: lanczos expects x [N, C, H, W]");
 }
+
+TEST_CASE("UpsamplingNearest2d and UpsamplingBilinear2d are Upsample's nearest and align_corners bilinear",
+          "[ops][interpolate][nn]") {
+  manual_seed(10);
+  const Tensor x = randn({1, 2, 3, 4});
+  nn::UpsamplingNearest2d near({.scale_factor = {2.0}});
+  nn::UpsamplingBilinear2d bil({.size = {5, 7}});
+  CHECK(values(near(x)) == values(interpolate(x, {.scale_factor = {2.0}, .mode = InterpolateMode::Nearest})));
+  CHECK(values(bil(x)) ==
+        values(interpolate(x, {.size = {5, 7}, .mode = InterpolateMode::Bilinear, .align_corners = true})));
+  CHECK(bil.str().find("UpsamplingBilinear2d(size=(5, 7), mode=bilinear, align_corners=true)") != std::string::npos);
+  MG_REQUIRE_ERROR(nn::UpsamplingNearest2d({}), "UpsamplingNearest2d: give size or scale_factor");
+}
