@@ -58,25 +58,39 @@ void ModuleDict::insert(const std::string& key, std::shared_ptr<Module> m) {
   modules_.emplace_back(key, std::move(m));
 }
 
+namespace {
+
+// The keys of (key, value) pairs in order.
+template <typename Pairs>
+std::vector<std::string> keys_of(const Pairs& pairs) {
+  std::vector<std::string> out;
+  for (const auto& entry : pairs) out.push_back(entry.first);
+  return out;
+}
+
+// The value under `key`; an IndexError "<container>: no <item> "key" (keys: ...)" when none.
+template <typename Pairs>
+const auto& value_at(const Pairs& pairs, const std::string& key, const char* container, const char* item) {
+  const auto it = std::find_if(pairs.begin(), pairs.end(), [&](const auto& p) { return p.first == key; });
+  if (it == pairs.end()) {
+    std::string known;
+    for (const std::string& k : keys_of(pairs)) known += (known.empty() ? "\"" : ", \"") + k + "\"";
+    throw IndexError(str_cat(container, ": no ", item, " \"", key, "\" (keys: ", known.empty() ? "none" : known, ")"));
+  }
+  return it->second;
+}
+
+}  // namespace
+
 bool ModuleDict::contains(const std::string& key) const {
   return std::any_of(modules_.begin(), modules_.end(), [&](const auto& p) { return p.first == key; });
 }
 
 const std::shared_ptr<Module>& ModuleDict::operator[](const std::string& key) const {
-  const auto it = std::find_if(modules_.begin(), modules_.end(), [&](const auto& p) { return p.first == key; });
-  if (it == modules_.end()) {
-    std::string known;
-    for (const auto& [k, m] : modules_) known += (known.empty() ? "\"" : ", \"") + k + "\"";
-    throw IndexError(str_cat("ModuleDict: no module \"", key, "\" (keys: ", known.empty() ? "none" : known, ")"));
-  }
-  return it->second;
+  return value_at(modules_, key, "ModuleDict", "module");
 }
 
-std::vector<std::string> ModuleDict::keys() const {
-  std::vector<std::string> out;
-  for (const auto& [k, m] : modules_) out.push_back(k);
-  return out;
-}
+std::vector<std::string> ModuleDict::keys() const { return keys_of(modules_); }
 
 namespace {
 
@@ -122,20 +136,10 @@ bool ParameterDict::contains(const std::string& key) const {
 }
 
 const Tensor& ParameterDict::operator[](const std::string& key) const {
-  const auto it = std::find_if(params_.begin(), params_.end(), [&](const auto& p) { return p.first == key; });
-  if (it == params_.end()) {
-    std::string known;
-    for (const auto& [k, p] : params_) known += (known.empty() ? "\"" : ", \"") + k + "\"";
-    throw IndexError(str_cat("ParameterDict: no parameter \"", key, "\" (keys: ", known.empty() ? "none" : known, ")"));
-  }
-  return it->second;
+  return value_at(params_, key, "ParameterDict", "parameter");
 }
 
-std::vector<std::string> ParameterDict::keys() const {
-  std::vector<std::string> out;
-  for (const auto& [k, p] : params_) out.push_back(k);
-  return out;
-}
+std::vector<std::string> ParameterDict::keys() const { return keys_of(params_); }
 
 std::string ParameterDict::extra_repr() const {
   std::string s;
