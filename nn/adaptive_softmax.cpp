@@ -5,6 +5,7 @@
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/factory.h"
+#include "mixgrad/ops/arg_checks.h"
 #include "mixgrad/ops/logical.h"
 #include "mixgrad/ops/loss.h"
 #include "mixgrad/ops/nonzero.h"
@@ -67,9 +68,7 @@ AdaptiveLogSoftmaxOutput AdaptiveLogSoftmaxWithLoss::forward(const Tensor& input
   const Tensor t = target.reshape({-1}).to(DType::I64);  // [N]
   const int64_t n = t.size(0), classes = options_.n_classes;
   if (n > 0) {
-    NoGradGuard no_grad;
-    const Tensor range = stack({amin(t), amax(t)}).to(Device::cpu());  // one device read
-    const int64_t lo = range.data<int64_t>()[0], hi = range.data<int64_t>()[1];
+    const auto [lo, hi] = index_bounds(t);  // one device read
     MG_CHECK(lo >= 0 && hi < classes, IndexError, layer_name(), ": target values must be in [0, ", classes - 1,
              "], found values in [", lo, ", ", hi, "]");
   }

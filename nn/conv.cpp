@@ -66,6 +66,17 @@ void reset_conv(Tensor& weight, Tensor& bias) {
   }
 }
 
+std::vector<int64_t> conv_pad_amounts(const std::vector<int64_t>& kernel, const std::vector<int64_t>& dilation,
+                                      const std::vector<int64_t>& padding, bool same) {
+  std::vector<int64_t> amounts;
+  for (std::size_t i = kernel.size(); i-- > 0;) {
+    const int64_t total = same ? dilation[i] * (kernel[i] - 1) : 2 * padding[i];
+    amounts.push_back(total / 2);
+    amounts.push_back(total - total / 2);
+  }
+  return amounts;
+}
+
 std::vector<int64_t> transposed_output_padding(const std::string& layer, const Tensor& x,
                                                const std::vector<int64_t>& want, const std::vector<int64_t>& kernel,
                                                const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
@@ -104,17 +115,14 @@ Tensor Conv2d::forward(const Tensor& input) {
   return mg::detail::as_batch_of_one(input, 4, [&](const Tensor& x) {  // an unbatched input too, as PyTorch's
     const Options& o = options_;
     if (o.padding_mode != PadMode::Constant) {
-      // Padded by the mode first, then convolved with no padding; "same" splits each dim's total
-      // dil (k - 1) as PyTorch: the smaller half before, the larger after.
+      // Padded by the mode first, then convolved with no padding (detail::conv_pad_amounts).
       const Size2 p = o.padding;
       check_input(layer_name(), x, o.in, weight, o.padding_same ? Size2(1) : o.kernel, p, o.padding_same ? Size2(1) : o.dilation,
                   false);
-      std::vector<int64_t> amounts{p.w, p.w, p.h, p.h};
-      if (o.padding_same) {
-        const int64_t th = o.dilation.h * (o.kernel.h - 1), tw = o.dilation.w * (o.kernel.w - 1);
-        amounts = {tw / 2, tw - tw / 2, th / 2, th - th / 2};
-      }
-      const Tensor padded = pad(x, amounts, o.padding_mode);
+      const Tensor padded = pad(x,
+                                detail::conv_pad_amounts({o.kernel.h, o.kernel.w}, {o.dilation.h, o.dilation.w},
+                                                         {p.h, p.w}, o.padding_same),
+                                o.padding_mode);
       return conv2d(padded, weight, bias, op_options(o.stride, Size2(0), o.dilation, o.groups));
     }
     if (o.padding_same) {

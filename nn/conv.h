@@ -87,6 +87,12 @@ namespace detail {
 // PyTorch's default init of a conv weight (kaiming_uniform, a = sqrt 5) and bias
 // (U(-1/sqrt(fan_in), 1/sqrt(fan_in))), for weights of any rank (Conv1d/2d and the transposed ones).
 void reset_conv(Tensor& weight, Tensor& bias);
+// The amounts for ops/pad.h (last spatial dim first, before then after) that pad an input for a
+// convolution with padding_mode or padding_same: `padding` on both sides, or with `same` each dim's
+// total dilation (kernel - 1) split as PyTorch splits it, the smaller half before. Per-dim vectors
+// in the input's order (D, H, W).
+std::vector<int64_t> conv_pad_amounts(const std::vector<int64_t>& kernel, const std::vector<int64_t>& dilation,
+                                      const std::vector<int64_t>& padding, bool same);
 // PyTorch's output_size of a transposed convolution: the output_padding per spatial dim that
 // gives `want` from x's last want.size() dims. Each wanted size must lie in [m, m + stride - 1],
 // m = (in - 1) stride - 2 pad + dil (k - 1) + 1; a ShapeError names the layer and the range.

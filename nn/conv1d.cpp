@@ -53,11 +53,9 @@ Tensor Conv1d::forward(const Tensor& input) {
              ", L] (or an unbatched [", o.in, ", L]), got ", x.defined() ? describe(x) : "undefined", ", weight ", describe(weight));
     return detail::with_layer_name(*this, [&] {
       if (o.padding_mode != PadMode::Constant) {
-        // Padded by the mode, then convolved without padding (PyTorch's padding_mode); "same" splits
-        // dilation (k - 1) with the smaller half first.
-        const int64_t total = o.dilation * (o.kernel - 1);
-        const std::vector<int64_t> amounts = o.padding_same ? std::vector<int64_t>{total / 2, total - total / 2}
-                                                            : std::vector<int64_t>{o.padding, o.padding};
+        // Padded by the mode, then convolved without padding (PyTorch's padding_mode).
+        const std::vector<int64_t> amounts =
+            detail::conv_pad_amounts({o.kernel}, {o.dilation}, {o.padding}, o.padding_same);
         return conv1d(pad(x, amounts, o.padding_mode), weight, bias,
                       {.stride = o.stride, .padding = 0, .dilation = o.dilation, .groups = o.groups});
       }

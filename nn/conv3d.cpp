@@ -1,6 +1,5 @@
 #include "mixgrad/nn/conv3d.h"
 
-#include <array>
 #include <vector>
 
 #include "mixgrad/core/factory.h"
@@ -22,6 +21,9 @@ void check_window(const char* layer, const Size3& kernel, const Size3& stride, c
   MG_CHECK(padding.d >= 0 && padding.h >= 0 && padding.w >= 0, Error, layer, ": padding must be non-negative, got ",
            padding.str());
 }
+
+// {D, H, W} as the per-dim vectors of detail::conv_pad_amounts and transposed_output_padding.
+std::vector<int64_t> vec(const Size3& s) { return {s.d, s.h, s.w}; }
 
 }  // namespace
 
@@ -48,15 +50,9 @@ Tensor Conv3d::forward(const Tensor& x) {
       return conv3d(x, weight, bias,
                     {.stride = o.stride.array(), .padding = o.padding.array(), .dilation = o.dilation.array(),
                      .groups = o.groups});
-    // Padded first (pad's amounts: W, then H, then D), then convolved without padding. "same"
-    // splits each dim's total dil (k - 1) as PyTorch does: the smaller half before, the larger after.
-    std::vector<int64_t> amounts;
-    const std::array<int64_t, 3> k = o.kernel.array(), dil = o.dilation.array(), p = o.padding.array();
-    for (int i = 2; i >= 0; --i) {
-      const int64_t total = o.padding_same ? dil[i] * (k[i] - 1) : 2 * p[i];
-      amounts.push_back(total / 2);
-      amounts.push_back(total - total / 2);
-    }
+    // Padded first (detail::conv_pad_amounts), then convolved without padding.
+    const std::vector<int64_t> amounts =
+        detail::conv_pad_amounts(vec(o.kernel), vec(o.dilation), vec(o.padding), o.padding_same);
     MG_CHECK(x.defined() && (x.dim() == 4 || x.dim() == 5), ShapeError,
              "conv3d: expected x [N, C, D, H, W] or [C, D, H, W], got ", x.defined() ? describe(x) : "undefined");
     return conv3d(pad(x, amounts, o.padding_mode), weight, bias,
@@ -94,7 +90,6 @@ Tensor ConvTranspose3d::forward(const Tensor& x) { return run(x, options_.output
 
 Tensor ConvTranspose3d::forward(const Tensor& x, Size3 output_size) {
   const Options& o = options_;
-  auto vec = [](const Size3& s) { return std::vector<int64_t>{s.d, s.h, s.w}; };
   const std::vector<int64_t> pad = detail::transposed_output_padding(
       layer_name(), x, vec(output_size), vec(o.kernel), vec(o.stride), vec(o.padding), vec(o.dilation));
   return run(x, Size3(pad[0], pad[1], pad[2]));

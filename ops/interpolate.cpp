@@ -34,47 +34,78 @@ int64_t nearest_source(bool exact, int64_t i, int64_t in, int64_t out, std::opti
   return std::min<int64_t>(static_cast<int64_t>(std::floor(pos)), in - 1);
 }
 
-// The two source indices and weights of output i for the linear modes (ATen's
-// compute_source_index_and_lambda in opmath T: float for f32/f16/bf16, double for f64).
+// ATen's area_pixel_compute_scale: the step between output positions in input units.
 template <typename T>
-void linear_source(int64_t i, int64_t in, int64_t out, bool align_corners, std::optional<double> scale_factor,
-                   int64_t& i0, int64_t& i1, double& w0, double& w1) {
-  if (out == in) {
-    i0 = i1 = i;
-    w0 = 1.0;
-    w1 = 0.0;
-    return;
-  }
-  const T ratio = align_corners ? (out > 1 ? static_cast<T>(in - 1) / T(out - 1) : T(0))
-                                : scales_value<T>(scale_factor, in, out);
-  T src = align_corners ? ratio * T(i) : ratio * (T(i) + T(0.5)) - T(0.5);
-  if (!align_corners && src < T(0)) src = T(0);
-  i0 = std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<float>(src))), in - 1);
-  const T lambda1 = std::min(std::max(src - T(i0), T(0)), T(1));
-  i1 = i0 + (i0 < in - 1 ? 1 : 0);
-  w1 = double(lambda1);
-  w0 = double(T(1) - lambda1);
+T pixel_scale(int64_t in, int64_t out, bool align_corners, std::optional<double> scale_factor) {
+  return align_corners ? (out > 1 ? static_cast<T>(in - 1) / T(out - 1) : T(0)) : scales_value<T>(scale_factor, in, out);
 }
 
-// The four source indices (clamped to [0, in)) and weights of output i for bicubic (ATen's
-// HelperInterpCubic: the source position in opmath T without the clamp at 0, its floor capped at
-// in - 1, lambda in [0, 1], Keys' coefficients with A = -0.75).
+// Keys' cubic convolution kernel with parameter A, for |x| <= 1 and for 1 < |x| < 2 (ATen's
+// cubic_convolution1 / cubic_convolution2): bicubic uses A = -0.75, its antialiased form PIL's -0.5.
 template <typename T>
-void cubic_source(int64_t i, int64_t in, int64_t out, bool align_corners, std::optional<double> scale_factor,
-                  int64_t idx[4], double w[4]) {
-  const T ratio = align_corners ? (out > 1 ? static_cast<T>(in - 1) / T(out - 1) : T(0))
-                                : scales_value<T>(scale_factor, in, out);
-  const T src = align_corners ? ratio * T(i) : ratio * (T(i) + T(0.5)) - T(0.5);
-  const int64_t i0 = std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<float>(src))), in - 1);
-  const T t = std::min(std::max(src - T(i0), T(0)), T(1));
-  constexpr T A = T(-0.75);
-  const auto near = [&](T x) { return ((A + T(2)) * x - (A + T(3))) * x * x + T(1); };   // |x| <= 1
-  const auto far = [&](T x) { return ((A * x - T(5) * A) * x + T(8) * A) * x - T(4) * A; };  // 1 < |x| < 2
-  const T c[4] = {far(t + T(1)), near(t), near(T(1) - t), far((T(1) - t) + T(1))};  // ATen's roundings
-  for (int k = 0; k < 4; ++k) {
-    idx[k] = std::min<int64_t>(std::max<int64_t>(i0 - 1 + k, 0), in - 1);
-    w[k] = double(c[k]);
+T cubic_near(T x, T a) {
+  return ((a + T(2)) * x - (a + T(3))) * x * x + T(1);
+}
+template <typename T>
+T cubic_far(T x, T a) {
+  return ((a * x - T(5) * a) * x + T(8) * a) * x - T(4) * a;
+}
+
+// The weighted source elements of every output of one dim: output i is the sum over k of
+// weight[k][i] * in[index[k][i]], added in k's order.
+struct Taps {
+  int64_t taps = 0;
+  std::vector<std::vector<int64_t>> index;  // [taps][out]
+  std::vector<std::vector<double>> weight;  // [taps][out]
+  Taps(int64_t n_taps, int64_t out)
+      : taps(n_taps),
+        index(static_cast<std::size_t>(n_taps), std::vector<int64_t>(static_cast<std::size_t>(out))),
+        weight(static_cast<std::size_t>(n_taps), std::vector<double>(static_cast<std::size_t>(out), 0.0)) {}
+};
+
+// The linear modes' two taps (ATen's compute_source_index_and_lambda in opmath T: float for
+// f32/f16/bf16, double for f64).
+template <typename T>
+Taps linear_taps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale_factor) {
+  Taps r(2, out);
+  const T ratio = pixel_scale<T>(in, out, align_corners, scale_factor);
+  for (int64_t i = 0; i < out; ++i) {
+    if (out == in) {  // the identity, whatever the scale factor
+      r.index[0][i] = r.index[1][i] = i;
+      r.weight[0][i] = 1.0;
+      continue;
+    }
+    T src = align_corners ? ratio * T(i) : ratio * (T(i) + T(0.5)) - T(0.5);
+    if (!align_corners && src < T(0)) src = T(0);
+    const int64_t i0 = std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<float>(src))), in - 1);
+    const T lambda1 = std::min(std::max(src - T(i0), T(0)), T(1));
+    r.index[0][i] = i0;
+    r.index[1][i] = i0 + (i0 < in - 1 ? 1 : 0);
+    r.weight[0][i] = double(T(1) - lambda1);
+    r.weight[1][i] = double(lambda1);
   }
+  return r;
+}
+
+// Bicubic's four taps (clamped to [0, in)) (ATen's HelperInterpCubic: the source position in
+// opmath T without the clamp at 0, its floor capped at in - 1, lambda in [0, 1], A = -0.75).
+template <typename T>
+Taps cubic_taps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale_factor) {
+  Taps r(4, out);
+  const T ratio = pixel_scale<T>(in, out, align_corners, scale_factor);
+  constexpr T A = T(-0.75);
+  for (int64_t i = 0; i < out; ++i) {
+    const T src = align_corners ? ratio * T(i) : ratio * (T(i) + T(0.5)) - T(0.5);
+    const int64_t i0 = std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<float>(src))), in - 1);
+    const T t = std::min(std::max(src - T(i0), T(0)), T(1));
+    const T c[4] = {cubic_far(t + T(1), A), cubic_near(t, A), cubic_near(T(1) - t, A),
+                    cubic_far((T(1) - t) + T(1), A)};  // ATen's roundings
+    for (int k = 0; k < 4; ++k) {
+      r.index[k][i] = std::min<int64_t>(std::max<int64_t>(i0 - 1 + k, 0), in - 1);
+      r.weight[k][i] = double(c[k]);
+    }
+  }
+  return r;
 }
 
 // The antialiased filters (ATen's aa_filter of each mode): bilinear's triangle, bicubic's Keys
@@ -85,34 +116,22 @@ T aa_filter(InterpolateMode mode, T x) {
   if (mode == InterpolateMode::Bilinear) return x < T(1) ? T(1) - x : T(0);
   if (mode == InterpolateMode::Bicubic) {
     constexpr T A = T(-0.5);
-    if (x < T(1)) return ((A + T(2)) * x - (A + T(3))) * x * x + T(1);
-    if (x < T(2)) return ((A * x - T(5) * A) * x + T(8) * A) * x - T(4) * A;
-    return T(0);
+    return x < T(1) ? cubic_near(x, A) : x < T(2) ? cubic_far(x, A) : T(0);
   }
   const auto sinc = [](T t) { return t == T(0) ? T(1) : T(std::sin(std::numbers::pi * double(t)) / (std::numbers::pi * double(t))); };
   return x < T(3) ? sinc(x) * sinc(x / T(3)) : T(0);
 }
 
-// The taps of every output of one antialiased dim (ATen's _compute_indices_min_size_weights_aa,
-// with its mix of double and opmath T): output i reads in[xmin .. xmin + xsize) around the centre
-// scale (i + 0.5), weighted by the filter at (j - centre + 0.5) / scale when shrinking (scale >= 1)
-// and normalised to sum 1. Every output gets `taps` slots; the unused ones read xmin with weight 0.
-struct AaTaps {
-  int64_t taps = 0;
-  std::vector<std::vector<int64_t>> index;  // [taps][out]
-  std::vector<std::vector<double>> weight;  // [taps][out]
-};
-
+// The taps of one antialiased dim (ATen's _compute_indices_min_size_weights_aa, with its mix of
+// double and opmath T): output i reads in[xmin .. xmin + xsize) around the centre scale (i + 0.5),
+// weighted by the filter at (j - centre + 0.5) / scale when shrinking (scale >= 1) and normalised
+// to sum 1. Every output gets ceil(support) * 2 + 1 slots; the unused ones read xmin with weight 0.
 template <typename T>
-AaTaps aa_taps(InterpolateMode mode, int64_t in, int64_t out, bool align_corners, std::optional<double> scale_factor) {
-  const T scale = align_corners ? (out > 1 ? static_cast<T>(in - 1) / T(out - 1) : T(0))
-                                : scales_value<T>(scale_factor, in, out);
+Taps aa_taps(InterpolateMode mode, int64_t in, int64_t out, bool align_corners, std::optional<double> scale_factor) {
+  const T scale = pixel_scale<T>(in, out, align_corners, scale_factor);
   const double interp = mode == InterpolateMode::Bilinear ? 2.0 : mode == InterpolateMode::Bicubic ? 4.0 : 6.0;
   const T support = static_cast<T>(scale >= T(1) ? interp * 0.5 * double(scale) : interp * 0.5);
-  AaTaps r;
-  r.taps = static_cast<int64_t>(std::ceil(double(support))) * 2 + 1;
-  r.index.assign(static_cast<std::size_t>(r.taps), std::vector<int64_t>(static_cast<std::size_t>(out)));
-  r.weight.assign(static_cast<std::size_t>(r.taps), std::vector<double>(static_cast<std::size_t>(out), 0.0));
+  Taps r(static_cast<int64_t>(std::ceil(double(support))) * 2 + 1, out);
   const T invscale = scale >= T(1) ? static_cast<T>(1.0 / double(scale)) : T(1);
   std::vector<T> w(static_cast<std::size_t>(r.taps));
   for (int64_t i = 0; i < out; ++i) {
@@ -138,6 +157,20 @@ Tensor along(const std::vector<double>& values, int64_t dim, int64_t rank, DType
   Shape s(std::size_t(rank), 1);
   s[std::size_t(dim)] = int64_t(values.size());
   return to(from_vector(values, s), dtype);
+}
+
+// y resampled along `dim` by `taps`: one index_select and one weighted add per tap. Off the CPU the
+// tables are copied once per `key` and reused (detail::host_constant).
+Tensor weighted_taps(const Tensor& y, int64_t dim, const std::string& key, const Taps& taps) {
+  Tensor sum;
+  for (int64_t k = 0; k < taps.taps; ++k) {
+    const std::string tap = str_cat(key, " tap ", k);
+    const Tensor a = index_select(y, dim, detail::host_constant(tap, y.device(), [&] { return from_vector(taps.index[k]); }));
+    const Tensor wk =
+        detail::host_constant(tap + " w", y.device(), [&] { return along(taps.weight[k], dim, y.dim(), y.dtype()); });
+    sum = k == 0 ? a * wk : sum + a * wk;
+  }
+  return sum;
 }
 
 }  // namespace
@@ -234,43 +267,8 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
                                     align_corners, " ", kernel_scale[d] ? str_cat(std::hexfloat, *kernel_scale[d]) : "-",
                                     " ", f64 ? "f64" : "f32", " dim ", dim, " of ", y.dim(),
                                     o.antialias ? " antialias" : "");
-    if (o.antialias) {
-      if (in == n) continue;  // a dim whose size stays is not resampled, as PyTorch's
-      const AaTaps taps = f64 ? aa_taps<double>(o.mode, in, n, align_corners, kernel_scale[d])
-                              : aa_taps<float>(o.mode, in, n, align_corners, kernel_scale[d]);
-      // The taps in ATen's order, each output's sum starting from its first source element.
-      Tensor sum;
-      for (int64_t k = 0; k < taps.taps; ++k) {
-        const std::string tap = str_cat(key, " tap ", k);
-        const Tensor a = index_select(y, dim, detail::host_constant(tap, y.device(), [&] { return from_vector(taps.index[k]); }));
-        const Tensor wk =
-            detail::host_constant(tap + " w", y.device(), [&] { return along(taps.weight[k], dim, y.dim(), y.dtype()); });
-        sum = k == 0 ? a * wk : sum + a * wk;
-      }
-      y = sum;
-      continue;
-    }
-    if (cubic) {
-      std::vector<std::vector<int64_t>> idx(4, std::vector<int64_t>(static_cast<std::size_t>(n)));
-      std::vector<std::vector<double>> w(4, std::vector<double>(static_cast<std::size_t>(n)));
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t ii[4];
-        double ww[4];
-        if (f64) cubic_source<double>(i, in, n, align_corners, kernel_scale[d], ii, ww);
-        else cubic_source<float>(i, in, n, align_corners, kernel_scale[d], ii, ww);
-        for (int k = 0; k < 4; ++k) idx[k][i] = ii[k], w[k][i] = ww[k];
-      }
-      Tensor sum;
-      for (int k = 0; k < 4; ++k) {
-        const std::string tap = str_cat(key, " tap ", k);
-        const Tensor a = index_select(y, dim, detail::host_constant(tap, y.device(), [&] { return from_vector(idx[k]); }));
-        const Tensor wk = detail::host_constant(tap + " w", y.device(), [&] { return along(w[k], dim, y.dim(), y.dtype()); });
-        sum = k == 0 ? a * wk : sum + a * wk;
-      }
-      y = sum;
-      continue;
-    }
-    if (!linear) {
+    if (o.antialias && in == n) continue;  // a dim whose size stays is not resampled, as PyTorch's
+    if (!linear && !cubic && !o.antialias) {
       const Tensor idx = detail::host_constant(key, y.device(), [&] {
         std::vector<int64_t> v(static_cast<std::size_t>(n));
         for (int64_t i = 0; i < n; ++i) v[i] = nearest_source(o.mode == InterpolateMode::NearestExact, i, in, n, kernel_scale[d]);
@@ -279,20 +277,14 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
       y = index_select(y, dim, idx);
       continue;
     }
-    std::vector<int64_t> i0(static_cast<std::size_t>(n)), i1(static_cast<std::size_t>(n));
-    std::vector<double> w0(static_cast<std::size_t>(n)), w1(static_cast<std::size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      if (f64) linear_source<double>(i, in, n, align_corners, kernel_scale[d], i0[i], i1[i], w0[i], w1[i]);
-      else linear_source<float>(i, in, n, align_corners, kernel_scale[d], i0[i], i1[i], w0[i], w1[i]);
-    }
-    const Device dev = y.device();
-    const int64_t rank = y.dim();
-    const DType dt = y.dtype();
-    const Tensor a = index_select(y, dim, detail::host_constant(key + " i0", dev, [&] { return from_vector(i0); }));
-    const Tensor b = index_select(y, dim, detail::host_constant(key + " i1", dev, [&] { return from_vector(i1); }));
-    const Tensor wa = detail::host_constant(key + " w0", dev, [&] { return along(w0, dim, rank, dt); });
-    const Tensor wb = detail::host_constant(key + " w1", dev, [&] { return along(w1, dim, rank, dt); });
-    y = a * wa + b * wb;
+    const std::optional<double> sf = kernel_scale[d];
+    const Taps taps = o.antialias ? (f64 ? aa_taps<double>(o.mode, in, n, align_corners, sf)
+                                         : aa_taps<float>(o.mode, in, n, align_corners, sf))
+                      : cubic     ? (f64 ? cubic_taps<double>(in, n, align_corners, sf)
+                                         : cubic_taps<float>(in, n, align_corners, sf))
+                                  : (f64 ? linear_taps<double>(in, n, align_corners, sf)
+                                         : linear_taps<float>(in, n, align_corners, sf));
+    y = weighted_taps(y, dim, key, taps);
   }
   return detail::round_result(y, c);
 }

@@ -38,7 +38,12 @@ struct ChunkedLinearCrossEntropy : Function<ChunkedLinearCrossEntropy> {
     Tensor dx = need_x ? empty({n, x.size(1)}, {.dtype = x.dtype(), .device = x.device()}) : Tensor();
     Tensor dw = need_w ? zeros({v, w.size(1)}, acc_opts) : Tensor();
     Tensor db = need_b ? zeros({v}, acc_opts) : Tensor();
-    const Tensor one = ones({}, acc_opts);
+    // Mean divides by the counted rows (none counted: NaN, as cross_entropy's Mean), without a host
+    // read: the factor is the upstream gradient of each chunk's Sum backward, as the unfused
+    // backward's grad / count.
+    const Tensor scale = o.reduction == Reduction::Mean
+                             ? ones({}, acc_opts) / sum(ne(t, scalar_like(double(o.ignore_index), t)).to(acc))
+                             : ones({}, acc_opts);
     for (int64_t start = 0; start < n; start += chunk) {
       const int64_t end = std::min(n, start + chunk);
       const Tensor xc = x.slice(0, start, end), tc = t.slice(0, start, end);
@@ -48,21 +53,14 @@ struct ChunkedLinearCrossEntropy : Function<ChunkedLinearCrossEntropy> {
       if (!need_x && !need_w && !need_b) continue;
       // d(sum of the chunk's losses) / d logits: summed for the bias in f32, and in the GEMMs'
       // dtype for x and W, as the unfused backward's.
-      const Tensor dl_acc = cross_entropy_backward(one, logits, tc, Reduction::Sum, o.ignore_index, o.label_smoothing);
+      const Tensor dl_acc = cross_entropy_backward(scale, logits, tc, Reduction::Sum, o.ignore_index, o.label_smoothing);
       if (need_b) db.add_(sum(dl_acc, {0}));
       if (!need_x && !need_w) continue;
       const Tensor dl = dl_acc.to(x.dtype());
       if (need_x) dx.slice(0, start, end).copy_(matmul(dl, w));
       if (need_w) dw.add_(matmul(dl.transpose(0, 1), xc).to(acc));
     }
-    if (o.reduction == Reduction::Mean) {
-      // Divided by the counted rows (0 counted: NaN, as cross_entropy's Mean); no host read.
-      const Tensor scale = one / sum(ne(t, scalar_like(double(o.ignore_index), t)).to(acc));
-      loss = loss * scale;
-      if (need_x) dx = (dx.to(acc) * scale).to(x.dtype());
-      if (need_w) dw = dw * scale;
-      if (need_b) db = db * scale;
-    }
+    if (o.reduction == Reduction::Mean) loss = loss * scale;
     Tensors saved{dx, need_w ? dw.to(w.dtype()) : Tensor()};
     if (bias.defined()) saved.push_back(need_b ? db.to(bias.dtype()) : Tensor());  // one gradient per input
     ctx.save_for_backward(saved);

@@ -11,10 +11,9 @@
 //
 // Numerics: the same ops as the unfused path (linear, then the fused cross_entropy and its
 // backward in f32 for f16/bf16), so autocast treats it as the two ops (the GEMMs in the low dtype,
-// the softmax in f32). Differences: with Mean the division by the number of counted rows comes
-// after the chunk's gradient is rounded to the GEMM dtype, and the weight and bias gradients are
-// summed over chunks in f32 (f64 for f64) and rounded once at the end — one more rounding of each
-// chunk's partial product in f16/bf16. The gradients are computed in the forward whenever an
+// the softmax in f32). The difference: the weight and bias gradients are summed over chunks in
+// f32 (f64 for f64) and rounded once at the end — one more rounding of each chunk's partial
+// weight product in f16/bf16. The gradients are computed in the forward whenever an
 // input needs one; a backward through them (double backward) is not offered.
 #pragma once
 #include <cstdint>

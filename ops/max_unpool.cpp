@@ -1,8 +1,8 @@
 #include "mixgrad/ops/max_unpool.h"
 
-#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/factory.h"
+#include "mixgrad/ops/arg_checks.h"
 #include "mixgrad/ops/conv.h"
 #include "mixgrad/ops/nonzero.h"
 #include "mixgrad/ops/ops.h"
@@ -24,9 +24,7 @@ Tensor unpool_planes(const char* op, const Tensor& x, const Tensor& idx, int64_t
   const int64_t n = x.size(0), c = x.size(1), rows = n * c, p = x.numel() / (rows == 0 ? 1 : rows);
   const Tensor x2 = reshape(x, {rows, p}), i2 = reshape(idx, {rows, p});
   if (x.numel() > 0) {  // one host read, as PyTorch's check
-    NoGradGuard no_grad;
-    const Tensor range = stack({amin(i2), amax(i2)}).to(Device::cpu());  // both bounds in one device read
-    const int64_t lo = range.data<int64_t>()[0], hi = range.data<int64_t>()[1];
+    const auto [lo, hi] = index_bounds(i2);
     MG_CHECK(lo >= 0 && hi < plane, IndexError, op, ": found the index ", lo < 0 ? lo : hi,
              ", outside the output plane of ", plane, " elements");
   }
