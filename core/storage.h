@@ -38,7 +38,7 @@ struct MemoryStats {
 };
 MemoryStats cpu_memory_stats();
 void reset_cpu_peak_memory();
-// Frees the cached blocks; set_cpu_cache_limit(0) disables the cache (default 1 GiB).
+// Frees the cached blocks; set_cpu_cache_limit(0) disables it (default 1 GiB; full: LRU eviction).
 void empty_cpu_cache();
 void set_cpu_cache_limit(std::size_t bytes);
 

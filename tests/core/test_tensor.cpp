@@ -274,6 +274,35 @@ TEST_CASE("the CPU allocator caches large blocks and tracks peak memory", "[core
   mg::set_cpu_cache_limit(std::size_t(1) << 30);
 }
 
+TEST_CASE("the CPU allocator's full cache evicts the blocks freed longest ago", "[core][memory]") {
+  // An earlier phase's sizes must not hold the cache: the newest freed block stays cached.
+  mg::set_cpu_cache_limit(std::size_t(8) << 20);
+  const void* large_block = nullptr;
+  {
+    mg::Tensor old_phase = mg::empty({3 << 20});  // 12 MiB: more than the limit, never cached
+  }
+  REQUIRE(mg::cpu_memory_stats().cached == 0);
+  {
+    mg::Tensor a = mg::empty({1 << 20});  // 4 MiB
+    mg::Tensor b = mg::empty({(1 << 20) + 4096});  // 4 MiB + 16 KiB
+    large_block = b.data_ptr();
+    a = mg::Tensor();  // a freed first, then b: both, 8 MiB and more, do not fit, so a is evicted
+  }
+  const mg::MemoryStats after = mg::cpu_memory_stats();
+  CHECK(after.cached == (std::size_t(4) << 20) + (std::size_t(16) << 10));
+  {
+    mg::Tensor c = mg::empty({1 << 20});  // the cached block fits (within twice the size)
+    CHECK(c.data_ptr() == large_block);
+    CHECK(mg::cpu_memory_stats().cached == 0);
+  }
+  {
+    // A block larger than the limit frees straight to the OS and evicts nothing.
+    mg::Tensor huge = mg::empty({3 << 20});
+  }
+  CHECK(mg::cpu_memory_stats().cached == (std::size_t(4) << 20) + (std::size_t(16) << 10));
+  mg::set_cpu_cache_limit(std::size_t(1) << 30);
+}
+
 TEST_CASE("Storage: an allocator whose free throws does not terminate the process", "[core][storage]") {
   // After a sticky CUDA error every event query throws; freeing memory then happens while the
   // error unwinds, and a throwing destructor would end in std::terminate.
