@@ -54,4 +54,4 @@
 #include "mixgrad/ops/unique.h"           // unique, unique_consecutive
 #include "mixgrad/ops/pad.h"              // pad (constant, reflect, replicate, circular)
 #include "mixgrad/ops/lp_pool.h"          // lp_pool1d, lp_pool2d
-#include "mixgrad/ops/max_unpool.h"       // max_unpool1d/2d, max_pool1d_indices
+#include "mixgrad/ops/max_unpool.h"       // max_unpool1d/2d/3d, max_pool1d_indices

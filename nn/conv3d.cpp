@@ -128,6 +128,14 @@ Tensor MaxPool3d::forward(const Tensor& x) {
   });
 }
 
+std::pair<Tensor, Tensor> MaxPool3d::forward_with_indices(const Tensor& x) {
+  Tensor values = (*this)(x);  // checks and names errors; the hooks run once
+  const Options& o = options_;
+  Tensor indices = max_pool3d_indices(x, o.kernel.array(), o.stride.array(), o.padding.array(), o.dilation.array(),
+                                      o.ceil_mode);
+  return {values, indices};
+}
+
 std::string MaxPool3d::extra_repr() const {
   const Options& o = options_;
   return str_cat("kernel_size=", o.kernel.str(), ", stride=", (o.stride == Size3(0) ? o.kernel : o.stride).str(),

@@ -96,6 +96,9 @@ class MaxPool3d : public UnaryModule {
   using Options = MaxPool3dOptions;
   explicit MaxPool3d(Options options);
   Tensor forward(const Tensor& x) override;
+  // PyTorch's return_indices = true: the maxima and their i64 positions d * H * W + h * W + w in
+  // the input's volume (for MaxUnpool3d, nn/max_unpool.h).
+  std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);
 
  protected:
   std::string extra_repr() const override;

@@ -64,4 +64,27 @@ std::string MaxUnpool2d::extra_repr() const {
   return str_cat("kernel=", o.kernel.str(), ", stride=", stride.str(), ", padding=", o.padding.str());
 }
 
+MaxUnpool3d::MaxUnpool3d(Options o) : Module("MaxUnpool3d"), options_(o) {
+  check_options("MaxUnpool3d", o.kernel.d, o.stride.d, o.padding.d);
+  check_options("MaxUnpool3d", o.kernel.h, o.stride.h, o.padding.h);
+  check_options("MaxUnpool3d", o.kernel.w, o.stride.w, o.padding.w);
+}
+
+Tensor MaxUnpool3d::forward(const Tensor& x, const Tensor& indices, std::optional<Size3> output_size) {
+  auto scope = module_scope(*this);
+  const Options& o = options_;
+  const std::string name = layer_name();
+  auto want = [&](int64_t Size3::*dim) { return output_size ? std::optional<int64_t>((*output_size).*dim) : std::nullopt; };
+  const int64_t d = out_size(name, x, 3, o.kernel.d, o.stride.d, o.padding.d, want(&Size3::d));
+  const int64_t h = out_size(name, x, 2, o.kernel.h, o.stride.h, o.padding.h, want(&Size3::h));
+  const int64_t w = out_size(name, x, 1, o.kernel.w, o.stride.w, o.padding.w, want(&Size3::w));
+  return detail::with_layer_name(*this, [&] { return max_unpool3d(x, indices, {d, h, w}); });
+}
+
+std::string MaxUnpool3d::extra_repr() const {
+  const Options& o = options_;
+  const Size3 stride = o.stride == Size3(0) ? o.kernel : o.stride;
+  return str_cat("kernel=", o.kernel.str(), ", stride=", stride.str(), ", padding=", o.padding.str());
+}
+
 }  // namespace mg::nn

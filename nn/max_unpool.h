@@ -1,5 +1,5 @@
-// MaxUnpool1d / MaxUnpool2d: PyTorch's layers inverting max pooling (ops/max_unpool.h), fed by
-// MaxPool1d/2d's forward_with_indices. No parameters.
+// MaxUnpool1d / 2d / 3d: PyTorch's layers inverting max pooling (ops/max_unpool.h), fed by
+// MaxPool1d/2d/3d's forward_with_indices. No parameters.
 //
 //   auto pool = nn::make<nn::MaxPool2d>({.kernel = 2});
 //   auto unpool = nn::make<nn::MaxUnpool2d>({.kernel = 2});
@@ -11,6 +11,7 @@
 
 #include "mixgrad/nn/module.h"
 #include "mixgrad/nn/size2.h"
+#include "mixgrad/nn/size3.h"
 
 namespace mg::nn {
 
@@ -47,6 +48,26 @@ class MaxUnpool2d : public Module {
   using Options = MaxUnpool2dOptions;
   explicit MaxUnpool2d(Options options);
   Tensor forward(const Tensor& x, const Tensor& indices, std::optional<Size2> output_size = std::nullopt);
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  Options options_;
+};
+
+struct MaxUnpool3dOptions {
+  Size3 kernel;       // required: the pooling's
+  Size3 stride = 0;   // 0: the kernel size
+  Size3 padding = 0;
+};
+
+// x and indices [N, C, D, H, W] or [C, D, H, W] -> [N, C, Dout, Hout, Wout], each as MaxUnpool1d's Lout.
+class MaxUnpool3d : public Module {
+ public:
+  using Options = MaxUnpool3dOptions;
+  explicit MaxUnpool3d(Options options);
+  Tensor forward(const Tensor& x, const Tensor& indices, std::optional<Size3> output_size = std::nullopt);
 
  protected:
   std::string extra_repr() const override;

@@ -7,6 +7,7 @@
 
 #include "mixgrad/ops/conv.h"
 #include "mixgrad/ops/conv1d.h"
+#include "mixgrad/ops/max_unpool.h"
 #include "mixgrad/ops/ops.h"
 #include "mixgrad/ops/pad.h"
 
@@ -209,6 +210,28 @@ Tensor max_pool3d(const Tensor& x, Int3 kernel, Int3 stride, Int3 padding, Int3 
       },
       [&](const Tensor& t) { return max_pool1d(t, kernel[0], stride[0], padding[0], dilation[0], ceil_mode); });
   return unbatch(wide ? y.to(dt) : y, unbatched);
+}
+
+Tensor max_pool3d_indices(const Tensor& x, Int3 kernel, Int3 stride, Int3 padding, Int3 dilation, bool ceil_mode) {
+  bool unbatched = false;
+  const Tensor x5 = batched_input("max_pool3d_indices", x, unbatched);
+  stride = or_kernel(stride, kernel);
+  check_window("max_pool3d_indices", x5, kernel, stride, padding, dilation, true, ceil_mode, ceil_mode);
+  NoGradGuard no_grad;
+  // max_pool3d's two passes, each with its positions: the first maximum over (h, w) of every depth
+  // slice, then the first depth holding the largest of those, so ties go to the first in (d, h, w)
+  // order. The position is the chosen depth's plane offset plus its slice's (h, w) position.
+  const int64_t n = x5.size(0), c = x5.size(1), d = x5.size(2), h = x5.size(3), w = x5.size(4);
+  const Tensor planes = x5.reshape({n, c * d, h, w});
+  const Int3 k = kernel, s = stride, p = padding, dl = dilation;
+  const Tensor hw_max = max_pool2d(planes, {k[1], k[2]}, {s[1], s[2]}, {p[1], p[2]}, {dl[1], dl[2]}, ceil_mode);
+  const Tensor hw_pos = max_pool2d_indices(planes, {k[1], k[2]}, {s[1], s[2]}, {p[1], p[2]}, {dl[1], dl[2]}, ceil_mode);
+  const int64_t ho = hw_max.size(2), wo = hw_max.size(3);
+  auto lines = [&](const Tensor& t) { return contiguous(t.reshape({n * c, d, ho * wo}).transpose(1, 2)); };  // [N·C, Ho·Wo, D]
+  const Tensor depth = max_pool1d_indices(lines(hw_max), k[0], s[0], p[0], dl[0], ceil_mode);  // [N·C, Ho·Wo, Do]
+  const Tensor pos = depth * double(h * w) + gather(lines(hw_pos), 2, depth);
+  const int64_t dout = depth.size(2);
+  return unbatch(contiguous(pos.transpose(1, 2)).reshape({n, c, dout, ho, wo}), unbatched);
 }
 
 Tensor avg_pool3d(const Tensor& x, Int3 kernel, Int3 stride, Int3 padding, bool count_include_pad, bool ceil_mode,

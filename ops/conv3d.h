@@ -48,6 +48,11 @@ Tensor conv_transpose3d(const Tensor& x, const Tensor& w, const Tensor& bias = {
 // stride {0, 0, 0} means the kernel.
 Tensor max_pool3d(const Tensor& x, Int3 kernel, Int3 stride = {0, 0, 0}, Int3 padding = {0, 0, 0},
                   Int3 dilation = {1, 1, 1}, bool ceil_mode = false);
+// max_pool3d's window maxima as positions d * H * W + h * W + w in the input's (D, H, W) volume
+// (PyTorch's return_indices; ties: the first in (d, h, w) order, as max_pool3d's gradient), i64 of
+// max_pool3d's output shape, for max_unpool3d (ops/max_unpool.h). Not differentiable.
+Tensor max_pool3d_indices(const Tensor& x, Int3 kernel, Int3 stride = {0, 0, 0}, Int3 padding = {0, 0, 0},
+                          Int3 dilation = {1, 1, 1}, bool ceil_mode = false);
 // divisor_override (> 0): every window's sum divided by it instead of by a count (PyTorch's).
 Tensor avg_pool3d(const Tensor& x, Int3 kernel, Int3 stride = {0, 0, 0}, Int3 padding = {0, 0, 0},
                   bool count_include_pad = true, bool ceil_mode = false,

@@ -57,6 +57,19 @@ Tensor max_unpool2d(const Tensor& x, const Tensor& indices, std::array<int64_t, 
   return unbatched ? squeeze(out, 0) : out;
 }
 
+Tensor max_unpool3d(const Tensor& x, const Tensor& indices, std::array<int64_t, 3> output_size) {
+  const auto [d, h, w] = output_size;
+  MG_CHECK(d >= 0 && h >= 0 && w >= 0, ShapeError, "max_unpool3d: output_size must be >= 0, got [", d, ", ", h, ", ",
+           w, "]");
+  const bool unbatched = x.defined() && x.dim() == 4;
+  MG_CHECK(x.defined() && (x.dim() == 5 || unbatched), ShapeError,
+           "max_unpool3d: expected x [N, C, D, H, W] or [C, D, H, W], got ", x.defined() ? describe(x) : "undefined");
+  const Tensor xb = unbatched ? unsqueeze(x, 0) : x;
+  const Tensor ib = unbatched && indices.defined() && indices.dim() == 4 ? unsqueeze(indices, 0) : indices;
+  const Tensor out = reshape(unpool_planes("max_unpool3d", xb, ib, d * h * w), {xb.size(0), xb.size(1), d, h, w});
+  return unbatched ? squeeze(out, 0) : out;
+}
+
 Tensor max_unpool1d(const Tensor& x, const Tensor& indices, int64_t output_size) {
   MG_CHECK(output_size >= 0, ShapeError, "max_unpool1d: output_size must be >= 0, got ", output_size);
   const bool unbatched = x.defined() && x.dim() == 2;

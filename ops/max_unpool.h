@@ -1,7 +1,7 @@
-// Max unpooling, PyTorch's F.max_unpool1d / max_unpool2d: the inverse of max pooling with indices.
+// Max unpooling, PyTorch's F.max_unpool1d / 2d / 3d: the inverse of max pooling with indices.
 // Each value of x goes to the position its index names in its (n, c) plane of the output; every
-// other output element is 0. With the indices of max_pool1d_indices / max_pool2d_indices
-// (positions h * W + w in the input's plane) this rebuilds the pooled input's maxima in place
+// other output element is 0. With the indices of max_pool1d_indices / max_pool2d_indices /
+// max_pool3d_indices (positions h * W + w in the input's plane, d * H * W + h * W + w in its volume) this rebuilds the pooled input's maxima in place
 // (SegNet's decoder).
 //
 //   mg::Tensor y = mg::max_pool2d(x, {2, 2});
@@ -25,6 +25,9 @@ namespace mg {
 Tensor max_unpool1d(const Tensor& x, const Tensor& indices, int64_t output_size);
 // x and indices (i64) [N, C, Hin, Win] or [C, Hin, Win] -> [N, C, H, W] with {H, W} = output_size.
 Tensor max_unpool2d(const Tensor& x, const Tensor& indices, std::array<int64_t, 2> output_size);
+// x and indices (i64) [N, C, Din, Hin, Win] or [C, Din, Hin, Win] -> [N, C, D, H, W] with
+// {D, H, W} = output_size.
+Tensor max_unpool3d(const Tensor& x, const Tensor& indices, std::array<int64_t, 3> output_size);
 
 // max_pool1d's window maxima as positions in the input's length: same arguments and output shape
 // as max_pool1d (ops/conv1d.h). Not differentiable.

@@ -14,6 +14,7 @@
 #include "autograd/engine.h"
 #include "core/factory.h"
 #include "nn/nn.h"
+#include "ops/conv3d.h"
 #include "ops/distance.h"
 #include "ops/lp_pool.h"
 #include "ops/max_unpool.h"
@@ -153,11 +154,11 @@ TEST_CASE("ConvTranspose1d/2d/3d forward with output_size: PyTorch's sizes and r
   CHECK(values(y3) == values(t3p(x3)));
 }
 
-TEST_CASE("MaxPool forward_with_indices and MaxUnpool1d/2d equal PyTorch's: indices, unpooled values, gradients",
+TEST_CASE("MaxPool forward_with_indices and MaxUnpool1d/2d/3d equal PyTorch's: indices, unpooled values, gradients",
           "[nn][pooling]") {
   // tests/data/reference/torch_max_unpool.json (tools/reference/gen_torch_max_unpool.py, PyTorch
-  // 2.15, f64, distinct values): 2-D and 1-D, padding, a kernel of two sizes, unbatched input,
-  // the default and a given output_size.
+  // 2.15, f64, distinct values): 3-D, 2-D and 1-D, padding, a kernel of different sizes, unbatched
+  // input, the default and a given output_size.
   const nlohmann::json ref = test::load_json_reference("torch_max_unpool.json");
   int checked = 0;
   for (const auto& c : ref["cases"]) {
@@ -167,7 +168,18 @@ TEST_CASE("MaxPool forward_with_indices and MaxUnpool1d/2d equal PyTorch's: indi
     const Tensor x = test::json_tensor(c["x"], c["x_shape"]);
     Tensor y, i, u;
     const Tensor yr = test::json_tensor(c["y"], c["y_shape"]).requires_grad_();
-    if (c["dims"].get<int>() == 2) {
+    if (c["dims"].get<int>() == 3) {
+      const nn::Size3 ks(k[0], k[1], k[2]), ss(s[0], s[1], s[2]), ps(p[0], p[1], p[2]);
+      nn::MaxPool3d pool({.kernel = ks, .stride = ss, .padding = ps});
+      std::tie(y, i) = pool.forward_with_indices(x);
+      nn::MaxUnpool3d unpool({.kernel = ks, .stride = ss, .padding = ps});
+      std::optional<nn::Size3> size;
+      if (!c["output_size"].is_null()) {
+        const auto o = c["output_size"].get<std::vector<int64_t>>();
+        size = nn::Size3(o[0], o[1], o[2]);
+      }
+      u = unpool.forward(yr, i, size);
+    } else if (c["dims"].get<int>() == 2) {
       nn::MaxPool2d pool({.kernel = {k[0], k[1]}, .stride = {s[0], s[1]}, .padding = {p[0], p[1]}});
       std::tie(y, i) = pool.forward_with_indices(x);
       nn::MaxUnpool2d unpool({.kernel = {k[0], k[1]}, .stride = {s[0], s[1]}, .padding = {p[0], p[1]}});
@@ -191,7 +203,35 @@ TEST_CASE("MaxPool forward_with_indices and MaxUnpool1d/2d equal PyTorch's: indi
     test::check_json_close(g[0], c["grad"]);
     ++checked;
   }
-  CHECK(checked == 6);
+  CHECK(checked == 9);
+}
+
+TEST_CASE("max_pool3d_indices equals PyTorch's where windows overlap: ties, dilation, ceil_mode", "[nn][pooling]") {
+  // torch_max_unpool.json's index_cases: inputs of small integers (many ties in a window; both
+  // take the first maximum in (d, h, w) order), overlapping windows, dilation 2, ceil_mode.
+  const nlohmann::json ref = test::load_json_reference("torch_max_unpool.json");
+  int checked = 0;
+  for (const auto& c : ref["index_cases"]) {
+    INFO("case " << checked);
+    auto trip = [&](const char* key) {
+      const auto v = c[key].get<std::vector<int64_t>>();
+      return std::array<int64_t, 3>{v[0], v[1], v[2]};
+    };
+    const Tensor x = test::json_tensor(c["x"], c["x_shape"]);
+    const Tensor i = max_pool3d_indices(x, trip("kernel"), trip("stride"), trip("padding"), trip("dilation"),
+                                        c["ceil_mode"].get<bool>());
+    CHECK(i.dtype() == DType::I64);
+    REQUIRE(i.shape() == Shape(c["y_shape"].get<std::vector<int64_t>>()));
+    CHECK(values(i) == c["indices"].get<std::vector<double>>());
+    test::check_json_close(max_pool3d(x, trip("kernel"), trip("stride"), trip("padding"), trip("dilation"),
+                                      c["ceil_mode"].get<bool>()),
+                           c["y"]);
+    // the values at the indices are the maxima
+    CHECK(values(gather(x.reshape({x.size(0), x.size(1), -1}), 2, i.reshape({i.size(0), i.size(1), -1}))) ==
+          c["y"].get<std::vector<double>>());
+    ++checked;
+  }
+  CHECK(checked == 3);
 }
 
 TEST_CASE("max_unpool: a repeated index writes the last value, bad indices and sizes are refused", "[nn][pooling]") {

@@ -1,4 +1,4 @@
-// The pooling functions built from public ops (ops/lp_pool.h, ops/max_unpool.h) on CUDA: the
+// The pooling functions built from public ops (ops/lp_pool.h, ops/max_unpool.h, max_pool3d_indices) on CUDA: the
 // CPU's values and gradients (their PyTorch checks are in tests/nn/test_small_layers.cpp).
 #include <catch2/catch.hpp>
 
@@ -7,6 +7,7 @@
 #include "autograd/engine.h"
 #include "core/factory.h"
 #include "ops/conv.h"
+#include "ops/conv3d.h"
 #include "ops/lp_pool.h"
 #include "ops/max_unpool.h"
 #include "ops/ops.h"
@@ -40,4 +41,22 @@ TEST_CASE("max_unpool2d, max_pool1d_indices and lp_pool2d on CUDA give the CPU's
   const std::vector<double> vc = values(lc), vg = values(lg);
   REQUIRE(vc.size() == vg.size());
   for (std::size_t k = 0; k < vc.size(); ++k) CHECK(vg[k] == Approx(vc[k]).epsilon(1e-5));
+}
+
+TEST_CASE("max_pool3d_indices and max_unpool3d on CUDA give the CPU's values and gradients", "[ops][pool][cuda][gpu]") {
+  manual_seed(12);
+  const Device g = Device::cuda(0);
+  const Tensor x = randn({2, 2, 5, 6, 7});
+  const std::array<int64_t, 3> k{3, 2, 3}, st{2, 1, 2}, pad{1, 0, 1};  // overlapping windows
+  const Tensor i = max_pool3d_indices(x, k, st, pad);
+  CHECK(values(max_pool3d_indices(x.to(g), k, st, pad)) == values(i));
+  const Tensor src = randn(i.shape());
+  const Tensor a = src.clone().requires_grad_(), b = src.to(g).requires_grad_();
+  const Tensor ua = max_unpool3d(a, i, {5, 6, 7}), ub = max_unpool3d(b, i.to(g), {5, 6, 7});
+  CHECK(ub.device() == g);
+  CHECK(values(ub) == values(ua));
+  const Tensor r = randn(ua.shape());
+  sum(ua * r).backward();
+  sum(ub * r.to(g)).backward();
+  CHECK(values(b.grad()) == values(a.grad()));
 }
