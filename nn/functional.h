@@ -19,6 +19,7 @@
 #include "mixgrad/ops/distance.h"
 #include "mixgrad/ops/interpolate.h"
 #include "mixgrad/ops/layer_composites.h"
+#include "mixgrad/ops/fractional_max_pool.h"
 #include "mixgrad/ops/lp_pool.h"
 #include "mixgrad/ops/max_unpool.h"
 #include "mixgrad/ops/activation_composites.h"
@@ -69,6 +70,10 @@ using mg::avg_pool1d;
 using mg::avg_pool2d;
 using mg::avg_pool3d;
 using mg::channel_shuffle;
+using mg::fractional_max_pool2d;
+using mg::fractional_max_pool2d_with_indices;
+using mg::fractional_max_pool3d;
+using mg::fractional_max_pool3d_with_indices;
 using mg::lp_pool1d;
 using mg::lp_pool2d;
 using mg::lp_pool3d;

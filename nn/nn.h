@@ -24,6 +24,7 @@
 #include "mixgrad/nn/instance_norm.h"
 #include "mixgrad/nn/linear.h"
 #include "mixgrad/nn/linear_cross_entropy.h"
+#include "mixgrad/nn/fractional_max_pool.h"
 #include "mixgrad/nn/lp_pool.h"
 #include "mixgrad/nn/loss.h"
 #include "mixgrad/nn/margin_loss.h"

@@ -1,4 +1,5 @@
-// The pooling functions built from public ops (ops/lp_pool.h, ops/max_unpool.h, max_pool3d_indices) on CUDA: the
+// The pooling functions built from public ops (ops/lp_pool.h, ops/max_unpool.h, max_pool3d_indices,
+// ops/fractional_max_pool.h) on CUDA: the
 // CPU's values and gradients (their PyTorch checks are in tests/nn/test_small_layers.cpp).
 #include <catch2/catch.hpp>
 
@@ -8,6 +9,7 @@
 #include "core/factory.h"
 #include "ops/conv.h"
 #include "ops/conv3d.h"
+#include "ops/fractional_max_pool.h"
 #include "ops/lp_pool.h"
 #include "ops/max_unpool.h"
 #include "ops/ops.h"
@@ -59,4 +61,26 @@ TEST_CASE("max_pool3d_indices and max_unpool3d on CUDA give the CPU's values and
   sum(ua * r).backward();
   sum(ub * r.to(g)).backward();
   CHECK(values(b.grad()) == values(a.grad()));
+}
+
+TEST_CASE("fractional_max_pool2d/3d on CUDA give the CPU's windows, values and gradients", "[ops][pool][cuda][gpu]") {
+  manual_seed(13);
+  const Device g = Device::cuda(0);
+  for (const DType dt : {DType::F32, DType::BF16}) {
+    INFO(dtype_name(dt));
+    const Tensor x = randn({2, 3, 13, 11}).to(dt), u = rand({2, 3, 2});
+    const Tensor a = x.clone().requires_grad_(), b = x.to(g).requires_grad_();
+    const auto [ya, ia] = fractional_max_pool2d_with_indices(a, {2, 3}, {8, 6}, u);
+    const auto [yb, ib] = fractional_max_pool2d_with_indices(b, {2, 3}, {8, 6}, u.to(g));
+    CHECK(yb.device() == g);
+    CHECK(values(ib) == values(ia));
+    CHECK(values(yb) == values(ya));
+    const Tensor r = randn(ya.shape()).to(dt);
+    sum(ya * r).backward();
+    sum(yb * r.to(g)).backward();
+    CHECK(values(b.grad()) == values(a.grad()));
+  }
+  const Tensor v = randn({2, 7, 6, 8}), w = rand({1, 2, 3});
+  CHECK(values(fractional_max_pool3d_with_indices(v.to(g), {2, 2, 3}, {5, 4, 5}, w.to(g)).second) ==
+        values(fractional_max_pool3d_with_indices(v, {2, 2, 3}, {5, 4, 5}, w).second));
 }
