@@ -8,6 +8,7 @@
 #include "mixgrad/core/factory.h"
 #include "mixgrad/nn/dropout.h"
 #include "mixgrad/nn/init.h"
+#include "mixgrad/ops/custom_function.h"
 #include "mixgrad/ops/norm.h"
 #include "mixgrad/ops/ops.h"
 
@@ -76,6 +77,30 @@ Tensor take(const Tensor& x, const Tensor& pos) {
   return index_select(ext, 0, pos.reshape({-1})).reshape(pos.shape());
 }
 
+// Identity forward; backward divides the gradient by `counts` (broadcast, no gradient): how
+// scale_grad_by_freq scales each lookup's weight gradient without touching the forward's values.
+// (The embedding op's own scale_grad_by_freq would count the unused slots of the bag table, which
+// read row 0, as occurrences of index 0.)
+struct DivideGradByCount : Function<DivideGradByCount> {
+  static constexpr CastPolicy policy = CastPolicy::Keep;
+  static constexpr const char* name = "embedding_bag_scale_grad_by_freq";
+  static Tensors forward(FunctionCtx& ctx, const Tensors& in) {
+    ctx.save_for_backward({in[1]});
+    return {in[0]};
+  }
+  static Tensors backward(FunctionCtx& ctx, const Tensors& g) { return {g[0] / ctx.saved()[0], Tensor()}; }
+};
+
+// [B, L, 1]: the count, in the whole input, of each slot's index (>= 1; unused slots read 1).
+Tensor slot_counts(const Tensor& input, const Tensor& slot_idx, int64_t v, DType acc) {
+  NoGradGuard no_grad;
+  const Tensor flat = input.reshape({-1}).to(DType::I64);
+  const TensorOptions opts{.dtype = acc, .device = input.device()};
+  const Tensor counts = scatter_add(zeros({v}, opts), 0, flat, ones({flat.numel()}, opts));
+  return clamp_min(index_select(counts, 0, slot_idx.reshape({-1}).to(DType::I64)), 1.0)
+      .reshape({slot_idx.size(0), slot_idx.size(1), 1});
+}
+
 }  // namespace
 
 Tensor embedding_bag(const Tensor& weight, const Tensor& input, const EmbeddingBagArgs& a) {
@@ -98,6 +123,8 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& input, const EmbeddingB
     MG_CHECK(psw.shape() == input.shape() && psw.is_floating_point(), ShapeError, kWho,
              ": per_sample_weights must be floating with the input's shape ", input.shape(), ", got ", describe(psw));
   }
+  MG_CHECK(!a.scale_grad_by_freq || a.mode != BagMode::Max, Error, kWho,
+           ": scale_grad_by_freq is not supported with mode max (as PyTorch's)");
   const int64_t v = weight.size(0);
   std::optional<int64_t> pad = a.padding_idx;
   if (pad) {
@@ -125,7 +152,8 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& input, const EmbeddingB
   if (pad) counted = counted * ne(idx, scalar_like(double(*pad), idx)).to(acc);
   const Tensor skipped = eq(counted, scalar_like(0, counted));  // [B, L] bool
   // Skipped slots read row 0 (a padding entry or a slot past its bag's end), then are masked.
-  const Tensor rows = embedding(weight, masked_fill(idx, skipped, 0.0));  // [B, L, D]
+  const Tensor slot_idx = masked_fill(idx, skipped, 0.0);
+  const Tensor rows = embedding(weight, slot_idx);  // [B, L, D]
   const Tensor skipped3 = skipped.unsqueeze(2);
   if (a.mode == BagMode::Max) {
     if (idx.size(1) == 0) return sum(rows, {1});  // every bag empty: zeros [B, D], still on the graph
@@ -137,7 +165,10 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& input, const EmbeddingB
     const Tensor empty = eq(sum(counted, {1}, /*keepdim=*/true), scalar_like(0, counted));  // [B, 1]
     return masked_fill(best, empty, 0.0);
   }
-  Tensor terms = masked_fill(rows.to(acc), skipped3, 0.0);
+  Tensor wide = rows.to(acc);
+  if (a.scale_grad_by_freq && weight.requires_grad() && GradMode::is_enabled())
+    wide = DivideGradByCount::apply({wide, slot_counts(input, slot_idx, v, acc)})[0];
+  Tensor terms = masked_fill(wide, skipped3, 0.0);
   if (weights.defined()) terms = terms * weights.to(acc).unsqueeze(2);
   Tensor total = sum(terms, {1});  // [B, D]
   if (a.mode == BagMode::Mean) total = total / clamp_min(sum(counted, {1}, /*keepdim=*/true), 1.0);
@@ -182,7 +213,8 @@ Tensor EmbeddingBag::forward(const Tensor& input, const Tensor& offsets, const T
                           .per_sample_weights = per_sample_weights,
                           .mode = options_.mode,
                           .include_last_offset = options_.include_last_offset,
-                          .padding_idx = options_.padding_idx});
+                          .padding_idx = options_.padding_idx,
+                          .scale_grad_by_freq = options_.scale_grad_by_freq});
   } catch (const IndexError& e) {  // the layer names itself in front of the function's text
     throw IndexError(str_cat(layer_name(), ": ", e.what()));
   } catch (const ShapeError& e) {
@@ -199,6 +231,7 @@ std::string EmbeddingBag::extra_repr() const {
   if (options_.padding_idx) s += str_cat(", padding_idx=", *options_.padding_idx);
   if (options_.include_last_offset) s += ", include_last_offset=true";
   if (options_.max_norm) s += str_cat(", max_norm=", *options_.max_norm);
+  if (options_.scale_grad_by_freq) s += ", scale_grad_by_freq=true";
   return s;
 }
 

@@ -5,7 +5,9 @@
 //   with include_last_offset, offsets [B + 1] (CSR: the last entry must be n);
 // -> [B, D]. An index equal to padding_idx is left out of its bag (not counted by the mean, no
 // gradient); an empty bag gives zeros. per_sample_weights (input's shape, floating; mode Sum only)
-// scale each row before the sum and receive a gradient.
+// scale each row before the sum and receive a gradient. scale_grad_by_freq divides each lookup's
+// weight gradient by its index's count in the input (one scatter_add over the input, and one
+// elementwise pass over the [B, longest, D] rows' gradient).
 //
 // Built from public ops (embedding, masks, sum/max), so it runs on every device and dtype: the
 // bags are laid out as a dense [B, longest bag] table whose unused slots are masked, so memory is
@@ -35,6 +37,9 @@ struct EmbeddingBagArgs {
   BagMode mode = BagMode::Mean;
   bool include_last_offset = false;
   std::optional<int64_t> padding_idx;  // left out of the bags (negative: from the end)
+  // PyTorch's scale_grad_by_freq (Sum and Mean): each lookup's weight gradient divided by how often
+  // its index occurs in the whole input (padding entries counted, as PyTorch's).
+  bool scale_grad_by_freq = false;
 };
 
 // weight [V, D] (floating), input integer (i64 or i32) [B, N] or [n] -> [B, D] in weight's dtype.
@@ -48,6 +53,7 @@ struct EmbeddingBagOptions {
   std::optional<int64_t> padding_idx;  // excluded from the bags; its row starts at zero
   std::optional<double> max_norm;      // as EmbeddingOptions::max_norm (rows renormalised before each lookup)
   double norm_type = 2.0;
+  bool scale_grad_by_freq = false;     // as EmbeddingBagArgs::scale_grad_by_freq
 };
 
 // weight [V, D] initialised N(0, 1) with the padding row zeroed (PyTorch's); forward(input,

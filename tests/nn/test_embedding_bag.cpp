@@ -2,7 +2,8 @@
 // F.embedding_bag in f64 (tests/data/reference/torch_embedding_bag.json, written by
 // tools/reference/gen_torch_embedding_bag.py): sum, mean and max over 1-D input with offsets (an
 // empty bag, include_last_offset) and 2-D input, padding_idx (a bag of padding only), and
-// per_sample_weights; the output and the gradients of the weight and the per-sample weights. Then
+// per_sample_weights, scale_grad_by_freq; the output and the gradients of the weight and the
+// per-sample weights. Then
 // bf16 (one rounding of an f32 sum), max_norm, the module, i32 indices, and the refusals.
 #include <catch2/catch.hpp>
 
@@ -25,7 +26,7 @@ nn::BagMode mode_of(const std::string& m) {
 
 }  // namespace
 
-TEST_CASE("embedding_bag equals PyTorch's in f64: sum, mean, max, offsets, padding, per-sample weights",
+TEST_CASE("embedding_bag equals PyTorch's in f64: sum, mean, max, offsets, padding, per-sample weights, scale_grad_by_freq",
           "[nn][embedding]") {
   const nlohmann::json ref = load_json_reference("torch_embedding_bag.json");
   const nlohmann::json wshape = nlohmann::json::array({ref["V"], ref["D"]});
@@ -40,6 +41,7 @@ TEST_CASE("embedding_bag equals PyTorch's in f64: sum, mean, max, offsets, paddi
       args.offsets = from_vector<int64_t>(o, {int64_t(o.size())});
     }
     if (!c["padding_idx"].is_null()) args.padding_idx = c["padding_idx"].get<int64_t>();
+    args.scale_grad_by_freq = c.value("scale_grad_by_freq", false);
     Tensors wrt = {weight};
     if (!c["psw"].is_null()) {
       args.per_sample_weights = json_tensor(c["psw"], c["input_shape"]).requires_grad_();
@@ -53,7 +55,7 @@ TEST_CASE("embedding_bag equals PyTorch's in f64: sum, mean, max, offsets, paddi
     if (wrt.size() > 1) check_json_close(g[1], c["grad_psw"], 1e-12, 1e-14);
     ++checked;
   }
-  CHECK(checked == 8);
+  CHECK(checked == 12);
 }
 
 TEST_CASE("embedding_bag of bf16 rows sums in f32 and rounds once, i32 indices work", "[nn][embedding]") {
@@ -64,6 +66,30 @@ TEST_CASE("embedding_bag of bf16 rows sums in f32 and rounds once, i32 indices w
   REQUIRE(y.dtype() == DType::BF16);
   CHECK(values(y) == std::vector<double>{1.0078125});
   CHECK(values(nn::embedding_bag(w, input, {.mode = nn::BagMode::Max})) == std::vector<double>{1.0});
+}
+
+TEST_CASE("EmbeddingBag scale_grad_by_freq: bf16, the module, refused with max", "[nn][embedding]") {
+  // Index 0 occurs once; the 1-D input's bag table has unused slots that read row 0, which must not
+  // count as occurrences of it (bags {0, 2, 2} and {2}: the table is [2, 3]).
+  const Tensor w = ones({3, 2}).requires_grad_();
+  const Tensor input = from_vector<int64_t>({0, 2, 2, 2}, {4}), offsets = from_vector<int64_t>({0, 3}, {2});
+  sum(nn::embedding_bag(w, input, {.offsets = offsets, .mode = nn::BagMode::Sum, .scale_grad_by_freq = true}))
+      .backward();
+  CHECK(values(w.grad()) == std::vector<double>{1, 1, 0, 0, 1, 1});  // row 2: three lookups / 3
+  // bf16 weight (the division in f32; each lookup's gradient then rounds to bf16, as without
+  // scale_grad_by_freq): index 2 four times, so exact quarters — bag 0 {0, 2, 2} with upstream 1
+  // and bag 1 {2, 2} with upstream 2 give row 2 (2 + 4) / 4
+  const Tensor wb = ones({3, 2}).to(DType::BF16).requires_grad_();
+  const Tensor y = nn::embedding_bag(wb, from_vector<int64_t>({0, 2, 2, 2, 2}, {5}),
+                                     {.offsets = offsets, .mode = nn::BagMode::Sum, .scale_grad_by_freq = true});
+  sum(y * from_vector<double>({1, 1, 2, 2}, {2, 2}).to(DType::BF16)).backward();
+  CHECK(values(wb.grad()) == std::vector<double>{1, 1, 0, 0, 1.5, 1.5});
+  nn::EmbeddingBag bag({.num = 4, .dim = 2, .mode = nn::BagMode::Sum, .scale_grad_by_freq = true});
+  CHECK(bag.str() == "EmbeddingBag(4, 2, mode=sum, scale_grad_by_freq=true)");
+  sum(bag.forward(from_vector<int64_t>({3, 3, 1, 3}, {2, 2}))).backward();
+  CHECK(values(bag.weight.grad()) == std::vector<double>{0, 0, 1, 1, 0, 0, 1, 1});
+  MG_REQUIRE_ERROR(nn::embedding_bag(w, input, {.offsets = offsets, .mode = nn::BagMode::Max, .scale_grad_by_freq = true}),
+                   "embedding_bag: scale_grad_by_freq is not supported with mode max");
 }
 
 TEST_CASE("EmbeddingBag module: init, padding row, max_norm, forward forms", "[nn][embedding]") {
