@@ -19,6 +19,7 @@
 #include "mixgrad/nn/dropout.h"
 #include "mixgrad/nn/embedding_bag.h"
 #include "mixgrad/nn/fold.h"
+#include "mixgrad/nn/fusion.h"
 #include "mixgrad/nn/functional.h"
 #include "mixgrad/nn/init.h"
 #include "mixgrad/nn/instance_norm.h"
