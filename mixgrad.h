@@ -54,5 +54,6 @@
 #include "mixgrad/ops/unique.h"           // unique, unique_consecutive
 #include "mixgrad/ops/pad.h"              // pad (constant, reflect, replicate, circular)
 #include "mixgrad/ops/fractional_max_pool.h"  // fractional_max_pool2d/3d (+ _with_indices)
+#include "mixgrad/ops/grid_sample.h"      // grid_sample, affine_grid
 #include "mixgrad/ops/lp_pool.h"          // lp_pool1d, lp_pool2d, lp_pool3d
 #include "mixgrad/ops/max_unpool.h"       // max_unpool1d/2d/3d, max_pool1d_indices

@@ -20,6 +20,7 @@
 #include "mixgrad/ops/interpolate.h"
 #include "mixgrad/ops/layer_composites.h"
 #include "mixgrad/ops/fractional_max_pool.h"
+#include "mixgrad/ops/grid_sample.h"
 #include "mixgrad/ops/lp_pool.h"
 #include "mixgrad/ops/max_unpool.h"
 #include "mixgrad/ops/activation_composites.h"
@@ -70,6 +71,8 @@ using mg::avg_pool1d;
 using mg::avg_pool2d;
 using mg::avg_pool3d;
 using mg::channel_shuffle;
+using mg::affine_grid;
+using mg::grid_sample;
 using mg::fractional_max_pool2d;
 using mg::fractional_max_pool2d_with_indices;
 using mg::fractional_max_pool3d;
@@ -135,5 +138,9 @@ using mg::triplet_margin_loss;
 // distances
 using mg::cosine_similarity;
 using mg::pairwise_distance;
+using mg::normalize;
+using mg::one_hot;
+using mg::multilabel_margin_loss;
+using mg::triplet_margin_with_distance_loss;
 
 }  // namespace mg::nn::functional

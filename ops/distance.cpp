@@ -29,6 +29,13 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double
   return detail::round_result(sum((a / na) * (b / nb), {d}), c);
 }
 
+Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
+  const detail::CompositeInputs c = detail::composite_inputs("normalize", {x});
+  MG_CHECK(c.math[0].dim() >= 1, ShapeError, "normalize: expected at least one dim, got ", describe(x));
+  const int64_t d = wrap_dim(dim, c.math[0].dim(), "normalize");
+  return detail::round_result(c.math[0] / clamp_min(norm(c.math[0], p, {d}, true), eps), c);
+}
+
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
   // Any real p, as PyTorch (p < 0: (sum |d|^p)^(1/p), 0 when an element of d is 0); NaN is norm's
   // error.

@@ -4,6 +4,7 @@
 //
 //   mg::Tensor s = mg::cosine_similarity(a, b);        // a, b [N, D] -> [N]
 //   mg::Tensor d = mg::pairwise_distance(a, b, 1.0);   // L1 distance per row -> [N]
+//   mg::Tensor u = mg::normalize(a);                   // unit L2 rows -> [N, D]
 #pragma once
 #include <cstdint>
 
@@ -17,5 +18,8 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, do
 // ||x1 - x2 + eps||_p along the last dim (x1 and x2 broadcast; any real p, ±inf allowed; two
 // 0-d inputs give |x1 - x2 + eps|, 0-d); keepdim keeps that dim as size 1.
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6, bool keepdim = false);
+// x / max(||x||_p, eps) along `dim` (PyTorch's F.normalize: unit rows for cosine scores and
+// contrastive losses); a norm under eps passes no gradient through it (PyTorch's clamp_min).
+Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
 
 }  // namespace mg

@@ -18,24 +18,34 @@
 using namespace mg;
 using mg::test::values;
 
-TEST_CASE("max_unpool2d, max_pool1d_indices and lp_pool2d on CUDA give the CPU's values and gradients",
-          "[ops][pool][cuda][gpu]") {
-  manual_seed(11);
-  const Device g = Device::cuda(0);
-  const Tensor x = randn({2, 3, 6, 7});
-  // overlapping windows: repeated indices, whose last value must win on the device too
-  const Tensor y = max_pool2d(x, {3, 3}, {1, 1});
-  const Tensor i = max_pool2d_indices(x, {3, 3}, {1, 1});
-  CHECK(values(max_pool2d_indices(x.to(g), {3, 3}, {1, 1})) == values(i));
-  const Tensor src = randn(y.shape());
+namespace {
+
+// unpool(values, indices) of random values at `indices` on device g equals the CPU's, and so does
+// the gradient of the values (repeated indices: the last value wins on both).
+template <typename Unpool>
+void check_unpool_on(Device g, const Tensor& indices, Unpool&& unpool) {
+  const Tensor src = randn(indices.shape());
   const Tensor a = src.clone().requires_grad_(), b = src.to(g).requires_grad_();
-  const Tensor ua = max_unpool2d(a, i, {6, 7}), ub = max_unpool2d(b, i.to(g), {6, 7});
+  const Tensor ua = unpool(a, indices), ub = unpool(b, indices.to(g));
   CHECK(ub.device() == g);
   CHECK(values(ub) == values(ua));
   const Tensor r = randn(ua.shape());
   sum(ua * r).backward();
   sum(ub * r.to(g)).backward();
   CHECK(values(b.grad()) == values(a.grad()));
+}
+
+}  // namespace
+
+TEST_CASE("max_unpool2d, max_pool1d_indices and lp_pool2d on CUDA give the CPU's values and gradients",
+          "[ops][pool][cuda][gpu]") {
+  manual_seed(11);
+  const Device g = Device::cuda(0);
+  const Tensor x = randn({2, 3, 6, 7});
+  // overlapping windows: repeated indices, whose last value must win on the device too
+  const Tensor i = max_pool2d_indices(x, {3, 3}, {1, 1});
+  CHECK(values(max_pool2d_indices(x.to(g), {3, 3}, {1, 1})) == values(i));
+  check_unpool_on(g, i, [](const Tensor& v, const Tensor& idx) { return max_unpool2d(v, idx, {6, 7}); });
   const Tensor s = randn({2, 3, 11});
   CHECK(values(max_pool1d_indices(s.to(g), 3, 2, 1)) == values(max_pool1d_indices(s, 3, 2, 1)));
   const Tensor p = abs(x) + 0.1;
@@ -52,15 +62,7 @@ TEST_CASE("max_pool3d_indices and max_unpool3d on CUDA give the CPU's values and
   const std::array<int64_t, 3> k{3, 2, 3}, st{2, 1, 2}, pad{1, 0, 1};  // overlapping windows
   const Tensor i = max_pool3d_indices(x, k, st, pad);
   CHECK(values(max_pool3d_indices(x.to(g), k, st, pad)) == values(i));
-  const Tensor src = randn(i.shape());
-  const Tensor a = src.clone().requires_grad_(), b = src.to(g).requires_grad_();
-  const Tensor ua = max_unpool3d(a, i, {5, 6, 7}), ub = max_unpool3d(b, i.to(g), {5, 6, 7});
-  CHECK(ub.device() == g);
-  CHECK(values(ub) == values(ua));
-  const Tensor r = randn(ua.shape());
-  sum(ua * r).backward();
-  sum(ub * r.to(g)).backward();
-  CHECK(values(b.grad()) == values(a.grad()));
+  check_unpool_on(g, i, [](const Tensor& v, const Tensor& idx) { return max_unpool3d(v, idx, {5, 6, 7}); });
 }
 
 TEST_CASE("fractional_max_pool2d/3d on CUDA give the CPU's windows, values and gradients", "[ops][pool][cuda][gpu]") {

@@ -28,46 +28,33 @@ CASES = (
     ("mean_offsets_include_last_empty", "mean", [4, 2, 1, 0], [0, 1, 1, 4], True, None, False),
     ("sum_2d_per_sample_weights", "sum", [[3, 1], [0, 3], [2, 2]], None, False, None, True),
 )
-
-cases = []
-for name, mode, inp, offs, include_last, pad, with_psw in CASES:
-    weight = torch.randn(V, E, dtype=D, requires_grad=True)
-    x = torch.tensor(inp)
-    offsets = torch.tensor(offs) if offs is not None else None
-    psw = torch.randn(x.shape, dtype=D, requires_grad=True) if with_psw else None
-    y = F.embedding_bag(x, weight, offsets, mode=mode, per_sample_weights=psw, include_last_offset=include_last,
-                        padding_idx=pad)
-    r = torch.randn(y.shape, dtype=D)
-    wrt = [weight] + ([psw] if with_psw else [])
-    grads = torch.autograd.grad((y * r).sum(), wrt)
-    cases.append({"name": name, "mode": mode, "input": flat(x), "input_shape": list(x.shape), "offsets": offs,
-                  "include_last_offset": include_last, "padding_idx": pad, "weight": flat(weight),
-                  "psw": flat(psw) if with_psw else None, "y": flat(y), "y_shape": list(y.shape), "r": flat(r),
-                  "grad_weight": flat(grads[0]), "grad_psw": flat(grads[1]) if with_psw else None})
-    print(name, list(y.shape))
-
 # scale_grad_by_freq (sum and mean; PyTorch refuses it with max): each lookup's weight gradient
 # divided by how often its index occurs in the whole input, padding entries included.
-for name, mode, inp, offs, include_last, pad, with_psw in (
-        ("freq_sum_offsets_empty_bag", "sum", [1, 2, 1, 5, 1, 3, 2, 0], [0, 3, 3, 5], False, None, False),
-        ("freq_mean_2d_padding", "mean", [[0, 2, 4], [2, 2, 1], [6, 0, 2]], None, False, 2, False),
-        ("freq_sum_psw_include_last", "sum", [4, 4, 0, 3, 4], [0, 2, 5], True, None, True),
-        ("freq_mean_offsets_padding", "mean", [3, 0, 3, 3, 0, 5, 1], [0, 2, 4], False, 0, False)):
-    weight = torch.randn(V, E, dtype=D, requires_grad=True)
-    x = torch.tensor(inp)
-    offsets = torch.tensor(offs) if offs is not None else None
-    psw = torch.randn(x.shape, dtype=D, requires_grad=True) if with_psw else None
-    y = F.embedding_bag(x, weight, offsets, mode=mode, per_sample_weights=psw, include_last_offset=include_last,
-                        padding_idx=pad, scale_grad_by_freq=True)
-    r = torch.randn(y.shape, dtype=D)
-    wrt = [weight] + ([psw] if with_psw else [])
-    grads = torch.autograd.grad((y * r).sum(), wrt)
-    cases.append({"name": name, "mode": mode, "input": flat(x), "input_shape": list(x.shape), "offsets": offs,
-                  "include_last_offset": include_last, "padding_idx": pad, "weight": flat(weight),
-                  "psw": flat(psw) if with_psw else None, "y": flat(y), "y_shape": list(y.shape), "r": flat(r),
-                  "grad_weight": flat(grads[0]), "grad_psw": flat(grads[1]) if with_psw else None,
-                  "scale_grad_by_freq": True})
-    print(name, list(y.shape))
+FREQ_CASES = (
+    ("freq_sum_offsets_empty_bag", "sum", [1, 2, 1, 5, 1, 3, 2, 0], [0, 3, 3, 5], False, None, False),
+    ("freq_mean_2d_padding", "mean", [[0, 2, 4], [2, 2, 1], [6, 0, 2]], None, False, 2, False),
+    ("freq_sum_psw_include_last", "sum", [4, 4, 0, 3, 4], [0, 2, 5], True, None, True),
+    ("freq_mean_offsets_padding", "mean", [3, 0, 3, 3, 0, 5, 1], [0, 2, 4], False, 0, False),
+)
+
+cases = []
+for scale_grad_by_freq, table in ((False, CASES), (True, FREQ_CASES)):
+    for name, mode, inp, offs, include_last, pad, with_psw in table:
+        weight = torch.randn(V, E, dtype=D, requires_grad=True)
+        x = torch.tensor(inp)
+        offsets = torch.tensor(offs) if offs is not None else None
+        psw = torch.randn(x.shape, dtype=D, requires_grad=True) if with_psw else None
+        y = F.embedding_bag(x, weight, offsets, mode=mode, per_sample_weights=psw, include_last_offset=include_last,
+                            padding_idx=pad, scale_grad_by_freq=scale_grad_by_freq)
+        r = torch.randn(y.shape, dtype=D)
+        wrt = [weight] + ([psw] if with_psw else [])
+        grads = torch.autograd.grad((y * r).sum(), wrt)
+        cases.append({"name": name, "mode": mode, "input": flat(x), "input_shape": list(x.shape), "offsets": offs,
+                      "include_last_offset": include_last, "padding_idx": pad, "weight": flat(weight),
+                      "psw": flat(psw) if with_psw else None, "y": flat(y), "y_shape": list(y.shape), "r": flat(r),
+                      "grad_weight": flat(grads[0]), "grad_psw": flat(grads[1]) if with_psw else None,
+                      "scale_grad_by_freq": scale_grad_by_freq})
+        print(name, list(y.shape))
 
 with open(f"{sys.argv[1] if len(sys.argv) > 1 else '.'}/torch_embedding_bag.json", "w") as fh:
     json.dump({"torch": torch.__version__, "V": V, "D": E, "cases": cases}, fh, separators=(",", ":"))
