@@ -1,5 +1,7 @@
 #include "mixgrad/ops/grid_sample.h"
 
+#include <array>
+
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/error.h"
 #include "mixgrad/core/factory.h"
@@ -26,15 +28,31 @@ Tensor reflect(const Tensor& c, double twice_low, double twice_high) {
   return where(even, extra + low, (extra * -1.0 + span) + low);
 }
 
-// The pixel coordinate of normalised coordinates along a dim of `size` pixels, with the padding's
-// clamping or reflection (PyTorch's grid_sampler_compute_source_index).
-Tensor source_index(const Tensor& g, int64_t size, const GridSampleOptions& o) {
+// The pixel coordinate of normalised coordinates along a dim of `size` pixels.
+Tensor unnormalize(const Tensor& g, int64_t size, bool align_corners) {
   const double n = double(size);
-  Tensor c = o.align_corners ? (g + 1.0) * ((n - 1) / 2) : ((g + 1.0) * n - 1.0) / 2;
+  return align_corners ? (g + 1.0) * ((n - 1) / 2) : ((g + 1.0) * n - 1.0) / 2;
+}
+
+// A pixel coordinate with the padding's clamping or reflection (PyTorch's compute_coordinates):
+// applied to the coordinate itself by bilinear and nearest, to each tap's by bicubic.
+Tensor pad_coordinate(const Tensor& c, int64_t size, const GridSampleOptions& o) {
+  const double n = double(size);
+  Tensor r = c;
   if (o.padding_mode == GridSamplePadding::Reflection)
-    c = o.align_corners ? reflect(c, 0, 2 * (n - 1)) : reflect(c, -1, 2 * n - 1);
-  if (o.padding_mode != GridSamplePadding::Zeros) c = clamp(c, 0, n - 1);
-  return c;
+    r = o.align_corners ? reflect(r, 0, 2 * (n - 1)) : reflect(r, -1, 2 * n - 1);
+  if (o.padding_mode != GridSamplePadding::Zeros) r = clamp(r, 0, n - 1);
+  return r;
+}
+
+// Keys' cubic convolution weights (A = -0.75, PyTorch's bicubic) of the taps at -1, 0, 1, 2 from
+// floor(x), for the fraction t = x - floor(x): differentiable in t.
+std::array<Tensor, 4> cubic_weights(const Tensor& t) {
+  constexpr double a = -0.75;
+  auto near = [&](const Tensor& x) { return ((x * (a + 2) - (a + 3)) * x) * x + 1.0; };   // |x| <= 1
+  auto far = [&](const Tensor& x) { return ((x * a - 5 * a) * x + 8 * a) * x - 4 * a; };  // 1 < |x| < 2
+  const Tensor u = t * -1.0 + 1.0;
+  return {far(t + 1.0), near(t), near(u), far(u + 1.0)};
 }
 
 // input [N, C, H·W] read at integer pixel (iy, ix) [N, P] (float-valued), weighted by w [N, P]
@@ -71,8 +89,30 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOpti
   const detail::CompositeInputs in = detail::composite_inputs("grid_sample", {input, grid});  // fp32 policy, opmath
   const Tensor flat = in.math[0].reshape({n, c, h * w});
   const Tensor g = in.math[1].reshape({n, p, 2});
-  const Tensor ix = source_index(g.select(2, 0), w, o), iy = source_index(g.select(2, 1), h, o);  // [N, P]
+  const Tensor gx = unnormalize(g.select(2, 0), w, o.align_corners), gy = unnormalize(g.select(2, 1), h, o.align_corners);
   Tensor out;
+  if (o.mode == GridSampleMode::Bicubic) {
+    // 4 x 4 taps around (floor(y), floor(x)), each tap's coordinate padded on its own
+    Tensor x0, y0;
+    {
+      NoGradGuard no_grad;
+      x0 = floor(gx), y0 = floor(gy);
+    }
+    const std::array<Tensor, 4> wx = cubic_weights(gx - x0), wy = cubic_weights(gy - y0);
+    for (int l = 0; l < 4; ++l) {
+      for (int k = 0; k < 4; ++k) {
+        Tensor xx, yy;
+        {
+          NoGradGuard no_grad;
+          xx = pad_coordinate(x0 + double(k - 1), w, o), yy = pad_coordinate(y0 + double(l - 1), h, o);
+        }
+        const Tensor t = tap(flat, h, w, yy, xx, wy[std::size_t(l)] * wx[std::size_t(k)]);
+        out = out.defined() ? out + t : t;
+      }
+    }
+    return detail::round_result(out.reshape({n, c, ho, wo}), in);
+  }
+  const Tensor ix = pad_coordinate(gx, w, o), iy = pad_coordinate(gy, h, o);  // [N, P]
   if (o.mode == GridSampleMode::Nearest) {
     // weight 1 as a function of the grid with round's zero gradient, so the grid's gradient is 0
     // (PyTorch's) rather than missing

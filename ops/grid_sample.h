@@ -6,23 +6,24 @@
 //
 // Coordinates: -1 and 1 are the centres of the corner pixels with align_corners, their outer
 // edges without (PyTorch's rule); grid[..., 0] is x (width), grid[..., 1] is y (height). Bilinear
-// reads the four neighbours, nearest the closest pixel (ties to even, as PyTorch's nearbyint).
-// Padding: Zeros (taps outside read 0), Border (coordinates clamped to the edge), Reflection
-// (coordinates reflected at the border, then clamped).
+// reads the four neighbours, nearest the closest pixel (ties to even, as PyTorch's nearbyint),
+// bicubic the 4 x 4 around it with Keys' weights (A = -0.75). Padding: Zeros (taps outside read
+// 0), Border (coordinates clamped to the edge), Reflection (coordinates reflected at the border,
+// then clamped); bicubic pads each tap's coordinate, the others the sampled one (PyTorch's).
 //
 // Public ops (per tap: a gather of the input over the channels, weights from the grid) under the
 // fp32 autocast policy (ops/composite_list.def, as PyTorch's grid_sampler): every device, floating
 // dtypes (the input's and the grid's promote; f16/bf16 computed in f32 and rounded once), differentiable in the input
 // and in the grid (nearest: the grid's gradient is 0, as PyTorch's), equal to PyTorch 2.15 in f64
 // (tests/ops/test_grid_sample.cpp). Costs per tap N·C·Ho·Wo gathered elements and an i64 index of
-// N·C·Ho·Wo. A non-finite grid coordinate reads 0 (PyTorch reads NaN as -1). Not offered: bicubic,
-// 5-D (volumetric) input.
+// N·C·Ho·Wo (16 taps for bicubic). A non-finite grid coordinate reads 0 (PyTorch reads NaN as -1).
+// Not offered: 5-D (volumetric) input.
 #pragma once
 #include "mixgrad/core/tensor.h"
 
 namespace mg {
 
-enum class GridSampleMode { Bilinear, Nearest };
+enum class GridSampleMode { Bilinear, Nearest, Bicubic };
 enum class GridSamplePadding { Zeros, Border, Reflection };
 
 struct GridSampleOptions {

@@ -23,7 +23,9 @@ namespace {
 
 GridSampleOptions options_of(const nlohmann::json& c) {
   const std::string mode = c["mode"], padding = c["padding"];
-  return {.mode = mode == "nearest" ? GridSampleMode::Nearest : GridSampleMode::Bilinear,
+  return {.mode = mode == "nearest"   ? GridSampleMode::Nearest
+                 : mode == "bicubic" ? GridSampleMode::Bicubic
+                                     : GridSampleMode::Bilinear,
           .padding_mode = padding == "border"       ? GridSamplePadding::Border
                           : padding == "reflection" ? GridSamplePadding::Reflection
                                                     : GridSamplePadding::Zeros,
@@ -49,7 +51,7 @@ TEST_CASE("grid_sample equals PyTorch's in f64: every mode, padding and align_co
     test::check_json_close(g[1], c["grad_grid"], 1e-11, 1e-12);
     ++checked;
   }
-  CHECK(checked == 12);
+  CHECK(checked == 18);
 }
 
 TEST_CASE("affine_grid equals PyTorch's in f64, with theta's gradient", "[ops][grid_sample]") {
@@ -86,7 +88,7 @@ TEST_CASE("grid_sample: the identity transform, bf16, and refusals", "[ops][grid
                                  .to(DType::BF16)));
   // a non-finite coordinate reads 0, the others are unaffected
   const Tensor odd = from_vector<float>({INFINITY, 0.0f, NAN, 0.0f, 0.0f, 0.0f}, {1, 1, 3, 2});
-  for (const GridSampleMode mode : {GridSampleMode::Bilinear, GridSampleMode::Nearest}) {
+  for (const GridSampleMode mode : {GridSampleMode::Bilinear, GridSampleMode::Nearest, GridSampleMode::Bicubic}) {
     const std::vector<double> v = values(grid_sample(ones({1, 1, 4, 4}), odd, {.mode = mode, .align_corners = true}));
     CHECK(v == std::vector<double>({0, 0, 1}));
   }
@@ -105,10 +107,12 @@ TEST_CASE("grid_sample and affine_grid on CUDA give the CPU's values and gradien
   manual_seed(9);
   const Device g = Device::cuda(0);
   const Tensor x = randn({2, 3, 6, 5}), grid = rand({2, 4, 3, 2}) * 3.0 - 1.5;
-  for (const GridSamplePadding padding : {GridSamplePadding::Zeros, GridSamplePadding::Reflection}) {
+  for (const GridSampleOptions o : {GridSampleOptions{.padding_mode = GridSamplePadding::Zeros},
+                                    GridSampleOptions{.padding_mode = GridSamplePadding::Reflection},
+                                    GridSampleOptions{.mode = GridSampleMode::Bicubic, .padding_mode = GridSamplePadding::Border}}) {
     const Tensor xa = x.clone().requires_grad_(), xb = x.to(g).requires_grad_();
     const Tensor ga = grid.clone().requires_grad_(), gb = grid.to(g).requires_grad_();
-    const Tensor ya = grid_sample(xa, ga, {.padding_mode = padding}), yb = grid_sample(xb, gb, {.padding_mode = padding});
+    const Tensor ya = grid_sample(xa, ga, o), yb = grid_sample(xb, gb, o);
     CHECK(yb.device() == g);
     const std::vector<double> va = values(ya), vb = values(yb);
     for (std::size_t i = 0; i < va.size(); ++i) CHECK(vb[i] == Approx(va[i]).margin(1e-5));
