@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/autocast_state.h"
 #include "mixgrad/core/factory.h"
 #include "mixgrad/core/half.h"
@@ -156,6 +157,28 @@ Tensor rrelu(const Tensor& x, double lower, double upper, bool training, Generat
     Tensor slope = training ? rand(a.shape(), {.dtype = a.dtype(), .device = a.device()}, gen) * (upper - lower) + lower
                             : scalar_like(0.5 * (lower + upper), a);
     return where(a.gt(0.0), a, slope * a);  // x = 0 takes the slope's gradient, as PyTorch
+  });
+}
+
+Tensor gumbel_softmax(const Tensor& logits, double tau, bool hard, int64_t dim, Generator* gen) {
+  MG_CHECK(tau > 0 && std::isfinite(tau), Error, "gumbel_softmax: tau must be positive and finite, got ", tau);
+  MG_CHECK(logits.defined() && logits.dim() >= 1, ShapeError, "gumbel_softmax: expected logits of at least 1 dim, got ",
+           logits.defined() ? describe(logits) : "undefined");
+  const int64_t d = wrap_dim(dim, logits.dim(), "gumbel_softmax");
+  return unary("gumbel_softmax", logits, [&](const Tensor& a) {
+    Tensor g;
+    {
+      NoGradGuard no_grad;
+      // u = 0 gives -inf noise (that class never wins); u < 1 keeps the noise finite above
+      g = -log(-log(rand(a.shape(), {.dtype = a.dtype(), .device = a.device()}, gen)));
+    }
+    const Tensor soft = softmax((a + g) / tau, d);
+    if (!hard) return soft;
+    Shape along(std::size_t(a.dim()), 1);
+    along[std::size_t(d)] = a.size(d);
+    const Tensor classes = arange(0, a.size(d), 1, {.dtype = DType::I64, .device = a.device()}).reshape(along);
+    const Tensor one_hot = eq(classes, argmax(soft, d, /*keepdim=*/true)).to(soft.dtype());
+    return one_hot - soft.detach() + soft;
   });
 }
 

@@ -42,5 +42,11 @@ Tensor prelu(const Tensor& x, const Tensor& weight);
 // (lower may be negative, as in PyTorch).
 Tensor rrelu(const Tensor& x, double lower = 1.0 / 8.0, double upper = 1.0 / 3.0, bool training = false,
              Generator* gen = nullptr);
+// Gumbel-softmax (Jang et al. 2017; PyTorch's F.gumbel_softmax): softmax((logits + g) / tau) along
+// dim with g = -log(-log(u)) Gumbel noise, u ~ U[0, 1) drawn per element from `gen` (the default
+// generator when null). hard: the one-hot of each sample's argmax in the forward, the soft
+// sample's gradient in the backward (y_hard - y_soft.detach() + y_soft, PyTorch's formula). tau > 0.
+Tensor gumbel_softmax(const Tensor& logits, double tau = 1.0, bool hard = false, int64_t dim = -1,
+                      Generator* gen = nullptr);
 
 }  // namespace mg

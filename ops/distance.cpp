@@ -1,7 +1,11 @@
 #include "mixgrad/ops/distance.h"
 
 #include <cmath>
+#include <string>
+#include <vector>
 
+#include "mixgrad/core/error.h"
+#include "mixgrad/core/factory.h"
 #include "mixgrad/core/shape.h"
 #include "mixgrad/ops/composite.h"
 #include "mixgrad/ops/infer.h"
@@ -34,6 +38,26 @@ Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
   MG_CHECK(c.math[0].dim() >= 1, ShapeError, "normalize: expected at least one dim, got ", describe(x));
   const int64_t d = wrap_dim(dim, c.math[0].dim(), "normalize");
   return detail::round_result(c.math[0] / clamp_min(norm(c.math[0], p, {d}, true), eps), c);
+}
+
+Tensor pdist(const Tensor& x, double p) {
+  MG_CHECK(x.defined() && x.dim() == 2, ShapeError, "pdist: expected x [N, M], got ", x.defined() ? describe(x) : "undefined");
+  MG_CHECK(p >= 0, Error, "pdist: p must be >= 0, got ", p);
+  const detail::CompositeInputs c = detail::composite_inputs("pdist", {x});
+  const int64_t n = x.size(0);
+  // The pairs (i, j), i < j, row-major: index tables made once per N (and device).
+  auto pairs = [n](bool first) {
+    std::vector<int64_t> v;
+    v.reserve(std::size_t(n > 1 ? n * (n - 1) / 2 : 0));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = i + 1; j < n; ++j) v.push_back(first ? i : j);
+    return from_vector<int64_t>(v, {int64_t(v.size())});
+  };
+  const std::string key = str_cat("pdist:", n, ":");
+  const Tensor i = detail::host_constant(key + "i", x.device(), [&] { return pairs(true); });
+  const Tensor j = detail::host_constant(key + "j", x.device(), [&] { return pairs(false); });
+  const Tensor diff = index_select(c.math[0], 0, i) - index_select(c.math[0], 0, j);
+  return detail::round_result(norm(diff, p, {1}), c);
 }
 
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {

@@ -21,5 +21,9 @@ Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, dou
 // x / max(||x||_p, eps) along `dim` (PyTorch's F.normalize: unit rows for cosine scores and
 // contrastive losses); a norm under eps passes no gradient through it (PyTorch's clamp_min).
 Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
+// ||x[i] - x[j]||_p for every pair of rows i < j of x [N, M], in row-major pair order ->
+// [N (N - 1) / 2] (PyTorch's F.pdist; p >= 0, inf allowed). Materialises the N (N - 1) / 2 row
+// differences (PyTorch's kernel does not): fine for the few thousand rows pdist is used on.
+Tensor pdist(const Tensor& x, double p = 2.0);
 
 }  // namespace mg
