@@ -35,6 +35,16 @@ class Dropout : public UnaryModule {
 // with probability p as a whole and the others scaled by 1/(1-p); identity in eval. The channel
 // mask is dropout() of ones [N, C, 1, ...] (the same Philox stream and scaling as Dropout).
 Tensor channel_dropout(const Tensor& x, int64_t spatial_dims, double p, bool training = true, Generator* gen = nullptr);
+// PyTorch's functional names for it: F.dropout1d / dropout2d / dropout3d.
+inline Tensor dropout1d(const Tensor& x, double p = 0.5, bool training = true, Generator* gen = nullptr) {
+  return channel_dropout(x, 1, p, training, gen);
+}
+inline Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true, Generator* gen = nullptr) {
+  return channel_dropout(x, 2, p, training, gen);
+}
+inline Tensor dropout3d(const Tensor& x, double p = 0.5, bool training = true, Generator* gen = nullptr) {
+  return channel_dropout(x, 3, p, training, gen);
+}
 
 // The module form of channel_dropout, the base of Dropout1d/2d/3d below (which fix spatial_dims);
 // `p` and the generator come from DropoutOptions, training mode from the module.
@@ -75,6 +85,10 @@ class Dropout3d : public ChannelDropout {
 // (PyTorch's alpha_dropout / feature_alpha_dropout). Identity in eval; p = 1 gives zeros, as
 // PyTorch. The keep mask is dropout() of ones (the same Philox stream as Dropout).
 Tensor alpha_dropout(const Tensor& x, double p, bool training = false, bool feature = false, Generator* gen = nullptr);
+// F.feature_alpha_dropout: alpha_dropout with feature = true.
+inline Tensor feature_alpha_dropout(const Tensor& x, double p = 0.5, bool training = false, Generator* gen = nullptr) {
+  return alpha_dropout(x, p, training, /*feature=*/true, gen);
+}
 
 class AlphaDropout : public UnaryModule {
  public:

@@ -109,6 +109,10 @@ using mg::embedding;
 using mg::local_response_norm;
 using mg::nn::alpha_dropout;    // public ops composed in nn/dropout.h and nn/embedding_bag.h
 using mg::nn::channel_dropout;
+using mg::nn::dropout1d;
+using mg::nn::dropout2d;
+using mg::nn::dropout3d;
+using mg::nn::feature_alpha_dropout;
 using mg::nn::embedding_bag;
 using mg::group_norm;
 using mg::layer_norm;

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
 
 #include "autograd/engine.h"
 #include "core/factory.h"
@@ -66,4 +67,23 @@ TEST_CASE("Dropout3d zeroes whole channels of [N, C, D, H, W] and of unbatched [
   CHECK(drop.forward(full({8, 2, 2, 2}, 1.0)).shape() == Shape{8, 2, 2, 2});
   MG_REQUIRE_ERROR(drop.forward(randn({8, 2, 2})), "Dropout3d");
   CHECK(drop.layer_name() == "Dropout3d(p=0.5)");
+}
+
+TEST_CASE("dropout1d/2d/3d and feature_alpha_dropout are the modules' functions under PyTorch's names",
+          "[nn][dropout]") {
+  const Tensor x4 = randn({2, 6, 3, 3}), x3 = randn({2, 6, 5}), x5 = randn({2, 6, 2, 2, 2});
+  auto same = [](const std::function<Tensor(Generator*)>& a, const std::function<Tensor(Generator*)>& b) {
+    Generator g1(7), g2(7);
+    CHECK(values(a(&g1)) == values(b(&g2)));
+  };
+  same([&](Generator* g) { return nn::dropout2d(x4, 0.4, true, g); },
+       [&](Generator* g) { return nn::channel_dropout(x4, 2, 0.4, true, g); });
+  same([&](Generator* g) { return nn::dropout1d(x3, 0.4, true, g); },
+       [&](Generator* g) { return nn::channel_dropout(x3, 1, 0.4, true, g); });
+  same([&](Generator* g) { return nn::dropout3d(x5, 0.4, true, g); },
+       [&](Generator* g) { return nn::channel_dropout(x5, 3, 0.4, true, g); });
+  same([&](Generator* g) { return nn::feature_alpha_dropout(x4, 0.3, true, g); },
+       [&](Generator* g) { return nn::alpha_dropout(x4, 0.3, true, /*feature=*/true, g); });
+  CHECK(values(nn::feature_alpha_dropout(x4)) == values(x4));  // training = false by default, as PyTorch's
+  MG_REQUIRE_ERROR(nn::dropout2d(x3.select(0, 0)), "channel_dropout: expected x [N, C, 2 spatial dims]");
 }
