@@ -1,6 +1,7 @@
 #include "mixgrad/ops/grid_sample.h"
 
 #include <array>
+#include <vector>
 
 #include "mixgrad/autograd/grad_mode.h"
 #include "mixgrad/core/error.h"
@@ -55,15 +56,23 @@ std::array<Tensor, 4> cubic_weights(const Tensor& t) {
   return {far(t + 1.0), near(t), near(u), far(u + 1.0)};
 }
 
-// input [N, C, H·W] read at integer pixel (iy, ix) [N, P] (float-valued), weighted by w [N, P]
-// where the pixel is inside, 0 elsewhere -> [N, C, P].
-Tensor tap(const Tensor& flat, int64_t h, int64_t w, const Tensor& iy, const Tensor& ix, const Tensor& weight) {
+// input [N, C, prod(sizes)] read at the integer pixel coords[j] [N, P] (float-valued; one per
+// spatial dim, outermost first), weighted by weight [N, P] where the pixel is inside, 0 elsewhere
+// -> [N, C, P].
+Tensor tap(const Tensor& flat, const std::vector<int64_t>& sizes, const std::vector<Tensor>& coords,
+           const Tensor& weight) {
   Tensor index, inside;
   {
     NoGradGuard no_grad;
-    inside = logical_and(logical_and(ge(ix, scalar_like(0, ix)), le(ix, scalar_like(double(w - 1), ix))),
-                         logical_and(ge(iy, scalar_like(0, iy)), le(iy, scalar_like(double(h - 1), iy))));
-    index = (clamp(iy, 0, double(h - 1)) * double(w) + clamp(ix, 0, double(w - 1))).to(DType::I64);
+    for (std::size_t j = 0; j < sizes.size(); ++j) {
+      const Tensor& cj = coords[j];
+      const double last = double(sizes[j] - 1);
+      const Tensor in_j = logical_and(ge(cj, scalar_like(0, cj)), le(cj, scalar_like(last, cj)));
+      inside = inside.defined() ? logical_and(inside, in_j) : in_j;
+      const Tensor clamped = clamp(cj, 0, last);
+      index = index.defined() ? index * double(sizes[j]) + clamped : clamped;
+    }
+    index = index.to(DType::I64);
   }
   const int64_t n = flat.size(0), c = flat.size(1), p = index.size(1);
   const Tensor values = gather(flat, 2, index.unsqueeze(1).expand({n, c, p}));
@@ -75,83 +84,134 @@ Tensor tap(const Tensor& flat, int64_t h, int64_t w, const Tensor& iy, const Ten
 
 Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOptions& o) {
   MG_CHECK(input.defined() && grid.defined(), Error, "grid_sample: got an undefined tensor");
-  MG_CHECK(input.dim() == 4 && input.is_floating_point(), ShapeError,
-           "grid_sample: expected a floating input [N, C, H, W] (5-D input is not offered), got ", describe(input));
-  MG_CHECK(grid.dim() == 4 && grid.size(3) == 2 && grid.size(0) == input.size(0), ShapeError,
-           "grid_sample: expected a grid [", input.size(0), ", Ho, Wo, 2] for input ", describe(input), ", got ",
-           describe(grid));
+  MG_CHECK((input.dim() == 4 || input.dim() == 5) && input.is_floating_point(), ShapeError,
+           "grid_sample: expected a floating input [N, C, H, W] or [N, C, D, H, W], got ", describe(input));
+  const int64_t nd = input.dim() - 2;  // spatial dims
+  MG_CHECK(grid.dim() == nd + 2 && grid.size(-1) == nd && grid.size(0) == input.size(0), ShapeError,
+           "grid_sample: expected a grid [", input.size(0), nd == 2 ? ", Ho, Wo, 2]" : ", Do, Ho, Wo, 3]",
+           " for input ", describe(input), ", got ", describe(grid));
   MG_CHECK(grid.is_floating_point(), DTypeError, "grid_sample: expected a floating grid, got ", describe(grid));
   MG_CHECK(grid.device() == input.device(), DeviceError, "grid_sample: input ", describe(input), " and grid ",
            describe(grid), " are on different devices");
-  const int64_t n = input.size(0), c = input.size(1), h = input.size(2), w = input.size(3);
-  const int64_t ho = grid.size(1), wo = grid.size(2), p = ho * wo;
-  MG_CHECK(h > 0 && w > 0, ShapeError, "grid_sample: the input has no pixels, got ", describe(input));
+  MG_CHECK(nd == 2 || o.mode != GridSampleMode::Bicubic, Error,
+           "grid_sample: bicubic takes 4-D input only (as PyTorch's), got ", describe(input));
+  const int64_t n = input.size(0), c = input.size(1);
+  std::vector<int64_t> sizes;  // spatial, outermost first
+  Shape out_shape{n, c};
+  int64_t volume = 1, p = 1;
+  for (int64_t j = 0; j < nd; ++j) {
+    sizes.push_back(input.size(2 + j));
+    volume *= sizes.back();
+    out_shape.push_back(grid.size(1 + j));
+    p *= grid.size(1 + j);
+  }
+  MG_CHECK(volume > 0, ShapeError, "grid_sample: the input has no pixels, got ", describe(input));
   const detail::CompositeInputs in = detail::composite_inputs("grid_sample", {input, grid});  // fp32 policy, opmath
-  const Tensor flat = in.math[0].reshape({n, c, h * w});
-  const Tensor g = in.math[1].reshape({n, p, 2});
-  const Tensor gx = unnormalize(g.select(2, 0), w, o.align_corners), gy = unnormalize(g.select(2, 1), h, o.align_corners);
+  const Tensor flat = in.math[0].reshape({n, c, volume});
+  const Tensor g = in.math[1].reshape({n, p, nd});
+  // Spatial dim j (outermost first) is the grid's component nd - 1 - j: x is the width.
+  std::vector<Tensor> u;  // unnormalised pixel coordinates [N, P]
+  for (int64_t j = 0; j < nd; ++j) u.push_back(unnormalize(g.select(2, nd - 1 - j), sizes[std::size_t(j)], o.align_corners));
   Tensor out;
+  auto add = [&](const Tensor& t) { out = out.defined() ? out + t : t; };
   if (o.mode == GridSampleMode::Bicubic) {
     // 4 x 4 taps around (floor(y), floor(x)), each tap's coordinate padded on its own
-    Tensor x0, y0;
+    Tensor y0, x0;
     {
       NoGradGuard no_grad;
-      x0 = floor(gx), y0 = floor(gy);
+      y0 = floor(u[0]), x0 = floor(u[1]);
     }
-    const std::array<Tensor, 4> wx = cubic_weights(gx - x0), wy = cubic_weights(gy - y0);
+    const std::array<Tensor, 4> wy = cubic_weights(u[0] - y0), wx = cubic_weights(u[1] - x0);
     for (int l = 0; l < 4; ++l) {
       for (int k = 0; k < 4; ++k) {
-        Tensor xx, yy;
+        Tensor yy, xx;
         {
           NoGradGuard no_grad;
-          xx = pad_coordinate(x0 + double(k - 1), w, o), yy = pad_coordinate(y0 + double(l - 1), h, o);
+          yy = pad_coordinate(y0 + double(l - 1), sizes[0], o), xx = pad_coordinate(x0 + double(k - 1), sizes[1], o);
         }
-        const Tensor t = tap(flat, h, w, yy, xx, wy[std::size_t(l)] * wx[std::size_t(k)]);
-        out = out.defined() ? out + t : t;
+        add(tap(flat, sizes, {yy, xx}, wy[std::size_t(l)] * wx[std::size_t(k)]));
       }
     }
-    return detail::round_result(out.reshape({n, c, ho, wo}), in);
+    return detail::round_result(out.reshape(out_shape), in);
   }
-  const Tensor ix = pad_coordinate(gx, w, o), iy = pad_coordinate(gy, h, o);  // [N, P]
+  std::vector<Tensor> at;  // padded pixel coordinates [N, P]
+  for (int64_t j = 0; j < nd; ++j) at.push_back(pad_coordinate(u[std::size_t(j)], sizes[std::size_t(j)], o));
   if (o.mode == GridSampleMode::Nearest) {
     // weight 1 as a function of the grid with round's zero gradient, so the grid's gradient is 0
     // (PyTorch's) rather than missing
-    const Tensor rx = round(ix), ry = round(iy);
-    out = tap(flat, h, w, ry, rx, rx * 0.0 + ry * 0.0 + 1.0);
-  } else {
-    Tensor x0, y0;
-    {
-      NoGradGuard no_grad;
-      x0 = floor(ix), y0 = floor(iy);
+    std::vector<Tensor> r;
+    Tensor one;
+    for (const Tensor& a : at) {
+      r.push_back(round(a));
+      one = one.defined() ? one + r.back() * 0.0 : r.back() * 0.0 + 1.0;
     }
-    const Tensor x1 = x0 + 1.0, y1 = y0 + 1.0;
-    const Tensor wx1 = ix - x0, wx0 = x1 - ix, wy1 = iy - y0, wy0 = y1 - iy;  // the grid's gradient flows here
-    out = tap(flat, h, w, y0, x0, wy0 * wx0) + tap(flat, h, w, y0, x1, wy0 * wx1) +
-          tap(flat, h, w, y1, x0, wy1 * wx0) + tap(flat, h, w, y1, x1, wy1 * wx1);
+    add(tap(flat, sizes, r, one));
+  } else {
+    // (tri)linear: the 2^nd corners, each weighted by the product of its per-dim fractions
+    std::vector<Tensor> lo, hi, w_lo, w_hi;
+    for (const Tensor& a : at) {
+      Tensor f;
+      {
+        NoGradGuard no_grad;
+        f = floor(a);
+      }
+      lo.push_back(f);
+      hi.push_back(f + 1.0);
+      w_hi.push_back(a - f);  // the grid's gradient flows here
+      w_lo.push_back(hi.back() - a);
+    }
+    for (int corner = 0; corner < (1 << nd); ++corner) {
+      std::vector<Tensor> coords;
+      Tensor weight;
+      for (int64_t j = 0; j < nd; ++j) {
+        const bool upper = (corner >> (nd - 1 - j)) & 1;
+        coords.push_back(upper ? hi[std::size_t(j)] : lo[std::size_t(j)]);
+        const Tensor& wj = upper ? w_hi[std::size_t(j)] : w_lo[std::size_t(j)];
+        weight = weight.defined() ? weight * wj : wj;
+      }
+      add(tap(flat, sizes, coords, weight));
+    }
   }
-  return detail::round_result(out.reshape({n, c, ho, wo}), in);
+  return detail::round_result(out.reshape(out_shape), in);
 }
 
 Tensor affine_grid(const Tensor& theta, const Shape& size, bool align_corners) {
-  MG_CHECK(theta.defined() && theta.is_floating_point() && theta.dim() == 3 && theta.size(1) == 2 &&
-               theta.size(2) == 3,
-           ShapeError, "affine_grid: expected a floating theta [N, 2, 3], got ",
-           theta.defined() ? describe(theta) : "undefined");
-  MG_CHECK(size.size() == 4 && size[0] == theta.size(0) && size[2] > 0 && size[3] > 0, ShapeError,
-           "affine_grid: expected size {", theta.size(0), ", C, H, W} with H, W >= 1 for theta ", describe(theta),
-           ", got ", size, " (5-D sizes are not offered)");
-  const int64_t n = size[0], h = size[2], w = size[3];
+  const bool volume = size.size() == 5;
+  const int64_t nd = volume ? 3 : 2;
+  MG_CHECK(theta.defined() && theta.is_floating_point() && theta.dim() == 3 && theta.size(1) == nd &&
+               theta.size(2) == nd + 1,
+           ShapeError, "affine_grid: expected a floating theta ", volume ? "[N, 3, 4] for a 5-D size" : "[N, 2, 3]",
+           ", got ", theta.defined() ? describe(theta) : "undefined");
+  MG_CHECK((size.size() == 4 || volume) && size[0] == theta.size(0), ShapeError, "affine_grid: expected size {",
+           theta.size(0), ", C, H, W} or {", theta.size(0), ", C, D, H, W} for theta ", describe(theta), ", got ", size);
+  for (std::size_t j = 2; j < size.size(); ++j)
+    MG_CHECK(size[j] > 0, ShapeError, "affine_grid: expected spatial sizes >= 1, got ", size);
+  const int64_t n = size[0];
   const TensorOptions opts{.dtype = theta.dtype(), .device = theta.device()};
   // PyTorch's base grid: linspace(-1, 1, n), scaled by (n - 1) / n without align_corners (one
-  // pixel: 0).
+  // pixel: 0); its last component 1 takes theta's translation.
   auto axis = [&](int64_t count) {
     if (count == 1) return zeros({1}, opts);
     const Tensor l = linspace(-1, 1, count, opts);
     return align_corners ? l : l * (double(count - 1) / double(count));
   };
-  const Tensor xs = axis(w).reshape({1, w, 1}).expand({h, w, 1}), ys = axis(h).reshape({h, 1, 1}).expand({h, w, 1});
-  const Tensor base = cat({xs, ys, ones({h, w, 1}, opts)}, 2).reshape({1, h * w, 3});       // [1, H·W, 3]
-  return matmul(base.expand({n, h * w, 3}), theta.transpose(1, 2)).reshape({n, h, w, 2});  // [N, H, W, 2]
+  Shape spatial(size.begin() + 2, size.end());  // outermost first
+  Shape grid_of_one = spatial;
+  grid_of_one.push_back(1);
+  Tensors components;  // x (the last spatial dim) first
+  for (int64_t k = nd - 1; k >= 0; --k) {
+    Shape along(std::size_t(nd + 1), 1);
+    along[std::size_t(k)] = spatial[std::size_t(k)];
+    components.push_back(axis(spatial[std::size_t(k)]).reshape(along).expand(grid_of_one));
+  }
+  components.push_back(ones(grid_of_one, opts));
+  int64_t points = 1;
+  for (const int64_t d : spatial) points *= d;
+  const Tensor base = cat(components, nd).reshape({1, points, nd + 1});  // [1, points, nd + 1]
+  Shape out{n};
+  out.insert(out.end(), spatial.begin(), spatial.end());
+  out.push_back(nd);
+  return matmul(base.expand({n, points, nd + 1}), theta.transpose(1, 2)).reshape(out);
 }
 
 }  // namespace mg

@@ -1,6 +1,6 @@
 // grid_sample and affine_grid (ops/grid_sample.h) against PyTorch 2.15 in f64
 // (tests/data/reference/torch_grid_sample.json, written by tools/reference/gen_torch_grid_sample.py):
-// every mode, padding and align_corners, grids past the border, with the input's and the grid's
+// every mode, padding and align_corners, 4-D and 5-D, grids past the border, with the input's and the grid's
 // gradients; affine_grid with theta's. Then bf16, CUDA against the CPU, and the refusals.
 #include <catch2/catch.hpp>
 
@@ -34,7 +34,7 @@ GridSampleOptions options_of(const nlohmann::json& c) {
 
 }  // namespace
 
-TEST_CASE("grid_sample equals PyTorch's in f64: every mode, padding and align_corners, with gradients",
+TEST_CASE("grid_sample equals PyTorch's in f64: every mode, padding and align_corners, 4-D and 5-D, with gradients",
           "[ops][grid_sample]") {
   const nlohmann::json ref = test::load_json_reference("torch_grid_sample.json");
   int checked = 0;
@@ -51,15 +51,16 @@ TEST_CASE("grid_sample equals PyTorch's in f64: every mode, padding and align_co
     test::check_json_close(g[1], c["grad_grid"], 1e-11, 1e-12);
     ++checked;
   }
-  CHECK(checked == 18);
+  CHECK(checked == 30);
 }
 
-TEST_CASE("affine_grid equals PyTorch's in f64, with theta's gradient", "[ops][grid_sample]") {
+TEST_CASE("affine_grid equals PyTorch's in f64, 4-D and 5-D sizes, with theta's gradient", "[ops][grid_sample]") {
   const nlohmann::json ref = test::load_json_reference("torch_grid_sample.json");
   int checked = 0;
   for (const auto& c : ref["affine"]) {
     const auto size = c["size"].get<std::vector<int64_t>>();
-    const Tensor theta = test::json_tensor(c["theta"], nlohmann::json::array({size[0], 2, 3})).requires_grad_();
+    const int64_t nd = int64_t(size.size()) - 2;
+    const Tensor theta = test::json_tensor(c["theta"], nlohmann::json::array({size[0], nd, nd + 1})).requires_grad_();
     const Tensor grid = affine_grid(theta, Shape(size), c["align_corners"].get<bool>());
     REQUIRE(grid.shape() == Shape(c["grid_shape"].get<std::vector<int64_t>>()));
     test::check_json_close(grid, c["grid"]);
@@ -67,7 +68,7 @@ TEST_CASE("affine_grid equals PyTorch's in f64, with theta's gradient", "[ops][g
     test::check_json_close(g[0], c["grad_theta"]);
     ++checked;
   }
-  CHECK(checked == 3);
+  CHECK(checked == 5);
 }
 
 TEST_CASE("grid_sample: the identity transform, bf16, and refusals", "[ops][grid_sample]") {
@@ -98,9 +99,12 @@ TEST_CASE("grid_sample: the identity transform, bf16, and refusals", "[ops][grid
     CHECK(grid_sample(x.to(DType::BF16), grid).dtype() == DType::F32);
   }
   MG_REQUIRE_ERROR(grid_sample(x, grid.slice(3, 0, 1)), "grid_sample: expected a grid [2, Ho, Wo, 2]");
-  MG_REQUIRE_ERROR(grid_sample(x.unsqueeze(2), grid), "5-D input is not offered");
+  MG_REQUIRE_ERROR(grid_sample(x.unsqueeze(2), grid), "grid_sample: expected a grid [2, Do, Ho, Wo, 3]");
+  MG_REQUIRE_ERROR(grid_sample(x.unsqueeze(2), rand({2, 1, 2, 2, 3}), {.mode = GridSampleMode::Bicubic}),
+                   "grid_sample: bicubic takes 4-D input only");
   MG_REQUIRE_ERROR(affine_grid(zeros({2, 3, 3}), {2, 3, 4, 4}), "affine_grid: expected a floating theta [N, 2, 3]");
-  MG_REQUIRE_ERROR(affine_grid(zeros({2, 2, 3}), {3, 3, 4, 4}), "affine_grid: expected size {2, C, H, W}");
+  MG_REQUIRE_ERROR(affine_grid(zeros({2, 2, 3}), {3, 3, 4, 4}), "affine_grid: expected size {2, C, H, W} or {2, C, D, H, W}");
+  MG_REQUIRE_ERROR(affine_grid(zeros({2, 2, 3}), {2, 3, 4, 4, 4}), "affine_grid: expected a floating theta [N, 3, 4] for a 5-D size");
 }
 
 TEST_CASE("grid_sample and affine_grid on CUDA give the CPU's values and gradients", "[ops][grid_sample][cuda][gpu]") {
@@ -124,6 +128,10 @@ TEST_CASE("grid_sample and affine_grid on CUDA give the CPU's values and gradien
     const std::vector<double> dga = values(ga.grad()), dgb = values(gb.grad());
     for (std::size_t i = 0; i < dga.size(); ++i) CHECK(dgb[i] == Approx(dga[i]).margin(1e-4));
   }
+  // 5-D, trilinear
+  const Tensor v = randn({1, 2, 3, 4, 5}), vg = rand({1, 2, 2, 3, 3}) * 2.4 - 1.2;
+  const std::vector<double> va = values(grid_sample(v, vg)), vb = values(grid_sample(v.to(g), vg.to(g)));
+  for (std::size_t i = 0; i < va.size(); ++i) CHECK(vb[i] == Approx(va[i]).margin(1e-5));
   const Tensor theta = randn({2, 2, 3});
   const std::vector<double> ta = values(affine_grid(theta, {2, 1, 3, 4})), tb = values(affine_grid(theta.to(g), {2, 1, 3, 4}));
   for (std::size_t i = 0; i < ta.size(); ++i) CHECK(tb[i] == Approx(ta[i]).margin(1e-6));

@@ -1,6 +1,6 @@
-"""Writes tests/data/reference/torch_grid_sample.json: torch.nn.functional.grid_sample (4-D; bilinear,
-nearest and bicubic; zeros, border and reflection padding; align_corners both ways; grids reaching past
-the border) and affine_grid in f64, with the gradients of sum(y * r) w.r.t. the input and the grid
+"""Writes tests/data/reference/torch_grid_sample.json: torch.nn.functional.grid_sample (4-D: bilinear,
+nearest and bicubic; 5-D: trilinear and nearest; zeros, border and reflection padding;
+align_corners both ways; grids reaching past the border) and affine_grid (4-D and 5-D) in f64, with the gradients of sum(y * r) w.r.t. the input and the grid
 (affine_grid: w.r.t. theta), for tests/ops/test_grid_sample.cpp. Run once by hand; the tests need
 no Python:
     python -m venv v && v/bin/pip install torch
@@ -37,9 +37,22 @@ for padding in ("zeros", "border", "reflection"):  # appended after the others: 
         cases.append({"mode": "bicubic", "padding": padding, "align_corners": align, "x_shape": list(x.shape),
                       "x": flat(x), "grid_shape": list(grid.shape), "grid": flat(grid), "y_shape": list(y.shape),
                       "y": flat(y), "r": flat(r), "grad_x": flat(gx), "grad_grid": flat(gg)})
+for mode in ("bilinear", "nearest"):  # 5-D: trilinear and nearest
+    for padding in ("zeros", "border", "reflection"):
+        for align in (False, True):
+            x = torch.randn(2, 2, 3, 4, 5, dtype=D, requires_grad=True)
+            grid = (torch.rand(2, 2, 3, 4, 3, dtype=D) * 3.2 - 1.6).requires_grad_(True)
+            y = F.grid_sample(x, grid, mode=mode, padding_mode=padding, align_corners=align)
+            r = torch.randn(y.shape, dtype=D)
+            gx, gg = torch.autograd.grad((y * r).sum(), [x, grid])
+            cases.append({"mode": mode, "padding": padding, "align_corners": align, "x_shape": list(x.shape),
+                          "x": flat(x), "grid_shape": list(grid.shape), "grid": flat(grid), "y_shape": list(y.shape),
+                          "y": flat(y), "r": flat(r), "grad_x": flat(gx), "grad_grid": flat(gg)})
 affine = []
-for size, align in (((2, 3, 4, 5), False), ((2, 3, 4, 5), True), ((1, 1, 1, 3), False)):
-    theta = torch.randn(size[0], 2, 3, dtype=D, requires_grad=True)
+for size, align in (((2, 3, 4, 5), False), ((2, 3, 4, 5), True), ((1, 1, 1, 3), False), ((2, 1, 3, 4, 5), False),
+                    ((1, 2, 2, 1, 3), True)):
+    nd = len(size) - 2
+    theta = torch.randn(size[0], nd, nd + 1, dtype=D, requires_grad=True)
     grid = F.affine_grid(theta, size, align_corners=align)
     r = torch.randn(grid.shape, dtype=D)
     (gt,) = torch.autograd.grad((grid * r).sum(), [theta])
