@@ -16,38 +16,33 @@ torch.manual_seed(97)
 D = torch.float64
 flat = lambda t: t.detach().reshape(-1).tolist()
 cases = []
+
+
+def add_case(mode, padding, align, x_shape, grid_shape):
+    """One grid_sample case: a random input, a grid reaching past the border, the gradients."""
+    x = torch.randn(*x_shape, dtype=D, requires_grad=True)
+    grid = (torch.rand(*grid_shape, dtype=D) * 3.2 - 1.6).requires_grad_(True)
+    y = F.grid_sample(x, grid, mode=mode, padding_mode=padding, align_corners=align)
+    r = torch.randn(y.shape, dtype=D)
+    gx, gg = torch.autograd.grad((y * r).sum(), [x, grid])
+    cases.append({"mode": mode, "padding": padding, "align_corners": align, "x_shape": list(x.shape),
+                  "x": flat(x), "grid_shape": list(grid.shape), "grid": flat(grid), "y_shape": list(y.shape),
+                  "y": flat(y), "r": flat(r), "grad_x": flat(gx), "grad_grid": flat(gg)})
+
+
+PADDINGS = ("zeros", "border", "reflection")
+# 4-D bilinear and nearest; then bicubic and 5-D, appended after them so their draws stay
 for mode in ("bilinear", "nearest"):
-    for padding in ("zeros", "border", "reflection"):
+    for padding in PADDINGS:
         for align in (False, True):
-            x = torch.randn(2, 3, 5, 6, dtype=D, requires_grad=True)
-            grid = (torch.rand(2, 4, 7, 2, dtype=D) * 3.2 - 1.6).requires_grad_(True)  # past the border too
-            y = F.grid_sample(x, grid, mode=mode, padding_mode=padding, align_corners=align)
-            r = torch.randn(y.shape, dtype=D)
-            gx, gg = torch.autograd.grad((y * r).sum(), [x, grid])
-            cases.append({"mode": mode, "padding": padding, "align_corners": align, "x_shape": list(x.shape),
-                          "x": flat(x), "grid_shape": list(grid.shape), "grid": flat(grid), "y_shape": list(y.shape),
-                          "y": flat(y), "r": flat(r), "grad_x": flat(gx), "grad_grid": flat(gg)})
-for padding in ("zeros", "border", "reflection"):  # appended after the others: their draws stay
+            add_case(mode, padding, align, (2, 3, 5, 6), (2, 4, 7, 2))
+for padding in PADDINGS:
     for align in (False, True):
-        x = torch.randn(2, 3, 5, 6, dtype=D, requires_grad=True)
-        grid = (torch.rand(2, 4, 7, 2, dtype=D) * 3.2 - 1.6).requires_grad_(True)
-        y = F.grid_sample(x, grid, mode="bicubic", padding_mode=padding, align_corners=align)
-        r = torch.randn(y.shape, dtype=D)
-        gx, gg = torch.autograd.grad((y * r).sum(), [x, grid])
-        cases.append({"mode": "bicubic", "padding": padding, "align_corners": align, "x_shape": list(x.shape),
-                      "x": flat(x), "grid_shape": list(grid.shape), "grid": flat(grid), "y_shape": list(y.shape),
-                      "y": flat(y), "r": flat(r), "grad_x": flat(gx), "grad_grid": flat(gg)})
+        add_case("bicubic", padding, align, (2, 3, 5, 6), (2, 4, 7, 2))
 for mode in ("bilinear", "nearest"):  # 5-D: trilinear and nearest
-    for padding in ("zeros", "border", "reflection"):
+    for padding in PADDINGS:
         for align in (False, True):
-            x = torch.randn(2, 2, 3, 4, 5, dtype=D, requires_grad=True)
-            grid = (torch.rand(2, 2, 3, 4, 3, dtype=D) * 3.2 - 1.6).requires_grad_(True)
-            y = F.grid_sample(x, grid, mode=mode, padding_mode=padding, align_corners=align)
-            r = torch.randn(y.shape, dtype=D)
-            gx, gg = torch.autograd.grad((y * r).sum(), [x, grid])
-            cases.append({"mode": mode, "padding": padding, "align_corners": align, "x_shape": list(x.shape),
-                          "x": flat(x), "grid_shape": list(grid.shape), "grid": flat(grid), "y_shape": list(y.shape),
-                          "y": flat(y), "r": flat(r), "grad_x": flat(gx), "grad_grid": flat(gg)})
+            add_case(mode, padding, align, (2, 2, 3, 4, 5), (2, 2, 3, 4, 3))
 affine = []
 for size, align in (((2, 3, 4, 5), False), ((2, 3, 4, 5), True), ((1, 1, 1, 3), False), ((2, 1, 3, 4, 5), False),
                     ((1, 2, 2, 1, 3), True)):
