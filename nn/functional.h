@@ -9,6 +9,7 @@
 #include "mixgrad/nn/dropout.h"
 #include "mixgrad/nn/embedding_bag.h"
 #include "mixgrad/nn/fold.h"
+#include "mixgrad/nn/instance_norm.h"
 #include "mixgrad/nn/reshape_layers.h"
 #include "mixgrad/ops/adaptive_max_pool.h"
 #include "mixgrad/ops/attention.h"
@@ -113,6 +114,7 @@ using mg::nn::dropout1d;
 using mg::nn::dropout2d;
 using mg::nn::dropout3d;
 using mg::nn::feature_alpha_dropout;
+using mg::nn::instance_norm;
 using mg::nn::embedding_bag;
 using mg::group_norm;
 using mg::layer_norm;

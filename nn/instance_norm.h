@@ -17,6 +17,15 @@
 
 namespace mg::nn {
 
+// PyTorch's F.instance_norm, the layers' computation: x [N, C, *] (at least one spatial dim).
+// use_input_stats: each (sample, channel) normalised over its own positions (more than one), and
+// running_mean / running_var, where given, moved toward the batch average of the instance
+// statistics by `momentum` (0: left alone); otherwise normalised with the running statistics
+// (both required). weight, bias: [C] or undefined. The input's dtype is kept.
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean = Tensor(), const Tensor& running_var = Tensor(),
+                     const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
+
 struct InstanceNormOptions {
   int64_t num_features = 0;          // C
   double eps = 1e-5;
@@ -46,7 +55,6 @@ class InstanceNorm : public UnaryModule {
   bool state_may_be_missing(const std::string& name) const override { return name == "num_batches_tracked"; }
 
  private:
-  void update_running_stats(const Tensor& x);  // x [N, C, ...], training with track_running_stats
   int64_t spatial_dims_;
   Options options_;
 };

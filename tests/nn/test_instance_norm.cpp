@@ -188,3 +188,33 @@ TEST_CASE("InstanceNorm with momentum = nullopt keeps its running statistics, as
   CHECK(values(gn.bias) == std::vector<double>{0, 0});
   CHECK(values(rms.weight) == std::vector<double>{1, 1});
 }
+
+TEST_CASE("instance_norm (the function) is the layers' computation: input statistics, running ones, refusals",
+          "[nn][norm]") {
+  manual_seed(12);
+  nn::InstanceNorm2d layer({.num_features = 3, .momentum = 0.2, .affine = true, .track_running_stats = true});
+  {
+    NoGradGuard no_grad;
+    layer.weight.copy_(randn({3}));
+    layer.bias.copy_(randn({3}));
+  }
+  const Tensor x = randn({2, 3, 4, 5});
+  Tensor rm = zeros({3}), rv = ones({3});
+  const Tensor want = layer(x);  // training: input statistics, running ones updated
+  const Tensor got = nn::instance_norm(x, rm, rv, layer.weight, layer.bias, true, 0.2, 1e-5);
+  CHECK(values(got) == values(want));
+  CHECK(values(rm) == values(layer.running_mean));
+  CHECK(values(rv) == values(layer.running_var));
+  layer.eval();
+  CHECK(values(nn::instance_norm(x, rm, rv, layer.weight, layer.bias, /*use_input_stats=*/false)) == values(layer(x)));
+  // no running statistics, no affine: plain per-instance normalisation
+  const std::vector<double> plain = values(nn::instance_norm(x));
+  const std::vector<double> mean_of_first = values(mean(nn::instance_norm(x).reshape({6, 20}), {1}));
+  for (const double m : mean_of_first) CHECK(m == Approx(0).margin(1e-6));
+  CHECK(plain.size() == 120);
+  MG_REQUIRE_ERROR(nn::instance_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false),
+                   "instance_norm: use_input_stats = false needs running_mean and running_var");
+  MG_REQUIRE_ERROR(nn::instance_norm(randn({2, 3, 1})), "instance_norm: expected more than 1 spatial element");
+  MG_REQUIRE_ERROR(nn::instance_norm(x, zeros({4})), "instance_norm: expected [3] for x [2, 3, 4, 5] f32 cpu, got [4] f32 cpu");
+  MG_REQUIRE_ERROR(nn::instance_norm(randn({2, 3})), "instance_norm: expected a floating x [N, C, *]");
+}
