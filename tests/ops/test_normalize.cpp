@@ -47,7 +47,7 @@ TEST_CASE("normalize divides by the clamped p-norm along a dim, with the closed-
   MG_REQUIRE_ERROR(normalize(x, 2.0, 2), "normalize");
 }
 
-TEST_CASE("normalize of bf16 is computed in f32 and rounded once; autocast gives f32", "[ops][normalize]") {
+TEST_CASE("normalize of bf16 is computed in f32 and rounded once, autocast gives f32", "[ops][normalize]") {
   manual_seed(2);
   const Tensor x = randn({4, 8});
   const Tensor xb = x.to(DType::BF16);
@@ -76,7 +76,7 @@ TEST_CASE("pdist equals PyTorch's in f64 for p 2, 1, 3, 0.5, inf and 0, zero dis
   MG_REQUIRE_ERROR(pdist(zeros({3, 2}), -1), "pdist: p must be >= 0");
 }
 
-TEST_CASE("gumbel_softmax samples softmax(logits) by the Gumbel-max trick; hard is straight-through", "[ops][normalize]") {
+TEST_CASE("gumbel_softmax samples softmax(logits) by the Gumbel-max trick, hard is straight-through", "[ops][normalize]") {
   const Tensor logits = from_vector<double>({1.0, 0.0, -1.0, 2.0}, {1, 4});
   const std::vector<double> p = values(softmax(logits, 1));
   manual_seed(17);
